@@ -1,0 +1,1 @@
+"""The ``ember`` command line (click): one module per command, loaded lazily."""

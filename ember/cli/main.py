@@ -1,0 +1,85 @@
+"""Root ``ember`` group: lazy subcommands and the one error boundary.
+
+Each command lives in its own module and is imported only when it runs, so ``ember --help`` and
+light commands never import torch (style R15). User errors become a short message and exit code 1;
+anything else is reported as a possible bug.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+from ember.errors import EmberError, UserError
+
+# command name -> "module:attribute". A command appears once its module exists.
+COMMANDS: dict[str, str] = {
+    "init": "ember.cli.init:init",
+    "dev": "ember.cli.dev:dev",
+    "serve": "ember.cli.serve:serve",
+    "deploy": "ember.cli.deploy:deploy",
+    "claim": "ember.cli.claim:claim",
+    "login": "ember.cli.login:login",
+    "logout": "ember.cli.login:logout",
+    "whoami": "ember.cli.whoami:whoami",
+    "deployments": "ember.cli.deployments:deployments",
+    "rollback": "ember.cli.rollback:rollback",
+    "delete": "ember.cli.delete:delete",
+    "tail": "ember.cli.tail:tail",
+    "secret": "ember.cli.secret:secret",
+    "kv": "ember.cli.kv:kv",
+    "ai": "ember.cli.ai:ai",
+    "models": "ember.cli.models:models",
+    "doctor": "ember.cli.doctor:doctor",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        present = [name for name, target in COMMANDS.items() if _module_exists(target)]
+        return sorted(set(present) | set(super().list_commands(ctx)))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None or not _module_exists(target):
+            return super().get_command(ctx, cmd_name)
+        module_name, attribute = target.split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{target} is not a click command")
+        return command
+
+
+def _module_exists(target: str) -> bool:
+    return importlib.util.find_spec(target.split(":")[0]) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ember", prog_name="ember")
+def cli() -> None:
+    """ember: run Python Workers with local Kimi and GLM models, and deploy them."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the CLI with ember's error boundary."""
+    try:
+        cli.main(args=argv, standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except UserError as exc:
+        click.echo(f"ember: error: {exc}", err=True)
+        sys.exit(1)
+    except EmberError as exc:
+        click.echo(f"ember: internal error (possibly a bug): {exc}", err=True)
+        sys.exit(2)

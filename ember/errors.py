@@ -1,0 +1,128 @@
+"""ember's one exception tree.
+
+Every error ember raises on purpose is an ``EmberError``. The split that matters to callers is
+*who must act*: a ``UserError`` is caused by input (a config file, a handler, a request, a model
+id) and its message says what was wrong and what was expected; an ``InternalError`` is ember's
+own fault or an environment failure, and the CLI reports it as a possible bug.
+
+    EmberError
+    ├── UserError
+    │   ├── ConfigError            a config file or key is malformed (file, key, found, expected)
+    │   ├── HandlerError           the user's worker module failed to load or misbehaved
+    │   ├── BindingError           a binding was used wrongly (bad key, value too large, ...)
+    │   ├── LimitExceeded          a platform limit was hit (limit, observed)
+    │   ├── AuthError              missing, wrong, expired or out-of-scope credentials
+    │   ├── NotFound               a named thing does not exist (worker, version, account, ...)
+    │   ├── ModelNotFound          an unknown model id or checkpoint path
+    │   ├── InvalidModelInput      a model request failed validation (field named)
+    │   └── CheckpointError        a checkpoint directory is incomplete or inconsistent
+    └── InternalError
+        ├── WorkerCrashed          an isolate process died or broke the protocol
+        ├── ProtocolError          a malformed frame crossed a process boundary
+        ├── BackendError           a model server or replica failed
+        ├── KVCacheExhausted       the engine ran out of KV pages for a request
+        └── KVIntegrityError       a KV page failed its integrity check
+
+Subpackages may add leaves under these classes in their own modules, but never a second root.
+Never branch on message text: branch on the class and its attributes.
+"""
+
+from __future__ import annotations
+
+
+class EmberError(Exception):
+    """Root of every error ember raises on purpose."""
+
+
+class UserError(EmberError):
+    """Caused by input the user controls; the message says what was wrong and what was expected."""
+
+
+class InternalError(EmberError):
+    """ember's own failure or an environment failure; reported as a possible bug."""
+
+
+class ConfigError(UserError):
+    """A config file is malformed: names the file, the key, what was found and what was expected."""
+
+    def __init__(
+        self,
+        file: str,
+        key: str | None,
+        found: object,
+        expected: str,
+        *,
+        hint: str | None = None,
+    ) -> None:
+        self.file = file
+        self.key = key
+        self.found = found
+        self.expected = expected
+        self.hint = hint
+        where = f"{file}: {key}" if key else file
+        message = f"{where}: expected {expected}, found {found!r}"
+        if hint:
+            message += f" ({hint})"
+        super().__init__(message)
+
+
+class HandlerError(UserError):
+    """The user's worker module failed to import, has no handler, or returned something invalid."""
+
+
+class BindingError(UserError):
+    """A binding was called with invalid arguments (key too long, value too large, bad type...)."""
+
+
+class LimitExceeded(UserError):
+    """A platform limit was exceeded."""
+
+    def __init__(self, limit: str, observed: object, maximum: object, message: str | None = None):
+        self.limit = limit
+        self.observed = observed
+        self.maximum = maximum
+        super().__init__(message or f"{limit} exceeded: {observed} > {maximum}")
+
+
+class AuthError(UserError):
+    """Credentials are missing, wrong, expired, or not allowed to touch this resource."""
+
+
+class NotFound(UserError):
+    """A named thing (worker, version, account, namespace, key) does not exist."""
+
+
+class ModelNotFound(UserError):
+    """An unknown model id or checkpoint path."""
+
+
+class InvalidModelInput(UserError):
+    """A model request failed validation; ``field`` names the offending input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class CheckpointError(UserError):
+    """A checkpoint directory is incomplete or inconsistent (missing file, shape mismatch...)."""
+
+
+class WorkerCrashed(InternalError):
+    """An isolate process died, was killed, or broke the protocol."""
+
+
+class ProtocolError(InternalError):
+    """A malformed frame crossed a process boundary."""
+
+
+class BackendError(InternalError):
+    """A model server or replica failed."""
+
+
+class KVCacheExhausted(InternalError):
+    """The engine ran out of KV pages for a request that cannot be preempted."""
+
+
+class KVIntegrityError(InternalError):
+    """A KV page failed its integrity check (corruption or cross-request reuse)."""

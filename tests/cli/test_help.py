@@ -1,0 +1,28 @@
+"""Every command answers --help without error (click's advice for lazy groups)."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from ember.cli.main import cli
+
+
+def _all_commands() -> list[tuple[str, ...]]:
+    ctx = click.Context(cli)
+    paths: list[tuple[str, ...]] = [()]
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        paths.append((name,))
+        if isinstance(command, click.Group):
+            sub_ctx = click.Context(command)
+            paths.extend((name, sub) for sub in command.list_commands(sub_ctx))
+    return paths
+
+
+@pytest.mark.parametrize("path", _all_commands(), ids=lambda p: " ".join(p) or "ember")
+def test_help(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
