@@ -20,7 +20,8 @@ def test_every_error_class_descends_from_ember_error_and_is_drawn() -> None:
 
 
 def test_config_error_names_file_key_found_and_expected() -> None:
-    exc = errors.ConfigError("ember.yaml", "triggers.crons[0]", 5, "a cron string like '*/5 * * * *'")
+    expected = "a cron string like '*/5 * * * *'"
+    exc = errors.ConfigError("ember.yaml", "triggers.crons[0]", 5, expected)
     text = str(exc)
     assert "ember.yaml" in text and "triggers.crons[0]" in text and "5" in text
     assert "cron string" in text

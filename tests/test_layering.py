@@ -1,4 +1,4 @@
-"""Imports point one way (cli -> runtime -> bindings -> models -> core) and torch stays in models."""
+"""Imports point one way (cli -> runtime -> bindings -> models -> core); torch stays in models."""
 
 from __future__ import annotations
 
