@@ -105,7 +105,8 @@ def _build_group(
     num_seqs, max_query, max_context = len(members), max(q_lens), max(seq_lens)
     num_pages = -(-max_context // page_size)
     table = [
-        block_tables[i][:num_pages] + [padding_page] * (num_pages - len(block_tables[i][:num_pages]))
+        block_tables[i][:num_pages]
+        + [padding_page] * (num_pages - len(block_tables[i][:num_pages]))
         for i in members
     ]
     pages = torch.tensor(table, dtype=torch.int64)  # (B, P)
@@ -122,8 +123,17 @@ def _build_group(
         valid = None if contiguous else torch.ones(num_seqs, 1, dtype=torch.bool)
         valid_rows = None if contiguous else torch.tensor(firsts, dtype=torch.int64)
         return AttentionGroup(
-            members, num_seqs, 1, max_context, rows, token_index, valid_rows, valid, slots,
-            allowed, {},
+            members,
+            num_seqs,
+            1,
+            max_context,
+            rows,
+            token_index,
+            valid_rows,
+            valid,
+            slots,
+            allowed,
+            {},
         )
     q_len_t = torch.tensor(q_lens, dtype=torch.int64)
     offsets = torch.arange(max_query)
@@ -133,8 +143,17 @@ def _build_group(
     token_index = torch.tensor(firsts, dtype=torch.int64).unsqueeze(1) + clamped
     allowed = key_pos.view(1, 1, -1) <= positions.unsqueeze(-1)  # (B, Q, L) causal
     return AttentionGroup(
-        members, num_seqs, max_query, max_context, None, token_index, token_index[valid], valid,
-        slots, allowed, {},
+        members,
+        num_seqs,
+        max_query,
+        max_context,
+        None,
+        token_index,
+        token_index[valid],
+        valid,
+        slots,
+        allowed,
+        {},
     )
 
 
@@ -192,7 +211,9 @@ class PagedAttentionBackend:
     def _store(self, cache: torch.Tensor, rows: torch.Tensor) -> None:
         cache.index_put_((self.batch.slot_mapping,), rows)
 
-    def _gather(self, cache: torch.Tensor, group: AttentionGroup, dtype: torch.dtype) -> torch.Tensor:
+    def _gather(
+        self, cache: torch.Tensor, group: AttentionGroup, dtype: torch.dtype
+    ) -> torch.Tensor:
         """Rows of ``group``'s context slots as ``(B, L, W)`` in ``dtype`` (scratch memory)."""
         width = cache.shape[-1]
         shape = (group.num_seqs, group.max_context, width)
@@ -212,7 +233,10 @@ class PagedAttentionBackend:
         group_size = num_heads // num_kv_heads
         k_scale, v_scale = pool.scales[layer][0], pool.scales[layer][1]
         new = torch.cat(
-            (pool.encode(k.reshape(num_tokens, -1), layer, 0), pool.encode(v.reshape(num_tokens, -1), layer, 1)),
+            (
+                pool.encode(k.reshape(num_tokens, -1), layer, 0),
+                pool.encode(v.reshape(num_tokens, -1), layer, 1),
+            ),
             dim=-1,
         )
         self._store(pool.kv[layer], new)
@@ -224,7 +248,9 @@ class PagedAttentionBackend:
             values = cache[..., num_kv_heads * head_dim :].view(b, ctx, num_kv_heads, v_dim)
             queries = group.select(q)  # (B, Q, H, D)
             queries = queries.view(b, nq, num_kv_heads, group_size, head_dim)
-            queries = queries.permute(0, 2, 1, 3, 4).reshape(b, num_kv_heads, nq * group_size, head_dim)
+            queries = queries.permute(0, 2, 1, 3, 4).reshape(
+                b, num_kv_heads, nq * group_size, head_dim
+            )
             scores = torch.matmul(queries, keys.permute(0, 2, 3, 1))  # (B, Hkv, Q*G, L)
             scores = scores.view(b, num_kv_heads, nq, group_size, ctx) * (scale * k_scale)
             scores = scores + group.bias(scores.dtype).view(b, 1, nq, 1, ctx)
@@ -266,7 +292,9 @@ class PagedAttentionBackend:
             scores = torch.bmm(rows, cache.transpose(1, 2)).view(b, nq, num_heads, ctx)
             scores = scores * scale + group.bias(scores.dtype)
             if topk is not None:
-                scores = scores.masked_fill(~self._topk_allowed(group, topk).unsqueeze(2), float("-inf"))
+                scores = scores.masked_fill(
+                    ~self._topk_allowed(group, topk).unsqueeze(2), float("-inf")
+                )
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
             mixed = torch.bmm(probs.view(b, nq * num_heads, ctx), cache[..., :rank])
             if latent_scale != 1.0:

@@ -1,4 +1,4 @@
-"""Engine knobs, validated once (torch-free). Names follow nano-vllm and ``sglang.launch_server``."""
+"""Engine knobs, validated once (torch-free); names follow nano-vllm and sglang.launch_server."""
 
 from __future__ import annotations
 
@@ -55,9 +55,16 @@ class EngineConfig:
             self.integrity_sample_period >= 1,
             ">= 1",
         )
-        need("max_integrity_retries", self.max_integrity_retries, self.max_integrity_retries >= 0, ">= 0")
+        need(
+            "max_integrity_retries",
+            self.max_integrity_retries,
+            self.max_integrity_retries >= 0,
+            ">= 0",
+        )
         if self.kv_cache_bytes is None and self.max_total_tokens is None:
-            raise ConfigError("engine", "kv_cache_bytes", None, "a KV byte budget or max_total_tokens")
+            raise ConfigError(
+                "engine", "kv_cache_bytes", None, "a KV byte budget or max_total_tokens"
+            )
         if self.kv_cache_bytes is not None:
             need("kv_cache_bytes", self.kv_cache_bytes, self.kv_cache_bytes > 0, "> 0")
         if self.max_total_tokens is not None:

@@ -80,7 +80,10 @@ class LLMEngine:
         self.checker: IntegrityChecker | None = None
         if self.pool.sidecar is not None:
             self.checker = IntegrityChecker(
-                self.pool.sidecar, config.page_size, config.integrity, config.integrity_sample_period
+                self.pool.sidecar,
+                config.page_size,
+                config.integrity,
+                config.integrity_sample_period,
             )
         self.block_manager = BlockManager(
             num_pages,
@@ -185,7 +188,10 @@ class LLMEngine:
         manager = self.block_manager
         for entry, token in zip(out.scheduled, result.tokens, strict=True):
             seq = entry.seq
-            if seq.status is not SequenceStatus.RUNNING or seq.num_computed_tokens != entry.context_len:
+            if (
+                seq.status is not SequenceStatus.RUNNING
+                or seq.num_computed_tokens != entry.context_len
+            ):
                 continue  # preempted or failed during this step
             seq.num_computed_tokens = entry.context_len + entry.num_new_tokens
             if entry.context_len < seq.num_prompt_tokens or entry.num_new_tokens > 1:

@@ -33,7 +33,11 @@ CHAIN_SEED = 0x6A09E667F3BCC908  # the chain of an empty sequence
 
 def chain_step(prev: int, token: int, position: int) -> int:
     """Extend a token chain hash by one (token, position): splitmix64's finaliser over a mix."""
-    x = prev ^ (((token + 1) * 0x9E3779B97F4A7C15) & _MASK64) ^ ((position * 0xC2B2AE3D27D4EB4F) & _MASK64)
+    x = (
+        prev
+        ^ (((token + 1) * 0x9E3779B97F4A7C15) & _MASK64)
+        ^ ((position * 0xC2B2AE3D27D4EB4F) & _MASK64)
+    )
     x ^= x >> 30
     x = (x * 0xBF58476D1CE4E5B9) & _MASK64
     x ^= x >> 27

@@ -99,7 +99,7 @@ class KVPool:
         if not pages:
             return
         size = self.page_size
-        slots = (torch.tensor(pages, dtype=torch.int64)[:, None] * size + torch.arange(size))
+        slots = torch.tensor(pages, dtype=torch.int64)[:, None] * size + torch.arange(size)
         slots = slots.flatten()
         self.kv[:, slots] = 0
         if self.index_k is not None:

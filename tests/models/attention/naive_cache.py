@@ -49,7 +49,8 @@ class NaiveCacheBackend:
     def _tokens(self):
         """(flat row, sequence index, position) for every new token."""
         row = 0
-        for i, (ctx, q) in enumerate(zip(self.layout.context_lens, self.layout.query_lens)):
+        lens = zip(self.layout.context_lens, self.layout.query_lens, strict=True)
+        for i, (ctx, q) in enumerate(lens):
             for p in range(ctx, ctx + q):
                 yield row, i, p
                 row += 1

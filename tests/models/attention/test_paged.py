@@ -20,7 +20,11 @@ def _spec(kind: str, dtype: str) -> KVSpec:
     if kind == "gqa":
         return KVSpec("gqa", 2, dtype, num_kv_heads=2, head_dim=8, v_head_dim=6)
     return KVSpec(
-        "mla", 2, dtype, kv_lora_rank=12, qk_rope_head_dim=4,
+        "mla",
+        2,
+        dtype,
+        kv_lora_rank=12,
+        qk_rope_head_dim=4,
         index_head_dim=8 if kind == "dsa" else 0,
     )
 
@@ -32,7 +36,7 @@ def _rounds(rng: random.Random, num_seqs: int, num_rounds: int):
         members = rng.sample(range(num_seqs), rng.randint(1, num_seqs))
         query = [rng.choice([1, 1, rng.randint(2, 9)]) for _ in members]
         yield members, query, [lengths[m] for m in members]
-        for m, q in zip(members, query):
+        for m, q in zip(members, query, strict=True):
             lengths[m] += q
 
 
@@ -55,7 +59,7 @@ def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int)
     store: dict = {}
     workspace = Workspace()
     for members, query, context in _rounds(rng, 5, 6):
-        for m, q, c in zip(members, query, context):
+        for m, q, c in zip(members, query, context, strict=True):
             while len(tables[m]) * PAGE < c + q:
                 tables[m].append(free.pop())
         layout = BatchLayout(tuple(query), tuple(context))
@@ -69,7 +73,12 @@ def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int)
                 k, v = torch.randn(t, 2, 8), torch.randn(t, 2, 6) * 3
                 got, want = fast.gqa(layer, q, k, v, 0.3), slow.gqa(layer, q, k, v, 0.3)
             else:
-                args = (torch.randn(t, 3, 12), torch.randn(t, 3, 4), torch.randn(t, 12), torch.randn(t, 4) * 2)
+                args = (
+                    torch.randn(t, 3, 12),
+                    torch.randn(t, 3, 4),
+                    torch.randn(t, 12),
+                    torch.randn(t, 4) * 2,
+                )
                 topk_fast = topk_slow = None
                 if kind == "dsa":
                     # Shifted so relu rarely zeroes a score: ties would make any top-k choice valid.
@@ -79,7 +88,9 @@ def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int)
                     topk_slow = slow.indexer_topk(layer, iq, iw, ik, 0.35, 5)
                     assert (topk_fast is None) == (topk_slow is None)
                     if topk_fast is not None:
-                        assert topk_fast.sort(-1).values.tolist() == topk_slow.sort(-1).values.tolist()
+                        assert (
+                            topk_fast.sort(-1).values.tolist() == topk_slow.sort(-1).values.tolist()
+                        )
                 got = fast.mla(layer, *args, 0.25, topk_fast)
                 want = slow.mla(layer, *args, 0.25, topk_slow)
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
@@ -100,7 +111,9 @@ def test_padding_page_stays_zero_and_absorbs_no_writes() -> None:
     layout = BatchLayout((3, 1), (0, 5))
     batch = PagedBatch.build(layout, [[2], [0, 1]], PAGE, pool.padding_page)
     backend = PagedAttentionBackend(pool, batch)
-    backend.mla(0, torch.randn(4, 3, 12), torch.randn(4, 3, 4), torch.randn(4, 12), torch.randn(4, 4), 0.3)
+    backend.mla(
+        0, torch.randn(4, 3, 12), torch.randn(4, 3, 4), torch.randn(4, 12), torch.randn(4, 4), 0.3
+    )
     padding = pool.kv[:, pool.padding_slot : pool.padding_slot + PAGE]
     assert torch.count_nonzero(padding) == 0
     assert batch.slot_mapping.tolist() == [8, 9, 10, 5]

@@ -24,7 +24,7 @@ def _prompts(seed: int, count: int, max_len: int, vocab: int = 97) -> list[list[
 
 @pytest.fixture(scope="module", params=["gqa", "mla", "dsa"])
 def toy_case(request: pytest.FixtureRequest) -> tuple[ToyModel, list[list[int]], list[list[int]]]:
-    """A toy model per attention kind, 12 prompts and their reference completions (computed once)."""
+    """A toy model per attention kind, 12 prompts and their reference completions (once)."""
     model = ToyModel(ToyConfig(kind=request.param), seed=3)
     prompts = _prompts(seed=7, count=12, max_len=24)
     return model, prompts, [greedy_reference(model, prompt, 10) for prompt in prompts]
@@ -76,7 +76,9 @@ def test_stop_tokens_max_tokens_and_usage() -> None:
     while engine.has_unfinished():
         outputs.extend(engine.step())
     final = {o.request_id: o for o in outputs if o.finished}
-    tokens = {rid: [t for o in outputs if o.request_id == rid for t in o.new_token_ids] for rid in "ab"}
+    tokens = {
+        rid: [t for o in outputs if o.request_id == rid for t in o.new_token_ids] for rid in "ab"
+    }
     first_stop = reference.index(stop_at)
     assert tokens["a"] == reference[: first_stop + 1] and final["a"].finish_reason == "stop"
     assert tokens["b"] == reference[:5] and final["b"].finish_reason == "length"

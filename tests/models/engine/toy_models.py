@@ -55,7 +55,9 @@ class ToyModel(nn.Module):
         gen = torch.Generator().manual_seed(seed)
 
         def w(*shape: int) -> nn.Parameter:
-            return nn.Parameter(torch.randn(*shape, generator=gen, dtype=torch.float32) / math.sqrt(shape[-1]))
+            return nn.Parameter(
+                torch.randn(*shape, generator=gen, dtype=torch.float32) / math.sqrt(shape[-1])
+            )
 
         self.embed = nn.Parameter(torch.randn(c.vocab_size, c.hidden, generator=gen))
         self.lm_head = w(c.vocab_size, c.hidden)
@@ -88,7 +90,11 @@ class ToyModel(nn.Module):
         if c.kind == "gqa":
             return KVSpec("gqa", c.num_layers, "float32", c.num_kv_heads, c.head_dim, c.head_dim)
         return KVSpec(
-            "mla", c.num_layers, "float32", kv_lora_rank=c.kv_lora_rank, qk_rope_head_dim=c.rope_dim,
+            "mla",
+            c.num_layers,
+            "float32",
+            kv_lora_rank=c.kv_lora_rank,
+            qk_rope_head_dim=c.rope_dim,
             index_head_dim=c.index_dim if c.kind == "dsa" else 0,
         )
 
@@ -111,12 +117,16 @@ class ToyModel(nn.Module):
             "scale": (c.kv_lora_rank + c.rope_dim) ** -0.5,
         }
         if c.kind == "dsa":
-            inputs["index_q"] = rotate((h @ layer.wiq.T).view(t, c.index_heads, c.index_dim), positions)
+            inputs["index_q"] = rotate(
+                (h @ layer.wiq.T).view(t, c.index_heads, c.index_dim), positions
+            )
             inputs["index_k"] = rotate(h @ layer.wik.T, positions)
             inputs["index_weights"] = (h @ layer.wiw.T) * c.index_heads**-0.5
         return inputs
 
-    def _finish_layer(self, layer: nn.Module, x: torch.Tensor, attn_out: torch.Tensor) -> torch.Tensor:
+    def _finish_layer(
+        self, layer: nn.Module, x: torch.Tensor, attn_out: torch.Tensor
+    ) -> torch.Tensor:
         c, t = self.config, x.shape[0]
         if c.kind != "gqa":  # (T, H, C) latent mix -> per-head values
             attn_out = torch.einsum("thc,hdc->thd", attn_out, layer.w_uv)
@@ -136,8 +146,12 @@ class ToyModel(nn.Module):
                 topk = None
                 if self.config.kind == "dsa":
                     topk = attn.indexer_topk(
-                        index, a["index_q"], a["index_weights"], a["index_k"],
-                        self.config.index_dim**-0.5, self.config.index_topk,
+                        index,
+                        a["index_q"],
+                        a["index_weights"],
+                        a["index_k"],
+                        self.config.index_dim**-0.5,
+                        self.config.index_topk,
                     )
                 out = attn.mla(
                     index, a["q_latent"], a["q_rope"], a["latent"], a["k_rope"], a["scale"], topk
@@ -168,8 +182,14 @@ class ToyModel(nn.Module):
             else:
                 allowed = causal
                 if c.kind == "dsa" and n > c.index_topk:
-                    rel = torch.relu(torch.einsum("thd,jd->thj", a["index_q"], a["index_k"]) * c.index_dim**-0.5)
-                    score = (rel * a["index_weights"].unsqueeze(-1)).sum(1).masked_fill(~causal, float("-inf"))
+                    rel = torch.relu(
+                        torch.einsum("thd,jd->thj", a["index_q"], a["index_k"]) * c.index_dim**-0.5
+                    )
+                    score = (
+                        (rel * a["index_weights"].unsqueeze(-1))
+                        .sum(1)
+                        .masked_fill(~causal, float("-inf"))
+                    )
                     top = score.topk(min(c.index_topk, n), dim=-1)
                     picked = torch.zeros(n, n, dtype=torch.bool)
                     picked.scatter_(1, top.indices, top.values > float("-inf"))
