@@ -2,8 +2,9 @@
 and samples (the only engine module that builds tensors).
 
 The model seam is ``CausalLM``: a cache-aware forward over a flat batch that calls an
-``AttentionBackend`` per layer, and a separate logits head so only the rows that sample pay for
-the vocabulary projection. Sampling goes through ``Sampler``; ``GreedySampler`` is the default.
+``AttentionBackend`` per layer and returns logits only for the rows that sample (each chunk's last
+token), so prefill tokens do not pay for the vocabulary projection. Sampling goes through
+``Sampler``; ``GreedySampler`` is the default.
 """
 
 from __future__ import annotations
@@ -23,16 +24,15 @@ from ember.models.kv.pool import KVPool
 
 
 class CausalLM(Protocol):
-    """What the engine needs from an architecture."""
+    """What the engine needs from an architecture (``ember.models.arch.base.CausalLM``)."""
 
     def forward(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionBackend
+        self,
+        input_ids: torch.Tensor,
+        backend: AttentionBackend,
+        logits_indices: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``(T,)`` token ids at ``(T,)`` positions -> ``(T, hidden)`` final hidden states."""
-        ...
-
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """``(n, hidden)`` -> ``(n, vocab)`` logits."""
+        """``(T,)`` new tokens laid out as ``backend.layout`` -> logits of ``logits_indices``."""
         ...
 
 
@@ -107,15 +107,12 @@ class ModelRunner:
                 sample_rows.append(row - 1)
         with torch.inference_mode():
             input_ids = torch.tensor(token_list, dtype=torch.int64)
-            positions = torch.tensor(position_list, dtype=torch.int64)
-            hidden = self.model.forward(input_ids, positions, backend)
-            logits = None
-            if sample_rows:
-                if len(sample_rows) == len(token_list):
-                    picked = hidden
-                else:
-                    picked = hidden[torch.tensor(sample_rows, dtype=torch.int64)]
-                logits = self.model.compute_logits(picked)
+            indices = None
+            if len(sample_rows) != len(token_list):
+                indices = torch.tensor(sample_rows, dtype=torch.int64)
+            logits = self.model.forward(input_ids, backend, indices)
+            if not sample_rows:
+                logits = None
         failures: list[IntegrityFailure] = []
         if checker is not None:
             checker.stamp_content(batch.slot_mapping.numpy())

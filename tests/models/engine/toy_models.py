@@ -135,8 +135,13 @@ class ToyModel(nn.Module):
         return x + torch.relu(h @ layer.w_up.T) @ layer.w_down.T
 
     def forward(
-        self, input_ids: torch.Tensor, positions: torch.Tensor, attn: AttentionBackend
+        self,
+        input_ids: torch.Tensor,
+        attn: AttentionBackend,
+        logits_indices: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """The engine's entry point, shaped like ``ember.models.arch.base.CausalLM.forward``."""
+        positions = torch.tensor(attn.layout.positions())
         x = self.embed[input_ids]
         for index, layer in enumerate(self.layers):
             a = self._attention_inputs(layer, self._norm(x), positions)
@@ -157,7 +162,9 @@ class ToyModel(nn.Module):
                     index, a["q_latent"], a["q_rope"], a["latent"], a["k_rope"], a["scale"], topk
                 )
             x = self._finish_layer(layer, x, out)
-        return x
+        if logits_indices is not None:
+            x = x[logits_indices]
+        return self.compute_logits(x)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self._norm(hidden) @ self.lm_head.T
