@@ -1,28 +1,32 @@
 """The engine's attention backend: paged KV (BF16, FP8 e4m3 or float32), batched over sequences.
 
-Per step the model runner builds one ``PagedBatch`` (slot mapping, gather indices, masks) and every
+Per step the model runner builds one ``PagedBatch`` (slot mapping, page tables, masks) and every
 layer reuses it. Each layer call
 
 1. writes the new tokens' entries into their slots (``slot_mapping``), quantizing for FP8, then
 2. attends, per *group* of sequences: all single-token queries (decodes) form one group and all
-   longer ones (prefill chunks) another. A group gathers its sequences' slots into a zero-padded
-   ``(B, L, W)`` block (padding reads the pool's zero page) and runs two batched matmuls with a
-   mask: one op sequence per layer for the whole batch, never a Python loop over sequences.
+   longer ones (prefill chunks) another. A group gathers its sequences' pages, whole, into a
+   zero-padded ``(B, L, W)`` block (``L`` = pages x page size; padding reads the pool's zero page)
+   and runs batched matmuls under a mask: one op sequence per layer for the whole batch, never a
+   Python loop over sequences.
 
 New tokens are attended from the cache, after storing, so a prompt gives identical results
 whether it is prefilled in one chunk or many, and FP8 rounding is the same for old and new tokens.
+FP8 pages are expanded through a 256-entry table (``fp8.dequantize_fp8_lut``); the static scales
+are folded into the queries and outputs, never applied to the cache.
 
-Shapes: ``B`` sequences in a group, ``Q`` padded query tokens per sequence, ``L`` padded context
-(the longest sequence in the group), ``T`` flat new tokens, ``W`` cached width.
+Shapes: ``B`` sequences in a group, ``Q`` padded query tokens per sequence, ``P`` pages per
+sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens, ``W`` cached width.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ember.models.attention.backend import BatchLayout
+from ember.models.kv.fp8 import dequantize_fp8_lut, fp8_lut
 from ember.models.kv.pool import KVPool
 
 
@@ -30,40 +34,58 @@ class Workspace:
     """Reusable scratch memory for the big per-layer gathers.
 
     Fresh multi-megabyte tensors come from ``mmap`` and fault every page in on first touch; on
-    two cores that cost more than the gather itself. Views into one growing buffer per dtype don't.
-    Only scratch lives here: nothing handed back to the model aliases it.
+    two cores that costs more than the gather itself. Views into one growing buffer per (dtype,
+    role) don't. Only scratch lives here: nothing handed back to the model aliases it.
     """
 
     def __init__(self) -> None:
-        self._buffers: dict[tuple[torch.dtype, int], torch.Tensor] = {}
+        self._buffers: dict[tuple[torch.dtype, str], torch.Tensor] = {}
+        self._luts: dict[torch.dtype, torch.Tensor] = {}
 
-    def take(self, shape: tuple[int, ...], dtype: torch.dtype, slot: int = 0) -> torch.Tensor:
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype, role: str) -> torch.Tensor:
         numel = 1
         for n in shape:
             numel *= n
-        key = (dtype, slot)
+        key = (dtype, role)
         buffer = self._buffers.get(key)
         if buffer is None or buffer.numel() < numel:
             buffer = torch.empty(max(numel, 1 << 16), dtype=dtype)
             self._buffers[key] = buffer
         return buffer[:numel].view(shape)
 
+    def fp8_lut(self, dtype: torch.dtype) -> torch.Tensor:
+        lut = self._luts.get(dtype)
+        if lut is None:
+            lut = self._luts[dtype] = fp8_lut(dtype)
+        return lut
+
 
 @dataclass(slots=True)
 class AttentionGroup:
-    """Sequences attended together, padded to ``(B, Q)`` queries over ``(B, L)`` slots."""
+    """Sequences attended together, padded to ``(B, Q)`` queries over ``(B, L)`` positions."""
 
     members: list[int]  # indices into the layout's sequences, in padded-row order
     num_seqs: int
     max_query: int
-    max_context: int
+    num_pages: int  # P
+    page_size: int
+    pages: torch.Tensor  # (B * P,) pool page of each padded page position
     rows: slice | None  # contiguous flat rows when the group is a block of single tokens
     token_index: torch.Tensor | None  # (B, Q) flat row of each padded query (else ``rows``)
     valid_rows: torch.Tensor | None  # (n,) flat rows of the valid queries, in padded order
     valid: torch.Tensor | None  # (B, Q) bool: which padded queries are real
-    slots: torch.Tensor  # (B * L,) pool slot of each padded context position
     allowed: torch.Tensor  # (B, Q, L) bool: causal and within the sequence
-    _bias: dict[torch.dtype, torch.Tensor]
+    _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def max_context(self) -> int:
+        return self.num_pages * self.page_size
+
+    def slots(self) -> torch.Tensor:
+        """``(B, L)`` pool slot of every padded position (for the integrity checks)."""
+        offsets = torch.arange(self.page_size)
+        slots = self.pages.view(self.num_seqs, self.num_pages, 1) * self.page_size + offsets
+        return slots.view(self.num_seqs, self.max_context)
 
     def bias(self, dtype: torch.dtype) -> torch.Tensor:
         """Additive mask ``(B, Q, 1, L)``: 0 where allowed, -inf elsewhere."""
@@ -102,38 +124,31 @@ def _build_group(
     q_lens = [layout.query_lens[i] for i in members]
     ctx_lens = [layout.context_lens[i] for i in members]
     seq_lens = [c + q for c, q in zip(ctx_lens, q_lens, strict=True)]
-    num_seqs, max_query, max_context = len(members), max(q_lens), max(seq_lens)
-    num_pages = -(-max_context // page_size)
-    table = [
-        block_tables[i][:num_pages]
-        + [padding_page] * (num_pages - len(block_tables[i][:num_pages]))
-        for i in members
-    ]
-    pages = torch.tensor(table, dtype=torch.int64)  # (B, P)
-    slots = (pages.unsqueeze(-1) * page_size + torch.arange(page_size)).view(num_seqs, -1)
-    slots = slots[:, :max_context].reshape(-1)  # (B*L,)
+    num_seqs, max_query = len(members), max(q_lens)
+    num_pages = -(-max(seq_lens) // page_size)
+    table: list[int] = []
+    for i, seq_len in zip(members, seq_lens, strict=True):
+        used = -(-seq_len // page_size)
+        table.extend(block_tables[i][:used])
+        table.extend([padding_page] * (num_pages - used))
+    pages = torch.tensor(table, dtype=torch.int64)
+    key_pos = torch.arange(num_pages * page_size)
     seq_len_t = torch.tensor(seq_lens, dtype=torch.int64)
-    key_pos = torch.arange(max_context)
     firsts = [starts[i] for i in members]
+    common = dict(members=members, num_seqs=num_seqs, num_pages=num_pages, page_size=page_size)
     if max_query == 1:
         allowed = (key_pos.unsqueeze(0) < seq_len_t.unsqueeze(1)).unsqueeze(1)  # (B, 1, L)
         contiguous = firsts == list(range(firsts[0], firsts[0] + num_seqs))
-        rows = slice(firsts[0], firsts[0] + num_seqs) if contiguous else None
-        token_index = None if contiguous else torch.tensor(firsts, dtype=torch.int64)[:, None]
-        valid = None if contiguous else torch.ones(num_seqs, 1, dtype=torch.bool)
-        valid_rows = None if contiguous else torch.tensor(firsts, dtype=torch.int64)
+        index = torch.tensor(firsts, dtype=torch.int64)
         return AttentionGroup(
-            members,
-            num_seqs,
-            1,
-            max_context,
-            rows,
-            token_index,
-            valid_rows,
-            valid,
-            slots,
-            allowed,
-            {},
+            **common,
+            max_query=1,
+            pages=pages,
+            rows=slice(firsts[0], firsts[0] + num_seqs) if contiguous else None,
+            token_index=None if contiguous else index.unsqueeze(1),
+            valid_rows=None if contiguous else index,
+            valid=None if contiguous else torch.ones(num_seqs, 1, dtype=torch.bool),
+            allowed=allowed,
         )
     q_len_t = torch.tensor(q_lens, dtype=torch.int64)
     offsets = torch.arange(max_query)
@@ -141,19 +156,15 @@ def _build_group(
     clamped = torch.minimum(offsets.unsqueeze(0), (q_len_t - 1).unsqueeze(1))
     positions = torch.tensor(ctx_lens, dtype=torch.int64).unsqueeze(1) + clamped  # (B, Q)
     token_index = torch.tensor(firsts, dtype=torch.int64).unsqueeze(1) + clamped
-    allowed = key_pos.view(1, 1, -1) <= positions.unsqueeze(-1)  # (B, Q, L) causal
     return AttentionGroup(
-        members,
-        num_seqs,
-        max_query,
-        max_context,
-        None,
-        token_index,
-        token_index[valid],
-        valid,
-        slots,
-        allowed,
-        {},
+        **common,
+        max_query=max_query,
+        pages=pages,
+        rows=None,
+        token_index=token_index,
+        valid_rows=token_index[valid],
+        valid=valid,
+        allowed=key_pos.view(1, 1, -1) <= positions.unsqueeze(-1),  # (B, Q, L) causal
     )
 
 
@@ -174,12 +185,11 @@ class PagedBatch:
         padding_page: int,
     ) -> PagedBatch:
         starts: list[int] = []
+        slot_list: list[int] = []
         total = 0
-        for q in layout.query_lens:
+        for table, ctx, q in zip(block_tables, layout.context_lens, layout.query_lens, strict=True):
             starts.append(total)
             total += q
-        slot_list: list[int] = []
-        for table, ctx, q in zip(block_tables, layout.context_lens, layout.query_lens, strict=True):
             if q == 1:
                 slot_list.append(table[ctx // page_size] * page_size + ctx % page_size)
             else:
@@ -208,21 +218,22 @@ class PagedAttentionBackend:
     def layout(self) -> BatchLayout:
         return self.batch.layout
 
-    def _store(self, cache: torch.Tensor, rows: torch.Tensor) -> None:
-        cache.index_put_((self.batch.slot_mapping,), rows)
-
     def _gather(
         self, cache: torch.Tensor, group: AttentionGroup, dtype: torch.dtype
     ) -> torch.Tensor:
-        """Rows of ``group``'s context slots as ``(B, L, W)`` in ``dtype`` (scratch memory)."""
+        """``group``'s pages of one layer's ``cache`` as ``(B, L, W)`` in ``dtype`` (scratch)."""
         width = cache.shape[-1]
+        page_rows = cache.view(-1, group.page_size * width)  # (pages, S*W): one row per page
         shape = (group.num_seqs, group.max_context, width)
-        raw = self.workspace.take((group.slots.numel(), width), cache.dtype, slot=0)
-        torch.index_select(cache, 0, group.slots, out=raw)
+        raw = self.workspace.take((group.pages.numel(), page_rows.shape[1]), cache.dtype, "raw")
+        torch.index_select(page_rows, 0, group.pages, out=raw)
         if cache.dtype == dtype:
             return raw.view(shape)
-        converted = self.workspace.take(shape, dtype, slot=1)
-        return converted.copy_(raw.view(shape))
+        out = self.workspace.take(shape, dtype, "wide")
+        if self.pool.is_fp8:
+            index = self.workspace.take((raw.numel(),), torch.int32, "index")
+            return dequantize_fp8_lut(raw.view(shape), self.workspace.fp8_lut(dtype), index, out)
+        return out.copy_(raw.view(shape))
 
     def gqa(
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
@@ -232,35 +243,33 @@ class PagedAttentionBackend:
         num_kv_heads, v_dim = v.shape[1], v.shape[2]
         group_size = num_heads // num_kv_heads
         k_scale, v_scale = pool.scales[layer][0], pool.scales[layer][1]
-        new = torch.cat(
-            (
-                pool.encode(k.reshape(num_tokens, -1), layer, 0),
-                pool.encode(v.reshape(num_tokens, -1), layer, 1),
-            ),
-            dim=-1,
-        )
-        self._store(pool.kv[layer], new)
+        new_k = pool.encode(k.reshape(num_tokens, -1), layer, 0)
+        new_v = pool.encode(v.reshape(num_tokens, -1), layer, 1)
+        pool.kv[layer].index_put_((self.batch.slot_mapping,), torch.cat((new_k, new_v), dim=-1))
+        q = q * (scale * k_scale)
         out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype)
+        key_width = num_kv_heads * head_dim
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
             cache = self._gather(pool.kv[layer], group, q.dtype)  # (B, L, Hkv*(D+Dv))
-            keys = cache[..., : num_kv_heads * head_dim].view(b, ctx, num_kv_heads, head_dim)
-            values = cache[..., num_kv_heads * head_dim :].view(b, ctx, num_kv_heads, v_dim)
-            queries = group.select(q)  # (B, Q, H, D)
-            queries = queries.view(b, nq, num_kv_heads, group_size, head_dim)
-            queries = queries.permute(0, 2, 1, 3, 4).reshape(
-                b, num_kv_heads, nq * group_size, head_dim
-            )
-            scores = torch.matmul(queries, keys.permute(0, 2, 3, 1))  # (B, Hkv, Q*G, L)
-            scores = scores.view(b, num_kv_heads, nq, group_size, ctx) * (scale * k_scale)
-            scores = scores + group.bias(scores.dtype).view(b, 1, nq, 1, ctx)
-            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-            probs = probs.view(b, num_kv_heads, nq * group_size, ctx)
-            mixed = torch.matmul(probs, values.permute(0, 2, 1, 3))  # (B, Hkv, Q*G, Dv)
+            # (B, Q, Hkv, G, D) -> per KV head (B, Q*G, D) rows; keys/values are strided views.
+            queries = group.select(q).view(b, nq, num_kv_heads, group_size, head_dim)
+            bias = group.bias(q.dtype)  # (B, Q, 1, L)
+            mixed = torch.empty(b, nq, num_kv_heads, group_size, v_dim, dtype=q.dtype)
+            for h in range(num_kv_heads):
+                keys = cache[:, :, h * head_dim : (h + 1) * head_dim]  # (B, L, D)
+                start = key_width + h * v_dim
+                values = cache[:, :, start : start + v_dim]  # (B, L, Dv)
+                rows = queries[:, :, h].reshape(b, nq * group_size, head_dim)
+                scores = torch.bmm(rows, keys.transpose(1, 2)).view(b, nq, group_size, ctx)
+                scores += bias
+                probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+                mixed[:, :, h] = torch.bmm(probs.view(b, nq * group_size, ctx), values).view(
+                    b, nq, group_size, v_dim
+                )
             if v_scale != 1.0:
-                mixed = mixed * v_scale
-            mixed = mixed.view(b, num_kv_heads, nq, group_size, v_dim).permute(0, 2, 1, 3, 4)
-            group.scatter(out, mixed.reshape(b, nq, num_heads, v_dim))
+                mixed *= v_scale
+            group.scatter(out, mixed.view(b, nq, num_heads, v_dim))
         return out
 
     def mla(
@@ -277,28 +286,24 @@ class PagedAttentionBackend:
         num_tokens, num_heads, rank = q_latent.shape
         latent_scale, rope_scale = pool.scales[layer][0], pool.scales[layer][1]
         new = torch.cat((pool.encode(latent, layer, 0), pool.encode(k_rope, layer, 1)), dim=-1)
-        self._store(pool.kv[layer], new)
-        # Fold the static scales into the query: (q * s) . stored == q . (stored * s).
-        if latent_scale != 1.0:
-            q_latent = q_latent * latent_scale
-        if rope_scale != 1.0:
-            q_rope = q_rope * rope_scale
-        query = torch.cat((q_latent, q_rope), dim=-1)  # (T, H, C+R)
+        pool.kv[layer].index_put_((self.batch.slot_mapping,), new)
+        # Fold the softmax scale and the static FP8 scales into the query:
+        # (q * s) . stored == q . (stored * s).
+        query = torch.cat((q_latent * (scale * latent_scale), q_rope * (scale * rope_scale)), -1)
         out = torch.empty(num_tokens, num_heads, rank, dtype=q_latent.dtype)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
             cache = self._gather(pool.kv[layer], group, query.dtype)  # (B, L, C+R)
             rows = group.select(query).reshape(b, nq * num_heads, -1)
             scores = torch.bmm(rows, cache.transpose(1, 2)).view(b, nq, num_heads, ctx)
-            scores = scores * scale + group.bias(scores.dtype)
+            scores += group.bias(scores.dtype)
             if topk is not None:
-                scores = scores.masked_fill(
-                    ~self._topk_allowed(group, topk).unsqueeze(2), float("-inf")
-                )
+                picked = self._topk_allowed(group, topk).unsqueeze(2)
+                scores.masked_fill_(~picked, float("-inf"))
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
             mixed = torch.bmm(probs.view(b, nq * num_heads, ctx), cache[..., :rank])
             if latent_scale != 1.0:
-                mixed = mixed * latent_scale
+                mixed *= latent_scale
             group.scatter(out, mixed.view(b, nq, num_heads, rank))
         return out
 
@@ -323,7 +328,8 @@ class PagedAttentionBackend:
         pool = self.pool
         if pool.index_k is None:
             raise ValueError("this KV pool has no indexer cache (KVSpec.index_head_dim == 0)")
-        self._store(pool.index_k[layer], pool.encode(index_k, layer, 2))
+        new = pool.encode(index_k, layer, 2)
+        pool.index_k[layer].index_put_((self.batch.slot_mapping,), new)
         if max(self.layout.seq_lens) <= topk:
             return None  # every context fits: attention is dense
         num_tokens, num_heads, dim = index_q.shape

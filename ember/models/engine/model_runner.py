@@ -135,7 +135,7 @@ class ModelRunner:
         reads = []
         for group in batch.groups:
             members = group.members
-            slots = group.slots.numpy().reshape(group.num_seqs, group.max_context)
+            slots = group.slots().numpy()
             expected = np.zeros(slots.shape, dtype=np.uint64)
             for row, index in enumerate(members):
                 entry = scheduled[index]

@@ -18,7 +18,7 @@ One extra page, always zero, backs the padding of batched gathers (SGLang likewi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ember.errors import ConfigError
 
@@ -121,6 +121,27 @@ class KVSpec:
             qk_rope_head_dim=self.qk_rope_head_dim,
             index_head_dim=self.index_head_dim,
         )
+
+
+def kv_layout_for(config: Any, dtype: KVCacheDtype = "bf16") -> KVSpec:
+    """The cache layout of a parsed checkpoint config (``ember.models.config.ModelConfig``).
+
+    MLA (Kimi, GLM-5.x) caches ``kv_lora_rank + qk_rope_head_dim`` per layer, plus the indexer key
+    for DSA; GQA (GLM-4.x) caches K and V for ``num_key_value_heads``. MTP layers are not cached.
+    """
+    layers = config.num_hidden_layers
+    if config.mla is not None:
+        index_dim = config.indexer.index_head_dim if config.indexer is not None else 0
+        return KVSpec(
+            "mla",
+            layers,
+            dtype,
+            kv_lora_rank=config.mla.kv_lora_rank,
+            qk_rope_head_dim=config.mla.qk_rope_head_dim,
+            index_head_dim=index_dim,
+        )
+    gqa = config.gqa
+    return KVSpec("gqa", layers, dtype, gqa.num_key_value_heads, gqa.head_dim, gqa.head_dim)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from ember.models.kv.fp8 import FP8_MAX, dequantize_fp8, quantize_fp8, scale_from_amax
+from ember.models.kv.fp8 import (
+    FP8_DTYPE,
+    FP8_MAX,
+    dequantize_fp8,
+    dequantize_fp8_lut,
+    fp8_lut,
+    quantize_fp8,
+    scale_from_amax,
+)
 from ember.models.kv.integrity import CHAIN_SEED, chain_step, content_digest_reference
 from ember.models.kv.pool import KVPool
 from ember.models.kv.spec import KVSpec
@@ -66,3 +74,14 @@ def test_fp8_round_trip_error_is_within_e4m3_precision() -> None:
         rel = ((back - x).abs() / x.abs())[normal]
         assert float(rel.max()) <= 2**-4 + 1e-6
     assert float(dequantize_fp8(quantize_fp8(torch.tensor([1e6]), 1.0), 1.0)) == FP8_MAX
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_table_dequantization_equals_the_reference_cast(dtype: torch.dtype) -> None:
+    every_pattern = torch.arange(256, dtype=torch.int64).to(torch.uint8)
+    raw = every_pattern.view(FP8_DTYPE)[~torch.isnan(every_pattern.view(FP8_DTYPE).float())]
+    raw = raw.repeat(3).view(3, -1)
+    index = torch.empty(raw.numel(), dtype=torch.int32)
+    out = torch.empty(raw.shape, dtype=dtype)
+    fast = dequantize_fp8_lut(raw, fp8_lut(dtype), index, out)
+    assert torch.equal(fast, dequantize_fp8(raw, 1.0, dtype))
