@@ -163,8 +163,11 @@ class GlmToolStream:
                 match = _GLM_PAIR.match(buf, hit[0])
                 early_end = buf.find(GLM_CALL_END, hit[0])
                 if match is not None and (early_end < 0 or early_end >= match.end()):
-                    key = match.group(1).strip()
-                    schema = parameter_schema(self.parameters.get(self.name), key)
+                    key = match.group(1)
+                    parameters = self.parameters.get(self.name)
+                    if parameter_schema(parameters, key) is None:
+                        key = key.strip()  # tolerate padding unless the key itself has it
+                    schema = parameter_schema(parameters, key)
                     value = convert_glm_value(match.group(2), schema)
                     piece = glm_arguments_json([(key, value)])[0]
                     if self.pairs:

@@ -15,12 +15,16 @@ from ember.models.constrain.nodes import (
     BECOME,
     CONSUME,
     CONSUME_POP,
+    NO_GUARD,
     POP,
     PUSH,
     SPECIAL_BASE,
+    UTF8_CONTINUE,
+    UTF8_LEAD,
     WHITESPACE,
     Move,
     Node,
+    SubstringGuard,
 )
 
 _NONE: tuple[Move, ...] = ()
@@ -37,38 +41,26 @@ SIMPLE_ESCAPES = frozenset(b'"\\/bfnrt')
 S_OPEN, S_BODY, S_ESC = 0, 1, 2
 S_HEX0, S_HEX1, S_HEX2, S_HEX3 = 3, 4, 5, 6  # after "\u" and 0..3 hex digits
 S_HEX1_D = 14  # after "\uD": the next digit must keep it out of the surrogate range
-S_U1, S_U2, S_U2_E0, S_U2_ED, S_U3, S_U3_F0, S_U3_F4 = 7, 8, 9, 10, 11, 12, 13
-
-# UTF-8: lead byte -> phase; continuation phase -> (low, high, next phase).
-_LEAD = {b: S_U1 for b in range(0xC2, 0xE0)}
-_LEAD.update({b: S_U2 for b in (*range(0xE1, 0xED), 0xEE, 0xEF)})
-_LEAD.update({0xE0: S_U2_E0, 0xED: S_U2_ED, 0xF0: S_U3_F0, 0xF4: S_U3_F4})
-_LEAD.update({b: S_U3 for b in range(0xF1, 0xF4)})
-_CONT = {
-    S_U1: (0x80, 0xBF, S_BODY),
-    S_U2: (0x80, 0xBF, S_U1),
-    S_U2_E0: (0xA0, 0xBF, S_U1),
-    S_U2_ED: (0x80, 0x9F, S_U1),
-    S_U3: (0x80, 0xBF, S_U2),
-    S_U3_F0: (0x90, 0xBF, S_U2),
-    S_U3_F4: (0x80, 0x8F, S_U2),
-}
+# Phases 7..13: inside a multi-byte UTF-8 character (UTF8_LEAD / UTF8_CONTINUE in nodes.py).
 
 
 class JString(Node):
-    """A JSON string. Local: ``(phase, count, prefix)``; ``count`` (characters so far) is kept
-    only when a length bound needs it, ``prefix`` only while the text could still equal an
-    excluded name (used for extra object keys, which then may not use escapes)."""
+    """A JSON string. Local: ``(phase, count, prefix, seen)``; ``count`` (characters so far) is
+    kept only when a length bound needs it, ``prefix`` only while the text could still equal
+    an excluded name (used for extra object keys, which then may not use escapes), ``seen``
+    is the guard state against spelling a tool-call marker (see ``SubstringGuard``)."""
 
-    __slots__ = ("min_len", "max_len", "exclude", "exclude_prefixes", "counting", "cap")
-    initial = (S_OPEN, 0, None)
+    __slots__ = ("min_len", "max_len", "exclude", "exclude_prefixes", "counting", "cap", "guard")
+    initial = (S_OPEN, 0, None, b"")
 
     def __init__(
         self,
         min_len: int = 0,
         max_len: int | None = None,
         exclude: Sequence[bytes] = (),
+        guard: SubstringGuard = NO_GUARD,
     ) -> None:
+        self.guard = guard
         self.min_len = min_len
         self.max_len = max_len
         self.counting = min_len > 0 or max_len is not None
@@ -78,7 +70,7 @@ class JString(Node):
         self.exclude_prefixes = frozenset(e[:i] for e in self.exclude for i in range(len(e) + 1))
 
     def frame(self):  # type: ignore[override]
-        return (self, (S_OPEN, 0, b"" if self.exclude else None))
+        return (self, (S_OPEN, 0, b"" if self.exclude else None, b""))
 
     def _char(self, count: int) -> int:
         return min(count + 1, self.cap) if self.counting else 0
@@ -95,7 +87,11 @@ class JString(Node):
     def step(self, local: tuple, sym: int) -> tuple[Move, ...]:
         if sym < 0 or sym >= SPECIAL_BASE:
             return _NONE
-        phase, count, prefix = local
+        phase, count, prefix, seen = local
+        if phase != S_OPEN and self.guard.patterns:
+            seen = self.guard.step(seen, sym)
+            if self.guard.matched(seen):
+                return _NONE
         if phase == S_BODY:
             if sym == QUOTE:
                 if count >= self.min_len and not (prefix is not None and prefix in self.exclude):
@@ -104,51 +100,52 @@ class JString(Node):
             if sym == BACKSLASH:
                 if self.exclude or not self._room(count):
                     return _NONE
-                return ((CONSUME, (S_ESC, count, None)),)
+                return ((CONSUME, (S_ESC, count, None, seen)),)
             if sym < 0x20:
                 return _NONE
             if not self._room(count):
                 return _NONE
             if sym < 0x80:
-                return ((CONSUME, (S_BODY, self._char(count), self._extend(prefix, sym))),)
-            lead = _LEAD.get(sym)
+                return ((CONSUME, (S_BODY, self._char(count), self._extend(prefix, sym), seen)),)
+            lead = UTF8_LEAD.get(sym)
             if lead is None:
                 return _NONE
-            return ((CONSUME, (lead, count, self._extend(prefix, sym))),)
+            return ((CONSUME, (lead, count, self._extend(prefix, sym), seen)),)
         if phase == S_OPEN:
-            return ((CONSUME, (S_BODY, count, prefix)),) if sym == QUOTE else _NONE
-        cont = _CONT.get(phase)
+            return ((CONSUME, (S_BODY, count, prefix, seen)),) if sym == QUOTE else _NONE
+        cont = UTF8_CONTINUE.get(phase)
         if cont is not None:
             low, high, after = cont
             if not low <= sym <= high:
                 return _NONE
             if after == S_BODY:
                 count = self._char(count)
-            return ((CONSUME, (after, count, self._extend(prefix, sym))),)
+            return ((CONSUME, (after, count, self._extend(prefix, sym), seen)),)
         if phase == S_ESC:
             if sym in SIMPLE_ESCAPES:
-                return ((CONSUME, (S_BODY, self._char(count), None)),)
-            return ((CONSUME, (S_HEX0, count, None)),) if sym == 0x75 else _NONE
+                return ((CONSUME, (S_BODY, self._char(count), None, seen)),)
+            return ((CONSUME, (S_HEX0, count, None, seen)),) if sym == 0x75 else _NONE
         if sym not in HEX:
             return _NONE
         if phase == S_HEX0:
-            return ((CONSUME, (S_HEX1_D if sym in b"dD" else S_HEX1, count, None)),)
+            return ((CONSUME, (S_HEX1_D if sym in b"dD" else S_HEX1, count, None, seen)),)
         if phase == S_HEX1_D:
-            return ((CONSUME, (S_HEX2, count, None)),) if sym in b"01234567" else _NONE
+            return ((CONSUME, (S_HEX2, count, None, seen)),) if sym in b"01234567" else _NONE
         if phase == S_HEX3:
-            return ((CONSUME, (S_BODY, self._char(count), None)),)
-        return ((CONSUME, (phase + 1, count, None)),)
+            return ((CONSUME, (S_BODY, self._char(count), None, seen)),)
+        return ((CONSUME, (phase + 1, count, None, seen)),)
 
 
 # Number phases.
 N_START, N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP = range(9)
-MAX_INT_DIGITS, MAX_FRAC_DIGITS, MAX_EXP_DIGITS = 15, 15, 3
+MAX_INT_DIGITS, MAX_FRAC_DIGITS, MAX_EXP_DIGITS = 15, 15, 2
 
 
 class JNumber(Node):
     """A JSON number (or integer: no fraction, no exponent). Digit runs are capped (15 integer
-    digits, 15 fraction digits, 3 exponent digits) so that every number stays exact in a float
-    and generation cannot run on forever inside one number."""
+    digits, 15 fraction digits, 2 exponent digits) so that every number stays exact or finite
+    in a float (``1e999`` would parse as infinity) and generation cannot run on forever inside
+    one number."""
 
     __slots__ = ("integer",)
     initial = (N_START, 0)
@@ -239,6 +236,7 @@ class JObject(Node):
         properties: Sequence[tuple[bytes, Node, bool]],
         extra: Node | None,
         ws: int,
+        guard: SubstringGuard = NO_GUARD,
     ) -> None:
         n = len(properties)
         self.keys = tuple(p[0] for p in properties)
@@ -248,7 +246,7 @@ class JObject(Node):
         self.ws = ws
         self.can_close = tuple(not any(required[i:]) for i in range(n + 1))
         self.extra_ok = tuple(extra is not None and self.can_close[i] for i in range(n + 1))
-        self.extra_key = JString(exclude=self.keys) if extra is not None else None
+        self.extra_key = JString(exclude=self.keys, guard=guard) if extra is not None else None
         self.key_prefixes: list[frozenset[bytes]] = []
         self.key_index: list[dict[bytes, int]] = []
         for start in range(n + 1):
@@ -280,14 +278,16 @@ class JObject(Node):
             return ((CONSUME, (O_FIRST, 0)),) if sym == LBRACE else _NONE
         if phase == O_KEY:
             _, next_idx, prefix = local
-            if sym == QUOTE:
-                j = self.key_index[next_idx].get(prefix)
-                return _NONE if j is None else ((CONSUME, (O_COLON, j, 0)),)
             if not 0 <= sym < SPECIAL_BASE:
                 return _NONE
+            # Keys are matched in their escaped spelling, where a quote inside a key always
+            # follows a backslash: so extending the prefix and closing the key never compete.
             longer = prefix + bytes((sym,))
             if longer in self.key_prefixes[next_idx]:
                 return ((CONSUME, (O_KEY, next_idx, longer)),)
+            if sym == QUOTE:
+                j = self.key_index[next_idx].get(prefix)
+                return _NONE if j is None else ((CONSUME, (O_COLON, j, 0)),)
             return _NONE
         ws = local[-1]
         if sym in WHITESPACE:
@@ -364,15 +364,15 @@ class JAny(Node):
 
     __slots__ = ("dispatch",)
 
-    def __init__(self, ws: int) -> None:
-        any_object = JObject((), extra=self, ws=ws)
+    def __init__(self, ws: int, guard: SubstringGuard = NO_GUARD) -> None:
+        any_object = JObject((), extra=self, ws=ws, guard=guard)
         any_array = JArray(self, 0, None, ws)
         number = JNumber(integer=False)
         literals = JLiteralSet((b"true", b"false", b"null"))
         self.dispatch: dict[int, tuple[Move, ...]] = {
             LBRACE: ((BECOME, any_object.frame()),),
             LBRACKET: ((BECOME, any_array.frame()),),
-            QUOTE: ((BECOME, JString().frame()),),
+            QUOTE: ((BECOME, JString(guard=guard).frame()),),
         }
         for byte in b"-0123456789":
             self.dispatch[byte] = ((BECOME, number.frame()),)

@@ -45,6 +45,25 @@ _NONE: tuple[Move, ...] = ()
 
 WHITESPACE = frozenset(b" \t\n\r")
 
+# UTF-8 validation, shared by JSON strings and free text. Phase 1: between characters;
+# phases 7..13: inside a multi-byte character, waiting for continuation bytes in a range
+# (the narrow first ranges exclude overlong forms, surrogates, and code points past U+10FFFF).
+UTF8_BETWEEN = 1
+U1, U2, U2_E0, U2_ED, U3, U3_F0, U3_F4 = 7, 8, 9, 10, 11, 12, 13
+UTF8_LEAD = {b: U1 for b in range(0xC2, 0xE0)}
+UTF8_LEAD.update({b: U2 for b in (*range(0xE1, 0xED), 0xEE, 0xEF)})
+UTF8_LEAD.update({0xE0: U2_E0, 0xED: U2_ED, 0xF0: U3_F0, 0xF4: U3_F4})
+UTF8_LEAD.update({b: U3 for b in range(0xF1, 0xF4)})
+UTF8_CONTINUE = {
+    U1: (0x80, 0xBF, UTF8_BETWEEN),
+    U2: (0x80, 0xBF, U1),
+    U2_E0: (0xA0, 0xBF, U1),
+    U2_ED: (0x80, 0x9F, U1),
+    U3: (0x80, 0xBF, U2),
+    U3_F0: (0x90, 0xBF, U2),
+    U3_F4: (0x80, 0x8F, U2),
+}
+
 
 class Node:
     """Base class. Subclasses set ``initial`` and implement ``step``."""
@@ -183,48 +202,75 @@ class Whitespace(Node):
         return _POP
 
 
-class FreeText(Node):
-    """Any bytes up to and including a terminator (a ``</think>`` or ``</arg_value>``).
+class SubstringGuard:
+    """Watches text for a few byte patterns (tool-call markers): the state is the longest
+    suffix of the text so far that is a prefix of some pattern (an Aho-Corasick state kept as
+    bytes). Free text inside a tool call must not spell a marker, or a text parser would see
+    the marker there."""
 
-    The local is how many bytes of the terminator's text have just been seen (a KMP state).
-    When the terminator is a special token, that token ends the text and its spelling as
-    plain bytes is refused, so the token stream stays canonical and a text parser that
-    splits on the marker's spelling agrees with the grammar.
+    __slots__ = ("patterns", "prefixes", "first", "cache")
+
+    def __init__(self, patterns: Sequence[bytes]) -> None:
+        self.patterns = frozenset(p for p in patterns if p)
+        self.prefixes = frozenset(p[:i] for p in self.patterns for i in range(len(p) + 1))
+        self.first = frozenset(p[0] for p in self.patterns)
+        self.cache: dict[tuple[bytes, int], bytes] = {}
+
+    def step(self, state: bytes, byte: int) -> bytes:
+        if not state and byte not in self.first:
+            return b""
+        key = (state, byte)
+        found = self.cache.get(key)
+        if found is None:
+            text = state + bytes((byte,))
+            while text not in self.prefixes:
+                text = text[1:]
+            self.cache[key] = found = text
+        return found
+
+    def matched(self, state: bytes) -> bool:
+        return state in self.patterns
+
+
+NO_GUARD = SubstringGuard(())
+
+
+class FreeText(Node):
+    """Any UTF-8 text up to and including a terminator (a ``</think>`` or ``</arg_value>``),
+    never spelling one of the ``forbidden`` markers.
+
+    The local is ``(seen, utf8)``: the guard state over the terminator and the forbidden
+    markers, and the UTF-8 phase. When the terminator is a special token, that token ends the
+    text and its spelling as plain bytes is refused, so the token stream stays canonical and
+    a text parser that splits on the marker's spelling agrees with the grammar.
     """
 
-    __slots__ = ("term", "term_sym", "fail")
+    __slots__ = ("term", "term_sym", "guard")
+    initial = (b"", UTF8_BETWEEN)
 
-    def __init__(self, terminator: str, term_token_id: int | None) -> None:
+    def __init__(
+        self, terminator: str, term_token_id: int | None, forbidden: Sequence[str] = ()
+    ) -> None:
         self.term = terminator.encode()
         self.term_sym = None if term_token_id is None else SPECIAL_BASE + term_token_id
-        self.fail = _kmp_failure(self.term)
+        self.guard = SubstringGuard([self.term, *(f.encode() for f in forbidden)])
 
-    def step(self, local: int, sym: int) -> tuple[Move, ...]:
+    def step(self, local: tuple[bytes, int], sym: int) -> tuple[Move, ...]:
+        seen, utf8 = local
         if sym >= SPECIAL_BASE:
-            return _CONSUME_POP if sym == self.term_sym else _NONE
+            return _CONSUME_POP if sym == self.term_sym and utf8 == UTF8_BETWEEN else _NONE
         if sym < 0:
             return _NONE
-        term = self.term
-        k = local
-        while k and term[k] != sym:
-            k = self.fail[k - 1]
-        if term[k] == sym:
-            k += 1
-        if k == len(term):
-            return _CONSUME_POP if self.term_sym is None else _NONE
-        return ((CONSUME, k),)
-
-
-def _kmp_failure(pattern: bytes) -> tuple[int, ...]:
-    fail = [0] * len(pattern)
-    k = 0
-    for i in range(1, len(pattern)):
-        while k and pattern[i] != pattern[k]:
-            k = fail[k - 1]
-        if pattern[i] == pattern[k]:
-            k += 1
-        fail[i] = k
-    return tuple(fail)
+        if utf8 != UTF8_BETWEEN:
+            low, high, after = UTF8_CONTINUE[utf8]
+            return ((CONSUME, (b"", after)),) if low <= sym <= high else _NONE
+        if sym >= 0x80:
+            lead = UTF8_LEAD.get(sym)
+            return _NONE if lead is None else ((CONSUME, (b"", lead)),)
+        seen = self.guard.step(seen, sym)
+        if self.guard.matched(seen):
+            return _CONSUME_POP if seen == self.term and self.term_sym is None else _NONE
+        return ((CONSUME, (seen, UTF8_BETWEEN)),)
 
 
 class Ref(Node):

@@ -24,7 +24,7 @@ parameters: ignored, so the output keeps structure and types but not that constr
 ``contains``, ``uniqueItems``, ``prefixItems`` and tuple ``items``, ``unevaluated*``,
 ``allOf`` with several elements, remote ``$ref``.
 
-Numbers are generated with at most 15 integer digits, 15 fraction digits and 3 exponent digits.
+Numbers are generated with at most 15 integer digits, 15 fraction digits and 2 exponent digits.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ember.models.constrain.json_nodes import (
     JObject,
     JString,
 )
-from ember.models.constrain.nodes import Choice, Node, Ref
+from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
 
 UNSUPPORTED = (
     "pattern",
@@ -112,15 +112,22 @@ class SchemaCompiler:
     errors name the offending keyword (``/response_format/json_schema/schema/properties/a``)."""
 
     def __init__(
-        self, root: object, *, path: str, strict: bool = True, ws: int = DEFAULT_WHITESPACE
+        self,
+        root: object,
+        *,
+        path: str,
+        strict: bool = True,
+        ws: int = DEFAULT_WHITESPACE,
+        guard: SubstringGuard = NO_GUARD,
     ):
         self.root = root
+        self.guard = guard
         self.path = path
         self.strict = strict
         self.ws = ws
         self.refs: dict[str, Ref] = {}
         self.nodes = 0
-        self.any = JAny(ws)
+        self.any = JAny(ws, guard)
 
     def compile(self) -> Node:
         node = self._compile(self.root, self.path)
@@ -271,7 +278,7 @@ class SchemaCompiler:
             high = self._count(schema, "maxLength", path)
             if high is not None and high < low:
                 raise self._fail(path + "/maxLength", f"at least minLength ({low})", high)
-            return JString(low, high)
+            return JString(low, high, guard=self.guard)
         if kind == "array":
             return self._array(schema, path)
         return self._object(schema, path)
@@ -314,16 +321,24 @@ class SchemaCompiler:
         extra = None
         if extra_schema is not False:
             extra = self._compile(extra_schema, path + "/additionalProperties")
-        return JObject(compiled, extra, self.ws)
+        return JObject(compiled, extra, self.ws, self.guard)
 
 
 def compile_schema(
-    schema: object, *, path: str = "", strict: bool = True, ws: int = DEFAULT_WHITESPACE
+    schema: object,
+    *,
+    path: str = "",
+    strict: bool = True,
+    ws: int = DEFAULT_WHITESPACE,
+    forbidden: tuple[str, ...] = (),
 ) -> Node:
-    """The node for ``schema``; raises ``InvalidRequestField`` naming the offending keyword."""
-    return SchemaCompiler(schema, path=path, strict=strict, ws=ws).compile()
+    """The node for ``schema``; raises ``InvalidRequestField`` naming the offending keyword.
+    ``forbidden``: marker spellings no string may contain (inside tool calls)."""
+    guard = SubstringGuard([f.encode() for f in forbidden]) if forbidden else NO_GUARD
+    return SchemaCompiler(schema, path=path, strict=strict, ws=ws, guard=guard).compile()
 
 
-def any_json_object(ws: int = DEFAULT_WHITESPACE) -> Node:
+def any_json_object(ws: int = DEFAULT_WHITESPACE, forbidden: tuple[str, ...] = ()) -> Node:
     """``response_format: json_object``: any JSON object."""
-    return JObject((), JAny(ws), ws)
+    guard = SubstringGuard([f.encode() for f in forbidden]) if forbidden else NO_GUARD
+    return JObject((), JAny(ws, guard), ws, guard)

@@ -29,6 +29,7 @@ from ember.models.constrain.tool_grammars import (
     ReasoningPrefix,
     ToolFormat,
     ToolSignature,
+    family_markers,
     tool_calls_grammar,
     with_reasoning,
 )
@@ -82,11 +83,16 @@ class ConstraintSpec:
 def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
     """The grammar's root node for a spec (raises ``InvalidRequestField`` on a bad schema)."""
     marker = Marker(dict(special_ids))
+    # With tools in play, the output parser splits on the family's markers: no JSON string
+    # and no reasoning text may spell one.
+    forbidden = family_markers(spec.tool_format) if spec.tools else ()
     body: Node | None = None
     if spec.json == "object":
-        body = any_json_object(spec.whitespace)
+        body = any_json_object(spec.whitespace, forbidden)
     elif spec.json == "schema":
-        body = compile_schema(spec.schema, path=spec.schema_path, ws=spec.whitespace)
+        body = compile_schema(
+            spec.schema, path=spec.schema_path, ws=spec.whitespace, forbidden=forbidden
+        )
     if spec.tools and (spec.tools_required or body is not None):
         calls = tool_calls_grammar(
             spec.tools,
@@ -98,7 +104,7 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
         body = calls if spec.tools_required or body is None else Choice([body, calls])
     if body is None:
         raise ValueError("a ConstraintSpec without JSON or required tools constrains nothing")
-    return with_reasoning(body, marker, spec.reasoning)
+    return with_reasoning(body, marker, spec.reasoning, forbidden=forbidden)
 
 
 class ConstrainedDecoder:

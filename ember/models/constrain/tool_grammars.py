@@ -52,6 +52,26 @@ GLM_VALUE_BEGIN = "<arg_value>"
 GLM_VALUE_END = "</arg_value>"
 THINK_BEGIN = "<think>"
 THINK_END = "</think>"
+KIMI_MARKERS = (
+    KIMI_SECTION_BEGIN,
+    KIMI_SECTION_END,
+    KIMI_CALL_BEGIN,
+    KIMI_ARGUMENT_BEGIN,
+    KIMI_CALL_END,
+)
+GLM_MARKERS = (
+    GLM_CALL_BEGIN,
+    GLM_CALL_END,
+    GLM_KEY_BEGIN,
+    GLM_KEY_END,
+    GLM_VALUE_BEGIN,
+    GLM_VALUE_END,
+)
+
+
+def family_markers(tool_format: ToolFormat) -> tuple[str, ...]:
+    """The tool-call markers a text parser splits on, which free text must never spell."""
+    return KIMI_MARKERS if tool_format == "kimi" else GLM_MARKERS
 
 
 @dataclass(frozen=True)
@@ -117,7 +137,9 @@ def _arguments_schema(tool: ToolSignature) -> Mapping:
 
 
 def _compile_arguments(tool: ToolSignature, path: str, ws: int) -> Node:
-    return compile_schema(_arguments_schema(tool), path=path, strict=False, ws=ws)
+    return compile_schema(
+        _arguments_schema(tool), path=path, strict=False, ws=ws, forbidden=KIMI_MARKERS
+    )
 
 
 def kimi_tool_calls(
@@ -160,19 +182,25 @@ def kimi_tool_calls(
 def _glm_value(schema: object, marker: Marker, path: str, ws: int) -> Node:
     """One ``<arg_value>`` body plus its closing marker."""
     end = marker(GLM_VALUE_END)
-    free = FreeText(GLM_VALUE_END, marker.token_id(GLM_VALUE_END))
+    others = tuple(m for m in GLM_MARKERS if m != GLM_VALUE_END)
+    free = FreeText(GLM_VALUE_END, marker.token_id(GLM_VALUE_END), forbidden=others)
+
+    def json_value(sub: object) -> Node:
+        node = compile_schema(sub, path=path, strict=False, ws=ws, forbidden=GLM_MARKERS)
+        return Seq([node, end])
+
     if not isinstance(schema, Mapping):
-        return Choice([Seq([compile_schema(True, path=path, ws=ws), end]), free])
+        return Choice([json_value(True), free])
     kinds = schema.get("type")
     kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
-    if "enum" in schema and all(isinstance(v, str) for v in schema["enum"]) and schema["enum"]:
-        return Seq([JLiteralSet([v.encode() for v in schema["enum"]]), end])
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
+        return Seq([JLiteralSet([v.encode() for v in enum]), end])
     if kinds == ["string"]:
         return free
-    json_value = Seq([compile_schema(schema, path=path, strict=False, ws=ws), end])
     if "string" in kinds:
-        return Choice([free, json_value])
-    return json_value
+        return Choice([free, json_value(schema)])
+    return json_value(schema)
 
 
 def glm_tool_calls(
@@ -225,13 +253,22 @@ def tool_calls_grammar(
     return glm_tool_calls(tools, marker, parallel=parallel, dialect=tool_format, ws=ws)
 
 
-def with_reasoning(body: Node, marker: Marker, prefix: ReasoningPrefix, ws: int = 2) -> Node:
+def with_reasoning(
+    body: Node,
+    marker: Marker,
+    prefix: ReasoningPrefix,
+    *,
+    forbidden: tuple[str, ...] = (),
+    ws: int = 2,
+) -> Node:
     """Free reasoning text before ``body``: ``inside`` when the prompt already opened a
     ``<think>`` block (GLM-4.7/5 with thinking on), ``optional`` when the model may open one
-    itself, ``off`` when thinking is disabled."""
+    itself, ``off`` when thinking is disabled. ``forbidden``: markers the reasoning may not
+    spell (a tool-call start would end the reasoning for the output parser)."""
     if prefix == "off":
         return body
-    thinking = Seq([FreeText(THINK_END, marker.token_id(THINK_END)), Whitespace(ws), body])
+    reasoning = FreeText(THINK_END, marker.token_id(THINK_END), forbidden=forbidden)
+    thinking = Seq([reasoning, Whitespace(ws), body])
     if prefix == "inside":
         return thinking
     return Choice([Seq([marker(THINK_BEGIN), thinking]), body])
