@@ -110,8 +110,9 @@ class OutputAccumulator:
         )
         reasoning = "".join(self.reasoning)
         content = "".join(self.content)
+        # Empty content is null beside reasoning or tool calls, "" when nothing came at all.
         return ParsedOutput(
-            content=content if content or not calls else None,
+            content=content if content or not (calls or reasoning) else None,
             reasoning=reasoning or None,
             tool_calls=calls,
         )

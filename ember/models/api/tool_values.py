@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+_COMPACT: dict = {"ensure_ascii": False, "separators": (",", ":")}
 _KIMI_ID = re.compile(r"^(?:functions\.)?(?P<name>[^\s:]+):(?P<index>\d+)$")
 
 
@@ -111,6 +112,6 @@ def glm_arguments_json(pairs: Sequence[tuple[str, object]]) -> list[str]:
     streaming sends exactly what the final message holds; the closing brace comes last."""
     pieces = []
     for i, (key, value) in enumerate(pairs):
-        body = json.dumps(key, ensure_ascii=False) + ":" + json.dumps(value, ensure_ascii=False)
+        body = json.dumps(key, ensure_ascii=False) + ":" + json.dumps(value, **_COMPACT)
         pieces.append(("{" if i == 0 else ",") + body)
     return pieces
