@@ -68,7 +68,7 @@ def initial_state(root: Node) -> State:
 class Grammar:
     """A root node plus the lazily built automaton and the per-state caches."""
 
-    def __init__(self, root: Node, *, max_states: int = 50_000) -> None:
+    def __init__(self, root: Node, *, max_states: int = 20_000) -> None:
         self.root = root
         self.max_states = max_states
         self.epoch = 0

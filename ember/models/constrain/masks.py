@@ -26,7 +26,10 @@ from ember.models.constrain.vocab import TokenTrie, TokenVocabulary
 # Bytes probed to guess whether a state loops before paying for the full 256-byte loop set.
 LOOP_PROBES = b"ae "
 LOOP_MIN_BYTES = 64
-MAX_CACHED_MASKS = 2048
+# Cached masks per grammar are bounded by bytes (a mask is vocab_size / 8 bytes: 1 KiB at 8192
+# tokens, 20 KiB at Kimi's 163840), at least this many entries.
+MASK_CACHE_BYTES = 32 * 2**20
+MIN_CACHED_MASKS = 64
 
 
 class TokenMask:
@@ -153,7 +156,7 @@ def compute_mask(grammar: Grammar, vocab: TokenVocabulary, sid: int) -> TokenMas
     mask = TokenMask.from_ids(allowed, vocab.size)
     if whole:
         mask = TokenMask(mask.bits | whole, vocab.size)
-    if len(grammar.mask_cache) >= MAX_CACHED_MASKS:
+    if len(grammar.mask_cache) >= max(MIN_CACHED_MASKS, MASK_CACHE_BYTES // (vocab.size // 8 + 1)):
         grammar.mask_cache.clear()
     grammar.mask_cache[sid] = mask
     return mask

@@ -180,9 +180,11 @@ class ConstrainedDecoder:
 
 class GrammarCache:
     """Compiled grammars by (spec, vocabulary), least recently used dropped first. One per
-    model server: requests with the same schema share transitions and token masks."""
+    model server: requests with the same schema share transitions and token masks. Memory is
+    bounded: ``capacity`` grammars, each with at most 20,000 cached states and 32 MiB of
+    cached masks. Not thread-safe: use it, and the decoders it makes, from the engine thread."""
 
-    def __init__(self, capacity: int = 64) -> None:
+    def __init__(self, capacity: int = 32) -> None:
         self.capacity = capacity
         self._grammars: OrderedDict[tuple[str, int], Grammar] = OrderedDict()
 

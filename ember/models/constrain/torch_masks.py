@@ -11,21 +11,23 @@ from ember.models.constrain.masks import TokenMask
 
 
 def masks_to_bool(
-    masks: Sequence[TokenMask], width: int, device: torch.device | str = "cpu"
+    masks: Sequence[TokenMask | None], width: int, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
-    """``(len(masks), width)`` bool tensor, True where a token is allowed. Ids at or past a
-    mask's size (padding rows of the embedding) are not allowed."""
+    """``(len(masks), width)`` bool tensor, True where a token is allowed (a ``None`` row allows
+    everything). Ids at or past a mask's size (padding rows of the embedding) are not allowed."""
     row_bytes = (width + 7) // 8
     packed = bytearray(row_bytes * len(masks))
     for row, mask in enumerate(masks):
-        data = mask.packed()[:row_bytes]
+        data = b"\xff" * row_bytes if mask is None else mask.packed()[:row_bytes]
         packed[row * row_bytes : row * row_bytes + len(data)] = data
     if not masks:
         return torch.zeros((0, width), dtype=torch.bool, device=device)
     table = torch.frombuffer(packed, dtype=torch.uint8).view(len(masks), row_bytes)
-    shifts = torch.arange(8, dtype=torch.uint8)
+    # Unpack on the target device: 8x fewer bytes cross to an accelerator.
+    table = table.to(device)
+    shifts = torch.arange(8, dtype=torch.uint8, device=table.device)
     bits = (table.unsqueeze(-1) >> shifts) & 1
-    return bits.view(len(masks), row_bytes * 8)[:, :width].bool().to(device)
+    return bits.view(len(masks), row_bytes * 8)[:, :width].bool()
 
 
 def apply_token_masks(logits: torch.Tensor, masks: Sequence[TokenMask | None]) -> torch.Tensor:
@@ -33,10 +35,7 @@ def apply_token_masks(logits: torch.Tensor, masks: Sequence[TokenMask | None]) -
     ``logits`` is ``(B, V)``; returns it."""
     if logits.dim() != 2 or logits.shape[0] != len(masks):
         raise ValueError(f"expected logits of shape ({len(masks)}, V), got {tuple(logits.shape)}")
-    rows = [i for i, m in enumerate(masks) if m is not None]
-    if not rows:
+    if all(m is None for m in masks):
         return logits
-    allowed = masks_to_bool([masks[i] for i in rows], logits.shape[1], logits.device)  # type: ignore[misc]
-    index = torch.tensor(rows, device=logits.device)
-    logits[index] = logits[index].masked_fill(~allowed, float("-inf"))
-    return logits
+    allowed = masks_to_bool(masks, logits.shape[1], logits.device)
+    return logits.masked_fill_(~allowed, float("-inf"))
