@@ -143,6 +143,8 @@ _WRAPPER_PREFIX = "language_model."
 def load_config(path: str | Path) -> ModelConfig:
     """Read ``path`` (a checkpoint directory or its config.json) into a ``ModelConfig``."""
     file = Path(path)
+    if not file.exists():
+        raise CheckpointError(f"{file}: does not exist (expected a checkpoint directory)")
     if file.is_dir():
         file = file / "config.json"
     if not file.is_file():

@@ -109,7 +109,9 @@ class CausalLM(nn.Module):
         self.rotary = RotaryEmbedding(config.rope)
         self.tie_weights()
 
-    def make_attention(self, config: ModelConfig, layer_idx: int) -> nn.Module:
+    @staticmethod
+    def make_attention(config: ModelConfig, layer_idx: int) -> nn.Module:
+        """The ``self_attn`` module of layer ``layer_idx`` (each architecture decides)."""
         raise NotImplementedError
 
     def tie_weights(self) -> None:

@@ -12,5 +12,6 @@ from ember.models.layers.mla import MLAttention
 class DeepseekV3ForCausalLM(CausalLM):
     """Every layer: MLA (q/kv LoRA, nope/rope split, interleaved rotary, YaRN mscale)."""
 
-    def make_attention(self, config: ModelConfig, layer_idx: int) -> nn.Module:
+    @staticmethod
+    def make_attention(config: ModelConfig, layer_idx: int) -> nn.Module:
         return MLAttention(config, layer_idx)

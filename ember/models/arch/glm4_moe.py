@@ -12,5 +12,6 @@ from ember.models.layers.gqa import GQAttention
 class Glm4MoeForCausalLM(CausalLM):
     """Every layer: GQA with q/k/v bias, optional per-head q/k norm and partial rotary."""
 
-    def make_attention(self, config: ModelConfig, layer_idx: int) -> nn.Module:
+    @staticmethod
+    def make_attention(config: ModelConfig, layer_idx: int) -> nn.Module:
         return GQAttention(config, layer_idx)

@@ -17,5 +17,6 @@ from ember.models.layers.mla import MLAttention
 class GlmMoeDsaForCausalLM(CausalLM):
     """Every layer: MLA (interleaved rotary) with an own or shared DSA token selection."""
 
-    def make_attention(self, config: ModelConfig, layer_idx: int) -> nn.Module:
+    @staticmethod
+    def make_attention(config: ModelConfig, layer_idx: int) -> nn.Module:
         return MLAttention(config, layer_idx)
