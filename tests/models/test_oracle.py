@@ -44,6 +44,7 @@ CASES: dict[str, dict[str, Any]] = {
         first_k_dense_replace=2,
         num_hidden_layers=4,
         attention_bias=True,
+        max_position_embeddings=1024,  # = original 64 x factor 16
     ),
     # GLM-4.7 shape: partial rotary 0.5, q/k norm, q/k/v bias.
     "glm4-qknorm-bias": tiny.glm4(),
