@@ -78,10 +78,16 @@ def inspect(target: str, as_json: bool, int4_group_size: int, int4_scale_bytes: 
 
 
 def _config_path(target: str) -> Path:
-    from ember.models.catalog import default_catalog, reference_configs
+    from ember.models.catalog import CheckpointNotBuilt, default_catalog, reference_configs
 
     catalog, configs = default_catalog(), reference_configs()
     if target in catalog:
+        entry = catalog.get(target)
+        if entry.shipped is not None and not entry.is_built and entry.reference_config:
+            raise CheckpointNotBuilt(
+                f"{target}: the shipped checkpoint {entry.shipped!r} is not built yet; "
+                f"`ember models inspect {entry.reference_config}` shows the full-size model"
+            )
         return catalog.resolve(target).entry.checkpoint_dir / "config.json"
     if target in configs:
         return configs[target]

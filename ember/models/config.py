@@ -161,6 +161,10 @@ class ModelConfig:
             "eos_token_id": _eos_json(self.eos_token_ids),
             "pad_token_id": self.pad_token_id,
             "rope_parameters": _rope_json(self.rope),
+            # The same rope again in the pre-5.0 keys, for readers on older transformers (and
+            # engines built on them); transformers 5 merges both into one rope_parameters.
+            "rope_theta": self.rope.theta,
+            "rope_scaling": _legacy_rope_scaling(self.rope),
             **_moe_json(self),
         }
         if self.torch_dtype is not None:
@@ -172,6 +176,7 @@ class ModelConfig:
                 num_key_value_heads=self.gqa.num_key_value_heads,
                 head_dim=self.gqa.head_dim,
                 use_qk_norm=self.gqa.use_qk_norm,
+                partial_rotary_factor=self.rope.partial_rotary_factor,
             )
         if self.indexer is not None:
             out.update(
@@ -206,6 +211,15 @@ def _rope_json(rope: RopeConfig) -> dict[str, Any]:
             if getattr(rope, key) is not None:
                 out[key] = getattr(rope, key)
     return out
+
+
+def _legacy_rope_scaling(rope: RopeConfig) -> dict[str, Any] | None:
+    if rope.kind != "yarn":
+        return None
+    scaling = _rope_json(rope)
+    del scaling["rope_theta"]
+    scaling.pop("partial_rotary_factor", None)
+    return scaling | {"type": "yarn"}
 
 
 def _moe_json(config: ModelConfig) -> dict[str, Any]:

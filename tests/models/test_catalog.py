@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,16 @@ def test_override_errors_name_the_model(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         with_overrides({"@cf/zai-org/glm-5.2": tmp_path})
     assert info.value.key == "architectures" and "@cf/zai-org/glm-5.2" in str(info.value)
+
+
+def test_the_catalog_does_not_import_torch() -> None:
+    """The runtime lists and validates models without loading the engine."""
+    code = (
+        "import sys\n"
+        "from ember.models.catalog import default_catalog, reference_configs\n"
+        "from ember.models.config_parse import load_config\n"
+        "default_catalog(); [load_config(p) for p in reference_configs().values()]\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
