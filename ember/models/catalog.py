@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Literal
 
 from ember.errors import CheckpointError, ConfigError, ModelNotFound
@@ -23,7 +24,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 SHIPPED_CHECKPOINTS = PACKAGE_DIR / "checkpoints"
 REFERENCE_CONFIGS = PACKAGE_DIR / "configs"
 # shipped checkpoint name -> architecture it must have
-SHIPPED = {"kimi-tiny": DEEPSEEK_V3, "glm4moe-tiny": GLM4_MOE, "glmdsa-tiny": GLM_MOE_DSA}
+SHIPPED: Mapping[str, str] = MappingProxyType(
+    {"kimi-tiny": DEEPSEEK_V3, "glm4moe-tiny": GLM4_MOE, "glmdsa-tiny": GLM_MOE_DSA}
+)
 
 
 class CheckpointNotBuilt(CheckpointError):

@@ -2,8 +2,8 @@
 
 A checkpoint's ``config.json`` is parsed once (``ember.models.config_parse``) into a frozen
 ``ModelConfig``; model code reads only these fields, never the raw JSON. Defaults live in
-``config_parse.DEFAULTS`` (one table per architecture, mirroring transformers' config classes, so a
-key missing from config.json means what it means to transformers).
+``config_defaults.DEFAULTS`` (one table per architecture, mirroring transformers' config classes,
+so a key missing from config.json means what it means to transformers).
 
 Three architectures:
 
