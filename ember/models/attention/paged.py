@@ -326,10 +326,13 @@ class PagedAttentionBackend:
         topk: int,
     ) -> torch.Tensor | None:
         pool = self.pool
-        if pool.index_k is None:
-            raise ValueError("this KV pool has no indexer cache (KVSpec.index_head_dim == 0)")
-        new = pool.encode(index_k, layer, 2)
-        pool.index_k[layer].index_put_((self.batch.slot_mapping,), new)
+        row = pool.index_row.get(layer)
+        if pool.index_k is None or row is None:
+            raise ValueError(
+                f"layer {layer} has no indexer cache in this pool (KVSpec.index_layers)"
+            )
+        cache = pool.index_k[row]
+        cache.index_put_((self.batch.slot_mapping,), pool.encode(index_k, layer, 2))
         if max(self.layout.seq_lens) <= topk:
             return None  # every context fits: attention is dense
         num_tokens, num_heads, dim = index_q.shape
@@ -337,7 +340,7 @@ class PagedAttentionBackend:
         out = torch.full((num_tokens, topk), -1, dtype=torch.int64)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
-            keys = self._gather(pool.index_k[layer], group, query.dtype)  # (B, L, Di)
+            keys = self._gather(cache, group, query.dtype)  # (B, L, Di)
             rows = group.select(query).reshape(b, nq * num_heads, dim)
             scores = torch.relu(torch.bmm(rows, keys.transpose(1, 2)) * scale)
             scores = scores.view(b, nq, num_heads, ctx).float()

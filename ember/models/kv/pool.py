@@ -7,7 +7,8 @@ every padded position in a batched gather (zeros keep masked positions finite: 0
 Storage is layer-major so one layer's gather reads contiguous rows:
 
 - ``kv``: ``(L, N, W)`` with ``W`` = ``Hkv*D | Hkv*Dv`` (GQA) or ``C | R`` (MLA);
-- ``index_k``: ``(L, N, Di)`` for the DSA indexer (GLM-5.x), else ``None``.
+- ``index_k``: ``(Li, N, Di)`` for the DSA indexer (GLM-5.x), one row per layer that runs its
+  own indexer (``index_row[layer]``), else ``None``.
 
 The element type is float32, bfloat16 or float8_e4m3fn; FP8 carries one static float32 scale per
 (layer, component) (see ``fp8.py``). Components: 0 = K or latent, 1 = V or rope, 2 = indexer key.
@@ -51,8 +52,10 @@ class KVPool:
         shape = (spec.num_layers, self.num_slots, spec.width)
         self.kv = torch.zeros(shape, dtype=self.dtype, device=self.device)
         self.index_k: torch.Tensor | None = None
-        if spec.index_head_dim:
-            index_shape = (spec.num_layers, self.num_slots, spec.index_head_dim)
+        # Layer -> row of ``index_k``: only layers with their own indexer cache keys.
+        self.index_row = {layer: row for row, layer in enumerate(spec.index_layers)}
+        if spec.index_layers:
+            index_shape = (len(spec.index_layers), self.num_slots, spec.index_head_dim)
             self.index_k = torch.zeros(index_shape, dtype=self.dtype, device=self.device)
         # Python floats: folded into queries and outputs without a tensor op per layer.
         self.scales = [[1.0] * spec.num_components for _ in range(spec.num_layers)]

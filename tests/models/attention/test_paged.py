@@ -99,7 +99,7 @@ def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int)
 def test_stored_mla_cache_is_latent_and_rope_only() -> None:
     """MLA caches C + R elements per token per layer, never per-head keys (576 for Kimi K2)."""
     kimi = KVSpec("mla", 61, "bf16", kv_lora_rank=512, qk_rope_head_dim=64)
-    assert kimi.elements_per_token_per_layer == 576
+    assert kimi.elements_per_token == 576 * 61
     pool = KVPool(_spec("mla", "bf16"), num_pages=2, page_size=PAGE, integrity=False)
     assert pool.kv.shape == (2, 3 * PAGE, 12 + 4)
     assert pool.index_k is None
