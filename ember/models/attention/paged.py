@@ -224,14 +224,14 @@ class PagedAttentionBackend:
 
     def _store(self, cache: torch.Tensor, new: torch.Tensor) -> None:
         """Write ``new`` ``(T, heads, width)`` into one layer's ``cache`` at the step's slots."""
-        cache[self.batch.slot_pages, :, self.batch.slot_offsets] = new
+        cache[:, self.batch.slot_pages, self.batch.slot_offsets] = new.transpose(0, 1)
 
     def _gather(
         self, cache: torch.Tensor, head: int, group: AttentionGroup, dtype: torch.dtype
     ) -> torch.Tensor:
         """``group``'s pages of one head of one layer as ``(B, L, W)`` in ``dtype`` (scratch)."""
         width = cache.shape[-1]
-        page_rows = cache[:, head].reshape(cache.shape[0], -1)  # (pages, S*W), a view
+        page_rows = cache[head].view(cache.shape[1], -1)  # (pages, S*W), contiguous
         shape = (group.num_seqs, group.max_context, width)
         raw = self.workspace.take((group.pages.numel(), page_rows.shape[1]), cache.dtype, "raw")
         torch.index_select(page_rows, 0, group.pages, out=raw)

@@ -75,16 +75,16 @@ class SlotMismatch:
 class KVSidecar:
     """Per-slot stamps for one KV pool, and the checks that compare them with a reader's view.
 
-    ``data`` holds uint8 views of the pool's cache tensors, each ``(layers, pages, heads,
+    ``data`` holds uint8 views of the pool's cache tensors, each ``(layers, heads, pages,
     page_size, width_bytes)``; they share memory with the pool's tensors. A slot's bytes are its
-    ``(page, :, offset, :)`` entries in every layer of every tensor.
+    ``(page, offset)`` entries in every layer and head of every tensor.
     """
 
     def __init__(self, data: list[np.ndarray], page_size: int) -> None:
-        num_pages = data[0].shape[1]
+        num_pages = data[0].shape[2]
         for array in data:
-            if array.dtype != np.uint8 or array.ndim != 5 or array.shape[1] != num_pages:
-                raise ValueError("sidecar data must be (L, pages, heads, page_size, bytes) uint8")
+            if array.dtype != np.uint8 or array.ndim != 5 or array.shape[2] != num_pages:
+                raise ValueError("sidecar data must be (L, heads, pages, page_size, bytes) uint8")
             if array.shape[3] != page_size:
                 raise ValueError(f"sidecar data has page size {array.shape[3]}, not {page_size}")
         self._words = [_word_view(array) for array in data]
@@ -104,8 +104,8 @@ class KVSidecar:
         total = np.zeros(len(slots), dtype=np.uint64)
         pages, offsets = np.divmod(slots, self.page_size)
         for words in self._words:
-            picked = words[:, pages, :, offsets]  # (n, L, heads, words): advanced axes first
-            total += picked.sum(axis=(1, 2, 3), dtype=np.uint64)
+            picked = words[:, :, pages, offsets]  # (L, heads, n, words)
+            total += picked.sum(axis=(0, 1, 3), dtype=np.uint64)
         return total
 
     def stamp_tokens(self, slots: np.ndarray, chains: np.ndarray, positions: np.ndarray) -> None:

@@ -101,7 +101,7 @@ def test_stored_mla_cache_is_latent_and_rope_only() -> None:
     kimi = KVSpec("mla", 61, "bf16", kv_lora_rank=512, qk_rope_head_dim=64)
     assert kimi.elements_per_token == 576 * 61
     pool = KVPool(_spec("mla", "bf16"), num_pages=2, page_size=PAGE, integrity=False)
-    assert pool.kv is not None and pool.kv.shape == (2, 3, 1, PAGE, 12 + 4)
+    assert pool.kv is not None and pool.kv.shape == (2, 1, 3, PAGE, 12 + 4)
     assert pool.k is None and pool.v is None and pool.index_k is None
 
 
@@ -115,5 +115,5 @@ def test_padding_page_stays_zero_and_absorbs_no_writes() -> None:
         0, torch.randn(4, 3, 12), torch.randn(4, 3, 4), torch.randn(4, 12), torch.randn(4, 4), 0.3
     )
     assert pool.kv is not None
-    assert torch.count_nonzero(pool.kv[:, pool.padding_page]) == 0
+    assert torch.count_nonzero(pool.kv[:, :, pool.padding_page]) == 0
     assert batch.slot_mapping.tolist() == [8, 9, 10, 5]

@@ -36,7 +36,7 @@ def test_vectorised_digest_matches_reference(dtype: str, index_dim: int) -> None
             pool.slot_bytes(cache, row, int(slot))[head].numpy()
             for cache in pool.caches
             for row in range(cache.shape[0])
-            for head in range(cache.shape[2])
+            for head in range(cache.shape[1])
         ]
         assert int(digest) == content_digest_reference(rows)
 
