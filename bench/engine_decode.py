@@ -134,11 +134,17 @@ def measure_decode(
     ):
         engine.step()
     engine.step()  # one warm decode step (workspace buffers, caches)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         engine.step()
-    elapsed = time.perf_counter() - start
-    return {"steps_per_s": steps / elapsed, "tokens_per_s": steps * batch / elapsed}
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return {
+        "steps_per_s": steps / elapsed,
+        "tokens_per_s": steps * batch / elapsed,
+        # CPU seconds per step, all threads: less sensitive than wall time to other processes
+        # on a shared machine (a descheduled process burns no CPU time).
+        "cpu_ms_per_step": cpu / steps * 1e3,
+    }
 
 
 def measure_generate(model: Any, config: Any, dtype: str, kv: str, batch: int, new: int) -> float:
@@ -225,7 +231,11 @@ def main() -> None:
             model, config = models[arch]
             result = measure_decode(model, config, args.dtype, kv, integrity, batch, args.steps)
             samples[key].append(result)
-            print(f"round {round_index} {key}: {result['tokens_per_s']:.0f} tok/s", flush=True)
+            print(
+                f"round {round_index} {key}: {result['tokens_per_s']:.0f} tok/s, "
+                f"{result['cpu_ms_per_step']:.2f} CPU ms/step",
+                flush=True,
+            )
     rows = []
     for (arch, kv, integrity, batch), runs in samples.items():
         rows.append(
@@ -236,6 +246,8 @@ def main() -> None:
                 "batch": batch,
                 "decode_steps_per_s": statistics.median(r["steps_per_s"] for r in runs),
                 "decode_tokens_per_s": statistics.median(r["tokens_per_s"] for r in runs),
+                "best_decode_tokens_per_s": max(r["tokens_per_s"] for r in runs),
+                "cpu_ms_per_step": statistics.median(r["cpu_ms_per_step"] for r in runs),
                 "runs": runs,
             }
         )

@@ -76,6 +76,16 @@ class AttentionGroup:
     valid: torch.Tensor | None  # (B, Q) bool: which padded queries are real
     allowed: torch.Tensor  # (B, Q, L) bool: causal and within the sequence
     _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)
+    _head_pages: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
+
+    def head_pages(self, num_heads: int, pool_pages: int) -> torch.Tensor:
+        """``(H * B * P,)`` rows of a ``(H * pool_pages, S * W)`` view: every head's pages."""
+        key = (num_heads, pool_pages)
+        found = self._head_pages.get(key)
+        if found is None:
+            offsets = torch.arange(num_heads, dtype=torch.int64).unsqueeze(1) * pool_pages
+            found = self._head_pages[key] = (offsets + self.pages.unsqueeze(0)).view(-1)
+        return found
 
     @property
     def max_context(self) -> int:
@@ -227,20 +237,26 @@ class PagedAttentionBackend:
         cache[:, self.batch.slot_pages, self.batch.slot_offsets] = new.transpose(0, 1)
 
     def _gather(
-        self, cache: torch.Tensor, head: int, group: AttentionGroup, dtype: torch.dtype
+        self, cache: torch.Tensor, group: AttentionGroup, dtype: torch.dtype, role: str = "kv"
     ) -> torch.Tensor:
-        """``group``'s pages of one head of one layer as ``(B, L, W)`` in ``dtype`` (scratch)."""
-        width = cache.shape[-1]
-        page_rows = cache[head].view(cache.shape[1], -1)  # (pages, S*W), contiguous
-        shape = (group.num_seqs, group.max_context, width)
-        raw = self.workspace.take((group.pages.numel(), page_rows.shape[1]), cache.dtype, "raw")
-        torch.index_select(page_rows, 0, group.pages, out=raw)
+        """``group``'s pages of every head of one layer: ``(H, B, L, W)`` in ``dtype`` (scratch).
+
+        ``cache`` is one layer, ``(H, pages, S, W)``; one ``index_select`` copies whole pages.
+        """
+        heads, pool_pages, _, width = cache.shape
+        page_rows = cache.view(heads * pool_pages, -1)  # (H * pages, S*W), contiguous
+        index = group.pages if heads == 1 else group.head_pages(heads, pool_pages)
+        shape = (heads, group.num_seqs, group.max_context, width)
+        raw = self.workspace.take((index.numel(), page_rows.shape[1]), cache.dtype, "raw" + role)
+        torch.index_select(page_rows, 0, index, out=raw)
         if cache.dtype == dtype:
             return raw.view(shape)
-        out = self.workspace.take(shape, dtype, "wide")
+        out = self.workspace.take(shape, dtype, "wide" + role)
         if self.pool.is_fp8:
-            index = self.workspace.take((raw.numel(),), torch.int32, "index")
-            return dequantize_fp8_lut(raw.view(shape), self.workspace.fp8_lut(dtype), index, out)
+            lut_index = self.workspace.take((raw.numel(),), torch.int32, "index")
+            return dequantize_fp8_lut(
+                raw.view(shape), self.workspace.fp8_lut(dtype), lut_index, out
+            )
         return out.copy_(raw.view(shape))
 
     def gqa(
@@ -259,22 +275,20 @@ class PagedAttentionBackend:
         out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            # All KV heads in one batched matmul: batch = (KV head, sequence).
             queries = group.select(q).view(b, nq, num_kv_heads, group_size, head_dim)
-            bias = group.bias(q.dtype)  # (B, Q, 1, L)
-            mixed = torch.empty(b, nq, num_kv_heads, group_size, v_dim, dtype=q.dtype)
-            for h in range(num_kv_heads):  # per KV head: contiguous (B, L, D) operands
-                rows = queries[:, :, h].reshape(b, nq * group_size, head_dim)
-                keys = self._gather(k_cache, h, group, q.dtype)
-                scores = torch.bmm(rows, keys.transpose(1, 2)).view(b, nq, group_size, ctx)
-                scores += bias
-                probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-                values = self._gather(v_cache, h, group, q.dtype)
-                mixed[:, :, h] = torch.bmm(probs.view(b, nq * group_size, ctx), values).view(
-                    b, nq, group_size, v_dim
-                )
+            rows = queries.permute(2, 0, 1, 3, 4).reshape(num_kv_heads * b, nq * group_size, -1)
+            keys = self._gather(k_cache, group, q.dtype, "k").view(num_kv_heads * b, ctx, -1)
+            scores = torch.bmm(rows, keys.transpose(1, 2))  # (Hkv*B, Q*G, L)
+            scores = scores.view(num_kv_heads, b, nq, group_size, ctx)
+            scores += group.bias(q.dtype).unsqueeze(0)  # (1, B, Q, 1, L)
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+            values = self._gather(v_cache, group, q.dtype, "v").view(num_kv_heads * b, ctx, -1)
+            mixed = torch.bmm(probs.view(num_kv_heads * b, nq * group_size, ctx), values)
             if v_scale != 1.0:
                 mixed *= v_scale
-            group.scatter(out, mixed.view(b, nq, num_heads, v_dim))
+            mixed = mixed.view(num_kv_heads, b, nq, group_size, v_dim).permute(1, 2, 0, 3, 4)
+            group.scatter(out, mixed.reshape(b, nq, num_heads, v_dim))
         return out
 
     def mla(
@@ -300,7 +314,7 @@ class PagedAttentionBackend:
         out = torch.empty(num_tokens, num_heads, rank, dtype=q_latent.dtype)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
-            cache = self._gather(kv_cache, 0, group, query.dtype)  # (B, L, C+R)
+            cache = self._gather(kv_cache, group, query.dtype)[0]  # (B, L, C+R)
             rows = group.select(query).reshape(b, nq * num_heads, -1)
             scores = torch.bmm(rows, cache.transpose(1, 2)).view(b, nq, num_heads, ctx)
             scores += group.bias(scores.dtype)
@@ -347,7 +361,7 @@ class PagedAttentionBackend:
         out = torch.full((num_tokens, topk), -1, dtype=torch.int64)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
-            keys = self._gather(cache, 0, group, query.dtype)  # (B, L, Di)
+            keys = self._gather(cache, group, query.dtype)[0]  # (B, L, Di)
             rows = group.select(query).reshape(b, nq * num_heads, dim)
             scores = torch.relu(torch.bmm(rows, keys.transpose(1, 2)) * scale)
             scores = scores.view(b, nq, num_heads, ctx).float()

@@ -48,10 +48,11 @@ class IntegrityFailure:
 
 @dataclass(slots=True)
 class StepReads:
-    """What one step's sequences read: padded slot rows and the chains their readers expect."""
+    """What one attention group's sequences read this step."""
 
-    slots: np.ndarray  # (B, L) int64 pool slots (padding slots included)
-    expected_chain: np.ndarray  # (B, L) uint64; 0 beyond each sequence (unwritten or padding)
+    pages: np.ndarray  # (B, P) int64 pool pages, padded with the (always zero) padding page
+    seq_lens: list[int]  # tokens each sequence has cached after this step
+    chains: list[np.ndarray]  # each sequence's token chain (at least seq_len entries)
     seq_index: list[int] = field(default_factory=list)  # row -> index in the scheduled list
 
 
@@ -64,11 +65,12 @@ class IntegrityChecker:
         self.mode = mode
         self.sample_period = sample_period
         self.stats = IntegrityStats()
+        self._offsets = np.arange(page_size, dtype=np.int64)
 
     # -- PageVerifier (the block manager calls this before reusing a cached page) -------------
 
     def verify_page(self, page: int, expected_chain: np.ndarray) -> bool:
-        slots = np.arange(page * self.page_size, (page + 1) * self.page_size, dtype=np.int64)
+        slots = page * self.page_size + self._offsets
         self.stats.slots_checked += len(slots)
         self.stats.slots_digested += len(slots)
         ok = self.sidecar.check(slots, expected_chain, content=True) is None
@@ -88,59 +90,103 @@ class IntegrityChecker:
         failures: list[IntegrityFailure] = []
         for group in reads:
             if self.mode == "full":
-                picked = np.ones(group.slots.shape, dtype=bool)
-                content = picked
+                failures.extend(self._check_full(group))
             else:
-                picked, content = self._sample(group.slots, step)
-            failures.extend(self._check(group, picked, content))
+                failures.extend(self._check_sampled(group, step))
         self.stats.failures += len(failures)
         return failures
 
-    def _sample(self, slots: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """Masks over ``slots``: ownership-checked positions, and fully re-digested ones."""
-        pages = slots // self.page_size
-        content = (pages + step) % self.sample_period == 0
-        ownership = content.copy()
-        ownership[:, :: self.page_size] = True
-        return ownership, content
+    def _expected(self, group: StepReads, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """``(n, S)`` chains the readers expect in page column ``cols[i]`` of row ``rows[i]``."""
+        size = self.page_size
+        expected = np.zeros((len(rows), size), dtype=np.uint64)
+        for i, (row, col) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
+            start = col * size
+            end = min(start + size, group.seq_lens[row])
+            if end > start:
+                expected[i, : end - start] = group.chains[row][start:end]
+        return expected
 
-    def _check(
-        self, group: StepReads, picked: np.ndarray, content: np.ndarray
+    def _check_full(self, group: StepReads) -> list[IntegrityFailure]:
+        """Every slot of every page read: ownership and content."""
+        num_rows, num_cols = group.pages.shape
+        rows = np.repeat(np.arange(num_rows), num_cols)
+        cols = np.tile(np.arange(num_cols), num_rows)
+        return self._check_pages(group, rows, cols, content=True)
+
+    def _check_sampled(self, group: StepReads, step: int) -> list[IntegrityFailure]:
+        """Ownership of every page's first slot; everything on this step's sample of pages."""
+        size, sidecar = self.page_size, self.sidecar
+        pages = group.pages
+        expected_first = np.zeros(pages.shape, dtype=np.uint64)
+        for row, (chain, seq_len) in enumerate(zip(group.chains, group.seq_lens, strict=True)):
+            firsts = chain[0:seq_len:size]
+            expected_first[row, : len(firsts)] = firsts
+        self.stats.slots_checked += pages.size
+        owner_bad = sidecar.chain[pages * size] != expected_first
+        rows, cols = np.nonzero((pages + step) % self.sample_period == 0)
+        failures = self._check_pages(group, rows, cols, content=True)
+        if owner_bad.any():
+            failed = {f.seq_index for f in failures}
+            for row, col in zip(*np.nonzero(owner_bad), strict=True):
+                index = group.seq_index[int(row)]
+                if index in failed:
+                    continue  # already reported (the same page in this step's sample)
+                failed.add(index)
+                page = int(pages[row, col])
+                failures.append(
+                    IntegrityFailure(
+                        seq_index=index,
+                        disowned_pages=frozenset(int(p) for p in pages[row][owner_bad[row]]),
+                        corrupt_pages=frozenset(),
+                        first_bad_slot=page * size,
+                        detail=self._detail(
+                            page * size, int(col) * size, "written by another sequence"
+                        ),
+                    )
+                )
+        return failures
+
+    def _check_pages(
+        self, group: StepReads, rows: np.ndarray, cols: np.ndarray, *, content: bool
     ) -> list[IntegrityFailure]:
-        slots = group.slots[picked]
-        expected = group.expected_chain[picked]
-        sidecar = self.sidecar
-        chain_bad = sidecar.chain[slots] != expected
-        self.stats.slots_checked += len(slots)
-        digest_bad = np.zeros(group.slots.shape, dtype=bool)
-        if content.any():
-            digested = group.slots[content]
-            self.stats.slots_digested += len(digested)
-            digest_bad[content] = sidecar.content_digest(digested) != sidecar.digest[digested]
-        bad_chain = np.zeros(group.slots.shape, dtype=bool)
-        bad_chain[picked] = chain_bad
-        bad = bad_chain | digest_bad
+        """Ownership (and content) of every slot of the pages at (``rows``, ``cols``)."""
+        if len(rows) == 0:
+            return []
+        size, sidecar = self.page_size, self.sidecar
+        page_ids = group.pages[rows, cols]
+        slots = page_ids[:, None] * size + self._offsets  # (n, S)
+        chain_bad = sidecar.chain[slots] != self._expected(group, rows, cols)
+        self.stats.slots_checked += slots.size
+        digest_bad = np.zeros(slots.shape, dtype=bool)
+        if content:
+            flat = slots.reshape(-1)
+            self.stats.slots_digested += flat.size
+            digest_bad = (sidecar.content_digest(flat) != sidecar.digest[flat]).reshape(slots.shape)
+        bad = chain_bad | digest_bad
         if not bad.any():
             return []
         failures = []
-        for row in np.flatnonzero(bad.any(axis=1)):
-            row_slots = group.slots[row]
-            disowned = frozenset(int(s) // self.page_size for s in row_slots[bad_chain[row]])
-            corrupt = frozenset(int(s) // self.page_size for s in row_slots[digest_bad[row]])
-            first = int(np.flatnonzero(bad[row])[0])
-            slot = int(row_slots[first])
-            detail = (
-                f"slot {slot} (position {first}): "
-                + ("written by another sequence" if bad_chain[row, first] else "bytes changed")
-                + f"; stamped position {int(sidecar.position[slot])}"
-            )
+        for row in np.unique(rows[bad.any(axis=1)]).tolist():
+            mine = rows == row
+            row_bad, row_chain = bad[mine], chain_bad[mine]
+            row_pages, row_cols = page_ids[mine], cols[mine]
+            disowned = frozenset(int(p) for p in row_pages[row_chain.any(axis=1)])
+            corrupt = frozenset(int(p) for p in row_pages[digest_bad[mine].any(axis=1)])
+            which, offset = np.argwhere(row_bad)[0]
+            slot = int(row_pages[which]) * size + int(offset)
+            reason = "written by another sequence" if row_chain[which, offset] else "bytes changed"
             failures.append(
                 IntegrityFailure(
                     seq_index=group.seq_index[row],
                     disowned_pages=disowned,
                     corrupt_pages=corrupt - disowned,
                     first_bad_slot=slot,
-                    detail=detail,
+                    detail=self._detail(slot, int(row_cols[which]) * size + int(offset), reason),
                 )
             )
         return failures
+
+    def _detail(self, slot: int, position: int, reason: str) -> str:
+        stamped = int(self.sidecar.position[slot])
+        return f"slot {slot} (position {position}): {reason}; stamped position {stamped}"

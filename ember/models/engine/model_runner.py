@@ -83,26 +83,31 @@ class ModelRunner:
         layout = BatchLayout(
             tuple(s.num_new_tokens for s in scheduled), tuple(s.context_len for s in scheduled)
         )
+        checker = self.checker
         token_list: list[int] = []
         position_list: list[int] = []
+        chain_list: list[int] = []  # the writers' chains, for the integrity stamps
         for s in scheduled:
             if s.num_new_tokens == 1:
                 token_list.append(s.seq.token_ids[s.context_len])
                 position_list.append(s.context_len)
+                if checker is not None:
+                    chain_list.append(s.seq.chain[s.context_len])
             else:
                 end = s.context_len + s.num_new_tokens
                 token_list.extend(s.seq.token_ids[s.context_len : end])
                 position_list.extend(range(s.context_len, end))
+                if checker is not None:
+                    chain_list.extend(s.seq.chain[s.context_len : end].tolist())
         batch = PagedBatch.build(
             layout, [s.seq.block_table for s in scheduled], page_size, self.pool.padding_page
         )
-        checker = self.checker
         if checker is not None:
-            slots = batch.slot_mapping.numpy()
-            chains = np.concatenate(
-                [s.seq.chain[s.context_len : s.context_len + s.num_new_tokens] for s in scheduled]
+            checker.stamp_tokens(
+                batch.slot_mapping.numpy(),
+                np.array(chain_list, dtype=np.uint64),
+                np.array(position_list, dtype=np.int32),
             )
-            checker.stamp_tokens(slots, chains, np.asarray(position_list, dtype=np.int32))
         backend = PagedAttentionBackend(self.pool, batch, self.workspace)
         sample_rows: list[int] = []
         row = 0
@@ -139,15 +144,16 @@ class ModelRunner:
         return StepResult(tokens, failures)
 
     def _reads(self, batch: PagedBatch, scheduled: list[ScheduledSeq]) -> list[StepReads]:
-        """Per attention group: the slots its sequences read and the chains they expect there."""
+        """Per attention group: the pages its sequences read and the chains they expect."""
         reads = []
         for group in batch.groups:
-            members = group.members
-            slots = group.slots().numpy()
-            expected = np.zeros(slots.shape, dtype=np.uint64)
-            for row, index in enumerate(members):
-                entry = scheduled[index]
-                seq_len = entry.context_len + entry.num_new_tokens
-                expected[row, :seq_len] = entry.seq.chain[:seq_len]
-            reads.append(StepReads(slots, expected, members))
+            entries = [scheduled[i] for i in group.members]
+            reads.append(
+                StepReads(
+                    pages=group.pages.numpy().reshape(group.num_seqs, group.num_pages),
+                    seq_lens=[e.context_len + e.num_new_tokens for e in entries],
+                    chains=[e.seq.chain for e in entries],
+                    seq_index=group.members,
+                )
+            )
         return reads
