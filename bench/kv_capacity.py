@@ -66,11 +66,9 @@ def main() -> None:
         spec = kv_layout_for(load_config(path))
         rows.append(_row(name, spec, FULL_BUDGET, args.page_size, allocate=False))
     for row in rows:
-        print(
-            f"{row['model']:>14}: {row['bf16_bytes_per_token']:>7} / {row['fp8_bytes_per_token']:>7}"
-            f" B/token, {row['bf16_max_total_num_tokens']:>9} / {row['fp8_max_total_num_tokens']:>9}"
-            f" tokens, x{row['fp8_over_bf16']:.4f}"
-        )
+        per_token = f"{row['bf16_bytes_per_token']:>7} / {row['fp8_bytes_per_token']:>7} B/token"
+        tokens = f"{row['bf16_max_total_num_tokens']:>9} / {row['fp8_max_total_num_tokens']:>9}"
+        print(f"{row['model']:>14}: {per_token}, {tokens} tokens, x{row['fp8_over_bf16']:.4f}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"benchmark": "kv_capacity", "rows": rows}, indent=2) + "\n")
