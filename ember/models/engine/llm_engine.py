@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from ember.errors import InvalidModelInput, KVIntegrityError
 from ember.models.engine.block_manager import BlockManager
 from ember.models.engine.config import EngineConfig
@@ -63,11 +65,13 @@ class LLMEngine:
         kv_layout: KVSpec,
         config: EngineConfig,
         *,
-        model_dtype: KVCacheDtype = "float32",
+        model_dtype: KVCacheDtype | None = None,
         sampler: Sampler | None = None,
         eos_token_ids: frozenset[int] = frozenset(),
     ) -> None:
         self.config = config
+        if model_dtype is None:
+            model_dtype = _model_dtype(model)
         self.kv_spec = kv_layout.with_dtype(parse_kv_dtype(config.kv_cache_dtype, model_dtype))
         if config.max_total_tokens is not None:
             num_pages = config.max_total_tokens // config.page_size
@@ -255,3 +259,15 @@ class LLMEngine:
                     raise output.error
                 results[output.request_id].extend(output.new_token_ids)
         return [results[request_id] for request_id in ids]
+
+
+def _model_dtype(model: object) -> KVCacheDtype:
+    """What ``--kv-cache-dtype auto`` means: the dtype of the model's (first floating) weights."""
+    parameters = getattr(model, "parameters", None)
+    if parameters is not None:
+        for parameter in parameters():
+            if parameter.dtype == torch.bfloat16:
+                return "bf16"
+            if parameter.dtype == torch.float32:
+                return "float32"
+    return "float32"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.llm_engine import LLMEngine
@@ -80,3 +81,11 @@ def test_stop_tokens_max_tokens_and_usage() -> None:
     assert tokens["b"] == reference[:5] and final["b"].finish_reason == "length"
     assert final["b"].usage.prompt_tokens == len(prompt)
     assert final["b"].usage.completion_tokens == 5
+
+
+def test_auto_kv_dtype_follows_the_model_weights() -> None:
+    model = ToyModel(ToyConfig(kind="gqa"), seed=1, dtype=torch.bfloat16)
+    engine = LLMEngine(model, model.kv_layout(), EngineConfig(max_total_tokens=64, page_size=4))
+    assert engine.kv_spec.dtype == "bf16"
+    assert engine.pool.k is not None and engine.pool.k.dtype == torch.bfloat16
+    assert len(engine.generate([[1, 2, 3]], StopCriteria(max_tokens=3))[0]) == 3
