@@ -187,6 +187,10 @@ class PagedBatch:
     groups: list[AttentionGroup]
     slot_pages: torch.Tensor  # (T,) slot_mapping // page_size
     slot_offsets: torch.Tensor  # (T,) slot_mapping % page_size
+    # Integrity: when set, each store adds the 64-bit word sums of what it writes, per token
+    # (``kv/integrity.py``'s content digest, computed from the written tensor while it is hot).
+    # ``None`` after a store whose rows are not whole 64-bit words: stamp from memory instead.
+    digests: torch.Tensor | None = None
 
     @classmethod
     def build(
@@ -234,7 +238,15 @@ class PagedAttentionBackend:
 
     def _store(self, cache: torch.Tensor, new: torch.Tensor) -> None:
         """Write ``new`` ``(T, heads, width)`` into one layer's ``cache`` at the step's slots."""
-        cache[:, self.batch.slot_pages, self.batch.slot_offsets] = new.transpose(0, 1)
+        batch = self.batch
+        cache[:, batch.slot_pages, batch.slot_offsets] = new.transpose(0, 1)
+        if batch.digests is not None:
+            if (new.shape[-1] * new.element_size()) % 8:
+                batch.digests = None  # not whole words: the runner digests memory instead
+            else:
+                words = new.contiguous().view(torch.uint8).view(new.shape[0], -1)
+                # int64 adds wrap like the sidecar's uint64 sums (two's complement).
+                batch.digests += words.view(torch.int64).sum(dim=1)
 
     def _gather(
         self, cache: torch.Tensor, group: AttentionGroup, dtype: torch.dtype, role: str = "kv"

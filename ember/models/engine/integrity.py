@@ -8,9 +8,9 @@ emitted*, so a request whose step read bad KV drops that step's token and recomp
   checked for ownership (chain) and content (digest), every step.
 - ``sampled``: ownership of the first slot of every page, every step (a page handed to another
   request is zeroed and rewritten from its first slot, so this catches every early reuse the step
-  it could matter); ownership and content of every slot of the pages whose id is congruent to the
-  step number modulo ``sample_period``, so each page is re-digested once every ``sample_period``
-  steps (a flipped bit is found within that many steps).
+  it could matter); ownership and content of every slot of a rotating share of the pages, so each
+  page is re-checked at least once every ``sample_period`` steps (a flipped bit is found within
+  that many steps). The share is checked in bulk every ``CONTENT_STRIDE`` steps.
 - Always (both modes): every page a prefix-cache hit would reuse is verified before reuse.
 
 A chain mismatch means the page now belongs to someone else: the reader drops it from its block
@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ember.models.kv.integrity import KVSidecar
+
+# Sampled mode digests whole pages every this many steps (see ``_check_sampled``).
+CONTENT_STRIDE = 8
 
 
 @dataclass(slots=True)
@@ -52,8 +55,10 @@ class StepReads:
 
     pages: np.ndarray  # (B, P) int64 pool pages, padded with the (always zero) padding page
     seq_lens: list[int]  # tokens each sequence has cached after this step
-    chains: list[np.ndarray]  # each sequence's token chain (at least seq_len entries)
+    chains: list[np.ndarray]  # each sequence's token chain (read only up to its seq_len)
     seq_index: list[int] = field(default_factory=list)  # row -> index in the scheduled list
+    # (B,) sidecar epoch of each sequence's last successful check (-1: never checked)
+    checked_epoch: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 class IntegrityChecker:
@@ -115,17 +120,28 @@ class IntegrityChecker:
         return self._check_pages(group, rows, cols, content=True)
 
     def _check_sampled(self, group: StepReads, step: int) -> list[IntegrityFailure]:
-        """Ownership of every page's first slot; everything on this step's sample of pages."""
+        """Ownership of every changed page's first slot; everything on a rotating sample."""
         size, sidecar = self.page_size, self.sidecar
         pages = group.pages
-        expected_first = np.zeros(pages.shape, dtype=np.uint64)
-        for row, (chain, seq_len) in enumerate(zip(group.chains, group.seq_lens, strict=True)):
-            firsts = chain[0:seq_len:size]
-            expected_first[row, : len(firsts)] = firsts
-        self.stats.slots_checked += pages.size
-        owner_bad = sidecar.chain[pages * size] != expected_first
-        rows, cols = np.nonzero((pages + step) % self.sample_period == 0)
-        failures = self._check_pages(group, rows, cols, content=True)
+        # A page changes hands only by being cleared and rewritten; both restamp its epoch. So
+        # each reader re-checks the first slot of just the pages restamped since its last check.
+        changed = sidecar.page_epoch[pages] >= group.checked_epoch[:, None]  # (B, P)
+        rows, cols = np.nonzero(changed)
+        self.stats.slots_checked += len(rows)
+        expected = np.zeros(len(rows), dtype=np.uint64)
+        for i, (row, col) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
+            if col * size < group.seq_lens[row]:
+                expected[i] = group.chains[row][col * size]
+        owner_bad = np.zeros(pages.shape, dtype=bool)
+        owner_bad[rows, cols] = sidecar.chain[pages[rows, cols] * size] != expected
+        failures: list[IntegrityFailure] = []
+        # The whole-page checks run every ``stride`` steps on ``stride`` steps' worth of pages:
+        # the same coverage (each page once per ``sample_period`` steps), fewer fixed costs.
+        stride = min(CONTENT_STRIDE, self.sample_period)
+        if step % stride == 0:
+            windows = max(1, self.sample_period // stride)
+            rows, cols = np.nonzero((pages + step // stride) % windows == 0)
+            failures = self._check_pages(group, rows, cols, content=True)
         if owner_bad.any():
             failed = {f.seq_index for f in failures}
             for row, col in zip(*np.nonzero(owner_bad), strict=True):
@@ -160,9 +176,11 @@ class IntegrityChecker:
         self.stats.slots_checked += slots.size
         digest_bad = np.zeros(slots.shape, dtype=bool)
         if content:
-            flat = slots.reshape(-1)
-            self.stats.slots_digested += flat.size
-            digest_bad = (sidecar.content_digest(flat) != sidecar.digest[flat]).reshape(slots.shape)
+            # Whole pages at once: a changed bit changes its page's sum of slot digests.
+            unique, inverse = np.unique(page_ids, return_inverse=True)
+            self.stats.slots_digested += unique.size * size
+            changed = sidecar.page_digest(unique) != sidecar.stamped_page_digest(unique)
+            digest_bad[:, 0] = changed[inverse]  # reported at the page's first slot
         bad = chain_bad | digest_bad
         if not bad.any():
             return []

@@ -108,6 +108,7 @@ class ModelRunner:
                 np.array(chain_list, dtype=np.uint64),
                 np.array(position_list, dtype=np.int32),
             )
+            batch.digests = torch.zeros(len(token_list), dtype=torch.int64)
         backend = PagedAttentionBackend(self.pool, batch, self.workspace)
         sample_rows: list[int] = []
         row = 0
@@ -125,8 +126,20 @@ class ModelRunner:
                 logits = None
         failures: list[IntegrityFailure] = []
         if checker is not None:
-            checker.stamp_content(batch.slot_mapping.numpy())
+            if batch.digests is not None:  # summed by the backend as it stored each layer
+                checker.sidecar.digest[batch.slot_mapping.numpy()] = batch.digests.numpy().view(
+                    np.uint64
+                )
+            else:
+                checker.stamp_content(batch.slot_mapping.numpy())
             failures = checker.check_step(self._reads(batch, scheduled), self.num_steps)
+            # Everything stamped up to now has been checked by the sequences that passed.
+            failed_now = {f.seq_index for f in failures}
+            sidecar = checker.sidecar
+            sidecar.epoch += 1
+            for index, entry in enumerate(scheduled):
+                if index not in failed_now:
+                    entry.seq.integrity_epoch = sidecar.epoch
         tokens: list[int | None] = [None] * len(scheduled)
         if logits is not None:
             failed = {f.seq_index for f in failures}
@@ -152,8 +165,9 @@ class ModelRunner:
                 StepReads(
                     pages=group.pages.numpy().reshape(group.num_seqs, group.num_pages),
                     seq_lens=[e.context_len + e.num_new_tokens for e in entries],
-                    chains=[e.seq.chain for e in entries],
+                    chains=[e.seq.chain_buffer for e in entries],
                     seq_index=group.members,
+                    checked_epoch=np.array([e.seq.integrity_epoch for e in entries]),
                 )
             )
         return reads
