@@ -9,7 +9,8 @@ from starlette.routing import Route
 
 from ember.runtime.api import serializers
 from ember.runtime.api.context import caller
-from ember.runtime.api.envelope import ok, page_info
+from ember.runtime.api.envelope import ok
+from ember.runtime.api.paging import paged
 
 
 async def verify_token(request: Request) -> Response:
@@ -39,8 +40,7 @@ async def user(request: Request) -> Response:
 
 async def accounts(request: Request) -> Response:
     who = caller(request)
-    items = [serializers.account(who.account)]
-    return ok(items, result_info=page_info(items, 1, 20, 1))
+    return paged(request, [serializers.account(who.account)])
 
 
 async def account(request: Request) -> Response:
@@ -58,7 +58,7 @@ async def memberships(request: Request) -> Response:
             "permissions": {},
         }
     ]
-    return ok(items, result_info=page_info(items, 1, 20, 1))
+    return paged(request, items)
 
 
 ROUTES = [

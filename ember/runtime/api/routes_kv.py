@@ -8,26 +8,16 @@ from starlette.routing import Route
 
 from ember.runtime.api import serializers
 from ember.runtime.api.context import caller, json_body, plane_of
-from ember.runtime.api.envelope import ok, page_info
+from ember.runtime.api.envelope import ok
+from ember.runtime.api.paging import paged
 from ember.runtime.deployments.errors import InvalidRequest
 
 NAMESPACES = "/accounts/{account_id}/storage/kv/namespaces"
 MAX_PER_PAGE = 1000
 
 
-def _int_param(request: Request, name: str, default: int, maximum: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
-        raise InvalidRequest(f"query parameter {name} must be an integer from 1 to {maximum}")
-    return int(raw)
-
-
 async def list_namespaces(request: Request) -> Response:
     who = caller(request)
-    page = _int_param(request, "page", 1, 1_000_000)
-    per_page = _int_param(request, "per_page", 20, MAX_PER_PAGE)
     order = request.query_params.get("order", "title")
     if order not in ("title", "id"):
         raise InvalidRequest("order must be 'title' or 'id'")
@@ -35,9 +25,7 @@ async def list_namespaces(request: Request) -> Response:
     found = plane_of(request).namespaces.list(who.account, descending=descending)
     if order == "id":
         found.sort(key=lambda n: n.id, reverse=descending)
-    chunk = found[(page - 1) * per_page : page * per_page]
-    items = [serializers.namespace(n) for n in chunk]
-    return ok(items, result_info=page_info(items, page, per_page, len(found)))
+    return paged(request, [serializers.namespace(n) for n in found], max_per_page=MAX_PER_PAGE)
 
 
 async def create_namespace(request: Request) -> Response:
