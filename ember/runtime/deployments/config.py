@@ -22,6 +22,7 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,3 +264,12 @@ def _with_unit(value: Any, units: dict[str, int]) -> int | None:
         return None
     result = int(match.group(1)) * units[match.group(2).lower()]
     return result if result > 0 else None
+
+
+def default_state_dir() -> Path:
+    """Where a platform keeps its state: ``$EMBER_STATE_DIR``, else ``$XDG_DATA_HOME/ember``."""
+    explicit = os.environ.get("EMBER_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "ember" / "platform"
