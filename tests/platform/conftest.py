@@ -18,6 +18,7 @@ from ember.runtime.deployments.clock import ManualClock
 from ember.runtime.deployments.config import PlatformConfig, ProofOfWorkConfig
 from ember.runtime.deployments.multipart import Part, build_multipart
 from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.tail_events import TailHub
 
 # Small difficulty: the tests exercise the protocol, bench/platform.py measures the cost.
 TEST_CONFIG = PlatformConfig(
@@ -31,6 +32,7 @@ class RunningPlatform:
     clock: ManualClock
     url: str  # http://127.0.0.1:PORT
     api: str  # url + /client/v4
+    hub: TailHub
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"authorization": f"Bearer {token}"} if token else {}
@@ -61,18 +63,19 @@ class ServerThread:
 
 def start_platform(
     state_dir: Path, config: PlatformConfig = TEST_CONFIG
-) -> tuple[ControlPlane, ManualClock, ServerThread]:
+) -> tuple[ControlPlane, ManualClock, ServerThread, TailHub]:
     clock = ManualClock()
     plane = ControlPlane(state_dir, config, clock=clock)
-    return plane, clock, ServerThread(create_api_app(plane))
+    hub = TailHub()
+    return plane, clock, ServerThread(create_api_app(plane, hub)), hub
 
 
 @pytest.fixture
 def platform(tmp_path: Path) -> Iterator[RunningPlatform]:
-    plane, clock, server = start_platform(tmp_path / "state")
+    plane, clock, server, hub = start_platform(tmp_path / "state")
     with server as port:
         url = f"http://127.0.0.1:{port}"
-        yield RunningPlatform(plane, clock, url, url + "/client/v4")
+        yield RunningPlatform(plane, clock, url, url + "/client/v4", hub)
     plane.close()
 
 

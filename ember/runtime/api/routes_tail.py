@@ -36,7 +36,7 @@ async def create_tail(request: Request) -> Response:
         raise InvalidRequest(f"tail filters are not valid JSON: {exc}") from exc
     tail = plane_of(request).tails.create(who.account, request.path_params["name"], body)
     origin = public_origin(request).replace("https://", "wss://").replace("http://", "ws://")
-    api_root = request.scope.get("root_path", "") + request.app.state.api_prefix
+    api_root = request.scope.get("root_path", "")  # the API's mount point, e.g. /client/v4
     return ok(
         {
             "id": tail.id,
