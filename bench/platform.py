@@ -125,11 +125,48 @@ def client_side(difficulties: list[tuple[int, int]], runs: int) -> dict[str, obj
     return out
 
 
+def plot(results: dict[str, object], path: Path) -> None:
+    """Client solve time vs server verify time per difficulty (log scale); needs matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    server = results["pow_server"]
+    labels = [f"{row['hashes'] / 1e6:g}M\n(k={row['k']}, g={row['g']})" for row in server]
+    series = {"server verify, 16 segments (ms)":
+              [row["server_verify"]["sample_16_ms_median"] for row in server],
+              "Python solve, ember CLI (ms)": [row["python_client_solve_ms"] for row in server]}
+    clients = results.get("clients", {})
+    if "wrangler" in clients:
+        by_hashes = {r["k"] * r["g"]: r["solve_s_estimate"] * 1e3 for r in clients["wrangler"]}
+        series["wrangler solve, measured (ms)"] = [by_hashes.get(row["hashes"], float("nan"))
+                                                   for row in server]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / len(series)
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar([x + i * width for x in range(len(labels))], values, width, label=name)
+    ax.set_yscale("log")
+    ax.set_ylabel("milliseconds (log)")
+    ax.set_xticks([x + width * (len(series) - 1) / 2 for x in range(len(labels))], labels)
+    ax.axhline(10, color="grey", linestyle="--", linewidth=1)
+    ax.set_title("Temporary-account proof of work: client cost vs server cost")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1M and 4M only, 2 runs each")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "platform.json")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="only redraw the plot from an existing --out file")
     args = parser.parse_args()
+    png = args.out.with_name("platform_pow.png")
+    if args.plot_only:
+        plot(json.loads(args.out.read_text()), png)
+        return
     difficulties = DIFFICULTIES[:2] if args.quick else DIFFICULTIES
     runs = 2 if args.quick else 3
     results: dict[str, object] = {
@@ -147,6 +184,11 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
+    try:
+        plot(results, png)
+        print(f"wrote {png}")
+    except ImportError:
+        print("matplotlib is not installed: no plot")
 
 
 if __name__ == "__main__":

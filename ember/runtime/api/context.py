@@ -36,11 +36,15 @@ def bearer(request: Request) -> str | None:
 
 def caller(request: Request) -> Caller:
     """Authenticate the token; when the path names an account, it must be the token's."""
+    cached = getattr(request.state, "caller", None)
+    if cached is not None:
+        return cached
     account, token = plane_of(request).accounts.authenticate(bearer(request))
     path_account = request.path_params.get("account_id")
     if path_account is not None and path_account != account.id:
         raise Forbidden()
-    return Caller(account, token, client_source(request))
+    request.state.caller = Caller(account, token, client_source(request))
+    return request.state.caller
 
 
 def client_source(request: Request) -> str:
