@@ -41,8 +41,10 @@ from tests.platform.netns import (  # noqa: E402
 
 DIFFICULTIES = [(2000, 500), (4000, 1000), (8000, 2000)]  # 1M (ember default), 4M, 16M
 SAMPLE = 16  # what the client-side runs use; the server-side table also tries 4 and 8
-WRANGLER_TOML = 'name = "bench"\nmain = "src/entry.py"\ncompatibility_date = "2026-11-01"\n' \
-                'compatibility_flags = ["python_workers"]\n'
+WRANGLER_TOML = (
+    'name = "bench"\nmain = "src/entry.py"\ncompatibility_date = "2026-11-01"\n'
+    'compatibility_flags = ["python_workers"]\n'
+)
 
 
 def server_side(k: int, g: int, repeats: int) -> dict[str, float]:
@@ -61,8 +63,14 @@ def server_side(k: int, g: int, repeats: int) -> dict[str, float]:
     started = time.perf_counter()
     assert pow.verify_full(seed, k, g, raw)
     full = time.perf_counter() - started
-    return {"k": k, "g": g, "hashes": k * g, "server_verify": verify,
-            "full_verify_ms": full * 1e3, "python_client_solve_ms": python_solve * 1e3}
+    return {
+        "k": k,
+        "g": g,
+        "hashes": k * g,
+        "server_verify": verify,
+        "full_verify_ms": full * 1e3,
+        "python_client_solve_ms": python_solve * 1e3,
+    }
 
 
 def _project(base: Path) -> Path:
@@ -92,9 +100,11 @@ def client_side(difficulties: list[tuple[int, int]], runs: int) -> dict[str, obj
             project = _project(base)
             for k, g in [(1, 1), *difficulties]:
                 config = base / f"ember-{k}-{g}.yaml"
-                config.write_text(f"platform:\n  proof_of_work: {{k: {k}, g: {g}, sample: "
-                                  f"{min(SAMPLE, k)}}}\n  temporary: "
-                                  "{creations_per_client_per_hour: 1000}\n")
+                config.write_text(
+                    f"platform:\n  proof_of_work: {{k: {k}, g: {g}, sample: "
+                    f"{min(SAMPLE, k)}}}\n  temporary: "
+                    "{creations_per_client_per_hour: 1000}\n"
+                )
                 port = ns.start_platform(base / f"state-{k}-{g}", config)
                 api = f"http://127.0.0.1:{port}/client/v4"
                 cold, warm, ember_cold, ember_warm = [], [], [], []
@@ -104,17 +114,34 @@ def client_side(difficulties: list[tuple[int, int]], runs: int) -> dict[str, obj
                     env = wrangler_env(home, api)
                     cold.append(_timed(ns, wrangler_argv("deploy", "--temporary"), env, project))
                     warm.append(_timed(ns, wrangler_argv("deploy", "--temporary"), env, project))
-                    ember_env = {**os.environ, "PYTHONPATH": str(ROOT),
-                                 "EMBER_CREDENTIALS": str(home / "ember.json"),
-                                 "EMBER_PLATFORM": f"http://127.0.0.1:{port}"}
+                    ember_env = {
+                        **os.environ,
+                        "PYTHONPATH": str(ROOT),
+                        "EMBER_CREDENTIALS": str(home / "ember.json"),
+                        "EMBER_PLATFORM": f"http://127.0.0.1:{port}",
+                    }
                     ember_env.pop("EMBER_API_TOKEN", None)
                     argv = [sys.executable, "-m", "ember", "deploy", "--temporary"]
                     ember_cold.append(_timed(ns, argv, ember_env, project))
                     ember_warm.append(_timed(ns, argv, ember_env, project))
-                out["wrangler"].append({"k": k, "g": g, "cold_s": statistics.median(cold),
-                                        "warm_s": statistics.median(warm), "runs": runs})
-                out["ember"].append({"k": k, "g": g, "cold_s": statistics.median(ember_cold),
-                                     "warm_s": statistics.median(ember_warm), "runs": runs})
+                out["wrangler"].append(
+                    {
+                        "k": k,
+                        "g": g,
+                        "cold_s": statistics.median(cold),
+                        "warm_s": statistics.median(warm),
+                        "runs": runs,
+                    }
+                )
+                out["ember"].append(
+                    {
+                        "k": k,
+                        "g": g,
+                        "cold_s": statistics.median(ember_cold),
+                        "warm_s": statistics.median(ember_warm),
+                        "runs": runs,
+                    }
+                )
     finally:
         ns.close()
     for tool in ("wrangler", "ember"):
@@ -134,14 +161,18 @@ def plot(results: dict[str, object], path: Path) -> None:
 
     server = results["pow_server"]
     labels = [f"{row['hashes'] / 1e6:g}M\n(k={row['k']}, g={row['g']})" for row in server]
-    series = {"server verify, 16 segments (ms)":
-              [row["server_verify"]["sample_16_ms_median"] for row in server],
-              "Python solve, ember CLI (ms)": [row["python_client_solve_ms"] for row in server]}
+    series = {
+        "server verify, 16 segments (ms)": [
+            row["server_verify"]["sample_16_ms_median"] for row in server
+        ],
+        "Python solve, ember CLI (ms)": [row["python_client_solve_ms"] for row in server],
+    }
     clients = results.get("clients", {})
     if "wrangler" in clients:
         by_hashes = {r["k"] * r["g"]: r["solve_s_estimate"] * 1e3 for r in clients["wrangler"]}
-        series["wrangler solve, measured (ms)"] = [by_hashes.get(row["hashes"], float("nan"))
-                                                   for row in server]
+        series["wrangler solve, measured (ms)"] = [
+            by_hashes.get(row["hashes"], float("nan")) for row in server
+        ]
     fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.8 / len(series)
     for i, (name, values) in enumerate(series.items()):
@@ -160,8 +191,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1M and 4M only, 2 runs each")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "platform.json")
-    parser.add_argument("--plot-only", action="store_true",
-                        help="only redraw the plot from an existing --out file")
+    parser.add_argument(
+        "--plot-only", action="store_true", help="only redraw the plot from an existing --out file"
+    )
     args = parser.parse_args()
     png = args.out.with_name("platform_pow.png")
     if args.plot_only:
@@ -170,8 +202,11 @@ def main() -> None:
     difficulties = DIFFICULTIES[:2] if args.quick else DIFFICULTIES
     runs = 2 if args.quick else 3
     results: dict[str, object] = {
-        "machine": {"python": sys.version.split()[0], "cpu_count": os.cpu_count(),
-                    "system": " ".join(os.uname()[::2])},
+        "machine": {
+            "python": sys.version.split()[0],
+            "cpu_count": os.cpu_count(),
+            "system": " ".join(os.uname()[::2]),
+        },
         "pow_server": [server_side(k, g, repeats=50) for k, g in difficulties],
     }
     print(json.dumps(results["pow_server"], indent=2))

@@ -165,3 +165,18 @@ def test_unreachable_platform_and_bad_project(ember: Ember, tmp_path: Path) -> N
     empty.mkdir()
     bad = ember("deploy", str(empty), "--temporary", ok=False)
     assert "wrangler.toml" in bad.stderr and bad.returncode == 1
+
+
+def test_operator_creates_an_account_then_the_user_logs_in(
+    platform: RunningPlatform, ember: Ember
+) -> None:
+    created = ember("accounts", "create", "ops-made", "--state-dir", str(platform.plane.state_dir))
+    token = created.stdout.split("API token (shown once): ")[1].split()[0]
+    assert (
+        "ops-made" in ember("accounts", "list", "--state-dir", str(platform.plane.state_dir)).stdout
+    )
+    assert "ops-made" in ember("login", "--token", token).stdout
+    taken = ember(
+        "accounts", "create", "ops-made", "--state-dir", str(platform.plane.state_dir), ok=False
+    )
+    assert "already exists" in taken.stderr
