@@ -6,8 +6,13 @@ All loops and counts are bounded, and the only addresses used are loopback ones 
 from __future__ import annotations
 
 import ctypes
+import errno
+import fcntl
 import os
+import random
 import socket
+import struct
+import subprocess
 import threading
 import time
 from typing import Any
@@ -31,15 +36,10 @@ def self_test() -> dict[str, Any]:
         thread.join()
     with open("/proc/self/net/dev") as handle:
         interfaces = [line.split(":")[0].strip() for line in handle.read().splitlines()[2:]]
-    import fcntl
-    import struct
-
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     request = struct.pack("16sH14x", b"lo", 0)
     flags = struct.unpack("16sH14x", fcntl.ioctl(probe.fileno(), 0x8913, request))[1]
     probe.close()
-    import random
-
     return {
         "pid": os.getpid(),
         "ppid": os.getppid(),
@@ -70,6 +70,14 @@ def read_paths(paths: list[str]) -> dict[str, Any]:
 
 
 def environment_leaks(canary: str) -> dict[str, Any]:
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def make_dumpable() -> None:  # undo PR_SET_DUMPABLE 0, which closes /proc/self/environ
+        if libc.prctl(4, 1, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    dumpable = errno_of(make_dumpable)
     found = {}
     for path in ("/proc/self/environ", "/proc/1/environ", "/proc/self/cmdline"):
         try:
@@ -77,7 +85,7 @@ def environment_leaks(canary: str) -> dict[str, Any]:
                 found[path] = canary.encode() in handle.read()
         except OSError as exc:
             found[path] = f"errno {exc.errno}"
-    return {"environ": dict(os.environ), "found": found}
+    return {"environ": dict(os.environ), "found": found, "dumpable": dumpable}
 
 
 def fork_bomb(count: int, sleep_s: float) -> dict[str, Any]:
@@ -86,8 +94,6 @@ def fork_bomb(count: int, sleep_s: float) -> dict[str, Any]:
         try:
             pid = os.fork()
         except OSError as exc:
-            import errno
-
             failure = errno.errorcode.get(exc.errno or 0, str(exc))
             break
         if pid == 0:
@@ -98,8 +104,6 @@ def fork_bomb(count: int, sleep_s: float) -> dict[str, Any]:
 
 
 def exec_attempts() -> dict[str, Any]:
-    import subprocess
-
     return {
         "subprocess": errno_of(lambda: subprocess.run(["/bin/sh", "-c", "id"], check=False)),
         "execv": errno_of(lambda: os.execv("/usr/bin/id", ["id"])),
@@ -187,8 +191,6 @@ def fill_temp(temp_dir: str, total_mib: int) -> dict[str, Any]:
                 handle.flush()
                 written += 1
     except OSError as exc:
-        import errno
-
         outcome = errno.errorcode.get(exc.errno or 0, str(exc))
     return {
         "written_mib": written,
@@ -203,8 +205,6 @@ def spinning_grandchild() -> dict[str, Any]:
     try:
         pid = os.fork()
     except OSError as exc:
-        import errno
-
         return {"fork": errno.errorcode.get(exc.errno or 0, str(exc))}
     if pid == 0:
         deadline = time.monotonic() + 20

@@ -47,10 +47,26 @@ def pool_uid() -> int:
 
 
 @pytest.fixture
-def unpriv_uid() -> int:
+def unpriv_uid() -> int | None:
+    """A uid to drop to before entering; None when the suite already runs unprivileged."""
     if os.geteuid() != 0:
-        pytest.skip("the unprivileged path is simulated from root (setuid before enter)")
+        return None
     return free_uid(POOL_UID_BASE + 5000 + os.getpid() % 1000 * 10)
+
+
+@pytest.fixture
+def scratch(pool_uid: int) -> Iterator[Path]:
+    """A host directory only the pool uid may write (the temp dir without a mount namespace)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="ember-scratch-", dir="/tmp"))
+    if os.geteuid() == 0:
+        os.chown(path, pool_uid, pool_uid)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclasses.dataclass

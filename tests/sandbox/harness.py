@@ -119,11 +119,14 @@ def run_sandboxed(
     as_uid: int | None = None,
     timeout_s: float = 10.0,
     linger: bool = False,
+    on_start: Callable[[Run], None] | None = None,
     while_alive: Callable[[Run], None] | None = None,
     kill: bool = False,
+    read_result: bool = True,
 ) -> Run:
     """Fork, sandbox, run ``attack(*args)``; then end the worker (close its socket, or SIGKILL
-    it when ``kill``) and wait for the monitor. ``while_alive`` runs before that."""
+    it when ``kill``) and wait for the monitor. ``on_start`` runs once the worker reported
+    ready, ``while_alive`` once its result is in (with ``linger`` it is still alive then)."""
     parent_sock, child_sock = socket.socketpair()
     report_r, report_w = os.pipe()
     pid = os.fork()
@@ -144,7 +147,10 @@ def run_sandboxed(
         except SandboxError as exc:
             run.error = exc
         if run.startup is not None:
-            run.result = recv_json(parent_sock, timeout_s)
+            if on_start is not None:
+                on_start(run)
+            if read_result:
+                run.result = recv_json(parent_sock, timeout_s)
             if while_alive is not None:
                 while_alive(run)
             if kill:

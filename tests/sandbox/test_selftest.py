@@ -69,7 +69,9 @@ def test_self_test_as_root_with_pool_uid(
     assert run.exit_status == 0
 
 
-def test_self_test_unprivileged(report: LayerReport, tenants: Tenants, unpriv_uid: int) -> None:
+def test_self_test_unprivileged(
+    report: LayerReport, tenants: Tenants, unpriv_uid: int | None
+) -> None:
     _need(report, Layer.SECCOMP, Layer.LANDLOCK)
     # Probed as root; the unprivileged run must find user namespaces on its own.
     spec = SandboxSpec(

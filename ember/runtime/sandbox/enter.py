@@ -82,6 +82,7 @@ class _Worker:
         self.landlock_abi = landlock_abi
         self.pyseccomp = pyseccomp
         self.user_namespace = user_namespace
+        self.landlock_reads: list[str] = []
         self.stage = "hygiene"
 
     def run(
@@ -103,6 +104,16 @@ class _Worker:
             if Layer.IPC_UTS_NS in layers:
                 self.stage = "ipc_uts_ns"
                 namespaces.set_hostname(spec.hostname)
+            ruleset = None
+            if Layer.LANDLOCK in layers:
+                self.stage = "landlock"  # opened as root: a pool uid may not reach every path
+                rules = landlock.rules_for(
+                    self.landlock_reads,
+                    rootfs.TEMP_DIR if plan else _str_or_none(spec.host_temp_dir),
+                    proc_self=Layer.PID_NS in layers or plan is None,
+                    list_root=plan is not None,
+                )
+                ruleset = landlock.create_ruleset(rules, self.landlock_abi or 1)
             self.stage = "uid"
             if Layer.UID in layers:
                 identity.switch_to_pool_uid(spec.uid or 0, spec.effective_gid or 0)
@@ -114,9 +125,9 @@ class _Worker:
             hygiene.apply_late()
             self.stage = "rlimits"
             rlimits.apply(rlimits.limits_for(spec, per_deployment_uid=Layer.UID in layers))
-            if Layer.LANDLOCK in layers:
+            if ruleset is not None:
                 self.stage = "landlock"
-                landlock.restrict(self._landlock_rules(plan), self.landlock_abi or 1)
+                landlock.restrict_self(ruleset)
             skipped: tuple[str, ...] = ()
             if Layer.SECCOMP in layers and self.pyseccomp is not None:
                 self.stage = "seccomp"
@@ -143,17 +154,14 @@ class _Worker:
         except BaseException as exc:  # noqa: BLE001 - nothing may escape half-sandboxed
             _fail(self.report_fd, self.stage, exc)
 
-    def _landlock_rules(self, plan: rootfs.MountPlan | None) -> list[landlock.Rule]:
-        spec = self.spec
-        proc_self = Layer.PID_NS in spec.layers or plan is None
-        if plan is not None:
-            reads = list(plan.read_paths())
-            return landlock.rules_for(reads, rootfs.TEMP_DIR, proc_self=proc_self, list_root=True)
-        reads = [os.path.realpath(p) for p in rootfs.SYSTEM_DIRS + rootfs.SYSTEM_LIB_DIRS]
-        reads += rootfs.runtime_paths() + list(rootfs.SYSTEM_FILES)
-        reads += [str(spec.code_dir)] + [str(p) for p in spec.extra_ro_paths]
-        temp = _str_or_none(spec.host_temp_dir)
-        return landlock.rules_for(reads, temp, proc_self=proc_self, list_root=False)
+
+def _landlock_reads(spec: SandboxSpec, plan: rootfs.MountPlan | None) -> list[str]:
+    """Paths the worker may read, computed before anything changes (imports included)."""
+    if plan is not None:
+        return list(plan.read_paths())
+    reads = [os.path.realpath(p) for p in rootfs.SYSTEM_DIRS + rootfs.SYSTEM_LIB_DIRS]
+    reads += rootfs.runtime_paths() + list(rootfs.SYSTEM_FILES)
+    return reads + [str(spec.code_dir)] + [str(p) for p in spec.extra_ro_paths]
 
 
 def _str_or_none(path: object) -> str | None:
@@ -260,6 +268,8 @@ def enter(
     except BaseException as exc:  # noqa: BLE001
         _fail(report_fd, stage, exc)
     worker = _Worker(spec, report_fd, landlock_abi, pyseccomp, user_namespace)
+    if Layer.LANDLOCK in layers:
+        worker.landlock_reads = _landlock_reads(spec, plan)
     if not spec.has_monitor:
         if report_fd is not None:
             try:

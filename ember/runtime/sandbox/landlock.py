@@ -107,8 +107,9 @@ class Rule:
     access: int
 
 
-def restrict(rules: list[Rule], abi: int) -> None:
-    """Create the ruleset, add ``rules`` (missing paths skipped), set no_new_privs, enforce."""
+def create_ruleset(rules: list[Rule], abi: int) -> int:
+    """A ruleset fd with ``rules`` (missing paths skipped). Build it while the paths can still
+    be opened (before a uid switch); enforce it later with ``restrict_self``."""
     fs = handled_fs(abi)
     attr = _RulesetAttr(
         fs,
@@ -126,6 +127,15 @@ def restrict(rules: list[Rule], abi: int) -> None:
     try:
         for rule in rules:
             _add_path_rule(ruleset, rule, fs)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def restrict_self(ruleset: int) -> None:
+    """Set no_new_privs and enforce the ruleset on this thread (and its future threads)."""
+    try:
         _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
         _linux.syscall(
             _linux.SYS_LANDLOCK_RESTRICT_SELF,
@@ -135,6 +145,10 @@ def restrict(rules: list[Rule], abi: int) -> None:
         )
     finally:
         os.close(ruleset)
+
+
+def restrict(rules: list[Rule], abi: int) -> None:
+    restrict_self(create_ruleset(rules, abi))
 
 
 def _add_path_rule(ruleset: int, rule: Rule, handled: int) -> None:

@@ -5,7 +5,8 @@ without CLONE_THREAD or with namespace flags, execve, execveat: "nofork", thread
 EACCES for sockets other than AF_UNIX (no INET, raw, packet or netlink sockets), ENOSYS for
 clone3 (its flags are in memory the filter cannot read; glibc falls back to clone), and EPERM
 for kernel surface a handler never needs: ptrace, process_vm_*, bpf, io_uring, userfaultfd,
-keyctl, the mount family, namespaces, modules, perf, clock setting, TIOCSTI. isolation.md §2.3.
+keyctl, the mount family, namespaces, modules, perf, clock setting, TIOCSTI, and making
+the process dumpable again. isolation.md §2.3.
 """
 
 from __future__ import annotations
@@ -131,6 +132,8 @@ def build_filter(pyseccomp: ModuleType) -> tuple[object, tuple[str, ...]]:
     rule(sc.ERRNO(errno.EACCES), "socketpair", sc.Arg(0, sc.NE, socket.AF_UNIX))
     rule(perm, "ioctl", sc.Arg(1, sc.EQ, TIOCSTI))
     rule(perm, "ioctl", sc.Arg(1, sc.EQ, TIOCLINUX))
+    # Once non-dumpable, stay so: /proc/<pid>/{environ,mem,maps} remain closed.
+    rule(perm, "prctl", sc.Arg(0, sc.EQ, _linux.PR_SET_DUMPABLE))
     filt.set_attr(sc.Attr.CTL_NNP, 1)
     try:
         filt.set_attr(sc.Attr.CTL_TSYNC, 1)  # every thread, should any exist
