@@ -140,13 +140,21 @@ def remove(paths: tuple[str, ...], *, timeout_s: float = 2.0) -> list[str]:
     return left
 
 
+def _monitor_alive(name: str) -> bool:
+    pid = name.rsplit("-", 1)[-1]
+    return pid.isdigit() and os.path.exists(f"/proc/{pid}")
+
+
 def remove_stale() -> list[str]:
-    """Remove our empty leftover groups (a monitor killed before it could clean up)."""
+    """Remove empty groups whose monitor (the pid in the name) is gone: it was killed before it
+    could clean up. Groups of live monitors, even empty ones still starting, are left alone."""
     removed = []
     for parent in parents().values():
         for entry in os.listdir(parent):
             path = os.path.join(parent, entry)
-            if entry.startswith(PREFIX) and os.path.isdir(path) and not _members(path):
+            if not entry.startswith(PREFIX) or _monitor_alive(entry):
+                continue
+            if os.path.isdir(path) and not _members(path):
                 try:
                     os.rmdir(path)
                     removed.append(path)

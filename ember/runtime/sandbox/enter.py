@@ -35,9 +35,15 @@ from ember.runtime.sandbox import (
     rootfs,
     seccomp,
 )
-from ember.runtime.sandbox.errors import SandboxError
+from ember.runtime.sandbox.errors import MinimumLayersMissing, SandboxError
 from ember.runtime.sandbox.report import EXIT_SANDBOX_FAILED, write_record
-from ember.runtime.sandbox.spec import NAMESPACE_LAYERS, AppliedLayers, Layer, SandboxSpec
+from ember.runtime.sandbox.spec import (
+    NAMESPACE_LAYERS,
+    AppliedLayers,
+    Layer,
+    SandboxSpec,
+    check_minimum,
+)
 
 
 def _fail(report_fd: int | None, stage: str, exc: BaseException) -> NoReturn:
@@ -224,6 +230,12 @@ def enter(
     layers = spec.layers
     stage = "prepare"
     try:
+        if spec.require_minimum:
+            stage = "minimum"
+            check = check_minimum(layers)
+            if not check.met:
+                raise MinimumLayersMissing(spec.profile_name, check.missing, check.explanation)
+        stage = "prepare"
         _single_threaded()
         pyseccomp = None
         if Layer.SECCOMP in layers:
