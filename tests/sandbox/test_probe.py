@@ -41,3 +41,38 @@ def test_probe_leaves_no_cgroup_behind(report: LayerReport) -> None:
         return
     for parent in cgroups.parents().values():
         assert not [e for e in os.listdir(parent) if e.startswith("ember-probe-")]
+
+
+def test_probe_explains_namespaces_blocked_by_a_container_profile() -> None:
+    """Docker's default seccomp profile denies unshare: simulate it and read the reasons."""
+    import json
+
+    from ember.runtime.sandbox import seccomp
+
+    pyseccomp, why = seccomp.load_pyseccomp()
+    if pyseccomp is None:
+        import pytest
+
+        pytest.skip(why)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            container = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+            container.add_rule(pyseccomp.ERRNO(1), "unshare")
+            container.load()
+            os.write(write_end, json.dumps(probe().to_dict()).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    data = b""
+    while chunk := os.read(read_end, 65536):
+        data += chunk
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    layers = json.loads(data)["layers"]
+    for name in ("mount_ns", "pid_ns", "net_ns", "ipc_uts_ns"):
+        assert layers[name]["available"] is False
+        assert "Operation not permitted" in layers[name]["reason"]
+    assert "seccomp filter" in layers["pid_ns"]["reason"]
+    assert layers["seccomp"]["available"] is True  # filters stack

@@ -71,8 +71,25 @@ def _sysctl(path: str) -> str | None:
         return None
 
 
-def userns_hint() -> str:
-    """Why unprivileged user namespaces might be refused here, and the fix."""
+def _status_field(name: str) -> str:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(name + ":"):
+                return line.split()[1]
+    return ""
+
+
+def namespace_hint(user_namespace: bool) -> str:
+    """Why namespaces might be refused here, and the fix."""
+    if _status_field("Seccomp") not in ("", "0"):
+        return (
+            "this process already runs under a seccomp filter (a container runtime's "
+            "default profile blocks unshare): relax it, or run ember outside the container"
+        )
+    if not user_namespace:
+        if not int(_status_field("CapEff") or "0", 16) & (1 << 21):
+            return "root without CAP_SYS_ADMIN (an unprivileged container): grant it"
+        return ""
     if _sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
         return (
             "AppArmor restricts unprivileged user namespaces "
@@ -83,12 +100,6 @@ def userns_hint() -> str:
         return "user.max_user_namespaces=0: raise it, or run the platform as root"
     if _sysctl("/proc/sys/kernel/unprivileged_userns_clone") == "0":
         return "kernel.unprivileged_userns_clone=0: set it to 1, or run the platform as root"
-    with open("/proc/self/status") as handle:
-        if any(line.startswith("Seccomp:") and line.split()[1] != "0" for line in handle):
-            return (
-                "this process already runs under a seccomp filter (a container runtime's "
-                "default profile blocks unshare): relax it, or run the platform as root"
-            )
     return "run the platform as root, or allow unprivileged user namespaces"
 
 
@@ -140,7 +151,7 @@ def _namespace_statuses(user_namespace: bool, timeout_s: float) -> list[LayerSta
             statuses.append(LayerStatus(Layer.PID_NS, pid_ok, f"worker is pid 1{via}"))
         return statuses
     # Something failed: find out which namespace, one per child.
-    hint = userns_hint() if user_namespace else ""
+    hint = namespace_hint(user_namespace)
     statuses = []
     for layer, flag in _NS_FLAGS.items():
         one = _in_child(lambda flag=flag: _unshare_one(flag, user_namespace), timeout_s)
