@@ -237,3 +237,16 @@ def spin(seconds: float) -> dict[str, Any]:
     while time.monotonic() < deadline:
         pass
     return {"spun": seconds}
+
+
+def fd_flood(count: int) -> dict[str, Any]:
+    opened = []
+    outcome = "none"
+    try:
+        for _ in range(count):
+            opened.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError as exc:
+        outcome = errno.errorcode.get(exc.errno or 0, str(exc))
+    for fd in opened:
+        os.close(fd)
+    return {"opened": len(opened), "outcome": outcome}

@@ -8,7 +8,9 @@ uid may be left.
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -223,3 +225,24 @@ def test_thread_flood_is_bounded(case: Case) -> None:
     outcome = run(case, attacks.thread_flood, 500)
     assert outcome.result["failure"] == "RuntimeError"
     assert outcome.result["started"] < 100
+
+
+def test_fd_flood_stops_at_the_nofile_limit(case: Case) -> None:
+    outcome = run(case, attacks.fd_flood, 5000)
+    assert outcome.result["outcome"] == "EMFILE"
+    assert outcome.result["opened"] < case.spec.nofile
+
+
+def test_lifetime_cpu_backstop_kills_a_spinning_worker(
+    report: LayerReport, tenants: Tenants, pool_uid: int, scratch: Path
+) -> None:
+    """RLIMIT_CPU is only a backstop (whole seconds, lifetime): the supervisor polls per
+    request, but should it fail, the kernel still ends the worker."""
+    case = make_case("full", report, tenants.code_a, pool_uid, None, scratch, cpu_backstop_s=1)
+    started = time.monotonic()
+    outcome = run_sandboxed(case.spec, attacks.spin, 60.0, timeout_s=50.0)
+    assert time.monotonic() - started < 50.0  # the kernel ended it, not the test's timeout
+    assert outcome.result is None  # never finished
+    assert os.WIFSIGNALED(outcome.exit_status)
+    assert os.WTERMSIG(outcome.exit_status) == signal.SIGKILL  # mirrored by the monitor
+    assert outcome.leftovers == []

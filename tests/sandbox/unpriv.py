@@ -49,7 +49,8 @@ def expose(paths: list[str]) -> None:
 def become(uid: int, extra: list[Path]) -> None:
     old = os.umask(0o022)
     try:
-        expose([os.path.realpath(p) for p in rootfs.runtime_paths() + [str(p) for p in extra]])
+        paths = [*rootfs.runtime_paths(), *(str(p) for p in extra)]
+        expose([os.path.realpath(p) for p in paths])
     finally:
         os.umask(old)
     os.setgroups([])

@@ -96,10 +96,12 @@ class _Worker:
     ) -> AppliedLayers:
         spec, layers = self.spec, self.spec.layers
         try:
-            if lifeline is not None:  # forked: wait until the monitor says go
+            if lifeline is not None:  # forked
                 hygiene.new_session()
                 hygiene.die_with_parent(None)  # getppid() is 0 across a pid namespace
-                if os.read(lifeline, 1) != b"g":
+                # With cgroups, wait until the monitor has put us in them; otherwise only
+                # make sure it is still there (it may have died before PDEATHSIG was set).
+                if Layer.CGROUP in layers and os.read(lifeline, 1) != b"g":
                     os._exit(EXIT_SANDBOX_FAILED)  # the monitor already reported why
                 _parent_alive(lifeline)
             root_entries: tuple[str, ...] = ()
@@ -137,7 +139,8 @@ class _Worker:
             skipped: tuple[str, ...] = ()
             if Layer.SECCOMP in layers and self.pyseccomp is not None:
                 self.stage = "seccomp"
-                skipped = seccomp.install(self.pyseccomp)
+                program, skipped = seccomp.compiled(self.pyseccomp)
+                seccomp.load_compiled(program)
             self.stage = "ready"
             applied = AppliedLayers(
                 layers=layers,
@@ -166,7 +169,7 @@ def _landlock_reads(spec: SandboxSpec, plan: rootfs.MountPlan | None) -> list[st
     if plan is not None:
         return list(plan.read_paths())
     reads = [os.path.realpath(p) for p in rootfs.SYSTEM_DIRS + rootfs.SYSTEM_LIB_DIRS]
-    reads += rootfs.runtime_paths() + list(rootfs.SYSTEM_FILES)
+    reads += list(rootfs.runtime_paths()) + list(rootfs.SYSTEM_FILES)
     return reads + [str(spec.code_dir)] + [str(p) for p in spec.extra_ro_paths]
 
 
@@ -308,7 +311,11 @@ def enter(
 def preload() -> None:
     """Import what ``enter`` needs before it hides the filesystem (call it in the zygote).
 
-    Loading pyseccomp runs ``ldconfig`` once to find libseccomp; in the zygote that cost is paid
-    once instead of in every worker.
+    Loading pyseccomp runs ``ldconfig`` once to find libseccomp, compiling the filter costs
+    ~2 ms of ctypes calls and finding the runtime's paths ~2 ms of sysconfig: in the zygote
+    they are paid once instead of in every worker.
     """
-    seccomp.load_pyseccomp()
+    rootfs.runtime_paths()
+    pyseccomp, _ = seccomp.load_pyseccomp()
+    if pyseccomp is not None:
+        seccomp.compiled(pyseccomp)

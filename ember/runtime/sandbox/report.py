@@ -3,6 +3,9 @@
 ``enter()`` writes length-prefixed JSON records (4-byte big-endian length, then UTF-8 JSON) on
 the optional ``report_fd``, all before any user code runs, then closes it:
 
+Each record is written with one ``write`` below PIPE_BUF, so the two writers never interleave;
+the two records may arrive in either order.
+
 1. ``{"type": "pids", "worker_pid": H, "monitor_pid": M | null, "cgroups": [...]}``, written by
    the monitor (or by the worker itself when there is no monitor). ``worker_pid`` is the host pid
    of the process that runs user code (pid 1 of its pid namespace): read its CPU clock, SIGKILL
@@ -75,6 +78,7 @@ def read_startup(fd: int, timeout_s: float = 10.0) -> SandboxStartup:
     deadline = time.monotonic() + timeout_s
     buffer = bytearray()
     pids: dict[str, Any] | None = None
+    ready: dict[str, Any] | None = None
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -91,12 +95,12 @@ def read_startup(fd: int, timeout_s: float = 10.0) -> SandboxStartup:
             elif kind == "failed":
                 raise SandboxError(str(record.get("stage")), str(record.get("error")))
             elif kind == "ready":
-                if pids is None:
-                    raise SandboxError("report", "ready arrived before the pids record")
+                ready = record
+            if pids is not None and ready is not None:  # the two writers race: any order
                 return SandboxStartup(
                     worker_pid=int(pids["worker_pid"]),
                     monitor_pid=pids.get("monitor_pid"),
-                    applied=AppliedLayers.from_dict(record["applied"]),
+                    applied=AppliedLayers.from_dict(ready["applied"]),
                     cgroups=tuple(pids.get("cgroups", ())),
                 )
         if not chunk:

@@ -13,8 +13,6 @@ import resource
 
 from ember.runtime.sandbox.spec import SandboxSpec
 
-CPU_HARD_GRACE_S = 5  # SIGXCPU at the soft limit, SIGKILL this much later
-
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
@@ -28,7 +26,10 @@ def limits_for(spec: SandboxSpec, *, per_deployment_uid: bool) -> Limits:
         (resource.RLIMIT_FSIZE, spec.fsize, spec.fsize),
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_MEMLOCK, 0, 0),
-        (resource.RLIMIT_CPU, spec.cpu_backstop_s, spec.cpu_backstop_s + CPU_HARD_GRACE_S),
+        # soft = hard: SIGKILL at the limit. A soft limit's SIGXCPU would be ignored by the
+        # worker as pid 1 of its namespace (init ignores default-action signals) or caught by
+        # user code.
+        (resource.RLIMIT_CPU, spec.cpu_backstop_s, spec.cpu_backstop_s),
     ]
     if per_deployment_uid:
         values.append((resource.RLIMIT_NPROC, spec.nproc, spec.nproc))

@@ -11,7 +11,10 @@ the process dumpable again. isolation.md §2.3.
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
+import os
 import socket
 from types import ModuleType
 
@@ -143,7 +146,48 @@ def build_filter(pyseccomp: ModuleType) -> tuple[object, tuple[str, ...]]:
 
 
 def install(pyseccomp: ModuleType) -> tuple[str, ...]:
-    """Build and load the filter into this process; returns the skipped syscall names."""
+    """Build and load the filter with libseccomp (the reference path; ~1.7 ms of ctypes calls).
+
+    Returns the skipped syscall names."""
     filt, skipped = build_filter(pyseccomp)
     filt.load()  # type: ignore[attr-defined]
     return skipped
+
+
+@functools.cache
+def compiled(pyseccomp: ModuleType) -> tuple[bytes, tuple[str, ...]]:
+    """The filter as a classic-BPF program, built once per process (the zygote, via preload)."""
+    filt, skipped = build_filter(pyseccomp)
+    read_end, write_end = os.pipe()
+    try:
+        with os.fdopen(write_end, "wb", closefd=True) as sink:
+            filt.export_bpf(sink)  # type: ignore[attr-defined]
+        chunks = []
+        while chunk := os.read(read_end, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+    return b"".join(chunks), skipped
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+SECCOMP_MODE_FILTER = 2
+PR_SET_SECCOMP = 22
+BPF_INSTRUCTION_SIZE = 8
+
+
+def load_compiled(program: bytes) -> None:
+    """Load a BPF program from ``compiled`` (the fast path: one prctl, no libseccomp calls).
+
+    The calling process must be single-threaded (``enter`` checks): prctl filters only the
+    calling thread, and every thread created later inherits it.
+    """
+    if not program or len(program) % BPF_INSTRUCTION_SIZE:
+        raise OSError(errno.EINVAL, f"not a BPF program ({len(program)} bytes)")
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // BPF_INSTRUCTION_SIZE, ctypes.addressof(buffer))
+    _linux.prctl(_linux.PR_SET_NO_NEW_PRIVS, 1)
+    _linux.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
