@@ -307,3 +307,29 @@ def test_code_dir_is_mounted_read_only_at_app(report: LayerReport, tenants: Tena
     assert run.result["files"] == ["worker.py"]
     assert "async def fetch" in run.result["source"]
     assert run.result["write"] in ("EROFS", "EACCES")
+
+
+def test_the_callers_signal_setup_is_forgotten(report: LayerReport, tenants: Tenants) -> None:
+    """A zygote running asyncio has a wakeup fd and handlers; none may reach the worker."""
+    import asyncio
+
+    spec = SandboxSpec.for_profile(FULL, report, deployment_id="a", code_dir=tenants.code_a)
+
+    def zygote_like_then_look() -> dict:
+        return {
+            "wakeup": signal.set_wakeup_fd(-1),
+            "term": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
+            "int": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+            "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        }
+
+    loop = asyncio.new_event_loop()
+    loop.add_signal_handler(signal.SIGTERM, lambda: None)  # sets a wakeup fd, like uvicorn
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    try:
+        run = run_sandboxed(spec, zygote_like_then_look)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+        loop.remove_signal_handler(signal.SIGTERM)
+        loop.close()
+    assert run.result == {"wakeup": -1, "term": True, "int": True, "blocked": []}

@@ -60,6 +60,22 @@ def close_fds(keep: Iterable[int]) -> None:
     os.closerange(low, limit)
 
 
+def reset_signals() -> None:
+    """Forget the caller's signal setup: its wakeup fd (a number that ``close_fds`` frees and
+    the worker may reuse: a signal would write a byte into that fd), Python handlers it
+    installed, and blocked signals. Python's own defaults (SIGINT raises KeyboardInterrupt,
+    SIGPIPE and SIGXFSZ ignored) stay."""
+    signal.set_wakeup_fd(-1)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    for sig in signal.valid_signals():
+        try:
+            handler = signal.getsignal(sig)
+        except (OSError, ValueError):
+            continue
+        if callable(handler) and handler is not signal.default_int_handler:
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def scrub_exec_environment() -> None:
     """Zero the environment block the process was exec'd with.
 
@@ -88,6 +104,7 @@ def explicit_environment(env: Mapping[str, str]) -> None:
 def apply_early(keep_fds: Iterable[int], env: Mapping[str, str]) -> None:
     """Session, fds, environment, umask and malloc arenas: everything not tied to identity."""
     new_session()
+    reset_signals()
     close_fds(keep_fds)
     explicit_environment(env)
     os.umask(0o077)
