@@ -110,29 +110,39 @@ def time_spawns(spec: SandboxSpec | None, n: int) -> list[float]:
     return times
 
 
-def _kib(pid: int, path: str, field: str) -> int:
-    with open(f"/proc/{pid}/{path}") as handle:
-        for line in handle:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
+def _kib(pid: int, path: str, field: str) -> int | None:
+    """A kB field of /proc/<pid>/<path>; None where we may not read it (smaps_rollup of a
+    non-dumpable process needs root)."""
+    try:
+        with open(f"/proc/{pid}/{path}") as handle:
+            for line in handle:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except PermissionError:
+        return None
+    return None
 
 
-def idle_memory(spec: SandboxSpec | None, k: int) -> dict[str, float]:
+def _median_mib(values: list[int | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) / 1024 if known else None
+
+
+def idle_memory(spec: SandboxSpec | None, k: int) -> dict[str, float | int | None]:
     alive = [spawn(spec) for _ in range(k)]
     time.sleep(0.2)
-    worker_rss = [_kib(w, "status", "VmRSS") for _, _, _, w in alive]
-    worker_pss = [_kib(w, "smaps_rollup", "Pss") for _, _, _, w in alive]
+    workers = [w for _, _, _, w in alive]
     monitors = [pid for _, _, pid, w in alive if pid != w]
-    monitor_pss = [_kib(pid, "smaps_rollup", "Pss") for pid in monitors]
+    result = {
+        "workers": k,
+        "worker_rss_mib": _median_mib([_kib(w, "status", "VmRSS") for w in workers]),
+        "worker_pss_mib": _median_mib([_kib(w, "smaps_rollup", "Pss") for w in workers]),
+        "monitor_rss_mib": _median_mib([_kib(m, "status", "VmRSS") for m in monitors]),
+        "monitor_pss_mib": _median_mib([_kib(m, "smaps_rollup", "Pss") for m in monitors]),
+    }
     for _, sock, pid, _ in alive:
         _stop(sock, pid)
-    return {
-        "workers": k,
-        "worker_rss_mib": statistics.median(worker_rss) / 1024,
-        "worker_pss_mib": statistics.median(worker_pss) / 1024,
-        "monitor_pss_mib": statistics.median(monitor_pss) / 1024 if monitors else 0.0,
-    }
+    return result
 
 
 def summary(times: list[float]) -> dict[str, float]:
@@ -143,18 +153,27 @@ def summary(times: list[float]) -> dict[str, float]:
         "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
         "min_ms": ordered[0],
         "first10_median_ms": statistics.median(times[:10]),
+        "samples_ms": [round(t, 3) for t in times],
     }
 
 
 def measure(report: LayerReport, code_dir: Path, n: int, k: int, root: bool) -> dict:
-    results = {}
+    """Spawn times, round-robin over the variants (load drifts on a shared machine: every
+    variant sees the same drift), then idle memory for three of them."""
+    specs: dict[str, SandboxSpec | None] = {}
     for name, layers in variants(root).items():
-        if layers is not None and not layers <= report.available() | {Layer.UID}:
-            continue
-        spec = None if layers is None else make_spec(layers, code_dir, POOL_UID)
+        if layers is None or layers <= report.available() | {Layer.UID}:
+            specs[name] = None if layers is None else make_spec(layers, code_dir, POOL_UID)
+    times: dict[str, list[float]] = {name: [] for name in specs}
+    for spec in specs.values():
         time_spawns(spec, 3)  # warm-up
-        entry = summary(time_spawns(spec, n))
-        entry["layers"] = sorted(layers) if layers is not None else []
+    for _ in range(n):
+        for name, spec in specs.items():
+            times[name] += time_spawns(spec, 1)
+    results = {}
+    for name, spec in specs.items():
+        entry: dict = summary(times[name])
+        entry["layers"] = sorted(spec.layers) if spec is not None else []
         if name in ("fork only", "dev (hygiene + rlimits)", "full"):
             entry["idle"] = idle_memory(spec, k)
         results[name] = entry
@@ -177,6 +196,10 @@ def unprivileged(code_dir: Path, n: int, k: int) -> dict:
             unpriv.become(POOL_UID + 500, [code_dir])
             result = measure(probe(), code_dir, n, k, root=False)
             os.write(write_end, json.dumps(result).encode())
+        except BaseException:  # noqa: BLE001 - report it, never return into the parent's code
+            import traceback
+
+            traceback.print_exc()
         finally:
             os._exit(0)
     os.close(write_end)
@@ -214,11 +237,13 @@ def main() -> None:
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
             "loadavg_at_start": os.getloadavg(),
+            "loadavg_at_end": None,
             "note": "2 vCPUs shared with other jobs: compare variants within one run",
         },
         "layers_available": sorted(report.available()),
         "results": results,
     }
+    out["machine"]["loadavg_at_end"] = os.getloadavg()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)

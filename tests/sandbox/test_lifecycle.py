@@ -333,3 +333,44 @@ def test_the_callers_signal_setup_is_forgotten(report: LayerReport, tenants: Ten
         loop.remove_signal_handler(signal.SIGTERM)
         loop.close()
     assert run.result == {"wakeup": -1, "term": True, "int": True, "blocked": []}
+
+
+def test_many_quick_workers_all_stay_up_after_ready(report: LayerReport, tenants: Tenants) -> None:
+    """Workers spawned back to back all stay up once ready.
+
+    bench/sandbox.py once saw 2 of 20 such workers die: a worker that finished before its
+    monitor wrote the go byte closed the lifeline, the monitor's write failed (EPIPE) and it
+    killed the healthy worker. The byte is now written only with cgroups, when the worker waits
+    for it. That race needs a monitor descheduled for ~10 ms, so this test may miss it."""
+    _need(report, Layer.PID_NS)
+    spec = SandboxSpec.for_profile(
+        FULL, report, deployment_id="a", code_dir=tenants.code_a, disabled=frozenset({Layer.CGROUP})
+    )
+    alive = []
+    for _ in range(12):
+        ours, theirs = socket.socketpair()
+        report_r, report_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                os.close(report_r)
+                enter(spec, theirs.fileno(), report_fd=report_w)
+                theirs.sendall(b"r")
+                theirs.recv(1)
+            finally:
+                os._exit(0)
+        theirs.close()
+        os.close(report_w)
+        assert ours.recv(1) == b"r"
+        read_startup(report_r)
+        os.close(report_r)
+        alive.append((ours, pid))
+    time.sleep(0.3)
+    try:
+        assert [os.waitpid(pid, os.WNOHANG) for _, pid in alive] == [(0, 0)] * len(alive)
+    finally:
+        for ours, _ in alive:
+            ours.close()
+        statuses = [os.waitpid(pid, 0)[1] for _, pid in alive]
+    assert statuses == [0] * len(alive)

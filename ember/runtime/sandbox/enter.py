@@ -202,7 +202,8 @@ def _monitor(
             )
             os.close(report_fd)
             report_fd = None
-        os.write(lifeline, b"g")
+        if cgroups:  # only then does the worker wait for this (otherwise it may be gone)
+            os.write(lifeline, b"g")
     except BaseException as exc:  # noqa: BLE001
         os.kill(worker_pid, signal.SIGKILL)
         os.waitpid(worker_pid, 0)
