@@ -96,18 +96,22 @@ def spawn(spec: SandboxSpec | None) -> tuple[float, socket.socket, int, int]:
     return elapsed, ours, pid, worker
 
 
-def _stop(sock: socket.socket, pid: int) -> None:
+def _stop(sock: socket.socket, pid: int) -> float:
+    """End a worker; returns the CPU ms it and its monitor used in all (their whole life,
+    setup and exit included: wait4 sums a process and the children it reaped)."""
     sock.close()
-    os.waitpid(pid, 0)
+    _, _, usage = os.wait4(pid, 0)
+    return (usage.ru_utime + usage.ru_stime) * 1000
 
 
-def time_spawns(spec: SandboxSpec | None, n: int) -> list[float]:
-    times = []
+def time_spawns(spec: SandboxSpec | None, n: int) -> tuple[list[float], list[float]]:
+    """Wall ms from fork to the first byte, and CPU ms, per spawn."""
+    times, cpu = [], []
     for _ in range(n):
         elapsed, sock, pid, _ = spawn(spec)
-        _stop(sock, pid)
+        cpu.append(_stop(sock, pid))
         times.append(elapsed)
-    return times
+    return times, cpu
 
 
 def _kib(pid: int, path: str, field: str) -> int | None:
@@ -165,20 +169,25 @@ def measure(report: LayerReport, code_dir: Path, n: int, k: int, root: bool) -> 
         if layers is None or layers <= report.available() | {Layer.UID}:
             specs[name] = None if layers is None else make_spec(layers, code_dir, POOL_UID)
     times: dict[str, list[float]] = {name: [] for name in specs}
+    cpu: dict[str, list[float]] = {name: [] for name in specs}
     for spec in specs.values():
         time_spawns(spec, 3)  # warm-up
     for _ in range(n):
         for name, spec in specs.items():
-            times[name] += time_spawns(spec, 1)
+            wall, used = time_spawns(spec, 1)
+            times[name] += wall
+            cpu[name] += used
     results = {}
     for name, spec in specs.items():
         entry: dict = summary(times[name])
+        entry["cpu_median_ms"] = statistics.median(cpu[name])
         entry["layers"] = sorted(spec.layers) if spec is not None else []
         if name in ("fork only", "dev (hygiene + rlimits)", "full"):
             entry["idle"] = idle_memory(spec, k)
         results[name] = entry
         print(
-            f"{name:<28} median {entry['median_ms']:6.2f} ms  p90 {entry['p90_ms']:6.2f} ms",
+            f"{name:<28} wall median {entry['median_ms']:6.2f} ms  p90 {entry['p90_ms']:6.2f}"
+            f"  cpu median {entry['cpu_median_ms']:6.2f} ms",
             flush=True,
         )
     return results
@@ -215,7 +224,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=40, help="spawns per variant")
     parser.add_argument("--idle", type=int, default=20, help="idle workers for memory")
     parser.add_argument("--out", default="bench/results/sandbox.json")
+    parser.add_argument(
+        "--plot",
+        default="bench/results/sandbox.png",
+        help="bar chart (needs the 'bench' extra: matplotlib); '' to skip",
+    )
     args = parser.parse_args()
+    load_at_start = os.getloadavg()
     preload()
     report = probe()
     root = os.geteuid() == 0
@@ -236,17 +251,54 @@ def main() -> None:
             "kernel": platform.release(),
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
-            "loadavg_at_start": os.getloadavg(),
-            "loadavg_at_end": None,
+            "loadavg_at_start": load_at_start,
+            "loadavg_at_end": os.getloadavg(),
             "note": "2 vCPUs shared with other jobs: compare variants within one run",
         },
         "layers_available": sorted(report.available()),
         "results": results,
     }
-    out["machine"]["loadavg_at_end"] = os.getloadavg()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
+    if args.plot:
+        plot(out, Path(args.plot))
+        print(f"wrote {args.plot}", file=sys.stderr)
+
+
+def plot(out: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(out["results"])
+    fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4), sharey=True)
+    for axis, mode in zip(list(getattr(axes, "flat", [axes])), modes, strict=True):
+        rows = out["results"][mode]
+        names = list(rows)
+        xs = range(len(names))
+        axis.bar(
+            [x - 0.2 for x in xs],
+            [rows[n]["median_ms"] for n in names],
+            0.4,
+            label="wall, fork to first message (median)",
+        )
+        axis.bar(
+            [x + 0.2 for x in xs],
+            [rows[n]["cpu_median_ms"] for n in names],
+            0.4,
+            label="CPU of worker + monitor (median)",
+        )
+        axis.set_xticks(list(xs), names, rotation=30, ha="right", fontsize=8)
+        axis.set_title(
+            f"{mode} (load {out['machine']['loadavg_at_start'][0]:.1f} on "
+            f"{out['machine']['cpus']} vCPUs)"
+        )
+        axis.set_ylabel("ms")
+        axis.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

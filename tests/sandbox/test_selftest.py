@@ -32,6 +32,9 @@ def _check_inside(result: dict, *, uid: int) -> None:
     assert result["env"] == {"EMBER_VAR": "visible"}
     assert result["uid"] == uid
     assert result["cwd"] == "/"
+    mounts = result["mounts"]
+    assert mounts[0] == "/" and {"/tmp", "/app", "/proc", "/dev/null"} <= set(mounts)
+    assert not [m for m in mounts if m.startswith(("/oldroot", "/newroot"))]  # all detached
 
 
 def test_self_test_as_root_with_pool_uid(

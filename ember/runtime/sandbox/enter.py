@@ -18,6 +18,7 @@ PR_SET_PDEATHSIG. Any failure before user code runs is reported and ends the pro
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import signal
@@ -185,6 +186,7 @@ def _monitor(
     close: Iterable[int],
 ) -> NoReturn:
     """The caller's fate once the worker is forked: report, release, reap, clean up, mirror."""
+    gc.disable()  # a collection would touch every object and un-share the zygote's pages
     for fd in close:
         os.close(fd)  # above all the IPC socket: the supervisor must see EOF when W dies
     try:

@@ -206,9 +206,10 @@ def build_root(plan: MountPlan) -> tuple[str, ...]:
         _linux.pivot_root(".", "oldroot")
         os.chdir("/")
         _populate(plan, "/newroot")
-        _linux.umount2("/oldroot", _linux.MNT_DETACH)
         os.chdir("/newroot")
         _linux.pivot_root(".", ".")
+        # The scaffolding is now stacked on "/"; detaching it takes the host root beneath it
+        # along in the same call (each detach waits for an RCU grace period: one, not two).
         _linux.umount2(".", _linux.MNT_DETACH)
         os.chdir("/")
         _linux.mount(
