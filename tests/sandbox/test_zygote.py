@@ -23,7 +23,8 @@ def test_worker_forked_from_a_warm_zygote(
         pytest.skip(f"anonymous minimum not met here: {report.minimum().explanation}")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT),
+        # The repo root first; keep what the suite itself was given (a venv on PYTHONPATH).
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "EMBER_ZYGOTE_CANARY": "zygote-exec-env-secret",
     }
     uid = pool_uid if os.geteuid() == 0 else 0

@@ -5,7 +5,7 @@ Process shapes (host pids; the caller is what the zygote forked, call it C):
 * With a pid namespace or a cgroup (every profile but dev): C unshares the user (unprivileged
   only), pid, net, ipc and uts namespaces and forks W. ``enter`` **returns only in W**, the
   worker, which is pid 1 of the new pid namespace and applies the remaining layers itself. C never
-  returns: it becomes W's monitor (~1.3 MiB), reports W's host pid, waits for W, removes W's
+  returns: it becomes W's monitor (~2.4 MiB PSS), reports W's host pid, waits for W, removes W's
   cgroups and exits with W's status (a signal death is re-raised on itself). C's parent reaps C.
 * Otherwise (dev): no fork; ``enter`` returns in C, which is the worker.
 
@@ -82,14 +82,13 @@ class _Worker:
         report_fd: int | None,
         landlock_abi: int | None,
         pyseccomp: ModuleType | None,
-        user_namespace: bool,
+        landlock_reads: list[str],
     ) -> None:
         self.spec = spec
         self.report_fd = report_fd
         self.landlock_abi = landlock_abi
         self.pyseccomp = pyseccomp
-        self.user_namespace = user_namespace
-        self.landlock_reads: list[str] = []
+        self.landlock_reads = landlock_reads
         self.stage = "hygiene"
 
     def run(
@@ -267,6 +266,7 @@ def enter(
         if Layer.MOUNT_NS in layers:
             stage = "mount_ns"
             plan = rootfs.build_plan(spec, temp_owner=owner, with_proc=Layer.PID_NS in layers)
+        landlock_reads = _landlock_reads(spec, plan) if Layer.LANDLOCK in layers else []
         stage = "hygiene"
         parent = os.getppid()
         hygiene.die_with_parent(parent)
@@ -285,9 +285,7 @@ def enter(
             cgroups = cgroup.create(name, limits)
     except BaseException as exc:  # noqa: BLE001
         _fail(report_fd, stage, exc)
-    worker = _Worker(spec, report_fd, landlock_abi, pyseccomp, user_namespace)
-    if Layer.LANDLOCK in layers:
-        worker.landlock_reads = _landlock_reads(spec, plan)
+    worker = _Worker(spec, report_fd, landlock_abi, pyseccomp, landlock_reads)
     if not spec.has_monitor:
         if report_fd is not None:
             try:
