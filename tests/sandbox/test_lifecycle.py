@@ -85,6 +85,7 @@ def test_supervisor_watches_cpu_and_kills_the_worker(
     try:
         startup = read_startup(report_r)
         assert startup.monitor_pid == zygote_child  # the forked child became the monitor
+        assert startup.applied.host_pid == startup.worker_pid  # the worker knows it too
         assert supervisor_end.recv(5) == b"ready"
         start = cpu_seconds(startup.worker_pid)
         deadline = time.monotonic() + 5.0
@@ -149,6 +150,13 @@ def test_a_missing_code_dir_fails_before_forking(tenants: Tenants) -> None:
     assert run.error is not None and run.error.stage == "mount_ns"
     assert "missing is not a directory" in str(run.error)
     assert os.waitstatus_to_exitcode(run.exit_status) == EXIT_SANDBOX_FAILED
+
+
+def test_a_memory_limit_below_what_the_child_holds_is_refused(tenants: Tenants) -> None:
+    spec = SandboxSpec(deployment_id="a", code_dir=tenants.code_a, memory_limit=16 << 20)
+    run = run_sandboxed(spec, attacks.self_test)
+    assert run.error is not None and run.error.stage == "rlimits"
+    assert "counts the zygote's memory" in str(run.error)
 
 
 def test_enter_refuses_a_spec_below_the_anonymous_minimum(tenants: Tenants) -> None:
@@ -224,6 +232,7 @@ def test_dev_profile_is_hygiene_and_limits_only(report: LayerReport, tenants: Te
 
     run = run_sandboxed(spec, look)
     assert run.startup.monitor_pid is None  # no fork: the caller is the worker
+    assert run.startup.applied.host_pid == run.startup.worker_pid
     assert run.result["pid"] == run.startup.worker_pid == run.result["sid"]  # own session
     assert run.result["env"] == {"EMBER_VAR": "visible"}
     assert len(run.result["fds"]) == 5  # stdio on /dev/null, the IPC socket, the listing

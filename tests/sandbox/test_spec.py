@@ -126,6 +126,7 @@ def test_applied_layers_round_trip_through_json() -> None:
         frozenset({Layer.PID_NS, Layer.SECCOMP}),
         "full",
         7,
+        4242,
         1,
         2,
         "/app",
@@ -134,6 +135,28 @@ def test_applied_layers_round_trip_through_json() -> None:
         ("fork",),
     )
     assert AppliedLayers.from_dict(json.loads(json.dumps(applied.to_dict()))) == applied
+
+
+def test_spec_crosses_the_wire(tmp_path: Path) -> None:
+    import msgpack
+
+    spec = SandboxSpec(
+        deployment_id="d",
+        code_dir=tmp_path,
+        uid=4000,
+        env={"A": "1"},
+        layers=frozenset({Layer.HYGIENE, Layer.UID}),
+        extra_ro_paths=(tmp_path,),
+        host_temp_dir=tmp_path,
+        require_minimum=True,
+        profile_name="anonymous",
+    )
+    wire = msgpack.unpackb(msgpack.packb(spec.to_wire()))
+    assert SandboxSpec.from_wire(wire) == spec
+    with pytest.raises(ConfigError, match="surprise"):
+        SandboxSpec.from_wire({**wire, "surprise": 1})
+    with pytest.raises(ConfigError, match="layers"):
+        SandboxSpec.from_wire({**wire, "layers": ["selinux"]})
 
 
 def test_mount_plan_mirrors_runtime_and_puts_code_at_app(tmp_path: Path) -> None:
@@ -218,7 +241,7 @@ def test_read_startup_rejects_eof_oversize_and_garbage() -> None:
 
 
 def test_read_startup_returns_pids_and_layers() -> None:
-    applied = AppliedLayers(frozenset({Layer.HYGIENE}), "dev", None, 0, 0, "/c", None)
+    applied = AppliedLayers(frozenset({Layer.HYGIENE}), "dev", None, 9, 0, 0, "/c", None)
     read_end, write_end = os.pipe()
     write_record(write_end, {"type": "pids", "worker_pid": 9, "monitor_pid": None, "cgroups": []})
     write_record(write_end, {"type": "ready", "applied": applied.to_dict()})

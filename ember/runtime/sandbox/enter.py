@@ -96,6 +96,9 @@ class _Worker:
     ) -> AppliedLayers:
         spec, layers = self.spec, self.spec.layers
         try:
+            # The caller's /proc still belongs to the supervisor's pid namespace: through it
+            # "self" is our pid out there (os.getpid() is 1 once in a new pid namespace).
+            host_pid = int(os.readlink("/proc/self")) if lifeline is not None else os.getpid()
             if lifeline is not None:  # forked
                 hygiene.new_session()
                 hygiene.die_with_parent(None)  # getppid() is 0 across a pid namespace
@@ -146,6 +149,7 @@ class _Worker:
                 layers=layers,
                 profile_name=spec.profile_name,
                 landlock_abi=self.landlock_abi,
+                host_pid=host_pid,
                 uid=os.getuid(),
                 gid=os.getgid(),
                 code_dir=rootfs.CODE_DIR if plan else str(spec.code_dir),
@@ -267,6 +271,8 @@ def enter(
             stage = "mount_ns"
             plan = rootfs.build_plan(spec, temp_owner=owner, with_proc=Layer.PID_NS in layers)
         landlock_reads = _landlock_reads(spec, plan) if Layer.LANDLOCK in layers else []
+        stage = "rlimits"
+        rlimits.check_headroom(spec)
         stage = "hygiene"
         parent = os.getppid()
         hygiene.die_with_parent(parent)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import resource
 
+from ember.runtime.sandbox.errors import SandboxError
 from ember.runtime.sandbox.spec import SandboxSpec
 
 
@@ -34,6 +35,27 @@ def limits_for(spec: SandboxSpec, *, per_deployment_uid: bool) -> Limits:
     if per_deployment_uid:
         values.append((resource.RLIMIT_NPROC, spec.nproc, spec.nproc))
     return Limits(tuple(values))
+
+
+def data_in_use() -> int:
+    """This process's VmData in bytes (a forked child starts with its parent's)."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def check_headroom(spec: SandboxSpec) -> None:
+    """memory_limit is absolute and counts what the forked child already holds: refuse a limit
+    the process is already over (every allocation would fail, far from the cause)."""
+    used = data_in_use()
+    if used >= spec.memory_limit:
+        raise SandboxError(
+            "rlimits",
+            f"the process already uses {used >> 20} MiB of data, at or above memory_limit "
+            f"{spec.memory_limit >> 20} MiB (it counts the zygote's memory the child inherited)",
+        )
 
 
 def apply(limits: Limits) -> None:

@@ -264,6 +264,35 @@ class SandboxSpec:
             **fields,
         )
 
+    def to_wire(self) -> dict[str, Any]:
+        """A msgpack/JSON-friendly dict (supervisor -> zygote); ``from_wire`` inverts it."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["layers"] = sorted(layer.value for layer in self.layers)
+        data["env"] = dict(self.env)
+        data["code_dir"] = str(self.code_dir)
+        data["extra_ro_paths"] = [str(p) for p in self.extra_ro_paths]
+        data["host_temp_dir"] = None if self.host_temp_dir is None else str(self.host_temp_dir)
+        return data
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> SandboxSpec:
+        """Rebuild a spec from ``to_wire`` output; unknown keys and bad values are refused."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(
+                "SandboxSpec", unknown[0], data[unknown[0]], f"one of {sorted(names)}"
+            )
+        fields = dict(data)
+        try:
+            fields["layers"] = frozenset(Layer(x) for x in fields.get("layers", ()))
+        except ValueError as exc:
+            raise ConfigError("SandboxSpec", "layers", fields.get("layers"), "layer names") from exc
+        fields["extra_ro_paths"] = tuple(Path(p) for p in fields.get("extra_ro_paths", ()))
+        if fields.get("host_temp_dir") is not None:
+            fields["host_temp_dir"] = Path(fields["host_temp_dir"])
+        return cls(**fields)
+
     @property
     def effective_gid(self) -> int | None:
         return self.gid if self.gid is not None else self.uid
@@ -284,6 +313,7 @@ class AppliedLayers:
     layers: frozenset[Layer]
     profile_name: str
     landlock_abi: int | None
+    host_pid: int  # the worker's pid as the caller's /proc saw it (the supervisor's view)
     uid: int
     gid: int
     code_dir: str  # where the deployment's code is, inside the sandbox
@@ -292,7 +322,7 @@ class AppliedLayers:
     seccomp_skipped: tuple[str, ...] = ()  # deny-list syscalls this kernel/libseccomp lacks
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["layers"] = sorted(layer.value for layer in self.layers)
         return data
 
@@ -302,6 +332,7 @@ class AppliedLayers:
             layers=frozenset(Layer(x) for x in data["layers"]),
             profile_name=str(data["profile_name"]),
             landlock_abi=data["landlock_abi"],
+            host_pid=int(data["host_pid"]),
             uid=int(data["uid"]),
             gid=int(data["gid"]),
             code_dir=str(data["code_dir"]),
