@@ -9,8 +9,10 @@ number on every architecture ember supports.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
+from types import MappingProxyType
 
 # unshare/clone flags (linux/sched.h)
 CLONE_THREAD = 0x00010000
@@ -55,26 +57,29 @@ MOUNT_ATTR_NOSUID = 0x2
 MOUNT_ATTR_NODEV = 0x4
 MOUNT_ATTR_NOEXEC = 0x8
 
-_PIVOT_ROOT = {
-    "x86_64": 155,
-    "aarch64": 41,
-    "arm64": 41,
-    "riscv64": 41,
-    "loongarch64": 41,
-    "i386": 217,
-    "i686": 217,
-    "armv7l": 218,
-    "ppc64le": 203,
-    "ppc64": 203,
-    "s390x": 217,
-}
+_PIVOT_ROOT = MappingProxyType(
+    {
+        "x86_64": 155,
+        "aarch64": 41,
+        "arm64": 41,
+        "riscv64": 41,
+        "loongarch64": 41,
+        "i386": 217,
+        "i686": 217,
+        "armv7l": 218,
+        "ppc64le": 203,
+        "ppc64": 203,
+        "s390x": 217,
+    }
+)
 SYS_MOUNT_SETATTR = 442
 SYS_LANDLOCK_CREATE_RULESET = 444
 SYS_LANDLOCK_ADD_RULE = 445
 SYS_LANDLOCK_RESTRICT_SELF = 446
 
 
-def _libc() -> ctypes.CDLL:
+@functools.cache
+def libc() -> ctypes.CDLL:
     # CDLL(None) is the running program's namespace, which already holds libc: no
     # find_library() call, which would spawn `ldconfig -p`.
     libc = ctypes.CDLL(None, use_errno=True)
@@ -93,9 +98,6 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
-LIBC = _libc()
-
-
 def _check(result: int, what: str) -> int:
     if result < 0:
         err = ctypes.get_errno()
@@ -109,25 +111,25 @@ def _b(path: str | None) -> bytes | None:
 
 def syscall(number: int, *args: object, what: str) -> int:
     """Raw syscall through libc's ``syscall(2)``; negative results raise OSError."""
-    return _check(LIBC.syscall(ctypes.c_long(number), *args), what)
+    return _check(libc().syscall(ctypes.c_long(number), *args), what)
 
 
 def unshare(flags: int) -> None:
     if hasattr(os, "unshare"):  # Python 3.12+
         os.unshare(flags)
         return
-    _check(LIBC.unshare(flags), f"unshare({flags:#x})")
+    _check(libc().unshare(flags), f"unshare({flags:#x})")
 
 
 def mount(
     source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
 ) -> None:
-    result = LIBC.mount(_b(source), _b(target), _b(fstype), flags, _b(data))
+    result = libc().mount(_b(source), _b(target), _b(fstype), flags, _b(data))
     _check(result, f"mount({source!r} -> {target!r}, type={fstype!r}, flags={flags:#x})")
 
 
 def umount2(target: str, flags: int) -> None:
-    _check(LIBC.umount2(_b(target), flags), f"umount2({target!r})")
+    _check(libc().umount2(_b(target), flags), f"umount2({target!r})")
 
 
 def pivot_root(new_root: str, put_old: str) -> None:
@@ -162,11 +164,11 @@ def mount_setattr_recursive(path: str, attr_set: int) -> None:
 
 
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
-    return _check(LIBC.prctl(option, arg2, arg3, arg4, arg5), f"prctl({option})")
+    return _check(libc().prctl(option, arg2, arg3, arg4, arg5), f"prctl({option})")
 
 
 def mallopt(param: int, value: int) -> bool:
-    return bool(LIBC.mallopt(param, value))
+    return bool(libc().mallopt(param, value))
 
 
 class _CapHeader(ctypes.Structure):
@@ -188,7 +190,7 @@ def clear_capabilities() -> None:
     """Empty the effective, permitted and inheritable capability sets of this thread."""
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
-    _check(LIBC.capset(ctypes.byref(header), data), "capset(empty)")
+    _check(libc().capset(ctypes.byref(header), data), "capset(empty)")
 
 
 def cap_last_cap() -> int:

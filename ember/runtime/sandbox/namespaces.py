@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import os
 import socket
+from types import MappingProxyType
 
 from ember.runtime.sandbox import _linux
 from ember.runtime.sandbox.spec import Layer
 
-_FLAGS = {
-    Layer.PID_NS: _linux.CLONE_NEWPID,
-    Layer.NET_NS: _linux.CLONE_NEWNET,
-    Layer.IPC_UTS_NS: _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS,
-}
+_FLAGS = MappingProxyType(
+    {
+        Layer.PID_NS: _linux.CLONE_NEWPID,
+        Layer.NET_NS: _linux.CLONE_NEWNET,
+        Layer.IPC_UTS_NS: _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS,
+    }
+)
 
 
 def outer_flags(layers: frozenset[Layer], user_namespace: bool) -> int:

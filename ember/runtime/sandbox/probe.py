@@ -13,16 +13,19 @@ import platform
 import select
 import time
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 from ember.runtime.sandbox import _linux, cgroup, landlock, namespaces, rootfs, seccomp
 from ember.runtime.sandbox.spec import ALWAYS_AVAILABLE, Layer, LayerReport, LayerStatus, MiB
 
-_NS_FLAGS = {
-    Layer.PID_NS: _linux.CLONE_NEWPID,
-    Layer.NET_NS: _linux.CLONE_NEWNET,
-    Layer.IPC_UTS_NS: _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS,
-}
+_NS_FLAGS = MappingProxyType(
+    {
+        Layer.PID_NS: _linux.CLONE_NEWPID,
+        Layer.NET_NS: _linux.CLONE_NEWNET,
+        Layer.IPC_UTS_NS: _linux.CLONE_NEWIPC | _linux.CLONE_NEWUTS,
+    }
+)
 
 
 def _in_child(body: Callable[[], dict[str, Any]], timeout_s: float) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def _modes(required: Iterable[Layer], preferred: Iterable[Layer]) -> Mapping[Lay
     return MappingProxyType(modes)
 
 
-_ALL_BUT_ALWAYS = [layer for layer in Layer if layer not in ALWAYS_AVAILABLE]
+_ALL_BUT_ALWAYS = tuple(layer for layer in Layer if layer not in ALWAYS_AVAILABLE)
 # Trusted local code (`ember dev`): hygiene and limits only.
 DEV = Profile("dev", _modes(ALWAYS_AVAILABLE, ()))
 # Everything this host offers.
