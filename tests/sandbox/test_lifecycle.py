@@ -329,19 +329,32 @@ def test_the_callers_signal_setup_is_forgotten(report: LayerReport, tenants: Ten
             "wakeup": signal.set_wakeup_fd(-1),
             "term": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
             "int": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+            "hup": signal.getsignal(signal.SIGHUP) == signal.SIG_DFL,
+            "pipe": signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN,
             "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
         }
 
     loop = asyncio.new_event_loop()
     loop.add_signal_handler(signal.SIGTERM, lambda: None)  # sets a wakeup fd, like uvicorn
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as the zygote does
+    previous_hup = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         run = run_sandboxed(spec, zygote_like_then_look)
     finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGHUP, previous_hup)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
         loop.remove_signal_handler(signal.SIGTERM)
         loop.close()
-    assert run.result == {"wakeup": -1, "term": True, "int": True, "blocked": []}
+    assert run.result == {
+        "wakeup": -1,
+        "term": True,
+        "int": True,
+        "hup": True,
+        "pipe": True,
+        "blocked": [],
+    }
 
 
 def test_many_quick_workers_all_stay_up_after_ready(report: LayerReport, tenants: Tenants) -> None:

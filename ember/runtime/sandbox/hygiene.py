@@ -62,18 +62,23 @@ def close_fds(keep: Iterable[int]) -> None:
 
 def reset_signals() -> None:
     """Forget the caller's signal setup: its wakeup fd (a number that ``close_fds`` frees and
-    the worker may reuse: a signal would write a byte into that fd), Python handlers it
-    installed, and blocked signals. Python's own defaults (SIGINT raises KeyboardInterrupt,
-    SIGPIPE and SIGXFSZ ignored) stay."""
+    the worker may reuse: a signal would write a byte into that fd), handlers and ignored
+    signals it set (a zygote ignores SIGINT and SIGTERM), and blocked signals. What a fresh
+    Python process has stays: SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored."""
     signal.set_wakeup_fd(-1)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    python_defaults = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGPIPE: signal.SIG_IGN,
+        signal.SIGXFSZ: signal.SIG_IGN,
+    }
     for sig in signal.valid_signals():
+        wanted = python_defaults.get(sig, signal.SIG_DFL)
         try:
-            handler = signal.getsignal(sig)
+            if signal.getsignal(sig) != wanted:
+                signal.signal(sig, wanted)
         except (OSError, ValueError):
-            continue
-        if callable(handler) and handler is not signal.default_int_handler:
-            signal.signal(sig, signal.SIG_DFL)
+            continue  # SIGKILL, SIGSTOP and the real-time signals libc reserves
 
 
 def scrub_exec_environment() -> None:

@@ -208,7 +208,9 @@ class SandboxSpec:
     host_temp_dir: Path | None = None  # writable dir when there is no mount namespace
     uid: int | None = None  # pool uid for this deployment (UID layer, root only)
     gid: int | None = None  # defaults to uid
-    memory_limit: int = 256 * MiB  # RLIMIT_DATA, and the cgroup memory limit
+    # RLIMIT_DATA, absolute: it includes the data the forked child already holds (a zygote's
+    # ~20-40 MiB); enter refuses a limit the child is already over. Also the cgroup limit.
+    memory_limit: int = 256 * MiB
     nofile: int = 256
     nproc: int = 32  # RLIMIT_NPROC (only with the UID layer) and cgroup pids.max
     fsize: int = 8 * MiB
