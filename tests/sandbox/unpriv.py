@@ -1,7 +1,8 @@
 """Become an unprivileged user in a forked child, the way a non-root platform would run.
 
-On this project's machines Python lives under /root (mode 0700), which a non-root uid cannot
-traverse; a non-root installation would have it somewhere readable. So, still as root and in a
+On this project's machines Python lives under root's home directory (mode 0700), which a
+non-root uid cannot traverse; a non-root installation would have it somewhere readable. So,
+still as root and in a
 private mount namespace of this child only, each 0700 ancestor of the paths the worker needs is
 covered with a 0755 tmpfs into which those paths are bound back. Then the child drops to the
 uid for good: everything ``enter`` does afterwards is the unprivileged path (user namespace).
