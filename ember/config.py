@@ -28,8 +28,9 @@ from ember.jsonc import JSONCError, strip_jsonc
 CONFIG_FILES = ("ember.yaml", "ember.yml", "wrangler.toml", "wrangler.jsonc", "wrangler.json")
 SECRETS_FILES = (".dev.vars", ".env")
 
-# Top-level keys that are binding sections: handed to the binding registry, which knows the
-# supported ones and rejects the rest with the list of what is supported.
+# Top-level keys that wrangler knows as binding types. Every key that is not in KNOWN_KEYS goes
+# to the binding registry: registered types are parsed, these are rejected as unsupported (with
+# the list of supported ones), anything else is reported as an unexpected field.
 BINDING_KEYS = frozenset(
     {
         "kv_namespaces",
@@ -166,7 +167,7 @@ class ProjectConfig:
     crons: tuple[str, ...]
     limits: LimitsConfig
     dev: DevConfig
-    binding_sections: tuple[ConfigSection, ...]
+    binding_sections: tuple[ConfigSection, ...]  # every top-level key that is not core
     warnings: tuple[str, ...] = ()
 
     @property
@@ -210,9 +211,6 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
     if others:
         warnings.append(f"using {path.name}; ignoring {', '.join(others)}")
 
-    for key in data:
-        if key not in KNOWN_KEYS and key not in BINDING_KEYS:
-            warnings.append(f"{path.name}: unexpected field {key!r} (ignored)")
     if "env" in data:
         warnings.append(f"{path.name}: environments under 'env' are not supported yet (ignored)")
 
@@ -255,7 +253,7 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
         limits=_limits(data.get("limits"), fname),
         dev=_dev(data.get("dev"), fname),
         binding_sections=tuple(
-            ConfigSection(fname, key, data[key]) for key in data if key in BINDING_KEYS
+            ConfigSection(fname, key, data[key]) for key in data if key not in KNOWN_KEYS
         ),
         warnings=tuple(warnings),
     )

@@ -205,6 +205,6 @@ def import_target(target: str) -> Any:
 def binding_name(section: ConfigSection, entry: Mapping[str, object], where: str) -> str:
     """The ``binding`` field of an entry: an identifier-like, non-empty string."""
     name = entry.get("binding")
-    if not isinstance(name, str) or not name.isidentifier():
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
         raise section.error(f"{where}.binding", name, "a binding name such as 'KV' (an identifier)")
     return name

@@ -12,7 +12,7 @@ import importlib.util
 from collections.abc import Iterable, Sequence
 
 from ember.bindings.base import BindingSpec, BindingType, import_target
-from ember.config import ConfigSection
+from ember.config import BINDING_KEYS, ConfigSection
 from ember.errors import ConfigError
 
 # config key -> candidates, first importable wins.
@@ -47,12 +47,18 @@ class BindingRegistry:
         """Supported config keys, sorted."""
         return tuple(sorted(self._by_key))
 
+    def ignored(self, sections: Sequence[ConfigSection]) -> list[str]:
+        """Keys of sections that are neither registered nor known binding types (ignored)."""
+        return [s.key for s in sections if s.key not in self._by_key and s.key not in BINDING_KEYS]
+
     def parse(self, sections: Sequence[ConfigSection]) -> tuple[BindingSpec, ...]:
         """Turn a project's raw binding sections into specs; names must be unique."""
         specs: list[BindingSpec] = []
         seen: dict[str, str] = {}
         for section in sections:
             binding_type = self._by_key.get(section.key)
+            if binding_type is None and section.key not in BINDING_KEYS:
+                continue  # not a binding at all: reported by ``ignored``
             if binding_type is None:
                 raise ConfigError(
                     section.file,

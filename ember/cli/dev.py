@@ -55,7 +55,7 @@ def dev(
     )
     sink = TerminalSink()
     server = DevServer(options, sink)
-    for warning in server.config.warnings:
+    for warning in server.warnings:
         click.secho(f"▲ {warning}", fg="yellow", err=True)
     _banner(server)
     asyncio.run(server.serve(on_ready=lambda url: click.secho(f"Ready on {url}", fg="green")))

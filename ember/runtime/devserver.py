@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ember.bindings.registry import BindingRegistry
+from ember.bindings.registry import BindingRegistry, default_registry
 from ember.config import ProjectConfig, load_project
 from ember.errors import ConfigError
 from ember.runtime import events as E
@@ -60,6 +60,16 @@ class DevServer:
         self.supervisor: Supervisor | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._crons: asyncio.Task[None] | None = None
+
+    @property
+    def warnings(self) -> list[str]:
+        """Config warnings, including sections no binding type claims."""
+        registry = self.options.registry or default_registry()
+        ignored = registry.ignored(self.config.binding_sections)
+        return [
+            *self.config.warnings,
+            *(f"{self.config.file.name}: unexpected field {k!r} (ignored)" for k in ignored),
+        ]
 
     @property
     def state_dir(self) -> Path:

@@ -153,8 +153,10 @@ class InFlight:
         self.cpu_used = max(0.0, self.process.cpu() - self.cpu_start)
         if self._pump is not None and not self._pump.done():
             self._pump.cancel()
-        if self._stream is not None and not self._stream.ended:
-            self._stream.fail("request finished")
+        if self._stream is not None:
+            if not self._stream.ended:
+                self._stream.fail("request finished")
+            self.process.mux.release_in(self._stream)
         self.finished.set_result(self.outcome)
         self.process.request_finished(self)
 

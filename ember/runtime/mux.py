@@ -54,7 +54,9 @@ class InStream:
     def push(self, data: bytes) -> None:
         """A Data frame arrived. Raises ProtocolError past the window or after the end."""
         if self._ended:
-            raise ProtocolError(f"data after the end of stream {self.sid}")
+            if self._error is None:
+                raise ProtocolError(f"data after the end of stream {self.sid}")
+            return  # failed on this side; the peer has not noticed yet
         self._allowance -= len(data)
         if self._allowance < 0:
             raise ProtocolError(f"stream {self.sid} sent past its credit window")

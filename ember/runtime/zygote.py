@@ -83,7 +83,10 @@ def main(control_fd: int, prepare_target: str) -> None:
     while True:
         for key, _ in selector.select():
             if key.fileobj is control:
-                message, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 1)
+                try:
+                    message, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 1)
+                except OSError:
+                    message, fds = b"", []
                 if not message:
                     os._exit(0)  # the supervisor closed the control socket
                 _spawn(

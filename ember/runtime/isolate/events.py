@@ -78,8 +78,13 @@ class EventRunner:
             return
         event = _Event(RequestScope(message.rid, self.channel))
         self.events[message.rid] = event
-        runner = self._fetch if isinstance(message, Request) else self._scheduled
-        event.task = asyncio.ensure_future(self._run(event, runner(event, message)))  # type: ignore[arg-type]
+        if isinstance(message, Request):
+            # Register the body stream now: its Data frames may be in the same read as Request.
+            body: Any = self.mux.expect_in(message.body_sid) if message.body_sid else message.body
+            work = self._fetch(event, message, body)
+        else:
+            work = self._scheduled(event, message)
+        event.task = asyncio.ensure_future(self._run(event, work))
 
     async def _run(self, event: _Event, work: Any) -> None:
         scope = event.scope
@@ -97,13 +102,10 @@ class EventRunner:
             if not event.done_sent:
                 self.send(Done(scope.rid))
 
-    async def _fetch(self, event: _Event, message: Request) -> None:
+    async def _fetch(self, event: _Event, message: Request, body: Any) -> None:
         if self.entry.fetch is None:
             self.send(RequestError(message.rid, "no_handler", NO_FETCH, ""))
             return
-        body: Any = message.body
-        if message.body_sid:
-            body = self.mux.expect_in(message.body_sid)
         request = api.Request._incoming(
             message.method, message.url, Headers._from_pairs(message.headers), body
         )
