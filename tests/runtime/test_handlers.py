@@ -100,7 +100,8 @@ class Default(WorkerEntrypoint):
                 chunks += 1
             return Response(f"{total} bytes in {chunks} chunks")
         if kind == "bytes":
-            return Response(await request.bytes(), headers={"content-type": "application/octet-stream"})
+            data = await request.bytes()
+            return Response(data, headers={"content-type": "application/octet-stream"})
         if kind == "redirect":
             return Response.redirect("https://example.com/next", 307)
         return Response(None, status=204)

@@ -187,7 +187,8 @@ def test_crash_is_502_and_the_next_request_gets_a_new_isolate(
         if request.headers.get("x-kind") == "garbage":
             for fd in range(3, 64):
                 try:
-                    os.write(fd, b"\\x00\\x00\\x00\\x05\\xc1\\xc1\\xc1\\xc1\\xc1")  # 0xc1 is never valid msgpack
+                    # a 5-byte frame of 0xc1, which is never valid msgpack
+                    os.write(fd, b"\\x00\\x00\\x00\\x05" + b"\\xc1" * 5)
                 except OSError:
                     pass
         return Response("fine")
@@ -225,7 +226,8 @@ def test_subrequest_limit(harness: Harness, tmp_path: Path, canary: str) -> None
         results = []
         for _ in range(3):
             try:
-                reply = await subrequest("{harness.url}/", headers={{"x-test-deployment": "{canary}"}})
+                headers = {{"x-test-deployment": "{canary}"}}
+                reply = await subrequest("{harness.url}/", headers=headers)
                 results.append(await reply.text())
             except Exception as exc:
                 results.append(f"{{type(exc).__name__}}: {{exc}}")
