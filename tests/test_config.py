@@ -147,7 +147,8 @@ def test_bad_dev_vars_line_never_echoes_its_value(tmp_path: Path) -> None:
         (
             "wrangler.toml",
             'name = "x\n',
-            r'wrangler\.toml: expected valid TOML, found "Illegal character .*\(at line 1, column 10\)',
+            r'wrangler\.toml: expected valid TOML, found "Illegal character '
+            r".*\(at line 1, column 10\)",
         ),
         (
             "wrangler.jsonc",

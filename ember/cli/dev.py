@@ -58,7 +58,10 @@ def dev(
     for warning in server.warnings:
         click.secho(f"▲ {warning}", fg="yellow", err=True)
     _banner(server)
-    asyncio.run(server.serve(on_ready=lambda url: click.secho(f"Ready on {url}", fg="green")))
+    try:
+        asyncio.run(server.serve(on_ready=lambda url: click.secho(f"Ready on {url}", fg="green")))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: uvicorn already shut down cleanly and re-raised the signal
 
 
 def _banner(server: object) -> None:

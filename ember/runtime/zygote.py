@@ -62,6 +62,9 @@ def main(control_fd: int, prepare_target: str) -> None:
 
     child.set_pdeathsig(signal.SIGKILL)
     child.set_child_subreaper()
+    # Ctrl-C in a terminal reaches the whole process group: the supervisor decides when we stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.path.insert(0, ISOLATE_PATH)
     for module in PRELOAD:
         __import__(module)
@@ -133,6 +136,8 @@ def _child_main(spec: Any, prepare: Any, child: Any, zygote_pid: int) -> None:
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         child.hygiene(spec, zygote_pid)
         host_pid = prepare(spec)
         from ember.runtime.isolate.main import run

@@ -1,8 +1,6 @@
-"""``env.KV`` from a handler: every operation, big values both ways, errors as the platform words them."""
+"""``env.KV`` from a handler: every operation, big values both ways, the platform's errors."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -46,8 +44,9 @@ class Default(WorkerEntrypoint):
             await kv.delete(key)
             return Response("deleted")
         if op == "list":
-            page = await kv.list(prefix=request.headers.get("x-prefix"), limit=int(request.headers.get("x-limit", "1000")),
-                                 cursor=request.headers.get("x-cursor"))
+            headers = request.headers
+            page = await kv.list(prefix=headers.get("x-prefix"), cursor=headers.get("x-cursor"),
+                                 limit=int(headers.get("x-limit", "1000")))
             return Response.json(page)
         if op == "bad":
             try:
@@ -140,6 +139,7 @@ def test_list_with_prefix_cursor_and_expiration(harness: Harness, kv: str) -> No
 def test_errors_reach_the_handler_with_the_platform_message(harness: Harness, kv: str) -> None:
     with harness.client(kv) as c:
         assert c.get("/", headers={"x-op": "bad"}).text == (
-            "ServiceError: KV PUT failed: 414 UTF-8 encoded length of 600 exceeds key length limit of 512."
+            "ServiceError: KV PUT failed: 414 "
+            "UTF-8 encoded length of 600 exceeds key length limit of 512."
         )
         assert c.get("/", headers={"x-op": "type"}).text.startswith("Unknown response type.")

@@ -92,15 +92,18 @@ def _put(
         ),
         (
             {"ttl": 0},
-            "KV PUT failed: 400 Invalid expiration_ttl of 0. Please specify integer greater than 0.",
+            "KV PUT failed: 400 Invalid expiration_ttl of 0. "
+            "Please specify integer greater than 0.",
         ),
         (
             {"expiration": NOW + 59},
-            "KV PUT failed: 400 Invalid expiration of 1800000059.0. Expiration times must be at least 60 seconds in the future.",
+            "KV PUT failed: 400 Invalid expiration of 1800000059.0. "
+            "Expiration times must be at least 60 seconds in the future.",
         ),
         (
             {"expiration": NOW},
-            "KV PUT failed: 400 Invalid expiration of 1800000000.0. Please specify integer greater than the current number of seconds since the UNIX epoch.",
+            "KV PUT failed: 400 Invalid expiration of 1800000000.0. Please specify integer "
+            "greater than the current number of seconds since the UNIX epoch.",
         ),
         (
             {"metadata": '"' + "m" * 1023 + '"'},
@@ -146,11 +149,13 @@ def test_value_size_limit_counts_the_whole_upload(tmp_path: Path) -> None:
     [
         (
             0,
-            "KV LIST failed: 400 Invalid key_count_limit of 0. Please specify an integer greater than 0.",
+            "KV LIST failed: 400 Invalid key_count_limit of 0. "
+            "Please specify an integer greater than 0.",
         ),
         (
             1001,
-            "KV LIST failed: 400 Invalid key_count_limit of 1001. Please specify an integer less than 1000.",
+            "KV LIST failed: 400 Invalid key_count_limit of 1001. "
+            "Please specify an integer less than 1000.",
         ),
     ],
 )

@@ -25,7 +25,7 @@ from typing import Any
 from ember.bindings.base import BindingSpec, import_target
 from ember.bindings.env import Env
 from ember.errors import HandlerError, ProtocolError
-from ember.runtime.isolate import handlers
+from ember.runtime.isolate import handlers, loader
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import Console, ConsoleStream
 from ember.runtime.isolate.events import EventRunner
@@ -152,7 +152,10 @@ def load_main(spec: dict[str, Any]) -> handlers.Entrypoints:
     os.chdir(code_dir)
     if not main_path.is_file():
         raise HandlerError(f"main module {spec['main']} does not exist in {code_dir}")
-    module_spec = importlib.util.spec_from_file_location(main_path.stem, main_path)
+    loader.install(code_dir)
+    module_spec = importlib.util.spec_from_file_location(
+        main_path.stem, main_path, loader=loader.SourceOnlyLoader(main_path.stem, str(main_path))
+    )
     if module_spec is None or module_spec.loader is None:
         raise HandlerError(f"cannot load {main_path} as a Python module")
     module = importlib.util.module_from_spec(module_spec)
