@@ -108,7 +108,6 @@ class DevServer:
             log_level="warning",
             access_log=False,
             ws="none",
-            loop="asyncio",
         )
         logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
         server = uvicorn.Server(config)

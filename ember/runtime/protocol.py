@@ -21,6 +21,7 @@ protocol violation (``mux.py``). ``sid`` 0 means "no stream".
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -397,6 +398,33 @@ def decode(payload: bytes, table: dict[int, type[Message]]) -> Message:
         return cls(*(check(item) for check, item in zip(cls.FIELDS, fields, strict=True)))
     except ProtocolError as exc:
         raise ProtocolError(f"{cls.__name__}: {exc}") from None
+
+
+class FrameWriter:
+    """Coalesces the frames written during one event-loop iteration into one ``write``.
+
+    Under concurrency this turns many small writes (each a syscall that may wake the peer and
+    hand it the CPU) into one; a lone frame goes out at the end of the current iteration.
+    """
+
+    def __init__(self) -> None:
+        self.transport: Any = None
+        self._parts: list[bytes] = []
+        self._scheduled = False
+
+    def send(self, message: Message) -> None:
+        """Queue one frame."""
+        self._parts.append(encode(message))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        parts, self._parts = self._parts, []
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
 
 
 class FrameDecoder:

@@ -11,10 +11,9 @@ deployment; ``ember serve`` routes by host and path.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from ember.runtime.http import ClientDisconnected, HttpRequest, HttpResponse, ResponseAborted
@@ -24,6 +23,12 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 INLINE_BODY_BYTES = 64 * 1024
+WATCH_AFTER_S = 0.002
+T = TypeVar("T")
+
+
+class _Gone(Exception):
+    """The client disconnected before the response head was ready."""
 
 
 class Router:
@@ -77,11 +82,17 @@ class Router:
             return
         client = _Client(receive)
         request = await client.request(scope)
-        fetch = asyncio.ensure_future(self.supervisor.fetch(deployment_id, request))
-        if not await client.wait_or_disconnect(fetch):
-            return
-        response = fetch.result()
-        await _send_response(send, response, client)
+        try:
+            response = await client.unless_gone(self.supervisor.fetch(deployment_id, request))
+        except _Gone:
+            return  # the client left; the supervisor already cancelled the request's work
+        try:
+            await _send_response(send, response, client)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if client.disconnected and task is not None and task.uncancel() == 0:
+                return  # the client left mid-stream; the stream was closed on the way out
+            raise
 
     async def _scheduled(self, deployment_id: str, scope: Scope, send: Send) -> None:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -144,29 +155,45 @@ class _Client:
             if chunk:
                 yield chunk
 
-    async def wait_or_disconnect(self, work: asyncio.Future[Any]) -> bool:
-        """Wait for ``work``; False (and ``work`` cancelled) if the client left first."""
-        try:
-            if not self._body_done:
-                await asyncio.shield(work)  # the body pump notices a disconnect itself
-                return True
-            self._watcher = asyncio.ensure_future(self._watch())
-            done, _ = await asyncio.wait((work, self._watcher), return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            work.cancel()
-            raise
-        if work in done:
-            return True
-        work.cancel()
-        with contextlib.suppress(BaseException):
-            await work
-        return False
+    async def unless_gone(self, work: Awaitable[T]) -> T:
+        """Await ``work``, cancelling it if the client disconnects meanwhile (raises _Gone).
 
-    async def _watch(self) -> None:
+        Most requests finish within a few milliseconds, so the disconnect watcher (a task
+        reading ``receive``) starts only if this one is still waiting after WATCH_AFTER_S.
+        """
+        task = asyncio.current_task()
+        assert task is not None  # invariant: called from the ASGI request task
+        loop = asyncio.get_running_loop()
+        timer = (
+            loop.call_later(WATCH_AFTER_S, self._start_watching, task) if self._body_done else None
+        )
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if self.disconnected and task.uncancel() == 0:
+                raise _Gone() from None
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _start_watching(self, task: asyncio.Task[Any]) -> None:
+        if self._watcher is None and self._body_done:
+            self._watcher = asyncio.ensure_future(self._watch(task))
+
+    def ensure_watching(self) -> None:
+        """A streamed response may run for long: notice a disconnect (cancels this task)."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._start_watching(task)
+
+    async def _watch(self, task: asyncio.Task[Any] | None) -> None:
         while True:
             message = await self._receive()
             if message["type"] == "http.disconnect":
                 self.disconnected = True
+                if task is not None and not task.done():
+                    task.cancel()
                 return
 
     def stop_watching(self) -> None:
@@ -188,6 +215,7 @@ async def _send_response(send: Send, response: HttpResponse, client: _Client) ->
         await send({"type": "http.response.body", "body": body})
         return
     stream: Any = body
+    client.ensure_watching()
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     try:
         async for chunk in stream:
@@ -195,6 +223,7 @@ async def _send_response(send: Send, response: HttpResponse, client: _Client) ->
                 break
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         else:
+            client.stop_watching()  # before the final send: it makes receive() return
             await send({"type": "http.response.body", "body": b""})
             return
     except ResponseAborted:

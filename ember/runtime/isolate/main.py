@@ -43,6 +43,7 @@ from ember.runtime.protocol import (
     Data,
     End,
     FrameDecoder,
+    FrameWriter,
     Hello,
     Init,
     LoadError,
@@ -51,7 +52,6 @@ from ember.runtime.protocol import (
     Request,
     Scheduled,
     decode,
-    encode,
 )
 
 ISOLATE_PATH = str(Path(__file__).resolve().parent.parent / "isolate_path")
@@ -64,6 +64,7 @@ class IsolateConnection(asyncio.Protocol):
         self.host_pid = host_pid
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
+        self._writer = FrameWriter()
         self.mux = Mux(self.send)
         self.channel = IsolateChannel(self.send, self.mux)
         self.init: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -71,12 +72,12 @@ class IsolateConnection(asyncio.Protocol):
         self.runner: EventRunner | None = None
 
     def send(self, message: Message) -> None:
-        """Write one frame."""
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode(message))
+        """Write one frame (coalesced per loop iteration)."""
+        self._writer.send(message)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self._writer.transport = transport
         self.send(Hello(self.host_pid, PROTOCOL_VERSION))
 
     def data_received(self, data: bytes) -> None:
