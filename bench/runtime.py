@@ -163,6 +163,36 @@ async def throughput(port: int, duration: float, connections: int) -> float:
     return count / (time.perf_counter() - start)
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (ember dev: supervisor, zygote, isolates)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    tree, index = [pid], 0
+    while index < len(tree):
+        tree += children.get(tree[index], [])
+        index += 1
+    return tree
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of ``pids`` (those still alive)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -209,8 +239,8 @@ def fresh_python(runs: int) -> list[float]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=5.0, help="seconds per measurement")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per server")
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per server")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--cold", type=int, default=40, help="cold starts to time")
     parser.add_argument("--output", type=Path, default=RESULTS / "runtime.json")
@@ -218,7 +248,8 @@ async def main() -> None:
 
     load_before = os.getloadavg()
     results: dict[str, dict[str, list[float]]] = {
-        name: {"rps": [], "p50_ms": [], "p99_ms": []} for name in ("bare", "ember")
+        name: {"rps": [], "p50_ms": [], "p99_ms": [], "server_cpu_us_per_request": []}
+        for name in ("bare", "ember")
     }
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -228,19 +259,26 @@ async def main() -> None:
             "ember": start_ember(ports["ember"], workdir / "state"),
         }
         try:
-            for name, port in ports.items():
+            for port in ports.values():
                 await wait_ready(port)
                 await throughput(port, 1.0, args.connections)  # warm up
             for round_index in range(args.rounds):
                 for name, port in ports.items():
                     samples = await latency(port, args.duration)
+                    pids = process_tree(servers[name].pid)
+                    cpu_before, started = cpu_seconds(pids), time.perf_counter()
                     rps = await throughput(port, args.duration, args.connections)
+                    cpu_used = cpu_seconds(pids) - cpu_before
+                    requests = rps * (time.perf_counter() - started)
+                    results[name]["server_cpu_us_per_request"].append(cpu_used / requests * 1e6)
                     results[name]["rps"].append(rps)
                     results[name]["p50_ms"].append(percentile(samples, 0.5) * 1000)
                     results[name]["p99_ms"].append(percentile(samples, 0.99) * 1000)
+                    row = results[name]
                     print(
                         f"round {round_index + 1} {name:5s}: {rps:7.0f} req/s, "
-                        f"p50 {results[name]['p50_ms'][-1]:.3f} ms, p99 {results[name]['p99_ms'][-1]:.3f} ms"
+                        f"p50 {row['p50_ms'][-1]:.3f} ms, p99 {row['p99_ms'][-1]:.3f} ms, "
+                        f"server CPU {row['server_cpu_us_per_request'][-1]:.0f} us/request"
                     )
         finally:
             for server in servers.values():
@@ -262,6 +300,8 @@ async def main() -> None:
             e - b for e, b in zip(ember["p50_ms"], bare["p50_ms"], strict=True)
         ),
         "bare_p99_ms": statistics.median(bare["p99_ms"]),
+        "bare_cpu_us_per_request": statistics.median(bare["server_cpu_us_per_request"]),
+        "ember_cpu_us_per_request": statistics.median(ember["server_cpu_us_per_request"]),
         "ember_p99_ms": statistics.median(ember["p99_ms"]),
         "cold_start_median_ms": statistics.median(cold) * 1000,
         "cold_start_p90_ms": percentile(cold, 0.9) * 1000,

@@ -22,6 +22,7 @@ protocol violation (``mux.py``). ``sid`` 0 means "no stream".
 from __future__ import annotations
 
 import asyncio
+import operator
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -357,15 +358,25 @@ FROM_ISOLATE: dict[int, type[Message]] = {
 }
 
 
+_FIELD_GETTERS: dict[type[Message], Callable[[Message], Any]] = {}
+
+
 def encode(message: Message) -> bytes:
     """One frame: length prefix + msgpack ``[TAG, *fields]``."""
-    payload = msgpack.packb([message.TAG, *astuple_shallow(message)], use_bin_type=True)
+    cls = type(message)
+    getter = _FIELD_GETTERS.get(cls)
+    if getter is None:
+        getter = _FIELD_GETTERS[cls] = _make_getter(cls)
+    payload = msgpack.packb([message.TAG, *getter(message)], use_bin_type=True)
     return _LENGTH.pack(len(payload)) + payload
 
 
-def astuple_shallow(message: Message) -> tuple[Any, ...]:
-    """The message's fields in order, without ``dataclasses.astuple``'s deep copy."""
-    return tuple(getattr(message, name) for name in message.__slots__)  # type: ignore[attr-defined]
+def _make_getter(cls: type[Message]) -> Callable[[Message], tuple[Any, ...]]:
+    names = cls.__slots__  # type: ignore[attr-defined]
+    if len(names) == 1:
+        single = operator.attrgetter(names[0])
+        return lambda message: (single(message),)
+    return operator.attrgetter(*names)  # type: ignore[no-any-return]
 
 
 def decode(payload: bytes, table: dict[int, type[Message]]) -> Message:
@@ -395,7 +406,7 @@ def decode(payload: bytes, table: dict[int, type[Message]]) -> Message:
             f"{cls.__name__}: expected {len(cls.FIELDS)} fields, found {len(fields)}"
         )
     try:
-        return cls(*(check(item) for check, item in zip(cls.FIELDS, fields, strict=True)))
+        return cls(*[check(item) for check, item in zip(cls.FIELDS, fields, strict=True)])
     except ProtocolError as exc:
         raise ProtocolError(f"{cls.__name__}: {exc}") from None
 

@@ -48,6 +48,8 @@ class Router:
         self.test_scheduled = test_scheduled
         self.on_startup = on_startup
         self.on_shutdown = on_shutdown
+        self._waiting: dict[asyncio.Task[Any], tuple[_Client, float]] = {}
+        self._sweep_timer: asyncio.TimerHandle | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -83,7 +85,9 @@ class Router:
         client = _Client(receive)
         request = await client.request(scope)
         try:
-            response = await client.unless_gone(self.supervisor.fetch(deployment_id, request))
+            response = await self._unless_gone(
+                client, self.supervisor.fetch(deployment_id, request)
+            )
         except _Gone:
             return  # the client left; the supervisor already cancelled the request's work
         try:
@@ -93,6 +97,40 @@ class Router:
             if client.disconnected and task is not None and task.uncancel() == 0:
                 return  # the client left mid-stream; the stream was closed on the way out
             raise
+
+    async def _unless_gone(self, client: _Client, work: Awaitable[T]) -> T:
+        """Await ``work``, cancelling it if the client disconnects meanwhile (raises _Gone).
+
+        Most requests finish within a few milliseconds, so instead of a disconnect watcher per
+        request (a task reading ``receive``), one sweep every WATCH_AFTER_S starts watchers for
+        the requests still waiting.
+        """
+        task = asyncio.current_task()
+        assert task is not None  # invariant: called from the ASGI request task
+        if client.body_done:
+            self._waiting[task] = (client, time.monotonic())
+            if self._sweep_timer is None:
+                self._sweep_timer = asyncio.get_running_loop().call_later(
+                    WATCH_AFTER_S, self._sweep
+                )
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if client.disconnected and task.uncancel() == 0:
+                raise _Gone() from None
+            raise
+        finally:
+            self._waiting.pop(task, None)
+
+    def _sweep(self) -> None:
+        self._sweep_timer = None
+        horizon = time.monotonic() - WATCH_AFTER_S
+        for task, (client, since) in list(self._waiting.items()):
+            if since <= horizon:
+                del self._waiting[task]
+                client.start_watching(task)
+        if self._waiting:
+            self._sweep_timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._sweep)
 
     async def _scheduled(self, deployment_id: str, scope: Scope, send: Send) -> None:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -117,8 +155,19 @@ class _Client:
         self.disconnected = False
 
     async def request(self, scope: Scope) -> HttpRequest:
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-        host = next((v for k, v in headers if k == "host"), None)
+        headers: list[tuple[str, str]] = []
+        host = None
+        length: int | None = None
+        chunked = False
+        for raw_name, raw_value in scope["headers"]:
+            name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+            headers.append((name, value))
+            if name == "host":
+                host = value
+            elif name == "content-length":
+                length = _content_length(value)
+            elif name == "transfer-encoding":
+                chunked = True
         if host is None:
             server = scope.get("server") or ("localhost", None)
             host = f"{server[0]}:{server[1]}" if server[1] else server[0]
@@ -127,8 +176,6 @@ class _Client:
         url = f"{scope.get('scheme', 'http')}://{host}{path.decode('latin-1')}"
         if query:
             url += "?" + query.decode("latin-1")
-        length = _content_length(headers)
-        chunked = any(k == "transfer-encoding" for k, _ in headers)
         body: bytes | AsyncIterator[bytes] | None = None
         if length == 0 or (length is None and not chunked):
             self._body_done = True  # no body: the disconnect watcher will see the empty message
@@ -155,29 +202,13 @@ class _Client:
             if chunk:
                 yield chunk
 
-    async def unless_gone(self, work: Awaitable[T]) -> T:
-        """Await ``work``, cancelling it if the client disconnects meanwhile (raises _Gone).
+    @property
+    def body_done(self) -> bool:
+        """True once the request body was read (or there was none)."""
+        return self._body_done
 
-        Most requests finish within a few milliseconds, so the disconnect watcher (a task
-        reading ``receive``) starts only if this one is still waiting after WATCH_AFTER_S.
-        """
-        task = asyncio.current_task()
-        assert task is not None  # invariant: called from the ASGI request task
-        loop = asyncio.get_running_loop()
-        timer = (
-            loop.call_later(WATCH_AFTER_S, self._start_watching, task) if self._body_done else None
-        )
-        try:
-            return await work
-        except asyncio.CancelledError:
-            if self.disconnected and task.uncancel() == 0:
-                raise _Gone() from None
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-
-    def _start_watching(self, task: asyncio.Task[Any]) -> None:
+    def start_watching(self, task: asyncio.Task[Any]) -> None:
+        """Watch for a disconnect; on one, cancel ``task`` (the request's ASGI task)."""
         if self._watcher is None and self._body_done:
             self._watcher = asyncio.ensure_future(self._watch(task))
 
@@ -185,7 +216,7 @@ class _Client:
         """A streamed response may run for long: notice a disconnect (cancels this task)."""
         task = asyncio.current_task()
         if task is not None:
-            self._start_watching(task)
+            self.start_watching(task)
 
     async def _watch(self, task: asyncio.Task[Any] | None) -> None:
         while True:
@@ -248,11 +279,8 @@ async def _send_plain(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _content_length(headers: list[tuple[str, str]]) -> int | None:
-    for name, value in headers:
-        if name == "content-length":
-            try:
-                return max(0, int(value))
-            except ValueError:
-                return None
-    return None
+def _content_length(value: str) -> int | None:
+    try:
+        return max(0, int(value))
+    except ValueError:
+        return None
