@@ -408,6 +408,7 @@ class IsolateProcess(asyncio.Protocol):
             self.transport.close()
         if fail_ready and not self._ready.done():
             self._ready.set_exception(WorkerLoadError(error, f"{error.message} ({reason})"))
+            self._ready.exception()  # mark retrieved: a killed isolate may have no waiter
         if not self._hello.done():
             self._hello.set_exception(WorkerLoadError(error, reason))
             self._hello.exception()  # mark retrieved: nobody may be waiting any more
