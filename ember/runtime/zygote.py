@@ -45,7 +45,6 @@ PRELOAD = (
     "itertools",
     "traceback",
     "ember.runtime.isolate.main",
-    "ember.bindings.kv.client",
     "ember.bindings.unavailable",
     "workers",
     "js",
@@ -68,6 +67,7 @@ def main(control_fd: int, prepare_target: str) -> None:
     sys.path.insert(0, ISOLATE_PATH)
     for module in PRELOAD:
         __import__(module)
+    _preload_binding_clients()
     prepare = import_target(prepare_target)
     control = socket.socket(fileno=control_fd)
     zygote_pid = os.getpid()
@@ -98,6 +98,21 @@ def main(control_fd: int, prepare_target: str) -> None:
             else:
                 os.read(wake_r, 4096)
         _reap(control)
+
+
+def _preload_binding_clients() -> None:
+    """Import ``ember.bindings.<type>.client`` for every binding package (isolate-side code)."""
+    import importlib
+    import pkgutil
+
+    import ember.bindings
+
+    for info in pkgutil.iter_modules(ember.bindings.__path__):
+        if info.ispkg:
+            try:
+                importlib.import_module(f"ember.bindings.{info.name}.client")
+            except ModuleNotFoundError:
+                continue
 
 
 def _spawn(
