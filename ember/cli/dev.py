@@ -6,7 +6,6 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 
@@ -108,8 +107,8 @@ class TerminalSink:
 
         if isinstance(event, E.RequestEvent):
             # The hot path (one line per request): plain writes, no click styling machinery.
-            path = urlsplit(event.url)
-            target = path.path + (f"?{path.query}" if path.query else "")
+            start = event.url.find("/", event.url.find("//") + 2)
+            target = event.url[start:] if start >= 0 else "/"
             status = str(event.status)
             if self._color:
                 code = 32 if event.status < 400 else 33 if event.status < 500 else 31
