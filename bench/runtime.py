@@ -228,6 +228,20 @@ async def cold_starts(runs: int, workdir: Path) -> list[float]:
     return samples
 
 
+def server_stack() -> dict[str, str]:
+    """What uvicorn runs on here (both servers use the same: its defaults pick these)."""
+    import importlib.util
+
+    import uvicorn
+
+    return {
+        "uvicorn": uvicorn.__version__,
+        "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
+        "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        "isolate_loop": "asyncio",
+    }
+
+
 def fresh_python(runs: int) -> list[float]:
     samples = []
     for _ in range(runs):
@@ -248,7 +262,13 @@ async def main() -> None:
 
     load_before = os.getloadavg()
     results: dict[str, dict[str, list[float]]] = {
-        name: {"rps": [], "p50_ms": [], "p99_ms": [], "server_cpu_us_per_request": []}
+        name: {
+            "rps": [],
+            "p50_ms": [],
+            "p99_ms": [],
+            "server_cpu_us_per_request": [],
+            "main_process_cpu_us_per_request": [],
+        }
         for name in ("bare", "ember")
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -266,11 +286,16 @@ async def main() -> None:
                 for name, port in ports.items():
                     samples = await latency(port, args.duration)
                     pids = process_tree(servers[name].pid)
+                    main_before = cpu_seconds(pids[:1])
                     cpu_before, started = cpu_seconds(pids), time.perf_counter()
                     rps = await throughput(port, args.duration, args.connections)
                     cpu_used = cpu_seconds(pids) - cpu_before
+                    main_used = cpu_seconds(pids[:1]) - main_before
                     requests = rps * (time.perf_counter() - started)
                     results[name]["server_cpu_us_per_request"].append(cpu_used / requests * 1e6)
+                    results[name]["main_process_cpu_us_per_request"].append(
+                        main_used / requests * 1e6
+                    )
                     results[name]["rps"].append(rps)
                     results[name]["p50_ms"].append(percentile(samples, 0.5) * 1000)
                     results[name]["p99_ms"].append(percentile(samples, 0.99) * 1000)
@@ -302,6 +327,9 @@ async def main() -> None:
         "bare_p99_ms": statistics.median(bare["p99_ms"]),
         "bare_cpu_us_per_request": statistics.median(bare["server_cpu_us_per_request"]),
         "ember_cpu_us_per_request": statistics.median(ember["server_cpu_us_per_request"]),
+        "ember_supervisor_cpu_us_per_request": statistics.median(
+            ember["main_process_cpu_us_per_request"]
+        ),
         "ember_p99_ms": statistics.median(ember["p99_ms"]),
         "cold_start_median_ms": statistics.median(cold) * 1000,
         "cold_start_p90_ms": percentile(cold, 0.9) * 1000,
@@ -317,6 +345,7 @@ async def main() -> None:
             "load_before": load_before,
             "load_after": os.getloadavg(),
         },
+        "server": server_stack(),
         "settings": vars(args)
         | {
             "output": str(args.output.relative_to(ROOT))
