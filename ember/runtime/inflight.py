@@ -152,6 +152,10 @@ class InFlight:
         if self.finished.done():
             return
         self.cpu_used = max(0.0, self.process.cpu() - self.cpu_start)
+        if not self.head.done():  # only a misbehaving isolate says Done without answering
+            self.outcome = L.NO_RESPONSE.tag
+            self.status = L.NO_RESPONSE.status
+            self.head.set_result(error_response(L.NO_RESPONSE))
         if self._pump is not None and not self._pump.done():
             self._pump.cancel()
         if self._stream is not None:

@@ -239,3 +239,26 @@ def test_subrequest_limit(harness: Harness, tmp_path: Path, canary: str) -> None
     with harness.client(deployment_id) as client:
         text = client.get("/").text
     assert text == "canary ok | canary ok | LimitExceeded: Too many subrequests."
+
+
+def test_forged_done_frame_never_leaves_a_request_hanging(harness: Harness, tmp_path: Path) -> None:
+    worker = """
+    import asyncio, os, socket, stat
+    from workers import Response
+
+    async def fetch(request, env, ctx):
+        if request.headers.get("x-kind") == "forge":
+            for fd in range(3, 64):
+                try:
+                    if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                        os.write(fd, bytes([0, 0, 0, 3, 0x92, 25, 1]))  # Done(rid=1), msgpack
+                except OSError:
+                    pass
+            await asyncio.sleep(5)
+        return Response("fine")
+    """
+    deployment_id = harness.deploy(write_project(tmp_path / "forger", worker))
+    with harness.client(deployment_id) as client:
+        forged = client.get("/", headers={"x-kind": "forge"})
+        assert client.get("/").text == "fine"
+    assert (forged.status_code, forged.headers["x-ember-error"]) == (502, "no_response")
