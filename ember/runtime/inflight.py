@@ -152,7 +152,7 @@ class InFlight:
         if self.finished.done():
             return
         self.cpu_used = max(0.0, self.process.cpu() - self.cpu_start)
-        if not self.head.done():  # only a misbehaving isolate says Done without answering
+        if self.kind == "fetch" and not self.head.done():  # only a misbehaving isolate does this
             self.outcome = L.NO_RESPONSE.tag
             self.status = L.NO_RESPONSE.status
             self.head.set_result(error_response(L.NO_RESPONSE))

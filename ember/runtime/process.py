@@ -57,6 +57,7 @@ INTERRUPT_GRACE_CPU_S = 0.1  # CPU an interrupted isolate may still burn before 
 INTERRUPT_GRACE_WALL_S = 2.0
 CANCEL_GRACE_S = 2.0
 DRAIN_KILL_S = 2.0
+MAX_UNREAD_BYTES = 64 * 1024 * 1024  # frames the isolate has not read; past this it is killed
 
 
 class State(Enum):
@@ -101,7 +102,7 @@ class IsolateProcess(asyncio.Protocol):
         self.spawn_pid = 0
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
-        self._writer = FrameWriter()
+        self._writer = FrameWriter(MAX_UNREAD_BYTES, self._not_reading)
         self.mux = Mux(self.send)
         self.calls = CallRunner(
             deployment.id, self.send, self.mux, services.get, self.limits.max_concurrent_calls
@@ -180,6 +181,9 @@ class IsolateProcess(asyncio.Protocol):
     def send(self, message: Message) -> None:
         """Write one frame to the isolate (coalesced per loop iteration)."""
         self._writer.send(message)
+
+    def _not_reading(self) -> None:
+        self.kill(L.PROTOCOL_VIOLATION, "stopped reading its socket")
 
     def _dispatch(self, message: Message) -> None:
         if not self._hello.done():

@@ -397,10 +397,12 @@ class FrameWriter:
     hand it the CPU) into one; a lone frame goes out at the end of the current iteration.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_buffered: int | None = None, on_overflow: Any = None) -> None:
         self.transport: Any = None
         self._parts: list[bytes] = []
         self._scheduled = False
+        self._max_buffered = max_buffered
+        self._on_overflow = on_overflow
 
     def send(self, message: Message) -> None:
         """Queue one frame."""
@@ -415,6 +417,9 @@ class FrameWriter:
         transport = self.transport
         if transport is not None and not transport.is_closing():
             transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
+            limit = self._max_buffered
+            if limit is not None and transport.get_write_buffer_size() > limit:
+                self._on_overflow()  # the peer stopped reading
 
 
 class FrameDecoder:
