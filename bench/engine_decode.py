@@ -11,9 +11,9 @@ machine is shared: compare ratios from one run, never absolute figures across da
 ``generate()`` (greedy, 128 in / 128 out), one request at a time ("naive") and as one static batch,
 against the engine serving the same requests end to end (prefill included).
 
-    PYTHONPATH=. python bench/engine_decode.py --arch kimi --batch 1 16 64 --kv bf16 fp8_e4m3
-    PYTHONPATH=. python bench/engine_decode.py --arch kimi --batch 64 --integrity off sampled full
-    PYTHONPATH=. python bench/engine_decode.py --arch kimi --hf --hf-batch 64
+    PYTHONPATH=. python -m bench.engine_decode --arch kimi --batch 1 16 64 --kv bf16 fp8_e4m3
+    PYTHONPATH=. python -m bench.engine_decode --arch kimi --batch 64 --integrity off sampled full
+    PYTHONPATH=. python -m bench.engine_decode --arch kimi --hf --hf-batch 64
 
 Results go to ``bench/results/engine_decode.json`` (``--out``).
 """
@@ -211,7 +211,12 @@ def main() -> None:
     parser.add_argument("--hf-new-tokens", type=int, default=128)
     parser.add_argument("--hf-naive-requests", type=int, default=4)
     parser.add_argument("--out", default="bench/results/engine_decode.json")
+    parser.add_argument("--plot", help="also draw decode tok/s per batch (needs matplotlib)")
+    parser.add_argument("--replot", action="store_true", help="only redraw --plot from --out")
     args = parser.parse_args()
+    if args.replot:
+        plot(json.loads(Path(args.out).read_text()), args.plot)
+        return
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     models = {}
@@ -285,6 +290,36 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}")
+    if args.plot:
+        plot(report, args.plot)
+
+
+def plot(report: dict, path: str) -> None:
+    """Decode tokens/s (best of the rounds) against batch size, one panel per architecture."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in report["decode"] if r["integrity"] == "off"] or report["decode"]
+    archs = sorted({r["arch"] for r in rows})
+    figure, axes = plt.subplots(1, len(archs), figsize=(4 * len(archs), 3.2), squeeze=False)
+    for axis, arch in zip(axes[0], archs, strict=True):
+        for kv in sorted({r["kv_cache_dtype"] for r in rows}):
+            points = sorted(
+                (r["batch"], r["best_decode_tokens_per_s"])
+                for r in rows
+                if r["arch"] == arch and r["kv_cache_dtype"] == kv
+            )
+            axis.plot(*zip(*points, strict=True), marker="o", label=f"{kv} KV")
+        axis.set_title(f"{arch}-tiny, {report['model_dtype']} weights")
+        axis.set_xlabel("concurrent sequences (decode batch)")
+        axis.set_ylabel("decode tokens/s")
+        axis.set_xscale("log", base=2)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

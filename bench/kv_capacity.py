@@ -5,7 +5,7 @@ checkpoints of cpu-anchors.md, plus one real allocation per tiny model to confir
 tensors take the bytes the arithmetic says. Scale bytes (FP8: one float32 per layer and component)
 are reported separately; they are a fixed cost, not per token.
 
-    PYTHONPATH=. python bench/kv_capacity.py  # -> bench/results/kv_capacity.json
+    PYTHONPATH=. python -m bench.kv_capacity  # -> bench/results/kv_capacity.json
 """
 
 from __future__ import annotations
