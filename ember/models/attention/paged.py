@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from ember.models.attention.backend import BatchLayout
 from ember.models.kv.fp8 import dequantize_fp8_lut, fp8_lut
@@ -76,15 +77,21 @@ class AttentionGroup:
     valid: torch.Tensor | None  # (B, Q) bool: which padded queries are real
     allowed: torch.Tensor  # (B, Q, L) bool: causal and within the sequence
     _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)
-    _head_pages: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict)
+    _head_pages: dict[tuple[int, int, bool], torch.Tensor] = field(default_factory=dict)
 
-    def head_pages(self, num_heads: int, pool_pages: int) -> torch.Tensor:
-        """``(H * B * P,)`` rows of a ``(H * pool_pages, S * W)`` view: every head's pages."""
-        key = (num_heads, pool_pages)
+    def head_pages(self, num_heads: int, pool_pages: int, heads_first: bool) -> torch.Tensor:
+        """Rows of a ``(H * pool_pages, S * W)`` view holding every head's pages, ordered
+        ``(H, B, P)`` when ``heads_first`` else ``(B, H, P)``."""
+        key = (num_heads, pool_pages, heads_first)
         found = self._head_pages.get(key)
         if found is None:
-            offsets = torch.arange(num_heads, dtype=torch.int64).unsqueeze(1) * pool_pages
-            found = self._head_pages[key] = (offsets + self.pages.unsqueeze(0)).view(-1)
+            offsets = torch.arange(num_heads, dtype=torch.int64) * pool_pages
+            pages = self.pages.view(self.num_seqs, 1, self.num_pages)
+            if heads_first:
+                found = offsets.view(-1, 1, 1) + pages.view(1, self.num_seqs, self.num_pages)
+            else:
+                found = offsets.view(1, -1, 1) + pages
+            found = self._head_pages[key] = found.reshape(-1)
         return found
 
     @property
@@ -249,16 +256,26 @@ class PagedAttentionBackend:
                 batch.digests += words.view(torch.int64).sum(dim=1)
 
     def _gather(
-        self, cache: torch.Tensor, group: AttentionGroup, dtype: torch.dtype, role: str = "kv"
+        self,
+        cache: torch.Tensor,
+        group: AttentionGroup,
+        dtype: torch.dtype,
+        role: str = "kv",
+        heads_first: bool = True,
     ) -> torch.Tensor:
-        """``group``'s pages of every head of one layer: ``(H, B, L, W)`` in ``dtype`` (scratch).
+        """``group``'s pages of every head of one layer in ``dtype`` (scratch): ``(H, B, L, W)``
+        when ``heads_first``, else ``(B, H, L, W)``.
 
         ``cache`` is one layer, ``(H, pages, S, W)``; one ``index_select`` copies whole pages.
         """
         heads, pool_pages, _, width = cache.shape
         page_rows = cache.view(heads * pool_pages, -1)  # (H * pages, S*W), contiguous
-        index = group.pages if heads == 1 else group.head_pages(heads, pool_pages)
-        shape = (heads, group.num_seqs, group.max_context, width)
+        if heads == 1:
+            index = group.pages
+        else:
+            index = group.head_pages(heads, pool_pages, heads_first)
+        b, ctx = group.num_seqs, group.max_context
+        shape = (heads, b, ctx, width) if heads_first else (b, heads, ctx, width)
         raw = self.workspace.take((index.numel(), page_rows.shape[1]), cache.dtype, "raw" + role)
         torch.index_select(page_rows, 0, index, out=raw)
         if cache.dtype == dtype:
@@ -287,6 +304,22 @@ class PagedAttentionBackend:
         out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            if head_dim == v_dim:
+                # PyTorch's fused CPU attention, KV heads shared by their query groups.
+                keys = self._gather(k_cache, group, q.dtype, "k", heads_first=False)
+                values = self._gather(v_cache, group, q.dtype, "v", heads_first=False)
+                mixed = F.scaled_dot_product_attention(
+                    group.select(q).transpose(1, 2),  # (B, H, Q, D)
+                    keys,  # (B, Hkv, L, D)
+                    values,
+                    attn_mask=group.bias(q.dtype).transpose(1, 2),  # (B, 1, Q, L)
+                    scale=1.0,  # already folded into q
+                    enable_gqa=True,
+                )  # (B, H, Q, Dv)
+                if v_scale != 1.0:
+                    mixed *= v_scale
+                group.scatter(out, mixed.transpose(1, 2))
+                continue
             # All KV heads in one batched matmul: batch = (KV head, sequence).
             queries = group.select(q).view(b, nq, num_kv_heads, group_size, head_dim)
             rows = queries.permute(2, 0, 1, 3, 4).reshape(num_kv_heads * b, nq * group_size, -1)

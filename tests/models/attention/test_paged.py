@@ -17,8 +17,10 @@ PAGE = 4
 
 
 def _spec(kind: str, dtype: str) -> KVSpec:
-    if kind == "gqa":
+    if kind == "gqa":  # value dim != key dim: the bmm path
         return KVSpec("gqa", 2, dtype, num_kv_heads=2, head_dim=8, v_head_dim=6)
+    if kind == "gqa-sdpa":  # equal dims: PyTorch's fused attention
+        return KVSpec("gqa", 2, dtype, num_kv_heads=2, head_dim=8, v_head_dim=8)
     return KVSpec(
         "mla",
         2,
@@ -40,7 +42,7 @@ def _rounds(rng: random.Random, num_seqs: int, num_rounds: int):
             lengths[m] += q
 
 
-@pytest.mark.parametrize("kind", ["gqa", "mla", "dsa"])
+@pytest.mark.parametrize("kind", ["gqa", "gqa-sdpa", "mla", "dsa"])
 @pytest.mark.parametrize("dtype", ["float32", "bf16", "fp8_e4m3"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int) -> None:
@@ -68,9 +70,9 @@ def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int)
         slow = NaiveCacheBackend(store, [f"s{m}" for m in members], layout, dtype, scales)
         t = layout.num_tokens
         for layer in range(spec.num_layers):
-            if kind == "gqa":
+            if kind.startswith("gqa"):
                 q = torch.randn(t, 4, 8)
-                k, v = torch.randn(t, 2, 8), torch.randn(t, 2, 6) * 3
+                k, v = torch.randn(t, 2, 8), torch.randn(t, 2, spec.v_head_dim) * 3
                 got, want = fast.gqa(layer, q, k, v, 0.3), slow.gqa(layer, q, k, v, 0.3)
             else:
                 args = (
