@@ -134,11 +134,14 @@ def measure_decode(
     ):
         engine.step()
     engine.step()  # one warm decode step (workspace buffers, caches)
+    checker_start = engine.checker.stats.cpu_seconds if engine.checker else 0.0
     start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         engine.step()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    checker_cpu = engine.checker.stats.cpu_seconds - checker_start if engine.checker else 0.0
     return {
+        "integrity_cpu_share": checker_cpu / cpu,
         "steps_per_s": steps / elapsed,
         "tokens_per_s": steps * batch / elapsed,
         # CPU seconds per step, all threads: less sensitive than wall time to other processes
@@ -147,15 +150,19 @@ def measure_decode(
     }
 
 
-def measure_generate(model: Any, config: Any, dtype: str, kv: str, batch: int, new: int) -> float:
-    """Output tokens/s serving ``batch`` requests end to end (prefill + ``new`` tokens each)."""
+def measure_generate(
+    model: Any, config: Any, dtype: str, kv: str, batch: int, new: int
+) -> tuple[float, float]:
+    """Output tokens per wall second and per CPU second serving ``batch`` requests end to end
+    (prefill + ``new`` tokens each)."""
     engine = _engine(model, config, dtype, kv, "off", batch)
     prompts = _prompts(batch, seed=1)
     stop = StopCriteria(max_tokens=new, ignore_eos=True)
     engine.generate(prompts[:1], StopCriteria(max_tokens=2, ignore_eos=True))  # warm-up
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     engine.generate(prompts, stop)
-    return batch * new / (time.perf_counter() - start)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return batch * new / wall, batch * new / cpu
 
 
 def measure_hf(model: Any, dtype: str, batch: int, new: int, naive_requests: int) -> dict:
@@ -171,14 +178,21 @@ def measure_hf(model: Any, dtype: str, batch: int, new: int, naive_requests: int
     kwargs = dict(do_sample=False, min_new_tokens=new, max_new_tokens=new, pad_token_id=0)
     with torch.inference_mode():
         hf.generate(prompts[:1], max_new_tokens=2, do_sample=False, pad_token_id=0)  # warm-up
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         hf.generate(prompts, **kwargs)
         static = batch * new / (time.perf_counter() - start)
-        start = time.perf_counter()
+        static_cpu = batch * new / (time.process_time() - cpu_start)
+        start, cpu_start = time.perf_counter(), time.process_time()
         for row in range(naive_requests):
             hf.generate(prompts[row : row + 1], **kwargs)
         naive = naive_requests * new / (time.perf_counter() - start)
-    return {"hf_static_tokens_per_s": static, "hf_naive_tokens_per_s": naive}
+        naive_cpu = naive_requests * new / (time.process_time() - cpu_start)
+    return {
+        "hf_static_tokens_per_s": static,
+        "hf_naive_tokens_per_s": naive,
+        "hf_static_tokens_per_cpu_s": static_cpu,
+        "hf_naive_tokens_per_cpu_s": naive_cpu,
+    }
 
 
 def _build(arch: str, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -238,7 +252,8 @@ def main() -> None:
             samples[key].append(result)
             print(
                 f"round {round_index} {key}: {result['tokens_per_s']:.0f} tok/s, "
-                f"{result['cpu_ms_per_step']:.2f} CPU ms/step",
+                f"{result['cpu_ms_per_step']:.2f} CPU ms/step, "
+                f"integrity {100 * result['integrity_cpu_share']:.2f}% of CPU",
                 flush=True,
             )
     rows = []
@@ -253,6 +268,7 @@ def main() -> None:
                 "decode_tokens_per_s": statistics.median(r["tokens_per_s"] for r in runs),
                 "best_decode_tokens_per_s": max(r["tokens_per_s"] for r in runs),
                 "cpu_ms_per_step": statistics.median(r["cpu_ms_per_step"] for r in runs),
+                "integrity_cpu_share": statistics.median(r["integrity_cpu_share"] for r in runs),
                 "runs": runs,
             }
         )
@@ -267,9 +283,11 @@ def main() -> None:
                 )
             )
             for kv in args.kv:
-                entry[f"ember_{kv}_tokens_per_s"] = measure_generate(
+                wall, cpu = measure_generate(
                     model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens
                 )
+                entry[f"ember_{kv}_tokens_per_s"] = wall
+                entry[f"ember_{kv}_tokens_per_cpu_s"] = cpu
             baselines.append(entry)
             print(json.dumps(entry), flush=True)
     report = {

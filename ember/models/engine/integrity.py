@@ -36,6 +36,9 @@ class IntegrityStats:
     slots_digested: int = 0  # content re-digests
     failures: int = 0  # sequences that failed a check during a step
     reuse_failures: int = 0  # prefix-cache pages that failed before reuse (block manager)
+    # Process CPU time spent stamping and checking around the forward (the per-layer digest
+    # sums inside the forward are not included: a few small int64 sums per layer).
+    cpu_seconds: float = 0.0
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ token), so prefill tokens do not pay for the vocabulary projection. Sampling goe
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -103,12 +104,14 @@ class ModelRunner:
             layout, [s.seq.block_table for s in scheduled], page_size, self.pool.padding_page
         )
         if checker is not None:
+            started = time.process_time()
             checker.stamp_tokens(
                 batch.slot_mapping.numpy(),
                 np.array(chain_list, dtype=np.uint64),
                 np.array(position_list, dtype=np.int32),
             )
             batch.digests = torch.zeros(len(token_list), dtype=torch.int64)
+            checker.stats.cpu_seconds += time.process_time() - started
         backend = PagedAttentionBackend(self.pool, batch, self.workspace)
         sample_rows: list[int] = []
         row = 0
@@ -126,20 +129,9 @@ class ModelRunner:
                 logits = None
         failures: list[IntegrityFailure] = []
         if checker is not None:
-            if batch.digests is not None:  # summed by the backend as it stored each layer
-                checker.sidecar.digest[batch.slot_mapping.numpy()] = batch.digests.numpy().view(
-                    np.uint64
-                )
-            else:
-                checker.stamp_content(batch.slot_mapping.numpy())
-            failures = checker.check_step(self._reads(batch, scheduled), self.num_steps)
-            # Everything stamped up to now has been checked by the sequences that passed.
-            failed_now = {f.seq_index for f in failures}
-            sidecar = checker.sidecar
-            sidecar.epoch += 1
-            for index, entry in enumerate(scheduled):
-                if index not in failed_now:
-                    entry.seq.integrity_epoch = sidecar.epoch
+            started = time.process_time()
+            failures = self._verify(checker, batch, scheduled)
+            checker.stats.cpu_seconds += time.process_time() - started
         tokens: list[int | None] = [None] * len(scheduled)
         if logits is not None:
             failed = {f.seq_index for f in failures}
@@ -155,6 +147,25 @@ class ModelRunner:
                     tokens[entries[row]] = token
         self.num_steps += 1
         return StepResult(tokens, failures)
+
+    def _verify(
+        self, checker: IntegrityChecker, batch: PagedBatch, scheduled: list[ScheduledSeq]
+    ) -> list[IntegrityFailure]:
+        """Stamp what this step wrote, then check what it read (before anything is sampled)."""
+        slots = batch.slot_mapping.numpy()
+        if batch.digests is not None:  # summed by the backend as it stored each layer
+            checker.sidecar.digest[slots] = batch.digests.numpy().view(np.uint64)
+        else:
+            checker.stamp_content(slots)
+        failures = checker.check_step(self._reads(batch, scheduled), self.num_steps)
+        # Everything stamped up to now has been checked by the sequences that passed.
+        failed = {f.seq_index for f in failures}
+        sidecar = checker.sidecar
+        sidecar.epoch += 1
+        for index, entry in enumerate(scheduled):
+            if index not in failed:
+                entry.seq.integrity_epoch = sidecar.epoch
+        return failures
 
     def _reads(self, batch: PagedBatch, scheduled: list[ScheduledSeq]) -> list[StepReads]:
         """Per attention group: the pages its sequences read and the chains they expect."""
