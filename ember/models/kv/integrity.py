@@ -94,9 +94,10 @@ class KVSidecar:
         self.chain = np.zeros(num_slots, dtype=np.uint64)
         self.position = np.full(num_slots, -1, dtype=np.int32)
         self.digest = np.zeros(num_slots, dtype=np.uint64)
-        # When each page's stamps last changed (a write or a clear), in ``epoch`` units (the
-        # engine advances ``epoch`` once per step): a reader that checked its pages at epoch e
-        # only needs to re-check ownership of pages changed since.
+        # When each page's first slot was last restamped (a clear for a new owner, or the write
+        # of the page's first token), in ``epoch`` units (the engine advances ``epoch`` once per
+        # step): a reader that checked its pages at epoch e only needs to re-check the first
+        # slot of pages restamped since. A page changes hands only through both.
         self.epoch = 0
         self.page_epoch = np.full(num_pages, -1, dtype=np.int64)
 
@@ -136,7 +137,8 @@ class KVSidecar:
         """Record who writes ``slots`` (before the forward that writes them)."""
         self.chain[slots] = chains
         self.position[slots] = positions
-        self.page_epoch[slots // self.page_size] = self.epoch
+        firsts = slots[slots % self.page_size == 0]
+        self.page_epoch[firsts // self.page_size] = self.epoch
 
     def stamp_content(self, slots: np.ndarray) -> None:
         """Record the bytes just written to ``slots`` (after the forward)."""
