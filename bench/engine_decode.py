@@ -109,9 +109,17 @@ def _prompts(count: int, seed: int = 0) -> list[list[int]]:
     return [[rng.randrange(8192) for _ in range(PROMPT_LEN)] for _ in range(count)]
 
 
-def _engine(model: Any, config: Any, dtype: str, kv: str, integrity: str, batch: int) -> LLMEngine:
+def _engine(
+    model: Any,
+    config: Any,
+    dtype: str,
+    kv: str,
+    integrity: str,
+    batch: int,
+    kv_cache_bytes: int = 1 << 30,
+) -> LLMEngine:
     engine_config = EngineConfig(
-        kv_cache_bytes=1 << 30,
+        kv_cache_bytes=kv_cache_bytes,
         page_size=16,
         max_num_seqs=max(batch, 1),
         max_num_batched_tokens=max(2048, batch),
@@ -151,11 +159,17 @@ def measure_decode(
 
 
 def measure_generate(
-    model: Any, config: Any, dtype: str, kv: str, batch: int, new: int
+    model: Any,
+    config: Any,
+    dtype: str,
+    kv: str,
+    batch: int,
+    new: int,
+    kv_cache_bytes: int = 1 << 30,
 ) -> tuple[float, float]:
     """Output tokens per wall second and per CPU second serving ``batch`` requests end to end
     (prefill + ``new`` tokens each)."""
-    engine = _engine(model, config, dtype, kv, "off", batch)
+    engine = _engine(model, config, dtype, kv, "off", batch, kv_cache_bytes)
     prompts = _prompts(batch, seed=1)
     stop = StopCriteria(max_tokens=new, ignore_eos=True)
     engine.generate(prompts[:1], StopCriteria(max_tokens=2, ignore_eos=True))  # warm-up
@@ -224,6 +238,13 @@ def main() -> None:
     parser.add_argument("--hf-batch", type=int, default=64)
     parser.add_argument("--hf-new-tokens", type=int, default=128)
     parser.add_argument("--hf-naive-requests", type=int, default=4)
+    parser.add_argument(
+        "--equal-budget-seqs",
+        type=int,
+        default=0,
+        help="also serve --hf-batch requests with a KV budget that holds this many whole BF16 "
+        "sequences (prompt + new tokens), in each --kv dtype: FP8 over BF16 at equal bytes",
+    )
     parser.add_argument("--out", default="bench/results/engine_decode.json")
     parser.add_argument("--plot", help="also draw decode tok/s per batch (needs matplotlib)")
     parser.add_argument("--replot", action="store_true", help="only redraw --plot from --out")
@@ -290,6 +311,21 @@ def main() -> None:
                 entry[f"ember_{kv}_tokens_per_cpu_s"] = cpu
             baselines.append(entry)
             print(json.dumps(entry), flush=True)
+    equal_budget = []
+    if args.equal_budget_seqs:
+        for arch in args.arch:
+            model, config = models[arch]
+            tokens = PROMPT_LEN + args.hf_new_tokens
+            budget = args.equal_budget_seqs * tokens * kv_layout_for(config, "bf16").cell_size
+            entry = {"arch": arch, "requests": args.hf_batch, "kv_cache_bytes": budget}
+            for kv in args.kv:
+                wall, cpu = measure_generate(
+                    model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens, budget
+                )
+                entry[f"{kv}_tokens_per_s"] = wall
+                entry[f"{kv}_tokens_per_cpu_s"] = cpu
+            equal_budget.append(entry)
+            print(json.dumps(entry), flush=True)
     report = {
         "benchmark": "engine_decode",
         "machine": {
@@ -303,6 +339,7 @@ def main() -> None:
         "repeats": args.repeats,
         "decode": rows,
         "hf_comparison": baselines,
+        "equal_kv_budget": equal_budget,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
