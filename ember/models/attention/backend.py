@@ -12,7 +12,14 @@ only (already projected, normed and rotated). The backend must
 1. store exactly the cached quantities it is given (GQA: ``k`` and ``v``; MLA: the latent and the
    rotary key; DSA: the indexer key), in whatever layout and dtype it likes (paged, FP8...), and
 2. attend causally: a new token at position ``p`` sees its own sequence's tokens ``0..p`` and
-   nothing of any other sequence.
+   nothing of any other sequence, and
+3. return results in the dtype of the query it was given (computing in any precision).
+
+Call order within one layer: ``gqa`` (GLM-4.x) or ``mla`` (Kimi, GLM-5.x). A GLM-5.x layer whose
+``indexer_types`` entry is ``"full"`` first calls ``indexer_topk`` and passes its result to
+``mla``; a ``"shared"`` layer calls only ``mla``, with the selection of the closest full layer
+before it (no indexer keys are cached for shared layers). ``ember.models.attention.dense`` is the
+reference implementation every other backend is compared with.
 
 Shape letters: ``T`` new tokens in the batch, ``H`` query heads, ``Hkv`` KV heads, ``D`` head dim,
 ``Dv`` value head dim, ``C`` MLA latent rank (``kv_lora_rank``), ``R`` rotary dim
@@ -118,7 +125,9 @@ class AttentionBackend(Protocol):
         """DSA indexer (GLM-5.x): pick each token's ``topk`` context positions.
 
         ``index_score(t, j) = sum_h index_weights[t, h] * relu(index_q[t, h] . index_k[j] * scale)``
-        over causal positions ``j``; returns ``(T, K)`` positions (``-1`` padded), or ``None``
-        when every token's context fits in ``topk`` (attention is then dense).
+        over causal positions ``j``; returns ``(T, topk)`` int64 positions in any order (``-1``
+        for unused slots, e.g. a token with fewer than ``topk`` causal positions), or ``None``
+        when every sequence's total length is at most ``topk`` (attention is then dense). The new
+        keys are cached either way.
         """
         ...

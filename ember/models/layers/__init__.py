@@ -1,0 +1,1 @@
+"""Building blocks shared by the three architectures: norms, rotary, MLPs, MoE, attention."""
