@@ -137,7 +137,9 @@ def test_empirical_frequencies_match_the_filtered_distribution() -> None:
 
 
 def test_penalties_on_a_hand_checked_case() -> None:
-    params = SamplingParams(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=1.0)
+    params = SamplingParams(
+        temperature=0.0, repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=1.0
+    )
     state = SamplingState.create(params, 6, prompt_token_ids=[0])
     for token in (1, 1, 2):
         state.append(token)
