@@ -4,8 +4,9 @@ Shapes: the tiny checkpoints' linear layers (hidden 256, routed expert 128, dens
 8192) and one GLM-5.2 routed expert (hidden 6144, expert width 2048: gate/up are 2048 x 6144,
 down is 6144 x 2048). Batches of 1 (decode of one sequence) and 64 rows (64 concurrent decodes).
 Every method is timed in the same process, interleaved round by round in a shuffled order, and
-reported as the median per call and as a ratio to BF16 measured in the same rounds; the machine
-is shared, so ratios are the point. Each method's output is also compared with a float32
+reported as the fastest and the median time per call, and as a ratio to BF16 in the same run
+(fastest over fastest, and the median of per-round ratios); the machine is shared, so ratios
+are the point. Each method's output is also compared with a float32
 matmul of the dense weights it was quantized from (quantization error) and with its own
 reference path (fast-path error).
 
@@ -63,7 +64,7 @@ SHAPES = {  # name -> (out_features, in_features)
     "GLM-5.2 expert down": (6144, 2048),
 }
 BATCHES = (1, 64)
-MIN_SAMPLE_S = 0.02  # each timing sample repeats a call until it lasts at least this long
+MIN_SAMPLE_S = 0.03  # each timing sample repeats a call until it lasts at least this long
 
 
 Dequantizer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -182,7 +183,10 @@ def bench_shape(
                 "method": method,
                 "median_ms": statistics.median(samples[method]) * 1e3,
                 "min_ms": min(samples[method]) * 1e3,
-                "ratio_to_bf16": statistics.median(ratios[method]),
+                # The box is shared: the fastest sample is the least disturbed one, so the
+                # ratio of minima is the headline and the median of per-round ratios a check.
+                "ratio_to_bf16": min(samples[method]) / min(samples["bf16"]),
+                "median_round_ratio_to_bf16": statistics.median(ratios[method]),
                 "rel_error_vs_dense_fp32": _rel(out, references["dense"]),
                 "rel_error_vs_own_reference": _rel(out, references[ref]),
             }
@@ -314,7 +318,7 @@ def main() -> None:
     for row in results:
         print(
             f"{row['shape']:24s} b{row['batch']:<3d} {row['method']:30s} "
-            f"{row['median_ms']:9.3f} ms  x{row['ratio_to_bf16']:7.2f}  "
+            f"{row['min_ms']:9.3f} ms  x{row['ratio_to_bf16']:7.2f}  "
             f"err {row['rel_error_vs_dense_fp32']:.4f}"
         )
 

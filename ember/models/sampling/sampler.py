@@ -1,14 +1,15 @@
 """The batched sampler: one step of next-token choice for B requests with per-row parameters.
 
 ``Sampler()(logits (B, V), states)`` -> ``SamplerOutput`` (token ids, and logprobs when asked).
-Per row, in this order (vLLM's): penalties (repetition, then frequency/presence) on the logits;
-greedy rows take the argmax; the others divide by their temperature, softmax, optionally cut to
-top-k / top-p, and draw.
+Per row, in this order: ``logit_bias`` added, EOS/stop ids masked before ``min_tokens``, penalties
+(repetition, then frequency/presence); greedy rows take the argmax; the others divide by their
+temperature, softmax, optionally cut (top-k, then top-p on the renormalised top-k mass, and
+min-p relative to the most likely token), and draw.
 
 The draw is inverse-CDF with **one uniform number per row from the request's own generator**
 (``torch.rand(1, dtype=float64, generator=g)``): every row's result depends only on its logits and
-its generator, never on batch composition. Token order for the CDF: rows with a top-k or top-p
-cut use probabilities sorted descending (stable, ties by token id); rows without use plain
+its generator, never on batch composition. Token order for the CDF: rows with a cut use
+probabilities sorted descending (stable, ties by token id); rows without use plain
 vocabulary order (no sort). ``reference.sample_row_reference`` does the same arithmetic one row at
 a time in float64 with Python loops; tests compare the two.
 
@@ -38,13 +39,33 @@ class SamplerOutput:
     top_logprobs: torch.Tensor | None  # (B, K) float32, descending; rows asking fewer: use [:k]
 
 
-def apply_penalties(logits: torch.Tensor, states: Sequence[SamplingState]) -> torch.Tensor:
-    """Penalised float32 copy of ``logits`` (B, V); rows without penalties are untouched."""
+def process_logits(logits: torch.Tensor, states: Sequence[SamplingState]) -> torch.Tensor:
+    """A float32 copy of ``logits`` (B, V) with, per row: ``logit_bias`` added, ending tokens
+    masked before ``min_tokens``, then the repetition, frequency and presence penalties."""
     out = logits.float().clone()
+    device = out.device
+    rows, cols, values = [], [], []
+    for i, state in enumerate(states):
+        for token, bias in state.params.logit_bias:
+            rows.append(i)
+            cols.append(token)
+            values.append(bias)
+        if state.before_min_tokens:
+            for token in state.ending_token_ids:
+                rows.append(i)
+                cols.append(token)
+                values.append(float("-inf"))
+    if rows:
+        index = (torch.tensor(rows, device=device), torch.tensor(cols, device=device))
+        out.index_put_(index, torch.tensor(values, device=device), accumulate=True)
+    return _apply_penalties(out, states)
+
+
+def _apply_penalties(out: torch.Tensor, states: Sequence[SamplingState]) -> torch.Tensor:
     rows = [i for i, s in enumerate(states) if s.output_counts is not None]
     if not rows:
         return out
-    index = torch.tensor(rows, device=logits.device)
+    index = torch.tensor(rows, device=out.device)
     sub = out[index]
     counts = torch.stack([states[i].output_counts for i in rows]).to(sub.device)  # type: ignore[misc]
     seen = counts > 0
@@ -80,15 +101,15 @@ class Sampler:
                 f"{tuple(logits.shape)} for {len(states)} states"
             )
         batch = logits.shape[0]
-        penalised = apply_penalties(logits, states)
+        penalised = process_logits(logits, states)
         tokens = torch.empty(batch, dtype=torch.long, device=logits.device)
         greedy = [i for i, s in enumerate(states) if s.params.greedy]
         if greedy:
             index = torch.tensor(greedy, device=logits.device)
             tokens[index] = penalised[index].argmax(dim=-1)
         sampled = [i for i, s in enumerate(states) if not s.params.greedy]
-        cut = [i for i in sampled if _has_cut(states[i])]
-        plain = [i for i in sampled if not _has_cut(states[i])]
+        cut = [i for i in sampled if states[i].params.has_cut]
+        plain = [i for i in sampled if not states[i].params.has_cut]
         for rows, sort in ((cut, True), (plain, False)):
             if rows:
                 index = torch.tensor(rows, device=logits.device)
@@ -100,10 +121,6 @@ class Sampler:
             for state, token in zip(states, tokens.tolist(), strict=True):
                 state.append(token)
         return output
-
-
-def _has_cut(state: SamplingState) -> bool:
-    return state.params.effective_top_k > 0 or state.params.top_p < 1.0
 
 
 def _draw(logits: torch.Tensor, states: list[SamplingState], *, sort: bool) -> torch.Tensor:
@@ -119,8 +136,13 @@ def _draw(logits: torch.Tensor, states: list[SamplingState], *, sort: bool) -> t
             [s.params.effective_top_k or vocab for s in states], device=logits.device
         ).unsqueeze(1)
         top_p = _column([s.params.top_p for s in states], probs)
-        before = torch.cumsum(probs, dim=-1) - probs  # mass strictly ahead of each token
-        drop = (rank >= top_k) | ((before >= top_p) & (top_p < 1.0))
+        min_p = _column([s.params.min_p for s in states], probs)
+        outside_k = rank >= top_k
+        # top-p looks at the distribution renormalised after the top-k cut (as HF and vLLM do).
+        within_k = probs.masked_fill(outside_k, 0.0)
+        within_k = within_k / within_k.sum(dim=-1, keepdim=True)
+        before = torch.cumsum(within_k, dim=-1) - within_k  # mass strictly ahead of each token
+        drop = outside_k | ((before >= top_p) & (top_p < 1.0)) | (probs < min_p * probs[:, :1])
         drop[:, 0] = False  # the most likely token always stays
         probs = probs.masked_fill(drop, 0.0)
         kept = vocab - drop.sum(dim=-1, keepdim=True)

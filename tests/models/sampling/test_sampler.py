@@ -13,7 +13,7 @@ from ember.models.sampling import (
     Sampler,
     SamplingParams,
     SamplingState,
-    apply_penalties,
+    process_logits,
     sample_row_reference,
 )
 
@@ -28,7 +28,13 @@ def _random_params(rng: random.Random, seed: int) -> SamplingParams:
         temperature=rng.choice([0.0, 0.3, 0.7, 1.0, 1.6, 2.0]),
         top_p=rng.choice([1.0, 1.0, 0.9, 0.5, 0.05]),
         top_k=rng.choice([0, 0, -1, 1, 5, 40, 500]),
+        min_p=rng.choice([0.0, 0.0, 0.05, 0.3]),
         seed=seed,
+        min_tokens=rng.choice([0, 0, 3, 40]),
+        stop_token_ids=tuple(rng.sample(range(VOCAB), rng.choice([0, 2]))),
+        logit_bias=tuple((t, rng.uniform(-100, 100)) for t in rng.sample(range(VOCAB), 3))
+        if rng.random() < 0.3
+        else (),
         repetition_penalty=rng.choice([1.0, 1.0, 1.3, 0.7]),
         frequency_penalty=rng.choice([0.0, 0.0, 0.5, -1.0]),
         presence_penalty=rng.choice([0.0, 0.0, 1.5, -0.5]),
@@ -37,8 +43,11 @@ def _random_params(rng: random.Random, seed: int) -> SamplingParams:
     )
 
 
+EOS = (0, 96)
+
+
 def _states(params: list[SamplingParams]) -> list[SamplingState]:
-    return [SamplingState.create(p, VOCAB, PROMPT) for p in params]
+    return [SamplingState.create(p, VOCAB, PROMPT, eos_token_ids=EOS) for p in params]
 
 
 @pytest.mark.parametrize("trial", range(6))
@@ -144,7 +153,7 @@ def test_penalties_on_a_hand_checked_case() -> None:
     for token in (1, 1, 2):
         state.append(token)
     logits = torch.tensor([[4.0, 4.0, -2.0, 3.0, -1.0, 0.0]])
-    got = apply_penalties(logits, [state])[0].tolist()
+    got = process_logits(logits, [state])[0].tolist()
     # token 0: prompt only -> 4 / 2 = 2 (no frequency/presence: those count generated tokens)
     # token 1: generated twice -> 4 / 2 - 0.5 * 2 - 1 = 0
     # token 2: generated once, negative -> -2 * 2 - 0.5 - 1 = -5.5
@@ -172,6 +181,8 @@ def test_shape_mismatch_and_bad_stop_ids() -> None:
         Sampler()(torch.zeros(2, VOCAB), _states([SamplingParams()]))
     with pytest.raises(InvalidModelInput, match="below the vocabulary size 97"):
         SamplingState.create(SamplingParams(stop_token_ids=(97,)), VOCAB)
+    with pytest.raises(InvalidModelInput, match="logit_bias must name token ids"):
+        SamplingState.create(SamplingParams(logit_bias=((200, 1.0),)), VOCAB)
 
 
 def test_top_p_keeps_the_smallest_set_reaching_p() -> None:
@@ -183,3 +194,41 @@ def test_top_p_keeps_the_smallest_set_reaching_p() -> None:
     assert seen == {0, 1}
     reference = SamplingState.create(SamplingParams(top_p=0.5, seed=3), 4)
     assert {sample_row_reference(logits[0], reference).token for _ in range(200)} == {0, 1}
+
+
+def test_top_p_applies_to_the_mass_renormalised_after_top_k() -> None:
+    """probs 0.4, 0.3, 0.2, 0.1; top-k 2 leaves 4/7, 3/7; top-p 0.5 then keeps only the first
+    (mass ahead of the second is 4/7 >= 0.5), whereas over the full mass (0.4 < 0.5) it would
+    keep two."""
+    logits = torch.tensor([[0.4, 0.3, 0.2, 0.1]]).log()
+    params = SamplingParams(top_k=2, top_p=0.5, seed=1)
+    fast, slow = SamplingState.create(params, 4), SamplingState.create(params, 4)
+    assert {int(Sampler()(logits, [fast]).token_ids[0]) for _ in range(100)} == {0}
+    assert {sample_row_reference(logits[0], slow).token for _ in range(100)} == {0}
+
+
+def test_min_p_keeps_tokens_above_a_fraction_of_the_best() -> None:
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    state = SamplingState.create(SamplingParams(min_p=0.4, seed=2), 4)  # keeps p >= 0.2
+    assert {int(Sampler()(logits, [state]).token_ids[0]) for _ in range(200)} == {0, 1}
+
+
+def test_min_tokens_masks_eos_and_stop_ids_then_lets_them_through() -> None:
+    logits = torch.tensor([[5.0, 0.0, 0.0, 9.0]])  # token 3 (EOS) dominates
+    params = SamplingParams(temperature=0.0, min_tokens=2, stop_token_ids=(0,))
+    state = SamplingState.create(params, 4, eos_token_ids=(3,))
+    tokens = [int(Sampler()(logits, [state]).token_ids[0]) for _ in range(3)]
+    assert tokens == [1, 1, 3]
+    ignoring = SamplingState.create(
+        SamplingParams(temperature=0.0, min_tokens=2, ignore_eos=True), 4, eos_token_ids=(3,)
+    )
+    assert int(Sampler()(logits, [ignoring]).token_ids[0]) == 3  # EOS is an ordinary token
+
+
+def test_logit_bias_moves_the_choice() -> None:
+    logits = torch.tensor([[1.0, 2.0, 3.0]])
+    state = SamplingState.create(SamplingParams(temperature=0.0, logit_bias=((0, 5.0),)), 3)
+    assert int(Sampler()(logits, [state]).token_ids[0]) == 0
+    banned = SamplingState.create(SamplingParams(seed=1, logit_bias=((2, -100.0),)), 3)
+    draws = {int(Sampler()(logits, [banned]).token_ids[0]) for _ in range(100)}
+    assert 2 not in draws
