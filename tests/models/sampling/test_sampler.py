@@ -50,13 +50,16 @@ def _states(params: list[SamplingParams]) -> list[SamplingState]:
     return [SamplingState.create(p, VOCAB, PROMPT, eos_token_ids=EOS) for p in params]
 
 
-@pytest.mark.parametrize("trial", range(6))
+@pytest.mark.parametrize("candidates", [4, 1024])  # 4: the candidate shortcut and its fallback
+@pytest.mark.parametrize("trial", range(4))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_batched_sampler_equals_reference_token_for_token(trial: int, dtype: torch.dtype) -> None:
+def test_batched_sampler_equals_reference_token_for_token(
+    trial: int, dtype: torch.dtype, candidates: int
+) -> None:
     rng = random.Random(trial)
     params = [_random_params(rng, seed=1000 * trial + i) for i in range(12)]
     fast, slow = _states(params), _states(params)
-    sampler = Sampler()
+    sampler = Sampler(candidates=candidates)
     gen = torch.Generator().manual_seed(trial)
     for _ in range(15):
         # bf16 logits have many exact ties: the tie order (by token id) must match too.
@@ -232,3 +235,41 @@ def test_logit_bias_moves_the_choice() -> None:
     banned = SamplingState.create(SamplingParams(seed=1, logit_bias=((2, -100.0),)), 3)
     draws = {int(Sampler()(logits, [banned]).token_ids[0]) for _ in range(100)}
     assert 2 not in draws
+
+
+@pytest.mark.parametrize("candidates", [1, 2, 8, 30])
+def test_candidate_shortcut_equals_a_full_sort(candidates: int) -> None:
+    """Rows that keep more than the candidates, or tie the candidates' edge, are redone."""
+    from ember.models.sampling.draw import draw_cut
+
+    gen = torch.Generator().manual_seed(candidates)
+    # Coarse values: many exact ties, including at every candidate edge.
+    probs = torch.softmax((torch.randn(40, VOCAB, generator=gen) * 2).round(), dim=-1)
+    params = [
+        SamplingParams(top_p=p, top_k=k, min_p=m)
+        for p, k, m in zip(
+            [0.3, 0.9, 1.0, 0.99, 0.5] * 8,
+            [0, 0, 5, 0, 3, 0, 0, 0] * 5,
+            [0.0, 0.0, 0.0, 0.2, 0.0] * 8,
+            strict=True,
+        )
+        if p < 1.0 or k > 0 or m > 0
+    ]
+    probs = probs[: len(params)]
+    uniform = torch.rand(len(params), generator=gen, dtype=torch.float64)
+    full = draw_cut(probs, params, uniform, candidates=VOCAB)
+    assert torch.equal(draw_cut(probs, params, uniform, candidates=candidates), full)
+
+
+def test_callers_logits_are_never_modified() -> None:
+    logits = torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(5))
+    before = logits.clone()
+    params = [
+        SamplingParams(temperature=0.0),
+        SamplingParams(seed=1, logit_bias=((3, 50.0),), min_tokens=2),
+        SamplingParams(seed=2, frequency_penalty=1.0, repetition_penalty=1.5),
+    ]
+    states = _states(params)
+    for _ in range(3):
+        Sampler()(logits, states)
+    assert torch.equal(logits, before)
