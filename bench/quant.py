@@ -4,17 +4,17 @@ Shapes: the tiny checkpoints' linear layers (hidden 256, routed expert 128, dens
 8192) and one GLM-5.2 routed expert (hidden 6144, expert width 2048: gate/up are 2048 x 6144,
 down is 6144 x 2048). Batches of 1 (decode of one sequence) and 64 rows (64 concurrent decodes).
 Every method is timed in the same process, interleaved round by round in a shuffled order, and
-reported as the fastest and the median time per call, and as a ratio to BF16 in the same run
-(fastest over fastest, and the median of per-round ratios); the machine is shared, so ratios
-are the point. Each method's output is also compared with a float32
-matmul of the dense weights it was quantized from (quantization error) and with its own
-reference path (fast-path error).
+reported as the fastest and the median *CPU time* per call (process time, so waiting for a core
+on a shared box is not counted; ``--threads 1`` makes CPU time equal single-core work), and as a
+ratio to BF16 in the same run (fastest over fastest, and the median of per-round ratios).
+Each method's output is also compared with a float32 matmul of the dense weights it was
+quantized from (quantization error) and with its own reference path (fast-path error).
 
 Bytes: exact bytes per matrix for each scheme (checkpoint layout, and the INT4 CPU kernel's
 resident layout), and whole-model checkpoint bytes of GLM-5.2 from ember.models.accounting
 (the seed's 705 -> 421 GB, -40%, comes from INT4 routed experts with FP8 elsewhere).
 
-    python bench/quant.py [--rounds 5] [--threads 2] [--out bench/results/quant.json]
+    python bench/quant.py [--rounds 5] [--threads 1] [--out bench/results/quant.json]
         [--plot bench/results/quant.png]
 """
 
@@ -142,10 +142,12 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _sample(call: Callable[[], object], reps: int) -> float:
-    start = time.perf_counter()
+    # CPU time of this process, not wall time: on a box shared with other jobs, time spent
+    # waiting for a core is not the matmul's cost (run with --threads 1 for a clean reading).
+    start = time.process_time()
     for _ in range(reps):
         call()
-    return (time.perf_counter() - start) / reps
+    return (time.process_time() - start) / reps
 
 
 def bench_shape(
@@ -288,6 +290,7 @@ def main() -> None:
             "torch": torch.__version__,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "threads": args.threads,
+            "clock": "process CPU time",
             "cpu_count": os.cpu_count(),
             "platform": platform.platform(),
             "load_average_1min_before": load_before,

@@ -7,11 +7,12 @@ values as ``float8_e4m3fn``: ``w = fp8 * scale_inv``. Cost: 8 + 32/16384 = 8.002
 
 CPU compute (measured, bench/quant.py): torch 2.13 has no CPU kernel that multiplies FP8 weights
 without materialising them: ``torch._scaled_mm`` on CPU also quantizes the *activations* to FP8
-(W8A8, different numerics) and ran ~100x slower than a BF16 matmul here; an int8 detour is lossy.
+(W8A8, different numerics) and, in a one-off probe (not in the bench), ran some 400x slower than
+a BF16 matmul on a 2048 x 6144 weight at batch 1; an int8 detour is lossy.
 So the fast path dequantizes the whole matrix to the activation dtype on every call; the e4m3 ->
 bf16 conversion dominates, done here with integer bit moves (exact, faster than ``Tensor.to``,
 which converts element by element; a 256-entry lookup table was no faster). A ``torch.compile``d
-dequantization is ~4x faster still (bench/quant.py) but needs a C compiler at run time, seconds
+dequantization is 2-5x faster still (bench/quant.py) but needs a C compiler at run time, seconds
 of compiling per weight shape, and dynamo's per-function recompile limit (8) is below the number
 of distinct shapes of a GLM-5 layer stack, so it is measured, not used. On CPU, FP8 weights save
 memory and checkpoint bytes, not time; INT4 (with a real kernel) or BF16 compute faster.
@@ -100,7 +101,7 @@ def fp8_linear_reference(
 # e4m3 -> bf16 by moving bits: the 7 magnitude bits shifted left by 4 land in bf16's exponent and
 # mantissa fields, read with exponent bias 127 instead of 7, i.e. the value times 2^-120 (e4m3
 # subnormals become bf16 subnormals, still exact); the block scale then carries the 2^120.
-# Exact, and ~1.4x faster than Tensor.to(), which converts element by element (bench/quant.py).
+# Exact, and 1.6-3x faster than Tensor.to(), which converts element by element (bench/quant.py).
 _BIAS_SHIFT = 2.0**120
 _MAX_SHIFTED_SCALE = 2.0**7  # scale * 2^120 must stay below bf16's largest finite (~2^128)
 
