@@ -12,9 +12,10 @@ a BF16 matmul on a 2048 x 6144 weight at batch 1; an int8 detour is lossy.
 So the fast path dequantizes the whole matrix to the activation dtype on every call; the e4m3 ->
 bf16 conversion dominates, done here with integer bit moves (exact, faster than ``Tensor.to``,
 which converts element by element; a 256-entry lookup table was no faster). A ``torch.compile``d
-dequantization is 2-5x faster still (bench/quant.py) but needs a C compiler at run time, seconds
-of compiling per weight shape, and dynamo's per-function recompile limit (8) is below the number
-of distinct shapes of a GLM-5 layer stack, so it is measured, not used. On CPU, FP8 weights save
+dequantization is up to 5x faster still on large matrices (bench/quant.py) but needs a C
+compiler at run time, seconds of compiling per weight shape, and dynamo's per-function recompile
+limit (8) is below the number of distinct shapes of a GLM-5 layer stack, so it is measured, not
+used. On CPU, FP8 weights save
 memory and checkpoint bytes, not time; INT4 (with a real kernel) or BF16 compute faster.
 """
 
@@ -101,7 +102,7 @@ def fp8_linear_reference(
 # e4m3 -> bf16 by moving bits: the 7 magnitude bits shifted left by 4 land in bf16's exponent and
 # mantissa fields, read with exponent bias 127 instead of 7, i.e. the value times 2^-120 (e4m3
 # subnormals become bf16 subnormals, still exact); the block scale then carries the 2^120.
-# Exact, and 1.6-3x faster than Tensor.to(), which converts element by element (bench/quant.py).
+# Exact, and 1.6-4.5x faster than Tensor.to(), which converts element by element (bench/quant.py).
 _BIAS_SHIFT = 2.0**120
 _MAX_SHIFTED_SCALE = 2.0**7  # scale * 2^120 must stay below bf16's largest finite (~2^128)
 
