@@ -104,8 +104,8 @@ def bits_per_byte(
     stride: int,
     batch_size: int = 8,
 ) -> BitsPerByte:
-    if not 0 < stride <= context:
-        raise ValueError("need 0 < stride <= context")
+    if not 0 < stride < context:
+        raise ValueError("need 0 < stride < context (a window must hold each target's predecessor)")
     model.eval()
     items = [w for t in texts for w in _windows(t, context, stride)]
     nats, tokens = 0.0, 0
