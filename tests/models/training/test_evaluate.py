@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ember.models.arch import build_model
 from ember.models.config_parse import parse_config
-from ember.models.training.corpus import SourceFile
+from ember.models.training.corpus import SourceFile, byte_counts
 from ember.models.training.evaluate import (
     ScoredText,
     _windows,
@@ -56,7 +56,8 @@ def test_bits_per_byte_matches_a_direct_computation() -> None:
 
 
 def test_byte_unigram_baseline() -> None:
-    train = [SourceFile("a.py", "ab" * 50, "")]
+    train = byte_counts([SourceFile("a.py", "ab" * 50, "")])
+    assert train[ord("a")] == train[ord("b")] == 50 and sum(train) == 100
     held = [SourceFile("b.py", "aabb", "")]
     base = byte_unigram_baseline(train, held)
     assert math.isclose(base["heldout_entropy_bits_per_byte"], 1.0)
