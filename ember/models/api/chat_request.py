@@ -1,0 +1,264 @@
+"""Chat-completion requests, from OpenAI's ``/v1/chat/completions`` body or a Workers AI
+family-B ``env.AI.run`` input (Kimi K2.x, GLM-4.7/5.x: ``messages`` or ``prompt``), into one
+typed ``ChatRequest``. Unknown fields are tolerated, as OpenAI tolerates them; every invalid
+field raises ``InvalidRequestField`` naming it. Defaults are Workers AI family B's
+(temperature 1, top_p 1, penalties 0, n 1, parallel_tool_calls true, thinking on)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.fields import (
+    at,
+    describe,
+    optional_bool,
+    optional_choice,
+    optional_int,
+    optional_number,
+    optional_str,
+    require_object,
+    stop_sequences,
+    wrong_type,
+)
+from ember.models.api.messages import ChatMessage, parse_messages
+from ember.models.api.tools import (
+    FunctionTool,
+    ResponseFormat,
+    ToolChoice,
+    parse_response_format,
+    parse_tool_choice,
+    parse_tools,
+)
+
+Dialect = Literal["openai", "workers"]
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+INT64 = 2**63
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """Everything that steers token choice; names follow SGLang's SamplingParams.
+    ``max_tokens`` None: the server's default (the rest of the context window)."""
+
+    max_tokens: int | None = None
+    min_tokens: int = 0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: Mapping[int, float] = field(default_factory=dict)
+    logprobs: bool = False
+    top_logprobs: int = 0
+    ignore_eos: bool = False
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[ChatMessage, ...]
+    sampling: SamplingOptions
+    model: str | None = None
+    from_prompt: bool = False
+    response_format: ResponseFormat = ResponseFormat()
+    tools: tuple[FunctionTool, ...] = ()
+    tool_choice: ToolChoice = ToolChoice("none")
+    parallel_tool_calls: bool = True
+    enable_thinking: bool = True
+    clear_thinking: bool = False
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    reasoning_effort: str | None = None
+    stream: bool = False
+    include_usage: bool = False
+    user: str | None = None
+
+    @property
+    def active_tools(self) -> tuple[FunctionTool, ...]:
+        """The tools the model may call (none when tool_choice is none)."""
+        if self.tool_choice.mode == "none":
+            return ()
+        if self.tool_choice.allowed is None:
+            return self.tools
+        return tuple(t for t in self.tools if t.name in self.tool_choice.allowed)
+
+    def template_messages(self) -> list[dict]:
+        return [m.to_template() for m in self.messages]
+
+    def template_tools(self) -> list[dict] | None:
+        """Tools for the chat template: all declared ones unless tool_choice is none."""
+        return [t.to_template() for t in self.tools] if self.tool_choice.mode != "none" else None
+
+    def template_arguments(self) -> dict[str, Any]:
+        """Extra chat-template variables (``enable_thinking``, ``clear_thinking``, and any other
+        ``chat_template_kwargs``)."""
+        out = dict(self.template_kwargs)
+        out["enable_thinking"] = self.enable_thinking
+        out["clear_thinking"] = self.clear_thinking
+        if self.reasoning_effort is not None:
+            out["reasoning_effort"] = self.reasoning_effort
+        return out
+
+
+def _logit_bias(body: Mapping, path: str) -> dict[int, float]:
+    value = body.get("logit_bias")
+    if value is None:
+        return {}
+    where = at(path, "logit_bias")
+    bias = require_object(value, where)
+    out = {}
+    for key in bias:
+        if not str(key).isdigit():
+            raise InvalidRequestField(at(where, key), "a token id as the key", describe(key))
+        out[int(key)] = optional_number(bias, key, where, minimum=-100, maximum=100)  # type: ignore[assignment]
+    return out
+
+
+def parse_sampling(body: Mapping, path: str = "") -> SamplingOptions:
+    """The sampling fields shared by chat and text completions."""
+    max_completion = optional_int(body, "max_completion_tokens", path, minimum=1)
+    max_tokens = optional_int(body, "max_tokens", path, minimum=1)
+    logprobs = body.get("logprobs")
+    top_logprobs = optional_int(body, "top_logprobs", path, minimum=0, maximum=20, default=0) or 0
+    if logprobs is not None and not isinstance(logprobs, bool):
+        raise wrong_type(at(path, "logprobs"), "true or false", logprobs)
+    if top_logprobs and not logprobs:
+        raise InvalidRequestField(
+            at(path, "logprobs"), "true when top_logprobs is set", describe(logprobs)
+        )
+    top_k = optional_int(body, "top_k", path, minimum=-1)
+    return SamplingOptions(
+        max_tokens=max_completion if max_completion is not None else max_tokens,
+        min_tokens=optional_int(body, "min_tokens", path, minimum=0, default=0) or 0,
+        temperature=optional_number(body, "temperature", path, minimum=0, maximum=2, default=1.0),  # type: ignore[arg-type]
+        top_p=optional_number(body, "top_p", path, minimum=0, maximum=1, default=1.0),  # type: ignore[arg-type]
+        top_k=top_k if top_k and top_k > 0 else None,
+        min_p=optional_number(body, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
+        seed=optional_int(body, "seed", path, minimum=-INT64, maximum=2 * INT64 - 1),
+        stop=stop_sequences(body, "stop", path),
+        frequency_penalty=optional_number(
+            body, "frequency_penalty", path, minimum=-2, maximum=2, default=0.0
+        ),  # type: ignore[arg-type]
+        presence_penalty=optional_number(
+            body, "presence_penalty", path, minimum=-2, maximum=2, default=0.0
+        ),  # type: ignore[arg-type]
+        repetition_penalty=optional_number(
+            body,
+            "repetition_penalty",
+            path,
+            minimum=0,
+            maximum=2,
+            default=1.0,
+            exclusive_minimum=True,
+        ),  # type: ignore[arg-type]
+        logit_bias=_logit_bias(body, path),
+        logprobs=bool(logprobs),
+        top_logprobs=top_logprobs,
+    )
+
+
+def _only_one_choice(body: Mapping, path: str) -> None:
+    n = optional_int(body, "n", path, minimum=1, maximum=128, default=1)
+    if n != 1:
+        raise InvalidRequestField(
+            at(path, "n"),
+            "1 (ember generates one choice per request; send several requests)",
+            describe(n),
+            "unsupported_value",
+        )
+
+
+def _stream_options(body: Mapping, stream: bool) -> bool:
+    value = body.get("stream_options")
+    if value is None:
+        return False
+    if not stream:
+        raise InvalidRequestField(
+            "/stream_options", "no stream_options unless stream is true", "an object"
+        )
+    options = require_object(value, "/stream_options")
+    optional_bool(options, "include_obfuscation", "/stream_options", False)
+    return optional_bool(options, "include_usage", "/stream_options", False)
+
+
+def _thinking(body: Mapping) -> tuple[bool, bool, dict[str, Any]]:
+    value = body.get("chat_template_kwargs")
+    if value is None:
+        return True, False, {}
+    kwargs = require_object(value, "/chat_template_kwargs")
+    enable = optional_bool(kwargs, "enable_thinking", "/chat_template_kwargs", True)
+    clear = optional_bool(kwargs, "clear_thinking", "/chat_template_kwargs", False)
+    rest = {k: v for k, v in kwargs.items() if k not in ("enable_thinking", "clear_thinking")}
+    return enable, clear, rest
+
+
+def parse_chat_request(
+    body: object, *, dialect: Dialect = "openai", allow_images: bool = False
+) -> ChatRequest:
+    """Validate a chat request. ``dialect``: ``openai`` (``model`` and ``messages`` required)
+    or ``workers`` (``env.AI.run`` family B: exactly one of ``messages`` and ``prompt``)."""
+    data = require_object(body, "/")
+    for legacy in ("functions", "function_call"):
+        if data.get(legacy) is not None:
+            raise InvalidRequestField(
+                f"/{legacy}",
+                "'tools' and 'tool_choice' (the legacy functions API is not supported)",
+                "a value",
+                "unsupported_parameter",
+            )
+    model = optional_str(data, "model", "")
+    from_prompt = False
+    if dialect == "workers":
+        has_messages, has_prompt = data.get("messages") is not None, data.get("prompt") is not None
+        if has_messages == has_prompt:
+            raise InvalidRequestField(
+                "/",
+                "exactly one of 'messages' or 'prompt'",
+                "both" if has_messages else "neither",
+                "missing_required_parameter",
+            )
+        if has_prompt:
+            prompt = data["prompt"]
+            if not isinstance(prompt, str) or not prompt:
+                raise wrong_type("/prompt", "a non-empty string", prompt)
+            messages = (ChatMessage("user", prompt),)
+            from_prompt = True
+        else:
+            messages = parse_messages(data["messages"], "/messages", allow_images=allow_images)
+    else:
+        if model is None:
+            raise InvalidRequestField(
+                "/model", "the model's id", "nothing", "missing_required_parameter"
+            )
+        if data.get("messages") is None:
+            raise InvalidRequestField(
+                "/messages", "an array of messages", "nothing", "missing_required_parameter"
+            )
+        messages = parse_messages(data["messages"], "/messages", allow_images=allow_images)
+    _only_one_choice(data, "")
+    stream = optional_bool(data, "stream", "", False)
+    tools = parse_tools(data.get("tools"), "/tools")
+    enable, clear, template_kwargs = _thinking(data)
+    return ChatRequest(
+        messages=messages,
+        sampling=parse_sampling(data),
+        model=model,
+        from_prompt=from_prompt,
+        response_format=parse_response_format(data.get("response_format"), "/response_format"),
+        tools=tools,
+        tool_choice=parse_tool_choice(data.get("tool_choice"), "/tool_choice", tools),
+        parallel_tool_calls=optional_bool(data, "parallel_tool_calls", "", True),
+        enable_thinking=enable,
+        clear_thinking=clear,
+        template_kwargs=template_kwargs,
+        reasoning_effort=optional_choice(data, "reasoning_effort", "", REASONING_EFFORTS, None),
+        stream=stream,
+        include_usage=_stream_options(data, stream),
+        user=optional_str(data, "user", ""),
+    )

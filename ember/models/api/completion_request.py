@@ -1,0 +1,252 @@
+"""Text-completion requests: OpenAI's ``/v1/completions`` and SGLang's ``/generate``.
+
+One prompt per request (a string or token ids); a batch is refused with a clear error rather
+than half-served. ``/v1/completions`` keeps OpenAI's defaults (``max_tokens`` 16); ``/generate``
+keeps SGLang's (``max_new_tokens`` 128) and streams cumulative text, as SGLang does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from ember.models.api.chat_request import SamplingOptions, parse_sampling
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.fields import (
+    at,
+    describe,
+    optional_bool,
+    optional_int,
+    optional_number,
+    optional_str,
+    require_object,
+    stop_sequences,
+    wrong_type,
+)
+from ember.models.api.tools import ResponseFormat, parse_response_format
+from ember.models.constrain.schema import compile_schema
+
+OPENAI_COMPLETION_MAX_TOKENS = 16
+SGLANG_MAX_NEW_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """``/v1/completions``: exactly one of ``prompt`` and ``prompt_token_ids`` is set."""
+
+    model: str
+    prompt: str | None
+    prompt_token_ids: tuple[int, ...] | None
+    sampling: SamplingOptions
+    echo: bool = False
+    stream: bool = False
+    include_usage: bool = False
+    response_format: ResponseFormat = ResponseFormat()
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """SGLang ``/generate``: exactly one of ``text`` and ``input_ids`` is set."""
+
+    text: str | None
+    input_ids: tuple[int, ...] | None
+    sampling: SamplingOptions
+    json_schema: Mapping | bool | None = None
+    stream: bool = False
+    return_logprob: bool = False
+    top_logprobs_num: int = 0
+    logprob_start_len: int = -1
+    rid: str | None = None
+    skip_special_tokens: bool = True
+    no_stop_trim: bool = False
+
+
+def _token_ids(value: list, path: str) -> tuple[int, ...]:
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+            raise wrong_type(at(path, i), "a token id (a non-negative integer)", item)
+    return tuple(value)
+
+
+def _one_prompt(value: object, path: str) -> tuple[str | None, tuple[int, ...] | None]:
+    """A string, ``[string]``, token ids, or ``[[token ids]]``; several prompts are refused."""
+    if isinstance(value, str):
+        return value, None
+    if not isinstance(value, list) or not value:
+        raise wrong_type(path, "a string or an array of token ids", value)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return None, _token_ids(value, path)
+    if len(value) != 1:
+        raise InvalidRequestField(
+            path,
+            "one prompt per request (send a batch as separate requests)",
+            f"{len(value)} prompts",
+            "unsupported_value",
+        )
+    inner = value[0]
+    if isinstance(inner, str):
+        return inner, None
+    if isinstance(inner, list) and inner:
+        return None, _token_ids(inner, at(path, 0))
+    raise wrong_type(at(path, 0), "a string or an array of token ids", inner)
+
+
+def parse_completion_request(body: object) -> CompletionRequest:
+    data = require_object(body, "/")
+    model = optional_str(data, "model", "")
+    if model is None:
+        raise InvalidRequestField(
+            "/model", "the model's id", "nothing", "missing_required_parameter"
+        )
+    if data.get("prompt") is None:
+        raise InvalidRequestField("/prompt", "a prompt", "nothing", "missing_required_parameter")
+    prompt, token_ids = _one_prompt(data["prompt"], "/prompt")
+    for key, allowed in (("n", 1), ("best_of", 1)):
+        if optional_int(data, key, "", minimum=1, default=1) != allowed:
+            raise InvalidRequestField(f"/{key}", "1", describe(data[key]), "unsupported_value")
+    if data.get("suffix") is not None:
+        raise InvalidRequestField(
+            "/suffix", "null (suffix insertion is not supported)", "a string", "unsupported_value"
+        )
+    top = optional_int(data, "logprobs", "", minimum=0, maximum=5)
+    chat_style = {k: v for k, v in data.items() if k not in ("logprobs", "top_logprobs")}
+    chat_style.setdefault("max_tokens", OPENAI_COMPLETION_MAX_TOKENS)
+    if chat_style["max_tokens"] is None:
+        chat_style["max_tokens"] = OPENAI_COMPLETION_MAX_TOKENS
+    sampling = replace(parse_sampling(chat_style), logprobs=top is not None, top_logprobs=top or 0)
+    stream = optional_bool(data, "stream", "", False)
+    include_usage = False
+    if data.get("stream_options") is not None:
+        if not stream:
+            raise InvalidRequestField(
+                "/stream_options", "no stream_options unless stream is true", "an object"
+            )
+        options = require_object(data["stream_options"], "/stream_options")
+        include_usage = optional_bool(options, "include_usage", "/stream_options", False)
+    return CompletionRequest(
+        model=model,
+        prompt=prompt,
+        prompt_token_ids=token_ids,
+        sampling=sampling,
+        echo=optional_bool(data, "echo", "", False),
+        stream=stream,
+        include_usage=include_usage,
+        response_format=parse_response_format(data.get("response_format"), "/response_format"),
+        user=optional_str(data, "user", ""),
+    )
+
+
+def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Mapping | bool | None]:
+    for key in ("regex", "ebnf", "structural_tag"):
+        if params.get(key) is not None:
+            raise InvalidRequestField(
+                at(path, key),
+                "json_schema (regex, EBNF and structural tags are not supported)",
+                "a value",
+                "unsupported_value",
+            )
+    if optional_int(params, "n", path, minimum=1, default=1) != 1:
+        raise InvalidRequestField(at(path, "n"), "1", describe(params["n"]), "unsupported_value")
+    schema: Mapping | bool | None = None
+    raw_schema = params.get("json_schema")
+    if raw_schema is not None:
+        where = at(path, "json_schema")
+        if not isinstance(raw_schema, str):
+            raise wrong_type(where, "a JSON schema encoded as a string", raw_schema)
+        try:
+            schema = json.loads(raw_schema)
+        except ValueError:
+            raise InvalidRequestField(
+                where, "a JSON schema encoded as a string", "text that is not JSON"
+            ) from None
+        compile_schema(schema, path=where)
+    stop_ids = params.get("stop_token_ids") or []
+    if not isinstance(stop_ids, list):
+        raise wrong_type(at(path, "stop_token_ids"), "an array of token ids", stop_ids)
+    top_k = optional_int(params, "top_k", path, minimum=-1)
+    if top_k == 0:
+        raise InvalidRequestField(at(path, "top_k"), "-1 (off) or an integer >= 1", "a number (0)")
+    seed = optional_int(params, "sampling_seed", path)
+    if seed is None:
+        seed = optional_int(params, "seed", path)
+    sampling = SamplingOptions(
+        max_tokens=optional_int(
+            params, "max_new_tokens", path, minimum=0, default=SGLANG_MAX_NEW_TOKENS
+        ),
+        min_tokens=optional_int(params, "min_new_tokens", path, minimum=0, default=0) or 0,
+        temperature=optional_number(params, "temperature", path, minimum=0, default=1.0),  # type: ignore[arg-type]
+        top_p=optional_number(
+            params, "top_p", path, minimum=0, maximum=1, default=1.0, exclusive_minimum=True
+        ),  # type: ignore[arg-type]
+        top_k=top_k if top_k and top_k > 0 else None,
+        min_p=optional_number(params, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
+        seed=seed,
+        stop=stop_sequences(params, "stop", path, most=16),
+        stop_token_ids=_token_ids(stop_ids, at(path, "stop_token_ids")),
+        frequency_penalty=optional_number(
+            params, "frequency_penalty", path, minimum=-2, maximum=2, default=0.0
+        ),  # type: ignore[arg-type]
+        presence_penalty=optional_number(
+            params, "presence_penalty", path, minimum=-2, maximum=2, default=0.0
+        ),  # type: ignore[arg-type]
+        repetition_penalty=optional_number(
+            params,
+            "repetition_penalty",
+            path,
+            minimum=0,
+            maximum=2,
+            default=1.0,
+            exclusive_minimum=True,
+        ),  # type: ignore[arg-type]
+        ignore_eos=optional_bool(params, "ignore_eos", path, False),
+    )
+    return sampling, schema
+
+
+def parse_generate_request(body: object) -> GenerateRequest:
+    data = require_object(body, "/")
+    has_text, has_ids = data.get("text") is not None, data.get("input_ids") is not None
+    if has_text == has_ids:
+        raise InvalidRequestField(
+            "/",
+            "exactly one of 'text' or 'input_ids'",
+            "both" if has_text else "neither",
+            "missing_required_parameter",
+        )
+    if has_text:
+        text, ids = _one_prompt(data["text"], "/text")
+        if ids is not None:
+            raise wrong_type("/text", "a string", data["text"])
+    else:
+        text, ids = _one_prompt(data["input_ids"], "/input_ids")
+        if text is not None:
+            raise wrong_type("/input_ids", "an array of token ids", data["input_ids"])
+    params = data.get("sampling_params")
+    if isinstance(params, list):
+        if len(params) != 1:
+            raise InvalidRequestField(
+                "/sampling_params",
+                "one set of sampling params",
+                f"{len(params)} sets",
+                "unsupported_value",
+            )
+        params = params[0]
+    params = require_object(params if params is not None else {}, "/sampling_params")
+    sampling, schema = _generate_sampling(params, "/sampling_params")
+    return_logprob = optional_bool(data, "return_logprob", "", False)
+    top_n = optional_int(data, "top_logprobs_num", "", minimum=0, maximum=20, default=0) or 0
+    return GenerateRequest(
+        text=text,
+        input_ids=ids,
+        sampling=replace(sampling, logprobs=return_logprob, top_logprobs=top_n),
+        json_schema=schema,
+        stream=optional_bool(data, "stream", "", False),
+        return_logprob=return_logprob,
+        top_logprobs_num=top_n,
+        logprob_start_len=optional_int(data, "logprob_start_len", "", minimum=-1, default=-1),  # type: ignore[arg-type]
+        rid=optional_str(data, "rid", ""),
+        skip_special_tokens=optional_bool(params, "skip_special_tokens", "/sampling_params", True),
+        no_stop_trim=optional_bool(params, "no_stop_trim", "/sampling_params", False),
+    )

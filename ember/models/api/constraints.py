@@ -1,0 +1,54 @@
+"""From a validated request to what the engine and the response builder need: the grammar
+spec (``None`` when generation is free) and the output parser, both for the model's family."""
+
+from __future__ import annotations
+
+from ember.models.api.chat_request import ChatRequest
+from ember.models.api.output_parser import ChatOutputParser, random_call_id
+from ember.models.api.tool_streams import IdFactory
+from ember.models.constrain.session import ConstraintSpec
+from ember.models.constrain.tool_grammars import ReasoningPrefix, ToolFormat
+
+
+def constraint_for(
+    request: ChatRequest, *, tool_format: ToolFormat, reasoning: ReasoningPrefix
+) -> ConstraintSpec | None:
+    """The grammar for this request, or None when nothing constrains the output.
+
+    - tool_choice ``required`` or a named function: only tool calls in the family's syntax
+      (a named function: exactly one call to it), arguments matching the tool's schema;
+    - ``response_format`` json_object / json_schema: JSON (with tool_choice ``auto`` and
+      tools declared: JSON or tool calls);
+    - a ``<think>`` block comes first when thinking is on (``reasoning``).
+    """
+    tools = tuple(t.signature() for t in request.active_tools)
+    required = request.tool_choice.mode == "required" and bool(tools)
+    fmt = request.response_format
+    json_kind = None
+    if fmt.type == "json_object" or (fmt.type == "json_schema" and fmt.schema is None):
+        json_kind = "object"
+    elif fmt.type == "json_schema":
+        json_kind = "schema"
+    if json_kind is None and not required:
+        return None
+    return ConstraintSpec(
+        json=None if required else json_kind,
+        schema=fmt.schema if json_kind == "schema" and not required else None,
+        tools=tools,
+        tools_required=required,
+        tool_format=tool_format,
+        parallel_tool_calls=request.parallel_tool_calls and request.tool_choice.forced_name is None,
+        reasoning=reasoning,
+    )
+
+
+def output_parser_for(
+    request: ChatRequest,
+    *,
+    tool_format: ToolFormat,
+    reasoning: ReasoningPrefix,
+    id_factory: IdFactory = random_call_id,
+) -> ChatOutputParser:
+    """The parser for this request's output (tool calls parsed only when tools are active)."""
+    tools = {t.name: t.parameters for t in request.active_tools} or None
+    return ChatOutputParser(tool_format, tools=tools, reasoning=reasoning, id_factory=id_factory)

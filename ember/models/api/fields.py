@@ -1,0 +1,150 @@
+"""Reading request fields with JSON-pointer paths, so every error names the field
+(``/messages/2/content``) and says what was expected. ``null`` means "use the default"
+for optional fields, as in OpenAI's and Workers AI's schemas."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ember.models.api.errors import InvalidRequestField
+
+
+def describe(value: object) -> str:
+    """How a value is named in an error message."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int | float):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, list):
+        return f"an array of {len(value)} items"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def at(path: str, key: str | int) -> str:
+    part = str(key).replace("~", "~0").replace("/", "~1")
+    return f"{path}/{part}"
+
+
+def wrong_type(path: str, expected: str, value: object) -> InvalidRequestField:
+    return InvalidRequestField(path, expected, describe(value), code="invalid_type")
+
+
+def require_object(value: object, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise wrong_type(path or "/", "an object", value)
+    return value
+
+
+def require_present(body: Mapping[str, Any], key: str, path: str) -> Any:
+    if body.get(key) is None:
+        raise InvalidRequestField(
+            at(path, key),
+            f"a value for required field '{key}'",
+            "nothing",
+            code="missing_required_parameter",
+        )
+    return body[key]
+
+
+def optional_bool(body: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise wrong_type(at(path, key), "true or false", value)
+    return value
+
+
+def optional_str(body: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise wrong_type(at(path, key), "a string", value)
+    return value
+
+
+def optional_choice(
+    body: Mapping[str, Any], key: str, path: str, choices: Sequence[str], default: str | None
+) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return default
+    if value not in choices:
+        expected = "one of " + ", ".join(repr(c) for c in choices)
+        raise InvalidRequestField(at(path, key), expected, describe(value))
+    return value
+
+
+def optional_number(
+    body: Mapping[str, Any],
+    key: str,
+    path: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    default: float | None = None,
+    exclusive_minimum: bool = False,
+) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise wrong_type(at(path, key), "a number", value)
+    low_ok = minimum is None or (value > minimum if exclusive_minimum else value >= minimum)
+    if not low_ok or (maximum is not None and value > maximum):
+        low = "" if minimum is None else (f"> {minimum}" if exclusive_minimum else f">= {minimum}")
+        high = "" if maximum is None else f"<= {maximum}"
+        raise InvalidRequestField(
+            at(path, key), "a number " + " and ".join(filter(None, (low, high))), describe(value)
+        )
+    return float(value)
+
+
+def optional_int(
+    body: Mapping[str, Any],
+    key: str,
+    path: str,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    default: int | None = None,
+) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise wrong_type(at(path, key), "an integer", value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        low = "" if minimum is None else f">= {minimum}"
+        high = "" if maximum is None else f"<= {maximum}"
+        expected = "an integer " + " and ".join(filter(None, (low, high)))
+        raise InvalidRequestField(at(path, key), expected, describe(value))
+    return value
+
+
+def stop_sequences(body: Mapping[str, Any], key: str, path: str, most: int = 4) -> tuple[str, ...]:
+    """``stop``: a string or an array of 1..``most`` non-empty strings."""
+    value = body.get(key)
+    if value is None:
+        return ()
+    where = at(path, key)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not 1 <= len(value) <= most:
+        raise wrong_type(where, f"a string or an array of 1 to {most} strings", value)
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise wrong_type(at(where, i), "a non-empty string", item)
+    return tuple(value)

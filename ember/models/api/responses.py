@@ -1,0 +1,291 @@
+"""Response objects: ``chat.completion``, ``chat.completion.chunk`` streams, ``text_completion``
+and SGLang ``/generate`` answers, with usage (cached and reasoning tokens) and logprobs."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ember.models.api.deltas import DeltaMessage, OutputAccumulator, ParsedOutput
+from ember.models.api.output_parser import ChatOutputParser
+
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "abort")
+
+
+def new_id(prefix: str = "chatcmpl-") -> str:
+    return prefix + secrets.token_hex(12)
+
+
+def now() -> int:
+    return int(time.time())
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    reasoning_tokens: int | None = None
+
+    def to_dict(self) -> dict:
+        out: dict = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+        }
+        if self.reasoning_tokens is not None:
+            out["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
+        return out
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One sampled token's log probability and, optionally, the top alternatives."""
+
+    token: str
+    logprob: float
+    top: tuple[TokenLogprob, ...] = field(default=())
+    raw: bytes | None = None  # the token's bytes when ``token`` is not whole UTF-8
+
+    def to_dict(self, with_top: bool = True) -> dict:
+        data = self.raw if self.raw is not None else self.token.encode("utf-8")
+        out: dict = {"token": self.token, "logprob": self.logprob, "bytes": list(data)}
+        if with_top:
+            out["top_logprobs"] = [t.to_dict(with_top=False) for t in self.top]
+        return out
+
+
+def chat_logprobs(tokens: Sequence[TokenLogprob] | None) -> dict | None:
+    if tokens is None:
+        return None
+    return {"content": [t.to_dict() for t in tokens], "refusal": None}
+
+
+def final_finish_reason(finish_reason: str, has_tool_calls: bool) -> str:
+    """``tool_calls`` when the model stopped after calling tools."""
+    if finish_reason not in FINISH_REASONS:
+        raise ValueError(f"finish_reason must be one of {FINISH_REASONS}, got {finish_reason!r}")
+    return "tool_calls" if has_tool_calls and finish_reason == "stop" else finish_reason
+
+
+def chat_message(output: ParsedOutput) -> dict:
+    message: dict = {"role": "assistant", "content": output.content, "refusal": None}
+    if output.reasoning is not None:
+        message["reasoning_content"] = output.reasoning
+    if output.tool_calls:
+        message["tool_calls"] = [call.to_dict() for call in output.tool_calls]
+    return message
+
+
+def chat_completion(
+    *,
+    id: str,
+    created: int,
+    model: str,
+    output: ParsedOutput,
+    finish_reason: str,
+    usage: Usage,
+    logprobs: Sequence[TokenLogprob] | None = None,
+) -> dict:
+    """A non-streaming ``chat.completion`` (``arguments`` are JSON strings)."""
+    return {
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": chat_message(output),
+                "logprobs": chat_logprobs(logprobs),
+                "finish_reason": final_finish_reason(finish_reason, bool(output.tool_calls)),
+            }
+        ],
+        "usage": usage.to_dict(),
+        "system_fingerprint": None,
+    }
+
+
+class ChatStream:
+    """Builds the ``chat.completion.chunk`` objects of one streamed answer.
+
+    ``start()`` once (the role chunk), ``text(delta)`` per detokenized piece, ``finish()`` at
+    the end (the finish chunk, then the usage chunk when ``include_usage``). ``message()``
+    is the whole message sent so far (for logs and caches).
+    """
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        created: int,
+        model: str,
+        parser: ChatOutputParser,
+        include_usage: bool = False,
+    ) -> None:
+        self.id = id
+        self.created = created
+        self.model = model
+        self.parser = parser
+        self.include_usage = include_usage
+        self.total = OutputAccumulator()
+        self.pending_logprobs: list[TokenLogprob] = []
+        self.want_logprobs = False
+
+    def _chunk(self, delta: dict, finish_reason: str | None = None) -> dict:
+        logprobs = None
+        if self.want_logprobs and self.pending_logprobs:
+            logprobs = chat_logprobs(self.pending_logprobs)
+            self.pending_logprobs = []
+        chunk: dict = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
+            ],
+        }
+        if self.include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def start(self) -> dict:
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def text(self, delta_text: str, logprobs: Sequence[TokenLogprob] | None = None) -> list[dict]:
+        """Chunks for a new piece of output text (none while the parser holds text back; the
+        piece's logprobs then ride on the next chunk)."""
+        if logprobs is not None:
+            self.want_logprobs = True
+            self.pending_logprobs.extend(logprobs)
+        return self._emit(self.parser.feed(delta_text))
+
+    def _emit(self, delta: DeltaMessage) -> list[dict]:
+        if delta.is_empty():
+            return []
+        self.total.add(delta)
+        return [self._chunk(delta.to_dict())]
+
+    def finish(self, finish_reason: str, usage: Usage | None = None) -> list[dict]:
+        chunks = self._emit(self.parser.finish())
+        reason = final_finish_reason(finish_reason, bool(self.total.heads))
+        chunks.append(self._chunk({}, reason))
+        if self.include_usage and usage is not None:
+            chunks.append(self.usage_chunk(usage))
+        return chunks
+
+    def usage_chunk(self, usage: Usage) -> dict:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [],
+            "usage": usage.to_dict(),
+        }
+
+    def message(self) -> ParsedOutput:
+        return self.total.result()
+
+
+def text_completion(
+    *,
+    id: str,
+    created: int,
+    model: str,
+    text: str,
+    finish_reason: str,
+    usage: Usage,
+    logprobs: dict | None = None,
+) -> dict:
+    return {
+        "id": id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+        ],
+        "usage": usage.to_dict(),
+        "system_fingerprint": None,
+    }
+
+
+def text_completion_chunk(
+    *,
+    id: str,
+    created: int,
+    model: str,
+    text: str,
+    finish_reason: str | None = None,
+    logprobs: dict | None = None,
+) -> dict:
+    return {
+        "id": id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+        ],
+    }
+
+
+def completion_logprobs(tokens: Sequence[TokenLogprob], start_offset: int = 0) -> dict:
+    """The legacy completions logprobs object (tokens, token_logprobs, top_logprobs,
+    text_offset)."""
+    offsets, offset = [], start_offset
+    for t in tokens:
+        offsets.append(offset)
+        offset += len(t.token)
+    return {
+        "tokens": [t.token for t in tokens],
+        "token_logprobs": [t.logprob for t in tokens],
+        "top_logprobs": [{alt.token: alt.logprob for alt in t.top} for t in tokens],
+        "text_offset": offsets,
+    }
+
+
+def generate_finish_reason(
+    finish_reason: str, *, matched: int | str | None = None, length: int | None = None
+) -> dict | None:
+    """SGLang's ``meta_info.finish_reason``: ``{"type": "stop", "matched": <id or text>}``,
+    ``{"type": "length", "length": N}``, ``{"type": "abort", ...}``; None while running."""
+    if finish_reason == "stop":
+        return {"type": "stop", "matched": matched}
+    if finish_reason == "length":
+        return {"type": "length", "length": length}
+    if finish_reason == "abort":
+        return {"type": "abort", "message": "aborted"}
+    raise ValueError(f"unknown finish_reason {finish_reason!r}")
+
+
+def generate_response(
+    *,
+    rid: str,
+    text: str,
+    output_ids: Sequence[int],
+    usage: Usage,
+    finish_reason: dict | None,
+    e2e_latency: float | None = None,
+    output_token_logprobs: Sequence[tuple[float, int, str | None]] | None = None,
+) -> dict:
+    """One SGLang ``/generate`` answer (streaming: one per event, ``text`` cumulative)."""
+    meta: dict = {
+        "id": rid,
+        "finish_reason": finish_reason,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cached_tokens": usage.cached_tokens,
+    }
+    if e2e_latency is not None:
+        meta["e2e_latency"] = e2e_latency
+    if output_token_logprobs is not None:
+        meta["output_token_logprobs"] = [list(item) for item in output_token_logprobs]
+    return {"text": text, "output_ids": list(output_ids), "meta_info": meta}

@@ -1,0 +1,207 @@
+"""Incremental parsers for the tool-call sections of the two families' output.
+
+Each one is handed the text after its start marker (``<|tool_calls_section_begin|>`` for Kimi,
+``<tool_call>`` for GLM), consumes what it can, reports tool-call pieces, and says when its
+section is over so the caller goes back to plain content. Nothing is released that could still
+be the start of a marker. Invalid calls (a Kimi id that names no function, a GLM call without
+a name) are dropped, as SGLang and vLLM do; arguments that are not valid JSON are passed on as
+written (OpenAI's ``arguments`` may be invalid JSON too).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+from ember.models.api.deltas import DeltaMessage, ToolCallDelta
+from ember.models.api.text_stream import TrimmedSegment, find_first, safe_length
+from ember.models.api.tool_values import (
+    convert_glm_value,
+    glm_arguments_json,
+    parameter_schema,
+    parse_kimi_call_id,
+)
+from ember.models.constrain.tool_grammars import (
+    GLM_CALL_BEGIN,
+    GLM_CALL_END,
+    GLM_KEY_BEGIN,
+    GLM_KEY_END,
+    GLM_VALUE_BEGIN,
+    GLM_VALUE_END,
+    KIMI_ARGUMENT_BEGIN,
+    KIMI_CALL_BEGIN,
+    KIMI_CALL_END,
+    KIMI_SECTION_BEGIN,
+    KIMI_SECTION_END,
+)
+
+IdFactory = Callable[[], str]
+
+
+class KimiToolStream:
+    start_marker = KIMI_SECTION_BEGIN
+    markers = (
+        KIMI_SECTION_BEGIN,
+        KIMI_SECTION_END,
+        KIMI_CALL_BEGIN,
+        KIMI_ARGUMENT_BEGIN,
+        KIMI_CALL_END,
+    )
+
+    def __init__(self, parameters: Mapping[str, Mapping | None], id_factory: IdFactory) -> None:
+        self.names = list(parameters)
+        self.count = 0
+        self.state = "section"
+        self.emitting = False
+        self.arguments = TrimmedSegment()
+
+    def feed(self, buf: str, out: DeltaMessage, final: bool) -> tuple[str, bool]:
+        while True:
+            if self.state == "section":
+                hit = find_first(buf, (KIMI_CALL_BEGIN, KIMI_SECTION_END))
+                if hit is None:  # text between calls carries nothing
+                    return ("" if final else buf[safe_length(buf, self.markers) :]), final
+                index, marker = hit
+                buf = buf[index + len(marker) :]
+                if marker == KIMI_SECTION_END:
+                    return buf, True
+                self.state = "id"
+            elif self.state == "id":
+                hit = find_first(buf, (KIMI_ARGUMENT_BEGIN, KIMI_CALL_END, KIMI_SECTION_END))
+                if hit is None:
+                    return ("", True) if final else (buf, False)
+                index, marker = hit
+                if marker != KIMI_ARGUMENT_BEGIN:
+                    self.state = "section"  # a call without arguments: drop it
+                    continue
+                raw_id, buf = buf[:index].strip(), buf[index + len(marker) :]
+                name = parse_kimi_call_id(raw_id, self.names)
+                self.emitting = name is not None
+                if name is not None:
+                    out.add_tool_piece(ToolCallDelta(self.count, raw_id, name, ""))
+                self.arguments = TrimmedSegment()
+                self.state = "args"
+            else:  # args
+                hit = find_first(buf, (KIMI_CALL_END, KIMI_SECTION_END))
+                end = (
+                    hit[0]
+                    if hit is not None
+                    else (len(buf) if final else safe_length(buf, self.markers))
+                )
+                text = self.arguments.push(buf[:end])
+                if self.emitting and text:
+                    out.add_tool_piece(ToolCallDelta(self.count, arguments=text))
+                if hit is None:
+                    return buf[end:], final
+                index, marker = hit
+                buf = buf[index + len(marker) :]
+                if self.emitting:
+                    self.count += 1
+                self.state = "section"
+                if marker == KIMI_SECTION_END:
+                    return buf, True
+
+
+_GLM_PAIR = re.compile(
+    re.escape(GLM_KEY_BEGIN)
+    + r"(.*?)"
+    + re.escape(GLM_KEY_END)
+    + r"\s*"
+    + re.escape(GLM_VALUE_BEGIN)
+    + r"(.*?)"
+    + re.escape(GLM_VALUE_END),
+    re.DOTALL,
+)
+
+
+class GlmToolStream:
+    start_marker = GLM_CALL_BEGIN
+    markers = (
+        GLM_CALL_BEGIN,
+        GLM_CALL_END,
+        GLM_KEY_BEGIN,
+        GLM_KEY_END,
+        GLM_VALUE_BEGIN,
+        GLM_VALUE_END,
+    )
+
+    def __init__(self, parameters: Mapping[str, Mapping | None], id_factory: IdFactory) -> None:
+        self.parameters = parameters
+        self.id_factory = id_factory
+        self.count = 0
+        self.state = "name"
+        self.name = ""
+        self.pairs = 0
+
+    def _close(self, out: DeltaMessage) -> None:
+        out.add_tool_piece(ToolCallDelta(self.count, arguments="}" if self.pairs else "{}"))
+        self.count += 1
+
+    def feed(self, buf: str, out: DeltaMessage, final: bool) -> tuple[str, bool]:
+        if self.state == "name":
+            hit = find_first(buf, ("\n", GLM_KEY_BEGIN, GLM_CALL_END))
+            if hit is None and not final:
+                return buf, False
+            index = hit[0] if hit is not None else len(buf)
+            self.name = buf[:index].strip()
+            buf = buf[index + (1 if hit is not None and hit[1] == "\n" else 0) :]
+            if not self.name or "<" in self.name:
+                self.state = "skip"
+            else:
+                out.add_tool_piece(ToolCallDelta(self.count, self.id_factory(), self.name, ""))
+                self.pairs = 0
+                self.state = "pairs"
+        if self.state == "skip":
+            hit = find_first(buf, (GLM_CALL_END,))
+            if hit is None:
+                return ("", True) if final else (buf[safe_length(buf, self.markers) :], False)
+            self.state = "name"
+            return buf[hit[0] + len(GLM_CALL_END) :], True
+        while True:  # pairs
+            hit = find_first(buf, (GLM_KEY_BEGIN, GLM_CALL_END))
+            if hit is not None and hit[1] == GLM_KEY_BEGIN:
+                match = _GLM_PAIR.match(buf, hit[0])
+                early_end = buf.find(GLM_CALL_END, hit[0])
+                if match is not None and (early_end < 0 or early_end >= match.end()):
+                    key = match.group(1)
+                    parameters = self.parameters.get(self.name)
+                    if parameter_schema(parameters, key) is None:
+                        key = key.strip()  # tolerate padding unless the key itself has it
+                    schema = parameter_schema(parameters, key)
+                    value = convert_glm_value(match.group(2), schema)
+                    piece = glm_arguments_json([(key, value)])[0]
+                    if self.pairs:
+                        piece = "," + piece[1:]
+                    out.add_tool_piece(ToolCallDelta(self.count, arguments=piece))
+                    self.pairs += 1
+                    buf = buf[match.end() :]
+                    continue
+                if early_end < 0:  # the pair is still arriving
+                    if final:
+                        self._close(out)
+                        self.state = "name"
+                        return "", True
+                    return buf[hit[0] :], False
+                hit = (early_end, GLM_CALL_END)  # a broken pair: the call ends here
+            if hit is None:
+                if final:
+                    self._close(out)
+                    self.state = "name"
+                    return "", True
+                return buf[safe_length(buf, self.markers) :], False
+            self._close(out)
+            self.state = "name"
+            return buf[hit[0] + len(GLM_CALL_END) :], True
+
+
+def tool_stream_for(
+    tool_format: str, parameters: Mapping[str, Mapping | None], id_factory: IdFactory
+) -> KimiToolStream | GlmToolStream:
+    if tool_format == "kimi":
+        return KimiToolStream(parameters, id_factory)
+    return GlmToolStream(parameters, id_factory)
+
+
+def tool_parameters(tools: Sequence[object]) -> dict[str, Mapping | None]:
+    """``{name: parameters schema}`` from objects with ``name`` and ``parameters``."""
+    return {t.name: t.parameters for t in tools}  # type: ignore[attr-defined]

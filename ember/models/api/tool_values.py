@@ -1,0 +1,117 @@
+"""Turning the pieces of a model's tool-call text into OpenAI values.
+
+GLM writes string arguments raw and every other value as JSON (its chat template renders
+``v | tojson if v is not string else v``), so a value's type has to come from the tool's
+parameters schema: ``42`` is the string ``"42"`` for a string parameter and the number 42 for
+an integer one. Kimi names each call ``functions.NAME:INDEX``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+_COMPACT: dict = {"ensure_ascii": False, "separators": (",", ":")}
+_KIMI_ID = re.compile(r"^(?:functions\.)?(?P<name>[^\s:]+):(?P<index>\d+)$")
+
+
+def schema_types(schema: object, root: object = None, depth: int = 0) -> set[str] | None:
+    """The JSON types a schema admits (``integer`` implies ``number``), or None if unknown."""
+    if not isinstance(schema, Mapping) or depth > 8:
+        return None
+    root = schema if root is None else root
+    found: set[str] = set()
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        found.add(declared)
+    elif isinstance(declared, list):
+        found.update(t for t in declared if isinstance(t, str))
+    for key in ("enum", "const"):
+        values = [schema[key]] if key == "const" and key in schema else schema.get(key)
+        if isinstance(values, list) and not declared:
+            found.update(_json_type(v) for v in values)
+    for key in ("anyOf", "oneOf"):
+        for branch in schema.get(key) or []:
+            sub = schema_types(branch, root, depth + 1)
+            if sub is None:
+                return None
+            found |= sub
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/") and isinstance(root, Mapping):
+        target: object = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        sub = schema_types(target, root, depth + 1)
+        if sub is None:
+            return None
+        found |= sub
+    if schema.get("nullable") is True:
+        found.add("null")
+    if not found and ("properties" in schema):
+        found.add("object")
+    if "integer" in found:
+        found.add("number")
+    return found or None
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def convert_glm_value(raw: str, schema: object) -> object:
+    """One ``<arg_value>`` body as the value the schema expects."""
+    types = schema_types(schema)
+    if types == {"string"}:
+        return raw
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return raw
+    if types is None:
+        return parsed
+    kind = _json_type(parsed)
+    if kind in types or (kind == "number" and "integer" in types and float(parsed).is_integer()):
+        return parsed
+    if "string" in types:
+        return raw
+    return parsed
+
+
+def parameter_schema(parameters: Mapping | None, key: str) -> object:
+    if not isinstance(parameters, Mapping):
+        return None
+    properties = parameters.get("properties")
+    return properties.get(key) if isinstance(properties, Mapping) else None
+
+
+def parse_kimi_call_id(raw: str, tool_names: Sequence[str]) -> str | None:
+    """The function name in a Kimi call id (``functions.get_weather:0`` or ``get_weather:0``);
+    a bare counter (``0``) names the only tool when exactly one is declared; else None."""
+    text = raw.strip()
+    match = _KIMI_ID.match(text)
+    if match:
+        return match.group("name")
+    if text.isdigit() and len(tool_names) == 1:
+        return tool_names[0]
+    return None
+
+
+def glm_arguments_json(pairs: Sequence[tuple[str, object]]) -> list[str]:
+    """The argument string's pieces, one per pair (``{"a":1`` then ``,"b":2``), so that
+    streaming sends exactly what the final message holds; the closing brace comes last."""
+    pieces = []
+    for i, (key, value) in enumerate(pairs):
+        body = json.dumps(key, ensure_ascii=False) + ":" + json.dumps(value, **_COMPACT)
+        pieces.append(("{" if i == 0 else ",") + body)
+    return pieces

@@ -1,0 +1,344 @@
+"""Compile a JSON Schema (the subset below) into grammar nodes.
+
+Supported, enforced while generating:
+- ``type`` (one or a list): ``object``, ``array``, ``string``, ``number``, ``integer``,
+  ``boolean``, ``null``; ``nullable: true`` (OpenAPI) adds ``null``.
+- objects: ``properties`` (generated in schema order; optional ones may be skipped),
+  ``required``, ``additionalProperties`` (``false`` or absent: only declared properties are
+  generated; ``true`` or a schema: extra keys, without escapes, after the declared ones).
+- arrays: ``items`` (one schema), ``minItems``, ``maxItems``.
+- strings: ``minLength``, ``maxLength`` (in characters); any UTF-8 text, all JSON escapes
+  except ``\\u`` escapes of surrogates.
+- ``enum`` and ``const`` (any JSON values, generated in compact form), ``anyOf``, ``oneOf``
+  (treated as ``anyOf``: the output matches at least one alternative), ``allOf`` with one
+  element, local ``$ref`` (``#``, ``#/$defs/...``, ``#/definitions/...``), recursion.
+- ignored as annotations: ``title``, ``description``, ``default``, ``examples``, ``format``
+  (an annotation in JSON Schema 2020-12), ``$schema``, ``$id``, ``$comment``, and any keyword
+  JSON Schema does not define.
+
+Not supported (``strict``: a clear error naming the keyword; lenient, used for tool
+parameters: ignored, so the output keeps structure and types but not that constraint):
+``pattern``, ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum``/``multipleOf``,
+``patternProperties``, ``propertyNames``, ``minProperties``/``maxProperties``,
+``dependentRequired``/``dependentSchemas``/``dependencies``, ``if``/``then``/``else``, ``not``,
+``contains``, ``uniqueItems``, ``prefixItems`` and tuple ``items``, ``unevaluated*``,
+``allOf`` with several elements, remote ``$ref``.
+
+Numbers are generated with at most 15 integer digits, 15 fraction digits and 2 exponent digits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.json_nodes import (
+    JAny,
+    JArray,
+    JLiteralSet,
+    JNumber,
+    JObject,
+    JString,
+)
+from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
+
+UNSUPPORTED = (
+    "pattern",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "if",
+    "then",
+    "else",
+    "not",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "prefixItems",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+)
+TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+# Keywords that make a schema do more than an anyOf/allOf alone; combining them with one is
+# an intersection we do not compute.
+_SHAPING = ("type", "properties", "items", "enum", "const", "additionalProperties", "required")
+MAX_NODES = 5000
+DEFAULT_WHITESPACE = 20
+
+
+def compact_json(value: object) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def json_type_of(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _type_allows(declared: set[str], value: object) -> bool:
+    kind = json_type_of(value)
+    return kind in declared or (kind == "integer" and "number" in declared)
+
+
+def _pointer_part(part: str | int) -> str:
+    return str(part).replace("~", "~0").replace("/", "~1")
+
+
+class SchemaCompiler:
+    """One schema -> one node graph. ``path`` is the schema's JSON pointer in the request, so
+    errors name the offending keyword (``/response_format/json_schema/schema/properties/a``)."""
+
+    def __init__(
+        self,
+        root: object,
+        *,
+        path: str,
+        strict: bool = True,
+        ws: int = DEFAULT_WHITESPACE,
+        guard: SubstringGuard = NO_GUARD,
+    ):
+        self.root = root
+        self.guard = guard
+        self.path = path
+        self.strict = strict
+        self.ws = ws
+        self.refs: dict[str, Ref] = {}
+        self.nodes = 0
+        self.any = JAny(ws, guard)
+
+    def compile(self) -> Node:
+        node = self._compile(self.root, self.path)
+        unbound = [p for p, r in self.refs.items() if r.target is None]
+        while unbound:  # compiling one target may discover further references
+            for pointer in unbound:
+                target = self._compile(self._resolve(pointer), self.path + pointer[1:])
+                if isinstance(target, Ref) and target is self.refs[pointer]:
+                    raise self._fail(
+                        self.path + pointer[1:], "a $ref that leads to a schema", pointer
+                    )
+                self.refs[pointer].target = target
+            unbound = [p for p, r in self.refs.items() if r.target is None]
+        return node
+
+    def _fail(self, path: str, expected: str, found: object) -> InvalidRequestField:
+        shown = found if isinstance(found, str) else json.dumps(found)[:80]
+        return InvalidRequestField(path, expected, shown)
+
+    def _resolve(self, pointer: str) -> object:
+        target: object = self.root
+        for raw in pointer[2:].split("/") if pointer != "#" else []:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, Mapping) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                raise self._fail(self.path + "/$ref", "a $ref to a part of this schema", pointer)
+        return target
+
+    def _compile(self, schema: object, path: str) -> Node:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise self._fail(path, f"a schema of at most {MAX_NODES} subschemas", "a larger one")
+        if schema is True or schema == {}:
+            return self.any
+        if schema is False:
+            raise self._fail(path, "a schema some value can satisfy", "false")
+        if not isinstance(schema, Mapping):
+            raise self._fail(path, "a JSON schema object", schema)
+        if self.strict:
+            for keyword in UNSUPPORTED:
+                if keyword in schema:
+                    raise InvalidRequestField(
+                        f"{path}/{keyword}",
+                        "a schema keyword ember can enforce while generating (see the "
+                        "supported JSON Schema subset)",
+                        f"'{keyword}'",
+                        code="unsupported_value",
+                    )
+        ref = schema.get("$ref")
+        if ref is not None:
+            if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+                raise self._fail(path + "/$ref", "a local reference like '#/$defs/Name'", ref)
+            self._resolve(ref)
+            return self.refs.setdefault(ref, Ref(ref))
+        for combinator in ("anyOf", "oneOf", "allOf"):
+            if combinator in schema:
+                return self._combinator(schema, combinator, path)
+        node = self._typed(schema, path)
+        if schema.get("nullable") is True:
+            return Choice([node, JLiteralSet((b"null",))])
+        return node
+
+    def _combinator(self, schema: Mapping, combinator: str, path: str) -> Node:
+        branches = schema[combinator]
+        where = f"{path}/{combinator}"
+        if not isinstance(branches, list) or not branches:
+            raise self._fail(where, "a non-empty array of schemas", branches)
+        if combinator == "allOf" and len(branches) != 1:
+            if self.strict:
+                raise InvalidRequestField(
+                    where,
+                    "allOf with a single schema",
+                    f"{len(branches)} schemas",
+                    "unsupported_value",
+                )
+            branches = branches[:1]
+        siblings = [k for k in _SHAPING if k in schema]
+        if siblings and self.strict:
+            raise InvalidRequestField(
+                f"{path}/{siblings[0]}",
+                f"{combinator} without sibling '{siblings[0]}' (move it into each alternative)",
+                f"'{siblings[0]}' beside {combinator}",
+                "unsupported_value",
+            )
+        nodes = [self._compile(b, f"{where}/{i}") for i, b in enumerate(branches)]
+        return nodes[0] if len(nodes) == 1 else Choice(nodes)
+
+    def _typed(self, schema: Mapping, path: str) -> Node:
+        declared = schema.get("type")
+        if declared is None:
+            types: list[str] | None = None
+        elif isinstance(declared, str):
+            types = [declared]
+        elif isinstance(declared, list) and declared and all(isinstance(t, str) for t in declared):
+            types = list(dict.fromkeys(declared))
+        else:
+            raise self._fail(path + "/type", "a type name or a non-empty list of them", declared)
+        for t in types or []:
+            if t not in TYPES:
+                raise self._fail(path + "/type", "one of " + ", ".join(TYPES), t)
+        if "enum" in schema or "const" in schema:
+            return self._literals(schema, path, set(types) if types else None)
+        if types is None:
+            if any(k in schema for k in ("properties", "required", "additionalProperties")):
+                types = ["object"]
+            elif any(k in schema for k in ("items", "minItems", "maxItems")):
+                types = ["array"]
+            elif any(k in schema for k in ("minLength", "maxLength")):
+                types = ["string"]
+            else:
+                return self.any
+        nodes = [self._one_type(t, schema, path) for t in types]
+        return nodes[0] if len(nodes) == 1 else Choice(nodes)
+
+    def _literals(self, schema: Mapping, path: str, types: set[str] | None) -> Node:
+        if "const" in schema:
+            values, where = [schema["const"]], path + "/const"
+        else:
+            values, where = schema["enum"], path + "/enum"
+            if not isinstance(values, list) or not values:
+                raise self._fail(where, "a non-empty array of values", values)
+        if types is not None:
+            values = [v for v in values if _type_allows(types, v)]
+            if not values:
+                raise self._fail(where, f"values of type {sorted(types)}", schema.get("enum"))
+        return JLiteralSet([compact_json(v) for v in values])
+
+    def _count(self, schema: Mapping, key: str, path: str) -> int | None:
+        value = schema.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self._fail(f"{path}/{key}", "a non-negative integer", value)
+        return value
+
+    def _one_type(self, kind: str, schema: Mapping, path: str) -> Node:
+        if kind == "null":
+            return JLiteralSet((b"null",))
+        if kind == "boolean":
+            return JLiteralSet((b"true", b"false"))
+        if kind in ("integer", "number"):
+            return JNumber(integer=kind == "integer")
+        if kind == "string":
+            low = self._count(schema, "minLength", path) or 0
+            high = self._count(schema, "maxLength", path)
+            if high is not None and high < low:
+                raise self._fail(path + "/maxLength", f"at least minLength ({low})", high)
+            return JString(low, high, guard=self.guard)
+        if kind == "array":
+            return self._array(schema, path)
+        return self._object(schema, path)
+
+    def _array(self, schema: Mapping, path: str) -> Node:
+        items = schema.get("items", True)
+        if isinstance(items, list):
+            if self.strict:
+                raise InvalidRequestField(
+                    path + "/items",
+                    "one schema for every item",
+                    "a list of schemas",
+                    "unsupported_value",
+                )
+            items = True
+        low = self._count(schema, "minItems", path) or 0
+        high = self._count(schema, "maxItems", path)
+        if high is not None and high < low:
+            raise self._fail(path + "/maxItems", f"at least minItems ({low})", high)
+        return JArray(self._compile(items, path + "/items"), low, high, self.ws)
+
+    def _object(self, schema: Mapping, path: str) -> Node:
+        properties = schema.get("properties", {})
+        if not isinstance(properties, Mapping):
+            raise self._fail(path + "/properties", "an object mapping names to schemas", properties)
+        required = schema.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise self._fail(path + "/required", "an array of property names", required)
+        for i, name in enumerate(required):
+            if name not in properties:
+                raise self._fail(
+                    f"{path}/required/{i}", "the name of a property declared in 'properties'", name
+                )
+        compiled = []
+        for name, sub in properties.items():
+            key = json.dumps(name, ensure_ascii=False)[1:-1].encode()
+            node = self._compile(sub, f"{path}/properties/{_pointer_part(name)}")
+            compiled.append((key, node, name in required))
+        extra_schema = schema.get("additionalProperties", False)
+        extra = None
+        if extra_schema is not False:
+            extra = self._compile(extra_schema, path + "/additionalProperties")
+        return JObject(compiled, extra, self.ws, self.guard)
+
+
+def compile_schema(
+    schema: object,
+    *,
+    path: str = "",
+    strict: bool = True,
+    ws: int = DEFAULT_WHITESPACE,
+    forbidden: tuple[str, ...] = (),
+) -> Node:
+    """The node for ``schema``; raises ``InvalidRequestField`` naming the offending keyword.
+    ``forbidden``: marker spellings no string may contain (inside tool calls)."""
+    guard = SubstringGuard([f.encode() for f in forbidden]) if forbidden else NO_GUARD
+    return SchemaCompiler(schema, path=path, strict=strict, ws=ws, guard=guard).compile()
+
+
+def any_json_object(ws: int = DEFAULT_WHITESPACE, forbidden: tuple[str, ...] = ()) -> Node:
+    """``response_format: json_object``: any JSON object."""
+    guard = SubstringGuard([f.encode() for f in forbidden]) if forbidden else NO_GUARD
+    return JObject((), JAny(ws, guard), ws, guard)

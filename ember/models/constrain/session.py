@@ -1,0 +1,204 @@
+"""The per-request object the engine calls every decode step, and the cache of compiled
+grammars it is made from.
+
+Engine contract, per sequence that has a decoder::
+
+    mask = decoder.allowed_token_mask()     # before sampling (TokenMask, cached per state)
+    ... apply to the logits row (torch_masks.apply_token_masks), sample token_id ...
+    decoder.advance(token_id)               # after sampling; raises on a masked token
+    if decoder.is_finished: stop            # finish_reason "stop"
+
+EOS ids are allowed exactly when the grammar is complete; once nothing but EOS can follow,
+``is_finished`` is true and the engine may stop without sampling EOS.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal as TypingLiteral
+
+from ember.errors import InternalError
+from ember.models.constrain.grammar import DEAD, Grammar, State
+from ember.models.constrain.masks import TokenMask, compute_mask
+from ember.models.constrain.nodes import SPECIAL_BASE, Choice, Marker, Node
+from ember.models.constrain.schema import DEFAULT_WHITESPACE, any_json_object, compile_schema
+from ember.models.constrain.tool_grammars import (
+    ReasoningPrefix,
+    ToolFormat,
+    ToolSignature,
+    family_markers,
+    tool_calls_grammar,
+    with_reasoning,
+)
+from ember.models.constrain.vocab import TokenVocabulary
+
+
+class ConstraintViolation(InternalError):
+    """The engine fed a token the grammar does not allow (it must sample from the mask)."""
+
+
+@dataclass(frozen=True)
+class ConstraintSpec:
+    """What to constrain a request to, independent of any tokenizer.
+
+    ``json``: ``None`` (no JSON constraint), ``"object"`` (any JSON object) or ``"schema"``
+    (``schema`` holds it). ``tools``: when non-empty, tool calls in ``tool_format`` are
+    allowed; ``tools_required`` makes them the only option (``tool_choice`` required or named:
+    for a named tool, ``tools`` holds just that one). With ``json`` set and tools not
+    required, the output is either JSON or tool calls. ``reasoning``: whether a free
+    ``<think>`` block comes first (see ``with_reasoning``).
+    """
+
+    json: TypingLiteral["object", "schema"] | None = None
+    schema: object = None
+    tools: tuple[ToolSignature, ...] = ()
+    tools_required: bool = False
+    tool_format: ToolFormat = "glm47"
+    parallel_tool_calls: bool = True
+    reasoning: ReasoningPrefix = "off"
+    schema_path: str = "/response_format/json_schema/schema"
+    whitespace: int = DEFAULT_WHITESPACE
+
+    def key(self) -> str:
+        """A canonical string for caching compiled grammars."""
+        return json.dumps(
+            {
+                "json": self.json,
+                "schema": self.schema,
+                "tools": [[t.name, t.parameters] for t in self.tools],
+                "required": self.tools_required,
+                "format": self.tool_format,
+                "parallel": self.parallel_tool_calls,
+                "reasoning": self.reasoning,
+                "ws": self.whitespace,
+            },
+            sort_keys=True,
+            default=str,
+        )
+
+
+def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
+    """The grammar's root node for a spec (raises ``InvalidRequestField`` on a bad schema)."""
+    marker = Marker(dict(special_ids))
+    # With tools in play, the output parser splits on the family's markers: no JSON string
+    # and no reasoning text may spell one.
+    forbidden = family_markers(spec.tool_format) if spec.tools else ()
+    body: Node | None = None
+    if spec.json == "object":
+        body = any_json_object(spec.whitespace, forbidden)
+    elif spec.json == "schema":
+        body = compile_schema(
+            spec.schema, path=spec.schema_path, ws=spec.whitespace, forbidden=forbidden
+        )
+    if spec.tools and (spec.tools_required or body is not None):
+        calls = tool_calls_grammar(
+            spec.tools,
+            marker,
+            tool_format=spec.tool_format,
+            parallel=spec.parallel_tool_calls,
+            ws=spec.whitespace,
+        )
+        body = calls if spec.tools_required or body is None else Choice([body, calls])
+    if body is None:
+        raise ValueError("a ConstraintSpec without JSON or required tools constrains nothing")
+    return with_reasoning(body, marker, spec.reasoning, forbidden=forbidden)
+
+
+class ConstrainedDecoder:
+    """Per-request matcher state over a shared ``Grammar`` (not thread-safe: one engine loop)."""
+
+    def __init__(self, grammar: Grammar, vocab: TokenVocabulary) -> None:
+        self.grammar = grammar
+        self.vocab = vocab
+        self.state: State = grammar.initial
+        self.eos_seen = False
+        self._sid = DEAD
+        self._epoch = -1
+
+    def _current(self) -> int:
+        grammar = self.grammar
+        grammar.maybe_reset()
+        if self._epoch != grammar.epoch:
+            self._sid = grammar.intern(self.state)
+            self._epoch = grammar.epoch
+        return self._sid
+
+    def allowed_token_mask(self) -> TokenMask:
+        if self.eos_seen:
+            return TokenMask(0, self.vocab.size)
+        return compute_mask(self.grammar, self.vocab, self._current())
+
+    def accepts(self, token_id: int) -> bool:
+        return self._next(token_id) != DEAD
+
+    def _next(self, token_id: int) -> int:
+        if self.eos_seen:
+            return DEAD
+        sid = self._current()
+        grammar, vocab = self.grammar, self.vocab
+        if token_id in vocab.eos_ids:
+            return sid if grammar.accepts_end(sid) else DEAD
+        if token_id in vocab.special:
+            return grammar.next(sid, SPECIAL_BASE + token_id)
+        data = vocab.tokens[token_id] if 0 <= token_id < vocab.size else None
+        if not data:
+            return DEAD
+        for byte in data:
+            sid = grammar.next(sid, byte)
+            if sid == DEAD:
+                break
+        return sid
+
+    def advance(self, token_id: int) -> None:
+        nxt = self._next(token_id)
+        if nxt == DEAD:
+            raise ConstraintViolation(
+                f"token {token_id} ({self.vocab.token_text(token_id)!r}) is not allowed by the "
+                "grammar here; sample from allowed_token_mask()"
+            )
+        if token_id in self.vocab.eos_ids:
+            self.eos_seen = True
+        self.state = self.grammar.states[nxt]
+        self._sid = nxt
+
+    @property
+    def is_finished(self) -> bool:
+        """True once EOS was taken or the grammar is complete and nothing else can follow."""
+        if self.eos_seen:
+            return True
+        sid = self._current()
+        return self.grammar.accepts_end(sid) and not self.grammar.can_continue(sid)
+
+    @property
+    def can_end(self) -> bool:
+        """True when the output so far is complete (EOS allowed)."""
+        return self.eos_seen or self.grammar.accepts_end(self._current())
+
+
+class GrammarCache:
+    """Compiled grammars by (spec, vocabulary), least recently used dropped first. One per
+    model server: requests with the same schema share transitions and token masks. Memory is
+    bounded: ``capacity`` grammars, each with at most 20,000 cached states and 32 MiB of
+    cached masks. Not thread-safe: use it, and the decoders it makes, from the engine thread."""
+
+    def __init__(self, capacity: int = 32) -> None:
+        self.capacity = capacity
+        self._grammars: OrderedDict[tuple[str, int], Grammar] = OrderedDict()
+
+    def grammar(self, spec: ConstraintSpec, vocab: TokenVocabulary) -> Grammar:
+        key = (spec.key(), id(vocab))
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            grammar = Grammar(build_root(spec, vocab.special_ids))
+            self._grammars[key] = grammar
+            if len(self._grammars) > self.capacity:
+                self._grammars.popitem(last=False)
+        else:
+            self._grammars.move_to_end(key)
+        return grammar
+
+    def decoder(self, spec: ConstraintSpec, vocab: TokenVocabulary) -> ConstrainedDecoder:
+        return ConstrainedDecoder(self.grammar(spec, vocab), vocab)

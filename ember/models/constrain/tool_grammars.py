@@ -1,0 +1,274 @@
+"""Grammars for the two families' tool-call syntax, and the reasoning block before any grammar.
+
+Kimi K2 (arguments are JSON matching the tool's parameters)::
+
+    <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>
+    {...}<|tool_call_end|>...<|tool_calls_section_end|>
+
+GLM-4.7 / GLM-5 (``glm47``; GLM-4.5/4.6, ``glm45``, puts a newline after the name and after
+every key and value, and before each call). String-typed values are raw text, every other
+value is JSON::
+
+    <tool_call>NAME<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>
+
+Markers resolve to the tokenizer's special tokens when it has them (see ``Marker``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal as TypingLiteral
+
+from ember.models.constrain.json_nodes import JLiteralSet
+from ember.models.constrain.nodes import (
+    POP,
+    PUSH,
+    Choice,
+    FreeText,
+    Literal,
+    Marker,
+    Move,
+    Node,
+    Seq,
+    Whitespace,
+)
+from ember.models.constrain.schema import DEFAULT_WHITESPACE, compile_schema
+
+ToolFormat = TypingLiteral["kimi", "glm45", "glm47"]
+ReasoningPrefix = TypingLiteral["off", "inside", "optional"]
+MAX_PARALLEL_CALLS = 16
+
+KIMI_SECTION_BEGIN = "<|tool_calls_section_begin|>"
+KIMI_SECTION_END = "<|tool_calls_section_end|>"
+KIMI_CALL_BEGIN = "<|tool_call_begin|>"
+KIMI_ARGUMENT_BEGIN = "<|tool_call_argument_begin|>"
+KIMI_CALL_END = "<|tool_call_end|>"
+GLM_CALL_BEGIN = "<tool_call>"
+GLM_CALL_END = "</tool_call>"
+GLM_KEY_BEGIN = "<arg_key>"
+GLM_KEY_END = "</arg_key>"
+GLM_VALUE_BEGIN = "<arg_value>"
+GLM_VALUE_END = "</arg_value>"
+THINK_BEGIN = "<think>"
+THINK_END = "</think>"
+KIMI_MARKERS = (
+    KIMI_SECTION_BEGIN,
+    KIMI_SECTION_END,
+    KIMI_CALL_BEGIN,
+    KIMI_ARGUMENT_BEGIN,
+    KIMI_CALL_END,
+)
+GLM_MARKERS = (
+    GLM_CALL_BEGIN,
+    GLM_CALL_END,
+    GLM_KEY_BEGIN,
+    GLM_KEY_END,
+    GLM_VALUE_BEGIN,
+    GLM_VALUE_END,
+)
+
+
+def family_markers(tool_format: ToolFormat) -> tuple[str, ...]:
+    """The tool-call markers a text parser splits on, which free text must never spell."""
+    return KIMI_MARKERS if tool_format == "kimi" else GLM_MARKERS
+
+
+@dataclass(frozen=True)
+class ToolSignature:
+    """What the grammar needs of a function tool: its name and parameters schema."""
+
+    name: str
+    parameters: Mapping | None = None
+
+
+class IndexedRepeat(Node):
+    """``factory(i)`` for i = 0, 1, ... between ``minimum`` and ``maximum`` times: the item
+    may depend on its index (Kimi numbers its calls ``functions.NAME:i``)."""
+
+    __slots__ = ("factory", "minimum", "maximum", "items")
+
+    def __init__(self, factory: Callable[[int], Node], minimum: int, maximum: int) -> None:
+        self.factory = factory
+        self.minimum = minimum
+        self.maximum = maximum
+        self.items: dict[int, Node] = {}
+
+    def _item(self, index: int) -> Node:
+        item = self.items.get(index)
+        if item is None:
+            item = self.items[index] = self.factory(index)
+        return item
+
+    def step(self, local: int, sym: int) -> tuple[Move, ...]:
+        moves: list[Move] = []
+        if local >= self.minimum:
+            moves.append((POP,))
+        if local < self.maximum:
+            moves.append((PUSH, local + 1, self._item(local).frame()))
+        return tuple(moves)
+
+
+class GlmArguments(Node):
+    """GLM's key/value pairs for one call: declared properties in schema order, optional ones
+    skippable, required ones present (local: index of the next property that may come)."""
+
+    __slots__ = ("pairs", "required", "can_close")
+
+    def __init__(self, pairs: Sequence[Node], required: Sequence[bool]) -> None:
+        self.pairs = tuple(pairs)
+        self.required = tuple(required)
+        n = len(self.pairs)
+        self.can_close = tuple(not any(self.required[i:]) for i in range(n + 1))
+
+    def step(self, local: int, sym: int) -> tuple[Move, ...]:
+        moves: list[Move] = []
+        if self.can_close[local]:
+            moves.append((POP,))
+        for j in range(local, len(self.pairs)):
+            moves.append((PUSH, j + 1, self.pairs[j].frame()))
+            if self.required[j]:
+                break
+        return tuple(moves)
+
+
+def _arguments_schema(tool: ToolSignature) -> Mapping:
+    return tool.parameters if tool.parameters is not None else {"type": "object", "properties": {}}
+
+
+def _compile_arguments(tool: ToolSignature, path: str, ws: int) -> Node:
+    return compile_schema(
+        _arguments_schema(tool), path=path, strict=False, ws=ws, forbidden=KIMI_MARKERS
+    )
+
+
+def kimi_tool_calls(
+    tools: Sequence[ToolSignature],
+    marker: Marker,
+    *,
+    parallel: bool,
+    path: str = "/tools",
+    ws: int = DEFAULT_WHITESPACE,
+) -> Node:
+    arguments = {
+        t.name: _compile_arguments(t, f"{path}/{i}/function/parameters", ws)
+        for i, t in enumerate(tools)
+    }
+
+    def call(index: int) -> Node:
+        return Seq(
+            [
+                marker(KIMI_CALL_BEGIN),
+                Choice(
+                    [
+                        Seq(
+                            [
+                                Literal(f"functions.{t.name}:{index}".encode()),
+                                marker(KIMI_ARGUMENT_BEGIN),
+                                arguments[t.name],
+                            ]
+                        )
+                        for t in tools
+                    ]
+                ),
+                marker(KIMI_CALL_END),
+            ]
+        )
+
+    most = MAX_PARALLEL_CALLS if parallel else 1
+    return Seq([marker(KIMI_SECTION_BEGIN), IndexedRepeat(call, 1, most), marker(KIMI_SECTION_END)])
+
+
+def _glm_value(schema: object, marker: Marker, path: str, ws: int) -> Node:
+    """One ``<arg_value>`` body plus its closing marker."""
+    end = marker(GLM_VALUE_END)
+    others = tuple(m for m in GLM_MARKERS if m != GLM_VALUE_END)
+    free = FreeText(GLM_VALUE_END, marker.token_id(GLM_VALUE_END), forbidden=others)
+
+    def json_value(sub: object) -> Node:
+        node = compile_schema(sub, path=path, strict=False, ws=ws, forbidden=GLM_MARKERS)
+        return Seq([node, end])
+
+    if not isinstance(schema, Mapping):
+        return Choice([json_value(True), free])
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
+        return Seq([JLiteralSet([v.encode() for v in enum]), end])
+    if kinds == ["string"]:
+        return free
+    if "string" in kinds:
+        return Choice([free, json_value(schema)])
+    return json_value(schema)
+
+
+def glm_tool_calls(
+    tools: Sequence[ToolSignature],
+    marker: Marker,
+    *,
+    parallel: bool,
+    dialect: ToolFormat,
+    path: str = "/tools",
+    ws: int = DEFAULT_WHITESPACE,
+) -> Node:
+    newline = [Literal(b"\n")] if dialect == "glm45" else []
+    calls = []
+    for i, tool in enumerate(tools):
+        schema = _arguments_schema(tool)
+        properties = schema.get("properties") or {}
+        required = set(schema.get("required") or [])
+        pairs = []
+        for name, sub in properties.items():
+            where = f"{path}/{i}/function/parameters/properties/{name}"
+            pairs.append(
+                Seq(
+                    [
+                        marker(GLM_KEY_BEGIN),
+                        Literal(name.encode()),
+                        marker(GLM_KEY_END),
+                        *newline,
+                        marker(GLM_VALUE_BEGIN),
+                        _glm_value(sub, marker, where, ws),
+                        *newline,
+                    ]
+                )
+            )
+        arguments = GlmArguments(pairs, [name in required for name in properties])
+        calls.append(Seq([Literal(tool.name.encode()), *newline, arguments]))
+    one_call = Seq([Whitespace(2), marker(GLM_CALL_BEGIN), Choice(calls), marker(GLM_CALL_END)])
+    return IndexedRepeat(lambda _: one_call, 1, MAX_PARALLEL_CALLS if parallel else 1)
+
+
+def tool_calls_grammar(
+    tools: Sequence[ToolSignature],
+    marker: Marker,
+    *,
+    tool_format: ToolFormat,
+    parallel: bool,
+    ws: int = DEFAULT_WHITESPACE,
+) -> Node:
+    if tool_format == "kimi":
+        return kimi_tool_calls(tools, marker, parallel=parallel, ws=ws)
+    return glm_tool_calls(tools, marker, parallel=parallel, dialect=tool_format, ws=ws)
+
+
+def with_reasoning(
+    body: Node,
+    marker: Marker,
+    prefix: ReasoningPrefix,
+    *,
+    forbidden: tuple[str, ...] = (),
+    ws: int = 2,
+) -> Node:
+    """Free reasoning text before ``body``: ``inside`` when the prompt already opened a
+    ``<think>`` block (GLM-4.7/5 with thinking on), ``optional`` when the model may open one
+    itself, ``off`` when thinking is disabled. ``forbidden``: markers the reasoning may not
+    spell (a tool-call start would end the reasoning for the output parser)."""
+    if prefix == "off":
+        return body
+    reasoning = FreeText(THINK_END, marker.token_id(THINK_END), forbidden=forbidden)
+    thinking = Seq([reasoning, Whitespace(ws), body])
+    if prefix == "inside":
+        return thinking
+    return Choice([Seq([marker(THINK_BEGIN), thinking]), body])

@@ -1,0 +1,187 @@
+# ruff: noqa: E501  (tables of exact bodies and messages read best unwrapped)
+"""``/v1/completions`` and SGLang ``/generate`` bodies."""
+
+from __future__ import annotations
+
+import pytest
+
+from ember.models.api.chat_request import SamplingOptions
+from ember.models.api.completion_request import (
+    GenerateRequest,
+    parse_completion_request,
+    parse_generate_request,
+)
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.tools import ResponseFormat
+
+
+def test_completion_defaults_and_forms() -> None:
+    request = parse_completion_request({"model": "m", "prompt": "Once"})
+    assert (request.prompt, request.prompt_token_ids) == ("Once", None)
+    assert request.sampling == SamplingOptions(max_tokens=16)
+    assert parse_completion_request({"model": "m", "prompt": [1, 2, 3]}).prompt_token_ids == (
+        1,
+        2,
+        3,
+    )
+    assert parse_completion_request({"model": "m", "prompt": ["x"]}).prompt == "x"
+    assert parse_completion_request({"model": "m", "prompt": [[4, 5]]}).prompt_token_ids == (4, 5)
+    full = parse_completion_request(
+        {
+            "model": "m",
+            "prompt": "a",
+            "max_tokens": 9,
+            "logprobs": 2,
+            "echo": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "stop": ["\n"],
+            "seed": 1,
+            "temperature": 0,
+            "response_format": {"type": "json_object"},
+        }
+    )
+    assert full.sampling == SamplingOptions(
+        max_tokens=9, temperature=0.0, seed=1, stop=("\n",), logprobs=True, top_logprobs=2
+    )
+    assert full.echo and full.stream and full.include_usage
+    assert full.response_format == ResponseFormat("json_object")
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        (
+            {"model": "m", "prompt": ["a", "b"]},
+            "/prompt",
+            "expected one prompt per request (send a batch as separate requests), got 2 prompts",
+        ),
+        (
+            {"model": "m", "prompt": [1, -2]},
+            "/prompt/1",
+            "expected a token id (a non-negative integer), got a number (-2)",
+        ),
+        (
+            {"model": "m", "prompt": {}},
+            "/prompt",
+            "expected a string or an array of token ids, got an object",
+        ),
+        ({"model": "m"}, "/prompt", "expected a prompt, got nothing"),
+        ({"prompt": "x"}, "/model", "expected the model's id, got nothing"),
+        ({"model": "m", "prompt": "x", "best_of": 3}, "/best_of", "expected 1, got a number (3)"),
+        (
+            {"model": "m", "prompt": "x", "suffix": "end"},
+            "/suffix",
+            "expected null (suffix insertion is not supported), got a string",
+        ),
+        (
+            {"model": "m", "prompt": "x", "logprobs": 6},
+            "/logprobs",
+            "expected an integer >= 0 and <= 5, got a number (6)",
+        ),
+    ],
+)
+def test_completion_errors(body: dict, field: str, message: str) -> None:
+    with pytest.raises(InvalidRequestField) as caught:
+        parse_completion_request(body)
+    assert caught.value.field == field
+    assert str(caught.value) == f"Invalid value at '{field}': {message}"
+
+
+def test_generate_request() -> None:
+    request = parse_generate_request(
+        {
+            "text": "The capital of France is",
+            "sampling_params": {
+                "temperature": 0,
+                "max_new_tokens": 32,
+                "top_k": -1,
+                "stop": ["."],
+                "stop_token_ids": [2],
+                "json_schema": '{"type": "string"}',
+                "ignore_eos": True,
+            },
+            "stream": True,
+            "return_logprob": True,
+            "top_logprobs_num": 2,
+            "rid": "abc",
+        }
+    )
+    assert request == GenerateRequest(
+        text="The capital of France is",
+        input_ids=None,
+        sampling=SamplingOptions(
+            max_tokens=32,
+            temperature=0.0,
+            stop=(".",),
+            stop_token_ids=(2,),
+            ignore_eos=True,
+            logprobs=True,
+            top_logprobs=2,
+        ),
+        json_schema={"type": "string"},
+        stream=True,
+        return_logprob=True,
+        top_logprobs_num=2,
+        rid="abc",
+    )
+    defaults = parse_generate_request({"input_ids": [1, 2]})
+    assert defaults.input_ids == (1, 2) and defaults.sampling == SamplingOptions(max_tokens=128)
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        ({}, "/", "expected exactly one of 'text' or 'input_ids', got neither"),
+        (
+            {"text": "a", "input_ids": [1]},
+            "/",
+            "expected exactly one of 'text' or 'input_ids', got both",
+        ),
+        (
+            {"text": ["a", "b"]},
+            "/text",
+            "expected one prompt per request (send a batch as separate requests), got 2 prompts",
+        ),
+        (
+            {"text": "a", "sampling_params": {"regex": "a+"}},
+            "/sampling_params/regex",
+            "expected json_schema (regex, EBNF and structural tags are not supported), got a value",
+        ),
+        (
+            {"text": "a", "sampling_params": {"json_schema": "{"}},
+            "/sampling_params/json_schema",
+            "expected a JSON schema encoded as a string, got text that is not JSON",
+        ),
+        (
+            {
+                "text": "a",
+                "sampling_params": {
+                    "json_schema": '{"type": "string", "format": "x", "pattern": "y"}'
+                },
+            },
+            "/sampling_params/json_schema/pattern",
+            "expected a schema keyword ember can enforce while generating (see the supported JSON Schema subset), got 'pattern'",
+        ),
+        (
+            {"text": "a", "sampling_params": {"top_k": 0}},
+            "/sampling_params/top_k",
+            "expected -1 (off) or an integer >= 1, got a number (0)",
+        ),
+        (
+            {"text": "a", "sampling_params": {"top_p": 0}},
+            "/sampling_params/top_p",
+            "expected a number > 0 and <= 1, got a number (0)",
+        ),
+        (
+            {"text": "a", "sampling_params": {"n": 2}},
+            "/sampling_params/n",
+            "expected 1, got a number (2)",
+        ),
+    ],
+)
+def test_generate_errors(body: dict, field: str, message: str) -> None:
+    with pytest.raises(InvalidRequestField) as caught:
+        parse_generate_request(body)
+    assert caught.value.field == field
+    assert str(caught.value) == f"Invalid value at '{field}': {message}"
