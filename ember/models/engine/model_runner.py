@@ -1,0 +1,145 @@
+"""Turns a scheduled step into tensors, runs the model over the flat batch, checks the KV it read,
+and samples (the only engine module that builds tensors).
+
+The model seam is ``CausalLM``: a cache-aware forward over a flat batch that calls an
+``AttentionBackend`` per layer and returns logits only for the rows that sample (each chunk's last
+token), so prefill tokens do not pay for the vocabulary projection. Sampling goes through
+``Sampler``; ``GreedySampler`` is the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from ember.models.attention.backend import AttentionBackend, BatchLayout
+from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
+from ember.models.engine.integrity import IntegrityChecker, IntegrityFailure, StepReads
+from ember.models.engine.scheduler import ScheduledSeq
+from ember.models.engine.sequence import Sequence
+from ember.models.kv.pool import KVPool
+
+
+class CausalLM(Protocol):
+    """What the engine needs from an architecture (``ember.models.arch.base.CausalLM``)."""
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        backend: AttentionBackend,
+        logits_indices: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``(T,)`` new tokens laid out as ``backend.layout`` -> logits of ``logits_indices``."""
+        ...
+
+
+class Sampler(Protocol):
+    def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
+        """One next token per row of ``logits`` (row ``i`` belongs to ``seqs[i]``)."""
+        ...
+
+
+class GreedySampler:
+    def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
+        return logits.argmax(dim=-1).tolist()
+
+
+@dataclass(slots=True)
+class StepResult:
+    """Next token per scheduled entry (``None`` mid-prefill) and the integrity verdicts."""
+
+    tokens: list[int | None]
+    failures: list[IntegrityFailure] = field(default_factory=list)
+
+
+class ModelRunner:
+    def __init__(
+        self,
+        model: CausalLM,
+        pool: KVPool,
+        *,
+        checker: IntegrityChecker | None = None,
+        sampler: Sampler | None = None,
+    ) -> None:
+        self.model = model
+        self.pool = pool
+        self.checker = checker
+        self.sampler = sampler or GreedySampler()
+        self.workspace = Workspace()
+        self.num_steps = 0
+
+    def run(self, scheduled: list[ScheduledSeq], new_pages: list[int]) -> StepResult:
+        """One forward over ``scheduled`` (single-token entries first), then checks and samples."""
+        self.pool.zero_pages(new_pages)
+        page_size = self.pool.page_size
+        layout = BatchLayout(
+            tuple(s.num_new_tokens for s in scheduled), tuple(s.context_len for s in scheduled)
+        )
+        token_list: list[int] = []
+        position_list: list[int] = []
+        for s in scheduled:
+            if s.num_new_tokens == 1:
+                token_list.append(s.seq.token_ids[s.context_len])
+                position_list.append(s.context_len)
+            else:
+                end = s.context_len + s.num_new_tokens
+                token_list.extend(s.seq.token_ids[s.context_len : end])
+                position_list.extend(range(s.context_len, end))
+        batch = PagedBatch.build(
+            layout, [s.seq.block_table for s in scheduled], page_size, self.pool.padding_page
+        )
+        checker = self.checker
+        if checker is not None:
+            slots = batch.slot_mapping.numpy()
+            chains = np.concatenate(
+                [s.seq.chain[s.context_len : s.context_len + s.num_new_tokens] for s in scheduled]
+            )
+            checker.stamp_tokens(slots, chains, np.asarray(position_list, dtype=np.int32))
+        backend = PagedAttentionBackend(self.pool, batch, self.workspace)
+        sample_rows: list[int] = []
+        row = 0
+        for s in scheduled:
+            row += s.num_new_tokens
+            if s.needs_sample:
+                sample_rows.append(row - 1)
+        with torch.inference_mode():
+            input_ids = torch.tensor(token_list, dtype=torch.int64)
+            indices = None
+            if len(sample_rows) != len(token_list):
+                indices = torch.tensor(sample_rows, dtype=torch.int64)
+            logits = self.model.forward(input_ids, backend, indices)
+            if not sample_rows:
+                logits = None
+        failures: list[IntegrityFailure] = []
+        if checker is not None:
+            checker.stamp_content(batch.slot_mapping.numpy())
+            failures = checker.check_step(self._reads(batch, scheduled), self.num_steps)
+        tokens: list[int | None] = [None] * len(scheduled)
+        if logits is not None:
+            sampling = [s for s in scheduled if s.needs_sample]
+            with torch.inference_mode():
+                picked_tokens = self.sampler.sample(logits, [s.seq for s in sampling])
+            index = 0
+            for i, s in enumerate(scheduled):
+                if s.needs_sample:
+                    tokens[i] = picked_tokens[index]
+                    index += 1
+        self.num_steps += 1
+        return StepResult(tokens, failures)
+
+    def _reads(self, batch: PagedBatch, scheduled: list[ScheduledSeq]) -> list[StepReads]:
+        """Per attention group: the slots its sequences read and the chains they expect there."""
+        reads = []
+        for group in batch.groups:
+            members = group.members
+            slots = group.slots().numpy()
+            expected = np.zeros(slots.shape, dtype=np.uint64)
+            for row, index in enumerate(members):
+                entry = scheduled[index]
+                seq_len = entry.context_len + entry.num_new_tokens
+                expected[row, :seq_len] = entry.seq.chain[:seq_len]
+            reads.append(StepReads(slots, expected, members))
+        return reads
