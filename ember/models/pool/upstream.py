@@ -1,0 +1,237 @@
+"""One request to one replica, over the protocol every backend speaks.
+
+``post_json`` sends a request and returns the decoded answer. ``open_events`` sends a streaming
+request and returns an ``EventStream``: the ``data:`` payloads of the replica's server-sent
+events, read by a pump task into a queue. The pump is what makes failure and cancellation
+prompt: when the replica dies, the pool fails the request's lease, which cancels the pump and
+ends the stream with a clear error; when the consumer stops (``aclose``), the pump is cancelled,
+the connection closes, and the model server aborts the generation (it watches its client).
+
+A replica's refusals are mapped to Workers AI codes: its 400s carry the field it named (5006),
+429 and 503 mean it is full (3040), anything else is a replica failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+import httpx
+
+from ember.errors import InvalidModelInput
+from ember.models.pool import errors
+from ember.models.pool.replica import Lease
+
+CONNECT_TIMEOUT = 5.0
+LEASE_REASON_WAIT = 0.5  # after a transport error, how long to wait for the replica's verdict
+_END = object()
+
+
+class ReplicaUnreachable(Exception):
+    """The request never reached the replica (connection refused): safe to send elsewhere."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAnswer:
+    """A non-streaming answer."""
+
+    status: int
+    body: object
+    headers: Mapping[str, str]
+
+
+def upstream_refusal(model: str, status: int, body: object) -> Exception:
+    """The error for a replica's non-200 answer (OpenAI-style error bodies are read)."""
+    message = _error_message(body) or f"HTTP {status}"
+    if status == 400 or status == 422 or status == 413:
+        param = _error_param(body)
+        return InvalidModelInput(f"/{param.replace('.', '/')}" if param else "", message)
+    if status in (429, 503):
+        return errors.queue_full(model, 0, 0)
+    return errors.replica_failed(model, f"the model server answered {status}: {message}")
+
+
+def _error_message(body: object) -> str | None:
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"]
+        if isinstance(body.get("message"), str):
+            return body["message"]
+    if isinstance(body, str) and body:
+        return body[:500]
+    return None
+
+
+def _error_param(body: object) -> str | None:
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        param = body["error"].get("param")
+        return param if isinstance(param, str) else None
+    return None
+
+
+def _decode(content: bytes) -> object:
+    try:
+        return json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return content.decode("utf-8", "replace")
+
+
+async def failure_reason(lease: Lease, exc: BaseException) -> str:
+    """Why a transport error happened: the replica's own verdict if it comes in time."""
+    for _ in range(int(LEASE_REASON_WAIT / 0.05)):
+        if lease.failure is not None:
+            return lease.failure
+        await asyncio.sleep(0.05)
+    text = str(exc) or type(exc).__name__
+    return f"{lease.replica.name} connection failed ({text})"
+
+
+async def post_json(
+    http: httpx.AsyncClient,
+    lease: Lease,
+    path: str,
+    body: Mapping[str, object],
+    headers: Mapping[str, str],
+) -> ReplicaAnswer:
+    """POST ``body``; the answer, or the lease's failure if the replica dies meanwhile."""
+    replica = lease.replica
+    task = asyncio.ensure_future(
+        http.post(
+            f"{replica.url}{path}",
+            json=body,
+            headers=dict(headers),
+            timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
+        )
+    )
+    lease.on_fail = lambda reason: task.cancel()
+    try:
+        response = await task
+    except asyncio.CancelledError:
+        if lease.failure is not None and not _cancelling():
+            raise errors.replica_failed(replica.model_id, lease.failure) from None
+        raise
+    except httpx.ConnectError as exc:
+        raise ReplicaUnreachable(str(exc)) from exc
+    except httpx.HTTPError as exc:
+        raise errors.replica_failed(replica.model_id, await failure_reason(lease, exc)) from exc
+    finally:
+        lease.on_fail = None
+    return ReplicaAnswer(response.status_code, _decode(response.content), response.headers)
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+class EventStream:
+    """The ``data:`` payloads of a replica's SSE answer (``"[DONE]"`` included)."""
+
+    def __init__(self, lease: Lease, response: httpx.Response) -> None:
+        self.lease = lease
+        self.response = response
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._pump = asyncio.ensure_future(self._run())
+        lease.on_fail = lambda reason: self._pump.cancel()
+
+    async def _run(self) -> None:
+        buffer = b""
+        try:
+            async for chunk in self.response.aiter_raw():
+                buffer += chunk
+                while True:
+                    end = buffer.find(b"\n\n")
+                    if end < 0:
+                        break
+                    block, buffer = buffer[:end], buffer[end + 2 :]
+                    data = _event_data(block)
+                    if data is not None:
+                        self._queue.put_nowait(data)
+            if buffer.strip():
+                data = _event_data(buffer)
+                if data is not None:
+                    self._queue.put_nowait(data)
+            self._queue.put_nowait(_END)
+        except asyncio.CancelledError:
+            reason = self.lease.failure or "the stream was closed"
+            self._queue.put_nowait(errors.replica_failed(self.lease.replica.model_id, reason))
+            raise
+        except httpx.HTTPError as exc:
+            reason = await failure_reason(self.lease, exc)
+            self._queue.put_nowait(errors.replica_failed(self.lease.replica.model_id, reason))
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[str]:
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+
+    async def aclose(self) -> None:
+        """Stop reading: the connection closes and the replica aborts the generation."""
+        self.lease.on_fail = None
+        if not self._pump.done():
+            self._pump.cancel()
+        with contextlib.suppress(BaseException):
+            await self._pump
+        with contextlib.suppress(BaseException):
+            await self.response.aclose()
+
+
+def _event_data(block: bytes) -> str | None:
+    lines = [
+        line[5:].lstrip(b" ")
+        for line in block.replace(b"\r\n", b"\n").split(b"\n")
+        if line.startswith(b"data:")
+    ]
+    if not lines:
+        return None
+    return b"\n".join(lines).decode("utf-8", "replace")
+
+
+async def open_events(
+    http: httpx.AsyncClient,
+    lease: Lease,
+    path: str,
+    body: Mapping[str, object],
+    headers: Mapping[str, str],
+) -> EventStream:
+    """POST a streaming request; the stream once the replica answered 200, else the refusal."""
+    replica = lease.replica
+    request = http.build_request(
+        "POST",
+        f"{replica.url}{path}",
+        json=body,
+        headers=dict(headers),
+        timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
+    )
+    opening = asyncio.ensure_future(http.send(request, stream=True))
+    lease.on_fail = lambda reason: opening.cancel()
+    try:
+        response = await opening
+    except asyncio.CancelledError:
+        if lease.failure is not None and not _cancelling():
+            raise errors.replica_failed(replica.model_id, lease.failure) from None
+        raise
+    except httpx.ConnectError as exc:
+        raise ReplicaUnreachable(str(exc)) from exc
+    except httpx.HTTPError as exc:
+        raise errors.replica_failed(replica.model_id, await failure_reason(lease, exc)) from exc
+    finally:
+        lease.on_fail = None
+    if response.status_code != 200:
+        try:
+            content = await response.aread()
+        finally:
+            await response.aclose()
+        raise upstream_refusal(replica.model_id, response.status_code, _decode(content))
+    return EventStream(lease, response)
