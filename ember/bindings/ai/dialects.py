@@ -45,6 +45,7 @@ FORWARDED = (
     "chat_template_kwargs",
     "reasoning_effort",
     "min_tokens",
+    "ignore_eos",
     "user",
     "stream_options",
 )

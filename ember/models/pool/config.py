@@ -204,7 +204,7 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
     unknown = sorted(set(value) - MODEL_KEYS)
     if unknown:
         raise ConfigError(file, f"{where}.{unknown[0]}", unknown[0], _one_of(MODEL_KEYS))
-    base = {k: v for k, v in value.items() if k in REPLICA_KEYS}
+    shared = {k: v for k, v in value.items() if k in REPLICA_KEYS}
     replicas_value = value.get("replicas", 1)
     if isinstance(replicas_value, bool) or not isinstance(replicas_value, int | list):
         raise ConfigError(
@@ -213,11 +213,11 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
     if isinstance(replicas_value, int):
         if not 1 <= replicas_value <= 64:
             raise ConfigError(file, f"{where}.replicas", replicas_value, "a count from 1 to 64")
-        if "url" in base and replicas_value != 1:
+        if "url" in shared and replicas_value != 1:
             raise ConfigError(
                 file, f"{where}.replicas", replicas_value, "1 with url (list one url per replica)"
             )
-        replicas = tuple(_replica(base, file, where) for _ in range(replicas_value))
+        replicas = tuple(_replica(shared, file, where) for _ in range(replicas_value))
     else:
         if not replicas_value or len(replicas_value) > 64:
             raise ConfigError(file, f"{where}.replicas", replicas_value, "1 to 64 replicas")
@@ -229,7 +229,7 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
             extra = sorted(set(item) - REPLICA_KEYS)
             if extra:
                 raise ConfigError(file, f"{item_where}.{extra[0]}", extra[0], _one_of(REPLICA_KEYS))
-            items.append(_replica({**base, **item}, file, item_where))
+            items.append(_replica({**shared, **item}, file, item_where))
         replicas = tuple(items)
     checkpoint = value.get("checkpoint")
     if checkpoint is not None and (not isinstance(checkpoint, str) or not checkpoint):

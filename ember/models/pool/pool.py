@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import httpx
@@ -88,21 +88,23 @@ class PooledStream:
         self.timed_out = True
         self._events.lease.fail("the request timed out")
 
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._iterate()
+    def __aiter__(self) -> PooledStream:
+        return self
 
-    async def _iterate(self) -> AsyncIterator[str]:
+    async def __anext__(self) -> str:
         try:
-            async for data in self._events:
-                yield data
+            return await self._events.__anext__()
+        except StopAsyncIteration:
+            await self.aclose()
+            raise
         except errors.UpstreamFailed:
+            await self.aclose()
             if self.timed_out:
                 raise errors.timed_out() from None
             raise
-        finally:
-            await self.aclose()
 
     async def aclose(self) -> None:
+        """Stop (the replica aborts the generation) and give the slot back; idempotent."""
         self._timer.cancel()
         await self._events.aclose()
         self._events.lease.release()

@@ -133,6 +133,10 @@ class Replica:
     def name(self) -> str:
         return f"{self.model_id} replica {self.index + 1}"
 
+    @property
+    def short_name(self) -> str:
+        return f"replica {self.index + 1}"
+
     def lease(self, session: str | None) -> Lease:
         lease = Lease(self, session)
         self.leases.add(lease)
@@ -162,7 +166,7 @@ class Replica:
             deadline = time.monotonic() + drain_timeout
             while self.leases and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-        self._fail_leases(f"{self.name} was stopped")
+        self._fail_leases(f"{self.short_name} was stopped")
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -195,7 +199,7 @@ class Replica:
             if self._stopping:
                 return
             self.last_error = reason
-            self._fail_leases(f"{self.name} {reason}")
+            self._fail_leases(f"{self.short_name} {reason}")
             if became_ready:
                 failed_starts = 0
             else:
@@ -235,6 +239,7 @@ class Replica:
         except OSError as exc:
             return False, f"could not start: {exc}"
         exited = asyncio.ensure_future(process.wait())
+        hung: asyncio.Future[str] | None = None
         try:
             ready = await self._wait_ready(exited)
             if not ready:
@@ -246,11 +251,12 @@ class Replica:
             hung = asyncio.ensure_future(self._watch_health())
             done, _ = await asyncio.wait({exited, hung}, return_when=asyncio.FIRST_COMPLETED)
             if exited in done:
-                hung.cancel()
                 return True, self._exit_reason(process, exited.result(), "while serving")
             return True, f"stopped answering health checks ({hung.result()})"
         finally:
             # Whatever ended this run, nothing of it may linger (a hung server is killed here).
+            if hung is not None:
+                hung.cancel()
             if not exited.done():
                 await process.stop(grace=1.0)
             exited.cancel()
@@ -263,7 +269,7 @@ class Replica:
 
     def _exit_reason(self, process: ReplicaProcess, code: int, when: str) -> str:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        words = process.last_words()
+        words = process.last_words(2)[-300:]
         return f"{how} {when}" + (f" (last output: {words})" if words else "")
 
     async def _wait_ready(self, exited: asyncio.Future[int]) -> bool:
@@ -307,7 +313,7 @@ class Replica:
                 failures += 1
                 self.last_error = problem
                 if self.state is State.READY and failures >= self.settings.unhealthy_after:
-                    self._fail_leases(f"{self.name} at {self.url} is unreachable ({problem})")
+                    self._fail_leases(f"{self.short_name} at {self.url} is unreachable ({problem})")
                     self._set(State.DEAD)
                     self.restarts += 1
                     self._progress(f"{self.name}: {self.url} unreachable ({problem})")

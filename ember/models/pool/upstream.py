@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -28,6 +28,13 @@ from ember.models.pool.replica import Lease
 CONNECT_TIMEOUT = 5.0
 LEASE_REASON_WAIT = 0.5  # after a transport error, how long to wait for the replica's verdict
 _END = object()
+
+
+class _TransportError:
+    """The pump saw the connection break (the reason is looked up by the consumer)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 class ReplicaUnreachable(Exception):
@@ -87,7 +94,7 @@ async def failure_reason(lease: Lease, exc: BaseException) -> str:
             return lease.failure
         await asyncio.sleep(0.05)
     text = str(exc) or type(exc).__name__
-    return f"{lease.replica.name} connection failed ({text})"
+    return f"{lease.replica.short_name} connection failed ({text})"
 
 
 async def post_json(
@@ -161,20 +168,24 @@ class EventStream:
             self._queue.put_nowait(errors.replica_failed(self.lease.replica.model_id, reason))
             raise
         except httpx.HTTPError as exc:
-            reason = await failure_reason(self.lease, exc)
-            self._queue.put_nowait(errors.replica_failed(self.lease.replica.model_id, reason))
+            # The consumer asks the replica for its verdict: the pump may be cancelled any time.
+            self._queue.put_nowait(_TransportError(exc))
 
-    def __aiter__(self) -> AsyncIterator[str]:
-        return self._iterate()
+    def __aiter__(self) -> EventStream:
+        return self
 
-    async def _iterate(self) -> AsyncIterator[str]:
-        while True:
-            item = await self._queue.get()
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item  # type: ignore[misc]
+    async def __anext__(self) -> str:
+        item = await self._queue.get()
+        if item is _END:
+            self._queue.put_nowait(_END)  # stays ended
+            raise StopAsyncIteration
+        if isinstance(item, _TransportError):
+            reason = await failure_reason(self.lease, item.error)
+            item = errors.replica_failed(self.lease.replica.model_id, reason)
+        if isinstance(item, BaseException):
+            self._queue.put_nowait(item)  # stays failed
+            raise item
+        return item  # type: ignore[return-value]
 
     async def aclose(self) -> None:
         """Stop reading: the connection closes and the replica aborts the generation."""
