@@ -131,6 +131,7 @@ class ModelPool:
             timeout=httpx.Timeout(None, connect=5.0),
         )
         self._groups: dict[str, ModelGroup] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
         self._closing = False
 
     # -- models ---------------------------------------------------------------------------------
@@ -294,7 +295,11 @@ class ModelPool:
             if old.serving(model_id) != config.serving(model_id) or old.settings != config.settings:
                 group = self._groups.pop(model_id)
                 self.progress(f"{model_id}: configuration changed; restarting its replicas")
-                asyncio.ensure_future(self._stop_group(group, self.config.settings.drain_timeout_s))
+                task = asyncio.ensure_future(
+                    self._stop_group(group, self.config.settings.drain_timeout_s)
+                )
+                self._stopping.add(task)
+                task.add_done_callback(self._stopping.discard)
 
     async def _stop_group(self, group: ModelGroup, drain: float) -> None:
         group.fail_waiters(errors.model_unavailable(group.model_id, "the model was reconfigured"))
@@ -329,7 +334,7 @@ class ModelPool:
         self._closing = True
         timeout = self.config.settings.drain_timeout_s if drain else 0.0
         groups, self._groups = list(self._groups.values()), {}
-        await asyncio.gather(*(self._stop_group(g, timeout) for g in groups))
+        await asyncio.gather(*(self._stop_group(g, timeout) for g in groups), *list(self._stopping))
         await self.http.aclose()
 
 
