@@ -265,7 +265,7 @@ class Replica:
 
     def _child_line(self, line: str) -> None:
         if self.state is State.STARTING:
-            self._progress(f"{self.name}: {line}")
+            self._progress(f"{self.name}: {line.removeprefix('ember models serve: ')}")
 
     def _exit_reason(self, process: ReplicaProcess, code: int, when: str) -> str:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
