@@ -15,6 +15,12 @@ class JsDict(dict[str, Any]):
 
     __slots__ = ()
 
+    def __getattribute__(self, name: str) -> Any:
+        # Data wins over dict methods, as on a JS object: ``listing.keys`` is KV's list of keys.
+        if not name.startswith("__") and dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        return super().__getattribute__(name)
+
     def __getattr__(self, name: str) -> Any:
         try:
             return self[name]

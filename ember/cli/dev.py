@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import click
 
@@ -58,7 +59,10 @@ def dev(
     for warning in server.warnings:
         click.secho(f"▲ {warning}", fg="yellow", err=True)
     _banner(server)
-    asyncio.run(server.serve(on_ready=lambda url: click.secho(f"Ready on {url}", fg="green")))
+    try:
+        asyncio.run(server.serve(on_ready=lambda url: click.secho(f"Ready on {url}", fg="green")))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: uvicorn already shut down cleanly and re-raised the signal
 
 
 def _banner(server: object) -> None:
@@ -83,17 +87,36 @@ def _banner(server: object) -> None:
 class TerminalSink:
     """Prints runtime events the way ``wrangler dev`` does: one line per request, raw output."""
 
+    def __init__(self) -> None:
+        self._color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        self._flush_scheduled = False
+
+    def _flush_soon(self) -> None:
+        # One flush per event-loop iteration, not one write syscall per request line.
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        sys.stdout.flush()
+
     def emit(self, event: object) -> None:
         """Print one event."""
         from ember.runtime import events as E
 
         if isinstance(event, E.RequestEvent):
-            path = urlsplit(event.url)
-            target = path.path + (f"?{path.query}" if path.query else "")
-            color = "green" if event.status < 400 else "yellow" if event.status < 500 else "red"
-            status = click.style(str(event.status), fg=color)
+            # The hot path (one line per request): plain writes, no click styling machinery.
+            start = event.url.find("/", event.url.find("//") + 2)
+            target = event.url[start:] if start >= 0 else "/"
+            status = str(event.status)
+            if self._color:
+                code = 32 if event.status < 400 else 33 if event.status < 500 else 31
+                status = f"\x1b[{code}m{status}\x1b[0m"
             note = "" if event.outcome in ("ok", "exception") else f" [{event.outcome}]"
-            click.echo(f"{event.method} {target} {status} ({event.duration_ms:.1f}ms){note}")
+            line = f"{event.method} {target} {status} ({event.duration_ms:.1f}ms){note}\n"
+            sys.stdout.write(line)
+            self._flush_soon()
         elif isinstance(event, E.ConsoleEvent):
             click.echo(event.message, err=event.level in ("error", "warn"))
         elif isinstance(event, E.ExceptionEvent):

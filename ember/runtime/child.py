@@ -15,6 +15,7 @@ as an object.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import resource
 import signal
@@ -130,6 +131,7 @@ def _current_data_bytes() -> int:
     return 0
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
     # dlopen(NULL): the running program's symbols, libc's prctl included (no ldconfig lookup).
     return ctypes.CDLL(None, use_errno=True)

@@ -115,7 +115,7 @@ class DevServer:
             log_level="warning",
             access_log=False,
             ws="none",
-            loop="asyncio",
+            proxy_headers=False,  # a local dev server: no proxy in front, no headers to trust
         )
         logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
         server = uvicorn.Server(config)

@@ -75,10 +75,10 @@ class InFlight:
                 return
         headers = [(k, v) for k, v in message.headers if k.lower() not in _HOP_BY_HOP]
         self.head.set_result(HttpResponse(message.status, headers, body))
+        if message.done:
+            self.finish()  # before logging, so the log line reuses its CPU reading
         if not message.sid:
             self.body_complete()
-        if message.done:
-            self.finish()
 
     def on_error(self, kind: str, message: str, traceback: str) -> None:
         """The handler raised (or returned something that is not a Response)."""
@@ -126,7 +126,8 @@ class InFlight:
     def body_complete(self) -> None:
         """The whole response went out; the waitUntil budget starts now."""
         self._log()
-        self.deadline = time.monotonic() + self.process.limits.background_ms / 1000
+        if not self.finished.done():
+            self.deadline = time.monotonic() + self.process.limits.background_ms / 1000
 
     def check_deadline(self, now: float) -> None:
         """Past the wall-time deadline: cancel; past the grace too: kill the isolate."""
@@ -151,6 +152,10 @@ class InFlight:
         if self.finished.done():
             return
         self.cpu_used = max(0.0, self.process.cpu() - self.cpu_start)
+        if self.kind == "fetch" and not self.head.done():  # only a misbehaving isolate does this
+            self.outcome = L.NO_RESPONSE.tag
+            self.status = L.NO_RESPONSE.status
+            self.head.set_result(error_response(L.NO_RESPONSE))
         if self._pump is not None and not self._pump.done():
             self._pump.cancel()
         if self._stream is not None:

@@ -82,6 +82,7 @@ RESPONSE_TOO_LARGE = PlatformError(
 )
 REQUEST_TOO_LARGE = PlatformError(413, None, "Request body too large.", "request_too_large")
 CRASHED = PlatformError(502, None, "Worker crashed.", "crashed")
+NO_RESPONSE = PlatformError(502, None, "Worker finished without sending a response.", "no_response")
 PROTOCOL_VIOLATION = PlatformError(
     502, None, "Worker broke the isolate protocol.", "protocol_error"
 )

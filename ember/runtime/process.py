@@ -37,6 +37,7 @@ from ember.runtime.protocol import (
     Done,
     End,
     FrameDecoder,
+    FrameWriter,
     Hello,
     Init,
     LoadError,
@@ -48,7 +49,6 @@ from ember.runtime.protocol import (
     Response,
     Scheduled,
     decode,
-    encode,
 )
 from ember.runtime.services import DeploymentServices
 
@@ -57,6 +57,7 @@ INTERRUPT_GRACE_CPU_S = 0.1  # CPU an interrupted isolate may still burn before 
 INTERRUPT_GRACE_WALL_S = 2.0
 CANCEL_GRACE_S = 2.0
 DRAIN_KILL_S = 2.0
+MAX_UNREAD_BYTES = 64 * 1024 * 1024  # frames the isolate has not read; past this it is killed
 
 
 class State(Enum):
@@ -101,6 +102,7 @@ class IsolateProcess(asyncio.Protocol):
         self.spawn_pid = 0
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
+        self._writer = FrameWriter(MAX_UNREAD_BYTES, self._not_reading)
         self.mux = Mux(self.send)
         self.calls = CallRunner(
             deployment.id, self.send, self.mux, services.get, self.limits.max_concurrent_calls
@@ -131,15 +133,16 @@ class IsolateProcess(asyncio.Protocol):
         self.spawn_pid = spawned.pid
         await self._loop.create_unix_connection(lambda: self, sock=spawned.sock)
         self._schedule_poll()
+        # Pipelined: Init waits in the socket while the child finishes its own setup (the
+        # socket is private to this isolate, whose code is still ember's until Init is read).
+        self.send(Init(self.deployment.init_spec()))
         try:
             await asyncio.wait_for(asyncio.shield(self._hello), self.limits.startup_wall_ms / 1000)
-            self.send(Init(self.deployment.init_spec()))
-            await self._ready
         except TimeoutError:
             self.kill(L.STARTUP_WALL_EXCEEDED, "no handshake")
-            raise WorkerLoadError(
-                L.STARTUP_WALL_EXCEEDED, L.STARTUP_WALL_EXCEEDED.message
-            ) from None
+        except WorkerLoadError:
+            pass  # killed during the handshake; _ready carries the reason
+        await self._ready
 
     def _on_hello(self, message: Hello) -> None:
         if self._hello.done():
@@ -155,6 +158,7 @@ class IsolateProcess(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self._writer.transport = transport
 
     def data_received(self, data: bytes) -> None:
         if self.state is State.DEAD:
@@ -175,9 +179,11 @@ class IsolateProcess(asyncio.Protocol):
             self.kill(L.CRASHED, reason)
 
     def send(self, message: Message) -> None:
-        """Write one frame to the isolate."""
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode(message))
+        """Write one frame to the isolate (coalesced per loop iteration)."""
+        self._writer.send(message)
+
+    def _not_reading(self) -> None:
+        self.kill(L.PROTOCOL_VIOLATION, "stopped reading its socket")
 
     def _dispatch(self, message: Message) -> None:
         if not self._hello.done():
@@ -406,8 +412,10 @@ class IsolateProcess(asyncio.Protocol):
             self.transport.close()
         if fail_ready and not self._ready.done():
             self._ready.set_exception(WorkerLoadError(error, f"{error.message} ({reason})"))
+            self._ready.exception()  # mark retrieved: a killed isolate may have no waiter
         if not self._hello.done():
-            self._hello.cancel()
+            self._hello.set_exception(WorkerLoadError(error, reason))
+            self._hello.exception()  # mark retrieved: nobody may be waiting any more
         self.calls.close()
         self.mux.close(error.message)
         for request in list(self.inflight.values()):

@@ -21,10 +21,10 @@ protocol violation (``mux.py``). ``sid`` 0 means "no stream".
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -132,16 +132,7 @@ def _status(value: Any) -> int:
 # -- messages ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
-    """Base of every frame's message; ``TAG`` identifies it on the wire."""
-
-    TAG: ClassVar[int] = 0
-    FIELDS: ClassVar[tuple[Callable[[Any], Any], ...]] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Init(Message):
+class Init(NamedTuple):
     """The deployment the isolate runs (supervisor -> isolate, once, after Hello)."""
 
     TAG = 1
@@ -149,8 +140,7 @@ class Init(Message):
     spec: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Request(Message):
+class Request(NamedTuple):
     """A fetch event. ``body`` inline when small; else ``body_sid`` streams it."""
 
     TAG = 2
@@ -163,8 +153,7 @@ class Request(Message):
     body_sid: int
 
 
-@dataclass(frozen=True, slots=True)
-class Scheduled(Message):
+class Scheduled(NamedTuple):
     """A cron event; ``scheduled_time`` in milliseconds since the epoch."""
 
     TAG = 3
@@ -174,8 +163,7 @@ class Scheduled(Message):
     scheduled_time: float
 
 
-@dataclass(frozen=True, slots=True)
-class Cancel(Message):
+class Cancel(NamedTuple):
     """Cancel a request's handler (client gone); ``background`` also its waitUntil work."""
 
     TAG = 4
@@ -184,8 +172,7 @@ class Cancel(Message):
     background: bool
 
 
-@dataclass(frozen=True, slots=True)
-class CallResult(Message):
+class CallResult(NamedTuple):
     """A binding call's value; ``sid`` != 0 means a reply stream follows."""
 
     TAG = 5
@@ -195,8 +182,7 @@ class CallResult(Message):
     sid: int
 
 
-@dataclass(frozen=True, slots=True)
-class CallError(Message):
+class CallError(NamedTuple):
     """A binding call failed; ``kind`` picks the exception class in the isolate."""
 
     TAG = 6
@@ -207,8 +193,7 @@ class CallError(Message):
     data: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Hello(Message):
+class Hello(NamedTuple):
     """First frame of an isolate, sent before any user code runs: the pid to watch and kill."""
 
     TAG = 20
@@ -217,8 +202,7 @@ class Hello(Message):
     version: int
 
 
-@dataclass(frozen=True, slots=True)
-class Ready(Message):
+class Ready(NamedTuple):
     """The main module loaded; ``handlers`` lists the events it handles."""
 
     TAG = 21
@@ -226,8 +210,7 @@ class Ready(Message):
     handlers: list[Any]
 
 
-@dataclass(frozen=True, slots=True)
-class LoadError(Message):
+class LoadError(NamedTuple):
     """The main module failed to load (syntax error, exception, no handler)."""
 
     TAG = 22
@@ -237,8 +220,7 @@ class LoadError(Message):
     traceback: str
 
 
-@dataclass(frozen=True, slots=True)
-class Response(Message):
+class Response(NamedTuple):
     """Response head, with the body inline or as stream ``sid``; ``done``: no waitUntil left."""
 
     TAG = 23
@@ -251,8 +233,7 @@ class Response(Message):
     done: bool
 
 
-@dataclass(frozen=True, slots=True)
-class RequestError(Message):
+class RequestError(NamedTuple):
     """The handler failed: ``kind`` is exception, invalid_response, no_handler, cpu, memory."""
 
     TAG = 24
@@ -263,8 +244,7 @@ class RequestError(Message):
     traceback: str
 
 
-@dataclass(frozen=True, slots=True)
-class Done(Message):
+class Done(NamedTuple):
     """The request and its waitUntil work finished; no more frames about ``rid`` follow."""
 
     TAG = 25
@@ -272,8 +252,7 @@ class Done(Message):
     rid: int
 
 
-@dataclass(frozen=True, slots=True)
-class Log(Message):
+class Log(NamedTuple):
     """A console line (print, logging, console.log); ``rid`` 0 outside any request."""
 
     TAG = 26
@@ -283,8 +262,7 @@ class Log(Message):
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Call(Message):
+class Call(NamedTuple):
     """A binding call from the handler of request ``rid``; ``sid`` != 0: an upload follows."""
 
     TAG = 27
@@ -297,8 +275,7 @@ class Call(Message):
     sid: int
 
 
-@dataclass(frozen=True, slots=True)
-class CancelCall(Message):
+class CancelCall(NamedTuple):
     """The isolate no longer wants a call's result (its task was cancelled)."""
 
     TAG = 28
@@ -306,8 +283,7 @@ class CancelCall(Message):
     cid: int
 
 
-@dataclass(frozen=True, slots=True)
-class Data(Message):
+class Data(NamedTuple):
     """A chunk of the sender's stream ``sid``."""
 
     TAG = 40
@@ -316,8 +292,7 @@ class Data(Message):
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class End(Message):
+class End(NamedTuple):
     """The sender's stream ``sid`` ended normally."""
 
     TAG = 41
@@ -325,8 +300,7 @@ class End(Message):
     sid: int
 
 
-@dataclass(frozen=True, slots=True)
-class Abort(Message):
+class Abort(NamedTuple):
     """The sender's stream ``sid`` ended abnormally."""
 
     TAG = 42
@@ -335,8 +309,7 @@ class Abort(Message):
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Credit(Message):
+class Credit(NamedTuple):
     """The receiver of the peer's stream ``sid`` consumed ``amount`` more bytes."""
 
     TAG = 43
@@ -345,11 +318,34 @@ class Credit(Message):
     amount: int
 
 
-TO_ISOLATE: dict[int, type[Message]] = {
+Message = (
+    Init
+    | Request
+    | Scheduled
+    | Cancel
+    | CallResult
+    | CallError
+    | Hello
+    | Ready
+    | LoadError
+    | Response
+    | RequestError
+    | Done
+    | Log
+    | Call
+    | CancelCall
+    | Data
+    | End
+    | Abort
+    | Credit
+)
+MessageType = type[Any]
+
+TO_ISOLATE: dict[int, MessageType] = {
     m.TAG: m
     for m in (Init, Request, Scheduled, Cancel, CallResult, CallError, Data, End, Abort, Credit)
 }
-FROM_ISOLATE: dict[int, type[Message]] = {
+FROM_ISOLATE: dict[int, MessageType] = {
     m.TAG: m
     for m in (Hello, Ready, LoadError, Response, RequestError, Done, Log, Call, CancelCall)
     + (Data, End, Abort, Credit)
@@ -357,17 +353,12 @@ FROM_ISOLATE: dict[int, type[Message]] = {
 
 
 def encode(message: Message) -> bytes:
-    """One frame: length prefix + msgpack ``[TAG, *fields]``."""
-    payload = msgpack.packb([message.TAG, *astuple_shallow(message)], use_bin_type=True)
+    """One frame: length prefix + msgpack ``[TAG, *fields]`` (messages are named tuples)."""
+    payload = msgpack.packb([message.TAG, *message], use_bin_type=True)
     return _LENGTH.pack(len(payload)) + payload
 
 
-def astuple_shallow(message: Message) -> tuple[Any, ...]:
-    """The message's fields in order, without ``dataclasses.astuple``'s deep copy."""
-    return tuple(getattr(message, name) for name in message.__slots__)  # type: ignore[attr-defined]
-
-
-def decode(payload: bytes, table: dict[int, type[Message]]) -> Message:
+def decode(payload: bytes, table: dict[int, MessageType]) -> Message:
     """Parse and validate one frame payload against ``table`` (the sender's direction)."""
     try:
         value = msgpack.unpackb(
@@ -394,9 +385,41 @@ def decode(payload: bytes, table: dict[int, type[Message]]) -> Message:
             f"{cls.__name__}: expected {len(cls.FIELDS)} fields, found {len(fields)}"
         )
     try:
-        return cls(*(check(item) for check, item in zip(cls.FIELDS, fields, strict=True)))
+        return cls(*[check(item) for check, item in zip(cls.FIELDS, fields, strict=True)])
     except ProtocolError as exc:
         raise ProtocolError(f"{cls.__name__}: {exc}") from None
+
+
+class FrameWriter:
+    """Coalesces the frames written during one event-loop iteration into one ``write``.
+
+    Under concurrency this turns many small writes (each a syscall that may wake the peer and
+    hand it the CPU) into one; a lone frame goes out at the end of the current iteration.
+    """
+
+    def __init__(self, max_buffered: int | None = None, on_overflow: Any = None) -> None:
+        self.transport: Any = None
+        self._parts: list[bytes] = []
+        self._scheduled = False
+        self._max_buffered = max_buffered
+        self._on_overflow = on_overflow
+
+    def send(self, message: Message) -> None:
+        """Queue one frame."""
+        self._parts.append(encode(message))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        parts, self._parts = self._parts, []
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
+            limit = self._max_buffered
+            if limit is not None and transport.get_write_buffer_size() > limit:
+                self._on_overflow()  # the peer stopped reading
 
 
 class FrameDecoder:

@@ -11,10 +11,9 @@ deployment; ``ember serve`` routes by host and path.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from ember.runtime.http import ClientDisconnected, HttpRequest, HttpResponse, ResponseAborted
@@ -24,6 +23,12 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 INLINE_BODY_BYTES = 64 * 1024
+WATCH_AFTER_S = 0.002
+T = TypeVar("T")
+
+
+class _Gone(Exception):
+    """The client disconnected before the response head was ready."""
 
 
 class Router:
@@ -43,6 +48,8 @@ class Router:
         self.test_scheduled = test_scheduled
         self.on_startup = on_startup
         self.on_shutdown = on_shutdown
+        self._waiting: dict[asyncio.Task[Any], tuple[_Client, float]] = {}
+        self._sweep_timer: asyncio.TimerHandle | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -77,11 +84,53 @@ class Router:
             return
         client = _Client(receive)
         request = await client.request(scope)
-        fetch = asyncio.ensure_future(self.supervisor.fetch(deployment_id, request))
-        if not await client.wait_or_disconnect(fetch):
-            return
-        response = fetch.result()
-        await _send_response(send, response, client)
+        try:
+            response = await self._unless_gone(
+                client, self.supervisor.fetch(deployment_id, request)
+            )
+        except _Gone:
+            return  # the client left; the supervisor already cancelled the request's work
+        try:
+            await _send_response(send, response, client)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if client.disconnected and task is not None and task.uncancel() == 0:
+                return  # the client left mid-stream; the stream was closed on the way out
+            raise
+
+    async def _unless_gone(self, client: _Client, work: Awaitable[T]) -> T:
+        """Await ``work``, cancelling it if the client disconnects meanwhile (raises _Gone).
+
+        Most requests finish within a few milliseconds, so instead of a disconnect watcher per
+        request (a task reading ``receive``), one sweep every WATCH_AFTER_S starts watchers for
+        the requests still waiting.
+        """
+        task = asyncio.current_task()
+        assert task is not None  # invariant: called from the ASGI request task
+        if client.body_done:
+            self._waiting[task] = (client, time.monotonic())
+            if self._sweep_timer is None:
+                self._sweep_timer = asyncio.get_running_loop().call_later(
+                    WATCH_AFTER_S, self._sweep
+                )
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if client.disconnected and task.uncancel() == 0:
+                raise _Gone() from None
+            raise
+        finally:
+            self._waiting.pop(task, None)
+
+    def _sweep(self) -> None:
+        self._sweep_timer = None
+        horizon = time.monotonic() - WATCH_AFTER_S
+        for task, (client, since) in list(self._waiting.items()):
+            if since <= horizon:
+                del self._waiting[task]
+                client.start_watching(task)
+        if self._waiting:
+            self._sweep_timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._sweep)
 
     async def _scheduled(self, deployment_id: str, scope: Scope, send: Send) -> None:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -106,8 +155,19 @@ class _Client:
         self.disconnected = False
 
     async def request(self, scope: Scope) -> HttpRequest:
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-        host = next((v for k, v in headers if k == "host"), None)
+        headers: list[tuple[str, str]] = []
+        host = None
+        length: int | None = None
+        chunked = False
+        for raw_name, raw_value in scope["headers"]:
+            name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+            headers.append((name, value))
+            if name == "host":
+                host = value
+            elif name == "content-length":
+                length = _content_length(value)
+            elif name == "transfer-encoding":
+                chunked = True
         if host is None:
             server = scope.get("server") or ("localhost", None)
             host = f"{server[0]}:{server[1]}" if server[1] else server[0]
@@ -116,8 +176,6 @@ class _Client:
         url = f"{scope.get('scheme', 'http')}://{host}{path.decode('latin-1')}"
         if query:
             url += "?" + query.decode("latin-1")
-        length = _content_length(headers)
-        chunked = any(k == "transfer-encoding" for k, _ in headers)
         body: bytes | AsyncIterator[bytes] | None = None
         if length == 0 or (length is None and not chunked):
             self._body_done = True  # no body: the disconnect watcher will see the empty message
@@ -144,29 +202,29 @@ class _Client:
             if chunk:
                 yield chunk
 
-    async def wait_or_disconnect(self, work: asyncio.Future[Any]) -> bool:
-        """Wait for ``work``; False (and ``work`` cancelled) if the client left first."""
-        try:
-            if not self._body_done:
-                await asyncio.shield(work)  # the body pump notices a disconnect itself
-                return True
-            self._watcher = asyncio.ensure_future(self._watch())
-            done, _ = await asyncio.wait((work, self._watcher), return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            work.cancel()
-            raise
-        if work in done:
-            return True
-        work.cancel()
-        with contextlib.suppress(BaseException):
-            await work
-        return False
+    @property
+    def body_done(self) -> bool:
+        """True once the request body was read (or there was none)."""
+        return self._body_done
 
-    async def _watch(self) -> None:
+    def start_watching(self, task: asyncio.Task[Any]) -> None:
+        """Watch for a disconnect; on one, cancel ``task`` (the request's ASGI task)."""
+        if self._watcher is None and self._body_done:
+            self._watcher = asyncio.ensure_future(self._watch(task))
+
+    def ensure_watching(self) -> None:
+        """A streamed response may run for long: notice a disconnect (cancels this task)."""
+        task = asyncio.current_task()
+        if task is not None:
+            self.start_watching(task)
+
+    async def _watch(self, task: asyncio.Task[Any] | None) -> None:
         while True:
             message = await self._receive()
             if message["type"] == "http.disconnect":
                 self.disconnected = True
+                if task is not None and not task.done():
+                    task.cancel()
                 return
 
     def stop_watching(self) -> None:
@@ -188,6 +246,7 @@ async def _send_response(send: Send, response: HttpResponse, client: _Client) ->
         await send({"type": "http.response.body", "body": body})
         return
     stream: Any = body
+    client.ensure_watching()
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
     try:
         async for chunk in stream:
@@ -195,6 +254,7 @@ async def _send_response(send: Send, response: HttpResponse, client: _Client) ->
                 break
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         else:
+            client.stop_watching()  # before the final send: it makes receive() return
             await send({"type": "http.response.body", "body": b""})
             return
     except ResponseAborted:
@@ -219,11 +279,8 @@ async def _send_plain(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def _content_length(headers: list[tuple[str, str]]) -> int | None:
-    for name, value in headers:
-        if name == "content-length":
-            try:
-                return max(0, int(value))
-            except ValueError:
-                return None
-    return None
+def _content_length(value: str) -> int | None:
+    try:
+        return max(0, int(value))
+    except ValueError:
+        return None

@@ -327,7 +327,8 @@ class _Hooks:
     def request_logged(self, process: IsolateProcess, request: InFlight) -> None:
         if request.kind != "fetch":
             return
-        cpu = max(0.0, process.cpu() - request.cpu_start)
+        done = request.finished.done()
+        cpu = request.cpu_used if done else max(0.0, process.cpu() - request.cpu_start)
         duration = (time.monotonic() - request.started) * 1000
         self._supervisor.events.emit(
             E.RequestEvent(

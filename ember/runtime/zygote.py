@@ -45,7 +45,6 @@ PRELOAD = (
     "itertools",
     "traceback",
     "ember.runtime.isolate.main",
-    "ember.bindings.kv.client",
     "ember.bindings.unavailable",
     "workers",
     "js",
@@ -62,9 +61,13 @@ def main(control_fd: int, prepare_target: str) -> None:
 
     child.set_pdeathsig(signal.SIGKILL)
     child.set_child_subreaper()
+    # Ctrl-C in a terminal reaches the whole process group: the supervisor decides when we stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.path.insert(0, ISOLATE_PATH)
     for module in PRELOAD:
         __import__(module)
+    _preload_binding_clients()
     prepare = import_target(prepare_target)
     control = socket.socket(fileno=control_fd)
     zygote_pid = os.getpid()
@@ -95,6 +98,21 @@ def main(control_fd: int, prepare_target: str) -> None:
             else:
                 os.read(wake_r, 4096)
         _reap(control)
+
+
+def _preload_binding_clients() -> None:
+    """Import ``ember.bindings.<type>.client`` for every binding package (isolate-side code)."""
+    import importlib
+    import pkgutil
+
+    import ember.bindings
+
+    for info in pkgutil.iter_modules(ember.bindings.__path__):
+        if info.ispkg:
+            try:
+                importlib.import_module(f"ember.bindings.{info.name}.client")
+            except ModuleNotFoundError:
+                continue
 
 
 def _spawn(
@@ -133,6 +151,8 @@ def _child_main(spec: Any, prepare: Any, child: Any, zygote_pid: int) -> None:
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         child.hygiene(spec, zygote_pid)
         host_pid = prepare(spec)
         from ember.runtime.isolate.main import run

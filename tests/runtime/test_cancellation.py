@@ -26,7 +26,8 @@ class Default(WorkerEntrypoint):
             except asyncio.TimeoutError:
                 return Response("timed out")
         if kind == "stream":
-            return Response(await self.env.SLOW.stream(tag), headers={"content-type": "text/event-stream"})
+            stream = await self.env.SLOW.stream(tag)
+            return Response(stream, headers={"content-type": "text/event-stream"})
         if kind == "partial":
             stream = await self.env.SLOW.stream(tag)
             seen = []

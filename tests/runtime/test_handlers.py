@@ -100,7 +100,8 @@ class Default(WorkerEntrypoint):
                 chunks += 1
             return Response(f"{total} bytes in {chunks} chunks")
         if kind == "bytes":
-            return Response(await request.bytes(), headers={"content-type": "application/octet-stream"})
+            data = await request.bytes()
+            return Response(data, headers={"content-type": "application/octet-stream"})
         if kind == "redirect":
             return Response.redirect("https://example.com/next", 307)
         return Response(None, status=204)
@@ -301,3 +302,33 @@ def test_ai_binding_without_model_service_fails_clearly(harness: Harness, tmp_pa
     with harness.client(harness.deploy(root)) as client:
         text = client.get("/").text
     assert text.startswith("BindingError: env.AI: the AI binding is not configured")
+
+
+def test_isolate_process_hygiene(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "hygiene",
+        """
+        import os, resource
+        from workers import Response
+
+        async def fetch(request, env, ctx):
+            fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+            facts = {
+                "own_session": os.getsid(0) == os.getpid(),
+                "fds": len(fds),
+                "env": sorted(os.environ),
+                "core": resource.getrlimit(resource.RLIMIT_CORE)[1],
+                "data_limited": resource.getrlimit(resource.RLIMIT_DATA)[1] > 0,
+            }
+            return Response.json(facts)
+        """,
+        "vars:\n  VISIBLE: yes\n",
+    )
+    (root / ".dev.vars").write_text("HIDDEN=secret-value\n")
+    with harness.client(harness.deploy(root)) as client:
+        facts = client.get("/").json()
+    assert facts["own_session"] is True
+    # stdin, stdout, stderr, the isolate socket, the event loop's epoll and self-pipe, listdir's fd
+    assert facts["fds"] <= 8
+    assert facts["env"] == ["LANG", "PATH", "PYTHONIOENCODING", "VISIBLE"]
+    assert facts["core"] == 0 and facts["data_limited"] is True

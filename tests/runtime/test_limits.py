@@ -187,7 +187,8 @@ def test_crash_is_502_and_the_next_request_gets_a_new_isolate(
         if request.headers.get("x-kind") == "garbage":
             for fd in range(3, 64):
                 try:
-                    os.write(fd, b"\\x00\\x00\\x00\\x05\\xc1\\xc1\\xc1\\xc1\\xc1")  # 0xc1 is never valid msgpack
+                    # a 5-byte frame of 0xc1, which is never valid msgpack
+                    os.write(fd, b"\\x00\\x00\\x00\\x05" + b"\\xc1" * 5)
                 except OSError:
                     pass
         return Response("fine")
@@ -225,7 +226,8 @@ def test_subrequest_limit(harness: Harness, tmp_path: Path, canary: str) -> None
         results = []
         for _ in range(3):
             try:
-                reply = await subrequest("{harness.url}/", headers={{"x-test-deployment": "{canary}"}})
+                headers = {{"x-test-deployment": "{canary}"}}
+                reply = await subrequest("{harness.url}/", headers=headers)
                 results.append(await reply.text())
             except Exception as exc:
                 results.append(f"{{type(exc).__name__}}: {{exc}}")
@@ -237,3 +239,26 @@ def test_subrequest_limit(harness: Harness, tmp_path: Path, canary: str) -> None
     with harness.client(deployment_id) as client:
         text = client.get("/").text
     assert text == "canary ok | canary ok | LimitExceeded: Too many subrequests."
+
+
+def test_forged_done_frame_never_leaves_a_request_hanging(harness: Harness, tmp_path: Path) -> None:
+    worker = """
+    import asyncio, os, socket, stat
+    from workers import Response
+
+    async def fetch(request, env, ctx):
+        if request.headers.get("x-kind") == "forge":
+            for fd in range(3, 64):
+                try:
+                    if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                        os.write(fd, bytes([0, 0, 0, 3, 0x92, 25, 1]))  # Done(rid=1), msgpack
+                except OSError:
+                    pass
+            await asyncio.sleep(5)
+        return Response("fine")
+    """
+    deployment_id = harness.deploy(write_project(tmp_path / "forger", worker))
+    with harness.client(deployment_id) as client:
+        forged = client.get("/", headers={"x-kind": "forge"})
+        assert client.get("/").text == "fine"
+    assert (forged.status_code, forged.headers["x-ember-error"]) == (502, "no_response")

@@ -25,7 +25,7 @@ from typing import Any
 from ember.bindings.base import BindingSpec, import_target
 from ember.bindings.env import Env
 from ember.errors import HandlerError, ProtocolError
-from ember.runtime.isolate import handlers
+from ember.runtime.isolate import handlers, loader
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import Console, ConsoleStream
 from ember.runtime.isolate.events import EventRunner
@@ -43,6 +43,7 @@ from ember.runtime.protocol import (
     Data,
     End,
     FrameDecoder,
+    FrameWriter,
     Hello,
     Init,
     LoadError,
@@ -51,7 +52,6 @@ from ember.runtime.protocol import (
     Request,
     Scheduled,
     decode,
-    encode,
 )
 
 ISOLATE_PATH = str(Path(__file__).resolve().parent.parent / "isolate_path")
@@ -64,6 +64,7 @@ class IsolateConnection(asyncio.Protocol):
         self.host_pid = host_pid
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
+        self._writer = FrameWriter()
         self.mux = Mux(self.send)
         self.channel = IsolateChannel(self.send, self.mux)
         self.init: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -71,12 +72,12 @@ class IsolateConnection(asyncio.Protocol):
         self.runner: EventRunner | None = None
 
     def send(self, message: Message) -> None:
-        """Write one frame."""
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(encode(message))
+        """Write one frame (coalesced per loop iteration)."""
+        self._writer.send(message)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self._writer.transport = transport
         self.send(Hello(self.host_pid, PROTOCOL_VERSION))
 
     def data_received(self, data: bytes) -> None:
@@ -152,7 +153,10 @@ def load_main(spec: dict[str, Any]) -> handlers.Entrypoints:
     os.chdir(code_dir)
     if not main_path.is_file():
         raise HandlerError(f"main module {spec['main']} does not exist in {code_dir}")
-    module_spec = importlib.util.spec_from_file_location(main_path.stem, main_path)
+    loader.install(code_dir)
+    module_spec = importlib.util.spec_from_file_location(
+        main_path.stem, main_path, loader=loader.SourceOnlyLoader(main_path.stem, str(main_path))
+    )
     if module_spec is None or module_spec.loader is None:
         raise HandlerError(f"cannot load {main_path} as a Python module")
     module = importlib.util.module_from_spec(module_spec)

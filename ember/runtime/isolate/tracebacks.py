@@ -24,11 +24,15 @@ def format_user_traceback(exc: BaseException, limit_chars: int = 32_000) -> str:
     return text
 
 
+def _hidden(filename: str) -> bool:
+    return filename.startswith(_EMBER_DIR) or filename.startswith("<frozen importlib")
+
+
 def _strip(report: traceback.TracebackException, seen: set[int]) -> None:
     if id(report) in seen:
         return
     seen.add(id(report))
-    frames = [f for f in report.stack if not (f.filename or "").startswith(_EMBER_DIR)]
+    frames = [f for f in report.stack if not _hidden(f.filename or "")]
     report.stack = traceback.StackSummary.from_list(frames)
     for chained in (report.__cause__, report.__context__):
         if chained is not None:
