@@ -45,7 +45,7 @@ def test_an_attached_sglang_replica_serves_through_the_same_protocol(server: Liv
     )
 
     async def main() -> None:
-        gateway = AIGateway(GatewayConfig(config, project_config=False), progress=lambda l: None)
+        gateway = AIGateway(GatewayConfig(config, project_config=False), progress=lambda line: None)
         (replica,) = gateway.pool.group(GLM).replicas
         assert replica.config.describe() == f"attached {server.url}"
         whole = await gateway.run(GLM, GLM, {"prompt": "hi", "max_tokens": 3}, RunOptions())
@@ -72,7 +72,8 @@ def test_an_attached_sglang_replica_serves_through_the_same_protocol(server: Liv
                 calls[piece["index"]] = (
                     calls.get(piece["index"], "") + piece["function"]["arguments"]
                 )
-        assert calls and all(isinstance(json.loads(a).get("n"), int) for a in calls.values()), (calls, events)
+        assert calls, events
+        assert all(isinstance(json.loads(a).get("n"), int) for a in calls.values()), calls
         await gateway.aclose()
 
     asyncio.run(main())
@@ -87,7 +88,7 @@ def test_a_launched_sglang_replica_without_sglang_fails_clearly(tmp_path_factory
     )
 
     async def main() -> str:
-        gateway = AIGateway(GatewayConfig(config, project_config=False), progress=lambda l: None)
+        gateway = AIGateway(GatewayConfig(config, project_config=False), progress=lambda line: None)
         try:
             await gateway.run("t", GLM, {"prompt": "hi"}, RunOptions())
         except AIRequestFailed as exc:
