@@ -94,50 +94,112 @@ def _renamed(payload: dict[str, Any], model: str) -> bool:
     return False
 
 
-async def workers_stream(events: AsyncIterator[str], model: str) -> AsyncIterator[bytes]:
-    """Replica chunks -> the binding's stream: the same chunks, then usage, then ``[DONE]``.
+class StreamTranslator:
+    """One replica stream -> the caller's dialect, event by event.
 
-    A replica's error event becomes ``{"errors": [{"code", "message"}]}``; a usage-only chunk
-    becomes the platform's final ``{"response": "", "usage": ...}`` event.
+    Workers: the same chunks, then the usage chunk as the platform's final
+    ``{"response": "", "usage": ...}`` event, then ``[DONE]``; a replica's error event becomes
+    ``{"errors": [{"code", "message"}]}``. OpenAI: the chunks as they are. Chunks that need no
+    change (almost all) pass through as the replica's bytes, without being parsed.
     """
-    async for data in events:
+
+    def __init__(self, dialect: Dialect, model: str, rename: bool) -> None:
+        self.workers = dialect == "workers"
+        self.model = model
+        self.rename = rename  # the replica calls the model by another name
+        self.done = False
+
+    def feed(self, data: str) -> bytes:
+        """The bytes for one replica event (maybe none); ``done`` once the stream ended."""
+        if self.done:
+            return b""
         if data == "[DONE]":
-            break
+            self.done = True
+            return SSE_DONE
+        special = data.startswith('{"error"') or (
+            self.workers and ('"usage":{' in data or '"usage": {' in data)
+        )
+        if not special and not self.rename:
+            return _event(data)
         try:
             payload = json.loads(data)
         except ValueError:
-            continue  # not JSON: nothing the platform would send either
+            return b""  # not JSON: nothing the platform would send either
         if not isinstance(payload, dict):
-            continue
-        if "error" in payload:
+            return b""
+        if "error" in payload and self.workers:
+            self.done = True
             error = payload["error"] if isinstance(payload["error"], dict) else {}
             message = str(error.get("message") or payload["error"])
             code = error.get("code") if isinstance(error.get("code"), int) else 3040
-            yield sse_data({"errors": [{"code": code, "message": message}]}) + SSE_DONE
-            return
+            return sse_data({"errors": [{"code": code, "message": message}]}) + SSE_DONE
         usage = payload.get("usage")
-        if not payload.get("choices") and isinstance(usage, dict):
-            yield sse_data({"response": "", "usage": usage})
-            continue
-        yield sse_data(payload) if _renamed(payload, model) else _event(data)
-    yield SSE_DONE
+        if self.workers and not payload.get("choices") and isinstance(usage, dict):
+            return sse_data({"response": "", "usage": usage})
+        return sse_data(payload) if _renamed(payload, self.model) else _event(data)
+
+    def end(self) -> bytes:
+        """What closes a stream the replica ended without ``[DONE]``."""
+        if self.done:
+            return b""
+        self.done = True
+        return SSE_DONE
 
 
-async def openai_stream(events: AsyncIterator[str], model: str) -> AsyncIterator[bytes]:
-    """Replica chunks -> an OpenAI stream (bytes pass through; ``model`` is the caller's id)."""
+async def translate(
+    events: AsyncIterator[str], dialect: Dialect, model: str, rename: bool = True
+) -> AsyncIterator[bytes]:
+    """``StreamTranslator`` over an iterator of events (one output chunk per event)."""
+    translator = StreamTranslator(dialect, model, rename)
     async for data in events:
+        out = translator.feed(data)
+        if out:
+            yield out
+        if translator.done:
+            return
+    yield translator.end()
+
+
+def reference_translation(events: list[str], dialect: Dialect, model: str) -> list[object]:
+    """The slow reference of ``StreamTranslator``: every event parsed, decided on the payload.
+
+    Returns the payloads the caller should see (``"[DONE]"`` as the string); tests compare the
+    fast path's bytes, decoded, with this on random streams.
+    """
+    out: list[object] = []
+    for data in events:
         if data == "[DONE]":
-            break
-        if data.startswith("{") and f'"model":"{model}"' not in data:
-            try:
-                payload = json.loads(data)
-            except ValueError:
-                continue
-            if isinstance(payload, dict) and _renamed(payload, model):
-                yield sse_data(payload)
-                continue
-        yield _event(data)
-    yield SSE_DONE
+            out.append("[DONE]")
+            return out
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            continue
+        if not isinstance(payload, dict):
+            continue
+        if "error" in payload and dialect == "workers":
+            error = payload["error"] if isinstance(payload["error"], dict) else {}
+            code = error.get("code") if isinstance(error.get("code"), int) else 3040
+            message = str(error.get("message") or payload["error"])
+            return [*out, {"errors": [{"code": code, "message": message}]}, "[DONE]"]
+        usage = payload.get("usage")
+        if dialect == "workers" and not payload.get("choices") and isinstance(usage, dict):
+            out.append({"response": "", "usage": usage})
+            continue
+        if payload.get("model", model) != model:
+            payload["model"] = model
+        out.append(payload)
+    return [*out, "[DONE]"]
+
+
+def workers_stream(events: AsyncIterator[str], model: str) -> AsyncIterator[bytes]:
+    """Replica events -> the binding's stream (see ``StreamTranslator``)."""
+    return translate(events, "workers", model)
+
+
+def openai_stream(events: AsyncIterator[str], model: str) -> AsyncIterator[bytes]:
+    """Replica events -> an OpenAI stream (see ``StreamTranslator``)."""
+    return translate(events, "openai", model)
 
 
 def completion_result(body: object, model: str) -> object:

@@ -22,13 +22,12 @@ from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
 from ember.bindings.ai.dialects import (
     CHAT_PATH,
+    StreamTranslator,
     completion_result,
     is_streaming,
     openai_error_event,
-    openai_stream,
     upstream_body,
     workers_error_event,
-    workers_stream,
 )
 from ember.bindings.ai.failures import Failure, failure_of
 from ember.bindings.ai.options import RunOptions
@@ -37,7 +36,7 @@ from ember.errors import BindingError, InvalidModelInput, ModelNotFound
 from ember.models.api.chat_request import Dialect
 from ember.models.api.sse import CONTENT_TYPE as SSE_CONTENT_TYPE
 from ember.models.pool.config import PoolConfig
-from ember.models.pool.pool import ModelPool, RequestOptions, stderr_progress
+from ember.models.pool.pool import ModelPool, PooledStream, RequestOptions, stderr_progress
 from ember.models.pool.upstream import upstream_refusal
 
 GATEWAY_KEY = "ai.gateway"
@@ -192,7 +191,7 @@ class AIGateway:
 
     async def _translate(
         self,
-        events: Any,
+        events: PooledStream,
         model: str,
         dialect: Dialect,
         release: Callable[[], None],
@@ -200,13 +199,23 @@ class AIGateway:
         ttl: int | None,
     ) -> AsyncIterator[bytes]:
         """The caller's event stream; quota released and the answer cached when it ends."""
-        translate = workers_stream if dialect == "workers" else openai_stream
+        translator = StreamTranslator(dialect, model, events.renamed)
         recorded: list[bytes] | None = [] if key is not None else None
         try:
-            async for chunk in translate(events, model):
+            while not translator.done:
+                batch = await events.next_batch()
+                if not batch:
+                    break
+                out = b"".join([translator.feed(data) for data in batch])
+                if out:
+                    if recorded is not None:
+                        recorded.append(out)
+                    yield out
+            tail = translator.end()
+            if tail:
                 if recorded is not None:
-                    recorded.append(chunk)
-                yield chunk
+                    recorded.append(tail)
+                yield tail
         except AIRequestFailed as exc:
             recorded = None
             yield _error_event(dialect, exc.failure)

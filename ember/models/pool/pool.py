@@ -103,6 +103,24 @@ class PooledStream:
                 raise errors.timed_out() from None
             raise
 
+    async def next_batch(self) -> list[str]:
+        """Every event available now (see ``EventStream.next_batch``); [] at the end."""
+        try:
+            batch = await self._events.next_batch()
+        except errors.UpstreamFailed:
+            await self.aclose()
+            if self.timed_out:
+                raise errors.timed_out() from None
+            raise
+        if not batch:
+            await self.aclose()
+        return batch
+
+    @property
+    def renamed(self) -> bool:
+        """True when the replica calls the model by another name than the pool's id."""
+        return self.replica.served_name != self.replica.model_id
+
     async def aclose(self) -> None:
         """Stop (the replica aborts the generation) and give the slot back; idempotent."""
         self._timer.cancel()

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 
 import pytest
 
-from ember.bindings.ai.dialects import openai_stream, workers_stream
+from ember.bindings.ai.dialects import (
+    StreamTranslator,
+    openai_stream,
+    reference_translation,
+    workers_stream,
+)
 from ember.bindings.ai.gateway import AIGateway, AIRequestFailed, GatewayConfig
 from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
@@ -123,3 +129,42 @@ def test_openai_stream_passes_chunks_through() -> None:
     named = {**CHUNK, "model": MODEL}
     events = _collect(openai_stream(_events(named, USAGE, "[DONE]"), MODEL))
     assert events == [named, USAGE, "[DONE]"]
+
+
+def _random_stream(rng: random.Random) -> list[str]:
+    """Replica events as ember's server or SGLang may write them (compact or spaced JSON)."""
+    events = []
+    texts = ["hi", ' "usage":{"x":1} ', '{"error": 1}', "ü", "", "data: [DONE]"]
+    for _ in range(rng.randint(0, 8)):
+        delta = {rng.choice(["content", "reasoning_content"]): rng.choice(texts)}
+        chunk = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "model": rng.choice([MODEL, "served-name"]),
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+        }
+        if rng.random() < 0.3:
+            chunk["usage"] = None
+        events.append(chunk)
+    if rng.random() < 0.5:
+        events.append({"object": "chat.completion.chunk", "choices": [], "usage": {"n": 1}})
+    if rng.random() < 0.2:
+        events.append({"error": {"message": "boom", "code": rng.choice([None, 3040, "x"])}})
+    separators = rng.choice([(",", ":"), (", ", ": ")])
+    encoded = [
+        json.dumps(e, separators=separators, ensure_ascii=rng.random() < 0.5) for e in events
+    ]
+    if rng.random() < 0.8:
+        encoded.append("[DONE]")
+    return encoded
+
+
+@pytest.mark.parametrize("dialect", ["workers", "openai"])
+def test_translator_fast_path_matches_the_reference_on_random_streams(dialect: str) -> None:
+    rng = random.Random()
+    for _ in range(300):
+        events = _random_stream(rng)
+        rename = any('"model":"served-name"' in e or '"model": "served-name"' in e for e in events)
+        translator = StreamTranslator(dialect, MODEL, rename)
+        fast = b"".join(translator.feed(e) for e in events) + translator.end()
+        assert parse_sse(fast) == reference_translation(events, dialect, MODEL), events
