@@ -1,7 +1,7 @@
 """AI path benchmark: what ``env.AI.run`` costs on top of the model server, pool scaling, and
 recovery from a replica killed mid-stream.
 
-    PYTHONPATH=. python bench/ai.py [--rounds 3] [--max-tokens 32] [--sections overhead,scaling,recovery]
+    PYTHONPATH=. python bench/ai.py [--rounds 3] [--max-tokens 32] [--sections overhead,scaling]
 
 1. **overhead**: one model server (``ember models serve``, a subprocess) and one ``ember dev``
    (a subprocess) whose worker streams ``env.AI.run`` straight back; the pool attaches to that
@@ -35,7 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.ai_load import Phase, RequestTiming, load_average, percentile, run_phase  # noqa: E402
+from bench.ai_load import (  # noqa: E402
+    Phase,
+    RequestTiming,
+    load_average,
+    run_phase,
+    tree_cpu_seconds,
+)
 from ember.models.pool.launch import free_port  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -149,8 +155,18 @@ def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
                 }
                 for path in order:
                     url, payload = targets[path]
+                    cpu = (tree_cpu_seconds(server.pid), tree_cpu_seconds(dev.pid))
                     phase = asyncio.run(run_phase(url, payload, concurrency, per_worker))
-                    rows.append({"path": path, "round": round_index, **phase.summary()})
+                    server_cpu = tree_cpu_seconds(server.pid) - cpu[0]
+                    dev_cpu = tree_cpu_seconds(dev.pid) - cpu[1]
+                    tokens = sum(t.tokens for t in phase.timings) or 1
+                    accounting = {
+                        "server_cpu_ms_per_1k_tokens": round(server_cpu / tokens * 1e6, 1),
+                        "ember_dev_cpu_ms_per_1k_tokens": round(dev_cpu / tokens * 1e6, 1),
+                    }
+                    rows.append(
+                        {"path": path, "round": round_index, **phase.summary(), **accounting}
+                    )
                     print(f"  {path:<8} c={concurrency:<3} {phase.summary()}", flush=True)
     finally:
         _stop(dev)
@@ -158,33 +174,45 @@ def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
     return {"phases": rows, "compare": _compare(rows, args.concurrency)}
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def _compare(rows: list[dict], concurrencies: list[int]) -> list[dict]:
+    """Per concurrency: medians over rounds, each round's path/direct ratio, CPU per token."""
     out = []
     for concurrency in concurrencies:
-        by_path = {
-            path: [r for r in rows if r["path"] == path and r["concurrency"] == concurrency]
-            for path in ("direct", "runtime", "rest")
-        }
-        if not all(by_path.values()):
-            continue
-        tput = {
-            p: sum(r["tokens"] for r in v) / sum(r["wall_s"] for r in v) for p, v in by_path.items()
-        }
-        ttft = {p: sorted(r["ttft_p50_ms"] for r in v)[len(v) // 2] for p, v in by_path.items()}
-        out.append(
-            {
-                "concurrency": concurrency,
-                "direct_tokens_per_s": round(tput["direct"], 2),
-                "runtime_tokens_per_s": round(tput["runtime"], 2),
-                "throughput_cost_pct": round(100 * (1 - tput["runtime"] / tput["direct"]), 2),
-                "rest_tokens_per_s": round(tput["rest"], 2),
-                "rest_throughput_cost_pct": round(100 * (1 - tput["rest"] / tput["direct"]), 2),
-                "direct_ttft_p50_ms": ttft["direct"],
-                "rest_ttft_p50_ms": ttft["rest"],
-                "runtime_ttft_p50_ms": ttft["runtime"],
-                "ttft_added_ms": round(ttft["runtime"] - ttft["direct"], 3),
-            }
-        )
+        mine = [r for r in rows if r["concurrency"] == concurrency]
+        rounds = sorted({r["round"] for r in mine})
+        row: dict = {"concurrency": concurrency}
+        for path in ("direct", "runtime", "rest"):
+            phases = [r for r in mine if r["path"] == path]
+            if not phases:
+                continue
+            row[f"{path}_tokens_per_s"] = round(_median([r["tokens_per_s"] for r in phases]), 2)
+            row[f"{path}_ttft_p50_ms"] = round(_median([r["ttft_p50_ms"] for r in phases]), 3)
+            row[f"{path}_server_cpu_ms_per_1k"] = _median(
+                [r["server_cpu_ms_per_1k_tokens"] for r in phases]
+            )
+            row[f"{path}_ember_cpu_ms_per_1k"] = _median(
+                [r["ember_dev_cpu_ms_per_1k_tokens"] for r in phases]
+            )
+            if path == "direct":
+                continue
+            ratios, added = [], []
+            for index in rounds:
+                pair = {r["path"]: r for r in mine if r["round"] == index}
+                if path in pair and "direct" in pair:
+                    ratios.append(pair[path]["tokens_per_s"] / pair["direct"]["tokens_per_s"])
+                    added.append(pair[path]["ttft_p50_ms"] - pair["direct"]["ttft_p50_ms"])
+            row[f"{path}_throughput_cost_pct"] = round(100 * (1 - _median(ratios)), 2)
+            row[f"{path}_ttft_added_ms"] = round(_median(added), 3)
+            ember = row[f"{path}_ember_cpu_ms_per_1k"]
+            server = row[f"{path}_server_cpu_ms_per_1k"]
+            row[f"{path}_cpu_share_pct"] = round(100 * ember / (ember + server), 2)
+        out.append(row)
     return out
 
 
@@ -276,7 +304,9 @@ def recovery(ckpt: Path, args: argparse.Namespace) -> list[dict]:
                 started_after_kill: list[bool] = []
                 kill_time = [0.0]
 
-                async def background() -> None:
+                async def background(
+                    stop: asyncio.Event, kill_time: list[float], started_after_kill: list[bool]
+                ) -> None:
                     while not stop.is_set():
                         began = time.perf_counter()
                         try:
@@ -291,7 +321,10 @@ def recovery(ckpt: Path, args: argparse.Namespace) -> list[dict]:
                         if kill_time[0] and began > kill_time[0]:
                             started_after_kill.append(ok)
 
-                load = [asyncio.ensure_future(background()) for _ in range(4)]
+                load = [
+                    asyncio.ensure_future(background(stop, kill_time, started_after_kill))
+                    for _ in range(4)
+                ]
                 await asyncio.sleep(1.0)
                 victim_stream = await pool.stream(
                     MODEL, "/v1/chat/completions", body, RequestOptions()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -137,3 +138,30 @@ def load_average() -> list[float]:
             return [float(v) for v in handle.read().split()[:3]]
     except OSError:
         return []
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of ``root`` and every live descendant (from /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        times[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    total = 0.0
+    for pid, seconds in times.items():
+        current, seen = pid, 0
+        while current and seen < 64:
+            if current == root:
+                total += seconds
+                break
+            current, seen = parents.get(current, 0), seen + 1
+    return total

@@ -36,6 +36,7 @@ from ember.models.pool.upstream import (
     open_events,
     post_json,
 )
+from ember.models.pool.wire import WirePool
 
 MAX_CONNECT_RETRIES = 3
 
@@ -148,6 +149,7 @@ class ModelPool:
             limits=httpx.Limits(max_connections=4096, max_keepalive_connections=512),
             timeout=httpx.Timeout(None, connect=5.0),
         )
+        self.wire = WirePool()  # streams: the hot path (see wire.py)
         self._groups: dict[str, ModelGroup] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -282,7 +284,7 @@ class ModelPool:
                 raise errors.timed_out() from None
             try:
                 events = await open_events(
-                    self.http, lease, path, self._named(body, lease), options.headers
+                    self.wire, lease, path, self._named(body, lease), options.headers
                 )
             except ReplicaUnreachable as exc:
                 lease.release()
@@ -354,6 +356,7 @@ class ModelPool:
         groups, self._groups = list(self._groups.values()), {}
         await asyncio.gather(*(self._stop_group(g, timeout) for g in groups), *list(self._stopping))
         await self.http.aclose()
+        self.wire.close()
 
 
 def _catalog(base: Catalog, config: PoolConfig) -> Catalog:

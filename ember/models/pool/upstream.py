@@ -24,6 +24,7 @@ import httpx
 from ember.errors import InvalidModelInput
 from ember.models.pool import errors
 from ember.models.pool.replica import Lease
+from ember.models.pool.wire import StreamedResponse, WireConnectError, WireError, WirePool
 
 CONNECT_TIMEOUT = 5.0
 LEASE_REASON_WAIT = 0.5  # after a transport error, how long to wait for the replica's verdict
@@ -138,7 +139,7 @@ def _cancelling() -> bool:
 class EventStream:
     """The ``data:`` payloads of a replica's SSE answer (``"[DONE]"`` included)."""
 
-    def __init__(self, lease: Lease, response: httpx.Response) -> None:
+    def __init__(self, lease: Lease, response: StreamedResponse) -> None:
         self.lease = lease
         self.response = response
         self._queue: asyncio.Queue[object] = asyncio.Queue()
@@ -148,7 +149,7 @@ class EventStream:
     async def _run(self) -> None:
         buffer = b""
         try:
-            async for chunk in self.response.aiter_raw():
+            async for chunk in self.response.chunks():
                 buffer += chunk
                 while True:
                     end = buffer.find(b"\n\n")
@@ -167,7 +168,7 @@ class EventStream:
             reason = self.lease.failure or "the stream was closed"
             self._queue.put_nowait(errors.replica_failed(self.lease.replica.model_id, reason))
             raise
-        except httpx.HTTPError as exc:
+        except WireError as exc:
             # The consumer asks the replica for its verdict: the pump may be cancelled any time.
             self._queue.put_nowait(_TransportError(exc))
 
@@ -218,8 +219,7 @@ class EventStream:
             self._pump.cancel()
         with contextlib.suppress(BaseException):
             await self._pump
-        with contextlib.suppress(BaseException):
-            await self.response.aclose()
+        self.response.close()
 
 
 def _event_data(block: bytes) -> str | None:
@@ -234,7 +234,7 @@ def _event_data(block: bytes) -> str | None:
 
 
 async def open_events(
-    http: httpx.AsyncClient,
+    wire: WirePool,
     lease: Lease,
     path: str,
     body: Mapping[str, object],
@@ -242,14 +242,7 @@ async def open_events(
 ) -> EventStream:
     """POST a streaming request; the stream once the replica answered 200, else the refusal."""
     replica = lease.replica
-    request = http.build_request(
-        "POST",
-        f"{replica.url}{path}",
-        json=body,
-        headers=dict(headers),
-        timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
-    )
-    opening = asyncio.ensure_future(http.send(request, stream=True))
+    opening = asyncio.ensure_future(wire.post(f"{replica.url}{path}", body, headers))
     lease.on_fail = lambda reason: opening.cancel()
     try:
         response = await opening
@@ -257,16 +250,18 @@ async def open_events(
         if lease.failure is not None and not _cancelling():
             raise errors.replica_failed(replica.model_id, lease.failure) from None
         raise
-    except httpx.ConnectError as exc:
+    except WireConnectError as exc:
         raise ReplicaUnreachable(str(exc)) from exc
-    except httpx.HTTPError as exc:
+    except WireError as exc:
         raise errors.replica_failed(replica.model_id, await failure_reason(lease, exc)) from exc
     finally:
         lease.on_fail = None
-    if response.status_code != 200:
+    if response.status != 200:
         try:
-            content = await response.aread()
+            content = await response.read()
+        except WireError:
+            content = b""
         finally:
-            await response.aclose()
-        raise upstream_refusal(replica.model_id, response.status_code, _decode(content))
+            response.close()
+        raise upstream_refusal(replica.model_id, response.status, _decode(content))
     return EventStream(lease, response)
