@@ -143,7 +143,7 @@ def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
         asyncio.run(run_phase(direct_url, direct_body, 2, 2))
         asyncio.run(run_phase(rest_url, body, 2, 2))
         for concurrency in args.concurrency:
-            per_worker = max(1, args.requests // concurrency)
+            per_worker = max(1, _requests(args, concurrency) // concurrency)
             for round_index in range(args.rounds):
                 order = ["direct", "runtime", "rest"]
                 if round_index % 2:
@@ -172,6 +172,11 @@ def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
         _stop(dev)
         _stop(server)
     return {"phases": rows, "compare": _compare(rows, args.concurrency)}
+
+
+def _requests(args: argparse.Namespace, concurrency: int) -> int:
+    """Requests per phase: --requests, or two per stream with at least 16."""
+    return args.requests or max(16, 2 * concurrency)
 
 
 def _median(values: list[float]) -> float:
@@ -275,7 +280,7 @@ def scaling(ckpt: Path, args: argparse.Namespace) -> list[dict]:
             for concurrency in (16, 64):
                 for round_index in range(args.rounds):
                     phase = await _pool_phase(
-                        pool, body, concurrency, max(1, args.requests // concurrency)
+                        pool, body, concurrency, max(1, _requests(args, concurrency) // concurrency)
                     )
                     rows.append({"replicas": replicas, "round": round_index, **phase.summary()})
                     print(f"  replicas={replicas} c={concurrency:<3} {phase.summary()}", flush=True)
@@ -418,7 +423,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument(
-        "--requests", type=int, default=128, help="requests per phase (>= concurrency)"
+        "--requests", type=int, default=0, help="requests per phase (default max(16, 2 x streams))"
     )
     parser.add_argument(
         "--concurrency", type=lambda s: [int(v) for v in s.split(",")], default=[1, 16, 64]
@@ -437,7 +442,7 @@ def main() -> None:
         "settings": {
             "rounds": args.rounds,
             "max_tokens": args.max_tokens,
-            "requests_per_phase": args.requests,
+            "requests_per_phase": args.requests or "max(16, 2 x streams)",
             "concurrency": args.concurrency,
             "server_args": SERVER_ARGS,
         },

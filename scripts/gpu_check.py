@@ -206,6 +206,8 @@ def main() -> None:
             ckpt = str(checkpoint("glm4moe-tiny", Path(scratch)))
             # A tiny model needs no 120 GiB KV pool: a fixed budget keeps start-up short.
             small = ["--kv-cache-bytes", "512MiB" if args.device == "cpu" else "2GiB"]
+            if args.device == "cpu":
+                small += ["--torch-threads", "1"]  # a shared CPU box: intra-op threads fight
             configs = [
                 ("ember bf16 KV", {"device": args.device, "kv_cache_dtype": "bf16"}),
                 (

@@ -174,7 +174,10 @@ class AIGateway:
                 timeout=options.timeout,
             )
             if not stream:
-                answer = await self.pool.post(model, CHAT_PATH, body, request)
+                try:
+                    answer = await self.pool.post(model, CHAT_PATH, body, request)
+                finally:
+                    release()
                 if answer.status != 200:
                     raise upstream_refusal(model, answer.status, answer.body)
                 content = json.dumps(completion_result(answer.body, model)).encode("utf-8")
@@ -186,7 +189,9 @@ class AIGateway:
             release()
             raise
         ttl = gateway.cache_ttl if gateway is not None else None
-        chunks = self._translate(events, model, dialect, release, key, ttl)
+        chunks = AnswerStream(
+            self._translate(events, model, dialect, release, key, ttl), events, release
+        )
         return AIAnswer(request_id, 200, _headers(request_id, True, key), stream=chunks)
 
     async def _translate(
@@ -282,6 +287,32 @@ class AIGateway:
             }
             for s in self.pool.status()
         ]
+
+
+class AnswerStream:
+    """A streamed answer that frees everything on ``aclose``, even if it was never read.
+
+    (An async generator that never started runs no ``finally``: closing it would leave the
+    replica generating and the slot and quota taken.)
+    """
+
+    def __init__(
+        self, chunks: AsyncIterator[bytes], events: PooledStream, release: Callable[[], None]
+    ) -> None:
+        self._chunks = chunks
+        self._events = events
+        self._release = release
+
+    def __aiter__(self) -> AnswerStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()  # type: ignore[attr-defined]
+        await self._events.aclose()
+        self._release()
 
 
 def _error_event(dialect: Dialect, failure: Failure) -> bytes:

@@ -88,6 +88,8 @@ class PooledStream:
     def _expire(self) -> None:
         self.timed_out = True
         self._events.lease.fail("the request timed out")
+        # Whether or not anybody still reads it, the replica stops and the slot is freed.
+        self._closer = asyncio.ensure_future(self.aclose())
 
     def __aiter__(self) -> PooledStream:
         return self

@@ -168,3 +168,30 @@ def test_translator_fast_path_matches_the_reference_on_random_streams(dialect: s
         translator = StreamTranslator(dialect, MODEL, rename)
         fast = b"".join(translator.feed(e) for e in events) + translator.end()
         assert parse_sse(fast) == reference_translation(events, dialect, MODEL), events
+
+
+def test_quota_slots_come_back_after_whole_answers_and_unread_streams() -> None:
+    async def main() -> None:
+        with gate_servers("glm") as (double,):
+            gateway = _gateway(double.url, QuotaLimits(concurrent_requests=1))
+            options = parse_run_options(None, MODEL)
+            double.open()
+            for _ in range(3):  # one at a time, each gives its slot back
+                await gateway.run("t", MODEL, INPUTS, options)
+            double.opened = False
+            double.gate = None  # hold the next requests again
+            answer = await gateway.run("t", MODEL, {**INPUTS, "stream": True}, options)
+            assert gateway.quotas.in_flight("t") == 1
+            await asyncio.sleep(0.1)
+            assert double.held == 1
+            await answer.stream.aclose()  # never read: still frees the replica, slot and quota
+            for _ in range(100):
+                if double.held == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert double.held == 0
+            assert gateway.quotas.in_flight("t") == 0
+            assert gateway.pool.group(MODEL).outstanding == 0
+            await gateway.aclose()
+
+    asyncio.run(main())
