@@ -379,19 +379,16 @@ def plot(data: dict, path: Path) -> None:
     if compare:
         labels = [str(c["concurrency"]) for c in compare]
         xs = range(len(labels))
-        for offset, key, name in ((-0.2, "direct", "model server"), (0.2, "runtime", "env.AI.run")):
-            axes[0].bar(
-                [x + offset for x in xs],
-                [c[f"{key}_tokens_per_s"] for c in compare],
-                0.4,
-                label=name,
-            )
-            axes[1].bar(
-                [x + offset for x in xs],
-                [c[f"{key}_ttft_p50_ms"] for c in compare],
-                0.4,
-                label=name,
-            )
+        paths = (
+            (-0.27, "direct", "model server"),
+            (0.0, "rest", "REST ai/run"),
+            (0.27, "runtime", "handler env.AI.run"),
+        )
+        for offset, key, name in paths:
+            at = [x + offset for x in xs]
+            axes[0].bar(at, [c[f"{key}_tokens_per_s"] for c in compare], 0.27, label=name)
+            axes[1].bar(at, [c[f"{key}_ttft_p50_ms"] for c in compare], 0.27, label=name)
+        axes[1].set_yscale("log")
         for axis, title in ((axes[0], "completion tokens/s"), (axes[1], "TTFT p50 (ms)")):
             axis.set_xticks(list(xs), labels)
             axis.set_xlabel("concurrent streams")
@@ -429,8 +426,12 @@ def main() -> None:
         "--concurrency", type=lambda s: [int(v) for v in s.split(",")], default=[1, 16, 64]
     )
     parser.add_argument("--sections", default="overhead,scaling,recovery")
+    parser.add_argument("--plot-only", action="store_true", help="redraw the plot from --out")
     parser.add_argument("--out", type=Path, default=RESULTS / "ai.json")
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
+        return
     sections = set(args.sections.split(","))
     data: dict = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
