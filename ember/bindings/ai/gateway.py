@@ -170,7 +170,7 @@ class AIGateway:
             request = RequestOptions(
                 session=options.session,
                 reject_if_busy=options.reject_if_busy,
-                headers=options.headers,
+                headers=forwarded_headers(options.headers),
                 timeout=options.timeout,
             )
             if not stream:
@@ -287,6 +287,16 @@ class AIGateway:
             }
             for s in self.pool.status()
         ]
+
+
+def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The caller's extra headers a replica may see: ``x-*`` and ``cf-*`` only.
+
+    Never framing or hop-by-hop headers (``content-length``, ``transfer-encoding``, ``host``,
+    ``connection``...): replica connections are shared by every tenant, and a tenant's header
+    must not be able to change how a request on them is framed.
+    """
+    return {k: v for k, v in headers.items() if k.lower().startswith(("x-", "cf-"))}
 
 
 class AnswerStream:

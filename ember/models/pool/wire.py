@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,24 @@ from urllib.parse import urlsplit
 MAX_HEAD_BYTES = 64 * 1024
 MAX_IDLE_PER_HOST = 256
 READ_LIMIT = 1 << 20
+# Headers the client writes itself; a caller's must never add or change them.
+FRAMING = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "content-type",
+        "accept",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+        "keep-alive",
+        "proxy-connection",
+    }
+)
+_TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 CONNECT_TIMEOUT = 5.0
 
 
@@ -153,7 +172,10 @@ class WirePool:
             "accept: text/event-stream, application/json",
             f"content-length: {len(payload)}",
         ]
-        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        for name, value in (headers or {}).items():
+            if name.lower() in FRAMING or not _TOKEN.match(name) or "\r" in value or "\n" in value:
+                raise ValueError(f"refusing to send header {name!r}")
+            lines.append(f"{name}: {value}")
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         for attempt in range(2):  # a kept-alive connection may have been closed by the server
             connection, reused = await self._connect(key)

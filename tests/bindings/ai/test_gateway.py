@@ -195,3 +195,31 @@ def test_quota_slots_come_back_after_whole_answers_and_unread_streams() -> None:
             await gateway.aclose()
 
     asyncio.run(main())
+
+
+def test_only_x_and_cf_headers_reach_a_replica_and_framing_headers_never() -> None:
+    async def main() -> None:
+        with gate_servers("glm") as (double,):
+            double.open()
+            gateway = _gateway(double.url)
+            hostile = {
+                "x-session-affinity": "s1",
+                "cf-aig-metadata": "m",
+                "content-length": "0",
+                "transfer-encoding": "chunked",
+                "host": "elsewhere",
+                "authorization": "Bearer secret",
+            }
+            options = parse_run_options({"extraHeaders": hostile}, MODEL)
+            answer = await gateway.run("t", MODEL, {**INPUTS, "stream": True}, options)
+            assert [c async for c in answer.stream][-1].endswith(b"data: [DONE]\n\n")
+            seen = double.headers[-1]
+            assert seen["x-session-affinity"] == "s1" and seen["cf-aig-metadata"] == "m"
+            assert "authorization" not in seen and "transfer-encoding" not in seen
+            assert seen["host"].startswith("127.0.0.1:")
+            assert seen["content-length"] == str(
+                len(json.dumps(double.seen[-1], separators=(",", ":")).encode())
+            )
+            await gateway.aclose()
+
+    asyncio.run(main())

@@ -103,3 +103,17 @@ def test_keep_alive_reuses_one_connection_and_early_close_drops_it() -> None:
             await WirePool().post(url, {})
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"content-length": "0"},
+        {"Transfer-Encoding": "chunked"},
+        {"x-a": "b\r\nhost: x"},
+        {"a b": "c"},
+    ],
+)
+def test_headers_that_could_reframe_a_request_are_refused(headers: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        asyncio.run(WirePool().post("http://127.0.0.1:9/", {}, headers))
