@@ -145,9 +145,12 @@ class PoolSettings:
     """Timing and start policy shared by every model."""
 
     start: Literal["lazy", "eager"] = "lazy"
+    # False (ember serve): ids nobody configured are unknown (5007) instead of getting a replica.
+    serve_unconfigured: bool = True
     startup_timeout_s: float = 600.0
     health_interval_s: float = 1.0
-    health_timeout_s: float = 2.0
+    # Generous: a busy CPU box answers slowly, and three misses in a row restart the replica.
+    health_timeout_s: float = 5.0
     unhealthy_after: int = 3  # consecutive failed probes before a replica counts as dead
     request_timeout_s: float = 600.0  # a request's whole life (3007 past it)
     queue_timeout_s: float = 600.0  # waiting for a slot, loading included
@@ -338,8 +341,15 @@ def _settings(value: object, file: str, where: str) -> PoolSettings:
                 raise ConfigError(file, f"{where}.start", item, "lazy or eager")
             changes[key] = item
             continue
+        if key == "serve_unconfigured":
+            if not isinstance(item, bool):
+                raise ConfigError(file, f"{where}.{key}", item, "true or false")
+            changes[key] = item
+            continue
         if key not in POOL_KEYS:
-            raise ConfigError(file, f"{where}.{key}", key, _one_of({"start", *POOL_KEYS}))
+            raise ConfigError(
+                file, f"{where}.{key}", key, _one_of({"start", "serve_unconfigured", *POOL_KEYS})
+            )
         low, high = POOL_KEYS[key]
         if isinstance(item, bool) or not isinstance(item, int | float) or not low <= item <= high:
             raise ConfigError(file, f"{where}.{key}", item, f"a number from {low:g} to {high:g}")

@@ -159,7 +159,9 @@ class ModelPool:
     # -- models ---------------------------------------------------------------------------------
 
     def model_ids(self) -> list[str]:
-        """Every id the pool can serve (catalog plus configured ones)."""
+        """Every id the pool can serve (catalog plus configured ones, or configured only)."""
+        if not self.config.settings.serve_unconfigured:
+            return list(self.config.models)
         ids = self.catalog.ids()
         return ids + [m for m in self.config.models if m not in ids]
 
@@ -171,7 +173,9 @@ class ModelPool:
         if self._closing:
             raise errors.model_unavailable(model_id, "the model pool is shutting down")
         serving = self.config.serving(model_id)
-        if model_id not in self.catalog and not all(r.url for r in serving.replicas):
+        if model_id not in self.model_ids() or (
+            model_id not in self.catalog and not all(r.url for r in serving.replicas)
+        ):
             raise ModelNotFound(f"No such model {model_id} or task")
         group = ModelGroup(
             model_id, serving.max_queued_requests, self.config.settings.queue_timeout_s

@@ -89,3 +89,14 @@ def test_errors_name_the_key(models: object, pool: object, key: str) -> None:
 def test_sglang_accepts_its_own_quantization_names() -> None:
     config = parse_pool_config({GLM: {"backend": "sglang", "quantization": "w4afp8"}})
     assert config.serving(GLM).replicas[0].quantization == "w4afp8"
+
+
+def test_an_operator_can_serve_configured_ids_only() -> None:
+    from ember.errors import ModelNotFound
+    from ember.models.pool.pool import ModelPool
+
+    config = parse_pool_config({GLM: {"url": "http://127.0.0.1:9"}}, {"serve_unconfigured": False})
+    pool = ModelPool(config, progress=lambda line: None)
+    assert pool.model_ids() == [GLM]
+    with pytest.raises(ModelNotFound):
+        pool.group("@cf/moonshotai/kimi-k2.6")
