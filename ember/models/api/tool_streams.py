@@ -6,6 +6,10 @@ section is over so the caller goes back to plain content. Nothing is released th
 be the start of a marker. Invalid calls (a Kimi id that names no function, a GLM call without
 a name) are dropped, as SGLang and vLLM do; arguments that are not valid JSON are passed on as
 written (OpenAI's ``arguments`` may be invalid JSON too).
+
+Kimi's arguments are JSON already and stream as they arrive. GLM's are built from key/value
+pairs (typed by the tool's schema), so they stream one whole pair at a time: ``{"city":"Paris"``,
+then ``,"days":3``, then ``}``; the pieces always add up to the final ``arguments`` string.
 """
 
 from __future__ import annotations

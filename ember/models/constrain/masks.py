@@ -26,6 +26,7 @@ from ember.models.constrain.vocab import TokenTrie, TokenVocabulary
 # Bytes probed to guess whether a state loops before paying for the full 256-byte loop set.
 LOOP_PROBES = b"ae "
 LOOP_MIN_BYTES = 64
+MAX_LOOP_CLASSES = 16
 # Cached masks per grammar are bounded by bytes (a mask is vocab_size / 8 bytes: 1 KiB at 8192
 # tokens, 20 KiB at Kimi's 163840), at least this many entries.
 MASK_CACHE_BYTES = 32 * 2**20
@@ -148,6 +149,8 @@ def compute_mask(grammar: Grammar, vocab: TokenVocabulary, sid: int) -> TokenMas
             classes = vocab.loop_classes
             split = classes.get(loop)
             if split is None:
+                if len(classes) >= MAX_LOOP_CLASSES:
+                    classes.clear()
                 split = classes[loop] = LoopClass(vocab, loop)
             whole = split.whole
             _walk(grammar, split.residual, sid, allowed)
