@@ -9,7 +9,7 @@ from typing import Any
 
 from ember.models.training.chat_format import prompt_text
 from ember.models.training.configs import SEQ_LEN
-from ember.models.training.corpus import build_split
+from ember.models.training.corpus import load_manifest
 from ember.models.training.evaluate import (
     answer_texts,
     bits_per_byte,
@@ -19,11 +19,16 @@ from ember.models.training.evaluate import (
 )
 from ember.models.training.functions import documented_functions
 from ember.models.training.instructions import ChatExample, instruction_example
-from ember.models.training.pipeline import heldout_files, load_shipped, specs
+from ember.models.training.pipeline import TRAIN_MANIFEST, heldout_files, load_shipped, specs
 from ember.models.training.tool_examples import GET_SOURCE
 
 STRIDE = SEQ_LEN // 2
 SAMPLE_TOKENS = 160
+
+
+def training_byte_counts() -> list[int]:
+    """The training corpus's byte histogram, as recorded (machine-independent)."""
+    return list(load_manifest(TRAIN_MANIFEST)["byte_counts"])  # type: ignore[arg-type]
 
 
 def heldout_chat_examples(seed: int = 0, thinking: bool = False) -> list[ChatExample]:
@@ -73,7 +78,7 @@ def evaluate_checkpoint(
         "context": SEQ_LEN,
         "stride": STRIDE,
         "heldout": bits_per_byte(model, texts, SEQ_LEN, STRIDE).to_json(),
-        "byte_unigram_baseline": byte_unigram_baseline(build_split().train, heldout),
+        "byte_unigram_baseline": byte_unigram_baseline(training_byte_counts(), heldout),
     }
     if max_bytes is None:
         answers = answer_texts(tokenizer, spec.family, heldout_chat_examples())

@@ -155,6 +155,16 @@ def build_split(root: Path | None = None) -> CorpusSplit:
 # The two committed records: the training manifest (paths + hashes) and the held-out texts.
 
 
+def byte_counts(files: Iterable[SourceFile]) -> list[int]:
+    """How often each byte value occurs in the files' UTF-8 text (for the unigram baseline)."""
+    counts = [0] * 256
+    for f in files:
+        data = f.text.encode("utf-8")
+        for value in range(256):
+            counts[value] += data.count(value)
+    return counts
+
+
 def _record_header(split: CorpusSplit) -> dict[str, object]:
     return {
         "format": "ember-stdlib-corpus-v1",
@@ -170,6 +180,7 @@ def write_records(split: CorpusSplit, train_manifest: Path, heldout: Path) -> No
         **header,
         "num_files": len(split.train),
         "num_bytes": sum(f.num_bytes for f in split.train),
+        "byte_counts": byte_counts(split.train),
         "files": [{"path": f.path, "sha256": f.sha256, "bytes": f.num_bytes} for f in split.train],
     }
     held = {

@@ -104,8 +104,8 @@ def bits_per_byte(
     stride: int,
     batch_size: int = 8,
 ) -> BitsPerByte:
-    if not 0 < stride <= context:
-        raise ValueError("need 0 < stride <= context")
+    if not 0 < stride < context:
+        raise ValueError("need 0 < stride < context (a window must hold each target's predecessor)")
     model.eval()
     items = [w for t in texts for w in _windows(t, context, stride)]
     nats, tokens = 0.0, 0
@@ -127,19 +127,17 @@ def bits_per_byte(
 
 
 def byte_unigram_baseline(
-    train: Sequence[SourceFile], heldout: Sequence[SourceFile]
+    train_byte_counts: Sequence[int], heldout: Sequence[SourceFile]
 ) -> dict[str, float]:
-    """Bits per held-out byte of a training-fitted byte-frequency model, and the held-out set's
-    own byte entropy (the best any context-free byte model could do on it)."""
-    fitted = Counter()
-    for f in train:
-        fitted.update(f.text.encode("utf-8"))
+    """Bits per held-out byte of a byte-frequency model fitted on the training files (add-one
+    smoothing), and the held-out set's own byte entropy (the best any context-free byte model
+    could do on it)."""
     held = Counter()
     for f in heldout:
         held.update(f.text.encode("utf-8"))
-    total_fit = sum(fitted.values()) + 256
+    total_fit = sum(train_byte_counts) + 256
     total_held = sum(held.values())
-    cross = -sum(c * math.log2((fitted[b] + 1) / total_fit) for b, c in held.items())
+    cross = -sum(c * math.log2((train_byte_counts[b] + 1) / total_fit) for b, c in held.items())
     own = -sum(c * math.log2(c / total_held) for c in held.values())
     return {
         "train_fitted_bits_per_byte": cross / total_held,
