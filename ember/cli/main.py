@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "ai": "ember.cli.ai:ai",
     "models": "ember.cli.models:models",
     "doctor": "ember.cli.doctor:doctor",
+    "accounts": "ember.cli.accounts:accounts",
 }
 
 

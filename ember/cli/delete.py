@@ -1,0 +1,25 @@
+"""``ember delete``: delete a worker with all its versions, deployments and secrets."""
+
+from __future__ import annotations
+
+import click
+
+from ember.cli.deployments import worker_name
+from ember.cli.session import name_option, open_session, platform_option
+
+
+@click.command()
+@name_option
+@platform_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+def delete(name: str | None, platform_url: str | None, yes: bool) -> None:
+    """Delete the worker (its KV namespaces stay: they belong to the account)."""
+    worker = worker_name(name)
+    if not yes:
+        click.confirm(f"Delete Worker {worker!r} and all its versions?", abort=True)
+    session = open_session(platform_url)
+    try:
+        session.client.call("DELETE", session.account_path(f"/workers/services/{worker}"))
+    finally:
+        session.close()
+    click.echo(f"Deleted {worker}.")

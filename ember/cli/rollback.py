@@ -1,0 +1,57 @@
+"""``ember rollback [VERSION]``: deploy an earlier version (default: the previous deployment's)."""
+
+from __future__ import annotations
+
+import click
+
+from ember.cli.deployments import worker_name
+from ember.cli.platform_client import PlatformRequestError
+from ember.cli.session import name_option, open_session, platform_option
+from ember.errors import UserError
+
+
+@click.command()
+@click.argument("version", required=False)
+@name_option
+@platform_option
+@click.option("--message", help="Why: recorded with the rollback.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask when the secrets would change.")
+def rollback(
+    version: str | None, name: str | None, platform_url: str | None, message: str | None, yes: bool
+) -> None:
+    """Make VERSION (or the previous deployment's version) live again."""
+    worker = worker_name(name)
+    session = open_session(platform_url)
+    try:
+        path = session.account_path(f"/workers/scripts/{worker}/deployments")
+        history = session.client.call("GET", path)["deployments"]
+        if not history:
+            raise UserError(f"Worker {worker!r} has no deployments to roll back")
+        live = history[0]["versions"][0]["version_id"] if len(history[0]["versions"]) == 1 else None
+        target = version or next(
+            (
+                d["versions"][0]["version_id"]
+                for d in history[1:]
+                if len(d["versions"]) == 1 and d["versions"][0]["version_id"] != live
+            ),
+            None,
+        )
+        if target is None:
+            raise UserError(f"Worker {worker!r} has no earlier version to roll back to")
+        body = {
+            "strategy": "percentage",
+            "versions": [{"version_id": target, "percentage": 100}],
+            "annotations": {"workers/message": message} if message else {},
+        }
+        try:
+            session.client.call("POST", path, json=body)
+        except PlatformRequestError as exc:
+            if exc.code != 10220:
+                raise
+            click.echo(str(exc), err=True)
+            if not yes and not click.confirm("Roll back anyway?", default=False):
+                raise click.Abort() from None
+            session.client.call("POST", path + "?force=true", json=body)
+    finally:
+        session.close()
+    click.echo(f"Version {target} of {worker} is live (100% of traffic).")

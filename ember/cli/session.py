@@ -1,0 +1,97 @@
+"""Which platform and which credentials a command uses, and the shared click options.
+
+Credentials, in order: ``EMBER_API_TOKEN``; the login saved by ``ember login`` or ``ember claim``;
+a still-valid temporary account cached by ``ember deploy --temporary``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import click
+
+from ember.cli.credentials import CredentialStore, TemporaryLogin
+from ember.cli.platform_client import PlatformClient, resolve_platform
+from ember.errors import AuthError
+
+platform_option = click.option(
+    "--platform",
+    "platform_url",
+    metavar="URL",
+    help="The ember platform (default: $EMBER_PLATFORM, else http://127.0.0.1:8787).",
+)
+name_option = click.option(
+    "--name", metavar="WORKER", help="The Worker's name (default: from the project's config)."
+)
+
+
+@dataclass
+class Session:
+    platform: str
+    client: PlatformClient
+    account_id: str
+    account_name: str
+    source: str
+    temporary: TemporaryLogin | None = None
+
+    def close(self) -> None:
+        self.client.close()
+
+    def account_path(self, suffix: str) -> str:
+        return f"/accounts/{self.account_id}{suffix}"
+
+    def worker_urls(self, worker: str) -> list[str]:
+        """The local URLs a person can open: by Host name, and by path."""
+        scheme, _, hostport = self.platform.partition("://")
+        host, _, port = hostport.partition(":")
+        suffix = f":{port}" if port else ""
+        return [
+            f"{scheme}://{worker}.{self.account_name}.localhost{suffix}/",
+            f"{self.platform}/w/{self.account_name}/{worker}/",
+        ]
+
+
+def existing_credentials(platform: str, store: CredentialStore) -> str | None:
+    """A description of the permanent credentials for ``platform``, if any."""
+    if os.environ.get("EMBER_API_TOKEN"):
+        return "EMBER_API_TOKEN is set"
+    login = store.login(platform)
+    if login:
+        return f"you are logged in as account {login.account_name} (ember login)"
+    return None
+
+
+def open_session(platform_option: str | None, *, allow_temporary: bool = True) -> Session:
+    platform = resolve_platform(platform_option)
+    store = CredentialStore()
+    env_token = os.environ.get("EMBER_API_TOKEN")
+    if env_token:
+        client = PlatformClient(platform, env_token)
+        accounts = client.call("GET", "/accounts")
+        if not accounts:
+            raise AuthError(f"the token in EMBER_API_TOKEN has no account on {platform}")
+        return Session(platform, client, accounts[0]["id"], accounts[0]["name"], "EMBER_API_TOKEN")
+    login = store.login(platform)
+    if login:
+        return Session(
+            platform,
+            PlatformClient(platform, login.token),
+            login.account_id,
+            login.account_name,
+            "saved login",
+        )
+    temporary = store.temporary(platform)
+    if allow_temporary and temporary and temporary.valid():
+        return Session(
+            platform,
+            PlatformClient(platform, temporary.token),
+            temporary.account_id,
+            temporary.account_name,
+            "temporary account",
+            temporary,
+        )
+    raise AuthError(
+        f"not logged in to {platform}: run `ember login --token TOKEN`, set EMBER_API_TOKEN, "
+        "or deploy without an account using `ember deploy --temporary`"
+    )

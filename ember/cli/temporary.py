@@ -1,0 +1,107 @@
+"""``--temporary``: get a temporary account (proof of work) or reuse the cached one.
+
+The same two unauthenticated calls wrangler makes (cloudflare-api.md §4.1), then the block users
+know from ``wrangler deploy --temporary``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import click
+
+from ember.cli.credentials import CredentialStore, TemporaryLogin
+from ember.cli.platform_client import PlatformClient
+from ember.cli.session import Session, existing_credentials
+from ember.errors import AuthError, UserError
+from ember.runtime.deployments import pow
+
+
+def temporary_session(platform: str, *, err: bool) -> tuple[Session, bool]:
+    """A session on a temporary account: (session, created). Refuses if credentials exist."""
+    store = CredentialStore()
+    reason = existing_credentials(platform, store)
+    if reason:
+        raise AuthError(
+            f"{reason} for {platform}, so --temporary can't be used: run `ember deploy` "
+            "without --temporary to deploy to that account, or `ember logout` (and unset "
+            "EMBER_API_TOKEN) first"
+        )
+    cached = store.temporary(platform)
+    created = False
+    if cached is None or not cached.valid():
+        click.echo("Solving proof-of-work challenge…", err=err)
+        cached = _provision(platform)
+        store.save_temporary(platform, cached)
+        created = True
+    click.echo(ready_block(cached, created), err=err)
+    return Session(
+        platform,
+        PlatformClient(platform, cached.token),
+        cached.account_id,
+        cached.account_name,
+        "temporary account",
+        cached,
+    ), created
+
+
+def _provision(platform: str) -> TemporaryLogin:
+    with PlatformClient(platform) as anonymous:
+        raw = anonymous.call("POST", "/provisioning/previews/challenge", json={})
+        try:
+            challenge = pow.Challenge(
+                raw["challengeToken"], raw["seed"], int(raw["k"]), int(raw["g"]), 0.0
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(f"the platform sent a malformed challenge: {raw!r}") from exc
+        if challenge.k * challenge.g > 64_000_000 or len(pow.b64url_decode(challenge.seed)) != 32:
+            raise UserError(
+                "the platform's proof-of-work challenge is not supported (more than "
+                "64M hashes, or a seed that is not 32 bytes)"
+            )
+        result = anonymous.call(
+            "POST",
+            "/provisioning/previews",
+            json={
+                "acceptTermsOfService": "yes",
+                "challengeToken": challenge.token,
+                "solution": {"checkpoints": pow.solve_challenge(challenge)},
+            },
+        )
+    account, claim = result["account"], result["claim"]
+    return TemporaryLogin(
+        token=account["apiToken"],
+        account_id=account["id"],
+        account_name=account["name"],
+        expires_at=parse_time(account["expiresAt"]),
+        claim_url=claim["url"],
+        claim_expires_at=parse_time(claim["expiresAt"]),
+    )
+
+
+def iso_time(timestamp: float) -> str:
+    moment = datetime.fromtimestamp(timestamp, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def ready_block(login: TemporaryLogin, created: bool) -> str:
+    return (
+        "Temporary account ready:\n"
+        f"\tAccount: {login.account_name} ({'created' if created else 'reused'})\n"
+        f"\tClaim within: {distance(login.claim_expires_at - time.time())}\n"
+        f"\tClaim URL: {login.claim_url}\n"
+    )
+
+
+def distance(seconds: float) -> str:
+    """date-fns ``formatDistanceToNowStrict``: one unit, rounded (3599.5 s -> "60 minutes")."""
+    seconds = max(seconds, 0.0)
+    units = (("second", 1, 60), ("minute", 60, 3600), ("hour", 3600, 86400))
+    unit, size = next(((u, s) for u, s, limit in units if seconds < limit), ("day", 86400))
+    value = round(seconds / size)
+    return f"{value} {unit}{'' if value == 1 else 's'}"

@@ -1,0 +1,185 @@
+"""Read a worker project and turn it into what ``ember deploy`` uploads.
+
+The project's config is ``ember.yaml`` or ``wrangler.toml`` / ``wrangler.json`` in the project
+directory; this module reads the keys a deploy needs (name, main, compatibility date and flags,
+vars, KV namespaces, AI). The files uploaded are what wrangler uploads for a Python Worker: every
+``.py`` module under the entry's directory (the module root, names relative to it), the project's
+``python_modules/`` (vendored packages, as ``python_modules/<path>``), and other files under the
+module root as data modules (text or bytes), so the worker can read its templates and data.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ember.errors import ConfigError
+from ember.runtime.deployments.multipart import Part
+
+CONFIG_FILES = ("ember.yaml", "ember.yml", "wrangler.toml", "wrangler.json", "wrangler.jsonc")
+SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".wrangler", ".ember", ".venv"}
+TEXT_SUFFIXES = {".txt", ".html", ".json", ".md", ".css", ".csv", ".jinja", ".toml", ".yaml"}
+
+
+@dataclass(frozen=True)
+class KVBinding:
+    binding: str
+    id: str | None
+
+
+@dataclass(frozen=True)
+class WorkerProject:
+    root: Path
+    config_file: Path
+    name: str
+    main: Path
+    compatibility_date: str | None
+    compatibility_flags: tuple[str, ...]
+    vars: dict[str, Any] = field(default_factory=dict)
+    kv_namespaces: tuple[KVBinding, ...] = ()
+    ai_binding: str | None = None
+
+    @property
+    def module_root(self) -> Path:
+        return self.main.parent
+
+    def modules(self) -> list[Part]:
+        """The module parts, entry first, named like wrangler names them."""
+        entry = self.main.relative_to(self.module_root).as_posix()
+        parts = [Part(entry, entry, "text/x-python", self.main.read_bytes())]
+        for path in sorted(_files(self.module_root)):
+            name = path.relative_to(self.module_root).as_posix()
+            if name == entry or name.startswith("python_modules/"):
+                continue
+            parts.append(Part(name, name, _content_type(path), path.read_bytes()))
+        vendored = self.root / "python_modules"
+        if vendored.is_dir():
+            for path in sorted(_files(vendored)):
+                name = "python_modules/" + path.relative_to(vendored).as_posix()
+                parts.append(Part(name, name, "application/octet-stream", path.read_bytes()))
+        return parts
+
+
+def _files(root: Path) -> list[Path]:
+    out = []
+    for path in root.rglob("*"):
+        rel = path.relative_to(root).parts
+        if path.is_file() and not any(p in SKIP_DIRS or p.startswith(".") for p in rel):
+            out.append(path)
+    return out
+
+
+def _content_type(path: Path) -> str:
+    if path.suffix == ".py":
+        return "text/x-python"
+    if path.suffix in TEXT_SUFFIXES:
+        return "text/plain"
+    return mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+
+
+def load_project(directory: Path, name_override: str | None = None) -> WorkerProject:
+    config_file = next((directory / n for n in CONFIG_FILES if (directory / n).exists()), None)
+    if config_file is None:
+        raise ConfigError(
+            str(directory),
+            None,
+            "no config file",
+            f"one of {', '.join(CONFIG_FILES)} in the project directory",
+        )
+    raw = _read(config_file)
+    where = str(config_file)
+    name = name_override or raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(where, "name", name, "the Worker's name (or pass --name)")
+    main_value = raw.get("main")
+    if not isinstance(main_value, str):
+        raise ConfigError(
+            where, "main", main_value, "the path of the entry module, e.g. src/entry.py"
+        )
+    main = (directory / main_value).resolve()
+    if not main.is_file() or main.suffix != ".py":
+        raise ConfigError(where, "main", main_value, "an existing .py file")
+    flags = raw.get("compatibility_flags", [])
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise ConfigError(where, "compatibility_flags", flags, "a list of strings")
+    if "python_workers" not in flags:
+        flags = [*flags, "python_workers"]
+    variables = raw.get("vars", {})
+    if not isinstance(variables, dict):
+        raise ConfigError(where, "vars", variables, "a mapping of names to values")
+    ai = raw.get("ai")
+    ai_binding = ai.get("binding") if isinstance(ai, dict) else None
+    date = raw.get("compatibility_date")
+    return WorkerProject(
+        root=directory.resolve(),
+        config_file=config_file,
+        name=name,
+        main=main,
+        compatibility_date=str(date) if date is not None else None,
+        compatibility_flags=tuple(flags),
+        vars=variables,
+        kv_namespaces=tuple(_kv(raw.get("kv_namespaces", []), where)),
+        ai_binding=ai_binding,
+    )
+
+
+def _read(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix in (".json", ".jsonc"):
+            data = json.loads(_strip_json_comments(text))
+        else:
+            data = yaml.safe_load(text) or {}
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(
+            str(path), None, "unparseable", f"valid {path.suffix[1:]}: {exc}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), None, type(data).__name__, "a mapping at the top level")
+    return data
+
+
+def _kv(value: Any, where: str) -> list[KVBinding]:
+    if not isinstance(value, list):
+        raise ConfigError(where, "kv_namespaces", value, "a list of {binding, id?}")
+    out = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("binding"), str):
+            raise ConfigError(where, "kv_namespaces", item, "{binding: NAME, id?: ID}")
+        out.append(KVBinding(item["binding"], item.get("id")))
+    return out
+
+
+def _strip_json_comments(text: str) -> str:
+    out, i, in_string = [], 0, False
+    while i < len(text):
+        c = text[i]
+        if in_string:
+            out.append(c)
+            if c == "\\":
+                out.append(text[i + 1 : i + 2])
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string, _ = True, out.append(c)
+        elif text.startswith("//", i):
+            i = text.find("\n", i)
+            i = len(text) if i < 0 else i
+            continue
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = len(text) if end < 0 else end + 2
+            continue
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)

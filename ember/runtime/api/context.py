@@ -1,0 +1,104 @@
+"""Per-request helpers: authentication and account scoping, body limits, JSON bodies."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from ember.runtime.deployments.errors import Forbidden, InvalidRequest, UploadTooLarge
+from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.records import Account, ApiToken
+
+JSON_BODY_LIMIT = 1024 * 1024
+# Headers, metadata and boundaries on top of the modules themselves.
+MULTIPART_OVERHEAD = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Caller:
+    account: Account
+    token: ApiToken
+    source: str  # "wrangler" | "ember" | "api": recorded as last_deployed_from / version source
+
+
+def plane_of(request: Request) -> ControlPlane:
+    return request.app.state.plane
+
+
+def bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def caller(request: Request) -> Caller:
+    """Authenticate the token; when the path names an account, it must be the token's."""
+    cached = getattr(request.state, "caller", None)
+    if cached is not None:
+        return cached
+    account, token = plane_of(request).accounts.authenticate(bearer(request))
+    path_account = request.path_params.get("account_id")
+    if path_account is not None and path_account != account.id:
+        raise Forbidden()
+    request.state.caller = Caller(account, token, client_source(request))
+    return request.state.caller
+
+
+def client_source(request: Request) -> str:
+    agent = request.headers.get("user-agent", "").lower()
+    if agent.startswith("wrangler/"):
+        return "wrangler"
+    if agent.startswith("ember/"):
+        return "ember"
+    return "api"
+
+
+async def read_body(request: Request, limit: int, *, temporary: bool = False) -> bytes:
+    """The request body, refusing (without reading it all) anything over ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise UploadTooLarge(int(declared), limit, temporary)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise UploadTooLarge(size, limit, temporary)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def json_body(request: Request, *, required: bool = True) -> Any:
+    raw = await read_body(request, JSON_BODY_LIMIT)
+    if not raw.strip():
+        if required:
+            raise InvalidRequest("the request body is empty; expected JSON")
+        return {}
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
+
+
+def flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "").lower() in ("1", "true", "yes")
+
+
+def public_origin(request: Request) -> str:
+    """``http://host:port`` as configured, else as the client reached us."""
+    configured = plane_of(request).config.public_url
+    if configured:
+        return configured
+    return f"{request.url.scheme}://{request.url.netloc}"
+
+
+def worker_url(request: Request, account: Account, script_name: str) -> str:
+    """``http://<worker>.<account>.localhost:<port>/``: the host routes to the worker."""
+    origin = public_origin(request)
+    scheme, _, netloc = origin.partition("://")
+    port = netloc.rsplit(":", 1)[1] if ":" in netloc.rsplit("]", 1)[-1] else ""
+    suffix = f":{port}" if port else ""
+    return f"{scheme}://{script_name}.{account.name}.localhost{suffix}/"

@@ -1,0 +1,76 @@
+"""Cloudflare's response envelope and the mapping from ember errors to it.
+
+``{"success", "errors": [{"code", "message"}], "messages", "result", "result_info"?}``. wrangler
+prints a failure as ``message [code: N]``, so the message must say what was wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ember.errors import AuthError, EmberError, LimitExceeded, NotFound, UserError
+from ember.runtime.deployments.errors import ControlPlaneError
+
+log = logging.getLogger("ember.api")
+INTERNAL_CODE = 10002
+
+
+def ok(result: Any, status: int = 200, result_info: dict[str, Any] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"success": True, "errors": [], "messages": [], "result": result}
+    if result_info is not None:
+        body["result_info"] = result_info
+    return JSONResponse(body, status_code=status)
+
+
+def fail(status: int, code: int, message: str) -> JSONResponse:
+    return JSONResponse(
+        {
+            "success": False,
+            "errors": [{"code": code, "message": message}],
+            "messages": [],
+            "result": None,
+        },
+        status_code=status,
+    )
+
+
+def page_info(items: list[Any], page: int, per_page: int, total: int) -> dict[str, int]:
+    return {
+        "page": page,
+        "per_page": per_page,
+        "count": len(items),
+        "total_count": total,
+        "total_pages": max(1, -(-total // per_page)),
+    }
+
+
+def status_and_code(exc: EmberError) -> tuple[int, int]:
+    if isinstance(exc, ControlPlaneError):
+        return exc.http_status, exc.cf_code
+    if isinstance(exc, NotFound):
+        return 404, 10007
+    if isinstance(exc, AuthError):
+        return 401, 10000
+    if isinstance(exc, LimitExceeded):
+        return 400, 10037
+    if isinstance(exc, UserError):
+        return 400, 10001
+    return 500, INTERNAL_CODE
+
+
+async def ember_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, EmberError)
+    status, code = status_and_code(exc)
+    if status >= 500:
+        log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
+    return fail(status, code, str(exc))
+
+
+async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
+    # Never echo internals (paths, SQL) to clients; the log has the traceback.
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return fail(500, INTERNAL_CODE, "internal error in the ember platform (see its log)")

@@ -1,0 +1,142 @@
+"""Temporary accounts: the proof-of-work challenge, the account, and the claim (API and page).
+
+``POST /provisioning/previews/challenge`` and ``POST /provisioning/previews`` are the two
+unauthenticated calls of ``wrangler deploy --temporary`` (cloudflare-api.md §4.1); ember's own CLI
+makes the same two calls. ``/claim-preview`` is the claim URL both print: opening it shows what is
+being claimed, and its button claims it.
+"""
+
+from __future__ import annotations
+
+import html
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from ember.errors import EmberError
+from ember.runtime.api import serializers
+from ember.runtime.api.context import json_body, plane_of, public_origin, read_body
+from ember.runtime.api.envelope import ok
+from ember.runtime.deployments.errors import InvalidRequest
+
+CLAIM_PATH = "/claim-preview"
+
+
+async def challenge(request: Request) -> Response:
+    await read_body(request, 64 * 1024)  # wrangler sends {}; nothing in it is needed
+    return ok(plane_of(request).issue_challenge().to_api())
+
+
+async def create_preview(request: Request) -> Response:
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise InvalidRequest("expected a JSON object with challengeToken and solution")
+    if body.get("eventCode") is not None:
+        raise _EventCodeUnknown("event codes are not used by ember; leave --event-code out")
+    client = request.client.host if request.client else "unknown"
+    created = plane_of(request).create_temporary_account(
+        client, body.get("challengeToken"), body.get("solution")
+    )
+    account = created.account
+    expires = serializers.iso(account.expires_at)
+    return ok(
+        {
+            "account": {
+                "id": account.id,
+                "name": account.name,
+                "apiToken": created.token.token,
+                "expiresAt": expires,
+                "type": "standard",
+                "tokenId": created.token.record.id,
+            },
+            "claim": {
+                "url": claim_url(request, created.claim_token),
+                "expiresAt": expires,
+                "token": created.claim_token,
+            },
+        }
+    )
+
+
+def claim_url(request: Request, claim_token: str) -> str:
+    return f"{public_origin(request)}{CLAIM_PATH}?claimToken={claim_token}"
+
+
+async def claim_api(request: Request) -> Response:
+    body = await json_body(request)
+    token = body.get("claimToken") if isinstance(body, dict) else None
+    if not isinstance(token, str):
+        raise InvalidRequest('expected {"claimToken": "<token from the claim URL>"}')
+    claimed = plane_of(request).accounts.claim(token)
+    return ok(
+        {
+            "account": serializers.account(claimed.account),
+            "apiToken": claimed.token.token,
+            "tokenId": claimed.token.record.id,
+        }
+    )
+
+
+async def claim_page(request: Request) -> Response:
+    token = request.query_params.get("claimToken", "")
+    account = plane_of(request).accounts.find_by_claim_token(token)
+    if account is None:
+        return _page(
+            "Claim link not valid",
+            "<p>This claim link is not valid: it was already used, it expired, or it "
+            "was mistyped.</p>",
+            status=404,
+        )
+    return _page(
+        f"Claim {html.escape(account.name)}",
+        f"<p>Temporary account <b>{html.escape(account.name)}</b> and every Worker, KV namespace "
+        "and secret in it will become permanent and yours. Its temporary API token stops working;"
+        " you get a new one.</p>"
+        f'<form method="post" action="{CLAIM_PATH}">'
+        f'<input type="hidden" name="claimToken" value="{html.escape(token)}">'
+        '<button type="submit">Claim this account</button></form>',
+    )
+
+
+async def claim_submit(request: Request) -> Response:
+    form = parse_qs((await read_body(request, 16 * 1024)).decode("utf-8", "replace"))
+    token = (form.get("claimToken") or [""])[0]
+    try:
+        claimed = plane_of(request).accounts.claim(token)
+    except EmberError as exc:
+        return _page("Claim failed", f"<p>{html.escape(str(exc))}</p>", status=403)
+    api_token = html.escape(claimed.token.token)
+    origin = html.escape(public_origin(request))
+    return _page(
+        "Account claimed",
+        f"<p>Account <b>{html.escape(claimed.account.name)}</b> is now permanent.</p>"
+        "<p>Your API token (shown once, keep it secret):</p>"
+        f"<pre>{api_token}</pre><p>Log in with:</p>"
+        f"<pre>ember login --platform {origin} --token {api_token}</pre>",
+    )
+
+
+class _EventCodeUnknown(InvalidRequest):
+    cf_code = 1036
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body><h1>{title}</h1>{body}</body></html>",
+        status_code=status,
+        headers={"cache-control": "no-store", "referrer-policy": "no-referrer"},
+    )
+
+
+API_ROUTES = [
+    Route("/provisioning/previews/challenge", challenge, methods=["POST"]),
+    Route("/provisioning/previews", create_preview, methods=["POST"]),
+    Route("/provisioning/previews/claim", claim_api, methods=["POST"]),
+]
+PAGE_ROUTES = [
+    Route(CLAIM_PATH, claim_page, methods=["GET"]),
+    Route(CLAIM_PATH, claim_submit, methods=["POST"]),
+]

@@ -1,0 +1,254 @@
+"""Workers: scripts, services, versions, deployments, settings and the workers.dev-style URL.
+
+Both deploy paths of cloudflare-api.md §2: ``PUT .../scripts/{name}`` (first deploy, SDK update,
+wrangler's secret-put draft), whose ``deployment_id`` is the *version* id; and ``POST .../versions``
+then ``POST .../deployments`` (redeploy, rollback).
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ember.runtime.api import serializers
+from ember.runtime.api.context import (
+    MULTIPART_OVERHEAD,
+    caller,
+    flag,
+    json_body,
+    plane_of,
+    read_body,
+    worker_url,
+)
+from ember.runtime.api.envelope import ok, page_info
+from ember.runtime.deployments.errors import InvalidRequest, UploadTooLarge
+from ember.runtime.deployments.multipart import parse_multipart
+from ember.runtime.deployments.records import DeploymentTarget, Version
+from ember.runtime.deployments.scripts import UploadResult
+from ember.runtime.deployments.upload import parse_worker_upload
+
+ACCOUNT = "/accounts/{account_id}"
+SCRIPT = ACCOUNT + "/workers/scripts/{name}"
+
+
+def _live_version(request: Request, name: str) -> Version | None:
+    who = caller(request)
+    plane = plane_of(request)
+    live = plane.scripts.live(who.account, name)
+    if live is None:
+        versions = plane.scripts.versions(who.account, name)
+        return versions[0] if versions else None
+    return plane.scripts.version(who.account, name, live.versions[0].version_id)
+
+
+async def _upload(request: Request, *, deploy: bool) -> UploadResult:
+    who = caller(request)
+    plane = plane_of(request)
+    limit = plane.config.limits_for(who.account.temporary).max_script_bytes
+    try:
+        body = await read_body(request, limit + MULTIPART_OVERHEAD)
+    except UploadTooLarge as exc:
+        raise UploadTooLarge(int(exc.observed), limit, who.account.temporary) from None
+    upload = parse_worker_upload(parse_multipart(body, request.headers.get("content-type")))
+    strict = request.query_params.get("bindings_inherit") == "strict"
+    return plane.scripts.upload(
+        who.account,
+        request.path_params["name"],
+        upload,
+        deploy=deploy,
+        source=who.source,
+        strict_inherit=strict,
+    )
+
+
+async def put_script(request: Request) -> Response:
+    result = await _upload(request, deploy=True)
+    body = serializers.script(result.script, result.version)
+    body["deployment_id"] = result.version.id  # wrangler reads this as the version id
+    return ok(body)
+
+
+async def list_scripts(request: Request) -> Response:
+    who = caller(request)
+    plane = plane_of(request)
+    items = [
+        serializers.script(s, _live_version(request, s.name))
+        for s in plane.scripts.list(who.account)
+    ]
+    return ok(items)
+
+
+async def get_script_content(request: Request) -> Response:
+    """The raw main module (``GET .../scripts/{name}``), as Cloudflare returns script content."""
+    version = _live_version(request, request.path_params["name"])
+    if version is None:
+        raise InvalidRequest("this Worker has no version yet")
+    module = next(
+        m for m in plane_of(request).scripts.modules(version.id) if m.name == version.main_module
+    )
+    return Response(module.content, media_type=module.content_type)
+
+
+async def get_service(request: Request) -> Response:
+    who = caller(request)
+    name = request.path_params["name"]
+    script = plane_of(request).scripts.get(who.account, name)
+    return ok(serializers.service(script, _live_version(request, name)))
+
+
+async def delete_script(request: Request) -> Response:
+    who = caller(request)
+    plane_of(request).scripts.delete(who.account, request.path_params["name"])
+    return ok(None)
+
+
+async def account_subdomain(request: Request) -> Response:
+    return ok({"subdomain": caller(request).account.name})
+
+
+async def get_worker(request: Request) -> Response:
+    """The "Workers" resource; ``subdomain.url`` makes wrangler print the routable hostname."""
+    who = caller(request)
+    name = request.path_params["name"]
+    script = plane_of(request).scripts.get(who.account, name)
+    subdomain = {"enabled": script.subdomain_enabled, "previews_enabled": script.previews_enabled}
+    if script.subdomain_enabled:
+        subdomain["url"] = worker_url(request, who.account, name)
+    return ok(
+        {
+            "id": script.id,
+            "name": script.name,
+            "subdomain": subdomain,
+            "created_on": serializers.iso(script.created_on),
+            "updated_on": serializers.iso(script.modified_on),
+            "tags": [],
+        }
+    )
+
+
+async def script_subdomain(request: Request) -> Response:
+    who = caller(request)
+    plane = plane_of(request)
+    name = request.path_params["name"]
+    if request.method == "POST":
+        body = await json_body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("enabled"), bool):
+            raise InvalidRequest('expected {"enabled": true|false, "previews_enabled"?: bool}')
+        script = plane.scripts.get(who.account, name)
+        script = plane.scripts.set_subdomain(
+            who.account,
+            name,
+            body["enabled"],
+            bool(body.get("previews_enabled", script.previews_enabled)),
+        )
+    else:
+        script = plane.scripts.get(who.account, name)
+    return ok({"enabled": script.subdomain_enabled, "previews_enabled": script.previews_enabled})
+
+
+async def post_version(request: Request) -> Response:
+    result = await _upload(request, deploy=False)
+    who = caller(request)
+    return ok(serializers.version(result.version, who.account, result.script))
+
+
+async def list_versions(request: Request) -> Response:
+    who = caller(request)
+    plane = plane_of(request)
+    name = request.path_params["name"]
+    script = plane.scripts.get(who.account, name)
+    items = [
+        serializers.version(v, who.account, script)
+        for v in plane.scripts.versions(who.account, name)
+    ]
+    return ok({"items": items}, result_info=page_info(items, 1, max(len(items), 1), len(items)))
+
+
+async def get_version(request: Request) -> Response:
+    who = caller(request)
+    plane = plane_of(request)
+    name = request.path_params["name"]
+    script = plane.scripts.get(who.account, name)
+    version = plane.scripts.version(who.account, name, request.path_params["version_id"])
+    return ok(serializers.version(version, who.account, script))
+
+
+async def list_deployments(request: Request) -> Response:
+    who = caller(request)
+    found = plane_of(request).scripts.deployments(who.account, request.path_params["name"])
+    return ok({"deployments": [serializers.deployment(d) for d in found]})
+
+
+async def post_deployment(request: Request) -> Response:
+    who = caller(request)
+    body = await json_body(request)
+    if not isinstance(body, dict) or body.get("strategy", "percentage") != "percentage":
+        raise InvalidRequest('expected {"strategy": "percentage", "versions": [...]}')
+    raw_targets = body.get("versions")
+    if not isinstance(raw_targets, list) or not all(
+        isinstance(t, dict)
+        and isinstance(t.get("version_id"), str)
+        and isinstance(t.get("percentage"), int | float)
+        for t in raw_targets
+    ):
+        raise InvalidRequest('versions must be [{"version_id": "...", "percentage": 100}]')
+    annotations = body.get("annotations") or {}
+    if not isinstance(annotations, dict):
+        raise InvalidRequest("annotations must be an object")
+    deployment = plane_of(request).scripts.deploy(
+        who.account,
+        request.path_params["name"],
+        [DeploymentTarget(t["version_id"], float(t["percentage"])) for t in raw_targets],
+        {k: str(v) for k, v in annotations.items()},
+        force=flag(request, "force"),
+        source=who.source,
+    )
+    return ok(serializers.deployment(deployment))
+
+
+async def get_settings(request: Request) -> Response:
+    who = caller(request)
+    name = request.path_params["name"]
+    script = plane_of(request).scripts.get(who.account, name)
+    return ok(serializers.settings(script, _live_version(request, name)))
+
+
+async def patch_script_settings(request: Request) -> Response:
+    who = caller(request)
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise InvalidRequest("expected a JSON object of settings")
+    allowed = {
+        k: v for k, v in body.items() if k in ("tags", "observability", "logpush", "tail_consumers")
+    }
+    name = request.path_params["name"]
+    script = plane_of(request).scripts.patch_settings(who.account, name, allowed)
+    return ok(serializers.settings(script, _live_version(request, name)))
+
+
+async def patch_worker(request: Request) -> Response:
+    """``PATCH .../workers/workers/{name}`` (preview URLs): accepted, nothing else to change."""
+    return await get_worker(request)
+
+
+ROUTES = [
+    Route(ACCOUNT + "/workers/scripts", list_scripts, methods=["GET"]),
+    Route(SCRIPT, put_script, methods=["PUT"]),
+    Route(SCRIPT, get_script_content, methods=["GET"]),
+    Route(SCRIPT, delete_script, methods=["DELETE"]),
+    Route(ACCOUNT + "/workers/services/{name}", get_service, methods=["GET"]),
+    Route(ACCOUNT + "/workers/services/{name}", delete_script, methods=["DELETE"]),
+    Route(ACCOUNT + "/workers/subdomain", account_subdomain, methods=["GET"]),
+    Route(ACCOUNT + "/workers/workers/{name}", get_worker, methods=["GET"]),
+    Route(ACCOUNT + "/workers/workers/{name}", patch_worker, methods=["PATCH"]),
+    Route(SCRIPT + "/subdomain", script_subdomain, methods=["GET", "POST"]),
+    Route(SCRIPT + "/versions", post_version, methods=["POST"]),
+    Route(SCRIPT + "/versions", list_versions, methods=["GET"]),
+    Route(SCRIPT + "/versions/{version_id}", get_version, methods=["GET"]),
+    Route(SCRIPT + "/deployments", list_deployments, methods=["GET"]),
+    Route(SCRIPT + "/deployments", post_deployment, methods=["POST"]),
+    Route(SCRIPT + "/settings", get_settings, methods=["GET"]),
+    Route(SCRIPT + "/script-settings", get_settings, methods=["GET"]),
+    Route(SCRIPT + "/script-settings", patch_script_settings, methods=["PATCH"]),
+]

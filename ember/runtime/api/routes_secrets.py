@@ -1,0 +1,59 @@
+"""Worker secrets (``wrangler secret put/list/delete``, SDK ``scripts.secrets``)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ember.runtime.api.context import caller, json_body, plane_of
+from ember.runtime.api.envelope import ok
+from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound
+from ember.runtime.deployments.records import SecretValue
+
+SECRETS = "/accounts/{account_id}/workers/scripts/{name}/secrets"
+
+
+async def list_secrets(request: Request) -> Response:
+    who = caller(request)
+    found = plane_of(request).secrets.list(who.account, request.path_params["name"])
+    return ok([{"name": name, "type": kind} for name, kind in found])
+
+
+async def get_secret(request: Request) -> Response:
+    who = caller(request)
+    name, secret_name = request.path_params["name"], request.path_params["secret_name"]
+    for found, kind in plane_of(request).secrets.list(who.account, name):
+        if found == secret_name:
+            return ok({"name": found, "type": kind})
+    raise SecretNotFound(secret_name, name)
+
+
+async def put_secret(request: Request) -> Response:
+    who = caller(request)
+    body = await json_body(request)
+    if not (
+        isinstance(body, dict)
+        and isinstance(body.get("name"), str)
+        and isinstance(body.get("text"), str)
+    ):
+        raise InvalidRequest('expected {"name": "...", "text": "...", "type": "secret_text"}')
+    secret = SecretValue(body["name"], body.get("type", "secret_text"), body["text"])
+    plane_of(request).secrets.put(who.account, request.path_params["name"], secret, who.source)
+    return ok({"name": secret.name, "type": secret.type})
+
+
+async def delete_secret(request: Request) -> Response:
+    who = caller(request)
+    plane_of(request).secrets.delete(
+        who.account, request.path_params["name"], request.path_params["secret_name"], who.source
+    )
+    return ok(None)
+
+
+ROUTES = [
+    Route(SECRETS, list_secrets, methods=["GET"]),
+    Route(SECRETS, put_secret, methods=["PUT"]),
+    Route(SECRETS + "/{secret_name}", get_secret, methods=["GET"]),
+    Route(SECRETS + "/{secret_name}", delete_secret, methods=["DELETE"]),
+]

@@ -1,0 +1,99 @@
+"""``wrangler tail``: create and delete tail sessions, and the ``trace-v1`` WebSocket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ember.errors import EmberError
+from ember.runtime.api import serializers
+from ember.runtime.api.context import JSON_BODY_LIMIT, caller, plane_of, public_origin, read_body
+from ember.runtime.api.envelope import ok
+from ember.runtime.deployments.errors import InvalidRequest
+from ember.runtime.deployments.tail_events import TailHub
+
+TAILS = "/accounts/{account_id}/workers/scripts/{name}/tails"
+WS_PATH = "/tail-ws/{tail_id}"
+SUBPROTOCOL = "trace-v1"
+
+
+def hub_of(app_state: object) -> TailHub:
+    return app_state.tail_hub  # type: ignore[attr-defined]
+
+
+async def create_tail(request: Request) -> Response:
+    who = caller(request)
+    raw = await read_body(request, JSON_BODY_LIMIT)  # JSON sent as text/plain by wrangler
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRequest(f"tail filters are not valid JSON: {exc}") from exc
+    tail = plane_of(request).tails.create(who.account, request.path_params["name"], body)
+    origin = public_origin(request).replace("https://", "wss://").replace("http://", "ws://")
+    api_root = request.scope.get("root_path", "")  # the API's mount point, e.g. /client/v4
+    return ok(
+        {
+            "id": tail.id,
+            "url": f"{origin}{api_root}{WS_PATH.format(tail_id=tail.id)}",
+            "expires_at": serializers.iso(tail.expires_at),
+        }
+    )
+
+
+async def delete_tail(request: Request) -> Response:
+    who = caller(request)
+    plane_of(request).tails.delete(
+        who.account, request.path_params["name"], request.path_params["tail_id"]
+    )
+    return ok(None)
+
+
+async def tail_socket(websocket: WebSocket) -> None:
+    plane = websocket.app.state.plane
+    try:
+        tail, _script = plane.tails.open(websocket.path_params["tail_id"])
+    except EmberError:
+        await websocket.close(code=4404)
+        return
+    offered = websocket.scope.get("subprotocols", [])
+    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+    hub = hub_of(websocket.app.state)
+    queue = hub.subscribe(tail)
+    reader = asyncio.create_task(_drain_client(websocket))
+    try:
+        while not reader.done():
+            getter = asyncio.create_task(queue.get())
+            done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                await websocket.send_text(json.dumps(getter.result()))
+            else:
+                getter.cancel()
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        hub.unsubscribe(tail, queue)
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+            await reader
+
+
+async def _drain_client(websocket: WebSocket) -> None:
+    """Read (and ignore) client frames such as ``{"debug": false}`` until it disconnects."""
+    with contextlib.suppress(WebSocketDisconnect):
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+
+
+ROUTES = [
+    Route(TAILS, create_tail, methods=["POST"]),
+    Route(TAILS + "/{tail_id}", delete_tail, methods=["DELETE"]),
+]
+WS_ROUTES = [WebSocketRoute(WS_PATH, tail_socket)]

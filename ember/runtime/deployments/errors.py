@@ -1,0 +1,151 @@
+"""Control-plane leaves of ember's exception tree, each carrying its Cloudflare code and status.
+
+The control plane speaks ``client/v4``, so its errors know the code a Cloudflare client expects:
+wrangler branches on 10007/10090 (worker missing), 10000 (auth), 10220 (secrets changed on
+rollback) and 10009 (KV key missing); anything else is printed as ``message [code: N]``. Codes
+marked "ember" are ours where Cloudflare's own is not documented.
+
+    NotFound ── ScriptNotFound (10007) · VersionNotFound (10007) · NamespaceNotFound (10013)
+                KeyNotFound (10009) · SecretNotFound (10056) · TailNotFound (10007)
+    AuthError ── Unauthenticated (401, 10000) · Forbidden (403, 10000) · ClaimRejected (403, 10000)
+    UserError ── InvalidRequest (10001) · InvalidUpload (10021) ── UnsupportedBinding (10021)
+                 SecretsChanged (10220) · NamespaceTitleTaken (10014)
+                 ProofOfWorkRejected (400, ember 1033) · TemporaryAccountsRefused (403, ember 1034)
+    LimitExceeded ── UploadTooLarge (413, 10027) · QuotaExceeded (403, 10037)
+                     RateLimited (429, 971)
+"""
+
+from __future__ import annotations
+
+from ember.errors import AuthError, LimitExceeded, NotFound, UserError
+
+
+class ControlPlaneError:
+    """Mixin: the HTTP status and Cloudflare error code this error is answered with."""
+
+    http_status: int = 400
+    cf_code: int = 10001
+
+
+class ScriptNotFound(ControlPlaneError, NotFound):
+    http_status, cf_code = 404, 10007
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"This Worker does not exist on your account: {name!r}")
+
+
+class VersionNotFound(ControlPlaneError, NotFound):
+    http_status, cf_code = 404, 10007
+
+    def __init__(self, version_id: str, script: str) -> None:
+        super().__init__(f"Version {version_id!r} does not exist for Worker {script!r}")
+
+
+class NamespaceNotFound(ControlPlaneError, NotFound):
+    http_status, cf_code = 404, 10013
+
+    def __init__(self, namespace_id: str) -> None:
+        super().__init__(f"KV namespace {namespace_id!r} does not exist on this account")
+
+
+class KeyNotFound(ControlPlaneError, NotFound):
+    http_status, cf_code = 404, 10009
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key not found: {key!r}")
+
+
+class SecretNotFound(ControlPlaneError, NotFound):
+    http_status, cf_code = 404, 10056
+
+    def __init__(self, name: str, script: str) -> None:
+        super().__init__(f"Worker {script!r} has no secret named {name!r}")
+
+
+class TailNotFound(ControlPlaneError, NotFound):
+    http_status, cf_code = 404, 10007
+
+    def __init__(self, tail_id: str) -> None:
+        super().__init__(f"tail {tail_id!r} does not exist")
+
+
+class Unauthenticated(ControlPlaneError, AuthError):
+    """No token, an unknown or revoked one, or one of an expired temporary account."""
+
+    http_status, cf_code = 401, 10000
+
+
+class Forbidden(ControlPlaneError, AuthError):
+    """A valid token used on another account's path. The message never names that account."""
+
+    http_status, cf_code = 403, 10000
+
+    def __init__(self) -> None:
+        super().__init__("Authentication error: this API token is not allowed to use that account")
+
+
+class ClaimRejected(ControlPlaneError, AuthError):
+    http_status, cf_code = 403, 10000
+
+
+class InvalidRequest(ControlPlaneError, UserError):
+    http_status, cf_code = 400, 10001
+
+
+class InvalidUpload(ControlPlaneError, UserError):
+    """The worker upload is malformed: multipart, metadata, module names, main module."""
+
+    http_status, cf_code = 400, 10021
+
+
+class UnsupportedBinding(InvalidUpload):
+    pass
+
+
+class SecretsChanged(ControlPlaneError, UserError):
+    http_status, cf_code = 400, 10220
+
+    def __init__(self, version_id: str) -> None:
+        super().__init__(
+            f"The secrets of version {version_id} differ from the secrets of the version that is "
+            "live now; deploying it would change them. Retry with ?force=true to deploy anyway."
+        )
+
+
+class NamespaceTitleTaken(ControlPlaneError, UserError):
+    http_status, cf_code = 400, 10014
+
+    def __init__(self, title: str) -> None:
+        super().__init__(f"a namespace with this account ID and title already exists: {title!r}")
+
+
+class ProofOfWorkRejected(ControlPlaneError, UserError):
+    http_status, cf_code = 400, 1033
+
+
+class TemporaryAccountsRefused(ControlPlaneError, UserError):
+    """The operator's platform does not take anonymous deployments (e.g. sandbox too weak)."""
+
+    http_status, cf_code = 403, 1034
+
+
+class UploadTooLarge(ControlPlaneError, LimitExceeded):
+    http_status, cf_code = 413, 10027
+
+    def __init__(self, observed: int, maximum: int, temporary: bool) -> None:
+        scope = "temporary accounts" if temporary else "this platform"
+        super().__init__(
+            "script_size",
+            observed,
+            maximum,
+            f"The Worker upload is {observed:,} bytes; the limit for {scope} is {maximum:,} "
+            "bytes. Remove unused modules or static files and try again.",
+        )
+
+
+class QuotaExceeded(ControlPlaneError, LimitExceeded):
+    http_status, cf_code = 403, 10037
+
+
+class RateLimited(ControlPlaneError, LimitExceeded):
+    http_status, cf_code = 429, 971

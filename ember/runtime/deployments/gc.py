@@ -1,0 +1,70 @@
+"""Garbage collection: expired unclaimed accounts, spent challenges, old rate-limit entries.
+
+An expired temporary account is deleted with everything in it: its KV data (through the
+``NamespaceData`` seam), its files, then its rows (scripts, versions, modules, secrets,
+deployments, namespaces, tails and tokens cascade from the account row). Data and files go first
+so that a crash midway leaves an expired (hence unusable) account that the next run finishes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ember.runtime.deployments.clock import Clock
+from ember.runtime.deployments.database import Database
+from ember.runtime.deployments.files import AccountFiles
+from ember.runtime.deployments.kv_namespaces import NamespaceService
+
+
+@dataclass(frozen=True)
+class GcReport:
+    accounts_deleted: tuple[str, ...]
+    challenges_pruned: int
+    tails_pruned: int
+
+
+class GarbageCollector:
+    def __init__(
+        self, db: Database, files: AccountFiles, namespaces: NamespaceService, clock: Clock
+    ) -> None:
+        self._db = db
+        self._files = files
+        self._namespaces = namespaces
+        self._clock = clock
+
+    def collect(self) -> GcReport:
+        now = self._clock()
+        with self._db.reader() as conn:
+            expired = [
+                r["id"]
+                for r in conn.execute(
+                    "SELECT id FROM accounts WHERE kind = 'temporary' AND expires_at <= ?", (now,)
+                )
+            ]
+        for account_id in expired:
+            self.delete_account(account_id)
+        with self._db.transaction() as conn:
+            challenges = conn.execute(
+                "DELETE FROM used_challenges WHERE expires_at <= ?", (now,)
+            ).rowcount
+            conn.execute(
+                "DELETE FROM temporary_account_creations WHERE created_at <= ?", (now - 3600,)
+            )
+            tails = conn.execute("DELETE FROM tails WHERE expires_at <= ?", (now,)).rowcount
+        return GcReport(tuple(expired), challenges, tails)
+
+    def delete_account(self, account_id: str) -> None:
+        """Delete one account and everything it owns (also used by operators)."""
+        with self._db.reader() as conn:
+            namespaces = [
+                r["id"]
+                for r in conn.execute(
+                    "SELECT id FROM kv_namespaces WHERE account_id = ?", (account_id,)
+                )
+            ]
+        if self._namespaces.data is not None:
+            for namespace_id in namespaces:
+                self._namespaces.data.drop_namespace(namespace_id)
+        self._files.remove_account(account_id)
+        with self._db.transaction() as conn:
+            conn.execute("DELETE FROM accounts WHERE id = ?", (account_id,))

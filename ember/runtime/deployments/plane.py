@@ -1,0 +1,109 @@
+"""The control plane: one object that owns the state and every service over it.
+
+``ember serve``'s client/v4 API, ember's own CLI (through that API) and operator commands all go
+through a ``ControlPlane``: one control plane, not a second copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+
+from ember.runtime.deployments import pow
+from ember.runtime.deployments.accounts import AccountService
+from ember.runtime.deployments.clock import Clock, system_clock
+from ember.runtime.deployments.config import PlatformConfig
+from ember.runtime.deployments.database import Database
+from ember.runtime.deployments.errors import ProofOfWorkRejected, TemporaryAccountsRefused
+from ember.runtime.deployments.files import AccountFiles, MaterializedVersion
+from ember.runtime.deployments.gc import GarbageCollector
+from ember.runtime.deployments.kv_namespaces import NamespaceData, NamespaceService
+from ember.runtime.deployments.records import TemporaryAccount, Version
+from ember.runtime.deployments.scripts import ScriptService
+from ember.runtime.deployments.secrets import SecretService
+from ember.runtime.deployments.tails import TailService
+
+DATABASE_FILE = "platform.db"
+# Returns None when anonymous deploys may run, else the reason they may not (e.g. the sandbox's
+# minimum layer set is missing). ``ember serve`` wires the sandbox probe in here.
+AnonymousPolicy = Callable[[], str | None]
+
+
+class ControlPlane:
+    def __init__(
+        self,
+        state_dir: Path,
+        config: PlatformConfig | None = None,
+        *,
+        clock: Clock = system_clock,
+        kv_data: NamespaceData | None = None,
+        anonymous_policy: AnonymousPolicy | None = None,
+    ) -> None:
+        self.state_dir = state_dir
+        self.config = config or PlatformConfig()
+        self.clock = clock
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.db = Database(state_dir / DATABASE_FILE)
+        self.files = AccountFiles(state_dir)
+        self.accounts = AccountService(self.db, self.config, clock)
+        self.scripts = ScriptService(self.db, self.config, clock)
+        self.secrets = SecretService(self.db, self.scripts, clock)
+        self.namespaces = NamespaceService(self.db, self.config, clock, kv_data)
+        self.tails = TailService(self.db, clock)
+        self.gc = GarbageCollector(self.db, self.files, self.namespaces, clock)
+        self.anonymous_policy = anonymous_policy
+        self._signer = pow.ChallengeSigner(self._meta_secret("pow_key"))
+
+    # -- temporary accounts ---------------------------------------------------------------------
+
+    def issue_challenge(self) -> pow.Challenge:
+        self._check_anonymous_allowed()
+        cfg = self.config.proof_of_work
+        return self._signer.issue(cfg.k, cfg.g, cfg.challenge_ttl_seconds, self.clock())
+
+    def create_temporary_account(
+        self, client: str, challenge_token: object, solution: object
+    ) -> TemporaryAccount:
+        """Verify the proof of work (a random sample of segments) and create the account."""
+        self._check_anonymous_allowed()
+        challenge = self._signer.open(challenge_token, self.clock())
+        raw = pow.decode_solution(solution, challenge)
+        seed = pow.b64url_decode(challenge.seed)
+        if not pow.verify_sampled(
+            seed, challenge.k, challenge.g, raw, self.config.proof_of_work.sample
+        ):
+            raise ProofOfWorkRejected(
+                "the proof-of-work solution is wrong; solve the challenge "
+                "again (SHA-256 chain, cloudflare-api.md §4.2)"
+            )
+        token_hash = hashlib.sha256(challenge.token.encode()).hexdigest()
+        return self.accounts.create_temporary(client, token_hash, challenge.expires_at)
+
+    def _check_anonymous_allowed(self) -> None:
+        reason = self.anonymous_policy() if self.anonymous_policy else None
+        if reason:
+            raise TemporaryAccountsRefused(
+                f"this platform does not accept temporary (anonymous) deployments: {reason}"
+            )
+
+    # -- runtime side ---------------------------------------------------------------------------
+
+    def materialize(self, account_id: str, version: Version) -> MaterializedVersion:
+        """Write a version's modules to disk for an isolate (idempotent)."""
+        return self.files.materialize(
+            account_id, version.id, version.main_module, self.scripts.modules(version.id)
+        )
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _meta_secret(self, key: str) -> bytes:
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT value FROM platform_meta WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                return bytes(row["value"])
+            value = secrets.token_bytes(32)
+            conn.execute("INSERT INTO platform_meta VALUES (?, ?)", (key, value))
+            return value

@@ -1,0 +1,440 @@
+"""Workers (scripts), their immutable versions, deployments and rollback.
+
+Every state change is one transaction: an upload creates the script (if new), the version, its
+modules and secrets, and (on the PUT path) the deployment that makes it live, or nothing at all.
+A failed upload therefore never leaves a half-made version, and never touches the live one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import uuid
+from dataclasses import dataclass
+
+from ember.runtime.deployments import rows
+from ember.runtime.deployments.bindings import PreviousVersion, resolve_bindings
+from ember.runtime.deployments.clock import Clock
+from ember.runtime.deployments.config import PlatformConfig
+from ember.runtime.deployments.database import Database
+from ember.runtime.deployments.errors import (
+    InvalidRequest,
+    QuotaExceeded,
+    ScriptNotFound,
+    SecretsChanged,
+    UploadTooLarge,
+)
+from ember.runtime.deployments.records import (
+    Account,
+    Binding,
+    Deployment,
+    DeploymentTarget,
+    Module,
+    Script,
+    SecretValue,
+    Version,
+    WorkerUpload,
+)
+
+MAX_SCRIPT_NAME = 63
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    script: Script
+    version: Version
+    deployment: Deployment | None
+
+
+class ScriptService:
+    def __init__(self, db: Database, config: PlatformConfig, clock: Clock) -> None:
+        self._db = db
+        self._config = config
+        self._clock = clock
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def get(self, account: Account, name: str) -> Script:
+        with self._db.reader() as conn:
+            return rows.require_script(conn, account.id, name)
+
+    def list(self, account: Account) -> list[Script]:
+        with self._db.reader() as conn:
+            found = conn.execute(
+                "SELECT * FROM scripts WHERE account_id = ? ORDER BY name", (account.id,)
+            ).fetchall()
+        return [rows.script(r) for r in found]
+
+    def versions(self, account: Account, name: str) -> list[Version]:
+        """Newest first."""
+        with self._db.reader() as conn:
+            script = rows.require_script(conn, account.id, name)
+            found = conn.execute(
+                "SELECT * FROM versions WHERE script_id = ? ORDER BY number DESC", (script.id,)
+            ).fetchall()
+            return [rows.version(conn, r) for r in found]
+
+    def version(self, account: Account, name: str, version_id: str) -> Version:
+        with self._db.reader() as conn:
+            return rows.require_version(
+                conn, rows.require_script(conn, account.id, name), version_id
+            )
+
+    def modules(self, version_id: str) -> tuple[Module, ...]:
+        with self._db.reader() as conn:
+            return rows.modules_of(conn, version_id)
+
+    def secret_values(self, version_id: str) -> tuple[SecretValue, ...]:
+        """Secret values of a version, for the runtime that puts them in the worker's env."""
+        with self._db.reader() as conn:
+            return rows.secrets_of(conn, version_id)
+
+    def deployments(self, account: Account, name: str) -> list[Deployment]:
+        """Newest first, as Cloudflare lists them."""
+        with self._db.reader() as conn:
+            script = rows.require_script(conn, account.id, name)
+            found = conn.execute(
+                "SELECT * FROM deployments WHERE script_id = ? ORDER BY seq DESC", (script.id,)
+            ).fetchall()
+            return [rows.deployment(conn, r) for r in found]
+
+    def live(self, account: Account, name: str) -> Deployment | None:
+        with self._db.reader() as conn:
+            return rows.live_deployment(conn, rows.require_script(conn, account.id, name).id)
+
+    # -- uploads --------------------------------------------------------------------------------
+
+    def upload(
+        self,
+        account: Account,
+        name: str,
+        upload: WorkerUpload,
+        *,
+        deploy: bool,
+        source: str,
+        strict_inherit: bool = True,
+        author: str | None = None,
+    ) -> UploadResult:
+        """Store a new immutable version; with ``deploy`` also make it live (100%).
+
+        ``deploy=False`` is ``POST .../versions``, which needs the worker to exist already.
+        """
+        check_script_name(name)
+        limits = self._config.limits_for(account.temporary)
+        if upload.size > limits.max_script_bytes:
+            raise UploadTooLarge(upload.size, limits.max_script_bytes, account.temporary)
+        now = self._clock()
+        with self._db.transaction() as conn:
+            script = rows.find_script(conn, account.id, name)
+            if script is None:
+                if not deploy:
+                    raise ScriptNotFound(name)
+                script = self._create_script(conn, account, name, source, now)
+            version = self._insert_version(
+                conn, script, upload, source, strict_inherit, now, triggered_by="upload"
+            )
+            conn.execute(
+                "UPDATE scripts SET modified_on = ?, last_deployed_from = ? WHERE id = ?",
+                (now, source, script.id),
+            )
+            deployment = None
+            if deploy:
+                deployment = insert_deployment(
+                    conn,
+                    script,
+                    [DeploymentTarget(version.id, 100.0)],
+                    source,
+                    now,
+                    {"workers/triggered_by": "upload"},
+                    author or account.email,
+                )
+            script = rows.require_script(conn, account.id, name)
+        return UploadResult(script, version, deployment)
+
+    def _create_script(
+        self, conn: sqlite3.Connection, account: Account, name: str, source: str, now: float
+    ) -> Script:
+        limit = self._config.limits_for(account.temporary).max_workers
+        if limit is not None:
+            count = conn.execute(
+                "SELECT COUNT(*) FROM scripts WHERE account_id = ?", (account.id,)
+            ).fetchone()[0]
+            if count >= limit:
+                raise QuotaExceeded(
+                    "workers",
+                    count + 1,
+                    limit,
+                    f"This account already has {count} Workers; temporary "
+                    f"accounts may have at most {limit}. Delete one, or claim "
+                    "the account.",
+                )
+        script_id = uuid.uuid4().hex
+        conn.execute(
+            "INSERT INTO scripts (id, account_id, name, created_on, modified_on, "
+            "last_deployed_from) VALUES (?, ?, ?, ?, ?, ?)",
+            (script_id, account.id, name, now, now, source),
+        )
+        return rows.require_script(conn, account.id, name)
+
+    def _insert_version(
+        self,
+        conn: sqlite3.Connection,
+        script: Script,
+        upload: WorkerUpload,
+        source: str,
+        strict_inherit: bool,
+        now: float,
+        triggered_by: str,
+    ) -> Version:
+        def previous(ref: str) -> PreviousVersion | None:
+            base = (
+                rows.latest_version(conn, script.id)
+                if ref == "latest"
+                else _version_or_none(conn, script, ref)
+            )
+            if base is None:
+                return None
+            return PreviousVersion(base.id, base.bindings, rows.secrets_of(conn, base.id))
+
+        def namespace_exists(namespace_id: str) -> bool:
+            return (
+                conn.execute(
+                    "SELECT 1 FROM kv_namespaces WHERE id = ? AND account_id = ?",
+                    (namespace_id, script.account_id),
+                ).fetchone()
+                is not None
+            )
+
+        bindings, secrets = resolve_bindings(
+            upload.bindings,
+            previous=previous,
+            strict=strict_inherit,
+            keep_types=upload.keep_bindings,
+            keep_vars=upload.keep_vars,
+            namespace_exists=namespace_exists,
+        )
+        return self._write_version(
+            conn,
+            script,
+            upload.main_module,
+            upload.modules,
+            bindings,
+            secrets,
+            upload.compatibility_date,
+            upload.compatibility_flags,
+            {**upload.annotations, "workers/triggered_by": triggered_by},
+            upload.extra_metadata,
+            source,
+            now,
+        )
+
+    def _write_version(
+        self,
+        conn: sqlite3.Connection,
+        script: Script,
+        main_module: str,
+        modules: tuple[Module, ...],
+        bindings: tuple[Binding, ...],
+        secrets: tuple[SecretValue, ...],
+        compatibility_date: str | None,
+        compatibility_flags: tuple[str, ...],
+        annotations: dict[str, str],
+        extra: dict[str, object],
+        source: str,
+        now: float,
+    ) -> Version:
+        number = conn.execute(
+            "SELECT COALESCE(MAX(number), 0) + 1 FROM versions WHERE script_id = ?", (script.id,)
+        ).fetchone()[0]
+        version_id = str(uuid.uuid4())
+        conn.execute(
+            "INSERT INTO versions (id, script_id, number, created_on, source, main_module, "
+            "compatibility_date, compatibility_flags, bindings, annotations, metadata, etag, size)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                version_id,
+                script.id,
+                number,
+                now,
+                source,
+                main_module,
+                compatibility_date,
+                json.dumps(list(compatibility_flags)),
+                json.dumps(
+                    [{"name": b.name, "type": b.type, "config": b.config} for b in bindings]
+                ),
+                json.dumps(annotations),
+                json.dumps(extra),
+                _etag(modules),
+                sum(len(m.content) for m in modules),
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO modules (version_id, name, content_type, content) VALUES (?, ?, ?, ?)",
+            [(version_id, m.name, m.content_type, m.content) for m in modules],
+        )
+        conn.executemany(
+            "INSERT INTO version_secrets (version_id, name, type, value) VALUES (?, ?, ?, ?)",
+            [(version_id, s.name, s.type, s.value) for s in secrets],
+        )
+        return rows.require_version(conn, script, version_id)
+
+    def derive_version(
+        self,
+        conn: sqlite3.Connection,
+        script: Script,
+        base: Version,
+        secrets: tuple[SecretValue, ...],
+        triggered_by: str,
+        source: str,
+        now: float,
+    ) -> Version:
+        """A copy of ``base`` with other secrets (``secret put/delete``)."""
+        return self._write_version(
+            conn,
+            script,
+            base.main_module,
+            rows.modules_of(conn, base.id),
+            base.bindings,
+            secrets,
+            base.compatibility_date,
+            base.compatibility_flags,
+            {
+                **{k: v for k, v in base.annotations.items() if k == "workers/tag"},
+                "workers/triggered_by": triggered_by,
+            },
+            base.metadata,
+            source,
+            now,
+        )
+
+    # -- deployments ----------------------------------------------------------------------------
+
+    def deploy(
+        self,
+        account: Account,
+        name: str,
+        targets: list[DeploymentTarget],
+        annotations: dict[str, str],
+        *,
+        force: bool,
+        source: str,
+    ) -> Deployment:
+        """``POST .../deployments``: point traffic at existing versions.
+
+        Deploying a version older than the live one is a rollback: tagged as such, and refused
+        with 10220 when its secrets differ from the live version's unless ``force``.
+        """
+        _check_targets(targets)
+        now = self._clock()
+        with self._db.transaction() as conn:
+            script = rows.require_script(conn, account.id, name)
+            chosen = [rows.require_version(conn, script, t.version_id) for t in targets]
+            live = rows.live_deployment(conn, script.id)
+            live_id = rows.full_version_id(live)
+            tags = {k: v for k, v in annotations.items() if k == "workers/message"}
+            tags["workers/triggered_by"] = "upload"
+            if live_id and len(chosen) == 1 and chosen[0].id != live_id:
+                live_version = rows.require_version(conn, script, live_id)
+                if chosen[0].number < live_version.number:
+                    tags["workers/triggered_by"] = "rollback"
+                    tags["workers/rollback_from"] = live.id if live else ""
+                    if not force and _secret_digest(
+                        rows.secrets_of(conn, chosen[0].id)
+                    ) != _secret_digest(rows.secrets_of(conn, live_id)):
+                        raise SecretsChanged(chosen[0].id)
+            return insert_deployment(conn, script, targets, source, now, tags, account.email)
+
+    def delete(self, account: Account, name: str) -> None:
+        with self._db.transaction() as conn:
+            script = rows.require_script(conn, account.id, name)
+            conn.execute("DELETE FROM scripts WHERE id = ?", (script.id,))
+
+    def set_subdomain(self, account: Account, name: str, enabled: bool, previews: bool) -> Script:
+        with self._db.transaction() as conn:
+            script = rows.require_script(conn, account.id, name)
+            conn.execute(
+                "UPDATE scripts SET subdomain_enabled = ?, previews_enabled = ? WHERE id = ?",
+                (int(enabled), int(previews), script.id),
+            )
+            return rows.require_script(conn, account.id, name)
+
+    def patch_settings(self, account: Account, name: str, patch: dict[str, object]) -> Script:
+        with self._db.transaction() as conn:
+            script = rows.require_script(conn, account.id, name)
+            settings = {**script.settings, **patch}
+            conn.execute(
+                "UPDATE scripts SET settings = ? WHERE id = ?", (json.dumps(settings), script.id)
+            )
+            return rows.require_script(conn, account.id, name)
+
+
+def check_script_name(name: str) -> None:
+    import re
+
+    if not re.fullmatch(r"[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?", name or ""):
+        raise InvalidRequest(
+            f"Worker name {name!r} is invalid: use lowercase letters, digits, '-' and '_', "
+            f"1 to {MAX_SCRIPT_NAME} characters, starting and ending with a letter or digit"
+        )
+
+
+def _version_or_none(conn: sqlite3.Connection, script: Script, version_id: str) -> Version | None:
+    row = conn.execute(
+        "SELECT * FROM versions WHERE id = ? AND script_id = ?", (version_id, script.id)
+    ).fetchone()
+    return rows.version(conn, row) if row else None
+
+
+def _check_targets(targets: list[DeploymentTarget]) -> None:
+    if not 1 <= len(targets) <= 2:
+        raise InvalidRequest("a deployment names one or two versions")
+    if len({t.version_id for t in targets}) != len(targets):
+        raise InvalidRequest("a deployment names the same version twice")
+    if any(not 0 < t.percentage <= 100 for t in targets):
+        raise InvalidRequest("each version's percentage must be in (0, 100]")
+    if abs(sum(t.percentage for t in targets) - 100.0) > 1e-6:
+        raise InvalidRequest("the versions' percentages must add up to 100")
+
+
+def insert_deployment(
+    conn: sqlite3.Connection,
+    script: Script,
+    targets: list[DeploymentTarget],
+    source: str,
+    now: float,
+    annotations: dict[str, str],
+    author: str,
+) -> Deployment:
+    seq = conn.execute(
+        "SELECT COALESCE(MAX(seq), 0) + 1 FROM deployments WHERE script_id = ?", (script.id,)
+    ).fetchone()[0]
+    deployment_id = str(uuid.uuid4())
+    conn.execute(
+        "INSERT INTO deployments (id, script_id, seq, created_on, source, strategy, annotations, "
+        "author_email) VALUES (?, ?, ?, ?, ?, 'percentage', ?, ?)",
+        (deployment_id, script.id, seq, now, source, json.dumps(annotations), author),
+    )
+    conn.executemany(
+        "INSERT INTO deployment_versions (deployment_id, version_id, percentage) VALUES (?, ?, ?)",
+        [(deployment_id, t.version_id, t.percentage) for t in targets],
+    )
+    row = conn.execute("SELECT * FROM deployments WHERE id = ?", (deployment_id,)).fetchone()
+    return rows.deployment(conn, row)
+
+
+def _etag(modules: tuple[Module, ...]) -> str:
+    digest = hashlib.sha256()
+    for module in sorted(modules, key=lambda m: m.name):
+        for piece in (module.name.encode(), module.content_type.encode(), module.content):
+            digest.update(len(piece).to_bytes(8, "big"))
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def _secret_digest(secrets: tuple[SecretValue, ...]) -> str:
+    digest = hashlib.sha256()
+    for secret in sorted(secrets, key=lambda s: s.name):
+        digest.update(json.dumps([secret.name, secret.type, secret.value]).encode())
+    return digest.hexdigest()

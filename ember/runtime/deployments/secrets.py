@@ -1,0 +1,109 @@
+"""Worker secrets: secret bindings of a version, changed by deriving a new version.
+
+As on Cloudflare, ``secret put`` and ``secret delete`` create a new version (the live one with
+the secret changed) and deploy it, tagged ``workers/triggered_by: secret``. Values are stored only
+in ``version_secrets`` (a 0600 database in a 0700 directory), never returned by the API, never in
+a record's repr and never logged.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from ember.runtime.deployments import rows
+from ember.runtime.deployments.bindings import SECRET_TYPES
+from ember.runtime.deployments.clock import Clock
+from ember.runtime.deployments.database import Database
+from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound
+from ember.runtime.deployments.records import (
+    Account,
+    DeploymentTarget,
+    Script,
+    SecretValue,
+    Version,
+)
+from ember.runtime.deployments.scripts import ScriptService, insert_deployment
+
+SecretChange = Callable[[Version, tuple[SecretValue, ...]], tuple[SecretValue, ...]]
+MAX_SECRET_BYTES = 5 * 1024  # Cloudflare's per-variable limit (workers-api.md §5.1)
+
+
+class SecretService:
+    def __init__(self, db: Database, scripts: ScriptService, clock: Clock) -> None:
+        self._db = db
+        self._scripts = scripts
+        self._clock = clock
+
+    def list(self, account: Account, name: str) -> list[tuple[str, str]]:
+        """(name, type) of the secrets of the live version (or the newest, if none is live)."""
+        with self._db.reader() as conn:
+            script = rows.require_script(conn, account.id, name)
+            base, _ = _base_version(conn, script)
+            return list(base.secret_names) if base else []
+
+    def put(self, account: Account, name: str, secret: SecretValue, source: str) -> Version:
+        if secret.type not in SECRET_TYPES:
+            raise InvalidRequest(
+                f"secret type {secret.type!r} is not supported; use "
+                f"{', '.join(sorted(SECRET_TYPES))}"
+            )
+        if not secret.name.isidentifier():
+            raise InvalidRequest(f"secret name {secret.name!r} must be an identifier")
+        if len(secret.value.encode()) > MAX_SECRET_BYTES:
+            raise InvalidRequest(f"secret {secret.name!r} is larger than {MAX_SECRET_BYTES} bytes")
+
+        def change(base: Version, current: tuple[SecretValue, ...]) -> tuple[SecretValue, ...]:
+            if any(b.name == secret.name for b in base.bindings):
+                raise InvalidRequest(
+                    f"{secret.name!r} is already a non-secret binding of this "
+                    "Worker; rename the var or the secret"
+                )
+            return tuple(s for s in current if s.name != secret.name) + (secret,)
+
+        return self._derive(account, name, change, source)
+
+    def delete(self, account: Account, name: str, secret_name: str, source: str) -> Version:
+        def change(base: Version, current: tuple[SecretValue, ...]) -> tuple[SecretValue, ...]:
+            if not any(s.name == secret_name for s in current):
+                raise SecretNotFound(secret_name, name)
+            return tuple(s for s in current if s.name != secret_name)
+
+        return self._derive(account, name, change, source)
+
+    def _derive(self, account: Account, name: str, change: SecretChange, source: str) -> Version:
+        now = self._clock()
+        with self._db.transaction() as conn:
+            script = rows.require_script(conn, account.id, name)
+            base, live = _base_version(conn, script)
+            if base is None:
+                raise InvalidRequest(f"Worker {name!r} has no version yet; deploy it first")
+            secrets = change(base, rows.secrets_of(conn, base.id))
+            version = self._scripts.derive_version(
+                conn, script, base, secrets, "secret", source, now
+            )
+            if live:
+                insert_deployment(
+                    conn,
+                    script,
+                    [DeploymentTarget(version.id, 100.0)],
+                    source,
+                    now,
+                    {"workers/triggered_by": "secret"},
+                    account.email,
+                )
+            return version
+
+
+def _base_version(conn: sqlite3.Connection, script: Script) -> tuple[Version | None, bool]:
+    """The version secrets apply to, and whether it is live (single-version deployment)."""
+    deployment = rows.live_deployment(conn, script.id)
+    if deployment is not None:
+        live_id = rows.full_version_id(deployment)
+        if live_id is None:
+            raise InvalidRequest(
+                "this Worker is in a gradual deployment (two versions); finish or roll it back "
+                "before changing secrets"
+            )
+        return rows.require_version(conn, script, live_id), True
+    return rows.latest_version(conn, script.id), False

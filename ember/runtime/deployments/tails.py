@@ -1,0 +1,93 @@
+"""Tail sessions (``wrangler tail``): a row per session, its filters, and an expiry.
+
+The session id is a 128-bit random value and doubles as the capability in the WebSocket URL,
+as on Cloudflare: whoever created the tail with a valid token gets the URL.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from ember.runtime.deployments import rows
+from ember.runtime.deployments.clock import Clock
+from ember.runtime.deployments.database import Database
+from ember.runtime.deployments.errors import InvalidRequest, TailNotFound
+from ember.runtime.deployments.records import Account, Script, Tail
+
+TAIL_TTL_SECONDS = 6 * 3600
+_FILTER_KEYS = {
+    "sampling_rate",
+    "outcome",
+    "method",
+    "header",
+    "client_ip",
+    "query",
+    "scriptVersion",
+}
+
+
+class TailService:
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+
+    def create(self, account: Account, name: str, filters: Any) -> Tail:
+        checked = _check_filters(filters)
+        now = self._clock()
+        tail = Tail(uuid.uuid4().hex, "", now, now + TAIL_TTL_SECONDS, checked)
+        with self._db.transaction() as conn:
+            script = rows.require_script(conn, account.id, name)
+            conn.execute(
+                "INSERT INTO tails VALUES (?, ?, ?, ?, ?)",
+                (tail.id, script.id, now, tail.expires_at, json.dumps(list(checked))),
+            )
+        return Tail(tail.id, script.id, now, tail.expires_at, checked)
+
+    def delete(self, account: Account, name: str, tail_id: str) -> None:
+        with self._db.transaction() as conn:
+            script = rows.require_script(conn, account.id, name)
+            deleted = conn.execute(
+                "DELETE FROM tails WHERE id = ? AND script_id = ?", (tail_id, script.id)
+            ).rowcount
+        if not deleted:
+            raise TailNotFound(tail_id)
+
+    def open(self, tail_id: str) -> tuple[Tail, Script]:
+        """The live tail behind a WebSocket URL, or TailNotFound (unknown or expired)."""
+        with self._db.reader() as conn:
+            row = conn.execute(
+                "SELECT * FROM tails WHERE id = ? AND expires_at > ?", (tail_id, self._clock())
+            ).fetchone()
+            script_row = (
+                row
+                and conn.execute(
+                    "SELECT * FROM scripts WHERE id = ?", (row["script_id"],)
+                ).fetchone()
+            )
+        if row is None or script_row is None:
+            raise TailNotFound(tail_id)
+        tail = Tail(
+            row["id"],
+            row["script_id"],
+            row["created_at"],
+            row["expires_at"],
+            tuple(json.loads(row["filters"])),
+        )
+        return tail, rows.script(script_row)
+
+
+def _check_filters(body: Any) -> tuple[dict[str, Any], ...]:
+    filters = body.get("filters", []) if isinstance(body, dict) else body
+    if filters is None:
+        return ()
+    if not isinstance(filters, list) or not all(isinstance(f, dict) for f in filters):
+        raise InvalidRequest('tail filters must be {"filters": [ {...}, ... ]}')
+    for f in filters:
+        unknown = set(f) - _FILTER_KEYS
+        if unknown:
+            raise InvalidRequest(
+                f"unknown tail filter {sorted(unknown)}; known: {', '.join(sorted(_FILTER_KEYS))}"
+            )
+    return tuple(filters)

@@ -1,0 +1,146 @@
+"""Turn a multipart worker upload into a validated ``WorkerUpload`` (no state is touched).
+
+Rules from cloudflare-api.md §2.2 and §6: modules are identified by each part's *filename*
+(wrangler names parts after modules, the SDK names them all ``files``); the ``metadata`` part is
+found whatever its position and content type; ``main_module`` must be one of the modules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ember.runtime.deployments.bindings import validate_binding_specs
+from ember.runtime.deployments.errors import InvalidUpload
+from ember.runtime.deployments.multipart import Part
+from ember.runtime.deployments.records import Module, WorkerUpload
+
+# wrangler's moduleTypeMimeType plus what the SDK and curl users send.
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_KNOWN_EXTRA = {
+    "logpush",
+    "placement",
+    "tail_consumers",
+    "limits",
+    "observability",
+    "migrations",
+    "usage_model",
+    "code_update_strategy",
+    "assets",
+    "tags",
+    "compatibility_flags",
+}
+MAX_MODULE_NAME = 1024
+
+
+def parse_worker_upload(parts: list[Part]) -> WorkerUpload:
+    metadata_parts = [
+        p for p in parts if p.name == "metadata" and p.filename in (None, "blob", "metadata")
+    ]
+    if not metadata_parts:
+        metadata_parts = [p for p in parts if p.name == "metadata"]
+    if not metadata_parts:
+        raise InvalidUpload(
+            "the upload has no 'metadata' part; send a form field named metadata holding JSON "
+            'such as {"main_module": "entry.py", "compatibility_date": "2026-11-01"}'
+        )
+    if len(metadata_parts) > 1:
+        raise InvalidUpload("the upload has more than one 'metadata' part")
+    metadata = _metadata_json(metadata_parts[0].data)
+    modules = _modules([p for p in parts if p is not metadata_parts[0]])
+    main_module = metadata.get("main_module")
+    if main_module is None:
+        if "body_part" in metadata:
+            raise InvalidUpload(
+                "service-worker syntax (metadata.body_part) is not supported; "
+                "upload ES modules or Python with metadata.main_module"
+            )
+        raise InvalidUpload(
+            'metadata.main_module is missing: name the entry module, e.g. "main_module": "entry.py"'
+        )
+    if not isinstance(main_module, str) or main_module not in {m.name for m in modules}:
+        names = ", ".join(sorted(m.name for m in modules)) or "none"
+        raise InvalidUpload(
+            f"metadata.main_module {main_module!r} is not one of the uploaded modules ({names})"
+        )
+    return WorkerUpload(
+        main_module=main_module,
+        modules=tuple(modules),
+        bindings=validate_binding_specs(metadata.get("bindings", [])),
+        compatibility_date=_compatibility_date(metadata.get("compatibility_date")),
+        compatibility_flags=_string_list(metadata, "compatibility_flags"),
+        keep_bindings=_string_list(metadata, "keep_bindings"),
+        keep_vars=bool(metadata.get("keep_vars", False)),
+        annotations=_annotations(metadata.get("annotations", {})),
+        extra_metadata={
+            k: v for k, v in metadata.items() if k in _KNOWN_EXTRA - {"compatibility_flags"}
+        },
+    )
+
+
+def _metadata_json(data: bytes) -> dict[str, Any]:
+    try:
+        metadata = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidUpload(f"the 'metadata' part is not valid JSON: {exc}") from exc
+    if not isinstance(metadata, dict):
+        raise InvalidUpload(
+            f"the 'metadata' part must be a JSON object, got {type(metadata).__name__}"
+        )
+    return metadata
+
+
+def _modules(parts: list[Part]) -> list[Module]:
+    modules: list[Module] = []
+    seen: set[str] = set()
+    for part in parts:
+        name = part.filename if part.filename else part.name
+        check_module_name(name)
+        if name in seen:
+            raise InvalidUpload(f"module {name!r} is uploaded twice")
+        seen.add(name)
+        content_type = (part.content_type or DEFAULT_CONTENT_TYPE).split(";")[0].strip().lower()
+        modules.append(Module(name=name, content_type=content_type, content=part.data))
+    if not modules:
+        raise InvalidUpload("the upload contains no modules: add the entry module as a file part")
+    return modules
+
+
+def check_module_name(name: str) -> None:
+    """A module path must stay inside the worker's directory when written out."""
+    problem = None
+    if not name or len(name) > MAX_MODULE_NAME:
+        problem = f"must be 1 to {MAX_MODULE_NAME} characters"
+    elif name.startswith("/") or "\\" in name:
+        problem = "must be a relative path using '/'"
+    elif any(ord(c) < 32 or c == "\x7f" for c in name):
+        problem = "must not contain control characters"
+    elif any(seg in ("", ".", "..") for seg in name.split("/")):
+        problem = "must not contain empty, '.' or '..' path segments"
+    if problem:
+        raise InvalidUpload(f"module name {name!r} {problem}")
+
+
+def _compatibility_date(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DATE.match(value):
+        raise InvalidUpload(f"metadata.compatibility_date must be YYYY-MM-DD, got {value!r}")
+    return value
+
+
+def _string_list(metadata: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = metadata.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidUpload(f"metadata.{key} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _annotations(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise InvalidUpload("metadata.annotations must map strings to strings")
+    return {k: v for k, v in value.items() if k != "workers/triggered_by"}

@@ -1,0 +1,182 @@
+"""ember's own CLI against a real platform (uvicorn on loopback), as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.platform.conftest import RunningPlatform
+
+ROOT = Path(__file__).resolve().parents[2]
+WRANGLER_TOML = """\
+name = "hello"
+main = "src/entry.py"
+compatibility_date = "2026-11-01"
+
+[vars]
+GREETING = "hi"
+
+[[kv_namespaces]]
+binding = "KV"
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "wrangler.toml").write_text(WRANGLER_TOML)
+    (root / "src" / "entry.py").write_text("from helper import X\n")
+    (root / "src" / "helper.py").write_text("X = 1\n")
+    (root / "src" / "page.html").write_text("<p>hi</p>")
+    (root / "python_modules" / "vend").mkdir(parents=True)
+    (root / "python_modules" / "vend" / "__init__.py").write_text("V = 2\n")
+    return root
+
+
+class Ember:
+    def __init__(self, platform: RunningPlatform, home: Path, cwd: Path) -> None:
+        self.credentials = home / "config" / "ember" / "credentials.json"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+        self.env |= {
+            "PYTHONPATH": str(ROOT),
+            "EMBER_CREDENTIALS": str(self.credentials),
+            "EMBER_PLATFORM": platform.url,
+            "HOME": str(home),
+        }
+        self.cwd = cwd
+
+    def __call__(
+        self, *args: str, stdin: str = "", ok: bool = True, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "ember", *args],
+            cwd=self.cwd,
+            env={**self.env, **env},
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if ok:
+            assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
+
+@pytest.fixture
+def ember(platform: RunningPlatform, tmp_path: Path, project: Path) -> Ember:
+    return Ember(platform, tmp_path / "home", project)
+
+
+def test_temporary_deploy_reuse_claim(platform: RunningPlatform, ember: Ember) -> None:
+    first = ember("deploy", "--temporary", "--json")
+    result = json.loads(first.stdout)
+    assert {"url", "claim_url", "claim_command", "expires_at"} <= set(result)
+    assert "Temporary account ready:" in first.stderr and "(created)" in first.stderr
+    assert "Claim within: 60 minutes" in first.stderr
+    assert f"Claim URL: {result['claim_url']}" in first.stderr
+    assert result["url"].startswith(f"http://hello.{result['account']}.localhost:")
+    assert stat.S_IMODE(ember.credentials.stat().st_mode) == 0o600
+
+    account = platform.plane.accounts.find(result["account"])
+    version = platform.plane.scripts.version(account, "hello", result["version_id"])
+    modules = {m.name: m.content_type for m in platform.plane.scripts.modules(version.id)}
+    assert modules == {
+        "entry.py": "text/x-python",
+        "helper.py": "text/x-python",
+        "page.html": "text/plain",
+        "python_modules/vend/__init__.py": "application/octet-stream",
+    }
+    assert [n.title for n in platform.plane.namespaces.list(account)] == ["hello-kv"]
+
+    second = ember("deploy", "--temporary")
+    assert "(reused)" in second.stdout and f"/w/{result['account']}/hello/" in second.stdout
+    assert len(platform.plane.scripts.versions(account, "hello")) == 2
+    assert "temporary" in ember("whoami").stdout
+
+    refused = ember("deploy", "--temporary", ok=False, EMBER_API_TOKEN="ember_x")
+    assert refused.returncode == 1 and "can't be used" in refused.stderr
+
+    claim_args = result["claim_command"].split()[1:]
+    claimed = ember(*claim_args)
+    assert "permanent" in claimed.stdout
+    who = ember("whoami").stdout
+    assert "permanent" in who and "saved login" in who
+    refused = ember("deploy", "--temporary", ok=False)
+    assert "logged in as account" in refused.stderr
+    ember("deploy")  # the claimed account keeps working with the saved login
+    assert platform.plane.accounts.find(result["account"]).kind == "permanent"
+
+
+def test_login_deploy_secrets_deployments_rollback_delete(
+    platform: RunningPlatform, ember: Ember
+) -> None:
+    _, issued = platform.plane.accounts.create_permanent("acme")
+    wrong = ember("login", "--token", "ember_wrong", ok=False)
+    assert wrong.returncode == 1 and "[code: 10000]" in wrong.stderr
+    assert "acme" in ember("login", "--token", issued.token).stdout
+
+    first = ember("deploy").stdout
+    assert "http://hello.acme.localhost:" in first
+    ember("secret", "put", "API_KEY", stdin="s3cr3t\n")
+    assert ember("secret", "list").stdout.strip() == "API_KEY\tsecret_text"
+    ember("deploy", "--message", "second")
+    listing = ember("deployments", "list").stdout
+    assert listing.count("  upload") >= 2 and "secret" in listing and "message: second" in listing
+
+    account = platform.plane.accounts.find("acme")
+    v3, v2, v1 = (v.id for v in platform.plane.scripts.versions(account, "hello"))
+    assert "is live" in ember("rollback", "--message", "undo").stdout  # to the previous: v2
+    live = platform.plane.scripts.live(account, "hello")
+    assert live.versions[0].version_id == v2
+    assert live.annotations == {
+        "workers/triggered_by": "rollback",
+        "workers/message": "undo",
+        "workers/rollback_from": live.annotations["workers/rollback_from"],
+    }
+    back = ember("rollback", v1, ok=False, stdin="n\n")  # v1 predates the secret
+    assert "[code: 10220]" in back.stderr and back.returncode != 0
+    assert platform.plane.scripts.live(account, "hello").versions[0].version_id == v2
+    ember("rollback", v1, "--yes")
+    assert platform.plane.scripts.live(account, "hello").versions[0].version_id == v1
+
+    gone = ember("secret", "delete", "API_KEY", ok=False)  # v1 never had it
+    assert "no secret named 'API_KEY' [code: 10056]" in gone.stderr
+    ember("secret", "put", "API_KEY", stdin="again")
+    ember("secret", "delete", "API_KEY")
+    assert ember("secret", "list").stdout.strip() == ""
+    ember("delete", "--yes")
+    assert platform.plane.scripts.list(account) == []
+    assert "Removed the saved login" in ember("logout").stdout
+    missing = ember("whoami", ok=False)
+    assert "not logged in" in missing.stderr
+
+
+def test_unreachable_platform_and_bad_project(ember: Ember, tmp_path: Path) -> None:
+    down = ember("whoami", ok=False, EMBER_API_TOKEN="x", EMBER_PLATFORM="http://127.0.0.1:9")
+    assert "cannot reach the ember platform" in down.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = ember("deploy", str(empty), "--temporary", ok=False)
+    assert "wrangler.toml" in bad.stderr and bad.returncode == 1
+
+
+def test_operator_creates_an_account_then_the_user_logs_in(
+    platform: RunningPlatform, ember: Ember
+) -> None:
+    created = ember("accounts", "create", "ops-made", "--state-dir", str(platform.plane.state_dir))
+    token = created.stdout.split("API token (shown once): ")[1].split()[0]
+    assert (
+        "ops-made" in ember("accounts", "list", "--state-dir", str(platform.plane.state_dir)).stdout
+    )
+    assert "ops-made" in ember("login", "--token", token).stdout
+    taken = ember(
+        "accounts", "create", "ops-made", "--state-dir", str(platform.plane.state_dir), ok=False
+    )
+    assert "already exists" in taken.stderr

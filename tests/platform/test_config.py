@@ -1,0 +1,71 @@
+"""The ``platform:`` section of ember.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ember.errors import ConfigError
+from ember.runtime.deployments.config import (
+    PlatformConfig,
+    load_platform_config,
+    parse_duration,
+    parse_platform_config,
+    parse_size,
+)
+
+
+def test_full_section(tmp_path: Path) -> None:
+    path = tmp_path / "ember.yaml"
+    path.write_text(
+        "name: my-worker\n"
+        "platform:\n"
+        "  public_url: http://127.0.0.1:8787/\n"
+        "  max_script_size: 8MiB\n"
+        "  proof_of_work: {k: 2000, g: 1000, sample: 12, challenge_ttl: 5m}\n"
+        "  temporary:\n"
+        "    ttl: 2h\n"
+        "    max_workers: 3\n"
+        "    max_script_size: 1MiB\n"
+        "    max_kv_bytes: 10MB\n"
+        "    ai_requests_per_minute: 30\n"
+        "    cpu_ms_per_request: 20\n"
+    )
+    config = load_platform_config(path)
+    assert config.public_url == "http://127.0.0.1:8787"
+    assert config.proof_of_work.k == 2000 and config.proof_of_work.challenge_ttl_seconds == 300
+    assert config.temporary.ttl_seconds == 7200 and config.temporary.max_kv_bytes == 10_000_000
+    limits = config.limits_for(temporary=True)
+    assert limits.max_script_bytes == 1024**2 and limits.max_workers == 3
+    assert limits.cpu_ms_per_request == 20 and limits.ai_requests_per_minute == 30
+    assert config.limits_for(temporary=False).max_workers is None
+
+
+def test_absent_section_gives_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "ember.yaml"
+    path.write_text("name: w\n")
+    assert load_platform_config(path) == PlatformConfig()
+
+
+@pytest.mark.parametrize(
+    "section, key",
+    [
+        ({"temporary": {"tll": "1h"}}, "platform.temporary.tll"),
+        ({"proof_of_work": {"k": 10000, "g": 10000}}, "platform.proof_of_work.k*g"),
+        ({"proof_of_work": {"k": 0}}, "platform.proof_of_work.k"),
+        ({"temporary": {"max_script_size": "lots"}}, "platform.temporary.max_script_size"),
+        ({"public_url": "ftp://x"}, "platform.public_url"),
+        ([], "platform"),
+    ],
+)
+def test_bad_values_name_the_key(section: object, key: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_platform_config(section)
+    assert error.value.key == key
+
+
+def test_units() -> None:
+    assert parse_size("5MiB") == 5 * 1024**2 and parse_size(12) == 12 and parse_size("0") is None
+    assert parse_duration("90s") == 90 and parse_duration("1h") == 3600
+    assert parse_duration(True) is None and parse_duration("1 fortnight") is None
