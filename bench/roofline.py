@@ -1,3 +1,4 @@
+# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """The memory-bandwidth roofline for decode on this machine, and the fraction ember reaches.
 
 Bandwidth is measured as cpu-anchors.md measures it: ``torch`` copies (``dst.copy_(src)``,
@@ -31,14 +32,17 @@ import tempfile
 import time
 from pathlib import Path
 
+# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
+# would shadow the standard library's ``platform``: move bench/ behind the standard library.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
+
 import torch
+from serving import ARCHS, REPO, checkpoint, load_average
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving import ARCHS, REPO, checkpoint, load_average  # noqa: E402
-
-from ember.models.kv.spec import kv_layout_for  # noqa: E402
-from ember.models.loader import load_model  # noqa: E402
-from ember.models.quant import QuantConfig, QuantizedLinear, quantize_model  # noqa: E402
+from ember.models.kv.spec import kv_layout_for
+from ember.models.loader import load_model
+from ember.models.quant import QuantConfig, QuantizedLinear, quantize_model
 
 EXPERT = re.compile(r"\.mlp\.experts\.\d+\.")
 

@@ -1,3 +1,4 @@
+# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """Serving benchmark: ember's model server over HTTP, against itself in other settings and
 against HF transformers served naively and in static batches, in the manner of SGLang's
 ``bench_serving`` (closed-loop clients, fixed input and output lengths, greedy, streaming).
@@ -28,7 +29,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import socket
 import subprocess
@@ -38,10 +38,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
+# would shadow the standard library's ``platform``: move bench/ behind the standard library.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving_client import run_closed_loop, summarize  # noqa: E402
+import httpx
+from serving_client import run_closed_loop, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHS = {"kimi": "kimi-tiny", "glm4moe": "glm4moe-tiny", "glmdsa": "glmdsa-tiny"}
@@ -74,6 +77,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return os.uname().machine
 
 
 def load_average() -> list[float]:
@@ -288,9 +302,9 @@ def main() -> None:
         "benchmark": "serving",
         "plan": plan.__dict__,
         "machine": {
-            "processor": platform.processor() or platform.machine(),
+            "processor": cpu_model(),
             "cpus": os.cpu_count(),
-            "python": platform.python_version(),
+            "python": sys.version.split()[0],
             "load_at_start": load_average(),
         },
         "archs": {},

@@ -1,3 +1,4 @@
+# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """What FP8 KV and INT4 weights cost and buy, per architecture: KV capacity at equal bytes,
 weight bytes (BF16 / FP8 / INT4, routed experts only and all linear layers), held-out bits per
 byte and greedy-token agreement over 128 tokens, for BF16, FP8 KV, INT4 (experts), and both.
@@ -28,23 +29,26 @@ import tempfile
 import time
 from pathlib import Path
 
+# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
+# would shadow the standard library's ``platform``: move bench/ behind the standard library.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
+
 import torch
 import torch.nn.functional as F
+from serving import ARCHS, REPO, checkpoint, load_average, prompts_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving import ARCHS, REPO, checkpoint, load_average, prompts_for  # noqa: E402
-
-from ember.models.attention.backend import BatchLayout  # noqa: E402
-from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace  # noqa: E402
-from ember.models.engine.config import EngineConfig  # noqa: E402
-from ember.models.engine.llm_engine import LLMEngine  # noqa: E402
-from ember.models.engine.sequence import StopCriteria  # noqa: E402
-from ember.models.kv.pool import KVPool  # noqa: E402
-from ember.models.kv.spec import kv_capacity, kv_layout_for  # noqa: E402
-from ember.models.loader import load_model  # noqa: E402
-from ember.models.quant import QuantConfig, model_weight_bytes, quantize_model  # noqa: E402
-from ember.models.tokenizer import Tokenizer  # noqa: E402
-from ember.models.training.pipeline import heldout_files  # noqa: E402
+from ember.models.attention.backend import BatchLayout
+from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
+from ember.models.engine.config import EngineConfig
+from ember.models.engine.llm_engine import LLMEngine
+from ember.models.engine.sequence import StopCriteria
+from ember.models.kv.pool import KVPool
+from ember.models.kv.spec import kv_capacity, kv_layout_for
+from ember.models.loader import load_model
+from ember.models.quant import QuantConfig, model_weight_bytes, quantize_model
+from ember.models.tokenizer import Tokenizer
+from ember.models.training.pipeline import heldout_files
 
 CONFIGS = {  # name -> (weights, kv dtype)
     "bf16": ("none", "bf16"),
