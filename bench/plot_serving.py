@@ -5,7 +5,7 @@
 
 Writes ``serving_throughput.png`` (output tokens/s against concurrency for BF16 and FP8 KV, and
 every server at the highest concurrency) and ``serving_latency.png`` (TTFT, ITL and E2E p50/p99
-at the highest concurrency) next to the JSON.
+at the highest concurrency) next to the JSON; medians over repeats.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from summarize_serving import medians
 
 DEFAULT = Path(__file__).resolve().parent / "results" / "serving.json"
 
@@ -39,7 +40,7 @@ def main() -> None:
         ax = axes[0][col]
         for server in ("bf16", "fp8"):
             points = sorted(
-                (r["concurrency"], r["output_tokens_per_s"]) for r in runs if r["server"] == server
+                (c, m["tok_s"]) for (name, c), m in medians(runs).items() if name == server
             )
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=f"ember {server} KV")
@@ -49,8 +50,8 @@ def main() -> None:
         ax.set_title(f"{arch}: KV-limited batch BF16 {entry['kv']['bf16']['kv_limited_batch']}")
         ax.legend()
         ax = axes[1][col]
-        at_top = [r for r in runs if r["concurrency"] == top]
-        ax.bar([r["server"] for r in at_top], [r["output_tokens_per_s"] for r in at_top])
+        at_top = [(name, m) for (name, c), m in medians(runs).items() if c == top]
+        ax.bar([name for name, _ in at_top], [m["tok_s"] for _, m in at_top])
         ax.set_ylabel(f"output tokens/s at {top} concurrent")
         ax.tick_params(axis="x", rotation=45)
     fig.tight_layout()
@@ -58,15 +59,15 @@ def main() -> None:
 
     fig, axes = plt.subplots(1, len(archs), figsize=(5 * len(archs), 4), squeeze=False)
     for col, (arch, entry) in enumerate(archs.items()):
-        at_top = [r for r in entry["runs"] if r["concurrency"] == top]
-        names = [r["server"] for r in at_top]
+        at_top = [(name, m) for (name, c), m in medians(entry["runs"]).items() if c == top]
+        names = [name for name, _ in at_top]
         ax = axes[0][col]
         for offset, (metric, label) in enumerate(
-            (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "E2E"))
+            (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"))
         ):
             xs = [i + offset * 0.27 for i in range(len(names))]
-            ax.bar(xs, [r[metric]["p50"] for r in at_top], width=0.25, label=f"{label} p50")
-            ax.scatter(xs, [r[metric]["p99"] for r in at_top], marker="_", s=200, color="black")
+            ax.bar(xs, [m[f"{metric}_p50"] for _, m in at_top], width=0.25, label=f"{label} p50")
+            ax.scatter(xs, [m[f"{metric}_p99"] for _, m in at_top], marker="_", s=200, color="k")
         ax.set_yscale("log")
         ax.set_xticks([i + 0.27 for i in range(len(names))], names, rotation=45)
         ax.set_ylabel(f"ms at {top} concurrent (bars p50, ticks p99)")

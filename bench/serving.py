@@ -20,7 +20,9 @@ run at the highest concurrency only.
     PYTHONPATH=. python bench/serving.py --arch kimi glm4moe glmdsa
     PYTHONPATH=. python bench/serving.py --arch kimi --servers bf16 fp8 --concurrency 64
 
-Results: ``bench/results/serving.json`` (``--out``); plots: ``bench/plot_serving.py``.
+With ``--repeats N`` the servers run N rounds in alternating order (the machine is shared; take
+medians). Results: ``bench/results/serving.json`` (``--out``); plots: ``bench/plot_serving.py``;
+summary table: ``bench/summarize_serving.py``.
 """
 
 from __future__ import annotations
@@ -283,6 +285,7 @@ def main() -> None:
     parser.add_argument("--kv-limited-batch", type=int, default=32)
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--hf-naive-requests", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=1, help="rounds over the servers")
     parser.add_argument("--no-stream", action="store_true")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serving.json"))
     args = parser.parse_args()
@@ -322,8 +325,12 @@ def main() -> None:
             flush=True,
         )
         rows = []
-        for kind in args.servers:
-            rows += run_server(kind, directory, prompts, plan, budget["budget_bytes"])
+        for repeat in range(args.repeats):
+            # Alternate the order so slow drifts in the machine's load hit every server alike.
+            order = args.servers if repeat % 2 == 0 else list(reversed(args.servers))
+            for kind in order:
+                for row in run_server(kind, directory, prompts, plan, budget["budget_bytes"]):
+                    rows.append(row | {"repeat": repeat})
         report["archs"][arch] = {
             "checkpoint": ARCHS[arch],
             "trained_weights": trained,
