@@ -92,6 +92,13 @@ def cpu_model() -> str:
     return os.uname().machine
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process (all its threads) has used so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -245,6 +252,7 @@ def run_server(
                 requests = min(requests, plan.hf_naive_requests)
             before = load_average()
             started = time.time()
+            server_cpu, client_cpu = cpu_seconds(process.pid), time.process_time()
             run = asyncio.run(
                 run_closed_loop(
                     url, prompts, model="bench", max_tokens=plan.output_len,
@@ -252,6 +260,11 @@ def run_server(
                 )
             )  # fmt: skip
             row = {"server": kind, **summarize(run), "started": started}
+            # CPU time is far steadier than wall time on a shared machine: tokens per CPU second
+            # compare the servers' efficiency whatever else the cores were doing.
+            row["server_cpu_s"] = cpu_seconds(process.pid) - server_cpu
+            row["client_cpu_s"] = time.process_time() - client_cpu
+            row["output_tokens_per_server_cpu_s"] = row["output_tokens"] / row["server_cpu_s"]
             row["load_before"], row["load_after"] = before, load_average()
             row["server_figures"] = server_figures(url)
             rows.append(row)
@@ -260,6 +273,7 @@ def run_server(
                 f"TTFT p50 {row['ttft_ms']['p50']:8.1f} ms  "
                 f"ITL p50 {row['itl_ms']['p50']:7.1f} ms  "
                 f"E2E p99 {row['e2e_ms']['p99']:8.1f} ms  failed {row['failed']}  "
+                f"{row['output_tokens_per_server_cpu_s']:7.1f} tok/CPU-s  "
                 f"load {row['load_after'][0]}",
                 flush=True,
             )
