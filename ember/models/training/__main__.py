@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                 target = pipeline.shipped_dir(args.name)
                 target.mkdir(parents=True, exist_ok=True)
                 for name in CHECKPOINT_FILES:
-                    shutil.copy2(out / name, target / name)
+                    shutil.copyfile(out / name, target / name)  # default permissions
                 print(f"installed {target}")
         else:
             from ember.models.training.assess import evaluate_checkpoint
