@@ -16,8 +16,8 @@ from tests.models.server.live import LiveServer
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 UNIT_SCHEMA = {
     "type": "object",
-    "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}, "days": {"type": "boolean"}},
-    "required": ["unit", "days"],
+    "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
+    "required": ["unit"],
     "additionalProperties": False,
 }
 WEATHER_TOOL = {
