@@ -11,7 +11,10 @@ Both accuracy measures run through the serving path, not the plain reference for
   the summed negative log-likelihood of the text tokens, in bits, over the text's UTF-8 bytes;
 - greedy agreement: the engine (``LLMEngine``, as the server runs it) generates 128 tokens
   greedily for held-out prompts; agreement is the share of positions equal to the BF16 run
-  (position by position), and the share of prompts whose 128 tokens are all equal.
+  (position by position), the share of prompts whose 128 tokens are all equal, and the mean
+  length of the common prefix. Once one token differs the continuations part, so the figure to
+  read them against is the ``fp32`` row: exact float32 arithmetic against BF16, i.e. how much
+  BF16's own rounding already moves greedy tokens.
 
     PYTHONPATH=. python bench/serving_accuracy.py --arch kimi glm4moe glmdsa
 
@@ -50,11 +53,14 @@ from ember.models.quant import QuantConfig, model_weight_bytes, quantize_model
 from ember.models.tokenizer import Tokenizer
 from ember.models.training.pipeline import heldout_files
 
-CONFIGS = {  # name -> (weights, kv dtype)
+CONFIGS = {  # name -> (weights, kv dtype); bf16 is the reference the others are compared to
     "bf16": ("none", "bf16"),
     "fp8_kv": ("none", "fp8_e4m3"),
     "int4": ("int4", "bf16"),
     "int4_fp8_kv": ("int4", "fp8_e4m3"),
+    # The noise floor: exact float32 arithmetic against BF16, i.e. how far plain BF16 rounding
+    # alone moves greedy tokens on this checkpoint.
+    "fp32": ("fp32", "float32"),
 }
 
 
@@ -107,7 +113,9 @@ def paged_bits_per_byte(model, config, kv_dtype: str, windows: list, num_bytes: 
     return {"bits_per_byte": bits / num_bytes, "bits": bits, "bytes": num_bytes, "tokens": tokens}
 
 
-def greedy_runs(model, config, kv_dtype: str, prompts: list, new_tokens: int) -> list[list[int]]:
+def greedy_runs(
+    model, config, kv_dtype: str, prompts: list, new_tokens: int, model_dtype: str = "bf16"
+) -> list[list[int]]:
     engine = LLMEngine(
         model,
         kv_layout_for(config),
@@ -118,7 +126,7 @@ def greedy_runs(model, config, kv_dtype: str, prompts: list, new_tokens: int) ->
             max_num_seqs=len(prompts),
             max_num_batched_tokens=max(2048, len(prompts)),
         ),
-        model_dtype="bf16",
+        model_dtype=model_dtype,  # type: ignore[arg-type]
     )
     return engine.generate(prompts, StopCriteria(max_tokens=new_tokens, ignore_eos=True))
 
@@ -210,11 +218,19 @@ def main() -> None:
         }
         reference_runs = None
         for name, (scheme, kv_dtype) in CONFIGS.items():
-            loaded = load_model(directory, dtype=torch.bfloat16)
-            if scheme != "none":
+            dtype = torch.float32 if scheme == "fp32" else torch.bfloat16
+            loaded = load_model(directory, dtype=dtype)
+            if scheme == "int4":
                 quantize_model(loaded.model, QuantConfig.from_flag(scheme, targets="experts"))
             bpb = paged_bits_per_byte(loaded.model, loaded.config, kv_dtype, windows, num_bytes)
-            runs = greedy_runs(loaded.model, loaded.config, kv_dtype, prompts, args.new_tokens)
+            runs = greedy_runs(
+                loaded.model,
+                loaded.config,
+                kv_dtype,
+                prompts,
+                args.new_tokens,
+                "float32" if scheme == "fp32" else "bf16",
+            )
             if reference_runs is None:
                 reference_runs = runs
             row = {"weights": scheme, "kv_cache_dtype": kv_dtype, **bpb}
