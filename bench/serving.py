@@ -99,6 +99,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds of a process's main thread (ember: the HTTP event loop) and of the others
+    together (ember: the engine loop; torch's intra-op threads when there are several)."""
+    out = {"main": 0.0, "other": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        out["main" if task.name == str(pid) else "other"] += seconds
+    return out
+
+
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -253,6 +267,7 @@ def run_server(
             before = load_average()
             started = time.time()
             server_cpu, client_cpu = cpu_seconds(process.pid), time.process_time()
+            threads = thread_cpu_seconds(process.pid)
             run = asyncio.run(
                 run_closed_loop(
                     url, prompts, model="bench", max_tokens=plan.output_len,
@@ -265,6 +280,10 @@ def run_server(
             row["server_cpu_s"] = cpu_seconds(process.pid) - server_cpu
             row["client_cpu_s"] = time.process_time() - client_cpu
             row["output_tokens_per_server_cpu_s"] = row["output_tokens"] / row["server_cpu_s"]
+            after = thread_cpu_seconds(process.pid)
+            row["server_cpu_s_by_thread"] = {
+                name: round(after[name] - threads[name], 2) for name in after
+            }
             row["load_before"], row["load_after"] = before, load_average()
             row["server_figures"] = server_figures(url)
             rows.append(row)
