@@ -175,6 +175,8 @@ class PagedBatch:
     layout: BatchLayout
     slot_mapping: torch.Tensor  # (T,) pool slot of each new token
     groups: list[AttentionGroup]
+    slot_pages: torch.Tensor  # (T,) slot_mapping // page_size
+    slot_offsets: torch.Tensor  # (T,) slot_mapping % page_size
 
     @classmethod
     def build(
@@ -203,7 +205,9 @@ class PagedBatch:
             for members in (singles, chunks)
             if members
         ]
-        return cls(layout, torch.tensor(slot_list, dtype=torch.int64), groups)
+        slot_mapping = torch.tensor(slot_list, dtype=torch.int64)
+        pages, offsets = slot_mapping // page_size, slot_mapping % page_size
+        return cls(layout, slot_mapping, groups, pages, offsets)
 
 
 class PagedAttentionBackend:
@@ -218,12 +222,16 @@ class PagedAttentionBackend:
     def layout(self) -> BatchLayout:
         return self.batch.layout
 
+    def _store(self, cache: torch.Tensor, new: torch.Tensor) -> None:
+        """Write ``new`` ``(T, heads, width)`` into one layer's ``cache`` at the step's slots."""
+        cache[self.batch.slot_pages, :, self.batch.slot_offsets] = new
+
     def _gather(
-        self, cache: torch.Tensor, group: AttentionGroup, dtype: torch.dtype
+        self, cache: torch.Tensor, head: int, group: AttentionGroup, dtype: torch.dtype
     ) -> torch.Tensor:
-        """``group``'s pages of one layer's ``cache`` as ``(B, L, W)`` in ``dtype`` (scratch)."""
+        """``group``'s pages of one head of one layer as ``(B, L, W)`` in ``dtype`` (scratch)."""
         width = cache.shape[-1]
-        page_rows = cache.view(-1, group.page_size * width)  # (pages, S*W): one row per page
+        page_rows = cache[:, head].reshape(cache.shape[0], -1)  # (pages, S*W), a view
         shape = (group.num_seqs, group.max_context, width)
         raw = self.workspace.take((group.pages.numel(), page_rows.shape[1]), cache.dtype, "raw")
         torch.index_select(page_rows, 0, group.pages, out=raw)
@@ -239,31 +247,28 @@ class PagedAttentionBackend:
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
     ) -> torch.Tensor:
         pool = self.pool
+        assert pool.k is not None and pool.v is not None, "a GQA layer needs a GQA pool"
         num_tokens, num_heads, head_dim = q.shape
         num_kv_heads, v_dim = v.shape[1], v.shape[2]
         group_size = num_heads // num_kv_heads
-        k_scale, v_scale = pool.scales[layer][0], pool.scales[layer][1]
-        new_k = pool.encode(k.reshape(num_tokens, -1), layer, 0)
-        new_v = pool.encode(v.reshape(num_tokens, -1), layer, 1)
-        pool.kv[layer].index_put_((self.batch.slot_mapping,), torch.cat((new_k, new_v), dim=-1))
-        q = q * (scale * k_scale)
+        k_cache, v_cache = pool.k[layer], pool.v[layer]
+        self._store(k_cache, pool.encode(k, layer, 0))
+        self._store(v_cache, pool.encode(v, layer, 1))
+        q = q * (scale * pool.scales[layer][0])
+        v_scale = pool.scales[layer][1]
         out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype)
-        key_width = num_kv_heads * head_dim
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
-            cache = self._gather(pool.kv[layer], group, q.dtype)  # (B, L, Hkv*(D+Dv))
-            # (B, Q, Hkv, G, D) -> per KV head (B, Q*G, D) rows; keys/values are strided views.
             queries = group.select(q).view(b, nq, num_kv_heads, group_size, head_dim)
             bias = group.bias(q.dtype)  # (B, Q, 1, L)
             mixed = torch.empty(b, nq, num_kv_heads, group_size, v_dim, dtype=q.dtype)
-            for h in range(num_kv_heads):
-                keys = cache[:, :, h * head_dim : (h + 1) * head_dim]  # (B, L, D)
-                start = key_width + h * v_dim
-                values = cache[:, :, start : start + v_dim]  # (B, L, Dv)
+            for h in range(num_kv_heads):  # per KV head: contiguous (B, L, D) operands
                 rows = queries[:, :, h].reshape(b, nq * group_size, head_dim)
+                keys = self._gather(k_cache, h, group, q.dtype)
                 scores = torch.bmm(rows, keys.transpose(1, 2)).view(b, nq, group_size, ctx)
                 scores += bias
                 probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+                values = self._gather(v_cache, h, group, q.dtype)
                 mixed[:, :, h] = torch.bmm(probs.view(b, nq * group_size, ctx), values).view(
                     b, nq, group_size, v_dim
                 )
@@ -283,17 +288,19 @@ class PagedAttentionBackend:
         topk: torch.Tensor | None = None,
     ) -> torch.Tensor:
         pool = self.pool
+        assert pool.kv is not None, "an MLA layer needs an MLA pool"
         num_tokens, num_heads, rank = q_latent.shape
         latent_scale, rope_scale = pool.scales[layer][0], pool.scales[layer][1]
         new = torch.cat((pool.encode(latent, layer, 0), pool.encode(k_rope, layer, 1)), dim=-1)
-        pool.kv[layer].index_put_((self.batch.slot_mapping,), new)
+        kv_cache = pool.kv[layer]
+        self._store(kv_cache, new.unsqueeze(1))
         # Fold the softmax scale and the static FP8 scales into the query:
         # (q * s) . stored == q . (stored * s).
         query = torch.cat((q_latent * (scale * latent_scale), q_rope * (scale * rope_scale)), -1)
         out = torch.empty(num_tokens, num_heads, rank, dtype=q_latent.dtype)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
-            cache = self._gather(pool.kv[layer], group, query.dtype)  # (B, L, C+R)
+            cache = self._gather(kv_cache, 0, group, query.dtype)  # (B, L, C+R)
             rows = group.select(query).reshape(b, nq * num_heads, -1)
             scores = torch.bmm(rows, cache.transpose(1, 2)).view(b, nq, num_heads, ctx)
             scores += group.bias(scores.dtype)
@@ -326,10 +333,13 @@ class PagedAttentionBackend:
         topk: int,
     ) -> torch.Tensor | None:
         pool = self.pool
-        if pool.index_k is None:
-            raise ValueError("this KV pool has no indexer cache (KVSpec.index_head_dim == 0)")
-        new = pool.encode(index_k, layer, 2)
-        pool.index_k[layer].index_put_((self.batch.slot_mapping,), new)
+        row = pool.index_row.get(layer)
+        if pool.index_k is None or row is None:
+            raise ValueError(
+                f"layer {layer} has no indexer cache in this pool (KVSpec.index_layers)"
+            )
+        cache = pool.index_k[row]
+        self._store(cache, pool.encode(index_k, layer, 2).unsqueeze(1))
         if max(self.layout.seq_lens) <= topk:
             return None  # every context fits: attention is dense
         num_tokens, num_heads, dim = index_q.shape
@@ -337,7 +347,7 @@ class PagedAttentionBackend:
         out = torch.full((num_tokens, topk), -1, dtype=torch.int64)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
-            keys = self._gather(pool.index_k[layer], group, query.dtype)  # (B, L, Di)
+            keys = self._gather(cache, 0, group, query.dtype)  # (B, L, Di)
             rows = group.select(query).reshape(b, nq * num_heads, dim)
             scores = torch.relu(torch.bmm(rows, keys.transpose(1, 2)) * scale)
             scores = scores.view(b, nq, num_heads, ctx).float()

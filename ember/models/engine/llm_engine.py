@@ -160,7 +160,6 @@ class LLMEngine:
         """Sequences that read bad KV drop this step's token and recompute (or fail)."""
         for failure in result.failures:
             seq = out.scheduled[failure.seq_index].seq
-            result.tokens[failure.seq_index] = None
             if seq.status is not SequenceStatus.RUNNING:
                 continue  # already preempted as a holder of a corrupt page
             self.stats.integrity_failures += 1

@@ -75,15 +75,21 @@ class SlotMismatch:
 class KVSidecar:
     """Per-slot stamps for one KV pool, and the checks that compare them with a reader's view.
 
-    ``data`` holds uint8 views of the pool's storage, each ``(num_layers, num_slots, row_bytes)``
-    (the main cache and, for DSA, the indexer keys); they share memory with the pool's tensors.
+    ``data`` holds uint8 views of the pool's cache tensors, each ``(layers, pages, heads,
+    page_size, width_bytes)``; they share memory with the pool's tensors. A slot's bytes are its
+    ``(page, :, offset, :)`` entries in every layer of every tensor.
     """
 
-    def __init__(self, data: list[np.ndarray], num_slots: int) -> None:
+    def __init__(self, data: list[np.ndarray], page_size: int) -> None:
+        num_pages = data[0].shape[1]
         for array in data:
-            if array.dtype != np.uint8 or array.ndim != 3 or array.shape[1] != num_slots:
-                raise ValueError(f"sidecar data must be (L, {num_slots}, bytes) uint8")
+            if array.dtype != np.uint8 or array.ndim != 5 or array.shape[1] != num_pages:
+                raise ValueError("sidecar data must be (L, pages, heads, page_size, bytes) uint8")
+            if array.shape[3] != page_size:
+                raise ValueError(f"sidecar data has page size {array.shape[3]}, not {page_size}")
         self._words = [_word_view(array) for array in data]
+        self.page_size = page_size
+        num_slots = num_pages * page_size
         self.num_slots = num_slots
         self.chain = np.zeros(num_slots, dtype=np.uint64)
         self.position = np.full(num_slots, -1, dtype=np.int32)
@@ -96,9 +102,10 @@ class KVSidecar:
     def content_digest(self, slots: np.ndarray) -> np.ndarray:
         """Digest of each slot's stored bytes across all layers, vectorised: ``(n,)`` uint64."""
         total = np.zeros(len(slots), dtype=np.uint64)
+        pages, offsets = np.divmod(slots, self.page_size)
         for words in self._words:
-            picked = np.take(words, slots, axis=1)  # (L, n, words)
-            total += picked.sum(axis=(0, 2), dtype=np.uint64)
+            picked = words[:, pages, :, offsets]  # (n, L, heads, words): advanced axes first
+            total += picked.sum(axis=(1, 2, 3), dtype=np.uint64)
         return total
 
     def stamp_tokens(self, slots: np.ndarray, chains: np.ndarray, positions: np.ndarray) -> None:

@@ -1,13 +1,18 @@
 """The paged KV pool: preallocated storage for every layer's cache entries, addressed by slot.
 
-Slot ``s`` belongs to page ``s // page_size``. Pages ``0 .. num_pages-1`` are handed out by the
-block manager; page ``num_pages`` is the *padding page*: always zero, never allocated, the target of
-every padded position in a batched gather (zeros keep masked positions finite: 0 * 0, never NaN).
+Slot ``s`` is offset ``s % page_size`` of page ``s // page_size``. Pages ``0 .. num_pages-1`` are
+handed out by the block manager; page ``num_pages`` is the *padding page*: always zero, never
+allocated, the target of every padded position in a batched gather (zeros keep masked positions
+finite: 0 * 0, never NaN).
 
-Storage is layer-major so one layer's gather reads contiguous rows:
+Every cache tensor has the same five axes, ``(layers, pages, heads, page_size, width)``, so one
+head of one layer is a contiguous ``page_size x width`` block per page and a gather of whole pages
+yields contiguous ``(B, L, width)`` operands for ``bmm``:
 
-- ``kv``: ``(L, N, W)`` with ``W`` = ``Hkv*D | Hkv*Dv`` (GQA) or ``C | R`` (MLA);
-- ``index_k``: ``(L, N, Di)`` for the DSA indexer (GLM-5.x), else ``None``.
+- MLA (Kimi, GLM-5.x): ``kv`` = ``(L, N, 1, S, C + R)``, the latent and the rotary key;
+- GQA (GLM-4.x): ``k`` = ``(L, N, Hkv, S, D)`` and ``v`` = ``(L, N, Hkv, S, Dv)``;
+- DSA indexer (GLM-5.x): ``index_k`` = ``(Li, N, 1, S, Di)``, one row per layer that runs its own
+  indexer (``index_row[layer]``).
 
 The element type is float32, bfloat16 or float8_e4m3fn; FP8 carries one static float32 scale per
 (layer, component) (see ``fp8.py``). Components: 0 = K or latent, 1 = V or rope, 2 = indexer key.
@@ -48,22 +53,38 @@ class KVPool:
         self.dtype = STORAGE_DTYPES[spec.dtype]
         self.is_fp8 = spec.dtype == "fp8_e4m3"
         self.device = torch.device(device)
-        shape = (spec.num_layers, self.num_slots, spec.width)
-        self.kv = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        layers, pages = spec.num_layers, num_pages + 1
+
+        def cache(num_layers: int, heads: int, width: int) -> torch.Tensor:
+            shape = (num_layers, pages, heads, page_size, width)
+            return torch.zeros(shape, dtype=self.dtype, device=self.device)
+
+        self.kv: torch.Tensor | None = None
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+        if spec.kind == "mla":
+            self.kv = cache(layers, 1, spec.width)
+        else:
+            self.k = cache(layers, spec.num_kv_heads, spec.head_dim)
+            self.v = cache(layers, spec.num_kv_heads, spec.v_head_dim)
         self.index_k: torch.Tensor | None = None
-        if spec.index_head_dim:
-            index_shape = (spec.num_layers, self.num_slots, spec.index_head_dim)
-            self.index_k = torch.zeros(index_shape, dtype=self.dtype, device=self.device)
+        # Layer -> row of ``index_k``: only layers with their own indexer cache keys.
+        self.index_row = {layer: row for row, layer in enumerate(spec.index_layers)}
+        if spec.index_layers:
+            self.index_k = cache(len(spec.index_layers), 1, spec.index_head_dim)
         # Python floats: folded into queries and outputs without a tensor op per layer.
         self.scales = [[1.0] * spec.num_components for _ in range(spec.num_layers)]
         self.sidecar: KVSidecar | None = None
         if integrity:
             if self.device.type != "cpu":
                 raise NotImplementedError("the integrity sidecar reads host memory (CPU pools)")
-            views = [self.kv.view(torch.uint8).numpy()]
-            if self.index_k is not None:
-                views.append(self.index_k.view(torch.uint8).numpy())
-            self.sidecar = KVSidecar(views, self.num_slots)
+            views = [c.view(torch.uint8).numpy() for c in self.caches]
+            self.sidecar = KVSidecar(views, page_size)
+
+    @property
+    def caches(self) -> list[torch.Tensor]:
+        """Every cache tensor, each ``(layers, pages, heads, page_size, width)``."""
+        return [c for c in (self.kv, self.k, self.v, self.index_k) if c is not None]
 
     @property
     def padding_slot(self) -> int:
@@ -72,10 +93,7 @@ class KVPool:
     @property
     def nbytes(self) -> int:
         """Bytes of cache storage, padding page included."""
-        total = self.kv.numel() * self.kv.element_size()
-        if self.index_k is not None:
-            total += self.index_k.numel() * self.index_k.element_size()
-        return total
+        return sum(c.numel() * c.element_size() for c in self.caches)
 
     def set_scales(self, scales: list[list[float]]) -> None:
         """Install static FP8 scales, one per (layer, component); before anything is cached."""
@@ -94,18 +112,19 @@ class KVPool:
                 x = x.float() / scale
         return x.to(self.dtype)
 
+    def slot_bytes(self, cache: torch.Tensor, row: int, slot: int) -> torch.Tensor:
+        """The raw bytes of one slot of one layer row of ``cache``: ``(heads, width_bytes)``."""
+        page, offset = divmod(slot, self.page_size)
+        return cache.view(torch.uint8)[row, page, :, offset]
+
     def zero_pages(self, pages: list[int]) -> None:
         """Clear freshly allocated pages so stale bytes never meet a padded gather or a digest."""
         if not pages:
             return
-        size = self.page_size
-        slots = torch.tensor(pages, dtype=torch.int64)[:, None] * size + torch.arange(size)
-        slots = slots.flatten()
-        self.kv[:, slots] = 0
-        if self.index_k is not None:
-            self.index_k[:, slots] = 0
+        index = torch.tensor(pages, dtype=torch.int64)
+        for cache in self.caches:
+            cache[:, index] = 0
         if self.sidecar is not None:
+            size = self.page_size
+            slots = (index[:, None] * size + torch.arange(size)).flatten()
             self.sidecar.clear(slots.numpy())
-
-    def slots_of_page(self, page: int) -> range:
-        return range(page * self.page_size, (page + 1) * self.page_size)

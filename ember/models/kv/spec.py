@@ -54,7 +54,9 @@ class KVSpec:
     ``kind="gqa"``: each layer caches K (``num_kv_heads * head_dim``) and V
     (``num_kv_heads * v_head_dim``). ``kind="mla"``: each layer caches the latent
     (``kv_lora_rank``) and the shared rotary key (``qk_rope_head_dim``), never per-head keys.
-    ``index_head_dim > 0`` adds the DSA indexer key per layer (GLM-5.x).
+    ``index_head_dim > 0`` adds the DSA indexer key on the layers in ``index_layers`` (GLM-5.x;
+    all layers when left empty). Layers that reuse an earlier layer's selection ("shared" in
+    ``indexer_types``, GLM-5.2's IndexShare) cache no indexer key.
     """
 
     kind: Literal["gqa", "mla"]
@@ -66,8 +68,13 @@ class KVSpec:
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     index_head_dim: int = 0
+    index_layers: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.index_head_dim and not self.index_layers:
+            object.__setattr__(self, "index_layers", tuple(range(self.num_layers)))
+        if not self.index_head_dim:
+            object.__setattr__(self, "index_layers", ())
         if self.dtype not in ELEMENT_BYTES:
             raise ConfigError("engine", "kv_cache_dtype", self.dtype, "float32, bf16 or fp8_e4m3")
         if self.num_layers <= 0:
@@ -90,24 +97,25 @@ class KVSpec:
 
     @property
     def num_components(self) -> int:
-        """Separately scaled tensors per layer: K and V, or latent and rope, plus the indexer."""
+        """Scale slots per layer: K and V, or latent and rope, plus the indexer key."""
         return 2 + (1 if self.index_head_dim else 0)
 
     @property
-    def elements_per_token_per_layer(self) -> int:
-        return self.width + self.index_head_dim
+    def elements_per_token(self) -> int:
+        """Cached elements per token across all layers."""
+        return self.width * self.num_layers + self.index_head_dim * len(self.index_layers)
 
     @property
     def cell_size(self) -> int:
         """KV bytes per token across all layers (SGLang's ``cell_size``)."""
-        return self.elements_per_token_per_layer * self.num_layers * self.element_bytes
+        return self.elements_per_token * self.element_bytes
 
     @property
     def scale_bytes(self) -> int:
         """Fixed bytes of static FP8 scales for the whole pool (zero per token)."""
         if self.dtype != "fp8_e4m3":
             return 0
-        return self.num_layers * self.num_components * SCALE_BYTES
+        return (2 * self.num_layers + len(self.index_layers)) * SCALE_BYTES
 
     def with_dtype(self, dtype: KVCacheDtype) -> KVSpec:
         return KVSpec(
@@ -120,6 +128,7 @@ class KVSpec:
             kv_lora_rank=self.kv_lora_rank,
             qk_rope_head_dim=self.qk_rope_head_dim,
             index_head_dim=self.index_head_dim,
+            index_layers=self.index_layers,
         )
 
 
@@ -131,14 +140,19 @@ def kv_layout_for(config: Any, dtype: KVCacheDtype = "bf16") -> KVSpec:
     """
     layers = config.num_hidden_layers
     if config.mla is not None:
-        index_dim = config.indexer.index_head_dim if config.indexer is not None else 0
+        indexer = config.indexer
         return KVSpec(
             "mla",
             layers,
             dtype,
             kv_lora_rank=config.mla.kv_lora_rank,
             qk_rope_head_dim=config.mla.qk_rope_head_dim,
-            index_head_dim=index_dim,
+            index_head_dim=indexer.index_head_dim if indexer is not None else 0,
+            index_layers=tuple(
+                i
+                for i, kind in enumerate(indexer.indexer_types if indexer else ())
+                if kind == "full"
+            ),
         )
     gqa = config.gqa
     return KVSpec("gqa", layers, dtype, gqa.num_key_value_heads, gqa.head_dim, gqa.head_dim)

@@ -14,7 +14,6 @@ Sampling fields map onto ``SamplingParams`` (its checks name the field: ``temper
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ember.errors import InvalidModelInput
@@ -22,6 +21,7 @@ from ember.models.api.chat_request import ChatRequest, SamplingOptions
 from ember.models.api.constraints import constraint_for, output_parser_for
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.output_parser import ChatOutputParser, reasoning_prefix
+from ember.models.chat_encode import encode_chat
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.constrain.tool_grammars import ReasoningPrefix
 from ember.models.sampling import SamplingParams
@@ -43,13 +43,15 @@ def new_request_id(prefix: str) -> str:
 
 def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> ChatInput:
     tokenizer = served.tokenizer
-    prompt = tokenizer.apply_chat_template(
+    # Control-token text inside the request stays text (no forged turns): encode_chat.
+    prompt_ids = encode_chat(
+        tokenizer,
         request.template_messages(),
         tools=request.template_tools(),
         chat_template_kwargs=request.template_arguments(),
     )
-    prompt_ids = tokenizer.encode(prompt)
-    reasoning = reasoning_prefix(prompt, enable_thinking=request.enable_thinking)
+    prompt_end = tokenizer.decode(prompt_ids[-8:])  # does the template leave us inside <think>?
+    reasoning = reasoning_prefix(prompt_end, enable_thinking=request.enable_thinking)
     constraint = constraint_for(request, tool_format=served.tool_format, reasoning=reasoning)
     parser = output_parser_for(request, tool_format=served.tool_format, reasoning=reasoning)
     generation = generation_input(
@@ -140,7 +142,3 @@ def logprob_token(served: ServedModel, token_id: int) -> tuple[str, bytes | None
         return data.decode("utf-8"), None
     except UnicodeDecodeError:
         return data.decode("utf-8", errors="replace"), data
-
-
-def model_names(served: ServedModel) -> Mapping[str, str]:
-    return {name: served.name for name in served.aliases}

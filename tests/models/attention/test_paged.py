@@ -99,10 +99,10 @@ def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int)
 def test_stored_mla_cache_is_latent_and_rope_only() -> None:
     """MLA caches C + R elements per token per layer, never per-head keys (576 for Kimi K2)."""
     kimi = KVSpec("mla", 61, "bf16", kv_lora_rank=512, qk_rope_head_dim=64)
-    assert kimi.elements_per_token_per_layer == 576
+    assert kimi.elements_per_token == 576 * 61
     pool = KVPool(_spec("mla", "bf16"), num_pages=2, page_size=PAGE, integrity=False)
-    assert pool.kv.shape == (2, 3 * PAGE, 12 + 4)
-    assert pool.index_k is None
+    assert pool.kv is not None and pool.kv.shape == (2, 3, 1, PAGE, 12 + 4)
+    assert pool.k is None and pool.v is None and pool.index_k is None
 
 
 def test_padding_page_stays_zero_and_absorbs_no_writes() -> None:
@@ -114,6 +114,6 @@ def test_padding_page_stays_zero_and_absorbs_no_writes() -> None:
     backend.mla(
         0, torch.randn(4, 3, 12), torch.randn(4, 3, 4), torch.randn(4, 12), torch.randn(4, 4), 0.3
     )
-    padding = pool.kv[:, pool.padding_slot : pool.padding_slot + PAGE]
-    assert torch.count_nonzero(padding) == 0
+    assert pool.kv is not None
+    assert torch.count_nonzero(pool.kv[:, pool.padding_page]) == 0
     assert batch.slot_mapping.tolist() == [8, 9, 10, 5]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 
 from ember.errors import KVIntegrityError
 from ember.models.engine.config import EngineConfig
@@ -46,10 +45,10 @@ def _flip_random_bit(engine: LLMEngine, seq: Sequence, rng: random.Random) -> No
     pool = engine.pool
     position = rng.randrange(seq.num_computed_tokens)
     slot = seq.block_table[position // PAGE] * PAGE + position % PAGE
-    tensors = [pool.kv] + ([pool.index_k] if pool.index_k is not None else [])
-    data = rng.choice(tensors).view(torch.uint8)
-    layer, byte, bit = rng.randrange(data.shape[0]), rng.randrange(data.shape[2]), rng.randrange(8)
-    data[layer, slot, byte] ^= 1 << bit
+    cache = rng.choice(pool.caches)
+    raw = pool.slot_bytes(cache, rng.randrange(cache.shape[0]), slot)  # (heads, bytes)
+    head, byte, bit = rng.randrange(raw.shape[0]), rng.randrange(raw.shape[1]), rng.randrange(8)
+    raw[head, byte] ^= 1 << bit
 
 
 @pytest.fixture(scope="module", params=["gqa", "mla", "dsa"])
@@ -158,8 +157,8 @@ def test_corrupted_cached_prefix_is_not_reused(case, integrity: str) -> None:
     assert engine.generate([long_prompt], StopCriteria(max_tokens=2))
     seq_pages = [p.page_id for p in engine.block_manager.pages if p.key is not None]
     assert seq_pages, "the finished request left full pages in the prefix cache"
-    data = engine.pool.kv.view(torch.uint8)
-    data[1, seq_pages[0] * PAGE + 2, 3] ^= 0x10
+    pool = engine.pool
+    pool.slot_bytes(pool.caches[-1], 1, seq_pages[0] * PAGE + 2)[0, 3] ^= 0x10
     got = engine.generate([long_prompt], StopCriteria(max_tokens=6))
     assert got == [greedy_reference(model, long_prompt, 6)]
     assert engine.checker is not None and engine.checker.stats.reuse_failures == 1

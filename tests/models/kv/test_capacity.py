@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ember.errors import ConfigError
-from ember.models.kv.spec import KVSpec, kv_capacity, parse_kv_dtype
+from ember.models.kv.spec import KVSpec, kv_capacity, kv_layout_for, parse_kv_dtype
 
 KIMI_K2 = KVSpec("mla", 61, "bf16", kv_lora_rank=512, qk_rope_head_dim=64)
 GLM_45 = KVSpec("gqa", 92, "bf16", num_kv_heads=8, head_dim=128, v_head_dim=128)
@@ -67,3 +67,22 @@ def test_bad_values_are_named() -> None:
     assert parse_kv_dtype("fp8_e4m3") == "fp8_e4m3"
     with pytest.raises(ConfigError, match="kv_cache_bytes"):
         kv_capacity(KIMI_TINY, 100, page_size=16)
+
+
+@pytest.mark.parametrize("name", ["kimi-k2", "kimi-k2.5", "glm-4.7", "glm-5.2"])
+def test_layout_from_the_shipped_full_size_configs(name: str) -> None:
+    """The pool's layout agrees with ``ember models inspect``'s accounting for real configs."""
+    from ember.models.accounting import kv_bytes_per_token
+    from ember.models.catalog import reference_configs
+    from ember.models.config_parse import load_config
+
+    config = load_config(reference_configs()[name])
+    for dtype, accounting_dtype in (("bf16", "bf16"), ("fp8_e4m3", "fp8")):
+        spec = kv_layout_for(config, dtype)
+        assert spec.cell_size == kv_bytes_per_token(config, accounting_dtype).total
+    if name.startswith("kimi"):
+        assert kv_layout_for(config, "bf16").cell_size == 70_272
+    if name == "glm-5.2":  # IndexShare: only the "full" layers cache indexer keys
+        spec = kv_layout_for(config, "fp8_e4m3")
+        assert 0 < len(spec.index_layers) < spec.num_layers
+        assert spec.cell_size == 44_928 + 128 * len(spec.index_layers)

@@ -26,34 +26,42 @@ def test_vectorised_digest_matches_reference(dtype: str, index_dim: int) -> None
     spec = KVSpec("mla", 3, dtype, kv_lora_rank=13, qk_rope_head_dim=4, index_head_dim=index_dim)
     pool = KVPool(spec, num_pages=4, page_size=4)
     torch.manual_seed(0)
-    pool.kv.copy_(torch.randn(pool.kv.shape).to(pool.kv.dtype))
-    if pool.index_k is not None:
-        pool.index_k.copy_(torch.randn(pool.index_k.shape).to(pool.index_k.dtype))
+    for cache in pool.caches:
+        cache.copy_(torch.randn(cache.shape).to(cache.dtype))
     assert pool.sidecar is not None
     slots = np.array([0, 5, 6, 15, 19], dtype=np.int64)
     fast = pool.sidecar.content_digest(slots)
     for slot, digest in zip(slots, fast, strict=True):
-        rows = [pool.kv.view(torch.uint8)[layer, slot].numpy() for layer in range(3)]
-        if pool.index_k is not None:
-            rows += [pool.index_k.view(torch.uint8)[layer, slot].numpy() for layer in range(3)]
+        rows = [
+            pool.slot_bytes(cache, row, int(slot))[head].numpy()
+            for cache in pool.caches
+            for row in range(cache.shape[0])
+            for head in range(cache.shape[2])
+        ]
         assert int(digest) == content_digest_reference(rows)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
 def test_every_single_bit_flip_changes_the_digest(dtype: str) -> None:
-    spec = KVSpec("gqa", 2, dtype, num_kv_heads=1, head_dim=4, v_head_dim=4)
+    spec = KVSpec("gqa", 2, dtype, num_kv_heads=2, head_dim=4, v_head_dim=4)
     pool = KVPool(spec, num_pages=1, page_size=2)
-    pool.kv.copy_(torch.randn(pool.kv.shape).to(pool.kv.dtype))
+    for cache in pool.caches:
+        cache.copy_(torch.randn(cache.shape).to(cache.dtype))
     assert pool.sidecar is not None
     slot = np.array([1])
     clean = pool.sidecar.content_digest(slot)[0]
-    raw = pool.kv.view(torch.uint8)
-    for layer in range(raw.shape[0]):
-        for byte in range(raw.shape[2]):
-            for bit in range(8):
-                raw[layer, 1, byte] ^= 1 << bit
-                assert pool.sidecar.content_digest(slot)[0] != clean, (layer, byte, bit)
-                raw[layer, 1, byte] ^= 1 << bit
+    for cache in pool.caches:
+        for layer in range(cache.shape[0]):
+            raw = pool.slot_bytes(cache, layer, 1)
+            for head in range(raw.shape[0]):
+                for byte in range(raw.shape[1]):
+                    for bit in range(8):
+                        raw[head, byte] ^= 1 << bit
+                        assert pool.sidecar.content_digest(slot)[0] != clean, (layer, byte, bit)
+                        raw[head, byte] ^= 1 << bit
+    assert pool.sidecar.content_digest(slot)[0] == clean
+    # Another slot's bytes are not this slot's business.
+    pool.slot_bytes(pool.caches[0], 0, 0)[0, 0] ^= 1
     assert pool.sidecar.content_digest(slot)[0] == clean
 
 

@@ -1,0 +1,279 @@
+"""Engine micro-benchmark: decode steps/s at batch 1/16/64, BF16 vs FP8 KV, integrity levels.
+
+No HTTP, no tokenizer: the engine's own loop (schedule -> paged forward -> checks -> sample ->
+postprocess) on the tiny random-init checkpoints of cpu-anchors.md (vocab 8192, hidden 256,
+4 layers, 16 experts top-4), prompts of 128 random tokens. For each configuration it fills the
+engine with ``batch`` requests, runs their prefill, then times ``--steps`` decode steps.
+Configurations are interleaved over ``--repeats`` rounds and the median is reported, because the
+machine is shared: compare ratios from one run, never absolute figures across days.
+
+``--hf`` adds the baseline of the issue: the same checkpoint through HF transformers
+``generate()`` (greedy, 128 in / 128 out), one request at a time ("naive") and as one static batch,
+against the engine serving the same requests end to end (prefill included).
+
+    PYTHONPATH=. python bench/engine_decode.py --arch kimi --batch 1 16 64 --kv bf16 fp8_e4m3
+    PYTHONPATH=. python bench/engine_decode.py --arch kimi --batch 64 --integrity off sampled full
+    PYTHONPATH=. python bench/engine_decode.py --arch kimi --hf --hf-batch 64
+
+Results go to ``bench/results/engine_decode.json`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ember.models.engine.config import EngineConfig
+from ember.models.engine.llm_engine import LLMEngine
+from ember.models.engine.sequence import StopCriteria
+from ember.models.kv.spec import kv_layout_for
+
+PROMPT_LEN = 128
+_COMMON: dict[str, Any] = dict(
+    vocab_size=8192,
+    hidden_size=256,
+    num_hidden_layers=4,
+    first_k_dense_replace=1,
+    intermediate_size=768,
+    moe_intermediate_size=128,
+    n_routed_experts=16,
+    num_experts_per_tok=4,
+    n_shared_experts=1,
+    n_group=1,
+    topk_group=1,
+    norm_topk_prob=True,
+    max_position_embeddings=4096,
+    tie_word_embeddings=False,
+    num_attention_heads=4,
+)
+_MLA: dict[str, Any] = dict(
+    num_key_value_heads=4,
+    q_lora_rank=128,
+    kv_lora_rank=64,
+    qk_nope_head_dim=32,
+    qk_rope_head_dim=16,
+    v_head_dim=32,
+)
+ARCHS: dict[str, dict[str, Any]] = {
+    "kimi": dict(
+        architectures=["DeepseekV3ForCausalLM"],
+        model_type="deepseek_v3",
+        **_COMMON,
+        **_MLA,
+        rope_interleave=True,
+        routed_scaling_factor=2.827,
+        rope_theta=5e4,
+        rms_norm_eps=1e-6,
+    ),
+    "glm4": dict(
+        architectures=["Glm4MoeForCausalLM"],
+        model_type="glm4_moe",
+        **_COMMON,
+        num_key_value_heads=2,
+        head_dim=64,
+        partial_rotary_factor=0.5,
+        use_qk_norm=True,
+        attention_bias=True,
+        routed_scaling_factor=2.5,
+        rope_theta=1e6,
+        rms_norm_eps=1e-5,
+    ),
+    "glmdsa": dict(
+        architectures=["GlmMoeDsaForCausalLM"],
+        model_type="glm_moe_dsa",
+        **_COMMON,
+        **_MLA,
+        index_n_heads=4,
+        index_head_dim=64,
+        index_topk=2048,
+        indexer_types=["full"] * 4,
+        routed_scaling_factor=2.5,
+        rope_theta=1e6,
+        rms_norm_eps=1e-5,
+    ),
+}
+DTYPE_NAMES = {"float32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _prompts(count: int, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(8192) for _ in range(PROMPT_LEN)] for _ in range(count)]
+
+
+def _engine(model: Any, config: Any, dtype: str, kv: str, integrity: str, batch: int) -> LLMEngine:
+    engine_config = EngineConfig(
+        kv_cache_bytes=1 << 30,
+        page_size=16,
+        max_num_seqs=max(batch, 1),
+        max_num_batched_tokens=max(2048, batch),
+        kv_cache_dtype=kv,
+        integrity=integrity,
+    )
+    return LLMEngine(model, kv_layout_for(config), engine_config, model_dtype=dtype)
+
+
+def measure_decode(
+    model: Any, config: Any, dtype: str, kv: str, integrity: str, batch: int, steps: int
+) -> dict[str, float]:
+    """Decode steps/s with ``batch`` sequences whose prompts are already prefilled."""
+    engine = _engine(model, config, dtype, kv, integrity, batch)
+    stop = StopCriteria(max_tokens=steps + 8, ignore_eos=True)
+    for i, prompt in enumerate(_prompts(batch)):
+        engine.add_request(str(i), prompt, stop)
+    while engine.scheduler.waiting or any(
+        s.num_uncomputed_tokens > 1 for s in engine.scheduler.running
+    ):
+        engine.step()
+    engine.step()  # one warm decode step (workspace buffers, caches)
+    start = time.perf_counter()
+    for _ in range(steps):
+        engine.step()
+    elapsed = time.perf_counter() - start
+    return {"steps_per_s": steps / elapsed, "tokens_per_s": steps * batch / elapsed}
+
+
+def measure_generate(model: Any, config: Any, dtype: str, kv: str, batch: int, new: int) -> float:
+    """Output tokens/s serving ``batch`` requests end to end (prefill + ``new`` tokens each)."""
+    engine = _engine(model, config, dtype, kv, "off", batch)
+    prompts = _prompts(batch, seed=1)
+    stop = StopCriteria(max_tokens=new, ignore_eos=True)
+    engine.generate(prompts[:1], StopCriteria(max_tokens=2, ignore_eos=True))  # warm-up
+    start = time.perf_counter()
+    engine.generate(prompts, stop)
+    return batch * new / (time.perf_counter() - start)
+
+
+def measure_hf(model: Any, dtype: str, batch: int, new: int, naive_requests: int) -> dict:
+    """HF transformers ``generate()`` on the same weights: one static batch, and one at a time."""
+    import transformers  # test extra; only this mode needs it
+
+    with tempfile.TemporaryDirectory() as directory:
+        _save_checkpoint(model, directory)
+        hf = transformers.AutoModelForCausalLM.from_pretrained(
+            directory, dtype=DTYPE_NAMES[dtype]
+        ).eval()
+    prompts = torch.tensor(_prompts(batch, seed=1))
+    kwargs = dict(do_sample=False, min_new_tokens=new, max_new_tokens=new, pad_token_id=0)
+    with torch.inference_mode():
+        hf.generate(prompts[:1], max_new_tokens=2, do_sample=False, pad_token_id=0)  # warm-up
+        start = time.perf_counter()
+        hf.generate(prompts, **kwargs)
+        static = batch * new / (time.perf_counter() - start)
+        start = time.perf_counter()
+        for row in range(naive_requests):
+            hf.generate(prompts[row : row + 1], **kwargs)
+        naive = naive_requests * new / (time.perf_counter() - start)
+    return {"hf_static_tokens_per_s": static, "hf_naive_tokens_per_s": naive}
+
+
+def _build(arch: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    """A random-init model of ``arch`` (the architectures package, imported here on purpose)."""
+    from ember.models.arch import build_model
+    from ember.models.config_parse import parse_config
+
+    config = parse_config(ARCHS[arch], source=f"bench:{arch}")
+    return build_model(config, dtype=dtype).eval(), config
+
+
+def _save_checkpoint(model: Any, directory: str) -> None:
+    from ember.models.loader import save_checkpoint
+
+    save_checkpoint(model, directory)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", nargs="+", default=["kimi", "glm4", "glmdsa"], choices=ARCHS)
+    parser.add_argument("--dtype", default="bf16", choices=DTYPE_NAMES, help="model weights")
+    parser.add_argument("--kv", nargs="+", default=["bf16", "fp8_e4m3"])
+    parser.add_argument("--batch", nargs="+", type=int, default=[1, 16, 64])
+    parser.add_argument("--integrity", nargs="+", default=["off"])
+    parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--hf", action="store_true", help="also compare with HF transformers")
+    parser.add_argument("--hf-batch", type=int, default=64)
+    parser.add_argument("--hf-new-tokens", type=int, default=128)
+    parser.add_argument("--hf-naive-requests", type=int, default=4)
+    parser.add_argument("--out", default="bench/results/engine_decode.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    models = {}
+    for arch in args.arch:
+        models[arch] = _build(arch, DTYPE_NAMES[args.dtype])
+    grid = [
+        (arch, kv, integrity, batch)
+        for arch in args.arch
+        for kv in args.kv
+        for integrity in args.integrity
+        for batch in args.batch
+    ]
+    samples: dict[tuple, list[dict[str, float]]] = {key: [] for key in grid}
+    for round_index in range(args.repeats):
+        for key in grid:
+            arch, kv, integrity, batch = key
+            model, config = models[arch]
+            result = measure_decode(model, config, args.dtype, kv, integrity, batch, args.steps)
+            samples[key].append(result)
+            print(f"round {round_index} {key}: {result['tokens_per_s']:.0f} tok/s", flush=True)
+    rows = []
+    for (arch, kv, integrity, batch), runs in samples.items():
+        rows.append(
+            {
+                "arch": arch,
+                "kv_cache_dtype": kv,
+                "integrity": integrity,
+                "batch": batch,
+                "decode_steps_per_s": statistics.median(r["steps_per_s"] for r in runs),
+                "decode_tokens_per_s": statistics.median(r["tokens_per_s"] for r in runs),
+                "runs": runs,
+            }
+        )
+    baselines = []
+    if args.hf:
+        for arch in args.arch:
+            model, config = models[arch]
+            entry = {"arch": arch, "batch": args.hf_batch, "new_tokens": args.hf_new_tokens}
+            entry.update(
+                measure_hf(
+                    model, args.dtype, args.hf_batch, args.hf_new_tokens, args.hf_naive_requests
+                )
+            )
+            for kv in args.kv:
+                entry[f"ember_{kv}_tokens_per_s"] = measure_generate(
+                    model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens
+                )
+            baselines.append(entry)
+            print(json.dumps(entry), flush=True)
+    report = {
+        "benchmark": "engine_decode",
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "threads": args.threads,
+            "torch": torch.__version__,
+        },
+        "model_dtype": args.dtype,
+        "prompt_tokens": PROMPT_LEN,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "decode": rows,
+        "hf_comparison": baselines,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
