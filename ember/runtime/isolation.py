@@ -34,6 +34,7 @@ from ember.runtime.sandbox import (
     LayerReport,
     Mode,
     Profile,
+    SandboxError,
     SandboxSpec,
     check_minimum,
     resolve_layers,
@@ -168,6 +169,8 @@ class Isolation:
                 uid = None
             code_dir = Path(deployment.code_dir).resolve()
             if uid is not None:
+                if Layer.MOUNT_NS not in layers:
+                    check_reachable(code_dir, uid)
                 grant_code_access(code_dir, uid)
             lifetime = deployment.limits.lifetime_cpu_s
             spec = SandboxSpec(
@@ -206,6 +209,20 @@ class Isolation:
     async def close(self) -> None:
         if self.pool is not None:
             await self.pool.close()
+
+
+def check_reachable(code_dir: Path, uid: int) -> None:
+    """Without a mount namespace the worker opens its code by its host path, as the pool uid:
+    every directory above it must be searchable by others (a private root hides this)."""
+    for ancestor in reversed(code_dir.parents):
+        mode = ancestor.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            raise SandboxError(
+                "uid",
+                f"code directory {code_dir} is not reachable by pool uid {uid} without a mount "
+                f"namespace: {ancestor} has mode {stat.S_IMODE(mode):o}; make it searchable "
+                "by others (chmod o+x), or let the platform use mount namespaces",
+            )
 
 
 def grant_code_access(code_dir: Path, gid: int) -> None:
