@@ -99,8 +99,12 @@ class Footprint:
 
     def leftovers(self) -> list[str]:
         """What of this worker still exists on the host."""
-        left = [f"pid {pid}" for pid, fd in zip((self.worker_pid, self.monitor_pid), self.pidfds)
-                if not select.select([fd], [], [], 0)[0]]
+        pids = (self.worker_pid, self.monitor_pid)
+        left = [
+            f"pid {pid}"
+            for pid, fd in zip(pids, self.pidfds, strict=True)
+            if not select.select([fd], [], [], 0)[0]
+        ]
         if self.pid_namespace is not None:
             members = namespace_members(self.pid_namespace)
             left += [f"pid {pid} in its pid namespace" for pid in members]
@@ -288,7 +292,9 @@ class Guard:
         self.attackers: list[Attacker] = []
         self.writer = CanaryWriter(platform, name)
 
-    def attacker(self, source: str, *, config: str = "", sandbox: Any = None, **limits: Any) -> Attacker:
+    def attacker(
+        self, source: str, *, config: str = "", sandbox: Any = None, **limits: Any
+    ) -> Attacker:
         harness = self.platform.harness
         root = self.platform.project(source, config)
         deployment_id = harness.deploy(root, sandbox=sandbox, limits={**ATTACKER_LIMITS, **limits})
