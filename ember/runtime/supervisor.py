@@ -43,6 +43,7 @@ from ember.runtime.spawner import Spawner, SpawnerConfig
 from ember.runtime.subrequest import NetworkPolicy, SubrequestService
 
 NOT_FOUND = L.PlatformError(404, None, "No worker is deployed here.", "not_found")
+PLATFORM_NETWORK = NetworkPolicy(allow_loopback=False, allow_private=False)
 SANDBOX_PRELOAD = "ember.runtime.sandbox_hook:preload"  # run in the zygote when not dev-only
 
 
@@ -94,7 +95,11 @@ class Supervisor:
             config = dataclasses.replace(config, preload=(SANDBOX_PRELOAD,))
         self.spawner = Spawner(config)
         self.isolation = Isolation(policy, self.spawner)
-        self.network = network or NetworkPolicy()
+        # A platform's workers reach no host of its own network through fetch() unless the
+        # operator says so (the supervisor makes subrequests: SSRF to loopback and LAN).
+        self.network = network or (
+            NetworkPolicy() if is_dev(policy.default_profile) else PLATFORM_NETWORK
+        )
         self.dev = dev
         self.poll_interval = poll_interval
         self._slots: dict[str, _Slot] = {}
