@@ -112,9 +112,13 @@ class UidPool:
             self._unlock(candidate)  # survived SIGKILL, or a concurrent call won: skip it
             if held is not None:
                 return held
+        last = self.uids.first + self.uids.count - 1
         raise LimitExceeded(
-            f"no free pool uid in {self.uids.first}..{self.uids.first + self.uids.count - 1} "
-            f"({len(self._held)} deployments hold one); widen sandbox.uids"
+            "pool uids",
+            len(self._held) + 1,
+            self.uids.count,
+            f"no free pool uid in {self.uids.first}..{last} ({len(self._held)} deployments "
+            "hold one, others may be claimed by another supervisor); widen the uid range",
         )
 
     async def release(self, deployment_id: str) -> None:
