@@ -36,6 +36,7 @@ from ember.runtime.sandbox import (
     Profile,
     SandboxError,
     SandboxSpec,
+    cgroup,
     check_minimum,
     resolve_layers,
 )
@@ -133,10 +134,17 @@ class Isolation:
                 log.info("%s", line)
 
     async def ensure_report(self) -> LayerReport:
-        """The probe report, probed once in the zygote on first need."""
+        """The probe report, probed once in the zygote on first need.
+
+        Also removes cgroups left by monitors that were killed before they could (a
+        supervisor killed with SIGKILL takes zygote, monitors and workers with it).
+        """
         if self.report is None:
             data = await self._spawner.probe(frozenset(x.value for x in self.policy.disabled))
             self.report = LayerReport.from_dict(data)
+            if Layer.CGROUP in self.report.available():
+                for path in cgroup.remove_stale():
+                    log.info("removed a stale cgroup: %s", path)
         return self.report
 
     def status(self) -> SandboxStatus:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,9 +119,11 @@ class Supervisor:
     async def close(self) -> None:
         """Kill every isolate, give back pool uids, close services and the zygote."""
         self._closing = True
+        spawned = [p.spawn_pid for slot in self._slots.values() for p in slot.processes]
         for slot in list(self._slots.values()):
             await self._retire(slot, kill=True)
         self._slots.clear()
+        await _exited(spawned)  # sandbox monitors remove their cgroups before the zygote goes
         await self.isolation.close()
         await self.spawner.close()
         await self.resources.aclose()
@@ -409,6 +412,14 @@ def child_environment(deployment: Deployment) -> dict[str, str]:
     for name, value in deployment.vars.items():
         env[name] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
     return env
+
+
+async def _exited(pids: list[int], timeout_s: float = 2.0) -> None:
+    """Wait (bounded) until the zygote reaped ``pids``."""
+    for _ in range(int(timeout_s / 0.01)):
+        if not any(pid and os.path.exists(f"/proc/{pid}") for pid in pids):
+            return
+        await asyncio.sleep(0.01)
 
 
 def _accept(request: HttpRequest) -> str:
