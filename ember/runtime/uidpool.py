@@ -4,17 +4,19 @@ A uid per deployment makes ``RLIMIT_NPROC`` per tenant and is a DAC wall should 
 missing (isolation.md §2.1, §6.2 L2). Handing a uid out must never give one tenant's leftovers
 to another, so:
 
-* a uid is **claimed across processes** with a byte-range lock (``lockf``) on one lock file, so
-  two supervisors on one host never share a uid; the kernel drops the lock when the holder
-  dies, however it dies;
+* a uid is **claimed** with a byte-range lock (byte ``uid``) on one lock file, so two
+  supervisors on one host never share a uid, nor do two in one process; the kernel drops the
+  lock when the holder dies, however it dies;
 * before a uid is handed out, and again when it is given back, whatever still runs as it is
   killed (``kill``: the zygote becomes that uid and sends ``kill(-1, SIGKILL)``), and the uid is
   used only if ``/proc`` then shows no process of it;
 * uids with a passwd entry are never used.
 
-POSIX record locks belong to the process, not the file descriptor, and vanish when the process
-closes *any* descriptor of the file: the pool keeps its one descriptor open for its lifetime
-and nothing else in ember opens the lock file.
+The locks are open-file-description locks (``F_OFD_SETLK``), not POSIX record locks: those
+belong to the *process*, so a second supervisor in the same process would have "won" a uid the
+first one holds, found its worker running and killed it (the security suite runs several
+supervisors in one process and caught exactly that). An OFD lock belongs to the pool's own
+descriptor, and closing another descriptor of the file does not drop it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import asyncio
 import fcntl
 import os
 import pwd
+import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,11 +163,20 @@ class UidPool:
 
     def _lock(self, uid: int) -> bool:
         try:
-            fcntl.lockf(self._lock_fd(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, uid)
+            fcntl.fcntl(self._lock_fd(), fcntl.F_OFD_SETLK, _flock(fcntl.F_WRLCK, uid))
         except (BlockingIOError, PermissionError):
-            return False  # another supervisor on this host holds it
+            return False  # another supervisor (in this process or not) holds it
         return True
 
     def _unlock(self, uid: int) -> None:
         if self._fd is not None:
-            fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, uid)
+            fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, _flock(fcntl.F_UNLCK, uid))
+
+
+def _flock(kind: int, offset: int) -> bytes:
+    """``struct flock`` for one byte at ``offset`` (l_pid must be 0 for OFD locks).
+
+    Layout on Linux's 64-bit ABIs: short l_type, short l_whence, off_t l_start, off_t l_len,
+    pid_t l_pid, padded to 32 bytes.
+    """
+    return struct.pack("hh4xqqi4x", kind, os.SEEK_SET, offset, 1, 0)

@@ -145,6 +145,8 @@ class Platform:
         )
         self.harness = Harness(base / "state", dev=False, sandbox=policy, spawner=spawner)
         self.supervisor = self.harness.supervisor
+        self.exits: list[tuple[int, int]] = []  # (pid, status) of every zygote child, for reports
+        self.supervisor.spawner.on_exit = lambda pid, status: self.exits.append((pid, status))
         self._names = itertools.count(1)
         root = write_project(
             base / "canary-b",
@@ -324,6 +326,8 @@ def run_guarded(platform: Platform, name: str) -> Iterator[Guard]:
     guard = Guard(platform, name)
     zygote = platform.zygote_pid
     mounts = host_mounts()
+    b_process = platform.supervisor.isolate(platform.canary_id)
+    b_pids = (b_process.pid, b_process.spawn_pid) if b_process is not None else ()
     with guard.writer:
         yield guard
         for attacker in guard.attackers:
@@ -338,7 +342,8 @@ def run_guarded(platform: Platform, name: str) -> Iterator[Guard]:
         if uid is not None and uid != 0:
             assert wait_until(lambda u=uid: not processes_of(u)), processes_of(uid)
     stats = guard.writer.stats
-    assert not stats.errors, stats.errors[:5]
+    b_exits = [(pid, status) for pid, status in platform.exits if pid in b_pids]
+    assert not stats.errors, (stats.errors[:5], b_pids, b_exits)
     assert len(stats.acked) >= 2, "tenant B made no progress during the attack"
     assert max(stats.latencies) < B_LIVENESS_S, f"B starved: p99 {stats.p99():.3f} s"
     stored = platform.stored(B_NAMESPACE)

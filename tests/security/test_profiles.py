@@ -3,6 +3,7 @@ the operator's override, pool uids, sandbox failures and the startup report."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import subprocess
@@ -18,7 +19,7 @@ from ember.runtime import events as E
 from ember.runtime.isolation import SandboxPolicy, grant_code_access
 from ember.runtime.monitor import process_parent
 from ember.runtime.sandbox import ANONYMOUS, DEV, FULL, Layer, MinimumLayersMissing, probe
-from ember.runtime.uidpool import UidRange, processes_of
+from ember.runtime.uidpool import UidPool, UidRange, processes_of
 from tests.runtime.harness import Harness, write_project
 from tests.security.platform import Platform
 
@@ -241,3 +242,29 @@ def test_startup_report_names_every_layer_and_the_verdict(platform: Platform) ->
     assert any(line.startswith("anonymous deployments: ") for line in lines)
     assert lines[-1] == "default profile: full"
     assert status.to_dict()["default_profile"] == "full"
+
+
+@needs_root
+def test_two_pools_in_one_process_never_share_a_uid(tmp_path: Path) -> None:
+    """POSIX record locks would let the second pool "win" the first one's uid (same process)
+    and then kill its worker while cleaning it: the pool uses OFD locks."""
+    killed: list[int] = []
+
+    async def kill(uid: int) -> bool:
+        killed.append(uid)
+        return False
+
+    async def scenario() -> tuple[int, int, int]:
+        uids = UidRange(first=330_000, count=4, lock_file=tmp_path / "uids.lock")
+        first, second = UidPool(uids, kill), UidPool(uids, kill)
+        a = await first.acquire("a")
+        b = await second.acquire("b")
+        await first.release("a")
+        c = await second.acquire("c")  # the freed uid is free for anybody now
+        await first.close()
+        await second.close()
+        return a, b, c
+
+    a, b, c = asyncio.run(scenario())
+    assert (a, b, c) == (330_000, 330_001, 330_000)
+    assert killed == []  # nothing ran as those uids: nothing to kill
