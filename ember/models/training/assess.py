@@ -1,5 +1,6 @@
 """Measure a trained checkpoint: held-out bits per byte against the byte-unigram baseline,
-bits per byte of chat answers to held-out requests, and greedy chat samples."""
+bits per byte of chat answers to held-out requests, greedy chat samples, and for DSA models how
+much dense attention mass the indexer's picks capture."""
 
 from __future__ import annotations
 
@@ -7,23 +8,36 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ember.models.training.chat_format import prompt_text
 from ember.models.training.configs import SEQ_LEN
 from ember.models.training.corpus import load_manifest
 from ember.models.training.evaluate import (
+    ScoredText,
     answer_texts,
     bits_per_byte,
     byte_unigram_baseline,
     greedy,
     heldout_texts,
 )
+from ember.models.training.forward import indexer_layers
 from ember.models.training.functions import documented_functions
+from ember.models.training.indexer_eval import indexer_recall
 from ember.models.training.instructions import ChatExample, instruction_example
 from ember.models.training.pipeline import TRAIN_MANIFEST, heldout_files, load_shipped, specs
 from ember.models.training.tool_examples import GET_SOURCE
 
 STRIDE = SEQ_LEN // 2
 SAMPLE_TOKENS = 160
+RECALL_WINDOWS = 16
+
+
+def _windows(texts: list[ScoredText], count: int = RECALL_WINDOWS) -> torch.Tensor:
+    """Up to ``count`` full SEQ_LEN windows of held-out tokens (files concatenated)."""
+    flat = [t for text in texts for t in text.ids]
+    n = min(count, len(flat) // SEQ_LEN)
+    return torch.tensor(flat[: n * SEQ_LEN]).view(n, SEQ_LEN)
 
 
 def training_byte_counts() -> list[int]:
@@ -80,6 +94,8 @@ def evaluate_checkpoint(
         "heldout": bits_per_byte(model, texts, SEQ_LEN, STRIDE).to_json(),
         "byte_unigram_baseline": byte_unigram_baseline(training_byte_counts(), heldout),
     }
+    if indexer_layers(model):
+        result["indexer_recall"] = [r.to_json() for r in indexer_recall(model, _windows(texts))]
     if max_bytes is None:
         answers = answer_texts(tokenizer, spec.family, heldout_chat_examples())
         result["heldout_chat_answers"] = bits_per_byte(model, answers, SEQ_LEN, STRIDE).to_json()

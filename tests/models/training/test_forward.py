@@ -17,6 +17,7 @@ from ember.models.training.forward import (
     lm_loss,
     training_forward,
 )
+from ember.models.training.indexer_eval import indexer_recall
 from ember.models.training.trainer import TrainSettings, train
 from tests.models import tiny
 
@@ -80,6 +81,11 @@ def test_indexer_learns_to_imitate_attention() -> None:
         opt.step()
         losses.append(float(kl.detach()))
     assert losses[-1] < 0.5 * losses[0]
+    recall = indexer_recall(model, ids)
+    assert [r.layer for r in recall] == [0, 2]  # layer 1 reuses layer 0's selection
+    for r in recall:
+        assert r.queries == 4 * (32 - 4) and 0 <= r.recent_window <= 1
+        assert r.random < r.indexer <= 1 + 1e-6  # the trained indexer beats chance
 
 
 def test_expert_balancing_moves_bias_away_from_the_busiest_expert() -> None:
