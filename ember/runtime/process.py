@@ -116,6 +116,7 @@ class IsolateProcess(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._interrupt: tuple[int, float, float] | None = None  # (rid, cpu, wall) of SIGXCPU
         self._started = time.monotonic()
+        self.last_active = self._started  # when a request last started or ended (idle eviction)
         self._cpu_base = 0.0
         self.exit_reason: str | None = None
 
@@ -205,7 +206,8 @@ class IsolateProcess(asyncio.Protocol):
         elif isinstance(message, CancelCall):
             self.calls.cancel(message.cid)
         elif isinstance(message, Log):
-            self.hooks.console(self, message.level, message.message)
+            request = self.inflight.get(message.rid) if message.rid else None
+            self.hooks.console(self, message.level, message.message, request)
         elif isinstance(message, RequestError):
             self._on_request_error(message)
         elif isinstance(message, Done):
@@ -255,11 +257,17 @@ class IsolateProcess(asyncio.Protocol):
         self._next_rid += 1
         request = InFlight(self, self._next_rid, kind, method, url, self.cpu())
         self.inflight[request.rid] = request
+        self.last_active = request.started
+        if self._timer is None:
+            self._schedule_poll()
+        if self.hooks.tracing(self):
+            request.trace = []
         return request
 
     async def fetch(self, http: HttpRequest) -> HttpResponse:
         """Run one fetch event; returns once the response head is known."""
         request = self._new_request("fetch", http.method, http.url)
+        request.headers = http.headers
         for name, value in http.headers:
             if name.lower() == "accept":
                 request.accept = value
@@ -284,12 +292,14 @@ class IsolateProcess(asyncio.Protocol):
     async def scheduled(self, cron: str, scheduled_time: float) -> InFlight:
         """Run one scheduled event; await ``request.finished`` for its outcome."""
         request = self._new_request("scheduled", "SCHEDULED", cron)
+        request.scheduled_time = scheduled_time
         self.send(Scheduled(request.rid, cron, scheduled_time))
         return request
 
     def request_finished(self, request: InFlight) -> None:
         """Called by InFlight once it is over (Done, failure, or cancellation)."""
         self.inflight.pop(request.rid, None)
+        self.last_active = time.monotonic()
         self.calls.cancel_request(request.rid)
         self.hooks.request_done(self, request)
         if self.state is State.DRAINING and not self.inflight:
@@ -315,7 +325,10 @@ class IsolateProcess(asyncio.Protocol):
         try:
             self._check_limits()
         finally:
-            self._schedule_poll()
+            # An idle isolate has nothing to check: polling resumes with its next request,
+            # so a platform with many idle deployments does not wake up for each of them.
+            if self.state is State.STARTING or self.inflight:
+                self._schedule_poll()
 
     def _check_limits(self) -> None:
         if self.state is State.DEAD or not self.pid:
