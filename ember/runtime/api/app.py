@@ -17,6 +17,7 @@ from ember.errors import EmberError
 from ember.runtime.api import (
     routes_auth,
     routes_kv,
+    routes_kv_values,
     routes_misc,
     routes_provisioning,
     routes_scripts,
@@ -38,6 +39,7 @@ def api_routes() -> list[BaseRoute]:
         *routes_scripts.ROUTES,
         *routes_secrets.ROUTES,
         *routes_kv.ROUTES,
+        *routes_kv_values.ROUTES,
         *routes_tail.ROUTES,
         *routes_tail.WS_ROUTES,
         *routes_misc.ROUTES,

@@ -188,6 +188,11 @@ class Database:
             finally:
                 self._conn.execute("COMMIT")
 
+    def compact(self) -> None:
+        """Fold the write-ahead log into the database file and truncate it."""
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
