@@ -115,10 +115,12 @@ class ScriptService:
         source: str,
         strict_inherit: bool = True,
         author: str | None = None,
+        create: bool = False,
     ) -> UploadResult:
         """Store a new immutable version; with ``deploy`` also make it live (100%).
 
-        ``deploy=False`` is ``POST .../versions``, which needs the worker to exist already.
+        ``deploy=False`` is ``POST .../versions``, which needs the worker to exist already
+        unless ``create`` (``ember serve``'s first deploy: store, start, then deploy).
         """
         check_script_name(name)
         limits = self._config.limits_for(account.temporary)
@@ -128,7 +130,7 @@ class ScriptService:
         with self._db.transaction() as conn:
             script = rows.find_script(conn, account.id, name)
             if script is None:
-                if not deploy:
+                if not (deploy or create):
                     raise ScriptNotFound(name)
                 script = self._create_script(conn, account, name, source, now)
             version = self._insert_version(
@@ -345,6 +347,26 @@ class ScriptService:
                     ) != _secret_digest(rows.secrets_of(conn, live_id)):
                         raise SecretsChanged(chosen[0].id)
             return insert_deployment(conn, script, targets, source, now, tags, account.email)
+
+    def discard_undeployed(self, account: Account, name: str, version_id: str) -> None:
+        """Delete a version no deployment ever used (its upload was refused after storing it),
+        and the worker too if that leaves it without versions."""
+        with self._db.transaction() as conn:
+            script = rows.find_script(conn, account.id, name)
+            if script is None:
+                return
+            used = conn.execute(
+                "SELECT 1 FROM deployment_versions WHERE version_id = ?", (version_id,)
+            ).fetchone()
+            if used:
+                return
+            conn.execute(
+                "DELETE FROM versions WHERE id = ? AND script_id = ?", (version_id, script.id)
+            )
+            if not conn.execute(
+                "SELECT 1 FROM versions WHERE script_id = ?", (script.id,)
+            ).fetchone():
+                conn.execute("DELETE FROM scripts WHERE id = ?", (script.id,))
 
     def delete(self, account: Account, name: str) -> None:
         with self._db.transaction() as conn:

@@ -1,0 +1,107 @@
+"""``ember serve``: the multi-tenant platform on one port (default 8787).
+
+Workers answer at ``http://<worker>.<account>.localhost:PORT/`` and
+``http://127.0.0.1:PORT/w/<account>/<worker>/``; the Cloudflare-compatible control API is at
+``/client/v4`` (ember's CLI, wrangler and the cloudflare SDK all use it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from ember.runtime.deployments.config import default_state_dir
+
+
+@click.command()
+@click.option("--port", type=int, default=8787, show_default=True, help="Port to listen on.")
+@click.option("--ip", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the platform keeps its state (default: $EMBER_STATE_DIR, else "
+    "$XDG_DATA_HOME/ember/platform).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="An ember.yaml whose `platform:` section sets TTLs, limits and proof-of-work difficulty.",
+)
+@click.option(
+    "--allow-unsandboxed-anonymous",
+    is_flag=True,
+    help="Accept temporary (anonymous) deployments even if this machine lacks the sandbox "
+    "layers they need (see `ember doctor`). Only for machines nobody else can reach.",
+)
+@click.option(
+    "--idle-timeout",
+    default="5m",
+    show_default=True,
+    metavar="DURATION",
+    help="Stop a worker's isolate after this long without requests (it restarts on the next).",
+)
+@click.option("--log-requests", is_flag=True, help="Print one line per request to a worker.")
+@click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), hidden=True)
+def serve(
+    port: int,
+    ip: str,
+    state_dir: Path | None,
+    config_file: Path | None,
+    allow_unsandboxed_anonymous: bool,
+    idle_timeout: str,
+    log_requests: bool,
+    port_file: Path | None,
+) -> None:
+    """Run the ember platform: workers of many accounts, and the deploy API, on one port."""
+    from ember.errors import ConfigError
+    from ember.runtime.deployments.config import (
+        PlatformConfig,
+        load_platform_config,
+        parse_duration,
+    )
+    from ember.runtime.platform.app import Platform, PlatformOptions
+    from ember.runtime.platform.policy import SandboxPlan
+    from ember.runtime.platform.server import serve as run_server
+    from ember.runtime.sandbox import probe
+
+    idle = parse_duration(idle_timeout)
+    if idle is None:
+        raise ConfigError("--idle-timeout", None, idle_timeout, "a duration such as 90s or 5m")
+    config = load_platform_config(config_file) if config_file else PlatformConfig()
+    state = (state_dir or default_state_dir()).resolve()
+    plan = SandboxPlan(probe(), allow_anonymous_below_minimum=allow_unsandboxed_anonymous)
+    options = PlatformOptions(
+        state_dir=state,
+        config=config,
+        idle_timeout_s=float(idle),
+        log_requests=log_requests,
+        sandbox=plan,
+    )
+    platform = Platform(options, print_line=_print)
+    click.echo(f"ember serve: state in {state}")
+    for line in plan.describe():
+        click.echo(line)
+
+    def ready(origin: str) -> None:
+        click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
+        routes = list(platform.routes)
+        if routes:
+            click.echo(f"{len(routes)} live deployment(s):")
+        for route in routes:
+            urls = "  ".join(platform.worker_urls(route.account_name, route.script_name))
+            click.echo(f"  {route.script_name} (account {route.account_name})  {urls}")
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(run_server(platform, ip, port, port_file=port_file, on_ready=ready))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: uvicorn already shut the platform down
+
+
+def _print(line: str) -> None:
+    click.echo(line)
+    sys.stdout.flush()
