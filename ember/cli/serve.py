@@ -46,6 +46,8 @@ from ember.runtime.deployments.config import default_state_dir
 )
 @click.option("--log-requests", is_flag=True, help="Print one line per request to a worker.")
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), hidden=True)
+@click.option("--gc-interval", type=float, default=30.0, hidden=True)
+@click.option("--housekeeping-interval", type=float, default=5.0, hidden=True)
 def serve(
     port: int,
     ip: str,
@@ -55,6 +57,8 @@ def serve(
     idle_timeout: str,
     log_requests: bool,
     port_file: Path | None,
+    gc_interval: float,
+    housekeeping_interval: float,
 ) -> None:
     """Run the ember platform: workers of many accounts, and the deploy API, on one port."""
     from ember.errors import ConfigError
@@ -80,6 +84,8 @@ def serve(
         idle_timeout_s=float(idle),
         log_requests=log_requests,
         sandbox=plan,
+        gc_interval_s=gc_interval,
+        housekeeping_s=housekeeping_interval,
     )
     platform = Platform(options, print_line=_print)
     click.echo(f"ember serve: state in {state}")

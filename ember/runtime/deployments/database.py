@@ -189,8 +189,10 @@ class Database:
                 self._conn.execute("COMMIT")
 
     def compact(self) -> None:
-        """Fold the write-ahead log into the database file and truncate it."""
+        """Rewrite the file (``VACUUM``: no free pages, no stale index dividers), then fold the
+        write-ahead log in and truncate it, so deleted rows leave no trace on disk."""
         with self._lock:
+            self._conn.execute("VACUUM")
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
