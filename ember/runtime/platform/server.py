@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ember.runtime.http import ResponseAborted
 from ember.runtime.platform.app import Platform
+from ember.runtime.platform.websocket import TolerantWebSocketProtocol
 
 
 async def serve(
@@ -37,7 +38,7 @@ async def serve(
         access_log=False,
         proxy_headers=False,  # nothing in front of it whose headers to trust
         server_header=False,
-        ws="auto",
+        ws=TolerantWebSocketProtocol,
     )
     logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
     server = uvicorn.Server(config)
