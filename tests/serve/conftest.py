@@ -26,6 +26,7 @@ from ember.runtime.deployments.plane import ControlPlane
 ROOT = Path(__file__).resolve().parents[2]
 BASE_CONFIG = """\
 platform:
+  max_script_size: 1MiB
   proof_of_work: {k: 64, g: 64, sample: 8}
 """
 
