@@ -67,32 +67,33 @@ def serve(
         load_platform_config,
         parse_duration,
     )
+    from ember.runtime.isolation import SandboxPolicy
     from ember.runtime.platform.app import Platform, PlatformOptions
-    from ember.runtime.platform.policy import SandboxPlan
     from ember.runtime.platform.server import serve as run_server
-    from ember.runtime.sandbox import probe
+    from ember.runtime.sandbox import FULL
 
     idle = parse_duration(idle_timeout)
     if idle is None:
         raise ConfigError("--idle-timeout", None, idle_timeout, "a duration such as 90s or 5m")
     config = load_platform_config(config_file) if config_file else PlatformConfig()
     state = (state_dir or default_state_dir()).resolve()
-    plan = SandboxPlan(probe(), allow_anonymous_below_minimum=allow_unsandboxed_anonymous)
+    policy = SandboxPolicy(default_profile=FULL, allow_below_minimum=allow_unsandboxed_anonymous)
     options = PlatformOptions(
         state_dir=state,
         config=config,
         idle_timeout_s=float(idle),
         log_requests=log_requests,
-        sandbox=plan,
+        sandbox=policy,
         gc_interval_s=gc_interval,
         housekeeping_s=housekeeping_interval,
     )
     platform = Platform(options, print_line=_print)
     click.echo(f"ember serve: state in {state}")
-    for line in plan.describe():
-        click.echo(line)
 
     def ready(origin: str) -> None:
+        for line in platform.supervisor.sandbox_status().lines():
+            click.echo(line)
+        click.echo("  permanent accounts run under 'full', temporary accounts under 'anonymous'")
         click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
         routes = list(platform.routes)
         if routes:

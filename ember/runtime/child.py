@@ -9,7 +9,14 @@ process's *host* pid, which the isolate reports in its Hello frame (the supervis
 kills that pid). A hook that fails raises; the child then exits without running user code.
 
 The hook is named as ``"module:attr"`` because it is loaded in the zygote process, not passed
-as an object.
+as an object. It returns the worker's host pid, or a ``PreparedChild`` that also says where the
+deployment's code is inside the sandbox (``/app`` behind a private root). A hook object may
+also have ``before_fork(spec)``, which the zygote calls before forking a child for ``spec``
+(to warm what the child will need, once).
+
+``DEFAULT_PREPARE`` (``ember.runtime.sandbox_hook:prepare``) serves both kinds of child: an
+empty ``ChildSpec.sandbox`` gets ember dev's rlimits, a non-empty one (a ``SandboxSpec`` in wire
+form) enters the sandbox and writes the startup report on ``ChildSpec.report_fd``.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from dataclasses import dataclass, field
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 M_ARENA_MAX = -8
-DEFAULT_PREPARE = "ember.runtime.child:prepare_dev_child"
+DEFAULT_PREPARE = "ember.runtime.sandbox_hook:prepare"
 # Room for the interpreter's own mappings and thread stacks above the supervisor's RSS limit;
 # RLIMIT_DATA is only a backstop for allocations faster than the supervisor's polling.
 DATA_HEADROOM_BYTES = 512 * 1024 * 1024
@@ -42,6 +49,7 @@ class ChildSpec:
     memory_bytes: int
     nofile: int = 1024
     sandbox: Mapping[str, object] = field(default_factory=dict)  # options for the sandbox hook
+    report_fd: int = -1  # write end of the sandbox's startup-report pipe (set by the zygote)
 
     def to_wire(self) -> dict[str, object]:
         """msgpack-friendly form (supervisor -> zygote)."""
@@ -56,7 +64,7 @@ class ChildSpec:
         }
 
     @classmethod
-    def from_wire(cls, value: Mapping[str, object], ipc_fd: int) -> ChildSpec:
+    def from_wire(cls, value: Mapping[str, object], ipc_fd: int, report_fd: int = -1) -> ChildSpec:
         """Inverse of ``to_wire``; ``ipc_fd`` is the descriptor number in the receiving process."""
         return cls(
             deployment_id=str(value["deployment_id"]),
@@ -66,10 +74,20 @@ class ChildSpec:
             memory_bytes=int(value["memory_bytes"]),  # type: ignore[call-overload]
             nofile=int(value["nofile"]),  # type: ignore[call-overload]
             sandbox=dict(value.get("sandbox") or {}),  # type: ignore[call-overload]
+            report_fd=report_fd,
         )
 
 
-PrepareChild = Callable[[ChildSpec], int]
+@dataclass(frozen=True, slots=True)
+class PreparedChild:
+    """What a PrepareChild hook tells the isolate: the pid the supervisor sees it as, and
+    where the deployment's code is from inside (None: ``ChildSpec.code_dir`` as it is)."""
+
+    host_pid: int
+    code_dir: str | None = None
+
+
+PrepareChild = Callable[[ChildSpec], "int | PreparedChild"]
 
 
 def hygiene(spec: ChildSpec, parent_pid: int) -> None:
@@ -84,7 +102,7 @@ def hygiene(spec: ChildSpec, parent_pid: int) -> None:
     if devnull > 2:
         os.close(devnull)
     # Keep fd 2 (the zygote's stderr) for interpreter crash messages; close everything else.
-    keep = sorted({0, 1, 2, spec.ipc_fd})
+    keep = sorted({0, 1, 2, spec.ipc_fd} | ({spec.report_fd} if spec.report_fd >= 0 else set()))
     start = 3
     for fd in keep:
         if fd >= start:

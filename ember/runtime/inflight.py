@@ -72,6 +72,10 @@ class InFlight:
             return
         self.status = message.status
         if message.sid:
+            if _declared_length(message.headers) > self.process.limits.max_response_bytes:
+                self.process.mux.release_in(self.process.mux.expect_in(message.sid))
+                self.fail(L.RESPONSE_TOO_LARGE, cancel=True)  # before a status line goes out
+                return
             self._stream = self.process.mux.expect_in(message.sid)
             body: Any = ResponseStream(self, self._stream)
         else:
@@ -244,6 +248,14 @@ def error_response(error: L.PlatformError) -> HttpResponse:
         error.body(),
         outcome=error.tag,
     )
+
+
+def _declared_length(headers: list[tuple[str, str]]) -> int:
+    """The body length a response head announces (-1: none, or not a plain number)."""
+    for name, value in headers:
+        if name.lower() == "content-length":
+            return int(value) if value.isdigit() and len(value) < 19 else -1
+    return -1
 
 
 _HOP_BY_HOP = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})

@@ -30,6 +30,18 @@ class Limits:
     max_request_bytes: int = 100 * MIB
     max_response_bytes: int = 100 * MIB
     max_concurrent_calls: int = 1_000
+    # CPU an isolate may use with no request in flight (a thread left burning after its
+    # response) before it is replaced, so that nobody's next request is charged for it.
+    idle_cpu_ms: int = 50
+
+    @property
+    def lifetime_cpu_s(self) -> float:
+        """CPU after which an isolate is replaced between requests (whole-isolate budget).
+
+        At least twice the per-request limit, so the sandbox's RLIMIT_CPU backstop
+        (``2 * lifetime_cpu_s + 1``) is never reached by requests within their limits.
+        """
+        return max(60.0, 2 * self.cpu_ms / 1000)
 
     @classmethod
     def from_config(cls, config: LimitsConfig, base: Limits | None = None) -> Limits:
@@ -50,6 +62,7 @@ class Limits:
                 config.max_response_mb * MIB if config.max_response_mb else base.max_response_bytes
             ),
             max_concurrent_calls=base.max_concurrent_calls,
+            idle_cpu_ms=base.idle_cpu_ms,
         )
 
 
@@ -90,4 +103,5 @@ EXCEPTION = PlatformError(500, 1101, "Worker threw exception.", "exception")
 STARTUP_FAILED = PlatformError(500, 1101, "Worker failed to start.", "startup_failed")
 NO_HANDLER = PlatformError(500, 1101, "Handler does not export a fetch() function.", "no_handler")
 UNAVAILABLE = PlatformError(503, None, "Worker is not available.", "unavailable")
+SANDBOX_FAILED = PlatformError(503, None, "Worker sandbox could not be set up.", "sandbox_failed")
 SUBREQUESTS_EXCEEDED_MESSAGE = "Too many subrequests."

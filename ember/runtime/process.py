@@ -6,7 +6,11 @@ Limits are enforced from outside by polling (``monitor.py``): CPU time charged t
 is the isolate's CPU time while that request was in flight (exact when requests do not overlap,
 an upper bound when they do); past the limit the isolate gets SIGXCPU, which raises into the
 running request's code; if the isolate does not report that request failed within a grace
-period it is killed. Memory past the limit kills the isolate at once.
+period it is killed. Memory past the limit kills the isolate at once. CPU used while no request
+is in flight (a thread left burning) past ``idle_cpu_ms`` kills an idle isolate; past
+``lifetime_cpu_s`` an isolate is replaced between requests (before the sandbox's RLIMIT_CPU
+backstop). A sandboxed isolate's startup report (relayed by the zygote) must name the pid that
+said Hello and exactly the layers asked for, or the isolate is killed before any request.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from ember.runtime.protocol import (
     Scheduled,
     decode,
 )
+from ember.runtime.sandbox.errors import SandboxError
+from ember.runtime.sandbox.report import SandboxStartup, parse_startup
 from ember.runtime.services import DeploymentServices
 
 POLL_INTERVAL_S = 0.01
@@ -58,6 +64,7 @@ INTERRUPT_GRACE_WALL_S = 2.0
 CANCEL_GRACE_S = 2.0
 DRAIN_KILL_S = 2.0
 MAX_UNREAD_BYTES = 64 * 1024 * 1024  # frames the isolate has not read; past this it is killed
+SANDBOX_REPORT_WAIT_S = 2.0  # for the zygote's relay of a startup report after Hello
 
 
 class State(Enum):
@@ -118,7 +125,10 @@ class IsolateProcess(asyncio.Protocol):
         self._started = time.monotonic()
         self.last_active = self._started  # when a request last started or ended (idle eviction)
         self._cpu_base = 0.0
+        self._idle_cpu = 0.0  # CPU when the last request ended (or at Ready)
         self.exit_reason: str | None = None
+        self.sandbox: SandboxStartup | None = None  # what the sandbox applied, if sandboxed
+        self._sandboxed = False
 
     # -- startup ------------------------------------------------------------------------------
 
@@ -132,18 +142,42 @@ class IsolateProcess(asyncio.Protocol):
                 L.UNAVAILABLE, f"could not start an isolate: {exc}", transient=True
             ) from None
         self.spawn_pid = spawned.pid
+        self._sandboxed = spawned.startup is not None
         await self._loop.create_unix_connection(lambda: self, sock=spawned.sock)
         self._schedule_poll()
         # Pipelined: Init waits in the socket while the child finishes its own setup (the
         # socket is private to this isolate, whose code is still ember's until Init is read).
-        self.send(Init(self.deployment.init_spec()))
+        init = self.deployment.init_spec()
+        if spawned.startup is not None and "mount_ns" in child_spec.sandbox.get("layers", ()):
+            init["code_dir"] = "/app"  # the host path is none of the worker's business
+        self.send(Init(init))
         try:
             await asyncio.wait_for(asyncio.shield(self._hello), self.limits.startup_wall_ms / 1000)
         except TimeoutError:
             self.kill(L.STARTUP_WALL_EXCEEDED, "no handshake")
         except WorkerLoadError:
             pass  # killed during the handshake; _ready carries the reason
+        if spawned.startup is not None:
+            await self._check_sandbox(spawned.startup, child_spec.sandbox)
         await self._ready
+
+    async def _check_sandbox(self, report: asyncio.Future[bytes], asked: Any) -> None:
+        """Verify the startup report; a sandbox failure is the load error (not "crashed")."""
+        try:
+            startup = parse_startup(await asyncio.wait_for(report, SANDBOX_REPORT_WAIT_S))
+        except TimeoutError:
+            self.kill(L.SANDBOX_FAILED, "no sandbox startup report")
+            return
+        except SandboxError as exc:
+            self.kill(L.SANDBOX_FAILED, str(exc), fail_ready=False)
+            raise WorkerLoadError(L.SANDBOX_FAILED, f"{L.SANDBOX_FAILED.message} {exc}") from None
+        if self.state is State.DEAD:
+            return
+        layers = sorted(layer.value for layer in startup.applied.layers)
+        if startup.worker_pid != self.pid or layers != sorted(asked.get("layers", ())):
+            self.kill(L.SANDBOX_FAILED, f"sandbox applied {layers}, not what was asked")
+            return
+        self.sandbox = startup
 
     def _on_hello(self, message: Hello) -> None:
         if self._hello.done():
@@ -217,6 +251,7 @@ class IsolateProcess(asyncio.Protocol):
         elif isinstance(message, Ready) and self.state is State.STARTING:
             self.handlers = [h for h in message.handlers if isinstance(h, str)][:8]
             self.state = State.READY
+            self._idle_cpu = self.cpu()
             self._ready.set_result(None)
         elif isinstance(message, LoadError) and self.state is State.STARTING:
             error = L.NO_HANDLER if message.kind == "no_handler" else L.STARTUP_FAILED
@@ -302,8 +337,19 @@ class IsolateProcess(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.calls.cancel_request(request.rid)
         self.hooks.request_done(self, request)
-        if self.state is State.DRAINING and not self.inflight:
+        if self.inflight:
+            return
+        self._idle_cpu = self.cpu()
+        if self.state is State.DRAINING:
             self.close()
+        elif self._idle_cpu - self._cpu_base > self.limits.lifetime_cpu_s:
+            self.hooks.recycle(self, "used its lifetime CPU budget")
+
+    def fit_for_request(self) -> bool:
+        """True if a new request may go here; an idle isolate that burned CPU is killed first."""
+        if self.state is State.READY and not self.inflight:
+            self._check_idle(self.cpu())
+        return self.state is State.READY
 
     # -- limits -------------------------------------------------------------------------------
 
@@ -342,6 +388,7 @@ class IsolateProcess(asyncio.Protocol):
                 self._ready_fail(L.STARTUP_WALL_EXCEEDED)
             return
         if not self.inflight:
+            self._check_idle(cpu)
             return
         try:
             rss = process_rss_bytes(self.pid)
@@ -368,6 +415,11 @@ class IsolateProcess(asyncio.Protocol):
                 self._interrupt = (request.rid, cpu, now)
                 self._signal(signal.SIGXCPU)
                 return
+
+    def _check_idle(self, cpu: float) -> None:
+        if self.state is State.READY and cpu - self._idle_cpu > self.limits.idle_cpu_ms / 1000:
+            used = (cpu - self._idle_cpu) * 1000
+            self.kill(L.UNAVAILABLE, f"used {used:.0f} ms of CPU with no request in flight")
 
     def _ready_fail(self, error: L.PlatformError) -> None:
         if not self._ready.done():
@@ -413,7 +465,9 @@ class IsolateProcess(asyncio.Protocol):
         self.state = State.DEAD
         self.exit_reason = reason
         self._signal(signal.SIGKILL)
-        if self.spawn_pid and self.spawn_pid != self.pid:
+        # A sandbox monitor reaps its worker and removes its cgroups: kill it only if the
+        # worker is unknown (its PDEATHSIG then takes the worker along).
+        if self.spawn_pid and self.spawn_pid != self.pid and not (self.pid and self._sandboxed):
             try:
                 os.kill(self.spawn_pid, signal.SIGKILL)
             except ProcessLookupError:

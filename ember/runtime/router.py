@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
+from ember.runtime import limits as L
+from ember.runtime.errorpage import platform_error_response
 from ember.runtime.http import ClientDisconnected, HttpRequest, HttpResponse, ResponseAborted
 from ember.runtime.supervisor import Supervisor
 
@@ -83,7 +85,15 @@ class Router:
             await self._scheduled(deployment_id, scope, send)
             return
         client = _Client(receive)
-        request = await client.request(scope)
+        try:  # a body trickled in slower than the wall limit must not hold the request forever
+            request = await asyncio.wait_for(
+                client.request(scope), self._body_timeout(deployment_id)
+            )
+        except ClientDisconnected:
+            return  # gone while its body was being read: nothing reached the worker
+        except TimeoutError:
+            await _send_response(send, platform_error_response(L.WALL_EXCEEDED), client)
+            return
         try:
             response = await self._unless_gone(
                 client, self.supervisor.fetch(deployment_id, request)
@@ -97,6 +107,11 @@ class Router:
             if client.disconnected and task is not None and task.uncancel() == 0:
                 return  # the client left mid-stream; the stream was closed on the way out
             raise
+
+    def _body_timeout(self, deployment_id: str) -> float:
+        deployment = self.supervisor.deployment(deployment_id)
+        limits = deployment.limits if deployment is not None else L.Limits()
+        return limits.wall_ms / 1000
 
     async def _unless_gone(self, client: _Client, work: Awaitable[T]) -> T:
         """Await ``work``, cancelling it if the client disconnects meanwhile (raises _Gone).

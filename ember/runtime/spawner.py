@@ -1,9 +1,11 @@
 """Supervisor side of the zygote: start it, ask it for isolates, hear when they exit.
 
 ``spawn`` creates a fresh socketpair per isolate, hands one end to the zygote (SCM_RIGHTS) and
-keeps the other; the zygote answers with the child's pid. The zygote is restarted on demand if
-it died. It must be started from a thread that outlives it (the event loop's), because its
-PDEATHSIG fires when the starting thread exits.
+keeps the other; the zygote answers with the child's pid, and for a sandboxed child relays the
+sandbox's startup report later (``SpawnedChild.startup``). ``probe`` asks the zygote to probe the
+sandbox's layers; ``kill_uid`` to kill whatever still runs as a pool uid. The zygote is
+restarted on demand if it died. It must be started from a thread that outlives it (the event
+loop's), because its PDEATHSIG fires when the starting thread exits.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgpack
 
@@ -26,9 +29,10 @@ from ember.runtime.child import DEFAULT_PREPARE, ChildSpec
 EMBER_ROOT = str(Path(ember.__file__).resolve().parent.parent)
 _BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from ember.runtime.zygote import main; main(int(sys.argv[2]), sys.argv[3])"
+    "from ember.runtime.zygote import main; main(int(sys.argv[2]), sys.argv[3], sys.argv[4])"
 )
 SPAWN_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,9 @@ class SpawnerConfig:
     """How isolates are made: the child hook, the interpreter, the zygote's environment."""
 
     prepare_child: str = DEFAULT_PREPARE
+    # "module:function" targets the zygote calls once before forking anything (e.g. the
+    # sandbox's preload, so that no sandboxed child pays for loading libseccomp).
+    preload: tuple[str, ...] = ()
     python: str = sys.executable
     env: dict[str, str] = field(
         default_factory=lambda: {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
@@ -44,10 +51,15 @@ class SpawnerConfig:
 
 @dataclass(frozen=True, slots=True)
 class SpawnedChild:
-    """A new isolate process: the zygote's child pid and the supervisor's socket end."""
+    """A new isolate process: the zygote's child pid and the supervisor's socket end.
+
+    ``startup``: for a sandboxed child, resolves to the raw startup report (see
+    ``ember.runtime.sandbox.report``) once the sandbox is set up or has failed; else None.
+    """
 
     pid: int
     sock: socket.socket
+    startup: asyncio.Future[bytes] | None = None
 
 
 class Spawner:
@@ -58,6 +70,8 @@ class Spawner:
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._pending: dict[int, asyncio.Future[int]] = {}
+        self._reports: dict[int, asyncio.Future[bytes]] = {}
+        self._requests: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
         self._lock = asyncio.Lock()
         self.on_exit: Callable[[int, int], None] | None = None
@@ -81,6 +95,7 @@ class Spawner:
                 EMBER_ROOT,
                 str(child.fileno()),
                 self.config.prepare_child,
+                ",".join(self.config.preload),
             ],
             pass_fds=[child.fileno()],
             env=self.config.env,
@@ -102,8 +117,12 @@ class Spawner:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             self._next_id += 1
             spawn_id = self._next_id
-            future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[int] = loop.create_future()
             self._pending[spawn_id] = future
+            startup: asyncio.Future[bytes] | None = None
+            if spec.sandbox:
+                startup = self._reports[spawn_id] = loop.create_future()
             wire = ChildSpec(
                 spec.deployment_id,
                 spec.code_dir,
@@ -121,6 +140,7 @@ class Spawner:
                 )
             except OSError as exc:
                 self._pending.pop(spawn_id, None)
+                self._reports.pop(spawn_id, None)
                 ours.close()
                 raise WorkerCrashed(f"the zygote is not accepting spawn requests: {exc}") from None
             finally:
@@ -128,10 +148,38 @@ class Spawner:
         try:
             pid = await asyncio.wait_for(future, SPAWN_TIMEOUT_S)
         except BaseException:
+            self._reports.pop(spawn_id, None)
             ours.close()
             raise
         ours.setblocking(False)
-        return SpawnedChild(pid=pid, sock=ours)
+        return SpawnedChild(pid=pid, sock=ours, startup=startup)
+
+    async def probe(self, disabled: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The sandbox's layer report, probed in the zygote (``LayerReport.to_dict`` form)."""
+        return await self._request("probe", sorted(disabled))  # type: ignore[no-any-return]
+
+    async def kill_uid(self, uid: int) -> bool:
+        """SIGKILL every process running as pool uid ``uid``; True if there was any."""
+        return bool(await self._request("kill_uid", uid))
+
+    async def _request(self, kind: str, argument: object) -> Any:
+        async with self._lock:
+            if self._control is None or self._process is None or self._process.poll() is not None:
+                await self._restart()
+            assert self._control is not None  # invariant: _restart sets it
+            self._next_id += 1
+            request_id = self._next_id
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._requests[request_id] = future
+            try:
+                self._control.send(msgpack.packb([kind, request_id, argument], use_bin_type=True))
+            except OSError as exc:
+                self._requests.pop(request_id, None)
+                raise WorkerCrashed(f"the zygote is not accepting requests: {exc}") from None
+        try:
+            return await asyncio.wait_for(future, REQUEST_TIMEOUT_S)
+        finally:
+            self._requests.pop(request_id, None)
 
     async def _restart(self) -> None:
         await self.close()
@@ -156,21 +204,38 @@ class Spawner:
                 if future is not None and not future.done():
                     future.set_result(message[2])
             elif kind == "failed":
+                self._reports.pop(message[1], None)
                 future = self._pending.pop(message[1], None)
                 if future is not None and not future.done():
                     future.set_exception(WorkerCrashed(f"zygote could not spawn: {message[2]}"))
             elif kind == "exited" and self.on_exit is not None:
                 self.on_exit(message[1], message[2])
+            elif kind == "sandbox":
+                report = self._reports.pop(message[1], None)
+                if report is not None and not report.done():
+                    report.set_result(message[2])
+            elif kind in ("probed", "uid_killed", "error"):
+                request = self._requests.get(message[1])
+                if request is not None and not request.done():
+                    if kind == "error":
+                        request.set_exception(WorkerCrashed(f"zygote: {message[2]}"))
+                    else:
+                        request.set_result(message[2])
 
     def _zygote_lost(self) -> None:
         if self._control is not None:
             asyncio.get_running_loop().remove_reader(self._control.fileno())
             self._control.close()
             self._control = None
-        for future in self._pending.values():
+        for future in [*self._pending.values(), *self._requests.values()]:
             if not future.done():
                 future.set_exception(WorkerCrashed("the zygote exited"))
+        for report in self._reports.values():
+            if not report.done():
+                report.set_result(b"")  # no report: the sandboxed child died with the zygote
         self._pending.clear()
+        self._requests.clear()
+        self._reports.clear()
 
     async def close(self) -> None:
         """Stop the zygote (its isolates die with it: PDEATHSIG)."""

@@ -5,12 +5,18 @@ its ``Deployment`` value, its binding services, its current isolate (started on 
 eagerly), the load failure of its current version (sticky: no respawn storm), and retired
 isolates still draining. The API is what ``ember dev`` and ``ember serve`` both use:
 
-    await supervisor.deploy(deployment)          # add, or replace: start new, switch, drain old
+    supervisor = Supervisor(state_dir=..., sandbox=SandboxPolicy(default_profile=FULL))
+    await supervisor.start()                     # zygote; sandbox probe unless dev-only
+    supervisor.sandbox_status().lines()          # the startup report: layers on, and why not
+    await supervisor.deploy(deployment, sandbox=ANONYMOUS)   # add, or replace: start new,
+                                                 # switch, drain old; raises MinimumLayersMissing
     await supervisor.fetch(deployment_id, req)   # -> HttpResponse (errors are responses too)
     await supervisor.scheduled(deployment_id, cron)
     await supervisor.remove(deployment_id); await supervisor.close()
     supervisor.evict_idle(idle_s)                # stop isolates idle that long (lazy restart)
 
+Each deployment runs under the sandbox profile given to ``deploy`` (default: the policy's
+``default_profile``, DEV unless the operator says otherwise); see ``isolation.py``.
 ``tracing`` (a predicate on deployment ids, e.g. "a tail is connected") selects deployments whose
 invocations are also reported whole, as ``InvocationEvent``s with their logs and exceptions.
 """
@@ -18,7 +24,9 @@ invocations are also reported whole, as ``InvocationEvent``s with their logs and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,12 +40,16 @@ from ember.runtime.deployment import Deployment
 from ember.runtime.errorpage import dev_error_response, platform_error_response
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
+from ember.runtime.isolation import Isolation, SandboxPolicy, SandboxStatus, is_dev
 from ember.runtime.process import IsolateProcess, State, WorkerLoadError
+from ember.runtime.sandbox import Profile, SandboxSpec
 from ember.runtime.services import DeploymentServices, SharedResources
 from ember.runtime.spawner import Spawner, SpawnerConfig
 from ember.runtime.subrequest import NetworkPolicy, SubrequestService
 
 NOT_FOUND = L.PlatformError(404, None, "No worker is deployed here.", "not_found")
+PLATFORM_NETWORK = NetworkPolicy(allow_loopback=False, allow_private=False)
+SANDBOX_PRELOAD = "ember.runtime.sandbox_hook:preload"  # run in the zygote when not dev-only
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +66,8 @@ class _Slot:
     deployment: Deployment
     services: DeploymentServices
     redact: E.Redactor
+    profile: Profile
+    sandbox: SandboxSpec | None  # None: the dev child (hygiene and rlimits only)
     current: IsolateProcess | None = None
     starting: asyncio.Task[IsolateProcess] | None = None
     failure: WorkerLoadError | None = None
@@ -75,39 +89,67 @@ class Supervisor:
         dev: bool = False,
         clock: object = None,
         poll_interval: float = 0.01,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.events: E.EventSink = events or E.ListSink()
         self.registry = registry or default_registry()
         self.resources = SharedResources(state_dir, clock=clock or time.time)  # type: ignore[arg-type]
-        self.spawner = Spawner(spawner)
-        self.network = network or NetworkPolicy()
+        policy = sandbox or SandboxPolicy()
+        config = spawner or SpawnerConfig()
+        if not is_dev(policy.default_profile) and not config.preload:
+            config = dataclasses.replace(config, preload=(SANDBOX_PRELOAD,))
+        self.spawner = Spawner(config)
+        self.isolation = Isolation(policy, self.spawner)
+        # A platform's workers reach no host of its own network through fetch() unless the
+        # operator says so (the supervisor makes subrequests: SSRF to loopback and LAN).
+        self.network = network or (
+            NetworkPolicy() if is_dev(policy.default_profile) else PLATFORM_NETWORK
+        )
         self.dev = dev
         self.poll_interval = poll_interval
         self.tracing: Callable[[str], bool] | None = None
         self._slots: dict[str, _Slot] = {}
         self._owner: dict[IsolateProcess, _Slot] = {}
+        self._closing = False
 
     async def start(self) -> None:
-        """Start the zygote."""
+        """Start the zygote; probe the sandbox's layers unless only dev deployments run."""
         await self.spawner.start()
+        await self.isolation.start()
+
+    def sandbox_status(self) -> SandboxStatus:
+        """The sandbox startup report: layers on this host, the policy, pool uids."""
+        return self.isolation.status()
 
     async def close(self) -> None:
-        """Kill every isolate, close services and the zygote."""
+        """Kill every isolate, give back pool uids, close services and the zygote."""
+        self._closing = True
+        spawned = [p.spawn_pid for slot in self._slots.values() for p in slot.processes]
         for slot in list(self._slots.values()):
             await self._retire(slot, kill=True)
         self._slots.clear()
+        await _exited(spawned)  # sandbox monitors remove their cgroups before the zygote goes
+        await self.isolation.close()
         await self.spawner.close()
         await self.resources.aclose()
 
     # -- deployments --------------------------------------------------------------------------
 
-    async def deploy(self, deployment: Deployment, *, eager: bool = True) -> WorkerLoadError | None:
+    async def deploy(
+        self, deployment: Deployment, *, eager: bool = True, sandbox: Profile | None = None
+    ) -> WorkerLoadError | None:
         """Add or replace a deployment. Eagerly: start its isolate before switching to it.
 
-        Returns the load error if the new version failed to start (it is then live, answering
-        with that error, as ``ember dev`` shows it; ``ember serve`` may roll back instead).
+        ``sandbox``: the profile its isolates run under (``ember.runtime.sandbox`` DEV, FULL,
+        ANONYMOUS); None means the policy's default. A profile this host cannot meet raises
+        ``MinimumLayersMissing`` naming the missing layers, and the previous version (if any)
+        stays live. Returns the load error if the new version failed to start (it is then
+        live, answering with that error, as ``ember dev`` shows it; ``ember serve`` may roll
+        back instead).
         """
-        slot = self._new_slot(deployment)
+        profile = sandbox or self.isolation.policy.default_profile
+        plan = await self.isolation.plan(deployment, profile, child_environment(deployment))
+        slot = self._new_slot(deployment, profile, plan)
         error: WorkerLoadError | None = None
         if eager:
             try:
@@ -125,6 +167,13 @@ class Supervisor:
         slot = self._slots.pop(deployment_id, None)
         if slot is not None:
             await self._retire(slot, kill=False)
+            if not slot.processes:
+                await self._release_uid(deployment_id)
+
+    async def _release_uid(self, deployment_id: str) -> None:
+        """Give back a removed deployment's pool uid (not if it was deployed again since)."""
+        if deployment_id not in self._slots and not self._closing:  # close() releases all
+            await self.isolation.release(deployment_id)
 
     def deployment(self, deployment_id: str) -> Deployment | None:
         """The live version of a deployment."""
@@ -161,10 +210,12 @@ class Supervisor:
                 stopped.append(deployment_id)
         return stopped
 
-    def _new_slot(self, deployment: Deployment) -> _Slot:
+    def _new_slot(
+        self, deployment: Deployment, profile: Profile, plan: SandboxSpec | None
+    ) -> _Slot:
         subrequests = SubrequestService(self.resources, deployment.limits.subrequests, self.network)
         services = DeploymentServices(deployment, self.registry, self.resources, subrequests)
-        return _Slot(deployment, services, E.Redactor(deployment.secrets))
+        return _Slot(deployment, services, E.Redactor(deployment.secrets), profile, plan)
 
     async def _retire(self, slot: _Slot, *, kill: bool) -> None:
         slot.retired = True
@@ -220,7 +271,7 @@ class Supervisor:
 
     async def _acquire(self, slot: _Slot) -> IsolateProcess:
         process = slot.current
-        if process is not None and process.accepting:
+        if process is not None and process.fit_for_request():
             return process
         if slot.failure is not None:
             raise slot.failure
@@ -239,6 +290,7 @@ class Supervisor:
             ipc_fd=0,
             env=child_environment(deployment),
             memory_bytes=deployment.limits.memory_bytes,
+            sandbox=slot.sandbox.to_wire() if slot.sandbox is not None else {},
         )
         try:
             await process.start(self.spawner, spec)
@@ -291,6 +343,7 @@ class Supervisor:
             )
         if slot.retired and not slot.processes:
             asyncio.ensure_future(slot.services.close())
+            asyncio.ensure_future(self._release_uid(slot.deployment.id))
 
     def _recycle(self, process: IsolateProcess, reason: str) -> None:
         slot = self._owner.get(process)
@@ -422,6 +475,14 @@ def child_environment(deployment: Deployment) -> dict[str, str]:
     for name, value in deployment.vars.items():
         env[name] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
     return env
+
+
+async def _exited(pids: list[int], timeout_s: float = 2.0) -> None:
+    """Wait (bounded) until the zygote reaped ``pids``."""
+    for _ in range(int(timeout_s / 0.01)):
+        if not any(pid and os.path.exists(f"/proc/{pid}") for pid in pids):
+            return
+        await asyncio.sleep(0.01)
 
 
 def _accept(request: HttpRequest) -> str:

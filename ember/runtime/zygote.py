@@ -7,6 +7,16 @@ the garbage collector, then loops:
     supervisor --["spawn", id, ChildSpec] + SCM_RIGHTS(isolate socket)--> zygote
     zygote: fork -> child: hygiene, PrepareChild hook, isolate main (never returns)
     zygote --["spawned", id, pid] / ["failed", id, message] / ["exited", pid, status]--> supervisor
+    zygote --["sandbox", id, report bytes]--> supervisor     (sandboxed children only, see below)
+    supervisor --["probe", id, [disabled layers]]--> zygote --["probed", id, report dict]-->
+    supervisor --["kill_uid", id, uid]--> zygote --["uid_killed", id, found]-->
+
+A sandboxed child (non-empty ``ChildSpec.sandbox``) gets the write end of a pipe for the
+sandbox's startup report; the zygote reads it until every writer has closed it (the worker
+closes it before any user code runs) and relays the bytes. Probing runs the sandbox's probe in
+throwaway children of this single-threaded process, where forking is safe. ``kill_uid`` kills
+every process of a pool uid (a child that becomes that uid and sends ``kill(-1, SIGKILL)``),
+so that a uid is never handed to another deployment while something of the last one lives.
 
 The control socket is SOCK_SEQPACKET, so each message (and its descriptor) arrives whole. The
 zygote dies with the supervisor (PDEATHSIG) and reaps its children (and, as a subreaper, any
@@ -51,9 +61,10 @@ PRELOAD = (
     "pyodide.ffi",
 )
 MAX_MESSAGE = 64 * 1024
+MAX_REPORT = 16 * 1024  # a sandbox startup report is well under 2 KiB
 
 
-def main(control_fd: int, prepare_target: str) -> None:
+def main(control_fd: int, prepare_target: str, preload_targets: str = "") -> None:
     """Run the zygote loop on ``control_fd`` (called by the bootstrap command line)."""
     from ember.bindings.base import import_target
     from ember.runtime import child
@@ -69,6 +80,8 @@ def main(control_fd: int, prepare_target: str) -> None:
         __import__(module)
     _preload_binding_clients()
     prepare = import_target(prepare_target)
+    for target in filter(None, preload_targets.split(",")):
+        import_target(target)()
     control = socket.socket(fileno=control_fd)
     zygote_pid = os.getpid()
 
@@ -83,6 +96,7 @@ def main(control_fd: int, prepare_target: str) -> None:
     gc.collect()
     gc.freeze()  # forked children share these pages instead of touching them on their first GC
 
+    reports: dict[int, tuple[int, bytearray]] = {}  # report pipe fd -> (spawn id, bytes)
     while True:
         for key, _ in selector.select():
             if key.fileobj is control:
@@ -92,11 +106,20 @@ def main(control_fd: int, prepare_target: str) -> None:
                     message, fds = b"", []
                 if not message:
                     os._exit(0)  # the supervisor closed the control socket
-                _spawn(
-                    control, message, fds, prepare, child, zygote_pid, [control_fd, wake_r, wake_w]
-                )
-            else:
+                request = msgpack.unpackb(message, raw=False)
+                if request[0] == "spawn":
+                    report = _spawn(control, request, fds, prepare, child, zygote_pid)
+                    if report is not None:
+                        reports[report[0]] = (report[1], bytearray())
+                        selector.register(report[0], selectors.EVENT_READ)
+                else:
+                    for fd in fds:
+                        os.close(fd)
+                    _answer(control, request)
+            elif key.fileobj is wake_r:
                 os.read(wake_r, 4096)
+            else:
+                _read_report(control, selector, reports, key.fd)
         _reap(control)
 
 
@@ -117,32 +140,108 @@ def _preload_binding_clients() -> None:
 
 def _spawn(
     control: socket.socket,
-    message: bytes,
+    request: list[Any],
     fds: list[int],
     prepare: Any,
     child: Any,
     zygote_pid: int,
-    zygote_fds: list[int],
-) -> None:
-    request = msgpack.unpackb(message, raw=False)
+) -> tuple[int, int] | None:
+    """Fork one isolate; returns (report pipe read end, spawn id) for a sandboxed one."""
     spawn_id = request[1]
     if len(fds) != 1:
         for fd in fds:
             os.close(fd)
         _send(control, ["failed", spawn_id, "expected exactly one socket"])
-        return
+        return None
     (ipc_fd,) = fds
     try:
         spec = child.ChildSpec.from_wire(request[2], ipc_fd)
-    except (KeyError, TypeError, ValueError) as exc:
+        before_fork = getattr(prepare, "before_fork", None)
+        if before_fork is not None:
+            before_fork(spec)
+    except Exception as exc:  # noqa: BLE001 - a bad spec or a failed preload fails this spawn
         os.close(ipc_fd)
-        _send(control, ["failed", spawn_id, f"bad spawn spec: {exc}"])
-        return
+        _send(control, ["failed", spawn_id, f"bad spawn spec: {type(exc).__name__}: {exc}"])
+        return None
+    report_r = report_w = -1
+    if spec.sandbox:
+        report_r, report_w = os.pipe()
+        spec = child.ChildSpec.from_wire(request[2], ipc_fd, report_w)
     pid = os.fork()
     if pid == 0:
         _child_main(spec, prepare, child, zygote_pid)
     os.close(ipc_fd)
     _send(control, ["spawned", spawn_id, pid])
+    if report_w < 0:
+        return None
+    os.close(report_w)
+    os.set_blocking(report_r, False)
+    return report_r, spawn_id
+
+
+def _read_report(
+    control: socket.socket,
+    selector: selectors.BaseSelector,
+    reports: dict[int, tuple[int, bytearray]],
+    fd: int,
+) -> None:
+    """Collect a child's startup report; relay it once every writer has closed the pipe."""
+    spawn_id, data = reports[fd]
+    try:
+        chunk = os.read(fd, 4096)
+    except BlockingIOError:
+        return
+    except OSError:
+        chunk = b""
+    if chunk and len(data) + len(chunk) <= MAX_REPORT:
+        data += chunk
+        return
+    selector.unregister(fd)
+    os.close(fd)
+    del reports[fd]
+    _send(control, ["sandbox", spawn_id, bytes(data)])
+
+
+def _answer(control: socket.socket, request: list[Any]) -> None:
+    """Requests other than spawn: probe the sandbox's layers, kill a pool uid's processes."""
+    kind, request_id = request[0], request[1]
+    try:
+        if kind == "probe":
+            from ember.runtime.sandbox import Layer, probe
+
+            report = probe(frozenset(Layer(name) for name in request[2]))
+            _send(control, ["probed", request_id, report.to_dict()])
+        elif kind == "kill_uid":
+            _send(control, ["uid_killed", request_id, _kill_uid(int(request[2]))])
+        else:
+            _send(control, ["error", request_id, f"unknown request {kind!r}"])
+    except Exception as exc:  # noqa: BLE001 - answer, never die on a request
+        _send(control, ["error", request_id, f"{type(exc).__name__}: {exc}"])
+
+
+def _kill_uid(uid: int) -> bool:
+    """SIGKILL every process of ``uid`` (never 0); True if there was any."""
+    if uid <= 0:
+        raise ValueError("refusing to kill the processes of uid 0")
+    pid = os.fork()
+    if pid == 0:
+        code = 2
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            try:
+                os.kill(-1, signal.SIGKILL)  # as that uid: reaches only its processes
+                code = 1
+            except ProcessLookupError:
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        raise OSError(f"the uid-killer child failed with status {code}")
+    return code == 1
 
 
 def _child_main(spec: Any, prepare: Any, child: Any, zygote_pid: int) -> None:
@@ -154,10 +253,13 @@ def _child_main(spec: Any, prepare: Any, child: Any, zygote_pid: int) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         child.hygiene(spec, zygote_pid)
-        host_pid = prepare(spec)
+        prepared = prepare(spec)
         from ember.runtime.isolate.main import run
 
-        run(spec.ipc_fd, host_pid)
+        if isinstance(prepared, child.PreparedChild):
+            run(spec.ipc_fd, prepared.host_pid, prepared.code_dir)
+        else:
+            run(spec.ipc_fd, prepared)
     except BaseException:  # noqa: BLE001 - report and exit; never return into the zygote loop
         try:
             traceback.print_exc()
@@ -186,4 +288,4 @@ def _send(control: socket.socket, message: list[Any]) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover - started by Spawner
-    main(int(sys.argv[1]), sys.argv[2])
+    main(int(sys.argv[1]), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "")

@@ -34,18 +34,18 @@ HEADER = "x-test-deployment"
 class Harness:
     """See the module docstring."""
 
-    def __init__(self, state_dir: Path, *, dev: bool = True) -> None:
+    def __init__(self, state_dir: Path, *, dev: bool = True, **supervisor_options: Any) -> None:
         self.events = ListSink()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="harness", daemon=True)
         self._thread.start()
         self._ids = itertools.count(1)
         self.registry = default_registry([slow_binding.BINDING_TYPE])
-        self.supervisor: Supervisor = self.run(self._start(state_dir, dev))
+        self.supervisor: Supervisor = self.run(self._start(state_dir, dev, supervisor_options))
 
-    async def _start(self, state_dir: Path, dev: bool) -> Supervisor:
+    async def _start(self, state_dir: Path, dev: bool, options: dict[str, Any]) -> Supervisor:
         supervisor = Supervisor(
-            state_dir=state_dir, events=self.events, registry=self.registry, dev=dev
+            state_dir=state_dir, events=self.events, registry=self.registry, dev=dev, **options
         )
         await supervisor.start()
         router = Router(supervisor, lambda scope: _header(scope, HEADER), test_scheduled=True)
@@ -73,10 +73,10 @@ class Harness:
             base, id=f"{base.name}-{next(self._ids)}", limits=limits, **changes
         )
 
-    def deploy(self, root: Path, **changes: Any) -> str:
-        """Deploy ``root`` and return its deployment id."""
+    def deploy(self, root: Path, *, sandbox: Any = None, **changes: Any) -> str:
+        """Deploy ``root`` (under sandbox profile ``sandbox``) and return its deployment id."""
         deployment = self.deployment(root, **changes)
-        self.run(self.supervisor.deploy(deployment))
+        self.run(self.supervisor.deploy(deployment, sandbox=sandbox))
         return deployment.id
 
     def client(self, deployment_id: str, timeout: float = 20) -> httpx.Client:

@@ -133,6 +133,8 @@ class EventRunner:
             event.done_sent = done
             self.send(Response(rid, response.status, headers, body, 0, done))
             return
+        if isinstance(body, bytes) and not any(k.lower() == "content-length" for k, _ in headers):
+            headers.append(("content-length", str(len(body))))  # lets the platform refuse early
         out = self.mux.open_out()
         self.send(Response(rid, response.status, headers, None, out.sid, False))
         try:

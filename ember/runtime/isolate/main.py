@@ -107,13 +107,15 @@ class IsolateConnection(asyncio.Protocol):
         os._exit(0)
 
 
-async def serve(sock: socket.socket, host_pid: int) -> None:
+async def serve(sock: socket.socket, host_pid: int, code_dir: str | None = None) -> None:
     """Run the isolate on ``sock`` until the supervisor closes it."""
     loop = asyncio.get_running_loop()
     _, connection = await loop.create_unix_connection(
         lambda: IsolateConnection(host_pid), sock=sock
     )
     spec = await connection.init
+    if code_dir is not None:
+        spec = {**spec, "code_dir": code_dir}
     sys.stdout = ConsoleStream(connection.send, "log")
     sys.stderr = ConsoleStream(connection.send, "error")
     signal.signal(signal.SIGXCPU, _on_cpu_limit)
@@ -182,10 +184,14 @@ def _on_cpu_limit(signum: int, frame: Any) -> None:
         raise CpuLimitInterrupt()
 
 
-def run(sock_fd: int, host_pid: int) -> None:
-    """Entry point in the forked child: serve until the supervisor closes the socket."""
+def run(sock_fd: int, host_pid: int, code_dir: str | None = None) -> None:
+    """Entry point in the forked child: serve until the supervisor closes the socket.
+
+    ``code_dir``: where the deployment's code is from inside a sandbox (``/app``); it overrides
+    the Init frame's, which names the directory as the supervisor sees it.
+    """
     sock = socket.socket(fileno=sock_fd)
     sock.setblocking(False)
     if ISOLATE_PATH not in sys.path:
         sys.path.insert(0, ISOLATE_PATH)
-    asyncio.run(serve(sock, host_pid))
+    asyncio.run(serve(sock, host_pid, code_dir))

@@ -18,6 +18,7 @@ the route table agree with it, one worker at a time and under that worker's lock
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,11 +31,24 @@ from ember.runtime.deployments.records import Account
 from ember.runtime.limits import Limits
 from ember.runtime.platform.routing import RouteTable, WorkerRoute
 from ember.runtime.platform.translate import VersionSlot, build_slot, slot_id
+from ember.runtime.sandbox import ANONYMOUS, FULL, MinimumLayersMissing, Profile
 from ember.runtime.supervisor import Supervisor
 
 
 class WorkerStartupFailed(InvalidUpload):
     """The version's module did not load; it was not made live (code 10021, as on Cloudflare)."""
+
+
+class SandboxRefused(InvalidUpload):
+    """This host cannot give the account's workers the sandbox they need (temporary accounts
+    below the anonymous minimum): nothing was deployed."""
+
+    http_status, cf_code = 403, 1034
+
+
+def profile_for(temporary: bool) -> Profile:
+    """Workers of temporary accounts run anonymous code; permanent accounts' run under FULL."""
+    return ANONYMOUS if temporary else FULL
 
 
 @dataclass(frozen=True)
@@ -148,7 +162,15 @@ class LiveDeployments:
         version = self.plane.scripts.version(account, name, version_id)
         slot = build_slot(self.plane, self.registry, account, script, version, self.base_limits)
         if slot.deployment is not None:
-            error = await self.supervisor.deploy(slot.deployment, eager=True)
+            try:
+                error = await self.supervisor.deploy(
+                    slot.deployment, eager=True, sandbox=profile_for(account.temporary)
+                )
+            except MinimumLayersMissing as exc:
+                raise SandboxRefused(
+                    f"Worker {name!r} was not deployed: this platform cannot sandbox it as "
+                    f"its account needs ({exc})"
+                ) from None
             if error is not None and not error.transient:
                 await self.supervisor.remove(slot.slot_id)
                 redact = E.Redactor(slot.deployment.secrets)
@@ -175,7 +197,16 @@ class LiveDeployments:
                         self.plane, self.registry, account, script, version, self.base_limits
                     )
                     if slot.deployment is not None:
-                        await self.supervisor.deploy(slot.deployment, eager=warm)
+                        try:
+                            await self.supervisor.deploy(
+                                slot.deployment,
+                                eager=warm,
+                                sandbox=profile_for(account.temporary),
+                            )
+                        except MinimumLayersMissing as exc:  # the host lost a layer since
+                            slot = dataclasses.replace(
+                                slot, deployment=None, unsupported=f"no sandbox for it here ({exc})"
+                            )
                     self._slots[ident] = slot
                 targets.append((ident, target.percentage))
         stale = [

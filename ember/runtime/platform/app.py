@@ -26,11 +26,11 @@ from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account
 from ember.runtime.deployments.tail_events import TailHub
+from ember.runtime.isolation import SandboxPolicy
 from ember.runtime.platform.activation import LiveChange, LiveDeployments
 from ember.runtime.platform.ai import ai_routes_for
 from ember.runtime.platform.crons import WorkerCrons
 from ember.runtime.platform.observe import PlatformEvents
-from ember.runtime.platform.policy import SandboxPlan
 from ember.runtime.platform.routing import (
     RouteTable,
     host_header,
@@ -38,6 +38,7 @@ from ember.runtime.platform.routing import (
     worker_of_host,
 )
 from ember.runtime.router import Router
+from ember.runtime.sandbox import FULL
 from ember.runtime.services import DeploymentHost
 from ember.runtime.spawner import SpawnerConfig
 from ember.runtime.supervisor import Supervisor
@@ -58,7 +59,10 @@ class PlatformOptions:
     log_requests: bool = False
     spawner: SpawnerConfig | None = None
     registry: BindingRegistry | None = None
-    sandbox: SandboxPlan | None = None  # None: not probed, anonymous deployments accepted
+    # Workers of permanent accounts run under the policy's default profile (FULL: every layer
+    # the host offers), temporary accounts' under ANONYMOUS, refused below the minimum unless
+    # ``allow_below_minimum`` (see ember/runtime/isolation.py).
+    sandbox: SandboxPolicy = field(default_factory=lambda: SandboxPolicy(default_profile=FULL))
 
 
 class Platform:
@@ -78,12 +82,12 @@ class Platform:
             registry=registry,
             spawner=options.spawner,
             dev=False,
+            sandbox=options.sandbox,
         )
         self.supervisor.tracing = self.events.tracing
         kv = shared_store(DeploymentHost(self.supervisor.resources, "platform"))
-        policy = options.sandbox.anonymous_refusal if options.sandbox is not None else None
         self.plane = ControlPlane(
-            options.state_dir, options.config, kv_store=kv, anonymous_policy=policy
+            options.state_dir, options.config, kv_store=kv, anonymous_policy=self._anonymous
         )
         self.routes = RouteTable()
         self.live = LiveDeployments(
@@ -102,6 +106,19 @@ class Platform:
 
     def _slot(self, ident: str) -> Any:
         return self.live.slot(ident)
+
+    def _anonymous(self) -> str | None:
+        """Why temporary (anonymous) accounts are refused here; None when they are accepted."""
+        status = self.supervisor.sandbox_status()
+        if status.report is None or status.policy.allow_below_minimum:
+            return None
+        minimum = status.report.minimum()
+        if minimum.met:
+            return None
+        return (
+            f"the worker sandbox on this machine lacks the minimum for anonymous code "
+            f"({minimum.explanation}); see `ember doctor`"
+        )
 
     # -- ASGI -----------------------------------------------------------------------------------
 

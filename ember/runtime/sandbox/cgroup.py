@@ -141,8 +141,17 @@ def remove(paths: tuple[str, ...], *, timeout_s: float = 2.0) -> list[str]:
 
 
 def _monitor_alive(name: str) -> bool:
+    """True while the monitor named in the group runs (a zombie, dead but not yet reaped by
+    whoever inherited it, counts as gone: its cleanup will never happen)."""
     pid = name.rsplit("-", 1)[-1]
-    return pid.isdigit() and os.path.exists(f"/proc/{pid}")
+    if not pid.isdigit():
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
 
 
 def remove_stale() -> list[str]:

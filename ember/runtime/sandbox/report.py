@@ -97,14 +97,43 @@ def read_startup(fd: int, timeout_s: float = 10.0) -> SandboxStartup:
             elif kind == "ready":
                 ready = record
             if pids is not None and ready is not None:  # the two writers race: any order
-                return SandboxStartup(
-                    worker_pid=int(pids["worker_pid"]),
-                    monitor_pid=pids.get("monitor_pid"),
-                    applied=AppliedLayers.from_dict(ready["applied"]),
-                    cgroups=tuple(pids.get("cgroups", ())),
-                )
+                return _startup(pids, ready)
         if not chunk:
             raise SandboxError("startup", "the worker exited before it was sandboxed")
+
+
+def _startup(pids: dict[str, Any], ready: dict[str, Any]) -> SandboxStartup:
+    return SandboxStartup(
+        worker_pid=int(pids["worker_pid"]),
+        monitor_pid=pids.get("monitor_pid"),
+        applied=AppliedLayers.from_dict(ready["applied"]),
+        cgroups=tuple(pids.get("cgroups", ())),
+    )
+
+
+def parse_startup(data: bytes) -> SandboxStartup:
+    """The startup from a whole report, read until every writer closed the pipe (the runtime's
+    zygote relays it so). Raises ``SandboxError`` as ``read_startup`` does."""
+    pids: dict[str, Any] | None = None
+    ready: dict[str, Any] | None = None
+    try:
+        records = _records(bytearray(data))
+    except ValueError as exc:
+        raise SandboxError("report", f"unreadable startup report: {exc}") from None
+    for record in records:
+        kind = record.get("type")
+        if kind == "failed":
+            raise SandboxError(str(record.get("stage")), str(record.get("error")))
+        if kind == "pids":
+            pids = record
+        elif kind == "ready":
+            ready = record
+    if pids is None or ready is None:
+        raise SandboxError("startup", "the worker exited before it was sandboxed")
+    try:
+        return _startup(pids, ready)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SandboxError("report", f"malformed startup report: {exc}") from None
 
 
 def cpu_clock_id(pid: int) -> int:

@@ -142,6 +142,21 @@ class LayerReport:
     def minimum(self) -> MinimumCheck:
         return check_minimum(self.available())
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LayerReport:
+        """Inverse of ``to_dict`` (the runtime probes in its zygote and gets this dict back)."""
+        statuses = tuple(
+            LayerStatus(Layer(name), bool(entry["available"]), str(entry["reason"]))
+            for name, entry in data["layers"].items()
+        )
+        return cls(
+            statuses=statuses,
+            euid=int(data["euid"]),
+            via_user_namespace=bool(data["via_user_namespace"]),
+            landlock_abi=data["landlock_abi"],
+            kernel=str(data["kernel"]),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "euid": self.euid,
