@@ -59,6 +59,7 @@ from ember.runtime.sandbox.report import SandboxStartup, parse_startup
 from ember.runtime.services import DeploymentServices
 
 POLL_INTERVAL_S = 0.01
+IDLE_POLL_INTERVAL_S = 0.25
 INTERRUPT_GRACE_CPU_S = 0.1  # CPU an interrupted isolate may still burn before it is killed
 INTERRUPT_GRACE_WALL_S = 2.0
 CANCEL_GRACE_S = 2.0
@@ -293,7 +294,8 @@ class IsolateProcess(asyncio.Protocol):
         request = InFlight(self, self._next_rid, kind, method, url, self.cpu())
         self.inflight[request.rid] = request
         self.last_active = request.started
-        if self._timer is None:
+        if len(self.inflight) == 1 and self._timer is not None:  # back from the idle pace
+            self._timer.cancel()
             self._schedule_poll()
         if self.hooks.tracing(self):
             request.trace = []
@@ -362,19 +364,19 @@ class IsolateProcess(asyncio.Protocol):
         except OSError:
             return 0.0
 
-    def _schedule_poll(self) -> None:
+    def _schedule_poll(self, delay: float | None = None) -> None:
         if self.state is not State.DEAD:
-            self._timer = self._loop.call_later(self.poll_interval, self._poll)
+            self._timer = self._loop.call_later(delay or self.poll_interval, self._poll)
 
     def _poll(self) -> None:
         self._timer = None
         try:
             self._check_limits()
         finally:
-            # An idle isolate has nothing to check: polling resumes with its next request,
-            # so a platform with many idle deployments does not wake up for each of them.
-            if self.state is State.STARTING or self.inflight:
-                self._schedule_poll()
+            # An idle isolate only needs its idle-CPU check: poll it slowly, so a platform with
+            # many idle deployments does not wake up 100 times a second for each of them.
+            busy = self.state is State.STARTING or self.inflight
+            self._schedule_poll(None if busy else IDLE_POLL_INTERVAL_S)
 
     def _check_limits(self) -> None:
         if self.state is State.DEAD or not self.pid:
