@@ -38,6 +38,12 @@ from ember.runtime.deployments.config import default_state_dir
     "layers they need (see `ember doctor`). Only for machines nobody else can reach.",
 )
 @click.option(
+    "--disable-sandbox-layers",
+    default="",
+    metavar="LAYERS",
+    help="Comma-separated sandbox layers to leave off (e.g. cgroup), as `ember doctor --disable`.",
+)
+@click.option(
     "--idle-timeout",
     default="5m",
     show_default=True,
@@ -54,6 +60,7 @@ def serve(
     state_dir: Path | None,
     config_file: Path | None,
     allow_unsandboxed_anonymous: bool,
+    disable_sandbox_layers: str,
     idle_timeout: str,
     log_requests: bool,
     port_file: Path | None,
@@ -70,14 +77,18 @@ def serve(
     from ember.runtime.isolation import SandboxPolicy
     from ember.runtime.platform.app import Platform, PlatformOptions
     from ember.runtime.platform.server import serve as run_server
-    from ember.runtime.sandbox import FULL
+    from ember.runtime.sandbox import FULL, parse_layers
 
     idle = parse_duration(idle_timeout)
     if idle is None:
         raise ConfigError("--idle-timeout", None, idle_timeout, "a duration such as 90s or 5m")
     config = load_platform_config(config_file) if config_file else PlatformConfig()
     state = (state_dir or default_state_dir()).resolve()
-    policy = SandboxPolicy(default_profile=FULL, allow_below_minimum=allow_unsandboxed_anonymous)
+    policy = SandboxPolicy(
+        default_profile=FULL,
+        allow_below_minimum=allow_unsandboxed_anonymous,
+        disabled=parse_layers(disable_sandbox_layers, source="--disable-sandbox-layers"),
+    )
     options = PlatformOptions(
         state_dir=state,
         config=config,

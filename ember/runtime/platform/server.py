@@ -50,12 +50,12 @@ async def serve(
             bound_host, bound_port = server.servers[0].sockets[0].getsockname()[:2]
             shown = "127.0.0.1" if bound_host in ("0.0.0.0", "::") else bound_host
             platform.origin = f"http://{shown}:{bound_port}"
-            if port_file is not None:
+            if on_ready is not None:
+                on_ready(platform.origin)
+            if port_file is not None:  # last: whoever waits for it also finds the banner
                 staging = port_file.with_suffix(".tmp")
                 staging.write_text(str(bound_port))
                 os.replace(staging, port_file)
-            if on_ready is not None:
-                on_ready(platform.origin)
         await serving
     finally:
         if not serving.done():
