@@ -86,3 +86,19 @@ def skip_if_no_userns(case: Case, error: object) -> None:
     stage = getattr(error, "stage", None)
     if case.as_uid is not None and stage in ("namespaces", "mount_ns"):
         pytest.skip(f"unprivileged user namespaces unavailable here: {error}")
+
+
+def for_profile(*args: object, **kwargs: object) -> SandboxSpec:
+    """``SandboxSpec.for_profile`` with a memory limit above what this test process holds.
+
+    memory_limit is an absolute RLIMIT_DATA that counts what a forked child inherits; the real
+    zygote is small, but pytest may have imported torch by now, so leave headroom above it.
+    """
+    kwargs.setdefault("memory_limit", data_in_use() + 256 * MiB)
+    return SandboxSpec.for_profile(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def sandbox_spec(**kwargs: object) -> SandboxSpec:
+    """``SandboxSpec(...)`` with the same memory headroom as ``for_profile`` above."""
+    kwargs.setdefault("memory_limit", data_in_use() + 256 * MiB)
+    return SandboxSpec(**kwargs)  # type: ignore[arg-type]

@@ -22,7 +22,6 @@ from ember.runtime.sandbox import (
     LayerReport,
     MinimumLayersMissing,
     SandboxError,
-    SandboxSpec,
     cpu_seconds,
     enter,
     kill_worker,
@@ -30,7 +29,7 @@ from ember.runtime.sandbox import (
 )
 from ember.runtime.sandbox import cgroup as cgroups
 from tests.sandbox import attacks
-from tests.sandbox.cases import BASE, NAMESPACES
+from tests.sandbox.cases import BASE, NAMESPACES, for_profile, sandbox_spec
 from tests.sandbox.conftest import Tenants, data_in_use
 from tests.sandbox.harness import Run, run_sandboxed
 
@@ -61,7 +60,7 @@ def _wait_gone(pid: int, timeout_s: float = 3.0, *, reaped: bool = False) -> boo
 def test_supervisor_watches_cpu_and_kills_the_worker(
     report: LayerReport, tenants: Tenants, pool_uid: int
 ) -> None:
-    spec = SandboxSpec.for_profile(
+    spec = for_profile(
         FULL,
         report,
         deployment_id="a",
@@ -106,7 +105,7 @@ def test_supervisor_watches_cpu_and_kills_the_worker(
 
 def test_killing_the_monitor_takes_the_worker_down(report: LayerReport, tenants: Tenants) -> None:
     _need(report, Layer.PID_NS)
-    spec = SandboxSpec.for_profile(FULL, report, deployment_id="a", code_dir=tenants.code_a)
+    spec = for_profile(FULL, report, deployment_id="a", code_dir=tenants.code_a)
     seen: dict[str, object] = {}
 
     def kill_monitor(run: Run) -> None:
@@ -128,7 +127,7 @@ def test_a_failing_layer_is_reported_and_user_code_never_runs(
     report: LayerReport, tenants: Tenants
 ) -> None:
     _need(report, Layer.IPC_UTS_NS, Layer.PID_NS)
-    spec = SandboxSpec(
+    spec = sandbox_spec(
         deployment_id="a",
         code_dir=tenants.code_a,
         hostname="x" * 100,
@@ -143,7 +142,7 @@ def test_a_failing_layer_is_reported_and_user_code_never_runs(
 
 
 def test_a_missing_code_dir_fails_before_forking(tenants: Tenants) -> None:
-    spec = SandboxSpec(
+    spec = sandbox_spec(
         deployment_id="a", code_dir=tenants.base / "missing", layers=BASE | NAMESPACES
     )
     run = run_sandboxed(spec, attacks.self_test)
@@ -153,14 +152,14 @@ def test_a_missing_code_dir_fails_before_forking(tenants: Tenants) -> None:
 
 
 def test_a_memory_limit_below_what_the_child_holds_is_refused(tenants: Tenants) -> None:
-    spec = SandboxSpec(deployment_id="a", code_dir=tenants.code_a, memory_limit=16 << 20)
+    spec = sandbox_spec(deployment_id="a", code_dir=tenants.code_a, memory_limit=16 << 20)
     run = run_sandboxed(spec, attacks.self_test)
     assert run.error is not None and run.error.stage == "rlimits"
     assert "counts the zygote's memory" in str(run.error)
 
 
 def test_enter_refuses_a_spec_below_the_anonymous_minimum(tenants: Tenants) -> None:
-    spec = SandboxSpec(
+    spec = sandbox_spec(
         deployment_id="a",
         code_dir=tenants.code_a,
         require_minimum=True,
@@ -177,7 +176,7 @@ def test_forcing_layers_off_falls_back_and_can_refuse(
     report: LayerReport, tenants: Tenants
 ) -> None:
     _need(report, Layer.PID_NS, Layer.NET_NS, Layer.MOUNT_NS, Layer.SECCOMP, Layer.LANDLOCK)
-    no_landlock = SandboxSpec.for_profile(
+    no_landlock = for_profile(
         ANONYMOUS,
         report,
         deployment_id="a",
@@ -189,7 +188,7 @@ def test_forcing_layers_off_falls_back_and_can_refuse(
     assert run.error is None and run.result["pid"] == 1
     assert run.startup.applied.layers == no_landlock.layers
     # Without pid and mount namespaces the other minimum (seccomp + Landlock) still holds...
-    walls = SandboxSpec.for_profile(
+    walls = for_profile(
         ANONYMOUS,
         report,
         deployment_id="a",
@@ -199,7 +198,7 @@ def test_forcing_layers_off_falls_back_and_can_refuse(
     assert {Layer.SECCOMP, Layer.LANDLOCK} <= walls.layers
     # ...until one of those goes too: refused, naming what is missing.
     with pytest.raises(MinimumLayersMissing) as refused:
-        SandboxSpec.for_profile(
+        for_profile(
             ANONYMOUS,
             report,
             deployment_id="a",
@@ -210,7 +209,7 @@ def test_forcing_layers_off_falls_back_and_can_refuse(
 
 
 def test_dev_profile_is_hygiene_and_limits_only(report: LayerReport, tenants: Tenants) -> None:
-    spec = SandboxSpec.for_profile(
+    spec = for_profile(
         DEV,
         report,
         deployment_id="a",
@@ -242,7 +241,7 @@ def test_dev_profile_is_hygiene_and_limits_only(report: LayerReport, tenants: Te
 
 def test_cgroup_pids_limit_stops_a_fork_bomb_of_root(report: LayerReport, tenants: Tenants) -> None:
     _need(report, Layer.CGROUP, Layer.PID_NS)
-    spec = SandboxSpec(
+    spec = sandbox_spec(
         deployment_id="a",
         code_dir=tenants.code_a,
         nproc=8,
@@ -282,7 +281,7 @@ def test_remove_stale_takes_only_groups_of_dead_monitors(report: LayerReport) ->
 def test_unprivileged_caller_cannot_ask_for_a_pool_uid(
     tenants: Tenants, unpriv_uid: int | None
 ) -> None:
-    spec = SandboxSpec(
+    spec = sandbox_spec(
         deployment_id="a", code_dir=tenants.code_a, uid=4242, layers=BASE | {Layer.UID}
     )
     run = run_sandboxed(spec, attacks.self_test, as_uid=unpriv_uid)
@@ -293,7 +292,7 @@ def test_unprivileged_caller_cannot_ask_for_a_pool_uid(
 def test_closing_the_supervisor_end_ends_an_idle_worker(
     report: LayerReport, tenants: Tenants
 ) -> None:
-    spec = SandboxSpec.for_profile(FULL, report, deployment_id="a", code_dir=tenants.code_a)
+    spec = for_profile(FULL, report, deployment_id="a", code_dir=tenants.code_a)
     run = run_sandboxed(spec, lambda: {"idle": True}, linger=True)
     assert run.result == {"idle": True}
     assert os.waitstatus_to_exitcode(run.exit_status) == 0  # exited on EOF, mirrored
@@ -302,7 +301,7 @@ def test_closing_the_supervisor_end_ends_an_idle_worker(
 
 def test_code_dir_is_mounted_read_only_at_app(report: LayerReport, tenants: Tenants) -> None:
     _need(report, Layer.MOUNT_NS)
-    spec = SandboxSpec.for_profile(FULL, report, deployment_id="a", code_dir=tenants.code_a)
+    spec = for_profile(FULL, report, deployment_id="a", code_dir=tenants.code_a)
 
     def look() -> dict:
         return {
@@ -322,7 +321,7 @@ def test_the_callers_signal_setup_is_forgotten(report: LayerReport, tenants: Ten
     """A zygote running asyncio has a wakeup fd and handlers; none may reach the worker."""
     import asyncio
 
-    spec = SandboxSpec.for_profile(FULL, report, deployment_id="a", code_dir=tenants.code_a)
+    spec = for_profile(FULL, report, deployment_id="a", code_dir=tenants.code_a)
 
     def zygote_like_then_look() -> dict:
         return {
@@ -365,7 +364,7 @@ def test_many_quick_workers_all_stay_up_after_ready(report: LayerReport, tenants
     killed the healthy worker. The byte is now written only with cgroups, when the worker waits
     for it. That race needs a monitor descheduled for ~10 ms, so this test may miss it."""
     _need(report, Layer.PID_NS)
-    spec = SandboxSpec.for_profile(
+    spec = for_profile(
         FULL, report, deployment_id="a", code_dir=tenants.code_a, disabled=frozenset({Layer.CGROUP})
     )
     alive = []

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ember.runtime.sandbox import ANONYMOUS, FULL, Layer, LayerReport, SandboxSpec
+from ember.runtime.sandbox import ANONYMOUS, FULL, Layer, LayerReport
 from tests.sandbox import attacks
+from tests.sandbox.cases import for_profile, sandbox_spec
 from tests.sandbox.conftest import Tenants
 from tests.sandbox.harness import run_sandboxed
 
@@ -41,7 +42,7 @@ def test_self_test_as_root_with_pool_uid(
     report: LayerReport, tenants: Tenants, pool_uid: int
 ) -> None:
     _need(report, Layer.MOUNT_NS, Layer.PID_NS, Layer.NET_NS, Layer.UID, Layer.SECCOMP)
-    spec = SandboxSpec.for_profile(
+    spec = for_profile(
         FULL,
         report,
         deployment_id="a",
@@ -77,7 +78,7 @@ def test_self_test_unprivileged(
 ) -> None:
     _need(report, Layer.SECCOMP, Layer.LANDLOCK)
     # Probed as root; the unprivileged run must find user namespaces on its own.
-    spec = SandboxSpec(
+    spec = sandbox_spec(
         deployment_id="a",
         code_dir=tenants.code_a,
         env={"EMBER_VAR": "visible"},
@@ -95,7 +96,7 @@ def test_self_test_unprivileged(
 
 def test_two_workers_draw_different_random_numbers(report: LayerReport, tenants: Tenants) -> None:
     _need(report, Layer.PID_NS, Layer.MOUNT_NS)
-    spec = SandboxSpec.for_profile(
+    spec = for_profile(
         ANONYMOUS, report, deployment_id="a", code_dir=tenants.code_a, env={"EMBER_VAR": "visible"}
     )
     first = run_sandboxed(spec, attacks.self_test)

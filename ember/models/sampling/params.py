@@ -1,0 +1,231 @@
+"""``SamplingParams``: the sampling fields of a chat-completions request, typed and validated.
+
+Fields, ranges and defaults follow the OpenAI-compatible schema Workers AI uses for Kimi and GLM
+(reference/workers-api.md §1.4): ``temperature`` 0-2 (default 1), ``top_p`` 0-1 (1),
+``frequency_penalty``/``presence_penalty`` -2..2 (0), ``stop`` a string or 1-4 strings,
+``logprobs`` bool with ``top_logprobs`` 0-20, ``seed``; every numeric field also accepts null
+(= default), and ``logit_bias`` maps token ids to -100..100. Engine extensions as vLLM/SGLang
+name them: ``top_k`` (0 or -1 = off), ``min_p`` (0-1), ``repetition_penalty`` (0-2, 1 = off; 0
+itself is refused, it would divide by zero), ``min_tokens``, ``stop_token_ids``, ``ignore_eos``.
+``max_completion_tokens`` wins over the deprecated ``max_tokens``. Unknown keys are ignored (the
+request body carries messages, tools, ...).
+
+Each bad value raises ``InvalidModelInput`` naming the field, the allowed range and the value.
+The HTTP front end validates with ``ember.models.api.parse_sampling`` (JSON-pointer paths, OpenAI
+error bodies) and converts with ``SamplingParams.from_options``; ``from_request`` is for callers
+holding a plain dict (the engine's Python API, tests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ember.errors import InvalidModelInput
+from ember.models.api.chat_request import SamplingOptions
+
+MAX_STOP_STRINGS = 4
+MAX_TOP_LOGPROBS = 20
+# torch.Generator.manual_seed accepts this range (negative seeds are folded in).
+_SEED_MIN, _SEED_MAX = -(2**63), 2**64 - 1
+# Below this a temperature is greedy: dividing logits by it overflows float32 (vLLM uses 1e-5).
+GREEDY_TEMPERATURE = 1e-5
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """How to pick each next token for one request, and when to stop."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: no top-k cut
+    min_p: float = 0.0  # drop tokens below min_p * the top token's probability
+    seed: int | None = None
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    max_tokens: int | None = None  # None: the engine caps by the context window
+    min_tokens: int = 0  # EOS, stop ids and stop strings are ignored before this many tokens
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, -100..100) added to the logits
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    logprobs: bool = False
+    top_logprobs: int = 0
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        _check_number("temperature", self.temperature, 0.0, 2.0)
+        _check_number("top_p", self.top_p, 0.0, 1.0)
+        _check_number("min_p", self.min_p, 0.0, 1.0)
+        _check_number("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
+        _check_number("presence_penalty", self.presence_penalty, -2.0, 2.0)
+        _check_number("repetition_penalty", self.repetition_penalty, 0.0, 2.0, open_low=True)
+        if not _is_int(self.top_k) or self.top_k < -1:
+            _fail("top_k", "an integer >= 1, or 0 / -1 to disable", self.top_k)
+        if self.seed is not None and not (
+            _is_int(self.seed) and _SEED_MIN <= self.seed <= _SEED_MAX
+        ):
+            _fail("seed", f"an integer between {_SEED_MIN} and {_SEED_MAX}", self.seed)
+        if self.max_tokens is not None and not (_is_int(self.max_tokens) and self.max_tokens >= 1):
+            _fail("max_tokens", "an integer >= 1", self.max_tokens)
+        if not _is_int(self.min_tokens) or self.min_tokens < 0:
+            _fail("min_tokens", "an integer >= 0", self.min_tokens)
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            _fail("min_tokens", f"at most max_tokens ({self.max_tokens})", self.min_tokens)
+        for token, bias in self.logit_bias:
+            if not (_is_int(token) and token >= 0):
+                _fail("logit_bias", "an object whose keys are token ids (integers >= 0)", token)
+            _check_number(f"logit_bias[{token}]", bias, -100.0, 100.0)
+        stop_expected = f"a non-empty string or a list of 1 to {MAX_STOP_STRINGS} of them"
+        if len(self.stop) > MAX_STOP_STRINGS:
+            _fail("stop", stop_expected, list(self.stop))
+        for item in self.stop:
+            if not (isinstance(item, str) and item):
+                _fail("stop", stop_expected, item)
+        for token in self.stop_token_ids:
+            if not (_is_int(token) and token >= 0):
+                _fail("stop_token_ids", "a list of token ids (integers >= 0)", token)
+        for flag in ("logprobs", "ignore_eos"):
+            if not isinstance(getattr(self, flag), bool):
+                _fail(flag, "true or false", getattr(self, flag))
+        if not _is_int(self.top_logprobs) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            _fail("top_logprobs", f"an integer between 0 and {MAX_TOP_LOGPROBS}", self.top_logprobs)
+        if self.top_logprobs and not self.logprobs:
+            raise InvalidModelInput(
+                "top_logprobs", "top_logprobs requires logprobs to be true, got logprobs false"
+            )
+
+    @property
+    def greedy(self) -> bool:
+        """Whether the next token is simply the most likely one (no randomness is drawn)."""
+        return self.temperature < GREEDY_TEMPERATURE or self.top_k == 1
+
+    @property
+    def effective_top_k(self) -> int:
+        """``top_k`` with the "off" spellings (0, -1) normalised to 0."""
+        return max(self.top_k, 0)
+
+    @property
+    def has_cut(self) -> bool:
+        """Whether a top-k, top-p or min-p cut applies (the draw then sorts the vocabulary)."""
+        return self.effective_top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0
+
+    @property
+    def has_penalties(self) -> bool:
+        return (
+            self.repetition_penalty != 1.0
+            or self.frequency_penalty != 0.0
+            or self.presence_penalty != 0.0
+        )
+
+    @classmethod
+    def from_request(
+        cls,
+        body: Mapping[str, Any],
+        *,
+        defaults: Mapping[str, Any] | None = None,
+        max_tokens_limit: int | None = None,
+    ) -> SamplingParams:
+        """From a chat/completions request body; ``defaults`` (e.g. a model's
+        generation_config) fill fields the request leaves absent or null."""
+        if not isinstance(body, Mapping):
+            raise InvalidModelInput("body", f"the request must be a JSON object, got {body!r}")
+        merged: dict[str, Any] = {}
+        for source in (defaults or {}, body):
+            for key, value in source.items():
+                if value is not None:
+                    merged[key] = value
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in merged.items() if k in names and k not in ("stop", "max_tokens")}
+        # The newer name wins; errors name the field the request used.
+        limit_field = "max_completion_tokens" if "max_completion_tokens" in merged else "max_tokens"
+        limit = merged.get(limit_field)
+        if limit is not None:
+            upper = max_tokens_limit
+            if not _is_int(limit) or limit < 1 or (upper is not None and limit > upper):
+                expected = (
+                    "an integer >= 1" if upper is None else f"an integer between 1 and {upper}"
+                )
+                _fail(limit_field, expected, limit)
+            values["max_tokens"] = limit
+        if "stop" in merged:
+            values["stop"] = _stop_strings(merged["stop"])
+        if "logit_bias" in merged:
+            values["logit_bias"] = _logit_bias(merged["logit_bias"])
+        if "stop_token_ids" in merged:
+            ids = merged["stop_token_ids"]
+            if not isinstance(ids, list | tuple):
+                _fail("stop_token_ids", "a list of token ids (integers >= 0)", ids)
+            values["stop_token_ids"] = tuple(ids)
+        return cls(**values)
+
+    @classmethod
+    def from_options(cls, options: SamplingOptions) -> SamplingParams:
+        """From the chat API's already validated ``SamplingOptions`` (ember.models.api)."""
+        return cls(
+            temperature=float(options.temperature),
+            top_p=float(options.top_p),
+            top_k=options.top_k or 0,
+            min_p=float(options.min_p),
+            seed=options.seed,
+            repetition_penalty=float(options.repetition_penalty),
+            frequency_penalty=float(options.frequency_penalty),
+            presence_penalty=float(options.presence_penalty),
+            max_tokens=options.max_tokens,
+            min_tokens=options.min_tokens,
+            logit_bias=tuple(sorted((int(t), float(b)) for t, b in options.logit_bias.items())),
+            stop=tuple(options.stop),
+            stop_token_ids=tuple(options.stop_token_ids),
+            logprobs=options.logprobs,
+            top_logprobs=options.top_logprobs,
+            ignore_eos=options.ignore_eos,
+        )
+
+
+def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
+    """OpenAI's ``{"token id": bias}`` object (JSON keys are strings) -> sorted pairs."""
+    if not isinstance(value, Mapping):
+        _fail("logit_bias", "an object mapping token ids to numbers from -100 to 100", value)
+    pairs = []
+    for key, bias in value.items():  # type: ignore[union-attr]
+        token = int(key) if isinstance(key, str) and key.isdigit() else key
+        pairs.append((token, bias))
+    return tuple(sorted(pairs, key=lambda pair: str(pair[0])))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _fail(field: str, expected: str, value: object) -> None:
+    raise InvalidModelInput(field, f"{field} must be {expected}, got {value!r}")
+
+
+def _check_number(
+    field: str, value: object, low: float, high: float, *, open_low: bool = False
+) -> None:
+    ok = (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (low < value if open_low else low <= value)
+        and value <= high
+    )
+    if not ok:
+        lower = "greater than" if open_low else "between"
+        expected = (
+            f"a number {lower} {low:g} and at most {high:g}"
+            if open_low
+            else f"a number {lower} {low:g} and {high:g}"
+        )
+        _fail(field, expected, value)
+
+
+def _stop_strings(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or len(value) > MAX_STOP_STRINGS:
+        _fail("stop", f"a non-empty string or a list of 1 to {MAX_STOP_STRINGS} of them", value)
+    return tuple(value)  # type: ignore[arg-type]

@@ -1,0 +1,174 @@
+"""When to stop, and what text to show so far: incremental detokenization + stop strings.
+
+``StopChecker(params, decode, eos_token_ids)`` is fed each sampled token and answers with a
+``TextDelta``: the text that may be shown now, and whether (and why) the request finished. It is
+independent of the tokenizer: ``decode`` is any ``Callable[[Sequence[int]], str]`` (e.g.
+``lambda ids: tokenizer.decode(ids, skip_special_tokens=True)``).
+
+- Detokenization is incremental, as HF's and vLLM's streamers do it: decode a short window of
+  recent tokens and emit what grew, holding back while the text ends in U+FFFD (a UTF-8
+  character split across tokens).
+- Stop token ids (``stop_token_ids``, and the EOS ids unless ``ignore_eos``) finish with reason
+  ``stop``; the stop token's text is never shown.
+- Stop strings are matched on the decoded text. Generation stops at the first token after which
+  the text contains one; the output ends just before the earliest match (the stop string is not
+  shown, as OpenAI does). Text that could still become a stop string (a suffix that is a prefix of
+  one) is held back, so a stream never shows part of a stop string; it is released as soon as
+  it cannot match any more, or when the request finishes otherwise.
+- ``max_tokens`` finishes with reason ``length`` after the last allowed token (its text is shown,
+  unless that token also completed a stop string).
+- Before ``min_tokens`` tokens nothing stops the request (as in vLLM); stop strings then match
+  only text produced from the ``min_tokens``-th token on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ember.models.sampling.params import SamplingParams
+
+Decode = Callable[[Sequence[int]], str]
+FinishReason = Literal["stop", "length"]
+_REPLACEMENT = "\ufffd"
+_INITIAL_WINDOW = 5  # tokens of context decoded with the first ones (leading-space handling)
+
+
+class IncrementalDecoder:
+    """Turn a stream of token ids into a stream of text pieces with any ``decode`` function."""
+
+    def __init__(self, decode: Decode, context_ids: Sequence[int] = ()) -> None:
+        # ``context_ids``: the last prompt tokens, so the first generated token decodes the way it
+        # would mid-text (SentencePiece drops a leading space at the very start).
+        self._decode = decode
+        self._ids = list(context_ids[-_INITIAL_WINDOW:])
+        self._prefix_offset = 0
+        self._read_offset = len(self._ids)
+
+    def push(self, token_id: int) -> str:
+        """Add one token; return the new text it completes ("" while a character is split)."""
+        self._ids.append(token_id)
+        return self._advance(final=False)
+
+    def flush(self) -> str:
+        """Whatever is still held back (a split character decodes as U+FFFD)."""
+        return self._advance(final=True)
+
+    def _advance(self, *, final: bool) -> str:
+        before = self._decode(self._ids[self._prefix_offset : self._read_offset])
+        after = self._decode(self._ids[self._prefix_offset :])
+        if len(after) <= len(before) or (after.endswith(_REPLACEMENT) and not final):
+            return ""
+        self._prefix_offset = self._read_offset
+        self._read_offset = len(self._ids)
+        return after[len(before) :]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """What one token changed: text to show now, and whether the request is finished."""
+
+    text: str
+    finished: bool = False
+    finish_reason: FinishReason | None = None
+    stop_reason: str | int | None = None  # the stop string or token id that matched
+
+
+class StopChecker:
+    """Per-request stop handling (see the module docstring)."""
+
+    def __init__(
+        self,
+        params: SamplingParams,
+        decode: Decode,
+        eos_token_ids: Collection[int] = (),
+        *,
+        context_ids: Sequence[int] = (),
+    ) -> None:
+        self._params = params
+        self._stop_ids = set(params.stop_token_ids)
+        if not params.ignore_eos:
+            self._stop_ids |= set(eos_token_ids)
+        self._stops = params.stop
+        self._decoder = IncrementalDecoder(decode, context_ids)
+        self._text = ""  # decoded text not yet cut by a stop string
+        self._shown = 0  # characters of _text already released
+        self._tokens = 0
+        self.finished = False
+
+    @property
+    def text(self) -> str:
+        """All text released so far."""
+        return self._text[: self._shown]
+
+    @property
+    def num_tokens(self) -> int:
+        return self._tokens
+
+    def push(self, token_id: int) -> TextDelta:
+        """Feed the next sampled token."""
+        if self.finished:
+            raise RuntimeError("push() after the request finished")
+        self._tokens += 1
+        limit = self._params.max_tokens
+        if self._tokens < self._params.min_tokens:
+            # No stopping yet (the sampler also masks EOS and stop ids): show everything, so a
+            # stop string can only match text produced from min_tokens on.
+            self._text += self._decoder.push(token_id)
+            if limit is not None and self._tokens >= limit:
+                return self._finish("length", None)
+            return TextDelta(self._release(len(self._text)))
+        if token_id in self._stop_ids:
+            return self._finish("stop", token_id)
+        self._text += self._decoder.push(token_id)
+        match = self._find_stop()
+        if match is not None:
+            start, stop = match
+            self._text = self._text[:start]
+            return self._finish("stop", stop, flush=False)
+        if limit is not None and self._tokens >= limit:
+            return self._finish("length", None)
+        return TextDelta(self._release(len(self._text) - self._held_back()))
+
+    def finish(self) -> TextDelta:
+        """End the request for an outside reason (abort, context full): release what is held."""
+        return self._finish(None, None)
+
+    def _find_stop(self) -> tuple[int, str] | None:
+        # A match cannot start inside released text: we never release a prefix of a stop string.
+        best: tuple[int, str] | None = None
+        for stop in self._stops:
+            at = self._text.find(stop, self._shown)
+            if at >= 0 and (best is None or at < best[0]):
+                best = (at, stop)
+        return best
+
+    def _held_back(self) -> int:
+        """Length of the longest unreleased suffix that is a proper prefix of a stop string."""
+        pending = self._text[self._shown :]
+        longest = 0
+        for stop in self._stops:
+            for size in range(min(len(stop) - 1, len(pending)), longest, -1):
+                if pending.endswith(stop[:size]):
+                    longest = size
+                    break
+        return longest
+
+    def _release(self, upto: int) -> str:
+        piece = self._text[self._shown : upto]
+        self._shown = max(self._shown, upto)
+        return piece
+
+    def _finish(
+        self, reason: FinishReason | None, matched: str | int | None, *, flush: bool = True
+    ) -> TextDelta:
+        if flush:
+            self._text += self._decoder.flush()
+            # The flushed tail can complete a stop string too.
+            match = self._find_stop()
+            if match is not None:
+                self._text = self._text[: match[0]]
+                reason, matched = "stop", match[1]
+        self.finished = True
+        return TextDelta(self._release(len(self._text)), True, reason, matched)
