@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from ember.bindings.registry import BindingRegistry
 from ember.runtime import events as E
-from ember.runtime.deployments.errors import InvalidUpload
+from ember.runtime.deployments.errors import InvalidUpload, ScriptNotFound
 from ember.runtime.deployments.plane import ControlPlane
-from ember.runtime.deployments.records import Account
+from ember.runtime.deployments.records import Account, Script
 from ember.runtime.limits import Limits
 from ember.runtime.platform.routing import RouteTable, WorkerRoute
 from ember.runtime.platform.translate import VersionSlot, build_slot, slot_id
@@ -155,6 +155,12 @@ class LiveDeployments:
 
     # -- under the worker's lock ----------------------------------------------------------------
 
+    def _script(self, account: Account, name: str) -> Script | None:
+        try:
+            return self.plane.scripts.get(account, name)
+        except ScriptNotFound:
+            return None
+
     async def _prepare(self, account: Account, name: str, version_id: str) -> None:
         if slot_id(account, name, version_id) in self._slots:
             return  # already running or registered: it loaded before
@@ -185,7 +191,7 @@ class LiveDeployments:
         account = self.plane.accounts.find(account_id)
         live = None
         if account is not None and not account.expired(self.plane.clock()):
-            script = next((s for s in self.plane.scripts.list(account) if s.name == name), None)
+            script = self._script(account, name)
             live = self.plane.scripts.live(account, name) if script is not None else None
         targets: list[tuple[str, float]] = []
         if account is not None and live is not None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 
 from ember.runtime.cron import CronExpression
+from ember.runtime.deployments.errors import ScriptNotFound
 from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.records import Script
 from ember.runtime.platform.routing import RouteTable
 from ember.runtime.scheduler import CronScheduler
 from ember.runtime.supervisor import ScheduledResult, Supervisor
@@ -31,7 +33,10 @@ class WorkerCrons:
         account = self.plane.accounts.find(account_id)
         crons: tuple[str, ...] = ()
         if account is not None and self.routes.get(account.name, name) is not None:
-            script = next((s for s in self.plane.scripts.list(account) if s.name == name), None)
+            try:
+                script: Script | None = self.plane.scripts.get(account, name)
+            except ScriptNotFound:
+                script = None
             if script is not None:
                 crons = tuple(
                     item["cron"]
