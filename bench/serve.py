@@ -127,6 +127,37 @@ async def load(port: int, hosts: list[str], seconds: float, concurrency: int) ->
     }
 
 
+def plot(results: dict[str, object], path: Path) -> None:
+    """Memory per deployment and requests/s side by side; needs matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    memory = results["memory"]
+    throughput = results["throughput"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    left.bar(
+        ["isolate started,\nidle", "isolate stopped\n(idle eviction)"],
+        [memory["per_started_deployment_pss_mib"], memory["per_evicted_deployment_pss_mib"]],
+        color=["tab:orange", "tab:green"],
+    )
+    left.set_ylabel("MiB PSS per deployment")
+    left.set_title("memory per idle deployment")
+    right.bar(
+        [f"random of {throughput['deployments']}", "one deployment"],
+        [
+            throughput["random_deployment"]["requests_per_s"],
+            throughput["one_deployment"]["requests_per_s"],
+        ],
+        color=["tab:blue", "tab:gray"],
+    )
+    right.set_ylabel("requests/s")
+    right.set_title(f"{throughput['concurrency']} keep-alive connections")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deployments", type=int, default=100)
@@ -134,7 +165,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "serve.json")
+    parser.add_argument("--plot-only", action="store_true", help="redraw from an --out file")
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
+        return
     results: dict[str, object] = {
         "machine": {"cpu_count": os.cpu_count(), "loadavg_before": os.getloadavg()},
     }
@@ -220,6 +255,11 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
+    try:
+        plot(results, args.out.with_suffix(".png"))
+        print(f"wrote {args.out.with_suffix('.png')}")
+    except ImportError:
+        print("matplotlib is not installed: no plot")
 
 
 if __name__ == "__main__":
