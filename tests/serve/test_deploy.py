@@ -79,6 +79,8 @@ def test_redeploy_rollback_gradual_and_delete(serve: ServeProcess) -> None:
         assert api.delete(f"/accounts/{account_id}/workers/services/app").status_code == 200
     gone = serve.worker("roll", "app")
     assert gone.status_code == 404 and "No worker named 'app'" in gone.text
+    versions_dir = serve.state_dir / "accounts" / account_id / "versions"
+    assert list(versions_dir.iterdir()) == []  # the deleted worker's files are gone too
 
 
 def test_a_version_that_does_not_load_is_refused_and_the_live_one_stays(
@@ -107,6 +109,8 @@ def test_a_version_that_does_not_load_is_refused_and_the_live_one_stays(
         assert "no config for prod" in reply.json()["errors"][0]["message"]
         after = api.get(f"/accounts/{account_id}/workers/scripts/svc/versions").json()
         assert after["result"]["items"] == versions["result"]["items"]  # refused: not stored
+        written = serve.state_dir / "accounts" / account_id / "versions"
+        assert [d.name for d in written.iterdir()] == [versions["result"]["items"][0]["id"]]
 
 
 def test_python_modules_and_secret_changes_reach_the_worker(serve: ServeProcess) -> None:

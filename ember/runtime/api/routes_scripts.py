@@ -90,7 +90,8 @@ async def put_script(request: Request) -> Response:
                 source=who.source,
             )
     except BaseException:
-        plane.scripts.discard_undeployed(who.account, name, version.id)
+        if plane.scripts.discard_undeployed(who.account, name, version.id):
+            plane.files.remove_version(who.account.id, version.id)
         raise
     body = serializers.script(plane.scripts.get(who.account, name), version)
     body["deployment_id"] = version.id  # wrangler reads this as the version id
@@ -129,8 +130,11 @@ async def get_service(request: Request) -> Response:
 async def delete_script(request: Request) -> Response:
     who = caller(request)
     name = request.path_params["name"]
-    plane_of(request).scripts.delete(who.account, name)
-    await live_of(request).reconcile(who.account.id, name)
+    plane = plane_of(request)
+    versions = plane.scripts.delete(who.account, name)
+    await live_of(request).reconcile(who.account.id, name)  # drains its isolates first
+    for version_id in versions:
+        plane.files.remove_version(who.account.id, version_id)
     return ok(None)
 
 
@@ -185,7 +189,9 @@ async def post_version(request: Request) -> Response:
     try:
         await live_of(request).prepare(who.account, name, result.version.id)
     except BaseException:
-        plane_of(request).scripts.discard_undeployed(who.account, name, result.version.id)
+        plane = plane_of(request)
+        if plane.scripts.discard_undeployed(who.account, name, result.version.id):
+            plane.files.remove_version(who.account.id, result.version.id)
         raise
     return ok(serializers.version(result.version, who.account, result.script))
 
