@@ -126,3 +126,13 @@ def _describe(source: str, report) -> list[str]:  # noqa: ANN001 - accounting.In
         extra = f" (attention {kv.attention:,} + indexer keys {kv.indexer:,})" if kv.indexer else ""
         lines.append(f"  {dtype:<5} {kv.total:>10,} B{extra}")
     return lines
+
+
+def _register_serve() -> None:
+    # `ember models serve` lives in its own module (the model server's CLI); torch-free to import.
+    from ember.cli.models_serve import serve
+
+    models.add_command(serve)
+
+
+_register_serve()

@@ -160,6 +160,8 @@ def parse_sampling(body: Mapping, path: str = "") -> SamplingOptions:
         logit_bias=_logit_bias(body, path),
         logprobs=bool(logprobs),
         top_logprobs=top_logprobs,
+        # SGLang's and vLLM's extension, sent by their benchmark clients for fixed output lengths.
+        ignore_eos=optional_bool(body, "ignore_eos", path, False),
     )
 
 

@@ -1,0 +1,382 @@
+"""Engine micro-benchmark: decode steps/s at batch 1/16/64, BF16 vs FP8 KV, integrity levels.
+
+No HTTP, no tokenizer: the engine's own loop (schedule -> paged forward -> checks -> sample ->
+postprocess) on the tiny random-init checkpoints of cpu-anchors.md (vocab 8192, hidden 256,
+4 layers, 16 experts top-4), prompts of 128 random tokens. For each configuration it fills the
+engine with ``batch`` requests, runs their prefill, then times ``--steps`` decode steps.
+Configurations are interleaved over ``--repeats`` rounds and the median is reported, because the
+machine is shared: compare ratios from one run, never absolute figures across days.
+
+``--hf`` adds the baseline of the issue: the same checkpoint through HF transformers
+``generate()`` (greedy, 128 in / 128 out), one request at a time ("naive") and as one static batch,
+against the engine serving the same requests end to end (prefill included).
+
+    PYTHONPATH=. python -m bench.engine_decode --arch kimi --batch 1 16 64 --kv bf16 fp8_e4m3
+    PYTHONPATH=. python -m bench.engine_decode --arch kimi --batch 64 --integrity off sampled full
+    PYTHONPATH=. python -m bench.engine_decode --arch kimi --hf --hf-batch 64
+
+Results go to ``bench/results/engine_decode.json`` (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ember.models.engine.config import EngineConfig
+from ember.models.engine.llm_engine import LLMEngine
+from ember.models.engine.sequence import StopCriteria
+from ember.models.kv.spec import kv_layout_for
+
+PROMPT_LEN = 128
+_COMMON: dict[str, Any] = dict(
+    vocab_size=8192,
+    hidden_size=256,
+    num_hidden_layers=4,
+    first_k_dense_replace=1,
+    intermediate_size=768,
+    moe_intermediate_size=128,
+    n_routed_experts=16,
+    num_experts_per_tok=4,
+    n_shared_experts=1,
+    n_group=1,
+    topk_group=1,
+    norm_topk_prob=True,
+    max_position_embeddings=4096,
+    tie_word_embeddings=False,
+    num_attention_heads=4,
+)
+_MLA: dict[str, Any] = dict(
+    num_key_value_heads=4,
+    q_lora_rank=128,
+    kv_lora_rank=64,
+    qk_nope_head_dim=32,
+    qk_rope_head_dim=16,
+    v_head_dim=32,
+)
+ARCHS: dict[str, dict[str, Any]] = {
+    "kimi": dict(
+        architectures=["DeepseekV3ForCausalLM"],
+        model_type="deepseek_v3",
+        **_COMMON,
+        **_MLA,
+        rope_interleave=True,
+        routed_scaling_factor=2.827,
+        rope_theta=5e4,
+        rms_norm_eps=1e-6,
+    ),
+    "glm4": dict(
+        architectures=["Glm4MoeForCausalLM"],
+        model_type="glm4_moe",
+        **_COMMON,
+        num_key_value_heads=2,
+        head_dim=64,
+        partial_rotary_factor=0.5,
+        use_qk_norm=True,
+        attention_bias=True,
+        routed_scaling_factor=2.5,
+        rope_theta=1e6,
+        rms_norm_eps=1e-5,
+    ),
+    "glmdsa": dict(
+        architectures=["GlmMoeDsaForCausalLM"],
+        model_type="glm_moe_dsa",
+        **_COMMON,
+        **_MLA,
+        index_n_heads=4,
+        index_head_dim=64,
+        index_topk=2048,
+        indexer_types=["full"] * 4,
+        routed_scaling_factor=2.5,
+        rope_theta=1e6,
+        rms_norm_eps=1e-5,
+    ),
+}
+DTYPE_NAMES = {"float32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _prompts(count: int, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(8192) for _ in range(PROMPT_LEN)] for _ in range(count)]
+
+
+def _engine(
+    model: Any,
+    config: Any,
+    dtype: str,
+    kv: str,
+    integrity: str,
+    batch: int,
+    kv_cache_bytes: int = 1 << 30,
+) -> LLMEngine:
+    engine_config = EngineConfig(
+        kv_cache_bytes=kv_cache_bytes,
+        page_size=16,
+        max_num_seqs=max(batch, 1),
+        max_num_batched_tokens=max(2048, batch),
+        kv_cache_dtype=kv,
+        integrity=integrity,
+    )
+    return LLMEngine(model, kv_layout_for(config), engine_config, model_dtype=dtype)
+
+
+def measure_decode(
+    model: Any, config: Any, dtype: str, kv: str, integrity: str, batch: int, steps: int
+) -> dict[str, float]:
+    """Decode steps/s with ``batch`` sequences whose prompts are already prefilled."""
+    engine = _engine(model, config, dtype, kv, integrity, batch)
+    stop = StopCriteria(max_tokens=steps + 8, ignore_eos=True)
+    for i, prompt in enumerate(_prompts(batch)):
+        engine.add_request(str(i), prompt, stop)
+    while engine.scheduler.waiting or any(
+        s.num_uncomputed_tokens > 1 for s in engine.scheduler.running
+    ):
+        engine.step()
+    engine.step()  # one warm decode step (workspace buffers, caches)
+    checker_start = engine.checker.stats.cpu_seconds if engine.checker else 0.0
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        engine.step()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    checker_cpu = engine.checker.stats.cpu_seconds - checker_start if engine.checker else 0.0
+    return {
+        "integrity_cpu_share": checker_cpu / cpu,
+        "steps_per_s": steps / elapsed,
+        "tokens_per_s": steps * batch / elapsed,
+        # CPU seconds per step, all threads: less sensitive than wall time to other processes
+        # on a shared machine (a descheduled process burns no CPU time).
+        "cpu_ms_per_step": cpu / steps * 1e3,
+    }
+
+
+def measure_generate(
+    model: Any,
+    config: Any,
+    dtype: str,
+    kv: str,
+    batch: int,
+    new: int,
+    kv_cache_bytes: int = 1 << 30,
+) -> tuple[float, float]:
+    """Output tokens per wall second and per CPU second serving ``batch`` requests end to end
+    (prefill + ``new`` tokens each)."""
+    engine = _engine(model, config, dtype, kv, "off", batch, kv_cache_bytes)
+    prompts = _prompts(batch, seed=1)
+    stop = StopCriteria(max_tokens=new, ignore_eos=True)
+    engine.generate(prompts[:1], StopCriteria(max_tokens=2, ignore_eos=True))  # warm-up
+    start, cpu_start = time.perf_counter(), time.process_time()
+    engine.generate(prompts, stop)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return batch * new / wall, batch * new / cpu
+
+
+def measure_hf(model: Any, dtype: str, batch: int, new: int, naive_requests: int) -> dict:
+    """HF transformers ``generate()`` on the same weights: one static batch, and one at a time."""
+    import transformers  # test extra; only this mode needs it
+
+    with tempfile.TemporaryDirectory() as directory:
+        _save_checkpoint(model, directory)
+        hf = transformers.AutoModelForCausalLM.from_pretrained(
+            directory, dtype=DTYPE_NAMES[dtype]
+        ).eval()
+    prompts = torch.tensor(_prompts(batch, seed=1))
+    kwargs = dict(do_sample=False, min_new_tokens=new, max_new_tokens=new, pad_token_id=0)
+    with torch.inference_mode():
+        hf.generate(prompts[:1], max_new_tokens=2, do_sample=False, pad_token_id=0)  # warm-up
+        start, cpu_start = time.perf_counter(), time.process_time()
+        hf.generate(prompts, **kwargs)
+        static = batch * new / (time.perf_counter() - start)
+        static_cpu = batch * new / (time.process_time() - cpu_start)
+        start, cpu_start = time.perf_counter(), time.process_time()
+        for row in range(naive_requests):
+            hf.generate(prompts[row : row + 1], **kwargs)
+        naive = naive_requests * new / (time.perf_counter() - start)
+        naive_cpu = naive_requests * new / (time.process_time() - cpu_start)
+    return {
+        "hf_static_tokens_per_s": static,
+        "hf_naive_tokens_per_s": naive,
+        "hf_static_tokens_per_cpu_s": static_cpu,
+        "hf_naive_tokens_per_cpu_s": naive_cpu,
+    }
+
+
+def _build(arch: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    """A random-init model of ``arch`` (the architectures package, imported here on purpose)."""
+    from ember.models.arch import build_model
+    from ember.models.config_parse import parse_config
+
+    config = parse_config(ARCHS[arch], source=f"bench:{arch}")
+    return build_model(config, dtype=dtype).eval(), config
+
+
+def _save_checkpoint(model: Any, directory: str) -> None:
+    from ember.models.loader import save_checkpoint
+
+    save_checkpoint(model, directory)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", nargs="+", default=["kimi", "glm4", "glmdsa"], choices=ARCHS)
+    parser.add_argument("--dtype", default="bf16", choices=DTYPE_NAMES, help="model weights")
+    parser.add_argument("--kv", nargs="+", default=["bf16", "fp8_e4m3"])
+    parser.add_argument("--batch", nargs="+", type=int, default=[1, 16, 64])
+    parser.add_argument("--integrity", nargs="+", default=["off"])
+    parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--hf", action="store_true", help="also compare with HF transformers")
+    parser.add_argument("--hf-batch", type=int, default=64)
+    parser.add_argument("--hf-new-tokens", type=int, default=128)
+    parser.add_argument("--hf-naive-requests", type=int, default=4)
+    parser.add_argument(
+        "--equal-budget-seqs",
+        type=int,
+        default=0,
+        help="also serve --hf-batch requests with a KV budget that holds this many whole BF16 "
+        "sequences (prompt + new tokens), in each --kv dtype: FP8 over BF16 at equal bytes",
+    )
+    parser.add_argument("--out", default="bench/results/engine_decode.json")
+    parser.add_argument("--plot", help="also draw decode tok/s per batch (needs matplotlib)")
+    parser.add_argument("--replot", action="store_true", help="only redraw --plot from --out")
+    args = parser.parse_args()
+    if args.replot:
+        plot(json.loads(Path(args.out).read_text()), args.plot)
+        return
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    models = {}
+    for arch in args.arch:
+        models[arch] = _build(arch, DTYPE_NAMES[args.dtype])
+    grid = [
+        (arch, kv, integrity, batch)
+        for arch in args.arch
+        for kv in args.kv
+        for integrity in args.integrity
+        for batch in args.batch
+    ]
+    samples: dict[tuple, list[dict[str, float]]] = {key: [] for key in grid}
+    for round_index in range(args.repeats):
+        for key in grid:
+            arch, kv, integrity, batch = key
+            model, config = models[arch]
+            result = measure_decode(model, config, args.dtype, kv, integrity, batch, args.steps)
+            samples[key].append(result)
+            print(
+                f"round {round_index} {key}: {result['tokens_per_s']:.0f} tok/s, "
+                f"{result['cpu_ms_per_step']:.2f} CPU ms/step, "
+                f"integrity {100 * result['integrity_cpu_share']:.2f}% of CPU",
+                flush=True,
+            )
+    rows = []
+    for (arch, kv, integrity, batch), runs in samples.items():
+        rows.append(
+            {
+                "arch": arch,
+                "kv_cache_dtype": kv,
+                "integrity": integrity,
+                "batch": batch,
+                "decode_steps_per_s": statistics.median(r["steps_per_s"] for r in runs),
+                "decode_tokens_per_s": statistics.median(r["tokens_per_s"] for r in runs),
+                "best_decode_tokens_per_s": max(r["tokens_per_s"] for r in runs),
+                "cpu_ms_per_step": statistics.median(r["cpu_ms_per_step"] for r in runs),
+                "integrity_cpu_share": statistics.median(r["integrity_cpu_share"] for r in runs),
+                "runs": runs,
+            }
+        )
+    baselines = []
+    if args.hf:
+        for arch in args.arch:
+            model, config = models[arch]
+            entry = {"arch": arch, "batch": args.hf_batch, "new_tokens": args.hf_new_tokens}
+            entry.update(
+                measure_hf(
+                    model, args.dtype, args.hf_batch, args.hf_new_tokens, args.hf_naive_requests
+                )
+            )
+            for kv in args.kv:
+                wall, cpu = measure_generate(
+                    model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens
+                )
+                entry[f"ember_{kv}_tokens_per_s"] = wall
+                entry[f"ember_{kv}_tokens_per_cpu_s"] = cpu
+            baselines.append(entry)
+            print(json.dumps(entry), flush=True)
+    equal_budget = []
+    if args.equal_budget_seqs:
+        for arch in args.arch:
+            model, config = models[arch]
+            tokens = PROMPT_LEN + args.hf_new_tokens
+            budget = args.equal_budget_seqs * tokens * kv_layout_for(config, "bf16").cell_size
+            entry = {"arch": arch, "requests": args.hf_batch, "kv_cache_bytes": budget}
+            for kv in args.kv:
+                wall, cpu = measure_generate(
+                    model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens, budget
+                )
+                entry[f"{kv}_tokens_per_s"] = wall
+                entry[f"{kv}_tokens_per_cpu_s"] = cpu
+            equal_budget.append(entry)
+            print(json.dumps(entry), flush=True)
+    report = {
+        "benchmark": "engine_decode",
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "threads": args.threads,
+            "torch": torch.__version__,
+        },
+        "model_dtype": args.dtype,
+        "prompt_tokens": PROMPT_LEN,
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "decode": rows,
+        "hf_comparison": baselines,
+        "equal_kv_budget": equal_budget,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+    if args.plot:
+        plot(report, args.plot)
+
+
+def plot(report: dict, path: str) -> None:
+    """Decode tokens per CPU-second against batch size, one panel per architecture (CPU time:
+    the development box is shared, and wall time mostly measures the other processes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in report["decode"] if r["integrity"] == "off"] or report["decode"]
+    archs = sorted({r["arch"] for r in rows})
+    figure, axes = plt.subplots(1, len(archs), figsize=(4 * len(archs), 3.2), squeeze=False)
+    for axis, arch in zip(axes[0], archs, strict=True):
+        for kv in sorted({r["kv_cache_dtype"] for r in rows}):
+            points = sorted(
+                (r["batch"], r["batch"] * 1e3 / r["cpu_ms_per_step"])
+                for r in rows
+                if r["arch"] == arch and r["kv_cache_dtype"] == kv
+            )
+            axis.plot(*zip(*points, strict=True), marker="o", label=f"{kv} KV")
+        axis.set_title(f"{arch}-tiny, {report['model_dtype']} weights")
+        axis.set_xlabel("concurrent sequences (decode batch)")
+        axis.set_ylabel("decode tokens per CPU-second")
+        axis.set_xscale("log", base=2)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

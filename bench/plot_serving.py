@@ -1,0 +1,82 @@
+# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
+"""Plots for the serving benchmark (matplotlib, the ``bench`` extra).
+
+    PYTHONPATH=. python bench/plot_serving.py [bench/results/serving.json]
+
+Writes ``serving_throughput.png`` (output tokens/s against concurrency for BF16 and FP8 KV, and
+every server at the highest concurrency) and ``serving_latency.png`` (TTFT, ITL and E2E p50/p99
+at the highest concurrency) next to the JSON; medians over repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
+# would shadow the standard library's ``platform``: move bench/ behind the standard library.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from summarize_serving import medians
+
+DEFAULT = Path(__file__).resolve().parent / "results" / "serving.json"
+
+
+def main() -> None:
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
+    report = json.loads(path.read_text())
+    archs = report["archs"]
+    top = max(report["plan"]["concurrency"])
+
+    fig, axes = plt.subplots(2, len(archs), figsize=(5 * len(archs), 8), squeeze=False)
+    for col, (arch, entry) in enumerate(archs.items()):
+        runs = entry["runs"]
+        ax = axes[0][col]
+        for server in ("bf16", "fp8"):
+            points = sorted(
+                (c, m["tok_s"]) for (name, c), m in medians(runs).items() if name == server
+            )
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", label=f"ember {server} KV")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent requests")
+        ax.set_ylabel("output tokens/s")
+        ax.set_title(f"{arch}: KV-limited batch BF16 {entry['kv']['bf16']['kv_limited_batch']}")
+        ax.legend()
+        ax = axes[1][col]
+        at_top = [(name, m) for (name, c), m in medians(runs).items() if c == top]
+        ax.bar([name for name, _ in at_top], [m["tok_s"] for _, m in at_top])
+        ax.set_ylabel(f"output tokens/s at {top} concurrent")
+        ax.tick_params(axis="x", rotation=45)
+    fig.tight_layout()
+    fig.savefig(path.with_name("serving_throughput.png"), dpi=90)
+
+    fig, axes = plt.subplots(1, len(archs), figsize=(5 * len(archs), 4), squeeze=False)
+    for col, (arch, entry) in enumerate(archs.items()):
+        at_top = [(name, m) for (name, c), m in medians(entry["runs"]).items() if c == top]
+        names = [name for name, _ in at_top]
+        ax = axes[0][col]
+        for offset, (metric, label) in enumerate(
+            (("ttft", "TTFT"), ("itl", "ITL"), ("e2e", "E2E"))
+        ):
+            xs = [i + offset * 0.27 for i in range(len(names))]
+            ax.bar(xs, [m[f"{metric}_p50"] for _, m in at_top], width=0.25, label=f"{label} p50")
+            ax.scatter(xs, [m[f"{metric}_p99"] for _, m in at_top], marker="_", s=200, color="k")
+        ax.set_yscale("log")
+        ax.set_xticks([i + 0.27 for i in range(len(names))], names, rotation=45)
+        ax.set_ylabel(f"ms at {top} concurrent (bars p50, ticks p99)")
+        ax.set_title(arch)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path.with_name("serving_latency.png"), dpi=90)
+    print(f"wrote {path.with_name('serving_throughput.png')} and serving_latency.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
+"""The memory-bandwidth roofline for decode on this machine, and the fraction ember reaches.
+
+Bandwidth is measured as cpu-anchors.md measures it: ``torch`` copies (``dst.copy_(src)``,
+2 x size bytes moved) and triads (``a = b + s * c``, 3 x size) over a 1 GiB working set (DRAM)
+and a 32 MiB one (cache), best of several repetitions, with the torch thread count the server ran
+with.
+
+Bytes read per decode step at batch ``B`` (context ``T`` tokens per sequence): every weight
+except the embedding table (``B`` rows of it) and the routed experts (each expert is read when at
+least one of the ``B`` tokens routes to it: with top-k of E experts and uniform routing, the
+expected share touched is ``1 - (1 - k/E)^B``), plus the KV cache read (``B x T x`` bytes per
+token). The roofline is ``B x bandwidth / bytes``: tokens per second if decode did nothing but
+stream those bytes.
+
+The measured decode rate comes from a serving run (``bench/results/serving.json``): at
+concurrency ``C`` each request gets one token per step, so decode tokens/s is about ``C / ITL``
+(mean inter-token latency); the end-to-end output tokens/s (prefill included) is shown beside it.
+
+    PYTHONPATH=. python bench/roofline.py --threads 1
+
+Results: ``bench/results/roofline.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
+# would shadow the standard library's ``platform``: move bench/ behind the standard library.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
+
+import torch
+from serving import ARCHS, REPO, checkpoint, load_average
+
+from ember.models.kv.spec import kv_layout_for
+from ember.models.loader import load_model
+from ember.models.quant import QuantConfig, QuantizedLinear, quantize_model
+
+EXPERT = re.compile(r"\.mlp\.experts\.\d+\.")
+
+
+def bandwidth(size_bytes: int, repeats: int) -> dict[str, float]:
+    n = size_bytes // 4
+    a, b, c = torch.empty(n), torch.rand(n), torch.rand(n)
+    best_copy = best_triad = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a.copy_(b)
+        best_copy = min(best_copy, time.perf_counter() - start)
+        start = time.perf_counter()
+        torch.add(b, c, alpha=1.5, out=a)
+        best_triad = min(best_triad, time.perf_counter() - start)
+    return {
+        "copy_gb_s": 2 * n * 4 / best_copy / 1e9,
+        "triad_gb_s": 3 * n * 4 / best_triad / 1e9,
+    }
+
+
+def _module_bytes(module: torch.nn.Module) -> int:
+    if isinstance(module, QuantizedLinear):
+        return module.weight_nbytes()
+    return sum(p.numel() * p.element_size() for p in module.parameters(recurse=False))
+
+
+def bytes_per_step(model: torch.nn.Module, config, batch: int, context: int, kv_dtype: str) -> int:
+    experts, topk = config.moe.n_routed_experts, config.moe.num_experts_per_tok
+    touched = 1.0 - (1.0 - topk / experts) ** batch
+    total = 0.0
+    for name, module in model.named_modules():
+        size = _module_bytes(module)
+        if not size:
+            continue
+        if isinstance(module, torch.nn.Embedding):
+            total += size * min(batch, module.num_embeddings) / module.num_embeddings
+        elif EXPERT.search(name + "."):
+            total += size * touched
+        else:
+            total += size
+    total += batch * context * kv_layout_for(config, kv_dtype).cell_size
+    return int(total)
+
+
+def measured(serving: dict, arch: str, server: str, concurrency: int) -> dict | None:
+    for row in serving.get("archs", {}).get(arch, {}).get("runs", []):
+        if row["server"] == server and row["concurrency"] == concurrency:
+            itl = row["itl_ms"]["mean"] / 1000
+            return {
+                "decode_tokens_per_s": concurrency / itl if itl else None,
+                "output_tokens_per_s": row["output_tokens_per_s"],
+            }
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", nargs="+", default=list(ARCHS), choices=ARCHS)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 64])
+    parser.add_argument("--context", type=int, default=192, help="mean tokens per sequence")
+    parser.add_argument("--serving", default=str(REPO / "bench" / "results" / "serving.json"))
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "roofline.json"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    load = load_average()
+    bw = {
+        "dram_1GiB": bandwidth(2**30, 5),
+        "cache_32MiB": bandwidth(32 * 2**20, 50),
+    }
+    print(json.dumps(bw), flush=True)
+    serving_path = Path(args.serving)
+    serving = json.loads(serving_path.read_text()) if serving_path.is_file() else {}
+    scratch = Path(tempfile.mkdtemp(prefix="ember-roofline-"))
+    report: dict = {"threads": args.threads, "load": load, "bandwidth": bw, "archs": {}}
+    for arch in args.arch:
+        directory, trained = checkpoint(ARCHS[arch], scratch)
+        rows = []
+        for weights, kv_dtype, server in (
+            ("bf16", "bf16", "bf16"),
+            ("bf16", "fp8_e4m3", "fp8"),
+            ("int4", "fp8_e4m3", "int4-fp8"),
+        ):
+            loaded = load_model(directory, dtype=torch.bfloat16)
+            if weights == "int4":
+                quantize_model(loaded.model, QuantConfig.from_flag("int4", targets="experts"))
+            for batch in args.batches:
+                step = bytes_per_step(loaded.model, loaded.config, batch, args.context, kv_dtype)
+                row = {
+                    "weights": weights,
+                    "kv_cache_dtype": kv_dtype,
+                    "batch": batch,
+                    "bytes_per_step": step,
+                }
+                for where, figures in bw.items():
+                    row[f"roofline_tok_s_{where}"] = batch * figures["copy_gb_s"] * 1e9 / step
+                got = measured(serving, arch, server, batch)
+                if got is not None and got["decode_tokens_per_s"]:
+                    row["ember"] = got
+                    row["fraction_of_dram_roofline"] = (
+                        got["decode_tokens_per_s"] / row["roofline_tok_s_dram_1GiB"]
+                    )
+                    row["fraction_of_cache_roofline"] = (
+                        got["decode_tokens_per_s"] / row["roofline_tok_s_cache_32MiB"]
+                    )
+                rows.append(row)
+                print(arch, json.dumps(row), flush=True)
+        report["archs"][arch] = {"trained_weights": trained, "rows": rows}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

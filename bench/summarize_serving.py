@@ -1,0 +1,108 @@
+"""Markdown tables and goal ratios from ``bench/results/serving.json`` (medians over repeats).
+
+PYTHONPATH=. python bench/summarize_serving.py [serving.json]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+DEFAULT = Path(__file__).resolve().parent / "results" / "serving.json"
+GOALS = (
+    # (label, numerator server, denominator server, goal)
+    ("FP8 KV / BF16 KV throughput", "fp8", "bf16", 1.6),
+    ("ember FP8 / HF naive", "fp8", "hf-naive", 10.0),
+    ("ember BF16 / HF naive", "bf16", "hf-naive", 10.0),
+    ("ember FP8 / HF static batch", "fp8", "hf-static", 2.0),
+    ("ember BF16 / HF static batch", "bf16", "hf-static", 2.0),
+    ("INT4+FP8 KV / FP8 KV", "int4-fp8", "fp8", None),
+)
+
+
+def medians(runs: list[dict]) -> dict[tuple[str, int], dict]:
+    """(server, concurrency) -> median figures over repeats (and how many runs)."""
+    groups: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for row in runs:
+        groups[(row["server"], row["concurrency"])].append(row)
+    out = {}
+    for key, rows in groups.items():
+        out[key] = {
+            "runs": len(rows),
+            "tok_s": statistics.median(r["output_tokens_per_s"] for r in rows),
+            "tok_s_all": [round(r["output_tokens_per_s"], 1) for r in rows],
+            "tok_cpu": statistics.median(r.get("output_tokens_per_server_cpu_s", 0) for r in rows),
+            **{
+                f"{metric}_{q}": statistics.median(r[f"{metric}_ms"][q] for r in rows)
+                for metric in ("ttft", "itl", "e2e")
+                for q in ("p50", "p99")
+            },
+            "preemptions": statistics.median(
+                (r.get("server_figures") or {}).get("preemptions") or 0 for r in rows
+            ),
+            "load": statistics.median(r["load_after"][0] for r in rows),
+            "failed": sum(r["failed"] for r in rows),
+        }
+    return out
+
+
+def main() -> None:
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
+    report = json.loads(path.read_text())
+    top = max(report["plan"]["concurrency"])
+    for arch, entry in report["archs"].items():
+        kv = entry["kv"]
+        print(
+            f"\n### {arch} ({'trained' if entry['trained_weights'] else 'random-init'} weights)\n"
+        )
+        print(
+            f"KV budget {kv['budget_bytes']:,} B: BF16 {kv['bf16']['capacity_tokens']:,} tokens "
+            f"(batch {kv['bf16']['kv_limited_batch']}), FP8 {kv['fp8_e4m3']['capacity_tokens']:,} "
+            f"tokens (batch {kv['fp8_e4m3']['kv_limited_batch']}): "
+            f"{kv['fp8_over_bf16_capacity']:.3f}x\n"
+        )
+        table = medians(entry["runs"])
+        print(
+            "| server | C | out tok/s (median; runs) | out tok per server CPU-s "
+            "| TTFT p50 / p99 ms | ITL p50 / p99 ms | E2E p50 / p99 ms | preemptions | load |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for (server, c), m in sorted(table.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            print(
+                f"| {server} | {c} | **{m['tok_s']:.0f}** ({', '.join(map(str, m['tok_s_all']))}) "
+                f"| {m['tok_cpu']:.0f} | {m['ttft_p50']:.0f} / {m['ttft_p99']:.0f} "
+                f"| {m['itl_p50']:.1f} / {m['itl_p99']:.1f} "
+                f"| {m['e2e_p50']:.0f} / {m['e2e_p99']:.0f} "
+                f"| {m['preemptions']:.0f} | {m['load']:.1f} |"
+            )
+        print(f"\nRatios at {top} concurrent (medians):\n")
+        for label, num, den, goal in GOALS:
+            a, b = table.get((num, top)), table.get((den, top))
+            if a and b:
+                ratio = a["tok_s"] / b["tok_s"]
+                cpu = a["tok_cpu"] / b["tok_cpu"] if b["tok_cpu"] else float("nan")
+                verdict = "" if goal is None else (" (goal met)" if ratio >= goal else " (MISSED)")
+                goal_text = "" if goal is None else f", goal >= {goal}x"
+                print(
+                    f"- {label}: **{ratio:.2f}x** out tok/s{goal_text}{verdict}; "
+                    f"{cpu:.2f}x per server CPU second"
+                )
+        off = table.get(("fp8", top))
+        for mode in ("sampled", "full"):
+            on = table.get((f"fp8-{mode}", top))
+            if off and on:
+                cpu = on["tok_cpu"] / off["tok_cpu"] - 1 if off["tok_cpu"] else float("nan")
+                print(
+                    f"- integrity {mode} vs off (FP8 KV): throughput "
+                    f"{on['tok_s'] / off['tok_s'] - 1:+.1%} (per server CPU second {cpu:+.1%}), "
+                    f"E2E p99 "
+                    f"{on['e2e_p99'] / off['e2e_p99'] - 1:+.1%}, ITL p50 "
+                    f"{on['itl_p50'] / off['itl_p50'] - 1:+.1%} (goal for sampled: within 1%)"
+                )
+
+
+if __name__ == "__main__":
+    main()

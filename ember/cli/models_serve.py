@@ -1,0 +1,118 @@
+"""``ember models serve MODEL``: the OpenAI-compatible / SGLang-style model server.
+
+Flags are named as ``sglang.launch_server`` names them; torch loads only when the command runs
+(``--help`` stays light).
+"""
+
+from __future__ import annotations
+
+import click
+
+
+def _bytes(value: str | None) -> int | None:
+    if value is None:
+        return None
+    from ember.models.server.settings import parse_bytes
+
+    return parse_bytes(value)
+
+
+@click.command("serve")
+@click.argument("model")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", default=30000, show_default=True, type=int, help="Port (0 picks a free one)."
+)
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option(
+    "--dtype",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "bfloat16", "float32"]),
+    help="Weight and activation dtype (auto: bfloat16).",
+)
+@click.option(
+    "--kv-cache-dtype",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "bf16", "bfloat16", "fp8_e4m3", "float32"]),
+    help="KV cache storage (auto: the model's dtype); fp8_e4m3 holds twice the tokens.",
+)
+@click.option(
+    "--quantization",
+    default="none",
+    show_default=True,
+    type=click.Choice(["none", "fp8", "int4"]),
+    help="Weight quantization applied at load.",
+)
+@click.option(
+    "--quantization-group-size",
+    default=32,
+    show_default=True,
+    type=click.Choice(["32", "64", "128", "256"]),
+    help="INT4 inputs per scale group.",
+)
+@click.option(
+    "--quantization-targets",
+    default="experts",
+    show_default=True,
+    type=click.Choice(["experts", "all"]),
+    help="Quantize routed experts only (as Kimi's INT4) or every linear layer.",
+)
+@click.option(
+    "--kv-cache-bytes",
+    default=None,
+    help="KV cache byte budget (e.g. 268435456, 256MiB, 1GiB); wins over --mem-fraction-static.",
+)
+@click.option(
+    "--mem-fraction-static",
+    default=None,
+    type=float,
+    help="Fraction of device memory for weights + KV (SGLang's rule); default on CPU: 256MiB KV.",
+)
+@click.option(
+    "--max-total-tokens", default=None, type=int, help="KV capacity in tokens (debug override)."
+)
+@click.option(
+    "--max-running-requests", default=128, show_default=True, type=int, help="Batch size cap."
+)
+@click.option(
+    "--chunked-prefill-size",
+    default=1024,
+    show_default=True,
+    type=int,
+    help="Tokens per engine step (prefill chunks + decodes).",
+)
+@click.option("--page-size", default=16, show_default=True, type=int, help="Tokens per KV page.")
+@click.option("--context-length", default=None, type=int, help="Cap on prompt + output tokens.")
+@click.option(
+    "--integrity",
+    default="sampled",
+    show_default=True,
+    type=click.Choice(["off", "sampled", "full"]),
+    help="KV-cache integrity checks during decode.",
+)
+@click.option("--disable-radix-cache", is_flag=True, help="Turn the prefix cache off.")
+@click.option("--served-model-name", default=None, help="Model name in the API (default: MODEL).")
+@click.option(
+    "--tool-call-parser",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "kimi_k2", "glm45", "glm47"]),
+    help="Tool-call syntax (auto: the model family's).",
+)
+@click.option("--api-key", default=None, help="Require 'Authorization: Bearer KEY'.")
+@click.option("--torch-threads", default=None, type=int, help="torch intra-op threads.")
+def serve(model: str, **flags: object) -> None:
+    """Serve MODEL (a catalog id such as @cf/moonshotai/kimi-k2.5, or a checkpoint directory)
+    over OpenAI-compatible /v1/chat/completions, /v1/completions, /v1/models and SGLang's
+    /generate, with /health and /metrics."""
+    from ember.models.server.runner import run_server
+    from ember.models.server.settings import ServerSettings
+
+    flags["kv_cache_bytes"] = _bytes(flags["kv_cache_bytes"])  # type: ignore[arg-type]
+    flags["quantization_group_size"] = int(flags["quantization_group_size"])  # type: ignore[arg-type]
+    settings = ServerSettings(model=model, **flags)  # type: ignore[arg-type]
+    status = run_server(settings)
+    if status:
+        raise SystemExit(status)

@@ -1,0 +1,252 @@
+"""The engine's attention backend: paged KV (BF16, FP8 e4m3 or float32), batched over sequences.
+
+Per step the model runner builds one ``PagedBatch`` (``paged_batch.py``: slot mapping, page
+tables, masks) and every layer reuses it. Each layer call
+
+1. writes the new tokens' entries into their slots (``slot_mapping``), quantizing for FP8, then
+2. attends, per *group* of sequences: all single-token queries (decodes) form one group and all
+   longer ones (prefill chunks) another. A group gathers its sequences' pages, whole, into a
+   zero-padded ``(B, L, W)`` block (``L`` = pages x page size; padding reads the pool's zero page)
+   and runs batched matmuls under a mask: one op sequence per layer for the whole batch, never a
+   Python loop over sequences.
+
+New tokens are attended from the cache, after storing, so a prompt gives identical results
+whether it is prefilled in one chunk or many, and FP8 rounding is the same for old and new tokens.
+FP8 pages are expanded through a 256-entry table (``fp8.dequantize_fp8_lut``); the static scales
+are folded into the queries and outputs, never applied to the cache.
+
+Shapes: ``B`` sequences in a group, ``Q`` padded query tokens per sequence, ``P`` pages per
+sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens, ``W`` cached width.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ember.models.attention.backend import BatchLayout
+from ember.models.attention.paged_batch import AttentionGroup, PagedBatch
+from ember.models.kv.fp8 import dequantize_fp8_lut, fp8_lut
+from ember.models.kv.pool import KVPool
+
+__all__ = ["PagedAttentionBackend", "PagedBatch", "Workspace"]
+
+
+class Workspace:
+    """Reusable scratch memory for the big per-layer gathers.
+
+    Fresh multi-megabyte tensors come from ``mmap`` and fault every page in on first touch; on
+    two cores that costs more than the gather itself. Views into one growing buffer per (dtype,
+    role) don't. Only scratch lives here: nothing handed back to the model aliases it.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[torch.dtype, str], torch.Tensor] = {}
+        self._luts: dict[torch.dtype, torch.Tensor] = {}
+
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype, role: str) -> torch.Tensor:
+        numel = 1
+        for n in shape:
+            numel *= n
+        key = (dtype, role)
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.numel() < numel:
+            buffer = torch.empty(max(numel, 1 << 16), dtype=dtype)
+            self._buffers[key] = buffer
+        return buffer[:numel].view(shape)
+
+    def fp8_lut(self, dtype: torch.dtype) -> torch.Tensor:
+        lut = self._luts.get(dtype)
+        if lut is None:
+            lut = self._luts[dtype] = fp8_lut(dtype)
+        return lut
+
+
+class PagedAttentionBackend:
+    """``AttentionBackend`` over a ``KVPool`` for one step (see ``backend.py`` for the contract)."""
+
+    def __init__(self, pool: KVPool, batch: PagedBatch, workspace: Workspace | None = None):
+        self.pool = pool
+        self.batch = batch
+        self.workspace = workspace or Workspace()
+
+    @property
+    def layout(self) -> BatchLayout:
+        return self.batch.layout
+
+    def _store(self, cache: torch.Tensor, new: torch.Tensor) -> None:
+        """Write ``new`` ``(T, heads, width)`` into one layer's ``cache`` at the step's slots."""
+        batch = self.batch
+        cache[:, batch.slot_pages, batch.slot_offsets] = new.transpose(0, 1)
+        if batch.digests is not None:
+            if (new.shape[-1] * new.element_size()) % 8:
+                batch.digests = None  # not whole words: the runner digests memory instead
+            else:
+                words = new.contiguous().view(torch.uint8).view(new.shape[0], -1)
+                # int64 adds wrap like the sidecar's uint64 sums (two's complement).
+                batch.digests += words.view(torch.int64).sum(dim=1)
+
+    def _gather(
+        self,
+        cache: torch.Tensor,
+        group: AttentionGroup,
+        dtype: torch.dtype,
+        role: str = "kv",
+        heads_first: bool = True,
+    ) -> torch.Tensor:
+        """``group``'s pages of every head of one layer in ``dtype`` (scratch): ``(H, B, L, W)``
+        when ``heads_first``, else ``(B, H, L, W)``.
+
+        ``cache`` is one layer, ``(H, pages, S, W)``; one ``index_select`` copies whole pages.
+        """
+        heads, pool_pages, _, width = cache.shape
+        page_rows = cache.view(heads * pool_pages, -1)  # (H * pages, S*W), contiguous
+        if heads == 1:
+            index = group.pages
+        else:
+            index = group.head_pages(heads, pool_pages, heads_first)
+        b, ctx = group.num_seqs, group.max_context
+        shape = (heads, b, ctx, width) if heads_first else (b, heads, ctx, width)
+        raw = self.workspace.take((index.numel(), page_rows.shape[1]), cache.dtype, "raw" + role)
+        torch.index_select(page_rows, 0, index, out=raw)
+        if cache.dtype == dtype:
+            return raw.view(shape)
+        out = self.workspace.take(shape, dtype, "wide" + role)
+        if self.pool.is_fp8:
+            lut_index = self.workspace.take((raw.numel(),), torch.int32, "index")
+            return dequantize_fp8_lut(
+                raw.view(shape), self.workspace.fp8_lut(dtype), lut_index, out
+            )
+        return out.copy_(raw.view(shape))
+
+    def gqa(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float
+    ) -> torch.Tensor:
+        pool = self.pool
+        assert pool.k is not None and pool.v is not None, "a GQA layer needs a GQA pool"
+        num_tokens, num_heads, head_dim = q.shape
+        num_kv_heads, v_dim = v.shape[1], v.shape[2]
+        group_size = num_heads // num_kv_heads
+        k_cache, v_cache = pool.k[layer], pool.v[layer]
+        self._store(k_cache, pool.encode(k, layer, 0))
+        self._store(v_cache, pool.encode(v, layer, 1))
+        q = q * (scale * pool.scales[layer][0])
+        v_scale = pool.scales[layer][1]
+        out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype)
+        for group in self.batch.groups:
+            b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            if head_dim == v_dim:
+                # PyTorch's fused CPU attention, KV heads shared by their query groups.
+                keys = self._gather(k_cache, group, q.dtype, "k", heads_first=False)
+                values = self._gather(v_cache, group, q.dtype, "v", heads_first=False)
+                mixed = F.scaled_dot_product_attention(
+                    group.select(q).transpose(1, 2),  # (B, H, Q, D)
+                    keys,  # (B, Hkv, L, D)
+                    values,
+                    attn_mask=group.bias(q.dtype).transpose(1, 2),  # (B, 1, Q, L)
+                    scale=1.0,  # already folded into q
+                    enable_gqa=True,
+                )  # (B, H, Q, Dv)
+                if v_scale != 1.0:
+                    mixed *= v_scale
+                group.scatter(out, mixed.transpose(1, 2))
+                continue
+            # All KV heads in one batched matmul: batch = (KV head, sequence).
+            queries = group.select(q).view(b, nq, num_kv_heads, group_size, head_dim)
+            rows = queries.permute(2, 0, 1, 3, 4).reshape(num_kv_heads * b, nq * group_size, -1)
+            keys = self._gather(k_cache, group, q.dtype, "k").view(num_kv_heads * b, ctx, -1)
+            scores = torch.bmm(rows, keys.transpose(1, 2))  # (Hkv*B, Q*G, L)
+            scores = scores.view(num_kv_heads, b, nq, group_size, ctx)
+            scores += group.bias(q.dtype).unsqueeze(0)  # (1, B, Q, 1, L)
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+            values = self._gather(v_cache, group, q.dtype, "v").view(num_kv_heads * b, ctx, -1)
+            mixed = torch.bmm(probs.view(num_kv_heads * b, nq * group_size, ctx), values)
+            if v_scale != 1.0:
+                mixed *= v_scale
+            mixed = mixed.view(num_kv_heads, b, nq, group_size, v_dim).permute(1, 2, 0, 3, 4)
+            group.scatter(out, mixed.reshape(b, nq, num_heads, v_dim))
+        return out
+
+    def mla(
+        self,
+        layer: int,
+        q_latent: torch.Tensor,
+        q_rope: torch.Tensor,
+        latent: torch.Tensor,
+        k_rope: torch.Tensor,
+        scale: float,
+        topk: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        pool = self.pool
+        assert pool.kv is not None, "an MLA layer needs an MLA pool"
+        num_tokens, num_heads, rank = q_latent.shape
+        latent_scale, rope_scale = pool.scales[layer][0], pool.scales[layer][1]
+        new = torch.cat((pool.encode(latent, layer, 0), pool.encode(k_rope, layer, 1)), dim=-1)
+        kv_cache = pool.kv[layer]
+        self._store(kv_cache, new.unsqueeze(1))
+        # Fold the softmax scale and the static FP8 scales into the query:
+        # (q * s) . stored == q . (stored * s).
+        query = torch.cat((q_latent * (scale * latent_scale), q_rope * (scale * rope_scale)), -1)
+        out = torch.empty(num_tokens, num_heads, rank, dtype=q_latent.dtype)
+        for group in self.batch.groups:
+            b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            cache = self._gather(kv_cache, group, query.dtype)[0]  # (B, L, C+R)
+            rows = group.select(query).reshape(b, nq * num_heads, -1)
+            scores = torch.bmm(rows, cache.transpose(1, 2)).view(b, nq, num_heads, ctx)
+            scores += group.bias(scores.dtype)
+            if topk is not None:
+                picked = self._topk_allowed(group, topk).unsqueeze(2)
+                scores.masked_fill_(~picked, float("-inf"))
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+            mixed = torch.bmm(probs.view(b, nq * num_heads, ctx), cache[..., :rank])
+            if latent_scale != 1.0:
+                mixed *= latent_scale
+            group.scatter(out, mixed.view(b, nq, num_heads, rank))
+        return out
+
+    def _topk_allowed(self, group: AttentionGroup, topk: torch.Tensor) -> torch.Tensor:
+        """``(B, Q, L)`` bool: the context positions each query's indexer selected."""
+        picked = group.select(topk)  # (B, Q, K), -1 = unused
+        ctx = group.max_context
+        picked = torch.where(picked < 0, ctx, picked)
+        allowed = torch.zeros(group.num_seqs, group.max_query, ctx + 1, dtype=torch.bool)
+        allowed.scatter_(2, picked, True)
+        return allowed[..., :ctx]
+
+    def indexer_topk(
+        self,
+        layer: int,
+        index_q: torch.Tensor,
+        index_weights: torch.Tensor,
+        index_k: torch.Tensor,
+        scale: float,
+        topk: int,
+    ) -> torch.Tensor | None:
+        pool = self.pool
+        row = pool.index_row.get(layer)
+        if pool.index_k is None or row is None:
+            raise ValueError(
+                f"layer {layer} has no indexer cache in this pool (KVSpec.index_layers)"
+            )
+        cache = pool.index_k[row]
+        self._store(cache, pool.encode(index_k, layer, 2).unsqueeze(1))
+        if max(self.layout.seq_lens) <= topk:
+            return None  # every context fits: attention is dense
+        num_tokens, num_heads, dim = index_q.shape
+        query = index_q * pool.scales[layer][2] if pool.scales[layer][2] != 1.0 else index_q
+        out = torch.full((num_tokens, topk), -1, dtype=torch.int64)
+        for group in self.batch.groups:
+            b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            keys = self._gather(cache, group, query.dtype)[0]  # (B, L, Di)
+            rows = group.select(query).reshape(b, nq * num_heads, dim)
+            scores = torch.relu(torch.bmm(rows, keys.transpose(1, 2)) * scale)
+            scores = scores.view(b, nq, num_heads, ctx).float()
+            weights = group.select(index_weights).float().unsqueeze(-1)  # (B, Q, Hi, 1)
+            total = (scores * weights).sum(dim=2).masked_fill(~group.allowed, float("-inf"))
+            count = min(topk, ctx)
+            values, picked = torch.topk(total, count, dim=-1)  # (B, Q, count)
+            picked = picked.masked_fill(values == float("-inf"), -1)
+            padded = torch.full((b, nq, topk), -1, dtype=torch.int64)
+            padded[..., :count] = picked
+            group.scatter(out, padded)
+        return out

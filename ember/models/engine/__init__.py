@@ -1,0 +1,13 @@
+"""The serving engine, on nano-vllm's seams.
+
+- ``sequence.py``: one request's tokens, block table and token chain (torch-free);
+- ``block_manager.py``: pages, reference counts, the validated prefix cache (torch-free);
+- ``scheduler.py``: waiting/running queues, chunked prefill, preemption, abort (torch-free);
+- ``integrity.py``: when KV pages are checked and what a failure means (torch-free);
+- ``model_runner.py``: a step's tensors, the forward over the flat batch, checks, sampling;
+- ``sampling.py``: per-request sampling through ``ember.models.sampling`` (greedy fast path);
+- ``llm_engine.py``: ``LLMEngine`` (``add_request`` / ``step`` / ``abort``);
+- ``async_engine.py``: ``AsyncEngine``, the engine loop in its own thread behind asyncio.
+
+Shape letters as in ``ember/models/attention/backend.py``; ``S`` is the page size.
+"""

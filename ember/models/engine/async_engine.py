@@ -1,0 +1,194 @@
+"""``AsyncEngine``: the engine loop in a dedicated thread, behind an asyncio API.
+
+The model server calls, from its event loop::
+
+    engine = AsyncEngine(llm_engine)            # starts the engine thread
+    async for out in engine.generate("req-1", prompt_ids, StopCriteria(max_tokens=64), params):
+        ...                                     # one RequestOutput per step with new tokens
+    engine.abort("req-1")                       # or just stop iterating / cancel the task
+    engine.shutdown()
+
+Only the engine thread touches the ``LLMEngine``. Requests and aborts reach it through a
+thread-safe queue and are applied between steps (an abort frees its pages before the next step).
+Outputs go back once per step: one ``call_soon_threadsafe`` per event loop per step, however many
+requests advanced, so 64 streams cost one wake-up, not 64.
+
+A request whose iterator is closed before it finished (the client disconnected, the task was
+cancelled) is aborted. An error that ends one request (``KVIntegrityError`` after its retries,
+``KVCacheExhausted``) is raised from that request's iterator only; if the engine loop itself fails,
+every open request gets a ``BackendError`` naming the cause, and new requests are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from ember.errors import BackendError, InvalidModelInput
+from ember.models.engine.llm_engine import LLMEngine, PreparedRequest, RequestOutput
+from ember.models.engine.sequence import StopCriteria
+from ember.models.sampling import SamplingParams
+
+
+@dataclass(slots=True)
+class _Add:
+    request_id: str
+    request: PreparedRequest
+
+
+@dataclass(slots=True)
+class _Abort:
+    request_id: str
+    reason: str = "abort"
+
+
+class _Stop:
+    pass
+
+
+@dataclass(slots=True)
+class _Stream:
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[RequestOutput | BaseException]
+
+
+class AsyncEngine:
+    def __init__(self, engine: LLMEngine, *, name: str = "ember-engine") -> None:
+        self.engine = engine
+        self._commands: queue.SimpleQueue[_Add | _Abort | _Stop] = queue.SimpleQueue()
+        self._streams: dict[str, _Stream] = {}
+        self._lock = threading.Lock()  # guards _streams and _failure
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    # -- the caller's side (any event loop) ----------------------------------------------------
+
+    async def generate(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        stop: StopCriteria | None = None,
+        sampling: SamplingParams | None = None,
+    ) -> AsyncIterator[RequestOutput]:
+        """Stream a request's outputs; it is submitted on the first iteration.
+
+        Leaving the loop early (``break``, ``aclose()``, task cancellation) aborts the request.
+        """
+        prepared = self.engine.prepare_request(prompt_token_ids, stop, sampling)
+        stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
+        with self._lock:
+            if self._failure is not None:
+                raise BackendError(f"the engine is not running: {self._failure}")
+            if request_id in self._streams:
+                raise InvalidModelInput("request_id", f"request id {request_id!r} is in use")
+            self._streams[request_id] = stream
+        self._commands.put(_Add(request_id, prepared))
+        finished = False
+        try:
+            while True:
+                item = await stream.queue.get()
+                if isinstance(item, BaseException):
+                    finished = True
+                    raise item
+                if item.error is not None:
+                    finished = True
+                    raise item.error
+                yield item
+                if item.finished:
+                    finished = True
+                    return
+        finally:
+            with self._lock:
+                self._streams.pop(request_id, None)
+            if not finished:
+                self._commands.put(_Abort(request_id))
+
+    def abort(self, request_id: str, *, reason: str = "abort") -> None:
+        """End a request (``reason`` "abort", or "stop" for a matched stop string); thread-safe,
+        idempotent. Its pages are freed before the engine's next step."""
+        self._commands.put(_Abort(request_id, reason))
+
+    def shutdown(self, timeout: float | None = 10.0) -> None:
+        self._commands.put(_Stop())
+        self._thread.join(timeout)
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- the engine thread ----------------------------------------------------------------------
+
+    def _apply(self, command: _Add | _Abort) -> None:
+        engine = self.engine
+        if isinstance(command, _Abort):
+            engine.abort(command.request_id, reason=command.reason)
+            return
+        with self._lock:
+            wanted = command.request_id in self._streams
+        if not wanted:
+            return  # cancelled before the engine saw it
+        try:
+            engine.add_prepared(command.request_id, command.request)
+        except Exception as error:  # a rejected request fails alone
+            self._deliver_error(command.request_id, error)
+
+    def _run(self) -> None:
+        engine = self.engine
+        try:
+            while True:
+                block = not engine.has_unfinished()
+                while True:
+                    try:
+                        command = self._commands.get(block=block)
+                    except queue.Empty:
+                        break
+                    if isinstance(command, _Stop):
+                        self._fail_all(BackendError("the engine was shut down"))
+                        return
+                    self._apply(command)
+                    block = not engine.has_unfinished()
+                outputs = engine.step()
+                if outputs:
+                    self._deliver(outputs)
+        except BaseException as error:  # the loop is dead: nobody may wait forever
+            self._fail_all(BackendError(f"the engine loop failed: {error!r}"))
+            if not isinstance(error, Exception):
+                raise
+
+    def _fail_all(self, failure: BackendError) -> None:
+        with self._lock:
+            self._failure = failure
+            streams = list(self._streams.values())
+        for stream in streams:
+            try:
+                stream.loop.call_soon_threadsafe(stream.queue.put_nowait, failure)
+            except RuntimeError:
+                pass  # that event loop is closed
+
+    def _deliver(self, outputs: list[RequestOutput]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, RequestOutput]]] = {}
+        with self._lock:
+            for output in outputs:
+                stream = self._streams.get(output.request_id)
+                if stream is not None:
+                    by_loop.setdefault(stream.loop, []).append((stream, output))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_put_all, items)
+            except RuntimeError:
+                pass  # that event loop is closed: its requests were abandoned
+
+    def _deliver_error(self, request_id: str, error: BaseException) -> None:
+        with self._lock:
+            stream = self._streams.get(request_id)
+        if stream is not None:
+            stream.loop.call_soon_threadsafe(stream.queue.put_nowait, error)
+
+
+def _put_all(items: list[tuple[_Stream, RequestOutput]]) -> None:
+    for stream, output in items:
+        stream.queue.put_nowait(output)

@@ -1,0 +1,149 @@
+"""One request's tokens and its place in the KV cache (torch-free).
+
+A sequence's KV lives in ``block_table`` (page ids, in order); ``num_computed_tokens`` of its
+tokens have cache entries. During decode ``len(token_ids) == num_computed_tokens + 1``: the last
+sampled token's entry is written by the next forward. The sequence also keeps its token chain
+(``chain[i]`` hashes tokens ``0..i`` with their positions): the prefix-cache key of a full page
+and the integrity sidecar's expectation for every slot it reads.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from ember.models.kv.integrity import CHAIN_SEED, chain_step
+
+
+class SequenceStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class FinishReason(enum.Enum):
+    STOP = "stop"  # a stop token (EOS or one the request named)
+    LENGTH = "length"  # max_tokens or the model's context length
+    ABORT = "abort"  # the client went away
+    ERROR = "error"  # the engine could not serve it (see ``Sequence.error``)
+
+
+@dataclass(frozen=True, slots=True)
+class StopCriteria:
+    """When a sequence ends, as far as the engine decides on token ids."""
+
+    max_tokens: int
+    stop_token_ids: frozenset[int] = frozenset()
+    ignore_eos: bool = False
+
+
+class Sequence:
+    """A request inside the engine."""
+
+    __slots__ = (
+        "seq_id",
+        "request_id",
+        "token_ids",
+        "num_prompt_tokens",
+        "stop",
+        "sampling",
+        "status",
+        "block_table",
+        "num_computed_tokens",
+        "num_committed_pages",
+        "num_cached_tokens",
+        "is_admitted_before",
+        "num_preemptions",
+        "num_integrity_failures",
+        "integrity_epoch",
+        "finish_reason",
+        "error",
+        "_chain",
+    )
+
+    def __init__(
+        self,
+        seq_id: int,
+        request_id: str,
+        prompt_token_ids: list[int],
+        stop: StopCriteria,
+        sampling: object = None,
+    ) -> None:
+        self.seq_id = seq_id
+        self.request_id = request_id
+        self.token_ids = list(prompt_token_ids)
+        self.num_prompt_tokens = len(prompt_token_ids)
+        self.stop = stop
+        self.sampling = sampling  # opaque to the engine core; read by the sampler
+        self.status = SequenceStatus.WAITING
+        self.block_table: list[int] = []
+        self.num_computed_tokens = 0
+        self.num_committed_pages = 0  # full pages registered in the prefix cache
+        self.num_cached_tokens = 0  # prompt tokens served from the prefix cache (first admission)
+        self.is_admitted_before = False
+        self.num_preemptions = 0
+        self.num_integrity_failures = 0
+        self.integrity_epoch = -1  # sidecar epoch of the last check this sequence passed
+        self.finish_reason: FinishReason | None = None
+        self.error: Exception | None = None
+        self._chain = np.empty(max(16, 2 * len(prompt_token_ids)), dtype=np.uint64)
+        prev = CHAIN_SEED
+        for position, token in enumerate(prompt_token_ids):
+            prev = chain_step(prev, token, position)
+            self._chain[position] = prev
+
+    def __repr__(self) -> str:
+        return (
+            f"Sequence({self.request_id!r}, tokens={len(self.token_ids)}, "
+            f"computed={self.num_computed_tokens}, pages={self.block_table}, {self.status.value})"
+        )
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_completion_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def completion_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens :]
+
+    @property
+    def num_uncomputed_tokens(self) -> int:
+        return len(self.token_ids) - self.num_computed_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    @property
+    def chain_buffer(self) -> np.ndarray:
+        """The chain's backing array: entries past ``num_tokens`` are garbage (no copy, no view)."""
+        return self._chain
+
+    @property
+    def chain(self) -> np.ndarray:
+        """``chain[i]`` = hash of tokens ``0..i`` with their positions (uint64, a view)."""
+        return self._chain[: len(self.token_ids)]
+
+    def append_token(self, token: int) -> None:
+        position = len(self.token_ids)
+        if position == len(self._chain):
+            grown = np.empty(2 * position, dtype=np.uint64)
+            grown[:position] = self._chain
+            self._chain = grown
+        prev = int(self._chain[position - 1]) if position else CHAIN_SEED
+        self._chain[position] = chain_step(prev, token, position)
+        self.token_ids.append(token)
+
+    def reset_for_recompute(self) -> None:
+        """Forget the cache (after preemption or an integrity failure); tokens stay."""
+        self.block_table = []
+        self.num_computed_tokens = 0
+        self.num_committed_pages = 0
+        self.integrity_epoch = -1
+        self.status = SequenceStatus.WAITING

@@ -1,0 +1,11 @@
+"""ember's model server: ``ember models serve`` (OpenAI-compatible and SGLang-native HTTP over the
+embedded engine).
+
+- ``settings``: the flags, validated (torch-free);
+- ``loading``: resolve, load, quantize, size the KV cache, start the engine;
+- ``request_sampling``: per-request sampling, grammar masks and logprobs behind the engine's
+  ``Sampler`` seam;
+- ``inputs`` / ``generation``: API requests -> engine requests -> text events;
+- ``openai_routes`` / ``sglang_routes`` / ``app`` / ``wire``: the HTTP side;
+- ``metrics``: Prometheus text; ``state``: lazy loading behind ``/health``; ``runner``: uvicorn.
+"""

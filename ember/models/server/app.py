@@ -1,0 +1,139 @@
+"""The model server's Starlette app: routes, error handling, API key, lifespan.
+
+Endpoints (OpenAI-compatible and SGLang-native, as ``sglang.launch_server`` serves them):
+
+    GET  /health                503 while the model loads, 200 once it serves
+    GET  /health_generate       200 after generating one token end to end
+    GET  /metrics               Prometheus text (SGLang's names)
+    GET  /v1/models             the served model; GET /v1/models/{id}
+    POST /v1/chat/completions   OpenAI chat completions (stream, tools, JSON mode, logprobs)
+    POST /v1/completions        OpenAI text completions
+    POST /generate              SGLang native generation (text or input_ids)
+    GET  /get_model_info        SGLang model info
+    GET  /server_info           SGLang server info (also /get_server_info)
+
+The lifespan starts loading the model in a background thread and returns at once, so the port
+answers (``/health`` 503) while weights load; shutdown stops the engine thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ember.errors import EmberError
+from ember.models.server import openai_routes, sglang_routes
+from ember.models.server.state import ServerState
+from ember.models.server.wire import HTTPError, error_response
+
+PUBLIC_PATHS = frozenset({"/health", "/metrics"})
+
+
+async def health(request: Request) -> Response:
+    state: ServerState = request.app.state.ember
+    if state.served is not None:
+        return Response(status_code=200)
+    if state.load_error is not None:
+        return JSONResponse({"status": "failed", "error": str(state.load_error)}, status_code=503)
+    return JSONResponse({"status": "loading", "phase": state.phase}, status_code=503)
+
+
+async def metrics(request: Request) -> Response:
+    state: ServerState = request.app.state.ember
+    text = state.metrics.render(state.gauges())
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+
+async def _handle_error(request: Request, error: Exception) -> Response:
+    return error_response(error)
+
+
+async def _not_found(request: Request, error: Exception) -> Response:
+    return HTTPError(404, f"no route {request.url.path}", code="not_found").response()
+
+
+async def _method_not_allowed(request: Request, error: Exception) -> Response:
+    return HTTPError(
+        405, f"{request.method} is not allowed on {request.url.path}", code="method_not_allowed"
+    ).response()
+
+
+class ApiKeyMiddleware:
+    """``--api-key``: every path but /health and /metrics needs ``Authorization: Bearer KEY``."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode() if api_key else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.expected is None
+            or scope["type"] != "http"
+            or scope["path"] in PUBLIC_PATHS
+            or hmac.compare_digest(dict(scope["headers"]).get(b"authorization", b""), self.expected)
+        ):
+            await self.app(scope, receive, send)
+            return
+        response = HTTPError(
+            401,
+            "Incorrect API key provided; send 'Authorization: Bearer <the server's --api-key>'.",
+            code="invalid_api_key",
+        ).response()
+        await response(scope, receive, send)
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _routes() -> list[Route]:
+    post, get = ["POST"], ["GET"]
+    table: list[tuple[str, Endpoint, list[str]]] = [
+        ("/health", health, get),
+        ("/health_generate", sglang_routes.health_generate, get),
+        ("/metrics", metrics, get),
+        ("/v1/models", openai_routes.list_models, get),
+        ("/v1/models/{model:path}", openai_routes.get_model, get),
+        ("/v1/chat/completions", openai_routes.chat_completions, post),
+        ("/v1/completions", openai_routes.completions, post),
+        ("/generate", sglang_routes.generate, post),
+        ("/get_model_info", sglang_routes.get_model_info, get),
+        ("/server_info", sglang_routes.server_info, get),
+        ("/get_server_info", sglang_routes.server_info, get),
+    ]
+    return [Route(path, endpoint, methods=methods) for path, endpoint, methods in table]
+
+
+def build_app(state: ServerState, *, load: bool = True) -> Starlette:
+    """The ASGI app for ``state``; with ``load``, the lifespan starts loading the model."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if load:
+            state.start_loading()
+        try:
+            yield
+        finally:
+            state.close()
+
+    app = Starlette(
+        routes=_routes(),
+        middleware=[Middleware(ApiKeyMiddleware, api_key=state.settings.api_key)],
+        exception_handlers={
+            HTTPError: _handle_error,
+            EmberError: _handle_error,
+            404: _not_found,
+            405: _method_not_allowed,
+            Exception: _handle_error,  # logged by uvicorn as well, then a JSON 500
+        },
+        lifespan=lifespan,
+    )
+    app.state.ember = state
+    return app

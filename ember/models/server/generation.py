@@ -1,0 +1,156 @@
+"""One request's generation as the HTTP layer sees it: token ids in, text pieces out.
+
+``stream_generation`` submits the prompt to the ``AsyncEngine`` and turns each engine step into
+a ``GenerationEvent``: the new tokens, the text they complete (incremental detokenization, stop
+strings matched and held back by ``StopChecker``), their logprobs when asked, and at the end the
+finish reason and usage. A stop string ends the request here (the engine only knows token ids):
+leaving the engine's stream aborts the request there, so its pages are freed at once. Leaving
+early for any other reason (the client went away, the task was cancelled) aborts it the same way.
+
+It records the request's latencies in ``ServerMetrics``: time to first token, the gap between
+consecutive token events, end to end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from ember.errors import EmberError, InvalidModelInput
+from ember.models.engine.sequence import StopCriteria
+from ember.models.sampling import StopChecker
+from ember.models.server.loading import ServedModel
+from ember.models.server.metrics import ServerMetrics
+from ember.models.server.request_sampling import LogprobRecord, RequestSampling
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationInput:
+    request_id: str
+    prompt_ids: list[int]
+    sampling: RequestSampling
+    max_tokens: int
+    skip_special_tokens: bool = True
+    arrival: float = field(default_factory=time.perf_counter)
+
+    @property
+    def stop_criteria(self) -> StopCriteria:
+        params = self.sampling.params
+        return StopCriteria(
+            max_tokens=self.max_tokens,
+            stop_token_ids=frozenset(params.stop_token_ids),
+            ignore_eos=params.ignore_eos,
+        )
+
+
+@dataclass(slots=True)
+class GenerationEvent:
+    text: str  # text completed by this step's tokens (stop strings cut, held-back text kept)
+    token_ids: list[int]
+    logprobs: list[LogprobRecord]
+    finished: bool = False
+    finish_reason: str | None = None  # stop | length | abort
+    matched_stop: str | int | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+def check_request(served: ServedModel, request: GenerationInput) -> None:
+    """Reject what the engine could never serve, before any response starts (400s)."""
+    vocab = served.config.vocab_size
+    bad = next((t for t in request.prompt_ids if not 0 <= t < vocab), None)
+    if bad is not None:
+        raise InvalidModelInput(
+            "input_ids", f"token id {bad} is outside the vocabulary (0..{vocab - 1})"
+        )
+    served.llm.validate_request(request.prompt_ids, request.stop_criteria)
+
+
+def max_tokens_for(served: ServedModel, prompt_tokens: int, asked: int | None) -> int:
+    """``asked``, or the rest of the context window; a request that cannot fit is a 400."""
+    room = served.context_length - prompt_tokens
+    if room < 1:
+        raise InvalidModelInput(
+            "messages",
+            f"the prompt has {prompt_tokens} tokens; this model serves at most "
+            f"{served.context_length - 1} prompt tokens",
+        )
+    if asked is None:
+        return room
+    if asked > room:
+        raise InvalidModelInput(
+            "max_tokens",
+            f"max_tokens is {asked}, but the prompt ({prompt_tokens} tokens) leaves room for "
+            f"{room} in the {served.context_length}-token context window",
+        )
+    return asked
+
+
+async def stream_generation(
+    served: ServedModel, metrics: ServerMetrics, request: GenerationInput
+) -> AsyncIterator[GenerationEvent]:
+    params = request.sampling.params
+    skip = request.skip_special_tokens
+    tokenizer = served.tokenizer
+
+    def decode(ids: list[int]) -> str:
+        return tokenizer.decode(ids, skip_special_tokens=skip)
+
+    checker = StopChecker(params, decode, served.eos_token_ids, context_ids=request.prompt_ids[-5:])
+    stream = served.engine.generate(
+        request.request_id, request.prompt_ids, request.stop_criteria, request.sampling
+    )
+    outcome, cached, last = "abort", 0, 0.0
+    records = request.sampling.logprobs
+    try:
+        async for out in stream:
+            now = time.perf_counter()
+            if last == 0.0:
+                metrics.ttft.observe(now - request.arrival)
+            else:
+                metrics.itl.observe(now - last)
+            last = now
+            cached = out.usage.cached_tokens
+            event = GenerationEvent("", [], [], prompt_tokens=len(request.prompt_ids))
+            pieces: list[str] = []
+            delta = None
+            for token in out.new_token_ids:
+                index = checker.num_tokens
+                delta = checker.push(token)
+                event.token_ids.append(token)
+                record = records.pop(index, None)
+                if record is not None:
+                    event.logprobs.append(record)
+                pieces.append(delta.text)
+                if delta.finished:
+                    break
+            if delta is not None and delta.finished:
+                event.finish_reason = delta.finish_reason or out.finish_reason or "stop"
+                event.matched_stop = delta.stop_reason
+            elif out.finished:
+                tail = checker.finish()
+                pieces.append(tail.text)
+                event.finish_reason = out.finish_reason
+            event.text = "".join(pieces)
+            event.completion_tokens = checker.num_tokens
+            event.cached_tokens = cached
+            if event.finish_reason is not None:
+                event.finished = True
+                outcome = "ok" if event.finish_reason != "abort" else "abort"
+                yield event
+                return
+            yield event
+    except EmberError:
+        outcome = "error"
+        raise
+    finally:
+        await stream.aclose()  # an unfinished request is aborted in the engine
+        metrics.request_finished(
+            len(request.prompt_ids),
+            checker.num_tokens,
+            cached,
+            time.perf_counter() - request.arrival,
+            outcome,
+        )

@@ -1,0 +1,144 @@
+"""Validated API requests (``ember.models.api``) -> what the engine runs (``GenerationInput``).
+
+A chat request is rendered with the checkpoint's chat template and tokenized; its
+``response_format`` / ``tool_choice`` become a grammar (``constraint_for``), and the output
+parser is chosen for the model's family and for where the prompt leaves the model (inside
+``<think>``, free to open it, thinking off). A completion or ``/generate`` request is tokenized
+as is, or taken as token ids.
+
+Sampling fields map onto ``SamplingParams`` (its checks name the field: ``temperature``,
+``top_logprobs``...); ``logit_bias``, ``min_tokens`` and ``min_p`` ride beside them in
+``RequestSampling``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from ember.errors import InvalidModelInput
+from ember.models.api.chat_request import ChatRequest, SamplingOptions
+from ember.models.api.constraints import constraint_for, output_parser_for
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.output_parser import ChatOutputParser, reasoning_prefix
+from ember.models.chat_encode import encode_chat
+from ember.models.constrain.session import ConstraintSpec
+from ember.models.constrain.tool_grammars import ReasoningPrefix
+from ember.models.sampling import SamplingParams
+from ember.models.server.generation import GenerationInput, check_request, max_tokens_for
+from ember.models.server.loading import ServedModel
+from ember.models.server.request_sampling import RequestSampling
+
+
+@dataclass(slots=True)
+class ChatInput:
+    generation: GenerationInput
+    parser: ChatOutputParser
+    reasoning: ReasoningPrefix
+
+
+def new_request_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(12)
+
+
+def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> ChatInput:
+    tokenizer = served.tokenizer
+    # Control-token text inside the request stays text (no forged turns): encode_chat.
+    prompt_ids = encode_chat(
+        tokenizer,
+        request.template_messages(),
+        tools=request.template_tools(),
+        chat_template_kwargs=request.template_arguments(),
+    )
+    prompt_end = tokenizer.decode(prompt_ids[-8:])  # does the template leave us inside <think>?
+    reasoning = reasoning_prefix(prompt_end, enable_thinking=request.enable_thinking)
+    constraint = constraint_for(request, tool_format=served.tool_format, reasoning=reasoning)
+    parser = output_parser_for(request, tool_format=served.tool_format, reasoning=reasoning)
+    generation = generation_input(
+        served,
+        request_id,
+        prompt_ids,
+        request.sampling,
+        constraint=constraint,
+        skip_special_tokens=False,  # reasoning and tool-call markers are special tokens
+    )
+    return ChatInput(generation, parser, reasoning)
+
+
+def prompt_ids_for(served: ServedModel, text: str | None, ids: tuple[int, ...] | None) -> list[int]:
+    if ids is not None:
+        return list(ids)
+    assert text is not None
+    return served.tokenizer.encode(text)
+
+
+def generation_input(
+    served: ServedModel,
+    request_id: str,
+    prompt_ids: list[int],
+    options: SamplingOptions,
+    *,
+    constraint: ConstraintSpec | None = None,
+    skip_special_tokens: bool = True,
+) -> GenerationInput:
+    """The engine request for ``prompt_ids``; raises 400-type errors for what cannot be served."""
+    if not prompt_ids:
+        raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
+    max_tokens = max_tokens_for(served, len(prompt_ids), options.max_tokens)
+    if constraint is not None and options.ignore_eos:
+        raise InvalidRequestField(
+            "/ignore_eos",
+            "false when the output is constrained (the grammar ends the output with EOS)",
+            "true",
+        )
+    params = SamplingParams(
+        temperature=options.temperature,
+        top_p=options.top_p,
+        top_k=options.top_k or 0,
+        seed=options.seed,
+        repetition_penalty=options.repetition_penalty,
+        frequency_penalty=options.frequency_penalty,
+        presence_penalty=options.presence_penalty,
+        max_tokens=max_tokens,
+        stop=options.stop,
+        stop_token_ids=tuple(options.stop_token_ids),
+        logprobs=options.logprobs,
+        top_logprobs=options.top_logprobs,
+        ignore_eos=options.ignore_eos,
+    )
+    vocab = served.config.vocab_size
+    _check_token_ids("stop_token_ids", options.stop_token_ids, vocab)
+    _check_token_ids("logit_bias", tuple(options.logit_bias), vocab)
+    stop_ids = frozenset(options.stop_token_ids)
+    if not options.ignore_eos:
+        stop_ids |= served.eos_token_ids
+    sampling = RequestSampling(
+        params,
+        constraint=constraint,
+        logit_bias=dict(options.logit_bias),
+        min_tokens=options.min_tokens,
+        min_p=options.min_p,
+        stop_ids=stop_ids,
+    )
+    generation = GenerationInput(
+        request_id, prompt_ids, sampling, max_tokens, skip_special_tokens=skip_special_tokens
+    )
+    check_request(served, generation)
+    return generation
+
+
+def _check_token_ids(field: str, ids: tuple[int, ...], vocab: int) -> None:
+    bad = next((t for t in ids if not 0 <= t < vocab), None)
+    if bad is not None:
+        raise InvalidModelInput(
+            field, f"{field}: token id {bad} is outside the vocabulary (0..{vocab - 1})"
+        )
+
+
+def logprob_token(served: ServedModel, token_id: int) -> tuple[str, bytes | None]:
+    """A token's text for logprobs, and its bytes when they are not whole UTF-8."""
+    data = served.tokenizer.token_bytes[token_id] if token_id < served.tokenizer.vocab_size else b""
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace"), data

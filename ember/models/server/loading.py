@@ -1,0 +1,269 @@
+"""From ``ServerSettings`` to a model ready to serve: resolve, load, quantize, size the KV cache,
+start the engine, warm up; each step reported through ``progress``.
+
+MODEL is a catalog id (``@cf/moonshotai/kimi-k2.5`` -> the shipped kimi-tiny checkpoint) or a
+checkpoint directory (config.json, safetensors, tokenizer.json). The tool-call syntax follows the
+family (Kimi K2's sections for DeepseekV3, GLM-4.7's ``<tool_call>`` for GLM) unless
+``--tool-call-parser`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ember.errors import CheckpointError, ModelNotFound
+from ember.models.catalog import default_catalog
+from ember.models.config import DEEPSEEK_V3, ModelConfig
+from ember.models.constrain.tool_grammars import ToolFormat
+from ember.models.constrain.vocab import TokenVocabulary
+from ember.models.engine.async_engine import AsyncEngine
+from ember.models.engine.config import EngineConfig
+from ember.models.engine.llm_engine import LLMEngine
+from ember.models.engine.sequence import StopCriteria
+from ember.models.kv.spec import kv_capacity, kv_layout_for, parse_kv_dtype
+from ember.models.loader import load_model
+from ember.models.quant import QuantConfig, QuantizationReport, model_weight_bytes, quantize_model
+from ember.models.server.request_sampling import ServerSampler
+from ember.models.server.settings import ServerSettings
+from ember.models.tokenizer import Tokenizer
+
+Progress = Callable[[str], None]
+_TOOL_PARSERS: dict[str, ToolFormat] = {"kimi_k2": "kimi", "glm45": "glm45", "glm47": "glm47"}
+_DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32}
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedSource:
+    directory: Path
+    context_window: int | None  # the catalog id's, None for a bare directory
+    tool_format: ToolFormat
+
+
+@dataclass(frozen=True, slots=True)
+class KVReport:
+    dtype: str  # bf16 | fp8_e4m3 | float32
+    budget_bytes: int
+    capacity_tokens: int
+    bytes_per_token: int
+    page_size: int
+
+
+@dataclass(slots=True)
+class ServedModel:
+    """Everything the HTTP layer needs, built once at startup."""
+
+    name: str  # --served-model-name, or MODEL as given
+    aliases: frozenset[str]  # names a request's "model" may use
+    source: str
+    directory: Path
+    config: ModelConfig
+    tokenizer: Tokenizer
+    vocab: TokenVocabulary
+    llm: LLMEngine
+    engine: AsyncEngine
+    eos_token_ids: frozenset[int]
+    tool_format: ToolFormat
+    context_length: int
+    model_dtype: str
+    weight_bytes: int
+    weight_bytes_by_scheme: dict[str, int]
+    quantization: QuantizationReport | None
+    kv: KVReport
+    created: int
+    load_seconds: float
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+
+def resolve_source(settings: ServerSettings) -> ResolvedSource:
+    """A catalog id or a checkpoint directory -> where its files are."""
+    catalog = default_catalog()
+    if settings.model in catalog:
+        resolved = catalog.resolve(settings.model)  # CheckpointNotBuilt names the missing files
+        entry = resolved.entry
+        fmt: ToolFormat = "kimi" if entry.family == "kimi" else _glm_format(entry.model_id)
+        return ResolvedSource(entry.checkpoint_dir, resolved.max_context, _override(settings, fmt))
+    path = Path(settings.model).expanduser()
+    if not (path / "config.json").is_file():
+        known = ", ".join(catalog.ids())
+        raise ModelNotFound(
+            f"{settings.model!r} is neither a catalog id nor a checkpoint directory "
+            f"(no config.json there); catalog ids: {known}"
+        )
+    return ResolvedSource(path, None, _override(settings, "glm47"))
+
+
+def _glm_format(model_id: str) -> ToolFormat:
+    return "glm45" if any(v in model_id for v in ("glm-4.5", "glm-4.6")) else "glm47"
+
+
+def _override(settings: ServerSettings, family_default: ToolFormat) -> ToolFormat:
+    if settings.tool_call_parser != "auto":
+        return _TOOL_PARSERS[settings.tool_call_parser]
+    return family_default
+
+
+def load_served_model(settings: ServerSettings, progress: Progress) -> ServedModel:
+    started = time.perf_counter()
+    if settings.torch_threads is not None:
+        torch.set_num_threads(settings.torch_threads)
+    source = resolve_source(settings)
+    progress(f"checkpoint {source.directory}")
+    dtype_name = "bfloat16" if settings.dtype == "auto" else settings.dtype
+    dtype = _DTYPES.get(dtype_name, torch.float32)
+    device = torch.device(settings.device)
+    loaded = load_model(source.directory, dtype=dtype, device=device)
+    config = loaded.config
+    tool_format = source.tool_format
+    if settings.tool_call_parser == "auto" and source.context_window is None:
+        tool_format = "kimi" if config.architecture == DEEPSEEK_V3 else "glm47"
+    progress(f"loaded {config.architecture} weights in {dtype_name} on {device}")
+    report = None
+    if settings.quantization != "none":
+        quant = QuantConfig.from_flag(
+            settings.quantization,
+            targets=settings.quantization_targets,
+            group_size=settings.quantization_group_size,
+        )
+        report = quantize_model(loaded.model, quant)
+        progress(
+            f"quantized {sum(report.layers.values())} linear layers to {settings.quantization} "
+            f"({settings.quantization_targets}): {report.bytes_before / 1e6:.1f} MB -> "
+            f"{report.bytes_after / 1e6:.1f} MB"
+        )
+    weights = model_weight_bytes(loaded.model)
+    tokenizer = Tokenizer.from_dir(source.directory)
+    eos = frozenset(loaded.generation.eos_token_ids or config.eos_token_ids)
+    vocab = _vocabulary(tokenizer, eos)
+    kv = _kv_report(settings, config, weights.total, dtype_name)
+    context = _context_length(settings, config, source)
+    engine_config = EngineConfig(
+        kv_cache_dtype=settings.kv_cache_dtype,
+        kv_cache_bytes=None if settings.max_total_tokens else kv.budget_bytes,
+        max_total_tokens=settings.max_total_tokens,
+        page_size=settings.page_size,
+        max_num_seqs=settings.max_running_requests,
+        max_num_batched_tokens=settings.chunked_prefill_size,
+        max_model_len=context,
+        enable_prefix_cache=not settings.disable_radix_cache,
+        integrity=settings.integrity,
+    )
+    sampler = ServerSampler(config.vocab_size, vocab)
+    llm = LLMEngine(
+        loaded.model,
+        kv_layout_for(config),
+        engine_config,
+        model_dtype="bf16" if dtype == torch.bfloat16 else "float32",
+        sampler=sampler,
+        eos_token_ids=eos,
+    )
+    kv = KVReport(
+        kv.dtype,
+        kv.budget_bytes,
+        llm.stats.pages_total * settings.page_size,
+        kv.bytes_per_token,
+        settings.page_size,
+    )
+    progress(
+        f"KV cache: {kv.capacity_tokens:,} tokens in {kv.dtype} "
+        f"({kv.bytes_per_token} B/token, budget {kv.budget_bytes / 2**20:.1f} MiB), "
+        f"integrity {settings.integrity}"
+    )
+    if settings.warmup:
+        _warm_up(llm)
+        progress("warm-up step done")
+    engine = AsyncEngine(llm)
+    name = settings.served_model_name or settings.model
+    return ServedModel(
+        name=name,
+        aliases=frozenset({name, settings.model, source.directory.name}),
+        source=settings.model,
+        directory=source.directory,
+        config=config,
+        tokenizer=tokenizer,
+        vocab=vocab,
+        llm=llm,
+        engine=engine,
+        eos_token_ids=eos,
+        tool_format=tool_format,
+        context_length=llm.max_model_len,
+        model_dtype=dtype_name,
+        weight_bytes=weights.total,
+        weight_bytes_by_scheme=dict(weights.by_scheme),
+        quantization=report,
+        kv=kv,
+        created=int(time.time()),
+        load_seconds=time.perf_counter() - started,
+    )
+
+
+def _vocabulary(tokenizer: Tokenizer, eos: frozenset[int]) -> TokenVocabulary:
+    """The tokenizer as constrained decoding sees it: bytes per ordinary token, added tokens as
+    atomic symbols, the EOS ids as the grammar's end."""
+    added = tokenizer.backend.get_added_tokens_decoder()
+    special = {token_id: token.content for token_id, token in added.items()}
+    tokens = [None if i in special else data for i, data in enumerate(tokenizer.token_bytes)]
+    return TokenVocabulary(tokens, special, eos)
+
+
+def _kv_report(
+    settings: ServerSettings, config: ModelConfig, weight_bytes: int, model_dtype: str
+) -> KVReport:
+    kv_dtype = parse_kv_dtype(
+        settings.kv_cache_dtype, "bf16" if model_dtype == "bfloat16" else "float32"
+    )
+    spec = kv_layout_for(config, kv_dtype)
+    total, available = _memory(settings)
+    budget = settings.kv_budget(total, available)
+    capacity = kv_capacity(spec, budget, settings.page_size)
+    return KVReport(
+        kv_dtype,
+        budget,
+        capacity.num_pages * settings.page_size,
+        spec.cell_size,
+        settings.page_size,
+    )
+
+
+def _memory(settings: ServerSettings) -> tuple[int, int]:
+    """(total, available now) bytes of the device the KV cache lives on."""
+    if settings.is_cuda:
+        free, total = torch.cuda.mem_get_info(torch.device(settings.device))
+        return int(total), int(free)
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    available = total
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    return total, available
+
+
+def _context_length(settings: ServerSettings, config: ModelConfig, source: ResolvedSource) -> int:
+    limit = config.max_position_embeddings
+    if source.context_window is not None:
+        limit = min(limit, source.context_window)
+    if settings.context_length is not None:
+        if settings.context_length > config.max_position_embeddings:
+            raise CheckpointError(
+                f"--context-length {settings.context_length} exceeds the checkpoint's "
+                f"max_position_embeddings ({config.max_position_embeddings})"
+            )
+        limit = settings.context_length
+    return limit
+
+
+def _warm_up(llm: LLMEngine) -> None:
+    """One short request through every code path a first request takes (prefill, decode)."""
+    llm.generate([[0, 1, 2, 3]], StopCriteria(max_tokens=2, ignore_eos=True))

@@ -1,0 +1,285 @@
+"""OpenAI-compatible endpoints: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``.
+
+Streaming answers are SSE (``data: {chunk}`` ... ``data: [DONE]``) with the usage chunk when
+``stream_options.include_usage`` is set; one engine step's chunks go out as one write. A stream
+that fails midway ends with an error event. A non-streaming request whose client disconnects is
+aborted in the engine; so is a stream whose client stops reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ember.errors import EmberError
+from ember.models.api.chat_request import ChatRequest, parse_chat_request
+from ember.models.api.completion_request import CompletionRequest, parse_completion_request
+from ember.models.api.deltas import OutputAccumulator
+from ember.models.api.responses import (
+    ChatStream,
+    TokenLogprob,
+    Usage,
+    chat_completion,
+    completion_logprobs,
+    now,
+    text_completion,
+    text_completion_chunk,
+)
+from ember.models.api.sse import SSE_DONE, sse_data
+from ember.models.constrain.session import ConstraintSpec
+from ember.models.server.generation import GenerationEvent, GenerationInput, stream_generation
+from ember.models.server.inputs import (
+    ChatInput,
+    chat_input,
+    generation_input,
+    logprob_token,
+    new_request_id,
+    prompt_ids_for,
+)
+from ember.models.server.loading import ServedModel
+from ember.models.server.request_sampling import LogprobRecord
+from ember.models.server.state import ServerState
+from ember.models.server.wire import (
+    ClientGone,
+    model_not_found,
+    read_json,
+    sse_response,
+    stream_error_payload,
+    unless_disconnected,
+)
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.ember
+
+
+def token_logprobs(served: ServedModel, records: list[LogprobRecord]) -> list[TokenLogprob]:
+    out = []
+    for record in records:
+        text, raw = logprob_token(served, record.token_id)
+        top = []
+        for token_id, value in record.top:
+            alt_text, alt_raw = logprob_token(served, token_id)
+            top.append(TokenLogprob(alt_text, value, raw=alt_raw))
+        out.append(TokenLogprob(text, record.logprob, tuple(top), raw))
+    return out
+
+
+def _usage(event: GenerationEvent) -> Usage:
+    return Usage(event.prompt_tokens, event.completion_tokens, event.cached_tokens)
+
+
+# -- /v1/chat/completions ------------------------------------------------------------------------
+
+
+async def chat_completions(request: Request) -> Response:
+    state = _state(request)
+    served = state.ready()
+    body = await read_json(request)
+    chat = parse_chat_request(body, dialect="openai")
+    state.check_model(served, chat.model)
+    chat_in = chat_input(served, chat, new_request_id("chatcmpl-"))
+    if chat.stream:
+        return sse_response(_chat_stream(state, served, chat, chat_in))
+    try:
+        answer = await unless_disconnected(request, _chat_answer(state, served, chat, chat_in))
+    except ClientGone:
+        return Response(status_code=499)
+    return JSONResponse(answer)
+
+
+async def _chat_answer(
+    state: ServerState, served: ServedModel, chat: ChatRequest, chat_in: ChatInput
+) -> dict:
+    pieces: list[str] = []
+    records: list[LogprobRecord] = []
+    last = None
+    async for event in stream_generation(served, state.metrics, chat_in.generation):
+        pieces.append(event.text)
+        records.extend(event.logprobs)
+        last = event
+    assert last is not None and last.finish_reason is not None
+    total = OutputAccumulator()
+    total.add(chat_in.parser.feed("".join(pieces)))
+    total.add(chat_in.parser.finish())
+    return chat_completion(
+        id=chat_in.generation.request_id,
+        created=now(),
+        model=served.name,
+        output=total.result(),
+        finish_reason=last.finish_reason,
+        usage=_usage(last),
+        logprobs=token_logprobs(served, records) if chat.sampling.logprobs else None,
+    )
+
+
+async def _chat_stream(
+    state: ServerState, served: ServedModel, chat: ChatRequest, chat_in: ChatInput
+) -> AsyncIterator[bytes]:
+    stream = ChatStream(
+        id=chat_in.generation.request_id,
+        created=now(),
+        model=served.name,
+        parser=chat_in.parser,
+        include_usage=chat.include_usage,
+    )
+    yield sse_data(stream.start())
+    events = stream_generation(served, state.metrics, chat_in.generation)
+    want_logprobs = chat.sampling.logprobs
+    try:
+        async for event in events:
+            logprobs = token_logprobs(served, event.logprobs) if want_logprobs else None
+            chunks = stream.text(event.text, logprobs)
+            if event.finished:
+                chunks += stream.finish(event.finish_reason or "stop", _usage(event))
+            if chunks:
+                yield b"".join(sse_data(chunk) for chunk in chunks)
+        yield SSE_DONE
+    except EmberError as error:
+        yield sse_data(stream_error_payload(error)) + SSE_DONE
+    finally:
+        await events.aclose()
+
+
+# -- /v1/completions -----------------------------------------------------------------------------
+
+
+def _json_constraint(completion: CompletionRequest) -> ConstraintSpec | None:
+    fmt = completion.response_format
+    if fmt.type == "json_object" or (fmt.type == "json_schema" and fmt.schema is None):
+        return ConstraintSpec(json="object")
+    if fmt.type == "json_schema":
+        return ConstraintSpec(json="schema", schema=fmt.schema)
+    return None
+
+
+async def completions(request: Request) -> Response:
+    state = _state(request)
+    served = state.ready()
+    body = await read_json(request)
+    completion = parse_completion_request(body)
+    state.check_model(served, completion.model)
+    prompt_ids = prompt_ids_for(served, completion.prompt, completion.prompt_token_ids)
+    generation = generation_input(
+        served,
+        new_request_id("cmpl-"),
+        prompt_ids,
+        completion.sampling,
+        constraint=_json_constraint(completion),
+    )
+    prefix = ""
+    if completion.echo:
+        prefix = completion.prompt or served.tokenizer.decode(prompt_ids)
+    if completion.stream:
+        return sse_response(_completion_stream(state, served, completion, generation, prefix))
+    try:
+        answer = await unless_disconnected(
+            request, _completion_answer(state, served, completion, generation, prefix)
+        )
+    except ClientGone:
+        return Response(status_code=499)
+    return JSONResponse(answer)
+
+
+async def _completion_answer(
+    state: ServerState,
+    served: ServedModel,
+    completion: CompletionRequest,
+    generation: GenerationInput,
+    prefix: str,
+) -> dict:
+    pieces, records, last = [prefix], [], None
+    async for event in stream_generation(served, state.metrics, generation):
+        pieces.append(event.text)
+        records.extend(event.logprobs)
+        last = event
+    assert last is not None and last.finish_reason is not None
+    logprobs = None
+    if completion.sampling.logprobs:
+        logprobs = completion_logprobs(token_logprobs(served, records), len(prefix))
+    return text_completion(
+        id=generation.request_id,
+        created=now(),
+        model=served.name,
+        text="".join(pieces),
+        finish_reason=last.finish_reason,
+        usage=_usage(last),
+        logprobs=logprobs,
+    )
+
+
+async def _completion_stream(
+    state: ServerState,
+    served: ServedModel,
+    completion: CompletionRequest,
+    generation: GenerationInput,
+    prefix: str,
+) -> AsyncIterator[bytes]:
+    rid, created, name = generation.request_id, now(), served.name
+    events = stream_generation(served, state.metrics, generation)
+    offset = len(prefix)
+    try:
+        if prefix:
+            yield sse_data(text_completion_chunk(id=rid, created=created, model=name, text=prefix))
+        async for event in events:
+            logprobs = None
+            if completion.sampling.logprobs:
+                tokens = token_logprobs(served, event.logprobs)
+                logprobs = completion_logprobs(tokens, offset)
+            offset += len(event.text)
+            if not (event.text or event.finished or logprobs):
+                continue
+            chunk = text_completion_chunk(
+                id=rid,
+                created=created,
+                model=name,
+                text=event.text,
+                finish_reason=event.finish_reason if event.finished else None,
+                logprobs=logprobs,
+            )
+            out = sse_data(chunk)
+            if event.finished and completion.include_usage:
+                usage = {
+                    "id": rid,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": name,
+                    "choices": [],
+                    "usage": _usage(event).to_dict(),
+                }
+                out += sse_data(usage)
+            yield out
+        yield SSE_DONE
+    except EmberError as error:
+        yield sse_data(stream_error_payload(error)) + SSE_DONE
+    finally:
+        await events.aclose()
+
+
+# -- /v1/models ----------------------------------------------------------------------------------
+
+
+def model_card(served: ServedModel) -> dict:
+    return {
+        "id": served.name,
+        "object": "model",
+        "created": served.created,
+        "owned_by": "ember",
+        "root": served.source,
+        "max_model_len": served.context_length,
+    }
+
+
+async def list_models(request: Request) -> Response:
+    served = _state(request).ready()
+    return JSONResponse({"object": "list", "data": [model_card(served)]})
+
+
+async def get_model(request: Request) -> Response:
+    served = _state(request).ready()
+    name = request.path_params["model"]
+    if name not in served.aliases:
+        raise model_not_found(name)
+    return JSONResponse(model_card(served))

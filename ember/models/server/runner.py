@@ -1,0 +1,45 @@
+"""Run the model server under uvicorn (what ``ember models serve`` calls).
+
+The socket is bound first (``--port 0`` picks a free port, and the line printed names the real
+one), then uvicorn serves while the model loads in the background; a model that fails to load
+stops the server with exit status 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+import uvicorn
+
+from ember.models.server.app import build_app
+from ember.models.server.settings import ServerSettings
+from ember.models.server.state import ServerState
+
+
+def run_server(settings: ServerSettings, *, log: TextIO | None = None) -> int:
+    """Serve until interrupted; returns the process exit status."""
+    out = log if log is not None else sys.stderr
+    state = ServerState(settings, log=out)
+    config = uvicorn.Config(
+        build_app(state),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+
+    def stop(_error: BaseException) -> None:
+        server.should_exit = True
+
+    state.on_load_failure = stop
+    sock = config.bind_socket()
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    state.progress(
+        f"listening on http://{shown}:{port} (/health answers 503 until the model is ready)"
+    )
+    server.run(sockets=[sock])
+    return 1 if state.load_error is not None else 0

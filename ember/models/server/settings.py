@@ -1,0 +1,190 @@
+"""The model server's settings: every ``ember models serve`` flag, typed and validated once.
+
+Torch-free, so the CLI can validate flags (and ``--help`` can show them) before the engine loads.
+Flag names follow ``sglang.launch_server`` where SGLang has the knob (``--kv-cache-dtype``,
+``--quantization``, ``--mem-fraction-static``, ``--max-running-requests``,
+``--chunked-prefill-size``, ``--served-model-name``, ``--page-size``, ``--context-length``,
+``--max-total-tokens``, ``--disable-radix-cache``, ``--tool-call-parser``, ``--api-key``); ember's
+own knobs (``--kv-cache-bytes``, ``--integrity``, the INT4 policy) are named in the same style.
+
+The KV budget: ``--kv-cache-bytes`` wins; else ``--mem-fraction-static`` takes SGLang's rule
+(what memory remains after the weights, minus ``(1 - fraction)`` of the total); else a fixed
+default on CPU (a shared box should not hand most of its RAM to one model) and SGLang's
+``0.88`` on CUDA.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from ember.errors import ConfigError
+
+FLAGS = "ember models serve"
+DEFAULT_PORT = 30000  # sglang.launch_server's default
+DEFAULT_CPU_KV_BYTES = 256 * 2**20
+DEFAULT_CUDA_MEM_FRACTION = 0.88
+KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8", "float32")
+MODEL_DTYPES = ("auto", "bfloat16", "bf16", "float32", "fp32")
+QUANTIZATIONS = ("none", "fp8", "int4")
+QUANT_TARGETS = ("experts", "all")
+INTEGRITY_MODES = ("off", "sampled", "full")
+TOOL_CALL_PARSERS = ("auto", "kimi_k2", "glm45", "glm47")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+
+
+def parse_bytes(text: str | int, flag: str = "--kv-cache-bytes") -> int:
+    """``1073741824``, ``512MiB``, ``1GiB``, ``64M`` (decimal), ``2GB`` -> bytes."""
+    if isinstance(text, int):
+        value = text
+    else:
+        match = _SIZE.match(str(text))
+        if match is None:
+            raise ConfigError(FLAGS, flag, text, "a byte count such as 268435456, 256MiB or 1GiB")
+        number, unit = float(match.group(1)), (match.group(2) or "").upper()
+        letter = unit[0] if unit and unit[0] in "KMGT" else ""
+        step = 1024 if "I" in unit else 1000
+        base = step ** ("KMGT".index(letter) + 1) if letter else 1
+        value = int(number * base)
+    if value <= 0:
+        raise ConfigError(FLAGS, flag, text, "a positive byte count")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """What ``ember models serve`` was asked to do (see the module docstring)."""
+
+    model: str  # a catalog id (@cf/...) or a checkpoint directory
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    device: str = "cpu"
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    quantization: str = "none"
+    quantization_group_size: int = 32
+    quantization_targets: Literal["experts", "all"] = "experts"
+    kv_cache_bytes: int | None = None
+    mem_fraction_static: float | None = None
+    max_total_tokens: int | None = None
+    max_running_requests: int = 128
+    chunked_prefill_size: int = 1024
+    page_size: int = 16
+    context_length: int | None = None
+    integrity: Literal["off", "sampled", "full"] = "sampled"
+    disable_radix_cache: bool = False
+    served_model_name: str | None = None
+    tool_call_parser: str = "auto"
+    api_key: str | None = None
+    torch_threads: int | None = None
+    warmup: bool = True
+
+    def __post_init__(self) -> None:
+        def need(key: str, value: object, ok: bool, expected: str) -> None:
+            if not ok:
+                raise ConfigError(FLAGS, key, value, expected)
+
+        need("MODEL", self.model, bool(self.model), "a catalog id or a checkpoint directory")
+        need("--port", self.port, 0 <= self.port <= 65535, "a TCP port (0 picks a free one)")
+        need(
+            "--device",
+            self.device,
+            bool(re.fullmatch(r"cpu|cuda(:\d+)?", self.device)),
+            "cpu, cuda or cuda:N",
+        )
+        need("--dtype", self.dtype, self.dtype in MODEL_DTYPES, "auto, bfloat16 or float32")
+        need(
+            "--kv-cache-dtype",
+            self.kv_cache_dtype,
+            self.kv_cache_dtype in KV_CACHE_DTYPES,
+            "auto, bf16 or fp8_e4m3",
+        )
+        need(
+            "--quantization",
+            self.quantization,
+            self.quantization in QUANTIZATIONS,
+            "none, fp8 or int4",
+        )
+        need(
+            "--quantization-targets",
+            self.quantization_targets,
+            self.quantization_targets in QUANT_TARGETS,
+            "experts (routed experts only) or all (every linear layer)",
+        )
+        need(
+            "--quantization-group-size",
+            self.quantization_group_size,
+            self.quantization_group_size in (32, 64, 128, 256),
+            "32, 64, 128 or 256 (the INT4 kernel's group sizes)",
+        )
+        if self.mem_fraction_static is not None:
+            need(
+                "--mem-fraction-static",
+                self.mem_fraction_static,
+                0.0 < self.mem_fraction_static < 1.0,
+                "a fraction between 0 and 1",
+            )
+        if self.kv_cache_bytes is not None:
+            need("--kv-cache-bytes", self.kv_cache_bytes, self.kv_cache_bytes > 0, "> 0")
+        need("--page-size", self.page_size, self.page_size >= 1, "a positive number of tokens")
+        need(
+            "--max-running-requests",
+            self.max_running_requests,
+            self.max_running_requests >= 1,
+            ">= 1",
+        )
+        need(
+            "--chunked-prefill-size",
+            self.chunked_prefill_size,
+            self.chunked_prefill_size >= self.max_running_requests,
+            f">= --max-running-requests ({self.max_running_requests}): every running request "
+            "decodes one token per step within this budget",
+        )
+        if self.max_total_tokens is not None:
+            need(
+                "--max-total-tokens",
+                self.max_total_tokens,
+                self.max_total_tokens >= self.page_size,
+                f">= --page-size ({self.page_size})",
+            )
+        if self.context_length is not None:
+            need("--context-length", self.context_length, self.context_length > 1, "> 1")
+        need(
+            "--integrity",
+            self.integrity,
+            self.integrity in INTEGRITY_MODES,
+            "off, sampled or full",
+        )
+        need(
+            "--tool-call-parser",
+            self.tool_call_parser,
+            self.tool_call_parser in TOOL_CALL_PARSERS,
+            ", ".join(TOOL_CALL_PARSERS),
+        )
+        if self.torch_threads is not None:
+            need("--torch-threads", self.torch_threads, self.torch_threads >= 1, ">= 1")
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def kv_budget(self, total_bytes: int, available_after_weights: int) -> int:
+        """The KV byte budget (see the module docstring); raises when nothing is left."""
+        if self.kv_cache_bytes is not None:
+            return self.kv_cache_bytes
+        fraction = self.mem_fraction_static
+        if fraction is None and not self.is_cuda:
+            return DEFAULT_CPU_KV_BYTES
+        fraction = DEFAULT_CUDA_MEM_FRACTION if fraction is None else fraction
+        budget = int(available_after_weights - total_bytes * (1.0 - fraction))
+        if budget <= 0:
+            raise ConfigError(
+                FLAGS,
+                "--mem-fraction-static",
+                fraction,
+                f"a larger fraction: {available_after_weights / 2**30:.2f} GiB are free after "
+                f"the weights, and (1 - {fraction}) of {total_bytes / 2**30:.2f} GiB stay "
+                "reserved, leaving nothing for the KV cache (or pass --kv-cache-bytes)",
+            )
+        return budget

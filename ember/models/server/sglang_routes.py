@@ -1,0 +1,203 @@
+"""SGLang's native endpoints: ``/generate`` (text or ``input_ids``, ``sampling_params``,
+``stream``), ``/get_model_info``, ``/server_info`` (``/get_server_info``), ``/health_generate``.
+
+``/generate`` answers as SGLang does: ``{"text", "output_ids", "meta_info": {"id",
+"finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency", ...}}``;
+streaming sends one such object per engine step with the text so far, then ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ember.errors import EmberError
+from ember.models.api.completion_request import GenerateRequest, parse_generate_request
+from ember.models.api.responses import Usage, generate_finish_reason, generate_response
+from ember.models.api.sse import SSE_DONE, sse_data
+from ember.models.constrain.session import ConstraintSpec
+from ember.models.server.generation import GenerationEvent, GenerationInput, stream_generation
+from ember.models.server.inputs import (
+    generation_input,
+    logprob_token,
+    new_request_id,
+    prompt_ids_for,
+)
+from ember.models.server.loading import ServedModel
+from ember.models.server.metrics import ServerMetrics
+from ember.models.server.request_sampling import LogprobRecord
+from ember.models.server.state import ServerState
+from ember.models.server.wire import (
+    ClientGone,
+    HTTPError,
+    read_json,
+    sse_response,
+    stream_error_payload,
+    unless_disconnected,
+)
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.ember
+
+
+def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
+    constraint = None
+    if parsed.json_schema is not None:
+        constraint = ConstraintSpec(
+            json="schema", schema=parsed.json_schema, schema_path="/sampling_params/json_schema"
+        )
+    return generation_input(
+        served,
+        parsed.rid or new_request_id(""),
+        prompt_ids_for(served, parsed.text, parsed.input_ids),
+        parsed.sampling,
+        constraint=constraint,
+        skip_special_tokens=parsed.skip_special_tokens,
+    )
+
+
+class _Answer:
+    """The cumulative ``/generate`` answer of one request."""
+
+    def __init__(self, served: ServedModel, parsed: GenerateRequest, request: GenerationInput):
+        self.served, self.parsed, self.request = served, parsed, request
+        self.text: list[str] = []
+        self.ids: list[int] = []
+        self.logprobs: list[tuple[float, int, str | None]] = []
+
+    def add(self, event: GenerationEvent) -> None:
+        self.text.append(event.text)
+        self.ids.extend(event.token_ids)
+        self.logprobs.extend(self._logprob(record) for record in event.logprobs)
+
+    def _logprob(self, record: LogprobRecord) -> tuple[float, int, str | None]:
+        return record.logprob, record.token_id, logprob_token(self.served, record.token_id)[0]
+
+    def payload(self, event: GenerationEvent) -> dict:
+        finish = None
+        text = "".join(self.text)
+        if event.finished:
+            reason = event.finish_reason or "stop"
+            matched = event.matched_stop
+            if self.parsed.no_stop_trim and isinstance(matched, str):
+                text += matched
+            finish = generate_finish_reason(
+                reason,
+                matched=matched,
+                length=event.completion_tokens if reason == "length" else None,
+            )
+        return generate_response(
+            rid=self.request.request_id,
+            text=text,
+            output_ids=self.ids,
+            usage=Usage(event.prompt_tokens, event.completion_tokens, event.cached_tokens),
+            finish_reason=finish,
+            e2e_latency=time.perf_counter() - self.request.arrival,
+            output_token_logprobs=self.logprobs if self.parsed.return_logprob else None,
+        )
+
+
+async def generate(request: Request) -> Response:
+    state = _state(request)
+    served = state.ready()
+    parsed = parse_generate_request(await read_json(request))
+    generation = _input(served, parsed)
+    answer = _Answer(served, parsed, generation)
+    if parsed.stream:
+        return sse_response(_stream(state.metrics, answer))
+    try:
+        payload = await unless_disconnected(request, _whole(state.metrics, answer))
+    except ClientGone:
+        return Response(status_code=499)
+    return JSONResponse(payload)
+
+
+async def _whole(metrics: ServerMetrics, answer: _Answer) -> dict:
+    last = None
+    async for event in stream_generation(answer.served, metrics, answer.request):
+        answer.add(event)
+        last = event
+    assert last is not None
+    return answer.payload(last)
+
+
+async def _stream(metrics: ServerMetrics, answer: _Answer) -> AsyncIterator[bytes]:
+    events = stream_generation(answer.served, metrics, answer.request)
+    try:
+        async for event in events:
+            answer.add(event)
+            yield sse_data(answer.payload(event))
+        yield SSE_DONE
+    except EmberError as error:
+        yield sse_data(stream_error_payload(error)) + SSE_DONE
+    finally:
+        await events.aclose()
+
+
+async def get_model_info(request: Request) -> Response:
+    served = _state(request).ready()
+    config = served.config
+    return JSONResponse(
+        {
+            "model_path": str(served.directory),
+            "tokenizer_path": str(served.directory),
+            "served_model_name": served.name,
+            "is_generation": True,
+            "architectures": [config.architecture],
+            "model_type": config.model_type,
+            "context_length": served.context_length,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+        }
+    )
+
+
+async def server_info(request: Request) -> Response:
+    state = _state(request)
+    served = state.ready()
+    settings = {k: v for k, v in asdict(state.settings).items() if k != "api_key"}
+    stats = asdict(served.llm.stats)
+    quant = served.quantization
+    return JSONResponse(
+        {
+            **settings,
+            "served_model_name": served.name,
+            "model_path": str(served.directory),
+            "model_dtype": served.model_dtype,
+            "max_total_num_tokens": served.kv.capacity_tokens,
+            "kv_cache": asdict(served.kv),
+            "context_length": served.context_length,
+            "weight_bytes": served.weight_bytes,
+            "weight_bytes_by_scheme": served.weight_bytes_by_scheme,
+            "quantization_report": asdict(quant) if quant is not None else None,
+            "tool_call_parser": served.tool_format,
+            "load_seconds": served.load_seconds,
+            "engine_stats": stats,
+            "version": "ember",
+        }
+    )
+
+
+async def health_generate(request: Request) -> Response:
+    """Generate one token end to end (the engine loop is alive and stepping)."""
+    state = _state(request)
+    served = state.ready()
+    parsed = parse_generate_request(
+        {"input_ids": [0], "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+    )
+    generation = _input(served, parsed)
+    try:
+        async for _ in stream_generation(served, ServerMetrics("health"), generation):
+            pass
+    except EmberError as error:
+        raise HTTPError(
+            503, f"the engine failed to generate: {error}", type="server_error"
+        ) from error
+    return Response(status_code=200)

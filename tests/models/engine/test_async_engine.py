@@ -1,0 +1,101 @@
+"""AsyncEngine: concurrent streams from asyncio, cancellation, errors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ember.errors import InvalidModelInput
+from ember.models.engine.async_engine import AsyncEngine
+from ember.models.engine.config import EngineConfig
+from ember.models.engine.llm_engine import LLMEngine
+from ember.models.engine.sequence import StopCriteria
+from tests.models.engine.toy_models import ToyConfig, ToyModel, greedy_reference
+
+
+@pytest.fixture
+def toy() -> ToyModel:
+    return ToyModel(ToyConfig(kind="mla"), seed=4)
+
+
+@pytest.fixture
+def engine(toy: ToyModel):
+    config = EngineConfig(max_total_tokens=1024, page_size=4, max_num_seqs=8, max_model_len=512)
+    front = AsyncEngine(LLMEngine(toy, toy.kv_layout(), config))
+    yield front
+    front.shutdown()
+    assert not front.is_running
+
+
+def test_concurrent_streams_match_the_reference(engine: AsyncEngine, toy: ToyModel) -> None:
+    prompts = [[i, i + 1, i + 2, 7][: 1 + i % 4] for i in range(6)]
+
+    async def one(i: int) -> tuple[list[int], object]:
+        tokens, last = [], None
+        async for out in engine.generate(f"r{i}", prompts[i], StopCriteria(max_tokens=6)):
+            tokens.extend(out.new_token_ids)
+            last = out
+        return tokens, last
+
+    async def main():
+        return await asyncio.gather(*(one(i) for i in range(6)))
+
+    results = asyncio.run(main())
+    for prompt, (tokens, last) in zip(prompts, results, strict=True):
+        assert tokens == greedy_reference(toy, prompt, 6)
+        assert last.finished and last.finish_reason == "length"
+        assert last.usage.completion_tokens == 6 and last.usage.prompt_tokens == len(prompt)
+
+
+def test_leaving_the_stream_early_aborts_and_frees_pages(engine: AsyncEngine) -> None:
+    async def main() -> int:
+        count = 0
+        stream = engine.generate("gone", [1, 2, 3], StopCriteria(max_tokens=400))
+        async for _ in stream:
+            count += 1
+            if count == 2:
+                break
+        await stream.aclose()
+        # The next request runs only after the abort was applied (commands are FIFO).
+        async for _ in engine.generate("next", [4], StopCriteria(max_tokens=1)):
+            pass
+        return count
+
+    assert asyncio.run(main()) == 2
+    stats = engine.engine.stats
+    assert stats.generation_tokens < 400, "the abandoned request stopped early"
+    assert stats.running == 0 and stats.pages_used == 0
+
+
+def test_a_cancelled_task_aborts_its_request(engine: AsyncEngine) -> None:
+    async def consume(started: asyncio.Event) -> None:
+        async for _ in engine.generate("slow", [5, 6], StopCriteria(max_tokens=400)):
+            started.set()
+            await asyncio.Event().wait()  # a client that stops reading until it is cancelled
+
+    async def main() -> None:
+        started = asyncio.Event()
+        task = asyncio.create_task(consume(started))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        async for _ in engine.generate("after", [1], StopCriteria(max_tokens=1)):
+            pass
+
+    asyncio.run(main())
+    assert engine.engine.stats.generation_tokens < 400
+
+
+def test_invalid_requests_fail_alone(engine: AsyncEngine) -> None:
+    async def main() -> list[int]:
+        with pytest.raises(InvalidModelInput, match="prompt"):
+            async for _ in engine.generate("long", list(range(600)), StopCriteria(max_tokens=2)):
+                pass
+        tokens = []
+        async for out in engine.generate("ok", [3, 4], StopCriteria(max_tokens=2)):
+            tokens.extend(out.new_token_ids)
+        return tokens
+
+    assert len(asyncio.run(main())) == 2

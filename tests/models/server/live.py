@@ -1,0 +1,98 @@
+"""A real model server for tests: uvicorn on 127.0.0.1, an ephemeral port, real tiny weights."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import uvicorn
+
+from ember.models.server.app import build_app
+from ember.models.server.settings import ServerSettings
+from ember.models.server.state import ServerState
+
+
+@dataclass
+class LiveServer:
+    url: str
+    state: ServerState
+
+    @property
+    def engine_stats(self):  # noqa: ANN201 - engine.llm_engine.EngineStats
+        assert self.state.served is not None
+        return self.state.served.llm.stats
+
+
+def server_settings(model: str, **overrides: object) -> ServerSettings:
+    """Small and fast: one torch thread (the test machine is shared), a small KV pool."""
+    values: dict[str, object] = dict(
+        model=model,
+        port=0,
+        torch_threads=1,
+        kv_cache_bytes=8 * 2**20,
+        max_running_requests=8,
+        chunked_prefill_size=256,
+    )
+    values.update(overrides)
+    return ServerSettings(**values)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def running_server(
+    settings: ServerSettings, *, load: bool = True, wait: bool = True
+) -> Iterator[LiveServer]:
+    """Serve ``settings`` in a background thread; with ``wait``, until /health answers 200."""
+    state = ServerState(settings, log=_Discard())
+    app = build_app(state, load=load)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(lambda: server.started, "uvicorn to start")
+        if load and wait:
+            _wait_for(lambda: _health(url) == 200 or state.load_error is not None, "the model")
+            if state.load_error is not None:
+                raise state.load_error
+        yield LiveServer(url, state)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+def _health(url: str) -> int:
+    try:
+        return httpx.get(url + "/health", timeout=5).status_code
+    except httpx.HTTPError:
+        return 0
+
+
+def _wait_for(condition, what: str, timeout: float = 120.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def wait_until(condition, what: str, timeout: float = 60.0) -> None:  # noqa: ANN001
+    _wait_for(condition, what, timeout)
+
+
+class _Discard:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass

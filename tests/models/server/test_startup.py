@@ -1,0 +1,134 @@
+"""Startup: the port answers while the model loads, /health says 503 until it is ready, and
+``ember models serve`` prints its progress; a model that cannot load stops the server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ember.errors import ConfigError
+from ember.models.server.settings import ServerSettings, parse_bytes
+from tests.models.server.live import running_server, server_settings, wait_until
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_no_traffic_before_the_model_is_ready(kimi_dir: Path) -> None:
+    settings = server_settings(str(kimi_dir), served_model_name="kimi")
+    with running_server(settings, load=False) as live:
+        health = httpx.get(live.url + "/health")
+        assert health.status_code == 503 and health.json()["status"] == "loading"
+        for path in ("/v1/models", "/get_model_info"):
+            refused = httpx.get(live.url + path)
+            assert refused.status_code == 503 and refused.json()["error"]["code"] == "model_loading"
+        body = {"model": "kimi", "messages": [{"role": "user", "content": "x"}]}
+        assert httpx.post(live.url + "/v1/chat/completions", json=body).status_code == 503
+        live.state.start_loading()
+        wait_until(lambda: httpx.get(live.url + "/health").status_code == 200, "the model", 120)
+        assert httpx.get(live.url + "/v1/models").json()["data"][0]["id"] == "kimi"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _serve(*args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen(
+        [sys.executable, "-m", "ember", "models", "serve", *args],
+        cwd=REPO,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def test_cli_prints_progress_and_serves(kimi_dir: Path) -> None:
+    port = _free_port()
+    process = _serve(
+        str(kimi_dir),
+        "--port",
+        str(port),
+        "--kv-cache-bytes",
+        "4MiB",
+        "--kv-cache-dtype",
+        "fp8_e4m3",
+        "--torch-threads",
+        "1",
+        "--served-model-name",
+        "tiny",
+    )
+    try:
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if "ready:" in line or "failed" in line:
+                break
+        text = "".join(lines)
+        assert f"listening on http://127.0.0.1:{port}" in lines[0]
+        assert "loaded DeepseekV3ForCausalLM weights" in text
+        assert "KV cache:" in text and "fp8_e4m3" in text
+        assert "ready: serving 'tiny'" in lines[-1]
+        assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+        models = httpx.get(f"http://127.0.0.1:{port}/v1/models").json()
+        assert models["data"][0]["id"] == "tiny"
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_cli_exits_when_the_model_cannot_load(tmp_path: Path) -> None:
+    process = _serve(str(tmp_path), "--port", str(_free_port()))
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "neither a catalog id nor a checkpoint directory" in err
+
+
+def test_cli_rejects_bad_flags_before_loading() -> None:
+    process = _serve("@cf/moonshotai/kimi-k2.5", "--kv-cache-bytes", "lots")
+    _, err = process.communicate(timeout=60)
+    assert process.returncode != 0 and "--kv-cache-bytes" in err
+
+
+def test_settings_validation_and_byte_sizes() -> None:
+    assert parse_bytes("256MiB") == 256 * 2**20
+    assert parse_bytes("1GiB") == 2**30
+    assert parse_bytes("2GB") == 2 * 10**9
+    assert parse_bytes("4096") == 4096
+    for bad in ("0", "-5", "lots", "1XB"):
+        with pytest.raises(ConfigError):
+            parse_bytes(bad)
+    with pytest.raises(ConfigError, match="--chunked-prefill-size"):
+        ServerSettings("m", max_running_requests=64, chunked_prefill_size=32)
+    with pytest.raises(ConfigError, match="--mem-fraction-static"):
+        ServerSettings("m", mem_fraction_static=1.5)
+    settings = ServerSettings("m", mem_fraction_static=0.5)
+    gib = 2**30
+    assert settings.kv_budget(total_bytes=16 * gib, available_after_weights=10 * gib) == 2 * gib
+    with pytest.raises(ConfigError, match="nothing for the KV cache"):
+        settings.kv_budget(total_bytes=16 * gib, available_after_weights=4 * gib)
+    assert ServerSettings("m", kv_cache_bytes=123).kv_budget(1, 1) == 123
+
+
+def test_unbuilt_catalog_model_fails_clearly() -> None:
+    """Before the shipped checkpoints exist, a catalog id says so (and after, it loads)."""
+    from ember.models.catalog import default_catalog
+    from ember.models.server.loading import resolve_source
+
+    entry = default_catalog().get("@cf/zai-org/glm-5.2")
+    if entry.is_built:
+        source = resolve_source(ServerSettings("@cf/zai-org/glm-5.2"))
+        assert source.tool_format == "glm47" and source.context_window is not None
+        return
+    with pytest.raises(Exception, match="not built yet"):
+        resolve_source(ServerSettings("@cf/zai-org/glm-5.2"))
