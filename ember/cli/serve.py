@@ -83,6 +83,7 @@ def serve(
     if idle is None:
         raise ConfigError("--idle-timeout", None, idle_timeout, "a duration such as 90s or 5m")
     config = load_platform_config(config_file) if config_file else PlatformConfig()
+    ai = _ai_settings(config_file) if config_file else None
     state = (state_dir or default_state_dir()).resolve()
     policy = SandboxPolicy(
         default_profile=FULL,
@@ -95,6 +96,7 @@ def serve(
         idle_timeout_s=float(idle),
         log_requests=log_requests,
         sandbox=policy,
+        ai=ai,
         gc_interval_s=gc_interval,
         housekeeping_s=housekeeping_interval,
     )
@@ -118,6 +120,28 @@ def serve(
         asyncio.run(run_server(platform, ip, port, port_file=port_file, on_ready=ready))
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut the platform down
+
+
+def _ai_settings(config_file: Path) -> object | None:
+    """The ``ai:`` section of the operator's config (models, pool, limits) as a GatewayConfig."""
+    import yaml
+
+    from ember.errors import ConfigError
+    from ember.runtime.platform.ai import ai_available
+
+    section = (yaml.safe_load(config_file.read_text()) or {}).get("ai")
+    if section is None or not ai_available():
+        return None
+    if not isinstance(section, dict):
+        raise ConfigError(str(config_file), "ai", section, "a mapping of models, pool, limits")
+    unknown = sorted(set(section) - {"models", "pool", "limits"})
+    if unknown:
+        raise ConfigError(
+            str(config_file), f"ai.{unknown[0]}", unknown[0], "models, pool or limits"
+        )
+    from ember.bindings.ai.spec import gateway_config
+
+    return gateway_config(section, str(config_file))
 
 
 def _print(line: str) -> None:

@@ -63,16 +63,30 @@ def test_sdk_update_kv_values_secrets_and_ai(serve: ServeProcess) -> None:
     assert serve.worker("sdkacct", "sdk-py").text == "sdk hi hello there s3"
     assert [s.id for s in client.workers.scripts.list(account_id=account_id)] == ["sdk-py"]
 
-    # Workers AI over REST: the SDK percent-encodes the model name. With the model service
-    # installed this is an answer; without it, a clear error from the platform.
-    try:
-        result = client.ai.run(
-            "@cf/zai-org/glm-4.7-flash",
-            account_id=account_id,
-            messages=[{"role": "user", "content": "hi"}],
-            max_tokens=4,
-        )
-    except cloudflare.APIStatusError as exc:
-        assert exc.status_code == 501 and "no model service" in str(exc)
-    else:
-        assert "response" in result
+    # Workers AI over REST: the SDK percent-encodes the model name (@cf%2Fember%2F...); the
+    # platform decodes it, authorizes the account and hands it to the model pool, which knows
+    # no such model: Workers AI's 5007, naming it.
+    with pytest.raises(cloudflare.APIStatusError) as unknown:
+        client.ai.run("@cf/ember/no-such-model", account_id=account_id, prompt="hi")
+    assert "5007" in str(unknown.value) and "@cf/ember/no-such-model" in str(unknown.value)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="main's `ember models serve` fails to load the shipped kimi-tiny "
+    "(\"'list' object has no attribute 'tokens'\"); remove this mark once it loads",
+)
+def test_sdk_ai_run_answers_from_the_model_pool(serve: ServeProcess) -> None:
+    account_id, token = permanent_account(serve, "sdkai")
+    client = cloudflare.Cloudflare(
+        api_token=token, base_url=serve.url + "/client/v4", max_retries=0
+    )
+    result = client.ai.run(
+        "@cf/moonshotai/kimi-k2.5",
+        account_id=account_id,
+        messages=[{"role": "user", "content": "Say hi."}],
+        max_tokens=4,
+    )
+    assert result["object"] == "chat.completion", result
+    assert result["usage"]["completion_tokens"] >= 1

@@ -28,7 +28,7 @@ from ember.runtime.deployments.records import Account
 from ember.runtime.deployments.tail_events import TailHub
 from ember.runtime.isolation import SandboxPolicy
 from ember.runtime.platform.activation import LiveChange, LiveDeployments
-from ember.runtime.platform.ai import ai_routes_for
+from ember.runtime.platform.ai import ai_routes_for, configure_gateway, limit_ai_bindings
 from ember.runtime.platform.crons import WorkerCrons
 from ember.runtime.platform.observe import PlatformEvents
 from ember.runtime.platform.routing import (
@@ -63,6 +63,7 @@ class PlatformOptions:
     # the host offers), temporary accounts' under ANONYMOUS, refused below the minimum unless
     # ``allow_below_minimum`` (see ember/runtime/isolation.py).
     sandbox: SandboxPolicy = field(default_factory=lambda: SandboxPolicy(default_profile=FULL))
+    ai: Any = None  # the operator's GatewayConfig (models, pool, quotas); None: defaults
 
 
 class Platform:
@@ -73,6 +74,7 @@ class Platform:
         self.print_line = print_line
         self.hub = TailHub()
         registry = options.registry or default_registry()
+        limit_ai_bindings(registry)
         self.events = PlatformEvents(
             self.hub, self._slot, print_line, log_requests=options.log_requests
         )
@@ -85,6 +87,7 @@ class Platform:
             sandbox=options.sandbox,
         )
         self.supervisor.tracing = self.events.tracing
+        configure_gateway(self.supervisor.resources, options.ai)
         kv = shared_store(DeploymentHost(self.supervisor.resources, "platform"))
         self.plane = ControlPlane(
             options.state_dir, options.config, kv_store=kv, anonymous_policy=self._anonymous
@@ -103,6 +106,11 @@ class Platform:
         )
         self.origin: str | None = None  # http://host:port once listening
         self._housekeeping: asyncio.Task[None] | None = None
+
+    def _gateway(self) -> Any:
+        from ember.bindings.ai.gateway import shared_gateway
+
+        return shared_gateway(DeploymentHost(self.supervisor.resources, "platform"))
 
     def _slot(self, ident: str) -> Any:
         return self.live.slot(ident)
@@ -181,6 +189,9 @@ class Platform:
     async def startup(self) -> None:
         """Start the zygote, repair the KV store's namespace list, register live deployments."""
         await self.supervisor.start()
+        ai = self.options.ai
+        if ai is not None and ai.pool.settings.start == "eager":
+            await self._gateway().start()
         self.plane.namespaces.sync_store()
         await self.live.load_all()
         for account_id, name in {(s.account_id, s.script_name) for s in self.live.slots()}:

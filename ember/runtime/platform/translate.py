@@ -22,10 +22,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ember.bindings.base import BindingSpec, OptionValue
 from ember.bindings.registry import BindingRegistry
 from ember.config import ConfigSection, JSONValue
 from ember.runtime.api.serializers import iso
 from ember.runtime.deployment import Deployment
+from ember.runtime.deployments.config import AccountLimits
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, Module, Script, Version
 from ember.runtime.limits import Limits
@@ -102,19 +104,7 @@ def build_slot(
     where = f"worker {script.name} version {version.id}"
     specs = registry.parse([ConfigSection(where, key, value) for key, value in sections.items()])
     limits = plane.config.limits_for(account.temporary)
-    specs = tuple(
-        dataclasses.replace(
-            spec,
-            options={
-                **spec.options,
-                "account": account.id,
-                **({"max_account_bytes": limits.max_kv_bytes} if limits.max_kv_bytes else {}),
-            },
-        )
-        if spec.kind == "kv_namespace"
-        else spec
-        for spec in specs
-    )
+    specs = tuple(_account_options(spec, account, limits) for spec in specs)
     secrets = {s.name: s.value for s in plane.scripts.secret_values(version.id)}
     deployment = Deployment(
         id=ident,
@@ -131,6 +121,18 @@ def build_slot(
         version=version.id,
     )
     return VersionSlot(deployment=deployment, **common)
+
+
+def _account_options(spec: BindingSpec, account: Account, limits: AccountLimits) -> BindingSpec:
+    """Tag KV and AI specs with the owning account and its limits (enforced by the services)."""
+    extra: dict[str, OptionValue] = {}
+    if spec.kind == "kv_namespace":
+        extra["account"] = account.id
+        if limits.max_kv_bytes:
+            extra["max_account_bytes"] = limits.max_kv_bytes
+    elif spec.kind == "ai" and limits.ai_requests_per_minute:
+        extra = {"account": account.id, "ai_requests_per_minute": limits.ai_requests_per_minute}
+    return dataclasses.replace(spec, options={**spec.options, **extra}) if extra else spec
 
 
 def _unsupported(main: Module | None) -> str | None:
