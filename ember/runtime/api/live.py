@@ -5,7 +5,7 @@ these hooks: ``deploying`` around a commit that makes versions live (the platfor
 first and refuses a version that does not load), ``prepare`` for an uploaded version,
 ``reconcile`` after any other change to a worker (secrets, delete), ``reconcile_account`` after
 a claim, and ``run_scheduled`` for ember's authenticated "run this cron now". The control API
-served alone (``python -m ember.runtime.api.server``, tests) uses ``StateOnly``: nothing runs.
+served alone (the API tests, in process) uses ``StateOnly``: nothing runs.
 """
 
 from __future__ import annotations
