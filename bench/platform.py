@@ -7,9 +7,10 @@
 2. wrangler's solving time: ``wrangler deploy --temporary`` (the real wrangler 4.164, in a
    loopback-only network namespace) against a platform set to difficulty D, minus the same command
    at the trivial difficulty k=g=1; medians over repeated runs, fresh HOME each run.
-3. Deploy command durations, cold (new temporary account) and warm (redeploy), for wrangler and
-   ``ember deploy --temporary``. Until ``ember serve`` runs workers this is command start to
-   command exit, not yet "to the first 200 at the worker's URL".
+3. Deploy durations against the real ``ember serve``, from command start to the first 200 from
+   the new version at the worker's URL (and to command exit): ``wrangler deploy --temporary``
+   and ``ember deploy --temporary`` cold (new temporary account) and warm (redeploy), and a
+   logged-in ``ember deploy`` (first deploy of a worker, then a redeploy).
 All figures are wall-clock on this machine; compare them as ratios within one run.
 """
 
@@ -27,11 +28,14 @@ sys.path.insert(0, str(ROOT))
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 
 from ember.runtime.deployments import pow  # noqa: E402
+from ember.runtime.deployments.plane import ControlPlane  # noqa: E402
 from tests.platform.netns import (  # noqa: E402
     LoopbackNamespace,
     unavailable_reason,
@@ -73,82 +77,136 @@ def server_side(k: int, g: int, repeats: int) -> dict[str, float]:
     }
 
 
+ENTRY = """\
+from workers import Response
+
+async def on_fetch(request, env):
+    return Response("{tag}")
+"""
+
+
 def _project(base: Path) -> Path:
     project = base / "project"
     (project / "src").mkdir(parents=True)
     (project / "wrangler.toml").write_text(WRANGLER_TOML)
-    (project / "src" / "entry.py").write_text("from workers import Response\n")
     return project
 
 
-def _timed(ns: LoopbackNamespace, argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    started = time.perf_counter()
-    result = ns.run(argv, env, cwd, timeout=600)
-    elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        raise RuntimeError(result.stdout + result.stderr)
-    return elapsed
+class Deployer:
+    """Times deploy commands inside the namespace, from start to the first 200 at the worker."""
+
+    def __init__(self, ns: LoopbackNamespace, project: Path, origin: str) -> None:
+        self.ns = ns
+        self.project = project
+        self.origin = origin
+        self.tags = 0
+
+    def timed(
+        self, argv: list[str], env: dict[str, str], host_of: Callable[[str], str]
+    ) -> dict[str, float]:
+        """Write a new entry, run ``argv``, then GET the worker (by the Host ``host_of`` makes
+        from the command's output) until it answers 200 with the new entry's text."""
+        self.tags += 1
+        tag = f"deploy-{self.tags}"
+        (self.project / "src" / "entry.py").write_text(ENTRY.format(tag=tag))
+        started = time.perf_counter()
+        result = self.ns.run(argv, env, self.project, timeout=600)
+        exited = time.perf_counter() - started
+        if result.returncode != 0:
+            raise RuntimeError(result.stdout + result.stderr)
+        host = host_of(result.stdout + result.stderr)
+        for _ in range(2000):
+            status, body = self.ns.fetch(self.origin + "/", host=host)
+            if status == 200 and body == tag:
+                return {"exit_s": exited, "first_200_s": time.perf_counter() - started}
+        raise RuntimeError(f"{host} never answered {tag!r}")
+
+
+def _median(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+
+
+def _wrangler_host(output: str) -> str:
+    return re.search(r"\n  (bench\.[a-z0-9-]+\.localhost)\n", output).group(1)  # type: ignore[union-attr]
+
+
+def _ember_host(output: str) -> str:
+    url = json.JSONDecoder().raw_decode(output[output.index("{") :])[0]["url"]
+    return url.split("//", 1)[1].split(":", 1)[0].split("/", 1)[0]
 
 
 def client_side(difficulties: list[tuple[int, int]], runs: int) -> dict[str, object]:
-    """wrangler and ember deploy durations per difficulty, in a loopback-only namespace."""
-    out: dict[str, object] = {"wrangler": [], "ember": []}
+    """Deploy command durations per difficulty, in a loopback-only namespace, against the real
+    ``ember serve``: command start to exit, and to the first 200 from the new version."""
+    out: dict[str, object] = {"wrangler": [], "ember": [], "ember_logged_in": {}}
     ns = LoopbackNamespace()
     try:
         with tempfile.TemporaryDirectory() as scratch:
             base = Path(scratch)
             project = _project(base)
-            for k, g in [(1, 1), *difficulties]:
+            for index, (k, g) in enumerate([(1, 1), *difficulties]):
                 config = base / f"ember-{k}-{g}.yaml"
                 config.write_text(
                     f"platform:\n  proof_of_work: {{k: {k}, g: {g}, sample: "
                     f"{min(SAMPLE, k)}}}\n  temporary: "
                     "{creations_per_client_per_hour: 1000}\n"
                 )
-                port = ns.start_platform(base / f"state-{k}-{g}", config)
-                api = f"http://127.0.0.1:{port}/client/v4"
-                cold, warm, ember_cold, ember_warm = [], [], [], []
+                state = base / f"state-{k}-{g}"
+                port = ns.start_platform(state, config)
+                origin = f"http://127.0.0.1:{port}"
+                deployer = Deployer(ns, project, origin)
+                rows: dict[str, list[dict[str, float]]] = {
+                    name: []
+                    for name in ("w_cold", "w_warm", "e_cold", "e_warm", "l_cold", "l_warm")
+                }
                 for run in range(runs):
                     home = base / f"home-{k}-{g}-{run}"
                     home.mkdir()
-                    env = wrangler_env(home, api)
-                    cold.append(_timed(ns, wrangler_argv("deploy", "--temporary"), env, project))
-                    warm.append(_timed(ns, wrangler_argv("deploy", "--temporary"), env, project))
+                    env = wrangler_env(home, origin + "/client/v4")
+                    argv = wrangler_argv("deploy", "--temporary")
+                    rows["w_cold"].append(deployer.timed(argv, env, _wrangler_host))
+                    rows["w_warm"].append(deployer.timed(argv, env, _wrangler_host))
                     ember_env = {
                         **os.environ,
                         "PYTHONPATH": str(ROOT),
                         "EMBER_CREDENTIALS": str(home / "ember.json"),
-                        "EMBER_PLATFORM": f"http://127.0.0.1:{port}",
+                        "EMBER_PLATFORM": origin,
                     }
                     ember_env.pop("EMBER_API_TOKEN", None)
-                    argv = [sys.executable, "-m", "ember", "deploy", "--temporary"]
-                    ember_cold.append(_timed(ns, argv, ember_env, project))
-                    ember_warm.append(_timed(ns, argv, ember_env, project))
-                out["wrangler"].append(
-                    {
-                        "k": k,
-                        "g": g,
-                        "cold_s": statistics.median(cold),
-                        "warm_s": statistics.median(warm),
+                    argv = [sys.executable, "-m", "ember", "deploy", "--temporary", "--json"]
+                    rows["e_cold"].append(deployer.timed(argv, ember_env, _ember_host))
+                    rows["e_warm"].append(deployer.timed(argv, ember_env, _ember_host))
+                    if index == 0:  # a logged-in deploy does no proof of work: measure it once
+                        plane = ControlPlane(state)
+                        _, issued = plane.accounts.create_permanent(f"bench-{run}")
+                        plane.close()
+                        logged_in = {**ember_env, "EMBER_API_TOKEN": issued.token}
+                        argv = [sys.executable, "-m", "ember", "deploy", "--json"]
+                        rows["l_cold"].append(deployer.timed(argv, logged_in, _ember_host))
+                        rows["l_warm"].append(deployer.timed(argv, logged_in, _ember_host))
+                for tool, prefix in (("wrangler", "w"), ("ember", "e")):
+                    out[tool].append(
+                        {
+                            "k": k,
+                            "g": g,
+                            "cold": _median(rows[f"{prefix}_cold"]),
+                            "warm": _median(rows[f"{prefix}_warm"]),
+                            "runs": runs,
+                        }
+                    )
+                if index == 0:
+                    out["ember_logged_in"] = {
+                        "cold": _median(rows["l_cold"]),
+                        "warm": _median(rows["l_warm"]),
                         "runs": runs,
                     }
-                )
-                out["ember"].append(
-                    {
-                        "k": k,
-                        "g": g,
-                        "cold_s": statistics.median(ember_cold),
-                        "warm_s": statistics.median(ember_warm),
-                        "runs": runs,
-                    }
-                )
     finally:
         ns.close()
     for tool in ("wrangler", "ember"):
-        rows = out[tool]
-        baseline = rows[0]["cold_s"]
-        for row in rows:
-            row["solve_s_estimate"] = row["cold_s"] - baseline
+        tool_rows = out[tool]
+        baseline = tool_rows[0]["cold"]["exit_s"]  # type: ignore[index]
+        for row in tool_rows:  # type: ignore[union-attr]
+            row["solve_s_estimate"] = row["cold"]["exit_s"] - baseline
     return out
 
 
@@ -206,6 +264,7 @@ def main() -> None:
             "python": sys.version.split()[0],
             "cpu_count": os.cpu_count(),
             "system": " ".join(os.uname()[::2]),
+            "loadavg_before": os.getloadavg(),
         },
         "pow_server": [server_side(k, g, repeats=50) for k, g in difficulties],
     }
@@ -216,6 +275,7 @@ def main() -> None:
     else:
         results["clients"] = client_side(difficulties, runs)
     print(json.dumps(results["clients"], indent=2))
+    results["machine"]["loadavg_after"] = os.getloadavg()  # type: ignore[index]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -38,6 +38,15 @@ class BindingRegistry:
         self._by_key[binding_type.config_key] = binding_type
         self._by_kind[binding_type.kind] = binding_type
 
+    def replace(self, binding_type: BindingType) -> None:
+        """Swap the type registered under ``binding_type``'s kind and config key (a platform
+        wrapping a service with its own checks)."""
+        old = self._by_kind[binding_type.kind]
+        if old.config_key != binding_type.config_key:
+            raise ValueError(f"binding type {binding_type.kind!r} keeps its config key")
+        self._by_key[binding_type.config_key] = binding_type
+        self._by_kind[binding_type.kind] = binding_type
+
     def by_kind(self, kind: str) -> BindingType:
         """The type for ``kind``; KeyError if unknown."""
         return self._by_kind[kind]

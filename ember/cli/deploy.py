@@ -117,6 +117,8 @@ def deploy_project(session: Session, project: WorkerProject, message: str | None
         version_id = client.call(
             "PUT", f"{script}?bindings_inherit=strict", content=body, headers=headers
         )["deployment_id"]
+    if project.crons is not None:
+        client.call("PUT", f"{script}/schedules", json=[{"cron": cron} for cron in project.crons])
     urls = session.worker_urls(name)
     return {
         "name": name,

@@ -44,6 +44,7 @@ class WorkerProject:
     vars: dict[str, Any] = field(default_factory=dict)
     kv_namespaces: tuple[KVBinding, ...] = ()
     ai_binding: str | None = None
+    crons: tuple[str, ...] | None = None  # triggers.crons; None when the config has none
 
     @property
     def module_root(self) -> Path:
@@ -116,6 +117,12 @@ def load_project(directory: Path, name_override: str | None = None) -> WorkerPro
     ai = raw.get("ai")
     ai_binding = ai.get("binding") if isinstance(ai, dict) else None
     date = raw.get("compatibility_date")
+    triggers = raw.get("triggers")
+    crons = triggers.get("crons") if isinstance(triggers, dict) else None
+    if crons is not None and (
+        not isinstance(crons, list) or not all(isinstance(c, str) for c in crons)
+    ):
+        raise ConfigError(where, "triggers.crons", crons, "a list of cron expressions")
     return WorkerProject(
         root=directory.resolve(),
         config_file=config_file,
@@ -126,6 +133,7 @@ def load_project(directory: Path, name_override: str | None = None) -> WorkerPro
         vars=variables,
         kv_namespaces=tuple(_kv(raw.get("kv_namespaces", []), where)),
         ai_binding=ai_binding,
+        crons=tuple(crons) if crons is not None else None,
     )
 
 

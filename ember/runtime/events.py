@@ -64,7 +64,34 @@ class LifecycleEvent:
     message: str
 
 
-Event = RequestEvent | ScheduledEvent | ConsoleEvent | ExceptionEvent | LifecycleEvent
+@dataclass(frozen=True, slots=True)
+class InvocationEvent:
+    """One finished invocation with everything it printed and raised (what ``tail`` shows).
+
+    Emitted only for deployments the supervisor's ``tracing`` predicate selects, once the
+    invocation is over (its ``waitUntil`` work included). ``logs`` are (level, message, epoch
+    ms); ``exceptions`` are (message, traceback, epoch ms); messages are already redacted.
+    """
+
+    deployment_id: str
+    kind: str  # "fetch" or "scheduled"
+    outcome: str  # "ok", "exception", "canceled" or a platform error tag
+    started_ms: float  # epoch milliseconds
+    wall_ms: float
+    cpu_ms: float
+    method: str = ""
+    url: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    status: int = 0
+    cron: str = ""
+    scheduled_time_ms: float = 0.0
+    logs: tuple[tuple[str, str, float], ...] = ()
+    exceptions: tuple[tuple[str, str, float], ...] = ()
+
+
+Event = (
+    RequestEvent | ScheduledEvent | ConsoleEvent | ExceptionEvent | LifecycleEvent | InvocationEvent
+)
 
 
 class EventSink(Protocol):

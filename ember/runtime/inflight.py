@@ -39,6 +39,12 @@ class InFlight:
         self.method = method
         self.url = url
         self.accept = ""
+        self.headers: list[tuple[str, str]] = []
+        self.scheduled_time = 0.0
+        # (level, message, epoch ms) lines and (message, traceback, epoch ms) exceptions of
+        # this invocation, kept only while a tail watches its deployment (None otherwise).
+        self.trace: list[tuple[str, str, float]] | None = None
+        self.trace_exceptions: list[tuple[str, str, float]] = []
         self.cpu_start = cpu_start
         self.cpu_used = 0.0
         self.started = time.monotonic()
@@ -87,7 +93,7 @@ class InFlight:
     def on_error(self, kind: str, message: str, traceback: str) -> None:
         """The handler raised (or returned something that is not a Response)."""
         self.error = (message, traceback)
-        self.process.hooks.exception(self.process, message, traceback)
+        self.process.hooks.exception(self.process, message, traceback, self)
         if kind == "background":
             return
         self.outcome = "exception"

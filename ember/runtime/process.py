@@ -59,6 +59,7 @@ from ember.runtime.sandbox.report import SandboxStartup, parse_startup
 from ember.runtime.services import DeploymentServices
 
 POLL_INTERVAL_S = 0.01
+IDLE_POLL_INTERVAL_S = 0.25
 INTERRUPT_GRACE_CPU_S = 0.1  # CPU an interrupted isolate may still burn before it is killed
 INTERRUPT_GRACE_WALL_S = 2.0
 CANCEL_GRACE_S = 2.0
@@ -123,6 +124,7 @@ class IsolateProcess(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._interrupt: tuple[int, float, float] | None = None  # (rid, cpu, wall) of SIGXCPU
         self._started = time.monotonic()
+        self.last_active = self._started  # when a request last started or ended (idle eviction)
         self._cpu_base = 0.0
         self._idle_cpu = 0.0  # CPU when the last request ended (or at Ready)
         self.exit_reason: str | None = None
@@ -239,7 +241,8 @@ class IsolateProcess(asyncio.Protocol):
         elif isinstance(message, CancelCall):
             self.calls.cancel(message.cid)
         elif isinstance(message, Log):
-            self.hooks.console(self, message.level, message.message)
+            request = self.inflight.get(message.rid) if message.rid else None
+            self.hooks.console(self, message.level, message.message, request)
         elif isinstance(message, RequestError):
             self._on_request_error(message)
         elif isinstance(message, Done):
@@ -290,11 +293,18 @@ class IsolateProcess(asyncio.Protocol):
         self._next_rid += 1
         request = InFlight(self, self._next_rid, kind, method, url, self.cpu())
         self.inflight[request.rid] = request
+        self.last_active = request.started
+        if len(self.inflight) == 1 and self._timer is not None:  # back from the idle pace
+            self._timer.cancel()
+            self._schedule_poll()
+        if self.hooks.tracing(self):
+            request.trace = []
         return request
 
     async def fetch(self, http: HttpRequest) -> HttpResponse:
         """Run one fetch event; returns once the response head is known."""
         request = self._new_request("fetch", http.method, http.url)
+        request.headers = http.headers
         for name, value in http.headers:
             if name.lower() == "accept":
                 request.accept = value
@@ -319,12 +329,14 @@ class IsolateProcess(asyncio.Protocol):
     async def scheduled(self, cron: str, scheduled_time: float) -> InFlight:
         """Run one scheduled event; await ``request.finished`` for its outcome."""
         request = self._new_request("scheduled", "SCHEDULED", cron)
+        request.scheduled_time = scheduled_time
         self.send(Scheduled(request.rid, cron, scheduled_time))
         return request
 
     def request_finished(self, request: InFlight) -> None:
         """Called by InFlight once it is over (Done, failure, or cancellation)."""
         self.inflight.pop(request.rid, None)
+        self.last_active = time.monotonic()
         self.calls.cancel_request(request.rid)
         self.hooks.request_done(self, request)
         if self.inflight:
@@ -352,16 +364,19 @@ class IsolateProcess(asyncio.Protocol):
         except OSError:
             return 0.0
 
-    def _schedule_poll(self) -> None:
+    def _schedule_poll(self, delay: float | None = None) -> None:
         if self.state is not State.DEAD:
-            self._timer = self._loop.call_later(self.poll_interval, self._poll)
+            self._timer = self._loop.call_later(delay or self.poll_interval, self._poll)
 
     def _poll(self) -> None:
         self._timer = None
         try:
             self._check_limits()
         finally:
-            self._schedule_poll()
+            # An idle isolate only needs its idle-CPU check: poll it slowly, so a platform with
+            # many idle deployments does not wake up 100 times a second for each of them.
+            busy = self.state is State.STARTING or self.inflight
+            self._schedule_poll(None if busy else IDLE_POLL_INTERVAL_S)
 
     def _check_limits(self) -> None:
         if self.state is State.DEAD or not self.pid:

@@ -13,9 +13,12 @@ isolates still draining. The API is what ``ember dev`` and ``ember serve`` both 
     await supervisor.fetch(deployment_id, req)   # -> HttpResponse (errors are responses too)
     await supervisor.scheduled(deployment_id, cron)
     await supervisor.remove(deployment_id); await supervisor.close()
+    supervisor.evict_idle(idle_s)                # stop isolates idle that long (lazy restart)
 
 Each deployment runs under the sandbox profile given to ``deploy`` (default: the policy's
 ``default_profile``, DEV unless the operator says otherwise); see ``isolation.py``.
+``tracing`` (a predicate on deployment ids, e.g. "a tail is connected") selects deployments whose
+invocations are also reported whole, as ``InvocationEvent``s with their logs and exceptions.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,6 +107,7 @@ class Supervisor:
         )
         self.dev = dev
         self.poll_interval = poll_interval
+        self.tracing: Callable[[str], bool] | None = None
         self._slots: dict[str, _Slot] = {}
         self._owner: dict[IsolateProcess, _Slot] = {}
         self._closing = False
@@ -179,6 +184,31 @@ class Supervisor:
         """The current isolate of a deployment (tests and diagnostics)."""
         slot = self._slots.get(deployment_id)
         return slot.current if slot is not None else None
+
+    def deployment_ids(self) -> list[str]:
+        """The deployments registered now."""
+        return list(self._slots)
+
+    def evict_idle(self, idle_s: float) -> list[str]:
+        """Stop the isolates that have had no request for ``idle_s`` seconds.
+
+        Their deployments stay registered: the next request starts a new isolate (lazily), as
+        after a restart. Returns the ids of the deployments whose isolate was stopped.
+        """
+        horizon = time.monotonic() - idle_s
+        stopped = []
+        for deployment_id, slot in self._slots.items():
+            process = slot.current
+            if (
+                process is not None
+                and process.accepting
+                and not process.inflight
+                and process.last_active <= horizon
+            ):
+                slot.current = None
+                process.drain()
+                stopped.append(deployment_id)
+        return stopped
 
     def _new_slot(
         self, deployment: Deployment, profile: Profile, plan: SandboxSpec | None
@@ -339,19 +369,30 @@ class _Hooks:
         slot = self._supervisor._slot_of(process)
         return slot.redact(text) if slot is not None else text
 
-    def console(self, process: IsolateProcess, level: str, message: str) -> None:
-        self._supervisor.events.emit(
-            E.ConsoleEvent(process.deployment.id, level, self._redact(process, message))
-        )
+    def tracing(self, process: IsolateProcess) -> bool:
+        """Whether a new invocation of this isolate is to be reported whole (InvocationEvent)."""
+        predicate = self._supervisor.tracing
+        return predicate is not None and predicate(process.deployment.id)
 
-    def exception(self, process: IsolateProcess, message: str, traceback: str) -> None:
-        self._supervisor.events.emit(
-            E.ExceptionEvent(
-                process.deployment.id,
-                self._redact(process, message),
-                self._redact(process, traceback),
-            )
-        )
+    def console(
+        self, process: IsolateProcess, level: str, message: str, request: InFlight | None = None
+    ) -> None:
+        message = self._redact(process, message)
+        self._supervisor.events.emit(E.ConsoleEvent(process.deployment.id, level, message))
+        if request is not None and request.trace is not None:
+            request.trace.append((level, message, time.time() * 1000))
+
+    def exception(
+        self,
+        process: IsolateProcess,
+        message: str,
+        traceback: str,
+        request: InFlight | None = None,
+    ) -> None:
+        message, traceback = self._redact(process, message), self._redact(process, traceback)
+        self._supervisor.events.emit(E.ExceptionEvent(process.deployment.id, message, traceback))
+        if request is not None and request.trace is not None:
+            request.trace_exceptions.append((message, traceback, time.time() * 1000))
 
     def error_response(
         self, request: InFlight, kind: str, message: str, traceback: str
@@ -397,7 +438,29 @@ class _Hooks:
         )
 
     def request_done(self, process: IsolateProcess, request: InFlight) -> None:
-        """Nothing to do yet (tail and metrics will hook here)."""
+        """Report a traced invocation whole, now that its waitUntil work is over too."""
+        if request.trace is None:
+            return
+        wall_ms = (time.monotonic() - request.started) * 1000
+        scheduled = request.kind == "scheduled"
+        self._supervisor.events.emit(
+            E.InvocationEvent(
+                deployment_id=process.deployment.id,
+                kind=request.kind,
+                outcome=request.outcome,
+                started_ms=time.time() * 1000 - wall_ms,
+                wall_ms=wall_ms,
+                cpu_ms=request.cpu_used * 1000,
+                method="" if scheduled else request.method,
+                url="" if scheduled else self._redact(process, request.url),
+                headers=() if scheduled else tuple(request.headers),
+                status=request.status,
+                cron=request.url if scheduled else "",
+                scheduled_time_ms=request.scheduled_time,
+                logs=tuple(request.trace),
+                exceptions=tuple(request.trace_exceptions),
+            )
+        )
 
     def recycle(self, process: IsolateProcess, reason: str) -> None:
         self._supervisor._recycle(process, reason)

@@ -4,7 +4,8 @@
 has nothing but ``lo``), brings ``lo`` up, and runs every later command inside it with
 ``nsenter --net``. The platform under test is started in the same namespace, so wrangler reaches
 it on 127.0.0.1 and cannot reach anything else: any attempt to contact Cloudflare fails with
-"network unreachable" instead of leaving the machine.
+"network unreachable" instead of leaving the machine. The platform is the real ``ember serve``
+(workers and API on one port); ``fetch`` sends an HTTP request to it from inside the namespace.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 NPM_PREFIX = ROOT / ".cache" / "npm"
@@ -47,7 +49,7 @@ class LoopbackNamespace:
         if self._holder.stdout.readline().strip() != "up":
             raise RuntimeError("could not bring lo up in the new network namespace")
         self.netns = f"/proc/{self._holder.pid}/ns/net"
-        self._children: list[subprocess.Popen[str]] = []
+        self._children: list[subprocess.Popen[Any]] = []
 
     def command(self, argv: list[str]) -> list[str]:
         return ["nsenter", f"--net={self.netns}", "--", *argv]
@@ -70,21 +72,43 @@ class LoopbackNamespace:
             timeout=timeout,
         )
 
+    def popen(self, argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+        """Start a command inside the namespace with its output piped (stopped by ``close``)."""
+        proc = subprocess.Popen(
+            self.command(argv),
+            env=env,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._children.append(proc)
+        return proc
+
+    def fetch(self, url: str, host: str | None = None, timeout: float = 60) -> tuple[int, str]:
+        """(status, body) of a GET sent from inside the namespace (curl), optionally by Host."""
+        argv = ["curl", "-sS", "--max-time", str(int(timeout)), "-w", "\n%{http_code}", url]
+        if host is not None:
+            argv[1:1] = ["-H", f"Host: {host}"]
+        result = subprocess.run(
+            self.command(argv), capture_output=True, text=True, timeout=timeout + 10
+        )
+        body, _, status = result.stdout.rpartition("\n")
+        return int(status or 0), body
+
     def start_platform(self, state_dir: Path, config: Path | None = None) -> int:
-        """Start the control API inside the namespace; returns its port."""
+        """Start ``ember serve`` inside the namespace; returns its port."""
         port_file = state_dir.parent / f"{state_dir.name}.port"
         argv = [
-            sys.executable,
-            "-m",
-            "ember.runtime.api.server",
-            str(state_dir),
-            "--port-file",
-            str(port_file),
-        ]
+            sys.executable, "-m", "ember", "serve", "--port", "0",
+            "--state-dir", str(state_dir), "--port-file", str(port_file),
+        ]  # fmt: skip
         if config is not None:
             argv += ["--config", str(config)]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen(self.command(argv), env=env, text=True)
+        log = (state_dir.parent / f"{state_dir.name}.log").open("ab")
+        proc = subprocess.Popen(self.command(argv), env=env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
         self._children.append(proc)
         deadline = time.monotonic() + 30
         while not port_file.exists():
@@ -95,6 +119,8 @@ class LoopbackNamespace:
 
     def close(self) -> None:
         for proc in self._children:
+            if proc.poll() is not None:
+                continue
             proc.terminate()
             try:
                 proc.wait(10)

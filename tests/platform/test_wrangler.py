@@ -1,13 +1,18 @@
-"""The real wrangler 4.164 against ember's control plane, inside a loopback-only namespace.
+"""The real wrangler 4.164 against ``ember serve``, inside a loopback-only network namespace.
 
 Every wrangler process runs in a network namespace that holds only ``lo`` (see netns.py), with
 CI=1, metrics off and a throwaway HOME, and talks to the platform through nothing but
-CLOUDFLARE_API_BASE_URL.
+CLOUDFLARE_API_BASE_URL. Each scenario ends with real HTTP requests to the deployed worker,
+sent to the platform's port with the hostname wrangler printed as the Host header.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +45,18 @@ binding = "AI"
 ENTRY = """\
 from workers import Response, WorkerEntrypoint
 
+TAG = "{tag}"
+
 
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
-        return Response(self.env.GREETING)
+        value = await self.env.KV.get("k1")
+        secret = getattr(self.env, "MY_SECRET", None)
+        print("served", request.url)
+        return Response(
+            f"{{TAG}} {{self.env.GREETING}} kv={{value}} secret={{secret}} "
+            f"ai={{type(self.env.AI).__name__}}"
+        )
 """
 
 
@@ -65,6 +78,13 @@ class Scene:
         )
         return result.returncode, result.stdout + result.stderr
 
+    def write_entry(self, tag: str) -> None:
+        (self.project / "src" / "entry.py").write_text(ENTRY.format(tag=tag))
+
+    def request(self, hostname: str, path: str = "/") -> tuple[int, str]:
+        """GET the worker: the platform's port, with wrangler's hostname as Host."""
+        return self.ns.fetch(self.origin + path, host=hostname)
+
     def plane(self) -> ControlPlane:
         return ControlPlane(self.state)
 
@@ -74,7 +94,6 @@ def scene(tmp_path: Path) -> Iterator[Scene]:
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
     (project / "wrangler.toml").write_text(WRANGLER_TOML)
-    (project / "src" / "entry.py").write_text(ENTRY)
     (tmp_path / "home").mkdir()
     config = tmp_path / "ember.yaml"
     config.write_text("platform:\n  proof_of_work: {k: 200, g: 500, sample: 8}\n")
@@ -82,9 +101,11 @@ def scene(tmp_path: Path) -> Iterator[Scene]:
     try:
         port = ns.start_platform(tmp_path / "state", config)
         origin = f"http://127.0.0.1:{port}"
-        yield Scene(
+        scene = Scene(
             ns, tmp_path / "state", project, tmp_path / "home", origin + "/client/v4", origin
         )
+        scene.write_entry("v1")
+        yield scene
     finally:
         ns.close()
 
@@ -95,25 +116,38 @@ def _version_id(output: str) -> str:
     return match.group(1)
 
 
-def test_temporary_deploy_redeploy_secret_deployments_rollback_delete(scene: Scene) -> None:
+def test_temporary_deploy_kv_secret_tail_rollback_delete(scene: Scene) -> None:
     code, out = scene.wrangler("deploy", "--temporary")
     assert code == 0, out
     assert "Temporary account ready:" in out and "(created)" in out
     assert "Claim within: 60 minutes" in out
-    claim = re.search(r"Claim URL: (\S+)", out).group(1)
+    claim = re.search(r"Claim URL: (\S+)", out).group(1)  # type: ignore[union-attr]
     assert claim.startswith(scene.origin + "/claim-preview?claimToken=")
-    name = re.search(r"Account: (\S+) \(created\)", out).group(1)
-    assert f"hello-py.{name}.localhost" in out
+    name = re.search(r"Account: (\S+) \(created\)", out).group(1)  # type: ignore[union-attr]
+    hostname = f"hello-py.{name}.localhost"
+    assert f"\n  {hostname}\n" in out  # the URL line wrangler prints: a hostname, no port
     assert 'Creating new KV Namespace "hello-py-kv"' in out
+    assert "Worker Startup Time:" in out
     first = _version_id(out)
+    status, body = scene.request(hostname)
+    assert status == 200 and body.startswith("v1 hello from vars kv=None secret=None ai="), body
 
+    scene.write_entry("v2")
     code, out = scene.wrangler("deploy", "--temporary")
     assert code == 0, out
     assert "(reused)" in out and "env.KV (inherited)" in out
     second = _version_id(out)
+    assert scene.request(hostname)[1].startswith("v2 hello from vars kv=None")
 
     code, out = scene.wrangler("secret", "put", "MY_SECRET", "--temporary", stdin="s3cr3t-value")
     assert code == 0 and "Success! Uploaded secret MY_SECRET" in out, out
+    code, out = scene.wrangler("kv", "key", "put", "--binding", "KV", "k1", "v1", "--remote",
+                               "--temporary")  # fmt: skip
+    assert code == 0, out
+    code, out = scene.wrangler("kv", "key", "get", "--binding", "KV", "k1", "--remote",
+                               "--temporary")  # fmt: skip
+    assert code == 0 and out.startswith("v1Temporary account ready"), out  # stdout: v1
+    assert scene.request(hostname)[1].startswith("v2 hello from vars kv=v1 secret=s3cr3t-value")
 
     plane = scene.plane()
     try:
@@ -122,13 +156,16 @@ def test_temporary_deploy_redeploy_secret_deployments_rollback_delete(scene: Sce
         assert plane.accounts.find_by_claim_token(claim.split("claimToken=")[1]) == account
         versions = plane.scripts.versions(account, "hello-py")
         assert [v.id for v in versions][1:] == [second, first]
-        by_id = {v.id: v for v in versions}
-        kv = [b for b in by_id[second].bindings if b.name == "KV"]
-        assert kv == [b for b in by_id[first].bindings if b.name == "KV"]
         assert versions[0].secret_names == (("MY_SECRET", "secret_text"),)
-        assert by_id[first].source == "wrangler"
+        assert versions[0].source == "wrangler"
     finally:
         plane.close()
+
+    event = _tail_one_request(scene, hostname)
+    assert event["scriptName"] == "hello-py" and event["outcome"] == "ok"
+    assert event["event"]["request"]["url"].endswith("/tail-probe")
+    assert event["event"]["response"]["status"] == 200
+    assert any("served" in " ".join(log["message"]) for log in event["logs"])
 
     code, out = scene.wrangler("deployments", "list", "--temporary")
     assert code == 0, out
@@ -137,17 +174,45 @@ def test_temporary_deploy_redeploy_secret_deployments_rollback_delete(scene: Sce
     code, out = scene.wrangler("rollback", first, "--message", "back to one", "--temporary")
     assert code == 0, out
     assert f"Worker Version {first} has been deployed to 100% of traffic" in out
+    assert scene.request(hostname)[1].startswith("v1 hello from vars kv=v1 secret=None")
 
     code, out = scene.wrangler("versions", "list", "--temporary")
     assert code == 0 and first in out, out
 
     code, out = scene.wrangler("delete", "--temporary")
     assert code == 0 and "Successfully deleted hello-py" in out, out
-    plane = scene.plane()
+    status, body = scene.request(hostname)
+    assert status == 404 and "No worker named 'hello-py'" in body
+
+
+def _tail_one_request(scene: Scene, hostname: str) -> dict[str, object]:
+    """Run ``wrangler tail --format json``, send requests until one arrives, stop it (Ctrl-C)."""
+    tail = scene.ns.popen(
+        wrangler_argv("tail", "--format", "json", "--temporary"),
+        wrangler_env(scene.home, scene.api),
+        scene.project,
+    )
+    output: list[str] = []
+    reader = threading.Thread(target=lambda: output.extend(iter(tail.stdout.readline, "")))
+    reader.start()
     try:
-        assert plane.scripts.list(plane.accounts.find(name)) == []
+        deadline = time.monotonic() + 90
+        while "/tail-probe" not in "".join(output):
+            assert time.monotonic() < deadline and tail.poll() is None, "".join(output)
+            scene.request(hostname, "/tail-probe")
+            time.sleep(1.0)
+        time.sleep(0.5)  # let the whole pretty-printed object arrive
     finally:
-        plane.close()
+        tail.send_signal(signal.SIGINT)
+        tail.wait(30)
+        reader.join(10)
+    text = "".join(output)
+    decoder = json.JSONDecoder()
+    for start in [m.start() for m in re.finditer(r"^\{", text, re.M)]:
+        event, _ = decoder.raw_decode(text[start:])
+        if "/tail-probe" in json.dumps(event):
+            return event
+    raise AssertionError(text)
 
 
 def test_token_whoami_placeholder_then_python_deploy(scene: Scene) -> None:
@@ -162,20 +227,29 @@ def test_token_whoami_placeholder_then_python_deploy(scene: Scene) -> None:
     code, out = scene.wrangler("secret", "put", "MY_SECRET", stdin="s3cr3t-value", **token)
     assert code == 0, out
     assert 'Creating new Worker "hello-py"' in out and "Success!" in out
+    status, body = scene.request("hello-py.acme.localhost")
+    assert status == 501 and "ember runs Python Workers only" in body
 
     code, out = scene.wrangler("deploy", **token)
     assert code == 0, out
     version = _version_id(out)
-    assert "hello-py.acme.localhost" in out
+    assert "\n  hello-py.acme.localhost\n" in out
+    assert scene.request("hello-py.acme.localhost")[1].startswith(
+        "v1 hello from vars kv=None secret=s3cr3t-value"
+    )
+    # The workers.dev-style name reaches the same worker.
+    assert scene.request("hello-py.acme.workers.dev")[1].startswith("v1 hello from vars")
     plane = scene.plane()
     try:
         deployed = plane.scripts.version(account, "hello-py", version)
         assert deployed.main_module == "entry.py"
         assert deployed.secret_names == (("MY_SECRET", "secret_text"),)
-        live = plane.scripts.live(account, "hello-py")
-        assert live.versions[0].version_id == version
     finally:
         plane.close()
 
     code, out = scene.wrangler("deploy", CLOUDFLARE_API_TOKEN="ember_wrong")
     assert code != 0 and "[code: 10000]" in out, out
+    (scene.project / "src" / "entry.py").write_text("def broken(:\n")
+    code, out = scene.wrangler("deploy", **token)
+    assert code != 0 and "[code: 10021]" in out and "SyntaxError" in out, out
+    assert scene.request("hello-py.acme.localhost")[1].startswith("v1 hello from vars")

@@ -1,8 +1,10 @@
 """Supervisor side of a KV binding: validates every call, then reads or writes the store.
 
 One ``KVService`` per deployment and binding; it can touch only its own namespace id (from the
-deployment's spec, never from the call). The store is shared by every deployment of the
-supervisor (``ServiceHost.shared``) and runs on its own thread.
+deployment's spec, never from the call). A platform may add ``account`` and ``max_account_bytes``
+to the spec's options: writes are then refused past the account's byte limit (temporary
+accounts). The store is shared by every deployment of the supervisor (``ServiceHost.shared``)
+and runs on its own thread.
 
 Wire format (the client in ``client.py`` is the only other party):
 
@@ -20,7 +22,7 @@ from typing import Any
 
 from ember.bindings.base import BindingService, BindingSpec, CallContext, ServiceHost, StreamReply
 from ember.bindings.kv import limits
-from ember.bindings.kv.store import AsyncKVStore, KVEntry, KVStore
+from ember.bindings.kv.store import AsyncKVStore, KVEntry, KVQuota, KVQuotaExceeded, KVStore
 
 # Values up to this size travel inside the reply frame; larger ones are streamed.
 INLINE_VALUE_BYTES = 256 * 1024
@@ -49,6 +51,14 @@ class KVService(BindingService):
         self._store = shared_store(host)
         self._ready = False
         self._title = f"{host.deployment_id}-{spec.name}"
+        account = spec.options.get("account")
+        self._account = account if isinstance(account, str) and account else None
+        max_bytes = spec.options.get("max_account_bytes")
+        self._quota = (
+            KVQuota(self._account, max_bytes)
+            if self._account and isinstance(max_bytes, int) and max_bytes > 0
+            else None
+        )
 
     async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
         """Dispatch one operation (each counts against the per-request limit)."""
@@ -59,7 +69,7 @@ class KVService(BindingService):
             raise limits.KVError(op, 429, "Too many API requests by single worker invocation.")
         if not self._ready:
             await self._store.run(
-                self._store.store.ensure_namespace, self.namespace_id, self._title
+                self._store.store.ensure_namespace, self.namespace_id, self._title, self._account
             )
             self._ready = True
         if method == "get":
@@ -98,14 +108,18 @@ class KVService(BindingService):
         elif not isinstance(body, bytes):
             raise limits.KVError("PUT", 400, "values must be strings, bytes or streams")
         limits.validate_value_length("PUT", len(body))
-        await self._store.run(
-            self._store.store.put,
-            self.namespace_id,
-            key,
-            body,
-            expiration=expires,
-            metadata=metadata,
-        )
+        try:
+            await self._store.run(
+                self._store.store.put,
+                self.namespace_id,
+                key,
+                body,
+                expiration=expires,
+                metadata=metadata,
+                quota=self._quota,
+            )
+        except KVQuotaExceeded as exc:
+            raise limits.KVError("PUT", 413, str(exc)) from None
 
     async def _list(self, args: list[Any]) -> object:
         prefix, limit, cursor = _arity("LIST", args, 3)

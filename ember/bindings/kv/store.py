@@ -9,6 +9,11 @@ Owns durability and ordering, not validation (``limits.py`` does that, for every
 - Keys are stored as UTF-8 bytes, so ``list`` orders them by bytes, as Workers KV does.
 - Expiry is logical: a key whose ``expiration`` (seconds since the epoch) is not after the
   injectable ``clock`` is invisible, and deleted lazily.
+- Each namespace may belong to an account and keeps a running count of its stored bytes (keys,
+  values and metadata), updated in the same transaction as every write and delete, so a
+  ``KVQuota`` on a put (the platform's per-account limit for temporary accounts) is exact.
+- Deleted data is overwritten (``secure_delete``), and ``compact`` empties the write-ahead log,
+  so a deleted account leaves nothing readable behind.
 
 ``KVStore`` is synchronous and thread-safe; ``AsyncKVStore`` runs it on one worker thread so the
 supervisor's event loop never waits on a disk flush.
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from ember.errors import NotFound
+from ember.errors import LimitExceeded, NotFound
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -38,7 +43,9 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS namespaces (
     id TEXT PRIMARY KEY,
     title TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    account TEXT,
+    bytes INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS kv (
     namespace TEXT NOT NULL,
@@ -49,6 +56,21 @@ CREATE TABLE IF NOT EXISTS kv (
     PRIMARY KEY (namespace, key)
 ) WITHOUT ROWID;
 """
+# Columns added after the first release: (name, definition), applied when missing.
+_ADDED_COLUMNS = (("account", "TEXT"), ("bytes", "INTEGER NOT NULL DEFAULT 0"))
+_ENTRY_BYTES = "length(key) + length(value) + COALESCE(length(CAST(metadata AS BLOB)), 0)"
+
+
+class KVQuotaExceeded(LimitExceeded):
+    """A write would take an account's KV data past its byte limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class KVQuota:
+    """The byte limit of one account's KV data, across all its namespaces."""
+
+    account: str
+    max_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +121,32 @@ class KVStore:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA secure_delete=ON")
         self._db.executescript(_SCHEMA)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        present = {row[1] for row in self._db.execute("PRAGMA table_info(namespaces)")}
+        missing = [(name, kind) for name, kind in _ADDED_COLUMNS if name not in present]
+        if not missing:
+            return
+        with self._lock, self._db:
+            for name, kind in missing:
+                self._db.execute(f"ALTER TABLE namespaces ADD COLUMN {name} {kind}")
+            self._db.execute(
+                f"UPDATE namespaces SET bytes = (SELECT COALESCE(SUM({_ENTRY_BYTES}), 0) "
+                "FROM kv WHERE kv.namespace = namespaces.id)"
+            )
+
+    def compact(self) -> None:
+        """Rewrite the file without free space or stale b-tree dividers (``VACUUM``), then fold
+        the write-ahead log in and truncate it: deleted keys and values leave no trace.
+
+        Costs a full rewrite of the file; the platform runs it only after deleting accounts.
+        """
+        with self._lock:
+            self._db.execute("VACUUM")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         """Close the database."""
@@ -118,13 +165,24 @@ class KVStore:
             )
         return ns
 
-    def ensure_namespace(self, namespace_id: str, title: str) -> Namespace:
-        """The namespace ``namespace_id``, created with ``title`` if it does not exist."""
+    def ensure_namespace(
+        self, namespace_id: str, title: str, account: str | None = None
+    ) -> Namespace:
+        """The namespace ``namespace_id``, created with ``title`` if it does not exist.
+
+        ``account`` records (or fills in) which account owns it, for ``KVQuota``.
+        """
         with self._lock, self._db:
             self._db.execute(
-                "INSERT OR IGNORE INTO namespaces (id, title, created) VALUES (?, ?, ?)",
-                (namespace_id, title, self.clock()),
+                "INSERT OR IGNORE INTO namespaces (id, title, created, account) "
+                "VALUES (?, ?, ?, ?)",
+                (namespace_id, title, self.clock(), account),
             )
+            if account is not None:
+                self._db.execute(
+                    "UPDATE namespaces SET account = ? WHERE id = ? AND account IS NULL",
+                    (account, namespace_id),
+                )
             row = self._db.execute(
                 "SELECT id, title FROM namespaces WHERE id = ?", (namespace_id,)
             ).fetchone()
@@ -157,6 +215,14 @@ class KVStore:
         if cursor.rowcount == 0:
             raise NotFound(f"KV namespace {namespace_id!r} does not exist")
 
+    def account_bytes(self, account: str) -> int:
+        """Bytes stored in all namespaces of ``account``."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COALESCE(SUM(bytes), 0) FROM namespaces WHERE account = ?", (account,)
+            ).fetchone()
+        return int(row[0])
+
     def delete_namespace(self, namespace_id: str) -> None:
         """Delete a namespace and all its keys, in one transaction."""
         with self._lock, self._db:
@@ -178,10 +244,7 @@ class KVStore:
                 return None
             if row[1] is not None and row[1] <= now:
                 with self._db:
-                    self._db.execute(
-                        "DELETE FROM kv WHERE namespace = ? AND key = ? AND expiration <= ?",
-                        (namespace_id, raw_key, now),
-                    )
+                    self._remove(namespace_id, raw_key)
                 return None
         return KVEntry(key=key, value=bytes(row[0]), expiration=row[1], metadata=row[2])
 
@@ -193,20 +256,62 @@ class KVStore:
         *,
         expiration: int | None = None,
         metadata: str | None = None,
+        quota: KVQuota | None = None,
     ) -> None:
-        """Write ``key``; returns after the transaction is committed (durable)."""
+        """Write ``key``; returns after the transaction is committed (durable).
+
+        With ``quota``, refuses (``KVQuotaExceeded``, nothing written) a write that would take
+        the account's stored bytes past ``quota.max_bytes``; checked inside the transaction.
+        """
+        raw_key = _encode(key)
+        size = len(raw_key) + len(value) + (len(metadata.encode()) if metadata else 0)
         with self._lock, self._db:
+            old = self._entry_bytes(namespace_id, raw_key)
+            if quota is not None and size > old:
+                used = self._db.execute(
+                    "SELECT COALESCE(SUM(bytes), 0) FROM namespaces WHERE account = ?",
+                    (quota.account,),
+                ).fetchone()[0]
+                if used - old + size > quota.max_bytes:
+                    raise KVQuotaExceeded(
+                        "kv_bytes",
+                        used - old + size,
+                        quota.max_bytes,
+                        f"this write would store {used - old + size:,} bytes of KV data for the "
+                        f"account; its limit is {quota.max_bytes:,} bytes (delete keys first, "
+                        "or claim the account)",
+                    )
             self._db.execute(
                 "INSERT OR REPLACE INTO kv (namespace, key, value, expiration, metadata) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (namespace_id, _encode(key), value, expiration, metadata),
+                (namespace_id, raw_key, value, expiration, metadata),
             )
+            self._count(namespace_id, size - old)
 
     def delete(self, namespace_id: str, key: str) -> None:
         """Delete ``key`` (no error if absent)."""
         with self._lock, self._db:
+            self._remove(namespace_id, _encode(key))
+
+    def _entry_bytes(self, namespace_id: str, raw_key: bytes) -> int:
+        row = self._db.execute(
+            f"SELECT {_ENTRY_BYTES} FROM kv WHERE namespace = ? AND key = ?",
+            (namespace_id, raw_key),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def _remove(self, namespace_id: str, raw_key: bytes) -> None:
+        old = self._entry_bytes(namespace_id, raw_key)
+        if old:
             self._db.execute(
-                "DELETE FROM kv WHERE namespace = ? AND key = ?", (namespace_id, _encode(key))
+                "DELETE FROM kv WHERE namespace = ? AND key = ?", (namespace_id, raw_key)
+            )
+            self._count(namespace_id, -old)
+
+    def _count(self, namespace_id: str, delta: int) -> None:
+        if delta:
+            self._db.execute(
+                "UPDATE namespaces SET bytes = bytes + ? WHERE id = ?", (delta, namespace_id)
             )
 
     def list(
@@ -243,10 +348,18 @@ class KVStore:
 
     def purge_expired(self) -> int:
         """Delete every expired key; returns how many."""
+        now = self.clock()
         with self._lock, self._db:
+            freed = self._db.execute(
+                f"SELECT namespace, SUM({_ENTRY_BYTES}) FROM kv "
+                "WHERE expiration IS NOT NULL AND expiration <= ? GROUP BY namespace",
+                (now,),
+            ).fetchall()
             cur = self._db.execute(
-                "DELETE FROM kv WHERE expiration IS NOT NULL AND expiration <= ?", (self.clock(),)
+                "DELETE FROM kv WHERE expiration IS NOT NULL AND expiration <= ?", (now,)
             )
+            for namespace_id, size in freed:
+                self._count(namespace_id, -int(size))
         return cur.rowcount
 
 
@@ -266,6 +379,11 @@ class AsyncKVStore:
         """Finish queued operations, then close the database."""
         await self.run(self.store.close)
         self._executor.shutdown(wait=True)
+
+    def close(self) -> None:
+        """``aclose`` for callers without an event loop."""
+        self._executor.shutdown(wait=True)
+        self.store.close()
 
 
 def encode_cursor(last_key: bytes) -> str:

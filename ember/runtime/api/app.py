@@ -17,13 +17,16 @@ from ember.errors import EmberError
 from ember.runtime.api import (
     routes_auth,
     routes_kv,
+    routes_kv_values,
     routes_misc,
     routes_provisioning,
+    routes_schedules,
     routes_scripts,
     routes_secrets,
     routes_tail,
 )
 from ember.runtime.api.envelope import ember_error_handler, fail, unexpected_error_handler
+from ember.runtime.api.live import LiveHooks, StateOnly
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.tail_events import TailHub
 
@@ -36,8 +39,10 @@ def api_routes() -> list[BaseRoute]:
         *routes_auth.ROUTES,
         *routes_provisioning.API_ROUTES,
         *routes_scripts.ROUTES,
+        *routes_schedules.ROUTES,
         *routes_secrets.ROUTES,
         *routes_kv.ROUTES,
+        *routes_kv_values.ROUTES,
         *routes_tail.ROUTES,
         *routes_tail.WS_ROUTES,
         *routes_misc.ROUTES,
@@ -57,9 +62,14 @@ def create_api_app(
     plane: ControlPlane,
     tail_hub: TailHub | None = None,
     extra_routes: list[BaseRoute] | None = None,
+    *,
+    live: LiveHooks | None = None,
+    first_routes: list[BaseRoute] | None = None,
 ) -> Starlette:
+    """``first_routes`` are matched before the API's mount (full paths, e.g. the AI routes)."""
     app = Starlette(
         routes=[
+            *(first_routes or []),
             Mount(API_PREFIX, routes=api_routes()),
             *routes_provisioning.PAGE_ROUTES,
             *(extra_routes or []),
@@ -72,5 +82,6 @@ def create_api_app(
     )
     app.state.plane = plane
     app.state.tail_hub = tail_hub or TailHub()
+    app.state.live = live or StateOnly()
     app.state.api_prefix = API_PREFIX
     return app

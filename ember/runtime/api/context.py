@@ -8,6 +8,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from ember.runtime.api.live import LiveHooks
 from ember.runtime.deployments.errors import Forbidden, InvalidRequest, UploadTooLarge
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, ApiToken
@@ -26,6 +27,11 @@ class Caller:
 
 def plane_of(request: Request) -> ControlPlane:
     return request.app.state.plane
+
+
+def live_of(request: Request) -> LiveHooks:
+    """What runs the deployments (``StateOnly`` when the control API runs alone)."""
+    return request.app.state.live
 
 
 def bearer(request: Request) -> str | None:

@@ -3,9 +3,16 @@
 Both deploy paths of cloudflare-api.md §2: ``PUT .../scripts/{name}`` (first deploy, SDK update,
 wrangler's secret-put draft), whose ``deployment_id`` is the *version* id; and ``POST .../versions``
 then ``POST .../deployments`` (redeploy, rollback).
+
+Making a version live is two commits around a start: the version is stored, its isolate is
+started (``LiveHooks.deploying``; a module that does not load is refused with code 10021 and
+the stored version discarded), then the deployment that points at it is committed and the
+route switched. A crash between the two leaves a stored version that is not live.
 """
 
 from __future__ import annotations
+
+import time
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,6 +24,7 @@ from ember.runtime.api.context import (
     caller,
     flag,
     json_body,
+    live_of,
     plane_of,
     read_body,
     worker_url,
@@ -42,7 +50,7 @@ def _live_version(request: Request, name: str) -> Version | None:
     return plane.scripts.version(who.account, name, live.versions[0].version_id)
 
 
-async def _upload(request: Request, *, deploy: bool) -> UploadResult:
+async def _upload(request: Request, *, deploy: bool, create: bool = False) -> UploadResult:
     who = caller(request)
     plane = plane_of(request)
     limit = plane.config.limits_for(who.account.temporary).max_script_bytes
@@ -59,13 +67,35 @@ async def _upload(request: Request, *, deploy: bool) -> UploadResult:
         deploy=deploy,
         source=who.source,
         strict_inherit=strict,
+        create=create,
     )
 
 
 async def put_script(request: Request) -> Response:
-    result = await _upload(request, deploy=True)
-    body = serializers.script(result.script, result.version)
-    body["deployment_id"] = result.version.id  # wrangler reads this as the version id
+    who = caller(request)
+    plane = plane_of(request)
+    name = request.path_params["name"]
+    stored = await _upload(request, deploy=False, create=True)
+    version = stored.version
+    started = time.perf_counter()
+    try:
+        async with live_of(request).deploying(who.account, name, [version.id]):
+            message = version.annotations.get("workers/message")
+            plane.scripts.deploy(
+                who.account,
+                name,
+                [DeploymentTarget(version.id, 100.0)],
+                {"workers/message": message} if message else {},
+                force=False,
+                source=who.source,
+            )
+    except BaseException:
+        if plane.scripts.discard_undeployed(who.account, name, version.id):
+            plane.files.remove_version(who.account.id, version.id)
+        raise
+    body = serializers.script(plane.scripts.get(who.account, name), version)
+    body["deployment_id"] = version.id  # wrangler reads this as the version id
+    body["startup_time_ms"] = round((time.perf_counter() - started) * 1000)
     return ok(body)
 
 
@@ -99,7 +129,12 @@ async def get_service(request: Request) -> Response:
 
 async def delete_script(request: Request) -> Response:
     who = caller(request)
-    plane_of(request).scripts.delete(who.account, request.path_params["name"])
+    name = request.path_params["name"]
+    plane = plane_of(request)
+    versions = plane.scripts.delete(who.account, name)
+    await live_of(request).reconcile(who.account.id, name)  # drains its isolates first
+    for version_id in versions:
+        plane.files.remove_version(who.account.id, version_id)
     return ok(None)
 
 
@@ -150,6 +185,14 @@ async def script_subdomain(request: Request) -> Response:
 async def post_version(request: Request) -> Response:
     result = await _upload(request, deploy=False)
     who = caller(request)
+    name = request.path_params["name"]
+    try:
+        await live_of(request).prepare(who.account, name, result.version.id)
+    except BaseException:
+        plane = plane_of(request)
+        if plane.scripts.discard_undeployed(who.account, name, result.version.id):
+            plane.files.remove_version(who.account.id, result.version.id)
+        raise
     return ok(serializers.version(result.version, who.account, result.script))
 
 
@@ -196,14 +239,20 @@ async def post_deployment(request: Request) -> Response:
     annotations = body.get("annotations") or {}
     if not isinstance(annotations, dict):
         raise InvalidRequest("annotations must be an object")
-    deployment = plane_of(request).scripts.deploy(
-        who.account,
-        request.path_params["name"],
-        [DeploymentTarget(t["version_id"], float(t["percentage"])) for t in raw_targets],
-        {k: str(v) for k, v in annotations.items()},
-        force=flag(request, "force"),
-        source=who.source,
-    )
+    name = request.path_params["name"]
+    targets = [DeploymentTarget(t["version_id"], float(t["percentage"])) for t in raw_targets]
+    plane = plane_of(request)
+    for target in targets:  # unknown versions are refused before anything is started
+        plane.scripts.version(who.account, name, target.version_id)
+    async with live_of(request).deploying(who.account, name, [t.version_id for t in targets]):
+        deployment = plane.scripts.deploy(
+            who.account,
+            name,
+            targets,
+            {k: str(v) for k, v in annotations.items()},
+            force=flag(request, "force"),
+            source=who.source,
+        )
     return ok(serializers.deployment(deployment))
 
 

@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ember.runtime.api.context import caller, json_body, plane_of
+from ember.runtime.api.context import caller, json_body, live_of, plane_of
 from ember.runtime.api.envelope import ok
 from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound
 from ember.runtime.deployments.records import SecretValue
@@ -39,15 +39,19 @@ async def put_secret(request: Request) -> Response:
     ):
         raise InvalidRequest('expected {"name": "...", "text": "...", "type": "secret_text"}')
     secret = SecretValue(body["name"], body.get("type", "secret_text"), body["text"])
-    plane_of(request).secrets.put(who.account, request.path_params["name"], secret, who.source)
+    name = request.path_params["name"]
+    plane_of(request).secrets.put(who.account, name, secret, who.source)
+    await live_of(request).reconcile(who.account.id, name, warm=True)
     return ok({"name": secret.name, "type": secret.type})
 
 
 async def delete_secret(request: Request) -> Response:
     who = caller(request)
+    name = request.path_params["name"]
     plane_of(request).secrets.delete(
-        who.account, request.path_params["name"], request.path_params["secret_name"], who.source
+        who.account, name, request.path_params["secret_name"], who.source
     )
+    await live_of(request).reconcile(who.account.id, name, warm=True)
     return ok(None)
 
 

@@ -16,7 +16,7 @@ from ember.runtime.api import serializers
 from ember.runtime.api.context import JSON_BODY_LIMIT, caller, plane_of, public_origin, read_body
 from ember.runtime.api.envelope import ok
 from ember.runtime.deployments.errors import InvalidRequest
-from ember.runtime.deployments.tail_events import TailHub
+from ember.runtime.deployments.tail_events import CLOSED, TailHub
 
 TAILS = "/accounts/{account_id}/workers/scripts/{name}/tails"
 WS_PATH = "/tail-ws/{tail_id}"
@@ -71,7 +71,11 @@ async def tail_socket(websocket: WebSocket) -> None:
             getter = asyncio.create_task(queue.get())
             done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
-                await websocket.send_text(json.dumps(getter.result()))
+                payload = getter.result()
+                if payload is CLOSED:
+                    await websocket.close(code=1000, reason="the worker was deleted")
+                    break
+                await websocket.send_text(json.dumps(payload))
             else:
                 getter.cancel()
     except (WebSocketDisconnect, RuntimeError):

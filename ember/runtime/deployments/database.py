@@ -188,6 +188,13 @@ class Database:
             finally:
                 self._conn.execute("COMMIT")
 
+    def compact(self) -> None:
+        """Rewrite the file (``VACUUM``: no free pages, no stale index dividers), then fold the
+        write-ahead log in and truncate it, so deleted rows leave no trace on disk."""
+        with self._lock:
+            self._conn.execute("VACUUM")
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

@@ -64,5 +64,10 @@ class AccountFiles:
             import_paths.append(modules_dir / PYTHON_MODULES)
         return MaterializedVersion(target, tuple(import_paths), modules_dir / main_module)
 
+    def remove_version(self, account_id: str, version_id: str) -> None:
+        """Remove a version's written-out files (the version was deleted)."""
+        check_module_name(version_id)  # an id, never a path that leaves the account's directory
+        shutil.rmtree(self.account_dir(account_id) / "versions" / version_id, ignore_errors=True)
+
     def remove_account(self, account_id: str) -> None:
         shutil.rmtree(self.account_dir(account_id), ignore_errors=True)

@@ -4,6 +4,9 @@ An expired temporary account is deleted with everything in it: its KV data (thro
 ``NamespaceData`` seam), its files, then its rows (scripts, versions, modules, secrets,
 deployments, namespaces, tails and tokens cascade from the account row). Data and files go first
 so that a crash midway leaves an expired (hence unusable) account that the next run finishes.
+ember keeps no other logs on disk: tail sessions stream from memory and end with the account.
+Deleted rows are overwritten (``secure_delete``) and both write-ahead logs are truncated, so no
+byte of the account remains in the state directory.
 """
 
 from __future__ import annotations
@@ -34,13 +37,7 @@ class GarbageCollector:
 
     def collect(self) -> GcReport:
         now = self._clock()
-        with self._db.reader() as conn:
-            expired = [
-                r["id"]
-                for r in conn.execute(
-                    "SELECT id FROM accounts WHERE kind = 'temporary' AND expires_at <= ?", (now,)
-                )
-            ]
+        expired = self.expired_accounts()
         for account_id in expired:
             self.delete_account(account_id)
         with self._db.transaction() as conn:
@@ -51,6 +48,11 @@ class GarbageCollector:
                 "DELETE FROM temporary_account_creations WHERE created_at <= ?", (now - 3600,)
             )
             tails = conn.execute("DELETE FROM tails WHERE expires_at <= ?", (now,)).rowcount
+        if expired:
+            # Deleted rows are zeroed in the database files (secure_delete); the write-ahead
+            # logs still hold older page images until they are folded in and truncated.
+            self._db.compact()
+            self._namespaces.data.compact()
         return GcReport(tuple(expired), challenges, tails)
 
     def delete_account(self, account_id: str) -> None:
@@ -62,9 +64,19 @@ class GarbageCollector:
                     "SELECT id FROM kv_namespaces WHERE account_id = ?", (account_id,)
                 )
             ]
-        if self._namespaces.data is not None:
-            for namespace_id in namespaces:
-                self._namespaces.data.drop_namespace(namespace_id)
+        for namespace_id in namespaces:
+            self._namespaces.data.delete_namespace(namespace_id)
         self._files.remove_account(account_id)
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM accounts WHERE id = ?", (account_id,))
+
+    def expired_accounts(self) -> list[str]:
+        """Ids of the temporary accounts past their expiry (what ``collect`` will delete)."""
+        with self._db.reader() as conn:
+            return [
+                r["id"]
+                for r in conn.execute(
+                    "SELECT id FROM accounts WHERE kind = 'temporary' AND expires_at <= ?",
+                    (self._clock(),),
+                )
+            ]

@@ -1,14 +1,17 @@
-"""Per-account KV namespaces: metadata only (id, title).
+"""Per-account KV namespaces: their ids, titles and owners, one with the runtime's KV store.
 
-The values live in the runtime's KV store (``ember/bindings/kv/store.py``); the control plane
-reaches it through the ``NamespaceData`` seam so that deleting a namespace, or an expired account,
-also deletes its data. Until the runtime is wired in, no data seam is configured.
+A namespace is one thing with one id: its row here (which account owns it, its title) and its
+values in the runtime's KV store (``ember/bindings/kv/store.py``, the ``NamespaceData`` seam),
+which the workers' KV bindings and the KV REST API both read and write. Creating a namespace
+registers it (and its owner, for the temporary-account byte limit) in the store; deleting one, or
+an expired account, deletes its data there first. ``sync_store`` repairs the store after a crash
+between the two (run at platform start).
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Protocol
+from typing import Any, Protocol
 
 from ember.runtime.deployments.clock import Clock
 from ember.runtime.deployments.config import PlatformConfig
@@ -25,14 +28,24 @@ MAX_TITLE = 512
 
 
 class NamespaceData(Protocol):
-    """What the control plane needs from the KV data store."""
+    """What the control plane needs from the KV data store (``KVStore`` is one)."""
 
-    def drop_namespace(self, namespace_id: str) -> None: ...
+    def ensure_namespace(self, namespace_id: str, title: str, account: str | None = None) -> Any:
+        """Register a namespace (idempotent) with its owning account."""
+        ...
+
+    def delete_namespace(self, namespace_id: str) -> None:
+        """Delete a namespace and every value in it."""
+        ...
+
+    def compact(self) -> None:
+        """Make deleted data unrecoverable from the store's files (after deletions)."""
+        ...
 
 
 class NamespaceService:
     def __init__(
-        self, db: Database, config: PlatformConfig, clock: Clock, data: NamespaceData | None = None
+        self, db: Database, config: PlatformConfig, clock: Clock, data: NamespaceData
     ) -> None:
         self._db = db
         self._config = config
@@ -64,7 +77,26 @@ class NamespaceService:
                 "INSERT INTO kv_namespaces VALUES (?, ?, ?, ?)",
                 (namespace.id, account.id, title, namespace.created_at),
             )
+        self.data.ensure_namespace(namespace.id, title, account.id)
         return namespace
+
+    def owner_and_temporary(self, namespace_id: str) -> tuple[str, bool] | None:
+        """The owning account's id and whether it is temporary (None: no such namespace)."""
+        with self._db.reader() as conn:
+            row = conn.execute(
+                "SELECT a.id, a.kind FROM kv_namespaces n JOIN accounts a ON a.id = n.account_id "
+                "WHERE n.id = ?",
+                (namespace_id,),
+            ).fetchone()
+        return (row["id"], row["kind"] == "temporary") if row else None
+
+    def sync_store(self) -> int:
+        """Register every namespace in the data store (idempotent); returns how many exist."""
+        with self._db.reader() as conn:
+            rows = conn.execute("SELECT id, title, account_id FROM kv_namespaces").fetchall()
+        for row in rows:
+            self.data.ensure_namespace(row["id"], row["title"], row["account_id"])
+        return len(rows)
 
     def list(self, account: Account, *, descending: bool = False) -> list[KVNamespace]:
         order = "DESC" if descending else "ASC"
@@ -99,7 +131,6 @@ class NamespaceService:
 
     def delete(self, account: Account, namespace_id: str) -> None:
         self.get(account, namespace_id)
-        if self.data is not None:
-            self.data.drop_namespace(namespace_id)
+        self.data.delete_namespace(namespace_id)
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM kv_namespaces WHERE id = ?", (namespace_id,))

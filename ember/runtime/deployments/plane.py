@@ -11,6 +11,8 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
+from ember.bindings.kv.service import STORE_FILE
+from ember.bindings.kv.store import AsyncKVStore, KVStore
 from ember.runtime.deployments import pow
 from ember.runtime.deployments.accounts import AccountService
 from ember.runtime.deployments.clock import Clock, system_clock
@@ -19,7 +21,7 @@ from ember.runtime.deployments.database import Database
 from ember.runtime.deployments.errors import ProofOfWorkRejected, TemporaryAccountsRefused
 from ember.runtime.deployments.files import AccountFiles, MaterializedVersion
 from ember.runtime.deployments.gc import GarbageCollector
-from ember.runtime.deployments.kv_namespaces import NamespaceData, NamespaceService
+from ember.runtime.deployments.kv_namespaces import NamespaceService
 from ember.runtime.deployments.records import TemporaryAccount, Version
 from ember.runtime.deployments.scripts import ScriptService
 from ember.runtime.deployments.secrets import SecretService
@@ -38,7 +40,7 @@ class ControlPlane:
         config: PlatformConfig | None = None,
         *,
         clock: Clock = system_clock,
-        kv_data: NamespaceData | None = None,
+        kv_store: AsyncKVStore | None = None,
         anonymous_policy: AnonymousPolicy | None = None,
     ) -> None:
         self.state_dir = state_dir
@@ -50,7 +52,11 @@ class ControlPlane:
         self.accounts = AccountService(self.db, self.config, clock)
         self.scripts = ScriptService(self.db, self.config, clock)
         self.secrets = SecretService(self.db, self.scripts, clock)
-        self.namespaces = NamespaceService(self.db, self.config, clock, kv_data)
+        # The KV store the workers' bindings use: ``ember serve`` passes the supervisor's own
+        # (one connection, one writer thread); alone, the control plane opens the same file.
+        self._owns_kv = kv_store is None
+        self.kv = kv_store or AsyncKVStore(KVStore(state_dir / STORE_FILE, clock=clock))
+        self.namespaces = NamespaceService(self.db, self.config, clock, self.kv.store)
         self.tails = TailService(self.db, clock)
         self.gc = GarbageCollector(self.db, self.files, self.namespaces, clock)
         self.anonymous_policy = anonymous_policy
@@ -98,6 +104,8 @@ class ControlPlane:
 
     def close(self) -> None:
         self.db.close()
+        if self._owns_kv:
+            self.kv.close()
 
     def _meta_secret(self, key: str) -> bytes:
         with self.db.transaction() as conn:

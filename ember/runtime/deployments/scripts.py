@@ -115,10 +115,12 @@ class ScriptService:
         source: str,
         strict_inherit: bool = True,
         author: str | None = None,
+        create: bool = False,
     ) -> UploadResult:
         """Store a new immutable version; with ``deploy`` also make it live (100%).
 
-        ``deploy=False`` is ``POST .../versions``, which needs the worker to exist already.
+        ``deploy=False`` is ``POST .../versions``, which needs the worker to exist already
+        unless ``create`` (``ember serve``'s first deploy: store, start, then deploy).
         """
         check_script_name(name)
         limits = self._config.limits_for(account.temporary)
@@ -128,7 +130,7 @@ class ScriptService:
         with self._db.transaction() as conn:
             script = rows.find_script(conn, account.id, name)
             if script is None:
-                if not deploy:
+                if not (deploy or create):
                     raise ScriptNotFound(name)
                 script = self._create_script(conn, account, name, source, now)
             version = self._insert_version(
@@ -346,10 +348,38 @@ class ScriptService:
                         raise SecretsChanged(chosen[0].id)
             return insert_deployment(conn, script, targets, source, now, tags, account.email)
 
-    def delete(self, account: Account, name: str) -> None:
+    def discard_undeployed(self, account: Account, name: str, version_id: str) -> bool:
+        """Delete a version no deployment ever used (its upload was refused after storing it),
+        and the worker too if that leaves it without versions. True if it was deleted."""
+        with self._db.transaction() as conn:
+            script = rows.find_script(conn, account.id, name)
+            if script is None:
+                return False
+            used = conn.execute(
+                "SELECT 1 FROM deployment_versions WHERE version_id = ?", (version_id,)
+            ).fetchone()
+            if used:
+                return False
+            deleted = conn.execute(
+                "DELETE FROM versions WHERE id = ? AND script_id = ?", (version_id, script.id)
+            ).rowcount
+            if not conn.execute(
+                "SELECT 1 FROM versions WHERE script_id = ?", (script.id,)
+            ).fetchone():
+                conn.execute("DELETE FROM scripts WHERE id = ?", (script.id,))
+            return bool(deleted)
+
+    def delete(self, account: Account, name: str) -> list[str]:
+        """Delete a worker with its versions, deployments and secrets; returns the version ids
+        (whose written-out files the caller removes once nothing runs them)."""
         with self._db.transaction() as conn:
             script = rows.require_script(conn, account.id, name)
+            versions = [
+                r["id"]
+                for r in conn.execute("SELECT id FROM versions WHERE script_id = ?", (script.id,))
+            ]
             conn.execute("DELETE FROM scripts WHERE id = ?", (script.id,))
+        return versions
 
     def set_subdomain(self, account: Account, name: str, enabled: bool, previews: bool) -> Script:
         with self._db.transaction() as conn:

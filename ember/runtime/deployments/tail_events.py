@@ -18,6 +18,8 @@ from typing import Any
 from ember.runtime.deployments.records import Tail
 
 QUEUE_LIMIT = 1000
+# Put on a subscriber's queue when its worker is gone: the WebSocket closes.
+CLOSED: dict[str, Any] = {"__closed__": True}
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,14 @@ class TailHub:
             else:
                 self._subscribers.pop(tail.script_id, None)
 
+    def close_script(self, script_id: str) -> int:
+        """End every tail of a worker (it was deleted); returns how many were open."""
+        with self._lock:
+            subscribers = self._subscribers.pop(script_id, [])
+        for sub in subscribers:
+            sub.loop.call_soon_threadsafe(_force, sub.queue, CLOSED)
+        return len(subscribers)
+
     def has_subscribers(self, script_id: str) -> bool:
         with self._lock:
             return bool(self._subscribers.get(script_id))
@@ -181,3 +191,9 @@ class TailHub:
 def _offer(queue: asyncio.Queue[dict[str, Any]], payload: dict[str, Any]) -> None:
     if not queue.full():
         queue.put_nowait(payload)
+
+
+def _force(queue: asyncio.Queue[dict[str, Any]], payload: dict[str, Any]) -> None:
+    while queue.full():
+        queue.get_nowait()
+    queue.put_nowait(payload)

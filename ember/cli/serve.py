@@ -1,0 +1,149 @@
+"""``ember serve``: the multi-tenant platform on one port (default 8787).
+
+Workers answer at ``http://<worker>.<account>.localhost:PORT/`` and
+``http://127.0.0.1:PORT/w/<account>/<worker>/``; the Cloudflare-compatible control API is at
+``/client/v4`` (ember's CLI, wrangler and the cloudflare SDK all use it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import click
+
+from ember.runtime.deployments.config import default_state_dir
+
+
+@click.command()
+@click.option("--port", type=int, default=8787, show_default=True, help="Port to listen on.")
+@click.option("--ip", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the platform keeps its state (default: $EMBER_STATE_DIR, else "
+    "$XDG_DATA_HOME/ember/platform).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="An ember.yaml whose `platform:` section sets TTLs, limits and proof-of-work difficulty.",
+)
+@click.option(
+    "--allow-unsandboxed-anonymous",
+    is_flag=True,
+    help="Accept temporary (anonymous) deployments even if this machine lacks the sandbox "
+    "layers they need (see `ember doctor`). Only for machines nobody else can reach.",
+)
+@click.option(
+    "--disable-sandbox-layers",
+    default="",
+    metavar="LAYERS",
+    help="Comma-separated sandbox layers to leave off (e.g. cgroup), as `ember doctor --disable`.",
+)
+@click.option(
+    "--idle-timeout",
+    default="5m",
+    show_default=True,
+    metavar="DURATION",
+    help="Stop a worker's isolate after this long without requests (it restarts on the next).",
+)
+@click.option("--log-requests", is_flag=True, help="Print one line per request to a worker.")
+@click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), hidden=True)
+@click.option("--gc-interval", type=float, default=30.0, hidden=True)
+@click.option("--housekeeping-interval", type=float, default=5.0, hidden=True)
+def serve(
+    port: int,
+    ip: str,
+    state_dir: Path | None,
+    config_file: Path | None,
+    allow_unsandboxed_anonymous: bool,
+    disable_sandbox_layers: str,
+    idle_timeout: str,
+    log_requests: bool,
+    port_file: Path | None,
+    gc_interval: float,
+    housekeeping_interval: float,
+) -> None:
+    """Run the ember platform: workers of many accounts, and the deploy API, on one port."""
+    from ember.errors import ConfigError
+    from ember.runtime.deployments.config import (
+        PlatformConfig,
+        load_platform_config,
+        parse_duration,
+    )
+    from ember.runtime.isolation import SandboxPolicy
+    from ember.runtime.platform.app import Platform, PlatformOptions
+    from ember.runtime.platform.server import serve as run_server
+    from ember.runtime.sandbox import FULL, parse_layers
+
+    idle = parse_duration(idle_timeout)
+    if idle is None:
+        raise ConfigError("--idle-timeout", None, idle_timeout, "a duration such as 90s or 5m")
+    config = load_platform_config(config_file) if config_file else PlatformConfig()
+    ai = _ai_settings(config_file) if config_file else None
+    state = (state_dir or default_state_dir()).resolve()
+    policy = SandboxPolicy(
+        default_profile=FULL,
+        allow_below_minimum=allow_unsandboxed_anonymous,
+        disabled=parse_layers(disable_sandbox_layers, source="--disable-sandbox-layers"),
+    )
+    options = PlatformOptions(
+        state_dir=state,
+        config=config,
+        idle_timeout_s=float(idle),
+        log_requests=log_requests,
+        sandbox=policy,
+        ai=ai,
+        gc_interval_s=gc_interval,
+        housekeeping_s=housekeeping_interval,
+    )
+    platform = Platform(options, print_line=_print)
+    click.echo(f"ember serve: state in {state}")
+
+    def ready(origin: str) -> None:
+        for line in platform.supervisor.sandbox_status().lines():
+            click.echo(line)
+        click.echo("  permanent accounts run under 'full', temporary accounts under 'anonymous'")
+        click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
+        routes = list(platform.routes)
+        if routes:
+            click.echo(f"{len(routes)} live deployment(s):")
+        for route in routes:
+            urls = "  ".join(platform.worker_urls(route.account_name, route.script_name))
+            click.echo(f"  {route.script_name} (account {route.account_name})  {urls}")
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(run_server(platform, ip, port, port_file=port_file, on_ready=ready))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: uvicorn already shut the platform down
+
+
+def _ai_settings(config_file: Path) -> object | None:
+    """The ``ai:`` section of the operator's config (models, pool, limits) as a GatewayConfig."""
+    import yaml
+
+    from ember.errors import ConfigError
+    from ember.runtime.platform.ai import ai_available
+
+    section = (yaml.safe_load(config_file.read_text()) or {}).get("ai")
+    if section is None or not ai_available():
+        return None
+    if not isinstance(section, dict):
+        raise ConfigError(str(config_file), "ai", section, "a mapping of models, pool, limits")
+    unknown = sorted(set(section) - {"models", "pool", "limits"})
+    if unknown:
+        raise ConfigError(
+            str(config_file), f"ai.{unknown[0]}", unknown[0], "models, pool or limits"
+        )
+    from ember.bindings.ai.spec import gateway_config
+
+    return gateway_config(section, str(config_file))
+
+
+def _print(line: str) -> None:
+    click.echo(line)
+    sys.stdout.flush()

@@ -1,0 +1,267 @@
+"""KV values over REST: the same store, limits and words as the workers' ``env.KV`` binding.
+
+    PUT    .../values/{key}     raw body (wrangler), or multipart ``value`` + ``metadata`` (SDK)
+    GET    .../values/{key}     the bare bytes (no envelope); 404 code 10009 when missing
+    DELETE .../values/{key}
+    GET    .../metadata/{key}   the key's metadata (JSON)
+    GET    .../keys             ``?prefix=&limit=&cursor=`` with ``result_info.cursor``
+    PUT    .../bulk             [{key, value, base64?, expiration?, expiration_ttl?, metadata?}]
+    POST   .../bulk/delete      [key, ...] (also ``DELETE .../bulk``)
+    POST   .../bulk/get         {keys: [...], type?: "text"|"json", withMetadata?: bool}
+
+Keys arrive percent-decoded by the router (``dir%2Fk:1`` is the key ``dir/k:1``). Every write is
+acknowledged only after its commit; a temporary account's writes are checked against its byte
+limit inside the same transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ember.bindings.kv import limits
+from ember.bindings.kv.store import KVQuota, KVQuotaExceeded
+from ember.runtime.api.context import Caller, caller, json_body, plane_of, read_body
+from ember.runtime.api.envelope import fail, ok
+from ember.runtime.deployments.errors import InvalidRequest, KeyNotFound
+from ember.runtime.deployments.multipart import parse_multipart
+
+NAMESPACE = "/accounts/{account_id}/storage/kv/namespaces/{namespace_id}"
+BODY_OVERHEAD = 64 * 1024  # multipart headers and the metadata part around the value
+MAX_BULK = 10_000
+# HTTP status of a refused KV operation -> the KV API's error code.
+_CODES = {400: 10001, 404: 10009, 413: 10024, 414: 10001, 429: 10022}
+
+
+def _namespace(request: Request) -> tuple[Caller, str]:
+    who = caller(request)
+    namespace = plane_of(request).namespaces.get(who.account, request.path_params["namespace_id"])
+    return who, namespace.id
+
+
+def _quota(request: Request, who: Caller) -> KVQuota | None:
+    limit = plane_of(request).config.limits_for(who.account.temporary).max_kv_bytes
+    return KVQuota(who.account.id, limit) if limit is not None else None
+
+
+def _refused(exc: limits.KVError | KVQuotaExceeded) -> Response:
+    if isinstance(exc, KVQuotaExceeded):
+        return fail(413, 10024, str(exc))
+    return fail(exc.status, _CODES.get(exc.status, 10001), str(exc))
+
+
+def _int_query(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidRequest(f"query parameter {name} must be an integer, got {raw!r}") from None
+
+
+async def put_value(request: Request) -> Response:
+    who, namespace_id = _namespace(request)
+    key = request.path_params["key"]
+    body = await read_body(request, limits.MAX_VALUE_BYTES + BODY_OVERHEAD)
+    value, metadata = _value_and_metadata(request.headers.get("content-type", ""), body)
+    plane = plane_of(request)
+    try:
+        limits.validate_key("PUT", key)
+        limits.validate_value_length("PUT", len(value))
+        expires = limits.resolve_expiration(
+            "PUT",
+            plane.clock(),
+            _int_query(request, "expiration"),
+            _int_query(request, "expiration_ttl"),
+        )
+        metadata = limits.validate_metadata("PUT", metadata)
+        await plane.kv.run(
+            plane.kv.store.put,
+            namespace_id,
+            key,
+            value,
+            expiration=expires,
+            metadata=metadata,
+            quota=_quota(request, who),
+        )
+    except (limits.KVError, KVQuotaExceeded) as exc:
+        return _refused(exc)
+    return ok({})
+
+
+def _value_and_metadata(content_type: str, body: bytes) -> tuple[bytes, str | None]:
+    """A raw body is the value; a multipart one has parts ``value`` and optional ``metadata``."""
+    if not content_type.lower().startswith("multipart/form-data"):
+        return body, None
+    parts = {part.name: part for part in parse_multipart(body, content_type)}
+    if "value" not in parts:
+        raise InvalidRequest("the multipart KV write has no 'value' part")
+    metadata = parts.get("metadata")
+    text = metadata.data.decode("utf-8", "replace") if metadata is not None else None
+    return parts["value"].data, text
+
+
+async def get_value(request: Request) -> Response:
+    _, namespace_id = _namespace(request)
+    key = request.path_params["key"]
+    plane = plane_of(request)
+    try:
+        limits.validate_key("GET", key)
+    except limits.KVError as exc:
+        return _refused(exc)
+    entry = await plane.kv.run(plane.kv.store.get, namespace_id, key)
+    if entry is None:
+        raise KeyNotFound(key)
+    headers = {"expiration": str(entry.expiration)} if entry.expiration else {}
+    return Response(entry.value, media_type="application/octet-stream", headers=headers)
+
+
+async def get_metadata(request: Request) -> Response:
+    _, namespace_id = _namespace(request)
+    key = request.path_params["key"]
+    plane = plane_of(request)
+    entry = await plane.kv.run(plane.kv.store.get, namespace_id, key)
+    if entry is None:
+        raise KeyNotFound(key)
+    return ok(json.loads(entry.metadata) if entry.metadata else None)
+
+
+async def delete_value(request: Request) -> Response:
+    _, namespace_id = _namespace(request)
+    key = request.path_params["key"]
+    plane = plane_of(request)
+    try:
+        limits.validate_key("DELETE", key)
+    except limits.KVError as exc:
+        return _refused(exc)
+    await plane.kv.run(plane.kv.store.delete, namespace_id, key)
+    return ok({})
+
+
+async def list_keys(request: Request) -> Response:
+    _, namespace_id = _namespace(request)
+    plane = plane_of(request)
+    prefix = request.query_params.get("prefix", "")
+    cursor = request.query_params.get("cursor") or None
+    try:
+        count = limits.validate_list_limit("LIST", _int_query(request, "limit"))
+        limits.validate_key_length("LIST", prefix)
+    except limits.KVError as exc:
+        return _refused(exc)
+    page = await plane.kv.run(
+        plane.kv.store.list, namespace_id, prefix=prefix, limit=count, cursor=cursor
+    )
+    keys: list[dict[str, Any]] = []
+    for info in page.keys:
+        item: dict[str, Any] = {"name": info.name}
+        if info.expiration is not None:
+            item["expiration"] = info.expiration
+        if info.metadata is not None:
+            item["metadata"] = json.loads(info.metadata)
+        keys.append(item)
+    return ok(keys, result_info={"count": len(keys), "cursor": page.cursor or ""})
+
+
+async def bulk_put(request: Request) -> Response:
+    who, namespace_id = _namespace(request)
+    plane = plane_of(request)
+    items = await _bulk_list(request)
+    quota = _quota(request, who)
+    written = 0
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise InvalidRequest(f"bulk item {index} must be an object with a string 'key'")
+        if not isinstance(item.get("value"), str):
+            raise InvalidRequest(f"bulk item {index} ({item['key']!r}) needs a string 'value'")
+        try:
+            value = (
+                base64.b64decode(item["value"], validate=True)
+                if item.get("base64")
+                else item["value"].encode()
+            )
+        except ValueError:
+            raise InvalidRequest(f"bulk item {index}: 'value' is not valid base64") from None
+        try:
+            key = limits.validate_key("PUT", item["key"])
+            limits.validate_value_length("PUT", len(value))
+            expires = limits.resolve_expiration(
+                "PUT", plane.clock(), item.get("expiration"), item.get("expiration_ttl")
+            )
+            metadata = limits.validate_metadata("PUT", limits.encode_metadata(item.get("metadata")))
+            await plane.kv.run(
+                plane.kv.store.put,
+                namespace_id,
+                key,
+                value,
+                expiration=expires,
+                metadata=metadata,
+                quota=quota,
+            )
+        except (limits.KVError, KVQuotaExceeded) as exc:
+            return _refused(exc)  # earlier items stay written, as on the platform
+        written += 1
+    return ok({"successful_key_count": written, "unsuccessful_keys": []})
+
+
+async def bulk_delete(request: Request) -> Response:
+    _, namespace_id = _namespace(request)
+    plane = plane_of(request)
+    keys = await _bulk_list(request)
+    if not all(isinstance(k, str) for k in keys):
+        raise InvalidRequest("bulk delete takes a JSON list of key names")
+    for key in keys:
+        await plane.kv.run(plane.kv.store.delete, namespace_id, key)
+    return ok({"successful_key_count": len(keys), "unsuccessful_keys": []})
+
+
+async def bulk_get(request: Request) -> Response:
+    _, namespace_id = _namespace(request)
+    plane = plane_of(request)
+    body = await json_body(request)
+    keys = body.get("keys") if isinstance(body, dict) else None
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or not keys:
+        raise InvalidRequest('expected {"keys": ["k1", ...]} (1 to 100 keys)')
+    if len(keys) > 100:
+        raise InvalidRequest(f"bulk get takes at most 100 keys, got {len(keys)}")
+    as_json = body.get("type") == "json"
+    with_metadata = bool(body.get("withMetadata"))
+    values: dict[str, Any] = {}
+    for key in keys:
+        entry = await plane.kv.run(plane.kv.store.get, namespace_id, key)
+        value: Any = None
+        if entry is not None:
+            text = entry.value.decode("utf-8", "replace")
+            value = json.loads(text) if as_json else text
+        if with_metadata:
+            metadata = json.loads(entry.metadata) if entry and entry.metadata else None
+            value = {"value": value, "metadata": metadata}
+        values[key] = value
+    return ok({"values": values})
+
+
+async def _bulk_list(request: Request) -> list[Any]:
+    body = await json_body(request)
+    if not isinstance(body, list):
+        raise InvalidRequest("expected a JSON list")
+    if len(body) > MAX_BULK:
+        raise InvalidRequest(f"a bulk request takes at most {MAX_BULK} items, got {len(body)}")
+    return body
+
+
+ROUTES = [
+    Route(NAMESPACE + "/values/{key:path}", put_value, methods=["PUT"]),
+    Route(NAMESPACE + "/values/{key:path}", get_value, methods=["GET"]),
+    Route(NAMESPACE + "/values/{key:path}", delete_value, methods=["DELETE"]),
+    Route(NAMESPACE + "/metadata/{key:path}", get_metadata, methods=["GET"]),
+    Route(NAMESPACE + "/keys", list_keys, methods=["GET"]),
+    Route(NAMESPACE + "/bulk", bulk_put, methods=["PUT"]),
+    Route(NAMESPACE + "/bulk", bulk_delete, methods=["DELETE"]),
+    Route(NAMESPACE + "/bulk/delete", bulk_delete, methods=["POST"]),
+    Route(NAMESPACE + "/bulk/get", bulk_get, methods=["POST"]),
+]

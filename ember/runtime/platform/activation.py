@@ -1,0 +1,246 @@
+"""Live deployments: the control plane's state, running in the supervisor and routed.
+
+The database says which version(s) of each worker are live; this module makes the supervisor and
+the route table agree with it, one worker at a time and under that worker's lock:
+
+- ``deploying(account, worker, versions)`` wraps a change that will make ``versions`` live: it
+  first starts each version's isolate (so a version whose module does not load is refused with
+  its error, before anything is committed, and the live version stays as it was), then lets the
+  caller commit, then ``reconcile``s.
+- ``reconcile(account, worker)`` reads the live deployment from the database, registers a slot
+  for each of its versions that has none (lazily: no isolate until the first request), swaps the
+  route in one assignment, and drains the slots no longer routed (in-flight requests finish on
+  the code they started with). It is idempotent, so running it after every commit, at start-up
+  and after a crash converges on what the database says.
+- ``drop_account`` removes every route and slot of an account (deletion at expiry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from ember.bindings.registry import BindingRegistry
+from ember.runtime import events as E
+from ember.runtime.deployments.errors import InvalidUpload, ScriptNotFound
+from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.records import Account, Script
+from ember.runtime.limits import Limits
+from ember.runtime.platform.routing import RouteTable, WorkerRoute
+from ember.runtime.platform.translate import VersionSlot, build_slot, slot_id
+from ember.runtime.sandbox import ANONYMOUS, FULL, MinimumLayersMissing, Profile
+from ember.runtime.supervisor import Supervisor
+
+
+class WorkerStartupFailed(InvalidUpload):
+    """The version's module did not load; it was not made live (code 10021, as on Cloudflare)."""
+
+
+class SandboxRefused(InvalidUpload):
+    """This host cannot give the account's workers the sandbox they need (temporary accounts
+    below the anonymous minimum): nothing was deployed."""
+
+    http_status, cf_code = 403, 1034
+
+
+def profile_for(temporary: bool) -> Profile:
+    """Workers of temporary accounts run anonymous code; permanent accounts' run under FULL."""
+    return ANONYMOUS if temporary else FULL
+
+
+@dataclass(frozen=True)
+class LiveChange:
+    """A worker's live deployment changed (``slots`` empty: it is no longer served)."""
+
+    account_name: str
+    script_name: str
+    slots: tuple[VersionSlot, ...]
+    percentages: tuple[float, ...]
+
+
+class LiveDeployments:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        supervisor: Supervisor,
+        registry: BindingRegistry,
+        routes: RouteTable,
+        on_change: Callable[[LiveChange], None] | None = None,
+        base_limits: Limits | None = None,
+    ) -> None:
+        self.plane = plane
+        self.supervisor = supervisor
+        self.registry = registry
+        self.routes = routes
+        self.on_change = on_change
+        self.base_limits = base_limits
+        self._slots: dict[str, VersionSlot] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def slot(self, ident: str) -> VersionSlot | None:
+        """The version behind a supervisor slot id."""
+        return self._slots.get(ident)
+
+    def slots(self) -> list[VersionSlot]:
+        return list(self._slots.values())
+
+    def _lock(self, account_id: str, name: str) -> asyncio.Lock:
+        return self._locks.setdefault((account_id, name), asyncio.Lock())
+
+    # -- start-up -------------------------------------------------------------------------------
+
+    async def load_all(self) -> int:
+        """Register every live deployment of every unexpired account; returns how many."""
+        now = self.plane.clock()
+        for account in self.plane.accounts.list():
+            if account.expired(now):
+                continue
+            for script in self.plane.scripts.list(account):
+                await self.reconcile(account.id, script.name, announce=False)
+        return len(self.routes)
+
+    # -- changes --------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def deploying(
+        self, account: Account, name: str, version_ids: list[str]
+    ) -> AsyncIterator[None]:
+        """Start ``version_ids`` (refusing any that fails to load), run the body, reconcile."""
+        async with self._lock(account.id, name):
+            try:
+                for version_id in version_ids:
+                    await self._prepare(account, name, version_id)
+                yield
+            finally:
+                await self._reconcile(account.id, name, warm=False, announce=True)
+
+    async def prepare(self, account: Account, name: str, version_id: str) -> None:
+        """Start a version's isolate without routing to it (``POST .../versions``)."""
+        async with self._lock(account.id, name):
+            await self._prepare(account, name, version_id)
+
+    async def reconcile(
+        self, account_id: str, name: str, *, warm: bool = False, announce: bool = True
+    ) -> None:
+        """Make the route and slots of one worker match the database (see module docstring)."""
+        async with self._lock(account_id, name):
+            await self._reconcile(account_id, name, warm=warm, announce=announce)
+
+    async def reconcile_account(self, account_id: str, *, warm: bool = False) -> None:
+        """Reconcile every worker of an account (after a claim changed its limits)."""
+        account = self.plane.accounts.find(account_id)
+        names = {s.script_name for s in self._slots.values() if s.account_id == account_id}
+        if account is not None:
+            names |= {s.name for s in self.plane.scripts.list(account)}
+        for name in sorted(names):
+            await self.reconcile(account_id, name, warm=warm)
+
+    async def drop_account(self, account_id: str) -> None:
+        """Stop serving every worker of an account (it is being deleted)."""
+        for slot in [s for s in self._slots.values() if s.account_id == account_id]:
+            async with self._lock(account_id, slot.script_name):
+                self._slots.pop(slot.slot_id, None)
+                removed = self.routes.remove(slot.account_name, slot.script_name)
+                if slot.deployment is not None:
+                    await self.supervisor.remove(slot.slot_id)
+                if removed is not None and self.on_change is not None:
+                    self.on_change(LiveChange(slot.account_name, slot.script_name, (), ()))
+        for key in [k for k in self._locks if k[0] == account_id]:
+            self._locks.pop(key, None)
+
+    # -- under the worker's lock ----------------------------------------------------------------
+
+    def _script(self, account: Account, name: str) -> Script | None:
+        try:
+            return self.plane.scripts.get(account, name)
+        except ScriptNotFound:
+            return None
+
+    async def _prepare(self, account: Account, name: str, version_id: str) -> None:
+        if slot_id(account, name, version_id) in self._slots:
+            return  # already running or registered: it loaded before
+        script = self.plane.scripts.get(account, name)
+        version = self.plane.scripts.version(account, name, version_id)
+        slot = build_slot(self.plane, self.registry, account, script, version, self.base_limits)
+        if slot.deployment is not None:
+            try:
+                error = await self.supervisor.deploy(
+                    slot.deployment, eager=True, sandbox=profile_for(account.temporary)
+                )
+            except MinimumLayersMissing as exc:
+                raise SandboxRefused(
+                    f"Worker {name!r} was not deployed: this platform cannot sandbox it as "
+                    f"its account needs ({exc})"
+                ) from None
+            if error is not None and not error.transient:
+                await self.supervisor.remove(slot.slot_id)
+                redact = E.Redactor(slot.deployment.secrets)
+                trace = f"\n{redact(error.traceback).rstrip()}" if error.traceback else ""
+                raise WorkerStartupFailed(
+                    f"Worker {name!r} failed to start, so it was not deployed (the live version "
+                    f"is unchanged): {redact(error.detail)}{trace}"
+                )
+        self._slots[slot.slot_id] = slot
+
+    async def _reconcile(self, account_id: str, name: str, *, warm: bool, announce: bool) -> None:
+        account = self.plane.accounts.find(account_id)
+        live = None
+        if account is not None and not account.expired(self.plane.clock()):
+            script = self._script(account, name)
+            live = self.plane.scripts.live(account, name) if script is not None else None
+        targets: list[tuple[str, float]] = []
+        if account is not None and live is not None:
+            for target in live.versions:
+                ident = slot_id(account, name, target.version_id)
+                if ident not in self._slots:
+                    version = self.plane.scripts.version(account, name, target.version_id)
+                    slot = build_slot(
+                        self.plane, self.registry, account, script, version, self.base_limits
+                    )
+                    if slot.deployment is not None:
+                        try:
+                            await self.supervisor.deploy(
+                                slot.deployment,
+                                eager=warm,
+                                sandbox=profile_for(account.temporary),
+                            )
+                        except MinimumLayersMissing as exc:  # the host lost a layer since
+                            slot = dataclasses.replace(
+                                slot, deployment=None, unsupported=f"no sandbox for it here ({exc})"
+                            )
+                    self._slots[ident] = slot
+                targets.append((ident, target.percentage))
+        stale = [
+            s
+            for s in self._slots.values()
+            if s.account_id == account_id
+            and s.script_name == name
+            and s.slot_id not in {ident for ident, _ in targets}
+        ]
+        account_name = (
+            account.name if account is not None else (stale[0].account_name if stale else "")
+        )
+        old = self.routes.get(account_name, name)
+        if targets:
+            self.routes.set(WorkerRoute(account_name, name, tuple(targets)))
+        else:
+            self.routes.remove(account_name, name)
+        for slot in stale:
+            del self._slots[slot.slot_id]
+            if slot.deployment is not None:
+                await self.supervisor.remove(slot.slot_id)
+        changed = (old.targets if old else ()) != tuple(targets)
+        if changed and announce and self.on_change is not None:
+            self.on_change(
+                LiveChange(
+                    account_name,
+                    name,
+                    tuple(self._slots[ident] for ident, _ in targets),
+                    tuple(pct for _, pct in targets),
+                )
+            )

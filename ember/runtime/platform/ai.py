@@ -1,0 +1,157 @@
+"""Workers AI on ``ember serve``: the REST routes, one gateway, temporary accounts' rate.
+
+- ``POST /client/v4/accounts/{a}/ai/run/{model}`` (and the OpenAI-compatible routes) from
+  ``ember.bindings.ai.rest``, behind the platform's authentication: the bearer token must belong
+  to the account in the path (403 otherwise) and the tenant is the account.
+- One gateway (so one model pool) for those routes and every worker's ``env.AI``, configured by
+  the operator (the ``ai:`` section of ``ember serve --config``), never by a deployment.
+- A temporary account's AI requests per minute are counted per account, across the REST route
+  and all its workers' ``env.AI`` (``AccountLimitedAI`` wraps the binding's service), and refused
+  with Workers AI's quota error (3036, HTTP 429) past the limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from ember.bindings.base import (
+    BindingService,
+    BindingSpec,
+    ServiceError,
+    ServiceHost,
+    import_target,
+)
+from ember.bindings.registry import BindingRegistry
+from ember.runtime.api.context import bearer
+from ember.runtime.api.envelope import fail
+from ember.runtime.deployments.errors import Forbidden, RateLimited
+from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.platform.quota import AccountRateLimiter
+from ember.runtime.services import DeploymentHost, SharedResources
+
+AI_MODULE = "ember.bindings.ai.rest"
+AI_PREFIX = "/client/v4/accounts/{account_id}/ai"
+UNAVAILABLE_CODE = 7000  # ember's: no such service on this platform
+RATE_KEY = "platform.ai_rate"
+WRAPPED_SERVICE = "ember.runtime.platform.ai:AccountLimitedAI"
+# Options translate.py adds to a temporary account's AI spec (the wrapped service removes them).
+ACCOUNT_OPTION, RATE_OPTION = "account", "ai_requests_per_minute"
+
+
+def ai_available() -> bool:
+    try:
+        return importlib.util.find_spec(AI_MODULE) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def account_limiter(resources: SharedResources) -> AccountRateLimiter:
+    """The platform's one per-account AI rate limiter (REST and bindings share it)."""
+    return resources.shared(RATE_KEY, lambda: AccountRateLimiter("AI_requests"))
+
+
+def configure_gateway(resources: SharedResources, config: Any | None) -> None:
+    """Create the shared gateway now from the operator's ``ai`` settings (``GatewayConfig``)."""
+    if not ai_available():
+        return
+    gateway = importlib.import_module("ember.bindings.ai.gateway")
+    settings = config or gateway.GatewayConfig()
+    owned = dataclasses.replace(settings, project_config=False)  # deployments may not change it
+    resources.shared(gateway.GATEWAY_KEY, lambda: gateway.AIGateway(owned))
+
+
+def limit_ai_bindings(registry: BindingRegistry) -> None:
+    """Route every ``env.AI`` service through ``AccountLimitedAI``."""
+    try:
+        ai_type = registry.by_kind("ai")
+    except KeyError:
+        return
+    if ai_type.service is not None and ai_type.service != WRAPPED_SERVICE:
+        registry.replace(dataclasses.replace(ai_type, service=WRAPPED_SERVICE))
+
+
+class AccountLimitedAI(BindingService):
+    """``env.AI`` whose ``run`` calls count against the account's requests per minute."""
+
+    def __init__(self, spec: BindingSpec, host: ServiceHost) -> None:
+        self.account = str(spec.options.get(ACCOUNT_OPTION) or "")
+        rate = spec.options.get(RATE_OPTION)
+        self.per_minute = rate if isinstance(rate, int) and rate > 0 else None
+        options = {k: v for k, v in spec.options.items() if k not in (ACCOUNT_OPTION, RATE_OPTION)}
+        inner_spec = dataclasses.replace(spec, options=options)
+        self.inner: BindingService = import_target(_ai_service())(inner_spec, host)
+        self.limiter: AccountRateLimiter = host.shared(
+            RATE_KEY, lambda: AccountRateLimiter("AI_requests")
+        )
+
+    async def call(self, method: str, args: list[Any], ctx: Any) -> Any:
+        if method == "run" and self.per_minute is not None:
+            try:
+                self.limiter.acquire(self.account, self.per_minute)
+            except RateLimited as exc:
+                raise _quota_error(exc, args) from None
+        return await self.inner.call(method, args, ctx)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def _ai_service() -> str:
+    spec = importlib.import_module("ember.bindings.ai.spec")
+    return str(spec.SERVICE)
+
+
+def _quota_error(exc: RateLimited, args: list[Any]) -> ServiceError:
+    """Workers AI's own quota failure (3036), as the AI client turns it into an error."""
+    failures = importlib.import_module("ember.bindings.ai.failures")
+    pool_errors = importlib.import_module("ember.models.pool.errors")
+    model = str(args[0]) if args else ""
+    failure = failures.failure_of(
+        pool_errors.quota_exceeded(
+            "ai_requests_per_minute", exc.observed, exc.maximum, str(exc), 60.0
+        ),
+        model,
+    )
+    return ServiceError(failure.message, kind="ai", data=failure.to_data())
+
+
+def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseRoute]:
+    """The AI routes for the platform app (placed before the control API's mount)."""
+    limiter = account_limiter(resources)
+
+    async def authorize(request: Request, account_id: str | None) -> str:
+        account, _ = plane.accounts.authenticate(bearer(request))
+        if account_id is not None and account_id != account.id:
+            raise Forbidden()
+        per_minute = plane.config.limits_for(account.temporary).ai_requests_per_minute
+        if per_minute is not None:
+            limiter.acquire(account.id, per_minute)
+        return f"account:{account.id}"
+
+    if not ai_available():
+        return [_unavailable_route(authorize)]
+    rest = importlib.import_module(AI_MODULE)
+    gateway = importlib.import_module("ember.bindings.ai.gateway")
+    host = DeploymentHost(resources, "platform")
+    routes: list[BaseRoute] = rest.ai_routes(lambda: gateway.shared_gateway(host), authorize)
+    return routes
+
+
+def _unavailable_route(authorize: Callable[[Request, str | None], object]) -> Route:
+    async def unavailable(request: Request) -> Response:
+        await authorize(request, request.path_params["account_id"])  # type: ignore[misc]
+        return fail(
+            501,
+            UNAVAILABLE_CODE,
+            "Workers AI is not available on this platform: this ember build has no model "
+            "service (ember.bindings.ai is not installed)",
+        )
+
+    return Route(AI_PREFIX + "/{rest:path}", unavailable, methods=["GET", "POST"])

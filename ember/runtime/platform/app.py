@@ -1,0 +1,309 @@
+"""``ember serve``'s one ASGI application: workers by host or path, everything else the API.
+
+    Host: <worker>.<account>.localhost / .workers.dev  ─┐
+    /w/<account>/<worker>/...                          ─┴─> Router ─> Supervisor ─> isolates
+    /client/v4/..., /claim-preview, the tail WebSocket ────> control API (one ControlPlane)
+
+One ``Platform`` owns the supervisor, the control plane (sharing the supervisor's KV store, so
+the REST API and ``env.KV`` see one store), the live routes, the tail hub, the cron schedulers
+and the housekeeping task (idle isolates stopped, expired temporary accounts deleted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ember.bindings.kv.service import shared_store
+from ember.bindings.registry import BindingRegistry, default_registry
+from ember.runtime.api.app import create_api_app
+from ember.runtime.deployments.config import PlatformConfig
+from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.records import Account
+from ember.runtime.deployments.tail_events import TailHub
+from ember.runtime.isolation import SandboxPolicy
+from ember.runtime.platform.activation import LiveChange, LiveDeployments
+from ember.runtime.platform.ai import ai_routes_for, configure_gateway, limit_ai_bindings
+from ember.runtime.platform.crons import WorkerCrons
+from ember.runtime.platform.observe import PlatformEvents
+from ember.runtime.platform.routing import (
+    RouteTable,
+    host_header,
+    split_worker_path,
+    worker_of_host,
+)
+from ember.runtime.router import Router
+from ember.runtime.sandbox import FULL
+from ember.runtime.services import DeploymentHost
+from ember.runtime.spawner import SpawnerConfig
+from ember.runtime.supervisor import Supervisor
+
+SLOT_KEY = "ember.slot"
+Scope = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PlatformOptions:
+    """How ``ember serve`` runs."""
+
+    state_dir: Path
+    config: PlatformConfig = field(default_factory=PlatformConfig)
+    idle_timeout_s: float = 300.0  # an isolate with no request for this long is stopped
+    housekeeping_s: float = 5.0  # how often idle isolates are looked for
+    gc_interval_s: float = 30.0  # how often expired temporary accounts are deleted
+    log_requests: bool = False
+    spawner: SpawnerConfig | None = None
+    registry: BindingRegistry | None = None
+    # Workers of permanent accounts run under the policy's default profile (FULL: every layer
+    # the host offers), temporary accounts' under ANONYMOUS, refused below the minimum unless
+    # ``allow_below_minimum`` (see ember/runtime/isolation.py).
+    sandbox: SandboxPolicy = field(default_factory=lambda: SandboxPolicy(default_profile=FULL))
+    ai: Any = None  # the operator's GatewayConfig (models, pool, quotas); None: defaults
+
+
+class Platform:
+    """See the module docstring; an ASGI application."""
+
+    def __init__(self, options: PlatformOptions, print_line: Callable[[str], None] = print):
+        self.options = options
+        self.print_line = print_line
+        self.hub = TailHub()
+        registry = options.registry or default_registry()
+        limit_ai_bindings(registry)
+        self.events = PlatformEvents(
+            self.hub, self._slot, print_line, log_requests=options.log_requests
+        )
+        self.supervisor = Supervisor(
+            state_dir=options.state_dir,
+            events=self.events,
+            registry=registry,
+            spawner=options.spawner,
+            dev=False,
+            sandbox=options.sandbox,
+        )
+        self.supervisor.tracing = self.events.tracing
+        configure_gateway(self.supervisor.resources, options.ai)
+        kv = shared_store(DeploymentHost(self.supervisor.resources, "platform"))
+        self.plane = ControlPlane(
+            options.state_dir, options.config, kv_store=kv, anonymous_policy=self._anonymous
+        )
+        self.routes = RouteTable()
+        self.live = LiveDeployments(
+            self.plane, self.supervisor, registry, self.routes, on_change=self._changed
+        )
+        self.crons = WorkerCrons(self.plane, self.supervisor, self.routes)
+        self.router = Router(self.supervisor, lambda scope: scope.get(SLOT_KEY))
+        self.api = create_api_app(
+            self.plane,
+            self.hub,
+            live=PlatformHooks(self),
+            first_routes=ai_routes_for(self.plane, self.supervisor.resources),
+        )
+        self.origin: str | None = None  # http://host:port once listening
+        self._housekeeping: asyncio.Task[None] | None = None
+
+    def _gateway(self) -> Any:
+        from ember.bindings.ai.gateway import shared_gateway
+
+        return shared_gateway(DeploymentHost(self.supervisor.resources, "platform"))
+
+    def _slot(self, ident: str) -> Any:
+        return self.live.slot(ident)
+
+    def _anonymous(self) -> str | None:
+        """Why temporary (anonymous) accounts are refused here; None when they are accepted."""
+        status = self.supervisor.sandbox_status()
+        if status.report is None or status.policy.allow_below_minimum:
+            return None
+        minimum = status.report.minimum()
+        if minimum.met:
+            return None
+        return (
+            f"the worker sandbox on this machine lacks the minimum for anonymous code "
+            f"({minimum.explanation}); see `ember doctor`"
+        )
+
+    # -- ASGI -----------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        kind = scope["type"]
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        target = self._worker_of(scope)
+        if target is None:
+            await self.api(scope, receive, send)
+            return
+        account_name, worker, inner = target
+        if kind != "http":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        route = self.routes.get(account_name, worker)
+        if route is None:
+            await _plain(
+                send, 404, f"No worker named {worker!r} is live on account {account_name!r}."
+            )
+            return
+        slot_id = route.pick()
+        slot = self.live.slot(slot_id)
+        if slot is not None and slot.unsupported:
+            await _plain(send, 501, f"Worker {worker!r} cannot run on ember: {slot.unsupported}.")
+            return
+        inner[SLOT_KEY] = slot_id
+        client = scope.get("client")
+        if client:
+            inner["headers"] = [
+                *[(k, v) for k, v in scope["headers"] if k != b"cf-connecting-ip"],
+                (b"cf-connecting-ip", str(client[0]).encode()),
+            ]
+        await self.router(inner, receive, send)
+
+    def _worker_of(self, scope: Scope) -> tuple[str, str, Scope] | None:
+        named = worker_of_host(host_header(scope))
+        if named is not None:
+            return named[0], named[1], dict(scope)
+        return split_worker_path(scope) if scope["type"] == "http" else None
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def startup(self) -> None:
+        """Start the zygote, repair the KV store's namespace list, register live deployments."""
+        await self.supervisor.start()
+        ai = self.options.ai
+        if ai is not None and ai.pool.settings.start == "eager":
+            await self._gateway().start()
+        self.plane.namespaces.sync_store()
+        await self.live.load_all()
+        for account_id, name in {(s.account_id, s.script_name) for s in self.live.slots()}:
+            self.crons.refresh(account_id, name)
+        self._housekeeping = asyncio.ensure_future(self._housekeep())
+
+    async def shutdown(self) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+        self.crons.close()
+        await self.supervisor.close()
+        self.plane.close()
+
+    async def _housekeep(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_gc = loop.time()
+        while True:
+            stopped = self.supervisor.evict_idle(self.options.idle_timeout_s)
+            if stopped and self.options.log_requests:
+                self.print_line(f"[ember] stopped {len(stopped)} idle isolate(s)")
+            if loop.time() >= next_gc:
+                next_gc = loop.time() + self.options.gc_interval_s
+                try:
+                    await self.collect_garbage()
+                except Exception as exc:  # a failed pass is retried on the next one
+                    self.print_line(f"[ember] garbage collection failed: {exc}")
+            await asyncio.sleep(self.options.housekeeping_s)
+
+    async def collect_garbage(self) -> tuple[str, ...]:
+        """Delete expired temporary accounts (workers stopped first); returns their ids."""
+        for account_id in self.plane.gc.expired_accounts():
+            for slot in [s for s in self.live.slots() if s.account_id == account_id]:
+                self.hub.close_script(slot.script_id)
+            self.crons.drop_account(account_id)
+            await self.live.drop_account(account_id)
+        report = self.plane.gc.collect()
+        for account_id in report.accounts_deleted:
+            self.print_line(f"[ember] deleted expired temporary account {account_id}")
+        return report.accounts_deleted
+
+    # -- what goes live -------------------------------------------------------------------------
+
+    def worker_urls(self, account_name: str, worker: str) -> list[str]:
+        """The URLs a person can open: by host name, and by path."""
+        origin = self.plane.config.public_url or self.origin or "http://127.0.0.1:8787"
+        scheme, _, netloc = origin.partition("://")
+        port = netloc.rsplit(":", 1)[1] if ":" in netloc.rsplit("]", 1)[-1] else ""
+        suffix = f":{port}" if port else ""
+        return [
+            f"{scheme}://{worker}.{account_name}.localhost{suffix}/",
+            f"{origin}/w/{account_name}/{worker}/",
+        ]
+
+    def _changed(self, change: LiveChange) -> None:
+        name = f"{change.script_name} (account {change.account_name})"
+        if not change.slots:
+            self.print_line(f"[ember] no longer live: {name}")
+        else:
+            versions = ", ".join(
+                f"v{slot.version_number} {slot.version_id[:8]}"
+                + (f" {pct:g}%" if len(change.slots) > 1 else "")
+                for slot, pct in zip(change.slots, change.percentages, strict=True)
+            )
+            urls = "  ".join(self.worker_urls(change.account_name, change.script_name))
+            self.print_line(f"[ember] live: {name} {versions}  {urls}")
+        if change.slots:
+            self.crons.refresh(change.slots[0].account_id, change.script_name)
+
+
+class PlatformHooks:
+    """The control API's ``LiveHooks`` on ``ember serve``."""
+
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+
+    @asynccontextmanager
+    async def deploying(
+        self, account: Account, name: str, version_ids: list[str]
+    ) -> AsyncIterator[None]:
+        async with self.platform.live.deploying(account, name, version_ids):
+            yield
+
+    async def prepare(self, account: Account, name: str, version_id: str) -> None:
+        await self.platform.live.prepare(account, name, version_id)
+
+    async def reconcile(self, account_id: str, name: str, *, warm: bool = False) -> None:
+        await self.platform.live.reconcile(account_id, name, warm=warm)
+        self.platform.crons.refresh(account_id, name)
+
+    async def reconcile_account(self, account_id: str, *, warm: bool = False) -> None:
+        await self.platform.live.reconcile_account(account_id, warm=warm)
+        for slot in self.platform.live.slots():
+            if slot.account_id == account_id:
+                self.platform.crons.refresh(account_id, slot.script_name)
+
+    async def run_scheduled(self, account: Account, name: str, cron: str) -> dict[str, str]:
+        result = await self.platform.crons.run(account.name, name, cron)
+        return {"outcome": result.outcome, "message": result.message}
+
+
+async def _plain(send: Any, status: int, text: str) -> None:
+    body = (text + "\n").encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain;charset=UTF-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

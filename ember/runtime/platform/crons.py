@@ -1,0 +1,79 @@
+"""Cron triggers on ``ember serve``: one scheduler per worker that has crons and is live.
+
+The crons belong to the worker (``PUT .../schedules``); each firing runs on whatever version is
+live at that moment (the route is read when the event fires, so a deploy or rollback in between
+is honoured). ``refresh`` is called after anything that may change a worker's crons or whether it
+is live; it restarts that worker's scheduler from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ember.runtime.cron import CronExpression
+from ember.runtime.deployments.errors import ScriptNotFound
+from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.records import Script
+from ember.runtime.platform.routing import RouteTable
+from ember.runtime.scheduler import CronScheduler
+from ember.runtime.supervisor import ScheduledResult, Supervisor
+
+
+class WorkerCrons:
+    """The running cron schedulers, by (account id, worker)."""
+
+    def __init__(self, plane: ControlPlane, supervisor: Supervisor, routes: RouteTable) -> None:
+        self.plane = plane
+        self.supervisor = supervisor
+        self.routes = routes
+        self._tasks: dict[tuple[str, str], tuple[tuple[str, ...], asyncio.Task[None]]] = {}
+
+    def refresh(self, account_id: str, name: str) -> None:
+        """(Re)start or stop the scheduler of one worker to match the database and its route."""
+        account = self.plane.accounts.find(account_id)
+        crons: tuple[str, ...] = ()
+        if account is not None and self.routes.get(account.name, name) is not None:
+            try:
+                script: Script | None = self.plane.scripts.get(account, name)
+            except ScriptNotFound:
+                script = None
+            if script is not None:
+                crons = tuple(
+                    item["cron"]
+                    for item in script.settings.get("schedules", [])
+                    if isinstance(item, dict) and isinstance(item.get("cron"), str)
+                )
+        key = (account_id, name)
+        current = self._tasks.get(key)
+        if current is not None and current[0] == crons:
+            return
+        if current is not None:
+            current[1].cancel()
+            del self._tasks[key]
+        if crons and account is not None:
+            account_name = account.name
+
+            async def fire(cron: str, when_ms: float) -> None:
+                await self.run(account_name, name, cron, when_ms)
+
+            task = asyncio.ensure_future(CronScheduler(crons, fire).run())
+            self._tasks[key] = (crons, task)
+
+    def drop_account(self, account_id: str) -> None:
+        for key in [k for k in self._tasks if k[0] == account_id]:
+            self._tasks.pop(key)[1].cancel()
+
+    async def run(
+        self, account_name: str, name: str, cron: str, when_ms: float | None = None
+    ) -> ScheduledResult:
+        """Run one scheduled event on the live version of a worker."""
+        CronExpression.parse(cron)
+        route = self.routes.get(account_name, name)
+        if route is None:
+            return ScheduledResult("not_found", f"Worker {name!r} has no live deployment")
+        return await self.supervisor.scheduled(route.pick(), cron, when_ms)
+
+    def close(self) -> None:
+        for _, task in self._tasks.values():
+            task.cancel()
+        self._tasks.clear()

@@ -1,0 +1,102 @@
+"""What ``ember serve`` does with the supervisor's events: live tails, and its own log lines.
+
+Each finished invocation of a deployment a tail watches arrives whole (``InvocationEvent``:
+request, status, console lines, exceptions, or the cron of a scheduled event) and is published
+to the tail hub as wrangler's ``trace-v1`` message. The supervisor is asked to report
+invocations whole only while a tail is connected to the worker (``tracing``), so the request
+path costs nothing extra otherwise. Tenants' console output never goes to the operator's
+terminal; ``--log-requests`` prints one line per request (worker, status, time), no bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ember.runtime import events as E
+from ember.runtime.deployments.tail_events import TailEvent, TailException, TailHub, TailLog
+from ember.runtime.platform.translate import VersionSlot
+
+# The runtime's outcome tags -> the outcomes wrangler's tail knows.
+OUTCOMES = {
+    "ok": "ok",
+    "exception": "exception",
+    "canceled": "canceled",
+    "cpu_limit": "exceededCpu",
+    "memory_limit": "exceededMemory",
+}
+# Credentials a worker receives are not copied into tail events (as on Cloudflare).
+REDACTED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+
+class PlatformEvents:
+    """The supervisor's ``EventSink`` on ``ember serve``."""
+
+    def __init__(
+        self,
+        hub: TailHub,
+        slot_of: Callable[[str], VersionSlot | None],
+        print_line: Callable[[str], None],
+        log_requests: bool = False,
+    ) -> None:
+        self.hub = hub
+        self.slot_of = slot_of
+        self.print_line = print_line
+        self.log_requests = log_requests
+
+    def tracing(self, deployment_id: str) -> bool:
+        """The supervisor's predicate: report this slot's invocations whole?"""
+        slot = self.slot_of(deployment_id)
+        return slot is not None and self.hub.has_subscribers(slot.script_id)
+
+    def emit(self, event: E.Event) -> None:
+        if isinstance(event, E.InvocationEvent):
+            slot = self.slot_of(event.deployment_id)
+            if slot is not None:
+                self.hub.publish(slot.script_id, tail_event(slot, event))
+        elif isinstance(event, E.RequestEvent) and self.log_requests:
+            slot = self.slot_of(event.deployment_id)
+            where = f"{slot.script_name}.{slot.account_name}" if slot else event.deployment_id
+            note = "" if event.outcome in ("ok", "exception") else f" [{event.outcome}]"
+            self.print_line(
+                f"{event.method} {where} {event.status} ({event.duration_ms:.1f}ms){note}"
+            )
+        elif isinstance(event, E.LifecycleEvent) and event.level != "info":
+            slot = self.slot_of(event.deployment_id)
+            where = f"{slot.script_name}.{slot.account_name}" if slot else event.deployment_id
+            self.print_line(f"[ember] {where}: {event.message}")
+
+
+def tail_event(slot: VersionSlot, event: E.InvocationEvent) -> TailEvent:
+    """An invocation as wrangler's tail shows it."""
+    logs = tuple(TailLog(level, (message,), int(ts)) for level, message, ts in event.logs)
+    exceptions = tuple(
+        TailException(*_name_and_message(message), int(ts), traceback or None)
+        for message, traceback, ts in event.exceptions
+    )
+    common = dict(
+        script_name=slot.script_name,
+        outcome=OUTCOMES.get(event.outcome, "unknown"),
+        event_timestamp_ms=int(event.started_ms),
+        version_id=slot.version_id,
+        logs=logs,
+        exceptions=exceptions,
+        wall_time_ms=int(event.wall_ms),
+        cpu_time_ms=int(event.cpu_ms),
+    )
+    if event.kind == "scheduled":
+        return TailEvent(cron=event.cron, scheduled_time_ms=int(event.scheduled_time_ms), **common)
+    headers = {
+        name: ("REDACTED" if name.lower() in REDACTED_HEADERS else value)
+        for name, value in event.headers
+    }
+    return TailEvent(
+        url=event.url, method=event.method, headers=headers, status=event.status, **common
+    )
+
+
+def _name_and_message(text: str) -> tuple[str, str]:
+    """``"ValueError: kaboom"`` -> ("ValueError", "kaboom")."""
+    name, sep, rest = text.partition(": ")
+    if sep and name.replace(".", "").replace("_", "").isalnum():
+        return name, rest
+    return "Error", text

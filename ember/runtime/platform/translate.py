@@ -1,0 +1,164 @@
+"""A stored worker version -> the runtime ``Deployment`` the supervisor runs.
+
+The control plane stores versions as Cloudflare describes them (modules, ``plain_text`` /
+``json`` / ``kv_namespace`` / ``ai`` bindings, secrets); the supervisor runs ``Deployment``
+values. This module is the one place that maps the first onto the second:
+
+- the version's modules are written out once (``ControlPlane.materialize``) and become the
+  deployment's ``code_dir``; ``python_modules/`` is importable whatever its content type;
+- vars and secrets go to ``env``; KV and AI bindings go through the binding registry exactly as
+  an ``ember.yaml`` section would, so ``ember dev`` and ``ember serve`` build the same specs;
+- KV bindings are tagged with the owning account, and a temporary account's byte limit;
+- the account's limits (CPU per request) tighten the runtime's defaults.
+
+The deployment id names account, worker, version and account kind, so a version is one
+immutable slot in the supervisor, and claiming an account (new limits) makes new slots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ember.bindings.base import BindingSpec, OptionValue
+from ember.bindings.registry import BindingRegistry
+from ember.config import ConfigSection, JSONValue
+from ember.runtime.api.serializers import iso
+from ember.runtime.deployment import Deployment
+from ember.runtime.deployments.config import AccountLimits
+from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.records import Account, Module, Script, Version
+from ember.runtime.limits import Limits
+
+PYTHON_TYPES = frozenset({"text/x-python"})
+
+
+@dataclass(frozen=True)
+class VersionSlot:
+    """One version of one worker as the supervisor knows it."""
+
+    slot_id: str
+    account_id: str
+    account_name: str
+    temporary: bool
+    script_id: str
+    script_name: str
+    version_id: str
+    version_number: int
+    deployment: Deployment | None  # None: the version cannot run here (``unsupported`` says why)
+    unsupported: str | None = None
+
+
+def slot_id(account: Account, script_name: str, version_id: str) -> str:
+    """The supervisor id of a version: changes when the account's kind (and limits) change."""
+    return f"{account.id}:{script_name}:{version_id}:{account.kind[0]}"
+
+
+def build_slot(
+    plane: ControlPlane,
+    registry: BindingRegistry,
+    account: Account,
+    script: Script,
+    version: Version,
+    base_limits: Limits | None = None,
+) -> VersionSlot:
+    """The slot for ``version``: its materialized code, env and limits."""
+    ident = slot_id(account, script.name, version.id)
+    common = dict(
+        slot_id=ident,
+        account_id=account.id,
+        account_name=account.name,
+        temporary=account.temporary,
+        script_id=script.id,
+        script_name=script.name,
+        version_id=version.id,
+        version_number=version.number,
+    )
+    modules = plane.scripts.modules(version.id)
+    main = next((m for m in modules if m.name == version.main_module), None)
+    reason = _unsupported(main)
+    if reason is not None:
+        return VersionSlot(deployment=None, unsupported=reason, **common)
+    files = plane.materialize(account.id, version)
+    vars_: dict[str, JSONValue] = {}
+    sections: dict[str, Any] = {}
+    for binding in version.bindings:
+        if binding.type == "plain_text":
+            vars_[binding.name] = str(binding.config.get("text", ""))
+        elif binding.type == "json":
+            vars_[binding.name] = binding.config.get("json")
+        elif binding.type == "version_metadata":
+            vars_[binding.name] = {
+                "id": version.id,
+                "tag": version.annotations.get("workers/tag", ""),
+                "timestamp": iso(version.created_on),
+            }
+        elif binding.type == "kv_namespace":
+            sections.setdefault("kv_namespaces", []).append(
+                {"binding": binding.name, "id": binding.config["namespace_id"]}
+            )
+        elif binding.type == "ai":
+            sections["ai"] = {"binding": binding.name}
+    where = f"worker {script.name} version {version.id}"
+    specs = registry.parse([ConfigSection(where, key, value) for key, value in sections.items()])
+    limits = plane.config.limits_for(account.temporary)
+    specs = tuple(_account_options(spec, account, limits) for spec in specs)
+    secrets = {s.name: s.value for s in plane.scripts.secret_values(version.id)}
+    deployment = Deployment(
+        id=ident,
+        name=script.name,
+        code_dir=files.root / "modules",
+        main=version.main_module,
+        vars=vars_,
+        secrets=secrets,
+        bindings=specs,
+        limits=_limits(base_limits or Limits(), limits.cpu_ms_per_request, version),
+        crons=tuple(_crons(script)),
+        compatibility_date=version.compatibility_date,
+        compatibility_flags=version.compatibility_flags,
+        version=version.id,
+    )
+    return VersionSlot(deployment=deployment, **common)
+
+
+def _account_options(spec: BindingSpec, account: Account, limits: AccountLimits) -> BindingSpec:
+    """Tag KV and AI specs with the owning account and its limits (enforced by the services)."""
+    extra: dict[str, OptionValue] = {}
+    if spec.kind == "kv_namespace":
+        extra["account"] = account.id
+        if limits.max_kv_bytes:
+            extra["max_account_bytes"] = limits.max_kv_bytes
+    elif spec.kind == "ai" and limits.ai_requests_per_minute:
+        extra = {"account": account.id, "ai_requests_per_minute": limits.ai_requests_per_minute}
+    return dataclasses.replace(spec, options={**spec.options, **extra}) if extra else spec
+
+
+def _unsupported(main: Module | None) -> str | None:
+    if main is None:
+        return "its main module is missing from the upload"
+    if main.content_type in PYTHON_TYPES or main.name.endswith(".py"):
+        return None
+    return (
+        f"its main module {main.name!r} is not Python ({main.content_type}); ember runs Python "
+        "Workers only: deploy a Python worker over it (wrangler deploy with main = *.py)"
+    )
+
+
+def _limits(base: Limits, account_cpu_ms: int | None, version: Version) -> Limits:
+    """The version's ``limits.cpu_ms`` (from wrangler's config) within the account's cap."""
+    cpu_ms = base.cpu_ms
+    requested = version.metadata.get("limits")
+    if isinstance(requested, dict) and isinstance(requested.get("cpu_ms"), int):
+        cpu_ms = max(1, min(cpu_ms, requested["cpu_ms"]))
+    if account_cpu_ms is not None:
+        cpu_ms = min(cpu_ms, account_cpu_ms)
+    return dataclasses.replace(base, cpu_ms=cpu_ms)
+
+
+def _crons(script: Script) -> list[str]:
+    schedules = script.settings.get("schedules", [])
+    if isinstance(schedules, str):
+        schedules = json.loads(schedules)
+    return [s["cron"] for s in schedules if isinstance(s, dict) and isinstance(s.get("cron"), str)]

@@ -1,0 +1,130 @@
+"""ember's own CLI against ember serve: deploy (temporary and logged in), kv, tail, crons,
+deployments list, delete; every step checked at the worker's URL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.serve.conftest import ServeProcess, permanent_account
+
+ROOT = Path(__file__).resolve().parents[2]
+EMBER_YAML = """\
+name: clihello
+main: src/entry.py
+compatibility_date: "2026-11-01"
+vars: {GREETING: hey}
+kv_namespaces: [{binding: KV}]
+triggers: {crons: ["*/30 * * * *"]}
+"""
+ENTRY = """\
+from workers import Response
+
+async def on_fetch(request, env):
+    print("request to", request.url)
+    return Response(f"{env.GREETING} {await env.KV.get('k')}")
+
+async def on_scheduled(controller, env, ctx):
+    await env.KV.put("k", "set by cron " + controller.cron)
+"""
+
+
+def _ember(serve: ServeProcess, home: Path, cwd: Path, *args: str, **kw: object):  # noqa: ANN202
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "EMBER_CREDENTIALS": str(home / "credentials.json"),
+        "EMBER_PLATFORM": serve.url,
+    }
+    env |= kw.pop("env", {})  # type: ignore[arg-type]
+    return subprocess.run(
+        [sys.executable, "-m", "ember", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120, **kw,
+    )  # fmt: skip
+
+
+def test_cli_deploy_kv_tail_cron_and_delete(serve: ServeProcess, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "ember.yaml").write_text(EMBER_YAML)
+    (project / "src" / "entry.py").write_text(ENTRY)
+    home = tmp_path / "home"
+
+    deployed = _ember(serve, home, project, "deploy", "--temporary", "--json")
+    assert deployed.returncode == 0, deployed.stderr
+    result = json.loads(deployed.stdout)
+    account = result["account"]
+    assert serve.worker(account, "clihello").text == "hey None"
+    assert httpx_get(result["urls"][1]) == "hey None"  # the /w/<account>/<worker>/ URL
+
+    put = _ember(serve, home, project, "kv", "key", "put", "k", "from cli", "--binding", "KV")
+    assert put.returncode == 0, put.stderr
+    got = _ember(serve, home, project, "kv", "key", "get", "k", "--binding", "KV")
+    assert got.stdout == "from cli"
+    assert serve.worker(account, "clihello").text == "hey from cli"
+
+    tail = subprocess.Popen(
+        [sys.executable, "-m", "ember", "tail", "--format", "json", "--max-events", "1"],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "EMBER_PLATFORM": serve.url,
+             "EMBER_CREDENTIALS": str(home / "credentials.json")},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while tail.poll() is None:
+        assert time.monotonic() < deadline
+        serve.worker(account, "clihello", "/probe")
+        time.sleep(0.5)
+    out, err = tail.communicate()
+    event = json.loads(out)
+    assert event["event"]["request"]["url"].endswith("/probe"), err
+    assert event["logs"][0]["message"][0].startswith("request to")
+
+    # The cron from ember.yaml is the worker's schedule; run it now through the platform.
+    with serve.api() as api:
+        token = json.loads((home / "credentials.json").read_text())["temporary"][serve.url]
+        schedules = api.get(
+            f"/accounts/{result['account_id']}/workers/scripts/clihello/schedules",
+            headers={"authorization": f"Bearer {token['token']}"},
+        ).json()["result"]["schedules"]
+        assert [s["cron"] for s in schedules] == ["*/30 * * * *"]
+        ran = api.post(
+            f"/accounts/{result['account_id']}/workers/scripts/clihello/scheduled",
+            json={"cron": "*/30 * * * *"},
+            headers={"authorization": f"Bearer {token['token']}"},
+        )
+        assert ran.json()["result"]["outcome"] == "ok"
+    assert serve.worker(account, "clihello").text == "hey set by cron */30 * * * *"
+
+    listing = _ember(serve, home, project, "deployments", "list")
+    assert f"http://clihello.{account}.localhost:" in listing.stdout
+    deleted = _ember(serve, home, project, "delete", "--yes")
+    assert deleted.returncode == 0, deleted.stderr
+    assert serve.worker(account, "clihello").status_code == 404
+
+
+def test_cli_logged_in_deploy_reports_a_module_that_does_not_load(
+    serve: ServeProcess, tmp_path: Path
+) -> None:
+    _, token = permanent_account(serve, "clibroken")
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "ember.yaml").write_text(EMBER_YAML.replace("clihello", "clibad"))
+    (project / "src" / "entry.py").write_text(ENTRY)
+    env = {"env": {"EMBER_API_TOKEN": token}}
+    assert _ember(serve, tmp_path / "h", project, "deploy", **env).returncode == 0
+    (project / "src" / "entry.py").write_text("import not_a_module_anywhere\n")
+    refused = _ember(serve, tmp_path / "h", project, "deploy", **env)
+    assert refused.returncode == 1
+    assert "failed to start" in refused.stderr and "not_a_module_anywhere" in refused.stderr
+    assert serve.worker("clibroken", "clibad").text == "hey None"
+
+
+def httpx_get(url: str) -> str:
+    import httpx
+
+    return httpx.get(url, timeout=30).text
