@@ -11,9 +11,9 @@ machine is shared: compare ratios from one run, never absolute figures across da
 ``generate()`` (greedy, 128 in / 128 out), one request at a time ("naive") and as one static batch,
 against the engine serving the same requests end to end (prefill included).
 
-    PYTHONPATH=. python bench/engine_decode.py --arch kimi --batch 1 16 64 --kv bf16 fp8_e4m3
-    PYTHONPATH=. python bench/engine_decode.py --arch kimi --batch 64 --integrity off sampled full
-    PYTHONPATH=. python bench/engine_decode.py --arch kimi --hf --hf-batch 64
+    PYTHONPATH=. python -m bench.engine_decode --arch kimi --batch 1 16 64 --kv bf16 fp8_e4m3
+    PYTHONPATH=. python -m bench.engine_decode --arch kimi --batch 64 --integrity off sampled full
+    PYTHONPATH=. python -m bench.engine_decode --arch kimi --hf --hf-batch 64
 
 Results go to ``bench/results/engine_decode.json`` (``--out``).
 """
@@ -109,9 +109,17 @@ def _prompts(count: int, seed: int = 0) -> list[list[int]]:
     return [[rng.randrange(8192) for _ in range(PROMPT_LEN)] for _ in range(count)]
 
 
-def _engine(model: Any, config: Any, dtype: str, kv: str, integrity: str, batch: int) -> LLMEngine:
+def _engine(
+    model: Any,
+    config: Any,
+    dtype: str,
+    kv: str,
+    integrity: str,
+    batch: int,
+    kv_cache_bytes: int = 1 << 30,
+) -> LLMEngine:
     engine_config = EngineConfig(
-        kv_cache_bytes=1 << 30,
+        kv_cache_bytes=kv_cache_bytes,
         page_size=16,
         max_num_seqs=max(batch, 1),
         max_num_batched_tokens=max(2048, batch),
@@ -134,22 +142,41 @@ def measure_decode(
     ):
         engine.step()
     engine.step()  # one warm decode step (workspace buffers, caches)
-    start = time.perf_counter()
+    checker_start = engine.checker.stats.cpu_seconds if engine.checker else 0.0
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         engine.step()
-    elapsed = time.perf_counter() - start
-    return {"steps_per_s": steps / elapsed, "tokens_per_s": steps * batch / elapsed}
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    checker_cpu = engine.checker.stats.cpu_seconds - checker_start if engine.checker else 0.0
+    return {
+        "integrity_cpu_share": checker_cpu / cpu,
+        "steps_per_s": steps / elapsed,
+        "tokens_per_s": steps * batch / elapsed,
+        # CPU seconds per step, all threads: less sensitive than wall time to other processes
+        # on a shared machine (a descheduled process burns no CPU time).
+        "cpu_ms_per_step": cpu / steps * 1e3,
+    }
 
 
-def measure_generate(model: Any, config: Any, dtype: str, kv: str, batch: int, new: int) -> float:
-    """Output tokens/s serving ``batch`` requests end to end (prefill + ``new`` tokens each)."""
-    engine = _engine(model, config, dtype, kv, "off", batch)
+def measure_generate(
+    model: Any,
+    config: Any,
+    dtype: str,
+    kv: str,
+    batch: int,
+    new: int,
+    kv_cache_bytes: int = 1 << 30,
+) -> tuple[float, float]:
+    """Output tokens per wall second and per CPU second serving ``batch`` requests end to end
+    (prefill + ``new`` tokens each)."""
+    engine = _engine(model, config, dtype, kv, "off", batch, kv_cache_bytes)
     prompts = _prompts(batch, seed=1)
     stop = StopCriteria(max_tokens=new, ignore_eos=True)
     engine.generate(prompts[:1], StopCriteria(max_tokens=2, ignore_eos=True))  # warm-up
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     engine.generate(prompts, stop)
-    return batch * new / (time.perf_counter() - start)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    return batch * new / wall, batch * new / cpu
 
 
 def measure_hf(model: Any, dtype: str, batch: int, new: int, naive_requests: int) -> dict:
@@ -165,14 +192,21 @@ def measure_hf(model: Any, dtype: str, batch: int, new: int, naive_requests: int
     kwargs = dict(do_sample=False, min_new_tokens=new, max_new_tokens=new, pad_token_id=0)
     with torch.inference_mode():
         hf.generate(prompts[:1], max_new_tokens=2, do_sample=False, pad_token_id=0)  # warm-up
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         hf.generate(prompts, **kwargs)
         static = batch * new / (time.perf_counter() - start)
-        start = time.perf_counter()
+        static_cpu = batch * new / (time.process_time() - cpu_start)
+        start, cpu_start = time.perf_counter(), time.process_time()
         for row in range(naive_requests):
             hf.generate(prompts[row : row + 1], **kwargs)
         naive = naive_requests * new / (time.perf_counter() - start)
-    return {"hf_static_tokens_per_s": static, "hf_naive_tokens_per_s": naive}
+        naive_cpu = naive_requests * new / (time.process_time() - cpu_start)
+    return {
+        "hf_static_tokens_per_s": static,
+        "hf_naive_tokens_per_s": naive,
+        "hf_static_tokens_per_cpu_s": static_cpu,
+        "hf_naive_tokens_per_cpu_s": naive_cpu,
+    }
 
 
 def _build(arch: str, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -204,8 +238,20 @@ def main() -> None:
     parser.add_argument("--hf-batch", type=int, default=64)
     parser.add_argument("--hf-new-tokens", type=int, default=128)
     parser.add_argument("--hf-naive-requests", type=int, default=4)
+    parser.add_argument(
+        "--equal-budget-seqs",
+        type=int,
+        default=0,
+        help="also serve --hf-batch requests with a KV budget that holds this many whole BF16 "
+        "sequences (prompt + new tokens), in each --kv dtype: FP8 over BF16 at equal bytes",
+    )
     parser.add_argument("--out", default="bench/results/engine_decode.json")
+    parser.add_argument("--plot", help="also draw decode tok/s per batch (needs matplotlib)")
+    parser.add_argument("--replot", action="store_true", help="only redraw --plot from --out")
     args = parser.parse_args()
+    if args.replot:
+        plot(json.loads(Path(args.out).read_text()), args.plot)
+        return
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     models = {}
@@ -225,7 +271,12 @@ def main() -> None:
             model, config = models[arch]
             result = measure_decode(model, config, args.dtype, kv, integrity, batch, args.steps)
             samples[key].append(result)
-            print(f"round {round_index} {key}: {result['tokens_per_s']:.0f} tok/s", flush=True)
+            print(
+                f"round {round_index} {key}: {result['tokens_per_s']:.0f} tok/s, "
+                f"{result['cpu_ms_per_step']:.2f} CPU ms/step, "
+                f"integrity {100 * result['integrity_cpu_share']:.2f}% of CPU",
+                flush=True,
+            )
     rows = []
     for (arch, kv, integrity, batch), runs in samples.items():
         rows.append(
@@ -236,6 +287,9 @@ def main() -> None:
                 "batch": batch,
                 "decode_steps_per_s": statistics.median(r["steps_per_s"] for r in runs),
                 "decode_tokens_per_s": statistics.median(r["tokens_per_s"] for r in runs),
+                "best_decode_tokens_per_s": max(r["tokens_per_s"] for r in runs),
+                "cpu_ms_per_step": statistics.median(r["cpu_ms_per_step"] for r in runs),
+                "integrity_cpu_share": statistics.median(r["integrity_cpu_share"] for r in runs),
                 "runs": runs,
             }
         )
@@ -250,10 +304,27 @@ def main() -> None:
                 )
             )
             for kv in args.kv:
-                entry[f"ember_{kv}_tokens_per_s"] = measure_generate(
+                wall, cpu = measure_generate(
                     model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens
                 )
+                entry[f"ember_{kv}_tokens_per_s"] = wall
+                entry[f"ember_{kv}_tokens_per_cpu_s"] = cpu
             baselines.append(entry)
+            print(json.dumps(entry), flush=True)
+    equal_budget = []
+    if args.equal_budget_seqs:
+        for arch in args.arch:
+            model, config = models[arch]
+            tokens = PROMPT_LEN + args.hf_new_tokens
+            budget = args.equal_budget_seqs * tokens * kv_layout_for(config, "bf16").cell_size
+            entry = {"arch": arch, "requests": args.hf_batch, "kv_cache_bytes": budget}
+            for kv in args.kv:
+                wall, cpu = measure_generate(
+                    model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens, budget
+                )
+                entry[f"{kv}_tokens_per_s"] = wall
+                entry[f"{kv}_tokens_per_cpu_s"] = cpu
+            equal_budget.append(entry)
             print(json.dumps(entry), flush=True)
     report = {
         "benchmark": "engine_decode",
@@ -268,11 +339,43 @@ def main() -> None:
         "repeats": args.repeats,
         "decode": rows,
         "hf_comparison": baselines,
+        "equal_kv_budget": equal_budget,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}")
+    if args.plot:
+        plot(report, args.plot)
+
+
+def plot(report: dict, path: str) -> None:
+    """Decode tokens per CPU-second against batch size, one panel per architecture (CPU time:
+    the development box is shared, and wall time mostly measures the other processes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in report["decode"] if r["integrity"] == "off"] or report["decode"]
+    archs = sorted({r["arch"] for r in rows})
+    figure, axes = plt.subplots(1, len(archs), figsize=(4 * len(archs), 3.2), squeeze=False)
+    for axis, arch in zip(axes[0], archs, strict=True):
+        for kv in sorted({r["kv_cache_dtype"] for r in rows}):
+            points = sorted(
+                (r["batch"], r["batch"] * 1e3 / r["cpu_ms_per_step"])
+                for r in rows
+                if r["arch"] == arch and r["kv_cache_dtype"] == kv
+            )
+            axis.plot(*zip(*points, strict=True), marker="o", label=f"{kv} KV")
+        axis.set_title(f"{arch}-tiny, {report['model_dtype']} weights")
+        axis.set_xlabel("concurrent sequences (decode batch)")
+        axis.set_ylabel("decode tokens per CPU-second")
+        axis.set_xscale("log", base=2)
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The engine's attention backend: paged KV (BF16, FP8 e4m3 or float32), batched over sequences.
 
-Per step the model runner builds one ``PagedBatch`` (slot mapping, page tables, masks) and every
-layer reuses it. Each layer call
+Per step the model runner builds one ``PagedBatch`` (``paged_batch.py``: slot mapping, page
+tables, masks) and every layer reuses it. Each layer call
 
 1. writes the new tokens' entries into their slots (``slot_mapping``), quantizing for FP8, then
 2. attends, per *group* of sequences: all single-token queries (decodes) form one group and all
@@ -21,13 +21,15 @@ sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens, ``W`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
+import torch.nn.functional as F
 
 from ember.models.attention.backend import BatchLayout
+from ember.models.attention.paged_batch import AttentionGroup, PagedBatch
 from ember.models.kv.fp8 import dequantize_fp8_lut, fp8_lut
 from ember.models.kv.pool import KVPool
+
+__all__ = ["PagedAttentionBackend", "PagedBatch", "Workspace"]
 
 
 class Workspace:
@@ -60,156 +62,6 @@ class Workspace:
         return lut
 
 
-@dataclass(slots=True)
-class AttentionGroup:
-    """Sequences attended together, padded to ``(B, Q)`` queries over ``(B, L)`` positions."""
-
-    members: list[int]  # indices into the layout's sequences, in padded-row order
-    num_seqs: int
-    max_query: int
-    num_pages: int  # P
-    page_size: int
-    pages: torch.Tensor  # (B * P,) pool page of each padded page position
-    rows: slice | None  # contiguous flat rows when the group is a block of single tokens
-    token_index: torch.Tensor | None  # (B, Q) flat row of each padded query (else ``rows``)
-    valid_rows: torch.Tensor | None  # (n,) flat rows of the valid queries, in padded order
-    valid: torch.Tensor | None  # (B, Q) bool: which padded queries are real
-    allowed: torch.Tensor  # (B, Q, L) bool: causal and within the sequence
-    _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)
-
-    @property
-    def max_context(self) -> int:
-        return self.num_pages * self.page_size
-
-    def slots(self) -> torch.Tensor:
-        """``(B, L)`` pool slot of every padded position (for the integrity checks)."""
-        offsets = torch.arange(self.page_size)
-        slots = self.pages.view(self.num_seqs, self.num_pages, 1) * self.page_size + offsets
-        return slots.view(self.num_seqs, self.max_context)
-
-    def bias(self, dtype: torch.dtype) -> torch.Tensor:
-        """Additive mask ``(B, Q, 1, L)``: 0 where allowed, -inf elsewhere."""
-        found = self._bias.get(dtype)
-        if found is None:
-            shape = (self.num_seqs, self.max_query, 1, self.max_context)
-            found = torch.zeros(shape, dtype=dtype)
-            found.masked_fill_(~self.allowed.unsqueeze(2), float("-inf"))
-            self._bias[dtype] = found
-        return found
-
-    def select(self, x: torch.Tensor) -> torch.Tensor:
-        """Flat ``(T, ...)`` rows -> padded ``(B, Q, ...)``."""
-        if self.rows is not None:
-            return x[self.rows].unsqueeze(1)
-        assert self.token_index is not None
-        return x[self.token_index]
-
-    def scatter(self, out: torch.Tensor, padded: torch.Tensor) -> None:
-        """Padded ``(B, Q, ...)`` results -> their flat rows of ``out``."""
-        if self.rows is not None:
-            out[self.rows] = padded.squeeze(1)
-        else:
-            assert self.valid is not None and self.valid_rows is not None
-            out[self.valid_rows] = padded[self.valid]
-
-
-def _build_group(
-    members: list[int],
-    layout: BatchLayout,
-    starts: list[int],
-    block_tables: list[list[int]],
-    page_size: int,
-    padding_page: int,
-) -> AttentionGroup:
-    q_lens = [layout.query_lens[i] for i in members]
-    ctx_lens = [layout.context_lens[i] for i in members]
-    seq_lens = [c + q for c, q in zip(ctx_lens, q_lens, strict=True)]
-    num_seqs, max_query = len(members), max(q_lens)
-    num_pages = -(-max(seq_lens) // page_size)
-    table: list[int] = []
-    for i, seq_len in zip(members, seq_lens, strict=True):
-        used = -(-seq_len // page_size)
-        table.extend(block_tables[i][:used])
-        table.extend([padding_page] * (num_pages - used))
-    pages = torch.tensor(table, dtype=torch.int64)
-    key_pos = torch.arange(num_pages * page_size)
-    seq_len_t = torch.tensor(seq_lens, dtype=torch.int64)
-    firsts = [starts[i] for i in members]
-    common = dict(members=members, num_seqs=num_seqs, num_pages=num_pages, page_size=page_size)
-    if max_query == 1:
-        allowed = (key_pos.unsqueeze(0) < seq_len_t.unsqueeze(1)).unsqueeze(1)  # (B, 1, L)
-        contiguous = firsts == list(range(firsts[0], firsts[0] + num_seqs))
-        index = torch.tensor(firsts, dtype=torch.int64)
-        return AttentionGroup(
-            **common,
-            max_query=1,
-            pages=pages,
-            rows=slice(firsts[0], firsts[0] + num_seqs) if contiguous else None,
-            token_index=None if contiguous else index.unsqueeze(1),
-            valid_rows=None if contiguous else index,
-            valid=None if contiguous else torch.ones(num_seqs, 1, dtype=torch.bool),
-            allowed=allowed,
-        )
-    q_len_t = torch.tensor(q_lens, dtype=torch.int64)
-    offsets = torch.arange(max_query)
-    valid = offsets.unsqueeze(0) < q_len_t.unsqueeze(1)  # (B, Q)
-    clamped = torch.minimum(offsets.unsqueeze(0), (q_len_t - 1).unsqueeze(1))
-    positions = torch.tensor(ctx_lens, dtype=torch.int64).unsqueeze(1) + clamped  # (B, Q)
-    token_index = torch.tensor(firsts, dtype=torch.int64).unsqueeze(1) + clamped
-    return AttentionGroup(
-        **common,
-        max_query=max_query,
-        pages=pages,
-        rows=None,
-        token_index=token_index,
-        valid_rows=token_index[valid],
-        valid=valid,
-        allowed=key_pos.view(1, 1, -1) <= positions.unsqueeze(-1),  # (B, Q, L) causal
-    )
-
-
-@dataclass(slots=True)
-class PagedBatch:
-    """Everything a step's layers share: where new tokens go and what each group reads."""
-
-    layout: BatchLayout
-    slot_mapping: torch.Tensor  # (T,) pool slot of each new token
-    groups: list[AttentionGroup]
-    slot_pages: torch.Tensor  # (T,) slot_mapping // page_size
-    slot_offsets: torch.Tensor  # (T,) slot_mapping % page_size
-
-    @classmethod
-    def build(
-        cls,
-        layout: BatchLayout,
-        block_tables: list[list[int]],
-        page_size: int,
-        padding_page: int,
-    ) -> PagedBatch:
-        starts: list[int] = []
-        slot_list: list[int] = []
-        total = 0
-        for table, ctx, q in zip(block_tables, layout.context_lens, layout.query_lens, strict=True):
-            starts.append(total)
-            total += q
-            if q == 1:
-                slot_list.append(table[ctx // page_size] * page_size + ctx % page_size)
-            else:
-                slot_list.extend(
-                    table[p // page_size] * page_size + p % page_size for p in range(ctx, ctx + q)
-                )
-        singles = [i for i, q in enumerate(layout.query_lens) if q == 1]
-        chunks = [i for i, q in enumerate(layout.query_lens) if q > 1]
-        groups = [
-            _build_group(members, layout, starts, block_tables, page_size, padding_page)
-            for members in (singles, chunks)
-            if members
-        ]
-        slot_mapping = torch.tensor(slot_list, dtype=torch.int64)
-        pages, offsets = slot_mapping // page_size, slot_mapping % page_size
-        return cls(layout, slot_mapping, groups, pages, offsets)
-
-
 class PagedAttentionBackend:
     """``AttentionBackend`` over a ``KVPool`` for one step (see ``backend.py`` for the contract)."""
 
@@ -224,23 +76,47 @@ class PagedAttentionBackend:
 
     def _store(self, cache: torch.Tensor, new: torch.Tensor) -> None:
         """Write ``new`` ``(T, heads, width)`` into one layer's ``cache`` at the step's slots."""
-        cache[self.batch.slot_pages, :, self.batch.slot_offsets] = new
+        batch = self.batch
+        cache[:, batch.slot_pages, batch.slot_offsets] = new.transpose(0, 1)
+        if batch.digests is not None:
+            if (new.shape[-1] * new.element_size()) % 8:
+                batch.digests = None  # not whole words: the runner digests memory instead
+            else:
+                words = new.contiguous().view(torch.uint8).view(new.shape[0], -1)
+                # int64 adds wrap like the sidecar's uint64 sums (two's complement).
+                batch.digests += words.view(torch.int64).sum(dim=1)
 
     def _gather(
-        self, cache: torch.Tensor, head: int, group: AttentionGroup, dtype: torch.dtype
+        self,
+        cache: torch.Tensor,
+        group: AttentionGroup,
+        dtype: torch.dtype,
+        role: str = "kv",
+        heads_first: bool = True,
     ) -> torch.Tensor:
-        """``group``'s pages of one head of one layer as ``(B, L, W)`` in ``dtype`` (scratch)."""
-        width = cache.shape[-1]
-        page_rows = cache[:, head].reshape(cache.shape[0], -1)  # (pages, S*W), a view
-        shape = (group.num_seqs, group.max_context, width)
-        raw = self.workspace.take((group.pages.numel(), page_rows.shape[1]), cache.dtype, "raw")
-        torch.index_select(page_rows, 0, group.pages, out=raw)
+        """``group``'s pages of every head of one layer in ``dtype`` (scratch): ``(H, B, L, W)``
+        when ``heads_first``, else ``(B, H, L, W)``.
+
+        ``cache`` is one layer, ``(H, pages, S, W)``; one ``index_select`` copies whole pages.
+        """
+        heads, pool_pages, _, width = cache.shape
+        page_rows = cache.view(heads * pool_pages, -1)  # (H * pages, S*W), contiguous
+        if heads == 1:
+            index = group.pages
+        else:
+            index = group.head_pages(heads, pool_pages, heads_first)
+        b, ctx = group.num_seqs, group.max_context
+        shape = (heads, b, ctx, width) if heads_first else (b, heads, ctx, width)
+        raw = self.workspace.take((index.numel(), page_rows.shape[1]), cache.dtype, "raw" + role)
+        torch.index_select(page_rows, 0, index, out=raw)
         if cache.dtype == dtype:
             return raw.view(shape)
-        out = self.workspace.take(shape, dtype, "wide")
+        out = self.workspace.take(shape, dtype, "wide" + role)
         if self.pool.is_fp8:
-            index = self.workspace.take((raw.numel(),), torch.int32, "index")
-            return dequantize_fp8_lut(raw.view(shape), self.workspace.fp8_lut(dtype), index, out)
+            lut_index = self.workspace.take((raw.numel(),), torch.int32, "index")
+            return dequantize_fp8_lut(
+                raw.view(shape), self.workspace.fp8_lut(dtype), lut_index, out
+            )
         return out.copy_(raw.view(shape))
 
     def gqa(
@@ -259,22 +135,36 @@ class PagedAttentionBackend:
         out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            if head_dim == v_dim:
+                # PyTorch's fused CPU attention, KV heads shared by their query groups.
+                keys = self._gather(k_cache, group, q.dtype, "k", heads_first=False)
+                values = self._gather(v_cache, group, q.dtype, "v", heads_first=False)
+                mixed = F.scaled_dot_product_attention(
+                    group.select(q).transpose(1, 2),  # (B, H, Q, D)
+                    keys,  # (B, Hkv, L, D)
+                    values,
+                    attn_mask=group.bias(q.dtype).transpose(1, 2),  # (B, 1, Q, L)
+                    scale=1.0,  # already folded into q
+                    enable_gqa=True,
+                )  # (B, H, Q, Dv)
+                if v_scale != 1.0:
+                    mixed *= v_scale
+                group.scatter(out, mixed.transpose(1, 2))
+                continue
+            # All KV heads in one batched matmul: batch = (KV head, sequence).
             queries = group.select(q).view(b, nq, num_kv_heads, group_size, head_dim)
-            bias = group.bias(q.dtype)  # (B, Q, 1, L)
-            mixed = torch.empty(b, nq, num_kv_heads, group_size, v_dim, dtype=q.dtype)
-            for h in range(num_kv_heads):  # per KV head: contiguous (B, L, D) operands
-                rows = queries[:, :, h].reshape(b, nq * group_size, head_dim)
-                keys = self._gather(k_cache, h, group, q.dtype)
-                scores = torch.bmm(rows, keys.transpose(1, 2)).view(b, nq, group_size, ctx)
-                scores += bias
-                probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-                values = self._gather(v_cache, h, group, q.dtype)
-                mixed[:, :, h] = torch.bmm(probs.view(b, nq * group_size, ctx), values).view(
-                    b, nq, group_size, v_dim
-                )
+            rows = queries.permute(2, 0, 1, 3, 4).reshape(num_kv_heads * b, nq * group_size, -1)
+            keys = self._gather(k_cache, group, q.dtype, "k").view(num_kv_heads * b, ctx, -1)
+            scores = torch.bmm(rows, keys.transpose(1, 2))  # (Hkv*B, Q*G, L)
+            scores = scores.view(num_kv_heads, b, nq, group_size, ctx)
+            scores += group.bias(q.dtype).unsqueeze(0)  # (1, B, Q, 1, L)
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+            values = self._gather(v_cache, group, q.dtype, "v").view(num_kv_heads * b, ctx, -1)
+            mixed = torch.bmm(probs.view(num_kv_heads * b, nq * group_size, ctx), values)
             if v_scale != 1.0:
                 mixed *= v_scale
-            group.scatter(out, mixed.view(b, nq, num_heads, v_dim))
+            mixed = mixed.view(num_kv_heads, b, nq, group_size, v_dim).permute(1, 2, 0, 3, 4)
+            group.scatter(out, mixed.reshape(b, nq, num_heads, v_dim))
         return out
 
     def mla(
@@ -300,7 +190,7 @@ class PagedAttentionBackend:
         out = torch.empty(num_tokens, num_heads, rank, dtype=q_latent.dtype)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
-            cache = self._gather(kv_cache, 0, group, query.dtype)  # (B, L, C+R)
+            cache = self._gather(kv_cache, group, query.dtype)[0]  # (B, L, C+R)
             rows = group.select(query).reshape(b, nq * num_heads, -1)
             scores = torch.bmm(rows, cache.transpose(1, 2)).view(b, nq, num_heads, ctx)
             scores += group.bias(scores.dtype)
@@ -347,7 +237,7 @@ class PagedAttentionBackend:
         out = torch.full((num_tokens, topk), -1, dtype=torch.int64)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
-            keys = self._gather(cache, 0, group, query.dtype)  # (B, L, Di)
+            keys = self._gather(cache, group, query.dtype)[0]  # (B, L, Di)
             rows = group.select(query).reshape(b, nq * num_heads, dim)
             scores = torch.relu(torch.bmm(rows, keys.transpose(1, 2)) * scale)
             scores = scores.view(b, nq, num_heads, ctx).float()

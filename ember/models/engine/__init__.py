@@ -5,6 +5,7 @@
 - ``scheduler.py``: waiting/running queues, chunked prefill, preemption, abort (torch-free);
 - ``integrity.py``: when KV pages are checked and what a failure means (torch-free);
 - ``model_runner.py``: a step's tensors, the forward over the flat batch, checks, sampling;
+- ``sampling.py``: per-request sampling through ``ember.models.sampling`` (greedy fast path);
 - ``llm_engine.py``: ``LLMEngine`` (``add_request`` / ``step`` / ``abort``);
 - ``async_engine.py``: ``AsyncEngine``, the engine loop in its own thread behind asyncio.
 

@@ -28,21 +28,21 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from ember.errors import BackendError, InvalidModelInput
-from ember.models.engine.llm_engine import LLMEngine, RequestOutput
+from ember.models.engine.llm_engine import LLMEngine, PreparedRequest, RequestOutput
 from ember.models.engine.sequence import StopCriteria
+from ember.models.sampling import SamplingParams
 
 
 @dataclass(slots=True)
 class _Add:
     request_id: str
-    prompt_token_ids: list[int]
-    stop: StopCriteria
-    sampling: object
+    request: PreparedRequest
 
 
 @dataclass(slots=True)
 class _Abort:
     request_id: str
+    reason: str = "abort"
 
 
 class _Stop:
@@ -71,14 +71,14 @@ class AsyncEngine:
         self,
         request_id: str,
         prompt_token_ids: list[int],
-        stop: StopCriteria,
-        sampling: object = None,
+        stop: StopCriteria | None = None,
+        sampling: SamplingParams | None = None,
     ) -> AsyncIterator[RequestOutput]:
         """Stream a request's outputs; it is submitted on the first iteration.
 
         Leaving the loop early (``break``, ``aclose()``, task cancellation) aborts the request.
         """
-        self.engine.validate_request(prompt_token_ids, stop)
+        prepared = self.engine.prepare_request(prompt_token_ids, stop, sampling)
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
         with self._lock:
             if self._failure is not None:
@@ -86,7 +86,7 @@ class AsyncEngine:
             if request_id in self._streams:
                 raise InvalidModelInput("request_id", f"request id {request_id!r} is in use")
             self._streams[request_id] = stream
-        self._commands.put(_Add(request_id, list(prompt_token_ids), stop, sampling))
+        self._commands.put(_Add(request_id, prepared))
         finished = False
         try:
             while True:
@@ -107,9 +107,10 @@ class AsyncEngine:
             if not finished:
                 self._commands.put(_Abort(request_id))
 
-    def abort(self, request_id: str) -> None:
-        """Drop a request; thread-safe, idempotent."""
-        self._commands.put(_Abort(request_id))
+    def abort(self, request_id: str, *, reason: str = "abort") -> None:
+        """End a request (``reason`` "abort", or "stop" for a matched stop string); thread-safe,
+        idempotent. Its pages are freed before the engine's next step."""
+        self._commands.put(_Abort(request_id, reason))
 
     def shutdown(self, timeout: float | None = 10.0) -> None:
         self._commands.put(_Stop())
@@ -124,16 +125,14 @@ class AsyncEngine:
     def _apply(self, command: _Add | _Abort) -> None:
         engine = self.engine
         if isinstance(command, _Abort):
-            engine.abort(command.request_id)
+            engine.abort(command.request_id, reason=command.reason)
             return
         with self._lock:
             wanted = command.request_id in self._streams
         if not wanted:
             return  # cancelled before the engine saw it
         try:
-            engine.add_request(
-                command.request_id, command.prompt_token_ids, command.stop, command.sampling
-            )
+            engine.add_prepared(command.request_id, command.request)
         except Exception as error:  # a rejected request fails alone
             self._deliver_error(command.request_id, error)
 

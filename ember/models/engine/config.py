@@ -31,7 +31,7 @@ class EngineConfig:
     integrity: IntegrityMode = "sampled"
     # Sampled mode re-digests each page once every this many steps (and checks every page's
     # ownership every step); full mode re-digests everything read, every step.
-    integrity_sample_period: int = 16
+    integrity_sample_period: int = 64
     max_integrity_retries: int = 2  # recomputes per request before it fails with KVIntegrityError
 
     def __post_init__(self) -> None:

@@ -8,9 +8,9 @@ emitted*, so a request whose step read bad KV drops that step's token and recomp
   checked for ownership (chain) and content (digest), every step.
 - ``sampled``: ownership of the first slot of every page, every step (a page handed to another
   request is zeroed and rewritten from its first slot, so this catches every early reuse the step
-  it could matter); ownership and content of every slot of the pages whose id is congruent to the
-  step number modulo ``sample_period``, so each page is re-digested once every ``sample_period``
-  steps (a flipped bit is found within that many steps).
+  it could matter); ownership and content of every slot of a rotating share of the pages, so each
+  page is re-checked at least once every ``sample_period`` steps (a flipped bit is found within
+  that many steps). The share is checked in bulk every ``CONTENT_STRIDE`` steps.
 - Always (both modes): every page a prefix-cache hit would reuse is verified before reuse.
 
 A chain mismatch means the page now belongs to someone else: the reader drops it from its block
@@ -26,6 +26,9 @@ import numpy as np
 
 from ember.models.kv.integrity import KVSidecar
 
+# Sampled mode digests whole pages every this many steps (see ``_check_sampled``).
+CONTENT_STRIDE = 8
+
 
 @dataclass(slots=True)
 class IntegrityStats:
@@ -33,6 +36,9 @@ class IntegrityStats:
     slots_digested: int = 0  # content re-digests
     failures: int = 0  # sequences that failed a check during a step
     reuse_failures: int = 0  # prefix-cache pages that failed before reuse (block manager)
+    # Process CPU time spent stamping and checking around the forward (the per-layer digest
+    # sums inside the forward are not included: a few small int64 sums per layer).
+    cpu_seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -48,11 +54,14 @@ class IntegrityFailure:
 
 @dataclass(slots=True)
 class StepReads:
-    """What one step's sequences read: padded slot rows and the chains their readers expect."""
+    """What one attention group's sequences read this step."""
 
-    slots: np.ndarray  # (B, L) int64 pool slots (padding slots included)
-    expected_chain: np.ndarray  # (B, L) uint64; 0 beyond each sequence (unwritten or padding)
+    pages: np.ndarray  # (B, P) int64 pool pages, padded with the (always zero) padding page
+    seq_lens: list[int]  # tokens each sequence has cached after this step
+    chains: list[np.ndarray]  # each sequence's token chain (read only up to its seq_len)
     seq_index: list[int] = field(default_factory=list)  # row -> index in the scheduled list
+    # (B,) sidecar epoch of each sequence's last successful check (-1: never checked)
+    checked_epoch: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 class IntegrityChecker:
@@ -64,11 +73,12 @@ class IntegrityChecker:
         self.mode = mode
         self.sample_period = sample_period
         self.stats = IntegrityStats()
+        self._offsets = np.arange(page_size, dtype=np.int64)
 
     # -- PageVerifier (the block manager calls this before reusing a cached page) -------------
 
     def verify_page(self, page: int, expected_chain: np.ndarray) -> bool:
-        slots = np.arange(page * self.page_size, (page + 1) * self.page_size, dtype=np.int64)
+        slots = page * self.page_size + self._offsets
         self.stats.slots_checked += len(slots)
         self.stats.slots_digested += len(slots)
         ok = self.sidecar.check(slots, expected_chain, content=True) is None
@@ -88,59 +98,116 @@ class IntegrityChecker:
         failures: list[IntegrityFailure] = []
         for group in reads:
             if self.mode == "full":
-                picked = np.ones(group.slots.shape, dtype=bool)
-                content = picked
+                failures.extend(self._check_full(group))
             else:
-                picked, content = self._sample(group.slots, step)
-            failures.extend(self._check(group, picked, content))
+                failures.extend(self._check_sampled(group, step))
         self.stats.failures += len(failures)
         return failures
 
-    def _sample(self, slots: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """Masks over ``slots``: ownership-checked positions, and fully re-digested ones."""
-        pages = slots // self.page_size
-        content = (pages + step) % self.sample_period == 0
-        ownership = content.copy()
-        ownership[:, :: self.page_size] = True
-        return ownership, content
+    def _expected(self, group: StepReads, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """``(n, S)`` chains the readers expect in page column ``cols[i]`` of row ``rows[i]``."""
+        size = self.page_size
+        expected = np.zeros((len(rows), size), dtype=np.uint64)
+        for i, (row, col) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
+            start = col * size
+            end = min(start + size, group.seq_lens[row])
+            if end > start:
+                expected[i, : end - start] = group.chains[row][start:end]
+        return expected
 
-    def _check(
-        self, group: StepReads, picked: np.ndarray, content: np.ndarray
+    def _check_full(self, group: StepReads) -> list[IntegrityFailure]:
+        """Every slot of every page read: ownership and content."""
+        num_rows, num_cols = group.pages.shape
+        rows = np.repeat(np.arange(num_rows), num_cols)
+        cols = np.tile(np.arange(num_cols), num_rows)
+        return self._check_pages(group, rows, cols, content=True)
+
+    def _check_sampled(self, group: StepReads, step: int) -> list[IntegrityFailure]:
+        """Ownership of every changed page's first slot; everything on a rotating sample."""
+        size, sidecar = self.page_size, self.sidecar
+        pages = group.pages
+        # A page changes hands only by being cleared and rewritten; both restamp its epoch. So
+        # each reader re-checks the first slot of just the pages restamped since its last check.
+        changed = sidecar.page_epoch[pages] >= group.checked_epoch[:, None]  # (B, P)
+        rows, cols = np.nonzero(changed)
+        self.stats.slots_checked += len(rows)
+        expected = np.zeros(len(rows), dtype=np.uint64)
+        for i, (row, col) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
+            if col * size < group.seq_lens[row]:
+                expected[i] = group.chains[row][col * size]
+        owner_bad = np.zeros(pages.shape, dtype=bool)
+        owner_bad[rows, cols] = sidecar.chain[pages[rows, cols] * size] != expected
+        failures: list[IntegrityFailure] = []
+        # The whole-page checks run every ``stride`` steps on ``stride`` steps' worth of pages:
+        # the same coverage (each page once per ``sample_period`` steps), fewer fixed costs.
+        stride = min(CONTENT_STRIDE, self.sample_period)
+        if step % stride == 0:
+            windows = max(1, self.sample_period // stride)
+            rows, cols = np.nonzero((pages + step // stride) % windows == 0)
+            failures = self._check_pages(group, rows, cols, content=True)
+        if owner_bad.any():
+            failed = {f.seq_index for f in failures}
+            for row, col in zip(*np.nonzero(owner_bad), strict=True):
+                index = group.seq_index[int(row)]
+                if index in failed:
+                    continue  # already reported (the same page in this step's sample)
+                failed.add(index)
+                page = int(pages[row, col])
+                failures.append(
+                    IntegrityFailure(
+                        seq_index=index,
+                        disowned_pages=frozenset(int(p) for p in pages[row][owner_bad[row]]),
+                        corrupt_pages=frozenset(),
+                        first_bad_slot=page * size,
+                        detail=self._detail(
+                            page * size, int(col) * size, "written by another sequence"
+                        ),
+                    )
+                )
+        return failures
+
+    def _check_pages(
+        self, group: StepReads, rows: np.ndarray, cols: np.ndarray, *, content: bool
     ) -> list[IntegrityFailure]:
-        slots = group.slots[picked]
-        expected = group.expected_chain[picked]
-        sidecar = self.sidecar
-        chain_bad = sidecar.chain[slots] != expected
-        self.stats.slots_checked += len(slots)
-        digest_bad = np.zeros(group.slots.shape, dtype=bool)
-        if content.any():
-            digested = group.slots[content]
-            self.stats.slots_digested += len(digested)
-            digest_bad[content] = sidecar.content_digest(digested) != sidecar.digest[digested]
-        bad_chain = np.zeros(group.slots.shape, dtype=bool)
-        bad_chain[picked] = chain_bad
-        bad = bad_chain | digest_bad
+        """Ownership (and content) of every slot of the pages at (``rows``, ``cols``)."""
+        if len(rows) == 0:
+            return []
+        size, sidecar = self.page_size, self.sidecar
+        page_ids = group.pages[rows, cols]
+        slots = page_ids[:, None] * size + self._offsets  # (n, S)
+        chain_bad = sidecar.chain[slots] != self._expected(group, rows, cols)
+        self.stats.slots_checked += slots.size
+        digest_bad = np.zeros(slots.shape, dtype=bool)
+        if content:
+            # Whole pages at once: a changed bit changes its page's sum of slot digests.
+            unique, inverse = np.unique(page_ids, return_inverse=True)
+            self.stats.slots_digested += unique.size * size
+            changed = sidecar.page_digest(unique) != sidecar.stamped_page_digest(unique)
+            digest_bad[:, 0] = changed[inverse]  # reported at the page's first slot
+        bad = chain_bad | digest_bad
         if not bad.any():
             return []
         failures = []
-        for row in np.flatnonzero(bad.any(axis=1)):
-            row_slots = group.slots[row]
-            disowned = frozenset(int(s) // self.page_size for s in row_slots[bad_chain[row]])
-            corrupt = frozenset(int(s) // self.page_size for s in row_slots[digest_bad[row]])
-            first = int(np.flatnonzero(bad[row])[0])
-            slot = int(row_slots[first])
-            detail = (
-                f"slot {slot} (position {first}): "
-                + ("written by another sequence" if bad_chain[row, first] else "bytes changed")
-                + f"; stamped position {int(sidecar.position[slot])}"
-            )
+        for row in np.unique(rows[bad.any(axis=1)]).tolist():
+            mine = rows == row
+            row_bad, row_chain = bad[mine], chain_bad[mine]
+            row_pages, row_cols = page_ids[mine], cols[mine]
+            disowned = frozenset(int(p) for p in row_pages[row_chain.any(axis=1)])
+            corrupt = frozenset(int(p) for p in row_pages[digest_bad[mine].any(axis=1)])
+            which, offset = np.argwhere(row_bad)[0]
+            slot = int(row_pages[which]) * size + int(offset)
+            reason = "written by another sequence" if row_chain[which, offset] else "bytes changed"
             failures.append(
                 IntegrityFailure(
                     seq_index=group.seq_index[row],
                     disowned_pages=disowned,
                     corrupt_pages=corrupt - disowned,
                     first_bad_slot=slot,
-                    detail=detail,
+                    detail=self._detail(slot, int(row_cols[which]) * size + int(offset), reason),
                 )
             )
         return failures
+
+    def _detail(self, slot: int, position: int, reason: str) -> str:
+        stamped = int(self.sidecar.position[slot])
+        return f"slot {slot} (position {position}): {reason}; stamped position {stamped}"

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ember.errors import InvalidModelInput, KVIntegrityError
+import torch
+
+from ember.errors import ConfigError, InvalidModelInput, KVIntegrityError
 from ember.models.engine.block_manager import BlockManager
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.integrity import IntegrityChecker
 from ember.models.engine.model_runner import CausalLM, ModelRunner, Sampler, StepResult
+from ember.models.engine.sampling import TokenLogprobs
 from ember.models.engine.scheduler import Scheduler, SchedulerOutput
 from ember.models.engine.sequence import FinishReason, Sequence, SequenceStatus, StopCriteria
 from ember.models.kv.pool import KVPool
 from ember.models.kv.spec import KVCacheDtype, KVSpec, kv_capacity, parse_kv_dtype
+from ember.models.sampling import SamplingParams, SamplingState
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,16 @@ class RequestOutput:
     finish_reason: str | None  # "stop" | "length" | "abort" | "error"
     usage: Usage
     error: Exception | None = None
+    logprobs: tuple[TokenLogprobs, ...] = ()  # one per new token, when the request asked
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """A validated request, ready for ``add_prepared`` (see ``prepare_request``)."""
+
+    prompt_token_ids: list[int]
+    stop: StopCriteria
+    state: SamplingState | None
 
 
 @dataclass(slots=True)
@@ -63,11 +77,14 @@ class LLMEngine:
         kv_layout: KVSpec,
         config: EngineConfig,
         *,
-        model_dtype: KVCacheDtype = "float32",
+        model_dtype: KVCacheDtype | None = None,
         sampler: Sampler | None = None,
         eos_token_ids: frozenset[int] = frozenset(),
+        vocab_size: int | None = None,
     ) -> None:
         self.config = config
+        if model_dtype is None:
+            model_dtype = _model_dtype(model)
         self.kv_spec = kv_layout.with_dtype(parse_kv_dtype(config.kv_cache_dtype, model_dtype))
         if config.max_total_tokens is not None:
             num_pages = config.max_total_tokens // config.page_size
@@ -94,6 +111,8 @@ class LLMEngine:
         self.scheduler = Scheduler(config, self.block_manager)
         self.runner = ModelRunner(model, self.pool, checker=self.checker, sampler=sampler)
         self.eos_token_ids = eos_token_ids
+        model_config = getattr(model, "config", None)
+        self.vocab_size = vocab_size or getattr(model_config, "vocab_size", None)
         # A sequence never needs KV for its last token, so the pool bounds length at capacity + 1.
         self.max_model_len = min(config.max_model_len, num_pages * config.page_size + 1)
         self._sequences: dict[str, Sequence] = {}
@@ -102,40 +121,77 @@ class LLMEngine:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def validate_request(self, prompt_token_ids: list[int], stop: StopCriteria) -> None:
-        """Reject what could never be served; safe to call from any thread."""
+    def prepare_request(
+        self,
+        prompt_token_ids: list[int],
+        stop: StopCriteria | None = None,
+        sampling: SamplingParams | None = None,
+    ) -> PreparedRequest:
+        """Validate a request and derive what the engine keeps for it; safe from any thread.
+
+        With ``sampling`` (the request's ``SamplingParams``), ``stop`` defaults to its
+        ``max_tokens`` (capped by the context window), ``stop_token_ids`` and ``ignore_eos``,
+        and the request gets its own ``SamplingState`` (seeded generator, penalty counts).
+        Without either, the request decodes greedily up to the context window.
+        """
         if not prompt_token_ids:
             raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
-        if len(prompt_token_ids) >= self.max_model_len:
+        room = self.max_model_len - len(prompt_token_ids)
+        if room < 1:
             raise InvalidModelInput(
                 "prompt",
                 f"the prompt has {len(prompt_token_ids)} tokens; this engine serves at most "
                 f"{self.max_model_len - 1} prompt tokens (max_model_len {self.max_model_len})",
             )
+        state = None
+        if sampling is not None:
+            vocab_size = self.vocab_size
+            if vocab_size is None:
+                raise ConfigError("engine", "vocab_size", None, "the model's vocabulary size")
+            state = SamplingState.create(
+                sampling, vocab_size, prompt_token_ids, eos_token_ids=tuple(self.eos_token_ids)
+            )
+            if stop is None:
+                stop = StopCriteria(
+                    max_tokens=sampling.max_tokens or room,
+                    stop_token_ids=frozenset(sampling.stop_token_ids),
+                    ignore_eos=sampling.ignore_eos,
+                )
+        if stop is None:
+            stop = StopCriteria(max_tokens=room)
         if stop.max_tokens < 1:
             raise InvalidModelInput("max_tokens", f"max_tokens is {stop.max_tokens}; expected >= 1")
+        return PreparedRequest(list(prompt_token_ids), stop, state)
 
     def add_request(
         self,
         request_id: str,
         prompt_token_ids: list[int],
-        stop: StopCriteria,
-        sampling: object = None,
+        stop: StopCriteria | None = None,
+        sampling: SamplingParams | None = None,
     ) -> None:
+        self.add_prepared(request_id, self.prepare_request(prompt_token_ids, stop, sampling))
+
+    def add_prepared(self, request_id: str, request: PreparedRequest) -> None:
         if request_id in self._sequences:
             raise InvalidModelInput("request_id", f"request id {request_id!r} is already in use")
-        self.validate_request(prompt_token_ids, stop)
-        seq = Sequence(self._next_seq_id, request_id, prompt_token_ids, stop, sampling)
+        seq = Sequence(
+            self._next_seq_id, request_id, request.prompt_token_ids, request.stop, request.state
+        )
         self._next_seq_id += 1
         self._sequences[request_id] = seq
         self.scheduler.add(seq)
 
-    def abort(self, request_id: str) -> bool:
-        """Drop a request (the client went away); its pages are free when this returns."""
+    def abort(self, request_id: str, *, reason: str = "abort") -> bool:
+        """End a request now and free its pages before this returns.
+
+        ``reason`` is ``"abort"`` (the client went away) or ``"stop"`` (the caller matched a stop
+        string in the decoded text, which the engine, working on token ids, cannot see).
+        """
         seq = self._sequences.get(request_id)
         if seq is None or seq.is_finished:
             return False
-        self.scheduler.abort(seq)
+        self.scheduler.abort(seq, FinishReason(reason))
         return True
 
     def has_unfinished(self) -> bool:
@@ -146,15 +202,16 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         out = self.scheduler.schedule()
         new_tokens: dict[str, int] = {}
+        new_logprobs: dict[str, TokenLogprobs] = {}
         if out.scheduled:
             new_pages = self.block_manager.stats.newly_allocated
             self.block_manager.stats.newly_allocated = []
             result = self.runner.run(out.scheduled, new_pages)
             self._handle_integrity(out, result)
-            self._postprocess(out, result, new_tokens)
+            self._postprocess(out, result, new_tokens, new_logprobs)
             self.stats.steps += 1
         self.stats.preemptions += out.num_preempted
-        return self._collect(new_tokens)
+        return self._collect(new_tokens, new_logprobs)
 
     def _handle_integrity(self, out: SchedulerOutput, result: StepResult) -> None:
         """Sequences that read bad KV drop this step's token and recompute (or fail)."""
@@ -182,10 +239,15 @@ class LLMEngine:
                 self.scheduler.preempt(seq, disowned=failure.disowned_pages)
 
     def _postprocess(
-        self, out: SchedulerOutput, result: StepResult, new_tokens: dict[str, int]
+        self,
+        out: SchedulerOutput,
+        result: StepResult,
+        new_tokens: dict[str, int],
+        new_logprobs: dict[str, TokenLogprobs],
     ) -> None:
         manager = self.block_manager
-        for entry, token in zip(out.scheduled, result.tokens, strict=True):
+        logprobs = result.logprobs
+        for index, (entry, token) in enumerate(zip(out.scheduled, result.tokens, strict=True)):
             seq = entry.seq
             if (
                 seq.status is not SequenceStatus.RUNNING
@@ -201,6 +263,8 @@ class LLMEngine:
             seq.append_token(token)
             self.stats.generation_tokens += 1
             new_tokens[seq.request_id] = token
+            if logprobs is not None and logprobs[index] is not None:
+                new_logprobs[seq.request_id] = logprobs[index]
             reason = self._stop_reason(seq, token)
             if reason is not None:
                 self.scheduler.finish(seq, reason)
@@ -213,17 +277,21 @@ class LLMEngine:
             return FinishReason.LENGTH
         return None
 
-    def _collect(self, new_tokens: dict[str, int]) -> list[RequestOutput]:
+    def _collect(
+        self, new_tokens: dict[str, int], new_logprobs: dict[str, TokenLogprobs]
+    ) -> list[RequestOutput]:
         outputs: list[RequestOutput] = []
         finished = self.scheduler.finished
         self.scheduler.finished = []
         done = {seq.request_id for seq in finished}
         for request_id, token in new_tokens.items():
             if request_id not in done:
-                outputs.append(self._output(self._sequences[request_id], (token,)))
+                seq = self._sequences[request_id]
+                outputs.append(self._output(seq, (token,), new_logprobs.get(request_id)))
         for seq in finished:
             token = new_tokens.get(seq.request_id)
-            outputs.append(self._output(seq, () if token is None else (token,)))
+            tokens = () if token is None else (token,)
+            outputs.append(self._output(seq, tokens, new_logprobs.get(seq.request_id)))
             del self._sequences[seq.request_id]
         stats = self.stats
         stats.running, stats.waiting = len(self.scheduler.running), len(self.scheduler.waiting)
@@ -234,15 +302,28 @@ class LLMEngine:
             stats.integrity_reuse_failures = self.checker.stats.reuse_failures
         return outputs
 
-    def _output(self, seq: Sequence, tokens: tuple[int, ...]) -> RequestOutput:
+    def _output(
+        self, seq: Sequence, tokens: tuple[int, ...], logprobs: TokenLogprobs | None
+    ) -> RequestOutput:
         usage = Usage(seq.num_prompt_tokens, seq.num_completion_tokens, seq.num_cached_tokens)
         reason = seq.finish_reason.value if seq.finish_reason is not None else None
-        return RequestOutput(seq.request_id, tokens, seq.is_finished, reason, usage, seq.error)
+        return RequestOutput(
+            seq.request_id,
+            tokens,
+            seq.is_finished,
+            reason,
+            usage,
+            seq.error,
+            () if logprobs is None else (logprobs,),
+        )
 
     # -- convenience --------------------------------------------------------------------------
 
     def generate(
-        self, prompts: list[list[int]], stop: StopCriteria, sampling: object = None
+        self,
+        prompts: list[list[int]],
+        stop: StopCriteria | None = None,
+        sampling: SamplingParams | None = None,
     ) -> list[list[int]]:
         """Run ``prompts`` to completion; completion token ids in prompt order (tests, benches)."""
         ids = [f"generate-{self._next_seq_id + i}" for i in range(len(prompts))]
@@ -255,3 +336,15 @@ class LLMEngine:
                     raise output.error
                 results[output.request_id].extend(output.new_token_ids)
         return [results[request_id] for request_id in ids]
+
+
+def _model_dtype(model: object) -> KVCacheDtype:
+    """What ``--kv-cache-dtype auto`` means: the dtype of the model's (first floating) weights."""
+    parameters = getattr(model, "parameters", None)
+    if parameters is not None:
+        for parameter in parameters():
+            if parameter.dtype == torch.bfloat16:
+                return "bf16"
+            if parameter.dtype == torch.float32:
+                return "float32"
+    return "float32"

@@ -4,11 +4,12 @@ and samples (the only engine module that builds tensors).
 The model seam is ``CausalLM``: a cache-aware forward over a flat batch that calls an
 ``AttentionBackend`` per layer and returns logits only for the rows that sample (each chunk's last
 token), so prefill tokens do not pay for the vocabulary projection. Sampling goes through
-``Sampler``; ``GreedySampler`` is the default.
+``Sampler``; ``sampling.RequestSampler`` (each request's own parameters) is the default.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,6 +19,7 @@ import torch
 from ember.models.attention.backend import AttentionBackend, BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
 from ember.models.engine.integrity import IntegrityChecker, IntegrityFailure, StepReads
+from ember.models.engine.sampling import RequestSampler, SampleResult, TokenLogprobs
 from ember.models.engine.scheduler import ScheduledSeq
 from ember.models.engine.sequence import Sequence
 from ember.models.kv.pool import KVPool
@@ -37,7 +39,7 @@ class CausalLM(Protocol):
 
 
 class Sampler(Protocol):
-    def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
+    def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> SampleResult:
         """One next token per row of ``logits`` (row ``i`` belongs to ``seqs[i]``).
 
         Called only for rows whose KV passed this step's integrity checks, so a sampler that
@@ -46,18 +48,13 @@ class Sampler(Protocol):
         ...
 
 
-class GreedySampler:
-    def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> list[int]:
-        # max().indices: the same first-index tie rule as argmax, about 3x faster on CPU here.
-        return logits.max(dim=-1).indices.tolist()
-
-
 @dataclass(slots=True)
 class StepResult:
     """Next token per scheduled entry (``None``: mid-prefill or failed) and integrity verdicts."""
 
     tokens: list[int | None]
     failures: list[IntegrityFailure] = field(default_factory=list)
+    logprobs: list[TokenLogprobs | None] | None = None  # per scheduled entry, when asked
 
 
 class ModelRunner:
@@ -72,7 +69,7 @@ class ModelRunner:
         self.model = model
         self.pool = pool
         self.checker = checker
-        self.sampler = sampler or GreedySampler()
+        self.sampler = sampler or RequestSampler()
         self.workspace = Workspace()
         self.num_steps = 0
 
@@ -83,26 +80,34 @@ class ModelRunner:
         layout = BatchLayout(
             tuple(s.num_new_tokens for s in scheduled), tuple(s.context_len for s in scheduled)
         )
+        checker = self.checker
         token_list: list[int] = []
         position_list: list[int] = []
+        chain_list: list[int] = []  # the writers' chains, for the integrity stamps
         for s in scheduled:
             if s.num_new_tokens == 1:
                 token_list.append(s.seq.token_ids[s.context_len])
                 position_list.append(s.context_len)
+                if checker is not None:
+                    chain_list.append(s.seq.chain[s.context_len])
             else:
                 end = s.context_len + s.num_new_tokens
                 token_list.extend(s.seq.token_ids[s.context_len : end])
                 position_list.extend(range(s.context_len, end))
+                if checker is not None:
+                    chain_list.extend(s.seq.chain[s.context_len : end].tolist())
         batch = PagedBatch.build(
             layout, [s.seq.block_table for s in scheduled], page_size, self.pool.padding_page
         )
-        checker = self.checker
         if checker is not None:
-            slots = batch.slot_mapping.numpy()
-            chains = np.concatenate(
-                [s.seq.chain[s.context_len : s.context_len + s.num_new_tokens] for s in scheduled]
+            started = time.process_time()
+            checker.stamp_tokens(
+                batch.slot_mapping.numpy(),
+                np.array(chain_list, dtype=np.uint64),
+                np.array(position_list, dtype=np.int32),
             )
-            checker.stamp_tokens(slots, chains, np.asarray(position_list, dtype=np.int32))
+            batch.digests = torch.zeros(len(token_list), dtype=torch.int64)
+            checker.stats.cpu_seconds += time.process_time() - started
         backend = PagedAttentionBackend(self.pool, batch, self.workspace)
         sample_rows: list[int] = []
         row = 0
@@ -120,9 +125,11 @@ class ModelRunner:
                 logits = None
         failures: list[IntegrityFailure] = []
         if checker is not None:
-            checker.stamp_content(batch.slot_mapping.numpy())
-            failures = checker.check_step(self._reads(batch, scheduled), self.num_steps)
+            started = time.process_time()
+            failures = self._verify(checker, batch, scheduled)
+            checker.stats.cpu_seconds += time.process_time() - started
         tokens: list[int | None] = [None] * len(scheduled)
+        logprobs: list[TokenLogprobs | None] | None = None
         if logits is not None:
             failed = {f.seq_index for f in failures}
             entries = [i for i, s in enumerate(scheduled) if s.needs_sample]  # logits row order
@@ -133,21 +140,46 @@ class ModelRunner:
                 seqs = [scheduled[entries[row]].seq for row in keep]
                 with torch.inference_mode():
                     picked = self.sampler.sample(logits, seqs)
-                for row, token in zip(keep, picked, strict=True):
+                for row, token in zip(keep, picked.tokens, strict=True):
                     tokens[entries[row]] = token
+                if picked.logprobs is not None:
+                    logprobs = [None] * len(scheduled)
+                    for row, value in zip(keep, picked.logprobs, strict=True):
+                        logprobs[entries[row]] = value
         self.num_steps += 1
-        return StepResult(tokens, failures)
+        return StepResult(tokens, failures, logprobs)
+
+    def _verify(
+        self, checker: IntegrityChecker, batch: PagedBatch, scheduled: list[ScheduledSeq]
+    ) -> list[IntegrityFailure]:
+        """Stamp what this step wrote, then check what it read (before anything is sampled)."""
+        slots = batch.slot_mapping.numpy()
+        if batch.digests is not None:  # summed by the backend as it stored each layer
+            checker.sidecar.digest[slots] = batch.digests.numpy().view(np.uint64)
+        else:
+            checker.stamp_content(slots)
+        failures = checker.check_step(self._reads(batch, scheduled), self.num_steps)
+        # Everything stamped up to now has been checked by the sequences that passed.
+        failed = {f.seq_index for f in failures}
+        sidecar = checker.sidecar
+        sidecar.epoch += 1
+        for index, entry in enumerate(scheduled):
+            if index not in failed:
+                entry.seq.integrity_epoch = sidecar.epoch
+        return failures
 
     def _reads(self, batch: PagedBatch, scheduled: list[ScheduledSeq]) -> list[StepReads]:
-        """Per attention group: the slots its sequences read and the chains they expect there."""
+        """Per attention group: the pages its sequences read and the chains they expect."""
         reads = []
         for group in batch.groups:
-            members = group.members
-            slots = group.slots().numpy()
-            expected = np.zeros(slots.shape, dtype=np.uint64)
-            for row, index in enumerate(members):
-                entry = scheduled[index]
-                seq_len = entry.context_len + entry.num_new_tokens
-                expected[row, :seq_len] = entry.seq.chain[:seq_len]
-            reads.append(StepReads(slots, expected, members))
+            entries = [scheduled[i] for i in group.members]
+            reads.append(
+                StepReads(
+                    pages=group.pages.numpy().reshape(group.num_seqs, group.num_pages),
+                    seq_lens=[e.context_len + e.num_new_tokens for e in entries],
+                    chains=[e.seq.chain_buffer for e in entries],
+                    seq_index=group.members,
+                    checked_epoch=np.array([e.seq.integrity_epoch for e in entries]),
+                )
+            )
         return reads

@@ -65,15 +65,16 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def abort(self, seq: Sequence) -> None:
-        """The client went away: drop the sequence wherever it is and free its pages now."""
+    def abort(self, seq: Sequence, reason: FinishReason = FinishReason.ABORT) -> None:
+        """End a sequence from outside (client gone, stop string): drop it wherever it is and
+        free its pages now."""
         if seq.status is SequenceStatus.WAITING:
             self.waiting.remove(seq)
         elif seq.status is SequenceStatus.RUNNING:
             self.running.remove(seq)
         else:
             return
-        self._finish(seq, FinishReason.ABORT)
+        self._finish(seq, reason)
 
     def finish(
         self,

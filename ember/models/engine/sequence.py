@@ -57,6 +57,7 @@ class Sequence:
         "is_admitted_before",
         "num_preemptions",
         "num_integrity_failures",
+        "integrity_epoch",
         "finish_reason",
         "error",
         "_chain",
@@ -84,6 +85,7 @@ class Sequence:
         self.is_admitted_before = False
         self.num_preemptions = 0
         self.num_integrity_failures = 0
+        self.integrity_epoch = -1  # sidecar epoch of the last check this sequence passed
         self.finish_reason: FinishReason | None = None
         self.error: Exception | None = None
         self._chain = np.empty(max(16, 2 * len(prompt_token_ids)), dtype=np.uint64)
@@ -119,6 +121,11 @@ class Sequence:
         return self.status is SequenceStatus.FINISHED
 
     @property
+    def chain_buffer(self) -> np.ndarray:
+        """The chain's backing array: entries past ``num_tokens`` are garbage (no copy, no view)."""
+        return self._chain
+
+    @property
     def chain(self) -> np.ndarray:
         """``chain[i]`` = hash of tokens ``0..i`` with their positions (uint64, a view)."""
         return self._chain[: len(self.token_ids)]
@@ -138,4 +145,5 @@ class Sequence:
         self.block_table = []
         self.num_computed_tokens = 0
         self.num_committed_pages = 0
+        self.integrity_epoch = -1
         self.status = SequenceStatus.WAITING

@@ -75,16 +75,16 @@ class SlotMismatch:
 class KVSidecar:
     """Per-slot stamps for one KV pool, and the checks that compare them with a reader's view.
 
-    ``data`` holds uint8 views of the pool's cache tensors, each ``(layers, pages, heads,
+    ``data`` holds uint8 views of the pool's cache tensors, each ``(layers, heads, pages,
     page_size, width_bytes)``; they share memory with the pool's tensors. A slot's bytes are its
-    ``(page, :, offset, :)`` entries in every layer of every tensor.
+    ``(page, offset)`` entries in every layer and head of every tensor.
     """
 
     def __init__(self, data: list[np.ndarray], page_size: int) -> None:
-        num_pages = data[0].shape[1]
+        num_pages = data[0].shape[2]
         for array in data:
-            if array.dtype != np.uint8 or array.ndim != 5 or array.shape[1] != num_pages:
-                raise ValueError("sidecar data must be (L, pages, heads, page_size, bytes) uint8")
+            if array.dtype != np.uint8 or array.ndim != 5 or array.shape[2] != num_pages:
+                raise ValueError("sidecar data must be (L, heads, pages, page_size, bytes) uint8")
             if array.shape[3] != page_size:
                 raise ValueError(f"sidecar data has page size {array.shape[3]}, not {page_size}")
         self._words = [_word_view(array) for array in data]
@@ -94,6 +94,12 @@ class KVSidecar:
         self.chain = np.zeros(num_slots, dtype=np.uint64)
         self.position = np.full(num_slots, -1, dtype=np.int32)
         self.digest = np.zeros(num_slots, dtype=np.uint64)
+        # When each page's first slot was last restamped (a clear for a new owner, or the write
+        # of the page's first token), in ``epoch`` units (the engine advances ``epoch`` once per
+        # step): a reader that checked its pages at epoch e only needs to re-check the first
+        # slot of pages restamped since. A page changes hands only through both.
+        self.epoch = 0
+        self.page_epoch = np.full(num_pages, -1, dtype=np.int64)
 
     @property
     def bytes_per_slot(self) -> int:
@@ -104,14 +110,35 @@ class KVSidecar:
         total = np.zeros(len(slots), dtype=np.uint64)
         pages, offsets = np.divmod(slots, self.page_size)
         for words in self._words:
-            picked = words[:, pages, :, offsets]  # (n, L, heads, words): advanced axes first
-            total += picked.sum(axis=(1, 2, 3), dtype=np.uint64)
+            picked = words[:, :, pages, offsets]  # (L, heads, n, words)
+            total += picked.sum(axis=(0, 1, 3), dtype=np.uint64)
         return total
+
+    def page_digest(self, pages: np.ndarray) -> np.ndarray:
+        """Sum of the content digests of every slot of each page, from the bytes: ``(n,)``.
+
+        Equal to ``stamped_page_digest`` unless a byte changed; computed page by page (one
+        contiguous run per layer and head), several times faster than slot by slot.
+        """
+        total = np.zeros(len(pages), dtype=np.uint64)
+        for words in self._words:
+            layers, heads, num_pages, size, width = words.shape
+            runs = words.reshape(layers, heads, num_pages, size * width)
+            picked = np.take(runs, pages, axis=2)  # (L, heads, n, S * words)
+            total += picked.sum(axis=3, dtype=np.uint64).sum(axis=(0, 1), dtype=np.uint64)
+        return total
+
+    def stamped_page_digest(self, pages: np.ndarray) -> np.ndarray:
+        """Sum of the digests stamped for every slot of each page: ``(n,)``."""
+        slots = pages[:, None] * self.page_size + np.arange(self.page_size)
+        return self.digest[slots].sum(axis=1, dtype=np.uint64)
 
     def stamp_tokens(self, slots: np.ndarray, chains: np.ndarray, positions: np.ndarray) -> None:
         """Record who writes ``slots`` (before the forward that writes them)."""
         self.chain[slots] = chains
         self.position[slots] = positions
+        firsts = slots[slots % self.page_size == 0]
+        self.page_epoch[firsts // self.page_size] = self.epoch
 
     def stamp_content(self, slots: np.ndarray) -> None:
         """Record the bytes just written to ``slots`` (after the forward)."""
@@ -143,3 +170,4 @@ class KVSidecar:
         self.chain[slots] = 0
         self.position[slots] = -1
         self.digest[slots] = 0
+        self.page_epoch[slots // self.page_size] = self.epoch

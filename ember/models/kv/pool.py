@@ -5,13 +5,13 @@ handed out by the block manager; page ``num_pages`` is the *padding page*: alway
 allocated, the target of every padded position in a batched gather (zeros keep masked positions
 finite: 0 * 0, never NaN).
 
-Every cache tensor has the same five axes, ``(layers, pages, heads, page_size, width)``, so one
-head of one layer is a contiguous ``page_size x width`` block per page and a gather of whole pages
-yields contiguous ``(B, L, width)`` operands for ``bmm``:
+Every cache tensor has the same five axes, ``(layers, heads, pages, page_size, width)``, so one
+head of one layer is a contiguous ``(pages, page_size * width)`` matrix: a gather of whole pages is
+a row copy, and yields contiguous ``(B, L, width)`` operands for ``bmm``:
 
-- MLA (Kimi, GLM-5.x): ``kv`` = ``(L, N, 1, S, C + R)``, the latent and the rotary key;
-- GQA (GLM-4.x): ``k`` = ``(L, N, Hkv, S, D)`` and ``v`` = ``(L, N, Hkv, S, Dv)``;
-- DSA indexer (GLM-5.x): ``index_k`` = ``(Li, N, 1, S, Di)``, one row per layer that runs its own
+- MLA (Kimi, GLM-5.x): ``kv`` = ``(L, 1, N, S, C + R)``, the latent and the rotary key;
+- GQA (GLM-4.x): ``k`` = ``(L, Hkv, N, S, D)`` and ``v`` = ``(L, Hkv, N, S, Dv)``;
+- DSA indexer (GLM-5.x): ``index_k`` = ``(Li, 1, N, S, Di)``, one row per layer that runs its own
   indexer (``index_row[layer]``).
 
 The element type is float32, bfloat16 or float8_e4m3fn; FP8 carries one static float32 scale per
@@ -56,7 +56,7 @@ class KVPool:
         layers, pages = spec.num_layers, num_pages + 1
 
         def cache(num_layers: int, heads: int, width: int) -> torch.Tensor:
-            shape = (num_layers, pages, heads, page_size, width)
+            shape = (num_layers, heads, pages, page_size, width)
             return torch.zeros(shape, dtype=self.dtype, device=self.device)
 
         self.kv: torch.Tensor | None = None
@@ -83,7 +83,7 @@ class KVPool:
 
     @property
     def caches(self) -> list[torch.Tensor]:
-        """Every cache tensor, each ``(layers, pages, heads, page_size, width)``."""
+        """Every cache tensor, each ``(layers, heads, pages, page_size, width)``."""
         return [c for c in (self.kv, self.k, self.v, self.index_k) if c is not None]
 
     @property
@@ -115,7 +115,7 @@ class KVPool:
     def slot_bytes(self, cache: torch.Tensor, row: int, slot: int) -> torch.Tensor:
         """The raw bytes of one slot of one layer row of ``cache``: ``(heads, width_bytes)``."""
         page, offset = divmod(slot, self.page_size)
-        return cache.view(torch.uint8)[row, page, :, offset]
+        return cache.view(torch.uint8)[row, :, page, offset]
 
     def zero_pages(self, pages: list[int]) -> None:
         """Clear freshly allocated pages so stale bytes never meet a padded gather or a digest."""
@@ -123,7 +123,7 @@ class KVPool:
             return
         index = torch.tensor(pages, dtype=torch.int64)
         for cache in self.caches:
-            cache[:, index] = 0
+            cache[:, :, index] = 0
         if self.sidecar is not None:
             size = self.page_size
             slots = (index[:, None] * size + torch.arange(size)).flatten()

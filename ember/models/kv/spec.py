@@ -178,6 +178,28 @@ class KVCapacity:
         return self.max_total_num_tokens * self.cell_size + self.scale_bytes
 
 
+def kv_budget_from_fraction(
+    total_bytes: int, available_bytes: int, mem_fraction_static: float
+) -> int:
+    """SGLang's KV byte budget for ``--mem-fraction-static``, measured after loading weights.
+
+    ``rest = available - total * (1 - fraction)``: the fraction of all memory that weights plus
+    KV may take, minus what the weights already took (so smaller weights leave more for KV).
+    """
+    if not 0.0 < mem_fraction_static < 1.0:
+        raise ConfigError("engine", "mem_fraction_static", mem_fraction_static, "in (0, 1)")
+    rest = available_bytes - int(total_bytes * (1.0 - mem_fraction_static))
+    if rest <= 0:
+        raise ConfigError(
+            "engine",
+            "mem_fraction_static",
+            mem_fraction_static,
+            f"a fraction that leaves room for KV: {available_bytes} of {total_bytes} bytes are "
+            f"free, and {1.0 - mem_fraction_static:.2f} of all memory is kept back",
+        )
+    return rest
+
+
 def kv_capacity(spec: KVSpec, budget_bytes: int, page_size: int) -> KVCapacity:
     """Tokens (in whole pages) that ``budget_bytes`` of KV cache holds for ``spec``."""
     if page_size <= 0:

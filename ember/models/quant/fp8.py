@@ -7,11 +7,16 @@ values as ``float8_e4m3fn``: ``w = fp8 * scale_inv``. Cost: 8 + 32/16384 = 8.002
 
 CPU compute (measured, bench/quant.py): torch 2.13 has no CPU kernel that multiplies FP8 weights
 without materialising them: ``torch._scaled_mm`` on CPU also quantizes the *activations* to FP8
-(W8A8, different numerics) and ran ~100x slower than a BF16 matmul here; an int8 detour is lossy.
-So the fast path dequantizes the whole matrix to the activation dtype on every call (the e4m3 ->
-bf16 conversion dominates; a 256-entry lookup table and an integer bit trick were no faster). On
-CPU, FP8 weights save memory and checkpoint bytes, not time; INT4 (with a real kernel) or BF16
-compute faster.
+(W8A8, different numerics) and, in a one-off probe (not in the bench), ran some 400x slower than
+a BF16 matmul on a 2048 x 6144 weight at batch 1; an int8 detour is lossy.
+So the fast path dequantizes the whole matrix to the activation dtype on every call; the e4m3 ->
+bf16 conversion dominates, done here with integer bit moves (exact, faster than ``Tensor.to``,
+which converts element by element; a 256-entry lookup table was no faster). A ``torch.compile``d
+dequantization is up to 5x faster still on large matrices (bench/quant.py) but needs a C
+compiler at run time, seconds of compiling per weight shape, and dynamo's per-function recompile
+limit (8) is below the number of distinct shapes of a GLM-5 layer stack, so it is measured, not
+used. On CPU, FP8 weights save
+memory and checkpoint bytes, not time; INT4 (with a real kernel) or BF16 compute faster.
 """
 
 from __future__ import annotations
@@ -94,14 +99,34 @@ def fp8_linear_reference(
     return F.linear(x.float(), dequantize_fp8_block(fp8), b).to(x.dtype)
 
 
+# e4m3 -> bf16 by moving bits: the 7 magnitude bits shifted left by 4 land in bf16's exponent and
+# mantissa fields, read with exponent bias 127 instead of 7, i.e. the value times 2^-120 (e4m3
+# subnormals become bf16 subnormals, still exact); the block scale then carries the 2^120.
+# Exact, and 1.6-4.5x faster than Tensor.to(), which converts element by element (bench/quant.py).
+_BIAS_SHIFT = 2.0**120
+_MAX_SHIFTED_SCALE = 2.0**7  # scale * 2^120 must stay below bf16's largest finite (~2^128)
+
+
+def _fp8_bits_as_bf16(qweight: torch.Tensor) -> torch.Tensor:
+    """float8_e4m3fn -> bfloat16 holding value * 2^-120 (no NaN handling: we never store NaN)."""
+    signed = qweight.view(torch.int8).to(torch.int16)  # sign-extended: negative -> bit 15 set
+    bits = (signed & 0x7F) << 4
+    return bits.bitwise_or_(signed & -0x8000).view(torch.bfloat16)
+
+
 def dequantize_fp8_block_fast(fp8: Fp8BlockWeight, dtype: torch.dtype) -> torch.Tensor:
-    """Convert straight to ``dtype`` and scale in place, block rows at a time (no [N, K] scale
+    """Convert straight to ``dtype`` and scale in place, one block row at a time (no [N, K] scale
     tensor, no float32 copy)."""
     bn, bk = fp8.block_size
     n, k = fp8.out_features, fp8.in_features
-    w = fp8.qweight.to(dtype)
+    scales = fp8.scale_inv
+    if dtype == torch.bfloat16 and float(scales.max()) < _MAX_SHIFTED_SCALE:
+        w = _fp8_bits_as_bf16(fp8.qweight)
+        scales = scales * _BIAS_SHIFT
+    else:
+        w = fp8.qweight.to(dtype)
     # Column scales for each block row: [rows, K] (small: N / 128 rows).
-    col_scales = fp8.scale_inv.to(dtype).repeat_interleave(bk, dim=1)[:, :k]
+    col_scales = scales.to(dtype).repeat_interleave(bk, dim=1)[:, :k]
     full_rows = n // bn
     if full_rows:
         w[: full_rows * bn].view(full_rows, bn, k).mul_(col_scales[:full_rows, None, :])

@@ -136,6 +136,11 @@ class Int4LinearMethod(LinearMethod):
     def kernel_weights(self, layer: QuantizedLinear) -> Int4CpuKernelWeight | None:
         if "kernel_packed" not in layer._buffers:
             return None
+        if layer.kernel_packed.device.type != "cpu":
+            raise RuntimeError(
+                "this INT4 layer was packed for the CPU kernel and then moved to "
+                f"{layer.kernel_packed.device}; move the model first, then quantize it"
+            )
         k_pad = -(-layer.in_features // self.group_size) * self.group_size
         return Int4CpuKernelWeight(
             packed=layer.kernel_packed,

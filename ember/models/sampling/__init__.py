@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ember.models.sampling.params import SamplingParams
 from ember.models.sampling.reference import RowSample, sample_row_reference
-from ember.models.sampling.sampler import Sampler, SamplerOutput, apply_penalties
+from ember.models.sampling.sampler import Sampler, SamplerOutput, process_logits
 from ember.models.sampling.state import SamplingState
 from ember.models.sampling.stop import IncrementalDecoder, StopChecker, TextDelta
 
@@ -27,6 +27,6 @@ __all__ = [
     "SamplingState",
     "StopChecker",
     "TextDelta",
-    "apply_penalties",
+    "process_logits",
     "sample_row_reference",
 ]

@@ -4,12 +4,16 @@ Fields, ranges and defaults follow the OpenAI-compatible schema Workers AI uses 
 (reference/workers-api.md §1.4): ``temperature`` 0-2 (default 1), ``top_p`` 0-1 (1),
 ``frequency_penalty``/``presence_penalty`` -2..2 (0), ``stop`` a string or 1-4 strings,
 ``logprobs`` bool with ``top_logprobs`` 0-20, ``seed``; every numeric field also accepts null
-(= default). Engine extensions as vLLM/SGLang name them: ``top_k`` (0 or -1 = off),
-``repetition_penalty`` (0-2, 1 = off; 0 itself is refused, it would divide by zero),
-``stop_token_ids``, ``ignore_eos``. ``max_completion_tokens`` wins over the deprecated
-``max_tokens``. Unknown keys are ignored (the request body carries messages, tools, ...).
+(= default), and ``logit_bias`` maps token ids to -100..100. Engine extensions as vLLM/SGLang
+name them: ``top_k`` (0 or -1 = off), ``min_p`` (0-1), ``repetition_penalty`` (0-2, 1 = off; 0
+itself is refused, it would divide by zero), ``min_tokens``, ``stop_token_ids``, ``ignore_eos``.
+``max_completion_tokens`` wins over the deprecated ``max_tokens``. Unknown keys are ignored (the
+request body carries messages, tools, ...).
 
 Each bad value raises ``InvalidModelInput`` naming the field, the allowed range and the value.
+The HTTP front end validates with ``ember.models.api.parse_sampling`` (JSON-pointer paths, OpenAI
+error bodies) and converts with ``SamplingParams.from_options``; ``from_request`` is for callers
+holding a plain dict (the engine's Python API, tests).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ember.errors import InvalidModelInput
+from ember.models.api.chat_request import SamplingOptions
 
 MAX_STOP_STRINGS = 4
 MAX_TOP_LOGPROBS = 20
@@ -36,11 +41,14 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k cut
+    min_p: float = 0.0  # drop tokens below min_p * the top token's probability
     seed: int | None = None
     repetition_penalty: float = 1.0
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
     max_tokens: int | None = None  # None: the engine caps by the context window
+    min_tokens: int = 0  # EOS, stop ids and stop strings are ignored before this many tokens
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, -100..100) added to the logits
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     logprobs: bool = False
@@ -50,6 +58,7 @@ class SamplingParams:
     def __post_init__(self) -> None:
         _check_number("temperature", self.temperature, 0.0, 2.0)
         _check_number("top_p", self.top_p, 0.0, 1.0)
+        _check_number("min_p", self.min_p, 0.0, 1.0)
         _check_number("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
         _check_number("presence_penalty", self.presence_penalty, -2.0, 2.0)
         _check_number("repetition_penalty", self.repetition_penalty, 0.0, 2.0, open_low=True)
@@ -61,6 +70,14 @@ class SamplingParams:
             _fail("seed", f"an integer between {_SEED_MIN} and {_SEED_MAX}", self.seed)
         if self.max_tokens is not None and not (_is_int(self.max_tokens) and self.max_tokens >= 1):
             _fail("max_tokens", "an integer >= 1", self.max_tokens)
+        if not _is_int(self.min_tokens) or self.min_tokens < 0:
+            _fail("min_tokens", "an integer >= 0", self.min_tokens)
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            _fail("min_tokens", f"at most max_tokens ({self.max_tokens})", self.min_tokens)
+        for token, bias in self.logit_bias:
+            if not (_is_int(token) and token >= 0):
+                _fail("logit_bias", "an object whose keys are token ids (integers >= 0)", token)
+            _check_number(f"logit_bias[{token}]", bias, -100.0, 100.0)
         stop_expected = f"a non-empty string or a list of 1 to {MAX_STOP_STRINGS} of them"
         if len(self.stop) > MAX_STOP_STRINGS:
             _fail("stop", stop_expected, list(self.stop))
@@ -89,6 +106,11 @@ class SamplingParams:
     def effective_top_k(self) -> int:
         """``top_k`` with the "off" spellings (0, -1) normalised to 0."""
         return max(self.top_k, 0)
+
+    @property
+    def has_cut(self) -> bool:
+        """Whether a top-k, top-p or min-p cut applies (the draw then sorts the vocabulary)."""
+        return self.effective_top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0
 
     @property
     def has_penalties(self) -> bool:
@@ -130,12 +152,47 @@ class SamplingParams:
             values["max_tokens"] = limit
         if "stop" in merged:
             values["stop"] = _stop_strings(merged["stop"])
+        if "logit_bias" in merged:
+            values["logit_bias"] = _logit_bias(merged["logit_bias"])
         if "stop_token_ids" in merged:
             ids = merged["stop_token_ids"]
             if not isinstance(ids, list | tuple):
                 _fail("stop_token_ids", "a list of token ids (integers >= 0)", ids)
             values["stop_token_ids"] = tuple(ids)
         return cls(**values)
+
+    @classmethod
+    def from_options(cls, options: SamplingOptions) -> SamplingParams:
+        """From the chat API's already validated ``SamplingOptions`` (ember.models.api)."""
+        return cls(
+            temperature=float(options.temperature),
+            top_p=float(options.top_p),
+            top_k=options.top_k or 0,
+            min_p=float(options.min_p),
+            seed=options.seed,
+            repetition_penalty=float(options.repetition_penalty),
+            frequency_penalty=float(options.frequency_penalty),
+            presence_penalty=float(options.presence_penalty),
+            max_tokens=options.max_tokens,
+            min_tokens=options.min_tokens,
+            logit_bias=tuple(sorted((int(t), float(b)) for t, b in options.logit_bias.items())),
+            stop=tuple(options.stop),
+            stop_token_ids=tuple(options.stop_token_ids),
+            logprobs=options.logprobs,
+            top_logprobs=options.top_logprobs,
+            ignore_eos=options.ignore_eos,
+        )
+
+
+def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
+    """OpenAI's ``{"token id": bias}`` object (JSON keys are strings) -> sorted pairs."""
+    if not isinstance(value, Mapping):
+        _fail("logit_bias", "an object mapping token ids to numbers from -100 to 100", value)
+    pairs = []
+    for key, bias in value.items():  # type: ignore[union-attr]
+        token = int(key) if isinstance(key, str) and key.isdigit() else key
+        pairs.append((token, bias))
+    return tuple(sorted(pairs, key=lambda pair: str(pair[0])))
 
 
 def _is_int(value: object) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ember.models.sampling.params import SamplingParams
 from ember.models.sampling.state import SamplingState
 
 
@@ -23,25 +24,46 @@ class RowSample:
     top_logprobs: list[tuple[int, float]]  # (token, logprob), most likely first
 
 
-def penalised_logits_reference(logits: list[float], state: SamplingState) -> list[float]:
-    """Repetition penalty (prompt + generated tokens), then frequency and presence penalties."""
+def processed_logits_reference(logits: list[float], state: SamplingState) -> list[float]:
+    """Logit bias; ending tokens to -inf before ``min_tokens``; repetition penalty (prompt and
+    generated tokens), then frequency and presence penalties (generated tokens)."""
     params = state.params
+    out = list(logits)
+    for token, bias in params.logit_bias:
+        out[token] += bias
+    if state.num_generated < params.min_tokens:
+        for token in state.ending_token_ids:
+            out[token] = -math.inf
     counts = Counter(state.output_token_ids)
     prompt = set()
     if state.prompt_mask is not None:
         prompt = {int(t) for t in torch.nonzero(state.prompt_mask).flatten().tolist()}
-    out = list(logits)
+    rep = params.repetition_penalty
     for token in range(len(out)):
-        if params.repetition_penalty != 1.0 and (token in counts or token in prompt):
-            value = out[token]
-            out[token] = (
-                value / params.repetition_penalty
-                if value > 0
-                else value * params.repetition_penalty
-            )
+        if rep != 1.0 and (token in counts or token in prompt):
+            out[token] = out[token] / rep if out[token] > 0 else out[token] * rep
         if token in counts:
             out[token] -= params.frequency_penalty * counts[token] + params.presence_penalty
     return out
+
+
+def _cut(probs: list[float], params: SamplingParams) -> list[int]:
+    """Tokens kept, most likely first: top-k, then top-p over the renormalised top-k mass,
+    then min-p relative to the most likely token; the most likely token always stays."""
+    vocab = len(probs)
+    order = sorted(range(vocab), key=lambda t: (-probs[t], t))
+    top_k = order[: params.effective_top_k or vocab]
+    total = sum(probs[t] for t in top_k)
+    kept: list[int] = []
+    ahead = 0.0
+    for rank, token in enumerate(top_k):
+        too_far = params.top_p < 1.0 and ahead / total >= params.top_p
+        too_small = probs[token] < params.min_p * probs[order[0]]
+        if rank > 0 and (too_far or too_small):
+            break
+        kept.append(token)
+        ahead += probs[token]
+    return kept
 
 
 def _softmax(values: list[float]) -> list[float]:
@@ -57,27 +79,14 @@ def sample_row_reference(
     """Choose the next token for one request from its logits row (V,)."""
     params = state.params
     raw = [float(v) for v in logits.float().tolist()]
-    values = penalised_logits_reference(raw, state)
+    values = processed_logits_reference(raw, state)
     vocab = len(values)
     if params.greedy:
         best = max(values)
         token = values.index(best)  # the first of equal maxima, as torch.argmax
     else:
         probs = _softmax([v / params.temperature for v in values])
-        cut = params.effective_top_k > 0 or params.top_p < 1.0
-        order = sorted(range(vocab), key=lambda t: (-probs[t], t)) if cut else list(range(vocab))
-        limit = params.effective_top_k or vocab
-        kept: list[int] = []
-        ahead = 0.0
-        for rank, candidate in enumerate(order):
-            if (
-                cut
-                and rank > 0
-                and (rank >= limit or (params.top_p < 1.0 and ahead >= params.top_p))
-            ):
-                break
-            kept.append(candidate)
-            ahead += probs[candidate]
+        kept = _cut(probs, params) if params.has_cut else list(range(vocab))
         assert state.generator is not None
         uniform = float(torch.rand(1, dtype=torch.float64, generator=state.generator))
         target = uniform * sum(probs[t] for t in kept)

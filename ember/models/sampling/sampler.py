@@ -1,16 +1,17 @@
 """The batched sampler: one step of next-token choice for B requests with per-row parameters.
 
 ``Sampler()(logits (B, V), states)`` -> ``SamplerOutput`` (token ids, and logprobs when asked).
-Per row, in this order (vLLM's): penalties (repetition, then frequency/presence) on the logits;
-greedy rows take the argmax; the others divide by their temperature, softmax, optionally cut to
-top-k / top-p, and draw.
+Per row, in this order: ``logit_bias`` added, EOS/stop ids masked before ``min_tokens``, penalties
+(repetition, then frequency/presence); greedy rows take the argmax; the others divide by their
+temperature, softmax, optionally cut (top-k, then top-p on the renormalised top-k mass, and
+min-p relative to the most likely token), and draw.
 
 The draw is inverse-CDF with **one uniform number per row from the request's own generator**
 (``torch.rand(1, dtype=float64, generator=g)``): every row's result depends only on its logits and
-its generator, never on batch composition. Token order for the CDF: rows with a top-k or top-p
-cut use probabilities sorted descending (stable, ties by token id); rows without use plain
-vocabulary order (no sort). ``reference.sample_row_reference`` does the same arithmetic one row at
-a time in float64 with Python loops; tests compare the two.
+its generator, never on batch composition. Token order for the CDF: rows with a cut use
+probabilities sorted descending (stable, ties by token id); rows without use plain
+vocabulary order (no sort); draw.py does the arithmetic. ``reference.sample_row_reference`` does
+the same arithmetic one row at a time in float64 with Python loops; tests compare the two.
 
 Logprobs are of the model's raw distribution (``log_softmax`` of the logits before penalties and
 temperature), as vLLM reports them by default.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ember.models.sampling.draw import draw_cut, draw_plain
 from ember.models.sampling.state import SamplingState
 
 
@@ -38,13 +40,38 @@ class SamplerOutput:
     top_logprobs: torch.Tensor | None  # (B, K) float32, descending; rows asking fewer: use [:k]
 
 
-def apply_penalties(logits: torch.Tensor, states: Sequence[SamplingState]) -> torch.Tensor:
-    """Penalised float32 copy of ``logits`` (B, V); rows without penalties are untouched."""
-    out = logits.float().clone()
+def process_logits(logits: torch.Tensor, states: Sequence[SamplingState]) -> torch.Tensor:
+    """``logits`` (B, V) in float32 with, per row: ``logit_bias`` added, ending tokens masked
+    before ``min_tokens``, then the repetition, frequency and presence penalties. Never modifies
+    ``logits``; returns it (as float32) when no row changes anything."""
+    out = logits.float()
+    device = out.device
+    rows, cols, values = [], [], []
+    for i, state in enumerate(states):
+        for token, bias in state.params.logit_bias:
+            rows.append(i)
+            cols.append(token)
+            values.append(bias)
+        if state.before_min_tokens:
+            for token in state.ending_token_ids:
+                rows.append(i)
+                cols.append(token)
+                values.append(float("-inf"))
+    penalised = any(s.output_counts is not None for s in states)
+    if rows or penalised:
+        # Copy only when something changes: .float() of float32 logits is the caller's tensor.
+        out = out.clone()
+    if rows:
+        index = (torch.tensor(rows, device=device), torch.tensor(cols, device=device))
+        out.index_put_(index, torch.tensor(values, device=device), accumulate=True)
+    return _apply_penalties(out, states) if penalised else out
+
+
+def _apply_penalties(out: torch.Tensor, states: Sequence[SamplingState]) -> torch.Tensor:
     rows = [i for i, s in enumerate(states) if s.output_counts is not None]
     if not rows:
         return out
-    index = torch.tensor(rows, device=logits.device)
+    index = torch.tensor(rows, device=out.device)
     sub = out[index]
     counts = torch.stack([states[i].output_counts for i in rows]).to(sub.device)  # type: ignore[misc]
     seen = counts > 0
@@ -68,7 +95,14 @@ def _column(values: list[float], like: torch.Tensor) -> torch.Tensor:
 
 
 class Sampler:
-    """Stateless; holds no tensors between calls (the engine owns the ``SamplingState``s)."""
+    """Holds no tensors between calls (the engine owns the ``SamplingState``s).
+
+    ``candidates``: how many of the most likely tokens a cut row examines before falling back to
+    sorting its whole vocabulary (draw.py); any value gives the same tokens, only speed differs.
+    """
+
+    def __init__(self, candidates: int = 1024) -> None:
+        self.candidates = candidates
 
     def __call__(
         self, logits: torch.Tensor, states: Sequence[SamplingState], *, record: bool = True
@@ -80,20 +114,16 @@ class Sampler:
                 f"{tuple(logits.shape)} for {len(states)} states"
             )
         batch = logits.shape[0]
-        penalised = apply_penalties(logits, states)
+        penalised = process_logits(logits, states)
         tokens = torch.empty(batch, dtype=torch.long, device=logits.device)
         greedy = [i for i, s in enumerate(states) if s.params.greedy]
         if greedy:
             index = torch.tensor(greedy, device=logits.device)
             tokens[index] = penalised[index].argmax(dim=-1)
         sampled = [i for i, s in enumerate(states) if not s.params.greedy]
-        cut = [i for i in sampled if _has_cut(states[i])]
-        plain = [i for i in sampled if not _has_cut(states[i])]
-        for rows, sort in ((cut, True), (plain, False)):
-            if rows:
-                index = torch.tensor(rows, device=logits.device)
-                chosen = _draw(penalised[index], [states[i] for i in rows], sort=sort)
-                tokens[index] = chosen
+        if sampled:
+            index = torch.tensor(sampled, device=logits.device)
+            tokens[index] = self._draw(penalised[index], [states[i] for i in sampled])
         tokens = tokens.cpu()
         output = _with_logprobs(logits, tokens, states)
         if record:
@@ -101,40 +131,26 @@ class Sampler:
                 state.append(token)
         return output
 
-
-def _has_cut(state: SamplingState) -> bool:
-    return state.params.effective_top_k > 0 or state.params.top_p < 1.0
-
-
-def _draw(logits: torch.Tensor, states: list[SamplingState], *, sort: bool) -> torch.Tensor:
-    """Inverse-CDF draw for rows (S, V) of penalised logits; returns (S,) token ids."""
-    vocab = logits.shape[1]
-    temperature = _column([s.params.temperature for s in states], logits)
-    # Sums run in float64: a float32 running sum over a 150k vocabulary drifts by ~1e-3.
-    probs = torch.softmax(logits / temperature, dim=-1).double()
-    if sort:
-        probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-        rank = torch.arange(vocab, device=logits.device).unsqueeze(0)
-        top_k = torch.tensor(
-            [s.params.effective_top_k or vocab for s in states], device=logits.device
-        ).unsqueeze(1)
-        top_p = _column([s.params.top_p for s in states], probs)
-        before = torch.cumsum(probs, dim=-1) - probs  # mass strictly ahead of each token
-        drop = (rank >= top_k) | ((before >= top_p) & (top_p < 1.0))
-        drop[:, 0] = False  # the most likely token always stays
-        probs = probs.masked_fill(drop, 0.0)
-        kept = vocab - drop.sum(dim=-1, keepdim=True)
-    else:
-        order = None
-        kept = torch.full((len(states), 1), vocab, device=logits.device)
-    cdf = torch.cumsum(probs, dim=-1)
-    uniform = torch.cat([torch.rand(1, dtype=torch.float64, generator=s.generator) for s in states])
-    target = uniform.to(cdf.device).unsqueeze(1) * cdf[:, -1:]
-    position = torch.searchsorted(cdf, target, right=True)
-    position = torch.minimum(position, kept - 1)  # u * total rounding up to total
-    if order is None:
-        return position.squeeze(1)
-    return order.gather(1, position).squeeze(1)
+    def _draw(self, logits: torch.Tensor, states: list[SamplingState]) -> torch.Tensor:
+        """Sampled rows: temperature, softmax, one uniform per row from its own generator."""
+        temperature = _column([s.params.temperature for s in states], logits)
+        probs = torch.softmax(logits / temperature, dim=-1)
+        uniform = torch.cat(
+            [torch.rand(1, dtype=torch.float64, generator=s.generator) for s in states]
+        ).to(logits.device)
+        tokens = torch.empty(len(states), dtype=torch.long, device=logits.device)
+        cut = [i for i, s in enumerate(states) if s.params.has_cut]
+        plain = [i for i, s in enumerate(states) if not s.params.has_cut]
+        if cut:
+            index = torch.tensor(cut, device=logits.device)
+            params = [states[i].params for i in cut]
+            tokens[index] = draw_cut(
+                probs[index], params, uniform[index], candidates=self.candidates
+            )
+        if plain:
+            index = torch.tensor(plain, device=logits.device)
+            tokens[index] = draw_plain(probs[index], uniform[index])
+        return tokens
 
 
 def _with_logprobs(

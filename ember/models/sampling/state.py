@@ -2,7 +2,8 @@
 
 One ``torch.Generator`` per request (seeded from ``seed``, or from the OS when none is given) is
 what makes "same seed, same output" hold whatever else shares the batch: a request's draws never
-come from a stream other requests consume. Token counts exist only for requests with penalties:
+come from a stream other requests consume. ``ending_token_ids`` (stop ids and EOS) are masked
+while fewer than ``min_tokens`` tokens exist. Token counts exist only for requests with penalties:
 ``output_counts`` (V,) int32 counts generated tokens (frequency/presence penalties, as OpenAI
 defines them: generated tokens only) and ``prompt_mask`` (V,) bool marks prompt tokens
 (repetition penalty, as HF/vLLM define it: prompt and generated tokens).
@@ -30,6 +31,13 @@ class SamplingState:
     prompt_mask: torch.Tensor | None = None  # bool (V,), only with a repetition penalty
     num_generated: int = 0
     output_token_ids: list[int] = field(default_factory=list)
+    # Tokens that may not be sampled before ``params.min_tokens``: stop ids and (unless
+    # ignore_eos) the EOS ids.
+    ending_token_ids: tuple[int, ...] = ()
+
+    @property
+    def before_min_tokens(self) -> bool:
+        return self.num_generated < self.params.min_tokens
 
     @classmethod
     def create(
@@ -38,16 +46,21 @@ class SamplingState:
         vocab_size: int,
         prompt_token_ids: Sequence[int] = (),
         *,
+        eos_token_ids: Sequence[int] = (),
         device: torch.device | str = "cpu",
     ) -> SamplingState:
-        """Fresh state for a request; validates ``stop_token_ids`` against the vocabulary."""
-        bad = [t for t in params.stop_token_ids if t >= vocab_size]
-        if bad:
-            raise InvalidModelInput(
-                "stop_token_ids",
-                f"stop_token_ids must be token ids below the vocabulary size {vocab_size}, "
-                f"got {bad[0]}",
-            )
+        """Fresh state for a request; validates token ids against the vocabulary."""
+        for name, ids in (
+            ("stop_token_ids", params.stop_token_ids),
+            ("logit_bias", [t for t, _ in params.logit_bias]),
+        ):
+            bad = [t for t in ids if t >= vocab_size]
+            if bad:
+                raise InvalidModelInput(
+                    name,
+                    f"{name} must name token ids below the vocabulary size {vocab_size}, "
+                    f"got {bad[0]}",
+                )
         generator = None
         if not params.greedy:
             # Draws happen on the CPU whatever the logits' device: one number per step.
@@ -56,7 +69,10 @@ class SamplingState:
                 generator.seed()
             else:
                 generator.manual_seed(params.seed)
-        state = cls(params, vocab_size, generator)
+        ending = set(params.stop_token_ids)
+        if not params.ignore_eos:
+            ending |= {t for t in eos_token_ids if 0 <= t < vocab_size}
+        state = cls(params, vocab_size, generator, ending_token_ids=tuple(sorted(ending)))
         if params.has_penalties:
             state.output_counts = torch.zeros(vocab_size, dtype=torch.int32, device=device)
         if params.repetition_penalty != 1.0:

@@ -17,6 +17,8 @@ independent of the tokenizer: ``decode`` is any ``Callable[[Sequence[int]], str]
   it cannot match any more, or when the request finishes otherwise.
 - ``max_tokens`` finishes with reason ``length`` after the last allowed token (its text is shown,
   unless that token also completed a stop string).
+- Before ``min_tokens`` tokens nothing stops the request (as in vLLM); stop strings then match
+  only text produced from the ``min_tokens``-th token on.
 """
 
 from __future__ import annotations
@@ -109,6 +111,14 @@ class StopChecker:
         if self.finished:
             raise RuntimeError("push() after the request finished")
         self._tokens += 1
+        limit = self._params.max_tokens
+        if self._tokens < self._params.min_tokens:
+            # No stopping yet (the sampler also masks EOS and stop ids): show everything, so a
+            # stop string can only match text produced from min_tokens on.
+            self._text += self._decoder.push(token_id)
+            if limit is not None and self._tokens >= limit:
+                return self._finish("length", None)
+            return TextDelta(self._release(len(self._text)))
         if token_id in self._stop_ids:
             return self._finish("stop", token_id)
         self._text += self._decoder.push(token_id)
@@ -117,7 +127,6 @@ class StopChecker:
             start, stop = match
             self._text = self._text[:start]
             return self._finish("stop", stop, flush=False)
-        limit = self._params.max_tokens
         if limit is not None and self._tokens >= limit:
             return self._finish("length", None)
         return TextDelta(self._release(len(self._text) - self._held_back()))

@@ -17,8 +17,10 @@ PAGE = 4
 
 
 def _spec(kind: str, dtype: str) -> KVSpec:
-    if kind == "gqa":
+    if kind == "gqa":  # value dim != key dim: the bmm path
         return KVSpec("gqa", 2, dtype, num_kv_heads=2, head_dim=8, v_head_dim=6)
+    if kind == "gqa-sdpa":  # equal dims: PyTorch's fused attention
+        return KVSpec("gqa", 2, dtype, num_kv_heads=2, head_dim=8, v_head_dim=8)
     return KVSpec(
         "mla",
         2,
@@ -40,7 +42,7 @@ def _rounds(rng: random.Random, num_seqs: int, num_rounds: int):
             lengths[m] += q
 
 
-@pytest.mark.parametrize("kind", ["gqa", "mla", "dsa"])
+@pytest.mark.parametrize("kind", ["gqa", "gqa-sdpa", "mla", "dsa"])
 @pytest.mark.parametrize("dtype", ["float32", "bf16", "fp8_e4m3"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int) -> None:
@@ -68,9 +70,9 @@ def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int)
         slow = NaiveCacheBackend(store, [f"s{m}" for m in members], layout, dtype, scales)
         t = layout.num_tokens
         for layer in range(spec.num_layers):
-            if kind == "gqa":
+            if kind.startswith("gqa"):
                 q = torch.randn(t, 4, 8)
-                k, v = torch.randn(t, 2, 8), torch.randn(t, 2, 6) * 3
+                k, v = torch.randn(t, 2, 8), torch.randn(t, 2, spec.v_head_dim) * 3
                 got, want = fast.gqa(layer, q, k, v, 0.3), slow.gqa(layer, q, k, v, 0.3)
             else:
                 args = (
@@ -101,7 +103,7 @@ def test_stored_mla_cache_is_latent_and_rope_only() -> None:
     kimi = KVSpec("mla", 61, "bf16", kv_lora_rank=512, qk_rope_head_dim=64)
     assert kimi.elements_per_token == 576 * 61
     pool = KVPool(_spec("mla", "bf16"), num_pages=2, page_size=PAGE, integrity=False)
-    assert pool.kv is not None and pool.kv.shape == (2, 3, 1, PAGE, 12 + 4)
+    assert pool.kv is not None and pool.kv.shape == (2, 1, 3, PAGE, 12 + 4)
     assert pool.k is None and pool.v is None and pool.index_k is None
 
 
@@ -115,5 +117,5 @@ def test_padding_page_stays_zero_and_absorbs_no_writes() -> None:
         0, torch.randn(4, 3, 12), torch.randn(4, 3, 4), torch.randn(4, 12), torch.randn(4, 4), 0.3
     )
     assert pool.kv is not None
-    assert torch.count_nonzero(pool.kv[:, pool.padding_page]) == 0
+    assert torch.count_nonzero(pool.kv[:, :, pool.padding_page]) == 0
     assert batch.slot_mapping.tolist() == [8, 9, 10, 5]

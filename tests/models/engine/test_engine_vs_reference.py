@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.llm_engine import LLMEngine
@@ -22,17 +23,13 @@ def _prompts(seed: int, count: int, max_len: int, vocab: int = 97) -> list[list[
     return [[rng.randrange(vocab) for _ in range(rng.randint(1, max_len))] for _ in range(count)]
 
 
-@pytest.fixture(scope="module", params=["gqa", "mla", "dsa"])
-def toy_case(request: pytest.FixtureRequest) -> tuple[ToyModel, list[list[int]], list[list[int]]]:
-    """A toy model per attention kind, 12 prompts and their reference completions (once)."""
-    model = ToyModel(ToyConfig(kind=request.param), seed=3)
+@pytest.mark.parametrize(
+    ("kind", "integrity"), [("gqa", "full"), ("mla", "sampled"), ("dsa", "off"), ("dsa", "full")]
+)
+def test_batched_engine_matches_full_recompute(kind: str, integrity: str) -> None:
+    model = ToyModel(ToyConfig(kind=kind), seed=3)
     prompts = _prompts(seed=7, count=12, max_len=24)
-    return model, prompts, [greedy_reference(model, prompt, 10) for prompt in prompts]
-
-
-@pytest.mark.parametrize("integrity", ["off", "sampled", "full"])
-def test_batched_engine_matches_full_recompute(toy_case, integrity: str) -> None:
-    model, prompts, want = toy_case
+    want = [greedy_reference(model, prompt, 10) for prompt in prompts]
     config = EngineConfig(
         max_total_tokens=120,  # 30 pages of 4: far less than 12 sequences need at once
         page_size=4,
@@ -84,3 +81,11 @@ def test_stop_tokens_max_tokens_and_usage() -> None:
     assert tokens["b"] == reference[:5] and final["b"].finish_reason == "length"
     assert final["b"].usage.prompt_tokens == len(prompt)
     assert final["b"].usage.completion_tokens == 5
+
+
+def test_auto_kv_dtype_follows_the_model_weights() -> None:
+    model = ToyModel(ToyConfig(kind="gqa"), seed=1, dtype=torch.bfloat16)
+    engine = LLMEngine(model, model.kv_layout(), EngineConfig(max_total_tokens=64, page_size=4))
+    assert engine.kv_spec.dtype == "bf16"
+    assert engine.pool.k is not None and engine.pool.k.dtype == torch.bfloat16
+    assert len(engine.generate([[1, 2, 3]], StopCriteria(max_tokens=3))[0]) == 3

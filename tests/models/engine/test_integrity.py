@@ -119,7 +119,7 @@ def test_page_handed_out_too_early_is_caught_and_both_requests_stay_correct(
     """
     model, prompts, want = case
     rng = random.Random(integrity == "full")
-    for trial in range(4):
+    for trial in range(2):
         engine = _engine(model, integrity)
         engine.add_request("victim", prompts[trial % 4], StopCriteria(max_tokens=16))
         tokens: dict[str, list[int]] = {}
@@ -184,3 +184,36 @@ def test_repeated_failures_end_the_request_with_kv_integrity_error() -> None:
     assert other == greedy_reference(model, list(range(30, 37)), 20), (
         "the other request is unharmed"
     )
+
+
+def test_sampled_check_catches_a_handover_that_happened_while_the_reader_was_not_scheduled() -> (
+    None
+):
+    """Ownership is re-checked for every page restamped since the reader's last check, however
+    many steps ago that was."""
+    import numpy as np
+
+    from ember.models.engine.integrity import IntegrityChecker, StepReads
+    from ember.models.kv.integrity import CHAIN_SEED, chain_step
+    from ember.models.kv.pool import KVPool
+    from ember.models.kv.spec import KVSpec
+
+    pool = KVPool(KVSpec("mla", 1, "bf16", kv_lora_rank=4, qk_rope_head_dim=4), 8, PAGE)
+    sidecar = pool.sidecar
+    assert sidecar is not None
+    checker = IntegrityChecker(sidecar, PAGE, "sampled", sample_period=1 << 20)
+    chain, value = [], CHAIN_SEED
+    for position, token in enumerate(range(10, 18)):  # 8 tokens: pages 3 and 5
+        value = chain_step(value, token, position)
+        chain.append(value)
+    chains = np.array(chain, dtype=np.uint64)
+    slots = np.array([3 * PAGE + i for i in range(4)] + [5 * PAGE + i for i in range(4)])
+    sidecar.stamp_tokens(slots, chains, np.arange(8, dtype=np.int32))
+    reads = StepReads(np.array([[3, 5]]), [8], [chains], [0], np.array([-1]))
+    assert checker.check_step([reads], step=1) == []
+    sidecar.epoch = 5  # the reader last passed at epoch 1; four steps go by without it
+    reads.checked_epoch = np.array([1])
+    pool.zero_pages([5])  # the page is handed to someone else at epoch 5
+    sidecar.epoch = 9
+    failures = checker.check_step([reads], step=3)  # not a whole-page sampling step
+    assert len(failures) == 1 and failures[0].disowned_pages == frozenset({5})

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from ember.errors import ConfigError
-from ember.models.kv.spec import KVSpec, kv_capacity, kv_layout_for, parse_kv_dtype
+from ember.models.kv.spec import (
+    KVSpec,
+    kv_budget_from_fraction,
+    kv_capacity,
+    kv_layout_for,
+    parse_kv_dtype,
+)
 
 KIMI_K2 = KVSpec("mla", 61, "bf16", kv_lora_rank=512, qk_rope_head_dim=64)
 GLM_45 = KVSpec("gqa", 92, "bf16", num_kv_heads=8, head_dim=128, v_head_dim=128)
@@ -86,3 +92,13 @@ def test_layout_from_the_shipped_full_size_configs(name: str) -> None:
         spec = kv_layout_for(config, "fp8_e4m3")
         assert 0 < len(spec.index_layers) < spec.num_layers
         assert spec.cell_size == 44_928 + 128 * len(spec.index_layers)
+
+
+def test_budget_from_mem_fraction_static_follows_sglang() -> None:
+    gib = 1 << 30
+    # 24 GiB machine, 20 GiB free after loading weights, keep 0.88 for weights + KV.
+    assert kv_budget_from_fraction(24 * gib, 20 * gib, 0.88) == 20 * gib - int(24 * gib * 0.12)
+    with pytest.raises(ConfigError, match="mem_fraction_static"):
+        kv_budget_from_fraction(24 * gib, 2 * gib, 0.5)
+    with pytest.raises(ConfigError, match="mem_fraction_static"):
+        kv_budget_from_fraction(24 * gib, 20 * gib, 1.5)

@@ -36,7 +36,7 @@ def test_vectorised_digest_matches_reference(dtype: str, index_dim: int) -> None
             pool.slot_bytes(cache, row, int(slot))[head].numpy()
             for cache in pool.caches
             for row in range(cache.shape[0])
-            for head in range(cache.shape[2])
+            for head in range(cache.shape[1])
         ]
         assert int(digest) == content_digest_reference(rows)
 
@@ -93,3 +93,56 @@ def test_table_dequantization_equals_the_reference_cast(dtype: torch.dtype) -> N
     out = torch.empty(raw.shape, dtype=dtype)
     fast = dequantize_fp8_lut(raw, fp8_lut(dtype), index, out)
     assert torch.equal(fast, dequantize_fp8(raw, 1.0, dtype))
+
+
+@pytest.mark.parametrize("spec_kind", ["gqa", "mla"])
+def test_page_digest_equals_the_sum_of_its_slot_digests(spec_kind: str) -> None:
+    if spec_kind == "gqa":
+        spec = KVSpec("gqa", 2, "bf16", num_kv_heads=2, head_dim=8, v_head_dim=4)
+    else:
+        spec = KVSpec("mla", 3, "fp8_e4m3", kv_lora_rank=8, qk_rope_head_dim=4, index_head_dim=8)
+    pool = KVPool(spec, num_pages=6, page_size=4)
+    for cache in pool.caches:
+        cache.copy_(torch.randn(cache.shape).to(cache.dtype))
+    assert pool.sidecar is not None
+    pages = np.array([5, 0, 3, 3], dtype=np.int64)
+    slots = (pages[:, None] * 4 + np.arange(4)).reshape(-1)
+    per_slot = pool.sidecar.content_digest(slots).reshape(4, 4).sum(axis=1, dtype=np.uint64)
+    assert np.array_equal(pool.sidecar.page_digest(pages), per_slot)
+    pool.sidecar.stamp_content(slots)
+    assert np.array_equal(pool.sidecar.stamped_page_digest(pages), per_slot)
+
+
+@pytest.mark.parametrize("kind", ["gqa", "mla", "dsa"])
+@pytest.mark.parametrize("dtype", ["float32", "bf16", "fp8_e4m3"])
+def test_digests_summed_while_storing_equal_the_digests_of_memory(kind: str, dtype: str) -> None:
+    """The backend's on-the-fly stamp (fast path) against re-reading the pool (reference)."""
+    from ember.models.attention.backend import BatchLayout
+    from ember.models.attention.paged import PagedAttentionBackend, PagedBatch
+
+    if kind == "gqa":
+        spec = KVSpec("gqa", 2, dtype, num_kv_heads=2, head_dim=8, v_head_dim=8)
+    else:
+        index = 8 if kind == "dsa" else 0
+        spec = KVSpec("mla", 2, dtype, kv_lora_rank=12, qk_rope_head_dim=4, index_head_dim=index)
+    pool = KVPool(spec, num_pages=8, page_size=4)
+    assert pool.sidecar is not None
+    layout = BatchLayout((3, 1), (0, 6))
+    batch = PagedBatch.build(layout, [[5], [2, 7]], 4, pool.padding_page)
+    batch.digests = torch.zeros(4, dtype=torch.int64)
+    backend = PagedAttentionBackend(pool, batch)
+    for layer in range(2):
+        if kind == "gqa":
+            backend.gqa(
+                layer, torch.randn(4, 4, 8), torch.randn(4, 2, 8), torch.randn(4, 2, 8), 0.3
+            )
+        else:
+            if kind == "dsa":
+                backend.indexer_topk(
+                    layer, torch.randn(4, 2, 8), torch.rand(4, 2), torch.randn(4, 8), 0.3, 16
+                )
+            latent, rope = torch.randn(4, 12), torch.randn(4, 4)
+            backend.mla(layer, torch.randn(4, 3, 12), torch.randn(4, 3, 4), latent, rope, 0.3)
+    assert batch.digests is not None
+    slots = batch.slot_mapping.numpy()
+    assert np.array_equal(batch.digests.numpy().view(np.uint64), pool.sidecar.content_digest(slots))

@@ -22,7 +22,7 @@ from ember.models.quant import (
 from ember.models.quant.checkpoint import fp8_checkpoint_tensors, int4_checkpoint_tensors
 from ember.models.quant.fp8 import quantize_fp8_block
 from ember.models.quant.int4 import quantize_int4
-from tests.models.quant.tiny_moe import build_tiny_moe
+from tests.models.quant.kimi_tiny import build_kimi
 
 # As published: DeepSeek-V3 / Kimi K2 FP8 and Kimi K2-Thinking (compressed-tensors) configs.
 FP8_CONFIG = {
@@ -122,14 +122,14 @@ def _save_quantized_state(model: nn.Module, path: str, scheme: str) -> None:
 
 @pytest.mark.parametrize("scheme", ["fp8", "int4"])
 def test_load_pre_quantized_tiny_model_through_safetensors(tmp_path, scheme: str) -> None:
-    source = build_tiny_moe(seed=21, dtype=torch.bfloat16, vocab=512)
+    source = build_kimi(seed=21, vocab_size=512)
     path = str(tmp_path / "model.safetensors")
     _save_quantized_state(source, path, scheme)
     tensors = load_file(path)
     config = FP8_CONFIG if scheme == "fp8" else INT4_CONFIG
     quant = parse_checkpoint_quantization(config)
 
-    fresh = build_tiny_moe(seed=99, dtype=torch.bfloat16, vocab=512)  # different weights
+    fresh = build_kimi(seed=99, vocab_size=512)  # different weights
     used = load_quantized_linears(fresh, tensors, quant, compute_dtype=torch.bfloat16)
     missing, unexpected = fresh.load_state_dict(
         {k: v for k, v in tensors.items() if k not in used}, strict=False
@@ -143,13 +143,15 @@ def test_load_pre_quantized_tiny_model_through_safetensors(tmp_path, scheme: str
     quantize_model(expected, QuantConfig(scheme=scheme, targets=targets))
     ids = torch.randint(0, 512, (1, 12), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        torch.testing.assert_close(fresh(ids), expected(ids), rtol=0, atol=0)
+        torch.testing.assert_close(
+            fresh.reference_forward(ids), expected.reference_forward(ids), rtol=0, atol=0
+        )
     quantized = [m for m in fresh.modules() if isinstance(m, QuantizedLinear)]
     assert len(quantized) == (24 if scheme == "int4" else 38)
 
 
 def test_shape_mismatch_names_the_tensor() -> None:
-    model = build_tiny_moe(seed=3, vocab=256)
+    model = build_kimi(seed=3, vocab_size=256)
     q = quantize_fp8_block(torch.randn(128, 300))
     tensors = fp8_checkpoint_tensors("model.layers.0.mlp.gate_proj", q)
     with pytest.raises(CheckpointError, match=r"model\.layers\.0\.mlp\.gate_proj\.weight.*shape"):

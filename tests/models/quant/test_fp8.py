@@ -64,3 +64,29 @@ def test_fast_path_matches_reference(shape: tuple[int, int]) -> None:
     expected = fp8_linear_reference(xb.float(), fp8)
     assert got.dtype == torch.bfloat16 and got.shape == (2, 3, n)
     assert float((got.float() - expected).norm() / expected.norm()) < 1e-2
+
+
+def test_bit_moving_conversion_is_exact_for_every_e4m3_value() -> None:
+    from ember.models.quant.fp8 import _fp8_bits_as_bf16
+
+    every = torch.arange(256, dtype=torch.uint8).view(FP8_DTYPE)
+    finite = ~every.float().isnan()
+    moved = _fp8_bits_as_bf16(every).float() * 2.0**120
+    assert torch.equal(moved[finite], every.float()[finite])
+
+
+def test_large_scales_take_the_plain_conversion() -> None:
+    w = torch.randn(128, 128) * 1e5  # amax / 448 > 2^7: scale * 2^120 would overflow bf16
+    fp8 = quantize_fp8_block(w)
+    assert float(fp8.scale_inv.max()) > 2**7
+    fast = dequantize_fp8_block_fast(fp8, torch.bfloat16)
+    assert torch.isfinite(fast).all()
+    torch.testing.assert_close(fast.float(), dequantize_fp8_block(fp8), rtol=1e-2, atol=0)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_bf16_fast_dequantization_equals_the_plain_bf16_formula(shape: tuple[int, int]) -> None:
+    fp8 = quantize_fp8_block(torch.randn(shape, generator=torch.Generator().manual_seed(9)))
+    scales = expand_block_scales(fp8).to(torch.bfloat16)
+    plain = fp8.qweight.to(torch.bfloat16) * scales
+    assert torch.equal(dequantize_fp8_block_fast(fp8, torch.bfloat16), plain)

@@ -18,20 +18,20 @@ from ember.models.quant import (
     scheme_for,
 )
 from ember.models.quant.accounting import matrix_nbytes
-from tests.models.quant.tiny_moe import build_tiny_moe
+from tests.models.quant.kimi_tiny import build_kimi
 
 IDS = torch.randint(0, 2048, (2, 24), generator=torch.Generator().manual_seed(0))
 
 
 @pytest.fixture(scope="module")
 def bf16_model() -> nn.Module:
-    return build_tiny_moe(seed=11, dtype=torch.bfloat16)
+    return build_kimi(seed=11)
 
 
 @pytest.fixture(scope="module")
 def bf16_logits(bf16_model: nn.Module) -> torch.Tensor:
     with torch.no_grad():
-        return bf16_model(IDS).float()
+        return bf16_model.reference_forward(IDS).float()
 
 
 def _quantized(model: nn.Module, config: QuantConfig) -> nn.Module:
@@ -42,7 +42,7 @@ def _quantized(model: nn.Module, config: QuantConfig) -> nn.Module:
 
 def _compare(model: nn.Module, reference: torch.Tensor) -> tuple[float, float, float]:
     with torch.no_grad():
-        logits = model(IDS).float()
+        logits = model.reference_forward(IDS).float()
     rel = float((logits - reference).norm() / reference.norm())
     kl = float(
         F.kl_div(
@@ -68,6 +68,7 @@ def test_experts_policy_swaps_only_routed_experts(bf16_model: nn.Module) -> None
     assert len(names) == 8 * 3 and report.layers == {"int4": 24}
     assert all(".mlp.experts." in n for n in names)
     assert isinstance(model.model.layers[1].mlp.shared_experts.up_proj, nn.Linear)
+    assert isinstance(model.model.layers[0].mlp.up_proj, nn.Linear)  # the dense layer
     assert report.bytes_before == 24 * 128 * 256 * 2
     per = matrix_nbytes("int4", 128, 256, int4_layout="cpu_kernel")
     assert report.bytes_after in (24 * per, 24 * matrix_nbytes("int4", 128, 256))
@@ -80,8 +81,11 @@ def test_all_policy_never_touches_router_embeddings_norms_kv_b_or_lm_head(
     quantize_model(model, QuantConfig(scheme="fp8", targets="all"))
     names = _quantized_names(model)
     linear_left = {n for n, m in model.named_modules() if isinstance(m, nn.Linear)}
-    assert linear_left == {"lm_head", "model.layers.0.self_attn.kv_b_proj",
-                           "model.layers.1.self_attn.kv_b_proj"}  # fmt: skip
+    assert linear_left == {
+        "lm_head",
+        "model.layers.0.self_attn.kv_b_proj",
+        "model.layers.1.self_attn.kv_b_proj",
+    }
     assert "model.layers.1.mlp.shared_experts.down_proj" in names
     assert isinstance(model.model.embed_tokens, nn.Embedding)
     assert not isinstance(model.model.layers[1].mlp.gate, QuantizedLinear)
@@ -91,7 +95,7 @@ def test_all_policy_never_touches_router_embeddings_norms_kv_b_or_lm_head(
 
 
 def test_tied_lm_head_is_left_alone() -> None:
-    model = build_tiny_moe(seed=1, tie=True, vocab=256)
+    model = build_kimi(seed=1, tie_word_embeddings=True)
     quantize_model(model, QuantConfig(scheme="int4", targets="all", include_lm_head=True))
     assert model.lm_head.weight is model.model.embed_tokens.weight
 
@@ -106,16 +110,17 @@ def test_scheme_for_names() -> None:
     assert scheme_for("lm_head", experts) == "none"
 
 
-# Bounds: measured on this model (seed 11) and ~2x above it; BF16 vs FP32 on the same model
-# differs by rel ~0.02. Per-layer relative error is ~2.7% (FP8) and ~9% (INT4 g32) on Gaussian
-# weights, and "all" stacks 7+ quantized matmuls per token on a random (untrained) network.
+# (max relative logit error, max KL, min top-1 agreement): measured on this model (seed 11) and
+# loosened ~1.5-2x. For scale: BF16 vs FP32 of the same model is rel 0.07, KL 0.003, top-1 0.875
+# (random weights give flat logits). Per-layer error is ~2.7% (FP8) and ~9% (INT4 g32) on
+# Gaussian weights, and "all" stacks every matmul of the token's path.
 CASES = [
-    (QuantConfig(scheme="fp8", targets="experts"), 0.03, 0.005, 0.95),
-    (QuantConfig(scheme="int4", targets="experts"), 0.07, 0.03, 0.85),
-    (QuantConfig(scheme="int4", targets="experts", group_size=128), 0.08, 0.04, 0.85),
-    (QuantConfig(scheme="int4", targets="experts", others="fp8"), 0.2, 0.15, 0.7),
-    (QuantConfig(scheme="fp8", targets="all"), 0.15, 0.1, 0.75),
-    (QuantConfig(scheme="int4", targets="all", symmetric=False), 0.4, 0.8, 0.4),
+    (QuantConfig(scheme="fp8", targets="experts"), 0.06, 0.002, 0.85),
+    (QuantConfig(scheme="int4", targets="experts"), 0.2, 0.012, 0.65),
+    (QuantConfig(scheme="int4", targets="experts", group_size=128), 0.23, 0.015, 0.6),
+    (QuantConfig(scheme="int4", targets="experts", others="fp8"), 0.3, 0.03, 0.55),
+    (QuantConfig(scheme="fp8", targets="all"), 0.25, 0.02, 0.6),
+    (QuantConfig(scheme="int4", targets="all", symmetric=False), 0.8, 0.25, 0.3),
 ]
 
 
@@ -134,28 +139,20 @@ def test_quantized_logits_stay_close_to_bf16(
     assert rel < max_rel and kl < max_kl and top1 >= min_top1, (rel, kl, top1)
 
 
-def test_fast_model_equals_reference_model(bf16_model: nn.Module) -> None:
-    """The whole model with kernels vs the same quantized weights on reference paths."""
-    for scheme in ("int4", "fp8"):
-        fast = _quantized(bf16_model, QuantConfig(scheme=scheme, targets="all"))
-        slow = _quantized(bf16_model, QuantConfig(scheme=scheme, targets="all", use_kernels=False))
-        with torch.no_grad():
-            reference = slow(IDS).float()
-        rel, _, top1 = _compare(fast, reference)
-        assert rel < 0.02 and top1 >= 0.95, (scheme, rel, top1)
-
-
-def test_int4_from_fp8_goes_through_float32(bf16_model: nn.Module) -> None:
+def test_int4_from_fp8_goes_through_float32(
+    bf16_model: nn.Module, bf16_logits: torch.Tensor
+) -> None:
     """The seed's path: FP8 everywhere, then routed experts requantized to INT4."""
     model = _quantized(bf16_model, QuantConfig(scheme="fp8", targets="all"))
     report = quantize_model(model, QuantConfig(scheme="int4", targets="experts"))
     assert report.layers == {"int4": 24}
     schemes = set(_quantized_names(model).values())
     assert schemes == {"fp8", "int4"}
+    # As close to BF16 as quantizing each layer once (int4 experts + fp8 rest) is.
     direct = _quantized(bf16_model, QuantConfig(scheme="int4", targets="experts", others="fp8"))
-    with torch.no_grad():
-        rel, _, _ = _compare(model, direct(IDS).float())
-    assert rel < 0.05
+    _, kl_requantized, _ = _compare(model, bf16_logits)
+    _, kl_direct, _ = _compare(direct, bf16_logits)
+    assert kl_requantized < 1.5 * kl_direct + 1e-3, (kl_requantized, kl_direct)
 
 
 def test_weight_bytes_shrink_as_expected(bf16_model: nn.Module) -> None:

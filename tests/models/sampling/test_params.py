@@ -73,6 +73,9 @@ def test_max_completion_tokens_wins_and_model_defaults_fill_gaps() -> None:
         ("logprobs", "yes", "true or false"),
         ("ignore_eos", 1, "true or false"),
         ("top_logprobs", 21, "between 0 and 20"),
+        ("min_p", 1.5, "between 0 and 1"),
+        ("min_tokens", -1, "integer >= 0"),
+        ("logit_bias", [1, 2], "an object mapping token ids"),
     ],
 )
 def test_each_bad_value_names_the_field_and_the_range(
@@ -87,6 +90,26 @@ def test_each_bad_value_names_the_field_and_the_range(
     shown = value[-1] if isinstance(value, list) and field == "stop_token_ids" else value
     shown = "''" if value == ["ok", ""] else repr(shown)
     assert str(caught.value).startswith(field) and shown in str(caught.value)
+
+
+def test_logit_bias_and_min_tokens() -> None:
+    params = SamplingParams.from_request({"logit_bias": {"7": -100, "3": 2.5}, "min_tokens": 4})
+    assert params.logit_bias == ((3, 2.5), (7, -100)) and params.min_tokens == 4
+    with pytest.raises(InvalidModelInput, match=r"logit_bias\[7\] must be a number between -100"):
+        SamplingParams.from_request({"logit_bias": {"7": 101}})
+    with pytest.raises(InvalidModelInput, match="keys are token ids") as caught:
+        SamplingParams.from_request({"logit_bias": {"seven": 1}})
+    assert caught.value.field == "logit_bias"
+    with pytest.raises(InvalidModelInput, match=r"at most max_tokens \(2\)"):
+        SamplingParams.from_request({"min_tokens": 3, "max_tokens": 2})
+
+
+def test_from_the_chat_api_options() -> None:
+    from ember.models.api.chat_request import parse_sampling
+
+    body = {"temperature": 0.2, "top_k": -1, "min_p": 0.1, "logit_bias": {"5": 1}, "stop": "x"}
+    params = SamplingParams.from_options(parse_sampling(body))
+    assert params == SamplingParams(temperature=0.2, min_p=0.1, logit_bias=((5, 1.0),), stop=("x",))
 
 
 def test_top_logprobs_requires_logprobs() -> None:

@@ -13,7 +13,7 @@ from ember.models.sampling import (
     Sampler,
     SamplingParams,
     SamplingState,
-    apply_penalties,
+    process_logits,
     sample_row_reference,
 )
 
@@ -28,7 +28,13 @@ def _random_params(rng: random.Random, seed: int) -> SamplingParams:
         temperature=rng.choice([0.0, 0.3, 0.7, 1.0, 1.6, 2.0]),
         top_p=rng.choice([1.0, 1.0, 0.9, 0.5, 0.05]),
         top_k=rng.choice([0, 0, -1, 1, 5, 40, 500]),
+        min_p=rng.choice([0.0, 0.0, 0.05, 0.3]),
         seed=seed,
+        min_tokens=rng.choice([0, 0, 3, 40]),
+        stop_token_ids=tuple(rng.sample(range(VOCAB), rng.choice([0, 2]))),
+        logit_bias=tuple((t, rng.uniform(-100, 100)) for t in rng.sample(range(VOCAB), 3))
+        if rng.random() < 0.3
+        else (),
         repetition_penalty=rng.choice([1.0, 1.0, 1.3, 0.7]),
         frequency_penalty=rng.choice([0.0, 0.0, 0.5, -1.0]),
         presence_penalty=rng.choice([0.0, 0.0, 1.5, -0.5]),
@@ -37,17 +43,23 @@ def _random_params(rng: random.Random, seed: int) -> SamplingParams:
     )
 
 
+EOS = (0, 96)
+
+
 def _states(params: list[SamplingParams]) -> list[SamplingState]:
-    return [SamplingState.create(p, VOCAB, PROMPT) for p in params]
+    return [SamplingState.create(p, VOCAB, PROMPT, eos_token_ids=EOS) for p in params]
 
 
-@pytest.mark.parametrize("trial", range(6))
+@pytest.mark.parametrize("candidates", [4, 1024])  # 4: the candidate shortcut and its fallback
+@pytest.mark.parametrize("trial", range(4))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_batched_sampler_equals_reference_token_for_token(trial: int, dtype: torch.dtype) -> None:
+def test_batched_sampler_equals_reference_token_for_token(
+    trial: int, dtype: torch.dtype, candidates: int
+) -> None:
     rng = random.Random(trial)
     params = [_random_params(rng, seed=1000 * trial + i) for i in range(12)]
     fast, slow = _states(params), _states(params)
-    sampler = Sampler()
+    sampler = Sampler(candidates=candidates)
     gen = torch.Generator().manual_seed(trial)
     for _ in range(15):
         # bf16 logits have many exact ties: the tie order (by token id) must match too.
@@ -137,12 +149,14 @@ def test_empirical_frequencies_match_the_filtered_distribution() -> None:
 
 
 def test_penalties_on_a_hand_checked_case() -> None:
-    params = SamplingParams(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=1.0)
+    params = SamplingParams(
+        temperature=0.0, repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=1.0
+    )
     state = SamplingState.create(params, 6, prompt_token_ids=[0])
     for token in (1, 1, 2):
         state.append(token)
     logits = torch.tensor([[4.0, 4.0, -2.0, 3.0, -1.0, 0.0]])
-    got = apply_penalties(logits, [state])[0].tolist()
+    got = process_logits(logits, [state])[0].tolist()
     # token 0: prompt only -> 4 / 2 = 2 (no frequency/presence: those count generated tokens)
     # token 1: generated twice -> 4 / 2 - 0.5 * 2 - 1 = 0
     # token 2: generated once, negative -> -2 * 2 - 0.5 - 1 = -5.5
@@ -170,6 +184,8 @@ def test_shape_mismatch_and_bad_stop_ids() -> None:
         Sampler()(torch.zeros(2, VOCAB), _states([SamplingParams()]))
     with pytest.raises(InvalidModelInput, match="below the vocabulary size 97"):
         SamplingState.create(SamplingParams(stop_token_ids=(97,)), VOCAB)
+    with pytest.raises(InvalidModelInput, match="logit_bias must name token ids"):
+        SamplingState.create(SamplingParams(logit_bias=((200, 1.0),)), VOCAB)
 
 
 def test_top_p_keeps_the_smallest_set_reaching_p() -> None:
@@ -181,3 +197,79 @@ def test_top_p_keeps_the_smallest_set_reaching_p() -> None:
     assert seen == {0, 1}
     reference = SamplingState.create(SamplingParams(top_p=0.5, seed=3), 4)
     assert {sample_row_reference(logits[0], reference).token for _ in range(200)} == {0, 1}
+
+
+def test_top_p_applies_to_the_mass_renormalised_after_top_k() -> None:
+    """probs 0.4, 0.3, 0.2, 0.1; top-k 2 leaves 4/7, 3/7; top-p 0.5 then keeps only the first
+    (mass ahead of the second is 4/7 >= 0.5), whereas over the full mass (0.4 < 0.5) it would
+    keep two."""
+    logits = torch.tensor([[0.4, 0.3, 0.2, 0.1]]).log()
+    params = SamplingParams(top_k=2, top_p=0.5, seed=1)
+    fast, slow = SamplingState.create(params, 4), SamplingState.create(params, 4)
+    assert {int(Sampler()(logits, [fast]).token_ids[0]) for _ in range(100)} == {0}
+    assert {sample_row_reference(logits[0], slow).token for _ in range(100)} == {0}
+
+
+def test_min_p_keeps_tokens_above_a_fraction_of_the_best() -> None:
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    state = SamplingState.create(SamplingParams(min_p=0.4, seed=2), 4)  # keeps p >= 0.2
+    assert {int(Sampler()(logits, [state]).token_ids[0]) for _ in range(200)} == {0, 1}
+
+
+def test_min_tokens_masks_eos_and_stop_ids_then_lets_them_through() -> None:
+    logits = torch.tensor([[5.0, 0.0, 0.0, 9.0]])  # token 3 (EOS) dominates
+    params = SamplingParams(temperature=0.0, min_tokens=2, stop_token_ids=(0,))
+    state = SamplingState.create(params, 4, eos_token_ids=(3,))
+    tokens = [int(Sampler()(logits, [state]).token_ids[0]) for _ in range(3)]
+    assert tokens == [1, 1, 3]
+    ignoring = SamplingState.create(
+        SamplingParams(temperature=0.0, min_tokens=2, ignore_eos=True), 4, eos_token_ids=(3,)
+    )
+    assert int(Sampler()(logits, [ignoring]).token_ids[0]) == 3  # EOS is an ordinary token
+
+
+def test_logit_bias_moves_the_choice() -> None:
+    logits = torch.tensor([[1.0, 2.0, 3.0]])
+    state = SamplingState.create(SamplingParams(temperature=0.0, logit_bias=((0, 5.0),)), 3)
+    assert int(Sampler()(logits, [state]).token_ids[0]) == 0
+    banned = SamplingState.create(SamplingParams(seed=1, logit_bias=((2, -100.0),)), 3)
+    draws = {int(Sampler()(logits, [banned]).token_ids[0]) for _ in range(100)}
+    assert 2 not in draws
+
+
+@pytest.mark.parametrize("candidates", [1, 2, 8, 30])
+def test_candidate_shortcut_equals_a_full_sort(candidates: int) -> None:
+    """Rows that keep more than the candidates, or tie the candidates' edge, are redone."""
+    from ember.models.sampling.draw import draw_cut
+
+    gen = torch.Generator().manual_seed(candidates)
+    # Coarse values: many exact ties, including at every candidate edge.
+    probs = torch.softmax((torch.randn(40, VOCAB, generator=gen) * 2).round(), dim=-1)
+    params = [
+        SamplingParams(top_p=p, top_k=k, min_p=m)
+        for p, k, m in zip(
+            [0.3, 0.9, 1.0, 0.99, 0.5] * 8,
+            [0, 0, 5, 0, 3, 0, 0, 0] * 5,
+            [0.0, 0.0, 0.0, 0.2, 0.0] * 8,
+            strict=True,
+        )
+        if p < 1.0 or k > 0 or m > 0
+    ]
+    probs = probs[: len(params)]
+    uniform = torch.rand(len(params), generator=gen, dtype=torch.float64)
+    full = draw_cut(probs, params, uniform, candidates=VOCAB)
+    assert torch.equal(draw_cut(probs, params, uniform, candidates=candidates), full)
+
+
+def test_callers_logits_are_never_modified() -> None:
+    logits = torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(5))
+    before = logits.clone()
+    params = [
+        SamplingParams(temperature=0.0),
+        SamplingParams(seed=1, logit_bias=((3, 50.0),), min_tokens=2),
+        SamplingParams(seed=2, frequency_penalty=1.0, repetition_penalty=1.5),
+    ]
+    states = _states(params)
+    for _ in range(3):
+        Sampler()(logits, states)
+    assert torch.equal(logits, before)

@@ -83,6 +83,16 @@ def test_max_tokens_is_length_and_shows_the_last_token() -> None:
     assert run(checker, ids_of("ST", "OP")) == (["", ""], "stop", "STOP")
 
 
+def test_min_tokens_suspends_every_stop_condition() -> None:
+    params = SamplingParams(min_tokens=3, stop=("STOP",), stop_token_ids=(PIECES.index("x"),))
+    checker = StopChecker(params, decode, eos_token_ids=(EOS,))
+    # STOP before the 3rd token is shown; the stop id (x) and EOS count from the 3rd token on.
+    deltas, reason, matched = run(checker, ids_of("STOP", "x", "ST", "OP"))
+    assert deltas == ["STOP", "x", "", ""] and (reason, matched) == ("stop", "STOP")
+    checker = StopChecker(params, decode, eos_token_ids=(EOS,))
+    assert run(checker, [*ids_of("a", "b"), EOS]) == (["a", "b", ""], "stop", EOS)
+
+
 def test_push_after_finish_is_a_bug() -> None:
     checker = StopChecker(SamplingParams(max_tokens=1), decode)
     checker.push(0)

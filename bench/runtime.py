@@ -1,0 +1,414 @@
+"""Runtime benchmark: ``ember dev`` (hello world) against a bare starlette+uvicorn app.
+
+    PYTHONPATH=. python bench/runtime.py [--duration 5] [--rounds 3] [--cold 40]
+
+Both servers run as subprocesses on 127.0.0.1 with the same uvicorn and HTTP parser; one load
+generator (this process: asyncio, keep-alive connections, raw HTTP/1.1) drives both, in
+alternating rounds, so the comparison is a ratio within one run:
+
+- latency: one connection, requests back to back: p50 / p99 per request;
+- throughput: ``--connections`` concurrent keep-alive connections: requests/s;
+- cold start: an isolate forked from the warm zygote, from spawn to the first response
+  (``Supervisor.fetch`` on a deployment with no isolate yet), median of ``--cold`` runs; and a
+  fresh ``python -I -c pass`` for scale.
+
+Writes ``bench/results/runtime.json`` and, if matplotlib is installed, ``runtime.png``.
+The machine is shared: the JSON records the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+BODY = b"Hello, world!"
+
+BARE_APP = """
+from starlette.responses import Response
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await Response("Hello, world!", media_type="text/plain;charset=UTF-8")(scope, receive, send)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_bare(port: int, workdir: Path) -> subprocess.Popen[bytes]:
+    (workdir / "bare_app.py").write_text(BARE_APP)
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "bare_app:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+        "--lifespan",
+        "off",
+        "--ws",
+        "none",
+    ]
+    return subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL)
+
+
+def start_ember(port: int, state: Path) -> subprocess.Popen[bytes]:
+    command = [
+        sys.executable,
+        "-m",
+        "ember",
+        "dev",
+        str(ROOT / "examples" / "hello"),
+        "--port",
+        str(port),
+        "--persist-to",
+        str(state),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+
+
+async def wait_ready(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            connection = Connection(port)
+            await connection.open()
+            body = await connection.get()
+            connection.close()
+            if body == BODY:
+                return
+        except OSError:
+            pass
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"server on port {port} did not answer")
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection that sends GET / and reads a Content-Length body."""
+
+    REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: ember-bench\r\n\r\n"
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+
+    async def get(self) -> bytes:
+        self.writer.write(self.REQUEST)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"unexpected response {head[:40]!r}")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        return await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def latency(port: int, duration: float) -> list[float]:
+    """Per-request seconds, one connection, requests back to back."""
+    connection = Connection(port)
+    await connection.open()
+    samples: list[float] = []
+    end = time.perf_counter() + duration
+    while (start := time.perf_counter()) < end:
+        await connection.get()
+        samples.append(time.perf_counter() - start)
+    connection.close()
+    return samples
+
+
+async def throughput(port: int, duration: float, connections: int) -> float:
+    """Requests per second over ``connections`` concurrent keep-alive connections."""
+    count = 0
+    end = time.perf_counter() + duration
+
+    async def worker() -> None:
+        nonlocal count
+        connection = Connection(port)
+        await connection.open()
+        while time.perf_counter() < end:
+            await connection.get()
+            count += 1
+        connection.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    return count / (time.perf_counter() - start)
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (ember dev: supervisor, zygote, isolates)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    tree, index = [pid], 0
+    while index < len(tree):
+        tree += children.get(tree[index], [])
+        index += 1
+    return tree
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of ``pids`` (those still alive)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def cold_starts(runs: int, workdir: Path) -> list[float]:
+    """Seconds from spawn to first response for fresh isolates of the hello example."""
+    import dataclasses
+
+    from ember.runtime.deployment import load_deployment
+    from ember.runtime.http import HttpRequest
+    from ember.runtime.supervisor import Supervisor
+
+    supervisor = Supervisor(state_dir=workdir / "cold-state")
+    await supervisor.start()
+    base = load_deployment(ROOT / "examples" / "hello")
+    samples: list[float] = []
+    try:
+        for i in range(runs + 2):
+            deployment = dataclasses.replace(base, id=f"cold-{i}")
+            await supervisor.deploy(deployment, eager=False)
+            start = time.perf_counter()
+            response = await supervisor.fetch(
+                deployment.id, HttpRequest("GET", "http://bench/", [])
+            )
+            elapsed = time.perf_counter() - start
+            assert response.body == b"Hello, world!", response.body
+            await supervisor.remove(deployment.id)
+            if i >= 2:  # the first two warm up the zygote's page cache
+                samples.append(elapsed)
+    finally:
+        await supervisor.close()
+    return samples
+
+
+def server_stack() -> dict[str, str]:
+    """What uvicorn runs on here (both servers use the same: its defaults pick these)."""
+    import importlib.util
+
+    import uvicorn
+
+    return {
+        "uvicorn": uvicorn.__version__,
+        "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
+        "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        "isolate_loop": "asyncio",
+    }
+
+
+def fresh_python(runs: int) -> list[float]:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-I", "-c", "pass"], check=True)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per server")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--cold", type=int, default=40, help="cold starts to time")
+    parser.add_argument("--output", type=Path, default=RESULTS / "runtime.json")
+    args = parser.parse_args()
+
+    load_before = os.getloadavg()
+    results: dict[str, dict[str, list[float]]] = {
+        name: {
+            "rps": [],
+            "p50_ms": [],
+            "p99_ms": [],
+            "server_cpu_us_per_request": [],
+            "main_process_cpu_us_per_request": [],
+        }
+        for name in ("bare", "ember")
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        ports = {"bare": free_port(), "ember": free_port()}
+        servers = {
+            "bare": start_bare(ports["bare"], workdir),
+            "ember": start_ember(ports["ember"], workdir / "state"),
+        }
+        try:
+            for port in ports.values():
+                await wait_ready(port)
+                await throughput(port, 1.0, args.connections)  # warm up
+            for round_index in range(args.rounds):
+                for name, port in ports.items():
+                    samples = await latency(port, args.duration)
+                    pids = process_tree(servers[name].pid)
+                    main_before = cpu_seconds(pids[:1])
+                    cpu_before, started = cpu_seconds(pids), time.perf_counter()
+                    rps = await throughput(port, args.duration, args.connections)
+                    cpu_used = cpu_seconds(pids) - cpu_before
+                    main_used = cpu_seconds(pids[:1]) - main_before
+                    requests = rps * (time.perf_counter() - started)
+                    results[name]["server_cpu_us_per_request"].append(cpu_used / requests * 1e6)
+                    results[name]["main_process_cpu_us_per_request"].append(
+                        main_used / requests * 1e6
+                    )
+                    results[name]["rps"].append(rps)
+                    results[name]["p50_ms"].append(percentile(samples, 0.5) * 1000)
+                    results[name]["p99_ms"].append(percentile(samples, 0.99) * 1000)
+                    row = results[name]
+                    print(
+                        f"round {round_index + 1} {name:5s}: {rps:7.0f} req/s, "
+                        f"p50 {row['p50_ms'][-1]:.3f} ms, p99 {row['p99_ms'][-1]:.3f} ms, "
+                        f"server CPU {row['server_cpu_us_per_request'][-1]:.0f} us/request"
+                    )
+        finally:
+            for server in servers.values():
+                server.terminate()
+                server.wait(10)
+        cold = await cold_starts(args.cold, workdir)
+    python_start = fresh_python(10)
+
+    bare, ember = results["bare"], results["ember"]
+    summary = {
+        "bare_rps": statistics.median(bare["rps"]),
+        "ember_rps": statistics.median(ember["rps"]),
+        "rps_ratio": statistics.median(
+            e / b for e, b in zip(ember["rps"], bare["rps"], strict=True)
+        ),
+        "bare_p50_ms": statistics.median(bare["p50_ms"]),
+        "ember_p50_ms": statistics.median(ember["p50_ms"]),
+        "added_p50_ms": statistics.median(
+            e - b for e, b in zip(ember["p50_ms"], bare["p50_ms"], strict=True)
+        ),
+        "bare_p99_ms": statistics.median(bare["p99_ms"]),
+        "bare_cpu_us_per_request": statistics.median(bare["server_cpu_us_per_request"]),
+        "ember_cpu_us_per_request": statistics.median(ember["server_cpu_us_per_request"]),
+        "ember_supervisor_cpu_us_per_request": statistics.median(
+            ember["main_process_cpu_us_per_request"]
+        ),
+        "ember_p99_ms": statistics.median(ember["p99_ms"]),
+        "cold_start_median_ms": statistics.median(cold) * 1000,
+        "cold_start_p90_ms": percentile(cold, 0.9) * 1000,
+        "fresh_python_median_ms": statistics.median(python_start) * 1000,
+    }
+    report = {
+        "benchmark": "runtime",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_before": load_before,
+            "load_after": os.getloadavg(),
+        },
+        "server": server_stack(),
+        "settings": vars(args)
+        | {
+            "output": str(args.output.relative_to(ROOT))
+            if args.output.is_relative_to(ROOT)
+            else str(args.output)
+        },
+        "summary": summary,
+        "rounds": results,
+        "cold_start_ms": [s * 1000 for s in cold],
+        "goals": {"rps_ratio": ">= 0.5", "added_p50_ms": "< 0.5", "cold_start_median_ms": "< 20"},
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    plot(report, args.output.with_suffix(".png"))
+
+
+def plot(report: dict, path: Path) -> None:  # type: ignore[type-arg]
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot (pip install -e '.[bench]')")
+        return
+    s = report["summary"]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    names = ["bare starlette", "ember dev"]
+    axes[0].bar(names, [s["bare_rps"], s["ember_rps"]], color=["#888", "#d9480f"])
+    axes[0].set_title(f"requests/s ({report['settings']['connections']} connections)")
+    axes[0].axhline(s["bare_rps"] / 2, ls="--", c="k", lw=0.8, label="goal: half of bare")
+    axes[0].legend(fontsize=8)
+    width = 0.35
+    x = range(2)
+    axes[1].bar(
+        [i - width / 2 for i in x],
+        [s["bare_p50_ms"], s["bare_p99_ms"]],
+        width,
+        label="bare",
+        color="#888",
+    )
+    axes[1].bar(
+        [i + width / 2 for i in x],
+        [s["ember_p50_ms"], s["ember_p99_ms"]],
+        width,
+        label="ember dev",
+        color="#d9480f",
+    )
+    axes[1].set_xticks(list(x), ["p50", "p99"])
+    axes[1].set_title("latency, 1 connection (ms)")
+    axes[1].legend(fontsize=8)
+    axes[2].hist(report["cold_start_ms"], bins=20, color="#d9480f")
+    axes[2].axvline(20, ls="--", c="k", lw=0.8, label="goal: 20 ms")
+    axes[2].axvline(
+        s["fresh_python_median_ms"], ls=":", c="#555", lw=1, label="fresh python -c pass"
+    )
+    axes[2].set_title("isolate cold start, spawn to first response (ms)")
+    axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

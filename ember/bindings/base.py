@@ -1,0 +1,210 @@
+"""The binding contract: how a binding type is declared, and the two halves of every binding.
+
+A binding type (``BindingType``) is four things, and adding one never edits ``ember/runtime``:
+
+- ``parse``: its config section (``kv_namespaces``, ``ai``, ...) -> typed ``BindingSpec`` values,
+  raising ``ConfigError`` that names the file and key;
+- ``client``: built *inside the isolate* from a spec and a ``BindingChannel``; it holds no state,
+  no secrets beyond its own, never imports torch, and reaches the supervisor only by calls on the
+  channel (the isolate's own socket; the connection is the capability);
+- ``service``: built *in the supervisor*, one per deployment and binding (per-deployment scoping),
+  from the spec and a ``ServiceHost``; it owns the state and answers calls, with either a value or
+  a ``StreamReply`` (a head value plus a sequence of byte chunks, e.g. KV ``get(type="stream")``
+  or server-sent events from a model);
+- the registry (``ember.bindings.registry``) that maps config keys and kinds to types.
+
+Cancellation runs both ways: a call whose awaiting task is cancelled in the isolate is cancelled
+at the service (its coroutine or stream generator sees ``CancelledError``), and when a request
+ends or its client goes away the supervisor cancels that request's outstanding calls itself.
+
+    isolate:     env.KV.get("k") -> client -> BindingChannel.call("KV", "get", [...])
+                   == CALL frame on the isolate's socket ==>
+    supervisor:  services["KV"].call("get", [...], CallContext) -> value | StreamReply
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from ember.config import ConfigSection
+from ember.errors import BindingError
+
+T = TypeVar("T")
+# Option values travel in msgpack frames, so they stay scalar.
+OptionValue = str | int | float | bool | None
+
+
+class ServiceError(BindingError):
+    """A service refused a call; ``kind`` and ``data`` travel to the isolate unchanged.
+
+    Clients may turn it into the platform's own error class (the AI client raises
+    ``InferenceUpstreamError`` from ``data["code"]``, for example).
+    """
+
+    def __init__(
+        self, message: str, *, kind: str = "binding", data: Mapping[str, Any] | None = None
+    ):
+        self.kind = kind
+        self.data = dict(data or {})
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class BindingSpec:
+    """One configured binding: what ``env.<name>`` is, for one deployment."""
+
+    kind: str
+    name: str
+    client: str  # "module:attr" of the ClientFactory, imported inside the isolate
+    options: Mapping[str, OptionValue] = field(default_factory=dict)
+
+    def to_wire(self) -> list[object]:
+        """A msgpack-friendly form for the isolate's init frame."""
+        return [self.kind, self.name, self.client, dict(self.options)]
+
+    @classmethod
+    def from_wire(cls, value: object) -> BindingSpec:
+        """Inverse of ``to_wire`` (the supervisor is trusted; shape is still checked)."""
+        if not (isinstance(value, list) and len(value) == 4):
+            raise TypeError(f"bad binding spec {value!r}")
+        kind, name, client, options = value
+        if not all(isinstance(v, str) for v in (kind, name, client)) or not isinstance(
+            options, dict
+        ):
+            raise TypeError(f"bad binding spec {value!r}")
+        return cls(kind=kind, name=name, client=client, options=options)
+
+
+class ByteStream(Protocol):
+    """A stream of byte chunks the handler may iterate or hand to ``Response(...)``."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CallReply:
+    """A call's result as the isolate sees it: a value, plus a stream if the service sent one."""
+
+    value: object
+    stream: ByteStream | None = None
+
+
+class BindingChannel(Protocol):
+    """The isolate's way to reach its binding services (implemented by ``ember.runtime``)."""
+
+    async def call(
+        self,
+        binding: str,
+        method: str,
+        args: list[object],
+        *,
+        upload: bytes | AsyncIterable[bytes] | None = None,
+    ) -> CallReply:
+        """Call ``method`` on this deployment's service named ``binding``.
+
+        ``upload`` sends a body too large for one frame (a KV value up to 25 MiB). Raises
+        ``ServiceError`` (or a ``BindingError``/``LimitExceeded``) with the service's message.
+        """
+        ...
+
+
+ClientFactory = Callable[[BindingSpec, BindingChannel], object]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReply:
+    """A service's streamed answer: ``head`` first, then ``chunks`` as they are produced."""
+
+    head: object
+    chunks: AsyncIterator[bytes]
+
+
+class CallContext(Protocol):
+    """What a service knows about one call (supervisor side)."""
+
+    @property
+    def deployment_id(self) -> str: ...
+
+    @property
+    def request_id(self) -> int: ...
+
+    @property
+    def upload(self) -> AsyncIterator[bytes] | None:
+        """The call's uploaded body, if the client sent one."""
+        ...
+
+    def count(self, counter: str) -> int:
+        """Add one to a per-request counter (e.g. KV operations) and return its new value."""
+        ...
+
+
+class ServiceHost(Protocol):
+    """What the supervisor offers a service: its deployment, a state directory, shared objects."""
+
+    @property
+    def deployment_id(self) -> str: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    def clock(self) -> float:
+        """Seconds since the epoch (injectable, so expiry is testable without sleeping)."""
+        ...
+
+    def shared(self, key: str, factory: Callable[[], T]) -> T:
+        """One object per supervisor under ``key`` (a KV store, a model pool), made on first use.
+
+        Shared objects with an ``aclose()`` or ``close()`` method are closed with the supervisor.
+        """
+        ...
+
+
+class BindingService(ABC):
+    """Supervisor side of one binding of one deployment: owns state, answers calls."""
+
+    @abstractmethod
+    async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
+        """Answer one call; raise ``ServiceError``/``BindingError``/``LimitExceeded`` on refusal.
+
+        ``args`` came from an untrusted isolate: validate every element.
+        """
+
+    async def close(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Release per-deployment resources (shared ones are closed by the host)."""
+
+
+ServiceFactory = Callable[[BindingSpec, ServiceHost], BindingService]
+
+
+@dataclass(frozen=True, slots=True)
+class BindingType:
+    """A kind of binding, as the registry knows it."""
+
+    kind: str
+    config_key: str  # the top-level key in ember.yaml / wrangler.toml
+    parse: Callable[[ConfigSection], tuple[BindingSpec, ...]]
+    service: str | None  # "module:attr" of a ServiceFactory; None for client-only types
+    description: str = ""
+
+
+def import_target(target: str) -> Any:
+    """Import ``"module:attr"`` (binding clients and services are named, then loaded lazily)."""
+    module_name, _, attribute = target.partition(":")
+    if not attribute:
+        raise ValueError(f"expected 'module:attribute', found {target!r}")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def binding_name(section: ConfigSection, entry: Mapping[str, object], where: str) -> str:
+    """The ``binding`` field of an entry: an identifier-like, non-empty string."""
+    name = entry.get("binding")
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
+        raise section.error(f"{where}.binding", name, "a binding name such as 'KV' (an identifier)")
+    return name

@@ -1,0 +1,2 @@
+"""Workers KV: ``client.py`` (isolate), ``service.py`` (supervisor), ``store.py`` (SQLite),
+``limits.py`` (the platform's limits and messages), ``spec.py`` (config and binding type)."""

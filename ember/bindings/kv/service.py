@@ -1,0 +1,158 @@
+"""Supervisor side of a KV binding: validates every call, then reads or writes the store.
+
+One ``KVService`` per deployment and binding; it can touch only its own namespace id (from the
+deployment's spec, never from the call). The store is shared by every deployment of the
+supervisor (``ServiceHost.shared``) and runs on its own thread.
+
+Wire format (the client in ``client.py`` is the only other party):
+
+    get              [key, cache_ttl]                          -> [found, metadata, body] | stream
+    put              [key, body|None, expiration, ttl, metadata] (+ upload when body is None)
+    delete           [key]
+    list             [prefix, limit, cursor]                   -> {keys, list_complete, cursor?}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ember.bindings.base import BindingService, BindingSpec, CallContext, ServiceHost, StreamReply
+from ember.bindings.kv import limits
+from ember.bindings.kv.store import AsyncKVStore, KVEntry, KVStore
+
+# Values up to this size travel inside the reply frame; larger ones are streamed.
+INLINE_VALUE_BYTES = 256 * 1024
+STREAM_CHUNK_BYTES = 64 * 1024
+STORE_KEY = "kv.store"
+STORE_FILE = "kv.sqlite3"
+
+
+def shared_store(host: ServiceHost) -> AsyncKVStore:
+    """The supervisor's one KV store, under its state directory."""
+    return host.shared(
+        STORE_KEY, lambda: AsyncKVStore(KVStore(host.state_dir / STORE_FILE, clock=host.clock))
+    )
+
+
+class KVService(BindingService):
+    """KV operations on one namespace, for one deployment."""
+
+    def __init__(self, spec: BindingSpec, host: ServiceHost) -> None:
+        namespace_id = spec.options.get("namespace_id")
+        if not isinstance(namespace_id, str) or not namespace_id:
+            raise ValueError(f"KV binding {spec.name} has no namespace id")
+        self.namespace_id = namespace_id
+        self.binding = spec.name
+        self._clock = host.clock
+        self._store = shared_store(host)
+        self._ready = False
+        self._title = f"{host.deployment_id}-{spec.name}"
+
+    async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
+        """Dispatch one operation (each counts against the per-request limit)."""
+        op = {"get": "GET", "put": "PUT", "delete": "DELETE", "list": "LIST"}.get(method)
+        if op is None:
+            raise limits.KVError("CALL", 400, f"unknown KV method {method!r}")
+        if ctx.count("kv_ops") > limits.MAX_OPS_PER_REQUEST:
+            raise limits.KVError(op, 429, "Too many API requests by single worker invocation.")
+        if not self._ready:
+            await self._store.run(
+                self._store.store.ensure_namespace, self.namespace_id, self._title
+            )
+            self._ready = True
+        if method == "get":
+            return await self._get(args)
+        if method == "put":
+            await self._put(args, ctx.upload)
+            return None
+        if method == "delete":
+            (key,) = _arity(op, args, 1)
+            await self._store.run(
+                self._store.store.delete, self.namespace_id, limits.validate_key(op, key)
+            )
+            return None
+        return await self._list(args)
+
+    async def _get(self, args: list[Any]) -> object | StreamReply:
+        key, cache_ttl = _arity("GET", args, 2)
+        limits.validate_key("GET", key)
+        limits.validate_cache_ttl("GET", cache_ttl)
+        entry = await self._store.run(self._store.store.get, self.namespace_id, key)
+        if entry is None:
+            return [False, None, None]
+        if len(entry.value) <= INLINE_VALUE_BYTES:
+            return [True, entry.metadata, entry.value]
+        return StreamReply(head=[True, entry.metadata, None], chunks=_chunks(entry))
+
+    async def _put(self, args: list[Any], upload: AsyncIterator[bytes] | None) -> None:
+        key, body, expiration, expiration_ttl, metadata = _arity("PUT", args, 5)
+        limits.validate_key("PUT", key)
+        expires = limits.resolve_expiration("PUT", self._clock(), expiration, expiration_ttl)
+        metadata = limits.validate_metadata("PUT", metadata)
+        if body is None:
+            if upload is None:
+                raise limits.KVError("PUT", 400, "no value was sent")
+            body = await _read_upload(upload)
+        elif not isinstance(body, bytes):
+            raise limits.KVError("PUT", 400, "values must be strings, bytes or streams")
+        limits.validate_value_length("PUT", len(body))
+        await self._store.run(
+            self._store.store.put,
+            self.namespace_id,
+            key,
+            body,
+            expiration=expires,
+            metadata=metadata,
+        )
+
+    async def _list(self, args: list[Any]) -> object:
+        prefix, limit, cursor = _arity("LIST", args, 3)
+        prefix = "" if prefix is None else prefix
+        if not isinstance(prefix, str):
+            raise limits.KVError("LIST", 400, "prefix must be a string")
+        limits.validate_key_length("LIST", prefix)
+        count = limits.validate_list_limit("LIST", limit)
+        if cursor is not None and not isinstance(cursor, str):
+            raise limits.KVError("LIST", 400, "cursor must be a string")
+        page = await self._store.run(
+            self._store.store.list, self.namespace_id, prefix=prefix, limit=count, cursor=cursor
+        )
+        keys = []
+        for info in page.keys:
+            item: dict[str, object] = {"name": info.name}
+            if info.expiration is not None:
+                item["expiration"] = info.expiration
+            if info.metadata is not None:
+                item["metadata"] = json.loads(info.metadata)
+            keys.append(item)
+        result: dict[str, object] = {"keys": keys, "list_complete": page.cursor is None}
+        if page.cursor is not None:
+            result["cursor"] = page.cursor
+        result["cacheStatus"] = None
+        return result
+
+
+def _arity(op: str, args: list[Any], count: int) -> list[Any]:
+    if not isinstance(args, list) or len(args) != count:
+        raise limits.KVError(op, 400, f"expected {count} arguments")
+    return args
+
+
+async def _read_upload(upload: AsyncIterator[bytes]) -> bytes:
+    """Read an uploaded value; past the limit keep counting (for the exact message), not storing."""
+    parts: list[bytes] = []
+    length = 0
+    async for chunk in upload:
+        length += len(chunk)
+        if length <= limits.MAX_VALUE_BYTES:
+            parts.append(chunk)
+    limits.validate_value_length("PUT", length)
+    return b"".join(parts)
+
+
+async def _chunks(entry: KVEntry) -> AsyncIterator[bytes]:
+    view = memoryview(entry.value)
+    for start in range(0, len(view), STREAM_CHUNK_BYTES):
+        yield bytes(view[start : start + STREAM_CHUNK_BYTES])

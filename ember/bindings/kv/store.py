@@ -1,0 +1,297 @@
+"""The KV store: namespaces of keys in one SQLite file, shared by every tenant of a supervisor.
+
+Owns durability and ordering, not validation (``limits.py`` does that, for every caller).
+
+- Namespaces are addressed by id; ``ember dev`` uses a binding's configured id, the platform
+  (``ember serve``, the KV REST API) creates ids per account. One file holds them all, so a
+  restart loses nothing acknowledged: WAL mode with ``synchronous=FULL``, and every write returns
+  only after its commit.
+- Keys are stored as UTF-8 bytes, so ``list`` orders them by bytes, as Workers KV does.
+- Expiry is logical: a key whose ``expiration`` (seconds since the epoch) is not after the
+  injectable ``clock`` is invisible, and deleted lazily.
+
+``KVStore`` is synchronous and thread-safe; ``AsyncKVStore`` runs it on one worker thread so the
+supervisor's event loop never waits on a disk flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from ember.errors import NotFound
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS namespaces (
+    id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kv (
+    namespace TEXT NOT NULL,
+    key BLOB NOT NULL,
+    value BLOB NOT NULL,
+    expiration INTEGER,
+    metadata TEXT,
+    PRIMARY KEY (namespace, key)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A KV namespace."""
+
+    id: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class KVEntry:
+    """A stored value with its expiry and metadata (JSON text)."""
+
+    key: str
+    value: bytes
+    expiration: int | None
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KVKeyInfo:
+    """One key of a ``list`` page."""
+
+    name: str
+    expiration: int | None
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KVListPage:
+    """A page of keys; ``cursor`` is None when the listing is complete."""
+
+    keys: tuple[KVKeyInfo, ...]
+    cursor: str | None
+
+
+class KVStore:
+    """SQLite-backed KV namespaces (synchronous; one connection behind a lock)."""
+
+    def __init__(self, path: Path | str, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+        os.close(fd)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    # -- namespaces -------------------------------------------------------------------------
+
+    def create_namespace(self, title: str, namespace_id: str | None = None) -> Namespace:
+        """Create a namespace (a fresh random id unless one is given)."""
+        ns = Namespace(id=namespace_id or uuid.uuid4().hex, title=title)
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT INTO namespaces (id, title, created) VALUES (?, ?, ?)",
+                (ns.id, ns.title, self.clock()),
+            )
+        return ns
+
+    def ensure_namespace(self, namespace_id: str, title: str) -> Namespace:
+        """The namespace ``namespace_id``, created with ``title`` if it does not exist."""
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR IGNORE INTO namespaces (id, title, created) VALUES (?, ?, ?)",
+                (namespace_id, title, self.clock()),
+            )
+            row = self._db.execute(
+                "SELECT id, title FROM namespaces WHERE id = ?", (namespace_id,)
+            ).fetchone()
+        return Namespace(id=row[0], title=row[1])
+
+    def get_namespace(self, namespace_id: str) -> Namespace:
+        """The namespace, or NotFound."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, title FROM namespaces WHERE id = ?", (namespace_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"KV namespace {namespace_id!r} does not exist")
+        return Namespace(id=row[0], title=row[1])
+
+    def list_namespaces(self) -> list[Namespace]:
+        """Every namespace, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, title FROM namespaces ORDER BY created, id"
+            ).fetchall()
+        return [Namespace(id=r[0], title=r[1]) for r in rows]
+
+    def rename_namespace(self, namespace_id: str, title: str) -> None:
+        """Change a namespace's title."""
+        with self._lock, self._db:
+            cursor = self._db.execute(
+                "UPDATE namespaces SET title = ? WHERE id = ?", (title, namespace_id)
+            )
+        if cursor.rowcount == 0:
+            raise NotFound(f"KV namespace {namespace_id!r} does not exist")
+
+    def delete_namespace(self, namespace_id: str) -> None:
+        """Delete a namespace and all its keys, in one transaction."""
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM kv WHERE namespace = ?", (namespace_id,))
+            self._db.execute("DELETE FROM namespaces WHERE id = ?", (namespace_id,))
+
+    # -- keys -------------------------------------------------------------------------------
+
+    def get(self, namespace_id: str, key: str) -> KVEntry | None:
+        """The live entry for ``key``, or None (missing or expired)."""
+        raw_key = _encode(key)
+        now = self.clock()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value, expiration, metadata FROM kv WHERE namespace = ? AND key = ?",
+                (namespace_id, raw_key),
+            ).fetchone()
+            if row is None:
+                return None
+            if row[1] is not None and row[1] <= now:
+                with self._db:
+                    self._db.execute(
+                        "DELETE FROM kv WHERE namespace = ? AND key = ? AND expiration <= ?",
+                        (namespace_id, raw_key, now),
+                    )
+                return None
+        return KVEntry(key=key, value=bytes(row[0]), expiration=row[1], metadata=row[2])
+
+    def put(
+        self,
+        namespace_id: str,
+        key: str,
+        value: bytes,
+        *,
+        expiration: int | None = None,
+        metadata: str | None = None,
+    ) -> None:
+        """Write ``key``; returns after the transaction is committed (durable)."""
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO kv (namespace, key, value, expiration, metadata) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (namespace_id, _encode(key), value, expiration, metadata),
+            )
+
+    def delete(self, namespace_id: str, key: str) -> None:
+        """Delete ``key`` (no error if absent)."""
+        with self._lock, self._db:
+            self._db.execute(
+                "DELETE FROM kv WHERE namespace = ? AND key = ?", (namespace_id, _encode(key))
+            )
+
+    def list(
+        self, namespace_id: str, *, prefix: str = "", limit: int = 1000, cursor: str | None = None
+    ) -> KVListPage:
+        """Up to ``limit`` live keys starting with ``prefix``, after ``cursor``, in byte order."""
+        raw_prefix = _encode(prefix)
+        start = raw_prefix
+        strictly_after = False
+        if cursor:
+            after = decode_cursor(cursor)
+            if after >= start:
+                start, strictly_after = after, True
+        clauses = ["namespace = ?", "key > ?" if strictly_after else "key >= ?"]
+        params: list[object] = [namespace_id, start]
+        upper = _prefix_upper_bound(raw_prefix)
+        if upper is not None:
+            clauses.append("key < ?")
+            params.append(upper)
+        clauses.append("(expiration IS NULL OR expiration > ?)")
+        params.extend([self.clock(), limit + 1])
+        query = (
+            "SELECT key, expiration, metadata FROM kv WHERE "
+            + " AND ".join(clauses)
+            + " ORDER BY key LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(query, params).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        keys = tuple(KVKeyInfo(name=_decode(r[0]), expiration=r[1], metadata=r[2]) for r in rows)
+        next_cursor = encode_cursor(bytes(rows[-1][0])) if more and rows else None
+        return KVListPage(keys=keys, cursor=next_cursor)
+
+    def purge_expired(self) -> int:
+        """Delete every expired key; returns how many."""
+        with self._lock, self._db:
+            cur = self._db.execute(
+                "DELETE FROM kv WHERE expiration IS NOT NULL AND expiration <= ?", (self.clock(),)
+            )
+        return cur.rowcount
+
+
+class AsyncKVStore:
+    """``KVStore`` for an event loop: each operation runs on the store's own thread."""
+
+    def __init__(self, store: KVStore) -> None:
+        self.store = store
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-kv")
+
+    async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run ``fn(*args, **kwargs)`` on the store thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+    async def aclose(self) -> None:
+        """Finish queued operations, then close the database."""
+        await self.run(self.store.close)
+        self._executor.shutdown(wait=True)
+
+
+def encode_cursor(last_key: bytes) -> str:
+    """An opaque cursor: the last returned key, base64url without padding."""
+    return base64.urlsafe_b64encode(last_key).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str) -> bytes:
+    """Inverse of ``encode_cursor``; a malformed cursor restarts from the beginning."""
+    try:
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (ValueError, TypeError):
+        return b""
+
+
+def _encode(key: str) -> bytes:
+    return key.encode("utf-8", "surrogatepass")
+
+
+def _decode(raw: bytes) -> str:
+    return bytes(raw).decode("utf-8", "surrogatepass")
+
+
+def _prefix_upper_bound(prefix: bytes) -> bytes | None:
+    """The smallest byte string greater than every string starting with ``prefix``."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return None
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])

@@ -1,0 +1,100 @@
+"""The registry of binding types: config sections in, ``BindingSpec`` values out.
+
+Built-in types are named as ``"module:attr"`` and imported when a registry is built, so a new
+binding type is one new module: ``ember/bindings/ai/__init__.py`` exporting ``BINDING_TYPE``
+replaces the placeholder below without any edit here or in ``ember/runtime``. Until it exists, a
+configured ``ai`` binding gets a client whose ``run()`` says the model service is not configured.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable, Sequence
+
+from ember.bindings.base import BindingSpec, BindingType, import_target
+from ember.config import BINDING_KEYS, ConfigSection
+from ember.errors import ConfigError
+
+# config key -> candidates, first importable wins.
+BUILTIN_TYPES: dict[str, tuple[str, ...]] = {
+    "kv_namespaces": ("ember.bindings.kv.spec:BINDING_TYPE",),
+    "ai": ("ember.bindings.ai:BINDING_TYPE", "ember.bindings.unavailable:AI_BINDING_TYPE"),
+}
+
+
+class BindingRegistry:
+    """Known binding types, by config key and by kind."""
+
+    def __init__(self, types: Iterable[BindingType]) -> None:
+        self._by_key: dict[str, BindingType] = {}
+        self._by_kind: dict[str, BindingType] = {}
+        for binding_type in types:
+            self.register(binding_type)
+
+    def register(self, binding_type: BindingType) -> None:
+        """Add a type; its config key and kind must be new."""
+        if binding_type.config_key in self._by_key or binding_type.kind in self._by_kind:
+            raise ValueError(f"binding type {binding_type.kind!r} is already registered")
+        self._by_key[binding_type.config_key] = binding_type
+        self._by_kind[binding_type.kind] = binding_type
+
+    def by_kind(self, kind: str) -> BindingType:
+        """The type for ``kind``; KeyError if unknown."""
+        return self._by_kind[kind]
+
+    @property
+    def config_keys(self) -> tuple[str, ...]:
+        """Supported config keys, sorted."""
+        return tuple(sorted(self._by_key))
+
+    def ignored(self, sections: Sequence[ConfigSection]) -> list[str]:
+        """Keys of sections that are neither registered nor known binding types (ignored)."""
+        return [s.key for s in sections if s.key not in self._by_key and s.key not in BINDING_KEYS]
+
+    def parse(self, sections: Sequence[ConfigSection]) -> tuple[BindingSpec, ...]:
+        """Turn a project's raw binding sections into specs; names must be unique."""
+        specs: list[BindingSpec] = []
+        seen: dict[str, str] = {}
+        for section in sections:
+            binding_type = self._by_key.get(section.key)
+            if binding_type is None and section.key not in BINDING_KEYS:
+                continue  # not a binding at all: reported by ``ignored``
+            if binding_type is None:
+                raise ConfigError(
+                    section.file,
+                    section.key,
+                    section.key,
+                    "a supported binding type: " + ", ".join(self.config_keys),
+                    hint="ember does not emulate this binding type yet",
+                )
+            for spec in binding_type.parse(section):
+                if spec.name in seen:
+                    raise ConfigError(
+                        section.file,
+                        section.key,
+                        spec.name,
+                        f"a binding name not already used by {seen[spec.name]}",
+                    )
+                seen[spec.name] = section.key
+                specs.append(spec)
+        return tuple(specs)
+
+
+def default_registry(extra: Iterable[BindingType] = ()) -> BindingRegistry:
+    """The built-in types (first importable candidate per config key), plus ``extra``."""
+    types: list[BindingType] = []
+    for candidates in BUILTIN_TYPES.values():
+        for target in candidates:
+            module_name = target.split(":")[0]
+            if _module_exists(module_name):
+                types.append(import_target(target))
+                break
+    types.extend(extra)
+    return BindingRegistry(types)
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False

@@ -1,0 +1,130 @@
+"""``ember dev``: run a worker locally, reload it on change, print its requests and output."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ember.errors import ConfigError
+
+
+@click.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--port", type=int, help="Port to listen on (default 8787, or dev.port).")
+@click.option("--ip", help="Address to listen on (default 127.0.0.1, or dev.ip).")
+@click.option(
+    "--persist-to",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for local state such as KV (default DIR/.ember/state).",
+)
+@click.option("--test-scheduled", is_flag=True, help="Expose /__scheduled?cron=... to run crons.")
+@click.option("--var", "vars_", multiple=True, metavar="KEY:VALUE", help="Add or override a var.")
+@click.option("--no-watch", is_flag=True, help="Do not reload when files change.")
+@click.option("--no-crons", is_flag=True, help="Do not run triggers.crons on their schedule.")
+def dev(
+    directory: Path,
+    port: int | None,
+    ip: str | None,
+    persist_to: Path | None,
+    test_scheduled: bool,
+    vars_: tuple[str, ...],
+    no_watch: bool,
+    no_crons: bool,
+) -> None:
+    """Serve the worker in DIRECTORY on http://127.0.0.1:8787, reloading on change."""
+    from ember.runtime.devserver import DevOptions, DevServer
+
+    extra: dict[str, str] = {}
+    for item in vars_:
+        key, sep, value = item.partition(":")
+        if not sep or not key:
+            raise ConfigError("--var", item, item, "KEY:VALUE")
+        extra[key] = value
+    options = DevOptions(
+        project=directory,
+        ip=ip,
+        port=port,
+        persist_to=persist_to,
+        test_scheduled=test_scheduled,
+        extra_vars=extra,
+        watch=not no_watch,
+        run_crons=not no_crons,
+    )
+    sink = TerminalSink()
+    server = DevServer(options, sink)
+    for warning in server.warnings:
+        click.secho(f"▲ {warning}", fg="yellow", err=True)
+    _banner(server)
+    try:
+        asyncio.run(server.serve(on_ready=lambda url: click.secho(f"Ready on {url}", fg="green")))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: uvicorn already shut down cleanly and re-raised the signal
+
+
+def _banner(server: object) -> None:
+    from ember.runtime.devserver import DevServer
+
+    assert isinstance(server, DevServer)  # invariant: called with the server just made
+    deployment = server.deployment
+    click.echo(f"ember dev: {deployment.name} ({deployment.main})")
+    rows = [(f"env.{b.name}", b.kind) for b in deployment.bindings]
+    rows += [(f"env.{name}", f"var {value!r}"[:60]) for name, value in deployment.vars.items()]
+    rows += [(f"env.{name}", "secret (.dev.vars)") for name in deployment.secrets]
+    if rows:
+        click.echo("Your worker has access to the following bindings:")
+        width = max(len(name) for name, _ in rows)
+        for name, what in rows:
+            click.echo(f"  {name.ljust(width)}  {what}")
+    for cron in deployment.crons:
+        click.echo(f"  cron      {cron}")
+    click.echo(f"State: {server.state_dir}")
+
+
+class TerminalSink:
+    """Prints runtime events the way ``wrangler dev`` does: one line per request, raw output."""
+
+    def __init__(self) -> None:
+        self._color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        self._flush_scheduled = False
+
+    def _flush_soon(self) -> None:
+        # One flush per event-loop iteration, not one write syscall per request line.
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        sys.stdout.flush()
+
+    def emit(self, event: object) -> None:
+        """Print one event."""
+        from ember.runtime import events as E
+
+        if isinstance(event, E.RequestEvent):
+            # The hot path (one line per request): plain writes, no click styling machinery.
+            start = event.url.find("/", event.url.find("//") + 2)
+            target = event.url[start:] if start >= 0 else "/"
+            status = str(event.status)
+            if self._color:
+                code = 32 if event.status < 400 else 33 if event.status < 500 else 31
+                status = f"\x1b[{code}m{status}\x1b[0m"
+            note = "" if event.outcome in ("ok", "exception") else f" [{event.outcome}]"
+            line = f"{event.method} {target} {status} ({event.duration_ms:.1f}ms){note}\n"
+            sys.stdout.write(line)
+            self._flush_soon()
+        elif isinstance(event, E.ConsoleEvent):
+            click.echo(event.message, err=event.level in ("error", "warn"))
+        elif isinstance(event, E.ExceptionEvent):
+            click.secho(f"✘ {event.message}", fg="red", err=True)
+            if event.traceback:
+                click.echo(event.traceback.rstrip(), err=True)
+        elif isinstance(event, E.ScheduledEvent):
+            click.echo(f'scheduled "{event.cron}" {event.outcome} ({event.duration_ms:.1f}ms)')
+        elif isinstance(event, E.LifecycleEvent):
+            color = {"warn": "yellow", "error": "red"}.get(event.level)
+            click.secho(f"[ember] {event.message}", fg=color, err=event.level != "info")

@@ -1,0 +1,69 @@
+"""``ember init NAME``: scaffold a worker project that runs with ``ember dev`` as is."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from pathlib import Path
+
+import click
+
+from ember.errors import ConfigError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+
+WORKER = '''"""{name}: a Python Worker. Run it with `ember dev`."""
+
+from workers import Response, WorkerEntrypoint
+
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        return Response(f"{{self.env.GREETING}} from {name}!")
+'''
+
+CONFIG = """name: {name}
+main: worker.py
+compatibility_date: "{date}"
+
+vars:
+  GREETING: Hello
+
+# Uncomment to give the worker a KV namespace (stored under .ember/state):
+# kv_namespaces:
+#   - binding: KV
+
+# Uncomment to call models with `await self.env.AI.run(model, inputs)`:
+# ai:
+#   binding: AI
+"""
+
+GITIGNORE = """.ember/
+.dev.vars
+__pycache__/
+"""
+
+
+@click.command()
+@click.argument("name")
+@click.option(
+    "--dir",
+    "parent",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    help="Where to create the project directory.",
+)
+def init(name: str, parent: Path) -> None:
+    """Create a new worker project NAME (worker.py, ember.yaml, .gitignore)."""
+    if not _NAME.match(name):
+        raise ConfigError("NAME", None, name, "letters, digits, '-' or '_', at most 63 characters")
+    root = parent / name
+    if root.exists() and any(root.iterdir()):
+        raise ConfigError(str(root), None, "a non-empty directory", "a new or empty directory")
+    root.mkdir(parents=True, exist_ok=True)
+    date = datetime.date.today().isoformat()
+    (root / "worker.py").write_text(WORKER.format(name=name))
+    (root / "ember.yaml").write_text(CONFIG.format(name=name, date=date))
+    (root / ".gitignore").write_text(GITIGNORE)
+    click.echo(f"Created {root}/ with worker.py, ember.yaml and .gitignore.")
+    click.echo(f"Next: cd {root} && ember dev")

@@ -1,0 +1,426 @@
+"""Project config: ``ember.yaml``, or the same subset of ``wrangler.toml`` / ``wrangler.jsonc``.
+
+Owns reading the files of one project directory into a typed ``ProjectConfig``: name, main
+module, compatibility date and flags, vars, secrets (``.dev.vars``), crons, limits, dev server
+settings, and the *raw* binding sections. Binding sections stay raw (``ConfigSection``) because
+the binding registry (``ember.bindings.registry``) owns which binding types exist; it turns each
+section into typed specs and reports errors through the same ``ConfigError``.
+
+Every error names the file, the key, what was found and what was expected (style R9).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ember.errors import ConfigError
+from ember.jsonc import JSONCError, strip_jsonc
+
+# Searched in this order; the first one present is the project's config.
+CONFIG_FILES = ("ember.yaml", "ember.yml", "wrangler.toml", "wrangler.jsonc", "wrangler.json")
+SECRETS_FILES = (".dev.vars", ".env")
+
+# Top-level keys that wrangler knows as binding types. Every key that is not in KNOWN_KEYS goes
+# to the binding registry: registered types are parsed, these are rejected as unsupported (with
+# the list of supported ones), anything else is reported as an unexpected field.
+BINDING_KEYS = frozenset(
+    {
+        "kv_namespaces",
+        "ai",
+        "r2_buckets",
+        "d1_databases",
+        "durable_objects",
+        "queues",
+        "services",
+        "vectorize",
+        "hyperdrive",
+        "analytics_engine_datasets",
+        "browser",
+        "dispatch_namespaces",
+        "mtls_certificates",
+        "send_email",
+        "workflows",
+        "version_metadata",
+        "images",
+        "pipelines",
+        "secrets_store_secrets",
+        "unsafe",
+        "ratelimits",
+        "containers",
+        "wasm_modules",
+        "text_blobs",
+        "data_blobs",
+        "assets",
+    }
+)
+# Keys wrangler knows that ember reads or safely ignores; anything else gets a warning.
+KNOWN_KEYS = frozenset(
+    {
+        "name",
+        "main",
+        "compatibility_date",
+        "compatibility_flags",
+        "vars",
+        "triggers",
+        "limits",
+        "dev",
+        "$schema",
+        "account_id",
+        "workers_dev",
+        "routes",
+        "route",
+        "observability",
+        "python_modules",
+        "build",
+        "rules",
+        "no_bundle",
+        "minify",
+        "env",
+        "placement",
+        "tail_consumers",
+        "logpush",
+        "upload_source_maps",
+        "keep_vars",
+        "send_metrics",
+        "find_additional_modules",
+        "base_dir",
+        "preserve_file_names",
+        "usage_model",
+        "migrations",
+        "preview_urls",
+    }
+)
+LIMIT_KEYS = {
+    # key: (minimum, maximum) in the key's own unit
+    "cpu_ms": (1, 300_000),
+    "subrequests": (1, 10_000_000),
+    "memory_mb": (16, 65_536),
+    "wall_ms": (1, 86_400_000),
+    "startup_cpu_ms": (1, 300_000),
+    "max_request_mb": (1, 5_120),
+    "max_response_mb": (1, 5_120),
+}
+MAX_VARS = 128
+MAX_VAR_BYTES = 5 * 1024
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*)$")
+
+JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSection:
+    """One raw section of a config file (e.g. ``kv_namespaces``) with where it came from."""
+
+    file: str
+    key: str
+    value: object
+
+    def error(self, key: str | None, found: object, expected: str) -> ConfigError:
+        """A ConfigError for ``key`` inside this section (``None``: the section itself)."""
+        return ConfigError(self.file, f"{self.key}{key or ''}", found, expected)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """Limits as written in the config; ``None`` means "use the runtime's default"."""
+
+    cpu_ms: int | None = None
+    subrequests: int | None = None
+    memory_mb: int | None = None
+    wall_ms: int | None = None
+    startup_cpu_ms: int | None = None
+    max_request_mb: int | None = None
+    max_response_mb: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DevConfig:
+    """The ``dev`` section: where ``ember dev`` listens unless flags say otherwise."""
+
+    ip: str = "127.0.0.1"
+    port: int = 8787
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectConfig:
+    """A project directory's config, parsed once at the edge (style R5)."""
+
+    root: Path
+    file: Path
+    name: str
+    main: str
+    compatibility_date: str | None
+    compatibility_flags: tuple[str, ...]
+    vars: Mapping[str, JSONValue]
+    secrets: Mapping[str, str] = field(repr=False)
+    secrets_file: Path | None
+    crons: tuple[str, ...]
+    limits: LimitsConfig
+    dev: DevConfig
+    binding_sections: tuple[ConfigSection, ...]  # every top-level key that is not core
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def main_path(self) -> Path:
+        """Absolute path of the main module."""
+        return self.root / self.main
+
+    def watched_files(self) -> tuple[Path, ...]:
+        """Config files whose change means the project must be re-read."""
+        files = [self.file]
+        if self.secrets_file is not None:
+            files.append(self.secrets_file)
+        return tuple(files)
+
+
+def find_config_file(root: Path) -> Path:
+    """The project's config file, or a ConfigError listing what was looked for."""
+    if not root.is_dir():
+        raise ConfigError(str(root), None, "not a directory", "a project directory")
+    for name in CONFIG_FILES:
+        candidate = root / name
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(
+        str(root),
+        None,
+        "no config file",
+        "one of " + ", ".join(CONFIG_FILES),
+        hint="create one with `ember init NAME`",
+    )
+
+
+def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = None) -> ProjectConfig:
+    """Read ``root``'s config file and secrets into a ``ProjectConfig``."""
+    root = Path(root).resolve()
+    path = find_config_file(root)
+    data = _read_document(path)
+    fname = str(path)
+    warnings: list[str] = []
+    others = [n for n in CONFIG_FILES if n != path.name and (root / n).is_file()]
+    if others:
+        warnings.append(f"using {path.name}; ignoring {', '.join(others)}")
+
+    if "env" in data:
+        warnings.append(f"{path.name}: environments under 'env' are not supported yet (ignored)")
+
+    name = _opt_str(data, "name", fname) or root.name
+    if not _NAME.match(name):
+        raise ConfigError(fname, "name", name, "letters, digits, '-' or '_', at most 63 chars")
+    default_main = "worker.py" if path.suffix in (".yaml", ".yml") else None
+    main = _opt_str(data, "main", fname) or default_main
+    if main is None:
+        raise ConfigError(fname, "main", None, "the path of the worker's Python module")
+    main_path = (root / main).resolve()
+    if main_path.suffix != ".py":
+        raise ConfigError(fname, "main", main, "a Python module ending in .py")
+    if not main_path.is_relative_to(root):
+        raise ConfigError(fname, "main", main, "a path inside the project directory")
+    if not main_path.is_file():
+        raise ConfigError(fname, "main", main, f"an existing file under {root}")
+
+    vars_ = _vars(data.get("vars", {}), fname)
+    if extra_vars:
+        vars_.update(extra_vars)
+    secrets_file = next((root / n for n in SECRETS_FILES if (root / n).is_file()), None)
+    secrets = parse_dotenv(secrets_file) if secrets_file is not None else {}
+    for secret_name in secrets:
+        vars_.pop(secret_name, None)  # .dev.vars overrides vars, as in wrangler
+
+    return ProjectConfig(
+        root=root,
+        file=path,
+        name=name,
+        main=main_path.relative_to(root).as_posix(),
+        compatibility_date=_date(data.get("compatibility_date"), fname),
+        compatibility_flags=_str_list(
+            data.get("compatibility_flags", []), fname, "compatibility_flags"
+        ),
+        vars=vars_,
+        secrets=secrets,
+        secrets_file=secrets_file,
+        crons=_crons(data.get("triggers"), fname),
+        limits=_limits(data.get("limits"), fname),
+        dev=_dev(data.get("dev"), fname),
+        binding_sections=tuple(
+            ConfigSection(fname, key, data[key]) for key in data if key not in KNOWN_KEYS
+        ),
+        warnings=tuple(warnings),
+    )
+
+
+def parse_dotenv(path: Path) -> dict[str, str]:
+    """Parse a ``.dev.vars`` / ``.env`` file: ``KEY=value`` lines, quotes, comments, export."""
+    values: dict[str, str] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _ENV_LINE.match(line)
+        if match is None:
+            # Never echo the line: it may hold a secret.
+            raise ConfigError(str(path), f"line {number}", "<not shown>", "KEY=value")
+        key, raw = match.group(1), match.group(2).strip()
+        values[key] = _dotenv_value(raw)
+    return values
+
+
+def _dotenv_value(raw: str) -> str:
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        inner = raw[1:-1]
+        if raw[0] == '"':
+            inner = inner.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+        return inner
+    if " #" in raw:
+        raw = raw.split(" #", 1)[0].rstrip()
+    return raw
+
+
+def _read_document(path: Path) -> dict[str, object]:
+    fname = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            fname, None, f"bytes that are not UTF-8 ({exc.reason})", "UTF-8 text"
+        ) from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        elif path.suffix == ".toml":
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(strip_jsonc(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "document"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(fname, where, problem, "valid YAML") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(fname, None, str(exc), "valid TOML") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            fname, f"line {exc.lineno}, column {exc.colno}", exc.msg, "valid JSONC"
+        ) from None
+    except JSONCError as exc:
+        raise ConfigError(fname, None, str(exc), "valid JSONC") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(fname, None, type(data).__name__, "a mapping of keys at the top level")
+    for key in data:
+        if not isinstance(key, str):
+            raise ConfigError(fname, str(key), key, "string keys")
+    return data
+
+
+def _opt_str(data: Mapping[str, object], key: str, fname: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(fname, key, value, "a non-empty string")
+    return value
+
+
+def _date(value: object, fname: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, str) and _DATE.match(value):
+        try:
+            datetime.date.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            return value
+    raise ConfigError(fname, "compatibility_date", value, "a date as YYYY-MM-DD")
+
+
+def _str_list(value: object, fname: str, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(fname, key, value, "a list of strings")
+    return tuple(value)
+
+
+def _vars(value: object, fname: str) -> dict[str, JSONValue]:
+    if not isinstance(value, dict):
+        raise ConfigError(fname, "vars", value, "a mapping of names to values")
+    if len(value) > MAX_VARS:
+        raise ConfigError(fname, "vars", f"{len(value)} variables", f"at most {MAX_VARS}")
+    result: dict[str, JSONValue] = {}
+    for name, item in value.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(fname, "vars", name, "non-empty string names")
+        item = _jsonable(item)
+        try:
+            size = len(json.dumps(item).encode())
+        except (TypeError, ValueError):
+            raise ConfigError(fname, f"vars.{name}", item, "a string or a JSON value") from None
+        if size > MAX_VAR_BYTES:
+            raise ConfigError(
+                fname, f"vars.{name}", f"{size} bytes", f"at most {MAX_VAR_BYTES} bytes"
+            )
+        result[name] = item
+    return result
+
+
+def _jsonable(value: object) -> JSONValue:
+    """YAML and TOML produce dates; vars carry them as ISO strings, like JSON would."""
+    if isinstance(value, datetime.date | datetime.datetime | datetime.time):
+        return value.isoformat()
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value  # type: ignore[return-value]
+
+
+def _crons(value: object, fname: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ConfigError(fname, "triggers", value, "a mapping with a 'crons' list")
+    crons = value.get("crons", [])
+    return _str_list(crons, fname, "triggers.crons")
+
+
+def _limits(value: object, fname: str) -> LimitsConfig:
+    if value is None:
+        return LimitsConfig()
+    if not isinstance(value, dict):
+        raise ConfigError(fname, "limits", value, "a mapping such as {cpu_ms: 50}")
+    parsed: dict[str, int] = {}
+    for key, item in value.items():
+        if key not in LIMIT_KEYS:
+            raise ConfigError(fname, f"limits.{key}", key, "one of " + ", ".join(LIMIT_KEYS))
+        low, high = LIMIT_KEYS[key]
+        if isinstance(item, bool) or not isinstance(item, int) or not low <= item <= high:
+            raise ConfigError(fname, f"limits.{key}", item, f"an integer from {low} to {high}")
+        parsed[key] = item
+    return LimitsConfig(**parsed)
+
+
+def _dev(value: object, fname: str) -> DevConfig:
+    if value is None:
+        return DevConfig()
+    if not isinstance(value, dict):
+        raise ConfigError(fname, "dev", value, "a mapping such as {port: 8787}")
+    ip = value.get("ip", "127.0.0.1")
+    port = value.get("port", 8787)
+    if not isinstance(ip, str) or not ip:
+        raise ConfigError(fname, "dev.ip", ip, "an IP address or host name")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError(fname, "dev.port", port, "a port number from 0 to 65535")
+    return DevConfig(ip=ip, port=port)

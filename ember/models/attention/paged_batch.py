@@ -1,0 +1,188 @@
+"""One step's paging metadata, shared by every layer: slot mapping, page tables, masks.
+
+Built once per step by the model runner (``PagedBatch.build``) and read by the paged attention
+backend. Sequences with a single new token form one *group* (decodes), those with more another
+(prefill chunks); each group is padded to ``(B, Q)`` queries over ``(B, L)`` context positions,
+``L`` = pages x page size, and padded positions read the pool's zero page.
+
+Shapes: ``B`` sequences in a group, ``Q`` padded query tokens per sequence, ``P`` pages per
+sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ember.models.attention.backend import BatchLayout
+
+
+@dataclass(slots=True)
+class AttentionGroup:
+    """Sequences attended together, padded to ``(B, Q)`` queries over ``(B, L)`` positions."""
+
+    members: list[int]  # indices into the layout's sequences, in padded-row order
+    num_seqs: int
+    max_query: int
+    num_pages: int  # P
+    page_size: int
+    pages: torch.Tensor  # (B * P,) pool page of each padded page position
+    rows: slice | None  # contiguous flat rows when the group is a block of single tokens
+    token_index: torch.Tensor | None  # (B, Q) flat row of each padded query (else ``rows``)
+    valid_rows: torch.Tensor | None  # (n,) flat rows of the valid queries, in padded order
+    valid: torch.Tensor | None  # (B, Q) bool: which padded queries are real
+    allowed: torch.Tensor  # (B, Q, L) bool: causal and within the sequence
+    _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)
+    _head_pages: dict[tuple[int, int, bool], torch.Tensor] = field(default_factory=dict)
+
+    def head_pages(self, num_heads: int, pool_pages: int, heads_first: bool) -> torch.Tensor:
+        """Rows of a ``(H * pool_pages, S * W)`` view holding every head's pages, ordered
+        ``(H, B, P)`` when ``heads_first`` else ``(B, H, P)``."""
+        key = (num_heads, pool_pages, heads_first)
+        found = self._head_pages.get(key)
+        if found is None:
+            offsets = torch.arange(num_heads, dtype=torch.int64) * pool_pages
+            pages = self.pages.view(self.num_seqs, 1, self.num_pages)
+            if heads_first:
+                found = offsets.view(-1, 1, 1) + pages.view(1, self.num_seqs, self.num_pages)
+            else:
+                found = offsets.view(1, -1, 1) + pages
+            found = self._head_pages[key] = found.reshape(-1)
+        return found
+
+    @property
+    def max_context(self) -> int:
+        return self.num_pages * self.page_size
+
+    def slots(self) -> torch.Tensor:
+        """``(B, L)`` pool slot of every padded position (for the integrity checks)."""
+        offsets = torch.arange(self.page_size)
+        slots = self.pages.view(self.num_seqs, self.num_pages, 1) * self.page_size + offsets
+        return slots.view(self.num_seqs, self.max_context)
+
+    def bias(self, dtype: torch.dtype) -> torch.Tensor:
+        """Additive mask ``(B, Q, 1, L)``: 0 where allowed, -inf elsewhere."""
+        found = self._bias.get(dtype)
+        if found is None:
+            shape = (self.num_seqs, self.max_query, 1, self.max_context)
+            found = torch.zeros(shape, dtype=dtype)
+            found.masked_fill_(~self.allowed.unsqueeze(2), float("-inf"))
+            self._bias[dtype] = found
+        return found
+
+    def select(self, x: torch.Tensor) -> torch.Tensor:
+        """Flat ``(T, ...)`` rows -> padded ``(B, Q, ...)``."""
+        if self.rows is not None:
+            return x[self.rows].unsqueeze(1)
+        assert self.token_index is not None
+        return x[self.token_index]
+
+    def scatter(self, out: torch.Tensor, padded: torch.Tensor) -> None:
+        """Padded ``(B, Q, ...)`` results -> their flat rows of ``out``."""
+        if self.rows is not None:
+            out[self.rows] = padded.squeeze(1)
+        else:
+            assert self.valid is not None and self.valid_rows is not None
+            out[self.valid_rows] = padded[self.valid]
+
+
+def _build_group(
+    members: list[int],
+    layout: BatchLayout,
+    starts: list[int],
+    block_tables: list[list[int]],
+    page_size: int,
+    padding_page: int,
+) -> AttentionGroup:
+    q_lens = [layout.query_lens[i] for i in members]
+    ctx_lens = [layout.context_lens[i] for i in members]
+    seq_lens = [c + q for c, q in zip(ctx_lens, q_lens, strict=True)]
+    num_seqs, max_query = len(members), max(q_lens)
+    num_pages = -(-max(seq_lens) // page_size)
+    table: list[int] = []
+    for i, seq_len in zip(members, seq_lens, strict=True):
+        used = -(-seq_len // page_size)
+        table.extend(block_tables[i][:used])
+        table.extend([padding_page] * (num_pages - used))
+    pages = torch.tensor(table, dtype=torch.int64)
+    key_pos = torch.arange(num_pages * page_size)
+    seq_len_t = torch.tensor(seq_lens, dtype=torch.int64)
+    firsts = [starts[i] for i in members]
+    common = dict(members=members, num_seqs=num_seqs, num_pages=num_pages, page_size=page_size)
+    if max_query == 1:
+        allowed = (key_pos.unsqueeze(0) < seq_len_t.unsqueeze(1)).unsqueeze(1)  # (B, 1, L)
+        contiguous = firsts == list(range(firsts[0], firsts[0] + num_seqs))
+        index = torch.tensor(firsts, dtype=torch.int64)
+        return AttentionGroup(
+            **common,
+            max_query=1,
+            pages=pages,
+            rows=slice(firsts[0], firsts[0] + num_seqs) if contiguous else None,
+            token_index=None if contiguous else index.unsqueeze(1),
+            valid_rows=None if contiguous else index,
+            valid=None if contiguous else torch.ones(num_seqs, 1, dtype=torch.bool),
+            allowed=allowed,
+        )
+    q_len_t = torch.tensor(q_lens, dtype=torch.int64)
+    offsets = torch.arange(max_query)
+    valid = offsets.unsqueeze(0) < q_len_t.unsqueeze(1)  # (B, Q)
+    clamped = torch.minimum(offsets.unsqueeze(0), (q_len_t - 1).unsqueeze(1))
+    positions = torch.tensor(ctx_lens, dtype=torch.int64).unsqueeze(1) + clamped  # (B, Q)
+    token_index = torch.tensor(firsts, dtype=torch.int64).unsqueeze(1) + clamped
+    return AttentionGroup(
+        **common,
+        max_query=max_query,
+        pages=pages,
+        rows=None,
+        token_index=token_index,
+        valid_rows=token_index[valid],
+        valid=valid,
+        allowed=key_pos.view(1, 1, -1) <= positions.unsqueeze(-1),  # (B, Q, L) causal
+    )
+
+
+@dataclass(slots=True)
+class PagedBatch:
+    """Everything a step's layers share: where new tokens go and what each group reads."""
+
+    layout: BatchLayout
+    slot_mapping: torch.Tensor  # (T,) pool slot of each new token
+    groups: list[AttentionGroup]
+    slot_pages: torch.Tensor  # (T,) slot_mapping // page_size
+    slot_offsets: torch.Tensor  # (T,) slot_mapping % page_size
+    # Integrity: when set, each store adds the 64-bit word sums of what it writes, per token
+    # (``kv/integrity.py``'s content digest, computed from the written tensor while it is hot).
+    # ``None`` after a store whose rows are not whole 64-bit words: stamp from memory instead.
+    digests: torch.Tensor | None = None
+
+    @classmethod
+    def build(
+        cls,
+        layout: BatchLayout,
+        block_tables: list[list[int]],
+        page_size: int,
+        padding_page: int,
+    ) -> PagedBatch:
+        starts: list[int] = []
+        slot_list: list[int] = []
+        total = 0
+        for table, ctx, q in zip(block_tables, layout.context_lens, layout.query_lens, strict=True):
+            starts.append(total)
+            total += q
+            if q == 1:
+                slot_list.append(table[ctx // page_size] * page_size + ctx % page_size)
+            else:
+                slot_list.extend(
+                    table[p // page_size] * page_size + p % page_size for p in range(ctx, ctx + q)
+                )
+        singles = [i for i, q in enumerate(layout.query_lens) if q == 1]
+        chunks = [i for i, q in enumerate(layout.query_lens) if q > 1]
+        groups = [
+            _build_group(members, layout, starts, block_tables, page_size, padding_page)
+            for members in (singles, chunks)
+            if members
+        ]
+        slot_mapping = torch.tensor(slot_list, dtype=torch.int64)
+        pages, offsets = slot_mapping // page_size, slot_mapping % page_size
+        return cls(layout, slot_mapping, groups, pages, offsets)

@@ -1,0 +1,109 @@
+"""The engine's samplers: plain greedy, and per-request sampling through ``ember.models.sampling``.
+
+A request carries its ``SamplingParams`` into the engine; ``LLMEngine.add_request`` turns them
+into a ``SamplingState`` (the request's own seeded generator and token counts) kept on the
+sequence. ``RequestSampler`` hands each step's logits and states to the batched ``Sampler``;
+when every row is plain greedy (no penalties, bias, logprobs or pending ``min_tokens``) it takes a
+fast path that picks the same tokens (the first maximum, as ``argmax``) and still records them.
+
+The engine calls the sampler only for rows whose KV passed the step's integrity checks, so a state
+never records a token the request later drops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as SequenceOf
+from dataclasses import dataclass
+
+import torch
+
+from ember.models.engine.sequence import Sequence
+from ember.models.sampling import Sampler, SamplingParams, SamplingState
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprobs:
+    """Log-probability of a sampled token and, when asked for, the most likely alternatives."""
+
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()  # (token id, log-probability), most likely first
+
+
+@dataclass(frozen=True, slots=True)
+class SampleResult:
+    tokens: list[int]
+    logprobs: list[TokenLogprobs | None] | None = None  # None when no row asked
+
+
+def greedy_tokens(logits: torch.Tensor) -> list[int]:
+    """The first most likely token per row (``max().indices``: argmax's tie rule, faster here)."""
+    return logits.max(dim=-1).indices.tolist()
+
+
+class GreedySampler:
+    """Greedy for every row, whatever the request asked (tests, benchmarks)."""
+
+    def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> SampleResult:
+        return SampleResult(greedy_tokens(logits))
+
+
+def _plain_greedy(state: SamplingState) -> bool:
+    params = state.params
+    return (
+        params.greedy
+        and not params.has_penalties
+        and not params.logit_bias
+        and not params.logprobs
+        and not state.before_min_tokens
+    )
+
+
+class RequestSampler:
+    """Samples each row with its sequence's ``SamplingState`` (greedy when it has none)."""
+
+    def __init__(self) -> None:
+        self._sampler = Sampler()
+
+    def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> SampleResult:
+        states = [_state(seq, logits.shape[-1]) for seq in seqs]
+        if all(_plain_greedy(state) for state in states):
+            tokens = greedy_tokens(logits)
+            for state, token in zip(states, tokens, strict=True):
+                state.append(token)
+            return SampleResult(tokens)
+        out = self._sampler(logits, states)
+        tokens = out.token_ids.tolist()
+        if out.logprobs is None:
+            return SampleResult(tokens)
+        return SampleResult(
+            tokens, _logprobs(out.logprobs, out.top_logprob_ids, out.top_logprobs, states)
+        )
+
+
+def _state(seq: Sequence, vocab_size: int) -> SamplingState:
+    """The sequence's state; a plain greedy one for requests that brought no parameters."""
+    if not isinstance(seq.sampling, SamplingState):
+        seq.sampling = SamplingState.create(SamplingParams(temperature=0.0), vocab_size)
+    return seq.sampling
+
+
+def _logprobs(
+    chosen: torch.Tensor,
+    top_ids: torch.Tensor | None,
+    top_values: torch.Tensor | None,
+    states: SequenceOf[SamplingState],
+) -> list[TokenLogprobs | None]:
+    out: list[TokenLogprobs | None] = []
+    chosen_list = chosen.tolist()
+    ids = top_ids.tolist() if top_ids is not None else None
+    values = top_values.tolist() if top_values is not None else None
+    for row, state in enumerate(states):
+        if not state.params.logprobs:
+            out.append(None)
+            continue
+        top: tuple[tuple[int, float], ...] = ()
+        if ids is not None and values is not None and state.params.top_logprobs:
+            k = state.params.top_logprobs
+            top = tuple(zip(ids[row][:k], values[row][:k], strict=True))
+        out.append(TokenLogprobs(chosen_list[row], top))
+    return out

@@ -1,0 +1,137 @@
+"""The seam where an isolate child becomes a sandboxed worker, before any user code runs.
+
+In the child the zygote just forked, ``hygiene`` always runs first (own session, die with the
+zygote, no inherited fds but the isolate's socket, a clean environment). Then the configured
+``PrepareChild`` hook runs. ember dev's hook, ``prepare_dev_child``, only sets rlimits. The
+sandbox (``ember.runtime.sandbox.enter``) plugs in here: it may unshare namespaces and fork, so
+that the process returning from the hook is pid 1 of a new pid namespace; it returns that
+process's *host* pid, which the isolate reports in its Hello frame (the supervisor polls and
+kills that pid). A hook that fails raises; the child then exits without running user code.
+
+The hook is named as ``"module:attr"`` because it is loaded in the zygote process, not passed
+as an object.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import resource
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+M_ARENA_MAX = -8
+DEFAULT_PREPARE = "ember.runtime.child:prepare_dev_child"
+# Room for the interpreter's own mappings and thread stacks above the supervisor's RSS limit;
+# RLIMIT_DATA is only a backstop for allocations faster than the supervisor's polling.
+DATA_HEADROOM_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """What the child is told about the deployment it will run (nothing secret)."""
+
+    deployment_id: str
+    code_dir: str
+    ipc_fd: int
+    env: Mapping[str, str]
+    memory_bytes: int
+    nofile: int = 1024
+    sandbox: Mapping[str, object] = field(default_factory=dict)  # options for the sandbox hook
+
+    def to_wire(self) -> dict[str, object]:
+        """msgpack-friendly form (supervisor -> zygote)."""
+        return {
+            "deployment_id": self.deployment_id,
+            "code_dir": self.code_dir,
+            "ipc_fd": self.ipc_fd,
+            "env": dict(self.env),
+            "memory_bytes": self.memory_bytes,
+            "nofile": self.nofile,
+            "sandbox": dict(self.sandbox),
+        }
+
+    @classmethod
+    def from_wire(cls, value: Mapping[str, object], ipc_fd: int) -> ChildSpec:
+        """Inverse of ``to_wire``; ``ipc_fd`` is the descriptor number in the receiving process."""
+        return cls(
+            deployment_id=str(value["deployment_id"]),
+            code_dir=str(value["code_dir"]),
+            ipc_fd=ipc_fd,
+            env={str(k): str(v) for k, v in dict(value["env"]).items()},  # type: ignore[call-overload]
+            memory_bytes=int(value["memory_bytes"]),  # type: ignore[call-overload]
+            nofile=int(value["nofile"]),  # type: ignore[call-overload]
+            sandbox=dict(value.get("sandbox") or {}),  # type: ignore[call-overload]
+        )
+
+
+PrepareChild = Callable[[ChildSpec], int]
+
+
+def hygiene(spec: ChildSpec, parent_pid: int) -> None:
+    """Process hygiene every isolate gets, sandbox or not (isolation.md §6.2 L0)."""
+    os.setsid()  # a kill of our process group never reaches the zygote or supervisor
+    set_pdeathsig(signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the zygote died between fork and prctl
+        os._exit(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    if devnull > 2:
+        os.close(devnull)
+    # Keep fd 2 (the zygote's stderr) for interpreter crash messages; close everything else.
+    keep = sorted({0, 1, 2, spec.ipc_fd})
+    start = 3
+    for fd in keep:
+        if fd >= start:
+            os.closerange(start, fd)
+            start = fd + 1
+    os.closerange(start, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    os.umask(0o077)
+    os.environ.clear()
+    os.environ.update(spec.env)
+
+
+def prepare_dev_child(spec: ChildSpec) -> int:
+    """ember dev's hook: rlimits only; the worker is this process."""
+    apply_rlimits(spec)
+    return os.getpid()
+
+
+def apply_rlimits(spec: ChildSpec) -> None:
+    """No core dumps, bounded descriptors, and a data-size backstop above the memory limit."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = spec.nofile if hard == resource.RLIM_INFINITY else min(spec.nofile, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+    data = _current_data_bytes() + spec.memory_bytes + DATA_HEADROOM_BYTES
+    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+    _libc().mallopt(M_ARENA_MAX, 2)  # fewer malloc arenas: threads cost less address space
+
+
+def set_pdeathsig(sig: int) -> None:
+    """Receive ``sig`` when the parent thread exits."""
+    _libc().prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+
+def set_child_subreaper() -> None:
+    """Become the reaper of orphaned descendants (the zygote reaps sandbox monitors' children)."""
+    _libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _current_data_bytes() -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    # dlopen(NULL): the running program's symbols, libc's prctl included (no ldconfig lookup).
+    return ctypes.CDLL(None, use_errno=True)

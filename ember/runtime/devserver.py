@@ -1,0 +1,188 @@
+"""``ember dev``: one deployment from a project directory, served by uvicorn, reloaded on change.
+
+The supervisor does the work; this module adds what is specific to development: reading the
+project (config errors at start are fatal, after a change they are reported and the running
+version keeps serving), watching files (a change starts the new version's isolate, switches to
+it, and drains the old one, so in-flight requests finish on the code they started with),
+running crons on schedule, and the dev error pages (``Supervisor(dev=True)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ember.bindings.registry import BindingRegistry, default_registry
+from ember.config import ProjectConfig, load_project
+from ember.errors import ConfigError
+from ember.runtime import events as E
+from ember.runtime.deployment import Deployment, deployment_from_project
+from ember.runtime.http import ResponseAborted
+from ember.runtime.router import Router
+from ember.runtime.scheduler import CronScheduler
+from ember.runtime.spawner import SpawnerConfig
+from ember.runtime.supervisor import Supervisor
+from ember.runtime.watcher import FileWatcher
+
+STATE_DIR = Path(".ember") / "state"
+
+
+@dataclass(frozen=True, slots=True)
+class DevOptions:
+    """``ember dev``'s flags."""
+
+    project: Path
+    ip: str | None = None
+    port: int | None = None
+    persist_to: Path | None = None
+    test_scheduled: bool = False
+    extra_vars: Mapping[str, str] = field(default_factory=dict)
+    watch: bool = True
+    run_crons: bool = True
+    watch_interval: float = 0.25
+    spawner: SpawnerConfig | None = None
+    registry: BindingRegistry | None = None
+
+
+class DevServer:
+    """One ``ember dev`` session."""
+
+    def __init__(self, options: DevOptions, events: E.EventSink) -> None:
+        self.options = options
+        self.events = events
+        self.config: ProjectConfig = load_project(options.project, extra_vars=options.extra_vars)
+        self.deployment: Deployment = self._deployment(self.config)
+        self.url: str | None = None
+        self.supervisor: Supervisor | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._crons: asyncio.Task[None] | None = None
+
+    @property
+    def warnings(self) -> list[str]:
+        """Config warnings, including sections no binding type claims."""
+        registry = self.options.registry or default_registry()
+        ignored = registry.ignored(self.config.binding_sections)
+        return [
+            *self.config.warnings,
+            *(f"{self.config.file.name}: unexpected field {k!r} (ignored)" for k in ignored),
+        ]
+
+    @property
+    def state_dir(self) -> Path:
+        """Where KV data lives (``--persist-to``, default ``.ember/state`` in the project)."""
+        return self.options.persist_to or self.config.root / STATE_DIR
+
+    def _deployment(self, config: ProjectConfig) -> Deployment:
+        return deployment_from_project(
+            config, deployment_id=config.name, registry=self.options.registry
+        )
+
+    async def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
+        """Serve until cancelled (or until uvicorn is told to exit by a signal)."""
+        import uvicorn
+
+        supervisor = Supervisor(
+            state_dir=self.state_dir,
+            events=self.events,
+            registry=self.options.registry,
+            spawner=self.options.spawner,
+            dev=True,
+        )
+        self.supervisor = supervisor
+        router = Router(
+            supervisor,
+            lambda scope: self.deployment.id,
+            test_scheduled=self.options.test_scheduled,
+            on_startup=self._startup,
+            on_shutdown=self._shutdown,
+        )
+        config = uvicorn.Config(
+            router,
+            host=self.options.ip or self.config.dev.ip,
+            port=self.options.port if self.options.port is not None else self.config.dev.port,
+            lifespan="on",
+            log_level="warning",
+            access_log=False,
+            ws="none",
+            proxy_headers=False,  # a local dev server: no proxy in front, no headers to trust
+        )
+        logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
+        server = uvicorn.Server(config)
+        serving = asyncio.ensure_future(server.serve())
+        try:
+            while not server.started and not serving.done():
+                await asyncio.sleep(0.01)
+            if server.started:
+                host, port = server.servers[0].sockets[0].getsockname()[:2]
+                self.url = f"http://{host}:{port}"
+                if on_ready is not None:
+                    on_ready(self.url)
+            await serving
+        finally:
+            if not serving.done():
+                server.should_exit = True
+                with contextlib.suppress(BaseException):
+                    await serving
+
+    async def _startup(self) -> None:
+        assert self.supervisor is not None  # invariant: set before uvicorn starts
+        await self.supervisor.start()
+        await self.supervisor.deploy(self.deployment)
+        if self.options.watch:
+            extra = self.config.watched_files()
+            watcher = FileWatcher(
+                self.config.root, self._reload, extra=extra, interval=self.options.watch_interval
+            )
+            self._tasks.append(asyncio.ensure_future(watcher.run()))
+        self._restart_crons()
+
+    async def _shutdown(self) -> None:
+        for task in [*self._tasks, *([self._crons] if self._crons else [])]:
+            task.cancel()
+        if self.supervisor is not None:
+            await self.supervisor.close()
+
+    async def _reload(self, changed: list[Path]) -> None:
+        assert self.supervisor is not None  # invariant: the watcher starts after startup
+        names = ", ".join(
+            str(p.relative_to(self.config.root)) if p.is_relative_to(self.config.root) else str(p)
+            for p in changed[:3]
+        )
+        try:
+            config = load_project(self.options.project, extra_vars=self.options.extra_vars)
+            deployment = self._deployment(config)
+        except ConfigError as exc:
+            self.events.emit(
+                E.LifecycleEvent(
+                    self.deployment.id, "error", f"{exc} (still serving the previous version)"
+                )
+            )
+            return
+        self.config, self.deployment = config, deployment
+        self.events.emit(E.LifecycleEvent(deployment.id, "info", f"{names} changed: reloading"))
+        error = await self.supervisor.deploy(deployment)
+        if error is None:
+            self.events.emit(E.LifecycleEvent(deployment.id, "info", "reloaded"))
+        self._restart_crons()
+
+    def _restart_crons(self) -> None:
+        if self._crons is not None:
+            self._crons.cancel()
+            self._crons = None
+        if self.options.run_crons and self.deployment.crons:
+            supervisor, deployment_id = self.supervisor, self.deployment.id
+            assert supervisor is not None  # invariant: called after startup
+
+            async def trigger(cron: str, when: float) -> None:
+                await supervisor.scheduled(deployment_id, cron, when)
+
+            self._crons = asyncio.ensure_future(CronScheduler(self.deployment.crons, trigger).run())
+
+
+def _drop_aborted_responses(record: logging.LogRecord) -> bool:
+    # A streamed response cut short on purpose (limit, worker failure) is not a server error.
+    return not (record.exc_info and isinstance(record.exc_info[1], ResponseAborted))

@@ -1,0 +1,243 @@
+"""One request in flight in one isolate: its response head, body stream, limits and outcome.
+
+The supervisor answers each request exactly once: with the worker's response, or with the
+platform's error response if the worker failed, exceeded a limit, crashed or broke the
+protocol. A request stays in flight after its response until the isolate says Done (its
+``waitUntil`` work), so its calls and CPU stay accounted; the wall-time deadline then becomes
+the waitUntil budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from ember.errors import ProtocolError
+from ember.runtime import limits as L
+from ember.runtime.http import ClientDisconnected, HttpResponse, ResponseAborted
+from ember.runtime.mux import InStream, OutStream, StreamAborted
+from ember.runtime.protocol import Cancel, Response
+
+if TYPE_CHECKING:
+    from ember.runtime.process import IsolateProcess
+
+CANCEL_GRACE_S = 2.0
+
+
+class InFlight:
+    """A request or scheduled event the supervisor is waiting on."""
+
+    def __init__(
+        self, process: IsolateProcess, rid: int, kind: str, method: str, url: str, cpu_start: float
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        self.process = process
+        self.rid = rid
+        self.kind = kind
+        self.method = method
+        self.url = url
+        self.accept = ""
+        self.cpu_start = cpu_start
+        self.cpu_used = 0.0
+        self.started = time.monotonic()
+        self.deadline = self.started + process.limits.wall_ms / 1000
+        self.head: asyncio.Future[HttpResponse] = loop.create_future()
+        self.finished: asyncio.Future[str] = loop.create_future()
+        self.counters: dict[str, int] = {}
+        self.status = 0
+        self.outcome = "ok"
+        self.error: tuple[str, str] | None = None  # (message, traceback) of a handler exception
+        self._stream: InStream | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._cancel_sent: float | None = None
+        self._logged = False
+
+    # -- from the isolate ---------------------------------------------------------------------
+
+    def on_response(self, message: Response) -> None:
+        """The handler returned a response."""
+        if self.head.done():
+            if self._cancel_sent is None and self.outcome == "ok":
+                raise ProtocolError(f"second response for request {self.rid}")
+            if message.sid:  # we already answered (a limit); register and drop its stream
+                self.process.mux.release_in(self.process.mux.expect_in(message.sid))
+            return
+        self.status = message.status
+        if message.sid:
+            self._stream = self.process.mux.expect_in(message.sid)
+            body: Any = ResponseStream(self, self._stream)
+        else:
+            body = message.body or b""
+            if len(body) > self.process.limits.max_response_bytes:
+                self.fail(L.RESPONSE_TOO_LARGE, cancel=True)
+                return
+        headers = [(k, v) for k, v in message.headers if k.lower() not in _HOP_BY_HOP]
+        self.head.set_result(HttpResponse(message.status, headers, body))
+        if message.done:
+            self.finish()  # before logging, so the log line reuses its CPU reading
+        if not message.sid:
+            self.body_complete()
+
+    def on_error(self, kind: str, message: str, traceback: str) -> None:
+        """The handler raised (or returned something that is not a Response)."""
+        self.error = (message, traceback)
+        self.process.hooks.exception(self.process, message, traceback)
+        if kind == "background":
+            return
+        self.outcome = "exception"
+        if not self.head.done():
+            response = self.process.hooks.error_response(self, kind, message, traceback)
+            self.status = response.status
+            self.head.set_result(response)
+            self._log()
+
+    # -- from the supervisor ------------------------------------------------------------------
+
+    def fail(self, error: L.PlatformError, cancel: bool = False) -> None:
+        """Answer with the platform's error (or cut the streamed body) and end the request."""
+        if self.finished.done():
+            return
+        self.outcome = error.tag
+        if not self.head.done():
+            self.status = error.status
+            self.head.set_result(error_response(error))
+        elif self._stream is not None:
+            self._stream.fail(error.message)
+        if cancel:
+            self.process.send(Cancel(self.rid, True))
+        self._log()
+        self.finish()
+
+    def client_gone(self) -> None:
+        """The HTTP client went away: cancel the handler and its binding calls now."""
+        if self.finished.done():
+            return
+        if self.outcome == "ok":
+            self.outcome = "canceled"
+        self.process.send(Cancel(self.rid, False))
+        self.process.calls.cancel_request(self.rid)
+        self._log()
+        self.deadline = min(
+            self.deadline, time.monotonic() + self.process.limits.background_ms / 1000
+        )
+
+    def body_complete(self) -> None:
+        """The whole response went out; the waitUntil budget starts now."""
+        self._log()
+        if not self.finished.done():
+            self.deadline = time.monotonic() + self.process.limits.background_ms / 1000
+
+    def check_deadline(self, now: float) -> None:
+        """Past the wall-time deadline: cancel; past the grace too: kill the isolate."""
+        if now <= self.deadline:
+            return
+        if self._cancel_sent is None:
+            self._cancel_sent = now
+            self.outcome = L.WALL_EXCEEDED.tag if self.outcome == "ok" else self.outcome
+            self.process.send(Cancel(self.rid, True))
+            self.process.calls.cancel_request(self.rid)
+            if not self.head.done():
+                self.status = L.WALL_EXCEEDED.status
+                self.head.set_result(error_response(L.WALL_EXCEEDED))
+            elif self._stream is not None:
+                self._stream.fail(L.WALL_EXCEEDED.message)
+            self._log()
+        elif now - self._cancel_sent > CANCEL_GRACE_S:
+            self.process.kill(L.WALL_EXCEEDED, f"request {self.rid} ignored cancellation")
+
+    def finish(self) -> None:
+        """The request is over (Done, failure or kill)."""
+        if self.finished.done():
+            return
+        self.cpu_used = max(0.0, self.process.cpu() - self.cpu_start)
+        if self.kind == "fetch" and not self.head.done():  # only a misbehaving isolate does this
+            self.outcome = L.NO_RESPONSE.tag
+            self.status = L.NO_RESPONSE.status
+            self.head.set_result(error_response(L.NO_RESPONSE))
+        if self._pump is not None and not self._pump.done():
+            self._pump.cancel()
+        if self._stream is not None:
+            if not self._stream.ended:
+                self._stream.fail("request finished")
+            self.process.mux.release_in(self._stream)
+        self.finished.set_result(self.outcome)
+        self.process.request_finished(self)
+
+    def pump_body(self, out: OutStream, body: AsyncIterator[bytes]) -> None:
+        """Stream the client's request body to the isolate, enforcing the size limit."""
+        self._pump = asyncio.ensure_future(self._pump_body(out, body))
+
+    async def _pump_body(self, out: OutStream, body: AsyncIterator[bytes]) -> None:
+        limit = self.process.limits.max_request_bytes
+        try:
+            async for chunk in body:
+                if out.sent + len(chunk) > limit:
+                    out.abort(L.REQUEST_TOO_LARGE.message)
+                    self.fail(L.REQUEST_TOO_LARGE, cancel=True)
+                    return
+                await out.send(chunk)
+            out.end()
+        except ClientDisconnected:
+            out.abort("client disconnected")
+            self.client_gone()
+        except StreamAborted:
+            pass
+        finally:
+            self.process.mux.release_out(out)
+
+    def _log(self) -> None:
+        if not self._logged:
+            self._logged = True
+            self.process.hooks.request_logged(self.process, self)
+
+
+class ResponseStream:
+    """The worker's streamed response body, as the router reads it (size-limited)."""
+
+    def __init__(self, request: InFlight, stream: InStream) -> None:
+        self._request = request
+        self._stream = stream
+        self._sent = 0
+        self._complete = False
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk = await self._stream.__anext__()
+        except StopAsyncIteration:
+            self._complete = True
+            self._request.body_complete()
+            raise
+        except StreamAborted as exc:
+            self._complete = True
+            raise ResponseAborted(str(exc)) from None
+        self._sent += len(chunk)
+        if self._sent > self._request.process.limits.max_response_bytes:
+            self._complete = True
+            self._request.fail(L.RESPONSE_TOO_LARGE, cancel=True)
+            raise ResponseAborted(L.RESPONSE_TOO_LARGE.message)
+        return chunk
+
+    async def aclose(self) -> None:
+        """The router stopped reading: if the body was not complete, the client went away."""
+        if not self._complete:
+            self._complete = True
+            self._request.client_gone()
+        await self._stream.aclose()
+
+
+def error_response(error: L.PlatformError) -> HttpResponse:
+    """The platform's plain-text error response."""
+    return HttpResponse(
+        error.status,
+        [("content-type", "text/plain;charset=UTF-8"), ("x-ember-error", error.tag)],
+        error.body(),
+        outcome=error.tag,
+    )
+
+
+_HOP_BY_HOP = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})

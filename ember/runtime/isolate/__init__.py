@@ -1,0 +1,7 @@
+"""Code that runs inside an isolate process (forked from the zygote, never in the supervisor).
+
+``main`` runs the isolate's event loop and speaks the protocol; ``api`` is the Workers API
+(Request, Response, Headers, fetch, WorkerEntrypoint) that the ``workers``/``js``/``pyodide``
+modules in ``ember/runtime/isolate_path`` re-export; ``handlers`` finds and calls the user's
+handler; ``scope`` tracks which request the running code belongs to.
+"""

@@ -1,0 +1,316 @@
+"""The Workers API inside an isolate: Request, Response, fetch, WorkerEntrypoint, wait_until.
+
+Shaped after Python Workers' ``workers`` module (and the JS classes that ``js`` exposes), so
+handlers written for the platform run unchanged. Bodies are ``bytes`` or async iterables of
+``bytes``; a streamed body (a KV stream, a subrequest's body, a model's server-sent events) is
+passed to the client as it is produced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from ember.bindings.jsdict import to_jsdict, to_plain
+from ember.bindings.streams import ReadableStream
+from ember.runtime.isolate.headers import Headers
+from ember.runtime.isolate.scope import Context, current_scope
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+BodyInit = str | bytes | bytearray | memoryview | AsyncIterable[Any] | Iterable[Any] | None
+SUBREQUEST_BINDING = "__fetch__"
+
+
+class _Body:
+    """Shared body handling of Request and Response (a body can be read once)."""
+
+    _body: bytes | AsyncIterable[Any] | None
+    _body_used: bool
+
+    def _init_body(self, body: Any, headers: Headers) -> None:
+        self._body_used = False
+        if body is None:
+            self._body = None
+        elif isinstance(body, str):
+            self._body = body.encode("utf-8")
+            if not headers.has("content-type"):
+                headers.set("content-type", "text/plain;charset=UTF-8")
+        elif isinstance(body, bytes | bytearray | memoryview):
+            self._body = bytes(body)
+        elif isinstance(body, _Body):
+            self._body = body._take_body()
+        elif hasattr(body, "__aiter__"):
+            self._body = body
+        elif isinstance(body, Mapping):
+            raise TypeError("a dict cannot be a body: use Response.json(data) or json.dumps(data)")
+        elif isinstance(body, Iterable):
+            self._body = _iterate_sync(body)
+        else:
+            raise TypeError(f"unsupported body type {type(body).__name__}")
+
+    def _take_body(self) -> bytes | AsyncIterable[Any] | None:
+        if self._body_used:
+            raise TypeError("Body has already been used. It can only be used once.")
+        self._body_used = True
+        return self._body
+
+    @property
+    def body(self) -> ReadableStream | None:
+        """The body as a stream (None if there is none)."""
+        if self._body is None:
+            return None
+        if isinstance(self._body, bytes):
+            return ReadableStream(self._body)
+        return ReadableStream(_as_bytes(self._body))  # type: ignore[arg-type]
+
+    @property
+    def body_used(self) -> bool:
+        """True once the body was read."""
+        return self._body_used
+
+    bodyUsed = body_used  # noqa: N815 - the JavaScript name
+
+    async def bytes(self) -> bytes:
+        """The whole body."""
+        body = self._take_body()
+        if body is None:
+            return b""
+        if isinstance(body, bytes):
+            return body
+        return b"".join([chunk async for chunk in _as_bytes(body)])
+
+    async def arrayBuffer(self) -> bytes:  # noqa: N802 - the JavaScript name
+        """The whole body (``bytes``; Pyodide would give a buffer)."""
+        return await self.bytes()
+
+    array_buffer = arrayBuffer
+
+    async def text(self) -> str:
+        """The body decoded as UTF-8."""
+        return (await self.bytes()).decode("utf-8", "replace")
+
+    async def json(self) -> Any:
+        """The body parsed as JSON; objects allow attribute access (``data.name``)."""
+        return to_jsdict(json.loads(await self.bytes()))
+
+
+class Request(_Body):
+    """An HTTP request: the one a fetch handler receives, or one built for ``fetch``."""
+
+    def __init__(
+        self, input: str | Request, init: Mapping[str, Any] | None = None, **kw: Any
+    ) -> None:
+        options = {**(init or {}), **kw}
+        if isinstance(input, Request):
+            self.url = input.url
+            method = options.pop("method", input.method)
+            headers = Headers(options.pop("headers", input.headers))
+            body = options.pop("body", input._body if not input._body_used else None)
+        else:
+            self.url = str(input)
+            method = options.pop("method", "GET")
+            headers = Headers(options.pop("headers", None))
+            body = options.pop("body", None)
+        self.method = str(method).upper()
+        self.headers = headers
+        self.redirect = options.pop("redirect", "follow")
+        self.cf: dict[str, Any] = options.pop("cf", None) or {}
+        if self.method in ("GET", "HEAD") and body is not None:
+            raise TypeError("Request with a GET or HEAD method cannot have a body.")
+        self._init_body(body, headers)
+
+    @classmethod
+    def new(cls, input: str | Request, init: Mapping[str, Any] | None = None, **kw: Any) -> Request:
+        """``new Request(input, init)`` in JavaScript style."""
+        return cls(input, init, **kw)
+
+    @classmethod
+    def _incoming(cls, method: str, url: str, headers: Headers, body: Any) -> Request:
+        request = cls.__new__(cls)
+        request.url, request.method, request.headers = url, method, headers
+        request.redirect, request.cf = "manual", {}
+        request._body, request._body_used = body, False
+        return request
+
+    def clone(self) -> Request:
+        """A copy; only possible while the body is unread bytes (or absent)."""
+        if self._body is not None and not isinstance(self._body, bytes):
+            raise TypeError("cannot clone a request with a streaming body")
+        return Request(self)
+
+    def __repr__(self) -> str:
+        return f"<Request {self.method} {self.url}>"
+
+
+class Response(_Body):
+    """An HTTP response. ``body``: str, bytes, an async iterable of bytes, or None."""
+
+    def __init__(
+        self,
+        body: BodyInit = None,
+        status: int | None = None,
+        status_text: str = "",
+        headers: Any = None,
+        web_socket: Any = None,
+        **kw: Any,
+    ) -> None:
+        status_text = kw.pop("statusText", status_text)
+        if kw:
+            raise TypeError(f"Response() got unexpected arguments: {', '.join(sorted(kw))}")
+        if web_socket is not None:
+            raise TypeError("WebSocket responses are not supported by ember yet")
+        self.status = 200 if status is None else int(status)
+        if not 200 <= self.status <= 599:
+            raise ValueError(
+                f"Responses may only be constructed with status codes in the range 200 to 599, "
+                f"inclusive (found {self.status})"
+            )
+        self.status_text = status_text
+        self.headers = headers if isinstance(headers, Headers) else Headers(to_plain(headers))
+        self.url = ""
+        self.redirected = False
+        self._init_body(body, self.headers)
+
+    @property
+    def ok(self) -> bool:
+        """True for 2xx."""
+        return 200 <= self.status < 300
+
+    @property
+    def statusText(self) -> str:  # noqa: N802 - the JavaScript name
+        """The status text."""
+        return self.status_text
+
+    @classmethod
+    def new(
+        cls, body: BodyInit = None, init: Mapping[str, Any] | None = None, **kw: Any
+    ) -> Response:
+        """``new Response(body, init)`` in JavaScript style (``js.Response.new``)."""
+        options = {**(init or {}), **kw}
+        status_text = options.pop("statusText", options.pop("status_text", ""))
+        return cls(body, status_text=status_text, **options)
+
+    @classmethod
+    def json(  # type: ignore[override]
+        cls, data: Any, status: int = 200, status_text: str = "", headers: Any = None
+    ) -> Response:
+        """A JSON response (``application/json``)."""
+        merged = Headers(to_plain(headers) if not isinstance(headers, Headers) else headers)
+        if not merged.has("content-type"):
+            merged.set("content-type", "application/json")
+        payload = json.dumps(to_plain(data), separators=(",", ":"), ensure_ascii=False)
+        return cls(payload.encode("utf-8"), status=status, status_text=status_text, headers=merged)
+
+    @classmethod
+    def redirect(cls, url: str, status: int = 302) -> Response:
+        """A redirect to ``url``."""
+        if status not in REDIRECT_STATUSES:
+            raise ValueError(
+                f"Invalid redirect status {status}: expected one of 301, 302, 303, 307, 308"
+            )
+        return cls(None, status=status, headers={"location": str(url)})
+
+    def clone(self) -> Response:
+        """A copy; only possible while the body is unread bytes (or absent)."""
+        if self._body is not None and not isinstance(self._body, bytes):
+            raise TypeError("cannot clone a response with a streaming body")
+        copy = Response(self._body, self.status, self.status_text, Headers(self.headers))
+        return copy
+
+    def __repr__(self) -> str:
+        return f"<Response {self.status}>"
+
+
+class WorkerEntrypoint:
+    """Base class of a Python Workers entrypoint: ``class Default(WorkerEntrypoint)``."""
+
+    def __init__(self, ctx: Context, env: Any) -> None:
+        self.ctx = ctx
+        self.env = env
+
+
+class DurableObject:
+    """Importable for compatibility; Durable Objects are not emulated by ember yet."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        self.ctx = ctx
+        self.env = env
+
+
+class WorkflowEntrypoint(WorkerEntrypoint):
+    """Importable for compatibility; Workflows are not emulated by ember yet."""
+
+
+class ScheduledController:
+    """The ``controller`` of a ``scheduled`` event."""
+
+    type = "scheduled"
+
+    def __init__(self, cron: str, scheduled_time: float) -> None:
+        self.cron = cron
+        self.scheduled_time = scheduled_time
+        self.scheduledTime = scheduled_time  # noqa: N815 - the JavaScript name
+        self.retry = True
+
+    def no_retry(self) -> None:
+        """Do not retry this event if it fails (accepted; ember does not retry crons)."""
+        self.retry = False
+
+    noRetry = no_retry  # noqa: N815
+
+
+def wait_until(awaitable: Any) -> None:
+    """Module-level ``waitUntil`` for the running request."""
+    current_scope().ctx.wait_until(awaitable)
+
+
+waitUntil = wait_until
+
+
+async def fetch(
+    resource: str | Request, init: Mapping[str, Any] | None = None, **kw: Any
+) -> Response:
+    """An outbound HTTP request, made by the supervisor (counted against the subrequest limit)."""
+    scope = current_scope()
+    request = (
+        resource
+        if isinstance(resource, Request) and not (init or kw)
+        else Request(resource, init, **kw)
+    )
+    if request.redirect not in ("follow", "manual", "error"):
+        raise TypeError(f"Invalid redirect value {request.redirect!r}: follow, manual or error")
+    body = request._take_body() if request._body is not None else None
+    inline = body if isinstance(body, bytes) and len(body) <= 64 * 1024 else None
+    upload = None if inline is not None or body is None else _as_bytes(body)
+    args = [request.method, request.url, request.headers.to_list(), request.redirect, inline]
+    reply = await scope.channel.call(SUBREQUEST_BINDING, "fetch", args, upload=upload)
+    head = reply.value
+    if not isinstance(head, dict):
+        raise TypeError("malformed subrequest reply")
+    response_body: Any = reply.stream if reply.stream is not None else head.get("body")
+    response = Response(
+        None,
+        status=int(head["status"]),
+        status_text=str(head.get("statusText", "")),
+        headers=Headers._from_pairs([(str(k), str(v)) for k, v in head.get("headers", [])]),
+    )
+    response._body = response_body
+    response.url = str(head.get("url", request.url))
+    response.redirected = bool(head.get("redirected", False))
+    return response
+
+
+async def _as_bytes(source: AsyncIterable[Any]) -> AsyncIterator[bytes]:
+    async for chunk in source:
+        if isinstance(chunk, str):
+            yield chunk.encode("utf-8")
+        elif isinstance(chunk, bytes | bytearray | memoryview):
+            yield bytes(chunk)
+        else:
+            raise TypeError(f"body chunks must be bytes or str, found {type(chunk).__name__}")
+
+
+async def _iterate_sync(source: Iterable[Any]) -> AsyncIterator[Any]:
+    for chunk in source:
+        yield chunk

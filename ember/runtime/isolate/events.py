@@ -1,0 +1,179 @@
+"""Run fetch and scheduled events, each in its own task, and report how each one went.
+
+Per event: call the handler, check it returned a ``Response``, send the head (with the body
+inline when small, else as a credit-controlled stream), wait for ``waitUntil`` work, then send
+Done. Failures become RequestError frames with the user's traceback; a CPU interrupt or a
+MemoryError is reported as such so the supervisor answers with the platform's limit error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ember.bindings.env import Env
+from ember.runtime.isolate import api
+from ember.runtime.isolate.channel import IsolateChannel
+from ember.runtime.isolate.handlers import Entrypoints
+from ember.runtime.isolate.headers import Headers
+from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt, RequestScope
+from ember.runtime.isolate.tracebacks import format_user_traceback
+from ember.runtime.mux import Mux, StreamAborted
+from ember.runtime.protocol import (
+    Cancel,
+    Done,
+    Message,
+    Request,
+    RequestError,
+    Response,
+    Scheduled,
+)
+
+INLINE_RESPONSE_BYTES = 64 * 1024
+NO_FETCH = "Handler does not export a fetch() function."
+NO_SCHEDULED = "Handler does not export a scheduled() function."
+
+
+class _Event:
+    """One event in flight: its scope and its task."""
+
+    __slots__ = ("scope", "task", "done_sent")
+
+    def __init__(self, scope: RequestScope) -> None:
+        self.scope = scope
+        self.task: asyncio.Task[None] | None = None
+        self.done_sent = False  # the Response frame said done=True
+
+
+class EventRunner:
+    """Events of one isolate, keyed by request id."""
+
+    def __init__(
+        self,
+        entry: Entrypoints,
+        env: Env,
+        send: Callable[[Message], None],
+        mux: Mux,
+        channel: IsolateChannel,
+    ) -> None:
+        self.entry = entry
+        self.env = env
+        self.send = send
+        self.mux = mux
+        self.channel = channel
+        self.events: dict[int, _Event] = {}
+
+    def on_event(self, message: Request | Scheduled | Cancel) -> None:
+        """Start a task for a new event, or cancel one."""
+        if isinstance(message, Cancel):
+            event = self.events.get(message.rid)
+            if event is None:
+                return
+            if event.task is not None and not event.task.done():
+                event.task.cancel()
+            if message.background:
+                for task in event.scope.background:
+                    task.cancel()
+            return
+        event = _Event(RequestScope(message.rid, self.channel))
+        self.events[message.rid] = event
+        if isinstance(message, Request):
+            # Register the body stream now: its Data frames may be in the same read as Request.
+            body: Any = self.mux.expect_in(message.body_sid) if message.body_sid else message.body
+            work = self._fetch(event, message, body)
+        else:
+            work = self._scheduled(event, message)
+        event.task = asyncio.ensure_future(self._run(event, work))
+
+    async def _run(self, event: _Event, work: Any) -> None:
+        scope = event.scope
+        CURRENT.set(scope)
+        try:
+            await work
+        except asyncio.CancelledError:
+            pass  # the supervisor cancelled this request; it already answered the client
+        except BaseException as exc:  # noqa: BLE001 - report every failure of user code
+            self._report(scope.rid, exc)
+        try:
+            await self._drain_background(scope)
+        finally:
+            self.events.pop(scope.rid, None)
+            if not event.done_sent:
+                self.send(Done(scope.rid))
+
+    async def _fetch(self, event: _Event, message: Request, body: Any) -> None:
+        if self.entry.fetch is None:
+            self.send(RequestError(message.rid, "no_handler", NO_FETCH, ""))
+            return
+        request = api.Request._incoming(
+            message.method, message.url, Headers._from_pairs(message.headers), body
+        )
+        result = await self.entry.fetch(request, self.env, event.scope.ctx)
+        if not isinstance(result, api.Response):
+            raise _InvalidResponse(
+                f"fetch() returned {type(result).__name__}, expected a Response "
+                "(from workers import Response; return Response(...))"
+            )
+        await self._respond(event, result)
+
+    async def _scheduled(self, event: _Event, message: Scheduled) -> None:
+        if self.entry.scheduled is None:
+            self.send(RequestError(message.rid, "no_handler", NO_SCHEDULED, ""))
+            return
+        controller = api.ScheduledController(message.cron, message.scheduled_time)
+        await self.entry.scheduled(controller, self.env, event.scope.ctx)
+
+    async def _respond(self, event: _Event, response: api.Response) -> None:
+        rid = event.scope.rid
+        body = response._take_body()
+        headers = response.headers.to_list()
+        if body is None or (isinstance(body, bytes) and len(body) <= INLINE_RESPONSE_BYTES):
+            done = not event.scope.background
+            event.done_sent = done
+            self.send(Response(rid, response.status, headers, body, 0, done))
+            return
+        out = self.mux.open_out()
+        self.send(Response(rid, response.status, headers, None, out.sid, False))
+        try:
+            if isinstance(body, bytes):
+                await out.send(body)
+            else:
+                async for chunk in api._as_bytes(body):
+                    await out.send(chunk)
+            out.end()
+        except StreamAborted:
+            pass  # the supervisor stopped reading (client gone or response too large)
+        except BaseException as exc:
+            out.abort(f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self.mux.release_out(out)
+
+    async def _drain_background(self, scope: RequestScope) -> None:
+        while scope.background:
+            tasks, scope.background = scope.background, []
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            for result in results:
+                if isinstance(result, asyncio.CancelledError):
+                    continue
+                if isinstance(result, BaseException):
+                    self._report(scope.rid, result, background=True)
+
+    def _report(self, rid: int, exc: BaseException, background: bool = False) -> None:
+        if isinstance(exc, CpuLimitInterrupt):
+            self.send(RequestError(rid, "cpu", "Worker exceeded CPU time limit.", ""))
+            return
+        if isinstance(exc, MemoryError):
+            self.send(RequestError(rid, "memory", "Worker exceeded memory limit.", ""))
+            return
+        kind = "invalid_response" if isinstance(exc, _InvalidResponse) else "exception"
+        if background:
+            kind = "background"
+        message = f"{type(exc).__name__}: {exc}"[:60_000]
+        trace = "" if isinstance(exc, _InvalidResponse) else format_user_traceback(exc)
+        self.send(RequestError(rid, kind, message, trace))
+
+
+class _InvalidResponse(TypeError):
+    """The handler returned something that is not a Response."""

@@ -1,0 +1,125 @@
+"""``Headers``: the Fetch API's case-insensitive, multi-valued header map, usable as a dict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+
+class Headers:
+    """Case-insensitive header names; ``get`` joins repeated values with ", " as JS does."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, init: Headers | Mapping[str, Any] | Iterable[Any] | None = None) -> None:
+        self._items: list[tuple[str, str]] = []
+        if init is None:
+            return
+        if isinstance(init, Headers):
+            self._items = list(init._items)
+        elif isinstance(init, Mapping):
+            for name, value in init.items():
+                self.append(name, value)
+        else:
+            for pair in init:
+                name, value = pair
+                self.append(name, value)
+
+    @classmethod
+    def new(cls, init: Any = None) -> Headers:
+        """``new Headers(init)`` in JavaScript style."""
+        return cls(init)
+
+    @classmethod
+    def _from_pairs(cls, pairs: list[tuple[str, str]]) -> Headers:
+        headers = cls()
+        headers._items = pairs
+        return headers
+
+    def append(self, name: str, value: Any) -> None:
+        """Add a value (keeps existing ones)."""
+        self._items.append((_name(name), str(value)))
+
+    def set(self, name: str, value: Any) -> None:
+        """Replace every value of ``name``."""
+        key = _name(name)
+        self._items = [(n, v) for n, v in self._items if n != key]
+        self._items.append((key, str(value)))
+
+    def delete(self, name: str) -> None:
+        """Remove ``name``."""
+        key = _name(name)
+        self._items = [(n, v) for n, v in self._items if n != key]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The joined value of ``name``, or ``default``."""
+        key = name.lower()
+        values = [v for n, v in self._items if n == key]
+        if not values:
+            return default
+        return ", ".join(values)
+
+    def get_all(self, name: str) -> list[str]:
+        """Every value of ``name`` (``getAll``; useful for Set-Cookie)."""
+        key = name.lower()
+        return [v for n, v in self._items if n == key]
+
+    getAll = get_all  # noqa: N815 - the JavaScript name
+
+    def getSetCookie(self) -> list[str]:  # noqa: N802 - the JavaScript name
+        """Every Set-Cookie value."""
+        return self.get_all("set-cookie")
+
+    def has(self, name: str) -> bool:
+        """True if ``name`` is present."""
+        return name.lower() in (n for n, _ in self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.has(name)
+
+    def __getitem__(self, name: str) -> str:
+        value = self.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value  # type: ignore[no-any-return]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.set(name, value)
+
+    def __delitem__(self, name: str) -> None:
+        self.delete(name)
+
+    def keys(self) -> list[str]:
+        """Distinct names, lower-case, in first-seen order."""
+        return list(dict.fromkeys(n for n, _ in self._items))
+
+    def values(self) -> list[str]:
+        """Joined values, in the order of ``keys()``."""
+        return [self[n] for n in self.keys()]
+
+    def items(self) -> list[tuple[str, str]]:
+        """``(name, joined value)`` pairs, as a dict would give them."""
+        return [(n, self[n]) for n in self.keys()]
+
+    def entries(self) -> list[tuple[str, str]]:
+        """Every ``(name, value)`` pair, repeats included."""
+        return list(self._items)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def to_list(self) -> list[tuple[str, str]]:
+        """Wire form: every pair."""
+        return list(self._items)
+
+    def __repr__(self) -> str:
+        return f"Headers({dict(self.items())!r})"
+
+
+def _name(name: str) -> str:
+    if not isinstance(name, str) or not name or any(c in name for c in " \t\r\n:"):
+        raise TypeError(f"Invalid header name: {name!r}")
+    return name.lower()

@@ -1,0 +1,191 @@
+"""The isolate process: speak the protocol, load the worker, run its events concurrently.
+
+Lifecycle (every step before user code is ember's, so Hello can be trusted):
+
+    Hello(pid) -> wait for Init(spec) -> build env -> import main module -> Ready | LoadError
+    then: Request/Scheduled -> one task each; Cancel -> cancel it; Call* -> binding replies
+
+The supervisor watches this process's CPU clock and memory. When it decides the running request
+exceeded its CPU time it sends SIGXCPU: the handler raises ``CpuLimitInterrupt`` into whatever
+request code is running, that request fails with kind "cpu", and the others carry on (the
+supervisor then replaces this isolate). Code that swallows the interrupt is killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from ember.bindings.base import BindingSpec, import_target
+from ember.bindings.env import Env
+from ember.errors import HandlerError, ProtocolError
+from ember.runtime.isolate import handlers, loader
+from ember.runtime.isolate.channel import IsolateChannel
+from ember.runtime.isolate.console import Console, ConsoleStream
+from ember.runtime.isolate.events import EventRunner
+from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt
+from ember.runtime.isolate.tracebacks import format_user_traceback
+from ember.runtime.mux import Mux
+from ember.runtime.protocol import (
+    PROTOCOL_VERSION,
+    TO_ISOLATE,
+    Abort,
+    CallError,
+    CallResult,
+    Cancel,
+    Credit,
+    Data,
+    End,
+    FrameDecoder,
+    FrameWriter,
+    Hello,
+    Init,
+    LoadError,
+    Message,
+    Ready,
+    Request,
+    Scheduled,
+    decode,
+)
+
+ISOLATE_PATH = str(Path(__file__).resolve().parent.parent / "isolate_path")
+
+
+class IsolateConnection(asyncio.Protocol):
+    """This isolate's end of its socketpair."""
+
+    def __init__(self, host_pid: int) -> None:
+        self.host_pid = host_pid
+        self.transport: asyncio.Transport | None = None
+        self.decoder = FrameDecoder()
+        self._writer = FrameWriter()
+        self.mux = Mux(self.send)
+        self.channel = IsolateChannel(self.send, self.mux)
+        self.init: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.runner: EventRunner | None = None
+
+    def send(self, message: Message) -> None:
+        """Write one frame (coalesced per loop iteration)."""
+        self._writer.send(message)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._writer.transport = transport
+        self.send(Hello(self.host_pid, PROTOCOL_VERSION))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for payload in self.decoder.feed(data):
+                self.dispatch(decode(payload, TO_ISOLATE))
+        except ProtocolError:
+            os._exit(75)  # the supervisor is trusted; a bad frame means something is badly wrong
+
+    def dispatch(self, message: Message) -> None:
+        """Route one frame from the supervisor."""
+        runner = self.runner
+        if isinstance(message, Request | Scheduled | Cancel):
+            if runner is not None:
+                runner.on_event(message)
+        elif isinstance(message, CallResult):
+            self.channel.on_result(message)
+        elif isinstance(message, CallError):
+            self.channel.on_error(message)
+        elif isinstance(message, Data | End | Abort | Credit):
+            self.mux.on_frame(message)
+        elif isinstance(message, Init) and not self.init.done():
+            self.init.set_result(message.spec)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # The supervisor closed our socket (drained, replaced) or died: nothing left to do.
+        os._exit(0)
+
+
+async def serve(sock: socket.socket, host_pid: int) -> None:
+    """Run the isolate on ``sock`` until the supervisor closes it."""
+    loop = asyncio.get_running_loop()
+    _, connection = await loop.create_unix_connection(
+        lambda: IsolateConnection(host_pid), sock=sock
+    )
+    spec = await connection.init
+    sys.stdout = ConsoleStream(connection.send, "log")
+    sys.stderr = ConsoleStream(connection.send, "error")
+    signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    try:
+        env = build_env(spec, connection)
+        entry = load_main(spec)
+    except BaseException as exc:  # noqa: BLE001 - any failure of user code at load time
+        connection.send(_load_error(exc, str(spec.get("main", ""))))
+        await connection.lost
+        return
+    connection.runner = EventRunner(entry, env, connection.send, connection.mux, connection.channel)
+    connection.send(Ready(entry.names))
+    await connection.lost
+
+
+def build_env(spec: dict[str, Any], connection: IsolateConnection) -> Env:
+    """``env`` from the spec's vars, secrets and binding clients; wire ``workers``/``js``."""
+    bindings = {}
+    for wire in spec.get("bindings", []):
+        binding = BindingSpec.from_wire(wire)
+        bindings[binding.name] = import_target(binding.client)(binding, connection.channel)
+    env = Env(spec.get("vars", {}), spec.get("secrets", {}), bindings)
+    workers = importlib.import_module("workers")
+    workers.env = env  # type: ignore[attr-defined]
+    js = importlib.import_module("js")
+    js.console = Console(connection.send)  # type: ignore[attr-defined]
+    return env
+
+
+def load_main(spec: dict[str, Any]) -> handlers.Entrypoints:
+    """Import the main module from its file and find its handlers."""
+    code_dir = Path(spec["code_dir"])
+    main_path = code_dir / spec["main"]
+    for extra in (code_dir / "python_modules", main_path.parent):
+        if extra.is_dir() and str(extra) not in sys.path:
+            sys.path.insert(0, str(extra))
+    os.chdir(code_dir)
+    if not main_path.is_file():
+        raise HandlerError(f"main module {spec['main']} does not exist in {code_dir}")
+    loader.install(code_dir)
+    module_spec = importlib.util.spec_from_file_location(
+        main_path.stem, main_path, loader=loader.SourceOnlyLoader(main_path.stem, str(main_path))
+    )
+    if module_spec is None or module_spec.loader is None:
+        raise HandlerError(f"cannot load {main_path} as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[main_path.stem] = module
+    module_spec.loader.exec_module(module)
+    return handlers.discover(module, spec["main"])
+
+
+def _load_error(exc: BaseException, main: str) -> LoadError:
+    if isinstance(exc, SyntaxError):
+        kind = "syntax"
+    elif isinstance(exc, HandlerError):
+        return LoadError("no_handler", str(exc), "")
+    else:
+        kind = "exception"
+    message = f"{type(exc).__name__}: {exc}"
+    return LoadError(kind, message[:60_000], format_user_traceback(exc))
+
+
+def _on_cpu_limit(signum: int, frame: Any) -> None:
+    # Runs in the main thread between bytecodes, in the context of the running task.
+    if CURRENT.get(None) is not None:
+        raise CpuLimitInterrupt()
+
+
+def run(sock_fd: int, host_pid: int) -> None:
+    """Entry point in the forked child: serve until the supervisor closes the socket."""
+    sock = socket.socket(fileno=sock_fd)
+    sock.setblocking(False)
+    if ISOLATE_PATH not in sys.path:
+        sys.path.insert(0, ISOLATE_PATH)
+    asyncio.run(serve(sock, host_pid))

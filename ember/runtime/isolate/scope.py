@@ -1,0 +1,75 @@
+"""Which request the running code belongs to, and its ``ctx`` (``waitUntil``).
+
+Each request's handler runs in its own task with ``CURRENT`` set; tasks it creates (including
+``waitUntil`` work) inherit it, so binding calls, console lines and CPU interrupts are attributed
+to the right request. Outside any request (module import time) ``CURRENT`` is unset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any
+
+GLOBAL_SCOPE_MESSAGE = (
+    "Disallowed operation called within global scope. Asynchronous I/O (ex: fetch() or "
+    "connect()), setting a timeout, and generating random values are not allowed within global "
+    "scope. To fix this error, perform this operation within a handler."
+)
+
+
+class CpuLimitInterrupt(BaseException):
+    """Raised into a request's code when the supervisor says it used up its CPU time.
+
+    A ``BaseException`` so that ``except Exception`` in user code does not swallow it.
+    """
+
+
+class Context:
+    """``ctx``: the execution context of one event (``self.ctx`` in a WorkerEntrypoint)."""
+
+    def __init__(self, scope: RequestScope) -> None:
+        self._scope = scope
+        self.props: dict[str, Any] = {}
+
+    def wait_until(self, awaitable: Awaitable[Any]) -> None:
+        """Keep the request alive until ``awaitable`` finishes (after the response is sent)."""
+        self._scope.add_background(awaitable)
+
+    waitUntil = wait_until  # noqa: N815 - the JavaScript name
+
+    def pass_through_on_exception(self) -> None:
+        """Accepted for compatibility; ember has no origin to fall back to."""
+
+    passThroughOnException = pass_through_on_exception  # noqa: N815
+
+
+@dataclass(eq=False)
+class RequestScope:
+    """One event in flight inside the isolate."""
+
+    rid: int
+    channel: Any  # the isolate's BindingChannel (binding calls, subrequests)
+    background: list[asyncio.Task[Any]] = field(default_factory=list)
+    ctx: Context = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ctx = Context(self)
+
+    def add_background(self, awaitable: Awaitable[Any]) -> None:
+        """Schedule ``awaitable`` as waitUntil work of this request."""
+        task = asyncio.ensure_future(awaitable)
+        self.background.append(task)
+
+
+CURRENT: contextvars.ContextVar[RequestScope] = contextvars.ContextVar("ember_request")
+
+
+def current_scope() -> RequestScope:
+    """The running request's scope; RuntimeError with the platform's message outside one."""
+    scope = CURRENT.get(None)
+    if scope is None:
+        raise RuntimeError(GLOBAL_SCOPE_MESSAGE)
+    return scope

@@ -1,0 +1,19 @@
+"""Python Workers' ``workers`` module, inside an ember isolate.
+
+``env`` is set by the isolate before the worker's module is imported.
+"""
+
+from ember.runtime.isolate.api import (  # noqa: F401
+    DurableObject,
+    Request,
+    Response,
+    WorkerEntrypoint,
+    WorkflowEntrypoint,
+    fetch,
+    wait_until,
+    waitUntil,
+)
+from ember.runtime.isolate.headers import Headers  # noqa: F401
+from ember.runtime.isolate.scope import Context  # noqa: F401
+
+env = None  # replaced by the isolate with the deployment's Env

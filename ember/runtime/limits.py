@@ -1,0 +1,93 @@
+"""Per-request platform limits: defaults, config overrides, and the platform's error responses.
+
+The supervisor enforces every limit itself (an isolate is never trusted to): CPU time and memory
+by polling the isolate process, wall time with deadlines, subrequests by counting calls, body
+sizes by counting bytes. Defaults follow Workers' Paid plan where the platform has a number
+(CPU 30 s, memory 128 MB, 10,000 subrequests, startup 1 s); wall time has no platform number
+while a client is connected, so ember bounds it at 5 minutes (configurable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ember.config import LimitsConfig
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The limits one deployment runs under."""
+
+    cpu_ms: int = 30_000
+    startup_cpu_ms: int = 1_000
+    startup_wall_ms: int = 30_000
+    wall_ms: int = 300_000
+    background_ms: int = 30_000  # waitUntil work after the response, as on the platform
+    memory_bytes: int = 128 * MIB
+    subrequests: int = 10_000
+    max_request_bytes: int = 100 * MIB
+    max_response_bytes: int = 100 * MIB
+    max_concurrent_calls: int = 1_000
+
+    @classmethod
+    def from_config(cls, config: LimitsConfig, base: Limits | None = None) -> Limits:
+        """``base`` (defaults if None) with the config's values where it sets them."""
+        base = base or cls()
+        return cls(
+            cpu_ms=config.cpu_ms or base.cpu_ms,
+            startup_cpu_ms=config.startup_cpu_ms or base.startup_cpu_ms,
+            startup_wall_ms=base.startup_wall_ms,
+            wall_ms=config.wall_ms or base.wall_ms,
+            background_ms=base.background_ms,
+            memory_bytes=config.memory_mb * MIB if config.memory_mb else base.memory_bytes,
+            subrequests=config.subrequests or base.subrequests,
+            max_request_bytes=(
+                config.max_request_mb * MIB if config.max_request_mb else base.max_request_bytes
+            ),
+            max_response_bytes=(
+                config.max_response_mb * MIB if config.max_response_mb else base.max_response_bytes
+            ),
+            max_concurrent_calls=base.max_concurrent_calls,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformError:
+    """A Workers-style error response: status, the platform's error code, message, tag."""
+
+    status: int
+    code: int | None
+    message: str
+    tag: str
+
+    def body(self) -> bytes:
+        """The plain-text body clients see."""
+        suffix = f" (error code: {self.code})" if self.code is not None else ""
+        return f"{self.message}{suffix}\n".encode()
+
+
+CPU_EXCEEDED = PlatformError(503, 1102, "Worker exceeded CPU time limit.", "cpu_limit")
+MEMORY_EXCEEDED = PlatformError(503, 1102, "Worker exceeded memory limit.", "memory_limit")
+WALL_EXCEEDED = PlatformError(504, None, "Worker exceeded wall time limit.", "wall_limit")
+STARTUP_CPU_EXCEEDED = PlatformError(
+    503, 10021, "Script startup exceeded CPU time limit.", "startup_cpu_limit"
+)
+STARTUP_WALL_EXCEEDED = PlatformError(
+    503, None, "Script startup exceeded wall time limit.", "startup_wall_limit"
+)
+RESPONSE_TOO_LARGE = PlatformError(
+    502, None, "Worker response exceeded the size limit.", "response_too_large"
+)
+REQUEST_TOO_LARGE = PlatformError(413, None, "Request body too large.", "request_too_large")
+CRASHED = PlatformError(502, None, "Worker crashed.", "crashed")
+NO_RESPONSE = PlatformError(502, None, "Worker finished without sending a response.", "no_response")
+PROTOCOL_VIOLATION = PlatformError(
+    502, None, "Worker broke the isolate protocol.", "protocol_error"
+)
+EXCEPTION = PlatformError(500, 1101, "Worker threw exception.", "exception")
+STARTUP_FAILED = PlatformError(500, 1101, "Worker failed to start.", "startup_failed")
+NO_HANDLER = PlatformError(500, 1101, "Handler does not export a fetch() function.", "no_handler")
+UNAVAILABLE = PlatformError(503, None, "Worker is not available.", "unavailable")
+SUBREQUESTS_EXCEEDED_MESSAGE = "Too many subrequests."

@@ -1,0 +1,428 @@
+"""One isolate process as the supervisor sees it: its socket, its requests, its limits.
+
+Every frame from the isolate is hostile (``protocol.decode`` validates it; anything wrong kills
+the isolate and answers its requests with 502, never raising past the request boundary).
+Limits are enforced from outside by polling (``monitor.py``): CPU time charged to each request
+is the isolate's CPU time while that request was in flight (exact when requests do not overlap,
+an upper bound when they do); past the limit the isolate gets SIGXCPU, which raises into the
+running request's code; if the isolate does not report that request failed within a grace
+period it is killed. Memory past the limit kills the isolate at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from enum import Enum
+from typing import Any
+
+from ember.errors import HandlerError, ProtocolError, WorkerCrashed
+from ember.runtime import limits as L
+from ember.runtime.calls import CallRunner
+from ember.runtime.deployment import Deployment
+from ember.runtime.http import HttpRequest, HttpResponse
+from ember.runtime.inflight import InFlight
+from ember.runtime.monitor import process_cpu_seconds, process_parent, process_rss_bytes
+from ember.runtime.mux import Mux
+from ember.runtime.protocol import (
+    FROM_ISOLATE,
+    MAX_INLINE_BODY_BYTES,
+    Abort,
+    Call,
+    CancelCall,
+    Credit,
+    Data,
+    Done,
+    End,
+    FrameDecoder,
+    FrameWriter,
+    Hello,
+    Init,
+    LoadError,
+    Log,
+    Message,
+    Ready,
+    Request,
+    RequestError,
+    Response,
+    Scheduled,
+    decode,
+)
+from ember.runtime.services import DeploymentServices
+
+POLL_INTERVAL_S = 0.01
+INTERRUPT_GRACE_CPU_S = 0.1  # CPU an interrupted isolate may still burn before it is killed
+INTERRUPT_GRACE_WALL_S = 2.0
+CANCEL_GRACE_S = 2.0
+DRAIN_KILL_S = 2.0
+MAX_UNREAD_BYTES = 64 * 1024 * 1024  # frames the isolate has not read; past this it is killed
+
+
+class State(Enum):
+    """Lifecycle of an isolate process."""
+
+    STARTING = "starting"
+    READY = "ready"
+    DRAINING = "draining"
+    DEAD = "dead"
+
+
+class WorkerLoadError(HandlerError):
+    """The worker's module failed to load; carries what to show the user."""
+
+    def __init__(
+        self, error: L.PlatformError, message: str, traceback: str = "", *, transient: bool = False
+    ) -> None:
+        self.error = error
+        self.detail = message
+        self.traceback = traceback
+        self.transient = transient  # not the code's fault (the zygote was down): retry later
+        super().__init__(message)
+
+
+class IsolateProcess(asyncio.Protocol):
+    """The supervisor's end of one isolate."""
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        services: DeploymentServices,
+        hooks: Any,  # ProcessHooks (supervisor callbacks), see supervisor.py
+        poll_interval: float = POLL_INTERVAL_S,
+    ) -> None:
+        self.deployment = deployment
+        self.limits = deployment.limits
+        self.services = services
+        self.hooks = hooks
+        self.poll_interval = poll_interval
+        self.state = State.STARTING
+        self.pid = 0
+        self.spawn_pid = 0
+        self.transport: asyncio.Transport | None = None
+        self.decoder = FrameDecoder()
+        self._writer = FrameWriter(MAX_UNREAD_BYTES, self._not_reading)
+        self.mux = Mux(self.send)
+        self.calls = CallRunner(
+            deployment.id, self.send, self.mux, services.get, self.limits.max_concurrent_calls
+        )
+        self.inflight: dict[int, InFlight] = {}
+        self.handlers: list[str] = []
+        self._next_rid = 0
+        self._loop = asyncio.get_running_loop()
+        self._hello: asyncio.Future[None] = self._loop.create_future()
+        self._ready: asyncio.Future[None] = self._loop.create_future()
+        self._timer: asyncio.TimerHandle | None = None
+        self._interrupt: tuple[int, float, float] | None = None  # (rid, cpu, wall) of SIGXCPU
+        self._started = time.monotonic()
+        self._cpu_base = 0.0
+        self.exit_reason: str | None = None
+
+    # -- startup ------------------------------------------------------------------------------
+
+    async def start(self, spawner: Any, child_spec: Any) -> None:
+        """Spawn, handshake, load the module. Raises WorkerLoadError if it does not come up."""
+        try:
+            spawned = await spawner.spawn(child_spec)
+        except (WorkerCrashed, OSError, TimeoutError) as exc:
+            self.kill(L.UNAVAILABLE, f"spawn failed: {exc}", fail_ready=False)
+            raise WorkerLoadError(
+                L.UNAVAILABLE, f"could not start an isolate: {exc}", transient=True
+            ) from None
+        self.spawn_pid = spawned.pid
+        await self._loop.create_unix_connection(lambda: self, sock=spawned.sock)
+        self._schedule_poll()
+        # Pipelined: Init waits in the socket while the child finishes its own setup (the
+        # socket is private to this isolate, whose code is still ember's until Init is read).
+        self.send(Init(self.deployment.init_spec()))
+        try:
+            await asyncio.wait_for(asyncio.shield(self._hello), self.limits.startup_wall_ms / 1000)
+        except TimeoutError:
+            self.kill(L.STARTUP_WALL_EXCEEDED, "no handshake")
+        except WorkerLoadError:
+            pass  # killed during the handshake; _ready carries the reason
+        await self._ready
+
+    def _on_hello(self, message: Hello) -> None:
+        if self._hello.done():
+            raise ProtocolError("second Hello")
+        pid = message.pid
+        if pid != self.spawn_pid and process_parent(pid) != self.spawn_pid:
+            raise ProtocolError(f"Hello names pid {pid}, which is not the spawned isolate")
+        self.pid = pid
+        self._cpu_base = process_cpu_seconds(pid)
+        self._hello.set_result(None)
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._writer.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.state is State.DEAD:
+            return
+        try:
+            for payload in self.decoder.feed(data):
+                self._dispatch(decode(payload, FROM_ISOLATE))
+                if self.state is State.DEAD:
+                    return
+        except ProtocolError as exc:
+            self.kill(L.PROTOCOL_VIOLATION, f"protocol violation: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.state is not State.DEAD:
+            reason = (
+                "exited during startup" if self.state is State.STARTING else "exited unexpectedly"
+            )
+            self.kill(L.CRASHED, reason)
+
+    def send(self, message: Message) -> None:
+        """Write one frame to the isolate (coalesced per loop iteration)."""
+        self._writer.send(message)
+
+    def _not_reading(self) -> None:
+        self.kill(L.PROTOCOL_VIOLATION, "stopped reading its socket")
+
+    def _dispatch(self, message: Message) -> None:
+        if not self._hello.done():
+            if not isinstance(message, Hello):
+                raise ProtocolError(f"expected Hello first, got {type(message).__name__}")
+            self._on_hello(message)
+        elif isinstance(message, Data | End | Abort | Credit):
+            self.mux.on_frame(message)
+        elif isinstance(message, Response):
+            request = self._request(message.rid)
+            if request is None:
+                if message.sid:  # keep the stream table consistent; its data is dropped
+                    self.mux.release_in(self.mux.expect_in(message.sid))
+            else:
+                request.on_response(message)
+        elif isinstance(message, Call):
+            request = self.inflight.get(message.rid)
+            self.calls.on_call(message, request.counters if request is not None else None)
+        elif isinstance(message, CancelCall):
+            self.calls.cancel(message.cid)
+        elif isinstance(message, Log):
+            self.hooks.console(self, message.level, message.message)
+        elif isinstance(message, RequestError):
+            self._on_request_error(message)
+        elif isinstance(message, Done):
+            request = self.inflight.get(message.rid)
+            if request is not None:
+                request.finish()
+        elif isinstance(message, Ready) and self.state is State.STARTING:
+            self.handlers = [h for h in message.handlers if isinstance(h, str)][:8]
+            self.state = State.READY
+            self._ready.set_result(None)
+        elif isinstance(message, LoadError) and self.state is State.STARTING:
+            error = L.NO_HANDLER if message.kind == "no_handler" else L.STARTUP_FAILED
+            self._ready.set_exception(WorkerLoadError(error, message.message, message.traceback))
+            self.kill(error, "module failed to load", fail_ready=False)
+        else:
+            raise ProtocolError(f"unexpected {type(message).__name__}")
+
+    def _request(self, rid: int) -> InFlight | None:
+        """The request ``rid``; None if it already ended (late frame); ProtocolError if unknown."""
+        request = self.inflight.get(rid)
+        if request is None and not 0 < rid <= self._next_rid:
+            raise ProtocolError(f"frame for request {rid}, which was never sent")
+        return request
+
+    def _on_request_error(self, message: RequestError) -> None:
+        request = self.inflight.get(message.rid)
+        if message.kind in ("cpu", "memory"):
+            error = L.CPU_EXCEEDED if message.kind == "cpu" else L.MEMORY_EXCEEDED
+            if self._interrupt is not None and message.kind == "cpu":
+                cpu = self.cpu()
+                for other in self.inflight.values():
+                    if other.rid != message.rid:
+                        other.cpu_start = max(other.cpu_start, cpu)  # forgive the culprit's CPU
+                self._interrupt = None
+            if request is not None:
+                request.fail(error)
+            self.hooks.recycle(self, error.message)
+            return
+        if request is not None:
+            request.on_error(message.kind, message.message, message.traceback)
+        else:
+            self.hooks.exception(self, message.message, message.traceback)
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _new_request(self, kind: str, method: str, url: str) -> InFlight:
+        self._next_rid += 1
+        request = InFlight(self, self._next_rid, kind, method, url, self.cpu())
+        self.inflight[request.rid] = request
+        return request
+
+    async def fetch(self, http: HttpRequest) -> HttpResponse:
+        """Run one fetch event; returns once the response head is known."""
+        request = self._new_request("fetch", http.method, http.url)
+        for name, value in http.headers:
+            if name.lower() == "accept":
+                request.accept = value
+                break
+        inline = (
+            http.body
+            if isinstance(http.body, bytes) and len(http.body) <= MAX_INLINE_BODY_BYTES
+            else None
+        )
+        sid = 0
+        if http.body is not None and inline is None:
+            out = self.mux.open_out()
+            sid = out.sid
+            request.pump_body(out, http.body)
+        self.send(Request(request.rid, http.method, http.url, list(http.headers), inline, sid))
+        try:
+            return await request.head
+        except asyncio.CancelledError:
+            request.client_gone()
+            raise
+
+    async def scheduled(self, cron: str, scheduled_time: float) -> InFlight:
+        """Run one scheduled event; await ``request.finished`` for its outcome."""
+        request = self._new_request("scheduled", "SCHEDULED", cron)
+        self.send(Scheduled(request.rid, cron, scheduled_time))
+        return request
+
+    def request_finished(self, request: InFlight) -> None:
+        """Called by InFlight once it is over (Done, failure, or cancellation)."""
+        self.inflight.pop(request.rid, None)
+        self.calls.cancel_request(request.rid)
+        self.hooks.request_done(self, request)
+        if self.state is State.DRAINING and not self.inflight:
+            self.close()
+
+    # -- limits -------------------------------------------------------------------------------
+
+    def cpu(self) -> float:
+        """The isolate's CPU seconds (0 before Hello or after death)."""
+        if not self.pid:
+            return 0.0
+        try:
+            return process_cpu_seconds(self.pid)
+        except OSError:
+            return 0.0
+
+    def _schedule_poll(self) -> None:
+        if self.state is not State.DEAD:
+            self._timer = self._loop.call_later(self.poll_interval, self._poll)
+
+    def _poll(self) -> None:
+        self._timer = None
+        try:
+            self._check_limits()
+        finally:
+            self._schedule_poll()
+
+    def _check_limits(self) -> None:
+        if self.state is State.DEAD or not self.pid:
+            return
+        now = time.monotonic()
+        cpu = self.cpu()
+        if self.state is State.STARTING:
+            if cpu - self._cpu_base > self.limits.startup_cpu_ms / 1000:
+                self._ready_fail(L.STARTUP_CPU_EXCEEDED)
+            elif now - self._started > self.limits.startup_wall_ms / 1000:
+                self._ready_fail(L.STARTUP_WALL_EXCEEDED)
+            return
+        if not self.inflight:
+            return
+        try:
+            rss = process_rss_bytes(self.pid)
+        except OSError:
+            rss = 0
+        if rss > self.limits.memory_bytes:
+            self.kill(L.MEMORY_EXCEEDED, f"resident memory {rss >> 20} MiB over the limit")
+            return
+        self._check_cpu(cpu, now)
+        for request in list(self.inflight.values()):
+            request.check_deadline(now)
+
+    def _check_cpu(self, cpu: float, now: float) -> None:
+        limit = self.limits.cpu_ms / 1000
+        if self._interrupt is not None:
+            rid, cpu_at, wall_at = self._interrupt
+            if rid not in self.inflight:
+                self._interrupt = None
+            elif cpu - cpu_at > INTERRUPT_GRACE_CPU_S or now - wall_at > INTERRUPT_GRACE_WALL_S:
+                self.kill(L.CPU_EXCEEDED, "did not stop at the CPU limit")
+            return
+        for request in self.inflight.values():
+            if cpu - request.cpu_start > limit:
+                self._interrupt = (request.rid, cpu, now)
+                self._signal(signal.SIGXCPU)
+                return
+
+    def _ready_fail(self, error: L.PlatformError) -> None:
+        if not self._ready.done():
+            self._ready.set_exception(WorkerLoadError(error, error.message))
+        self.kill(error, error.message, fail_ready=False)
+
+    # -- ending -------------------------------------------------------------------------------
+
+    def _signal(self, sig: int) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def drain(self) -> None:
+        """Take no new requests; close once the in-flight ones finish."""
+        if self.state in (State.READY, State.STARTING):
+            self.state = State.DRAINING
+            if not self.inflight:
+                self.close()
+
+    def close(self) -> None:
+        """Close the socket of a drained isolate (it exits); kill it if it lingers."""
+        if self.state is State.DEAD:
+            return
+        self.state = State.DEAD
+        self.exit_reason = "drained"
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.transport is not None:
+            self.transport.close()
+        self.calls.close()
+        self.mux.close("isolate closed")
+        self._loop.call_later(DRAIN_KILL_S, self._signal, signal.SIGKILL)
+        self.hooks.dead(self, None, "drained")
+
+    def kill(self, error: L.PlatformError, reason: str, fail_ready: bool = True) -> None:
+        """Kill the isolate now; its requests get ``error``."""
+        if self.state is State.DEAD:
+            return
+        self.state = State.DEAD
+        self.exit_reason = reason
+        self._signal(signal.SIGKILL)
+        if self.spawn_pid and self.spawn_pid != self.pid:
+            try:
+                os.kill(self.spawn_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.transport is not None:
+            self.transport.close()
+        if fail_ready and not self._ready.done():
+            self._ready.set_exception(WorkerLoadError(error, f"{error.message} ({reason})"))
+            self._ready.exception()  # mark retrieved: a killed isolate may have no waiter
+        if not self._hello.done():
+            self._hello.set_exception(WorkerLoadError(error, reason))
+            self._hello.exception()  # mark retrieved: nobody may be waiting any more
+        self.calls.close()
+        self.mux.close(error.message)
+        for request in list(self.inflight.values()):
+            request.fail(error)
+        self.hooks.dead(self, error, reason)
+
+    @property
+    def accepting(self) -> bool:
+        """True while new requests may be sent here."""
+        return self.state is State.READY

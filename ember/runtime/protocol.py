@@ -1,0 +1,454 @@
+"""The supervisor <-> isolate protocol: length-prefixed msgpack frames over one socketpair.
+
+A frame is a 4-byte big-endian length and a msgpack array ``[tag, *fields]``. Everything an
+isolate sends is hostile: ``FrameDecoder`` refuses a length over ``MAX_FRAME_BYTES`` before
+buffering it, msgpack runs with size caps, and ``decode`` checks the tag, the arity and every
+field's type and bound, raising ``ProtocolError`` (the supervisor then kills that isolate and
+answers its requests with 502). Nothing is ever unpickled.
+
+Messages, by direction (``rid`` request id, ``cid`` call id, ``sid`` stream id):
+
+    supervisor -> isolate    Init  Request  Scheduled  Cancel  CallResult  CallError
+    isolate -> supervisor    Hello  Ready  LoadError  Response  RequestError  Done  Log
+                             Call  CancelCall
+    both                     Data  End  Abort  Credit
+
+Bodies larger than one frame are streams: the sender allocates a ``sid`` and announces it in
+``Request``/``Response``/``Call``/``CallResult``, then sends ``Data`` chunks and ``End`` (or
+``Abort``). The receiver grants ``Credit`` as it consumes; sending past the granted window is a
+protocol violation (``mux.py``). ``sid`` 0 means "no stream".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import msgpack
+
+from ember.errors import ProtocolError
+
+PROTOCOL_VERSION = 1
+MAX_CHUNK_BYTES = 64 * 1024
+MAX_INLINE_BODY_BYTES = 256 * 1024
+MAX_FRAME_BYTES = (1 << 20) + (64 << 10)
+MAX_HEADER_BYTES = 128 * 1024
+MAX_HEADERS = 1000
+MAX_NAME = 256
+MAX_TEXT = 64 * 1024
+MAX_URL = 16 * 1024
+MAX_ID = (1 << 53) - 1
+_LENGTH = struct.Struct(">I")
+
+Headers = list[tuple[str, str]]
+
+
+# -- field validators: each returns the (possibly normalised) value or raises ProtocolError ----
+
+
+def _uint(value: Any) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_ID:
+        raise ProtocolError(f"expected an unsigned integer, found {type(value).__name__}")
+    return value
+
+
+def _text(limit: int) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if type(value) is not str or len(value) > limit:
+            raise ProtocolError(f"expected a string of at most {limit} characters")
+        return value
+
+    return check
+
+
+def _opt_bytes(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if type(value) is not bytes or len(value) > MAX_INLINE_BODY_BYTES:
+        raise ProtocolError("expected bytes or nil")
+    return value
+
+
+def _chunk(value: Any) -> bytes:
+    if type(value) is not bytes or len(value) > MAX_CHUNK_BYTES:
+        raise ProtocolError(f"expected a chunk of at most {MAX_CHUNK_BYTES} bytes")
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if type(value) is not bool:
+        raise ProtocolError("expected a boolean")
+    return value
+
+
+def _number(value: Any) -> float:
+    if type(value) not in (int, float):
+        raise ProtocolError("expected a number")
+    return float(value)
+
+
+def _any(value: Any) -> Any:
+    return value
+
+
+def _list(value: Any) -> list[Any]:
+    if type(value) is not list:
+        raise ProtocolError("expected an array")
+    return value
+
+
+def _map(value: Any) -> dict[str, Any]:
+    if type(value) is not dict:
+        raise ProtocolError("expected a map")
+    return value
+
+
+def _headers(value: Any) -> Headers:
+    if type(value) is not list or len(value) > MAX_HEADERS:
+        raise ProtocolError(f"expected at most {MAX_HEADERS} headers")
+    total = 0
+    result: Headers = []
+    for pair in value:
+        if type(pair) is not list or len(pair) != 2:
+            raise ProtocolError("expected [name, value] header pairs")
+        name, item = pair
+        if type(name) is not str or type(item) is not str:
+            raise ProtocolError("header names and values must be strings")
+        total += len(name) + len(item)
+        result.append((name, item))
+    if total > MAX_HEADER_BYTES:
+        raise ProtocolError(f"headers exceed {MAX_HEADER_BYTES} bytes")
+    return result
+
+
+def _status(value: Any) -> int:
+    if type(value) is not int or not 100 <= value <= 599:
+        raise ProtocolError("expected an HTTP status from 100 to 599")
+    return value
+
+
+# -- messages ----------------------------------------------------------------------------------
+
+
+class Init(NamedTuple):
+    """The deployment the isolate runs (supervisor -> isolate, once, after Hello)."""
+
+    TAG = 1
+    FIELDS = (_map,)
+    spec: dict[str, Any]
+
+
+class Request(NamedTuple):
+    """A fetch event. ``body`` inline when small; else ``body_sid`` streams it."""
+
+    TAG = 2
+    FIELDS = (_uint, _text(16), _text(MAX_URL), _headers, _opt_bytes, _uint)
+    rid: int
+    method: str
+    url: str
+    headers: Headers
+    body: bytes | None
+    body_sid: int
+
+
+class Scheduled(NamedTuple):
+    """A cron event; ``scheduled_time`` in milliseconds since the epoch."""
+
+    TAG = 3
+    FIELDS = (_uint, _text(MAX_NAME), _number)
+    rid: int
+    cron: str
+    scheduled_time: float
+
+
+class Cancel(NamedTuple):
+    """Cancel a request's handler (client gone); ``background`` also its waitUntil work."""
+
+    TAG = 4
+    FIELDS = (_uint, _bool)
+    rid: int
+    background: bool
+
+
+class CallResult(NamedTuple):
+    """A binding call's value; ``sid`` != 0 means a reply stream follows."""
+
+    TAG = 5
+    FIELDS = (_uint, _any, _uint)
+    cid: int
+    value: Any
+    sid: int
+
+
+class CallError(NamedTuple):
+    """A binding call failed; ``kind`` picks the exception class in the isolate."""
+
+    TAG = 6
+    FIELDS = (_uint, _text(MAX_NAME), _text(MAX_TEXT), _map)
+    cid: int
+    kind: str
+    message: str
+    data: dict[str, Any]
+
+
+class Hello(NamedTuple):
+    """First frame of an isolate, sent before any user code runs: the pid to watch and kill."""
+
+    TAG = 20
+    FIELDS = (_uint, _uint)
+    pid: int
+    version: int
+
+
+class Ready(NamedTuple):
+    """The main module loaded; ``handlers`` lists the events it handles."""
+
+    TAG = 21
+    FIELDS = (_list,)
+    handlers: list[Any]
+
+
+class LoadError(NamedTuple):
+    """The main module failed to load (syntax error, exception, no handler)."""
+
+    TAG = 22
+    FIELDS = (_text(MAX_NAME), _text(MAX_TEXT), _text(MAX_TEXT))
+    kind: str
+    message: str
+    traceback: str
+
+
+class Response(NamedTuple):
+    """Response head, with the body inline or as stream ``sid``; ``done``: no waitUntil left."""
+
+    TAG = 23
+    FIELDS = (_uint, _status, _headers, _opt_bytes, _uint, _bool)
+    rid: int
+    status: int
+    headers: Headers
+    body: bytes | None
+    sid: int
+    done: bool
+
+
+class RequestError(NamedTuple):
+    """The handler failed: ``kind`` is exception, invalid_response, no_handler, cpu, memory."""
+
+    TAG = 24
+    FIELDS = (_uint, _text(MAX_NAME), _text(MAX_TEXT), _text(MAX_TEXT))
+    rid: int
+    kind: str
+    message: str
+    traceback: str
+
+
+class Done(NamedTuple):
+    """The request and its waitUntil work finished; no more frames about ``rid`` follow."""
+
+    TAG = 25
+    FIELDS = (_uint,)
+    rid: int
+
+
+class Log(NamedTuple):
+    """A console line (print, logging, console.log); ``rid`` 0 outside any request."""
+
+    TAG = 26
+    FIELDS = (_uint, _text(16), _text(MAX_TEXT))
+    rid: int
+    level: str
+    message: str
+
+
+class Call(NamedTuple):
+    """A binding call from the handler of request ``rid``; ``sid`` != 0: an upload follows."""
+
+    TAG = 27
+    FIELDS = (_uint, _uint, _text(MAX_NAME), _text(MAX_NAME), _list, _uint)
+    cid: int
+    rid: int
+    binding: str
+    method: str
+    args: list[Any]
+    sid: int
+
+
+class CancelCall(NamedTuple):
+    """The isolate no longer wants a call's result (its task was cancelled)."""
+
+    TAG = 28
+    FIELDS = (_uint,)
+    cid: int
+
+
+class Data(NamedTuple):
+    """A chunk of the sender's stream ``sid``."""
+
+    TAG = 40
+    FIELDS = (_uint, _chunk)
+    sid: int
+    data: bytes
+
+
+class End(NamedTuple):
+    """The sender's stream ``sid`` ended normally."""
+
+    TAG = 41
+    FIELDS = (_uint,)
+    sid: int
+
+
+class Abort(NamedTuple):
+    """The sender's stream ``sid`` ended abnormally."""
+
+    TAG = 42
+    FIELDS = (_uint, _text(MAX_TEXT))
+    sid: int
+    reason: str
+
+
+class Credit(NamedTuple):
+    """The receiver of the peer's stream ``sid`` consumed ``amount`` more bytes."""
+
+    TAG = 43
+    FIELDS = (_uint, _uint)
+    sid: int
+    amount: int
+
+
+Message = (
+    Init
+    | Request
+    | Scheduled
+    | Cancel
+    | CallResult
+    | CallError
+    | Hello
+    | Ready
+    | LoadError
+    | Response
+    | RequestError
+    | Done
+    | Log
+    | Call
+    | CancelCall
+    | Data
+    | End
+    | Abort
+    | Credit
+)
+MessageType = type[Any]
+
+TO_ISOLATE: dict[int, MessageType] = {
+    m.TAG: m
+    for m in (Init, Request, Scheduled, Cancel, CallResult, CallError, Data, End, Abort, Credit)
+}
+FROM_ISOLATE: dict[int, MessageType] = {
+    m.TAG: m
+    for m in (Hello, Ready, LoadError, Response, RequestError, Done, Log, Call, CancelCall)
+    + (Data, End, Abort, Credit)
+}
+
+
+def encode(message: Message) -> bytes:
+    """One frame: length prefix + msgpack ``[TAG, *fields]`` (messages are named tuples)."""
+    payload = msgpack.packb([message.TAG, *message], use_bin_type=True)
+    return _LENGTH.pack(len(payload)) + payload
+
+
+def decode(payload: bytes, table: dict[int, MessageType]) -> Message:
+    """Parse and validate one frame payload against ``table`` (the sender's direction)."""
+    try:
+        value = msgpack.unpackb(
+            payload,
+            raw=False,
+            use_list=True,
+            strict_map_key=True,
+            max_str_len=MAX_FRAME_BYTES,
+            max_bin_len=MAX_FRAME_BYTES,
+            max_array_len=MAX_HEADERS * 4,
+            max_map_len=4096,
+            max_ext_len=0,
+        )
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        raise ProtocolError(f"undecodable frame: {type(exc).__name__}") from None
+    if type(value) is not list or not value or type(value[0]) is not int:
+        raise ProtocolError("frame is not a [tag, ...] array")
+    cls = table.get(value[0])
+    if cls is None:
+        raise ProtocolError(f"unknown or misdirected message tag {value[0]}")
+    fields = value[1:]
+    if len(fields) != len(cls.FIELDS):
+        raise ProtocolError(
+            f"{cls.__name__}: expected {len(cls.FIELDS)} fields, found {len(fields)}"
+        )
+    try:
+        return cls(*[check(item) for check, item in zip(cls.FIELDS, fields, strict=True)])
+    except ProtocolError as exc:
+        raise ProtocolError(f"{cls.__name__}: {exc}") from None
+
+
+class FrameWriter:
+    """Coalesces the frames written during one event-loop iteration into one ``write``.
+
+    Under concurrency this turns many small writes (each a syscall that may wake the peer and
+    hand it the CPU) into one; a lone frame goes out at the end of the current iteration.
+    """
+
+    def __init__(self, max_buffered: int | None = None, on_overflow: Any = None) -> None:
+        self.transport: Any = None
+        self._parts: list[bytes] = []
+        self._scheduled = False
+        self._max_buffered = max_buffered
+        self._on_overflow = on_overflow
+
+    def send(self, message: Message) -> None:
+        """Queue one frame."""
+        self._parts.append(encode(message))
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        parts, self._parts = self._parts, []
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
+            limit = self._max_buffered
+            if limit is not None and transport.get_write_buffer_size() > limit:
+                self._on_overflow()  # the peer stopped reading
+
+
+class FrameDecoder:
+    """Splits a byte stream into frame payloads, refusing oversized frames before buffering."""
+
+    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
+        self._buffer = bytearray()
+        self._max = max_frame
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add received bytes; return every complete payload."""
+        self._buffer += data
+        frames: list[bytes] = []
+        buffer = self._buffer
+        offset = 0
+        while len(buffer) - offset >= 4:
+            (length,) = _LENGTH.unpack_from(buffer, offset)
+            if length > self._max:
+                raise ProtocolError(f"frame of {length} bytes exceeds the {self._max}-byte limit")
+            end = offset + 4 + length
+            if len(buffer) < end:
+                break
+            frames.append(bytes(buffer[offset + 4 : end]))
+            offset = end
+        if offset:
+            del buffer[:offset]
+        return frames
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buffer)

@@ -1,0 +1,286 @@
+"""ASGI front of the supervisor: HTTP in, events to a deployment, HTTP out.
+
+Owns the HTTP details the supervisor should not know: building the request URL, reading the
+body (inline when small and announced, else streamed with backpressure), watching for the client
+going away (which cancels the request in its isolate and its binding calls), streaming the
+response as the worker produces it, and ``/__scheduled`` when ``--test-scheduled`` is on.
+``resolve`` picks the deployment for a request: ``ember dev`` always answers with its one
+deployment; ``ember serve`` routes by host and path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qs
+
+from ember.runtime.http import ClientDisconnected, HttpRequest, HttpResponse, ResponseAborted
+from ember.runtime.supervisor import Supervisor
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+INLINE_BODY_BYTES = 64 * 1024
+WATCH_AFTER_S = 0.002
+T = TypeVar("T")
+
+
+class _Gone(Exception):
+    """The client disconnected before the response head was ready."""
+
+
+class Router:
+    """An ASGI application in front of a Supervisor."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        resolve: Callable[[Scope], str | None],
+        *,
+        test_scheduled: bool = False,
+        on_startup: Callable[[], Awaitable[None]] | None = None,
+        on_shutdown: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.supervisor = supervisor
+        self.resolve = resolve
+        self.test_scheduled = test_scheduled
+        self.on_startup = on_startup
+        self.on_shutdown = on_shutdown
+        self._waiting: dict[asyncio.Task[Any], tuple[_Client, float]] = {}
+        self._sweep_timer: asyncio.TimerHandle | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    if self.on_startup is not None:
+                        await self.on_startup()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self.on_shutdown is not None:
+                    await self.on_shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        deployment_id = self.resolve(scope)
+        if deployment_id is None:
+            await _send_plain(send, 404, b"No worker is deployed here.\n")
+            return
+        if self.test_scheduled and scope["path"] in ("/__scheduled", "/cdn-cgi/handler/scheduled"):
+            await self._scheduled(deployment_id, scope, send)
+            return
+        client = _Client(receive)
+        request = await client.request(scope)
+        try:
+            response = await self._unless_gone(
+                client, self.supervisor.fetch(deployment_id, request)
+            )
+        except _Gone:
+            return  # the client left; the supervisor already cancelled the request's work
+        try:
+            await _send_response(send, response, client)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if client.disconnected and task is not None and task.uncancel() == 0:
+                return  # the client left mid-stream; the stream was closed on the way out
+            raise
+
+    async def _unless_gone(self, client: _Client, work: Awaitable[T]) -> T:
+        """Await ``work``, cancelling it if the client disconnects meanwhile (raises _Gone).
+
+        Most requests finish within a few milliseconds, so instead of a disconnect watcher per
+        request (a task reading ``receive``), one sweep every WATCH_AFTER_S starts watchers for
+        the requests still waiting.
+        """
+        task = asyncio.current_task()
+        assert task is not None  # invariant: called from the ASGI request task
+        if client.body_done:
+            self._waiting[task] = (client, time.monotonic())
+            if self._sweep_timer is None:
+                self._sweep_timer = asyncio.get_running_loop().call_later(
+                    WATCH_AFTER_S, self._sweep
+                )
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if client.disconnected and task.uncancel() == 0:
+                raise _Gone() from None
+            raise
+        finally:
+            self._waiting.pop(task, None)
+
+    def _sweep(self) -> None:
+        self._sweep_timer = None
+        horizon = time.monotonic() - WATCH_AFTER_S
+        for task, (client, since) in list(self._waiting.items()):
+            if since <= horizon:
+                del self._waiting[task]
+                client.start_watching(task)
+        if self._waiting:
+            self._sweep_timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._sweep)
+
+    async def _scheduled(self, deployment_id: str, scope: Scope, send: Send) -> None:
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        cron = query.get("cron", ["* * * * *"])[0]
+        when = query.get("time", [None])[0]
+        scheduled_time = float(when) if when and when.isdigit() else time.time() * 1000
+        result = await self.supervisor.scheduled(deployment_id, cron, scheduled_time)
+        if result.outcome == "ok":
+            await _send_plain(send, 200, b"Ran scheduled event\n")
+        else:
+            body = f"Scheduled event failed: {result.message or result.outcome}\n{result.traceback}"
+            await _send_plain(send, 500, body.encode())
+
+
+class _Client:
+    """The HTTP client's side of one request: its body, and whether it is still there."""
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._body_done = False
+        self._watcher: asyncio.Future[None] | None = None
+        self.disconnected = False
+
+    async def request(self, scope: Scope) -> HttpRequest:
+        headers: list[tuple[str, str]] = []
+        host = None
+        length: int | None = None
+        chunked = False
+        for raw_name, raw_value in scope["headers"]:
+            name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+            headers.append((name, value))
+            if name == "host":
+                host = value
+            elif name == "content-length":
+                length = _content_length(value)
+            elif name == "transfer-encoding":
+                chunked = True
+        if host is None:
+            server = scope.get("server") or ("localhost", None)
+            host = f"{server[0]}:{server[1]}" if server[1] else server[0]
+        path = scope.get("raw_path") or scope["path"].encode()
+        query = scope.get("query_string", b"")
+        url = f"{scope.get('scheme', 'http')}://{host}{path.decode('latin-1')}"
+        if query:
+            url += "?" + query.decode("latin-1")
+        body: bytes | AsyncIterator[bytes] | None = None
+        if length == 0 or (length is None and not chunked):
+            self._body_done = True  # no body: the disconnect watcher will see the empty message
+        elif length is not None and length <= INLINE_BODY_BYTES:
+            body = await self._read_all()
+        else:
+            body = self._stream()
+        return HttpRequest(scope["method"], url, headers, body, length)
+
+    async def _read_all(self) -> bytes:
+        parts = [chunk async for chunk in self._stream()]
+        return b"".join(parts)
+
+    async def _stream(self) -> AsyncIterator[bytes]:
+        while not self._body_done:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self.disconnected = True
+                self._body_done = True
+                raise ClientDisconnected()
+            chunk = message.get("body", b"")
+            if not message.get("more_body", False):
+                self._body_done = True
+            if chunk:
+                yield chunk
+
+    @property
+    def body_done(self) -> bool:
+        """True once the request body was read (or there was none)."""
+        return self._body_done
+
+    def start_watching(self, task: asyncio.Task[Any]) -> None:
+        """Watch for a disconnect; on one, cancel ``task`` (the request's ASGI task)."""
+        if self._watcher is None and self._body_done:
+            self._watcher = asyncio.ensure_future(self._watch(task))
+
+    def ensure_watching(self) -> None:
+        """A streamed response may run for long: notice a disconnect (cancels this task)."""
+        task = asyncio.current_task()
+        if task is not None:
+            self.start_watching(task)
+
+    async def _watch(self, task: asyncio.Task[Any] | None) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self.disconnected = True
+                if task is not None and not task.done():
+                    task.cancel()
+                return
+
+    def stop_watching(self) -> None:
+        """The response is complete: stop listening for a disconnect."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+
+
+async def _send_response(send: Send, response: HttpResponse, client: _Client) -> None:
+    headers = [
+        (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
+        for k, v in response.headers
+    ]
+    body = response.body
+    if isinstance(body, bytes):
+        client.stop_watching()
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        return
+    stream: Any = body
+    client.ensure_watching()
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    try:
+        async for chunk in stream:
+            if client.disconnected:
+                break
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        else:
+            client.stop_watching()  # before the final send: it makes receive() return
+            await send({"type": "http.response.body", "body": b""})
+            return
+    except ResponseAborted:
+        # Ending cleanly would look complete to the client: abort the connection instead.
+        raise
+    finally:
+        client.stop_watching()
+        await stream.aclose()
+
+
+async def _send_plain(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain;charset=UTF-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(value: str) -> int | None:
+    try:
+        return max(0, int(value))
+    except ValueError:
+        return None

@@ -1,0 +1,141 @@
+"""Subrequests: ``fetch()`` from a handler, made by the supervisor with httpx.
+
+The isolate never opens a socket of its own: ``fetch`` is a call on its channel, counted against
+the deployment's subrequest limit and checked against a ``NetworkPolicy`` at every hop
+(redirects included). The response body streams back with credit, so a huge download never
+sits in the supervisor's memory.
+
+Known gap: the policy resolves the host itself and httpx resolves it again to connect, so a
+DNS answer that changes in between (rebinding) is not caught; ``ember serve`` should run
+isolates without network access and pin resolved addresses before relying on the policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import ipaddress
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from ember.bindings.base import BindingService, CallContext, ServiceError, StreamReply
+from ember.errors import LimitExceeded
+from ember.runtime.limits import SUBREQUESTS_EXCEEDED_MESSAGE
+from ember.runtime.services import SharedResources
+
+HTTP_CLIENT_KEY = "http.client"
+_DROPPED = {"content-encoding", "content-length", "transfer-encoding", "connection"}
+MAX_REDIRECTS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkPolicy:
+    """Which destinations a subrequest may reach. ``ember dev`` allows everything."""
+
+    allow_loopback: bool = True
+    allow_private: bool = True
+    allow_public: bool = True
+    allowed_hosts: tuple[str, ...] = ()  # glob patterns; empty means any host
+
+    def refusal(self, host: str, addresses: list[str]) -> str | None:
+        """Why ``host`` (resolved to ``addresses``) is refused, or None if it is allowed."""
+        if self.allowed_hosts and not any(fnmatch.fnmatch(host, p) for p in self.allowed_hosts):
+            return f"host {host} is not in the allowed hosts"
+        for text in addresses:
+            address = ipaddress.ip_address(text.split("%")[0])
+            if address.is_loopback and not self.allow_loopback:
+                return f"{host} resolves to a loopback address"
+            if (address.is_private or address.is_link_local) and not address.is_loopback:
+                if not self.allow_private:
+                    return f"{host} resolves to a private address"
+            elif address.is_global and not self.allow_public:
+                return f"{host} resolves to a public address"
+        return None
+
+
+class SubrequestService(BindingService):
+    """``fetch`` for one deployment: ``[method, url, headers, redirect, body]`` -> head + stream."""
+
+    def __init__(self, resources: SharedResources, limit: int, policy: NetworkPolicy) -> None:
+        self._resources = resources
+        self._limit = limit
+        self._policy = policy
+
+    async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
+        """Make the request and stream its response back."""
+        import httpx  # the supervisor's dependency; never imported in an isolate
+
+        if method != "fetch" or not isinstance(args, list) or len(args) != 5:
+            raise ServiceError("malformed fetch call", kind="type")
+        http_method, url, headers, redirect, body = args
+        if not isinstance(http_method, str) or not isinstance(url, str):
+            raise ServiceError("malformed fetch call", kind="type")
+        count = ctx.count("subrequests")
+        if count > self._limit:
+            raise LimitExceeded("subrequests", count, self._limit, SUBREQUESTS_EXCEEDED_MESSAGE)
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ServiceError(f"Fetch API cannot load: {url}", kind="type")
+        client: httpx.AsyncClient = self._resources.shared(HTTP_CLIENT_KEY, _make_client)
+        content: Any = body if isinstance(body, bytes) else ctx.upload
+        try:
+            request = client.build_request(
+                http_method, url, headers=[(str(k), str(v)) for k, v in headers], content=content
+            )
+            response = await self._send(client, request, redirect)
+        except httpx.HTTPError as exc:
+            raise ServiceError(
+                f"Network connection lost: {type(exc).__name__}: {exc}", kind="type"
+            ) from None
+        head = {
+            "status": response.status_code,
+            "statusText": response.reason_phrase,
+            "headers": [
+                [k, v] for k, v in response.headers.multi_items() if k.lower() not in _DROPPED
+            ],
+            "url": str(response.url),
+            "redirected": bool(response.history),
+        }
+        return StreamReply(head=head, chunks=_body(response))
+
+    async def _send(self, client: Any, request: Any, redirect: object) -> Any:
+        for _ in range(MAX_REDIRECTS + 1):
+            await self._check(request.url.host)
+            response = await client.send(request, stream=True, follow_redirects=False)
+            if not response.is_redirect or redirect == "manual":
+                return response
+            if redirect == "error":
+                await response.aclose()
+                raise ServiceError("Fetch API cannot load: redirect mode is 'error'", kind="type")
+            next_request = response.next_request
+            await response.aclose()
+            request = next_request
+        raise ServiceError("Fetch API cannot load: too many redirects", kind="type")
+
+    async def _check(self, host: str) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, None)
+        except OSError as exc:
+            raise ServiceError(
+                f"Network connection lost: cannot resolve {host}: {exc}", kind="type"
+            ) from None
+        refusal = self._policy.refusal(host, [str(info[4][0]) for info in infos])
+        if refusal is not None:
+            raise ServiceError(f"Fetch API cannot load: {refusal} (network policy)", kind="type")
+
+
+def _make_client() -> Any:
+    import httpx
+
+    return httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0), trust_env=False)
+
+
+async def _body(response: Any) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_bytes():
+            yield chunk
+    finally:
+        await response.aclose()

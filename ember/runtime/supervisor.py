@@ -1,0 +1,367 @@
+"""The supervisor: deployments, their isolates, and the one entry point for their events.
+
+Owns the zygote (``Spawner``), the shared binding resources, and one ``_Slot`` per deployment:
+its ``Deployment`` value, its binding services, its current isolate (started on first use or
+eagerly), the load failure of its current version (sticky: no respawn storm), and retired
+isolates still draining. The API is what ``ember dev`` and ``ember serve`` both use:
+
+    await supervisor.deploy(deployment)          # add, or replace: start new, switch, drain old
+    await supervisor.fetch(deployment_id, req)   # -> HttpResponse (errors are responses too)
+    await supervisor.scheduled(deployment_id, cron)
+    await supervisor.remove(deployment_id); await supervisor.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ember.bindings.registry import BindingRegistry, default_registry
+from ember.runtime import events as E
+from ember.runtime import limits as L
+from ember.runtime.child import ChildSpec
+from ember.runtime.deployment import Deployment
+from ember.runtime.errorpage import dev_error_response, platform_error_response
+from ember.runtime.http import HttpRequest, HttpResponse
+from ember.runtime.inflight import InFlight
+from ember.runtime.process import IsolateProcess, State, WorkerLoadError
+from ember.runtime.services import DeploymentServices, SharedResources
+from ember.runtime.spawner import Spawner, SpawnerConfig
+from ember.runtime.subrequest import NetworkPolicy, SubrequestService
+
+NOT_FOUND = L.PlatformError(404, None, "No worker is deployed here.", "not_found")
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledResult:
+    """How a scheduled event went."""
+
+    outcome: str  # "ok", "exception", or a platform error tag
+    message: str = ""
+    traceback: str = ""
+
+
+@dataclass(eq=False)
+class _Slot:
+    deployment: Deployment
+    services: DeploymentServices
+    redact: E.Redactor
+    current: IsolateProcess | None = None
+    starting: asyncio.Task[IsolateProcess] | None = None
+    failure: WorkerLoadError | None = None
+    processes: set[IsolateProcess] = field(default_factory=set)
+    retired: bool = False
+
+
+class Supervisor:
+    """Runs deployments in isolates; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        state_dir: Path,
+        events: E.EventSink | None = None,
+        registry: BindingRegistry | None = None,
+        spawner: SpawnerConfig | None = None,
+        network: NetworkPolicy | None = None,
+        dev: bool = False,
+        clock: object = None,
+        poll_interval: float = 0.01,
+    ) -> None:
+        self.events: E.EventSink = events or E.ListSink()
+        self.registry = registry or default_registry()
+        self.resources = SharedResources(state_dir, clock=clock or time.time)  # type: ignore[arg-type]
+        self.spawner = Spawner(spawner)
+        self.network = network or NetworkPolicy()
+        self.dev = dev
+        self.poll_interval = poll_interval
+        self._slots: dict[str, _Slot] = {}
+        self._owner: dict[IsolateProcess, _Slot] = {}
+
+    async def start(self) -> None:
+        """Start the zygote."""
+        await self.spawner.start()
+
+    async def close(self) -> None:
+        """Kill every isolate, close services and the zygote."""
+        for slot in list(self._slots.values()):
+            await self._retire(slot, kill=True)
+        self._slots.clear()
+        await self.spawner.close()
+        await self.resources.aclose()
+
+    # -- deployments --------------------------------------------------------------------------
+
+    async def deploy(self, deployment: Deployment, *, eager: bool = True) -> WorkerLoadError | None:
+        """Add or replace a deployment. Eagerly: start its isolate before switching to it.
+
+        Returns the load error if the new version failed to start (it is then live, answering
+        with that error, as ``ember dev`` shows it; ``ember serve`` may roll back instead).
+        """
+        slot = self._new_slot(deployment)
+        error: WorkerLoadError | None = None
+        if eager:
+            try:
+                await self._acquire(slot)
+            except WorkerLoadError as exc:
+                error = exc
+        old = self._slots.get(deployment.id)
+        self._slots[deployment.id] = slot
+        if old is not None:
+            await self._retire(old, kill=False)
+        return error
+
+    async def remove(self, deployment_id: str) -> None:
+        """Stop a deployment: new requests get 404; in-flight ones finish first."""
+        slot = self._slots.pop(deployment_id, None)
+        if slot is not None:
+            await self._retire(slot, kill=False)
+
+    def deployment(self, deployment_id: str) -> Deployment | None:
+        """The live version of a deployment."""
+        slot = self._slots.get(deployment_id)
+        return slot.deployment if slot is not None else None
+
+    def isolate(self, deployment_id: str) -> IsolateProcess | None:
+        """The current isolate of a deployment (tests and diagnostics)."""
+        slot = self._slots.get(deployment_id)
+        return slot.current if slot is not None else None
+
+    def _new_slot(self, deployment: Deployment) -> _Slot:
+        subrequests = SubrequestService(self.resources, deployment.limits.subrequests, self.network)
+        services = DeploymentServices(deployment, self.registry, self.resources, subrequests)
+        return _Slot(deployment, services, E.Redactor(deployment.secrets))
+
+    async def _retire(self, slot: _Slot, *, kill: bool) -> None:
+        slot.retired = True
+        for process in list(slot.processes):
+            if kill:
+                process.kill(L.UNAVAILABLE, "supervisor stopping")
+            else:
+                process.drain()
+        slot.current = None
+        if not slot.processes:
+            await slot.services.close()
+
+    # -- events -------------------------------------------------------------------------------
+
+    async def fetch(self, deployment_id: str, request: HttpRequest) -> HttpResponse:
+        """Run a fetch event; every failure is answered with a response, never raised."""
+        slot = self._slots.get(deployment_id)
+        if slot is None:
+            return platform_error_response(NOT_FOUND)
+        limit = slot.deployment.limits.max_request_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return platform_error_response(L.REQUEST_TOO_LARGE)
+        for _ in range(3):  # a version replaced while we waited for its isolate: use the new one
+            try:
+                process = await self._acquire(slot)
+            except WorkerLoadError as exc:
+                return self._load_error_response(exc, _accept(request))
+            if process.state is not State.DEAD:
+                return await process.fetch(request)
+            slot = self._slots.get(deployment_id) or slot
+        return platform_error_response(L.UNAVAILABLE)
+
+    async def scheduled(
+        self, deployment_id: str, cron: str, scheduled_time: float | None = None
+    ) -> ScheduledResult:
+        """Run a scheduled event and wait for it (and its waitUntil work) to finish."""
+        slot = self._slots.get(deployment_id)
+        if slot is None:
+            return ScheduledResult(NOT_FOUND.tag, NOT_FOUND.message)
+        started = time.monotonic()
+        try:
+            process = await self._acquire(slot)
+        except WorkerLoadError as exc:
+            return ScheduledResult(exc.error.tag, exc.detail, exc.traceback)
+        when = scheduled_time if scheduled_time is not None else time.time() * 1000
+        request = await process.scheduled(cron, when)
+        outcome = await asyncio.shield(request.finished)
+        message, trace = request.error or ("", "")
+        self.events.emit(
+            E.ScheduledEvent(deployment_id, cron, outcome, (time.monotonic() - started) * 1000)
+        )
+        return ScheduledResult(outcome, message, trace)
+
+    async def _acquire(self, slot: _Slot) -> IsolateProcess:
+        process = slot.current
+        if process is not None and process.accepting:
+            return process
+        if slot.failure is not None:
+            raise slot.failure
+        if slot.starting is None:
+            slot.starting = asyncio.ensure_future(self._start_isolate(slot))
+        return await asyncio.shield(slot.starting)
+
+    async def _start_isolate(self, slot: _Slot) -> IsolateProcess:
+        deployment = slot.deployment
+        process = IsolateProcess(deployment, slot.services, _Hooks(self), self.poll_interval)
+        self._owner[process] = slot
+        slot.processes.add(process)
+        spec = ChildSpec(
+            deployment_id=deployment.id,
+            code_dir=str(deployment.code_dir),
+            ipc_fd=0,
+            env=child_environment(deployment),
+            memory_bytes=deployment.limits.memory_bytes,
+        )
+        try:
+            await process.start(self.spawner, spec)
+        except WorkerLoadError as exc:
+            if not exc.transient:
+                slot.failure = exc
+            self.events.emit(
+                E.ExceptionEvent(deployment.id, slot.redact(exc.detail), slot.redact(exc.traceback))
+            )
+            raise
+        except BaseException:
+            process.kill(L.UNAVAILABLE, "start interrupted")
+            raise
+        finally:
+            slot.starting = None
+        if slot.retired:
+            process.drain()  # waiters retry on the version that replaced this one
+        else:
+            slot.current = process
+        return process
+
+    def _load_error_response(self, exc: WorkerLoadError, accept: str) -> HttpResponse:
+        if self.dev:
+            title = (
+                "Worker failed to start"
+                if exc.error is not L.NO_HANDLER
+                else "Worker has no handler"
+            )
+            return dev_error_response(title, exc.detail, exc.traceback, accept, exc.error.status)
+        return platform_error_response(exc.error)
+
+    # -- callbacks from isolate processes (see _Hooks) ----------------------------------------
+
+    def _slot_of(self, process: IsolateProcess) -> _Slot | None:
+        return self._owner.get(process)
+
+    def _process_dead(
+        self, process: IsolateProcess, error: L.PlatformError | None, reason: str
+    ) -> None:
+        slot = self._owner.pop(process, None)
+        if slot is None:
+            return
+        slot.processes.discard(process)
+        if slot.current is process:
+            slot.current = None
+        if error is not None and slot.failure is None and process.state is State.DEAD:
+            level = "warn" if error.tag != L.UNAVAILABLE.tag else "info"
+            self.events.emit(
+                E.LifecycleEvent(slot.deployment.id, level, f"isolate stopped: {reason}")
+            )
+        if slot.retired and not slot.processes:
+            asyncio.ensure_future(slot.services.close())
+
+    def _recycle(self, process: IsolateProcess, reason: str) -> None:
+        slot = self._owner.get(process)
+        if slot is None:
+            return
+        if slot.current is process:
+            slot.current = None
+            self.events.emit(
+                E.LifecycleEvent(slot.deployment.id, "warn", f"replacing isolate: {reason}")
+            )
+        process.drain()
+
+
+class _Hooks:
+    """What an IsolateProcess reports to the supervisor (kept apart to keep process.py small)."""
+
+    __slots__ = ("_supervisor",)
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+
+    def _redact(self, process: IsolateProcess, text: str) -> str:
+        slot = self._supervisor._slot_of(process)
+        return slot.redact(text) if slot is not None else text
+
+    def console(self, process: IsolateProcess, level: str, message: str) -> None:
+        self._supervisor.events.emit(
+            E.ConsoleEvent(process.deployment.id, level, self._redact(process, message))
+        )
+
+    def exception(self, process: IsolateProcess, message: str, traceback: str) -> None:
+        self._supervisor.events.emit(
+            E.ExceptionEvent(
+                process.deployment.id,
+                self._redact(process, message),
+                self._redact(process, traceback),
+            )
+        )
+
+    def error_response(
+        self, request: InFlight, kind: str, message: str, traceback: str
+    ) -> HttpResponse:
+        supervisor = self._supervisor
+        if kind == "no_handler":
+            error = L.PlatformError(500, 1101, message, "no_handler")
+            if supervisor.dev:
+                return dev_error_response(
+                    "Worker has no fetch handler", message, "", request.accept
+                )
+            return platform_error_response(error)
+        if supervisor.dev:
+            title = (
+                "Worker returned an invalid response"
+                if kind == "invalid_response"
+                else "Worker threw exception"
+            )
+            return dev_error_response(
+                title,
+                self._redact(request.process, message),
+                self._redact(request.process, traceback),
+                request.accept,
+            )
+        return platform_error_response(L.EXCEPTION)
+
+    def request_logged(self, process: IsolateProcess, request: InFlight) -> None:
+        if request.kind != "fetch":
+            return
+        done = request.finished.done()
+        cpu = request.cpu_used if done else max(0.0, process.cpu() - request.cpu_start)
+        duration = (time.monotonic() - request.started) * 1000
+        self._supervisor.events.emit(
+            E.RequestEvent(
+                process.deployment.id,
+                request.method,
+                request.url,
+                request.status,
+                duration,
+                cpu * 1000,
+                request.outcome,
+            )
+        )
+
+    def request_done(self, process: IsolateProcess, request: InFlight) -> None:
+        """Nothing to do yet (tail and metrics will hook here)."""
+
+    def recycle(self, process: IsolateProcess, reason: str) -> None:
+        self._supervisor._recycle(process, reason)
+
+    def dead(self, process: IsolateProcess, error: L.PlatformError | None, reason: str) -> None:
+        self._supervisor._process_dead(process, error, reason)
+
+
+def child_environment(deployment: Deployment) -> dict[str, str]:
+    """The isolate's process environment: a minimal base plus the deployment's vars (no secrets)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+    for name, value in deployment.vars.items():
+        env[name] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return env
+
+
+def _accept(request: HttpRequest) -> str:
+    for name, value in request.headers:
+        if name.lower() == "accept":
+            return value
+    return ""

@@ -1,0 +1,16 @@
+"""The shared runtime harness (one zygote and server for the session)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.runtime.harness import Harness
+
+
+@pytest.fixture(scope="session")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    instance = Harness(tmp_path_factory.mktemp("state"))
+    yield instance
+    instance.close()

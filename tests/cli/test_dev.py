@@ -1,0 +1,105 @@
+"""``ember dev`` end to end: serve, log, reload on save, survive broken code, stop on Ctrl-C."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tests.cli.devprocess import ROOT, DevProcess
+
+WORKER = """
+from workers import Response, WorkerEntrypoint
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        print("handling", request.method)
+        return Response("{body}")
+"""
+
+
+def _until(check: Callable[[], bool], timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def _body(url: str) -> str:
+    return httpx.get(url, timeout=10).text
+
+
+def test_dev_serves_logs_reloads_and_recovers_from_a_syntax_error(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "worker.py").write_text(WORKER.format(body="first"))
+    (project / "ember.yaml").write_text("name: app\nmain: worker.py\nvars:\n  GREETING: hi\n")
+    (project / ".dev.vars").write_text("API_TOKEN=topsecret123\n")
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        assert _body(dev.url) == "first"
+        dev.wait_for_line("handling GET")
+        dev.wait_for_line("GET / 200")
+        assert any("env.API_TOKEN" in line and "secret" in line for line in dev.lines)
+        assert not any("topsecret123" in line for line in dev.lines)
+
+        (project / "worker.py").write_text(WORKER.format(body="second"))
+        _until(lambda: _body(dev.url) == "second")
+
+        (project / "worker.py").write_text("async def fetch(request, env, ctx)\n    pass\n")
+        _until(lambda: "SyntaxError" in _body(dev.url))
+        page = httpx.get(dev.url, timeout=10)
+        assert page.status_code == 500 and 'worker.py", line 1' in page.text
+
+        (project / "worker.py").write_text(WORKER.format(body="fixed"))
+        _until(lambda: _body(dev.url) == "fixed")
+
+        (project / "ember.yaml").write_text("name: app\nmain: worker.py\nlimits: {cpu_ms: -1}\n")
+        dev.wait_for_line("limits.cpu_ms")  # a broken config is reported...
+        assert _body(dev.url) == "fixed"  # ...and the last good version keeps serving
+        code = dev.stop()
+    assert code == 0
+    assert not any("Traceback" in line for line in dev.lines), dev.lines
+
+
+def test_dev_with_a_missing_main_file_fails_clearly(tmp_path: Path) -> None:
+    (tmp_path / "ember.yaml").write_text("name: app\nmain: src/missing.py\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "ember", "dev", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert "ember: error:" in result.stderr and "main: expected an existing file" in result.stderr
+    assert "src/missing.py" in result.stderr
+
+
+def test_init_scaffolds_a_project_that_serves(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ember", "init", "my-worker", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    project = tmp_path / "my-worker"
+    assert sorted(p.name for p in project.iterdir()) == [".gitignore", "ember.yaml", "worker.py"]
+    assert ".ember/" in (project / ".gitignore").read_text()
+    again = subprocess.run(
+        [sys.executable, "-m", "ember", "init", "my-worker", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=30,
+    )
+    assert again.returncode == 1 and "non-empty directory" in again.stderr
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        assert _body(dev.url) == "Hello from my-worker!"

@@ -1,0 +1,101 @@
+"""A test binding type, registered through the registry like any other (no runtime edits).
+
+Its service waits, echoes, or streams forever, and records starts, cancellations and stream
+closes in a shared ``Tracker`` so tests can see cancellation arrive at the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ember.bindings.base import (
+    BindingChannel,
+    BindingService,
+    BindingSpec,
+    BindingType,
+    CallContext,
+    ServiceHost,
+    StreamReply,
+    binding_name,
+)
+from ember.bindings.streams import ReadableStream
+from ember.config import ConfigSection
+
+TRACKER_KEY = "tests.slow.tracker"
+
+
+class Tracker:
+    """Counts per event name."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def add(self, name: str) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+    def get(self, name: str) -> int:
+        return self.counts.get(name, 0)
+
+
+class SlowClient:
+    """``env.SLOW`` in the isolate."""
+
+    def __init__(self, spec: BindingSpec, channel: BindingChannel) -> None:
+        self._name = spec.name
+        self._channel = channel
+
+    async def wait(self, tag: str = "") -> Any:
+        return (await self._channel.call(self._name, "wait", [tag])).value
+
+    async def echo(self, *values: Any) -> Any:
+        return (await self._channel.call(self._name, "echo", list(values))).value
+
+    async def stream(self, tag: str = "") -> ReadableStream:
+        reply = await self._channel.call(self._name, "stream", [tag])
+        assert reply.stream is not None
+        return ReadableStream(reply.stream)
+
+
+class SlowService(BindingService):
+    """Supervisor side."""
+
+    def __init__(self, spec: BindingSpec, host: ServiceHost) -> None:
+        self.tracker = host.shared(TRACKER_KEY, Tracker)
+
+    async def call(self, method: str, args: list[Any], ctx: CallContext) -> object:
+        tag = args[0] if args else ""
+        if method == "echo":
+            return args
+        if method == "wait":
+            self.tracker.add(f"wait-started:{tag}")
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.tracker.add(f"wait-cancelled:{tag}")
+                raise
+        if method == "stream":
+            return StreamReply(head={"tag": tag}, chunks=self._ticks(tag))
+        raise ValueError(method)
+
+    async def _ticks(self, tag: str) -> AsyncIterator[bytes]:
+        self.tracker.add(f"stream-started:{tag}")
+        try:
+            for i in range(100_000):
+                yield f"data: {i}\n\n".encode()
+                await asyncio.sleep(0.01)
+        finally:
+            self.tracker.add(f"stream-closed:{tag}")
+
+
+def parse(section: ConfigSection) -> tuple[BindingSpec, ...]:
+    if not isinstance(section.value, dict):
+        raise section.error(None, section.value, "a mapping such as {binding: SLOW}")
+    name = binding_name(section, section.value, "")
+    return (BindingSpec("slow", name, "tests.runtime.slow_binding:SlowClient"),)
+
+
+BINDING_TYPE = BindingType(
+    kind="slow", config_key="slow", parse=parse, service="tests.runtime.slow_binding:SlowService"
+)

@@ -1,0 +1,96 @@
+"""Cancellation runs both ways, down to the binding service (generic, via a test binding type)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.runtime.harness import Harness, write_project
+
+WORKER = """
+import asyncio
+from workers import Response, WorkerEntrypoint
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        kind = request.headers.get("x-kind")
+        tag = request.headers.get("x-tag", "")
+        if kind == "wait":
+            try:
+                await self.env.SLOW.wait(tag)
+            finally:
+                print("handler finished", tag)
+        if kind == "timeout":
+            try:
+                await asyncio.wait_for(self.env.SLOW.wait(tag), 0.1)
+            except asyncio.TimeoutError:
+                return Response("timed out")
+        if kind == "stream":
+            stream = await self.env.SLOW.stream(tag)
+            return Response(stream, headers={"content-type": "text/event-stream"})
+        if kind == "partial":
+            stream = await self.env.SLOW.stream(tag)
+            seen = []
+            async for chunk in stream:
+                seen.append(chunk)
+                if len(seen) == 2:
+                    break
+            await stream.cancel()
+            return Response(b"".join(seen))
+        return Response(str(await self.env.SLOW.echo(1, "two", {"three": 3})))
+"""
+
+
+@pytest.fixture(scope="module")
+def slow(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = write_project(
+        tmp_path_factory.mktemp("slow") / "slow", WORKER, "slow:\n  binding: SLOW\n"
+    )
+    return harness.deploy(root)
+
+
+def test_a_new_binding_type_works_through_the_registry(harness: Harness, slow: str) -> None:
+    with harness.client(slow) as client:
+        assert client.get("/").text == "[1, 'two', {'three': 3}]"
+
+
+def test_client_disconnect_cancels_the_handler_and_the_service_call(
+    harness: Harness, slow: str
+) -> None:
+    tracker = harness.tracker()
+    with harness.client(slow, timeout=0.5) as client, pytest.raises(httpx.ReadTimeout):
+        client.get("/", headers={"x-kind": "wait", "x-tag": "gone"})
+    harness.wait_for(lambda: tracker.get("wait-cancelled:gone") == 1)
+    harness.wait_for(lambda: "handler finished gone" in harness.console(slow))
+    process = harness.supervisor.isolate(slow)
+    assert process is not None
+    harness.wait_for(lambda: process.calls.active == 0)
+
+
+def test_handler_timeout_cancels_the_service_call(harness: Harness, slow: str) -> None:
+    tracker = harness.tracker()
+    with harness.client(slow) as client:
+        assert client.get("/", headers={"x-kind": "timeout", "x-tag": "t"}).text == "timed out"
+    harness.wait_for(lambda: tracker.get("wait-cancelled:t") == 1)
+
+
+def test_client_leaving_a_streamed_reply_closes_the_service_stream(
+    harness: Harness, slow: str
+) -> None:
+    tracker = harness.tracker()
+    with harness.client(slow) as client:
+        with client.stream("GET", "/", headers={"x-kind": "stream", "x-tag": "s"}) as response:
+            chunks = response.iter_bytes()
+            assert next(chunks).startswith(b"data: 0")
+    harness.wait_for(lambda: tracker.get("stream-closed:s") == 1)
+    assert tracker.get("stream-started:s") == 1
+
+
+def test_handler_abandoning_a_stream_closes_the_service_stream(harness: Harness, slow: str) -> None:
+    tracker = harness.tracker()
+    with harness.client(slow) as client:
+        assert (
+            client.get("/", headers={"x-kind": "partial", "x-tag": "p"}).text
+            == "data: 0\n\ndata: 1\n\n"
+        )
+    harness.wait_for(lambda: tracker.get("stream-closed:p") == 1)

@@ -1,0 +1,334 @@
+"""The three handler styles, the Request/Response API, and the isolate-only modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.harness import Harness, write_project
+
+
+def test_worker_entrypoint_class(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "entrypoint",
+        """
+        from workers import WorkerEntrypoint, Response
+
+        class Default(WorkerEntrypoint):
+            async def fetch(self, request):
+                return Response(f"{request.method} {request.url} {self.env.WHO}")
+        """,
+        "vars:\n  WHO: class\n",
+    )
+    with harness.client(harness.deploy(root)) as client:
+        response = client.get("/path?q=1")
+    assert response.status_code == 200
+    assert response.text == f"GET {harness.url}/path?q=1 class"
+    assert response.headers["content-type"] == "text/plain;charset=UTF-8"
+
+
+def test_module_fetch_with_env_and_ctx(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "function",
+        """
+        from workers import Response, fetch as subrequest  # imported fetch is not the handler
+
+        async def fetch(request, env, ctx):
+            return Response.json({"who": env.WHO, "has_wait_until": hasattr(ctx, "wait_until")})
+        """,
+        "vars:\n  WHO: function\n",
+    )
+    with harness.client(harness.deploy(root)) as client:
+        response = client.get("/")
+    assert response.json() == {"who": "function", "has_wait_until": True}
+    assert response.headers["content-type"] == "application/json"
+
+
+def test_legacy_on_fetch_with_js_response(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "legacy",
+        """
+        from js import Response, Headers
+        from pyodide.ffi import to_js, create_proxy
+
+        async def on_fetch(request, env):
+            headers = Headers.new({"x-style": "legacy"})
+            proxy = create_proxy(lambda: "ok")
+            return Response.new(proxy() + " " + env.WHO, headers=headers, status=203)
+        """,
+        "vars:\n  WHO: legacy\n",
+    )
+    with harness.client(harness.deploy(root)) as client:
+        response = client.get("/")
+    assert (response.status_code, response.text) == (203, "ok legacy")
+    assert response.headers["x-style"] == "legacy"
+
+
+def test_fetch_without_request_argument(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "noarg",
+        """
+        from workers import WorkerEntrypoint, Response
+
+        class Default(WorkerEntrypoint):
+            async def fetch(self):
+                return Response("no request needed")
+        """,
+    )
+    with harness.client(harness.deploy(root)) as client:
+        assert client.get("/").text == "no request needed"
+
+
+REQUEST_API = """
+import json
+from workers import WorkerEntrypoint, Response
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        kind = request.headers.get("x-read")
+        if kind == "text":
+            text = await request.text()
+            return Response(f"{len(text)}:{text[:5]}")
+        if kind == "json":
+            data = await request.json()
+            return Response.json({"name": data.name, "n": data["n"] + 1})
+        if kind == "stream":
+            total, chunks = 0, 0
+            async for chunk in request.body:
+                total += len(chunk)
+                chunks += 1
+            return Response(f"{total} bytes in {chunks} chunks")
+        if kind == "bytes":
+            data = await request.bytes()
+            return Response(data, headers={"content-type": "application/octet-stream"})
+        if kind == "redirect":
+            return Response.redirect("https://example.com/next", 307)
+        return Response(None, status=204)
+"""
+
+
+def test_request_body_and_response_kinds(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(tmp_path / "api", REQUEST_API)
+    with harness.client(harness.deploy(root)) as client:
+        assert (
+            client.post("/", content="hello world", headers={"x-read": "text"}).text == "11:hello"
+        )
+        assert client.post(
+            "/", json={"name": "ember", "n": 41}, headers={"x-read": "json"}
+        ).json() == {
+            "name": "ember",
+            "n": 42,
+        }
+        big = b"x" * (3 * 1024 * 1024 + 17)
+        streamed = client.post("/", content=big, headers={"x-read": "stream"}).text
+        total, _, rest = streamed.partition(" bytes in ")
+        assert int(total) == len(big) and int(rest.split()[0]) > 1
+        payload = bytes(range(256)) * 1000
+        echoed = client.post("/", content=payload, headers={"x-read": "bytes"})
+        assert echoed.content == payload
+        redirect = client.get("/", headers={"x-read": "redirect"})
+        assert (redirect.status_code, redirect.headers["location"]) == (
+            307,
+            "https://example.com/next",
+        )
+        assert client.get("/").status_code == 204
+
+
+def test_async_iterator_body_streams_as_produced(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "sse",
+        """
+        import asyncio
+        from workers import WorkerEntrypoint, Response
+
+        class Default(WorkerEntrypoint):
+            async def fetch(self, request):
+                async def events():
+                    for i in range(3):
+                        yield f"data: {i}\\n\\n"
+                        await asyncio.sleep(0.3)
+                return Response(events(), headers={"content-type": "text/event-stream"})
+        """,
+    )
+    with harness.client(harness.deploy(root)) as client, client.stream("GET", "/") as response:
+        chunks = response.iter_text()
+        first = next(chunks)
+        assert first == "data: 0\n\n"  # arrived while the handler was still sleeping
+        rest = "".join(chunks)
+    assert rest == "data: 1\n\ndata: 2\n\n"
+
+
+def test_wait_until_finishes_after_the_response(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "waituntil",
+        """
+        import asyncio
+        from workers import WorkerEntrypoint, Response, wait_until
+
+        class Default(WorkerEntrypoint):
+            async def fetch(self, request):
+                async def later(tag):
+                    await asyncio.sleep(0.2)
+                    print("background done", tag)
+                self.ctx.wait_until(later("ctx"))
+                wait_until(later("module"))
+                return Response("sent first")
+        """,
+    )
+    deployment_id = harness.deploy(root)
+    with harness.client(deployment_id) as client:
+        assert client.get("/").text == "sent first"
+    assert "background done ctx" not in harness.console(deployment_id)  # the response did not wait
+    harness.wait_for(
+        lambda: (
+            {"background done module", "background done ctx"} <= set(harness.console(deployment_id))
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("return 'a string'", "fetch() returned str, expected a Response"),
+        ("return None", "fetch() returned NoneType, expected a Response"),
+    ],
+)
+def test_non_response_is_a_clear_500(
+    harness: Harness, tmp_path: Path, body: str, expected: str
+) -> None:
+    root = write_project(tmp_path / "bad", f"async def fetch(request, env, ctx):\n    {body}\n")
+    with harness.client(harness.deploy(root)) as client:
+        response = client.get("/")
+    assert response.status_code == 500
+    assert expected in response.text
+
+
+def test_exception_page_shows_user_file_and_line(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "raises",
+        """
+        from workers import Response
+
+        def helper():
+            raise ValueError("broken on purpose")
+
+        async def fetch(request, env, ctx):
+            return helper()
+        """,
+    )
+    with harness.client(harness.deploy(root)) as client:
+        text = client.get("/").text
+        html = client.get("/", headers={"accept": "text/html"}).text
+        again = client.get("/")  # the isolate survives a handler exception
+    assert "ValueError: broken on purpose" in text
+    assert f'File "{root / "worker.py"}", line 5, in helper' in text
+    assert "ember/runtime" not in text  # our frames are hidden
+    assert "<b>5</b>" in html and "broken on purpose" in html
+    assert again.status_code == 500
+
+
+def test_scheduled_handler_runs_with_four_arguments(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "cron",
+        """
+        from workers import WorkerEntrypoint, Response
+
+        class Default(WorkerEntrypoint):
+            async def scheduled(self, controller, env, ctx):
+                print("cron", controller.cron, controller.scheduledTime, env is self.env)
+        """,
+    )
+    deployment_id = harness.deploy(root)
+    with harness.client(deployment_id) as client:
+        response = client.get("/__scheduled", params={"cron": "*/5 * * * *", "time": "1000"})
+        no_fetch = client.get("/")
+    assert response.status_code == 200
+    assert "cron */5 * * * * 1000.0 True" in harness.console(deployment_id)
+    assert no_fetch.status_code == 500 and "does not export a fetch() function" in no_fetch.text
+
+
+def test_env_repr_masks_secrets_and_binding_outside_request_fails(
+    harness: Harness, tmp_path: Path
+) -> None:
+    root = write_project(
+        tmp_path / "secrets",
+        """
+        import os
+        from workers import WorkerEntrypoint, Response, env
+
+        try:
+            env.SLOW.echo(1).send(None)  # start the call synchronously at import time
+            GLOBAL = "no error"
+        except Exception as exc:
+            GLOBAL = str(exc)
+
+        class Default(WorkerEntrypoint):
+            async def fetch(self, request):
+                print("secret is", self.env.TOKEN)
+                body = repr(self.env) + "|" + repr(self.env.TOKEN) + "|" + GLOBAL[:60]
+                body += "|" + str(os.environ.get("PLAIN")) + "|" + str(os.environ.get("TOKEN"))
+                return Response(body)
+        """,
+        "vars:\n  PLAIN: visible\nslow:\n  binding: SLOW\n",
+    )
+    (root / ".dev.vars").write_text('TOKEN="s3cr3t-value"\n')
+    deployment_id = harness.deploy(root)
+    with harness.client(deployment_id) as client:
+        text = client.get("/").text
+    assert "s3cr3t-value" not in text.split("|")[0]
+    assert "TOKEN=<secret>" in text and "Secret('********')" in text
+    assert "Disallowed operation called within global scope" in text
+    assert text.endswith("|visible|None")
+    assert "secret is [REDACTED]" in harness.console(deployment_id)
+
+
+def test_ai_binding_without_model_service_fails_clearly(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "ai",
+        """
+        from workers import WorkerEntrypoint, Response
+
+        class Default(WorkerEntrypoint):
+            async def fetch(self, request):
+                try:
+                    await self.env.AI.run("@cf/zai-org/glm-4.7-flash", {"prompt": "hi"})
+                except Exception as exc:
+                    return Response(f"{type(exc).__name__}: {exc}")
+                return Response("unexpected")
+        """,
+        "ai:\n  binding: AI\n",
+    )
+    with harness.client(harness.deploy(root)) as client:
+        text = client.get("/").text
+    assert text.startswith("BindingError: env.AI: the AI binding is not configured")
+
+
+def test_isolate_process_hygiene(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "hygiene",
+        """
+        import os, resource
+        from workers import Response
+
+        async def fetch(request, env, ctx):
+            fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+            facts = {
+                "own_session": os.getsid(0) == os.getpid(),
+                "fds": len(fds),
+                "env": sorted(os.environ),
+                "core": resource.getrlimit(resource.RLIMIT_CORE)[1],
+                "data_limited": resource.getrlimit(resource.RLIMIT_DATA)[1] > 0,
+            }
+            return Response.json(facts)
+        """,
+        "vars:\n  VISIBLE: yes\n",
+    )
+    (root / ".dev.vars").write_text("HIDDEN=secret-value\n")
+    with harness.client(harness.deploy(root)) as client:
+        facts = client.get("/").json()
+    assert facts["own_session"] is True
+    # stdin, stdout, stderr, the isolate socket, the event loop's epoll and self-pipe, listdir's fd
+    assert facts["fds"] <= 8
+    assert facts["env"] == ["LANG", "PATH", "PYTHONIOENCODING", "VISIBLE"]
+    assert facts["core"] == 0 and facts["data_limited"] is True

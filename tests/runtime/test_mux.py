@@ -1,0 +1,88 @@
+"""Per-stream credit: a slow reader stops the writer; a writer past its window is a violation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ember.errors import ProtocolError
+from ember.runtime import protocol as P
+from ember.runtime.mux import WINDOW, Mux, StreamAborted
+
+
+def _pair() -> tuple[Mux, Mux]:
+    """Two muxes wired to each other through encode/decode, like the two ends of a socket."""
+    left_inbox: list[P.Message] = []
+    right_inbox: list[P.Message] = []
+    left = Mux(right_inbox.append)
+    right = Mux(left_inbox.append)
+    left.inbox, right.inbox = left_inbox, right_inbox  # type: ignore[attr-defined]
+    return left, right
+
+
+def _deliver(mux: Mux) -> None:
+    inbox = mux.inbox  # type: ignore[attr-defined]
+    while inbox:
+        message = inbox.pop(0)
+        if isinstance(message, P.Data | P.End | P.Abort | P.Credit):
+            mux.on_frame(message)
+
+
+def test_writer_waits_for_credit_and_data_arrives_intact() -> None:
+    async def scenario() -> None:
+        sender, receiver = _pair()
+        out = sender.open_out()
+        incoming = receiver.expect_in(out.sid)
+        payload = bytes(range(256)) * 4096  # 1 MiB: four windows
+        writer = asyncio.ensure_future(out.send(payload))
+        await asyncio.sleep(0)
+        assert out.sent == WINDOW and not writer.done()  # blocked: no credit yet
+        received = bytearray()
+        while len(received) < len(payload):
+            _deliver(receiver)
+            received += await incoming.__anext__()
+            _deliver(sender)  # credits flow back
+            await asyncio.sleep(0)
+        await writer
+        out.end()
+        _deliver(receiver)
+        with pytest.raises(StopAsyncIteration):
+            await incoming.__anext__()
+        assert bytes(received) == payload
+
+    asyncio.run(scenario())
+
+
+def test_data_past_the_window_is_a_violation() -> None:
+    receiver = Mux(lambda message: None)
+    receiver.expect_in(1)
+    for _ in range(WINDOW // P.MAX_CHUNK_BYTES):
+        receiver.on_frame(P.Data(1, b"x" * P.MAX_CHUNK_BYTES))
+    with pytest.raises(ProtocolError, match="credit window"):
+        receiver.on_frame(P.Data(1, b"x"))
+
+
+def test_unannounced_and_reused_stream_ids_are_violations() -> None:
+    receiver = Mux(lambda message: None)
+    with pytest.raises(ProtocolError, match="never announced"):
+        receiver.on_frame(P.Data(5, b"x"))
+    receiver.expect_in(5)
+    with pytest.raises(ProtocolError, match="reused"):
+        receiver.expect_in(5)
+
+
+def test_abort_reaches_the_reader_and_late_data_after_release_is_dropped() -> None:
+    async def scenario() -> None:
+        receiver = Mux(lambda message: None)
+        stream = receiver.expect_in(1)
+        receiver.on_frame(P.Data(1, b"abc"))
+        receiver.on_frame(P.Abort(1, "worker failed"))
+        assert await stream.__anext__() == b"abc"
+        with pytest.raises(StreamAborted, match="worker failed"):
+            await stream.__anext__()
+        other = receiver.expect_in(2)
+        receiver.release_in(other)
+        receiver.on_frame(P.Data(2, b"late"))  # dropped, not a violation
+
+    asyncio.run(scenario())

@@ -1,0 +1,76 @@
+"""Outbound ``fetch`` from a handler goes through the supervisor (httpx), under a network policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ember.runtime.subrequest import NetworkPolicy
+from tests.runtime.harness import Harness, write_project
+
+ECHO = """
+from workers import Response
+
+async def fetch(request, env, ctx):
+    body = await request.text()
+    return Response(f"{request.method} {request.headers.get('x-sent')} {body}",
+                    headers={"x-echo": "1"}, status=201)
+"""
+
+
+def test_js_fetch_with_to_js_init_and_passing_a_fetched_response_through(
+    harness: Harness, tmp_path: Path
+) -> None:
+    echo = harness.deploy(write_project(tmp_path / "echo", ECHO))
+    caller = f"""
+    from js import fetch, Object
+    from pyodide.ffi import to_js
+    from workers import Response
+
+    async def on_fetch(request, env):
+        init = to_js({{"method": "POST", "body": "payload",
+                       "headers": {{"x-sent": "yes", "x-test-deployment": "{echo}"}}}},
+                     dict_converter=Object.fromEntries)
+        reply = await fetch("{harness.url}/anything", init)
+        if request.url.endswith("/raw"):
+            return reply  # the fetched response, streamed through unchanged
+        echo = reply.headers.get("x-echo")
+        return Response(f"{{reply.status}} {{reply.ok}} {{echo}} {{await reply.text()}}")
+    """
+    deployment_id = harness.deploy(write_project(tmp_path / "caller", caller))
+    with harness.client(deployment_id) as client:
+        assert client.get("/").text == "201 True 1 POST yes payload"
+        raw = client.get("/raw")
+    assert (raw.status_code, raw.text, raw.headers["x-echo"]) == (201, "POST yes payload", "1")
+
+
+@pytest.mark.parametrize(
+    ("policy", "host", "addresses", "refused"),
+    [
+        (NetworkPolicy(), "localhost", ["127.0.0.1"], None),
+        (NetworkPolicy(allow_loopback=False), "localhost", ["127.0.0.1", "::1"], "loopback"),
+        (NetworkPolicy(allow_private=False), "printer.lan", ["192.168.1.20"], "private"),
+        (NetworkPolicy(allow_public=False), "example.com", ["93.184.215.14"], "public"),
+        (
+            NetworkPolicy(allowed_hosts=("*.example.com",)),
+            "api.example.com",
+            ["93.184.215.14"],
+            None,
+        ),
+        (
+            NetworkPolicy(allowed_hosts=("*.example.com",)),
+            "evil.test",
+            ["93.184.215.14"],
+            "allowed hosts",
+        ),
+    ],
+)
+def test_network_policy(
+    policy: NetworkPolicy, host: str, addresses: list[str], refused: str | None
+) -> None:
+    reason = policy.refusal(host, addresses)
+    if refused is None:
+        assert reason is None
+    else:
+        assert reason is not None and refused in reason
