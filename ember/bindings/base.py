@@ -184,6 +184,22 @@ ServiceFactory = Callable[[BindingSpec, ServiceHost], BindingService]
 
 
 @dataclass(frozen=True, slots=True)
+class HttpMount:
+    """HTTP routes a binding type serves on the runtime's own port (``ember dev``).
+
+    Requests whose path satisfies ``matches`` go to ``app`` instead of the worker (the AI
+    binding's Workers AI REST and OpenAI-compatible APIs). ``ember serve`` mounts such apps itself.
+    """
+
+    matches: Callable[[str], bool]
+    app: Callable[..., Any]  # an ASGI application
+
+
+# (host, the project's specs of this type) -> the mount; called once when ``ember dev`` starts.
+HttpMountFactory = Callable[[ServiceHost, tuple[BindingSpec, ...]], HttpMount]
+
+
+@dataclass(frozen=True, slots=True)
 class BindingType:
     """A kind of binding, as the registry knows it."""
 
@@ -192,6 +208,7 @@ class BindingType:
     parse: Callable[[ConfigSection], tuple[BindingSpec, ...]]
     service: str | None  # "module:attr" of a ServiceFactory; None for client-only types
     description: str = ""
+    http: str | None = None  # "module:attr" of an HttpMountFactory, if the type serves HTTP
 
 
 def import_target(target: str) -> Any:

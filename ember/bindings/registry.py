@@ -43,6 +43,11 @@ class BindingRegistry:
         return self._by_kind[kind]
 
     @property
+    def types(self) -> tuple[BindingType, ...]:
+        """Every registered type."""
+        return tuple(self._by_kind.values())
+
+    @property
     def config_keys(self) -> tuple[str, ...]:
         """Supported config keys, sorted."""
         return tuple(sorted(self._by_key))

@@ -22,8 +22,10 @@ from ember.errors import ConfigError
 from ember.runtime import events as E
 from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.http import ResponseAborted
+from ember.runtime.mounts import binding_mounts, with_binding_mounts
 from ember.runtime.router import Router
 from ember.runtime.scheduler import CronScheduler
+from ember.runtime.services import DeploymentHost
 from ember.runtime.spawner import SpawnerConfig
 from ember.runtime.supervisor import Supervisor
 from ember.runtime.watcher import FileWatcher
@@ -100,8 +102,13 @@ class DevServer:
             on_startup=self._startup,
             on_shutdown=self._shutdown,
         )
+        mounts = binding_mounts(
+            self.options.registry or default_registry(),
+            DeploymentHost(supervisor.resources, self.deployment.id),
+            self.deployment.bindings,
+        )
         config = uvicorn.Config(
-            router,
+            with_binding_mounts(router, mounts),
             host=self.options.ip or self.config.dev.ip,
             port=self.options.port if self.options.port is not None else self.config.dev.port,
             lifespan="on",

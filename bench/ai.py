@@ -1,0 +1,475 @@
+"""AI path benchmark: what ``env.AI.run`` costs on top of the model server, pool scaling, and
+recovery from a replica killed mid-stream.
+
+    PYTHONPATH=. python bench/ai.py [--rounds 3] [--max-tokens 32] [--sections overhead,scaling]
+
+1. **overhead**: one model server (``ember models serve``, a subprocess) and one ``ember dev``
+   (a subprocess) whose worker streams ``env.AI.run`` straight back; the pool attaches to that
+   same server by URL. At 1, 16 and 64 concurrent streams, the same requests go (a) straight to
+   the model server's ``/v1/chat/completions`` and (b) through the handler, in alternating rounds
+   (the order flips each round). Per path: completion tokens/s and time to first token.
+2. **scaling**: a ``ModelPool`` in this process launching 1, then 2 CPU replicas (one torch
+   thread each), driven at 16 and 64 concurrent streams.
+3. **recovery**: two replicas under a steady load of 4 streams; one replica is SIGKILLed while it
+   streams. Measured: kill -> its in-flight request fails; kill -> the replica is ready again;
+   requests started meanwhile that failed (the other replica should take them all).
+
+Writes ``bench/results/ai.json`` (and ``ai.png`` with matplotlib). The machine is shared: the
+JSON records the load average around each section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.ai_load import (  # noqa: E402
+    Phase,
+    RequestTiming,
+    load_average,
+    run_phase,
+    tree_cpu_seconds,
+)
+from ember.models.pool.launch import free_port  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+MODEL = "@cf/zai-org/glm-4.7-flash"
+WORKER = """
+from workers import Response
+
+async def on_fetch(request, env):
+    stream = await env.AI.run("@cf/zai-org/glm-4.7-flash", await request.json())
+    return Response(stream, headers={"content-type": "text/event-stream"})
+"""
+SERVER_ARGS = ["--torch-threads", "1", "--kv-cache-bytes", "256MiB"]
+
+
+def checkpoint(scratch: Path) -> Path:
+    """The shipped glm4moe-tiny if built, else a random-init stand-in of the same config."""
+    from ember.models.catalog import SHIPPED_CHECKPOINTS
+
+    shipped = SHIPPED_CHECKPOINTS / "glm4moe-tiny"
+    if (shipped / "config.json").is_file():
+        return shipped
+    from tests.models.server.checkpoints import checkpoint_dir
+
+    return checkpoint_dir("glm4moe-tiny", scratch)
+
+
+def request_body(max_tokens: int) -> dict:
+    return {
+        "messages": [{"role": "user", "content": "Write a short Python function."}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "temperature": 1.0,
+        "stream": True,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
+
+
+def _wait_http(url: str, timeout: float = 180) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer 200 in {timeout} s")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _start_dev(project: Path, port: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "ember", "dev", str(project), "--port", str(port)]
+    return subprocess.Popen(
+        [*command, "--no-watch"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env()
+    )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
+    server_port, dev_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ember", "models", "serve", str(ckpt), "--port", str(server_port)]
+        + ["--served-model-name", MODEL, *SERVER_ARGS, "--max-running-requests", "128"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_env(),
+    )
+    project = work / "bench-ai"
+    project.mkdir(exist_ok=True)
+    (project / "worker.py").write_text(WORKER)
+    (project / "ember.yaml").write_text(
+        "name: bench-ai\nmain: worker.py\nlimits:\n  cpu_ms: 300000\nai:\n  binding: AI\n"
+        f'  models:\n    "{MODEL}":\n      url: http://127.0.0.1:{server_port}\n'
+        "      max_running_requests: 256\n  limits:\n    concurrent_requests: 1024\n"
+    )
+    dev = _start_dev(project, dev_port)
+    direct_url = f"http://127.0.0.1:{server_port}/v1/chat/completions"
+    runtime_url = f"http://127.0.0.1:{dev_port}/"
+    rest_url = f"http://127.0.0.1:{dev_port}/client/v4/accounts/local/ai/run/{MODEL}"
+    body = request_body(args.max_tokens)
+    direct_body = {**body, "model": MODEL, "stream_options": {"include_usage": True}}
+    rows = []
+    try:
+        _wait_http(f"http://127.0.0.1:{server_port}/health")
+        asyncio.run(run_phase(runtime_url, body, 2, 2))  # warm: isolate, pool, connections
+        asyncio.run(run_phase(direct_url, direct_body, 2, 2))
+        asyncio.run(run_phase(rest_url, body, 2, 2))
+        for concurrency in args.concurrency:
+            per_worker = max(1, _requests(args, concurrency) // concurrency)
+            for round_index in range(args.rounds):
+                order = ["direct", "runtime", "rest"]
+                if round_index % 2:
+                    order.reverse()
+                targets = {
+                    "direct": (direct_url, direct_body),
+                    "runtime": (runtime_url, body),
+                    "rest": (rest_url, body),
+                }
+                for path in order:
+                    url, payload = targets[path]
+                    cpu = (tree_cpu_seconds(server.pid), tree_cpu_seconds(dev.pid))
+                    phase = asyncio.run(run_phase(url, payload, concurrency, per_worker))
+                    server_cpu = tree_cpu_seconds(server.pid) - cpu[0]
+                    dev_cpu = tree_cpu_seconds(dev.pid) - cpu[1]
+                    tokens = sum(t.tokens for t in phase.timings) or 1
+                    accounting = {
+                        "server_cpu_ms_per_1k_tokens": round(server_cpu / tokens * 1e6, 1),
+                        "ember_dev_cpu_ms_per_1k_tokens": round(dev_cpu / tokens * 1e6, 1),
+                    }
+                    rows.append(
+                        {"path": path, "round": round_index, **phase.summary(), **accounting}
+                    )
+                    print(f"  {path:<8} c={concurrency:<3} {phase.summary()}", flush=True)
+    finally:
+        _stop(dev)
+        _stop(server)
+    return {"phases": rows, "compare": _compare(rows, args.concurrency)}
+
+
+def _requests(args: argparse.Namespace, concurrency: int) -> int:
+    """Requests per phase: --requests, or two per stream with at least 16."""
+    return args.requests or max(16, 2 * concurrency)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _compare(rows: list[dict], concurrencies: list[int]) -> list[dict]:
+    """Per concurrency: medians over rounds, each round's path/direct ratio, CPU per token."""
+    out = []
+    for concurrency in concurrencies:
+        mine = [r for r in rows if r["concurrency"] == concurrency]
+        rounds = sorted({r["round"] for r in mine})
+        row: dict = {"concurrency": concurrency}
+        for path in ("direct", "runtime", "rest"):
+            phases = [r for r in mine if r["path"] == path]
+            if not phases:
+                continue
+            row[f"{path}_tokens_per_s"] = round(_median([r["tokens_per_s"] for r in phases]), 2)
+            row[f"{path}_ttft_p50_ms"] = round(_median([r["ttft_p50_ms"] for r in phases]), 3)
+            row[f"{path}_server_cpu_ms_per_1k"] = _median(
+                [r["server_cpu_ms_per_1k_tokens"] for r in phases]
+            )
+            row[f"{path}_ember_cpu_ms_per_1k"] = _median(
+                [r["ember_dev_cpu_ms_per_1k_tokens"] for r in phases]
+            )
+            if path == "direct":
+                continue
+            ratios, added = [], []
+            for index in rounds:
+                pair = {r["path"]: r for r in mine if r["round"] == index}
+                if path in pair and "direct" in pair:
+                    ratios.append(pair[path]["tokens_per_s"] / pair["direct"]["tokens_per_s"])
+                    added.append(pair[path]["ttft_p50_ms"] - pair["direct"]["ttft_p50_ms"])
+            row[f"{path}_throughput_cost_pct"] = round(100 * (1 - _median(ratios)), 2)
+            row[f"{path}_ttft_added_ms"] = round(_median(added), 3)
+            ember = row[f"{path}_ember_cpu_ms_per_1k"]
+            server = row[f"{path}_server_cpu_ms_per_1k"]
+            row[f"{path}_cpu_share_pct"] = round(100 * ember / (ember + server), 2)
+        out.append(row)
+    return out
+
+
+async def _pool_phase(pool, body: dict, concurrency: int, per_worker: int) -> Phase:  # noqa: ANN001
+    from ember.models.pool.pool import RequestOptions
+
+    phase = Phase(concurrency, 0.0)
+
+    async def worker() -> None:
+        for _ in range(per_worker):
+            started = time.perf_counter()
+            ttft, tokens = 0.0, 0
+            try:
+                stream = await pool.stream(MODEL, "/v1/chat/completions", body, RequestOptions())
+                async for data in stream:
+                    if data == "[DONE]":
+                        continue
+                    payload = json.loads(data)
+                    if not ttft and payload.get("choices") and payload["choices"][0]["delta"]:
+                        if any(
+                            payload["choices"][0]["delta"].get(k)
+                            for k in ("content", "reasoning_content")
+                        ):
+                            ttft = time.perf_counter() - started
+                    if isinstance(payload.get("usage"), dict):
+                        tokens = payload["usage"]["completion_tokens"]
+                phase.timings.append(RequestTiming(ttft, time.perf_counter() - started, tokens))
+            except Exception as exc:  # recorded, the phase goes on
+                phase.errors.append(str(exc)[:300])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    phase.wall = time.perf_counter() - started
+    return phase
+
+
+def _pool(ckpt: Path, replicas: int, **settings: float):  # noqa: ANN202
+    from ember.models.pool.config import parse_pool_config
+    from ember.models.pool.pool import ModelPool
+
+    models = {MODEL: {"checkpoint": str(ckpt), "replicas": replicas, "args": SERVER_ARGS}}
+    return ModelPool(parse_pool_config(models, settings or None), progress=lambda line: None)
+
+
+def scaling(ckpt: Path, args: argparse.Namespace) -> list[dict]:
+    body = {
+        **request_body(args.max_tokens),
+        "model": MODEL,
+        "stream_options": {"include_usage": True},
+    }
+    rows = []
+
+    async def measure(replicas: int) -> None:
+        pool = _pool(ckpt, replicas)
+        try:
+            assert await pool.wait_ready(MODEL, 300)
+            while not all(r.state.value == "ready" for r in pool.group(MODEL).replicas):
+                await asyncio.sleep(0.1)
+            await _pool_phase(pool, body, 2, 2)
+            for concurrency in (16, 64):
+                for round_index in range(args.rounds):
+                    phase = await _pool_phase(
+                        pool, body, concurrency, max(1, _requests(args, concurrency) // concurrency)
+                    )
+                    rows.append({"replicas": replicas, "round": round_index, **phase.summary()})
+                    print(f"  replicas={replicas} c={concurrency:<3} {phase.summary()}", flush=True)
+        finally:
+            await pool.aclose()
+
+    for replicas in (1, 2):
+        asyncio.run(measure(replicas))
+    return rows
+
+
+def recovery(ckpt: Path, args: argparse.Namespace) -> list[dict]:
+    body = {**request_body(64), "model": MODEL, "stream_options": {"include_usage": True}}
+
+    async def main() -> list[dict]:
+        from ember.models.pool.pool import RequestOptions
+
+        pool = _pool(ckpt, 2, health_interval_s=0.25, restart_backoff_s=0.25)
+        results = []
+        try:
+            assert await pool.wait_ready(MODEL, 300)
+            while not all(r.state.value == "ready" for r in pool.group(MODEL).replicas):
+                await asyncio.sleep(0.1)
+            for trial in range(args.rounds):
+                stop = asyncio.Event()
+                started_after_kill: list[bool] = []
+                kill_time = [0.0]
+
+                async def background(
+                    stop: asyncio.Event, kill_time: list[float], started_after_kill: list[bool]
+                ) -> None:
+                    while not stop.is_set():
+                        began = time.perf_counter()
+                        try:
+                            stream = await pool.stream(
+                                MODEL, "/v1/chat/completions", body, RequestOptions()
+                            )
+                            async for _ in stream:
+                                pass
+                            ok = True
+                        except Exception:
+                            ok = False
+                        if kill_time[0] and began > kill_time[0]:
+                            started_after_kill.append(ok)
+
+                load = [
+                    asyncio.ensure_future(background(stop, kill_time, started_after_kill))
+                    for _ in range(4)
+                ]
+                await asyncio.sleep(1.0)
+                victim_stream = await pool.stream(
+                    MODEL, "/v1/chat/completions", body, RequestOptions()
+                )
+                await victim_stream.__anext__()
+                victim = victim_stream.replica
+                os.killpg(victim.process.pid, signal.SIGKILL)
+                kill_time[0] = time.perf_counter()
+                try:
+                    async for _ in victim_stream:
+                        pass
+                    failed_after = None
+                except Exception:
+                    failed_after = time.perf_counter() - kill_time[0]
+                while victim.state.value != "ready":
+                    await asyncio.sleep(0.02)
+                ready_after = time.perf_counter() - kill_time[0]
+                stop.set()
+                await asyncio.gather(*load)
+                row = {
+                    "trial": trial,
+                    "in_flight_failed_after_s": round(failed_after, 4) if failed_after else None,
+                    "replica_ready_again_after_s": round(ready_after, 3),
+                    "requests_started_after_kill": len(started_after_kill),
+                    "of_which_failed": started_after_kill.count(False),
+                }
+                print(f"  recovery {row}", flush=True)
+                results.append(row)
+        finally:
+            await pool.aclose()
+        return results
+
+    return asyncio.run(main())
+
+
+def plot(data: dict, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4))
+    compare = data.get("overhead", {}).get("compare", [])
+    if compare:
+        labels = [str(c["concurrency"]) for c in compare]
+        xs = range(len(labels))
+        paths = (
+            (-0.27, "direct", "model server"),
+            (0.0, "rest", "REST ai/run"),
+            (0.27, "runtime", "handler env.AI.run"),
+        )
+        for offset, key, name in paths:
+            at = [x + offset for x in xs]
+            axes[0].bar(at, [c[f"{key}_tokens_per_s"] for c in compare], 0.27, label=name)
+            axes[1].bar(at, [c[f"{key}_ttft_p50_ms"] for c in compare], 0.27, label=name)
+        axes[1].set_yscale("log")
+        for axis, title in ((axes[0], "completion tokens/s"), (axes[1], "TTFT p50 (ms)")):
+            axis.set_xticks(list(xs), labels)
+            axis.set_xlabel("concurrent streams")
+            axis.set_title(title)
+            axis.legend()
+    scale = data.get("scaling", [])
+    if scale:
+        for replicas in (1, 2):
+            points = {}
+            for row in scale:
+                if row["replicas"] == replicas:
+                    points.setdefault(row["concurrency"], []).append(row["tokens_per_s"])
+            xs = sorted(points)
+            axes[2].plot(
+                xs,
+                [sorted(points[x])[len(points[x]) // 2] for x in xs],
+                "o-",
+                label=f"{replicas} replica(s)",
+            )
+        axes[2].set_title("pool scaling: tokens/s")
+        axes[2].set_xlabel("concurrent streams")
+        axes[2].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument(
+        "--requests", type=int, default=0, help="requests per phase (default max(16, 2 x streams))"
+    )
+    parser.add_argument(
+        "--concurrency", type=lambda s: [int(v) for v in s.split(",")], default=[1, 16, 64]
+    )
+    parser.add_argument("--sections", default="overhead,scaling,recovery")
+    parser.add_argument("--plot-only", action="store_true", help="redraw the plot from --out")
+    parser.add_argument("--out", type=Path, default=RESULTS / "ai.json")
+    args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
+        return
+    sections = set(args.sections.split(","))
+    data: dict = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "settings": {
+            "rounds": args.rounds,
+            "max_tokens": args.max_tokens,
+            "requests_per_phase": args.requests or "max(16, 2 x streams)",
+            "concurrency": args.concurrency,
+            "server_args": SERVER_ARGS,
+        },
+        "load_average": {},
+    }
+    with tempfile.TemporaryDirectory() as scratch:
+        ckpt = checkpoint(Path(scratch))
+        data["checkpoint"] = ckpt.name if "checkpoints" in str(ckpt) else "random-init glm4moe-tiny"
+        for name, run in (
+            ("overhead", lambda: overhead(ckpt, Path(scratch), args)),
+            ("scaling", lambda: scaling(ckpt, args)),
+            ("recovery", lambda: recovery(ckpt, args)),
+        ):
+            if name not in sections:
+                continue
+            print(f"{name}:", flush=True)
+            before = load_average()
+            data[name] = run()
+            data["load_average"][name] = {"before": before, "after": load_average()}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=2) + "\n")
+    plot(data, args.out.with_suffix(".png"))
+    print(json.dumps({k: data.get(k) for k in ("load_average",)}, indent=2))
+    for row in data.get("overhead", {}).get("compare", []):
+        print(row)
+
+
+if __name__ == "__main__":
+    main()

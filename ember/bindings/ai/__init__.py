@@ -1,0 +1,26 @@
+"""The AI binding: ``env.AI.run(model, inputs, options)`` answered by local Kimi and GLM models.
+
+    client.py    isolate side: ``Ai`` (``env.AI``), ``InferenceUpstreamError``; no state, no torch
+    service.py   supervisor side, one per deployment: validates calls, hands them to the gateway
+    gateway.py   one per supervisor: model pool, response cache, batches, per-tenant quotas
+    dialects.py  Workers AI and OpenAI requests and streams <-> the replicas' protocol
+    options.py   ``AiOptions`` (rejectIfBusy, extraHeaders, gateway, queueRequest, ...)
+    failures.py  any failure -> Workers AI code, status and description
+    quota.py, cache.py, batches.py   per-tenant limits, response cache, async batches
+    rest.py      the REST ``ai/run`` and OpenAI-compatible routes (starlette)
+    spec.py      the ``ai`` config section and the binding type
+
+``BINDING_TYPE`` is imported lazily: an isolate importing the client must not load the pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BINDING_TYPE":
+        from ember.bindings.ai.spec import BINDING_TYPE
+
+        return BINDING_TYPE
+    raise AttributeError(name)

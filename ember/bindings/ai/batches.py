@@ -1,0 +1,151 @@
+"""Async batches: ``env.AI.run(model, {"requests": [...]}, {"queueRequest": True})``.
+
+Queueing answers at once with ``{"status": "queued", "model", "request_id"}``; the batch runs in
+the background (a few requests at a time, through the same pool as everything else) and
+``env.AI.run(model, {"request_id": id})`` polls it: ``{"status": "queued" | "running", ...}``
+until it is done, then ``{"responses": [{"id", "result", "success", "external_reference"}],
+"usage": {...}}``. A request id is visible only to the tenant that queued it. Batches live in
+memory (lost when the supervisor stops), at most ``MAX_PER_TENANT`` per tenant, finished ones for
+``KEEP_DONE_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.bindings.ai.failures import failure_of
+from ember.errors import InvalidModelInput
+from ember.models.pool.errors import quota_exceeded
+
+MAX_REQUESTS = 1000
+MAX_PER_TENANT = 64
+KEEP_DONE_S = 3600.0
+PARALLEL = 2
+
+RunOne = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(eq=False)
+class _Batch:
+    request_id: str
+    tenant: str
+    model: str
+    requests: list[dict[str, Any]]
+    status: str = "queued"
+    responses: list[dict[str, Any] | None] = field(default_factory=list)
+    finished: float | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class BatchQueue:
+    """Every tenant's queued batches."""
+
+    def __init__(self, run_one: RunOne, clock: Callable[[], float] = time.monotonic) -> None:
+        self._run_one = run_one
+        self._clock = clock
+        self._batches: dict[str, _Batch] = {}
+
+    def submit(
+        self,
+        tenant: str,
+        model: str,
+        inputs: Mapping[str, Any],
+        validate: Callable[[Mapping[str, Any], str], None],
+    ) -> dict[str, Any]:
+        """Validate and queue ``inputs["requests"]``; the platform's ``queued`` answer."""
+        requests = inputs.get("requests")
+        if not isinstance(requests, list) or not 1 <= len(requests) <= MAX_REQUESTS:
+            raise InvalidModelInput(
+                "/requests",
+                f"Invalid value at '/requests': expected an array of 1 to {MAX_REQUESTS} "
+                "requests, got " + type(requests).__name__,
+            )
+        for index, request in enumerate(requests):
+            validate(request, f"/requests/{index}")
+        self._expire()
+        mine = [b for b in self._batches.values() if b.tenant == tenant]
+        if len(mine) >= MAX_PER_TENANT:
+            raise quota_exceeded(
+                "queued AI batches",
+                len(mine) + 1,
+                MAX_PER_TENANT,
+                f"Account limited: {tenant} already has {len(mine)} batches stored "
+                f"(at most {MAX_PER_TENANT}); poll them to completion first.",
+                60.0,
+            )
+        batch = _Batch(f"{secrets.token_hex(16)}", tenant, model, [dict(r) for r in requests])
+        batch.responses = [None] * len(requests)
+        batch.task = asyncio.ensure_future(self._run(batch))
+        self._batches[batch.request_id] = batch
+        return {"status": "queued", "model": model, "request_id": batch.request_id}
+
+    def poll(self, tenant: str, model: str, request_id: object) -> dict[str, Any]:
+        """The batch's state, or its responses once done."""
+        batch = self._batches.get(request_id) if isinstance(request_id, str) else None
+        if batch is None or batch.tenant != tenant:
+            raise InvalidModelInput(
+                "/request_id",
+                f"Invalid value at '/request_id': no queued request {request_id!r} for this "
+                "account",
+            )
+        if batch.status != "done":
+            done = sum(r is not None for r in batch.responses)
+            return {
+                "status": batch.status,
+                "model": batch.model,
+                "request_id": batch.request_id,
+                "completed": done,
+                "total": len(batch.requests),
+            }
+        usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        for response in batch.responses:
+            result_usage = (response or {}).get("result", {}).get("usage") or {}
+            for key in usage:
+                usage[key] += int(result_usage.get(key) or 0)
+        return {"responses": list(batch.responses), "usage": usage}
+
+    async def _run(self, batch: _Batch) -> None:
+        batch.status = "running"
+        slots = asyncio.Semaphore(PARALLEL)
+
+        async def one(index: int) -> None:
+            request = batch.requests[index]
+            reference = request.pop("external_reference", None)
+            entry: dict[str, Any] = {"id": index, "external_reference": reference}
+            async with slots:
+                try:
+                    entry["result"] = await self._run_one(batch.model, request)
+                    entry["success"] = True
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # each request's failure is its own entry
+                    failure = failure_of(exc, batch.model)
+                    entry["success"] = False
+                    entry["errors"] = [{"code": failure.code.code, "message": failure.description}]
+            batch.responses[index] = entry
+
+        await asyncio.gather(*(one(i) for i in range(len(batch.requests))))
+        batch.status = "done"
+        batch.finished = self._clock()
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for request_id, batch in list(self._batches.items()):
+            if batch.finished is not None and now - batch.finished > KEEP_DONE_S:
+                del self._batches[request_id]
+
+    async def aclose(self) -> None:
+        """Cancel unfinished batches (they are in memory only)."""
+        tasks = [b.task for b in self._batches.values() if b.task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._batches.clear()

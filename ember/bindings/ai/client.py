@@ -1,0 +1,178 @@
+"""Isolate side of the AI binding: ``env.AI`` as Python Workers see it.
+
+``await env.AI.run(model, inputs, options=None)`` returns what the platform returns:
+
+- a ``chat.completion`` (a ``JsDict``: ``result["choices"][0]`` and ``result.choices[0]`` both
+  work), or the answer of an async batch (``queueRequest``) or of a poll;
+- with ``inputs["stream"] = True``, a ``ReadableStream`` of server-sent events that a handler can
+  return as is: ``Response(stream, headers={"content-type": "text/event-stream"})``;
+- with ``options["returnRawResponse"]``, a ``Response`` (the ``workers`` module's) with the
+  status, headers and body as they came, failures included.
+
+Failures raise ``InferenceUpstreamError("<code>: <description>")``. The client holds no state
+beyond the last request's id and status (as the platform's ``lastRequestId`` etc.), no secrets,
+and imports neither torch nor the pool.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ember.bindings.base import BindingChannel, BindingSpec, ServiceError
+from ember.bindings.jsdict import to_jsdict, to_plain
+from ember.bindings.streams import ReadableStream
+from ember.errors import BindingError
+
+# Inputs up to this size travel in the call frame; larger ones are uploaded as a stream.
+INLINE_INPUT_BYTES = 256 * 1024
+_DROPPED_OPTIONS = ("signal",)  # an AbortSignal cannot cross processes: cancel the task instead
+
+
+class InferenceUpstreamError(BindingError):
+    """Workers AI's error class: ``str(error)`` is ``"<code>: <description>"``.
+
+    ``code`` (e.g. 3040), ``status`` (its HTTP status, e.g. 429), ``name`` and ``description``
+    are attributes, so handlers can branch on them (3040 and 3036 are worth retrying).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int | None = None,
+        status: int | None = None,
+        name: str = "InferenceUpstreamError",
+        description: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        self.code = code
+        self.status = status
+        self.error_name = name
+        self.description = description
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class RawResponse:
+    """A minimal stand-in for ``workers.Response``, used only outside an isolate."""
+
+    def __init__(self, body: Any, status: int, headers: Mapping[str, str]) -> None:
+        self.body = body
+        self.status = status
+        self.headers = dict(headers)
+        self.ok = 200 <= status < 300
+
+    async def text(self) -> str:
+        return (await self._bytes()).decode("utf-8")
+
+    async def json(self) -> Any:
+        return to_jsdict(json.loads(await self._bytes()))
+
+    async def _bytes(self) -> bytes:
+        if isinstance(self.body, ReadableStream):
+            return await self.body.read_all()
+        return bytes(self.body or b"")
+
+
+class Ai:
+    """``env.<BINDING>`` for an ``ai`` binding."""
+
+    def __init__(self, spec: BindingSpec, channel: BindingChannel) -> None:
+        self._name = spec.name
+        self._channel = channel
+        self.lastRequestId: str | None = None  # noqa: N815 - the platform's names
+        self.lastRequestHttpStatusCode: int | None = None  # noqa: N815
+        self.aiGatewayLogId: str | None = None  # noqa: N815
+
+    def __repr__(self) -> str:
+        return f"<Ai {self._name}>"
+
+    @property
+    def last_request_id(self) -> str | None:
+        return self.lastRequestId
+
+    async def run(self, model: Any, inputs: Any = None, options: Any = None, **kwargs: Any) -> Any:
+        """Run ``model`` on ``inputs``; see the module docstring for what comes back."""
+        if kwargs:
+            options = {**to_plain(dict(options or {})), **kwargs}
+        if not isinstance(model, str):
+            raise TypeError(f"env.{self._name}.run(): model must be a string id, got {model!r}")
+        plain_inputs = to_plain(inputs if inputs is not None else {})
+        if not isinstance(plain_inputs, dict):
+            raise TypeError(
+                f"env.{self._name}.run(): inputs must be a dict, got {type(inputs).__name__}"
+            )
+        plain_options = _options(options)
+        try:
+            encoded = json.dumps(plain_inputs, ensure_ascii=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"env.{self._name}.run(): inputs must be JSON values ({exc})") from None
+        inline, upload = (encoded, None) if len(encoded) <= INLINE_INPUT_BYTES else (None, encoded)
+        try:
+            reply = await self._channel.call(
+                self._name, "run", [model, inline, plain_options], upload=upload
+            )
+        except ServiceError as exc:
+            if exc.kind != "ai":
+                raise
+            self.lastRequestHttpStatusCode = _int(exc.data.get("status"))
+            raise InferenceUpstreamError(
+                str(exc),
+                code=_int(exc.data.get("internalCode")),
+                status=_int(exc.data.get("status")),
+                name=str(exc.data.get("name") or "InferenceUpstreamError"),
+                description=str(exc.data.get("description") or ""),
+                retry_after=exc.data.get("retryAfter"),  # type: ignore[arg-type]
+            ) from None
+        head = reply.value if isinstance(reply.value, dict) else {}
+        headers = head.get("headers") or {}
+        status = int(head.get("status") or 200)
+        self.lastRequestId = headers.get("cf-ai-req-id")
+        self.lastRequestHttpStatusCode = status
+        self.aiGatewayLogId = headers.get("cf-aig-log-id")
+        body = head.get("body")
+        if plain_options.get("returnRawResponse") is True:
+            content = ReadableStream(reply.stream) if reply.stream is not None else body
+            return _response(content, status, headers)
+        if reply.stream is not None:
+            stream = ReadableStream(reply.stream)
+            if str(headers.get("content-type", "")).startswith("text/event-stream"):
+                return stream
+            body = await stream.read_all()
+        return to_jsdict(json.loads(body or b"null"))
+
+    async def models(self, params: Any = None) -> list[Any]:
+        """The models this ember serves (id, architecture, context window, replicas, loaded)."""
+        reply = await self._channel.call(self._name, "models", [])
+        return to_jsdict(reply.value)  # type: ignore[no-any-return]
+
+
+def _options(options: Any) -> dict[str, Any]:
+    if options is None:
+        return {}
+    plain = to_plain(dict(options) if isinstance(options, Mapping) else options)
+    if not isinstance(plain, dict):
+        raise TypeError(f"env.AI.run(): options must be a dict, got {type(options).__name__}")
+    for key in _DROPPED_OPTIONS:
+        plain.pop(key, None)
+    try:
+        json.dumps(plain)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"env.AI.run(): options must be JSON values ({exc})") from None
+    return plain
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _response(body: Any, status: int, headers: Mapping[str, str]) -> Any:
+    """A ``workers.Response`` inside an isolate (the handler may return it as is)."""
+    try:
+        workers = importlib.import_module("workers")
+    except ImportError:
+        return RawResponse(body, status, headers)
+    return workers.Response(body, status=status, headers=dict(headers))

@@ -1,0 +1,209 @@
+"""Between what callers send and what replicas speak.
+
+Callers speak two dialects: Workers AI (``env.AI.run`` and the REST ``ai/run`` endpoint: family-B
+inputs, ``messages`` or ``prompt``; streams end with a ``{"response": "", "usage": ...}`` event)
+and OpenAI (``/ai/v1/chat/completions``: ``model`` and ``messages``; streams end with an optional
+usage chunk). Replicas speak OpenAI only. Inputs are validated here first (``parse_chat_request``,
+so an invalid field is a 5006 naming it before any replica is involved), then forwarded with the
+fields every backend understands; a stream is translated event by event, passing the replica's
+bytes through untouched wherever the dialects agree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from ember.models.api.chat_request import Dialect, parse_chat_request
+from ember.models.api.errors import WorkersAIErrorCode
+from ember.models.api.sse import SSE_DONE, sse_data
+
+CHAT_PATH = "/v1/chat/completions"
+# Chat-completions fields both ember's model server and SGLang accept; the rest stay behind.
+FORWARDED = (
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "n",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "chat_template_kwargs",
+    "reasoning_effort",
+    "min_tokens",
+    "ignore_eos",
+    "user",
+    "stream_options",
+)
+
+
+def upstream_body(
+    model: str, inputs: Mapping[str, Any], dialect: Dialect, *, stream: bool
+) -> dict[str, Any]:
+    """Validate ``inputs`` (InvalidRequestField names the field) and build the replica's body."""
+    request = parse_chat_request(inputs, dialect=dialect)
+    body: dict[str, Any] = {key: inputs[key] for key in FORWARDED if inputs.get(key) is not None}
+    if request.from_prompt:
+        body["messages"] = [{"role": "user", "content": inputs["prompt"]}]
+    body["model"] = model
+    body["stream"] = stream
+    if stream and dialect == "workers":
+        # The platform's stream always ends with usage; ask the replica for it.
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def is_streaming(inputs: Mapping[str, Any]) -> bool:
+    return inputs.get("stream") is True
+
+
+def workers_error_event(code: WorkersAIErrorCode, description: str) -> bytes:
+    """The last events of a Workers stream that failed midway."""
+    return sse_data({"errors": [{"code": code.code, "message": description}]}) + SSE_DONE
+
+
+def openai_error_event(code: WorkersAIErrorCode, description: str) -> bytes:
+    """The last events of an OpenAI stream that failed midway."""
+    kind = "server_error" if code.status >= 500 else "invalid_request_error"
+    error = {"message": description, "type": kind, "param": None, "code": code.code}
+    return sse_data({"error": error}) + SSE_DONE
+
+
+def _event(data: str) -> bytes:
+    return b"data: " + data.encode("utf-8") + b"\n\n"
+
+
+def _renamed(payload: dict[str, Any], model: str) -> bool:
+    if payload.get("model", model) != model:
+        payload["model"] = model
+        return True
+    return False
+
+
+class StreamTranslator:
+    """One replica stream -> the caller's dialect, event by event.
+
+    Workers: the same chunks, then the usage chunk as the platform's final
+    ``{"response": "", "usage": ...}`` event, then ``[DONE]``; a replica's error event becomes
+    ``{"errors": [{"code", "message"}]}``. OpenAI: the chunks as they are. Chunks that need no
+    change (almost all) pass through as the replica's bytes, without being parsed.
+    """
+
+    def __init__(self, dialect: Dialect, model: str, rename: bool) -> None:
+        self.workers = dialect == "workers"
+        self.model = model
+        self.rename = rename  # the replica calls the model by another name
+        self.done = False
+
+    def feed(self, data: str) -> bytes:
+        """The bytes for one replica event (maybe none); ``done`` once the stream ended."""
+        if self.done:
+            return b""
+        if data == "[DONE]":
+            self.done = True
+            return SSE_DONE
+        special = data.startswith('{"error"') or (
+            self.workers and ('"usage":{' in data or '"usage": {' in data)
+        )
+        if not special and not self.rename:
+            return _event(data)
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            return b""  # not JSON: nothing the platform would send either
+        if not isinstance(payload, dict):
+            return b""
+        if "error" in payload and self.workers:
+            self.done = True
+            error = payload["error"] if isinstance(payload["error"], dict) else {}
+            message = str(error.get("message") or payload["error"])
+            code = error.get("code") if isinstance(error.get("code"), int) else 3040
+            return sse_data({"errors": [{"code": code, "message": message}]}) + SSE_DONE
+        usage = payload.get("usage")
+        if self.workers and not payload.get("choices") and isinstance(usage, dict):
+            return sse_data({"response": "", "usage": usage})
+        return sse_data(payload) if _renamed(payload, self.model) else _event(data)
+
+    def end(self) -> bytes:
+        """What closes a stream the replica ended without ``[DONE]``."""
+        if self.done:
+            return b""
+        self.done = True
+        return SSE_DONE
+
+
+async def translate(
+    events: AsyncIterator[str], dialect: Dialect, model: str, rename: bool = True
+) -> AsyncIterator[bytes]:
+    """``StreamTranslator`` over an iterator of events (one output chunk per event)."""
+    translator = StreamTranslator(dialect, model, rename)
+    async for data in events:
+        out = translator.feed(data)
+        if out:
+            yield out
+        if translator.done:
+            return
+    yield translator.end()
+
+
+def reference_translation(events: list[str], dialect: Dialect, model: str) -> list[object]:
+    """The slow reference of ``StreamTranslator``: every event parsed, decided on the payload.
+
+    Returns the payloads the caller should see (``"[DONE]"`` as the string); tests compare the
+    fast path's bytes, decoded, with this on random streams.
+    """
+    out: list[object] = []
+    for data in events:
+        if data == "[DONE]":
+            out.append("[DONE]")
+            return out
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            continue
+        if not isinstance(payload, dict):
+            continue
+        if "error" in payload and dialect == "workers":
+            error = payload["error"] if isinstance(payload["error"], dict) else {}
+            code = error.get("code") if isinstance(error.get("code"), int) else 3040
+            message = str(error.get("message") or payload["error"])
+            return [*out, {"errors": [{"code": code, "message": message}]}, "[DONE]"]
+        usage = payload.get("usage")
+        if dialect == "workers" and not payload.get("choices") and isinstance(usage, dict):
+            out.append({"response": "", "usage": usage})
+            continue
+        if payload.get("model", model) != model:
+            payload["model"] = model
+        out.append(payload)
+    return [*out, "[DONE]"]
+
+
+def workers_stream(events: AsyncIterator[str], model: str) -> AsyncIterator[bytes]:
+    """Replica events -> the binding's stream (see ``StreamTranslator``)."""
+    return translate(events, "workers", model)
+
+
+def openai_stream(events: AsyncIterator[str], model: str) -> AsyncIterator[bytes]:
+    """Replica events -> an OpenAI stream (see ``StreamTranslator``)."""
+    return translate(events, "openai", model)
+
+
+def completion_result(body: object, model: str) -> object:
+    """A replica's ``chat.completion`` as the caller sees it (``model`` is the caller's id)."""
+    if isinstance(body, dict) and "model" in body:
+        body["model"] = model
+    return body

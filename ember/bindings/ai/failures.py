@@ -1,0 +1,108 @@
+"""Any failure of an AI request -> the Workers AI code, status and description it is sent as.
+
+The binding raises ``InferenceUpstreamError("<code>: <description>")`` from it, the REST API
+answers ``{"success": false, "errors": [{"code", "message"}]}`` with its status, and the
+OpenAI-compatible API answers ``{"error": {...}}``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ember.errors import CheckpointError, ConfigError, InvalidModelInput, ModelNotFound
+from ember.models.api.errors import (
+    INVALID_INPUT,
+    NO_SUCH_MODEL,
+    REQUEST_TOO_LARGE,
+    WorkersAIErrorCode,
+    openai_param,
+)
+from ember.models.pool.errors import (
+    MODEL_UNAVAILABLE,
+    REPLICA_FAILED,
+    CapacityExceeded,
+    UpstreamFailed,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed AI request, as every API reports it."""
+
+    code: WorkersAIErrorCode
+    description: str
+    retry_after: float | None = None
+    field: str | None = None  # the invalid input's JSON pointer (5006)
+
+    @property
+    def message(self) -> str:
+        """``"<code>: <description>"``: the text of ``InferenceUpstreamError``."""
+        return f"{self.code.code}: {self.description}"
+
+    @property
+    def status(self) -> int:
+        return self.code.status
+
+    def to_data(self) -> dict[str, object]:
+        """What crosses to the isolate (and what the client rebuilds the error from)."""
+        return {
+            "internalCode": self.code.code,
+            "status": self.code.status,
+            "name": self.code.name,
+            "description": self.description,
+            "retryAfter": self.retry_after,
+        }
+
+    def rest_body(self) -> dict[str, object]:
+        """The REST API's failure envelope."""
+        return {
+            "result": None,
+            "success": False,
+            "errors": [{"code": self.code.code, "message": self.description}],
+            "messages": [],
+        }
+
+    def openai_body(self) -> dict[str, object]:
+        """The OpenAI-compatible API's error body."""
+        kind = "invalid_request_error" if self.code.status < 500 else "server_error"
+        if self.code.status == 429:
+            kind = "rate_limit_error" if self.code.code == 3036 else "server_error"
+        return {
+            "error": {
+                "message": self.message,
+                "type": kind,
+                "param": openai_param(self.field) if self.field else None,
+                "code": self.code.code,
+            }
+        }
+
+    def headers(self) -> dict[str, str]:
+        if self.retry_after is None:
+            return {}
+        return {"retry-after": str(max(1, round(self.retry_after)))}
+
+
+def failure_of(exc: BaseException, model: str) -> Failure:
+    """The Failure for an exception raised while serving a request for ``model``."""
+    if isinstance(exc, CapacityExceeded):
+        return Failure(exc.code, exc.description, exc.retry_after)
+    if isinstance(exc, UpstreamFailed):
+        return Failure(exc.code, exc.description)
+    if isinstance(exc, RequestTooLarge):
+        return Failure(REQUEST_TOO_LARGE, f"{REQUEST_TOO_LARGE.description}: {exc}")
+    if isinstance(exc, InvalidModelInput):
+        return Failure(INVALID_INPUT, f"Error: {exc}", field=exc.field or "/")
+    if isinstance(exc, ModelNotFound):
+        return Failure(NO_SUCH_MODEL, NO_SUCH_MODEL.describe(model=model))
+    if isinstance(exc, CheckpointError | ConfigError):
+        return Failure(MODEL_UNAVAILABLE, MODEL_UNAVAILABLE.describe(model=model, detail=str(exc)))
+    log.exception("AI request for %s failed", model, exc_info=exc)
+    detail = f"internal error ({type(exc).__name__})"
+    return Failure(REPLICA_FAILED, REPLICA_FAILED.describe(model=model, detail=detail))
+
+
+class RequestTooLarge(InvalidModelInput):
+    """The inputs exceed what one request may carry (3006)."""

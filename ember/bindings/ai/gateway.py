@@ -1,0 +1,358 @@
+"""``AIGateway``: one per supervisor; every AI request of every tenant goes through it.
+
+It owns the model pool, the response cache (``options.gateway``), queued batches
+(``queueRequest``) and the per-tenant quotas, and turns a request in either dialect into an
+``AIAnswer`` (JSON bytes or a byte stream in the caller's event format) or an ``AIRequestFailed``
+carrying the Workers AI code. The binding's service (one per deployment) and the REST and
+OpenAI-compatible routes are thin fronts over ``run`` and ``chat``.
+
+    gateway = shared_gateway(host)            # ServiceHost.shared: one per supervisor
+    answer = await gateway.run(tenant, model, inputs, options)
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.bindings.ai.batches import BatchQueue
+from ember.bindings.ai.cache import ResponseCache, cache_key
+from ember.bindings.ai.dialects import (
+    CHAT_PATH,
+    StreamTranslator,
+    completion_result,
+    is_streaming,
+    openai_error_event,
+    upstream_body,
+    workers_error_event,
+)
+from ember.bindings.ai.failures import Failure, failure_of
+from ember.bindings.ai.options import RunOptions
+from ember.bindings.ai.quota import QuotaBook, QuotaLimits
+from ember.errors import BindingError, InvalidModelInput, ModelNotFound
+from ember.models.api.chat_request import Dialect
+from ember.models.api.sse import CONTENT_TYPE as SSE_CONTENT_TYPE
+from ember.models.pool.config import PoolConfig
+from ember.models.pool.pool import ModelPool, PooledStream, RequestOptions, stderr_progress
+from ember.models.pool.upstream import upstream_refusal
+
+GATEWAY_KEY = "ai.gateway"
+JSON_CONTENT_TYPE = "application/json"
+
+
+class AIRequestFailed(BindingError):
+    """An AI request failed; ``failure`` says with which Workers AI code."""
+
+    def __init__(self, failure: Failure) -> None:
+        self.failure = failure
+        super().__init__(failure.message)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """The pool, the quotas, and whether projects may configure the pool (``ember dev``)."""
+
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    limits: QuotaLimits = field(default_factory=QuotaLimits)
+    project_config: bool = True
+
+
+@dataclass(slots=True)
+class AIAnswer:
+    """A successful answer: JSON bytes (``body``) or a byte stream (``stream``)."""
+
+    request_id: str
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    stream: AsyncIterator[bytes] | None = None
+
+    def json(self) -> Any:
+        assert self.body is not None  # invariant: a JSON answer
+        return json.loads(self.body)
+
+
+class AIGateway:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        config: GatewayConfig | None = None,
+        *,
+        progress: Callable[[str], None] = stderr_progress,
+    ) -> None:
+        self.config = config or GatewayConfig()
+        self.pool = ModelPool(self.config.pool, progress=progress)
+        self.cache = ResponseCache()
+        self.quotas = QuotaBook(self.config.limits)
+        self.batches = BatchQueue(self._run_batch_item)
+
+    async def start(self) -> None:
+        """Start the configured models now (``ember serve``, or ``pool.start: eager``)."""
+        await self.pool.start()
+
+    async def configure(self, config: GatewayConfig) -> None:
+        """A project's ``ai`` section changed (``ember dev`` reload): adopt its pool and quotas."""
+        if not self.config.project_config:
+            return
+        if config.pool != self.config.pool:
+            await self.pool.configure(config.pool)
+        if config.limits != self.config.limits:
+            self.quotas.limits = config.limits
+        self.config = GatewayConfig(config.pool, config.limits, True)
+        if config.pool.settings.start == "eager":
+            await self.pool.start()
+
+    async def aclose(self) -> None:
+        """Cancel batches, drain in-flight requests, stop every replica."""
+        await self.batches.aclose()
+        await self.pool.aclose()
+
+    # -- requests ---------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        tenant: str,
+        model: str,
+        inputs: Mapping[str, Any],
+        options: RunOptions,
+        dialect: Dialect = "workers",
+    ) -> AIAnswer:
+        """One ``env.AI.run`` / REST ``ai/run`` call; raises AIRequestFailed."""
+        try:
+            return await self._run(tenant, model, inputs, options, dialect)
+        except AIRequestFailed:
+            raise
+        except Exception as exc:
+            raise AIRequestFailed(failure_of(exc, model)) from None
+
+    async def chat(self, tenant: str, body: Mapping[str, Any], options: RunOptions) -> AIAnswer:
+        """One OpenAI-compatible ``/chat/completions`` call (``model`` in the body)."""
+        model = body.get("model") if isinstance(body, Mapping) else None
+        if not isinstance(model, str) or not model:
+            failure = failure_of(
+                InvalidModelInput("/model", "Invalid value at '/model': expected the model's id"),
+                "",
+            )
+            raise AIRequestFailed(failure)
+        return await self.run(tenant, model, body, options, dialect="openai")
+
+    def _known(self, model: str) -> None:
+        if not isinstance(model, str) or model not in self.pool.model_ids():
+            raise ModelNotFound(f"No such model {model} or task")
+
+    async def _run(
+        self,
+        tenant: str,
+        model: str,
+        inputs: Mapping[str, Any],
+        options: RunOptions,
+        dialect: Dialect,
+    ) -> AIAnswer:
+        self._known(model)
+        request_id = secrets.token_hex(16)
+        if options.queue_request or "request_id" in inputs:
+            return self._batch(tenant, model, inputs, options, request_id)
+        stream = is_streaming(inputs)
+        body = upstream_body(model, inputs, dialect, stream=stream)
+        gateway = options.gateway
+        key = None
+        if gateway is not None and gateway.cache_ttl and not gateway.skip_cache:
+            key = cache_key(tenant, f"{dialect}:{gateway.id}", model, inputs, gateway.cache_key)
+            hit = self.cache.get(key)
+            if hit is not None:
+                return _cached_answer(request_id, hit.stream, hit.content)
+        release = self.quotas.acquire(tenant)
+        try:
+            request = RequestOptions(
+                session=options.session,
+                reject_if_busy=options.reject_if_busy,
+                headers=forwarded_headers(options.headers),
+                timeout=options.timeout,
+            )
+            if not stream:
+                try:
+                    answer = await self.pool.post(model, CHAT_PATH, body, request)
+                finally:
+                    release()
+                if answer.status != 200:
+                    raise upstream_refusal(model, answer.status, answer.body)
+                content = json.dumps(completion_result(answer.body, model)).encode("utf-8")
+                if key is not None and gateway is not None and gateway.cache_ttl:
+                    self.cache.put(key, False, content, gateway.cache_ttl)
+                return AIAnswer(request_id, 200, _headers(request_id, False, key), content)
+            events = await self.pool.stream(model, CHAT_PATH, body, request)
+        except BaseException:
+            release()
+            raise
+        ttl = gateway.cache_ttl if gateway is not None else None
+        chunks = AnswerStream(
+            self._translate(events, model, dialect, release, key, ttl), events, release
+        )
+        return AIAnswer(request_id, 200, _headers(request_id, True, key), stream=chunks)
+
+    async def _translate(
+        self,
+        events: PooledStream,
+        model: str,
+        dialect: Dialect,
+        release: Callable[[], None],
+        key: str | None,
+        ttl: int | None,
+    ) -> AsyncIterator[bytes]:
+        """The caller's event stream; quota released and the answer cached when it ends."""
+        translator = StreamTranslator(dialect, model, events.renamed)
+        recorded: list[bytes] | None = [] if key is not None else None
+        try:
+            while not translator.done:
+                batch = await events.next_batch()
+                if not batch:
+                    break
+                out = b"".join([translator.feed(data) for data in batch])
+                if out:
+                    if recorded is not None:
+                        recorded.append(out)
+                    yield out
+            tail = translator.end()
+            if tail:
+                if recorded is not None:
+                    recorded.append(tail)
+                yield tail
+        except AIRequestFailed as exc:
+            recorded = None
+            yield _error_event(dialect, exc.failure)
+        except Exception as exc:
+            recorded = None
+            yield _error_event(dialect, failure_of(exc, model))
+        finally:
+            await events.aclose()
+            release()
+        if recorded is not None and key is not None and ttl:
+            content = b"".join(recorded)
+            if b'"errors":' not in content:
+                self.cache.put(key, True, content, ttl)
+
+    def _batch(
+        self,
+        tenant: str,
+        model: str,
+        inputs: Mapping[str, Any],
+        options: RunOptions,
+        request_id: str,
+    ) -> AIAnswer:
+        if "request_id" in inputs and not options.queue_request:
+            result = self.batches.poll(tenant, model, inputs["request_id"])
+        else:
+
+            def validate(request: Mapping[str, Any], where: str) -> None:
+                try:
+                    upstream_body(model, request, "workers", stream=False)
+                except InvalidModelInput as exc:
+                    message = str(exc).replace("'/", f"'{where}/")
+                    raise InvalidModelInput(where + exc.field, message) from None
+
+            result = self.batches.submit(tenant, model, inputs, validate)
+        content = json.dumps(result).encode("utf-8")
+        return AIAnswer(request_id, 200, _headers(request_id, False, None), content)
+
+    async def _run_batch_item(self, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        body = upstream_body(model, {**request, "stream": False}, "workers", stream=False)
+        answer = await self.pool.post(model, CHAT_PATH, body, RequestOptions())
+        if answer.status != 200:
+            raise upstream_refusal(model, answer.status, answer.body)
+        return completion_result(answer.body, model)  # type: ignore[return-value]
+
+    def models(self) -> list[dict[str, Any]]:
+        """The model list, as ``env.AI.models()`` and ``/ai/v1/models`` report it."""
+        return [
+            {
+                "id": s.model_id,
+                "architecture": s.architecture,
+                "context_window": s.context_window,
+                "quantization": s.quantization,
+                "kv_cache_dtype": s.kv_cache_dtype,
+                "replicas": [
+                    {"state": r.state, "describe": r.describe, "restarts": r.restarts}
+                    for r in s.replicas
+                ]
+                or [
+                    {"state": "stopped", "describe": d.describe(), "restarts": 0}
+                    for d in self.pool.config.serving(s.model_id).replicas
+                ],
+                "loaded": s.loaded,
+                "queued": s.queued,
+            }
+            for s in self.pool.status()
+        ]
+
+
+def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The caller's extra headers a replica may see: ``x-*`` and ``cf-*`` only.
+
+    Never framing or hop-by-hop headers (``content-length``, ``transfer-encoding``, ``host``,
+    ``connection``...): replica connections are shared by every tenant, and a tenant's header
+    must not be able to change how a request on them is framed.
+    """
+    return {k: v for k, v in headers.items() if k.lower().startswith(("x-", "cf-"))}
+
+
+class AnswerStream:
+    """A streamed answer that frees everything on ``aclose``, even if it was never read.
+
+    (An async generator that never started runs no ``finally``: closing it would leave the
+    replica generating and the slot and quota taken.)
+    """
+
+    def __init__(
+        self, chunks: AsyncIterator[bytes], events: PooledStream, release: Callable[[], None]
+    ) -> None:
+        self._chunks = chunks
+        self._events = events
+        self._release = release
+
+    def __aiter__(self) -> AnswerStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()  # type: ignore[attr-defined]
+        await self._events.aclose()
+        self._release()
+
+
+def _error_event(dialect: Dialect, failure: Failure) -> bytes:
+    if dialect == "workers":
+        return workers_error_event(failure.code, failure.description)
+    return openai_error_event(failure.code, failure.message)
+
+
+def _headers(request_id: str, stream: bool, key: str | None) -> dict[str, str]:
+    headers = {
+        "content-type": SSE_CONTENT_TYPE if stream else JSON_CONTENT_TYPE,
+        "cf-ai-req-id": request_id,
+    }
+    if key is not None:
+        headers["cf-aig-cache-status"] = "MISS"
+    return headers
+
+
+def _cached_answer(request_id: str, stream: bool, content: bytes) -> AIAnswer:
+    headers = _headers(request_id, stream, None)
+    headers["cf-aig-cache-status"] = "HIT"
+    if not stream:
+        return AIAnswer(request_id, 200, headers, content)
+
+    async def replay() -> AsyncIterator[bytes]:
+        yield content
+
+    return AIAnswer(request_id, 200, headers, stream=replay())
+
+
+def shared_gateway(host: Any, config: GatewayConfig | None = None) -> AIGateway:
+    """The supervisor's one gateway (``ServiceHost.shared``), made with ``config`` if new."""
+    return host.shared(GATEWAY_KEY, lambda: AIGateway(config))  # type: ignore[no-any-return]

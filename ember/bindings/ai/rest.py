@@ -1,0 +1,207 @@
+"""Workers AI over HTTP: the REST ``ai/run`` endpoint and the OpenAI-compatible API.
+
+    POST /client/v4/accounts/{account}/ai/run/{model}          Workers AI REST (the model raw,
+                                                               @cf/a/b, or %40cf%2Fa%2Fb)
+    GET  /client/v4/accounts/{account}/ai/models/search        the model list
+    POST /client/v4/accounts/{account}/ai/v1/chat/completions  OpenAI-compatible
+    GET  /client/v4/accounts/{account}/ai/v1/models
+    POST /ai/v1/chat/completions, GET /ai/v1/models            the same, for ``ember dev``
+
+REST answers use the ``{result, success, errors, messages}`` envelope (``"stream": true`` answers
+with server-sent events in the binding's format); the body is the inputs, plus an optional
+``options`` object (``rejectIfBusy``, ``gateway``...). ``x-session-affinity`` pins a replica.
+``ai_routes`` builds the routes for any starlette app (``ember serve`` mounts them behind its own
+authentication through ``authorize``); ``ai_app`` is a complete app (``ember dev``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
+from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shared_gateway
+from ember.bindings.ai.options import parse_run_options
+from ember.bindings.ai.spec import config_of
+from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
+from ember.errors import InvalidModelInput
+
+MAX_BODY_BYTES = 10 * 2**20
+LOCAL_ACCOUNT = "local"
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+# (request, account id from the path or None) -> the tenant the request is accounted to.
+Authorize = Callable[[Request, str | None], Awaitable[str]]
+
+
+async def _local(request: Request, account: str | None) -> str:
+    return f"account:{account or LOCAL_ACCOUNT}"
+
+
+class _EventResponse(StreamingResponse):
+    """A streamed answer whose generator is always closed (so the generation stops)."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            closer = getattr(self.body_iterator, "aclose", None)
+            if closer is not None:
+                await closer()
+
+
+def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -> list[Route]:
+    """The routes listed in the module docstring, over ``gateway()``."""
+    prefix = "/client/v4/accounts/{account}/ai"
+
+    async def run(request: Request) -> Response:
+        account = request.path_params["account"]
+        model = request.path_params["model"]
+        try:
+            tenant = await authorize(request, account)
+            body = await _json_body(request)
+            options = parse_run_options(body.pop("options", None), model)
+            options = replace(options, headers=_affinity(request, options.headers))
+            answer = await gateway().run(tenant, model, body, options)
+        except AIRequestFailed as exc:
+            return _rest_failure(exc.failure)
+        except InvalidModelInput as exc:
+            return _rest_failure(failure_of(exc, model))
+        if answer.stream is not None:
+            return _events(answer)
+        result = answer.json()
+        envelope = {"result": result, "success": True, "errors": [], "messages": []}
+        return JSONResponse(envelope, headers=_pass_headers(answer))
+
+    async def chat(request: Request) -> Response:
+        account = request.path_params.get("account")
+        model = ""
+        try:
+            tenant = await authorize(request, account)
+            body = await _json_body(request)
+            model = str(body.get("model") or "")
+            options = parse_run_options(body.pop("options", None), model)
+            options = replace(options, headers=_affinity(request, options.headers))
+            answer = await gateway().chat(tenant, body, options)
+        except AIRequestFailed as exc:
+            return _openai_failure(exc.failure)
+        except InvalidModelInput as exc:
+            return _openai_failure(failure_of(exc, model))
+        if answer.stream is not None:
+            return _events(answer)
+        return Response(answer.body, media_type="application/json", headers=_pass_headers(answer))
+
+    async def models(request: Request) -> Response:
+        await authorize(request, request.path_params.get("account"))
+        created = int(time.time())
+        data = [
+            {"object": "model", "created": created, "owned_by": "ember", **row}
+            for row in gateway().models()
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def search(request: Request) -> Response:
+        await authorize(request, request.path_params.get("account"))
+        result = [
+            {
+                "id": row["id"],
+                "name": row["id"],
+                "source": 1,
+                "description": f"{row['architecture']} served locally by ember",
+                "task": {"id": "text-generation", "name": "Text Generation", "description": ""},
+                "tags": [],
+                "properties": [
+                    {"property_id": "context_window", "value": str(row["context_window"])},
+                    {"property_id": "function_calling", "value": "true"},
+                ],
+            }
+            for row in gateway().models()
+        ]
+        return JSONResponse({"result": result, "success": True, "errors": [], "messages": []})
+
+    return [
+        Route(prefix + "/run/{model:path}", run, methods=["POST"]),
+        Route(prefix + "/models/search", search, methods=["GET"]),
+        Route(prefix + "/v1/chat/completions", chat, methods=["POST"]),
+        Route(prefix + "/v1/models", models, methods=["GET"]),
+        Route("/ai/v1/chat/completions", chat, methods=["POST"]),
+        Route("/ai/v1/models", models, methods=["GET"]),
+    ]
+
+
+def ai_app(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -> Starlette:
+    """A starlette app serving ``ai_routes``."""
+    return Starlette(routes=ai_routes(gateway, authorize))
+
+
+PREFIXES = ("/client/v4/accounts/", "/ai/v1/")
+
+
+def is_ai_path(path: str) -> bool:
+    """True for the paths ``ai_app`` answers (the dev server sends only these to it)."""
+    if path.startswith("/ai/v1/"):
+        return True
+    return path.startswith("/client/v4/accounts/") and "/ai/" in path
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise RequestTooLarge("/", f"the body has {declared} bytes; at most {MAX_BODY_BYTES}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise RequestTooLarge("/", f"the body exceeds {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    try:
+        value = json.loads(raw) if raw.strip() else None
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidModelInput("/", "Invalid value at '/': the body is not JSON") from None
+    if not isinstance(value, dict):
+        raise InvalidModelInput(
+            "/", f"Invalid value at '/': expected a JSON object, got {type(value).__name__}"
+        )
+    return value
+
+
+def _affinity(request: Request, headers: Any) -> dict[str, str]:
+    merged = dict(headers)
+    session = request.headers.get("x-session-affinity")
+    if session and not any(k.lower() == "x-session-affinity" for k in merged):
+        merged["x-session-affinity"] = session
+    return merged
+
+
+def _pass_headers(answer: AIAnswer) -> dict[str, str]:
+    return {k: v for k, v in answer.headers.items() if k.lower() != "content-type"}
+
+
+def _events(answer: AIAnswer) -> Response:
+    assert answer.stream is not None  # invariant: a streamed answer
+    headers = {**SSE_HEADERS, **_pass_headers(answer)}
+    return _EventResponse(answer.stream, media_type="text/event-stream", headers=headers)
+
+
+def _rest_failure(failure: Failure) -> Response:
+    return JSONResponse(failure.rest_body(), status_code=failure.status, headers=failure.headers())
+
+
+def _openai_failure(failure: Failure) -> Response:
+    return JSONResponse(
+        failure.openai_body(), status_code=failure.status, headers=failure.headers()
+    )
+
+
+def dev_mount(host: ServiceHost, specs: tuple[BindingSpec, ...]) -> HttpMount:
+    """``ember dev``: the AI APIs on the dev server's port, over the project's gateway."""
+    config = config_of(specs[0])
+    return HttpMount(is_ai_path, ai_app(lambda: shared_gateway(host, config)))

@@ -1,0 +1,130 @@
+"""Supervisor side of one deployment's AI binding: check the call, hand it to the gateway.
+
+Wire format (``client.py`` is the only other party; every argument came from an untrusted
+isolate and is checked here):
+
+    run     [model, inputs_json | None, options]   (+ upload of inputs_json when large)
+            -> {"status", "headers", "body"}                       JSON answer, body inline
+            -> StreamReply(head={"status", "headers", "body": None}, chunks)
+                                                                   a stream, or a large body
+            failure: ServiceError("<code>: <description>", kind="ai", data=Failure.to_data())
+            (with returnRawResponse a failure is an answer too, as the platform returns it)
+    models  [] -> [{"id", ...}]
+
+The tenant is the deployment: quotas, cache entries and batch ids are scoped by it, never by
+anything the isolate sends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
+from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shared_gateway
+from ember.bindings.ai.options import parse_run_options
+from ember.bindings.ai.spec import config_of
+from ember.bindings.base import (
+    BindingService,
+    BindingSpec,
+    CallContext,
+    ServiceError,
+    ServiceHost,
+    StreamReply,
+)
+from ember.errors import InvalidModelInput
+
+MAX_INPUT_BYTES = 10 * 2**20  # the platform's batch payload limit; one request stays below
+INLINE_BODY_BYTES = 512 * 1024
+BODY_CHUNK_BYTES = 64 * 1024
+
+
+class AIService(BindingService):
+    """``env.AI`` of one deployment."""
+
+    def __init__(self, spec: BindingSpec, host: ServiceHost) -> None:
+        self.binding = spec.name
+        self.tenant = host.deployment_id
+        self._config = config_of(spec)
+        self.gateway: AIGateway = shared_gateway(host, self._config)
+        self._configured = False
+
+    async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
+        if not self._configured:
+            self._configured = True
+            await self.gateway.configure(self._config)
+        if method == "models":
+            return self.gateway.models()
+        if method != "run":
+            raise ServiceError(f"env.{self.binding} has no method {method!r}", kind="binding")
+        if not isinstance(args, list) or len(args) != 3:
+            raise ServiceError("run() expects (model, inputs, options)", kind="binding")
+        model, inputs_json, raw_options = args
+        raw = isinstance(raw_options, dict) and raw_options.get("returnRawResponse") is True
+        try:
+            if not isinstance(model, str):
+                raise InvalidModelInput("model", f"the model id must be a string, got {model!r}")
+            inputs = await _inputs(inputs_json, ctx.upload)
+            options = parse_run_options(raw_options, model)
+            answer = await self.gateway.run(self.tenant, model, inputs, options)
+        except AIRequestFailed as exc:
+            return _failed(exc.failure, raw)
+        except InvalidModelInput as exc:
+            return _failed(failure_of(exc, str(model)), raw)
+        return _reply(answer)
+
+
+async def _inputs(inline: object, upload: AsyncIterator[bytes] | None) -> dict[str, Any]:
+    if inline is None:
+        if upload is None:
+            raise InvalidModelInput("/", "Invalid value at '/': expected an inputs object")
+        parts, size = [], 0
+        async for chunk in upload:
+            size += len(chunk)
+            if size > MAX_INPUT_BYTES:
+                raise RequestTooLarge("/", f"the inputs exceed {MAX_INPUT_BYTES} bytes")
+            parts.append(chunk)
+        inline = b"".join(parts)
+    if not isinstance(inline, bytes):
+        raise InvalidModelInput("/", "Invalid value at '/': expected JSON inputs")
+    try:
+        value = json.loads(inline)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidModelInput("/", "Invalid value at '/': the inputs are not JSON") from None
+    if not isinstance(value, dict):
+        raise InvalidModelInput(
+            "/", f"Invalid value at '/': expected an object, got {type(value).__name__}"
+        )
+    return value
+
+
+def _failed(failure: Failure, raw: bool) -> object:
+    if not raw:
+        raise ServiceError(failure.message, kind="ai", data=failure.to_data())
+    body = {
+        "internalCode": failure.code.code,
+        "name": failure.code.name,
+        "description": failure.description,
+        "message": failure.message,
+        "errors": [{"code": failure.code.code, "message": failure.description}],
+    }
+    headers = {"content-type": "application/json", **failure.headers()}
+    return {"status": failure.status, "headers": headers, "body": json.dumps(body).encode()}
+
+
+def _reply(answer: AIAnswer) -> object:
+    head: dict[str, Any] = {"status": answer.status, "headers": answer.headers, "body": None}
+    if answer.stream is not None:
+        return StreamReply(head=head, chunks=answer.stream)
+    body = answer.body or b""
+    if len(body) <= INLINE_BODY_BYTES:
+        head["body"] = body
+        return head
+    return StreamReply(head=head, chunks=_chunks(body))
+
+
+async def _chunks(body: bytes) -> AsyncIterator[bytes]:
+    view = memoryview(body)
+    for start in range(0, len(view), BODY_CHUNK_BYTES):
+        yield bytes(view[start : start + BODY_CHUNK_BYTES])

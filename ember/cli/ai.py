@@ -1,0 +1,263 @@
+"""``ember ai``: the models behind ``env.AI`` and a quick way to run one.
+
+``ember ai models`` lists each id with its architecture, context window, quantization, KV cache
+dtype, replicas and whether one is loaded: live from a running ``ember dev`` with ``--url``, else
+as the project's config (``ai.models`` in ember.yaml) would serve them. ``ember ai run MODEL
+"prompt"`` answers on the terminal, token by token with ``--stream``: through a running server
+with ``--url``, else by starting the model here (its loading progress goes to stderr).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ember.errors import ConfigError
+
+URL_HELP = "A running ember (ember dev) to ask, e.g. http://127.0.0.1:8787 (env: EMBER_AI_URL)."
+PROJECT_HELP = "Project whose ember.yaml configures the models (default: the current directory)."
+
+
+@click.group()
+def ai() -> None:
+    """Workers AI models served by ember: list them, run one."""
+
+
+def _project_config(project: Path | None) -> Any:
+    """The GatewayConfig of the project's ``ai`` section (defaults when there is none)."""
+    from ember.bindings.ai.gateway import GatewayConfig
+    from ember.bindings.ai.spec import gateway_config
+    from ember.config import find_config_file, load_project
+
+    root = project or Path(".")
+    try:
+        find_config_file(root)
+    except ConfigError:
+        if project is not None:
+            raise
+        return GatewayConfig()
+    config = load_project(root)
+    section = next((s for s in config.binding_sections if s.key == "ai"), None)
+    if section is None or not isinstance(section.value, dict):
+        return GatewayConfig()
+    return gateway_config(section.value, section.file)
+
+
+@ai.command("models")
+@click.option("--url", envvar="EMBER_AI_URL", help=URL_HELP)
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help=PROJECT_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def models(url: str | None, project: Path | None, as_json: bool) -> None:
+    """Model ids, architecture, context window, quantization, KV dtype, replicas, loaded."""
+    if url:
+        import httpx
+
+        try:
+            rows = httpx.get(url.rstrip("/") + "/ai/v1/models", timeout=10).json()["data"]
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            raise click.ClickException(f"could not list models at {url}: {exc}") from None
+    else:
+        rows = asyncio.run(_static_rows(project))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    header = ("ID", "ARCHITECTURE", "CONTEXT", "QUANT", "KV", "REPLICAS", "LOADED")
+    table = [header]
+    for row in rows:
+        replicas = row.get("replicas") or []
+        states = ", ".join(f"{r['describe']} ({r['state']})" for r in replicas)
+        table.append(
+            (
+                row["id"],
+                row["architecture"],
+                f"{row['context_window']:,}",
+                row["quantization"],
+                row["kv_cache_dtype"],
+                states,
+                "yes" if row["loaded"] else "no",
+            )
+        )
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(header))]
+    for line in table:
+        click.echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+    if not url:
+        click.echo("(as configured; nothing is loaded here: pass --url to ask a running ember)")
+
+
+async def _static_rows(project: Path | None) -> list[dict[str, Any]]:
+    from ember.bindings.ai.gateway import AIGateway
+
+    gateway = AIGateway(_project_config(project), progress=lambda line: None)
+    try:
+        return gateway.models()
+    finally:
+        await gateway.aclose()
+
+
+@ai.command("run")
+@click.argument("model")
+@click.argument("prompt")
+@click.option("--stream", is_flag=True, help="Print the answer as it is generated.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result (or events) as JSON.")
+@click.option("--max-tokens", type=int, default=256, show_default=True, help="Tokens to generate.")
+@click.option("--system", help="A system message before the prompt.")
+@click.option("--temperature", type=float, help="Sampling temperature (default 1).")
+@click.option("--no-thinking", is_flag=True, help="Ask the model not to think first.")
+@click.option("--ignore-eos", is_flag=True, help="Generate exactly --max-tokens (benchmarks).")
+@click.option("--url", envvar="EMBER_AI_URL", help=URL_HELP)
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), help=PROJECT_HELP)
+def run(
+    model: str,
+    prompt: str,
+    stream: bool,
+    as_json: bool,
+    max_tokens: int,
+    system: str | None,
+    temperature: float | None,
+    no_thinking: bool,
+    ignore_eos: bool,
+    url: str | None,
+    project: Path | None,
+) -> None:
+    """Ask MODEL (an @cf/... id) PROMPT and print the answer."""
+    messages = [{"role": "system", "content": system}] if system else []
+    inputs: dict[str, Any] = {
+        "messages": [*messages, {"role": "user", "content": prompt}],
+        "max_completion_tokens": max_tokens,
+    }
+    if temperature is not None:
+        inputs["temperature"] = temperature
+    if no_thinking:
+        inputs["chat_template_kwargs"] = {"enable_thinking": False}
+    if ignore_eos:
+        inputs["ignore_eos"] = True
+    if stream:
+        inputs["stream"] = True
+    printer = _Printer(as_json)
+    if url:
+        _run_remote(url, model, inputs, printer)
+    else:
+        asyncio.run(_run_local(project, model, inputs, printer))
+    printer.end()
+
+
+class _Printer:
+    """Reasoning dimmed on stderr, the answer on stdout, each piece as soon as it arrives."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.thinking = False
+
+    def event(self, payload: Any) -> None:
+        if self.as_json:
+            click.echo(json.dumps(payload))
+            return
+        if not isinstance(payload, dict) or not payload.get("choices"):
+            return
+        delta = payload["choices"][0].get("delta") or {}
+        self._text(delta.get("reasoning_content"), delta.get("content"))
+        for call in delta.get("tool_calls") or []:
+            function = call.get("function") or {}
+            if function.get("name"):
+                sys.stdout.write(f"\n[tool call] {function['name']}(")
+            sys.stdout.write(function.get("arguments") or "")
+        sys.stdout.flush()
+
+    def result(self, result: Any) -> None:
+        if self.as_json:
+            click.echo(json.dumps(result, indent=2))
+            return
+        message = result["choices"][0]["message"]
+        self._text(message.get("reasoning_content"), message.get("content"))
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            sys.stdout.write(f"\n[tool call] {function['name']}({function['arguments']})")
+
+    def _text(self, reasoning: str | None, content: str | None) -> None:
+        if reasoning:
+            self.thinking = True
+            click.echo(click.style(reasoning, dim=True), err=True, nl=False)
+        if content:
+            if self.thinking:
+                click.echo("", err=True)
+                self.thinking = False
+            sys.stdout.write(content)
+            sys.stdout.flush()
+
+    def end(self) -> None:
+        if not self.as_json:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+
+
+def _fail(code: int, message: str) -> None:
+    raise click.ClickException(f"{code}: {message}" if code else message)
+
+
+def _run_remote(url: str, model: str, inputs: dict[str, Any], printer: _Printer) -> None:
+    import httpx
+
+    from ember.models.api.sse import parse_sse
+
+    endpoint = f"{url.rstrip('/')}/client/v4/accounts/local/ai/run/{model}"
+    timeout = httpx.Timeout(600.0, connect=10.0)
+    try:
+        with httpx.stream("POST", endpoint, json=inputs, timeout=timeout) as response:
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
+                buffer = b""
+                for chunk in response.iter_raw():
+                    buffer += chunk
+                    *complete, buffer = buffer.split(b"\n\n")
+                    for block in complete:
+                        for payload in parse_sse(block + b"\n\n"):
+                            _remote_event(payload, printer)
+                return
+            body = json.loads(response.read())
+    except httpx.HTTPError as exc:
+        raise click.ClickException(f"could not reach {url}: {exc}") from None
+    if not body.get("success"):
+        error = (body.get("errors") or [{}])[0]
+        _fail(int(error.get("code") or 0), str(error.get("message")))
+    printer.result(body["result"])
+
+
+def _remote_event(payload: Any, printer: _Printer) -> None:
+    if isinstance(payload, dict) and payload.get("errors"):
+        error = payload["errors"][0]
+        _fail(int(error.get("code") or 0), str(error.get("message")))
+    if payload != "[DONE]":
+        printer.event(payload)
+
+
+async def _run_local(
+    project: Path | None, model: str, inputs: dict[str, Any], printer: _Printer
+) -> None:
+    from ember.bindings.ai.gateway import AIGateway, AIRequestFailed
+    from ember.bindings.ai.options import RunOptions
+    from ember.models.api.sse import parse_sse
+    from ember.models.pool.pool import stderr_progress
+
+    quiet = os.environ.get("EMBER_AI_QUIET") == "1"
+    gateway = AIGateway(
+        _project_config(project), progress=(lambda line: None) if quiet else stderr_progress
+    )
+    try:
+        try:
+            answer = await gateway.run("cli", model, inputs, RunOptions())
+        except AIRequestFailed as exc:
+            _fail(exc.failure.code.code, exc.failure.description)
+            return
+        if answer.stream is None:
+            printer.result(answer.json())
+            return
+        async for chunk in answer.stream:
+            for payload in parse_sse(chunk):
+                _remote_event(payload, printer)
+    finally:
+        await gateway.aclose()

@@ -1,0 +1,17 @@
+"""The model pool: per model id, one or more replicas behind one HTTP protocol.
+
+A replica is an ember model server (``ember models serve``, CPU or ``cuda:N``) or an SGLang server
+(``python -m sglang.launch_server``), launched by the pool with the matching flags, or a server
+already running somewhere, attached by URL. The pool speaks only HTTP to them (OpenAI-compatible
+``/v1/chat/completions`` with SSE, ``/v1/models``, ``/health``, ``/metrics``), so it is torch-free
+and never cares which engine answers.
+
+    config.py     PoolConfig: which replicas, backends, devices and flags serve each model id
+    launch.py     the command line of a launched replica (ember or SGLang)
+    process.py    a launched replica's process: start, output capture, stop
+    replica.py    one replica: health, state, restart after a crash
+    admission.py  one model's slots: least outstanding work, session affinity, bounded queue
+    upstream.py   one request to a replica: JSON or a stream of SSE events
+    pool.py       ModelPool: the models, lazy or eager start, drain, status
+    errors.py     failures, each carrying its Workers AI error code
+"""

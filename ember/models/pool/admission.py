@@ -1,0 +1,153 @@
+"""One model's admission: which replica takes a request, and who waits.
+
+- **Least outstanding work**: a request goes to the ready replica with the fewest requests in
+  flight that still has a free slot (``max_running_requests``); ties rotate.
+- **Session affinity**: requests carrying the same ``x-session-affinity`` value go to the replica
+  that served the session first, for as long as it is ready (its prefix cache holds the
+  conversation); if it is busy they wait for it rather than spill over, and if it died the
+  session moves to the next best replica. The table is an LRU of bounded size.
+- **Bounded queue**: with no free slot a request waits in FIFO order, at most
+  ``max_queued_requests`` of them; the next one is refused with 3040 at once (backpressure, never
+  an unbounded queue). ``rejectIfBusy`` refuses instead of waiting. A waiter gives up after
+  ``queue_timeout_s`` (3007); if every replica failed to start, waiters fail at once with why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+from ember.models.pool import errors
+from ember.models.pool.replica import Lease, Replica, State
+
+MAX_SESSIONS = 4096
+
+
+@dataclass(eq=False)
+class _Waiter:
+    session: str | None
+    future: asyncio.Future[Lease]
+
+
+class ModelGroup:
+    """The replicas of one model id and their queue."""
+
+    def __init__(self, model_id: str, max_queued: int, queue_timeout: float) -> None:
+        self.model_id = model_id
+        self.replicas: list[Replica] = []
+        self.max_queued = max_queued
+        self.queue_timeout = queue_timeout
+        self._waiters: deque[_Waiter] = deque()
+        self._sessions: OrderedDict[str, Replica] = OrderedDict()
+        self._turn = itertools.count()
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiters)
+
+    @property
+    def outstanding(self) -> int:
+        return sum(r.outstanding for r in self.replicas)
+
+    def start(self) -> None:
+        """Start every replica (lazy pools call this on the first request)."""
+        for replica in self.replicas:
+            replica.ensure_started()
+
+    async def acquire(self, session: str | None, reject_if_busy: bool) -> Lease:
+        """A slot on a replica; raises CapacityExceeded or UpstreamFailed (see module doc)."""
+        self.start()
+        self._raise_if_hopeless()
+        if not self._waiters:
+            lease = self._try(session)
+            if lease is not None:
+                return lease
+        if reject_if_busy:
+            raise errors.busy(self.model_id)
+        if len(self._waiters) >= self.max_queued:
+            raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
+        waiter = _Waiter(session, asyncio.get_running_loop().create_future())
+        self._waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout)
+        except TimeoutError:
+            self._drop(waiter)
+            raise errors.timed_out() from None
+        except BaseException:
+            self._drop(waiter)
+            raise
+
+    def _drop(self, waiter: _Waiter) -> None:
+        """A waiter gave up (timeout, cancellation): forget it, and free a lease granted late."""
+        with contextlib.suppress(ValueError):
+            self._waiters.remove(waiter)
+        future = waiter.future
+        if not future.done():
+            future.cancel()
+        elif not future.cancelled() and future.exception() is None:
+            future.result().release()
+
+    def changed(self) -> None:
+        """A replica changed state or freed a slot: serve waiters in order, where possible."""
+        if not self._waiters:
+            return
+        if self._hopeless():
+            error = self._hopeless_error()
+            while self._waiters:
+                waiter = self._waiters.popleft()
+                if not waiter.future.done():
+                    waiter.future.set_exception(error)
+            return
+        for waiter in list(self._waiters):
+            if waiter.future.done():
+                continue
+            lease = self._try(waiter.session)
+            if lease is None:
+                if not any(r.has_room for r in self.replicas):
+                    return  # nobody else can be served either
+                continue
+            self._waiters.remove(waiter)
+            waiter.future.set_result(lease)
+
+    def _try(self, session: str | None) -> Lease | None:
+        if session is not None:
+            pinned = self._sessions.get(session)
+            if pinned is not None and pinned.state is State.READY:
+                self._sessions.move_to_end(session)
+                return pinned.lease(session) if pinned.has_room else None
+        candidates = [r for r in self.replicas if r.has_room]
+        if not candidates:
+            return None
+        fewest = min(r.outstanding for r in candidates)
+        best = [r for r in candidates if r.outstanding == fewest]
+        chosen = best[next(self._turn) % len(best)]
+        if session is not None:
+            self._sessions[session] = chosen
+            self._sessions.move_to_end(session)
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+        return chosen.lease(session)
+
+    def _hopeless(self) -> bool:
+        return bool(self.replicas) and all(
+            r.state is State.FAILED or r.stopping for r in self.replicas
+        )
+
+    def _hopeless_error(self) -> errors.UpstreamFailed:
+        reasons = [r.last_error for r in self.replicas if r.last_error]
+        detail = reasons[-1] if reasons else "every replica is stopped"
+        return errors.model_unavailable(self.model_id, detail)
+
+    def _raise_if_hopeless(self) -> None:
+        if self._hopeless():
+            raise self._hopeless_error()
+
+    def fail_waiters(self, error: Exception) -> None:
+        """The pool is closing: nobody in the queue will be served."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.future.done():
+                waiter.future.set_exception(error)

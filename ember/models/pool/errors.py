@@ -1,0 +1,113 @@
+"""Pool failures, each carrying the Workers AI error code the binding and the REST API send.
+
+The platform documents no code for "the backend crashed" or "the model could not load"; ember
+sends those as ``3040`` (out of capacity) with HTTP 503 and a description saying what happened,
+because 3040 is the code clients already treat as retryable (workers-ai-provider maps it to 429
+and retries). Capacity (queue full, ``rejectIfBusy``) is 3040/429 with the platform's own texts,
+a per-deployment quota 3036/429, a timeout 3007/408 and a cancelled request 3008/408.
+"""
+
+from __future__ import annotations
+
+from ember.errors import BackendError, LimitExceeded
+from ember.models.api.errors import (
+    ABORTED,
+    CAPACITY_TEMPORARILY_EXCEEDED,
+    OUT_OF_CAPACITY,
+    TIMEOUT,
+    WorkersAIErrorCode,
+)
+
+REPLICA_FAILED = WorkersAIErrorCode(
+    3040, 503, "Out of capacity", "Model {model} failed: {detail}; please try again.", True
+)
+MODEL_UNAVAILABLE = WorkersAIErrorCode(
+    3040, 503, "Out of capacity", "Model {model} is unavailable: {detail}", True
+)
+QUOTA_EXCEEDED = WorkersAIErrorCode(3036, 429, "Account limited", "{detail}", True)
+
+
+class UpstreamFailed(BackendError):
+    """A replica failed, could not start, or did not answer in time."""
+
+    def __init__(self, code: WorkersAIErrorCode, **fields: object) -> None:
+        self.code = code
+        self.fields = fields
+        super().__init__(code.message(**fields))
+
+    @property
+    def description(self) -> str:
+        """The text after ``"<code>: "``."""
+        return self.code.describe(**self.fields)
+
+
+class CapacityExceeded(LimitExceeded):
+    """No room: the model's queue is full, ``rejectIfBusy`` found no free slot, or a quota."""
+
+    def __init__(
+        self,
+        code: WorkersAIErrorCode,
+        *,
+        limit: str,
+        observed: object,
+        maximum: object,
+        retry_after: float | None = None,
+        **fields: object,
+    ) -> None:
+        self.code = code
+        self.fields = fields
+        self.retry_after = retry_after
+        super().__init__(limit, observed, maximum, code.message(**fields))
+
+    @property
+    def description(self) -> str:
+        """The text after ``"<code>: "``."""
+        return self.code.describe(**self.fields)
+
+
+def replica_failed(model: str, detail: str) -> UpstreamFailed:
+    """A replica died or broke the protocol while serving a request."""
+    return UpstreamFailed(REPLICA_FAILED, model=model, detail=detail)
+
+
+def model_unavailable(model: str, detail: str) -> UpstreamFailed:
+    """No replica of ``model`` can serve (all failed to start, or the pool is closing)."""
+    return UpstreamFailed(MODEL_UNAVAILABLE, model=model, detail=detail)
+
+
+def timed_out() -> UpstreamFailed:
+    """The request did not finish (or start) within its deadline."""
+    return UpstreamFailed(TIMEOUT)
+
+
+def aborted() -> UpstreamFailed:
+    """The request was cancelled before it finished."""
+    return UpstreamFailed(ABORTED)
+
+
+def queue_full(model: str, queued: int, maximum: int) -> CapacityExceeded:
+    """The platform's 3040 text: every replica is busy and the queue holds ``maximum``."""
+    return CapacityExceeded(
+        OUT_OF_CAPACITY, limit=f"queued requests for {model}", observed=queued, maximum=maximum
+    )
+
+
+def busy(model: str) -> CapacityExceeded:
+    """``rejectIfBusy``: no free slot right now."""
+    return CapacityExceeded(
+        CAPACITY_TEMPORARILY_EXCEEDED, limit=f"free slots for {model}", observed=0, maximum=0
+    )
+
+
+def quota_exceeded(
+    limit: str, observed: object, maximum: object, detail: str, retry_after: float | None
+) -> CapacityExceeded:
+    """A per-deployment AI quota (requests per minute, concurrent requests)."""
+    return CapacityExceeded(
+        QUOTA_EXCEEDED,
+        limit=limit,
+        observed=observed,
+        maximum=maximum,
+        retry_after=retry_after,
+        detail=detail,
+    )

@@ -1,0 +1,374 @@
+"""``ModelPool``: model ids -> replica groups; the one place requests enter the model side.
+
+    pool = ModelPool(config, progress=print)
+    await pool.start()                         # eager (ember serve); lazy pools start on demand
+    answer = await pool.post(model_id, "/v1/chat/completions", body, RequestOptions())
+    events = await pool.stream(model_id, "/v1/chat/completions", body, RequestOptions())
+    await pool.aclose()                        # drain in-flight requests, stop every replica
+
+A request takes a slot (``admission``), goes to its replica (``upstream``), and gives the slot
+back when its answer is complete, failed or abandoned. A request that could not even connect
+(the replica died a moment ago) is sent to another replica; one that reached a replica is never
+sent twice (it may have had effects, and its tokens were already streaming).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+from ember.errors import ModelNotFound
+from ember.models.catalog import Catalog, ModelOverride, default_catalog, with_overrides
+from ember.models.pool import errors
+from ember.models.pool.admission import ModelGroup
+from ember.models.pool.config import ModelServing, PoolConfig
+from ember.models.pool.launch import ModelSource, family_parsers, free_port, launch_command
+from ember.models.pool.replica import Lease, Replica, ReplicaStatus, State
+from ember.models.pool.upstream import (
+    EventStream,
+    ReplicaAnswer,
+    ReplicaUnreachable,
+    open_events,
+    post_json,
+)
+from ember.models.pool.wire import WirePool
+
+MAX_CONNECT_RETRIES = 3
+
+
+def stderr_progress(line: str) -> None:
+    """The default progress sink: one line on stderr per loading step."""
+    sys.stderr.write(f"[ember] {line}\n")
+    sys.stderr.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOptions:
+    """Per-request routing: session affinity, fail-fast, extra headers for the replica."""
+
+    session: str | None = None
+    reject_if_busy: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None  # None: the pool's request_timeout_s
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStatus:
+    """What ``ember ai models`` shows of one model."""
+
+    model_id: str
+    architecture: str
+    context_window: int
+    checkpoint: str
+    quantization: str
+    kv_cache_dtype: str
+    replicas: list[ReplicaStatus]
+    queued: int
+    configured: bool
+
+    @property
+    def loaded(self) -> bool:
+        return any(r.state == State.READY.value for r in self.replicas)
+
+
+class PooledStream:
+    """A replica's event stream that gives its slot back when it ends, however it ends."""
+
+    def __init__(self, events: EventStream, deadline: float) -> None:
+        self._events = events
+        self._timer = asyncio.get_running_loop().call_later(deadline, self._expire)
+        self.timed_out = False
+        self.replica = events.lease.replica
+
+    def _expire(self) -> None:
+        self.timed_out = True
+        self._events.lease.fail("the request timed out")
+        # Whether or not anybody still reads it, the replica stops and the slot is freed.
+        self._closer = asyncio.ensure_future(self.aclose())
+
+    def __aiter__(self) -> PooledStream:
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            return await self._events.__anext__()
+        except StopAsyncIteration:
+            await self.aclose()
+            raise
+        except errors.UpstreamFailed:
+            await self.aclose()
+            if self.timed_out:
+                raise errors.timed_out() from None
+            raise
+
+    async def next_batch(self) -> list[str]:
+        """Every event available now (see ``EventStream.next_batch``); [] at the end."""
+        try:
+            batch = await self._events.next_batch()
+        except errors.UpstreamFailed:
+            await self.aclose()
+            if self.timed_out:
+                raise errors.timed_out() from None
+            raise
+        if not batch:
+            await self.aclose()
+        return batch
+
+    @property
+    def renamed(self) -> bool:
+        """True when the replica calls the model by another name than the pool's id."""
+        return self.replica.served_name != self.replica.model_id
+
+    async def aclose(self) -> None:
+        """Stop (the replica aborts the generation) and give the slot back; idempotent."""
+        self._timer.cancel()
+        await self._events.aclose()
+        self._events.lease.release()
+
+
+class ModelPool:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        config: PoolConfig | None = None,
+        *,
+        progress: Callable[[str], None] = stderr_progress,
+        catalog: Catalog | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.config = config or PoolConfig()
+        self.progress = progress
+        self.python = python
+        self._base_catalog = catalog or default_catalog()
+        self.catalog = _catalog(self._base_catalog, self.config)
+        self.http = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=4096, max_keepalive_connections=512),
+            timeout=httpx.Timeout(None, connect=5.0),
+        )
+        self.wire = WirePool()  # streams: the hot path (see wire.py)
+        self._groups: dict[str, ModelGroup] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    # -- models ---------------------------------------------------------------------------------
+
+    def model_ids(self) -> list[str]:
+        """Every id the pool can serve (catalog plus configured ones, or configured only)."""
+        if not self.config.settings.serve_unconfigured:
+            return list(self.config.models)
+        ids = self.catalog.ids()
+        return ids + [m for m in self.config.models if m not in ids]
+
+    def group(self, model_id: str) -> ModelGroup:
+        """The replica group of ``model_id`` (made on first use); ModelNotFound if unknown."""
+        group = self._groups.get(model_id)
+        if group is not None:
+            return group
+        if self._closing:
+            raise errors.model_unavailable(model_id, "the model pool is shutting down")
+        serving = self.config.serving(model_id)
+        if model_id not in self.model_ids() or (
+            model_id not in self.catalog and not all(r.url for r in serving.replicas)
+        ):
+            raise ModelNotFound(f"No such model {model_id} or task")
+        group = ModelGroup(
+            model_id, serving.max_queued_requests, self.config.settings.queue_timeout_s
+        )
+        source = self._source(model_id, serving)
+        cpu_replicas = sum(
+            1 for r in serving.replicas if r.launched and r.backend == "ember" and r.device == "cpu"
+        )
+        threads = max(1, (os.cpu_count() or 1) // cpu_replicas) if cpu_replicas > 1 else None
+        for index, replica_config in enumerate(serving.replicas):
+            command = None
+            if replica_config.launched:
+                assert source is not None  # invariant: launched replicas need a catalog entry
+
+                def command(rc=replica_config, src=source):  # noqa: ANN202 - a factory
+                    return launch_command(
+                        rc, src, free_port(), python=self.python, torch_threads=threads
+                    )
+
+            group.replicas.append(
+                Replica(
+                    model_id,
+                    index,
+                    replica_config,
+                    command,
+                    self.config.settings,
+                    self.http,
+                    group.changed,
+                    self.progress,
+                )
+            )
+        self._groups[model_id] = group
+        return group
+
+    def _source(self, model_id: str, serving: ModelServing) -> ModelSource | None:
+        if model_id not in self.catalog:
+            return None
+        entry = self.catalog.get(model_id)
+        tool_parser, reasoning_parser = family_parsers(entry.family, model_id)
+        return ModelSource(
+            model_id=model_id,
+            checkpoint=entry.checkpoint_dir if entry.shipped is None else None,
+            family=entry.family,
+            tool_call_parser=tool_parser,
+            reasoning_parser=reasoning_parser,
+            context_window=serving.context_window,
+        )
+
+    async def start(self) -> None:
+        """Start every configured model's replicas now (``ember serve``; ``start: eager``)."""
+        for model_id in self.config.models:
+            self.group(model_id).start()
+
+    async def wait_ready(self, model_id: str, timeout: float) -> bool:
+        """Wait until one replica of ``model_id`` is ready (tests, ``ember ai run``)."""
+        group = self.group(model_id)
+        group.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            if any(r.state is State.READY for r in group.replicas):
+                return True
+            if all(r.state is State.FAILED for r in group.replicas):
+                return False
+            await asyncio.sleep(0.05)
+        return False
+
+    # -- requests -------------------------------------------------------------------------------
+
+    async def _acquire(self, model_id: str, options: RequestOptions) -> Lease:
+        return await self.group(model_id).acquire(options.session, options.reject_if_busy)
+
+    async def post(
+        self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
+    ) -> ReplicaAnswer:
+        """A non-streaming request; its answer (any status) or an ``errors`` exception."""
+        timeout = options.timeout or self.config.settings.request_timeout_s
+        try:
+            return await asyncio.wait_for(self._post(model_id, path, body, options), timeout)
+        except TimeoutError:
+            raise errors.timed_out() from None
+
+    async def _post(
+        self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
+    ) -> ReplicaAnswer:
+        for attempt in range(MAX_CONNECT_RETRIES + 1):
+            lease = await self._acquire(model_id, options)
+            try:
+                return await post_json(
+                    self.http, lease, path, self._named(body, lease), options.headers
+                )
+            except ReplicaUnreachable as exc:
+                if attempt == MAX_CONNECT_RETRIES:
+                    raise errors.replica_failed(model_id, f"no replica answered ({exc})") from None
+            finally:
+                lease.release()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def stream(
+        self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
+    ) -> PooledStream:
+        """A streaming request; its events once the replica accepted it."""
+        timeout = options.timeout or self.config.settings.request_timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        for attempt in range(MAX_CONNECT_RETRIES + 1):
+            try:
+                lease = await asyncio.wait_for(
+                    self._acquire(model_id, options), max(0.0, deadline - loop.time())
+                )
+            except TimeoutError:
+                raise errors.timed_out() from None
+            try:
+                events = await open_events(
+                    self.wire, lease, path, self._named(body, lease), options.headers
+                )
+            except ReplicaUnreachable as exc:
+                lease.release()
+                if attempt == MAX_CONNECT_RETRIES:
+                    raise errors.replica_failed(model_id, f"no replica answered ({exc})") from None
+                continue
+            except BaseException:
+                lease.release()
+                raise
+            return PooledStream(events, max(0.0, deadline - loop.time()))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _named(body: Mapping[str, object], lease: Lease) -> Mapping[str, object]:
+        """The body with ``model`` as this replica serves it."""
+        if "model" in body and body["model"] != lease.replica.served_name:
+            return {**body, "model": lease.replica.served_name}
+        return body
+
+    # -- life cycle -----------------------------------------------------------------------------
+
+    async def configure(self, config: PoolConfig) -> None:
+        """Adopt a new config: models whose serving changed are drained and restarted."""
+        catalog = _catalog(self._base_catalog, config)  # validate before touching anything
+        old = self.config
+        self.config, self.catalog = config, catalog
+        for model_id in list(self._groups):
+            if old.serving(model_id) != config.serving(model_id) or old.settings != config.settings:
+                group = self._groups.pop(model_id)
+                self.progress(f"{model_id}: configuration changed; restarting its replicas")
+                task = asyncio.ensure_future(
+                    self._stop_group(group, self.config.settings.drain_timeout_s)
+                )
+                self._stopping.add(task)
+                task.add_done_callback(self._stopping.discard)
+
+    async def _stop_group(self, group: ModelGroup, drain: float) -> None:
+        group.fail_waiters(errors.model_unavailable(group.model_id, "the model was reconfigured"))
+        await asyncio.gather(*(r.stop(drain) for r in group.replicas), return_exceptions=True)
+
+    def status(self) -> list[ModelStatus]:
+        """Every model the pool knows, with its replicas' state."""
+        rows = []
+        for model_id in self.model_ids():
+            serving = self.config.serving(model_id)
+            group = self._groups.get(model_id)
+            replicas = [r.status() for r in group.replicas] if group is not None else []
+            entry = self.catalog.get(model_id) if model_id in self.catalog else None
+            first = serving.replicas[0]
+            rows.append(
+                ModelStatus(
+                    model_id=model_id,
+                    architecture=entry.architecture if entry else "(attached)",
+                    context_window=serving.context_window or (entry.context_window if entry else 0),
+                    checkpoint=str(entry.checkpoint_dir) if entry else "",
+                    quantization=first.quantization or "none",
+                    kv_cache_dtype=first.kv_cache_dtype or "auto",
+                    replicas=replicas,
+                    queued=group.queued if group is not None else 0,
+                    configured=model_id in self.config.models,
+                )
+            )
+        return rows
+
+    async def aclose(self, drain: bool = True) -> None:
+        """Refuse new requests, let in-flight ones finish (``drain_timeout_s``), stop replicas."""
+        self._closing = True
+        timeout = self.config.settings.drain_timeout_s if drain else 0.0
+        groups, self._groups = list(self._groups.values()), {}
+        await asyncio.gather(*(self._stop_group(g, timeout) for g in groups), *list(self._stopping))
+        await self.http.aclose()
+        self.wire.close()
+
+
+def _catalog(base: Catalog, config: PoolConfig) -> Catalog:
+    overrides = {
+        model_id: ModelOverride(serving.checkpoint, serving.context_window)
+        for model_id, serving in config.models.items()
+        if serving.checkpoint is not None
+    }
+    return with_overrides(overrides, base) if overrides else base

@@ -1,0 +1,358 @@
+"""One replica: its state, health checks, and restart after a crash.
+
+A launched replica runs ``_supervise``: start the process, probe ``/health`` until it answers 200
+(an ember server answers 503 while it loads), serve, and when the process exits or stops
+answering (``unhealthy_after`` failed probes in a row) fail its in-flight requests at once,
+kill what is left of it and start it again after a backoff that doubles up to a cap. A replica
+that never became ready ``MAX_FAILED_STARTS`` times in a row is ``FAILED`` (a missing checkpoint
+does not get better by retrying); requests then fail at once with its last output, and a later
+request retries once the backoff cap has passed. An attached replica is only probed: it goes
+``DEAD`` (failing its requests) and back to ``READY`` with its health.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from ember.models.pool.config import PoolSettings, ReplicaConfig
+from ember.models.pool.launch import LaunchCommand
+from ember.models.pool.process import ReplicaProcess
+
+MAX_FAILED_STARTS = 3
+STARTUP_PROBE_S = 0.2
+STABLE_AFTER_S = 60.0  # ready this long: the next crash restarts with the initial backoff
+
+
+class State(enum.Enum):
+    STOPPED = "stopped"  # not started yet, or stopped on purpose
+    STARTING = "starting"
+    READY = "ready"
+    DEAD = "dead"  # crashed or unreachable; restarting (launched) or re-probing (attached)
+    FAILED = "failed"  # never became ready, MAX_FAILED_STARTS times in a row
+
+
+@dataclass(eq=False)
+class Lease:
+    """One request's hold on a slot of a replica; ``fail`` stops it from outside."""
+
+    replica: Replica
+    session: str | None = None
+    on_fail: Callable[[str], None] | None = None
+    released: bool = False
+    failure: str | None = None
+
+    def fail(self, reason: str) -> None:
+        """The replica died under this request: record why and interrupt it."""
+        if self.failure is None and not self.released:
+            self.failure = reason
+            if self.on_fail is not None:
+                self.on_fail(reason)
+
+    def release(self) -> None:
+        """The request is over (any outcome): free the slot."""
+        if not self.released:
+            self.released = True
+            self.replica._release(self)
+
+
+@dataclass
+class ReplicaStatus:
+    """What ``ember ai models`` shows of a replica."""
+
+    index: int
+    state: str
+    url: str | None
+    describe: str
+    outstanding: int
+    restarts: int
+    pid: int | None
+    last_error: str | None
+    ready_seconds: float | None
+    command: str | None = None
+    served: dict = field(default_factory=dict)
+
+
+class Replica:
+    """See the module docstring. ``command`` is None for an attached replica."""
+
+    def __init__(
+        self,
+        model_id: str,
+        index: int,
+        config: ReplicaConfig,
+        command: Callable[[], LaunchCommand] | None,
+        settings: PoolSettings,
+        http: httpx.AsyncClient,
+        on_change: Callable[[], None],
+        progress: Callable[[str], None],
+    ) -> None:
+        self.model_id = model_id
+        self.index = index
+        self.config = config
+        self._command = command
+        self.settings = settings
+        self._http = http
+        self._on_change = on_change
+        self._progress = progress
+        self.state = State.STOPPED
+        self.url: str | None = config.url
+        self.served_name: str = config.served_model_name or model_id
+        self.leases: set[Lease] = set()
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.failed_at = 0.0
+        self.process: ReplicaProcess | None = None
+        self.last_command: LaunchCommand | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready_since: float | None = None
+        self._load_started = 0.0
+        self._stopping = False
+
+    # -- what the admission layer reads --------------------------------------------------------
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.leases)
+
+    @property
+    def has_room(self) -> bool:
+        return self.state is State.READY and self.outstanding < self.config.slots
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    @property
+    def name(self) -> str:
+        return f"{self.model_id} replica {self.index + 1}"
+
+    @property
+    def short_name(self) -> str:
+        return f"replica {self.index + 1}"
+
+    def lease(self, session: str | None) -> Lease:
+        lease = Lease(self, session)
+        self.leases.add(lease)
+        return lease
+
+    def _release(self, lease: Lease) -> None:
+        self.leases.discard(lease)
+        self._on_change()
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    def ensure_started(self) -> None:
+        """Start supervising (idempotent); a FAILED replica retries after the backoff cap."""
+        if self._stopping:
+            return
+        if self.state is State.FAILED:
+            if time.monotonic() - self.failed_at < self.settings.max_restart_backoff_s:
+                return
+            self.state = State.STOPPED
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._supervise())
+
+    async def stop(self, drain_timeout: float = 0.0) -> None:
+        """Stop taking requests, wait up to ``drain_timeout`` for in-flight ones, then stop."""
+        self._stopping = True
+        if drain_timeout > 0 and self.leases:
+            deadline = time.monotonic() + drain_timeout
+            while self.leases and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        self._fail_leases(f"{self.short_name} was stopped")
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.process is not None:
+            await self.process.stop()
+            self.process = None
+        self._set(State.STOPPED)
+
+    def _set(self, state: State) -> None:
+        if state is not self.state:
+            self.state = state
+            self._ready_since = time.monotonic() if state is State.READY else None
+            self._on_change()
+
+    def _fail_leases(self, reason: str) -> None:
+        for lease in list(self.leases):
+            lease.fail(reason)
+
+    # -- supervision -----------------------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        if self._command is None:
+            await self._watch_attached()
+            return
+        backoff = self.settings.restart_backoff_s
+        failed_starts = 0
+        while not self._stopping:
+            became_ready, reason = await self._run_once()
+            if self._stopping:
+                return
+            self.last_error = reason
+            self._fail_leases(f"{self.short_name} {reason}")
+            if became_ready:
+                failed_starts = 0
+            else:
+                failed_starts += 1
+                if failed_starts >= MAX_FAILED_STARTS:
+                    self.failed_at = time.monotonic()
+                    self._progress(f"{self.name} failed to start {failed_starts} times: {reason}")
+                    self._set(State.FAILED)
+                    return
+            self._set(State.DEAD)
+            self.restarts += 1
+            self._progress(f"{self.name} {reason}; restarting in {backoff:g} s")
+            await asyncio.sleep(backoff)
+            stable = became_ready and self._uptime() >= STABLE_AFTER_S
+            backoff = (
+                self.settings.restart_backoff_s
+                if stable
+                else min(backoff * 2, self.settings.max_restart_backoff_s)
+            )
+
+    def _uptime(self) -> float:
+        return time.monotonic() - self._load_started
+
+    async def _run_once(self) -> tuple[bool, str]:
+        """Launch, wait until healthy, serve until it exits or hangs: (was ready, why it ended)."""
+        assert self._command is not None  # invariant: launched replicas only
+        command = self._command()
+        self.last_command = command
+        self.url = command.url
+        self._set(State.STARTING)
+        self._load_started = time.monotonic()
+        self._progress(f"{self.name}: starting ({self.config.describe()})")
+        process = ReplicaProcess(command, self._child_line)
+        self.process = process
+        try:
+            await process.start()
+        except OSError as exc:
+            return False, f"could not start: {exc}"
+        exited = asyncio.ensure_future(process.wait())
+        hung: asyncio.Future[str] | None = None
+        try:
+            ready = await self._wait_ready(exited)
+            if not ready:
+                if exited.done():
+                    return False, self._exit_reason(process, exited.result(), "while loading")
+                return False, f"did not become ready in {self.settings.startup_timeout_s:g} s"
+            self._set(State.READY)
+            self._progress(f"{self.name}: ready in {self._uptime():.1f} s at {self.url}")
+            hung = asyncio.ensure_future(self._watch_health())
+            done, _ = await asyncio.wait({exited, hung}, return_when=asyncio.FIRST_COMPLETED)
+            if exited in done:
+                return True, self._exit_reason(process, exited.result(), "while serving")
+            return True, f"stopped answering health checks ({hung.result()})"
+        finally:
+            # Whatever ended this run, nothing of it may linger (a hung server is killed here).
+            if hung is not None:
+                hung.cancel()
+            if not exited.done():
+                await process.stop(grace=1.0)
+            exited.cancel()
+            with contextlib.suppress(BaseException):
+                await exited
+
+    def _child_line(self, line: str) -> None:
+        if self.state is State.STARTING:
+            self._progress(f"{self.name}: {line.removeprefix('ember models serve: ')}")
+
+    def _exit_reason(self, process: ReplicaProcess, code: int, when: str) -> str:
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        words = process.last_words(2)[-300:]
+        return f"{how} {when}" + (f" (last output: {words})" if words else "")
+
+    async def _wait_ready(self, exited: asyncio.Future[int]) -> bool:
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        while time.monotonic() < deadline and not exited.done():
+            if await self._probe() is None:
+                await self._learn_served_name()
+                return True
+            await asyncio.wait({exited}, timeout=STARTUP_PROBE_S)
+        return False
+
+    async def _watch_health(self) -> str:
+        """Returns (with the last problem) after ``unhealthy_after`` failed probes in a row."""
+        failures = 0
+        problem = ""
+        while True:
+            await asyncio.sleep(self.settings.health_interval_s)
+            result = await self._probe()
+            if result is None:
+                failures = 0
+                continue
+            failures += 1
+            problem = result
+            if failures >= self.settings.unhealthy_after:
+                return problem
+
+    async def _watch_attached(self) -> None:
+        """Attached replica: READY while healthy, DEAD (requests failed) when not."""
+        self._set(State.STARTING)
+        self._load_started = time.monotonic()
+        failures = 0
+        while not self._stopping:
+            problem = await self._probe()
+            if problem is None:
+                failures = 0
+                if self.state is not State.READY:
+                    await self._learn_served_name()
+                    self._set(State.READY)
+                    self._progress(f"{self.name}: attached {self.url} is ready")
+            else:
+                failures += 1
+                self.last_error = problem
+                if self.state is State.READY and failures >= self.settings.unhealthy_after:
+                    self._fail_leases(f"{self.short_name} at {self.url} is unreachable ({problem})")
+                    self._set(State.DEAD)
+                    self.restarts += 1
+                    self._progress(f"{self.name}: {self.url} unreachable ({problem})")
+            await asyncio.sleep(self.settings.health_interval_s)
+
+    async def _probe(self) -> str | None:
+        """None when ``/health`` answers 200, else what went wrong."""
+        try:
+            response = await self._http.get(
+                f"{self.url}/health", timeout=self.settings.health_timeout_s
+            )
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if response.status_code == 200:
+            return None
+        return f"/health answered {response.status_code}"
+
+    async def _learn_served_name(self) -> None:
+        """An attached server may serve the model under another name: ask it."""
+        if self.config.served_model_name is not None or self._command is not None:
+            return
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+            response = await self._http.get(
+                f"{self.url}/v1/models", timeout=self.settings.health_timeout_s
+            )
+            self.served_name = str(response.json()["data"][0]["id"])
+
+    def status(self) -> ReplicaStatus:
+        ready = time.monotonic() - self._ready_since if self._ready_since is not None else None
+        command = self.last_command.shell() if self.last_command is not None else None
+        return ReplicaStatus(
+            index=self.index,
+            state=self.state.value,
+            url=self.url,
+            describe=self.config.describe(),
+            outstanding=self.outstanding,
+            restarts=self.restarts,
+            pid=self.process.pid if self.process is not None else None,
+            last_error=self.last_error,
+            ready_seconds=ready,
+            command=command,
+        )

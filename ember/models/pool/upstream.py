@@ -1,0 +1,267 @@
+"""One request to one replica, over the protocol every backend speaks.
+
+``post_json`` sends a request and returns the decoded answer. ``open_events`` sends a streaming
+request and returns an ``EventStream``: the ``data:`` payloads of the replica's server-sent
+events, read by a pump task into a queue. The pump is what makes failure and cancellation
+prompt: when the replica dies, the pool fails the request's lease, which cancels the pump and
+ends the stream with a clear error; when the consumer stops (``aclose``), the pump is cancelled,
+the connection closes, and the model server aborts the generation (it watches its client).
+
+A replica's refusals are mapped to Workers AI codes: its 400s carry the field it named (5006),
+429 and 503 mean it is full (3040), anything else is a replica failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx
+
+from ember.errors import InvalidModelInput
+from ember.models.pool import errors
+from ember.models.pool.replica import Lease
+from ember.models.pool.wire import StreamedResponse, WireConnectError, WireError, WirePool
+
+CONNECT_TIMEOUT = 5.0
+LEASE_REASON_WAIT = 0.5  # after a transport error, how long to wait for the replica's verdict
+_END = object()
+
+
+class _TransportError:
+    """The pump saw the connection break (the reason is looked up by the consumer)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class ReplicaUnreachable(Exception):
+    """The request never reached the replica (connection refused): safe to send elsewhere."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAnswer:
+    """A non-streaming answer."""
+
+    status: int
+    body: object
+    headers: Mapping[str, str]
+
+
+def upstream_refusal(model: str, status: int, body: object) -> Exception:
+    """The error for a replica's non-200 answer (OpenAI-style error bodies are read)."""
+    message = _error_message(body) or f"HTTP {status}"
+    if status == 400 or status == 422 or status == 413:
+        param = _error_param(body)
+        return InvalidModelInput(f"/{param.replace('.', '/')}" if param else "", message)
+    if status in (429, 503):
+        return errors.queue_full(model, 0, 0)
+    return errors.replica_failed(model, f"the model server answered {status}: {message}")
+
+
+def _error_message(body: object) -> str | None:
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"]
+        if isinstance(body.get("message"), str):
+            return body["message"]
+    if isinstance(body, str) and body:
+        return body[:500]
+    return None
+
+
+def _error_param(body: object) -> str | None:
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        param = body["error"].get("param")
+        return param if isinstance(param, str) else None
+    return None
+
+
+def _decode(content: bytes) -> object:
+    try:
+        return json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return content.decode("utf-8", "replace")
+
+
+async def failure_reason(lease: Lease, exc: BaseException) -> str:
+    """Why a transport error happened: the replica's own verdict if it comes in time."""
+    for _ in range(int(LEASE_REASON_WAIT / 0.05)):
+        if lease.failure is not None:
+            return lease.failure
+        await asyncio.sleep(0.05)
+    text = str(exc) or type(exc).__name__
+    return f"{lease.replica.short_name} connection failed ({text})"
+
+
+async def post_json(
+    http: httpx.AsyncClient,
+    lease: Lease,
+    path: str,
+    body: Mapping[str, object],
+    headers: Mapping[str, str],
+) -> ReplicaAnswer:
+    """POST ``body``; the answer, or the lease's failure if the replica dies meanwhile."""
+    replica = lease.replica
+    task = asyncio.ensure_future(
+        http.post(
+            f"{replica.url}{path}",
+            json=body,
+            headers=dict(headers),
+            timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT),
+        )
+    )
+    lease.on_fail = lambda reason: task.cancel()
+    try:
+        response = await task
+    except asyncio.CancelledError:
+        if lease.failure is not None and not _cancelling():
+            raise errors.replica_failed(replica.model_id, lease.failure) from None
+        raise
+    except httpx.ConnectError as exc:
+        raise ReplicaUnreachable(str(exc)) from exc
+    except httpx.HTTPError as exc:
+        raise errors.replica_failed(replica.model_id, await failure_reason(lease, exc)) from exc
+    finally:
+        lease.on_fail = None
+    return ReplicaAnswer(response.status_code, _decode(response.content), response.headers)
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+class EventStream:
+    """The ``data:`` payloads of a replica's SSE answer (``"[DONE]"`` included)."""
+
+    def __init__(self, lease: Lease, response: StreamedResponse) -> None:
+        self.lease = lease
+        self.response = response
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._pump = asyncio.ensure_future(self._run())
+        lease.on_fail = lambda reason: self._pump.cancel()
+
+    async def _run(self) -> None:
+        buffer = b""
+        try:
+            async for chunk in self.response.chunks():
+                buffer += chunk
+                while True:
+                    end = buffer.find(b"\n\n")
+                    if end < 0:
+                        break
+                    block, buffer = buffer[:end], buffer[end + 2 :]
+                    data = _event_data(block)
+                    if data is not None:
+                        self._queue.put_nowait(data)
+            if buffer.strip():
+                data = _event_data(buffer)
+                if data is not None:
+                    self._queue.put_nowait(data)
+            self._queue.put_nowait(_END)
+        except asyncio.CancelledError:
+            reason = self.lease.failure or "the stream was closed"
+            self._queue.put_nowait(errors.replica_failed(self.lease.replica.model_id, reason))
+            raise
+        except WireError as exc:
+            # The consumer asks the replica for its verdict: the pump may be cancelled any time.
+            self._queue.put_nowait(_TransportError(exc))
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> str:
+        item = await self._queue.get()
+        if item is _END:
+            self._queue.put_nowait(_END)  # stays ended
+            raise StopAsyncIteration
+        if isinstance(item, _TransportError):
+            reason = await failure_reason(self.lease, item.error)
+            item = errors.replica_failed(self.lease.replica.model_id, reason)
+        if isinstance(item, BaseException):
+            self._queue.put_nowait(item)  # stays failed
+            raise item
+        return item  # type: ignore[return-value]
+
+    async def next_batch(self) -> list[str]:
+        """Every event available now (at least one; waits for it); [] once the stream ended.
+
+        Under load several events of a stream pile up between reads: handing them on together
+        makes fewer, larger chunks for every hop after this one; idle, a batch is one event.
+        """
+        items = [await self._queue.get()]
+        while not self._queue.empty():
+            items.append(self._queue.get_nowait())
+        batch: list[str] = []
+        for index, item in enumerate(items):
+            if isinstance(item, str):
+                batch.append(item)
+                continue
+            for rest in items[index:]:  # the end or a failure: kept for the next call
+                self._queue.put_nowait(rest)
+            break
+        if batch:
+            return batch
+        try:
+            return [await self.__anext__()]
+        except StopAsyncIteration:
+            return []
+
+    async def aclose(self) -> None:
+        """Stop reading: the connection closes and the replica aborts the generation."""
+        self.lease.on_fail = None
+        if not self._pump.done():
+            self._pump.cancel()
+        with contextlib.suppress(BaseException):
+            await self._pump
+        self.response.close()
+
+
+def _event_data(block: bytes) -> str | None:
+    lines = [
+        line[5:].lstrip(b" ")
+        for line in block.replace(b"\r\n", b"\n").split(b"\n")
+        if line.startswith(b"data:")
+    ]
+    if not lines:
+        return None
+    return b"\n".join(lines).decode("utf-8", "replace")
+
+
+async def open_events(
+    wire: WirePool,
+    lease: Lease,
+    path: str,
+    body: Mapping[str, object],
+    headers: Mapping[str, str],
+) -> EventStream:
+    """POST a streaming request; the stream once the replica answered 200, else the refusal."""
+    replica = lease.replica
+    opening = asyncio.ensure_future(wire.post(f"{replica.url}{path}", body, headers))
+    lease.on_fail = lambda reason: opening.cancel()
+    try:
+        response = await opening
+    except asyncio.CancelledError:
+        if lease.failure is not None and not _cancelling():
+            raise errors.replica_failed(replica.model_id, lease.failure) from None
+        raise
+    except WireConnectError as exc:
+        raise ReplicaUnreachable(str(exc)) from exc
+    except WireError as exc:
+        raise errors.replica_failed(replica.model_id, await failure_reason(lease, exc)) from exc
+    finally:
+        lease.on_fail = None
+    if response.status != 200:
+        try:
+            content = await response.read()
+        except WireError:
+            content = b""
+        finally:
+            response.close()
+        raise upstream_refusal(replica.model_id, response.status, _decode(content))
+    return EventStream(lease, response)

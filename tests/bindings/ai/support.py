@@ -1,0 +1,63 @@
+"""Shared by the AI tests: tiny checkpoints, an event loop in a thread, polling, configs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+T = TypeVar("T")
+GLM = "@cf/zai-org/glm-4.7-flash"
+KIMI = "@cf/moonshotai/kimi-k2.5"
+ROOT = Path(__file__).resolve().parents[3]
+# One torch thread and a small KV pool per replica: the test machine is shared.
+SMALL_SERVER = ["--torch-threads", "1", "--kv-cache-bytes", "16MiB"]
+
+
+def tiny_checkpoints(factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(glm, kimi): the shipped tiny checkpoints once built, random-init stand-ins until then.
+
+    The directory is shared by every AI test module of the session (made once).
+    """
+    from tests.models.server.checkpoints import checkpoint_dir
+
+    scratch = factory.getbasetemp() / "ai-checkpoints"
+    return checkpoint_dir("glm4moe-tiny", scratch), checkpoint_dir("kimi-tiny", scratch)
+
+
+def models_section(glm: Path, kimi: Path | None = None, **extra: Any) -> dict[str, Any]:
+    """An ``ai.models`` mapping serving the GLM (and Kimi) id from the tiny checkpoints."""
+    section: dict[str, Any] = {GLM: {"checkpoint": str(glm), "args": SMALL_SERVER, **extra}}
+    if kimi is not None:
+        section[KIMI] = {"checkpoint": str(kimi), "args": SMALL_SERVER, **extra}
+    return section
+
+
+class LoopThread:
+    """An asyncio loop in a daemon thread, for objects that outlive one test (a pool)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll ``condition`` (the test thread sleeps; the servers run elsewhere)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)

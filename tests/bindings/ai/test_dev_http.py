@@ -1,0 +1,196 @@
+"""``ember dev`` as a user runs it: the Workers AI REST API and the OpenAI-compatible API on
+the dev server's port, the official ``openai`` client, and ``ember ai models|run --url``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import httpx
+import jsonschema
+import openai
+import pytest
+import yaml
+
+from ember.models.api.sse import parse_sse
+from tests.bindings.ai.support import GLM, ROOT, models_section, tiny_checkpoints, wait_until
+
+WORKER = """
+from workers import Response
+
+async def on_fetch(request, env):
+    result = await env.AI.run("@cf/zai-org/glm-4.7-flash", {"prompt": "hi", "max_tokens": 3})
+    return Response.json(result)
+"""
+UNIT = {
+    "type": "object",
+    "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
+    "required": ["unit"],
+    "additionalProperties": False,
+}
+
+
+class DevServer:
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self.url = ""
+        threading.Thread(target=self._read, daemon=True).start()
+        wait_until(lambda: bool(self.url) or process.poll() is not None, "ember dev", 60)
+        assert self.url, "\n".join(self.lines)
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip())
+            if line.startswith("Ready on "):
+                self.url = line.split()[-1]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    glm, _ = tiny_checkpoints(tmp_path_factory)
+    root = tmp_path_factory.mktemp("dev-ai")
+    (root / "worker.py").write_text(WORKER)
+    config = {"name": "dev-ai", "main": "worker.py"}
+    config["ai"] = {"binding": "AI", "models": models_section(glm)}
+    (root / "ember.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-m", "ember", "dev", str(root), "--port", "0", "--no-watch"]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
+    )
+    try:
+        yield DevServer(process)
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_dev_server_is_ready_before_any_model_loads(dev: DevServer) -> None:
+    # Lazy: nothing was started by starting the dev server.
+    assert not any("starting (ember cpu)" in line for line in dev.lines)
+    response = httpx.get(dev.url + "/", timeout=120)
+    assert response.status_code == 200 and response.json()["model"] == GLM
+    # ...and the first request printed the model's loading progress.
+    assert any("loaded Glm4MoeForCausalLM weights" in line for line in dev.lines)
+    assert any("ready in" in line for line in dev.lines)
+
+
+@pytest.mark.parametrize("path", ["%40cf%2Fzai-org%2Fglm-4.7-flash", "@cf/zai-org/glm-4.7-flash"])
+def test_rest_run_envelope(dev: DevServer, path: str) -> None:
+    response = httpx.post(
+        f"{dev.url}/client/v4/accounts/acct/ai/run/{path}",
+        json={"prompt": "Hello", "max_tokens": 3, "options": {"rejectIfBusy": False}},
+        headers={"authorization": "Bearer anything", "x-session-affinity": "ses_rest"},
+        timeout=60,
+    )
+    body = response.json()
+    assert response.status_code == 200 and body["success"] is True
+    assert body["errors"] == [] and body["messages"] == []
+    assert body["result"]["usage"]["completion_tokens"] == 3
+
+
+def test_rest_errors_and_stream(dev: DevServer) -> None:
+    missing = httpx.post(f"{dev.url}/client/v4/accounts/a/ai/run/@cf/x/y", json={"prompt": "x"})
+    assert missing.status_code == 400
+    assert missing.json() == {
+        "result": None,
+        "success": False,
+        "errors": [{"code": 5007, "message": "No such model @cf/x/y or task"}],
+        "messages": [],
+    }
+    invalid = httpx.post(f"{dev.url}/client/v4/accounts/a/ai/run/{GLM}", content=b"[1]")
+    assert invalid.status_code == 400 and invalid.json()["errors"][0]["code"] == 5006
+    stream = httpx.post(
+        f"{dev.url}/client/v4/accounts/a/ai/run/{GLM}",
+        json={"prompt": "Hello", "max_tokens": 4, "stream": True},
+        timeout=60,
+    )
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    events = parse_sse(stream.content)
+    assert events[-1] == "[DONE]" and events[-2]["usage"]["completion_tokens"] == 4
+
+
+def test_official_openai_client(dev: DevServer) -> None:
+    client = openai.OpenAI(base_url=dev.url + "/ai/v1", api_key="unused", max_retries=0)
+    ids = [m.id for m in client.models.list()]
+    assert GLM in ids and "@cf/moonshotai/kimi-k2.5" in ids
+    reply = client.chat.completions.create(
+        model=GLM, messages=[{"role": "user", "content": "hi"}], max_tokens=4
+    )
+    assert reply.model == GLM and reply.usage.completion_tokens == 4
+    chunks = list(
+        client.chat.completions.create(
+            model=GLM,
+            messages=[{"role": "user", "content": "hi"}],
+            max_tokens=4,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].usage.completion_tokens == 4
+    tool = {"type": "function", "function": {"name": "units", "parameters": UNIT}}
+    called = client.chat.completions.create(
+        model=GLM,
+        messages=[{"role": "user", "content": "Which unit?"}],
+        tools=[tool],
+        tool_choice="required",
+        max_tokens=100,
+        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+    )
+    arguments = called.choices[0].message.tool_calls[0].function.arguments
+    jsonschema.validate(json.loads(arguments), UNIT)
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.chat.completions.create(model=GLM, messages=[{"role": "user", "content": 1}])
+    assert "5006: Error: Invalid value at '/messages/0/content'" in str(bad.value)
+    with pytest.raises(openai.BadRequestError) as unknown:
+        client.chat.completions.create(model="@cf/x/y", messages=[{"role": "user", "content": "x"}])
+    assert "5007" in str(unknown.value)
+
+
+def _ember(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ember", *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+
+
+def test_cli_models_and_run_against_the_dev_server(dev: DevServer) -> None:
+    listed = _ember("ai", "models", "--url", dev.url)
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(GLM))
+    assert "Glm4MoeForCausalLM" in row and "131,072" in row and row.rstrip().endswith("yes")
+    as_json = json.loads(_ember("ai", "models", "--url", dev.url, "--json").stdout)
+    assert {r["id"]: r["loaded"] for r in as_json}[GLM] is True
+    ran = _ember("ai", "run", GLM, "Hello", "--url", dev.url, "--json", "--max-tokens", "3")
+    assert json.loads(ran.stdout)["usage"]["completion_tokens"] == 3
+    streamed = _ember(
+        "ai", "run", GLM, "Hi", "--url", dev.url, "--stream", "--json", "--max-tokens", "3"
+    )
+    events = [json.loads(line) for line in streamed.stdout.splitlines()]
+    assert events[-1]["usage"]["completion_tokens"] == 3
+    missing = _ember("ai", "run", "@cf/x/y", "Hi", "--url", dev.url)
+    assert missing.returncode == 1 and "5007: No such model @cf/x/y or task" in missing.stderr
+
+
+def test_cli_run_streams_tokens_as_they_arrive(dev: DevServer) -> None:
+    command = [sys.executable, "-m", "ember", "ai", "run", GLM, "Hi", "--url", dev.url]
+    command += ["--stream", "--max-tokens", "300", "--no-thinking", "--ignore-eos"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=_env())
+    assert process.stdout is not None
+    first = process.stdout.read1(65536)  # returns as soon as some output exists
+    still_generating = process.poll() is None
+    rest = process.stdout.read()
+    assert process.wait(60) == 0
+    assert first and rest and still_generating  # text appeared while the model was generating

@@ -1,0 +1,102 @@
+"""Pool config: shorthand and per-replica forms, defaults per backend, errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ember.errors import ConfigError
+from ember.models.pool.config import PoolConfig, ReplicaConfig, parse_pool_config
+
+GLM = "@cf/zai-org/glm-4.7-flash"
+
+
+def test_an_unconfigured_id_gets_one_ember_cpu_replica() -> None:
+    serving = PoolConfig().serving(GLM)
+    assert serving.replicas == (ReplicaConfig(),)
+    assert serving.replicas[0].launched and serving.replicas[0].device == "cpu"
+
+
+def test_shorthand_count_repeats_the_model_settings() -> None:
+    config = parse_pool_config(
+        {GLM: {"replicas": 2, "kv_cache_dtype": "fp8_e4m3", "quantization": "int4"}}
+    )
+    replicas = config.serving(GLM).replicas
+    assert len(replicas) == 2
+    assert all(r.kv_cache_dtype == "fp8_e4m3" and r.quantization == "int4" for r in replicas)
+
+
+def test_replica_list_overrides_model_settings_and_sglang_defaults_to_cuda() -> None:
+    config = parse_pool_config(
+        {
+            GLM: {
+                "backend": "sglang",
+                "kv_cache_dtype": "fp8_e4m3",
+                "replicas": [{"device": "cuda:0,1"}, {"device": "cuda:2,3", "tp": 2}, {}],
+            }
+        }
+    )
+    first, second, third = config.serving(GLM).replicas
+    assert (first.device, first.tp) == ("cuda:0,1", 2)  # tp follows the GPU list
+    assert second.tp == 2
+    assert (third.device, third.tp, third.backend) == ("cuda", 1, "sglang")
+
+
+def test_attached_replicas_are_not_launched() -> None:
+    config = parse_pool_config({GLM: {"url": "http://127.0.0.1:30000/"}})
+    (replica,) = config.serving(GLM).replicas
+    assert not replica.launched and replica.url == "http://127.0.0.1:30000"
+
+
+def test_relative_checkpoint_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    config = parse_pool_config({GLM: {"checkpoint": "ckpt/glm"}}, base=tmp_path)
+    assert config.serving(GLM).checkpoint == tmp_path / "ckpt/glm"
+
+
+def test_pool_settings() -> None:
+    config = parse_pool_config(None, {"start": "eager", "startup_timeout_s": 30})
+    assert config.settings.start == "eager" and config.settings.startup_timeout_s == 30.0
+
+
+@pytest.mark.parametrize(
+    ("models", "pool", "key"),
+    [
+        ({GLM: {"replicas": 0}}, None, f'ai.models."{GLM}".replicas'),
+        ({GLM: {"device": "gpu"}}, None, f'ai.models."{GLM}".device'),
+        ({GLM: {"kv_cache_dtype": "fp4"}}, None, f'ai.models."{GLM}".kv_cache_dtype'),
+        ({GLM: {"quantization": "awq"}}, None, f'ai.models."{GLM}".quantization'),
+        ({GLM: {"backend": "vllm"}}, None, f'ai.models."{GLM}".backend'),
+        ({GLM: {"tp": 2}}, None, f'ai.models."{GLM}".tp'),
+        ({GLM: {"backend": "sglang", "device": "cpu"}}, None, f'ai.models."{GLM}".device'),
+        ({GLM: {"replicas": [{"colour": 1}]}}, None, f'ai.models."{GLM}".replicas[0].colour'),
+        ({GLM: {"url": "ftp://x"}}, None, f'ai.models."{GLM}".url'),
+        ({GLM: {"spare": True}}, None, f'ai.models."{GLM}".spare'),
+        ({GLM: []}, None, f'ai.models."{GLM}"'),
+        ([], None, "ai.models"),
+        (None, {"start": "soon"}, "ai.pool.start"),
+        (None, {"health_interval_s": 0}, "ai.pool.health_interval_s"),
+        (None, {"warp": 1}, "ai.pool.warp"),
+    ],
+)
+def test_errors_name_the_key(models: object, pool: object, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_pool_config(models, pool, file="ember.yaml")
+    assert caught.value.key == key
+    assert str(caught.value).startswith(f"ember.yaml: {key}: expected ")
+
+
+def test_sglang_accepts_its_own_quantization_names() -> None:
+    config = parse_pool_config({GLM: {"backend": "sglang", "quantization": "w4afp8"}})
+    assert config.serving(GLM).replicas[0].quantization == "w4afp8"
+
+
+def test_an_operator_can_serve_configured_ids_only() -> None:
+    from ember.errors import ModelNotFound
+    from ember.models.pool.pool import ModelPool
+
+    config = parse_pool_config({GLM: {"url": "http://127.0.0.1:9"}}, {"serve_unconfigured": False})
+    pool = ModelPool(config, progress=lambda line: None)
+    assert pool.model_ids() == [GLM]
+    with pytest.raises(ModelNotFound):
+        pool.group("@cf/moonshotai/kimi-k2.6")
