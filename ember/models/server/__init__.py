@@ -3,7 +3,7 @@ embedded engine).
 
 - ``settings``: the flags, validated (torch-free);
 - ``loading``: resolve, load, quantize, size the KV cache, start the engine;
-- ``request_sampling``: per-request sampling, grammar masks and logprobs behind the engine's
+- ``request_sampling``: grammar masks for constrained requests behind the engine's
   ``Sampler`` seam;
 - ``inputs`` / ``generation``: API requests -> engine requests -> text events;
 - ``openai_routes`` / ``sglang_routes`` / ``app`` / ``wire``: the HTTP side;

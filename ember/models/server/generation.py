@@ -18,30 +18,29 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ember.errors import EmberError, InvalidModelInput
-from ember.models.engine.sequence import StopCriteria
-from ember.models.sampling import StopChecker
+from ember.models.constrain.session import ConstraintSpec
+from ember.models.sampling import SamplingParams, StopChecker
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
-from ember.models.server.request_sampling import LogprobRecord, RequestSampling
+
+
+@dataclass(frozen=True, slots=True)
+class LogprobRecord:
+    """One generated token's log probability and the most likely alternatives."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class GenerationInput:
     request_id: str
     prompt_ids: list[int]
-    sampling: RequestSampling
-    max_tokens: int
+    params: SamplingParams  # max_tokens resolved (never None)
+    constraint: ConstraintSpec | None = None
     skip_special_tokens: bool = True
     arrival: float = field(default_factory=time.perf_counter)
-
-    @property
-    def stop_criteria(self) -> StopCriteria:
-        params = self.sampling.params
-        return StopCriteria(
-            max_tokens=self.max_tokens,
-            stop_token_ids=frozenset(params.stop_token_ids),
-            ignore_eos=params.ignore_eos,
-        )
 
 
 @dataclass(slots=True)
@@ -65,7 +64,7 @@ def check_request(served: ServedModel, request: GenerationInput) -> None:
         raise InvalidModelInput(
             "input_ids", f"token id {bad} is outside the vocabulary (0..{vocab - 1})"
         )
-    served.llm.validate_request(request.prompt_ids, request.stop_criteria)
+    served.llm.prepare_request(request.prompt_ids, None, request.params)
 
 
 def max_tokens_for(served: ServedModel, prompt_tokens: int, asked: int | None) -> int:
@@ -91,19 +90,19 @@ def max_tokens_for(served: ServedModel, prompt_tokens: int, asked: int | None) -
 async def stream_generation(
     served: ServedModel, metrics: ServerMetrics, request: GenerationInput
 ) -> AsyncIterator[GenerationEvent]:
-    params = request.sampling.params
+    params = request.params
     skip = request.skip_special_tokens
     tokenizer = served.tokenizer
+    rid = request.request_id
 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=skip)
 
     checker = StopChecker(params, decode, served.eos_token_ids, context_ids=request.prompt_ids[-5:])
-    stream = served.engine.generate(
-        request.request_id, request.prompt_ids, request.stop_criteria, request.sampling
-    )
+    if request.constraint is not None:
+        served.sampler.constrain(rid, request.constraint)
+    stream = served.engine.generate(rid, request.prompt_ids, sampling=params)
     outcome, cached, last = "abort", 0, 0.0
-    records = request.sampling.logprobs
     try:
         async for out in stream:
             now = time.perf_counter()
@@ -116,19 +115,20 @@ async def stream_generation(
             event = GenerationEvent("", [], [], prompt_tokens=len(request.prompt_ids))
             pieces: list[str] = []
             delta = None
-            for token in out.new_token_ids:
-                index = checker.num_tokens
+            for index, token in enumerate(out.new_token_ids):
                 delta = checker.push(token)
                 event.token_ids.append(token)
-                record = records.pop(index, None)
-                if record is not None:
-                    event.logprobs.append(record)
+                if index < len(out.logprobs):
+                    lp = out.logprobs[index]
+                    event.logprobs.append(LogprobRecord(token, lp.logprob, lp.top))
                 pieces.append(delta.text)
                 if delta.finished:
                     break
             if delta is not None and delta.finished:
                 event.finish_reason = delta.finish_reason or out.finish_reason or "stop"
                 event.matched_stop = delta.stop_reason
+                if not out.finished:  # a stop string: the engine only sees token ids
+                    served.engine.abort(rid, reason="stop")
             elif out.finished:
                 tail = checker.finish()
                 pieces.append(tail.text)
@@ -147,6 +147,7 @@ async def stream_generation(
         raise
     finally:
         await stream.aclose()  # an unfinished request is aborted in the engine
+        served.sampler.release(rid)
         metrics.request_finished(
             len(request.prompt_ids),
             checker.num_tokens,

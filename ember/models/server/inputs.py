@@ -7,14 +7,14 @@ parser is chosen for the model's family and for where the prompt leaves the mode
 as is, or taken as token ids.
 
 Sampling fields map onto ``SamplingParams`` (its checks name the field: ``temperature``,
-``top_logprobs``...); ``logit_bias``, ``min_tokens`` and ``min_p`` ride beside them in
-``RequestSampling``.
+``top_logprobs``...); the engine samples each request with them, and a grammar (when the
+request is constrained) is registered with the server's sampler.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ember.errors import InvalidModelInput
 from ember.models.api.chat_request import ChatRequest, SamplingOptions
@@ -27,7 +27,6 @@ from ember.models.constrain.tool_grammars import ReasoningPrefix
 from ember.models.sampling import SamplingParams
 from ember.models.server.generation import GenerationInput, check_request, max_tokens_for
 from ember.models.server.loading import ServedModel
-from ember.models.server.request_sampling import RequestSampling
 
 
 @dataclass(slots=True)
@@ -91,48 +90,17 @@ def generation_input(
             "false when the output is constrained (the grammar ends the output with EOS)",
             "true",
         )
-    params = SamplingParams(
-        temperature=options.temperature,
-        top_p=options.top_p,
-        top_k=options.top_k or 0,
-        seed=options.seed,
-        repetition_penalty=options.repetition_penalty,
-        frequency_penalty=options.frequency_penalty,
-        presence_penalty=options.presence_penalty,
-        max_tokens=max_tokens,
-        stop=options.stop,
-        stop_token_ids=tuple(options.stop_token_ids),
-        logprobs=options.logprobs,
-        top_logprobs=options.top_logprobs,
-        ignore_eos=options.ignore_eos,
-    )
-    vocab = served.config.vocab_size
-    _check_token_ids("stop_token_ids", options.stop_token_ids, vocab)
-    _check_token_ids("logit_bias", tuple(options.logit_bias), vocab)
-    stop_ids = frozenset(options.stop_token_ids)
-    if not options.ignore_eos:
-        stop_ids |= served.eos_token_ids
-    sampling = RequestSampling(
+    # SamplingParams checks name the field (temperature, top_logprobs, logit_bias...).
+    params = replace(SamplingParams.from_options(options), max_tokens=max_tokens)
+    generation = GenerationInput(
+        request_id,
+        prompt_ids,
         params,
         constraint=constraint,
-        logit_bias=dict(options.logit_bias),
-        min_tokens=options.min_tokens,
-        min_p=options.min_p,
-        stop_ids=stop_ids,
-    )
-    generation = GenerationInput(
-        request_id, prompt_ids, sampling, max_tokens, skip_special_tokens=skip_special_tokens
+        skip_special_tokens=skip_special_tokens,
     )
     check_request(served, generation)
     return generation
-
-
-def _check_token_ids(field: str, ids: tuple[int, ...], vocab: int) -> None:
-    bad = next((t for t in ids if not 0 <= t < vocab), None)
-    if bad is not None:
-        raise InvalidModelInput(
-            field, f"{field}: token id {bad} is outside the vocabulary (0..{vocab - 1})"
-        )
 
 
 def logprob_token(served: ServedModel, token_id: int) -> tuple[str, bytes | None]:

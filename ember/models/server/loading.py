@@ -67,6 +67,7 @@ class ServedModel:
     vocab: TokenVocabulary
     llm: LLMEngine
     engine: AsyncEngine
+    sampler: ServerSampler
     eos_token_ids: frozenset[int]
     tool_format: ToolFormat
     context_length: int
@@ -155,7 +156,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         enable_prefix_cache=not settings.disable_radix_cache,
         integrity=settings.integrity,
     )
-    sampler = ServerSampler(config.vocab_size, vocab)
+    sampler = ServerSampler(vocab)
     llm = LLMEngine(
         loaded.model,
         kv_layout_for(config),
@@ -191,6 +192,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         vocab=vocab,
         llm=llm,
         engine=engine,
+        sampler=sampler,
         eos_token_ids=eos,
         tool_format=tool_format,
         context_length=llm.max_model_len,

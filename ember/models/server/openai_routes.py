@@ -29,7 +29,12 @@ from ember.models.api.responses import (
 )
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
-from ember.models.server.generation import GenerationEvent, GenerationInput, stream_generation
+from ember.models.server.generation import (
+    GenerationEvent,
+    GenerationInput,
+    LogprobRecord,
+    stream_generation,
+)
 from ember.models.server.inputs import (
     ChatInput,
     chat_input,
@@ -39,7 +44,6 @@ from ember.models.server.inputs import (
     prompt_ids_for,
 )
 from ember.models.server.loading import ServedModel
-from ember.models.server.request_sampling import LogprobRecord
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,

@@ -20,7 +20,12 @@ from ember.models.api.completion_request import GenerateRequest, parse_generate_
 from ember.models.api.responses import Usage, generate_finish_reason, generate_response
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
-from ember.models.server.generation import GenerationEvent, GenerationInput, stream_generation
+from ember.models.server.generation import (
+    GenerationEvent,
+    GenerationInput,
+    LogprobRecord,
+    stream_generation,
+)
 from ember.models.server.inputs import (
     generation_input,
     logprob_token,
@@ -29,7 +34,6 @@ from ember.models.server.inputs import (
 )
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
-from ember.models.server.request_sampling import LogprobRecord
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
