@@ -72,12 +72,6 @@ def test_sdk_update_kv_values_secrets_and_ai(serve: ServeProcess) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="main's `ember models serve` fails its warm-up with the shipped kimi-tiny: "
-    "engine/model_runner.py reads `picked.tokens` where the server's sampler returns a list; "
-    "remove this mark once a model loads",
-)
 def test_sdk_ai_run_answers_from_the_model_pool(serve: ServeProcess) -> None:
     account_id, token = permanent_account(serve, "sdkai")
     client = cloudflare.Cloudflare(
