@@ -36,6 +36,7 @@ def dev(
     no_crons: bool,
 ) -> None:
     """Serve the worker in DIRECTORY on http://127.0.0.1:8787, reloading on change."""
+    from ember.runtime import loop as event_loop
     from ember.runtime.devserver import DevOptions, DevServer
 
     extra: dict[str, str] = {}
@@ -59,8 +60,12 @@ def dev(
     for warning in server.warnings:
         click.secho(f"▲ {warning}", fg="yellow", err=True)
     _banner(server)
-    try:
-        asyncio.run(server.serve(on_ready=lambda url: click.secho(f"Ready on {url}", fg="green")))
+
+    def ready(url: str) -> None:
+        click.secho(f"Ready on {url}", fg="green")
+
+    try:  # uvloop where installed, as uvicorn's own default would pick (see runtime/loop.py)
+        event_loop.run(server.serve(on_ready=ready))
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut down cleanly and re-raised the signal
 

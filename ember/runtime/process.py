@@ -25,6 +25,7 @@ from typing import Any
 from ember.errors import HandlerError, ProtocolError, WorkerCrashed
 from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
+from ember.runtime.codec import FastDecoder
 from ember.runtime.deployment import Deployment
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
@@ -52,7 +53,6 @@ from ember.runtime.protocol import (
     RequestError,
     Response,
     Scheduled,
-    decode,
 )
 from ember.runtime.sandbox.errors import SandboxError
 from ember.runtime.sandbox.report import SandboxStartup, parse_startup
@@ -110,6 +110,7 @@ class IsolateProcess(asyncio.Protocol):
         self.spawn_pid = 0
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
+        self._decode = FastDecoder(FROM_ISOLATE).decode
         self._writer = FrameWriter(MAX_UNREAD_BYTES, self._not_reading)
         self.mux = Mux(self.send)
         self.calls = CallRunner(
@@ -201,7 +202,7 @@ class IsolateProcess(asyncio.Protocol):
             return
         try:
             for payload in self.decoder.feed(data):
-                self._dispatch(decode(payload, FROM_ISOLATE))
+                self._dispatch(self._decode(payload))
                 if self.state is State.DEAD:
                     return
         except ProtocolError as exc:

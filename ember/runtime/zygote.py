@@ -69,6 +69,7 @@ def main(control_fd: int, prepare_target: str, preload_targets: str = "") -> Non
     from ember.bindings.base import import_target
     from ember.runtime import child
     from ember.runtime.isolate.main import ISOLATE_PATH
+    from ember.runtime.loop import loop_factory
 
     child.set_pdeathsig(signal.SIGKILL)
     child.set_child_subreaper()
@@ -78,6 +79,7 @@ def main(control_fd: int, prepare_target: str, preload_targets: str = "") -> Non
     sys.path.insert(0, ISOLATE_PATH)
     for module in PRELOAD:
         __import__(module)
+    loop_factory()  # imports uvloop (if installed) before forking: isolates run on it
     _preload_binding_clients()
     prepare = import_target(prepare_target)
     for target in filter(None, preload_targets.split(",")):

@@ -25,6 +25,8 @@ from typing import Any
 from ember.bindings.base import BindingSpec, import_target
 from ember.bindings.env import Env
 from ember.errors import HandlerError, ProtocolError
+from ember.runtime import loop as event_loop
+from ember.runtime.codec import FastDecoder
 from ember.runtime.isolate import handlers, loader
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import Console, ConsoleStream
@@ -51,7 +53,6 @@ from ember.runtime.protocol import (
     Ready,
     Request,
     Scheduled,
-    decode,
 )
 
 ISOLATE_PATH = str(Path(__file__).resolve().parent.parent / "isolate_path")
@@ -64,6 +65,7 @@ class IsolateConnection(asyncio.Protocol):
         self.host_pid = host_pid
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
+        self._decode = FastDecoder(TO_ISOLATE).decode
         self._writer = FrameWriter()
         self.mux = Mux(self.send)
         self.channel = IsolateChannel(self.send, self.mux)
@@ -83,7 +85,7 @@ class IsolateConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             for payload in self.decoder.feed(data):
-                self.dispatch(decode(payload, TO_ISOLATE))
+                self.dispatch(self._decode(payload))
         except ProtocolError:
             os._exit(75)  # the supervisor is trusted; a bad frame means something is badly wrong
 
@@ -194,4 +196,4 @@ def run(sock_fd: int, host_pid: int, code_dir: str | None = None) -> None:
     sock.setblocking(False)
     if ISOLATE_PATH not in sys.path:
         sys.path.insert(0, ISOLATE_PATH)
-    asyncio.run(serve(sock, host_pid, code_dir))
+    event_loop.run(serve(sock, host_pid, code_dir))
