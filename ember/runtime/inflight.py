@@ -32,7 +32,7 @@ class InFlight:
     def __init__(
         self, process: IsolateProcess, rid: int, kind: str, method: str, url: str, cpu_start: float
     ) -> None:
-        loop = asyncio.get_running_loop()
+        loop = process.loop
         self.process = process
         self.rid = rid
         self.kind = kind

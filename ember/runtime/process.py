@@ -119,9 +119,9 @@ class IsolateProcess(asyncio.Protocol):
         self.inflight: dict[int, InFlight] = {}
         self.handlers: list[str] = []
         self._next_rid = 0
-        self._loop = asyncio.get_running_loop()
-        self._hello: asyncio.Future[None] = self._loop.create_future()
-        self._ready: asyncio.Future[None] = self._loop.create_future()
+        self.loop = asyncio.get_running_loop()
+        self._hello: asyncio.Future[None] = self.loop.create_future()
+        self._ready: asyncio.Future[None] = self.loop.create_future()
         self._timer: asyncio.TimerHandle | None = None
         self._interrupt: tuple[int, float, float] | None = None  # (rid, cpu, wall) of SIGXCPU
         self._started = time.monotonic()
@@ -145,7 +145,7 @@ class IsolateProcess(asyncio.Protocol):
             ) from None
         self.spawn_pid = spawned.pid
         self._sandboxed = spawned.startup is not None
-        await self._loop.create_unix_connection(lambda: self, sock=spawned.sock)
+        await self.loop.create_unix_connection(lambda: self, sock=spawned.sock)
         self._schedule_poll()
         # Pipelined: Init waits in the socket while the child finishes its own setup (the
         # socket is private to this isolate, whose code is still ember's until Init is read).
@@ -320,7 +320,7 @@ class IsolateProcess(asyncio.Protocol):
             out = self.mux.open_out()
             sid = out.sid
             request.pump_body(out, http.body)
-        self.send(Request(request.rid, http.method, http.url, list(http.headers), inline, sid))
+        self.send(Request(request.rid, http.method, http.url, http.headers, inline, sid))
         try:
             return await request.head
         except asyncio.CancelledError:
@@ -367,7 +367,7 @@ class IsolateProcess(asyncio.Protocol):
 
     def _schedule_poll(self, delay: float | None = None) -> None:
         if self.state is not State.DEAD:
-            self._timer = self._loop.call_later(delay or self.poll_interval, self._poll)
+            self._timer = self.loop.call_later(delay or self.poll_interval, self._poll)
 
     def _poll(self) -> None:
         self._timer = None
@@ -458,7 +458,7 @@ class IsolateProcess(asyncio.Protocol):
             self.transport.close()
         self.calls.close()
         self.mux.close("isolate closed")
-        self._loop.call_later(DRAIN_KILL_S, self._signal, signal.SIGKILL)
+        self.loop.call_later(DRAIN_KILL_S, self._signal, signal.SIGKILL)
         self.hooks.dead(self, None, "drained")
 
     def kill(self, error: L.PlatformError, reason: str, fail_ready: bool = True) -> None:

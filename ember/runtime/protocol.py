@@ -407,6 +407,7 @@ class FrameWriter:
         self.transport: Any = None
         self._parts: list[bytes] = []
         self._scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop costs a getpid)
         self._max_buffered = max_buffered
         self._on_overflow = on_overflow
         # The same bytes as ``encode``, without building a Packer per frame.
@@ -418,7 +419,9 @@ class FrameWriter:
         self._parts.append(_LENGTH.pack(len(payload)) + payload)
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._scheduled = False

@@ -25,7 +25,11 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 INLINE_BODY_BYTES = 64 * 1024
-WATCH_AFTER_S = 0.002
+# A request still waiting for its response head after this long gets a disconnect watcher (a
+# task reading ``receive``). Under load most requests wait a few milliseconds in queues, and a
+# watcher each cost more than the rest of the router's work; a client that leaves is noticed
+# within 2 * WATCH_AFTER_S instead, and a handler wastes at most that long.
+WATCH_AFTER_S = 0.05
 T = TypeVar("T")
 
 
@@ -52,6 +56,7 @@ class Router:
         self.on_shutdown = on_shutdown
         self._waiting: dict[asyncio.Task[Any], tuple[_Client, float]] = {}
         self._sweep_timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -85,15 +90,17 @@ class Router:
             await self._scheduled(deployment_id, scope, send)
             return
         client = _Client(receive)
-        try:  # a body trickled in slower than the wall limit must not hold the request forever
-            request = await asyncio.wait_for(
-                client.request(scope), self._body_timeout(deployment_id)
-            )
-        except ClientDisconnected:
-            return  # gone while its body was being read: nothing reached the worker
-        except TimeoutError:
-            await _send_response(send, platform_error_response(L.WALL_EXCEEDED), client)
-            return
+        request = client.request(scope)
+        if client.inline_pending:
+            try:  # a body trickled in slower than the wall limit must not hold the request forever
+                request.body = await asyncio.wait_for(
+                    client.read_inline(), self._body_timeout(deployment_id)
+                )
+            except ClientDisconnected:
+                return  # gone while its body was being read: nothing reached the worker
+            except TimeoutError:
+                await _send_response(send, platform_error_response(L.WALL_EXCEEDED), client)
+                return
         try:
             response = await self._unless_gone(
                 client, self.supervisor.fetch(deployment_id, request)
@@ -120,14 +127,15 @@ class Router:
         request (a task reading ``receive``), one sweep every WATCH_AFTER_S starts watchers for
         the requests still waiting.
         """
-        task = asyncio.current_task()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)  # with the loop: no getpid syscall to find it
         assert task is not None  # invariant: called from the ASGI request task
         if client.body_done:
             self._waiting[task] = (client, time.monotonic())
             if self._sweep_timer is None:
-                self._sweep_timer = asyncio.get_running_loop().call_later(
-                    WATCH_AFTER_S, self._sweep
-                )
+                self._sweep_timer = loop.call_later(WATCH_AFTER_S, self._sweep)
         try:
             return await work
         except asyncio.CancelledError:
@@ -168,8 +176,13 @@ class _Client:
         self._body_done = False
         self._watcher: asyncio.Future[None] | None = None
         self.disconnected = False
+        self.inline_pending = False  # a small announced body is still to be read (read_inline)
 
-    async def request(self, scope: Scope) -> HttpRequest:
+    def request(self, scope: Scope) -> HttpRequest:
+        """The request from its head; if ``inline_pending``, ``read_inline`` gives its body.
+
+        Synchronous so that a request without a body (most) costs no task or timer here.
+        """
         headers: list[tuple[str, str]] = []
         host = None
         length: int | None = None
@@ -195,12 +208,14 @@ class _Client:
         if length == 0 or (length is None and not chunked):
             self._body_done = True  # no body: the disconnect watcher will see the empty message
         elif length is not None and length <= INLINE_BODY_BYTES:
-            body = await self._read_all()
+            self.inline_pending = True
         else:
             body = self._stream()
         return HttpRequest(scope["method"], url, headers, body, length)
 
-    async def _read_all(self) -> bytes:
+    async def read_inline(self) -> bytes:
+        """The whole (small, announced) body."""
+        self.inline_pending = False
         parts = [chunk async for chunk in self._stream()]
         return b"".join(parts)
 

@@ -238,6 +238,9 @@ class Supervisor:
         limit = slot.deployment.limits.max_request_bytes
         if request.content_length is not None and request.content_length > limit:
             return platform_error_response(L.REQUEST_TOO_LARGE)
+        process = slot.current
+        if process is not None and process.fit_for_request():  # the usual case, no await
+            return await process.fetch(request)
         for _ in range(3):  # a version replaced while we waited for its isolate: use the new one
             try:
                 process = await self._acquire(slot)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -119,7 +120,10 @@ class Headers:
         return f"Headers({dict(self.items())!r})"
 
 
+_INVALID_NAME = re.compile(r"[ \t\r\n:]")
+
+
 def _name(name: str) -> str:
-    if not isinstance(name, str) or not name or any(c in name for c in " \t\r\n:"):
+    if not isinstance(name, str) or not name or _INVALID_NAME.search(name):
         raise TypeError(f"Invalid header name: {name!r}")
     return name.lower()
