@@ -161,7 +161,8 @@ class InFlight:
         """The request is over (Done, failure or kill)."""
         if self.finished.done():
             return
-        self.cpu_used = max(0.0, self.process.cpu() - self.cpu_start)
+        cpu = self.process.cpu()
+        self.cpu_used = max(0.0, cpu - self.cpu_start)
         if self.kind == "fetch" and not self.head.done():  # only a misbehaving isolate does this
             self.outcome = L.NO_RESPONSE.tag
             self.status = L.NO_RESPONSE.status
@@ -173,7 +174,7 @@ class InFlight:
                 self._stream.fail("request finished")
             self.process.mux.release_in(self._stream)
         self.finished.set_result(self.outcome)
-        self.process.request_finished(self)
+        self.process.request_finished(self, cpu)
 
     def pump_body(self, out: OutStream, body: AsyncIterator[bytes]) -> None:
         """Stream the client's request body to the isolate, enforcing the size limit."""

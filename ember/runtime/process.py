@@ -19,16 +19,16 @@ import asyncio
 import os
 import signal
 import time
-from enum import Enum
 from typing import Any
 
-from ember.errors import HandlerError, ProtocolError, WorkerCrashed
+from ember.errors import ProtocolError, WorkerCrashed
 from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
 from ember.runtime.codec import FastDecoder
 from ember.runtime.deployment import Deployment
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
+from ember.runtime.lifecycle import State, WorkerLoadError
 from ember.runtime.monitor import process_cpu_seconds, process_parent, process_rss_bytes
 from ember.runtime.mux import Mux
 from ember.runtime.protocol import (
@@ -66,28 +66,6 @@ CANCEL_GRACE_S = 2.0
 DRAIN_KILL_S = 2.0
 MAX_UNREAD_BYTES = 64 * 1024 * 1024  # frames the isolate has not read; past this it is killed
 SANDBOX_REPORT_WAIT_S = 2.0  # for the zygote's relay of a startup report after Hello
-
-
-class State(Enum):
-    """Lifecycle of an isolate process."""
-
-    STARTING = "starting"
-    READY = "ready"
-    DRAINING = "draining"
-    DEAD = "dead"
-
-
-class WorkerLoadError(HandlerError):
-    """The worker's module failed to load; carries what to show the user."""
-
-    def __init__(
-        self, error: L.PlatformError, message: str, traceback: str = "", *, transient: bool = False
-    ) -> None:
-        self.error = error
-        self.detail = message
-        self.traceback = traceback
-        self.transient = transient  # not the code's fault (the zygote was down): retry later
-        super().__init__(message)
 
 
 class IsolateProcess(asyncio.Protocol):
@@ -128,6 +106,7 @@ class IsolateProcess(asyncio.Protocol):
         self.last_active = self._started  # when a request last started or ended (idle eviction)
         self._cpu_base = 0.0
         self._idle_cpu = 0.0  # CPU when the last request ended (or at Ready)
+        self._fresh_cpu: float | None = None  # read by fit_for_request for the next request
         self.exit_reason: str | None = None
         self.sandbox: SandboxStartup | None = None  # what the sandbox applied, if sandboxed
         self._sandboxed = False
@@ -292,7 +271,10 @@ class IsolateProcess(asyncio.Protocol):
 
     def _new_request(self, kind: str, method: str, url: str) -> InFlight:
         self._next_rid += 1
-        request = InFlight(self, self._next_rid, kind, method, url, self.cpu())
+        cpu, self._fresh_cpu = self._fresh_cpu, None
+        request = InFlight(
+            self, self._next_rid, kind, method, url, self.cpu() if cpu is None else cpu
+        )
         self.inflight[request.rid] = request
         self.last_active = request.started
         if len(self.inflight) == 1 and self._timer is not None:  # back from the idle pace
@@ -334,15 +316,15 @@ class IsolateProcess(asyncio.Protocol):
         self.send(Scheduled(request.rid, cron, scheduled_time))
         return request
 
-    def request_finished(self, request: InFlight) -> None:
-        """Called by InFlight once it is over (Done, failure, or cancellation)."""
+    def request_finished(self, request: InFlight, cpu: float) -> None:
+        """Called by InFlight once it is over (Done, failure, or cancellation); ``cpu`` now."""
         self.inflight.pop(request.rid, None)
         self.last_active = time.monotonic()
         self.calls.cancel_request(request.rid)
         self.hooks.request_done(self, request)
         if self.inflight:
             return
-        self._idle_cpu = self.cpu()
+        self._idle_cpu = cpu
         if self.state is State.DRAINING:
             self.close()
         elif self._idle_cpu - self._cpu_base > self.limits.lifetime_cpu_s:
@@ -351,7 +333,10 @@ class IsolateProcess(asyncio.Protocol):
     def fit_for_request(self) -> bool:
         """True if a new request may go here; an idle isolate that burned CPU is killed first."""
         if self.state is State.READY and not self.inflight:
-            self._check_idle(self.cpu())
+            # Each reading of the isolate's CPU clock is a syscall: the request that follows
+            # at once (the supervisor calls fetch right after this) starts from this one.
+            self._fresh_cpu = self.cpu()
+            self._check_idle(self._fresh_cpu)
         return self.state is State.READY
 
     # -- limits -------------------------------------------------------------------------------

@@ -41,7 +41,8 @@ from ember.runtime.errorpage import dev_error_response, platform_error_response
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
 from ember.runtime.isolation import Isolation, SandboxPolicy, SandboxStatus, is_dev
-from ember.runtime.process import IsolateProcess, State, WorkerLoadError
+from ember.runtime.lifecycle import State, WorkerLoadError
+from ember.runtime.process import IsolateProcess
 from ember.runtime.sandbox import Profile, SandboxSpec
 from ember.runtime.services import DeploymentServices, SharedResources
 from ember.runtime.spawner import Spawner, SpawnerConfig
