@@ -63,6 +63,7 @@ class EventRunner:
         self.mux = mux
         self.channel = channel
         self.events: dict[int, _Event] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None  # found once: each lookup is a getpid
 
     def on_event(self, message: Request | Scheduled | Cancel) -> None:
         """Start a task for a new event, or cancel one."""
@@ -84,7 +85,9 @@ class EventRunner:
             work = self._fetch(event, message, body)
         else:
             work = self._scheduled(event, message)
-        event.task = asyncio.ensure_future(self._run(event, work))
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        event.task = self._loop.create_task(self._run(event, work))
 
     async def _run(self, event: _Event, work: Any) -> None:
         scope = event.scope
@@ -96,7 +99,8 @@ class EventRunner:
         except BaseException as exc:  # noqa: BLE001 - report every failure of user code
             self._report(scope.rid, exc)
         try:
-            await self._drain_background(scope)
+            if scope.background:
+                await self._drain_background(scope)
         finally:
             self.events.pop(scope.rid, None)
             if not event.done_sent:

@@ -72,8 +72,8 @@ def _method(cls: type, name: str, offered: int) -> Handler | None:
     async def call(first: Any, env: Any, ctx: Context) -> Any:
         instance = cls(ctx, env)
         bound = getattr(instance, name)
-        args = (first, env, ctx)[: max(count, 0)]
-        return await _maybe_await(bound(*args))
+        result = bound(*(first, env, ctx)[: max(count, 0)])
+        return await result if inspect.isawaitable(result) else result
 
     return call
 
@@ -91,7 +91,8 @@ def _function(module: ModuleType, names: tuple[str, ...]) -> Handler | None:
         async def call(
             first: Any, env: Any, ctx: Context, _f: Any = function, _n: int = count
         ) -> Any:
-            return await _maybe_await(_f(*(first, env, ctx)[:_n]))
+            result = _f(*(first, env, ctx)[:_n])
+            return await result if inspect.isawaitable(result) else result
 
         return call
     return None
@@ -113,9 +114,3 @@ def _positional_count(function: Any, most: int) -> int:
         ):
             count += 1
     return min(count, most)
-
-
-async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        return await value
-    return value
