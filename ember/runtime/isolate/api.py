@@ -35,7 +35,7 @@ class _Body:
         elif isinstance(body, str):
             self._body = body.encode("utf-8")
             if not headers.has("content-type"):
-                headers.set("content-type", "text/plain;charset=UTF-8")
+                headers.append("content-type", "text/plain;charset=UTF-8")
         elif isinstance(body, bytes | bytearray | memoryview):
             self._body = bytes(body)
         elif isinstance(body, _Body):
@@ -167,7 +167,12 @@ class Response(_Body):
                 f"inclusive (found {self.status})"
             )
         self.status_text = status_text
-        self.headers = headers if isinstance(headers, Headers) else Headers(to_plain(headers))
+        if headers is None:
+            self.headers = Headers()
+        elif isinstance(headers, Headers):
+            self.headers = headers
+        else:
+            self.headers = Headers(to_plain(headers))
         self.url = ""
         self.redirected = False
         self._init_body(body, self.headers)
