@@ -1,10 +1,12 @@
 """Runtime benchmark: ``ember dev`` (hello world) against a bare starlette+uvicorn app.
 
-    PYTHONPATH=. python bench/runtime.py [--duration 5] [--rounds 3] [--cold 40]
+    PYTHONPATH=. python -m bench.runtime [--duration 2] [--rounds 10] [--cold 40]
 
-Both servers run as subprocesses on 127.0.0.1 with the same uvicorn and HTTP parser; one load
-generator (this process: asyncio, keep-alive connections, raw HTTP/1.1) drives both, in
-alternating rounds, so the comparison is a ratio within one run:
+Both servers run as subprocesses on 127.0.0.1 with the same uvicorn, HTTP parser and event loop
+(uvicorn's defaults: httptools and uvloop where installed; ember dev and its isolates pick the
+loop the same way); one load generator (this process: asyncio, keep-alive connections, raw
+HTTP/1.1) drives both, in alternating rounds (bare first, then ember first: ABBA, so a drift in
+the machine's load does not favour either), so the comparison is a ratio within one run:
 
 - latency: one connection, requests back to back: p50 / p99 per request;
 - throughput: ``--connections`` concurrent keep-alive connections: requests/s;
@@ -13,7 +15,7 @@ alternating rounds, so the comparison is a ratio within one run:
   fresh ``python -I -c pass`` for scale.
 
 Writes ``bench/results/runtime.json`` and, if matplotlib is installed, ``runtime.png``.
-The machine is shared: the JSON records the load average before and after.
+The machine is shared: the JSON records the load average before and after, and at each round.
 """
 
 from __future__ import annotations
@@ -234,11 +236,13 @@ def server_stack() -> dict[str, str]:
 
     import uvicorn
 
+    from ember.runtime.loop import loop_factory
+
     return {
         "uvicorn": uvicorn.__version__,
         "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
         "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        "isolate_loop": "asyncio",
+        "ember_loop": loop_factory().__module__.split(".")[0],  # ember dev and its isolates
     }
 
 
@@ -253,8 +257,8 @@ def fresh_python(runs: int) -> list[float]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per server")
+    parser.add_argument("--duration", type=float, default=2.0, help="seconds per measurement")
+    parser.add_argument("--rounds", type=int, default=10, help="alternating rounds per server")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--cold", type=int, default=40, help="cold starts to time")
     parser.add_argument("--output", type=Path, default=RESULTS / "runtime.json")
@@ -268,6 +272,7 @@ async def main() -> None:
             "p99_ms": [],
             "server_cpu_us_per_request": [],
             "main_process_cpu_us_per_request": [],
+            "load_1m": [],
         }
         for name in ("bare", "ember")
     }
@@ -283,7 +288,9 @@ async def main() -> None:
                 await wait_ready(port)
                 await throughput(port, 1.0, args.connections)  # warm up
             for round_index in range(args.rounds):
-                for name, port in ports.items():
+                order = list(ports.items())
+                for name, port in order if round_index % 2 == 0 else order[::-1]:
+                    results[name]["load_1m"].append(os.getloadavg()[0])
                     samples = await latency(port, args.duration)
                     pids = process_tree(servers[name].pid)
                     main_before = cpu_seconds(pids[:1])
