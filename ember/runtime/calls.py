@@ -101,8 +101,9 @@ class CallRunner:
 
     def cancel_request(self, rid: int) -> None:
         """The request ended or its client went away: cancel its outstanding calls."""
-        for cid in list(self._by_request.get(rid, ())):
-            self.cancel(cid)
+        if rid in self._by_request:  # most requests made no call
+            for cid in list(self._by_request[rid]):
+                self.cancel(cid)
 
     def close(self) -> None:
         """The isolate is gone: cancel everything."""

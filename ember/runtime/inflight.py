@@ -38,7 +38,6 @@ class InFlight:
         self.kind = kind
         self.method = method
         self.url = url
-        self.accept = ""
         self.headers: list[tuple[str, str]] = []
         self.scheduled_time = 0.0
         # (level, message, epoch ms) lines and (message, traceback, epoch ms) exceptions of
@@ -59,6 +58,14 @@ class InFlight:
         self._pump: asyncio.Task[None] | None = None
         self._cancel_sent: float | None = None
         self._logged = False
+
+    @property
+    def accept(self) -> str:
+        """The request's Accept header (for the error page's format), "" if none."""
+        for name, value in self.headers:
+            if name.lower() == "accept":
+                return value
+        return ""
 
     # -- from the isolate ---------------------------------------------------------------------
 

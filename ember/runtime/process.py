@@ -206,15 +206,15 @@ class IsolateProcess(asyncio.Protocol):
             if not isinstance(message, Hello):
                 raise ProtocolError(f"expected Hello first, got {type(message).__name__}")
             self._on_hello(message)
-        elif isinstance(message, Data | End | Abort | Credit):
-            self.mux.on_frame(message)
-        elif isinstance(message, Response):
+        elif type(message) is Response:  # the most common frame first
             request = self._request(message.rid)
             if request is None:
                 if message.sid:  # keep the stream table consistent; its data is dropped
                     self.mux.release_in(self.mux.expect_in(message.sid))
             else:
                 request.on_response(message)
+        elif isinstance(message, Data | End | Abort | Credit):
+            self.mux.on_frame(message)
         elif isinstance(message, Call):
             request = self.inflight.get(message.rid)
             self.calls.on_call(message, request.counters if request is not None else None)
@@ -287,11 +287,7 @@ class IsolateProcess(asyncio.Protocol):
     async def fetch(self, http: HttpRequest) -> HttpResponse:
         """Run one fetch event; returns once the response head is known."""
         request = self._new_request("fetch", http.method, http.url)
-        request.headers = http.headers
-        for name, value in http.headers:
-            if name.lower() == "accept":
-                request.accept = value
-                break
+        request.headers = http.headers  # (its Accept header only matters for error pages)
         inline = (
             http.body
             if isinstance(http.body, bytes) and len(http.body) <= MAX_INLINE_BODY_BYTES
@@ -321,7 +317,8 @@ class IsolateProcess(asyncio.Protocol):
         self.inflight.pop(request.rid, None)
         self.last_active = time.monotonic()
         self.calls.cancel_request(request.rid)
-        self.hooks.request_done(self, request)
+        if request.trace is not None:  # a traced invocation is reported whole
+            self.hooks.request_done(self, request)
         if self.inflight:
             return
         self._idle_cpu = cpu
