@@ -2,6 +2,11 @@
 
     PYTHONPATH=. python -m bench.runtime_parts [--requests 3000] [--rounds 5]
 
+On another version of ember (its package first on sys.path, this checkout's bench and example):
+
+    git archive REV ember | tar -x -C /tmp/old && cd /tmp/old && PYTHONPATH=$OLDPWD \
+        python -m bench.runtime_parts
+
 Drives ``examples/hello`` through the real ``Router`` (its ASGI interface called directly: no
 uvicorn, no client sockets), the real supervisor and a real isolate forked from the zygote, with
 16 requests in flight, and the dev terminal sink writing to /dev/null. Reports, per request, the
@@ -25,9 +30,17 @@ from typing import Any
 
 from ember.cli.dev import TerminalSink
 from ember.runtime.deployment import load_deployment
-from ember.runtime.loop import loop_factory, run
 from ember.runtime.router import Router
 from ember.runtime.supervisor import Supervisor
+
+try:
+    from ember.runtime.loop import loop_factory, run
+except ImportError:  # a version before ember picked its loop: asyncio's, as ember dev did
+
+    def loop_factory() -> Any:  # type: ignore[misc]
+        return asyncio.new_event_loop
+
+    run = asyncio.run  # type: ignore[assignment]
 
 ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY = 16
