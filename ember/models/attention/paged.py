@@ -12,8 +12,9 @@ tables, masks) and every layer reuses it. Each layer call
 
 New tokens are attended from the cache, after storing, so a prompt gives identical results
 whether it is prefilled in one chunk or many, and FP8 rounding is the same for old and new tokens.
-FP8 pages are expanded through a 256-entry table (``fp8.dequantize_fp8_lut``); the static scales
-are folded into the queries and outputs, never applied to the cache.
+FP8 pages are expanded two values at a time through a 65,536-entry table of value pairs
+(``fp8.dequantize_fp8_pairs``); the static scales are folded into the queries and outputs, never
+applied to the cache.
 
 Shapes: ``B`` sequences in a group, ``Q`` padded query tokens per sequence, ``P`` pages per
 sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens, ``W`` cached width.
@@ -26,7 +27,7 @@ import torch.nn.functional as F
 
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged_batch import AttentionGroup, PagedBatch
-from ember.models.kv.fp8 import dequantize_fp8_lut, fp8_lut
+from ember.models.kv.fp8 import dequantize_fp8_pairs, fp8_pair_lut
 from ember.models.kv.pool import KVPool
 
 __all__ = ["PagedAttentionBackend", "PagedBatch", "Workspace"]
@@ -55,10 +56,10 @@ class Workspace:
             self._buffers[key] = buffer
         return buffer[:numel].view(shape)
 
-    def fp8_lut(self, dtype: torch.dtype) -> torch.Tensor:
+    def fp8_pair_lut(self, dtype: torch.dtype) -> torch.Tensor:
         lut = self._luts.get(dtype)
         if lut is None:
-            lut = self._luts[dtype] = fp8_lut(dtype)
+            lut = self._luts[dtype] = fp8_pair_lut(dtype)
         return lut
 
 
@@ -113,9 +114,9 @@ class PagedAttentionBackend:
             return raw.view(shape)
         out = self.workspace.take(shape, dtype, "wide" + role)
         if self.pool.is_fp8:
-            lut_index = self.workspace.take((raw.numel(),), torch.int32, "index")
-            return dequantize_fp8_lut(
-                raw.view(shape), self.workspace.fp8_lut(dtype), lut_index, out
+            lut_index = self.workspace.take((raw.numel() // 2,), torch.int32, "index")
+            return dequantize_fp8_pairs(
+                raw.view(shape), self.workspace.fp8_pair_lut(dtype), lut_index, out
             )
         return out.copy_(raw.view(shape))
 
