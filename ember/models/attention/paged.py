@@ -79,13 +79,12 @@ class PagedAttentionBackend:
         """Write ``new`` ``(T, heads, width)`` into one layer's ``cache`` at the step's slots."""
         batch = self.batch
         cache[:, batch.slot_pages, batch.slot_offsets] = new.transpose(0, 1)
-        if batch.digests is not None:
+        if batch.digest_words is not None:
             if (new.shape[-1] * new.element_size()) % 8:
-                batch.digests = None  # not whole words: the runner digests memory instead
+                batch.digest_words = None  # not whole words: the runner digests memory instead
             else:
                 words = new.contiguous().view(torch.uint8).view(new.shape[0], -1)
-                # int64 adds wrap like the sidecar's uint64 sums (two's complement).
-                batch.digests += words.view(torch.int64).sum(dim=1)
+                batch.digest_words.append(words.view(torch.int64))
 
     def _gather(
         self,

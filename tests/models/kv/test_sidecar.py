@@ -144,7 +144,7 @@ def test_digests_summed_while_storing_equal_the_digests_of_memory(kind: str, dty
     assert pool.sidecar is not None
     layout = BatchLayout((3, 1), (0, 6))
     batch = PagedBatch.build(layout, [[5], [2, 7]], 4, pool.padding_page)
-    batch.digests = torch.zeros(4, dtype=torch.int64)
+    batch.digest_words = []
     backend = PagedAttentionBackend(pool, batch)
     for layer in range(2):
         if kind == "gqa":
@@ -158,6 +158,7 @@ def test_digests_summed_while_storing_equal_the_digests_of_memory(kind: str, dty
                 )
             latent, rope = torch.randn(4, 12), torch.randn(4, 4)
             backend.mla(layer, torch.randn(4, 3, 12), torch.randn(4, 3, 4), latent, rope, 0.3)
-    assert batch.digests is not None
+    digests = batch.content_digests()
+    assert digests is not None
     slots = batch.slot_mapping.numpy()
-    assert np.array_equal(batch.digests.numpy().view(np.uint64), pool.sidecar.content_digest(slots))
+    assert np.array_equal(digests.numpy().view(np.uint64), pool.sidecar.content_digest(slots))
