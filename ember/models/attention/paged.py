@@ -161,7 +161,9 @@ class PagedAttentionBackend:
             scores = torch.bmm(rows, keys.transpose(1, 2))  # (Hkv*B, Q*G, L)
             scores = scores.view(num_kv_heads, b, nq, group_size, ctx)
             scores += group.bias(q.dtype).unsqueeze(0)  # (1, B, Q, 1, L)
-            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+            # PyTorch's softmax computes reduced-precision inputs in float32 and rounds once:
+            # the same probabilities as a float32 softmax then a cast, in one op.
+            probs = torch.softmax(scores, dim=-1).to(q.dtype)
             values = self._gather(v_cache, group, q.dtype, "v").view(num_kv_heads * b, ctx, -1)
             mixed = torch.bmm(probs.view(num_kv_heads * b, nq * group_size, ctx), values)
             if v_scale != 1.0:
@@ -200,7 +202,7 @@ class PagedAttentionBackend:
             if topk is not None:
                 picked = self._topk_allowed(group, topk).unsqueeze(2)
                 scores.masked_fill_(~picked, float("-inf"))
-            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+            probs = torch.softmax(scores, dim=-1).to(query.dtype)  # float32 inside, as above
             mixed = torch.bmm(probs.view(b, nq * num_heads, ctx), cache[..., :rank])
             if latent_scale != 1.0:
                 mixed *= latent_scale
