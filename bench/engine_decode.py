@@ -335,12 +335,22 @@ def main() -> None:
             tokens = PROMPT_LEN + args.hf_new_tokens
             budget = args.equal_budget_seqs * tokens * kv_layout_for(config, "bf16").cell_size
             entry = {"arch": arch, "requests": args.hf_batch, "kv_cache_bytes": budget}
-            for kv in args.kv:
-                wall, cpu = measure_generate(
-                    model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens, budget
-                )
-                entry[f"{kv}_tokens_per_s"] = wall
-                entry[f"{kv}_tokens_per_cpu_s"] = cpu
+            rounds = []  # KV dtypes interleaved per round, as for the HF comparison
+            for _ in range(args.repeats):
+                result = {}
+                for kv in args.kv:
+                    wall, cpu = measure_generate(
+                        model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens, budget
+                    )
+                    result[f"{kv}_tokens_per_s"] = wall
+                    result[f"{kv}_tokens_per_cpu_s"] = cpu
+                if "bf16_tokens_per_cpu_s" in result and "fp8_e4m3_tokens_per_cpu_s" in result:
+                    result["fp8_over_bf16_cpu"] = (
+                        result["fp8_e4m3_tokens_per_cpu_s"] / result["bf16_tokens_per_cpu_s"]
+                    )
+                rounds.append(result)
+            entry.update({key: statistics.median(r[key] for r in rounds) for key in rounds[0]})
+            entry["rounds"] = rounds
             equal_budget.append(entry)
             print(json.dumps(entry), flush=True)
     report = {
