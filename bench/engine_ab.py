@@ -6,8 +6,8 @@ decode CPU ms per step at batch 64 (``bench.engine_decode.measure_decode``, 16 s
 output tokens per CPU-second serving 64 requests of 128 in / 128 out end to end
 (``measure_generate``), on the bench's random-init tiny models, BF16 weights, one thread.
 
-    git archive <commit> | tar -x -C /tmp/base
-    PYTHONPATH=. python -m bench.engine_ab --base /tmp/base --rounds 2
+    git archive <commit> | tar -x -C <dir>
+    PYTHONPATH=. python -m bench.engine_ab --base <dir> --rounds 2
 
 Both trees must have ``bench/engine_decode.py``. Writes ``bench/results/engine_ab.json``.
 """
