@@ -47,6 +47,7 @@ from ember.runtime.protocol import (
     LoadError,
     Log,
     Message,
+    PipeResponse,
     Ready,
     Request,
     RequestError,
@@ -228,13 +229,12 @@ class IsolateProcess(asyncio.Protocol):
             self._on_hello(message)
         elif isinstance(message, Data | End | Abort | Credit):
             self.mux.on_frame(message)
-        elif isinstance(message, Response):
+        elif isinstance(message, Response | PipeResponse):
             request = self._request(message.rid)
-            if request is None:
-                if message.sid:  # keep the stream table consistent; its data is dropped
-                    self.mux.release_in(self.mux.expect_in(message.sid))
-            else:
+            if request is not None:
                 request.on_response(message)
+            elif isinstance(message, Response) and message.sid:  # keep the stream table right
+                self.mux.release_in(self.mux.expect_in(message.sid))
         elif isinstance(message, Call):
             request = self.inflight.get(message.rid)
             self.calls.on_call(message, request.counters if request is not None else None)
