@@ -30,6 +30,7 @@ from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
 from ember.runtime.monitor import process_cpu_seconds, process_parent, process_rss_bytes
 from ember.runtime.mux import Mux
+from ember.runtime.pace import PollPace
 from ember.runtime.protocol import (
     FROM_ISOLATE,
     MAX_INLINE_BODY_BYTES,
@@ -106,6 +107,7 @@ class IsolateProcess(asyncio.Protocol):
         self.services = services
         self.hooks = hooks
         self.poll_interval = poll_interval
+        self._pace = PollPace(poll_interval)
         self.state = State.STARTING
         self.pid = 0
         self.spawn_pid = 0
@@ -374,9 +376,10 @@ class IsolateProcess(asyncio.Protocol):
             self._check_limits()
         finally:
             # An idle isolate only needs its idle-CPU check: poll it slowly, so a platform with
-            # many idle deployments does not wake up 100 times a second for each of them.
+            # many idle deployments does not wake up 100 times a second for each of them; a
+            # busy one that only waits (on a model) is polled less often too (pace.py).
             busy = self.state is State.STARTING or self.inflight
-            self._schedule_poll(None if busy else IDLE_POLL_INTERVAL_S)
+            self._schedule_poll(self._pace.after(self.cpu()) if busy else IDLE_POLL_INTERVAL_S)
 
     def _check_limits(self) -> None:
         if self.state is State.DEAD or not self.pid:
@@ -393,7 +396,7 @@ class IsolateProcess(asyncio.Protocol):
             self._check_idle(cpu)
             return
         try:
-            rss = process_rss_bytes(self.pid)
+            rss = process_rss_bytes(self.pid) if self._pace.memory_due(cpu) else 0
         except OSError:
             rss = 0
         if rss > self.limits.memory_bytes:
