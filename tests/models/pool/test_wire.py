@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 
 import httpx
 import pytest
@@ -95,6 +96,10 @@ def test_keep_alive_reuses_one_connection_and_early_close_drops_it() -> None:
             assert await response.read() == b"ok"
             response.close()
         assert len(connections) == 1
+        # Every token is a small write: Nagle's algorithm must not hold one back for an ACK.
+        (idle,) = next(iter(pool._idle.values()))
+        sock = idle.writer.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
         response = await pool.post(url, {})
         response.close()  # not read: the connection cannot be reused
         pool.close()
