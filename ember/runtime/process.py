@@ -295,6 +295,18 @@ class IsolateProcess(asyncio.Protocol):
 
     async def fetch(self, http: HttpRequest) -> HttpResponse:
         """Run one fetch event; returns once the response head is known."""
+        request = self.begin_fetch(http)
+        try:
+            return await request.head
+        except asyncio.CancelledError:
+            request.client_gone()
+            raise
+
+    def begin_fetch(self, http: HttpRequest) -> InFlight:
+        """Send one fetch event; its response head arrives in ``head``.
+
+        Whoever awaits ``head`` instead of ``fetch`` calls ``client_gone`` if cancelled.
+        """
         request = self._new_request("fetch", http.method, http.url)
         request.headers = http.headers  # (its Accept header only matters for error pages)
         inline = (
@@ -308,11 +320,7 @@ class IsolateProcess(asyncio.Protocol):
             sid = out.sid
             request.pump_body(out, http.body)
         self.send(Request(request.rid, http.method, http.url, http.headers, inline, sid))
-        try:
-            return await request.head
-        except asyncio.CancelledError:
-            request.client_gone()
-            raise
+        return request
 
     async def scheduled(self, cron: str, scheduled_time: float) -> InFlight:
         """Run one scheduled event; await ``request.finished`` for its outcome."""
