@@ -1,13 +1,13 @@
 """Two finer views of the handler path than ``bench/ai.py``'s phase medians.
 
-    PYTHONPATH=. python -m bench.ai_paired [--pairs 40] [--rounds 3] [--streams 16]
+    PYTHONPATH=. python -m bench.ai_paired [--pairs 40] [--rounds 3] [--streams 16,64]
 
 1. **paired TTFT at 1 stream**: one request at a time, alternating model server / REST / handler
    (order flipped each time), so each handler and REST request has a model-server request
    next to it under the same load; the figure is the median of the per-pair differences. On a
    box whose load swings between phases, this is steadier than comparing phase medians.
 2. **CPU split per process** of ``ember dev`` (supervisor; isolate) per 1,000 streamed tokens,
-   REST vs handler, at ``--streams`` concurrent streams, read from /proc around each phase:
+   REST vs handler, at each of ``--streams`` concurrent streams, from /proc around each phase:
    where the handler path's cost is, and what the isolate itself still costs.
 
 Same servers, worker and requests as ``bench/ai.py`` (the tiny GLM-4.7 checkpoint, one torch
@@ -148,7 +148,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--streams", type=int, default=16)
+    parser.add_argument(
+        "--streams", type=lambda s: [int(v) for v in s.split(",")], default=[16, 64]
+    )
     args = parser.parse_args()
     data: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     with tempfile.TemporaryDirectory() as scratch:
@@ -159,15 +161,25 @@ def main() -> None:
             data["ttft"] = asyncio.run(_paired_ttft(_targets(server_port, dev_port, 4), args.pairs))
             print(f"ttft: {data['ttft']}", flush=True)
             targets = _targets(server_port, dev_port, 32)
-            data["cpu_split"] = _cpu_split(targets, dev.pid, args.streams, args.rounds)
+            data["cpu_split"] = [
+                row
+                for streams in args.streams
+                for row in _cpu_split(targets, dev.pid, streams, args.rounds)
+            ]
             data["load_average_after"] = load_average()
         finally:
             base._stop(dev)
             base._stop(server)
-    for path in ("rest", "runtime"):
-        rows = [r for r in data["cpu_split"] if r["path"] == path]
-        for key in ("supervisor_cpu_ms_per_1k", "isolate_cpu_ms_per_1k"):
-            data[f"{path}_{key}_median"] = statistics.median(r[key] for r in rows)
+    data["cpu_split_medians"] = {
+        f"{path}@{streams}": {
+            key: statistics.median(
+                r[key] for r in data["cpu_split"] if (r["path"], r["streams"]) == (path, streams)
+            )
+            for key in ("supervisor_cpu_ms_per_1k", "isolate_cpu_ms_per_1k", "tokens_per_s")
+        }
+        for streams in args.streams
+        for path in ("rest", "runtime")
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(data, indent=2) + "\n")
     print(json.dumps({k: v for k, v in data.items() if k != "cpu_split"}, indent=2))
