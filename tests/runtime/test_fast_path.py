@@ -39,6 +39,7 @@ class Default(WorkerEntrypoint):
             body = received
         headers = {f"x-h{i}": q["seed"] * (i + 1) for i in range(int(q.get("headers", "0")))}
         headers["x-received"] = str(len(received))
+        headers["x-seen"] = f"{request.method} {request.url} {request.headers.get('accept')}"
         return Response(body, status=int(q.get("status", "200")), headers=headers)
 
     async def _later(self):
