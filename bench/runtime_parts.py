@@ -1,6 +1,6 @@
 """Where ember's per-request CPU goes, without HTTP: the supervisor's own code and the isolate.
 
-    PYTHONPATH=. python -m bench.runtime_parts [--requests 3000] [--rounds 5]
+    PYTHONPATH=. python -m bench.runtime_parts [--requests 3000] [--rounds 5] [--general]
 
 On another version of ember (its package first on sys.path, this checkout's bench and example):
 
@@ -56,9 +56,14 @@ SCOPE = {
 }
 
 
-async def measure(requests: int, rounds: int) -> dict[str, list[float]]:
-    """Per-round CPU microseconds per request: this process ("supervisor") and the isolate."""
+async def measure(requests: int, rounds: int, general: bool) -> dict[str, list[float]]:
+    """Per-round CPU microseconds per request: this process ("supervisor") and the isolate.
+
+    ``general``: every round twice, in ABBA order, the second time with the router's fast path
+    off (``Supervisor.fetch_ready`` declining, so every request takes ``Supervisor.fetch``).
+    """
     supervisor = Supervisor(state_dir=Path(tempfile.mkdtemp()), events=TerminalSink(), dev=True)
+    ready = getattr(supervisor, "fetch_ready", None)
     await supervisor.start()
     deployment = load_deployment(ROOT / "examples" / "hello")
     await supervisor.deploy(deployment)
@@ -79,17 +84,26 @@ async def measure(requests: int, rounds: int) -> dict[str, list[float]]:
             await router(dict(SCOPE), receive, send)
 
     results: dict[str, list[float]] = {"supervisor_us": [], "isolate_us": []}
+    if general:
+        results |= {"supervisor_us_general": [], "isolate_us_general": []}
     try:
-        for _ in range(rounds + 1):  # the first round warms up
-            process = supervisor.isolate(deployment.id)
-            assert process is not None  # invariant: deployed eagerly above
-            isolate_before, own_before = process.cpu(), time.thread_time()
-            await asyncio.gather(*(client(requests // CONCURRENCY) for _ in range(CONCURRENCY)))
-            done = requests // CONCURRENCY * CONCURRENCY
-            results["supervisor_us"].append((time.thread_time() - own_before) / done * 1e6)
-            results["isolate_us"].append((process.cpu() - isolate_before) / done * 1e6)
-            assert set(bodies) == {b"Hello, world!"}, set(bodies)
-            bodies.clear()
+        for index in range(rounds + 1):  # the first round warms up
+            order = ["", "_general"] if general else [""]
+            for path in order if index % 2 == 0 else order[::-1]:
+                if ready is not None:  # (an older ember has no fast path to turn off)
+                    off = lambda *_: None  # noqa: E731
+                    supervisor.fetch_ready = off if path else ready  # type: ignore[method-assign]
+                process = supervisor.isolate(deployment.id)
+                assert process is not None  # invariant: deployed eagerly above
+                isolate_before, own_before = process.cpu(), time.thread_time()
+                await asyncio.gather(*(client(requests // CONCURRENCY) for _ in range(CONCURRENCY)))
+                done = requests // CONCURRENCY * CONCURRENCY
+                results["supervisor_us" + path].append(
+                    (time.thread_time() - own_before) / done * 1e6
+                )
+                results["isolate_us" + path].append((process.cpu() - isolate_before) / done * 1e6)
+                assert set(bodies) == {b"Hello, world!"}, set(bodies)
+                bodies.clear()
     finally:
         await supervisor.close()
     return {name: values[1:] for name, values in results.items()}
@@ -99,11 +113,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=3000, help="requests per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--general", action="store_true", help="also each round without the router's fast path"
+    )
     args = parser.parse_args()
     load_before = os.getloadavg()
     stdout, sys.stdout = sys.stdout, open(os.devnull, "w")  # the sink's request lines
     try:
-        results = run(measure(args.requests, args.rounds))
+        results = run(measure(args.requests, args.rounds, args.general))
     finally:
         sys.stdout.close()
         sys.stdout = stdout
@@ -114,6 +131,9 @@ def main() -> None:
         "rounds": results,
         "median": {name: statistics.median(values) for name, values in results.items()},
     }
+    if args.general:  # paired by round: a drift in the machine's load cancels out
+        pairs = zip(results["supervisor_us"], results["supervisor_us_general"], strict=True)
+        report["supervisor_fast_over_general"] = statistics.median(f / g for f, g in pairs)
     print(json.dumps(report, indent=2))
 
 

@@ -38,6 +38,17 @@ class ReadableStream:
         async for chunk in self._source:
             yield chunk
 
+    def hand_over(self) -> ByteStream | bytes | None:
+        """For the runtime: the unread source, locking this stream; None if already read.
+
+        ``Response(stream)`` returned as is lets the runtime send a binding's reply straight to
+        the client (the source is still the supervisor's stream, nothing was read here).
+        """
+        if self._used:
+            return None
+        self._used = True
+        return self._source
+
     async def read_all(self) -> bytes:
         """Read every remaining chunk and join them."""
         return b"".join([chunk async for chunk in self])

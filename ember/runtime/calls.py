@@ -6,6 +6,10 @@ concurrent calls is bounded. A service's answer goes back as CallResult (a strea
 a credit-controlled stream), its refusal as CallError. Cancellation: CancelCall from the
 isolate, the end of the request, or the death of the isolate cancels the call's task, which
 cancels the service's coroutine or closes its stream generator (a model stops generating).
+
+A streamed answer is a lazy stream: nothing is pulled from the service until the isolate reads
+it, or hands it back unread as its response (``pipe``): then the call's task only waits while
+the router sends the chunks to the client (``pipe.py``), and ends the isolate's stream after.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from ember.bindings.base import BindingService, ServiceError, StreamReply
 from ember.errors import BindingError, LimitExceeded, ProtocolError
 from ember.runtime.isolate.scope import GLOBAL_SCOPE_MESSAGE
 from ember.runtime.mux import InStream, Mux, StreamAborted
+from ember.runtime.pipe import PipedBody
 from ember.runtime.protocol import Call, CallError, CallResult, Message, encode
 
 log = logging.getLogger(__name__)
@@ -63,6 +68,9 @@ class CallRunner:
         self._last_cid = 0
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._by_request: dict[int, set[int]] = {}
+        # open reply stream sid -> (its request id, the service's chunks)
+        self._reply_streams: dict[int, tuple[int, AsyncIterator[bytes]]] = {}
+        self.piped = 0  # reply streams handed back unread and sent by the supervisor
 
     @property
     def active(self) -> int:
@@ -92,6 +100,26 @@ class CallRunner:
         self._tasks[message.cid] = task
         self._by_request.setdefault(message.rid, set()).add(message.cid)
         task.add_done_callback(lambda _t, cid=message.cid, rid=message.rid: self._forget(cid, rid))
+
+    def pipe(self, rid: int, sid: int) -> PipedBody | None:
+        """Request ``rid`` hands reply stream ``sid`` back unread: the body to send, or None.
+
+        None when the stream is over or was read meanwhile (a race the isolate cannot see);
+        ProtocolError for a stream that never existed or belongs to another request.
+        """
+        entry = self._reply_streams.get(sid)
+        if entry is None:
+            if not 0 < sid <= self._mux.last_out_sid:
+                raise ProtocolError(f"response names stream {sid}, which was never opened")
+            return None
+        owner, chunks = entry
+        if owner != rid:
+            raise ProtocolError(f"request {rid} claims the reply stream of request {owner}")
+        out = self._mux.out_stream(sid)
+        body = PipedBody(sid, chunks)
+        if out is None or not out.claim(body):
+            return None
+        return body
 
     def cancel(self, cid: int) -> None:
         """CancelCall: the isolate stopped waiting."""
@@ -154,7 +182,7 @@ class CallRunner:
             if upload is not None:
                 self._mux.release_in(upload)
         if isinstance(result, StreamReply):
-            await self._stream(cid, result)
+            await self._stream(cid, message.rid, result)
             return
         try:
             encode(CallResult(cid, result, 0))  # refuse unencodable values before sending
@@ -168,11 +196,24 @@ class CallRunner:
             return
         self._send(CallResult(cid, result, 0))
 
-    async def _stream(self, cid: int, reply: StreamReply) -> None:
-        out = self._mux.open_out()
+    async def _stream(self, cid: int, rid: int, reply: StreamReply) -> None:
+        out = self._mux.open_out(lazy=True)
+        assert out.started is not None  # invariant: a lazy stream has a start
         chunks: Any = reply.chunks
+        piped: PipedBody | None = None
+        self._reply_streams[out.sid] = (rid, chunks)
         try:
             self._send(CallResult(cid, reply.head, out.sid))
+            claim = await out.started
+            if isinstance(claim, PipedBody):
+                piped = claim
+                self.piped += 1
+                reason = await asyncio.shield(piped.finished)
+                if reason is None:
+                    out.end()
+                else:
+                    out.abort(reason)
+                return
             async for chunk in chunks:
                 await out.send(bytes(chunk))
             out.end()
@@ -180,12 +221,18 @@ class CallRunner:
             pass
         except asyncio.CancelledError:
             out.abort("cancelled")
+            if piped is not None:
+                piped.fail("cancelled")
             raise
         except Exception as exc:
             log.exception("binding stream failed")
             out.abort(f"{type(exc).__name__}: {exc}")
         finally:
+            self._reply_streams.pop(out.sid, None)
             self._mux.release_out(out)
-            closer = getattr(chunks, "aclose", None)
-            if closer is not None:
-                await closer()
+            if piped is not None:
+                await piped.aclose()
+            else:
+                closer = getattr(chunks, "aclose", None)
+                if closer is not None:
+                    await closer()

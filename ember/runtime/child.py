@@ -23,11 +23,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import resource
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ember.runtime.deployment import Deployment
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -153,3 +158,11 @@ def _current_data_bytes() -> int:
 def _libc() -> ctypes.CDLL:
     # dlopen(NULL): the running program's symbols, libc's prctl included (no ldconfig lookup).
     return ctypes.CDLL(None, use_errno=True)
+
+
+def child_environment(deployment: Deployment) -> dict[str, str]:
+    """The isolate's process environment: a minimal base plus the deployment's vars (no secrets)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+    for name, value in deployment.vars.items():
+        env[name] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return env

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 REDACTED = "[REDACTED]"
 MIN_REDACTED_LENGTH = 4  # shorter secrets would blank out ordinary words
 
 
-@dataclass(frozen=True, slots=True)
-class RequestEvent:
-    """One finished fetch: method, URL, status, duration, outcome ("ok" or an error tag)."""
+class RequestEvent(NamedTuple):
+    """One finished fetch: method, URL, status, duration, outcome ("ok" or an error tag).
+
+    Immutable like the other events, but a NamedTuple: one is built per request, and a frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field) costs three times as much.
+    """
 
     deployment_id: str
     method: str

@@ -18,7 +18,8 @@ from ember.errors import ProtocolError
 from ember.runtime import limits as L
 from ember.runtime.http import ClientDisconnected, HttpResponse, ResponseAborted
 from ember.runtime.mux import InStream, OutStream, StreamAborted
-from ember.runtime.protocol import Cancel, Response
+from ember.runtime.pipe import PipedBody, ended_body
+from ember.runtime.protocol import Cancel, PipeResponse, Response
 
 if TYPE_CHECKING:
     from ember.runtime.process import IsolateProcess
@@ -54,7 +55,7 @@ class InFlight:
         self.status = 0
         self.outcome = "ok"
         self.error: tuple[str, str] | None = None  # (message, traceback) of a handler exception
-        self._stream: InStream | None = None
+        self._stream: InStream | PipedBody | None = None
         self._pump: asyncio.Task[None] | None = None
         self._cancel_sent: float | None = None
         self._logged = False
@@ -69,8 +70,11 @@ class InFlight:
 
     # -- from the isolate ---------------------------------------------------------------------
 
-    def on_response(self, message: Response) -> None:
+    def on_response(self, message: Response | PipeResponse) -> None:
         """The handler returned a response."""
+        if isinstance(message, PipeResponse):
+            self._on_pipe(message)
+            return
         if self.head.done():
             if self._cancel_sent is None and self.outcome == "ok":
                 raise ProtocolError(f"second response for request {self.rid}")
@@ -96,6 +100,23 @@ class InFlight:
             self.finish()  # before logging, so the log line reuses its CPU reading
         if not message.sid:
             self.body_complete()
+
+    def _on_pipe(self, message: PipeResponse) -> None:
+        """The handler returned a binding's reply stream unread: the supervisor sends it."""
+        if self.head.done():
+            if self._cancel_sent is None and self.outcome == "ok":
+                raise ProtocolError(f"second response for request {self.rid}")
+            return  # already answered (a limit); the call ends with the request
+        self.status = message.status
+        if _declared_length(message.headers) > self.process.limits.max_response_bytes:
+            self.fail(L.RESPONSE_TOO_LARGE, cancel=True)
+            return
+        body = self.process.calls.pipe(self.rid, message.sid)
+        if body is None:  # the call ended before the hand-back arrived: cut, as a read would be
+            body = ended_body(message.sid, "the binding's stream ended before it was sent")
+        self._stream = body
+        headers = [(k, v) for k, v in message.headers if k.lower() not in _HOP_BY_HOP]
+        self.head.set_result(HttpResponse(message.status, headers, ResponseStream(self, body)))
 
     def on_error(self, kind: str, message: str, traceback: str) -> None:
         """The handler raised (or returned something that is not a Response)."""
@@ -179,7 +200,8 @@ class InFlight:
         if self._stream is not None:
             if not self._stream.ended:
                 self._stream.fail("request finished")
-            self.process.mux.release_in(self._stream)
+            if isinstance(self._stream, InStream):
+                self.process.mux.release_in(self._stream)
         self.finished.set_result(self.outcome)
         self.process.request_finished(self, cpu)
 
@@ -214,7 +236,7 @@ class InFlight:
 class ResponseStream:
     """The worker's streamed response body, as the router reads it (size-limited)."""
 
-    def __init__(self, request: InFlight, stream: InStream) -> None:
+    def __init__(self, request: InFlight, stream: InStream | PipedBody) -> None:
         self._request = request
         self._stream = stream
         self._sent = 0

@@ -9,6 +9,11 @@ instead of filling memory, and one stream never blocks another.
 The receiving side polices the peer: data past the granted window, or for a stream id never
 announced, is a violation (``on_violation``; the supervisor kills the isolate). Data for a stream
 this side already abandoned is dropped silently: the peer may not have seen the abandonment yet.
+
+A *lazy* stream starts with no credit: nothing flows until the receiver reads it (its first read
+grants the window). Binding replies are lazy so that a handler that returns a reply stream
+unread as its response can hand it back instead (``PipeResponse``): the supervisor then sends
+the reply to the HTTP client itself, and no chunk crosses the isolate at all.
 """
 
 from __future__ import annotations
@@ -36,12 +41,14 @@ class InStream:
         sid: int,
         send: Callable[[Message], None],
         on_abandon: Callable[[], None] | None = None,
+        lazy: bool = False,
     ) -> None:
         self.sid = sid
         self._send = send
         self._on_abandon = on_abandon
         self._chunks: deque[bytes] = deque()
-        self._allowance = WINDOW  # bytes the peer may still send before the next credit
+        self._lazy = lazy  # no credit granted yet: the window goes out on the first read
+        self._allowance = 0 if lazy else WINDOW  # bytes the peer may send before the next credit
         self._unacked = 0  # bytes consumed but not yet credited back
         self._ended = False
         self._error: str | None = None
@@ -83,12 +90,22 @@ class InStream:
         """True once End or Abort arrived."""
         return self._ended
 
+    @property
+    def untouched(self) -> bool:
+        """A lazy stream nobody read or closed yet: its sender still holds every byte."""
+        return self._lazy and not self._closed and not self._ended
+
     # -- consumer side ------------------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self
 
     async def __anext__(self) -> bytes:
+        if self._lazy:
+            self._lazy = False
+            if not self._ended and not self._closed:
+                self._allowance += WINDOW
+                self._send(Credit(self.sid, WINDOW))
         while not self._chunks:
             if self._ended:
                 if self._error is not None:
@@ -119,6 +136,21 @@ class InStream:
             self._on_abandon()
         self._wake()
 
+    async def wait_ended(self) -> str | None:
+        """Wait, without reading, until the sender ends the stream: None, or the abort reason.
+
+        For a stream handed back to its sender (``untouched`` when handed over, so no credit
+        was ever granted and no data can arrive): the sender's End or Abort says it is over.
+        """
+        self._lazy = False  # handed over: never grant credit for it any more
+        while not self._ended:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._error
+
     async def read_all(self, limit: int | None = None) -> bytes:
         """Every remaining chunk joined; ProtocolError-free, raises ValueError past ``limit``."""
         parts: list[bytes] = []
@@ -139,13 +171,25 @@ class InStream:
 class OutStream:
     """Sending end of one stream: ``send`` waits for credit; ``end`` or ``abort`` closes it."""
 
-    def __init__(self, sid: int, send: Callable[[Message], None]) -> None:
+    def __init__(self, sid: int, send: Callable[[Message], None], lazy: bool = False) -> None:
         self.sid = sid
         self._send = send
-        self._credit = WINDOW
+        self._credit = 0 if lazy else WINDOW
         self._waiter: asyncio.Future[None] | None = None
         self._closed: str | None = None
         self.sent = 0
+        # A lazy stream's receiver decides how it is consumed: its first credit (it reads) or a
+        # hand-back (``claim``); ``started`` resolves with None for a read, else the claim.
+        self.started: asyncio.Future[object] | None = (
+            asyncio.get_running_loop().create_future() if lazy else None
+        )
+
+    def claim(self, owner: object) -> bool:
+        """The receiver handed this lazy stream back unread; False if it was read already."""
+        if self.started is None or self.started.done() or self._closed is not None:
+            return False
+        self.started.set_result(owner)
+        return True
 
     async def send(self, data: bytes) -> None:
         """Send ``data`` in chunks, waiting for credit. Raises StreamAborted if closed."""
@@ -169,6 +213,8 @@ class OutStream:
     def add_credit(self, amount: int) -> None:
         """A Credit frame arrived."""
         self._credit += amount
+        if self.started is not None and not self.started.done():
+            self.started.set_result(None)
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
@@ -190,6 +236,9 @@ class OutStream:
             self._closed = reason
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+        if self.started is not None and not self.started.done():
+            self.started.set_exception(StreamAborted(reason))
+            self.started.exception()  # retrieved: its owner may be gone already
 
     @property
     def closed(self) -> bool:
@@ -207,23 +256,34 @@ class Mux:
         self._in: dict[int, InStream] = {}
         self._max_in_sid = 0
 
-    def open_out(self) -> OutStream:
+    def open_out(self, lazy: bool = False) -> OutStream:
         """A new outgoing stream; announce ``stream.sid`` in the message that opens it."""
         self._next_sid += 1
-        stream = OutStream(self._next_sid, self._send)
+        stream = OutStream(self._next_sid, self._send, lazy)
         self._out[stream.sid] = stream
         return stream
+
+    def out_stream(self, sid: int) -> OutStream | None:
+        """The outgoing stream ``sid`` if still open (None once released)."""
+        return self._out.get(sid)
+
+    @property
+    def last_out_sid(self) -> int:
+        """The highest outgoing stream id ever opened (ids above it never existed)."""
+        return self._next_sid
 
     def release_out(self, stream: OutStream) -> None:
         """Forget a finished outgoing stream."""
         self._out.pop(stream.sid, None)
 
-    def expect_in(self, sid: int, on_abandon: Callable[[], None] | None = None) -> InStream:
+    def expect_in(
+        self, sid: int, on_abandon: Callable[[], None] | None = None, lazy: bool = False
+    ) -> InStream:
         """Register the peer's stream ``sid``, announced by a message that just arrived."""
         if sid <= self._max_in_sid:
             raise ProtocolError(f"stream id {sid} reused or out of order")
         self._max_in_sid = sid
-        stream = InStream(sid, self._send, on_abandon)
+        stream = InStream(sid, self._send, on_abandon, lazy)
         self._in[sid] = stream
         return stream
 

@@ -36,6 +36,7 @@ from ember.runtime.monitor import (
     process_rss_bytes,
 )
 from ember.runtime.mux import Mux
+from ember.runtime.pace import PollPace
 from ember.runtime.protocol import (
     FROM_ISOLATE,
     MAX_INLINE_BODY_BYTES,
@@ -53,6 +54,7 @@ from ember.runtime.protocol import (
     LoadError,
     Log,
     Message,
+    PipeResponse,
     Ready,
     Request,
     RequestError,
@@ -88,6 +90,7 @@ class IsolateProcess(asyncio.Protocol):
         self.services = services
         self.hooks = hooks
         self.poll_interval = poll_interval
+        self._pace = PollPace(poll_interval)
         self.state = State.STARTING
         self.pid = 0
         self.spawn_pid = 0
@@ -213,13 +216,12 @@ class IsolateProcess(asyncio.Protocol):
             if not isinstance(message, Hello):
                 raise ProtocolError(f"expected Hello first, got {type(message).__name__}")
             self._on_hello(message)
-        elif type(message) is Response:  # the most common frame first
+        elif type(message) is Response or type(message) is PipeResponse:  # most common first
             request = self._request(message.rid)
-            if request is None:
-                if message.sid:  # keep the stream table consistent; its data is dropped
-                    self.mux.release_in(self.mux.expect_in(message.sid))
-            else:
+            if request is not None:
                 request.on_response(message)
+            elif type(message) is Response and message.sid:  # keep the stream table right
+                self.mux.release_in(self.mux.expect_in(message.sid))
         elif isinstance(message, Data | End | Abort | Credit):
             self.mux.on_frame(message)
         elif isinstance(message, Call):
@@ -293,6 +295,18 @@ class IsolateProcess(asyncio.Protocol):
 
     async def fetch(self, http: HttpRequest) -> HttpResponse:
         """Run one fetch event; returns once the response head is known."""
+        request = self.begin_fetch(http)
+        try:
+            return await request.head
+        except asyncio.CancelledError:
+            request.client_gone()
+            raise
+
+    def begin_fetch(self, http: HttpRequest) -> InFlight:
+        """Send one fetch event; its response head arrives in ``head``.
+
+        Whoever awaits ``head`` instead of ``fetch`` calls ``client_gone`` if cancelled.
+        """
         request = self._new_request("fetch", http.method, http.url)
         request.headers = http.headers  # (its Accept header only matters for error pages)
         inline = (
@@ -306,11 +320,7 @@ class IsolateProcess(asyncio.Protocol):
             sid = out.sid
             request.pump_body(out, http.body)
         self.send(Request(request.rid, http.method, http.url, http.headers, inline, sid))
-        try:
-            return await request.head
-        except asyncio.CancelledError:
-            request.client_gone()
-            raise
+        return request
 
     async def scheduled(self, cron: str, scheduled_time: float) -> InFlight:
         """Run one scheduled event; await ``request.finished`` for its outcome."""
@@ -364,9 +374,10 @@ class IsolateProcess(asyncio.Protocol):
             self._check_limits()
         finally:
             # An idle isolate only needs its idle-CPU check: poll it slowly, so a platform with
-            # many idle deployments does not wake up 100 times a second for each of them.
+            # many idle deployments does not wake up 100 times a second for each of them; a
+            # busy one that only waits (on a model) is polled less often too (pace.py).
             busy = self.state is State.STARTING or self.inflight
-            self._schedule_poll(None if busy else IDLE_POLL_INTERVAL_S)
+            self._schedule_poll(self._pace.after(self.cpu()) if busy else IDLE_POLL_INTERVAL_S)
 
     def _check_limits(self) -> None:
         if self.state is State.DEAD or not self.pid:
@@ -383,7 +394,7 @@ class IsolateProcess(asyncio.Protocol):
             self._check_idle(cpu)
             return
         try:
-            rss = process_rss_bytes(self.pid)
+            rss = process_rss_bytes(self.pid) if self._pace.memory_due(cpu) else 0
         except OSError:
             rss = 0
         if rss > self.limits.memory_bytes:

@@ -9,14 +9,16 @@ answers its requests with 502). Nothing is ever unpickled.
 Messages, by direction (``rid`` request id, ``cid`` call id, ``sid`` stream id):
 
     supervisor -> isolate    Init  Request  Scheduled  Cancel  CallResult  CallError
-    isolate -> supervisor    Hello  Ready  LoadError  Response  RequestError  Done  Log
-                             Call  CancelCall
+    isolate -> supervisor    Hello  Ready  LoadError  Response  PipeResponse  RequestError
+                             Done  Log  Call  CancelCall
     both                     Data  End  Abort  Credit
 
 Bodies larger than one frame are streams: the sender allocates a ``sid`` and announces it in
 ``Request``/``Response``/``Call``/``CallResult``, then sends ``Data`` chunks and ``End`` (or
 ``Abort``). The receiver grants ``Credit`` as it consumes; sending past the granted window is a
-protocol violation (``mux.py``). ``sid`` 0 means "no stream".
+protocol violation (``mux.py``). ``sid`` 0 means "no stream". A binding reply stream is *lazy*
+(no credit until the isolate reads it); ``PipeResponse`` hands such a stream back unread as the
+response body, and the supervisor then ends it with ``End``/``Abort`` once the body went out.
 """
 
 from __future__ import annotations
@@ -233,6 +235,20 @@ class Response(NamedTuple):
     done: bool
 
 
+class PipeResponse(NamedTuple):
+    """Response head whose body is the supervisor's own reply stream ``sid``, handed back unread.
+
+    The isolate keeps the request open (no Done) until the supervisor ends that stream.
+    """
+
+    TAG = 29
+    FIELDS = (_uint, _status, _headers, _uint)
+    rid: int
+    status: int
+    headers: Headers
+    sid: int
+
+
 class RequestError(NamedTuple):
     """The handler failed: ``kind`` is exception, invalid_response, no_handler, cpu, memory."""
 
@@ -329,6 +345,7 @@ Message = (
     | Ready
     | LoadError
     | Response
+    | PipeResponse
     | RequestError
     | Done
     | Log
@@ -347,8 +364,8 @@ TO_ISOLATE: dict[int, MessageType] = {
 }
 FROM_ISOLATE: dict[int, MessageType] = {
     m.TAG: m
-    for m in (Hello, Ready, LoadError, Response, RequestError, Done, Log, Call, CancelCall)
-    + (Data, End, Abort, Credit)
+    for m in (Hello, Ready, LoadError, Response, PipeResponse, RequestError, Done, Log, Call)
+    + (CancelCall, Data, End, Abort, Credit)
 }
 
 

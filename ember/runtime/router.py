@@ -101,10 +101,15 @@ class Router:
             except TimeoutError:
                 await _send_response(send, platform_error_response(L.WALL_EXCEEDED), client)
                 return
+        # The usual case awaits the request's head future directly: two coroutines fewer.
+        pending = self.supervisor.fetch_ready(deployment_id, request)
         try:
-            response = await self._unless_gone(
-                client, self.supervisor.fetch(deployment_id, request)
-            )
+            if pending is not None:
+                response = await self._unless_gone(client, pending.head, pending.client_gone)
+            else:
+                response = await self._unless_gone(
+                    client, self.supervisor.fetch(deployment_id, request)
+                )
         except _Gone:
             return  # the client left; the supervisor already cancelled the request's work
         try:
@@ -120,8 +125,12 @@ class Router:
         limits = deployment.limits if deployment is not None else L.Limits()
         return limits.wall_ms / 1000
 
-    async def _unless_gone(self, client: _Client, work: Awaitable[T]) -> T:
+    async def _unless_gone(
+        self, client: _Client, work: Awaitable[T], on_cancel: Callable[[], None] | None = None
+    ) -> T:
         """Await ``work``, cancelling it if the client disconnects meanwhile (raises _Gone).
+
+        ``on_cancel`` runs if the wait is cancelled (``work`` a future: nothing else would know).
 
         Most requests finish within a few milliseconds, so instead of a disconnect watcher per
         request (a task reading ``receive``), one sweep every WATCH_AFTER_S starts watchers for
@@ -139,6 +148,8 @@ class Router:
         try:
             return await work
         except asyncio.CancelledError:
+            if on_cancel is not None:
+                on_cancel()
             if client.disconnected and task.uncancel() == 0:
                 raise _Gone() from None
             raise

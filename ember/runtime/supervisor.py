@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import os
 import time
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from pathlib import Path
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.runtime import events as E
 from ember.runtime import limits as L
-from ember.runtime.child import ChildSpec
+from ember.runtime.child import ChildSpec, child_environment
 from ember.runtime.deployment import Deployment
 from ember.runtime.errorpage import dev_error_response, platform_error_response
 from ember.runtime.http import HttpRequest, HttpResponse
@@ -230,6 +229,18 @@ class Supervisor:
             await slot.services.close()
 
     # -- events -------------------------------------------------------------------------------
+
+    def fetch_ready(self, deployment_id: str, request: HttpRequest) -> InFlight | None:
+        """``fetch``'s usual case without its coroutines: the request, sent to a ready isolate.
+
+        Await its ``head`` (``client_gone`` if cancelled). None: ``fetch`` (the reference) must.
+        """
+        slot = self._slots.get(deployment_id)
+        length = request.content_length
+        if slot is None or (length and length > slot.deployment.limits.max_request_bytes):
+            return None
+        process = slot.current
+        return process.begin_fetch(request) if process and process.fit_for_request() else None
 
     async def fetch(self, deployment_id: str, request: HttpRequest) -> HttpResponse:
         """Run a fetch event; every failure is answered with a response, never raised."""
@@ -471,14 +482,6 @@ class _Hooks:
 
     def dead(self, process: IsolateProcess, error: L.PlatformError | None, reason: str) -> None:
         self._supervisor._process_dead(process, error, reason)
-
-
-def child_environment(deployment: Deployment) -> dict[str, str]:
-    """The isolate's process environment: a minimal base plus the deployment's vars (no secrets)."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
-    for name, value in deployment.vars.items():
-        env[name] = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-    return env
 
 
 async def _exited(pids: list[int], timeout_s: float = 2.0) -> None:

@@ -1,12 +1,14 @@
 """A test binding type, registered through the registry like any other (no runtime edits).
 
-Its service waits, echoes, or streams forever, and records starts, cancellations and stream
-closes in a shared ``Tracker`` so tests can see cancellation arrive at the service.
+Its service waits, echoes, streams forever, or streams seeded random bytes (``random``), and
+records starts, cancellations and stream closes in a shared ``Tracker`` so tests can see
+cancellation arrive at the service.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -57,6 +59,17 @@ class SlowClient:
         assert reply.stream is not None
         return ReadableStream(reply.stream)
 
+    async def random(self, seed: int, chunks: int) -> ReadableStream:
+        reply = await self._channel.call(self._name, "random", [seed, chunks])
+        assert reply.stream is not None
+        return ReadableStream(reply.stream)
+
+
+def random_chunks(seed: int, chunks: int) -> list[bytes]:
+    """What ``random`` streams: ``chunks`` chunks of random sizes (1 B to 100 KiB) and bytes."""
+    rng = random.Random(seed)
+    return [rng.randbytes(rng.choice([1, 7, 300, 4096, 70_000, 100_000])) for _ in range(chunks)]
+
 
 class SlowService(BindingService):
     """Supervisor side."""
@@ -77,6 +90,8 @@ class SlowService(BindingService):
                 raise
         if method == "stream":
             return StreamReply(head={"tag": tag}, chunks=self._ticks(tag))
+        if method == "random":
+            return StreamReply(head={}, chunks=self._random(int(args[0]), int(args[1])))
         raise ValueError(method)
 
     async def _ticks(self, tag: str) -> AsyncIterator[bytes]:
@@ -87,6 +102,11 @@ class SlowService(BindingService):
                 await asyncio.sleep(0.01)
         finally:
             self.tracker.add(f"stream-closed:{tag}")
+
+    async def _random(self, seed: int, chunks: int) -> AsyncIterator[bytes]:
+        for chunk in random_chunks(seed, chunks):
+            yield chunk
+            await asyncio.sleep(0)
 
 
 def parse(section: ConfigSection) -> tuple[BindingSpec, ...]:

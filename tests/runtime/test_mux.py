@@ -86,3 +86,36 @@ def test_abort_reaches_the_reader_and_late_data_after_release_is_dropped() -> No
         receiver.on_frame(P.Data(2, b"late"))  # dropped, not a violation
 
     asyncio.run(scenario())
+
+
+def test_a_lazy_stream_flows_only_once_read_or_is_claimed_unread() -> None:
+    async def scenario() -> None:
+        sender, receiver = _pair()
+        out = sender.open_out(lazy=True)
+        incoming = receiver.expect_in(out.sid, lazy=True)
+        assert incoming.untouched and out.started is not None and not out.started.done()
+        with pytest.raises(ProtocolError, match="credit window"):
+            incoming.push(b"x")  # no credit was granted: data is a violation
+        writer = asyncio.ensure_future(out.send(b"hello"))
+        await asyncio.sleep(0)
+        assert out.sent == 0 and not writer.done()  # nothing flows before the first read
+        reader = asyncio.ensure_future(incoming.__anext__())
+        await asyncio.sleep(0)
+        assert not incoming.untouched
+        _deliver(sender)  # the first read granted the window
+        assert out.started.done() and out.started.result() is None
+        await writer
+        _deliver(receiver)
+        assert await reader == b"hello"
+        assert not out.claim("too late")  # already read: it cannot be handed back
+
+        claimed = sender.open_out(lazy=True)
+        unread = receiver.expect_in(claimed.sid, lazy=True)
+        assert claimed.claim("the supervisor sends it") and claimed.started is not None
+        assert claimed.started.result() == "the supervisor sends it"
+        waiting = asyncio.ensure_future(unread.wait_ended())
+        claimed.end()
+        _deliver(receiver)
+        assert await waiting is None
+
+    asyncio.run(scenario())

@@ -24,6 +24,7 @@ SAMPLES: list[P.Message] = [
     P.Ready(["fetch", "scheduled"]),
     P.LoadError("syntax", "SyntaxError: invalid syntax", 'File "worker.py", line 3'),
     P.Response(7, 200, [("content-type", "text/plain")], b"hi", 0, True),
+    P.PipeResponse(7, 200, [("content-type", "text/event-stream")], 3),
     P.RequestError(7, "exception", "ValueError: x", "Traceback ..."),
     P.Done(7),
     P.Log(7, "log", "hello"),

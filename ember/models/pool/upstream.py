@@ -2,10 +2,10 @@
 
 ``post_json`` sends a request and returns the decoded answer. ``open_events`` sends a streaming
 request and returns an ``EventStream``: the ``data:`` payloads of the replica's server-sent
-events, read by a pump task into a queue. The pump is what makes failure and cancellation
-prompt: when the replica dies, the pool fails the request's lease, which cancels the pump and
-ends the stream with a clear error; when the consumer stops (``aclose``), the pump is cancelled,
-the connection closes, and the model server aborts the generation (it watches its client).
+events, read by the consumer itself. Failure and cancellation stay prompt: when the replica
+dies, the pool fails the request's lease, which cuts the connection, so a read in progress ends
+with a clear error; when the consumer stops (``aclose``), the connection closes and the model
+server aborts the generation (it watches its client).
 
 A replica's refusals are mapped to Workers AI codes: its 400s carry the field it named (5006),
 429 and 503 mean it is full (3040), anything else is a replica failure.
@@ -14,8 +14,8 @@ A replica's refusals are mapped to Workers AI codes: its 400s carry the field it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,13 +29,6 @@ from ember.models.pool.wire import StreamedResponse, WireConnectError, WireError
 CONNECT_TIMEOUT = 5.0
 LEASE_REASON_WAIT = 0.5  # after a transport error, how long to wait for the replica's verdict
 _END = object()
-
-
-class _TransportError:
-    """The pump saw the connection break (the reason is looked up by the consumer)."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
 
 
 class ReplicaUnreachable(Exception):
@@ -137,56 +130,70 @@ def _cancelling() -> bool:
 
 
 class EventStream:
-    """The ``data:`` payloads of a replica's SSE answer (``"[DONE]"`` included)."""
+    """The ``data:`` payloads of a replica's SSE answer (``"[DONE]"`` included).
+
+    Read by its consumer directly (no pump task, no queue: one wake-up per network read, and a
+    read takes every event that arrived). When the replica dies or the request times out, the
+    lease's ``fail`` cuts the connection, so a read in progress ends at once with that failure.
+    """
 
     def __init__(self, lease: Lease, response: StreamedResponse) -> None:
         self.lease = lease
         self.response = response
-        self._queue: asyncio.Queue[object] = asyncio.Queue()
-        self._pump = asyncio.ensure_future(self._run())
-        lease.on_fail = lambda reason: self._pump.cancel()
+        self._buffer = b""
+        self._events: deque[str] = deque()
+        self._end: object = None  # _END, or the exception every later read raises
+        self._reading = False
+        lease.on_fail = lambda reason: response.abort()
 
-    async def _run(self) -> None:
-        buffer = b""
+    async def _read(self) -> None:
+        """Wait for the next bytes and parse their events; at the end or a failure, set _end."""
+        self._reading = True
         try:
-            async for chunk in self.response.chunks():
-                buffer += chunk
-                while True:
-                    end = buffer.find(b"\n\n")
-                    if end < 0:
-                        break
-                    block, buffer = buffer[:end], buffer[end + 2 :]
-                    data = _event_data(block)
-                    if data is not None:
-                        self._queue.put_nowait(data)
-            if buffer.strip():
-                data = _event_data(buffer)
-                if data is not None:
-                    self._queue.put_nowait(data)
-            self._queue.put_nowait(_END)
-        except asyncio.CancelledError:
-            reason = self.lease.failure or "the stream was closed"
-            self._queue.put_nowait(errors.replica_failed(self.lease.replica.model_id, reason))
-            raise
+            chunk = await self.response.next_bytes()
         except WireError as exc:
-            # The consumer asks the replica for its verdict: the pump may be cancelled any time.
-            self._queue.put_nowait(_TransportError(exc))
+            if self.lease.failure is None:
+                # The consumer asks the replica for its verdict (it may have just died).
+                reason = await failure_reason(self.lease, exc)
+                self._finish(errors.replica_failed(self.lease.replica.model_id, reason))
+                return
+            chunk = b""
+        finally:
+            self._reading = False
+        if self.lease.failure is not None:
+            self._finish(errors.replica_failed(self.lease.replica.model_id, self.lease.failure))
+            return
+        if chunk is None:
+            if self._buffer.strip():
+                self._add(self._buffer)
+            self._finish(_END)
+            return
+        buffer = self._buffer + chunk
+        while (end := buffer.find(b"\n\n")) >= 0:
+            self._add(buffer[:end])
+            buffer = buffer[end + 2 :]
+        self._buffer = buffer
+
+    def _add(self, block: bytes) -> None:
+        data = _event_data(block)
+        if data is not None:
+            self._events.append(data)
+
+    def _finish(self, end: object) -> None:
+        if self._end is None:
+            self._end = end
 
     def __aiter__(self) -> EventStream:
         return self
 
     async def __anext__(self) -> str:
-        item = await self._queue.get()
-        if item is _END:
-            self._queue.put_nowait(_END)  # stays ended
-            raise StopAsyncIteration
-        if isinstance(item, _TransportError):
-            reason = await failure_reason(self.lease, item.error)
-            item = errors.replica_failed(self.lease.replica.model_id, reason)
-        if isinstance(item, BaseException):
-            self._queue.put_nowait(item)  # stays failed
-            raise item
-        return item  # type: ignore[return-value]
+        while not self._events:
+            if self._end is _END:
+                raise StopAsyncIteration
+            if isinstance(self._end, BaseException):
+                raise self._end
+            await self._read()
+        return self._events.popleft()
 
     async def next_batch(self) -> list[str]:
         """Every event available now (at least one; waits for it); [] once the stream ended.
@@ -194,31 +201,22 @@ class EventStream:
         Under load several events of a stream pile up between reads: handing them on together
         makes fewer, larger chunks for every hop after this one; idle, a batch is one event.
         """
-        items = [await self._queue.get()]
-        while not self._queue.empty():
-            items.append(self._queue.get_nowait())
-        batch: list[str] = []
-        for index, item in enumerate(items):
-            if isinstance(item, str):
-                batch.append(item)
-                continue
-            for rest in items[index:]:  # the end or a failure: kept for the next call
-                self._queue.put_nowait(rest)
-            break
-        if batch:
-            return batch
-        try:
-            return [await self.__anext__()]
-        except StopAsyncIteration:
-            return []
+        while not self._events:
+            if self._end is _END:
+                return []
+            if isinstance(self._end, BaseException):
+                raise self._end
+            await self._read()
+        batch = list(self._events)
+        self._events.clear()
+        return batch
 
     async def aclose(self) -> None:
         """Stop reading: the connection closes and the replica aborts the generation."""
         self.lease.on_fail = None
-        if not self._pump.done():
-            self._pump.cancel()
-        with contextlib.suppress(BaseException):
-            await self._pump
+        self._finish(errors.replica_failed(self.lease.replica.model_id, "the stream was closed"))
+        if self._reading:  # read in another task (a timeout): cutting the connection ends it
+            self.response.abort()
         self.response.close()
 
 

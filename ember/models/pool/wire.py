@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 MAX_HEAD_BYTES = 64 * 1024
 MAX_IDLE_PER_HOST = 256
 READ_LIMIT = 1 << 20
+READ_BYTES = 1 << 16
 # Headers the client writes itself; a caller's must never add or change them.
 FRAMING = frozenset(
     {
@@ -73,39 +74,68 @@ class StreamedResponse:
     _done: bool = False
     _closed: bool = False
     _framing: str = field(default="close")
+    _reusable: bool = True  # no bytes past the end of the body were read
+    _decoder: ChunkedDecoder | None = None
+    _received: int = 0
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The body's bytes as they arrive (chunk boundaries are the server's)."""
+    async def next_bytes(self) -> bytes | None:
+        """The body bytes that arrived since the last call (waits for some); None at the end.
+
+        One read takes everything the server sent meanwhile (for a chunked body: every chunk,
+        decoded). Cancelling it loses nothing: the bytes stay buffered for the next call.
+        """
+        if self._done:
+            return None
         reader = self._connection.reader
         try:
-            if self._framing == "chunked":
-                while True:
-                    size_line = await reader.readuntil(b"\r\n")
-                    size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
-                    if size == 0:
-                        await _skip_trailers(reader)
-                        break
-                    data = await reader.readexactly(size + 2)
-                    yield data[:-2]
-            elif self._framing.startswith("length:"):
-                remaining = int(self._framing[7:])
-                while remaining > 0:
-                    data = await reader.read(min(remaining, 65536))
+            while True:
+                if self._framing == "chunked":
+                    decoder = self._decoder
+                    if decoder is None:
+                        decoder = self._decoder = ChunkedDecoder()
+                    data = await reader.read(READ_BYTES)
                     if not data:
                         raise WireError("the connection closed before the body ended")
-                    remaining -= len(data)
-                    yield data
-            else:
-                while data := await reader.read(65536):
-                    yield data
+                    payload = decoder.feed(data)
+                    if decoder.done:
+                        self._done = True
+                        self._reusable = not decoder.leftover
+                        return payload or None
+                    if payload:
+                        return payload
+                elif self._framing.startswith("length:"):
+                    remaining = int(self._framing[7:]) - self._received
+                    if remaining <= 0:
+                        self._done = True
+                        return None
+                    data = await reader.read(min(remaining, READ_BYTES))
+                    if not data:
+                        raise WireError("the connection closed before the body ended")
+                    self._received += len(data)
+                    return data
+                else:
+                    data = await reader.read(READ_BYTES)
+                    if not data:
+                        self._done = True
+                        return None
+                    return data
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
             raise WireError(f"malformed or cut body ({type(exc).__name__})") from None
         except OSError as exc:
             raise WireError(f"{type(exc).__name__}: {exc}") from None
-        self._done = True
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's bytes as they arrive."""
+        while (data := await self.next_bytes()) is not None:
+            yield data
 
     async def read(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
+
+    def abort(self) -> None:
+        """Cut the connection now: a read in progress ends, and the server sees its client go."""
+        with contextlib.suppress(Exception):
+            self._connection.writer.transport.abort()
 
     def close(self) -> None:
         """Give the connection back if the body was read to its end, else close it."""
@@ -113,15 +143,69 @@ class StreamedResponse:
             return
         self._closed = True
         keep = self.headers.get("connection", "").lower() != "close"
-        if self._done and keep and self._framing != "close":
+        if self._done and self._reusable and keep and self._framing != "close":
             self._pool._release(self._key, self._connection)
         else:
             self._connection.close()
 
 
-async def _skip_trailers(reader: asyncio.StreamReader) -> None:
-    while (await reader.readuntil(b"\r\n")) != b"\r\n":
-        pass
+class ChunkedDecoder:
+    """``Transfer-Encoding: chunked``, decoded incrementally from the bytes that have arrived."""
+
+    _SIZE, _DATA, _CRLF, _TRAILER = range(4)
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._state = self._SIZE
+        self._left = 0  # data bytes of the current chunk still to come
+        self.done = False
+        self.leftover = False  # bytes came after the end (the connection cannot be reused)
+
+    def feed(self, data: bytes) -> bytes:
+        """The body bytes that ``data`` completes; raises WireError on bad framing."""
+        buffer = self._buffer
+        buffer += data
+        out: list[bytes] = []
+        at, size = 0, len(buffer)
+        while not self.done:
+            if self._state == self._DATA:
+                take = min(size - at, self._left)
+                if take <= 0:
+                    break
+                out.append(bytes(buffer[at : at + take]))
+                at += take
+                self._left -= take
+                if self._left:
+                    break
+                self._state = self._CRLF
+            elif self._state == self._CRLF:
+                if size - at < 2:
+                    break
+                if buffer[at : at + 2] != b"\r\n":
+                    raise WireError("malformed chunked body (no CRLF after a chunk)")
+                at += 2
+                self._state = self._SIZE
+            else:
+                end = buffer.find(b"\r\n", at)
+                if end < 0:
+                    if size - at > MAX_HEAD_BYTES:
+                        raise WireError("malformed chunked body (line too long)")
+                    break
+                line = bytes(buffer[at:end])
+                at = end + 2
+                if self._state == self._TRAILER:
+                    self.done = not line
+                    continue
+                try:
+                    length = int(line.split(b";", 1)[0].strip() or b"0", 16)
+                except ValueError:
+                    raise WireError("malformed chunked body (bad chunk size)") from None
+                if length < 0:
+                    raise WireError("malformed chunked body (bad chunk size)")
+                self._state, self._left = (self._DATA, length) if length else (self._TRAILER, 0)
+        del buffer[:at]
+        self.leftover = self.done and bool(buffer)
+        return b"".join(out)
 
 
 class WirePool:

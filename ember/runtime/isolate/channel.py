@@ -64,8 +64,10 @@ class IsolateChannel:
         stream = None
         if message.sid:
             cid = message.cid
+            # Lazy: nothing flows until the handler reads it, so that a reply returned unread as
+            # the response can be handed back to the supervisor instead (events.py).
             stream = self._mux.expect_in(
-                message.sid, on_abandon=lambda: self._send(CancelCall(cid))
+                message.sid, on_abandon=lambda: self._send(CancelCall(cid)), lazy=True
             )
         if future is None or future.done():
             if stream is not None:

@@ -2,8 +2,10 @@
 
 Per event: call the handler, check it returned a ``Response``, send the head (with the body
 inline when small, else as a credit-controlled stream), wait for ``waitUntil`` work, then send
-Done. Failures become RequestError frames with the user's traceback; a CPU interrupt or a
-MemoryError is reported as such so the supervisor answers with the platform's limit error.
+Done. A body that is a binding's reply stream, unread, is handed back (``PipeResponse``): the
+supervisor sends it to the client itself, and says when it is over. Failures become
+RequestError frames with the user's traceback; a CPU interrupt or a MemoryError is reported as
+such so the supervisor answers with the platform's limit error.
 """
 
 from __future__ import annotations
@@ -13,17 +15,19 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.bindings.env import Env
+from ember.bindings.streams import ReadableStream
 from ember.runtime.isolate import api
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.handlers import Entrypoints
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt, RequestScope
 from ember.runtime.isolate.tracebacks import format_user_traceback
-from ember.runtime.mux import Mux, StreamAborted
+from ember.runtime.mux import InStream, Mux, StreamAborted
 from ember.runtime.protocol import (
     Cancel,
     Done,
     Message,
+    PipeResponse,
     Request,
     RequestError,
     Response,
@@ -136,6 +140,17 @@ class EventRunner:
             done = not event.scope.background
             event.done_sent = done
             self.send(Response(rid, response.status, headers, body, 0, done))
+            return
+        if isinstance(body, ReadableStream):
+            body = body.hand_over()  # locks it: the handler cannot read it behind our back
+            if body is None:
+                raise TypeError("This ReadableStream is locked: it has already been read")
+        if isinstance(body, InStream) and body.untouched:
+            self.send(PipeResponse(rid, response.status, headers, body.sid))
+            try:
+                await body.wait_ended()  # the supervisor sent it; the request may now finish
+            finally:
+                self.mux.release_in(body)
             return
         if isinstance(body, bytes) and not any(k.lower() == "content-length" for k, _ in headers):
             headers.append(("content-length", str(len(body))))  # lets the platform refuse early

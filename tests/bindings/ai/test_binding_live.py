@@ -1,7 +1,8 @@
 """``env.AI.run`` from real handlers in real isolates, answered by real model servers.
 
 A generic worker runs whatever the test posts ({model, inputs, options, mode}) and returns the
-result (JSON), the stream (as its response body), the raw response, or the error it caught.
+result (JSON), the stream (as its response body: handed back unread, or relayed chunk by chunk
+through the handler), the raw response, or the error it caught.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ import json
 from workers import Response, WorkerEntrypoint
 
 
+async def relay(stream):
+    async for chunk in stream:
+        yield chunk
+
+
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         ask = await request.json()
@@ -39,6 +45,8 @@ class Default(WorkerEntrypoint):
             }, status=599)
         if mode == "stream":
             return Response(result, headers={"content-type": "text/event-stream"})
+        if mode == "relay":
+            return Response(relay(result), headers={"content-type": "text/event-stream"})
         if mode == "raw":
             return result
         checks = {
@@ -108,9 +116,19 @@ def test_run_returns_a_chat_completion_usable_both_ways(ai: AI) -> None:
     assert prompt["model"] == KIMI and prompt["usage"]["completion_tokens"] == 3
 
 
-def test_stream_is_the_platforms_event_format(ai: AI) -> None:
+def _piped(ai: AI) -> int:
+    process = ai.harness.supervisor.isolate(ai.deployment)
+    assert process is not None
+    return process.calls.piped
+
+
+@pytest.mark.parametrize("mode", ["stream", "relay"])
+def test_stream_is_the_platforms_event_format(ai: AI, mode: str) -> None:
     inputs = {"messages": HI, "max_completion_tokens": 6, "stream": True}
-    response = ai.post(GLM, inputs, mode="stream")
+    before = _piped(ai)
+    response = ai.post(GLM, inputs, mode=mode)
+    # Returned unread, the stream is sent by the supervisor; relayed, it crosses the handler.
+    assert _piped(ai) == before + (mode == "stream")
     assert response.headers["content-type"].startswith("text/event-stream")
     events = parse_sse(response.content)
     assert events[-1] == "[DONE]"
@@ -271,8 +289,19 @@ def test_queue_request_then_poll(ai: AI) -> None:
 LONG = {"messages": HI, "max_completion_tokens": 2000, "ignore_eos": True, "stream": True}
 
 
-def test_reject_if_busy_fails_fast_and_disconnect_stops_generation(ai: AI) -> None:
-    ask = {"model": GLM, "inputs": LONG, "mode": "stream"}
+def test_piped_and_relayed_streams_carry_the_same_answer(ai: AI) -> None:
+    inputs = {"messages": HI, "max_completion_tokens": 12, "stream": True, "temperature": 0}
+    texts = {}
+    for mode in ("stream", "relay"):
+        events = parse_sse(ai.post(GLM, inputs, mode=mode).content)
+        assert events[-1] == "[DONE]" and events[-2]["usage"]["completion_tokens"] == 12
+        texts[mode] = "".join(e.get("response") or "" for e in events[:-1])
+    assert texts["stream"] == texts["relay"]
+
+
+@pytest.mark.parametrize("mode", ["stream", "relay"])
+def test_reject_if_busy_fails_fast_and_disconnect_stops_generation(ai: AI, mode: str) -> None:
+    ask = {"model": GLM, "inputs": LONG, "mode": mode}
     clients = [ai.client() for _ in range(2)]
     streams = [c.stream("POST", "/", json=ask) for c in clients]
     readers = []  # kept alive: dropping a line iterator closes its connection

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 
 import httpx
 import pytest
 
-from ember.models.pool.wire import WireConnectError, WirePool
+from ember.models.pool.wire import ChunkedDecoder, WireConnectError, WirePool
 
 
 def _response(rng: random.Random, body: bytes) -> tuple[bytes, bool]:
@@ -95,6 +96,10 @@ def test_keep_alive_reuses_one_connection_and_early_close_drops_it() -> None:
             assert await response.read() == b"ok"
             response.close()
         assert len(connections) == 1
+        # Every token is a small write: Nagle's algorithm must not hold one back for an ACK.
+        (idle,) = next(iter(pool._idle.values()))
+        sock = idle.writer.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
         response = await pool.post(url, {})
         response.close()  # not read: the connection cannot be reused
         pool.close()
@@ -117,3 +122,21 @@ def test_keep_alive_reuses_one_connection_and_early_close_drops_it() -> None:
 def test_headers_that_could_reframe_a_request_are_refused(headers: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         asyncio.run(WirePool().post("http://127.0.0.1:9/", {}, headers))
+
+
+def test_the_chunked_decoder_gives_the_body_however_the_bytes_are_split() -> None:
+    rng = random.Random()
+    for _ in range(200):
+        body = rng.randbytes(rng.randint(0, 2000))
+        framed, _ = _response(rng, body)
+        if b"Transfer-Encoding: chunked" not in framed:
+            continue
+        encoded = framed.split(b"\r\n\r\n", 1)[1]
+        decoder = ChunkedDecoder()
+        out, at = [], 0
+        while at < len(encoded):  # the bytes arrive in random pieces, down to one byte
+            step = rng.choice([1, 2, 3, 7, 64, 500])
+            out.append(decoder.feed(encoded[at : at + step]))
+            at += step
+        assert decoder.done and not decoder.leftover
+        assert b"".join(out) == body
