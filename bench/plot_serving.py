@@ -1,7 +1,6 @@
-# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """Plots for the serving benchmark (matplotlib, the ``bench`` extra).
 
-    PYTHONPATH=. python bench/plot_serving.py [bench/results/serving.json]
+    PYTHONPATH=. python -m bench.plot_serving [bench/results/serving.json]
 
 Writes ``serving_throughput.png`` (output tokens/s against concurrency for BF16 and FP8 KV, and
 every server at the highest concurrency) and ``serving_latency.png`` (TTFT, ITL and E2E p50/p99
@@ -14,16 +13,12 @@ import json
 import sys
 from pathlib import Path
 
-# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
-# would shadow the standard library's ``platform``: move bench/ behind the standard library.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
-
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from summarize_serving import medians
+
+from bench.summarize_serving import medians
 
 DEFAULT = Path(__file__).resolve().parent / "results" / "serving.json"
 

@@ -1,4 +1,3 @@
-# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """Serving benchmark: ember's model server over HTTP, against itself in other settings and
 against HF transformers served naively and in static batches, in the manner of SGLang's
 ``bench_serving`` (closed-loop clients, fixed input and output lengths, greedy, streaming).
@@ -17,8 +16,8 @@ Servers (``--servers``): ``bf16`` / ``fp8`` (KV dtype, integrity off), ``fp8-sam
 ``hf-static`` (bench/hf_server.py). Concurrency sweeps apply to ``bf16`` and ``fp8``; the others
 run at the highest concurrency only.
 
-    PYTHONPATH=. python bench/serving.py --arch kimi glm4moe glmdsa
-    PYTHONPATH=. python bench/serving.py --arch kimi --servers bf16 fp8 --concurrency 64
+    PYTHONPATH=. python -m bench.serving --arch kimi glm4moe glmdsa
+    PYTHONPATH=. python -m bench.serving --arch kimi --servers bf16 fp8 --concurrency 64
 
 With ``--repeats N`` the servers run N rounds in alternating order (the machine is shared; take
 medians). Results: ``bench/results/serving.json`` (``--out``); plots: ``bench/plot_serving.py``;
@@ -29,10 +28,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,13 +41,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
-# would shadow the standard library's ``platform``: move bench/ behind the standard library.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
-
 import httpx
-from serving_client import run_closed_loop, summarize
+
+from bench.serving_client import RunResult, run_closed_loop, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHS = {"kimi": "kimi-tiny", "glm4moe": "glm4moe-tiny", "glmdsa": "glmdsa-tiny"}
@@ -119,7 +116,6 @@ def load_average() -> list[float]:
 
 def checkpoint(name: str, scratch: Path) -> tuple[Path, bool]:
     """The shipped checkpoint if built (trained), else a random-init stand-in of the same shape."""
-    sys.path.insert(0, str(REPO))
     from ember.models.catalog import SHIPPED_CHECKPOINTS
     from tests.models.server.checkpoints import checkpoint_dir
 
@@ -174,7 +170,8 @@ def start_server(
     if kind in HF_SERVERS:
         command = [
             sys.executable,
-            str(REPO / "bench" / "hf_server.py"),
+            "-m",
+            "bench.hf_server",
             str(directory),
             "--port",
             str(port),
@@ -221,6 +218,56 @@ def stop_server(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {metric name: value} (labels dropped, histogram buckets skipped)."""
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "_bucket" not in line:
+            key, _, value = line.rpartition(" ")
+            samples[key.split("{")[0]] = float(value)
+    return samples
+
+
+async def poll_running(url: str, every: float, out: list[float]) -> None:
+    """Sample ``sglang:num_running_reqs`` until cancelled (one small GET a second: the server's
+    cost is a few hundred microseconds per sample)."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                response = await client.get("/metrics")
+            except httpx.HTTPError:
+                continue
+            value = parse_metrics(response.text).get("sglang:num_running_reqs")
+            if value is not None:
+                out.append(value)
+
+
+async def measured_run(
+    url: str, prompts: list[list[int]], *, poll: bool, **kwargs
+) -> tuple[RunResult, list[float]]:
+    """One closed-loop run, sampling the server's running batch meanwhile when ``poll``."""
+    running: list[float] = []
+    poller = asyncio.ensure_future(poll_running(url, 1.0, running)) if poll else None
+    try:
+        run = await run_closed_loop(url, prompts, model="bench", **kwargs)
+    finally:
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+    return run, running
+
+
+def batch_summary(samples: list[float]) -> dict | None:
+    """Median and max of the sampled running batch, the zero samples (idle between waves and
+    before the first request) dropped; None when nothing was sampled."""
+    busy = sorted(v for v in samples if v > 0)
+    if not busy:
+        return None
+    return {"median": statistics.median(busy), "max": busy[-1], "samples": len(busy)}
+
+
 def server_figures(url: str) -> dict:
     """What the ember server itself says (nothing for the HF baseline)."""
     try:
@@ -231,11 +278,7 @@ def server_figures(url: str) -> dict:
     if info.status_code != 200:
         return {}
     data = info.json()
-    samples = {}
-    for line in metrics.text.splitlines():
-        if line and not line.startswith("#") and "_bucket" not in line:
-            key, _, value = line.rpartition(" ")
-            samples[key.split("{")[0]] = float(value)
+    samples = parse_metrics(metrics.text)
     return {
         "kv_capacity_tokens": data["max_total_num_tokens"],
         "kv_dtype": data["kv_cache"]["dtype"],
@@ -268,13 +311,16 @@ def run_server(
             started = time.time()
             server_cpu, client_cpu = cpu_seconds(process.pid), time.process_time()
             threads = thread_cpu_seconds(process.pid)
-            run = asyncio.run(
-                run_closed_loop(
-                    url, prompts, model="bench", max_tokens=plan.output_len,
-                    concurrency=concurrency, num_requests=requests, stream=plan.stream,
+            run, running = asyncio.run(
+                measured_run(
+                    url, prompts, max_tokens=plan.output_len, concurrency=concurrency,
+                    num_requests=requests, stream=plan.stream, poll=kind not in HF_SERVERS,
                 )
             )  # fmt: skip
             row = {"server": kind, **summarize(run), "started": started}
+            # The batch the engine really ran: BF16 KV at 64 concurrent runs only as many as its
+            # pages hold, and the roofline must be drawn at that batch, not at the concurrency.
+            row["running_batch"] = batch_summary(running)
             # CPU time is far steadier than wall time on a shared machine: tokens per CPU second
             # compare the servers' efficiency whatever else the cores were doing.
             row["server_cpu_s"] = cpu_seconds(process.pid) - server_cpu

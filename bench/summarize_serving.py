@@ -1,6 +1,6 @@
 """Markdown tables and goal ratios from ``bench/results/serving.json`` (medians over repeats).
 
-PYTHONPATH=. python bench/summarize_serving.py [serving.json]
+PYTHONPATH=. python -m bench.summarize_serving [serving.json]
 """
 
 from __future__ import annotations
@@ -79,29 +79,65 @@ def main() -> None:
                 f"| {m['preemptions']:.0f} | {m['load']:.1f} |"
             )
         print(f"\nRatios at {top} concurrent (medians):\n")
-        for label, num, den, goal in GOALS:
-            a, b = table.get((num, top)), table.get((den, top))
-            if a and b:
-                ratio = a["tok_s"] / b["tok_s"]
-                cpu = a["tok_cpu"] / b["tok_cpu"] if b["tok_cpu"] else float("nan")
-                verdict = "" if goal is None else (" (goal met)" if ratio >= goal else " (MISSED)")
-                goal_text = "" if goal is None else f", goal >= {goal}x"
-                print(
-                    f"- {label}: **{ratio:.2f}x** out tok/s{goal_text}{verdict}; "
-                    f"{cpu:.2f}x per server CPU second"
-                )
-        off = table.get(("fp8", top))
-        for mode in ("sampled", "full"):
-            on = table.get((f"fp8-{mode}", top))
-            if off and on:
-                cpu = on["tok_cpu"] / off["tok_cpu"] - 1 if off["tok_cpu"] else float("nan")
-                print(
-                    f"- integrity {mode} vs off (FP8 KV): throughput "
-                    f"{on['tok_s'] / off['tok_s'] - 1:+.1%} (per server CPU second {cpu:+.1%}), "
-                    f"E2E p99 "
-                    f"{on['e2e_p99'] / off['e2e_p99'] - 1:+.1%}, ITL p50 "
-                    f"{on['itl_p50'] / off['itl_p50'] - 1:+.1%} (goal for sampled: within 1%)"
-                )
+        for ratio in goal_ratios(table, top):
+            goal = ratio["goal"]
+            verdict = "" if goal is None else (" (goal met)" if ratio["met"] else " (MISSED)")
+            goal_text = "" if goal is None else f", goal >= {goal}x"
+            print(
+                f"- {ratio['label']}: **{ratio['ratio']:.2f}x** out tok/s{goal_text}{verdict}; "
+                f"{ratio['cpu_ratio']:.2f}x per server CPU second"
+            )
+        for row in integrity_costs(table, top):
+            print(
+                f"- integrity {row['mode']} vs off (FP8 KV): throughput "
+                f"{row['throughput_change']:+.1%} (per server CPU second "
+                f"{row['cpu_change']:+.1%}), E2E p99 {row['e2e_p99_change']:+.1%}, ITL p50 "
+                f"{row['itl_p50_change']:+.1%} (goal for sampled: within 1%)"
+            )
+
+
+def goal_ratios(table: dict[tuple[str, int], dict], top: int) -> list[dict]:
+    """The GOALS ratios at concurrency ``top`` (median tok/s over median tok/s), for the pairs
+    both measured."""
+    out = []
+    for label, num, den, goal in GOALS:
+        a, b = table.get((num, top)), table.get((den, top))
+        if not (a and b):
+            continue
+        ratio = a["tok_s"] / b["tok_s"]
+        out.append(
+            {
+                "label": label,
+                "ratio": ratio,
+                "cpu_ratio": a["tok_cpu"] / b["tok_cpu"] if b["tok_cpu"] else float("nan"),
+                "goal": goal,
+                "met": None if goal is None else ratio >= goal,
+            }
+        )
+    return out
+
+
+def integrity_costs(table: dict[tuple[str, int], dict], top: int) -> list[dict]:
+    """Sampled and full integrity checking against off (FP8 KV) at ``top``: relative changes
+    (negative throughput change = slower)."""
+    off = table.get(("fp8", top))
+    out = []
+    for mode in ("sampled", "full"):
+        on = table.get((f"fp8-{mode}", top))
+        if not (off and on):
+            continue
+        out.append(
+            {
+                "mode": mode,
+                "throughput_change": on["tok_s"] / off["tok_s"] - 1,
+                "cpu_change": on["tok_cpu"] / off["tok_cpu"] - 1
+                if off["tok_cpu"]
+                else float("nan"),
+                "e2e_p99_change": on["e2e_p99"] / off["e2e_p99"] - 1,
+                "itl_p50_change": on["itl_p50"] / off["itl_p50"] - 1,
+            }
+        )
+    return out
 
 
 if __name__ == "__main__":
