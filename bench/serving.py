@@ -268,6 +268,12 @@ def batch_summary(samples: list[float]) -> dict | None:
     return {"median": statistics.median(busy), "max": busy[-1], "samples": len(busy)}
 
 
+def counter_delta(before: dict, after: dict, name: str) -> float | None:
+    if before.get(name) is None or after.get(name) is None:
+        return None
+    return after[name] - before[name]
+
+
 def server_figures(url: str) -> dict:
     """What the ember server itself says (nothing for the HF baseline)."""
     try:
@@ -311,6 +317,7 @@ def run_server(
             started = time.time()
             server_cpu, client_cpu = cpu_seconds(process.pid), time.process_time()
             threads = thread_cpu_seconds(process.pid)
+            figures_before = server_figures(url)
             run, running = asyncio.run(
                 measured_run(
                     url, prompts, max_tokens=plan.output_len, concurrency=concurrency,
@@ -332,6 +339,8 @@ def run_server(
             }
             row["load_before"], row["load_after"] = before, load_average()
             row["server_figures"] = server_figures(url)
+            # The server's counters run over its whole life (every concurrency): keep this run's.
+            row["preemptions"] = counter_delta(figures_before, row["server_figures"], "preemptions")
             rows.append(row)
             print(
                 f"  {kind:<12} C={concurrency:<3} {row['output_tokens_per_s']:8.1f} out tok/s  "
@@ -345,6 +354,17 @@ def run_server(
     finally:
         stop_server(process)
     return rows
+
+
+def merge_into(previous: dict, report: dict) -> dict:
+    """``report`` (no archs yet) on top of an earlier one with the same plan: the earlier
+    architectures are kept, with the machine figures of the run that measured them."""
+    if previous.get("plan") != report["plan"]:
+        raise SystemExit(f"--append: the plan differs from {previous.get('plan')}")
+    earlier = previous.get("earlier_runs", []) + [
+        previous["machine"] | {"archs": list(previous["archs"])}
+    ]
+    return report | {"archs": dict(previous["archs"]), "earlier_runs": earlier}
 
 
 def main() -> None:
@@ -367,6 +387,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="rounds over the servers")
     parser.add_argument("--no-stream", action="store_true")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serving.json"))
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the other architectures already in --out (same plan required): one arch can "
+        "be rerun, or run later, without rerunning the rest",
+    )
     args = parser.parse_args()
     plan = Plan(
         concurrency=sorted(args.concurrency),
@@ -393,6 +419,8 @@ def main() -> None:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.append and out.is_file():
+        report = merge_into(json.loads(out.read_text()), report)
     for arch in args.arch:
         directory, trained = checkpoint(ARCHS[arch], scratch)
         budget = kv_budget(directory, plan)

@@ -1,13 +1,14 @@
 """Markdown tables and goal ratios from ``bench/results/serving.json`` (medians over repeats).
 
-PYTHONPATH=. python -m bench.summarize_serving [serving.json]
+PYTHONPATH=. python -m bench.summarize_serving [serving.json] [--accuracy serving_accuracy.json]
+    [--roofline roofline.json]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -40,8 +41,9 @@ def medians(runs: list[dict]) -> dict[tuple[str, int], dict]:
                 for metric in ("ttft", "itl", "e2e")
                 for q in ("p50", "p99")
             },
-            "preemptions": statistics.median(
-                (r.get("server_figures") or {}).get("preemptions") or 0 for r in rows
+            "preemptions": statistics.median(_preemptions(r) for r in rows),
+            "running_batch": _median_or_none(
+                [(r.get("running_batch") or {}).get("median") for r in rows]
             ),
             "load": statistics.median(r["load_after"][0] for r in rows),
             "failed": sum(r["failed"] for r in rows),
@@ -49,9 +51,98 @@ def medians(runs: list[dict]) -> dict[tuple[str, int], dict]:
     return out
 
 
+def _preemptions(row: dict) -> float:
+    """This run's preemptions (older results kept only the server's running total)."""
+    if row.get("preemptions") is not None:
+        return row["preemptions"]
+    return (row.get("server_figures") or {}).get("preemptions") or 0
+
+
+def _median_or_none(values: list) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
 def main() -> None:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
-    report = json.loads(path.read_text())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("serving", nargs="?", default=str(DEFAULT))
+    parser.add_argument("--accuracy", default=str(DEFAULT.with_name("serving_accuracy.json")))
+    parser.add_argument("--roofline", default=str(DEFAULT.with_name("roofline.json")))
+    args = parser.parse_args()
+    serving_tables(json.loads(Path(args.serving).read_text()))
+    for path, tables in ((args.accuracy, accuracy_tables), (args.roofline, roofline_table)):
+        if Path(path).is_file():
+            print("\n".join(tables(json.loads(Path(path).read_text()))))
+
+
+def accuracy_tables(report: dict) -> list[str]:
+    """Weight bytes, KV capacity, and bits per byte / greedy agreement per configuration."""
+    lines = [
+        "\n| model | BF16 weight bytes | FP8 experts | INT4 experts | FP8 all linear "
+        "| INT4 all linear | KV tokens FP8/BF16 (5 MiB; 1 GiB) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for entry in report["archs"].values():
+        w = entry["weight_bytes"]
+        caps = "; ".join(f"{row['fp8_over_bf16']:.4f}x" for row in entry["kv_capacity"])
+        lines.append(
+            f"| {entry['checkpoint']} | {w['bf16']:,} "
+            + " ".join(
+                f"| {w[key]:,} ({w[key + '_vs_bf16']:.2f})"
+                for key in ("fp8_experts", "int4_experts", "fp8_all", "int4_all")
+            )
+            + f" | {caps} |"
+        )
+    lines += [
+        "\n| model | config | weights | KV | bits per byte | vs BF16 | greedy positions equal "
+        "| sequences identical | mean common prefix |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for entry in report["archs"].values():
+        for name, row in entry["configs"].items():
+            agree = row["greedy_agreement"]
+            lines.append(
+                f"| {entry['checkpoint']} | {name} | {row['weights']} | {row['kv_cache_dtype']} "
+                f"| {row['bits_per_byte']:.4f} | {row['bpb_change_vs_bf16']:+.3%} "
+                f"| {agree['positions_equal']:.1%} | {agree['sequences_identical']:.0%} "
+                f"| {agree['mean_common_prefix']:.1f} |"
+            )
+    return lines
+
+
+def roofline_table(report: dict) -> list[str]:
+    bw = report["bandwidth"]
+    lines = [
+        f"\nBandwidth ({report['threads']} thread, load {report['load'][0]}): "
+        + ", ".join(
+            f"{where} copy {f['copy_gb_s']:.1f} GB/s, triad {f['triad_gb_s']:.1f} GB/s"
+            for where, f in bw.items()
+        ),
+        "\n| model | server | C | running batch | MB per step | roofline tok/s (DRAM; cache) "
+        "| ember decode tok/s | fraction (DRAM; cache) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for arch, entry in report["archs"].items():
+        for row in entry["rows"]:
+            got = row.get("ember")
+            measured = (
+                f"{got['decode_tokens_per_s']:.0f} | "
+                f"{row['fraction_of_dram_1GiB_roofline']:.1%}; "
+                f"{row['fraction_of_cache_32MiB_roofline']:.1%}"
+                if got
+                else "- | -"
+            )
+            lines.append(
+                f"| {arch} | {row['server']} | {row['concurrency']} | {row['batch']:.0f} "
+                f"| {row['bytes_per_step'] / 1e6:.2f} "
+                f"| {row['roofline_tok_s_dram_1GiB']:,.0f}; "
+                f"{row['roofline_tok_s_cache_32MiB']:,.0f} "
+                f"| {measured} |"
+            )
+    return lines
+
+
+def serving_tables(report: dict) -> None:
     top = max(report["plan"]["concurrency"])
     for arch, entry in report["archs"].items():
         kv = entry["kv"]
@@ -66,13 +157,15 @@ def main() -> None:
         )
         table = medians(entry["runs"])
         print(
-            "| server | C | out tok/s (median; runs) | out tok per server CPU-s "
+            "| server | C | running batch | out tok/s (median; runs) | out tok per server CPU-s "
             "| TTFT p50 / p99 ms | ITL p50 / p99 ms | E2E p50 / p99 ms | preemptions | load |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for (server, c), m in sorted(table.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            batch = "-" if m["running_batch"] is None else f"{m['running_batch']:.0f}"
             print(
-                f"| {server} | {c} | **{m['tok_s']:.0f}** ({', '.join(map(str, m['tok_s_all']))}) "
+                f"| {server} | {c} | {batch} "
+                f"| **{m['tok_s']:.0f}** ({', '.join(map(str, m['tok_s_all']))}) "
                 f"| {m['tok_cpu']:.0f} | {m['ttft_p50']:.0f} / {m['ttft_p99']:.0f} "
                 f"| {m['itl_p50']:.1f} / {m['itl_p99']:.1f} "
                 f"| {m['e2e_p50']:.0f} / {m['e2e_p99']:.0f} "
