@@ -12,9 +12,11 @@ expected share touched is ``1 - (1 - k/E)^B``), plus the KV cache read (``B x T 
 token). The roofline is ``B x bandwidth / bytes``: tokens per second if decode did nothing but
 stream those bytes.
 
-The measured decode rate comes from a serving run (``bench/results/serving.json``): at
-concurrency ``C`` each request gets one token per step, so decode tokens/s is about ``C / ITL``
-(mean inter-token latency); the end-to-end output tokens/s (prefill included) is shown beside it.
+The measured decode rate comes from a serving run (``bench/results/serving.json``, medians over
+its repeats): each running request gets one token per step, so decode tokens/s is about
+``B / ITL`` (``B`` the running batch the server reported, ITL the mean inter-token latency); the
+end-to-end output tokens/s (prefill included) is shown beside it. On a shared machine the server
+gets only part of a core, so the rate per server CPU-second is compared with the roofline too.
 
     PYTHONPATH=. python -m bench.roofline --threads 1
 
@@ -115,6 +117,11 @@ def measured(serving: dict, arch: str, server: str, concurrency: int) -> dict | 
         "itl_mean_ms": itl * 1000,
         "decode_tokens_per_s": batch / itl if itl else None,
         "output_tokens_per_s": statistics.median(row["output_tokens_per_s"] for row in rows),
+        # The server had a fraction of a core on the shared machine; per CPU-second is the rate
+        # it would reach with a whole core to itself (prefill included, so a lower bound).
+        "output_tokens_per_server_cpu_s": statistics.median(
+            row.get("output_tokens_per_server_cpu_s", float("nan")) for row in rows
+        ),
     }
 
 
@@ -178,8 +185,10 @@ def main() -> None:
                 if got is not None and got["decode_tokens_per_s"]:
                     row["ember"] = got
                     for where in bw:
-                        row[f"fraction_of_{where}_roofline"] = (
-                            got["decode_tokens_per_s"] / row[f"roofline_tok_s_{where}"]
+                        roof = row[f"roofline_tok_s_{where}"]
+                        row[f"fraction_of_{where}_roofline"] = got["decode_tokens_per_s"] / roof
+                        row[f"cpu_fraction_of_{where}_roofline"] = (
+                            got["output_tokens_per_server_cpu_s"] / roof
                         )
                 rows.append(row)
                 print(arch, json.dumps(row), flush=True)

@@ -119,8 +119,9 @@ def roofline_table(report: dict) -> list[str]:
             for where, f in bw.items()
         ),
         "\n| model | server | C | running batch | MB per step | roofline tok/s (DRAM; cache) "
-        "| ember decode tok/s | fraction (DRAM; cache) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| ember decode tok/s | fraction (DRAM; cache) | ember out tok per CPU-s "
+        "| fraction (DRAM; cache) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for arch, entry in report["archs"].items():
         for row in entry["rows"]:
@@ -128,9 +129,12 @@ def roofline_table(report: dict) -> list[str]:
             measured = (
                 f"{got['decode_tokens_per_s']:.0f} | "
                 f"{row['fraction_of_dram_1GiB_roofline']:.1%}; "
-                f"{row['fraction_of_cache_32MiB_roofline']:.1%}"
+                f"{row['fraction_of_cache_32MiB_roofline']:.1%} | "
+                f"{got['output_tokens_per_server_cpu_s']:.0f} | "
+                f"{row['cpu_fraction_of_dram_1GiB_roofline']:.1%}; "
+                f"{row['cpu_fraction_of_cache_32MiB_roofline']:.1%}"
                 if got
-                else "- | -"
+                else "- | - | - | -"
             )
             lines.append(
                 f"| {arch} | {row['server']} | {row['concurrency']} | {row['batch']:.0f} "

@@ -170,6 +170,7 @@ def test_roofline_reads_the_running_batch() -> None:
     assert bf16["running_batch"] == 31 and bf16["runs"] == 2
     assert bf16["decode_tokens_per_s"] == pytest.approx(31 / 0.05)
     assert bf16["output_tokens_per_s"] == 600.0
+    assert bf16["output_tokens_per_server_cpu_s"] == 300.0
     fp8 = measured(serving, "kimi", "fp8", 64)  # no samples: the concurrency
     assert fp8 is not None and fp8["decode_tokens_per_s"] == pytest.approx(64 / 0.05)
     assert measured(serving, "kimi", "fp8", 16) is None
