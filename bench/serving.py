@@ -9,7 +9,9 @@ stream setting and KV byte budget, so ratios are measured within one run.
 
 The KV budget is chosen so that BF16 KV limits the batch: it holds ``--kv-limited-batch``
 requests of ``input + output`` tokens (plus one page) in BF16, so at 64 concurrent requests BF16
-runs at most that many at once while FP8 holds twice as many tokens in the same bytes.
+KV holds only that many whole requests (the scheduler admits by free pages, so a few more start
+and are preempted when their pages run out) while FP8 holds twice as many tokens in the same
+bytes. The running batch is sampled from the server's /metrics once a second during each run.
 
 Servers (``--servers``): ``bf16`` / ``fp8`` (KV dtype, integrity off), ``fp8-sampled`` /
 ``fp8-full`` (integrity), ``int4-fp8`` (INT4 routed experts + FP8 KV), ``hf-naive`` /
@@ -20,8 +22,9 @@ run at the highest concurrency only.
     PYTHONPATH=. python -m bench.serving --arch kimi --servers bf16 fp8 --concurrency 64
 
 With ``--repeats N`` the servers run N rounds in alternating order (the machine is shared; take
-medians). Results: ``bench/results/serving.json`` (``--out``); plots: ``bench/plot_serving.py``;
-summary table: ``bench/summarize_serving.py``.
+medians); ``--once`` names servers that run in the first round only. ``--append`` adds the
+architectures run now to an earlier ``--out`` of the same plan. Results:
+``bench/results/serving.json``; plots: ``bench.plot_serving``; tables: ``bench.summarize_serving``.
 """
 
 from __future__ import annotations
@@ -385,6 +388,12 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--hf-naive-requests", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=1, help="rounds over the servers")
+    parser.add_argument(
+        "--once",
+        nargs="*",
+        default=[],
+        help="servers that run in the first round only (the slow ones a goal clears by far)",
+    )
     parser.add_argument("--no-stream", action="store_true")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serving.json"))
     parser.add_argument(
@@ -435,6 +444,8 @@ def main() -> None:
         for repeat in range(args.repeats):
             # Alternate the order so slow drifts in the machine's load hit every server alike.
             order = args.servers if repeat % 2 == 0 else list(reversed(args.servers))
+            if repeat:
+                order = [kind for kind in order if kind not in args.once]
             for kind in order:
                 for row in run_server(kind, directory, prompts, plan, budget["budget_bytes"]):
                     rows.append(row | {"repeat": repeat})
