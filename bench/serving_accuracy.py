@@ -194,7 +194,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     scratch = Path(tempfile.mkdtemp(prefix="ember-accuracy-"))
-    report: dict = {"benchmark": "serving_accuracy", "args": vars(args), "archs": {}}
+    report: dict = {
+        "benchmark": "serving_accuracy",
+        "args": {k: v for k, v in vars(args).items() if k != "out"},
+        "archs": {},
+    }
     report["load_at_start"] = load_average()
     for arch in args.arch:
         started = time.time()
