@@ -191,6 +191,9 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serving_accuracy.json"))
+    parser.add_argument(
+        "--append", action="store_true", help="keep the other architectures already in --out"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     scratch = Path(tempfile.mkdtemp(prefix="ember-accuracy-"))
@@ -200,6 +203,9 @@ def main() -> None:
         "archs": {},
     }
     report["load_at_start"] = load_average()
+    if args.append and Path(args.out).is_file():
+        # Each architecture's entry carries its own settings, so runs of different ones mix.
+        report["archs"] = json.loads(Path(args.out).read_text())["archs"]
     for arch in args.arch:
         started = time.time()
         directory, trained = checkpoint(ARCHS[arch], scratch)
@@ -208,6 +214,7 @@ def main() -> None:
         prompts = prompts_for(directory, args.prompts, 128, seed=1)
         entry: dict = {
             "checkpoint": ARCHS[arch],
+            "settings": report["args"] | {"arch": arch},
             "trained_weights": trained,
             "kv_capacity": kv_capacity_ratio(directory, [5 * 2**20, 2**30]),
             "weight_bytes": weight_bytes(directory),
