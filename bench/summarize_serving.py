@@ -69,10 +69,64 @@ def main() -> None:
     parser.add_argument("--accuracy", default=str(DEFAULT.with_name("serving_accuracy.json")))
     parser.add_argument("--roofline", default=str(DEFAULT.with_name("roofline.json")))
     args = parser.parse_args()
-    serving_tables(json.loads(Path(args.serving).read_text()))
+    serving = json.loads(Path(args.serving).read_text())
+    accuracy_path = Path(args.accuracy)
+    accuracy = json.loads(accuracy_path.read_text()) if accuracy_path.is_file() else None
+    print("\n".join(goals_table(serving, accuracy)))
+    serving_tables(serving)
     for path, tables in ((args.accuracy, accuracy_tables), (args.roofline, roofline_table)):
         if Path(path).is_file():
             print("\n".join(tables(json.loads(Path(path).read_text()))))
+
+
+def _verdict(value: float, goal: float, higher_is_better: bool = True) -> str:
+    met = value >= goal if higher_is_better else value <= goal
+    return "met" if met else "**missed**"
+
+
+def goals_table(serving: dict, accuracy: dict | None) -> list[str]:
+    """One row per goal of the issue, one column per architecture: the measured figure and
+    whether it meets the goal (throughput ratios by wall time and per server CPU-second)."""
+    archs = list(serving["archs"])
+    if accuracy is not None:
+        archs += [a for a in accuracy["archs"] if a not in archs]
+    top = max(serving["plan"]["concurrency"])
+    rows: dict[str, dict[str, str]] = defaultdict(dict)
+    for arch, entry in serving["archs"].items():
+        ratio = entry["kv"]["fp8_over_bf16_capacity"]
+        rows["KV tokens FP8 / BF16 at equal bytes (>= 1.99x)"][arch] = (
+            f"{ratio:.3f}x {_verdict(ratio, 1.99)}"
+        )
+        table = medians(entry["runs"])
+        for ratio_row in goal_ratios(table, top):
+            if ratio_row["goal"] is None:
+                continue
+            wall, cpu = ratio_row["ratio"], ratio_row["cpu_ratio"]
+            label = f"{ratio_row['label']} at {top} (>= {ratio_row['goal']:g}x): wall; per CPU-s"
+            rows[label][arch] = (
+                f"{wall:.3f}x {_verdict(wall, ratio_row['goal'])}; "
+                f"{cpu:.3f}x {_verdict(cpu, ratio_row['goal'])}"
+            )
+        for cost in integrity_costs(table, top):
+            if cost["mode"] != "sampled":
+                continue
+            # A cost is a negative change: the goal is a throughput change of -1% or better.
+            wall, cpu = cost["throughput_change"], cost["cpu_change"]
+            rows["sampled integrity: throughput change (> -1%): wall; per CPU-s"][arch] = (
+                f"{wall:+.1%} {_verdict(wall, -0.01)}; {cpu:+.1%} {_verdict(cpu, -0.01)}"
+            )
+    for arch, entry in (accuracy or {}).get("archs", {}).items():
+        configs = entry["configs"]
+        for name, label, goal in (
+            ("fp8_kv", "FP8 KV bits per byte vs BF16 (within 0.5%)", 0.005),
+            ("int4", "INT4 experts bits per byte vs BF16 (within 2%)", 0.02),
+        ):
+            change = configs[name]["bpb_change_vs_bf16"]
+            rows[label][arch] = f"{change:+.3%} {_verdict(abs(change), goal, False)}"
+    lines = ["| goal | " + " | ".join(archs) + " |", "|---|" + "---:|" * len(archs)]
+    for label, cells in rows.items():
+        lines.append(f"| {label} | " + " | ".join(cells.get(a, "-") for a in archs) + " |")
+    return lines
 
 
 def accuracy_tables(report: dict) -> list[str]:

@@ -21,7 +21,7 @@ from bench.serving import (
 )
 from bench.serving_accuracy import agreement
 from bench.serving_client import RequestResult, RunResult, _percentile, summarize
-from bench.summarize_serving import goal_ratios, integrity_costs, medians
+from bench.summarize_serving import goal_ratios, goals_table, integrity_costs, medians
 from ember.models.catalog import SHIPPED_CHECKPOINTS
 from ember.models.kv.spec import kv_layout_for
 from ember.models.loader import load_model
@@ -222,3 +222,23 @@ def test_append_keeps_earlier_archs_of_the_same_plan() -> None:
     assert merged["earlier_runs"] == [{"load_at_start": [5.0], "archs": ["kimi"]}]
     with pytest.raises(SystemExit, match="plan differs"):
         merge_into(previous, fresh | {"plan": {"concurrency": [64], "input_len": 128}})
+
+
+def test_goals_table_judges_each_goal() -> None:
+    runs = [_row("bf16", 64, 100.0), _row("fp8", 64, 159.0), _row("fp8-sampled", 64, 158.0)]
+    serving = {
+        "plan": {"concurrency": [1, 64]},
+        "archs": {"kimi": {"kv": {"fp8_over_bf16_capacity": 1.998}, "runs": runs}},
+    }
+    configs = {"fp8_kv": {"bpb_change_vs_bf16": -0.006}, "int4": {"bpb_change_vs_bf16": 0.019}}
+    accuracy = {"archs": {"kimi": {"configs": configs}, "glmdsa": {"configs": configs}}}
+    header, _, *rows = goals_table(serving, accuracy)
+    assert header == "| goal | kimi | glmdsa |"
+    table = {row.split(" | ")[0].lstrip("| "): row for row in rows}
+    assert "1.998x met | - |" in table["KV tokens FP8 / BF16 at equal bytes (>= 1.99x)"]
+    fp8 = next(row for label, row in table.items() if label.startswith("FP8 KV / BF16 KV"))
+    assert "1.590x **missed**; 1.590x **missed**" in fp8  # just under 1.6: missed
+    sampled = next(row for label, row in table.items() if label.startswith("sampled"))
+    assert "-0.6% met" in sampled
+    assert "-0.600% **missed**" in table["FP8 KV bits per byte vs BF16 (within 0.5%)"]
+    assert "+1.900% met | +1.900% met" in table["INT4 experts bits per byte vs BF16 (within 2%)"]
