@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -179,8 +180,8 @@ def measure_generate(
     return batch * new / wall, batch * new / cpu
 
 
-def measure_hf(model: Any, dtype: str, batch: int, new: int, naive_requests: int) -> dict:
-    """HF transformers ``generate()`` on the same weights: one static batch, and one at a time."""
+def load_hf(model: Any, dtype: str) -> Any:
+    """The same weights as an HF transformers model (through a saved checkpoint)."""
     import transformers  # test extra; only this mode needs it
 
     with tempfile.TemporaryDirectory() as directory:
@@ -188,25 +189,53 @@ def measure_hf(model: Any, dtype: str, batch: int, new: int, naive_requests: int
         hf = transformers.AutoModelForCausalLM.from_pretrained(
             directory, dtype=DTYPE_NAMES[dtype]
         ).eval()
+    with torch.inference_mode():
+        hf.generate(torch.tensor(_prompts(1, seed=1)), max_new_tokens=2, pad_token_id=0)  # warm
+    return hf
+
+
+def measure_hf(hf: Any, batch: int, new: int, requests: int | None = None) -> tuple[float, float]:
+    """Output tokens per wall and per CPU second of HF ``generate()`` (greedy): one static
+    batch of ``batch`` prompts, or (``requests``) that many prompts one ``generate`` each."""
     prompts = torch.tensor(_prompts(batch, seed=1))
     kwargs = dict(do_sample=False, min_new_tokens=new, max_new_tokens=new, pad_token_id=0)
     with torch.inference_mode():
-        hf.generate(prompts[:1], max_new_tokens=2, do_sample=False, pad_token_id=0)  # warm-up
         start, cpu_start = time.perf_counter(), time.process_time()
-        hf.generate(prompts, **kwargs)
-        static = batch * new / (time.perf_counter() - start)
-        static_cpu = batch * new / (time.process_time() - cpu_start)
-        start, cpu_start = time.perf_counter(), time.process_time()
-        for row in range(naive_requests):
-            hf.generate(prompts[row : row + 1], **kwargs)
-        naive = naive_requests * new / (time.perf_counter() - start)
-        naive_cpu = naive_requests * new / (time.process_time() - cpu_start)
-    return {
-        "hf_static_tokens_per_s": static,
-        "hf_naive_tokens_per_s": naive,
-        "hf_static_tokens_per_cpu_s": static_cpu,
-        "hf_naive_tokens_per_cpu_s": naive_cpu,
-    }
+        if requests is None:
+            hf.generate(prompts, **kwargs)
+        else:
+            for row in range(requests):
+                hf.generate(prompts[row : row + 1], **kwargs)
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    count = batch if requests is None else requests
+    return count * new / wall, count * new / cpu
+
+
+def compare_hf(args: argparse.Namespace, model: Any, config: Any, arch: str) -> dict:
+    """HF static batch and ember serving the same requests, interleaved over ``--repeats``
+    rounds (the shared machine's load drifts over minutes: each round's ratio compares runs a
+    few seconds apart); the naive one-request-at-a-time baseline runs once (it is ~10x slower
+    and far from the goal line). Figures are medians over rounds."""
+    batch, new = args.hf_batch, args.hf_new_tokens
+    hf = load_hf(model, args.dtype)
+    rounds: list[dict[str, float]] = []
+    for _ in range(args.repeats):
+        result: dict[str, float] = {}
+        wall, cpu = measure_hf(hf, batch, new)
+        result.update(hf_static_tokens_per_s=wall, hf_static_tokens_per_cpu_s=cpu)
+        for kv in args.kv:
+            wall, cpu = measure_generate(model, config, args.dtype, kv, batch, new)
+            result[f"ember_{kv}_tokens_per_s"] = wall
+            result[f"ember_{kv}_tokens_per_cpu_s"] = cpu
+            result[f"ember_{kv}_over_static_cpu"] = cpu / result["hf_static_tokens_per_cpu_s"]
+        rounds.append(result)
+    entry: dict[str, Any] = {"arch": arch, "batch": batch, "new_tokens": new}
+    entry.update({key: statistics.median(r[key] for r in rounds) for key in rounds[0]})
+    wall, cpu = measure_hf(hf, batch, new, requests=args.hf_naive_requests)
+    entry.update(hf_naive_tokens_per_s=wall, hf_naive_tokens_per_cpu_s=cpu)
+    entry["rounds"] = rounds
+    entry["load_average"] = list(os.getloadavg())
+    return entry
 
 
 def _build(arch: str, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -254,6 +283,7 @@ def main() -> None:
         return
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    load_at_start = list(os.getloadavg())
     models = {}
     for arch in args.arch:
         models[arch] = _build(arch, DTYPE_NAMES[args.dtype])
@@ -296,21 +326,8 @@ def main() -> None:
     baselines = []
     if args.hf:
         for arch in args.arch:
-            model, config = models[arch]
-            entry = {"arch": arch, "batch": args.hf_batch, "new_tokens": args.hf_new_tokens}
-            entry.update(
-                measure_hf(
-                    model, args.dtype, args.hf_batch, args.hf_new_tokens, args.hf_naive_requests
-                )
-            )
-            for kv in args.kv:
-                wall, cpu = measure_generate(
-                    model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens
-                )
-                entry[f"ember_{kv}_tokens_per_s"] = wall
-                entry[f"ember_{kv}_tokens_per_cpu_s"] = cpu
-            baselines.append(entry)
-            print(json.dumps(entry), flush=True)
+            baselines.append(compare_hf(args, *models[arch], arch))
+            print(json.dumps(baselines[-1]), flush=True)
     equal_budget = []
     if args.equal_budget_seqs:
         for arch in args.arch:
@@ -318,12 +335,22 @@ def main() -> None:
             tokens = PROMPT_LEN + args.hf_new_tokens
             budget = args.equal_budget_seqs * tokens * kv_layout_for(config, "bf16").cell_size
             entry = {"arch": arch, "requests": args.hf_batch, "kv_cache_bytes": budget}
-            for kv in args.kv:
-                wall, cpu = measure_generate(
-                    model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens, budget
-                )
-                entry[f"{kv}_tokens_per_s"] = wall
-                entry[f"{kv}_tokens_per_cpu_s"] = cpu
+            rounds = []  # KV dtypes interleaved per round, as for the HF comparison
+            for _ in range(args.repeats):
+                result = {}
+                for kv in args.kv:
+                    wall, cpu = measure_generate(
+                        model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens, budget
+                    )
+                    result[f"{kv}_tokens_per_s"] = wall
+                    result[f"{kv}_tokens_per_cpu_s"] = cpu
+                if "bf16_tokens_per_cpu_s" in result and "fp8_e4m3_tokens_per_cpu_s" in result:
+                    result["fp8_over_bf16_cpu"] = (
+                        result["fp8_e4m3_tokens_per_cpu_s"] / result["bf16_tokens_per_cpu_s"]
+                    )
+                rounds.append(result)
+            entry.update({key: statistics.median(r[key] for r in rounds) for key in rounds[0]})
+            entry["rounds"] = rounds
             equal_budget.append(entry)
             print(json.dumps(entry), flush=True)
     report = {
@@ -332,6 +359,9 @@ def main() -> None:
             "processor": platform.processor() or platform.machine(),
             "threads": args.threads,
             "torch": torch.__version__,
+            # 1/5/15-minute load averages (other jobs on the shared machine), start and end.
+            "load_average_start": load_at_start,
+            "load_average_end": list(os.getloadavg()),
         },
         "model_dtype": args.dtype,
         "prompt_tokens": PROMPT_LEN,

@@ -89,6 +89,10 @@ def write_safetensors(
     shard_bytes = 0
     for name in sorted(tensors):
         tensor = tensors[name].detach().contiguous()
+        if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
+            # A view into a larger tensor (the MoE stacks its experts' weights): safetensors
+            # refuses tensors that share storage, so write a copy of just this view.
+            tensor = tensor.clone()
         size = tensor.numel() * tensor.element_size()
         if max_shard_bytes is not None and shards[-1] and shard_bytes + size > max_shard_bytes:
             shards.append({})

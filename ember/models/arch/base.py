@@ -151,6 +151,8 @@ class CausalLM(nn.Module):
         positions = torch.tensor(layout.positions(), device=input_ids.device)
         cos, sin = self.rotary(positions)  # (T, R/2)
         x = self.model.embed_tokens(input_ids)
+        # Cast once here, not in each layer's rotary (apply_rotary's own cast is then a no-op).
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         topk: torch.Tensor | None = None
         for i, layer in enumerate(self.model.layers):
             x, topk = layer.forward_cached(x, cos, sin, backend, i, topk)

@@ -151,10 +151,20 @@ class PagedBatch:
     groups: list[AttentionGroup]
     slot_pages: torch.Tensor  # (T,) slot_mapping // page_size
     slot_offsets: torch.Tensor  # (T,) slot_mapping % page_size
-    # Integrity: when set, each store adds the 64-bit word sums of what it writes, per token
-    # (``kv/integrity.py``'s content digest, computed from the written tensor while it is hot).
-    # ``None`` after a store whose rows are not whole 64-bit words: stamp from memory instead.
-    digests: torch.Tensor | None = None
+    # Integrity: when a list, each store appends what it writes as ``(T, n)`` int64 words, and
+    # ``content_digests`` sums them per token in one call (``kv/integrity.py``'s content digest,
+    # from tensors the forward had anyway). ``None`` after a store whose rows are not whole
+    # 64-bit words: stamp from memory instead.
+    digest_words: list[torch.Tensor] | None = None
+
+    def content_digests(self) -> torch.Tensor | None:
+        """``(T,)`` int64 wrap-around sums of every word each new token stored (all layers)."""
+        if self.digest_words is None:
+            return None
+        if not self.digest_words:
+            return torch.zeros(self.slot_mapping.numel(), dtype=torch.int64)
+        # int64 adds wrap like the sidecar's uint64 sums (two's complement).
+        return torch.cat(self.digest_words, dim=1).sum(dim=1)
 
     @classmethod
     def build(

@@ -6,11 +6,17 @@ emitted*, so a request whose step read bad KV drops that step's token and recomp
 
 - ``full``: every slot each scheduled sequence can read (its whole context, padding included) is
   checked for ownership (chain) and content (digest), every step.
-- ``sampled``: ownership of the first slot of every page, every step (a page handed to another
-  request is zeroed and rewritten from its first slot, so this catches every early reuse the step
-  it could matter); ownership and content of every slot of a rotating share of the pages, so each
-  page is re-checked at least once every ``sample_period`` steps (a flipped bit is found within
-  that many steps). The share is checked in bulk every ``CONTENT_STRIDE`` steps.
+- ``sampled``: ownership of the first slot of every page restamped since its reader last passed
+  a check, every step (a page handed to another request is zeroed and rewritten from its first
+  slot, so this catches every early reuse the step it could matter); ownership and content of
+  every slot of a rotating share of the pages, chosen by pool index: every ``CONTENT_STRIDE``
+  steps, the pages whose index is congruent to ``step // CONTENT_STRIDE`` modulo
+  ``sample_period // CONTENT_STRIDE``. A page read at every step is so re-checked once every
+  ``sample_period`` steps (a flipped bit is found within that many steps); averaged over steps, a
+  given page is checked with probability ``1 / sample_period`` per step (the whole-page digest of
+  a checked page always detects one flipped bit). Bursts rather than a few pages every step:
+  each check's fixed costs (~20 numpy calls, each several microseconds with the caches cold
+  after a forward) are paid once per ``CONTENT_STRIDE`` steps.
 - Always (both modes): every page a prefix-cache hit would reuse is verified before reuse.
 
 A chain mismatch means the page now belongs to someone else: the reader drops it from its block
@@ -106,14 +112,19 @@ class IntegrityChecker:
 
     def _expected(self, group: StepReads, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """``(n, S)`` chains the readers expect in page column ``cols[i]`` of row ``rows[i]``."""
-        size = self.page_size
-        expected = np.zeros((len(rows), size), dtype=np.uint64)
-        for i, (row, col) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
-            start = col * size
-            end = min(start + size, group.seq_lens[row])
-            if end > start:
-                expected[i, : end - start] = group.chains[row][start:end]
-        return expected
+        # Vectorised over entries: every reader's chain laid end to end, then one gather (a loop
+        # over entries cost ~2 us each; full mode checks hundreds per step).
+        lens = np.asarray(group.seq_lens, dtype=np.int64)
+        flat = np.concatenate(
+            [chain[:n] for chain, n in zip(group.chains, group.seq_lens, strict=True)]
+        )
+        starts = np.cumsum(lens) - lens
+        position = cols[:, None] * self.page_size + self._offsets  # (n, S) within the sequence
+        valid = position < lens[rows, None]
+        index = np.where(valid, starts[rows, None] + position, 0)
+        if flat.size == 0:
+            return np.zeros(position.shape, dtype=np.uint64)
+        return np.where(valid, flat[index], np.uint64(0))
 
     def _check_full(self, group: StepReads) -> list[IntegrityFailure]:
         """Every slot of every page read: ownership and content."""
@@ -131,21 +142,23 @@ class IntegrityChecker:
         changed = sidecar.page_epoch[pages] >= group.checked_epoch[:, None]  # (B, P)
         rows, cols = np.nonzero(changed)
         self.stats.slots_checked += len(rows)
-        expected = np.zeros(len(rows), dtype=np.uint64)
-        for i, (row, col) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
-            if col * size < group.seq_lens[row]:
-                expected[i] = group.chains[row][col * size]
-        owner_bad = np.zeros(pages.shape, dtype=bool)
-        owner_bad[rows, cols] = sidecar.chain[pages[rows, cols] * size] != expected
+        owner_bad = None
+        if len(rows):
+            expected = np.zeros(len(rows), dtype=np.uint64)
+            for i, (row, col) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
+                if col * size < group.seq_lens[row]:
+                    expected[i] = group.chains[row][col * size]
+            bad = sidecar.chain[pages[rows, cols] * size] != expected
+            if bad.any():
+                owner_bad = np.zeros(pages.shape, dtype=bool)
+                owner_bad[rows[bad], cols[bad]] = True
         failures: list[IntegrityFailure] = []
-        # The whole-page checks run every ``stride`` steps on ``stride`` steps' worth of pages:
-        # the same coverage (each page once per ``sample_period`` steps), fewer fixed costs.
         stride = min(CONTENT_STRIDE, self.sample_period)
         if step % stride == 0:
             windows = max(1, self.sample_period // stride)
-            rows, cols = np.nonzero((pages + step // stride) % windows == 0)
+            rows, cols = np.nonzero(pages % windows == (step // stride) % windows)
             failures = self._check_pages(group, rows, cols, content=True)
-        if owner_bad.any():
+        if owner_bad is not None:
             failed = {f.seq_index for f in failures}
             for row, col in zip(*np.nonzero(owner_bad), strict=True):
                 index = group.seq_index[int(row)]
@@ -177,16 +190,18 @@ class IntegrityChecker:
         slots = page_ids[:, None] * size + self._offsets  # (n, S)
         chain_bad = sidecar.chain[slots] != self._expected(group, rows, cols)
         self.stats.slots_checked += slots.size
-        digest_bad = np.zeros(slots.shape, dtype=bool)
+        changed = None
         if content:
-            # Whole pages at once: a changed bit changes its page's sum of slot digests.
-            unique, inverse = np.unique(page_ids, return_inverse=True)
-            self.stats.slots_digested += unique.size * size
-            changed = sidecar.page_digest(unique) != sidecar.stamped_page_digest(unique)
-            digest_bad[:, 0] = changed[inverse]  # reported at the page's first slot
+            # Whole pages at once: a changed bit changes its page's sum of slot digests. (A page
+            # two readers share is digested twice: rarer and cheaper than deduplicating.)
+            self.stats.slots_digested += slots.size
+            changed = sidecar.page_digest(page_ids) != sidecar.stamped_page_digest(page_ids)
+        if not chain_bad.any() and (changed is None or not changed.any()):
+            return []  # the common case: no per-row work
+        digest_bad = np.zeros(slots.shape, dtype=bool)
+        if changed is not None:
+            digest_bad[:, 0] = changed  # reported at the page's first slot
         bad = chain_bad | digest_bad
-        if not bad.any():
-            return []
         failures = []
         for row in np.unique(rows[bad.any(axis=1)]).tolist():
             mine = rows == row

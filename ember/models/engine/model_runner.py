@@ -83,19 +83,14 @@ class ModelRunner:
         checker = self.checker
         token_list: list[int] = []
         position_list: list[int] = []
-        chain_list: list[int] = []  # the writers' chains, for the integrity stamps
         for s in scheduled:
             if s.num_new_tokens == 1:
                 token_list.append(s.seq.token_ids[s.context_len])
                 position_list.append(s.context_len)
-                if checker is not None:
-                    chain_list.append(s.seq.chain[s.context_len])
             else:
                 end = s.context_len + s.num_new_tokens
                 token_list.extend(s.seq.token_ids[s.context_len : end])
                 position_list.extend(range(s.context_len, end))
-                if checker is not None:
-                    chain_list.extend(s.seq.chain[s.context_len : end].tolist())
         batch = PagedBatch.build(
             layout, [s.seq.block_table for s in scheduled], page_size, self.pool.padding_page
         )
@@ -103,10 +98,10 @@ class ModelRunner:
             started = time.process_time()
             checker.stamp_tokens(
                 batch.slot_mapping.numpy(),
-                np.array(chain_list, dtype=np.uint64),
+                self._writer_chains(scheduled),
                 np.array(position_list, dtype=np.int32),
             )
-            batch.digests = torch.zeros(len(token_list), dtype=torch.int64)
+            batch.digest_words = []
             checker.stats.cpu_seconds += time.process_time() - started
         backend = PagedAttentionBackend(self.pool, batch, self.workspace)
         sample_rows: list[int] = []
@@ -154,8 +149,9 @@ class ModelRunner:
     ) -> list[IntegrityFailure]:
         """Stamp what this step wrote, then check what it read (before anything is sampled)."""
         slots = batch.slot_mapping.numpy()
-        if batch.digests is not None:  # summed by the backend as it stored each layer
-            checker.sidecar.digest[slots] = batch.digests.numpy().view(np.uint64)
+        digests = batch.content_digests()  # from the words the backend stored, per layer
+        if digests is not None:
+            checker.sidecar.digest[slots] = digests.numpy().view(np.uint64)
         else:
             checker.stamp_content(slots)
         failures = checker.check_step(self._reads(batch, scheduled), self.num_steps)
@@ -168,18 +164,33 @@ class ModelRunner:
                 entry.seq.integrity_epoch = sidecar.epoch
         return failures
 
+    @staticmethod
+    def _writer_chains(scheduled: list[ScheduledSeq]) -> np.ndarray:
+        """The chain of every new token, in batch order: what its slot's stamp must say."""
+        if all(s.num_new_tokens == 1 for s in scheduled):  # decode: one lookup per sequence
+            return np.array([s.seq.chain_buffer[s.context_len] for s in scheduled], dtype=np.uint64)
+        parts = [
+            s.seq.chain_buffer[s.context_len : s.context_len + s.num_new_tokens] for s in scheduled
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+
     def _reads(self, batch: PagedBatch, scheduled: list[ScheduledSeq]) -> list[StepReads]:
         """Per attention group: the pages its sequences read and the chains they expect."""
         reads = []
         for group in batch.groups:
-            entries = [scheduled[i] for i in group.members]
+            seq_lens, chains, epochs = [], [], []
+            for i in group.members:  # one pass: this runs every step for every sequence
+                entry = scheduled[i]
+                seq_lens.append(entry.context_len + entry.num_new_tokens)
+                chains.append(entry.seq.chain_buffer)
+                epochs.append(entry.seq.integrity_epoch)
             reads.append(
                 StepReads(
                     pages=group.pages.numpy().reshape(group.num_seqs, group.num_pages),
-                    seq_lens=[e.context_len + e.num_new_tokens for e in entries],
-                    chains=[e.seq.chain_buffer for e in entries],
+                    seq_lens=seq_lens,
+                    chains=chains,
                     seq_index=group.members,
-                    checked_epoch=np.array([e.seq.integrity_epoch for e in entries]),
+                    checked_epoch=np.array(epochs, dtype=np.int64),
                 )
             )
         return reads

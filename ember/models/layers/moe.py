@@ -16,6 +16,12 @@ from torch import nn
 
 from ember.models.config import MoEConfig
 from ember.models.layers.mlp import MLP
+from ember.models.layers.moe_grouped import (
+    StackedExperts,
+    grouped_experts,
+    projections,
+    stack_experts,
+)
 
 
 class TopkRouter(nn.Module):
@@ -62,7 +68,11 @@ class TopkRouter(nn.Module):
 
 
 class MoE(nn.Module):
-    """Routed experts (``experts.<i>``, one ``MLP`` each) plus the always-on ``shared_experts``."""
+    """Routed experts (``experts.<i>``, one ``MLP`` each) plus the always-on ``shared_experts``.
+
+    Inference (autograd off) computes the routed experts together (``moe_grouped``), over
+    weights stacked on first use; training and quantized experts take ``forward_reference``.
+    """
 
     def __init__(self, hidden_size: int, moe: MoEConfig) -> None:
         super().__init__()
@@ -72,8 +82,26 @@ class MoE(nn.Module):
         )
         shared = moe.moe_intermediate_size * moe.n_shared_experts
         self.shared_experts = MLP(hidden_size, shared) if shared else None
+        # Plain attribute, not a buffer: ``model.to`` must not copy it (the experts' weights
+        # are views of it); ``StackedExperts.still_current`` notices when they stop being.
+        self._stacked: StackedExperts | None = None
+        self._unstackable: list[tuple[nn.Module, ...]] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        stacked = None if torch.is_grad_enabled() else self._stacked_experts()
+        if stacked is None:
+            return self.forward_reference(x)
+        shape = x.shape
+        flat = x.reshape(-1, shape[-1])  # (N, hidden)
+        weights, indices = self.gate(flat)
+        out = grouped_experts(flat, weights, indices, stacked)
+        if self.shared_experts is not None:
+            out = out + self.shared_experts(flat)
+        return out.view(shape)
+
+    def forward_reference(self, x: torch.Tensor) -> torch.Tensor:
+        """One pass per chosen expert (as transformers does): the oracle for the grouped path,
+        and the differentiable path training uses."""
         shape = x.shape
         flat = x.reshape(-1, shape[-1])  # (N, hidden)
         weights, indices = self.gate(flat)
@@ -86,3 +114,14 @@ class MoE(nn.Module):
         if self.shared_experts is not None:
             out = out + self.shared_experts(flat)
         return out.view(shape)
+
+    def _stacked_experts(self) -> StackedExperts | None:
+        stacked = self._stacked
+        if stacked is not None and stacked.still_current(self.experts):
+            return stacked
+        self._stacked = None
+        if self._unstackable is not None and self._unstackable == projections(self.experts):
+            return None  # e.g. quantized experts: checked once, not restacked every call
+        self._stacked = stack_experts(self.experts)
+        self._unstackable = None if self._stacked is not None else projections(self.experts)
+        return self._stacked

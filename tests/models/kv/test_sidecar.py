@@ -11,7 +11,9 @@ from ember.models.kv.fp8 import (
     FP8_MAX,
     dequantize_fp8,
     dequantize_fp8_lut,
+    dequantize_fp8_pairs,
     fp8_lut,
+    fp8_pair_lut,
     quantize_fp8,
     scale_from_amax,
 )
@@ -95,6 +97,19 @@ def test_table_dequantization_equals_the_reference_cast(dtype: torch.dtype) -> N
     assert torch.equal(fast, dequantize_fp8(raw, 1.0, dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_pair_table_dequantization_equals_the_reference_cast(dtype: torch.dtype) -> None:
+    every_pair = torch.arange(1 << 16, dtype=torch.int64)
+    raw = torch.stack((every_pair & 0xFF, every_pair >> 8), dim=-1).to(torch.uint8)
+    raw = torch.cat((raw.view(-1), torch.randint(0, 256, (4 * 16 * 10,), dtype=torch.uint8)))
+    raw = raw.view(FP8_DTYPE).view(-1, 16)  # every pattern in both halves of a pair, and random
+    index = torch.empty(raw.numel() // 2, dtype=torch.int32)
+    out = torch.empty(raw.shape, dtype=dtype)
+    fast = dequantize_fp8_pairs(raw, fp8_pair_lut(dtype), index, out)
+    want = dequantize_fp8(raw, 1.0, dtype).nan_to_num(0.0)  # NaN patterns read as 0
+    assert torch.equal(fast, want)
+
+
 @pytest.mark.parametrize("spec_kind", ["gqa", "mla"])
 def test_page_digest_equals_the_sum_of_its_slot_digests(spec_kind: str) -> None:
     if spec_kind == "gqa":
@@ -129,7 +144,7 @@ def test_digests_summed_while_storing_equal_the_digests_of_memory(kind: str, dty
     assert pool.sidecar is not None
     layout = BatchLayout((3, 1), (0, 6))
     batch = PagedBatch.build(layout, [[5], [2, 7]], 4, pool.padding_page)
-    batch.digests = torch.zeros(4, dtype=torch.int64)
+    batch.digest_words = []
     backend = PagedAttentionBackend(pool, batch)
     for layer in range(2):
         if kind == "gqa":
@@ -143,6 +158,7 @@ def test_digests_summed_while_storing_equal_the_digests_of_memory(kind: str, dty
                 )
             latent, rope = torch.randn(4, 12), torch.randn(4, 4)
             backend.mla(layer, torch.randn(4, 3, 12), torch.randn(4, 3, 4), latent, rope, 0.3)
-    assert batch.digests is not None
+    digests = batch.content_digests()
+    assert digests is not None
     slots = batch.slot_mapping.numpy()
-    assert np.array_equal(batch.digests.numpy().view(np.uint64), pool.sidecar.content_digest(slots))
+    assert np.array_equal(digests.numpy().view(np.uint64), pool.sidecar.content_digest(slots))
