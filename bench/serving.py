@@ -370,6 +370,20 @@ def merge_into(previous: dict, report: dict) -> dict:
     return report | {"archs": dict(previous["archs"]), "earlier_runs": earlier}
 
 
+def combine(reports: list[dict]) -> dict:
+    """Serving reports of the same plan (architectures run separately, e.g. side by side) as
+    one: every architecture, and the machine figures of each run that measured them."""
+    out = dict(reports[0]) | {"archs": {}, "combined_from": []}
+    for report in reports:
+        if report["plan"] != out["plan"]:
+            raise SystemExit(f"--combine: plans differ: {report['plan']} vs {out['plan']}")
+        out["archs"].update(report["archs"])
+        out["combined_from"] += report.get("earlier_runs", [])
+        out["combined_from"].append(report["machine"] | {"archs": list(report["archs"])})
+    out.pop("earlier_runs", None)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", nargs="+", default=list(ARCHS), choices=ARCHS)
@@ -402,7 +416,19 @@ def main() -> None:
         help="keep the other architectures already in --out (same plan required): one arch can "
         "be rerun, or run later, without rerunning the rest",
     )
+    parser.add_argument(
+        "--combine",
+        nargs="+",
+        metavar="JSON",
+        help="run nothing: write the architectures of these serving.json files (same plan) "
+        "to --out",
+    )
     args = parser.parse_args()
+    if args.combine:
+        combined = combine([json.loads(Path(path).read_text()) for path in args.combine])
+        Path(args.out).write_text(json.dumps(combined, indent=2) + "\n")
+        print(f"wrote {args.out}: {', '.join(combined['archs'])}")
+        return
     plan = Plan(
         concurrency=sorted(args.concurrency),
         input_len=args.input_len,

@@ -13,6 +13,7 @@ from bench.roofline import bytes_per_step, measured
 from bench.serving import (
     Plan,
     batch_summary,
+    combine,
     kv_budget,
     merge_into,
     parse_metrics,
@@ -242,3 +243,14 @@ def test_goals_table_judges_each_goal() -> None:
     assert "-0.6% met" in sampled
     assert "-0.600% **missed**" in table["FP8 KV bits per byte vs BF16 (within 0.5%)"]
     assert "+1.900% met | +1.900% met" in table["INT4 experts bits per byte vs BF16 (within 2%)"]
+
+
+def test_combine_joins_archs_run_separately() -> None:
+    plan = {"concurrency": [1, 64]}
+    a = {"plan": plan, "machine": {"load_at_start": [5.0]}, "archs": {"kimi": {"a": 1}}}
+    b = {"plan": dict(plan), "machine": {"load_at_start": [7.0]}, "archs": {"glmdsa": {"b": 2}}}
+    out = combine([a, b])
+    assert out["archs"] == {"kimi": {"a": 1}, "glmdsa": {"b": 2}}
+    assert [run["archs"] for run in out["combined_from"]] == [["kimi"], ["glmdsa"]]
+    with pytest.raises(SystemExit, match="plans differ"):
+        combine([a, b | {"plan": {"concurrency": [64]}}])
