@@ -8,12 +8,14 @@ import json
 import pytest
 
 from ember.errors import CheckpointError, InvalidModelInput
+from ember.models.catalog import SHIPPED
 from ember.models.chat_template import ChatTemplate, normalize_messages
+from ember.models.tokenizer import Tokenizer
 from tests.models.chat_fixtures import (
+    CHECKPOINTS,
     CONVERSATIONS,
     TOOL_CONVERSATION,
     TOOLS,
-    family_dir,
     family_tokenizer,
 )
 
@@ -142,11 +144,11 @@ def test_a_template_that_does_not_parse_names_its_file() -> None:
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("family", ["kimi", "glm"])
-def test_rendering_matches_transformers(family: str) -> None:
+@pytest.mark.parametrize("checkpoint", sorted(SHIPPED))
+def test_rendering_matches_transformers(checkpoint: str) -> None:
     transformers = pytest.importorskip("transformers")
-    hf = transformers.AutoTokenizer.from_pretrained(family_dir(family))
-    ours = family_tokenizer(family)
+    hf = transformers.AutoTokenizer.from_pretrained(CHECKPOINTS / checkpoint)
+    ours = Tokenizer.from_dir(CHECKPOINTS / checkpoint)
     variants = [{}, {"enable_thinking": False}, {"thinking": False}, {"clear_thinking": False}]
     for messages in CONVERSATIONS:
         for tools in (None, TOOLS):

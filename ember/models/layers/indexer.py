@@ -53,6 +53,19 @@ class Indexer(nn.Module):
         weights = self.weights_proj(x).float() * self.n_heads**-0.5
         return torch.cat((q_rot, q_pass), dim=-1), torch.cat((k_rot, k_pass), dim=-1), weights
 
+    def index_scores(self, q: torch.Tensor, k: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Whole sequences: q (B, S, Hi, Di), k (B, T, Di), w (B, S, Hi) -> index scores
+        (B, S, T) in float32, differentiable (the training loss of the indexer uses it too).
+
+        One (S*Hi, Di) @ (Di, T) product per sequence: broadcasting ``k`` against every query
+        (the literal formula) materialises a (B, S, Di, T) copy and runs B*S tiny products,
+        which made the indexer cost more than the rest of a training step.
+        """
+        batch, seq_len, heads, dim = q.shape
+        flat = q.float().reshape(batch, seq_len * heads, dim)
+        scores = torch.bmm(flat, k.float().transpose(1, 2)).view(batch, seq_len, heads, -1)
+        return (scores.relu() * self.scale * weights.unsqueeze(-1)).sum(dim=-2)
+
     @torch.no_grad()
     def reference_topk(
         self, x: torch.Tensor, q_resid: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
@@ -64,10 +77,7 @@ class Indexer(nn.Module):
         """
         q, k, weights = self.project(x, q_resid, cos, sin)
         seq_len = x.shape[1]
-        # (B, S, Hi, Di) @ (B, 1, Di, S) -> (B, S, Hi, S)
-        scores = torch.matmul(q.float(), k.float().transpose(-1, -2).unsqueeze(1)) * self.scale
-        # (B, S, 1, Hi) @ (B, S, Hi, S) -> (B, S, S)
-        index = torch.matmul(weights.unsqueeze(-2), scores.relu()).squeeze(-2)
+        index = self.index_scores(q, k, weights)
         causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=x.device).tril()
         index = index.masked_fill(~causal, float("-inf"))
         return index.topk(min(self.index_topk, seq_len), dim=-1).indices

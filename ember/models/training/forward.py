@@ -89,8 +89,7 @@ def indexer_kl(
             allowed = allowed & chosen
         target, q_resid = _main_attention_probs(attn, h, cos, sin, allowed)
     q, k, weights = indexer.project(h, q_resid, cos, sin)
-    scores = torch.matmul(q.float(), k.float().transpose(-1, -2).unsqueeze(1)) * indexer.scale
-    index = torch.matmul(weights.unsqueeze(-2), scores.relu()).squeeze(-2)  # (B, S, S)
+    index = indexer.index_scores(q, k, weights)  # (B, S, S)
     log_q = index.masked_fill(~allowed, float("-inf")).log_softmax(dim=-1)
     terms = torch.where(allowed, target * (target.clamp_min(1e-12).log() - log_q), 0.0)
     return terms.sum(dim=-1).mean()
