@@ -167,16 +167,31 @@ def measure_generate(
     batch: int,
     new: int,
     kv_cache_bytes: int = 1 << 30,
+    stats: dict[str, int] | None = None,
 ) -> tuple[float, float]:
     """Output tokens per wall second and per CPU second serving ``batch`` requests end to end
-    (prefill + ``new`` tokens each)."""
+    (prefill + ``new`` tokens each). ``stats``, when given, receives the run's engine steps,
+    preemptions and prompt tokens computed (recomputes included)."""
     engine = _engine(model, config, dtype, kv, "off", batch, kv_cache_bytes)
     prompts = _prompts(batch, seed=1)
     stop = StopCriteria(max_tokens=new, ignore_eos=True)
     engine.generate(prompts[:1], StopCriteria(max_tokens=2, ignore_eos=True))  # warm-up
+    before = engine.stats
+    steps, preemptions, prompt_tokens = (
+        before.steps,
+        before.preemptions,
+        before.prompt_tokens_computed,
+    )
     start, cpu_start = time.perf_counter(), time.process_time()
     engine.generate(prompts, stop)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    if stats is not None:
+        after = engine.stats
+        stats.update(
+            steps=after.steps - steps,
+            preemptions=after.preemptions - preemptions,
+            prompt_tokens_computed=after.prompt_tokens_computed - prompt_tokens,
+        )
     return batch * new / wall, batch * new / cpu
 
 
@@ -339,11 +354,21 @@ def main() -> None:
             for _ in range(args.repeats):
                 result = {}
                 for kv in args.kv:
+                    stats: dict[str, int] = {}
                     wall, cpu = measure_generate(
-                        model, config, args.dtype, kv, args.hf_batch, args.hf_new_tokens, budget
+                        model,
+                        config,
+                        args.dtype,
+                        kv,
+                        args.hf_batch,
+                        args.hf_new_tokens,
+                        budget,
+                        stats,
                     )
                     result[f"{kv}_tokens_per_s"] = wall
                     result[f"{kv}_tokens_per_cpu_s"] = cpu
+                    for key, value in stats.items():
+                        result[f"{kv}_{key}"] = value
                 if "bf16_tokens_per_cpu_s" in result and "fp8_e4m3_tokens_per_cpu_s" in result:
                     result["fp8_over_bf16_cpu"] = (
                         result["fp8_e4m3_tokens_per_cpu_s"] / result["bf16_tokens_per_cpu_s"]
