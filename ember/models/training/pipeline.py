@@ -140,7 +140,8 @@ def train_checkpoint(
         "environment_before": env_before,
         "environment_after": _environment(),
         "python_executable_stdlib_version": split.python_version,
-        "argv": sys.argv,
+        # the arguments only: argv[0] is this machine's absolute path of __main__.py
+        "argv": ["python -m ember.models.training", *sys.argv[1:]],
     }
 
 
