@@ -1,4 +1,3 @@
-# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """The baseline a user would otherwise run: HF transformers ``generate()`` behind a simple HTTP
 server speaking the same ``/v1/completions`` subset as ember's model server (token-id prompts,
 ``max_tokens``, ``ignore_eos``, greedy, SSE streaming with usage), so the serving benchmark
@@ -16,18 +15,10 @@ Either way the generation runs in a worker thread and each step's tokens reach t
 through a streamer, detokenized and sent as OpenAI ``text_completion`` chunks (the per-token
 work a server does).
 
-    PYTHONPATH=. python bench/hf_server.py CHECKPOINT_DIR --port 31000 --mode static
+    PYTHONPATH=. python -m bench.hf_server CHECKPOINT_DIR --port 31000 --mode static
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
-# would shadow the standard library's ``platform``: move bench/ behind the standard library.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
 
 import argparse
 import asyncio

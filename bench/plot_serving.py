@@ -1,11 +1,11 @@
-# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """Plots for the serving benchmark (matplotlib, the ``bench`` extra).
 
-    PYTHONPATH=. python bench/plot_serving.py [bench/results/serving.json]
+    PYTHONPATH=. python -m bench.plot_serving [bench/results/serving.json]
 
 Writes ``serving_throughput.png`` (output tokens/s against concurrency for BF16 and FP8 KV, and
-every server at the highest concurrency) and ``serving_latency.png`` (TTFT, ITL and E2E p50/p99
-at the highest concurrency) next to the JSON; medians over repeats.
+every server at the highest concurrency, by wall time and per server CPU-second) and
+``serving_latency.png`` (TTFT, ITL and E2E p50/p99 at the highest concurrency) next to the JSON;
+medians over repeats.
 """
 
 from __future__ import annotations
@@ -14,16 +14,12 @@ import json
 import sys
 from pathlib import Path
 
-# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
-# would shadow the standard library's ``platform``: move bench/ behind the standard library.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
-
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from summarize_serving import medians
+
+from bench.summarize_serving import medians
 
 DEFAULT = Path(__file__).resolve().parent / "results" / "serving.json"
 
@@ -34,7 +30,7 @@ def main() -> None:
     archs = report["archs"]
     top = max(report["plan"]["concurrency"])
 
-    fig, axes = plt.subplots(2, len(archs), figsize=(5 * len(archs), 8), squeeze=False)
+    fig, axes = plt.subplots(3, len(archs), figsize=(5 * len(archs), 12), squeeze=False)
     for col, (arch, entry) in enumerate(archs.items()):
         runs = entry["runs"]
         ax = axes[0][col]
@@ -51,8 +47,17 @@ def main() -> None:
         ax.legend()
         ax = axes[1][col]
         at_top = [(name, m) for (name, c), m in medians(runs).items() if c == top]
-        ax.bar([name for name, _ in at_top], [m["tok_s"] for _, m in at_top])
+        names = [name for name, _ in at_top]
+        ax.bar(names, [m["tok_s"] for _, m in at_top])
+        for name, m in at_top:  # every repeat, so the spread shows
+            ax.scatter([name] * len(m["tok_s_all"]), m["tok_s_all"], color="k", s=12, zorder=3)
         ax.set_ylabel(f"output tokens/s at {top} concurrent")
+        ax.tick_params(axis="x", rotation=45)
+        # Tokens per server CPU-second: what each server got out of the CPU time it was given,
+        # far steadier than wall time on the shared machine.
+        ax = axes[2][col]
+        ax.bar(names, [m["tok_cpu"] for _, m in at_top], color="tab:green")
+        ax.set_ylabel(f"output tokens per server CPU-second at {top}")
         ax.tick_params(axis="x", rotation=45)
     fig.tight_layout()
     fig.savefig(path.with_name("serving_throughput.png"), dpi=90)

@@ -1,4 +1,3 @@
-# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """The memory-bandwidth roofline for decode on this machine, and the fraction ember reaches.
 
 Bandwidth is measured as cpu-anchors.md measures it: ``torch`` copies (``dst.copy_(src)``,
@@ -13,11 +12,13 @@ expected share touched is ``1 - (1 - k/E)^B``), plus the KV cache read (``B x T 
 token). The roofline is ``B x bandwidth / bytes``: tokens per second if decode did nothing but
 stream those bytes.
 
-The measured decode rate comes from a serving run (``bench/results/serving.json``): at
-concurrency ``C`` each request gets one token per step, so decode tokens/s is about ``C / ITL``
-(mean inter-token latency); the end-to-end output tokens/s (prefill included) is shown beside it.
+The measured decode rate comes from a serving run (``bench/results/serving.json``, medians over
+its repeats): each running request gets one token per step, so decode tokens/s is about
+``B / ITL`` (``B`` the running batch the server reported, ITL the mean inter-token latency); the
+end-to-end output tokens/s (prefill included) is shown beside it. On a shared machine the server
+gets only part of a core, so the rate per server CPU-second is compared with the roofline too.
 
-    PYTHONPATH=. python bench/roofline.py --threads 1
+    PYTHONPATH=. python -m bench.roofline --threads 1
 
 Results: ``bench/results/roofline.json``.
 """
@@ -27,22 +28,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
-# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
-# would shadow the standard library's ``platform``: move bench/ behind the standard library.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
-
 import torch
-from serving import ARCHS, REPO, checkpoint, load_average
 
+from bench.serving import ARCHS, REPO, checkpoint, load_average
 from ember.models.kv.spec import kv_layout_for
 from ember.models.loader import load_model
-from ember.models.quant import QuantConfig, QuantizedLinear, quantize_model
+from ember.models.quant import QuantConfig, quantize_model
 
 EXPERT = re.compile(r"\.mlp\.experts\.\d+\.")
 
@@ -64,18 +60,27 @@ def bandwidth(size_bytes: int, repeats: int) -> dict[str, float]:
     }
 
 
-def _module_bytes(module: torch.nn.Module) -> int:
-    if isinstance(module, QuantizedLinear):
-        return module.weight_nbytes()
-    return sum(p.numel() * p.element_size() for p in module.parameters(recurse=False))
+def _module_bytes(module: torch.nn.Module, seen: set[int]) -> int:
+    """A module's own parameters and buffers (as ``model_weight_bytes`` counts them), each
+    tensor once: a tied embedding and head are one read."""
+    total = 0
+    for tensor in [*module.parameters(recurse=False), *module.buffers(recurse=False)]:
+        key = tensor.data_ptr() if tensor.numel() else id(tensor)
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel() * tensor.element_size()
+    return total
 
 
-def bytes_per_step(model: torch.nn.Module, config, batch: int, context: int, kv_dtype: str) -> int:
+def bytes_per_step(
+    model: torch.nn.Module, config, batch: float, context: int, kv_dtype: str
+) -> int:
     experts, topk = config.moe.n_routed_experts, config.moe.num_experts_per_tok
     touched = 1.0 - (1.0 - topk / experts) ** batch
     total = 0.0
+    seen: set[int] = set()
     for name, module in model.named_modules():
-        size = _module_bytes(module)
+        size = _module_bytes(module, seen)
         if not size:
             continue
         if isinstance(module, torch.nn.Embedding):
@@ -89,14 +94,51 @@ def bytes_per_step(model: torch.nn.Module, config, batch: int, context: int, kv_
 
 
 def measured(serving: dict, arch: str, server: str, concurrency: int) -> dict | None:
-    for row in serving.get("archs", {}).get(arch, {}).get("runs", []):
-        if row["server"] == server and row["concurrency"] == concurrency:
-            itl = row["itl_ms"]["mean"] / 1000
-            return {
-                "decode_tokens_per_s": concurrency / itl if itl else None,
-                "output_tokens_per_s": row["output_tokens_per_s"],
-            }
-    return None
+    """Ember's decode rate in a serving run at ``concurrency``: medians over the repeats.
+
+    Each running request gets one token per step, so decode tokens/s is ``batch / ITL`` with
+    ``batch`` the running batch the server reported (sampled from /metrics): below the
+    concurrency when the KV pages hold fewer requests (BF16 KV at 64). Runs from before the
+    sampler existed fall back to the concurrency.
+    """
+    rows = [
+        row
+        for row in serving.get("archs", {}).get(arch, {}).get("runs", [])
+        if row["server"] == server and row["concurrency"] == concurrency
+    ]
+    if not rows:
+        return None
+    batches = [(row.get("running_batch") or {}).get("median", concurrency) for row in rows]
+    batch = min(statistics.median(batches), concurrency)
+    itl = statistics.median(row["itl_ms"]["mean"] for row in rows) / 1000
+    return {
+        "runs": len(rows),
+        "running_batch": batch,
+        "itl_mean_ms": itl * 1000,
+        "decode_tokens_per_s": batch / itl if itl else None,
+        "output_tokens_per_s": statistics.median(row["output_tokens_per_s"] for row in rows),
+        # The server had a fraction of a core on the shared machine; per CPU-second is the rate
+        # it would reach with a whole core to itself (prefill included, so a lower bound).
+        "output_tokens_per_server_cpu_s": statistics.median(
+            row.get("output_tokens_per_server_cpu_s", float("nan")) for row in rows
+        ),
+    }
+
+
+def roofline_row(
+    model: torch.nn.Module,
+    config,
+    batch: float,
+    context: int,
+    kv_dtype: str,
+    bandwidths: dict[str, dict[str, float]],
+) -> dict:
+    """Bytes per decode step at ``batch`` and the tokens/s each bandwidth allows."""
+    step = bytes_per_step(model, config, batch, context, kv_dtype)
+    row: dict = {"batch": batch, "bytes_per_step": step}
+    for where, figures in bandwidths.items():
+        row[f"roofline_tok_s_{where}"] = batch * figures["copy_gb_s"] * 1e9 / step
+    return row
 
 
 def main() -> None:
@@ -130,25 +172,24 @@ def main() -> None:
             loaded = load_model(directory, dtype=torch.bfloat16)
             if weights == "int4":
                 quantize_model(loaded.model, QuantConfig.from_flag("int4", targets="experts"))
-            for batch in args.batches:
-                step = bytes_per_step(loaded.model, loaded.config, batch, args.context, kv_dtype)
+            for concurrency in args.batches:
+                got = measured(serving, arch, server, concurrency)
+                batch = got["running_batch"] if got else concurrency
                 row = {
                     "weights": weights,
                     "kv_cache_dtype": kv_dtype,
-                    "batch": batch,
-                    "bytes_per_step": step,
+                    "server": server,
+                    "concurrency": concurrency,
+                    **roofline_row(loaded.model, loaded.config, batch, args.context, kv_dtype, bw),
                 }
-                for where, figures in bw.items():
-                    row[f"roofline_tok_s_{where}"] = batch * figures["copy_gb_s"] * 1e9 / step
-                got = measured(serving, arch, server, batch)
                 if got is not None and got["decode_tokens_per_s"]:
                     row["ember"] = got
-                    row["fraction_of_dram_roofline"] = (
-                        got["decode_tokens_per_s"] / row["roofline_tok_s_dram_1GiB"]
-                    )
-                    row["fraction_of_cache_roofline"] = (
-                        got["decode_tokens_per_s"] / row["roofline_tok_s_cache_32MiB"]
-                    )
+                    for where in bw:
+                        roof = row[f"roofline_tok_s_{where}"]
+                        row[f"fraction_of_{where}_roofline"] = got["decode_tokens_per_s"] / roof
+                        row[f"cpu_fraction_of_{where}_roofline"] = (
+                            got["output_tokens_per_server_cpu_s"] / roof
+                        )
                 rows.append(row)
                 print(arch, json.dumps(row), flush=True)
         report["archs"][arch] = {"trained_weights": trained, "rows": rows}

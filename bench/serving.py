@@ -1,4 +1,3 @@
-# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """Serving benchmark: ember's model server over HTTP, against itself in other settings and
 against HF transformers served naively and in static batches, in the manner of SGLang's
 ``bench_serving`` (closed-loop clients, fixed input and output lengths, greedy, streaming).
@@ -10,29 +9,34 @@ stream setting and KV byte budget, so ratios are measured within one run.
 
 The KV budget is chosen so that BF16 KV limits the batch: it holds ``--kv-limited-batch``
 requests of ``input + output`` tokens (plus one page) in BF16, so at 64 concurrent requests BF16
-runs at most that many at once while FP8 holds twice as many tokens in the same bytes.
+KV holds only that many whole requests (the scheduler admits by free pages, so a few more start
+and are preempted when their pages run out) while FP8 holds twice as many tokens in the same
+bytes. The running batch is sampled from the server's /metrics once a second during each run.
 
 Servers (``--servers``): ``bf16`` / ``fp8`` (KV dtype, integrity off), ``fp8-sampled`` /
 ``fp8-full`` (integrity), ``int4-fp8`` (INT4 routed experts + FP8 KV), ``hf-naive`` /
 ``hf-static`` (bench/hf_server.py). Concurrency sweeps apply to ``bf16`` and ``fp8``; the others
 run at the highest concurrency only.
 
-    PYTHONPATH=. python bench/serving.py --arch kimi glm4moe glmdsa
-    PYTHONPATH=. python bench/serving.py --arch kimi --servers bf16 fp8 --concurrency 64
+    PYTHONPATH=. python -m bench.serving --arch kimi glm4moe glmdsa
+    PYTHONPATH=. python -m bench.serving --arch kimi --servers bf16 fp8 --concurrency 64
 
 With ``--repeats N`` the servers run N rounds in alternating order (the machine is shared; take
-medians). Results: ``bench/results/serving.json`` (``--out``); plots: ``bench/plot_serving.py``;
-summary table: ``bench/summarize_serving.py``.
+medians); ``--once`` names servers that run in the first round only. ``--append`` adds the
+architectures run now to an earlier ``--out`` of the same plan. Results:
+``bench/results/serving.json``; plots: ``bench.plot_serving``; tables: ``bench.summarize_serving``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,13 +44,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
-# would shadow the standard library's ``platform``: move bench/ behind the standard library.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
-
 import httpx
-from serving_client import run_closed_loop, summarize
+
+from bench.serving_client import RunResult, run_closed_loop, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHS = {"kimi": "kimi-tiny", "glm4moe": "glm4moe-tiny", "glmdsa": "glmdsa-tiny"}
@@ -119,7 +119,6 @@ def load_average() -> list[float]:
 
 def checkpoint(name: str, scratch: Path) -> tuple[Path, bool]:
     """The shipped checkpoint if built (trained), else a random-init stand-in of the same shape."""
-    sys.path.insert(0, str(REPO))
     from ember.models.catalog import SHIPPED_CHECKPOINTS
     from tests.models.server.checkpoints import checkpoint_dir
 
@@ -174,7 +173,8 @@ def start_server(
     if kind in HF_SERVERS:
         command = [
             sys.executable,
-            str(REPO / "bench" / "hf_server.py"),
+            "-m",
+            "bench.hf_server",
             str(directory),
             "--port",
             str(port),
@@ -221,6 +221,62 @@ def stop_server(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {metric name: value} (labels dropped, histogram buckets skipped)."""
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "_bucket" not in line:
+            key, _, value = line.rpartition(" ")
+            samples[key.split("{")[0]] = float(value)
+    return samples
+
+
+async def poll_running(url: str, every: float, out: list[float]) -> None:
+    """Sample ``sglang:num_running_reqs`` until cancelled (one small GET a second: the server's
+    cost is a few hundred microseconds per sample)."""
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        while True:
+            await asyncio.sleep(every)
+            try:
+                response = await client.get("/metrics")
+            except httpx.HTTPError:
+                continue
+            value = parse_metrics(response.text).get("sglang:num_running_reqs")
+            if value is not None:
+                out.append(value)
+
+
+async def measured_run(
+    url: str, prompts: list[list[int]], *, poll: bool, **kwargs
+) -> tuple[RunResult, list[float]]:
+    """One closed-loop run, sampling the server's running batch meanwhile when ``poll``."""
+    running: list[float] = []
+    poller = asyncio.ensure_future(poll_running(url, 1.0, running)) if poll else None
+    try:
+        run = await run_closed_loop(url, prompts, model="bench", **kwargs)
+    finally:
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+    return run, running
+
+
+def batch_summary(samples: list[float]) -> dict | None:
+    """Median and max of the sampled running batch, the zero samples (idle between waves and
+    before the first request) dropped; None when nothing was sampled."""
+    busy = sorted(v for v in samples if v > 0)
+    if not busy:
+        return None
+    return {"median": statistics.median(busy), "max": busy[-1], "samples": len(busy)}
+
+
+def counter_delta(before: dict, after: dict, name: str) -> float | None:
+    if before.get(name) is None or after.get(name) is None:
+        return None
+    return after[name] - before[name]
+
+
 def server_figures(url: str) -> dict:
     """What the ember server itself says (nothing for the HF baseline)."""
     try:
@@ -231,11 +287,7 @@ def server_figures(url: str) -> dict:
     if info.status_code != 200:
         return {}
     data = info.json()
-    samples = {}
-    for line in metrics.text.splitlines():
-        if line and not line.startswith("#") and "_bucket" not in line:
-            key, _, value = line.rpartition(" ")
-            samples[key.split("{")[0]] = float(value)
+    samples = parse_metrics(metrics.text)
     return {
         "kv_capacity_tokens": data["max_total_num_tokens"],
         "kv_dtype": data["kv_cache"]["dtype"],
@@ -268,13 +320,17 @@ def run_server(
             started = time.time()
             server_cpu, client_cpu = cpu_seconds(process.pid), time.process_time()
             threads = thread_cpu_seconds(process.pid)
-            run = asyncio.run(
-                run_closed_loop(
-                    url, prompts, model="bench", max_tokens=plan.output_len,
-                    concurrency=concurrency, num_requests=requests, stream=plan.stream,
+            figures_before = server_figures(url)
+            run, running = asyncio.run(
+                measured_run(
+                    url, prompts, max_tokens=plan.output_len, concurrency=concurrency,
+                    num_requests=requests, stream=plan.stream, poll=kind not in HF_SERVERS,
                 )
             )  # fmt: skip
             row = {"server": kind, **summarize(run), "started": started}
+            # The batch the engine really ran: BF16 KV at 64 concurrent runs only as many as its
+            # pages hold, and the roofline must be drawn at that batch, not at the concurrency.
+            row["running_batch"] = batch_summary(running)
             # CPU time is far steadier than wall time on a shared machine: tokens per CPU second
             # compare the servers' efficiency whatever else the cores were doing.
             row["server_cpu_s"] = cpu_seconds(process.pid) - server_cpu
@@ -286,6 +342,8 @@ def run_server(
             }
             row["load_before"], row["load_after"] = before, load_average()
             row["server_figures"] = server_figures(url)
+            # The server's counters run over its whole life (every concurrency): keep this run's.
+            row["preemptions"] = counter_delta(figures_before, row["server_figures"], "preemptions")
             rows.append(row)
             print(
                 f"  {kind:<12} C={concurrency:<3} {row['output_tokens_per_s']:8.1f} out tok/s  "
@@ -299,6 +357,31 @@ def run_server(
     finally:
         stop_server(process)
     return rows
+
+
+def merge_into(previous: dict, report: dict) -> dict:
+    """``report`` (no archs yet) on top of an earlier one with the same plan: the earlier
+    architectures are kept, with the machine figures of the run that measured them."""
+    if previous.get("plan") != report["plan"]:
+        raise SystemExit(f"--append: the plan differs from {previous.get('plan')}")
+    earlier = previous.get("earlier_runs", []) + [
+        previous["machine"] | {"archs": list(previous["archs"])}
+    ]
+    return report | {"archs": dict(previous["archs"]), "earlier_runs": earlier}
+
+
+def combine(reports: list[dict]) -> dict:
+    """Serving reports of the same plan (architectures run separately, e.g. side by side) as
+    one: every architecture, and the machine figures of each run that measured them."""
+    out = dict(reports[0]) | {"archs": {}, "combined_from": []}
+    for report in reports:
+        if report["plan"] != out["plan"]:
+            raise SystemExit(f"--combine: plans differ: {report['plan']} vs {out['plan']}")
+        out["archs"].update(report["archs"])
+        out["combined_from"] += report.get("earlier_runs", [])
+        out["combined_from"].append(report["machine"] | {"archs": list(report["archs"])})
+    out.pop("earlier_runs", None)
+    return out
 
 
 def main() -> None:
@@ -319,9 +402,33 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--hf-naive-requests", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=1, help="rounds over the servers")
+    parser.add_argument(
+        "--once",
+        nargs="*",
+        default=[],
+        help="servers that run in the first round only (the slow ones a goal clears by far)",
+    )
     parser.add_argument("--no-stream", action="store_true")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serving.json"))
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the other architectures already in --out (same plan required): one arch can "
+        "be rerun, or run later, without rerunning the rest",
+    )
+    parser.add_argument(
+        "--combine",
+        nargs="+",
+        metavar="JSON",
+        help="run nothing: write the architectures of these serving.json files (same plan) "
+        "to --out",
+    )
     args = parser.parse_args()
+    if args.combine:
+        combined = combine([json.loads(Path(path).read_text()) for path in args.combine])
+        Path(args.out).write_text(json.dumps(combined, indent=2) + "\n")
+        print(f"wrote {args.out}: {', '.join(combined['archs'])}")
+        return
     plan = Plan(
         concurrency=sorted(args.concurrency),
         input_len=args.input_len,
@@ -347,6 +454,8 @@ def main() -> None:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.append and out.is_file():
+        report = merge_into(json.loads(out.read_text()), report)
     for arch in args.arch:
         directory, trained = checkpoint(ARCHS[arch], scratch)
         budget = kv_budget(directory, plan)
@@ -361,6 +470,8 @@ def main() -> None:
         for repeat in range(args.repeats):
             # Alternate the order so slow drifts in the machine's load hit every server alike.
             order = args.servers if repeat % 2 == 0 else list(reversed(args.servers))
+            if repeat:
+                order = [kind for kind in order if kind not in args.once]
             for kind in order:
                 for row in run_server(kind, directory, prompts, plan, budget["budget_bytes"]):
                     rows.append(row | {"repeat": repeat})

@@ -1,4 +1,3 @@
-# ruff: noqa: E402  (bench/ must move behind the standard library before other imports)
 """What FP8 KV and INT4 weights cost and buy, per architecture: KV capacity at equal bytes,
 weight bytes (BF16 / FP8 / INT4, routed experts only and all linear layers), held-out bits per
 byte and greedy-token agreement over 128 tokens, for BF16, FP8 KV, INT4 (experts), and both.
@@ -16,7 +15,7 @@ Both accuracy measures run through the serving path, not the plain reference for
   read them against is the ``fp32`` row: exact float32 arithmetic against BF16, i.e. how much
   BF16's own rounding already moves greedy tokens.
 
-    PYTHONPATH=. python bench/serving_accuracy.py --arch kimi glm4moe glmdsa
+    PYTHONPATH=. python -m bench.serving_accuracy --arch kimi glm4moe glmdsa
 
 Results: ``bench/results/serving_accuracy.json``.
 """
@@ -27,20 +26,14 @@ import argparse
 import json
 import math
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Scripts run as ``python bench/x.py`` get bench/ first on sys.path, where bench/platform.py
-# would shadow the standard library's ``platform``: move bench/ behind the standard library.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if p and str(Path(p).resolve()) != _HERE] + [_HERE]
-
 import torch
 import torch.nn.functional as F
-from serving import ARCHS, REPO, checkpoint, load_average, prompts_for
 
+from bench.serving import ARCHS, REPO, checkpoint, load_average, prompts_for
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
 from ember.models.engine.config import EngineConfig
@@ -198,11 +191,21 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serving_accuracy.json"))
+    parser.add_argument(
+        "--append", action="store_true", help="keep the other architectures already in --out"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     scratch = Path(tempfile.mkdtemp(prefix="ember-accuracy-"))
-    report: dict = {"benchmark": "serving_accuracy", "args": vars(args), "archs": {}}
+    report: dict = {
+        "benchmark": "serving_accuracy",
+        "args": {k: v for k, v in vars(args).items() if k != "out"},
+        "archs": {},
+    }
     report["load_at_start"] = load_average()
+    if args.append and Path(args.out).is_file():
+        # Each architecture's entry carries its own settings, so runs of different ones mix.
+        report["archs"] = json.loads(Path(args.out).read_text())["archs"]
     for arch in args.arch:
         started = time.time()
         directory, trained = checkpoint(ARCHS[arch], scratch)
@@ -211,6 +214,7 @@ def main() -> None:
         prompts = prompts_for(directory, args.prompts, 128, seed=1)
         entry: dict = {
             "checkpoint": ARCHS[arch],
+            "settings": report["args"] | {"arch": arch},
             "trained_weights": trained,
             "kv_capacity": kv_capacity_ratio(directory, [5 * 2**20, 2**30]),
             "weight_bytes": weight_bytes(directory),
