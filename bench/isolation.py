@@ -4,9 +4,6 @@ Run from the repository root (as root, so the full profile gets every layer, poo
 
     PYTHONPATH=. python -m bench.isolation [--n 30] [--seconds 1.5] [--rounds 5] [--idle 20]
 
-(``-m``: run as a file, ``bench/`` would come first on sys.path and its ``platform.py`` would
-shadow the standard library's, which ``uuid`` and matplotlib import.)
-
 1. Cold start: a deployment with no isolate yet (deployed with ``eager=False``), from the
    supervisor's ``fetch`` to its response: zygote fork, the sandbox (for full), the relayed
    startup report, the module import, one request. N per profile, interleaved round-robin.

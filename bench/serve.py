@@ -20,8 +20,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# bench/platform.py is named like the stdlib's ``platform``: take bench/ off the path before
-# anything (httpx, uuid) imports the real one.
+# Run as a file, bench/ would come first on sys.path: put the repo root there instead.
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))

@@ -20,7 +20,7 @@ from ember.runtime.deployments.multipart import Part, build_multipart
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.tail_events import TailHub
 
-# Small difficulty: the tests exercise the protocol, bench/platform.py measures the cost.
+# Small difficulty: the tests exercise the protocol, bench/deploy.py measures the cost.
 TEST_CONFIG = PlatformConfig(
     max_script_bytes=4 * 1024**2, proof_of_work=ProofOfWorkConfig(k=64, g=64, sample=8)
 )

@@ -1,6 +1,6 @@
 """Platform benchmarks: proof-of-work cost on both sides, and deploy command durations.
 
-    PYTHONPATH=. python bench/platform.py [--quick] [--out bench/results/platform.json]
+    PYTHONPATH=. python -m bench.deploy [--quick] [--out bench/results/platform.json]
 
 1. Server verification (``verify_sampled``, the code the API runs) against the full reference and
    against the Python client solver, for several difficulties, in this process.
@@ -19,8 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# This file is named like the stdlib's ``platform``: take bench/ off the path before anything
-# (uvicorn, httpx) imports the real one.
+# Run as a file, bench/ would come first on sys.path: put the repo root there instead.
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
