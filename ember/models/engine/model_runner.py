@@ -18,6 +18,7 @@ import torch
 
 from ember.models.attention.backend import AttentionBackend, BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
+from ember.models.attention.paged_batch import AttentionGroup
 from ember.models.engine.integrity import IntegrityChecker, IntegrityFailure, StepReads
 from ember.models.engine.sampling import RequestSampler, SampleResult, TokenLogprobs
 from ember.models.engine.scheduler import ScheduledSeq
@@ -95,14 +96,7 @@ class ModelRunner:
             layout, [s.seq.block_table for s in scheduled], page_size, self.pool.padding_page
         )
         if checker is not None:
-            started = time.process_time()
-            checker.stamp_tokens(
-                batch.slot_mapping.numpy(),
-                self._writer_chains(scheduled),
-                np.array(position_list, dtype=np.int32),
-            )
-            batch.digest_words = []
-            checker.stats.cpu_seconds += time.process_time() - started
+            batch.digest_words = []  # the stores collect what they write, to stamp after
         backend = PagedAttentionBackend(self.pool, batch, self.workspace)
         sample_rows: list[int] = []
         row = 0
@@ -121,7 +115,7 @@ class ModelRunner:
         failures: list[IntegrityFailure] = []
         if checker is not None:
             started = time.process_time()
-            failures = self._verify(checker, batch, scheduled)
+            failures = self._verify(checker, batch, scheduled, position_list)
             checker.stats.cpu_seconds += time.process_time() - started
         tokens: list[int | None] = [None] * len(scheduled)
         logprobs: list[TokenLogprobs | None] | None = None
@@ -145,52 +139,83 @@ class ModelRunner:
         return StepResult(tokens, failures, logprobs)
 
     def _verify(
-        self, checker: IntegrityChecker, batch: PagedBatch, scheduled: list[ScheduledSeq]
+        self,
+        checker: IntegrityChecker,
+        batch: PagedBatch,
+        scheduled: list[ScheduledSeq],
+        positions: list[int],
     ) -> list[IntegrityFailure]:
-        """Stamp what this step wrote, then check what it read (before anything is sampled)."""
+        """Stamp what this step wrote, then check what it read (before anything is sampled).
+
+        The writers' chains are stamped here, after the forward, rather than before it: nothing
+        reads a stamp in between (checks run only here and in the scheduler, between steps), and
+        so one walk over the scheduled sequences serves the stamps, the checks and the epochs.
+        """
+        sidecar = checker.sidecar
         slots = batch.slot_mapping.numpy()
+        chains, epochs, writer = self._walk(scheduled)
+        checker.stamp_tokens(slots, writer, np.array(positions, dtype=np.int32))
         digests = batch.content_digests()  # from the words the backend stored, per layer
         if digests is not None:
-            checker.sidecar.digest[slots] = digests.numpy().view(np.uint64)
+            sidecar.digest[slots] = digests.numpy().view(np.uint64)
         else:
             checker.stamp_content(slots)
-        failures = checker.check_step(self._reads(batch, scheduled), self.num_steps)
+        reads = [self._group_reads(group, batch.layout, chains, epochs) for group in batch.groups]
+        failures = checker.check_step(reads, self.num_steps)
         # Everything stamped up to now has been checked by the sequences that passed.
-        failed = {f.seq_index for f in failures}
-        sidecar = checker.sidecar
         sidecar.epoch += 1
-        for index, entry in enumerate(scheduled):
-            if index not in failed:
-                entry.seq.integrity_epoch = sidecar.epoch
+        epoch = sidecar.epoch
+        if failures:
+            failed = {f.seq_index for f in failures}
+            for index, entry in enumerate(scheduled):
+                if index not in failed:
+                    entry.seq.integrity_epoch = epoch
+        else:
+            for entry in scheduled:
+                entry.seq.integrity_epoch = epoch
         return failures
 
     @staticmethod
-    def _writer_chains(scheduled: list[ScheduledSeq]) -> np.ndarray:
-        """The chain of every new token, in batch order: what its slot's stamp must say."""
-        if all(s.num_new_tokens == 1 for s in scheduled):  # decode: one lookup per sequence
-            return np.array([s.seq.chain_buffer[s.context_len] for s in scheduled], dtype=np.uint64)
-        parts = [
-            s.seq.chain_buffer[s.context_len : s.context_len + s.num_new_tokens] for s in scheduled
-        ]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-
-    def _reads(self, batch: PagedBatch, scheduled: list[ScheduledSeq]) -> list[StepReads]:
-        """Per attention group: the pages its sequences read and the chains they expect."""
-        reads = []
-        for group in batch.groups:
-            seq_lens, chains, epochs = [], [], []
-            for i in group.members:  # one pass: this runs every step for every sequence
-                entry = scheduled[i]
-                seq_lens.append(entry.context_len + entry.num_new_tokens)
-                chains.append(entry.seq.chain_buffer)
-                epochs.append(entry.seq.integrity_epoch)
-            reads.append(
-                StepReads(
-                    pages=group.pages.numpy().reshape(group.num_seqs, group.num_pages),
-                    seq_lens=seq_lens,
-                    chains=chains,
-                    seq_index=group.members,
-                    checked_epoch=np.array(epochs, dtype=np.int64),
-                )
+    def _walk(
+        scheduled: list[ScheduledSeq],
+    ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """One pass over the step's sequences: each one's chain buffer, the epoch of its last
+        passed check, and the chain of every new token in batch order (its slot's stamp)."""
+        chains = [entry.seq.chain_buffer for entry in scheduled]
+        epochs = np.fromiter(
+            (entry.seq.integrity_epoch for entry in scheduled), np.int64, len(scheduled)
+        )
+        if all(entry.num_new_tokens == 1 for entry in scheduled):  # decode: one per sequence
+            writer = np.fromiter(
+                (c[e.context_len] for c, e in zip(chains, scheduled, strict=True)),
+                np.uint64,
+                len(scheduled),
             )
-        return reads
+        elif scheduled:
+            writer = np.concatenate(
+                [
+                    c[e.context_len : e.context_len + e.num_new_tokens]
+                    for c, e in zip(chains, scheduled, strict=True)
+                ]
+            )
+        else:
+            writer = np.zeros(0, dtype=np.uint64)
+        return chains, epochs, writer
+
+    @staticmethod
+    def _group_reads(
+        group: AttentionGroup,
+        layout: BatchLayout,
+        chains: list[np.ndarray],
+        epochs: np.ndarray,
+    ) -> StepReads:
+        """What one attention group's sequences read and the chains they expect."""
+        members = group.members
+        ctx, query = layout.context_lens, layout.query_lens
+        return StepReads(
+            pages=group.pages.numpy().reshape(group.num_seqs, group.num_pages),
+            seq_lens=[ctx[i] + query[i] for i in members],
+            chains=[chains[i] for i in members],
+            seq_index=members,
+            checked_epoch=epochs[members],
+        )
