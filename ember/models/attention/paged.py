@@ -22,6 +22,8 @@ sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens, ``W`` 
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.nn.functional as F
 
@@ -109,6 +111,10 @@ class PagedAttentionBackend:
         shape = (heads, b, ctx, width) if heads_first else (b, heads, ctx, width)
         raw = self.workspace.take((index.numel(), page_rows.shape[1]), cache.dtype, "raw" + role)
         torch.index_select(page_rows, 0, index, out=raw)
+        if group.sample is not None:
+            started = time.process_time()
+            group.sample.add(cache, raw, b, group.num_pages, heads_first)
+            group.sample.cpu_seconds += time.process_time() - started
         if cache.dtype == dtype:
             return raw.view(shape)
         out = self.workspace.take(shape, dtype, "wide" + role)

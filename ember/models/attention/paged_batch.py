@@ -19,6 +19,54 @@ from ember.models.attention.backend import BatchLayout
 
 
 @dataclass(slots=True)
+class PageSample:
+    """Pages whose stored words the attention sums from its own page gathers, while hot.
+
+    The integrity checker's content sample (``engine/integrity.py``) for one group: ``entries``
+    are flat ``row * P + col`` page positions. Each gather of one layer of one cache adds, per
+    entry, the wrap-around int64 sum of that page's words in every head (the sidecar's page
+    digest, restricted to that layer), and records the layer's ``data_ptr`` in ``covered`` so the
+    checker re-reads from memory only the layers no gather read (the indexer cache of a step
+    whose contexts all fit its top-k is never gathered). Re-reading the sampled pages from cold
+    memory after the forward cost ~1 ms per sample at batch 64; the gathers have them in cache.
+    """
+
+    entries: torch.Tensor  # (n,) int64
+    sums: torch.Tensor  # (n,) int64
+    covered: set[int] = field(default_factory=set)
+    cpu_seconds: float = 0.0  # process CPU time spent here (the checker's share counts it)
+    _rows: dict[tuple[int, bool], torch.Tensor] = field(default_factory=dict)
+
+    def add(
+        self,
+        cache: torch.Tensor,
+        raw: torch.Tensor,
+        num_seqs: int,
+        num_pages: int,
+        heads_first: bool,
+    ) -> None:
+        """Sum the sampled pages of ``raw``, one layer's gather of ``cache`` ``(H, pages, S, W)``:
+        ``(H * B * P, S * W)`` rows ordered ``(H, B, P)`` if ``heads_first`` else ``(B, H, P)``."""
+        if raw.shape[1] * raw.element_size() % 8:
+            return  # not whole 64-bit words: the checker reads this layer from memory
+        heads = cache.shape[0]
+        key = (heads, heads_first)
+        rows = self._rows.get(key)
+        if rows is None:
+            head = torch.arange(heads, dtype=torch.int64).view(-1, 1)
+            entries = self.entries.view(1, -1)
+            if heads_first:
+                rows = head * (num_seqs * num_pages) + entries
+            else:
+                seq, col = entries // num_pages, entries % num_pages
+                rows = seq * (heads * num_pages) + head * num_pages + col
+            rows = self._rows[key] = rows.reshape(-1)
+        picked = raw.view(torch.int64).index_select(0, rows).sum(dim=1)  # (H * n,), wraps
+        self.sums += picked.view(heads, -1).sum(dim=0)
+        self.covered.add(cache.data_ptr())
+
+
+@dataclass(slots=True)
 class AttentionGroup:
     """Sequences attended together, padded to ``(B, Q)`` queries over ``(B, L)`` positions."""
 
@@ -33,6 +81,7 @@ class AttentionGroup:
     valid_rows: torch.Tensor | None  # (n,) flat rows of the valid queries, in padded order
     valid: torch.Tensor | None  # (B, Q) bool: which padded queries are real
     allowed: torch.Tensor  # (B, Q, L) bool: causal and within the sequence
+    sample: PageSample | None = None  # pages to digest from this step's gathers (integrity)
     _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)
     _head_pages: dict[tuple[int, int, bool], torch.Tensor] = field(default_factory=dict)
 

@@ -59,6 +59,15 @@ class IntegrityFailure:
 
 
 @dataclass(slots=True)
+class GatheredDigest:
+    """Page digests of a content sample, summed by the attention from its page gathers."""
+
+    entries: np.ndarray  # (n,) flat ``row * P + col`` positions in ``StepReads.pages``
+    digest: np.ndarray  # (n,) uint64: the gathered layers' share of each page's digest
+    missing: list[tuple[int, int]]  # (cache, layer) no gather read: read them from memory
+
+
+@dataclass(slots=True)
 class StepReads:
     """What one attention group's sequences read this step."""
 
@@ -68,6 +77,7 @@ class StepReads:
     seq_index: list[int] = field(default_factory=list)  # row -> index in the scheduled list
     # (B,) sidecar epoch of each sequence's last successful check (-1: never checked)
     checked_epoch: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    gathered: GatheredDigest | None = None  # this step's content sample, if summed in gathers
 
 
 class IntegrityChecker:
@@ -99,6 +109,17 @@ class IntegrityChecker:
 
     def stamp_content(self, slots: np.ndarray) -> None:
         self.sidecar.stamp_content(slots)
+
+    def content_sample(self, pages: np.ndarray, step: int) -> np.ndarray | None:
+        """Flat positions in ``pages`` (B, P) whose content sampled mode checks at ``step``
+        (``None``: none this step, or full mode, which re-reads everything from memory)."""
+        if self.mode != "sampled":
+            return None
+        stride = min(CONTENT_STRIDE, self.sample_period)
+        if step % stride:
+            return None
+        windows = max(1, self.sample_period // stride)
+        return np.flatnonzero(pages % windows == (step // stride) % windows)
 
     def check_step(self, reads: list[StepReads], step: int) -> list[IntegrityFailure]:
         failures: list[IntegrityFailure] = []
@@ -153,11 +174,18 @@ class IntegrityChecker:
                 owner_bad = np.zeros(pages.shape, dtype=bool)
                 owner_bad[rows[bad], cols[bad]] = True
         failures: list[IntegrityFailure] = []
-        stride = min(CONTENT_STRIDE, self.sample_period)
-        if step % stride == 0:
-            windows = max(1, self.sample_period // stride)
-            rows, cols = np.nonzero(pages % windows == (step // stride) % windows)
-            failures = self._check_pages(group, rows, cols, content=True)
+        gathered = group.gathered
+        if gathered is not None:  # the attention summed the sample from its gathers
+            rows, cols = np.divmod(gathered.entries, pages.shape[1])
+            digest = gathered.digest
+            if gathered.missing:
+                digest = digest + sidecar.page_digest(pages[rows, cols], gathered.missing)
+            failures = self._check_pages(group, rows, cols, content=True, digest=digest)
+        else:
+            entries = self.content_sample(pages, step)
+            if entries is not None:
+                rows, cols = np.divmod(entries, pages.shape[1])
+                failures = self._check_pages(group, rows, cols, content=True)
         if owner_bad is not None:
             failed = {f.seq_index for f in failures}
             for row, col in zip(*np.nonzero(owner_bad), strict=True):
@@ -180,9 +208,16 @@ class IntegrityChecker:
         return failures
 
     def _check_pages(
-        self, group: StepReads, rows: np.ndarray, cols: np.ndarray, *, content: bool
+        self,
+        group: StepReads,
+        rows: np.ndarray,
+        cols: np.ndarray,
+        *,
+        content: bool,
+        digest: np.ndarray | None = None,
     ) -> list[IntegrityFailure]:
-        """Ownership (and content) of every slot of the pages at (``rows``, ``cols``)."""
+        """Ownership (and content) of every slot of the pages at (``rows``, ``cols``); content
+        from ``digest`` (each page's digest of its bytes) if given, else read from memory."""
         if len(rows) == 0:
             return []
         size, sidecar = self.page_size, self.sidecar
@@ -195,7 +230,9 @@ class IntegrityChecker:
             # Whole pages at once: a changed bit changes its page's sum of slot digests. (A page
             # two readers share is digested twice: rarer and cheaper than deduplicating.)
             self.stats.slots_digested += slots.size
-            changed = sidecar.page_digest(page_ids) != sidecar.stamped_page_digest(page_ids)
+            if digest is None:
+                digest = sidecar.page_digest(page_ids)
+            changed = digest != sidecar.stamped_page_digest(page_ids)
         if not chain_bad.any() and (changed is None or not changed.any()):
             return []  # the common case: no per-row work
         digest_bad = np.zeros(slots.shape, dtype=bool)

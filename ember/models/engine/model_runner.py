@@ -18,8 +18,13 @@ import torch
 
 from ember.models.attention.backend import AttentionBackend, BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
-from ember.models.attention.paged_batch import AttentionGroup
-from ember.models.engine.integrity import IntegrityChecker, IntegrityFailure, StepReads
+from ember.models.attention.paged_batch import AttentionGroup, PageSample
+from ember.models.engine.integrity import (
+    GatheredDigest,
+    IntegrityChecker,
+    IntegrityFailure,
+    StepReads,
+)
 from ember.models.engine.sampling import RequestSampler, SampleResult, TokenLogprobs
 from ember.models.engine.scheduler import ScheduledSeq
 from ember.models.engine.sequence import Sequence
@@ -73,6 +78,7 @@ class ModelRunner:
         self.sampler = sampler or RequestSampler()
         self.workspace = Workspace()
         self.num_steps = 0
+        self._ptrs: list[tuple[int, int, int]] | None = None
 
     def run(self, scheduled: list[ScheduledSeq], new_pages: list[int]) -> StepResult:
         """One forward over ``scheduled`` (single-token entries first), then checks and samples."""
@@ -97,6 +103,9 @@ class ModelRunner:
         )
         if checker is not None:
             batch.digest_words = []  # the stores collect what they write, to stamp after
+            started = time.process_time()
+            self._plan_content_sample(checker, batch)
+            checker.stats.cpu_seconds += time.process_time() - started
         backend = PagedAttentionBackend(self.pool, batch, self.workspace)
         sample_rows: list[int] = []
         row = 0
@@ -161,6 +170,18 @@ class ModelRunner:
         else:
             checker.stamp_content(slots)
         reads = [self._group_reads(group, batch.layout, chains, epochs) for group in batch.groups]
+        for group, read in zip(batch.groups, reads, strict=True):
+            if group.sample is not None:
+                checker.stats.cpu_seconds += group.sample.cpu_seconds  # summed in the forward
+                read.gathered = GatheredDigest(
+                    entries=group.sample.entries.numpy(),
+                    digest=group.sample.sums.numpy().view(np.uint64),
+                    missing=[
+                        (cache, layer)
+                        for cache, layer, ptr in self._layer_ptrs()
+                        if ptr not in group.sample.covered
+                    ],
+                )
         failures = checker.check_step(reads, self.num_steps)
         # Everything stamped up to now has been checked by the sequences that passed.
         sidecar.epoch += 1
@@ -174,6 +195,26 @@ class ModelRunner:
             for entry in scheduled:
                 entry.seq.integrity_epoch = epoch
         return failures
+
+    def _plan_content_sample(self, checker: IntegrityChecker, batch: PagedBatch) -> None:
+        """Ask the attention to sum this step's content sample from its page gathers."""
+        for group in batch.groups:
+            pages = group.pages.numpy().reshape(group.num_seqs, group.num_pages)
+            entries = checker.content_sample(pages, self.num_steps)
+            if entries is not None and len(entries):
+                group.sample = PageSample(
+                    torch.from_numpy(entries), torch.zeros(len(entries), dtype=torch.int64)
+                )
+
+    def _layer_ptrs(self) -> list[tuple[int, int, int]]:
+        """``(cache, layer, data_ptr)`` of every layer of every pool cache (sidecar order)."""
+        if self._ptrs is None:
+            self._ptrs = [
+                (index, layer, cache[layer].data_ptr())
+                for index, cache in enumerate(self.pool.caches)
+                for layer in range(cache.shape[0])
+            ]
+        return self._ptrs
 
     @staticmethod
     def _walk(

@@ -114,19 +114,34 @@ class KVSidecar:
             total += picked.sum(axis=(0, 1, 3), dtype=np.uint64)
         return total
 
-    def page_digest(self, pages: np.ndarray) -> np.ndarray:
+    def page_digest(
+        self, pages: np.ndarray, parts: list[tuple[int, int]] | None = None
+    ) -> np.ndarray:
         """Sum of the content digests of every slot of each page, from the bytes: ``(n,)``.
 
         Equal to ``stamped_page_digest`` unless a byte changed; computed page by page (one
-        contiguous run per layer and head), several times faster than slot by slot.
+        contiguous run per layer and head), several times faster than slot by slot. With
+        ``parts``, only those ``(cache, layer)`` pairs are read (the rest were summed elsewhere).
         """
         total = np.zeros(len(pages), dtype=np.uint64)
-        for words in self._words:
-            layers, heads, num_pages, size, width = words.shape
-            runs = words.reshape(layers, heads, num_pages, size * width)
-            picked = np.take(runs, pages, axis=2)  # (L, heads, n, S * words)
-            total += picked.sum(axis=3, dtype=np.uint64).sum(axis=(0, 1), dtype=np.uint64)
+        if parts is None:
+            for words in self._words:
+                layers, heads, num_pages, size, width = words.shape
+                runs = words.reshape(layers, heads, num_pages, size * width)
+                picked = np.take(runs, pages, axis=2)  # (L, heads, n, S * words)
+                total += picked.sum(axis=3, dtype=np.uint64).sum(axis=(0, 1), dtype=np.uint64)
+            return total
+        for cache, layer in parts:
+            words = self._words[cache][layer]
+            heads, num_pages, size, width = words.shape
+            picked = np.take(words.reshape(heads, num_pages, size * width), pages, axis=1)
+            total += picked.sum(axis=2, dtype=np.uint64).sum(axis=0, dtype=np.uint64)
         return total
+
+    @property
+    def cache_layers(self) -> list[int]:
+        """How many layers each cache (in ``data`` order) has."""
+        return [words.shape[0] for words in self._words]
 
     def stamped_page_digest(self, pages: np.ndarray) -> np.ndarray:
         """Sum of the digests stamped for every slot of each page: ``(n,)``."""

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from ember.errors import KVIntegrityError
 from ember.models.engine.config import EngineConfig
+from ember.models.engine.integrity import IntegrityChecker
 from ember.models.engine.llm_engine import LLMEngine, RequestOutput
 from ember.models.engine.sequence import Sequence, StopCriteria
+from ember.models.kv.integrity import content_digest_reference
 from tests.models.engine.toy_models import ToyConfig, ToyModel, greedy_reference
 
 PAGE = 4
@@ -106,6 +109,47 @@ def test_flipped_bits_are_caught_within_the_sample_period_in_sampled_mode(case) 
         assert engine.stats.integrity_failures > before or victim.is_finished
     while engine.has_unfinished():
         _collect(engine.step(), tokens)
+
+
+def test_sample_digests_summed_in_the_gathers_equal_the_memory_reference(case, monkeypatch) -> None:
+    """The fast path (sampled pages summed from the attention's page gathers, plus a memory
+    read of the layers no gather covered) against the reference (every byte read from memory,
+    and the slot-by-slot slow reference for one page), on the pages of random prompts."""
+    model, prompts, _ = case
+    engine = _engine(model, "sampled")
+    sidecar, pool = engine.pool.sidecar, engine.pool
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    original = IntegrityChecker._check_pages
+
+    def spy(self, group, rows, cols, *, content, digest=None):
+        if digest is not None:
+            seen.append((group.pages[rows, cols].copy(), digest.copy()))
+        return original(self, group, rows, cols, content=content, digest=digest)
+
+    monkeypatch.setattr(IntegrityChecker, "_check_pages", spy)
+    rng = random.Random(7)
+    for i, prompt in enumerate(prompts):
+        engine.add_request(str(i), prompt + [rng.randrange(97)], StopCriteria(max_tokens=12))
+    checked = 0
+    while engine.has_unfinished():
+        engine.step()
+        checked += len(seen)
+        for pages, digest in seen:
+            assert np.array_equal(digest, sidecar.page_digest(pages))
+            page = int(pages[0])
+            slow = sum(
+                content_digest_reference(
+                    [
+                        pool.slot_bytes(cache, row, page * PAGE + offset).numpy().reshape(-1)
+                        for cache in pool.caches
+                        for row in range(cache.shape[0])
+                    ]
+                )
+                for offset in range(PAGE)
+            ) % (1 << 64)
+            assert int(digest[0]) == slow
+        seen.clear()
+    assert checked > 0 and engine.stats.integrity_failures == 0
 
 
 @pytest.mark.parametrize("integrity", ["sampled", "full"])
