@@ -113,7 +113,7 @@ class PagedAttentionBackend:
         torch.index_select(page_rows, 0, index, out=raw)
         if group.sample is not None:
             started = time.process_time()
-            group.sample.add(cache, raw, b, group.num_pages, heads_first)
+            group.sample.add(cache, raw, b, group.num_pages, heads_first, self.workspace.take)
             group.sample.cpu_seconds += time.process_time() - started
         if cache.dtype == dtype:
             return raw.view(shape)

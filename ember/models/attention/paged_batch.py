@@ -11,11 +11,15 @@ sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from ember.models.attention.backend import BatchLayout
+
+# ``Workspace.take`` (``paged.py``): reusable scratch of a shape, dtype and role.
+Scratch = Callable[[tuple[int, ...], torch.dtype, str], torch.Tensor]
 
 
 @dataclass(slots=True)
@@ -44,6 +48,7 @@ class PageSample:
         num_seqs: int,
         num_pages: int,
         heads_first: bool,
+        take: Scratch,
     ) -> None:
         """Sum the sampled pages of ``raw``, one layer's gather of ``cache`` ``(H, pages, S, W)``:
         ``(H * B * P, S * W)`` rows ordered ``(H, B, P)`` if ``heads_first`` else ``(B, H, P)``."""
@@ -61,8 +66,10 @@ class PageSample:
                 seq, col = entries // num_pages, entries % num_pages
                 rows = seq * (heads * num_pages) + head * num_pages + col
             rows = self._rows[key] = rows.reshape(-1)
-        picked = raw.view(torch.int64).index_select(0, rows).sum(dim=1)  # (H * n,), wraps
-        self.sums += picked.view(heads, -1).sum(dim=0)
+        words = raw.view(torch.int64)
+        picked = take((rows.numel(), words.shape[1]), torch.int64, "sample")
+        torch.index_select(words, 0, rows, out=picked)
+        self.sums += picked.view(heads, len(self.entries), -1).sum(dim=(0, 2))  # wraps
         self.covered.add(cache.data_ptr())
 
 

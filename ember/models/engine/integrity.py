@@ -78,6 +78,10 @@ class StepReads:
     # (B,) sidecar epoch of each sequence's last successful check (-1: never checked)
     checked_epoch: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     gathered: GatheredDigest | None = None  # this step's content sample, if summed in gathers
+    # (B, P) pages that failed the sampled ownership check, when ``check_ownership`` ran
+    # (``None``: all passed); ``owner_checked`` says whether it ran.
+    owner_bad: np.ndarray | None = None
+    owner_checked: bool = False
 
 
 class IntegrityChecker:
@@ -154,8 +158,18 @@ class IntegrityChecker:
         cols = np.tile(np.arange(num_cols), num_rows)
         return self._check_pages(group, rows, cols, content=True)
 
-    def _check_sampled(self, group: StepReads, step: int) -> list[IntegrityFailure]:
-        """Ownership of every changed page's first slot; everything on a rotating sample."""
+    def check_ownership(self, reads: list[StepReads]) -> None:
+        """Sampled mode's per-step ownership check, run ahead of ``check_step`` (the runner does
+        it before the forward, once this step's chains are stamped: nothing it reads changes
+        during the forward); ``check_step`` reports what it found."""
+        if self.mode != "sampled":
+            return
+        for group in reads:
+            group.owner_bad = self._owner_bad(group)
+            group.owner_checked = True
+
+    def _owner_bad(self, group: StepReads) -> np.ndarray | None:
+        """``(B, P)`` pages whose first slot another sequence wrote (``None`` if none)."""
         size, sidecar = self.page_size, self.sidecar
         pages = group.pages
         # A page changes hands only by being cleared and rewritten; both restamp its epoch. So
@@ -173,6 +187,13 @@ class IntegrityChecker:
             if bad.any():
                 owner_bad = np.zeros(pages.shape, dtype=bool)
                 owner_bad[rows[bad], cols[bad]] = True
+        return owner_bad
+
+    def _check_sampled(self, group: StepReads, step: int) -> list[IntegrityFailure]:
+        """Ownership of every changed page's first slot; everything on a rotating sample."""
+        size, sidecar = self.page_size, self.sidecar
+        pages = group.pages
+        owner_bad = group.owner_bad if group.owner_checked else self._owner_bad(group)
         failures: list[IntegrityFailure] = []
         gathered = group.gathered
         if gathered is not None:  # the attention summed the sample from its gathers

@@ -104,7 +104,7 @@ class ModelRunner:
         if checker is not None:
             batch.digest_words = []  # the stores collect what they write, to stamp after
             started = time.process_time()
-            self._plan_content_sample(checker, batch)
+            reads = self._prepare(checker, batch, scheduled, position_list)
             checker.stats.cpu_seconds += time.process_time() - started
         backend = PagedAttentionBackend(self.pool, batch, self.workspace)
         sample_rows: list[int] = []
@@ -124,7 +124,7 @@ class ModelRunner:
         failures: list[IntegrityFailure] = []
         if checker is not None:
             started = time.process_time()
-            failures = self._verify(checker, batch, scheduled, position_list)
+            failures = self._verify(checker, batch, scheduled, reads)
             checker.stats.cpu_seconds += time.process_time() - started
         tokens: list[int | None] = [None] * len(scheduled)
         logprobs: list[TokenLogprobs | None] | None = None
@@ -147,29 +147,50 @@ class ModelRunner:
         self.num_steps += 1
         return StepResult(tokens, failures, logprobs)
 
-    def _verify(
+    def _prepare(
         self,
         checker: IntegrityChecker,
         batch: PagedBatch,
         scheduled: list[ScheduledSeq],
         positions: list[int],
-    ) -> list[IntegrityFailure]:
-        """Stamp what this step wrote, then check what it read (before anything is sampled).
+    ) -> list[StepReads]:
+        """Before the forward: stamp who writes each new slot, collect what each group reads,
+        check ownership, and ask the attention to digest the content sample from its gathers.
 
-        The writers' chains are stamped here, after the forward, rather than before it: nothing
-        reads a stamp in between (checks run only here and in the scheduler, between steps), and
-        so one walk over the scheduled sequences serves the stamps, the checks and the epochs.
+        Done here, right after the token loop, because the sequences and the sidecar are still
+        in cache (after the forward each access misses: the walk cost twice as much there). The
+        ownership check needs nothing from the forward: pages change hands only through
+        ``zero_pages`` and ``stamp_tokens``, both done by now.
         """
+        chains, epochs, writer = self._walk(scheduled)
+        checker.stamp_tokens(
+            batch.slot_mapping.numpy(), writer, np.array(positions, dtype=np.int32)
+        )
+        reads = [self._group_reads(group, batch.layout, chains, epochs) for group in batch.groups]
+        checker.check_ownership(reads)
+        for group, read in zip(batch.groups, reads, strict=True):
+            entries = checker.content_sample(read.pages, self.num_steps)
+            if entries is not None and len(entries):
+                group.sample = PageSample(
+                    torch.from_numpy(entries), torch.zeros(len(entries), dtype=torch.int64)
+                )
+        return reads
+
+    def _verify(
+        self,
+        checker: IntegrityChecker,
+        batch: PagedBatch,
+        scheduled: list[ScheduledSeq],
+        reads: list[StepReads],
+    ) -> list[IntegrityFailure]:
+        """Stamp what this step wrote, then check what it read (before anything is sampled)."""
         sidecar = checker.sidecar
         slots = batch.slot_mapping.numpy()
-        chains, epochs, writer = self._walk(scheduled)
-        checker.stamp_tokens(slots, writer, np.array(positions, dtype=np.int32))
         digests = batch.content_digests()  # from the words the backend stored, per layer
         if digests is not None:
             sidecar.digest[slots] = digests.numpy().view(np.uint64)
         else:
             checker.stamp_content(slots)
-        reads = [self._group_reads(group, batch.layout, chains, epochs) for group in batch.groups]
         for group, read in zip(batch.groups, reads, strict=True):
             if group.sample is not None:
                 checker.stats.cpu_seconds += group.sample.cpu_seconds  # summed in the forward
@@ -195,16 +216,6 @@ class ModelRunner:
             for entry in scheduled:
                 entry.seq.integrity_epoch = epoch
         return failures
-
-    def _plan_content_sample(self, checker: IntegrityChecker, batch: PagedBatch) -> None:
-        """Ask the attention to sum this step's content sample from its page gathers."""
-        for group in batch.groups:
-            pages = group.pages.numpy().reshape(group.num_seqs, group.num_pages)
-            entries = checker.content_sample(pages, self.num_steps)
-            if entries is not None and len(entries):
-                group.sample = PageSample(
-                    torch.from_numpy(entries), torch.zeros(len(entries), dtype=torch.int64)
-                )
 
     def _layer_ptrs(self) -> list[tuple[int, int, int]]:
         """``(cache, layer, data_ptr)`` of every layer of every pool cache (sidecar order)."""
