@@ -1,8 +1,11 @@
 """When KV pages are checked, and what a failed check means for a request (torch-free).
 
 Stamps (``kv/integrity.py``) are written by every forward: the writer's chain and position before
-it, the content digest after it. Checks run after the forward and *before any sampled token is
-emitted*, so a request whose step read bad KV drops that step's token and recomputes:
+it, the content digest after it. Checks are reported after the forward and *before any sampled
+token is emitted*, so a request whose step read bad KV drops that step's token and recomputes
+(sampled mode's ownership check runs before the forward, once the chains are stamped: nothing it
+reads changes during the forward; its content sample is summed by the attention from its own page
+gathers, ``PageSample``, with only the layers no gather read taken from memory):
 
 - ``full``: every slot each scheduled sequence can read (its whole context, padding included) is
   checked for ownership (chain) and content (digest), every step.
