@@ -130,11 +130,8 @@ def _engine(
     return LLMEngine(model, kv_layout_for(config), engine_config, model_dtype=dtype)
 
 
-def measure_decode(
-    model: Any, config: Any, dtype: str, kv: str, integrity: str, batch: int, steps: int
-) -> dict[str, float]:
-    """Decode steps/s with ``batch`` sequences whose prompts are already prefilled."""
-    engine = _engine(model, config, dtype, kv, integrity, batch)
+def start_decoding(engine: Any, batch: int, steps: int) -> None:
+    """Admit ``batch`` prompts and step until all are prefilled, so every later step decodes."""
     stop = StopCriteria(max_tokens=steps + 8, ignore_eos=True)
     for i, prompt in enumerate(_prompts(batch)):
         engine.add_request(str(i), prompt, stop)
@@ -142,6 +139,14 @@ def measure_decode(
         s.num_uncomputed_tokens > 1 for s in engine.scheduler.running
     ):
         engine.step()
+
+
+def measure_decode(
+    model: Any, config: Any, dtype: str, kv: str, integrity: str, batch: int, steps: int
+) -> dict[str, float]:
+    """Decode steps/s with ``batch`` sequences whose prompts are already prefilled."""
+    engine = _engine(model, config, dtype, kv, integrity, batch)
+    start_decoding(engine, batch, steps)
     engine.step()  # one warm decode step (workspace buffers, caches)
     checker_start = engine.checker.stats.cpu_seconds if engine.checker else 0.0
     start, cpu_start = time.perf_counter(), time.process_time()

@@ -25,10 +25,9 @@ from typing import Any
 
 import torch
 
-from bench.engine_decode import ARCHS, _build, _engine, _prompts
+from bench.engine_decode import ARCHS, _build, _engine, start_decoding
 from ember.models.attention.paged import PagedAttentionBackend
 from ember.models.engine.model_runner import ModelRunner, PagedBatch
-from ember.models.engine.sequence import StopCriteria
 from ember.models.layers.moe import MoE, TopkRouter
 
 
@@ -70,13 +69,7 @@ def breakdown(arch: str, batch: int, kv: str, integrity: str, steps: int) -> dic
         engine = _engine(model, config, "bf16", kv, integrity, batch)
         sampler = engine.runner.sampler
         sampler.sample = _timed(totals, "sampling", sampler.sample)  # type: ignore[method-assign]
-        stop = StopCriteria(max_tokens=steps + 8, ignore_eos=True)
-        for i, prompt in enumerate(_prompts(batch)):
-            engine.add_request(str(i), prompt, stop)
-        while engine.scheduler.waiting or any(
-            s.num_uncomputed_tokens > 1 for s in engine.scheduler.running
-        ):
-            engine.step()
+        start_decoding(engine, batch, steps)
         for _ in range(3):
             engine.step()
         totals.clear()
