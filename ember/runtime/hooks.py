@@ -1,0 +1,136 @@
+"""The supervisor's side of an isolate's reports: one ``SupervisorHooks`` per isolate process.
+
+An ``IsolateProcess`` knows nothing of deployments' secrets, event sinks or dev mode; it calls
+these hooks, which redact what the isolate said with its deployment's secrets, emit the
+supervisor's events (console, exception, request, whole invocations for tails), build the error
+page for a failed request (dev: the traceback page; platform: Workers' error), and hand recycling
+and death back to the supervisor.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ember.runtime import events as E
+from ember.runtime import limits as L
+from ember.runtime.errorpage import dev_error_response, platform_error_response
+from ember.runtime.http import HttpResponse
+from ember.runtime.inflight import InFlight
+
+if TYPE_CHECKING:
+    from ember.runtime.process import IsolateProcess
+    from ember.runtime.supervisor import Supervisor
+
+
+class SupervisorHooks:
+    """What an IsolateProcess reports to its Supervisor: logs, exceptions, request events,
+    error pages, and its own recycling or death."""
+
+    __slots__ = ("_supervisor",)
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+
+    def _redact(self, process: IsolateProcess, text: str) -> str:
+        slot = self._supervisor._slot_of(process)
+        return slot.redact(text) if slot is not None else text
+
+    def tracing(self, process: IsolateProcess) -> bool:
+        """Whether a new invocation of this isolate is to be reported whole (InvocationEvent)."""
+        predicate = self._supervisor.tracing
+        return predicate is not None and predicate(process.deployment.id)
+
+    def console(
+        self, process: IsolateProcess, level: str, message: str, request: InFlight | None = None
+    ) -> None:
+        message = self._redact(process, message)
+        self._supervisor.events.emit(E.ConsoleEvent(process.deployment.id, level, message))
+        if request is not None and request.trace is not None:
+            request.trace.append((level, message, time.time() * 1000))
+
+    def exception(
+        self,
+        process: IsolateProcess,
+        message: str,
+        traceback: str,
+        request: InFlight | None = None,
+    ) -> None:
+        message, traceback = self._redact(process, message), self._redact(process, traceback)
+        self._supervisor.events.emit(E.ExceptionEvent(process.deployment.id, message, traceback))
+        if request is not None and request.trace is not None:
+            request.trace_exceptions.append((message, traceback, time.time() * 1000))
+
+    def error_response(
+        self, request: InFlight, kind: str, message: str, traceback: str
+    ) -> HttpResponse:
+        supervisor = self._supervisor
+        if kind == "no_handler":
+            error = L.PlatformError(500, 1101, message, "no_handler")
+            if supervisor.dev:
+                return dev_error_response(
+                    "Worker has no fetch handler", message, "", request.accept
+                )
+            return platform_error_response(error)
+        if supervisor.dev:
+            title = (
+                "Worker returned an invalid response"
+                if kind == "invalid_response"
+                else "Worker threw exception"
+            )
+            return dev_error_response(
+                title,
+                self._redact(request.process, message),
+                self._redact(request.process, traceback),
+                request.accept,
+            )
+        return platform_error_response(L.EXCEPTION)
+
+    def request_logged(self, process: IsolateProcess, request: InFlight) -> None:
+        if request.kind != "fetch":
+            return
+        done = request.finished.done()
+        cpu = request.cpu_used if done else max(0.0, process.cpu() - request.cpu_start)
+        duration = (time.monotonic() - request.started) * 1000
+        self._supervisor.events.emit(
+            E.RequestEvent(
+                process.deployment.id,
+                request.method,
+                request.url,
+                request.status,
+                duration,
+                cpu * 1000,
+                request.outcome,
+            )
+        )
+
+    def request_done(self, process: IsolateProcess, request: InFlight) -> None:
+        """Report a traced invocation whole, now that its waitUntil work is over too."""
+        if request.trace is None:
+            return
+        wall_ms = (time.monotonic() - request.started) * 1000
+        scheduled = request.kind == "scheduled"
+        self._supervisor.events.emit(
+            E.InvocationEvent(
+                deployment_id=process.deployment.id,
+                kind=request.kind,
+                outcome=request.outcome,
+                started_ms=time.time() * 1000 - wall_ms,
+                wall_ms=wall_ms,
+                cpu_ms=request.cpu_used * 1000,
+                method="" if scheduled else request.method,
+                url="" if scheduled else self._redact(process, request.url),
+                headers=() if scheduled else tuple(request.headers),
+                status=request.status,
+                cron=request.url if scheduled else "",
+                scheduled_time_ms=request.scheduled_time,
+                logs=tuple(request.trace),
+                exceptions=tuple(request.trace_exceptions),
+            )
+        )
+
+    def recycle(self, process: IsolateProcess, reason: str) -> None:
+        self._supervisor._recycle(process, reason)
+
+    def dead(self, process: IsolateProcess, error: L.PlatformError | None, reason: str) -> None:
+        self._supervisor._process_dead(process, error, reason)
