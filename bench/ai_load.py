@@ -29,6 +29,7 @@ class RequestTiming:
     ttft: float
     total: float
     tokens: int
+    wave: int = 0  # 0: a worker's first request (all start at once); 1+: closed-loop follow-ups
 
 
 @dataclass
@@ -44,6 +45,8 @@ class Phase:
 
     def summary(self) -> dict[str, float | int]:
         ttfts = sorted(t.ttft for t in self.timings)
+        burst = sorted(t.ttft for t in self.timings if t.wave == 0)
+        steady = sorted(t.ttft for t in self.timings if t.wave > 0)
         return {
             "concurrency": self.concurrency,
             "requests": len(self.timings),
@@ -54,6 +57,10 @@ class Phase:
             "ttft_p50_ms": round(percentile(ttfts, 0.5) * 1000, 3),
             "ttft_p90_ms": round(percentile(ttfts, 0.9) * 1000, 3),
             "ttft_mean_ms": round(statistics.fmean(ttfts) * 1000, 3) if ttfts else 0.0,
+            # The first wave starts all at once (a burst); later requests start as earlier ones
+            # end (closed loop). Both are reported: a burst queues every request's start.
+            "ttft_burst_p50_ms": round(percentile(burst, 0.5) * 1000, 3),
+            "ttft_steady_p50_ms": round(percentile(steady, 0.5) * 1000, 3) if steady else None,
         }
 
 
@@ -119,10 +126,12 @@ async def run_phase(
         phase = Phase(concurrency, 0.0)
 
         async def worker(index: int) -> None:
-            for _ in range(per_worker):
+            for wave in range(per_worker):
                 try:
                     extra = headers(index) if headers is not None else None
-                    phase.timings.append(await timed_stream(client, url, body, extra))
+                    timing = await timed_stream(client, url, body, extra)
+                    timing.wave = wave
+                    phase.timings.append(timing)
                 except (httpx.HTTPError, RuntimeError) as exc:
                     phase.errors.append(str(exc)[:300])
 
