@@ -1,4 +1,5 @@
-"""``ModelGroup.acquire_now`` (the pool's no-task fast path) against ``acquire`` (the reference).
+"""The pool's start path: ``ModelGroup.acquire_now`` (no task) against ``acquire`` (the
+reference), and a closed replica stream that makes its error only when read again.
 
 Two groups in the same random states take the same random requests, one through each path:
 the fast path must lease the same replica, refuse with the same error, and return None exactly
@@ -16,6 +17,7 @@ import pytest
 from ember.models.pool.admission import ModelGroup
 from ember.models.pool.config import PoolSettings, ReplicaConfig
 from ember.models.pool.errors import CapacityExceeded, UpstreamFailed
+from ember.models.pool.pool import RequestOptions
 from ember.models.pool.replica import Lease, Replica, State
 
 MODEL = "@cf/zai-org/glm-4.7-flash"
@@ -105,5 +107,30 @@ def test_acquire_now_matches_acquire_on_random_states(seed: int) -> None:
                 if isinstance(got, Lease) and rng.random() < 0.3:
                     got.release()
         assert compared > 100
+
+    asyncio.run(main())
+
+
+def test_a_closed_stream_read_again_fails_with_the_closed_error() -> None:
+    """``aclose`` no longer builds the error up front; a later read still raises it."""
+    from tests.models.pool.gate_server import gate_servers
+    from tests.models.pool.test_admission import BODY, _pool
+
+    async def main() -> None:
+        with gate_servers("a") as (a,):
+            pool = _pool([a])
+            assert await pool.wait_ready(MODEL, 10)
+            a.open()
+            for read in ("anext", "next_batch"):
+                stream = await pool.stream(MODEL, "/v1/chat/completions", BODY, RequestOptions())
+                await stream.aclose()
+                await stream.aclose()  # idempotent
+                with pytest.raises(UpstreamFailed, match="the stream was closed"):
+                    if read == "anext":
+                        await stream._events.__anext__()
+                    else:
+                        await stream._events.next_batch()
+            assert pool.group(MODEL).outstanding == 0
+            await pool.aclose()
 
     asyncio.run(main())
