@@ -156,7 +156,9 @@ def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
                 for path in order:
                     url, payload = targets[path]
                     cpu = (tree_cpu_seconds(server.pid), tree_cpu_seconds(dev.pid))
-                    phase = asyncio.run(run_phase(url, payload, concurrency, per_worker))
+                    phase = asyncio.run(
+                        run_phase(url, payload, concurrency, per_worker, stagger=args.stagger)
+                    )
                     server_cpu = tree_cpu_seconds(server.pid) - cpu[0]
                     dev_cpu = tree_cpu_seconds(dev.pid) - cpu[1]
                     tokens = sum(t.tokens for t in phase.timings) or 1
@@ -434,6 +436,11 @@ def main() -> None:
         "--concurrency", type=lambda s: [int(v) for v in s.split(",")], default=[1, 16, 64]
     )
     parser.add_argument("--sections", default="overhead,scaling,recovery")
+    parser.add_argument(
+        "--stagger",
+        action="store_true",
+        help="first requests of different lengths, so follow-ups start one by one (steady TTFT)",
+    )
     parser.add_argument("--plot-only", action="store_true", help="redraw the plot from --out")
     parser.add_argument("--out", type=Path, default=RESULTS / "ai.json")
     args = parser.parse_args()
@@ -452,6 +459,7 @@ def main() -> None:
             "rounds": args.rounds,
             "max_tokens": args.max_tokens,
             "requests_per_phase": args.requests or "max(16, 2 x streams)",
+            "stagger": args.stagger,
             "concurrency": args.concurrency,
             "server_args": SERVER_ARGS,
         },

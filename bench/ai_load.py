@@ -118,8 +118,15 @@ async def run_phase(
     concurrency: int,
     per_worker: int,
     headers: Callable[[int], dict] | None = None,
+    stagger: bool = False,
 ) -> Phase:
-    """``concurrency`` workers x ``per_worker`` sequential streaming requests to ``url``."""
+    """``concurrency`` workers x ``per_worker`` sequential streaming requests to ``url``.
+
+    With ``stagger``, worker i's first request asks for (i + 1) / concurrency of the body's
+    ``max_tokens``: the first wave still starts at once, but it ends spread over a request's
+    length, so the follow-ups start one by one, as in a steady closed loop (with equal lengths
+    they would all end, and start again, together).
+    """
     limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency)
     timeout = httpx.Timeout(600.0, connect=10.0)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
@@ -129,7 +136,11 @@ async def run_phase(
             for wave in range(per_worker):
                 try:
                     extra = headers(index) if headers is not None else None
-                    timing = await timed_stream(client, url, body, extra)
+                    payload = body
+                    if stagger and wave == 0 and "max_tokens" in body:
+                        share = max(1, body["max_tokens"] * (index + 1) // concurrency)
+                        payload = {**body, "max_tokens": share}
+                    timing = await timed_stream(client, url, payload, extra)
                     timing.wave = wave
                     phase.timings.append(timing)
                 except (httpx.HTTPError, RuntimeError) as exc:
