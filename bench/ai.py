@@ -156,7 +156,9 @@ def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
                 for path in order:
                     url, payload = targets[path]
                     cpu = (tree_cpu_seconds(server.pid), tree_cpu_seconds(dev.pid))
-                    phase = asyncio.run(run_phase(url, payload, concurrency, per_worker))
+                    phase = asyncio.run(
+                        run_phase(url, payload, concurrency, per_worker, stagger=args.stagger)
+                    )
                     server_cpu = tree_cpu_seconds(server.pid) - cpu[0]
                     dev_cpu = tree_cpu_seconds(dev.pid) - cpu[1]
                     tokens = sum(t.tokens for t in phase.timings) or 1
@@ -206,14 +208,21 @@ def _compare(rows: list[dict], concurrencies: list[int]) -> list[dict]:
             )
             if path == "direct":
                 continue
-            ratios, added = [], []
+            ratios: list[float] = []
+            added: dict[str, list[float]] = {"": [], "_burst": [], "_steady": []}
             for index in rounds:
                 pair = {r["path"]: r for r in mine if r["round"] == index}
                 if path in pair and "direct" in pair:
                     ratios.append(pair[path]["tokens_per_s"] / pair["direct"]["tokens_per_s"])
-                    added.append(pair[path]["ttft_p50_ms"] - pair["direct"]["ttft_p50_ms"])
+                    for kind, values in added.items():
+                        mine_ttft = pair[path].get(f"ttft{kind}_p50_ms")
+                        direct_ttft = pair["direct"].get(f"ttft{kind}_p50_ms")
+                        if mine_ttft is not None and direct_ttft is not None:
+                            values.append(mine_ttft - direct_ttft)
             row[f"{path}_throughput_cost_pct"] = round(100 * (1 - _median(ratios)), 2)
-            row[f"{path}_ttft_added_ms"] = round(_median(added), 3)
+            for kind, values in added.items():
+                if values:
+                    row[f"{path}_ttft_added{kind}_ms"] = round(_median(values), 3)
             ember = row[f"{path}_ember_cpu_ms_per_1k"]
             server = row[f"{path}_server_cpu_ms_per_1k"]
             row[f"{path}_cpu_share_pct"] = round(100 * ember / (ember + server), 2)
@@ -227,7 +236,7 @@ async def _pool_phase(pool, body: dict, concurrency: int, per_worker: int) -> Ph
     phase = Phase(concurrency, 0.0)
 
     async def worker() -> None:
-        for _ in range(per_worker):
+        for wave in range(per_worker):
             started = time.perf_counter()
             ttft, tokens = 0.0, 0
             try:
@@ -244,7 +253,8 @@ async def _pool_phase(pool, body: dict, concurrency: int, per_worker: int) -> Ph
                             ttft = time.perf_counter() - started
                     if isinstance(payload.get("usage"), dict):
                         tokens = payload["usage"]["completion_tokens"]
-                phase.timings.append(RequestTiming(ttft, time.perf_counter() - started, tokens))
+                elapsed = time.perf_counter() - started
+                phase.timings.append(RequestTiming(ttft, elapsed, tokens, wave))
             except Exception as exc:  # recorded, the phase goes on
                 phase.errors.append(str(exc)[:300])
 
@@ -426,6 +436,11 @@ def main() -> None:
         "--concurrency", type=lambda s: [int(v) for v in s.split(",")], default=[1, 16, 64]
     )
     parser.add_argument("--sections", default="overhead,scaling,recovery")
+    parser.add_argument(
+        "--stagger",
+        action="store_true",
+        help="first requests of different lengths, so follow-ups start one by one (steady TTFT)",
+    )
     parser.add_argument("--plot-only", action="store_true", help="redraw the plot from --out")
     parser.add_argument("--out", type=Path, default=RESULTS / "ai.json")
     args = parser.parse_args()
@@ -444,6 +459,7 @@ def main() -> None:
             "rounds": args.rounds,
             "max_tokens": args.max_tokens,
             "requests_per_phase": args.requests or "max(16, 2 x streams)",
+            "stagger": args.stagger,
             "concurrency": args.concurrency,
             "server_args": SERVER_ARGS,
         },

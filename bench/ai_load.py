@@ -29,6 +29,7 @@ class RequestTiming:
     ttft: float
     total: float
     tokens: int
+    wave: int = 0  # 0: a worker's first request (all start at once); 1+: closed-loop follow-ups
 
 
 @dataclass
@@ -44,6 +45,8 @@ class Phase:
 
     def summary(self) -> dict[str, float | int]:
         ttfts = sorted(t.ttft for t in self.timings)
+        burst = sorted(t.ttft for t in self.timings if t.wave == 0)
+        steady = sorted(t.ttft for t in self.timings if t.wave > 0)
         return {
             "concurrency": self.concurrency,
             "requests": len(self.timings),
@@ -54,6 +57,10 @@ class Phase:
             "ttft_p50_ms": round(percentile(ttfts, 0.5) * 1000, 3),
             "ttft_p90_ms": round(percentile(ttfts, 0.9) * 1000, 3),
             "ttft_mean_ms": round(statistics.fmean(ttfts) * 1000, 3) if ttfts else 0.0,
+            # The first wave starts all at once (a burst); later requests start as earlier ones
+            # end (closed loop). Both are reported: a burst queues every request's start.
+            "ttft_burst_p50_ms": round(percentile(burst, 0.5) * 1000, 3),
+            "ttft_steady_p50_ms": round(percentile(steady, 0.5) * 1000, 3) if steady else None,
         }
 
 
@@ -111,18 +118,31 @@ async def run_phase(
     concurrency: int,
     per_worker: int,
     headers: Callable[[int], dict] | None = None,
+    stagger: bool = False,
 ) -> Phase:
-    """``concurrency`` workers x ``per_worker`` sequential streaming requests to ``url``."""
+    """``concurrency`` workers x ``per_worker`` sequential streaming requests to ``url``.
+
+    With ``stagger``, worker i's first request asks for (i + 1) / concurrency of the body's
+    ``max_tokens``: the first wave still starts at once, but it ends spread over a request's
+    length, so the follow-ups start one by one, as in a steady closed loop (with equal lengths
+    they would all end, and start again, together).
+    """
     limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency)
     timeout = httpx.Timeout(600.0, connect=10.0)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
         phase = Phase(concurrency, 0.0)
 
         async def worker(index: int) -> None:
-            for _ in range(per_worker):
+            for wave in range(per_worker):
                 try:
                     extra = headers(index) if headers is not None else None
-                    phase.timings.append(await timed_stream(client, url, body, extra))
+                    payload = body
+                    if stagger and wave == 0 and "max_tokens" in body:
+                        share = max(1, body["max_tokens"] * (index + 1) // concurrency)
+                        payload = {**body, "max_tokens": share}
+                    timing = await timed_stream(client, url, payload, extra)
+                    timing.wave = wave
+                    phase.timings.append(timing)
                 except (httpx.HTTPError, RuntimeError) as exc:
                     phase.errors.append(str(exc)[:300])
 

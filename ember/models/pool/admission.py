@@ -57,8 +57,29 @@ class ModelGroup:
         for replica in self.replicas:
             replica.ensure_started()
 
+    def acquire_now(self, session: str | None, reject_if_busy: bool) -> Lease | None:
+        """A free slot at once, or None where ``acquire`` would queue; raises as it does.
+
+        The pool's fast path: most requests find a slot, and this takes it without the task
+        and timer that waiting under a deadline (``asyncio.wait_for``) costs.
+        """
+        self.start()
+        self._raise_if_hopeless()
+        if not self._waiters:
+            lease = self._try(session)
+            if lease is not None:
+                return lease
+        if reject_if_busy:
+            raise errors.busy(self.model_id)
+        if len(self._waiters) >= self.max_queued:
+            raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
+        return None
+
     async def acquire(self, session: str | None, reject_if_busy: bool) -> Lease:
-        """A slot on a replica; raises CapacityExceeded or UpstreamFailed (see module doc)."""
+        """A slot on a replica; raises CapacityExceeded or UpstreamFailed (see module doc).
+
+        Also the reference that ``acquire_now`` is tested against (tests/models/pool).
+        """
         self.start()
         self._raise_if_hopeless()
         if not self._waiters:

@@ -282,12 +282,14 @@ class ModelPool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         for attempt in range(MAX_CONNECT_RETRIES + 1):
-            try:
-                lease = await asyncio.wait_for(
-                    self._acquire(model_id, options), max(0.0, deadline - loop.time())
-                )
-            except TimeoutError:
-                raise errors.timed_out() from None
+            lease = self.group(model_id).acquire_now(options.session, options.reject_if_busy)
+            if lease is None:  # every slot is taken: wait in the queue, under the deadline
+                try:
+                    lease = await asyncio.wait_for(
+                        self._acquire(model_id, options), max(0.0, deadline - loop.time())
+                    )
+                except TimeoutError:
+                    raise errors.timed_out() from None
             try:
                 events = await open_events(
                     self.wire, lease, path, self._named(body, lease), options.headers

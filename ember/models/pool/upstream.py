@@ -29,6 +29,7 @@ from ember.models.pool.wire import StreamedResponse, WireConnectError, WireError
 CONNECT_TIMEOUT = 5.0
 LEASE_REASON_WAIT = 0.5  # after a transport error, how long to wait for the replica's verdict
 _END = object()
+_CLOSED = object()  # closed by its consumer; the error a later read raises is made then
 
 
 class ReplicaUnreachable(Exception):
@@ -142,7 +143,7 @@ class EventStream:
         self.response = response
         self._buffer = b""
         self._events: deque[str] = deque()
-        self._end: object = None  # _END, or the exception every later read raises
+        self._end: object = None  # _END, _CLOSED, or the exception every later read raises
         self._reading = False
         lease.on_fail = lambda reason: response.abort()
 
@@ -190,8 +191,8 @@ class EventStream:
         while not self._events:
             if self._end is _END:
                 raise StopAsyncIteration
-            if isinstance(self._end, BaseException):
-                raise self._end
+            if self._end is not None:
+                raise self._failure()
             await self._read()
         return self._events.popleft()
 
@@ -204,17 +205,23 @@ class EventStream:
         while not self._events:
             if self._end is _END:
                 return []
-            if isinstance(self._end, BaseException):
-                raise self._end
+            if self._end is not None:
+                raise self._failure()
             await self._read()
         batch = list(self._events)
         self._events.clear()
         return batch
 
+    def _failure(self) -> BaseException:
+        if self._end is _CLOSED:  # (most streams are closed and never read again)
+            return errors.replica_failed(self.lease.replica.model_id, "the stream was closed")
+        assert isinstance(self._end, BaseException)  # invariant: _finish's only other values
+        return self._end
+
     async def aclose(self) -> None:
         """Stop reading: the connection closes and the replica aborts the generation."""
         self.lease.on_fail = None
-        self._finish(errors.replica_failed(self.lease.replica.model_id, "the stream was closed"))
+        self._finish(_CLOSED)
         if self._reading:  # read in another task (a timeout): cutting the connection ends it
             self.response.abort()
         self.response.close()

@@ -57,3 +57,9 @@ def test_bad_options_name_the_option(options: object, field: str) -> None:
         parse_run_options(options, MODEL)
     assert caught.value.field == field
     assert f"'{field}'" in str(caught.value)
+
+
+def test_no_options_is_what_the_full_parse_gives() -> None:
+    """``{}`` skips the parse; keys the platform ignores go through it: the same options."""
+    assert parse_run_options({}, MODEL) == parse_run_options({"ignored": 1}, MODEL)
+    assert parse_run_options({}, MODEL) == parse_run_options(None, MODEL)
