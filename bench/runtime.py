@@ -75,7 +75,7 @@ def start_bare(port: int, workdir: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL)
 
 
-def start_ember(port: int, state: Path) -> subprocess.Popen[bytes]:
+def start_ember(port: int, state: Path, *extra: str) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-m",
@@ -86,6 +86,7 @@ def start_ember(port: int, state: Path) -> subprocess.Popen[bytes]:
         str(port),
         "--persist-to",
         str(state),
+        *extra,
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
@@ -262,7 +263,13 @@ async def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--cold", type=int, default=40, help="cold starts to time")
     parser.add_argument("--output", type=Path, default=RESULTS / "runtime.json")
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also run ember dev --no-fast-http (uvicorn's ASGI path) in the same rounds",
+    )
     args = parser.parse_args()
+    names = ["bare", "ember", *(["ember_asgi"] if args.reference else [])]
 
     load_before = os.getloadavg()
     results: dict[str, dict[str, list[float]]] = {
@@ -274,15 +281,19 @@ async def main() -> None:
             "main_process_cpu_us_per_request": [],
             "load_1m": [],
         }
-        for name in ("bare", "ember")
+        for name in names
     }
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        ports = {"bare": free_port(), "ember": free_port()}
+        ports = {name: free_port() for name in names}
         servers = {
             "bare": start_bare(ports["bare"], workdir),
             "ember": start_ember(ports["ember"], workdir / "state"),
         }
+        if args.reference:
+            servers["ember_asgi"] = start_ember(
+                ports["ember_asgi"], workdir / "state_asgi", "--no-fast-http"
+            )
         try:
             for port in ports.values():
                 await wait_ready(port)
@@ -308,7 +319,7 @@ async def main() -> None:
                     results[name]["p99_ms"].append(percentile(samples, 0.99) * 1000)
                     row = results[name]
                     print(
-                        f"round {round_index + 1} {name:5s}: {rps:7.0f} req/s, "
+                        f"round {round_index + 1} {name:10s}: {rps:7.0f} req/s, "
                         f"p50 {row['p50_ms'][-1]:.3f} ms, p99 {row['p99_ms'][-1]:.3f} ms, "
                         f"server CPU {row['server_cpu_us_per_request'][-1]:.0f} us/request"
                     )
@@ -341,7 +352,32 @@ async def main() -> None:
         "cold_start_median_ms": statistics.median(cold) * 1000,
         "cold_start_p90_ms": percentile(cold, 0.9) * 1000,
         "fresh_python_median_ms": statistics.median(python_start) * 1000,
+        "bare_main_process_cpu_us_per_request": statistics.median(
+            bare["main_process_cpu_us_per_request"]
+        ),
     }
+    if args.reference:  # the fast path's own effect, measured in the same rounds
+        asgi = results["ember_asgi"]
+        summary |= {
+            "ember_asgi_rps": statistics.median(asgi["rps"]),
+            "ember_asgi_rps_ratio": statistics.median(
+                e / b for e, b in zip(asgi["rps"], bare["rps"], strict=True)
+            ),
+            "fast_over_asgi_rps": statistics.median(
+                f / a for f, a in zip(ember["rps"], asgi["rps"], strict=True)
+            ),
+            "ember_asgi_supervisor_cpu_us_per_request": statistics.median(
+                asgi["main_process_cpu_us_per_request"]
+            ),
+        }
+    summary["supervisor_over_bare_cpu"] = statistics.median(
+        e / b
+        for e, b in zip(
+            ember["main_process_cpu_us_per_request"],
+            bare["main_process_cpu_us_per_request"],
+            strict=True,
+        )
+    )
     report = {
         "benchmark": "runtime",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
