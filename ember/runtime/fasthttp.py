@@ -57,7 +57,9 @@ def fast_protocol(router: Router, deployment_id: Callable[[], str]) -> Any | Non
     """The protocol factory for ``uvicorn.Config(http=...)``; None if uvicorn is unknown."""
     if not uvicorn.__version__.startswith(CHECKED_UVICORN):
         return None
-    return functools.partial(FastHttpProtocol, router=router, deployment_id=deployment_id)
+    return functools.partial(
+        FastHttpProtocol, router=router, deployment_id=deployment_id, heads=_Heads()
+    )
 
 
 class FastHttpProtocol(HttpToolsProtocol):
@@ -72,8 +74,10 @@ class FastHttpProtocol(HttpToolsProtocol):
         *,
         router: Router,
         deployment_id: Callable[[], str],
+        heads: _Heads,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
+        self._heads = heads
         self._router = router
         self._deployment_id = deployment_id
         self._candidate = False  # the current message's head qualified; its end sends it
@@ -189,29 +193,27 @@ class FastHttpProtocol(HttpToolsProtocol):
         self, fast: _FastRequest, status: int, headers: list[tuple[str, str]], body: bytes
     ) -> bool:
         # The bytes uvicorn's RequestResponseCycle.send writes for the router's response
-        # (default headers, the worker's, content-length; connection: close if not keep-alive),
-        # or False for what it would treat specially.
-        status_line = STATUS_LINE.get(status)
-        if status_line is None:
-            return False
-        content = [status_line]
-        for name, value in self.server_state.default_headers:
-            content += [name, b": ", value, b"\r\n"]
-        for name, value in headers:
-            raw_name = name.encode("latin-1", "replace").lower()
-            raw_value = value.encode("latin-1", "replace")
-            if (
-                raw_name in _FRAMING
-                or HEADER_RE.search(raw_name)
-                or HEADER_VALUE_RE.search(raw_value)
-            ):
+        # (status line, default headers, the worker's, content-length, connection: close if
+        # not keep-alive), or False for what it would treat specially.
+        key = (status, tuple(headers))
+        encoded = self._heads.get(key)
+        if encoded is None:
+            encoded = self._heads.put(key, _encode_head(status, headers))
+            if encoded is None:
                 return False
-            content += [raw_name, b": ", raw_value, b"\r\n"]
-        content += [b"content-length: ", str(len(body)).encode(), b"\r\n"]
-        if not fast.keep_alive:
-            content.append(b"connection: close\r\n")
-        content += [b"\r\n", body]
-        self.transport.write(b"".join(content))
+        status_line, worker_headers = encoded
+        self.transport.write(
+            b"".join(
+                (
+                    status_line,
+                    self._heads.defaults(self.server_state.default_headers),
+                    worker_headers,
+                    b"content-length: %d\r\n" % len(body),
+                    b"\r\n" if fast.keep_alive else b"connection: close\r\n\r\n",
+                    body,
+                )
+            )
+        )
         return True
 
     def _respond_asgi(self, fast: _FastRequest, response: HttpResponse) -> None:
@@ -244,6 +246,55 @@ class FastHttpProtocol(HttpToolsProtocol):
             await router.respond(receive, send, response)
 
         self._start_asgi_task(cycle, respond)
+
+
+class _Heads:
+    """Encoded response heads, shared by a server's connections.
+
+    A worker answers most requests with the same few status-and-headers combinations, and
+    encoding and checking each header costs more than the rest of the write.
+    """
+
+    LIMIT = 256  # distinct heads kept; past it, start over (a worker with unique headers)
+
+    def __init__(self) -> None:
+        self._encoded: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
+        self._defaults_of: object = None
+        self._defaults = b""
+
+    def get(self, key: tuple[int, tuple[tuple[str, str], ...]]) -> tuple[bytes, bytes] | None:
+        return self._encoded.get(key)
+
+    def put(
+        self, key: tuple[int, tuple[tuple[str, str], ...]], encoded: tuple[bytes, bytes] | None
+    ) -> tuple[bytes, bytes] | None:
+        if len(self._encoded) >= self.LIMIT:
+            self._encoded.clear()
+        if encoded is not None:
+            self._encoded[key] = encoded
+        return encoded
+
+    def defaults(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        """uvicorn's default headers (date, server), re-encoded when it replaces the list."""
+        if headers is not self._defaults_of:
+            self._defaults_of = headers
+            self._defaults = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+        return self._defaults
+
+
+def _encode_head(status: int, headers: list[tuple[str, str]]) -> tuple[bytes, bytes] | None:
+    """The status line and the worker's headers as uvicorn writes them; None: leave it to it."""
+    status_line = STATUS_LINE.get(status)
+    if status_line is None:
+        return None
+    content = []
+    for name, value in headers:
+        raw_name = name.encode("latin-1", "replace").lower()
+        raw_value = value.encode("latin-1", "replace")
+        if raw_name in _FRAMING or HEADER_RE.search(raw_name) or HEADER_VALUE_RE.search(raw_value):
+            return None
+        content += [raw_name, b": ", raw_value, b"\r\n"]
+    return status_line, b"".join(content)
 
 
 class _FastRequest:

@@ -54,6 +54,8 @@ class Default(WorkerEntrypoint):
         headers += [("set-cookie", f"c{i}={i}; Path=/") for i in range(int(q.get("cookies", "0")))]
         headers.append(("x-received", hashlib.sha256(received).hexdigest()[:16]))
         headers.append(("x-seen", json.dumps([request.method, request.url, list(request.headers)])))
+        if q.get("plain"):  # the same few heads again and again (cached encodings)
+            headers = [("content-type", "text/plain")] * int(q["plain"])
         return Response(body, status=int(q.get("status", "200")), headers=headers)
 """
 T = TypeVar("T")
@@ -145,6 +147,8 @@ def _random_request(rng: random.Random, last: bool) -> tuple[bytes, str]:
     }
     if rng.random() < 0.1:
         query["raise"] = rng.randrange(100)
+    if rng.random() < 0.3:
+        query["plain"] = rng.randrange(3)
     if query["status"] == 204:
         query["size"] = -1  # a 204 has no body to frame
     path = rng.choice(["/", "/p", "/a%20b/c", "/x/y.txt"])
