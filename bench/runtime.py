@@ -1,6 +1,6 @@
 """Runtime benchmark: ``ember dev`` (hello world) against a bare starlette+uvicorn app.
 
-    PYTHONPATH=. python -m bench.runtime [--duration 2] [--rounds 10] [--cold 40]
+    PYTHONPATH=. python -m bench.runtime [--duration 2] [--rounds 10] [--cold 40] [--reference]
 
 Both servers run as subprocesses on 127.0.0.1 with the same uvicorn, HTTP parser and event loop
 (uvicorn's defaults: httptools and uvloop where installed; ember dev and its isolates pick the
@@ -13,6 +13,11 @@ the machine's load does not favour either), so the comparison is a ratio within 
 - cold start: an isolate forked from the warm zygote, from spawn to the first response
   (``Supervisor.fetch`` on a deployment with no isolate yet), median of ``--cold`` runs; and a
   fresh ``python -I -c pass`` for scale.
+
+``--reference`` adds ``ember dev --no-fast-http`` (uvicorn's ASGI path, as before the HTTP fast
+path) to the same rounds. CPU per request is recorded for each server's processes, its main
+process (ember's supervisor) and the load generator: on a quiet machine the throughput ratio
+follows the supervisor's CPU per request against the bare server's.
 
 Writes ``bench/results/runtime.json`` and, if matplotlib is installed, ``runtime.png``.
 The machine is shared: the JSON records the load average before and after, and at each round.
@@ -279,6 +284,7 @@ async def main() -> None:
             "p99_ms": [],
             "server_cpu_us_per_request": [],
             "main_process_cpu_us_per_request": [],
+            "client_cpu_us_per_request": [],
             "load_1m": [],
         }
         for name in names
@@ -306,7 +312,9 @@ async def main() -> None:
                     pids = process_tree(servers[name].pid)
                     main_before = cpu_seconds(pids[:1])
                     cpu_before, started = cpu_seconds(pids), time.perf_counter()
+                    client_before = time.process_time()  # the load generator (this process)
                     rps = await throughput(port, args.duration, args.connections)
+                    client_used = time.process_time() - client_before
                     cpu_used = cpu_seconds(pids) - cpu_before
                     main_used = cpu_seconds(pids[:1]) - main_before
                     requests = rps * (time.perf_counter() - started)
@@ -314,6 +322,7 @@ async def main() -> None:
                     results[name]["main_process_cpu_us_per_request"].append(
                         main_used / requests * 1e6
                     )
+                    results[name]["client_cpu_us_per_request"].append(client_used / requests * 1e6)
                     results[name]["rps"].append(rps)
                     results[name]["p50_ms"].append(percentile(samples, 0.5) * 1000)
                     results[name]["p99_ms"].append(percentile(samples, 0.99) * 1000)
@@ -370,6 +379,9 @@ async def main() -> None:
                 asgi["main_process_cpu_us_per_request"]
             ),
         }
+    summary["client_cpu_us_per_request"] = statistics.median(
+        c for name in names for c in results[name]["client_cpu_us_per_request"]
+    )
     summary["supervisor_over_bare_cpu"] = statistics.median(
         e / b
         for e, b in zip(

@@ -114,7 +114,10 @@ class FastHttpProtocol(HttpToolsProtocol):
             self._query,
             self.headers,
         )
-        pending = self._router.supervisor.fetch_ready(self._deployment_id(), request)
+        try:
+            pending = self._router.supervisor.fetch_ready(self._deployment_id(), request)
+        except Exception:  # the router meets it again and answers as uvicorn does (500)
+            pending = None
         if pending is None:  # no isolate ready: the router's general path
             self._to_asgi()
             super().on_message_complete()
@@ -340,7 +343,11 @@ class _FastRequest:
     def on_head(self, head: asyncio.Future[HttpResponse]) -> None:
         if self.disconnected or head.cancelled():
             return  # as uvicorn's send after a disconnect: nothing to write
-        self.protocol.fast_response(self, head.result())
+        try:
+            self.protocol.fast_response(self, head.result())
+        except Exception as exc:  # as uvicorn does with an application's error once started
+            self.protocol.logger.error("Exception in the HTTP fast path", exc_info=exc)
+            self.protocol.transport.close()
 
 
 def _parse_url(url: bytes) -> Any:

@@ -28,6 +28,7 @@ from ember.runtime import fasthttp
 from ember.runtime.devserver import DevOptions, DevServer
 from ember.runtime.isolate.events import INLINE_RESPONSE_BYTES
 from ember.runtime.router import INLINE_BODY_BYTES
+from ember.runtime.supervisor import Supervisor
 from tests.runtime.harness import write_project
 
 WORKER = """
@@ -287,3 +288,24 @@ def _leave(address: tuple[str, int], request: bytes) -> None:
         sock.sendall(request)
         time.sleep(0.3)  # the request reached its isolate
     time.sleep(0.5)  # canceled within this (the reference: at its next sweep, within 0.1 s)
+
+
+def test_a_failure_before_the_isolate_answers_as_uvicorn_does(
+    servers: tuple[_Servers, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    both, _ = servers
+    fetch_ready = Supervisor.fetch_ready
+
+    def failing(self: Supervisor, deployment_id: str, request: Any) -> Any:
+        if "boom" in request.url:
+            raise RuntimeError("a supervisor bug")
+        return fetch_ready(self, deployment_id, request)
+
+    monkeypatch.setattr(Supervisor, "fetch_ready", failing)
+    requests = [(b"GET /boom HTTP/1.1\r\nHost: fast.test\r\n\r\n", "GET")]
+    answers = {
+        fast: both.client(lambda: _exchange(both.addresses[fast], requests, False))  # noqa: B023
+        for fast in (True, False)
+    }
+    assert answers[True] == answers[False]
+    assert answers[True][0][0][0].startswith(b"HTTP/1.1 500"), answers
