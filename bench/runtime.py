@@ -430,8 +430,17 @@ def plot(report: dict, path: Path) -> None:  # type: ignore[type-arg]
     s = report["summary"]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     names = ["bare starlette", "ember dev"]
-    axes[0].bar(names, [s["bare_rps"], s["ember_rps"]], color=["#888", "#d9480f"])
-    axes[0].set_title(f"requests/s ({report['settings']['connections']} connections)")
+    values, colors = [s["bare_rps"], s["ember_rps"]], ["#888", "#d9480f"]
+    if "ember_asgi_rps" in s:  # --reference: ember dev --no-fast-http in the same rounds
+        names.append("ember dev\n--no-fast-http")
+        values.append(s["ember_asgi_rps"])
+        colors.append("#f4a582")
+    axes[0].bar(names, values, color=colors)
+    axes[0].set_title(
+        f"requests/s, {report['settings']['connections']} connections\n"
+        f"(median per round of ember / bare: {s['rps_ratio']:.2f})",
+        fontsize=10,
+    )
     axes[0].axhline(s["bare_rps"] / 2, ls="--", c="k", lw=0.8, label="goal: half of bare")
     axes[0].legend(fontsize=8)
     width = 0.35
