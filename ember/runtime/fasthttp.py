@@ -135,6 +135,7 @@ class FastHttpProtocol(HttpToolsProtocol):
             (cycle is not None and not cycle.response_complete)  # pipelined: uvicorn queues it
             or self.expect_100_continue
             or self.limit_concurrency is not None
+            or self.root_path  # (ember dev sets none; the router's URL would include it)
             or (self.access_log and self.access_logger.isEnabledFor(logging.INFO))
             or parser.get_http_version() != "1.1"
             or parser.should_upgrade()
@@ -224,8 +225,8 @@ class FastHttpProtocol(HttpToolsProtocol):
         parsed = _parse_url(fast.url)
         scope = self._scope(fast.headers)
         scope["method"] = fast.method
-        scope["path"] = _path(parsed.path)
-        scope["raw_path"] = parsed.path
+        scope["path"] = self.root_path + _path(parsed.path)  # as on_headers_complete builds them
+        scope["raw_path"] = self.root_path.encode("ascii") + parsed.path
         scope["query_string"] = parsed.query or b""
         cycle = RequestResponseCycle(
             scope=scope,
