@@ -1,6 +1,6 @@
 """Runtime benchmark: ``ember dev`` (hello world) against a bare starlette+uvicorn app.
 
-    PYTHONPATH=. python -m bench.runtime [--duration 2] [--rounds 10] [--cold 40]
+    PYTHONPATH=. python -m bench.runtime [--duration 2] [--rounds 10] [--cold 40] [--reference]
 
 Both servers run as subprocesses on 127.0.0.1 with the same uvicorn, HTTP parser and event loop
 (uvicorn's defaults: httptools and uvloop where installed; ember dev and its isolates pick the
@@ -13,6 +13,11 @@ the machine's load does not favour either), so the comparison is a ratio within 
 - cold start: an isolate forked from the warm zygote, from spawn to the first response
   (``Supervisor.fetch`` on a deployment with no isolate yet), median of ``--cold`` runs; and a
   fresh ``python -I -c pass`` for scale.
+
+``--reference`` adds ``ember dev --no-fast-http`` (uvicorn's ASGI path, as before the HTTP fast
+path) to the same rounds. CPU per request is recorded for each server's processes, its main
+process (ember's supervisor) and the load generator: on a quiet machine the throughput ratio
+follows the supervisor's CPU per request against the bare server's.
 
 Writes ``bench/results/runtime.json`` and, if matplotlib is installed, ``runtime.png``.
 The machine is shared: the JSON records the load average before and after, and at each round.
@@ -75,7 +80,7 @@ def start_bare(port: int, workdir: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL)
 
 
-def start_ember(port: int, state: Path) -> subprocess.Popen[bytes]:
+def start_ember(port: int, state: Path, *extra: str) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-m",
@@ -86,6 +91,7 @@ def start_ember(port: int, state: Path) -> subprocess.Popen[bytes]:
         str(port),
         "--persist-to",
         str(state),
+        *extra,
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
@@ -262,7 +268,13 @@ async def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--cold", type=int, default=40, help="cold starts to time")
     parser.add_argument("--output", type=Path, default=RESULTS / "runtime.json")
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="also run ember dev --no-fast-http (uvicorn's ASGI path) in the same rounds",
+    )
     args = parser.parse_args()
+    names = ["bare", "ember", *(["ember_asgi"] if args.reference else [])]
 
     load_before = os.getloadavg()
     results: dict[str, dict[str, list[float]]] = {
@@ -272,17 +284,22 @@ async def main() -> None:
             "p99_ms": [],
             "server_cpu_us_per_request": [],
             "main_process_cpu_us_per_request": [],
+            "client_cpu_us_per_request": [],
             "load_1m": [],
         }
-        for name in ("bare", "ember")
+        for name in names
     }
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        ports = {"bare": free_port(), "ember": free_port()}
+        ports = {name: free_port() for name in names}
         servers = {
             "bare": start_bare(ports["bare"], workdir),
             "ember": start_ember(ports["ember"], workdir / "state"),
         }
+        if args.reference:
+            servers["ember_asgi"] = start_ember(
+                ports["ember_asgi"], workdir / "state_asgi", "--no-fast-http"
+            )
         try:
             for port in ports.values():
                 await wait_ready(port)
@@ -295,7 +312,9 @@ async def main() -> None:
                     pids = process_tree(servers[name].pid)
                     main_before = cpu_seconds(pids[:1])
                     cpu_before, started = cpu_seconds(pids), time.perf_counter()
+                    client_before = time.process_time()  # the load generator (this process)
                     rps = await throughput(port, args.duration, args.connections)
+                    client_used = time.process_time() - client_before
                     cpu_used = cpu_seconds(pids) - cpu_before
                     main_used = cpu_seconds(pids[:1]) - main_before
                     requests = rps * (time.perf_counter() - started)
@@ -303,12 +322,13 @@ async def main() -> None:
                     results[name]["main_process_cpu_us_per_request"].append(
                         main_used / requests * 1e6
                     )
+                    results[name]["client_cpu_us_per_request"].append(client_used / requests * 1e6)
                     results[name]["rps"].append(rps)
                     results[name]["p50_ms"].append(percentile(samples, 0.5) * 1000)
                     results[name]["p99_ms"].append(percentile(samples, 0.99) * 1000)
                     row = results[name]
                     print(
-                        f"round {round_index + 1} {name:5s}: {rps:7.0f} req/s, "
+                        f"round {round_index + 1} {name:10s}: {rps:7.0f} req/s, "
                         f"p50 {row['p50_ms'][-1]:.3f} ms, p99 {row['p99_ms'][-1]:.3f} ms, "
                         f"server CPU {row['server_cpu_us_per_request'][-1]:.0f} us/request"
                     )
@@ -341,7 +361,35 @@ async def main() -> None:
         "cold_start_median_ms": statistics.median(cold) * 1000,
         "cold_start_p90_ms": percentile(cold, 0.9) * 1000,
         "fresh_python_median_ms": statistics.median(python_start) * 1000,
+        "bare_main_process_cpu_us_per_request": statistics.median(
+            bare["main_process_cpu_us_per_request"]
+        ),
     }
+    if args.reference:  # the fast path's own effect, measured in the same rounds
+        asgi = results["ember_asgi"]
+        summary |= {
+            "ember_asgi_rps": statistics.median(asgi["rps"]),
+            "ember_asgi_rps_ratio": statistics.median(
+                e / b for e, b in zip(asgi["rps"], bare["rps"], strict=True)
+            ),
+            "fast_over_asgi_rps": statistics.median(
+                f / a for f, a in zip(ember["rps"], asgi["rps"], strict=True)
+            ),
+            "ember_asgi_supervisor_cpu_us_per_request": statistics.median(
+                asgi["main_process_cpu_us_per_request"]
+            ),
+        }
+    summary["client_cpu_us_per_request"] = statistics.median(
+        c for name in names for c in results[name]["client_cpu_us_per_request"]
+    )
+    summary["supervisor_over_bare_cpu"] = statistics.median(
+        e / b
+        for e, b in zip(
+            ember["main_process_cpu_us_per_request"],
+            bare["main_process_cpu_us_per_request"],
+            strict=True,
+        )
+    )
     report = {
         "benchmark": "runtime",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -382,8 +430,17 @@ def plot(report: dict, path: Path) -> None:  # type: ignore[type-arg]
     s = report["summary"]
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     names = ["bare starlette", "ember dev"]
-    axes[0].bar(names, [s["bare_rps"], s["ember_rps"]], color=["#888", "#d9480f"])
-    axes[0].set_title(f"requests/s ({report['settings']['connections']} connections)")
+    values, colors = [s["bare_rps"], s["ember_rps"]], ["#888", "#d9480f"]
+    if "ember_asgi_rps" in s:  # --reference: ember dev --no-fast-http in the same rounds
+        names.append("ember dev\n--no-fast-http")
+        values.append(s["ember_asgi_rps"])
+        colors.append("#f4a582")
+    axes[0].bar(names, values, color=colors)
+    axes[0].set_title(
+        f"requests/s, {report['settings']['connections']} connections\n"
+        f"(median per round of ember / bare: {s['rps_ratio']:.2f})",
+        fontsize=10,
+    )
     axes[0].axhline(s["bare_rps"] / 2, ls="--", c="k", lw=0.8, label="goal: half of bare")
     axes[0].legend(fontsize=8)
     width = 0.35

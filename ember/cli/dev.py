@@ -27,6 +27,11 @@ FLUSH_EVERY_S = 0.02  # request log lines reach the terminal at most this late
 @click.option("--var", "vars_", multiple=True, metavar="KEY:VALUE", help="Add or override a var.")
 @click.option("--no-watch", is_flag=True, help="Do not reload when files change.")
 @click.option("--no-crons", is_flag=True, help="Do not run triggers.crons on their schedule.")
+@click.option(
+    "--no-fast-http",
+    is_flag=True,
+    help="Serve every request through uvicorn's ASGI path (the HTTP fast path's reference).",
+)
 def dev(
     directory: Path,
     port: int | None,
@@ -36,6 +41,7 @@ def dev(
     vars_: tuple[str, ...],
     no_watch: bool,
     no_crons: bool,
+    no_fast_http: bool,
 ) -> None:
     """Serve the worker in DIRECTORY on http://127.0.0.1:8787, reloading on change."""
     from ember.runtime import loop as event_loop
@@ -56,6 +62,7 @@ def dev(
         extra_vars=extra,
         watch=not no_watch,
         run_crons=not no_crons,
+        fast_http=not no_fast_http,
     )
     sink = TerminalSink()
     server = DevServer(options, sink)

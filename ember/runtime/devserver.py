@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.config import ProjectConfig, load_project
@@ -48,6 +49,8 @@ class DevOptions:
     watch_interval: float = 0.25
     spawner: SpawnerConfig | None = None
     registry: BindingRegistry | None = None
+    # The task-free HTTP path for the usual request (fasthttp.py); off: uvicorn's own protocol.
+    fast_http: bool = True
 
 
 class DevServer:
@@ -87,6 +90,8 @@ class DevServer:
         """Serve until cancelled (or until uvicorn is told to exit by a signal)."""
         import uvicorn
 
+        from ember.runtime.fasthttp import fast_protocol
+
         supervisor = Supervisor(
             state_dir=self.state_dir,
             events=self.events,
@@ -107,8 +112,12 @@ class DevServer:
             DeploymentHost(supervisor.resources, self.deployment.id),
             self.deployment.bindings,
         )
+        http: Any = "auto"  # uvicorn's default: httptools where installed
+        if self.options.fast_http and not mounts:
+            http = fast_protocol(router, lambda: self.deployment.id) or http
         config = uvicorn.Config(
             with_binding_mounts(router, mounts),
+            http=http,
             host=self.options.ip or self.config.dev.ip,
             port=self.options.port if self.options.port is not None else self.config.dev.port,
             lifespan="on",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
@@ -30,6 +30,8 @@ INLINE_BODY_BYTES = 64 * 1024
 # watcher each cost more than the rest of the router's work; a client that leaves is noticed
 # within 2 * WATCH_AFTER_S instead, and a handler wastes at most that long.
 WATCH_AFTER_S = 0.05
+# ``--test-scheduled``'s paths (as wrangler's): they run the scheduled handler.
+SCHEDULED_PATHS = ("/__scheduled", "/cdn-cgi/handler/scheduled")
 T = TypeVar("T")
 
 
@@ -86,7 +88,7 @@ class Router:
         if deployment_id is None:
             await _send_plain(send, 404, b"No worker is deployed here.\n")
             return
-        if self.test_scheduled and scope["path"] in ("/__scheduled", "/cdn-cgi/handler/scheduled"):
+        if self.test_scheduled and scope["path"] in SCHEDULED_PATHS:
             await self._scheduled(deployment_id, scope, send)
             return
         client = _Client(receive)
@@ -112,13 +114,16 @@ class Router:
                 )
         except _Gone:
             return  # the client left; the supervisor already cancelled the request's work
-        try:
-            await _send_response(send, response, client)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if client.disconnected and task is not None and task.uncancel() == 0:
-                return  # the client left mid-stream; the stream was closed on the way out
-            raise
+        await _respond(send, response, client)
+
+    async def respond(self, receive: Receive, send: Send, response: HttpResponse) -> None:
+        """Send ``response`` to a request whose body was read (or that had none).
+
+        For the HTTP fast path (``fasthttp.py``): the responses it does not write itself.
+        """
+        client = _Client(receive)
+        client.mark_body_read()
+        await _respond(send, response, client)
 
     def _body_timeout(self, deployment_id: str) -> float:
         deployment = self.supervisor.deployment(deployment_id)
@@ -194,35 +199,26 @@ class _Client:
 
         Synchronous so that a request without a body (most) costs no task or timer here.
         """
-        headers: list[tuple[str, str]] = []
-        host = None
-        length: int | None = None
-        chunked = False
-        for raw_name, raw_value in scope["headers"]:
-            name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
-            headers.append((name, value))
-            if name == "host":
-                host = value
-            elif name == "content-length":
-                length = _content_length(value)
-            elif name == "transfer-encoding":
-                chunked = True
-        if host is None:
-            server = scope.get("server") or ("localhost", None)
-            host = f"{server[0]}:{server[1]}" if server[1] else server[0]
-        path = scope.get("raw_path") or scope["path"].encode()
-        query = scope.get("query_string", b"")
-        url = f"{scope.get('scheme', 'http')}://{host}{path.decode('latin-1')}"
-        if query:
-            url += "?" + query.decode("latin-1")
-        body: bytes | AsyncIterator[bytes] | None = None
+        request, chunked = request_head(
+            scope["method"],
+            scope.get("scheme", "http"),
+            scope.get("server"),
+            scope.get("raw_path") or scope["path"].encode(),
+            scope.get("query_string", b""),
+            scope["headers"],
+        )
+        length = request.content_length
         if length == 0 or (length is None and not chunked):
             self._body_done = True  # no body: the disconnect watcher will see the empty message
         elif length is not None and length <= INLINE_BODY_BYTES:
             self.inline_pending = True
         else:
-            body = self._stream()
-        return HttpRequest(scope["method"], url, headers, body, length)
+            request.body = self._stream()
+        return request
+
+    def mark_body_read(self) -> None:
+        """The request's body was read elsewhere (or there was none)."""
+        self._body_done = True
 
     async def read_inline(self) -> bytes:
         """The whole (small, announced) body."""
@@ -272,6 +268,47 @@ class _Client:
         """The response is complete: stop listening for a disconnect."""
         if self._watcher is not None:
             self._watcher.cancel()
+
+
+def request_head(
+    method: str,
+    scheme: str,
+    server: tuple[str, int | None] | None,
+    raw_path: bytes,
+    query: bytes,
+    raw_headers: Iterable[tuple[bytes, bytes]],
+) -> tuple[HttpRequest, bool]:
+    """The request (no body yet) from its parsed head, and whether its body is chunked."""
+    headers: list[tuple[str, str]] = []
+    host = None
+    length: int | None = None
+    chunked = False
+    for raw_name, raw_value in raw_headers:
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+        headers.append((name, value))
+        if name == "host":
+            host = value
+        elif name == "content-length":
+            length = _content_length(value)
+        elif name == "transfer-encoding":
+            chunked = True
+    if host is None:
+        server = server or ("localhost", None)
+        host = f"{server[0]}:{server[1]}" if server[1] else server[0]
+    url = f"{scheme}://{host}{raw_path.decode('latin-1')}"
+    if query:
+        url += "?" + query.decode("latin-1")
+    return HttpRequest(method, url, headers, None, length), chunked
+
+
+async def _respond(send: Send, response: HttpResponse, client: _Client) -> None:
+    try:
+        await _send_response(send, response, client)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if client.disconnected and task is not None and task.uncancel() == 0:
+            return  # the client left mid-stream; the stream was closed on the way out
+        raise
 
 
 async def _send_response(send: Send, response: HttpResponse, client: _Client) -> None:

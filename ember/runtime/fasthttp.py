@@ -1,0 +1,363 @@
+"""``ember dev``'s HTTP fast path: uvicorn's httptools protocol, without ASGI for the usual request.
+
+uvicorn runs every request as an ASGI application task: a scope dict, a ``RequestResponseCycle``,
+an ``asyncio.Event``, a task and its coroutines, and two ``transport.write`` calls (head, body).
+Measured, that machinery is most of what ``ember dev``'s supervisor spends per request beyond
+the bare app. For the usual request (HTTP/1.1, no body, not HEAD, to a ready isolate) this
+protocol sends the Request frame from the parser's callbacks, and when the response head arrives
+with an inline body, writes the whole response in one ``transport.write`` from the head future's
+callback: no task, no coroutine, no scope.
+
+Everything else is uvicorn's own code and the ``Router``, unchanged, and that is the reference
+(``tests/runtime/test_fasthttp.py`` sends the same random requests through both and compares the
+bytes on the wire): a request with a body, HEAD, HTTP/1.0, upgrades, ``Expect``, no isolate
+ready (the router's general path), ``/__scheduled``, and responses the fast writer does not
+handle (streamed bodies, headers that uvicorn interprets: content-length, transfer-encoding,
+connection; invalid header bytes; a paused transport) go through a ``RequestResponseCycle`` and
+the router's ``respond``, as they would have. Pipelined requests wait behind a fast one exactly
+as behind a cycle (uvicorn's queue). One difference, on purpose: a client that disconnects
+while its fast request waits cancels it at once (``connection_lost``) rather than at the
+router's next disconnect sweep (within 100 ms).
+
+The protocol relies on uvicorn's ``HttpToolsProtocol`` internals (``cycle``, ``pipeline``,
+``flow``, ``_start_asgi_task``, ``on_response_complete``); ``fast_protocol`` returns None (and
+``ember dev`` uses uvicorn's default) for a uvicorn version it was not checked against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+import uvicorn
+from httptools import HttpParserInvalidURLError, parse_url
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
+
+from ember.runtime.http import HttpResponse
+from ember.runtime.inflight import InFlight
+from ember.runtime.router import SCHEDULED_PATHS, Router, request_head
+
+# The uvicorn releases whose HttpToolsProtocol this subclass was read against and tested with.
+CHECKED_UVICORN = ("0.55.",)
+# Response headers that change how uvicorn frames the response: left to uvicorn's own writer.
+_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection"})
+
+
+def fast_protocol(router: Router, deployment_id: Callable[[], str]) -> Any | None:
+    """The protocol factory for ``uvicorn.Config(http=...)``; None if uvicorn is unknown."""
+    if not uvicorn.__version__.startswith(CHECKED_UVICORN):
+        return None
+    return functools.partial(
+        FastHttpProtocol, router=router, deployment_id=deployment_id, heads=_Heads()
+    )
+
+
+class FastHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a task-free path for bodiless requests."""
+
+    def __init__(
+        self,
+        config: Any,
+        server_state: Any,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        router: Router,
+        deployment_id: Callable[[], str],
+        heads: _Heads,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self._heads = heads
+        self._router = router
+        self._deployment_id = deployment_id
+        self._candidate = False  # the current message's head qualified; its end sends it
+        self._raw_path = b""
+        self._query = b""
+
+    # -- parser callbacks ---------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        # The scope is built only if the request leaves the fast path (_to_asgi).
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self.scope = None  # type: ignore[assignment]
+        self._candidate = False
+
+    def on_headers_complete(self) -> None:
+        if self._qualifies():
+            self._candidate = True  # bodiless: on_message_complete follows in this feed
+            return
+        self._to_asgi()
+
+    def on_message_complete(self) -> None:
+        if not self._candidate:
+            super().on_message_complete()
+            return
+        self._candidate = False
+        method = self.parser.get_method().decode("ascii")
+        request, _ = request_head(
+            method,
+            self.scheme or "http",
+            self.server,
+            self._raw_path,
+            self._query,
+            self.headers,
+        )
+        try:
+            pending = self._router.supervisor.fetch_ready(self._deployment_id(), request)
+        except Exception:  # the router meets it again and answers as uvicorn does (500)
+            pending = None
+        if pending is None:  # no isolate ready: the router's general path
+            self._to_asgi()
+            super().on_message_complete()
+            return
+        fast = _FastRequest(self, pending, self.parser.should_keep_alive(), method)
+        self.cycle = fast  # type: ignore[assignment]  # what uvicorn checks: pipelining, shutdown
+        pending.head.add_done_callback(fast.on_head)
+
+    # -- the decision -------------------------------------------------------------------------
+
+    def _qualifies(self) -> bool:
+        parser = self.parser
+        cycle = self.cycle
+        if (
+            (cycle is not None and not cycle.response_complete)  # pipelined: uvicorn queues it
+            or self.expect_100_continue
+            or self.limit_concurrency is not None
+            or self.root_path  # (ember dev sets none; the router's URL would include it)
+            or (self.access_log and self.access_logger.isEnabledFor(logging.INFO))
+            or parser.get_http_version() != "1.1"
+            or parser.should_upgrade()
+            or parser.get_method() == b"HEAD"
+        ):
+            return False
+        for name, value in self.headers:
+            if (name == b"content-length" and value != b"0") or name == b"transfer-encoding":
+                return False
+        try:
+            parsed = _parse_url(self.url)
+        except ValueError:
+            return False  # uvicorn's own handling answers it (400)
+        raw_path = parsed.path
+        if not raw_path.isascii():
+            return False
+        if self._router.test_scheduled and _path(raw_path) in SCHEDULED_PATHS:
+            return False
+        self._raw_path = raw_path
+        self._query = parsed.query or b""
+        return True
+
+    def _to_asgi(self) -> None:
+        """Hand the current request to uvicorn's own path (builds what on_message_begin skipped)."""
+        self.scope = self._scope(self.headers)
+        super().on_headers_complete()
+
+    def _scope(self, headers: list[tuple[bytes, bytes]]) -> Any:
+        return {
+            "type": "http",
+            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,
+            "root_path": self.root_path,
+            "headers": headers,
+            "state": self.app_state.copy(),
+        }
+
+    # -- the response -------------------------------------------------------------------------
+
+    def fast_response(self, fast: _FastRequest, response: HttpResponse) -> None:
+        """Write ``response`` in one write, or hand it to uvicorn's cycle and the router."""
+        body = response.body
+        if (
+            not isinstance(body, bytes)
+            or self.flow.write_paused
+            or not self._write_whole(fast, response.status, response.headers, body)
+        ):
+            self._respond_asgi(fast, response)
+            return
+        fast.response_complete = True
+        if not fast.keep_alive:
+            self.transport.close()
+        self.on_response_complete()
+
+    def _write_whole(
+        self, fast: _FastRequest, status: int, headers: list[tuple[str, str]], body: bytes
+    ) -> bool:
+        # The bytes uvicorn's RequestResponseCycle.send writes for the router's response
+        # (status line, default headers, the worker's, content-length, connection: close if
+        # not keep-alive), or False for what it would treat specially.
+        key = (status, tuple(headers))
+        encoded = self._heads.get(key)
+        if encoded is None:
+            encoded = self._heads.put(key, _encode_head(status, headers))
+            if encoded is None:
+                return False
+        status_line, worker_headers = encoded
+        self.transport.write(
+            b"".join(
+                (
+                    status_line,
+                    self._heads.defaults(self.server_state.default_headers),
+                    worker_headers,
+                    b"content-length: %d\r\n" % len(body),
+                    b"\r\n" if fast.keep_alive else b"connection: close\r\n\r\n",
+                    body,
+                )
+            )
+        )
+        return True
+
+    def _respond_asgi(self, fast: _FastRequest, response: HttpResponse) -> None:
+        """The response through a RequestResponseCycle and the router, as without this class."""
+        parsed = _parse_url(fast.url)
+        scope = self._scope(fast.headers)
+        scope["method"] = fast.method
+        scope["path"] = self.root_path + _path(parsed.path)  # as on_headers_complete builds them
+        scope["raw_path"] = self.root_path.encode("ascii") + parsed.path
+        scope["query_string"] = parsed.query or b""
+        cycle = RequestResponseCycle(
+            scope=scope,
+            transport=self.transport,
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=False,
+            keep_alive=fast.keep_alive,
+            on_response=self.on_response_complete,
+        )
+        cycle.more_body = False
+        if self.cycle is fast:
+            self.cycle = cycle
+        router = self._router
+
+        async def respond(scope: Any, receive: Any, send: Any) -> None:
+            await router.respond(receive, send, response)
+
+        self._start_asgi_task(cycle, respond)
+
+
+class _Heads:
+    """Encoded response heads, shared by a server's connections.
+
+    A worker answers most requests with the same few status-and-headers combinations, and
+    encoding and checking each header costs more than the rest of the write.
+    """
+
+    LIMIT = 256  # distinct heads kept; past it, start over (a worker with unique headers)
+
+    def __init__(self) -> None:
+        self._encoded: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
+        self._defaults_of: object = None
+        self._defaults = b""
+
+    def get(self, key: tuple[int, tuple[tuple[str, str], ...]]) -> tuple[bytes, bytes] | None:
+        return self._encoded.get(key)
+
+    def put(
+        self, key: tuple[int, tuple[tuple[str, str], ...]], encoded: tuple[bytes, bytes] | None
+    ) -> tuple[bytes, bytes] | None:
+        if len(self._encoded) >= self.LIMIT:
+            self._encoded.clear()
+        if encoded is not None:
+            self._encoded[key] = encoded
+        return encoded
+
+    def defaults(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        """uvicorn's default headers (date, server), re-encoded when it replaces the list."""
+        if headers is not self._defaults_of:
+            self._defaults_of = headers
+            self._defaults = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+        return self._defaults
+
+
+def _encode_head(status: int, headers: list[tuple[str, str]]) -> tuple[bytes, bytes] | None:
+    """The status line and the worker's headers as uvicorn writes them; None: leave it to it."""
+    status_line = STATUS_LINE.get(status)
+    if status_line is None:
+        return None
+    content = []
+    for name, value in headers:
+        raw_name = name.encode("latin-1", "replace").lower()
+        raw_value = value.encode("latin-1", "replace")
+        if raw_name in _FRAMING or HEADER_RE.search(raw_name) or HEADER_VALUE_RE.search(raw_value):
+            return None
+        content += [raw_name, b": ", raw_value, b"\r\n"]
+    return status_line, b"".join(content)
+
+
+class _FastRequest:
+    """A fast request in flight; stands in for uvicorn's cycle in ``FastHttpProtocol.cycle``.
+
+    uvicorn reads ``response_complete`` (pipelining), sets ``keep_alive`` (graceful shutdown)
+    and, on ``connection_lost``, ``disconnected`` and ``message_event.set()``.
+    """
+
+    __slots__ = (
+        "protocol",
+        "pending",
+        "keep_alive",
+        "response_complete",
+        "disconnected",
+        "method",
+        "url",
+        "headers",
+    )
+
+    def __init__(
+        self, protocol: FastHttpProtocol, pending: InFlight, keep_alive: bool, method: str
+    ) -> None:
+        self.protocol = protocol
+        self.pending = pending
+        self.keep_alive = keep_alive
+        self.response_complete = False
+        self.disconnected = False
+        # Kept for the rare response that leaves the fast path after the head arrived.
+        self.method = method
+        self.url = protocol.url
+        self.headers = protocol.headers
+
+    @property
+    def message_event(self) -> _FastRequest:
+        return self
+
+    def set(self) -> None:
+        """``connection_lost``: the client left; cancel the request in its isolate now."""
+        if self.disconnected and not self.pending.head.done():
+            self.pending.client_gone()
+
+    def on_head(self, head: asyncio.Future[HttpResponse]) -> None:
+        if self.disconnected or head.cancelled():
+            return  # as uvicorn's send after a disconnect: nothing to write
+        try:
+            self.protocol.fast_response(self, head.result())
+        except Exception as exc:  # as uvicorn does with an application's error once started
+            self.protocol.logger.error("Exception in the HTTP fast path", exc_info=exc)
+            self.protocol.transport.close()
+
+
+def _parse_url(url: bytes) -> Any:
+    try:
+        return parse_url(url)
+    except HttpParserInvalidURLError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _path(raw_path: bytes) -> str:
+    path = raw_path.decode("ascii")
+    return unquote(path) if "%" in path else path

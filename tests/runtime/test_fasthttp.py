@@ -1,0 +1,311 @@
+"""``ember dev``'s HTTP fast path (``fasthttp.py``) puts the same bytes on the wire as uvicorn's.
+
+Two real ``ember dev`` servers (``DevServer``, one with ``fast_http=False``: uvicorn's own
+protocol and the router, the reference) serve the same worker on loopback. The same random
+connections go to both over raw sockets: methods (HEAD included), HTTP/1.0 and 1.1, bodies
+(none, empty, at and past the router's inline bound, chunked), keep-alive sequences and pipelined
+batches, ``Connection: close``; the worker picks status, headers (duplicates, set-cookie), body
+size (none, inline, streamed) and exceptions (error pages) from the request. Status line and
+headers must match byte for byte (only the ``date`` value may differ: the two servers
+may render it in different seconds), bodies too, and so must whether the connection was closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from ember.runtime import events as E
+from ember.runtime import fasthttp
+from ember.runtime.devserver import DevOptions, DevServer
+from ember.runtime.isolate.events import INLINE_RESPONSE_BYTES
+from ember.runtime.router import INLINE_BODY_BYTES
+from ember.runtime.supervisor import Supervisor
+from tests.runtime.harness import write_project
+
+WORKER = """
+import asyncio
+import hashlib
+import json
+from urllib.parse import parse_qsl, urlsplit
+import random
+from workers import Response, WorkerEntrypoint
+
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        q = dict(parse_qsl(urlsplit(request.url).query))
+        if q.get("sleep"):
+            await asyncio.sleep(float(q["sleep"]))
+        if q.get("raise"):
+            raise ValueError("asked to fail " + q["raise"])
+        received = await request.bytes()
+        size = int(q.get("size", "-1"))
+        body = random.Random(q.get("seed", "0")).randbytes(size) if size >= 0 else None
+        seed = q.get("seed", "")
+        headers = [(f"X-H{i % 2}", seed * (i + 1)) for i in range(int(q.get("headers", "0")))]
+        headers += [("set-cookie", f"c{i}={i}; Path=/") for i in range(int(q.get("cookies", "0")))]
+        headers.append(("x-received", hashlib.sha256(received).hexdigest()[:16]))
+        headers.append(("x-seen", json.dumps([request.method, request.url, list(request.headers)])))
+        if q.get("plain"):  # the same few heads again and again (cached encodings)
+            headers = [("content-type", "text/plain")] * int(q["plain"])
+        return Response(body, status=int(q.get("status", "200")), headers=headers)
+"""
+T = TypeVar("T")
+SIZES = [-1, 0, 1, 13, INLINE_RESPONSE_BYTES, INLINE_RESPONSE_BYTES + 1]
+METHODS = ["GET"] * 6 + ["POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"]
+
+
+class _Servers:
+    """Both ``ember dev`` servers on one event loop, which runs (in this, the main thread) only
+    while a test's client runs in a worker thread: nothing of pytest's runs next to the servers
+    (Python 3.11's parser is not safe for two threads at once, and tracebacks parse)."""
+
+    def __init__(self, root: Path, state: Path) -> None:
+        self.sinks = {fast: E.ListSink() for fast in (True, False)}
+        self.servers = {
+            fast: DevServer(
+                DevOptions(
+                    project=root,
+                    ip="127.0.0.1",
+                    port=0,
+                    persist_to=state / str(fast),
+                    watch=False,
+                    run_crons=False,
+                    fast_http=fast,
+                ),
+                self.sinks[fast],
+            )
+            for fast in (True, False)
+        }
+        self.loop = asyncio.new_event_loop()
+        self.tasks = [self.loop.create_task(server.serve()) for server in self.servers.values()]
+        self.loop.run_until_complete(self._started())
+        self.addresses = {}
+        for fast, server in self.servers.items():
+            assert server.url is not None  # invariant: _started waited for it
+            host, port = server.url.removeprefix("http://").rsplit(":", 1)
+            self.addresses[fast] = (host, int(port))
+
+    async def _started(self) -> None:
+        while any(server.url is None for server in self.servers.values()):
+            for task in self.tasks:
+                if task.done():
+                    task.result()
+                    raise AssertionError("ember dev stopped")
+            await asyncio.sleep(0.01)
+
+    def client(self, work: Callable[[], T]) -> T:
+        """Run ``work`` in a thread while the servers serve."""
+        return self.loop.run_until_complete(asyncio.wait_for(asyncio.to_thread(work), 240))
+
+    def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*self.tasks, return_exceptions=True))
+        rest = asyncio.all_tasks(self.loop)  # what uvicorn left when it was cancelled
+        for task in rest:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_Servers, list[int]]]:
+    root = write_project(tmp_path_factory.mktemp("fasthttp") / "fasthttp", WORKER)
+    counted: list[int] = []
+    on_head = fasthttp._FastRequest.on_head
+
+    def counting(self: Any, head: Any) -> None:
+        counted.append(1)
+        on_head(self, head)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fasthttp._FastRequest, "on_head", counting)
+        both = _Servers(root, tmp_path_factory.mktemp("fasthttp-state"))
+        try:
+            yield both, counted
+        finally:
+            both.close()
+
+
+def _random_request(rng: random.Random, last: bool) -> tuple[bytes, str]:
+    method = rng.choice(METHODS)
+    query: dict[str, Any] = {
+        "seed": rng.randrange(1 << 20),
+        "size": rng.choice(SIZES + [rng.randrange(2048)]),
+        "status": rng.choice([200, 200, 201, 204, 301, 404, 418, 500, 599]),
+        "headers": rng.randrange(4),
+        "cookies": rng.randrange(3),
+    }
+    if rng.random() < 0.1:
+        query["raise"] = rng.randrange(100)
+    if rng.random() < 0.3:
+        query["plain"] = rng.randrange(3)
+    if query["status"] == 204:
+        query["size"] = -1  # a 204 has no body to frame
+    path = rng.choice(["/", "/p", "/a%20b/c", "/x/y.txt"])
+    target = path + "?" + "&".join(f"{k}={v}" for k, v in query.items())
+    version = "HTTP/1.0" if last and rng.random() < 0.2 else "HTTP/1.1"
+    lines = [f"{method} {target} {version}", "Host: fast.test"]
+    lines += [f"X-Extra-{i}: {rng.randrange(1000)}" for i in range(rng.randrange(3))]
+    lines.append(rng.choice(["Accept: text/html", "Accept: */*", "accept: text/plain"]))
+    if version == "HTTP/1.0":
+        lines.append(rng.choice(["Connection: keep-alive", "X-Plain: 1"]))
+    elif last and rng.random() < 0.3:
+        lines.append("Connection: close")
+    body = b""
+    if method not in ("GET", "HEAD") or rng.random() < 0.05:
+        kind = rng.choice(["none", "empty", "small", "inline", "over", "chunked"])
+        if kind == "chunked" and version == "HTTP/1.1":
+            body = rng.randbytes(rng.randrange(1, 5000))
+            lines.append("Transfer-Encoding: chunked")
+            head = "\r\n".join(lines).encode() + b"\r\n\r\n"
+            return head + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n", method
+        if kind != "none":
+            size = {"empty": 0, "small": 17, "inline": INLINE_BODY_BYTES}.get(
+                kind, INLINE_BODY_BYTES + 1
+            )
+            body = rng.randbytes(size)
+            lines.append(f"Content-Length: {len(body)}")
+    return "\r\n".join(lines).encode() + b"\r\n\r\n" + body, method
+
+
+class _Reader:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def _fill(self) -> bool:
+        chunk = self.sock.recv(1 << 16)
+        self.buffer += chunk
+        return bool(chunk)
+
+    def until(self, marker: bytes) -> bytes:
+        while marker not in self.buffer:
+            if not self._fill():
+                raise EOFError(self.buffer)
+        data, _, self.buffer = self.buffer.partition(marker)
+        return data
+
+    def exactly(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            if not self._fill():
+                raise EOFError(self.buffer)
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data
+
+    def closed(self) -> bool:
+        return not self.buffer and not self._fill()
+
+
+def _response(reader: _Reader, method: str) -> tuple[bytes, bytes]:
+    """(status line and headers with the date value blanked, body decoded)."""
+    head = reader.until(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split()[1])
+    headers = [line.split(b": ", 1) for line in lines[1:]]
+    shown = [lines[0]] + [b"date: -" if n == b"date" else b": ".join((n, v)) for n, v in headers]
+    values = {n.lower(): v for n, v in headers}
+    if method == "HEAD" or status in (204, 304):
+        body = b""
+    elif values.get(b"transfer-encoding") == b"chunked":
+        parts = []
+        while size := int(reader.until(b"\r\n"), 16):
+            parts.append(reader.exactly(size))
+            reader.exactly(2)
+        reader.exactly(2)
+        body = b"".join(parts)
+    else:
+        body = reader.exactly(int(values[b"content-length"]))
+    return b"\r\n".join(shown), body
+
+
+def _exchange(address: tuple[str, int], requests: list[tuple[bytes, str]], pipelined: bool) -> Any:
+    with socket.create_connection(address, timeout=30) as sock:
+        reader = _Reader(sock)
+        answers = []
+        if pipelined:
+            sock.sendall(b"".join(raw for raw, _ in requests))
+        for raw, method in requests:
+            if not pipelined:
+                sock.sendall(raw)
+            answers.append(_response(reader, method))
+            if b"connection: close" in answers[-1][0]:
+                break
+        # A response that says so must be followed by the server closing the connection.
+        return answers, b"connection: close" in answers[-1][0] and reader.closed()
+
+
+def test_fast_path_and_uvicorn_write_the_same_bytes(servers: tuple[_Servers, list[int]]) -> None:
+    both, fast_heads = servers
+    taken = len(fast_heads)
+    both.client(lambda: _compare(both.addresses))
+    assert len(fast_heads) > taken, "no request took the fast path"
+
+
+def _compare(addresses: dict[bool, tuple[str, int]]) -> None:
+    seed = int.from_bytes(os.urandom(4), "big")
+    rng = random.Random(seed)
+    warm = [(b"GET /?size=1 HTTP/1.1\r\nHost: fast.test\r\n\r\n", "GET")]
+    for fast in (True, False):
+        _exchange(addresses[fast], warm, False)  # isolates ready on both
+    statuses: set[bytes] = set()
+    for index in range(60):
+        count = rng.randrange(1, 6)
+        requests = [_random_request(rng, i == count - 1) for i in range(count)]
+        pipelined = rng.random() < 0.4
+        expected = _exchange(addresses[False], requests, pipelined)
+        got = _exchange(addresses[True], requests, pipelined)
+        assert got == expected, f"seed {seed}, connection {index}: {requests!r:.2000}"
+        statuses |= {head.split(b" ")[1] for head, _ in expected[0]}
+    assert {b"200", b"500"} <= statuses, f"seed {seed}"
+
+
+def test_a_client_leaving_cancels_its_request_on_both_paths(
+    servers: tuple[_Servers, list[int]],
+) -> None:
+    both, _ = servers
+    for fast in (True, False):
+        tag = os.urandom(4).hex()
+        request = f"GET /?sleep=30&t={tag} HTTP/1.1\r\nHost: fast.test\r\n\r\n".encode()
+        both.client(lambda: _leave(both.addresses[fast], request))  # noqa: B023 (called now)
+        events = both.sinks[fast].events
+        seen = [e for e in events if tag in getattr(e, "url", "")]
+        assert [e.outcome for e in seen] == ["canceled"], (fast, seen)
+
+
+def _leave(address: tuple[str, int], request: bytes) -> None:
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(request)
+        time.sleep(0.3)  # the request reached its isolate
+    time.sleep(0.5)  # canceled within this (the reference: at its next sweep, within 0.1 s)
+
+
+def test_a_failure_before_the_isolate_answers_as_uvicorn_does(
+    servers: tuple[_Servers, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    both, _ = servers
+    fetch_ready = Supervisor.fetch_ready
+
+    def failing(self: Supervisor, deployment_id: str, request: Any) -> Any:
+        if "boom" in request.url:
+            raise RuntimeError("a supervisor bug")
+        return fetch_ready(self, deployment_id, request)
+
+    monkeypatch.setattr(Supervisor, "fetch_ready", failing)
+    requests = [(b"GET /boom HTTP/1.1\r\nHost: fast.test\r\n\r\n", "GET")]
+    answers = {
+        fast: both.client(lambda: _exchange(both.addresses[fast], requests, False))  # noqa: B023
+        for fast in (True, False)
+    }
+    assert answers[True] == answers[False]
+    assert answers[True][0][0][0].startswith(b"HTTP/1.1 500"), answers
