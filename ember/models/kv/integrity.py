@@ -100,6 +100,12 @@ class KVSidecar:
         # slot of pages restamped since. A page changes hands only through both.
         self.epoch = 0
         self.page_epoch = np.full(num_pages, -1, dtype=np.int64)
+        # The latest epoch any page was restamped in: a reader that passed a check after it has
+        # nothing to re-check (the common decode step, where no page starts or changes hands).
+        self.restamp_epoch = -1
+        # When each page was last cleared: a content stamp computed later than its write (see
+        # ``apply_content``) is dropped if its page was cleared for a new owner since.
+        self.cleared_epoch = np.full(num_pages, -1, dtype=np.int64)
 
     @property
     def bytes_per_slot(self) -> int:
@@ -150,10 +156,30 @@ class KVSidecar:
 
     def stamp_tokens(self, slots: np.ndarray, chains: np.ndarray, positions: np.ndarray) -> None:
         """Record who writes ``slots`` (before the forward that writes them)."""
-        self.chain[slots] = chains
         self.position[slots] = positions
-        firsts = slots[slots % self.page_size == 0]
-        self.page_epoch[firsts // self.page_size] = self.epoch
+        self.stamp_writers(slots, chains, slots[slots % self.page_size == 0])
+
+    def stamp_writers(
+        self, slots: np.ndarray, chains: np.ndarray, firsts: np.ndarray | None
+    ) -> None:
+        """Record who writes ``slots`` (before the forward); ``firsts`` are those of them that
+        start a page (the caller knows them from the positions, with no array pass)."""
+        self.chain[slots] = chains
+        if firsts is not None and len(firsts):
+            self.page_epoch[firsts // self.page_size] = self.epoch
+            self.restamp_epoch = self.epoch
+
+    def apply_content(
+        self, slots: np.ndarray, digests: np.ndarray, positions: np.ndarray, epochs: np.ndarray
+    ) -> None:
+        """Content stamps (and positions) for ``slots``, written at ``epochs`` and digested
+        since from the written tensors, in write order; a stamp whose page was cleared after
+        its write is dropped (the slot now belongs to the page's next owner)."""
+        live = self.cleared_epoch[slots // self.page_size] <= epochs
+        if not live.all():
+            slots, digests, positions = slots[live], digests[live], positions[live]
+        self.digest[slots] = digests
+        self.position[slots] = positions
 
     def stamp_content(self, slots: np.ndarray) -> None:
         """Record the bytes just written to ``slots`` (after the forward)."""
@@ -185,4 +211,8 @@ class KVSidecar:
         self.chain[slots] = 0
         self.position[slots] = -1
         self.digest[slots] = 0
-        self.page_epoch[slots // self.page_size] = self.epoch
+        pages = slots // self.page_size
+        self.page_epoch[pages] = self.epoch
+        self.cleared_epoch[pages] = self.epoch
+        if len(slots):
+            self.restamp_epoch = self.epoch
