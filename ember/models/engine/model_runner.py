@@ -71,6 +71,7 @@ class _Walk:
     epochs: list[int]  # epoch of each sequence's last passed check
     writer: np.ndarray  # (T,) chain of every new token, batch order
     firsts: list[int]  # batch rows whose token starts a page
+    decode: bool  # one new token per sequence (batch row i = sequence i)
 
 
 class ModelRunner:
@@ -177,20 +178,31 @@ class ModelRunner:
         sidecar = checker.sidecar
         slots = batch.slot_mapping.numpy()
         walk = self._walk(scheduled, sidecar.epoch + 1, self.pool.page_size)
-        sidecar.stamp_writers(slots, walk.writer, slots[walk.firsts] if walk.firsts else None)
+        first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
+        sidecar.stamp_writers(slots, walk.writer, first_slots)
         written: list[torch.Tensor] = []
         batch.digest_words = written  # the stores fill it during the forward
         checker.defer_content(slots, positions, written)
-        ownership = checker.ownership_changed(min(walk.epochs, default=0))
+        stalest = min(walk.epochs, default=0)
+        ownership = checker.ownership_changed(stalest)
         plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]
         if checker.mode == "sampled" and not ownership and plans.count(None) == len(plans):
             return None  # the common decode step: no page changed hands, no content sample
         reads = [self._group_reads(group, batch, walk) for group in batch.groups]
+        if (
+            ownership
+            and walk.decode
+            and stalest == sidecar.epoch
+            and checker.only_own_restamps(reads[0], first_slots)
+        ):
+            ownership = False  # every restamped page is read only by its new first writer
         if ownership:
             checker.check_ownership(reads)
         else:
             for read in reads:
                 read.owner_checked = True
+        if checker.mode == "sampled" and plans.count(None) == len(plans) and not ownership:
+            return None
         for group, plan in zip(batch.groups, plans, strict=True):
             if plan is not None:
                 first, step = plan
@@ -230,7 +242,7 @@ class ModelRunner:
             failures = checker.check_step(reads, self.num_steps)
         # Everything stamped up to now has been checked by the sequences that passed (the walk
         # already moved every scheduled sequence's epoch to the new one).
-        sidecar.epoch += 1
+        sidecar.advance()
         for failure in failures:
             scheduled[failure.seq_index].seq.integrity_epoch = -1  # re-check everything
         return failures
@@ -291,7 +303,7 @@ class ModelRunner:
                     for i, value in enumerate(writer)
                 ]
             )
-        return _Walk(chains, epochs, stamps, firsts)
+        return _Walk(chains, epochs, stamps, firsts, not chunks)
 
     @staticmethod
     def _group_reads(group: AttentionGroup, batch: PagedBatch, walk: _Walk) -> StepReads:

@@ -106,6 +106,9 @@ class KVSidecar:
         # When each page was last cleared: a content stamp computed later than its write (see
         # ``apply_content``) is dropped if its page was cleared for a new owner since.
         self.cleared_epoch = np.full(num_pages, -1, dtype=np.int64)
+        # The pages restamped in the current epoch (``advance`` forgets them), for the decode
+        # step's ownership fast path (``IntegrityChecker.check_ownership``).
+        self.restamped: list[np.ndarray] = []
 
     @property
     def bytes_per_slot(self) -> int:
@@ -166,8 +169,10 @@ class KVSidecar:
         start a page (the caller knows them from the positions, with no array pass)."""
         self.chain[slots] = chains
         if firsts is not None and len(firsts):
-            self.page_epoch[firsts // self.page_size] = self.epoch
+            pages = firsts // self.page_size
+            self.page_epoch[pages] = self.epoch
             self.restamp_epoch = self.epoch
+            self.restamped.append(pages)
 
     def apply_content(
         self, slots: np.ndarray, digests: np.ndarray, positions: np.ndarray, epochs: np.ndarray
@@ -216,3 +221,9 @@ class KVSidecar:
         self.cleared_epoch[pages] = self.epoch
         if len(slots):
             self.restamp_epoch = self.epoch
+            self.restamped.append(pages)
+
+    def advance(self) -> None:
+        """Start the next epoch (the engine does once per step, after its checks)."""
+        self.epoch += 1
+        self.restamped = []
