@@ -134,6 +134,12 @@ class IntegrityChecker:
         self._pending.append(_PendingContent(slots, positions, self.sidecar.epoch, written))
         self._pending_tokens += len(slots)
 
+    def flush_if_full(self) -> None:
+        """Flush once ``MAX_PENDING`` tokens wait (the runner asks after each forward, so a
+        big prefill chunk's tensors are not kept past its step)."""
+        if self._pending_tokens >= self.MAX_PENDING:
+            self.flush()
+
     def stamp_now(self, slots: np.ndarray, positions: Sequence[int]) -> None:
         """Replace the latest ``defer_content`` (``slots``) by stamps read from memory now: the
         fallback for rows that are not whole 64-bit words."""

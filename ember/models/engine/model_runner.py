@@ -224,6 +224,7 @@ class ModelRunner:
         sidecar = checker.sidecar
         if batch.digest_words is None:  # a store's rows were not whole words: read memory now
             checker.stamp_now(batch.slot_mapping.numpy(), positions)
+        checker.flush_if_full()
         failures: list[IntegrityFailure] = []
         if reads is not None:
             for group, read in zip(batch.groups, reads, strict=True):
