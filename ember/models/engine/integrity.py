@@ -1,25 +1,30 @@
 """When KV pages are checked, and what a failed check means for a request (torch-free).
 
-Stamps (``kv/integrity.py``) are written by every forward: the writer's chain and position before
-it, the content digest after it. Checks are reported after the forward and *before any sampled
-token is emitted*, so a request whose step read bad KV drops that step's token and recomputes
-(sampled mode's ownership check runs before the forward, once the chains are stamped: nothing it
-reads changes during the forward; its content sample is summed by the attention from its own page
-gathers, ``PageSample``, with only the layers no gather read taken from memory):
+Stamps (``kv/integrity.py``) are written by every forward: the writer's chain before it, the
+content digest and position from the tensors the forward's stores wrote, computed for several
+steps at once (``IntegrityChecker.flush``) but always before any check reads them. Checks are
+reported after the forward and *before any sampled token is emitted*, so a request whose step
+read bad KV drops that step's token and recomputes (sampled mode's ownership check runs before
+the forward, once the chains are stamped: nothing it reads changes during the forward; its
+content sample is summed by the attention from its own page gathers, ``PageSample``, with only
+the layers no gather read taken from memory):
 
 - ``full``: every slot each scheduled sequence can read (its whole context, padding included) is
   checked for ownership (chain) and content (digest), every step.
 - ``sampled``: ownership of the first slot of every page restamped since its reader last passed
   a check, every step (a page handed to another request is zeroed and rewritten from its first
-  slot, so this catches every early reuse the step it could matter); ownership and content of
-  every slot of a rotating share of the pages, chosen by pool index: every ``CONTENT_STRIDE``
-  steps, the pages whose index is congruent to ``step // CONTENT_STRIDE`` modulo
-  ``sample_period // CONTENT_STRIDE``. A page read at every step is so re-checked once every
-  ``sample_period`` steps (a flipped bit is found within that many steps); averaged over steps, a
-  given page is checked with probability ``1 / sample_period`` per step (the whole-page digest of
-  a checked page always detects one flipped bit). Bursts rather than a few pages every step:
-  each check's fixed costs (~20 numpy calls, each several microseconds with the caches cold
-  after a forward) are paid once per ``CONTENT_STRIDE`` steps.
+  slot, so this catches every early reuse the step it could matter; a decode step where only
+  each restamped page's own new writer reads it settles this with one count, and one where no
+  page was restamped since the stalest reader's check does nothing); ownership and content of
+  every slot of a rotating share of the pages, chosen by page column (a page's position in its
+  reader's page table, fixed for as long as it is read): every ``CONTENT_STRIDE`` steps, the
+  columns congruent to ``step // CONTENT_STRIDE`` modulo ``sample_period // CONTENT_STRIDE``. A
+  page read at every step is so re-checked once every ``sample_period`` steps (a flipped bit is
+  found within that many steps); averaged over steps, a given page is checked with probability
+  ``1 / sample_period`` per step (the whole-page digest of a checked page always detects one
+  flipped bit). Bursts rather than a few pages every step: each check's fixed costs (~20 numpy
+  calls, each several microseconds with the caches cold after a forward) are paid once per
+  ``CONTENT_STRIDE`` steps.
 - Always (both modes): every page a prefix-cache hit would reuse is verified before reuse.
 
 A chain mismatch means the page now belongs to someone else: the reader drops it from its block
@@ -257,7 +262,7 @@ class IntegrityChecker:
             group.owner_bad = self._owner_bad(group)
             group.owner_checked = True
 
-    def only_own_restamps(self, group: StepReads, first_slots: np.ndarray) -> bool:
+    def only_own_restamps(self, pages: np.ndarray, first_slots: np.ndarray) -> bool:
         """Decode fast path of ``check_ownership``, for a step whose readers all passed a
         check at the previous step: ``True`` when the only reads of a page restamped in this
         epoch are by the readers that wrote its first slot this step (``first_slots``, one per
@@ -266,18 +271,18 @@ class IntegrityChecker:
 
         A count instead of a per-entry walk: marked pages, one gather of the page table, one
         count (the general check is ~10 array ops and a Python loop over the entries)."""
-        sidecar = self.sidecar
-        if not sidecar.restamped:
+        restamped = self.sidecar.restamped
+        if not restamped:
             return True
-        restamped = sidecar.restamped
-        pages = restamped[0] if len(restamped) == 1 else np.concatenate(restamped)
-        own = first_slots // self.page_size
-        if len(np.unique(own)) != len(own):
+        own = (first_slots // self.page_size).tolist()
+        if len(set(own)) != len(own):
             return False  # two writers of one page's first slot
         mark = self._mark
-        mark[pages] = True
-        hits = int(np.count_nonzero(mark[group.pages]))
-        mark[pages] = False
+        for changed in restamped:
+            mark[changed] = True
+        hits = int(np.count_nonzero(mark[pages]))
+        for changed in restamped:
+            mark[changed] = False
         return hits == len(own)
 
     def ownership_changed(self, stalest: int) -> bool:

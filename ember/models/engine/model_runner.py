@@ -188,21 +188,25 @@ class ModelRunner:
         plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]
         if checker.mode == "sampled" and not ownership and plans.count(None) == len(plans):
             return None  # the common decode step: no page changed hands, no content sample
-        reads = [self._group_reads(group, batch, walk) for group in batch.groups]
+        tables = [g.pages.numpy().reshape(g.num_seqs, g.num_pages) for g in batch.groups]
         if (
             ownership
             and walk.decode
             and stalest == sidecar.epoch
-            and checker.only_own_restamps(reads[0], first_slots)
+            and checker.only_own_restamps(tables[0], first_slots)
         ):
             ownership = False  # every restamped page is read only by its new first writer
+            if plans.count(None) == len(plans):
+                return None
+        reads = [
+            self._group_reads(group, table, batch, walk)
+            for group, table in zip(batch.groups, tables, strict=True)
+        ]
         if ownership:
             checker.check_ownership(reads)
         else:
             for read in reads:
                 read.owner_checked = True
-        if checker.mode == "sampled" and plans.count(None) == len(plans) and not ownership:
-            return None
         for group, plan in zip(batch.groups, plans, strict=True):
             if plan is not None:
                 first, step = plan
@@ -307,14 +311,17 @@ class ModelRunner:
         return _Walk(chains, epochs, stamps, firsts, not chunks)
 
     @staticmethod
-    def _group_reads(group: AttentionGroup, batch: PagedBatch, walk: _Walk) -> StepReads:
-        """What one attention group's sequences read and the chains they expect."""
+    def _group_reads(
+        group: AttentionGroup, pages: np.ndarray, batch: PagedBatch, walk: _Walk
+    ) -> StepReads:
+        """What one attention group's sequences read (``pages``, its page table as an array)
+        and the chains they expect."""
         members = group.members
         layout = batch.layout
         ctx, query = layout.context_lens, layout.query_lens
         whole = len(batch.groups) == 1  # members are every sequence, in order
         return StepReads(
-            pages=group.pages.numpy().reshape(group.num_seqs, group.num_pages),
+            pages=pages,
             seq_lens=[ctx[i] + query[i] for i in members],
             chains=walk.chains if whole else [walk.chains[i] for i in members],
             seq_index=members,

@@ -302,7 +302,7 @@ def test_decode_ownership_fast_path_agrees_with_the_full_ownership_check() -> No
             seq_index=list(range(readers)),
             checked_epoch=np.full(readers, 3, dtype=np.int64),
         )
-        fast = checker.only_own_restamps(reads, first_slots)
+        fast = checker.only_own_restamps(reads.pages, first_slots)
         checker.check_ownership([reads])
         if fast:
             passed += 1
