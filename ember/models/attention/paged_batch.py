@@ -62,7 +62,8 @@ class PageSample:
     ``data_ptr`` in ``covered`` so the checker re-reads from memory only the layers no gather
     read (the indexer cache of a step whose contexts all fit its top-k is never gathered).
     Columns, not pool pages, so that the sample is a strided view of the gather: summed in place
-    with no copy (an index_select of the sampled rows then a sum cost ~2x as much).
+    with no copy (an index_select of the sampled rows then a sum: 16.7 against 10.5 us for one
+    glm4-tiny gather at batch 64, isolated).
     """
 
     first: int

@@ -52,8 +52,9 @@ class IntegrityStats:
     slots_digested: int = 0  # content re-digests
     failures: int = 0  # sequences that failed a check during a step
     reuse_failures: int = 0  # prefix-cache pages that failed before reuse (block manager)
-    # Process CPU time spent stamping and checking around the forward (the per-layer digest
-    # sums inside the forward are not included: a few small int64 sums per layer).
+    # Process CPU time spent stamping, digesting and checking: around the forward, in the
+    # gathers' sample sums and in flushes outside it (the stores' list appends, a few Python
+    # operations per layer, are not included).
     cpu_seconds: float = 0.0
 
 
@@ -206,7 +207,9 @@ class IntegrityChecker:
         return (first, windows) if first < num_pages else None
 
     @staticmethod
-    def _columns(num_rows: int, num_pages: int, first: int, step: int):
+    def _columns(
+        num_rows: int, num_pages: int, first: int, step: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, cols)`` of every reader's page columns ``first, first + step, ...``, in the
         ``(B, n)`` order of ``PageSample.sums``."""
         picked = np.arange(first, num_pages, step)
