@@ -111,12 +111,14 @@ class IntegrityChecker:
     digests of several steps are computed together (``flush``), from the written tensors, by
     ``digester`` (the model runner's, which owns the tensors). Every check that reads a digest
     or a position flushes first, so no check ever sees a missing stamp; the flush runs at least
-    every ``CONTENT_STRIDE`` steps (the sampled content checks) and whenever ``MAX_PENDING``
+    every ``CONTENT_STRIDE`` steps (the sampled content checks) and whenever ``max_pending``
     tokens wait. The per-step cost was a handful of ops, each ~10-60 us with the caches cold
     right after a forward; one flush every few steps pays them once.
     """
 
-    MAX_PENDING = 1024  # tokens: bounds the written tensors kept alive for a flush
+    # Bounds what a flush keeps alive: the written tensors of this many bytes of KV (and at
+    # least a few decode steps' worth of tokens).
+    MAX_PENDING_BYTES = 64 << 20
 
     def __init__(self, sidecar: KVSidecar, page_size: int, mode: str, sample_period: int) -> None:
         self.sidecar = sidecar
@@ -129,21 +131,22 @@ class IntegrityChecker:
         self.digester: Callable[[list[object]], np.ndarray] | None = None
         self._pending: list[_PendingContent] = []
         self._pending_tokens = 0
+        self.max_pending = max(256, self.MAX_PENDING_BYTES // max(1, sidecar.stored_bytes_per_slot))
 
     # -- deferred content stamps ----------------------------------------------------------------
 
     def defer_content(self, slots: np.ndarray, positions: Sequence[int], written: object) -> None:
         """Stamp ``slots``' content and positions at a later flush, from ``written`` (which the
         caller may still be filling: the runner registers a step before its forward)."""
-        if self._pending_tokens + len(slots) > self.MAX_PENDING:
+        if self._pending_tokens + len(slots) > self.max_pending:
             self.flush()
         self._pending.append(_PendingContent(slots, positions, self.sidecar.epoch, written))
         self._pending_tokens += len(slots)
 
     def flush_if_full(self) -> None:
-        """Flush once ``MAX_PENDING`` tokens wait (the runner asks after each forward, so a
+        """Flush once ``max_pending`` tokens wait (the runner asks after each forward, so a
         big prefill chunk's tensors are not kept past its step)."""
-        if self._pending_tokens >= self.MAX_PENDING:
+        if self._pending_tokens >= self.max_pending:
             self.flush()
 
     def stamp_now(self, slots: np.ndarray, positions: Sequence[int]) -> None:

@@ -111,6 +111,11 @@ class KVSidecar:
         self.restamped: list[np.ndarray] = []
 
     @property
+    def stored_bytes_per_slot(self) -> int:
+        """Bytes one slot holds across every layer and head of every cache."""
+        return sum(w.shape[0] * w.shape[1] * w.shape[4] * w.itemsize for w in self._words)
+
+    @property
     def bytes_per_slot(self) -> int:
         return self.chain.itemsize + self.position.itemsize + self.digest.itemsize
 
