@@ -105,9 +105,13 @@ ARCHS: dict[str, dict[str, Any]] = {
 DTYPE_NAMES = {"float32": torch.float32, "bf16": torch.bfloat16}
 
 
-def _prompts(count: int, seed: int = 0) -> list[list[int]]:
+def _prompts(count: int, seed: int = 0, jitter: int = 0) -> list[list[int]]:
+    """``count`` random prompts of ``PROMPT_LEN`` tokens, each ``jitter`` tokens longer or
+    shorter at random when given (so the batch's sequences cross page boundaries at different
+    steps, as served requests do, rather than together)."""
     rng = random.Random(seed)
-    return [[rng.randrange(8192) for _ in range(PROMPT_LEN)] for _ in range(count)]
+    lengths = [PROMPT_LEN + (rng.randint(-jitter, jitter) if jitter else 0) for _ in range(count)]
+    return [[rng.randrange(8192) for _ in range(length)] for length in lengths]
 
 
 def _engine(
@@ -130,10 +134,10 @@ def _engine(
     return LLMEngine(model, kv_layout_for(config), engine_config, model_dtype=dtype)
 
 
-def start_decoding(engine: Any, batch: int, steps: int) -> None:
+def start_decoding(engine: Any, batch: int, steps: int, jitter: int = 0) -> None:
     """Admit ``batch`` prompts and step until all are prefilled, so every later step decodes."""
     stop = StopCriteria(max_tokens=steps + 8, ignore_eos=True)
-    for i, prompt in enumerate(_prompts(batch)):
+    for i, prompt in enumerate(_prompts(batch, jitter=jitter)):
         engine.add_request(str(i), prompt, stop)
     while engine.scheduler.waiting or any(
         s.num_uncomputed_tokens > 1 for s in engine.scheduler.running
@@ -142,11 +146,18 @@ def start_decoding(engine: Any, batch: int, steps: int) -> None:
 
 
 def measure_decode(
-    model: Any, config: Any, dtype: str, kv: str, integrity: str, batch: int, steps: int
+    model: Any,
+    config: Any,
+    dtype: str,
+    kv: str,
+    integrity: str,
+    batch: int,
+    steps: int,
+    jitter: int = 0,
 ) -> dict[str, float]:
     """Decode steps/s with ``batch`` sequences whose prompts are already prefilled."""
     engine = _engine(model, config, dtype, kv, integrity, batch)
-    start_decoding(engine, batch, steps)
+    start_decoding(engine, batch, steps, jitter)
     engine.step()  # one warm decode step (workspace buffers, caches)
     checker_start = engine.checker.stats.cpu_seconds if engine.checker else 0.0
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -281,6 +292,12 @@ def main() -> None:
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 16, 64])
     parser.add_argument("--integrity", nargs="+", default=["off"])
     parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument(
+        "--prompt-jitter",
+        type=int,
+        default=0,
+        help="prompt lengths vary by up to this many tokens (staggers page boundaries)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--hf", action="store_true", help="also compare with HF transformers")
@@ -319,7 +336,9 @@ def main() -> None:
         for key in grid:
             arch, kv, integrity, batch = key
             model, config = models[arch]
-            result = measure_decode(model, config, args.dtype, kv, integrity, batch, args.steps)
+            result = measure_decode(
+                model, config, args.dtype, kv, integrity, batch, args.steps, args.prompt_jitter
+            )
             samples[key].append(result)
             print(
                 f"round {round_index} {key}: {result['tokens_per_s']:.0f} tok/s, "
@@ -395,6 +414,7 @@ def main() -> None:
         },
         "model_dtype": args.dtype,
         "prompt_tokens": PROMPT_LEN,
+        "prompt_jitter": args.prompt_jitter,
         "steps": args.steps,
         "repeats": args.repeats,
         "decode": rows,

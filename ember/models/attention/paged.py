@@ -85,8 +85,7 @@ class PagedAttentionBackend:
             if (new.shape[-1] * new.element_size()) % 8:
                 batch.digest_words = None  # not whole words: the runner digests memory instead
             else:
-                words = new.contiguous().view(torch.uint8).view(new.shape[0], -1)
-                batch.digest_words.append(words.view(torch.int64))
+                batch.digest_words.append(new)  # digested later, with other steps' (no op here)
 
     def _gather(
         self,
@@ -113,7 +112,7 @@ class PagedAttentionBackend:
         torch.index_select(page_rows, 0, index, out=raw)
         if group.sample is not None:
             started = time.process_time()
-            group.sample.add(cache, raw, b, group.num_pages, heads_first, self.workspace.take)
+            group.sample.add(cache, raw, b, group.num_pages, heads_first)
             group.sample.cpu_seconds += time.process_time() - started
         if cache.dtype == dtype:
             return raw.view(shape)

@@ -1,25 +1,30 @@
 """When KV pages are checked, and what a failed check means for a request (torch-free).
 
-Stamps (``kv/integrity.py``) are written by every forward: the writer's chain and position before
-it, the content digest after it. Checks are reported after the forward and *before any sampled
-token is emitted*, so a request whose step read bad KV drops that step's token and recomputes
-(sampled mode's ownership check runs before the forward, once the chains are stamped: nothing it
-reads changes during the forward; its content sample is summed by the attention from its own page
-gathers, ``PageSample``, with only the layers no gather read taken from memory):
+Stamps (``kv/integrity.py``) are written by every forward: the writer's chain before it, the
+content digest and position from the tensors the forward's stores wrote, computed for several
+steps at once (``IntegrityChecker.flush``) but always before any check reads them. Checks are
+reported after the forward and *before any sampled token is emitted*, so a request whose step
+read bad KV drops that step's token and recomputes (sampled mode's ownership check runs before
+the forward, once the chains are stamped: nothing it reads changes during the forward; its
+content sample is summed by the attention from its own page gathers, ``PageSample``, with only
+the layers no gather read taken from memory):
 
 - ``full``: every slot each scheduled sequence can read (its whole context, padding included) is
   checked for ownership (chain) and content (digest), every step.
 - ``sampled``: ownership of the first slot of every page restamped since its reader last passed
   a check, every step (a page handed to another request is zeroed and rewritten from its first
-  slot, so this catches every early reuse the step it could matter); ownership and content of
-  every slot of a rotating share of the pages, chosen by pool index: every ``CONTENT_STRIDE``
-  steps, the pages whose index is congruent to ``step // CONTENT_STRIDE`` modulo
-  ``sample_period // CONTENT_STRIDE``. A page read at every step is so re-checked once every
-  ``sample_period`` steps (a flipped bit is found within that many steps); averaged over steps, a
-  given page is checked with probability ``1 / sample_period`` per step (the whole-page digest of
-  a checked page always detects one flipped bit). Bursts rather than a few pages every step:
-  each check's fixed costs (~20 numpy calls, each several microseconds with the caches cold
-  after a forward) are paid once per ``CONTENT_STRIDE`` steps.
+  slot, so this catches every early reuse the step it could matter; a decode step where only
+  each restamped page's own new writer reads it settles this with one count, and one where no
+  page was restamped since the stalest reader's check does nothing); ownership and content of
+  every slot of a rotating share of the pages, chosen by page column (a page's position in its
+  reader's page table, fixed for as long as it is read): every ``CONTENT_STRIDE`` steps, the
+  columns congruent to ``step // CONTENT_STRIDE`` modulo ``sample_period // CONTENT_STRIDE``. A
+  page read at every step is so re-checked once every ``sample_period`` steps (a flipped bit is
+  found within that many steps); averaged over steps, a given page is checked with probability
+  ``1 / sample_period`` per step (the whole-page digest of a checked page always detects one
+  flipped bit). Bursts rather than a few pages every step: each check's fixed costs (~20 numpy
+  calls, each several microseconds with the caches cold after a forward) are paid once per
+  ``CONTENT_STRIDE`` steps.
 - Always (both modes): every page a prefix-cache hit would reuse is verified before reuse.
 
 A chain mismatch means the page now belongs to someone else: the reader drops it from its block
@@ -29,6 +34,8 @@ the prefix cache and every sequence holding it recomputes.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,8 +52,9 @@ class IntegrityStats:
     slots_digested: int = 0  # content re-digests
     failures: int = 0  # sequences that failed a check during a step
     reuse_failures: int = 0  # prefix-cache pages that failed before reuse (block manager)
-    # Process CPU time spent stamping and checking around the forward (the per-layer digest
-    # sums inside the forward are not included: a few small int64 sums per layer).
+    # Process CPU time spent stamping, digesting and checking: around the forward, in the
+    # gathers' sample sums and in flushes outside it (the stores' list appends, a few Python
+    # operations per layer, are not included).
     cpu_seconds: float = 0.0
 
 
@@ -65,8 +73,9 @@ class IntegrityFailure:
 class GatheredDigest:
     """Page digests of a content sample, summed by the attention from its page gathers."""
 
-    entries: np.ndarray  # (n,) flat ``row * P + col`` positions in ``StepReads.pages``
-    digest: np.ndarray  # (n,) uint64: the gathered layers' share of each page's digest
+    first: int  # the sampled page columns: first, first + step, ... (``content_columns``)
+    step: int
+    digest: np.ndarray  # (B, n) uint64: the gathered layers' share of each sampled page's digest
     missing: list[tuple[int, int]]  # (cache, layer) no gather read: read them from memory
 
 
@@ -87,8 +96,29 @@ class StepReads:
     owner_checked: bool = False
 
 
+@dataclass(slots=True)
+class _PendingContent:
+    slots: np.ndarray  # (T,) slots one step wrote
+    positions: Sequence[int]  # (T,) their positions
+    epoch: int  # the sidecar epoch of the write
+    written: object  # what the digester turns into the (T,) digests: the tensors written
+
+
 class IntegrityChecker:
-    """Runs the checks for one pool, per the configured mode."""
+    """Runs the checks for one pool, per the configured mode.
+
+    Content stamps are deferred: each step hands over what it wrote (``defer_content``) and the
+    digests of several steps are computed together (``flush``), from the written tensors, by
+    ``digester`` (the model runner's, which owns the tensors). Every check that reads a digest
+    or a position flushes first, so no check ever sees a missing stamp; the flush runs at least
+    every ``CONTENT_STRIDE`` steps (the sampled content checks) and whenever ``max_pending``
+    tokens wait. The per-step cost was a handful of ops, each ~10-60 us with the caches cold
+    right after a forward; one flush every few steps pays them once.
+    """
+
+    # Bounds what a flush keeps alive: the written tensors of this many bytes of KV (and at
+    # least a few decode steps' worth of tokens).
+    MAX_PENDING_BYTES = 64 << 20
 
     def __init__(self, sidecar: KVSidecar, page_size: int, mode: str, sample_period: int) -> None:
         self.sidecar = sidecar
@@ -97,10 +127,63 @@ class IntegrityChecker:
         self.sample_period = sample_period
         self.stats = IntegrityStats()
         self._offsets = np.arange(page_size, dtype=np.int64)
+        self._mark = np.zeros(sidecar.page_epoch.shape[0], dtype=bool)  # scratch, all False
+        self.digester: Callable[[list[object]], np.ndarray] | None = None
+        self._pending: list[_PendingContent] = []
+        self._pending_tokens = 0
+        self.max_pending = max(256, self.MAX_PENDING_BYTES // max(1, sidecar.stored_bytes_per_slot))
+
+    # -- deferred content stamps ----------------------------------------------------------------
+
+    def defer_content(self, slots: np.ndarray, positions: Sequence[int], written: object) -> None:
+        """Stamp ``slots``' content and positions at a later flush, from ``written`` (which the
+        caller may still be filling: the runner registers a step before its forward)."""
+        if self._pending_tokens + len(slots) > self.max_pending:
+            self.flush()
+        self._pending.append(_PendingContent(slots, positions, self.sidecar.epoch, written))
+        self._pending_tokens += len(slots)
+
+    def flush_if_full(self) -> None:
+        """Flush once ``max_pending`` tokens wait (the runner asks after each forward, so a
+        big prefill chunk's tensors are not kept past its step)."""
+        if self._pending_tokens >= self.max_pending:
+            self.flush()
+
+    def stamp_now(self, slots: np.ndarray, positions: Sequence[int]) -> None:
+        """Replace the latest ``defer_content`` (``slots``) by stamps read from memory now: the
+        fallback for rows that are not whole 64-bit words."""
+        self._pending_tokens -= len(self._pending.pop().slots)
+        self.flush()  # keep write order
+        self.sidecar.digest[slots] = self.sidecar.content_digest(slots)
+        self.sidecar.position[slots] = positions
+
+    def flush(self) -> None:
+        """Compute and apply every deferred content stamp (in write order)."""
+        pending = self._pending
+        if not pending:
+            return
+        assert self.digester is not None, "deferred content stamps need a digester"
+        self._pending, self._pending_tokens = [], 0
+        digests = self.digester([p.written for p in pending])
+        if len(pending) == 1:
+            slots = pending[0].slots
+            positions = np.asarray(pending[0].positions, dtype=np.int32)
+            epochs = np.int64(pending[0].epoch)
+        else:
+            slots = np.concatenate([p.slots for p in pending])
+            positions = np.concatenate([np.asarray(p.positions, dtype=np.int32) for p in pending])
+            epochs = np.repeat([p.epoch for p in pending], [len(p.slots) for p in pending])
+        # A slot is written once between clears (prefix hits are never rewritten), so at most
+        # one pending stamp per slot survives ``apply_content``'s clear filter.
+        self.sidecar.apply_content(slots, digests, positions, epochs)
 
     # -- PageVerifier (the block manager calls this before reusing a cached page) -------------
 
     def verify_page(self, page: int, expected_chain: np.ndarray) -> bool:
+        if self._pending:  # outside the runner's timed region: count it here
+            started = time.process_time()
+            self.flush()
+            self.stats.cpu_seconds += time.process_time() - started
         slots = page * self.page_size + self._offsets
         self.stats.slots_checked += len(slots)
         self.stats.slots_digested += len(slots)
@@ -111,25 +194,39 @@ class IntegrityChecker:
 
     # -- per step ----------------------------------------------------------------------------------
 
-    def stamp_tokens(self, slots: np.ndarray, chains: np.ndarray, positions: np.ndarray) -> None:
-        self.sidecar.stamp_tokens(slots, chains, positions)
-
-    def stamp_content(self, slots: np.ndarray) -> None:
-        self.sidecar.stamp_content(slots)
-
-    def content_sample(self, pages: np.ndarray, step: int) -> np.ndarray | None:
-        """Flat positions in ``pages`` (B, P) whose content sampled mode checks at ``step``
-        (``None``: none this step, or full mode, which re-reads everything from memory)."""
+    def content_columns(self, num_pages: int, step: int) -> tuple[int, int] | None:
+        """``(first, step)``: sampled mode checks the content of page columns ``first, first +
+        step, ...`` of every reader at ``step`` (``None``: none this step, or full mode, which
+        re-reads everything from memory). Columns rather than pool pages so that the attention
+        sums the sample from a strided view of its gather; a page keeps its column in every
+        reader's page table for as long as it is read, so it is re-checked as regularly."""
         if self.mode != "sampled":
             return None
         stride = min(CONTENT_STRIDE, self.sample_period)
         if step % stride:
             return None
         windows = max(1, self.sample_period // stride)
-        return np.flatnonzero(pages % windows == (step // stride) % windows)
+        first = (step // stride) % windows
+        return (first, windows) if first < num_pages else None
+
+    @staticmethod
+    def _columns(
+        num_rows: int, num_pages: int, first: int, step: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, cols)`` of every reader's page columns ``first, first + step, ...``, in the
+        ``(B, n)`` order of ``PageSample.sums``."""
+        picked = np.arange(first, num_pages, step)
+        rows = np.repeat(np.arange(num_rows), len(picked))
+        return rows, np.tile(picked, num_rows)
 
     def check_step(self, reads: list[StepReads], step: int) -> list[IntegrityFailure]:
+        """Report this step's failures. Flushes the deferred content stamps when a content
+        check runs (full mode; sampled mode's sample steps)."""
         failures: list[IntegrityFailure] = []
+        if self.mode == "full" or any(
+            r.gathered is not None or self.content_columns(r.pages.shape[1], step) for r in reads
+        ):
+            self.flush()
         for group in reads:
             if self.mode == "full":
                 failures.extend(self._check_full(group))
@@ -171,13 +268,44 @@ class IntegrityChecker:
             group.owner_bad = self._owner_bad(group)
             group.owner_checked = True
 
+    def only_own_restamps(self, pages: np.ndarray, first_slots: np.ndarray) -> bool:
+        """Decode fast path of ``check_ownership``, for a step whose readers all passed a
+        check at the previous step: ``True`` when the only reads of a page restamped in this
+        epoch are by the readers that wrote its first slot this step (``first_slots``, one per
+        such reader, on distinct pages), which pass by construction: each expects its own
+        chain there and just stamped it. ``False``: run ``check_ownership``.
+
+        A count instead of a per-entry walk: marked pages, one gather of the page table, one
+        count (the general check is ~10 array ops and a Python loop over the entries)."""
+        restamped = self.sidecar.restamped
+        if not restamped:
+            return True
+        own = (first_slots // self.page_size).tolist()
+        if len(set(own)) != len(own):
+            return False  # two writers of one page's first slot
+        mark = self._mark
+        for changed in restamped:
+            mark[changed] = True
+        hits = int(np.count_nonzero(mark[pages]))
+        for changed in restamped:
+            mark[changed] = False
+        return hits == len(own)
+
+    def ownership_changed(self, stalest: int) -> bool:
+        """Whether any page was restamped since ``stalest``, the oldest epoch at which one of
+        this step's readers last passed a check. Page epochs only ever move up to the current
+        epoch, so when none was, no reader has a page to re-check and ``check_ownership`` can
+        be skipped (most decode steps: no page starts or changes hands)."""
+        return self.sidecar.restamp_epoch >= stalest
+
     def _owner_bad(self, group: StepReads) -> np.ndarray | None:
         """``(B, P)`` pages whose first slot another sequence wrote (``None`` if none)."""
         size, sidecar = self.page_size, self.sidecar
         pages = group.pages
         # A page changes hands only by being cleared and rewritten; both restamp its epoch. So
         # each reader re-checks the first slot of just the pages restamped since its last check.
-        changed = sidecar.page_epoch[pages] >= group.checked_epoch[:, None]  # (B, P)
+        checked = np.asarray(group.checked_epoch, dtype=np.int64)
+        changed = sidecar.page_epoch[pages] >= checked[:, None]  # (B, P)
         rows, cols = np.nonzero(changed)
         self.stats.slots_checked += len(rows)
         owner_bad = None
@@ -200,15 +328,15 @@ class IntegrityChecker:
         failures: list[IntegrityFailure] = []
         gathered = group.gathered
         if gathered is not None:  # the attention summed the sample from its gathers
-            rows, cols = np.divmod(gathered.entries, pages.shape[1])
-            digest = gathered.digest
+            rows, cols = self._columns(*pages.shape, gathered.first, gathered.step)
+            digest = gathered.digest.reshape(-1)
             if gathered.missing:
                 digest = digest + sidecar.page_digest(pages[rows, cols], gathered.missing)
             failures = self._check_pages(group, rows, cols, content=True, digest=digest)
         else:
-            entries = self.content_sample(pages, step)
-            if entries is not None:
-                rows, cols = np.divmod(entries, pages.shape[1])
+            plan = self.content_columns(pages.shape[1], step)
+            if plan is not None:
+                rows, cols = self._columns(*pages.shape, *plan)
                 failures = self._check_pages(group, rows, cols, content=True)
         if owner_bad is not None:
             failed = {f.seq_index for f in failures}
@@ -285,5 +413,6 @@ class IntegrityChecker:
         return failures
 
     def _detail(self, slot: int, position: int, reason: str) -> str:
+        self.flush()  # the stamped position may still be pending (failures are rare)
         stamped = int(self.sidecar.position[slot])
         return f"slot {slot} (position {position}): {reason}; stamped position {stamped}"

@@ -18,7 +18,7 @@ import torch
 
 from ember.models.attention.backend import AttentionBackend, BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
-from ember.models.attention.paged_batch import AttentionGroup, PageSample
+from ember.models.attention.paged_batch import AttentionGroup, PageSample, stored_digests
 from ember.models.engine.integrity import (
     GatheredDigest,
     IntegrityChecker,
@@ -63,6 +63,17 @@ class StepResult:
     logprobs: list[TokenLogprobs | None] | None = None  # per scheduled entry, when asked
 
 
+@dataclass(slots=True)
+class _Walk:
+    """What ``ModelRunner._walk`` collects from the scheduled sequences."""
+
+    chains: list[np.ndarray]  # each sequence's chain buffer
+    epochs: list[int]  # epoch of each sequence's last passed check
+    writer: np.ndarray  # (T,) chain of every new token, batch order
+    firsts: list[int]  # batch rows whose token starts a page
+    decode: bool  # one new token per sequence (batch row i = sequence i)
+
+
 class ModelRunner:
     def __init__(
         self,
@@ -79,6 +90,8 @@ class ModelRunner:
         self.workspace = Workspace()
         self.num_steps = 0
         self._ptrs: list[tuple[int, int, int]] | None = None
+        if checker is not None:
+            checker.digester = self._digests
 
     def run(self, scheduled: list[ScheduledSeq], new_pages: list[int]) -> StepResult:
         """One forward over ``scheduled`` (single-token entries first), then checks and samples."""
@@ -102,7 +115,6 @@ class ModelRunner:
             layout, [s.seq.block_table for s in scheduled], page_size, self.pool.padding_page
         )
         if checker is not None:
-            batch.digest_words = []  # the stores collect what they write, to stamp after
             started = time.process_time()
             reads = self._prepare(checker, batch, scheduled, position_list)
             checker.stats.cpu_seconds += time.process_time() - started
@@ -124,7 +136,7 @@ class ModelRunner:
         failures: list[IntegrityFailure] = []
         if checker is not None:
             started = time.process_time()
-            failures = self._verify(checker, batch, scheduled, reads)
+            failures = self._verify(checker, batch, scheduled, reads, position_list)
             checker.stats.cpu_seconds += time.process_time() - started
         tokens: list[int | None] = [None] * len(scheduled)
         logprobs: list[TokenLogprobs | None] | None = None
@@ -153,27 +165,54 @@ class ModelRunner:
         batch: PagedBatch,
         scheduled: list[ScheduledSeq],
         positions: list[int],
-    ) -> list[StepReads]:
-        """Before the forward: stamp who writes each new slot, collect what each group reads,
-        check ownership, and ask the attention to digest the content sample from its gathers.
+    ) -> list[StepReads] | None:
+        """Before the forward: stamp who writes each new slot, register the content stamps
+        (digested later from what the stores write), check ownership, and ask the attention to
+        digest the content sample from its gathers. ``None``: nothing to check this step.
 
         Done here, right after the token loop, because the sequences and the sidecar are still
-        in cache (after the forward each access misses: the walk cost twice as much there). The
-        ownership check needs nothing from the forward: pages change hands only through
-        ``zero_pages`` and ``stamp_tokens``, both done by now.
+        in cache (after the forward every first touch misses: the same walk cost twice as
+        much there). The ownership check needs nothing from the forward: pages change hands only
+        through ``zero_pages`` and the chain stamps, both done by now.
         """
-        chains, epochs, writer = self._walk(scheduled)
-        checker.stamp_tokens(
-            batch.slot_mapping.numpy(), writer, np.array(positions, dtype=np.int32)
-        )
-        reads = [self._group_reads(group, batch.layout, chains, epochs) for group in batch.groups]
-        checker.check_ownership(reads)
-        for group, read in zip(batch.groups, reads, strict=True):
-            entries = checker.content_sample(read.pages, self.num_steps)
-            if entries is not None and len(entries):
-                group.sample = PageSample(
-                    torch.from_numpy(entries), torch.zeros(len(entries), dtype=torch.int64)
-                )
+        sidecar = checker.sidecar
+        slots = batch.slot_mapping.numpy()
+        walk = self._walk(scheduled, sidecar.epoch + 1, self.pool.page_size)
+        first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
+        sidecar.stamp_writers(slots, walk.writer, first_slots)
+        written: list[torch.Tensor] = []
+        batch.digest_words = written  # the stores fill it during the forward
+        checker.defer_content(slots, positions, written)
+        stalest = min(walk.epochs, default=0)
+        ownership = checker.ownership_changed(stalest)
+        plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]
+        if checker.mode == "sampled" and not ownership and plans.count(None) == len(plans):
+            return None  # the common decode step: no page changed hands, no content sample
+        tables = [g.pages.numpy().reshape(g.num_seqs, g.num_pages) for g in batch.groups]
+        if (
+            ownership
+            and walk.decode
+            and stalest == sidecar.epoch
+            and checker.only_own_restamps(tables[0], first_slots)
+        ):
+            ownership = False  # every restamped page is read only by its new first writer
+            if plans.count(None) == len(plans):
+                return None
+        reads = [
+            self._group_reads(group, table, batch, walk)
+            for group, table in zip(batch.groups, tables, strict=True)
+        ]
+        if ownership:
+            checker.check_ownership(reads)
+        else:
+            for read in reads:
+                read.owner_checked = True
+        for group, plan in zip(batch.groups, plans, strict=True):
+            if plan is not None:
+                first, step = plan
+                width = len(range(first, group.num_pages, step))
+                sums = torch.zeros(group.num_seqs, width, dtype=torch.int64)
+                group.sample = PageSample(first, step, sums)
         return reads
 
     def _verify(
@@ -181,41 +220,46 @@ class ModelRunner:
         checker: IntegrityChecker,
         batch: PagedBatch,
         scheduled: list[ScheduledSeq],
-        reads: list[StepReads],
+        reads: list[StepReads] | None,
+        positions: list[int],
     ) -> list[IntegrityFailure]:
-        """Stamp what this step wrote, then check what it read (before anything is sampled)."""
+        """Check what this step read (before anything is sampled); the content stamps of what
+        it wrote wait for a flush, unless its rows were not whole words."""
         sidecar = checker.sidecar
-        slots = batch.slot_mapping.numpy()
-        digests = batch.content_digests()  # from the words the backend stored, per layer
-        if digests is not None:
-            sidecar.digest[slots] = digests.numpy().view(np.uint64)
-        else:
-            checker.stamp_content(slots)
-        for group, read in zip(batch.groups, reads, strict=True):
-            if group.sample is not None:
-                checker.stats.cpu_seconds += group.sample.cpu_seconds  # summed in the forward
-                read.gathered = GatheredDigest(
-                    entries=group.sample.entries.numpy(),
-                    digest=group.sample.sums.numpy().view(np.uint64),
-                    missing=[
-                        (cache, layer)
-                        for cache, layer, ptr in self._layer_ptrs()
-                        if ptr not in group.sample.covered
-                    ],
-                )
-        failures = checker.check_step(reads, self.num_steps)
-        # Everything stamped up to now has been checked by the sequences that passed.
-        sidecar.epoch += 1
-        epoch = sidecar.epoch
-        if failures:
-            failed = {f.seq_index for f in failures}
-            for index, entry in enumerate(scheduled):
-                if index not in failed:
-                    entry.seq.integrity_epoch = epoch
-        else:
-            for entry in scheduled:
-                entry.seq.integrity_epoch = epoch
+        if batch.digest_words is None:  # a store's rows were not whole words: read memory now
+            checker.stamp_now(batch.slot_mapping.numpy(), positions)
+        checker.flush_if_full()
+        failures: list[IntegrityFailure] = []
+        if reads is not None:
+            for group, read in zip(batch.groups, reads, strict=True):
+                if group.sample is not None:
+                    checker.stats.cpu_seconds += group.sample.cpu_seconds  # in the forward
+                    read.gathered = GatheredDigest(
+                        first=group.sample.first,
+                        step=group.sample.step,
+                        digest=group.sample.sums.numpy().view(np.uint64),
+                        missing=[
+                            (cache, layer)
+                            for cache, layer, ptr in self._layer_ptrs()
+                            if ptr not in group.sample.covered
+                        ],
+                    )
+            failures = checker.check_step(reads, self.num_steps)
+        # Everything stamped up to now has been checked by the sequences that passed (the walk
+        # already moved every scheduled sequence's epoch to the new one).
+        sidecar.advance()
+        for failure in failures:
+            scheduled[failure.seq_index].seq.integrity_epoch = -1  # re-check everything
         return failures
+
+    @staticmethod
+    def _digests(written: list[object]) -> np.ndarray:
+        """The checker's digester: ``(sum T,)`` uint64 content digests of the tokens each
+        pending step wrote, in order, from the tensors its stores wrote."""
+        steps = [stored for stored in written if isinstance(stored, list)]
+        if len(steps) != len(written):
+            raise TypeError("a pending content stamp holds no stored tensors")
+        return stored_digests(steps).numpy().view(np.uint64)
 
     def _layer_ptrs(self) -> list[tuple[int, int, int]]:
         """``(cache, layer, data_ptr)`` of every layer of every pool cache (sidecar order)."""
@@ -228,46 +272,58 @@ class ModelRunner:
         return self._ptrs
 
     @staticmethod
-    def _walk(
-        scheduled: list[ScheduledSeq],
-    ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    def _walk(scheduled: list[ScheduledSeq], epoch: int, page_size: int) -> _Walk:
         """One pass over the step's sequences: each one's chain buffer, the epoch of its last
-        passed check, and the chain of every new token in batch order (its slot's stamp)."""
-        chains = [entry.seq.chain_buffer for entry in scheduled]
-        epochs = np.fromiter(
-            (entry.seq.integrity_epoch for entry in scheduled), np.int64, len(scheduled)
-        )
-        if all(entry.num_new_tokens == 1 for entry in scheduled):  # decode: one per sequence
-            writer = np.fromiter(
-                (c[e.context_len] for c, e in zip(chains, scheduled, strict=True)),
-                np.uint64,
-                len(scheduled),
-            )
-        elif scheduled:
-            writer = np.concatenate(
+        passed check (moved on to ``epoch``, this check's, which a failure undoes), the chain of
+        every new token in batch order (its slot's stamp), and the batch rows that start a page.
+        """
+        chains: list[np.ndarray] = []
+        epochs: list[int] = []
+        firsts: list[int] = []
+        writer: list[int] = []  # decode: one Python int per sequence (no array views)
+        chunks: dict[int, np.ndarray] = {}  # entry -> its chunk's chains
+        row = 0
+        for index, entry in enumerate(scheduled):
+            seq = entry.seq
+            chain = seq.chain_buffer
+            chains.append(chain)
+            epochs.append(seq.integrity_epoch)
+            seq.integrity_epoch = epoch
+            start, count = entry.context_len, entry.num_new_tokens
+            if count == 1:
+                writer.append(chain.item(start))
+                if start % page_size == 0:
+                    firsts.append(row)
+            else:  # a prefill chunk: its rows at a page start
+                chunks[index] = chain[start : start + count]
+                writer.append(0)
+                firsts.extend(range(row + (-start % page_size), row + count, page_size))
+            row += count
+        if not chunks:
+            stamps = np.array(writer, dtype=np.uint64)
+        else:
+            stamps = np.concatenate(
                 [
-                    c[e.context_len : e.context_len + e.num_new_tokens]
-                    for c, e in zip(chains, scheduled, strict=True)
+                    chunks[i] if i in chunks else np.array([value], dtype=np.uint64)
+                    for i, value in enumerate(writer)
                 ]
             )
-        else:
-            writer = np.zeros(0, dtype=np.uint64)
-        return chains, epochs, writer
+        return _Walk(chains, epochs, stamps, firsts, not chunks)
 
     @staticmethod
     def _group_reads(
-        group: AttentionGroup,
-        layout: BatchLayout,
-        chains: list[np.ndarray],
-        epochs: np.ndarray,
+        group: AttentionGroup, pages: np.ndarray, batch: PagedBatch, walk: _Walk
     ) -> StepReads:
-        """What one attention group's sequences read and the chains they expect."""
+        """What one attention group's sequences read (``pages``, its page table as an array)
+        and the chains they expect."""
         members = group.members
+        layout = batch.layout
         ctx, query = layout.context_lens, layout.query_lens
+        whole = len(batch.groups) == 1  # members are every sequence, in order
         return StepReads(
-            pages=group.pages.numpy().reshape(group.num_seqs, group.num_pages),
+            pages=pages,
             seq_lens=[ctx[i] + query[i] for i in members],
-            chains=[chains[i] for i in members],
+            chains=walk.chains if whole else [walk.chains[i] for i in members],
             seq_index=members,
-            checked_epoch=epochs[members],
+            checked_epoch=np.array([walk.epochs[i] for i in members], dtype=np.int64),
         )

@@ -100,6 +100,20 @@ class KVSidecar:
         # slot of pages restamped since. A page changes hands only through both.
         self.epoch = 0
         self.page_epoch = np.full(num_pages, -1, dtype=np.int64)
+        # The latest epoch any page was restamped in: a reader that passed a check after it has
+        # nothing to re-check (the common decode step, where no page starts or changes hands).
+        self.restamp_epoch = -1
+        # When each page was last cleared: a content stamp computed later than its write (see
+        # ``apply_content``) is dropped if its page was cleared for a new owner since.
+        self.cleared_epoch = np.full(num_pages, -1, dtype=np.int64)
+        # The pages restamped in the current epoch (``advance`` forgets them), for the decode
+        # step's ownership fast path (``IntegrityChecker.check_ownership``).
+        self.restamped: list[np.ndarray] = []
+
+    @property
+    def stored_bytes_per_slot(self) -> int:
+        """Bytes one slot holds across every layer and head of every cache."""
+        return sum(w.shape[0] * w.shape[1] * w.shape[4] * w.itemsize for w in self._words)
 
     @property
     def bytes_per_slot(self) -> int:
@@ -150,10 +164,32 @@ class KVSidecar:
 
     def stamp_tokens(self, slots: np.ndarray, chains: np.ndarray, positions: np.ndarray) -> None:
         """Record who writes ``slots`` (before the forward that writes them)."""
-        self.chain[slots] = chains
         self.position[slots] = positions
-        firsts = slots[slots % self.page_size == 0]
-        self.page_epoch[firsts // self.page_size] = self.epoch
+        self.stamp_writers(slots, chains, slots[slots % self.page_size == 0])
+
+    def stamp_writers(
+        self, slots: np.ndarray, chains: np.ndarray, firsts: np.ndarray | None
+    ) -> None:
+        """Record who writes ``slots`` (before the forward); ``firsts`` are those of them that
+        start a page (the caller knows them from the positions, with no array pass)."""
+        self.chain[slots] = chains
+        if firsts is not None and len(firsts):
+            pages = firsts // self.page_size
+            self.page_epoch[pages] = self.epoch
+            self.restamp_epoch = self.epoch
+            self.restamped.append(pages)
+
+    def apply_content(
+        self, slots: np.ndarray, digests: np.ndarray, positions: np.ndarray, epochs: np.ndarray
+    ) -> None:
+        """Content stamps (and positions) for ``slots``, written at ``epochs`` and digested
+        since from the written tensors, in write order; a stamp whose page was cleared after
+        its write is dropped (the slot now belongs to the page's next owner)."""
+        live = self.cleared_epoch[slots // self.page_size] <= epochs
+        if not live.all():
+            slots, digests, positions = slots[live], digests[live], positions[live]
+        self.digest[slots] = digests
+        self.position[slots] = positions
 
     def stamp_content(self, slots: np.ndarray) -> None:
         """Record the bytes just written to ``slots`` (after the forward)."""
@@ -185,4 +221,14 @@ class KVSidecar:
         self.chain[slots] = 0
         self.position[slots] = -1
         self.digest[slots] = 0
-        self.page_epoch[slots // self.page_size] = self.epoch
+        pages = slots // self.page_size
+        self.page_epoch[pages] = self.epoch
+        self.cleared_epoch[pages] = self.epoch
+        if len(slots):
+            self.restamp_epoch = self.epoch
+            self.restamped.append(pages)
+
+    def advance(self) -> None:
+        """Start the next epoch (the engine does once per step, after its checks)."""
+        self.epoch += 1
+        self.restamped = []

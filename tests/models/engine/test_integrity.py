@@ -261,3 +261,81 @@ def test_sampled_check_catches_a_handover_that_happened_while_the_reader_was_not
     sidecar.epoch = 9
     failures = checker.check_step([reads], step=3)  # not a whole-page sampling step
     assert len(failures) == 1 and failures[0].disowned_pages == frozenset({5})
+
+
+def test_decode_ownership_fast_path_agrees_with_the_full_ownership_check() -> None:
+    """``only_own_restamps`` (a count over marked pages) against ``check_ownership``'s per-entry
+    check, on random page tables where some restamped pages are also read by other readers
+    (an early handover) and some first-slot writers share a page: whenever the fast path
+    passes a step, the reference finds nothing; whenever the reference finds a bad page, the
+    fast path did not pass."""
+    from ember.models.engine.integrity import IntegrityChecker, StepReads
+    from ember.models.kv.pool import KVPool
+    from ember.models.kv.spec import KVSpec
+
+    rng = np.random.default_rng(0)
+    num_pages, readers, width = 40, 6, 4
+    passed = caught = 0
+    for _ in range(300):
+        pool = KVPool(KVSpec("mla", 1, "bf16", kv_lora_rank=4, qk_rope_head_dim=4), num_pages, PAGE)
+        sidecar = pool.sidecar
+        assert sidecar is not None
+        checker = IntegrityChecker(sidecar, PAGE, "sampled", sample_period=1 << 20)
+        sidecar.epoch = 3
+        tables = rng.choice(num_pages - 1, size=(readers, width), replace=rng.random() < 0.3)
+        chains = [rng.integers(1, 1 << 62, size=width * PAGE, dtype=np.uint64) for _ in tables]
+        for table, chain in zip(tables, chains, strict=True):  # stamped before this epoch
+            sidecar.chain[(table[:, None] * PAGE + np.arange(PAGE)).ravel()] = chain
+        # This step: some readers start a new page (their last column), some pages are cleared.
+        writers = np.flatnonzero(rng.random(readers) < 0.5)
+        if rng.random() < 0.3:
+            pool.zero_pages([int(p) for p in rng.choice(num_pages - 1, size=2)])
+        first_slots = tables[writers, -1] * PAGE
+        for row, slot in zip(writers, first_slots, strict=True):
+            sidecar.stamp_writers(
+                np.array([slot]), np.array([chains[row][(width - 1) * PAGE]]), np.array([slot])
+            )
+        reads = StepReads(
+            pages=tables.astype(np.int64),
+            seq_lens=[width * PAGE] * readers,
+            chains=chains,
+            seq_index=list(range(readers)),
+            checked_epoch=np.full(readers, 3, dtype=np.int64),
+        )
+        fast = checker.only_own_restamps(reads.pages, first_slots)
+        checker.check_ownership([reads])
+        if fast:
+            passed += 1
+            assert reads.owner_bad is None
+        if reads.owner_bad is not None:
+            caught += 1
+            assert not fast
+    assert passed > 30 and caught > 30
+
+
+def test_deferred_content_stamps_equal_the_digests_of_memory(case) -> None:
+    """The deferred stamps (several steps' written tensors digested in one flush: one stack per
+    shape when the steps stored the same shapes, a concatenation otherwise; stamps of pages
+    cleared since dropped) against the reference, every slot read back from memory: after
+    every step's flush, every slot a running request has computed carries its memory digest."""
+    model, prompts, _ = case
+    engine = _engine(model, "sampled", integrity_sample_period=1 << 10)
+    checker, sidecar = engine.checker, engine.pool.sidecar
+    assert checker is not None and sidecar is not None
+    rng = random.Random(3)
+    for i, prompt in enumerate(prompts):
+        engine.add_request(str(i), prompt + [rng.randrange(97)], StopCriteria(max_tokens=10))
+    compared = 0
+    while engine.has_unfinished():
+        engine.step()
+        if rng.random() < 0.5:
+            continue  # let stamps of several steps wait for one flush
+        checker.flush()
+        for seq in engine.scheduler.running:
+            positions = np.arange(seq.num_computed_tokens)
+            table = np.array(seq.block_table, dtype=np.int64)
+            slots = table[positions // PAGE] * PAGE + positions % PAGE
+            assert np.array_equal(sidecar.digest[slots], sidecar.content_digest(slots))
+            assert np.array_equal(sidecar.position[slots], positions.astype(np.int32))
+            compared += len(slots)
+    assert compared > 100 and engine.stats.integrity_failures == 0
