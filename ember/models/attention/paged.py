@@ -174,7 +174,10 @@ class PagedAttentionBackend:
             if v_scale != 1.0:
                 mixed *= v_scale
             mixed = mixed.view(num_kv_heads, b, nq, group_size, v_dim).permute(1, 2, 0, 3, 4)
-            group.scatter(out, mixed.reshape(b, nq, num_heads, v_dim))
+            if group.rows is not None:  # a block of single tokens: one copy into their rows
+                out[group.rows].view(b, nq, num_kv_heads, group_size, v_dim).copy_(mixed)
+            else:
+                group.scatter(out, mixed.reshape(b, nq, num_heads, v_dim))
         return out
 
     def mla(

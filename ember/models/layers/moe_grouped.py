@@ -118,13 +118,11 @@ def _padded(
     capacity = int(onehot.sum(0).max())
     dest = flat * capacity + rank  # row in the (E * C) padded block
     rows = x.new_zeros(num_experts * capacity, x.shape[1])
-    rows[dest] = x.repeat_interleave(k, dim=0)
+    rows.index_copy_(0, dest, x.repeat_interleave(k, dim=0))
     hidden = torch.bmm(rows.view(num_experts, capacity, -1), stacked.gate_up.transpose(1, 2))
     hidden = _swiglu(hidden, stacked.intermediate)
     out = torch.bmm(hidden, stacked.down.transpose(1, 2)).view(num_experts * capacity, -1)
-    acc = torch.promote_types(x.dtype, torch.float32)  # sum the k shares before rounding
-    picked = out[dest].view(num_tokens, k, -1).to(acc)
-    return (picked * weights.unsqueeze(-1)).sum(dim=1).to(x.dtype)
+    return _combine(torch.index_select(out, 0, dest), weights, x.dtype)
 
 
 def _sorted(
@@ -136,7 +134,7 @@ def _sorted(
     order = flat.argsort(stable=True)
     ends = torch.bincount(flat, minlength=num_experts).cumsum(0).to(torch.int32)
     token = order // k
-    rows = x[token]  # (N*k, H), grouped by expert
+    rows = torch.index_select(x, 0, token)  # (N*k, H), grouped by expert (8x cheaper than x[token])
     if hasattr(torch, "_grouped_mm"):
         hidden = torch._grouped_mm(rows, stacked.gate_up.transpose(1, 2), offs=ends)
         hidden = _swiglu(hidden, stacked.intermediate)
@@ -151,8 +149,18 @@ def _sorted(
                 )
                 out[start:end] = F.linear(hidden, stacked.down[e])
             start = end
-    acc = torch.promote_types(x.dtype, torch.float32)
-    scaled = out.to(acc) * weights.reshape(-1)[order].unsqueeze(-1)
-    total = torch.zeros(num_tokens, x.shape[1], dtype=acc, device=x.device)
-    total.index_add_(0, token, scaled)
-    return total.to(x.dtype)
+    # Back to pair order (token-major) and summed per token: ~5x cheaper at 2048 tokens than
+    # scaling the sorted rows and ``index_add_`` into the tokens (17 vs 3 ms, one thread).
+    unsort = torch.empty_like(order).index_copy_(0, order, torch.arange(order.numel()))
+    return _combine(torch.index_select(out, 0, unsort), weights, x.dtype)
+
+
+def _combine(pairs: torch.Tensor, weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``sum_j weights[:, j] * share_j`` for ``pairs`` ``(N * k, H)`` in pair order (token-major)
+    and ``weights`` ``(N, k)`` float32: summed in float32 as one ``(1, k) @ (k, H)`` product per
+    token, rounded once to ``dtype``. (Scaling, then reducing over the middle axis of
+    ``(N, k, H)``, a strided loop, cost 2x at 64 tokens and 5x at 2048, one thread.)"""
+    num_tokens, k = weights.shape
+    acc = torch.promote_types(dtype, torch.float32)
+    shares = pairs.view(num_tokens, k, -1).to(acc)
+    return torch.bmm(weights.to(acc).unsqueeze(1), shares).squeeze(1).to(dtype)
