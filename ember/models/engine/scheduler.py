@@ -203,7 +203,7 @@ class Scheduler:
     def _admit(self, budget: int, out: SchedulerOutput) -> None:
         manager = self.block_manager
         self._update_ratio()
-        reserved = sum(self.future_pages(s) for s in self.running)
+        reserved = -1  # pages the running requests will still need; summed only when asked
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
             if manager.pages_for(seq.num_tokens) > manager.num_pages:
@@ -220,13 +220,16 @@ class Scheduler:
             if not manager.can_admit(seq, matched, num_new):
                 break
             if self.running:  # alone, a request runs whatever it may grow to
+                if reserved < 0:
+                    reserved = sum(self.future_pages(s) for s in self.running)
                 reused_free = sum(1 for p in matched if manager.pages[p].ref_count == 0)
                 needed = self.future_pages(seq, len(matched)) + reused_free
                 if needed + reserved > manager.num_free_pages:
                     break
             self.waiting.popleft()
             manager.admit(seq, matched, num_new)
-            reserved += self.future_pages(seq)
+            if reserved >= 0:
+                reserved += self.future_pages(seq)
             if not seq.is_admitted_before:
                 seq.is_admitted_before = True
                 seq.num_cached_tokens = seq.num_computed_tokens
