@@ -38,7 +38,7 @@ class EngineConfig:
     # ``init_new_token_ratio``, falls linearly to ``min_new_token_ratio`` over
     # ``new_token_ratio_decay_steps`` steps without a preemption, and a preemption raises it to
     # the share of ``max_tokens`` the requests still running have already needed. SGLang's
-    # defaults (0.7, 0.1, 600).
+    # defaults (0.7; 0.098, here 0.1; 600).
     init_new_token_ratio: float = 0.7
     min_new_token_ratio: float = 0.1
     new_token_ratio_decay_steps: int = 600
