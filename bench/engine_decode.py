@@ -307,9 +307,14 @@ def main() -> None:
     parser.add_argument(
         "--equal-budget-seqs",
         type=int,
-        default=0,
+        nargs="+",
+        default=[],
         help="also serve --hf-batch requests with a KV budget that holds this many whole BF16 "
-        "sequences (prompt + new tokens), in each --kv dtype: FP8 over BF16 at equal bytes",
+        "sequences (prompt + new tokens), in each --kv dtype: FP8 over BF16 at equal bytes "
+        "(several values: one comparison per budget)",
+    )
+    parser.add_argument(
+        "--no-decode", action="store_true", help="skip the decode-step grid (--batch ...)"
     )
     parser.add_argument("--out", default="bench/results/engine_decode.json")
     parser.add_argument("--plot", help="also draw decode tok/s per batch (needs matplotlib)")
@@ -329,7 +334,7 @@ def main() -> None:
         for arch in args.arch
         for kv in args.kv
         for integrity in args.integrity
-        for batch in args.batch
+        for batch in ([] if args.no_decode else args.batch)
     ]
     samples: dict[tuple, list[dict[str, float]]] = {key: [] for key in grid}
     for round_index in range(args.repeats):
@@ -368,12 +373,17 @@ def main() -> None:
             baselines.append(compare_hf(args, *models[arch], arch))
             print(json.dumps(baselines[-1]), flush=True)
     equal_budget = []
-    if args.equal_budget_seqs:
+    for whole_seqs in args.equal_budget_seqs:
         for arch in args.arch:
             model, config = models[arch]
             tokens = PROMPT_LEN + args.hf_new_tokens
-            budget = args.equal_budget_seqs * tokens * kv_layout_for(config, "bf16").cell_size
-            entry = {"arch": arch, "requests": args.hf_batch, "kv_cache_bytes": budget}
+            budget = whole_seqs * tokens * kv_layout_for(config, "bf16").cell_size
+            entry = {
+                "arch": arch,
+                "requests": args.hf_batch,
+                "bf16_whole_seqs": whole_seqs,
+                "kv_cache_bytes": budget,
+            }
             rounds = []  # KV dtypes interleaved per round, as for the HF comparison
             for _ in range(args.repeats):
                 result = {}

@@ -18,6 +18,7 @@ import argparse
 import collections
 import json
 import os
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -96,23 +97,56 @@ def breakdown(arch: str, batch: int, kv: str, integrity: str, steps: int) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", nargs="+", default=["glm4"], choices=ARCHS)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--kv", default="bf16")
+    parser.add_argument("--batch", nargs="+", type=int, default=[64])
+    parser.add_argument("--kv", nargs="+", default=["bf16"])
     parser.add_argument("--integrity", default="off")
     parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument(
+        "--pairs",
+        nargs="+",
+        default=[],
+        metavar="BATCH:KV",
+        help="measure these (batch, KV dtype) pairs instead of every --batch x --kv, e.g. "
+        "32:bf16 64:fp8_e4m3 (BF16 at the batch an equal budget allows against FP8 at twice it)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved; medians reported")
     parser.add_argument("--out", help="also write the rows as JSON")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    pairs = [(int(b), kv) for b, kv in (p.split(":", 1) for p in args.pairs)] or [
+        (batch, kv) for batch in args.batch for kv in args.kv
+    ]
+    runs: dict[tuple[str, int, str], list[dict[str, Any]]] = collections.defaultdict(list)
+    for _ in range(args.rounds):
+        for arch in args.arch:
+            for batch, kv in pairs:
+                row = breakdown(arch, batch, kv, args.integrity, args.steps)
+                runs[arch, batch, kv].append(row)
+                print(f"{arch} batch {batch} {kv}: {row['cpu_ms_per_step']:.2f} CPU ms/step")
+                for label, ms in row["cpu_ms_by_component"].items():
+                    share = 100 * row["share_by_component"][label]
+                    print(f"  {label:20s} {ms:7.2f} ms  {share:5.1f}%", flush=True)
     rows = []
-    for arch in args.arch:
-        row = breakdown(arch, args.batch, args.kv, args.integrity, args.steps)
-        rows.append(row)
-        print(f"{arch} batch {args.batch} {args.kv}: {row['cpu_ms_per_step']:.2f} CPU ms/step")
-        for label, ms in row["cpu_ms_by_component"].items():
-            print(f"  {label:20s} {ms:7.2f} ms  {100 * row['share_by_component'][label]:5.1f}%")
+    for (arch, batch, kv), found in runs.items():
+        parts = [r["cpu_ms_by_component"] for r in found]
+        labels = sorted({label for part in parts for label in part})
+        rows.append(
+            {
+                "arch": arch,
+                "batch": batch,
+                "kv_cache_dtype": kv,
+                "integrity": args.integrity,
+                "cpu_ms_per_step": statistics.median(r["cpu_ms_per_step"] for r in found),
+                "cpu_ms_by_component": {
+                    label: statistics.median(part.get(label, 0.0) for part in parts)
+                    for label in labels
+                },
+                "rounds": found,
+            }
+        )
     if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+        Path(args.out).write_text(json.dumps({"steps": args.steps, "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

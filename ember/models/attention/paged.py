@@ -12,9 +12,8 @@ tables, masks) and every layer reuses it. Each layer call
 
 New tokens are attended from the cache, after storing, so a prompt gives identical results
 whether it is prefilled in one chunk or many, and FP8 rounding is the same for old and new tokens.
-FP8 pages are expanded two values at a time through a 65,536-entry table of value pairs
-(``fp8.dequantize_fp8_pairs``); the static scales are folded into the queries and outputs, never
-applied to the cache.
+FP8 pages are expanded by moving bits (``fp8.dequantize_fp8_bits``: four vectorised passes and
+no table); the static scales are folded into the queries and outputs, never applied to the cache.
 
 Shapes: ``B`` sequences in a group, ``Q`` padded query tokens per sequence, ``P`` pages per
 sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens, ``W`` cached width.
@@ -29,7 +28,7 @@ import torch.nn.functional as F
 
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged_batch import AttentionGroup, PagedBatch
-from ember.models.kv.fp8 import dequantize_fp8_pairs, fp8_pair_lut
+from ember.models.kv.fp8 import dequantize_fp8_bits
 from ember.models.kv.pool import KVPool
 
 __all__ = ["PagedAttentionBackend", "PagedBatch", "Workspace"]
@@ -45,7 +44,6 @@ class Workspace:
 
     def __init__(self) -> None:
         self._buffers: dict[tuple[torch.dtype, str], torch.Tensor] = {}
-        self._luts: dict[torch.dtype, torch.Tensor] = {}
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype, role: str) -> torch.Tensor:
         numel = 1
@@ -57,12 +55,6 @@ class Workspace:
             buffer = torch.empty(max(numel, 1 << 16), dtype=dtype)
             self._buffers[key] = buffer
         return buffer[:numel].view(shape)
-
-    def fp8_pair_lut(self, dtype: torch.dtype) -> torch.Tensor:
-        lut = self._luts.get(dtype)
-        if lut is None:
-            lut = self._luts[dtype] = fp8_pair_lut(dtype)
-        return lut
 
 
 class PagedAttentionBackend:
@@ -118,10 +110,7 @@ class PagedAttentionBackend:
             return raw.view(shape)
         out = self.workspace.take(shape, dtype, "wide" + role)
         if self.pool.is_fp8:
-            lut_index = self.workspace.take((raw.numel() // 2,), torch.int32, "index")
-            return dequantize_fp8_pairs(
-                raw.view(shape), self.workspace.fp8_pair_lut(dtype), lut_index, out
-            )
+            return dequantize_fp8_bits(raw.view(shape), out)
         return out.copy_(raw.view(shape))
 
     def gqa(

@@ -33,6 +33,15 @@ class EngineConfig:
     # ownership every step); full mode re-digests everything read, every step.
     integrity_sample_period: int = 64
     max_integrity_retries: int = 2  # recomputes per request before it fails with KVIntegrityError
+    # Admission reserves, for every running request and the one admitted, the pages of its
+    # remaining ``max_tokens`` times this ratio (SGLang's ``new_token_ratio``): it starts at
+    # ``init_new_token_ratio``, falls linearly to ``min_new_token_ratio`` over
+    # ``new_token_ratio_decay_steps`` steps without a preemption, and a preemption raises it to
+    # the share of ``max_tokens`` the requests still running have already needed. SGLang's
+    # defaults (0.7; 0.098, here 0.1; 600).
+    init_new_token_ratio: float = 0.7
+    min_new_token_ratio: float = 0.1
+    new_token_ratio_decay_steps: int = 600
 
     def __post_init__(self) -> None:
         def need(key: str, value: object, ok: bool, expected: str) -> None:
@@ -60,6 +69,19 @@ class EngineConfig:
             self.max_integrity_retries,
             self.max_integrity_retries >= 0,
             ">= 0",
+        )
+        need(
+            "init_new_token_ratio",
+            self.init_new_token_ratio,
+            0.0 <= self.min_new_token_ratio <= self.init_new_token_ratio <= 1.0,
+            f"between min_new_token_ratio ({self.min_new_token_ratio}) and 1",
+        )
+        need("min_new_token_ratio", self.min_new_token_ratio, self.min_new_token_ratio >= 0, ">= 0")
+        need(
+            "new_token_ratio_decay_steps",
+            self.new_token_ratio_decay_steps,
+            self.new_token_ratio_decay_steps >= 1,
+            ">= 1",
         )
         if self.kv_cache_bytes is None and self.max_total_tokens is None:
             raise ConfigError(

@@ -57,6 +57,9 @@ def test_engine_matches_reference_forward(name: str) -> None:
         max_num_seqs=4,
         max_num_batched_tokens=12,
         integrity="full",
+        # Reserve no growth, so that admission over-commits and the pool runs out: preemption.
+        init_new_token_ratio=0.0,
+        min_new_token_ratio=0.0,
     )
     engine = LLMEngine(model, kv_layout_for(config), engine_config, model_dtype="float32")
     got = engine.generate(prompts, StopCriteria(max_tokens=5, ignore_eos=True))

@@ -58,7 +58,14 @@ def test_a_seeded_request_gives_the_same_tokens_alone_batched_and_preempted(mode
     crowded = LLMEngine(
         model,
         model.kv_layout(),
-        EngineConfig(max_total_tokens=64, page_size=4, max_num_seqs=6, max_num_batched_tokens=8),
+        EngineConfig(
+            max_total_tokens=64,
+            page_size=4,
+            max_num_seqs=6,
+            max_num_batched_tokens=8,
+            init_new_token_ratio=0.0,  # reserve no growth: the pool runs out and preempts
+            min_new_token_ratio=0.0,
+        ),
     )
     for i in range(5):
         other = [rng.randrange(97) for _ in range(rng.randint(3, 12))]

@@ -37,6 +37,8 @@ def test_batched_engine_matches_full_recompute(kind: str, integrity: str) -> Non
         max_num_batched_tokens=16,  # prompts up to 24 tokens arrive in chunks
         integrity=integrity,
         integrity_sample_period=3,
+        init_new_token_ratio=0.0,  # reserve no growth: the pool runs out and preempts
+        min_new_token_ratio=0.0,
     )
     engine = LLMEngine(model, model.kv_layout(), config)
     got = engine.generate(prompts, StopCriteria(max_tokens=10))
