@@ -228,7 +228,7 @@ class ModelRunner:
         sidecar = checker.sidecar
         if batch.digest_words is None:  # a store's rows were not whole words: read memory now
             checker.stamp_now(batch.slot_mapping.numpy(), positions)
-        checker.flush_if_full()
+        checker.flush_if_full(chunk=len(positions) != len(scheduled))
         failures: list[IntegrityFailure] = []
         if reads is not None:
             for group, read in zip(batch.groups, reads, strict=True):
