@@ -11,6 +11,7 @@ sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -18,12 +19,16 @@ import torch
 from ember.models.attention.backend import BatchLayout
 
 
-def stored_digests(steps: list[list[torch.Tensor]], num_tokens: int = 0) -> torch.Tensor:
+def stored_digests(
+    steps: list[list[torch.Tensor]],
+    num_tokens: int = 0,
+    scratch: Callable[[tuple[int, ...], torch.dtype, str], torch.Tensor] | None = None,
+) -> torch.Tensor:
     """``(sum T,)`` int64 content digests (``kv/integrity.py``: the wrap-around sum of a slot's
     words over every layer) of the tokens several steps stored, in step order, from the
     ``(T, heads, width)`` tensors each step's stores wrote (``PagedBatch.digest_words``; every
     row whole 64-bit words). ``num_tokens``: the count when ``steps`` is one step that stored
-    nothing."""
+    nothing. ``scratch`` (``Workspace.take``): reusable memory for the stacked words."""
     steps = [stored for stored in steps if stored]
     if not steps:
         return torch.zeros(num_tokens, dtype=torch.int64)
@@ -38,7 +43,14 @@ def stored_digests(steps: list[list[torch.Tensor]], num_tokens: int = 0) -> torc
             picked = [
                 t for stored in steps for t, s in zip(stored, shapes, strict=True) if s == shape
             ]
-            words = torch.stack(picked).view(count, len(picked) // count, shape[0][0], -1)
+            if scratch is None:
+                stacked = torch.stack(picked)
+            else:
+                # Into reused memory: a fresh stack of a few MB (many steps' stamps) faults in
+                # every page: 2.1 against 1.0 ms for 64 glm4-tiny decode steps (isolated).
+                stacked = scratch((len(picked), *shape[0]), shape[1], "digest")
+                torch.stack(picked, out=stacked)
+            words = stacked.view(count, len(picked) // count, shape[0][0], -1)
             sums = words.view(torch.int64).sum(dim=(1, 3))  # (steps, T); int64 adds wrap
             total = sums if total is None else total + sums
         assert total is not None

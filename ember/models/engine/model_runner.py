@@ -228,7 +228,7 @@ class ModelRunner:
         sidecar = checker.sidecar
         if batch.digest_words is None:  # a store's rows were not whole words: read memory now
             checker.stamp_now(batch.slot_mapping.numpy(), positions)
-        checker.flush_if_full()
+        checker.flush_if_full(chunk=len(positions) != len(scheduled))
         failures: list[IntegrityFailure] = []
         if reads is not None:
             for group, read in zip(batch.groups, reads, strict=True):
@@ -252,14 +252,13 @@ class ModelRunner:
             scheduled[failure.seq_index].seq.integrity_epoch = -1  # re-check everything
         return failures
 
-    @staticmethod
-    def _digests(written: list[object]) -> np.ndarray:
+    def _digests(self, written: list[object]) -> np.ndarray:
         """The checker's digester: ``(sum T,)`` uint64 content digests of the tokens each
         pending step wrote, in order, from the tensors its stores wrote."""
         steps = [stored for stored in written if isinstance(stored, list)]
         if len(steps) != len(written):
             raise TypeError("a pending content stamp holds no stored tensors")
-        return stored_digests(steps).numpy().view(np.uint64)
+        return stored_digests(steps, scratch=self.workspace.take).numpy().view(np.uint64)
 
     def _layer_ptrs(self) -> list[tuple[int, int, int]]:
         """``(cache, layer, data_ptr)`` of every layer of every pool cache (sidecar order)."""

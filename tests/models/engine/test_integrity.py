@@ -339,3 +339,27 @@ def test_deferred_content_stamps_equal_the_digests_of_memory(case) -> None:
             assert np.array_equal(sidecar.position[slots], positions.astype(np.int32))
             compared += len(slots)
     assert compared > 100 and engine.stats.integrity_failures == 0
+
+
+def test_a_prefill_chunk_is_stamped_at_its_own_step(case) -> None:
+    """A step that writes a prefill chunk digests its content stamps itself (no flush asked):
+    a chunk's stamps left pending were digested at the first decode sample step, which then
+    paid for a whole prefill. Against the reference: every prompt slot's stamp equals the
+    digest of its bytes read from memory right after the prefill steps."""
+    model, prompts, _ = case
+    engine = _engine(model, "sampled", integrity_sample_period=1 << 10)
+    sidecar = engine.pool.sidecar
+    assert sidecar is not None
+    engine.add_request("0", prompts[0], StopCriteria(max_tokens=4))
+    engine.step()  # step 0 is a content sample step, which flushes anyway
+    for i, prompt in enumerate(prompts[1:], 1):
+        engine.add_request(str(i), prompt, StopCriteria(max_tokens=4))
+    engine.step()  # step 1 (no sample): request 0 decodes, the others prefill
+    compared = 0
+    for seq in engine.scheduler.running:
+        positions = np.arange(seq.num_computed_tokens)
+        table = np.array(seq.block_table, dtype=np.int64)
+        slots = table[positions // PAGE] * PAGE + positions % PAGE
+        assert np.array_equal(sidecar.digest[slots], sidecar.content_digest(slots))
+        compared += len(slots)
+    assert compared >= sum(len(p) for p in prompts)
