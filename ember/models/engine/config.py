@@ -33,6 +33,9 @@ class EngineConfig:
     # ownership every step); full mode re-digests everything read, every step.
     integrity_sample_period: int = 64
     max_integrity_retries: int = 2  # recomputes per request before it fails with KVIntegrityError
+    # Replace an untied BF16 lm_head by its oneDNN-prepacked form (bit-identical logits, ~20%
+    # less CPU per call, no second copy of the matrix); off = the plain nn.Linear reference.
+    pack_lm_head: bool = True
 
     def __post_init__(self) -> None:
         def need(key: str, value: object, ok: bool, expected: str) -> None:
