@@ -96,5 +96,18 @@ class PackedLinear(nn.Module):
             state_dict = {k: v for k, v in state_dict.items() if k != prefix + "weight"}
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
+    def __getstate__(self) -> dict:
+        # The opaque tensor has no storage to copy or pickle: deepcopy and torch.save carry the
+        # exact plain weight instead, and the copy packs it again.
+        state = dict(self.__dict__)
+        state["packed"] = None
+        state["_plain_weight"] = self.weight
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        plain = state.pop("_plain_weight")
+        self.__dict__.update(state)
+        self.packed = _pack(plain)
+
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, packed"

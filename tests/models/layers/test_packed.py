@@ -4,6 +4,7 @@ checkpoints, repacking on loads, and the engine's logits and tokens unchanged.""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,18 @@ def test_packed_linear_equals_the_plain_one(bias: bool, shape: tuple[int, ...]) 
     state = packed.state_dict()
     assert set(state) == set(plain.state_dict())
     assert all(torch.equal(state[k], v) for k, v in plain.state_dict().items())
+
+
+def test_deepcopy_and_torch_save_carry_the_exact_weight(tmp_path: Path) -> None:
+    torch.manual_seed(int(torch.randint(0, 2**31, ())))
+    plain = _linear(200, 48, True)
+    packed = PackedLinear.of(plain)
+    torch.save(packed, tmp_path / "head.pt")
+    copies = [copy.deepcopy(packed), torch.load(tmp_path / "head.pt", weights_only=False)]
+    x = torch.randn(5, 48).to(torch.bfloat16)
+    with torch.inference_mode():
+        for other in copies:
+            assert torch.equal(other(x), plain(x))
 
 
 def test_a_load_repacks_and_grad_takes_the_plain_path() -> None:
