@@ -109,6 +109,8 @@ class LLMEngine:
             verifier=self.checker,
         )
         self.scheduler = Scheduler(config, self.block_manager)
+        if config.pack_lm_head and hasattr(model, "pack_lm_head"):
+            model.pack_lm_head()  # the engine owns the model for inference from here on
         self.runner = ModelRunner(model, self.pool, checker=self.checker, sampler=sampler)
         self.eos_token_ids = eos_token_ids
         model_config = getattr(model, "config", None)
