@@ -97,6 +97,19 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
 
 
+def bench_project(work: Path, replica_port: int) -> Path:
+    """The benches' worker project: WORKER, its AI binding attached to the replica on the port."""
+    project = work / "bench-ai"
+    project.mkdir(exist_ok=True)
+    (project / "worker.py").write_text(WORKER)
+    (project / "ember.yaml").write_text(
+        "name: bench-ai\nmain: worker.py\nlimits:\n  cpu_ms: 300000\nai:\n  binding: AI\n"
+        f'  models:\n    "{MODEL}":\n      url: http://127.0.0.1:{replica_port}\n'
+        "      max_running_requests: 256\n  limits:\n    concurrent_requests: 1024\n"
+    )
+    return project
+
+
 def _start_dev(project: Path, port: int) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "ember", "dev", str(project), "--port", str(port)]
     return subprocess.Popen(
@@ -122,14 +135,7 @@ def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
         stderr=subprocess.DEVNULL,
         env=_env(),
     )
-    project = work / "bench-ai"
-    project.mkdir(exist_ok=True)
-    (project / "worker.py").write_text(WORKER)
-    (project / "ember.yaml").write_text(
-        "name: bench-ai\nmain: worker.py\nlimits:\n  cpu_ms: 300000\nai:\n  binding: AI\n"
-        f'  models:\n    "{MODEL}":\n      url: http://127.0.0.1:{server_port}\n'
-        "      max_running_requests: 256\n  limits:\n    concurrent_requests: 1024\n"
-    )
+    project = bench_project(work, server_port)
     dev = _start_dev(project, dev_port)
     direct_url = f"http://127.0.0.1:{server_port}/v1/chat/completions"
     runtime_url = f"http://127.0.0.1:{dev_port}/"

@@ -77,14 +77,7 @@ def _servers(work: Path) -> tuple[subprocess.Popen[bytes], subprocess.Popen[byte
         stderr=subprocess.DEVNULL,
         env=base._env(),
     )
-    project = work / "bench-ai"
-    project.mkdir(exist_ok=True)
-    (project / "worker.py").write_text(base.WORKER)
-    (project / "ember.yaml").write_text(
-        "name: bench-ai\nmain: worker.py\nlimits:\n  cpu_ms: 300000\nai:\n  binding: AI\n"
-        f'  models:\n    "{base.MODEL}":\n      url: http://127.0.0.1:{server_port}\n'
-        "      max_running_requests: 256\n  limits:\n    concurrent_requests: 1024\n"
-    )
+    project = base.bench_project(work, server_port)
     return server, base._start_dev(project, dev_port), server_port, dev_port
 
 

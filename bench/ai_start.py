@@ -51,14 +51,7 @@ def _servers(
         [sys.executable, "-m", "bench.ai_stub", "--port", str(stub_port), "--model", base.MODEL],
         env=base._env(),
     )
-    project = work / "bench-ai"
-    project.mkdir(exist_ok=True)
-    (project / "worker.py").write_text(base.WORKER)
-    (project / "ember.yaml").write_text(
-        "name: bench-ai\nmain: worker.py\nlimits:\n  cpu_ms: 300000\nai:\n  binding: AI\n"
-        f'  models:\n    "{base.MODEL}":\n      url: http://127.0.0.1:{stub_port}\n'
-        "      max_running_requests: 256\n  limits:\n    concurrent_requests: 1024\n"
-    )
+    project = base.bench_project(work, stub_port)
     command = [sys.executable, "-m", "ember", "dev", str(project), "--port", str(dev_port)]
     dev = subprocess.Popen(
         [*command, "--no-watch"],
