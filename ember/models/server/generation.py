@@ -40,6 +40,9 @@ class GenerationInput:
     params: SamplingParams  # max_tokens resolved (never None)
     constraint: ConstraintSpec | None = None
     skip_special_tokens: bool = True
+    # Special token ids kept in the text although skipped otherwise: a chat parser's markers
+    # (``<think>``, tool-call tokens), so that role tokens a model emits never reach content.
+    keep_special: frozenset[int] = frozenset()
     arrival: float = field(default_factory=time.perf_counter)
 
 
@@ -95,7 +98,11 @@ async def stream_generation(
     tokenizer = served.tokenizer
     rid = request.request_id
 
+    drop = tokenizer.special_ids - request.keep_special if skip and request.keep_special else None
+
     def decode(ids: list[int]) -> str:
+        if drop is not None:
+            return tokenizer.decode([i for i in ids if i not in drop])
         return tokenizer.decode(ids, skip_special_tokens=skip)
 
     checker = StopChecker(params, decode, served.eos_token_ids, context_ids=request.prompt_ids[-5:])

@@ -23,7 +23,12 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.api.output_parser import ChatOutputParser, reasoning_prefix
 from ember.models.chat_encode import encode_chat
 from ember.models.constrain.session import ConstraintSpec
-from ember.models.constrain.tool_grammars import ReasoningPrefix
+from ember.models.constrain.tool_grammars import (
+    THINK_BEGIN,
+    THINK_END,
+    ReasoningPrefix,
+    family_markers,
+)
 from ember.models.sampling import SamplingParams
 from ember.models.server.generation import GenerationInput, check_request, max_tokens_for
 from ember.models.server.loading import ServedModel
@@ -59,9 +64,18 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
         prompt_ids,
         request.sampling,
         constraint=constraint,
-        skip_special_tokens=False,  # reasoning and tool-call markers are special tokens
+        keep_special=parser_markers(served),  # the other special tokens are skipped
     )
     return ChatInput(generation, parser, reasoning)
+
+
+def parser_markers(served: ServedModel) -> frozenset[int]:
+    """The special tokens a chat output parser reads: ``<think>``, ``</think>`` and the model's
+    tool-call markers (special tokens in Kimi's and GLM's tokenizers), as ids."""
+    tokenizer = served.tokenizer
+    texts = (THINK_BEGIN, THINK_END, *family_markers(served.tool_format))
+    ids = (tokenizer.backend.token_to_id(text) for text in texts)
+    return frozenset(i for i in ids if i is not None and i in tokenizer.special_ids)
 
 
 def prompt_ids_for(served: ServedModel, text: str | None, ids: tuple[int, ...] | None) -> list[int]:
@@ -79,6 +93,7 @@ def generation_input(
     *,
     constraint: ConstraintSpec | None = None,
     skip_special_tokens: bool = True,
+    keep_special: frozenset[int] = frozenset(),
 ) -> GenerationInput:
     """The engine request for ``prompt_ids``; raises 400-type errors for what cannot be served."""
     if not prompt_ids:
@@ -98,6 +113,7 @@ def generation_input(
         params,
         constraint=constraint,
         skip_special_tokens=skip_special_tokens,
+        keep_special=keep_special,
     )
     check_request(served, generation)
     return generation

@@ -213,3 +213,30 @@ def test_control_tokens_in_a_message_stay_text(kimi: LiveServer) -> None:
         max_tokens=1,
     )
     assert reply.usage.completion_tokens == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_role_tokens_the_model_emits_never_reach_the_content(
+    kimi: LiveServer, stream: bool
+) -> None:
+    """Chat output keeps the parser's markers but skips other special tokens, as
+    ``skip_special_tokens`` does: a model that emits ``<|im_assistant|>`` shows no role token."""
+    served = kimi.state.served
+    assert served is not None
+    role = served.tokenizer.token_id("<|im_assistant|>")
+    body = dict(
+        model="kimi",
+        messages=[{"role": "user", "content": "Write a Python function."}],
+        max_tokens=3,
+        temperature=0,
+        logit_bias={str(role): 100},
+        extra_body=NO_THINKING,
+    )
+    if stream:
+        chunks = client(kimi).chat.completions.create(**body, stream=True)
+        content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        reply = client(kimi).chat.completions.create(**body)
+        assert reply.usage.completion_tokens == 3  # the model did emit them
+        content = reply.choices[0].message.content or ""
+    assert "<|im_assistant|>" not in content and "im_assistant" not in content
