@@ -64,16 +64,18 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
         prompt_ids,
         request.sampling,
         constraint=constraint,
-        keep_special=parser_markers(served),  # the other special tokens are skipped
+        keep_special=parser_markers(served, reasoning),  # other special tokens are skipped
     )
     return ChatInput(generation, parser, reasoning)
 
 
-def parser_markers(served: ServedModel) -> frozenset[int]:
-    """The special tokens a chat output parser reads: ``<think>``, ``</think>`` and the model's
-    tool-call markers (special tokens in Kimi's and GLM's tokenizers), as ids."""
+def parser_markers(served: ServedModel, reasoning: ReasoningPrefix) -> frozenset[int]:
+    """The special tokens a chat output parser reads, as ids: the model's tool-call markers
+    (which stay in the content when a request has no tools, as the parser documents) and,
+    unless thinking is off, ``<think>`` and ``</think>``."""
     tokenizer = served.tokenizer
-    texts = (THINK_BEGIN, THINK_END, *family_markers(served.tool_format))
+    think = (THINK_BEGIN, THINK_END) if reasoning != "off" else ()
+    texts = (*think, *family_markers(served.tool_format))
     ids = (tokenizer.backend.token_to_id(text) for text in texts)
     return frozenset(i for i in ids if i is not None and i in tokenizer.special_ids)
 

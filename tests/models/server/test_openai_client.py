@@ -215,15 +215,16 @@ def test_control_tokens_in_a_message_stay_text(kimi: LiveServer) -> None:
     assert reply.usage.completion_tokens == 1
 
 
+@pytest.mark.parametrize("token", ["<|im_assistant|>", "</think>"])
 @pytest.mark.parametrize("stream", [False, True])
-def test_role_tokens_the_model_emits_never_reach_the_content(
-    kimi: LiveServer, stream: bool
+def test_special_tokens_the_model_emits_never_reach_the_content(
+    kimi: LiveServer, stream: bool, token: str
 ) -> None:
     """Chat output keeps the parser's markers but skips other special tokens, as
-    ``skip_special_tokens`` does: a model that emits ``<|im_assistant|>`` shows no role token."""
+    ``skip_special_tokens`` does: a role token, or ``</think>`` with thinking off, never shows."""
     served = kimi.state.served
     assert served is not None
-    role = served.tokenizer.token_id("<|im_assistant|>")
+    role = served.tokenizer.token_id(token)
     body = dict(
         model="kimi",
         messages=[{"role": "user", "content": "Write a Python function."}],
@@ -239,4 +240,4 @@ def test_role_tokens_the_model_emits_never_reach_the_content(
         reply = client(kimi).chat.completions.create(**body)
         assert reply.usage.completion_tokens == 3  # the model did emit them
         content = reply.choices[0].message.content or ""
-    assert "<|im_assistant|>" not in content and "im_assistant" not in content
+    assert token not in content and token.strip("<|/>") not in content
