@@ -15,9 +15,11 @@ the machine's load does not favour either), so the comparison is a ratio within 
   fresh ``python -I -c pass`` for scale.
 
 ``--reference`` adds ``ember dev --no-fast-http`` (uvicorn's ASGI path, as before the HTTP fast
-path) to the same rounds. CPU per request is recorded for each server's processes, its main
-process (ember's supervisor) and the load generator: on a quiet machine the throughput ratio
-follows the supervisor's CPU per request against the bare server's.
+path) to the same rounds; ``--baseline DIR`` adds ``ember dev`` run from another checkout's code
+(``git archive main | tar -x -C DIR``), so a branch is compared with main within one run. CPU
+per request is recorded for each server's processes, its main process (ember's supervisor) and
+the load generator: on a quiet machine the throughput ratio follows the supervisor's CPU per
+request against the bare server's.
 
 Writes ``bench/results/runtime.json`` and, if matplotlib is installed, ``runtime.png``.
 The machine is shared: the JSON records the load average before and after, and at each round.
@@ -80,21 +82,22 @@ def start_bare(port: int, workdir: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL)
 
 
-def start_ember(port: int, state: Path, *extra: str) -> subprocess.Popen[bytes]:
+def start_ember(port: int, state: Path, *extra: str, root: Path = ROOT) -> subprocess.Popen[bytes]:
+    """``ember dev examples/hello`` with the ``ember`` package of ``root`` (this checkout's)."""
     command = [
         sys.executable,
         "-m",
         "ember",
         "dev",
-        str(ROOT / "examples" / "hello"),
+        str(root / "examples" / "hello"),
         "--port",
         str(port),
         "--persist-to",
         str(state),
         *extra,
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL)
 
 
 async def wait_ready(port: int, timeout: float = 30) -> None:
@@ -273,8 +276,17 @@ async def main() -> None:
         action="store_true",
         help="also run ember dev --no-fast-http (uvicorn's ASGI path) in the same rounds",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run ember dev from this directory's code (e.g. main's) in the same rounds",
+    )
     args = parser.parse_args()
     names = ["bare", "ember", *(["ember_asgi"] if args.reference else [])]
+    if args.baseline is not None:
+        if not (args.baseline / "ember" / "__init__.py").is_file():
+            parser.error(f"--baseline {args.baseline}: no ember package there")
+        names.append("ember_baseline")
 
     load_before = os.getloadavg()
     results: dict[str, dict[str, list[float]]] = {
@@ -299,6 +311,10 @@ async def main() -> None:
         if args.reference:
             servers["ember_asgi"] = start_ember(
                 ports["ember_asgi"], workdir / "state_asgi", "--no-fast-http"
+            )
+        if args.baseline is not None:
+            servers["ember_baseline"] = start_ember(
+                ports["ember_baseline"], workdir / "state_baseline", root=args.baseline.resolve()
             )
         try:
             for port in ports.values():
@@ -379,6 +395,23 @@ async def main() -> None:
                 asgi["main_process_cpu_us_per_request"]
             ),
         }
+    if args.baseline is not None:  # this checkout against the baseline's code, same rounds
+        base = results["ember_baseline"]
+        summary |= {
+            "ember_baseline_rps": statistics.median(base["rps"]),
+            "ember_baseline_rps_ratio": statistics.median(
+                e / b for e, b in zip(base["rps"], bare["rps"], strict=True)
+            ),
+            "ember_over_baseline_rps": statistics.median(
+                e / b for e, b in zip(ember["rps"], base["rps"], strict=True)
+            ),
+            "ember_baseline_supervisor_cpu_us_per_request": statistics.median(
+                base["main_process_cpu_us_per_request"]
+            ),
+            "ember_baseline_cpu_us_per_request": statistics.median(
+                base["server_cpu_us_per_request"]
+            ),
+        }
     summary["client_cpu_us_per_request"] = statistics.median(
         c for name in names for c in results[name]["client_cpu_us_per_request"]
     )
@@ -405,7 +438,9 @@ async def main() -> None:
         | {
             "output": str(args.output.relative_to(ROOT))
             if args.output.is_relative_to(ROOT)
-            else str(args.output)
+            else str(args.output),
+            # (its name only: the JSON is committed, a machine's paths are not)
+            "baseline": args.baseline.resolve().name if args.baseline is not None else None,
         },
         "summary": summary,
         "rounds": results,
@@ -435,6 +470,10 @@ def plot(report: dict, path: Path) -> None:  # type: ignore[type-arg]
         names.append("ember dev\n--no-fast-http")
         values.append(s["ember_asgi_rps"])
         colors.append("#f4a582")
+    if "ember_baseline_rps" in s:  # --baseline: ember dev from another checkout's code
+        names.append("ember dev\n(baseline)")
+        values.append(s["ember_baseline_rps"])
+        colors.append("#fdd0a2")
     axes[0].bar(names, values, color=colors)
     axes[0].set_title(
         f"requests/s, {report['settings']['connections']} connections\n"
