@@ -77,6 +77,8 @@ def dev(
         event_loop.run(server.serve(on_ready=ready))
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut down cleanly and re-raised the signal
+    finally:
+        sink.flush()  # request lines of the last FLUSH_EVERY_S
 
 
 def _banner(server: object) -> None:
@@ -107,16 +109,24 @@ class TerminalSink:
         self._events = events
         self._color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
         self._flush_scheduled = False
+        # Request lines not yet written. Kept here rather than in sys.stdout's buffer, which
+        # writes every line through when stdout is unbuffered (PYTHONUNBUFFERED=1, python -u):
+        # a write syscall per request on the server's hot path.
+        self._lines: list[str] = []
 
     def _flush_soon(self) -> None:
-        # Request lines are flushed together, at most FLUSH_EVERY_S late: under load that is one
-        # write syscall per many requests instead of one per event-loop iteration.
+        # Request lines are written together, at most FLUSH_EVERY_S late: under load that is one
+        # write syscall per many requests instead of one per request.
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_later(FLUSH_EVERY_S, self._flush)
+            asyncio.get_running_loop().call_later(FLUSH_EVERY_S, self.flush)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write the pending request lines now (in one write) and flush stdout."""
         self._flush_scheduled = False
+        if self._lines:
+            lines, self._lines = self._lines, []
+            sys.stdout.write("".join(lines))
         sys.stdout.flush()
 
     def emit(self, event: object) -> None:
@@ -133,9 +143,12 @@ class TerminalSink:
                 status = f"\x1b[{code}m{status}\x1b[0m"
             note = "" if event.outcome in ("ok", "exception") else f" [{event.outcome}]"
             line = f"{event.method} {target} {status} ({event.duration_ms:.1f}ms){note}\n"
-            sys.stdout.write(line)
+            self._lines.append(line)
             self._flush_soon()
-        elif isinstance(event, E.ConsoleEvent):
+            return
+        if self._lines:  # other output goes after the request lines printed before it
+            self.flush()
+        if isinstance(event, E.ConsoleEvent):
             click.echo(event.message, err=event.level in ("error", "warn"))
         elif isinstance(event, E.ExceptionEvent):
             click.secho(f"✘ {event.message}", fg="red", err=True)

@@ -1,0 +1,58 @@
+"""``ember dev``'s request log: lines written together, in order, even with unbuffered stdout."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ember.cli.dev import FLUSH_EVERY_S, TerminalSink
+from ember.runtime.events import ConsoleEvent, RequestEvent
+
+
+class CountingStdout:
+    """An unbuffered stdout (as under PYTHONUNBUFFERED=1): each ``write`` would be a syscall."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str | bytes) -> int:  # (click.echo may write bytes)
+        self.writes.append(text.decode() if isinstance(text, bytes) else text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _request(index: int) -> RequestEvent:
+    return RequestEvent("dep", "GET", f"http://127.0.0.1:8787/r{index}", 200, 1.5, 0.1, "ok")
+
+
+def test_request_lines_are_written_together_and_before_later_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stdout = CountingStdout()
+    monkeypatch.setattr("sys.stdout", stdout)
+
+    async def main() -> None:
+        sink = TerminalSink()
+        for index in range(50):
+            sink.emit(_request(index))
+        assert stdout.writes == []  # nothing per request
+        await asyncio.sleep(FLUSH_EVERY_S * 5)
+        assert len(stdout.writes) == 1
+        assert stdout.writes[0].splitlines() == [f"GET /r{i} 200 (1.5ms)" for i in range(50)]
+        sink.emit(_request(50))
+        sink.emit(ConsoleEvent("dep", "log", "printed after request 50"))
+        assert "".join(stdout.writes[1:]).splitlines() == [
+            "GET /r50 200 (1.5ms)",
+            "printed after request 50",
+        ]
+        sink.emit(_request(51))
+        sink.flush()  # as ember dev does when it stops
+        assert stdout.writes[-1] == "GET /r51 200 (1.5ms)\n"
+
+    asyncio.run(main())
