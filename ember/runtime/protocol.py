@@ -440,11 +440,17 @@ class FrameWriter:
                 self._loop = asyncio.get_running_loop()
             self._loop.call_soon(self._flush)
 
+    def flush(self) -> None:
+        """Write the queued frames now (the flush already scheduled then finds none)."""
+        if self._parts:
+            self._flush()
+            self._scheduled = True  # still scheduled: the next frame must not schedule another
+
     def _flush(self) -> None:
         self._scheduled = False
         parts, self._parts = self._parts, []
         transport = self.transport
-        if transport is not None and not transport.is_closing():
+        if parts and transport is not None and not transport.is_closing():
             transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
             limit = self._max_buffered
             if limit is not None and transport.get_write_buffer_size() > limit:

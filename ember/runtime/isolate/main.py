@@ -88,6 +88,9 @@ class IsolateConnection(asyncio.Protocol):
                 self.dispatch(self._decode(payload))
         except ProtocolError:
             os._exit(75)  # the supervisor is trusted; a bad frame means something is badly wrong
+        # Handlers start inside dispatch (events.py): the answers of those that did not
+        # suspend go out now, in one write, not at the end of the next loop iteration.
+        self._writer.flush()
 
     def dispatch(self, message: Message) -> None:
         """Route one frame from the supervisor."""
