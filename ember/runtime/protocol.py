@@ -440,11 +440,14 @@ class FrameWriter:
                 self._loop = asyncio.get_running_loop()
             self._loop.call_soon(self._flush)
 
-    def flush(self) -> None:
-        """Write the queued frames now (the flush already scheduled then finds none)."""
-        if self._parts:
-            self._flush()
-            self._scheduled = True  # still scheduled: the next frame must not schedule another
+    def arm(self) -> None:
+        """Schedule the flush now, before any frame is queued: it then runs after the callbacks
+        (tasks' steps) already scheduled, in the same loop iteration as they, not the next."""
+        if not self._scheduled:
+            self._scheduled = True
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._scheduled = False

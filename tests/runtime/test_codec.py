@@ -169,3 +169,30 @@ def test_frame_writer_sends_the_reference_bytes(messages: list[P.Message], blob:
         return transport.written
 
     assert asyncio.run(write()) == [b"".join(P.encode(m) for m in messages)]
+
+
+def test_an_armed_writer_flushes_after_the_callbacks_scheduled_before_it() -> None:
+    """As the isolate arms it after a read: the tasks that read started answer in one write."""
+
+    async def write() -> tuple[list[bytes], list[bytes], list[bytes]]:
+        loop = asyncio.get_running_loop()
+        writer = P.FrameWriter()
+        writer.transport = transport = _Transport()
+        writer.arm()  # nothing queued: nothing to write
+        await asyncio.sleep(0)
+        empty = list(transport.written)
+        for rid in (1, 2, 3):  # three tasks' first steps, scheduled by the read
+            loop.call_soon(writer.send, P.Done(rid))
+        writer.arm()
+        await asyncio.sleep(0)  # one iteration: the three steps, then the flush
+        armed = list(transport.written)
+        transport.written.clear()
+        for rid in (4, 5):  # unarmed: the first frame schedules the flush for the next iteration
+            loop.call_soon(writer.send, P.Done(rid))
+        await asyncio.sleep(0)
+        return empty, armed, list(transport.written)
+
+    empty, armed, unarmed = asyncio.run(write())
+    assert empty == []
+    assert armed == [b"".join(P.encode(P.Done(rid)) for rid in (1, 2, 3))]
+    assert unarmed == []  # not yet written after the iteration that queued them

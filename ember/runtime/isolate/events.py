@@ -1,13 +1,5 @@
 """Run fetch and scheduled events, each in its own task, and report how each one went.
 
-Each event is a real ``asyncio.Task`` (``asyncio.current_task()``, ``asyncio.timeout`` and
-``TaskGroup`` work in handlers), but its handler starts at once, inside the read that brought
-the event (``_Driver``): a handler that answers without suspending (most do) has its Response
-frame ready before the read returns, so the isolate writes the whole batch's answers in the
-loop iteration that read it, instead of two iterations later (task steps, then the flush).
-The task takes over the coroutine where it first suspended. ``direct=False`` is the reference:
-the task starts the handler in the next iteration (tests compare the two).
-
 Per event: call the handler, check it returned a ``Response``, send the head (with the body
 inline when small, else as a credit-controlled stream), wait for ``waitUntil`` work, then send
 Done. A body that is a binding's reply stream, unread, is handed back (``PipeResponse``): the
@@ -19,10 +11,7 @@ such so the supervisor answers with the platform's limit error.
 from __future__ import annotations
 
 import asyncio
-import collections.abc
-import contextvars
-from asyncio.tasks import _enter_task, _leave_task
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable
 from typing import Any
 
 from ember.bindings.env import Env
@@ -71,7 +60,6 @@ class EventRunner:
         send: Callable[[Message], None],
         mux: Mux,
         channel: IsolateChannel,
-        direct: bool = True,
     ) -> None:
         self.entry = entry
         self.env = env
@@ -80,7 +68,6 @@ class EventRunner:
         self.channel = channel
         self.events: dict[int, _Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None  # found once: each lookup is a getpid
-        self.direct = direct
 
     def on_event(self, message: Request | Scheduled | Cancel) -> None:
         """Start a task for a new event, or cancel one."""
@@ -104,13 +91,7 @@ class EventRunner:
             work = self._scheduled(event, message)
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-        if not self.direct:  # the reference: the task starts the handler next iteration
-            event.task = self._loop.create_task(self._run(event, work))
-            return
-        context = contextvars.copy_context()  # what create_task would give the task
-        driver = _Driver(self._run(event, work))
-        event.task = asyncio.Task(driver, loop=self._loop, context=context)
-        driver.start(self._loop, event.task, context)
+        event.task = self._loop.create_task(self._run(event, work))
 
     async def _run(self, event: _Event, work: Any) -> None:
         scope = event.scope
@@ -213,81 +194,6 @@ class EventRunner:
         message = f"{type(exc).__name__}: {exc}"[:60_000]
         trace = "" if isinstance(exc, _InvalidResponse) else format_user_traceback(exc)
         self.send(RequestError(rid, kind, message, trace))
-
-
-_FRESH, _SUSPENDED, _RUNNING, _RETURNED, _RAISED = range(5)
-
-
-class _Driver(collections.abc.Coroutine):  # type: ignore[type-arg]
-    """The coroutine of an event's task: runs the event's coroutine ``start``ed outside it.
-
-    ``start`` runs it at once, as the task's first step would (the task current, in the
-    task's context) until it first suspends, returns or raises. The task's first step then
-    hands the task what it suspended on (a future: the task waits for it, exactly as if its
-    own step had run the coroutine), or ends the task as the coroutine ended; later steps are
-    passed straight through. A task cancelled before its first step throws into the coroutine
-    where it suspended (a coroutine that already ended just ends the task, cancelled).
-    """
-
-    __slots__ = ("_coro", "_state", "_value")
-
-    def __init__(self, coro: Coroutine[Any, Any, None]) -> None:
-        self._coro = coro
-        self._state = _FRESH
-        self._value: Any = None  # what it suspended on, returned, or raised
-
-    def start(
-        self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None], context: Any
-    ) -> None:
-        """Run the coroutine until it first suspends; as the task, in its context."""
-        _enter_task(loop, task)
-        try:
-            self._value = context.run(self._coro.send, None)
-            self._state = _SUSPENDED
-        except StopIteration as stop:
-            self._state, self._value = _RETURNED, stop.value
-        except BaseException as exc:  # noqa: BLE001 - the task's first step raises it
-            self._state, self._value = _RAISED, exc
-        finally:
-            _leave_task(loop, task)
-
-    def send(self, value: Any) -> Any:
-        state = self._state
-        if state == _RUNNING:
-            return self._coro.send(value)
-        if state == _FRESH:  # (not started: behave as the coroutine itself)
-            self._state = _RUNNING
-            return self._coro.send(value)
-        return self._first_step()
-
-    def _first_step(self) -> Any:
-        state, value = self._state, self._value
-        self._state, self._value = _RUNNING, None
-        if state == _SUSPENDED:
-            return value  # the task now waits on it
-        if state == _RETURNED:
-            raise StopIteration(value)
-        raise value  # _RAISED
-
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        exc = typ if val is None else val
-        state = self._state
-        if state in (_RETURNED, _RAISED):
-            self._state, self._value = _RUNNING, None
-            raise exc  # ended already: the task ends with what was thrown (cancelled)
-        if state == _SUSPENDED and isinstance(exc, asyncio.CancelledError):
-            waited = self._value  # cancelled before the task waited on it: as Task.cancel does
-            if asyncio.isfuture(waited):
-                waited._asyncio_future_blocking = False
-                waited.cancel()
-        self._state, self._value = _RUNNING, None
-        return self._coro.throw(exc)
-
-    def close(self) -> None:
-        self._coro.close()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        raise TypeError("an event's driver is run by its task only")
 
 
 class _InvalidResponse(TypeError):

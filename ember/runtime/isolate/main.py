@@ -88,9 +88,9 @@ class IsolateConnection(asyncio.Protocol):
                 self.dispatch(self._decode(payload))
         except ProtocolError:
             os._exit(75)  # the supervisor is trusted; a bad frame means something is badly wrong
-        # Handlers start inside dispatch (events.py): the answers of those that did not
-        # suspend go out now, in one write, not at the end of the next loop iteration.
-        self._writer.flush()
+        # The flush goes after the tasks this read started: the answers of handlers that do not
+        # suspend (most) are written at the end of the next iteration, not of the one after.
+        self._writer.arm()
 
     def dispatch(self, message: Message) -> None:
         """Route one frame from the supervisor."""
