@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from types import ModuleType
+from types import CoroutineType, ModuleType
 from typing import Any
 
 from ember.errors import HandlerError
@@ -73,6 +73,8 @@ def _method(cls: type, name: str, offered: int) -> Handler | None:
         instance = cls(ctx, env)
         bound = getattr(instance, name)
         result = bound(*(first, env, ctx)[: max(count, 0)])
+        if type(result) is CoroutineType:  # (an async def handler: the usual case, checked first)
+            return await result
         return await result if inspect.isawaitable(result) else result
 
     return call
@@ -92,6 +94,8 @@ def _function(module: ModuleType, names: tuple[str, ...]) -> Handler | None:
             first: Any, env: Any, ctx: Context, _f: Any = function, _n: int = count
         ) -> Any:
             result = _f(*(first, env, ctx)[:_n])
+            if type(result) is CoroutineType:
+                return await result
             return await result if inspect.isawaitable(result) else result
 
         return call
