@@ -16,7 +16,9 @@ the machine's load does not favour either), so the comparison is a ratio within 
 
 ``--reference`` adds ``ember dev --no-fast-http`` (uvicorn's ASGI path, as before the HTTP fast
 path) to the same rounds; ``--baseline DIR`` adds ``ember dev`` run from another checkout's code
-(``git archive main | tar -x -C DIR``), so a branch is compared with main within one run. CPU
+(``git archive main | tar -x -C DIR``), so a branch is compared with main within one run;
+``--sched-other`` adds this checkout's ``ember dev`` with its isolates moved back from SCHED_BATCH
+(``child.batch_scheduling``) to the default policy, to show that policy's own effect. CPU
 per request is recorded for each server's processes, its main process (ember's supervisor) and
 the load generator: on a quiet machine the throughput ratio follows the supervisor's CPU per
 request against the bare server's.
@@ -32,7 +34,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,168 +41,20 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.runtime_servers import (
+    cpu_seconds,
+    free_port,
+    latency,
+    process_tree,
+    start_bare,
+    start_ember,
+    throughput,
+    to_sched_other,
+    wait_ready,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-BODY = b"Hello, world!"
-
-BARE_APP = """
-from starlette.responses import Response
-
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await Response("Hello, world!", media_type="text/plain;charset=UTF-8")(scope, receive, send)
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_bare(port: int, workdir: Path) -> subprocess.Popen[bytes]:
-    (workdir / "bare_app.py").write_text(BARE_APP)
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "bare_app:app",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        "--no-access-log",
-        "--lifespan",
-        "off",
-        "--ws",
-        "none",
-    ]
-    return subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL)
-
-
-def start_ember(port: int, state: Path, *extra: str, root: Path = ROOT) -> subprocess.Popen[bytes]:
-    """``ember dev examples/hello`` with the ``ember`` package of ``root`` (this checkout's)."""
-    command = [
-        sys.executable,
-        "-m",
-        "ember",
-        "dev",
-        str(root / "examples" / "hello"),
-        "--port",
-        str(port),
-        "--persist-to",
-        str(state),
-        *extra,
-    ]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL)
-
-
-async def wait_ready(port: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            connection = Connection(port)
-            await connection.open()
-            body = await connection.get()
-            connection.close()
-            if body == BODY:
-                return
-        except OSError:
-            pass
-        await asyncio.sleep(0.05)
-    raise RuntimeError(f"server on port {port} did not answer")
-
-
-class Connection:
-    """One keep-alive HTTP/1.1 connection that sends GET / and reads a Content-Length body."""
-
-    REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: ember-bench\r\n\r\n"
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-
-    async def open(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-
-    async def get(self) -> bytes:
-        self.writer.write(self.REQUEST)
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        if not head.startswith(b"HTTP/1.1 200"):
-            raise RuntimeError(f"unexpected response {head[:40]!r}")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line[:15].lower() == b"content-length:":
-                length = int(line[15:])
-        return await self.reader.readexactly(length)
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-async def latency(port: int, duration: float) -> list[float]:
-    """Per-request seconds, one connection, requests back to back."""
-    connection = Connection(port)
-    await connection.open()
-    samples: list[float] = []
-    end = time.perf_counter() + duration
-    while (start := time.perf_counter()) < end:
-        await connection.get()
-        samples.append(time.perf_counter() - start)
-    connection.close()
-    return samples
-
-
-async def throughput(port: int, duration: float, connections: int) -> float:
-    """Requests per second over ``connections`` concurrent keep-alive connections."""
-    count = 0
-    end = time.perf_counter() + duration
-
-    async def worker() -> None:
-        nonlocal count
-        connection = Connection(port)
-        await connection.open()
-        while time.perf_counter() < end:
-            await connection.get()
-            count += 1
-        connection.close()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(connections)))
-    return count / (time.perf_counter() - start)
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (ember dev: supervisor, zygote, isolates)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(entry.name))
-    tree, index = [pid], 0
-    while index < len(tree):
-        tree += children.get(tree[index], [])
-        index += 1
-    return tree
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU of ``pids`` (those still alive)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -281,8 +134,15 @@ async def main() -> None:
         type=Path,
         help="also run ember dev from this directory's code (e.g. main's) in the same rounds",
     )
+    parser.add_argument(
+        "--sched-other",
+        action="store_true",
+        help="also run ember dev with its isolates under SCHED_OTHER (not SCHED_BATCH)",
+    )
     args = parser.parse_args()
     names = ["bare", "ember", *(["ember_asgi"] if args.reference else [])]
+    if args.sched_other:
+        names.append("ember_sched_other")
     if args.baseline is not None:
         if not (args.baseline / "ember" / "__init__.py").is_file():
             parser.error(f"--baseline {args.baseline}: no ember package there")
@@ -316,10 +176,18 @@ async def main() -> None:
             servers["ember_baseline"] = start_ember(
                 ports["ember_baseline"], workdir / "state_baseline", root=args.baseline.resolve()
             )
+        if args.sched_other:
+            servers["ember_sched_other"] = start_ember(
+                ports["ember_sched_other"], workdir / "state_sched_other"
+            )
         try:
             for port in ports.values():
                 await wait_ready(port)
                 await throughput(port, 1.0, args.connections)  # warm up
+            if args.sched_other:  # its isolate exists now (the requests above started it)
+                moved = to_sched_other(process_tree(servers["ember_sched_other"].pid)[1:])
+                if not moved:
+                    raise RuntimeError("--sched-other: no isolate under SCHED_BATCH to move")
             for round_index in range(args.rounds):
                 order = list(ports.items())
                 for name, port in order if round_index % 2 == 0 else order[::-1]:
@@ -412,6 +280,20 @@ async def main() -> None:
                 base["server_cpu_us_per_request"]
             ),
         }
+    if args.sched_other:  # SCHED_BATCH isolates against the default policy, same code and rounds
+        other = results["ember_sched_other"]
+        summary |= {
+            "ember_sched_other_rps": statistics.median(other["rps"]),
+            "ember_sched_other_rps_ratio": statistics.median(
+                e / b for e, b in zip(other["rps"], bare["rps"], strict=True)
+            ),
+            "ember_over_sched_other_rps": statistics.median(
+                e / b for e, b in zip(ember["rps"], other["rps"], strict=True)
+            ),
+            "ember_sched_other_cpu_us_per_request": statistics.median(
+                other["server_cpu_us_per_request"]
+            ),
+        }
     summary["client_cpu_us_per_request"] = statistics.median(
         c for name in names for c in results[name]["client_cpu_us_per_request"]
     )
@@ -470,6 +352,10 @@ def plot(report: dict, path: Path) -> None:  # type: ignore[type-arg]
         names.append("ember dev\n--no-fast-http")
         values.append(s["ember_asgi_rps"])
         colors.append("#f4a582")
+    if "ember_sched_other_rps" in s:  # --sched-other: isolates under the default policy
+        names.append("ember dev\nSCHED_OTHER")
+        values.append(s["ember_sched_other_rps"])
+        colors.append("#fdae6b")
     if "ember_baseline_rps" in s:  # --baseline: ember dev from another checkout's code
         names.append("ember dev\n(baseline)")
         values.append(s["ember_baseline_rps"])
