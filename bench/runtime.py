@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 
 from bench.runtime_servers import (
+    COUNTERS,
+    counters,
     cpu_seconds,
     free_port,
     latency,
@@ -158,6 +160,10 @@ async def main() -> None:
             "main_process_cpu_us_per_request": [],
             "client_cpu_us_per_request": [],
             "load_1m": [],
+            # per request, of the main process (ember's supervisor) and of the last process of
+            # the tree (ember's isolate; the bare server again): see runtime_servers.counters
+            **{f"main_{c}_per_request": [] for c in COUNTERS},
+            **{f"last_{c}_per_request": [] for c in COUNTERS},
         }
         for name in names
     }
@@ -195,18 +201,25 @@ async def main() -> None:
                     samples = await latency(port, args.duration)
                     pids = process_tree(servers[name].pid)
                     main_before = cpu_seconds(pids[:1])
+                    hop_before = counters(pids[0]), counters(pids[-1])
                     cpu_before, started = cpu_seconds(pids), time.perf_counter()
                     client_before = time.process_time()  # the load generator (this process)
                     rps = await throughput(port, args.duration, args.connections)
                     client_used = time.process_time() - client_before
                     cpu_used = cpu_seconds(pids) - cpu_before
                     main_used = cpu_seconds(pids[:1]) - main_before
+                    hop_after = counters(pids[0]), counters(pids[-1])
                     requests = rps * (time.perf_counter() - started)
                     results[name]["server_cpu_us_per_request"].append(cpu_used / requests * 1e6)
                     results[name]["main_process_cpu_us_per_request"].append(
                         main_used / requests * 1e6
                     )
                     results[name]["client_cpu_us_per_request"].append(client_used / requests * 1e6)
+                    hop = zip(("main", "last"), hop_before, hop_after, strict=True)
+                    for which, before, after in hop:
+                        for counter, b, a in zip(COUNTERS, before, after, strict=True):
+                            key = f"{which}_{counter}_per_request"
+                            results[name][key].append((a - b) / requests)
                     results[name]["rps"].append(rps)
                     results[name]["p50_ms"].append(percentile(samples, 0.5) * 1000)
                     results[name]["p99_ms"].append(percentile(samples, 0.99) * 1000)
@@ -294,6 +307,14 @@ async def main() -> None:
                 other["server_cpu_us_per_request"]
             ),
         }
+    summary["hop_per_request"] = {  # medians: main (supervisor) and last (isolate) process
+        name: {key: round(statistics.median(results[name][key]), 3) for key in results[name]}
+        for name in names
+        if name != "bare"
+    }
+    for row in summary["hop_per_request"].values():
+        for key in ("rps", "p50_ms", "p99_ms", "load_1m"):
+            row.pop(key)
     summary["client_cpu_us_per_request"] = statistics.median(
         c for name in names for c in results[name]["client_cpu_us_per_request"]
     )

@@ -189,3 +189,26 @@ def to_sched_other(pids: list[int]) -> int:
         except OSError:
             continue  # (gone)
     return moved
+
+
+COUNTERS = ("reads", "writes", "sleeps", "preempted")
+
+
+def counters(pid: int) -> tuple[int, int, int, int]:
+    """Read and write syscalls, voluntary and involuntary context switches of ``pid`` so far.
+
+    Per request they show the hop: reads per request is one over the frames per read (batch
+    size), and an involuntary switch is the process preempted, e.g. by the peer it just woke.
+    """
+    try:
+        io = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return (0, 0, 0, 0)
+    switches = {k: int(v) for k, v in (line.split(":\t") for line in status if "ctxt" in line)}
+    return (
+        int(io["syscr"]),
+        int(io["syscw"]),
+        switches["voluntary_ctxt_switches"],
+        switches["nonvoluntary_ctxt_switches"],
+    )
