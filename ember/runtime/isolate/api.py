@@ -20,6 +20,7 @@ from ember.runtime.isolate.scope import Context, current_scope
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 BodyInit = str | bytes | bytearray | memoryview | AsyncIterable[Any] | Iterable[Any] | None
 SUBREQUEST_BINDING = "__fetch__"
+_TEXT_PLAIN = ("content-type", "text/plain;charset=UTF-8")
 
 
 class _Body:
@@ -34,8 +35,10 @@ class _Body:
             self._body = None
         elif isinstance(body, str):
             self._body = body.encode("utf-8")
-            if not headers.has("content-type"):
-                headers.append("content-type", "text/plain;charset=UTF-8")
+            if not headers._items:  # no headers given (the usual case): nothing to look up
+                headers._items.append(_TEXT_PLAIN)
+            elif not headers.has("content-type"):
+                headers.append(*_TEXT_PLAIN)
         elif isinstance(body, bytes | bytearray | memoryview):
             self._body = bytes(body)
         elif isinstance(body, _Body):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import Any
 
 GLOBAL_SCOPE_MESSAGE = (
@@ -46,16 +45,19 @@ class Context:
     passThroughOnException = pass_through_on_exception  # noqa: N815
 
 
-@dataclass(eq=False)
 class RequestScope:
-    """One event in flight inside the isolate."""
+    """One event in flight inside the isolate.
 
-    rid: int
-    channel: Any  # the isolate's BindingChannel (binding calls, subrequests)
-    background: list[asyncio.Task[Any]] = field(default_factory=list)
-    ctx: Context = field(init=False)
+    A plain class with slots, not a dataclass: one is built per request, and a dataclass's
+    field factory and ``__post_init__`` cost more than the rest of building it.
+    """
 
-    def __post_init__(self) -> None:
+    __slots__ = ("rid", "channel", "background", "ctx")
+
+    def __init__(self, rid: int, channel: Any) -> None:
+        self.rid = rid
+        self.channel = channel  # the isolate's BindingChannel (binding calls, subrequests)
+        self.background: list[asyncio.Task[Any]] = []
         self.ctx = Context(self)
 
     def add_background(self, awaitable: Awaitable[Any]) -> None:
