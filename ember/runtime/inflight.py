@@ -189,7 +189,7 @@ class InFlight:
         """The request is over (Done, failure or kill)."""
         if self.finished.done():
             return
-        cpu = self.process.cpu()
+        cpu = self.process.clock.shared()
         self.cpu_used = max(0.0, cpu - self.cpu_start)
         if self.kind == "fetch" and not self.head.done():  # only a misbehaving isolate does this
             self.outcome = L.NO_RESPONSE.tag

@@ -42,3 +42,48 @@ def process_parent(pid: int) -> int:
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
     fields = text[text.rfind(")") + 2 :].split()
     return int(fields[1]) if len(fields) > 1 else 0
+
+
+class CpuClock:
+    """One process's CPU seconds (0.0 before ``watch`` or once it is gone).
+
+    ``shared`` reads it once between ``hold`` and ``release``: the supervisor holds it for one
+    read of the isolate's socket, whose ten or so Response frames under load end their requests
+    microseconds apart; each reading is a syscall that may take the running isolate's runqueue
+    lock. Only a finished request's charge uses it; limits are checked from their own readings.
+    """
+
+    __slots__ = ("_clock", "_held")
+
+    def __init__(self) -> None:
+        self._clock: int | None = None
+        self._held: float | None = None  # -1.0: held, not read yet
+
+    def watch(self, pid: int) -> None:
+        """Read ``pid``'s clock from now on."""
+        self._clock = cpu_clock_id(pid)
+
+    def read(self) -> float:
+        """CPU seconds now (a syscall)."""
+        if self._clock is None:
+            return 0.0
+        try:
+            return time.clock_gettime(self._clock)
+        except OSError:
+            return 0.0
+
+    def hold(self) -> None:
+        """From now until ``release``, ``shared`` returns one reading."""
+        self._held = -1.0
+
+    def release(self) -> None:
+        self._held = None
+
+    def shared(self) -> float:
+        """``read()``, or the reading taken since ``hold`` (the first call takes it)."""
+        held = self._held
+        if held is None:
+            return self.read()
+        if held < 0:
+            held = self._held = self.read()
+        return held

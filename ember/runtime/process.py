@@ -29,12 +29,7 @@ from ember.runtime.deployment import Deployment
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
 from ember.runtime.lifecycle import State, WorkerLoadError
-from ember.runtime.monitor import (
-    cpu_clock_id,
-    process_cpu_seconds,
-    process_parent,
-    process_rss_bytes,
-)
+from ember.runtime.monitor import CpuClock, process_cpu_seconds, process_parent, process_rss_bytes
 from ember.runtime.mux import Mux
 from ember.runtime.pace import PollPace
 from ember.runtime.protocol import (
@@ -113,7 +108,7 @@ class IsolateProcess(asyncio.Protocol):
         self._started = time.monotonic()
         self.last_active = self._started  # when a request last started or ended (idle eviction)
         self._cpu_base = 0.0
-        self._cpu_clock = 0  # the isolate's CPU clock id, once its pid is known
+        self.clock = CpuClock()  # the isolate's CPU clock, once its pid is known
         self._idle_cpu = 0.0  # CPU when the last request ended (or at Ready)
         self._fresh_cpu: float | None = None  # read by fit_for_request for the next request
         self.exit_reason: str | None = None
@@ -176,7 +171,7 @@ class IsolateProcess(asyncio.Protocol):
         if pid != self.spawn_pid and process_parent(pid) != self.spawn_pid:
             raise ProtocolError(f"Hello names pid {pid}, which is not the spawned isolate")
         self.pid = pid
-        self._cpu_clock = cpu_clock_id(pid)
+        self.clock.watch(pid)
         self._cpu_base = process_cpu_seconds(pid)
         self._hello.set_result(None)
 
@@ -189,6 +184,7 @@ class IsolateProcess(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.state is State.DEAD:
             return
+        self.clock.hold()  # the requests this read's frames finish share one CPU reading
         try:
             for payload in self.decoder.feed(data):
                 self._dispatch(self._decode(payload))
@@ -196,6 +192,8 @@ class IsolateProcess(asyncio.Protocol):
                     return
         except ProtocolError as exc:
             self.kill(L.PROTOCOL_VIOLATION, f"protocol violation: {exc}")
+        finally:
+            self.clock.release()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.state is not State.DEAD:
@@ -357,12 +355,7 @@ class IsolateProcess(asyncio.Protocol):
 
     def cpu(self) -> float:
         """The isolate's CPU seconds (0 before Hello or after death)."""
-        if not self.pid:
-            return 0.0
-        try:
-            return time.clock_gettime(self._cpu_clock)  # process_cpu_seconds, one call less
-        except OSError:
-            return 0.0
+        return self.clock.read()
 
     def _schedule_poll(self, delay: float | None = None) -> None:
         if self.state is not State.DEAD:
