@@ -16,9 +16,7 @@ the machine's load does not favour either), so the comparison is a ratio within 
 
 ``--reference`` adds ``ember dev --no-fast-http`` (uvicorn's ASGI path, as before the HTTP fast
 path) to the same rounds; ``--baseline DIR`` adds ``ember dev`` run from another checkout's code
-(``git archive main | tar -x -C DIR``), so a branch is compared with main within one run;
-``--sched-other`` adds this checkout's ``ember dev`` with its isolates moved back from SCHED_BATCH
-(``child.batch_scheduling``) to the default policy, to show that policy's own effect. CPU
+(``git archive main | tar -x -C DIR``), so a branch is compared with main within one run. CPU
 per request is recorded for each server's processes, its main process (ember's supervisor) and
 the load generator: on a quiet machine the throughput ratio follows the supervisor's CPU per
 request against the bare server's.
@@ -51,7 +49,6 @@ from bench.runtime_servers import (
     start_bare,
     start_ember,
     throughput,
-    to_sched_other,
     wait_ready,
 )
 
@@ -136,15 +133,8 @@ async def main() -> None:
         type=Path,
         help="also run ember dev from this directory's code (e.g. main's) in the same rounds",
     )
-    parser.add_argument(
-        "--sched-other",
-        action="store_true",
-        help="also run ember dev with its isolates under SCHED_OTHER (not SCHED_BATCH)",
-    )
     args = parser.parse_args()
     names = ["bare", "ember", *(["ember_asgi"] if args.reference else [])]
-    if args.sched_other:
-        names.append("ember_sched_other")
     if args.baseline is not None:
         if not (args.baseline / "ember" / "__init__.py").is_file():
             parser.error(f"--baseline {args.baseline}: no ember package there")
@@ -182,18 +172,10 @@ async def main() -> None:
             servers["ember_baseline"] = start_ember(
                 ports["ember_baseline"], workdir / "state_baseline", root=args.baseline.resolve()
             )
-        if args.sched_other:
-            servers["ember_sched_other"] = start_ember(
-                ports["ember_sched_other"], workdir / "state_sched_other"
-            )
         try:
             for port in ports.values():
                 await wait_ready(port)
                 await throughput(port, 1.0, args.connections)  # warm up
-            if args.sched_other:  # its isolate exists now (the requests above started it)
-                moved = to_sched_other(process_tree(servers["ember_sched_other"].pid)[1:])
-                if not moved:
-                    raise RuntimeError("--sched-other: no isolate under SCHED_BATCH to move")
             for round_index in range(args.rounds):
                 order = list(ports.items())
                 for name, port in order if round_index % 2 == 0 else order[::-1]:
@@ -293,20 +275,6 @@ async def main() -> None:
                 base["server_cpu_us_per_request"]
             ),
         }
-    if args.sched_other:  # SCHED_BATCH isolates against the default policy, same code and rounds
-        other = results["ember_sched_other"]
-        summary |= {
-            "ember_sched_other_rps": statistics.median(other["rps"]),
-            "ember_sched_other_rps_ratio": statistics.median(
-                e / b for e, b in zip(other["rps"], bare["rps"], strict=True)
-            ),
-            "ember_over_sched_other_rps": statistics.median(
-                e / b for e, b in zip(ember["rps"], other["rps"], strict=True)
-            ),
-            "ember_sched_other_cpu_us_per_request": statistics.median(
-                other["server_cpu_us_per_request"]
-            ),
-        }
     summary["hop_per_request"] = {  # medians: main (supervisor) and last (isolate) process
         name: {key: round(statistics.median(results[name][key]), 3) for key in results[name]}
         for name in names
@@ -373,10 +341,6 @@ def plot(report: dict, path: Path) -> None:  # type: ignore[type-arg]
         names.append("ember dev\n--no-fast-http")
         values.append(s["ember_asgi_rps"])
         colors.append("#f4a582")
-    if "ember_sched_other_rps" in s:  # --sched-other: isolates under the default policy
-        names.append("ember dev\nSCHED_OTHER")
-        values.append(s["ember_sched_other_rps"])
-        colors.append("#fdae6b")
     if "ember_baseline_rps" in s:  # --baseline: ember dev from another checkout's code
         names.append("ember dev\n(baseline)")
         values.append(s["ember_baseline_rps"])

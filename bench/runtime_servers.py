@@ -178,19 +178,6 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def to_sched_other(pids: list[int]) -> int:
-    """Move the SCHED_BATCH processes among ``pids`` to SCHED_OTHER; how many were moved."""
-    moved = 0
-    for pid in pids:
-        try:
-            if os.sched_getscheduler(pid) == os.SCHED_BATCH:
-                os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
-                moved += 1
-        except OSError:
-            continue  # (gone)
-    return moved
-
-
 COUNTERS = ("reads", "writes", "sleeps", "preempted")
 
 

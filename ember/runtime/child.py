@@ -117,25 +117,6 @@ def hygiene(spec: ChildSpec, parent_pid: int) -> None:
     os.umask(0o077)
     os.environ.clear()
     os.environ.update(spec.env)
-    batch_scheduling()
-
-
-def batch_scheduling() -> None:
-    """Run this process under SCHED_BATCH (inherited by a sandbox's worker; no privilege needed).
-
-    An isolate is woken by every batch of Request frames its supervisor writes. As an ordinary
-    task it then preempts the supervisor on the supervisor's own CPU (a socket write is a
-    "sync" wakeup, which places the wakee next to the waker), so the supervisor stops reading
-    and answering clients until the isolate sleeps again: the two take turns on one CPU. A
-    SCHED_BATCH task does not preempt on wakeup: the supervisor finishes its loop iteration and
-    the isolate runs when it sleeps, or on a CPU that goes idle. Fairness, nice values and
-    limits are unchanged. Its effect: ``bench.runtime --sched-other`` (BENCHMARKS.md, Runtime).
-    """
-    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
-        try:
-            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-        except OSError:
-            pass  # (a platform that refuses it: the default policy, as before)
 
 
 def prepare_dev_child(spec: ChildSpec) -> int:

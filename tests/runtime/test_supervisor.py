@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import pytest
 
 from tests.runtime.harness import Harness, write_project
 
@@ -62,20 +59,3 @@ def test_removed_deployments_answer_404(harness: Harness, tmp_path: Path) -> Non
     with harness.client(deployment_id) as client:
         response = client.get("/")
     assert (response.status_code, response.headers["x-ember-error"]) == (404, "not_found")
-
-
-@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH on this platform")
-def test_isolates_run_under_batch_scheduling_and_the_supervisor_does_not(
-    harness: Harness, tmp_path: Path
-) -> None:
-    worker = """
-    import os
-    from workers import Response
-
-    async def fetch(request):
-        return Response(str(os.sched_getscheduler(0)))
-    """
-    deployment = harness.deploy(write_project(tmp_path / "policy", worker))
-    with harness.client(deployment) as client:
-        assert client.get("/").text == str(os.SCHED_BATCH)
-    assert os.sched_getscheduler(0) != os.SCHED_BATCH  # (the supervisor is this process)
