@@ -25,6 +25,7 @@ from ember.models.engine.integrity import (
     IntegrityFailure,
     StepReads,
 )
+from ember.models.engine.integrity_walk import Readers, Walk, walk_reference
 from ember.models.engine.sampling import RequestSampler, SampleResult, TokenLogprobs
 from ember.models.engine.scheduler import ScheduledSeq
 from ember.models.engine.sequence import Sequence
@@ -63,17 +64,6 @@ class StepResult:
     logprobs: list[TokenLogprobs | None] | None = None  # per scheduled entry, when asked
 
 
-@dataclass(slots=True)
-class _Walk:
-    """What ``ModelRunner._walk`` collects from the scheduled sequences."""
-
-    chains: list[np.ndarray]  # each sequence's chain buffer
-    epochs: list[int]  # epoch of each sequence's last passed check
-    writer: np.ndarray  # (T,) chain of every new token, batch order
-    firsts: list[int]  # batch rows whose token starts a page
-    decode: bool  # one new token per sequence (batch row i = sequence i)
-
-
 class ModelRunner:
     def __init__(
         self,
@@ -90,6 +80,7 @@ class ModelRunner:
         self.workspace = Workspace()
         self.num_steps = 0
         self._ptrs: list[tuple[int, int, int]] | None = None
+        self._readers = Readers()  # the checker's view of the last decode step's sequences
         if checker is not None:
             checker.digester = self._digests
 
@@ -177,12 +168,20 @@ class ModelRunner:
         """
         sidecar = checker.sidecar
         slots = batch.slot_mapping.numpy()
-        walk = self._walk(scheduled, sidecar.epoch + 1, self.pool.page_size)
-        first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
-        sidecar.stamp_writers(slots, walk.writer, first_slots)
+        epoch, page_size = sidecar.epoch + 1, self.pool.page_size
+        if len(positions) == len(scheduled):  # one token each: most steps
+            walk = self._readers.walk(scheduled, positions, epoch, page_size)
+            first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
+            if walk.firsts:  # the rest of the chains are stamped at the next flush
+                sidecar.stamp_writers(first_slots, walk.first_chains, first_slots)
+        else:
+            self._readers.settle()
+            walk = walk_reference(scheduled, epoch, page_size)
+            first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
+            sidecar.stamp_writers(slots, walk.writer, first_slots)
         written: list[torch.Tensor] = []
         batch.digest_words = written  # the stores fill it during the forward
-        checker.defer_content(slots, positions, written)
+        checker.defer_content(slots, positions, written, walk.readers)
         stalest = min(walk.epochs, default=0)
         ownership = checker.ownership_changed(stalest)
         plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]
@@ -198,6 +197,8 @@ class ModelRunner:
             ownership = False  # every restamped page is read only by its new first writer
             if plans.count(None) == len(plans):
                 return None
+        if walk.chains is None:
+            walk.chains = [s.seq.chain_buffer for s in scheduled]
         reads = [
             self._group_reads(group, table, batch, walk)
             for group, table in zip(batch.groups, tables, strict=True)
@@ -248,6 +249,8 @@ class ModelRunner:
         # Everything stamped up to now has been checked by the sequences that passed (the walk
         # already moved every scheduled sequence's epoch to the new one).
         sidecar.advance()
+        if failures:
+            self._readers.settle()
         for failure in failures:
             scheduled[failure.seq_index].seq.integrity_epoch = -1  # re-check everything
         return failures
@@ -271,47 +274,8 @@ class ModelRunner:
         return self._ptrs
 
     @staticmethod
-    def _walk(scheduled: list[ScheduledSeq], epoch: int, page_size: int) -> _Walk:
-        """One pass over the step's sequences: each one's chain buffer, the epoch of its last
-        passed check (moved on to ``epoch``, this check's, which a failure undoes), the chain of
-        every new token in batch order (its slot's stamp), and the batch rows that start a page.
-        """
-        chains: list[np.ndarray] = []
-        epochs: list[int] = []
-        firsts: list[int] = []
-        writer: list[int] = []  # decode: one Python int per sequence (no array views)
-        chunks: dict[int, np.ndarray] = {}  # entry -> its chunk's chains
-        row = 0
-        for index, entry in enumerate(scheduled):
-            seq = entry.seq
-            chain = seq.chain_buffer
-            chains.append(chain)
-            epochs.append(seq.integrity_epoch)
-            seq.integrity_epoch = epoch
-            start, count = entry.context_len, entry.num_new_tokens
-            if count == 1:
-                writer.append(chain.item(start))
-                if start % page_size == 0:
-                    firsts.append(row)
-            else:  # a prefill chunk: its rows at a page start
-                chunks[index] = chain[start : start + count]
-                writer.append(0)
-                firsts.extend(range(row + (-start % page_size), row + count, page_size))
-            row += count
-        if not chunks:
-            stamps = np.array(writer, dtype=np.uint64)
-        else:
-            stamps = np.concatenate(
-                [
-                    chunks[i] if i in chunks else np.array([value], dtype=np.uint64)
-                    for i, value in enumerate(writer)
-                ]
-            )
-        return _Walk(chains, epochs, stamps, firsts, not chunks)
-
-    @staticmethod
     def _group_reads(
-        group: AttentionGroup, pages: np.ndarray, batch: PagedBatch, walk: _Walk
+        group: AttentionGroup, pages: np.ndarray, batch: PagedBatch, walk: Walk
     ) -> StepReads:
         """What one attention group's sequences read (``pages``, its page table as an array)
         and the chains they expect."""
@@ -319,6 +283,7 @@ class ModelRunner:
         layout = batch.layout
         ctx, query = layout.context_lens, layout.query_lens
         whole = len(batch.groups) == 1  # members are every sequence, in order
+        assert walk.chains is not None
         return StepReads(
             pages=pages,
             seq_lens=[ctx[i] + query[i] for i in members],

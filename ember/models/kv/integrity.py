@@ -180,16 +180,26 @@ class KVSidecar:
             self.restamped.append(pages)
 
     def apply_content(
-        self, slots: np.ndarray, digests: np.ndarray, positions: np.ndarray, epochs: np.ndarray
+        self,
+        slots: np.ndarray,
+        digests: np.ndarray,
+        positions: np.ndarray,
+        epochs: np.ndarray,
+        chains: np.ndarray | None = None,
     ) -> None:
-        """Content stamps (and positions) for ``slots``, written at ``epochs`` and digested
-        since from the written tensors, in write order; a stamp whose page was cleared after
-        its write is dropped (the slot now belongs to the page's next owner)."""
+        """Content stamps (and positions, and writer ``chains`` when given) for ``slots``,
+        written at ``epochs`` and computed since (digests from the written tensors), in write
+        order; a stamp whose page was cleared after its write is dropped (the slot now belongs
+        to the page's next owner)."""
         live = self.cleared_epoch[slots // self.page_size] <= epochs
         if not live.all():
             slots, digests, positions = slots[live], digests[live], positions[live]
+            if chains is not None:
+                chains = chains[live]
         self.digest[slots] = digests
         self.position[slots] = positions
+        if chains is not None:
+            self.chain[slots] = chains
 
     def stamp_content(self, slots: np.ndarray) -> None:
         """Record the bytes just written to ``slots`` (after the forward)."""
