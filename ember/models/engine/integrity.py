@@ -326,7 +326,8 @@ class IntegrityChecker:
             group.owner_checked = True
 
     def only_own_restamps(self, pages: np.ndarray, first_slots: np.ndarray) -> bool:
-        """Decode fast path of ``check_ownership``, for a step whose readers all passed a
+        """Decode fast path of ``check_ownership`` (``pages``: the step's page table, any
+        shape), for a step whose readers all passed a
         check at the previous step: ``True`` when the only reads of a page restamped in this
         epoch are by the readers that wrote its first slot this step (``first_slots``, one per
         such reader, on distinct pages), which pass by construction: each expects its own

@@ -187,18 +187,18 @@ class ModelRunner:
         plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]
         if checker.mode == "sampled" and not ownership and plans.count(None) == len(plans):
             return None  # the common decode step: no page changed hands, no content sample
-        tables = [g.pages.numpy().reshape(g.num_seqs, g.num_pages) for g in batch.groups]
         if (
             ownership
             and walk.decode
             and stalest == sidecar.epoch
-            and checker.only_own_restamps(tables[0], first_slots)
+            and checker.only_own_restamps(batch.groups[0].pages.numpy(), first_slots)
         ):
             ownership = False  # every restamped page is read only by its new first writer
             if plans.count(None) == len(plans):
                 return None
         if walk.chains is None:
             walk.chains = [s.seq.chain_buffer for s in scheduled]
+        tables = [g.pages.numpy().reshape(g.num_seqs, g.num_pages) for g in batch.groups]
         reads = [
             self._group_reads(group, table, batch, walk)
             for group, table in zip(batch.groups, tables, strict=True)
