@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ember.models.engine.integrity_walk import SequenceLike, run_chains, token_chains
 from ember.models.kv.integrity import KVSidecar
@@ -103,7 +104,7 @@ class StepReads:
 
 @dataclass(slots=True)
 class _PendingContent:
-    slots: np.ndarray  # (T,) slots one step wrote
+    slots: ArrayLike  # (T,) slots one step wrote (a decode step's: its slot-mapping tensor)
     positions: Sequence[int]  # (T,) their positions
     epoch: int  # the sidecar epoch of the write
     written: object  # what the digester turns into the (T,) digests: the tensors written
@@ -144,7 +145,7 @@ class IntegrityChecker:
 
     def defer_content(
         self,
-        slots: np.ndarray,
+        slots: ArrayLike,
         positions: Sequence[int],
         written: object,
         readers: list[SequenceLike] | None = None,
@@ -188,10 +189,12 @@ class IntegrityChecker:
         self._pending, self._pending_tokens = [], 0
         digests = self.digester([p.written for p in pending])
         positions, chains = self._positions_and_chains(pending)
+        # Slots arrive as arrays or as a decode step's slot-mapping tensor, converted here once
+        # a flush rather than every step (``numpy()`` there cost ~15 us inside the engine).
         if len(pending) == 1:
-            slots, epochs = pending[0].slots, np.int64(pending[0].epoch)
+            slots, epochs = np.asarray(pending[0].slots), np.int64(pending[0].epoch)
         else:
-            slots = np.concatenate([p.slots for p in pending])
+            slots = np.concatenate([np.asarray(p.slots) for p in pending])
             epochs = np.repeat([p.epoch for p in pending], [len(p.slots) for p in pending])
         # A slot is written once between clears (prefix hits are never rewritten), so at most
         # one pending stamp per slot survives ``apply_content``'s clear filter.
@@ -325,7 +328,7 @@ class IntegrityChecker:
             group.owner_bad = self._owner_bad(group)
             group.owner_checked = True
 
-    def only_own_restamps(self, pages: np.ndarray, first_slots: np.ndarray) -> bool:
+    def only_own_restamps(self, pages: np.ndarray, first_slots: Sequence[int]) -> bool:
         """Decode fast path of ``check_ownership`` (``pages``: the step's page table, any
         shape), for a step whose readers all passed a
         check at the previous step: ``True`` when the only reads of a page restamped in this
@@ -337,9 +340,9 @@ class IntegrityChecker:
         compare, one count (the general check is ~10 array ops and a Python loop over the
         entries)."""
         sidecar = self.sidecar
-        if not sidecar.restamped:
-            return True
-        own = (first_slots // self.page_size).tolist()
+        if sidecar.restamp_epoch < sidecar.epoch:
+            return True  # nothing restamped in this epoch
+        own = [int(slot) // self.page_size for slot in first_slots]
         if len(set(own)) != len(own):
             return False  # two writers of one page's first slot
         # Restamped in this epoch <=> stamped with it: epochs only grow (no marks to set/clear).

@@ -46,7 +46,8 @@ class Walk:
     writer: np.ndarray | None  # (T,) chain of every new token (``None``: deferred, ``readers``)
     firsts: list[int]  # batch rows whose token starts a page
     decode: bool  # one new token per sequence (batch row i = sequence i)
-    first_chains: np.ndarray | None = None  # chains of the ``firsts`` rows (decode)
+    first_slots: list[int] | None = None  # slots of the ``firsts`` rows (decode)
+    first_chains: list[int] | None = None  # their writers' chains (decode)
     readers: list[Sequence] | None = None  # decode: row i's writer, for the deferred chains
 
 
@@ -153,7 +154,10 @@ class Readers:
             self._seqs, self._base = seqs, epoch
         self._epoch = epoch
         firsts = [row for row, position in enumerate(positions) if not position % page_size]
-        first_chains = np.array(
-            [seqs[row].chain_buffer.item(positions[row]) for row in firsts], dtype=np.uint64
-        )
-        return Walk(None, epochs, None, firsts, True, first_chains, seqs)
+        # Python ints for a few rows (array ops each cost more here): the page each starts is
+        # its block table's entry for the position, as ``PagedBatch.build`` maps it.
+        first_slots = [
+            seqs[row].block_table[positions[row] // page_size] * page_size for row in firsts
+        ]
+        first_chains = [seqs[row].chain_buffer.item(positions[row]) for row in firsts]
+        return Walk(None, epochs, None, firsts, True, first_slots, first_chains, seqs)

@@ -10,6 +10,7 @@ token), so prefill tokens do not pay for the vocabulary projection. Sampling goe
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence as Sequence_
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -167,21 +168,22 @@ class ModelRunner:
         through ``zero_pages`` and the chain stamps, both done by now.
         """
         sidecar = checker.sidecar
-        slots = batch.slot_mapping.numpy()
         epoch, page_size = sidecar.epoch + 1, self.pool.page_size
+        written: list[torch.Tensor] = []
+        batch.digest_words = written  # the stores fill it during the forward
         if len(positions) == len(scheduled):  # one token each: most steps
             walk = self._readers.walk(scheduled, positions, epoch, page_size)
-            first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
-            if walk.firsts:  # the rest of the chains are stamped at the next flush
-                sidecar.stamp_writers(first_slots, walk.first_chains, first_slots)
+            first_slots: Sequence_[int] = walk.first_slots or []
+            # Page starts now, the other chains and the slots' array at the next flush.
+            sidecar.stamp_starts(walk.first_slots or [], walk.first_chains or [])
+            checker.defer_content(batch.slot_mapping, positions, written, walk.readers)
         else:
             self._readers.settle()
             walk = walk_reference(scheduled, epoch, page_size)
+            slots = batch.slot_mapping.numpy()
             first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
             sidecar.stamp_writers(slots, walk.writer, first_slots)
-        written: list[torch.Tensor] = []
-        batch.digest_words = written  # the stores fill it during the forward
-        checker.defer_content(slots, positions, written, walk.readers)
+            checker.defer_content(slots, positions, written)
         stalest = min(walk.epochs, default=0)
         ownership = checker.ownership_changed(stalest)
         plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]

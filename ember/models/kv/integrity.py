@@ -106,9 +106,6 @@ class KVSidecar:
         # When each page was last cleared: a content stamp computed later than its write (see
         # ``apply_content``) is dropped if its page was cleared for a new owner since.
         self.cleared_epoch = np.full(num_pages, -1, dtype=np.int64)
-        # The pages restamped in the current epoch (``advance`` forgets them), for the decode
-        # step's ownership fast path (``IntegrityChecker.check_ownership``).
-        self.restamped: list[np.ndarray] = []
 
     @property
     def stored_bytes_per_slot(self) -> int:
@@ -177,7 +174,17 @@ class KVSidecar:
             pages = firsts // self.page_size
             self.page_epoch[pages] = self.epoch
             self.restamp_epoch = self.epoch
-            self.restamped.append(pages)
+
+    def stamp_starts(self, slots: list[int], chains: list[int]) -> None:
+        """``stamp_writers`` for a decode step's few page-start slots, as Python ints: scalar
+        writes (a fancy-index op each cost more, inside the engine, than these few writes)."""
+        if not slots:
+            return
+        size, epoch, chain, page_epoch = self.page_size, self.epoch, self.chain, self.page_epoch
+        for slot, value in zip(slots, chains, strict=True):
+            chain[slot] = value
+            page_epoch[slot // size] = epoch
+        self.restamp_epoch = epoch
 
     def apply_content(
         self,
@@ -236,9 +243,7 @@ class KVSidecar:
         self.cleared_epoch[pages] = self.epoch
         if len(slots):
             self.restamp_epoch = self.epoch
-            self.restamped.append(pages)
 
     def advance(self) -> None:
         """Start the next epoch (the engine does once per step, after its checks)."""
         self.epoch += 1
-        self.restamped = []

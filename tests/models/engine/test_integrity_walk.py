@@ -5,10 +5,13 @@ preemptions and failed checks; the chains stamped at a flush against the sequenc
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 import numpy as np
 import pytest
 
+from ember.models.attention.backend import BatchLayout
+from ember.models.attention.paged_batch import PagedBatch
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.integrity_walk import Readers, run_chains, token_chains, walk_reference
 from ember.models.engine.llm_engine import LLMEngine
@@ -23,7 +26,16 @@ def _twins(rng: random.Random, count: int) -> tuple[list[Sequence], list[Sequenc
     """Two identical sets of sequences: one for the fast path, one for the reference."""
     prompts = [[rng.randrange(97) for _ in range(rng.randint(3, 12))] for _ in range(count)]
     make = lambda: [Sequence(i, str(i), p, StopCriteria(64)) for i, p in enumerate(prompts)]  # noqa: E731
-    return make(), make()
+    fast, ref = make(), make()
+    for seqs in (fast, ref):
+        _give_pages(seqs, range(count))
+    return fast, ref
+
+
+def _give_pages(seqs: list[Sequence], which: Iterable[int]) -> None:
+    """Distinct pages enough for the whole test (as the block manager would hand them out)."""
+    for i in which:
+        seqs[i].block_table = [i * 200 + 3 * p + 1 for p in range(150)]
 
 
 def test_remembered_epochs_equal_the_plain_walk_after_random_events() -> None:
@@ -46,6 +58,8 @@ def test_remembered_epochs_equal_the_plain_walk_after_random_events() -> None:
             victim = rng.choice(batch)
             fast_seqs[victim].reset_for_recompute()
             ref_seqs[victim].reset_for_recompute()
+            _give_pages(fast_seqs, [victim])  # readmitted
+            _give_pages(ref_seqs, [victim])
         fast = [ScheduledSeq(fast_seqs[i], 1, fast_seqs[i].num_tokens - 1) for i in batch]
         ref = [ScheduledSeq(ref_seqs[i], 1, ref_seqs[i].num_tokens - 1) for i in batch]
         positions = [s.context_len for s in fast]
@@ -56,7 +70,12 @@ def test_remembered_epochs_equal_the_plain_walk_after_random_events() -> None:
         assert got.epochs == want.epochs
         assert got.firsts == want.firsts
         assert want.writer is not None and got.first_chains is not None
-        assert np.array_equal(got.first_chains, want.writer[want.firsts])
+        assert got.first_chains == want.writer[want.firsts].tolist()
+        # Page-start slots against the slot mapping the attention uses.
+        layout = BatchLayout((1,) * len(batch), tuple(positions))
+        tables = [fast_seqs[i].block_table for i in batch]
+        mapping = PagedBatch.build(layout, tables, PAGE, padding_page=0).slot_mapping
+        assert got.first_slots == mapping[want.firsts].tolist()
         assert np.array_equal(token_chains(got.readers or [], positions), want.writer)
         if rng.random() < 0.05:  # a failed check: the runner settles, then resets the failed
             readers.settle()
