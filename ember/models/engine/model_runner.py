@@ -165,7 +165,8 @@ class ModelRunner:
         Done here, right after the token loop, because the sequences and the sidecar are still
         in cache (after the forward every first touch misses: the same walk cost twice as
         much there). The ownership check needs nothing from the forward: pages change hands only
-        through ``zero_pages`` and the chain stamps, both done by now.
+        through ``zero_pages`` and the page-start chain stamps, both done by now. A decode step
+        leaves its other chain stamps to the flush (``integrity_walk``).
         """
         sidecar = checker.sidecar
         epoch, page_size = sidecar.epoch + 1, self.pool.page_size
@@ -175,7 +176,7 @@ class ModelRunner:
             walk = self._readers.walk(scheduled, positions, epoch, page_size)
             first_slots: Sequence_[int] = walk.first_slots or []
             # Page starts now, the other chains and the slots' array at the next flush.
-            sidecar.stamp_starts(walk.first_slots or [], walk.first_chains or [])
+            sidecar.stamp_starts(first_slots, walk.first_chains or [])
             checker.defer_content(batch.slot_mapping, positions, written, walk.readers)
         else:
             self._readers.settle()
