@@ -23,8 +23,8 @@ the layers no gather read taken from memory):
   found within that many steps); averaged over steps, a given page is checked with probability
   ``1 / sample_period`` per step (the whole-page digest of a checked page always detects one
   flipped bit). Bursts rather than a few pages every step: each check's fixed costs (~20 numpy
-  calls, each several microseconds with the caches cold after a forward) are paid once per
-  ``CONTENT_STRIDE`` steps.
+  calls, each several microseconds with the caches cold after a forward, and one op per layer
+  gather summed) are paid once per ``CONTENT_STRIDE`` steps.
 - Always (both modes): every page a prefix-cache hit would reuse is verified before reuse.
 
 A chain mismatch means the page now belongs to someone else: the reader drops it from its block
@@ -39,11 +39,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from ember.models.engine.integrity_walk import SequenceLike, run_chains, token_chains
 from ember.models.kv.integrity import KVSidecar
 
-# Sampled mode digests whole pages every this many steps (see ``_check_sampled``).
-CONTENT_STRIDE = 8
+# Sampled mode digests whole pages every this many steps (see ``_check_sampled``). 16 rather
+# than 8: the sample step's fixed costs (the flush's Python, the checks' ops, a sum per layer
+# gather) are then paid half as often, for the same bytes (glm4-tiny, batch 64, staggered
+# prompts: sampled share 1.52-1.57% -> 1.22-1.26%, interleaved A/B, load 2.7); the price is a
+# sample step twice as dear (~2-3 ms on a 22 ms step) half as often.
+CONTENT_STRIDE = 16
 
 
 @dataclass(slots=True)
@@ -98,10 +104,13 @@ class StepReads:
 
 @dataclass(slots=True)
 class _PendingContent:
-    slots: np.ndarray  # (T,) slots one step wrote
+    slots: ArrayLike  # (T,) slots one step wrote (a decode step's: its slot-mapping tensor)
     positions: Sequence[int]  # (T,) their positions
     epoch: int  # the sidecar epoch of the write
     written: object  # what the digester turns into the (T,) digests: the tensors written
+    # A decode step's writers (row order), whose chains other than at page starts are stamped
+    # at the flush (``integrity_walk``); ``None``: every chain was stamped at the write.
+    readers: list[SequenceLike] | None = None
 
 
 class IntegrityChecker:
@@ -127,7 +136,6 @@ class IntegrityChecker:
         self.sample_period = sample_period
         self.stats = IntegrityStats()
         self._offsets = np.arange(page_size, dtype=np.int64)
-        self._mark = np.zeros(sidecar.page_epoch.shape[0], dtype=bool)  # scratch, all False
         self.digester: Callable[[list[object]], np.ndarray] | None = None
         self._pending: list[_PendingContent] = []
         self._pending_tokens = 0
@@ -135,12 +143,20 @@ class IntegrityChecker:
 
     # -- deferred content stamps ----------------------------------------------------------------
 
-    def defer_content(self, slots: np.ndarray, positions: Sequence[int], written: object) -> None:
+    def defer_content(
+        self,
+        slots: ArrayLike,
+        positions: Sequence[int],
+        written: object,
+        readers: list[SequenceLike] | None = None,
+    ) -> None:
         """Stamp ``slots``' content and positions at a later flush, from ``written`` (which the
-        caller may still be filling: the runner registers a step before its forward)."""
+        caller may still be filling: the runner registers a step before its forward), and with
+        ``readers`` (a decode step: row i's sequence wrote ``positions[i]``) their chains too."""
         if self._pending_tokens + len(slots) > self.max_pending:
             self.flush()
-        self._pending.append(_PendingContent(slots, positions, self.sidecar.epoch, written))
+        entry = _PendingContent(slots, positions, self.sidecar.epoch, written, readers)
+        self._pending.append(entry)
         self._pending_tokens += len(slots)
 
     def flush_if_full(self, chunk: bool = False) -> None:
@@ -156,10 +172,13 @@ class IntegrityChecker:
     def stamp_now(self, slots: np.ndarray, positions: Sequence[int]) -> None:
         """Replace the latest ``defer_content`` (``slots``) by stamps read from memory now: the
         fallback for rows that are not whole 64-bit words."""
-        self._pending_tokens -= len(self._pending.pop().slots)
+        entry = self._pending.pop()
+        self._pending_tokens -= len(entry.slots)
         self.flush()  # keep write order
         self.sidecar.digest[slots] = self.sidecar.content_digest(slots)
         self.sidecar.position[slots] = positions
+        if entry.readers is not None:
+            self.sidecar.chain[slots] = token_chains(entry.readers, positions)
 
     def flush(self) -> None:
         """Compute and apply every deferred content stamp (in write order)."""
@@ -169,17 +188,54 @@ class IntegrityChecker:
         assert self.digester is not None, "deferred content stamps need a digester"
         self._pending, self._pending_tokens = [], 0
         digests = self.digester([p.written for p in pending])
+        positions, chains = self._positions_and_chains(pending)
+        # Slots arrive as arrays or as a decode step's slot-mapping tensor, converted here once
+        # a flush rather than every step (``numpy()`` there cost ~15 us inside the engine).
         if len(pending) == 1:
-            slots = pending[0].slots
-            positions = np.asarray(pending[0].positions, dtype=np.int32)
-            epochs = np.int64(pending[0].epoch)
+            slots, epochs = np.asarray(pending[0].slots), np.int64(pending[0].epoch)
         else:
-            slots = np.concatenate([p.slots for p in pending])
-            positions = np.concatenate([np.asarray(p.positions, dtype=np.int32) for p in pending])
+            slots = np.concatenate([np.asarray(p.slots) for p in pending])
             epochs = np.repeat([p.epoch for p in pending], [len(p.slots) for p in pending])
         # A slot is written once between clears (prefix hits are never rewritten), so at most
         # one pending stamp per slot survives ``apply_content``'s clear filter.
-        self.sidecar.apply_content(slots, digests, positions, epochs)
+        self.sidecar.apply_content(slots, digests, positions, epochs, chains)
+
+    def _positions_and_chains(
+        self, pending: list[_PendingContent]
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The positions and writer chains of every pending slot, in write order (chains
+        ``None`` when none was deferred). A run of decode steps of the same readers (the runner
+        passes the same list while the batch is unchanged), each moving every reader on by one
+        token, takes three array ops and a slice per reader, however many steps it spans;
+        other steps one conversion each (chains stamped at the write are read back: a stamp a
+        clear has since replaced is dropped by ``apply_content`` anyway)."""
+        deferred = any(p.readers is not None for p in pending)
+        positions: list[np.ndarray] = []
+        chains: list[np.ndarray] = []
+        start = 0
+        while start < len(pending):
+            entry, end = pending[start], start + 1
+            first = np.asarray(entry.positions, dtype=np.int64)
+            if entry.readers is not None:
+                while end < len(pending) and pending[end].readers is entry.readers:
+                    end += 1
+                steps = end - start
+                last = np.asarray(pending[end - 1].positions, dtype=np.int64)
+                if steps > 1 and np.array_equal(last, first + (steps - 1)):
+                    positions.append((first + np.arange(steps)[:, None]).reshape(-1))
+                    chains.append(run_chains(entry.readers, first.tolist(), steps))
+                    start = end
+                    continue
+                end = start + 1  # not one token a step: this step alone
+                chains.append(token_chains(entry.readers, entry.positions))
+            elif deferred:
+                chains.append(self.sidecar.chain[entry.slots])
+            positions.append(first)
+            start = end
+        joined = positions[0] if len(positions) == 1 else np.concatenate(positions)
+        if not deferred:
+            return joined, None
+        return joined, chains[0] if len(chains) == 1 else np.concatenate(chains)
 
     # -- PageVerifier (the block manager calls this before reusing a cached page) -------------
 
@@ -272,27 +328,25 @@ class IntegrityChecker:
             group.owner_bad = self._owner_bad(group)
             group.owner_checked = True
 
-    def only_own_restamps(self, pages: np.ndarray, first_slots: np.ndarray) -> bool:
-        """Decode fast path of ``check_ownership``, for a step whose readers all passed a
+    def only_own_restamps(self, pages: np.ndarray, first_slots: Sequence[int]) -> bool:
+        """Decode fast path of ``check_ownership`` (``pages``: the step's page table, any
+        shape), for a step whose readers all passed a
         check at the previous step: ``True`` when the only reads of a page restamped in this
         epoch are by the readers that wrote its first slot this step (``first_slots``, one per
         such reader, on distinct pages), which pass by construction: each expects its own
         chain there and just stamped it. ``False``: run ``check_ownership``.
 
-        A count instead of a per-entry walk: marked pages, one gather of the page table, one
-        count (the general check is ~10 array ops and a Python loop over the entries)."""
-        restamped = self.sidecar.restamped
-        if not restamped:
-            return True
-        own = (first_slots // self.page_size).tolist()
+        A count instead of a per-entry walk: one gather of the page table's page epochs, one
+        compare, one count (the general check is ~10 array ops and a Python loop over the
+        entries)."""
+        sidecar = self.sidecar
+        if sidecar.restamp_epoch < sidecar.epoch:
+            return True  # nothing restamped in this epoch
+        own = [int(slot) // self.page_size for slot in first_slots]
         if len(set(own)) != len(own):
             return False  # two writers of one page's first slot
-        mark = self._mark
-        for changed in restamped:
-            mark[changed] = True
-        hits = int(np.count_nonzero(mark[pages]))
-        for changed in restamped:
-            mark[changed] = False
+        # Restamped in this epoch <=> stamped with it: epochs only grow (no marks to set/clear).
+        hits = int(np.count_nonzero(sidecar.page_epoch[pages] == sidecar.epoch))
         return hits == len(own)
 
     def ownership_changed(self, stalest: int) -> bool:

@@ -10,6 +10,7 @@ token), so prefill tokens do not pay for the vocabulary projection. Sampling goe
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence as Sequence_
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,6 +26,7 @@ from ember.models.engine.integrity import (
     IntegrityFailure,
     StepReads,
 )
+from ember.models.engine.integrity_walk import Readers, Walk, walk_reference
 from ember.models.engine.sampling import RequestSampler, SampleResult, TokenLogprobs
 from ember.models.engine.scheduler import ScheduledSeq
 from ember.models.engine.sequence import Sequence
@@ -63,17 +65,6 @@ class StepResult:
     logprobs: list[TokenLogprobs | None] | None = None  # per scheduled entry, when asked
 
 
-@dataclass(slots=True)
-class _Walk:
-    """What ``ModelRunner._walk`` collects from the scheduled sequences."""
-
-    chains: list[np.ndarray]  # each sequence's chain buffer
-    epochs: list[int]  # epoch of each sequence's last passed check
-    writer: np.ndarray  # (T,) chain of every new token, batch order
-    firsts: list[int]  # batch rows whose token starts a page
-    decode: bool  # one new token per sequence (batch row i = sequence i)
-
-
 class ModelRunner:
     def __init__(
         self,
@@ -90,6 +81,7 @@ class ModelRunner:
         self.workspace = Workspace()
         self.num_steps = 0
         self._ptrs: list[tuple[int, int, int]] | None = None
+        self._readers = Readers()  # the checker's view of the last decode step's sequences
         if checker is not None:
             checker.digester = self._digests
 
@@ -173,31 +165,43 @@ class ModelRunner:
         Done here, right after the token loop, because the sequences and the sidecar are still
         in cache (after the forward every first touch misses: the same walk cost twice as
         much there). The ownership check needs nothing from the forward: pages change hands only
-        through ``zero_pages`` and the chain stamps, both done by now.
+        through ``zero_pages`` and the page-start chain stamps, both done by now. A decode step
+        leaves its other chain stamps to the flush (``integrity_walk``).
         """
         sidecar = checker.sidecar
-        slots = batch.slot_mapping.numpy()
-        walk = self._walk(scheduled, sidecar.epoch + 1, self.pool.page_size)
-        first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
-        sidecar.stamp_writers(slots, walk.writer, first_slots)
+        epoch, page_size = sidecar.epoch + 1, self.pool.page_size
         written: list[torch.Tensor] = []
         batch.digest_words = written  # the stores fill it during the forward
-        checker.defer_content(slots, positions, written)
+        if len(positions) == len(scheduled):  # one token each: most steps
+            walk = self._readers.walk(scheduled, positions, epoch, page_size)
+            first_slots: Sequence_[int] = walk.first_slots or []
+            # Page starts now, the other chains and the slots' array at the next flush.
+            sidecar.stamp_starts(first_slots, walk.first_chains or [])
+            checker.defer_content(batch.slot_mapping, positions, written, walk.readers)
+        else:
+            self._readers.settle()
+            walk = walk_reference(scheduled, epoch, page_size)
+            slots = batch.slot_mapping.numpy()
+            first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
+            sidecar.stamp_writers(slots, walk.writer, first_slots)
+            checker.defer_content(slots, positions, written)
         stalest = min(walk.epochs, default=0)
         ownership = checker.ownership_changed(stalest)
         plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]
         if checker.mode == "sampled" and not ownership and plans.count(None) == len(plans):
             return None  # the common decode step: no page changed hands, no content sample
-        tables = [g.pages.numpy().reshape(g.num_seqs, g.num_pages) for g in batch.groups]
         if (
             ownership
             and walk.decode
             and stalest == sidecar.epoch
-            and checker.only_own_restamps(tables[0], first_slots)
+            and checker.only_own_restamps(batch.groups[0].pages.numpy(), first_slots)
         ):
             ownership = False  # every restamped page is read only by its new first writer
             if plans.count(None) == len(plans):
                 return None
+        if walk.chains is None:
+            walk.chains = [s.seq.chain_buffer for s in scheduled]
+        tables = [g.pages.numpy().reshape(g.num_seqs, g.num_pages) for g in batch.groups]
         reads = [
             self._group_reads(group, table, batch, walk)
             for group, table in zip(batch.groups, tables, strict=True)
@@ -248,6 +252,8 @@ class ModelRunner:
         # Everything stamped up to now has been checked by the sequences that passed (the walk
         # already moved every scheduled sequence's epoch to the new one).
         sidecar.advance()
+        if failures:
+            self._readers.settle()
         for failure in failures:
             scheduled[failure.seq_index].seq.integrity_epoch = -1  # re-check everything
         return failures
@@ -271,47 +277,8 @@ class ModelRunner:
         return self._ptrs
 
     @staticmethod
-    def _walk(scheduled: list[ScheduledSeq], epoch: int, page_size: int) -> _Walk:
-        """One pass over the step's sequences: each one's chain buffer, the epoch of its last
-        passed check (moved on to ``epoch``, this check's, which a failure undoes), the chain of
-        every new token in batch order (its slot's stamp), and the batch rows that start a page.
-        """
-        chains: list[np.ndarray] = []
-        epochs: list[int] = []
-        firsts: list[int] = []
-        writer: list[int] = []  # decode: one Python int per sequence (no array views)
-        chunks: dict[int, np.ndarray] = {}  # entry -> its chunk's chains
-        row = 0
-        for index, entry in enumerate(scheduled):
-            seq = entry.seq
-            chain = seq.chain_buffer
-            chains.append(chain)
-            epochs.append(seq.integrity_epoch)
-            seq.integrity_epoch = epoch
-            start, count = entry.context_len, entry.num_new_tokens
-            if count == 1:
-                writer.append(chain.item(start))
-                if start % page_size == 0:
-                    firsts.append(row)
-            else:  # a prefill chunk: its rows at a page start
-                chunks[index] = chain[start : start + count]
-                writer.append(0)
-                firsts.extend(range(row + (-start % page_size), row + count, page_size))
-            row += count
-        if not chunks:
-            stamps = np.array(writer, dtype=np.uint64)
-        else:
-            stamps = np.concatenate(
-                [
-                    chunks[i] if i in chunks else np.array([value], dtype=np.uint64)
-                    for i, value in enumerate(writer)
-                ]
-            )
-        return _Walk(chains, epochs, stamps, firsts, not chunks)
-
-    @staticmethod
     def _group_reads(
-        group: AttentionGroup, pages: np.ndarray, batch: PagedBatch, walk: _Walk
+        group: AttentionGroup, pages: np.ndarray, batch: PagedBatch, walk: Walk
     ) -> StepReads:
         """What one attention group's sequences read (``pages``, its page table as an array)
         and the chains they expect."""
@@ -319,6 +286,7 @@ class ModelRunner:
         layout = batch.layout
         ctx, query = layout.context_lens, layout.query_lens
         whole = len(batch.groups) == 1  # members are every sequence, in order
+        assert walk.chains is not None
         return StepReads(
             pages=pages,
             seq_lens=[ctx[i] + query[i] for i in members],

@@ -60,7 +60,7 @@ class Sequence:
         "integrity_epoch",
         "finish_reason",
         "error",
-        "_chain",
+        "chain_buffer",
     )
 
     def __init__(
@@ -88,11 +88,13 @@ class Sequence:
         self.integrity_epoch = -1  # sidecar epoch of the last check this sequence passed
         self.finish_reason: FinishReason | None = None
         self.error: Exception | None = None
-        self._chain = np.empty(max(16, 2 * len(prompt_token_ids)), dtype=np.uint64)
+        # The chain's backing array: entries past ``num_tokens`` are garbage. A plain attribute
+        # (no property) because the integrity walk reads it for every sequence every step.
+        self.chain_buffer = np.empty(max(16, 2 * len(prompt_token_ids)), dtype=np.uint64)
         prev = CHAIN_SEED
         for position, token in enumerate(prompt_token_ids):
             prev = chain_step(prev, token, position)
-            self._chain[position] = prev
+            self.chain_buffer[position] = prev
 
     def __repr__(self) -> str:
         return (
@@ -121,23 +123,18 @@ class Sequence:
         return self.status is SequenceStatus.FINISHED
 
     @property
-    def chain_buffer(self) -> np.ndarray:
-        """The chain's backing array: entries past ``num_tokens`` are garbage (no copy, no view)."""
-        return self._chain
-
-    @property
     def chain(self) -> np.ndarray:
         """``chain[i]`` = hash of tokens ``0..i`` with their positions (uint64, a view)."""
-        return self._chain[: len(self.token_ids)]
+        return self.chain_buffer[: len(self.token_ids)]
 
     def append_token(self, token: int) -> None:
         position = len(self.token_ids)
-        if position == len(self._chain):
+        if position == len(self.chain_buffer):
             grown = np.empty(2 * position, dtype=np.uint64)
-            grown[:position] = self._chain
-            self._chain = grown
-        prev = int(self._chain[position - 1]) if position else CHAIN_SEED
-        self._chain[position] = chain_step(prev, token, position)
+            grown[:position] = self.chain_buffer
+            self.chain_buffer = grown
+        prev = int(self.chain_buffer[position - 1]) if position else CHAIN_SEED
+        self.chain_buffer[position] = chain_step(prev, token, position)
         self.token_ids.append(token)
 
     def reset_for_recompute(self) -> None:

@@ -106,9 +106,6 @@ class KVSidecar:
         # When each page was last cleared: a content stamp computed later than its write (see
         # ``apply_content``) is dropped if its page was cleared for a new owner since.
         self.cleared_epoch = np.full(num_pages, -1, dtype=np.int64)
-        # The pages restamped in the current epoch (``advance`` forgets them), for the decode
-        # step's ownership fast path (``IntegrityChecker.check_ownership``).
-        self.restamped: list[np.ndarray] = []
 
     @property
     def stored_bytes_per_slot(self) -> int:
@@ -177,19 +174,39 @@ class KVSidecar:
             pages = firsts // self.page_size
             self.page_epoch[pages] = self.epoch
             self.restamp_epoch = self.epoch
-            self.restamped.append(pages)
+
+    def stamp_starts(self, slots: list[int], chains: list[int]) -> None:
+        """``stamp_writers`` for a decode step's few page-start slots, as Python ints: scalar
+        writes (a fancy-index op each cost more, inside the engine, than these few writes)."""
+        if not slots:
+            return
+        size, epoch, chain, page_epoch = self.page_size, self.epoch, self.chain, self.page_epoch
+        for slot, value in zip(slots, chains, strict=True):
+            chain[slot] = value
+            page_epoch[slot // size] = epoch
+        self.restamp_epoch = epoch
 
     def apply_content(
-        self, slots: np.ndarray, digests: np.ndarray, positions: np.ndarray, epochs: np.ndarray
+        self,
+        slots: np.ndarray,
+        digests: np.ndarray,
+        positions: np.ndarray,
+        epochs: np.ndarray,
+        chains: np.ndarray | None = None,
     ) -> None:
-        """Content stamps (and positions) for ``slots``, written at ``epochs`` and digested
-        since from the written tensors, in write order; a stamp whose page was cleared after
-        its write is dropped (the slot now belongs to the page's next owner)."""
+        """Content stamps (and positions, and writer ``chains`` when given) for ``slots``,
+        written at ``epochs`` and computed since (digests from the written tensors), in write
+        order; a stamp whose page was cleared after its write is dropped (the slot now belongs
+        to the page's next owner)."""
         live = self.cleared_epoch[slots // self.page_size] <= epochs
         if not live.all():
             slots, digests, positions = slots[live], digests[live], positions[live]
+            if chains is not None:
+                chains = chains[live]
         self.digest[slots] = digests
         self.position[slots] = positions
+        if chains is not None:
+            self.chain[slots] = chains
 
     def stamp_content(self, slots: np.ndarray) -> None:
         """Record the bytes just written to ``slots`` (after the forward)."""
@@ -226,9 +243,7 @@ class KVSidecar:
         self.cleared_epoch[pages] = self.epoch
         if len(slots):
             self.restamp_epoch = self.epoch
-            self.restamped.append(pages)
 
     def advance(self) -> None:
         """Start the next epoch (the engine does once per step, after its checks)."""
         self.epoch += 1
-        self.restamped = []
