@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged_batch import AttentionGroup, PagedBatch
+from ember.models.kernels import paged_decode
 from ember.models.kv.fp8 import dequantize_fp8_bits
 from ember.models.kv.pool import KVPool
 
@@ -35,15 +36,21 @@ __all__ = ["PagedAttentionBackend", "PagedBatch", "Workspace"]
 
 
 class Workspace:
-    """Reusable scratch memory for the big per-layer gathers.
+    """What a runner's steps reuse: scratch memory for the big per-layer gathers, and the native
+    decode kernel.
 
     Fresh multi-megabyte tensors come from ``mmap`` and fault every page in on first touch; on
     two cores that costs more than the gather itself. Views into one growing buffer per (dtype,
     role) don't. Only scratch lives here: nothing handed back to the model aliases it.
+
+    ``decode_kernel`` (``kernels/paged_decode.py``) is loaded, or built on first use, here, once
+    per runner; ``None`` when ``kernels`` is off or it cannot be built, and decodes then take the
+    torch path (the reference).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kernels: bool = True) -> None:
         self._buffers: dict[tuple[torch.dtype, str], torch.Tensor] = {}
+        self.decode_kernel = paged_decode.load() if kernels else None
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype, role: str) -> torch.Tensor:
         numel = 1
@@ -127,8 +134,12 @@ class PagedAttentionBackend:
         q = q * (scale * pool.scales[layer][0])
         v_scale = pool.scales[layer][1]
         out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype)
+        kernel = self.workspace.decode_kernel
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            if nq == 1 and kernel is not None and q.dtype in (torch.float32, torch.bfloat16):
+                self._gqa_decode(kernel, group, q, k_cache, v_cache, v_scale, out)
+                continue
             if head_dim == v_dim and nq > 1:
                 # PyTorch's fused CPU attention for prefill chunks, KV heads shared by their query
                 # groups. Not for decodes: with one query per sequence its per-(sequence, head)
@@ -168,6 +179,38 @@ class PagedAttentionBackend:
             else:
                 group.scatter(out, mixed.reshape(b, nq, num_heads, v_dim))
         return out
+
+    def _gqa_decode(
+        self,
+        kernel: paged_decode.PagedDecodeKernel,
+        group: AttentionGroup,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        v_scale: float,
+        out: torch.Tensor,
+    ) -> None:
+        """One decode group through the native kernel: each K and V page read once, in place,
+        with no gather (the torch path below is its reference). On an integrity sample step the
+        kernel also sums the sampled pages, as ``PageSample.add`` does from a gather."""
+        if group.rows is not None:  # a block of single tokens: read and write their rows
+            queries, target = q[group.rows], out[group.rows]
+        else:
+            queries = group.select(q)[:, 0]
+            target = torch.empty(group.num_seqs, *out.shape[1:], dtype=out.dtype)
+        sample = group.sample
+        page_words = k_cache[0, 0].numel() * k_cache.element_size() % 8 == 0
+        page_words = page_words and v_cache[0, 0].numel() * v_cache.element_size() % 8 == 0
+        if sample is not None and page_words:
+            kernel.gqa(
+                queries, k_cache, v_cache, group.pages, group.seq_lens, target, v_scale,
+                sample.sums, sample.first, sample.step,
+            )  # fmt: skip
+            sample.covered.update((k_cache.data_ptr(), v_cache.data_ptr()))
+        else:  # no sample, or pages not whole words: the checker reads those from memory
+            kernel.gqa(queries, k_cache, v_cache, group.pages, group.seq_lens, target, v_scale)
+        if group.rows is None:
+            group.scatter(out, target.unsqueeze(1))
 
     def mla(
         self,
