@@ -138,7 +138,7 @@ class PagedAttentionBackend:
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
             if nq == 1 and kernel is not None and q.dtype in (torch.float32, torch.bfloat16):
-                self._gqa_decode(kernel, group, q, k_cache, v_cache, v_scale, out)
+                self._decode(kernel, group, q, k_cache, v_cache, v_dim, v_scale, out)
                 continue
             if head_dim == v_dim and nq > 1:
                 # PyTorch's fused CPU attention for prefill chunks, KV heads shared by their query
@@ -180,35 +180,43 @@ class PagedAttentionBackend:
                 group.scatter(out, mixed.reshape(b, nq, num_heads, v_dim))
         return out
 
-    def _gqa_decode(
+    def _decode(
         self,
         kernel: paged_decode.PagedDecodeKernel,
         group: AttentionGroup,
         q: torch.Tensor,
         k_cache: torch.Tensor,
-        v_cache: torch.Tensor,
-        v_scale: float,
+        v_cache: torch.Tensor | None,
+        v_dim: int,
+        out_scale: float,
         out: torch.Tensor,
     ) -> None:
-        """One decode group through the native kernel: each K and V page read once, in place,
-        with no gather (the torch path below is its reference). On an integrity sample step the
-        kernel also sums the sampled pages, as ``PageSample.add`` does from a gather."""
+        """One decode group through the native kernel: each page read once, in place, with no
+        gather (the torch paths are its reference). GQA passes its K and V caches; MLA
+        (``v_cache`` None) its one cache, whose rows' first ``v_dim`` elements are the values.
+        On an integrity sample step the kernel also sums the sampled pages, as
+        ``PageSample.add`` does from a gather."""
         if group.rows is not None:  # a block of single tokens: read and write their rows
             queries, target = q[group.rows], out[group.rows]
         else:
             queries = group.select(q)[:, 0]
             target = torch.empty(group.num_seqs, *out.shape[1:], dtype=out.dtype)
+        caches = [k_cache] if v_cache is None else [k_cache, v_cache]
         sample = group.sample
-        page_words = k_cache[0, 0].numel() * k_cache.element_size() % 8 == 0
-        page_words = page_words and v_cache[0, 0].numel() * v_cache.element_size() % 8 == 0
-        if sample is not None and page_words:
-            kernel.gqa(
-                queries, k_cache, v_cache, group.pages, group.seq_lens, target, v_scale,
-                sample.sums, sample.first, sample.step,
-            )  # fmt: skip
-            sample.covered.update((k_cache.data_ptr(), v_cache.data_ptr()))
-        else:  # no sample, or pages not whole words: the checker reads those from memory
-            kernel.gqa(queries, k_cache, v_cache, group.pages, group.seq_lens, target, v_scale)
+        whole_words = all(c[0, 0].numel() * c.element_size() % 8 == 0 for c in caches)
+        sampled = (
+            (sample.sums, sample.first, sample.step) if sample is not None and whole_words else ()
+        )
+        # Without a sample (or with pages of partial words) the checker reads memory itself.
+        if v_cache is None:
+            kernel.mla(queries, k_cache, v_dim, group.pages, group.seq_lens, target, out_scale,
+                       *sampled)  # fmt: skip
+        else:
+            kernel.gqa(queries, k_cache, v_cache, group.pages, group.seq_lens, target, out_scale,
+                       *sampled)  # fmt: skip
+        if sampled:
+            assert sample is not None
+            sample.covered.update(c.data_ptr() for c in caches)
         if group.rows is None:
             group.scatter(out, target.unsqueeze(1))
 
@@ -233,8 +241,17 @@ class PagedAttentionBackend:
         # (q * s) . stored == q . (stored * s).
         query = torch.cat((q_latent * (scale * latent_scale), q_rope * (scale * rope_scale)), -1)
         out = torch.empty(num_tokens, num_heads, rank, dtype=q_latent.dtype)
+        kernel = self.workspace.decode_kernel
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            if (
+                nq == 1
+                and topk is None  # DSA's selection: the masked torch path below
+                and kernel is not None
+                and query.dtype in (torch.float32, torch.bfloat16)
+            ):
+                self._decode(kernel, group, query, kv_cache, None, rank, latent_scale, out)
+                continue
             cache = self._gather(kv_cache, group, query.dtype)[0]  # (B, L, C+R)
             rows = group.select(query).reshape(b, nq * num_heads, -1)
             scores = torch.bmm(rows, cache.transpose(1, 2)).view(b, nq, num_heads, ctx)

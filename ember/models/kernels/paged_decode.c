@@ -99,7 +99,10 @@ static uint64_t word_sum(const void *page, int64_t bytes) {
  *
  * q        (B, H, D) in q_dtype (F32 or BF16), rows b at q + b * q_stride elements; already
  *          multiplied by the softmax scale and K's FP8 scale.
- * k_cache  (Hkv, pool_pages, S, D) and v_cache (Hkv, pool_pages, S, Dv), kv_dtype.
+ * k_cache  (Hkv, pool_pages, S, D) and v_cache (Hkv, pool_pages, S, v_row), kv_dtype; the values
+ *          are the first Dv <= v_row elements of each row. MLA passes v_cache == k_cache and
+ *          v_row == D: its values are the latent part of the cached rows, read from cache while
+ *          the page is still there, and summed once for the integrity sample.
  * pages    (B, P) pool page of each page column; seq_lens (B,) tokens to attend (>= 1).
  * out      (B, H, Dv) contiguous in out_dtype (F32 or BF16): softmax(q k^T) v * out_scale.
  * sums     (B, n_sampled) uint64 or NULL; sample_step 0 = no integrity sample.
@@ -109,12 +112,13 @@ int ember_gqa_decode(const void *q, int q_dtype, int64_t q_stride, const void *k
                      const void *v_cache, int kv_dtype, int64_t pool_pages, const int64_t *pages,
                      int64_t num_pages, const int64_t *seq_lens, int64_t num_seqs,
                      int64_t num_kv_heads, int64_t group, int64_t head_dim, int64_t v_dim,
-                     int64_t page_size, float out_scale, void *out, int out_dtype,
+                     int64_t v_row, int64_t page_size, float out_scale, void *out, int out_dtype,
                      uint64_t *sums, int64_t sample_first, int64_t sample_step) {
     const int64_t S = page_size, D = head_dim, G = group;
     const int64_t H = num_kv_heads * G;
     const int64_t esize = dtype_size(kv_dtype);
-    const int64_t k_page = S * D, v_page = S * v_dim;  // elements per page of one head
+    const int64_t k_page = S * D, v_page = S * v_row;  // elements per page of one head
+    const int shared = v_cache == k_cache;  // MLA: one cache, values a prefix of each row
     int64_t max_len = 0;
     for (int64_t b = 0; b < num_seqs; b++) max_len = seq_lens[b] > max_len ? seq_lens[b] : max_len;
     float *qf = malloc(sizeof(float) * (size_t)(G * D));
@@ -138,8 +142,9 @@ int ember_gqa_decode(const void *q, int q_dtype, int64_t q_stride, const void *k
             const char *vh = (const char *)v_cache + kvh * pool_pages * v_page * esize;
             for (int64_t s = 0; s < n_sampled; s++) {
                 const int64_t page = table[sample_first + s * sample_step];
-                sums[b * n_sampled + s] += word_sum(kh + page * k_page * esize, k_page * esize) +
-                                           word_sum(vh + page * v_page * esize, v_page * esize);
+                uint64_t total = word_sum(kh + page * k_page * esize, k_page * esize);
+                if (!shared) total += word_sum(vh + page * v_page * esize, v_page * esize);
+                sums[b * n_sampled + s] += total;
             }
             const int64_t q_row = b * q_stride + kvh * G * D;
             if (q_dtype == F32) {
@@ -154,7 +159,7 @@ int ember_gqa_decode(const void *q, int q_dtype, int64_t q_stride, const void *k
             }
             for (int64_t j = 0; j < used; j++) {
                 const int64_t n = len - j * S < S ? len - j * S : S;
-                prefetch(vh + table[j] * v_bytes, v_bytes);  // read after the softmax
+                if (!shared) prefetch(vh + table[j] * v_bytes, v_bytes);  // read after softmax
                 widen(kh + table[j] * k_page * esize, kv_dtype, n * D, tile);
                 for (int64_t g = 0; g < G; g++) {
                     const float *qg = qf + g * D;
@@ -194,7 +199,13 @@ int ember_gqa_decode(const void *q, int q_dtype, int64_t q_stride, const void *k
             for (int64_t j = 0; j < used; j++) {
                 const int64_t n = len - j * S < S ? len - j * S : S;
                 if (j < next_used) prefetch(next_k + next_table[j] * k_bytes, k_bytes);
-                widen(vh + table[j] * v_page * esize, kv_dtype, n * v_dim, tile);
+                const char *vp = vh + table[j] * v_bytes;
+                if (v_row == v_dim) {
+                    widen(vp, kv_dtype, n * v_dim, tile);
+                } else {
+                    for (int64_t t = 0; t < n; t++)
+                        widen(vp + t * v_row * esize, kv_dtype, v_dim, tile + t * v_dim);
+                }
                 for (int64_t g = 0; g < G; g++) {
                     const float *p = scores + g * len + j * S;
                     float *ag = acc + g * v_dim;

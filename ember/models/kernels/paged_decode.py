@@ -1,4 +1,5 @@
-"""ctypes binding of ``paged_decode.c``: decode attention that walks the page table itself.
+"""ctypes binding of ``paged_decode.c``: decode attention that walks the page table itself,
+grouped-query (GLM-4.x) and absorbed latent (MLA: Kimi, GLM-5.x).
 
 One call per layer covers every sequence of a decode group (a ctypes call costs ~1-3 us; one per
 sequence would cost more than the work at glm4-tiny's sizes). Shapes, dtypes and contiguity are
@@ -42,7 +43,7 @@ class PagedDecodeKernel:
             _PTR, ctypes.c_int, _I64,  # q, q dtype, q row stride
             _PTR, _PTR, ctypes.c_int, _I64,  # k cache, v cache, kv dtype, pool pages
             _PTR, _I64, _PTR, _I64,  # pages, pages per sequence, seq_lens, sequences
-            _I64, _I64, _I64, _I64, _I64,  # kv heads, group, head dim, v dim, page size
+            _I64, _I64, _I64, _I64, _I64, _I64,  # kv heads, group, head/v dim, v row, page size
             ctypes.c_float, _PTR, ctypes.c_int,  # output scale, out, out dtype
             _PTR, _I64, _I64,  # integrity sums, first column, column step
         ]  # fmt: skip
@@ -70,9 +71,49 @@ class PagedDecodeKernel:
         ``sums`` ``(B, n)`` int64: add the integrity sample of columns ``sample_first,
         sample_first + sample_step, ...`` (``PageSample``) when ``sample_step > 0``.
         """
+        if v_cache.data_ptr() == k_cache.data_ptr():
+            raise ValueError("distinct K and V caches expected (use mla for one cache)")
+        self._run(q, k_cache, v_cache, v_cache.shape[-1], pages, seq_lens, out, out_scale,
+                  sums, sample_first, sample_step)  # fmt: skip
+
+    def mla(
+        self,
+        q: torch.Tensor,
+        kv_cache: torch.Tensor,
+        rank: int,
+        pages: torch.Tensor,
+        seq_lens: torch.Tensor,
+        out: torch.Tensor,
+        out_scale: float = 1.0,
+        sums: torch.Tensor | None = None,
+        sample_first: int = 0,
+        sample_step: int = 0,
+    ) -> None:
+        """Absorbed MLA decode: ``kv_cache`` ``(1, N, S, C + R)`` rows are the keys and their
+        first ``rank`` (C) elements the values; ``q`` ``(B, H, C + R)``, ``out`` ``(B, H, C)``.
+        Each page is read once for both and summed once for the integrity sample."""
+        self._run(q, kv_cache, kv_cache, rank, pages, seq_lens, out, out_scale,
+                  sums, sample_first, sample_step)  # fmt: skip
+
+    def _run(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        v_dim: int,
+        pages: torch.Tensor,
+        seq_lens: torch.Tensor,
+        out: torch.Tensor,
+        out_scale: float,
+        sums: torch.Tensor | None,
+        sample_first: int,
+        sample_step: int,
+    ) -> None:
         num_seqs, num_heads, head_dim = q.shape
         num_kv_heads, pool_pages, page_size, _ = k_cache.shape
-        v_dim = v_cache.shape[-1]
+        v_row = v_cache.shape[-1]
+        if not 0 < v_dim <= v_row:
+            raise ValueError(f"value width {v_dim} outside 1..{v_row}")
         num_pages = pages.numel() // max(num_seqs, 1)
         if q.dtype not in (torch.float32, torch.bfloat16) or out.dtype not in (
             torch.float32,
@@ -100,7 +141,7 @@ class PagedDecodeKernel:
             assert sums is not None and sums.dtype == torch.int64 and sums.is_contiguous()
             if len(range(sample_first, num_pages, sample_step)) != sums.shape[-1]:
                 raise ValueError("sums must have one column per sampled page column")
-            elements = (page_size * head_dim, page_size * v_dim)
+            elements = (page_size * head_dim, page_size * v_row)
             if any(n * k_cache.element_size() % 8 for n in elements):
                 raise ValueError("an integrity sample needs pages of whole 64-bit words")
             sums_ptr = sums.data_ptr()
@@ -108,7 +149,7 @@ class PagedDecodeKernel:
             q.data_ptr(), _CODES[q.dtype], q.stride(0),
             k_cache.data_ptr(), v_cache.data_ptr(), _CODES[k_cache.dtype], pool_pages,
             pages.data_ptr(), num_pages, seq_lens.data_ptr(), num_seqs,
-            num_kv_heads, num_heads // num_kv_heads, head_dim, v_dim, page_size,
+            num_kv_heads, num_heads // num_kv_heads, head_dim, v_dim, v_row, page_size,
             out_scale, out.data_ptr(), _CODES[out.dtype],
             sums_ptr, sample_first, sample_step,
         )  # fmt: skip

@@ -42,6 +42,10 @@ class _Counting:
         self.calls += 1
         self.kernel.gqa(*args, **kwargs)  # type: ignore[arg-type]
 
+    def mla(self, *args: object, **kwargs: object) -> None:
+        self.calls += 1
+        self.kernel.mla(*args, **kwargs)  # type: ignore[arg-type]
+
 
 def _kernel_workspace() -> tuple[Workspace, _Counting]:
     workspace = Workspace()
@@ -71,8 +75,7 @@ def _tables(
 
 
 def _fill(pool: KVPool, gen: torch.Generator) -> None:
-    for cache in (pool.k, pool.v):
-        assert cache is not None
+    for cache in pool.caches:
         values = torch.randn(cache.shape, generator=gen) * 2
         cache.copy_(values.to(cache.dtype))
         cache[:, :, pool.padding_page] = 0
@@ -85,6 +88,23 @@ def _lengths(rng: random.Random, num_seqs: int) -> list[int]:
         rng.choice(edges) if rng.random() < 0.5 else rng.randint(0, 9 * PAGE)
         for _ in range(num_seqs)
     ]
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, exact: torch.Tensor) -> None:
+    """The kernel's ``got`` against the torch path's ``want``, in the query dtype, and
+    ``exact``, the torch path on the same values in float32.
+
+    float32 queries: within float32 rounding of the torch path. bf16 queries: the torch path
+    rounds its scores and probabilities to bf16 (and both paths the scaled query), so with
+    scores of several units the two can differ by several percent; the kernel must be at least
+    as close to the float32 result as the torch path is, within one bf16 rounding of it."""
+    assert got.dtype == want.dtype
+    if got.dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        return
+    ours = (got.float() - exact).abs().max().item()
+    theirs = (want.float() - exact).abs().max().item()
+    assert ours <= theirs + 2**-8 * exact.abs().max().item(), (ours, theirs)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -119,15 +139,17 @@ def test_kernel_matches_the_torch_gather_path(
         q = torch.randn(tokens, heads, head_dim, generator=gen).to(query_dtype)
         k = torch.randn(tokens, kv_heads, head_dim, generator=gen).to(query_dtype)
         v = torch.randn(tokens, kv_heads, v_dim, generator=gen).to(query_dtype)
-        outs = []
-        for workspace in (fast_ws, slow_ws):  # both store the same new entries, then attend
-            batch = PagedBatch.build(layout, tables, PAGE, pool.padding_page)
-            outs.append(PagedAttentionBackend(pool, batch, workspace).gqa(layer, q, k, v, 0.35))
-        got, want = outs
-        assert got.dtype == want.dtype == query_dtype
-        # The torch path rounds probabilities to the query dtype before the value matmul.
-        tol = 2e-2 if query_dtype == torch.bfloat16 else 1e-5
-        torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+        got, want, exact = (
+            PagedAttentionBackend(
+                pool, PagedBatch.build(layout, tables, PAGE, pool.padding_page), workspace
+            ).gqa(layer, *inputs, 0.35)
+            for workspace, inputs in (
+                (fast_ws, (q, k, v)),
+                (slow_ws, (q, k, v)),
+                (slow_ws, (q.float(), k.float(), v.float())),
+            )
+        )  # all three store the same new entries (bf16 -> float32 is exact)
+        _close(got, want, exact)
     assert counting.calls == 2
 
 
@@ -158,6 +180,85 @@ def test_kernel_sums_the_integrity_sample_as_the_gathers_do(dtype: str) -> None:
     assert counting.calls == 3
 
 
+MLA_SHAPES = [(4, 12, 4), (3, 64, 16), (1, 8, 8)]  # (heads, latent rank C, rotary dim R)
+
+
+@pytest.mark.parametrize("shape", MLA_SHAPES)
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "float32"])
+@pytest.mark.parametrize("query_dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mla_kernel_matches_the_torch_gather_path(
+    shape: tuple[int, int, int], dtype: str, query_dtype: torch.dtype, seed: int
+) -> None:
+    heads, rank, rope = shape
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    spec = KVSpec("mla", 2, dtype, kv_lora_rank=rank, qk_rope_head_dim=rope)
+    pool = KVPool(spec, num_pages=200, page_size=PAGE, integrity=False)
+    if dtype == "fp8_e4m3":
+        pool.set_scales([[0.05, 0.3], [2.0, 0.02]])
+    _fill(pool, gen)
+    free = list(range(200))
+    rng.shuffle(free)
+    num_seqs = rng.randint(1, 9)
+    context = _lengths(rng, num_seqs)
+    tables = _tables(rng, context, free, share=True)
+    query = [1] * num_seqs
+    if num_seqs > 1 and seed % 2:
+        query[rng.randrange(num_seqs)] = 3
+        tables = [t + [free.pop()] for t in tables]
+    layout = BatchLayout(tuple(query), tuple(context))
+    fast_ws, counting = _kernel_workspace()
+    tokens = layout.num_tokens
+    for layer in range(2):
+        args = [
+            torch.randn(tokens, heads, rank, generator=gen),
+            torch.randn(tokens, heads, rope, generator=gen),
+            torch.randn(tokens, rank, generator=gen),
+            torch.randn(tokens, rope, generator=gen) * 2,
+        ]
+        args = [a.to(query_dtype) for a in args]
+        slow_ws = Workspace(kernels=False)
+        got, want, exact = (
+            PagedAttentionBackend(
+                pool, PagedBatch.build(layout, tables, PAGE, pool.padding_page), workspace
+            ).mla(layer, *inputs, 0.3)
+            for workspace, inputs in (
+                (fast_ws, args),
+                (slow_ws, args),
+                (slow_ws, [a.float() for a in args]),
+            )
+        )
+        _close(got, want, exact)
+    assert counting.calls == 2
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
+def test_mla_kernel_sums_the_integrity_sample_once_per_page(dtype: str) -> None:
+    rng, gen = random.Random(3), torch.Generator().manual_seed(3)
+    spec = KVSpec("mla", 1, dtype, kv_lora_rank=12, qk_rope_head_dim=4)
+    pool = KVPool(spec, num_pages=120, page_size=PAGE, integrity=False)
+    _fill(pool, gen)
+    free = list(range(120))
+    rng.shuffle(free)
+    context = _lengths(rng, 6) + [7 * PAGE + 2]
+    tables = _tables(rng, context, free, share=True)
+    layout = BatchLayout((1,) * len(context), tuple(context))
+    args = (torch.randn(7, 3, 12), torch.randn(7, 3, 4), torch.randn(7, 12), torch.randn(7, 4))
+    fast_ws, counting = _kernel_workspace()
+    for first, step in [(0, 1), (3, 2)]:
+        found = []
+        for workspace in (fast_ws, Workspace(kernels=False)):
+            batch = PagedBatch.build(layout, tables, PAGE, pool.padding_page)
+            group = batch.groups[0]
+            width = len(range(first, group.num_pages, step))
+            group.sample = PageSample(first, step, torch.zeros(7, width, dtype=torch.int64))
+            PagedAttentionBackend(pool, batch, workspace).mla(0, *args, 0.3)
+            found.append((group.sample.sums.tolist(), group.sample.covered))
+        assert found[0] == found[1]
+        assert any(any(row) for row in found[0][0])
+    assert counting.calls == 2
+
+
 def test_kernel_checks_its_arguments() -> None:
     kernel = paged_decode.load()
     assert kernel is not None
@@ -165,15 +266,20 @@ def test_kernel_checks_its_arguments() -> None:
     pages, lens = torch.zeros(3, dtype=torch.int64), torch.ones(3, dtype=torch.int64)
     out = torch.empty(3, 4, 8, dtype=torch.bfloat16)
     q = torch.zeros(3, 4, 8, dtype=torch.bfloat16)
+    v = k.clone()
     with pytest.raises(TypeError):
-        kernel.gqa(q.half(), k, k, pages, lens, out)
+        kernel.gqa(q.half(), k, v, pages, lens, out)
     with pytest.raises(ValueError):
-        kernel.gqa(q, k.transpose(2, 3), k, pages, lens, out)
+        kernel.gqa(q, k.transpose(2, 3), v, pages, lens, out)
     with pytest.raises(ValueError):
-        kernel.gqa(q, k, k, pages.int(), lens, out)
+        kernel.gqa(q, k, v, pages.int(), lens, out)
     with pytest.raises(ValueError):
-        kernel.gqa(q, k, k, pages, lens, out[:2])
-    kernel.gqa(q, k, k, pages, lens, out)  # all-zero pages: uniform weights over zeros
+        kernel.gqa(q, k, v, pages, lens, out[:2])
+    with pytest.raises(ValueError):
+        kernel.gqa(q, k, k, pages, lens, out)  # one cache for both: that is mla
+    with pytest.raises(ValueError):
+        kernel.mla(q, k, 9, pages, lens, out)  # values wider than the rows
+    kernel.gqa(q, k, v, pages, lens, out)  # all-zero pages: uniform weights over zeros
     assert torch.count_nonzero(out) == 0
 
 
