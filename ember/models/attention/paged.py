@@ -203,7 +203,7 @@ class PagedAttentionBackend:
             target = torch.empty(group.num_seqs, *out.shape[1:], dtype=out.dtype)
         caches = [k_cache] if v_cache is None else [k_cache, v_cache]
         sample = group.sample
-        whole_words = all(c[0, 0].numel() * c.element_size() % 8 == 0 for c in caches)
+        whole_words = all(c.shape[-2] * c.shape[-1] * c.element_size() % 8 == 0 for c in caches)
         sampled = (
             (sample.sums, sample.first, sample.step) if sample is not None and whole_words else ()
         )

@@ -24,9 +24,8 @@ from pathlib import Path
 
 from ember.errors import KernelBuildError
 
-CFLAGS = (
+PORTABLE_CFLAGS = (
     "-O3",
-    "-march=native",
     "-fPIC",
     "-shared",
     "-std=c11",
@@ -38,6 +37,9 @@ CFLAGS = (
     "-fno-signed-zeros",
     "-ffp-contract=fast",
 )
+# The CPU's own vector units (AVX2, AVX-512): the portable build is the fallback for a compiler
+# that does not know -march=native.
+CFLAGS = (*PORTABLE_CFLAGS, "-march=native")
 
 
 def cache_dir() -> Path:
@@ -68,7 +70,19 @@ def _compiler() -> str:
 
 
 def build(source: Path, directory: Path | None = None) -> Path:
-    """The cached shared library built from ``source``, compiling it if needed."""
+    """The cached shared library built from ``source``, compiling it if needed: for this CPU,
+    else (the compiler refused) portable."""
+    try:
+        return build_with(source, CFLAGS, directory)
+    except KernelBuildError as native:
+        try:
+            return build_with(source, PORTABLE_CFLAGS, directory)
+        except KernelBuildError as portable:
+            raise KernelBuildError(f"{native}; portable build: {portable}") from portable
+
+
+def build_with(source: Path, flags: tuple[str, ...], directory: Path | None = None) -> Path:
+    """The cached shared library built from ``source`` with ``flags``."""
     compiler = _compiler()
     try:
         version = subprocess.run(
@@ -79,7 +93,7 @@ def build(source: Path, directory: Path | None = None) -> Path:
     key = hashlib.sha256()
     for part in (
         source.read_bytes(),
-        " ".join(CFLAGS).encode(),
+        " ".join(flags).encode(),
         compiler.encode(),
         version.encode(),
     ):
@@ -98,7 +112,7 @@ def build(source: Path, directory: Path | None = None) -> Path:
         raise KernelBuildError(f"cannot write the kernel cache {directory}: {exc}") from exc
     try:
         done = subprocess.run(
-            [compiler, *CFLAGS, "-o", partial, str(source), "-lm"],
+            [compiler, *flags, "-o", partial, str(source), "-lm"],
             capture_output=True,
             text=True,
             timeout=120,
