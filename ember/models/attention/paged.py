@@ -8,7 +8,10 @@ tables, masks) and every layer reuses it. Each layer call
    longer ones (prefill chunks) another. A group gathers its sequences' pages, whole, into a
    zero-padded ``(B, L, W)`` block (``L`` = pages x page size; padding reads the pool's zero page)
    and runs batched matmuls under a mask: one op sequence per layer for the whole batch, never a
-   Python loop over sequences.
+   Python loop over sequences. The decode group instead goes, when the native kernel is built
+   (``Workspace.decode_kernel``, ``kernels/paged_decode.py``), through one kernel call that walks
+   the page table and reads each page once, in place (the gather then the matmuls read every byte
+   twice; DSA's top-k selection and float16 queries keep the torch path, the kernel's reference).
 
 New tokens are attended from the cache, after storing, so a prompt gives identical results
 whether it is prefilled in one chunk or many, and FP8 rounding is the same for old and new tokens.
