@@ -204,6 +204,8 @@ class PagedAttentionBackend:
         else:
             queries = group.select(q)[:, 0]
             target = torch.empty(group.num_seqs, *out.shape[1:], dtype=out.dtype)
+        if queries.stride(-1) != 1 or queries.stride(-2) != queries.shape[-1]:
+            queries = queries.contiguous()  # the kernel reads each (H, D) row as one block
         caches = [k_cache] if v_cache is None else [k_cache, v_cache]
         sample = group.sample
         whole_words = all(c.shape[-2] * c.shape[-1] * c.element_size() % 8 == 0 for c in caches)

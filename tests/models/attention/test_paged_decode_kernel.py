@@ -260,6 +260,27 @@ def test_mla_kernel_sums_the_integrity_sample_once_per_page(dtype: str) -> None:
     assert counting.calls == 2
 
 
+def test_strided_queries_reach_the_kernel_as_rows() -> None:
+    """A query whose heads are not laid out row by row (a transposed view: scaling it keeps its
+    strides) is copied for the kernel, not refused."""
+    spec = KVSpec("gqa", 1, "bf16", num_kv_heads=2, head_dim=8, v_head_dim=8)
+    pool = KVPool(spec, num_pages=8, page_size=PAGE, integrity=False)
+    _fill(pool, torch.Generator().manual_seed(2))
+    layout = BatchLayout((1, 1, 1), (3, 5, 0))
+    tables = [[0], [1, 2], [3]]
+    q = torch.randn(4, 3, 8).transpose(0, 1)  # (T, H, D) with heads outermost in memory
+    k, v = torch.randn(3, 2, 8), torch.randn(3, 2, 8)
+    fast_ws, counting = _kernel_workspace()
+    got, want = (
+        PagedAttentionBackend(pool, PagedBatch.build(layout, tables, PAGE, 8), ws).gqa(
+            0, q, k, v, 0.3
+        )
+        for ws in (fast_ws, Workspace(kernels=False))
+    )
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert counting.calls == 1
+
+
 def test_kernel_checks_its_arguments() -> None:
     kernel = paged_decode.load()
     assert kernel is not None
