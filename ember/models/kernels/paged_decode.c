@@ -230,14 +230,14 @@ int ember_gqa_decode(const void *q, int q_dtype, int64_t q_stride, const void *k
             float inv[G > 0 ? G : 1];
             for (int64_t g = 0; g < G; g++) {
                 float *row = scores + g * len;
-                float top = row[0];
+                float top = len > 0 ? row[0] : 0.0f;  // len 0 (out of contract): zeros out
                 for (int64_t t = 1; t < len; t++) top = row[t] > top ? row[t] : top;
                 float total = 0.0f;
                 for (int64_t t = 0; t < len; t++) {
                     row[t] = exp_nonpositive(row[t] - top);
                     total += row[t];
                 }
-                inv[g] = out_scale / total;
+                inv[g] = len > 0 ? out_scale / total : 0.0f;
             }
             // Values: acc[g] += p[g, t] * v[t], one page at a time, while the key pages of the
             // next (sequence, head) are fetched.

@@ -303,6 +303,9 @@ def test_kernel_checks_its_arguments() -> None:
         kernel.mla(q, k, 9, pages, lens, out)  # values wider than the rows
     kernel.gqa(q, k, v, pages, lens, out)  # all-zero pages: uniform weights over zeros
     assert torch.count_nonzero(out) == 0
+    v.fill_(1.0)
+    kernel.gqa(q, k, v, pages, torch.tensor([1, 0, 2]), out)  # a length of 0: zeros, not NaN
+    assert out[1].eq(0).all() and out[0].eq(1).all() and out[2].eq(1).all()
 
 
 def _decode_still_works(workspace: Workspace) -> None:
