@@ -126,3 +126,7 @@ class KVCacheExhausted(InternalError):
 
 class KVIntegrityError(InternalError):
     """A KV page failed its integrity check (corruption or cross-request reuse)."""
+
+
+class KernelBuildError(InternalError):
+    """A native kernel could not be compiled or loaded (ember then uses its torch path)."""

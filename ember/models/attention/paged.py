@@ -8,7 +8,10 @@ tables, masks) and every layer reuses it. Each layer call
    longer ones (prefill chunks) another. A group gathers its sequences' pages, whole, into a
    zero-padded ``(B, L, W)`` block (``L`` = pages x page size; padding reads the pool's zero page)
    and runs batched matmuls under a mask: one op sequence per layer for the whole batch, never a
-   Python loop over sequences.
+   Python loop over sequences. The decode group instead goes, when the native kernel is built
+   (``Workspace.decode_kernel``, ``kernels/paged_decode.py``), through one kernel call that walks
+   the page table and reads each page once, in place (the gather then the matmuls read every byte
+   twice; DSA's top-k selection and float16 queries keep the torch path, the kernel's reference).
 
 New tokens are attended from the cache, after storing, so a prompt gives identical results
 whether it is prefilled in one chunk or many, and FP8 rounding is the same for old and new tokens.
@@ -28,6 +31,7 @@ import torch.nn.functional as F
 
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged_batch import AttentionGroup, PagedBatch
+from ember.models.kernels import paged_decode
 from ember.models.kv.fp8 import dequantize_fp8_bits
 from ember.models.kv.pool import KVPool
 
@@ -35,15 +39,21 @@ __all__ = ["PagedAttentionBackend", "PagedBatch", "Workspace"]
 
 
 class Workspace:
-    """Reusable scratch memory for the big per-layer gathers.
+    """What a runner's steps reuse: scratch memory for the big per-layer gathers, and the native
+    decode kernel.
 
     Fresh multi-megabyte tensors come from ``mmap`` and fault every page in on first touch; on
     two cores that costs more than the gather itself. Views into one growing buffer per (dtype,
     role) don't. Only scratch lives here: nothing handed back to the model aliases it.
+
+    ``decode_kernel`` (``kernels/paged_decode.py``) is loaded, or built on first use, here, once
+    per runner; ``None`` when ``kernels`` is off or it cannot be built, and decodes then take the
+    torch path (the reference).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kernels: bool = True) -> None:
         self._buffers: dict[tuple[torch.dtype, str], torch.Tensor] = {}
+        self.decode_kernel = paged_decode.load() if kernels else None
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype, role: str) -> torch.Tensor:
         numel = 1
@@ -127,8 +137,12 @@ class PagedAttentionBackend:
         q = q * (scale * pool.scales[layer][0])
         v_scale = pool.scales[layer][1]
         out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype)
+        kernel = self.workspace.decode_kernel
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            if nq == 1 and kernel is not None and q.dtype in (torch.float32, torch.bfloat16):
+                self._decode(kernel, group, q, k_cache, v_cache, v_dim, v_scale, out)
+                continue
             if head_dim == v_dim and nq > 1:
                 # PyTorch's fused CPU attention for prefill chunks, KV heads shared by their query
                 # groups. Not for decodes: with one query per sequence its per-(sequence, head)
@@ -169,6 +183,48 @@ class PagedAttentionBackend:
                 group.scatter(out, mixed.reshape(b, nq, num_heads, v_dim))
         return out
 
+    def _decode(
+        self,
+        kernel: paged_decode.PagedDecodeKernel,
+        group: AttentionGroup,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor | None,
+        v_dim: int,
+        out_scale: float,
+        out: torch.Tensor,
+    ) -> None:
+        """One decode group through the native kernel: each page read once, in place, with no
+        gather (the torch paths are its reference). GQA passes its K and V caches; MLA
+        (``v_cache`` None) its one cache, whose rows' first ``v_dim`` elements are the values.
+        On an integrity sample step the kernel also sums the sampled pages, as
+        ``PageSample.add`` does from a gather."""
+        if group.rows is not None:  # a block of single tokens: read and write their rows
+            queries, target = q[group.rows], out[group.rows]
+        else:
+            queries = group.select(q)[:, 0]
+            target = torch.empty(group.num_seqs, *out.shape[1:], dtype=out.dtype)
+        if queries.stride(-1) != 1 or queries.stride(-2) != queries.shape[-1]:
+            queries = queries.contiguous()  # the kernel reads each (H, D) row as one block
+        caches = [k_cache] if v_cache is None else [k_cache, v_cache]
+        sample = group.sample
+        whole_words = all(c.shape[-2] * c.shape[-1] * c.element_size() % 8 == 0 for c in caches)
+        sampled = (
+            (sample.sums, sample.first, sample.step) if sample is not None and whole_words else ()
+        )
+        # Without a sample (or with pages of partial words) the checker reads memory itself.
+        if v_cache is None:
+            kernel.mla(queries, k_cache, v_dim, group.pages, group.seq_lens, target, out_scale,
+                       *sampled)  # fmt: skip
+        else:
+            kernel.gqa(queries, k_cache, v_cache, group.pages, group.seq_lens, target, out_scale,
+                       *sampled)  # fmt: skip
+        if sampled:
+            assert sample is not None
+            sample.covered.update(c.data_ptr() for c in caches)
+        if group.rows is None:
+            group.scatter(out, target.unsqueeze(1))
+
     def mla(
         self,
         layer: int,
@@ -190,8 +246,17 @@ class PagedAttentionBackend:
         # (q * s) . stored == q . (stored * s).
         query = torch.cat((q_latent * (scale * latent_scale), q_rope * (scale * rope_scale)), -1)
         out = torch.empty(num_tokens, num_heads, rank, dtype=q_latent.dtype)
+        kernel = self.workspace.decode_kernel
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
+            if (
+                nq == 1
+                and topk is None  # DSA's selection: the masked torch path below
+                and kernel is not None
+                and query.dtype in (torch.float32, torch.bfloat16)
+            ):
+                self._decode(kernel, group, query, kv_cache, None, rank, latent_scale, out)
+                continue
             cache = self._gather(kv_cache, group, query.dtype)[0]  # (B, L, C+R)
             rows = group.select(query).reshape(b, nq * num_heads, -1)
             scores = torch.bmm(rows, cache.transpose(1, 2)).view(b, nq, num_heads, ctx)

@@ -122,6 +122,7 @@ class AttentionGroup:
     valid_rows: torch.Tensor | None  # (n,) flat rows of the valid queries, in padded order
     valid: torch.Tensor | None  # (B, Q) bool: which padded queries are real
     allowed: torch.Tensor  # (B, Q, L) bool: causal and within the sequence
+    seq_lens: torch.Tensor  # (B,) int64 tokens each sequence attends to (context + new)
     sample: PageSample | None = None  # pages to digest from this step's gathers (integrity)
     _bias: dict[torch.dtype, torch.Tensor] = field(default_factory=dict)
     _head_pages: dict[tuple[int, int, bool], torch.Tensor] = field(default_factory=dict)
@@ -199,7 +200,13 @@ def _build_group(
     key_pos = torch.arange(num_pages * page_size)
     seq_len_t = torch.tensor(seq_lens, dtype=torch.int64)
     firsts = [starts[i] for i in members]
-    common = dict(members=members, num_seqs=num_seqs, num_pages=num_pages, page_size=page_size)
+    common = dict(
+        members=members,
+        num_seqs=num_seqs,
+        num_pages=num_pages,
+        page_size=page_size,
+        seq_lens=seq_len_t,
+    )
     if max_query == 1:
         allowed = (key_pos.unsqueeze(0) < seq_len_t.unsqueeze(1)).unsqueeze(1)  # (B, 1, L)
         contiguous = firsts == list(range(firsts[0], firsts[0] + num_seqs))
