@@ -198,7 +198,8 @@ class PagedAttentionBackend:
         gather (the torch paths are its reference). GQA passes its K and V caches; MLA
         (``v_cache`` None) its one cache, whose rows' first ``v_dim`` elements are the values.
         On an integrity sample step the kernel also sums the sampled pages, as
-        ``PageSample.add`` does from a gather."""
+        ``PageSample.add`` does from a gather, and reports the time the sums took, which the
+        checker's share counts as it counts ``PageSample.add``'s."""
         if group.rows is not None:  # a block of single tokens: read and write their rows
             queries, target = q[group.rows], out[group.rows]
         else:
@@ -214,14 +215,15 @@ class PagedAttentionBackend:
         )
         # Without a sample (or with pages of partial words) the checker reads memory itself.
         if v_cache is None:
-            kernel.mla(queries, k_cache, v_dim, group.pages, group.seq_lens, target, out_scale,
-                       *sampled)  # fmt: skip
+            sum_seconds = kernel.mla(queries, k_cache, v_dim, group.pages, group.seq_lens,
+                                     target, out_scale, *sampled)  # fmt: skip
         else:
-            kernel.gqa(queries, k_cache, v_cache, group.pages, group.seq_lens, target, out_scale,
-                       *sampled)  # fmt: skip
+            sum_seconds = kernel.gqa(queries, k_cache, v_cache, group.pages, group.seq_lens,
+                                     target, out_scale, *sampled)  # fmt: skip
         if sampled:
             assert sample is not None
             sample.covered.update(c.data_ptr() for c in caches)
+            sample.cpu_seconds += sum_seconds  # timed in the kernel: the checker's share
         if group.rows is None:
             group.scatter(out, target.unsqueeze(1))
 

@@ -13,15 +13,19 @@
  *
  * Integrity: when asked (sample_step > 0), it also adds the wrap-around sum of the 64-bit words of
  * the sampled page columns (first, first + step, ... < num_pages, padding pages included, every
- * KV head) to sums[b, column], the same figure PageSample.add takes from a torch gather.
+ * KV head) to sums[b, column], the same figure PageSample.add takes from a torch gather, and
+ * adds the time those sums took to *sum_seconds (CLOCK_MONOTONIC around each sum loop: the
+ * checker's share counts it, as it counts PageSample.add's process time on the torch path).
  *
  * Built with -fassociative-math so that the dot-product reductions vectorise; nothing here
  * depends on the order of float additions beyond rounding.
  */
+#define _POSIX_C_SOURCE 199309L  /* clock_gettime under -std=c11 */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { F32 = 0, BF16 = 1, FP8 = 2 };
 
@@ -89,6 +93,12 @@ static inline int64_t dtype_size(int dtype) { return dtype == F32 ? 4 : dtype ==
  * for BF16 (isolated, interleaved; locality 2 the same as 1, 0 slower). */
 static inline void prefetch(const char *page, int64_t bytes) {
     for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(page + i, 0, 1);
+}
+
+static inline double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static uint64_t word_sum(const void *page, int64_t bytes) {
@@ -168,6 +178,7 @@ static inline void accumulate(const float *restrict p, const float *restrict row
  * pages    (B, P) pool page of each page column; seq_lens (B,) tokens to attend (>= 1).
  * out      (B, H, Dv) contiguous in out_dtype (F32 or BF16): softmax(q k^T) v * out_scale.
  * sums     (B, n_sampled) uint64 or NULL; sample_step 0 = no integrity sample.
+ * sum_seconds  where the sums' time is added (may be NULL).
  * Returns 0, or -1 when scratch memory could not be allocated.
  */
 int ember_gqa_decode(const void *q, int q_dtype, int64_t q_stride, const void *k_cache,
@@ -175,7 +186,8 @@ int ember_gqa_decode(const void *q, int q_dtype, int64_t q_stride, const void *k
                      int64_t num_pages, const int64_t *seq_lens, int64_t num_seqs,
                      int64_t num_kv_heads, int64_t group, int64_t head_dim, int64_t v_dim,
                      int64_t v_row, int64_t page_size, float out_scale, void *out, int out_dtype,
-                     uint64_t *sums, int64_t sample_first, int64_t sample_step) {
+                     uint64_t *sums, int64_t sample_first, int64_t sample_step,
+                     double *sum_seconds) {
     const int64_t S = page_size, D = head_dim, G = group;
     const int64_t H = num_kv_heads * G;
     const int64_t esize = dtype_size(kv_dtype);
@@ -202,11 +214,15 @@ int ember_gqa_decode(const void *q, int q_dtype, int64_t q_stride, const void *k
         for (int64_t kvh = 0; kvh < num_kv_heads; kvh++) {
             const char *kh = (const char *)k_cache + kvh * pool_pages * k_page * esize;
             const char *vh = (const char *)v_cache + kvh * pool_pages * v_page * esize;
-            for (int64_t s = 0; s < n_sampled; s++) {
-                const int64_t page = table[sample_first + s * sample_step];
-                uint64_t total = word_sum(kh + page * k_page * esize, k_page * esize);
-                if (!shared) total += word_sum(vh + page * v_page * esize, v_page * esize);
-                sums[b * n_sampled + s] += total;
+            if (n_sampled > 0) {
+                const double started = now_seconds();
+                for (int64_t s = 0; s < n_sampled; s++) {
+                    const int64_t page = table[sample_first + s * sample_step];
+                    uint64_t total = word_sum(kh + page * k_page * esize, k_page * esize);
+                    if (!shared) total += word_sum(vh + page * v_page * esize, v_page * esize);
+                    sums[b * n_sampled + s] += total;
+                }
+                if (sum_seconds) *sum_seconds += now_seconds() - started;
             }
             const int64_t q_row = b * q_stride + kvh * G * D;
             if (q_dtype == F32) {

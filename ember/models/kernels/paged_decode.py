@@ -46,6 +46,7 @@ class PagedDecodeKernel:
             _I64, _I64, _I64, _I64, _I64, _I64,  # kv heads, group, head/v dim, v row, page size
             ctypes.c_float, _PTR, ctypes.c_int,  # output scale, out, out dtype
             _PTR, _I64, _I64,  # integrity sums, first column, column step
+            ctypes.POINTER(ctypes.c_double),  # seconds the sums took (added to)
         ]  # fmt: skip
 
     def gqa(
@@ -60,7 +61,7 @@ class PagedDecodeKernel:
         sums: torch.Tensor | None = None,
         sample_first: int = 0,
         sample_step: int = 0,
-    ) -> None:
+    ) -> float:
         """``out[b] = softmax(q[b] k_b^T) v_b * out_scale`` for every sequence ``b``.
 
         ``q`` ``(B, H, D)`` float32 or bfloat16, scales already folded in, rows may be strided;
@@ -69,12 +70,13 @@ class PagedDecodeKernel:
         ``out_scale``); ``pages`` ``(B * P,)`` int64 page table; ``seq_lens`` ``(B,)`` int64,
         each in ``1 .. P * S``; ``out`` ``(B, H, Dv)`` contiguous, float32 or bfloat16.
         ``sums`` ``(B, n)`` int64: add the integrity sample of columns ``sample_first,
-        sample_first + sample_step, ...`` (``PageSample``) when ``sample_step > 0``.
+        sample_first + sample_step, ...`` (``PageSample``) when ``sample_step > 0``. Returns
+        the seconds those sums took (0.0 without a sample): the integrity checker's share.
         """
         if v_cache.data_ptr() == k_cache.data_ptr():
             raise ValueError("distinct K and V caches expected (use mla for one cache)")
-        self._run(q, k_cache, v_cache, v_cache.shape[-1], pages, seq_lens, out, out_scale,
-                  sums, sample_first, sample_step)  # fmt: skip
+        return self._run(q, k_cache, v_cache, v_cache.shape[-1], pages, seq_lens, out,
+                         out_scale, sums, sample_first, sample_step)  # fmt: skip
 
     def mla(
         self,
@@ -88,12 +90,13 @@ class PagedDecodeKernel:
         sums: torch.Tensor | None = None,
         sample_first: int = 0,
         sample_step: int = 0,
-    ) -> None:
+    ) -> float:
         """Absorbed MLA decode: ``kv_cache`` ``(1, N, S, C + R)`` rows are the keys and their
         first ``rank`` (C) elements the values; ``q`` ``(B, H, C + R)``, ``out`` ``(B, H, C)``.
-        Each page is read once for both and summed once for the integrity sample."""
-        self._run(q, kv_cache, kv_cache, rank, pages, seq_lens, out, out_scale,
-                  sums, sample_first, sample_step)  # fmt: skip
+        Each page is read once for both and summed once for the integrity sample; returns
+        the seconds the sums took, as ``gqa``."""
+        return self._run(q, kv_cache, kv_cache, rank, pages, seq_lens, out, out_scale,
+                         sums, sample_first, sample_step)  # fmt: skip
 
     def _run(
         self,
@@ -108,7 +111,7 @@ class PagedDecodeKernel:
         sums: torch.Tensor | None,
         sample_first: int,
         sample_step: int,
-    ) -> None:
+    ) -> float:
         num_seqs, num_heads, head_dim = q.shape
         num_kv_heads, pool_pages, page_size, _ = k_cache.shape
         v_row = v_cache.shape[-1]
@@ -145,16 +148,18 @@ class PagedDecodeKernel:
             if any(n * k_cache.element_size() % 8 for n in elements):
                 raise ValueError("an integrity sample needs pages of whole 64-bit words")
             sums_ptr = sums.data_ptr()
+        sum_seconds = ctypes.c_double(0.0)
         status = self._gqa(
             q.data_ptr(), _CODES[q.dtype], q.stride(0),
             k_cache.data_ptr(), v_cache.data_ptr(), _CODES[k_cache.dtype], pool_pages,
             pages.data_ptr(), num_pages, seq_lens.data_ptr(), num_seqs,
             num_kv_heads, num_heads // num_kv_heads, head_dim, v_dim, v_row, page_size,
             out_scale, out.data_ptr(), _CODES[out.dtype],
-            sums_ptr, sample_first, sample_step,
+            sums_ptr, sample_first, sample_step, ctypes.byref(sum_seconds),
         )  # fmt: skip
         if status != 0:
             raise MemoryError("paged decode kernel: scratch allocation failed")
+        return sum_seconds.value
 
 
 @functools.lru_cache(maxsize=8)

@@ -39,13 +39,13 @@ class _Counting:
     def __init__(self, kernel: paged_decode.PagedDecodeKernel) -> None:
         self.kernel, self.calls = kernel, 0
 
-    def gqa(self, *args: object, **kwargs: object) -> None:
+    def gqa(self, *args: object, **kwargs: object) -> float:
         self.calls += 1
-        self.kernel.gqa(*args, **kwargs)  # type: ignore[arg-type]
+        return self.kernel.gqa(*args, **kwargs)  # type: ignore[arg-type]
 
-    def mla(self, *args: object, **kwargs: object) -> None:
+    def mla(self, *args: object, **kwargs: object) -> float:
         self.calls += 1
-        self.kernel.mla(*args, **kwargs)  # type: ignore[arg-type]
+        return self.kernel.mla(*args, **kwargs)  # type: ignore[arg-type]
 
 
 def _kernel_workspace() -> tuple[Workspace, _Counting]:
@@ -167,6 +167,7 @@ def test_kernel_sums_the_integrity_sample_as_the_gathers_do(dtype: str) -> None:
     layout = BatchLayout((1,) * len(context), tuple(context))
     q, k, v = torch.randn(8, 4, 8), torch.randn(8, 2, 8), torch.randn(8, 2, 8)
     fast_ws, counting = _kernel_workspace()
+    timed: list[float] = []
     for first, step in [(0, 1), (1, 3), (2, 8)]:
         found = []
         for workspace in (fast_ws, Workspace(kernels=False)):
@@ -176,8 +177,10 @@ def test_kernel_sums_the_integrity_sample_as_the_gathers_do(dtype: str) -> None:
             group.sample = PageSample(first, step, torch.zeros(8, width, dtype=torch.int64))
             PagedAttentionBackend(pool, batch, workspace).gqa(0, q, k, v, 0.3)
             found.append((group.sample.sums.tolist(), group.sample.covered))
+            timed.append(group.sample.cpu_seconds)
         assert found[0] == found[1]
         assert any(any(row) for row in found[0][0])  # real pages were summed
+        assert timed[-2] > 0.0  # the kernel's sums are timed: the checker's share counts them
     assert counting.calls == 3
 
 
