@@ -13,7 +13,9 @@ leaves mid-stream, close the service's stream and cancel the request as the rout
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import gc
 import hashlib
 import os
 import random
@@ -242,3 +244,33 @@ def _leave_mid_stream(address: tuple[str, int], raw: bytes) -> None:
         reader.until(b"\r\n\r\n")
         reader.until(b"data: 0\n\n")  # the first event
     time.sleep(0.5)  # the stream is closed within this on both paths
+
+
+def test_requests_leave_no_reference_cycles(servers: tuple[_Servers, list[int]]) -> None:
+    """A request's objects are freed by reference counting when it ends (``runtime/heap.py``
+    relies on it): none of them is left for the cyclic collector to find."""
+    both, _ = servers
+    requests = [
+        (
+            f"POST / HTTP/1.1\r\nHost: fast.test\r\nx-kind: {kind}\r\nx-chunks: 3\r\n"
+            "content-length: 2\r\n\r\n{}"
+        ).encode()
+        for kind in ("pipe", "relay", "inline")
+    ]
+    both.client(lambda: _exchange(both.addresses[True], [(r, "POST") for r in requests], False))
+    gc.collect()
+    gc.disable()  # nothing is collected while the requests run: what they leave stays
+    try:
+        for pipelined in (False, True):
+            exchanges = [(r, "POST") for r in requests] * 2
+            both.client(lambda: _exchange(both.addresses[True], exchanges, pipelined))  # noqa: B023
+        both.client(lambda: time.sleep(0.3))  # the isolate's Done frames arrive
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        found = collections.Counter(type(o).__name__ for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    names = ("FastHttpProtocol", "_FastRequest", "ChunkedBody", "InFlight", "ResponseStream")
+    assert {name: found[name] for name in names if found[name]} == {}
