@@ -28,6 +28,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 TERMINATOR = b"0\r\n\r\n"
+# Joined writes stop at this size: a body whose chunks are all there at once (a large inline
+# answer in chunks, a cached replay) goes out as it is read, under the transport's flow control.
+FLUSH_BYTES = 64 * 1024
 
 
 class ChunkedBody:
@@ -39,6 +42,7 @@ class ChunkedBody:
         "_body",
         "_on_complete",
         "_parts",
+        "_pending",
         "_flush_handle",
         "task",
     )
@@ -58,6 +62,7 @@ class ChunkedBody:
         self._body: Any = body
         self._on_complete = on_complete
         self._parts: list[bytes] = []
+        self._pending = 0  # bytes in _parts
         self._flush_handle: asyncio.Handle | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -74,12 +79,16 @@ class ChunkedBody:
 
     def _write(self, data: bytes) -> None:
         self._parts.append(data)
-        if self._flush_handle is None:
+        self._pending += len(data)
+        if self._pending >= FLUSH_BYTES:
+            self._flush_now()  # (the transport may ask to pause now: the next chunk waits)
+        elif self._flush_handle is None:
             # Runs once this task waits: what it wrote until then goes out in one write.
             self._flush_handle = self._protocol.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_handle = None
+        self._pending = 0
         if self._parts:
             data = b"".join(self._parts) if len(self._parts) > 1 else self._parts[0]
             self._parts.clear()

@@ -274,3 +274,37 @@ def test_requests_leave_no_reference_cycles(servers: tuple[_Servers, list[int]])
         gc.enable()
     names = ("FastHttpProtocol", "_FastRequest", "ChunkedBody", "InFlight", "ResponseStream")
     assert {name: found[name] for name in names if found[name]} == {}
+
+
+def test_a_slow_reader_gets_the_whole_stream_under_flow_control(
+    servers: tuple[_Servers, list[int]],
+) -> None:
+    """A client that does not read fills the socket buffers: the transport asks to pause, the
+    writer waits for it to drain (and stops reading the body) and then resumes, losing nothing."""
+    both, _ = servers
+    rng = random.Random()
+    seed = next(s for s in iter(lambda: rng.randrange(1 << 30), None) if _big(s))
+    raw = (
+        f"GET / HTTP/1.1\r\nHost: fast.test\r\nx-kind: pipe\r\nx-seed: {seed}\r\n"
+        "x-chunks: 150\r\n\r\n"
+    ).encode()
+    expected = b"".join(random_chunks(seed, 150))
+    warm = [(b"GET / HTTP/1.1\r\nHost: fast.test\r\n\r\n", "GET")]
+    for fast in (True, False):
+        both.client(lambda: _exchange(both.addresses[fast], warm, False))  # noqa: B023
+        got = both.client(lambda: _slow_read(both.addresses[fast], raw))  # noqa: B023
+        assert got == expected, (fast, seed, len(got), len(expected))
+
+
+def _big(seed: int) -> bool:
+    return sum(len(chunk) for chunk in random_chunks(seed, 150)) > 3_000_000
+
+
+def _slow_read(address: tuple[str, int], raw: bytes) -> bytes:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(30)
+        sock.connect(address)
+        sock.sendall(raw)
+        time.sleep(0.5)  # the server's writes back up meanwhile
+        return _response(_Reader(sock), "GET")[1]
