@@ -1,27 +1,31 @@
 """``ember dev``'s HTTP fast path: uvicorn's httptools protocol, without ASGI for the usual request.
 
 uvicorn runs every request as an ASGI application task: a scope dict, a ``RequestResponseCycle``,
-an ``asyncio.Event``, a task and its coroutines, and two ``transport.write`` calls (head, body).
-Measured, that machinery is most of what ``ember dev``'s supervisor spends per request beyond
-the bare app. For the usual request (HTTP/1.1, no body, not HEAD, to a ready isolate) this
-protocol sends the Request frame from the parser's callbacks, and when the response head arrives
-with an inline body, writes the whole response in one ``transport.write`` from the head future's
-callback: no task, no coroutine, no scope.
+an ``asyncio.Event``, a task and its coroutines, and a ``transport.write`` per message (head,
+each chunk, the end). Measured, that machinery is most of what ``ember dev``'s supervisor spends
+per request beyond the bare app. For the usual request (HTTP/1.1, not HEAD, to a ready isolate,
+with no body or a small announced one that arrived with its head: an ``env.AI.run`` POST) this
+protocol sends the Request frame from the parser's callbacks. When the response head arrives,
+an inline body is written whole in one ``transport.write`` from the head future's callback (no
+task, no coroutine, no scope), and a streamed one (a piped binding stream, the worker's own
+stream) by one task, chunked, as ``faststream.py`` describes.
 
 Everything else is uvicorn's own code and the ``Router``, unchanged, and that is the reference
-(``tests/runtime/test_fasthttp.py`` sends the same random requests through both and compares the
-bytes on the wire): a request with a body, HEAD, HTTP/1.0, upgrades, ``Expect``, no isolate
-ready (the router's general path), ``/__scheduled``, and responses the fast writer does not
-handle (streamed bodies, headers that uvicorn interprets: content-length, transfer-encoding,
-connection; invalid header bytes; a paused transport) go through a ``RequestResponseCycle`` and
-the router's ``respond``, as they would have. Pipelined requests wait behind a fast one exactly
-as behind a cycle (uvicorn's queue). One difference, on purpose: a client that disconnects
-while its fast request waits cancels it at once (``connection_lost``) rather than at the
-router's next disconnect sweep (within 100 ms).
+(``tests/runtime/test_fasthttp.py`` and ``test_fasthttp_streams.py`` send the same random
+requests through both and compare the bytes on the wire): a chunked or large body, or one that
+did not all come with its head (handed over with what arrived of it), HEAD, HTTP/1.0, upgrades,
+``Expect``, the paths of binding mounts (``mounted``), no isolate ready (the router's general
+path), ``/__scheduled``, and responses the fast writers do not handle (headers that uvicorn
+interprets: content-length, transfer-encoding, connection; invalid header bytes; 204 and 304
+with a stream; a paused transport) go through a ``RequestResponseCycle`` and the router's
+``respond``, as they would have. Pipelined requests wait behind a fast one exactly as behind a
+cycle (uvicorn's queue). One difference, on purpose: a client that disconnects while its fast
+request waits or streams cancels it at once (``connection_lost``) rather than at the router's
+next disconnect sweep (within 100 ms).
 
 The protocol relies on uvicorn's ``HttpToolsProtocol`` internals (``cycle``, ``pipeline``,
-``flow``, ``_start_asgi_task``, ``on_response_complete``); ``fast_protocol`` returns None (and
-``ember dev`` uses uvicorn's default) for a uvicorn version it was not checked against.
+``flow``, ``tasks``, ``_start_asgi_task``, ``on_response_complete``); ``fast_protocol`` returns
+None (and ``ember dev`` uses uvicorn's default) for a uvicorn version it was not checked against.
 """
 
 from __future__ import annotations
