@@ -58,6 +58,9 @@ def _servers(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**base._env(), "PYTHONPATH": str(code)},
+        # ``python -m`` puts the working directory first on sys.path, ahead of PYTHONPATH: run
+        # from ``code``, or a --baseline session would import this checkout's ember instead.
+        cwd=code,
     )
     return stub, dev, stub_port, dev_port
 

@@ -113,8 +113,15 @@ class DevServer:
             self.deployment.bindings,
         )
         http: Any = "auto"  # uvicorn's default: httptools where installed
-        if self.options.fast_http and not mounts:
-            http = fast_protocol(router, lambda: self.deployment.id) or http
+        if self.options.fast_http:
+            http = (
+                fast_protocol(
+                    router,
+                    lambda: self.deployment.id,
+                    lambda path: any(mount.matches(path) for mount in mounts),
+                )
+                or http
+            )
         config = uvicorn.Config(
             with_binding_mounts(router, mounts),
             http=http,

@@ -1,27 +1,31 @@
 """``ember dev``'s HTTP fast path: uvicorn's httptools protocol, without ASGI for the usual request.
 
 uvicorn runs every request as an ASGI application task: a scope dict, a ``RequestResponseCycle``,
-an ``asyncio.Event``, a task and its coroutines, and two ``transport.write`` calls (head, body).
-Measured, that machinery is most of what ``ember dev``'s supervisor spends per request beyond
-the bare app. For the usual request (HTTP/1.1, no body, not HEAD, to a ready isolate) this
-protocol sends the Request frame from the parser's callbacks, and when the response head arrives
-with an inline body, writes the whole response in one ``transport.write`` from the head future's
-callback: no task, no coroutine, no scope.
+an ``asyncio.Event``, a task and its coroutines, and a ``transport.write`` per message (head,
+each chunk, the end). Measured, that machinery is most of what ``ember dev``'s supervisor spends
+per request beyond the bare app. For the usual request (HTTP/1.1, not HEAD, to a ready isolate,
+with no body or a small announced one that arrived with its head: an ``env.AI.run`` POST) this
+protocol sends the Request frame from the parser's callbacks. When the response head arrives,
+an inline body is written whole in one ``transport.write`` from the head future's callback (no
+task, no coroutine, no scope), and a streamed one (a piped binding stream, the worker's own
+stream) by one task, chunked, as ``faststream.py`` describes.
 
 Everything else is uvicorn's own code and the ``Router``, unchanged, and that is the reference
-(``tests/runtime/test_fasthttp.py`` sends the same random requests through both and compares the
-bytes on the wire): a request with a body, HEAD, HTTP/1.0, upgrades, ``Expect``, no isolate
-ready (the router's general path), ``/__scheduled``, and responses the fast writer does not
-handle (streamed bodies, headers that uvicorn interprets: content-length, transfer-encoding,
-connection; invalid header bytes; a paused transport) go through a ``RequestResponseCycle`` and
-the router's ``respond``, as they would have. Pipelined requests wait behind a fast one exactly
-as behind a cycle (uvicorn's queue). One difference, on purpose: a client that disconnects
-while its fast request waits cancels it at once (``connection_lost``) rather than at the
-router's next disconnect sweep (within 100 ms).
+(``tests/runtime/test_fasthttp.py`` and ``test_fasthttp_streams.py`` send the same random
+requests through both and compare the bytes on the wire): a chunked or large body, or one that
+did not all come with its head (handed over with what arrived of it), HEAD, HTTP/1.0, upgrades,
+``Expect``, the paths of binding mounts (``mounted``), no isolate ready (the router's general
+path), ``/__scheduled``, and responses the fast writers do not handle (headers that uvicorn
+interprets: content-length, transfer-encoding, connection; invalid header bytes; 204 and 304
+with a stream; a paused transport) go through a ``RequestResponseCycle`` and the router's
+``respond``, as they would have. Pipelined requests wait behind a fast one exactly as behind a
+cycle (uvicorn's queue). One difference, on purpose: a client that disconnects while its fast
+request waits or streams cancels it at once (``connection_lost``) rather than at the router's
+next disconnect sweep (within 100 ms).
 
 The protocol relies on uvicorn's ``HttpToolsProtocol`` internals (``cycle``, ``pipeline``,
-``flow``, ``_start_asgi_task``, ``on_response_complete``); ``fast_protocol`` returns None (and
-``ember dev`` uses uvicorn's default) for a uvicorn version it was not checked against.
+``flow``, ``tasks``, ``_start_asgi_task``, ``on_response_complete``); ``fast_protocol`` returns
+None (and ``ember dev`` uses uvicorn's default) for a uvicorn version it was not checked against.
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ from uvicorn.protocols.http.httptools_impl import (
     RequestResponseCycle,
 )
 
+from ember.runtime.faststream import ChunkedBody
 from ember.runtime.http import HttpResponse
 from ember.runtime.inflight import InFlight
-from ember.runtime.router import SCHEDULED_PATHS, Router, request_head
+from ember.runtime.router import INLINE_BODY_BYTES, SCHEDULED_PATHS, Router, request_head
 
 # The uvicorn releases whose HttpToolsProtocol this subclass was read against and tested with.
 CHECKED_UVICORN = ("0.55.",)
@@ -53,13 +58,29 @@ CHECKED_UVICORN = ("0.55.",)
 _FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection"})
 
 
-def fast_protocol(router: Router, deployment_id: Callable[[], str]) -> Any | None:
-    """The protocol factory for ``uvicorn.Config(http=...)``; None if uvicorn is unknown."""
+def fast_protocol(
+    router: Router,
+    deployment_id: Callable[[], str],
+    mounted: Callable[[str], bool] | None = None,
+) -> Any | None:
+    """The protocol factory for ``uvicorn.Config(http=...)``; None if uvicorn is unknown.
+
+    ``mounted(path)``: the path belongs to a binding's HTTP mount (``mounts.py``), which the
+    ASGI app in front of the router serves: such requests take uvicorn's path.
+    """
     if not uvicorn.__version__.startswith(CHECKED_UVICORN):
         return None
     return functools.partial(
-        FastHttpProtocol, router=router, deployment_id=deployment_id, heads=_Heads()
+        FastHttpProtocol,
+        router=router,
+        deployment_id=deployment_id,
+        heads=_Heads(),
+        mounted=mounted or _nothing_mounted,
     )
+
+
+def _nothing_mounted(path: str) -> bool:
+    return False
 
 
 class FastHttpProtocol(HttpToolsProtocol):
@@ -75,14 +96,35 @@ class FastHttpProtocol(HttpToolsProtocol):
         router: Router,
         deployment_id: Callable[[], str],
         heads: _Heads,
+        mounted: Callable[[str], bool] = _nothing_mounted,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self._heads = heads
         self._router = router
         self._deployment_id = deployment_id
+        self._mounted = mounted
         self._candidate = False  # the current message's head qualified; its end sends it
         self._raw_path = b""
         self._query = b""
+        self._body: list[bytes] = []  # a candidate's body as it arrives
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        # The last request (a _FastRequest refers back to this protocol) would keep the whole
+        # connection's objects in a reference cycle, for the cyclic GC to find: drop it now.
+        if isinstance(self.cycle, _FastRequest):
+            self.cycle = None  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._candidate:
+            # A candidate's body did not all come with its head. The router reads such a body
+            # under the wall-time limit (a client trickling it must not hold the request):
+            # hand the request and what arrived of its body to uvicorn's path.
+            self._candidate = False
+            if self.parser is not None and not self.transport.is_closing():
+                self._to_asgi(b"".join(self._body))
+            self._body = []
 
     # -- parser callbacks ---------------------------------------------------------------------
 
@@ -96,15 +138,24 @@ class FastHttpProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         if self._qualifies():
-            self._candidate = True  # bodiless: on_message_complete follows in this feed
+            self._candidate = True  # its body (if any) and on_message_complete follow
+            self._body = []
             return
         self._to_asgi()
+
+    def on_body(self, body: bytes) -> None:
+        if self._candidate:
+            self._body.append(body)
+            return
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
         if not self._candidate:
             super().on_message_complete()
             return
         self._candidate = False
+        body = b"".join(self._body) if self._body else None
+        self._body = []
         method = self.parser.get_method().decode("ascii")
         request, _ = request_head(
             method,
@@ -114,12 +165,14 @@ class FastHttpProtocol(HttpToolsProtocol):
             self._query,
             self.headers,
         )
+        if body is not None:
+            request.body = body  # as the router's read_inline: the whole (small) body
         try:
             pending = self._router.supervisor.fetch_ready(self._deployment_id(), request)
         except Exception:  # the router meets it again and answers as uvicorn does (500)
             pending = None
         if pending is None:  # no isolate ready: the router's general path
-            self._to_asgi()
+            self._to_asgi(body or b"")
             super().on_message_complete()
             return
         fast = _FastRequest(self, pending, self.parser.should_keep_alive(), method)
@@ -143,7 +196,11 @@ class FastHttpProtocol(HttpToolsProtocol):
         ):
             return False
         for name, value in self.headers:
-            if (name == b"content-length" and value != b"0") or name == b"transfer-encoding":
+            if name == b"content-length":
+                # A small announced body is read whole, as the router's read_inline does.
+                if not (value.isdigit() and len(value) < 10 and int(value) <= INLINE_BODY_BYTES):
+                    return False
+            elif name == b"transfer-encoding":
                 return False
         try:
             parsed = _parse_url(self.url)
@@ -152,16 +209,23 @@ class FastHttpProtocol(HttpToolsProtocol):
         raw_path = parsed.path
         if not raw_path.isascii():
             return False
-        if self._router.test_scheduled and _path(raw_path) in SCHEDULED_PATHS:
+        path = _path(raw_path)
+        if (self._router.test_scheduled and path in SCHEDULED_PATHS) or self._mounted(path):
             return False
         self._raw_path = raw_path
         self._query = parsed.query or b""
         return True
 
-    def _to_asgi(self) -> None:
-        """Hand the current request to uvicorn's own path (builds what on_message_begin skipped)."""
+    def _to_asgi(self, body: bytes = b"") -> None:
+        """Hand the current request to uvicorn's own path (builds what on_message_begin skipped).
+
+        ``body``: what already arrived of its body (a candidate's), as uvicorn's on_body keeps it.
+        """
         self.scope = self._scope(self.headers)
         super().on_headers_complete()
+        if body:
+            self.cycle.body += body
+            self.cycle.message_event.set()
 
     def _scope(self, headers: list[tuple[bytes, bytes]]) -> Any:
         return {
@@ -179,19 +243,59 @@ class FastHttpProtocol(HttpToolsProtocol):
     # -- the response -------------------------------------------------------------------------
 
     def fast_response(self, fast: _FastRequest, response: HttpResponse) -> None:
-        """Write ``response`` in one write, or hand it to uvicorn's cycle and the router."""
+        """Write ``response`` (inline: in one write; streamed: ``ChunkedBody``), or hand it to
+        uvicorn's cycle and the router."""
         body = response.body
-        if (
-            not isinstance(body, bytes)
-            or self.flow.write_paused
-            or not self._write_whole(fast, response.status, response.headers, body)
-        ):
+        if self.flow.write_paused:
             self._respond_asgi(fast, response)
-            return
+        elif isinstance(body, bytes):
+            if not self._write_whole(fast, response.status, response.headers, body):
+                self._respond_asgi(fast, response)
+                return
+            self._complete(fast)
+        else:
+            head = self._streamed_head(fast, response.status, response.headers)
+            if head is None:
+                self._respond_asgi(fast, response)
+                return
+            fast.writer = ChunkedBody(self, fast, body, functools.partial(self._complete, fast))
+            task = fast.writer.start(head)
+            task.add_done_callback(self.tasks.discard)  # uvicorn's shutdown waits for its tasks
+            self.tasks.add(task)
+
+    def _complete(self, fast: _FastRequest) -> None:
+        """The whole response is written (as uvicorn's send after the last body message)."""
         fast.response_complete = True
         if not fast.keep_alive:
             self.transport.close()
         self.on_response_complete()
+
+    def _head(self, status: int, headers: list[tuple[str, str]]) -> tuple[bytes, bytes] | None:
+        key = (status, tuple(headers))
+        encoded = self._heads.get(key)
+        if encoded is None:
+            encoded = self._heads.put(key, _encode_head(status, headers))
+        return encoded
+
+    def _streamed_head(
+        self, fast: _FastRequest, status: int, headers: list[tuple[str, str]]
+    ) -> bytes | None:
+        # What uvicorn writes for the router's streamed response (no content-length: chunked),
+        # or None for what it treats specially (204 and 304 have no body to frame).
+        encoded = self._head(status, headers) if status not in (204, 304) else None
+        if encoded is None:
+            return None
+        status_line, worker_headers = encoded
+        return b"".join(
+            (
+                status_line,
+                self._heads.defaults(self.server_state.default_headers),
+                worker_headers,
+                b"transfer-encoding: chunked\r\n\r\n"
+                if fast.keep_alive
+                else b"connection: close\r\ntransfer-encoding: chunked\r\n\r\n",
+            )
+        )
 
     def _write_whole(
         self, fast: _FastRequest, status: int, headers: list[tuple[str, str]], body: bytes
@@ -199,12 +303,9 @@ class FastHttpProtocol(HttpToolsProtocol):
         # The bytes uvicorn's RequestResponseCycle.send writes for the router's response
         # (status line, default headers, the worker's, content-length, connection: close if
         # not keep-alive), or False for what it would treat specially.
-        key = (status, tuple(headers))
-        encoded = self._heads.get(key)
+        encoded = self._head(status, headers)
         if encoded is None:
-            encoded = self._heads.put(key, _encode_head(status, headers))
-            if encoded is None:
-                return False
+            return False
         status_line, worker_headers = encoded
         self.transport.write(
             b"".join(
@@ -317,6 +418,7 @@ class _FastRequest:
         "method",
         "url",
         "headers",
+        "writer",
     )
 
     def __init__(
@@ -331,6 +433,7 @@ class _FastRequest:
         self.method = method
         self.url = protocol.url
         self.headers = protocol.headers
+        self.writer: ChunkedBody | None = None  # once a streamed body is being written
 
     @property
     def message_event(self) -> _FastRequest:
@@ -338,7 +441,11 @@ class _FastRequest:
 
     def set(self) -> None:
         """``connection_lost``: the client left; cancel the request in its isolate now."""
-        if self.disconnected and not self.pending.head.done():
+        if not self.disconnected:
+            return
+        if self.writer is not None:
+            self.writer.cancel()  # closing its body cancels the request
+        elif not self.pending.head.done():
             self.pending.client_gone()
 
     def on_head(self, head: asyncio.Future[HttpResponse]) -> None:

@@ -237,7 +237,7 @@ class ResponseStream:
     """The worker's streamed response body, as the router reads it (size-limited)."""
 
     def __init__(self, request: InFlight, stream: InStream | PipedBody) -> None:
-        self._request = request
+        self._request: Any = request
         self._stream = stream
         self._sent = 0
         self._complete = False
@@ -267,6 +267,9 @@ class ResponseStream:
         if not self._complete:
             self._complete = True
             self._request.client_gone()
+        # The request's head future holds this body: without the link back, the request's
+        # objects are freed when the response ends instead of waiting for the cyclic GC.
+        self._request = None
         await self._stream.aclose()
 
 

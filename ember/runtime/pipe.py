@@ -32,7 +32,8 @@ class PipedBody:
         self._interrupted = False
         self._error: str | None = None
         self._source_closed = False
-        self.finished: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        self.finished: asyncio.Future[str | None] = self._loop.create_future()
         self.sent = 0
 
     @property
@@ -48,7 +49,7 @@ class PipedBody:
             if self._error is not None:
                 raise StreamAborted(self._error)
             raise StopAsyncIteration
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)  # with the loop: no getpid syscall to find it
         self._reader = task
         try:
             chunk = await self._chunks.__anext__()

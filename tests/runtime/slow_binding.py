@@ -59,6 +59,11 @@ class SlowClient:
         assert reply.stream is not None
         return ReadableStream(reply.stream)
 
+    async def stall(self, tag: str = "") -> ReadableStream:
+        reply = await self._channel.call(self._name, "stall", [tag])
+        assert reply.stream is not None
+        return ReadableStream(reply.stream)
+
     async def random(self, seed: int, chunks: int) -> ReadableStream:
         reply = await self._channel.call(self._name, "random", [seed, chunks])
         assert reply.stream is not None
@@ -90,6 +95,8 @@ class SlowService(BindingService):
                 raise
         if method == "stream":
             return StreamReply(head={"tag": tag}, chunks=self._ticks(tag))
+        if method == "stall":
+            return StreamReply(head={"tag": tag}, chunks=self._stall(tag))
         if method == "random":
             return StreamReply(head={}, chunks=self._random(int(args[0]), int(args[1])))
         raise ValueError(method)
@@ -100,6 +107,14 @@ class SlowService(BindingService):
             for i in range(100_000):
                 yield f"data: {i}\n\n".encode()
                 await asyncio.sleep(0.01)
+        finally:
+            self.tracker.add(f"stream-closed:{tag}")
+
+    async def _stall(self, tag: str) -> AsyncIterator[bytes]:
+        """One event, then nothing: only a cancellation ends it (a model in a long prefill)."""
+        try:
+            yield b"data: 0\n\n"
+            await asyncio.sleep(3600)
         finally:
             self.tracker.add(f"stream-closed:{tag}")
 

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from ember.bindings.registry import BindingRegistry
 from ember.runtime import events as E
 from ember.runtime import fasthttp
 from ember.runtime.devserver import DevOptions, DevServer
@@ -69,7 +70,7 @@ class _Servers:
     while a test's client runs in a worker thread: nothing of pytest's runs next to the servers
     (Python 3.11's parser is not safe for two threads at once, and tracebacks parse)."""
 
-    def __init__(self, root: Path, state: Path) -> None:
+    def __init__(self, root: Path, state: Path, registry: BindingRegistry | None = None) -> None:
         self.sinks = {fast: E.ListSink() for fast in (True, False)}
         self.servers = {
             fast: DevServer(
@@ -81,6 +82,7 @@ class _Servers:
                     watch=False,
                     run_crons=False,
                     fast_http=fast,
+                    registry=registry,
                 ),
                 self.sinks[fast],
             )

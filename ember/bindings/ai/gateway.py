@@ -141,7 +141,7 @@ class AIGateway:
         return await self.run(tenant, model, body, options, dialect="openai")
 
     def _known(self, model: str) -> None:
-        if not isinstance(model, str) or model not in self.pool.model_ids():
+        if not isinstance(model, str) or not self.pool.knows(model):
             raise ModelNotFound(f"No such model {model} or task")
 
     async def _run(

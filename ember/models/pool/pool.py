@@ -165,6 +165,12 @@ class ModelPool:
         ids = self.catalog.ids()
         return ids + [m for m in self.config.models if m not in ids]
 
+    def knows(self, model_id: str) -> bool:
+        """``model_id in model_ids()``, without building the list (checked on every request)."""
+        if model_id in self.config.models:
+            return True
+        return self.config.settings.serve_unconfigured and model_id in self.catalog
+
     def group(self, model_id: str) -> ModelGroup:
         """The replica group of ``model_id`` (made on first use); ModelNotFound if unknown."""
         group = self._groups.get(model_id)

@@ -100,3 +100,23 @@ def test_an_operator_can_serve_configured_ids_only() -> None:
     assert pool.model_ids() == [GLM]
     with pytest.raises(ModelNotFound):
         pool.group("@cf/moonshotai/kimi-k2.6")
+
+
+@pytest.mark.parametrize("serve_unconfigured", [True, False])
+def test_knows_is_membership_in_model_ids(serve_unconfigured: bool) -> None:
+    """``knows`` (the gateway's per-request check) against its reference, ``model_ids``."""
+    import random
+
+    from ember.models.catalog import default_catalog
+    from ember.models.pool.pool import ModelPool
+
+    rng = random.Random()
+    catalog_ids = default_catalog().ids()
+    configured = rng.sample(catalog_ids, rng.randrange(len(catalog_ids) + 1))
+    configured += [f"@cf/test/custom-{i}" for i in range(rng.randrange(3))]
+    models = {model: {"url": "http://127.0.0.1:9"} for model in configured}
+    config = parse_pool_config(models, {"serve_unconfigured": serve_unconfigured})
+    pool = ModelPool(config, progress=lambda line: None)
+    probes = catalog_ids + configured + ["@cf/test/unknown", "", "@cf/zai-org/glm-4.7-flash "]
+    for model in probes:
+        assert pool.knows(model) == (model in pool.model_ids()), (model, configured)
