@@ -21,7 +21,8 @@ own fault or an environment failure, and the CLI reports it as a possible bug.
         ├── ProtocolError          a malformed frame crossed a process boundary
         ├── BackendError           a model server or replica failed
         ├── KVCacheExhausted       the engine ran out of KV pages for a request
-        └── KVIntegrityError       a KV page failed its integrity check
+        ├── KVIntegrityError       a KV page failed its integrity check
+        └── KernelBuildError       a native kernel could not be built (the torch path is used)
 
 Subpackages may add leaves under these classes in their own modules, but never a second root.
 Never branch on message text: branch on the class and its attributes.
