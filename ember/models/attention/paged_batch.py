@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ember.models.attention.backend import BatchLayout
@@ -253,13 +254,21 @@ class PagedBatch:
     # checker's deferred content stamps (``ModelRunner._digests``); ``None`` after a store whose
     # rows are not whole 64-bit words (the runner then digests those slots from memory).
     digest_words: list[torch.Tensor] | None = None
+    # When set (with ``digest_words``), a store made by the store kernel adds its tokens' sums
+    # here as it stores (``kernels/stored_sums.py``) instead of appending to ``digest_words``;
+    # ``digest_seconds``: the time those sums took (the checker's share counts it).
+    digest_sums: np.ndarray | None = None  # (T,) int64
+    digest_seconds: float = 0.0
 
     def content_digests(self) -> torch.Tensor | None:
         """``(T,)`` int64 wrap-around sums of every word each new token stored (all layers), or
         ``None`` when a store's rows were not whole 64-bit words."""
         if self.digest_words is None:
             return None
-        return stored_digests([self.digest_words], self.slot_mapping.numel())
+        digests = stored_digests([self.digest_words], self.slot_mapping.numel())
+        if self.digest_sums is not None:
+            digests = digests + torch.from_numpy(self.digest_sums)  # int64 adds wrap
+        return digests
 
     @classmethod
     def build(

@@ -170,8 +170,10 @@ class ModelRunner:
         """
         sidecar = checker.sidecar
         epoch, page_size = sidecar.epoch + 1, self.pool.page_size
-        written: list[torch.Tensor] = []
-        batch.digest_words = written  # the stores fill it during the forward
+        batch.digest_words = []  # the stores fill it during the forward (or digest_sums)
+        if self.workspace.store_kernel is not None:
+            batch.digest_sums = np.zeros(len(positions), dtype=np.int64)
+        written = batch
         if len(positions) == len(scheduled):  # one token each: most steps
             walk = self._readers.walk(scheduled, positions, epoch, page_size)
             first_slots: Sequence_[int] = walk.first_slots or []
@@ -232,6 +234,7 @@ class ModelRunner:
         sidecar = checker.sidecar
         if batch.digest_words is None:  # a store's rows were not whole words: read memory now
             checker.stamp_now(batch.slot_mapping.numpy(), positions)
+        checker.stats.cpu_seconds += batch.digest_seconds  # summed in the stores (forward)
         checker.flush_if_full(chunk=len(positions) != len(scheduled))
         failures: list[IntegrityFailure] = []
         if reads is not None:
@@ -260,11 +263,23 @@ class ModelRunner:
 
     def _digests(self, written: list[object]) -> np.ndarray:
         """The checker's digester: ``(sum T,)`` uint64 content digests of the tokens each
-        pending step wrote, in order, from the tensors its stores wrote."""
-        steps = [stored for stored in written if isinstance(stored, list)]
-        if len(steps) != len(written):
-            raise TypeError("a pending content stamp holds no stored tensors")
-        return stored_digests(steps, scratch=self.workspace.take).numpy().view(np.uint64)
+        pending step (its ``PagedBatch``) wrote, in order: summed by the store kernel as it
+        stored, or from the tensors the torch path's stores kept (``stored_digests``)."""
+        batches = [batch for batch in written if isinstance(batch, PagedBatch)]
+        if len(batches) != len(written):
+            raise TypeError("a pending content stamp holds no PagedBatch")
+        words = [batch.digest_words for batch in batches]
+        if any(w is None for w in words):
+            raise ValueError("a pending step's rows were not whole words (stamp_now's case)")
+        sums = [batch.digest_sums for batch in batches]
+        if all(s is None for s in sums):  # the torch path: all steps stacked together
+            steps = [w for w in words if w is not None]
+            return stored_digests(steps, scratch=self.workspace.take).numpy().view(np.uint64)
+        if not any(words):  # every store summed as it stored: the common case
+            summed = [s for s in sums if s is not None]
+            return (summed[0] if len(summed) == 1 else np.concatenate(summed)).view(np.uint64)
+        parts = [batch.content_digests() for batch in batches]  # mixed: step by step
+        return torch.cat([p for p in parts if p is not None]).numpy().view(np.uint64)
 
     def _layer_ptrs(self) -> list[tuple[int, int, int]]:
         """``(cache, layer, data_ptr)`` of every layer of every pool cache (sidecar order)."""
