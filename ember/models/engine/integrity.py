@@ -137,6 +137,10 @@ class IntegrityChecker:
         self.stats = IntegrityStats()
         self._offsets = np.arange(page_size, dtype=np.int64)
         self.digester: Callable[[list[object]], np.ndarray] | None = None
+        # Joins the pending steps' slots into one int64 array (``None``: ``np.concatenate``;
+        # the runner's joins its slot-mapping tensors with one ``torch.cat``, where each
+        # tensor's conversion to numpy cost ~15 us, 16 a flush).
+        self.slot_joiner: Callable[[list[ArrayLike]], np.ndarray] | None = None
         self._pending: list[_PendingContent] = []
         self._pending_tokens = 0
         self.max_pending = max(256, self.MAX_PENDING_BYTES // max(1, sidecar.stored_bytes_per_slot))
@@ -194,7 +198,10 @@ class IntegrityChecker:
         if len(pending) == 1:
             slots, epochs = np.asarray(pending[0].slots), np.int64(pending[0].epoch)
         else:
-            slots = np.concatenate([np.asarray(p.slots) for p in pending])
+            if self.slot_joiner is not None:  # the runner's: its tensors joined in one op
+                slots = self.slot_joiner([p.slots for p in pending])
+            else:
+                slots = np.concatenate([np.asarray(p.slots) for p in pending])
             epochs = np.repeat([p.epoch for p in pending], [len(p.slots) for p in pending])
         # A slot is written once between clears (prefix hits are never rewritten), so at most
         # one pending stamp per slot survives ``apply_content``'s clear filter.

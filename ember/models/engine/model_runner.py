@@ -84,6 +84,7 @@ class ModelRunner:
         self._readers = Readers()  # the checker's view of the last decode step's sequences
         if checker is not None:
             checker.digester = self._digests
+            checker.slot_joiner = self._join_slots
 
     def run(self, scheduled: list[ScheduledSeq], new_pages: list[int]) -> StepResult:
         """One forward over ``scheduled`` (single-token entries first), then checks and samples."""
@@ -280,6 +281,14 @@ class ModelRunner:
             return (summed[0] if len(summed) == 1 else np.concatenate(summed)).view(np.uint64)
         parts = [batch.content_digests() for batch in batches]  # mixed: step by step
         return torch.cat([p for p in parts if p is not None]).numpy().view(np.uint64)
+
+    @staticmethod
+    def _join_slots(slots: list[object]) -> np.ndarray:
+        """The checker's slot joiner: pending steps' slots (decode steps' slot-mapping tensors,
+        other steps' arrays) as one int64 array, the tensors joined by one ``torch.cat``."""
+        if all(isinstance(s, torch.Tensor) for s in slots):
+            return torch.cat(slots).numpy()  # type: ignore[arg-type]
+        return np.concatenate([np.asarray(s, dtype=np.int64) for s in slots])
 
     def _layer_ptrs(self) -> list[tuple[int, int, int]]:
         """``(cache, layer, data_ptr)`` of every layer of every pool cache (sidecar order)."""
