@@ -87,13 +87,14 @@ class PagedAttentionBackend:
         batch = self.batch
         kernel = self.workspace.store_kernel
         if kernel is not None and kernel.fits(cache, new):
+            summed = batch.digest_sums
             whole = (new.shape[-1] * new.element_size()) % 8 == 0
-            if batch.digest_sums is not None and batch.digest_words is not None and whole:
+            if summed is not None and batch.digest_words is not None and whole:
                 # Summed as stored, from the rows just read: no tensor kept for a later flush,
                 # which found them cold (the sums' time is the checker's share).
-                batch.digest_seconds += kernel.store(
-                    cache, new, batch.slot_mapping, batch.digest_sums
-                )
+                add = summed.stores > 0
+                summed.seconds += kernel.store(cache, new, batch.slot_mapping, summed.address, add)
+                summed.stores += 1
                 return
             kernel.store(cache, new, batch.slot_mapping)
         else:

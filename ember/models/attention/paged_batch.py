@@ -64,6 +64,24 @@ def stored_digests(
 
 
 @dataclass(slots=True)
+class DigestSums:
+    """Where the store kernel sums one step's content digests: ``tokens`` int64 of ``buffer``
+    from ``offset`` (the runner's, reused: a fresh array each step cost ~10 us, cold), written
+    by the step's first store and added to by the others (``stores`` so far)."""
+
+    buffer: np.ndarray  # int64
+    offset: int
+    tokens: int
+    address: int  # of buffer[offset]
+    stores: int = 0
+    seconds: float = 0.0  # the time the sums took (the checker's share counts it)
+
+    def values(self) -> np.ndarray:
+        """``(tokens,)`` int64: the sums (valid once ``stores`` > 0)."""
+        return self.buffer[self.offset : self.offset + self.tokens]
+
+
+@dataclass(slots=True)
 class PageSample:
     """Pages whose stored words the attention sums from its own page gathers, while hot.
 
@@ -254,11 +272,9 @@ class PagedBatch:
     # checker's deferred content stamps (``ModelRunner._digests``); ``None`` after a store whose
     # rows are not whole 64-bit words (the runner then digests those slots from memory).
     digest_words: list[torch.Tensor] | None = None
-    # When set (with ``digest_words``), a store made by the store kernel adds its tokens' sums
-    # here as it stores (``kernels/stored_sums.py``) instead of appending to ``digest_words``;
-    # ``digest_seconds``: the time those sums took (the checker's share counts it).
-    digest_sums: np.ndarray | None = None  # (T,) int64
-    digest_seconds: float = 0.0
+    # When set (with ``digest_words``), a store made by the store kernel sums its tokens' words
+    # as it stores (``kernels/stored_sums.py``) instead of appending to ``digest_words``.
+    digest_sums: DigestSums | None = None
 
     def content_digests(self) -> torch.Tensor | None:
         """``(T,)`` int64 wrap-around sums of every word each new token stored (all layers), or
@@ -266,8 +282,9 @@ class PagedBatch:
         if self.digest_words is None:
             return None
         digests = stored_digests([self.digest_words], self.slot_mapping.numel())
-        if self.digest_sums is not None:
-            digests = digests + torch.from_numpy(self.digest_sums)  # int64 adds wrap
+        summed = self.digest_sums
+        if summed is not None and summed.stores:
+            digests = digests + torch.from_numpy(summed.values().copy())  # int64 adds wrap
         return digests
 
     @classmethod

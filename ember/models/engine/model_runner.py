@@ -19,7 +19,12 @@ import torch
 
 from ember.models.attention.backend import AttentionBackend, BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
-from ember.models.attention.paged_batch import AttentionGroup, PageSample, stored_digests
+from ember.models.attention.paged_batch import (
+    AttentionGroup,
+    DigestSums,
+    PageSample,
+    stored_digests,
+)
 from ember.models.engine.integrity import (
     GatheredDigest,
     IntegrityChecker,
@@ -82,6 +87,10 @@ class ModelRunner:
         self.num_steps = 0
         self._ptrs: list[tuple[int, int, int]] | None = None
         self._readers = Readers()  # the checker's view of the last decode step's sequences
+        # Where the store kernel sums the pending steps' content digests (``_take_sums``).
+        self._sums = np.empty(0, dtype=np.int64)
+        self._sums_address = 0
+        self._sums_used = 0
         if checker is not None:
             checker.digester = self._digests
             checker.slot_joiner = self._join_slots
@@ -172,8 +181,6 @@ class ModelRunner:
         sidecar = checker.sidecar
         epoch, page_size = sidecar.epoch + 1, self.pool.page_size
         batch.digest_words = []  # the stores fill it during the forward (or digest_sums)
-        if self.workspace.store_kernel is not None:
-            batch.digest_sums = np.zeros(len(positions), dtype=np.int64)
         written = batch
         if len(positions) == len(scheduled):  # one token each: most steps
             walk = self._readers.walk(scheduled, positions, epoch, page_size)
@@ -188,6 +195,8 @@ class ModelRunner:
             first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
             sidecar.stamp_writers(slots, walk.writer, first_slots)
             checker.defer_content(slots, positions, written)
+        if self.workspace.store_kernel is not None:  # after defer_content: it may flush
+            batch.digest_sums = self._take_sums(len(positions))
         stalest = min(walk.epochs, default=0)
         ownership = checker.ownership_changed(stalest)
         plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]
@@ -235,7 +244,8 @@ class ModelRunner:
         sidecar = checker.sidecar
         if batch.digest_words is None:  # a store's rows were not whole words: read memory now
             checker.stamp_now(batch.slot_mapping.numpy(), positions)
-        checker.stats.cpu_seconds += batch.digest_seconds  # summed in the stores (forward)
+        if batch.digest_sums is not None:  # summed in the stores, during the forward
+            checker.stats.cpu_seconds += batch.digest_sums.seconds
         checker.flush_if_full(chunk=len(positions) != len(scheduled))
         failures: list[IntegrityFailure] = []
         if reads is not None:
@@ -276,11 +286,35 @@ class ModelRunner:
         if all(s is None for s in sums):  # the torch path: all steps stacked together
             steps = [w for w in words if w is not None]
             return stored_digests(steps, scratch=self.workspace.take).numpy().view(np.uint64)
-        if not any(words):  # every store summed as it stored: the common case
-            summed = [s for s in sums if s is not None]
-            return (summed[0] if len(summed) == 1 else np.concatenate(summed)).view(np.uint64)
+        if not any(words) and all(s is not None and s.stores for s in sums):
+            # Every store summed as it stored (the common case): the steps' runs of the
+            # runner's buffer, one slice when they follow each other there.
+            runs = [s for s in sums if s is not None]
+            first, last = runs[0], runs[-1]
+            if all(
+                b.buffer is first.buffer and b.offset == a.offset + a.tokens
+                for a, b in zip(runs, runs[1:], strict=False)
+            ):
+                joined = first.buffer[first.offset : last.offset + last.tokens]
+            else:
+                joined = np.concatenate([s.values() for s in runs])
+            self._sums_used = 0  # a flush takes every pending step: the buffer is free again
+            return joined.view(np.uint64)
+        self._sums_used = 0
         parts = [batch.content_digests() for batch in batches]  # mixed: step by step
         return torch.cat([p for p in parts if p is not None]).numpy().view(np.uint64)
+
+    def _take_sums(self, tokens: int) -> DigestSums:
+        """Room in the runner's sums buffer for one step's content digests, after the pending
+        steps' (so that a flush reads one slice); a full buffer is replaced, the pending steps
+        keeping theirs."""
+        used = self._sums_used
+        if used + tokens > len(self._sums):
+            self._sums = np.empty(max(2 * (used + tokens), 1 << 14), dtype=np.int64)
+            self._sums_address = self._sums.ctypes.data
+            used = 0
+        self._sums_used = used + tokens
+        return DigestSums(self._sums, used, tokens, self._sums_address + 8 * used)
 
     @staticmethod
     def _join_slots(slots: list[object]) -> np.ndarray:

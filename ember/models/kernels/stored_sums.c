@@ -11,9 +11,9 @@
  * src: tokens x heads rows of row_bytes, at token_stride and head_stride bytes (views into a
  * projection: any start, any stride). cache: one layer, (heads, pages, page_size, width)
  * contiguous, head_stride bytes between heads; slot s of head h starts at h * cache_head_stride
- * + s * row_bytes. sums (optional, row_bytes a multiple of 8): sums[t] += the wrap-around sum of
- * token t's words; the time the sums took (CLOCK_MONOTONIC) is added to *seconds: the checker's
- * share counts it. Words are read with memcpy: the rows need not be 8-byte aligned.
+ * + s * row_bytes. sums (optional, row_bytes a multiple of 8): sums[t] gets (add: += , else =:
+ * a step's first store needs no zeroed array) the wrap-around sum of token t's words; the time
+ * the sums took (CLOCK_MONOTONIC) is added to *seconds: the checker's share counts it. Words are read with memcpy: the rows need not be 8-byte aligned.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime under -std=c11 */
 #include <stdint.h>
@@ -29,7 +29,7 @@ static double now(void) {
 int ember_store_rows(const unsigned char *src, int64_t tokens, int64_t heads,
                      int64_t token_stride, int64_t head_stride, int64_t row_bytes,
                      unsigned char *cache, int64_t cache_head_stride, const int64_t *slots,
-                     int64_t *sums, double *seconds) {
+                     int64_t *sums, int add, double *seconds) {
     for (int64_t t = 0; t < tokens; t++) {
         unsigned char *slot = cache + slots[t] * row_bytes;
         const unsigned char *rows = src + t * token_stride;
@@ -51,7 +51,7 @@ int ember_store_rows(const unsigned char *src, int64_t tokens, int64_t heads,
                 total += word;
             }
         }
-        sums[t] = (int64_t)((uint64_t)sums[t] + total);
+        sums[t] = add ? (int64_t)((uint64_t)sums[t] + total) : (int64_t)total;
     }
     *seconds += now() - started;
     return 0;

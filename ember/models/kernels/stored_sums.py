@@ -14,7 +14,6 @@ import logging
 import os
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from ember.errors import KernelBuildError
@@ -36,7 +35,7 @@ class StoreKernel:
         self._store.argtypes = [
             _PTR, _I64, _I64, _I64, _I64, _I64,  # src, tokens, heads, strides, row bytes
             _PTR, _I64, _PTR,  # cache, its head stride, slots
-            _PTR, ctypes.POINTER(ctypes.c_double),  # sums (or NULL), seconds (added to)
+            _PTR, ctypes.c_int, ctypes.POINTER(ctypes.c_double),  # sums, add, seconds
         ]  # fmt: skip
 
     @staticmethod
@@ -57,15 +56,17 @@ class StoreKernel:
         cache: torch.Tensor,
         new: torch.Tensor,
         slots: torch.Tensor,
-        sums: np.ndarray | None = None,
+        sums: int = 0,
+        add: bool = False,
     ) -> float:
         """``cache[:, slots // S, slots % S] = new.transpose(0, 1)`` (``fits`` must hold;
-        ``slots`` ``(T,)`` contiguous int64, each in the pool). With ``sums`` ``(T,)`` int64,
-        also add each token's wrap-around word sum (rows of whole 64-bit words); returns the
-        seconds the sums took (0.0 without)."""
+        ``slots`` ``(T,)`` contiguous int64, each in the pool). With ``sums``, the address of
+        ``T`` int64 (an address: ``ndarray.ctypes`` costs microseconds a call), also write
+        (``add``: add) each token's wrap-around word sum there (rows of whole 64-bit words);
+        returns the seconds the sums took (0.0 without)."""
         size = new.itemsize
         row = new.shape[2] * size
-        if sums is not None and row % 8:
+        if sums and row % 8:
             raise ValueError("content sums need rows of whole 64-bit words")
         seconds = ctypes.c_double(0.0)
         s0, s1, _ = new.stride()
@@ -73,7 +74,7 @@ class StoreKernel:
         status = self._store(
             new.data_ptr(), new.shape[0], heads, s0 * size, s1 * size, row,
             cache.data_ptr(), pages * page_size * row, slots.data_ptr(),
-            None if sums is None else sums.ctypes.data, ctypes.byref(seconds),
+            sums or None, int(add), ctypes.byref(seconds),
         )  # fmt: skip
         if status != 0:
             raise ValueError("store kernel: a row is not whole 64-bit words")

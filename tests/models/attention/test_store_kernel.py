@@ -13,7 +13,7 @@ import torch
 
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
-from ember.models.attention.paged_batch import stored_digests
+from ember.models.attention.paged_batch import DigestSums, stored_digests
 from ember.models.kernels import stored_sums
 from ember.models.kv.fp8 import FP8_DTYPE
 
@@ -53,19 +53,26 @@ def test_store_and_sums_equal_index_put_and_stored_digests(dtype, heads, width) 
         expected[:, slots // PAGE, slots % PAGE] = new.transpose(0, 1)
         assert kernel.fits(cache, new)
         whole = width * new.element_size() % 8 == 0
-        sums = np.zeros(tokens, dtype=np.int64) if whole else None
-        kernel.store(cache, new, slots, sums)
+        # Garbage in the sums at first: the first store writes them, a second adds.
+        sums = np.full(tokens, 12345, dtype=np.int64)
+        address = sums.ctypes.data if whole else 0
+        kernel.store(cache, new, slots, address)
         assert torch.equal(cache.view(torch.uint8), expected.view(torch.uint8))
-        if sums is not None:
+        if whole:
             reference = stored_digests([[new]]).numpy()
             np.testing.assert_array_equal(sums, reference)
+            kernel.store(cache, new, slots, address, add=True)
+            np.testing.assert_array_equal(sums, stored_digests([[new, new]]).numpy())
+            assert torch.equal(cache.view(torch.uint8), expected.view(torch.uint8))
+        else:
+            assert (sums == 12345).all()  # untouched without an address
 
 
 def test_sums_need_whole_words() -> None:
     cache = torch.zeros(1, 2, PAGE, 3, dtype=torch.bfloat16)  # 6-byte rows
     new = torch.ones(2, 1, 3, dtype=torch.bfloat16)
     with pytest.raises(ValueError):
-        _kernel().store(cache, new, torch.tensor([0, 5]), np.zeros(2, dtype=np.int64))
+        _kernel().store(cache, new, torch.tensor([0, 5]), np.zeros(2, dtype=np.int64).ctypes.data)
 
 
 class _Pool:
@@ -90,13 +97,16 @@ def test_a_step_summed_by_the_store_kernel_equals_the_torch_path(dtype) -> None:
         workspace = Workspace(kernels=kernels)
         if kernels:
             assert workspace.store_kernel is not None
-            batch.digest_sums = np.zeros(7, dtype=np.int64)
+            buffer = np.full(20, -1, dtype=np.int64)  # a reused buffer, at an offset
+            batch.digest_sums = DigestSums(buffer, 5, 7, buffer.ctypes.data + 8 * 5)
         backend = PagedAttentionBackend(_Pool(), batch, workspace)  # type: ignore[arg-type]
         caches = [torch.zeros(h, pages, PAGE, w, dtype=dtype) for h, w in shapes]
         for cache, new in zip(caches, news, strict=True):
             backend._store(cache, new)
         if kernels:
             assert batch.digest_words == []  # every store summed as it stored
+            assert batch.digest_sums is not None and batch.digest_sums.stores == len(shapes)
+            assert (buffer[:5] == -1).all() and (buffer[12:] == -1).all()  # only its run
         results.append((batch.content_digests(), caches))
     (fast, fast_caches), (slow, slow_caches) = results
     assert torch.equal(fast, slow)
