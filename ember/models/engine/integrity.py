@@ -157,11 +157,12 @@ class IntegrityChecker:
         """Stamp ``slots``' content and positions at a later flush, from ``written`` (which the
         caller may still be filling: the runner registers a step before its forward), and with
         ``readers`` (a decode step: row i's sequence wrote ``positions[i]``) their chains too."""
-        if self._pending_tokens + len(slots) > self.max_pending:
+        tokens = len(positions)  # as many as slots: a list's length (a tensor's costs more)
+        if self._pending_tokens + tokens > self.max_pending:
             self.flush()
         entry = _PendingContent(slots, positions, self.sidecar.epoch, written, readers)
         self._pending.append(entry)
-        self._pending_tokens += len(slots)
+        self._pending_tokens += tokens
 
     def flush_if_full(self, chunk: bool = False) -> None:
         """Flush once ``max_pending`` tokens wait, or when the step just run wrote a prefill
@@ -177,7 +178,7 @@ class IntegrityChecker:
         """Replace the latest ``defer_content`` (``slots``) by stamps read from memory now: the
         fallback for rows that are not whole 64-bit words."""
         entry = self._pending.pop()
-        self._pending_tokens -= len(entry.slots)
+        self._pending_tokens -= len(entry.positions)
         self.flush()  # keep write order
         self.sidecar.digest[slots] = self.sidecar.content_digest(slots)
         self.sidecar.position[slots] = positions
@@ -202,7 +203,7 @@ class IntegrityChecker:
                 slots = self.slot_joiner([p.slots for p in pending])
             else:
                 slots = np.concatenate([np.asarray(p.slots) for p in pending])
-            epochs = np.repeat([p.epoch for p in pending], [len(p.slots) for p in pending])
+            epochs = np.repeat([p.epoch for p in pending], [len(p.positions) for p in pending])
         # A slot is written once between clears (prefix hits are never rewritten), so at most
         # one pending stamp per slot survives ``apply_content``'s clear filter.
         self.sidecar.apply_content(slots, digests, positions, epochs, chains)
