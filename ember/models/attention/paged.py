@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged_batch import AttentionGroup, PagedBatch
-from ember.models.kernels import paged_decode
+from ember.models.kernels import paged_decode, stored_sums
 from ember.models.kv.fp8 import dequantize_fp8_bits
 from ember.models.kv.pool import KVPool
 
@@ -48,12 +48,15 @@ class Workspace:
 
     ``decode_kernel`` (``kernels/paged_decode.py``) is loaded, or built on first use, here, once
     per runner; ``None`` when ``kernels`` is off or it cannot be built, and decodes then take the
-    torch path (the reference).
+    torch path (the reference). ``store_kernel`` (``kernels/stored_sums.py``) likewise for the
+    stores, which it makes with the content digests summed (``None``: ``index_put`` and
+    ``stored_digests``, the references).
     """
 
     def __init__(self, kernels: bool = True) -> None:
         self._buffers: dict[tuple[torch.dtype, str], torch.Tensor] = {}
         self.decode_kernel = paged_decode.load() if kernels else None
+        self.store_kernel = stored_sums.load() if kernels else None
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype, role: str) -> torch.Tensor:
         numel = 1
@@ -82,7 +85,20 @@ class PagedAttentionBackend:
     def _store(self, cache: torch.Tensor, new: torch.Tensor) -> None:
         """Write ``new`` ``(T, heads, width)`` into one layer's ``cache`` at the step's slots."""
         batch = self.batch
-        cache[:, batch.slot_pages, batch.slot_offsets] = new.transpose(0, 1)
+        kernel = self.workspace.store_kernel
+        if kernel is not None and kernel.fits(cache, new):
+            summed = batch.digest_sums
+            whole = (new.shape[-1] * new.element_size()) % 8 == 0
+            if summed is not None and batch.digest_words is not None and whole:
+                # Summed as stored, from the rows just read: no tensor kept for a later flush,
+                # which found them cold (the sums' time is the checker's share).
+                add = summed.stores > 0
+                summed.seconds += kernel.store(cache, new, batch.slot_mapping, summed.address, add)
+                summed.stores += 1
+                return
+            kernel.store(cache, new, batch.slot_mapping)
+        else:
+            cache[:, batch.slot_pages, batch.slot_offsets] = new.transpose(0, 1)
         if batch.digest_words is not None:
             if (new.shape[-1] * new.element_size()) % 8:
                 batch.digest_words = None  # not whole words: the runner digests memory instead

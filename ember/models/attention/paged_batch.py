@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ember.models.attention.backend import BatchLayout
@@ -60,6 +61,24 @@ def stored_digests(
         tokens = stored[0].shape[0]
         rows.append(torch.cat([t.reshape(tokens, -1).view(torch.uint8) for t in stored], 1))
     return torch.cat(rows, 0).view(torch.int64).sum(dim=1)
+
+
+@dataclass(slots=True)
+class DigestSums:
+    """Where the store kernel sums one step's content digests: ``tokens`` int64 of ``buffer``
+    from ``offset`` (the runner's, reused: a fresh array each step cost ~10 us, cold), written
+    by the step's first store and added to by the others (``stores`` so far)."""
+
+    buffer: np.ndarray  # int64
+    offset: int
+    tokens: int
+    address: int  # of buffer[offset]
+    stores: int = 0
+    seconds: float = 0.0  # the time the sums took (the checker's share counts it)
+
+    def values(self) -> np.ndarray:
+        """``(tokens,)`` int64: the sums (valid once ``stores`` > 0)."""
+        return self.buffer[self.offset : self.offset + self.tokens]
 
 
 @dataclass(slots=True)
@@ -253,13 +272,20 @@ class PagedBatch:
     # checker's deferred content stamps (``ModelRunner._digests``); ``None`` after a store whose
     # rows are not whole 64-bit words (the runner then digests those slots from memory).
     digest_words: list[torch.Tensor] | None = None
+    # When set (with ``digest_words``), a store made by the store kernel sums its tokens' words
+    # as it stores (``kernels/stored_sums.py``) instead of appending to ``digest_words``.
+    digest_sums: DigestSums | None = None
 
     def content_digests(self) -> torch.Tensor | None:
         """``(T,)`` int64 wrap-around sums of every word each new token stored (all layers), or
         ``None`` when a store's rows were not whole 64-bit words."""
         if self.digest_words is None:
             return None
-        return stored_digests([self.digest_words], self.slot_mapping.numel())
+        digests = stored_digests([self.digest_words], self.slot_mapping.numel())
+        summed = self.digest_sums
+        if summed is not None and summed.stores:
+            digests = digests + torch.from_numpy(summed.values().copy())  # int64 adds wrap
+        return digests
 
     @classmethod
     def build(

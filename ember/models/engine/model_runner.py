@@ -19,7 +19,12 @@ import torch
 
 from ember.models.attention.backend import AttentionBackend, BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
-from ember.models.attention.paged_batch import AttentionGroup, PageSample, stored_digests
+from ember.models.attention.paged_batch import (
+    AttentionGroup,
+    DigestSums,
+    PageSample,
+    stored_digests,
+)
 from ember.models.engine.integrity import (
     GatheredDigest,
     IntegrityChecker,
@@ -82,8 +87,13 @@ class ModelRunner:
         self.num_steps = 0
         self._ptrs: list[tuple[int, int, int]] | None = None
         self._readers = Readers()  # the checker's view of the last decode step's sequences
+        # Where the store kernel sums the pending steps' content digests (``_take_sums``).
+        self._sums = np.empty(0, dtype=np.int64)
+        self._sums_address = 0
+        self._sums_used = 0
         if checker is not None:
             checker.digester = self._digests
+            checker.slot_joiner = self._join_slots
 
     def run(self, scheduled: list[ScheduledSeq], new_pages: list[int]) -> StepResult:
         """One forward over ``scheduled`` (single-token entries first), then checks and samples."""
@@ -170,8 +180,8 @@ class ModelRunner:
         """
         sidecar = checker.sidecar
         epoch, page_size = sidecar.epoch + 1, self.pool.page_size
-        written: list[torch.Tensor] = []
-        batch.digest_words = written  # the stores fill it during the forward
+        batch.digest_words = []  # the stores fill it during the forward (or digest_sums)
+        written = batch
         if len(positions) == len(scheduled):  # one token each: most steps
             walk = self._readers.walk(scheduled, positions, epoch, page_size)
             first_slots: Sequence_[int] = walk.first_slots or []
@@ -185,6 +195,8 @@ class ModelRunner:
             first_slots = slots[walk.firsts] if walk.firsts else slots[:0]
             sidecar.stamp_writers(slots, walk.writer, first_slots)
             checker.defer_content(slots, positions, written)
+        if self.workspace.store_kernel is not None:  # after defer_content: it may flush
+            batch.digest_sums = self._take_sums(len(positions))
         stalest = min(walk.epochs, default=0)
         ownership = checker.ownership_changed(stalest)
         plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]
@@ -232,6 +244,8 @@ class ModelRunner:
         sidecar = checker.sidecar
         if batch.digest_words is None:  # a store's rows were not whole words: read memory now
             checker.stamp_now(batch.slot_mapping.numpy(), positions)
+        if batch.digest_sums is not None:  # summed in the stores, during the forward
+            checker.stats.cpu_seconds += batch.digest_sums.seconds
         checker.flush_if_full(chunk=len(positions) != len(scheduled))
         failures: list[IntegrityFailure] = []
         if reads is not None:
@@ -260,11 +274,55 @@ class ModelRunner:
 
     def _digests(self, written: list[object]) -> np.ndarray:
         """The checker's digester: ``(sum T,)`` uint64 content digests of the tokens each
-        pending step wrote, in order, from the tensors its stores wrote."""
-        steps = [stored for stored in written if isinstance(stored, list)]
-        if len(steps) != len(written):
-            raise TypeError("a pending content stamp holds no stored tensors")
-        return stored_digests(steps, scratch=self.workspace.take).numpy().view(np.uint64)
+        pending step (its ``PagedBatch``) wrote, in order: summed by the store kernel as it
+        stored, or from the tensors the torch path's stores kept (``stored_digests``)."""
+        batches = [batch for batch in written if isinstance(batch, PagedBatch)]
+        if len(batches) != len(written):
+            raise TypeError("a pending content stamp holds no PagedBatch")
+        words = [batch.digest_words for batch in batches]
+        if any(w is None for w in words):
+            raise ValueError("a pending step's rows were not whole words (stamp_now's case)")
+        sums = [batch.digest_sums for batch in batches]
+        if all(s is None for s in sums):  # the torch path: all steps stacked together
+            steps = [w for w in words if w is not None]
+            return stored_digests(steps, scratch=self.workspace.take).numpy().view(np.uint64)
+        if not any(words) and all(s is not None and s.stores for s in sums):
+            # Every store summed as it stored (the common case): the steps' runs of the
+            # runner's buffer, one slice when they follow each other there.
+            runs = [s for s in sums if s is not None]
+            first, last = runs[0], runs[-1]
+            if all(
+                b.buffer is first.buffer and b.offset == a.offset + a.tokens
+                for a, b in zip(runs, runs[1:], strict=False)
+            ):
+                joined = first.buffer[first.offset : last.offset + last.tokens]
+            else:
+                joined = np.concatenate([s.values() for s in runs])
+            self._sums_used = 0  # a flush takes every pending step: the buffer is free again
+            return joined.view(np.uint64)
+        self._sums_used = 0
+        parts = [batch.content_digests() for batch in batches]  # mixed: step by step
+        return torch.cat([p for p in parts if p is not None]).numpy().view(np.uint64)
+
+    def _take_sums(self, tokens: int) -> DigestSums:
+        """Room in the runner's sums buffer for one step's content digests, after the pending
+        steps' (so that a flush reads one slice); a full buffer is replaced, the pending steps
+        keeping theirs."""
+        used = self._sums_used
+        if used + tokens > len(self._sums):
+            self._sums = np.empty(max(2 * (used + tokens), 1 << 14), dtype=np.int64)
+            self._sums_address = self._sums.ctypes.data
+            used = 0
+        self._sums_used = used + tokens
+        return DigestSums(self._sums, used, tokens, self._sums_address + 8 * used)
+
+    @staticmethod
+    def _join_slots(slots: list[object]) -> np.ndarray:
+        """The checker's slot joiner: pending steps' slots (decode steps' slot-mapping tensors,
+        other steps' arrays) as one int64 array, the tensors joined by one ``torch.cat``."""
+        if all(isinstance(s, torch.Tensor) for s in slots):
+            return torch.cat(slots).numpy()  # type: ignore[arg-type]
+        return np.concatenate([np.asarray(s, dtype=np.int64) for s in slots])
 
     def _layer_ptrs(self) -> list[tuple[int, int, int]]:
         """``(cache, layer, data_ptr)`` of every layer of every pool cache (sidecar order)."""

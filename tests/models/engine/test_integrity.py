@@ -363,3 +363,39 @@ def test_a_prefill_chunk_is_stamped_at_its_own_step(case) -> None:
         assert np.array_equal(sidecar.digest[slots], sidecar.content_digest(slots))
         compared += len(slots)
     assert compared >= sum(len(p) for p in prompts)
+
+
+@pytest.mark.parametrize("path", ["kernel, buffer replaced", "torch stores"])
+def test_stamps_summed_by_the_store_kernel_equal_the_digests_of_memory(case, path: str) -> None:
+    """The store kernel's sums (``kernels/stored_sums.py``), kept in the runner's reused buffer
+    between flushes, against the reference read back from memory; with a buffer too small for
+    a flush window (replaced while steps wait: their runs no longer follow each other), and
+    with the torch stores (the reference path, kernel off) for the same steps."""
+    model, prompts, _ = case
+    engine = _engine(model, "sampled", integrity_sample_period=1 << 10)
+    checker, sidecar, runner = engine.checker, engine.pool.sidecar, engine.runner
+    assert checker is not None and sidecar is not None
+    if path == "torch stores":
+        runner.workspace.store_kernel = None
+    else:
+        assert runner.workspace.store_kernel is not None, "the test machine has a C compiler"
+    rng = random.Random(5)
+    for i, prompt in enumerate(prompts):
+        engine.add_request(str(i), prompt + [rng.randrange(97)], StopCriteria(max_tokens=12))
+    compared = replaced = 0
+    while engine.has_unfinished():
+        if path != "torch stores" and rng.random() < 0.4:
+            runner._sums = np.empty(1, dtype=np.int64)  # full: the next step replaces it
+            replaced += 1
+        engine.step()
+        if rng.random() < 0.6:
+            continue  # let stamps of several steps wait for one flush
+        checker.flush()
+        for seq in engine.scheduler.running:
+            positions = np.arange(seq.num_computed_tokens)
+            table = np.array(seq.block_table, dtype=np.int64)
+            slots = table[positions // PAGE] * PAGE + positions % PAGE
+            assert np.array_equal(sidecar.digest[slots], sidecar.content_digest(slots))
+            compared += len(slots)
+    assert compared > 100 and engine.stats.integrity_failures == 0
+    assert path == "torch stores" or replaced > 2
