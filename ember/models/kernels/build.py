@@ -14,15 +14,22 @@ concurrent first uses (several engine processes) never load a half-written libra
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
+import logging
 import os
 import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ember.errors import KernelBuildError
+
+Kernel = TypeVar("Kernel")
 
 PORTABLE_CFLAGS = (
     "-O3",
@@ -126,3 +133,31 @@ def build_with(source: Path, flags: tuple[str, ...], directory: Path | None = No
         if os.path.exists(partial):
             os.unlink(partial)
     return target
+
+
+def load_kernel(
+    source: Path, wrap: Callable[[ctypes.CDLL], Kernel], log: logging.Logger, what: str
+) -> Kernel | None:
+    """``wrap`` of the library built from ``source``, or ``None`` (the caller keeps its torch
+    path) when ``EMBER_KERNELS=0`` or it cannot be built or bound; the failure is logged once,
+    on ``log``. Memoised per cache directory and compiler: a process builds or loads once."""
+    if os.environ.get("EMBER_KERNELS", "1") == "0":
+        return None
+    return _load_kernel(source, wrap, log, what, str(cache_dir()), os.environ.get("CC", ""))
+
+
+@functools.lru_cache(maxsize=16)
+def _load_kernel(
+    source: Path,
+    wrap: Callable[[ctypes.CDLL], Kernel],
+    log: logging.Logger,
+    what: str,
+    directory: str,
+    compiler: str,
+) -> Kernel | None:
+    del compiler  # part of the key only: build() reads $CC itself
+    try:
+        return wrap(ctypes.CDLL(str(build(source, Path(directory)))))
+    except (KernelBuildError, OSError, AttributeError) as exc:
+        log.warning("%s unavailable, using the torch path: %s", what, exc)
+        return None

@@ -14,15 +14,12 @@ Set ``EMBER_KERNELS=0`` to use the torch path on purpose.
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
-import os
 from pathlib import Path
 
 import torch
 
-from ember.errors import KernelBuildError
-from ember.models.kernels.build import build, cache_dir
+from ember.models.kernels.build import load_kernel
 from ember.models.kv.fp8 import FP8_DTYPE
 
 log = logging.getLogger(__name__)
@@ -162,19 +159,6 @@ class PagedDecodeKernel:
         return sum_seconds.value
 
 
-@functools.lru_cache(maxsize=8)
-def _load(directory: str, compiler: str) -> PagedDecodeKernel | None:
-    """Memoised per (cache directory, compiler): processes build or load once, log once."""
-    del compiler  # part of the key only: build() reads $CC itself
-    try:
-        return PagedDecodeKernel(ctypes.CDLL(str(build(SOURCE, Path(directory)))))
-    except (KernelBuildError, OSError, AttributeError) as exc:
-        log.warning("paged decode kernel unavailable, using the torch path: %s", exc)
-        return None
-
-
 def load() -> PagedDecodeKernel | None:
     """The kernel, or ``None`` (torch path) when disabled or it cannot be built."""
-    if os.environ.get("EMBER_KERNELS", "1") == "0":
-        return None
-    return _load(str(cache_dir()), os.environ.get("CC", ""))
+    return load_kernel(SOURCE, PagedDecodeKernel, log, "paged decode kernel")

@@ -9,15 +9,12 @@ and the backend keeps the torch path; ``EMBER_KERNELS=0`` forces that.
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
-import os
 from pathlib import Path
 
 import torch
 
-from ember.errors import KernelBuildError
-from ember.models.kernels.build import build, cache_dir
+from ember.models.kernels.build import load_kernel
 
 log = logging.getLogger(__name__)
 
@@ -81,19 +78,6 @@ class StoreKernel:
         return seconds.value
 
 
-@functools.lru_cache(maxsize=8)
-def _load(directory: str, compiler: str) -> StoreKernel | None:
-    """Memoised per (cache directory, compiler): processes build or load once, log once."""
-    del compiler  # part of the key only: build() reads $CC itself
-    try:
-        return StoreKernel(ctypes.CDLL(str(build(SOURCE, Path(directory)))))
-    except (KernelBuildError, OSError, AttributeError) as exc:
-        log.warning("KV store kernel unavailable, using the torch path: %s", exc)
-        return None
-
-
 def load() -> StoreKernel | None:
     """The kernel, or ``None`` (torch path) when disabled or it cannot be built."""
-    if os.environ.get("EMBER_KERNELS", "1") == "0":
-        return None
-    return _load(str(cache_dir()), os.environ.get("CC", ""))
+    return load_kernel(SOURCE, StoreKernel, log, "KV store kernel")
