@@ -7,7 +7,6 @@ A failed upload therefore never leaves a half-made version, and never touches th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import uuid
@@ -27,7 +26,6 @@ from ember.runtime.deployments.errors import (
 )
 from ember.runtime.deployments.records import (
     Account,
-    Binding,
     Deployment,
     DeploymentTarget,
     Module,
@@ -36,6 +34,7 @@ from ember.runtime.deployments.records import (
     Version,
     WorkerUpload,
 )
+from ember.runtime.deployments.writes import insert_deployment, secret_digest, write_version
 
 MAX_SCRIPT_NAME = 63
 
@@ -216,7 +215,7 @@ class ScriptService:
             keep_vars=upload.keep_vars,
             namespace_exists=namespace_exists,
         )
-        return self._write_version(
+        return write_version(
             conn,
             script,
             upload.main_module,
@@ -231,57 +230,6 @@ class ScriptService:
             now,
         )
 
-    def _write_version(
-        self,
-        conn: sqlite3.Connection,
-        script: Script,
-        main_module: str,
-        modules: tuple[Module, ...],
-        bindings: tuple[Binding, ...],
-        secrets: tuple[SecretValue, ...],
-        compatibility_date: str | None,
-        compatibility_flags: tuple[str, ...],
-        annotations: dict[str, str],
-        extra: dict[str, object],
-        source: str,
-        now: float,
-    ) -> Version:
-        number = conn.execute(
-            "SELECT COALESCE(MAX(number), 0) + 1 FROM versions WHERE script_id = ?", (script.id,)
-        ).fetchone()[0]
-        version_id = str(uuid.uuid4())
-        conn.execute(
-            "INSERT INTO versions (id, script_id, number, created_on, source, main_module, "
-            "compatibility_date, compatibility_flags, bindings, annotations, metadata, etag, size)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                version_id,
-                script.id,
-                number,
-                now,
-                source,
-                main_module,
-                compatibility_date,
-                json.dumps(list(compatibility_flags)),
-                json.dumps(
-                    [{"name": b.name, "type": b.type, "config": b.config} for b in bindings]
-                ),
-                json.dumps(annotations),
-                json.dumps(extra),
-                _etag(modules),
-                sum(len(m.content) for m in modules),
-            ),
-        )
-        conn.executemany(
-            "INSERT INTO modules (version_id, name, content_type, content) VALUES (?, ?, ?, ?)",
-            [(version_id, m.name, m.content_type, m.content) for m in modules],
-        )
-        conn.executemany(
-            "INSERT INTO version_secrets (version_id, name, type, value) VALUES (?, ?, ?, ?)",
-            [(version_id, s.name, s.type, s.value) for s in secrets],
-        )
-        return rows.require_version(conn, script, version_id)
-
     def derive_version(
         self,
         conn: sqlite3.Connection,
@@ -293,7 +241,7 @@ class ScriptService:
         now: float,
     ) -> Version:
         """A copy of ``base`` with other secrets (``secret put/delete``)."""
-        return self._write_version(
+        return write_version(
             conn,
             script,
             base.main_module,
@@ -342,9 +290,9 @@ class ScriptService:
                 if chosen[0].number < live_version.number:
                     tags["workers/triggered_by"] = "rollback"
                     tags["workers/rollback_from"] = live.id if live else ""
-                    if not force and _secret_digest(
+                    if not force and secret_digest(
                         rows.secrets_of(conn, chosen[0].id)
-                    ) != _secret_digest(rows.secrets_of(conn, live_id)):
+                    ) != secret_digest(rows.secrets_of(conn, live_id)):
                         raise SecretsChanged(chosen[0].id)
             return insert_deployment(conn, script, targets, source, now, tags, account.email)
 
@@ -426,45 +374,3 @@ def _check_targets(targets: list[DeploymentTarget]) -> None:
         raise InvalidRequest("each version's percentage must be in (0, 100]")
     if abs(sum(t.percentage for t in targets) - 100.0) > 1e-6:
         raise InvalidRequest("the versions' percentages must add up to 100")
-
-
-def insert_deployment(
-    conn: sqlite3.Connection,
-    script: Script,
-    targets: list[DeploymentTarget],
-    source: str,
-    now: float,
-    annotations: dict[str, str],
-    author: str,
-) -> Deployment:
-    seq = conn.execute(
-        "SELECT COALESCE(MAX(seq), 0) + 1 FROM deployments WHERE script_id = ?", (script.id,)
-    ).fetchone()[0]
-    deployment_id = str(uuid.uuid4())
-    conn.execute(
-        "INSERT INTO deployments (id, script_id, seq, created_on, source, strategy, annotations, "
-        "author_email) VALUES (?, ?, ?, ?, ?, 'percentage', ?, ?)",
-        (deployment_id, script.id, seq, now, source, json.dumps(annotations), author),
-    )
-    conn.executemany(
-        "INSERT INTO deployment_versions (deployment_id, version_id, percentage) VALUES (?, ?, ?)",
-        [(deployment_id, t.version_id, t.percentage) for t in targets],
-    )
-    row = conn.execute("SELECT * FROM deployments WHERE id = ?", (deployment_id,)).fetchone()
-    return rows.deployment(conn, row)
-
-
-def _etag(modules: tuple[Module, ...]) -> str:
-    digest = hashlib.sha256()
-    for module in sorted(modules, key=lambda m: m.name):
-        for piece in (module.name.encode(), module.content_type.encode(), module.content):
-            digest.update(len(piece).to_bytes(8, "big"))
-            digest.update(piece)
-    return digest.hexdigest()
-
-
-def _secret_digest(secrets: tuple[SecretValue, ...]) -> str:
-    digest = hashlib.sha256()
-    for secret in sorted(secrets, key=lambda s: s.name):
-        digest.update(json.dumps([secret.name, secret.type, secret.value]).encode())
-    return digest.hexdigest()

@@ -23,7 +23,8 @@ from ember.runtime.deployments.records import (
     SecretValue,
     Version,
 )
-from ember.runtime.deployments.scripts import ScriptService, insert_deployment
+from ember.runtime.deployments.scripts import ScriptService
+from ember.runtime.deployments.writes import insert_deployment
 
 SecretChange = Callable[[Version, tuple[SecretValue, ...]], tuple[SecretValue, ...]]
 MAX_SECRET_BYTES = 5 * 1024  # Cloudflare's per-variable limit (workers-api.md §5.1)
