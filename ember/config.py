@@ -11,7 +11,6 @@ Every error names the file, the key, what was found and what was expected (style
 
 from __future__ import annotations
 
-import datetime
 import json
 import re
 import tomllib
@@ -21,6 +20,18 @@ from pathlib import Path
 
 import yaml
 
+from ember.config_values import (
+    DevConfig,
+    JSONValue,
+    LimitsConfig,
+    crons_value,
+    date_value,
+    dev_value,
+    limits_value,
+    opt_str,
+    str_list,
+    vars_value,
+)
 from ember.errors import ConfigError
 from ember.jsonc import JSONCError, strip_jsonc
 
@@ -98,23 +109,8 @@ KNOWN_KEYS = frozenset(
         "preview_urls",
     }
 )
-LIMIT_KEYS = {
-    # key: (minimum, maximum) in the key's own unit
-    "cpu_ms": (1, 300_000),
-    "subrequests": (1, 10_000_000),
-    "memory_mb": (16, 65_536),
-    "wall_ms": (1, 86_400_000),
-    "startup_cpu_ms": (1, 300_000),
-    "max_request_mb": (1, 5_120),
-    "max_response_mb": (1, 5_120),
-}
-MAX_VARS = 128
-MAX_VAR_BYTES = 5 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*)$")
-
-JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,27 +124,6 @@ class ConfigSection:
     def error(self, key: str | None, found: object, expected: str) -> ConfigError:
         """A ConfigError for ``key`` inside this section (``None``: the section itself)."""
         return ConfigError(self.file, f"{self.key}{key or ''}", found, expected)
-
-
-@dataclass(frozen=True, slots=True)
-class LimitsConfig:
-    """Limits as written in the config; ``None`` means "use the runtime's default"."""
-
-    cpu_ms: int | None = None
-    subrequests: int | None = None
-    memory_mb: int | None = None
-    wall_ms: int | None = None
-    startup_cpu_ms: int | None = None
-    max_request_mb: int | None = None
-    max_response_mb: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DevConfig:
-    """The ``dev`` section: where ``ember dev`` listens unless flags say otherwise."""
-
-    ip: str = "127.0.0.1"
-    port: int = 8787
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,11 +189,11 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
     if "env" in data:
         warnings.append(f"{path.name}: environments under 'env' are not supported yet (ignored)")
 
-    name = _opt_str(data, "name", fname) or root.name
+    name = opt_str(data, "name", fname) or root.name
     if not _NAME.match(name):
         raise ConfigError(fname, "name", name, "letters, digits, '-' or '_', at most 63 chars")
     default_main = "worker.py" if path.suffix in (".yaml", ".yml") else None
-    main = _opt_str(data, "main", fname) or default_main
+    main = opt_str(data, "main", fname) or default_main
     if main is None:
         raise ConfigError(fname, "main", None, "the path of the worker's Python module")
     main_path = (root / main).resolve()
@@ -229,7 +204,7 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
     if not main_path.is_file():
         raise ConfigError(fname, "main", main, f"an existing file under {root}")
 
-    vars_ = _vars(data.get("vars", {}), fname)
+    vars_ = vars_value(data.get("vars", {}), fname)
     if extra_vars:
         vars_.update(extra_vars)
     secrets_file = next((root / n for n in SECRETS_FILES if (root / n).is_file()), None)
@@ -242,16 +217,16 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
         file=path,
         name=name,
         main=main_path.relative_to(root).as_posix(),
-        compatibility_date=_date(data.get("compatibility_date"), fname),
-        compatibility_flags=_str_list(
+        compatibility_date=date_value(data.get("compatibility_date"), fname),
+        compatibility_flags=str_list(
             data.get("compatibility_flags", []), fname, "compatibility_flags"
         ),
         vars=vars_,
         secrets=secrets,
         secrets_file=secrets_file,
-        crons=_crons(data.get("triggers"), fname),
-        limits=_limits(data.get("limits"), fname),
-        dev=_dev(data.get("dev"), fname),
+        crons=crons_value(data.get("triggers"), fname),
+        limits=limits_value(data.get("limits"), fname),
+        dev=dev_value(data.get("dev"), fname),
         binding_sections=tuple(
             ConfigSection(fname, key, data[key]) for key in data if key not in KNOWN_KEYS
         ),
@@ -322,105 +297,3 @@ def _read_document(path: Path) -> dict[str, object]:
         if not isinstance(key, str):
             raise ConfigError(fname, str(key), key, "string keys")
     return data
-
-
-def _opt_str(data: Mapping[str, object], key: str, fname: str) -> str | None:
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ConfigError(fname, key, value, "a non-empty string")
-    return value
-
-
-def _date(value: object, fname: str) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime.date):
-        return value.isoformat()
-    if isinstance(value, str) and _DATE.match(value):
-        try:
-            datetime.date.fromisoformat(value)
-        except ValueError:
-            pass
-        else:
-            return value
-    raise ConfigError(fname, "compatibility_date", value, "a date as YYYY-MM-DD")
-
-
-def _str_list(value: object, fname: str, key: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(fname, key, value, "a list of strings")
-    return tuple(value)
-
-
-def _vars(value: object, fname: str) -> dict[str, JSONValue]:
-    if not isinstance(value, dict):
-        raise ConfigError(fname, "vars", value, "a mapping of names to values")
-    if len(value) > MAX_VARS:
-        raise ConfigError(fname, "vars", f"{len(value)} variables", f"at most {MAX_VARS}")
-    result: dict[str, JSONValue] = {}
-    for name, item in value.items():
-        if not isinstance(name, str) or not name:
-            raise ConfigError(fname, "vars", name, "non-empty string names")
-        item = _jsonable(item)
-        try:
-            size = len(json.dumps(item).encode())
-        except (TypeError, ValueError):
-            raise ConfigError(fname, f"vars.{name}", item, "a string or a JSON value") from None
-        if size > MAX_VAR_BYTES:
-            raise ConfigError(
-                fname, f"vars.{name}", f"{size} bytes", f"at most {MAX_VAR_BYTES} bytes"
-            )
-        result[name] = item
-    return result
-
-
-def _jsonable(value: object) -> JSONValue:
-    """YAML and TOML produce dates; vars carry them as ISO strings, like JSON would."""
-    if isinstance(value, datetime.date | datetime.datetime | datetime.time):
-        return value.isoformat()
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return value  # type: ignore[return-value]
-
-
-def _crons(value: object, fname: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, dict):
-        raise ConfigError(fname, "triggers", value, "a mapping with a 'crons' list")
-    crons = value.get("crons", [])
-    return _str_list(crons, fname, "triggers.crons")
-
-
-def _limits(value: object, fname: str) -> LimitsConfig:
-    if value is None:
-        return LimitsConfig()
-    if not isinstance(value, dict):
-        raise ConfigError(fname, "limits", value, "a mapping such as {cpu_ms: 50}")
-    parsed: dict[str, int] = {}
-    for key, item in value.items():
-        if key not in LIMIT_KEYS:
-            raise ConfigError(fname, f"limits.{key}", key, "one of " + ", ".join(LIMIT_KEYS))
-        low, high = LIMIT_KEYS[key]
-        if isinstance(item, bool) or not isinstance(item, int) or not low <= item <= high:
-            raise ConfigError(fname, f"limits.{key}", item, f"an integer from {low} to {high}")
-        parsed[key] = item
-    return LimitsConfig(**parsed)
-
-
-def _dev(value: object, fname: str) -> DevConfig:
-    if value is None:
-        return DevConfig()
-    if not isinstance(value, dict):
-        raise ConfigError(fname, "dev", value, "a mapping such as {port: 8787}")
-    ip = value.get("ip", "127.0.0.1")
-    port = value.get("port", 8787)
-    if not isinstance(ip, str) or not ip:
-        raise ConfigError(fname, "dev.ip", ip, "an IP address or host name")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ConfigError(fname, "dev.port", port, "a port number from 0 to 65535")
-    return DevConfig(ip=ip, port=port)
