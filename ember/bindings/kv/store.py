@@ -30,11 +30,18 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from ember.errors import LimitExceeded, NotFound
+from ember.bindings.kv.records import (
+    KVEntry,
+    KVKeyInfo,
+    KVListPage,
+    KVQuota,
+    KVQuotaExceeded,
+    Namespace,
+)
+from ember.errors import NotFound
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,53 +66,6 @@ CREATE TABLE IF NOT EXISTS kv (
 # Columns added after the first release: (name, definition), applied when missing.
 _ADDED_COLUMNS = (("account", "TEXT"), ("bytes", "INTEGER NOT NULL DEFAULT 0"))
 _ENTRY_BYTES = "length(key) + length(value) + COALESCE(length(CAST(metadata AS BLOB)), 0)"
-
-
-class KVQuotaExceeded(LimitExceeded):
-    """A write would take an account's KV data past its byte limit."""
-
-
-@dataclass(frozen=True, slots=True)
-class KVQuota:
-    """The byte limit of one account's KV data, across all its namespaces."""
-
-    account: str
-    max_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class Namespace:
-    """A KV namespace."""
-
-    id: str
-    title: str
-
-
-@dataclass(frozen=True, slots=True)
-class KVEntry:
-    """A stored value with its expiry and metadata (JSON text)."""
-
-    key: str
-    value: bytes
-    expiration: int | None
-    metadata: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class KVKeyInfo:
-    """One key of a ``list`` page."""
-
-    name: str
-    expiration: int | None
-    metadata: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class KVListPage:
-    """A page of keys; ``cursor`` is None when the listing is complete."""
-
-    keys: tuple[KVKeyInfo, ...]
-    cursor: str | None
 
 
 class KVStore:

@@ -1,0 +1,54 @@
+"""What the KV store hands out: namespaces, entries, list pages, and an account's byte quota."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ember.errors import LimitExceeded
+
+
+class KVQuotaExceeded(LimitExceeded):
+    """A write would take an account's KV data past its byte limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class KVQuota:
+    """The byte limit of one account's KV data, across all its namespaces."""
+
+    account: str
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A KV namespace."""
+
+    id: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class KVEntry:
+    """A stored value with its expiry and metadata (JSON text)."""
+
+    key: str
+    value: bytes
+    expiration: int | None
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KVKeyInfo:
+    """One key of a ``list`` page."""
+
+    name: str
+    expiration: int | None
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KVListPage:
+    """A page of keys; ``cursor`` is None when the listing is complete."""
+
+    keys: tuple[KVKeyInfo, ...]
+    cursor: str | None
