@@ -187,7 +187,8 @@ class ModelRunner:
             first_slots: Sequence_[int] = walk.first_slots or []
             # Page starts now, the other chains and the slots' array at the next flush.
             sidecar.stamp_starts(first_slots, walk.first_chains or [])
-            checker.defer_content(batch.slot_mapping, positions, written, walk.readers)
+            slots = batch.slot_mapping  # kept alive by the pending entry, as its address
+            checker.defer_content(slots, positions, written, walk.readers, slots.data_ptr())
         else:
             self._readers.settle()
             walk = walk_reference(scheduled, epoch, page_size)
@@ -206,16 +207,19 @@ class ModelRunner:
             ownership
             and walk.decode
             and stalest == sidecar.epoch
-            and checker.only_own_restamps(batch.groups[0].pages.numpy(), first_slots)
+            and checker.only_own_restamps(
+                batch.groups[0].pages.numpy(), first_slots, batch.groups[0].pages.data_ptr()
+            )
         ):
             ownership = False  # every restamped page is read only by its new first writer
             if plans.count(None) == len(plans):
                 return None
         if walk.chains is None:
             walk.chains = [s.seq.chain_buffer for s in scheduled]
+        addresses = [s.seq.chain_address for s in scheduled]
         tables = [g.pages.numpy().reshape(g.num_seqs, g.num_pages) for g in batch.groups]
         reads = [
-            self._group_reads(group, table, batch, walk)
+            self._group_reads(group, table, batch, walk, addresses)
             for group, table in zip(batch.groups, tables, strict=True)
         ]
         if ownership:
@@ -336,7 +340,11 @@ class ModelRunner:
 
     @staticmethod
     def _group_reads(
-        group: AttentionGroup, pages: np.ndarray, batch: PagedBatch, walk: Walk
+        group: AttentionGroup,
+        pages: np.ndarray,
+        batch: PagedBatch,
+        walk: Walk,
+        addresses: list[int],
     ) -> StepReads:
         """What one attention group's sequences read (``pages``, its page table as an array)
         and the chains they expect."""
@@ -349,6 +357,7 @@ class ModelRunner:
             pages=pages,
             seq_lens=[ctx[i] + query[i] for i in members],
             chains=walk.chains if whole else [walk.chains[i] for i in members],
+            chain_addresses=addresses if whole else [addresses[i] for i in members],
             seq_index=members,
             checked_epoch=np.array([walk.epochs[i] for i in members], dtype=np.int64),
         )

@@ -1,0 +1,143 @@
+"""The integrity checker's decode fast paths as one native call each (``kernels/integrity_ops``),
+torch-free.
+
+Inside the engine each numpy op of the checker costs ~5-10 us (the caches are cold from the
+forward), and its decode steps made dozens over 64 sequences: the ownership count whenever a page
+starts, the flush's joins, per-sequence slices and fancy-index writes, the sampled check's
+gathers and the concatenation of every reader's chain. Each method here does one of those with
+one ctypes call over addresses kept from before, and declines (``False``/``None``) whatever is
+not its case; the numpy code in ``integrity.py`` is then the path, and stays the reference the
+tests compare these with on fresh random input. A check that fails is always reported by the
+reference code: the native check only says whether everything passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ember.models.engine.integrity_walk import PendingContent
+from ember.models.kernels.integrity_ops import IntegrityOps
+from ember.models.kv.integrity import KVSidecar
+
+
+def _address(array: np.ndarray) -> int:
+    return int(array.ctypes.data)
+
+
+class NativeLoops:
+    """``IntegrityOps`` bound to one sidecar (its arrays' addresses taken once: they live as
+    long as the pool)."""
+
+    def __init__(self, ops: IntegrityOps, sidecar: KVSidecar) -> None:
+        self.ops = ops
+        self.sidecar = sidecar
+        self._chain = _address(sidecar.chain)
+        self._position = _address(sidecar.position)
+        self._digest = _address(sidecar.digest)
+        self._page_epoch = _address(sidecar.page_epoch)
+        self._cleared = _address(sidecar.cleared_epoch)
+        self._num_pages = len(sidecar.page_epoch)
+
+    def count_restamped(self, pages_address: int, entries: int) -> int:
+        """Entries of the ``entries``-long int64 page table at ``pages_address`` naming a page
+        restamped in the current epoch (``count_nonzero(page_epoch[pages] == epoch)``)."""
+        return self.ops.count_epoch(
+            self._page_epoch, self._num_pages, pages_address, entries, self.sidecar.epoch
+        )
+
+    def flush_run(self, pending: list[PendingContent], digests: np.ndarray) -> bool:
+        """Apply the stamps of ``pending`` (``digests``: their content digests, in write order)
+        when it is one run of decode steps of the same readers, each moving every reader on by
+        one token (``integrity_walk.positions_and_chains``' run case, with the same test),
+        whose slots' addresses are known. ``False``: not that case, nothing written."""
+        first = pending[0]
+        readers = first.readers
+        steps = len(pending)
+        if readers is None or not readers or any(p.readers is not readers for p in pending):
+            return False
+        if any(not p.address for p in pending):
+            return False
+        rows = len(readers)
+        start, last = first.positions, pending[-1].positions
+        if len(start) != rows or len(last) != rows:
+            return False
+        if any(b != a + steps - 1 for a, b in zip(start, last, strict=True)):
+            return False
+        if (
+            digests.dtype != np.uint64
+            or digests.shape != (steps * rows,)
+            or not digests.flags.c_contiguous
+        ):
+            return False
+        if not hasattr(readers[0], "chain_address"):  # not a ``Sequence`` (a test's stand-in)
+            return False
+        slot_arrays = np.array([p.address for p in pending], dtype=np.int64)
+        chain_arrays = np.array([seq.chain_address for seq in readers], dtype=np.int64)
+        chain_lens = np.array([len(seq.chain_buffer) for seq in readers], dtype=np.int64)
+        positions = np.array(start, dtype=np.int64)
+        epochs = np.array([p.epoch for p in pending], dtype=np.int64)
+        sidecar = self.sidecar
+        self.ops.apply_decode_run(
+            steps,
+            rows,
+            _address(slot_arrays),
+            _address(positions),
+            _address(chain_arrays),
+            _address(chain_lens),
+            _address(digests),
+            _address(epochs),
+            self._chain,
+            self._position,
+            self._digest,
+            self._cleared,
+            sidecar.num_slots,
+            sidecar.page_size,
+        )
+        return True
+
+    def columns_pass(
+        self,
+        pages: np.ndarray,
+        first: int,
+        step: int,
+        seq_lens: Sequence[int],
+        chain_addresses: Sequence[int],
+        sample: np.ndarray,
+    ) -> bool | None:
+        """Whether every page in columns ``first, first + step, ...`` of the ``(B, P)`` page
+        table ``pages`` holds the chains its reader expects (``chain_addresses``: each reader's
+        chain buffer, read up to ``seq_lens``) and a stamped digest equal to ``sample``'s (``(B *
+        n,)``: the digest of its bytes), as ``IntegrityChecker._check_pages`` decides it.
+        ``None``: not this path's case (the arrays' layout), decided by the caller."""
+        if (
+            pages.dtype != np.int64
+            or pages.ndim != 2
+            or not pages.flags.c_contiguous
+            or sample.dtype != np.uint64
+            or not sample.flags.c_contiguous
+            or len(chain_addresses) != pages.shape[0]
+        ):
+            return None
+        num_rows, cols = pages.shape
+        if sample.shape != (num_rows * len(range(first, cols, step)),):
+            return None
+        lens = np.array(seq_lens, dtype=np.int64)
+        chains = np.array(chain_addresses, dtype=np.int64)
+        sidecar = self.sidecar
+        bad = self.ops.check_columns(
+            num_rows,
+            cols,
+            _address(pages),
+            first,
+            step,
+            _address(lens),
+            _address(chains),
+            _address(sample),
+            self._chain,
+            self._digest,
+            self._num_pages,
+            sidecar.page_size,
+        )
+        return bad == 0

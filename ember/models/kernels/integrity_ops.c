@@ -1,0 +1,105 @@
+/* The integrity checker's per-step and per-flush loops over a decode batch, in one call each.
+ *
+ * In the engine every numpy op the checker makes costs ~5-10 us (the caches are cold from the
+ * model's forward), and a decode step of 64 sequences made dozens: the ownership count, the
+ * flush's joins, slices and fancy-index writes, the sampled check's gathers. These loops touch a
+ * few thousand words each; one ctypes call (~1-2 us) replaces each group of ops. The numpy code
+ * in engine/integrity.py stays the reference and the general path (prefill chunks, mixed steps,
+ * any failure's report); tests compare the two on fresh random input.
+ *
+ * Layouts (all little-endian host arrays, from kv/integrity.py's KVSidecar): chain, digest:
+ * uint64 per slot; position: int32 per slot; page_epoch, cleared_epoch: int64 per page. A page
+ * table is int64, row-major. A sequence's chain buffer is uint64, indexed by position.
+ */
+#include <stdint.h>
+
+/* How many entries of pages[0..n) name a page whose page_epoch equals epoch (restamped in it).
+ * -1 if an entry is outside [0, num_pages). */
+int64_t ember_count_epoch(const int64_t *page_epoch, int64_t num_pages, const int64_t *pages,
+                          int64_t n, int64_t epoch) {
+    int64_t hits = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t page = pages[i];
+        if (page < 0 || page >= num_pages) return -1;
+        hits += page_epoch[page] == epoch;
+    }
+    return hits;
+}
+
+/* The stamps of a run of `steps` decode steps of the same `rows` writers (step-major write
+ * order): at step s, row r wrote slot ((const int64_t *)slot_arrays[s])[r] at position
+ * first[r] + s, with the chain ((const uint64_t *)chain_arrays[r])[first[r] + s] and the
+ * content digest digests[s * rows + r], at epoch epochs[s]. A stamp whose page was cleared after
+ * its write (cleared_epoch[page] > epochs[s]) is dropped: the slot belongs to the page's next
+ * owner. Returns how many were dropped, or -1 (nothing written) if a slot is outside
+ * [0, num_slots) or a position outside [0, chain_lens[r]). */
+int64_t ember_apply_decode_run(int64_t steps, int64_t rows, const int64_t *slot_arrays,
+                               const int64_t *first, const int64_t *chain_arrays,
+                               const int64_t *chain_lens, const uint64_t *digests,
+                               const int64_t *epochs, uint64_t *chain, int32_t *position,
+                               uint64_t *digest, const int64_t *cleared_epoch, int64_t num_slots,
+                               int64_t page_size) {
+    for (int64_t s = 0; s < steps; s++) {
+        const int64_t *slots = (const int64_t *)(intptr_t)slot_arrays[s];
+        for (int64_t r = 0; r < rows; r++) {
+            if (slots[r] < 0 || slots[r] >= num_slots) return -1;
+        }
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        if (first[r] < 0 || first[r] + steps > chain_lens[r]) return -1;
+    }
+    int64_t dropped = 0;
+    for (int64_t s = 0; s < steps; s++) {
+        const int64_t *slots = (const int64_t *)(intptr_t)slot_arrays[s];
+        const int64_t epoch = epochs[s];
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t slot = slots[r];
+            if (cleared_epoch[slot / page_size] > epoch) {
+                dropped++;
+                continue;
+            }
+            const int64_t pos = first[r] + s;
+            digest[slot] = digests[s * rows + r];
+            position[slot] = (int32_t)pos;
+            chain[slot] = ((const uint64_t *)(intptr_t)chain_arrays[r])[pos];
+        }
+    }
+    return dropped;
+}
+
+/* Sampled mode's content check of one group (IntegrityChecker._check_pages with a gathered
+ * digest): for every row r and sampled page column c = first, first + step, ... < cols, the
+ * page p = pages[r * cols + c] passes when every slot p * page_size + o holds the chain the
+ * reader expects there (its chain at position c * page_size + o while that is < seq_lens[r],
+ * else 0: padding) and the sum of the page's stamped digests equals sample[r * n + k] (k the
+ * column's index among the sampled ones, n their count): the digest of its bytes. Returns how
+ * many pages failed (0: all passed; the caller then reports them with the reference code), or
+ * -1 if a page is outside [0, num_pages). */
+int64_t ember_check_columns(int64_t num_rows, int64_t cols, const int64_t *pages, int64_t first,
+                            int64_t step, const int64_t *seq_lens, const int64_t *chain_arrays,
+                            const uint64_t *sample, const uint64_t *chain, const uint64_t *digest,
+                            int64_t num_pages, int64_t page_size) {
+    int64_t n = first < cols ? (cols - first + step - 1) / step : 0;
+    int64_t bad = 0;
+    for (int64_t r = 0; r < num_rows; r++) {
+        const uint64_t *expected = (const uint64_t *)(intptr_t)chain_arrays[r];
+        const int64_t len = seq_lens[r];
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t c = first + k * step;
+            const int64_t page = pages[r * cols + c];
+            if (page < 0 || page >= num_pages) return -1;
+            const uint64_t *stamped = chain + page * page_size;
+            const uint64_t *sums = digest + page * page_size;
+            uint64_t total = 0;
+            int failed = 0;
+            for (int64_t o = 0; o < page_size; o++) {
+                const int64_t pos = c * page_size + o;
+                const uint64_t want = pos < len ? expected[pos] : 0;
+                failed |= stamped[o] != want;
+                total += sums[o];
+            }
+            bad += failed || total != sample[r * n + k];
+        }
+    }
+    return bad;
+}
