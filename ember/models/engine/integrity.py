@@ -373,14 +373,16 @@ class IntegrityChecker:
         failures: list[IntegrityFailure] = []
         gathered = group.gathered
         if gathered is not None:  # the attention summed the sample from its gathers
-            rows, cols = self._columns(*pages.shape, gathered.first, gathered.step)
+            first, stride = gathered.first, gathered.step
             digest = gathered.digest.reshape(-1)
             if gathered.missing:
+                rows, cols = self._columns(*pages.shape, first, stride)
                 digest = digest + sidecar.page_digest(pages[rows, cols], gathered.missing)
-            if self._columns_pass(group, gathered.first, gathered.step, digest):
-                self.stats.slots_checked += len(rows) * size
-                self.stats.slots_digested += len(rows) * size
+            if self._columns_pass(group, first, stride, digest):  # one digest per sampled page
+                self.stats.slots_checked += digest.size * size
+                self.stats.slots_digested += digest.size * size
             else:  # the reference (and any failure's report)
+                rows, cols = self._columns(*pages.shape, first, stride)
                 failures = self._check_pages(group, rows, cols, content=True, digest=digest)
         else:
             plan = self.content_columns(pages.shape[1], step)

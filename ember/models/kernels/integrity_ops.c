@@ -31,14 +31,19 @@ int64_t ember_count_epoch(const int64_t *page_epoch, int64_t num_pages, const in
  * first[r] + s, with the chain ((const uint64_t *)chain_arrays[r])[first[r] + s] and the
  * content digest digests[s * rows + r], at epoch epochs[s]. A stamp whose page was cleared after
  * its write (cleared_epoch[page] > epochs[s]) is dropped: the slot belongs to the page's next
- * owner. Returns how many were dropped, or -1 (nothing written) if a slot is outside
- * [0, num_slots) or a position outside [0, chain_lens[r]). */
+ * owner. Returns how many were dropped; -2 (nothing written: not a run, the caller takes its
+ * general path) unless last[r] == first[r] + steps - 1 for every row (the last step's
+ * positions: one token a step); -1 (nothing written) if a slot is outside [0, num_slots) or a
+ * position outside [0, chain_lens[r]). */
 int64_t ember_apply_decode_run(int64_t steps, int64_t rows, const int64_t *slot_arrays,
-                               const int64_t *first, const int64_t *chain_arrays,
-                               const int64_t *chain_lens, const uint64_t *digests,
-                               const int64_t *epochs, uint64_t *chain, int32_t *position,
-                               uint64_t *digest, const int64_t *cleared_epoch, int64_t num_slots,
-                               int64_t page_size) {
+                               const int64_t *first, const int64_t *last,
+                               const int64_t *chain_arrays, const int64_t *chain_lens,
+                               const uint64_t *digests, const int64_t *epochs, uint64_t *chain,
+                               int32_t *position, uint64_t *digest, const int64_t *cleared_epoch,
+                               int64_t num_slots, int64_t page_size) {
+    for (int64_t r = 0; r < rows; r++) {
+        if (last[r] != first[r] + steps - 1) return -2;
+    }
     for (int64_t s = 0; s < steps; s++) {
         const int64_t *slots = (const int64_t *)(intptr_t)slot_arrays[s];
         for (int64_t r = 0; r < rows; r++) {

@@ -32,7 +32,7 @@ class IntegrityOps:
         self._apply = library.ember_apply_decode_run
         self._apply.restype = _I64
         self._apply.argtypes = [
-            _I64, _I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR,  # run, its arrays
+            _I64, _I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR,  # run, its arrays
             _PTR, _PTR, _PTR, _PTR, _I64, _I64,  # the sidecar's, its sizes
         ]  # fmt: skip
         self._check = library.ember_check_columns
@@ -52,9 +52,12 @@ class IntegrityOps:
             raise ValueError("integrity count: a page table entry is outside the pool")
         return int(hits)
 
-    def apply_decode_run(self, *args: int) -> int:
-        """``ember_apply_decode_run`` (addresses and sizes in its order): stamps dropped."""
+    def apply_decode_run(self, *args: int) -> int | None:
+        """``ember_apply_decode_run`` (addresses and sizes in its order): stamps dropped
+        (``None``: not one token a step, nothing written)."""
         dropped = self._apply(*args)
+        if dropped == -2:
+            return None
         if dropped < 0:
             raise ValueError("integrity flush: a slot or position is out of range")
         return int(dropped)
