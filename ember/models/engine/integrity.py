@@ -367,7 +367,7 @@ class IntegrityChecker:
 
     def _check_sampled(self, group: StepReads, step: int) -> list[IntegrityFailure]:
         """Ownership of every changed page's first slot; everything on a rotating sample."""
-        size, sidecar = self.page_size, self.sidecar
+        size = self.page_size
         pages = group.pages
         owner_bad = group.owner_bad if group.owner_checked else self._owner_bad(group)
         failures: list[IntegrityFailure] = []
@@ -375,9 +375,8 @@ class IntegrityChecker:
         if gathered is not None:  # the attention summed the sample from its gathers
             first, stride = gathered.first, gathered.step
             digest = gathered.digest.reshape(-1)
-            if gathered.missing:
-                rows, cols = self._columns(*pages.shape, first, stride)
-                digest = digest + sidecar.page_digest(pages[rows, cols], gathered.missing)
+            if gathered.missing:  # layers no gather read (a DSA indexer's): from memory
+                digest = digest + self._missing_digest(pages, first, stride, gathered.missing)
             if self._columns_pass(group, first, stride, digest):  # one digest per sampled page
                 self.stats.slots_checked += digest.size * size
                 self.stats.slots_digested += digest.size * size
@@ -409,6 +408,17 @@ class IntegrityChecker:
                     )
                 )
         return failures
+
+    def _missing_digest(
+        self, pages: np.ndarray, first: int, stride: int, parts: list[tuple[int, int]]
+    ) -> np.ndarray:
+        """``(B * n,)`` digests of the sampled columns' pages over the layers ``parts``."""
+        if self.native is not None:  # (B, n) row-major: ``_columns``' order
+            found = self.native.page_digest(pages[:, first::stride].reshape(-1), parts)
+            if found is not None:
+                return found
+        rows, cols = self._columns(*pages.shape, first, stride)
+        return self.sidecar.page_digest(pages[rows, cols], parts)
 
     def _columns_pass(self, group: StepReads, first: int, step: int, digest: np.ndarray) -> bool:
         """The native check of a gathered sample (``NativeLoops.columns_pass``): ``True`` when

@@ -40,6 +40,17 @@ class NativeLoops:
         self._cleared = _address(sidecar.cleared_epoch)
         self._num_pages = len(sidecar.page_epoch)
         self._scratch = np.empty(1024, dtype=np.int64)  # per-call arguments (``_fill``)
+        # (cache, layer) -> its layer's address, heads, head stride, page bytes, word width,
+        # for each layer laid out as ``page_sums`` reads it (pages of contiguous rows).
+        self._layers: dict[tuple[int, int], tuple[int, int, int, int, int]] = {}
+        for cache, words in enumerate(sidecar.layer_words):
+            _, heads, _, size, width = words.shape
+            item = words.itemsize
+            if words.strides[2:] != (size * width * item, width * item, item):
+                continue
+            for layer in range(words.shape[0]):
+                found = (_address(words[layer]), heads, words.strides[1], size * width * item)
+                self._layers[cache, layer] = (*found, item)
         self._scratch_address = _address(self._scratch)
 
     def count_restamped(self, pages_address: int, entries: int) -> int:
@@ -155,3 +166,26 @@ class NativeLoops:
             sidecar.page_size,
         )
         return bad == 0
+
+    def page_digest(self, pages: np.ndarray, parts: list[tuple[int, int]]) -> np.ndarray | None:
+        """``KVSidecar.page_digest(pages, parts)``: each page's word sum over the ``(cache,
+        layer)`` pairs ``parts``, read from memory in one pass (numpy's ``take`` copies each
+        layer's pages before summing them). ``None``: a layer is not laid out for it."""
+        found = [self._layers.get(part) for part in parts]
+        layers = [f for f in found if f is not None]
+        if len(layers) != len(found):
+            return None
+        pages = np.ascontiguousarray(pages, dtype=np.int64)
+        out = np.zeros(len(pages), dtype=np.uint64)
+        count = len(layers)
+        values = [f[field] for field in range(5) for f in layers]  # one array per field
+        base = self._fill(values)
+        self.ops.page_sums(
+            count,
+            *(base + 8 * count * field for field in range(5)),
+            _address(pages),
+            len(pages),
+            self._num_pages,
+            _address(out),
+        )
+        return out

@@ -108,3 +108,45 @@ int64_t ember_check_columns(int64_t num_rows, int64_t cols, const int64_t *pages
     }
     return bad;
 }
+
+/* Add to out[i] the wrap-around sum of the words of page pages[i] in each of `parts` cache layers
+ * (KVSidecar.page_digest with parts: the layers no attention gather summed). Part j starts at
+ * bases[j], holds heads[j] heads head_strides[j] bytes apart, each a run of page_bytes[j] bytes
+ * per page (page_size rows, contiguous), read as words of widths[j] bytes (8, 4, 2 or 1: the
+ * widest dividing a row). Returns -1 (nothing added) if a page is outside [0, num_pages) or a
+ * width is none of those. */
+int64_t ember_page_sums(int64_t parts, const int64_t *bases, const int64_t *heads,
+                        const int64_t *head_strides, const int64_t *page_bytes,
+                        const int64_t *widths, const int64_t *pages, int64_t n,
+                        int64_t num_pages, uint64_t *out) {
+    for (int64_t i = 0; i < n; i++) {
+        if (pages[i] < 0 || pages[i] >= num_pages) return -1;
+    }
+    for (int64_t j = 0; j < parts; j++) {
+        if (widths[j] != 8 && widths[j] != 4 && widths[j] != 2 && widths[j] != 1) return -1;
+    }
+    for (int64_t j = 0; j < parts; j++) {
+        const unsigned char *base = (const unsigned char *)(intptr_t)bases[j];
+        const int64_t bytes = page_bytes[j], width = widths[j], count = bytes / width;
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t total = 0;
+            for (int64_t h = 0; h < heads[j]; h++) {
+                const unsigned char *run = base + h * head_strides[j] + pages[i] * bytes;
+                if (width == 8) {
+                    const uint64_t *w = (const uint64_t *)run;
+                    for (int64_t k = 0; k < count; k++) total += w[k];
+                } else if (width == 4) {
+                    const uint32_t *w = (const uint32_t *)run;
+                    for (int64_t k = 0; k < count; k++) total += w[k];
+                } else if (width == 2) {
+                    const uint16_t *w = (const uint16_t *)run;
+                    for (int64_t k = 0; k < count; k++) total += w[k];
+                } else {
+                    for (int64_t k = 0; k < count; k++) total += run[k];
+                }
+            }
+            out[i] += total;
+        }
+    }
+    return 0;
+}

@@ -42,6 +42,10 @@ class IntegrityOps:
             _PTR, _PTR, _I64, _I64,  # the sidecar's
         ]  # fmt: skip
 
+        self._page_sums = library.ember_page_sums
+        self._page_sums.restype = _I64
+        self._page_sums.argtypes = [_I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _PTR]
+
     def count_epoch(
         self, page_epoch: int, num_pages: int, pages: int, entries: int, epoch: int
     ) -> int:
@@ -68,6 +72,11 @@ class IntegrityOps:
         if bad < 0:
             raise ValueError("integrity check: a page table entry is outside the pool")
         return int(bad)
+
+    def page_sums(self, *args: int) -> None:
+        """``ember_page_sums`` (addresses and sizes in its order): adds into its ``out``."""
+        if self._page_sums(*args) < 0:
+            raise ValueError("integrity page sums: a page or word width is out of range")
 
 
 def load() -> IntegrityOps | None:

@@ -180,3 +180,31 @@ def test_native_sampled_check_agrees_with_the_reference(ops: integrity_ops.Integ
         assert got == want
         outcomes[want] += 1
     assert outcomes[True] > 30 and outcomes[False] > 30
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        KVSpec("gqa", 3, "bf16", num_kv_heads=2, head_dim=8, v_head_dim=2),  # 16, 4 bytes
+        KVSpec("gqa", 2, "fp8_e4m3", num_kv_heads=2, head_dim=3, v_head_dim=6),  # 3, 6 bytes
+        KVSpec("mla", 3, "bf16", kv_lora_rank=4, qk_rope_head_dim=4, index_head_dim=8),
+    ],
+    ids=["gqa-bf16", "gqa-fp8", "dsa-bf16"],
+)
+def test_native_page_digest_equals_the_sidecars(ops: integrity_ops.IntegrityOps, spec) -> None:
+    """``page_digest`` over some layers (a DSA indexer's, which no gather reads) against
+    ``KVSidecar.page_digest``, on pools of random bytes."""
+    rng = np.random.default_rng(6)
+    pool = KVPool(spec, 30, PAGE)
+    sidecar = pool.sidecar
+    assert sidecar is not None
+    for words in sidecar.layer_words:
+        words.view(np.uint8)[...] = rng.integers(0, 256, size=words.view(np.uint8).shape)
+    loops = NativeLoops(ops, sidecar)
+    every = [(c, layer) for c, n in enumerate(sidecar.cache_layers) for layer in range(n)]
+    for _ in range(30):
+        parts = [every[i] for i in sorted(rng.choice(len(every), rng.integers(1, 4)))]
+        pages = rng.integers(0, 31, size=int(rng.integers(1, 12)))
+        found = loops.page_digest(pages, parts)
+        assert found is not None
+        assert np.array_equal(found, sidecar.page_digest(pages, parts))
