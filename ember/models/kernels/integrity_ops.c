@@ -150,3 +150,68 @@ int64_t ember_page_sums(int64_t parts, const int64_t *bases, const int64_t *head
     }
     return 0;
 }
+
+#ifdef EMBER_PYTHON_MODULE
+/* The same loops as the CPython extension module ember_integrity_ops (kernels/build.py's
+ * load_module): each function takes the C function's arguments as Python ints and returns its
+ * result. A vectorcall touches far less code than ctypes (libffi, a conversion object per
+ * argument): ~4 against ~16 us for the first call in an engine step, when the caches are cold. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static int ints(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, int64_t *out) {
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "expected %zd arguments, got %zd", want, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        out[i] = PyLong_AsLongLong(args[i]);
+        if (out[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+#define P(i) ((void *)(intptr_t)a[i])
+
+static PyObject *py_count_epoch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t a[5];
+    (void)self;
+    if (ints(args, nargs, 5, a)) return NULL;
+    return PyLong_FromLongLong(ember_count_epoch(P(0), a[1], P(2), a[3], a[4]));
+}
+
+static PyObject *py_apply_decode_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t a[15];
+    (void)self;
+    if (ints(args, nargs, 15, a)) return NULL;
+    return PyLong_FromLongLong(ember_apply_decode_run(a[0], a[1], P(2), P(3), P(4), P(5), P(6),
+                                                      P(7), P(8), P(9), P(10), P(11), P(12),
+                                                      a[13], a[14]));
+}
+
+static PyObject *py_check_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t a[12];
+    (void)self;
+    if (ints(args, nargs, 12, a)) return NULL;
+    return PyLong_FromLongLong(ember_check_columns(a[0], a[1], P(2), a[3], a[4], P(5), P(6),
+                                                   P(7), P(8), P(9), a[10], a[11]));
+}
+
+static PyObject *py_page_sums(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t a[10];
+    (void)self;
+    if (ints(args, nargs, 10, a)) return NULL;
+    return PyLong_FromLongLong(
+        ember_page_sums(a[0], P(1), P(2), P(3), P(4), P(5), P(6), a[7], a[8], P(9)));
+}
+
+#define FAST(name) {#name, (PyCFunction)(void (*)(void))py_##name, METH_FASTCALL, NULL}
+static PyMethodDef methods[] = {
+    FAST(count_epoch), FAST(apply_decode_run), FAST(check_columns), FAST(page_sums),
+    {NULL, NULL, 0, NULL},
+};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "ember_integrity_ops", NULL, -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit_ember_integrity_ops(void) { return PyModule_Create(&module); }
+#endif

@@ -3,8 +3,11 @@ each (torch-free). The numpy code in ``engine/integrity.py`` is the reference an
 path; ``load`` returns ``None`` (and the checker keeps that path) when the library cannot be
 built, or with ``EMBER_KERNELS=0``.
 
-Arguments are addresses (Python ints) and sizes: ``ndarray.ctypes`` costs ~1.7 us a call, more
+Arguments are addresses (Python ints) and sizes: ``ndarray.ctypes`` costs ~2-7 us a call, more
 than some of these loops, so callers keep the addresses of arrays that live as long as they do.
+The loops are called through a CPython extension module built from the same source where this
+interpreter's headers are installed (a call then costs ~4 us cold instead of ~16: see
+``build.load_module``), else through ctypes; tests run both.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from __future__ import annotations
 import ctypes
 import logging
 from pathlib import Path
+from types import ModuleType
 
-from ember.models.kernels.build import load_kernel
+from ember.models.kernels.build import load_kernel, load_module
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +27,22 @@ _PTR = ctypes.c_void_p
 
 
 class IntegrityOps:
-    """The loaded library (see ``integrity_ops.c`` for each loop's contract)."""
+    """The loaded loops (see ``integrity_ops.c`` for each one's contract), from the extension
+    module (``module``) or, without one, the ctypes library (``library``): the same functions
+    of Python ints."""
 
-    def __init__(self, library: ctypes.CDLL) -> None:
+    def __init__(
+        self, library: ctypes.CDLL | None = None, module: ModuleType | None = None
+    ) -> None:
+        if module is not None:
+            self.binding = "module"
+            self._count = module.count_epoch
+            self._apply = module.apply_decode_run
+            self._check = module.check_columns
+            self._page_sums = module.page_sums
+            return
+        assert library is not None
+        self.binding = "ctypes"
         self._count = library.ember_count_epoch
         self._count.restype = _I64
         self._count.argtypes = [_PTR, _I64, _PTR, _I64, _I64]
@@ -41,7 +58,6 @@ class IntegrityOps:
             _I64, _I64, _PTR, _I64, _I64, _PTR, _PTR, _PTR,  # the group's
             _PTR, _PTR, _I64, _I64,  # the sidecar's
         ]  # fmt: skip
-
         self._page_sums = library.ember_page_sums
         self._page_sums.restype = _I64
         self._page_sums.argtypes = [_I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _PTR]
@@ -79,6 +95,11 @@ class IntegrityOps:
             raise ValueError("integrity page sums: a page or word width is out of range")
 
 
-def load() -> IntegrityOps | None:
-    """The loops, or ``None`` (numpy path) when disabled or they cannot be built."""
+def load(module: bool = True) -> IntegrityOps | None:
+    """The loops, or ``None`` (numpy path) when disabled or they cannot be built: as the
+    extension module when this interpreter's headers allow (``module``), else through ctypes."""
+    if module:
+        found = load_module(SOURCE, "ember_integrity_ops", log, "integrity loops")
+        if found is not None:
+            return IntegrityOps(module=found)
     return load_kernel(SOURCE, IntegrityOps, log, "integrity loops")

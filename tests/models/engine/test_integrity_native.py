@@ -21,10 +21,12 @@ from ember.models.kv.spec import KVSpec
 PAGE = 4
 
 
-@pytest.fixture(scope="module")
-def ops() -> integrity_ops.IntegrityOps:
-    loaded = integrity_ops.load()
+@pytest.fixture(scope="module", params=["module", "ctypes"])
+def ops(request: pytest.FixtureRequest) -> integrity_ops.IntegrityOps:
+    """Both bindings of the same loops: the extension module and ctypes."""
+    loaded = integrity_ops.load(module=request.param == "module")
     assert loaded is not None, "the test machine has a C compiler"
+    assert loaded.binding == request.param, "the test machine has Python's headers"
     return loaded
 
 
