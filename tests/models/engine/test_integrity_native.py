@@ -210,3 +210,16 @@ def test_native_page_digest_equals_the_sidecars(ops: integrity_ops.IntegrityOps,
         found = loops.page_digest(pages, parts)
         assert found is not None
         assert np.array_equal(found, sidecar.page_digest(pages, parts))
+
+
+def test_the_module_build_declines_without_headers_or_kernels(monkeypatch, tmp_path) -> None:
+    """No Python headers (or ``EMBER_KERNELS=0``): no module, and ``load`` falls back to the
+    ctypes library (or to nothing: the numpy path)."""
+    import sysconfig
+
+    monkeypatch.setenv("EMBER_KERNEL_CACHE", str(tmp_path))  # a fresh memo key
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"include": str(tmp_path / "none")})
+    loaded = integrity_ops.load()
+    assert loaded is not None and loaded.binding == "ctypes"
+    monkeypatch.setenv("EMBER_KERNELS", "0")
+    assert integrity_ops.load() is None
