@@ -108,6 +108,7 @@ class StepReads:
     owner_bad: np.ndarray | None = None
     owner_checked: bool = False
     chain_addresses: list[int] | None = None  # of ``chains`` (``Sequence.chain_address``)
+    chain_capacities: list[int] | None = None  # their lengths (``Sequence.chain_capacity``)
 
 
 class IntegrityChecker:
@@ -423,10 +424,11 @@ class IntegrityChecker:
     def _columns_pass(self, group: StepReads, first: int, step: int, digest: np.ndarray) -> bool:
         """The native check of a gathered sample (``NativeLoops.columns_pass``): ``True`` when
         every sampled page passed; ``False`` when one failed or the path does not apply."""
-        if self.native is None or group.chain_addresses is None:
+        addresses, capacities = group.chain_addresses, group.chain_capacities
+        if self.native is None or addresses is None or capacities is None:
             return False
         passed = self.native.columns_pass(
-            group.pages, first, step, group.seq_lens, group.chain_addresses, digest
+            group.pages, first, step, group.seq_lens, addresses, capacities, digest
         )
         return bool(passed)
 

@@ -128,13 +128,15 @@ class NativeLoops:
         step: int,
         seq_lens: Sequence[int],
         chain_addresses: Sequence[int],
+        chain_lens: Sequence[int],
         sample: np.ndarray,
     ) -> bool | None:
         """Whether every page in columns ``first, first + step, ...`` of the ``(B, P)`` page
         table ``pages`` holds the chains its reader expects (``chain_addresses``: each reader's
-        chain buffer, read up to ``seq_lens``) and a stamped digest equal to ``sample``'s (``(B *
-        n,)``: the digest of its bytes), as ``IntegrityChecker._check_pages`` decides it.
-        ``None``: not this path's case (the arrays' layout), decided by the caller."""
+        chain buffer, of ``chain_lens`` entries, read up to ``seq_lens``) and a stamped digest
+        equal to ``sample``'s (``(B * n,)``: the digest of its bytes), as
+        ``IntegrityChecker._check_pages`` decides it. ``None``: not this path's case (the
+        arrays' layout), decided by the caller."""
         if (
             pages.dtype != np.int64
             or pages.ndim != 2
@@ -142,6 +144,7 @@ class NativeLoops:
             or sample.dtype != np.uint64
             or not sample.flags.c_contiguous
             or len(chain_addresses) != pages.shape[0]
+            or len(chain_lens) != pages.shape[0]
         ):
             return None
         num_rows, cols = pages.shape
@@ -149,6 +152,7 @@ class NativeLoops:
             return None
         values = list(seq_lens)
         values += chain_addresses
+        values += chain_lens
         lens = self._fill(values)
         sidecar = self.sidecar
         bad = self.ops.check_columns(
@@ -159,6 +163,7 @@ class NativeLoops:
             step,
             lens,
             lens + 8 * num_rows,  # the chains' addresses
+            lens + 16 * num_rows,  # their lengths
             _address(sample),
             self._chain,
             self._digest,

@@ -231,9 +231,10 @@ class ModelRunner:
         if walk.chains is None:
             walk.chains = [s.seq.chain_buffer for s in scheduled]
         addresses = [s.seq.chain_address for s in scheduled]
+        capacities = [s.seq.chain_capacity for s in scheduled]
         tables = [g.pages.numpy().reshape(g.num_seqs, g.num_pages) for g in batch.groups]
         reads = [
-            self._group_reads(group, table, batch, walk, addresses)
+            self._group_reads(group, table, batch, walk, addresses, capacities)
             for group, table in zip(batch.groups, tables, strict=True)
         ]
         if ownership:
@@ -361,6 +362,7 @@ class ModelRunner:
         batch: PagedBatch,
         walk: Walk,
         addresses: list[int],
+        capacities: list[int],
     ) -> StepReads:
         """What one attention group's sequences read (``pages``, its page table as an array)
         and the chains they expect."""
@@ -374,6 +376,7 @@ class ModelRunner:
             seq_lens=[ctx[i] + query[i] for i in members],
             chains=walk.chains if whole else [walk.chains[i] for i in members],
             chain_addresses=addresses if whole else [addresses[i] for i in members],
+            chain_capacities=capacities if whole else [capacities[i] for i in members],
             seq_index=members,
             checked_epoch=np.array([walk.epochs[i] for i in members], dtype=np.int64),
         )

@@ -79,12 +79,17 @@ int64_t ember_apply_decode_run(int64_t steps, int64_t rows, const int64_t *slot_
  * else 0: padding) and the sum of the page's stamped digests equals sample[r * n + k] (k the
  * column's index among the sampled ones, n their count): the digest of its bytes. Returns how
  * many pages failed (0: all passed; the caller then reports them with the reference code), or
- * -1 if a page is outside [0, num_pages). */
+ * -1 (nothing read) if a page is outside [0, num_pages) or a length outside [0, chain_lens[r]]
+ * (the chain buffer's). */
 int64_t ember_check_columns(int64_t num_rows, int64_t cols, const int64_t *pages, int64_t first,
                             int64_t step, const int64_t *seq_lens, const int64_t *chain_arrays,
-                            const uint64_t *sample, const uint64_t *chain, const uint64_t *digest,
-                            int64_t num_pages, int64_t page_size) {
+                            const int64_t *chain_lens, const uint64_t *sample,
+                            const uint64_t *chain, const uint64_t *digest, int64_t num_pages,
+                            int64_t page_size) {
     int64_t n = first < cols ? (cols - first + step - 1) / step : 0;
+    for (int64_t r = 0; r < num_rows; r++) {
+        if (seq_lens[r] < 0 || seq_lens[r] > chain_lens[r]) return -1;
+    }
     int64_t bad = 0;
     for (int64_t r = 0; r < num_rows; r++) {
         const uint64_t *expected = (const uint64_t *)(intptr_t)chain_arrays[r];
@@ -190,11 +195,11 @@ static PyObject *py_apply_decode_run(PyObject *self, PyObject *const *args, Py_s
 }
 
 static PyObject *py_check_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    int64_t a[12];
+    int64_t a[13];
     (void)self;
-    if (ints(args, nargs, 12, a)) return NULL;
+    if (ints(args, nargs, 13, a)) return NULL;
     return PyLong_FromLongLong(ember_check_columns(a[0], a[1], P(2), a[3], a[4], P(5), P(6),
-                                                   P(7), P(8), P(9), a[10], a[11]));
+                                                   P(7), P(8), P(9), P(10), a[11], a[12]));
 }
 
 static PyObject *py_page_sums(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

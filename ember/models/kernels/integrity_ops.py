@@ -55,7 +55,7 @@ class IntegrityOps:
         self._check = library.ember_check_columns
         self._check.restype = _I64
         self._check.argtypes = [
-            _I64, _I64, _PTR, _I64, _I64, _PTR, _PTR, _PTR,  # the group's
+            _I64, _I64, _PTR, _I64, _I64, _PTR, _PTR, _PTR, _PTR,  # the group's
             _PTR, _PTR, _I64, _I64,  # the sidecar's
         ]  # fmt: skip
         self._page_sums = library.ember_page_sums
@@ -86,7 +86,7 @@ class IntegrityOps:
         """``ember_check_columns`` (addresses and sizes in its order): pages that failed."""
         bad = self._check(*args)
         if bad < 0:
-            raise ValueError("integrity check: a page table entry is outside the pool")
+            raise ValueError("integrity check: a page or a length is out of range")
         return int(bad)
 
     def page_sums(self, *args: int) -> None:

@@ -176,12 +176,17 @@ def test_native_sampled_check_agrees_with_the_reference(ops: integrity_ops.Integ
             chains=chains,
             seq_index=list(range(readers)),
             chain_addresses=[chain.ctypes.data for chain in chains],
+            chain_capacities=[len(chain) for chain in chains],
         )
         want = not checker._check_pages(reads, rows, cols, content=True, digest=sample)
-        got = checker.native.columns_pass(tables, first, step, lens, reads.chain_addresses, sample)
+        addresses, capacities = reads.chain_addresses, reads.chain_capacities
+        got = checker.native.columns_pass(tables, first, step, lens, addresses, capacities, sample)
         assert got == want
         outcomes[want] += 1
     assert outcomes[True] > 30 and outcomes[False] > 30
+    short = [c - 1 for c in capacities]  # a reader's length past its chain buffer: refused
+    with pytest.raises(ValueError):
+        checker.native.columns_pass(tables, first, step, capacities, addresses, short, sample)
 
 
 @pytest.mark.parametrize(
