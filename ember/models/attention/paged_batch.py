@@ -279,13 +279,7 @@ class PagedBatch:
     def content_digests(self) -> torch.Tensor | None:
         """``(T,)`` int64 wrap-around sums of every word each new token stored (all layers), or
         ``None`` when a store's rows were not whole 64-bit words."""
-        if self.digest_words is None:
-            return None
-        digests = stored_digests([self.digest_words], self.slot_mapping.numel())
-        summed = self.digest_sums
-        if summed is not None and summed.stores:
-            digests = digests + torch.from_numpy(summed.values().copy())  # int64 adds wrap
-        return digests
+        return content_digests(self.digest_words, self.digest_sums, self.slot_mapping.numel())
 
     @classmethod
     def build(
@@ -317,3 +311,15 @@ class PagedBatch:
         slot_mapping = torch.tensor(slot_list, dtype=torch.int64)
         pages, offsets = slot_mapping // page_size, slot_mapping % page_size
         return cls(layout, slot_mapping, groups, pages, offsets)
+
+
+def content_digests(
+    words: list[torch.Tensor] | None, summed: DigestSums | None, tokens: int
+) -> torch.Tensor | None:
+    """``PagedBatch.content_digests`` from a step's ``digest_words`` and ``digest_sums``."""
+    if words is None:
+        return None
+    digests = stored_digests([words], tokens)
+    if summed is not None and summed.stores:
+        digests = digests + torch.from_numpy(summed.values().copy())  # int64 adds wrap
+    return digests

@@ -41,7 +41,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ember.models.engine.integrity_walk import SequenceLike, run_chains, token_chains
+from ember.models.engine.integrity_native import NativeLoops
+from ember.models.engine.integrity_walk import (
+    PendingContent,
+    SequenceLike,
+    positions_and_chains,
+    token_chains,
+)
+from ember.models.kernels.integrity_ops import IntegrityOps
 from ember.models.kv.integrity import KVSidecar
 
 # Sampled mode digests whole pages every this many steps (see ``_check_sampled``). 16 rather
@@ -100,23 +107,8 @@ class StepReads:
     # (``None``: all passed); ``owner_checked`` says whether it ran.
     owner_bad: np.ndarray | None = None
     owner_checked: bool = False
-
-
-@dataclass(slots=True)
-class _PendingContent:
-    slots: ArrayLike  # (T,) slots one step wrote (a decode step's: its slot-mapping tensor)
-    positions: Sequence[int]  # (T,) their positions
-    epoch: int  # the sidecar epoch of the write
-    written: object  # what the digester turns into the (T,) digests: the tensors written
-    # A decode step's writers (row order), whose chains other than at page starts are stamped
-    # at the flush (``integrity_walk``); ``None``: every chain was stamped at the write.
-    readers: list[SequenceLike] | None = None
-
-
-def _moved_on(first: Sequence[int], last: Sequence[int], steps: int) -> bool:
-    """Whether every row of ``last`` is ``steps`` past the same row of ``first``. In Python:
-    ``np.array_equal`` over two 64-row arrays cost ~65 us at a flush, cold."""
-    return len(first) == len(last) and all(b == a + steps for a, b in zip(first, last, strict=True))
+    chain_addresses: list[int] | None = None  # of ``chains`` (``Sequence.chain_address``)
+    chain_capacities: list[int] | None = None  # their lengths (``Sequence.chain_capacity``)
 
 
 class IntegrityChecker:
@@ -135,8 +127,18 @@ class IntegrityChecker:
     # least a few decode steps' worth of tokens).
     MAX_PENDING_BYTES = 64 << 20
 
-    def __init__(self, sidecar: KVSidecar, page_size: int, mode: str, sample_period: int) -> None:
+    def __init__(
+        self,
+        sidecar: KVSidecar,
+        page_size: int,
+        mode: str,
+        sample_period: int,
+        ops: IntegrityOps | None = None,
+    ) -> None:
         self.sidecar = sidecar
+        # The decode fast paths in one native call each (``None``: the numpy code, their
+        # reference, does everything).
+        self.native = NativeLoops(ops, sidecar) if ops is not None else None
         self.page_size = page_size
         self.mode = mode
         self.sample_period = sample_period
@@ -147,7 +149,7 @@ class IntegrityChecker:
         # the runner's joins its slot-mapping tensors with one ``torch.cat``, where each
         # tensor's conversion to numpy cost ~15 us, 16 a flush).
         self.slot_joiner: Callable[[list[ArrayLike]], np.ndarray] | None = None
-        self._pending: list[_PendingContent] = []
+        self._pending: list[PendingContent] = []
         self._pending_tokens = 0
         self.max_pending = max(256, self.MAX_PENDING_BYTES // max(1, sidecar.stored_bytes_per_slot))
 
@@ -159,14 +161,16 @@ class IntegrityChecker:
         positions: Sequence[int],
         written: object,
         readers: list[SequenceLike] | None = None,
+        address: int = 0,
     ) -> None:
         """Stamp ``slots``' content and positions at a later flush, from ``written`` (which the
         caller may still be filling: the runner registers a step before its forward), and with
-        ``readers`` (a decode step: row i's sequence wrote ``positions[i]``) their chains too."""
+        ``readers`` (a decode step: row i's sequence wrote ``positions[i]``) their chains too.
+        ``address``: of ``slots``' int64 data, for the native flush."""
         tokens = len(positions)  # as many as slots: a list's length (a tensor's costs more)
         if self._pending_tokens + tokens > self.max_pending:
             self.flush()
-        entry = _PendingContent(slots, positions, self.sidecar.epoch, written, readers)
+        entry = PendingContent(slots, positions, self.sidecar.epoch, written, readers, address)
         self._pending.append(entry)
         self._pending_tokens += tokens
 
@@ -199,7 +203,9 @@ class IntegrityChecker:
         assert self.digester is not None, "deferred content stamps need a digester"
         self._pending, self._pending_tokens = [], 0
         digests = self.digester([p.written for p in pending])
-        positions, chains = self._positions_and_chains(pending)
+        if self.native is not None and self.native.flush_run(pending, digests):
+            return  # one run of decode steps: stamped in one native call
+        positions, chains = positions_and_chains(pending, self.sidecar.chain)
         # Slots arrive as arrays or as a decode step's slot-mapping tensor, converted here once
         # a flush rather than every step (``numpy()`` there cost ~15 us inside the engine).
         if len(pending) == 1:
@@ -213,42 +219,6 @@ class IntegrityChecker:
         # A slot is written once between clears (prefix hits are never rewritten), so at most
         # one pending stamp per slot survives ``apply_content``'s clear filter.
         self.sidecar.apply_content(slots, digests, positions, epochs, chains)
-
-    def _positions_and_chains(
-        self, pending: list[_PendingContent]
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """The positions and writer chains of every pending slot, in write order (chains
-        ``None`` when none was deferred). A run of decode steps of the same readers (the runner
-        passes the same list while the batch is unchanged), each moving every reader on by one
-        token, takes three array ops and a slice per reader, however many steps it spans;
-        other steps one conversion each (chains stamped at the write are read back: a stamp a
-        clear has since replaced is dropped by ``apply_content`` anyway)."""
-        deferred = any(p.readers is not None for p in pending)
-        positions: list[np.ndarray] = []
-        chains: list[np.ndarray] = []
-        start = 0
-        while start < len(pending):
-            entry, end = pending[start], start + 1
-            first = np.asarray(entry.positions, dtype=np.int64)
-            if entry.readers is not None:
-                while end < len(pending) and pending[end].readers is entry.readers:
-                    end += 1
-                steps = end - start
-                if steps > 1 and _moved_on(entry.positions, pending[end - 1].positions, steps - 1):
-                    positions.append((first + np.arange(steps)[:, None]).reshape(-1))
-                    chains.append(run_chains(entry.readers, entry.positions, steps))
-                    start = end
-                    continue
-                end = start + 1  # not one token a step: this step alone
-                chains.append(token_chains(entry.readers, entry.positions))
-            elif deferred:
-                chains.append(self.sidecar.chain[entry.slots])
-            positions.append(first)
-            start = end
-        joined = positions[0] if len(positions) == 1 else np.concatenate(positions)
-        if not deferred:
-            return joined, None
-        return joined, chains[0] if len(chains) == 1 else np.concatenate(chains)
 
     # -- PageVerifier (the block manager calls this before reusing a cached page) -------------
 
@@ -341,7 +311,9 @@ class IntegrityChecker:
             group.owner_bad = self._owner_bad(group)
             group.owner_checked = True
 
-    def only_own_restamps(self, pages: np.ndarray, first_slots: Sequence[int]) -> bool:
+    def only_own_restamps(
+        self, pages: np.ndarray, first_slots: Sequence[int], address: int = 0
+    ) -> bool:
         """Decode fast path of ``check_ownership`` (``pages``: the step's page table, any
         shape), for a step whose readers all passed a
         check at the previous step: ``True`` when the only reads of a page restamped in this
@@ -351,7 +323,7 @@ class IntegrityChecker:
 
         A count instead of a per-entry walk: one gather of the page table's page epochs, one
         compare, one count (the general check is ~10 array ops and a Python loop over the
-        entries)."""
+        entries); one native call when ``address`` (of ``pages``' int64 data) is given."""
         sidecar = self.sidecar
         if sidecar.restamp_epoch < sidecar.epoch:
             return True  # nothing restamped in this epoch
@@ -359,7 +331,10 @@ class IntegrityChecker:
         if len(set(own)) != len(own):
             return False  # two writers of one page's first slot
         # Restamped in this epoch <=> stamped with it: epochs only grow (no marks to set/clear).
-        hits = int(np.count_nonzero(sidecar.page_epoch[pages] == sidecar.epoch))
+        if address and self.native is not None:
+            hits = self.native.count_restamped(address, pages.size)
+        else:
+            hits = int(np.count_nonzero(sidecar.page_epoch[pages] == sidecar.epoch))
         return hits == len(own)
 
     def ownership_changed(self, stalest: int) -> bool:
@@ -393,17 +368,22 @@ class IntegrityChecker:
 
     def _check_sampled(self, group: StepReads, step: int) -> list[IntegrityFailure]:
         """Ownership of every changed page's first slot; everything on a rotating sample."""
-        size, sidecar = self.page_size, self.sidecar
+        size = self.page_size
         pages = group.pages
         owner_bad = group.owner_bad if group.owner_checked else self._owner_bad(group)
         failures: list[IntegrityFailure] = []
         gathered = group.gathered
         if gathered is not None:  # the attention summed the sample from its gathers
-            rows, cols = self._columns(*pages.shape, gathered.first, gathered.step)
+            first, stride = gathered.first, gathered.step
             digest = gathered.digest.reshape(-1)
-            if gathered.missing:
-                digest = digest + sidecar.page_digest(pages[rows, cols], gathered.missing)
-            failures = self._check_pages(group, rows, cols, content=True, digest=digest)
+            if gathered.missing:  # layers no gather read (a DSA indexer's): from memory
+                digest = digest + self._missing_digest(pages, first, stride, gathered.missing)
+            if self._columns_pass(group, first, stride, digest):  # one digest per sampled page
+                self.stats.slots_checked += digest.size * size
+                self.stats.slots_digested += digest.size * size
+            else:  # the reference (and any failure's report)
+                rows, cols = self._columns(*pages.shape, first, stride)
+                failures = self._check_pages(group, rows, cols, content=True, digest=digest)
         else:
             plan = self.content_columns(pages.shape[1], step)
             if plan is not None:
@@ -429,6 +409,28 @@ class IntegrityChecker:
                     )
                 )
         return failures
+
+    def _missing_digest(
+        self, pages: np.ndarray, first: int, stride: int, parts: list[tuple[int, int]]
+    ) -> np.ndarray:
+        """``(B * n,)`` digests of the sampled columns' pages over the layers ``parts``."""
+        if self.native is not None:  # (B, n) row-major: ``_columns``' order
+            found = self.native.page_digest(pages[:, first::stride].reshape(-1), parts)
+            if found is not None:
+                return found
+        rows, cols = self._columns(*pages.shape, first, stride)
+        return self.sidecar.page_digest(pages[rows, cols], parts)
+
+    def _columns_pass(self, group: StepReads, first: int, step: int, digest: np.ndarray) -> bool:
+        """The native check of a gathered sample (``NativeLoops.columns_pass``): ``True`` when
+        every sampled page passed; ``False`` when one failed or the path does not apply."""
+        addresses, capacities = group.chain_addresses, group.chain_capacities
+        if self.native is None or addresses is None or capacities is None:
+            return False
+        passed = self.native.columns_pass(
+            group.pages, first, step, group.seq_lens, addresses, capacities, digest
+        )
+        return bool(passed)
 
     def _check_pages(
         self,

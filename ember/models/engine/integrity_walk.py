@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ember.models.engine.scheduler import ScheduledSeq
 from ember.models.engine.sequence import Sequence
@@ -107,6 +108,64 @@ def token_chains(readers: list[SequenceLike], positions: Sequence_[int]) -> np.n
         [seq.chain_buffer.item(p) for seq, p in zip(readers, positions, strict=True)],
         dtype=np.uint64,
     )
+
+
+@dataclass(slots=True)
+class PendingContent:
+    """One step's content stamps, waiting for a flush (``IntegrityChecker.defer_content``)."""
+
+    slots: ArrayLike  # (T,) slots one step wrote (a decode step's: its slot-mapping tensor)
+    positions: Sequence_[int]  # (T,) their positions
+    epoch: int  # the sidecar epoch of the write
+    written: object  # what the digester turns into the (T,) digests: the tensors written
+    # A decode step's writers (row order), whose chains other than at page starts are stamped
+    # at the flush (``integrity_walk``); ``None``: every chain was stamped at the write.
+    readers: list[SequenceLike] | None = None
+    address: int = 0  # of ``slots`` when an int64 array the entry keeps alive (0: unknown)
+
+
+def moved_on(first: Sequence_[int], last: Sequence_[int], steps: int) -> bool:
+    """Whether every row of ``last`` is ``steps`` past the same row of ``first``. In Python:
+    ``np.array_equal`` over two 64-row arrays cost ~65 us at a flush, cold."""
+    return len(first) == len(last) and all(b == a + steps for a, b in zip(first, last, strict=True))
+
+
+def positions_and_chains(
+    pending: list[PendingContent], stamped: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The positions and writer chains of every pending slot, in write order (chains
+    ``None`` when none was deferred). A run of decode steps of the same readers (the runner
+    passes the same list while the batch is unchanged), each moving every reader on by one
+    token, takes three array ops and a slice per reader, however many steps it spans;
+    other steps one conversion each (chains stamped at the write are read back: a stamp a
+    clear has since replaced is dropped by ``apply_content`` anyway; ``stamped``: the sidecar's
+    chains)."""
+    deferred = any(p.readers is not None for p in pending)
+    positions: list[np.ndarray] = []
+    chains: list[np.ndarray] = []
+    start = 0
+    while start < len(pending):
+        entry, end = pending[start], start + 1
+        first = np.asarray(entry.positions, dtype=np.int64)
+        if entry.readers is not None:
+            while end < len(pending) and pending[end].readers is entry.readers:
+                end += 1
+            steps = end - start
+            if steps > 1 and moved_on(entry.positions, pending[end - 1].positions, steps - 1):
+                positions.append((first + np.arange(steps)[:, None]).reshape(-1))
+                chains.append(run_chains(entry.readers, entry.positions, steps))
+                start = end
+                continue
+            end = start + 1  # not one token a step: this step alone
+            chains.append(token_chains(entry.readers, entry.positions))
+        elif deferred:
+            chains.append(stamped[entry.slots])
+        positions.append(first)
+        start = end
+    joined = positions[0] if len(positions) == 1 else np.concatenate(positions)
+    if not deferred:
+        return joined, None
+    return joined, chains[0] if len(chains) == 1 else np.concatenate(chains)
 
 
 class Readers:

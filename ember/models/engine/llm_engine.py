@@ -19,6 +19,7 @@ from ember.models.engine.model_runner import CausalLM, ModelRunner, Sampler, Ste
 from ember.models.engine.sampling import TokenLogprobs
 from ember.models.engine.scheduler import Scheduler, SchedulerOutput
 from ember.models.engine.sequence import FinishReason, Sequence, SequenceStatus, StopCriteria
+from ember.models.kernels import integrity_ops
 from ember.models.kv.pool import KVPool
 from ember.models.kv.spec import KVCacheDtype, KVSpec, kv_capacity, parse_kv_dtype
 from ember.models.sampling import SamplingParams, SamplingState
@@ -101,6 +102,7 @@ class LLMEngine:
                 config.page_size,
                 config.integrity,
                 config.integrity_sample_period,
+                integrity_ops.load(),
             )
         self.block_manager = BlockManager(
             num_pages,

@@ -23,6 +23,7 @@ from ember.models.attention.paged_batch import (
     AttentionGroup,
     DigestSums,
     PageSample,
+    content_digests,
     stored_digests,
 )
 from ember.models.engine.integrity import (
@@ -59,6 +60,16 @@ class Sampler(Protocol):
         keeps per-request state (penalties, a seeded generator) never sees a discarded step.
         """
         ...
+
+
+@dataclass(slots=True)
+class StepWrites:
+    """What the integrity checker's flush reads of one step (``_digests``): its token count
+    and what its stores reported (``PagedBatch.digest_words`` and ``digest_sums``)."""
+
+    tokens: int
+    digest_words: list[torch.Tensor] | None
+    digest_sums: DigestSums | None = None
 
 
 @dataclass(slots=True)
@@ -181,13 +192,17 @@ class ModelRunner:
         sidecar = checker.sidecar
         epoch, page_size = sidecar.epoch + 1, self.pool.page_size
         batch.digest_words = []  # the stores fill it during the forward (or digest_sums)
-        written = batch
+        # What the flush reads of this step: not the batch, whose attention groups (masks,
+        # page tables) the engine frees when the step ends (kept until a flush, 16 steps'
+        # batches took ~200 us to free there: glm4-tiny, batch 64).
+        written = StepWrites(len(positions), batch.digest_words)  # the list the stores fill
         if len(positions) == len(scheduled):  # one token each: most steps
             walk = self._readers.walk(scheduled, positions, epoch, page_size)
             first_slots: Sequence_[int] = walk.first_slots or []
             # Page starts now, the other chains and the slots' array at the next flush.
             sidecar.stamp_starts(first_slots, walk.first_chains or [])
-            checker.defer_content(batch.slot_mapping, positions, written, walk.readers)
+            slots = batch.slot_mapping  # kept alive by the pending entry, as its address
+            checker.defer_content(slots, positions, written, walk.readers, slots.data_ptr())
         else:
             self._readers.settle()
             walk = walk_reference(scheduled, epoch, page_size)
@@ -196,7 +211,7 @@ class ModelRunner:
             sidecar.stamp_writers(slots, walk.writer, first_slots)
             checker.defer_content(slots, positions, written)
         if self.workspace.store_kernel is not None:  # after defer_content: it may flush
-            batch.digest_sums = self._take_sums(len(positions))
+            batch.digest_sums = written.digest_sums = self._take_sums(len(positions))
         stalest = min(walk.epochs, default=0)
         ownership = checker.ownership_changed(stalest)
         plans = [checker.content_columns(g.num_pages, self.num_steps) for g in batch.groups]
@@ -206,16 +221,20 @@ class ModelRunner:
             ownership
             and walk.decode
             and stalest == sidecar.epoch
-            and checker.only_own_restamps(batch.groups[0].pages.numpy(), first_slots)
+            and checker.only_own_restamps(
+                batch.groups[0].pages.numpy(), first_slots, batch.groups[0].pages.data_ptr()
+            )
         ):
             ownership = False  # every restamped page is read only by its new first writer
             if plans.count(None) == len(plans):
                 return None
         if walk.chains is None:
             walk.chains = [s.seq.chain_buffer for s in scheduled]
+        addresses = [s.seq.chain_address for s in scheduled]
+        capacities = [s.seq.chain_capacity for s in scheduled]
         tables = [g.pages.numpy().reshape(g.num_seqs, g.num_pages) for g in batch.groups]
         reads = [
-            self._group_reads(group, table, batch, walk)
+            self._group_reads(group, table, batch, walk, addresses, capacities)
             for group, table in zip(batch.groups, tables, strict=True)
         ]
         if ownership:
@@ -274,11 +293,11 @@ class ModelRunner:
 
     def _digests(self, written: list[object]) -> np.ndarray:
         """The checker's digester: ``(sum T,)`` uint64 content digests of the tokens each
-        pending step (its ``PagedBatch``) wrote, in order: summed by the store kernel as it
+        pending step (its ``StepWrites``) wrote, in order: summed by the store kernel as it
         stored, or from the tensors the torch path's stores kept (``stored_digests``)."""
-        batches = [batch for batch in written if isinstance(batch, PagedBatch)]
+        batches = [batch for batch in written if isinstance(batch, StepWrites)]
         if len(batches) != len(written):
-            raise TypeError("a pending content stamp holds no PagedBatch")
+            raise TypeError("a pending content stamp holds no StepWrites")
         words = [batch.digest_words for batch in batches]
         if any(w is None for w in words):
             raise ValueError("a pending step's rows were not whole words (stamp_now's case)")
@@ -301,7 +320,9 @@ class ModelRunner:
             self._sums_used = 0  # a flush takes every pending step: the buffer is free again
             return joined.view(np.uint64)
         self._sums_used = 0
-        parts = [batch.content_digests() for batch in batches]  # mixed: step by step
+        parts = [  # mixed: step by step
+            content_digests(b.digest_words, b.digest_sums, b.tokens) for b in batches
+        ]
         return torch.cat([p for p in parts if p is not None]).numpy().view(np.uint64)
 
     def _take_sums(self, tokens: int) -> DigestSums:
@@ -336,7 +357,12 @@ class ModelRunner:
 
     @staticmethod
     def _group_reads(
-        group: AttentionGroup, pages: np.ndarray, batch: PagedBatch, walk: Walk
+        group: AttentionGroup,
+        pages: np.ndarray,
+        batch: PagedBatch,
+        walk: Walk,
+        addresses: list[int],
+        capacities: list[int],
     ) -> StepReads:
         """What one attention group's sequences read (``pages``, its page table as an array)
         and the chains they expect."""
@@ -349,6 +375,8 @@ class ModelRunner:
             pages=pages,
             seq_lens=[ctx[i] + query[i] for i in members],
             chains=walk.chains if whole else [walk.chains[i] for i in members],
+            chain_addresses=addresses if whole else [addresses[i] for i in members],
+            chain_capacities=capacities if whole else [capacities[i] for i in members],
             seq_index=members,
             checked_epoch=np.array([walk.epochs[i] for i in members], dtype=np.int64),
         )

@@ -150,6 +150,11 @@ class KVSidecar:
         return total
 
     @property
+    def layer_words(self) -> list[np.ndarray]:
+        """Each cache's ``(layers, heads, pages, page_size, words)`` word view (``data``'s)."""
+        return self._words
+
+    @property
     def cache_layers(self) -> list[int]:
         """How many layers each cache (in ``data`` order) has."""
         return [words.shape[0] for words in self._words]
