@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from ember.models.engine.sequence import Sequence
+from ember.models.kernels import greedy
+from ember.models.kernels.greedy import GreedyKernel
 from ember.models.sampling import Sampler, SamplingParams, SamplingState
 
 
@@ -39,8 +41,12 @@ class SampleResult:
 _GREEDY_BLOCK = 64
 
 
-def greedy_tokens(logits: torch.Tensor) -> list[int]:
+def greedy_tokens(logits: torch.Tensor, kernel: GreedyKernel | None = None) -> list[int]:
     """The first most likely token per row, as ``greedy_tokens_reference`` picks it.
+
+    With ``kernel`` (``kernels/greedy.py``, when it was built) one native call for every row: two
+    passes over each row in L1, 0.07 against 0.58 ms for 64 rows of 8192 BF16 logits at one
+    thread (the torch pick's per-row cost is what grew the sampler with the batch). Otherwise:
 
     In two levels: each block of 64 logits reduced to its maximum (a plain ``amax``, no index
     kept), the first block holding the row's maximum, then the first maximum inside it. The
@@ -48,6 +54,8 @@ def greedy_tokens(logits: torch.Tensor) -> list[int]:
     of 8192 BF16 logits (the indexed reduction is the slow part, and it now runs over 192
     values per row instead of 8192).
     """
+    if kernel is not None and kernel.fits(logits):
+        return kernel.pick(logits)
     rows, vocab = logits.shape
     if vocab % _GREEDY_BLOCK or vocab < 4 * _GREEDY_BLOCK:
         return greedy_tokens_reference(logits)
@@ -65,8 +73,11 @@ def greedy_tokens_reference(logits: torch.Tensor) -> list[int]:
 class GreedySampler:
     """Greedy for every row, whatever the request asked (tests, benchmarks)."""
 
+    def __init__(self, kernels: bool = True) -> None:
+        self._kernel = greedy.load() if kernels else None
+
     def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> SampleResult:
-        return SampleResult(greedy_tokens(logits))
+        return SampleResult(greedy_tokens(logits, self._kernel))
 
 
 def _plain_greedy(state: SamplingState) -> bool:
@@ -83,13 +94,14 @@ def _plain_greedy(state: SamplingState) -> bool:
 class RequestSampler:
     """Samples each row with its sequence's ``SamplingState`` (greedy when it has none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kernels: bool = True) -> None:
         self._sampler = Sampler()
+        self._kernel = greedy.load() if kernels else None
 
     def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> SampleResult:
         states = [_state(seq, logits.shape[-1]) for seq in seqs]
         if all(_plain_greedy(state) for state in states):
-            tokens = greedy_tokens(logits)
+            tokens = greedy_tokens(logits, self._kernel)
             for state, token in zip(states, tokens, strict=True):
                 state.append(token)
             return SampleResult(tokens)
