@@ -13,6 +13,13 @@ thread-safe queue and are applied between steps (an abort frees its pages before
 Outputs go back once per step: one ``call_soon_threadsafe`` per event loop per step, however many
 requests advanced, so 64 streams cost one wake-up, not 64.
 
+Requests the HTTP layer is still taking in (``expect``: body, validation, chat template,
+tokenization) hold the next step back, at most ``hold_max_s``: the step would only leave them
+for the one after (a whole step later, ~45 ms at 64 streams on CPU), and both sides need the
+GIL, so taking them in while a forward runs slows the two of them (every torch op releases the
+GIL and waits to take it back). A burst that reaches the server spread over tens of ms (through
+a pool, a gateway) then gets one prefill, as one sent all at once does.
+
 A request whose iterator is closed before it finished (the client disconnected, the task was
 cancelled) is aborted. An error that ends one request (``KVIntegrityError`` after its retries,
 ``KVCacheExhausted``) is raised from that request's iterator only; if the engine loop itself fails,
@@ -24,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -49,6 +57,13 @@ class _Stop:
     pass
 
 
+# The longest the engine thread holds a step back for requests that are being taken in, and how
+# long an announced request is waited for at all (one that never comes, e.g. its client left,
+# stops counting then).
+HOLD_MAX_S = 0.1
+EXPECT_FOR_S = 0.1
+
+
 @dataclass(slots=True)
 class _Stream:
     loop: asyncio.AbstractEventLoop
@@ -56,12 +71,22 @@ class _Stream:
 
 
 class AsyncEngine:
-    def __init__(self, engine: LLMEngine, *, name: str = "ember-engine") -> None:
+    def __init__(
+        self,
+        engine: LLMEngine,
+        *,
+        name: str = "ember-engine",
+        hold_max_s: float = HOLD_MAX_S,
+        expect_for_s: float = EXPECT_FOR_S,
+    ) -> None:
         self.engine = engine
+        self.hold_max_s = hold_max_s
+        self.expect_for_s = expect_for_s
         self._commands: queue.SimpleQueue[_Add | _Abort | _Stop] = queue.SimpleQueue()
         self._streams: dict[str, _Stream] = {}
         self._lock = threading.Lock()  # guards _streams and _failure
         self._failure: BaseException | None = None
+        self._expected: dict[str, float] = {}  # request id -> monotonic time it stops counting
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -78,15 +103,22 @@ class AsyncEngine:
 
         Leaving the loop early (``break``, ``aclose()``, task cancellation) aborts the request.
         """
-        prepared = self.engine.prepare_request(prompt_token_ids, stop, sampling)
+        try:
+            prepared = self.engine.prepare_request(prompt_token_ids, stop, sampling)
+        except BaseException:
+            self.forget(request_id)
+            raise
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
         with self._lock:
+            # No longer expected and its command queued in one step for the engine thread: a
+            # hold sees the announcement or the command, never neither.
+            self._expected.pop(request_id, None)
             if self._failure is not None:
                 raise BackendError(f"the engine is not running: {self._failure}")
             if request_id in self._streams:
                 raise InvalidModelInput("request_id", f"request id {request_id!r} is in use")
             self._streams[request_id] = stream
-        self._commands.put(_Add(request_id, prepared))
+            self._commands.put(_Add(request_id, prepared))
         finished = False
         try:
             while True:
@@ -106,6 +138,18 @@ class AsyncEngine:
                 self._streams.pop(request_id, None)
             if not finished:
                 self._commands.put(_Abort(request_id))
+
+    def expect(self, request_id: str) -> None:
+        """A request with this id is being taken in and will be submitted shortly: the next
+        step waits for it (at most ``hold_max_s``). Thread-safe; ``generate`` or ``forget``
+        ends the wait, and it ends by itself after ``expect_for_s``."""
+        with self._lock:
+            self._expected[request_id] = time.monotonic() + self.expect_for_s
+
+    def forget(self, request_id: str) -> None:
+        """The announced request will not come (it was refused)."""
+        with self._lock:
+            self._expected.pop(request_id, None)
 
     def abort(self, request_id: str, *, reason: str = "abort") -> None:
         """End a request (``reason`` "abort", or "stop" for a matched stop string); thread-safe,
@@ -151,6 +195,8 @@ class AsyncEngine:
                         return
                     self._apply(command)
                     block = not engine.has_unfinished()
+                if self._expected and not self._hold_for_expected():
+                    return  # stopped while holding
                 outputs = engine.step()
                 if outputs:
                     self._deliver(outputs)
@@ -158,6 +204,30 @@ class AsyncEngine:
             self._fail_all(BackendError(f"the engine loop failed: {error!r}"))
             if not isinstance(error, Exception):
                 raise
+
+    def _waiting_for(self, now: float) -> float | None:
+        """When the last announced request still expected stops counting (None: none)."""
+        with self._lock:
+            for request_id in [r for r, until in self._expected.items() if until <= now]:
+                del self._expected[request_id]
+            return max(self._expected.values(), default=None)
+
+    def _hold_for_expected(self) -> bool:
+        """Take in announced requests before the step; False if a stop came meanwhile."""
+        deadline = time.monotonic() + self.hold_max_s
+        while True:
+            now = time.monotonic()
+            until = self._waiting_for(now)
+            if until is None or now >= deadline:
+                return True
+            try:
+                command = self._commands.get(timeout=min(until, deadline) - now)
+            except queue.Empty:
+                continue
+            if isinstance(command, _Stop):
+                self._fail_all(BackendError("the engine was shut down"))
+                return False
+            self._apply(command)
 
     def _fail_all(self, failure: BackendError) -> None:
         with self._lock:

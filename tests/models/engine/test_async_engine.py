@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from ember.errors import InvalidModelInput
+from ember.errors import BackendError, InvalidModelInput
 from ember.models.engine.async_engine import AsyncEngine
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.llm_engine import LLMEngine
@@ -99,3 +99,108 @@ def test_invalid_requests_fail_alone(engine: AsyncEngine) -> None:
         return tokens
 
     assert len(asyncio.run(main())) == 2
+
+
+def _held_engine(toy: ToyModel, **hold: float) -> tuple[AsyncEngine, list[set[str]]]:
+    """An AsyncEngine whose steps are recorded: per step, the requests that got their first
+    token in it."""
+    config = EngineConfig(max_total_tokens=1024, page_size=4, max_num_seqs=8, max_model_len=512)
+    llm = LLMEngine(toy, toy.kv_layout(), config)
+    firsts: list[set[str]] = []
+    step = llm.step
+
+    def recorded() -> list:
+        outputs = step()
+        firsts.append({o.request_id for o in outputs if o.usage.completion_tokens == 1})
+        return outputs
+
+    llm.step = recorded  # type: ignore[method-assign]
+    return AsyncEngine(llm, **hold), firsts
+
+
+def test_expected_requests_join_one_step(toy: ToyModel) -> None:
+    # Requests announced with expect() and submitted one by one while another request decodes
+    # (the engine would step between them) all start in the same step: the engine waits for them.
+    front, firsts = _held_engine(toy, hold_max_s=60.0, expect_for_s=60.0)
+    names = [f"r{i}" for i in range(6)]
+
+    async def one(name: str) -> list[int]:
+        tokens = []
+        async for out in front.generate(name, [1, 2, 3], StopCriteria(max_tokens=3)):
+            tokens.extend(out.new_token_ids)
+        return tokens
+
+    async def main() -> list[list[int]]:
+        running = front.generate("running", [4, 5], StopCriteria(max_tokens=200))
+        await running.__anext__()  # it decodes from now on
+        for name in names:
+            front.expect(name)
+        tasks = []
+        for name in names:
+            tasks.append(asyncio.ensure_future(one(name)))
+            await asyncio.sleep(0.005)  # the engine thread would run steps meanwhile
+        results = await asyncio.gather(*tasks)
+        await running.aclose()
+        return results
+
+    try:
+        results = asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        front.shutdown()
+    assert all(len(tokens) == 3 for tokens in results)
+    assert set(names) in firsts, f"first tokens per step: {[s for s in firsts if s]}"
+
+
+def test_an_announced_request_that_never_comes_stops_holding(toy: ToyModel) -> None:
+    # expect() without generate(): the engine waits for it only expect_for_s, and forget() ends
+    # the wait at once; a hold of 60 s per step would not let the requests finish in the bound.
+    front, _ = _held_engine(toy, hold_max_s=60.0, expect_for_s=0.05)
+
+    async def main() -> int:
+        front.expect("never")
+        front.expect("refused")
+        front.forget("refused")
+        count = 0
+        async for out in front.generate("ok", [3, 4], StopCriteria(max_tokens=20)):
+            count += len(out.new_token_ids)
+        return count
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == 20
+    finally:
+        front.shutdown()
+    assert not front.is_running
+
+
+def test_forget_ends_the_hold_at_once(toy: ToyModel) -> None:
+    front, _ = _held_engine(toy, hold_max_s=60.0, expect_for_s=60.0)
+
+    async def main() -> int:
+        front.expect("refused")
+        front.forget("refused")
+        count = 0
+        async for out in front.generate("ok", [3, 4], StopCriteria(max_tokens=20)):
+            count += len(out.new_token_ids)
+        return count
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == 20
+    finally:
+        front.shutdown()
+
+
+def test_a_stop_while_holding_fails_the_open_requests(toy: ToyModel) -> None:
+    front, _ = _held_engine(toy, hold_max_s=60.0, expect_for_s=60.0)
+
+    async def main() -> None:
+        stream = front.generate("open", [1, 2], StopCriteria(max_tokens=400))
+        await stream.__anext__()
+        front.expect("late")  # the next step waits for it...
+        await asyncio.sleep(0.05)
+        front.shutdown()  # ...and the stop ends that wait
+        with pytest.raises(BackendError, match="shut down"):
+            async for _ in stream:
+                pass
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert not front.is_running
