@@ -36,6 +36,7 @@ from bench.ai import (  # noqa: E402
     _median,
     _stop,
     _wait_http,
+    bench_project,
     checkpoint,
     request_body,
 )
@@ -82,11 +83,17 @@ async def _one(
             return sent, first
 
 
-async def _burst(port: int, request: bytes, streams: int, spread_s: float, conns: list) -> dict:
+async def _burst(port: int, request: bytes, streams: int, spread_s: float) -> dict:
+    # Fresh connections per burst, opened before the clock starts (servers close idle ones).
+    conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(streams)]
     start = time.monotonic() + 0.01
-    timings = await asyncio.gather(
-        *(_one(conns[i], request, start + i * spread_s) for i in range(streams))
-    )
+    try:
+        timings = await asyncio.gather(
+            *(_one(conns[i], request, start + i * spread_s) for i in range(streams))
+        )
+    finally:
+        for _, writer in conns:
+            writer.close()
     ttfts = sorted((first - sent) * 1000 for sent, first in timings)
     last_first = max(first for _, first in timings)
     return {
@@ -96,17 +103,62 @@ async def _burst(port: int, request: bytes, streams: int, spread_s: float, conns
     }
 
 
-async def _connect(port: int, streams: int) -> list:
-    return [await asyncio.open_connection("127.0.0.1", port) for _ in range(streams)]
-
-
-def _http(port: int, body: dict) -> bytes:
+def _http(port: int, path: str, body: dict) -> bytes:
     payload = json.dumps(body).encode()
     head = (
-        f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
         f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n"
     )
     return head.encode() + payload
+
+
+def _dev(code: Path, work: Path, server_port: int) -> tuple[subprocess.Popen[bytes], int]:
+    """``ember dev`` of ``bench.ai``'s worker project, attached to the server on the port."""
+    port = free_port()
+    work.mkdir()
+    project = bench_project(work, server_port)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ember", "dev", str(project), "--port", str(port), "--no-watch"],
+        cwd=code,
+        env={**os.environ, "PYTHONPATH": str(code), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return process, port
+
+
+def _compare(rows: list[dict], kinds: list[tuple[str, float]], rounds: int) -> list[dict]:
+    """Per (path, spread): medians per side and of this - baseline in the same round; per side,
+    what the handler adds to the direct burst (spread 0) in the same round."""
+    keys = ("ttft_p50_ms", "ttft_max_ms", "burst_to_last_first_token_ms")
+
+    def value(side: str, path: str, spread: float, index: int, key: str) -> float | None:
+        for r in rows:
+            if (r["side"], r["path"], r["spread_ms"], r["round"]) == (side, path, spread, index):
+                return r[key]
+        return None
+
+    out = []
+    for path, spread in kinds:
+        entry: dict = {"path": path, "spread_ms": spread}
+        for key in keys:
+            for side in ("baseline", "this"):
+                values = [value(side, path, spread, i, key) for i in range(rounds)]
+                entry[f"{side}_{key}"] = round(_median([v for v in values if v is not None]), 2)
+            diffs = [
+                value("this", path, spread, i, key) - value("baseline", path, spread, i, key)
+                for i in range(rounds)
+            ]
+            entry[f"this_minus_baseline_{key}"] = round(_median(diffs), 2)
+            if path == "handler":
+                for side in ("baseline", "this"):
+                    added = [
+                        value(side, path, spread, i, key) - value(side, "direct", 0.0, i, key)
+                        for i in range(rounds)
+                    ]
+                    entry[f"{side}_handler_adds_{key}"] = round(_median(added), 2)
+        out.append(entry)
+    return out
 
 
 def main() -> None:
@@ -117,74 +169,79 @@ def main() -> None:
     parser.add_argument(
         "--spread-ms", type=lambda s: [float(v) for v in s.split(",")], default=[0.0, 0.5, 1.0]
     )
+    parser.add_argument(
+        "--handler",
+        action="store_true",
+        help="also send each burst at once through an ember dev handler (env.AI.run) per side",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "ai_spread.json")
     args = parser.parse_args()
-    body = {**request_body(32), "model": MODEL, "stream_options": {"include_usage": True}}
+    body = request_body(32)
+    direct_body = {**body, "model": MODEL, "stream_options": {"include_usage": True}}
+    kinds = [("direct", spread) for spread in args.spread_ms]
+    if args.handler:
+        kinds.append(("handler", 0.0))
+        if 0.0 not in args.spread_ms:
+            kinds.insert(0, ("direct", 0.0))
     rows: list[dict] = []
     loads = [load_average()]
+    processes: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as scratch:
         ckpt = checkpoint(Path(scratch))
-        servers = {
-            "baseline": _server(args.baseline.resolve(), ckpt),
-            "this": _server(ROOT, ckpt),
-        }
+        targets: dict[tuple[str, str], bytes] = {}
+        ports: dict[tuple[str, str], int] = {}
         try:
-            for _, port in servers.values():
-                _wait_http(f"http://127.0.0.1:{port}/health")
+            for side, code in (("baseline", args.baseline.resolve()), ("this", ROOT)):
+                server, port = _server(code, ckpt)
+                processes.append(server)
+                ports[side, "direct"] = port
+                targets[side, "direct"] = _http(port, "/v1/chat/completions", direct_body)
+                if args.handler:
+                    dev, dev_port = _dev(code, Path(scratch) / side, port)
+                    processes.append(dev)
+                    ports[side, "handler"] = dev_port
+                    targets[side, "handler"] = _http(dev_port, "/", body)
+            for side in ("baseline", "this"):
+                _wait_http(f"http://127.0.0.1:{ports[side, 'direct']}/health")
 
             async def run() -> None:
-                conns = {
-                    name: await _connect(port, args.streams) for name, (_, port) in servers.items()
-                }
-                for name, (_, port) in servers.items():  # warm
-                    await _burst(port, _http(port, body), args.streams, 0.0, conns[name])
+                for key in ports:  # warm: the isolate, the pool's connections to the server
+                    await _burst(ports[key], targets[key], args.streams, 0.0)
                 for round_index in range(args.rounds):
-                    for spread in args.spread_ms:
-                        names = list(servers)
+                    for path, spread in kinds:
+                        sides = ["baseline", "this"]
                         if round_index % 2:
-                            names.reverse()
-                        for name in names:
-                            port = servers[name][1]
+                            sides.reverse()
+                        for side in sides:
+                            key = (side, path)
                             result = await _burst(
-                                port, _http(port, body), args.streams, spread / 1000, conns[name]
+                                ports[key], targets[key], args.streams, spread / 1000
                             )
-                            row = {"side": name, "round": round_index, "spread_ms": spread}
-                            rows.append({**row, **result})
+                            row = {"side": side, "path": path, "round": round_index}
+                            rows.append({**row, "spread_ms": spread, **result})
                             print(rows[-1], flush=True)
                     loads.append(load_average())
 
             asyncio.run(run())
         finally:
-            for process, _ in servers.values():
+            for process in reversed(processes):
                 _stop(process)
-    compare = []
-    for spread in args.spread_ms:
-        entry: dict = {"spread_ms": spread}
-        for key in ("ttft_p50_ms", "ttft_max_ms", "burst_to_last_first_token_ms"):
-            for side in ("baseline", "this"):
-                values = [r[key] for r in rows if r["side"] == side and r["spread_ms"] == spread]
-                entry[f"{side}_{key}"] = round(_median(values), 2)
-            diffs = []
-            for index in range(args.rounds):
-                pair = {
-                    r["side"]: r[key]
-                    for r in rows
-                    if r["round"] == index and r["spread_ms"] == spread
-                }
-                diffs.append(pair["this"] - pair["baseline"])
-            entry[f"this_minus_baseline_{key}"] = round(_median(diffs), 2)
-        compare.append(entry)
     data = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "baseline": str(args.baseline),
-        "settings": {"rounds": args.rounds, "streams": args.streams, "spread_ms": args.spread_ms},
+        "settings": {
+            "rounds": args.rounds,
+            "streams": args.streams,
+            "spread_ms": args.spread_ms,
+            "handler": args.handler,
+        },
         "load_average_per_round": loads,
         "bursts": rows,
-        "compare": compare,
+        "compare": _compare(rows, kinds, args.rounds),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
-    for entry in compare:
+    for entry in data["compare"]:
         print(json.dumps(entry))
 
 
