@@ -39,7 +39,7 @@ from bench.ai import (  # noqa: E402
     checkpoint,
     request_body,
 )
-from bench.ai_load import load_average, run_phase  # noqa: E402
+from bench.ai_load import checkout_commit, load_average, run_phase  # noqa: E402
 from ember.models.pool.launch import free_port  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -156,7 +156,8 @@ def main() -> None:
                 side.stop()
     data = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "baseline": str(args.baseline),
+        "baseline_commit": checkout_commit(args.baseline),
+        "this_commit": checkout_commit(ROOT),
         "settings": {"rounds": args.rounds, "max_tokens": args.max_tokens},
         "load_average_per_round": loads,
         "phases": phases,

@@ -40,7 +40,7 @@ from bench.ai import (  # noqa: E402
     checkpoint,
     request_body,
 )
-from bench.ai_load import load_average  # noqa: E402
+from bench.ai_load import checkout_commit, load_average  # noqa: E402
 from ember.models.pool.launch import free_port  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -228,7 +228,8 @@ def main() -> None:
                 _stop(process)
     data = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "baseline": str(args.baseline),
+        "baseline_commit": checkout_commit(args.baseline),
+        "this_commit": checkout_commit(ROOT),
         "settings": {
             "rounds": args.rounds,
             "streams": args.streams,
