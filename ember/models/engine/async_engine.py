@@ -14,11 +14,13 @@ Outputs go back once per step: one ``call_soon_threadsafe`` per event loop per s
 requests advanced, so 64 streams cost one wake-up, not 64.
 
 Requests the HTTP layer is still taking in (``expect``: body, validation, chat template,
-tokenization) hold the next step back, at most ``hold_max_s``: the step would only leave them
-for the one after (a whole step later, ~45 ms at 64 streams on CPU), and both sides need the
-GIL, so taking them in while a forward runs slows the two of them (every torch op releases the
-GIL and waits to take it back). A burst that reaches the server spread over tens of ms (through
-a pool, a gateway) then gets one prefill, as one sent all at once does.
+tokenization) hold the next step back: the step would only leave them for the one after (a
+whole step later, ~45 ms at 64 streams on CPU), and both sides need the GIL, so taking them in
+while a forward runs slows the two of them (every torch op releases the GIL and waits to take it
+back). A burst that reaches the server spread over tens of ms (through a pool, a gateway) then
+gets one prefill, as one sent all at once does. A hold lasts at most as long as the last step
+took (and never past ``hold_max_s``): waiting longer than a step would cost the requests already
+in more than the late ones gain, as when requests trickle in one by one.
 
 A request whose iterator is closed before it finished (the client disconnected, the task was
 cancelled) is aborted. An error that ends one request (``KVIntegrityError`` after its retries,
@@ -57,10 +59,11 @@ class _Stop:
     pass
 
 
-# The longest the engine thread holds a step back for requests that are being taken in, and how
-# long an announced request is waited for at all (one that never comes, e.g. its client left,
-# stops counting then).
+# The longest the engine thread holds a step back for requests that are being taken in (and at
+# most HOLD_STEPS times the last step's duration), and how long an announced request is waited
+# for at all (one that never comes, e.g. its client left, stops counting then).
 HOLD_MAX_S = 0.1
+HOLD_STEPS = 1.0
 EXPECT_FOR_S = 0.1
 
 
@@ -77,11 +80,14 @@ class AsyncEngine:
         *,
         name: str = "ember-engine",
         hold_max_s: float = HOLD_MAX_S,
+        hold_steps: float | None = HOLD_STEPS,
         expect_for_s: float = EXPECT_FOR_S,
     ) -> None:
         self.engine = engine
         self.hold_max_s = hold_max_s
+        self.hold_steps = hold_steps  # None: only hold_max_s bounds a hold
         self.expect_for_s = expect_for_s
+        self._last_step_s = 0.0  # how long the last step with work took
         self._commands: queue.SimpleQueue[_Add | _Abort | _Stop] = queue.SimpleQueue()
         self._streams: dict[str, _Stream] = {}
         self._lock = threading.Lock()  # guards _streams and _failure
@@ -141,8 +147,8 @@ class AsyncEngine:
 
     def expect(self, request_id: str) -> None:
         """A request with this id is being taken in and will be submitted shortly: the next
-        step waits for it (at most ``hold_max_s``). Thread-safe; ``generate`` or ``forget``
-        ends the wait, and it ends by itself after ``expect_for_s``."""
+        step waits for it (at most as long as the last step took). Thread-safe; ``generate``
+        or ``forget`` ends the wait, and it ends by itself after ``expect_for_s``."""
         with self._lock:
             self._expected[request_id] = time.monotonic() + self.expect_for_s
 
@@ -197,8 +203,10 @@ class AsyncEngine:
                     block = not engine.has_unfinished()
                 if self._expected and not self._hold_for_expected():
                     return  # stopped while holding
+                started = time.monotonic()
                 outputs = engine.step()
                 if outputs:
+                    self._last_step_s = time.monotonic() - started
                     self._deliver(outputs)
         except BaseException as error:  # the loop is dead: nobody may wait forever
             self._fail_all(BackendError(f"the engine loop failed: {error!r}"))
@@ -214,7 +222,10 @@ class AsyncEngine:
 
     def _hold_for_expected(self) -> bool:
         """Take in announced requests before the step; False if a stop came meanwhile."""
-        deadline = time.monotonic() + self.hold_max_s
+        longest = self.hold_max_s
+        if self.hold_steps is not None:
+            longest = min(longest, self.hold_steps * self._last_step_s)
+        deadline = time.monotonic() + longest
         while True:
             now = time.monotonic()
             until = self._waiting_for(now)

@@ -101,7 +101,7 @@ def test_invalid_requests_fail_alone(engine: AsyncEngine) -> None:
     assert len(asyncio.run(main())) == 2
 
 
-def _held_engine(toy: ToyModel, **hold: float) -> tuple[AsyncEngine, list[set[str]]]:
+def _held_engine(toy: ToyModel, **hold: float | None) -> tuple[AsyncEngine, list[set[str]]]:
     """An AsyncEngine whose steps are recorded: per step, the requests that got their first
     token in it."""
     config = EngineConfig(max_total_tokens=1024, page_size=4, max_num_seqs=8, max_model_len=512)
@@ -121,7 +121,7 @@ def _held_engine(toy: ToyModel, **hold: float) -> tuple[AsyncEngine, list[set[st
 def test_expected_requests_join_one_step(toy: ToyModel) -> None:
     # Requests announced with expect() and submitted one by one while another request decodes
     # (the engine would step between them) all start in the same step: the engine waits for them.
-    front, firsts = _held_engine(toy, hold_max_s=60.0, expect_for_s=60.0)
+    front, firsts = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
     names = [f"r{i}" for i in range(6)]
 
     async def one(name: str) -> list[int]:
@@ -154,7 +154,7 @@ def test_expected_requests_join_one_step(toy: ToyModel) -> None:
 def test_an_announced_request_that_never_comes_stops_holding(toy: ToyModel) -> None:
     # expect() without generate(): the engine waits for it only expect_for_s, and forget() ends
     # the wait at once; a hold of 60 s per step would not let the requests finish in the bound.
-    front, _ = _held_engine(toy, hold_max_s=60.0, expect_for_s=0.05)
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=0.05)
 
     async def main() -> int:
         front.expect("never")
@@ -173,7 +173,7 @@ def test_an_announced_request_that_never_comes_stops_holding(toy: ToyModel) -> N
 
 
 def test_forget_ends_the_hold_at_once(toy: ToyModel) -> None:
-    front, _ = _held_engine(toy, hold_max_s=60.0, expect_for_s=60.0)
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
 
     async def main() -> int:
         front.expect("refused")
@@ -190,7 +190,7 @@ def test_forget_ends_the_hold_at_once(toy: ToyModel) -> None:
 
 
 def test_a_stop_while_holding_fails_the_open_requests(toy: ToyModel) -> None:
-    front, _ = _held_engine(toy, hold_max_s=60.0, expect_for_s=60.0)
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
 
     async def main() -> None:
         stream = front.generate("open", [1, 2], StopCriteria(max_tokens=400))
@@ -204,3 +204,24 @@ def test_a_stop_while_holding_fails_the_open_requests(toy: ToyModel) -> None:
 
     asyncio.run(asyncio.wait_for(main(), 30))
     assert not front.is_running
+
+
+def test_a_hold_lasts_at_most_one_step_by_default(toy: ToyModel) -> None:
+    # An announcement that never comes and may count for 60 s: with holds bounded only by
+    # hold_max_s (60 s) each step would wait a minute; bounded by the last step's duration
+    # (hold_steps=1, the default) the running request finishes.
+    front, _ = _held_engine(toy, hold_max_s=60.0, expect_for_s=60.0)
+
+    async def main() -> int:
+        count = 0
+        async for out in front.generate("first", [3, 4], StopCriteria(max_tokens=2)):
+            count += len(out.new_token_ids)
+        front.expect("never")
+        async for out in front.generate("ok", [5, 6], StopCriteria(max_tokens=20)):
+            count += len(out.new_token_ids)
+        return count
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == 22
+    finally:
+        front.shutdown()
