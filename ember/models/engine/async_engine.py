@@ -18,9 +18,12 @@ tokenization) hold the next step back: the step would only leave them for the on
 whole step later, ~45 ms at 64 streams on CPU), and both sides need the GIL, so taking them in
 while a forward runs slows the two of them (every torch op releases the GIL and waits to take it
 back). A burst that reaches the server spread over tens of ms (through a pool, a gateway) then
-gets one prefill, as one sent all at once does. A hold lasts at most as long as the last step
-took (and never past ``hold_max_s``): waiting longer than a step would cost the requests already
-in more than the late ones gain, as when requests trickle in one by one.
+gets one prefill, as one sent all at once does. The engine holds only while the requests being
+taken in are at least as many as those it runs (a batch being formed, not one newcomer next to a
+running batch: that one waits a step, as in any continuous batching), and at most twice as long
+as the last step took (never past ``hold_max_s``): the taking in of a burst of 64 takes 60-90 ms
+here, about two steps; waiting much longer would cost the requests already in more than the late
+ones gain, as when requests trickle in one by one.
 
 A request whose iterator is closed before it finished (the client disconnected, the task was
 cancelled) is aborted. An error that ends one request (``KVIntegrityError`` after its retries,
@@ -63,7 +66,7 @@ class _Stop:
 # most HOLD_STEPS times the last step's duration), and how long an announced request is waited
 # for at all (one that never comes, e.g. its client left, stops counting then).
 HOLD_MAX_S = 0.1
-HOLD_STEPS = 1.0
+HOLD_STEPS = 2.0
 EXPECT_FOR_S = 0.1
 
 
@@ -147,7 +150,7 @@ class AsyncEngine:
 
     def expect(self, request_id: str) -> None:
         """A request with this id is being taken in and will be submitted shortly: the next
-        step waits for it (at most as long as the last step took). Thread-safe; ``generate``
+        step waits for it (at most two steps' time). Thread-safe; ``generate``
         or ``forget`` ends the wait, and it ends by itself after ``expect_for_s``."""
         with self._lock:
             self._expected[request_id] = time.monotonic() + self.expect_for_s
@@ -214,10 +217,14 @@ class AsyncEngine:
                 raise
 
     def _waiting_for(self, now: float) -> float | None:
-        """When the last announced request still expected stops counting (None: none)."""
+        """When the last announced request still expected stops counting; None when there is
+        none, or fewer than the requests the engine has (not worth holding their step for)."""
+        running = len(self.engine.scheduler.running)  # the waiting ones join the batch formed
         with self._lock:
             for request_id in [r for r, until in self._expected.items() if until <= now]:
                 del self._expected[request_id]
+            if len(self._expected) < running:
+                return None
             return max(self._expected.values(), default=None)
 
     def _hold_for_expected(self) -> bool:

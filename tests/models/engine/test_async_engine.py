@@ -206,10 +206,10 @@ def test_a_stop_while_holding_fails_the_open_requests(toy: ToyModel) -> None:
     assert not front.is_running
 
 
-def test_a_hold_lasts_at_most_one_step_by_default(toy: ToyModel) -> None:
+def test_a_hold_lasts_at_most_two_steps_by_default(toy: ToyModel) -> None:
     # An announcement that never comes and may count for 60 s: with holds bounded only by
     # hold_max_s (60 s) each step would wait a minute; bounded by the last step's duration
-    # (hold_steps=1, the default) the running request finishes.
+    # (hold_steps=2, the default) the running request finishes.
     front, _ = _held_engine(toy, hold_max_s=60.0, expect_for_s=60.0)
 
     async def main() -> int:
@@ -223,5 +223,33 @@ def test_a_hold_lasts_at_most_one_step_by_default(toy: ToyModel) -> None:
 
     try:
         assert asyncio.run(asyncio.wait_for(main(), 30)) == 22
+    finally:
+        front.shutdown()
+
+
+def test_one_announced_request_does_not_hold_a_larger_batch(toy: ToyModel) -> None:
+    # Three requests decode; one announced request that never comes (and may count for 60 s,
+    # holds bounded only by hold_max_s = 60 s) does not hold their steps: a newcomer next to a
+    # running batch waits a step, the batch does not wait for it.
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
+
+    async def one(name: str, started: asyncio.Event | None = None) -> int:
+        count = 0
+        async for out in front.generate(name, [3, 4, 5], StopCriteria(max_tokens=20)):
+            count += len(out.new_token_ids)
+            if started is not None:
+                started.set()
+        return count
+
+    async def main() -> list[int]:
+        started = [asyncio.Event() for _ in range(3)]
+        tasks = [asyncio.ensure_future(one(f"r{i}", started[i])) for i in range(3)]
+        for event in started:
+            await event.wait()
+        front.expect("never")
+        return await asyncio.gather(*tasks)
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == [20, 20, 20]
     finally:
         front.shutdown()
