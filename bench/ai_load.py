@@ -185,3 +185,19 @@ def tree_cpu_seconds(root: int) -> float:
                 break
             current, seen = parents.get(current, 0), seen + 1
     return total
+
+
+def checkout_commit(path: os.PathLike[str] | str) -> str:
+    """The short commit of a checkout (what a JSON records instead of this machine's path)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()

@@ -13,6 +13,18 @@ thread-safe queue and are applied between steps (an abort frees its pages before
 Outputs go back once per step: one ``call_soon_threadsafe`` per event loop per step, however many
 requests advanced, so 64 streams cost one wake-up, not 64.
 
+Requests the HTTP layer is still taking in (``expect``: body, validation, chat template,
+tokenization) hold the next step back: the step would only leave them for the one after (a
+whole step later, ~45 ms at 64 streams on CPU), and both sides need the GIL, so taking them in
+while a forward runs slows the two of them (every torch op releases the GIL and waits to take it
+back). A burst that reaches the server spread over tens of ms (through a pool, a gateway) then
+gets one prefill, as one sent all at once does. The engine holds only while the requests being
+taken in are at least as many as those it runs (a batch being formed, not one newcomer next to a
+running batch: that one waits a step, as in any continuous batching), and at most twice as long
+as the last step took (never past ``hold_max_s``): the taking in of a burst of 64 takes 60-90 ms
+here, about two steps; waiting much longer would cost the requests already in more than the late
+ones gain, as when requests trickle in one by one.
+
 A request whose iterator is closed before it finished (the client disconnected, the task was
 cancelled) is aborted. An error that ends one request (``KVIntegrityError`` after its retries,
 ``KVCacheExhausted``) is raised from that request's iterator only; if the engine loop itself fails,
@@ -24,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -49,6 +62,14 @@ class _Stop:
     pass
 
 
+# The longest the engine thread holds a step back for requests that are being taken in (and at
+# most HOLD_STEPS times the last step's duration), and how long an announced request is waited
+# for at all (one that never comes, e.g. its client left, stops counting then).
+HOLD_MAX_S = 0.1
+HOLD_STEPS = 2.0
+EXPECT_FOR_S = 0.1
+
+
 @dataclass(slots=True)
 class _Stream:
     loop: asyncio.AbstractEventLoop
@@ -56,12 +77,25 @@ class _Stream:
 
 
 class AsyncEngine:
-    def __init__(self, engine: LLMEngine, *, name: str = "ember-engine") -> None:
+    def __init__(
+        self,
+        engine: LLMEngine,
+        *,
+        name: str = "ember-engine",
+        hold_max_s: float = HOLD_MAX_S,
+        hold_steps: float | None = HOLD_STEPS,
+        expect_for_s: float = EXPECT_FOR_S,
+    ) -> None:
         self.engine = engine
+        self.hold_max_s = hold_max_s
+        self.hold_steps = hold_steps  # None: only hold_max_s bounds a hold
+        self.expect_for_s = expect_for_s
+        self._last_step_s = 0.0  # how long the last step with work took
         self._commands: queue.SimpleQueue[_Add | _Abort | _Stop] = queue.SimpleQueue()
         self._streams: dict[str, _Stream] = {}
         self._lock = threading.Lock()  # guards _streams and _failure
         self._failure: BaseException | None = None
+        self._expected: dict[str, float] = {}  # request id -> monotonic time it stops counting
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -78,15 +112,22 @@ class AsyncEngine:
 
         Leaving the loop early (``break``, ``aclose()``, task cancellation) aborts the request.
         """
-        prepared = self.engine.prepare_request(prompt_token_ids, stop, sampling)
+        try:
+            prepared = self.engine.prepare_request(prompt_token_ids, stop, sampling)
+        except BaseException:
+            self.forget(request_id)
+            raise
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
         with self._lock:
+            # No longer expected and its command queued in one step for the engine thread: a
+            # hold sees the announcement or the command, never neither.
+            self._expected.pop(request_id, None)
             if self._failure is not None:
                 raise BackendError(f"the engine is not running: {self._failure}")
             if request_id in self._streams:
                 raise InvalidModelInput("request_id", f"request id {request_id!r} is in use")
             self._streams[request_id] = stream
-        self._commands.put(_Add(request_id, prepared))
+            self._commands.put(_Add(request_id, prepared))
         finished = False
         try:
             while True:
@@ -106,6 +147,18 @@ class AsyncEngine:
                 self._streams.pop(request_id, None)
             if not finished:
                 self._commands.put(_Abort(request_id))
+
+    def expect(self, request_id: str) -> None:
+        """A request with this id is being taken in and will be submitted shortly: the next
+        step waits for it (at most two steps' time). Thread-safe; ``generate``
+        or ``forget`` ends the wait, and it ends by itself after ``expect_for_s``."""
+        with self._lock:
+            self._expected[request_id] = time.monotonic() + self.expect_for_s
+
+    def forget(self, request_id: str) -> None:
+        """The announced request will not come (it was refused)."""
+        with self._lock:
+            self._expected.pop(request_id, None)
 
     def abort(self, request_id: str, *, reason: str = "abort") -> None:
         """End a request (``reason`` "abort", or "stop" for a matched stop string); thread-safe,
@@ -151,13 +204,48 @@ class AsyncEngine:
                         return
                     self._apply(command)
                     block = not engine.has_unfinished()
+                if self._expected and not self._hold_for_expected():
+                    return  # stopped while holding
+                started = time.monotonic()
                 outputs = engine.step()
                 if outputs:
+                    self._last_step_s = time.monotonic() - started
                     self._deliver(outputs)
         except BaseException as error:  # the loop is dead: nobody may wait forever
             self._fail_all(BackendError(f"the engine loop failed: {error!r}"))
             if not isinstance(error, Exception):
                 raise
+
+    def _waiting_for(self, now: float) -> float | None:
+        """When the last announced request still expected stops counting; None when there is
+        none, or fewer than the requests the engine has (not worth holding their step for)."""
+        running = len(self.engine.scheduler.running)  # the waiting ones join the batch formed
+        with self._lock:
+            for request_id in [r for r, until in self._expected.items() if until <= now]:
+                del self._expected[request_id]
+            if len(self._expected) < running:
+                return None
+            return max(self._expected.values(), default=None)
+
+    def _hold_for_expected(self) -> bool:
+        """Take in announced requests before the step; False if a stop came meanwhile."""
+        longest = self.hold_max_s
+        if self.hold_steps is not None:
+            longest = min(longest, self.hold_steps * self._last_step_s)
+        deadline = time.monotonic() + longest
+        while True:
+            now = time.monotonic()
+            until = self._waiting_for(now)
+            if until is None or now >= deadline:
+                return True
+            try:
+                command = self._commands.get(timeout=min(until, deadline) - now)
+            except queue.Empty:
+                continue
+            if isinstance(command, _Stop):
+                self._fail_all(BackendError("the engine was shut down"))
+                return False
+            self._apply(command)
 
     def _fail_all(self, failure: BackendError) -> None:
         with self._lock:

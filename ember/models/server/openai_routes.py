@@ -81,10 +81,18 @@ def _usage(event: GenerationEvent) -> Usage:
 async def chat_completions(request: Request) -> Response:
     state = _state(request)
     served = state.ready()
-    body = await read_json(request)
-    chat = parse_chat_request(body, dialect="openai")
-    state.check_model(served, chat.model)
-    chat_in = chat_input(served, chat, new_request_id("chatcmpl-"))
+    request_id = new_request_id("chatcmpl-")
+    # The engine's next step waits for this request while it is read and tokenized, so that
+    # requests arriving together start together (AsyncEngine.expect).
+    served.engine.expect(request_id)
+    try:
+        body = await read_json(request)
+        chat = parse_chat_request(body, dialect="openai")
+        state.check_model(served, chat.model)
+        chat_in = chat_input(served, chat, request_id)
+    except BaseException:
+        served.engine.forget(request_id)
+        raise
     if chat.stream:
         return sse_response(_chat_stream(state, served, chat, chat_in))
     try:
@@ -162,17 +170,23 @@ def _json_constraint(completion: CompletionRequest) -> ConstraintSpec | None:
 async def completions(request: Request) -> Response:
     state = _state(request)
     served = state.ready()
-    body = await read_json(request)
-    completion = parse_completion_request(body)
-    state.check_model(served, completion.model)
-    prompt_ids = prompt_ids_for(served, completion.prompt, completion.prompt_token_ids)
-    generation = generation_input(
-        served,
-        new_request_id("cmpl-"),
-        prompt_ids,
-        completion.sampling,
-        constraint=_json_constraint(completion),
-    )
+    request_id = new_request_id("cmpl-")
+    served.engine.expect(request_id)  # as in chat_completions
+    try:
+        body = await read_json(request)
+        completion = parse_completion_request(body)
+        state.check_model(served, completion.model)
+        prompt_ids = prompt_ids_for(served, completion.prompt, completion.prompt_token_ids)
+        generation = generation_input(
+            served,
+            request_id,
+            prompt_ids,
+            completion.sampling,
+            constraint=_json_constraint(completion),
+        )
+    except BaseException:
+        served.engine.forget(request_id)
+        raise
     prefix = ""
     if completion.echo:
         prefix = completion.prompt or served.tokenizer.decode(prompt_ids)

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from ember.errors import InvalidModelInput
+from ember.errors import BackendError, InvalidModelInput
 from ember.models.engine.async_engine import AsyncEngine
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.llm_engine import LLMEngine
@@ -99,3 +99,157 @@ def test_invalid_requests_fail_alone(engine: AsyncEngine) -> None:
         return tokens
 
     assert len(asyncio.run(main())) == 2
+
+
+def _held_engine(toy: ToyModel, **hold: float | None) -> tuple[AsyncEngine, list[set[str]]]:
+    """An AsyncEngine whose steps are recorded: per step, the requests that got their first
+    token in it."""
+    config = EngineConfig(max_total_tokens=1024, page_size=4, max_num_seqs=8, max_model_len=512)
+    llm = LLMEngine(toy, toy.kv_layout(), config)
+    firsts: list[set[str]] = []
+    step = llm.step
+
+    def recorded() -> list:
+        outputs = step()
+        firsts.append({o.request_id for o in outputs if o.usage.completion_tokens == 1})
+        return outputs
+
+    llm.step = recorded  # type: ignore[method-assign]
+    return AsyncEngine(llm, **hold), firsts
+
+
+def test_expected_requests_join_one_step(toy: ToyModel) -> None:
+    # Requests announced with expect() and submitted one by one while another request decodes
+    # (the engine would step between them) all start in the same step: the engine waits for them.
+    front, firsts = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
+    names = [f"r{i}" for i in range(6)]
+
+    async def one(name: str) -> list[int]:
+        tokens = []
+        async for out in front.generate(name, [1, 2, 3], StopCriteria(max_tokens=3)):
+            tokens.extend(out.new_token_ids)
+        return tokens
+
+    async def main() -> list[list[int]]:
+        running = front.generate("running", [4, 5], StopCriteria(max_tokens=200))
+        await running.__anext__()  # it decodes from now on
+        for name in names:
+            front.expect(name)
+        tasks = []
+        for name in names:
+            tasks.append(asyncio.ensure_future(one(name)))
+            await asyncio.sleep(0.005)  # the engine thread would run steps meanwhile
+        results = await asyncio.gather(*tasks)
+        await running.aclose()
+        return results
+
+    try:
+        results = asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        front.shutdown()
+    assert all(len(tokens) == 3 for tokens in results)
+    assert set(names) in firsts, f"first tokens per step: {[s for s in firsts if s]}"
+
+
+def test_an_announced_request_that_never_comes_stops_holding(toy: ToyModel) -> None:
+    # expect() without generate(): the engine waits for it only expect_for_s, and forget() ends
+    # the wait at once; a hold of 60 s per step would not let the requests finish in the bound.
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=0.05)
+
+    async def main() -> int:
+        front.expect("never")
+        front.expect("refused")
+        front.forget("refused")
+        count = 0
+        async for out in front.generate("ok", [3, 4], StopCriteria(max_tokens=20)):
+            count += len(out.new_token_ids)
+        return count
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == 20
+    finally:
+        front.shutdown()
+    assert not front.is_running
+
+
+def test_forget_ends_the_hold_at_once(toy: ToyModel) -> None:
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
+
+    async def main() -> int:
+        front.expect("refused")
+        front.forget("refused")
+        count = 0
+        async for out in front.generate("ok", [3, 4], StopCriteria(max_tokens=20)):
+            count += len(out.new_token_ids)
+        return count
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == 20
+    finally:
+        front.shutdown()
+
+
+def test_a_stop_while_holding_fails_the_open_requests(toy: ToyModel) -> None:
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
+
+    async def main() -> None:
+        stream = front.generate("open", [1, 2], StopCriteria(max_tokens=400))
+        await stream.__anext__()
+        front.expect("late")  # the next step waits for it...
+        await asyncio.sleep(0.05)
+        front.shutdown()  # ...and the stop ends that wait
+        with pytest.raises(BackendError, match="shut down"):
+            async for _ in stream:
+                pass
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert not front.is_running
+
+
+def test_a_hold_lasts_at_most_two_steps_by_default(toy: ToyModel) -> None:
+    # An announcement that never comes and may count for 60 s: with holds bounded only by
+    # hold_max_s (60 s) each step would wait a minute; bounded by the last step's duration
+    # (hold_steps=2, the default) the running request finishes.
+    front, _ = _held_engine(toy, hold_max_s=60.0, expect_for_s=60.0)
+
+    async def main() -> int:
+        count = 0
+        async for out in front.generate("first", [3, 4], StopCriteria(max_tokens=2)):
+            count += len(out.new_token_ids)
+        front.expect("never")
+        async for out in front.generate("ok", [5, 6], StopCriteria(max_tokens=20)):
+            count += len(out.new_token_ids)
+        return count
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == 22
+    finally:
+        front.shutdown()
+
+
+def test_one_announced_request_does_not_hold_a_larger_batch(toy: ToyModel) -> None:
+    # Three requests decode; one announced request that never comes (and may count for 60 s,
+    # holds bounded only by hold_max_s = 60 s) does not hold their steps: a newcomer next to a
+    # running batch waits a step, the batch does not wait for it.
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
+
+    async def one(name: str, started: asyncio.Event | None = None) -> int:
+        count = 0
+        async for out in front.generate(name, [3, 4, 5], StopCriteria(max_tokens=20)):
+            count += len(out.new_token_ids)
+            if started is not None:
+                started.set()
+        return count
+
+    async def main() -> list[int]:
+        started = [asyncio.Event() for _ in range(3)]
+        tasks = [asyncio.ensure_future(one(f"r{i}", started[i])) for i in range(3)]
+        for event in started:
+            await event.wait()
+        front.expect("never")
+        return await asyncio.gather(*tasks)
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == [20, 20, 20]
+    finally:
+        front.shutdown()
