@@ -18,9 +18,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+from bench.trees import run_in_tree
 
 _ONE = """
 import json, sys, torch
@@ -35,16 +35,7 @@ print(json.dumps({"decode_cpu_ms": dec["cpu_ms_per_step"], "generate_tokens_per_
 
 
 def _measure(tree: Path, arch: str, kv: str) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run(
-        [sys.executable, "-c", _ONE, arch, kv],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_in_tree(tree, _ONE, arch, kv)
 
 
 def main() -> None:

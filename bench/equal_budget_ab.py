@@ -25,9 +25,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
+
+from bench.trees import run_in_tree
 
 _ONE = """
 import json, sys, torch
@@ -54,16 +54,7 @@ print(json.dumps(out))
 
 
 def _measure(tree: Path, arch: str, seqs: int, steps: int) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run(
-        [sys.executable, "-c", _ONE, arch, str(seqs), str(steps)],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_in_tree(tree, _ONE, arch, str(seqs), str(steps))
 
 
 def main() -> None:
