@@ -24,6 +24,8 @@ from ember.models.kernels import build, paged_decode
 from ember.models.kv.pool import KVPool
 from ember.models.kv.spec import KVSpec
 
+pytestmark = pytest.mark.kernels
+
 PAGE = 4
 SHAPES = [  # (KV heads, query heads per KV head, head dim, value dim)
     (2, 2, 8, 8),

@@ -17,6 +17,8 @@ from ember.models.attention.paged_batch import DigestSums, stored_digests
 from ember.models.kernels import stored_sums
 from ember.models.kv.fp8 import FP8_DTYPE
 
+pytestmark = pytest.mark.kernels
+
 PAGE = 4
 
 

@@ -373,7 +373,9 @@ def test_a_prefill_chunk_is_stamped_at_its_own_step(case) -> None:
     assert compared >= sum(len(p) for p in prompts)
 
 
-@pytest.mark.parametrize("path", ["kernel, buffer replaced", "torch stores"])
+@pytest.mark.parametrize(
+    "path", [pytest.param("kernel, buffer replaced", marks=pytest.mark.kernels), "torch stores"]
+)
 def test_stamps_summed_by_the_store_kernel_equal_the_digests_of_memory(case, path: str) -> None:
     """The store kernel's sums (``kernels/stored_sums.py``), kept in the runner's reused buffer
     between flushes, against the reference read back from memory; with a buffer too small for

@@ -18,6 +18,8 @@ from ember.models.kv.integrity import KVSidecar
 from ember.models.kv.pool import KVPool
 from ember.models.kv.spec import KVSpec
 
+pytestmark = pytest.mark.kernels
+
 PAGE = 4
 
 
