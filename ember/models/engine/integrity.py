@@ -2,12 +2,12 @@
 
 Stamps (``kv/integrity.py``) are written by every forward: the writer's chain before it, the
 content digest and position from the tensors the forward's stores wrote, computed for several
-steps at once (``IntegrityChecker.flush``) but always before any check reads them. Checks are
-reported after the forward and *before any sampled token is emitted*, so a request whose step
-read bad KV drops that step's token and recomputes (sampled mode's ownership check runs before
-the forward, once the chains are stamped: nothing it reads changes during the forward; its
-content sample is summed by the attention from its own page gathers, ``PageSample``, with only
-the layers no gather read taken from memory):
+steps at once (``ContentStamps.flush``, ``integrity_stamps.py``) but always before any check
+reads them. Checks are reported after the forward and *before any sampled token is emitted*, so
+a request whose step read bad KV drops that step's token and recomputes (sampled mode's
+ownership check runs before the forward, once the chains are stamped: nothing it reads changes
+during the forward; its content sample is summed by the attention from its own page gathers,
+``PageSample``, with only the layers no gather read taken from memory):
 
 - ``full``: every slot each scheduled sequence can read (its whole context, padding included) is
   checked for ownership (chain) and content (digest), every step.
@@ -35,18 +35,16 @@ the prefix cache and every sequence holding it recomputes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from ember.models.engine.integrity_native import NativeLoops
-from ember.models.engine.integrity_walk import (
-    PendingContent,
-    SequenceLike,
-    positions_and_chains,
-    token_chains,
+from ember.models.engine.integrity_stamps import ContentStamps
+from ember.models.engine.integrity_types import (
+    IntegrityFailure,
+    IntegrityStats,
+    StepReads,
 )
 from ember.models.kernels.integrity_ops import IntegrityOps
 from ember.models.kv.integrity import KVSidecar
@@ -59,73 +57,14 @@ from ember.models.kv.integrity import KVSidecar
 CONTENT_STRIDE = 16
 
 
-@dataclass(slots=True)
-class IntegrityStats:
-    slots_checked: int = 0  # ownership checks
-    slots_digested: int = 0  # content re-digests
-    failures: int = 0  # sequences that failed a check during a step
-    reuse_failures: int = 0  # prefix-cache pages that failed before reuse (block manager)
-    # Process CPU time spent stamping, digesting and checking: around the forward, in the
-    # gathers' sample sums and in flushes outside it (the stores' list appends, a few Python
-    # operations per layer, are not included).
-    cpu_seconds: float = 0.0
-
-
-@dataclass(slots=True)
-class IntegrityFailure:
-    """A sequence whose step read KV it must not trust."""
-
-    seq_index: int  # index into the step's scheduled list
-    disowned_pages: frozenset[int]  # written by another sequence
-    corrupt_pages: frozenset[int]  # bytes changed since stamped
-    first_bad_slot: int
-    detail: str
-
-
-@dataclass(slots=True)
-class GatheredDigest:
-    """Page digests of a content sample, summed by the attention from its page gathers."""
-
-    first: int  # the sampled page columns: first, first + step, ... (``content_columns``)
-    step: int
-    digest: np.ndarray  # (B, n) uint64: the gathered layers' share of each sampled page's digest
-    missing: list[tuple[int, int]]  # (cache, layer) no gather read: read them from memory
-
-
-@dataclass(slots=True)
-class StepReads:
-    """What one attention group's sequences read this step."""
-
-    pages: np.ndarray  # (B, P) int64 pool pages, padded with the (always zero) padding page
-    seq_lens: list[int]  # tokens each sequence has cached after this step
-    chains: list[np.ndarray]  # each sequence's token chain (read only up to its seq_len)
-    seq_index: list[int] = field(default_factory=list)  # row -> index in the scheduled list
-    # (B,) sidecar epoch of each sequence's last successful check (-1: never checked)
-    checked_epoch: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    gathered: GatheredDigest | None = None  # this step's content sample, if summed in gathers
-    # (B, P) pages that failed the sampled ownership check, when ``check_ownership`` ran
-    # (``None``: all passed); ``owner_checked`` says whether it ran.
-    owner_bad: np.ndarray | None = None
-    owner_checked: bool = False
-    chain_addresses: list[int] | None = None  # of ``chains`` (``Sequence.chain_address``)
-    chain_capacities: list[int] | None = None  # their lengths (``Sequence.chain_capacity``)
-
-
-class IntegrityChecker:
+class IntegrityChecker(ContentStamps):
     """Runs the checks for one pool, per the configured mode.
 
-    Content stamps are deferred: each step hands over what it wrote (``defer_content``) and the
-    digests of several steps are computed together (``flush``), from the written tensors, by
-    ``digester`` (the model runner's, which owns the tensors). Every check that reads a digest
-    or a position flushes first, so no check ever sees a missing stamp; the flush runs at least
-    every ``CONTENT_STRIDE`` steps (the sampled content checks) and whenever ``max_pending``
-    tokens wait. The per-step cost was a handful of ops, each ~10-60 us with the caches cold
-    right after a forward; one flush every few steps pays them once.
+    Content stamps are deferred (``ContentStamps``, ``integrity_stamps.py``): every check that
+    reads a digest or a position flushes first, so no check ever sees a missing stamp; the
+    flush runs at least every ``CONTENT_STRIDE`` steps (the sampled content checks) and
+    whenever ``max_pending`` tokens wait.
     """
-
-    # Bounds what a flush keeps alive: the written tensors of this many bytes of KV (and at
-    # least a few decode steps' worth of tokens).
-    MAX_PENDING_BYTES = 64 << 20
 
     def __init__(
         self,
@@ -135,90 +74,12 @@ class IntegrityChecker:
         sample_period: int,
         ops: IntegrityOps | None = None,
     ) -> None:
-        self.sidecar = sidecar
-        # The decode fast paths in one native call each (``None``: the numpy code, their
-        # reference, does everything).
-        self.native = NativeLoops(ops, sidecar) if ops is not None else None
+        super().__init__(sidecar, NativeLoops(ops, sidecar) if ops is not None else None)
         self.page_size = page_size
         self.mode = mode
         self.sample_period = sample_period
         self.stats = IntegrityStats()
         self._offsets = np.arange(page_size, dtype=np.int64)
-        self.digester: Callable[[list[object]], np.ndarray] | None = None
-        # Joins the pending steps' slots into one int64 array (``None``: ``np.concatenate``;
-        # the runner's joins its slot-mapping tensors with one ``torch.cat``, where each
-        # tensor's conversion to numpy cost ~15 us, 16 a flush).
-        self.slot_joiner: Callable[[list[ArrayLike]], np.ndarray] | None = None
-        self._pending: list[PendingContent] = []
-        self._pending_tokens = 0
-        self.max_pending = max(256, self.MAX_PENDING_BYTES // max(1, sidecar.stored_bytes_per_slot))
-
-    # -- deferred content stamps ----------------------------------------------------------------
-
-    def defer_content(
-        self,
-        slots: ArrayLike,
-        positions: Sequence[int],
-        written: object,
-        readers: list[SequenceLike] | None = None,
-        address: int = 0,
-    ) -> None:
-        """Stamp ``slots``' content and positions at a later flush, from ``written`` (which the
-        caller may still be filling: the runner registers a step before its forward), and with
-        ``readers`` (a decode step: row i's sequence wrote ``positions[i]``) their chains too.
-        ``address``: of ``slots``' int64 data, for the native flush."""
-        tokens = len(positions)  # as many as slots: a list's length (a tensor's costs more)
-        if self._pending_tokens + tokens > self.max_pending:
-            self.flush()
-        entry = PendingContent(slots, positions, self.sidecar.epoch, written, readers, address)
-        self._pending.append(entry)
-        self._pending_tokens += tokens
-
-    def flush_if_full(self, chunk: bool = False) -> None:
-        """Flush once ``max_pending`` tokens wait, or when the step just run wrote a prefill
-        chunk (``chunk``; the runner asks after each forward). A chunk's stamps are one big
-        digest that bulk gains nothing on, so its own step pays for them and frees its
-        tensors; left pending (below the byte bound) they were digested at the first decode
-        sample step, which then cost a prefill's worth: 12 ms for a 2048-token glm4-tiny
-        chunk, ~0.2 ms a step over 64 decode steps."""
-        if chunk or self._pending_tokens >= self.max_pending:
-            self.flush()
-
-    def stamp_now(self, slots: np.ndarray, positions: Sequence[int]) -> None:
-        """Replace the latest ``defer_content`` (``slots``) by stamps read from memory now: the
-        fallback for rows that are not whole 64-bit words."""
-        entry = self._pending.pop()
-        self._pending_tokens -= len(entry.positions)
-        self.flush()  # keep write order
-        self.sidecar.digest[slots] = self.sidecar.content_digest(slots)
-        self.sidecar.position[slots] = positions
-        if entry.readers is not None:
-            self.sidecar.chain[slots] = token_chains(entry.readers, positions)
-
-    def flush(self) -> None:
-        """Compute and apply every deferred content stamp (in write order)."""
-        pending = self._pending
-        if not pending:
-            return
-        assert self.digester is not None, "deferred content stamps need a digester"
-        self._pending, self._pending_tokens = [], 0
-        digests = self.digester([p.written for p in pending])
-        if self.native is not None and self.native.flush_run(pending, digests):
-            return  # one run of decode steps: stamped in one native call
-        positions, chains = positions_and_chains(pending, self.sidecar.chain)
-        # Slots arrive as arrays or as a decode step's slot-mapping tensor, converted here once
-        # a flush rather than every step (``numpy()`` there cost ~15 us inside the engine).
-        if len(pending) == 1:
-            slots, epochs = np.asarray(pending[0].slots), np.int64(pending[0].epoch)
-        else:
-            if self.slot_joiner is not None:  # the runner's: its tensors joined in one op
-                slots = self.slot_joiner([p.slots for p in pending])
-            else:
-                slots = np.concatenate([np.asarray(p.slots) for p in pending])
-            epochs = np.repeat([p.epoch for p in pending], [len(p.positions) for p in pending])
-        # A slot is written once between clears (prefix hits are never rewritten), so at most
-        # one pending stamp per slot survives ``apply_content``'s clear filter.
-        self.sidecar.apply_content(slots, digests, positions, epochs, chains)
 
     # -- PageVerifier (the block manager calls this before reusing a cached page) -------------
 

@@ -26,12 +26,8 @@ from ember.models.attention.paged_batch import (
     content_digests,
     stored_digests,
 )
-from ember.models.engine.integrity import (
-    GatheredDigest,
-    IntegrityChecker,
-    IntegrityFailure,
-    StepReads,
-)
+from ember.models.engine.integrity import IntegrityChecker
+from ember.models.engine.integrity_types import GatheredDigest, IntegrityFailure, StepReads
 from ember.models.engine.integrity_walk import Readers, Walk, walk_reference
 from ember.models.engine.sampling import RequestSampler, SampleResult, TokenLogprobs
 from ember.models.engine.scheduler import ScheduledSeq

@@ -245,7 +245,8 @@ def test_sampled_check_catches_a_handover_that_happened_while_the_reader_was_not
     many steps ago that was."""
     import numpy as np
 
-    from ember.models.engine.integrity import IntegrityChecker, StepReads
+    from ember.models.engine.integrity import IntegrityChecker
+    from ember.models.engine.integrity_types import StepReads
     from ember.models.kv.integrity import CHAIN_SEED, chain_step
     from ember.models.kv.pool import KVPool
     from ember.models.kv.spec import KVSpec
@@ -277,7 +278,8 @@ def test_decode_ownership_fast_path_agrees_with_the_full_ownership_check() -> No
     (an early handover) and some first-slot writers share a page: whenever the fast path
     passes a step, the reference finds nothing; whenever the reference finds a bad page, the
     fast path did not pass."""
-    from ember.models.engine.integrity import IntegrityChecker, StepReads
+    from ember.models.engine.integrity import IntegrityChecker
+    from ember.models.engine.integrity_types import StepReads
     from ember.models.kv.pool import KVPool
     from ember.models.kv.spec import KVSpec
 

@@ -9,8 +9,9 @@ import random
 import numpy as np
 import pytest
 
-from ember.models.engine.integrity import IntegrityChecker, StepReads
+from ember.models.engine.integrity import IntegrityChecker
 from ember.models.engine.integrity_native import NativeLoops
+from ember.models.engine.integrity_types import StepReads
 from ember.models.engine.integrity_walk import PendingContent, positions_and_chains
 from ember.models.engine.sequence import Sequence, StopCriteria
 from ember.models.kernels import integrity_ops
