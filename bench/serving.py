@@ -295,6 +295,7 @@ def server_figures(url: str) -> dict:
         "preemptions": samples.get("ember:num_preemptions_total"),
         "prefill_tokens_computed": samples.get("ember:prefill_tokens_computed_total"),
         "integrity_failures": samples.get("ember:kv_integrity_failures_total"),
+        "integrity_cpu_s": samples.get("ember:kv_integrity_cpu_seconds_total"),
     }
 
 
@@ -344,6 +345,12 @@ def run_server(
             row["server_figures"] = server_figures(url)
             # The server's counters run over its whole life (every concurrency): keep this run's.
             row["preemptions"] = counter_delta(figures_before, row["server_figures"], "preemptions")
+            # The checker's own CPU (engine thread) against the whole server's: the integrity
+            # cost serving pays, prefills and batch changes included, which the wall-clock
+            # difference between servers is far too noisy to show.
+            checker_s = counter_delta(figures_before, row["server_figures"], "integrity_cpu_s")
+            if checker_s is not None:
+                row["integrity_cpu_share"] = checker_s / row["server_cpu_s"]
             rows.append(row)
             print(
                 f"  {kind:<12} C={concurrency:<3} {row['output_tokens_per_s']:8.1f} out tok/s  "
@@ -351,7 +358,12 @@ def run_server(
                 f"ITL p50 {row['itl_ms']['p50']:7.1f} ms  "
                 f"E2E p99 {row['e2e_ms']['p99']:8.1f} ms  failed {row['failed']}  "
                 f"{row['output_tokens_per_server_cpu_s']:7.1f} tok/CPU-s  "
-                f"load {row['load_after'][0]}",
+                f"load {row['load_after'][0]}"
+                + (
+                    f"  checker {100 * row['integrity_cpu_share']:.2f}% of server CPU"
+                    if row.get("integrity_cpu_share")
+                    else ""
+                ),
                 flush=True,
             )
     finally:

@@ -129,9 +129,9 @@ class PagedAttentionBackend:
         raw = self.workspace.take((index.numel(), page_rows.shape[1]), cache.dtype, "raw" + role)
         torch.index_select(page_rows, 0, index, out=raw)
         if group.sample is not None:
-            started = time.process_time()
+            started = time.thread_time()
             group.sample.add(cache, raw, b, group.num_pages, heads_first)
-            group.sample.cpu_seconds += time.process_time() - started
+            group.sample.cpu_seconds += time.thread_time() - started
         if cache.dtype == dtype:
             return raw.view(shape)
         out = self.workspace.take(shape, dtype, "wide" + role)

@@ -63,6 +63,7 @@ class EngineStats:
     integrity_failures: int = 0  # steps whose KV failed a check (the request recomputed)
     integrity_errors: int = 0  # requests failed with KVIntegrityError after the retries
     integrity_reuse_failures: int = 0  # cached pages dropped by the check before reuse
+    integrity_cpu_seconds: float = 0.0  # the checker's CPU time (engine thread)
     running: int = 0
     waiting: int = 0
     pages_used: int = 0
@@ -304,6 +305,7 @@ class LLMEngine:
         stats.prefix_hit_tokens = self.block_manager.stats.prefix_hits
         if self.checker is not None:
             stats.integrity_reuse_failures = self.checker.stats.reuse_failures
+            stats.integrity_cpu_seconds = self.checker.stats.cpu_seconds
         return outputs
 
     def _output(

@@ -96,6 +96,7 @@ class EngineGauges:
     integrity_failures: int  # steps whose KV failed a check (the request recomputed)
     integrity_errors: int  # requests failed after the retries
     integrity_reuse_failures: int  # cached pages dropped by the check before reuse
+    integrity_cpu_seconds: float  # CPU time of the KV integrity checker (engine thread)
     prompt_tokens_computed: int  # prefill tokens run through the model
 
 
@@ -215,6 +216,12 @@ def _engine_metrics(out: _Writer, g: EngineGauges) -> None:
         "counter",
         "Cached KV pages that failed the check before reuse (dropped).",
         g.integrity_reuse_failures,
+    )
+    out.metric(
+        "ember:kv_integrity_cpu_seconds_total",
+        "counter",
+        "CPU time the KV integrity checker spent (stamping, digesting, checking).",
+        g.integrity_cpu_seconds,
     )
 
 

@@ -124,5 +124,6 @@ class ServerState:
             integrity_failures=stats.integrity_failures,
             integrity_errors=stats.integrity_errors,
             integrity_reuse_failures=stats.integrity_reuse_failures,
+            integrity_cpu_seconds=stats.integrity_cpu_seconds,
             prompt_tokens_computed=stats.prompt_tokens_computed,
         )

@@ -116,6 +116,8 @@ def test_metrics_count_requests_and_tokens(kimi: LiveServer) -> None:
     assert after[f"sglang:time_to_first_token_seconds_count{label}"] >= 1
     assert after[f"sglang:num_running_reqs{label}"] == 0
     assert f"ember:kv_integrity_failures_total{label}" in after
+    checker = f"ember:kv_integrity_cpu_seconds_total{label}"
+    assert after[checker] > before[checker]  # sampled checks stamp every token written
     assert 0.0 <= after[f"sglang:token_usage{label}"] <= 1.0
 
 
