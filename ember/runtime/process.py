@@ -26,6 +26,7 @@ from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
 from ember.runtime.codec import FastDecoder
 from ember.runtime.deployment import Deployment
+from ember.runtime.frames import FrameDecoder, FrameWriter
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
 from ember.runtime.lifecycle import State, WorkerLoadError
@@ -42,8 +43,6 @@ from ember.runtime.protocol import (
     Data,
     Done,
     End,
-    FrameDecoder,
-    FrameWriter,
     Hello,
     Init,
     LoadError,

@@ -1,7 +1,7 @@
 """The supervisor <-> isolate protocol: length-prefixed msgpack frames over one socketpair.
 
 A frame is a 4-byte big-endian length and a msgpack array ``[tag, *fields]``. Everything an
-isolate sends is hostile: ``FrameDecoder`` refuses a length over ``MAX_FRAME_BYTES`` before
+isolate sends is hostile: ``frames.FrameDecoder`` refuses a length over ``MAX_FRAME_BYTES`` before
 buffering it, msgpack runs with size caps, and ``decode`` checks the tag, the arity and every
 field's type and bound, raising ``ProtocolError`` (the supervisor then kills that isolate and
 answers its requests with 502). Nothing is ever unpickled.
@@ -23,7 +23,6 @@ response body, and the supervisor then ends it with ``End``/``Abort`` once the b
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -42,7 +41,7 @@ MAX_NAME = 256
 MAX_TEXT = 64 * 1024
 MAX_URL = 16 * 1024
 MAX_ID = (1 << 53) - 1
-_LENGTH = struct.Struct(">I")
+FRAME_LENGTH = struct.Struct(">I")  # every frame's prefix
 
 Headers = list[tuple[str, str]]
 
@@ -372,7 +371,7 @@ FROM_ISOLATE: dict[int, MessageType] = {
 def encode(message: Message) -> bytes:
     """One frame: length prefix + msgpack ``[TAG, *fields]`` (messages are named tuples)."""
     payload = msgpack.packb([message.TAG, *message], use_bin_type=True)
-    return _LENGTH.pack(len(payload)) + payload
+    return FRAME_LENGTH.pack(len(payload)) + payload
 
 
 # msgpack's size caps for everything an isolate sends (codec.py's fast path uses the same).
@@ -411,82 +410,3 @@ def decode(payload: bytes, table: dict[int, MessageType]) -> Message:
         return cls(*[check(item) for check, item in zip(cls.FIELDS, fields, strict=True)])
     except ProtocolError as exc:
         raise ProtocolError(f"{cls.__name__}: {exc}") from None
-
-
-class FrameWriter:
-    """Coalesces the frames written during one event-loop iteration into one ``write``.
-
-    Under concurrency this turns many small writes (each a syscall that may wake the peer and
-    hand it the CPU) into one; a lone frame goes out at the end of the current iteration.
-    """
-
-    def __init__(self, max_buffered: int | None = None, on_overflow: Any = None) -> None:
-        self.transport: Any = None
-        self._parts: list[bytes] = []
-        self._scheduled = False
-        self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop costs a getpid)
-        self._max_buffered = max_buffered
-        self._on_overflow = on_overflow
-        # The same bytes as ``encode``, without building a Packer per frame.
-        self._pack = msgpack.Packer(use_bin_type=True).pack
-
-    def send(self, message: Message) -> None:
-        """Queue one frame."""
-        payload = self._pack([message.TAG, *message])
-        self._parts.append(_LENGTH.pack(len(payload)) + payload)
-        if not self._scheduled:
-            self._scheduled = True
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._flush)
-
-    def arm(self) -> None:
-        """Schedule the flush now, before any frame is queued: it then runs after the callbacks
-        (tasks' steps) already scheduled, in the same loop iteration as they, not the next."""
-        if not self._scheduled:
-            self._scheduled = True
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._scheduled = False
-        parts, self._parts = self._parts, []
-        transport = self.transport
-        if parts and transport is not None and not transport.is_closing():
-            transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
-            limit = self._max_buffered
-            if limit is not None and transport.get_write_buffer_size() > limit:
-                self._on_overflow()  # the peer stopped reading
-
-
-class FrameDecoder:
-    """Splits a byte stream into frame payloads, refusing oversized frames before buffering."""
-
-    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
-        self._buffer = bytearray()
-        self._max = max_frame
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; return every complete payload."""
-        self._buffer += data
-        frames: list[bytes] = []
-        buffer = self._buffer
-        offset = 0
-        while len(buffer) - offset >= 4:
-            (length,) = _LENGTH.unpack_from(buffer, offset)
-            if length > self._max:
-                raise ProtocolError(f"frame of {length} bytes exceeds the {self._max}-byte limit")
-            end = offset + 4 + length
-            if len(buffer) < end:
-                break
-            frames.append(bytes(buffer[offset + 4 : end]))
-            offset = end
-        if offset:
-            del buffer[:offset]
-        return frames
-
-    @property
-    def buffered(self) -> int:
-        """Bytes held for an incomplete frame."""
-        return len(self._buffer)

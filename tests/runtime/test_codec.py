@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from ember.errors import ProtocolError
 from ember.runtime import protocol as P
 from ember.runtime.codec import CHECKS, FastDecoder
+from ember.runtime.frames import FrameWriter
 
 from .test_protocol import SAMPLES
 
@@ -159,7 +160,7 @@ def test_frame_writer_sends_the_reference_bytes(messages: list[P.Message], blob:
     messages = [P.Data(m.sid, blob) if isinstance(m, P.Data) else m for m in messages]
 
     async def write() -> list[bytes]:
-        writer = P.FrameWriter()
+        writer = FrameWriter()
         writer.transport = transport = _Transport()
         with pytest.raises(TypeError):  # an unpackable value must leave nothing in the packer
             writer.send(P.CallResult(1, object(), 0))
@@ -176,7 +177,7 @@ def test_an_armed_writer_flushes_after_the_callbacks_scheduled_before_it() -> No
 
     async def write() -> tuple[list[bytes], list[bytes], list[bytes]]:
         loop = asyncio.get_running_loop()
-        writer = P.FrameWriter()
+        writer = FrameWriter()
         writer.transport = transport = _Transport()
         writer.arm()  # nothing queued: nothing to write
         await asyncio.sleep(0)
