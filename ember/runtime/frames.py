@@ -12,7 +12,8 @@ from typing import Any
 import msgpack
 
 from ember.errors import ProtocolError
-from ember.runtime.protocol import FRAME_LENGTH, MAX_FRAME_BYTES, Message
+from ember.runtime.fields import MAX_FRAME_BYTES
+from ember.runtime.protocol import FRAME_LENGTH, Message
 
 
 class FrameWriter:

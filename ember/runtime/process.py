@@ -21,6 +21,7 @@ from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
 from ember.runtime.codec import FastDecoder
 from ember.runtime.deployment import Deployment
+from ember.runtime.fields import MAX_INLINE_BODY_BYTES
 from ember.runtime.frames import FrameDecoder, FrameWriter
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
@@ -30,7 +31,6 @@ from ember.runtime.mux import Mux
 from ember.runtime.pace import PollPace
 from ember.runtime.protocol import (
     FROM_ISOLATE,
-    MAX_INLINE_BODY_BYTES,
     Abort,
     Call,
     CancelCall,

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.errors import ProtocolError
+from ember.runtime import fields as F
 from ember.runtime import protocol as P
 from ember.runtime.frames import FrameDecoder
 
@@ -63,7 +64,7 @@ def test_split_reads_give_the_same_frames(cuts: list[int]) -> None:
 def test_oversized_frame_is_refused_before_buffering() -> None:
     decoder = FrameDecoder()
     with pytest.raises(ProtocolError, match="exceeds"):
-        decoder.feed(struct.pack(">I", P.MAX_FRAME_BYTES + 1) + b"x")
+        decoder.feed(struct.pack(">I", F.MAX_FRAME_BYTES + 1) + b"x")
 
 
 @pytest.mark.parametrize(
@@ -73,8 +74,8 @@ def test_oversized_frame_is_refused_before_buffering() -> None:
         ([23, 1, 99, [], None, 0, True], "HTTP status"),
         ([23, -1, 200, [], None, 0, True], "unsigned"),
         ([23, 1, 200, [["a"]], None, 0, True], "header pairs"),
-        ([26, 1, "log", "x" * (P.MAX_TEXT + 1)], "at most"),
-        ([40, 1, b"x" * (P.MAX_CHUNK_BYTES + 1)], "chunk"),
+        ([26, 1, "log", "x" * (F.MAX_TEXT + 1)], "at most"),
+        ([40, 1, b"x" * (F.MAX_CHUNK_BYTES + 1)], "chunk"),
         ([1, {}], "unknown or misdirected"),  # Init may only come from the supervisor
         ([99], "unknown"),
         ({"tag": 20}, "not a [tag"),
