@@ -16,7 +16,7 @@ from typing import Any
 
 import msgpack
 
-from ember.runtime.protocol import (
+from ember.runtime.fields import (
     MAX_CHUNK_BYTES,
     MAX_HEADER_BYTES,
     MAX_HEADERS,
@@ -24,13 +24,15 @@ from ember.runtime.protocol import (
     MAX_INLINE_BODY_BYTES,
     MAX_TEXT,
     MAX_URL,
+    Headers,
+)
+from ember.runtime.protocol import (
     UNPACK_OPTIONS,
     Cancel,
     Credit,
     Data,
     Done,
     End,
-    Headers,
     Log,
     Message,
     MessageType,

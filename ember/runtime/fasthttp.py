@@ -39,23 +39,16 @@ from urllib.parse import unquote
 
 import uvicorn
 from httptools import HttpParserInvalidURLError, parse_url
-from uvicorn.protocols.http.httptools_impl import (
-    HEADER_RE,
-    HEADER_VALUE_RE,
-    STATUS_LINE,
-    HttpToolsProtocol,
-    RequestResponseCycle,
-)
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from ember.runtime.fasthead import HeadCache, encode_head
+from ember.runtime.fastrequest import FastRequest
 from ember.runtime.faststream import ChunkedBody
 from ember.runtime.http import HttpResponse
-from ember.runtime.inflight import InFlight
 from ember.runtime.router import INLINE_BODY_BYTES, SCHEDULED_PATHS, Router, request_head
 
 # The uvicorn releases whose HttpToolsProtocol this subclass was read against and tested with.
 CHECKED_UVICORN = ("0.55.",)
-# Response headers that change how uvicorn frames the response: left to uvicorn's own writer.
-_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection"})
 
 
 def fast_protocol(
@@ -74,7 +67,7 @@ def fast_protocol(
         FastHttpProtocol,
         router=router,
         deployment_id=deployment_id,
-        heads=_Heads(),
+        heads=HeadCache(),
         mounted=mounted or _nothing_mounted,
     )
 
@@ -95,7 +88,7 @@ class FastHttpProtocol(HttpToolsProtocol):
         *,
         router: Router,
         deployment_id: Callable[[], str],
-        heads: _Heads,
+        heads: HeadCache,
         mounted: Callable[[str], bool] = _nothing_mounted,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
@@ -110,9 +103,9 @@ class FastHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        # The last request (a _FastRequest refers back to this protocol) would keep the whole
+        # The last request (a FastRequest refers back to this protocol) would keep the whole
         # connection's objects in a reference cycle, for the cyclic GC to find: drop it now.
-        if isinstance(self.cycle, _FastRequest):
+        if isinstance(self.cycle, FastRequest):
             self.cycle = None  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
@@ -175,7 +168,7 @@ class FastHttpProtocol(HttpToolsProtocol):
             self._to_asgi(body or b"")
             super().on_message_complete()
             return
-        fast = _FastRequest(self, pending, self.parser.should_keep_alive(), method)
+        fast = FastRequest(self, pending, self.parser.should_keep_alive(), method)
         self.cycle = fast  # type: ignore[assignment]  # what uvicorn checks: pipelining, shutdown
         pending.head.add_done_callback(fast.on_head)
 
@@ -242,7 +235,7 @@ class FastHttpProtocol(HttpToolsProtocol):
 
     # -- the response -------------------------------------------------------------------------
 
-    def fast_response(self, fast: _FastRequest, response: HttpResponse) -> None:
+    def fast_response(self, fast: FastRequest, response: HttpResponse) -> None:
         """Write ``response`` (inline: in one write; streamed: ``ChunkedBody``), or hand it to
         uvicorn's cycle and the router."""
         body = response.body
@@ -263,7 +256,7 @@ class FastHttpProtocol(HttpToolsProtocol):
             task.add_done_callback(self.tasks.discard)  # uvicorn's shutdown waits for its tasks
             self.tasks.add(task)
 
-    def _complete(self, fast: _FastRequest) -> None:
+    def _complete(self, fast: FastRequest) -> None:
         """The whole response is written (as uvicorn's send after the last body message)."""
         fast.response_complete = True
         if not fast.keep_alive:
@@ -274,11 +267,11 @@ class FastHttpProtocol(HttpToolsProtocol):
         key = (status, tuple(headers))
         encoded = self._heads.get(key)
         if encoded is None:
-            encoded = self._heads.put(key, _encode_head(status, headers))
+            encoded = self._heads.put(key, encode_head(status, headers))
         return encoded
 
     def _streamed_head(
-        self, fast: _FastRequest, status: int, headers: list[tuple[str, str]]
+        self, fast: FastRequest, status: int, headers: list[tuple[str, str]]
     ) -> bytes | None:
         # What uvicorn writes for the router's streamed response (no content-length: chunked),
         # or None for what it treats specially (204 and 304 have no body to frame).
@@ -298,7 +291,7 @@ class FastHttpProtocol(HttpToolsProtocol):
         )
 
     def _write_whole(
-        self, fast: _FastRequest, status: int, headers: list[tuple[str, str]], body: bytes
+        self, fast: FastRequest, status: int, headers: list[tuple[str, str]], body: bytes
     ) -> bool:
         # The bytes uvicorn's RequestResponseCycle.send writes for the router's response
         # (status line, default headers, the worker's, content-length, connection: close if
@@ -321,7 +314,7 @@ class FastHttpProtocol(HttpToolsProtocol):
         )
         return True
 
-    def _respond_asgi(self, fast: _FastRequest, response: HttpResponse) -> None:
+    def _respond_asgi(self, fast: FastRequest, response: HttpResponse) -> None:
         """The response through a RequestResponseCycle and the router, as without this class."""
         parsed = _parse_url(fast.url)
         scope = self._scope(fast.headers)
@@ -351,111 +344,6 @@ class FastHttpProtocol(HttpToolsProtocol):
             await router.respond(receive, send, response)
 
         self._start_asgi_task(cycle, respond)
-
-
-class _Heads:
-    """Encoded response heads, shared by a server's connections.
-
-    A worker answers most requests with the same few status-and-headers combinations, and
-    encoding and checking each header costs more than the rest of the write.
-    """
-
-    LIMIT = 256  # distinct heads kept; past it, start over (a worker with unique headers)
-
-    def __init__(self) -> None:
-        self._encoded: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
-        self._defaults_of: object = None
-        self._defaults = b""
-
-    def get(self, key: tuple[int, tuple[tuple[str, str], ...]]) -> tuple[bytes, bytes] | None:
-        return self._encoded.get(key)
-
-    def put(
-        self, key: tuple[int, tuple[tuple[str, str], ...]], encoded: tuple[bytes, bytes] | None
-    ) -> tuple[bytes, bytes] | None:
-        if len(self._encoded) >= self.LIMIT:
-            self._encoded.clear()
-        if encoded is not None:
-            self._encoded[key] = encoded
-        return encoded
-
-    def defaults(self, headers: list[tuple[bytes, bytes]]) -> bytes:
-        """uvicorn's default headers (date, server), re-encoded when it replaces the list."""
-        if headers is not self._defaults_of:
-            self._defaults_of = headers
-            self._defaults = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
-        return self._defaults
-
-
-def _encode_head(status: int, headers: list[tuple[str, str]]) -> tuple[bytes, bytes] | None:
-    """The status line and the worker's headers as uvicorn writes them; None: leave it to it."""
-    status_line = STATUS_LINE.get(status)
-    if status_line is None:
-        return None
-    content = []
-    for name, value in headers:
-        raw_name = name.encode("latin-1", "replace").lower()
-        raw_value = value.encode("latin-1", "replace")
-        if raw_name in _FRAMING or HEADER_RE.search(raw_name) or HEADER_VALUE_RE.search(raw_value):
-            return None
-        content += [raw_name, b": ", raw_value, b"\r\n"]
-    return status_line, b"".join(content)
-
-
-class _FastRequest:
-    """A fast request in flight; stands in for uvicorn's cycle in ``FastHttpProtocol.cycle``.
-
-    uvicorn reads ``response_complete`` (pipelining), sets ``keep_alive`` (graceful shutdown)
-    and, on ``connection_lost``, ``disconnected`` and ``message_event.set()``.
-    """
-
-    __slots__ = (
-        "protocol",
-        "pending",
-        "keep_alive",
-        "response_complete",
-        "disconnected",
-        "method",
-        "url",
-        "headers",
-        "writer",
-    )
-
-    def __init__(
-        self, protocol: FastHttpProtocol, pending: InFlight, keep_alive: bool, method: str
-    ) -> None:
-        self.protocol = protocol
-        self.pending = pending
-        self.keep_alive = keep_alive
-        self.response_complete = False
-        self.disconnected = False
-        # Kept for the rare response that leaves the fast path after the head arrived.
-        self.method = method
-        self.url = protocol.url
-        self.headers = protocol.headers
-        self.writer: ChunkedBody | None = None  # once a streamed body is being written
-
-    @property
-    def message_event(self) -> _FastRequest:
-        return self
-
-    def set(self) -> None:
-        """``connection_lost``: the client left; cancel the request in its isolate now."""
-        if not self.disconnected:
-            return
-        if self.writer is not None:
-            self.writer.cancel()  # closing its body cancels the request
-        elif not self.pending.head.done():
-            self.pending.client_gone()
-
-    def on_head(self, head: asyncio.Future[HttpResponse]) -> None:
-        if self.disconnected or head.cancelled():
-            return  # as uvicorn's send after a disconnect: nothing to write
-        try:
-            self.protocol.fast_response(self, head.result())
-        except Exception as exc:  # as uvicorn does with an application's error once started
-            self.protocol.logger.error("Exception in the HTTP fast path", exc_info=exc)
-            self.protocol.transport.close()
 
 
 def _parse_url(url: bytes) -> Any:

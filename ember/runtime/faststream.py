@@ -55,7 +55,7 @@ class ChunkedBody:
         on_complete: Callable[[], None],
     ) -> None:
         # protocol: the FastHttpProtocol (transport, flow, loop, logger); request: its
-        # _FastRequest (disconnected); on_complete runs right after the terminator was written,
+        # FastRequest (disconnected); on_complete runs right after the terminator was written,
         # before the body is closed (as uvicorn's send, then the router's aclose).
         self._protocol = protocol
         self._request = request

@@ -23,7 +23,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 from ember.errors import ProtocolError
-from ember.runtime.protocol import MAX_CHUNK_BYTES, Abort, Credit, Data, End, Message
+from ember.runtime.fields import MAX_CHUNK_BYTES
+from ember.runtime.protocol import Abort, Credit, Data, End, Message
 
 WINDOW = 256 * 1024
 _CREDIT_BATCH = WINDOW // 2

@@ -1,10 +1,10 @@
 """The supervisor <-> isolate protocol: length-prefixed msgpack frames over one socketpair.
 
 A frame is a 4-byte big-endian length and a msgpack array ``[tag, *fields]``. Everything an
-isolate sends is hostile: ``FrameDecoder`` refuses a length over ``MAX_FRAME_BYTES`` before
-buffering it, msgpack runs with size caps, and ``decode`` checks the tag, the arity and every
-field's type and bound, raising ``ProtocolError`` (the supervisor then kills that isolate and
-answers its requests with 502). Nothing is ever unpickled.
+isolate sends is hostile: ``frames.FrameDecoder`` refuses a length over ``MAX_FRAME_BYTES``
+before buffering it, msgpack runs with size caps, and ``decode`` checks the tag, the arity and
+every field's type and bound (``fields.py``), raising ``ProtocolError`` (the supervisor then
+kills that isolate and answers its requests with 502). Nothing is ever unpickled.
 
 Messages, by direction (``rid`` request id, ``cid`` call id, ``sid`` stream id):
 
@@ -23,112 +23,34 @@ response body, and the supervisor then ends it with ``End``/``Abort`` once the b
 
 from __future__ import annotations
 
-import asyncio
 import struct
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgpack
 
 from ember.errors import ProtocolError
+from ember.runtime.fields import (
+    MAX_FRAME_BYTES,
+    MAX_HEADERS,
+    MAX_NAME,
+    MAX_TEXT,
+    MAX_URL,
+    Headers,
+    any_value,
+    boolean,
+    chunk,
+    header_pairs,
+    http_status,
+    list_value,
+    map_value,
+    number,
+    opt_bytes,
+    text,
+    uint,
+)
 
 PROTOCOL_VERSION = 1
-MAX_CHUNK_BYTES = 64 * 1024
-MAX_INLINE_BODY_BYTES = 256 * 1024
-MAX_FRAME_BYTES = (1 << 20) + (64 << 10)
-MAX_HEADER_BYTES = 128 * 1024
-MAX_HEADERS = 1000
-MAX_NAME = 256
-MAX_TEXT = 64 * 1024
-MAX_URL = 16 * 1024
-MAX_ID = (1 << 53) - 1
-_LENGTH = struct.Struct(">I")
-
-Headers = list[tuple[str, str]]
-
-
-# -- field validators: each returns the (possibly normalised) value or raises ProtocolError ----
-
-
-def _uint(value: Any) -> int:
-    if type(value) is not int or not 0 <= value <= MAX_ID:
-        raise ProtocolError(f"expected an unsigned integer, found {type(value).__name__}")
-    return value
-
-
-def _text(limit: int) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if type(value) is not str or len(value) > limit:
-            raise ProtocolError(f"expected a string of at most {limit} characters")
-        return value
-
-    return check
-
-
-def _opt_bytes(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if type(value) is not bytes or len(value) > MAX_INLINE_BODY_BYTES:
-        raise ProtocolError("expected bytes or nil")
-    return value
-
-
-def _chunk(value: Any) -> bytes:
-    if type(value) is not bytes or len(value) > MAX_CHUNK_BYTES:
-        raise ProtocolError(f"expected a chunk of at most {MAX_CHUNK_BYTES} bytes")
-    return value
-
-
-def _bool(value: Any) -> bool:
-    if type(value) is not bool:
-        raise ProtocolError("expected a boolean")
-    return value
-
-
-def _number(value: Any) -> float:
-    if type(value) not in (int, float):
-        raise ProtocolError("expected a number")
-    return float(value)
-
-
-def _any(value: Any) -> Any:
-    return value
-
-
-def _list(value: Any) -> list[Any]:
-    if type(value) is not list:
-        raise ProtocolError("expected an array")
-    return value
-
-
-def _map(value: Any) -> dict[str, Any]:
-    if type(value) is not dict:
-        raise ProtocolError("expected a map")
-    return value
-
-
-def _headers(value: Any) -> Headers:
-    if type(value) is not list or len(value) > MAX_HEADERS:
-        raise ProtocolError(f"expected at most {MAX_HEADERS} headers")
-    total = 0
-    result: Headers = []
-    for pair in value:
-        if type(pair) is not list or len(pair) != 2:
-            raise ProtocolError("expected [name, value] header pairs")
-        name, item = pair
-        if type(name) is not str or type(item) is not str:
-            raise ProtocolError("header names and values must be strings")
-        total += len(name) + len(item)
-        result.append((name, item))
-    if total > MAX_HEADER_BYTES:
-        raise ProtocolError(f"headers exceed {MAX_HEADER_BYTES} bytes")
-    return result
-
-
-def _status(value: Any) -> int:
-    if type(value) is not int or not 100 <= value <= 599:
-        raise ProtocolError("expected an HTTP status from 100 to 599")
-    return value
+FRAME_LENGTH = struct.Struct(">I")  # every frame's prefix
 
 
 # -- messages ----------------------------------------------------------------------------------
@@ -138,7 +60,7 @@ class Init(NamedTuple):
     """The deployment the isolate runs (supervisor -> isolate, once, after Hello)."""
 
     TAG = 1
-    FIELDS = (_map,)
+    FIELDS = (map_value,)
     spec: dict[str, Any]
 
 
@@ -146,7 +68,7 @@ class Request(NamedTuple):
     """A fetch event. ``body`` inline when small; else ``body_sid`` streams it."""
 
     TAG = 2
-    FIELDS = (_uint, _text(16), _text(MAX_URL), _headers, _opt_bytes, _uint)
+    FIELDS = (uint, text(16), text(MAX_URL), header_pairs, opt_bytes, uint)
     rid: int
     method: str
     url: str
@@ -159,7 +81,7 @@ class Scheduled(NamedTuple):
     """A cron event; ``scheduled_time`` in milliseconds since the epoch."""
 
     TAG = 3
-    FIELDS = (_uint, _text(MAX_NAME), _number)
+    FIELDS = (uint, text(MAX_NAME), number)
     rid: int
     cron: str
     scheduled_time: float
@@ -169,7 +91,7 @@ class Cancel(NamedTuple):
     """Cancel a request's handler (client gone); ``background`` also its waitUntil work."""
 
     TAG = 4
-    FIELDS = (_uint, _bool)
+    FIELDS = (uint, boolean)
     rid: int
     background: bool
 
@@ -178,7 +100,7 @@ class CallResult(NamedTuple):
     """A binding call's value; ``sid`` != 0 means a reply stream follows."""
 
     TAG = 5
-    FIELDS = (_uint, _any, _uint)
+    FIELDS = (uint, any_value, uint)
     cid: int
     value: Any
     sid: int
@@ -188,7 +110,7 @@ class CallError(NamedTuple):
     """A binding call failed; ``kind`` picks the exception class in the isolate."""
 
     TAG = 6
-    FIELDS = (_uint, _text(MAX_NAME), _text(MAX_TEXT), _map)
+    FIELDS = (uint, text(MAX_NAME), text(MAX_TEXT), map_value)
     cid: int
     kind: str
     message: str
@@ -199,7 +121,7 @@ class Hello(NamedTuple):
     """First frame of an isolate, sent before any user code runs: the pid to watch and kill."""
 
     TAG = 20
-    FIELDS = (_uint, _uint)
+    FIELDS = (uint, uint)
     pid: int
     version: int
 
@@ -208,7 +130,7 @@ class Ready(NamedTuple):
     """The main module loaded; ``handlers`` lists the events it handles."""
 
     TAG = 21
-    FIELDS = (_list,)
+    FIELDS = (list_value,)
     handlers: list[Any]
 
 
@@ -216,7 +138,7 @@ class LoadError(NamedTuple):
     """The main module failed to load (syntax error, exception, no handler)."""
 
     TAG = 22
-    FIELDS = (_text(MAX_NAME), _text(MAX_TEXT), _text(MAX_TEXT))
+    FIELDS = (text(MAX_NAME), text(MAX_TEXT), text(MAX_TEXT))
     kind: str
     message: str
     traceback: str
@@ -226,7 +148,7 @@ class Response(NamedTuple):
     """Response head, with the body inline or as stream ``sid``; ``done``: no waitUntil left."""
 
     TAG = 23
-    FIELDS = (_uint, _status, _headers, _opt_bytes, _uint, _bool)
+    FIELDS = (uint, http_status, header_pairs, opt_bytes, uint, boolean)
     rid: int
     status: int
     headers: Headers
@@ -242,7 +164,7 @@ class PipeResponse(NamedTuple):
     """
 
     TAG = 29
-    FIELDS = (_uint, _status, _headers, _uint)
+    FIELDS = (uint, http_status, header_pairs, uint)
     rid: int
     status: int
     headers: Headers
@@ -253,7 +175,7 @@ class RequestError(NamedTuple):
     """The handler failed: ``kind`` is exception, invalid_response, no_handler, cpu, memory."""
 
     TAG = 24
-    FIELDS = (_uint, _text(MAX_NAME), _text(MAX_TEXT), _text(MAX_TEXT))
+    FIELDS = (uint, text(MAX_NAME), text(MAX_TEXT), text(MAX_TEXT))
     rid: int
     kind: str
     message: str
@@ -264,7 +186,7 @@ class Done(NamedTuple):
     """The request and its waitUntil work finished; no more frames about ``rid`` follow."""
 
     TAG = 25
-    FIELDS = (_uint,)
+    FIELDS = (uint,)
     rid: int
 
 
@@ -272,7 +194,7 @@ class Log(NamedTuple):
     """A console line (print, logging, console.log); ``rid`` 0 outside any request."""
 
     TAG = 26
-    FIELDS = (_uint, _text(16), _text(MAX_TEXT))
+    FIELDS = (uint, text(16), text(MAX_TEXT))
     rid: int
     level: str
     message: str
@@ -282,7 +204,7 @@ class Call(NamedTuple):
     """A binding call from the handler of request ``rid``; ``sid`` != 0: an upload follows."""
 
     TAG = 27
-    FIELDS = (_uint, _uint, _text(MAX_NAME), _text(MAX_NAME), _list, _uint)
+    FIELDS = (uint, uint, text(MAX_NAME), text(MAX_NAME), list_value, uint)
     cid: int
     rid: int
     binding: str
@@ -295,7 +217,7 @@ class CancelCall(NamedTuple):
     """The isolate no longer wants a call's result (its task was cancelled)."""
 
     TAG = 28
-    FIELDS = (_uint,)
+    FIELDS = (uint,)
     cid: int
 
 
@@ -303,7 +225,7 @@ class Data(NamedTuple):
     """A chunk of the sender's stream ``sid``."""
 
     TAG = 40
-    FIELDS = (_uint, _chunk)
+    FIELDS = (uint, chunk)
     sid: int
     data: bytes
 
@@ -312,7 +234,7 @@ class End(NamedTuple):
     """The sender's stream ``sid`` ended normally."""
 
     TAG = 41
-    FIELDS = (_uint,)
+    FIELDS = (uint,)
     sid: int
 
 
@@ -320,7 +242,7 @@ class Abort(NamedTuple):
     """The sender's stream ``sid`` ended abnormally."""
 
     TAG = 42
-    FIELDS = (_uint, _text(MAX_TEXT))
+    FIELDS = (uint, text(MAX_TEXT))
     sid: int
     reason: str
 
@@ -329,7 +251,7 @@ class Credit(NamedTuple):
     """The receiver of the peer's stream ``sid`` consumed ``amount`` more bytes."""
 
     TAG = 43
-    FIELDS = (_uint, _uint)
+    FIELDS = (uint, uint)
     sid: int
     amount: int
 
@@ -372,7 +294,7 @@ FROM_ISOLATE: dict[int, MessageType] = {
 def encode(message: Message) -> bytes:
     """One frame: length prefix + msgpack ``[TAG, *fields]`` (messages are named tuples)."""
     payload = msgpack.packb([message.TAG, *message], use_bin_type=True)
-    return _LENGTH.pack(len(payload)) + payload
+    return FRAME_LENGTH.pack(len(payload)) + payload
 
 
 # msgpack's size caps for everything an isolate sends (codec.py's fast path uses the same).
@@ -411,82 +333,3 @@ def decode(payload: bytes, table: dict[int, MessageType]) -> Message:
         return cls(*[check(item) for check, item in zip(cls.FIELDS, fields, strict=True)])
     except ProtocolError as exc:
         raise ProtocolError(f"{cls.__name__}: {exc}") from None
-
-
-class FrameWriter:
-    """Coalesces the frames written during one event-loop iteration into one ``write``.
-
-    Under concurrency this turns many small writes (each a syscall that may wake the peer and
-    hand it the CPU) into one; a lone frame goes out at the end of the current iteration.
-    """
-
-    def __init__(self, max_buffered: int | None = None, on_overflow: Any = None) -> None:
-        self.transport: Any = None
-        self._parts: list[bytes] = []
-        self._scheduled = False
-        self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop costs a getpid)
-        self._max_buffered = max_buffered
-        self._on_overflow = on_overflow
-        # The same bytes as ``encode``, without building a Packer per frame.
-        self._pack = msgpack.Packer(use_bin_type=True).pack
-
-    def send(self, message: Message) -> None:
-        """Queue one frame."""
-        payload = self._pack([message.TAG, *message])
-        self._parts.append(_LENGTH.pack(len(payload)) + payload)
-        if not self._scheduled:
-            self._scheduled = True
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._flush)
-
-    def arm(self) -> None:
-        """Schedule the flush now, before any frame is queued: it then runs after the callbacks
-        (tasks' steps) already scheduled, in the same loop iteration as they, not the next."""
-        if not self._scheduled:
-            self._scheduled = True
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._scheduled = False
-        parts, self._parts = self._parts, []
-        transport = self.transport
-        if parts and transport is not None and not transport.is_closing():
-            transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
-            limit = self._max_buffered
-            if limit is not None and transport.get_write_buffer_size() > limit:
-                self._on_overflow()  # the peer stopped reading
-
-
-class FrameDecoder:
-    """Splits a byte stream into frame payloads, refusing oversized frames before buffering."""
-
-    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
-        self._buffer = bytearray()
-        self._max = max_frame
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; return every complete payload."""
-        self._buffer += data
-        frames: list[bytes] = []
-        buffer = self._buffer
-        offset = 0
-        while len(buffer) - offset >= 4:
-            (length,) = _LENGTH.unpack_from(buffer, offset)
-            if length > self._max:
-                raise ProtocolError(f"frame of {length} bytes exceeds the {self._max}-byte limit")
-            end = offset + 4 + length
-            if len(buffer) < end:
-                break
-            frames.append(bytes(buffer[offset + 4 : end]))
-            offset = end
-        if offset:
-            del buffer[:offset]
-        return frames
-
-    @property
-    def buffered(self) -> int:
-        """Bytes held for an incomplete frame."""
-        return len(self._buffer)

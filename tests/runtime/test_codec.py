@@ -10,13 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.errors import ProtocolError
+from ember.runtime import fields as F
 from ember.runtime import protocol as P
 from ember.runtime.codec import CHECKS, FastDecoder
+from ember.runtime.frames import FrameWriter
 
 from .test_protocol import SAMPLES
 
 # Values around every bound the validators check, plus wrong types.
-EDGE_INTS = [-1, 0, 1, 99, 100, 599, 600, P.MAX_ID, P.MAX_ID + 1, 2**64 - 1]
+EDGE_INTS = [-1, 0, 1, 99, 100, 599, 600, F.MAX_ID, F.MAX_ID + 1, 2**64 - 1]
 EDGE_VALUES = st.one_of(
     st.sampled_from(EDGE_INTS),
     st.integers(-(2**63), 2**64 - 1),
@@ -39,16 +41,16 @@ EDGE_FIXED: list[object] = [
     "",
     "x" * 16,
     "x" * 17,
-    "x" * (P.MAX_TEXT + 1),
-    "x" * (P.MAX_URL + 1),
+    "x" * (F.MAX_TEXT + 1),
+    "x" * (F.MAX_URL + 1),
     b"",
-    b"x" * (P.MAX_CHUNK_BYTES + 1),
-    b"x" * (P.MAX_INLINE_BODY_BYTES + 1),
+    b"x" * (F.MAX_CHUNK_BYTES + 1),
+    b"x" * (F.MAX_INLINE_BODY_BYTES + 1),
     [],
     [["a", "b"]],
     [["a"]],
     [["a", 1]],
-    [("a", "b")] * (P.MAX_HEADERS + 1),
+    [("a", "b")] * (F.MAX_HEADERS + 1),
     {"a": 1},
 ]
 
@@ -122,7 +124,7 @@ def test_one_mutated_field_decodes_alike(message: P.Message, index: int, value: 
 )
 def test_random_headers_decode_alike(headers: list[object], big: int) -> None:
     if big:  # past the total-size bound
-        headers = [*headers, ("h" * 10, "v" * (P.MAX_HEADER_BYTES // big))]
+        headers = [*headers, ("h" * 10, "v" * (F.MAX_HEADER_BYTES // big))]
     _same(_frame([P.Response.TAG, 1, 200, headers, None, 0, True]))
     _same(_frame([P.Request.TAG, 1, "GET", "http://x/", headers, b"", 0]))
 
@@ -134,7 +136,7 @@ def test_random_bytes_decode_alike(data: bytes) -> None:
 
 
 def test_oversized_fields_fall_back_to_the_reference_error() -> None:
-    payload = _frame([P.Data.TAG, 1, b"x" * (P.MAX_CHUNK_BYTES + 1)])
+    payload = _frame([P.Data.TAG, 1, b"x" * (F.MAX_CHUNK_BYTES + 1)])
     with pytest.raises(ProtocolError, match="chunk"):
         FastDecoder(P.FROM_ISOLATE).decode(payload)
 
@@ -159,7 +161,7 @@ def test_frame_writer_sends_the_reference_bytes(messages: list[P.Message], blob:
     messages = [P.Data(m.sid, blob) if isinstance(m, P.Data) else m for m in messages]
 
     async def write() -> list[bytes]:
-        writer = P.FrameWriter()
+        writer = FrameWriter()
         writer.transport = transport = _Transport()
         with pytest.raises(TypeError):  # an unpackable value must leave nothing in the packer
             writer.send(P.CallResult(1, object(), 0))
@@ -176,7 +178,7 @@ def test_an_armed_writer_flushes_after_the_callbacks_scheduled_before_it() -> No
 
     async def write() -> tuple[list[bytes], list[bytes], list[bytes]]:
         loop = asyncio.get_running_loop()
-        writer = P.FrameWriter()
+        writer = FrameWriter()
         writer.transport = transport = _Transport()
         writer.arm()  # nothing queued: nothing to write
         await asyncio.sleep(0)

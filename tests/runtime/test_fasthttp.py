@@ -25,8 +25,8 @@ import pytest
 
 from ember.bindings.registry import BindingRegistry
 from ember.runtime import events as E
-from ember.runtime import fasthttp
 from ember.runtime.devserver import DevOptions, DevServer
+from ember.runtime.fastrequest import FastRequest
 from ember.runtime.isolate.events import INLINE_RESPONSE_BYTES
 from ember.runtime.router import INLINE_BODY_BYTES
 from ember.runtime.supervisor import Supervisor
@@ -124,14 +124,14 @@ class _Servers:
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_Servers, list[int]]]:
     root = write_project(tmp_path_factory.mktemp("fasthttp") / "fasthttp", WORKER)
     counted: list[int] = []
-    on_head = fasthttp._FastRequest.on_head
+    on_head = FastRequest.on_head
 
     def counting(self: Any, head: Any) -> None:
         counted.append(1)
         on_head(self, head)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fasthttp._FastRequest, "on_head", counting)
+        patch.setattr(FastRequest, "on_head", counting)
         both = _Servers(root, tmp_path_factory.mktemp("fasthttp-state"))
         try:
             yield both, counted

@@ -272,7 +272,7 @@ def test_requests_leave_no_reference_cycles(servers: tuple[_Servers, list[int]])
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
-    names = ("FastHttpProtocol", "_FastRequest", "ChunkedBody", "InFlight", "ResponseStream")
+    names = ("FastHttpProtocol", "FastRequest", "ChunkedBody", "InFlight", "ResponseStream")
     assert {name: found[name] for name in names if found[name]} == {}
 
 

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from ember.errors import ProtocolError
+from ember.runtime import fields as F
 from ember.runtime import protocol as P
 from ember.runtime.mux import WINDOW, Mux, StreamAborted
 
@@ -57,8 +58,8 @@ def test_writer_waits_for_credit_and_data_arrives_intact() -> None:
 def test_data_past_the_window_is_a_violation() -> None:
     receiver = Mux(lambda message: None)
     receiver.expect_in(1)
-    for _ in range(WINDOW // P.MAX_CHUNK_BYTES):
-        receiver.on_frame(P.Data(1, b"x" * P.MAX_CHUNK_BYTES))
+    for _ in range(WINDOW // F.MAX_CHUNK_BYTES):
+        receiver.on_frame(P.Data(1, b"x" * F.MAX_CHUNK_BYTES))
     with pytest.raises(ProtocolError, match="credit window"):
         receiver.on_frame(P.Data(1, b"x"))
 

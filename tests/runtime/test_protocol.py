@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.errors import ProtocolError
+from ember.runtime import fields as F
 from ember.runtime import protocol as P
+from ember.runtime.frames import FrameDecoder
 
 SAMPLES: list[P.Message] = [
     P.Init({"main": "worker.py", "vars": {"A": "b"}}),
@@ -40,7 +42,7 @@ SAMPLES: list[P.Message] = [
 @pytest.mark.parametrize("message", SAMPLES, ids=lambda m: type(m).__name__)
 def test_every_message_round_trips(message: P.Message) -> None:
     table = P.TO_ISOLATE if message.TAG in P.TO_ISOLATE else P.FROM_ISOLATE
-    (payload,) = P.FrameDecoder().feed(P.encode(message))
+    (payload,) = FrameDecoder().feed(P.encode(message))
     assert P.decode(payload, table) == message
 
 
@@ -48,7 +50,7 @@ def test_every_message_round_trips(message: P.Message) -> None:
 @given(st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=40))
 def test_split_reads_give_the_same_frames(cuts: list[int]) -> None:
     stream = b"".join(P.encode(m) for m in SAMPLES)
-    decoder = P.FrameDecoder()
+    decoder = FrameDecoder()
     frames: list[bytes] = []
     position = 0
     for cut in cuts * (len(stream) // sum(cuts) + 1):
@@ -60,9 +62,9 @@ def test_split_reads_give_the_same_frames(cuts: list[int]) -> None:
 
 
 def test_oversized_frame_is_refused_before_buffering() -> None:
-    decoder = P.FrameDecoder()
+    decoder = FrameDecoder()
     with pytest.raises(ProtocolError, match="exceeds"):
-        decoder.feed(struct.pack(">I", P.MAX_FRAME_BYTES + 1) + b"x")
+        decoder.feed(struct.pack(">I", F.MAX_FRAME_BYTES + 1) + b"x")
 
 
 @pytest.mark.parametrize(
@@ -72,8 +74,8 @@ def test_oversized_frame_is_refused_before_buffering() -> None:
         ([23, 1, 99, [], None, 0, True], "HTTP status"),
         ([23, -1, 200, [], None, 0, True], "unsigned"),
         ([23, 1, 200, [["a"]], None, 0, True], "header pairs"),
-        ([26, 1, "log", "x" * (P.MAX_TEXT + 1)], "at most"),
-        ([40, 1, b"x" * (P.MAX_CHUNK_BYTES + 1)], "chunk"),
+        ([26, 1, "log", "x" * (F.MAX_TEXT + 1)], "at most"),
+        ([40, 1, b"x" * (F.MAX_CHUNK_BYTES + 1)], "chunk"),
         ([1, {}], "unknown or misdirected"),  # Init may only come from the supervisor
         ([99], "unknown"),
         ({"tag": 20}, "not a [tag"),
@@ -89,7 +91,7 @@ def test_invalid_isolate_frames_name_the_problem(value: object, reason: str) -> 
 @given(st.binary(max_size=300))
 def test_random_bytes_only_ever_raise_protocol_error(data: bytes) -> None:
     try:
-        for payload in P.FrameDecoder(max_frame=4096).feed(data):
+        for payload in FrameDecoder(max_frame=4096).feed(data):
             P.decode(payload, P.FROM_ISOLATE)
     except ProtocolError:
         pass

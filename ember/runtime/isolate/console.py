@@ -11,8 +11,9 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+from ember.runtime.fields import MAX_TEXT
 from ember.runtime.isolate.scope import CURRENT
-from ember.runtime.protocol import MAX_TEXT, Log, Message
+from ember.runtime.protocol import Log, Message
 
 _CUT = MAX_TEXT - 64
 

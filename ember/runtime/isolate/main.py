@@ -27,6 +27,7 @@ from ember.bindings.env import Env
 from ember.errors import HandlerError, ProtocolError
 from ember.runtime import loop as event_loop
 from ember.runtime.codec import FastDecoder
+from ember.runtime.frames import FrameDecoder, FrameWriter
 from ember.runtime.isolate import handlers, loader
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import Console, ConsoleStream
@@ -44,8 +45,6 @@ from ember.runtime.protocol import (
     Credit,
     Data,
     End,
-    FrameDecoder,
-    FrameWriter,
     Hello,
     Init,
     LoadError,

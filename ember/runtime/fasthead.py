@@ -1,0 +1,63 @@
+"""Response heads as uvicorn writes them, encoded once per distinct head (``fasthttp.py``).
+
+``encode_head`` produces uvicorn's bytes for a status and the worker's headers, or None for a
+head uvicorn treats specially; ``HeadCache`` keeps the encodings a server's connections reuse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE
+
+# Response headers that change how uvicorn frames the response: left to uvicorn's own writer.
+FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection"})
+
+
+class HeadCache:
+    """Encoded response heads, shared by a server's connections.
+
+    A worker answers most requests with the same few status-and-headers combinations, and
+    encoding and checking each header costs more than the rest of the write.
+    """
+
+    LIMIT = 256  # distinct heads kept; past it, start over (a worker with unique headers)
+
+    def __init__(self) -> None:
+        self._encoded: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
+        self._defaults_of: object = None
+        self._defaults = b""
+
+    def get(self, key: tuple[int, tuple[tuple[str, str], ...]]) -> tuple[bytes, bytes] | None:
+        return self._encoded.get(key)
+
+    def put(
+        self, key: tuple[int, tuple[tuple[str, str], ...]], encoded: tuple[bytes, bytes] | None
+    ) -> tuple[bytes, bytes] | None:
+        if len(self._encoded) >= self.LIMIT:
+            self._encoded.clear()
+        if encoded is not None:
+            self._encoded[key] = encoded
+        return encoded
+
+    def defaults(self, headers: list[tuple[bytes, bytes]]) -> bytes:
+        """uvicorn's default headers (date, server), re-encoded when it replaces the list."""
+        if headers is not self._defaults_of:
+            self._defaults_of = headers
+            self._defaults = b"".join(name + b": " + value + b"\r\n" for name, value in headers)
+        return self._defaults
+
+
+def encode_head(status: int, headers: list[tuple[str, str]]) -> tuple[bytes, bytes] | None:
+    """The status line and the worker's headers as uvicorn writes them; None: leave it to it."""
+    status_line = STATUS_LINE.get(status)
+    if status_line is None:
+        return None
+    content = []
+    for name, value in headers:
+        raw_name = name.encode("latin-1", "replace").lower()
+        raw_value = value.encode("latin-1", "replace")
+        if raw_name in FRAMING or HEADER_RE.search(raw_name) or HEADER_VALUE_RE.search(raw_value):
+            return None
+        content += [raw_name, b": ", raw_value, b"\r\n"]
+    return status_line, b"".join(content)

@@ -1,0 +1,140 @@
+"""An isolate's limits, enforced from outside by polling (the limit half of ``process.py``).
+
+CPU time charged to each request is the isolate's CPU time while that request was in flight
+(exact when requests do not overlap, an upper bound when they do); past the limit the isolate
+gets SIGXCPU, which raises into the running request's code; if the isolate does not report that
+request failed within a grace period it is killed. Memory past the limit kills the isolate at
+once. CPU used while no request is in flight (a thread left burning) past ``idle_cpu_ms`` kills
+an idle isolate. Readings come from ``monitor.py``; the polling pace from ``pace.py``.
+
+``LimitWatch`` is a mixin of ``IsolateProcess`` (not a separate object) so that the per-request
+``cpu()`` reading and the poll timer cost no extra indirection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import TYPE_CHECKING, Any
+
+from ember.runtime import limits as L
+from ember.runtime.lifecycle import State, WorkerLoadError
+from ember.runtime.monitor import CpuClock, process_rss_bytes
+from ember.runtime.pace import PollPace
+
+POLL_INTERVAL_S = 0.01
+IDLE_POLL_INTERVAL_S = 0.25
+INTERRUPT_GRACE_CPU_S = 0.1  # CPU an interrupted isolate may still burn before it is killed
+INTERRUPT_GRACE_WALL_S = 2.0
+
+
+class LimitWatch:
+    """Polls one isolate's CPU and memory against its deployment's limits."""
+
+    # Set by IsolateProcess.__init__ (and its handshake); read and updated here.
+    state: State
+    pid: int
+    limits: L.Limits
+    loop: asyncio.AbstractEventLoop
+    poll_interval: float
+    clock: CpuClock
+    inflight: dict[int, Any]  # rid -> InFlight
+    _pace: PollPace
+    _timer: asyncio.TimerHandle | None
+    _interrupt: tuple[int, float, float] | None
+    _started: float
+    _cpu_base: float
+    _idle_cpu: float
+    _fresh_cpu: float | None
+    _ready: asyncio.Future[None]
+
+    if TYPE_CHECKING:  # defined by IsolateProcess
+
+        def kill(self, error: L.PlatformError, reason: str, fail_ready: bool = True) -> None: ...
+
+    def fit_for_request(self) -> bool:
+        """True if a new request may go here; an idle isolate that burned CPU is killed first."""
+        if self.state is State.READY and not self.inflight:
+            # Each reading of the isolate's CPU clock is a syscall: the request that follows
+            # at once (the supervisor calls fetch right after this) starts from this one.
+            self._fresh_cpu = self.cpu()
+            self._check_idle(self._fresh_cpu)
+        return self.state is State.READY
+
+    def cpu(self) -> float:
+        """The isolate's CPU seconds (0 before Hello or after death)."""
+        return self.clock.read()
+
+    def _schedule_poll(self, delay: float | None = None) -> None:
+        if self.state is not State.DEAD:
+            self._timer = self.loop.call_later(delay or self.poll_interval, self._poll)
+
+    def _poll(self) -> None:
+        self._timer = None
+        try:
+            self._check_limits()
+        finally:
+            # An idle isolate only needs its idle-CPU check: poll it slowly, so a platform with
+            # many idle deployments does not wake up 100 times a second for each of them; a
+            # busy one that only waits (on a model) is polled less often too (pace.py).
+            busy = self.state is State.STARTING or self.inflight
+            self._schedule_poll(self._pace.after(self.cpu()) if busy else IDLE_POLL_INTERVAL_S)
+
+    def _check_limits(self) -> None:
+        if self.state is State.DEAD or not self.pid:
+            return
+        now = time.monotonic()
+        cpu = self.cpu()
+        if self.state is State.STARTING:
+            if cpu - self._cpu_base > self.limits.startup_cpu_ms / 1000:
+                self._ready_fail(L.STARTUP_CPU_EXCEEDED)
+            elif now - self._started > self.limits.startup_wall_ms / 1000:
+                self._ready_fail(L.STARTUP_WALL_EXCEEDED)
+            return
+        if not self.inflight:
+            self._check_idle(cpu)
+            return
+        try:
+            rss = process_rss_bytes(self.pid) if self._pace.memory_due(cpu) else 0
+        except OSError:
+            rss = 0
+        if rss > self.limits.memory_bytes:
+            self.kill(L.MEMORY_EXCEEDED, f"resident memory {rss >> 20} MiB over the limit")
+            return
+        self._check_cpu(cpu, now)
+        for request in list(self.inflight.values()):
+            request.check_deadline(now)
+
+    def _check_cpu(self, cpu: float, now: float) -> None:
+        limit = self.limits.cpu_ms / 1000
+        if self._interrupt is not None:
+            rid, cpu_at, wall_at = self._interrupt
+            if rid not in self.inflight:
+                self._interrupt = None
+            elif cpu - cpu_at > INTERRUPT_GRACE_CPU_S or now - wall_at > INTERRUPT_GRACE_WALL_S:
+                self.kill(L.CPU_EXCEEDED, "did not stop at the CPU limit")
+            return
+        for request in self.inflight.values():
+            if cpu - request.cpu_start > limit:
+                self._interrupt = (request.rid, cpu, now)
+                self._signal(signal.SIGXCPU)
+                return
+
+    def _check_idle(self, cpu: float) -> None:
+        if self.state is State.READY and cpu - self._idle_cpu > self.limits.idle_cpu_ms / 1000:
+            used = (cpu - self._idle_cpu) * 1000
+            self.kill(L.UNAVAILABLE, f"used {used:.0f} ms of CPU with no request in flight")
+
+    def _ready_fail(self, error: L.PlatformError) -> None:
+        if not self._ready.done():
+            self._ready.set_exception(WorkerLoadError(error, error.message))
+        self.kill(error, error.message, fail_ready=False)
+
+    def _signal(self, sig: int) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
