@@ -94,7 +94,9 @@ def _wait_http(url: str, timeout: float = 180) -> None:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+    # The checkout first, then what the caller had (a GPU machine's carried wheels).
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
 
 
 def bench_project(work: Path, replica_port: int) -> Path:
@@ -130,7 +132,7 @@ def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
     server_port, dev_port = free_port(), free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "ember", "models", "serve", str(ckpt), "--port", str(server_port)]
-        + ["--served-model-name", MODEL, *SERVER_ARGS, "--max-running-requests", "128"],
+        + ["--served-model-name", MODEL, *args.server_args, "--max-running-requests", "128"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=_env(),
@@ -270,11 +272,11 @@ async def _pool_phase(pool, body: dict, concurrency: int, per_worker: int) -> Ph
     return phase
 
 
-def _pool(ckpt: Path, replicas: int, **settings: float):  # noqa: ANN202
+def _pool(ckpt: Path, replicas: int, server_args: list[str], **settings: float):  # noqa: ANN202
     from ember.models.pool.config import parse_pool_config
     from ember.models.pool.pool import ModelPool
 
-    models = {MODEL: {"checkpoint": str(ckpt), "replicas": replicas, "args": SERVER_ARGS}}
+    models = {MODEL: {"checkpoint": str(ckpt), "replicas": replicas, "args": server_args}}
     return ModelPool(parse_pool_config(models, settings or None), progress=lambda line: None)
 
 
@@ -287,7 +289,7 @@ def scaling(ckpt: Path, args: argparse.Namespace) -> list[dict]:
     rows = []
 
     async def measure(replicas: int) -> None:
-        pool = _pool(ckpt, replicas)
+        pool = _pool(ckpt, replicas, args.server_args)
         try:
             assert await pool.wait_ready(MODEL, 300)
             while not all(r.state.value == "ready" for r in pool.group(MODEL).replicas):
@@ -314,7 +316,7 @@ def recovery(ckpt: Path, args: argparse.Namespace) -> list[dict]:
     async def main() -> list[dict]:
         from ember.models.pool.pool import RequestOptions
 
-        pool = _pool(ckpt, 2, health_interval_s=0.25, restart_backoff_s=0.25)
+        pool = _pool(ckpt, 2, args.server_args, health_interval_s=0.25, restart_backoff_s=0.25)
         results = []
         try:
             assert await pool.wait_ready(MODEL, 300)
@@ -443,6 +445,11 @@ def main() -> None:
     )
     parser.add_argument("--sections", default="overhead,scaling,recovery")
     parser.add_argument(
+        "--server-device",
+        default="cpu",
+        help="the model servers' --device (cuda:N on a GPU machine; the issue's figures: cpu)",
+    )
+    parser.add_argument(
         "--stagger",
         action="store_true",
         help="first requests of different lengths, so follow-ups start one by one (steady TTFT)",
@@ -454,6 +461,7 @@ def main() -> None:
         plot(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
         return
     sections = set(args.sections.split(","))
+    args.server_args = [*SERVER_ARGS, "--device", args.server_device]
     data: dict = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "machine": {
@@ -467,7 +475,7 @@ def main() -> None:
             "requests_per_phase": args.requests or "max(16, 2 x streams)",
             "stagger": args.stagger,
             "concurrency": args.concurrency,
-            "server_args": SERVER_ARGS,
+            "server_args": args.server_args,
         },
         "load_average": {},
     }

@@ -212,7 +212,8 @@ def measure_generate(
 
 
 def load_hf(model: Any, dtype: str) -> Any:
-    """The same weights as an HF transformers model (through a saved checkpoint)."""
+    """The same weights as an HF transformers model (through a saved checkpoint), on the
+    model's device."""
     import transformers  # test extra; only this mode needs it
 
     with tempfile.TemporaryDirectory() as directory:
@@ -220,15 +221,17 @@ def load_hf(model: Any, dtype: str) -> Any:
         hf = transformers.AutoModelForCausalLM.from_pretrained(
             directory, dtype=DTYPE_NAMES[dtype]
         ).eval()
+    hf = hf.to(_device_of(model))
     with torch.inference_mode():
-        hf.generate(torch.tensor(_prompts(1, seed=1)), max_new_tokens=2, pad_token_id=0)  # warm
+        warm = torch.tensor(_prompts(1, seed=1), device=_device_of(model))
+        hf.generate(warm, max_new_tokens=2, pad_token_id=0)
     return hf
 
 
 def measure_hf(hf: Any, batch: int, new: int, requests: int | None = None) -> tuple[float, float]:
     """Output tokens per wall and per CPU second of HF ``generate()`` (greedy): one static
     batch of ``batch`` prompts, or (``requests``) that many prompts one ``generate`` each."""
-    prompts = torch.tensor(_prompts(batch, seed=1))
+    prompts = torch.tensor(_prompts(batch, seed=1), device=_device_of(hf))
     kwargs = dict(do_sample=False, min_new_tokens=new, max_new_tokens=new, pad_token_id=0)
     with torch.inference_mode():
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -269,13 +272,18 @@ def compare_hf(args: argparse.Namespace, model: Any, config: Any, arch: str) -> 
     return entry
 
 
-def _build(arch: str, dtype: torch.dtype) -> tuple[Any, Any]:
-    """A random-init model of ``arch`` (the architectures package, imported here on purpose)."""
+def _build(arch: str, dtype: torch.dtype, device: str = "cpu") -> tuple[Any, Any]:
+    """A random-init model of ``arch`` (the architectures package, imported here on purpose),
+    built on the CPU (the same weights for a seed on every device) and moved to ``device``."""
     from ember.models.arch import build_model
     from ember.models.config_parse import parse_config
 
     config = parse_config(ARCHS[arch], source=f"bench:{arch}")
-    return build_model(config, dtype=dtype).eval(), config
+    return build_model(config, dtype=dtype).eval().to(device), config
+
+
+def _device_of(model: Any) -> torch.device:
+    return next(model.parameters()).device
 
 
 def _save_checkpoint(model: Any, directory: str) -> None:
@@ -300,6 +308,11 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu or cuda[:N]: where the models and the KV pools live (integrity needs cpu)",
+    )
     parser.add_argument("--hf", action="store_true", help="also compare with HF transformers")
     parser.add_argument("--hf-batch", type=int, default=64)
     parser.add_argument("--hf-new-tokens", type=int, default=128)
@@ -328,7 +341,7 @@ def main() -> None:
     load_at_start = list(os.getloadavg())
     models = {}
     for arch in args.arch:
-        models[arch] = _build(arch, DTYPE_NAMES[args.dtype])
+        models[arch] = _build(arch, DTYPE_NAMES[args.dtype], args.device)
     grid = [
         (arch, kv, integrity, batch)
         for arch in args.arch
@@ -407,6 +420,9 @@ def main() -> None:
                     result["fp8_over_bf16_cpu"] = (
                         result["fp8_e4m3_tokens_per_cpu_s"] / result["bf16_tokens_per_cpu_s"]
                     )
+                    result["fp8_over_bf16_wall"] = (
+                        result["fp8_e4m3_tokens_per_s"] / result["bf16_tokens_per_s"]
+                    )
                 rounds.append(result)
             entry.update({key: statistics.median(r[key] for r in rounds) for key in rounds[0]})
             entry["rounds"] = rounds
@@ -418,6 +434,8 @@ def main() -> None:
             "processor": platform.processor() or platform.machine(),
             "threads": args.threads,
             "torch": torch.__version__,
+            "device": args.device,
+            "gpu": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else None,
             # 1/5/15-minute load averages (other jobs on the shared machine), start and end.
             "load_average_start": load_at_start,
             "load_average_end": list(os.getloadavg()),

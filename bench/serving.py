@@ -73,6 +73,7 @@ class Plan:
     page_size: int
     stream: bool
     hf_naive_requests: int
+    device: str = "cpu"  # the ember servers' --device (HF baselines run on the CPU)
 
 
 def free_port() -> int:
@@ -169,7 +170,9 @@ def kv_budget(directory: Path, plan: Plan) -> dict:
 def start_server(
     kind: str, directory: Path, port: int, plan: Plan, budget: int
 ) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(plan.threads))
+    # The checkout first, then what the caller had (a GPU machine's carried wheels).
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS=str(plan.threads))
     if kind in HF_SERVERS:
         command = [
             sys.executable,
@@ -192,7 +195,8 @@ def start_server(
             "--kv-cache-bytes", str(budget), "--page-size", str(plan.page_size),
             "--max-running-requests", str(max(plan.concurrency)),
             "--chunked-prefill-size", str(max(1024, max(plan.concurrency))),
-            "--torch-threads", str(plan.threads), *EMBER_SERVERS[kind],
+            "--torch-threads", str(plan.threads), "--device", plan.device,
+            *EMBER_SERVERS[kind],
         ]  # fmt: skip
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=log)
@@ -421,6 +425,9 @@ def main() -> None:
         help="servers that run in the first round only (the slow ones a goal clears by far)",
     )
     parser.add_argument("--no-stream", action="store_true")
+    parser.add_argument(
+        "--device", default="cpu", help="the ember servers' --device (cuda:N on a GPU machine)"
+    )
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serving.json"))
     parser.add_argument(
         "--append",
@@ -451,6 +458,7 @@ def main() -> None:
         page_size=args.page_size,
         stream=not args.no_stream,
         hf_naive_requests=args.hf_naive_requests,
+        device=args.device,
     )
     scratch = Path(tempfile.mkdtemp(prefix="ember-bench-"))
     report: dict = {

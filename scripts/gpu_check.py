@@ -148,13 +148,20 @@ async def check_replica(name: str, serving: dict, lines: list[str]) -> dict:
                             tokens = event["usage"]["completion_tokens"]
                 timings.append(RequestTiming(first, time.perf_counter() - began, tokens))
 
+            slots = asyncio.Semaphore(concurrency)  # at most ``concurrency`` streams at once
+
+            async def limited(slots: asyncio.Semaphore = slots) -> None:
+                async with slots:
+                    await one()
+
             wall = time.perf_counter()
-            await asyncio.gather(*(one() for _ in range(max(concurrency, 8))))
+            await asyncio.gather(*(limited() for _ in range(max(concurrency, 8))))
             wall = time.perf_counter() - wall
             ttfts = sorted(t.ttft for t in timings)
             result["throughput"].append(
                 {
                     "concurrency": concurrency,
+                    "requests": len(timings),
                     "tokens_per_s": round(sum(t.tokens for t in timings) / wall, 1),
                     "ttft_p50_ms": round(percentile(ttfts, 0.5) * 1000, 2),
                 }

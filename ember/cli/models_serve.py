@@ -87,10 +87,10 @@ def _bytes(value: str | None) -> int | None:
 @click.option("--context-length", default=None, type=int, help="Cap on prompt + output tokens.")
 @click.option(
     "--integrity",
-    default="sampled",
+    default="auto",
     show_default=True,
-    type=click.Choice(["off", "sampled", "full"]),
-    help="KV-cache integrity checks during decode.",
+    type=click.Choice(["auto", "off", "sampled", "full"]),
+    help="KV-cache integrity checks during decode (auto: sampled on CPU, off on CUDA).",
 )
 @click.option("--disable-radix-cache", is_flag=True, help="Turn the prefix cache off.")
 @click.option("--served-model-name", default=None, help="Model name in the API (default: MODEL).")

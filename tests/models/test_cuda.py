@@ -40,3 +40,92 @@ def test_cuda_reference_and_cached_forward_match_cpu(arch: str, dtype: torch.dty
     decode = [cuda(ids[0, n : n + 1].cuda(), cache.begin(["a"], [1])) for n in range(7, 10)]
     cached = torch.cat([prefill, *decode]).cpu()
     assert tiny.relative_error(cached, expected[0]) < tolerance
+
+
+def _reference_greedy(model, prompt: list[int], max_tokens: int) -> list[int]:
+    tokens = list(prompt)
+    for _ in range(max_tokens):
+        logits = model.reference_forward(torch.tensor([tokens], device="cuda"))[0, -1]
+        tokens.append(int(logits.argmax()))
+    return tokens[len(prompt) :]
+
+
+@pytest.mark.parametrize("arch", sorted(tiny.ALL))
+@torch.no_grad()
+def test_the_engine_on_cuda_matches_the_reference_greedy_loop(arch: str) -> None:
+    """The paged engine with its pool on the GPU (float32): batched greedy decoding with chunked
+    prefill and preemption gives the tokens of a full-recompute loop over ``reference_forward``."""
+    import random
+
+    from ember.models.engine.config import EngineConfig
+    from ember.models.engine.llm_engine import LLMEngine
+    from ember.models.engine.sequence import StopCriteria
+    from ember.models.kv.spec import kv_layout_for
+
+    model = build_model(parse_config(tiny.ALL[arch]()))
+    tiny.randomize_(model, 17)
+    model = model.eval().to("cuda")
+    rng = random.Random(3)
+    vocab = model.config.vocab_size
+    prompts = [[rng.randrange(vocab) for _ in range(rng.randint(6, 20))] for _ in range(5)]
+    config = EngineConfig(
+        max_total_tokens=40,
+        page_size=4,
+        max_num_seqs=4,
+        max_num_batched_tokens=12,
+        integrity="off",
+        init_new_token_ratio=0.0,
+        min_new_token_ratio=0.0,
+    )
+    engine = LLMEngine(model, kv_layout_for(model.config), config, model_dtype="float32")
+    assert {c.device.type for c in engine.pool.caches} == {"cuda"}
+    got = engine.generate(prompts, StopCriteria(max_tokens=5, ignore_eos=True))
+    assert got == [_reference_greedy(model, p, 5) for p in prompts]
+    assert engine.stats.preemptions > 0
+
+
+@pytest.mark.parametrize("kv", ["bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("arch", sorted(tiny.ALL))
+@torch.no_grad()
+def test_the_paged_pool_on_cuda_matches_the_cpu_pool(arch: str, kv: str) -> None:
+    """Same float32 model, same batches, a BF16 or FP8 pool on each device: the logits agree.
+    Only the summation order differs, which can move a stored value by one step of its format
+    (2^-3 relative in FP8): hence the tolerance; wrong tables or masks would be off by ~1."""
+    from ember.models.attention.backend import BatchLayout
+    from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
+    from ember.models.kv.pool import KVPool
+    from ember.models.kv.spec import kv_layout_for
+
+    cpu = build_model(parse_config(tiny.ALL[arch]()))
+    tiny.randomize_(cpu, 23)
+    cpu = cpu.eval()
+    cuda = copy.deepcopy(cpu).to("cuda")
+    spec = kv_layout_for(cpu.config, kv)
+    pools = {d: KVPool(spec, 32, 4, integrity=False, device=d) for d in ("cpu", "cuda")}
+    spaces = {d: Workspace(device=d) for d in ("cpu", "cuda")}
+    tables: dict[str, list[int]] = {}
+    free = list(range(32))
+    lengths = {"a": 0, "b": 0, "c": 0}
+    torch.manual_seed(1)
+    steps = [(["a", "b"], [7, 3]), (["c", "a", "b"], [5, 1, 1]), (["b", "c"], [1, 6])]
+    for members, query in steps:
+        for seq, q in zip(members, query, strict=True):
+            tables.setdefault(seq, [])
+            while len(tables[seq]) * 4 < lengths[seq] + q:
+                tables[seq].append(free.pop())
+        layout = BatchLayout(tuple(query), tuple(lengths[s] for s in members))
+        ids = torch.randint(0, cpu.config.vocab_size, (sum(query),))
+        out = {}
+        for device, model in (("cpu", cpu), ("cuda", cuda)):
+            pool = pools[device]
+            batch = PagedBatch.build(
+                layout, [tables[s] for s in members], 4, pool.padding_page, torch.device(device)
+            )
+            backend = PagedAttentionBackend(pool, batch, spaces[device])
+            out[device] = model(ids.to(device), backend).cpu()
+        scale = float(out["cpu"].abs().max())
+        tolerance = 0.02 if kv == "fp8_e4m3" else 0.005
+        error = float((out["cuda"] - out["cpu"]).abs().max())
+        assert error <= tolerance * scale, (arch, kv, members, error / scale)
+        for seq, q in zip(members, query, strict=True):
+            lengths[seq] += q

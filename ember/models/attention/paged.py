@@ -53,10 +53,14 @@ class Workspace:
     ``stored_digests``, the references).
     """
 
-    def __init__(self, kernels: bool = True) -> None:
+    def __init__(self, kernels: bool = True, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
         self._buffers: dict[tuple[torch.dtype, str], torch.Tensor] = {}
-        self.decode_kernel = paged_decode.load() if kernels else None
-        self.store_kernel = stored_sums.load() if kernels else None
+        # The native kernels read and write host memory: an accelerator's pool takes the torch
+        # paths (the kernels' references), which run there as they are.
+        native = kernels and self.device.type == "cpu"
+        self.decode_kernel = paged_decode.load() if native else None
+        self.store_kernel = stored_sums.load() if native else None
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype, role: str) -> torch.Tensor:
         numel = 1
@@ -65,7 +69,7 @@ class Workspace:
         key = (dtype, role)
         buffer = self._buffers.get(key)
         if buffer is None or buffer.numel() < numel:
-            buffer = torch.empty(max(numel, 1 << 16), dtype=dtype)
+            buffer = torch.empty(max(numel, 1 << 16), dtype=dtype, device=self.device)
             self._buffers[key] = buffer
         return buffer[:numel].view(shape)
 
@@ -152,7 +156,7 @@ class PagedAttentionBackend:
         self._store(v_cache, pool.encode(v, layer, 1))
         q = q * (scale * pool.scales[layer][0])
         v_scale = pool.scales[layer][1]
-        out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype)
+        out = torch.empty(num_tokens, num_heads, v_dim, dtype=q.dtype, device=q.device)
         kernel = self.workspace.decode_kernel
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
@@ -220,7 +224,7 @@ class PagedAttentionBackend:
             queries, target = q[group.rows], out[group.rows]
         else:
             queries = group.select(q)[:, 0]
-            target = torch.empty(group.num_seqs, *out.shape[1:], dtype=out.dtype)
+            target = torch.empty(group.num_seqs, *out.shape[1:], dtype=out.dtype, device=out.device)
         if queries.stride(-1) != 1 or queries.stride(-2) != queries.shape[-1]:
             queries = queries.contiguous()  # the kernel reads each (H, D) row as one block
         caches = [k_cache] if v_cache is None else [k_cache, v_cache]
@@ -263,7 +267,7 @@ class PagedAttentionBackend:
         # Fold the softmax scale and the static FP8 scales into the query:
         # (q * s) . stored == q . (stored * s).
         query = torch.cat((q_latent * (scale * latent_scale), q_rope * (scale * rope_scale)), -1)
-        out = torch.empty(num_tokens, num_heads, rank, dtype=q_latent.dtype)
+        out = torch.empty(num_tokens, num_heads, rank, dtype=q_latent.dtype, device=q_latent.device)
         kernel = self.workspace.decode_kernel
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
@@ -294,7 +298,8 @@ class PagedAttentionBackend:
         picked = group.select(topk)  # (B, Q, K), -1 = unused
         ctx = group.max_context
         picked = torch.where(picked < 0, ctx, picked)
-        allowed = torch.zeros(group.num_seqs, group.max_query, ctx + 1, dtype=torch.bool)
+        shape = (group.num_seqs, group.max_query, ctx + 1)
+        allowed = torch.zeros(shape, dtype=torch.bool, device=topk.device)
         allowed.scatter_(2, picked, True)
         return allowed[..., :ctx]
 
@@ -319,7 +324,7 @@ class PagedAttentionBackend:
             return None  # every context fits: attention is dense
         num_tokens, num_heads, dim = index_q.shape
         query = index_q * pool.scales[layer][2] if pool.scales[layer][2] != 1.0 else index_q
-        out = torch.full((num_tokens, topk), -1, dtype=torch.int64)
+        out = torch.full((num_tokens, topk), -1, dtype=torch.int64, device=index_q.device)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
             keys = self._gather(cache, group, query.dtype)[0]  # (B, L, Di)
@@ -331,7 +336,7 @@ class PagedAttentionBackend:
             count = min(topk, ctx)
             values, picked = torch.topk(total, count, dim=-1)  # (B, Q, count)
             picked = picked.masked_fill(values == float("-inf"), -1)
-            padded = torch.full((b, nq, topk), -1, dtype=torch.int64)
+            padded = torch.full((b, nq, topk), -1, dtype=torch.int64, device=index_q.device)
             padded[..., :count] = picked
             group.scatter(out, padded)
         return out

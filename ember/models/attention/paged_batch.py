@@ -12,7 +12,7 @@ sequence (padded), ``S`` page size, ``L = P * S``, ``T`` flat new tokens.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -152,7 +152,8 @@ class AttentionGroup:
         key = (num_heads, pool_pages, heads_first)
         found = self._head_pages.get(key)
         if found is None:
-            offsets = torch.arange(num_heads, dtype=torch.int64) * pool_pages
+            offsets = torch.arange(num_heads, dtype=torch.int64, device=self.pages.device)
+            offsets *= pool_pages
             pages = self.pages.view(self.num_seqs, 1, self.num_pages)
             if heads_first:
                 found = offsets.view(-1, 1, 1) + pages.view(1, self.num_seqs, self.num_pages)
@@ -161,13 +162,31 @@ class AttentionGroup:
             found = self._head_pages[key] = found.reshape(-1)
         return found
 
+    def to(self, device: torch.device) -> AttentionGroup:
+        """This group's tables on ``device`` (built on the host, moved once per step)."""
+
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(device, non_blocking=True)
+
+        return replace(
+            self,
+            pages=self.pages.to(device, non_blocking=True),
+            token_index=move(self.token_index),
+            valid_rows=move(self.valid_rows),
+            valid=move(self.valid),
+            allowed=self.allowed.to(device, non_blocking=True),
+            seq_lens=self.seq_lens.to(device, non_blocking=True),
+            _bias={},
+            _head_pages={},
+        )
+
     @property
     def max_context(self) -> int:
         return self.num_pages * self.page_size
 
     def slots(self) -> torch.Tensor:
         """``(B, L)`` pool slot of every padded position (for the integrity checks)."""
-        offsets = torch.arange(self.page_size)
+        offsets = torch.arange(self.page_size, device=self.pages.device)
         slots = self.pages.view(self.num_seqs, self.num_pages, 1) * self.page_size + offsets
         return slots.view(self.num_seqs, self.max_context)
 
@@ -176,7 +195,7 @@ class AttentionGroup:
         found = self._bias.get(dtype)
         if found is None:
             shape = (self.num_seqs, self.max_query, 1, self.max_context)
-            found = torch.zeros(shape, dtype=dtype)
+            found = torch.zeros(shape, dtype=dtype, device=self.allowed.device)
             found.masked_fill_(~self.allowed.unsqueeze(2), float("-inf"))
             self._bias[dtype] = found
         return found
@@ -288,7 +307,10 @@ class PagedBatch:
         block_tables: list[list[int]],
         page_size: int,
         padding_page: int,
+        device: torch.device | None = None,
     ) -> PagedBatch:
+        """The step's tables, built on the host; moved to ``device`` (an accelerator's pool)
+        when given and not the CPU."""
         starts: list[int] = []
         slot_list: list[int] = []
         total = 0
@@ -309,6 +331,9 @@ class PagedBatch:
             if members
         ]
         slot_mapping = torch.tensor(slot_list, dtype=torch.int64)
+        if device is not None and device.type != "cpu":
+            slot_mapping = slot_mapping.to(device, non_blocking=True)
+            groups = [group.to(device) for group in groups]
         pages, offsets = slot_mapping // page_size, slot_mapping % page_size
         return cls(layout, slot_mapping, groups, pages, offsets)
 

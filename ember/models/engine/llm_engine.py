@@ -93,8 +93,21 @@ class LLMEngine:
         else:
             assert config.kv_cache_bytes is not None  # EngineConfig guarantees one of the two
             num_pages = kv_capacity(self.kv_spec, config.kv_cache_bytes, config.page_size).num_pages
+        device = model_device(model)
+        if device.type != "cpu" and config.integrity != "off":
+            raise ConfigError(
+                "engine",
+                "integrity",
+                config.integrity,
+                f"off with the model on {device}: the checker stamps and reads the KV pages "
+                "in host memory, so integrity checks run on CPU pools only",
+            )
         self.pool = KVPool(
-            self.kv_spec, num_pages, config.page_size, integrity=config.integrity != "off"
+            self.kv_spec,
+            num_pages,
+            config.page_size,
+            integrity=config.integrity != "off",
+            device=device,
         )
         self.checker: IntegrityChecker | None = None
         if self.pool.sidecar is not None:
@@ -342,6 +355,15 @@ class LLMEngine:
                     raise output.error
                 results[output.request_id].extend(output.new_token_ids)
         return [results[request_id] for request_id in ids]
+
+
+def model_device(model: object) -> torch.device:
+    """Where the model's weights live (the KV pool and every step's tensors go there too)."""
+    parameters = getattr(model, "parameters", None)
+    if parameters is not None:
+        for parameter in parameters():
+            return parameter.device
+    return torch.device("cpu")
 
 
 def _model_dtype(model: object) -> KVCacheDtype:

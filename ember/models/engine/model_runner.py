@@ -90,7 +90,8 @@ class ModelRunner:
         self.pool = pool
         self.checker = checker
         self.sampler = sampler or RequestSampler()
-        self.workspace = Workspace()
+        self.device = pool.device
+        self.workspace = Workspace(device=self.device)
         self.num_steps = 0
         self._ptrs: list[tuple[int, int, int]] | None = None
         self._readers = Readers()  # the checker's view of the last decode step's sequences
@@ -121,7 +122,11 @@ class ModelRunner:
                 token_list.extend(s.seq.token_ids[s.context_len : end])
                 position_list.extend(range(s.context_len, end))
         batch = PagedBatch.build(
-            layout, [s.seq.block_table for s in scheduled], page_size, self.pool.padding_page
+            layout,
+            [s.seq.block_table for s in scheduled],
+            page_size,
+            self.pool.padding_page,
+            self.device,
         )
         if checker is not None:
             started = time.thread_time()
@@ -139,9 +144,16 @@ class ModelRunner:
             indices = None
             if len(sample_rows) != len(token_list):
                 indices = torch.tensor(sample_rows, dtype=torch.int64)
+            if self.device.type != "cpu":
+                input_ids = input_ids.to(self.device, non_blocking=True)
+                indices = None if indices is None else indices.to(self.device, non_blocking=True)
             logits = self.model.forward(input_ids, backend, indices)
             if not sample_rows:
                 logits = None
+            elif self.device.type != "cpu":
+                # Samplers run on the host: per-request seeded generators, penalties and grammar
+                # masks stay where they are tested, and a seed draws the same tokens as on CPU.
+                logits = logits.cpu()
         failures: list[IntegrityFailure] = []
         if checker is not None:
             started = time.thread_time()

@@ -121,7 +121,7 @@ class KVPool:
         """Clear freshly allocated pages so stale bytes never meet a padded gather or a digest."""
         if not pages:
             return
-        index = torch.tensor(pages, dtype=torch.int64)
+        index = torch.tensor(pages, dtype=torch.int64, device=self.device)
         for cache in self.caches:
             cache[:, :, index] = 0
         if self.sidecar is not None:

@@ -29,7 +29,7 @@ KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8", "float32")
 MODEL_DTYPES = ("auto", "bfloat16", "bf16", "float32", "fp32")
 QUANTIZATIONS = ("none", "fp8", "int4")
 QUANT_TARGETS = ("experts", "all")
-INTEGRITY_MODES = ("off", "sampled", "full")
+INTEGRITY_MODES = ("auto", "off", "sampled", "full")
 TOOL_CALL_PARSERS = ("auto", "kimi_k2", "glm45", "glm47")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 
@@ -72,7 +72,8 @@ class ServerSettings:
     chunked_prefill_size: int = 1024
     page_size: int = 16
     context_length: int | None = None
-    integrity: Literal["off", "sampled", "full"] = "sampled"
+    # auto: sampled on CPU; off on CUDA, where the checker (which reads host memory) cannot run.
+    integrity: Literal["auto", "off", "sampled", "full"] = "auto"
     disable_radix_cache: bool = False
     served_model_name: str | None = None
     tool_call_parser: str = "auto"
@@ -154,7 +155,16 @@ class ServerSettings:
             "--integrity",
             self.integrity,
             self.integrity in INTEGRITY_MODES,
-            "off, sampled or full",
+            "auto, off, sampled or full",
+        )
+        if self.integrity == "auto":
+            object.__setattr__(self, "integrity", "off" if self.is_cuda else "sampled")
+        need(
+            "--integrity",
+            self.integrity,
+            self.integrity == "off" or not self.is_cuda,
+            f"off (or auto) with --device {self.device}: the KV integrity checker stamps and "
+            "reads pages in host memory, so it runs on CPU pools only",
         )
         need(
             "--tool-call-parser",

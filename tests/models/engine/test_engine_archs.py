@@ -137,3 +137,18 @@ def test_paged_backend_matches_dense_backend_in_the_real_layers(name: str, kv: s
         assert float((got - want).abs().max()) <= 1e-4 * scale, (name, kv, members)
         for seq, q in zip(members, query, strict=True):
             lengths[seq] += q
+
+
+def test_the_engine_puts_its_pool_where_the_model_is_and_refuses_integrity_off_the_host() -> None:
+    """A model on an accelerator (``meta`` stands in here) gets its KV pool there; the integrity
+    checker, which reads host memory, is refused with the setting named."""
+    from ember.errors import ConfigError
+
+    model, config = _model("glm4", seed=0)
+    model = model.to("meta")
+    settings = dict(max_total_tokens=64, page_size=4, max_num_seqs=2, max_num_batched_tokens=16)
+    engine = LLMEngine(model, kv_layout_for(config), EngineConfig(**settings, integrity="off"))
+    assert {c.device.type for c in engine.pool.caches} == {"meta"}
+    assert engine.runner.workspace.decode_kernel is None  # host kernels stay out
+    with pytest.raises(ConfigError, match="integrity.*CPU pools only"):
+        LLMEngine(model, kv_layout_for(config), EngineConfig(**settings, integrity="sampled"))

@@ -120,6 +120,14 @@ def test_settings_validation_and_byte_sizes() -> None:
     assert ServerSettings("m", kv_cache_bytes=123).kv_budget(1, 1) == 123
 
 
+def test_integrity_defaults_to_sampled_on_cpu_and_off_on_cuda() -> None:
+    assert ServerSettings("m").integrity == "sampled"
+    assert ServerSettings("m", device="cuda:1").integrity == "off"
+    assert ServerSettings("m", integrity="full").integrity == "full"
+    with pytest.raises(ConfigError, match=r"--integrity.*off \(or auto\) with --device cuda"):
+        ServerSettings("m", device="cuda", integrity="sampled")
+
+
 def test_unbuilt_catalog_model_fails_clearly() -> None:
     """Before the shipped checkpoints exist, a catalog id says so (and after, it loads)."""
     from ember.models.catalog import default_catalog
