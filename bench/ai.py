@@ -220,20 +220,24 @@ def _compare(rows: list[dict], concurrencies: list[int]) -> list[dict]:
             added: dict[str, list[float]] = {"": [], "_burst": [], "_steady": []}
             for index in rounds:
                 pair = {r["path"]: r for r in mine if r["round"] == index}
-                if path in pair and "direct" in pair:
+                # A phase whose requests all failed has no rate: it is left out (its errors
+                # are in the phases' rows), rather than ending the run.
+                if path in pair and "direct" in pair and pair["direct"]["tokens_per_s"] > 0:
                     ratios.append(pair[path]["tokens_per_s"] / pair["direct"]["tokens_per_s"])
                     for kind, values in added.items():
                         mine_ttft = pair[path].get(f"ttft{kind}_p50_ms")
                         direct_ttft = pair["direct"].get(f"ttft{kind}_p50_ms")
                         if mine_ttft is not None and direct_ttft is not None:
                             values.append(mine_ttft - direct_ttft)
-            row[f"{path}_throughput_cost_pct"] = round(100 * (1 - _median(ratios)), 2)
+            if ratios:
+                row[f"{path}_throughput_cost_pct"] = round(100 * (1 - _median(ratios)), 2)
             for kind, values in added.items():
                 if values:
                     row[f"{path}_ttft_added{kind}_ms"] = round(_median(values), 3)
             ember = row[f"{path}_ember_cpu_ms_per_1k"]
             server = row[f"{path}_server_cpu_ms_per_1k"]
-            row[f"{path}_cpu_share_pct"] = round(100 * ember / (ember + server), 2)
+            if ember + server > 0:
+                row[f"{path}_cpu_share_pct"] = round(100 * ember / (ember + server), 2)
         out.append(row)
     return out
 
