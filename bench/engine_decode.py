@@ -26,82 +26,19 @@ import os
 import platform
 import random
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from bench.tiny_archs import ARCHS
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.sequence import StopCriteria
 from ember.models.kv.spec import kv_layout_for
 
 PROMPT_LEN = 128
-_COMMON: dict[str, Any] = dict(
-    vocab_size=8192,
-    hidden_size=256,
-    num_hidden_layers=4,
-    first_k_dense_replace=1,
-    intermediate_size=768,
-    moe_intermediate_size=128,
-    n_routed_experts=16,
-    num_experts_per_tok=4,
-    n_shared_experts=1,
-    n_group=1,
-    topk_group=1,
-    norm_topk_prob=True,
-    max_position_embeddings=4096,
-    tie_word_embeddings=False,
-    num_attention_heads=4,
-)
-_MLA: dict[str, Any] = dict(
-    num_key_value_heads=4,
-    q_lora_rank=128,
-    kv_lora_rank=64,
-    qk_nope_head_dim=32,
-    qk_rope_head_dim=16,
-    v_head_dim=32,
-)
-ARCHS: dict[str, dict[str, Any]] = {
-    "kimi": dict(
-        architectures=["DeepseekV3ForCausalLM"],
-        model_type="deepseek_v3",
-        **_COMMON,
-        **_MLA,
-        rope_interleave=True,
-        routed_scaling_factor=2.827,
-        rope_theta=5e4,
-        rms_norm_eps=1e-6,
-    ),
-    "glm4": dict(
-        architectures=["Glm4MoeForCausalLM"],
-        model_type="glm4_moe",
-        **_COMMON,
-        num_key_value_heads=2,
-        head_dim=64,
-        partial_rotary_factor=0.5,
-        use_qk_norm=True,
-        attention_bias=True,
-        routed_scaling_factor=2.5,
-        rope_theta=1e6,
-        rms_norm_eps=1e-5,
-    ),
-    "glmdsa": dict(
-        architectures=["GlmMoeDsaForCausalLM"],
-        model_type="glm_moe_dsa",
-        **_COMMON,
-        **_MLA,
-        index_n_heads=4,
-        index_head_dim=64,
-        index_topk=2048,
-        indexer_types=["full"] * 4,
-        routed_scaling_factor=2.5,
-        rope_theta=1e6,
-        rms_norm_eps=1e-5,
-    ),
-}
 DTYPE_NAMES = {"float32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -211,67 +148,6 @@ def measure_generate(
     return batch * new / wall, batch * new / cpu
 
 
-def load_hf(model: Any, dtype: str) -> Any:
-    """The same weights as an HF transformers model (through a saved checkpoint), on the
-    model's device."""
-    import transformers  # test extra; only this mode needs it
-
-    with tempfile.TemporaryDirectory() as directory:
-        _save_checkpoint(model, directory)
-        hf = transformers.AutoModelForCausalLM.from_pretrained(
-            directory, dtype=DTYPE_NAMES[dtype]
-        ).eval()
-    hf = hf.to(_device_of(model))
-    with torch.inference_mode():
-        warm = torch.tensor(_prompts(1, seed=1), device=_device_of(model))
-        hf.generate(warm, max_new_tokens=2, pad_token_id=0)
-    return hf
-
-
-def measure_hf(hf: Any, batch: int, new: int, requests: int | None = None) -> tuple[float, float]:
-    """Output tokens per wall and per CPU second of HF ``generate()`` (greedy): one static
-    batch of ``batch`` prompts, or (``requests``) that many prompts one ``generate`` each."""
-    prompts = torch.tensor(_prompts(batch, seed=1), device=_device_of(hf))
-    kwargs = dict(do_sample=False, min_new_tokens=new, max_new_tokens=new, pad_token_id=0)
-    with torch.inference_mode():
-        start, cpu_start = time.perf_counter(), time.process_time()
-        if requests is None:
-            hf.generate(prompts, **kwargs)
-        else:
-            for row in range(requests):
-                hf.generate(prompts[row : row + 1], **kwargs)
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    count = batch if requests is None else requests
-    return count * new / wall, count * new / cpu
-
-
-def compare_hf(args: argparse.Namespace, model: Any, config: Any, arch: str) -> dict:
-    """HF static batch and ember serving the same requests, interleaved over ``--repeats``
-    rounds (the shared machine's load drifts over minutes: each round's ratio compares runs a
-    few seconds apart); the naive one-request-at-a-time baseline runs once (it is ~10x slower
-    and far from the goal line). Figures are medians over rounds."""
-    batch, new = args.hf_batch, args.hf_new_tokens
-    hf = load_hf(model, args.dtype)
-    rounds: list[dict[str, float]] = []
-    for _ in range(args.repeats):
-        result: dict[str, float] = {}
-        wall, cpu = measure_hf(hf, batch, new)
-        result.update(hf_static_tokens_per_s=wall, hf_static_tokens_per_cpu_s=cpu)
-        for kv in args.kv:
-            wall, cpu = measure_generate(model, config, args.dtype, kv, batch, new)
-            result[f"ember_{kv}_tokens_per_s"] = wall
-            result[f"ember_{kv}_tokens_per_cpu_s"] = cpu
-            result[f"ember_{kv}_over_static_cpu"] = cpu / result["hf_static_tokens_per_cpu_s"]
-        rounds.append(result)
-    entry: dict[str, Any] = {"arch": arch, "batch": batch, "new_tokens": new}
-    entry.update({key: statistics.median(r[key] for r in rounds) for key in rounds[0]})
-    wall, cpu = measure_hf(hf, batch, new, requests=args.hf_naive_requests)
-    entry.update(hf_naive_tokens_per_s=wall, hf_naive_tokens_per_cpu_s=cpu)
-    entry["rounds"] = rounds
-    entry["load_average"] = list(os.getloadavg())
-    return entry
-
-
 def _build(arch: str, dtype: torch.dtype, device: str = "cpu") -> tuple[Any, Any]:
     """A random-init model of ``arch`` (the architectures package, imported here on purpose),
     built on the CPU (the same weights for a seed on every device) and moved to ``device``."""
@@ -284,12 +160,6 @@ def _build(arch: str, dtype: torch.dtype, device: str = "cpu") -> tuple[Any, Any
 
 def _device_of(model: Any) -> torch.device:
     return next(model.parameters()).device
-
-
-def _save_checkpoint(model: Any, directory: str) -> None:
-    from ember.models.loader import save_checkpoint
-
-    save_checkpoint(model, directory)
 
 
 def main() -> None:
@@ -382,6 +252,8 @@ def main() -> None:
         )
     baselines = []
     if args.hf:
+        from bench.engine_hf import compare_hf  # imports this module: loaded on demand
+
         for arch in args.arch:
             baselines.append(compare_hf(args, *models[arch], arch))
             print(json.dumps(baselines[-1]), flush=True)

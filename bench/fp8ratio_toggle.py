@@ -30,7 +30,8 @@ from typing import Any
 
 import torch
 
-from bench.engine_decode import ARCHS, PROMPT_LEN, _build, _engine, _prompts, start_decoding
+from bench.engine_decode import PROMPT_LEN, _build, _engine, _prompts, start_decoding
+from bench.tiny_archs import ARCHS
 from ember.models.engine.sequence import StopCriteria
 from ember.models.kernels import greedy, paged_decode
 from ember.models.kernels.build import load_kernel

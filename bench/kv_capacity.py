@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--out", default="bench/results/kv_capacity.json")
     args = parser.parse_args()
-    from bench.engine_decode import ARCHS  # the tiny configs of cpu-anchors.md
+    from bench.tiny_archs import ARCHS  # the tiny configs of cpu-anchors.md
 
     rows = []
     for name, raw in ARCHS.items():

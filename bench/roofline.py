@@ -35,7 +35,8 @@ from pathlib import Path
 
 import torch
 
-from bench.serving import ARCHS, REPO, checkpoint, load_average
+from bench.serving import ARCHS, REPO, checkpoint
+from bench.serving_probe import load_average
 from ember.models.kv.spec import kv_layout_for
 from ember.models.loader import load_model
 from ember.models.quant import QuantConfig, quantize_model

@@ -33,7 +33,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bench.serving import ARCHS, REPO, checkpoint, load_average, prompts_for
+from bench.serving import ARCHS, REPO, checkpoint, prompts_for
+from bench.serving_probe import load_average
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
 from ember.models.engine.config import EngineConfig

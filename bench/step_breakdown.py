@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from bench.engine_decode import ARCHS, _build, _engine, start_decoding
+from bench.engine_decode import _build, _engine, start_decoding
+from bench.tiny_archs import ARCHS
 from ember.models.attention.paged import PagedAttentionBackend
 from ember.models.engine.model_runner import ModelRunner, PagedBatch
 from ember.models.layers.moe import MoE, TopkRouter

@@ -27,7 +27,8 @@ from typing import Any
 
 import torch
 
-from bench.engine_decode import ARCHS, _build, _engine, start_decoding
+from bench.engine_decode import _build, _engine, start_decoding
+from bench.tiny_archs import ARCHS
 from ember.models.kernels import greedy, paged_decode
 from ember.models.kernels.build import load_kernel
 

@@ -10,18 +10,10 @@ import pytest
 import torch
 
 from bench.roofline import bytes_per_step, measured
-from bench.serving import (
-    Plan,
-    batch_summary,
-    combine,
-    kv_budget,
-    merge_into,
-    parse_metrics,
-    prompts_for,
-    run_server,
-)
+from bench.serving import Plan, combine, kv_budget, merge_into, prompts_for, run_server
 from bench.serving_accuracy import agreement
 from bench.serving_client import RequestResult, RunResult, _percentile, summarize
+from bench.serving_probe import batch_summary, parse_metrics
 from bench.summarize_serving import goal_ratios, goals_table, integrity_costs, medians
 from ember.models.catalog import SHIPPED_CHECKPOINTS
 from ember.models.kv.spec import kv_layout_for
