@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from ember.errors import CheckpointError, ModelNotFound
+from ember.errors import CheckpointError, ConfigError, ModelNotFound
 from ember.models.catalog import default_catalog
 from ember.models.config import DEEPSEEK_V3, ModelConfig
 from ember.models.constrain.tool_grammars import ToolFormat
@@ -30,7 +30,7 @@ from ember.models.kv.spec import kv_capacity, kv_layout_for, parse_kv_dtype
 from ember.models.loader import load_model
 from ember.models.quant import QuantConfig, QuantizationReport, model_weight_bytes, quantize_model
 from ember.models.server.request_sampling import ServerSampler
-from ember.models.server.settings import ServerSettings
+from ember.models.server.settings import FLAGS, ServerSettings
 from ember.models.tokenizer import Tokenizer
 
 Progress = Callable[[str], None]
@@ -111,6 +111,25 @@ def _override(settings: ServerSettings, family_default: ToolFormat) -> ToolForma
     return family_default
 
 
+def _usable_device(name: str) -> torch.device:
+    """``--device`` as a torch device, or a ConfigError saying why this machine cannot use it."""
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(
+                FLAGS,
+                "--device",
+                name,
+                f"cpu: torch {torch.__version__} sees no CUDA device on this machine",
+            )
+        if device.index is not None and device.index >= count:
+            raise ConfigError(
+                FLAGS, "--device", name, f"cuda:0 to cuda:{count - 1} ({count} visible)"
+            )
+    return device
+
+
 def load_served_model(settings: ServerSettings, progress: Progress) -> ServedModel:
     started = time.perf_counter()
     if settings.torch_threads is not None:
@@ -119,7 +138,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
     progress(f"checkpoint {source.directory}")
     dtype_name = "bfloat16" if settings.dtype == "auto" else settings.dtype
     dtype = _DTYPES.get(dtype_name, torch.float32)
-    device = torch.device(settings.device)
+    device = _usable_device(settings.device)
     loaded = load_model(source.directory, dtype=dtype, device=device)
     config = loaded.config
     tool_format = source.tool_format

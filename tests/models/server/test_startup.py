@@ -94,6 +94,17 @@ def test_cli_exits_when_the_model_cannot_load(tmp_path: Path) -> None:
     assert "neither a catalog id nor a checkpoint directory" in err
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_cli_names_a_cuda_device_this_machine_does_not_have(tmp_path: Path) -> None:
+    from tests.models.server.checkpoints import checkpoint_dir
+
+    directory = checkpoint_dir("glm4moe-tiny", tmp_path)
+    process = _serve(str(directory), "--port", str(_free_port()), "--device", "cuda:1")
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "--device: expected cpu: torch" in err and "sees no CUDA device" in err
+
+
 def test_cli_rejects_bad_flags_before_loading() -> None:
     process = _serve("@cf/moonshotai/kimi-k2.5", "--kv-cache-bytes", "lots")
     _, err = process.communicate(timeout=60)
