@@ -11,6 +11,9 @@ The KV budget: ``--kv-cache-bytes`` wins; else ``--mem-fraction-static`` takes S
 (what memory remains after the weights, minus ``(1 - fraction)`` of the total); else a fixed
 default on CPU (a shared box should not hand most of its RAM to one model) and SGLang's
 ``0.88`` on CUDA.
+
+``--integrity auto`` (the default) is ``sampled`` on CPU and ``off`` on CUDA: the checker stamps
+and reads KV pages in host memory, so asking for it with ``--device cuda`` is refused.
 """
 
 from __future__ import annotations
