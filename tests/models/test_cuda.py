@@ -61,6 +61,7 @@ def test_the_engine_on_cuda_matches_the_reference_greedy_loop(arch: str) -> None
     from ember.models.engine.llm_engine import LLMEngine
     from ember.models.engine.sequence import StopCriteria
     from ember.models.kv.spec import kv_layout_for
+    from tests.models.engine.test_engine_archs import PREEMPTING
 
     model = build_model(parse_config(tiny.ALL[arch]()))
     tiny.randomize_(model, 17)
@@ -68,15 +69,7 @@ def test_the_engine_on_cuda_matches_the_reference_greedy_loop(arch: str) -> None
     rng = random.Random(3)
     vocab = model.config.vocab_size
     prompts = [[rng.randrange(vocab) for _ in range(rng.randint(6, 20))] for _ in range(5)]
-    config = EngineConfig(
-        max_total_tokens=40,
-        page_size=4,
-        max_num_seqs=4,
-        max_num_batched_tokens=12,
-        integrity="off",
-        init_new_token_ratio=0.0,
-        min_new_token_ratio=0.0,
-    )
+    config = EngineConfig(**PREEMPTING, integrity="off")
     engine = LLMEngine(model, kv_layout_for(model.config), config, model_dtype="float32")
     assert {c.device.type for c in engine.pool.caches} == {"cuda"}
     got = engine.generate(prompts, StopCriteria(max_tokens=5, ignore_eos=True))

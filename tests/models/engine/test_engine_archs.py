@@ -28,6 +28,19 @@ dense = pytest.importorskip("ember.models.attention.dense")
 tiny = pytest.importorskip("tests.models.tiny")
 
 
+# A pool too small for five prompts of up to 20 tokens plus 5 new ones: chunked prefill, mixed
+# steps and preemption all happen (the CUDA tests reuse it).
+PREEMPTING = dict(
+    max_total_tokens=40,  # 10 pages of 4 for 5 sequences of up to 25 tokens
+    page_size=4,
+    max_num_seqs=4,
+    max_num_batched_tokens=12,
+    # Reserve no growth, so that admission over-commits and the pool runs out: preemption.
+    init_new_token_ratio=0.0,
+    min_new_token_ratio=0.0,
+)
+
+
 def _model(name: str, seed: int):
     config = config_parse.parse_config(tiny.ALL[name](), source=f"tiny:{name}")
     model = arch.build_model(config, dtype=torch.float32).eval()
@@ -51,16 +64,7 @@ def test_engine_matches_reference_forward(name: str) -> None:
     prompts = [
         [rng.randrange(config.vocab_size) for _ in range(rng.randint(6, 20))] for _ in range(5)
     ]
-    engine_config = EngineConfig(
-        max_total_tokens=40,  # 10 pages of 4 for 5 sequences of up to 25 tokens: preemption
-        page_size=4,
-        max_num_seqs=4,
-        max_num_batched_tokens=12,
-        integrity="full",
-        # Reserve no growth, so that admission over-commits and the pool runs out: preemption.
-        init_new_token_ratio=0.0,
-        min_new_token_ratio=0.0,
-    )
+    engine_config = EngineConfig(**PREEMPTING, integrity="full")
     engine = LLMEngine(model, kv_layout_for(config), engine_config, model_dtype="float32")
     got = engine.generate(prompts, StopCriteria(max_tokens=5, ignore_eos=True))
     want = [_reference_greedy(model, prompt, 5) for prompt in prompts]
