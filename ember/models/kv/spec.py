@@ -8,9 +8,11 @@ Capacity follows SGLang's ``ModelRunner.profile_max_num_token``::
     cell_size = bytes cached per token across all layers (for the KV dtype)
     max_total_num_tokens = budget // cell_size, rounded down to whole pages
 
-FP8 scales are static, one float32 per (layer, component): a fixed overhead taken off the budget
-before the division, never per-token bytes (the 656-vs-576 B lesson in serving.md §2.5: SGLang's
-DSA FP8 layout carries per-token group scales and so holds only 1.76x the BF16 tokens, not 2x).
+FP8 scales are static, one float32 per (layer, component). As SGLang keeps ``k_scale`` and
+``v_scale`` with the model's weights (they are loaded before the free memory that becomes the KV
+budget is measured), they are reported but not charged to the KV budget; they are never per-token
+bytes (the 656-vs-576 B lesson in serving.md §2.5: SGLang's DSA FP8 layout carries per-token group
+scales and so holds only 1.76x the BF16 tokens, not 2x).
 One extra page, always zero, backs the padding of batched gathers (SGLang likewise allocates
 ``size + page_size``); it is reported separately and not counted in the budget.
 """
@@ -164,7 +166,7 @@ class KVCapacity:
 
     budget_bytes: int
     cell_size: int  # bytes per token, all layers
-    scale_bytes: int  # fixed, taken off the budget first
+    scale_bytes: int  # static FP8 scales, kept with the weights: outside the budget
     page_size: int
     num_pages: int  # usable pages (the zero padding page is extra)
     padding_page_bytes: int  # the one always-zero page, outside the budget
@@ -175,7 +177,7 @@ class KVCapacity:
 
     @property
     def used_bytes(self) -> int:
-        return self.max_total_num_tokens * self.cell_size + self.scale_bytes
+        return self.max_total_num_tokens * self.cell_size
 
 
 def kv_budget_from_fraction(
@@ -204,12 +206,10 @@ def kv_capacity(spec: KVSpec, budget_bytes: int, page_size: int) -> KVCapacity:
     """Tokens (in whole pages) that ``budget_bytes`` of KV cache holds for ``spec``."""
     if page_size <= 0:
         raise ConfigError("engine", "page_size", page_size, "a positive number of tokens")
-    if budget_bytes <= spec.scale_bytes:
-        raise ConfigError("engine", "kv_cache_bytes", budget_bytes, f"> {spec.scale_bytes}")
-    max_tokens = (budget_bytes - spec.scale_bytes) // spec.cell_size
+    max_tokens = budget_bytes // spec.cell_size
     num_pages = max_tokens // page_size
     if num_pages < 1:
-        need = spec.cell_size * page_size + spec.scale_bytes
+        need = spec.cell_size * page_size
         raise ConfigError("engine", "kv_cache_bytes", budget_bytes, f">= {need} (one page)")
     return KVCapacity(
         budget_bytes=budget_bytes,

@@ -48,6 +48,20 @@ def test_seed_figure_686k_to_1_37m_tokens() -> None:
 
 
 @pytest.mark.parametrize("spec", [KIMI_K2, GLM_45, GLM_52, KIMI_TINY, GLM4_TINY, GLMDSA_TINY])
+def test_fp8_scales_stay_outside_the_budget_as_in_sglang(spec: KVSpec) -> None:
+    """A budget of exactly N BF16 pages holds exactly 2N FP8 pages: SGLang's ``cell_size`` division
+    with no room taken for the static scales, which live with the weights."""
+    page = 16
+    budget = 64 * page * spec.cell_size
+    fp8_spec = spec.with_dtype("fp8_e4m3")
+    fp8 = kv_capacity(fp8_spec, budget, page)
+    assert kv_capacity(spec, budget, page).num_pages == 64
+    assert fp8.num_pages == 128
+    assert fp8.used_bytes == budget
+    assert fp8.scale_bytes == fp8_spec.scale_bytes > 0
+
+
+@pytest.mark.parametrize("spec", [KIMI_K2, GLM_45, GLM_52, KIMI_TINY, GLM4_TINY, GLMDSA_TINY])
 @pytest.mark.parametrize("pages", [100, 1_001, 77_777])
 def test_fp8_holds_about_twice_the_tokens_of_bf16(spec: KVSpec, pages: int) -> None:
     """At budgets from 100 BF16 pages up, odd byte counts included."""
