@@ -23,11 +23,6 @@ OPEN, CLOSE = "\U000f0000", "\U000f0001"
 _MARKERS = re.compile(f"[{OPEN}{CLOSE}]")
 
 
-def _marker(tokenizer: Tokenizer) -> re.Pattern[str]:
-    texts = sorted({tokenizer.decode([i]) for i in tokenizer.special_ids}, key=len, reverse=True)
-    return re.compile("|".join(re.escape(t) for t in texts if t))
-
-
 def _mark(value: Any, pattern: re.Pattern[str]) -> Any:
     if isinstance(value, str):
         clean = _MARKERS.sub("\ufffd", value)
@@ -75,7 +70,7 @@ def encode_chat(
             chat_template_kwargs=chat_template_kwargs,
         )
         return tokenizer.encode(text)
-    pattern = _marker(tokenizer)
+    pattern = tokenizer.control_text_pattern
     text = tokenizer.apply_chat_template(
         [_mark_message(m, pattern) for m in messages],
         tools=_mark(list(tools), pattern) if tools is not None else None,

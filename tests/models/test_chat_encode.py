@@ -41,3 +41,16 @@ def test_assistant_history_is_not_marked() -> None:
         {"role": "user", "content": "again"},
     ]
     assert encode_chat(tok, messages) == encode_chat(tok, messages, sanitize=False)
+
+
+@pytest.mark.parametrize("family", ["kimi", "glm"])
+def test_control_text_pattern_matches_every_special_token_whole(family: str) -> None:
+    """The pattern is built once per tokenizer and finds each special token's full text, the
+    longer of two overlapping ones first."""
+    tok = family_tokenizer(family)
+    assert tok.control_text_pattern is tok.control_text_pattern
+    for token_id in tok.special_ids:
+        text = tok.decode([token_id])
+        if text:
+            match = tok.control_text_pattern.search(f"a {text} b")
+            assert match is not None and match.group(0) == text
