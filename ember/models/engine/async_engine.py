@@ -23,7 +23,9 @@ taken in are at least as many as those it runs (a batch being formed, not one ne
 running batch: that one waits a step, as in any continuous batching), and at most twice as long
 as the last step took (never past ``hold_max_s``): the taking in of a burst of 64 takes 60-90 ms
 here, about two steps; waiting much longer would cost the requests already in more than the late
-ones gain, as when requests trickle in one by one.
+ones gain, as when requests trickle in one by one. When a batch forms from idle, the engine first
+lets the caller's event loop read what has already arrived (``_sync_with_intake``): the first
+request of a burst is usually taken in before the loop has even read the others.
 
 A request whose iterator is closed before it finished (the client disconnected, the task was
 cancelled) is aborted. An error that ends one request (``KVIntegrityError`` after its retries,
@@ -62,6 +64,10 @@ class _Stop:
     pass
 
 
+class _Wake:
+    """Nothing to apply: an announcement ended, so a hold re-checks what it waits for."""
+
+
 # The longest the engine thread holds a step back for requests that are being taken in (and at
 # most HOLD_STEPS times the last step's duration), and how long an announced request is waited
 # for at all (one that never comes, e.g. its client left, stops counting then).
@@ -91,7 +97,7 @@ class AsyncEngine:
         self.hold_steps = hold_steps  # None: only hold_max_s bounds a hold
         self.expect_for_s = expect_for_s
         self._last_step_s = 0.0  # how long the last step with work took
-        self._commands: queue.SimpleQueue[_Add | _Abort | _Stop] = queue.SimpleQueue()
+        self._commands: queue.SimpleQueue[_Add | _Abort | _Wake | _Stop] = queue.SimpleQueue()
         self._streams: dict[str, _Stream] = {}
         self._lock = threading.Lock()  # guards _streams and _failure
         self._failure: BaseException | None = None
@@ -152,13 +158,21 @@ class AsyncEngine:
         """A request with this id is being taken in and will be submitted shortly: the next
         step waits for it (at most two steps' time). Thread-safe; ``generate``
         or ``forget`` ends the wait, and it ends by itself after ``expect_for_s``."""
+        self._expect(request_id)
+
+    def _expect(self, key: str) -> None:
         with self._lock:
-            self._expected[request_id] = time.monotonic() + self.expect_for_s
+            self._expected[key] = time.monotonic() + self.expect_for_s
 
     def forget(self, request_id: str) -> None:
-        """The announced request will not come (it was refused)."""
+        """The announced request will not come (it was refused); a hold waiting for it ends."""
+        self._forget(request_id)
+
+    def _forget(self, key: str) -> None:
         with self._lock:
-            self._expected.pop(request_id, None)
+            announced = self._expected.pop(key, None) is not None
+        if announced:
+            self._commands.put(_Wake())
 
     def abort(self, request_id: str, *, reason: str = "abort") -> None:
         """End a request (``reason`` "abort", or "stop" for a matched stop string); thread-safe,
@@ -175,8 +189,10 @@ class AsyncEngine:
 
     # -- the engine thread ----------------------------------------------------------------------
 
-    def _apply(self, command: _Add | _Abort) -> None:
+    def _apply(self, command: _Add | _Abort | _Wake) -> None:
         engine = self.engine
+        if isinstance(command, _Wake):
+            return
         if isinstance(command, _Abort):
             engine.abort(command.request_id, reason=command.reason)
             return
@@ -193,7 +209,8 @@ class AsyncEngine:
         engine = self.engine
         try:
             while True:
-                block = not engine.has_unfinished()
+                idle = block = not engine.has_unfinished()
+                added: list[str] = []
                 while True:
                     try:
                         command = self._commands.get(block=block)
@@ -203,7 +220,11 @@ class AsyncEngine:
                         self._fail_all(BackendError("the engine was shut down"))
                         return
                     self._apply(command)
+                    if isinstance(command, _Add):
+                        added.append(command.request_id)
                     block = not engine.has_unfinished()
+                if idle and added and engine.has_unfinished():
+                    self._sync_with_intake(added)
                 if self._expected and not self._hold_for_expected():
                     return  # stopped while holding
                 started = time.monotonic()
@@ -215,6 +236,29 @@ class AsyncEngine:
             self._fail_all(BackendError(f"the engine loop failed: {error!r}"))
             if not isinstance(error, Exception):
                 raise
+
+    def _sync_with_intake(self, added: list[str]) -> None:
+        """Before the first step of a batch formed from idle, let each caller's event loop take
+        in what has already arrived.
+
+        The first request of a burst is often submitted while the others' bytes sit unread in
+        their sockets: the loop was busy taking the first one in. Stepping at once would run a
+        prefill for it alone and leave the rest for a whole step later. A barrier is announced
+        like a request and forgotten by the loop two callbacks later, after the tasks that its
+        next poll created have run their first step (the routes announce themselves there,
+        ``expect``); the hold then waits for those as for any announced request. Costs one
+        round trip to the loop when a batch starts from idle (SGLang likewise drains every
+        arrived request before it forms a batch).
+        """
+        with self._lock:
+            loops = {id(s.loop): s.loop for r in added if (s := self._streams.get(r)) is not None}
+        for loop in loops.values():
+            barrier = f"intake-barrier-{id(loop)}-{time.monotonic_ns()}"
+            self._expect(barrier)
+            try:
+                loop.call_soon_threadsafe(loop.call_soon, self._forget, barrier)
+            except RuntimeError:  # that loop is closed: nothing to take in
+                self._forget(barrier)
 
     def _waiting_for(self, now: float) -> float | None:
         """When the last announced request still expected stops counting; None when there is
@@ -237,11 +281,25 @@ class AsyncEngine:
             now = time.monotonic()
             until = self._waiting_for(now)
             if until is None or now >= deadline:
-                return True
+                # A request stops being expected when its command is queued, not applied: the
+                # ones submitted since the last wake-up are in the queue, and belong in this step.
+                return self._apply_queued()
             try:
                 command = self._commands.get(timeout=min(until, deadline) - now)
             except queue.Empty:
                 continue
+            if isinstance(command, _Stop):
+                self._fail_all(BackendError("the engine was shut down"))
+                return False
+            self._apply(command)
+
+    def _apply_queued(self) -> bool:
+        """Apply every command already queued, without waiting; False if one was a stop."""
+        while True:
+            try:
+                command = self._commands.get_nowait()
+            except queue.Empty:
+                return True
             if isinstance(command, _Stop):
                 self._fail_all(BackendError("the engine was shut down"))
                 return False

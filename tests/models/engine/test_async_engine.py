@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -253,3 +254,88 @@ def test_one_announced_request_does_not_hold_a_larger_batch(toy: ToyModel) -> No
         assert asyncio.run(asyncio.wait_for(main(), 30)) == [20, 20, 20]
     finally:
         front.shutdown()
+
+
+def test_a_batch_from_idle_waits_for_what_its_loop_has_not_taken_in_yet(toy: ToyModel) -> None:
+    # The first request of a burst is submitted while the loop is still busy (here: a blocking
+    # callback, as taking a request in is) and the second is only announced after it, from a
+    # callback already queued. Stepping at once would prefill the first alone; the engine
+    # instead lets the loop run up to that announcement, and both start in one step.
+    front, firsts = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
+
+    async def one(name: str) -> list[int]:
+        tokens = []
+        async for out in front.generate(name, [1, 2, 3], StopCriteria(max_tokens=3)):
+            tokens.extend(out.new_token_ids)
+        return tokens
+
+    async def main() -> list[list[int]]:
+        loop = asyncio.get_running_loop()
+        tasks: list[asyncio.Future[list[int]]] = []
+
+        def second_arrives() -> None:
+            front.expect("second")
+            tasks.append(asyncio.ensure_future(one("second")))
+
+        tasks.append(asyncio.ensure_future(one("first")))
+        await asyncio.sleep(0)  # "first" is submitted
+        loop.call_soon(time.sleep, 0.2)  # the loop is busy; the engine thread is not
+        loop.call_soon(second_arrives)
+        await asyncio.sleep(0.3)
+        return list(await asyncio.gather(*tasks))
+
+    try:
+        results = asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        front.shutdown()
+    assert [len(tokens) for tokens in results] == [3, 3]
+    assert {"first", "second"} in firsts, f"first tokens per step: {[s for s in firsts if s]}"
+
+
+def test_forget_wakes_a_hold_that_waits_for_that_request(toy: ToyModel) -> None:
+    # A running request's steps held for an announced one (holds of up to 60 s): refusing the
+    # announced request ends the hold at once, not when the announcement would have expired.
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
+
+    async def main() -> int:
+        stream = front.generate("open", [1, 2], StopCriteria(max_tokens=4))
+        await stream.__anext__()
+        front.expect("refused")  # the engine holds its next step for it...
+        await asyncio.sleep(0.1)
+        front.forget("refused")  # ...until it is refused
+        return len([out async for out in stream])
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == 3
+    finally:
+        front.shutdown()
+
+
+def test_requests_submitted_together_during_a_hold_all_join_its_step(toy: ToyModel) -> None:
+    # The engine holds for three announced requests; the first is submitted alone, the other
+    # two in one event-loop callback. The hold wakes on the second's command, and by then the
+    # third is no longer expected either (its command is queued): it must be applied before the
+    # step, not left for the next one.
+    front, firsts = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
+    names = ["a", "b", "c"]
+
+    async def one(name: str) -> list[int]:
+        tokens = []
+        async for out in front.generate(name, [1, 2, 3], StopCriteria(max_tokens=3)):
+            tokens.extend(out.new_token_ids)
+        return tokens
+
+    async def main() -> list[list[int]]:
+        for name in names:
+            front.expect(name)
+        tasks = [asyncio.ensure_future(one("a"))]
+        await asyncio.sleep(0.1)  # the engine has "a" and holds for "b" and "c"
+        tasks += [asyncio.ensure_future(one("b")), asyncio.ensure_future(one("c"))]
+        return list(await asyncio.gather(*tasks))
+
+    try:
+        results = asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        front.shutdown()
+    assert [len(tokens) for tokens in results] == [3, 3, 3]
+    assert set(names) in firsts, f"first tokens per step: {[s for s in firsts if s]}"
