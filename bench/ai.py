@@ -7,7 +7,9 @@ recovery from a replica killed mid-stream.
    (a subprocess) whose worker streams ``env.AI.run`` straight back; the pool attaches to that
    same server by URL. At 1, 16 and 64 concurrent streams, the same requests go (a) straight to
    the model server's ``/v1/chat/completions`` and (b) through the handler, in alternating rounds
-   (the order flips each round). Per path: completion tokens/s and time to first token.
+   (the order flips each round). Per path: completion tokens/s and time to first token. The load
+   comes from a bare asyncio client (``bench/raw_http.py``; ``--client httpx`` for the client
+   used before 2026-12-04, which spent more CPU per request than ember on this box).
 2. **scaling**: a ``ModelPool`` in this process launching 1, then 2 CPU replicas (one torch
    thread each), driven at 16 and 64 concurrent streams.
 3. **recovery**: two replicas under a steady load of 4 streams; one replica is SIGKILLed while it
@@ -163,7 +165,14 @@ def overhead(ckpt: Path, work: Path, args: argparse.Namespace) -> dict:
                     url, payload = targets[path]
                     cpu = (tree_cpu_seconds(server.pid), tree_cpu_seconds(dev.pid))
                     phase = asyncio.run(
-                        run_phase(url, payload, concurrency, per_worker, stagger=args.stagger)
+                        run_phase(
+                            url,
+                            payload,
+                            concurrency,
+                            per_worker,
+                            stagger=args.stagger,
+                            client=args.client,
+                        )
                     )
                     server_cpu = tree_cpu_seconds(server.pid) - cpu[0]
                     dev_cpu = tree_cpu_seconds(dev.pid) - cpu[1]
@@ -311,6 +320,12 @@ def main() -> None:
         action="store_true",
         help="first requests of different lengths, so follow-ups start one by one (steady TTFT)",
     )
+    parser.add_argument(
+        "--client",
+        choices=["raw", "httpx"],
+        default="raw",
+        help="the load generator: a bare asyncio client (default) or httpx (before 2026-12-04)",
+    )
     parser.add_argument("--plot-only", action="store_true", help="redraw the plot from --out")
     parser.add_argument("--out", type=Path, default=RESULTS / "ai.json")
     args = parser.parse_args()
@@ -331,6 +346,7 @@ def main() -> None:
             "max_tokens": args.max_tokens,
             "requests_per_phase": args.requests or "max(16, 2 x streams)",
             "stagger": args.stagger,
+            "client": args.client,
             "concurrency": args.concurrency,
             "server_args": args.server_args,
         },

@@ -120,6 +120,7 @@ def main() -> None:
     parser.add_argument(
         "--concurrency", type=lambda s: [int(v) for v in s.split(",")], default=[16, 64]
     )
+    parser.add_argument("--client", choices=["raw", "httpx"], default="raw")
     parser.add_argument("--out", type=Path, default=RESULTS / "ai_ab.json")
     args = parser.parse_args()
     body = request_body(args.max_tokens)
@@ -146,7 +147,9 @@ def main() -> None:
                         url, payload = (
                             (side.direct, direct_body) if path == "direct" else (side.handler, body)
                         )
-                        phase = asyncio.run(run_phase(url, payload, concurrency, 2))
+                        phase = asyncio.run(
+                            run_phase(url, payload, concurrency, 2, client=args.client)
+                        )
                         row = {"side": side.name, "path": path, "round": round_index}
                         phases.append({**row, **phase.summary()})
                         print(f"  {side.name:<8} {path:<7} {phases[-1]}", flush=True)
@@ -158,7 +161,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "baseline_commit": checkout_commit(args.baseline),
         "this_commit": checkout_commit(ROOT),
-        "settings": {"rounds": args.rounds, "max_tokens": args.max_tokens},
+        "settings": {"rounds": args.rounds, "max_tokens": args.max_tokens, "client": args.client},
         "load_average_per_round": loads,
         "phases": phases,
         "compare": [_summary(phases, c) for c in args.concurrency],

@@ -15,10 +15,12 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httpx
+
+from bench.raw_http import Connection, Target
 
 # (client, request index) -> an async iterator of decoded SSE payloads
 Opener = Callable[[httpx.AsyncClient, int], Awaitable[object]]
@@ -84,32 +86,45 @@ def _usage(payload: object) -> int | None:
     return None
 
 
+async def _timed_events(pieces: AsyncIterator[bytes], started: float) -> RequestTiming:
+    """Read an SSE body to its end: TTFT (first chunk carrying text), completion tokens."""
+    ttft = 0.0
+    tokens = 0
+    buffer = b""
+    async for chunk in pieces:
+        buffer += chunk
+        *blocks, buffer = buffer.split(b"\n\n")
+        for block in blocks:
+            if not block.startswith(b"data: ") or block == b"data: [DONE]":
+                continue
+            payload = json.loads(block[6:])
+            if isinstance(payload, dict) and (payload.get("errors") or payload.get("error")):
+                raise RuntimeError(f"stream error: {payload}")
+            if not ttft and _has_token(payload):
+                ttft = time.perf_counter() - started
+            used = _usage(payload)
+            if used is not None:
+                tokens = used
+    return RequestTiming(ttft, time.perf_counter() - started, tokens)
+
+
 async def timed_stream(
     client: httpx.AsyncClient, url: str, body: dict, headers: dict | None = None
 ) -> RequestTiming:
-    """POST a streaming request; its TTFT, total time and completion tokens."""
+    """POST a streaming request with httpx; its TTFT, total time and completion tokens."""
     started = time.perf_counter()
-    ttft = 0.0
-    tokens = 0
     async with client.stream("POST", url, json=body, headers=headers or {}) as response:
         if response.status_code != 200:
             raise RuntimeError(f"HTTP {response.status_code}: {(await response.aread())[:300]!r}")
-        buffer = b""
-        async for chunk in response.aiter_raw():
-            buffer += chunk
-            *blocks, buffer = buffer.split(b"\n\n")
-            for block in blocks:
-                if not block.startswith(b"data: ") or block == b"data: [DONE]":
-                    continue
-                payload = json.loads(block[6:])
-                if isinstance(payload, dict) and (payload.get("errors") or payload.get("error")):
-                    raise RuntimeError(f"stream error: {payload}")
-                if not ttft and _has_token(payload):
-                    ttft = time.perf_counter() - started
-                used = _usage(payload)
-                if used is not None:
-                    tokens = used
-    return RequestTiming(ttft, time.perf_counter() - started, tokens)
+        return await _timed_events(response.aiter_raw(), started)
+
+
+async def timed_stream_raw(
+    connection: Connection, body: dict, headers: dict | None = None
+) -> RequestTiming:
+    """The same with the bare client (``bench/raw_http.py``) on a kept-alive connection."""
+    started = time.perf_counter()
+    return await _timed_events(connection.post_stream(body, headers), started)
 
 
 async def run_phase(
@@ -119,6 +134,7 @@ async def run_phase(
     per_worker: int,
     headers: Callable[[int], dict] | None = None,
     stagger: bool = False,
+    client: str = "raw",
 ) -> Phase:
     """``concurrency`` workers x ``per_worker`` sequential streaming requests to ``url``.
 
@@ -126,11 +142,17 @@ async def run_phase(
     ``max_tokens``: the first wave still starts at once, but it ends spread over a request's
     length, so the follow-ups start one by one, as in a steady closed loop (with equal lengths
     they would all end, and start again, together).
+
+    ``client`` is ``raw`` (one kept-alive bare connection per worker, opened before the clock
+    starts) or ``httpx`` (what the benches used until 2026-12-04: it spent more CPU per request
+    than ember on this box).
     """
+    phase = Phase(concurrency, 0.0)
+    target = Target.from_url(url)
+    connections = [Connection(target) for _ in range(concurrency)]
     limits = httpx.Limits(max_connections=concurrency + 8, max_keepalive_connections=concurrency)
     timeout = httpx.Timeout(600.0, connect=10.0)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-        phase = Phase(concurrency, 0.0)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as http:
 
         async def worker(index: int) -> None:
             for wave in range(per_worker):
@@ -140,15 +162,24 @@ async def run_phase(
                     if stagger and wave == 0 and "max_tokens" in body:
                         share = max(1, body["max_tokens"] * (index + 1) // concurrency)
                         payload = {**body, "max_tokens": share}
-                    timing = await timed_stream(client, url, payload, extra)
+                    if client == "raw":
+                        timing = await timed_stream_raw(connections[index], payload, extra)
+                    else:
+                        timing = await timed_stream(http, url, payload, extra)
                     timing.wave = wave
                     phase.timings.append(timing)
-                except (httpx.HTTPError, RuntimeError) as exc:
+                except (httpx.HTTPError, OSError, asyncio.IncompleteReadError, RuntimeError) as exc:
                     phase.errors.append(str(exc)[:300])
 
+        if client == "raw":
+            await asyncio.gather(*(connection.open() for connection in connections))
         started = time.perf_counter()
-        await asyncio.gather(*(worker(i) for i in range(concurrency)))
-        phase.wall = time.perf_counter() - started
+        try:
+            await asyncio.gather(*(worker(i) for i in range(concurrency)))
+        finally:
+            phase.wall = time.perf_counter() - started
+            for connection in connections:
+                await connection.close()
         return phase
 
 
