@@ -119,17 +119,19 @@ def _held_engine(toy: ToyModel, **hold: float | None) -> tuple[AsyncEngine, list
     return AsyncEngine(llm, **hold), firsts
 
 
+async def _three_tokens(front: AsyncEngine, name: str) -> list[int]:
+    """Run a request of three tokens from ``[1, 2, 3]``; its tokens."""
+    tokens = []
+    async for out in front.generate(name, [1, 2, 3], StopCriteria(max_tokens=3)):
+        tokens.extend(out.new_token_ids)
+    return tokens
+
+
 def test_expected_requests_join_one_step(toy: ToyModel) -> None:
     # Requests announced with expect() and submitted one by one while another request decodes
     # (the engine would step between them) all start in the same step: the engine waits for them.
     front, firsts = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
     names = [f"r{i}" for i in range(6)]
-
-    async def one(name: str) -> list[int]:
-        tokens = []
-        async for out in front.generate(name, [1, 2, 3], StopCriteria(max_tokens=3)):
-            tokens.extend(out.new_token_ids)
-        return tokens
 
     async def main() -> list[list[int]]:
         running = front.generate("running", [4, 5], StopCriteria(max_tokens=200))
@@ -138,7 +140,7 @@ def test_expected_requests_join_one_step(toy: ToyModel) -> None:
             front.expect(name)
         tasks = []
         for name in names:
-            tasks.append(asyncio.ensure_future(one(name)))
+            tasks.append(asyncio.ensure_future(_three_tokens(front, name)))
             await asyncio.sleep(0.005)  # the engine thread would run steps meanwhile
         results = await asyncio.gather(*tasks)
         await running.aclose()
@@ -263,21 +265,15 @@ def test_a_batch_from_idle_waits_for_what_its_loop_has_not_taken_in_yet(toy: Toy
     # instead lets the loop run up to that announcement, and both start in one step.
     front, firsts = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
 
-    async def one(name: str) -> list[int]:
-        tokens = []
-        async for out in front.generate(name, [1, 2, 3], StopCriteria(max_tokens=3)):
-            tokens.extend(out.new_token_ids)
-        return tokens
-
     async def main() -> list[list[int]]:
         loop = asyncio.get_running_loop()
         tasks: list[asyncio.Future[list[int]]] = []
 
         def second_arrives() -> None:
             front.expect("second")
-            tasks.append(asyncio.ensure_future(one("second")))
+            tasks.append(asyncio.ensure_future(_three_tokens(front, "second")))
 
-        tasks.append(asyncio.ensure_future(one("first")))
+        tasks.append(asyncio.ensure_future(_three_tokens(front, "first")))
         await asyncio.sleep(0)  # "first" is submitted
         loop.call_soon(time.sleep, 0.2)  # the loop is busy; the engine thread is not
         loop.call_soon(second_arrives)
@@ -319,18 +315,12 @@ def test_requests_submitted_together_during_a_hold_all_join_its_step(toy: ToyMod
     front, firsts = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
     names = ["a", "b", "c"]
 
-    async def one(name: str) -> list[int]:
-        tokens = []
-        async for out in front.generate(name, [1, 2, 3], StopCriteria(max_tokens=3)):
-            tokens.extend(out.new_token_ids)
-        return tokens
-
     async def main() -> list[list[int]]:
         for name in names:
             front.expect(name)
-        tasks = [asyncio.ensure_future(one("a"))]
+        tasks = [asyncio.ensure_future(_three_tokens(front, "a"))]
         await asyncio.sleep(0.1)  # the engine has "a" and holds for "b" and "c"
-        tasks += [asyncio.ensure_future(one("b")), asyncio.ensure_future(one("c"))]
+        tasks += [asyncio.ensure_future(_three_tokens(front, name)) for name in ("b", "c")]
         return list(await asyncio.gather(*tasks))
 
     try:
