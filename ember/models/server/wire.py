@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ember.errors import InvalidModelInput, KVCacheExhausted, UserError
 from ember.models.api.errors import openai_error_body, openai_error_for_invalid_input
+from ember.models.server.sse_response import SSEResponse
 
 MAX_BODY_BYTES = 32 * 2**20
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -145,8 +146,11 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     raise ClientGone()
 
 
-def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
+def sse_response(body: AsyncIterator[bytes], *, reference: bool = False) -> StreamingResponse:
+    """A ``text/event-stream`` response; ``reference``: starlette's own (``SSEResponse``'s
+    slow reference)."""
+    kind = StreamingResponse if reference else SSEResponse
+    return kind(body, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 def empty_response(status: int) -> Response:
