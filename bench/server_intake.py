@@ -27,44 +27,17 @@ from pathlib import Path
 from bench.ai import MODEL, checkpoint, request_body
 from ember.models.server import openai_routes, wire
 from ember.models.server.app import build_app
-from tests.models.server.live import running_server, server_settings
+from tests.models.server.live import post_as_uvicorn, running_server, server_settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SCOPE = {
-    "type": "http",
-    "asgi": {"version": "3.0", "spec_version": "2.3"},  # what uvicorn declares
-    "http_version": "1.1",
-    "method": "POST",
-    "scheme": "http",
-    "path": "/v1/chat/completions",
-    "raw_path": b"/v1/chat/completions",
-    "query_string": b"",
-    "root_path": "",
-    "headers": [(b"content-type", b"application/json")],
-    "client": ("127.0.0.1", 1),
-    "server": ("127.0.0.1", 2),
-}
-
-
-async def _call(app: object, payload: bytes) -> None:
-    unread = [{"type": "http.request", "body": payload, "more_body": False}]
-
-    async def receive() -> dict:
-        if unread:
-            return unread.pop()
-        await asyncio.Event().wait()  # the client stays connected
-        raise AssertionError("unreachable")
-
-    async def send(message: dict) -> None:
-        pass
-
-    await app(dict(SCOPE), receive, send)  # type: ignore[operator]
 
 
 def _cpu_per_request(app: object, payload: bytes, bursts: int, streams: int) -> float:
     async def run() -> None:
         for _ in range(bursts):
-            await asyncio.gather(*(_call(app, payload) for _ in range(streams)))
+            path = "/v1/chat/completions"
+            calls = (post_as_uvicorn(app, path, payload, keep=False) for _ in range(streams))
+            await asyncio.gather(*calls)
 
     started = time.thread_time()
     asyncio.run(run())

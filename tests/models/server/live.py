@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import uvicorn
@@ -69,6 +71,42 @@ def running_server(
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+async def post_as_uvicorn(app: Any, path: str, payload: bytes, *, keep: bool = True) -> list[dict]:
+    """Call the ASGI ``app`` with a JSON POST as uvicorn does once the body has arrived: ASGI
+    spec 2.3, and ``receive()`` returns the body without suspending (httpx's ASGITransport
+    suspends there), then waits (the client stays connected). The messages the app sent, unless
+    ``keep`` is False."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
+    sent: list[dict] = []
+    unread = [{"type": "http.request", "body": payload, "more_body": False}]
+
+    async def receive() -> dict:
+        if unread:
+            return unread.pop()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: dict) -> None:
+        if keep:
+            sent.append(message)
+
+    await app(scope, receive, send)
+    return sent
 
 
 def _health(url: str) -> int:

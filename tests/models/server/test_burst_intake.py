@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ember.models.server.app import build_app
-from tests.models.server.live import LiveServer
+from tests.models.server.live import LiveServer, post_as_uvicorn
 
 
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
@@ -46,36 +46,7 @@ def test_requests_started_together_announce_before_any_is_submitted(
     payload = json.dumps(body).encode()
 
     async def call() -> int:
-        # As uvicorn calls the app once a request's body has arrived: receive() returns it
-        # without suspending (httpx's ASGITransport would suspend there and hide the bug).
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": [(b"content-type", b"application/json")],
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 2),
-        }
-        sent: list[dict] = []
-        unread = [{"type": "http.request", "body": payload, "more_body": False}]
-
-        async def receive() -> dict:
-            if unread:
-                return unread.pop()
-            await asyncio.Event().wait()  # the client stays connected
-            raise AssertionError("unreachable")
-
-        async def send(message: dict) -> None:
-            sent.append(message)
-
-        await app(scope, receive, send)
-        return sent[0]["status"]
+        return (await post_as_uvicorn(app, path, payload))[0]["status"]
 
     async def burst() -> list[int]:
         return list(await asyncio.gather(*(call() for _ in range(5))))
