@@ -109,8 +109,17 @@ class _Answer:
 async def generate(request: Request) -> Response:
     state = _state(request)
     served = state.ready()
-    parsed = parse_generate_request(await read_json(request))
-    generation = _input(served, parsed)
+    # Announced while it is read and tokenized, as the OpenAI routes do (AsyncEngine.expect),
+    # under a placeholder: the request's id (``rid``) may come in the body. The announcement
+    # passes to the real id before the placeholder is dropped, so a hold never loses it.
+    placeholder = new_request_id("generate-intake-")
+    served.engine.expect(placeholder)
+    try:
+        parsed = parse_generate_request(await read_json(request))
+        generation = _input(served, parsed)
+        served.engine.expect(generation.request_id)
+    finally:
+        served.engine.forget(placeholder)
     answer = _Answer(served, parsed, generation)
     if parsed.stream:
         return sse_response(_stream(state.metrics, answer))
