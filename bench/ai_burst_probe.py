@@ -62,8 +62,12 @@ def _timeline(events: list[list[str]], start: float, end: float) -> dict:
     rows = [e for e in events if start <= float(e[1]) <= end]
     announced = [float(e[1]) for e in rows if e[0] == "expect"]
     first = min(announced)
+    ordered = sorted(announced)
+    gaps = [round((b - a) * 1e3, 2) for a, b in zip(ordered, ordered[1:], strict=False)]
     return {
         "announced_over_ms": round((max(announced) - first) * 1e3, 1),
+        # The longest pauses between consecutive announcements: where a burst's arrival stalls.
+        "largest_announce_gaps_ms": sorted(gaps, reverse=True)[:3],
         "first_token_steps": [int(e[6]) for e in rows if e[0] == "step" and int(e[6]) > 0],
         "first_prefill_starts_ms": next(
             (round((float(e[1]) - first) * 1e3, 1) for e in rows if e[0] == "step"), None

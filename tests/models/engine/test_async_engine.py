@@ -329,3 +329,57 @@ def test_requests_submitted_together_during_a_hold_all_join_its_step(toy: ToyMod
         front.shutdown()
     assert [len(tokens) for tokens in results] == [3, 3, 3]
     assert set(names) in firsts, f"first tokens per step: {[s for s in firsts if s]}"
+
+
+def test_a_burst_that_arrives_spread_out_starts_in_one_step(toy: ToyModel) -> None:
+    # Two requests arrive together, three more 50 ms apart, none announced (as when a proxy
+    # starts a burst's requests one after the other): the batch being formed waits while they
+    # keep coming within the gap, and all five start in one step.
+    front, firsts = _held_engine(
+        toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0, burst_gap_s=0.5
+    )
+    names = [f"r{i}" for i in range(5)]
+
+    async def main() -> list[list[int]]:
+        tasks = [asyncio.ensure_future(_three_tokens(front, name)) for name in names[:2]]
+        for name in names[2:]:
+            await asyncio.sleep(0.05)  # the engine thread would step meanwhile
+            tasks.append(asyncio.ensure_future(_three_tokens(front, name)))
+        return list(await asyncio.gather(*tasks))
+
+    try:
+        results = asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        front.shutdown()
+    assert [len(tokens) for tokens in results] == [3] * 5
+    assert set(names) in firsts, f"first tokens per step: {[s for s in firsts if s]}"
+
+
+def test_a_lone_request_or_a_newcomer_pair_never_waits_for_the_gap(toy: ToyModel) -> None:
+    # With a gap of 60 s (holds bounded only by hold_max_s = 60 s), a lone request from idle and
+    # two newcomers arriving together next to three running requests step at once: neither is a
+    # batch being formed, and waiting for the gap would not let them finish in the bound.
+    front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, burst_gap_s=60.0)
+
+    async def one(name: str, started: asyncio.Event | None = None) -> int:
+        count = 0
+        async for out in front.generate(name, [3, 4, 5], StopCriteria(max_tokens=20)):
+            count += len(out.new_token_ids)
+            if started is not None:
+                started.set()
+        return count
+
+    async def main() -> list[int]:
+        counts = [await one("lone")]
+        running = []
+        for i in range(3):  # one at a time: each a newcomer next to those already running
+            started = asyncio.Event()
+            running.append(asyncio.ensure_future(one(f"run{i}", started)))
+            await started.wait()
+        newcomers = [asyncio.ensure_future(one(f"new{i}")) for i in range(2)]
+        return counts + list(await asyncio.gather(*running, *newcomers))
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) == [20] * 6
+    finally:
+        front.shutdown()
