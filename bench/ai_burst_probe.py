@@ -9,8 +9,9 @@ submission to the engine and every engine step with how many requests got their 
 it. A bare asyncio client (``bench.ai_spread``'s) sends bursts of N streaming requests at once,
 straight to the server and through the handler, alternating. Per burst: its TTFT p50, how long
 the server took to announce all N, and the number of requests that got their first token in each
-step, e.g. ``[16]`` (one prefill) or ``[1, 15]`` (a first request prefilled alone). Writes
-``bench/results/ai_burst_probe.json``.
+step, e.g. ``[16]`` (one prefill) or ``[1, 15]`` (a first request prefilled alone), the longest
+pauses between announcements, and the server's garbage collections in the burst (count and ms
+per generation). Writes ``bench/results/ai_burst_probe.json``.
 """
 
 from __future__ import annotations
@@ -68,6 +69,22 @@ def _timeline(events: list[list[str]], start: float, end: float) -> dict:
         "announced_over_ms": round((max(announced) - first) * 1e3, 1),
         # The longest pauses between consecutive announcements: where a burst's arrival stalls.
         "largest_announce_gaps_ms": sorted(gaps, reverse=True)[:3],
+        # The model server's garbage collections during the burst: count and ms, per generation.
+        "gc": {
+            str(generation): [
+                sum(1 for e in rows if e[0] == "gc" and e[3] == str(generation)),
+                round(
+                    sum(
+                        float(e[2]) - float(e[1])
+                        for e in rows
+                        if e[0] == "gc" and e[3] == str(generation)
+                    )
+                    * 1e3,
+                    1,
+                ),
+            ]
+            for generation in range(3)
+        },
         "first_token_steps": [int(e[6]) for e in rows if e[0] == "step" and int(e[6]) > 0],
         "first_prefill_starts_ms": next(
             (round((float(e[1]) - first) * 1e3, 1) for e in rows if e[0] == "step"), None

@@ -3,12 +3,14 @@
 Only when ``EMBER_PROBE_LOG`` names a file, and only in ``ember models serve``: wraps
 ``AsyncEngine.expect`` (a request announced: its route was entered), the engine thread's
 submission of each request, and ``LLMEngine.step`` (start, end, thread CPU, running and waiting
-requests, and how many got their first token in it). One line per event, CLOCK_MONOTONIC, the
-clock the probe's client reads. ember itself is not changed; this is a bench-only seam.
+requests, and how many got their first token in it), and each garbage collection (start, end,
+generation). One line per event, CLOCK_MONOTONIC, the clock the probe's client reads. ember
+itself is not changed; this is a bench-only seam.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -45,6 +47,15 @@ if _PATH and "models" in sys.argv and "serve" in sys.argv:
         _log("step", started, time.monotonic(), time.thread_time() - cpu, running, waiting, firsts)
         return outputs
 
+    _gc_started = [0.0]
+
+    def collected(phase, info):  # noqa: ANN001, ANN202 - gc.callbacks' signature
+        if phase == "start":
+            _gc_started[0] = time.monotonic()
+        else:
+            _log("gc", _gc_started[0], time.monotonic(), info["generation"])
+
     async_engine.AsyncEngine.expect = expect
     async_engine.AsyncEngine._apply = apply
     llm_engine.LLMEngine.step = step
+    gc.callbacks.append(collected)

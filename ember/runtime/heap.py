@@ -1,4 +1,5 @@
-"""The garbage collector's settings for a serving process (``ember dev``, ``ember serve``).
+"""The garbage collector's settings for a serving process (``ember dev``, ``ember serve``,
+``ember models serve``).
 
 CPython collects its youngest generation every 700 net container allocations. A burst of N
 requests keeps N times ~100 such objects alive at once (protocol, parser state, futures, frames
@@ -14,6 +15,13 @@ reference cycle; ``tests/runtime/test_fasthttp_streams.py`` checks it), so the c
 little to find. A higher young threshold lets a burst's live objects stay young: at 10,000, one
 young collection and no full one in the same 2,560 requests. Cycles elsewhere are still
 collected, only later (after 10,000 net allocations instead of 700).
+
+The model server holds far more long-lived objects (torch, the model's modules, the tokenizer,
+the chat template): a full collection there walked all of them, 140 ms with every request
+stopped (``bench.ai_burst_probe``'s ``gc`` field: one in about every ten bursts of 64). What
+exists once the model is loaded lives as long as the process, so it is moved out of the
+collector's sight (``freeze_long_lived``, after loading): later collections walk only what
+requests create.
 """
 
 from __future__ import annotations
@@ -26,3 +34,10 @@ SERVING_THRESHOLDS = (10_000, 20, 20)
 def tune_for_serving() -> None:
     """Set the serving thresholds (process-wide: called by the serving commands, not a library)."""
     gc.set_threshold(*SERVING_THRESHOLDS)
+
+
+def freeze_long_lived() -> None:
+    """Collect once, then exempt every object alive now from later collections (``gc.freeze``):
+    call it when a server has built what it keeps for its lifetime."""
+    gc.collect()
+    gc.freeze()

@@ -28,10 +28,12 @@ class ServerState:
         *,
         log: TextIO | None = None,
         on_load_failure: Callable[[BaseException], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.log = log if log is not None else sys.stderr
         self.on_load_failure = on_load_failure
+        self.on_ready = on_ready  # called on the loading thread once the model serves
         self.metrics = ServerMetrics(settings.served_model_name or settings.model)
         self.served: ServedModel | None = None
         self.load_error: BaseException | None = None
@@ -68,6 +70,8 @@ class ServerState:
             served.shutdown()
             return
         self.metrics.model_name = served.name
+        if self.on_ready is not None:
+            self.on_ready()
         self.served = served
         self.phase = "ready"
         kv = served.kv

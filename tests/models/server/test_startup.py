@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from ember.errors import ConfigError
 from ember.models.server.settings import ServerSettings, parse_bytes
+from ember.models.server.state import ServerState
 from tests.models.server.live import running_server, server_settings, wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -32,6 +34,21 @@ def test_no_traffic_before_the_model_is_ready(kimi_dir: Path) -> None:
         live.state.start_loading()
         wait_until(lambda: httpx.get(live.url + "/health").status_code == 200, "the model", 120)
         assert httpx.get(live.url + "/v1/models").json()["data"][0]["id"] == "kimi"
+
+
+def test_on_ready_runs_once_loaded_and_before_any_request_is_served(kimi_dir: Path) -> None:
+    # The CLI freezes the loaded model out of the garbage collector's sight here
+    # (runtime/heap.py): everything the server keeps must exist by then, and no request yet.
+    seen: list[tuple[object, str]] = []
+    state = ServerState(server_settings(str(kimi_dir)), log=io.StringIO())
+    state.on_ready = lambda: seen.append((state.served, state.phase))
+    state.start_loading()
+    try:
+        assert state.wait_loaded(120)
+        assert len(seen) == 1 and seen[0][0] is None and not seen[0][1].startswith("ready")
+        assert state.served is not None
+    finally:
+        state.close()
 
 
 def _free_port() -> int:
