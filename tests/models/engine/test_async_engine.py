@@ -127,6 +127,19 @@ async def _three_tokens(front: AsyncEngine, name: str) -> list[int]:
     return tokens
 
 
+async def _twenty_tokens(
+    front: AsyncEngine, name: str, started: asyncio.Event | None = None
+) -> int:
+    """Run a request of 20 tokens from ``[3, 4, 5]``, setting ``started`` at its first; the
+    count of tokens."""
+    count = 0
+    async for out in front.generate(name, [3, 4, 5], StopCriteria(max_tokens=20)):
+        count += len(out.new_token_ids)
+        if started is not None:
+            started.set()
+    return count
+
+
 def test_expected_requests_join_one_step(toy: ToyModel) -> None:
     # Requests announced with expect() and submitted one by one while another request decodes
     # (the engine would step between them) all start in the same step: the engine waits for them.
@@ -236,17 +249,11 @@ def test_one_announced_request_does_not_hold_a_larger_batch(toy: ToyModel) -> No
     # running batch waits a step, the batch does not wait for it.
     front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, expect_for_s=60.0)
 
-    async def one(name: str, started: asyncio.Event | None = None) -> int:
-        count = 0
-        async for out in front.generate(name, [3, 4, 5], StopCriteria(max_tokens=20)):
-            count += len(out.new_token_ids)
-            if started is not None:
-                started.set()
-        return count
-
     async def main() -> list[int]:
         started = [asyncio.Event() for _ in range(3)]
-        tasks = [asyncio.ensure_future(one(f"r{i}", started[i])) for i in range(3)]
+        tasks = [
+            asyncio.ensure_future(_twenty_tokens(front, f"r{i}", started[i])) for i in range(3)
+        ]
         for event in started:
             await event.wait()
         front.expect("never")
@@ -361,22 +368,14 @@ def test_a_lone_request_or_a_newcomer_pair_never_waits_for_the_gap(toy: ToyModel
     # batch being formed, and waiting for the gap would not let them finish in the bound.
     front, _ = _held_engine(toy, hold_max_s=60.0, hold_steps=None, burst_gap_s=60.0)
 
-    async def one(name: str, started: asyncio.Event | None = None) -> int:
-        count = 0
-        async for out in front.generate(name, [3, 4, 5], StopCriteria(max_tokens=20)):
-            count += len(out.new_token_ids)
-            if started is not None:
-                started.set()
-        return count
-
     async def main() -> list[int]:
-        counts = [await one("lone")]
+        counts = [await _twenty_tokens(front, "lone")]
         running = []
         for i in range(3):  # one at a time: each a newcomer next to those already running
             started = asyncio.Event()
-            running.append(asyncio.ensure_future(one(f"run{i}", started)))
+            running.append(asyncio.ensure_future(_twenty_tokens(front, f"run{i}", started)))
             await started.wait()
-        newcomers = [asyncio.ensure_future(one(f"new{i}")) for i in range(2)]
+        newcomers = [asyncio.ensure_future(_twenty_tokens(front, f"new{i}")) for i in range(2)]
         return counts + list(await asyncio.gather(*running, *newcomers))
 
     try:
