@@ -44,7 +44,7 @@ def dev(
     no_fast_http: bool,
 ) -> None:
     """Serve the worker in DIRECTORY on http://127.0.0.1:8787, reloading on change."""
-    from ember.runtime import heap
+    from ember import heap
     from ember.runtime import loop as event_loop
     from ember.runtime.devserver import DevOptions, DevServer
 
@@ -74,7 +74,7 @@ def dev(
     def ready(url: str) -> None:
         click.secho(f"Ready on {url}", fg="green")
 
-    heap.tune_for_serving()  # per-request objects die young (see runtime/heap.py)
+    heap.tune_for_serving()  # per-request objects die young (see ember/heap.py)
     try:  # uvloop where installed, as uvicorn's own default would pick (see runtime/loop.py)
         event_loop.run(server.serve(on_ready=ready))
     except KeyboardInterrupt:

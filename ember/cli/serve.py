@@ -68,8 +68,8 @@ def serve(
     housekeeping_interval: float,
 ) -> None:
     """Run the ember platform: workers of many accounts, and the deploy API, on one port."""
+    from ember import heap
     from ember.errors import ConfigError
-    from ember.runtime import heap
     from ember.runtime.deployments.config import (
         PlatformConfig,
         load_platform_config,
@@ -117,7 +117,7 @@ def serve(
             click.echo(f"  {route.script_name} (account {route.account_name})  {urls}")
         sys.stdout.flush()
 
-    heap.tune_for_serving()  # per-request objects die young (see runtime/heap.py)
+    heap.tune_for_serving()  # per-request objects die young (see ember/heap.py)
     try:
         asyncio.run(run_server(platform, ip, port, port_file=port_file, on_ready=ready))
     except KeyboardInterrupt:

@@ -247,7 +247,7 @@ def _leave_mid_stream(address: tuple[str, int], raw: bytes) -> None:
 
 
 def test_requests_leave_no_reference_cycles(servers: tuple[_Servers, list[int]]) -> None:
-    """A request's objects are freed by reference counting when it ends (``runtime/heap.py``
+    """A request's objects are freed by reference counting when it ends (``ember/heap.py``
     relies on it): none of them is left for the cyclic collector to find."""
     both, _ = servers
     requests = [

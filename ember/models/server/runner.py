@@ -12,17 +12,17 @@ from typing import TextIO
 
 import uvicorn
 
+from ember import heap
 from ember.models.server.app import build_app
 from ember.models.server.settings import ServerSettings
 from ember.models.server.state import ServerState
-from ember.runtime import heap
 
 
 def run_server(settings: ServerSettings, *, log: TextIO | None = None) -> int:
     """Serve until interrupted; returns the process exit status."""
     out = log if log is not None else sys.stderr
     # Per-request objects die young; the model and its tokenizer live as long as the process
-    # (runtime/heap.py): frozen before the first request, so no collection walks them.
+    # (ember/heap.py): frozen before the first request, so no collection walks them.
     heap.tune_for_serving()
     state = ServerState(settings, log=out, on_ready=heap.freeze_long_lived)
     config = uvicorn.Config(

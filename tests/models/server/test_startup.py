@@ -38,7 +38,7 @@ def test_no_traffic_before_the_model_is_ready(kimi_dir: Path) -> None:
 
 def test_on_ready_runs_once_loaded_and_before_any_request_is_served(kimi_dir: Path) -> None:
     # The CLI freezes the loaded model out of the garbage collector's sight here
-    # (runtime/heap.py): everything the server keeps must exist by then, and no request yet.
+    # (ember/heap.py): everything the server keeps must exist by then, and no request yet.
     seen: list[tuple[object, str]] = []
     state = ServerState(server_settings(str(kimi_dir)), log=io.StringIO())
     state.on_ready = lambda: seen.append((state.served, state.phase))
