@@ -23,7 +23,11 @@ taken in are at least as many as those it runs (a batch being formed, not one ne
 running batch: that one waits a step, as in any continuous batching), and at most twice as long
 as the last step took (never past ``hold_max_s``): the taking in of a burst of 64 takes 60-90 ms
 here, about two steps; waiting much longer would cost the requests already in more than the late
-ones gain, as when requests trickle in one by one. When a batch forms from idle, the engine first
+ones gain, as when requests trickle in one by one. That bound grows with the newcomers per running
+request: when one request of a burst was prefilled alone (it came first, with nothing else in
+sight) and 63 are being taken in, two steps of that one short step would leave the 63 spread over
+several; the hold's cost (its length times the running requests) stays in proportion to what it
+saves (a step for each newcomer). When a batch forms from idle, the engine first
 lets the caller's event loop read what has already arrived (``_sync_with_intake``): the first
 request of a burst is usually taken in before the loop has even read the others.
 
@@ -301,13 +305,11 @@ class AsyncEngine:
     def _hold(self, fresh: int) -> bool:
         """Take in announced requests and a burst's stragglers before the step; False if a stop
         came meanwhile."""
-        longest = self.hold_max_s
-        if self.hold_steps is not None:
-            longest = min(longest, self.hold_steps * self._last_step_s)
-        deadline = time.monotonic() + longest
+        started = time.monotonic()
         while True:
             now = time.monotonic()
             until = self._hold_until(now, fresh)
+            deadline = started + self._hold_bound(fresh)
             if until is None or now >= deadline:
                 # A request stops being expected when its command is queued, not applied: the
                 # ones submitted since the last wake-up are in the queue, and belong in this step.
@@ -322,6 +324,17 @@ class AsyncEngine:
             self._apply(command)
             if isinstance(command, _Add):
                 fresh += 1
+
+    def _hold_bound(self, fresh: int) -> float:
+        """How long a hold may last: ``hold_steps`` times the last step, times the newcomers
+        (``fresh`` ones and those announced) per running request when they are more; never more
+        than ``hold_max_s``."""
+        if self.hold_steps is None:
+            return self.hold_max_s
+        running = len(self.engine.scheduler.running)
+        newcomers = fresh + len(self._expected)
+        per_running = newcomers / running if running else 1.0
+        return min(self.hold_max_s, self.hold_steps * self._last_step_s * max(1.0, per_running))
 
     def _apply_queued(self) -> bool:
         """Apply every command already queued, without waiting; False if one was a stop."""

@@ -102,9 +102,11 @@ def test_invalid_requests_fail_alone(engine: AsyncEngine) -> None:
     assert len(asyncio.run(main())) == 2
 
 
-def _held_engine(toy: ToyModel, **hold: float | None) -> tuple[AsyncEngine, list[set[str]]]:
+def _held_engine(
+    toy: ToyModel, *, step_s: float = 0.0, **hold: float | None
+) -> tuple[AsyncEngine, list[set[str]]]:
     """An AsyncEngine whose steps are recorded: per step, the requests that got their first
-    token in it."""
+    token in it. Each step with work lasts at least ``step_s`` (a larger model's)."""
     config = EngineConfig(max_total_tokens=1024, page_size=4, max_num_seqs=8, max_model_len=512)
     llm = LLMEngine(toy, toy.kv_layout(), config)
     firsts: list[set[str]] = []
@@ -112,6 +114,8 @@ def _held_engine(toy: ToyModel, **hold: float | None) -> tuple[AsyncEngine, list
 
     def recorded() -> list:
         outputs = step()
+        if outputs and step_s:
+            time.sleep(step_s)
         firsts.append({o.request_id for o in outputs if o.usage.completion_tokens == 1})
         return outputs
 
@@ -382,3 +386,31 @@ def test_a_lone_request_or_a_newcomer_pair_never_waits_for_the_gap(toy: ToyModel
         assert asyncio.run(asyncio.wait_for(main(), 30)) == [20] * 6
     finally:
         front.shutdown()
+
+
+def test_a_hold_next_to_one_short_request_grows_with_the_newcomers(toy: ToyModel) -> None:
+    # One request came first and decodes alone (steps of ~50 ms here); six announced newcomers
+    # are submitted 40 ms apart. Two steps (~100 ms, the default bound) would spread them over
+    # several steps; six newcomers per running request allow twelve, and all start together.
+    front, firsts = _held_engine(toy, step_s=0.05, hold_max_s=60.0, expect_for_s=60.0)
+    names = [f"r{i}" for i in range(6)]
+
+    async def main() -> list[list[int]]:
+        running = front.generate("running", [4, 5], StopCriteria(max_tokens=200))
+        await running.__anext__()  # prefilled alone; it decodes from now on
+        for name in names:
+            front.expect(name)
+        tasks = []
+        for name in names:
+            tasks.append(asyncio.ensure_future(_three_tokens(front, name)))
+            await asyncio.sleep(0.04)
+        results = await asyncio.gather(*tasks)
+        await running.aclose()
+        return results
+
+    try:
+        results = asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        front.shutdown()
+    assert all(len(tokens) == 3 for tokens in results)
+    assert set(names) in firsts, f"first tokens per step: {[s for s in firsts if s]}"
