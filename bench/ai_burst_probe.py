@@ -11,7 +11,8 @@ straight to the server and through the handler, alternating. Per burst: its TTFT
 the server took to announce all N, and the number of requests that got their first token in each
 step, e.g. ``[16]`` (one prefill) or ``[1, 15]`` (a first request prefilled alone), the longest
 pauses between announcements, and the server's garbage collections in the burst (count and ms
-per generation). Writes ``bench/results/ai_burst_probe.json``.
+per generation). Over all rounds: the median of the per-round differences handler - direct, with
+a 95% bootstrap interval. Writes ``bench/results/ai_burst_probe.json``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -92,6 +94,16 @@ def _timeline(events: list[list[str]], start: float, end: float) -> dict:
     }
 
 
+def _median_interval(values: list[float], resamples: int = 2000) -> tuple[float, float]:
+    """A 95% bootstrap interval for the median of ``values`` (the per-round differences); the
+    resampling is seeded, so the same rounds give the same interval."""
+    rng = random.Random(0)
+    medians = sorted(
+        statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples)
+    )
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=16)
@@ -146,6 +158,7 @@ def main() -> None:
         "rounds": args.rounds,
         "median_ttft_p50_ms": {p: statistics.median(v) for p, v in ttft.items()},
         "handler_minus_direct_median_of_rounds_ms": round(statistics.median(added), 2),
+        "handler_minus_direct_median_95ci_ms": [round(v, 2) for v in _median_interval(added)],
         "bursts_in_one_prefill": {
             p: sum(1 for r in rows if r["path"] == p and len(r["first_token_steps"]) == 1)
             for p in ("direct", "handler")
