@@ -12,12 +12,15 @@ import json
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from ember.bindings.jsdict import to_jsdict, to_plain
+from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.bindings.streams import ReadableStream
+from ember.runtime.isolate.cf import incoming_cf
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import Context, current_scope
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# The Fetch standard's null body statuses (101 and 103 are refused earlier, as out of range).
+NULL_BODY_STATUSES = frozenset({204, 205, 304})
 BodyInit = str | bytes | bytearray | memoryview | AsyncIterable[Any] | Iterable[Any] | None
 SUBREQUEST_BINDING = "__fetch__"
 _TEXT_PLAIN = ("content-type", "text/plain;charset=UTF-8")
@@ -118,7 +121,8 @@ class Request(_Body):
         self.method = str(method).upper()
         self.headers = headers
         self.redirect = options.pop("redirect", "follow")
-        self.cf: dict[str, Any] = options.pop("cf", None) or {}
+        copied = input.cf if isinstance(input, Request) else None  # as new Request(request)
+        self._cf: JsDict | None = to_jsdict(dict(options.pop("cf", None) or copied or {}))
         if self.method in ("GET", "HEAD") and body is not None:
             raise TypeError("Request with a GET or HEAD method cannot have a body.")
         self._init_body(body, headers)
@@ -132,9 +136,20 @@ class Request(_Body):
     def _incoming(cls, method: str, url: str, headers: Headers, body: Any) -> Request:
         request = cls.__new__(cls)
         request.url, request.method, request.headers = url, method, headers
-        request.redirect, request.cf = "manual", {}
+        request.redirect, request._cf = "manual", None  # cf: built on first access
         request._body, request._body_used = body, False
         return request
+
+    @property
+    def cf(self) -> JsDict:
+        """The edge's properties of the request (``request.cf.country``); see ``cf.py``."""
+        if self._cf is None:
+            self._cf = incoming_cf()
+        return self._cf
+
+    @cf.setter
+    def cf(self, value: Any) -> None:
+        self._cf = to_jsdict(dict(value or {}))
 
     def clone(self) -> Request:
         """A copy; only possible while the body is unread bytes (or absent)."""
@@ -168,6 +183,13 @@ class Response(_Body):
             raise ValueError(
                 f"Responses may only be constructed with status codes in the range 200 to 599, "
                 f"inclusive (found {self.status})"
+            )
+        if body is not None and self.status in NULL_BODY_STATUSES:
+            # As in Workers: refused here, never sent. A body on a 204 would be written after
+            # the head and read by the client as the start of the next response.
+            raise TypeError(
+                f"Response with null body status cannot have body (status {self.status}: "
+                "pass body=None)"
             )
         self.status_text = status_text
         if headers is None:

@@ -39,13 +39,13 @@ class Headers:
 
     def append(self, name: str, value: Any) -> None:
         """Add a value (keeps existing ones)."""
-        self._items.append((_name(name), str(value)))
+        self._items.append((_name(name), _value(value)))
 
     def set(self, name: str, value: Any) -> None:
         """Replace every value of ``name``."""
         key = _name(name)
         self._items = [(n, v) for n, v in self._items if n != key]
-        self._items.append((key, str(value)))
+        self._items.append((key, _value(value)))
 
     def delete(self, name: str) -> None:
         """Remove ``name``."""
@@ -120,10 +120,30 @@ class Headers:
         return f"Headers({dict(self.items())!r})"
 
 
-_INVALID_NAME = re.compile(r"[ \t\r\n:]")
+# RFC 9110 token characters: anything else in a name would make the response unsendable.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# The Fetch standard's forbidden value bytes: CR or LF would split the header (response
+# splitting), NUL is never valid. Checked when the header is set, as the Workers runtime does,
+# so the handler gets a TypeError at the line that set it instead of a dropped connection.
+_INVALID_VALUE = re.compile(r"[\0\r\n]|[^\0-\xff]")
+_HTTP_WHITESPACE = " \t\r\n"
 
 
 def _name(name: str) -> str:
-    if not isinstance(name, str) or not name or _INVALID_NAME.search(name):
+    if not isinstance(name, str) or not _TOKEN.fullmatch(name):
         raise TypeError(f"Invalid header name: {name!r}")
     return name.lower()
+
+
+def _value(value: Any) -> str:
+    # Fetch "normalizes" a value first: leading and trailing HTTP whitespace is dropped.
+    text = str(value).strip(_HTTP_WHITESPACE)
+    bad = _INVALID_VALUE.search(text)
+    if bad is not None:
+        what = (
+            f"the character {bad.group()!r} at index {bad.start()} is not a single byte"
+            if ord(bad.group()) > 0xFF
+            else "it contains a CR, LF or NUL character"
+        )
+        raise TypeError(f"Invalid header value: {what}.")
+    return text

@@ -1,0 +1,98 @@
+"""Request/Response details a Workers user relies on: what the Fetch standard refuses, and what
+the platform hands every request (``request.cf``), checked through a real isolate."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from tests.runtime.harness import HEADER, Harness, write_project
+
+RESPONSES = """
+from workers import Headers, Response
+
+async def fetch(request, env, ctx):
+    kind = request.headers.get("x-kind")
+    try:
+        if kind == "204-body":
+            return Response("gone", status=204)
+        if kind == "304-json":
+            return Response.json({"a": 1}, status=304)
+        if kind == "crlf":
+            return Response("x", headers={"x-user": "a\\r\\nset-cookie: evil=1"})
+        if kind == "bad-name":
+            Headers().append("x(y)", "1")
+        if kind == "not-a-byte":
+            return Response("x", headers={"x-price": "5€"})
+    except TypeError as exc:
+        return Response(f"TypeError: {exc}", status=400)
+    if kind == "padded":
+        return Response("x", headers={"x-padded": "  value\\t"})
+    if kind == "204":
+        return Response(None, status=204)
+    return Response("next")
+"""
+
+
+def test_null_body_status_with_a_body_is_refused(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(tmp_path / "nullbody", RESPONSES)
+    with harness.client(harness.deploy(root)) as client:
+        for kind in ("204-body", "304-json"):
+            response = client.get("/", headers={"x-kind": kind})
+            assert response.status_code == 400, kind
+            assert "Response with null body status cannot have body" in response.text
+
+
+def test_204_without_body_keeps_the_connection_usable(harness: Harness, tmp_path: Path) -> None:
+    # Two pipelined requests on one connection: a body after the 204 head would be read as the
+    # start of the second response.
+    deployment_id = harness.deploy(write_project(tmp_path / "pipelined", RESPONSES))
+    host, port = harness.url.removeprefix("http://").rsplit(":", 1)
+    head = f"GET / HTTP/1.1\r\nhost: x\r\n{HEADER}: {deployment_id}\r\n"
+    with socket.create_connection((host, int(port)), timeout=20) as conn:
+        conn.sendall(f"{head}x-kind: 204\r\n\r\n{head}connection: close\r\n\r\n".encode())
+        received = b""
+        while chunk := conn.recv(65536):
+            received += chunk
+    first, _, second = received.partition(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 204 ")
+    assert second.startswith(b"HTTP/1.1 200 ") and second.endswith(b"next")
+
+
+def test_invalid_header_values_raise_where_they_are_set(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(tmp_path / "headers", RESPONSES)
+    with harness.client(harness.deploy(root)) as client:
+        crlf = client.get("/", headers={"x-kind": "crlf"})
+        bad_name = client.get("/", headers={"x-kind": "bad-name"})
+        wide = client.get("/", headers={"x-kind": "not-a-byte"})
+        padded = client.get("/", headers={"x-kind": "padded"})
+    assert (crlf.status_code, "set-cookie" in crlf.headers) == (400, False)
+    assert crlf.text.startswith("TypeError: Invalid header value")
+    assert bad_name.text.startswith("TypeError: Invalid header name")
+    assert wide.text.startswith("TypeError: Invalid header value") and "'€'" in wide.text
+    assert padded.headers["x-padded"] == "value"  # normalized, as Fetch does
+
+
+def test_request_cf_answers_attribute_access(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "cf",
+        """
+        from workers import Request, Response, WorkerEntrypoint
+
+        class Default(WorkerEntrypoint):
+            async def fetch(self, request):
+                cf = request.cf
+                made = Request("https://example.com", cf={"cacheTtl": 5})
+                return Response.json({
+                    "country": cf.country, "colo": cf["colo"],
+                    "protocol": cf.httpProtocol, "rtt": cf.clientTcpRtt,
+                    "tls": cf.tlsClientAuth.certPresented,
+                    "made": made.cf.cacheTtl,
+                })
+        """,
+    )
+    with harness.client(harness.deploy(root)) as client:
+        answer = client.get("/").json()
+    assert answer["protocol"] == "HTTP/1.1" and answer["rtt"] == 0
+    assert isinstance(answer["country"], str) and isinstance(answer["colo"], str)
+    assert (answer["tls"], answer["made"]) == ("0", 5)
