@@ -32,6 +32,7 @@ from ember.config_values import (
     str_list,
     vars_value,
 )
+from ember.dotenv import parse_dotenv
 from ember.errors import ConfigError
 from ember.jsonc import JSONCError, strip_jsonc
 
@@ -110,7 +111,6 @@ KNOWN_KEYS = frozenset(
     }
 )
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,33 +232,6 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
         ),
         warnings=tuple(warnings),
     )
-
-
-def parse_dotenv(path: Path) -> dict[str, str]:
-    """Parse a ``.dev.vars`` / ``.env`` file: ``KEY=value`` lines, quotes, comments, export."""
-    values: dict[str, str] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        match = _ENV_LINE.match(line)
-        if match is None:
-            # Never echo the line: it may hold a secret.
-            raise ConfigError(str(path), f"line {number}", "<not shown>", "KEY=value")
-        key, raw = match.group(1), match.group(2).strip()
-        values[key] = _dotenv_value(raw)
-    return values
-
-
-def _dotenv_value(raw: str) -> str:
-    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
-        inner = raw[1:-1]
-        if raw[0] == '"':
-            inner = inner.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
-        return inner
-    if " #" in raw:
-        raw = raw.split(" #", 1)[0].rstrip()
-    return raw
 
 
 def _read_document(path: Path) -> dict[str, object]:

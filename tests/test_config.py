@@ -136,6 +136,43 @@ def test_bad_dev_vars_line_never_echoes_its_value(tmp_path: Path) -> None:
     assert "line 2" in str(info.value) and "this-is-the-secret" not in str(info.value)
 
 
+def test_dev_vars_read_as_wrangler_reads_them(tmp_path: Path) -> None:
+    # wrangler parses .dev.vars with the dotenv package; the same file must give the same values.
+    (tmp_path / ".dev.vars").write_text(
+        'QUOTED="value" # a comment after quotes\n'
+        "HASH=abc#rest is a comment\n"
+        "SINGLE='keeps # and  spaces'\n"
+        'PEM="-----BEGIN KEY-----\nline two\n-----END KEY-----"\n'
+        "TICK=`back tick`\n"
+        "COLON: yes\n"
+        'ESCAPES="a\\nb \\"q\\""\n'
+        "  export INDENTED=1\r\n"
+        "EMPTY=\n"
+        "1KEY=digit first\n"
+    )
+    assert parse_dotenv(tmp_path / ".dev.vars") == {
+        "QUOTED": "value",
+        "HASH": "abc",
+        "SINGLE": "keeps # and  spaces",
+        "PEM": "-----BEGIN KEY-----\nline two\n-----END KEY-----",
+        "TICK": "back tick",
+        "COLON": "yes",
+        "ESCAPES": 'a\nb \\"q\\"',
+        "INDENTED": "1",
+        "EMPTY": "",
+        "1KEY": "digit first",
+    }
+
+
+def test_unclosed_quote_in_dev_vars_names_its_line(tmp_path: Path) -> None:
+    (tmp_path / ".dev.vars").write_text('A=1\nTOKEN="never-closed-secret\nB=2\n')
+    with pytest.raises(ConfigError) as info:
+        parse_dotenv(tmp_path / ".dev.vars")
+    message = str(info.value)
+    assert "line 2" in message and 'closing "' in message
+    assert "never-closed-secret" not in message
+
+
 @pytest.mark.parametrize(
     ("filename", "text", "pattern"),
     [
