@@ -23,6 +23,7 @@ from ember.errors import ConfigError
 from ember.runtime import events as E
 from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.http import ResponseAborted
+from ember.runtime.listen import bind
 from ember.runtime.mounts import binding_mounts, with_binding_mounts
 from ember.runtime.router import Router
 from ember.runtime.scheduler import CronScheduler
@@ -92,6 +93,9 @@ class DevServer:
 
         from ember.runtime.fasthttp import fast_protocol
 
+        host = self.options.ip or self.config.dev.ip
+        port = self.options.port if self.options.port is not None else self.config.dev.port
+        listener = bind(host, port)  # first: a taken port fails before anything starts
         supervisor = Supervisor(
             state_dir=self.state_dir,
             events=self.events,
@@ -125,8 +129,8 @@ class DevServer:
         config = uvicorn.Config(
             with_binding_mounts(router, mounts),
             http=http,
-            host=self.options.ip or self.config.dev.ip,
-            port=self.options.port if self.options.port is not None else self.config.dev.port,
+            host=host,
+            port=port,
             lifespan="on",
             log_level="warning",
             access_log=False,
@@ -135,13 +139,13 @@ class DevServer:
         )
         logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
         server = uvicorn.Server(config)
-        serving = asyncio.ensure_future(server.serve())
+        serving = asyncio.ensure_future(server.serve(sockets=[listener]))
         try:
             while not server.started and not serving.done():
                 await asyncio.sleep(0.01)
             if server.started:
-                host, port = server.servers[0].sockets[0].getsockname()[:2]
-                self.url = f"http://{host}:{port}"
+                bound_host, bound_port = listener.getsockname()[:2]
+                self.url = f"http://{bound_host}:{bound_port}"
                 if on_ready is not None:
                     on_ready(self.url)
             await serving
@@ -150,6 +154,7 @@ class DevServer:
                 server.should_exit = True
                 with contextlib.suppress(BaseException):
                     await serving
+            listener.close()
 
     async def _startup(self) -> None:
         assert self.supervisor is not None  # invariant: set before uvicorn starts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.cli.devprocess import ROOT, DevProcess
 
@@ -79,6 +81,30 @@ def test_dev_with_a_missing_main_file_fails_clearly(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "ember: error:" in result.stderr and "main: expected an existing file" in result.stderr
     assert "src/missing.py" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["dev", "serve"])
+def test_a_taken_port_is_one_line_as_in_wrangler(tmp_path: Path, command: str) -> None:
+    (tmp_path / "ember.yaml").write_text("name: app\nmain: worker.py\n")
+    (tmp_path / "worker.py").write_text(WORKER.format(body="hi"))
+    where = [str(tmp_path)] if command == "dev" else ["--state-dir", str(tmp_path / "state")]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "ember", command, *where, "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            timeout=60,
+        )
+    assert result.returncode == 1, result.stderr
+    assert (
+        f"ember: error: Address already in use (127.0.0.1:{port}). Please check that you are "
+        "not already running a server on this address or specify a different port with --port."
+    ) in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
 
 
 def test_init_scaffolds_a_project_that_serves(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ember.runtime.http import ResponseAborted
+from ember.runtime.listen import bind
 from ember.runtime.platform.app import Platform
 from ember.runtime.platform.websocket import TolerantWebSocketProtocol
 
@@ -41,13 +42,14 @@ async def serve(
         ws=TolerantWebSocketProtocol,
     )
     logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
+    listener = bind(host, port)  # first: a taken port fails before the platform starts
     server = uvicorn.Server(config)
-    serving = asyncio.ensure_future(server.serve())
+    serving = asyncio.ensure_future(server.serve(sockets=[listener]))
     try:
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if server.started:
-            bound_host, bound_port = server.servers[0].sockets[0].getsockname()[:2]
+            bound_host, bound_port = listener.getsockname()[:2]
             shown = "127.0.0.1" if bound_host in ("0.0.0.0", "::") else bound_host
             platform.origin = f"http://{shown}:{bound_port}"
             if on_ready is not None:
@@ -62,6 +64,7 @@ async def serve(
             server.should_exit = True
             with contextlib.suppress(BaseException):
                 await serving
+        listener.close()
 
 
 def _drop_aborted_responses(record: logging.LogRecord) -> bool:
