@@ -11,6 +11,7 @@ Every error names the file, the key, what was found and what was expected (style
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import tomllib
@@ -212,12 +213,21 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
     for secret_name in secrets:
         vars_.pop(secret_name, None)  # .dev.vars overrides vars, as in wrangler
 
+    compatibility_date = date_value(data.get("compatibility_date"), fname)
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    if compatibility_date is not None and compatibility_date > today:
+        warnings.append(
+            f'{path.name}: compatibility_date "{compatibility_date}" is in the future (today is '
+            f"{today} UTC): ember dev runs the worker, but a deploy is refused, as Cloudflare "
+            "refuses it (10021)"
+        )
+
     return ProjectConfig(
         root=root,
         file=path,
         name=name,
         main=main_path.relative_to(root).as_posix(),
-        compatibility_date=date_value(data.get("compatibility_date"), fname),
+        compatibility_date=compatibility_date,
         compatibility_flags=str_list(
             data.get("compatibility_flags", []), fname, "compatibility_flags"
         ),

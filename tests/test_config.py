@@ -164,6 +164,23 @@ def test_dev_vars_read_as_wrangler_reads_them(tmp_path: Path) -> None:
     }
 
 
+def test_future_compatibility_date_is_a_warning_in_dev(tmp_path: Path) -> None:
+    root = _project(
+        tmp_path, "ember.yaml", 'name: s\nmain: src/entry.py\ncompatibility_date: "2999-01-01"\n'
+    )
+    config = load_project(root)
+    assert config.compatibility_date == "2999-01-01"
+    assert any('compatibility_date "2999-01-01" is in the future' in w for w in config.warnings)
+    today = load_project(
+        _project(
+            tmp_path / "now",
+            "ember.yaml",
+            'name: s\nmain: src/entry.py\ncompatibility_date: "2026-11-01"\n',
+        )
+    )
+    assert not today.warnings
+
+
 def test_unclosed_quote_in_dev_vars_names_its_line(tmp_path: Path) -> None:
     (tmp_path / ".dev.vars").write_text('A=1\nTOKEN="never-closed-secret\nB=2\n')
     with pytest.raises(ConfigError) as info:

@@ -126,6 +126,12 @@ def test_bad_input_leaves_the_live_version_untouched(
         ),
         (*worker_upload(bindings=[{"name": "DB", "type": "d1"}]), 10021, "supported binding"),
         (*worker_upload(main_module="missing.py"), 10021, "not one of the uploaded modules"),
+        (
+            *worker_upload(compatibility_date="2999-01-01"),
+            10021,
+            "Can't set compatibility date in the future: 2999-01-01",
+        ),
+        (*worker_upload(compatibility_date="2026-02-30"), 10021, "YYYY-MM-DD"),
         (*worker_upload(source=b"x" * (4 * 1024**2 + 10)), 10027, "limit"),
     ]
     for body, content_type, code, words in cases:

@@ -7,6 +7,7 @@ found whatever its position and content type; ``main_module`` must be one of the
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from typing import Any
@@ -126,8 +127,15 @@ def check_module_name(name: str) -> None:
 def _compatibility_date(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not _DATE.match(value):
+    try:
+        date = datetime.date.fromisoformat(value) if _DATE.match(value) else None
+    except (TypeError, ValueError):
+        date = None
+    if date is None:
         raise InvalidUpload(f"metadata.compatibility_date must be YYYY-MM-DD, got {value!r}")
+    # Cloudflare's words and code (10021); "today" is UTC's, as there.
+    if date > datetime.datetime.now(datetime.UTC).date():
+        raise InvalidUpload(f"Can't set compatibility date in the future: {value}")
     return value
 
 
