@@ -245,7 +245,7 @@ def test_scheduled_handler_runs_with_four_arguments(harness: Harness, tmp_path: 
         response = client.get("/__scheduled", params={"cron": "*/5 * * * *", "time": "1000"})
         no_fetch = client.get("/")
     assert response.status_code == 200
-    assert "cron */5 * * * * 1000.0 True" in harness.console(deployment_id)
+    assert "cron */5 * * * * 1000 True" in harness.console(deployment_id)
     assert no_fetch.status_code == 500 and "does not export a fetch() function" in no_fetch.text
 
 

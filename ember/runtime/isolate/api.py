@@ -279,8 +279,10 @@ class ScheduledController:
 
     def __init__(self, cron: str, scheduled_time: float) -> None:
         self.cron = cron
-        self.scheduled_time = scheduled_time
-        self.scheduledTime = scheduled_time  # noqa: N815 - the JavaScript name
+        # Whole milliseconds since the epoch, as on the platform (Pyodide turns that integral
+        # JS number into an int): 1000, not 1000.0.
+        self.scheduled_time = int(scheduled_time)
+        self.scheduledTime = self.scheduled_time  # noqa: N815 - the JavaScript name
         self.retry = True
 
     def no_retry(self) -> None:
