@@ -67,10 +67,13 @@ def deploy(
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
+    # wrangler deploy's lines (workers-sdk deploy tests), so scripts that read "Deployed NAME
+    # triggers", the indented URLs and "Current Version ID:" from it read ember's too.
     click.echo(f"Uploaded {project.name} ({result['size']:,} bytes, {result['modules']} modules)")
-    click.echo(f"Deployed {project.name} version {result['version_id']}")
+    click.echo(f"Deployed {project.name} triggers")
     for url in result["urls"]:
         click.echo(f"  {url}")
+    click.echo(f"Current Version ID: {result['version_id']}")
 
 
 def deploy_project(session: Session, project: WorkerProject, message: str | None) -> dict[str, Any]:

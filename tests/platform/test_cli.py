@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -123,7 +124,18 @@ def test_login_deploy_secrets_deployments_rollback_delete(
     assert "acme" in ember("login", "--token", issued.token).stdout
 
     first = ember("deploy").stdout
-    assert "http://hello.acme.localhost:" in first
+    # the lines of wrangler deploy, in its order, that scripts parse
+    assert re.search(
+        r"^Uploaded hello \(.*\)\nDeployed hello triggers\n  http://hello\.acme\.localhost:\d+/\n"
+        r"(  .*\n)*Current Version ID: ([0-9a-f-]{36})$",
+        first,
+        re.MULTILINE,
+    ), first
+    version_line = first.strip().splitlines()[-1]
+    account = platform.plane.accounts.find("acme")
+    assert account is not None
+    live = platform.plane.scripts.live(account, "hello").versions[0].version_id
+    assert version_line == f"Current Version ID: {live}"
     ember("secret", "put", "API_KEY", stdin="s3cr3t\n")
     assert ember("secret", "list").stdout.strip() == "API_KEY\tsecret_text"
     ember("deploy", "--message", "second")
