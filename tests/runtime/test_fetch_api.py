@@ -96,3 +96,48 @@ def test_request_cf_answers_attribute_access(harness: Harness, tmp_path: Path) -
     assert answer["protocol"] == "HTTP/1.1" and answer["rtt"] == 0
     assert isinstance(answer["country"], str) and isinstance(answer["colo"], str)
     assert (answer["tls"], answer["made"]) == ("0", 5)
+
+
+FORMS = """
+from workers import FormData, Response
+
+async def fetch(request, env, ctx):
+    try:
+        form = await request.form_data()
+    except TypeError as exc:
+        return Response(f"TypeError: {exc}", status=400)
+    upload = form.get("upload")
+    return Response.json({
+        "name": form.get("name"), "tags": form.get_all("tag"), "empty": form.get("empty"),
+        "missing": form.get("missing"), "keys": list(form),
+        "file": None if upload is None else [upload.name, upload.type, await upload.text()],
+        "made": FormData.new().has("x"),
+    })
+"""
+
+
+def test_form_data_parses_both_form_encodings(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(tmp_path / "forms", FORMS)
+    with harness.client(harness.deploy(root)) as client:
+        urlencoded = client.post("/", data={"name": "Zoë & co", "tag": ["a", "b"], "empty": ""})
+        multipart = client.post(
+            "/",
+            data={"name": "ember", "tag": "x"},
+            files={"upload": ("notes.txt", b"line one\n", "text/plain")},
+        )
+        not_a_form = client.post("/", json={"name": "x"})
+    assert urlencoded.json() == {
+        "name": "Zoë & co",
+        "tags": ["a", "b"],
+        "empty": "",
+        "missing": None,
+        "keys": ["name", "tag", "empty"],
+        "file": None,
+        "made": False,
+    }
+    answer = multipart.json()
+    assert (answer["name"], answer["tags"]) == ("ember", ["x"])
+    assert answer["file"] == ["notes.txt", "text/plain", "line one\n"]
+    assert not_a_form.status_code == 400
+    assert "FormData can only parse the following MIME types" in not_a_form.text
+    assert "application/json" in not_a_form.text

@@ -15,6 +15,7 @@ from typing import Any
 from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.bindings.streams import ReadableStream
 from ember.runtime.isolate.cf import incoming_cf
+from ember.runtime.isolate.formdata import FormData, parse_form
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import Context, current_scope
 
@@ -99,6 +100,14 @@ class _Body:
     async def json(self) -> Any:
         """The body parsed as JSON; objects allow attribute access (``data.name``)."""
         return to_jsdict(json.loads(await self.bytes()))
+
+    async def form_data(self) -> FormData:
+        """The body as a form (urlencoded or multipart), per its Content-Type header."""
+        headers: Headers = self.headers  # type: ignore[attr-defined]
+        return parse_form(await self.bytes(), headers.get("content-type"))
+
+    formData = form_data  # noqa: N815 - the JavaScript name
+    buffer = arrayBuffer  # Python Workers' name for the whole body
 
 
 class Request(_Body):

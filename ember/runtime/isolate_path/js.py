@@ -7,6 +7,7 @@
 import json as _json
 
 from ember.runtime.isolate.api import Request, Response, fetch  # noqa: F401
+from ember.runtime.isolate.formdata import File, FormData  # noqa: F401
 from ember.runtime.isolate.headers import Headers  # noqa: F401
 
 console = None  # replaced by the isolate with a console that sends Log frames

@@ -13,6 +13,7 @@ from ember.runtime.isolate.api import (  # noqa: F401
     wait_until,
     waitUntil,
 )
+from ember.runtime.isolate.formdata import File, FormData  # noqa: F401
 from ember.runtime.isolate.headers import Headers  # noqa: F401
 from ember.runtime.isolate.scope import Context  # noqa: F401
 
