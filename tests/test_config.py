@@ -164,6 +164,25 @@ def test_dev_vars_read_as_wrangler_reads_them(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.parametrize("where", ["vars", ".dev.vars"])
+def test_a_var_named_like_a_binding_is_refused(tmp_path: Path, where: str) -> None:
+    # wrangler: "KV assigned to Environment Variable and KV Namespace bindings."
+    text = "name: s\nmain: src/entry.py\nkv_namespaces:\n  - binding: KV\n"
+    if where == "vars":
+        text += "vars:\n  KV: shadow\n"
+    root = _project(tmp_path, "ember.yaml", text)
+    if where == ".dev.vars":
+        (root / ".dev.vars").write_text("KV=secret-shadow\n")
+    with pytest.raises(ConfigError) as info:
+        deployment_from_project(load_project(root))
+    message = str(info.value)
+    assert "the kv_namespace binding KV has it" in message and "unique names" in message
+    assert message.startswith(
+        str(root / ("ember.yaml: vars.KV" if where == "vars" else ".dev.vars: KV"))
+    )
+    assert "secret-shadow" not in message
+
+
 def test_future_compatibility_date_is_a_warning_in_dev(tmp_path: Path) -> None:
     root = _project(
         tmp_path, "ember.yaml", 'name: s\nmain: src/entry.py\ncompatibility_date: "2999-01-01"\n'

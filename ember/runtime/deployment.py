@@ -69,6 +69,7 @@ def deployment_from_project(
     """Turn a parsed project into a Deployment; binding and cron errors name file and key."""
     registry = registry or default_registry()
     bindings = registry.parse(config.binding_sections)
+    _check_unique_names(config, bindings)
     for index, cron in enumerate(config.crons):
         try:
             CronExpression.parse(cron)
@@ -90,6 +91,26 @@ def deployment_from_project(
         compatibility_flags=config.compatibility_flags,
         version=source_digest(config.root),
     )
+
+
+def _check_unique_names(config: ProjectConfig, bindings: tuple[BindingSpec, ...]) -> None:
+    """A var or secret named like a binding would hide one of them on ``env``: refused, as
+    wrangler refuses it ("KV assigned to Environment Variable and KV Namespace bindings")."""
+    kinds = {spec.name: spec.kind for spec in bindings}
+    for source, names, key in (
+        (config.file, config.vars, "vars"),
+        (config.secrets_file, config.secrets, "secrets"),
+    ):
+        for name in names:
+            if name in kinds:
+                raise ConfigError(
+                    str(source),
+                    f"{key}.{name}" if key == "vars" else name,
+                    name,
+                    f"a name no binding uses (the {kinds[name]} binding {name} has it)",
+                    hint="bindings must have unique names, so that they can all be referenced "
+                    "in the worker",
+                )
 
 
 def load_deployment(root: Path | str, **kwargs: object) -> Deployment:
