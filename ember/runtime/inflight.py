@@ -254,6 +254,9 @@ class ResponseStream:
             raise
         except StreamAborted as exc:
             self._complete = True
+            # A body cut short (the handler raised mid-stream, a limit) still gets its request
+            # line, as every other request does; nothing else would log it.
+            self._request._log()
             raise ResponseAborted(str(exc)) from None
         self._sent += len(chunk)
         if self._sent > self._request.process.limits.max_response_bytes:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import httpx
+
+from ember.runtime.events import RequestEvent
 from tests.runtime.harness import HEADER, Harness, write_project
 
 RESPONSES = """
@@ -141,3 +144,28 @@ def test_form_data_parses_both_form_encodings(harness: Harness, tmp_path: Path) 
     assert not_a_form.status_code == 400
     assert "FormData can only parse the following MIME types" in not_a_form.text
     assert "application/json" in not_a_form.text
+
+
+def test_a_stream_that_fails_midway_is_still_logged(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(
+        tmp_path / "midstream",
+        """
+        from workers import Response
+
+        async def fetch(request, env, ctx):
+            async def body():
+                yield "first part\\n"
+                raise ValueError("failed mid-stream")
+            return Response(body())
+        """,
+    )
+    deployment_id = harness.deploy(root)
+    with harness.client(deployment_id) as client, client.stream("GET", "/cut") as response:
+        assert response.status_code == 200
+        try:
+            response.read()
+        except httpx.HTTPError:
+            pass  # the connection is cut, so the client does not take the body as complete
+    harness.wait_for(lambda: bool(harness.of_type(RequestEvent, deployment_id)))
+    (event,) = harness.of_type(RequestEvent, deployment_id)
+    assert (event.method, event.url.endswith("/cut"), event.outcome) == ("GET", True, "exception")
