@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.runtime.harness import Harness, write_project
@@ -143,3 +145,46 @@ def test_errors_reach_the_handler_with_the_platform_message(harness: Harness, kv
             "UTF-8 encoded length of 600 exceeds key length limit of 512."
         )
         assert c.get("/", headers={"x-op": "type"}).text.startswith("Unknown response type.")
+
+
+BULK = """
+from workers import Response
+
+async def fetch(request, env, ctx):
+    kv = env.KV
+    await kv.put("a", "text value", metadata={"n": 1})
+    await kv.put("j", '{"name": "json"}')
+    await kv.put("big", "x" * (300 * 1024))
+    texts = await kv.get(["a", "missing", "big"])
+    parsed = await kv.get(["j"], type="json")
+    with_meta = await kv.get_with_metadata(["a", "missing"])
+    errors = []
+    for keys, kind in ((["a"] * 101, "text"), ([], "text"), (["a"], "arrayBuffer"),
+                       (["a"], "json")):
+        try:
+            await kv.get(keys, type=kind)
+        except Exception as exc:
+            errors.append(str(exc))
+    return Response.json({
+        "texts": [texts["a"], texts["missing"], len(texts["big"]), list(texts)],
+        "json": parsed["j"].name,
+        "meta": [with_meta["a"].value, with_meta["a"].metadata.n, with_meta["missing"]],
+        "errors": errors,
+    })
+"""
+
+
+def test_bulk_get_reads_up_to_100_keys_as_workers_kv_does(harness: Harness, tmp_path: Path) -> None:
+    root = write_project(tmp_path / "bulk", BULK, "kv_namespaces:\n  - binding: KV\n")
+    with harness.client(harness.deploy(root)) as client:
+        answer = client.get("/").json()
+    assert answer["texts"] == ["text value", None, 300 * 1024, ["a", "missing", "big"]]
+    assert answer["json"] == "json"
+    assert answer["meta"] == ["text value", 1, None]
+    assert answer["errors"] == [
+        "KV GET_BULK failed: 400 You can request a maximum of 100 keys",
+        "KV GET_BULK failed: 400 You must request a minimum of 1 key",
+        'KV GET_BULK failed: 400 "arrayBuffer" is not a valid type. Use "json" or "text"',
+        "KV GET_BULK failed: 400 At least one of the requested keys corresponds to a "
+        "non-json value",
+    ]

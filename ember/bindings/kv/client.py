@@ -11,7 +11,7 @@ import json
 from collections.abc import AsyncIterable, Mapping
 from typing import Any
 
-from ember.bindings.base import BindingChannel, BindingSpec
+from ember.bindings.base import BindingChannel, BindingSpec, ServiceError
 from ember.bindings.jsdict import JsDict, to_jsdict
 from ember.bindings.kv.limits import encode_metadata
 from ember.bindings.streams import ReadableStream
@@ -32,14 +32,28 @@ class KVNamespace:
         return f"<KVNamespace {self._name}>"
 
     async def get(self, key: Any, type: Any = None, **options: Any) -> Any:
-        """The value of ``key``: str, or per ``type`` json, arrayBuffer/bytes or stream."""
+        """The value of ``key``: str, or per ``type`` json, arrayBuffer/bytes or stream.
+
+        A list of up to 100 keys reads them all at once (as text or json): a dict of each key
+        to its value, None where missing (the platform's ``Map``).
+        """
         value_type, cache_ttl = _get_options(type, options)
+        if isinstance(key, list | tuple):
+            found = await self._get_bulk(list(key), value_type, cache_ttl)
+            return {name: None if item is None else item[1] for name, item in found.items()}
         _, body = await self._get(key, value_type, cache_ttl)
         return body
 
-    async def get_with_metadata(self, key: Any, type: Any = None, **options: Any) -> JsDict:
-        """``{value, metadata, cacheStatus}`` for ``key``."""
+    async def get_with_metadata(self, key: Any, type: Any = None, **options: Any) -> Any:
+        """``{value, metadata, cacheStatus}`` for ``key``; for a list of keys, a dict of each
+        key to ``{value, metadata}`` (None where missing)."""
         value_type, cache_ttl = _get_options(type, options)
+        if isinstance(key, list | tuple):
+            found = await self._get_bulk(list(key), value_type, cache_ttl)
+            return {
+                name: None if item is None else JsDict(value=item[1], metadata=item[0])
+                for name, item in found.items()
+            }
         metadata, body = await self._get(key, value_type, cache_ttl)
         return JsDict(value=body, metadata=metadata, cacheStatus=None)
 
@@ -92,6 +106,37 @@ class KVNamespace:
             raise TypeError(f"KV list() got unexpected options: {', '.join(sorted(merged))}")
         reply = await self._channel.call(self._name, "list", [prefix, limit, cursor])
         return to_jsdict(reply.value)  # type: ignore[no-any-return]
+
+    async def _get_bulk(
+        self, keys: list[Any], value_type: str, cache_ttl: Any
+    ) -> dict[str, tuple[Any, Any] | None]:
+        """``{key: (metadata, value) or None}`` for a bulk read, in the keys' order."""
+        for key in keys:
+            _key(key)
+        reply = await self._channel.call(self._name, "get_bulk", [keys, value_type, cache_ttl])
+        heads, inline = reply.value  # type: ignore[misc]
+        data = inline if reply.stream is None else await ReadableStream(reply.stream).read_all()
+        result: dict[str, tuple[Any, Any] | None] = {}
+        offset = 0
+        for key, (found, metadata_json, length) in zip(keys, heads, strict=True):
+            if not found:
+                result[key] = None
+                continue
+            raw = bytes(data[offset : offset + length])
+            offset += length
+            text = raw.decode("utf-8", "replace")
+            try:
+                value = to_jsdict(json.loads(text)) if value_type == "json" else text
+            except ValueError:
+                raise ServiceError(
+                    f"KV GET_BULK failed: 400 At least one of the requested keys corresponds "
+                    f"to a non-{value_type} value",
+                    kind="kv",
+                    data={"status": 400},
+                ) from None
+            metadata = to_jsdict(json.loads(metadata_json)) if metadata_json else None
+            result[key] = (metadata, value)
+        return result
 
     async def _get(self, key: Any, value_type: str, cache_ttl: Any) -> tuple[Any, Any]:
         reply = await self._channel.call(self._name, "get", [_key(key), cache_ttl])

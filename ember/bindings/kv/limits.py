@@ -19,6 +19,9 @@ MIN_EXPIRATION_TTL = 60
 MIN_CACHE_TTL = 30
 MAX_LIST_KEYS = 1000
 MAX_OPS_PER_REQUEST = 1000
+MAX_BULK_GET_KEYS = 100
+MAX_BULK_GET_BYTES = 25 * 1024 * 1024
+BULK_GET_TYPES = ("text", "json")
 
 
 class KVError(ServiceError):
@@ -167,3 +170,16 @@ def _as_int(value: object) -> int | None:
     if not _is_number(value):
         return None
     return int(value)  # type: ignore[arg-type]
+
+
+def validate_bulk_get(op: str, keys: object, value_type: object) -> list[str]:
+    """A bulk read names 1 to 100 keys and reads them as "text" or "json"."""
+    if value_type not in BULK_GET_TYPES:
+        raise KVError(op, 400, f'"{value_type}" is not a valid type. Use "json" or "text"')
+    if not isinstance(keys, list):
+        raise KVError(op, 400, "keys must be a list of strings")
+    if len(keys) > MAX_BULK_GET_KEYS:
+        raise KVError(op, 400, f"You can request a maximum of {MAX_BULK_GET_KEYS} keys")
+    if not keys:
+        raise KVError(op, 400, "You must request a minimum of 1 key")
+    return [validate_key(op, key) for key in keys]

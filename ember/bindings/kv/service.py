@@ -9,6 +9,7 @@ and runs on its own thread.
 Wire format (the client in ``client.py`` is the only other party):
 
     get              [key, cache_ttl]                          -> [found, metadata, body] | stream
+    get_bulk         [keys, type, cache_ttl]  -> [[[found, metadata, length]...], bodies] | stream
     put              [key, body|None, expiration, ttl, metadata] (+ upload when body is None)
     delete           [key]
     list             [prefix, limit, cursor]                   -> {keys, list_complete, cursor?}
@@ -62,7 +63,13 @@ class KVService(BindingService):
 
     async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
         """Dispatch one operation (each counts against the per-request limit)."""
-        op = {"get": "GET", "put": "PUT", "delete": "DELETE", "list": "LIST"}.get(method)
+        op = {
+            "get": "GET",
+            "get_bulk": "GET_BULK",
+            "put": "PUT",
+            "delete": "DELETE",
+            "list": "LIST",
+        }.get(method)
         if op is None:
             raise limits.KVError("CALL", 400, f"unknown KV method {method!r}")
         if ctx.count("kv_ops") > limits.MAX_OPS_PER_REQUEST:
@@ -74,6 +81,8 @@ class KVService(BindingService):
             self._ready = True
         if method == "get":
             return await self._get(args)
+        if method == "get_bulk":
+            return await self._get_bulk(args)
         if method == "put":
             await self._put(args, ctx.upload)
             return None
@@ -95,6 +104,32 @@ class KVService(BindingService):
         if len(entry.value) <= INLINE_VALUE_BYTES:
             return [True, entry.metadata, entry.value]
         return StreamReply(head=[True, entry.metadata, None], chunks=_chunks(entry))
+
+    async def _get_bulk(self, args: list[Any]) -> object | StreamReply:
+        """Up to 100 keys in one call (``get([...])``), values concatenated in key order."""
+        keys, value_type, cache_ttl = _arity("GET_BULK", args, 3)
+        keys = limits.validate_bulk_get("GET_BULK", keys, value_type)
+        limits.validate_cache_ttl("GET_BULK", cache_ttl)
+        heads: list[list[object]] = []
+        values: list[bytes] = []
+        for key in keys:
+            entry = await self._store.run(self._store.store.get, self.namespace_id, key)
+            if entry is None:
+                heads.append([False, None, 0])
+                continue
+            heads.append([True, entry.metadata, len(entry.value)])
+            values.append(entry.value)
+        total = sum(len(v) for v in values)
+        if total > limits.MAX_BULK_GET_BYTES:
+            raise limits.KVError(
+                "GET_BULK",
+                413,
+                f"Total size of request exceeds the limit of "
+                f"{limits.MAX_BULK_GET_BYTES // (1024 * 1024)}MB",
+            )
+        if total <= INLINE_VALUE_BYTES:
+            return [heads, b"".join(values)]
+        return StreamReply(head=[heads, None], chunks=_bulk_chunks(values))
 
     async def _put(self, args: list[Any], upload: AsyncIterator[bytes] | None) -> None:
         key, body, expiration, expiration_ttl, metadata = _arity("PUT", args, 5)
@@ -170,3 +205,10 @@ async def _chunks(entry: KVEntry) -> AsyncIterator[bytes]:
     view = memoryview(entry.value)
     for start in range(0, len(view), STREAM_CHUNK_BYTES):
         yield bytes(view[start : start + STREAM_CHUNK_BYTES])
+
+
+async def _bulk_chunks(values: list[bytes]) -> AsyncIterator[bytes]:
+    for value in values:
+        view = memoryview(value)
+        for start in range(0, len(view), STREAM_CHUNK_BYTES):
+            yield bytes(view[start : start + STREAM_CHUNK_BYTES])
