@@ -206,12 +206,13 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
         raise ConfigError(fname, "main", main, f"an existing file under {root}")
 
     vars_ = vars_value(data.get("vars", {}), fname)
-    if extra_vars:
-        vars_.update(extra_vars)
     secrets_file = next((root / n for n in SECRETS_FILES if (root / n).is_file()), None)
     secrets = parse_dotenv(secrets_file) if secrets_file is not None else {}
     for secret_name in secrets:
         vars_.pop(secret_name, None)  # .dev.vars overrides vars, as in wrangler
+    for var_name, value in (extra_vars or {}).items():
+        secrets.pop(var_name, None)  # and --var overrides both, as wrangler dev's --var does
+        vars_[var_name] = value
 
     compatibility_date = date_value(data.get("compatibility_date"), fname)
     today = datetime.datetime.now(datetime.UTC).date().isoformat()

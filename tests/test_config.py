@@ -129,6 +129,15 @@ def test_dev_vars_are_secrets_that_override_vars(tmp_path: Path) -> None:
     assert "line1" not in repr(config)
 
 
+def test_cli_var_overrides_vars_and_dev_vars(tmp_path: Path) -> None:
+    # wrangler dev --var KEY:VALUE wins over both wrangler.toml vars and .dev.vars.
+    root = _project(tmp_path, "ember.yaml", "name: s\nmain: src/entry.py\nvars:\n  URL: toml\n")
+    (root / ".dev.vars").write_text("TOKEN=from-dev-vars\nOTHER=kept\n")
+    config = load_project(root, extra_vars={"TOKEN": "from-cli", "URL": "cli-url"})
+    assert dict(config.vars) == {"URL": "cli-url", "TOKEN": "from-cli"}
+    assert dict(config.secrets) == {"OTHER": "kept"}
+
+
 def test_bad_dev_vars_line_never_echoes_its_value(tmp_path: Path) -> None:
     (tmp_path / ".dev.vars").write_text("GOOD=1\nthis-is-the-secret-value\n")
     with pytest.raises(ConfigError) as info:
