@@ -11,6 +11,7 @@ deployment; ``ember serve`` routes by host and path.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
@@ -30,8 +31,15 @@ INLINE_BODY_BYTES = 64 * 1024
 # watcher each cost more than the rest of the router's work; a client that leaves is noticed
 # within 2 * WATCH_AFTER_S instead, and a handler wastes at most that long.
 WATCH_AFTER_S = 0.05
-# ``--test-scheduled``'s paths (as wrangler's): they run the scheduled handler.
-SCHEDULED_PATHS = ("/__scheduled", "/cdn-cgi/handler/scheduled")
+# ``--test-scheduled``'s paths: they run the scheduled handler. ``/__scheduled`` is wrangler's
+# (answers "Ran scheduled event"); the others are Miniflare's, current and older (answer the
+# outcome, "ok" or the failure, or with ?format=json a {"outcome", "noRetry"} object).
+WRANGLER_SCHEDULED_PATH = "/__scheduled"
+SCHEDULED_PATHS = (
+    WRANGLER_SCHEDULED_PATH,
+    "/cdn-cgi/local/scheduled",
+    "/cdn-cgi/handler/scheduled",
+)
 T = TypeVar("T")
 
 
@@ -172,12 +180,19 @@ class Router:
             self._sweep_timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._sweep)
 
     async def _scheduled(self, deployment_id: str, scope: Scope, send: Send) -> None:
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        cron = query.get("cron", ["* * * * *"])[0]
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        cron = query.get("cron", [""])[0]  # no ?cron=: an empty cron, as wrangler and Miniflare
         when = query.get("time", [None])[0]
         scheduled_time = float(when) if when and when.isdigit() else time.time() * 1000
         result = await self.supervisor.scheduled(deployment_id, cron, scheduled_time)
-        if result.outcome == "ok":
+        status = 200 if result.outcome == "ok" else 500
+        if scope["path"] != WRANGLER_SCHEDULED_PATH:
+            if query.get("format", [""])[0] == "json":
+                body = json.dumps({"outcome": result.outcome, "noRetry": False}).encode()
+                await _send_plain(send, status, body, b"application/json")
+            else:
+                await _send_plain(send, status, result.outcome.encode())
+        elif result.outcome == "ok":
             await _send_plain(send, 200, b"Ran scheduled event\n")
         else:
             body = f"Scheduled event failed: {result.message or result.outcome}\n{result.traceback}"
@@ -343,13 +358,15 @@ async def _send_response(send: Send, response: HttpResponse, client: _Client) ->
         await stream.aclose()
 
 
-async def _send_plain(send: Send, status: int, body: bytes) -> None:
+async def _send_plain(
+    send: Send, status: int, body: bytes, content_type: bytes = b"text/plain;charset=UTF-8"
+) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"text/plain;charset=UTF-8"),
+                (b"content-type", content_type),
                 (b"content-length", str(len(body)).encode()),
             ],
         }

@@ -344,3 +344,32 @@ def test_isolate_process_hygiene(harness: Harness, tmp_path: Path) -> None:
     assert kinds.count("anon_inode:[eventpoll]") == 1, facts["fds"]
     assert facts["env"] == ["LANG", "PATH", "PYTHONIOENCODING", "VISIBLE"]
     assert facts["core"] == 0 and facts["data_limited"] is True
+
+
+def test_test_scheduled_paths_answer_as_wrangler_and_miniflare(
+    harness: Harness, tmp_path: Path
+) -> None:
+    root = write_project(
+        tmp_path / "cronpaths",
+        """
+        from workers import WorkerEntrypoint
+
+        class Default(WorkerEntrypoint):
+            async def scheduled(self, controller, env, ctx):
+                print(f"cron={controller.cron!r} time={controller.scheduledTime}")
+                if controller.cron == "fail":
+                    raise ValueError("cron failed")
+        """,
+    )
+    deployment_id = harness.deploy(root)
+    with harness.client(deployment_id) as client:
+        wrangler = client.get("/__scheduled")
+        local = client.get("/cdn-cgi/local/scheduled", params={"cron": "0 * * * *", "time": "5"})
+        failed = client.get("/cdn-cgi/local/scheduled", params={"cron": "fail", "format": "json"})
+    assert (wrangler.status_code, wrangler.text) == (200, "Ran scheduled event\n")
+    assert (local.status_code, local.text) == (200, "ok")
+    assert failed.status_code == 500
+    assert failed.json() == {"outcome": "exception", "noRetry": False}
+    console = harness.console(deployment_id)
+    assert "cron='' time=" in console[0]  # no ?cron=: empty, as wrangler's middleware passes
+    assert "cron='0 * * * *' time=5" in console
