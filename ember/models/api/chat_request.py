@@ -21,6 +21,7 @@ from ember.models.api.fields import (
     optional_str,
     require_object,
     stop_sequences,
+    token_id_list,
     wrong_type,
 )
 from ember.models.api.messages import ChatMessage, parse_messages
@@ -142,6 +143,8 @@ def parse_sampling(body: Mapping, path: str = "") -> SamplingOptions:
         min_p=optional_number(body, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
         seed=optional_int(body, "seed", path, minimum=-INT64, maximum=2 * INT64 - 1),
         stop=stop_sequences(body, "stop", path),
+        # vLLM's and SGLang's extension on both OpenAI routes (ids that end the output).
+        stop_token_ids=token_id_list(body, "stop_token_ids", path),
         frequency_penalty=optional_number(
             body, "frequency_penalty", path, minimum=-2, maximum=2, default=0.0
         ),  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from ember.models.api.fields import (
     optional_str,
     require_object,
     stop_sequences,
+    token_id_list,
     wrong_type,
 )
 from ember.models.api.tools import ResponseFormat, parse_response_format
@@ -162,9 +163,6 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
                 where, "a JSON schema encoded as a string", "text that is not JSON"
             ) from None
         compile_schema(schema, path=where)
-    stop_ids = params.get("stop_token_ids") or []
-    if not isinstance(stop_ids, list):
-        raise wrong_type(at(path, "stop_token_ids"), "an array of token ids", stop_ids)
     top_k = optional_int(params, "top_k", path, minimum=-1)
     if top_k == 0:
         raise InvalidRequestField(at(path, "top_k"), "-1 (off) or an integer >= 1", "a number (0)")
@@ -184,7 +182,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         min_p=optional_number(params, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
         seed=seed,
         stop=stop_sequences(params, "stop", path, most=16),
-        stop_token_ids=_token_ids(stop_ids, at(path, "stop_token_ids")),
+        stop_token_ids=token_id_list(params, "stop_token_ids", path),
         frequency_penalty=optional_number(
             params, "frequency_penalty", path, minimum=-2, maximum=2, default=0.0
         ),  # type: ignore[arg-type]

@@ -134,6 +134,20 @@ def optional_int(
     return value
 
 
+def token_id_list(body: Mapping[str, Any], key: str, path: str) -> tuple[int, ...]:
+    """An optional array of token ids (``stop_token_ids``); null or absent is empty."""
+    value = body.get(key)
+    if value is None:
+        return ()
+    where = at(path, key)
+    if not isinstance(value, list):
+        raise wrong_type(where, "an array of token ids", value)
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+            raise wrong_type(at(where, i), "a token id (a non-negative integer)", item)
+    return tuple(value)
+
+
 def stop_sequences(body: Mapping[str, Any], key: str, path: str, most: int = 4) -> tuple[str, ...]:
     """``stop``: a string or an array of 1..``most`` non-empty strings."""
     value = body.get(key)
