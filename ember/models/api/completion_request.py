@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ember.models.api.chat_request import SamplingOptions, parse_sampling
+from ember.models.api.chat_request import INT64, SamplingOptions, parse_sampling
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import (
     at,
@@ -166,15 +166,23 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
     top_k = optional_int(params, "top_k", path, minimum=-1)
     if top_k == 0:
         raise InvalidRequestField(at(path, "top_k"), "-1 (off) or an integer >= 1", "a number (0)")
-    seed = optional_int(params, "sampling_seed", path)
+    seed = optional_int(params, "sampling_seed", path, minimum=-INT64, maximum=2 * INT64 - 1)
     if seed is None:
-        seed = optional_int(params, "seed", path)
+        seed = optional_int(params, "seed", path, minimum=-INT64, maximum=2 * INT64 - 1)
+    # The ranges are the engine's (SamplingParams), checked here so that errors name SGLang's
+    # fields. SGLang takes max_new_tokens 0 (a prompt-only pass); ember always generates.
+    max_new = optional_int(params, "max_new_tokens", path, minimum=1, default=SGLANG_MAX_NEW_TOKENS)
+    min_new = optional_int(params, "min_new_tokens", path, minimum=0, default=0) or 0
+    if max_new is not None and min_new > max_new:
+        raise InvalidRequestField(
+            at(path, "min_new_tokens"),
+            f"at most max_new_tokens ({max_new})",
+            describe(params["min_new_tokens"]),
+        )
     sampling = SamplingOptions(
-        max_tokens=optional_int(
-            params, "max_new_tokens", path, minimum=0, default=SGLANG_MAX_NEW_TOKENS
-        ),
-        min_tokens=optional_int(params, "min_new_tokens", path, minimum=0, default=0) or 0,
-        temperature=optional_number(params, "temperature", path, minimum=0, default=1.0),  # type: ignore[arg-type]
+        max_tokens=max_new,
+        min_tokens=min_new,
+        temperature=optional_number(params, "temperature", path, minimum=0, maximum=2, default=1.0),  # type: ignore[arg-type]
         top_p=optional_number(
             params, "top_p", path, minimum=0, maximum=1, default=1.0, exclusive_minimum=True
         ),  # type: ignore[arg-type]

@@ -26,7 +26,9 @@ from typing import Any
 from ember.errors import InvalidModelInput
 from ember.models.api.chat_request import SamplingOptions
 
-MAX_STOP_STRINGS = 4
+MAX_STOP_STRINGS = 4  # a request body's ``stop`` (OpenAI's and Workers AI's schema)
+# What the engine takes: SGLang's /generate has no cap of 4, and ember's parser allows 16.
+MAX_ENGINE_STOP_STRINGS = 16
 MAX_TOP_LOGPROBS = 20
 # torch.Generator.manual_seed accepts this range (negative seeds are folded in).
 _SEED_MIN, _SEED_MAX = -(2**63), 2**64 - 1
@@ -79,8 +81,8 @@ class SamplingParams:
                 _fail("logit_bias", "an object whose keys are token ids (integers >= 0)", token)
             _check_number(f"logit_bias[{token}]", bias, -100.0, 100.0)
         stop_expected = f"a non-empty string or a list of 1 to {MAX_STOP_STRINGS} of them"
-        if len(self.stop) > MAX_STOP_STRINGS:
-            _fail("stop", stop_expected, list(self.stop))
+        if len(self.stop) > MAX_ENGINE_STOP_STRINGS:
+            _fail("stop", f"a list of at most {MAX_ENGINE_STOP_STRINGS} strings", list(self.stop))
         for item in self.stop:
             if not (isinstance(item, str) and item):
                 _fail("stop", stop_expected, item)

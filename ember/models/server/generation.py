@@ -60,22 +60,27 @@ class GenerationEvent:
 
 
 def check_request(served: ServedModel, request: GenerationInput) -> None:
-    """Reject what the engine could never serve, before any response starts (400s)."""
+    """Reject what the engine could never serve, before any response starts (400s). Errors
+    name the engine's fields (``prompt``, ``max_tokens``); ``inputs.generation_input`` renames
+    them to the request's own."""
     vocab = served.config.vocab_size
     bad = next((t for t in request.prompt_ids if not 0 <= t < vocab), None)
     if bad is not None:
         raise InvalidModelInput(
-            "input_ids", f"token id {bad} is outside the vocabulary (0..{vocab - 1})"
+            "prompt", f"token id {bad} is outside the vocabulary (0..{vocab - 1})"
         )
     served.llm.prepare_request(request.prompt_ids, None, request.params)
 
 
-def max_tokens_for(served: ServedModel, prompt_tokens: int, asked: int | None) -> int:
-    """``asked``, or the rest of the context window; a request that cannot fit is a 400."""
+def max_tokens_for(
+    served: ServedModel, prompt_tokens: int, asked: int | None, name: str = "max_tokens"
+) -> int:
+    """``asked``, or the rest of the context window; a request that cannot fit is a 400.
+    ``name``: the request's word for the output limit (``max_new_tokens`` in /generate)."""
     room = served.context_length - prompt_tokens
     if room < 1:
         raise InvalidModelInput(
-            "messages",
+            "prompt",
             f"the prompt has {prompt_tokens} tokens; this model serves at most "
             f"{served.context_length - 1} prompt tokens",
         )
@@ -84,7 +89,7 @@ def max_tokens_for(served: ServedModel, prompt_tokens: int, asked: int | None) -
     if asked > room:
         raise InvalidModelInput(
             "max_tokens",
-            f"max_tokens is {asked}, but the prompt ({prompt_tokens} tokens) leaves room for "
+            f"{name} is {asked}, but the prompt ({prompt_tokens} tokens) leaves room for "
             f"{room} in the {served.context_length}-token context window",
         )
     return asked

@@ -87,6 +87,35 @@ def prompt_ids_for(served: ServedModel, text: str | None, ids: tuple[int, ...] |
     return served.tokenizer.encode(text)
 
 
+@dataclass(frozen=True, slots=True)
+class RequestFields:
+    """Where a route's request carries what the engine checks, as JSON pointers, so that an
+    error names the field the client sent: ``/messages`` in chat, ``/prompt`` in completions,
+    ``/text`` or ``/input_ids`` and ``/sampling_params/max_new_tokens`` in ``/generate``."""
+
+    prompt: str = "/messages"
+    max_tokens: str = "/max_tokens"
+    sampling: str = ""  # the object holding the other sampling fields ("" = the body)
+    # engine name -> the request's name, where they differ (SGLang's min_new_tokens)
+    renames: tuple[tuple[str, str], ...] = ()
+
+    def pointer(self, engine_field: str) -> str:
+        if engine_field in ("prompt", "messages", "input_ids"):
+            return self.prompt
+        if engine_field == "max_tokens":
+            return self.max_tokens
+        name = dict(self.renames).get(engine_field, engine_field)
+        return f"{self.sampling}/{name}"
+
+    @property
+    def max_tokens_name(self) -> str:
+        return self.max_tokens.rsplit("/", 1)[-1]
+
+
+CHAT_FIELDS = RequestFields()
+COMPLETION_FIELDS = RequestFields(prompt="/prompt")
+
+
 def generation_input(
     served: ServedModel,
     request_id: str,
@@ -96,17 +125,47 @@ def generation_input(
     constraint: ConstraintSpec | None = None,
     skip_special_tokens: bool = True,
     keep_special: frozenset[int] = frozenset(),
+    fields: RequestFields = CHAT_FIELDS,
 ) -> GenerationInput:
-    """The engine request for ``prompt_ids``; raises 400-type errors for what cannot be served."""
-    if not prompt_ids:
-        raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
-    max_tokens = max_tokens_for(served, len(prompt_ids), options.max_tokens)
+    """The engine request for ``prompt_ids``; raises 400-type errors for what cannot be served,
+    naming the request's own fields (``fields``)."""
     if constraint is not None and options.ignore_eos:
         raise InvalidRequestField(
-            "/ignore_eos",
+            fields.pointer("ignore_eos"),
             "false when the output is constrained (the grammar ends the output with EOS)",
             "true",
         )
+    try:
+        return _generation_input(
+            served,
+            request_id,
+            prompt_ids,
+            options,
+            constraint,
+            skip_special_tokens,
+            keep_special,
+            fields.max_tokens_name,
+        )
+    except InvalidRequestField:
+        raise
+    except InvalidModelInput as error:
+        # The engine's checks know its own names (prompt, max_tokens, temperature...).
+        raise InvalidModelInput(fields.pointer(error.field), str(error)) from None
+
+
+def _generation_input(
+    served: ServedModel,
+    request_id: str,
+    prompt_ids: list[int],
+    options: SamplingOptions,
+    constraint: ConstraintSpec | None,
+    skip_special_tokens: bool,
+    keep_special: frozenset[int],
+    max_tokens_name: str,
+) -> GenerationInput:
+    if not prompt_ids:
+        raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
+    max_tokens = max_tokens_for(served, len(prompt_ids), options.max_tokens, max_tokens_name)
     # SamplingParams checks name the field (temperature, top_logprobs, logit_bias...).
     params = replace(SamplingParams.from_options(options), max_tokens=max_tokens)
     generation = GenerationInput(

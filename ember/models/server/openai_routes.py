@@ -36,6 +36,7 @@ from ember.models.server.generation import (
     stream_generation,
 )
 from ember.models.server.inputs import (
+    COMPLETION_FIELDS,
     ChatInput,
     chat_input,
     generation_input,
@@ -183,6 +184,7 @@ async def completions(request: Request) -> Response:
             prompt_ids,
             completion.sampling,
             constraint=_json_constraint(completion),
+            fields=COMPLETION_FIELDS,
         )
     except BaseException:
         served.engine.forget(request_id)

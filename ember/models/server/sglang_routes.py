@@ -27,6 +27,7 @@ from ember.models.server.generation import (
     stream_generation,
 )
 from ember.models.server.inputs import (
+    RequestFields,
     generation_input,
     logprob_token,
     new_request_id,
@@ -62,6 +63,17 @@ def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
         parsed.sampling,
         constraint=constraint,
         skip_special_tokens=parsed.skip_special_tokens,
+        fields=_fields(parsed),
+    )
+
+
+def _fields(parsed: GenerateRequest) -> RequestFields:
+    """SGLang's names for what the engine checks, so errors name the field that was sent."""
+    return RequestFields(
+        prompt="/text" if parsed.text is not None else "/input_ids",
+        max_tokens="/sampling_params/max_new_tokens",
+        sampling="/sampling_params",
+        renames=(("min_tokens", "min_new_tokens"),),
     )
 
 

@@ -73,3 +73,79 @@ def test_stop_token_ids_must_be_token_ids(kimi: LiveServer) -> None:
             model="kimi", prompt=PROMPT, max_tokens=2, extra_body={"stop_token_ids": ["x"]}
         )
     assert caught.value.param == "stop_token_ids.[0]"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param", "words"),
+    [
+        ("/v1/completions", {"prompt": [5] * 5000}, "prompt", "prompt has 5000 tokens"),
+        ("/v1/completions", {"prompt": [10**8]}, "prompt", "outside the vocabulary"),
+        ("/v1/completions", {"prompt": [[10**8]]}, "prompt", "outside the vocabulary"),
+        ("/generate", {"input_ids": [10**8]}, "input_ids", "outside the vocabulary"),
+        ("/generate", {"text": "a" * 20000}, "text", "prompt has"),
+        (
+            "/generate",
+            {"text": "a", "sampling_params": {"max_new_tokens": 10**6}},
+            "sampling_params.max_new_tokens",
+            "max_new_tokens is 1000000",
+        ),
+        (
+            "/generate",
+            {"text": "a", "sampling_params": {"max_new_tokens": 0}},
+            "sampling_params.max_new_tokens",
+            ">= 1",
+        ),
+        (
+            "/generate",
+            {"text": "a", "sampling_params": {"temperature": 3}},
+            "sampling_params.temperature",
+            "<= 2",
+        ),
+        (
+            "/generate",
+            {"text": "a", "sampling_params": {"max_new_tokens": 2, "min_new_tokens": 5}},
+            "sampling_params.min_new_tokens",
+            "max_new_tokens",
+        ),
+        (
+            "/generate",
+            {"text": "a", "sampling_params": {"seed": 2**70}},
+            "sampling_params.seed",
+            "",
+        ),
+        (
+            "/generate",
+            {"text": "a", "sampling_params": {"json_schema": "{}", "ignore_eos": True}},
+            "sampling_params.ignore_eos",
+            "constrained",
+        ),
+    ],
+)
+def test_errors_name_the_field_the_request_used(
+    kimi: LiveServer, path: str, body: dict, param: str, words: str
+) -> None:
+    if path == "/v1/completions":
+        body = {"model": "kimi", **body}
+    error = _error(httpx.post(kimi.url + path, json=body, timeout=60))
+    assert error["param"] == param
+    assert words in error["message"]
+
+
+def test_generate_takes_up_to_16_stop_strings(kimi: LiveServer) -> None:
+    """/generate's parser allows 16 stop strings; the engine used to refuse more than 4."""
+    stops = [f"never-{i}" for i in range(5)] + [","]
+    answer = httpx.post(
+        kimi.url + "/generate",
+        json={"text": "0, 0, 0", "sampling_params": {"max_new_tokens": 40, "stop": stops}},
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    stops17 = [f"s{i}" for i in range(17)]
+    error = _error(
+        httpx.post(
+            kimi.url + "/generate",
+            json={"text": "a", "sampling_params": {"stop": stops17}},
+            timeout=60,
+        )
+    )
+    assert error["param"] == "sampling_params.stop"
