@@ -58,7 +58,6 @@ class GenerateRequest:
     stream: bool = False
     return_logprob: bool = False
     top_logprobs_num: int = 0
-    logprob_start_len: int = -1
     rid: str | None = None
     skip_special_tokens: bool = True
     no_stop_trim: bool = False
@@ -117,6 +116,17 @@ def parse_completion_request(body: object) -> CompletionRequest:
     if chat_style["max_tokens"] is None:
         chat_style["max_tokens"] = OPENAI_COMPLETION_MAX_TOKENS
     sampling = replace(parse_sampling(chat_style), logprobs=top is not None, top_logprobs=top or 0)
+    echo = optional_bool(data, "echo", "", False)
+    if echo and top is not None:
+        # OpenAI and vLLM then score the prompt's tokens too (the first one null); the engine
+        # computes logprobs of generated tokens only, and a list that silently covers part of
+        # the text would misalign every consumer (lm-eval-harness reads token_logprobs[n:]).
+        raise InvalidRequestField(
+            "/logprobs",
+            "null when echo is true (ember does not compute the prompt's logprobs)",
+            describe(data["logprobs"]),
+            "unsupported_value",
+        )
     stream = optional_bool(data, "stream", "", False)
     include_usage = False
     if data.get("stream_options") is not None:
@@ -131,7 +141,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         prompt=prompt,
         prompt_token_ids=token_ids,
         sampling=sampling,
-        echo=optional_bool(data, "echo", "", False),
+        echo=echo,
         stream=stream,
         include_usage=include_usage,
         response_format=parse_response_format(data.get("response_format"), "/response_format"),
@@ -243,6 +253,17 @@ def parse_generate_request(body: object) -> GenerateRequest:
     sampling, schema = _generate_sampling(params, "/sampling_params")
     return_logprob = optional_bool(data, "return_logprob", "", False)
     top_n = optional_int(data, "top_logprobs_num", "", minimum=0, maximum=20, default=0) or 0
+    top_n = top_n if return_logprob else 0  # as SGLang: no logprobs of any kind without it
+    start = optional_int(data, "logprob_start_len", "", minimum=-1, default=-1)
+    if return_logprob and start != -1:
+        # SGLang then returns input_token_logprobs from that prompt position; the engine
+        # computes logprobs of generated tokens only, so saying so beats leaving them out.
+        raise InvalidRequestField(
+            "/logprob_start_len",
+            "-1 (output tokens only: ember does not compute the prompt's logprobs)",
+            describe(start),
+            "unsupported_value",
+        )
     return GenerateRequest(
         text=text,
         input_ids=ids,
@@ -251,7 +272,6 @@ def parse_generate_request(body: object) -> GenerateRequest:
         stream=optional_bool(data, "stream", "", False),
         return_logprob=return_logprob,
         top_logprobs_num=top_n,
-        logprob_start_len=optional_int(data, "logprob_start_len", "", minimum=-1, default=-1),  # type: ignore[arg-type]
         rid=optional_str(data, "rid", ""),
         skip_special_tokens=optional_bool(params, "skip_special_tokens", "/sampling_params", True),
         no_stop_trim=optional_bool(params, "no_stop_trim", "/sampling_params", False),

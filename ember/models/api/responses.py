@@ -266,6 +266,10 @@ def generate_finish_reason(
     raise ValueError(f"unknown finish_reason {finish_reason!r}")
 
 
+# SGLang's logprob entry: (logprob, token id, token text).
+LogprobEntry = tuple[float, int, str | None]
+
+
 def generate_response(
     *,
     rid: str,
@@ -274,9 +278,11 @@ def generate_response(
     usage: Usage,
     finish_reason: dict | None,
     e2e_latency: float | None = None,
-    output_token_logprobs: Sequence[tuple[float, int, str | None]] | None = None,
+    output_token_logprobs: Sequence[LogprobEntry] | None = None,
+    output_top_logprobs: Sequence[Sequence[LogprobEntry]] | None = None,
 ) -> dict:
-    """One SGLang ``/generate`` answer (streaming: one per event, ``text`` cumulative)."""
+    """One SGLang ``/generate`` answer (streaming: one per event, ``text`` cumulative).
+    ``output_top_logprobs``: per output token, the ``top_logprobs_num`` most likely."""
     meta: dict = {
         "id": rid,
         "finish_reason": finish_reason,
@@ -288,4 +294,6 @@ def generate_response(
         meta["e2e_latency"] = e2e_latency
     if output_token_logprobs is not None:
         meta["output_token_logprobs"] = [list(item) for item in output_token_logprobs]
+    if output_top_logprobs is not None:
+        meta["output_top_logprobs"] = [[list(item) for item in top] for top in output_top_logprobs]
     return {"text": text, "output_ids": list(output_ids), "meta_info": meta}

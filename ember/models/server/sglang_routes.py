@@ -17,13 +17,17 @@ from starlette.responses import JSONResponse, Response
 
 from ember.errors import EmberError
 from ember.models.api.completion_request import GenerateRequest, parse_generate_request
-from ember.models.api.responses import Usage, generate_finish_reason, generate_response
+from ember.models.api.responses import (
+    LogprobEntry,
+    Usage,
+    generate_finish_reason,
+    generate_response,
+)
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.server.generation import (
     GenerationEvent,
     GenerationInput,
-    LogprobRecord,
     stream_generation,
 )
 from ember.models.server.inputs import (
@@ -84,15 +88,18 @@ class _Answer:
         self.served, self.parsed, self.request = served, parsed, request
         self.text: list[str] = []
         self.ids: list[int] = []
-        self.logprobs: list[tuple[float, int, str | None]] = []
+        self.logprobs: list[LogprobEntry] = []
+        self.top_logprobs: list[list[LogprobEntry]] = []
 
     def add(self, event: GenerationEvent) -> None:
         self.text.append(event.text)
         self.ids.extend(event.token_ids)
-        self.logprobs.extend(self._logprob(record) for record in event.logprobs)
+        for record in event.logprobs:
+            self.logprobs.append(self._entry(record.logprob, record.token_id))
+            self.top_logprobs.append([self._entry(lp, token) for token, lp in record.top])
 
-    def _logprob(self, record: LogprobRecord) -> tuple[float, int, str | None]:
-        return record.logprob, record.token_id, logprob_token(self.served, record.token_id)[0]
+    def _entry(self, logprob: float, token_id: int) -> LogprobEntry:
+        return logprob, token_id, logprob_token(self.served, token_id)[0]
 
     def payload(self, event: GenerationEvent) -> dict:
         finish = None
@@ -115,6 +122,7 @@ class _Answer:
             finish_reason=finish,
             e2e_latency=time.perf_counter() - self.request.arrival,
             output_token_logprobs=self.logprobs if self.parsed.return_logprob else None,
+            output_top_logprobs=self.top_logprobs if self.parsed.top_logprobs_num else None,
         )
 
 

@@ -32,7 +32,6 @@ def test_completion_defaults_and_forms() -> None:
             "prompt": "a",
             "max_tokens": 9,
             "logprobs": 2,
-            "echo": True,
             "stream": True,
             "stream_options": {"include_usage": True},
             "stop": ["\n"],
@@ -44,7 +43,8 @@ def test_completion_defaults_and_forms() -> None:
     assert full.sampling == SamplingOptions(
         max_tokens=9, temperature=0.0, seed=1, stop=("\n",), logprobs=True, top_logprobs=2
     )
-    assert full.echo and full.stream and full.include_usage
+    assert full.stream and full.include_usage and not full.echo
+    assert parse_completion_request({"model": "m", "prompt": "a", "echo": True}).echo
     assert full.response_format == ResponseFormat("json_object")
 
 
@@ -78,6 +78,12 @@ def test_completion_defaults_and_forms() -> None:
             {"model": "m", "prompt": "x", "logprobs": 6},
             "/logprobs",
             "expected an integer >= 0 and <= 5, got a number (6)",
+        ),
+        (
+            {"model": "m", "prompt": "x", "echo": True, "logprobs": 0},
+            "/logprobs",
+            "expected null when echo is true (ember does not compute the prompt's logprobs), "
+            "got a number (0)",
         ),
     ],
 )
@@ -137,6 +143,12 @@ def test_generate_request() -> None:
             {"text": "a", "input_ids": [1]},
             "/",
             "expected exactly one of 'text' or 'input_ids', got both",
+        ),
+        (
+            {"text": "a", "return_logprob": True, "logprob_start_len": 0},
+            "/logprob_start_len",
+            "expected -1 (output tokens only: ember does not compute the prompt's logprobs), "
+            "got a number (0)",
         ),
         (
             {"text": ["a", "b"]},

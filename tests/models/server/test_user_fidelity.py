@@ -149,3 +149,50 @@ def test_generate_takes_up_to_16_stop_strings(kimi: LiveServer) -> None:
         )
     )
     assert error["param"] == "sampling_params.stop"
+
+
+def test_generate_returns_the_top_logprobs_it_was_asked_for(kimi: LiveServer) -> None:
+    """SGLang answers ``top_logprobs_num`` with ``meta_info.output_top_logprobs``; ember used to
+    accept the field and leave the list out."""
+    body = {
+        "text": PROMPT,
+        "sampling_params": {"max_new_tokens": 3, "temperature": 0},
+        "return_logprob": True,
+        "top_logprobs_num": 2,
+    }
+    meta = httpx.post(kimi.url + "/generate", json=body, timeout=60).json()["meta_info"]
+    tops = meta["output_top_logprobs"]
+    assert len(tops) == len(meta["output_token_logprobs"]) == 3
+    for chosen, top in zip(meta["output_token_logprobs"], tops, strict=True):
+        assert len(top) == 2 and top[0][0] >= top[1][0]
+        assert top[0][:2] == pytest.approx(chosen[:2])  # greedy: the chosen is the likeliest
+    streamed = httpx.post(kimi.url + "/generate", json={**body, "stream": True}, timeout=60)
+    events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    last = httpx.Response(200, content=events[-2]).json()["meta_info"]
+    assert last["output_top_logprobs"] == tops
+    without = httpx.post(kimi.url + "/generate", json={**body, "top_logprobs_num": 0}, timeout=60)
+    assert "output_top_logprobs" not in without.json()["meta_info"]
+
+
+def test_prompt_logprobs_are_refused_rather_than_left_out(kimi: LiveServer) -> None:
+    """echo with logprobs (vLLM, OpenAI) and logprob_start_len (SGLang) ask for the prompt's
+    logprobs, which the engine does not compute: a clear 400, not a list covering part of the
+    text."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(kimi).completions.create(
+            model="kimi", prompt=PROMPT, max_tokens=1, echo=True, logprobs=1
+        )
+    assert caught.value.param == "logprobs" and "echo" in caught.value.message
+    echoed = client(kimi).completions.create(
+        model="kimi", prompt=PROMPT, max_tokens=2, echo=True, temperature=0
+    )
+    assert echoed.choices[0].text.startswith(PROMPT)
+    error = _error(
+        httpx.post(
+            kimi.url + "/generate",
+            json={"text": PROMPT, "return_logprob": True, "logprob_start_len": 0},
+            timeout=60,
+        )
+    )
+    assert error["param"] == "logprob_start_len"
