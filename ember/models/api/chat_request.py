@@ -78,6 +78,7 @@ class ChatRequest:
     reasoning_effort: str | None = None
     stream: bool = False
     include_usage: bool = False
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats (vLLM)
     user: str | None = None
 
     @property
@@ -179,17 +180,21 @@ def _only_one_choice(body: Mapping, path: str) -> None:
         )
 
 
-def _stream_options(body: Mapping, stream: bool) -> bool:
+def stream_options(body: Mapping, stream: bool) -> tuple[bool, bool]:
+    """``stream_options``: (``include_usage``, ``continuous_usage_stats``). The latter is
+    vLLM's: every chunk carries the usage so far; as in vLLM it needs ``include_usage``."""
     value = body.get("stream_options")
     if value is None:
-        return False
+        return False, False
     if not stream:
         raise InvalidRequestField(
             "/stream_options", "no stream_options unless stream is true", "an object"
         )
     options = require_object(value, "/stream_options")
     optional_bool(options, "include_obfuscation", "/stream_options", False)
-    return optional_bool(options, "include_usage", "/stream_options", False)
+    include = optional_bool(options, "include_usage", "/stream_options", False)
+    continuous = optional_bool(options, "continuous_usage_stats", "/stream_options", False)
+    return include, include and continuous
 
 
 def _thinking(body: Mapping) -> tuple[bool, bool, dict[str, Any]]:
@@ -248,6 +253,7 @@ def parse_chat_request(
         messages = parse_messages(data["messages"], "/messages", allow_images=allow_images)
     _only_one_choice(data, "")
     stream = optional_bool(data, "stream", "", False)
+    include_usage, continuous_usage = stream_options(data, stream)
     tools = parse_tools(data.get("tools"), "/tools")
     enable, clear, template_kwargs = _thinking(data)
     return ChatRequest(
@@ -264,6 +270,7 @@ def parse_chat_request(
         template_kwargs=template_kwargs,
         reasoning_effort=optional_choice(data, "reasoning_effort", "", REASONING_EFFORTS, None),
         stream=stream,
-        include_usage=_stream_options(data, stream),
+        include_usage=include_usage,
+        continuous_usage=continuous_usage,
         user=optional_str(data, "user", ""),
     )

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ember.models.api.chat_request import INT64, SamplingOptions, parse_sampling
+from ember.models.api.chat_request import INT64, SamplingOptions, parse_sampling, stream_options
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import (
     at,
@@ -43,6 +43,7 @@ class CompletionRequest:
     echo: bool = False
     stream: bool = False
     include_usage: bool = False
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats (vLLM)
     response_format: ResponseFormat = ResponseFormat()
     user: str | None = None
 
@@ -128,14 +129,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
             "unsupported_value",
         )
     stream = optional_bool(data, "stream", "", False)
-    include_usage = False
-    if data.get("stream_options") is not None:
-        if not stream:
-            raise InvalidRequestField(
-                "/stream_options", "no stream_options unless stream is true", "an object"
-            )
-        options = require_object(data["stream_options"], "/stream_options")
-        include_usage = optional_bool(options, "include_usage", "/stream_options", False)
+    include_usage, continuous_usage = stream_options(data, stream)
     return CompletionRequest(
         model=model,
         prompt=prompt,
@@ -144,6 +138,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         echo=echo,
         stream=stream,
         include_usage=include_usage,
+        continuous_usage=continuous_usage,
         response_format=parse_response_format(data.get("response_format"), "/response_format"),
         user=optional_str(data, "user", ""),
     )

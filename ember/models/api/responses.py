@@ -114,7 +114,8 @@ class ChatStream:
 
     ``start()`` once (the role chunk), ``text(delta)`` per detokenized piece, ``finish()`` at
     the end (the finish chunk, then the usage chunk when ``include_usage``). ``message()``
-    is the whole message sent so far (for logs and caches).
+    is the whole message sent so far (for logs and caches). With ``continuous_usage``, set
+    ``usage`` before each call: every chunk carries it.
     """
 
     def __init__(
@@ -125,12 +126,17 @@ class ChatStream:
         model: str,
         parser: ChatOutputParser,
         include_usage: bool = False,
+        continuous_usage: bool = False,
     ) -> None:
         self.id = id
         self.created = created
         self.model = model
         self.parser = parser
         self.include_usage = include_usage
+        # vLLM's continuous_usage_stats: each chunk carries ``usage`` (the counts so far)
+        # instead of null; the caller keeps it current.
+        self.continuous_usage = include_usage and continuous_usage
+        self.usage: Usage | None = None
         self.total = OutputAccumulator()
         self.pending_logprobs: list[TokenLogprob] = []
         self.want_logprobs = False
@@ -151,7 +157,8 @@ class ChatStream:
             ],
         }
         if self.include_usage:
-            chunk["usage"] = None
+            running = self.usage if self.continuous_usage else None
+            chunk["usage"] = running.to_dict() if running is not None else None
         return chunk
 
     def start(self) -> dict:
@@ -225,8 +232,13 @@ def text_completion_chunk(
     text: str,
     finish_reason: str | None = None,
     logprobs: dict | None = None,
+    include_usage: bool = False,
+    usage: Usage | None = None,
 ) -> dict:
-    return {
+    """One streamed ``text_completion`` chunk. With ``include_usage`` it has a ``usage`` key:
+    null, as OpenAI sends on every chunk but the last, or ``usage``, the counts so far
+    (vLLM's continuous_usage_stats)."""
+    chunk: dict = {
         "id": id,
         "object": "text_completion",
         "created": created,
@@ -235,6 +247,9 @@ def text_completion_chunk(
             {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
         ],
     }
+    if include_usage:
+        chunk["usage"] = usage.to_dict() if usage is not None else None
+    return chunk
 
 
 def completion_logprobs(tokens: Sequence[TokenLogprob], start_offset: int = 0) -> dict:

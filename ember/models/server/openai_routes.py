@@ -1,7 +1,8 @@
 """OpenAI-compatible endpoints: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``.
 
 Streaming answers are SSE (``data: {chunk}`` ... ``data: [DONE]``) with the usage chunk when
-``stream_options.include_usage`` is set; one engine step's chunks go out as one write. A stream
+``stream_options.include_usage`` is set (and, with vLLM's ``continuous_usage_stats``, the counts
+so far on every chunk); one engine step's chunks go out as one write. A stream
 that fails midway ends with an error event. A non-streaming request whose client disconnects is
 aborted in the engine; so is a stream whose client stops reading.
 """
@@ -137,12 +138,15 @@ async def _chat_stream(
         model=served.name,
         parser=chat_in.parser,
         include_usage=chat.include_usage,
+        continuous_usage=chat.continuous_usage,
     )
+    stream.usage = Usage(len(chat_in.generation.prompt_ids), 0)
     yield sse_data(stream.start())
     events = stream_generation(served, state.metrics, chat_in.generation)
     want_logprobs = chat.sampling.logprobs
     try:
         async for event in events:
+            stream.usage = _usage(event)
             logprobs = token_logprobs(served, event.logprobs) if want_logprobs else None
             chunks = stream.text(event.text, logprobs)
             if event.finished:
@@ -240,10 +244,25 @@ async def _completion_stream(
     rid, created, name = generation.request_id, now(), served.name
     events = stream_generation(served, state.metrics, generation)
     offset = len(prefix)
+    usage_so_far = Usage(len(generation.prompt_ids), 0)
+    include_usage, continuous = completion.include_usage, completion.continuous_usage
+
+    def chunk(text: str, **fields: object) -> dict:
+        return text_completion_chunk(
+            id=rid,
+            created=created,
+            model=name,
+            text=text,
+            include_usage=include_usage,
+            usage=usage_so_far if continuous else None,
+            **fields,  # type: ignore[arg-type]
+        )
+
     try:
         if prefix:
-            yield sse_data(text_completion_chunk(id=rid, created=created, model=name, text=prefix))
+            yield sse_data(chunk(prefix))
         async for event in events:
+            usage_so_far = _usage(event)
             logprobs = None
             if completion.sampling.logprobs:
                 tokens = token_logprobs(served, event.logprobs)
@@ -251,16 +270,14 @@ async def _completion_stream(
             offset += len(event.text)
             if not (event.text or event.finished or logprobs):
                 continue
-            chunk = text_completion_chunk(
-                id=rid,
-                created=created,
-                model=name,
-                text=event.text,
-                finish_reason=event.finish_reason if event.finished else None,
-                logprobs=logprobs,
+            out = sse_data(
+                chunk(
+                    event.text,
+                    finish_reason=event.finish_reason if event.finished else None,
+                    logprobs=logprobs,
+                )
             )
-            out = sse_data(chunk)
-            if event.finished and completion.include_usage:
+            if event.finished and include_usage:
                 usage = {
                     "id": rid,
                     "object": "text_completion",

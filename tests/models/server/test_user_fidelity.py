@@ -196,3 +196,41 @@ def test_prompt_logprobs_are_refused_rather_than_left_out(kimi: LiveServer) -> N
         )
     )
     assert error["param"] == "logprob_start_len"
+
+
+def _sse(live: LiveServer, path: str, body: dict) -> list[dict]:
+    reply = httpx.post(live.url + path, json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    data = [line[6:] for line in reply.text.splitlines() if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    return [httpx.Response(200, content=item).json() for item in data[:-1]]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_continuous_usage_stats_put_the_counts_so_far_on_every_chunk(
+    kimi: LiveServer, path: str
+) -> None:
+    """vLLM's ``stream_options.continuous_usage_stats``: every chunk carries ``usage`` with
+    the tokens so far; ember used to ignore it (null on every chunk but the last)."""
+    body: dict = {"model": "kimi", "max_tokens": 6, "temperature": 0, "stream": True}
+    if path == "/v1/completions":
+        body["prompt"] = PROMPT
+    else:
+        body["messages"] = [{"role": "user", "content": "hi"}]
+    options = {"include_usage": True, "continuous_usage_stats": True}
+    chunks = _sse(kimi, path, {**body, "stream_options": options})
+    *content, last = chunks
+    assert last["choices"] == [] and last["usage"]["completion_tokens"] == 6
+    prompt_tokens = last["usage"]["prompt_tokens"]
+    counts = [c["usage"]["completion_tokens"] for c in content]
+    assert counts == sorted(counts) and counts[-1] == 6
+    for c in content:
+        usage = c["usage"]
+        assert usage["prompt_tokens"] == prompt_tokens
+        assert usage["total_tokens"] == prompt_tokens + usage["completion_tokens"]
+    # include_usage alone: usage is null on every chunk but the last, on both routes (OpenAI).
+    plain = _sse(kimi, path, {**body, "stream_options": {"include_usage": True}})
+    assert all(c["usage"] is None for c in plain[:-1]) and plain[-1]["usage"] is not None
+    # continuous_usage_stats without include_usage adds nothing, as in vLLM.
+    bare = _sse(kimi, path, {**body, "stream_options": {"continuous_usage_stats": True}})
+    assert all("usage" not in c for c in bare)
