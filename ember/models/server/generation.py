@@ -114,15 +114,17 @@ async def stream_generation(
     if request.constraint is not None:
         served.sampler.constrain(rid, request.constraint)
     stream = served.engine.generate(rid, request.prompt_ids, sampling=params)
-    outcome, cached, last = "abort", 0, 0.0
+    outcome, cached, last, first = "abort", 0, 0.0, None
     try:
         async for out in stream:
             now = time.perf_counter()
             if last == 0.0:
-                metrics.ttft.observe(now - request.arrival)
+                first = now - request.arrival
+                metrics.ttft.observe(first)
             else:
                 metrics.itl.observe(now - last)
             last = now
+            metrics.tokens_generated(now, len(out.new_token_ids))
             cached = out.usage.cached_tokens
             event = GenerationEvent("", [], [], prompt_tokens=len(request.prompt_ids))
             pieces: list[str] = []
@@ -166,4 +168,5 @@ async def stream_generation(
             cached,
             time.perf_counter() - request.arrival,
             outcome,
+            ttft=first,
         )

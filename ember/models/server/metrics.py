@@ -1,7 +1,9 @@
 """``/metrics``: Prometheus text exposition of the server's counters, gauges and histograms.
 
 Names are SGLang's (``sglang:prompt_tokens_total``, ``sglang:num_running_reqs``,
-``sglang:token_usage``, ``sglang:cache_hit_rate``, ``sglang:time_to_first_token_seconds``...),
+``sglang:token_usage``, ``sglang:num_used_tokens``, ``sglang:cache_hit_rate``,
+``sglang:gen_throughput``, ``sglang:time_to_first_token_seconds``,
+``sglang:time_per_output_token_seconds``...),
 so the model pool and any SGLang dashboard read an ember model server and an SGLang server the
 same way; what SGLang has no name for is ``ember:`` (KV integrity, KV capacity, preemptions).
 Every sample carries ``model_name``.
@@ -14,6 +16,8 @@ scraped.
 from __future__ import annotations
 
 import bisect
+import time
+from collections import deque
 from dataclasses import dataclass, field
 
 # Seconds; SGLang's TTFT buckets start at 1 ms and grow roughly x2-x2.5.
@@ -84,6 +88,33 @@ class Histogram:
 
 
 @dataclass(slots=True)
+class TokenRate:
+    """Generated tokens per second over the last ``window`` seconds (SGLang's
+    ``sglang:gen_throughput`` is the same figure over its last logging interval). Times are
+    ``time.perf_counter()`` values passed in, so the arithmetic is testable without waiting."""
+
+    window: float = 10.0
+    events: deque[tuple[float, int]] = field(default_factory=deque)
+
+    def add(self, now: float, tokens: int) -> None:
+        self.events.append((now, tokens))
+        self._drop_before(now - self.window)
+
+    def rate(self, now: float) -> float:
+        self._drop_before(now - self.window)
+        if not self.events:
+            return 0.0
+        # Over the span the tokens came in (a server up for 2 s is not diluted over 10 s),
+        # but never less than one second (one burst is not an infinite rate).
+        span = max(now - self.events[0][0], 1.0)
+        return sum(tokens for _, tokens in self.events) / span
+
+    def _drop_before(self, start: float) -> None:
+        while self.events and self.events[0][0] < start:
+            self.events.popleft()
+
+
+@dataclass(slots=True)
 class EngineGauges:
     """What the engine reports at scrape time."""
 
@@ -92,6 +123,7 @@ class EngineGauges:
     token_usage: float  # fraction of KV pages in use
     cache_hit_rate: float  # prefix-cache hit tokens / queried tokens
     kv_capacity_tokens: int
+    used_tokens: int  # KV slots held by requests (pages in use x page size)
     preemptions: int
     integrity_failures: int  # steps whose KV failed a check (the request recomputed)
     integrity_errors: int  # requests failed after the retries
@@ -113,12 +145,28 @@ class ServerMetrics:
         self.cached_tokens = 0
         self.ttft = Histogram(LATENCY_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
+        self.tpot = Histogram(ITL_BUCKETS)
         self.e2e = Histogram(LATENCY_BUCKETS)
+        self.throughput = TokenRate()
+
+    def tokens_generated(self, now: float, tokens: int) -> None:
+        """One engine step gave a request ``tokens`` new tokens (``now``: perf_counter)."""
+        self.throughput.add(now, tokens)
 
     def request_finished(
-        self, prompt: int, completion: int, cached: int, e2e: float, outcome: str
+        self,
+        prompt: int,
+        completion: int,
+        cached: int,
+        e2e: float,
+        outcome: str,
+        ttft: float | None = None,
     ) -> None:
-        """One request is over: ``outcome`` ``ok``, ``abort`` (client left) or ``error``."""
+        """One request is over: ``outcome`` ``ok``, ``abort`` (client left) or ``error``.
+        ``ttft``: when its first token came (its time per output token is the rest of
+        ``e2e`` over the other tokens, as SGLang's)."""
+        if ttft is not None and completion > 1:
+            self.tpot.observe((e2e - ttft) / (completion - 1))
         self.requests += 1
         self.prompt_tokens += prompt
         self.generation_tokens += completion
@@ -129,7 +177,8 @@ class ServerMetrics:
         elif outcome == "error":
             self.failed += 1
 
-    def render(self, gauges: EngineGauges | None) -> str:
+    def render(self, gauges: EngineGauges | None, now: float | None = None) -> str:
+        """The exposition text; ``now`` (perf_counter) ends the throughput window."""
         out = _Writer(self.model_name)
         out.metric("sglang:num_requests_total", "counter", "Requests finished.", self.requests)
         out.metric(
@@ -164,6 +213,8 @@ class ServerMetrics:
         )
         if gauges is not None:
             _engine_metrics(out, gauges)
+        rate = self.throughput.rate(time.perf_counter() if now is None else now)
+        out.metric("sglang:gen_throughput", "gauge", "Generated tokens per second.", rate)
         out.histogram(
             "sglang:time_to_first_token_seconds",
             "Time from request arrival to its first token.",
@@ -171,6 +222,11 @@ class ServerMetrics:
         )
         out.histogram(
             "sglang:inter_token_latency_seconds", "Time between consecutive tokens.", self.itl
+        )
+        out.histogram(
+            "sglang:time_per_output_token_seconds",
+            "Per request: time after the first token over the tokens after the first.",
+            self.tpot,
         )
         out.histogram(
             "sglang:e2e_request_latency_seconds",
@@ -184,6 +240,7 @@ def _engine_metrics(out: _Writer, g: EngineGauges) -> None:
     out.metric("sglang:num_running_reqs", "gauge", "Requests in the running batch.", g.running)
     out.metric("sglang:num_queue_reqs", "gauge", "Requests waiting to be scheduled.", g.waiting)
     out.metric("sglang:token_usage", "gauge", "Fraction of KV cache pages in use.", g.token_usage)
+    out.metric("sglang:num_used_tokens", "gauge", "KV cache tokens in use.", g.used_tokens)
     out.metric(
         "sglang:cache_hit_rate", "gauge", "Prefix-cache hit tokens / queried.", g.cache_hit_rate
     )

@@ -124,6 +124,7 @@ class ServerState:
             token_usage=stats.pages_used / stats.pages_total if stats.pages_total else 0.0,
             cache_hit_rate=stats.prefix_hit_tokens / queried if queried else 0.0,
             kv_capacity_tokens=served.kv.capacity_tokens,
+            used_tokens=stats.pages_used * served.kv.page_size,
             preemptions=stats.preemptions,
             integrity_failures=stats.integrity_failures,
             integrity_errors=stats.integrity_errors,

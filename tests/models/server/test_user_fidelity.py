@@ -7,6 +7,7 @@ import httpx
 import openai
 import pytest
 
+from ember.models.server.metrics import TokenRate, parse_prometheus
 from tests.models.server.live import LiveServer
 
 PROMPT = "def f("
@@ -234,3 +235,31 @@ def test_continuous_usage_stats_put_the_counts_so_far_on_every_chunk(
     # continuous_usage_stats without include_usage adds nothing, as in vLLM.
     bare = _sse(kimi, path, {**body, "stream_options": {"continuous_usage_stats": True}})
     assert all("usage" not in c for c in bare)
+
+
+def test_metrics_have_the_names_sglang_dashboards_and_routers_read(kimi: LiveServer) -> None:
+    """SGLang's /metrics has sglang:num_used_tokens, sglang:gen_throughput and the
+    sglang:time_per_output_token_seconds histogram (its Grafana dashboard and routers read
+    them); ember had none of the three."""
+    body = {"input_ids": [9, 8, 7], "sampling_params": {"max_new_tokens": 5, "ignore_eos": True}}
+    before = parse_prometheus(httpx.get(kimi.url + "/metrics").text)
+    assert httpx.post(kimi.url + "/generate", json=body, timeout=60).status_code == 200
+    after = parse_prometheus(httpx.get(kimi.url + "/metrics").text)
+    label = '{model_name="kimi"}'
+    tpot = f"sglang:time_per_output_token_seconds_count{label}"
+    assert after[tpot] == before[tpot] + 1
+    assert after[f"sglang:gen_throughput{label}"] >= 0.0
+    used = after[f"sglang:num_used_tokens{label}"]
+    capacity = after[f"ember:kv_capacity_tokens{label}"]
+    assert used == pytest.approx(after[f"sglang:token_usage{label}"] * capacity)
+
+
+def test_gen_throughput_is_the_recent_token_rate() -> None:
+    rate = TokenRate(window=10.0)
+    assert rate.rate(100.0) == 0.0
+    rate.add(100.0, 4)
+    assert rate.rate(100.0) == 4.0  # one burst: over at least one second
+    rate.add(102.0, 6)
+    assert rate.rate(104.0) == 10 / 4
+    assert rate.rate(111.0) == 6 / 9  # the first event has left the window
+    assert rate.rate(200.0) == 0.0  # idle: nothing in the window
