@@ -211,7 +211,7 @@ def _thinking(body: Mapping) -> tuple[bool, bool, dict[str, Any]]:
 def parse_chat_request(
     body: object, *, dialect: Dialect = "openai", allow_images: bool = False
 ) -> ChatRequest:
-    """Validate a chat request. ``dialect``: ``openai`` (``model`` and ``messages`` required)
+    """Validate a chat request. ``dialect``: ``openai`` (``messages`` required; ``model`` optional)
     or ``workers`` (``env.AI.run`` family B: exactly one of ``messages`` and ``prompt``)."""
     data = require_object(body, "/")
     for legacy in ("functions", "function_call"):
@@ -242,10 +242,8 @@ def parse_chat_request(
         else:
             messages = parse_messages(data["messages"], "/messages", allow_images=allow_images)
     else:
-        if model is None:
-            raise InvalidRequestField(
-                "/model", "the model's id", "nothing", "missing_required_parameter"
-            )
+        # ``model`` may be left out, as SGLang and vLLM allow (a single-model server answers
+        # with its own); a multi-model front door (the AI gateway) requires it itself.
         if data.get("messages") is None:
             raise InvalidRequestField(
                 "/messages", "an array of messages", "nothing", "missing_required_parameter"

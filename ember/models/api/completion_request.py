@@ -36,7 +36,7 @@ SGLANG_MAX_NEW_TOKENS = 128
 class CompletionRequest:
     """``/v1/completions``: exactly one of ``prompt`` and ``prompt_token_ids`` is set."""
 
-    model: str
+    model: str | None  # None: left out (the served model)
     prompt: str | None
     prompt_token_ids: tuple[int, ...] | None
     sampling: SamplingOptions
@@ -96,11 +96,7 @@ def _one_prompt(value: object, path: str) -> tuple[str | None, tuple[int, ...] |
 
 def parse_completion_request(body: object) -> CompletionRequest:
     data = require_object(body, "/")
-    model = optional_str(data, "model", "")
-    if model is None:
-        raise InvalidRequestField(
-            "/model", "the model's id", "nothing", "missing_required_parameter"
-        )
+    model = optional_str(data, "model", "")  # None: the served model (as SGLang, vLLM)
     if data.get("prompt") is None:
         raise InvalidRequestField("/prompt", "a prompt", "nothing", "missing_required_parameter")
     prompt, token_ids = _one_prompt(data["prompt"], "/prompt")

@@ -20,13 +20,6 @@ from tests.models.api.chat_bodies import with_fields as _with
     ("body", "dialect", "field", "message", "code"),
     [
         (
-            {"messages": BASE["messages"]},
-            "openai",
-            "/model",
-            "expected the model's id, got nothing",
-            "missing_required_parameter",
-        ),
-        (
             {"model": "m"},
             "openai",
             "/messages",

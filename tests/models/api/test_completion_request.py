@@ -25,6 +25,7 @@ def test_completion_defaults_and_forms() -> None:
         3,
     )
     assert parse_completion_request({"model": "m", "prompt": ["x"]}).prompt == "x"
+    assert parse_completion_request({"prompt": "x"}).model is None  # SGLang, vLLM: optional
     assert parse_completion_request({"model": "m", "prompt": [[4, 5]]}).prompt_token_ids == (4, 5)
     full = parse_completion_request(
         {
@@ -67,7 +68,6 @@ def test_completion_defaults_and_forms() -> None:
             "expected a string or an array of token ids, got an object",
         ),
         ({"model": "m"}, "/prompt", "expected a prompt, got nothing"),
-        ({"prompt": "x"}, "/model", "expected the model's id, got nothing"),
         ({"model": "m", "prompt": "x", "best_of": 3}, "/best_of", "expected 1, got a number (3)"),
         (
             {"model": "m", "prompt": "x", "suffix": "end"},

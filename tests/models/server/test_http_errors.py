@@ -23,7 +23,6 @@ def _error(response: httpx.Response, status: int) -> dict:
 @pytest.mark.parametrize(
     ("body", "param", "words"),
     [
-        ({"messages": [{"role": "user", "content": "x"}]}, "model", "model"),
         ({"model": "kimi"}, "messages", "messages"),
         ({"model": "kimi", "messages": "hi"}, "messages", "array"),
         (

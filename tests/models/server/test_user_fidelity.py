@@ -263,3 +263,22 @@ def test_gen_throughput_is_the_recent_token_rate() -> None:
     assert rate.rate(104.0) == 10 / 4
     assert rate.rate(111.0) == 6 / 9  # the first event has left the window
     assert rate.rate(200.0) == 0.0  # idle: nothing in the window
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+        ("/v1/completions", {"prompt": PROMPT}),
+    ],
+)
+def test_model_may_be_left_out_as_sglang_and_vllm_allow(
+    kimi: LiveServer, path: str, body: dict
+) -> None:
+    """SGLang (``model`` defaults to the served model) and vLLM (``model`` optional) answer a
+    body without ``model``; ember answered 400."""
+    reply = httpx.post(kimi.url + path, json={**body, "max_tokens": 2}, timeout=60)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["model"] == "kimi"
+    wrong = httpx.post(kimi.url + path, json={**body, "model": "gpt-4o"}, timeout=60)
+    assert wrong.status_code == 404 and wrong.json()["error"]["code"] == "model_not_found"
