@@ -89,8 +89,10 @@ def chat_completion(
     finish_reason: str,
     usage: Usage,
     logprobs: Sequence[TokenLogprob] | None = None,
+    matched_stop: str | int | None = None,
 ) -> dict:
-    """A non-streaming ``chat.completion`` (``arguments`` are JSON strings)."""
+    """A non-streaming ``chat.completion`` (``arguments`` are JSON strings). ``matched_stop``:
+    SGLang's extension, the stop string or token id (EOS included) that ended the output."""
     return {
         "id": id,
         "object": "chat.completion",
@@ -102,6 +104,7 @@ def chat_completion(
                 "message": chat_message(output),
                 "logprobs": chat_logprobs(logprobs),
                 "finish_reason": final_finish_reason(finish_reason, bool(output.tool_calls)),
+                "matched_stop": matched_stop,
             }
         ],
         "usage": usage.to_dict(),
@@ -178,10 +181,14 @@ class ChatStream:
         self.total.add(delta)
         return [self._chunk(delta.to_dict())]
 
-    def finish(self, finish_reason: str, usage: Usage | None = None) -> list[dict]:
+    def finish(
+        self, finish_reason: str, usage: Usage | None = None, matched_stop: str | int | None = None
+    ) -> list[dict]:
         chunks = self._emit(self.parser.finish())
         reason = final_finish_reason(finish_reason, bool(self.total.heads))
-        chunks.append(self._chunk({}, reason))
+        last = self._chunk({}, reason)
+        last["choices"][0]["matched_stop"] = matched_stop  # SGLang's, on the finish chunk
+        chunks.append(last)
         if self.include_usage and usage is not None:
             chunks.append(self.usage_chunk(usage))
         return chunks
@@ -210,15 +217,16 @@ def text_completion(
     finish_reason: str,
     usage: Usage,
     logprobs: dict | None = None,
+    matched_stop: str | int | None = None,
 ) -> dict:
+    """A non-streaming ``text_completion``; ``matched_stop`` as in ``chat_completion``."""
+    choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
     return {
         "id": id,
         "object": "text_completion",
         "created": created,
         "model": model,
-        "choices": [
-            {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
-        ],
+        "choices": [{**choice, "matched_stop": matched_stop}],
         "usage": usage.to_dict(),
         "system_fingerprint": None,
     }
@@ -234,6 +242,7 @@ def text_completion_chunk(
     logprobs: dict | None = None,
     include_usage: bool = False,
     usage: Usage | None = None,
+    matched_stop: str | int | None = None,
 ) -> dict:
     """One streamed ``text_completion`` chunk. With ``include_usage`` it has a ``usage`` key:
     null, as OpenAI sends on every chunk but the last, or ``usage``, the counts so far
@@ -247,6 +256,8 @@ def text_completion_chunk(
             {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
         ],
     }
+    if finish_reason is not None:
+        chunk["choices"][0]["matched_stop"] = matched_stop  # SGLang's, on the finish chunk
     if include_usage:
         chunk["usage"] = usage.to_dict() if usage is not None else None
     return chunk

@@ -126,6 +126,7 @@ async def _chat_answer(
         finish_reason=last.finish_reason,
         usage=_usage(last),
         logprobs=token_logprobs(served, records) if chat.sampling.logprobs else None,
+        matched_stop=last.matched_stop,
     )
 
 
@@ -150,7 +151,8 @@ async def _chat_stream(
             logprobs = token_logprobs(served, event.logprobs) if want_logprobs else None
             chunks = stream.text(event.text, logprobs)
             if event.finished:
-                chunks += stream.finish(event.finish_reason or "stop", _usage(event))
+                reason = event.finish_reason or "stop"
+                chunks += stream.finish(reason, _usage(event), event.matched_stop)
             if chunks:
                 yield b"".join(sse_data(chunk) for chunk in chunks)
         yield SSE_DONE
@@ -231,6 +233,7 @@ async def _completion_answer(
         finish_reason=last.finish_reason,
         usage=_usage(last),
         logprobs=logprobs,
+        matched_stop=last.matched_stop,
     )
 
 
@@ -275,6 +278,7 @@ async def _completion_stream(
                     event.text,
                     finish_reason=event.finish_reason if event.finished else None,
                     logprobs=logprobs,
+                    matched_stop=event.matched_stop,
                 )
             )
             if event.finished and include_usage:

@@ -282,3 +282,47 @@ def test_model_may_be_left_out_as_sglang_and_vllm_allow(
     assert reply.json()["model"] == "kimi"
     wrong = httpx.post(kimi.url + path, json={**body, "model": "gpt-4o"}, timeout=60)
     assert wrong.status_code == 404 and wrong.json()["error"]["code"] == "model_not_found"
+
+
+def test_choices_say_which_stop_matched_as_sglang_does(kimi: LiveServer) -> None:
+    """SGLang's OpenAI choices carry ``matched_stop`` (the stop string, or the token id: a stop
+    id or EOS) beside ``finish_reason``, as its /generate does; ember's had none."""
+    ids = _greedy_ids(kimi, 6)
+    api = client(kimi)
+    by_id = api.completions.create(
+        model="kimi",
+        prompt=PROMPT,
+        max_tokens=6,
+        temperature=0,
+        extra_body={"stop_token_ids": [ids[1]]},
+    )
+    assert by_id.choices[0].model_extra["matched_stop"] == ids[1]
+    whole = api.completions.create(model="kimi", prompt=PROMPT, max_tokens=6, temperature=0)
+    assert whole.choices[0].model_extra["matched_stop"] is None  # length
+    stop_text = whole.choices[0].text[2:4]
+    by_text = api.completions.create(
+        model="kimi", prompt=PROMPT, max_tokens=6, temperature=0, stop=[stop_text]
+    )
+    assert by_text.choices[0].finish_reason == "stop"
+    assert by_text.choices[0].model_extra["matched_stop"] == stop_text
+    streamed = list(
+        api.completions.create(
+            model="kimi", prompt=PROMPT, max_tokens=6, temperature=0, stop=[stop_text], stream=True
+        )
+    )
+    assert streamed[-1].choices[0].model_extra["matched_stop"] == stop_text
+    chat = dict(
+        model="kimi",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=6,
+        temperature=0,
+        extra_body={"stop_token_ids": [ids[0]], "ignore_eos": False},
+    )
+    reply = api.chat.completions.create(**chat)
+    if reply.choices[0].finish_reason == "stop":
+        assert reply.choices[0].model_extra["matched_stop"] == ids[0]
+    chunks = [c for c in api.chat.completions.create(**chat, stream=True) if c.choices]
+    assert (
+        chunks[-1].choices[0].model_extra["matched_stop"]
+        == (reply.choices[0].model_extra["matched_stop"])
+    )
