@@ -1,7 +1,7 @@
 """``ember models serve MODEL``: the OpenAI-compatible / SGLang-style model server.
 
-Flags are named as ``sglang.launch_server`` names them; torch loads only when the command runs
-(``--help`` stays light).
+Flags are named as ``sglang.launch_server`` names them (``--model-path`` too, beside the
+positional MODEL); torch loads only when the command runs (``--help`` stays light).
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ def _bytes(value: str | None) -> int | None:
 
 
 @click.command("serve")
-@click.argument("model")
+@click.argument("model", required=False)
+@click.option(
+    "--model-path",
+    default=None,
+    help="MODEL as sglang.launch_server takes it (give MODEL or --model-path).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port", default=30000, show_default=True, type=int, help="Port (0 picks a free one)."
@@ -103,12 +108,31 @@ def _bytes(value: str | None) -> int | None:
 )
 @click.option("--api-key", default=None, help="Require 'Authorization: Bearer KEY'.")
 @click.option("--torch-threads", default=None, type=int, help="torch intra-op threads.")
-def serve(model: str, **flags: object) -> None:
+# SGLang command lines carry these two; here they change nothing, and saying so beats
+# "No such option" on a command copied from SGLang's docs.
+@click.option(
+    "--enable-metrics", is_flag=True, help="Accepted for SGLang: /metrics is always served."
+)
+@click.option(
+    "--trust-remote-code",
+    is_flag=True,
+    help="Accepted for SGLang: ember runs no code from checkpoints.",
+)
+def serve(model: str | None, model_path: str | None, **flags: object) -> None:
     """Serve MODEL (a catalog id such as @cf/moonshotai/kimi-k2.5, or a checkpoint directory)
     over OpenAI-compatible /v1/chat/completions, /v1/completions, /v1/models and SGLang's
     /generate, with /health and /metrics."""
     from ember.models.server.runner import run_server
     from ember.models.server.settings import ServerSettings
+
+    if (model is None) == (model_path is None):
+        raise click.UsageError(
+            "give the model once: as MODEL or as --model-path"
+            + (" (both were given)" if model else "")
+        )
+    model = model or model_path
+    flags.pop("enable_metrics")
+    flags.pop("trust_remote_code")
 
     flags["kv_cache_bytes"] = _bytes(flags["kv_cache_bytes"])  # type: ignore[arg-type]
     flags["quantization_group_size"] = int(flags["quantization_group_size"])  # type: ignore[arg-type]

@@ -168,3 +168,44 @@ def test_unbuilt_catalog_model_fails_clearly() -> None:
         return
     with pytest.raises(Exception, match="not built yet"):
         resolve_source(ServerSettings("@cf/zai-org/glm-5.2"))
+
+
+def test_an_sglang_command_line_serves(kimi_dir: Path) -> None:
+    """``--model-path`` (sglang.launch_server's name for MODEL), ``--enable-metrics`` and
+    ``--trust-remote-code`` are what SGLang's docs put on a Kimi command line; ember used to
+    stop at "No such option"."""
+    port = _free_port()
+    process = _serve(
+        "--model-path",
+        str(kimi_dir),
+        "--port",
+        str(port),
+        "--kv-cache-bytes",
+        "4MiB",
+        "--torch-threads",
+        "1",
+        "--enable-metrics",
+        "--trust-remote-code",
+    )
+    try:
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if "ready:" in line or "rror" in line:
+                break
+        assert "ready: serving" in lines[-1], "".join(lines)
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 200
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [((), "give the model once"), (("a", "--model-path", "b"), "both were given")],
+)
+def test_the_model_is_given_exactly_once(args: tuple[str, ...], words: str) -> None:
+    process = _serve(*args)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 2 and words in err
