@@ -62,6 +62,8 @@ class GenerateRequest:
     rid: str | None = None
     skip_special_tokens: bool = True
     no_stop_trim: bool = False
+    # The prompt came as a batch (["text"], [[ids]]): SGLang then answers with a list.
+    batched: bool = False
 
 
 def _token_ids(value: list, path: str) -> tuple[int, ...]:
@@ -226,10 +228,12 @@ def parse_generate_request(body: object) -> GenerateRequest:
         text, ids = _one_prompt(data["text"], "/text")
         if ids is not None:
             raise wrong_type("/text", "a string", data["text"])
+        batched = isinstance(data["text"], list)
     else:
         text, ids = _one_prompt(data["input_ids"], "/input_ids")
         if text is not None:
             raise wrong_type("/input_ids", "an array of token ids", data["input_ids"])
+        batched = isinstance(data["input_ids"][0], list)
     params = data.get("sampling_params")
     if isinstance(params, list):
         if len(params) != 1:
@@ -266,4 +270,5 @@ def parse_generate_request(body: object) -> GenerateRequest:
         rid=optional_str(data, "rid", ""),
         skip_special_tokens=optional_bool(params, "skip_special_tokens", "/sampling_params", True),
         no_stop_trim=optional_bool(params, "no_stop_trim", "/sampling_params", False),
+        batched=batched,
     )

@@ -2,7 +2,8 @@
 ``stream``), ``/get_model_info``, ``/server_info`` (``/get_server_info``), ``/health_generate``.
 
 ``/generate`` answers as SGLang does: ``{"text", "output_ids", "meta_info": {"id",
-"finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency", ...}}``;
+"finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency", ...}}``
+(a list of one when the prompt came as a batch of one, ``["text"]`` or ``[[ids]]``);
 streaming sends one such object per engine step with the text so far, then ``data: [DONE]``.
 """
 
@@ -147,7 +148,8 @@ async def generate(request: Request) -> Response:
         payload = await unless_disconnected(request, _whole(state.metrics, answer))
     except ClientGone:
         return Response(status_code=499)
-    return JSONResponse(payload)
+    # A batch (of one: larger ones are refused) is answered with a list, as SGLang answers.
+    return JSONResponse([payload] if parsed.batched else payload)
 
 
 async def _whole(metrics: ServerMetrics, answer: _Answer) -> dict:

@@ -326,3 +326,18 @@ def test_choices_say_which_stop_matched_as_sglang_does(kimi: LiveServer) -> None
         chunks[-1].choices[0].model_extra["matched_stop"]
         == (reply.choices[0].model_extra["matched_stop"])
     )
+
+
+@pytest.mark.parametrize(
+    "prompt", [{"text": [PROMPT]}, {"input_ids": [[1, 2, 3]]}], ids=["text", "input_ids"]
+)
+def test_a_batch_of_one_is_answered_with_a_list(kimi: LiveServer, prompt: dict) -> None:
+    """SGLang answers a batch (``text`` or ``input_ids`` as a list of prompts) with a list of
+    answers, a batch of one included; ember answered a single object, so a client reading
+    ``response.json()[0]`` failed."""
+    sampling = {"sampling_params": {"max_new_tokens": 2, "temperature": 0}}
+    batch = httpx.post(kimi.url + "/generate", json={**prompt, **sampling}, timeout=60).json()
+    assert isinstance(batch, list) and len(batch) == 1
+    single = {key: value[0] for key, value in prompt.items()}
+    alone = httpx.post(kimi.url + "/generate", json={**single, **sampling}, timeout=60).json()
+    assert isinstance(alone, dict) and batch[0]["output_ids"] == alone["output_ids"]
