@@ -215,6 +215,15 @@ async def server_info(request: Request) -> Response:
             "tool_call_parser": served.tool_format,
             "load_seconds": served.load_seconds,
             "engine_stats": stats,
+            # SGLang's per-scheduler state; sglang.bench_serving (--backend sglang) reads
+            # internal_states[0] after every run, some versions without checking for it.
+            "internal_states": [
+                {
+                    "last_gen_throughput": state.metrics.throughput.rate(time.perf_counter()),
+                    "num_running_reqs": served.llm.stats.running,
+                    "num_queue_reqs": served.llm.stats.waiting,
+                }
+            ],
             "version": "ember",
         }
     )

@@ -341,3 +341,14 @@ def test_a_batch_of_one_is_answered_with_a_list(kimi: LiveServer, prompt: dict) 
     single = {key: value[0] for key, value in prompt.items()}
     alone = httpx.post(kimi.url + "/generate", json={**single, **sampling}, timeout=60).json()
     assert isinstance(alone, dict) and batch[0]["output_ids"] == alone["output_ids"]
+
+
+def test_server_info_has_sglangs_internal_states(kimi: LiveServer) -> None:
+    """sglang.bench_serving --backend sglang ends every run with
+    ``get_server_info()["internal_states"][0].get("avg_spec_accept_length")`` (some versions
+    without a check): without the list, the benchmark crashed after running."""
+    for path in ("/get_server_info", "/server_info"):
+        info = httpx.get(kimi.url + path, timeout=60).json()
+        (state,) = info["internal_states"]
+        assert state.get("avg_spec_accept_length") is None  # no speculative decoding
+        assert state["last_gen_throughput"] >= 0.0
