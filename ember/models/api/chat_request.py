@@ -80,6 +80,8 @@ class ChatRequest:
     include_usage: bool = False
     continuous_usage: bool = False  # stream_options.continuous_usage_stats (vLLM)
     user: str | None = None
+    # The field that set sampling.max_tokens, for errors (the newer name wins when both came).
+    max_tokens_field: str = "max_tokens"
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -271,4 +273,9 @@ def parse_chat_request(
         include_usage=include_usage,
         continuous_usage=continuous_usage,
         user=optional_str(data, "user", ""),
+        max_tokens_field=(
+            "max_completion_tokens"
+            if data.get("max_completion_tokens") is not None
+            else "max_tokens"
+        ),
     )

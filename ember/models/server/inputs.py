@@ -65,6 +65,7 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
         request.sampling,
         constraint=constraint,
         keep_special=parser_markers(served, reasoning),  # other special tokens are skipped
+        fields=RequestFields(max_tokens=f"/{request.max_tokens_field}"),
     )
     return ChatInput(generation, parser, reasoning)
 

@@ -352,3 +352,16 @@ def test_server_info_has_sglangs_internal_states(kimi: LiveServer) -> None:
         (state,) = info["internal_states"]
         assert state.get("avg_spec_accept_length") is None  # no speculative decoding
         assert state["last_gen_throughput"] >= 0.0
+
+
+def test_a_too_large_max_completion_tokens_is_named_so(kimi: LiveServer) -> None:
+    """The context-window check named ``max_tokens`` when the client had sent OpenAI's newer
+    ``max_completion_tokens``."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(kimi).chat.completions.create(
+            model="kimi",
+            messages=[{"role": "user", "content": "hi"}],
+            max_completion_tokens=10**6,
+        )
+    assert caught.value.param == "max_completion_tokens"
+    assert "max_completion_tokens is 1000000" in caught.value.message
