@@ -10,6 +10,7 @@
 REST answers use the ``{result, success, errors, messages}`` envelope (``"stream": true`` answers
 with server-sent events in the binding's format); the body is the inputs, plus an optional
 ``options`` object (``rejectIfBusy``, ``gateway``...). ``x-session-affinity`` pins a replica.
+A request whose client disconnects is cancelled, streamed or not (the replica stops generating).
 ``ai_routes`` builds the routes for any starlette app (``ember serve`` mounts them behind its own
 authentication through ``authorize``); ``ai_app`` is a complete app (``ember dev``).
 """
@@ -33,10 +34,15 @@ from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.spec import config_of
 from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
 from ember.errors import InvalidModelInput
+from ember.models.server.wire import ClientGone, unless_disconnected
 
 MAX_BODY_BYTES = 10 * 2**20
 LOCAL_ACCOUNT = "local"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+# Starlette does not cancel a handler whose client left, so every call to the gateway races the
+# client's disconnect: an abandoned request must not keep a replica generating (and a slot taken
+# from the callers still waiting). Nobody reads the answer; 499 is what nginx logs for it.
+CLIENT_GONE = 499
 # (request, account id from the path or None) -> the tenant the request is accounted to.
 Authorize = Callable[[Request, str | None], Awaitable[str]]
 
@@ -69,7 +75,9 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             body = await _json_body(request)
             options = parse_run_options(body.pop("options", None), model)
             options = replace(options, headers=_affinity(request, options.headers))
-            answer = await gateway().run(tenant, model, body, options)
+            answer = await unless_disconnected(request, gateway().run(tenant, model, body, options))
+        except ClientGone:
+            return Response(status_code=CLIENT_GONE)
         except AIRequestFailed as exc:
             return _rest_failure(exc.failure)
         except InvalidModelInput as exc:
@@ -89,7 +97,9 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             model = str(body.get("model") or "")
             options = parse_run_options(body.pop("options", None), model)
             options = replace(options, headers=_affinity(request, options.headers))
-            answer = await gateway().chat(tenant, body, options)
+            answer = await unless_disconnected(request, gateway().chat(tenant, body, options))
+        except ClientGone:
+            return Response(status_code=CLIENT_GONE)
         except AIRequestFailed as exc:
             return _openai_failure(exc.failure)
         except InvalidModelInput as exc:
