@@ -15,6 +15,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from ember.bindings.ai.failures import LoraUnsupported
 from ember.models.api.chat_request import Dialect, parse_chat_request
 from ember.models.api.errors import WorkersAIErrorCode
 from ember.models.api.sse import SSE_DONE, sse_data
@@ -55,6 +56,10 @@ def upstream_body(
     model: str, inputs: Mapping[str, Any], dialect: Dialect, *, stream: bool
 ) -> dict[str, Any]:
     """Validate ``inputs`` (InvalidRequestField names the field) and build the replica's body."""
+    if isinstance(inputs, Mapping) and inputs.get("lora") is not None:
+        # The platform answers 5005 for a model without LoRA support; ignoring the field would
+        # answer from the base model as if the adapter had been applied.
+        raise LoraUnsupported("/lora", f"{model} does not support LoRa inference")
     request = parse_chat_request(inputs, dialect=dialect)
     body: dict[str, Any] = {key: inputs[key] for key in FORWARDED if inputs.get(key) is not None}
     if request.from_prompt:

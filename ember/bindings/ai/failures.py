@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput, ModelNotFound
 from ember.models.api.errors import (
     INVALID_INPUT,
+    LORA_UNSUPPORTED,
     NO_SUCH_MODEL,
     REQUEST_TOO_LARGE,
     WorkersAIErrorCode,
@@ -91,6 +92,8 @@ def failure_of(exc: BaseException, model: str) -> Failure:
         return Failure(exc.code, exc.description, exc.retry_after)
     if isinstance(exc, UpstreamFailed):
         return Failure(exc.code, exc.description)
+    if isinstance(exc, LoraUnsupported):
+        return Failure(LORA_UNSUPPORTED, LORA_UNSUPPORTED.describe(model=model), field=exc.field)
     if isinstance(exc, RequestTooLarge):
         return Failure(REQUEST_TOO_LARGE, f"{REQUEST_TOO_LARGE.description}: {exc}")
     if isinstance(exc, InvalidModelInput):
@@ -106,3 +109,7 @@ def failure_of(exc: BaseException, model: str) -> Failure:
 
 class RequestTooLarge(InvalidModelInput):
     """The inputs exceed what one request may carry (3006)."""
+
+
+class LoraUnsupported(InvalidModelInput):
+    """The inputs ask for a LoRA adapter, which no Kimi or GLM model takes (5005, 405)."""

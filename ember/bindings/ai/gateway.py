@@ -29,7 +29,7 @@ from ember.bindings.ai.dialects import (
     upstream_body,
     workers_error_event,
 )
-from ember.bindings.ai.failures import Failure, failure_of
+from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.errors import BindingError, InvalidModelInput, ModelNotFound
@@ -250,6 +250,8 @@ class AIGateway:
             def validate(request: Mapping[str, Any], where: str) -> None:
                 try:
                     upstream_body(model, request, "workers", stream=False)
+                except LoraUnsupported:
+                    raise  # 5005 for the whole batch, as for one request
                 except InvalidModelInput as exc:
                     message = str(exc).replace("'/", f"'{where}/")
                     raise InvalidModelInput(where + exc.field, message) from None

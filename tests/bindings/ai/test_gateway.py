@@ -223,3 +223,33 @@ def test_only_x_and_cf_headers_reach_a_replica_and_framing_headers_never() -> No
             await gateway.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("dialect", ["workers", "openai"])
+def test_a_lora_adapter_is_refused_with_5005_not_silently_ignored(dialect: str) -> None:
+    # Kimi and GLM take no LoRA adapters on the platform: asking for one is 5005 (405), and
+    # answering from the base model instead would hide that the adapter was never applied.
+    async def main() -> None:
+        with gate_servers("glm") as (double,):
+            double.open()
+            gateway = _gateway(double.url)
+            options = parse_run_options(None, MODEL)
+            inputs = {**INPUTS, "lora": "my-finetune"}
+            with pytest.raises(AIRequestFailed) as refused:
+                if dialect == "workers":
+                    await gateway.run("a", MODEL, inputs, options)
+                else:
+                    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+                    await gateway.chat("a", {**body, "lora": "my-finetune"}, options)
+            failure = refused.value.failure
+            assert (failure.code.code, failure.status) == (5005, 405)
+            assert failure.message == f"5005: The model {MODEL} does not support LoRa inference"
+            queue = parse_run_options({"queueRequest": True}, MODEL)
+            with pytest.raises(AIRequestFailed) as batched:
+                await gateway.run("a", MODEL, {"requests": [inputs]}, queue)
+            assert batched.value.failure.code.code == 5005
+            assert double.seen == []  # nothing reached the replica
+            await gateway.run("a", MODEL, {**INPUTS, "lora": None}, options)  # null: no adapter
+            await gateway.aclose()
+
+    asyncio.run(main())
