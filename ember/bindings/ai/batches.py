@@ -21,6 +21,8 @@ from typing import Any
 
 from ember.bindings.ai.failures import failure_of
 from ember.errors import InvalidModelInput
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.fields import describe
 from ember.models.pool.errors import quota_exceeded
 
 MAX_REQUESTS = 1000
@@ -61,10 +63,9 @@ class BatchQueue:
         """Validate and queue ``inputs["requests"]``; the platform's ``queued`` answer."""
         requests = inputs.get("requests")
         if not isinstance(requests, list) or not 1 <= len(requests) <= MAX_REQUESTS:
-            raise InvalidModelInput(
-                "/requests",
-                f"Invalid value at '/requests': expected an array of 1 to {MAX_REQUESTS} "
-                "requests, got " + type(requests).__name__,
+            found = "nothing" if "requests" not in inputs else describe(requests)
+            raise InvalidRequestField(
+                "/requests", f"an array of 1 to {MAX_REQUESTS} requests", found
             )
         for index, request in enumerate(requests):
             validate(request, f"/requests/{index}")

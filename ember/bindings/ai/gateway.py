@@ -156,6 +156,14 @@ class AIGateway:
         request_id = secrets.token_hex(16)
         if options.queue_request or "request_id" in inputs:
             return self._batch(tenant, model, inputs, options, request_id)
+        if "requests" in inputs:
+            # Without the option the batch would be read as one chat input and refused for
+            # lacking 'messages', which sends the user looking in the wrong place.
+            raise InvalidModelInput(
+                "/requests",
+                "Invalid value at '/requests': an async batch is sent with options.queueRequest "
+                "set to true (the third argument of env.AI.run)",
+            )
         stream = is_streaming(inputs)
         body = upstream_body(model, inputs, dialect, stream=stream)
         gateway = options.gateway
@@ -253,8 +261,12 @@ class AIGateway:
                 except LoraUnsupported:
                     raise  # 5005 for the whole batch, as for one request
                 except InvalidModelInput as exc:
-                    message = str(exc).replace("'/", f"'{where}/")
-                    raise InvalidModelInput(where + exc.field, message) from None
+                    # '/prompt' -> '/requests/0/prompt'; '/' (the request itself) -> '/requests/0'
+                    if exc.field in ("", "/"):
+                        field, message = where, str(exc).replace("'/'", f"'{where}'", 1)
+                    else:
+                        field, message = where + exc.field, str(exc).replace("'/", f"'{where}/", 1)
+                    raise InvalidModelInput(field, message) from None
 
             result = self.batches.submit(tenant, model, inputs, validate)
         content = json.dumps(result).encode("utf-8")

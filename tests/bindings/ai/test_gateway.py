@@ -253,3 +253,45 @@ def test_a_lora_adapter_is_refused_with_5005_not_silently_ignored(dialect: str) 
             await gateway.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("inputs", "options", "message"),
+    [
+        (
+            {"requests": []},
+            {"queueRequest": True},
+            "Invalid value at '/requests': expected an array of 1 to 1000 requests, "
+            "got an array of 0 items",
+        ),
+        (
+            {"prompt": "x"},
+            {"queueRequest": True},
+            "Invalid value at '/requests': expected an array of 1 to 1000 requests, got nothing",
+        ),
+        (
+            {"requests": [5]},
+            {"queueRequest": True},
+            "Invalid value at '/requests/0': expected an object, got a number (5)",
+        ),
+        (
+            {"requests": [{"prompt": "x"}]},
+            None,
+            "Invalid value at '/requests': an async batch is sent with "
+            "options.queueRequest set to true (the third argument of env.AI.run)",
+        ),
+    ],
+)
+def test_batch_errors_say_what_was_expected_in_the_users_terms(
+    inputs: dict, options: dict | None, message: str
+) -> None:
+    async def main() -> None:
+        with gate_servers("glm") as (double,):
+            double.open()
+            gateway = _gateway(double.url)
+            with pytest.raises(AIRequestFailed) as refused:
+                await gateway.run("a", MODEL, inputs, parse_run_options(options, MODEL))
+            assert refused.value.failure.message == f"5006: Error: {message}"
+            await gateway.aclose()
+
+    asyncio.run(main())
