@@ -54,7 +54,11 @@ def _project_config(project: Path | None) -> Any:
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help=PROJECT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def models(url: str | None, project: Path | None, as_json: bool) -> None:
-    """Model ids, architecture, context window, quantization, KV dtype, replicas, loaded."""
+    """Model ids, architecture, context, quantization, KV dtype, replicas, loaded.
+
+    CONTEXT is what a request may use here (prompt and answer together): the id's window on
+    Workers AI, capped by what the checkpoint serves; the id's window follows when larger.
+    """
     if url:
         import httpx
 
@@ -76,7 +80,7 @@ def models(url: str | None, project: Path | None, as_json: bool) -> None:
             (
                 row["id"],
                 row["architecture"],
-                f"{row['context_window']:,}",
+                _context(row),
                 row["quantization"],
                 row["kv_cache_dtype"],
                 states,
@@ -88,6 +92,13 @@ def models(url: str | None, project: Path | None, as_json: bool) -> None:
         click.echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
     if not url:
         click.echo("(as configured; nothing is loaded here: pass --url to ask a running ember)")
+
+
+def _context(row: dict[str, Any]) -> str:
+    """The tokens a request may use here, and the id's own window when that is larger."""
+    window = int(row["context_window"])
+    served = int(row.get("max_context") or window)
+    return f"{served:,}" if served >= window else f"{served:,} (id: {window:,})"
 
 
 async def _static_rows(project: Path | None) -> list[dict[str, Any]]:

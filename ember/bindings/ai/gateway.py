@@ -286,6 +286,7 @@ class AIGateway:
                 "id": s.model_id,
                 "architecture": s.architecture,
                 "context_window": s.context_window,
+                "max_context": s.max_context,
                 "quantization": s.quantization,
                 "kv_cache_dtype": s.kv_cache_dtype,
                 "replicas": [

@@ -111,8 +111,15 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
     async def models(request: Request) -> Response:
         await authorize(request, request.path_params.get("account"))
         created = int(time.time())
+        # max_model_len: the name vLLM and SGLang give the served context (clients read it).
         data = [
-            {"object": "model", "created": created, "owned_by": "ember", **row}
+            {
+                "object": "model",
+                "created": created,
+                "owned_by": "ember",
+                "max_model_len": row["max_context"],
+                **row,
+            }
             for row in gateway().models()
         ]
         return JSONResponse({"object": "list", "data": data})

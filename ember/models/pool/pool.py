@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ember.errors import ModelNotFound
+from ember.errors import EmberError, ModelNotFound
 from ember.models.catalog import Catalog, ModelOverride, default_catalog, with_overrides
 from ember.models.pool import errors
 from ember.models.pool.admission import ModelGroup
@@ -63,7 +63,8 @@ class ModelStatus:
 
     model_id: str
     architecture: str
-    context_window: int
+    context_window: int  # the id's, as the Workers AI catalog lists it
+    max_context: int  # what a request may use here: the window capped by the checkpoint
     checkpoint: str
     quantization: str
     kv_cache_dtype: str
@@ -153,6 +154,7 @@ class ModelPool:
         )
         self.wire = WirePool()  # streams: the hot path (see wire.py)
         self._groups: dict[str, ModelGroup] = {}
+        self._max_contexts: dict[str, int] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._closing = False
 
@@ -325,6 +327,7 @@ class ModelPool:
         catalog = _catalog(self._base_catalog, config)  # validate before touching anything
         old = self.config
         self.config, self.catalog = config, catalog
+        self._max_contexts.clear()  # checkpoints and windows may have changed
         for model_id in list(self._groups):
             if old.serving(model_id) != config.serving(model_id) or old.settings != config.settings:
                 group = self._groups.pop(model_id)
@@ -348,11 +351,13 @@ class ModelPool:
             replicas = [r.status() for r in group.replicas] if group is not None else []
             entry = self.catalog.get(model_id) if model_id in self.catalog else None
             first = serving.replicas[0]
+            window = serving.context_window or (entry.context_window if entry else 0)
             rows.append(
                 ModelStatus(
                     model_id=model_id,
                     architecture=entry.architecture if entry else "(attached)",
-                    context_window=serving.context_window or (entry.context_window if entry else 0),
+                    context_window=window,
+                    max_context=self._max_context(model_id, window),
                     checkpoint=str(entry.checkpoint_dir) if entry else "",
                     quantization=first.quantization or "none",
                     kv_cache_dtype=first.kv_cache_dtype or "auto",
@@ -362,6 +367,25 @@ class ModelPool:
                 )
             )
         return rows
+
+    def _max_context(self, model_id: str, window: int) -> int:
+        """``window`` capped by the checkpoint's positions, as the model server caps it.
+
+        The catalog lists the platform's windows (131,072 tokens for GLM-4.7-Flash); a small
+        shipped checkpoint serves far fewer, and a user who trusted the catalog's figure would
+        only learn it from a 5006. Read once per id (config.json), never the weights.
+        """
+        known = self._max_contexts.get(model_id)
+        if known is not None:
+            return known
+        limit = window
+        if model_id in self.catalog:
+            try:
+                limit = min(window, self.catalog.resolve(model_id).config.max_position_embeddings)
+            except EmberError:
+                return window  # not built or unreadable: the request path reports why
+        self._max_contexts[model_id] = limit
+        return limit
 
     async def aclose(self, drain: bool = True) -> None:
         """Refuse new requests, let in-flight ones finish (``drain_timeout_s``), stop replicas."""

@@ -194,3 +194,23 @@ def test_cli_run_streams_tokens_as_they_arrive(dev: DevServer) -> None:
     rest = process.stdout.read()
     assert process.wait(60) == 0
     assert first and rest and still_generating  # text appeared while the model was generating
+
+
+def test_the_model_list_says_how_much_context_a_request_may_use(dev: DevServer) -> None:
+    # The id's window is the platform's (131,072 tokens); the checkpoint behind it serves what
+    # its config allows, and a prompt past that is refused. The list must say so up front.
+    listed = {m["id"]: m for m in httpx.get(dev.url + "/ai/v1/models", timeout=30).json()["data"]}
+    glm = listed[GLM]
+    served = glm["max_context"]
+    assert glm["context_window"] == 131_072 and served < 131_072
+    assert glm["max_model_len"] == served
+    words = " ".join(["word"] * served)
+    too_long = httpx.post(
+        f"{dev.url}/client/v4/accounts/a/ai/run/{GLM}",
+        json={"prompt": words, "max_tokens": 1},
+        timeout=120,
+    )
+    assert too_long.status_code == 400 and f"at most {served - 1} prompt tokens" in too_long.text
+    table = _ember("ai", "models", "--url", dev.url)
+    row = next(line for line in table.stdout.splitlines() if line.startswith(GLM))
+    assert f"{served:,} (id: 131,072)" in row
