@@ -4,8 +4,8 @@
                                                                @cf/a/b, or %40cf%2Fa%2Fb)
     GET  /client/v4/accounts/{account}/ai/models/search        the model list
     POST /client/v4/accounts/{account}/ai/v1/chat/completions  OpenAI-compatible
-    GET  /client/v4/accounts/{account}/ai/v1/models
-    POST /ai/v1/chat/completions, GET /ai/v1/models            the same, for ``ember dev``
+    GET  /client/v4/accounts/{account}/ai/v1/models[/{model}]
+    POST /ai/v1/chat/completions, GET /ai/v1/models[/{model}]  the same, for ``ember dev``
 
 REST answers use the ``{result, success, errors, messages}`` envelope (``"stream": true`` answers
 with server-sent events in the binding's format); the body is the inputs, plus an optional
@@ -33,7 +33,7 @@ from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shar
 from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.spec import config_of
 from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
-from ember.errors import InvalidModelInput
+from ember.errors import InvalidModelInput, ModelNotFound
 from ember.models.server.wire import ClientGone, unless_disconnected
 
 MAX_BODY_BYTES = 10 * 2**20
@@ -108,11 +108,10 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             return _events(answer)
         return Response(answer.body, media_type="application/json", headers=_pass_headers(answer))
 
-    async def models(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"))
+    def model_cards() -> list[dict[str, Any]]:
         created = int(time.time())
         # max_model_len: the name vLLM and SGLang give the served context (clients read it).
-        data = [
+        return [
             {
                 "object": "model",
                 "created": created,
@@ -122,7 +121,20 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             }
             for row in gateway().models()
         ]
-        return JSONResponse({"object": "list", "data": data})
+
+    async def models(request: Request) -> Response:
+        await authorize(request, request.path_params.get("account"))
+        return JSONResponse({"object": "list", "data": model_cards()})
+
+    async def model(request: Request) -> Response:
+        """``GET /models/{id}``: the official client's ``models.retrieve(id)``."""
+        await authorize(request, request.path_params.get("account"))
+        wanted = request.path_params["model"]
+        card = next((c for c in model_cards() if c["id"] == wanted), None)
+        if card is None:
+            failure = failure_of(ModelNotFound(wanted), wanted)
+            return JSONResponse(failure.openai_body(), status_code=404)  # OpenAI's status
+        return JSONResponse(card)
 
     async def search(request: Request) -> Response:
         await authorize(request, request.path_params.get("account"))
@@ -148,8 +160,10 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         Route(prefix + "/models/search", search, methods=["GET"]),
         Route(prefix + "/v1/chat/completions", chat, methods=["POST"]),
         Route(prefix + "/v1/models", models, methods=["GET"]),
+        Route(prefix + "/v1/models/{model:path}", model, methods=["GET"]),
         Route("/ai/v1/chat/completions", chat, methods=["POST"]),
         Route("/ai/v1/models", models, methods=["GET"]),
+        Route("/ai/v1/models/{model:path}", model, methods=["GET"]),
     ]
 
 

@@ -214,3 +214,12 @@ def test_the_model_list_says_how_much_context_a_request_may_use(dev: DevServer) 
     table = _ember("ai", "models", "--url", dev.url)
     row = next(line for line in table.stdout.splitlines() if line.startswith(GLM))
     assert f"{served:,} (id: 131,072)" in row
+
+
+def test_openai_client_retrieves_one_model(dev: DevServer) -> None:
+    client = openai.OpenAI(base_url=dev.url + "/ai/v1", api_key="unused", max_retries=0)
+    model = client.models.retrieve(GLM)
+    assert model.id == GLM and model.object == "model"
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("@cf/x/y")
+    assert "5007: No such model @cf/x/y or task" in str(missing.value)
