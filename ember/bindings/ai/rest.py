@@ -33,7 +33,7 @@ from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shar
 from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.spec import config_of
 from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
-from ember.errors import InvalidModelInput, ModelNotFound
+from ember.errors import CheckpointError, ConfigError, InvalidModelInput, ModelNotFound
 from ember.models.server.wire import ClientGone, unless_disconnected
 
 MAX_BODY_BYTES = 10 * 2**20
@@ -67,6 +67,14 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
     """The routes listed in the module docstring, over ``gateway()``."""
     prefix = "/client/v4/accounts/{account}/ai"
 
+    def ready(model: str = "") -> AIGateway:
+        """``gateway()``; a configured checkpoint it cannot read fails the request (503, the
+        file named) instead of escaping as a bare 500."""
+        try:
+            return gateway()
+        except (CheckpointError, ConfigError) as exc:
+            raise AIRequestFailed(failure_of(exc, model)) from None
+
     async def run(request: Request) -> Response:
         account = request.path_params["account"]
         model = request.path_params["model"]
@@ -75,7 +83,9 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             body = await _json_body(request)
             options = parse_run_options(body.pop("options", None), model)
             options = replace(options, headers=_affinity(request, options.headers))
-            answer = await unless_disconnected(request, gateway().run(tenant, model, body, options))
+            answer = await unless_disconnected(
+                request, ready(model).run(tenant, model, body, options)
+            )
         except ClientGone:
             return Response(status_code=CLIENT_GONE)
         except AIRequestFailed as exc:
@@ -97,7 +107,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             model = str(body.get("model") or "")
             options = parse_run_options(body.pop("options", None), model)
             options = replace(options, headers=_affinity(request, options.headers))
-            answer = await unless_disconnected(request, gateway().chat(tenant, body, options))
+            answer = await unless_disconnected(request, ready(model).chat(tenant, body, options))
         except ClientGone:
             return Response(status_code=CLIENT_GONE)
         except AIRequestFailed as exc:
@@ -109,6 +119,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         return Response(answer.body, media_type="application/json", headers=_pass_headers(answer))
 
     def model_cards() -> list[dict[str, Any]]:
+        rows = ready().models()
         created = int(time.time())
         # max_model_len: the name vLLM and SGLang give the served context (clients read it).
         return [
@@ -119,18 +130,25 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
                 "max_model_len": row["max_context"],
                 **row,
             }
-            for row in gateway().models()
+            for row in rows
         ]
 
     async def models(request: Request) -> Response:
         await authorize(request, request.path_params.get("account"))
-        return JSONResponse({"object": "list", "data": model_cards()})
+        try:
+            return JSONResponse({"object": "list", "data": model_cards()})
+        except AIRequestFailed as exc:
+            return _openai_failure(exc.failure)
 
     async def model(request: Request) -> Response:
         """``GET /models/{id}``: the official client's ``models.retrieve(id)``."""
         await authorize(request, request.path_params.get("account"))
         wanted = request.path_params["model"]
-        card = next((c for c in model_cards() if c["id"] == wanted), None)
+        try:
+            cards = model_cards()
+        except AIRequestFailed as exc:
+            return _openai_failure(exc.failure)
+        card = next((c for c in cards if c["id"] == wanted), None)
         if card is None:
             failure = failure_of(ModelNotFound(wanted), wanted)
             return JSONResponse(failure.openai_body(), status_code=404)  # OpenAI's status
@@ -138,6 +156,10 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
 
     async def search(request: Request) -> Response:
         await authorize(request, request.path_params.get("account"))
+        try:
+            rows = ready().models()
+        except AIRequestFailed as exc:
+            return _rest_failure(exc.failure)
         result = [
             {
                 "id": row["id"],
@@ -151,7 +173,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
                     {"property_id": "function_calling", "value": "true"},
                 ],
             }
-            for row in gateway().models()
+            for row in rows
         ]
         return JSONResponse({"result": result, "success": True, "errors": [], "messages": []})
 

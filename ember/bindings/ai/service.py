@@ -33,7 +33,7 @@ from ember.bindings.base import (
     ServiceHost,
     StreamReply,
 )
-from ember.errors import InvalidModelInput
+from ember.errors import CheckpointError, ConfigError, InvalidModelInput
 
 MAX_INPUT_BYTES = 10 * 2**20  # the platform's batch payload limit; one request stays below
 INLINE_BODY_BYTES = 512 * 1024
@@ -46,16 +46,30 @@ class AIService(BindingService):
     def __init__(self, spec: BindingSpec, host: ServiceHost) -> None:
         self.binding = spec.name
         self.tenant = host.deployment_id
+        self._host = host
         self._config = config_of(spec)
-        self.gateway: AIGateway = shared_gateway(host, self._config)
-        self._configured = False
+        self._gateway: AIGateway | None = None
+
+    async def gateway(self) -> AIGateway:
+        """The supervisor's gateway, serving this deployment's ``ai`` config from now on.
+
+        Made and configured on the first call, not in the constructor: adopting the config
+        reads every configured checkpoint's config.json, and a bad one must fail the call that
+        needed it (InferenceUpstreamError naming the file, again on each call until fixed)
+        rather than the runtime's lookup of this service, where an exception ends the isolate.
+        """
+        if self._gateway is None:
+            gateway = shared_gateway(self._host, self._config)
+            await gateway.configure(self._config)
+            self._gateway = gateway
+        return self._gateway
 
     async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
-        if not self._configured:
-            self._configured = True
-            await self.gateway.configure(self._config)
         if method == "models":
-            return self.gateway.models()
+            try:
+                return (await self.gateway()).models()
+            except (CheckpointError, ConfigError) as exc:
+                return _failed(failure_of(exc, ""), raw=False)
         if method != "run":
             raise ServiceError(f"env.{self.binding} has no method {method!r}", kind="binding")
         if not isinstance(args, list) or len(args) != 3:
@@ -65,12 +79,13 @@ class AIService(BindingService):
         try:
             if not isinstance(model, str):
                 raise InvalidModelInput("model", f"the model id must be a string, got {model!r}")
+            gateway = await self.gateway()
             inputs = await _inputs(inputs_json, ctx.upload)
             options = parse_run_options(raw_options, model)
-            answer = await self.gateway.run(self.tenant, model, inputs, options)
+            answer = await gateway.run(self.tenant, model, inputs, options)
         except AIRequestFailed as exc:
             return _failed(exc.failure, raw)
-        except InvalidModelInput as exc:
+        except (InvalidModelInput, CheckpointError, ConfigError) as exc:
             return _failed(failure_of(exc, str(model)), raw)
         return _reply(answer)
 

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
+import uvicorn
+
+if TYPE_CHECKING:
+    from ember.bindings.ai.gateway import AIGateway
 
 T = TypeVar("T")
 GLM = "@cf/zai-org/glm-4.7-flash"
@@ -61,3 +66,38 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+class RestServer:
+    """``ai_app`` (the REST and OpenAI-compatible routes) on a 127.0.0.1 port, over the gateway
+    ``factory`` makes: called in the server's loop, on the first request, and kept once made
+    (as ``ember dev`` keeps its shared gateway). A context manager."""
+
+    def __init__(self, factory: Callable[[], AIGateway]) -> None:
+        from ember.bindings.ai.rest import ai_app
+
+        self.factory = factory
+        self.gateway: AIGateway | None = None
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(ai_app(self._gateway), log_level="error", lifespan="off", ws="none")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    def _gateway(self) -> AIGateway:
+        if self.gateway is None:
+            self.gateway = self.factory()
+        return self.gateway
+
+    def __enter__(self) -> RestServer:
+        self.thread.start()
+        wait_until(lambda: self.server.started, "the REST server", 10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
