@@ -21,6 +21,7 @@ from ember.models.api.chat_request import ChatRequest, SamplingOptions
 from ember.models.api.constraints import constraint_for, output_parser_for
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.output_parser import ChatOutputParser, reasoning_prefix
+from ember.models.api.reasoning_tokens import ReasoningCounter
 from ember.models.chat_encode import encode_chat
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.constrain.tool_grammars import (
@@ -39,6 +40,7 @@ class ChatInput:
     generation: GenerationInput
     parser: ChatOutputParser
     reasoning: ReasoningPrefix
+    thinking: ReasoningCounter | None = None  # None: the model's markers are not single tokens
 
 
 def new_request_id(prefix: str) -> str:
@@ -67,7 +69,30 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
         keep_special=parser_markers(served, reasoning),  # other special tokens are skipped
         fields=RequestFields(max_tokens=f"/{request.max_tokens_field}"),
     )
-    return ChatInput(generation, parser, reasoning)
+    return ChatInput(generation, parser, reasoning, reasoning_counter(served, parser, reasoning))
+
+
+def reasoning_counter(
+    served: ServedModel, parser: ChatOutputParser, reasoning: ReasoningPrefix
+) -> ReasoningCounter | None:
+    """Counts the answer's reasoning tokens on the ids, by the parser's rules; None when
+    ``</think>`` is no single special token here (the count could only be guessed)."""
+    tokenizer = served.tokenizer
+
+    def special(text: str | None) -> int | None:
+        token = tokenizer.backend.token_to_id(text) if text else None
+        return token if token is not None and token in tokenizer.special_ids else None
+
+    end = special(THINK_END)
+    if end is None:
+        return None
+    section = parser.tools.start_marker if parser.tools is not None else None
+    return ReasoningCounter.starting(
+        reasoning,
+        begin=special(THINK_BEGIN),
+        ends=(end, special(section)),
+        blank=lambda token: not tokenizer.decode([token]).strip(),
+    )
 
 
 def parser_markers(served: ServedModel, reasoning: ReasoningPrefix) -> frozenset[int]:

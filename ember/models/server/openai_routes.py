@@ -73,8 +73,10 @@ def token_logprobs(served: ServedModel, records: list[LogprobRecord]) -> list[To
     return out
 
 
-def _usage(event: GenerationEvent) -> Usage:
-    return Usage(event.prompt_tokens, event.completion_tokens, event.cached_tokens)
+def _usage(event: GenerationEvent, chat_in: ChatInput | None = None) -> Usage:
+    thinking = chat_in.thinking if chat_in is not None else None
+    reasoning = thinking.count if thinking is not None else None
+    return Usage(event.prompt_tokens, event.completion_tokens, event.cached_tokens, reasoning)
 
 
 # -- /v1/chat/completions ------------------------------------------------------------------------
@@ -113,6 +115,8 @@ async def _chat_answer(
     async for event in stream_generation(served, state.metrics, chat_in.generation):
         pieces.append(event.text)
         records.extend(event.logprobs)
+        if chat_in.thinking is not None:
+            chat_in.thinking.feed(event.token_ids)
         last = event
     assert last is not None and last.finish_reason is not None
     total = OutputAccumulator()
@@ -124,7 +128,7 @@ async def _chat_answer(
         model=served.name,
         output=total.result(),
         finish_reason=last.finish_reason,
-        usage=_usage(last),
+        usage=_usage(last, chat_in),
         logprobs=token_logprobs(served, records) if chat.sampling.logprobs else None,
         matched_stop=last.matched_stop,
     )
@@ -147,12 +151,14 @@ async def _chat_stream(
     want_logprobs = chat.sampling.logprobs
     try:
         async for event in events:
-            stream.usage = _usage(event)
+            if chat_in.thinking is not None:
+                chat_in.thinking.feed(event.token_ids)
+            stream.usage = _usage(event, chat_in)
             logprobs = token_logprobs(served, event.logprobs) if want_logprobs else None
             chunks = stream.text(event.text, logprobs)
             if event.finished:
                 reason = event.finish_reason or "stop"
-                chunks += stream.finish(reason, _usage(event), event.matched_stop)
+                chunks += stream.finish(reason, _usage(event, chat_in), event.matched_stop)
             if chunks:
                 yield b"".join(sse_data(chunk) for chunk in chunks)
         yield SSE_DONE

@@ -223,3 +223,24 @@ def test_openai_client_retrieves_one_model(dev: DevServer) -> None:
     with pytest.raises(openai.NotFoundError) as missing:
         client.models.retrieve("@cf/x/y")
     assert "5007: No such model @cf/x/y or task" in str(missing.value)
+
+
+def test_usage_counts_the_tokens_spent_thinking(dev: DevServer) -> None:
+    # usage.completion_tokens_details.reasoning_tokens, as the platform's chat completions
+    # report it: a thinking model cut off by max_tokens shows where the budget went.
+    url = f"{dev.url}/client/v4/accounts/a/ai/run/{GLM}"
+    ask = {"prompt": "What is a Python generator?", "max_tokens": 6, "temperature": 0}
+    thought = httpx.post(url, json=ask, timeout=120).json()["result"]
+    message, usage = thought["choices"][0]["message"], thought["usage"]
+    assert message["reasoning_content"] and message["content"] is None  # still thinking
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": 6}
+    streamed = parse_sse(httpx.post(url, json={**ask, "stream": True}, timeout=120).content)
+    assert streamed[-2]["usage"]["completion_tokens_details"] == {"reasoning_tokens": 6}
+    plain = {**ask, "chat_template_kwargs": {"enable_thinking": False}}
+    answered = httpx.post(url, json=plain, timeout=120).json()["result"]
+    assert answered["usage"]["completion_tokens_details"] == {"reasoning_tokens": 0}
+    client = openai.OpenAI(base_url=dev.url + "/ai/v1", api_key="unused", max_retries=0)
+    reply = client.chat.completions.create(
+        model=GLM, messages=[{"role": "user", "content": ask["prompt"]}], max_tokens=6
+    )
+    assert reply.usage.completion_tokens_details.reasoning_tokens == 6
