@@ -30,6 +30,7 @@ from starlette.routing import Route
 
 from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
 from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shared_gateway
+from ember.bindings.ai.model_search import ModelSearch, catalog_entry
 from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.spec import config_of
 from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
@@ -157,25 +158,17 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
     async def search(request: Request) -> Response:
         await authorize(request, request.path_params.get("account"))
         try:
+            query = ModelSearch.parse(request.query_params)
             rows = ready().models()
         except AIRequestFailed as exc:
             return _rest_failure(exc.failure)
-        result = [
-            {
-                "id": row["id"],
-                "name": row["id"],
-                "source": 1,
-                "description": f"{row['architecture']} served locally by ember",
-                "task": {"id": "text-generation", "name": "Text Generation", "description": ""},
-                "tags": [],
-                "properties": [
-                    {"property_id": "context_window", "value": str(row["context_window"])},
-                    {"property_id": "function_calling", "value": "true"},
-                ],
-            }
-            for row in rows
-        ]
-        return JSONResponse({"result": result, "success": True, "errors": [], "messages": []})
+        except InvalidModelInput as exc:
+            return _rest_failure(failure_of(exc, ""))
+        found = query.select([catalog_entry(row) for row in rows])
+        info = {"page": query.page, "per_page": query.per_page, "count": len(found)}
+        return JSONResponse(
+            {"result": found, "result_info": info, "success": True, "errors": [], "messages": []}
+        )
 
     return [
         Route(prefix + "/run/{model:path}", run, methods=["POST"]),

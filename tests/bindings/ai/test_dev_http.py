@@ -244,3 +244,33 @@ def test_usage_counts_the_tokens_spent_thinking(dev: DevServer) -> None:
         model=GLM, messages=[{"role": "user", "content": ask["prompt"]}], max_tokens=6
     )
     assert reply.usage.completion_tokens_details.reasoning_tokens == 6
+
+
+def test_model_search_pages_and_filters_like_the_platform(dev: DevServer) -> None:
+    # The cloudflare SDK pages until a page comes back empty, and wrangler's
+    # `ai models --search/--author/--task` leaves the filtering to the server.
+    from cloudflare import Cloudflare
+
+    sdk = Cloudflare(api_token="unused", base_url=dev.url + "/client/v4", max_retries=0)
+    every = []
+    for model in sdk.ai.models.list(account_id="local", per_page=3):
+        every.append(model["name"])
+        assert len(every) <= 100, "the SDK kept paging: pages never ended"
+    listed = [m["id"] for m in httpx.get(dev.url + "/ai/v1/models", timeout=30).json()["data"]]
+    assert every == listed
+
+    def search(**query: str) -> list[str]:
+        url = f"{dev.url}/client/v4/accounts/local/ai/models/search"
+        body = httpx.get(url, params=query, timeout=30).json()
+        assert body["success"] is True, body
+        return [m["name"] for m in body["result"]]
+
+    assert search(search="KIMI") == [m for m in listed if "kimi" in m]
+    assert search(author="zai-org") == [m for m in listed if m.startswith("@cf/zai-org/")]
+    assert search(task="Text Generation") == listed
+    assert search(task="Text Embeddings") == []
+    assert search(per_page="2", page="2") == listed[2:4]
+    assert search(hide_experimental="true") == listed
+    bad = httpx.get(f"{dev.url}/client/v4/accounts/local/ai/models/search?per_page=x", timeout=30)
+    assert bad.status_code == 400 and bad.json()["success"] is False
+    assert "per_page" in bad.json()["errors"][0]["message"]

@@ -1,0 +1,105 @@
+"""``GET /client/v4/accounts/{account}/ai/models/search``: the platform's catalog listing.
+
+Filtering and paging happen here, as on the platform: wrangler's ``ai models --search/--author
+/--task`` sends them as query parameters and shows what comes back, and the cloudflare SDK
+pages (``page=1, 2, ...``) until a page comes back empty, so a server that ignores ``page``
+makes ``for m in client.ai.models.list(...)`` loop forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.fields import describe
+
+TASK = {"id": "text-generation", "name": "Text Generation", "description": ""}
+SOURCE = 1  # the Workers AI catalog (the platform's other sources are finetunes)
+DEFAULT_PER_PAGE = 50  # what wrangler asks for
+MAX_PER_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSearch:
+    """The query parameters, validated (InvalidRequestField names the bad one)."""
+
+    search: str | None = None
+    author: str | None = None
+    task: str | None = None
+    source: int | None = None
+    hide_experimental: bool = False
+    page: int = 1
+    per_page: int = DEFAULT_PER_PAGE
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> ModelSearch:
+        hide = query.get("hide_experimental", "false").lower()
+        if hide not in ("true", "false"):
+            raise InvalidRequestField("/hide_experimental", "true or false", describe(hide))
+        source = query.get("source")
+        return cls(
+            search=query.get("search") or None,
+            author=query.get("author") or None,
+            task=query.get("task") or None,
+            source=None if source is None else _number(query, "source", 0, 2**31),
+            hide_experimental=hide == "true",
+            page=_number(query, "page", 1, 2**31) if "page" in query else 1,
+            per_page=(
+                _number(query, "per_page", 1, MAX_PER_PAGE)
+                if "per_page" in query
+                else DEFAULT_PER_PAGE
+            ),
+        )
+
+    def select(self, entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The page of ``entries`` (catalog rows as ``catalog_entry`` makes them) that match."""
+        found = [entry for entry in entries if self._matches(entry)]
+        start = (self.page - 1) * self.per_page
+        return found[start : start + self.per_page]
+
+    def _matches(self, entry: dict[str, Any]) -> bool:
+        if self.source is not None and self.source != entry["source"]:
+            return False
+        if self.author is not None and self.author.lower() != _author(entry["id"]):
+            return False
+        if self.task is not None and self.task.lower() not in (
+            entry["task"]["id"].lower(),
+            entry["task"]["name"].lower(),
+        ):
+            return False
+        if self.search is not None:
+            needle = self.search.lower()
+            text = (entry["id"], entry["name"], entry["description"])
+            return any(needle in part.lower() for part in text)
+        return True  # nothing ember serves is experimental
+
+
+def catalog_entry(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``AIGateway.models()`` row as the platform's ``AiModelsSearchObject``."""
+    return {
+        "id": row["id"],
+        "name": row["id"],
+        "source": SOURCE,
+        "description": f"{row['architecture']} served locally by ember",
+        "task": dict(TASK),
+        "tags": [],
+        "properties": [
+            {"property_id": "context_window", "value": str(row["context_window"])},
+            {"property_id": "function_calling", "value": "true"},
+        ],
+    }
+
+
+def _author(model_id: str) -> str:
+    """``@cf/zai-org/glm-4.7-flash`` -> ``zai-org``."""
+    parts = model_id.split("/")
+    return parts[1].lower() if len(parts) >= 3 else ""
+
+
+def _number(query: Mapping[str, str], key: str, low: int, high: int) -> int:
+    raw = query[key]
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise InvalidRequestField(f"/{key}", f"an integer from {low} to {high}", describe(raw))
+    return int(raw)
