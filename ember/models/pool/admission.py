@@ -8,8 +8,10 @@
   session moves to the next best replica. The table is an LRU of bounded size.
 - **Bounded queue**: with no free slot a request waits in FIFO order, at most
   ``max_queued_requests`` of them; the next one is refused with 3040 at once (backpressure, never
-  an unbounded queue). ``rejectIfBusy`` refuses instead of waiting. A waiter gives up after
-  ``queue_timeout_s`` (3007); if every replica failed to start, waiters fail at once with why.
+  an unbounded queue). ``rejectIfBusy`` refuses instead of waiting, once a replica is ready
+  (while the model is still loading there are no busy slots to refuse over). A waiter gives up
+  after ``queue_timeout_s`` (3007); if every replica failed to start, waiters fail at once with
+  why.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class ModelGroup:
             lease = self._try(session)
             if lease is not None:
                 return lease
-        if reject_if_busy:
+        if reject_if_busy and self._serving():
             raise errors.busy(self.model_id)
         if len(self._waiters) >= self.max_queued:
             raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
@@ -86,7 +88,7 @@ class ModelGroup:
             lease = self._try(session)
             if lease is not None:
                 return lease
-        if reject_if_busy:
+        if reject_if_busy and self._serving():
             raise errors.busy(self.model_id)
         if len(self._waiters) >= self.max_queued:
             raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
@@ -151,6 +153,12 @@ class ModelGroup:
             while len(self._sessions) > MAX_SESSIONS:
                 self._sessions.popitem(last=False)
         return chosen.lease(session)
+
+    def _serving(self) -> bool:
+        """True once some replica is ready: only then are requests really waiting for slots
+        that others hold (``rejectIfBusy`` refuses); while every replica is still loading, a
+        request waits for the first one like any other."""
+        return any(r.state is State.READY for r in self.replicas)
 
     def _hopeless(self) -> bool:
         return bool(self.replicas) and all(

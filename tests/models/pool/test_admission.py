@@ -190,3 +190,27 @@ def test_attached_server_name_is_learned_and_the_body_renamed() -> None:
             await pool.aclose()
 
     asyncio.run(main())
+
+
+def test_reject_if_busy_waits_for_a_model_still_loading() -> None:
+    # rejectIfBusy refuses to queue behind requests that hold every slot. A model that is
+    # still loading (ember dev starts it on first use) has nobody in its slots: refusing then
+    # would fail the first call of every dev session, which the platform never does.
+    async def main() -> None:
+        with gate_servers("a") as (a,):
+            a.healthy = False  # the replica is up but not ready yet
+            pool = _pool([a], slots=1)
+            eager = RequestOptions(reject_if_busy=True)
+            first = asyncio.ensure_future(pool.stream(MODEL, "/v1/chat/completions", BODY, eager))
+            await _wait(lambda: first.done() or pool.group(MODEL).queued == 1)
+            assert not first.done(), first.exception()
+            a.healthy = True
+            running = await first
+            # Ready and full: now rejectIfBusy fails fast, as on the platform.
+            with pytest.raises(CapacityExceeded):
+                await pool.stream(MODEL, "/v1/chat/completions", BODY, eager)
+            a.open()
+            assert [e async for e in running][-1] == "[DONE]"
+            await pool.aclose()
+
+    asyncio.run(main())
