@@ -145,8 +145,26 @@ class Ai:
         return to_jsdict(json.loads(body or b"null"))
 
     async def models(self, params: Any = None) -> list[Any]:
-        """The models this ember serves (id, architecture, context window, replicas, loaded)."""
-        reply = await self._channel.call(self._name, "models", [])
+        """The models this ember serves, as the platform's catalog objects (id, name,
+        description, task, properties) plus how ember serves each (architecture, context,
+        replicas, loaded). ``params``: the search API's (search, author, task, source,
+        hide_experimental, page, per_page)."""
+        plain = to_plain(params) if params is not None else None
+        if plain is not None and not isinstance(plain, dict):
+            raise TypeError(
+                f"env.{self._name}.models(): params must be a dict, got {type(params).__name__}"
+            )
+        try:
+            reply = await self._channel.call(self._name, "models", [plain])
+        except ServiceError as exc:
+            if exc.kind != "ai":
+                raise
+            raise InferenceUpstreamError(
+                str(exc),
+                code=_int(exc.data.get("internalCode")),
+                status=_int(exc.data.get("status")),
+                description=str(exc.data.get("description") or ""),
+            ) from None
         return to_jsdict(reply.value)  # type: ignore[no-any-return]
 
 

@@ -9,7 +9,7 @@ isolate and is checked here):
                                                                    a stream, or a large body
             failure: ServiceError("<code>: <description>", kind="ai", data=Failure.to_data())
             (with returnRawResponse a failure is an answer too, as the platform returns it)
-    models  [] -> [{"id", ...}]
+    models  [params | None] -> [{"id", "name", "task", ..., "architecture", "loaded", ...}]
 
 The tenant is the deployment: quotas, cache entries and batch ids are scoped by it, never by
 anything the isolate sends.
@@ -23,6 +23,7 @@ from typing import Any
 
 from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
 from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shared_gateway
+from ember.bindings.ai.model_search import ModelSearch, catalog_entry
 from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.spec import config_of
 from ember.bindings.base import (
@@ -67,9 +68,12 @@ class AIService(BindingService):
     async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
         if method == "models":
             try:
-                return (await self.gateway()).models()
-            except (CheckpointError, ConfigError) as exc:
+                search = _search(args[0] if isinstance(args, list) and args else None)
+                rows = (await self.gateway()).models()
+            except (InvalidModelInput, CheckpointError, ConfigError) as exc:
                 return _failed(failure_of(exc, ""), raw=False)
+            found = [{**catalog_entry(row), **row} for row in rows]
+            return found if search is None else search.select(found)
         if method != "run":
             raise ServiceError(f"env.{self.binding} has no method {method!r}", kind="binding")
         if not isinstance(args, list) or len(args) != 3:
@@ -88,6 +92,20 @@ class AIService(BindingService):
         except (InvalidModelInput, CheckpointError, ConfigError) as exc:
             return _failed(failure_of(exc, str(model)), raw)
         return _reply(answer)
+
+
+def _search(params: object) -> ModelSearch | None:
+    """``env.AI.models(params)``: the search API's parameters, as its query would carry them."""
+    if params is None:
+        return None
+    if not isinstance(params, dict):
+        raise InvalidModelInput("/", "Invalid value at '/': expected the search parameters")
+    query = {
+        str(key): str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in params.items()
+        if value is not None
+    }
+    return ModelSearch.parse(query)
 
 
 async def _inputs(inline: object, upload: AsyncIterator[bytes] | None) -> dict[str, Any]:

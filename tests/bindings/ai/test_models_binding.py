@@ -1,0 +1,53 @@
+"""``await env.AI.models(params)``: the platform's catalog objects, filtered by ``params``.
+
+On the platform ``models()`` returns ``AiModelsSearchObject``s (id, name, description, task,
+properties) and takes the search API's parameters; ember adds what it knows of each model's
+serving (architecture, context, replicas, loaded). Nothing is loaded to answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.runtime.harness import Harness, write_project
+
+WORKER = """
+import json
+from workers import Response
+
+async def on_fetch(request, env):
+    params = json.loads(await request.text() or "null")
+    try:
+        rows = await env.AI.models(params)
+    except Exception as error:
+        return Response.json({"type": type(error).__name__, "message": str(error)})
+    return Response.json([{"id": r.id, "name": r.name, "task": r.task.name,
+                           "loaded": r.loaded, "architecture": r.architecture} for r in rows])
+"""
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator:  # noqa: ANN201
+    harness = Harness(tmp_path / "state")
+    try:
+        root = write_project(tmp_path / "project", WORKER, "ai:\n  binding: AI\n")
+        with harness.client(harness.deploy(root)) as client:
+            yield client
+    finally:
+        harness.close()
+
+
+def test_models_takes_the_search_parameters(client) -> None:  # noqa: ANN001
+    every = client.post("/", content="null").json()
+    assert len(every) == 7 and all(r["task"] == "Text Generation" for r in every)
+    assert all(r["name"] == r["id"] and r["loaded"] is False for r in every)
+    kimi = client.post("/", json={"search": "kimi"}).json()
+    assert [r["id"] for r in kimi] == [r["id"] for r in every if "kimi" in r["id"]]
+    glm = client.post("/", json={"author": "zai-org", "per_page": 2, "page": 1}).json()
+    assert [r["id"] for r in glm] == [r["id"] for r in every if "zai-org" in r["id"]][:2]
+    assert client.post("/", json={"hide_experimental": True}).json() == every
+    bad = client.post("/", json={"per_page": 0}).json()
+    assert bad["type"] == "InferenceUpstreamError" and "per_page" in bad["message"]
