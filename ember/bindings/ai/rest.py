@@ -170,6 +170,18 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             {"result": found, "result_info": info, "success": True, "errors": [], "messages": []}
         )
 
+    async def unserved_openai(request: Request) -> Response:
+        await authorize(request, request.path_params.get("account"))
+        error = {"message": _unserved(request), "type": "invalid_request_error", "param": None}
+        return JSONResponse({"error": {**error, "code": "not_found"}}, status_code=404)
+
+    async def unserved_rest(request: Request) -> Response:
+        await authorize(request, request.path_params.get("account"))
+        # Cloudflare's API answers a path it has no route for with code 7000.
+        errors = [{"code": 7000, "message": _unserved(request)}]
+        body = {"result": None, "success": False, "errors": errors, "messages": []}
+        return JSONResponse(body, status_code=404)
+
     return [
         Route(prefix + "/run/{model:path}", run, methods=["POST"]),
         Route(prefix + "/models/search", search, methods=["GET"]),
@@ -179,7 +191,24 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         Route("/ai/v1/chat/completions", chat, methods=["POST"]),
         Route("/ai/v1/models", models, methods=["GET"]),
         Route("/ai/v1/models/{model:path}", model, methods=["GET"]),
+        # Last: any other path under the AI prefixes, answered in the caller's error shape.
+        Route(prefix + "/v1/{rest:path}", unserved_openai, methods=ANY_METHOD),
+        Route("/ai/v1/{rest:path}", unserved_openai, methods=ANY_METHOD),
+        Route(prefix + "/{rest:path}", unserved_rest, methods=ANY_METHOD),
     ]
+
+
+ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+SERVED = (
+    "POST /ai/v1/chat/completions, GET /ai/v1/models[/{model}] (OpenAI-compatible); "
+    "POST /client/v4/accounts/{account}/ai/run/{model}, GET .../ai/models/search (REST)"
+)
+
+
+def _unserved(request: Request) -> str:
+    # Without this a client saw a bare 'Error code: 404' (e.g. the openai client's
+    # embeddings.create): say which path is not served and which are.
+    return f"ember does not serve {request.method} {request.url.path}; it serves {SERVED}"
 
 
 def ai_app(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -> Starlette:

@@ -274,3 +274,15 @@ def test_model_search_pages_and_filters_like_the_platform(dev: DevServer) -> Non
     bad = httpx.get(f"{dev.url}/client/v4/accounts/local/ai/models/search?per_page=x", timeout=30)
     assert bad.status_code == 400 and bad.json()["success"] is False
     assert "per_page" in bad.json()["errors"][0]["message"]
+
+
+def test_unserved_ai_paths_say_what_is_served(dev: DevServer) -> None:
+    client = openai.OpenAI(base_url=dev.url + "/ai/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.embeddings.create(model="@cf/baai/bge-m3", input="hi")
+    message = str(missing.value)
+    assert "/embeddings" in message and "/chat/completions" in message
+    rest = httpx.get(f"{dev.url}/client/v4/accounts/a/ai/models/schema?model={GLM}", timeout=30)
+    body = rest.json()
+    assert rest.status_code == 404 and body["success"] is False and body["result"] is None
+    assert "/ai/models/schema" in body["errors"][0]["message"]
