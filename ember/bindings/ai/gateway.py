@@ -299,6 +299,9 @@ class AIGateway:
                 ],
                 "loaded": s.loaded,
                 "queued": s.queued,
+                "function_calling": s.function_calling,
+                "reasoning": s.reasoning,
+                "vision": s.vision,
             }
             for s in self.pool.status()
         ]

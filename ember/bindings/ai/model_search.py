@@ -19,6 +19,7 @@ TASK = {"id": "text-generation", "name": "Text Generation", "description": ""}
 SOURCE = 1  # the Workers AI catalog (the platform's other sources are finetunes)
 DEFAULT_PER_PAGE = 50  # what wrangler asks for
 MAX_PER_PAGE = 1000
+CAPABILITIES = ("function_calling", "reasoning", "vision")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,9 @@ def catalog_entry(row: Mapping[str, Any]) -> dict[str, Any]:
         "tags": [],
         "properties": [
             {"property_id": "context_window", "value": str(row["context_window"])},
-            {"property_id": "function_calling", "value": "true"},
+            # Only the capabilities the id has, as the platform lists them (GLM-5.3-Flash has
+            # no function calling; Kimi reads images).
+            *({"property_id": flag, "value": "true"} for flag in CAPABILITIES if row.get(flag)),
         ],
     }
 

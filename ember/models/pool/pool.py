@@ -71,6 +71,10 @@ class ModelStatus:
     replicas: list[ReplicaStatus]
     queued: int
     configured: bool
+    # The catalog's capability flags (all False for an id only attached by URL).
+    function_calling: bool = False
+    reasoning: bool = False
+    vision: bool = False
 
     @property
     def loaded(self) -> bool:
@@ -364,6 +368,9 @@ class ModelPool:
                     replicas=replicas,
                     queued=group.queued if group is not None else 0,
                     configured=model_id in self.config.models,
+                    function_calling=entry.function_calling if entry else False,
+                    reasoning=entry.reasoning if entry else False,
+                    vision=entry.vision if entry else False,
                 )
             )
         return rows

@@ -7,11 +7,14 @@ serving (architecture, context, replicas, loaded). Nothing is loaded to answer.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ember.bindings.ai.gateway import AIGateway
+from ember.bindings.ai.model_search import catalog_entry
 from tests.runtime.harness import Harness, write_project
 
 WORKER = """
@@ -51,3 +54,20 @@ def test_models_takes_the_search_parameters(client) -> None:  # noqa: ANN001
     assert client.post("/", json={"hide_experimental": True}).json() == every
     bad = client.post("/", json={"per_page": 0}).json()
     assert bad["type"] == "InferenceUpstreamError" and "per_page" in bad["message"]
+
+
+def test_search_lists_only_the_capabilities_an_id_has() -> None:
+    def flags(row: dict) -> set[str]:
+        return {p["property_id"] for p in catalog_entry(row)["properties"]} - {"context_window"}
+
+    async def rows() -> dict[str, dict]:
+        gateway = AIGateway(progress=lambda line: None)
+        try:
+            return {row["id"]: row for row in gateway.models()}
+        finally:
+            await gateway.aclose()
+
+    listed = asyncio.run(rows())
+    assert flags(listed["@cf/zai-org/glm-5.3-flash"]) == {"reasoning", "vision"}
+    assert flags(listed["@cf/moonshotai/kimi-k2.5"]) == {"function_calling", "reasoning", "vision"}
+    assert flags(listed["@cf/zai-org/glm-4.7-flash"]) == {"function_calling", "reasoning"}
