@@ -85,6 +85,7 @@ class Ai:
         self._channel = channel
         self.lastRequestId: str | None = None  # noqa: N815 - the platform's names
         self.lastRequestHttpStatusCode: int | None = None  # noqa: N815
+        self.lastRequestInternalStatusCode: int | None = None  # noqa: N815 - Workers AI's code
         self.aiGatewayLogId: str | None = None  # noqa: N815
 
     def __repr__(self) -> str:
@@ -118,7 +119,11 @@ class Ai:
         except ServiceError as exc:
             if exc.kind != "ai":
                 raise
+            # Every attribute describes this failed request: none may keep an earlier one's id.
+            self.lastRequestId = None
+            self.aiGatewayLogId = None
             self.lastRequestHttpStatusCode = _int(exc.data.get("status"))
+            self.lastRequestInternalStatusCode = _int(exc.data.get("internalCode"))
             raise InferenceUpstreamError(
                 str(exc),
                 code=_int(exc.data.get("internalCode")),
@@ -132,6 +137,7 @@ class Ai:
         status = int(head.get("status") or 200)
         self.lastRequestId = headers.get("cf-ai-req-id")
         self.lastRequestHttpStatusCode = status
+        self.lastRequestInternalStatusCode = _int(head.get("internalCode"))
         self.aiGatewayLogId = headers.get("cf-aig-log-id")
         body = head.get("body")
         if plain_options.get("returnRawResponse") is True:

@@ -143,7 +143,12 @@ def _failed(failure: Failure, raw: bool) -> object:
         "errors": [{"code": failure.code.code, "message": failure.description}],
     }
     headers = {"content-type": "application/json", **failure.headers()}
-    return {"status": failure.status, "headers": headers, "body": json.dumps(body).encode()}
+    return {
+        "status": failure.status,
+        "headers": headers,
+        "body": json.dumps(body).encode(),
+        "internalCode": failure.code.code,  # env.AI.lastRequestInternalStatusCode
+    }
 
 
 def _reply(answer: AIAnswer) -> object:

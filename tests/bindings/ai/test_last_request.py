@@ -1,0 +1,56 @@
+"""``env.AI``'s last-request attributes, as the platform's binding keeps them (lastRequestId,
+aiGatewayLogId, lastRequestHttpStatusCode, lastRequestInternalStatusCode), after a failure too.
+Failures are checked before any model is needed, so nothing is loaded here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.runtime.harness import Harness, write_project
+
+WORKER = """
+from workers import Response
+
+NAMES = ("lastRequestId", "aiGatewayLogId", "lastRequestHttpStatusCode",
+         "lastRequestInternalStatusCode")
+
+
+def snapshot(ai):
+    return {name: getattr(ai, name) for name in NAMES}
+
+
+async def on_fetch(request, env):
+    before = snapshot(env.AI)
+    seen = []
+    for model, inputs in (("@cf/x/y", {"prompt": "hi"}),
+                          ("@cf/zai-org/glm-4.7-flash", {"prompt": ""})):
+        try:
+            await env.AI.run(model, inputs)
+        except Exception as error:
+            seen.append({"error": str(error), **snapshot(env.AI)})
+    return Response.json({"before": before, "after": seen})
+"""
+
+
+def test_attributes_exist_and_follow_failures(tmp_path: Path) -> None:
+    harness = Harness(tmp_path / "state")
+    try:
+        root = write_project(tmp_path / "project", WORKER, "ai:\n  binding: AI\n")
+        with harness.client(harness.deploy(root)) as client:
+            body = client.get("/").json()
+    finally:
+        harness.close()
+    assert body["before"] == {
+        "lastRequestId": None,
+        "aiGatewayLogId": None,
+        "lastRequestHttpStatusCode": None,
+        "lastRequestInternalStatusCode": None,
+    }
+    missing, invalid = body["after"]
+    assert missing["error"].startswith("5007: ")
+    assert (missing["lastRequestHttpStatusCode"], missing["lastRequestInternalStatusCode"]) == (
+        400,
+        5007,
+    )
+    assert invalid["lastRequestInternalStatusCode"] == 5006
+    assert invalid["lastRequestId"] is None  # never the id of an earlier request
