@@ -55,7 +55,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from ember.errors import BackendError, InvalidModelInput
-from ember.models.engine.llm_engine import LLMEngine, PreparedRequest, RequestOutput
+from ember.models.engine.llm_engine import FlushResult, LLMEngine, PreparedRequest, RequestOutput
 from ember.models.engine.sequence import StopCriteria
 from ember.models.sampling import SamplingParams
 
@@ -74,6 +74,15 @@ class _Abort:
 
 class _Stop:
     pass
+
+
+@dataclass(slots=True)
+class _Flush:
+    """Drop the prefix cache once the engine is idle, waiting until ``deadline`` at most."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[FlushResult]
+    deadline: float  # time.monotonic()
 
 
 class _Wake:
@@ -115,7 +124,10 @@ class AsyncEngine:
         self.expect_for_s = expect_for_s
         self.burst_gap_s = burst_gap_s  # 0: no waiting for a burst's stragglers
         self._last_step_s = 0.0  # how long the last step with work took
-        self._commands: queue.SimpleQueue[_Add | _Abort | _Wake | _Stop] = queue.SimpleQueue()
+        self._commands: queue.SimpleQueue[_Add | _Abort | _Wake | _Flush | _Stop] = (
+            queue.SimpleQueue()
+        )
+        self._flushes: list[_Flush] = []  # engine thread only: waiting for the engine to idle
         self._streams: dict[str, _Stream] = {}
         self._lock = threading.Lock()  # guards _streams and _failure
         self._failure: BaseException | None = None
@@ -202,6 +214,21 @@ class AsyncEngine:
         idempotent. Its pages are freed before the engine's next step."""
         self._commands.put(_Abort(request_id, reason))
 
+    async def flush_cache(self, timeout_s: float = 0.0) -> FlushResult:
+        """Drop the engine's prefix cache, on the engine thread (which owns it), between steps.
+
+        As SGLang's ``/flush_cache``: nothing is flushed while requests are waiting or running;
+        with ``timeout_s`` the flush waits up to that long for them to finish (SGLang's
+        ``?timeout=``), checked after every step, and otherwise fails at once.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[FlushResult] = loop.create_future()
+        with self._lock:
+            if self._failure is not None:
+                raise BackendError(f"the engine is not running: {self._failure}")
+            self._commands.put(_Flush(loop, future, time.monotonic() + timeout_s))
+        return await future
+
     def shutdown(self, timeout: float | None = 10.0) -> None:
         self._commands.put(_Stop())
         self._thread.join(timeout)
@@ -212,9 +239,13 @@ class AsyncEngine:
 
     # -- the engine thread ----------------------------------------------------------------------
 
-    def _apply(self, command: _Add | _Abort | _Wake) -> None:
+    def _apply(self, command: _Add | _Abort | _Wake | _Flush) -> None:
         engine = self.engine
         if isinstance(command, _Wake):
+            return
+        if isinstance(command, _Flush):
+            self._flushes.append(command)
+            self._try_flushes()
             return
         if isinstance(command, _Abort):
             engine.abort(command.request_id, reason=command.reason)
@@ -256,6 +287,8 @@ class AsyncEngine:
                 if outputs:
                     self._last_step_s = time.monotonic() - started
                     self._deliver(outputs)
+                if self._flushes:
+                    self._try_flushes()
         except BaseException as error:  # the loop is dead: nobody may wait forever
             self._fail_all(BackendError(f"the engine loop failed: {error!r}"))
             if not isinstance(error, Exception):
@@ -348,7 +381,23 @@ class AsyncEngine:
                 return False
             self._apply(command)
 
+    def _try_flushes(self) -> None:
+        """Answer the flushes waiting for an idle engine: flushed, or failed past their
+        deadline (the requests still in are named in the answer)."""
+        now = time.monotonic()
+        waiting: list[_Flush] = []
+        for flush in self._flushes:
+            result = self.engine.flush_cache()
+            if result.flushed or now >= flush.deadline:
+                _resolve(flush.loop, flush.future, result)
+            else:
+                waiting.append(flush)
+        self._flushes = waiting
+
     def _fail_all(self, failure: BackendError) -> None:
+        flushes, self._flushes = self._flushes, []
+        for flush in flushes:
+            _resolve(flush.loop, flush.future, failure)
         with self._lock:
             self._failure = failure
             streams = list(self._streams.values())
@@ -376,6 +425,25 @@ class AsyncEngine:
             stream = self._streams.get(request_id)
         if stream is not None:
             stream.loop.call_soon_threadsafe(stream.queue.put_nowait, error)
+
+
+def _resolve(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[FlushResult],
+    outcome: FlushResult | BaseException,
+) -> None:
+    def settle() -> None:
+        if future.done():
+            return  # the caller went away
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    try:
+        loop.call_soon_threadsafe(settle)
+    except RuntimeError:
+        pass  # that event loop is closed
 
 
 def _put_all(items: list[tuple[_Stream, RequestOutput]]) -> None:

@@ -123,6 +123,23 @@ class BlockManager:
             parent, parent_generation = page_id, page.generation
         return matched
 
+    @property
+    def num_cached_pages(self) -> int:
+        """Pages registered in the prefix cache (held or free)."""
+        return len(self._cached)
+
+    def flush(self) -> int:
+        """Forget every prefix-cache entry (SGLang's ``/flush_cache``); returns how many.
+
+        The pages keep their places (free, when the engine is idle, which ``LLMEngine``
+        checks first): only the keys go, so a later request recomputes its whole prompt.
+        """
+        dropped = len(self._cached)
+        for page_id in list(self._cached.values()):
+            self.invalidate(page_id)
+        self._cached.clear()
+        return dropped
+
     def invalidate(self, page_id: int) -> None:
         """Drop a page's prefix-cache entry (its content is no longer trusted)."""
         page = self.pages[page_id]

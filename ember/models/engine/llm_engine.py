@@ -70,6 +70,17 @@ class EngineStats:
     pages_total: int = 0
     prefix_query_tokens: int = 0
     prefix_hit_tokens: int = 0
+    prefix_cached_tokens: int = 0  # tokens of the pages registered in the prefix cache
+    cache_flushes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FlushResult:
+    """What ``LLMEngine.flush_cache`` did: ``flushed`` is False while requests are in."""
+
+    flushed: bool
+    message: str
+    dropped_pages: int = 0
 
 
 class LLMEngine:
@@ -215,6 +226,22 @@ class LLMEngine:
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished() or bool(self.scheduler.finished)
 
+    def flush_cache(self) -> FlushResult:
+        """Drop the prefix cache, only when no request is waiting or running (as SGLang's
+        scheduler: a running request's pages are in use, and dropping the entries under it
+        would only make its next turn recompute)."""
+        scheduler = self.scheduler
+        if scheduler.has_unfinished() or scheduler.finished:
+            return FlushResult(
+                False,
+                "Cache not flushed because there are pending requests. "
+                f"#queue-req: {len(scheduler.waiting)}, #running-req: {len(scheduler.running)}",
+            )
+        dropped = self.block_manager.flush()
+        self.stats.cache_flushes += 1
+        self.stats.prefix_cached_tokens = 0
+        return FlushResult(True, "Cache flushed.", dropped)
+
     # -- the loop -------------------------------------------------------------------------------
 
     def step(self) -> list[RequestOutput]:
@@ -316,6 +343,7 @@ class LLMEngine:
         stats.pages_used = stats.pages_total - self.block_manager.num_free_pages
         stats.prefix_query_tokens = self.block_manager.stats.prefix_queries
         stats.prefix_hit_tokens = self.block_manager.stats.prefix_hits
+        stats.prefix_cached_tokens = self.block_manager.num_cached_pages * self.config.page_size
         if self.checker is not None:
             stats.integrity_reuse_failures = self.checker.stats.reuse_failures
             stats.integrity_cpu_seconds = self.checker.stats.cpu_seconds

@@ -107,6 +107,7 @@ def _routes() -> list[Route]:
         ("/get_model_info", sglang_routes.get_model_info, get),
         ("/server_info", sglang_routes.server_info, get),
         ("/get_server_info", sglang_routes.server_info, get),
+        ("/flush_cache", sglang_routes.flush_cache, ["GET", "POST"]),
     ]
     return [Route(path, endpoint, methods=methods) for path, endpoint, methods in table]
 

@@ -130,6 +130,8 @@ class EngineGauges:
     integrity_reuse_failures: int  # cached pages dropped by the check before reuse
     integrity_cpu_seconds: float  # CPU time of the KV integrity checker (engine thread)
     prompt_tokens_computed: int  # prefill tokens run through the model
+    prefix_cached_tokens: int = 0  # tokens of the pages in the prefix cache (0 after a flush)
+    cache_flushes: int = 0  # /flush_cache calls that flushed
 
 
 class ServerMetrics:
@@ -246,6 +248,15 @@ def _engine_metrics(out: _Writer, g: EngineGauges) -> None:
     )
     out.metric(
         "ember:kv_capacity_tokens", "gauge", "Tokens the KV cache holds.", g.kv_capacity_tokens
+    )
+    out.metric(
+        "ember:prefix_cache_tokens",
+        "gauge",
+        "Tokens of the KV pages registered in the prefix cache (0 after /flush_cache).",
+        g.prefix_cached_tokens,
+    )
+    out.metric(
+        "ember:cache_flushes_total", "counter", "Prefix-cache flushes done.", g.cache_flushes
     )
     out.metric(
         "ember:num_preemptions_total", "counter", "Requests preempted for KV.", g.preemptions

@@ -1,5 +1,9 @@
 """SGLang's native endpoints: ``/generate`` (text or ``input_ids``, ``sampling_params``,
-``stream``), ``/get_model_info``, ``/server_info`` (``/get_server_info``), ``/health_generate``.
+``stream``), ``/get_model_info``, ``/server_info`` (``/get_server_info``), ``/health_generate``,
+``/flush_cache``.
+
+``/flush_cache`` drops the prefix cache when no request is in (SGLang's answer and text; a 400
+naming the waiting and running requests otherwise; ``?timeout=S`` waits for them up to S seconds).
 
 ``/generate`` answers as SGLang does: ``{"text", "output_ids", "meta_info": {"id",
 "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency", ...}}``
@@ -14,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ember.errors import EmberError
 from ember.models.api.completion_request import GenerateRequest, parse_generate_request
@@ -53,6 +57,14 @@ from ember.models.server.wire import (
 
 def _state(request: Request) -> ServerState:
     return request.app.state.ember
+
+
+# SGLang's /flush_cache answer, word for word: clients (bench_serving --flush-cache, RL
+# frameworks) check the status, some the text as well.
+FLUSHED_TEXT = (
+    "Cache flushed.\nPlease check backend logs for more details. "
+    "(When there are running or waiting requests, the operation will not be performed.)\n"
+)
 
 
 def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
@@ -245,3 +257,23 @@ async def health_generate(request: Request) -> Response:
             503, f"the engine failed to generate: {error}", type="server_error"
         ) from error
     return Response(status_code=200)
+
+
+async def flush_cache(request: Request) -> Response:
+    """Drop the prefix cache (GET or POST, as SGLang); 400 while requests are in."""
+    served = _state(request).ready()
+    raw = request.query_params.get("timeout", "0")
+    try:
+        timeout = float(raw)
+    except ValueError:
+        timeout = -1.0
+    if not 0.0 <= timeout < float("inf"):
+        raise HTTPError(
+            400,
+            f"Invalid value for query parameter 'timeout': expected seconds >= 0, got {raw!r}",
+            param="timeout",
+        )
+    result = await served.engine.flush_cache(timeout)
+    if result.flushed:
+        return PlainTextResponse(FLUSHED_TEXT)
+    return PlainTextResponse(result.message + "\n", status_code=400)

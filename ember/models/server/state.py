@@ -131,4 +131,6 @@ class ServerState:
             integrity_reuse_failures=stats.integrity_reuse_failures,
             integrity_cpu_seconds=stats.integrity_cpu_seconds,
             prompt_tokens_computed=stats.prompt_tokens_computed,
+            prefix_cached_tokens=stats.prefix_cached_tokens,
+            cache_flushes=stats.cache_flushes,
         )
