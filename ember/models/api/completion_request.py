@@ -66,6 +66,10 @@ class GenerateRequest:
     batched: bool = False
 
 
+def _is_zero(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value == 0
+
+
 def _token_ids(value: list, path: str) -> tuple[int, ...]:
     for i, item in enumerate(value):
         if isinstance(item, bool) or not isinstance(item, int) or item < 0:
@@ -110,12 +114,26 @@ def parse_completion_request(body: object) -> CompletionRequest:
             "/suffix", "null (suffix insertion is not supported)", "a string", "unsupported_value"
         )
     top = optional_int(data, "logprobs", "", minimum=0, maximum=5)
+    echo = optional_bool(data, "echo", "", False)
     chat_style = {k: v for k, v in data.items() if k not in ("logprobs", "top_logprobs")}
     chat_style.setdefault("max_tokens", OPENAI_COMPLETION_MAX_TOKENS)
     if chat_style["max_tokens"] is None:
         chat_style["max_tokens"] = OPENAI_COMPLETION_MAX_TOKENS
+    # max_tokens 0 with echo is a prompt-only pass (OpenAI's and vLLM's way of scoring a
+    # prompt: the echoed text and, with logprobs, the prompt's logprobs); without echo it
+    # would answer nothing, and vLLM refuses it.
+    prompt_only = _is_zero(chat_style["max_tokens"])
+    if prompt_only:
+        if not echo:
+            raise InvalidRequestField(
+                "/max_tokens",
+                "an integer >= 1 (0 only with echo: true, a prompt-only pass)",
+                describe(data["max_tokens"]),
+            )
+        chat_style["max_tokens"] = 1  # validated as any other request, then made 0
     sampling = replace(parse_sampling(chat_style), logprobs=top is not None, top_logprobs=top or 0)
-    echo = optional_bool(data, "echo", "", False)
+    if prompt_only:
+        sampling = replace(sampling, max_tokens=0)
     if echo and top is not None:
         # OpenAI and vLLM then score the prompt's tokens too (the first one null); the engine
         # computes logprobs of generated tokens only, and a list that silently covers part of
@@ -173,8 +191,9 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
     if seed is None:
         seed = optional_int(params, "seed", path, minimum=-INT64, maximum=2 * INT64 - 1)
     # The ranges are the engine's (SamplingParams), checked here so that errors name SGLang's
-    # fields. SGLang takes max_new_tokens 0 (a prompt-only pass); ember always generates.
-    max_new = optional_int(params, "max_new_tokens", path, minimum=1, default=SGLANG_MAX_NEW_TOKENS)
+    # fields. max_new_tokens 0 is a prompt-only pass, as in SGLang (scoring: with
+    # return_logprob and logprob_start_len, the prompt's logprobs and no output).
+    max_new = optional_int(params, "max_new_tokens", path, minimum=0, default=SGLANG_MAX_NEW_TOKENS)
     min_new = optional_int(params, "min_new_tokens", path, minimum=0, default=0) or 0
     if max_new is not None and min_new > max_new:
         raise InvalidRequestField(

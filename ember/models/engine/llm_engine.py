@@ -161,7 +161,9 @@ class LLMEngine:
         With ``sampling`` (the request's ``SamplingParams``), ``stop`` defaults to its
         ``max_tokens`` (capped by the context window), ``stop_token_ids`` and ``ignore_eos``,
         and the request gets its own ``SamplingState`` (seeded generator, penalty counts).
-        Without either, the request decodes greedily up to the context window.
+        Without either, the request decodes greedily up to the context window. ``max_tokens``
+        0 is a prompt-only pass: the request finishes (``length``) when its prefill is done,
+        with no token (scoring a prompt with its prompt logprobs).
         """
         if not prompt_token_ids:
             raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
@@ -182,14 +184,14 @@ class LLMEngine:
             )
             if stop is None:
                 stop = StopCriteria(
-                    max_tokens=sampling.max_tokens or room,
+                    max_tokens=room if sampling.max_tokens is None else sampling.max_tokens,
                     stop_token_ids=frozenset(sampling.stop_token_ids),
                     ignore_eos=sampling.ignore_eos,
                 )
         if stop is None:
             stop = StopCriteria(max_tokens=room)
-        if stop.max_tokens < 1:
-            raise InvalidModelInput("max_tokens", f"max_tokens is {stop.max_tokens}; expected >= 1")
+        if stop.max_tokens < 0:
+            raise InvalidModelInput("max_tokens", f"max_tokens is {stop.max_tokens}; expected >= 0")
         return PreparedRequest(list(prompt_token_ids), stop, state)
 
     def add_request(
@@ -304,6 +306,9 @@ class LLMEngine:
                 self.stats.prompt_tokens_computed += entry.num_new_tokens
             manager.commit(seq)
             if token is None:
+                continue
+            if seq.stop.max_tokens == 0:  # a prompt-only pass: its prefill is all it wanted
+                self.scheduler.finish(seq, FinishReason.LENGTH)
                 continue
             seq.append_token(token)
             self.stats.generation_tokens += 1

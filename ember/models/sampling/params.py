@@ -48,7 +48,7 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
-    max_tokens: int | None = None  # None: the engine caps by the context window
+    max_tokens: int | None = None  # None: the engine caps by the context window; 0: prefill only
     min_tokens: int = 0  # EOS, stop ids and stop strings are ignored before this many tokens
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, -100..100) added to the logits
     stop: tuple[str, ...] = ()
@@ -70,8 +70,10 @@ class SamplingParams:
             _is_int(self.seed) and _SEED_MIN <= self.seed <= _SEED_MAX
         ):
             _fail("seed", f"an integer between {_SEED_MIN} and {_SEED_MAX}", self.seed)
-        if self.max_tokens is not None and not (_is_int(self.max_tokens) and self.max_tokens >= 1):
-            _fail("max_tokens", "an integer >= 1", self.max_tokens)
+        # 0 is a prompt-only pass (SGLang's max_new_tokens 0, vLLM's echo with max_tokens 0:
+        # scoring a prompt); the HTTP routes decide where a client may ask for it.
+        if self.max_tokens is not None and not (_is_int(self.max_tokens) and self.max_tokens >= 0):
+            _fail("max_tokens", "an integer >= 0", self.max_tokens)
         if not _is_int(self.min_tokens) or self.min_tokens < 0:
             _fail("min_tokens", "an integer >= 0", self.min_tokens)
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:

@@ -91,3 +91,23 @@ def test_auto_kv_dtype_follows_the_model_weights() -> None:
     assert engine.kv_spec.dtype == "bf16"
     assert engine.pool.k is not None and engine.pool.k.dtype == torch.bfloat16
     assert len(engine.generate([[1, 2, 3]], StopCriteria(max_tokens=3))[0]) == 3
+
+
+def test_max_tokens_0_is_a_prompt_only_pass() -> None:
+    model = ToyModel(ToyConfig(kind="gqa"), seed=2)
+    config = EngineConfig(
+        max_total_tokens=256, page_size=4, max_num_seqs=4, max_num_batched_tokens=8
+    )
+    engine = LLMEngine(model, model.kv_layout(), config)
+    prompt = _prompts(seed=5, count=1, max_len=20)[0] + [1] * 10  # > 8: chunked
+    engine.add_request("a", prompt, StopCriteria(max_tokens=0))
+    outputs = []
+    while engine.has_unfinished():
+        outputs.extend(engine.step())
+    assert [o.new_token_ids for o in outputs] == [()]
+    assert outputs[0].finished and outputs[0].finish_reason == "length"
+    assert outputs[0].usage.prompt_tokens == len(prompt)
+    assert outputs[0].usage.completion_tokens == 0
+    assert engine.stats.generation_tokens == 0
+    assert engine.stats.prompt_tokens_computed == len(prompt)
+    assert engine.stats.pages_used == 0
