@@ -60,6 +60,11 @@ class SamplingOptions:
     logprobs: bool = False
     top_logprobs: int = 0
     ignore_eos: bool = False
+    # The prompt's logprobs: None off, else the alternatives per position; from prompt token
+    # prompt_logprobs_start (>= 1) on (completions' echo, vLLM's prompt_logprobs, SGLang's
+    # logprob_start_len).
+    prompt_logprobs: int | None = None
+    prompt_logprobs_start: int = 1
 
 
 @dataclass(frozen=True)

@@ -92,12 +92,17 @@ class BlockManager:
     def match_prefix(self, seq: Sequence) -> list[int]:
         """Validated cached pages for the start of ``seq`` (no references taken).
 
-        At least one token is always left to compute, so the forward yields logits.
+        At least one token is always left to compute, so the forward yields logits; and no
+        page from the first position whose logits the request's prompt logprobs still need
+        (a cached page has its KV, not its logits: they are recomputed, as SGLang does).
         """
         if not self.enable_prefix_cache:
             return []
         size = self.page_size
         max_pages = (seq.num_tokens - 1) // size
+        wanted = seq.prompt_logprob_position
+        if wanted is not None:
+            max_pages = min(max_pages, wanted // size)
         chain = seq.chain
         tokens = seq.token_ids
         matched: list[int] = []

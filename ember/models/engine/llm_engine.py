@@ -15,6 +15,7 @@ from ember.errors import ConfigError, InvalidModelInput, KVIntegrityError
 from ember.models.engine.block_manager import BlockManager
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.integrity import IntegrityChecker
+from ember.models.engine.logprob_types import PromptLogprobSpec, PromptTokenLogprob
 from ember.models.engine.model_runner import CausalLM, ModelRunner, Sampler, StepResult
 from ember.models.engine.sampling import TokenLogprobs
 from ember.models.engine.scheduler import Scheduler, SchedulerOutput
@@ -43,6 +44,9 @@ class RequestOutput:
     usage: Usage
     error: Exception | None = None
     logprobs: tuple[TokenLogprobs, ...] = ()  # one per new token, when the request asked
+    # The prompt's logprobs (from the spec's start token on), on the request's first output
+    # only, when it asked; None otherwise.
+    prompt_logprobs: tuple[PromptTokenLogprob, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,7 @@ class PreparedRequest:
     prompt_token_ids: list[int]
     stop: StopCriteria
     state: SamplingState | None
+    prompt_logprobs: PromptLogprobSpec | None = None
 
 
 @dataclass(slots=True)
@@ -145,6 +150,8 @@ class LLMEngine:
         # A sequence never needs KV for its last token, so the pool bounds length at capacity + 1.
         self.max_model_len = min(config.max_model_len, num_pages * config.page_size + 1)
         self._sequences: dict[str, Sequence] = {}
+        # Requests still collecting prompt logprobs: while none is, steps plan no such rows.
+        self._num_prompt_logprob_seqs = 0
         self._next_seq_id = 0
         self.stats = EngineStats(pages_total=num_pages)
 
@@ -155,6 +162,8 @@ class LLMEngine:
         prompt_token_ids: list[int],
         stop: StopCriteria | None = None,
         sampling: SamplingParams | None = None,
+        *,
+        prompt_logprobs: PromptLogprobSpec | None = None,
     ) -> PreparedRequest:
         """Validate a request and derive what the engine keeps for it; safe from any thread.
 
@@ -163,7 +172,8 @@ class LLMEngine:
         and the request gets its own ``SamplingState`` (seeded generator, penalty counts).
         Without either, the request decodes greedily up to the context window. ``max_tokens``
         0 is a prompt-only pass: the request finishes (``length``) when its prefill is done,
-        with no token (scoring a prompt with its prompt logprobs).
+        with no token (scoring a prompt with its prompt logprobs). ``prompt_logprobs``
+        (default: from ``sampling.prompt_logprobs``) asks for the prompt's logprobs.
         """
         if not prompt_token_ids:
             raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
@@ -192,7 +202,15 @@ class LLMEngine:
             stop = StopCriteria(max_tokens=room)
         if stop.max_tokens < 0:
             raise InvalidModelInput("max_tokens", f"max_tokens is {stop.max_tokens}; expected >= 0")
-        return PreparedRequest(list(prompt_token_ids), stop, state)
+        if (
+            prompt_logprobs is None
+            and sampling is not None
+            and sampling.prompt_logprobs is not None
+        ):
+            prompt_logprobs = PromptLogprobSpec(
+                sampling.prompt_logprobs_start, sampling.prompt_logprobs
+            )
+        return PreparedRequest(list(prompt_token_ids), stop, state, prompt_logprobs)
 
     def add_request(
         self,
@@ -200,15 +218,27 @@ class LLMEngine:
         prompt_token_ids: list[int],
         stop: StopCriteria | None = None,
         sampling: SamplingParams | None = None,
+        *,
+        prompt_logprobs: PromptLogprobSpec | None = None,
     ) -> None:
-        self.add_prepared(request_id, self.prepare_request(prompt_token_ids, stop, sampling))
+        request = self.prepare_request(
+            prompt_token_ids, stop, sampling, prompt_logprobs=prompt_logprobs
+        )
+        self.add_prepared(request_id, request)
 
     def add_prepared(self, request_id: str, request: PreparedRequest) -> None:
         if request_id in self._sequences:
             raise InvalidModelInput("request_id", f"request id {request_id!r} is already in use")
         seq = Sequence(
-            self._next_seq_id, request_id, request.prompt_token_ids, request.stop, request.state
+            self._next_seq_id,
+            request_id,
+            request.prompt_token_ids,
+            request.stop,
+            request.state,
+            request.prompt_logprobs,
         )
+        if seq.prompt_logprob_position is not None:
+            self._num_prompt_logprob_seqs += 1
         self._next_seq_id += 1
         self._sequences[request_id] = seq
         self.scheduler.add(seq)
@@ -253,7 +283,9 @@ class LLMEngine:
         if out.scheduled:
             new_pages = self.block_manager.stats.newly_allocated
             self.block_manager.stats.newly_allocated = []
-            result = self.runner.run(out.scheduled, new_pages)
+            result = self.runner.run(
+                out.scheduled, new_pages, prompt_logprobs=self._num_prompt_logprob_seqs > 0
+            )
             self._handle_integrity(out, result)
             self._postprocess(out, result, new_tokens, new_logprobs)
             self.stats.steps += 1
@@ -294,6 +326,7 @@ class LLMEngine:
     ) -> None:
         manager = self.block_manager
         logprobs = result.logprobs
+        prompt_scores = result.prompt_logprobs
         for index, (entry, token) in enumerate(zip(out.scheduled, result.tokens, strict=True)):
             seq = entry.seq
             if (
@@ -305,6 +338,10 @@ class LLMEngine:
             if entry.context_len < seq.num_prompt_tokens or entry.num_new_tokens > 1:
                 self.stats.prompt_tokens_computed += entry.num_new_tokens
             manager.commit(seq)
+            if prompt_scores is not None and (scored := prompt_scores[index]) is not None:
+                seq.prompt_logprobs.extend(scored)
+                if seq.prompt_logprob_position is None:  # all collected
+                    self._num_prompt_logprob_seqs -= 1
             if token is None:
                 continue
             if seq.stop.max_tokens == 0:  # a prompt-only pass: its prefill is all it wanted
@@ -339,6 +376,8 @@ class LLMEngine:
                 seq = self._sequences[request_id]
                 outputs.append(self._output(seq, (token,), new_logprobs.get(request_id)))
         for seq in finished:
+            if seq.prompt_logprob_position is not None:  # ended before it collected them all
+                self._num_prompt_logprob_seqs -= 1
             token = new_tokens.get(seq.request_id)
             tokens = () if token is None else (token,)
             outputs.append(self._output(seq, tokens, new_logprobs.get(seq.request_id)))
@@ -359,6 +398,10 @@ class LLMEngine:
     ) -> RequestOutput:
         usage = Usage(seq.num_prompt_tokens, seq.num_completion_tokens, seq.num_cached_tokens)
         reason = seq.finish_reason.value if seq.finish_reason is not None else None
+        prompt_logprobs = None
+        if seq.prompt_logprob_spec is not None and not seq.prompt_logprobs_sent:
+            seq.prompt_logprobs_sent = True  # the first output: the prefill is done
+            prompt_logprobs = tuple(seq.prompt_logprobs)
         return RequestOutput(
             seq.request_id,
             tokens,
@@ -367,6 +410,7 @@ class LLMEngine:
             usage,
             seq.error,
             () if logprobs is None else (logprobs,),
+            prompt_logprobs,
         )
 
     # -- convenience --------------------------------------------------------------------------

@@ -29,6 +29,8 @@ from ember.models.attention.paged_batch import (
 from ember.models.engine.integrity import IntegrityChecker
 from ember.models.engine.integrity_types import GatheredDigest, IntegrityFailure, StepReads
 from ember.models.engine.integrity_walk import Readers, Walk, walk_reference
+from ember.models.engine.logprob_types import PromptTokenLogprob
+from ember.models.engine.prompt_logprobs import plan_rows, score_rows
 from ember.models.engine.sampling import RequestSampler, SampleResult, TokenLogprobs
 from ember.models.engine.scheduler import ScheduledSeq
 from ember.models.engine.sequence import Sequence
@@ -75,6 +77,9 @@ class StepResult:
     tokens: list[int | None]
     failures: list[IntegrityFailure] = field(default_factory=list)
     logprobs: list[TokenLogprobs | None] | None = None  # per scheduled entry, when asked
+    # Per scheduled entry, the prompt logprobs its chunk produced (None: none, or dropped
+    # with a failed integrity check); None when no entry asked.
+    prompt_logprobs: list[list[PromptTokenLogprob] | None] | None = None
 
 
 class ModelRunner:
@@ -103,8 +108,18 @@ class ModelRunner:
             checker.digester = self._digests
             checker.slot_joiner = self._join_slots
 
-    def run(self, scheduled: list[ScheduledSeq], new_pages: list[int]) -> StepResult:
-        """One forward over ``scheduled`` (single-token entries first), then checks and samples."""
+    def run(
+        self,
+        scheduled: list[ScheduledSeq],
+        new_pages: list[int],
+        *,
+        prompt_logprobs: bool = False,
+    ) -> StepResult:
+        """One forward over ``scheduled`` (single-token entries first), then checks and samples.
+
+        ``prompt_logprobs``: some running request wants prompt logprobs, so the rows that
+        predict them are planned (``prompt_logprobs.plan_rows``) and projected too; False
+        keeps the step exactly as it is for requests that do not ask."""
         self.pool.zero_pages(new_pages)
         page_size = self.pool.page_size
         layout = BatchLayout(
@@ -139,15 +154,22 @@ class ModelRunner:
             row += s.num_new_tokens
             if s.needs_sample:
                 sample_rows.append(row - 1)
+        plan = plan_rows(scheduled) if prompt_logprobs else None
         with torch.inference_mode():
             input_ids = torch.tensor(token_list, dtype=torch.int64)
             indices = None
-            if len(sample_rows) != len(token_list):
+            if plan is not None:  # the sampling rows first, then the prompt-logprob rows
+                indices = torch.tensor(sample_rows + plan.rows, dtype=torch.int64)
+            elif len(sample_rows) != len(token_list):
                 indices = torch.tensor(sample_rows, dtype=torch.int64)
             if self.device.type != "cpu":
                 input_ids = input_ids.to(self.device, non_blocking=True)
                 indices = None if indices is None else indices.to(self.device, non_blocking=True)
             logits = self.model.forward(input_ids, backend, indices)
+            scores = None
+            if plan is not None:
+                scores = score_rows(logits[len(sample_rows) :], plan, len(scheduled))
+                logits = logits[: len(sample_rows)]
             if not sample_rows:
                 logits = None
             elif self.device.type != "cpu":
@@ -161,8 +183,11 @@ class ModelRunner:
             checker.stats.cpu_seconds += time.thread_time() - started
         tokens: list[int | None] = [None] * len(scheduled)
         logprobs: list[TokenLogprobs | None] | None = None
+        failed = {f.seq_index for f in failures}
+        if scores is not None:
+            for index in failed:  # computed from KV that failed its check
+                scores[index] = None
         if logits is not None:
-            failed = {f.seq_index for f in failures}
             entries = [i for i, s in enumerate(scheduled) if s.needs_sample]  # logits row order
             keep = [row for row, i in enumerate(entries) if i not in failed]
             if keep:
@@ -178,7 +203,7 @@ class ModelRunner:
                     for row, value in zip(keep, picked.logprobs, strict=True):
                         logprobs[entries[row]] = value
         self.num_steps += 1
-        return StepResult(tokens, failures, logprobs)
+        return StepResult(tokens, failures, logprobs, scores)
 
     def _prepare(
         self,

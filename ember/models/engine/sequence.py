@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ember.models.engine.logprob_types import PromptLogprobSpec, PromptTokenLogprob
 from ember.models.kv.integrity import CHAIN_SEED, chain_step
 
 
@@ -63,6 +64,9 @@ class Sequence:
         "chain_buffer",
         "chain_address",
         "chain_capacity",
+        "prompt_logprob_spec",
+        "prompt_logprobs",
+        "prompt_logprobs_sent",
     )
 
     def __init__(
@@ -72,6 +76,7 @@ class Sequence:
         prompt_token_ids: list[int],
         stop: StopCriteria,
         sampling: object = None,
+        prompt_logprob_spec: PromptLogprobSpec | None = None,
     ) -> None:
         self.seq_id = seq_id
         self.request_id = request_id
@@ -90,6 +95,11 @@ class Sequence:
         self.integrity_epoch = -1  # sidecar epoch of the last check this sequence passed
         self.finish_reason: FinishReason | None = None
         self.error: Exception | None = None
+        self.prompt_logprob_spec = prompt_logprob_spec
+        # Collected in order from token ``spec.start`` on; kept across recomputes, so only
+        # the positions after them are computed again.
+        self.prompt_logprobs: list[PromptTokenLogprob] = []
+        self.prompt_logprobs_sent = False  # handed out with the request's first output
         # The chain's backing array: entries past ``num_tokens`` are garbage. A plain attribute
         # (no property) because the integrity walk reads it for every sequence every step.
         self.chain_buffer = np.empty(max(16, 2 * len(prompt_token_ids)), dtype=np.uint64)
@@ -124,6 +134,18 @@ class Sequence:
     @property
     def num_uncomputed_tokens(self) -> int:
         return len(self.token_ids) - self.num_computed_tokens
+
+    @property
+    def prompt_logprob_position(self) -> int | None:
+        """The first position whose logits this request still needs for its prompt logprobs
+        (the row at position ``p`` scores token ``p + 1``); ``None`` when it needs none."""
+        spec = self.prompt_logprob_spec
+        if spec is None:
+            return None
+        token = spec.start + len(self.prompt_logprobs)
+        if token >= self.num_prompt_tokens:
+            return None
+        return token - 1
 
     @property
     def is_finished(self) -> bool:

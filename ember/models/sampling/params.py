@@ -56,6 +56,10 @@ class SamplingParams:
     logprobs: bool = False
     top_logprobs: int = 0
     ignore_eos: bool = False
+    # The prompt's logprobs (vLLM's prompt_logprobs): None off, else how many alternatives per
+    # position; scored from prompt token ``prompt_logprobs_start`` (>= 1) on.
+    prompt_logprobs: int | None = None
+    prompt_logprobs_start: int = 1
 
     def __post_init__(self) -> None:
         _check_number("temperature", self.temperature, 0.0, 2.0)
@@ -74,6 +78,16 @@ class SamplingParams:
         # scoring a prompt); the HTTP routes decide where a client may ask for it.
         if self.max_tokens is not None and not (_is_int(self.max_tokens) and self.max_tokens >= 0):
             _fail("max_tokens", "an integer >= 0", self.max_tokens)
+        if self.prompt_logprobs is not None and not (
+            _is_int(self.prompt_logprobs) and 0 <= self.prompt_logprobs <= MAX_TOP_LOGPROBS
+        ):
+            _fail(
+                "prompt_logprobs",
+                f"an integer between 0 and {MAX_TOP_LOGPROBS}",
+                self.prompt_logprobs,
+            )
+        if not _is_int(self.prompt_logprobs_start) or self.prompt_logprobs_start < 1:
+            _fail("prompt_logprobs_start", "an integer >= 1", self.prompt_logprobs_start)
         if not _is_int(self.min_tokens) or self.min_tokens < 0:
             _fail("min_tokens", "an integer >= 0", self.min_tokens)
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:
@@ -185,6 +199,8 @@ class SamplingParams:
             logprobs=options.logprobs,
             top_logprobs=options.top_logprobs,
             ignore_eos=options.ignore_eos,
+            prompt_logprobs=options.prompt_logprobs,
+            prompt_logprobs_start=options.prompt_logprobs_start,
         )
 
 
