@@ -46,6 +46,7 @@ class CompletionRequest:
     continuous_usage: bool = False  # stream_options.continuous_usage_stats (vLLM)
     response_format: ResponseFormat = ResponseFormat()
     user: str | None = None
+    prompt_logprobs: int | None = None  # vLLM's: alternatives per prompt token, as sent
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class GenerateRequest:
     stream: bool = False
     return_logprob: bool = False
     top_logprobs_num: int = 0
+    # Prompt logprobs from this prompt position on (-1: none), with return_logprob only.
+    logprob_start_len: int = -1
     rid: str | None = None
     skip_special_tokens: bool = True
     no_stop_trim: bool = False
@@ -134,17 +137,21 @@ def parse_completion_request(body: object) -> CompletionRequest:
     sampling = replace(parse_sampling(chat_style), logprobs=top is not None, top_logprobs=top or 0)
     if prompt_only:
         sampling = replace(sampling, max_tokens=0)
-    if echo and top is not None:
-        # OpenAI and vLLM then score the prompt's tokens too (the first one null); the engine
-        # computes logprobs of generated tokens only, and a list that silently covers part of
-        # the text would misalign every consumer (lm-eval-harness reads token_logprobs[n:]).
+    stream = optional_bool(data, "stream", "", False)
+    # vLLM's prompt_logprobs (not streamed, as in vLLM: they would all come in one chunk);
+    # echo with logprobs scores the echoed prompt too (OpenAI, vLLM; lm-eval-harness reads
+    # token_logprobs of the prompt's tokens this way).
+    prompt_logprobs = optional_int(data, "prompt_logprobs", "", minimum=0, maximum=20)
+    if prompt_logprobs is not None and stream:
         raise InvalidRequestField(
-            "/logprobs",
-            "null when echo is true (ember does not compute the prompt's logprobs)",
-            describe(data["logprobs"]),
+            "/prompt_logprobs",
+            "null when stream is true (prompt logprobs are not streamed)",
+            describe(prompt_logprobs),
             "unsupported_value",
         )
-    stream = optional_bool(data, "stream", "", False)
+    wanted = [n for n in (prompt_logprobs, top if echo else None) if n is not None]
+    if wanted:
+        sampling = replace(sampling, prompt_logprobs=max(wanted), prompt_logprobs_start=1)
     include_usage, continuous_usage = stream_options(data, stream)
     return CompletionRequest(
         model=model,
@@ -157,6 +164,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         continuous_usage=continuous_usage,
         response_format=parse_response_format(data.get("response_format"), "/response_format"),
         user=optional_str(data, "user", ""),
+        prompt_logprobs=prompt_logprobs,
     )
 
 
@@ -268,24 +276,22 @@ def parse_generate_request(body: object) -> GenerateRequest:
     return_logprob = optional_bool(data, "return_logprob", "", False)
     top_n = optional_int(data, "top_logprobs_num", "", minimum=0, maximum=20, default=0) or 0
     top_n = top_n if return_logprob else 0  # as SGLang: no logprobs of any kind without it
-    start = optional_int(data, "logprob_start_len", "", minimum=-1, default=-1)
-    if return_logprob and start != -1:
-        # SGLang then returns input_token_logprobs from that prompt position; the engine
-        # computes logprobs of generated tokens only, so saying so beats leaving them out.
-        raise InvalidRequestField(
-            "/logprob_start_len",
-            "-1 (output tokens only: ember does not compute the prompt's logprobs)",
-            describe(start),
-            "unsupported_value",
-        )
+    asked_start = optional_int(data, "logprob_start_len", "", minimum=-1, default=-1)
+    start = asked_start if return_logprob and asked_start is not None else -1
+    sampling = replace(sampling, logprobs=return_logprob, top_logprobs=top_n)
+    if start >= 0:
+        # SGLang's input_token_logprobs: prompt tokens from logprob_start_len on, the first of
+        # them null (SGLang scores from the row at that position, which predicts the next).
+        sampling = replace(sampling, prompt_logprobs=top_n, prompt_logprobs_start=start + 1)
     return GenerateRequest(
         text=text,
         input_ids=ids,
-        sampling=replace(sampling, logprobs=return_logprob, top_logprobs=top_n),
+        sampling=sampling,
         json_schema=schema,
         stream=optional_bool(data, "stream", "", False),
         return_logprob=return_logprob,
         top_logprobs_num=top_n,
+        logprob_start_len=start,
         rid=optional_str(data, "rid", ""),
         skip_special_tokens=optional_bool(params, "skip_special_tokens", "/sampling_params", True),
         no_stop_trim=optional_bool(params, "no_stop_trim", "/sampling_params", False),

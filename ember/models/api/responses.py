@@ -46,7 +46,7 @@ class TokenLogprob:
     """One sampled token's log probability and, optionally, the top alternatives."""
 
     token: str
-    logprob: float
+    logprob: float | None  # None: the first prompt token (echoed), which has no context
     top: tuple[TokenLogprob, ...] = field(default=())
     raw: bytes | None = None  # the token's bytes when ``token`` is not whole UTF-8
 
@@ -265,7 +265,8 @@ def text_completion_chunk(
 
 def completion_logprobs(tokens: Sequence[TokenLogprob], start_offset: int = 0) -> dict:
     """The legacy completions logprobs object (tokens, token_logprobs, top_logprobs,
-    text_offset)."""
+    text_offset); a token without a logprob (the first echoed prompt token) has null in
+    token_logprobs and top_logprobs, as in OpenAI's and vLLM's answers."""
     offsets, offset = [], start_offset
     for t in tokens:
         offsets.append(offset)
@@ -273,7 +274,9 @@ def completion_logprobs(tokens: Sequence[TokenLogprob], start_offset: int = 0) -
     return {
         "tokens": [t.token for t in tokens],
         "token_logprobs": [t.logprob for t in tokens],
-        "top_logprobs": [{alt.token: alt.logprob for alt in t.top} for t in tokens],
+        "top_logprobs": [
+            None if t.logprob is None else {alt.token: alt.logprob for alt in t.top} for t in tokens
+        ],
         "text_offset": offsets,
     }
 
@@ -292,8 +295,9 @@ def generate_finish_reason(
     raise ValueError(f"unknown finish_reason {finish_reason!r}")
 
 
-# SGLang's logprob entry: (logprob, token id, token text).
-LogprobEntry = tuple[float, int, str | None]
+# SGLang's logprob entry: (logprob, token id, token text); the logprob of the first prompt
+# token of input_token_logprobs is None.
+LogprobEntry = tuple[float | None, int, str | None]
 
 
 def generate_response(
@@ -306,9 +310,13 @@ def generate_response(
     e2e_latency: float | None = None,
     output_token_logprobs: Sequence[LogprobEntry] | None = None,
     output_top_logprobs: Sequence[Sequence[LogprobEntry]] | None = None,
+    input_token_logprobs: Sequence[LogprobEntry] | None = None,
+    input_top_logprobs: Sequence[Sequence[LogprobEntry] | None] | None = None,
 ) -> dict:
     """One SGLang ``/generate`` answer (streaming: one per event, ``text`` cumulative).
-    ``output_top_logprobs``: per output token, the ``top_logprobs_num`` most likely."""
+    ``output_top_logprobs``: per output token, the ``top_logprobs_num`` most likely;
+    ``input_*``: the same for the prompt tokens from ``logprob_start_len`` on (the first
+    entry's logprob, and its top list, null)."""
     meta: dict = {
         "id": rid,
         "finish_reason": finish_reason,
@@ -322,4 +330,10 @@ def generate_response(
         meta["output_token_logprobs"] = [list(item) for item in output_token_logprobs]
     if output_top_logprobs is not None:
         meta["output_top_logprobs"] = [[list(item) for item in top] for top in output_top_logprobs]
+    if input_token_logprobs is not None:
+        meta["input_token_logprobs"] = [list(item) for item in input_token_logprobs]
+    if input_top_logprobs is not None:
+        meta["input_top_logprobs"] = [
+            None if top is None else [list(item) for item in top] for top in input_top_logprobs
+        ]
     return {"text": text, "output_ids": list(output_ids), "meta_info": meta}

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ember.errors import EmberError, InvalidModelInput
 from ember.models.constrain.session import ConstraintSpec
+from ember.models.engine.logprob_types import PromptTokenLogprob
 from ember.models.sampling import SamplingParams, StopChecker
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
@@ -57,6 +58,9 @@ class GenerationEvent:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    # The prompt's logprobs (from the request's start token on), on the first event only, when
+    # the request asked (SamplingParams.prompt_logprobs).
+    prompt_logprobs: tuple[PromptTokenLogprob, ...] | None = None
 
 
 def check_request(served: ServedModel, request: GenerationInput) -> None:
@@ -127,6 +131,7 @@ async def stream_generation(
             metrics.tokens_generated(now, len(out.new_token_ids))
             cached = out.usage.cached_tokens
             event = GenerationEvent("", [], [], prompt_tokens=len(request.prompt_ids))
+            event.prompt_logprobs = out.prompt_logprobs
             pieces: list[str] = []
             delta = None
             for index, token in enumerate(out.new_token_ids):

@@ -30,6 +30,7 @@ from ember.models.api.responses import (
 )
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
+from ember.models.engine.logprob_types import PromptTokenLogprob
 from ember.models.server.generation import (
     GenerationEvent,
     GenerationInput,
@@ -46,6 +47,7 @@ from ember.models.server.inputs import (
     prompt_ids_for,
 )
 from ember.models.server.loading import ServedModel
+from ember.models.server.prompt_logprobs import echoed_tokens, vllm_prompt_logprobs
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
@@ -223,15 +225,24 @@ async def _completion_answer(
     prefix: str,
 ) -> dict:
     pieces, records, last = [prefix], [], None
+    scored: tuple[PromptTokenLogprob, ...] | None = None
     async for event in stream_generation(served, state.metrics, generation):
         pieces.append(event.text)
         records.extend(event.logprobs)
+        if event.prompt_logprobs is not None:
+            scored = event.prompt_logprobs
         last = event
     assert last is not None and last.finish_reason is not None
     logprobs = None
     if completion.sampling.logprobs:
-        logprobs = completion_logprobs(token_logprobs(served, records), len(prefix))
-    return text_completion(
+        tokens = token_logprobs(served, records)
+        logprobs = completion_logprobs(tokens, len(prefix))
+        if completion.echo:
+            assert scored is not None  # echo with logprobs asks the engine for them
+            echoed = _echoed(served, completion, generation, scored)
+            # One run of offsets over prompt and output tokens, as vLLM counts them.
+            logprobs = completion_logprobs(echoed + tokens)
+    answer = text_completion(
         id=generation.request_id,
         created=now(),
         model=served.name,
@@ -241,6 +252,22 @@ async def _completion_answer(
         logprobs=logprobs,
         matched_stop=last.matched_stop,
     )
+    if scored is not None:  # vLLM's, whenever the prompt was scored
+        top = completion.sampling.prompt_logprobs or 0
+        if completion.prompt_logprobs is not None:
+            top = completion.prompt_logprobs
+        answer["choices"][0]["prompt_logprobs"] = vllm_prompt_logprobs(served, scored, top)
+    return answer
+
+
+def _echoed(
+    served: ServedModel,
+    completion: CompletionRequest,
+    generation: GenerationInput,
+    scored: tuple[PromptTokenLogprob, ...],
+) -> list[TokenLogprob]:
+    """The echoed prompt's entries of the logprobs object (``logprobs`` alternatives each)."""
+    return echoed_tokens(served, generation.prompt_ids, scored, completion.sampling.top_logprobs)
 
 
 async def _completion_stream(
@@ -267,10 +294,17 @@ async def _completion_stream(
             **fields,  # type: ignore[arg-type]
         )
 
+    # With logprobs the echoed prompt waits for the first event, which brings its logprobs
+    # (vLLM also sends it with the first output).
+    echo_waits = bool(prefix) and completion.sampling.logprobs
     try:
-        if prefix:
+        if prefix and not echo_waits:
             yield sse_data(chunk(prefix))
         async for event in events:
+            if echo_waits and event.prompt_logprobs is not None:
+                echo_waits = False
+                echoed = _echoed(served, completion, generation, event.prompt_logprobs)
+                yield sse_data(chunk(prefix, logprobs=completion_logprobs(echoed)))
             usage_so_far = _usage(event)
             logprobs = None
             if completion.sampling.logprobs:

@@ -30,6 +30,7 @@ from ember.models.api.responses import (
 )
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
+from ember.models.engine.logprob_types import PromptTokenLogprob
 from ember.models.server.generation import (
     GenerationEvent,
     GenerationInput,
@@ -103,15 +104,29 @@ class _Answer:
         self.ids: list[int] = []
         self.logprobs: list[LogprobEntry] = []
         self.top_logprobs: list[list[LogprobEntry]] = []
+        self.input_logprobs: list[LogprobEntry] | None = None
+        self.input_top_logprobs: list[list[LogprobEntry] | None] | None = None
 
     def add(self, event: GenerationEvent) -> None:
         self.text.append(event.text)
         self.ids.extend(event.token_ids)
+        if event.prompt_logprobs is not None:
+            self._add_prompt(event.prompt_logprobs)
         for record in event.logprobs:
             self.logprobs.append(self._entry(record.logprob, record.token_id))
             self.top_logprobs.append([self._entry(lp, token) for token, lp in record.top])
 
-    def _entry(self, logprob: float, token_id: int) -> LogprobEntry:
+    def _add_prompt(self, scored: tuple[PromptTokenLogprob, ...]) -> None:
+        """SGLang's input logprobs: the prompt from ``logprob_start_len`` (at most its last
+        token) on, the first entry null, then the engine's scores of the tokens after it."""
+        prompt = self.request.prompt_ids
+        start = min(self.parsed.logprob_start_len, len(prompt) - 1)
+        self.input_logprobs = [self._entry(None, prompt[start])]
+        self.input_logprobs += [self._entry(s.logprob, s.token_id) for s in scored]
+        self.input_top_logprobs = [None]
+        self.input_top_logprobs += [[self._entry(lp, t) for t, lp in s.top] for s in scored]
+
+    def _entry(self, logprob: float | None, token_id: int) -> LogprobEntry:
         return logprob, token_id, logprob_token(self.served, token_id)[0]
 
     def payload(self, event: GenerationEvent) -> dict:
@@ -136,6 +151,8 @@ class _Answer:
             e2e_latency=time.perf_counter() - self.request.arrival,
             output_token_logprobs=self.logprobs if self.parsed.return_logprob else None,
             output_top_logprobs=self.top_logprobs if self.parsed.top_logprobs_num else None,
+            input_token_logprobs=self.input_logprobs,
+            input_top_logprobs=self.input_top_logprobs if self.parsed.top_logprobs_num else None,
         )
 
 

@@ -80,9 +80,20 @@ def test_completion_defaults_and_forms() -> None:
             "expected an integer >= 0 and <= 5, got a number (6)",
         ),
         (
-            {"model": "m", "prompt": "x", "echo": True, "logprobs": 0},
-            "/logprobs",
-            "expected null when echo is true (ember does not compute the prompt's logprobs), "
+            {"model": "m", "prompt": "x", "prompt_logprobs": 1, "stream": True},
+            "/prompt_logprobs",
+            "expected null when stream is true (prompt logprobs are not streamed), "
+            "got a number (1)",
+        ),
+        (
+            {"model": "m", "prompt": "x", "prompt_logprobs": 21},
+            "/prompt_logprobs",
+            "expected an integer >= 0 and <= 20, got a number (21)",
+        ),
+        (
+            {"model": "m", "prompt": "x", "max_tokens": 0},
+            "/max_tokens",
+            "expected an integer >= 1 (0 only with echo: true, a prompt-only pass), "
             "got a number (0)",
         ),
     ],
@@ -131,6 +142,20 @@ def test_generate_request() -> None:
         top_logprobs_num=2,
         rid="abc",
     )
+    scoring = parse_generate_request(
+        {
+            "input_ids": [1, 2, 3],
+            "return_logprob": True,
+            "logprob_start_len": 1,
+            "top_logprobs_num": 3,
+            "sampling_params": {"max_new_tokens": 0},
+        }
+    )
+    # SGLang's start position k: the row at k scores token k + 1, the engine's start.
+    assert scoring.logprob_start_len == 1 and scoring.sampling.max_tokens == 0
+    assert scoring.sampling.prompt_logprobs == 3 and scoring.sampling.prompt_logprobs_start == 2
+    ignored = parse_generate_request({"input_ids": [1], "logprob_start_len": 0})
+    assert ignored.logprob_start_len == -1 and ignored.sampling.prompt_logprobs is None
     defaults = parse_generate_request({"input_ids": [1, 2]})
     assert defaults.input_ids == (1, 2) and defaults.sampling == SamplingOptions(max_tokens=128)
 
@@ -145,10 +170,9 @@ def test_generate_request() -> None:
             "expected exactly one of 'text' or 'input_ids', got both",
         ),
         (
-            {"text": "a", "return_logprob": True, "logprob_start_len": 0},
+            {"text": "a", "return_logprob": True, "logprob_start_len": -2},
             "/logprob_start_len",
-            "expected -1 (output tokens only: ember does not compute the prompt's logprobs), "
-            "got a number (0)",
+            "expected an integer >= -1, got a number (-2)",
         ),
         (
             {"text": ["a", "b"]},

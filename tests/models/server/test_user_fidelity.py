@@ -176,29 +176,6 @@ def test_generate_returns_the_top_logprobs_it_was_asked_for(kimi: LiveServer) ->
     assert "output_top_logprobs" not in without.json()["meta_info"]
 
 
-def test_prompt_logprobs_are_refused_rather_than_left_out(kimi: LiveServer) -> None:
-    """echo with logprobs (vLLM, OpenAI) and logprob_start_len (SGLang) ask for the prompt's
-    logprobs, which the engine does not compute: a clear 400, not a list covering part of the
-    text."""
-    with pytest.raises(openai.BadRequestError) as caught:
-        client(kimi).completions.create(
-            model="kimi", prompt=PROMPT, max_tokens=1, echo=True, logprobs=1
-        )
-    assert caught.value.param == "logprobs" and "echo" in caught.value.message
-    echoed = client(kimi).completions.create(
-        model="kimi", prompt=PROMPT, max_tokens=2, echo=True, temperature=0
-    )
-    assert echoed.choices[0].text.startswith(PROMPT)
-    error = _error(
-        httpx.post(
-            kimi.url + "/generate",
-            json={"text": PROMPT, "return_logprob": True, "logprob_start_len": 0},
-            timeout=60,
-        )
-    )
-    assert error["param"] == "logprob_start_len"
-
-
 def _sse(live: LiveServer, path: str, body: dict) -> list[dict]:
     reply = httpx.post(live.url + path, json=body, timeout=60)
     assert reply.status_code == 200, reply.text
