@@ -27,6 +27,9 @@ import torch
 from ember.models.engine.logprob_types import PromptLogprobSpec, PromptTokenLogprob
 from ember.models.engine.scheduler import ScheduledSeq
 
+# Rows scored at once (bounds the float32 copy; any size gives the same numbers).
+_SCORE_BLOCK = 256
+
 
 @dataclass(frozen=True, slots=True)
 class PromptRowPlan:
@@ -72,19 +75,25 @@ def score_rows(
     logits: torch.Tensor, plan: PromptRowPlan, num_entries: int
 ) -> list[list[PromptTokenLogprob] | None]:
     """``logits`` (len(plan.rows), V), the model's own logits of the planned rows -> per
-    scheduled entry its prompt logprobs (``None`` for entries without rows)."""
-    logprobs = logits.float().log_softmax(dim=-1)
-    targets = torch.tensor(plan.targets, dtype=torch.int64, device=logprobs.device)
-    chosen = logprobs.gather(1, targets[:, None])  # (R, 1)
-    ranks = (logprobs > chosen).sum(dim=-1) + 1
+    scheduled entry its prompt logprobs (``None`` for entries without rows).
+
+    In float32, ``_SCORE_BLOCK`` rows at a time: a whole chunk's float32 copy of a real
+    vocabulary (8192 rows x 163840) would be 5 GiB on top of the logits themselves."""
+    targets = torch.tensor(plan.targets, dtype=torch.int64, device=logits.device)
     most = max(top for *_, top in plan.entries)
+    chosen_list: list[float] = []
+    rank_list: list[int] = []
     top_ids: list[list[int]] = []
     top_values: list[list[float]] = []
-    if most:
-        values, ids = logprobs.topk(most, dim=-1)
-        top_ids, top_values = ids.tolist(), values.tolist()
-    chosen_list = chosen[:, 0].tolist()
-    rank_list = ranks.tolist()
+    for begin in range(0, logits.shape[0], _SCORE_BLOCK):
+        block = logits[begin : begin + _SCORE_BLOCK].float().log_softmax(dim=-1)
+        chosen = block.gather(1, targets[begin : begin + _SCORE_BLOCK, None])  # (B, 1)
+        rank_list += ((block > chosen).sum(dim=-1) + 1).tolist()
+        chosen_list += chosen[:, 0].tolist()
+        if most:
+            values, ids = block.topk(most, dim=-1)
+            top_ids += ids.tolist()
+            top_values += values.tolist()
     out: list[list[PromptTokenLogprob] | None] = [None] * num_entries
     for index, first, count, top in plan.entries:
         scored = []

@@ -12,7 +12,11 @@ import torch
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.llm_engine import LLMEngine, RequestOutput
 from ember.models.engine.logprob_types import PromptLogprobSpec, PromptTokenLogprob
-from ember.models.engine.prompt_logprobs import reference_prompt_logprobs
+from ember.models.engine.prompt_logprobs import (
+    PromptRowPlan,
+    reference_prompt_logprobs,
+    score_rows,
+)
 from ember.models.engine.sequence import StopCriteria
 from ember.models.sampling import SamplingParams
 from tests.models.engine.toy_models import ToyConfig, ToyModel
@@ -112,3 +116,16 @@ def test_a_start_past_the_prompt_computes_nothing() -> None:
     )
     assert engine._num_prompt_logprob_seqs == 0
     assert _run(engine)["a"][0].prompt_logprobs == ()
+
+
+def test_scoring_in_blocks_matches_the_reference_row_by_row() -> None:
+    """More rows than one scoring block (a long chunk): the same numbers as one at a time."""
+    generator = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, 50, (600,), generator=generator).tolist()
+    logits = torch.randn(600, 50, generator=generator).to(torch.bfloat16)
+    plan = PromptRowPlan(list(range(599)), prompt[1:], [(1, 0, 599, 3)])
+    scored = score_rows(logits[:599], plan, num_entries=2)
+    assert scored[0] is None and scored[1] is not None
+    _assert_close(
+        tuple(scored[1]), reference_prompt_logprobs(logits, prompt, PromptLogprobSpec(1, 3))
+    )
