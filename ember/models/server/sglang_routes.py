@@ -106,6 +106,10 @@ class _Answer:
         self.top_logprobs: list[list[LogprobEntry]] = []
         self.input_logprobs: list[LogprobEntry] | None = None
         self.input_top_logprobs: list[list[LogprobEntry] | None] | None = None
+        if parsed.return_logprob and parsed.logprob_start_len < 0:
+            # SGLang's default start is the last prompt token: its one entry is null, so
+            # the engine has nothing to compute.
+            self._add_prompt(())
 
     def add(self, event: GenerationEvent) -> None:
         self.text.append(event.text)
@@ -117,10 +121,13 @@ class _Answer:
             self.top_logprobs.append([self._entry(lp, token) for token, lp in record.top])
 
     def _add_prompt(self, scored: tuple[PromptTokenLogprob, ...]) -> None:
-        """SGLang's input logprobs: the prompt from ``logprob_start_len`` (at most its last
-        token) on, the first entry null, then the engine's scores of the tokens after it."""
+        """SGLang's input logprobs: the prompt from ``logprob_start_len`` (its last token when
+        -1 or past the end, as SGLang) on, the first entry null, then the engine's scores of
+        the tokens after it."""
         prompt = self.request.prompt_ids
-        start = min(self.parsed.logprob_start_len, len(prompt) - 1)
+        start = self.parsed.logprob_start_len
+        if not 0 <= start < len(prompt):
+            start = len(prompt) - 1
         self.input_logprobs = [self._entry(None, prompt[start])]
         self.input_logprobs += [self._entry(s.logprob, s.token_id) for s in scored]
         self.input_top_logprobs = [None]

@@ -87,6 +87,11 @@ def test_a_warm_prefix_cache_skips_no_position_and_a_late_start_matches(exact: L
     # SGLang scores from the row at logprob_start_len: the first entry is null.
     assert [e[0] for e in entries[1:]] == pytest.approx([e[0] for e in first[101:]], abs=1e-5)
     assert "input_top_logprobs" not in late
+    # SGLang's default start (-1) is the last prompt token: one null entry, nothing computed.
+    default = _generate(exact, prompt, start=-1, top=2, new=1)
+    assert default["input_token_logprobs"] == [[None, prompt[-1], entries[-1][2]]]
+    assert default["input_top_logprobs"] == [None]
+    assert len(default["output_token_logprobs"]) == 1
 
 
 def test_completion_echo_scores_the_prompt_as_vllm_does(exact: LiveServer) -> None:
