@@ -11,6 +11,7 @@ import json
 import math
 
 from ember.bindings.base import ServiceError
+from ember.wirejson import WireJSONError, loads_strict
 
 MAX_KEY_BYTES = 512
 MAX_VALUE_BYTES = 25 * 1024 * 1024
@@ -22,6 +23,9 @@ MAX_OPS_PER_REQUEST = 1000
 MAX_BULK_GET_KEYS = 100
 MAX_BULK_GET_BYTES = 25 * 1024 * 1024
 BULK_GET_TYPES = ("text", "json")
+# The latest expiry a key may have: JavaScript's largest safe integer (the KV API's numbers are
+# JS numbers), and well inside SQLite's 64-bit INTEGER, which a larger value would overflow.
+MAX_EXPIRATION = 2**53 - 1
 
 
 class KVError(ServiceError):
@@ -94,6 +98,13 @@ def resolve_expiration(
                 f"Invalid expiration_ttl of {expiration_ttl}. "
                 f"Expiration TTL must be at least {MIN_EXPIRATION_TTL}.",
             )
+        if now_s + ttl > MAX_EXPIRATION:
+            raise KVError(
+                op,
+                400,
+                f"Invalid expiration_ttl of {expiration_ttl}. "
+                f"Please specify an integer of at most {MAX_EXPIRATION - now_s}.",
+            )
         return now_s + ttl
     if expiration is not None:
         when = _as_int(expiration)
@@ -111,6 +122,13 @@ def resolve_expiration(
                 f"Invalid expiration of {expiration}. Expiration times must be at least "
                 f"{MIN_EXPIRATION_TTL} seconds in the future.",
             )
+        if when > MAX_EXPIRATION:
+            raise KVError(
+                op,
+                400,
+                f"Invalid expiration of {expiration}. "
+                f"Please specify an integer of at most {MAX_EXPIRATION}.",
+            )
         return when
     return None
 
@@ -127,9 +145,11 @@ def validate_metadata(op: str, metadata_json: object) -> str | None:
             op, 413, f"Metadata length of {length} exceeds limit of {MAX_METADATA_BYTES}."
         )
     try:
-        json.loads(metadata_json)
-    except ValueError:
-        raise KVError(op, 400, "Metadata must be valid JSON") from None
+        # Strict: metadata is stored and handed back on every get and list; NaN or a lone
+        # surrogate in it would make each of those fail instead of this put.
+        loads_strict(metadata_json)
+    except WireJSONError as exc:
+        raise KVError(op, 400, f"Metadata must be valid JSON: {exc}") from None
     return metadata_json
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +11,7 @@ from ember.runtime.api.live import LiveHooks
 from ember.runtime.deployments.errors import Forbidden, InvalidRequest, UploadTooLarge
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, ApiToken
+from ember.wirejson import WireJSONError, loads_strict
 
 JSON_BODY_LIMIT = 1024 * 1024
 # Headers, metadata and boundaries on top of the modules themselves.
@@ -83,10 +83,19 @@ async def json_body(request: Request, *, required: bool = True) -> Any:
         if required:
             raise InvalidRequest("the request body is empty; expected JSON")
         return {}
+    return parse_json(raw, "the request body")
+
+
+def parse_json(raw: bytes, what: str) -> Any:
+    """``raw`` as JSON, or ``InvalidRequest`` naming ``what`` and the problem.
+
+    Strict (``ember.wirejson``): NaN, lone surrogates and runaway nesting are refused here, as
+    the client's bad input, instead of being stored and failing every later read with a 500.
+    """
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequest(f"the request body is not valid JSON: {exc}") from exc
+        return loads_strict(raw)
+    except WireJSONError as exc:
+        raise InvalidRequest(f"{what} is not valid JSON: {exc}") from None
 
 
 def flag(request: Request, name: str) -> bool:

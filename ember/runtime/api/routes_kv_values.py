@@ -193,7 +193,7 @@ async def bulk_put(request: Request) -> Response:
             expires = limits.resolve_expiration(
                 "PUT", plane.clock(), item.get("expiration"), item.get("expiration_ttl")
             )
-            metadata = limits.validate_metadata("PUT", limits.encode_metadata(item.get("metadata")))
+            metadata = limits.validate_metadata("PUT", _bulk_metadata(index, item))
             await plane.kv.run(
                 plane.kv.store.put,
                 namespace_id,
@@ -237,12 +237,31 @@ async def bulk_get(request: Request) -> Response:
         value: Any = None
         if entry is not None:
             text = entry.value.decode("utf-8", "replace")
-            value = json.loads(text) if as_json else text
+            value = _stored_json(key, text) if as_json else text
         if with_metadata:
             metadata = json.loads(entry.metadata) if entry and entry.metadata else None
             value = {"value": value, "metadata": metadata}
         values[key] = value
     return ok({"values": values})
+
+
+def _bulk_metadata(index: int, item: dict[str, Any]) -> str | None:
+    try:
+        return limits.encode_metadata(item.get("metadata"))
+    except ValueError:  # NaN or Infinity: not JSON (Python's parser accepts them on the way in)
+        raise InvalidRequest(
+            f"bulk item {index}: 'metadata' must be JSON (no NaN or Infinity)"
+        ) from None
+
+
+def _stored_json(key: str, text: str) -> Any:
+    """A stored value read with ``type: "json"``: one that is not JSON is the caller's 400."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise InvalidRequest(
+            f'the value of key {key!r:.600} is not valid JSON; read it with "type": "text"'
+        ) from None
 
 
 async def _bulk_list(request: Request) -> list[Any]:

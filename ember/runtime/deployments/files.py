@@ -49,12 +49,16 @@ class AccountFiles:
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
-            for module in modules:
-                check_module_name(module.name)
-                path = staging / "modules" / module.name
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(module.content)
-            (staging / "modules").mkdir(exist_ok=True)
+            try:
+                for module in modules:
+                    check_module_name(module.name)
+                    path = staging / "modules" / module.name
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(module.content)
+                (staging / "modules").mkdir(exist_ok=True)
+            except BaseException:  # never leave a half-written copy behind (disk is shared)
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
             try:
                 os.rename(staging, target)
             except OSError:  # another caller won the race; theirs is identical

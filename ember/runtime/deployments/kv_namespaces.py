@@ -53,8 +53,7 @@ class NamespaceService:
         self.data = data
 
     def create(self, account: Account, title: str) -> KVNamespace:
-        if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
-            raise InvalidRequest(f"a KV namespace needs a title of 1 to {MAX_TITLE} characters")
+        _check_title(title)
         limit = self._config.limits_for(account.temporary).max_kv_namespaces
         namespace = KVNamespace(uuid.uuid4().hex, account.id, title, self._clock())
         with self._db.transaction() as conn:
@@ -119,6 +118,7 @@ class NamespaceService:
         return KVNamespace(row["id"], row["account_id"], row["title"], row["created_at"])
 
     def rename(self, account: Account, namespace_id: str, title: str) -> KVNamespace:
+        _check_title(title)
         self.get(account, namespace_id)
         with self._db.transaction() as conn:
             if conn.execute(
@@ -134,3 +134,9 @@ class NamespaceService:
         self.data.delete_namespace(namespace_id)
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM kv_namespaces WHERE id = ?", (namespace_id,))
+
+
+def _check_title(title: object) -> None:
+    """Titles are bounded on create and on rename alike (both are stored and listed)."""
+    if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
+        raise InvalidRequest(f"a KV namespace needs a title of 1 to {MAX_TITLE} characters")

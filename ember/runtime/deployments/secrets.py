@@ -51,7 +51,13 @@ class SecretService:
             )
         if not secret.name.isidentifier():
             raise InvalidRequest(f"secret name {secret.name!r} must be an identifier")
-        if len(secret.value.encode()) > MAX_SECRET_BYTES:
+        try:
+            size = len(secret.value.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800") that JSON let through
+            raise InvalidRequest(
+                f"secret {secret.name!r} is not valid Unicode text (it has a lone surrogate)"
+            ) from None
+        if size > MAX_SECRET_BYTES:
             raise InvalidRequest(f"secret {secret.name!r} is larger than {MAX_SECRET_BYTES} bytes")
 
         def change(base: Version, current: tuple[SecretValue, ...]) -> tuple[SecretValue, ...]:

@@ -8,7 +8,6 @@ found whatever its position and content type; ``main_module`` must be one of the
 from __future__ import annotations
 
 import datetime
-import json
 import re
 from typing import Any
 
@@ -16,6 +15,7 @@ from ember.runtime.deployments.bindings import validate_binding_specs
 from ember.runtime.deployments.errors import InvalidUpload
 from ember.runtime.deployments.multipart import Part
 from ember.runtime.deployments.records import Module, WorkerUpload
+from ember.wirejson import WireJSONError, loads_strict
 
 # wrangler's moduleTypeMimeType plus what the SDK and curl users send.
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
@@ -34,6 +34,7 @@ _KNOWN_EXTRA = {
     "compatibility_flags",
 }
 MAX_MODULE_NAME = 1024
+MAX_SEGMENT_BYTES = 255  # NAME_MAX on Linux file systems
 
 
 def parse_worker_upload(parts: list[Part]) -> WorkerUpload:
@@ -83,9 +84,9 @@ def parse_worker_upload(parts: list[Part]) -> WorkerUpload:
 
 def _metadata_json(data: bytes) -> dict[str, Any]:
     try:
-        metadata = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidUpload(f"the 'metadata' part is not valid JSON: {exc}") from exc
+        metadata = loads_strict(data)  # no NaN, lone surrogates or runaway nesting
+    except WireJSONError as exc:
+        raise InvalidUpload(f"the 'metadata' part is not valid JSON: {exc}") from None
     if not isinstance(metadata, dict):
         raise InvalidUpload(
             f"the 'metadata' part must be a JSON object, got {type(metadata).__name__}"
@@ -106,7 +107,23 @@ def _modules(parts: list[Part]) -> list[Module]:
         modules.append(Module(name=name, content_type=content_type, content=part.data))
     if not modules:
         raise InvalidUpload("the upload contains no modules: add the entry module as a file part")
+    _check_module_tree(seen)
     return modules
+
+
+def _check_module_tree(names: set[str]) -> None:
+    """The modules must be writable as one directory tree: ``lib`` (a file) and ``lib/x.py``
+    (which makes ``lib`` a directory) cannot both exist, so such an upload is refused here
+    rather than failing when the version is written out."""
+    for name in names:
+        segments = name.split("/")
+        for depth in range(1, len(segments)):
+            directory = "/".join(segments[:depth])
+            if directory in names:
+                raise InvalidUpload(
+                    f"module {directory!r} is a file, but module {name!r} needs it to be a "
+                    "directory; rename one of them"
+                )
 
 
 def check_module_name(name: str) -> None:
@@ -120,6 +137,11 @@ def check_module_name(name: str) -> None:
         problem = "must not contain control characters"
     elif any(seg in ("", ".", "..") for seg in name.split("/")):
         problem = "must not contain empty, '.' or '..' path segments"
+    elif any(
+        len(seg.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES for seg in name.split("/")
+    ):
+        # Each segment becomes a file or directory name when the version is written out.
+        problem = f"has a path segment longer than {MAX_SEGMENT_BYTES} bytes"
     if problem:
         raise InvalidUpload(f"module name {name!r} {problem}")
 
