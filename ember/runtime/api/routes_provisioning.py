@@ -19,6 +19,7 @@ from ember.errors import EmberError
 from ember.runtime.api import serializers
 from ember.runtime.api.context import json_body, live_of, plane_of, public_origin, read_body
 from ember.runtime.api.envelope import ok
+from ember.runtime.api.routes_tail import hub_of
 from ember.runtime.deployments.errors import InvalidRequest
 
 CLAIM_PATH = "/claim-preview"
@@ -70,6 +71,7 @@ async def claim_api(request: Request) -> Response:
     if not isinstance(token, str):
         raise InvalidRequest('expected {"claimToken": "<token from the claim URL>"}')
     claimed = plane_of(request).accounts.claim(token)
+    hub_of(request.app.state).close_tails(claimed.ended_tails)
     await live_of(request).reconcile_account(claimed.account.id)  # permanent limits from now on
     return ok(
         {
@@ -108,6 +110,7 @@ async def claim_submit(request: Request) -> Response:
         claimed = plane_of(request).accounts.claim(token)
     except EmberError as exc:
         return _page("Claim failed", f"<p>{html.escape(str(exc))}</p>", status=403)
+    hub_of(request.app.state).close_tails(claimed.ended_tails)
     await live_of(request).reconcile_account(claimed.account.id)
     api_token = html.escape(claimed.token.token)
     origin = html.escape(public_origin(request))

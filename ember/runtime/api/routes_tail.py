@@ -13,9 +13,15 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ember.errors import EmberError
 from ember.runtime.api import serializers
-from ember.runtime.api.context import JSON_BODY_LIMIT, caller, plane_of, public_origin, read_body
+from ember.runtime.api.context import (
+    JSON_BODY_LIMIT,
+    caller,
+    parse_json,
+    plane_of,
+    public_origin,
+    read_body,
+)
 from ember.runtime.api.envelope import ok
-from ember.runtime.deployments.errors import InvalidRequest
 from ember.runtime.deployments.tail_events import CLOSED, TailHub
 
 TAILS = "/accounts/{account_id}/workers/scripts/{name}/tails"
@@ -30,10 +36,7 @@ def hub_of(app_state: object) -> TailHub:
 async def create_tail(request: Request) -> Response:
     who = caller(request)
     raw = await read_body(request, JSON_BODY_LIMIT)  # JSON sent as text/plain by wrangler
-    try:
-        body = json.loads(raw) if raw.strip() else {}
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequest(f"tail filters are not valid JSON: {exc}") from exc
+    body = parse_json(raw, "the tail filters") if raw.strip() else {}
     tail = plane_of(request).tails.create(who.account, request.path_params["name"], body)
     origin = public_origin(request).replace("https://", "wss://").replace("http://", "ws://")
     api_root = request.scope.get("root_path", "")  # the API's mount point, e.g. /client/v4
@@ -48,9 +51,9 @@ async def create_tail(request: Request) -> Response:
 
 async def delete_tail(request: Request) -> Response:
     who = caller(request)
-    plane_of(request).tails.delete(
-        who.account, request.path_params["name"], request.path_params["tail_id"]
-    )
+    tail_id = request.path_params["tail_id"]
+    plane_of(request).tails.delete(who.account, request.path_params["name"], tail_id)
+    hub_of(request.app.state).close_tails([tail_id])  # a deleted session stops streaming too
     return ok(None)
 
 
@@ -73,7 +76,7 @@ async def tail_socket(websocket: WebSocket) -> None:
             if getter in done:
                 payload = getter.result()
                 if payload is CLOSED:
-                    await websocket.close(code=1000, reason="the worker was deleted")
+                    await websocket.close(code=1000, reason="the tail session ended")
                     break
                 await websocket.send_text(json.dumps(payload))
             else:

@@ -214,9 +214,20 @@ class AccountService:
                 "UPDATE api_tokens SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL",
                 (now, account.id),
             )
+            # A tail's WebSocket URL is a capability got with a temporary token; the deployer
+            # must not keep reading the claimer's logs through one after losing the token.
+            tails = [
+                r["id"]
+                for r in conn.execute(
+                    "SELECT t.id FROM tails t JOIN scripts s ON s.id = t.script_id "
+                    "WHERE s.account_id = ?",
+                    (account.id,),
+                )
+            ]
+            conn.executemany("DELETE FROM tails WHERE id = ?", [(t,) for t in tails])
             token = _insert_token(conn, account.id, now, expires_at=None)
             row = conn.execute("SELECT * FROM accounts WHERE id = ?", (account.id,)).fetchone()
-        return Claimed(account=_account(row), token=token)
+        return Claimed(account=_account(row), token=token, ended_tails=tuple(tails))
 
 
 def _fresh_name(conn: sqlite3.Connection) -> str:

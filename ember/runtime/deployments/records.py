@@ -61,6 +61,8 @@ class Claimed:
 
     account: Account
     token: IssuedToken
+    # Tail sessions opened with the temporary tokens: ended by the claim, like the tokens.
+    ended_tails: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

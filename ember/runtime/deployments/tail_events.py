@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,6 +171,22 @@ class TailHub:
         for sub in subscribers:
             sub.loop.call_soon_threadsafe(_force, sub.queue, CLOSED)
         return len(subscribers)
+
+    def close_tails(self, tail_ids: Collection[str]) -> int:
+        """End the open WebSockets of these tail sessions (deleted, or revoked by a claim)."""
+        wanted = set(tail_ids)
+        ended: list[_Subscriber] = []
+        with self._lock:
+            for script_id, subscribers in list(self._subscribers.items()):
+                kept = [s for s in subscribers if s.tail.id not in wanted]
+                ended += [s for s in subscribers if s.tail.id in wanted]
+                if kept:
+                    self._subscribers[script_id] = kept
+                else:
+                    del self._subscribers[script_id]
+        for sub in ended:
+            sub.loop.call_soon_threadsafe(_force, sub.queue, CLOSED)
+        return len(ended)
 
     def has_subscribers(self, script_id: str) -> bool:
         with self._lock:

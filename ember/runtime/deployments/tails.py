@@ -7,6 +7,7 @@ as on Cloudflare: whoever created the tail with a valid token gets the URL.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from typing import Any
 
@@ -17,6 +18,7 @@ from ember.runtime.deployments.errors import InvalidRequest, TailNotFound
 from ember.runtime.deployments.records import Account, Script, Tail
 
 TAIL_TTL_SECONDS = 6 * 3600
+MAX_FILTERS = 100
 _FILTER_KEYS = {
     "sampling_rate",
     "outcome",
@@ -84,10 +86,48 @@ def _check_filters(body: Any) -> tuple[dict[str, Any], ...]:
         return ()
     if not isinstance(filters, list) or not all(isinstance(f, dict) for f in filters):
         raise InvalidRequest('tail filters must be {"filters": [ {...}, ... ]}')
+    if len(filters) > MAX_FILTERS:
+        raise InvalidRequest(f"a tail takes at most {MAX_FILTERS} filters, got {len(filters)}")
     for f in filters:
         unknown = set(f) - _FILTER_KEYS
         if unknown:
             raise InvalidRequest(
                 f"unknown tail filter {sorted(unknown)}; known: {', '.join(sorted(_FILTER_KEYS))}"
             )
+        for key, value in f.items():
+            _check_filter_value(key, value)
     return tuple(filters)
+
+
+def _check_filter_value(key: str, value: Any) -> None:
+    """Each filter's value has the shape wrangler sends (``src/tail/filters.ts``).
+
+    The filters are applied to every invocation of the worker while the tail is open
+    (``tail_events.matches``); a value of the wrong type would fail there, in the path that
+    reports the worker's requests, so it is refused here, when the tail is created.
+    """
+    ok: bool
+    if key == "sampling_rate":
+        ok = (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and 0 <= value <= 1
+        )
+        expected = "a number from 0 to 1"
+    elif key in ("outcome", "method", "client_ip"):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        expected = "a list of strings"
+    elif key == "header":
+        ok = (
+            isinstance(value, dict)
+            and set(value) <= {"key", "query"}
+            and isinstance(value.get("key"), str)
+            and isinstance(value.get("query"), str | None)
+        )
+        expected = 'an object {"key": "<header name>", "query"?: "<text>"}'
+    else:  # query, scriptVersion
+        ok = isinstance(value, str)
+        expected = "a string"
+    if not ok:
+        raise InvalidRequest(f"tail filter {key!r} must be {expected}, got {value!r:.100}")

@@ -1,0 +1,116 @@
+"""Tail sessions against a hostile or former tenant: filters of the wrong type are refused when
+the tail is created (they used to raise on every invocation of the worker), and a session ends
+when it is deleted or when the claim of a temporary account revokes the token that opened it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import websockets
+
+from ember.runtime.deployments.tail_events import TailEvent
+from tests.platform.conftest import RunningPlatform
+from tests.platform.helpers import error_of, temporary_account
+from tests.platform.test_hostile_input import _put
+
+
+@pytest.fixture
+def tenant(platform: RunningPlatform) -> tuple[str, httpx.Client]:
+    account, issued = platform.plane.accounts.create_permanent("mallory")
+    return account.id, platform.client(issued.token)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"sampling_rate": "half"},
+        {"sampling_rate": 7},
+        {"outcome": 5},
+        {"method": "GET"},
+        {"header": "x-a"},
+        {"header": {"key": 1}},
+        {"query": ["a"]},
+        {"client_ip": [1]},
+    ],
+)
+def test_tail_filters_of_the_wrong_type_are_refused_when_created(
+    platform: RunningPlatform, tenant: tuple[str, httpx.Client], bad: dict[str, object]
+) -> None:
+    """They used to be stored, then raised inside ``TailHub.publish`` on every invocation."""
+    account_id, client = tenant
+    assert _put(client, account_id, "w").status_code == 200
+    reply = client.post(f"/accounts/{account_id}/workers/scripts/w/tails", json={"filters": [bad]})
+    status, code, message = error_of(reply)
+    assert (status, code) == (400, 10001) and repr(next(iter(bad))) in message
+
+
+def test_claim_ends_the_tail_sessions_of_the_temporary_token(platform: RunningPlatform) -> None:
+    """The claim revokes the deployer's token; a tail URL it got before must stop too, or the
+    deployer keeps reading the new owner's logs for the tail's six hours."""
+    temp = temporary_account(platform)
+    account_id = str(temp["account"]["id"])  # type: ignore[index]
+    with platform.client(str(temp["account"]["apiToken"])) as client:  # type: ignore[index]
+        assert _put(client, account_id, "w").status_code == 200
+        created = client.post(f"/accounts/{account_id}/workers/scripts/w/tails", json={})
+    url = created.json()["result"]["url"]
+    script_id = platform.plane.scripts.get(platform.plane.accounts.get(account_id), "w").id
+
+    async def scenario() -> tuple[str | None, int | None]:
+        async with websockets.connect(url, subprotocols=["trace-v1"]) as socket:
+            await socket.send(json.dumps({"debug": False}))
+            for _ in range(200):  # until the hub has the subscriber
+                if platform.hub.has_subscribers(script_id):
+                    break
+                await asyncio.sleep(0.01)
+            claimed = await asyncio.to_thread(
+                httpx.post,
+                platform.api + "/provisioning/previews/claim",
+                json={"claimToken": temp["claim"]["token"]},  # type: ignore[index]
+            )
+            assert claimed.status_code == 200, claimed.text
+            platform.hub.publish(script_id, TailEvent("w", "ok", 0, logs=()))
+            try:
+                frame = await asyncio.wait_for(socket.recv(), 30)
+            except websockets.ConnectionClosed as closed:
+                return None, closed.rcvd.code if closed.rcvd else None
+            return str(frame), None
+
+    frame, code = asyncio.run(scenario())
+    assert frame is None and code == 1000
+
+    async def reopen() -> None:
+        async with websockets.connect(url, subprotocols=["trace-v1"]) as socket:
+            await socket.recv()
+
+    with pytest.raises(websockets.exceptions.InvalidStatus):  # refused at the handshake
+        asyncio.run(reopen())
+
+
+def test_deleting_a_tail_closes_its_open_socket(
+    platform: RunningPlatform, tenant: tuple[str, httpx.Client]
+) -> None:
+    account_id, client = tenant
+    assert _put(client, account_id, "w").status_code == 200
+    tails = f"/accounts/{account_id}/workers/scripts/w/tails"
+    created = client.post(tails, json={}).json()["result"]
+    script_id = platform.plane.scripts.get(platform.plane.accounts.get(account_id), "w").id
+
+    async def scenario() -> int | None:
+        async with websockets.connect(created["url"], subprotocols=["trace-v1"]) as socket:
+            for _ in range(200):
+                if platform.hub.has_subscribers(script_id):
+                    break
+                await asyncio.sleep(0.01)
+            deleted = await asyncio.to_thread(client.delete, f"{tails}/{created['id']}")
+            assert deleted.status_code == 200
+            try:
+                await asyncio.wait_for(socket.recv(), 30)
+            except websockets.ConnectionClosed as closed:
+                return closed.rcvd.code if closed.rcvd else None
+        return None
+
+    assert asyncio.run(scenario()) == 1000
+    assert not platform.hub.has_subscribers(script_id)
