@@ -12,6 +12,7 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         ttl: 60m
         creations_per_client_per_hour: 10
         max_workers: 5
+        max_versions: 50
         max_script_size: 5MiB
         max_kv_bytes: 10MiB
         max_kv_namespaces: 5
@@ -64,6 +65,9 @@ class TemporaryAccountConfig:
     ttl_seconds: int = 3600
     creations_per_client_per_hour: int = 10
     max_workers: int = 5
+    # Versions stored across all its workers: each is up to max_script_bytes in the database and
+    # again on disk, so without this cap max_workers x max_script_bytes bounded nothing.
+    max_versions: int = 50
     max_script_bytes: int = 5 * 1024**2
     max_kv_bytes: int = 10 * 1024**2
     max_kv_namespaces: int = 5
@@ -76,6 +80,7 @@ class AccountLimits:
     """The limits that apply to one account (``None`` = unlimited)."""
 
     max_workers: int | None
+    max_versions: int | None
     max_script_bytes: int
     max_kv_bytes: int | None
     max_kv_namespaces: int | None
@@ -98,6 +103,7 @@ class PlatformConfig:
             t = self.temporary
             return AccountLimits(
                 max_workers=t.max_workers,
+                max_versions=t.max_versions,
                 max_script_bytes=min(t.max_script_bytes, self.max_script_bytes),
                 max_kv_bytes=t.max_kv_bytes,
                 max_kv_namespaces=t.max_kv_namespaces,
@@ -106,6 +112,7 @@ class PlatformConfig:
             )
         return AccountLimits(
             max_workers=None,
+            max_versions=None,
             max_script_bytes=self.max_script_bytes,
             max_kv_bytes=None,
             max_kv_namespaces=None,
@@ -190,6 +197,7 @@ def _parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig
             raw, "creations_per_client_per_hour", d.creations_per_client_per_hour, source, where
         ),
         max_workers=_positive_int(raw, "max_workers", d.max_workers, source, where),
+        max_versions=_positive_int(raw, "max_versions", d.max_versions, source, where),
         max_script_bytes=_size(raw, "max_script_size", d.max_script_bytes, source, where),
         max_kv_bytes=_size(raw, "max_kv_bytes", d.max_kv_bytes, source, where),
         max_kv_namespaces=_positive_int(

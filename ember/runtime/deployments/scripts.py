@@ -132,6 +132,7 @@ class ScriptService:
                 if not (deploy or create):
                     raise ScriptNotFound(name)
                 script = self._create_script(conn, account, name, source, now)
+            self.check_version_quota(conn, account)
             version = self._insert_version(
                 conn, script, upload, source, strict_inherit, now, triggered_by="upload"
             )
@@ -152,6 +153,27 @@ class ScriptService:
                 )
             script = rows.require_script(conn, account.id, name)
         return UploadResult(script, version, deployment)
+
+    def check_version_quota(self, conn: sqlite3.Connection, account: Account) -> None:
+        """Refuse one more stored version past the account's ``max_versions`` (temporary
+        accounts): every upload, redeploy and secret change stores a version."""
+        limit = self._config.limits_for(account.temporary).max_versions
+        if limit is None:
+            return
+        count = conn.execute(
+            "SELECT COUNT(*) FROM versions v JOIN scripts s ON s.id = v.script_id "
+            "WHERE s.account_id = ?",
+            (account.id,),
+        ).fetchone()[0]
+        if count >= limit:
+            raise QuotaExceeded(
+                "versions",
+                count + 1,
+                limit,
+                f"This account already stores {count} Worker versions; temporary accounts may "
+                f"store at most {limit}. Delete a Worker (its versions go with it), or claim "
+                "the account.",
+            )
 
     def _create_script(
         self, conn: sqlite3.Connection, account: Account, name: str, source: str, now: float

@@ -86,6 +86,7 @@ class SecretService:
             if base is None:
                 raise InvalidRequest(f"Worker {name!r} has no version yet; deploy it first")
             secrets = change(base, rows.secrets_of(conn, base.id))
+            self._scripts.check_version_quota(conn, account)
             version = self._scripts.derive_version(
                 conn, script, base, secrets, "secret", source, now
             )
