@@ -90,6 +90,7 @@ class InvocationEvent:
     scheduled_time_ms: float = 0.0
     logs: tuple[tuple[str, str, float], ...] = ()
     exceptions: tuple[tuple[str, str, float], ...] = ()
+    truncated: bool = False  # lines past the trace's byte bound were dropped
 
 
 Event = (

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from ember.runtime.process import IsolateProcess
     from ember.runtime.supervisor import Supervisor
 
+# Text (console lines, exception messages and tracebacks) one traced invocation keeps for its
+# tail event. Cloudflare truncates a tail event's logs too; 256 KiB holds a few of ember's
+# longest lines (fields.MAX_TEXT, 64 KiB) and a traceback.
+TRACE_BYTES = 256 * 1024
+
 
 class SupervisorHooks:
     """What an IsolateProcess reports to its Supervisor: logs, exceptions, request events,
@@ -46,7 +51,7 @@ class SupervisorHooks:
     ) -> None:
         message = self._redact(process, message)
         self._supervisor.events.emit(E.ConsoleEvent(process.deployment.id, level, message))
-        if request is not None and request.trace is not None:
+        if request is not None and request.trace is not None and _keep(request, len(message)):
             request.trace.append((level, message, time.time() * 1000))
 
     def exception(
@@ -58,7 +63,11 @@ class SupervisorHooks:
     ) -> None:
         message, traceback = self._redact(process, message), self._redact(process, traceback)
         self._supervisor.events.emit(E.ExceptionEvent(process.deployment.id, message, traceback))
-        if request is not None and request.trace is not None:
+        if (
+            request is not None
+            and request.trace is not None
+            and _keep(request, len(message) + len(traceback))
+        ):
             request.trace_exceptions.append((message, traceback, time.time() * 1000))
 
     def error_response(
@@ -126,6 +135,7 @@ class SupervisorHooks:
                 scheduled_time_ms=request.scheduled_time,
                 logs=tuple(request.trace),
                 exceptions=tuple(request.trace_exceptions),
+                truncated=request.trace_truncated,
             )
         )
 
@@ -134,3 +144,17 @@ class SupervisorHooks:
 
     def dead(self, process: IsolateProcess, error: L.PlatformError | None, reason: str) -> None:
         self._supervisor._process_dead(process, error, reason)
+
+
+def _keep(request: InFlight, size: int) -> bool:
+    """Whether a traced line still fits the invocation's ``TRACE_BYTES``.
+
+    A traced invocation is held whole in the supervisor (shared by every tenant) until it ends,
+    then queued for each tail; without a bound, one worker printing in a loop grew it without
+    end. Past the bound, lines are dropped and the event says ``truncated``, as Cloudflare's.
+    """
+    if request.trace_bytes + size > TRACE_BYTES:
+        request.trace_truncated = True
+        return False
+    request.trace_bytes += size
+    return True

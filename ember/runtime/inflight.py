@@ -45,6 +45,8 @@ class InFlight:
         # this invocation, kept only while a tail watches its deployment (None otherwise).
         self.trace: list[tuple[str, str, float]] | None = None
         self.trace_exceptions: list[tuple[str, str, float]] = []
+        self.trace_bytes = 0  # text kept in trace and trace_exceptions (bounded: TRACE_BYTES)
+        self.trace_truncated = False  # lines were dropped past TRACE_BYTES
         self.cpu_start = cpu_start
         self.cpu_used = 0.0
         self.started = time.monotonic()

@@ -11,7 +11,14 @@ import httpx
 import pytest
 import websockets
 
-from ember.runtime.deployments.tail_events import TailEvent
+from ember.runtime.deployments.records import Tail
+from ember.runtime.deployments.tail_events import (
+    MAX_SOCKETS_PER_SCRIPT,
+    QUEUE_BYTES,
+    TailEvent,
+    TailHub,
+    TailLog,
+)
 from tests.platform.conftest import RunningPlatform
 from tests.platform.helpers import error_of, temporary_account
 from tests.platform.test_hostile_input import _put
@@ -114,3 +121,55 @@ def test_deleting_a_tail_closes_its_open_socket(
 
     assert asyncio.run(scenario()) == 1000
     assert not platform.hub.has_subscribers(script_id)
+
+
+def test_an_unread_tail_pins_a_bounded_number_of_bytes() -> None:
+    """A socket that never reads keeps its pending events in the supervisor: bounded in bytes,
+    not only in count (1000 events of a few MiB each was gigabytes)."""
+    hub = TailHub()
+    tail = Tail("t", "script", 0.0, 1e12, ())
+    big = TailEvent("w", "ok", 0, logs=(TailLog("log", ("x" * (1024 * 1024),), 0),))
+
+    async def scenario() -> tuple[int, int]:
+        queue = hub.subscribe(tail)
+        for _ in range(100):
+            hub.publish("script", big)
+        await asyncio.sleep(0)  # let the loop run the offers
+        first = await queue.get()
+        return queue.queued_bytes + len(first), len(first)
+
+    queued, one = asyncio.run(scenario())
+    assert one > 1024 * 1024
+    assert queued <= QUEUE_BYTES < 100 * one
+
+
+def test_a_worker_takes_a_bounded_number_of_tail_sockets(
+    platform: RunningPlatform, tenant: tuple[str, httpx.Client]
+) -> None:
+    account_id, client = tenant
+    assert _put(client, account_id, "w").status_code == 200
+    tails = f"/accounts/{account_id}/workers/scripts/w/tails"
+    url = client.post(tails, json={}).json()["result"]["url"]
+    script_id = platform.plane.scripts.get(platform.plane.accounts.get(account_id), "w").id
+
+    async def scenario() -> int | None:
+        sockets = [
+            await websockets.connect(url, subprotocols=["trace-v1"])
+            for _ in range(MAX_SOCKETS_PER_SCRIPT)
+        ]
+        try:
+            for _ in range(200):
+                if len(platform.hub._subscribers.get(script_id, [])) == MAX_SOCKETS_PER_SCRIPT:
+                    break
+                await asyncio.sleep(0.01)
+            async with websockets.connect(url, subprotocols=["trace-v1"]) as extra:
+                try:
+                    await asyncio.wait_for(extra.recv(), 30)
+                except websockets.ConnectionClosed as closed:
+                    return closed.rcvd.code if closed.rcvd else None
+            return None
+        finally:
+            for socket in sockets:
+                await socket.close()
+
+    assert asyncio.run(scenario()) == 1013

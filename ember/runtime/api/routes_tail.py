@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,7 +21,12 @@ from ember.runtime.api.context import (
     read_body,
 )
 from ember.runtime.api.envelope import ok
-from ember.runtime.deployments.tail_events import CLOSED, TailHub
+from ember.runtime.deployments.tail_events import (
+    CLOSED,
+    MAX_SOCKETS_PER_SCRIPT,
+    TailHub,
+    TooManyTails,
+)
 
 TAILS = "/accounts/{account_id}/workers/scripts/{name}/tails"
 WS_PATH = "/tail-ws/{tail_id}"
@@ -65,11 +69,19 @@ async def tail_socket(websocket: WebSocket) -> None:
         await websocket.close(code=4404)
         return
     offered = websocket.scope.get("subprotocols", [])
-    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
     hub = hub_of(websocket.app.state)
-    queue = hub.subscribe(tail)
-    reader = asyncio.create_task(_drain_client(websocket))
     try:
+        queue = hub.subscribe(tail)
+    except TooManyTails:
+        await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+        await websocket.close(
+            code=1013, reason=f"at most {MAX_SOCKETS_PER_SCRIPT} tails per Worker at once"
+        )
+        return
+    reader: asyncio.Task[None] | None = None
+    try:
+        await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+        reader = asyncio.create_task(_drain_client(websocket))
         while not reader.done():
             getter = asyncio.create_task(queue.get())
             done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
@@ -78,16 +90,17 @@ async def tail_socket(websocket: WebSocket) -> None:
                 if payload is CLOSED:
                     await websocket.close(code=1000, reason="the tail session ended")
                     break
-                await websocket.send_text(json.dumps(payload))
+                await websocket.send_text(payload)  # type: ignore[arg-type]
             else:
                 getter.cancel()
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:
-        hub.unsubscribe(tail, queue)
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
-            await reader
+        hub.unsubscribe(tail, queue)  # also when the client left during the handshake
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+                await reader
 
 
 async def _drain_client(websocket: WebSocket) -> None:

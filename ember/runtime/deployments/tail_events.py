@@ -3,7 +3,8 @@
 The runtime calls ``TailHub.publish(script_id, event)`` (from any thread) after each invocation;
 every WebSocket subscribed to that script whose filters match gets the event as one text frame,
 in wrangler's ``TailEventMessage`` shape (cloudflare-api.md §5.1). A slow subscriber's queue is
-bounded: past it, events to that subscriber are dropped rather than stalling the worker.
+bounded in events and bytes, and a worker has at most ``MAX_SOCKETS_PER_SCRIPT`` sockets: past
+them, events to that subscriber are dropped rather than stalling the worker or filling memory.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from typing import Any
 from ember.runtime.deployments.records import Tail
 
 QUEUE_LIMIT = 1000
+# What one socket's unsent events may hold (see TailQueue), and how many sockets may tail one
+# worker at once: together they bound the memory a tenant's unread tails can pin.
+QUEUE_BYTES = 16 * 1024 * 1024
+MAX_SOCKETS_PER_SCRIPT = 10
 # Put on a subscriber's queue when its worker is gone: the WebSocket closes.
 CLOSED: dict[str, Any] = {"__closed__": True}
 
@@ -54,6 +59,7 @@ class TailEvent:
     exceptions: tuple[TailException, ...] = ()
     wall_time_ms: int = 0
     cpu_time_ms: int = 0
+    truncated: bool = False  # the invocation logged more than the runtime keeps for a tail
 
     def to_trace_v1(self) -> dict[str, Any]:
         if self.cron is not None:
@@ -97,7 +103,7 @@ class TailEvent:
             "event": event,
             "wallTime": self.wall_time_ms,
             "cpuTime": self.cpu_time_ms,
-            "truncated": False,
+            "truncated": self.truncated,
             "executionModel": "stateless",
             "diagnosticsChannelEvents": [],
         }
@@ -134,11 +140,48 @@ def matches(filters: tuple[dict[str, Any], ...], event: TailEvent) -> bool:
     return True
 
 
+class TooManyTails(Exception):
+    """A worker already has ``MAX_SOCKETS_PER_SCRIPT`` tail sockets open."""
+
+
+class TailQueue:
+    """One subscriber's pending events as JSON text, bounded in count and in bytes.
+
+    Events are serialized once per publish and shared by every subscriber; what a subscriber
+    that never reads can pin in the supervisor's memory is at most ``QUEUE_BYTES``. Past either
+    bound new events to it are dropped. Only its event loop's thread touches it.
+    """
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[str | dict[str, Any]] = asyncio.Queue(QUEUE_LIMIT)
+        self.queued_bytes = 0
+
+    def offer(self, text: str) -> None:
+        if self._queue.full() or self.queued_bytes + len(text) > QUEUE_BYTES:
+            return
+        self._queue.put_nowait(text)
+        self.queued_bytes += len(text)
+
+    def end(self) -> None:
+        """Drop what is pending and queue ``CLOSED``: the socket closes next."""
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self.queued_bytes = 0
+        self._queue.put_nowait(CLOSED)
+
+    async def get(self) -> str | dict[str, Any]:
+        """The next event's JSON text, or ``CLOSED``."""
+        item = await self._queue.get()
+        if isinstance(item, str):
+            self.queued_bytes -= len(item)
+        return item
+
+
 @dataclass
 class _Subscriber:
     tail: Tail
     loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[dict[str, Any]]
+    queue: TailQueue
 
 
 class TailHub:
@@ -146,15 +189,17 @@ class TailHub:
         self._lock = threading.Lock()
         self._subscribers: dict[str, list[_Subscriber]] = {}
 
-    def subscribe(self, tail: Tail) -> asyncio.Queue[dict[str, Any]]:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_LIMIT)
+    def subscribe(self, tail: Tail) -> TailQueue:
+        """A queue of the worker's events for one socket, or ``TooManyTails``."""
+        queue = TailQueue()
         with self._lock:
-            self._subscribers.setdefault(tail.script_id, []).append(
-                _Subscriber(tail, asyncio.get_running_loop(), queue)
-            )
+            subscribers = self._subscribers.setdefault(tail.script_id, [])
+            if len(subscribers) >= MAX_SOCKETS_PER_SCRIPT:
+                raise TooManyTails(tail.script_id)
+            subscribers.append(_Subscriber(tail, asyncio.get_running_loop(), queue))
         return queue
 
-    def unsubscribe(self, tail: Tail, queue: asyncio.Queue[dict[str, Any]]) -> None:
+    def unsubscribe(self, tail: Tail, queue: TailQueue) -> None:
         with self._lock:
             remaining = [
                 s for s in self._subscribers.get(tail.script_id, []) if s.queue is not queue
@@ -169,7 +214,7 @@ class TailHub:
         with self._lock:
             subscribers = self._subscribers.pop(script_id, [])
         for sub in subscribers:
-            sub.loop.call_soon_threadsafe(_force, sub.queue, CLOSED)
+            sub.loop.call_soon_threadsafe(sub.queue.end)
         return len(subscribers)
 
     def close_tails(self, tail_ids: Collection[str]) -> int:
@@ -185,7 +230,7 @@ class TailHub:
                 else:
                     del self._subscribers[script_id]
         for sub in ended:
-            sub.loop.call_soon_threadsafe(_force, sub.queue, CLOSED)
+            sub.loop.call_soon_threadsafe(sub.queue.end)
         return len(ended)
 
     def has_subscribers(self, script_id: str) -> bool:
@@ -197,20 +242,9 @@ class TailHub:
         with self._lock:
             subscribers = list(self._subscribers.get(script_id, []))
         delivered = 0
-        payload = event.to_trace_v1()
+        text = json.dumps(event.to_trace_v1())
         for sub in subscribers:
             if matches(sub.tail.filters, event):
-                sub.loop.call_soon_threadsafe(_offer, sub.queue, payload)
+                sub.loop.call_soon_threadsafe(sub.queue.offer, text)
                 delivered += 1
         return delivered
-
-
-def _offer(queue: asyncio.Queue[dict[str, Any]], payload: dict[str, Any]) -> None:
-    if not queue.full():
-        queue.put_nowait(payload)
-
-
-def _force(queue: asyncio.Queue[dict[str, Any]], payload: dict[str, Any]) -> None:
-    while queue.full():
-        queue.get_nowait()
-    queue.put_nowait(payload)

@@ -82,6 +82,7 @@ def tail_event(slot: VersionSlot, event: E.InvocationEvent) -> TailEvent:
         exceptions=exceptions,
         wall_time_ms=int(event.wall_ms),
         cpu_time_ms=int(event.cpu_ms),
+        truncated=event.truncated,
     )
     if event.kind == "scheduled":
         return TailEvent(cron=event.cron, scheduled_time_ms=int(event.scheduled_time_ms), **common)
