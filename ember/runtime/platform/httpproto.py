@@ -1,0 +1,72 @@
+"""uvicorn's httptools HTTP protocol with a bound on the request head (line and headers).
+
+uvicorn's httptools protocol has no limit on header size: llhttp and httptools buffer a header
+of any length until it ends. Anyone on the network could make ``ember serve`` hold a 30 MB
+header per connection, and the platform forwarded it to the worker, whose isolate died on the
+frame ("crashed", 502) together with every other request it was serving: one client cost a
+tenant its service and every tenant memory. Cloudflare refuses request heads past 128 KB
+(``431``); so does ember now, while they arrive, before they reach a worker.
+
+The count starts with a request and covers every byte read until its headers are complete, so
+at most ``MAX_HEAD_BYTES`` plus one read (what asyncio hands ``data_received``) is ever held.
+"""
+
+from __future__ import annotations
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+MAX_HEAD_BYTES = 128 * 1024
+_MESSAGE = (
+    f"Request Header Fields Too Large: the request line and headers exceed "
+    f"{MAX_HEAD_BYTES // 1024} KiB\n"
+).encode("ascii")
+
+
+class BoundedHeadProtocol(HttpToolsProtocol):
+    """``HttpToolsProtocol`` answering ``431`` to a request head over ``MAX_HEAD_BYTES``."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._in_head = True
+        self._head_bytes = 0
+        self._heads_completed = 0
+
+    def data_received(self, data: bytes) -> None:
+        if self._in_head:
+            self._head_bytes += len(data)
+        completed = self._heads_completed
+        super().data_received(data)
+        if self._heads_completed != completed:
+            # A head ended within this read: what follows is a body (or, pipelined, the start
+            # of the next head, counted from the next read on).
+            self._head_bytes = 0
+        elif self._in_head and self._head_bytes > MAX_HEAD_BYTES:
+            if not self.transport.is_closing():
+                self._refuse()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._heads_completed += 1
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True  # a pipelined request may follow on this connection
+
+    def _refuse(self) -> None:
+        head = [b"HTTP/1.1 431 Request Header Fields Too Large\r\n"]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [
+            b"content-type: text/plain; charset=utf-8\r\n",
+            b"content-length: " + str(len(_MESSAGE)).encode("ascii") + b"\r\n",
+            b"connection: close\r\n\r\n",
+            _MESSAGE,
+        ]
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.write(b"".join(head))
+        self.transport.close()
