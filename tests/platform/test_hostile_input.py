@@ -208,3 +208,14 @@ def test_a_temporary_account_stores_a_bounded_number_of_versions(tmp_path: Path)
             assert client.delete(f"/accounts/{account_id}/workers/scripts/one").status_code == 200
             assert _put(client, account_id, "two").status_code == 200
     plane.close()
+
+
+def test_a_malformed_secret_binding_is_not_echoed_in_the_error(
+    tenant: tuple[str, httpx.Client],
+) -> None:
+    """wrangler prints the error into (CI) logs: the secret's text must not be in it."""
+    account_id, client = tenant
+    binding = {"type": "secret_text", "text": "hunter2-do-not-print"}
+    status, code, message = error_of(_put(client, account_id, "w", bindings=[binding]))
+    assert (status, code) == (400, 10021)
+    assert "hunter2" not in message and "'secret_text'" in message and "'text'" in message

@@ -50,7 +50,14 @@ def validate_binding_specs(specs: Any) -> tuple[dict[str, Any], ...]:
 
 def _validate_one(spec: Any) -> None:
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-        raise InvalidUpload(f"each binding must be an object with a string 'name', got {spec!r}")
+        # Never echo the spec: it may be a secret_text binding, and wrangler prints this
+        # message into (CI) logs. Its type and keys say enough to find it.
+        shape = (
+            f"an object of type {spec.get('type')!r:.40} with keys {sorted(map(str, spec))}"
+            if isinstance(spec, dict)
+            else f"a JSON {type(spec).__name__}"
+        )
+        raise InvalidUpload(f"each binding must be an object with a string 'name', got {shape}")
     name, kind = spec["name"], spec.get("type")
     if not _NAME.match(name):
         raise InvalidUpload(f"binding name {name!r} must be an identifier (letters, digits, _)")
