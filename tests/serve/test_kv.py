@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from ember.bindings.kv.store import KVStore
 from tests.serve.conftest import ServeProcess, permanent_account, put_worker
 
 WORKER = """\
@@ -97,3 +98,40 @@ def test_values_multipart_metadata_keys_bulk_and_errors(serve: ServeProcess) -> 
         # Another account's token: 403 on this account's path, nothing about it in the error.
         refused = other.get(f"{base}/values/b64")
         assert refused.status_code == 403 and namespace not in refused.text
+
+
+GUARDED = """\
+from workers import Response
+
+async def on_fetch(request, env):
+    key = request.url.rsplit("/", 1)[1]
+    try:
+        await env.KV.put(key, "x" * 1000)
+    except Exception as exc:
+        return Response(str(exc), status=409)
+    return Response("stored")
+"""
+
+
+def test_a_deleted_namespace_takes_no_more_writes_from_a_running_worker(
+    serve: ServeProcess,
+) -> None:
+    """The binding used to write on into a deleted namespace (its isolate still running),
+    outside every account's quota and out of reach of GC: the data outlived the account."""
+    account_id, token = permanent_account(serve, "kvgone")
+    with serve.api(token) as api:
+        ns = api.post(f"/accounts/{account_id}/storage/kv/namespaces", json={"title": "t"}).json()
+        namespace = ns["result"]["id"]
+        binding = [{"name": "KV", "type": "kv_namespace", "namespace_id": namespace}]
+        assert put_worker(api, account_id, "kv", GUARDED, bindings=binding).status_code == 200
+        assert serve.worker("kvgone", "kv", "/before").text == "stored"
+        assert api.delete(f"/accounts/{account_id}/storage/kv/namespaces/{namespace}").json()[
+            "success"
+        ]
+        refused = serve.worker("kvgone", "kv", "/after")
+        assert refused.status_code == 409 and "does not exist" in refused.text
+    store = KVStore(serve.state_dir / "kv.sqlite3")
+    try:
+        assert store.list(namespace).keys == ()
+    finally:
+        store.close()

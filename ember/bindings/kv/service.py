@@ -24,6 +24,7 @@ from typing import Any
 from ember.bindings.base import BindingService, BindingSpec, CallContext, ServiceHost, StreamReply
 from ember.bindings.kv import limits
 from ember.bindings.kv.store import AsyncKVStore, KVEntry, KVQuota, KVQuotaExceeded, KVStore
+from ember.errors import NotFound
 
 # Values up to this size travel inside the reply frame; larger ones are streamed.
 INLINE_VALUE_BYTES = 256 * 1024
@@ -75,9 +76,14 @@ class KVService(BindingService):
         if ctx.count("kv_ops") > limits.MAX_OPS_PER_REQUEST:
             raise limits.KVError(op, 429, "Too many API requests by single worker invocation.")
         if not self._ready:
-            await self._store.run(
-                self._store.store.ensure_namespace, self.namespace_id, self._title, self._account
-            )
+            if self._account is None:  # ember dev: a binding's namespace exists once used
+                await self._store.run(
+                    self._store.store.ensure_namespace, self.namespace_id, self._title, None
+                )
+            else:
+                # A platform's namespaces are made (and deleted) by its control plane; a
+                # binding must not bring a deleted one back, outside its account's quota and GC.
+                await self._require_namespace(op)
             self._ready = True
         if method == "get":
             return await self._get(args)
@@ -152,9 +158,26 @@ class KVService(BindingService):
                 expiration=expires,
                 metadata=metadata,
                 quota=self._quota,
+                registered_only=self._account is not None,  # a platform's namespace
             )
         except KVQuotaExceeded as exc:
             raise limits.KVError("PUT", 413, str(exc)) from None
+        except NotFound:
+            raise self._gone("PUT") from None
+
+    async def _require_namespace(self, op: str) -> None:
+        try:
+            await self._store.run(self._store.store.get_namespace, self.namespace_id)
+        except NotFound:
+            raise self._gone(op) from None
+
+    def _gone(self, op: str) -> limits.KVError:
+        return limits.KVError(
+            op,
+            404,
+            f"KV namespace {self.namespace_id!r} bound as {self.binding} does not exist "
+            "(it was deleted); bind an existing namespace and deploy again",
+        )
 
     async def _list(self, args: list[Any]) -> object:
         prefix, limit, cursor = _arity("LIST", args, 3)

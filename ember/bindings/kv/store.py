@@ -217,15 +217,25 @@ class KVStore:
         expiration: int | None = None,
         metadata: str | None = None,
         quota: KVQuota | None = None,
+        registered_only: bool = False,
     ) -> None:
         """Write ``key``; returns after the transaction is committed (durable).
 
         With ``quota``, refuses (``KVQuotaExceeded``, nothing written) a write that would take
         the account's stored bytes past ``quota.max_bytes``; checked inside the transaction.
+        With ``registered_only``, a namespace that is not registered (``ensure_namespace``) is
+        ``NotFound``, checked in the same transaction.
         """
         raw_key = _encode(key)
         size = len(raw_key) + len(value) + (len(metadata.encode()) if metadata else 0)
         with self._lock, self._db:
+            if registered_only and not self._db.execute(
+                "SELECT 1 FROM namespaces WHERE id = ?", (namespace_id,)
+            ).fetchone():
+                # A platform never writes into a namespace that is not registered (deleted,
+                # say, while a worker bound to it kept running): nothing would count its bytes
+                # against a quota, and nothing would delete them with the account.
+                raise NotFound(f"KV namespace {namespace_id!r} does not exist")
             old = self._entry_bytes(namespace_id, raw_key)
             if quota is not None and size > old:
                 used = self._db.execute(

@@ -89,6 +89,7 @@ async def put_value(request: Request) -> Response:
             expiration=expires,
             metadata=metadata,
             quota=_quota(request, who),
+            registered_only=True,  # deleted meanwhile: refused, never written outside GC
         )
     except (limits.KVError, KVQuotaExceeded) as exc:
         return _refused(exc)
@@ -202,6 +203,7 @@ async def bulk_put(request: Request) -> Response:
                 expiration=expires,
                 metadata=metadata,
                 quota=quota,
+                registered_only=True,
             )
         except (limits.KVError, KVQuotaExceeded) as exc:
             return _refused(exc)  # earlier items stay written, as on the platform
