@@ -19,6 +19,7 @@ from ember.runtime.deployments.tail_events import (
     TailHub,
     TailLog,
 )
+from ember.runtime.deployments.tails import MAX_FILTER_BYTES, MAX_SESSIONS_PER_SCRIPT
 from tests.platform.conftest import RunningPlatform
 from tests.platform.helpers import error_of, temporary_account
 from tests.platform.test_hostile_input import _put
@@ -173,3 +174,22 @@ def test_a_worker_takes_a_bounded_number_of_tail_sockets(
                 await socket.close()
 
     assert asyncio.run(scenario()) == 1013
+
+
+def test_tail_sessions_of_a_worker_are_bounded_oldest_first(
+    platform: RunningPlatform, tenant: tuple[str, httpx.Client]
+) -> None:
+    """Each session is a row kept for six hours: a loop of creates (with 1 MiB of filters each)
+    used to grow the platform's database without bound."""
+    account_id, client = tenant
+    assert _put(client, account_id, "w").status_code == 200
+    tails = f"/accounts/{account_id}/workers/scripts/w/tails"
+    huge = {"filters": [{"query": "q" * (MAX_FILTER_BYTES + 1)}]}
+    status, code, message = error_of(client.post(tails, json=huge))
+    assert (status, code) == (400, 10001) and "bytes of JSON" in message
+    ids = [client.post(tails, json={}).json()["result"]["id"] for _ in range(25)]
+    with platform.plane.db.reader() as conn:
+        stored = {r["id"] for r in conn.execute("SELECT id FROM tails")}
+    assert stored == set(ids[-MAX_SESSIONS_PER_SCRIPT:])
+    for gone in ids[: 25 - MAX_SESSIONS_PER_SCRIPT]:
+        assert error_of(client.delete(f"{tails}/{gone}"))[0] == 404

@@ -42,6 +42,7 @@ async def create_tail(request: Request) -> Response:
     raw = await read_body(request, JSON_BODY_LIMIT)  # JSON sent as text/plain by wrangler
     body = parse_json(raw, "the tail filters") if raw.strip() else {}
     tail = plane_of(request).tails.create(who.account, request.path_params["name"], body)
+    hub_of(request.app.state).close_tails(tail.ended)
     origin = public_origin(request).replace("https://", "wss://").replace("http://", "ws://")
     api_root = request.scope.get("root_path", "")  # the API's mount point, e.g. /client/v4
     return ok(

@@ -173,6 +173,8 @@ class Tail:
     created_at: float
     expires_at: float
     filters: tuple[dict[str, Any], ...]
+    # On creation: older sessions of the worker this one replaced (their sockets are closed).
+    ended: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

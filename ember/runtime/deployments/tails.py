@@ -19,6 +19,8 @@ from ember.runtime.deployments.records import Account, Script, Tail
 
 TAIL_TTL_SECONDS = 6 * 3600
 MAX_FILTERS = 100
+MAX_FILTER_BYTES = 16 * 1024
+MAX_SESSIONS_PER_SCRIPT = 20
 _FILTER_KEYS = {
     "sampling_rate",
     "outcome",
@@ -36,16 +38,32 @@ class TailService:
         self._clock = clock
 
     def create(self, account: Account, name: str, filters: Any) -> Tail:
+        """A new session; past ``MAX_SESSIONS_PER_SCRIPT`` the oldest end (``ended``)."""
         checked = _check_filters(filters)
+        stored = json.dumps(list(checked))
+        if len(stored) > MAX_FILTER_BYTES:
+            raise InvalidRequest(
+                f"tail filters take at most {MAX_FILTER_BYTES} bytes of JSON, got {len(stored)}"
+            )
         now = self._clock()
         tail = Tail(uuid.uuid4().hex, "", now, now + TAIL_TTL_SECONDS, checked)
         with self._db.transaction() as conn:
             script = rows.require_script(conn, account.id, name)
+            # Sessions are rows kept for six hours (wrangler leaves one behind whenever it is
+            # killed); without a bound, a loop of creates filled the platform's disk.
+            older = [
+                r["id"]
+                for r in conn.execute(
+                    "SELECT id FROM tails WHERE script_id = ? ORDER BY created_at DESC, rowid DESC",
+                    (script.id,),
+                ).fetchall()[MAX_SESSIONS_PER_SCRIPT - 1 :]
+            ]
+            conn.executemany("DELETE FROM tails WHERE id = ?", [(t,) for t in older])
             conn.execute(
                 "INSERT INTO tails VALUES (?, ?, ?, ?, ?)",
-                (tail.id, script.id, now, tail.expires_at, json.dumps(list(checked))),
+                (tail.id, script.id, now, tail.expires_at, stored),
             )
-        return Tail(tail.id, script.id, now, tail.expires_at, checked)
+        return Tail(tail.id, script.id, now, tail.expires_at, checked, ended=tuple(older))
 
     def delete(self, account: Account, name: str, tail_id: str) -> None:
         with self._db.transaction() as conn:
