@@ -15,6 +15,8 @@ import httpx
 import pytest
 
 from ember.runtime.deployments.multipart import Part, build_multipart
+from ember.runtime.deployments.upload import MAX_ANNOTATION_CHARS
+from ember.runtime.deployments.writes import DEPLOYMENTS_KEPT
 from tests.platform.conftest import TEST_CONFIG, RunningPlatform, start_platform, worker_upload
 from tests.platform.helpers import error_of, temporary_account
 
@@ -219,3 +221,34 @@ def test_a_malformed_secret_binding_is_not_echoed_in_the_error(
     status, code, message = error_of(_put(client, account_id, "w", bindings=[binding]))
     assert (status, code) == (400, 10021)
     assert "hunter2" not in message and "'secret_text'" in message and "'text'" in message
+
+
+def test_deployments_and_their_messages_are_bounded(tenant: tuple[str, httpx.Client]) -> None:
+    """Re-deploying the live version is one cheap request, and its message was stored whole:
+    a loop of them grew the database without end."""
+    account_id, client = tenant
+    assert _put(client, account_id, "w").status_code == 200
+    base = f"/accounts/{account_id}/workers/scripts/w/deployments"
+    version = client.get(base).json()["result"]["deployments"][0]["versions"][0]["version_id"]
+
+    def deploy(message: str) -> httpx.Response:
+        return client.post(
+            base,
+            json={
+                "strategy": "percentage",
+                "versions": [{"version_id": version, "percentage": 100}],
+                "annotations": {"workers/message": message},
+            },
+        )
+
+    status, code, message = error_of(deploy("m" * (MAX_ANNOTATION_CHARS + 1)))
+    assert (status, code) == (400, 10001) and "workers/message" in message
+    status, code, _ = error_of(
+        _put(client, account_id, "w", annotations={"workers/tag": "t" * 5000})
+    )
+    assert (status, code) == (400, 10021)
+    for i in range(DEPLOYMENTS_KEPT + 5):
+        assert deploy(f"deploy {i}").status_code == 200
+    kept = client.get(base).json()["result"]["deployments"]
+    assert len(kept) == DEPLOYMENTS_KEPT
+    assert kept[0]["annotations"]["workers/message"] == f"deploy {DEPLOYMENTS_KEPT + 4}"

@@ -34,7 +34,7 @@ from ember.runtime.deployments.errors import InvalidRequest, UploadTooLarge
 from ember.runtime.deployments.multipart import parse_multipart
 from ember.runtime.deployments.records import DeploymentTarget, Version
 from ember.runtime.deployments.scripts import UploadResult
-from ember.runtime.deployments.upload import parse_worker_upload
+from ember.runtime.deployments.upload import MAX_ANNOTATION_CHARS, parse_worker_upload
 
 ACCOUNT = "/accounts/{account_id}"
 SCRIPT = ACCOUNT + "/workers/scripts/{name}"
@@ -239,6 +239,11 @@ async def post_deployment(request: Request) -> Response:
     annotations = body.get("annotations") or {}
     if not isinstance(annotations, dict):
         raise InvalidRequest("annotations must be an object")
+    message = annotations.get("workers/message")
+    if message is not None and len(str(message)) > MAX_ANNOTATION_CHARS:
+        raise InvalidRequest(
+            f'annotations["workers/message"] is longer than {MAX_ANNOTATION_CHARS} characters'
+        )
     name = request.path_params["name"]
     targets = [DeploymentTarget(t["version_id"], float(t["percentage"])) for t in raw_targets]
     plane = plane_of(request)

@@ -34,6 +34,8 @@ _KNOWN_EXTRA = {
     "compatibility_flags",
 }
 MAX_MODULE_NAME = 1024
+# Annotations (workers/message, workers/tag) are stored with every version and deployment.
+MAX_ANNOTATION_CHARS = 1024
 MAX_SEGMENT_BYTES = 255  # NAME_MAX on Linux file systems
 
 
@@ -173,4 +175,10 @@ def _annotations(value: Any) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise InvalidUpload("metadata.annotations must map strings to strings")
+    for key, text in value.items():
+        if len(key) > MAX_ANNOTATION_CHARS or len(text) > MAX_ANNOTATION_CHARS:
+            raise InvalidUpload(
+                f"metadata.annotations[{key[:64]!r}] is longer than {MAX_ANNOTATION_CHARS} "
+                "characters"
+            )
     return {k: v for k, v in value.items() if k != "workers/triggered_by"}

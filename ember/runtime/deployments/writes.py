@@ -22,6 +22,8 @@ from ember.runtime.deployments.records import (
     Version,
 )
 
+DEPLOYMENTS_KEPT = 100  # per worker, newest first (wrangler lists and rolls back from these)
+
 
 def write_version(
     conn: sqlite3.Connection,
@@ -93,6 +95,12 @@ def insert_deployment(
     conn.executemany(
         "INSERT INTO deployment_versions (deployment_id, version_id, percentage) VALUES (?, ?, ?)",
         [(deployment_id, t.version_id, t.percentage) for t in targets],
+    )
+    # A deployment is a cheap request away (POST .../deployments with the live version): keep
+    # the newest DEPLOYMENTS_KEPT so that a loop of them cannot grow the database without end.
+    conn.execute(
+        "DELETE FROM deployments WHERE script_id = ? AND seq <= ?",
+        (script.id, seq - DEPLOYMENTS_KEPT),
     )
     row = conn.execute("SELECT * FROM deployments WHERE id = ?", (deployment_id,)).fetchone()
     return rows.deployment(conn, row)
