@@ -229,9 +229,12 @@ class KVStore:
         raw_key = _encode(key)
         size = len(raw_key) + len(value) + (len(metadata.encode()) if metadata else 0)
         with self._lock, self._db:
-            if registered_only and not self._db.execute(
-                "SELECT 1 FROM namespaces WHERE id = ?", (namespace_id,)
-            ).fetchone():
+            if (
+                registered_only
+                and not self._db.execute(
+                    "SELECT 1 FROM namespaces WHERE id = ?", (namespace_id,)
+                ).fetchone()
+            ):
                 # A platform never writes into a namespace that is not registered (deleted,
                 # say, while a worker bound to it kept running): nothing would count its bytes
                 # against a quota, and nothing would delete them with the account.
