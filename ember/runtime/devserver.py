@@ -92,6 +92,7 @@ class DevServer:
         import uvicorn
 
         from ember.runtime.fasthttp import fast_protocol
+        from ember.runtime.httphead import BoundedHeadProtocol
 
         host = self.options.ip or self.config.dev.ip
         port = self.options.port if self.options.port is not None else self.config.dev.port
@@ -116,7 +117,9 @@ class DevServer:
             DeploymentHost(supervisor.resources, self.deployment.id),
             self.deployment.bindings,
         )
-        http: Any = "auto"  # uvicorn's default: httptools where installed
+        # httptools (uvicorn's default where installed) with the request head bounded: a head
+        # past 128 KiB is refused with 431 before it could reach (and kill) the isolate.
+        http: Any = BoundedHeadProtocol
         if self.options.fast_http:
             http = (
                 fast_protocol(

@@ -39,12 +39,13 @@ from urllib.parse import unquote
 
 import uvicorn
 from httptools import HttpParserInvalidURLError, parse_url
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from ember.runtime.fasthead import HeadCache, encode_head
 from ember.runtime.fastrequest import FastRequest
 from ember.runtime.faststream import ChunkedBody
 from ember.runtime.http import HttpResponse
+from ember.runtime.httphead import BoundedHeadProtocol
 from ember.runtime.router import INLINE_BODY_BYTES, SCHEDULED_PATHS, Router, request_head
 
 # The uvicorn releases whose HttpToolsProtocol this subclass was read against and tested with.
@@ -76,8 +77,9 @@ def _nothing_mounted(path: str) -> bool:
     return False
 
 
-class FastHttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a task-free path for bodiless requests."""
+class FastHttpProtocol(BoundedHeadProtocol):
+    """uvicorn's httptools protocol with a task-free path for bodiless requests (and the
+    request head bounded, ``httphead.py``)."""
 
     def __init__(
         self,
@@ -130,6 +132,7 @@ class FastHttpProtocol(HttpToolsProtocol):
         self._candidate = False
 
     def on_headers_complete(self) -> None:
+        self._head_complete()
         if self._qualifies():
             self._candidate = True  # its body (if any) and on_message_complete follow
             self._body = []
@@ -146,6 +149,7 @@ class FastHttpProtocol(HttpToolsProtocol):
         if not self._candidate:
             super().on_message_complete()
             return
+        self._message_complete()
         self._candidate = False
         body = b"".join(self._body) if self._body else None
         self._body = []

@@ -1,11 +1,15 @@
 """uvicorn's httptools HTTP protocol with a bound on the request head (line and headers).
 
+Both servers use it: ``ember serve`` as it is, ``ember dev`` through its fast path
+(``fasthttp.py`` subclasses it).
+
 uvicorn's httptools protocol has no limit on header size: llhttp and httptools buffer a header
 of any length until it ends. Anyone on the network could make ``ember serve`` hold a 30 MB
-header per connection, and the platform forwarded it to the worker, whose isolate died on the
-frame ("crashed", 502) together with every other request it was serving: one client cost a
-tenant its service and every tenant memory. Cloudflare refuses request heads past 128 KB
-(``431``); so does ember now, while they arrive, before they reach a worker.
+header per connection, and the server forwarded it to the worker, whose isolate died on the
+frame over ``MAX_FRAME_BYTES`` ("crashed", 502) together with every other request it was
+serving (in ``ember dev`` too, from a 2 MB header): one client cost a tenant its service and
+every tenant memory. Cloudflare refuses request heads past 128 KB (``431``); so does ember now,
+while they arrive, before they reach a worker.
 
 The count starts with a request and covers every byte read until its headers are complete, so
 at most ``MAX_HEAD_BYTES`` plus one read (what asyncio hands ``data_received``) is ever held.
@@ -23,38 +27,41 @@ _MESSAGE = (
 
 
 class BoundedHeadProtocol(HttpToolsProtocol):
-    """``HttpToolsProtocol`` answering ``431`` to a request head over ``MAX_HEAD_BYTES``."""
+    """``HttpToolsProtocol`` answering ``431`` to a request head over ``MAX_HEAD_BYTES``.
+
+    A subclass that overrides ``on_headers_complete`` or ``on_message_complete`` without
+    calling them here (``ember dev``'s fast path) calls ``_head_complete`` and
+    ``_message_complete`` itself.
+    """
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._in_head = True
-        self._head_bytes = 0
-        self._heads_completed = 0
+        self._in_head = True  # a request's head is being read (or the next one may start)
+        self._head_bytes = 0  # bytes read since then
 
     def data_received(self, data: bytes) -> None:
         if self._in_head:
             self._head_bytes += len(data)
-        completed = self._heads_completed
         super().data_received(data)
-        if self._heads_completed != completed:
-            # A head ended within this read: what follows is a body (or, pipelined, the start
-            # of the next head, counted from the next read on).
-            self._head_bytes = 0
-        elif self._in_head and self._head_bytes > MAX_HEAD_BYTES:
+        # A head that ended within this read reset the count (what follows it is a body, or a
+        # pipelined head counted from the next read on).
+        if self._in_head and self._head_bytes > MAX_HEAD_BYTES:
             if not self.transport.is_closing():
                 self._refuse()
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._in_head = True
-
     def on_headers_complete(self) -> None:
-        self._in_head = False
-        self._heads_completed += 1
+        self._head_complete()
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        self._message_complete()
+
+    def _head_complete(self) -> None:
+        self._in_head = False
+        self._head_bytes = 0
+
+    def _message_complete(self) -> None:
         self._in_head = True  # a pipelined request may follow on this connection
 
     def _refuse(self) -> None:

@@ -13,6 +13,7 @@ may render it in different seconds), bodies too, and so must whether the connect
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -34,6 +35,7 @@ from tests.runtime.harness import write_project
 
 WORKER = """
 import asyncio
+import contextlib
 import hashlib
 import json
 from urllib.parse import parse_qsl, urlsplit
@@ -311,3 +313,44 @@ def test_a_failure_before_the_isolate_answers_as_uvicorn_does(
     }
     assert answers[True] == answers[False]
     assert answers[True][0][0][0].startswith(b"HTTP/1.1 500"), answers
+
+
+def test_an_oversized_request_head_is_refused_on_both_paths(
+    servers: tuple[_Servers, list[int]],
+) -> None:
+    """A head past 128 KiB gets 431 while it arrives; before the bound it reached the isolate
+    as one frame past ``MAX_FRAME_BYTES`` and killed it (502 "crashed" for all it served)."""
+    both, _ = servers
+    for fast in (True, False):
+        events = both.sinks[fast].events
+        stopped = len([e for e in events if isinstance(e, E.LifecycleEvent)])
+        answers = both.client(lambda: _oversized_then_usual(both.addresses[fast]))  # noqa: B023
+        refused, after = answers
+        assert refused.startswith(b"HTTP/1.1 431 "), (fast, refused[:200])
+        assert after.startswith(b"HTTP/1.1 200 "), (fast, after[:200])
+        lifecycle = [e for e in events if isinstance(e, E.LifecycleEvent)][stopped:]
+        assert lifecycle == [], (fast, lifecycle)
+
+
+def _oversized_then_usual(address: tuple[str, int]) -> tuple[bytes, bytes]:
+    # Under the bound (64 KiB of header) is served; 2 MiB is refused before the head ends.
+    fits = b"GET /?size=1 HTTP/1.1\r\nHost: fast.test\r\nX-Big: " + b"a" * 65536 + b"\r\n\r\n"
+    served = _exchange(address, [(fits, "GET")], False)
+    assert served[0][0][0].startswith(b"HTTP/1.1 200 "), served
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: fast.test\r\nX-Big: ")
+        try:
+            sock.sendall(b"a" * (2 << 20) + b"\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused and closed while the rest was being written
+        refused = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(1 << 16):
+                refused += chunk
+    usual = b"GET /?size=1 HTTP/1.1\r\nHost: fast.test\r\nConnection: close\r\n\r\n"
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(usual)
+        after = b""
+        while chunk := sock.recv(1 << 16):
+            after += chunk
+    return refused, after

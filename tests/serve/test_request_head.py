@@ -10,7 +10,7 @@ import socket
 
 import httpx
 
-from ember.runtime.platform.httpproto import MAX_HEAD_BYTES
+from ember.runtime.httphead import MAX_HEAD_BYTES
 from tests.serve.conftest import ServeProcess, permanent_account, put_worker
 
 ECHO = """\

@@ -30,7 +30,7 @@ async def serve(
     """Serve until uvicorn is told to stop (SIGINT/SIGTERM), then shut the platform down."""
     import uvicorn
 
-    from ember.runtime.platform.httpproto import BoundedHeadProtocol
+    from ember.runtime.httphead import BoundedHeadProtocol
 
     config = uvicorn.Config(
         platform,
@@ -40,7 +40,7 @@ async def serve(
         log_level="warning",
         access_log=False,
         proxy_headers=False,  # nothing in front of it whose headers to trust
-        http=BoundedHeadProtocol,  # 431 past 128 KiB of request head (httpproto.py)
+        http=BoundedHeadProtocol,  # 431 past 128 KiB of request head (runtime/httphead.py)
         server_header=False,
         ws=TolerantWebSocketProtocol,
     )
