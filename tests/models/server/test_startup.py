@@ -21,6 +21,17 @@ from tests.models.server.live import running_server, server_settings, wait_until
 REPO = Path(__file__).resolve().parents[3]
 
 
+def _startup_lines(process: subprocess.Popen[str], ends: tuple[str, ...]) -> list[str]:
+    """The server's stderr lines up to and including the first that contains one of ``ends``."""
+    assert process.stderr is not None
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if any(end in line for end in ends):
+            break
+    return lines
+
+
 def test_no_traffic_before_the_model_is_ready(kimi_dir: Path) -> None:
     settings = server_settings(str(kimi_dir), served_model_name="kimi")
     with running_server(settings, load=False) as live:
@@ -85,12 +96,7 @@ def test_cli_prints_progress_and_serves(kimi_dir: Path) -> None:
         "tiny",
     )
     try:
-        assert process.stderr is not None
-        lines = []
-        for line in process.stderr:
-            lines.append(line)
-            if "ready:" in line or "failed" in line:
-                break
+        lines = _startup_lines(process, ("ready:", "failed"))
         text = "".join(lines)
         assert f"listening on http://127.0.0.1:{port}" in lines[0]
         assert "loaded DeepseekV3ForCausalLM weights" in text
@@ -188,12 +194,7 @@ def test_an_sglang_command_line_serves(kimi_dir: Path) -> None:
         "--trust-remote-code",
     )
     try:
-        assert process.stderr is not None
-        lines = []
-        for line in process.stderr:
-            lines.append(line)
-            if "ready:" in line or "rror" in line:
-                break
+        lines = _startup_lines(process, ("ready:", "rror"))
         assert "ready: serving" in lines[-1], "".join(lines)
         assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 200
     finally:
