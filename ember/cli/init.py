@@ -61,7 +61,9 @@ def init(name: str, parent: Path) -> None:
     if root.exists() and any(root.iterdir()):
         raise ConfigError(str(root), None, "a non-empty directory", "a new or empty directory")
     root.mkdir(parents=True, exist_ok=True)
-    date = datetime.date.today().isoformat()
+    # Today in UTC, as wrangler dates new projects: uploads refuse a date after UTC's today,
+    # which a local date east of Greenwich already is for part of every day.
+    date = datetime.datetime.now(datetime.UTC).date().isoformat()
     (root / "worker.py").write_text(WORKER.format(name=name))
     (root / "ember.yaml").write_text(CONFIG.format(name=name, date=date))
     (root / ".gitignore").write_text(GITIGNORE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import socket
 import subprocess
 import sys
@@ -105,6 +106,27 @@ def test_a_taken_port_is_one_line_as_in_wrangler(tmp_path: Path, command: str) -
         "not already running a server on this address or specify a different port with --port."
     ) in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_init_dates_the_project_in_utc(tmp_path: Path) -> None:
+    """Uploads refuse a compatibility_date after today in UTC (10021, as workerd): ``ember
+    init`` must not write a local date that is already tomorrow there. Run 14 hours ahead of
+    UTC and 12 behind, at any hour one of the two local dates differs from UTC's."""
+    # POSIX TZ strings (no tz database needed): "LOC-14" is 14 hours ahead of UTC.
+    for name, offset in (("ahead", "LOC-14"), ("behind", "LOC+12")):
+        before = datetime.datetime.now(datetime.UTC).date().isoformat()
+        result = subprocess.run(
+            [sys.executable, "-m", "ember", "init", name, "--dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TZ": offset},
+            timeout=30,
+        )
+        after = datetime.datetime.now(datetime.UTC).date().isoformat()
+        assert result.returncode == 0, result.stderr
+        written = (tmp_path / name / "ember.yaml").read_text()
+        dates = {f'compatibility_date: "{day}"' in written for day in (before, after)}
+        assert True in dates, (offset, written)
 
 
 def test_init_scaffolds_a_project_that_serves(tmp_path: Path) -> None:
