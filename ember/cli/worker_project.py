@@ -6,6 +6,7 @@ vars, KV namespaces, AI). The files uploaded are what wrangler uploads for a Pyt
 ``.py`` module under the entry's directory (the module root, names relative to it), the project's
 ``python_modules/`` (vendored packages, as ``python_modules/<path>``), and other files under the
 module root as data modules (text or bytes), so the worker can read its templates and data.
+The project's config files (``CONFIG_FILES`` at its root) are never uploaded.
 """
 
 from __future__ import annotations
@@ -54,9 +55,12 @@ class WorkerProject:
         """The module parts, entry first, named like wrangler names them."""
         entry = self.main.relative_to(self.module_root).as_posix()
         parts = [Part(entry, entry, "text/x-python", self.main.read_bytes())]
+        # The project's config files are not modules: wrangler never uploads its config, and
+        # with the entry at the project's root they would otherwise go up as data.
+        configs = {(self.root / n).resolve() for n in CONFIG_FILES}
         for path in sorted(_files(self.module_root)):
             name = path.relative_to(self.module_root).as_posix()
-            if name == entry or name.startswith("python_modules/"):
+            if name == entry or name.startswith("python_modules/") or path.resolve() in configs:
                 continue
             parts.append(Part(name, name, _content_type(path), path.read_bytes()))
         vendored = self.root / "python_modules"
