@@ -54,6 +54,23 @@ class ServiceError(BindingError):
         super().__init__(message)
 
 
+class ServiceUnavailable(ServiceError):
+    """A binding's service could not be built (its store cannot be opened, say).
+
+    Raised to the call that needed the service, with the binding's own ``kind`` so its client
+    reports it like any other refusal of that binding; the next call tries to build it again.
+    """
+
+    def __init__(self, kind: str, name: str, cause: BaseException) -> None:
+        self.binding = name
+        self.cause = cause
+        super().__init__(
+            f"env.{name}: the {kind} binding is unavailable: {cause}",
+            kind=kind,
+            data={"status": 503, "binding": name, "unavailable": True},
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class BindingSpec:
     """One configured binding: what ``env.<name>`` is, for one deployment."""

@@ -89,7 +89,14 @@ class CallRunner:
         if len(self._tasks) >= self._max:
             self._refuse(message.cid, upload, "limit", f"more than {self._max} concurrent calls")
             return
-        service = self._lookup(message.binding)
+        try:
+            service = self._lookup(message.binding)
+        except Exception:  # never let a lookup end the isolate (we are in data_received)
+            log.exception("looking up binding %s failed", message.binding)
+            self._refuse(
+                message.cid, upload, "internal", f"internal error in binding {message.binding}"
+            )
+            return
         if service is None:
             self._refuse(
                 message.cid, upload, "binding", f"env has no binding named {message.binding!r}"

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ember.bindings.base import BindingService, BindingSpec, import_target
+from ember.bindings.base import (
+    BindingService,
+    BindingSpec,
+    CallContext,
+    ServiceUnavailable,
+    StreamReply,
+    import_target,
+)
 from ember.bindings.registry import BindingRegistry
 from ember.runtime.deployment import Deployment
 
@@ -105,8 +112,15 @@ class DeploymentServices:
         binding_type = self.registry.by_kind(spec.kind)
         if binding_type.service is None:
             return None
-        factory: Any = import_target(binding_type.service)
-        service = factory(spec, DeploymentHost(self.resources, self.deployment.id))
+        try:
+            factory: Any = import_target(binding_type.service)
+            service = factory(spec, DeploymentHost(self.resources, self.deployment.id))
+        except Exception as exc:
+            # Built inside the isolate's protocol callback: raising here would end the isolate
+            # and every request in flight on it. Only the calls that need this binding fail,
+            # and nothing is cached, so the next call tries again (the user may fix the cause).
+            log.error("binding %s of %s cannot be built: %s", name, self.deployment.id, exc)
+            return _Unbuilt(ServiceUnavailable(spec.kind, name, exc))
         self._services[name] = service
         return service
 
@@ -122,3 +136,13 @@ class DeploymentServices:
                 await service.close()
             except Exception:
                 log.exception("closing a binding service of %s failed", self.deployment.id)
+
+
+class _Unbuilt(BindingService):
+    """Stands in for a service whose construction failed: every call raises why."""
+
+    def __init__(self, error: ServiceUnavailable) -> None:
+        self._error = error
+
+    async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
+        raise self._error

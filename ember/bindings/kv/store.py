@@ -41,7 +41,7 @@ from ember.bindings.kv.records import (
     KVQuotaExceeded,
     Namespace,
 )
-from ember.errors import NotFound
+from ember.errors import InternalError, NotFound
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,22 +68,40 @@ _ADDED_COLUMNS = (("account", "TEXT"), ("bytes", "INTEGER NOT NULL DEFAULT 0"))
 _ENTRY_BYTES = "length(key) + length(value) + COALESCE(length(CAST(metadata AS BLOB)), 0)"
 
 
+class KVStoreUnavailable(InternalError):
+    """The store's file cannot be opened as ember's KV database (names the file and why)."""
+
+    def __init__(self, path: Path, cause: BaseException) -> None:
+        self.path = path
+        super().__init__(
+            f"the KV store {path} cannot be opened ({cause}); expected an SQLite database "
+            "that ember can read and write (move the file away to start with an empty store)"
+        )
+
+
 class KVStore:
     """SQLite-backed KV namespaces (synchronous; one connection behind a lock)."""
 
     def __init__(self, path: Path | str, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
         self.clock = clock
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
-        os.close(fd)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA secure_delete=ON")
-        self._db.executescript(_SCHEMA)
-        self._add_missing_columns()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+            os.close(fd)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise KVStoreUnavailable(self.path, exc) from exc
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA secure_delete=ON")
+            self._db.executescript(_SCHEMA)
+            self._add_missing_columns()
+        except sqlite3.Error as exc:  # e.g. "file is not a database": a foreign or torn file
+            self._db.close()
+            raise KVStoreUnavailable(self.path, exc) from exc
 
     def _add_missing_columns(self) -> None:
         present = {row[1] for row in self._db.execute("PRAGMA table_info(namespaces)")}
