@@ -11,7 +11,7 @@
   an unbounded queue). ``rejectIfBusy`` refuses instead of waiting, once a replica is ready
   (while the model is still loading there are no busy slots to refuse over). A waiter gives up
   after ``queue_timeout_s`` (3007); if every replica failed to start, waiters fail at once with
-  why.
+  why (3043: a configuration that cannot start is not a capacity problem).
 """
 
 from __future__ import annotations
@@ -166,6 +166,13 @@ class ModelGroup:
         )
 
     def _hopeless_error(self) -> errors.UpstreamFailed:
+        failed = [r for r in self.replicas if r.state is State.FAILED and r.start_failure]
+        if failed and len(failed) == len(self.replicas):
+            # Nothing can start: the configuration is wrong, not the capacity (3043, not 3040).
+            replica = failed[-1]
+            assert replica.start_failure is not None  # invariant: filtered above
+            detail = replica.start_failure.describe(replica.short_name, replica.config)
+            return errors.model_start_failed(self.model_id, detail)
         reasons = [r.last_error for r in self.replicas if r.last_error]
         detail = reasons[-1] if reasons else "every replica is stopped"
         return errors.model_unavailable(self.model_id, detail)

@@ -104,6 +104,10 @@ class ReplicaConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     served_model_name: str | None = None
     model_path: str | None = None  # sglang: --model-path (default: the checkpoint directory)
+    # Where this replica was configured ("ember.yaml", 'ai.models."<id>"'), so an error it
+    # causes can name the key to fix; not part of its identity.
+    file: str = field(default="", compare=False)
+    key: str = field(default="", compare=False)
 
     @property
     def launched(self) -> bool:
@@ -326,6 +330,8 @@ def _replica(value: dict, file: str, where: str) -> ReplicaConfig:
         env=MappingProxyType({k: str(v) for k, v in env.items()}),
         served_model_name=value.get("served_model_name"),
         model_path=value.get("model_path"),
+        file=file,
+        key=where,
     )
 
 

@@ -1,9 +1,14 @@
 """Pool failures, each carrying the Workers AI error code the binding and the REST API send.
 
 The platform documents no code for "the backend crashed" or "the model could not load"; ember
-sends those as ``3040`` (out of capacity) with HTTP 503 and a description saying what happened,
-because 3040 is the code clients already treat as retryable (workers-ai-provider maps it to 429
-and retries). Capacity (queue full, ``rejectIfBusy``) is 3040/429 with the platform's own texts,
+sends a crash or a loss while serving as ``3040`` (out of capacity) with HTTP 503 and a
+description saying what happened, because 3040 is the code clients already treat as retryable
+(workers-ai-provider maps it to 429 and retries), and a retry may well succeed. A model whose
+replicas cannot start at all (a bad ``args`` entry, a missing backend) is different: retrying
+cannot help until its configuration changes, so it is ``3043`` "Internal server error" with
+HTTP 500, the code Workers AI answers for its own internal failures (observed in platform
+answers; the docs' error table has no row for it), naming the config key and the replica's own
+error line. Capacity (queue full, ``rejectIfBusy``) is 3040/429 with the platform's own texts,
 a per-deployment quota 3036/429, a timeout 3007/408 and a cancelled request 3008/408.
 """
 
@@ -23,6 +28,9 @@ REPLICA_FAILED = WorkersAIErrorCode(
 )
 MODEL_UNAVAILABLE = WorkersAIErrorCode(
     3040, 503, "Out of capacity", "Model {model} is unavailable: {detail}", True
+)
+MODEL_START_FAILED = WorkersAIErrorCode(
+    3043, 500, "Internal server error", "Model {model} cannot start: {detail}"
 )
 QUOTA_EXCEEDED = WorkersAIErrorCode(3036, 429, "Account limited", "{detail}", True)
 
@@ -73,6 +81,11 @@ def replica_failed(model: str, detail: str) -> UpstreamFailed:
 def model_unavailable(model: str, detail: str) -> UpstreamFailed:
     """No replica of ``model`` can serve (all failed to start, or the pool is closing)."""
     return UpstreamFailed(MODEL_UNAVAILABLE, model=model, detail=detail)
+
+
+def model_start_failed(model: str, detail: str) -> UpstreamFailed:
+    """Every replica of ``model`` failed to start, again and again: its configuration is wrong."""
+    return UpstreamFailed(MODEL_START_FAILED, model=model, detail=detail)
 
 
 def timed_out() -> UpstreamFailed:

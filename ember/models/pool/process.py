@@ -97,6 +97,15 @@ class ReplicaProcess:
                 await asyncio.wait_for(asyncio.shield(self._reader), 1.0)
         return code
 
+    def error_line(self) -> str | None:
+        """The child's last line that reports an error (else its last line), for messages:
+        ``Error: No such option '--bogus-flag'.`` rather than the usage text around it."""
+        lines = list(self.lines)
+        for line in reversed(lines):
+            if "error" in line.lower():
+                return line.strip()[-300:]
+        return lines[-1].strip()[-300:] if lines else None
+
     def last_words(self, count: int = 3) -> str:
         """The child's last output lines, joined (for error messages)."""
         return " | ".join(list(self.lines)[-count:])

@@ -4,10 +4,13 @@ A launched replica runs ``_supervise``: start the process, probe ``/health`` unt
 (an ember server answers 503 while it loads), serve, and when the process exits or stops
 answering (``unhealthy_after`` failed probes in a row) fail its in-flight requests at once,
 kill what is left of it and start it again after a backoff that doubles up to a cap. A replica
-that never became ready ``MAX_FAILED_STARTS`` times in a row is ``FAILED`` (a missing checkpoint
-does not get better by retrying); requests then fail at once with its last output, and a later
-request retries once the backoff cap has passed. An attached replica is only probed: it goes
-``DEAD`` (failing its requests) and back to ``READY`` with its health.
+that never became ready ``MAX_FAILED_STARTS`` times in a row is ``FAILED`` (a bad ``args`` entry
+or a missing checkpoint does not get better by retrying): requests then fail at once with its
+``StartFailure`` (the reason, the server's own error line, the config key), and a request after
+``retry_delay_s`` tries one more start; each failed round doubles that delay, up to
+``FAILED_RETRY_CAP_S``, so a broken configuration never turns into a restart loop. An attached
+replica is only probed: it goes ``DEAD`` (failing its requests) and back to ``READY`` with its
+health.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +32,7 @@ from ember.models.pool.process import ReplicaProcess
 MAX_FAILED_STARTS = 3
 STARTUP_PROBE_S = 0.2
 STABLE_AFTER_S = 60.0  # ready this long: the next crash restarts with the initial backoff
+FAILED_RETRY_CAP_S = 600.0  # a FAILED replica is tried again at most this often, at the latest
 
 
 class State(enum.Enum):
@@ -60,6 +65,32 @@ class Lease:
         if not self.released:
             self.released = True
             self.replica._release(self)
+
+
+@dataclass(frozen=True, slots=True)
+class StartFailure:
+    """Why a FAILED replica could not start, for the error its requests get."""
+
+    reason: str  # "exited with code 2 while loading"
+    error_line: str | None  # the server's own last error line
+    attempts: int  # failed starts in a row
+    retry_in_s: float  # how long until a request may start it again
+
+    def describe(self, replica: str, config: ReplicaConfig) -> str:
+        """The detail of the 3043 error: what happened, how often, and which key to check."""
+        text = f"{replica} {self.reason}"
+        if self.error_line:
+            text += f": {json.dumps(self.error_line, ensure_ascii=False)}"
+        text += (
+            f"; it failed to start {self.attempts} times in a row and is tried again in "
+            f"{self.retry_in_s:g} s"
+        )
+        file = config.file or "ember.yaml"
+        if config.args and config.key:
+            text += f"; check {config.key}.args in {file} (now {json.dumps(list(config.args))})"
+        elif config.key:
+            text += f"; check {config.key} in {file}"
+        return text
 
 
 @dataclass
@@ -108,6 +139,10 @@ class Replica:
         self.restarts = 0
         self.last_error: str | None = None
         self.failed_at = 0.0
+        self.failed_rounds = 0  # FAILED this many times since it last became ready
+        self.start_failure: StartFailure | None = None
+        self._failed_starts = 0
+        self._error_line: str | None = None
         self.process: ReplicaProcess | None = None
         self.last_command: LaunchCommand | None = None
         self._task: asyncio.Task[None] | None = None
@@ -153,11 +188,19 @@ class Replica:
         if self._stopping:
             return
         if self.state is State.FAILED:
-            if time.monotonic() - self.failed_at < self.settings.max_restart_backoff_s:
+            if time.monotonic() - self.failed_at < self.retry_delay_s:
                 return
             self.state = State.STOPPED
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._supervise())
+
+    @property
+    def retry_delay_s(self) -> float:
+        """How long a FAILED replica waits for its next start: the restart backoff's cap,
+        doubled for each round that failed since it was last ready, up to FAILED_RETRY_CAP_S."""
+        cap = max(FAILED_RETRY_CAP_S, self.settings.max_restart_backoff_s)
+        rounds = max(self.failed_rounds, 1)
+        return float(min(self.settings.max_restart_backoff_s * 2 ** (rounds - 1), cap))
 
     async def stop(self, drain_timeout: float = 0.0) -> None:
         """Stop taking requests, wait up to ``drain_timeout`` for in-flight ones, then stop."""
@@ -193,7 +236,9 @@ class Replica:
             await self._watch_attached()
             return
         backoff = self.settings.restart_backoff_s
-        failed_starts = 0
+        # A round after FAILED gets one start: the configuration that failed is still there.
+        allowed = 1 if self.failed_rounds else MAX_FAILED_STARTS
+        round_starts = 0
         while not self._stopping:
             became_ready, reason = await self._run_once()
             if self._stopping:
@@ -201,13 +246,13 @@ class Replica:
             self.last_error = reason
             self._fail_leases(f"{self.short_name} {reason}")
             if became_ready:
-                failed_starts = 0
+                self._failed_starts = round_starts = self.failed_rounds = 0
+                self.start_failure = None
             else:
-                failed_starts += 1
-                if failed_starts >= MAX_FAILED_STARTS:
-                    self.failed_at = time.monotonic()
-                    self._progress(f"{self.name} failed to start {failed_starts} times: {reason}")
-                    self._set(State.FAILED)
+                self._failed_starts += 1
+                round_starts += 1
+                if round_starts >= allowed:
+                    self._give_up(reason)
                     return
             self._set(State.DEAD)
             self.restarts += 1
@@ -219,6 +264,19 @@ class Replica:
                 if stable
                 else min(backoff * 2, self.settings.max_restart_backoff_s)
             )
+
+    def _give_up(self, reason: str) -> None:
+        """FAILED: keep why (without the output tail ``reason`` carries) until the next try."""
+        self.failed_at = time.monotonic()
+        self.failed_rounds += 1
+        self.start_failure = StartFailure(
+            reason=reason.split(" (last output: ", 1)[0],
+            error_line=self._error_line,
+            attempts=self._failed_starts,
+            retry_in_s=self.retry_delay_s,
+        )
+        self._progress(f"{self.name} failed to start {self._failed_starts} times: {reason}")
+        self._set(State.FAILED)
 
     def _uptime(self) -> float:
         return time.monotonic() - self._load_started
@@ -234,6 +292,7 @@ class Replica:
         self._progress(f"{self.name}: starting ({self.config.describe()})")
         process = ReplicaProcess(command, self._child_line)
         self.process = process
+        self._error_line = None
         try:
             await process.start()
         except OSError as exc:
@@ -243,6 +302,7 @@ class Replica:
         try:
             ready = await self._wait_ready(exited)
             if not ready:
+                self._error_line = process.error_line()
                 if exited.done():
                     return False, self._exit_reason(process, exited.result(), "while loading")
                 return False, f"did not become ready in {self.settings.startup_timeout_s:g} s"

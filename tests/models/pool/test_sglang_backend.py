@@ -98,5 +98,5 @@ def test_a_launched_sglang_replica_without_sglang_fails_clearly(tmp_path_factory
         return "no error"
 
     message = asyncio.run(main())
-    assert message.startswith(f"3040: Model {GLM} is unavailable: exited with code 1 while loading")
+    assert message.startswith(f"3043: Model {GLM} cannot start: replica 1 exited with code 1 while")
     assert "No module named 'sglang'" in message

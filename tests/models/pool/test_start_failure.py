@@ -1,0 +1,71 @@
+"""A replica that cannot start because of its configuration: a permanent error, not capacity.
+
+``args: ["--bogus-flag"]`` makes every launch of ``ember models serve`` exit with code 2. The
+request must fail with 3043/500 (not the retryable 3040), naming the config key and the
+server's own error line; later requests get the same error at once, without a new launch,
+until the retry delay (which grows with each failed round) has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ember.bindings.ai.gateway import AIGateway, AIRequestFailed, GatewayConfig
+from ember.bindings.ai.options import RunOptions
+from ember.models.pool.config import parse_pool_config
+from ember.models.pool.replica import State
+from tests.bindings.ai.support import GLM, tiny_checkpoints
+
+KEY = f'ai.models."{GLM}".args'
+
+
+def test_a_replica_that_cannot_start_is_a_permanent_error(tmp_path_factory) -> None:  # noqa: ANN001
+    glm, _ = tiny_checkpoints(tmp_path_factory)
+    config = parse_pool_config(
+        {GLM: {"checkpoint": str(glm), "args": ["--bogus-flag"]}},
+        {"restart_backoff_s": 0.05, "max_restart_backoff_s": 60.0},
+    )
+    lines: list[str] = []
+
+    async def main() -> tuple[list[AIRequestFailed], int, int, float]:
+        gateway = AIGateway(GatewayConfig(config, project_config=False), progress=lines.append)
+        failures: list[AIRequestFailed] = []
+        try:
+            for _ in range(2):
+                try:
+                    await gateway.run("t", GLM, {"prompt": "hi"}, RunOptions())
+                except AIRequestFailed as exc:
+                    failures.append(exc)
+            replica = gateway.pool.group(GLM).replicas[0]
+            assert replica.state is State.FAILED
+            launches = sum(": starting (" in line for line in lines)
+            restarts, delay = replica.restarts, replica.retry_delay_s
+            # Once the delay has passed (moved back here, not slept), a request tries one
+            # more start; it fails too, and the next delay is twice as long.
+            replica.failed_at -= delay
+            try:
+                await gateway.run("t", GLM, {"prompt": "hi"}, RunOptions())
+            except AIRequestFailed as exc:
+                assert "failed to start 4 times in a row" in exc.failure.message
+                assert "tried again in 120 s" in exc.failure.message
+            assert sum(": starting (" in line for line in lines) == launches + 1
+            assert replica.state is State.FAILED and replica.retry_delay_s == 2 * delay
+            return failures, launches, restarts, delay
+        finally:
+            await gateway.aclose()
+
+    failures, launches, restarts, delay = asyncio.run(main())
+    assert len(failures) == 2
+    for exc in failures:
+        failure = exc.failure
+        assert failure.code.code == 3043 and failure.status == 500, failure.message
+        assert not failure.code.retryable
+        message = failure.message
+        assert message.startswith(f"3043: Model {GLM} cannot start: replica 1 exited with code 2")
+        assert "Error: No such option '--bogus-flag'." in message  # the server's own line
+        assert KEY in message and "ember.yaml" in message
+        assert "failed to start 3 times in a row and is tried again in 60 s" in message
+    # The second request did not launch anything: three launches, then the error at once.
+    assert launches == 3, lines
+    assert restarts == 2
+    assert delay == 60.0
