@@ -17,7 +17,7 @@ from typing import Any
 
 from ember.bindings.ai.failures import LoraUnsupported
 from ember.models.api.chat_request import Dialect, parse_chat_request
-from ember.models.api.errors import WorkersAIErrorCode
+from ember.models.api.errors import JSON_MODE_NOT_MET, WorkersAIErrorCode
 from ember.models.api.sse import SSE_DONE, sse_data
 
 CHAT_PATH = "/v1/chat/completions"
@@ -76,6 +76,53 @@ def is_streaming(inputs: Mapping[str, Any]) -> bool:
     return inputs.get("stream") is True
 
 
+def wants_json(inputs: Mapping[str, Any]) -> bool:
+    """True when the caller asked for JSON Mode (``response_format`` json_object/json_schema)."""
+    fmt = inputs.get("response_format")
+    return isinstance(fmt, Mapping) and fmt.get("type") in ("json_object", "json_schema")
+
+
+def json_mode_miss(body: object, inputs: Mapping[str, Any]) -> str | None:
+    """Why a whole JSON Mode answer is not JSON (the platform then raises "JSON Mode couldn't
+    be met" instead of answering), or None when its content parses."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None  # not a chat completion: nothing to judge
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    if message.get("tool_calls"):
+        return None  # the model called a tool instead: its arguments are checked elsewhere
+    content = message.get("content")
+    if choice.get("finish_reason") == "length":
+        return f"the answer reached {token_limit(inputs)} (finish_reason 'length') " + (
+            "before any JSON" if not content else "before the JSON was complete"
+        )
+    if not isinstance(content, str) or not content.strip():
+        return "the answer has no content"
+    try:
+        json.loads(content)
+    except ValueError:
+        return "the answer's content is not valid JSON"
+    return None
+
+
+def json_mode_cut_short(limit: str) -> str:
+    """The description for a JSON Mode stream that ended with finish_reason "length"."""
+    return json_mode_failure_description(f"the answer reached {limit} (finish_reason 'length')")
+
+
+def json_mode_failure_description(reason: str) -> str:
+    """The platform's words first (clients match them), then what happened and what to do."""
+    return f"JSON Mode couldn't be met: {reason}; raise max_tokens (or disable thinking)"
+
+
+def token_limit(inputs: Mapping[str, Any]) -> str:
+    for key in ("max_completion_tokens", "max_tokens"):
+        if isinstance(inputs.get(key), int):
+            return f"{key}={inputs[key]}"
+    return "the model's token limit"
+
+
 def workers_error_event(code: WorkersAIErrorCode, description: str) -> bytes:
     """The last events of a Workers stream that failed midway."""
     return sse_data({"errors": [{"code": code.code, "message": description}]}) + SSE_DONE
@@ -86,6 +133,10 @@ def openai_error_event(code: WorkersAIErrorCode, description: str) -> bytes:
     kind = "server_error" if code.status >= 500 else "invalid_request_error"
     error = {"message": description, "type": kind, "param": None, "code": code.code}
     return sse_data({"error": error}) + SSE_DONE
+
+
+def _cut_short(data: str) -> bool:
+    return '"finish_reason":"length"' in data or '"finish_reason": "length"' in data
 
 
 def _event(data: str) -> bytes:
@@ -106,16 +157,32 @@ class StreamTranslator:
     ``{"response": "", "usage": ...}`` event, then ``[DONE]``; a replica's error event becomes
     ``{"errors": [{"code", "message"}]}``. OpenAI: the chunks as they are. Chunks that need no
     change (almost all) pass through as the replica's bytes, without being parsed.
+
+    JSON Mode (``json_limit``, the request's token limit, set): the platform does not stream it
+    and raises "JSON Mode couldn't be met" when the JSON cannot be completed. ember streams it;
+    a stream that ends with finish_reason "length" has sent incomplete JSON, so its last
+    events are that same error (5006) and ``[DONE]``, in place of the usage event, as for any
+    stream that fails midway. OpenAI's dialect keeps OpenAI's behaviour (finish_reason only).
     """
 
-    def __init__(self, dialect: Dialect, model: str, rename: bool) -> None:
+    def __init__(
+        self, dialect: Dialect, model: str, rename: bool, json_limit: str | None = None
+    ) -> None:
         self.workers = dialect == "workers"
         self.model = model
         self.rename = rename  # the replica calls the model by another name
+        self.json_limit = json_limit if self.workers else None
         self.done = False
 
     def feed(self, data: str) -> bytes:
         """The bytes for one replica event (maybe none); ``done`` once the stream ended."""
+        out = self._feed(data)
+        if self.json_limit is not None and not self.done and _cut_short(data):
+            self.done = True
+            out += workers_error_event(JSON_MODE_NOT_MET, json_mode_cut_short(self.json_limit))
+        return out
+
+    def _feed(self, data: str) -> bytes:
         if self.done:
             return b""
         if data == "[DONE]":
@@ -165,7 +232,9 @@ async def translate(
     yield translator.end()
 
 
-def reference_translation(events: list[str], dialect: Dialect, model: str) -> list[object]:
+def reference_translation(
+    events: list[str], dialect: Dialect, model: str, json_limit: str | None = None
+) -> list[object]:
     """The slow reference of ``StreamTranslator``: every event parsed, decided on the payload.
 
     Returns the payloads the caller should see (``"[DONE]"`` as the string); tests compare the
@@ -194,6 +263,12 @@ def reference_translation(events: list[str], dialect: Dialect, model: str) -> li
         if payload.get("model", model) != model:
             payload["model"] = model
         out.append(payload)
+        choices = payload.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        cut = isinstance(first, dict) and first.get("finish_reason") == "length"
+        if dialect == "workers" and json_limit is not None and cut:
+            error = {"code": JSON_MODE_NOT_MET.code, "message": json_mode_cut_short(json_limit)}
+            return [*out, {"errors": [error]}, "[DONE]"]
     return [*out, "[DONE]"]
 
 

@@ -25,8 +25,12 @@ from ember.bindings.ai.dialects import (
     StreamTranslator,
     completion_result,
     is_streaming,
+    json_mode_failure_description,
+    json_mode_miss,
     openai_error_event,
+    token_limit,
     upstream_body,
+    wants_json,
     workers_error_event,
 )
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
@@ -34,6 +38,7 @@ from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.errors import BindingError, InvalidModelInput, ModelNotFound
 from ember.models.api.chat_request import Dialect
+from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.sse import CONTENT_TYPE as SSE_CONTENT_TYPE
 from ember.models.pool.config import PoolConfig
 from ember.models.pool.pool import ModelPool, PooledStream, RequestOptions, stderr_progress
@@ -188,6 +193,11 @@ class AIGateway:
                     release()
                 if answer.status != 200:
                     raise upstream_refusal(model, answer.status, answer.body)
+                if dialect == "workers" and wants_json(inputs):
+                    miss = json_mode_miss(answer.body, inputs)
+                    if miss is not None:
+                        description = json_mode_failure_description(miss)
+                        raise AIRequestFailed(Failure(JSON_MODE_NOT_MET, description))
                 content = json.dumps(completion_result(answer.body, model)).encode("utf-8")
                 if key is not None and gateway is not None and gateway.cache_ttl:
                     self.cache.put(key, False, content, gateway.cache_ttl)
@@ -197,8 +207,11 @@ class AIGateway:
             release()
             raise
         ttl = gateway.cache_ttl if gateway is not None else None
+        json_limit = token_limit(inputs) if wants_json(inputs) else None
         chunks = AnswerStream(
-            self._translate(events, model, dialect, release, key, ttl), events, release
+            self._translate(events, model, dialect, release, key, ttl, json_limit),
+            events,
+            release,
         )
         return AIAnswer(request_id, 200, _headers(request_id, True, key), stream=chunks)
 
@@ -210,9 +223,10 @@ class AIGateway:
         release: Callable[[], None],
         key: str | None,
         ttl: int | None,
+        json_limit: str | None,
     ) -> AsyncIterator[bytes]:
         """The caller's event stream; quota released and the answer cached when it ends."""
-        translator = StreamTranslator(dialect, model, events.renamed)
+        translator = StreamTranslator(dialect, model, events.renamed, json_limit)
         recorded: list[bytes] | None = [] if key is not None else None
         try:
             while not translator.done:

@@ -234,6 +234,23 @@ def test_json_schema_holds_whole_and_while_streaming(ai: AI) -> None:
     jsonschema.validate(json.loads(content), UNIT)
 
 
+def test_json_mode_cut_short_raises_json_mode_couldnt_be_met(ai: AI) -> None:
+    # The audit's repro: thinking and JSON share 40 tokens, and the answer ends before the JSON
+    # does (content null, finish_reason "length"). The platform raises instead of answering.
+    inputs = {"prompt": "Give a json", "max_tokens": 40, "response_format": {"type": "json_object"}}
+    error = ai.post(GLM, inputs).json()
+    assert error["type"] == "InferenceUpstreamError", error
+    assert error["message"].startswith("5006: JSON Mode couldn't be met"), error
+    assert "max_tokens" in error["message"] and "'length'" in error["message"]
+    assert error["code"] == 5006 and error["status"] == 400
+    # Streamed, the tokens already went out: the stream ends with the same error event.
+    events = parse_sse(ai.post(GLM, {**inputs, "stream": True}, mode="stream").content)
+    assert events[-1] == "[DONE]"
+    (failed,) = events[-2]["errors"]
+    assert failed["code"] == 5006 and failed["message"].startswith("JSON Mode couldn't be met")
+    assert not any(isinstance(e, dict) and e.get("usage") and "response" in e for e in events)
+
+
 def test_raw_response_is_returned_as_is(ai: AI) -> None:
     ok = ai.post(GLM, {"prompt": "x", "max_tokens": 2}, {"returnRawResponse": True}, "raw")
     assert ok.status_code == 200 and ok.headers["content-type"] == "application/json"

@@ -141,7 +141,9 @@ def _random_stream(rng: random.Random) -> list[str]:
             "id": "c",
             "object": "chat.completion.chunk",
             "model": rng.choice([MODEL, "served-name"]),
-            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            "choices": [
+                {"index": 0, "delta": delta, "finish_reason": rng.choice([None, None, "length"])}
+            ],
         }
         if rng.random() < 0.3:
             chunk["usage"] = None
@@ -165,9 +167,11 @@ def test_translator_fast_path_matches_the_reference_on_random_streams(dialect: s
     for _ in range(300):
         events = _random_stream(rng)
         rename = any('"model":"served-name"' in e or '"model": "served-name"' in e for e in events)
-        translator = StreamTranslator(dialect, MODEL, rename)
+        json_limit = rng.choice([None, "max_tokens=40"])  # JSON Mode, or not
+        translator = StreamTranslator(dialect, MODEL, rename, json_limit)
         fast = b"".join(translator.feed(e) for e in events) + translator.end()
-        assert parse_sse(fast) == reference_translation(events, dialect, MODEL), events
+        expected = reference_translation(events, dialect, MODEL, json_limit)
+        assert parse_sse(fast) == expected, events
 
 
 def test_quota_slots_come_back_after_whole_answers_and_unread_streams() -> None:
