@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ember.bindings.ai.failures import LoraUnsupported
-from ember.models.api.chat_request import Dialect, parse_chat_request
+from ember.bindings.ai.raw_prompt import COMPLETIONS_PATH, raw_body, wants_raw
+from ember.models.api.chat_request import ChatRequest, Dialect, parse_chat_request
 from ember.models.api.errors import JSON_MODE_NOT_MET, WorkersAIErrorCode
 from ember.models.api.sse import SSE_DONE, sse_data
 
@@ -52,15 +54,34 @@ FORWARDED = (
 )
 
 
-def upstream_body(
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """What to send a replica for one request: the path, the body, and whether the prompt is
+    raw (a ``/v1/completions`` answer, turned back into the chat shape on the way out)."""
+
+    path: str
+    body: dict[str, Any]
+    raw: bool = False
+
+
+def upstream_request(
     model: str, inputs: Mapping[str, Any], dialect: Dialect, *, stream: bool
-) -> dict[str, Any]:
-    """Validate ``inputs`` (InvalidRequestField names the field) and build the replica's body."""
+) -> Upstream:
+    """Validate ``inputs`` (InvalidRequestField names the field) and build the replica's request."""
     if isinstance(inputs, Mapping) and inputs.get("lora") is not None:
         # The platform answers 5005 for a model without LoRA support; ignoring the field would
         # answer from the base model as if the adapter had been applied.
         raise LoraUnsupported("/lora", f"{model} does not support LoRa inference")
     request = parse_chat_request(inputs, dialect=dialect)
+    if dialect == "workers" and wants_raw(inputs):
+        return Upstream(COMPLETIONS_PATH, raw_body(model, inputs, stream=stream), raw=True)
+    return Upstream(CHAT_PATH, _chat_body(model, inputs, request, dialect, stream=stream))
+
+
+def _chat_body(
+    model: str, inputs: Mapping[str, Any], request: ChatRequest, dialect: Dialect, *, stream: bool
+) -> dict[str, Any]:
+    """The replica's ``/v1/chat/completions`` body for validated ``inputs``."""
     body: dict[str, Any] = {key: inputs[key] for key in FORWARDED if inputs.get(key) is not None}
     if request.from_prompt:
         body["messages"] = [{"role": "user", "content": inputs["prompt"]}]

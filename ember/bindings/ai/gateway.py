@@ -21,7 +21,6 @@ from typing import Any
 from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
 from ember.bindings.ai.dialects import (
-    CHAT_PATH,
     StreamTranslator,
     completion_result,
     is_streaming,
@@ -29,13 +28,14 @@ from ember.bindings.ai.dialects import (
     json_mode_miss,
     openai_error_event,
     token_limit,
-    upstream_body,
+    upstream_request,
     wants_json,
     workers_error_event,
 )
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
+from ember.bindings.ai.raw_prompt import as_chat_chunk, as_chat_completion
 from ember.errors import BindingError, InvalidModelInput, ModelNotFound
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
@@ -170,7 +170,7 @@ class AIGateway:
                 "set to true (the third argument of env.AI.run)",
             )
         stream = is_streaming(inputs)
-        body = upstream_body(model, inputs, dialect, stream=stream)
+        upstream = upstream_request(model, inputs, dialect, stream=stream)
         gateway = options.gateway
         key = None
         if gateway is not None and gateway.cache_ttl and not gateway.skip_cache:
@@ -188,28 +188,29 @@ class AIGateway:
             )
             if not stream:
                 try:
-                    answer = await self.pool.post(model, CHAT_PATH, body, request)
+                    answer = await self.pool.post(model, upstream.path, upstream.body, request)
                 finally:
                     release()
                 if answer.status != 200:
                     raise upstream_refusal(model, answer.status, answer.body)
+                result = as_chat_completion(answer.body) if upstream.raw else answer.body
                 if dialect == "workers" and wants_json(inputs):
-                    miss = json_mode_miss(answer.body, inputs)
+                    miss = json_mode_miss(result, inputs)
                     if miss is not None:
                         description = json_mode_failure_description(miss)
                         raise AIRequestFailed(Failure(JSON_MODE_NOT_MET, description))
-                content = json.dumps(completion_result(answer.body, model)).encode("utf-8")
+                content = json.dumps(completion_result(result, model)).encode("utf-8")
                 if key is not None and gateway is not None and gateway.cache_ttl:
                     self.cache.put(key, False, content, gateway.cache_ttl)
                 return AIAnswer(request_id, 200, _headers(request_id, False, key), content)
-            events = await self.pool.stream(model, CHAT_PATH, body, request)
+            events = await self.pool.stream(model, upstream.path, upstream.body, request)
         except BaseException:
             release()
             raise
         ttl = gateway.cache_ttl if gateway is not None else None
         json_limit = token_limit(inputs) if wants_json(inputs) else None
         chunks = AnswerStream(
-            self._translate(events, model, dialect, release, key, ttl, json_limit),
+            self._translate(events, model, dialect, release, key, ttl, json_limit, upstream.raw),
             events,
             release,
         )
@@ -224,6 +225,7 @@ class AIGateway:
         key: str | None,
         ttl: int | None,
         json_limit: str | None,
+        raw: bool = False,
     ) -> AsyncIterator[bytes]:
         """The caller's event stream; quota released and the answer cached when it ends."""
         translator = StreamTranslator(dialect, model, events.renamed, json_limit)
@@ -233,6 +235,8 @@ class AIGateway:
                 batch = await events.next_batch()
                 if not batch:
                     break
+                if raw:  # completion chunks -> the chat chunks the model's schema promises
+                    batch = [as_chat_chunk(data) for data in batch]
                 out = b"".join([translator.feed(data) for data in batch])
                 if out:
                     if recorded is not None:
@@ -271,7 +275,7 @@ class AIGateway:
 
             def validate(request: Mapping[str, Any], where: str) -> None:
                 try:
-                    upstream_body(model, request, "workers", stream=False)
+                    upstream_request(model, request, "workers", stream=False)
                 except LoraUnsupported:
                     raise  # 5005 for the whole batch, as for one request
                 except InvalidModelInput as exc:
@@ -287,11 +291,12 @@ class AIGateway:
         return AIAnswer(request_id, 200, _headers(request_id, False, None), content)
 
     async def _run_batch_item(self, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
-        body = upstream_body(model, {**request, "stream": False}, "workers", stream=False)
-        answer = await self.pool.post(model, CHAT_PATH, body, RequestOptions())
+        upstream = upstream_request(model, {**request, "stream": False}, "workers", stream=False)
+        answer = await self.pool.post(model, upstream.path, upstream.body, RequestOptions())
         if answer.status != 200:
             raise upstream_refusal(model, answer.status, answer.body)
-        return completion_result(answer.body, model)  # type: ignore[return-value]
+        result = as_chat_completion(answer.body) if upstream.raw else answer.body
+        return completion_result(result, model)  # type: ignore[return-value]
 
     def models(self) -> list[dict[str, Any]]:
         """The model list, as ``env.AI.models()`` and ``/ai/v1/models`` report it."""

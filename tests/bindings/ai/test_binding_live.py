@@ -251,6 +251,35 @@ def test_json_mode_cut_short_raises_json_mode_couldnt_be_met(ai: AI) -> None:
     assert not any(isinstance(e, dict) and e.get("usage") and "response" in e for e in events)
 
 
+def test_raw_prompt_skips_the_chat_template(ai: AI) -> None:
+    prompt = "<|user|>Say hi<|assistant|>"
+    inputs = {"prompt": prompt, "raw": True, "max_tokens": 6, "temperature": 0}
+    result = ai.post(GLM, inputs).json()["result"]
+    assert result["object"] == "chat.completion"
+    # Exactly what the model server answers for the untemplated text.
+    direct = httpx.post(
+        ai.replica_url(GLM) + "/v1/completions",
+        json={"model": GLM, "prompt": prompt, "max_tokens": 6, "temperature": 0},
+        timeout=60,
+    ).json()
+    assert result["usage"]["prompt_tokens"] == direct["usage"]["prompt_tokens"]
+    assert result["choices"][0]["message"]["content"] == direct["choices"][0]["text"]
+    templated = ai.post(GLM, {**inputs, "raw": False}).json()["result"]
+    assert templated["usage"]["prompt_tokens"] > result["usage"]["prompt_tokens"]
+    # Streamed: chat chunks carrying the same text, then the platform's usage event.
+    events = parse_sse(ai.post(GLM, {**inputs, "stream": True}, mode="stream").content)
+    text = "".join(
+        e["choices"][0]["delta"].get("content") or ""
+        for e in events
+        if isinstance(e, dict) and e.get("choices")
+    )
+    assert text == direct["choices"][0]["text"]
+    assert events[-2]["response"] == "" and events[-2]["usage"] == result["usage"]
+    # raw with messages is refused, naming the field.
+    refused = ai.post(GLM, {"messages": HI, "raw": True}).json()
+    assert refused["code"] == 5006 and "'/raw'" in refused["message"], refused
+
+
 def test_raw_response_is_returned_as_is(ai: AI) -> None:
     ok = ai.post(GLM, {"prompt": "x", "max_tokens": 2}, {"returnRawResponse": True}, "raw")
     assert ok.status_code == 200 and ok.headers["content-type"] == "application/json"
