@@ -26,7 +26,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
 from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shared_gateway
@@ -172,17 +172,30 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
 
     async def unserved_openai(request: Request) -> Response:
         await authorize(request, request.path_params.get("account"))
+        allowed = _allowed_methods(served, request)
+        if allowed:
+            message = _wrong_method(request, allowed)
+            error = {"message": message, "type": "invalid_request_error", "param": None}
+            body = {"error": {**error, "code": "method_not_allowed"}}
+            return JSONResponse(body, status_code=405, headers={"allow": ", ".join(allowed)})
         error = {"message": _unserved(request), "type": "invalid_request_error", "param": None}
         return JSONResponse({"error": {**error, "code": "not_found"}}, status_code=404)
 
     async def unserved_rest(request: Request) -> Response:
         await authorize(request, request.path_params.get("account"))
+        allowed = _allowed_methods(served, request)
+        if allowed:
+            # Cloudflare's API: 7001 for a method its route does not take (as ember's own
+            # control API answers), in the usual envelope, with the methods it does take.
+            errors = [{"code": 7001, "message": _wrong_method(request, allowed)}]
+            body = {"result": None, "success": False, "errors": errors, "messages": []}
+            return JSONResponse(body, status_code=405, headers={"allow": ", ".join(allowed)})
         # Cloudflare's API answers a path it has no route for with code 7000.
         errors = [{"code": 7000, "message": _unserved(request)}]
         body = {"result": None, "success": False, "errors": errors, "messages": []}
         return JSONResponse(body, status_code=404)
 
-    return [
+    served = [
         Route(prefix + "/run/{model:path}", run, methods=["POST"]),
         Route(prefix + "/models/search", search, methods=["GET"]),
         Route(prefix + "/v1/chat/completions", chat, methods=["POST"]),
@@ -191,7 +204,10 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         Route("/ai/v1/chat/completions", chat, methods=["POST"]),
         Route("/ai/v1/models", models, methods=["GET"]),
         Route("/ai/v1/models/{model:path}", model, methods=["GET"]),
-        # Last: any other path under the AI prefixes, answered in the caller's error shape.
+    ]
+    return [
+        *served,
+        # Last: any other path or method under the AI prefixes, in the caller's error shape.
         Route(prefix + "/v1/{rest:path}", unserved_openai, methods=ANY_METHOD),
         Route("/ai/v1/{rest:path}", unserved_openai, methods=ANY_METHOD),
         Route(prefix + "/{rest:path}", unserved_rest, methods=ANY_METHOD),
@@ -209,6 +225,24 @@ def _unserved(request: Request) -> str:
     # Without this a client saw a bare 'Error code: 404' (e.g. the openai client's
     # embeddings.create): say which path is not served and which are.
     return f"ember does not serve {request.method} {request.url.path}; it serves {SERVED}"
+
+
+def _allowed_methods(served: list[Route], request: Request) -> list[str]:
+    """The methods a served route takes at this path (empty when no route has the path)."""
+    scope = {**request.scope, "method": "\0"}  # any real method would fully match some route
+    allowed: set[str] = set()
+    for route in served:
+        match, _ = route.matches(scope)
+        if match is Match.PARTIAL and route.methods:
+            allowed |= route.methods - {"HEAD"}
+    return sorted(allowed)
+
+
+def _wrong_method(request: Request, allowed: list[str]) -> str:
+    return (
+        f"Method {request.method} not allowed for {request.url.path} "
+        f"(allowed: {', '.join(allowed)})"
+    )
 
 
 def ai_app(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -> Starlette:

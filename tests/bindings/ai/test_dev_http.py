@@ -286,3 +286,18 @@ def test_unserved_ai_paths_say_what_is_served(dev: DevServer) -> None:
     body = rest.json()
     assert rest.status_code == 404 and body["success"] is False and body["result"] is None
     assert "/ai/models/schema" in body["errors"][0]["message"]
+
+
+def test_a_served_path_with_the_wrong_method_is_a_405_in_the_callers_shape(dev: DevServer) -> None:
+    run = httpx.get(f"{dev.url}/client/v4/accounts/a/ai/run/{GLM}", timeout=30)
+    assert run.status_code == 405 and run.headers["allow"] == "POST"
+    body = run.json()
+    assert body["success"] is False and body["result"] is None and body["messages"] == []
+    (error,) = body["errors"]
+    assert error["code"] == 7001
+    assert error["message"].startswith("Method GET not allowed for /client/v4/accounts/a/ai/run/")
+    assert "allowed: POST" in error["message"]
+    chat = httpx.get(f"{dev.url}/ai/v1/chat/completions", timeout=30)
+    assert chat.status_code == 405 and chat.headers["allow"] == "POST"
+    assert chat.json()["error"]["code"] == "method_not_allowed"
+    assert "allowed: POST" in chat.json()["error"]["message"]
