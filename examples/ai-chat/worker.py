@@ -2,7 +2,9 @@
 
 GET  /          the page (page.html)
 POST /api/chat  {"messages": [...]} -> the model's answer as server-sent events, in the
-                platform's format (chat.completion.chunk events, then usage, then [DONE])
+                platform's format (chat.completion.chunk events, then usage, then [DONE]);
+                if env.AI.run refuses, {"error": {"code", "message", "retryable"}} with its
+                HTTP status, which the page shows in place of the answer
 """
 
 from pathlib import Path
@@ -40,5 +42,31 @@ class Default(WorkerEntrypoint):
         }
         # x-session-affinity keeps one conversation on one replica (its prefix cache).
         options = {"extraHeaders": {"x-session-affinity": str(body.get("session", "anonymous"))}}
-        stream = await self.env.AI.run(MODEL, inputs, options)
+        try:
+            stream = await self.env.AI.run(MODEL, inputs, options)
+        except Exception as error:  # InferenceUpstreamError: "<code>: <description>"
+            return ai_error(error)
         return Response(stream, headers={"content-type": "text/event-stream"})
+
+
+# Worth trying again later: out of capacity, the daily allocation, a timeout.
+RETRYABLE = {3040, 3036, 3007}
+
+
+def ai_error(error):
+    """The AI's refusal as JSON the page can show, with the platform's HTTP status."""
+    code, _, description = str(error).partition(": ")
+    code = getattr(error, "code", None) or (int(code) if code.isdigit() else None)
+    if code is None:
+        raise error  # not an AI error: a bug here, let the runtime report it
+    status = getattr(error, "status", None) or 502
+    retryable = code in RETRYABLE
+    message = description or str(error)
+    if retryable:
+        message = f"The model is busy right now, please try again in a moment ({message})"
+    headers = {}
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after:
+        headers["retry-after"] = str(max(1, round(retry_after)))
+    body = {"error": {"code": code, "message": message, "retryable": retryable}}
+    return Response.json(body, status=status, headers=headers)

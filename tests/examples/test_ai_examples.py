@@ -53,6 +53,20 @@ def test_hello_ai_answers_and_streams(
         assert events[-1] == "[DONE]" and events[-2]["usage"]["completion_tokens"] > 0
 
 
+def test_ai_chat_shows_an_ai_error_to_the_user(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    project = _project("ai-chat", tmp_path, tmp_path_factory)
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        # An input the platform refuses (5006), so no model has to load for the error.
+        ask = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}
+        answer = httpx.post(f"{dev.url}/api/chat", json=ask, timeout=120)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == 5006 and error["retryable"] is False
+    assert "max_completion_tokens" in error["message"]
+
+
 @pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed")
 def test_ai_chat_in_a_browser(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     project = _project("ai-chat", tmp_path, tmp_path_factory)
