@@ -27,6 +27,8 @@ async def fetch(request, env, ctx):
             Headers().append("x(y)", "1")
         if kind == "not-a-byte":
             return Response("x", headers={"x-price": "5€"})
+        if kind == "redirect":
+            return Response.redirect(request.headers.get("x-to"))
     except TypeError as exc:
         return Response(f"TypeError: {exc}", status=400)
     if kind == "padded":
@@ -169,3 +171,14 @@ def test_a_stream_that_fails_midway_is_still_logged(harness: Harness, tmp_path: 
     harness.wait_for(lambda: bool(harness.of_type(RequestEvent, deployment_id)))
     (event,) = harness.of_type(RequestEvent, deployment_id)
     assert (event.method, event.url.endswith("/cut"), event.outcome) == ("GET", True, "exception")
+
+
+def test_redirect_needs_an_absolute_url_as_workers_does(harness: Harness, tmp_path: Path) -> None:
+    # workerd's Response.redirect: "TypeError: Unable to parse URL: <url>" for a relative URL.
+    with harness.client(harness.deploy(write_project(tmp_path / "redir", RESPONSES))) as client:
+        for relative in ("/login", "login", "//host-only"):
+            refused = client.get("/", headers={"x-kind": "redirect", "x-to": relative})
+            assert refused.status_code == 400, relative
+            assert refused.text == f"TypeError: Unable to parse URL: {relative}"
+        ok = client.get("/", headers={"x-kind": "redirect", "x-to": "https://example.com/login"})
+        assert ok.status_code == 302 and ok.headers["location"] == "https://example.com/login"

@@ -9,6 +9,7 @@ passed to the client as it is produced.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -20,6 +21,12 @@ from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import Context, current_scope
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# A URL that parses without a base: a scheme, and for the special schemes a host after "//".
+_ABSOLUTE_URL = re.compile(
+    r"^\s*(?:(?:https?|wss?|ftp)://[^/?#\s]+|(?!(?:https?|wss?|ftp|file):)[a-z][a-z0-9+.-]*:"
+    r"|file:)",
+    re.IGNORECASE,
+)
 # The Fetch standard's null body statuses (101 and 103 are refused earlier, as out of range).
 NULL_BODY_STATUSES = frozenset({204, 205, 304})
 BodyInit = str | bytes | bytearray | memoryview | AsyncIterable[Any] | Iterable[Any] | None
@@ -243,12 +250,20 @@ class Response(_Body):
 
     @classmethod
     def redirect(cls, url: str, status: int = 302) -> Response:
-        """A redirect to ``url``."""
+        """A redirect to ``url``, which must be absolute: workerd parses it with no base URL
+        and throws ``TypeError: Unable to parse URL: <url>`` for ``/login``, so a relative
+        Location that works here would break once deployed."""
         if status not in REDIRECT_STATUSES:
             raise ValueError(
-                f"Invalid redirect status {status}: expected one of 301, 302, 303, 307, 308"
+                f"{status} is not a redirect status code. "
+                "It must be one of: 301, 302, 303, 307, or 308."
             )
-        return cls(None, status=status, headers={"location": str(url)})
+        text = str(url)
+        if not _ABSOLUTE_URL.match(text):
+            raise TypeError(f"Unable to parse URL: {text}")
+        if any(c in text for c in "\r\n\0"):
+            raise TypeError(f"Redirect URL cannot contain '\\r', '\\n', or '\\0': {text}")
+        return cls(None, status=status, headers={"location": text})
 
     def clone(self) -> Response:
         """A copy; only possible while the body is unread bytes (or absent)."""
