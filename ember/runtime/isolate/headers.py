@@ -107,6 +107,10 @@ class Headers:
         return list(self._items)
 
     def __iter__(self) -> Iterator[str]:
+        # Names, not (name, value) pairs: Cloudflare's Python SDK hands handlers
+        # ``request.headers`` as an ``http.client.HTTPMessage`` (workerd
+        # src/pyodide/internal/workers-api/src/workers/_workers.py), whose iteration yields
+        # names; only a raw JS Headers proxy yields pairs. Use ``items()`` for pairs.
         return iter(self.keys())
 
     def __len__(self) -> int:
