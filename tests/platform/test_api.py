@@ -192,6 +192,30 @@ def test_temporary_account_flow_and_claim(platform: RunningPlatform) -> None:
     assert httpx.get(temp["claim"]["url"]).status_code == 404
 
 
+def test_oversized_claim_form_gets_an_html_413_and_claims_nothing(
+    platform: RunningPlatform,
+) -> None:
+    temp = temporary_account(platform)
+    token = temp["claim"]["token"]
+    body = f"claimToken={token}&x=" + "a" * 20_000
+    for streamed in (False, True):  # declared Content-Length, and a chunked body counted as read
+        content = (
+            body.encode()
+            if not streamed
+            else iter([body.encode()[:10_000], body.encode()[10_000:]])
+        )
+        refused = httpx.post(
+            platform.url + "/claim-preview",
+            content=content,
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert refused.status_code == 413
+        assert refused.headers["content-type"].startswith("text/html")
+        assert "form" in refused.text and "16,384 bytes" in refused.text
+        assert "Worker upload" not in refused.text
+    assert httpx.get(temp["claim"]["url"]).status_code == 200  # still claimable
+
+
 def test_replayed_and_wrong_proof_of_work(platform: RunningPlatform) -> None:
     with httpx.Client(base_url=platform.api) as client:
         challenge = client.post("/provisioning/previews/challenge", json={}).json()["result"]

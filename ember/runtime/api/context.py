@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 
 from ember.runtime.api.live import LiveHooks
-from ember.runtime.deployments.errors import Forbidden, InvalidRequest, UploadTooLarge
+from ember.runtime.deployments.errors import BodyTooLarge, Forbidden, InvalidRequest
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, ApiToken
 from ember.wirejson import WireJSONError, loads_strict
@@ -62,17 +62,18 @@ def client_source(request: Request) -> str:
     return "api"
 
 
-async def read_body(request: Request, limit: int, *, temporary: bool = False) -> bytes:
-    """The request body, refusing (without reading it all) anything over ``limit`` bytes."""
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing (without reading it all) anything over ``limit`` bytes with
+    ``BodyTooLarge``; ``observed`` is the declared length, or what was read when it ran over."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise UploadTooLarge(int(declared), limit, temporary)
+        raise BodyTooLarge(int(declared), limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise UploadTooLarge(size, limit, temporary)
+            raise BodyTooLarge(size, limit)
         chunks.append(chunk)
     return b"".join(chunks)
 

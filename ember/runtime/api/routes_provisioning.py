@@ -20,9 +20,11 @@ from ember.runtime.api import serializers
 from ember.runtime.api.context import json_body, live_of, plane_of, public_origin, read_body
 from ember.runtime.api.envelope import ok
 from ember.runtime.api.routes_tail import hub_of
-from ember.runtime.deployments.errors import InvalidRequest
+from ember.runtime.deployments.errors import BodyTooLarge, InvalidRequest
 
 CLAIM_PATH = "/claim-preview"
+# The claim form holds one token; anything much bigger is not our form.
+CLAIM_FORM_LIMIT = 16 * 1024
 
 
 async def challenge(request: Request) -> Response:
@@ -104,7 +106,17 @@ async def claim_page(request: Request) -> Response:
 
 
 async def claim_submit(request: Request) -> Response:
-    form = parse_qs((await read_body(request, 16 * 1024)).decode("utf-8", "replace"))
+    try:
+        raw = await read_body(request, CLAIM_FORM_LIMIT)
+    except BodyTooLarge as exc:  # a page for the browser that posted it, not an API envelope
+        return _page(
+            "Form too large",
+            f"<p>The claim form sent {int(exc.observed):,} bytes; the claim form is at most "
+            f"{CLAIM_FORM_LIMIT:,} bytes (it holds only the claim token). Open the claim link "
+            "again and press its button.</p>",
+            status=413,
+        )
+    form = parse_qs(raw.decode("utf-8", "replace"))
     token = (form.get("claimToken") or [""])[0]
     try:
         claimed = plane_of(request).accounts.claim(token)

@@ -30,7 +30,7 @@ from ember.runtime.api.context import (
     worker_url,
 )
 from ember.runtime.api.envelope import ok, page_info
-from ember.runtime.deployments.errors import InvalidRequest, UploadTooLarge
+from ember.runtime.deployments.errors import BodyTooLarge, InvalidRequest, UploadTooLarge
 from ember.runtime.deployments.multipart import parse_multipart
 from ember.runtime.deployments.records import DeploymentTarget, Version
 from ember.runtime.deployments.scripts import UploadResult
@@ -56,7 +56,7 @@ async def _upload(request: Request, *, deploy: bool, create: bool = False) -> Up
     limit = plane.config.limits_for(who.account.temporary).max_script_bytes
     try:
         body = await read_body(request, limit + MULTIPART_OVERHEAD)
-    except UploadTooLarge as exc:
+    except BodyTooLarge as exc:
         raise UploadTooLarge(int(exc.observed), limit, who.account.temporary) from None
     upload = parse_worker_upload(parse_multipart(body, request.headers.get("content-type")))
     strict = request.query_params.get("bindings_inherit") == "strict"

@@ -11,8 +11,8 @@ marked "ember" are ours where Cloudflare's own is not documented.
     UserError ── InvalidRequest (10001) · InvalidUpload (10021) ── UnsupportedBinding (10021)
                  SecretsChanged (10220) · NamespaceTitleTaken (10014)
                  ProofOfWorkRejected (400, ember 1033) · TemporaryAccountsRefused (403, ember 1034)
-    LimitExceeded ── UploadTooLarge (413, 10027) · QuotaExceeded (403, 10037)
-                     RateLimited (429, 971)
+    LimitExceeded ── BodyTooLarge (413, 10001) ── UploadTooLarge (413, 10027)
+                     QuotaExceeded (403, 10037) · RateLimited (429, 971)
 """
 
 from __future__ import annotations
@@ -129,13 +129,29 @@ class TemporaryAccountsRefused(ControlPlaneError, UserError):
     http_status, cf_code = 403, 1034
 
 
-class UploadTooLarge(ControlPlaneError, LimitExceeded):
+class BodyTooLarge(ControlPlaneError, LimitExceeded):
+    """A request body over what its endpoint reads (``context.read_body``). Routes with a
+    better word for it (a Worker upload, the claim form) answer in their own terms."""
+
+    http_status, cf_code = 413, 10001
+
+    def __init__(self, observed: int, maximum: int, message: str | None = None) -> None:
+        super().__init__(
+            "request_body",
+            observed,
+            maximum,
+            message
+            or f"The request body is {observed:,} bytes; this endpoint reads at most "
+            f"{maximum:,} bytes.",
+        )
+
+
+class UploadTooLarge(BodyTooLarge):
     http_status, cf_code = 413, 10027
 
     def __init__(self, observed: int, maximum: int, temporary: bool) -> None:
         scope = "temporary accounts" if temporary else "this platform"
         super().__init__(
-            "script_size",
             observed,
             maximum,
             f"The Worker upload is {observed:,} bytes; the limit for {scope} is {maximum:,} "
