@@ -27,6 +27,7 @@ from ember.runtime.api import (
 )
 from ember.runtime.api.envelope import ember_error_handler, fail, unexpected_error_handler
 from ember.runtime.api.live import LiveHooks, StateOnly
+from ember.runtime.api.uploads import Uploads
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.tail_events import TailHub
 
@@ -65,8 +66,10 @@ def create_api_app(
     *,
     live: LiveHooks | None = None,
     first_routes: list[BaseRoute] | None = None,
+    uploads: Uploads | None = None,
 ) -> Starlette:
-    """``first_routes`` are matched before the API's mount (full paths, e.g. the AI routes)."""
+    """``first_routes`` are matched before the API's mount (full paths, e.g. the AI routes);
+    ``uploads`` runs Worker uploads off the event loop (a default one over ``plane``)."""
     app = Starlette(
         routes=[
             *(first_routes or []),
@@ -83,5 +86,6 @@ def create_api_app(
     app.state.plane = plane
     app.state.tail_hub = tail_hub or TailHub()
     app.state.live = live or StateOnly()
+    app.state.uploads = uploads or Uploads(plane)
     app.state.api_prefix = API_PREFIX
     return app

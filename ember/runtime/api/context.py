@@ -8,6 +8,7 @@ from typing import Any
 from starlette.requests import Request
 
 from ember.runtime.api.live import LiveHooks
+from ember.runtime.api.uploads import Uploads
 from ember.runtime.deployments.errors import BodyTooLarge, Forbidden, InvalidRequest
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, ApiToken
@@ -32,6 +33,11 @@ def plane_of(request: Request) -> ControlPlane:
 def live_of(request: Request) -> LiveHooks:
     """What runs the deployments (``StateOnly`` when the control API runs alone)."""
     return request.app.state.live
+
+
+def uploads_of(request: Request) -> Uploads:
+    """Where Worker uploads are parsed, stored and written out (off the event loop)."""
+    return request.app.state.uploads
 
 
 def bearer(request: Request) -> str | None:

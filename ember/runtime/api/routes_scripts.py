@@ -12,6 +12,7 @@ route switched. A crash between the two leaves a stored version that is not live
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from starlette.requests import Request
@@ -27,14 +28,14 @@ from ember.runtime.api.context import (
     live_of,
     plane_of,
     read_body,
+    uploads_of,
     worker_url,
 )
 from ember.runtime.api.envelope import ok, page_info
+from ember.runtime.api.uploads import UploadRequest
 from ember.runtime.deployments.errors import BodyTooLarge, InvalidRequest, UploadTooLarge
-from ember.runtime.deployments.multipart import parse_multipart
 from ember.runtime.deployments.records import DeploymentTarget, Version
-from ember.runtime.deployments.scripts import UploadResult
-from ember.runtime.deployments.upload import MAX_ANNOTATION_CHARS, parse_worker_upload
+from ember.runtime.deployments.upload import MAX_ANNOTATION_CHARS
 
 ACCOUNT = "/accounts/{account_id}"
 SCRIPT = ACCOUNT + "/workers/scripts/{name}"
@@ -50,7 +51,10 @@ def _live_version(request: Request, name: str) -> Version | None:
     return plane.scripts.version(who.account, name, live.versions[0].version_id)
 
 
-async def _upload(request: Request, *, deploy: bool, create: bool = False) -> UploadResult:
+async def _read_upload(request: Request, *, deploy: bool, create: bool = False) -> UploadRequest:
+    """The upload as read from the wire; parsed and stored later, on an upload thread
+    (``uploads.py``). Read before taking the worker's lock, so a slow client holds up nobody:
+    uploads of one worker are stored in the order their bodies arrived, as before."""
     who = caller(request)
     plane = plane_of(request)
     limit = plane.config.limits_for(who.account.temporary).max_script_bytes
@@ -58,41 +62,47 @@ async def _upload(request: Request, *, deploy: bool, create: bool = False) -> Up
         body = await read_body(request, limit + MULTIPART_OVERHEAD)
     except BodyTooLarge as exc:
         raise UploadTooLarge(int(exc.observed), limit, who.account.temporary) from None
-    upload = parse_worker_upload(parse_multipart(body, request.headers.get("content-type")))
-    strict = request.query_params.get("bindings_inherit") == "strict"
-    return plane.scripts.upload(
-        who.account,
-        request.path_params["name"],
-        upload,
+    return UploadRequest(
+        account=who.account,
+        name=request.path_params["name"],
+        body=body,
+        content_type=request.headers.get("content-type"),
         deploy=deploy,
-        source=who.source,
-        strict_inherit=strict,
         create=create,
+        source=who.source,
+        strict_inherit=request.query_params.get("bindings_inherit") == "strict",
     )
+
+
+async def _discard(request: Request, name: str, version_id: str) -> None:
+    """Drop a stored version that was refused; shielded, so a client that hangs up while it
+    runs cannot leave the version (and its files) half removed."""
+    uploads = uploads_of(request)
+    await asyncio.shield(uploads.discard(caller(request).account, name, version_id))
 
 
 async def put_script(request: Request) -> Response:
     who = caller(request)
     plane = plane_of(request)
     name = request.path_params["name"]
-    stored = await _upload(request, deploy=False, create=True)
-    version = stored.version
-    started = time.perf_counter()
-    try:
-        async with live_of(request).deploying(who.account, name, [version.id]):
-            message = version.annotations.get("workers/message")
-            plane.scripts.deploy(
-                who.account,
-                name,
-                [DeploymentTarget(version.id, 100.0)],
-                {"workers/message": message} if message else {},
-                force=False,
-                source=who.source,
-            )
-    except BaseException:
-        if plane.scripts.discard_undeployed(who.account, name, version.id):
-            plane.files.remove_version(who.account.id, version.id)
-        raise
+    upload = await _read_upload(request, deploy=False, create=True)
+    async with uploads_of(request).worker(who.account.id, name):
+        version = (await uploads_of(request).store(upload)).version
+        started = time.perf_counter()
+        try:
+            async with live_of(request).deploying(who.account, name, [version.id]):
+                message = version.annotations.get("workers/message")
+                plane.scripts.deploy(
+                    who.account,
+                    name,
+                    [DeploymentTarget(version.id, 100.0)],
+                    {"workers/message": message} if message else {},
+                    force=False,
+                    source=who.source,
+                )
+        except BaseException:
+            await _discard(request, name, version.id)
+            raise
     body = serializers.script(plane.scripts.get(who.account, name), version)
     body["deployment_id"] = version.id  # wrangler reads this as the version id
     body["startup_time_ms"] = round((time.perf_counter() - started) * 1000)
@@ -133,8 +143,8 @@ async def delete_script(request: Request) -> Response:
     plane = plane_of(request)
     versions = plane.scripts.delete(who.account, name)
     await live_of(request).reconcile(who.account.id, name)  # drains its isolates first
-    for version_id in versions:
-        plane.files.remove_version(who.account.id, version_id)
+    for version_id in versions:  # up to 10,000 files each: not on the event loop
+        await uploads_of(request).run(plane.files.remove_version, who.account.id, version_id)
     return ok(None)
 
 
@@ -183,16 +193,16 @@ async def script_subdomain(request: Request) -> Response:
 
 
 async def post_version(request: Request) -> Response:
-    result = await _upload(request, deploy=False)
     who = caller(request)
     name = request.path_params["name"]
-    try:
-        await live_of(request).prepare(who.account, name, result.version.id)
-    except BaseException:
-        plane = plane_of(request)
-        if plane.scripts.discard_undeployed(who.account, name, result.version.id):
-            plane.files.remove_version(who.account.id, result.version.id)
-        raise
+    upload = await _read_upload(request, deploy=False)
+    async with uploads_of(request).worker(who.account.id, name):
+        result = await uploads_of(request).store(upload)
+        try:
+            await live_of(request).prepare(who.account, name, result.version.id)
+        except BaseException:
+            await _discard(request, name, result.version.id)
+            raise
     return ok(serializers.version(result.version, who.account, result.script))
 
 

@@ -27,7 +27,7 @@ from ember.bindings.registry import BindingRegistry
 from ember.runtime import events as E
 from ember.runtime.deployments.errors import InvalidUpload, ScriptNotFound
 from ember.runtime.deployments.plane import ControlPlane
-from ember.runtime.deployments.records import Account, Script
+from ember.runtime.deployments.records import Account, Script, Version
 from ember.runtime.limits import Limits
 from ember.runtime.platform.routing import RouteTable, WorkerRoute
 from ember.runtime.platform.translate import VersionSlot, build_slot, slot_id
@@ -161,12 +161,21 @@ class LiveDeployments:
         except ScriptNotFound:
             return None
 
+    async def _build_slot(self, account: Account, script: Script, version: Version) -> VersionSlot:
+        """``build_slot`` on a thread: it reads the version's modules from the database and
+        writes them out when not yet on disk (10,000 small files: a second or more), work
+        that must not hold up the event loop every tenant is served from. Called under the
+        worker's lock, so one worker's slots are still built one at a time, in order."""
+        return await asyncio.to_thread(
+            build_slot, self.plane, self.registry, account, script, version, self.base_limits
+        )
+
     async def _prepare(self, account: Account, name: str, version_id: str) -> None:
         if slot_id(account, name, version_id) in self._slots:
             return  # already running or registered: it loaded before
         script = self.plane.scripts.get(account, name)
         version = self.plane.scripts.version(account, name, version_id)
-        slot = build_slot(self.plane, self.registry, account, script, version, self.base_limits)
+        slot = await self._build_slot(account, script, version)
         if slot.deployment is not None:
             try:
                 error = await self.supervisor.deploy(
@@ -199,9 +208,7 @@ class LiveDeployments:
                 ident = slot_id(account, name, target.version_id)
                 if ident not in self._slots:
                     version = self.plane.scripts.version(account, name, target.version_id)
-                    slot = build_slot(
-                        self.plane, self.registry, account, script, version, self.base_limits
-                    )
+                    slot = await self._build_slot(account, script, version)
                     if slot.deployment is not None:
                         try:
                             await self.supervisor.deploy(

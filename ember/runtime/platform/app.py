@@ -205,6 +205,7 @@ class Platform:
                 await self._housekeeping
         self.crons.close()
         await self.supervisor.close()
+        self.api.state.uploads.close()  # finishes a store in progress before the database closes
         self.plane.close()
 
     async def _housekeep(self) -> None:
