@@ -14,7 +14,7 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         max_workers: 5
         max_versions: 50
         max_script_size: 5MiB
-        max_kv_bytes: 10MiB
+        max_kv_bytes: 10MiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 5
         ai_requests_per_minute: 60
         cpu_ms_per_request: 50
