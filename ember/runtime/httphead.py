@@ -11,8 +11,9 @@ serving (in ``ember dev`` too, from a 2 MB header): one client cost a tenant its
 every tenant memory. Cloudflare refuses request heads past 128 KB (``431``); so does ember now,
 while they arrive, before they reach a worker.
 
-The count starts with a request and covers every byte read until its headers are complete, so
-at most ``MAX_HEAD_BYTES`` plus one read (what asyncio hands ``data_received``) is ever held.
+The count starts with a request and covers every byte read until its headers are complete; a
+read that would pass the bound is parsed only up to it, so a head past the bound never reaches
+the application, however its bytes are split into reads.
 """
 
 from __future__ import annotations
@@ -40,14 +41,23 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self._head_bytes = 0  # bytes read since then
 
     def data_received(self, data: bytes) -> None:
+        # A read that would take the head past the bound is parsed only up to it: a head that
+        # has not ended there is refused, even if its end came in the same read (asyncio hands
+        # over up to 256 KiB at once); what follows an ended head is parsed as usual.
+        while self._in_head and self._head_bytes + len(data) > MAX_HEAD_BYTES:
+            room = MAX_HEAD_BYTES - self._head_bytes
+            self._head_bytes = MAX_HEAD_BYTES
+            super().data_received(data[:room])
+            if self._head_bytes == MAX_HEAD_BYTES:  # no head ended within the bound
+                if self._in_head and not self.transport.is_closing():
+                    self._refuse()
+                return
+            if self.transport.is_closing() or self.transport.get_protocol() is not self:
+                return  # answered, or upgraded (uvicorn passes nothing more on either)
+            data = data[room:]
         if self._in_head:
             self._head_bytes += len(data)
         super().data_received(data)
-        # A head that ended within this read reset the count (what follows it is a body, or a
-        # pipelined head counted from the next read on).
-        if self._in_head and self._head_bytes > MAX_HEAD_BYTES:
-            if not self.transport.is_closing():
-                self._refuse()
 
     def on_headers_complete(self) -> None:
         self._head_complete()
