@@ -8,6 +8,8 @@
     failures.py  any failure -> Workers AI code, status and description
     quota.py, cache.py, batches.py   per-tenant limits, response cache, async batches
     rest.py      the REST ``ai/run`` and OpenAI-compatible routes (starlette)
+    model_search.py  ``ai/models/search`` and ``env.AI.models()``: catalog objects, filters, pages
+    raw_prompt.py    ``raw: true``: the prompt sent without the chat template
     spec.py      the ``ai`` config section and the binding type
 
 ``BINDING_TYPE`` is imported lazily: an isolate importing the client must not load the pool.
