@@ -41,7 +41,8 @@ from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.sse import CONTENT_TYPE as SSE_CONTENT_TYPE
 from ember.models.pool.config import PoolConfig
-from ember.models.pool.pool import ModelPool, PooledStream, RequestOptions, stderr_progress
+from ember.models.pool.pool import ModelPool, RequestOptions, stderr_progress
+from ember.models.pool.pooled_stream import PooledStream
 from ember.models.pool.upstream import upstream_refusal
 
 GATEWAY_KEY = "ai.gateway"

@@ -10,8 +10,11 @@ and never cares which engine answers.
     launch.py     the command line of a launched replica (ember or SGLang)
     process.py    a launched replica's process: start, output capture, stop
     replica.py    one replica: health, state, restart after a crash
+    start_failure.py  why a replica is FAILED, and when it is tried again
     admission.py  one model's slots: least outstanding work, session affinity, bounded queue
     upstream.py   one request to a replica: JSON or a stream of SSE events
+    wire.py       a lean HTTP/1.1 client for replica streams
     pool.py       ModelPool: the models, lazy or eager start, drain, status
+    pooled_stream.py  a replica's event stream that holds its slot until it ends
     errors.py     failures, each carrying its Workers AI error code
 """

@@ -28,9 +28,9 @@ from ember.models.pool import errors
 from ember.models.pool.admission import ModelGroup
 from ember.models.pool.config import ModelServing, PoolConfig
 from ember.models.pool.launch import ModelSource, family_parsers, free_port, launch_command
+from ember.models.pool.pooled_stream import PooledStream
 from ember.models.pool.replica import Lease, Replica, ReplicaStatus, State
 from ember.models.pool.upstream import (
-    EventStream,
     ReplicaAnswer,
     ReplicaUnreachable,
     open_events,
@@ -79,61 +79,6 @@ class ModelStatus:
     @property
     def loaded(self) -> bool:
         return any(r.state == State.READY.value for r in self.replicas)
-
-
-class PooledStream:
-    """A replica's event stream that gives its slot back when it ends, however it ends."""
-
-    def __init__(self, events: EventStream, deadline: float) -> None:
-        self._events = events
-        self._timer = asyncio.get_running_loop().call_later(deadline, self._expire)
-        self.timed_out = False
-        self.replica = events.lease.replica
-
-    def _expire(self) -> None:
-        self.timed_out = True
-        self._events.lease.fail("the request timed out")
-        # Whether or not anybody still reads it, the replica stops and the slot is freed.
-        self._closer = asyncio.ensure_future(self.aclose())
-
-    def __aiter__(self) -> PooledStream:
-        return self
-
-    async def __anext__(self) -> str:
-        try:
-            return await self._events.__anext__()
-        except StopAsyncIteration:
-            await self.aclose()
-            raise
-        except errors.UpstreamFailed:
-            await self.aclose()
-            if self.timed_out:
-                raise errors.timed_out() from None
-            raise
-
-    async def next_batch(self) -> list[str]:
-        """Every event available now (see ``EventStream.next_batch``); [] at the end."""
-        try:
-            batch = await self._events.next_batch()
-        except errors.UpstreamFailed:
-            await self.aclose()
-            if self.timed_out:
-                raise errors.timed_out() from None
-            raise
-        if not batch:
-            await self.aclose()
-        return batch
-
-    @property
-    def renamed(self) -> bool:
-        """True when the replica calls the model by another name than the pool's id."""
-        return self.replica.served_name != self.replica.model_id
-
-    async def aclose(self) -> None:
-        """Stop (the replica aborts the generation) and give the slot back; idempotent."""
-        self._timer.cancel()
-        await self._events.aclose()
-        self._events.lease.release()
 
 
 class ModelPool:

@@ -7,8 +7,8 @@ kill what is left of it and start it again after a backoff that doubles up to a 
 that never became ready ``MAX_FAILED_STARTS`` times in a row is ``FAILED`` (a bad ``args`` entry
 or a missing checkpoint does not get better by retrying): requests then fail at once with its
 ``StartFailure`` (the reason, the server's own error line, the config key), and a request after
-``retry_delay_s`` tries one more start; each failed round doubles that delay, up to
-``FAILED_RETRY_CAP_S``, so a broken configuration never turns into a restart loop. An attached
+``retry_delay_s`` tries one more start; each failed round doubles that delay
+(``start_failure.py``), so a broken configuration never turns into a restart loop. An attached
 replica is only probed: it goes ``DEAD`` (failing its requests) and back to ``READY`` with its
 health.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,11 +27,11 @@ import httpx
 from ember.models.pool.config import PoolSettings, ReplicaConfig
 from ember.models.pool.launch import LaunchCommand
 from ember.models.pool.process import ReplicaProcess
+from ember.models.pool.start_failure import StartFailure, retry_delay
 
 MAX_FAILED_STARTS = 3
 STARTUP_PROBE_S = 0.2
 STABLE_AFTER_S = 60.0  # ready this long: the next crash restarts with the initial backoff
-FAILED_RETRY_CAP_S = 600.0  # a FAILED replica is tried again at most this often, at the latest
 
 
 class State(enum.Enum):
@@ -65,32 +64,6 @@ class Lease:
         if not self.released:
             self.released = True
             self.replica._release(self)
-
-
-@dataclass(frozen=True, slots=True)
-class StartFailure:
-    """Why a FAILED replica could not start, for the error its requests get."""
-
-    reason: str  # "exited with code 2 while loading"
-    error_line: str | None  # the server's own last error line
-    attempts: int  # failed starts in a row
-    retry_in_s: float  # how long until a request may start it again
-
-    def describe(self, replica: str, config: ReplicaConfig) -> str:
-        """The detail of the 3043 error: what happened, how often, and which key to check."""
-        text = f"{replica} {self.reason}"
-        if self.error_line:
-            text += f": {json.dumps(self.error_line, ensure_ascii=False)}"
-        text += (
-            f"; it failed to start {self.attempts} times in a row and is tried again in "
-            f"{self.retry_in_s:g} s"
-        )
-        file = config.file or "ember.yaml"
-        if config.args and config.key:
-            text += f"; check {config.key}.args in {file} (now {json.dumps(list(config.args))})"
-        elif config.key:
-            text += f"; check {config.key} in {file}"
-        return text
 
 
 @dataclass
@@ -196,11 +169,8 @@ class Replica:
 
     @property
     def retry_delay_s(self) -> float:
-        """How long a FAILED replica waits for its next start: the restart backoff's cap,
-        doubled for each round that failed since it was last ready, up to FAILED_RETRY_CAP_S."""
-        cap = max(FAILED_RETRY_CAP_S, self.settings.max_restart_backoff_s)
-        rounds = max(self.failed_rounds, 1)
-        return float(min(self.settings.max_restart_backoff_s * 2 ** (rounds - 1), cap))
+        """How long a FAILED replica waits for its next start (``start_failure.retry_delay``)."""
+        return retry_delay(self.settings.max_restart_backoff_s, self.failed_rounds)
 
     async def stop(self, drain_timeout: float = 0.0) -> None:
         """Stop taking requests, wait up to ``drain_timeout`` for in-flight ones, then stop."""

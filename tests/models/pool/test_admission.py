@@ -9,7 +9,8 @@ import pytest
 
 from ember.models.pool.config import parse_pool_config
 from ember.models.pool.errors import CapacityExceeded, UpstreamFailed
-from ember.models.pool.pool import ModelPool, PooledStream, RequestOptions
+from ember.models.pool.pool import ModelPool, RequestOptions
+from ember.models.pool.pooled_stream import PooledStream
 from ember.models.pool.replica import State
 from tests.models.pool.gate_server import GateServer, gate_servers
 

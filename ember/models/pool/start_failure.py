@@ -1,0 +1,51 @@
+"""Why a launched replica is FAILED, and when it may be started again.
+
+A replica that never became ready ``MAX_FAILED_STARTS`` times in a row (``replica.py``) keeps a
+``StartFailure``: requests fail at once with its description (the 3043 error: what happened,
+the server's own error line, the config key to check) instead of launching it again, until
+``retry_delay`` has passed; each failed round doubles that delay, so a broken configuration never
+turns into a restart loop.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ember.models.pool.config import ReplicaConfig
+
+FAILED_RETRY_CAP_S = 600.0  # a FAILED replica is tried again at most this often, at the latest
+
+
+def retry_delay(max_restart_backoff_s: float, failed_rounds: int) -> float:
+    """The wait before a FAILED replica's next start: the restart backoff's cap, doubled for
+    each round that failed since it was last ready, up to ``FAILED_RETRY_CAP_S``."""
+    cap = max(FAILED_RETRY_CAP_S, max_restart_backoff_s)
+    rounds = max(failed_rounds, 1)
+    return float(min(max_restart_backoff_s * 2 ** (rounds - 1), cap))
+
+
+@dataclass(frozen=True, slots=True)
+class StartFailure:
+    """Why a FAILED replica could not start, for the error its requests get."""
+
+    reason: str  # "exited with code 2 while loading"
+    error_line: str | None  # the server's own last error line
+    attempts: int  # failed starts in a row
+    retry_in_s: float  # how long until a request may start it again
+
+    def describe(self, replica: str, config: ReplicaConfig) -> str:
+        """The detail of the 3043 error: what happened, how often, and which key to check."""
+        text = f"{replica} {self.reason}"
+        if self.error_line:
+            text += f": {json.dumps(self.error_line, ensure_ascii=False)}"
+        text += (
+            f"; it failed to start {self.attempts} times in a row and is tried again in "
+            f"{self.retry_in_s:g} s"
+        )
+        file = config.file or "ember.yaml"
+        if config.args and config.key:
+            text += f"; check {config.key}.args in {file} (now {json.dumps(list(config.args))})"
+        elif config.key:
+            text += f"; check {config.key} in {file}"
+        return text
