@@ -6,7 +6,9 @@
 - ``integrity.py``: when KV pages are checked and what a failure means (torch-free);
 - ``model_runner.py``: a step's tensors, the forward over the flat batch, checks, sampling;
 - ``sampling.py``: per-request sampling through ``ember.models.sampling`` (greedy fast path);
+- ``prompt_logprobs.py``: the extra rows a step scores for requests that ask for prompt logprobs;
 - ``llm_engine.py``: ``LLMEngine`` (``add_request`` / ``step`` / ``abort``);
+- ``engine_types.py``: what it hands out (``RequestOutput``, ``Usage``, stats, flush results);
 - ``async_engine.py``: ``AsyncEngine``, the engine loop in its own thread behind asyncio.
 
 Shape letters as in ``ember/models/attention/backend.py``; ``S`` is the page size.

@@ -55,7 +55,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from ember.errors import BackendError, InvalidModelInput
-from ember.models.engine.llm_engine import FlushResult, LLMEngine, PreparedRequest, RequestOutput
+from ember.models.engine.engine_types import FlushResult, PreparedRequest, RequestOutput
+from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.sequence import StopCriteria
 from ember.models.sampling import SamplingParams
 

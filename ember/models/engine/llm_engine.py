@@ -7,15 +7,20 @@ returns one ``RequestOutput`` per request that produced a token, finished or fai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from ember.errors import ConfigError, InvalidModelInput, KVIntegrityError
 from ember.models.engine.block_manager import BlockManager
 from ember.models.engine.config import EngineConfig
+from ember.models.engine.engine_types import (
+    EngineStats,
+    FlushResult,
+    PreparedRequest,
+    RequestOutput,
+    Usage,
+)
 from ember.models.engine.integrity import IntegrityChecker
-from ember.models.engine.logprob_types import PromptLogprobSpec, PromptTokenLogprob
+from ember.models.engine.logprob_types import PromptLogprobSpec
 from ember.models.engine.model_runner import CausalLM, ModelRunner, Sampler, StepResult
 from ember.models.engine.sampling import TokenLogprobs
 from ember.models.engine.scheduler import Scheduler, SchedulerOutput
@@ -24,68 +29,6 @@ from ember.models.kernels import integrity_ops
 from ember.models.kv.pool import KVPool
 from ember.models.kv.spec import KVCacheDtype, KVSpec, kv_capacity, parse_kv_dtype
 from ember.models.sampling import SamplingParams, SamplingState
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int  # prompt tokens served from the prefix cache
-
-
-@dataclass(frozen=True, slots=True)
-class RequestOutput:
-    """What one step did for one request: its new tokens, and whether it is over."""
-
-    request_id: str
-    new_token_ids: tuple[int, ...]
-    finished: bool
-    finish_reason: str | None  # "stop" | "length" | "abort" | "error"
-    usage: Usage
-    error: Exception | None = None
-    logprobs: tuple[TokenLogprobs, ...] = ()  # one per new token, when the request asked
-    # The prompt's logprobs (from the spec's start token on), on the request's first output
-    # only, when it asked; None otherwise.
-    prompt_logprobs: tuple[PromptTokenLogprob, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedRequest:
-    """A validated request, ready for ``add_prepared`` (see ``prepare_request``)."""
-
-    prompt_token_ids: list[int]
-    stop: StopCriteria
-    state: SamplingState | None
-    prompt_logprobs: PromptLogprobSpec | None = None
-
-
-@dataclass(slots=True)
-class EngineStats:
-    steps: int = 0
-    prompt_tokens_computed: int = 0  # prefill tokens run through the model (recompute included)
-    generation_tokens: int = 0
-    preemptions: int = 0
-    integrity_failures: int = 0  # steps whose KV failed a check (the request recomputed)
-    integrity_errors: int = 0  # requests failed with KVIntegrityError after the retries
-    integrity_reuse_failures: int = 0  # cached pages dropped by the check before reuse
-    integrity_cpu_seconds: float = 0.0  # the checker's CPU time (engine thread)
-    running: int = 0
-    waiting: int = 0
-    pages_used: int = 0
-    pages_total: int = 0
-    prefix_query_tokens: int = 0
-    prefix_hit_tokens: int = 0
-    prefix_cached_tokens: int = 0  # tokens of the pages registered in the prefix cache
-    cache_flushes: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FlushResult:
-    """What ``LLMEngine.flush_cache`` did: ``flushed`` is False while requests are in."""
-
-    flushed: bool
-    message: str
-    dropped_pages: int = 0
 
 
 class LLMEngine:

@@ -13,7 +13,8 @@ import torch
 
 from ember.errors import InvalidModelInput
 from ember.models.engine.config import EngineConfig
-from ember.models.engine.llm_engine import LLMEngine, RequestOutput
+from ember.models.engine.engine_types import RequestOutput
+from ember.models.engine.llm_engine import LLMEngine
 from ember.models.sampling import Sampler, SamplingParams, SamplingState
 from tests.models.engine.toy_models import ToyConfig, ToyModel
 

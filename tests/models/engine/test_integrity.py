@@ -13,7 +13,8 @@ import random
 import pytest
 
 from ember.errors import KVIntegrityError
-from ember.models.engine.llm_engine import LLMEngine, RequestOutput
+from ember.models.engine.engine_types import RequestOutput
+from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.sequence import Sequence, StopCriteria
 from tests.models.engine.integrity_cases import KINDS, PAGE, make_case, make_engine
 from tests.models.engine.toy_models import ToyConfig, ToyModel, greedy_reference

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from ember.models.engine.config import EngineConfig
-from ember.models.engine.llm_engine import LLMEngine, RequestOutput
+from ember.models.engine.engine_types import RequestOutput
+from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.logprob_types import PromptLogprobSpec, PromptTokenLogprob
 from ember.models.engine.prompt_logprobs import (
     PromptRowPlan,
