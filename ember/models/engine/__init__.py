@@ -9,7 +9,8 @@
 - ``prompt_logprobs.py``: the extra rows a step scores for requests that ask for prompt logprobs;
 - ``llm_engine.py``: ``LLMEngine`` (``add_request`` / ``step`` / ``abort``);
 - ``engine_types.py``: what it hands out (``RequestOutput``, ``Usage``, stats, flush results);
-- ``async_engine.py``: ``AsyncEngine``, the engine loop in its own thread behind asyncio.
+- ``async_engine.py``: ``AsyncEngine``, the engine loop in its own thread behind asyncio;
+- ``intake_hold.py``: when a step waits for requests still arriving, and for how long.
 
 Shape letters as in ``ember/models/attention/backend.py``; ``S`` is the page size.
 """

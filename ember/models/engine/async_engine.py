@@ -13,31 +13,8 @@ thread-safe queue and are applied between steps (an abort frees its pages before
 Outputs go back once per step: one ``call_soon_threadsafe`` per event loop per step, however many
 requests advanced, so 64 streams cost one wake-up, not 64.
 
-Requests the HTTP layer is still taking in (``expect``: body, validation, chat template,
-tokenization) hold the next step back: the step would only leave them for the one after (a
-whole step later, ~45 ms at 64 streams on CPU), and both sides need the GIL, so taking them in
-while a forward runs slows the two of them (every torch op releases the GIL and waits to take it
-back). A burst that reaches the server spread over tens of ms (through a pool, a gateway) then
-gets one prefill, as one sent all at once does. The engine holds only while the requests being
-taken in are at least as many as those it runs (a batch being formed, not one newcomer next to a
-running batch: that one waits a step, as in any continuous batching), and at most twice as long
-as the last step took (never past ``hold_max_s``): the taking in of a burst of 64 takes 60-90 ms
-here, about two steps; waiting much longer would cost the requests already in more than the late
-ones gain, as when requests trickle in one by one. That bound grows with the newcomers per running
-request: when one request of a burst was prefilled alone (it came first, with nothing else in
-sight) and 63 are being taken in, two steps of that one short step would leave the 63 spread over
-several; the hold's cost (its length times the running requests) stays in proportion to what it
-saves (a step for each newcomer). When a batch forms from idle, the engine first
-lets the caller's event loop read what has already arrived (``_sync_with_intake``): the first
-request of a burst is usually taken in before the loop has even read the others.
-
-Announcements only cover requests the server has started to read. A burst that reaches the
-server spread out (through a proxy that starts its requests one after the other, or from a
-client that writes them one by one) leaves gaps where nothing is announced yet, and the step
-would start with the first few. So a batch being formed (at least two new requests, and at
-least as many as run) also waits while requests keep arriving less than ``burst_gap_s`` apart:
-a burst's stragglers join its prefill instead of waiting a whole step, and a lone request, or
-a newcomer next to a running batch, never waits for the gap.
+Requests still being taken in (``expect``) and a burst's stragglers hold the next step back,
+within bounds: ``intake_hold.py`` says when and for how long.
 
 A request whose iterator is closed before it finished (the client disconnected, the task was
 cancelled) is aborted. An error that ends one request (``KVIntegrityError`` after its retries,
@@ -56,6 +33,14 @@ from dataclasses import dataclass
 
 from ember.errors import BackendError, InvalidModelInput
 from ember.models.engine.engine_types import FlushResult, PreparedRequest, RequestOutput
+from ember.models.engine.intake_hold import (
+    BURST_GAP_S,
+    EXPECT_FOR_S,
+    HOLD_MAX_S,
+    HOLD_STEPS,
+    HoldSettings,
+    IntakeHold,
+)
 from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.sequence import StopCriteria
 from ember.models.sampling import SamplingParams
@@ -90,18 +75,6 @@ class _Wake:
     """Nothing to apply: an announcement ended, so a hold re-checks what it waits for."""
 
 
-# The longest the engine thread holds a step back for requests that are being taken in (and at
-# most HOLD_STEPS times the last step's duration), and how long an announced request is waited
-# for at all (one that never comes, e.g. its client left, stops counting then).
-HOLD_MAX_S = 0.1
-HOLD_STEPS = 2.0
-EXPECT_FOR_S = 0.1
-# A batch being formed waits while its requests arrive closer together than this (bounded as
-# any hold). On 2 CPUs a burst of 64 from one client pauses for up to 3-4 ms between requests
-# (bench.ai_burst_probe's largest_announce_gaps_ms); a pair arriving together pays at most this.
-BURST_GAP_S = 0.004
-
-
 @dataclass(slots=True)
 class _Stream:
     loop: asyncio.AbstractEventLoop
@@ -120,20 +93,14 @@ class AsyncEngine:
         burst_gap_s: float = BURST_GAP_S,
     ) -> None:
         self.engine = engine
-        self.hold_max_s = hold_max_s
-        self.hold_steps = hold_steps  # None: only hold_max_s bounds a hold
-        self.expect_for_s = expect_for_s
-        self.burst_gap_s = burst_gap_s  # 0: no waiting for a burst's stragglers
-        self._last_step_s = 0.0  # how long the last step with work took
         self._commands: queue.SimpleQueue[_Add | _Abort | _Wake | _Flush | _Stop] = (
             queue.SimpleQueue()
         )
         self._flushes: list[_Flush] = []  # engine thread only: waiting for the engine to idle
         self._streams: dict[str, _Stream] = {}
-        self._lock = threading.Lock()  # guards _streams and _failure
+        self._lock = threading.Lock()  # guards _streams, _failure and the intake's announcements
         self._failure: BaseException | None = None
-        self._expected: dict[str, float] = {}  # request id -> monotonic time it stops counting
-        self._last_arrival = 0.0  # monotonic time of the latest announcement or submission
+        self._intake = IntakeHold(HoldSettings(hold_max_s, hold_steps, expect_for_s, burst_gap_s))
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -159,8 +126,7 @@ class AsyncEngine:
         with self._lock:
             # No longer expected and its command queued in one step for the engine thread: a
             # hold sees the announcement or the command, never neither.
-            self._expected.pop(request_id, None)
-            self._last_arrival = time.monotonic()
+            self._intake.submitted(request_id)
             if self._failure is not None:
                 raise BackendError(f"the engine is not running: {self._failure}")
             if request_id in self._streams:
@@ -194,11 +160,8 @@ class AsyncEngine:
         self._expect(request_id, arrival=True)
 
     def _expect(self, key: str, *, arrival: bool) -> None:
-        now = time.monotonic()
         with self._lock:
-            self._expected[key] = now + self.expect_for_s
-            if arrival:
-                self._last_arrival = now
+            self._intake.announce(key, arrival=arrival)
 
     def forget(self, request_id: str) -> None:
         """The announced request will not come (it was refused); a hold waiting for it ends."""
@@ -206,7 +169,7 @@ class AsyncEngine:
 
     def _forget(self, key: str) -> None:
         with self._lock:
-            announced = self._expected.pop(key, None) is not None
+            announced = self._intake.withdraw(key)
         if announced:
             self._commands.put(_Wake())
 
@@ -280,13 +243,12 @@ class AsyncEngine:
                     block = not engine.has_unfinished()
                 if idle and added and engine.has_unfinished():
                     self._sync_with_intake(added)
-                holding = self._expected or (len(added) >= 2 and self.burst_gap_s > 0)
-                if holding and not self._hold(len(added)):
+                if self._intake.may_hold(len(added)) and not self._hold(len(added)):
                     return  # stopped while holding
                 started = time.monotonic()
                 outputs = engine.step()
                 if outputs:
-                    self._last_step_s = time.monotonic() - started
+                    self._intake.last_step_s = time.monotonic() - started
                     self._deliver(outputs)
                 if self._flushes:
                     self._try_flushes()
@@ -318,32 +280,16 @@ class AsyncEngine:
             except RuntimeError:  # that loop is closed: nothing to take in
                 self._forget(barrier)
 
-    def _hold_until(self, now: float, fresh: int) -> float | None:
-        """Until when the next step waits, or None to step now. ``fresh``: the requests added
-        since the last step (the batch being formed)."""
-        running = len(self.engine.scheduler.running)  # the waiting ones join the batch formed
-        with self._lock:
-            for request_id in [r for r, until in self._expected.items() if until <= now]:
-                del self._expected[request_id]
-            # Requests being taken in, at least as many as run: a batch is being formed.
-            if self._expected and len(self._expected) >= running:
-                return max(self._expected.values())
-            last_arrival = self._last_arrival
-        # A burst still arriving: its next request is due within the gap.
-        if fresh >= 2 and fresh >= running and self.burst_gap_s > 0:
-            until = last_arrival + self.burst_gap_s
-            if until > now:
-                return until
-        return None
-
     def _hold(self, fresh: int) -> bool:
         """Take in announced requests and a burst's stragglers before the step; False if a stop
         came meanwhile."""
         started = time.monotonic()
         while True:
             now = time.monotonic()
-            until = self._hold_until(now, fresh)
-            deadline = started + self._hold_bound(fresh)
+            running = len(self.engine.scheduler.running)  # the waiting ones join the batch
+            with self._lock:
+                until = self._intake.until(now, fresh, running)
+                deadline = started + self._intake.bound(fresh, running)
             if until is None or now >= deadline:
                 # A request stops being expected when its command is queued, not applied: the
                 # ones submitted since the last wake-up are in the queue, and belong in this step.
@@ -358,17 +304,6 @@ class AsyncEngine:
             self._apply(command)
             if isinstance(command, _Add):
                 fresh += 1
-
-    def _hold_bound(self, fresh: int) -> float:
-        """How long a hold may last: ``hold_steps`` times the last step, times the newcomers
-        (``fresh`` ones and those announced) per running request when they are more; never more
-        than ``hold_max_s``."""
-        if self.hold_steps is None:
-            return self.hold_max_s
-        running = len(self.engine.scheduler.running)
-        newcomers = fresh + len(self._expected)
-        per_running = newcomers / running if running else 1.0
-        return min(self.hold_max_s, self.hold_steps * self._last_step_s * max(1.0, per_running))
 
     def _apply_queued(self) -> bool:
         """Apply every command already queued, without waiting; False if one was a stop."""
