@@ -81,9 +81,11 @@ def _request(v: list[Any]) -> Message | None:
 
 
 def _response(v: list[Any]) -> Message | None:
-    if len(v) != 7:
+    if len(v) != 8:
         return None
-    _, rid, status, headers, body, sid, done = v
+    _, rid, status, headers, body, sid, done, reason = v
+    if reason != "":  # the usual head has none; the reference checks a handler's own
+        return None
     if not (
         type(rid) is int
         and 0 <= rid <= MAX_ID
@@ -96,7 +98,7 @@ def _response(v: list[Any]) -> Message | None:
     ):
         return None
     pairs = _headers(headers)
-    return None if pairs is None else Response(rid, status, pairs, body, sid, done)
+    return None if pairs is None else Response(rid, status, pairs, body, sid, done, reason)
 
 
 def _one_id(cls: MessageType) -> Check:

@@ -1,14 +1,19 @@
 """Response heads as uvicorn writes them, encoded once per distinct head (``fasthttp.py``).
 
-``encode_head`` produces uvicorn's bytes for a status and the worker's headers, or None for a
-head uvicorn treats specially; ``HeadCache`` keeps the encodings a server's connections reuse.
+``encode_head`` produces uvicorn's bytes for a status (with the handler's status text, as
+``statusline.StatusTextCycle`` writes it) and the worker's headers, or None for a head uvicorn
+treats specially; ``HeadCache`` keeps the encodings a server's connections reuse.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE
+from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE
+
+from ember.runtime.statusline import status_line as encode_status_line
+
+HeadKey = tuple[int, tuple[tuple[str, str], ...], str]  # status, headers, status text
 
 # Response headers that change how uvicorn frames the response: left to uvicorn's own writer.
 FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection"})
@@ -24,16 +29,14 @@ class HeadCache:
     LIMIT = 256  # distinct heads kept; past it, start over (a worker with unique headers)
 
     def __init__(self) -> None:
-        self._encoded: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
+        self._encoded: dict[HeadKey, Any] = {}
         self._defaults_of: object = None
         self._defaults = b""
 
-    def get(self, key: tuple[int, tuple[tuple[str, str], ...]]) -> tuple[bytes, bytes] | None:
+    def get(self, key: HeadKey) -> tuple[bytes, bytes] | None:
         return self._encoded.get(key)
 
-    def put(
-        self, key: tuple[int, tuple[tuple[str, str], ...]], encoded: tuple[bytes, bytes] | None
-    ) -> tuple[bytes, bytes] | None:
+    def put(self, key: HeadKey, encoded: tuple[bytes, bytes] | None) -> tuple[bytes, bytes] | None:
         if len(self._encoded) >= self.LIMIT:
             self._encoded.clear()
         if encoded is not None:
@@ -48,9 +51,11 @@ class HeadCache:
         return self._defaults
 
 
-def encode_head(status: int, headers: list[tuple[str, str]]) -> tuple[bytes, bytes] | None:
+def encode_head(
+    status: int, headers: list[tuple[str, str]], status_text: str = ""
+) -> tuple[bytes, bytes] | None:
     """The status line and the worker's headers as uvicorn writes them; None: leave it to it."""
-    status_line = STATUS_LINE.get(status)
+    status_line = encode_status_line(status, status_text)
     if status_line is None:
         return None
     content = []

@@ -246,12 +246,12 @@ class FastHttpProtocol(BoundedHeadProtocol):
         if self.flow.write_paused:
             self._respond_asgi(fast, response)
         elif isinstance(body, bytes):
-            if not self._write_whole(fast, response.status, response.headers, body):
+            if not self._write_whole(fast, response, body):
                 self._respond_asgi(fast, response)
                 return
             self._complete(fast)
         else:
-            head = self._streamed_head(fast, response.status, response.headers)
+            head = self._streamed_head(fast, response)
             if head is None:
                 self._respond_asgi(fast, response)
                 return
@@ -267,19 +267,19 @@ class FastHttpProtocol(BoundedHeadProtocol):
             self.transport.close()
         self.on_response_complete()
 
-    def _head(self, status: int, headers: list[tuple[str, str]]) -> tuple[bytes, bytes] | None:
-        key = (status, tuple(headers))
+    def _head(self, response: HttpResponse) -> tuple[bytes, bytes] | None:
+        key = (response.status, tuple(response.headers), response.status_text)
         encoded = self._heads.get(key)
         if encoded is None:
-            encoded = self._heads.put(key, encode_head(status, headers))
+            encoded = self._heads.put(
+                key, encode_head(response.status, response.headers, response.status_text)
+            )
         return encoded
 
-    def _streamed_head(
-        self, fast: FastRequest, status: int, headers: list[tuple[str, str]]
-    ) -> bytes | None:
+    def _streamed_head(self, fast: FastRequest, response: HttpResponse) -> bytes | None:
         # What uvicorn writes for the router's streamed response (no content-length: chunked),
         # or None for what it treats specially (204 and 304 have no body to frame).
-        encoded = self._head(status, headers) if status not in (204, 304) else None
+        encoded = self._head(response) if response.status not in (204, 304) else None
         if encoded is None:
             return None
         status_line, worker_headers = encoded
@@ -294,13 +294,11 @@ class FastHttpProtocol(BoundedHeadProtocol):
             )
         )
 
-    def _write_whole(
-        self, fast: FastRequest, status: int, headers: list[tuple[str, str]], body: bytes
-    ) -> bool:
+    def _write_whole(self, fast: FastRequest, response: HttpResponse, body: bytes) -> bool:
         # The bytes uvicorn's RequestResponseCycle.send writes for the router's response
         # (status line, default headers, the worker's, content-length, connection: close if
         # not keep-alive), or False for what it would treat specially.
-        encoded = self._head(status, headers)
+        encoded = self._head(response)
         if encoded is None:
             return False
         status_line, worker_headers = encoded

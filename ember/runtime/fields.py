@@ -21,6 +21,7 @@ MAX_NAME = 256
 MAX_TEXT = 64 * 1024
 MAX_URL = 16 * 1024
 MAX_ID = (1 << 53) - 1
+MAX_STATUS_TEXT = 1024  # a reason phrase; workerd sets none, but the head is bounded anyway
 
 Headers = list[tuple[str, str]]
 
@@ -103,4 +104,18 @@ def header_pairs(value: Any) -> Headers:
 def http_status(value: Any) -> int:
     if type(value) is not int or not 100 <= value <= 599:
         raise ProtocolError("expected an HTTP status from 100 to 599")
+    return value
+
+
+def valid_status_text(value: str) -> bool:
+    """workerd's rule for a Response's statusText: no character below 0x20 (CR and LF would
+    let a handler inject headers; tab and the other controls go with them)."""
+    return not value or min(value) >= " "
+
+
+def status_text(value: Any) -> str:
+    if type(value) is not str or len(value) > MAX_STATUS_TEXT or not valid_status_text(value):
+        raise ProtocolError(
+            f"expected a status text of at most {MAX_STATUS_TEXT} characters, none below U+0020"
+        )
     return value

@@ -28,6 +28,7 @@ class HttpResponse:
     body: bytes | AsyncIterator[bytes] = b""
     outcome: str = "ok"  # "ok", or the tag of the platform error that produced it
     extra: dict[str, str] = field(default_factory=dict)
+    status_text: str = ""  # the handler's reason phrase; "" for the standard one
 
 
 class ClientDisconnected(Exception):

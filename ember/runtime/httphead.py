@@ -1,7 +1,8 @@
 """uvicorn's httptools HTTP protocol with a bound on the request head (line and headers).
 
 Both servers use it: ``ember serve`` as it is, ``ember dev`` through its fast path
-(``fasthttp.py`` subclasses it).
+(``fasthttp.py`` subclasses it). Its cycles also write the handler's status text
+(``statusline.py``).
 
 uvicorn's httptools protocol has no limit on header size: llhttp and httptools buffer a header
 of any length until it ends. Anyone on the network could make ``ember serve`` hold a 30 MB
@@ -18,7 +19,11 @@ the application, however its bytes are split into reads.
 
 from __future__ import annotations
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from ember.runtime.statusline import StatusTextCycle
 
 MAX_HEAD_BYTES = 128 * 1024
 _MESSAGE = (
@@ -66,6 +71,14 @@ class BoundedHeadProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._message_complete()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        # uvicorn builds its cycles itself (on_headers_complete) and has no hook for the class:
+        # every cycle this protocol runs becomes a StatusTextCycle (the same object, one more
+        # method), so the handler's status text reaches the status line (statusline.py).
+        if type(cycle) is RequestResponseCycle:
+            cycle.__class__ = StatusTextCycle
+        super()._start_asgi_task(cycle, app)
 
     def _head_complete(self) -> None:
         self._in_head = False

@@ -97,7 +97,9 @@ class InFlight:
                 self.fail(L.RESPONSE_TOO_LARGE, cancel=True)
                 return
         headers = [(k, v) for k, v in message.headers if k.lower() not in _HOP_BY_HOP]
-        self.head.set_result(HttpResponse(message.status, headers, body))
+        self.head.set_result(
+            HttpResponse(message.status, headers, body, status_text=message.status_text)
+        )
         if message.done:
             self.finish()  # before logging, so the log line reuses its CPU reading
         if not message.sid:
@@ -118,7 +120,10 @@ class InFlight:
             body = ended_body(message.sid, "the binding's stream ended before it was sent")
         self._stream = body
         headers = [(k, v) for k, v in message.headers if k.lower() not in _HOP_BY_HOP]
-        self.head.set_result(HttpResponse(message.status, headers, ResponseStream(self, body)))
+        stream = ResponseStream(self, body)
+        self.head.set_result(
+            HttpResponse(message.status, headers, stream, status_text=message.status_text)
+        )
 
     def on_error(self, kind: str, message: str, traceback: str) -> None:
         """The handler raised (or returned something that is not a Response)."""

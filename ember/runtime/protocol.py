@@ -45,6 +45,7 @@ from ember.runtime.fields import (
     map_value,
     number,
     opt_bytes,
+    status_text,
     text,
     uint,
 )
@@ -145,16 +146,20 @@ class LoadError(NamedTuple):
 
 
 class Response(NamedTuple):
-    """Response head, with the body inline or as stream ``sid``; ``done``: no waitUntil left."""
+    """Response head, with the body inline or as stream ``sid``; ``done``: no waitUntil left.
+
+    ``status_text``: the handler's reason phrase, "" for the standard one.
+    """
 
     TAG = 23
-    FIELDS = (uint, http_status, header_pairs, opt_bytes, uint, boolean)
+    FIELDS = (uint, http_status, header_pairs, opt_bytes, uint, boolean, status_text)
     rid: int
     status: int
     headers: Headers
     body: bytes | None
     sid: int
     done: bool
+    status_text: str = ""
 
 
 class PipeResponse(NamedTuple):
@@ -164,11 +169,12 @@ class PipeResponse(NamedTuple):
     """
 
     TAG = 29
-    FIELDS = (uint, http_status, header_pairs, uint)
+    FIELDS = (uint, http_status, header_pairs, uint, status_text)
     rid: int
     status: int
     headers: Headers
     sid: int
+    status_text: str = ""
 
 
 class RequestError(NamedTuple):

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs
 from ember.runtime import limits as L
 from ember.runtime.errorpage import platform_error_response
 from ember.runtime.http import ClientDisconnected, HttpRequest, HttpResponse, ResponseAborted
+from ember.runtime.statusline import STATUS_TEXT
 from ember.runtime.supervisor import Supervisor
 
 Scope = dict[str, Any]
@@ -326,6 +327,13 @@ async def _respond(send: Send, response: HttpResponse, client: _Client) -> None:
         raise
 
 
+def _start(response: HttpResponse, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    start = {"type": "http.response.start", "status": response.status, "headers": headers}
+    if response.status_text:  # the protocol writes it (statusline.py); else its own phrase
+        start[STATUS_TEXT] = response.status_text
+    return start
+
+
 async def _send_response(send: Send, response: HttpResponse, client: _Client) -> None:
     headers = [
         (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
@@ -335,12 +343,12 @@ async def _send_response(send: Send, response: HttpResponse, client: _Client) ->
     if isinstance(body, bytes):
         client.stop_watching()
         headers.append((b"content-length", str(len(body)).encode()))
-        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send(_start(response, headers))
         await send({"type": "http.response.body", "body": body})
         return
     stream: Any = body
     client.ensure_watching()
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send(_start(response, headers))
     try:
         async for chunk in stream:
             if client.disconnected:

@@ -22,6 +22,7 @@ import uvicorn
 from ember.bindings.registry import default_registry
 from ember.runtime.deployment import Deployment, load_deployment
 from ember.runtime.events import ConsoleEvent, ListSink
+from ember.runtime.httphead import BoundedHeadProtocol
 from ember.runtime.router import Router
 from ember.runtime.supervisor import Supervisor
 from tests.runtime import slow_binding
@@ -50,7 +51,13 @@ class Harness:
         await supervisor.start()
         router = Router(supervisor, lambda scope: _header(scope, HEADER), test_scheduled=True)
         config = uvicorn.Config(
-            router, host="127.0.0.1", port=0, lifespan="off", log_level="error", ws="none"
+            router,
+            host="127.0.0.1",
+            port=0,
+            lifespan="off",
+            log_level="error",
+            ws="none",
+            http=BoundedHeadProtocol,  # as ember serve: it writes the handler's status text
         )
         self._server = uvicorn.Server(config)
         self._serving = asyncio.ensure_future(self._server.serve())

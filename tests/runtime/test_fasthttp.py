@@ -60,7 +60,8 @@ class Default(WorkerEntrypoint):
         headers.append(("x-seen", json.dumps([request.method, request.url, list(request.headers)])))
         if q.get("plain"):  # the same few heads again and again (cached encodings)
             headers = [("content-type", "text/plain")] * int(q["plain"])
-        return Response(body, status=int(q.get("status", "200")), headers=headers)
+        status, reason = int(q.get("status", "200")), q.get("reason", "")
+        return Response(body, status=status, status_text=reason, headers=headers)
 """
 T = TypeVar("T")
 SIZES = [-1, 0, 1, 13, INLINE_RESPONSE_BYTES, INLINE_RESPONSE_BYTES + 1]
@@ -152,6 +153,8 @@ def _random_request(rng: random.Random, last: bool) -> tuple[bytes, str]:
     }
     if rng.random() < 0.1:
         query["raise"] = rng.randrange(100)
+    if rng.random() < 0.3:  # the handler's own status text (percent-encoded)
+        query["reason"] = rng.choice(["I%27m%20a%20teapot", "Caf%C3%A9", "x", "OK%7F"])
     if rng.random() < 0.3:
         query["plain"] = rng.randrange(3)
     if query["status"] == 204:
@@ -272,6 +275,27 @@ def _compare(addresses: dict[bool, tuple[str, int]]) -> None:
         assert got == expected, f"seed {seed}, connection {index}: {requests!r:.2000}"
         statuses |= {head.split(b" ")[1] for head, _ in expected[0]}
     assert {b"200", b"500"} <= statuses, f"seed {seed}"
+
+
+def test_the_handlers_status_text_goes_out_on_both_paths(
+    servers: tuple[_Servers, list[int]],
+) -> None:
+    both, _ = servers
+    for fast in (True, False):
+        for size in (1, INLINE_RESPONSE_BYTES + 1):  # written whole, and streamed
+            lines = {}
+            for reason in ("", "I%27m%20a%20teapot", "Caf%C3%A9"):
+                target = f"/?status=418&size={size}&reason={reason}"
+                raw = f"GET {target} HTTP/1.1\r\nHost: fast.test\r\n\r\n".encode()
+                answers, _ = both.client(
+                    lambda: _exchange(both.addresses[fast], [(raw, "GET")], False)  # noqa: B023
+                )
+                lines[reason] = answers[0][0].partition(b"\r\n")[0]
+            assert list(lines.values()) == [
+                b"HTTP/1.1 418 I'm a Teapot",  # no status text: uvicorn's phrase, as before
+                b"HTTP/1.1 418 I'm a teapot",
+                "HTTP/1.1 418 Café".encode(),
+            ], (fast, size)
 
 
 def test_a_client_leaving_cancels_its_request_on_both_paths(

@@ -56,18 +56,19 @@ class Default(WorkerEntrypoint):
         seed = int(request.headers.get("x-seed", "0"))
         count = int(request.headers.get("x-chunks", "0"))
         status = int(request.headers.get("x-status", "200"))
+        reason = request.headers.get("x-reason", "")
         if kind == "pipe":
             stream = await self.env.SLOW.random(seed, count)
-            return Response(stream, status=status, headers=headers)
+            return Response(stream, status=status, status_text=reason, headers=headers)
         if kind == "relay":
             stream = relay(await self.env.SLOW.random(seed, count))
-            return Response(stream, status=status, headers=headers)
+            return Response(stream, status=status, status_text=reason, headers=headers)
         if kind in ("forever", "stall"):
             stream = await getattr(self.env.SLOW, "stream" if kind == "forever" else "stall")(
                 request.headers["x-tag"]
             )
             return Response(stream, headers=SSE)
-        return Response(digest, status=status, headers=headers)
+        return Response(digest, status=status, status_text=reason, headers=headers)
 """
 
 
@@ -131,6 +132,8 @@ def _random_request(rng: random.Random, last: bool) -> tuple[bytes, str]:
         f"x-chunks: {rng.choice([0, 1, 2, 3, 8])}",
         f"x-status: {rng.choice([200, 200, 201, 404, 500])}",
     ]
+    if rng.random() < 0.3:
+        lines.append(f"x-reason: {rng.choice(['Streaming Along', 'x'])}")
     if last and rng.random() < 0.3:
         lines.append("Connection: close")
     body = b""

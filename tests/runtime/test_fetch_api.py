@@ -29,6 +29,12 @@ async def fetch(request, env, ctx):
             return Response("x", headers={"x-price": "5€"})
         if kind == "redirect":
             return Response.redirect(request.headers.get("x-to"))
+        if kind == "status-text":
+            return Response("x", status=418, status_text=request.headers.get("x-text"))
+        if kind == "status-text-crlf":
+            return Response("x", status=418, status_text="a\\r\\nset-cookie: evil=1")
+        if kind == "status-text-tab":
+            return Response.new("x", {"status": 418, "statusText": "a\\tb"})
     except TypeError as exc:
         return Response(f"TypeError: {exc}", status=400)
     if kind == "padded":
@@ -182,3 +188,37 @@ def test_redirect_needs_an_absolute_url_as_workers_does(harness: Harness, tmp_pa
             assert refused.text == f"TypeError: Unable to parse URL: {relative}"
         ok = client.get("/", headers={"x-kind": "redirect", "x-to": "https://example.com/login"})
         assert ok.status_code == 302 and ok.headers["location"] == "https://example.com/login"
+
+
+def _status_line(harness: Harness, deployment_id: str, kind: str, text: str = "") -> bytes:
+    host, port = harness.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=20) as conn:
+        conn.sendall(
+            f"GET / HTTP/1.1\r\nhost: x\r\n{HEADER}: {deployment_id}\r\nx-kind: {kind}\r\n"
+            f"x-text: {text}\r\nconnection: close\r\n\r\n".encode()
+        )
+        received = b""
+        while chunk := conn.recv(65536):
+            received += chunk
+    return received.partition(b"\r\n")[0]
+
+
+def test_the_handlers_status_text_is_the_status_line_s(harness: Harness, tmp_path: Path) -> None:
+    # Workers sends the handler's statusText as the reason phrase (UTF-8, as workerd writes it);
+    # without one, the standard phrase.
+    deployment_id = harness.deploy(write_project(tmp_path / "statustext", RESPONSES))
+    teapot = _status_line(harness, deployment_id, "status-text", "I'm a teapot")
+    assert teapot == b"HTTP/1.1 418 I'm a teapot"
+    assert _status_line(harness, deployment_id, "204") == b"HTTP/1.1 204 No Content"
+
+
+def test_a_status_text_with_control_characters_is_refused(harness: Harness, tmp_path: Path) -> None:
+    # workerd: "TypeError: Invalid statusText" for any character below 0x20 (header injection).
+    root = write_project(tmp_path / "badstatustext", RESPONSES)
+    with harness.client(harness.deploy(root)) as client:
+        for kind in ("status-text-crlf", "status-text-tab"):
+            response = client.get("/", headers={"x-kind": kind})
+            assert (response.status_code, "set-cookie" in response.headers) == (400, False), (
+                response.text
+            )
+            assert response.text == "TypeError: Invalid statusText", kind

@@ -26,7 +26,9 @@ SAMPLES: list[P.Message] = [
     P.Ready(["fetch", "scheduled"]),
     P.LoadError("syntax", "SyntaxError: invalid syntax", 'File "worker.py", line 3'),
     P.Response(7, 200, [("content-type", "text/plain")], b"hi", 0, True),
+    P.Response(7, 418, [], None, 5, False, "I'm a teapot"),
     P.PipeResponse(7, 200, [("content-type", "text/event-stream")], 3),
+    P.PipeResponse(7, 200, [], 3, "Café"),
     P.RequestError(7, "exception", "ValueError: x", "Traceback ..."),
     P.Done(7),
     P.Log(7, "log", "hello"),
@@ -70,10 +72,12 @@ def test_oversized_frame_is_refused_before_buffering() -> None:
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        ([23, 1, 200, [], None, 0], "expected 6 fields"),  # Response missing `done`
-        ([23, 1, 99, [], None, 0, True], "HTTP status"),
-        ([23, -1, 200, [], None, 0, True], "unsigned"),
-        ([23, 1, 200, [["a"]], None, 0, True], "header pairs"),
+        ([23, 1, 200, [], None, 0, True], "expected 7 fields"),  # no status text
+        ([23, 1, 99, [], None, 0, True, ""], "HTTP status"),
+        ([23, -1, 200, [], None, 0, True, ""], "unsigned"),
+        ([23, 1, 200, [["a"]], None, 0, True, ""], "header pairs"),
+        ([23, 1, 200, [], None, 0, True, "a\r\nset-cookie: x=1"], "status text"),
+        ([29, 1, 200, [], 3, "x" * (F.MAX_STATUS_TEXT + 1)], "status text"),
         ([26, 1, "log", "x" * (F.MAX_TEXT + 1)], "at most"),
         ([40, 1, b"x" * (F.MAX_CHUNK_BYTES + 1)], "chunk"),
         ([1, {}], "unknown or misdirected"),  # Init may only come from the supervisor

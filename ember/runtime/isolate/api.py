@@ -15,6 +15,7 @@ from typing import Any
 
 from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.bindings.streams import ReadableStream
+from ember.runtime.fields import MAX_STATUS_TEXT, valid_status_text
 from ember.runtime.isolate.cf import incoming_cf
 from ember.runtime.isolate.formdata import FormData, parse_form
 from ember.runtime.isolate.headers import Headers
@@ -224,9 +225,27 @@ class Response(_Body):
         return 200 <= self.status < 300
 
     @property
+    def status_text(self) -> str:
+        """The reason phrase sent after the status code; "" sends the standard one."""
+        return self._status_text
+
+    @status_text.setter
+    def status_text(self, value: Any) -> None:
+        # Checked where it is set, as workerd's constructor does: a CR or LF would otherwise
+        # reach the status line (header injection).
+        text = "" if value is None else str(value)
+        if not valid_status_text(text):
+            raise TypeError("Invalid statusText")
+        if len(text) > MAX_STATUS_TEXT:
+            raise TypeError(
+                f"Invalid statusText: {len(text)} characters, at most {MAX_STATUS_TEXT} allowed"
+            )
+        self._status_text = text
+
+    @property
     def statusText(self) -> str:  # noqa: N802 - the JavaScript name
         """The status text."""
-        return self.status_text
+        return self._status_text
 
     @classmethod
     def new(
@@ -345,10 +364,13 @@ async def fetch(
     if not isinstance(head, dict):
         raise TypeError("malformed subrequest reply")
     response_body: Any = reply.stream if reply.stream is not None else head.get("body")
+    reason = str(head.get("statusText", ""))
+    if not valid_status_text(reason) or len(reason) > MAX_STATUS_TEXT:
+        reason = ""  # HTTP allows a tab in an upstream's phrase; a Response's must not have one
     response = Response(
         None,
         status=int(head["status"]),
-        status_text=str(head.get("statusText", "")),
+        status_text=reason,
         headers=Headers._from_pairs([(str(k), str(v)) for k, v in head.get("headers", [])]),
     )
     response._body = response_body
