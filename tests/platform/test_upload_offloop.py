@@ -172,3 +172,53 @@ def test_two_uploads_of_one_worker_are_stored_and_deployed_in_arrival_order(
     assert [d.versions[0].version_id for d in deployments[:2]] == [ids[1], ids[0]]
     assert all(d.annotations["workers/triggered_by"] == "upload" for d in deployments)
     assert running.uploads.queued(account.id, "w") == 0  # the lock is forgotten when idle
+
+
+def _secret(client: httpx.Client, account_id: str, name: str, method: str) -> httpx.Response:
+    path = f"/accounts/{account_id}/workers/scripts/{name}/secrets"
+    if method == "PUT":
+        body = {"name": "API_KEY", "text": "s3cret", "type": "secret_text"}
+        return client.put(path, json=body, timeout=120)
+    return client.delete(f"{path}/API_KEY", timeout=120)
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE"])
+def test_a_secret_change_waits_for_the_workers_upload_in_flight(
+    running: Running, method: str
+) -> None:
+    # A secret change derives a new version from the live one and deploys it. Run between an
+    # upload being stored and going live, it was based on the old version and then replaced by
+    # the upload's: the new secret was lost (or a deleted one came back).
+    plane = running.plane
+    account, token = plane.accounts.create_permanent("acme")
+    with _client(running, token.token) as client:
+        assert _put(client, account.id, "w", worker_upload()).status_code == 200  # type: ignore[attr-defined]
+        if method == "DELETE":
+            assert _secret(client, account.id, "w", "PUT").status_code == 200
+    running.store.hold.set()
+    with ThreadPoolExecutor(2) as pool, _client(running, token.token) as client:
+        upload = pool.submit(_put, client, account.id, "w", worker_upload(source=b"TAG = 2\n"))
+        try:
+            assert running.store.entered.wait(120), "the upload never reached its store step"
+            secret = pool.submit(_secret, client, account.id, "w", method)
+            _wait(
+                lambda: running.uploads.queued(account.id, "w") == 2 or secret.done(),
+                "the secret change to queue or finish",
+            )
+            assert not secret.done(), "the secret change did not wait for the upload"
+        finally:
+            running.store.release.set()
+        replies = [upload.result(timeout=120), secret.result(timeout=120)]
+    # A DELETE now applies to the upload's version, which did not keep the secret (no
+    # keep_bindings): 404, as Cloudflare answers for a secret the live version lacks.
+    expected = [200, 200 if method == "PUT" else 404]
+    assert [r.status_code for r in replies] == expected  # type: ignore[attr-defined]
+    live = plane.scripts.live(account, "w")
+    assert live is not None
+    version = plane.scripts.version(account, "w", live.versions[0].version_id)
+    assert [n for n, _ in plane.secrets.list(account, "w")] == (
+        ["API_KEY"] if method == "PUT" else []
+    )
+    sources = {m.name: m.content for m in plane.scripts.modules(version.id)}
+    assert sources["entry.py"] == b"TAG = 2\n"  # based on the upload's version
+    assert running.uploads.queued(account.id, "w") == 0

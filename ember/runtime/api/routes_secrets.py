@@ -1,4 +1,10 @@
-"""Worker secrets (``wrangler secret put/list/delete``, SDK ``scripts.secrets``)."""
+"""Worker secrets (``wrangler secret put/list/delete``, SDK ``scripts.secrets``).
+
+A secret change derives a new version from the live one and deploys it, so it takes the
+worker's upload lock (``uploads.py``) as uploads do, until its version is live: run between an
+upload being stored and going live, it was based on the old version and then replaced by the
+upload's, and the change was lost.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ember.runtime.api.context import caller, json_body, live_of, plane_of
+from ember.runtime.api.context import caller, json_body, live_of, plane_of, uploads_of
 from ember.runtime.api.envelope import ok
 from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound
 from ember.runtime.deployments.records import SecretValue
@@ -40,18 +46,20 @@ async def put_secret(request: Request) -> Response:
         raise InvalidRequest('expected {"name": "...", "text": "...", "type": "secret_text"}')
     secret = SecretValue(body["name"], body.get("type", "secret_text"), body["text"])
     name = request.path_params["name"]
-    plane_of(request).secrets.put(who.account, name, secret, who.source)
-    await live_of(request).reconcile(who.account.id, name, warm=True)
+    async with uploads_of(request).worker(who.account.id, name):
+        plane_of(request).secrets.put(who.account, name, secret, who.source)
+        await live_of(request).reconcile(who.account.id, name, warm=True)
     return ok({"name": secret.name, "type": secret.type})
 
 
 async def delete_secret(request: Request) -> Response:
     who = caller(request)
     name = request.path_params["name"]
-    plane_of(request).secrets.delete(
-        who.account, name, request.path_params["secret_name"], who.source
-    )
-    await live_of(request).reconcile(who.account.id, name, warm=True)
+    async with uploads_of(request).worker(who.account.id, name):
+        plane_of(request).secrets.delete(
+            who.account, name, request.path_params["secret_name"], who.source
+        )
+        await live_of(request).reconcile(who.account.id, name, warm=True)
     return ok(None)
 
 
