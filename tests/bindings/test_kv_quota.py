@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ember.bindings.kv.records import KVWrite
 from ember.bindings.kv.store import (
     ACCOUNTING_VERSION,
     ENTRY_OVERHEAD_BYTES,
@@ -186,3 +187,28 @@ def test_compact_truncates_the_write_ahead_log(tmp_path: Path) -> None:
     wal = path.with_name(path.name + "-wal")
     assert not wal.exists() or wal.stat().st_size == 0
     assert b"secret-value" not in path.read_bytes()
+
+
+def test_put_many_is_one_transaction_refused_whole_past_the_quota(tmp_path: Path) -> None:
+    path = tmp_path / "kv.sqlite3"
+    store = KVStore(path, clock=Clock())
+    store.ensure_namespace("a1", "a1", "alice")
+    quota = KVQuota("alice", 10 * (OH + 2 + 100))
+    store.put_many("a1", [KVWrite(f"k{i}", b"x" * 100) for i in range(5)], quota=quota)
+    before = (store.account_bytes("alice"), recount(path, "alice"))
+    assert before[0] == before[1]
+    # Rewrites of stored keys (no growth) then new keys: the last one passes the quota.
+    batch = [KVWrite(f"k{i}", b"y" * 100) for i in range(5)]
+    batch += [KVWrite(f"n{i}", b"z" * 100) for i in range(6)]
+    with pytest.raises(KVQuotaExceeded, match="these 11 writes"):
+        store.put_many("a1", batch, quota=quota)
+    assert (store.account_bytes("alice"), recount(path, "alice")) == before
+    assert store.get("a1", "k0").value == b"x" * 100  # type: ignore[union-attr]
+    assert store.get("a1", "n0") is None
+    store.put_many("a1", batch[:-1], quota=quota)  # one fewer fits exactly
+    assert store.account_bytes("alice") == recount(path, "alice") == quota.max_bytes
+    store.delete_many("a1", ["k0", "n0", "absent"])
+    assert (
+        store.account_bytes("alice") == recount(path, "alice") == quota.max_bytes - 2 * (OH + 102)
+    )
+    store.close()

@@ -38,6 +38,16 @@ class KVEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class KVWrite:
+    """One write of a bulk request (``KVStore.put_many``), already validated."""
+
+    key: str
+    value: bytes
+    expiration: int | None = None
+    metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class KVKeyInfo:
     """One key of a ``list`` page."""
 

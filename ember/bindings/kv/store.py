@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +41,7 @@ from ember.bindings.kv.records import (
     KVListPage,
     KVQuota,
     KVQuotaExceeded,
+    KVWrite,
     Namespace,
 )
 from ember.errors import InternalError, NotFound
@@ -285,8 +286,23 @@ class KVStore:
         With ``registered_only``, a namespace that is not registered (``ensure_namespace``) is
         ``NotFound``, checked in the same transaction.
         """
-        raw_key = _encode(key)
-        size = entry_bytes(raw_key, value, metadata)
+        write = KVWrite(key, value, expiration, metadata)
+        self.put_many(namespace_id, [write], quota=quota, registered_only=registered_only)
+
+    def put_many(
+        self,
+        namespace_id: str,
+        writes: Sequence[KVWrite],
+        *,
+        quota: KVQuota | None = None,
+        registered_only: bool = False,
+    ) -> None:
+        """Write every entry of ``writes`` in order (a key written twice keeps the last), in one
+        transaction: one flush for a bulk request, and all or nothing.
+
+        ``quota`` and ``registered_only`` as for ``put``; the quota is checked against the
+        request's net effect, so a refused request (``KVQuotaExceeded``) writes nothing.
+        """
         with self._lock, self._transaction():
             if (
                 registered_only
@@ -298,32 +314,43 @@ class KVStore:
                 # say, while a worker bound to it kept running): nothing would count its bytes
                 # against a quota, and nothing would delete them with the account.
                 raise NotFound(f"KV namespace {namespace_id!r} does not exist")
-            old = self._entry_bytes(namespace_id, raw_key)
-            if quota is not None and size > old:
+            delta = 0
+            for write in writes:
+                raw_key = _encode(write.key)
+                old = self._entry_bytes(namespace_id, raw_key)
+                self._db.execute(
+                    "INSERT OR REPLACE INTO kv (namespace, key, value, expiration, metadata) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (namespace_id, raw_key, write.value, write.expiration, write.metadata),
+                )
+                delta += entry_bytes(raw_key, write.value, write.metadata) - old
+            if quota is not None and delta > 0:
+                # Checked after the rows, inside the transaction: raising rolls them back.
                 used = self._db.execute(
                     "SELECT COALESCE(SUM(bytes), 0) FROM namespaces WHERE account = ?",
                     (quota.account,),
                 ).fetchone()[0]
-                if used - old + size > quota.max_bytes:
+                if used + delta > quota.max_bytes:
+                    what = "this write" if len(writes) == 1 else f"these {len(writes)} writes"
                     raise KVQuotaExceeded(
                         "kv_bytes",
-                        used - old + size,
+                        used + delta,
                         quota.max_bytes,
-                        f"this write would store {used - old + size:,} bytes of KV data for the "
+                        f"{what} would store {used + delta:,} bytes of KV data for the "
                         f"account; its limit is {quota.max_bytes:,} bytes (delete keys first, "
                         "or claim the account)",
                     )
-            self._db.execute(
-                "INSERT OR REPLACE INTO kv (namespace, key, value, expiration, metadata) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (namespace_id, raw_key, value, expiration, metadata),
-            )
-            self._count(namespace_id, size - old)
+            self._count(namespace_id, delta)
 
     def delete(self, namespace_id: str, key: str) -> None:
         """Delete ``key`` (no error if absent)."""
+        self.delete_many(namespace_id, [key])
+
+    def delete_many(self, namespace_id: str, keys: Sequence[str]) -> None:
+        """Delete every key of ``keys`` (no error for absent ones), in one transaction."""
         with self._lock, self._transaction():
-            self._remove(namespace_id, _encode(key))
+            for key in keys:
+                self._remove(namespace_id, _encode(key))
 
     def _entry_bytes(self, namespace_id: str, raw_key: bytes) -> int:
         row = self._db.execute(

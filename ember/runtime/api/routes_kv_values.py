@@ -11,7 +11,8 @@
 
 Keys arrive percent-decoded by the router (``dir%2Fk:1`` is the key ``dir/k:1``). Every write is
 acknowledged only after its commit; a temporary account's writes are checked against its byte
-limit inside the same transaction.
+limit inside the same transaction. A bulk write or delete is one transaction: one flush, and a
+refused item (invalid, or past the quota) refuses the whole request, writing nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ember.bindings.kv import limits
+from ember.bindings.kv.records import KVWrite
 from ember.bindings.kv.store import KVQuota, KVQuotaExceeded
 from ember.runtime.api.context import Caller, caller, json_body, plane_of, read_body
 from ember.runtime.api.envelope import fail, ok
@@ -173,42 +175,46 @@ async def bulk_put(request: Request) -> Response:
     who, namespace_id = _namespace(request)
     plane = plane_of(request)
     items = await _bulk_list(request)
-    quota = _quota(request, who)
-    written = 0
-    for index, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
-            raise InvalidRequest(f"bulk item {index} must be an object with a string 'key'")
-        if not isinstance(item.get("value"), str):
-            raise InvalidRequest(f"bulk item {index} ({item['key']!r}) needs a string 'value'")
-        try:
-            value = (
-                base64.b64decode(item["value"], validate=True)
-                if item.get("base64")
-                else item["value"].encode()
-            )
-        except ValueError:
-            raise InvalidRequest(f"bulk item {index}: 'value' is not valid base64") from None
-        try:
-            key = limits.validate_key("PUT", item["key"])
-            limits.validate_value_length("PUT", len(value))
-            expires = limits.resolve_expiration(
-                "PUT", plane.clock(), item.get("expiration"), item.get("expiration_ttl")
-            )
-            metadata = limits.validate_metadata("PUT", _bulk_metadata(index, item))
-            await plane.kv.run(
-                plane.kv.store.put,
-                namespace_id,
-                key,
-                value,
-                expiration=expires,
-                metadata=metadata,
-                quota=quota,
-                registered_only=True,
-            )
-        except (limits.KVError, KVQuotaExceeded) as exc:
-            return _refused(exc)  # earlier items stay written, as on the platform
-        written += 1
-    return ok({"successful_key_count": written, "unsuccessful_keys": []})
+    # Every item is checked before anything is written, and all are written in one
+    # transaction: Cloudflare refuses an invalid bulk request as a whole (its
+    # ``unsuccessful_keys`` are keys a storage backend failed to take, to retry).
+    writes: list[KVWrite] = []
+    try:
+        for index, item in enumerate(items):
+            writes.append(_bulk_write(plane.clock(), index, item))
+        await plane.kv.run(
+            plane.kv.store.put_many,
+            namespace_id,
+            writes,
+            quota=_quota(request, who),
+            registered_only=True,
+        )
+    except (limits.KVError, KVQuotaExceeded) as exc:
+        return _refused(exc)  # nothing of the request was written
+    return ok({"successful_key_count": len(writes), "unsuccessful_keys": []})
+
+
+def _bulk_write(now: float, index: int, item: Any) -> KVWrite:
+    """One bulk item, validated as a single PUT would be."""
+    if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+        raise InvalidRequest(f"bulk item {index} must be an object with a string 'key'")
+    if not isinstance(item.get("value"), str):
+        raise InvalidRequest(f"bulk item {index} ({item['key']!r}) needs a string 'value'")
+    try:
+        value = (
+            base64.b64decode(item["value"], validate=True)
+            if item.get("base64")
+            else item["value"].encode()
+        )
+    except ValueError:
+        raise InvalidRequest(f"bulk item {index}: 'value' is not valid base64") from None
+    key = limits.validate_key("PUT", item["key"])
+    limits.validate_value_length("PUT", len(value))
+    expires = limits.resolve_expiration(
+        "PUT", now, item.get("expiration"), item.get("expiration_ttl")
+    )
+    metadata = limits.validate_metadata("PUT", _bulk_metadata(index, item))
+    return KVWrite(key, value, expires, metadata)
 
 
 async def bulk_delete(request: Request) -> Response:
@@ -217,8 +223,7 @@ async def bulk_delete(request: Request) -> Response:
     keys = await _bulk_list(request)
     if not all(isinstance(k, str) for k in keys):
         raise InvalidRequest("bulk delete takes a JSON list of key names")
-    for key in keys:
-        await plane.kv.run(plane.kv.store.delete, namespace_id, key)
+    await plane.kv.run(plane.kv.store.delete_many, namespace_id, keys)  # one transaction
     return ok({"successful_key_count": len(keys), "unsuccessful_keys": []})
 
 
