@@ -2,7 +2,7 @@
 
 Both servers use it: ``ember serve`` as it is, ``ember dev`` through its fast path
 (``fasthttp.py`` subclasses it). Its cycles also write the handler's status text
-(``statusline.py``).
+and stream to HTTP/1.0 clients unchunked (``cycle.py``).
 
 uvicorn's httptools protocol has no limit on header size: llhttp and httptools buffer a header
 of any length until it ends. Anyone on the network could make ``ember serve`` hold a 30 MB
@@ -23,7 +23,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from ember.runtime.statusline import StatusTextCycle
+from ember.runtime.cycle import ServerCycle
 
 MAX_HEAD_BYTES = 128 * 1024
 _MESSAGE = (
@@ -74,10 +74,10 @@ class BoundedHeadProtocol(HttpToolsProtocol):
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         # uvicorn builds its cycles itself (on_headers_complete) and has no hook for the class:
-        # every cycle this protocol runs becomes a StatusTextCycle (the same object, one more
-        # method), so the handler's status text reaches the status line (statusline.py).
+        # every cycle this protocol runs becomes a ServerCycle (the same object, its send
+        # extended): the handler's status text, and HTTP/1.0 streams unchunked (cycle.py).
         if type(cycle) is RequestResponseCycle:
-            cycle.__class__ = StatusTextCycle
+            cycle.__class__ = ServerCycle
         super()._start_asgi_task(cycle, app)
 
     def _head_complete(self) -> None:

@@ -43,6 +43,11 @@ import random
 from workers import Response, WorkerEntrypoint
 
 
+async def chunks(data):
+    for start in range(0, len(data), 1000):
+        yield data[start : start + 1000]
+
+
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         q = dict(parse_qsl(urlsplit(request.url).query))
@@ -60,6 +65,8 @@ class Default(WorkerEntrypoint):
         headers.append(("x-seen", json.dumps([request.method, request.url, list(request.headers)])))
         if q.get("plain"):  # the same few heads again and again (cached encodings)
             headers = [("content-type", "text/plain")] * int(q["plain"])
+        if q.get("gen") and body is not None:  # the worker's own stream: no length known
+            body = chunks(body)
         status, reason = int(q.get("status", "200")), q.get("reason", "")
         return Response(body, status=status, status_text=reason, headers=headers)
 """
@@ -157,6 +164,8 @@ def _random_request(rng: random.Random, last: bool) -> tuple[bytes, str]:
         query["reason"] = rng.choice(["I%27m%20a%20teapot", "Caf%C3%A9", "x", "OK%7F"])
     if rng.random() < 0.3:
         query["plain"] = rng.randrange(3)
+    if rng.random() < 0.3:
+        query["gen"] = 1
     if query["status"] == 204:
         query["size"] = -1  # a 204 has no body to frame
     path = rng.choice(["/", "/p", "/a%20b/c", "/x/y.txt"])
@@ -210,6 +219,12 @@ class _Reader:
         data, self.buffer = self.buffer[:size], self.buffer[size:]
         return data
 
+    def rest(self) -> bytes:
+        while self._fill():
+            pass
+        data, self.buffer = self.buffer, b""
+        return data
+
     def closed(self) -> bool:
         return not self.buffer and not self._fill()
 
@@ -231,8 +246,10 @@ def _response(reader: _Reader, method: str) -> tuple[bytes, bytes]:
             reader.exactly(2)
         reader.exactly(2)
         body = b"".join(parts)
-    else:
+    elif b"content-length" in values:
         body = reader.exactly(int(values[b"content-length"]))
+    else:  # not framed (HTTP/1.0 has no chunked encoding): the body ends with the connection
+        body = reader.rest()
     return b"\r\n".join(shown), body
 
 
@@ -296,6 +313,36 @@ def test_the_handlers_status_text_goes_out_on_both_paths(
                 b"HTTP/1.1 418 I'm a teapot",
                 "HTTP/1.1 418 Café".encode(),
             ], (fast, size)
+
+
+def test_a_stream_to_an_http_1_0_client_is_sent_raw_until_the_connection_closes(
+    servers: tuple[_Servers, list[int]],
+) -> None:
+    # HTTP/1.0 has no chunked encoding: a body of unknown length is sent as it is, and the
+    # connection's end is its end (RFC 9112 6.3); chunk-size lines would corrupt it.
+    both, _ = servers
+    expected = random.Random("7").randbytes(5000)
+    for fast in (True, False):
+        for version in ("HTTP/1.0", "HTTP/1.1"):
+            raw = f"GET /?size=5000&seed=7&gen=1 {version}\r\nHost: x\r\n\r\n".encode()
+
+            def exchange() -> bytes:
+                with socket.create_connection(both.addresses[fast], timeout=30) as sock:  # noqa: B023
+                    sock.sendall(raw)  # noqa: B023
+                    if version == "HTTP/1.1":  # noqa: B023
+                        return _response(_Reader(sock), "GET")[0]
+                    received = b""
+                    while chunk := sock.recv(65536):
+                        received += chunk  # to the end: the server must close
+                    return received
+
+            if version == "HTTP/1.1":
+                assert b"transfer-encoding: chunked" in both.client(exchange), fast
+                continue
+            head, _, body = both.client(exchange).partition(b"\r\n\r\n")
+            assert b"transfer-encoding" not in head and b"content-length" not in head, head
+            assert b"connection: close" in head, head
+            assert body == expected, (fast, body[:40])
 
 
 def test_a_client_leaving_cancels_its_request_on_both_paths(
