@@ -87,6 +87,9 @@ class ChatRequest:
     user: str | None = None
     # The field that set sampling.max_tokens, for errors (the newer name wins when both came).
     max_tokens_field: str = "max_tokens"
+    # SGLang's and vLLM's: special tokens stay out of content and reasoning (those the output
+    # parser reads are still shown to it); false shows all of them, as both servers do.
+    skip_special_tokens: bool = True
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -115,7 +118,7 @@ class ChatRequest:
         return out
 
 
-def _logit_bias(body: Mapping, path: str) -> dict[int, float]:
+def logit_bias(body: Mapping, path: str) -> dict[int, float]:
     value = body.get("logit_bias")
     if value is None:
         return {}
@@ -168,7 +171,7 @@ def parse_sampling(body: Mapping, path: str = "") -> SamplingOptions:
             default=1.0,
             exclusive_minimum=True,
         ),  # type: ignore[arg-type]
-        logit_bias=_logit_bias(body, path),
+        logit_bias=logit_bias(body, path),
         logprobs=bool(logprobs),
         top_logprobs=top_logprobs,
         # SGLang's and vLLM's extension, sent by their benchmark clients for fixed output lengths.
@@ -283,4 +286,5 @@ def parse_chat_request(
             if data.get("max_completion_tokens") is not None
             else "max_tokens"
         ),
+        skip_special_tokens=optional_bool(data, "skip_special_tokens", "", True),
     )

@@ -11,7 +11,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ember.models.api.chat_request import INT64, SamplingOptions, parse_sampling, stream_options
+from ember.models.api.chat_request import (
+    INT64,
+    SamplingOptions,
+    logit_bias,
+    parse_sampling,
+    stream_options,
+)
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import (
     at,
@@ -47,6 +53,7 @@ class CompletionRequest:
     response_format: ResponseFormat = ResponseFormat()
     user: str | None = None
     prompt_logprobs: int | None = None  # vLLM's: alternatives per prompt token, as sent
+    skip_special_tokens: bool = True  # SGLang's and vLLM's: special tokens stay out of text
 
 
 @dataclass(frozen=True)
@@ -165,6 +172,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         response_format=parse_response_format(data.get("response_format"), "/response_format"),
         user=optional_str(data, "user", ""),
         prompt_logprobs=prompt_logprobs,
+        skip_special_tokens=optional_bool(data, "skip_special_tokens", "", True),
     )
 
 
@@ -237,6 +245,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
             exclusive_minimum=True,
         ),  # type: ignore[arg-type]
         ignore_eos=optional_bool(params, "ignore_eos", path, False),
+        logit_bias=logit_bias(params, path),  # SGLang's SamplingParams.logit_bias
     )
     return sampling, schema
 

@@ -3,6 +3,8 @@ spec (``None`` when generation is free) and the output parser, both for the mode
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ember.models.api.chat_request import ChatRequest
 from ember.models.api.output_parser import ChatOutputParser, random_call_id
 from ember.models.api.tool_streams import IdFactory
@@ -48,7 +50,11 @@ def output_parser_for(
     tool_format: ToolFormat,
     reasoning: ReasoningPrefix,
     id_factory: IdFactory = random_call_id,
+    drop: Sequence[str] = (),
 ) -> ChatOutputParser:
-    """The parser for this request's output (tool calls parsed only when tools are active)."""
+    """The parser for this request's output (tool calls parsed only when tools are active);
+    ``drop``: the special-token markers it must keep from the client (``ChatOutputParser``)."""
     tools = {t.name: t.parameters for t in request.active_tools} or None
-    return ChatOutputParser(tool_format, tools=tools, reasoning=reasoning, id_factory=id_factory)
+    return ChatOutputParser(
+        tool_format, tools=tools, reasoning=reasoning, id_factory=id_factory, drop=drop
+    )

@@ -17,6 +17,11 @@ Rules:
   follows); whitespace right before a tool call is dropped.
 - tool calls are parsed only when the request had tools (and tool_choice was not ``none``);
   otherwise the markup stays in the content.
+- ``drop``: marker texts that came from special tokens the server kept in the text only for
+  this parser (with ``skip_special_tokens``, as SGLang and vLLM default). Where the parser
+  consumes one (``</think>`` ending reasoning, a tool-section start) it does; anywhere else in
+  reasoning or content it is dropped, so that a stray ``</think>`` or a tool marker the model
+  emits out of place never reaches the client, as no other special token does.
 """
 
 from __future__ import annotations
@@ -46,10 +51,12 @@ class ChatOutputParser:
         tools: Mapping[str, Mapping | None] | None = None,
         reasoning: ReasoningPrefix = "off",
         id_factory: IdFactory = random_call_id,
+        drop: Sequence[str] = (),
     ) -> None:
         """``tools``: ``{name: parameters schema}`` when tool calls should be parsed, else
-        None. ``reasoning``: see the module docstring."""
+        None. ``reasoning``, ``drop``: see the module docstring."""
         self.tools = tool_stream_for(tool_format, tools, id_factory) if tools is not None else None
+        self.drop = tuple(marker for marker in drop if marker)
         self.phase = {"inside": "reasoning", "optional": "detect", "off": "content"}[reasoning]
         self.buffer = ""
         self.reasoning = TrimmedSegment()
@@ -92,7 +99,8 @@ class ChatOutputParser:
         return True
 
     def _reasoning(self, out: DeltaMessage, final: bool) -> bool:
-        markers = (THINK_END, *self._content_markers())
+        ends = (THINK_END, *self._content_markers())
+        markers = (*ends, *self.drop)
         hit = find_first(self.buffer, markers)
         if hit is None:
             end = len(self.buffer) if final else safe_length(self.buffer, markers)
@@ -101,6 +109,9 @@ class ChatOutputParser:
             return False
         index, marker = hit
         out.reasoning += self.reasoning.push(self.buffer[:index])
+        if marker not in ends:  # a special token out of place: dropped, reasoning goes on
+            self.buffer = self.buffer[index + len(marker) :]
+            return True
         self.reasoning.drop_pending()
         # </think> is consumed; a tool-section start is left for the content phase.
         self.buffer = self.buffer[index + (len(marker) if marker == THINK_END else 0) :]
@@ -108,7 +119,8 @@ class ChatOutputParser:
         return True
 
     def _content(self, out: DeltaMessage, final: bool) -> bool:
-        markers = self._content_markers()
+        starts = self._content_markers()
+        markers = (*starts, *self.drop)
         hit = find_first(self.buffer, markers) if markers else None
         if hit is None:
             end = len(self.buffer) if final else safe_length(self.buffer, markers)
@@ -117,6 +129,9 @@ class ChatOutputParser:
             return False
         index, marker = hit
         out.content += self.content.push(self.buffer[:index])
+        if marker not in starts:  # a special token out of place: dropped, content goes on
+            self.buffer = self.buffer[index + len(marker) :]
+            return True
         self.content.drop_pending()
         self.buffer = self.buffer[index + len(marker) :]
         self.phase = "tools"
@@ -138,9 +153,12 @@ def parse_output(
     tools: Mapping[str, Mapping | None] | None = None,
     reasoning: ReasoningPrefix = "off",
     id_factory: IdFactory = random_call_id,
+    drop: Sequence[str] = (),
 ) -> ParsedOutput:
     """The whole message for a complete output text (non-streaming)."""
-    parser = ChatOutputParser(tool_format, tools=tools, reasoning=reasoning, id_factory=id_factory)
+    parser = ChatOutputParser(
+        tool_format, tools=tools, reasoning=reasoning, id_factory=id_factory, drop=drop
+    )
     total = OutputAccumulator()
     total.add(parser.feed(text))
     total.add(parser.finish())

@@ -59,14 +59,21 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
     prompt_end = tokenizer.decode(prompt_ids[-8:])  # does the template leave us inside <think>?
     reasoning = reasoning_prefix(prompt_end, enable_thinking=request.enable_thinking)
     constraint = constraint_for(request, tool_format=served.tool_format, reasoning=reasoning)
-    parser = output_parser_for(request, tool_format=served.tool_format, reasoning=reasoning)
+    # The special tokens the parser reads stay in the text it sees (all others are skipped);
+    # with skip_special_tokens it keeps them from the client wherever it does not consume them.
+    keep = parser_markers(served, reasoning, tools=bool(request.active_tools))
+    drop = [tokenizer.decode([i]) for i in sorted(keep)] if request.skip_special_tokens else []
+    parser = output_parser_for(
+        request, tool_format=served.tool_format, reasoning=reasoning, drop=drop
+    )
     generation = generation_input(
         served,
         request_id,
         prompt_ids,
         request.sampling,
         constraint=constraint,
-        keep_special=parser_markers(served, reasoning),  # other special tokens are skipped
+        skip_special_tokens=request.skip_special_tokens,
+        keep_special=keep,
         fields=RequestFields(max_tokens=f"/{request.max_tokens_field}"),
     )
     return ChatInput(generation, parser, reasoning, reasoning_counter(served, parser, reasoning))
@@ -95,13 +102,16 @@ def reasoning_counter(
     )
 
 
-def parser_markers(served: ServedModel, reasoning: ReasoningPrefix) -> frozenset[int]:
+def parser_markers(
+    served: ServedModel, reasoning: ReasoningPrefix, *, tools: bool
+) -> frozenset[int]:
     """The special tokens a chat output parser reads, as ids: the model's tool-call markers
-    (which stay in the content when a request has no tools, as the parser documents) and,
-    unless thinking is off, ``<think>`` and ``</think>``."""
+    when the request has tools (without tools nothing parses them, so they are skipped as any
+    special token: a model that starts a call anyway must not show its markup) and, unless
+    thinking is off, ``<think>`` and ``</think>``."""
     tokenizer = served.tokenizer
     think = (THINK_BEGIN, THINK_END) if reasoning != "off" else ()
-    texts = (*think, *family_markers(served.tool_format))
+    texts = (*think, *(family_markers(served.tool_format) if tools else ()))
     ids = (tokenizer.backend.token_to_id(text) for text in texts)
     return frozenset(i for i in ids if i is not None and i in tokenizer.special_ids)
 

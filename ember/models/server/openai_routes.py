@@ -198,6 +198,7 @@ async def completions(request: Request) -> Response:
             prompt_ids,
             completion.sampling,
             constraint=_json_constraint(completion),
+            skip_special_tokens=completion.skip_special_tokens,
             fields=COMPLETION_FIELDS,
         )
     except BaseException:

@@ -198,17 +198,21 @@ def test_parse_output(
     assert parse_output(text, fmt, tools=TOOLS, reasoning=reasoning, id_factory=ids()) == expected  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    ("name", "fmt", "reasoning", "text", "expected"), CASES, ids=[c[0] for c in CASES]
-)
-def test_streamed_deltas_add_up_and_hide_markers(
-    name: str, fmt: str, reasoning: str, text: str, expected: ParsedOutput
+def _check_stream(
+    fmt: str,
+    reasoning: str,
+    text: str,
+    expected: ParsedOutput,
+    tools: dict | None = TOOLS,
+    drop: tuple[str, ...] = (),
 ) -> None:
     """At every point, what was sent of content and reasoning is a prefix of the final field
     (so no piece of a marker ever went out), and at the end the stream equals the message."""
     for seed in range(60):
         rng = random.Random(seed)
-        parser = ChatOutputParser(fmt, tools=TOOLS, reasoning=reasoning, id_factory=ids())  # type: ignore[arg-type]
+        parser = ChatOutputParser(
+            fmt, tools=tools, reasoning=reasoning, id_factory=ids(), drop=drop
+        )  # type: ignore[arg-type]
         total = OutputAccumulator()
         i = 0
         while i < len(text):
@@ -219,6 +223,88 @@ def test_streamed_deltas_add_up_and_hide_markers(
             assert (expected.reasoning or "").startswith("".join(total.reasoning))
         total.add(parser.finish())
         assert total.result() == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "reasoning", "text", "expected"), CASES, ids=[c[0] for c in CASES]
+)
+def test_streamed_deltas_add_up_and_hide_markers(
+    name: str, fmt: str, reasoning: str, text: str, expected: ParsedOutput
+) -> None:
+    _check_stream(fmt, reasoning, text, expected)
+
+
+KIMI_DROP = (SB, SE, CB, AB, CE, "<think>", "</think>")
+GLM_DROP = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+# Special tokens the server kept in the text for the parser (skip_special_tokens): consumed
+# where they mean something, dropped wherever else they land.
+DROP_CASES = [
+    # (name, format, reasoning, tools, drop, text, expected)
+    (
+        "stray_markers_leave_content",
+        "kimi",
+        "off",
+        None,
+        KIMI_DROP,
+        f"{SB}{CB}functions{CE} hello</think> world{SE}",
+        ParsedOutput("functions hello world", None, ()),
+    ),
+    (
+        "stray_markers_leave_reasoning",
+        "kimi",
+        "inside",
+        None,
+        KIMI_DROP,
+        f"<think>plan{CE} more</think> answer{SE}",
+        ParsedOutput("answer", "plan more", ()),
+    ),
+    (
+        "consumed_markers_still_work",
+        "kimi",
+        "optional",
+        TOOLS,
+        KIMI_DROP,
+        f'<think>x</think>y </think>{CE}z{SB}{CB}functions.search:0{AB}{{"q": "w"}}{CE}{SE}',
+        ParsedOutput("y z", "x", (ToolCall("functions.search:0", "search", '{"q": "w"}'),)),
+    ),
+    (
+        "glm_stray_closers",
+        "glm47",
+        "inside",
+        TOOLS,
+        (*GLM_DROP, "<think>", "</think>"),
+        "r</arg_value>s</think>t</tool_call>u<tool_call>search<arg_key>q</arg_key><arg_value>1</arg_value></tool_call>",
+        ParsedOutput("tu", "rs", (ToolCall("call_0", "search", '{"q":"1"}'),)),
+    ),
+    (
+        "nothing_dropped_when_asked_to_keep",
+        "kimi",
+        "off",
+        None,
+        (),
+        f"{SB}{CB}functions",
+        ParsedOutput(f"{SB}{CB}functions", None, ()),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "reasoning", "tools", "drop", "text", "expected"),
+    DROP_CASES,
+    ids=[c[0] for c in DROP_CASES],
+)
+def test_special_markers_out_of_place_are_dropped(
+    name: str,
+    fmt: str,
+    reasoning: str,
+    tools: dict | None,
+    drop: tuple[str, ...],
+    text: str,
+    expected: ParsedOutput,
+) -> None:
+    whole = parse_output(text, fmt, tools=tools, reasoning=reasoning, id_factory=ids(), drop=drop)  # type: ignore[arg-type]
+    assert whole == expected
+    _check_stream(fmt, reasoning, text, expected, tools, drop)
 
 
 def test_tool_calls_without_tools_stay_content() -> None:

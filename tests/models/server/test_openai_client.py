@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import jsonschema
 import openai
 import pytest
@@ -215,13 +216,17 @@ def test_control_tokens_in_a_message_stay_text(kimi: LiveServer) -> None:
     assert reply.usage.completion_tokens == 1
 
 
-@pytest.mark.parametrize("token", ["<|im_assistant|>", "</think>"])
+@pytest.mark.parametrize(
+    "token",
+    ["<|im_assistant|>", "</think>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>"],
+)
 @pytest.mark.parametrize("stream", [False, True])
 def test_special_tokens_the_model_emits_never_reach_the_content(
     kimi: LiveServer, stream: bool, token: str
 ) -> None:
     """Chat output keeps the parser's markers but skips other special tokens, as
-    ``skip_special_tokens`` does: a role token, or ``</think>`` with thinking off, never shows."""
+    ``skip_special_tokens`` does: a role token, ``</think>`` with thinking off, or tool-call
+    markup in a request without tools (nothing parses it) never shows."""
     served = kimi.state.served
     assert served is not None
     role = served.tokenizer.token_id(token)
@@ -241,3 +246,85 @@ def test_special_tokens_the_model_emits_never_reach_the_content(
         assert reply.usage.completion_tokens == 3  # the model did emit them
         content = reply.choices[0].message.content or ""
     assert token not in content and token.strip("<|/>") not in content
+
+
+def _forced(kimi: LiveServer, token: str) -> tuple[int, dict]:
+    served = kimi.state.served
+    assert served is not None
+    token_id = served.tokenizer.token_id(token)
+    return token_id, {str(token_id): 100}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_stray_think_end_leaves_the_content_with_thinking_on(
+    kimi: LiveServer, stream: bool
+) -> None:
+    """With thinking on, ``</think>`` is kept for the parser; one the model emits again after
+    its reasoning ended is dropped, never shown (the parser consumed only the first)."""
+    _, bias = _forced(kimi, "</think>")
+    body = dict(
+        model="kimi",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=4,
+        temperature=0,
+        logit_bias=bias,
+    )
+    if stream:
+        chunks = list(client(kimi).chat.completions.create(**body, stream=True))
+        content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    else:
+        reply = client(kimi).chat.completions.create(**body)
+        assert reply.usage.completion_tokens == 4
+        content = reply.choices[0].message.content or ""
+    assert "think" not in content
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_skip_special_tokens_false_shows_them_on_every_route(
+    kimi: LiveServer, stream: bool
+) -> None:
+    """SGLang's and vLLM's ``skip_special_tokens`` (default true) on chat, completions and
+    /generate: false puts the special tokens the model emitted in the text, true leaves them
+    out; streamed text is the same as the whole answer."""
+    marker = "<|tool_calls_section_begin|>"
+    _, bias = _forced(kimi, marker)
+    chat = {"model": "kimi", "messages": [{"role": "user", "content": "hi"}], **NO_THINKING}
+    routes = {
+        "/v1/chat/completions": {**chat, "max_tokens": 2, "logit_bias": bias},
+        "/v1/completions": {"prompt": "hi", "max_tokens": 2, "logit_bias": bias},
+        "/generate": {
+            "text": "hi",
+            "sampling_params": {"max_new_tokens": 2, "temperature": 0, "logit_bias": bias},
+        },
+    }
+    for path, body in routes.items():
+        for skip in (True, False):
+            if path == "/generate":
+                body = {**body, "sampling_params": {**body["sampling_params"]}}
+                body["sampling_params"]["skip_special_tokens"] = skip
+            else:
+                body = {**body, "temperature": 0, "skip_special_tokens": skip}
+            text = _route_text(kimi, path, body, stream)
+            assert (marker * 2 if not skip else "") == text, (path, skip)
+
+
+def _route_text(kimi: LiveServer, path: str, body: dict, stream: bool) -> str:
+    if not stream:
+        answer = httpx.post(kimi.url + path, json=body, timeout=60).json()
+        if path == "/generate":
+            return answer["text"]
+        choice = answer["choices"][0]
+        return choice["message"]["content"] or "" if "message" in choice else choice["text"]
+    pieces = []
+    with httpx.stream("POST", kimi.url + path, json={**body, "stream": True}, timeout=60) as r:
+        for line in r.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            data = json.loads(line[6:])
+            if path == "/generate":
+                pieces = [data["text"]]  # SGLang streams the text so far
+            elif data["choices"]:
+                choice = data["choices"][0]
+                piece = choice["delta"].get("content") if "delta" in choice else choice["text"]
+                pieces.append(piece or "")
+    return "".join(pieces)
