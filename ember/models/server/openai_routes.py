@@ -63,12 +63,19 @@ def _state(request: Request) -> ServerState:
     return request.app.state.ember
 
 
-def token_logprobs(served: ServedModel, records: list[LogprobRecord]) -> list[TokenLogprob]:
+def token_logprobs(
+    served: ServedModel, records: list[LogprobRecord], *, sampled_in_top: bool = False
+) -> list[TokenLogprob]:
+    """The generated tokens' logprobs. ``sampled_in_top``: the legacy completions format, whose
+    ``top_logprobs`` dict holds the sampled token first and then the most likely ones (up to
+    ``logprobs`` + 1 entries: OpenAI's, and vLLM's dict); chat lists only the alternatives."""
     out = []
     for record in records:
         text, raw = logprob_token(served, record.token_id)
-        top = []
+        top = [TokenLogprob(text, record.logprob, raw=raw)] if sampled_in_top else []
         for token_id, value in record.top:
+            if sampled_in_top and token_id == record.token_id:
+                continue  # listed first already
             alt_text, alt_raw = logprob_token(served, token_id)
             top.append(TokenLogprob(alt_text, value, raw=alt_raw))
         out.append(TokenLogprob(text, record.logprob, tuple(top), raw))
@@ -236,7 +243,7 @@ async def _completion_answer(
     assert last is not None and last.finish_reason is not None
     logprobs = None
     if completion.sampling.logprobs:
-        tokens = token_logprobs(served, records)
+        tokens = token_logprobs(served, records, sampled_in_top=True)
         logprobs = completion_logprobs(tokens, len(prefix))
         if completion.echo:
             assert scored is not None  # echo with logprobs asks the engine for them
@@ -309,7 +316,7 @@ async def _completion_stream(
             usage_so_far = _usage(event)
             logprobs = None
             if completion.sampling.logprobs:
-                tokens = token_logprobs(served, event.logprobs)
+                tokens = token_logprobs(served, event.logprobs, sampled_in_top=True)
                 logprobs = completion_logprobs(tokens, offset)
             offset += len(event.text)
             if not (event.text or event.finished or logprobs):

@@ -342,3 +342,34 @@ def test_a_too_large_max_completion_tokens_is_named_so(kimi: LiveServer) -> None
         )
     assert caught.value.param == "max_completion_tokens"
     assert "max_completion_tokens is 1000000" in caught.value.message
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_completion_top_logprobs_include_the_sampled_token(kimi: LiveServer, stream: bool) -> None:
+    """OpenAI's legacy completions and vLLM put the sampled token itself in each generated
+    token's ``top_logprobs`` (up to ``logprobs`` + 1 entries), as the echoed prompt's entries
+    already were; with ``logprobs: 1`` and sampling, the sampled token is often not the top."""
+    body = {"prompt": PROMPT, "max_tokens": 8, "logprobs": 1, "seed": 7, "temperature": 1.5}
+    if stream:
+        chunks = _sse(kimi, "/v1/completions", {**body, "stream": True})
+        parts = [c["choices"][0]["logprobs"] for c in chunks if c["choices"]]
+        parts = [p for p in parts if p]
+        tokens = sum((p["tokens"] for p in parts), [])
+        values = sum((p["token_logprobs"] for p in parts), [])
+        tops = sum((p["top_logprobs"] for p in parts), [])
+    else:
+        answer = httpx.post(kimi.url + "/v1/completions", json=body, timeout=60).json()
+        logprobs = answer["choices"][0]["logprobs"]
+        tokens, values, tops = (
+            logprobs["tokens"],
+            logprobs["token_logprobs"],
+            logprobs["top_logprobs"],
+        )
+    assert len(tokens) == 8
+    outside = 0
+    for token, value, top in zip(tokens, values, tops, strict=True):
+        assert top[token] == pytest.approx(value)
+        assert next(iter(top)) == token  # the sampled token first, as vLLM's dict
+        assert 1 <= len(top) <= 2
+        outside += len(top) == 2
+    assert outside > 0  # the seed samples below the top token at least once
