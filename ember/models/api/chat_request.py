@@ -7,7 +7,7 @@ field raises ``InvalidRequestField`` naming it. Defaults are Workers AI family B
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ember.models.api.errors import InvalidRequestField
@@ -90,6 +90,7 @@ class ChatRequest:
     # SGLang's and vLLM's: special tokens stay out of content and reasoning (those the output
     # parser reads are still shown to it); false shows all of them, as both servers do.
     skip_special_tokens: bool = True
+    prompt_logprobs: int | None = None  # vLLM's: alternatives per prompt token, as sent
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -207,6 +208,20 @@ def stream_options(body: Mapping, stream: bool) -> tuple[bool, bool]:
     return include, include and continuous
 
 
+def prompt_logprobs_field(body: Mapping, stream: bool) -> int | None:
+    """vLLM's ``prompt_logprobs`` (chat and completions): the alternatives to list for each
+    prompt token; refused with ``stream``, as vLLM does (they would all come in one chunk)."""
+    value = optional_int(body, "prompt_logprobs", "", minimum=0, maximum=20)
+    if value is not None and stream:
+        raise InvalidRequestField(
+            "/prompt_logprobs",
+            "null when stream is true (prompt logprobs are not streamed)",
+            describe(value),
+            "unsupported_value",
+        )
+    return value
+
+
 def _thinking(body: Mapping) -> tuple[bool, bool, dict[str, Any]]:
     value = body.get("chat_template_kwargs")
     if value is None:
@@ -264,9 +279,13 @@ def parse_chat_request(
     include_usage, continuous_usage = stream_options(data, stream)
     tools = parse_tools(data.get("tools"), "/tools")
     enable, clear, template_kwargs = _thinking(data)
+    sampling = parse_sampling(data)
+    prompt_logprobs = prompt_logprobs_field(data, stream)
+    if prompt_logprobs is not None:
+        sampling = replace(sampling, prompt_logprobs=prompt_logprobs, prompt_logprobs_start=1)
     return ChatRequest(
         messages=messages,
-        sampling=parse_sampling(data),
+        sampling=sampling,
         model=model,
         from_prompt=from_prompt,
         response_format=parse_response_format(data.get("response_format"), "/response_format"),
@@ -287,4 +306,5 @@ def parse_chat_request(
             else "max_tokens"
         ),
         skip_special_tokens=optional_bool(data, "skip_special_tokens", "", True),
+        prompt_logprobs=prompt_logprobs,
     )

@@ -16,6 +16,7 @@ from ember.models.api.chat_request import (
     SamplingOptions,
     logit_bias,
     parse_sampling,
+    prompt_logprobs_field,
     stream_options,
 )
 from ember.models.api.errors import InvalidRequestField
@@ -145,17 +146,9 @@ def parse_completion_request(body: object) -> CompletionRequest:
     if prompt_only:
         sampling = replace(sampling, max_tokens=0)
     stream = optional_bool(data, "stream", "", False)
-    # vLLM's prompt_logprobs (not streamed, as in vLLM: they would all come in one chunk);
-    # echo with logprobs scores the echoed prompt too (OpenAI, vLLM; lm-eval-harness reads
-    # token_logprobs of the prompt's tokens this way).
-    prompt_logprobs = optional_int(data, "prompt_logprobs", "", minimum=0, maximum=20)
-    if prompt_logprobs is not None and stream:
-        raise InvalidRequestField(
-            "/prompt_logprobs",
-            "null when stream is true (prompt logprobs are not streamed)",
-            describe(prompt_logprobs),
-            "unsupported_value",
-        )
+    # vLLM's prompt_logprobs; echo with logprobs scores the echoed prompt too (OpenAI, vLLM;
+    # lm-eval-harness reads token_logprobs of the prompt's tokens this way).
+    prompt_logprobs = prompt_logprobs_field(data, stream)
     wanted = [n for n in (prompt_logprobs, top if echo else None) if n is not None]
     if wanted:
         sampling = replace(sampling, prompt_logprobs=max(wanted), prompt_logprobs_start=1)

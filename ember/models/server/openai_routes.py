@@ -121,9 +121,12 @@ async def _chat_answer(
     pieces: list[str] = []
     records: list[LogprobRecord] = []
     last = None
+    scored: tuple[PromptTokenLogprob, ...] | None = None
     async for event in stream_generation(served, state.metrics, chat_in.generation):
         pieces.append(event.text)
         records.extend(event.logprobs)
+        if event.prompt_logprobs is not None:
+            scored = event.prompt_logprobs
         if chat_in.thinking is not None:
             chat_in.thinking.feed(event.token_ids)
         last = event
@@ -131,7 +134,7 @@ async def _chat_answer(
     total = OutputAccumulator()
     total.add(chat_in.parser.feed("".join(pieces)))
     total.add(chat_in.parser.finish())
-    return chat_completion(
+    answer = chat_completion(
         id=chat_in.generation.request_id,
         created=now(),
         model=served.name,
@@ -141,6 +144,12 @@ async def _chat_answer(
         logprobs=token_logprobs(served, records) if chat.sampling.logprobs else None,
         matched_stop=last.matched_stop,
     )
+    if chat.prompt_logprobs is not None:
+        # vLLM's: the rendered prompt's tokens, on the response object (completions put
+        # them in the choice).
+        assert scored is not None  # the request asked the engine for them
+        answer["prompt_logprobs"] = vllm_prompt_logprobs(served, scored, chat.prompt_logprobs)
+    return answer
 
 
 async def _chat_stream(

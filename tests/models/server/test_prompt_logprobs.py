@@ -14,8 +14,10 @@ import httpx
 import pytest
 import torch
 
+from ember.models.api.chat_request import parse_chat_request
 from ember.models.engine.logprob_types import PromptLogprobSpec, PromptTokenLogprob
 from ember.models.engine.prompt_logprobs import reference_prompt_logprobs
+from ember.models.server.inputs import chat_input
 from tests.models.server.live import LiveServer, running_server, server_settings
 
 
@@ -157,6 +159,38 @@ def test_vllm_prompt_logprobs_without_echo(exact: LiveServer) -> None:
         assert [int(k) for _, k in ranked][:1] in ([ref.top[0][0]], [])
     assert choice["logprobs"] is None
     refused = httpx.post(exact.url + "/v1/completions", json=body | {"stream": True}, timeout=60)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "prompt_logprobs"
+
+
+def test_vllm_prompt_logprobs_on_chat(exact: LiveServer) -> None:
+    """vLLM takes ``prompt_logprobs`` on chat too: the rendered prompt's tokens, on the
+    response object (``prompt_logprobs``, not in the choice); refused with ``stream``."""
+    served = exact.state.served
+    assert served is not None
+    body = {
+        "messages": [{"role": "user", "content": "def area(r): return 3.14 * r * r"}],
+        "prompt_logprobs": 2,
+        "max_tokens": 2,
+        "temperature": 0,
+    }
+    reply = httpx.post(exact.url + "/v1/chat/completions", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    answer = reply.json()
+    listed = answer["prompt_logprobs"]
+    prompt = chat_input(served, parse_chat_request(body), "r").generation.prompt_ids
+    assert listed[0] is None and len(listed) == len(prompt)
+    assert answer["usage"]["prompt_tokens"] == len(prompt)
+    want = _reference(exact, prompt, 1, 2)
+    for token_id, item, ref in zip(prompt[1:], listed[1:], want, strict=True):
+        entry = item[str(token_id)]
+        assert entry["logprob"] == pytest.approx(ref.logprob, abs=1e-4)
+        assert abs(entry["rank"] - ref.rank) <= 1 and isinstance(entry["decoded_token"], str)
+        assert 1 <= len(item) <= 3  # the token and its 2 most likely alternatives
+    assert "prompt_logprobs" not in answer["choices"][0]
+    plain = httpx.post(exact.url + "/v1/chat/completions", json=body | {"prompt_logprobs": None})
+    assert "prompt_logprobs" not in plain.json()
+    streamed = body | {"stream": True}
+    refused = httpx.post(exact.url + "/v1/chat/completions", json=streamed, timeout=60)
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "prompt_logprobs"
 
 
