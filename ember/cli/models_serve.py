@@ -40,8 +40,11 @@ def _bytes(value: str | None) -> int | None:
     "--kv-cache-dtype",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "bf16", "bfloat16", "fp8_e4m3", "float32"]),
-    help="KV cache storage (auto: the model's dtype); fp8_e4m3 holds twice the tokens.",
+    type=click.Choice(["auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "float32"]),
+    help=(
+        "KV cache storage (auto: the model's dtype); fp8_e4m3 (3 mantissa bits) or fp8_e5m2"
+        " (2 bits, more range) holds twice the tokens."
+    ),
 )
 @click.option(
     "--quantization",

@@ -140,7 +140,7 @@ class PagedAttentionBackend:
             return raw.view(shape)
         out = self.workspace.take(shape, dtype, "wide" + role)
         if self.pool.is_fp8:
-            return dequantize_fp8_bits(raw.view(shape), out)
+            return dequantize_fp8_bits(raw.view(shape), out)  # e4m3 or e5m2, from raw's dtype
         return out.copy_(raw.view(shape))
 
     def gqa(

@@ -20,7 +20,7 @@ class EngineConfig:
     tokens (SGLang's debug flag of that name).
     """
 
-    kv_cache_dtype: str = "auto"  # auto | float32 | bf16 | fp8_e4m3
+    kv_cache_dtype: str = "auto"  # auto | float32 | bf16 | fp8_e4m3 | fp8_e5m2
     kv_cache_bytes: int | None = None
     max_total_tokens: int | None = None
     page_size: int = 16

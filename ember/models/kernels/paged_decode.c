@@ -6,10 +6,12 @@
  * keys to float32 (16 x D floats, in L1), scores all the query heads of the KV head's group
  * against it, then, after an exact softmax over the whole context, does the same for the values.
  *
- * Element types (codes shared with paged_decode.py): 0 float32, 1 bfloat16, 2 float8 e4m3fn.
- * FP8 is widened by moving bits (as kv/fp8.py's dequantize_fp8_bits, into float32): the byte,
- * sign-extended, shifted left 20 and masked, is the float32 number 2^120 times too small, one
- * exact multiply finishes it; the two NaN patterns read as +-480, as there.
+ * Element types (codes shared with paged_decode.py): 0 float32, 1 bfloat16, 2 float8 e4m3fn,
+ * 3 float8 e5m2. FP8 is widened by moving bits (as kv/fp8.py's dequantize_fp8_bits, into
+ * float32): an e4m3 byte, sign-extended, shifted left 20 and masked, is the float32 number 2^120
+ * times too small, one exact multiply finishes it; the two NaN patterns read as +-480, as there.
+ * An e5m2 byte (the top byte of a half: exponent bias 15) goes the same way shifted left 21,
+ * times 2^112; its inf and NaN patterns (never stored: quantizing saturates) read as finite.
  *
  * Integrity: when asked (sample_step > 0), it also adds the wrap-around sum of the 64-bit words of
  * the sampled page columns (first, first + step, ... < num_pages, padding pages included, every
@@ -30,7 +32,7 @@
 #include <immintrin.h>
 #endif
 
-enum { F32 = 0, BF16 = 1, FP8 = 2 };
+enum { F32 = 0, BF16 = 1, FP8 = 2, FP8_E5M2 = 3 };
 
 static inline float bits_to_float(uint32_t u) {
     float f;
@@ -44,6 +46,27 @@ static inline uint32_t float_to_bits(float f) {
     return u;
 }
 
+/* Widen n FP8 bytes to float32: sign-extend, shift the exponent and mantissa into float32's
+ * low exponent and top mantissa bits, mask off the sign's copies, scale by 2^(127 - bias). */
+static inline void widen_fp8(const int8_t *restrict s, int64_t n, float *restrict dst, int shift,
+                             uint32_t mask_bits, float factor) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    const __m512i mask = _mm512_set1_epi32((int32_t)mask_bits);
+    const __m512 scale = _mm512_set1_ps(factor);
+    const __m128i count = _mm_cvtsi32_si128(shift);
+    for (; i + 16 <= n; i += 16) {
+        const __m512i w = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+        const __m512i bits = _mm512_and_si512(_mm512_sll_epi32(w, count), mask);
+        _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_castsi512_ps(bits), scale));
+    }
+#endif
+    for (; i < n; i++) {
+        uint32_t w = ((uint32_t)(int32_t)s[i] << shift) & mask_bits;
+        dst[i] = bits_to_float(w) * factor;
+    }
+}
+
 /* Widen n contiguous elements of type `dtype` at src to float32. */
 static void widen(const void *src, int dtype, int64_t n, float *restrict dst) {
     if (dtype == F32) {
@@ -51,22 +74,10 @@ static void widen(const void *src, int dtype, int64_t n, float *restrict dst) {
     } else if (dtype == BF16) {
         const uint16_t *s = (const uint16_t *)src;
         for (int64_t i = 0; i < n; i++) dst[i] = bits_to_float((uint32_t)s[i] << 16);
-    } else {
-        const int8_t *s = (const int8_t *)src;
-        int64_t i = 0;
-#if defined(__AVX512F__)
-        const __m512i mask = _mm512_set1_epi32((int32_t)0x87F00000u);
-        const __m512 factor = _mm512_set1_ps(0x1p120f);
-        for (; i + 16 <= n; i += 16) {
-            const __m512i w = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
-            const __m512i bits = _mm512_and_si512(_mm512_slli_epi32(w, 20), mask);
-            _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_castsi512_ps(bits), factor));
-        }
-#endif
-        for (; i < n; i++) {
-            uint32_t w = ((uint32_t)(int32_t)s[i] << 20) & 0x87F00000u;
-            dst[i] = bits_to_float(w) * 0x1p120f;
-        }
+    } else if (dtype == FP8) {
+        widen_fp8((const int8_t *)src, n, dst, 20, 0x87F00000u, 0x1p120f);
+    } else { /* FP8_E5M2 */
+        widen_fp8((const int8_t *)src, n, dst, 21, 0x8FE00000u, 0x1p112f);
     }
 }
 

@@ -20,12 +20,11 @@ from pathlib import Path
 import torch
 
 from ember.models.kernels.build import load_kernel
-from ember.models.kv.fp8 import FP8_DTYPE
 
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("paged_decode.c")
-_CODES = {torch.float32: 0, torch.bfloat16: 1, FP8_DTYPE: 2}
+_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float8_e4m3fn: 2, torch.float8_e5m2: 3}
 _I64 = ctypes.c_int64
 _PTR = ctypes.c_void_p
 
@@ -63,9 +62,10 @@ class PagedDecodeKernel:
 
         ``q`` ``(B, H, D)`` float32 or bfloat16, scales already folded in, rows may be strided;
         ``k_cache`` ``(Hkv, N, S, D)``, ``v_cache`` ``(Hkv, N, S, Dv)``, one layer, contiguous,
-        float32, bfloat16 or float8_e4m3fn (stored values; their scales folded into ``q`` and
-        ``out_scale``); ``pages`` ``(B * P,)`` int64 page table; ``seq_lens`` ``(B,)`` int64,
-        each in ``1 .. P * S``; ``out`` ``(B, H, Dv)`` contiguous, float32 or bfloat16.
+        float32, bfloat16, float8_e4m3fn or float8_e5m2 (stored values; their scales folded into
+        ``q`` and ``out_scale``); ``pages`` ``(B * P,)`` int64 page table; ``seq_lens``
+        ``(B,)`` int64, each in ``1 .. P * S``; ``out`` ``(B, H, Dv)`` contiguous, float32 or
+        bfloat16.
         ``sums`` ``(B, n)`` int64: add the integrity sample of columns ``sample_first,
         sample_first + sample_step, ...`` (``PageSample``) when ``sample_step > 0``. Returns
         the seconds those sums took (0.0 without a sample): the integrity checker's share.

@@ -14,22 +14,23 @@ a row copy, and yields contiguous ``(B, L, width)`` operands for ``bmm``:
 - DSA indexer (GLM-5.x): ``index_k`` = ``(Li, 1, N, S, Di)``, one row per layer that runs its own
   indexer (``index_row[layer]``).
 
-The element type is float32, bfloat16 or float8_e4m3fn; FP8 carries one static float32 scale per
-(layer, component) (see ``fp8.py``). Components: 0 = K or latent, 1 = V or rope, 2 = indexer key.
+The element type is float32, bfloat16, float8_e4m3fn or float8_e5m2; FP8 carries one static
+float32 scale per (layer, component) (see ``fp8.py``). Components: 0 = K or latent, 1 = V or
+rope, 2 = indexer key.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ember.models.kv.fp8 import FP8_DTYPE
+from ember.models.kv.fp8 import FP8_DTYPES, quantize_fp8
 from ember.models.kv.integrity import KVSidecar
 from ember.models.kv.spec import KVSpec
 
 STORAGE_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "bf16": torch.bfloat16,
-    "fp8_e4m3": FP8_DTYPE,
+    **FP8_DTYPES,
 }
 
 
@@ -51,7 +52,7 @@ class KVPool:
         self.padding_page = num_pages
         self.num_slots = (num_pages + 1) * page_size
         self.dtype = STORAGE_DTYPES[spec.dtype]
-        self.is_fp8 = spec.dtype == "fp8_e4m3"
+        self.is_fp8 = spec.is_fp8
         self.device = torch.device(device)
         layers, pages = spec.num_layers, num_pages + 1
 
@@ -107,9 +108,7 @@ class KVPool:
     def encode(self, x: torch.Tensor, layer: int, component: int) -> torch.Tensor:
         """Convert new cache entries to the storage dtype (quantizing FP8 with its scale)."""
         if self.is_fp8:
-            scale = self.scales[layer][component]
-            if scale != 1.0:
-                x = x.float() / scale
+            return quantize_fp8(x, self.scales[layer][component], self.dtype)
         return x.to(self.dtype)
 
     def slot_bytes(self, cache: torch.Tensor, row: int, slot: int) -> torch.Tensor:

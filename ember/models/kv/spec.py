@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from ember.errors import ConfigError
 
-KVCacheDtype = Literal["float32", "bf16", "fp8_e4m3"]
+KVCacheDtype = Literal["float32", "bf16", "fp8_e4m3", "fp8_e5m2"]
 # Spellings accepted on the command line (SGLang's plus our own), mapped to the canonical name.
 KV_DTYPE_ALIASES: dict[str, KVCacheDtype] = {
     "float32": "float32",
@@ -33,8 +33,9 @@ KV_DTYPE_ALIASES: dict[str, KVCacheDtype] = {
     "bfloat16": "bf16",
     "fp8_e4m3": "fp8_e4m3",
     "fp8": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
 }
-ELEMENT_BYTES: dict[KVCacheDtype, int] = {"float32": 4, "bf16": 2, "fp8_e4m3": 1}
+ELEMENT_BYTES: dict[KVCacheDtype, int] = {"float32": 4, "bf16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
 SCALE_BYTES = 4  # one float32 per (layer, component) for FP8
 
 
@@ -78,13 +79,20 @@ class KVSpec:
         if not self.index_head_dim:
             object.__setattr__(self, "index_layers", ())
         if self.dtype not in ELEMENT_BYTES:
-            raise ConfigError("engine", "kv_cache_dtype", self.dtype, "float32, bf16 or fp8_e4m3")
+            raise ConfigError(
+                "engine", "kv_cache_dtype", self.dtype, "float32, bf16, fp8_e4m3 or fp8_e5m2"
+            )
         if self.num_layers <= 0:
             raise ConfigError("model config", "num_hidden_layers", self.num_layers, "> 0")
         if self.kind == "gqa" and min(self.num_kv_heads, self.head_dim, self.v_head_dim) <= 0:
             raise ConfigError("model config", "num_key_value_heads/head_dim", self, "> 0 for GQA")
         if self.kind == "mla" and min(self.kv_lora_rank, self.qk_rope_head_dim) <= 0:
             raise ConfigError("model config", "kv_lora_rank/qk_rope_head_dim", self, "> 0 for MLA")
+
+    @property
+    def is_fp8(self) -> bool:
+        """One byte an element with a static scale per (layer, component): e4m3 or e5m2."""
+        return self.dtype in ("fp8_e4m3", "fp8_e5m2")
 
     @property
     def element_bytes(self) -> int:
@@ -115,7 +123,7 @@ class KVSpec:
     @property
     def scale_bytes(self) -> int:
         """Fixed bytes of static FP8 scales for the whole pool (zero per token)."""
-        if self.dtype != "fp8_e4m3":
+        if not self.is_fp8:
             return 0
         return (2 * self.num_layers + len(self.index_layers)) * SCALE_BYTES
 

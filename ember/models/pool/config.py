@@ -35,7 +35,7 @@ from ember.errors import ConfigError
 
 Backend = Literal["ember", "sglang"]
 BACKENDS = ("ember", "sglang")
-EMBER_KV_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8", "float32")
+EMBER_KV_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp8", "float32")
 SGLANG_KV_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2")
 EMBER_QUANTIZATIONS = ("none", "fp8", "int4")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+(,\d+)*)?)$")

@@ -47,7 +47,7 @@ class ResolvedSource:
 
 @dataclass(frozen=True, slots=True)
 class KVReport:
-    dtype: str  # bf16 | fp8_e4m3 | float32
+    dtype: str  # bf16 | fp8_e4m3 | fp8_e5m2 | float32
     budget_bytes: int
     capacity_tokens: int
     bytes_per_token: int

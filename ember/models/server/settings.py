@@ -28,7 +28,7 @@ FLAGS = "ember models serve"
 DEFAULT_PORT = 30000  # sglang.launch_server's default
 DEFAULT_CPU_KV_BYTES = 256 * 2**20
 DEFAULT_CUDA_MEM_FRACTION = 0.88
-KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8", "float32")
+KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp8", "float32")
 MODEL_DTYPES = ("auto", "bfloat16", "bf16", "float32", "fp32")
 QUANTIZATIONS = ("none", "fp8", "int4")
 QUANT_TARGETS = ("experts", "all")
@@ -102,7 +102,7 @@ class ServerSettings:
             "--kv-cache-dtype",
             self.kv_cache_dtype,
             self.kv_cache_dtype in KV_CACHE_DTYPES,
-            "auto, bf16 or fp8_e4m3",
+            "auto, bf16, fp8_e4m3 or fp8_e5m2",
         )
         need(
             "--quantization",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ember.models.attention.backend import BatchLayout
-from ember.models.kv.fp8 import dequantize_fp8, quantize_fp8
+from ember.models.kv.fp8 import FP8_DTYPES, dequantize_fp8, quantize_fp8
 
 DTYPES = {"float32": torch.float32, "bf16": torch.bfloat16}
 
@@ -37,9 +37,10 @@ class NaiveCacheBackend:
         return self._layout
 
     def _round(self, x: torch.Tensor, layer: int, component: int) -> torch.Tensor:
-        if self.dtype == "fp8_e4m3":
+        if self.dtype in FP8_DTYPES:
             scale = self.scales[layer][component] if self.scales else 1.0
-            return dequantize_fp8(quantize_fp8(x.float(), scale), scale)
+            stored = quantize_fp8(x.float(), scale, FP8_DTYPES[self.dtype])
+            return dequantize_fp8(stored, scale)
         return x.to(DTYPES[self.dtype]).float()
 
     def _cache(self, i: int, layer: int, name: str) -> list[torch.Tensor]:

@@ -43,7 +43,7 @@ def _rounds(rng: random.Random, num_seqs: int, num_rounds: int):
 
 
 @pytest.mark.parametrize("kind", ["gqa", "gqa-sdpa", "mla", "dsa"])
-@pytest.mark.parametrize("dtype", ["float32", "bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("dtype", ["float32", "bf16", "fp8_e4m3", "fp8_e5m2"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int) -> None:
     rng = random.Random(seed)
@@ -51,7 +51,7 @@ def test_paged_backend_matches_naive_reference(kind: str, dtype: str, seed: int)
     spec = _spec(kind, dtype)
     pool = KVPool(spec, num_pages=64, page_size=PAGE, integrity=False)
     scales = None
-    if dtype == "fp8_e4m3":  # non-unit scales exercise the folding into queries and outputs
+    if dtype.startswith("fp8"):  # non-unit scales exercise the folding into queries and outputs
         scales = [[0.5, 0.02, 0.25], [2.0, 0.1, 1.0]][: spec.num_layers]
         scales = [row[: spec.num_components] for row in scales]
         pool.set_scales(scales)

@@ -108,7 +108,7 @@ def _close(got: torch.Tensor, want: torch.Tensor, exact: torch.Tensor) -> None:
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "float32"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "fp8_e5m2", "float32"])
 @pytest.mark.parametrize("query_dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_kernel_matches_the_torch_gather_path(
@@ -118,7 +118,7 @@ def test_kernel_matches_the_torch_gather_path(
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     spec = KVSpec("gqa", 2, dtype, num_kv_heads=kv_heads, head_dim=head_dim, v_head_dim=v_dim)
     pool = KVPool(spec, num_pages=200, page_size=PAGE, integrity=False)
-    if dtype == "fp8_e4m3":
+    if dtype.startswith("fp8"):
         pool.set_scales([[0.05, 0.3], [2.0, 0.02]])
     _fill(pool, gen)
     free = list(range(200))
@@ -153,7 +153,7 @@ def test_kernel_matches_the_torch_gather_path(
     assert counting.calls == 2
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "float32"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "fp8_e5m2", "float32"])
 def test_kernel_sums_the_integrity_sample_as_the_gathers_do(dtype: str) -> None:
     rng, gen = random.Random(7), torch.Generator().manual_seed(7)
     spec = KVSpec("gqa", 1, dtype, num_kv_heads=2, head_dim=8, v_head_dim=8)
@@ -187,7 +187,7 @@ MLA_SHAPES = [(4, 12, 4), (3, 64, 16), (1, 8, 8)]  # (heads, latent rank C, rota
 
 
 @pytest.mark.parametrize("shape", MLA_SHAPES)
-@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "float32"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "fp8_e5m2", "float32"])
 @pytest.mark.parametrize("query_dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_mla_kernel_matches_the_torch_gather_path(
@@ -197,7 +197,7 @@ def test_mla_kernel_matches_the_torch_gather_path(
     rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
     spec = KVSpec("mla", 2, dtype, kv_lora_rank=rank, qk_rope_head_dim=rope)
     pool = KVPool(spec, num_pages=200, page_size=PAGE, integrity=False)
-    if dtype == "fp8_e4m3":
+    if dtype.startswith("fp8"):
         pool.set_scales([[0.05, 0.3], [2.0, 0.02]])
     _fill(pool, gen)
     free = list(range(200))
@@ -235,7 +235,7 @@ def test_mla_kernel_matches_the_torch_gather_path(
     assert counting.calls == 2
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "fp8_e5m2"])
 def test_mla_kernel_sums_the_integrity_sample_once_per_page(dtype: str) -> None:
     rng, gen = random.Random(3), torch.Generator().manual_seed(3)
     spec = KVSpec("mla", 1, dtype, kv_lora_rank=12, qk_rope_head_dim=4)
@@ -310,7 +310,7 @@ def test_kernel_checks_its_arguments() -> None:
     assert out[1].eq(0).all() and out[0].eq(1).all() and out[2].eq(1).all()
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "fp8_e5m2"])
 def test_portable_build_agrees_with_the_native_one(dtype: str, tmp_path: Path) -> None:
     """The build without ``-march=native`` (the fallback for a compiler that refuses it) runs
     the same code on narrower vectors: equal within float32 reassociation."""

@@ -51,7 +51,7 @@ def test_a_device_workspace_takes_no_native_kernel_and_allocates_there() -> None
 
 
 @pytest.mark.parametrize("kind", ["gqa", "gqa-sdpa", "mla", "dsa"])
-@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "fp8_e5m2"])
 def test_attention_runs_on_the_pool_device(kind: str, dtype: str) -> None:
     # Boolean masks (a prefill group's valid rows) need nonzero(), which meta cannot size.
     from torch.fx.experimental import _config

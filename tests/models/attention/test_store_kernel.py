@@ -35,7 +35,7 @@ def _random(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) ->
     return raw.view(dtype)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, FP8_DTYPE, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, FP8_DTYPE, torch.float8_e5m2, torch.float32])
 @pytest.mark.parametrize("heads,width", [(2, 64), (1, 40), (3, 8), (1, 576)])
 def test_store_and_sums_equal_index_put_and_stored_digests(dtype, heads, width) -> None:
     gen = torch.Generator().manual_seed(heads * 1000 + width)

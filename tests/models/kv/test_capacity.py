@@ -32,8 +32,9 @@ GLMDSA_TINY = KVSpec("mla", 4, "bf16", kv_lora_rank=64, qk_rope_head_dim=16, ind
 )
 def test_bytes_per_token_of_full_size_models(spec: KVSpec, bf16: int, fp8: int) -> None:
     assert spec.cell_size == bf16
-    assert spec.with_dtype("fp8_e4m3").cell_size == fp8
-    assert spec.with_dtype("fp8_e4m3").scale_bytes == spec.num_layers * spec.num_components * 4
+    for name in ("fp8_e4m3", "fp8_e5m2"):  # one byte an element either way, static scales
+        assert spec.with_dtype(name).cell_size == fp8  # type: ignore[arg-type]
+        assert spec.with_dtype(name).scale_bytes == spec.num_layers * spec.num_components * 4  # type: ignore[arg-type]
 
 
 def test_seed_figure_686k_to_1_37m_tokens() -> None:
@@ -85,6 +86,7 @@ def test_bad_values_are_named() -> None:
         parse_kv_dtype("int3")
     assert parse_kv_dtype("auto", "float32") == "float32"
     assert parse_kv_dtype("fp8_e4m3") == "fp8_e4m3"
+    assert parse_kv_dtype("fp8_e5m2") == "fp8_e5m2"  # SGLang's other FP8 KV format
     with pytest.raises(ConfigError, match="kv_cache_bytes"):
         kv_capacity(KIMI_TINY, 100, page_size=16)
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from ember.models.kv.fp8 import (
-    FP8_DTYPE,
     FP8_MAX,
     dequantize_fp8,
     dequantize_fp8_bits,
+    fp8_max,
     quantize_fp8,
     scale_from_amax,
 )
@@ -19,7 +19,7 @@ from ember.models.kv.pool import KVPool
 from ember.models.kv.spec import KVSpec
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("dtype", ["float32", "bf16", "fp8_e4m3", "fp8_e5m2"])
 @pytest.mark.parametrize("index_dim", [0, 8, 3])  # 3: odd row widths fall back to narrow words
 def test_vectorised_digest_matches_reference(dtype: str, index_dim: int) -> None:
     spec = KVSpec("mla", 3, dtype, kv_lora_rank=13, qk_rope_head_dim=4, index_head_dim=index_dim)
@@ -83,20 +83,43 @@ def test_fp8_round_trip_error_is_within_e4m3_precision() -> None:
     assert float(dequantize_fp8(quantize_fp8(torch.tensor([1e6]), 1.0), 1.0)) == FP8_MAX
 
 
+def test_e5m2_round_trip_keeps_two_mantissa_bits_and_saturates() -> None:
+    """e5m2 (SGLang's other FP8 KV format): more range, 2 mantissa bits. PyTorch's cast
+    overflows to inf there, so quantizing saturates by hand, as the e4m3 cast does."""
+    e5m2 = torch.float8_e5m2
+    x = torch.randn(4096) * 3
+    top = fp8_max(e5m2)
+    assert top == 57344.0
+    for scale in (1.0, 0.01, scale_from_amax(float(x.abs().max()), dtype=e5m2)):
+        back = dequantize_fp8(quantize_fp8(x, scale, e5m2), scale)
+        normal = (x.abs() > 2**-14 * scale) & (x.abs() <= top * scale)
+        rel = ((back - x).abs() / x.abs())[normal]
+        assert float(rel.max()) <= 2**-3 + 1e-6
+    huge = torch.tensor([1e6, -1e6, float("inf")], dtype=torch.bfloat16)
+    assert dequantize_fp8(quantize_fp8(huge, 1.0, e5m2), 1.0).tolist() == [top, -top, top]
+
+
+# The patterns the reference cast reads as inf or NaN (never stored: quantizing saturates).
+NON_FINITE = {torch.float8_e4m3fn: 2, torch.float8_e5m2: 8}
+
+
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_bit_dequantization_equals_the_reference_cast(dtype: torch.dtype) -> None:
+def test_bit_dequantization_equals_the_reference_cast(dtype: torch.dtype, fp8: torch.dtype) -> None:
     every_pattern = torch.arange(256, dtype=torch.int64).to(torch.uint8)
     fresh = torch.randn(4096, generator=torch.Generator().manual_seed(5)) * 40
-    raw = torch.cat((every_pattern.view(FP8_DTYPE), quantize_fp8(fresh, 1.0))).view(-1, 16)
+    raw = torch.cat((every_pattern.view(fp8), quantize_fp8(fresh, 1.0, fp8))).view(-1, 16)
     out = torch.empty(raw.shape, dtype=dtype)
     fast = dequantize_fp8_bits(raw, out)
     want = dequantize_fp8(raw, 1.0, dtype)
-    nan = torch.isnan(want)
-    assert int(nan.sum()) == 2  # 0x7F and 0xFF, never stored (quantizing saturates)
-    assert torch.equal(fast[~nan], want[~nan])
+    odd = ~torch.isfinite(want)
+    assert int(odd.sum()) == NON_FINITE[fp8]  # e4m3fn: 0x7F, 0xFF; e5m2: +-inf and 6 NaNs
+    assert torch.equal(fast[~odd], want[~odd])
     assert fast.data_ptr() == out.data_ptr(), "the output is the caller's scratch"
-    # Subnormals (exponent 0) are where a flush-to-zero would show: m * 2^-9.
-    assert float(fast.view(-1)[1]) == 2.0**-9 and float(fast.view(-1)[0x87]) == -7 * 2.0**-9
+    # Subnormals (exponent 0) are where a flush-to-zero would show: m * 2^-9 (e4m3),
+    # m * 2^-16 (e5m2).
+    tiny = 2.0**-9 if fp8 == torch.float8_e4m3fn else 2.0**-16
+    assert float(fast.view(-1)[1]) == tiny and float(fast.view(-1)[0x83]) == -3 * tiny
 
 
 @pytest.mark.parametrize("spec_kind", ["gqa", "mla"])

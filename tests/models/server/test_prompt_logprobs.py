@@ -194,14 +194,15 @@ def test_vllm_prompt_logprobs_on_chat(exact: LiveServer) -> None:
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "prompt_logprobs"
 
 
-@pytest.fixture(scope="module")
-def fp8(kimi_dir: Path) -> Iterator[LiveServer]:
-    """kimi-tiny (MLA) in float32 with an FP8 KV cache: the cache is the only rounding."""
+@pytest.fixture(scope="module", params=["fp8_e4m3", "fp8_e5m2"])
+def fp8(kimi_dir: Path, request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    """kimi-tiny (MLA) in float32 with an FP8 KV cache (either of SGLang's two formats): the
+    cache is the only rounding."""
     settings = server_settings(
         str(kimi_dir),
         served_model_name="kimi",
         dtype="float32",
-        kv_cache_dtype="fp8_e4m3",
+        kv_cache_dtype=request.param,
         chunked_prefill_size=128,
     )
     with running_server(settings) as live:
@@ -213,6 +214,10 @@ def test_fp8_kv_prompt_logprobs_follow_the_reference(fp8: LiveServer) -> None:
     (measured on this prompt: mean 0.08, max 0.85 nats; a float32 cache matches to 1e-4), a
     position off by one moves it by nats."""
     prompt = _prompt(seed=6, length=300)
+    served = fp8.state.served
+    assert served is not None
+    stored = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+    assert served.llm.runner.pool.dtype == stored[fp8.state.settings.kv_cache_dtype]
     meta = _generate(fp8, prompt, start=0, top=0)
     entries = meta["input_token_logprobs"]
     assert len(entries) == len(prompt) and entries[0][0] is None
