@@ -77,7 +77,7 @@ def test_the_engine_on_cuda_matches_the_reference_greedy_loop(arch: str) -> None
     assert engine.stats.preemptions > 0
 
 
-@pytest.mark.parametrize("kv", ["bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("kv", ["bf16", "fp8_e4m3", "fp8_e5m2"])
 @pytest.mark.parametrize("arch", sorted(tiny.ALL))
 @torch.no_grad()
 def test_the_paged_pool_on_cuda_matches_the_cpu_pool(arch: str, kv: str) -> None:
@@ -117,7 +117,8 @@ def test_the_paged_pool_on_cuda_matches_the_cpu_pool(arch: str, kv: str) -> None
             backend = PagedAttentionBackend(pool, batch, spaces[device])
             out[device] = model(ids.to(device), backend).cpu()
         scale = float(out["cpu"].abs().max())
-        tolerance = 0.02 if kv == "fp8_e4m3" else 0.005
+        # e5m2 keeps one mantissa bit fewer: a rounding flip moves a value twice as far.
+        tolerance = {"fp8_e4m3": 0.02, "fp8_e5m2": 0.04}.get(kv, 0.005)
         error = float((out["cuda"] - out["cpu"]).abs().max())
         assert error <= tolerance * scale, (arch, kv, members, error / scale)
         for seq, q in zip(members, query, strict=True):

@@ -116,6 +116,18 @@ def test_run_returns_a_chat_completion_usable_both_ways(ai: AI) -> None:
     assert prompt["model"] == KIMI and prompt["usage"]["completion_tokens"] == 3
 
 
+def test_tool_markup_without_tools_never_reaches_the_content(ai: AI) -> None:
+    """``env.AI.run`` with a prompt and no tools: tool-call tokens the model emits anyway are
+    special tokens, skipped as SGLang and vLLM skip them (they used to show as content)."""
+    section_begin = 8135  # <|tool_calls_section_begin|> in Kimi's tokenizer (kimi-tiny's too)
+    inputs = {"prompt": "hi", "max_tokens": 3, "logit_bias": {str(section_begin): 100}}
+    result = ai.post(KIMI, inputs).json()["result"]
+    assert result["usage"]["completion_tokens"] == 3  # the model did emit them
+    message = result["choices"][0]["message"]
+    assert "tool_calls" not in (message.get("content") or "")
+    assert "tool_calls" not in (message.get("reasoning_content") or "")
+
+
 def _piped(ai: AI) -> int:
     process = ai.harness.supervisor.isolate(ai.deployment)
     assert process is not None
