@@ -11,13 +11,8 @@ from pathlib import Path
 import pytest
 
 from ember.bindings.kv.records import KVWrite
-from ember.bindings.kv.store import (
-    ACCOUNTING_VERSION,
-    ENTRY_OVERHEAD_BYTES,
-    KVQuota,
-    KVQuotaExceeded,
-    KVStore,
-)
+from ember.bindings.kv.schema import ACCOUNTING_VERSION, ENTRY_OVERHEAD_BYTES
+from ember.bindings.kv.store import KVQuota, KVQuotaExceeded, KVStore
 from ember.errors import InternalError
 
 OH = ENTRY_OVERHEAD_BYTES  # what each entry costs beyond its key, value and metadata

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ember.bindings.kv.store import ENTRY_OVERHEAD_BYTES
+from ember.bindings.kv.schema import ENTRY_OVERHEAD_BYTES
 from tests.platform.conftest import TEST_CONFIG, RunningPlatform, start_platform
 from tests.platform.helpers import error_of, temporary_account
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from ember.bindings.base import BindingService, BindingSpec, CallContext, ServiceHost, StreamReply
 from ember.bindings.kv import limits
-from ember.bindings.kv.store import AsyncKVStore, KVEntry, KVQuota, KVQuotaExceeded, KVStore
+from ember.bindings.kv.async_store import AsyncKVStore
+from ember.bindings.kv.store import KVEntry, KVQuota, KVQuotaExceeded, KVStore
 from ember.errors import NotFound
 
 # Values up to this size travel inside the reply frame; larger ones are streamed.

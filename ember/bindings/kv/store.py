@@ -16,25 +16,29 @@ Owns durability and ordering, not validation (``limits.py`` does that, for every
 - Deleted data is overwritten (``secure_delete``), and ``compact`` empties the write-ahead log,
   so a deleted account leaves nothing readable behind.
 
-``KVStore`` is synchronous and thread-safe; ``AsyncKVStore`` runs it on one worker thread so the
-supervisor's event loop never waits on a disk flush.
+``KVStore`` is synchronous and thread-safe; ``AsyncKVStore`` (``async_store.py``) runs it on one
+worker thread so the supervisor's event loop never waits on a disk flush. The schema and the byte
+accounting are in ``schema.py``, how keys and cursors are encoded in ``keys.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import os
 import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ParamSpec, TypeVar
 
+from ember.bindings.kv.keys import (
+    decode_cursor,
+    encode_cursor,
+    key_bytes,
+    key_text,
+    prefix_upper_bound,
+)
 from ember.bindings.kv.records import (
     KVEntry,
     KVKeyInfo,
@@ -44,48 +48,14 @@ from ember.bindings.kv.records import (
     KVWrite,
     Namespace,
 )
-from ember.errors import InternalError, NotFound
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS namespaces (
-    id TEXT PRIMARY KEY,
-    title TEXT NOT NULL,
-    created REAL NOT NULL,
-    account TEXT,
-    bytes INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS kv (
-    namespace TEXT NOT NULL,
-    key BLOB NOT NULL,
-    value BLOB NOT NULL,
-    expiration INTEGER,
-    metadata TEXT,
-    PRIMARY KEY (namespace, key)
-) WITHOUT ROWID;
-"""
-# Columns added after the first release: (name, definition), applied when missing.
-_ADDED_COLUMNS = (("account", "TEXT"), ("bytes", "INTEGER NOT NULL DEFAULT 0"))
-
-# What one entry costs on disk beyond its key, value and metadata bytes, charged to the quota.
-# Each row of ``kv`` repeats its namespace id (32 bytes on the platform) and carries a record
-# header, a cell pointer and varints, and b-tree pages are never quite full. Measured on this
-# schema (SQLite 3.40, 4 KiB pages): 50,000 to 200,000 entries ``k<i>`` with empty values put
-# one by one into one namespace, file size after ``wal_checkpoint(TRUNCATE)``: 52.2 bytes per
-# entry at ~6-byte keys (so ~46 bytes of overhead), 96.0 at ~46-byte keys (pages ~88% full).
-# 64 covers the fixed part and the page slack on keys up to ~130 bytes; without it a 10 MiB
-# quota let 1.7 million empty 6-byte keys take ~90 MB of disk.
-ENTRY_OVERHEAD_BYTES = 64
-_ENTRY_BYTES = (
-    f"{ENTRY_OVERHEAD_BYTES} + length(key) + length(value) "
-    "+ COALESCE(length(CAST(metadata AS BLOB)), 0)"
+from ember.bindings.kv.schema import (
+    ACCOUNTING_VERSION,
+    ADDED_COLUMNS,
+    ENTRY_BYTES_SQL,
+    SCHEMA,
+    entry_bytes,
 )
-# ``PRAGMA user_version`` of the file: the byte accounting its counters follow. 0: keys, values
-# and metadata only (every file before the per-entry overhead); 1: with ENTRY_OVERHEAD_BYTES.
-# Opening an older file recounts every namespace once, in one transaction.
-ACCOUNTING_VERSION = 1
+from ember.errors import InternalError, NotFound
 
 
 class KVStoreUnavailable(InternalError):
@@ -117,7 +87,7 @@ class KVStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA secure_delete=ON")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
             self._migrate()
         except sqlite3.Error as exc:  # e.g. "file is not a database": a foreign or torn file
             self._db.close()
@@ -134,12 +104,12 @@ class KVStore:
                     f"({ACCOUNTING_VERSION}); upgrade ember to open it"
                 )
             present = {row[1] for row in self._db.execute("PRAGMA table_info(namespaces)")}
-            missing = [(name, kind) for name, kind in _ADDED_COLUMNS if name not in present]
+            missing = [(name, kind) for name, kind in ADDED_COLUMNS if name not in present]
             for name, kind in missing:
                 self._db.execute(f"ALTER TABLE namespaces ADD COLUMN {name} {kind}")
             if missing or version < ACCOUNTING_VERSION:
                 self._db.execute(
-                    f"UPDATE namespaces SET bytes = (SELECT COALESCE(SUM({_ENTRY_BYTES}), 0) "
+                    f"UPDATE namespaces SET bytes = (SELECT COALESCE(SUM({ENTRY_BYTES_SQL}), 0) "
                     "FROM kv WHERE kv.namespace = namespaces.id)"
                 )
                 self._db.execute(f"PRAGMA user_version={ACCOUNTING_VERSION}")
@@ -253,7 +223,7 @@ class KVStore:
 
     def get(self, namespace_id: str, key: str) -> KVEntry | None:
         """The live entry for ``key``, or None (missing or expired)."""
-        raw_key = _encode(key)
+        raw_key = key_bytes(key)
         now = self.clock()
         with self._lock:
             row = self._db.execute(
@@ -316,7 +286,7 @@ class KVStore:
                 raise NotFound(f"KV namespace {namespace_id!r} does not exist")
             delta = 0
             for write in writes:
-                raw_key = _encode(write.key)
+                raw_key = key_bytes(write.key)
                 old = self._entry_bytes(namespace_id, raw_key)
                 self._db.execute(
                     "INSERT OR REPLACE INTO kv (namespace, key, value, expiration, metadata) "
@@ -350,11 +320,11 @@ class KVStore:
         """Delete every key of ``keys`` (no error for absent ones), in one transaction."""
         with self._lock, self._transaction():
             for key in keys:
-                self._remove(namespace_id, _encode(key))
+                self._remove(namespace_id, key_bytes(key))
 
     def _entry_bytes(self, namespace_id: str, raw_key: bytes) -> int:
         row = self._db.execute(
-            f"SELECT {_ENTRY_BYTES} FROM kv WHERE namespace = ? AND key = ?",
+            f"SELECT {ENTRY_BYTES_SQL} FROM kv WHERE namespace = ? AND key = ?",
             (namespace_id, raw_key),
         ).fetchone()
         return int(row[0]) if row else 0
@@ -377,7 +347,7 @@ class KVStore:
         self, namespace_id: str, *, prefix: str = "", limit: int = 1000, cursor: str | None = None
     ) -> KVListPage:
         """Up to ``limit`` live keys starting with ``prefix``, after ``cursor``, in byte order."""
-        raw_prefix = _encode(prefix)
+        raw_prefix = key_bytes(prefix)
         start = raw_prefix
         strictly_after = False
         if cursor:
@@ -386,7 +356,7 @@ class KVStore:
                 start, strictly_after = after, True
         clauses = ["namespace = ?", "key > ?" if strictly_after else "key >= ?"]
         params: list[object] = [namespace_id, start]
-        upper = _prefix_upper_bound(raw_prefix)
+        upper = prefix_upper_bound(raw_prefix)
         if upper is not None:
             clauses.append("key < ?")
             params.append(upper)
@@ -401,7 +371,7 @@ class KVStore:
             rows = self._db.execute(query, params).fetchall()
         more = len(rows) > limit
         rows = rows[:limit]
-        keys = tuple(KVKeyInfo(name=_decode(r[0]), expiration=r[1], metadata=r[2]) for r in rows)
+        keys = tuple(KVKeyInfo(name=key_text(r[0]), expiration=r[1], metadata=r[2]) for r in rows)
         next_cursor = encode_cursor(bytes(rows[-1][0])) if more and rows else None
         return KVListPage(keys=keys, cursor=next_cursor)
 
@@ -410,7 +380,7 @@ class KVStore:
         now = self.clock()
         with self._lock, self._transaction():
             freed = self._db.execute(
-                f"SELECT namespace, SUM({_ENTRY_BYTES}) FROM kv "
+                f"SELECT namespace, SUM({ENTRY_BYTES_SQL}) FROM kv "
                 "WHERE expiration IS NOT NULL AND expiration <= ? GROUP BY namespace",
                 (now,),
             ).fetchall()
@@ -420,61 +390,3 @@ class KVStore:
             for namespace_id, size in freed:
                 self._count(namespace_id, -int(size))
         return cur.rowcount
-
-
-class AsyncKVStore:
-    """``KVStore`` for an event loop: each operation runs on the store's own thread."""
-
-    def __init__(self, store: KVStore) -> None:
-        self.store = store
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-kv")
-
-    async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-        """Run ``fn(*args, **kwargs)`` on the store thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
-
-    async def aclose(self) -> None:
-        """Finish queued operations, then close the database."""
-        await self.run(self.store.close)
-        self._executor.shutdown(wait=True)
-
-    def close(self) -> None:
-        """``aclose`` for callers without an event loop."""
-        self._executor.shutdown(wait=True)
-        self.store.close()
-
-
-def entry_bytes(raw_key: bytes, value: bytes, metadata: str | None) -> int:
-    """What an entry is charged against a quota (the Python twin of ``_ENTRY_BYTES``)."""
-    metadata_bytes = len(metadata.encode()) if metadata else 0
-    return ENTRY_OVERHEAD_BYTES + len(raw_key) + len(value) + metadata_bytes
-
-
-def encode_cursor(last_key: bytes) -> str:
-    """An opaque cursor: the last returned key, base64url without padding."""
-    return base64.urlsafe_b64encode(last_key).rstrip(b"=").decode("ascii")
-
-
-def decode_cursor(cursor: str) -> bytes:
-    """Inverse of ``encode_cursor``; a malformed cursor restarts from the beginning."""
-    try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-    except (ValueError, TypeError):
-        return b""
-
-
-def _encode(key: str) -> bytes:
-    return key.encode("utf-8", "surrogatepass")
-
-
-def _decode(raw: bytes) -> str:
-    return bytes(raw).decode("utf-8", "surrogatepass")
-
-
-def _prefix_upper_bound(prefix: bytes) -> bytes | None:
-    """The smallest byte string greater than every string starting with ``prefix``."""
-    trimmed = prefix.rstrip(b"\xff")
-    if not trimmed:
-        return None
-    return trimmed[:-1] + bytes([trimmed[-1] + 1])

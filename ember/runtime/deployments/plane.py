@@ -11,8 +11,9 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
+from ember.bindings.kv.async_store import AsyncKVStore
 from ember.bindings.kv.service import STORE_FILE
-from ember.bindings.kv.store import AsyncKVStore, KVStore
+from ember.bindings.kv.store import KVStore
 from ember.runtime.deployments import pow
 from ember.runtime.deployments.accounts import AccountService
 from ember.runtime.deployments.clock import Clock, system_clock
