@@ -5,6 +5,7 @@
 - ``scheduler.py``: waiting/running queues, chunked prefill, preemption, abort (torch-free);
 - ``integrity.py``: when KV pages are checked and what a failure means (torch-free);
 - ``model_runner.py``: a step's tensors, the forward over the flat batch, checks, sampling;
+- ``runner_types.py``: its seams (``CausalLM``, ``Sampler``) and what a step returns;
 - ``sampling.py``: per-request sampling through ``ember.models.sampling`` (greedy fast path);
 - ``prompt_logprobs.py``: the extra rows a step scores for requests that ask for prompt logprobs;
 - ``llm_engine.py``: ``LLMEngine`` (``add_request`` / ``step`` / ``abort``);

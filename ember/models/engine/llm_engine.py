@@ -21,7 +21,8 @@ from ember.models.engine.engine_types import (
 )
 from ember.models.engine.integrity import IntegrityChecker
 from ember.models.engine.logprob_types import PromptLogprobSpec
-from ember.models.engine.model_runner import CausalLM, ModelRunner, Sampler, StepResult
+from ember.models.engine.model_runner import ModelRunner
+from ember.models.engine.runner_types import CausalLM, Sampler, StepResult
 from ember.models.engine.sampling import TokenLogprobs
 from ember.models.engine.scheduler import Scheduler, SchedulerOutput
 from ember.models.engine.sequence import FinishReason, Sequence, SequenceStatus, StopCriteria

@@ -1,23 +1,23 @@
 """Turns a scheduled step into tensors, runs the model over the flat batch, checks the KV it read,
 and samples (the only engine module that builds tensors).
 
-The model seam is ``CausalLM``: a cache-aware forward over a flat batch that calls an
-``AttentionBackend`` per layer and returns logits only for the rows that sample (each chunk's last
-token), so prefill tokens do not pay for the vocabulary projection. Sampling goes through
-``Sampler``; ``sampling.RequestSampler`` (each request's own parameters) is the default.
+The model seam is ``CausalLM`` (``runner_types.py``, with ``Sampler`` and ``StepResult``): a
+cache-aware forward over a flat batch that calls an ``AttentionBackend`` per layer and returns
+logits only for the rows that sample (each chunk's last token), so prefill tokens do not pay for
+the vocabulary projection. Sampling goes through ``Sampler``; ``sampling.RequestSampler`` (each
+request's own parameters) is the default.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence as Sequence_
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ember.models.attention.backend import AttentionBackend, BatchLayout
+from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
 from ember.models.attention.paged_batch import (
     AttentionGroup,
@@ -29,35 +29,11 @@ from ember.models.attention.paged_batch import (
 from ember.models.engine.integrity import IntegrityChecker
 from ember.models.engine.integrity_types import GatheredDigest, IntegrityFailure, StepReads
 from ember.models.engine.integrity_walk import Readers, Walk, walk_reference
-from ember.models.engine.logprob_types import PromptTokenLogprob
 from ember.models.engine.prompt_logprobs import plan_rows, score_rows
-from ember.models.engine.sampling import RequestSampler, SampleResult, TokenLogprobs
+from ember.models.engine.runner_types import CausalLM, Sampler, StepResult
+from ember.models.engine.sampling import RequestSampler, TokenLogprobs
 from ember.models.engine.scheduler import ScheduledSeq
-from ember.models.engine.sequence import Sequence
 from ember.models.kv.pool import KVPool
-
-
-class CausalLM(Protocol):
-    """What the engine needs from an architecture (``ember.models.arch.base.CausalLM``)."""
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        backend: AttentionBackend,
-        logits_indices: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """``(T,)`` new tokens laid out as ``backend.layout`` -> logits of ``logits_indices``."""
-        ...
-
-
-class Sampler(Protocol):
-    def sample(self, logits: torch.Tensor, seqs: list[Sequence]) -> SampleResult:
-        """One next token per row of ``logits`` (row ``i`` belongs to ``seqs[i]``).
-
-        Called only for rows whose KV passed this step's integrity checks, so a sampler that
-        keeps per-request state (penalties, a seeded generator) never sees a discarded step.
-        """
-        ...
 
 
 @dataclass(slots=True)
@@ -68,18 +44,6 @@ class StepWrites:
     tokens: int
     digest_words: list[torch.Tensor] | None
     digest_sums: DigestSums | None = None
-
-
-@dataclass(slots=True)
-class StepResult:
-    """Next token per scheduled entry (``None``: mid-prefill or failed) and integrity verdicts."""
-
-    tokens: list[int | None]
-    failures: list[IntegrityFailure] = field(default_factory=list)
-    logprobs: list[TokenLogprobs | None] | None = None  # per scheduled entry, when asked
-    # Per scheduled entry, the prompt logprobs its chunk produced (None: none, or dropped
-    # with a failed integrity check); None when no entry asked.
-    prompt_logprobs: list[list[PromptTokenLogprob] | None] | None = None
 
 
 class ModelRunner:
