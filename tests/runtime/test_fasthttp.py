@@ -12,25 +12,22 @@ may render it in different seconds), bodies too, and so must whether the connect
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import random
 import socket
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from ember.bindings.registry import BindingRegistry
 from ember.runtime import events as E
-from ember.runtime.devserver import DevOptions, DevServer
 from ember.runtime.fastrequest import FastRequest
 from ember.runtime.isolate.events import INLINE_RESPONSE_BYTES
 from ember.runtime.router import INLINE_BODY_BYTES
 from ember.runtime.supervisor import Supervisor
+from tests.runtime.dual_servers import DualServers, WireReader, exchange, read_response
 from tests.runtime.harness import write_project
 
 WORKER = """
@@ -70,68 +67,12 @@ class Default(WorkerEntrypoint):
         status, reason = int(q.get("status", "200")), q.get("reason", "")
         return Response(body, status=status, status_text=reason, headers=headers)
 """
-T = TypeVar("T")
 SIZES = [-1, 0, 1, 13, INLINE_RESPONSE_BYTES, INLINE_RESPONSE_BYTES + 1]
 METHODS = ["GET"] * 6 + ["POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"]
 
 
-class _Servers:
-    """Both ``ember dev`` servers on one event loop, which runs (in this, the main thread) only
-    while a test's client runs in a worker thread: nothing of pytest's runs next to the servers
-    (Python 3.11's parser is not safe for two threads at once, and tracebacks parse)."""
-
-    def __init__(self, root: Path, state: Path, registry: BindingRegistry | None = None) -> None:
-        self.sinks = {fast: E.ListSink() for fast in (True, False)}
-        self.servers = {
-            fast: DevServer(
-                DevOptions(
-                    project=root,
-                    ip="127.0.0.1",
-                    port=0,
-                    persist_to=state / str(fast),
-                    watch=False,
-                    run_crons=False,
-                    fast_http=fast,
-                    registry=registry,
-                ),
-                self.sinks[fast],
-            )
-            for fast in (True, False)
-        }
-        self.loop = asyncio.new_event_loop()
-        self.tasks = [self.loop.create_task(server.serve()) for server in self.servers.values()]
-        self.loop.run_until_complete(self._started())
-        self.addresses = {}
-        for fast, server in self.servers.items():
-            assert server.url is not None  # invariant: _started waited for it
-            host, port = server.url.removeprefix("http://").rsplit(":", 1)
-            self.addresses[fast] = (host, int(port))
-
-    async def _started(self) -> None:
-        while any(server.url is None for server in self.servers.values()):
-            for task in self.tasks:
-                if task.done():
-                    task.result()
-                    raise AssertionError("ember dev stopped")
-            await asyncio.sleep(0.01)
-
-    def client(self, work: Callable[[], T]) -> T:
-        """Run ``work`` in a thread while the servers serve."""
-        return self.loop.run_until_complete(asyncio.wait_for(asyncio.to_thread(work), 240))
-
-    def close(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        self.loop.run_until_complete(asyncio.gather(*self.tasks, return_exceptions=True))
-        rest = asyncio.all_tasks(self.loop)  # what uvicorn left when it was cancelled
-        for task in rest:
-            task.cancel()
-        self.loop.run_until_complete(asyncio.gather(*rest, return_exceptions=True))
-        self.loop.close()
-
-
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_Servers, list[int]]]:
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DualServers, list[int]]]:
     root = write_project(tmp_path_factory.mktemp("fasthttp") / "fasthttp", WORKER)
     counted: list[int] = []
     on_head = FastRequest.on_head
@@ -142,7 +83,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_Servers
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(FastRequest, "on_head", counting)
-        both = _Servers(root, tmp_path_factory.mktemp("fasthttp-state"))
+        both = DualServers(root, tmp_path_factory.mktemp("fasthttp-state"))
         try:
             yield both, counted
         finally:
@@ -195,81 +136,7 @@ def _random_request(rng: random.Random, last: bool) -> tuple[bytes, str]:
     return "\r\n".join(lines).encode() + b"\r\n\r\n" + body, method
 
 
-class _Reader:
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = b""
-
-    def _fill(self) -> bool:
-        chunk = self.sock.recv(1 << 16)
-        self.buffer += chunk
-        return bool(chunk)
-
-    def until(self, marker: bytes) -> bytes:
-        while marker not in self.buffer:
-            if not self._fill():
-                raise EOFError(self.buffer)
-        data, _, self.buffer = self.buffer.partition(marker)
-        return data
-
-    def exactly(self, size: int) -> bytes:
-        while len(self.buffer) < size:
-            if not self._fill():
-                raise EOFError(self.buffer)
-        data, self.buffer = self.buffer[:size], self.buffer[size:]
-        return data
-
-    def rest(self) -> bytes:
-        while self._fill():
-            pass
-        data, self.buffer = self.buffer, b""
-        return data
-
-    def closed(self) -> bool:
-        return not self.buffer and not self._fill()
-
-
-def _response(reader: _Reader, method: str) -> tuple[bytes, bytes]:
-    """(status line and headers with the date value blanked, body decoded)."""
-    head = reader.until(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    status = int(lines[0].split()[1])
-    headers = [line.split(b": ", 1) for line in lines[1:]]
-    shown = [lines[0]] + [b"date: -" if n == b"date" else b": ".join((n, v)) for n, v in headers]
-    values = {n.lower(): v for n, v in headers}
-    if method == "HEAD" or status in (204, 304):
-        body = b""
-    elif values.get(b"transfer-encoding") == b"chunked":
-        parts = []
-        while size := int(reader.until(b"\r\n"), 16):
-            parts.append(reader.exactly(size))
-            reader.exactly(2)
-        reader.exactly(2)
-        body = b"".join(parts)
-    elif b"content-length" in values:
-        body = reader.exactly(int(values[b"content-length"]))
-    else:  # not framed (HTTP/1.0 has no chunked encoding): the body ends with the connection
-        body = reader.rest()
-    return b"\r\n".join(shown), body
-
-
-def _exchange(address: tuple[str, int], requests: list[tuple[bytes, str]], pipelined: bool) -> Any:
-    with socket.create_connection(address, timeout=30) as sock:
-        reader = _Reader(sock)
-        answers = []
-        if pipelined:
-            sock.sendall(b"".join(raw for raw, _ in requests))
-        for raw, method in requests:
-            if not pipelined:
-                sock.sendall(raw)
-            answers.append(_response(reader, method))
-            if b"connection: close" in answers[-1][0]:
-                break
-        # A response that says so must be followed by the server closing the connection.
-        return answers, b"connection: close" in answers[-1][0] and reader.closed()
-
-
-def test_fast_path_and_uvicorn_write_the_same_bytes(servers: tuple[_Servers, list[int]]) -> None:
+def test_fast_path_and_uvicorn_write_the_same_bytes(servers: tuple[DualServers, list[int]]) -> None:
     both, fast_heads = servers
     taken = len(fast_heads)
     both.client(lambda: _compare(both.addresses))
@@ -281,21 +148,21 @@ def _compare(addresses: dict[bool, tuple[str, int]]) -> None:
     rng = random.Random(seed)
     warm = [(b"GET /?size=1 HTTP/1.1\r\nHost: fast.test\r\n\r\n", "GET")]
     for fast in (True, False):
-        _exchange(addresses[fast], warm, False)  # isolates ready on both
+        exchange(addresses[fast], warm, False)  # isolates ready on both
     statuses: set[bytes] = set()
     for index in range(60):
         count = rng.randrange(1, 6)
         requests = [_random_request(rng, i == count - 1) for i in range(count)]
         pipelined = rng.random() < 0.4
-        expected = _exchange(addresses[False], requests, pipelined)
-        got = _exchange(addresses[True], requests, pipelined)
+        expected = exchange(addresses[False], requests, pipelined)
+        got = exchange(addresses[True], requests, pipelined)
         assert got == expected, f"seed {seed}, connection {index}: {requests!r:.2000}"
         statuses |= {head.split(b" ")[1] for head, _ in expected[0]}
     assert {b"200", b"500"} <= statuses, f"seed {seed}"
 
 
 def test_the_handlers_status_text_goes_out_on_both_paths(
-    servers: tuple[_Servers, list[int]],
+    servers: tuple[DualServers, list[int]],
 ) -> None:
     both, _ = servers
     for fast in (True, False):
@@ -305,7 +172,7 @@ def test_the_handlers_status_text_goes_out_on_both_paths(
                 target = f"/?status=418&size={size}&reason={reason}"
                 raw = f"GET {target} HTTP/1.1\r\nHost: fast.test\r\n\r\n".encode()
                 answers, _ = both.client(
-                    lambda: _exchange(both.addresses[fast], [(raw, "GET")], False)  # noqa: B023
+                    lambda: exchange(both.addresses[fast], [(raw, "GET")], False)  # noqa: B023
                 )
                 lines[reason] = answers[0][0].partition(b"\r\n")[0]
             assert list(lines.values()) == [
@@ -316,7 +183,7 @@ def test_the_handlers_status_text_goes_out_on_both_paths(
 
 
 def test_a_stream_to_an_http_1_0_client_is_sent_raw_until_the_connection_closes(
-    servers: tuple[_Servers, list[int]],
+    servers: tuple[DualServers, list[int]],
 ) -> None:
     # HTTP/1.0 has no chunked encoding: a body of unknown length is sent as it is, and the
     # connection's end is its end (RFC 9112 6.3); chunk-size lines would corrupt it.
@@ -330,7 +197,7 @@ def test_a_stream_to_an_http_1_0_client_is_sent_raw_until_the_connection_closes(
                 with socket.create_connection(both.addresses[fast], timeout=30) as sock:  # noqa: B023
                     sock.sendall(raw)  # noqa: B023
                     if version == "HTTP/1.1":  # noqa: B023
-                        return _response(_Reader(sock), "GET")[0]
+                        return read_response(WireReader(sock), "GET")[0]
                     received = b""
                     while chunk := sock.recv(65536):
                         received += chunk  # to the end: the server must close
@@ -346,7 +213,7 @@ def test_a_stream_to_an_http_1_0_client_is_sent_raw_until_the_connection_closes(
 
 
 def test_a_client_leaving_cancels_its_request_on_both_paths(
-    servers: tuple[_Servers, list[int]],
+    servers: tuple[DualServers, list[int]],
 ) -> None:
     both, _ = servers
     for fast in (True, False):
@@ -366,7 +233,7 @@ def _leave(address: tuple[str, int], request: bytes) -> None:
 
 
 def test_a_failure_before_the_isolate_answers_as_uvicorn_does(
-    servers: tuple[_Servers, list[int]], monkeypatch: pytest.MonkeyPatch
+    servers: tuple[DualServers, list[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     both, _ = servers
     fetch_ready = Supervisor.fetch_ready
@@ -379,7 +246,7 @@ def test_a_failure_before_the_isolate_answers_as_uvicorn_does(
     monkeypatch.setattr(Supervisor, "fetch_ready", failing)
     requests = [(b"GET /boom HTTP/1.1\r\nHost: fast.test\r\n\r\n", "GET")]
     answers = {
-        fast: both.client(lambda: _exchange(both.addresses[fast], requests, False))  # noqa: B023
+        fast: both.client(lambda: exchange(both.addresses[fast], requests, False))  # noqa: B023
         for fast in (True, False)
     }
     assert answers[True] == answers[False]
@@ -387,7 +254,7 @@ def test_a_failure_before_the_isolate_answers_as_uvicorn_does(
 
 
 def test_an_oversized_request_head_is_refused_on_both_paths(
-    servers: tuple[_Servers, list[int]],
+    servers: tuple[DualServers, list[int]],
 ) -> None:
     """A head past 128 KiB gets 431 while it arrives; before the bound it reached the isolate
     as one frame past ``MAX_FRAME_BYTES`` and killed it (502 "crashed" for all it served)."""
@@ -406,7 +273,7 @@ def test_an_oversized_request_head_is_refused_on_both_paths(
 def _oversized_then_usual(address: tuple[str, int]) -> tuple[bytes, bytes]:
     # Under the bound (64 KiB of header) is served; 2 MiB is refused before the head ends.
     fits = b"GET /?size=1 HTTP/1.1\r\nHost: fast.test\r\nX-Big: " + b"a" * 65536 + b"\r\n\r\n"
-    served = _exchange(address, [(fits, "GET")], False)
+    served = exchange(address, [(fits, "GET")], False)
     assert served[0][0][0].startswith(b"HTTP/1.1 200 "), served
     with socket.create_connection(address, timeout=30) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: fast.test\r\nX-Big: ")

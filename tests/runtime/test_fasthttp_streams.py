@@ -31,9 +31,9 @@ from ember.bindings.registry import default_registry
 from ember.runtime import faststream
 from ember.runtime.router import INLINE_BODY_BYTES
 from tests.runtime import slow_binding
+from tests.runtime.dual_servers import DualServers, WireReader, exchange, read_response
 from tests.runtime.harness import write_project
 from tests.runtime.slow_binding import random_chunks
-from tests.runtime.test_fasthttp import _exchange, _Reader, _response, _Servers
 
 WORKER = """
 import hashlib
@@ -96,7 +96,7 @@ MOUNTED = dataclasses.replace(
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_Servers, list[int]]]:
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DualServers, list[int]]]:
     root = write_project(
         tmp_path_factory.mktemp("faststreams") / "faststreams", WORKER, "slow:\n  binding: SLOW\n"
     )
@@ -109,7 +109,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_Servers
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(faststream.ChunkedBody, "start", counting)
-        both = _Servers(
+        both = DualServers(
             root,
             tmp_path_factory.mktemp("faststreams-state"),
             registry=default_registry([MOUNTED]),
@@ -147,7 +147,7 @@ def _random_request(rng: random.Random, last: bool) -> tuple[bytes, str]:
 
 
 def test_streams_bodies_and_mounts_put_the_same_bytes_on_the_wire(
-    servers: tuple[_Servers, list[int]],
+    servers: tuple[DualServers, list[int]],
 ) -> None:
     both, started = servers
     taken = len(started)
@@ -160,21 +160,21 @@ def _compare(addresses: dict[bool, tuple[str, int]]) -> None:
     rng = random.Random(seed)
     warm = [(b"GET / HTTP/1.1\r\nHost: fast.test\r\n\r\n", "GET")]
     for fast in (True, False):
-        _exchange(addresses[fast], warm, False)  # isolates ready on both
+        exchange(addresses[fast], warm, False)  # isolates ready on both
     kinds: set[bytes] = set()
     for index in range(40):
         count = rng.randrange(1, 5)
         requests = [_random_request(rng, i == count - 1) for i in range(count)]
         pipelined = rng.random() < 0.3
-        expected = _exchange(addresses[False], requests, pipelined)
-        got = _exchange(addresses[True], requests, pipelined)
+        expected = exchange(addresses[False], requests, pipelined)
+        got = exchange(addresses[True], requests, pipelined)
         assert got == expected, f"seed {seed}, connection {index}: {requests!r:.1500}"
         for head, body in expected[0]:
             kinds.add(b"mount" if body.startswith(b"mount ") else head.split(b"\r\n")[0])
     assert b"mount" in kinds and b"HTTP/1.1 200 OK" in kinds, f"seed {seed}: {kinds}"
 
 
-def test_piped_bodies_are_the_service_stream(servers: tuple[_Servers, list[int]]) -> None:
+def test_piped_bodies_are_the_service_stream(servers: tuple[DualServers, list[int]]) -> None:
     both, _ = servers
     rng = random.Random()
     for _ in range(4):
@@ -184,7 +184,7 @@ def test_piped_bodies_are_the_service_stream(servers: tuple[_Servers, list[int]]
             f"POST / HTTP/1.1\r\nHost: fast.test\r\nx-kind: pipe\r\nx-seed: {seed}\r\n"
             f"x-chunks: {count}\r\ncontent-length: {len(body)}\r\n\r\n"
         ).encode() + body
-        answers, _ = both.client(lambda: _exchange(both.addresses[True], [(raw, "POST")], False))  # noqa: B023
+        answers, _ = both.client(lambda: exchange(both.addresses[True], [(raw, "POST")], False))  # noqa: B023
         head, content = answers[0]
         assert content == b"".join(random_chunks(seed, count))
         assert b"transfer-encoding: chunked" in head
@@ -192,7 +192,7 @@ def test_piped_bodies_are_the_service_stream(servers: tuple[_Servers, list[int]]
 
 
 def test_a_body_that_arrives_after_its_head_is_read_as_uvicorn_reads_it(
-    servers: tuple[_Servers, list[int]],
+    servers: tuple[DualServers, list[int]],
 ) -> None:
     both, _ = servers
     body = os.urandom(3000)
@@ -213,12 +213,12 @@ def _split(address: tuple[str, int], head: bytes, body: bytes) -> tuple[bytes, b
         sock.sendall(head + body[:1000])
         time.sleep(0.2)  # the server read the head and part of the body in an earlier read
         sock.sendall(body[1000:])
-        return _response(_Reader(sock), "POST")
+        return read_response(WireReader(sock), "POST")
 
 
 @pytest.mark.parametrize("kind", ["forever", "stall"])
 def test_a_client_leaving_mid_stream_closes_the_stream_on_both_paths(
-    servers: tuple[_Servers, list[int]], kind: str
+    servers: tuple[DualServers, list[int]], kind: str
 ) -> None:
     both, _ = servers
     tracker = both.servers[True].supervisor.resources.shared(  # type: ignore[union-attr]
@@ -243,13 +243,13 @@ def test_a_client_leaving_mid_stream_closes_the_stream_on_both_paths(
 def _leave_mid_stream(address: tuple[str, int], raw: bytes) -> None:
     with socket.create_connection(address, timeout=30) as sock:
         sock.sendall(raw)
-        reader = _Reader(sock)
+        reader = WireReader(sock)
         reader.until(b"\r\n\r\n")
         reader.until(b"data: 0\n\n")  # the first event
     time.sleep(0.5)  # the stream is closed within this on both paths
 
 
-def test_requests_leave_no_reference_cycles(servers: tuple[_Servers, list[int]]) -> None:
+def test_requests_leave_no_reference_cycles(servers: tuple[DualServers, list[int]]) -> None:
     """A request's objects are freed by reference counting when it ends (``ember/heap.py``
     relies on it): none of them is left for the cyclic collector to find."""
     both, _ = servers
@@ -260,13 +260,13 @@ def test_requests_leave_no_reference_cycles(servers: tuple[_Servers, list[int]])
         ).encode()
         for kind in ("pipe", "relay", "inline")
     ]
-    both.client(lambda: _exchange(both.addresses[True], [(r, "POST") for r in requests], False))
+    both.client(lambda: exchange(both.addresses[True], [(r, "POST") for r in requests], False))
     gc.collect()
     gc.disable()  # nothing is collected while the requests run: what they leave stays
     try:
         for pipelined in (False, True):
             exchanges = [(r, "POST") for r in requests] * 2
-            both.client(lambda: _exchange(both.addresses[True], exchanges, pipelined))  # noqa: B023
+            both.client(lambda: exchange(both.addresses[True], exchanges, pipelined))  # noqa: B023
         both.client(lambda: time.sleep(0.3))  # the isolate's Done frames arrive
         gc.set_debug(gc.DEBUG_SAVEALL)
         gc.collect()
@@ -280,7 +280,7 @@ def test_requests_leave_no_reference_cycles(servers: tuple[_Servers, list[int]])
 
 
 def test_a_slow_reader_gets_the_whole_stream_under_flow_control(
-    servers: tuple[_Servers, list[int]],
+    servers: tuple[DualServers, list[int]],
 ) -> None:
     """A client that does not read fills the socket buffers: the transport asks to pause, the
     writer waits for it to drain (and stops reading the body) and then resumes, losing nothing."""
@@ -294,7 +294,7 @@ def test_a_slow_reader_gets_the_whole_stream_under_flow_control(
     expected = b"".join(random_chunks(seed, 150))
     warm = [(b"GET / HTTP/1.1\r\nHost: fast.test\r\n\r\n", "GET")]
     for fast in (True, False):
-        both.client(lambda: _exchange(both.addresses[fast], warm, False))  # noqa: B023
+        both.client(lambda: exchange(both.addresses[fast], warm, False))  # noqa: B023
         got = both.client(lambda: _slow_read(both.addresses[fast], raw))  # noqa: B023
         assert got == expected, (fast, seed, len(got), len(expected))
 
@@ -310,4 +310,4 @@ def _slow_read(address: tuple[str, int], raw: bytes) -> bytes:
         sock.connect(address)
         sock.sendall(raw)
         time.sleep(0.5)  # the server's writes back up meanwhile
-        return _response(_Reader(sock), "GET")[1]
+        return read_response(WireReader(sock), "GET")[1]
