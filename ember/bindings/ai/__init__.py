@@ -10,6 +10,7 @@
     rest.py      the REST ``ai/run`` and OpenAI-compatible routes (starlette)
     model_search.py  ``ai/models/search`` and ``env.AI.models()``: catalog objects, filters, pages
     raw_prompt.py    ``raw: true``: the prompt sent without the chat template
+    fields.py        the request fields forwarded to a replica
     spec.py      the ``ai`` config section and the binding type
 
 ``BINDING_TYPE`` is imported lazily: an isolate importing the client must not load the pool.

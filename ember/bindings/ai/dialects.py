@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.bindings.ai.failures import LoraUnsupported
+from ember.bindings.ai.fields import SAMPLING_FIELDS
 from ember.bindings.ai.raw_prompt import COMPLETIONS_PATH, raw_body, wants_raw
 from ember.models.api.chat_request import ChatRequest, Dialect, parse_chat_request
 from ember.models.api.errors import JSON_MODE_NOT_MET, WorkersAIErrorCode
@@ -28,28 +29,15 @@ FORWARDED = (
     "messages",
     "max_tokens",
     "max_completion_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "seed",
-    "stop",
-    "frequency_penalty",
-    "presence_penalty",
-    "repetition_penalty",
-    "logit_bias",
+    *SAMPLING_FIELDS,
     "logprobs",
     "top_logprobs",
     "n",
-    "response_format",
     "tools",
     "tool_choice",
     "parallel_tool_calls",
     "chat_template_kwargs",
     "reasoning_effort",
-    "min_tokens",
-    "ignore_eos",
-    "user",
     "stream_options",
 )
 

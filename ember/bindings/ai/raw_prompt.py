@@ -17,28 +17,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ember.bindings.ai.fields import SAMPLING_FIELDS
 from ember.models.api.errors import InvalidRequestField
 
 COMPLETIONS_PATH = "/v1/completions"
 # The platform's default for the schema that has ``raw`` (classic models: max_tokens 256).
 RAW_DEFAULT_MAX_TOKENS = 256
-# Completion fields both ember's model server and SGLang accept.
-FORWARDED = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "seed",
-    "stop",
-    "frequency_penalty",
-    "presence_penalty",
-    "repetition_penalty",
-    "logit_bias",
-    "response_format",
-    "ignore_eos",
-    "min_tokens",
-    "user",
-)
+# Completion fields both ember's model server and SGLang accept: the sampling ones.
+FORWARDED = SAMPLING_FIELDS
 
 
 def wants_raw(inputs: Mapping[str, Any]) -> bool:
