@@ -104,3 +104,22 @@ def test_a_bulk_write_and_delete_apply_every_item(tenant) -> None:  # type: igno
     assert _keys(client, base) == [f"k{i:03}" for i in range(1, 300, 2)]
     counted, stored = _recount(plane.kv.store.path, account_id)
     assert counted == stored
+
+
+def test_a_refused_bulk_item_is_named_by_index_and_key(tenant) -> None:  # type: ignore[no-untyped-def]
+    # A 10,000-item upload refused as a whole is fixable only if the error says which item
+    # failed and why; the KV API's error code is kept.
+    _, _, client, base = tenant
+    items = [{"key": f"k{i}", "value": "v"} for i in range(50)]
+    for bad, status_code, reason in (
+        ({"key": "", "value": "x"}, (400, 10001), "Key names must not be empty"),
+        ({"key": "k.ttl", "value": "x", "expiration_ttl": 5}, (400, 10001), "expiration_ttl"),
+        ({"key": "k" * 600, "value": "x"}, (414, 10001), "exceeds key length limit of 512"),
+        ({"key": "k.meta", "value": "x", "metadata": "m" * 2000}, (413, 10024), "Metadata"),
+        ({"key": "k.b64", "value": "%%", "base64": True}, (400, 10001), "not valid base64"),
+        ({"key": "k.int", "value": 7}, (400, 10001), "'value'"),
+    ):
+        status, code, message = error_of(client.put(f"{base}/bulk", json=items + [bad]))
+        assert (status, code) == status_code, message
+        assert "bulk item 50" in message and repr(bad["key"])[:40] in message, message
+        assert reason in message, message

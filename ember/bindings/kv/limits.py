@@ -34,6 +34,7 @@ class KVError(ServiceError):
     def __init__(self, op: str, status: int, message: str) -> None:
         super().__init__(f"KV {op} failed: {status} {message}", kind="kv", data={"status": status})
         self.status = status
+        self.reason = message  # without the "KV {op} failed: {status}" prefix, to add context
 
 
 def validate_key(op: str, key: object) -> str:
