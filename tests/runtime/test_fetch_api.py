@@ -222,3 +222,46 @@ def test_a_status_text_with_control_characters_is_refused(harness: Harness, tmp_
                 response.text
             )
             assert response.text == "TypeError: Invalid statusText", kind
+
+
+STATUS_TEXTS = """
+import json
+from workers import Response
+
+async def fetch(request, env, ctx):
+    made = {
+        "200": Response("x"),
+        "404": Response("x", status=404),
+        "299": Response("x", status=299),
+        "new-503": Response.new("x", {"status": 503}),
+        "json-201": Response.json({}, status=201),
+        "given": Response("x", status=404, status_text="Nope"),
+        "given-empty": Response.new("x", {"status": 404, "statusText": ""}),
+        "redirect": Response.redirect("https://example.com/", 301),
+        "clone-418": Response("x", status=418).clone(),
+    }
+    return Response(json.dumps({k: [r.statusText, r.status_text] for k, r in made.items()}))
+"""
+
+
+def test_status_text_without_one_given_reads_the_standard_phrase(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # workerd's Response::getStatusText(): the statusText given (even ""), else
+    # defaultStatusText(status): the RFC 7231 phrase, or the class name ("Successful", ...)
+    # for a code it does not know. A constructed Response is no exception.
+    with harness.client(harness.deploy(write_project(tmp_path / "texts", STATUS_TEXTS))) as client:
+        read = {k: v[0] for k, v in client.get("/").json().items()}
+        aliases = {k: v[1] for k, v in client.get("/").json().items()}
+    assert read == {
+        "200": "OK",
+        "404": "Not Found",
+        "299": "Successful",
+        "new-503": "Service Unavailable",
+        "json-201": "Created",
+        "given": "Nope",
+        "given-empty": "",
+        "redirect": "Moved Permanently",
+        "clone-418": "I'm a teapot",
+    }
+    assert aliases == read

@@ -20,6 +20,7 @@ from ember.runtime.isolate.cf import incoming_cf
 from ember.runtime.isolate.formdata import FormData, parse_form
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import Context, current_scope
+from ember.runtime.reason_phrases import default_status_text
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # A URL that parses without a base: a scheme, and for the special schemes a host after "//".
@@ -185,7 +186,7 @@ class Response(_Body):
         self,
         body: BodyInit = None,
         status: int | None = None,
-        status_text: str = "",
+        status_text: str | None = None,
         headers: Any = None,
         web_socket: Any = None,
         **kw: Any,
@@ -226,14 +227,20 @@ class Response(_Body):
 
     @property
     def status_text(self) -> str:
-        """The reason phrase sent after the status code; "" sends the standard one."""
+        """The status text given, else the standard phrase for the status (as workerd reads
+        it: ``Response("x", status=404).statusText == "Not Found"``)."""
+        if self._status_text is None:
+            return default_status_text(self.status)
         return self._status_text
 
     @status_text.setter
     def status_text(self, value: Any) -> None:
         # Checked where it is set, as workerd's constructor does: a CR or LF would otherwise
-        # reach the status line (header injection).
-        text = "" if value is None else str(value)
+        # reach the status line (header injection). None: not given (the standard phrase).
+        if value is None:
+            self._status_text: str | None = None
+            return
+        text = str(value)
         if not valid_status_text(text):
             raise TypeError("Invalid statusText")
         if len(text) > MAX_STATUS_TEXT:
@@ -244,8 +251,13 @@ class Response(_Body):
 
     @property
     def statusText(self) -> str:  # noqa: N802 - the JavaScript name
-        """The status text."""
-        return self._status_text
+        """The status text (see ``status_text``)."""
+        return self.status_text
+
+    @property
+    def _wire_status_text(self) -> str:
+        """The reason phrase sent to the router: "" for the standard one (its fast path)."""
+        return self._status_text or ""
 
     @classmethod
     def new(
@@ -253,12 +265,12 @@ class Response(_Body):
     ) -> Response:
         """``new Response(body, init)`` in JavaScript style (``js.Response.new``)."""
         options = {**(init or {}), **kw}
-        status_text = options.pop("statusText", options.pop("status_text", ""))
+        status_text = options.pop("statusText", options.pop("status_text", None))
         return cls(body, status_text=status_text, **options)
 
     @classmethod
     def json(  # type: ignore[override]
-        cls, data: Any, status: int = 200, status_text: str = "", headers: Any = None
+        cls, data: Any, status: int = 200, status_text: str | None = None, headers: Any = None
     ) -> Response:
         """A JSON response (``application/json``)."""
         merged = Headers(to_plain(headers) if not isinstance(headers, Headers) else headers)
@@ -288,7 +300,7 @@ class Response(_Body):
         """A copy; only possible while the body is unread bytes (or absent)."""
         if self._body is not None and not isinstance(self._body, bytes):
             raise TypeError("cannot clone a response with a streaming body")
-        copy = Response(self._body, self.status, self.status_text, Headers(self.headers))
+        copy = Response(self._body, self.status, self._status_text, Headers(self.headers))
         return copy
 
     def __repr__(self) -> str:
@@ -364,12 +376,15 @@ async def fetch(
     if not isinstance(head, dict):
         raise TypeError("malformed subrequest reply")
     response_body: Any = reply.stream if reply.stream is not None else head.get("body")
-    reason = str(head.get("statusText", ""))
-    if not valid_status_text(reason) or len(reason) > MAX_STATUS_TEXT:
+    status = int(head["status"])
+    reason: str | None = str(head.get("statusText", ""))
+    if not valid_status_text(reason) or len(reason) > MAX_STATUS_TEXT:  # type: ignore[arg-type]
         reason = ""  # HTTP allows a tab in an upstream's phrase; a Response's must not have one
+    if reason == default_status_text(status):
+        reason = None  # as workerd's makeHttpResponse: the standard phrase is not kept as given
     response = Response(
         None,
-        status=int(head["status"]),
+        status=status,
         status_text=reason,
         headers=Headers._from_pairs([(str(k), str(v)) for k, v in head.get("headers", [])]),
     )

@@ -139,14 +139,18 @@ class EventRunner:
         if body is None or (isinstance(body, bytes) and len(body) <= INLINE_RESPONSE_BYTES):
             done = not event.scope.background
             event.done_sent = done
-            self.send(Response(rid, response.status, headers, body, 0, done, response.status_text))
+            self.send(
+                Response(rid, response.status, headers, body, 0, done, response._wire_status_text)
+            )
             return
         if isinstance(body, ReadableStream):
             body = body.hand_over()  # locks it: the handler cannot read it behind our back
             if body is None:
                 raise TypeError("This ReadableStream is locked: it has already been read")
         if isinstance(body, InStream) and body.untouched:
-            self.send(PipeResponse(rid, response.status, headers, body.sid, response.status_text))
+            self.send(
+                PipeResponse(rid, response.status, headers, body.sid, response._wire_status_text)
+            )
             try:
                 await body.wait_ended()  # the supervisor sent it; the request may now finish
             finally:
@@ -156,7 +160,9 @@ class EventRunner:
             headers.append(("content-length", str(len(body))))  # lets the platform refuse early
         out = self.mux.open_out()
         self.send(
-            Response(rid, response.status, headers, None, out.sid, False, response.status_text)
+            Response(
+                rid, response.status, headers, None, out.sid, False, response._wire_status_text
+            )
         )
         try:
             if isinstance(body, bytes):
