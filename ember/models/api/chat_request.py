@@ -35,6 +35,8 @@ from ember.models.api.tools import (
 )
 
 Dialect = Literal["openai", "workers"]
+# Workers AI's schema for Kimi and GLM (reference/workers-api.md §1.4); SGLang has no cap.
+WORKERS_AI_MAX_TEMPERATURE: float = 2  # "<= 2" in errors, as before
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 INT64 = 2**63
 
@@ -133,8 +135,12 @@ def logit_bias(body: Mapping, path: str) -> dict[int, float]:
     return out
 
 
-def parse_sampling(body: Mapping, path: str = "") -> SamplingOptions:
-    """The sampling fields shared by chat and text completions."""
+def parse_sampling(
+    body: Mapping, path: str = "", *, max_temperature: float | None = WORKERS_AI_MAX_TEMPERATURE
+) -> SamplingOptions:
+    """The sampling fields shared by chat and text completions. ``max_temperature``: Workers
+    AI's schema caps it at 2 (the AI gateway); SGLang and vLLM have no cap (None: the model
+    server, which refuses only a negative one)."""
     max_completion = optional_int(body, "max_completion_tokens", path, minimum=1)
     max_tokens = optional_int(body, "max_tokens", path, minimum=1)
     logprobs = body.get("logprobs")
@@ -149,7 +155,9 @@ def parse_sampling(body: Mapping, path: str = "") -> SamplingOptions:
     return SamplingOptions(
         max_tokens=max_completion if max_completion is not None else max_tokens,
         min_tokens=optional_int(body, "min_tokens", path, minimum=0, default=0) or 0,
-        temperature=optional_number(body, "temperature", path, minimum=0, maximum=2, default=1.0),  # type: ignore[arg-type]
+        temperature=optional_number(
+            body, "temperature", path, minimum=0, maximum=max_temperature, default=1.0
+        ),  # type: ignore[arg-type]
         top_p=optional_number(body, "top_p", path, minimum=0, maximum=1, default=1.0),  # type: ignore[arg-type]
         top_k=top_k if top_k and top_k > 0 else None,
         min_p=optional_number(body, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
@@ -234,10 +242,15 @@ def _thinking(body: Mapping) -> tuple[bool, bool, dict[str, Any]]:
 
 
 def parse_chat_request(
-    body: object, *, dialect: Dialect = "openai", allow_images: bool = False
+    body: object,
+    *,
+    dialect: Dialect = "openai",
+    allow_images: bool = False,
+    max_temperature: float | None = WORKERS_AI_MAX_TEMPERATURE,
 ) -> ChatRequest:
     """Validate a chat request. ``dialect``: ``openai`` (``messages`` required; ``model`` optional)
-    or ``workers`` (``env.AI.run`` family B: exactly one of ``messages`` and ``prompt``)."""
+    or ``workers`` (``env.AI.run`` family B: exactly one of ``messages`` and ``prompt``).
+    ``max_temperature``: see ``parse_sampling``."""
     data = require_object(body, "/")
     for legacy in ("functions", "function_call"):
         if data.get(legacy) is not None:
@@ -279,7 +292,7 @@ def parse_chat_request(
     include_usage, continuous_usage = stream_options(data, stream)
     tools = parse_tools(data.get("tools"), "/tools")
     enable, clear, template_kwargs = _thinking(data)
-    sampling = parse_sampling(data)
+    sampling = parse_sampling(data, max_temperature=max_temperature)
     prompt_logprobs = prompt_logprobs_field(data, stream)
     if prompt_logprobs is not None:
         sampling = replace(sampling, prompt_logprobs=prompt_logprobs, prompt_logprobs_start=1)

@@ -142,7 +142,12 @@ def parse_completion_request(body: object) -> CompletionRequest:
                 describe(data["max_tokens"]),
             )
         chat_style["max_tokens"] = 1  # validated as any other request, then made 0
-    sampling = replace(parse_sampling(chat_style), logprobs=top is not None, top_logprobs=top or 0)
+    # Only the model server takes text completions: no temperature cap, as SGLang and vLLM.
+    sampling = replace(
+        parse_sampling(chat_style, max_temperature=None),
+        logprobs=top is not None,
+        top_logprobs=top or 0,
+    )
     if prompt_only:
         sampling = replace(sampling, max_tokens=0)
     stream = optional_bool(data, "stream", "", False)
@@ -213,7 +218,8 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
     sampling = SamplingOptions(
         max_tokens=max_new,
         min_tokens=min_new,
-        temperature=optional_number(params, "temperature", path, minimum=0, maximum=2, default=1.0),  # type: ignore[arg-type]
+        # SGLang's verify(): a non-negative finite number, no upper bound.
+        temperature=optional_number(params, "temperature", path, minimum=0, default=1.0),  # type: ignore[arg-type]
         top_p=optional_number(
             params, "top_p", path, minimum=0, maximum=1, default=1.0, exclusive_minimum=True
         ),  # type: ignore[arg-type]

@@ -1,7 +1,8 @@
 """``SamplingParams``: the sampling fields of a chat-completions request, typed and validated.
 
 Fields, ranges and defaults follow the OpenAI-compatible schema Workers AI uses for Kimi and GLM
-(reference/workers-api.md §1.4): ``temperature`` 0-2 (default 1), ``top_p`` 0-1 (1),
+(reference/workers-api.md §1.4): ``temperature`` >= 0 (default 1; Workers AI's cap of 2 is the
+gateway's, the engine has none, as SGLang and vLLM), ``top_p`` 0-1 (1),
 ``frequency_penalty``/``presence_penalty`` -2..2 (0), ``stop`` a string or 1-4 strings,
 ``logprobs`` bool with ``top_logprobs`` 0-20, ``seed``; every numeric field also accepts null
 (= default), and ``logit_bias`` maps token ids to -100..100. Engine extensions as vLLM/SGLang
@@ -62,7 +63,9 @@ class SamplingParams:
     prompt_logprobs_start: int = 1
 
     def __post_init__(self) -> None:
-        _check_number("temperature", self.temperature, 0.0, 2.0)
+        # No upper bound, as SGLang's and vLLM's SamplingParams: Workers AI's cap of 2 is the
+        # AI gateway's (parse_sampling), not the engine's.
+        _check_number("temperature", self.temperature, 0.0, math.inf)
         _check_number("top_p", self.top_p, 0.0, 1.0)
         _check_number("min_p", self.min_p, 0.0, 1.0)
         _check_number("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
@@ -235,11 +238,12 @@ def _check_number(
     )
     if not ok:
         lower = "greater than" if open_low else "between"
-        expected = (
-            f"a number {lower} {low:g} and at most {high:g}"
-            if open_low
-            else f"a number {lower} {low:g} and {high:g}"
-        )
+        if high == math.inf:
+            expected = f"a finite number {'>' if open_low else '>='} {low:g}"
+        elif open_low:
+            expected = f"a number {lower} {low:g} and at most {high:g}"
+        else:
+            expected = f"a number {lower} {low:g} and {high:g}"
         _fail(field, expected, value)
 
 

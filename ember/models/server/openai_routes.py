@@ -100,7 +100,7 @@ async def chat_completions(request: Request) -> Response:
     served.engine.expect(request_id)
     try:
         body = await read_json(request)
-        chat = parse_chat_request(body, dialect="openai")
+        chat = parse_chat_request(body, dialect="openai", max_temperature=None)
         state.check_model(served, chat.model)
         chat_in = chat_input(served, chat, request_id)
     except BaseException:

@@ -172,7 +172,7 @@ async def generate(request: Request) -> Response:
     placeholder = new_request_id("generate-intake-")
     served.engine.expect(placeholder)
     try:
-        parsed = parse_generate_request(await read_json(request))
+        parsed = parse_generate_request(await read_json(request, structured_suffix=True))
         generation = _input(served, parsed)
         served.engine.expect(generation.request_id)
     finally:

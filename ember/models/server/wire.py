@@ -3,7 +3,8 @@ watching for a client that goes away.
 
 Errors follow OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``: a request
 that fails validation is a 400 naming the field (``param``: ``messages.[2].content``), an unknown
-model a 404 with code ``model_not_found``, a body that is not JSON a 400, an oversized body a 413,
+model a 404 with code ``model_not_found``, a body that is not JSON (or not sent as
+``application/json``) a 400, an oversized body a 413,
 a missing or wrong API key a 401, a server still loading a 503, an engine failure a 500.
 """
 
@@ -84,8 +85,32 @@ def _engine_status(error: BaseException) -> tuple[int, str]:
     return (503 if isinstance(error, KVCacheExhausted) else 500), "server_error"
 
 
-async def read_json(request: Request) -> object:
-    """The request's JSON body (400 when it is not JSON, 413 past ``MAX_BODY_BYTES``)."""
+def _json_media_type(content_type: str | None, *, structured_suffix: bool) -> bool:
+    """Whether ``content_type`` names JSON: ``application/json`` (any case, any parameters);
+    with ``structured_suffix`` also ``application/*+json``."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media == "application/json":
+        return True
+    return structured_suffix and media.startswith("application/") and media.endswith("+json")
+
+
+async def read_json(request: Request, *, structured_suffix: bool = False) -> object:
+    """The request's JSON body (400 when it is not sent as JSON or is not JSON, 413 past
+    ``MAX_BODY_BYTES``).
+
+    As SGLang: its OpenAI routes refuse any media type but ``application/json``
+    (``validate_json_request``), and FastAPI refuses /generate's body unless its type is
+    ``application/json`` or ``application/*+json`` (``structured_suffix``); both answer 400.
+    A JSON body sent as ``text/plain`` (or with no type) is refused, not guessed at.
+    """
+    content_type = request.headers.get("content-type")
+    if not _json_media_type(content_type, structured_suffix=structured_suffix):
+        sent = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+        raise HTTPError(
+            400,
+            f"Unsupported Media Type: Only 'application/json' is allowed; the request was sent "
+            f"with {sent}.",
+        )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise _too_large(int(declared))

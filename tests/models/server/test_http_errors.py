@@ -11,6 +11,7 @@ from ember.models.server.wire import MAX_BODY_BYTES
 from tests.models.server.live import LiveServer, running_server, server_settings
 
 CHAT = "/v1/chat/completions"
+JSON = {"content-type": "application/json"}
 
 
 def _error(response: httpx.Response, status: int) -> dict:
@@ -68,15 +69,15 @@ def test_chat_field_errors(kimi: LiveServer, body: dict, param: str, words: str)
 
 
 def test_body_that_is_not_json(kimi: LiveServer) -> None:
-    error = _error(httpx.post(kimi.url + CHAT, content=b"{not json"), 400)
-    assert "JSON" in error["message"]
-    assert "empty" in _error(httpx.post(kimi.url + CHAT, content=b""), 400)["message"]
+    error = _error(httpx.post(kimi.url + CHAT, content=b"{not json", headers=JSON), 400)
+    assert "parse the JSON body" in error["message"]
+    assert "empty" in _error(httpx.post(kimi.url + CHAT, content=b"", headers=JSON), 400)["message"]
     assert "object" in _error(httpx.post(kimi.url + CHAT, json=[1, 2]), 400)["message"]
 
 
 def test_oversized_body_is_a_413(kimi: LiveServer) -> None:
     body = b'{"model": "kimi", "messages": "' + b"x" * (MAX_BODY_BYTES + 10) + b'"}'
-    _error(httpx.post(kimi.url + CHAT, content=body, timeout=60), 413)
+    _error(httpx.post(kimi.url + CHAT, content=body, headers=JSON, timeout=60), 413)
 
 
 def test_unknown_route_and_method(kimi: LiveServer) -> None:
@@ -98,7 +99,7 @@ def test_completion_errors_name_the_field(kimi: LiveServer) -> None:
 
 def test_the_server_still_serves_after_bad_requests(kimi: LiveServer) -> None:
     for _ in range(3):
-        httpx.post(kimi.url + CHAT, content=b"]")
+        httpx.post(kimi.url + CHAT, content=b"]", headers=JSON)
     ok = httpx.post(
         kimi.url + CHAT,
         json={"model": "kimi", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2},

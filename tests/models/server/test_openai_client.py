@@ -190,7 +190,7 @@ def test_unknown_model_is_a_404(kimi: LiveServer) -> None:
 def test_invalid_field_is_a_400_naming_it(kimi: LiveServer) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         client(kimi).chat.completions.create(
-            model="kimi", messages=[{"role": "user", "content": "hi"}], temperature=7
+            model="kimi", messages=[{"role": "user", "content": "hi"}], temperature=-1
         )
     assert caught.value.param == "temperature"
     assert "temperature" in caught.value.message

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -98,9 +100,9 @@ def test_stop_token_ids_must_be_token_ids(kimi: LiveServer) -> None:
         ),
         (
             "/generate",
-            {"text": "a", "sampling_params": {"temperature": 3}},
+            {"text": "a", "sampling_params": {"temperature": -0.5}},
             "sampling_params.temperature",
-            "<= 2",
+            ">= 0",
         ),
         (
             "/generate",
@@ -373,3 +375,57 @@ def test_completion_top_logprobs_include_the_sampled_token(kimi: LiveServer, str
         assert 1 <= len(top) <= 2
         outside += len(top) == 2
     assert outside > 0  # the seed samples below the top token at least once
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+        ("/v1/completions", {"prompt": PROMPT}),
+        ("/generate", {"text": PROMPT}),
+    ],
+)
+def test_a_temperature_above_2_is_served(kimi: LiveServer, path: str, body: dict) -> None:
+    """SGLang's SamplingParams.verify and vLLM's refuse only a negative (or non-finite)
+    temperature; ember's model server refused anything above 2 (Workers AI's schema, which
+    the AI gateway still applies before a request reaches a replica)."""
+    if path == "/generate":
+        body = {**body, "sampling_params": {"max_new_tokens": 4, "temperature": 3.5, "seed": 7}}
+    else:
+        body = {"model": "kimi", **body, "max_tokens": 4, "temperature": 3.5, "seed": 7}
+    answers = [httpx.post(kimi.url + path, json=body, timeout=60) for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200], answers[0].text
+    assert answers[0].json()["usage" if path != "/generate" else "meta_info"] is not None
+    if path == "/generate":  # seeded: the same tokens twice
+        assert answers[0].json()["output_ids"] == answers[1].json()["output_ids"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/generate"])
+@pytest.mark.parametrize("content_type", ["text/plain", None, "application/x-www-form-urlencoded"])
+def test_a_body_not_sent_as_json_is_a_400(
+    kimi: LiveServer, path: str, content_type: str | None
+) -> None:
+    """SGLang's OpenAI routes refuse any media type but application/json
+    (``validate_json_request``: "Unsupported Media Type: Only 'application/json' is allowed",
+    answered 400 by its RequestValidationError handler), and FastAPI refuses /generate's body
+    without a JSON content type the same way; ember parsed the body whatever its type."""
+    body = (
+        {"text": PROMPT, "sampling_params": {"max_new_tokens": 1}}
+        if path == "/generate"
+        else {"model": "kimi", "prompt": PROMPT, "max_tokens": 1}
+        if path == "/v1/completions"
+        else {"model": "kimi", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    )
+    headers = {"content-type": content_type} if content_type else {}
+    request = httpx.Request("POST", kimi.url + path, content=json.dumps(body), headers=headers)
+    assert request.headers.get("content-type") == content_type  # none for bytes in httpx
+    with httpx.Client(timeout=60) as http:
+        error = _error(http.send(request))
+        assert "application/json" in error["message"], error
+        assert (content_type or "no Content-Type") in error["message"], error
+        ok = http.post(
+            kimi.url + path,
+            content=json.dumps(body),
+            headers={"content-type": "Application/JSON; charset=utf-8"},
+        )
+        assert ok.status_code == 200, ok.text
