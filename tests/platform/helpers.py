@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import httpx
 
 from ember.runtime.deployments import pow
-from tests.platform.conftest import RunningPlatform
+from ember.runtime.deployments.config import PlatformConfig
+from tests.platform.conftest import RunningPlatform, start_platform
 
 
 def temporary_account(platform: RunningPlatform) -> dict[str, object]:
@@ -33,3 +38,22 @@ def error_of(response: httpx.Response) -> tuple[int, int, str]:
     body = response.json()
     assert body["success"] is False and body["result"] is None
     return response.status_code, body["errors"][0]["code"], body["errors"][0]["message"]
+
+
+@contextmanager
+def temporary_tenant(
+    state_dir: Path, config: PlatformConfig
+) -> Iterator[tuple[RunningPlatform, str, httpx.Client]]:
+    """A platform with ``config`` on a loopback port, a temporary account on it, and a client
+    holding that account's token: ``(platform, account id, client)``; closed afterwards."""
+    plane, clock, server, hub = start_platform(state_dir, config)
+    try:
+        with server as port:
+            url = f"http://127.0.0.1:{port}"
+            platform = RunningPlatform(plane, clock, url, url + "/client/v4", hub)
+            temp = temporary_account(platform)
+            account_id = str(temp["account"]["id"])  # type: ignore[index]
+            with platform.client(str(temp["account"]["apiToken"])) as client:  # type: ignore[index]
+                yield platform, account_id, client
+    finally:
+        plane.close()

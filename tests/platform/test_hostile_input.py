@@ -17,8 +17,8 @@ import pytest
 from ember.runtime.deployments.multipart import Part, build_multipart
 from ember.runtime.deployments.upload import MAX_ANNOTATION_CHARS
 from ember.runtime.deployments.writes import DEPLOYMENTS_KEPT
-from tests.platform.conftest import TEST_CONFIG, RunningPlatform, start_platform, worker_upload
-from tests.platform.helpers import error_of, temporary_account
+from tests.platform.conftest import TEST_CONFIG, RunningPlatform, worker_upload
+from tests.platform.helpers import error_of, temporary_tenant
 
 WRANGLER = {"user-agent": "wrangler/4.164.0"}
 
@@ -187,29 +187,22 @@ def test_a_temporary_account_stores_a_bounded_number_of_versions(tmp_path: Path)
     """Workers and script size were capped, but every redeploy and secret change stored one
     more version (up to max_script_size each, in the database and on disk) without end."""
     config = replace(TEST_CONFIG, temporary=replace(TEST_CONFIG.temporary, max_versions=3))
-    plane, _clock, server, hub = start_platform(tmp_path / "state", config)
-    with server as port:
-        url = f"http://127.0.0.1:{port}"
-        platform = RunningPlatform(plane, _clock, url, url + "/client/v4", hub)
-        temp = temporary_account(platform)
-        account_id = str(temp["account"]["id"])  # type: ignore[index]
-        with platform.client(str(temp["account"]["apiToken"])) as client:  # type: ignore[index]
-            assert _put(client, account_id, "one").status_code == 200
-            assert _put(client, account_id, "two").status_code == 200
-            secret = {"name": "TOKEN", "text": "s3", "type": "secret_text"}
-            put = client.put(f"/accounts/{account_id}/workers/scripts/one/secrets", json=secret)
-            assert put.status_code == 200
-            for refused in (
-                _put(client, account_id, "two"),
-                client.put(f"/accounts/{account_id}/workers/scripts/two/secrets", json=secret),
-            ):
-                status, code, message = error_of(refused)
-                assert (status, code) == (403, 10037) and "at most 3" in message
-            live = client.get(f"/accounts/{account_id}/workers/scripts/two/versions")
-            assert len(live.json()["result"]["items"]) == 1  # the refused ones left nothing
-            assert client.delete(f"/accounts/{account_id}/workers/scripts/one").status_code == 200
-            assert _put(client, account_id, "two").status_code == 200
-    plane.close()
+    with temporary_tenant(tmp_path / "state", config) as (_platform, account_id, client):
+        assert _put(client, account_id, "one").status_code == 200
+        assert _put(client, account_id, "two").status_code == 200
+        secret = {"name": "TOKEN", "text": "s3", "type": "secret_text"}
+        put = client.put(f"/accounts/{account_id}/workers/scripts/one/secrets", json=secret)
+        assert put.status_code == 200
+        for refused in (
+            _put(client, account_id, "two"),
+            client.put(f"/accounts/{account_id}/workers/scripts/two/secrets", json=secret),
+        ):
+            status, code, message = error_of(refused)
+            assert (status, code) == (403, 10037) and "at most 3" in message
+        live = client.get(f"/accounts/{account_id}/workers/scripts/two/versions")
+        assert len(live.json()["result"]["items"]) == 1  # the refused ones left nothing
+        assert client.delete(f"/accounts/{account_id}/workers/scripts/one").status_code == 200
+        assert _put(client, account_id, "two").status_code == 200
 
 
 def test_a_malformed_secret_binding_is_not_echoed_in_the_error(

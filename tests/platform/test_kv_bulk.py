@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from ember.bindings.kv.schema import ENTRY_OVERHEAD_BYTES
-from tests.platform.conftest import TEST_CONFIG, RunningPlatform, start_platform
-from tests.platform.helpers import error_of, temporary_account
+from tests.platform.conftest import TEST_CONFIG
+from tests.platform.helpers import error_of, temporary_tenant
 
 QUOTA = 64 * 1024
 
@@ -41,19 +41,10 @@ def _recount(path: Path, account: str) -> tuple[int, int]:
 @pytest.fixture
 def tenant(tmp_path: Path):  # type: ignore[no-untyped-def]
     config = replace(TEST_CONFIG, temporary=replace(TEST_CONFIG.temporary, max_kv_bytes=QUOTA))
-    plane, clock, server, hub = start_platform(tmp_path / "state", config)
-    with server as port:
-        url = f"http://127.0.0.1:{port}"
-        platform = RunningPlatform(plane, clock, url, url + "/client/v4", hub)
-        temp = temporary_account(platform)
-        account_id = str(temp["account"]["id"])  # type: ignore[index]
-        with platform.client(str(temp["account"]["apiToken"])) as client:  # type: ignore[index]
-            reply = client.post(
-                f"/accounts/{account_id}/storage/kv/namespaces", json={"title": "n"}
-            )
-            base = f"/accounts/{account_id}/storage/kv/namespaces/{reply.json()['result']['id']}"
-            yield plane, account_id, client, base
-    plane.close()
+    with temporary_tenant(tmp_path / "state", config) as (platform, account_id, client):
+        reply = client.post(f"/accounts/{account_id}/storage/kv/namespaces", json={"title": "n"})
+        base = f"/accounts/{account_id}/storage/kv/namespaces/{reply.json()['result']['id']}"
+        yield platform.plane, account_id, client, base
 
 
 def _keys(client: httpx.Client, base: str) -> list[str]:
