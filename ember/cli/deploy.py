@@ -56,12 +56,9 @@ def deploy(
     if session.temporary is not None:
         login = session.temporary
         claim_token = login.claim_url.split("claimToken=", 1)[-1]
-        command = ["ember", "claim", claim_token]
-        if platform != DEFAULT_PLATFORM:
-            command += ["--platform", platform]
         result |= {
             "claim_url": login.claim_url,
-            "claim_command": shlex.join(command),
+            "claim_command": claim_command(claim_token, platform),
             "expires_at": iso_time(login.expires_at),
         }
     if as_json:
@@ -171,3 +168,12 @@ def _provision_kv(session: Session, title: str) -> str:
             break
     click.echo(f"Creating KV namespace {title!r}…", err=True)
     return session.client.call("POST", path, json={"title": title})["id"]
+
+
+def claim_command(claim_token: str, platform: str) -> str:
+    """The ``ember claim`` line to print. The token is URL-safe base64, so one in 64 starts with
+    ``-``: options come first and ``--`` ends them, or click would read it as an option."""
+    command = ["ember", "claim"]
+    if platform != DEFAULT_PLATFORM:
+        command += ["--platform", platform]
+    return shlex.join([*command, "--", claim_token])
