@@ -1,4 +1,4 @@
-"""The Workers API inside an isolate: Request, Response, fetch, WorkerEntrypoint, wait_until.
+"""The Workers API inside an isolate: Request, Response and fetch (entrypoints: ``entrypoints.py``).
 
 Shaped after Python Workers' ``workers`` module (and the JS classes that ``js`` exposes), so
 handlers written for the platform run unchanged. Bodies are ``bytes`` or async iterables of
@@ -19,7 +19,7 @@ from ember.runtime.fields import MAX_STATUS_TEXT, valid_status_text
 from ember.runtime.isolate.cf import incoming_cf
 from ember.runtime.isolate.formdata import FormData, parse_form
 from ember.runtime.isolate.headers import Headers
-from ember.runtime.isolate.scope import Context, current_scope
+from ember.runtime.isolate.scope import current_scope
 from ember.runtime.reason_phrases import default_status_text
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -305,54 +305,6 @@ class Response(_Body):
 
     def __repr__(self) -> str:
         return f"<Response {self.status}>"
-
-
-class WorkerEntrypoint:
-    """Base class of a Python Workers entrypoint: ``class Default(WorkerEntrypoint)``."""
-
-    def __init__(self, ctx: Context, env: Any) -> None:
-        self.ctx = ctx
-        self.env = env
-
-
-class DurableObject:
-    """Importable for compatibility; Durable Objects are not emulated by ember yet."""
-
-    def __init__(self, ctx: Any, env: Any) -> None:
-        self.ctx = ctx
-        self.env = env
-
-
-class WorkflowEntrypoint(WorkerEntrypoint):
-    """Importable for compatibility; Workflows are not emulated by ember yet."""
-
-
-class ScheduledController:
-    """The ``controller`` of a ``scheduled`` event."""
-
-    type = "scheduled"
-
-    def __init__(self, cron: str, scheduled_time: float) -> None:
-        self.cron = cron
-        # Whole milliseconds since the epoch, as on the platform (Pyodide turns that integral
-        # JS number into an int): 1000, not 1000.0.
-        self.scheduled_time = int(scheduled_time)
-        self.scheduledTime = self.scheduled_time  # noqa: N815 - the JavaScript name
-        self.retry = True
-
-    def no_retry(self) -> None:
-        """Do not retry this event if it fails (accepted; ember does not retry crons)."""
-        self.retry = False
-
-    noRetry = no_retry  # noqa: N815
-
-
-def wait_until(awaitable: Any) -> None:
-    """Module-level ``waitUntil`` for the running request."""
-    current_scope().ctx.wait_until(awaitable)
-
-
-waitUntil = wait_until
 
 
 async def fetch(

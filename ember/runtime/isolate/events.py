@@ -16,7 +16,7 @@ from typing import Any
 
 from ember.bindings.env import Env
 from ember.bindings.streams import ReadableStream
-from ember.runtime.isolate import api
+from ember.runtime.isolate import api, entrypoints
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.handlers import Entrypoints
 from ember.runtime.isolate.headers import Headers
@@ -129,7 +129,7 @@ class EventRunner:
         if self.entry.scheduled is None:
             self.send(RequestError(message.rid, "no_handler", NO_SCHEDULED, ""))
             return
-        controller = api.ScheduledController(message.cron, message.scheduled_time)
+        controller = entrypoints.ScheduledController(message.cron, message.scheduled_time)
         await self.entry.scheduled(controller, self.env, event.scope.ctx)
 
     async def _respond(self, event: _Event, response: api.Response) -> None:

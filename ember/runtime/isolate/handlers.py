@@ -20,7 +20,7 @@ from types import CoroutineType, ModuleType
 from typing import Any
 
 from ember.errors import HandlerError
-from ember.runtime.isolate import api
+from ember.runtime.isolate import entrypoints
 from ember.runtime.isolate.scope import Context
 
 Handler = Callable[[Any, Any, Context], Awaitable[Any]]
@@ -47,7 +47,8 @@ def discover(module: ModuleType, main: str) -> Entrypoints:
     """The module's handlers; HandlerError naming ``main`` if it has none."""
     default = getattr(module, "Default", None)
     if isinstance(default, type) and (
-        issubclass(default, api.WorkerEntrypoint) or callable(getattr(default, "fetch", None))
+        issubclass(default, entrypoints.WorkerEntrypoint)
+        or callable(getattr(default, "fetch", None))
     ):
         entry = Entrypoints(
             fetch=_method(default, "fetch", offered=1),

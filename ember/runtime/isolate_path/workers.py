@@ -3,13 +3,11 @@
 ``env`` is set by the isolate before the worker's module is imported.
 """
 
-from ember.runtime.isolate.api import (  # noqa: F401
+from ember.runtime.isolate.api import Request, Response, fetch  # noqa: F401
+from ember.runtime.isolate.entrypoints import (  # noqa: F401
     DurableObject,
-    Request,
-    Response,
     WorkerEntrypoint,
     WorkflowEntrypoint,
-    fetch,
     wait_until,
     waitUntil,
 )
