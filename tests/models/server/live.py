@@ -134,3 +134,9 @@ class _Discard:
 
     def flush(self) -> None:
         pass
+
+
+def bad_request(response: httpx.Response) -> dict:
+    """The OpenAI-style ``error`` object of a 400 answer (fails the test on any other status)."""
+    assert response.status_code == 400, response.text
+    return response.json()["error"]
