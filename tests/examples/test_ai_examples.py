@@ -73,12 +73,16 @@ def test_ai_chat_in_a_browser(tmp_path: Path, tmp_path_factory: pytest.TempPathF
     with DevProcess(project, state=tmp_path / "state") as dev:
         browser = Browser(tmp_path / "profile")
         try:
-            seen = asyncio.run(_chat(browser, dev.url))
+            # The answer is sampled (the page sends no seed): one can end within a poll or two,
+            # too soon to be seen growing. Up to three questions, each checked in full.
+            for _ in range(3):
+                streaming, final, state, error = asyncio.run(_chat(browser, dev.url))
+                assert not error, final
+                assert state == "done" and final
+                if len(set(streaming)) > 1:
+                    break
         finally:
             browser.close()
-    streaming, final, state, error = seen
-    assert not error, final
-    assert state == "done" and final
     # Text was on the page while the answer was still streaming, and it grew to the final one.
     assert len(set(streaming)) > 1 and final.startswith(streaming[0])
 
