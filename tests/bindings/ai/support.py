@@ -10,8 +10,12 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import httpx
 import pytest
 import uvicorn
+
+from ember.models.server.metrics import parse_prometheus
+from tests.runtime.harness import Harness
 
 if TYPE_CHECKING:
     from ember.bindings.ai.gateway import AIGateway
@@ -101,3 +105,41 @@ class RestServer:
         self.server.should_exit = True
         self.thread.join(10)
         self.sock.close()
+
+
+# A weather question, the tool that answers it and the schema of its arguments (also a JSON
+# schema for response_format): the live binding tests ask the tiny models with them.
+UNIT = {
+    "type": "object",
+    "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}, "days": {"type": "integer"}},
+    "required": ["unit", "days"],
+    "additionalProperties": False,
+}
+TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "description": "Forecast", "parameters": UNIT},
+}
+HI = [{"role": "user", "content": "What is the weather?"}]
+
+
+class AI:
+    """An ``ember dev`` harness running the live tests' worker, and its AI replicas."""
+
+    def __init__(self, harness: Harness, deployment: str, section: dict) -> None:
+        self.harness, self.deployment, self.section = harness, deployment, section
+
+    def client(self) -> httpx.Client:
+        return self.harness.client(self.deployment, timeout=120)
+
+    def post(self, model: str, inputs: dict, options: dict | None = None, mode: str = "json"):  # noqa: ANN201
+        ask = {"model": model, "inputs": inputs, "options": options, "mode": mode}
+        with self.client() as client:
+            return client.post("/", json=ask)
+
+    def replica_url(self, model: str) -> str:
+        gateway = self.harness.supervisor.resources.shared("ai.gateway", lambda: None)
+        return gateway.pool.group(model).replicas[0].url
+
+    def running(self, model: str) -> float:
+        text = httpx.get(self.replica_url(model) + "/metrics", timeout=10).text
+        return parse_prometheus(text)[f'sglang:num_running_reqs{{model_name="{model}"}}']

@@ -18,8 +18,17 @@ import pytest
 import yaml
 
 from ember.models.api.sse import parse_sse
-from ember.models.server.metrics import parse_prometheus
-from tests.bindings.ai.support import GLM, KIMI, models_section, tiny_checkpoints, wait_until
+from tests.bindings.ai.support import (
+    AI,
+    GLM,
+    HI,
+    KIMI,
+    TOOL,
+    UNIT,
+    models_section,
+    tiny_checkpoints,
+    wait_until,
+)
 from tests.runtime.harness import Harness, write_project
 
 WORKER = """
@@ -55,38 +64,6 @@ class Default(WorkerEntrypoint):
         } if "choices" in result else {}
         return Response.json({"result": result, "checks": checks})
 """
-UNIT = {
-    "type": "object",
-    "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}, "days": {"type": "integer"}},
-    "required": ["unit", "days"],
-    "additionalProperties": False,
-}
-TOOL = {
-    "type": "function",
-    "function": {"name": "get_weather", "description": "Forecast", "parameters": UNIT},
-}
-HI = [{"role": "user", "content": "What is the weather?"}]
-
-
-class AI:
-    def __init__(self, harness: Harness, deployment: str, section: dict) -> None:
-        self.harness, self.deployment, self.section = harness, deployment, section
-
-    def client(self) -> httpx.Client:
-        return self.harness.client(self.deployment, timeout=120)
-
-    def post(self, model: str, inputs: dict, options: dict | None = None, mode: str = "json"):  # noqa: ANN201
-        ask = {"model": model, "inputs": inputs, "options": options, "mode": mode}
-        with self.client() as client:
-            return client.post("/", json=ask)
-
-    def replica_url(self, model: str) -> str:
-        gateway = self.harness.supervisor.resources.shared("ai.gateway", lambda: None)
-        return gateway.pool.group(model).replicas[0].url
-
-    def running(self, model: str) -> float:
-        text = httpx.get(self.replica_url(model) + "/metrics", timeout=10).text
-        return parse_prometheus(text)[f'sglang:num_running_reqs{{model_name="{model}"}}']
 
 
 @pytest.fixture(scope="module")
