@@ -218,12 +218,16 @@ def stream_options(body: Mapping, stream: bool) -> tuple[bool, bool]:
 
 def prompt_logprobs_field(body: Mapping, stream: bool) -> int | None:
     """vLLM's ``prompt_logprobs`` (chat and completions): the alternatives to list for each
-    prompt token; refused with ``stream``, as vLLM does (they would all come in one chunk)."""
+    prompt token. With ``stream`` vLLM refuses any value above 0 (they would all come in one
+    chunk) and takes 0 as asking for nothing a stream carries: the same here, so 0 with
+    ``stream`` computes no prompt logprobs at all."""
     value = optional_int(body, "prompt_logprobs", "", minimum=0, maximum=20)
     if value is not None and stream:
+        if value == 0:
+            return None
         raise InvalidRequestField(
             "/prompt_logprobs",
-            "null when stream is true (prompt logprobs are not streamed)",
+            "null or 0 when stream is true (prompt logprobs are not streamed)",
             describe(value),
             "unsupported_value",
         )

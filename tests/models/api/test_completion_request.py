@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ember.models.api.chat_request import SamplingOptions
+from ember.models.api.chat_request import SamplingOptions, parse_chat_request
 from ember.models.api.completion_request import (
     GenerateRequest,
     parse_completion_request,
@@ -82,7 +82,7 @@ def test_completion_defaults_and_forms() -> None:
         (
             {"model": "m", "prompt": "x", "prompt_logprobs": 1, "stream": True},
             "/prompt_logprobs",
-            "expected null when stream is true (prompt logprobs are not streamed), "
+            "expected null or 0 when stream is true (prompt logprobs are not streamed), "
             "got a number (1)",
         ),
         (
@@ -103,6 +103,16 @@ def test_completion_errors(body: dict, field: str, message: str) -> None:
         parse_completion_request(body)
     assert caught.value.field == field
     assert str(caught.value) == f"Invalid value at '{field}': {message}"
+
+
+def test_prompt_logprobs_zero_with_stream_asks_for_nothing() -> None:
+    """vLLM refuses ``prompt_logprobs`` above 0 with ``stream`` and takes 0: nothing to compute."""
+    body = {"prompt": "x", "prompt_logprobs": 0, "stream": True}
+    assert parse_completion_request(body).sampling.prompt_logprobs is None
+    chat = {"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 0, "stream": True}
+    assert parse_chat_request(chat).sampling.prompt_logprobs is None
+    unstreamed = parse_completion_request(body | {"stream": False})
+    assert unstreamed.sampling.prompt_logprobs == 0  # the prompt tokens' own logprobs
 
 
 def test_generate_request() -> None:
