@@ -2,9 +2,11 @@
 
 Owns reading the files of one project directory into a typed ``ProjectConfig``: name, main
 module, compatibility date and flags, vars, secrets (``.dev.vars``), crons, limits, dev server
-settings, and the *raw* binding sections. Binding sections stay raw (``ConfigSection``) because
-the binding registry (``ember.bindings.registry``) owns which binding types exist; it turns each
-section into typed specs and reports errors through the same ``ConfigError``.
+settings, and the *raw* binding sections, as one environment sees them (``[env.NAME]``,
+chosen by ``ember.config_env``; ``None``: the top level). Binding sections stay raw
+(``ConfigSection``) because the binding registry (``ember.bindings.registry``) owns which
+binding types exist; it turns each section into typed specs and reports errors through the same
+``ConfigError``.
 
 Every error names the file, the key, what was found and what was expected (style R9).
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from ember.config_env import Selected, select_environment
 from ember.config_values import (
     DevConfig,
     JSONValue,
@@ -39,6 +42,8 @@ from ember.jsonc import JSONCError, strip_jsonc
 
 # Searched in this order; the first one present is the project's config.
 CONFIG_FILES = ("ember.yaml", "ember.yml", "wrangler.toml", "wrangler.jsonc", "wrangler.json")
+# Secrets for ``ember dev``, as wrangler's dev-vars.ts picks them: ``.dev.vars.<env>`` before
+# ``.dev.vars`` (one file); only when neither exists, ``.env`` then ``.env.<env>``, merged.
 SECRETS_FILES = (".dev.vars", ".env")
 
 # Top-level keys that wrangler knows as binding types. Every key that is not in KNOWN_KEYS goes
@@ -121,10 +126,16 @@ class ConfigSection:
     file: str
     key: str
     value: object
+    where: str = ""  # the section's path in the file when not ``key`` (``env.staging.ai``)
+
+    @property
+    def path(self) -> str:
+        """Where the section is written: ``kv_namespaces`` or ``env.staging.kv_namespaces``."""
+        return self.where or self.key
 
     def error(self, key: str | None, found: object, expected: str) -> ConfigError:
         """A ConfigError for ``key`` inside this section (``None``: the section itself)."""
-        return ConfigError(self.file, f"{self.key}{key or ''}", found, expected)
+        return ConfigError(self.file, f"{self.path}{key or ''}", found, expected)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +150,19 @@ class ProjectConfig:
     compatibility_flags: tuple[str, ...]
     vars: Mapping[str, JSONValue]
     secrets: Mapping[str, str] = field(repr=False)
-    secrets_file: Path | None
+    secrets_files: tuple[Path, ...]  # read in order, a later file's values win
     crons: tuple[str, ...]
     limits: LimitsConfig
     dev: DevConfig
     binding_sections: tuple[ConfigSection, ...]  # every top-level key that is not core
     warnings: tuple[str, ...] = ()
+    env: str | None = None  # the environment in use; None: the top level
+    environments: tuple[str, ...] = ()  # every environment the file defines
+
+    @property
+    def secrets_file(self) -> Path | None:
+        """The secrets file whose values win (errors about a secret name it)."""
+        return self.secrets_files[-1] if self.secrets_files else None
 
     @property
     def main_path(self) -> Path:
@@ -153,10 +171,7 @@ class ProjectConfig:
 
     def watched_files(self) -> tuple[Path, ...]:
         """Config files whose change means the project must be re-read."""
-        files = [self.file]
-        if self.secrets_file is not None:
-            files.append(self.secrets_file)
-        return tuple(files)
+        return (self.file, *self.secrets_files)
 
 
 def find_config_file(root: Path) -> Path:
@@ -176,19 +191,36 @@ def find_config_file(root: Path) -> Path:
     )
 
 
-def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = None) -> ProjectConfig:
-    """Read ``root``'s config file and secrets into a ``ProjectConfig``."""
+def load_project(
+    root: Path | str,
+    *,
+    env: str | None = None,
+    extra_vars: Mapping[str, str] | None = None,
+) -> ProjectConfig:
+    """Read ``root``'s config file and secrets into a ``ProjectConfig``, as environment ``env``
+    (``[env.NAME]``) sees them; ``None`` or ``""``: the top level."""
     root = Path(root).resolve()
     path = find_config_file(root)
-    data = _read_document(path)
+    document = _read_document(path)
+    if document.get("name") is None:
+        document["name"] = root.name  # the default name, which an environment suffixes
+    selected = select_environment(document, env, str(path))
+    try:
+        return _parse(root, path, selected, extra_vars)
+    except ConfigError as exc:
+        raise selected.relocate(exc) from None  # named where it is written: env.NAME.key
+
+
+def _parse(
+    root: Path, path: Path, selected: Selected, extra_vars: Mapping[str, str] | None
+) -> ProjectConfig:
+    data = selected.data
     fname = str(path)
     warnings: list[str] = []
     others = [n for n in CONFIG_FILES if n != path.name and (root / n).is_file()]
     if others:
         warnings.append(f"using {path.name}; ignoring {', '.join(others)}")
-
-    if "env" in data:
-        warnings.append(f"{path.name}: environments under 'env' are not supported yet (ignored)")
+    warnings.extend(selected.warnings)
 
     name = opt_str(data, "name", fname) or root.name
     if not _NAME.match(name):
@@ -206,8 +238,10 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
         raise ConfigError(fname, "main", main, f"an existing file under {root}")
 
     vars_ = vars_value(data.get("vars", {}), fname)
-    secrets_file = next((root / n for n in SECRETS_FILES if (root / n).is_file()), None)
-    secrets = parse_dotenv(secrets_file) if secrets_file is not None else {}
+    secrets_files = secrets_files_of(root, selected.env)
+    secrets: dict[str, str] = {}
+    for secrets_file in secrets_files:
+        secrets.update(parse_dotenv(secrets_file))
     for secret_name in secrets:
         vars_.pop(secret_name, None)  # .dev.vars overrides vars, as in wrangler
     for var_name, value in (extra_vars or {}).items():
@@ -234,15 +268,29 @@ def load_project(root: Path | str, *, extra_vars: Mapping[str, str] | None = Non
         ),
         vars=vars_,
         secrets=secrets,
-        secrets_file=secrets_file,
+        secrets_files=secrets_files,
         crons=crons_value(data.get("triggers"), fname),
         limits=limits_value(data.get("limits"), fname),
         dev=dev_value(data.get("dev"), fname),
         binding_sections=tuple(
-            ConfigSection(fname, key, data[key]) for key in data if key not in KNOWN_KEYS
+            ConfigSection(fname, key, data[key], selected.where(key) if selected.env else "")
+            for key in data
+            if key not in KNOWN_KEYS
         ),
         warnings=tuple(warnings),
+        env=selected.env,
+        environments=selected.environments,
     )
+
+
+def secrets_files_of(root: Path, env: str | None) -> tuple[Path, ...]:
+    """The secrets files ``ember dev`` reads for ``env``, in order (a later one wins)."""
+    dev_vars = [f"{SECRETS_FILES[0]}.{env}"] if env else []
+    for name in [*dev_vars, SECRETS_FILES[0]]:
+        if (root / name).is_file():
+            return (root / name,)
+    dot_env = [SECRETS_FILES[1], *([f"{SECRETS_FILES[1]}.{env}"] if env else [])]
+    return tuple(root / n for n in dot_env if (root / n).is_file())
 
 
 def _read_document(path: Path) -> dict[str, object]:

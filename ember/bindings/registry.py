@@ -76,7 +76,7 @@ class BindingRegistry:
             if binding_type is None:
                 raise ConfigError(
                     section.file,
-                    section.key,
+                    section.path,
                     section.key,
                     "a supported binding type: " + ", ".join(self.config_keys),
                     hint="ember does not emulate this binding type yet",
@@ -85,7 +85,7 @@ class BindingRegistry:
                 if spec.name in seen:
                     raise ConfigError(
                         section.file,
-                        section.key,
+                        section.path,
                         spec.name,
                         f"a binding name not already used by {seen[spec.name]}",
                     )
