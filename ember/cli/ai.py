@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from ember.cli.environment import chosen_env, env_option
 from ember.errors import ConfigError
 
 URL_HELP = "A running ember (ember dev) to ask, e.g. http://127.0.0.1:8787 (env: EMBER_AI_URL)."
@@ -42,7 +43,7 @@ def _project_config(project: Path | None) -> Any:
         if project is not None:
             raise
         return GatewayConfig()
-    config = load_project(root)
+    config = load_project(root, env=chosen_env().name)
     section = next((s for s in config.binding_sections if s.key == "ai"), None)
     if section is None or not isinstance(section.value, dict):
         return GatewayConfig()
@@ -52,6 +53,7 @@ def _project_config(project: Path | None) -> Any:
 @ai.command("models")
 @click.option("--url", envvar="EMBER_AI_URL", help=URL_HELP)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help=PROJECT_HELP)
+@env_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def models(url: str | None, project: Path | None, as_json: bool) -> None:
     """Model ids, architecture, context, quantization, KV dtype, replicas, loaded.
@@ -123,6 +125,7 @@ async def _static_rows(project: Path | None) -> list[dict[str, Any]]:
 @click.option("--ignore-eos", is_flag=True, help="Generate exactly --max-tokens (benchmarks).")
 @click.option("--url", envvar="EMBER_AI_URL", help=URL_HELP)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help=PROJECT_HELP)
+@env_option
 def run(
     model: str,
     prompt: str,

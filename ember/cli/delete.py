@@ -5,11 +5,13 @@ from __future__ import annotations
 import click
 
 from ember.cli.deployments import worker_name
+from ember.cli.environment import env_option
 from ember.cli.session import name_option, open_session, platform_option
 
 
 @click.command()
 @name_option
+@env_option
 @platform_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 def delete(name: str | None, platform_url: str | None, yes: bool) -> None:

@@ -4,6 +4,7 @@ Speaks the same API calls as wrangler: ``GET .../services/{name}`` to see whethe
 exists; a new worker is uploaded with ``PUT .../scripts/{name}`` (live at once), an existing one
 with ``POST .../versions`` then ``POST .../deployments`` (an immutable version, then the switch).
 KV bindings without an id are provisioned on the first deploy and inherited afterwards.
+``--env NAME`` deploys the config's ``[env.NAME]`` as its own worker, ``<name>-NAME``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import click
 
+from ember.cli.environment import chosen_env, env_option, show_warnings
 from ember.cli.platform_client import DEFAULT_PLATFORM, PlatformNotFound, resolve_platform
 from ember.cli.session import Session, name_option, open_session, platform_option
 from ember.cli.temporary import iso_time, temporary_session
@@ -26,6 +28,7 @@ from ember.runtime.deployments.multipart import Part, build_multipart
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
 @name_option
+@env_option
 @platform_option
 @click.option(
     "--temporary",
@@ -43,7 +46,19 @@ def deploy(
     message: str | None,
 ) -> None:
     """Deploy the worker in DIRECTORY (default: here) to an ember platform."""
-    project = load_project(directory, name)
+    choice = chosen_env()
+    project = load_project(directory, name, choice.name)
+    show_warnings(project.warnings)
+    if project.env is None and project.environments and not choice.from_flag:
+        # wrangler's warnIfMultipleEnvsConfiguredButNoneSpecified, for deploy.
+        show_warnings(
+            [
+                "Multiple environments are defined in the config file, but no target "
+                "environment was specified for the deploy command. To avoid unintentional "
+                "changes to the wrong environment, specify it with -e/--env or "
+                'CLOUDFLARE_ENV; --env="" targets the top level.'
+            ]
+        )
     platform = resolve_platform(platform_url)
     if temporary:
         session, _ = temporary_session(platform, err=as_json)

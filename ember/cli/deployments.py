@@ -6,12 +6,24 @@ from pathlib import Path
 
 import click
 
+from ember.cli.environment import chosen_env, env_option, show_warnings
 from ember.cli.session import name_option, open_session, platform_option
 from ember.cli.worker_project import load_project
 
 
-def worker_name(name: str | None) -> str:
-    return name or load_project(Path("."), None).name
+def worker_name(name: str | None, *, suffix_name: bool = False) -> str:
+    """``--name``, else the project's worker name in the chosen environment (``<name>-<env>``).
+
+    ``suffix_name``: ``secret`` and ``tail`` add ``-<env>`` to a name given with ``--env`` (not
+    with ``CLOUDFLARE_ENV``), as wrangler's ``getLegacyScriptName`` does; the other commands use
+    ``--name`` as it is (``getScriptName``).
+    """
+    choice = chosen_env()
+    if name:
+        return f"{name}-{choice.name}" if suffix_name and choice.from_flag and choice.name else name
+    project = load_project(Path("."), None, choice.name)
+    show_warnings(project.warnings)
+    return project.name
 
 
 @click.group()
@@ -21,6 +33,7 @@ def deployments() -> None:
 
 @deployments.command("list")
 @name_option
+@env_option
 @platform_option
 def list_deployments(name: str | None, platform_url: str | None) -> None:
     """List the deployments of the worker (newest first)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from ember.cli.environment import chosen_env, env_option
 from ember.errors import ConfigError
 
 FLUSH_EVERY_S = 0.02  # request log lines reach the terminal at most this late
@@ -16,6 +17,7 @@ FLUSH_EVERY_S = 0.02  # request log lines reach the terminal at most this late
 
 @click.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@env_option
 @click.option("--port", type=int, help="Port to listen on (default 8787, or dev.port).")
 @click.option("--ip", help="Address to listen on (default 127.0.0.1, or dev.ip).")
 @click.option(
@@ -56,6 +58,7 @@ def dev(
         extra[key] = value
     options = DevOptions(
         project=directory,
+        env=chosen_env().name,
         ip=ip,
         port=port,
         persist_to=persist_to,
@@ -89,9 +92,12 @@ def _banner(server: object) -> None:
     assert isinstance(server, DevServer)  # invariant: called with the server just made
     deployment = server.deployment
     click.echo(f"ember dev: {deployment.name} ({deployment.main})")
+    if server.config.env is not None:
+        click.echo(f"Using environment {server.config.env!r} ([env.{server.config.env}])")
+    secrets_from = ", ".join(p.name for p in server.config.secrets_files) or ".dev.vars"
     rows = [(f"env.{b.name}", b.kind) for b in deployment.bindings]
     rows += [(f"env.{name}", f"var {value!r}"[:60]) for name, value in deployment.vars.items()]
-    rows += [(f"env.{name}", "secret (.dev.vars)") for name in deployment.secrets]
+    rows += [(f"env.{name}", f"secret ({secrets_from})") for name in deployment.secrets]
     if rows:
         click.echo("Your worker has access to the following bindings:")
         width = max(len(name) for name, _ in rows)

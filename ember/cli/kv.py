@@ -14,10 +14,13 @@ from urllib.parse import quote
 
 import click
 
+from ember.cli.environment import chosen_env, with_env_option
 from ember.cli.session import Session, open_session, platform_option
 from ember.errors import UserError
 
-binding_option = click.option("--binding", metavar="NAME", help="A KV binding of the project here.")
+binding_option = with_env_option(
+    click.option("--binding", metavar="NAME", help="A KV binding of the project here.")
+)
 namespace_option = click.option("--namespace-id", metavar="ID", help="The namespace's id.")
 
 
@@ -218,7 +221,7 @@ def _namespace(session: Session, binding: str | None, namespace_id: str | None) 
         return namespace_id
     from ember.cli.worker_project import load_project
 
-    project = load_project(Path("."), None)
+    project = load_project(Path("."), None, chosen_env().name)
     entry = next((b for b in project.kv_namespaces if b.binding == binding), None)
     if entry is None:
         names = ", ".join(b.binding for b in project.kv_namespaces) or "none"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ember.cli.deployments import worker_name
+from ember.cli.environment import env_option
 from ember.cli.platform_client import PlatformRequestError
 from ember.cli.session import name_option, open_session, platform_option
 from ember.errors import UserError
@@ -13,6 +14,7 @@ from ember.errors import UserError
 @click.command()
 @click.argument("version", required=False)
 @name_option
+@env_option
 @platform_option
 @click.option("--message", help="Why: recorded with the rollback.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask when the secrets would change.")

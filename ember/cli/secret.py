@@ -7,6 +7,7 @@ import sys
 import click
 
 from ember.cli.deployments import worker_name
+from ember.cli.environment import env_option
 from ember.cli.session import name_option, open_session, platform_option
 
 
@@ -18,10 +19,11 @@ def secret() -> None:
 @secret.command("put")
 @click.argument("key")
 @name_option
+@env_option
 @platform_option
 def put(key: str, name: str | None, platform_url: str | None) -> None:
     """Set secret KEY; the value is read from stdin (or prompted for on a terminal)."""
-    worker = worker_name(name)
+    worker = worker_name(name, suffix_name=True)
     if sys.stdin.isatty():
         value = click.prompt(f"Value of {key}", hide_input=True)
     else:
@@ -40,10 +42,11 @@ def put(key: str, name: str | None, platform_url: str | None) -> None:
 
 @secret.command("list")
 @name_option
+@env_option
 @platform_option
 def list_secrets(name: str | None, platform_url: str | None) -> None:
     """List the names of the worker's secrets."""
-    worker = worker_name(name)
+    worker = worker_name(name, suffix_name=True)
     session = open_session(platform_url)
     try:
         found = session.client.call(
@@ -58,10 +61,11 @@ def list_secrets(name: str | None, platform_url: str | None) -> None:
 @secret.command("delete")
 @click.argument("key")
 @name_option
+@env_option
 @platform_option
 def delete_secret(key: str, name: str | None, platform_url: str | None) -> None:
     """Delete secret KEY."""
-    worker = worker_name(name)
+    worker = worker_name(name, suffix_name=True)
     session = open_session(platform_url)
     try:
         session.client.call(

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ember.cli.deployments import worker_name
+from ember.cli.environment import env_option
 from ember.cli.session import open_session, platform_option
 from ember.errors import UserError
 
@@ -26,6 +27,7 @@ STATUS_OUTCOMES = {
 
 @click.command()
 @click.argument("worker", required=False)
+@env_option
 @platform_option
 @click.option(
     "--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty", show_default=True
@@ -56,7 +58,7 @@ def tail(
     from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
-    name = worker or worker_name(None)
+    name = worker_name(worker, suffix_name=True)  # `tail W --env E` tails W-E, as wrangler
     filters = _filters(status, method, search, header, sampling_rate)
     session = open_session(platform_url)
     path = session.account_path(f"/workers/scripts/{name}/tails")

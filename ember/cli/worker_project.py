@@ -6,7 +6,8 @@ vars, KV namespaces, AI). The files uploaded are what wrangler uploads for a Pyt
 ``.py`` module under the entry's directory (the module root, names relative to it), the project's
 ``python_modules/`` (vendored packages, as ``python_modules/<path>``), and other files under the
 module root as data modules (text or bytes), so the worker can read its templates and data.
-The project's config files (``CONFIG_FILES`` at its root) are never uploaded.
+The project's config files (``CONFIG_FILES`` at its root) are never uploaded. With an
+environment (``--env NAME``), the keys are those ``ember.config_env`` selects for it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ember.config_env import Selected, select_environment
 from ember.errors import ConfigError
 from ember.runtime.deployments.multipart import Part
 
@@ -46,6 +48,9 @@ class WorkerProject:
     kv_namespaces: tuple[KVBinding, ...] = ()
     ai_binding: str | None = None
     crons: tuple[str, ...] | None = None  # triggers.crons; None when the config has none
+    env: str | None = None  # the environment deployed; None: the top level
+    environments: tuple[str, ...] = ()  # every environment the config defines
+    warnings: tuple[str, ...] = ()
 
     @property
     def module_root(self) -> Path:
@@ -88,7 +93,11 @@ def _content_type(path: Path) -> str:
     return mimetypes.guess_type(path.name)[0] or "application/octet-stream"
 
 
-def load_project(directory: Path, name_override: str | None = None) -> WorkerProject:
+def load_project(
+    directory: Path, name_override: str | None = None, env: str | None = None
+) -> WorkerProject:
+    """The project in ``directory`` as environment ``env`` sees it (None or "": the top level);
+    ``name_override`` (``--name``) replaces the worker's name as it is, as wrangler's does."""
     config_file = next((directory / n for n in CONFIG_FILES if (directory / n).exists()), None)
     if config_file is None:
         raise ConfigError(
@@ -97,7 +106,17 @@ def load_project(directory: Path, name_override: str | None = None) -> WorkerPro
             "no config file",
             f"one of {', '.join(CONFIG_FILES)} in the project directory",
         )
-    raw = _read(config_file)
+    selected = select_environment(_read(config_file), env, str(config_file))
+    try:
+        return _project(directory, config_file, selected, name_override)
+    except ConfigError as exc:
+        raise selected.relocate(exc) from None  # named where it is written: env.NAME.key
+
+
+def _project(
+    directory: Path, config_file: Path, selected: Selected, name_override: str | None
+) -> WorkerProject:
+    raw = selected.data
     where = str(config_file)
     name = name_override or raw.get("name")
     if not isinstance(name, str) or not name:
@@ -138,6 +157,9 @@ def load_project(directory: Path, name_override: str | None = None) -> WorkerPro
         kv_namespaces=tuple(_kv(raw.get("kv_namespaces", []), where)),
         ai_binding=ai_binding,
         crons=tuple(crons) if crons is not None else None,
+        env=selected.env,
+        environments=selected.environments,
+        warnings=selected.warnings,
     )
 
 

@@ -40,6 +40,7 @@ class DevOptions:
     """``ember dev``'s flags."""
 
     project: Path
+    env: str | None = None  # the config's [env.NAME] to run; None: the top level
     ip: str | None = None
     port: int | None = None
     persist_to: Path | None = None
@@ -60,7 +61,9 @@ class DevServer:
     def __init__(self, options: DevOptions, events: E.EventSink) -> None:
         self.options = options
         self.events = events
-        self.config: ProjectConfig = load_project(options.project, extra_vars=options.extra_vars)
+        self.config: ProjectConfig = load_project(
+            options.project, env=options.env, extra_vars=options.extra_vars
+        )
         self.deployment: Deployment = self._deployment(self.config)
         self.url: str | None = None
         self.supervisor: Supervisor | None = None
@@ -184,7 +187,9 @@ class DevServer:
             for p in changed[:3]
         )
         try:
-            config = load_project(self.options.project, extra_vars=self.options.extra_vars)
+            config = load_project(
+                self.options.project, env=self.options.env, extra_vars=self.options.extra_vars
+            )
             deployment = self._deployment(config)
         except ConfigError as exc:
             self.events.emit(

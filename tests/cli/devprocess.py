@@ -17,11 +17,18 @@ ROOT = Path(__file__).resolve().parents[2]
 class DevProcess:
     """``python -m ember dev DIR --port 0 ...``; ``url`` once it printed "Ready on"."""
 
-    def __init__(self, project: Path, *args: str, state: Path | None = None) -> None:
+    def __init__(
+        self,
+        project: Path,
+        *args: str,
+        state: Path | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> None:
         command = [sys.executable, "-m", "ember", "dev", str(project), "--port", "0", *args]
         if state is not None:
             command += ["--persist-to", str(state)]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+        env |= environ or {}  # e.g. CLOUDFLARE_ENV
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT
         )
