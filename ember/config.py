@@ -137,6 +137,15 @@ class ConfigSection:
         """A ConfigError for ``key`` inside this section (``None``: the section itself)."""
         return ConfigError(self.file, f"{self.path}{key or ''}", found, expected)
 
+    def relocate(self, exc: ConfigError) -> ConfigError:
+        """``exc``, raised with the section's flat key by a parser that does not know where
+        the section is written (``ai.models`` -> ``env.staging.ai.models``)."""
+        key = exc.key or ""
+        if not self.where or not key.startswith(self.key) or key.startswith(self.where):
+            return exc
+        where = self.where + key[len(self.key) :]
+        return ConfigError(exc.file, where, exc.found, exc.expected, hint=exc.hint)
+
 
 @dataclass(frozen=True, slots=True)
 class ProjectConfig:
@@ -158,6 +167,11 @@ class ProjectConfig:
     warnings: tuple[str, ...] = ()
     env: str | None = None  # the environment in use; None: the top level
     environments: tuple[str, ...] = ()  # every environment the file defines
+    env_keys: frozenset[str] = frozenset()  # keys written in the environment's section
+
+    def where(self, key: str) -> str:
+        """Where ``key`` is written: ``vars``, or ``env.staging.vars``."""
+        return f"env.{self.env}.{key}" if key in self.env_keys else key
 
     @property
     def secrets_file(self) -> Path | None:
@@ -280,6 +294,7 @@ def _parse(
         warnings=tuple(warnings),
         env=selected.env,
         environments=selected.environments,
+        env_keys=selected.from_env,
     )
 
 

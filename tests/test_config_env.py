@@ -174,6 +174,16 @@ def test_the_name_defaults_to_the_directory_then_gets_the_suffix(tmp_path: Path)
             "env.staging.kv_namespaces[0].binding",
             "binding name",
         ),
+        (
+            "env:\n  staging:\n    vars: {KV: 1}\n    kv_namespaces: [{binding: KV}]\n",
+            "env.staging.vars.KV",
+            "a name no binding uses",
+        ),
+        (
+            "env:\n  staging:\n    ai: {binding: AI, models: 3}\n",
+            "env.staging.ai.models",
+            "mapping",
+        ),
     ],
 )
 def test_a_malformed_environment_names_file_key_found_and_expected(

@@ -81,7 +81,11 @@ class BindingRegistry:
                     "a supported binding type: " + ", ".join(self.config_keys),
                     hint="ember does not emulate this binding type yet",
                 )
-            for spec in binding_type.parse(section):
+            try:
+                parsed = binding_type.parse(section)
+            except ConfigError as exc:
+                raise section.relocate(exc) from None
+            for spec in parsed:
                 if spec.name in seen:
                     raise ConfigError(
                         section.file,

@@ -47,7 +47,10 @@ def _project_config(project: Path | None) -> Any:
     section = next((s for s in config.binding_sections if s.key == "ai"), None)
     if section is None or not isinstance(section.value, dict):
         return GatewayConfig()
-    return gateway_config(section.value, section.file)
+    try:
+        return gateway_config(section.value, section.file)
+    except ConfigError as exc:
+        raise section.relocate(exc) from None  # env.NAME.ai... when an environment set it
 
 
 @ai.command("models")

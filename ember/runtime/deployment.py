@@ -105,7 +105,7 @@ def _check_unique_names(config: ProjectConfig, bindings: tuple[BindingSpec, ...]
             if name in kinds:
                 raise ConfigError(
                     str(source),
-                    f"{key}.{name}" if key == "vars" else name,
+                    f"{config.where(key)}.{name}" if key == "vars" else name,
                     name,
                     f"a name no binding uses (the {kinds[name]} binding {name} has it)",
                     hint="bindings must have unique names, so that they can all be referenced "
