@@ -287,7 +287,7 @@ def _parse(
         limits=limits_value(data.get("limits"), fname),
         dev=dev_value(data.get("dev"), fname),
         binding_sections=tuple(
-            ConfigSection(fname, key, data[key], selected.where(key) if selected.env else "")
+            ConfigSection(fname, key, data[key], selected.where(key))
             for key in data
             if key not in KNOWN_KEYS
         ),

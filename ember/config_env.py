@@ -239,35 +239,31 @@ def _merge(
     fname: str,
 ) -> Selected:
     file = Path(fname).name
+    known = INHERITABLE_KEYS | NOT_INHERITABLE_KEYS
     warnings: list[str] = []
-    data: dict[str, object] = {}
-    # Top-level-only keys and keys ember does not know stay as written at the top level (an
-    # unknown one is reported once, by the caller, as at the top level).
+    # The environment's own keys first, in its order: its binding sections keep the order it
+    # writes them in (the order ``env`` shows them and duplicate names are reported in).
+    data = {key: value for key, value in section.items() if key in known}
     for key, value in top.items():
-        if key not in INHERITABLE_KEYS and key not in NOT_INHERITABLE_KEYS:
-            data[key] = value
-    for key in sorted(INHERITABLE_KEYS):
-        if key in section:
-            data[key] = section[key]
-        elif key in top:
-            data[key] = top[key]
-    if "name" not in section:
-        data = _renamed(data, env)
-    for key in sorted(NOT_INHERITABLE_KEYS):
-        if key in section:
-            data[key] = section[key]
-        elif key in top:
+        if key in data:
+            continue
+        if key in NOT_INHERITABLE_KEYS:
             warnings.append(
                 f'{file}: "{key}" exists at the top level, but not on "env.{env}". This is not '
                 f'what you probably want, since "{key}" is not inherited by environments. '
                 f'Please add "{key}" to "env.{env}".'
             )
+        else:
+            # Inherited, or top-level only, or unknown (then reported once, by the caller, as
+            # an unexpected top-level field).
+            data[key] = value
+    if "name" not in section:
+        data = _renamed(data, env)
     for key in section:
-        if key not in INHERITABLE_KEYS and key not in NOT_INHERITABLE_KEYS:
+        if key not in known:
             why = "only the top level sets it" if key in TOP_LEVEL_ONLY_KEYS else "not a config key"
             warnings.append(f"{file}: unexpected field 'env.{env}.{key}' (ignored: {why})")
-    from_env = frozenset(k for k in section if k in INHERITABLE_KEYS | NOT_INHERITABLE_KEYS)
-    return Selected(data, env, names, tuple(warnings), from_env)
+    return Selected(data, env, names, tuple(warnings), frozenset(k for k in section if k in known))
 
 
 def _snippet(file: str, env: str) -> str:
