@@ -3,6 +3,7 @@ name each command derives from it (wrangler's ``getScriptName`` / ``getLegacyScr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -48,3 +49,24 @@ def test_env_flag_variable_and_worker_name(
     monkeypatch.delenv("CLOUDFLARE_ENV", raising=False)
     result = CliRunner().invoke(probe, args, env=environ, catch_exceptions=False)
     assert result.output.strip() == expected
+
+
+def test_ai_models_reads_the_environments_ai_section(tmp_path: Path) -> None:
+    from ember.cli.main import cli
+
+    (tmp_path / "worker.py").write_text("")
+    (tmp_path / "ember.yaml").write_text(
+        "name: aiapp\nmain: worker.py\nai: {binding: AI}\nenv:\n  staging:\n    ai:\n"
+        '      binding: AI\n      models: {"@cf/zai-org/glm-4.7-flash": {replicas: 2}}\n'
+    )
+
+    def replicas(*args: str) -> int:
+        result = CliRunner().invoke(
+            cli,
+            ["ai", "models", "--project", str(tmp_path), "--json", *args],
+            env={"CLOUDFLARE_ENV": None},
+        )
+        rows = {row["id"]: row for row in json.loads(result.output)}
+        return len(rows["@cf/zai-org/glm-4.7-flash"]["replicas"])
+
+    assert (replicas(), replicas("--env", "staging")) == (1, 2)
