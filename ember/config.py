@@ -215,7 +215,7 @@ def load_project(
     (``[env.NAME]``) sees them; ``None`` or ``""``: the top level."""
     root = Path(root).resolve()
     path = find_config_file(root)
-    document = _read_document(path)
+    document = read_document(path)
     if document.get("name") is None:
         document["name"] = root.name  # the default name, which an environment suffixes
     selected = select_environment(document, env, str(path))
@@ -308,7 +308,9 @@ def secrets_files_of(root: Path, env: str | None) -> tuple[Path, ...]:
     return tuple(root / n for n in dot_env if (root / n).is_file())
 
 
-def _read_document(path: Path) -> dict[str, object]:
+def read_document(path: Path) -> dict[str, object]:
+    """One config file parsed by its suffix (YAML, TOML, JSONC), every failure a ConfigError
+    naming the file; shared by ``ember dev`` and ``ember deploy`` so both read it alike."""
     fname = str(path)
     try:
         text = path.read_text(encoding="utf-8")

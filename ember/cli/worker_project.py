@@ -1,31 +1,28 @@
 """Read a worker project and turn it into what ``ember deploy`` uploads.
 
-The project's config is ``ember.yaml`` or ``wrangler.toml`` / ``wrangler.json`` in the project
-directory; this module reads the keys a deploy needs (name, main, compatibility date and flags,
-vars, KV namespaces, AI). The files uploaded are what wrangler uploads for a Python Worker: every
-``.py`` module under the entry's directory (the module root, names relative to it), the project's
-``python_modules/`` (vendored packages, as ``python_modules/<path>``), and other files under the
-module root as data modules (text or bytes), so the worker can read its templates and data.
-The project's config files (``CONFIG_FILES`` at its root) are never uploaded. With an
-environment (``--env NAME``), the keys are those ``ember.config_env`` selects for it.
+The project's config file is the one ``ember dev`` reads (``ember.config.find_config_file``,
+parsed by ``ember.config.read_document``); this module reads the keys a deploy needs (name,
+main, compatibility date and flags, vars, KV namespaces, AI). The files uploaded are what
+wrangler uploads for a Python Worker: every ``.py`` module under the entry's directory (the
+module root, names relative to it), the project's ``python_modules/`` (vendored packages, as
+``python_modules/<path>``), and other files under the module root as data modules (text or
+bytes), so the worker can read its templates and data. The project's config files
+(``CONFIG_FILES`` at its root) are never uploaded. With an environment (``--env NAME``), the
+keys are those ``ember.config_env`` selects for it.
 """
 
 from __future__ import annotations
 
-import json
 import mimetypes
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ember.config import CONFIG_FILES, find_config_file, read_document
 from ember.config_env import Selected, select_environment
 from ember.errors import ConfigError
 from ember.runtime.deployments.multipart import Part
 
-CONFIG_FILES = ("ember.yaml", "ember.yml", "wrangler.toml", "wrangler.json", "wrangler.jsonc")
 SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".wrangler", ".ember", ".venv"}
 TEXT_SUFFIXES = {".txt", ".html", ".json", ".md", ".css", ".csv", ".jinja", ".toml", ".yaml"}
 
@@ -98,15 +95,8 @@ def load_project(
 ) -> WorkerProject:
     """The project in ``directory`` as environment ``env`` sees it (None or "": the top level);
     ``name_override`` (``--name``) replaces the worker's name as it is, as wrangler's does."""
-    config_file = next((directory / n for n in CONFIG_FILES if (directory / n).exists()), None)
-    if config_file is None:
-        raise ConfigError(
-            str(directory),
-            None,
-            "no config file",
-            f"one of {', '.join(CONFIG_FILES)} in the project directory",
-        )
-    selected = select_environment(_read(config_file), env, str(config_file))
+    config_file = find_config_file(directory)
+    selected = select_environment(read_document(config_file), env, str(config_file))
     try:
         return _project(directory, config_file, selected, name_override)
     except ConfigError as exc:
@@ -163,24 +153,6 @@ def _project(
     )
 
 
-def _read(path: Path) -> dict[str, Any]:
-    text = path.read_text()
-    try:
-        if path.suffix == ".toml":
-            data = tomllib.loads(text)
-        elif path.suffix in (".json", ".jsonc"):
-            data = json.loads(_strip_json_comments(text))
-        else:
-            data = yaml.safe_load(text) or {}
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(
-            str(path), None, "unparseable", f"valid {path.suffix[1:]}: {exc}"
-        ) from exc
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), None, type(data).__name__, "a mapping at the top level")
-    return data
-
-
 def _kv(value: Any, where: str) -> list[KVBinding]:
     if not isinstance(value, list):
         raise ConfigError(where, "kv_namespaces", value, "a list of {binding, id?}")
@@ -190,30 +162,3 @@ def _kv(value: Any, where: str) -> list[KVBinding]:
             raise ConfigError(where, "kv_namespaces", item, "{binding: NAME, id?: ID}")
         out.append(KVBinding(item["binding"], item.get("id")))
     return out
-
-
-def _strip_json_comments(text: str) -> str:
-    out, i, in_string = [], 0, False
-    while i < len(text):
-        c = text[i]
-        if in_string:
-            out.append(c)
-            if c == "\\":
-                out.append(text[i + 1 : i + 2])
-                i += 1
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string, _ = True, out.append(c)
-        elif text.startswith("//", i):
-            i = text.find("\n", i)
-            i = len(text) if i < 0 else i
-            continue
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = len(text) if end < 0 else end + 2
-            continue
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
