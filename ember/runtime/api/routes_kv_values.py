@@ -17,7 +17,6 @@ refused item (invalid, or past the quota) refuses the whole request, writing not
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
@@ -26,6 +25,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ember.bindings.kv import limits
+from ember.bindings.kv.bulk import BulkItemError, bulk_write
 from ember.bindings.kv.records import KVWrite
 from ember.bindings.kv.store import KVQuota, KVQuotaExceeded
 from ember.runtime.api.context import Caller, caller, json_body, plane_of, read_body
@@ -181,7 +181,7 @@ async def bulk_put(request: Request) -> Response:
     writes: list[KVWrite] = []
     try:
         for index, item in enumerate(items):
-            writes.append(_bulk_write(plane.clock(), index, item))
+            writes.append(bulk_write(plane.clock(), index, item))
         await plane.kv.run(
             plane.kv.store.put_many,
             namespace_id,
@@ -189,49 +189,23 @@ async def bulk_put(request: Request) -> Response:
             quota=_quota(request, who),
             registered_only=True,
         )
+    except BulkItemError as exc:
+        raise InvalidRequest(str(exc)) from None
     except (limits.KVError, KVQuotaExceeded) as exc:
         return _refused(exc)  # nothing of the request was written
     return ok({"successful_key_count": len(writes), "unsuccessful_keys": []})
-
-
-def _bulk_write(now: float, index: int, item: Any) -> KVWrite:
-    """One bulk item, validated as a single PUT would be.
-
-    The whole request is refused for one bad item, so every refusal names the item (its
-    index and key) as well as the reason: otherwise a 10,000-item upload cannot be fixed.
-    """
-    if not isinstance(item, dict) or not isinstance(item.get("key"), str):
-        raise InvalidRequest(f"bulk item {index} must be an object with a string 'key'")
-    label = f"bulk item {index} (key {item['key']!r:.100})"
-    if not isinstance(item.get("value"), str):
-        raise InvalidRequest(f"{label} needs a string 'value'")
-    try:
-        value = (
-            base64.b64decode(item["value"], validate=True)
-            if item.get("base64")
-            else item["value"].encode()
-        )
-    except ValueError:
-        raise InvalidRequest(f"{label}: 'value' is not valid base64") from None
-    try:
-        key = limits.validate_key("PUT", item["key"])
-        limits.validate_value_length("PUT", len(value))
-        expires = limits.resolve_expiration(
-            "PUT", now, item.get("expiration"), item.get("expiration_ttl")
-        )
-        metadata = limits.validate_metadata("PUT", _bulk_metadata(label, item))
-    except limits.KVError as exc:
-        # Same status (so the same KV API error code), with the item named.
-        raise limits.KVError("PUT", exc.status, f"{label}: {exc.reason}") from None
-    return KVWrite(key, value, expires, metadata)
 
 
 async def bulk_delete(request: Request) -> Response:
     _, namespace_id = _namespace(request)
     plane = plane_of(request)
     keys = await _bulk_list(request)
-    if not all(isinstance(k, str) for k in keys):
-        raise InvalidRequest("bulk delete takes a JSON list of key names")
+    for index, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise InvalidRequest(
+                f"bulk delete takes a JSON list of key names; item {index} is "
+                f"{type(key).__name__}, not a string"
+            )
     await plane.kv.run(plane.kv.store.delete_many, namespace_id, keys)  # one transaction
     return ok({"successful_key_count": len(keys), "unsuccessful_keys": []})
 
@@ -259,13 +233,6 @@ async def bulk_get(request: Request) -> Response:
             value = {"value": value, "metadata": metadata}
         values[key] = value
     return ok({"values": values})
-
-
-def _bulk_metadata(label: str, item: dict[str, Any]) -> str | None:
-    try:
-        return limits.encode_metadata(item.get("metadata"))
-    except ValueError:  # NaN or Infinity: not JSON (Python's parser accepts them on the way in)
-        raise InvalidRequest(f"{label}: 'metadata' must be JSON (no NaN or Infinity)") from None
 
 
 def _stored_json(key: str, text: str) -> Any:
