@@ -1,8 +1,8 @@
-"""``ember kv namespace ...`` and ``ember kv key ...``: KV on an ember platform, over its API.
+"""``ember kv namespace ...``, ``ember kv key ...`` (and ``ember kv bulk``, in ``kv_bulk.py``).
 
-The same calls wrangler makes with ``--remote``. A namespace is named by ``--namespace-id``, or by
-``--binding NAME`` of the worker project here: its configured id, or for a binding provisioned at
-deploy time (no id in the config), the namespace the live version is bound to.
+Namespaces live on an ember platform, over its API. Keys are **local** by default, as in wrangler
+4: the SQLite state ``ember dev`` serves (``kv_local.py``); ``--remote`` makes the calls wrangler
+makes with ``--remote``. Which namespace, and where, is decided in ``kv_target.py``.
 """
 
 from __future__ import annotations
@@ -10,18 +10,24 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from urllib.parse import quote
 
 import click
 
-from ember.cli.environment import chosen_env, with_env_option
-from ember.cli.session import Session, open_session, platform_option
-from ember.errors import UserError
-
-binding_option = with_env_option(
-    click.option("--binding", metavar="NAME", help="A KV binding of the project here.")
+from ember.cli.kv_bulk import bulk
+from ember.cli.kv_target import (
+    NamespaceRef,
+    echo_location,
+    error_text,
+    is_local,
+    local_namespace,
+    local_store_path,
+    namespace_options,
+    platform_session,
+    remote_namespace,
+    values_path,
 )
-namespace_option = click.option("--namespace-id", metavar="ID", help="The namespace's id.")
+from ember.cli.session import platform_option
+from ember.errors import UserError
 
 
 @click.group()
@@ -39,7 +45,7 @@ def namespace() -> None:
 @platform_option
 def create_namespace(title: str, platform_url: str | None) -> None:
     """Create a namespace called TITLE and print its id."""
-    with _session(platform_url) as session:
+    with platform_session(platform_url) as session:
         created = session.client.call(
             "POST", session.account_path("/storage/kv/namespaces"), json={"title": title}
         )
@@ -50,7 +56,7 @@ def create_namespace(title: str, platform_url: str | None) -> None:
 @platform_option
 def list_namespaces(platform_url: str | None) -> None:
     """List the account's namespaces as JSON."""
-    with _session(platform_url) as session:
+    with platform_session(platform_url) as session:
         found = session.client.call(
             "GET", session.account_path("/storage/kv/namespaces?per_page=1000")
         )
@@ -63,7 +69,7 @@ def list_namespaces(platform_url: str | None) -> None:
 @platform_option
 def rename_namespace(namespace_id: str, title: str, platform_url: str | None) -> None:
     """Give namespace NAMESPACE_ID a new TITLE."""
-    with _session(platform_url) as session:
+    with platform_session(platform_url) as session:
         session.client.call(
             "PUT",
             session.account_path(f"/storage/kv/namespaces/{namespace_id}"),
@@ -80,7 +86,7 @@ def delete_namespace(namespace_id: str, platform_url: str | None, yes: bool) -> 
     """Delete namespace NAMESPACE_ID and every key in it."""
     if not yes:
         click.confirm(f"Delete KV namespace {namespace_id} and all its keys?", abort=True)
-    with _session(platform_url) as session:
+    with platform_session(platform_url) as session:
         session.client.call(
             "DELETE", session.account_path(f"/storage/kv/namespaces/{namespace_id}")
         )
@@ -89,7 +95,7 @@ def delete_namespace(namespace_id: str, platform_url: str | None, yes: bool) -> 
 
 @kv.group()
 def key() -> None:
-    """Write, read, list and delete keys."""
+    """Write, read, list and delete keys (local unless --remote)."""
 
 
 @key.command("put")
@@ -100,12 +106,10 @@ def key() -> None:
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="Read the value from this file.",
 )
-@click.option("--metadata", metavar="JSON", help="Arbitrary JSON stored with the key.")
+@click.option("--metadata", metavar="JSON", help="A JSON object stored with the key.")
 @click.option("--ttl", type=int, metavar="SECONDS", help="Expire the key after this long (>= 60).")
 @click.option("--expiration", type=int, metavar="EPOCH", help="Expire the key at this time.")
-@binding_option
-@namespace_option
-@platform_option
+@namespace_options
 def put(
     name: str,
     value: str | None,
@@ -115,66 +119,142 @@ def put(
     expiration: int | None,
     binding: str | None,
     namespace_id: str | None,
+    local: bool | None,
+    remote: bool | None,
+    persist_to: Path | None,
     platform_url: str | None,
 ) -> None:
     """Write VALUE (or --path's contents) to key NAME."""
     if (value is None) == (path is None):
         raise UserError("give the value as an argument or with --path FILE (one of the two)")
     data = path.read_bytes() if path is not None else (value or "").encode()
+    meta = _metadata_option(metadata)
+    in_local = is_local(local, remote)
+    echo_location(in_local)
+    if in_local:
+        from ember.cli.kv_local import open_local
+
+        ref = local_namespace(binding, namespace_id)
+        _echo_writing(name, value, path, ref, meta)
+        with open_local(local_store_path(persist_to), ref) as ns:
+            ns.put(name, data, expiration=expiration, expiration_ttl=ttl, metadata=meta)
+        return
     params = {k: v for k, v in (("expiration_ttl", ttl), ("expiration", expiration)) if v}
-    with _session(platform_url) as session:
-        url = _values_path(session, binding, namespace_id, name)
-        if metadata is not None:
-            try:
-                json.loads(metadata)
-            except ValueError as exc:
-                raise UserError(f"--metadata must be JSON: {exc}") from None
+    with platform_session(platform_url) as session:
+        ref = remote_namespace(session, binding, namespace_id)
+        _echo_writing(name, value, path, ref, meta)
+        url = values_path(session, ref, name)
+        if meta is not None:
             files = {
                 "value": ("upload", data, "application/octet-stream"),
-                "metadata": (None, metadata, "application/json"),
+                "metadata": (None, meta, "application/json"),
             }
             session.client.call("PUT", url, params=params, files=files)
         else:
             session.client.call("PUT", url, params=params, content=data)
-    click.echo(f"Wrote {len(data)} bytes to key {name!r}")
+
+
+def _metadata_option(metadata: str | None) -> str | None:
+    """``--metadata`` as compact JSON text; wrangler takes only a JSON object."""
+    if metadata is None:
+        return None
+    try:
+        parsed = json.loads(metadata)
+    except ValueError:
+        raise UserError(f"--metadata must be valid JSON. Received: {metadata}") from None
+    if not isinstance(parsed, dict):
+        raise UserError(f"--metadata must be a JSON object. Received: {metadata}")
+    return json.dumps(parsed, separators=(",", ":"), ensure_ascii=False)
+
+
+def _echo_writing(
+    name: str, value: str | None, path: Path | None, ref: NamespaceRef, meta: str | None
+) -> None:
+    with_meta = f' with metadata "{meta}"' if meta is not None else ""
+    if path is not None:
+        click.echo(
+            f'Writing the contents of {path} to the key "{name}" on namespace '
+            f"{ref.display}{with_meta}."
+        )
+    else:
+        click.echo(
+            f'Writing the value "{value}" to key "{name}" on namespace {ref.display}{with_meta}.'
+        )
 
 
 @key.command("get")
 @click.argument("name")
-@binding_option
-@namespace_option
-@platform_option
-def get(name: str, binding: str | None, namespace_id: str | None, platform_url: str | None) -> None:
-    """Print the value of key NAME (raw bytes, no newline added)."""
-    with _session(platform_url) as session:
-        response = session.client.raw("GET", _values_path(session, binding, namespace_id, name))
-    if response.status_code == 404:
-        raise UserError(f"key {name!r} not found")
-    if response.status_code >= 400:
-        raise UserError(_error_text(response))
-    sys.stdout.buffer.write(response.content)
+@click.option("--text", is_flag=True, help="Decode the value as UTF-8 and end it with a newline.")
+@namespace_options
+def get(
+    name: str,
+    text: bool,
+    binding: str | None,
+    namespace_id: str | None,
+    local: bool | None,
+    remote: bool | None,
+    persist_to: Path | None,
+    platform_url: str | None,
+) -> None:
+    """Print the value of key NAME (raw bytes, no newline added, unless --text)."""
+    if is_local(local, remote):
+        from ember.cli.kv_local import open_local
+
+        ref = local_namespace(binding, namespace_id)
+        with open_local(local_store_path(persist_to), ref) as ns:
+            found = ns.get(name)
+        if found is None:
+            # wrangler's words; on stderr with exit status 1 (wrangler prints them on stdout and
+            # exits 0), so a script can tell a missing key from one whose value is these words.
+            raise UserError("Value not found")
+    else:
+        with platform_session(platform_url) as session:
+            response = session.client.raw(
+                "GET", values_path(session, remote_namespace(session, binding, namespace_id), name)
+            )
+        if response.status_code == 404:
+            raise UserError(f"key {name!r} not found")
+        if response.status_code >= 400:
+            raise UserError(error_text(response))
+        found = response.content
+    if text:
+        click.echo(found.decode("utf-8", "replace"))
+        return
+    sys.stdout.buffer.write(found)
     sys.stdout.flush()
 
 
 @key.command("list")
 @click.option("--prefix", default="", help="Only keys starting with this.")
-@binding_option
-@namespace_option
-@platform_option
+@namespace_options
 def list_keys(
-    prefix: str, binding: str | None, namespace_id: str | None, platform_url: str | None
+    prefix: str,
+    binding: str | None,
+    namespace_id: str | None,
+    local: bool | None,
+    remote: bool | None,
+    persist_to: Path | None,
+    platform_url: str | None,
 ) -> None:
     """List the keys (as JSON), following cursors to the end."""
+    if is_local(local, remote):
+        from ember.cli.kv_local import open_local
+
+        ref = local_namespace(binding, namespace_id)
+        with open_local(local_store_path(persist_to), ref) as ns:
+            click.echo(json.dumps(ns.list(prefix), indent=2))
+        return
     keys: list[object] = []
-    with _session(platform_url) as session:
-        base = f"/storage/kv/namespaces/{_namespace(session, binding, namespace_id)}/keys"
+    with platform_session(platform_url) as session:
+        ref = remote_namespace(session, binding, namespace_id)
+        base = session.account_path(f"/storage/kv/namespaces/{ref.id}/keys")
         cursor = ""
         while True:
             params = {"prefix": prefix, **({"cursor": cursor} if cursor else {})}
-            response = session.client.raw("GET", session.account_path(base), params=params)
+            response = session.client.raw("GET", base, params=params)
             body = response.json()
             if not body.get("success"):
-                raise UserError(_error_text(response))
+                raise UserError(error_text(response))
             keys += body["result"]
             cursor = (body.get("result_info") or {}).get("cursor") or ""
             if not cursor:
@@ -184,67 +264,31 @@ def list_keys(
 
 @key.command("delete")
 @click.argument("name")
-@binding_option
-@namespace_option
-@platform_option
+@namespace_options
 def delete(
-    name: str, binding: str | None, namespace_id: str | None, platform_url: str | None
+    name: str,
+    binding: str | None,
+    namespace_id: str | None,
+    local: bool | None,
+    remote: bool | None,
+    persist_to: Path | None,
+    platform_url: str | None,
 ) -> None:
     """Delete key NAME."""
-    with _session(platform_url) as session:
-        session.client.call("DELETE", _values_path(session, binding, namespace_id, name))
-    click.echo(f"Deleted key {name!r}")
+    in_local = is_local(local, remote)
+    echo_location(in_local)
+    if in_local:
+        from ember.cli.kv_local import open_local
+
+        ref = local_namespace(binding, namespace_id)
+        click.echo(f'Deleting the key "{name}" on namespace {ref.display}.')
+        with open_local(local_store_path(persist_to), ref) as ns:
+            ns.delete_many([name])
+        return
+    with platform_session(platform_url) as session:
+        ref = remote_namespace(session, binding, namespace_id)
+        click.echo(f'Deleting the key "{name}" on namespace {ref.display}.')
+        session.client.call("DELETE", values_path(session, ref, name))
 
 
-class _session:
-    """``with _session(url) as session``: an authenticated session, closed afterwards."""
-
-    def __init__(self, platform_url: str | None) -> None:
-        self.session = open_session(platform_url)
-
-    def __enter__(self) -> Session:
-        return self.session
-
-    def __exit__(self, *exc: object) -> None:
-        self.session.close()
-
-
-def _values_path(session: Session, binding: str | None, namespace_id: str | None, key: str) -> str:
-    ns = _namespace(session, binding, namespace_id)
-    return session.account_path(f"/storage/kv/namespaces/{ns}/values/{quote(key, safe='')}")
-
-
-def _namespace(session: Session, binding: str | None, namespace_id: str | None) -> str:
-    if (binding is None) == (namespace_id is None):
-        raise UserError("name the namespace with --binding NAME or --namespace-id ID (one)")
-    if namespace_id is not None:
-        return namespace_id
-    from ember.cli.worker_project import load_project
-
-    project = load_project(Path("."), None, chosen_env().name)
-    entry = next((b for b in project.kv_namespaces if b.binding == binding), None)
-    if entry is None:
-        names = ", ".join(b.binding for b in project.kv_namespaces) or "none"
-        raise UserError(
-            f"{project.config_file.name} has no KV binding {binding!r} (its KV bindings: {names})"
-        )
-    if entry.id:
-        return entry.id
-    settings = session.client.call(
-        "GET", session.account_path(f"/workers/scripts/{project.name}/settings")
-    )
-    for item in settings.get("bindings", []):
-        if item.get("name") == binding and item.get("type") == "kv_namespace":
-            return str(item["namespace_id"])
-    raise UserError(
-        f"binding {binding!r} has no namespace id in the config and worker {project.name!r} "
-        "has no live version bound to one: deploy it first, or pass --namespace-id"
-    )
-
-
-def _error_text(response: object) -> str:
-    try:
-        error = response.json()["errors"][0]  # type: ignore[attr-defined]
-        return f"{error['message']} [code: {error['code']}]"
-    except (ValueError, KeyError, IndexError, TypeError):
-        return f"HTTP {response.status_code}"  # type: ignore[attr-defined]
+kv.add_command(bulk)

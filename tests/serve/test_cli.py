@@ -61,9 +61,10 @@ def test_cli_deploy_kv_tail_cron_and_delete(serve: ServeProcess, tmp_path: Path)
     assert serve.worker(account, "clihello").text == "hey None"
     assert httpx_get(result["urls"][1]) == "hey None"  # the /w/<account>/<worker>/ URL
 
-    put = _ember(serve, home, project, "kv", "key", "put", "k", "from cli", "--binding", "KV")
+    put = _ember(serve, home, project, "kv", "key", "put", "k", "from cli", "--binding", "KV",
+                "--remote")  # fmt: skip
     assert put.returncode == 0, put.stderr
-    got = _ember(serve, home, project, "kv", "key", "get", "k", "--binding", "KV")
+    got = _ember(serve, home, project, "kv", "key", "get", "k", "--binding", "KV", "--remote")
     assert got.stdout == "from cli"
     assert serve.worker(account, "clihello").text == "hey from cli"
 
