@@ -1,8 +1,9 @@
-"""``ember secret put/list/delete``: a worker's secrets (values are write-only)."""
+"""``ember secret put/list/delete/bulk``: a worker's secrets (values are write-only)."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -74,3 +75,52 @@ def delete_secret(key: str, name: str | None, platform_url: str | None) -> None:
     finally:
         session.close()
     click.echo(f"Secret {key} of {worker} is deleted (a new version is live).")
+
+
+@secret.command("bulk")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@name_option
+@platform_option
+def bulk(file: Path | None, name: str | None, platform_url: str | None) -> None:
+    """Create, update or delete many secrets in one new version (up to 100).
+
+    FILE is a JSON object {"KEY": "value", ...} (a null value deletes KEY) or .env lines
+    KEY=value; without FILE they are read from stdin.
+    """
+    from ember.cli.secrets_file import read_secrets
+
+    worker = worker_name(name)
+    click.echo(f'🌀 Processing the secrets for the Worker "{worker}"')
+    changes = read_secrets(file, None if file is not None else sys.stdin.read()).changes
+    patch = {
+        key: None if value is None else {"name": key, "text": value, "type": "secret_text"}
+        for key, value in changes.items()
+    }
+    session = open_session(platform_url)
+    try:
+        session.client.call(
+            "PATCH",
+            session.account_path(f"/workers/scripts/{worker}/secrets-bulk"),
+            json={"secrets": patch},
+            headers={"content-type": "application/merge-patch+json"},
+        )
+    except Exception:
+        click.echo("")
+        click.echo("🚨 Secrets failed to upload")
+        raise
+    finally:
+        session.close()
+    deleted = [key for key, value in changes.items() if value is None]
+    created = [key for key, value in changes.items() if value is not None]
+    for key in deleted:
+        click.echo(f"💥 Successfully deleted secret for key: {key}")
+    for key in created:
+        click.echo(f"✨ Successfully created secret for key: {key}")
+    click.echo("")
+    click.echo("Finished processing secrets file:")
+    if deleted:
+        click.echo(f"💥 {len(deleted)} secrets successfully deleted")
+    if created:
+        click.echo(f"✨ {len(created)} secrets successfully created")
+    if not deleted and not created:
+        click.echo("No secrets were created or deleted")

@@ -18,6 +18,8 @@ from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound
 from ember.runtime.deployments.records import SecretValue
 
 SECRETS = "/accounts/{account_id}/workers/scripts/{name}/secrets"
+SECRETS_BULK = "/accounts/{account_id}/workers/scripts/{name}/secrets-bulk"
+MAX_BULK_SECRETS = 100  # "up to 100 secrets per command" (wrangler secret bulk's help)
 
 
 async def list_secrets(request: Request) -> Response:
@@ -52,6 +54,44 @@ async def put_secret(request: Request) -> Response:
     return ok({"name": secret.name, "type": secret.type})
 
 
+async def patch_secrets(request: Request) -> Response:
+    """``PATCH .../secrets-bulk`` (wrangler 4's ``secret bulk``): ``{"secrets": {NAME:
+    {name, text, type} | null}}``, a JSON merge patch applied as one new version."""
+    who = caller(request)
+    body = await json_body(request)
+    secrets = body.get("secrets") if isinstance(body, dict) else None
+    if not isinstance(secrets, dict):
+        raise InvalidRequest(
+            'expected {"secrets": {"NAME": {"name": "NAME", "text": "...", "type": '
+            '"secret_text"} or null, ...}}'
+        )
+    if len(secrets) > MAX_BULK_SECRETS:
+        raise InvalidRequest(
+            f"a bulk secrets request takes at most {MAX_BULK_SECRETS} secrets, got {len(secrets)}"
+        )
+    changes = {key: _bulk_secret(key, value) for key, value in secrets.items()}
+    name = request.path_params["name"]
+    async with uploads_of(request).worker(who.account.id, name):
+        plane_of(request).secrets.patch(who.account, name, changes, who.source)
+        await live_of(request).reconcile(who.account.id, name, warm=True)
+    found = plane_of(request).secrets.list(who.account, name)
+    return ok([{"name": found_name, "type": kind} for found_name, kind in found])
+
+
+def _bulk_secret(key: str, value: object) -> SecretValue | None:
+    """One member of the patch: null deletes; an object sets (its name, if any, must be the key)."""
+    if value is None:
+        return None
+    if not (isinstance(value, dict) and isinstance(value.get("text"), str)):
+        raise InvalidRequest(
+            f'secret {key!r:.100} must be null or {{"name", "text": "...", "type": "secret_text"}}'
+        )
+    if value.get("name", key) != key:
+        raise InvalidRequest(f"secret {key!r:.100} is named {value.get('name')!r:.100} inside")
+    kind = value.get("type", "secret_text")
+    return SecretValue(key, kind if isinstance(kind, str) else "<not a string>", value["text"])
+
+
 async def delete_secret(request: Request) -> Response:
     who = caller(request)
     name = request.path_params["name"]
@@ -66,6 +106,7 @@ async def delete_secret(request: Request) -> Response:
 ROUTES = [
     Route(SECRETS, list_secrets, methods=["GET"]),
     Route(SECRETS, put_secret, methods=["PUT"]),
+    Route(SECRETS_BULK, patch_secrets, methods=["PATCH"]),
     Route(SECRETS + "/{secret_name}", get_secret, methods=["GET"]),
     Route(SECRETS + "/{secret_name}", delete_secret, methods=["DELETE"]),
 ]

@@ -9,7 +9,7 @@ a record's repr and never logged.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ember.runtime.deployments import rows
 from ember.runtime.deployments.bindings import SECRET_TYPES
@@ -44,21 +44,7 @@ class SecretService:
             return list(base.secret_names) if base else []
 
     def put(self, account: Account, name: str, secret: SecretValue, source: str) -> Version:
-        if secret.type not in SECRET_TYPES:
-            raise InvalidRequest(
-                f"secret type {secret.type!r} is not supported; use "
-                f"{', '.join(sorted(SECRET_TYPES))}"
-            )
-        if not secret.name.isidentifier():
-            raise InvalidRequest(f"secret name {secret.name!r} must be an identifier")
-        try:
-            size = len(secret.value.encode("utf-8"))
-        except UnicodeEncodeError:  # a lone surrogate ("\ud800") that JSON let through
-            raise InvalidRequest(
-                f"secret {secret.name!r} is not valid Unicode text (it has a lone surrogate)"
-            ) from None
-        if size > MAX_SECRET_BYTES:
-            raise InvalidRequest(f"secret {secret.name!r} is larger than {MAX_SECRET_BYTES} bytes")
+        _check(secret)
 
         def change(base: Version, current: tuple[SecretValue, ...]) -> tuple[SecretValue, ...]:
             if any(b.name == secret.name for b in base.bindings):
@@ -67,6 +53,32 @@ class SecretService:
                     "Worker; rename the var or the secret"
                 )
             return tuple(s for s in current if s.name != secret.name) + (secret,)
+
+        return self._derive(account, name, change, source)
+
+    def patch(
+        self,
+        account: Account,
+        name: str,
+        changes: Mapping[str, SecretValue | None],
+        source: str,
+    ) -> Version:
+        """Set (a value) or delete (None) several secrets in one new version: a JSON merge patch
+        (``secrets-bulk``), so a secret not named is kept and deleting an absent one is a no-op.
+        One bad secret refuses the whole patch, naming it."""
+        for secret in changes.values():
+            if secret is not None:
+                _check(secret)
+
+        def change(base: Version, current: tuple[SecretValue, ...]) -> tuple[SecretValue, ...]:
+            for secret_name, secret in changes.items():
+                if secret is not None and any(b.name == secret_name for b in base.bindings):
+                    raise InvalidRequest(
+                        f"{secret_name!r} is already a non-secret binding of this "
+                        "Worker; rename the var or the secret"
+                    )
+            kept = tuple(s for s in current if s.name not in changes)
+            return kept + tuple(s for s in changes.values() if s is not None)
 
         return self._derive(account, name, change, source)
 
@@ -101,6 +113,24 @@ class SecretService:
                     account.email,
                 )
             return version
+
+
+def _check(secret: SecretValue) -> None:
+    """A secret any version may hold: a known type, an identifier name, at most 5 KiB."""
+    if secret.type not in SECRET_TYPES:
+        raise InvalidRequest(
+            f"secret type {secret.type!r} is not supported; use {', '.join(sorted(SECRET_TYPES))}"
+        )
+    if not secret.name.isidentifier():
+        raise InvalidRequest(f"secret name {secret.name!r} must be an identifier")
+    try:
+        size = len(secret.value.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800") that JSON let through
+        raise InvalidRequest(
+            f"secret {secret.name!r} is not valid Unicode text (it has a lone surrogate)"
+        ) from None
+    if size > MAX_SECRET_BYTES:
+        raise InvalidRequest(f"secret {secret.name!r} is larger than {MAX_SECRET_BYTES} bytes")
 
 
 def _base_version(conn: sqlite3.Connection, script: Script) -> tuple[Version | None, bool]:
