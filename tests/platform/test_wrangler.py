@@ -253,3 +253,33 @@ def test_token_whoami_placeholder_then_python_deploy(scene: Scene) -> None:
     code, out = scene.wrangler("deploy", **token)
     assert code != 0 and "[code: 10021]" in out and "SyntaxError" in out, out
     assert scene.request("hello-py.acme.localhost")[1].startswith("v1 hello from vars")
+
+
+def test_wranglers_secret_bulk_and_kv_bulk_remote(scene: Scene) -> None:
+    plane = scene.plane()
+    _, issued = plane.accounts.create_permanent("bulky")
+    plane.close()
+    token = {"CLOUDFLARE_API_TOKEN": issued.token}
+    code, out = scene.wrangler("deploy", **token)
+    assert code == 0, out
+
+    (scene.project / "secrets.json").write_text(json.dumps({"MY_SECRET": "bulk-s", "OTHER": "o"}))
+    code, out = scene.wrangler("secret", "bulk", "secrets.json", **token)
+    assert code == 0 and "✨ 2 secrets successfully created" in out, out
+
+    items = [{"key": "k1", "value": "from-bulk"}, {"key": "k2", "value": "Yg==", "base64": True}]
+    (scene.project / "put.json").write_text(json.dumps(items))
+    code, out = scene.wrangler("kv", "bulk", "put", "put.json", "--binding", "KV", "--remote",
+                               **token)  # fmt: skip
+    assert code == 0 and "Success!" in out, out
+    assert scene.request("hello-py.bulky.localhost")[1].startswith(
+        "v1 hello from vars kv=from-bulk secret=bulk-s"
+    )
+    (scene.project / "keys.json").write_text(json.dumps(["k1", "k2"]))
+    code, out = scene.wrangler("kv", "bulk", "get", "keys.json", "--binding", "KV", "--remote",
+                               **token)  # fmt: skip
+    assert code == 0 and '"k2": "b"' in out, out
+    code, out = scene.wrangler("kv", "bulk", "delete", "keys.json", "--binding", "KV", "--remote",
+                               "--force", **token)  # fmt: skip
+    assert code == 0 and "Success!" in out, out
+    assert "kv=None" in scene.request("hello-py.bulky.localhost")[1]
