@@ -7,8 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -63,13 +63,6 @@ def read(url: str, key: str) -> dict[str, object]:
     return httpx.get(f"{url}/{key}", timeout=10).json()  # type: ignore[no-any-return]
 
 
-def until(check: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 def test_keys_put_before_dev_starts_are_served_by_it(project: Path) -> None:
     # No flag and no --persist-to: the default location is ember dev's default state directory.
     put = ember(project, "kv", "key", "put", "greeting", "hello", "--binding", "KV",
@@ -113,7 +106,7 @@ def test_writes_while_dev_runs_are_seen_on_its_next_read(project: Path, tmp_path
         assert got == {"k": {"value": "two"}, "from-worker": {"value": "w"},
                        "never-written": {"value": None}}  # fmt: skip
         ember(project, "kv", "bulk", "delete", str(keys), "--force", *where)
-        until(lambda: read(dev.url, "k")["value"] is None)
+        assert read(dev.url, "k")["value"] is None  # its next read, no waiting
         assert read(dev.url, "from-worker")["value"] is None
         missing = ember(project, "kv", "key", "get", "k", *where, ok=False)
         assert missing.returncode == 1 and "Value not found" in missing.stderr
@@ -189,3 +182,33 @@ def test_key_put_refuses_what_the_binding_refuses(project: Path) -> None:
     assert both.returncode != 0 and "--local and --remote cannot be used together" in both.stderr
     unknown = ember(project, "kv", "key", "get", "k", "--binding", "NOPE", ok=False)
     assert "ember.yaml has no KV binding 'NOPE' (its KV bindings: KV)" in unknown.stderr
+
+
+def test_bulk_writes_and_worker_writes_at_the_same_time_lose_nothing(
+    project: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    where = ["--binding", "KV", "--persist-to", str(state)]
+    with DevProcess(project, state=state) as dev:
+        errors: list[str] = []
+
+        def worker_writes() -> None:
+            with httpx.Client(timeout=30) as client:
+                for i in range(150):
+                    reply = client.put(f"{dev.url}/w{i:03}", content=f"w{i}")
+                    if reply.text != "stored":
+                        errors.append(reply.text)
+
+        writer = threading.Thread(target=worker_writes)
+        writer.start()
+        for batch in range(3):
+            items = [{"key": f"c{batch}-{i:03}", "value": f"c{i}"} for i in range(300)]
+            (tmp_path / f"b{batch}.json").write_text(json.dumps(items))
+            ember(project, "kv", "bulk", "put", str(tmp_path / f"b{batch}.json"), *where)
+        writer.join(60)
+        assert not writer.is_alive() and errors == []
+        names = {k["name"] for k in json.loads(ember(project, "kv", "key", "list", *where).stdout)}
+        assert len(names) == 150 + 900
+        assert (
+            read(dev.url, "c2-299")["value"] == "c299" and read(dev.url, "w149")["value"] == "w149"
+        )
