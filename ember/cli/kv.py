@@ -32,7 +32,7 @@ from ember.errors import UserError
 
 @click.group()
 def kv() -> None:
-    """Manage KV namespaces and keys on an ember platform."""
+    """Manage KV namespaces (on a platform) and keys (local to ember dev unless --remote)."""
 
 
 @kv.group()
