@@ -80,6 +80,7 @@ def delete_secret(key: str, name: str | None, platform_url: str | None) -> None:
 @secret.command("bulk")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @name_option
+@env_option
 @platform_option
 def bulk(file: Path | None, name: str | None, platform_url: str | None) -> None:
     """Create, update or delete many secrets in one new version (up to 100).
@@ -89,7 +90,7 @@ def bulk(file: Path | None, name: str | None, platform_url: str | None) -> None:
     """
     from ember.cli.secrets_file import read_secrets
 
-    worker = worker_name(name)
+    worker = worker_name(name, suffix_name=True)
     click.echo(f'🌀 Processing the secrets for the Worker "{worker}"')
     changes = read_secrets(file, None if file is not None else sys.stdin.read()).changes
     patch = {

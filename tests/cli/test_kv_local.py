@@ -212,3 +212,20 @@ def test_bulk_writes_and_worker_writes_at_the_same_time_lose_nothing(
         assert (
             read(dev.url, "c2-299")["value"] == "c299" and read(dev.url, "w149")["value"] == "w149"
         )
+
+
+def test_local_keys_follow_the_chosen_environment(project: Path) -> None:
+    """``--env`` picks the environment's own KV binding (bindings are not inherited), so a key
+    written for staging lands in staging's namespace, not the top level's."""
+    (project / "ember.yaml").write_text(
+        CONFIG.replace("  - binding: KV\n", "  - binding: KV\n    id: top-ns\n")
+        + "env:\n  staging:\n    kv_namespaces:\n      - binding: KV\n        id: stage-ns\n"
+    )
+    ember(project, "kv", "key", "put", "k", "staged", "--binding", "KV", "--env", "staging")
+    assert ember(project, "kv", "key", "get", "k", "--binding", "KV", "-e", "staging").stdout == (
+        "staged"
+    )
+    top = ember(project, "kv", "key", "get", "k", "--binding", "KV", ok=False)
+    assert top.returncode != 0 and "Value not found" in top.stdout + top.stderr
+    listed = ember(project, "kv", "key", "list", "--namespace-id", "stage-ns").stdout
+    assert [item["name"] for item in json.loads(listed)] == ["k"]

@@ -63,8 +63,30 @@ def test_each_environment_deploys_as_its_own_worker(serve: ServeProcess, tmp_pat
     assert serve.worker(account, "envhello-bare").text == "no-vars no-kv no-secret"
 
     # The environment variable selects too, and the flag wins over it; --env "" is the top level.
-    ember("kv", "key", "put", "k", "staging-value", "--binding", "KV", CLOUDFLARE_ENV="staging")
-    ember("kv", "key", "put", "k", "top-value", "--binding", "KV", "--env", "", CLOUDFLARE_ENV="x")
+    ember(
+        "kv",
+        "key",
+        "put",
+        "k",
+        "staging-value",
+        "--binding",
+        "KV",
+        "--remote",
+        CLOUDFLARE_ENV="staging",
+    )
+    ember(
+        "kv",
+        "key",
+        "put",
+        "k",
+        "top-value",
+        "--binding",
+        "KV",
+        "--remote",
+        "--env",
+        "",
+        CLOUDFLARE_ENV="x",
+    )
     ember("secret", "put", "TOKEN", "-e", "staging", stdin="s3cr3t\n")
     assert ember("secret", "list", CLOUDFLARE_ENV="staging").stdout.strip() == "TOKEN\tsecret_text"
     assert ember("secret", "list").stdout.strip() == ""
