@@ -148,7 +148,8 @@ def test_bad_input_leaves_the_live_version_untouched(
     bad = client.post(
         url + "/deployments", json={"versions": [{"version_id": "nope", "percentage": 100}]}
     )
-    assert error_of(bad)[:2] == (404, 10007)
+    status, code, message = error_of(bad)
+    assert (status, code) == (400, 10001) and "versions[0].version_id 'nope'" in message
     assert live_version(client, account_id, "hello") == live
 
 

@@ -33,8 +33,14 @@ from ember.runtime.api.context import (
 )
 from ember.runtime.api.envelope import ok, page_info
 from ember.runtime.api.uploads import UploadRequest
-from ember.runtime.deployments.errors import BodyTooLarge, InvalidRequest, UploadTooLarge
+from ember.runtime.deployments.errors import (
+    BodyTooLarge,
+    InvalidRequest,
+    UploadTooLarge,
+    VersionNotFound,
+)
 from ember.runtime.deployments.records import DeploymentTarget, Version
+from ember.runtime.deployments.traffic import parse_targets
 from ember.runtime.deployments.upload import MAX_ANNOTATION_CHARS
 
 ACCOUNT = "/accounts/{account_id}"
@@ -238,14 +244,7 @@ async def post_deployment(request: Request) -> Response:
     body = await json_body(request)
     if not isinstance(body, dict) or body.get("strategy", "percentage") != "percentage":
         raise InvalidRequest('expected {"strategy": "percentage", "versions": [...]}')
-    raw_targets = body.get("versions")
-    if not isinstance(raw_targets, list) or not all(
-        isinstance(t, dict)
-        and isinstance(t.get("version_id"), str)
-        and isinstance(t.get("percentage"), int | float)
-        for t in raw_targets
-    ):
-        raise InvalidRequest('versions must be [{"version_id": "...", "percentage": 100}]')
+    targets = parse_targets(body.get("versions"))
     annotations = body.get("annotations") or {}
     if not isinstance(annotations, dict):
         raise InvalidRequest("annotations must be an object")
@@ -255,10 +254,16 @@ async def post_deployment(request: Request) -> Response:
             f'annotations["workers/message"] is longer than {MAX_ANNOTATION_CHARS} characters'
         )
     name = request.path_params["name"]
-    targets = [DeploymentTarget(t["version_id"], float(t["percentage"])) for t in raw_targets]
     plane = plane_of(request)
-    for target in targets:  # unknown versions are refused before anything is started
-        plane.scripts.version(who.account, name, target.version_id)
+    plane.scripts.get(who.account, name)  # an unknown worker is 10007, as wrangler expects
+    for index, target in enumerate(targets):  # checked before anything is started
+        try:
+            plane.scripts.version(who.account, name, target.version_id)
+        except VersionNotFound:
+            raise InvalidRequest(
+                f"versions[{index}].version_id {target.version_id!r} is not a version of "
+                f"Worker {name!r} (see GET .../workers/scripts/{name}/versions)"
+            ) from None
     async with live_of(request).deploying(who.account, name, [t.version_id for t in targets]):
         deployment = plane.scripts.deploy(
             who.account,

@@ -103,8 +103,9 @@ def modules_of(conn: sqlite3.Connection, version_id: str) -> tuple[Module, ...]:
 
 def deployment(conn: sqlite3.Connection, row: sqlite3.Row) -> Deployment:
     targets = conn.execute(
+        # In the order the deployment named them, as it was asked for ("A at 30% and B at 70%").
         "SELECT version_id, percentage FROM deployment_versions WHERE deployment_id = ? "
-        "ORDER BY percentage DESC, version_id",
+        "ORDER BY rowid",
         (row["id"],),
     ).fetchall()
     return Deployment(

@@ -34,6 +34,7 @@ from ember.runtime.deployments.records import (
     Version,
     WorkerUpload,
 )
+from ember.runtime.deployments.traffic import check_targets
 from ember.runtime.deployments.writes import insert_deployment, secret_digest, write_version
 
 MAX_SCRIPT_NAME = 63
@@ -298,7 +299,7 @@ class ScriptService:
         Deploying a version older than the live one is a rollback: tagged as such, and refused
         with 10220 when its secrets differ from the live version's unless ``force``.
         """
-        _check_targets(targets)
+        check_targets(targets)
         now = self._clock()
         with self._db.transaction() as conn:
             script = rows.require_script(conn, account.id, name)
@@ -385,14 +386,3 @@ def _version_or_none(conn: sqlite3.Connection, script: Script, version_id: str) 
         "SELECT * FROM versions WHERE id = ? AND script_id = ?", (version_id, script.id)
     ).fetchone()
     return rows.version(conn, row) if row else None
-
-
-def _check_targets(targets: list[DeploymentTarget]) -> None:
-    if not 1 <= len(targets) <= 2:
-        raise InvalidRequest("a deployment names one or two versions")
-    if len({t.version_id for t in targets}) != len(targets):
-        raise InvalidRequest("a deployment names the same version twice")
-    if any(not 0 < t.percentage <= 100 for t in targets):
-        raise InvalidRequest("each version's percentage must be in (0, 100]")
-    if abs(sum(t.percentage for t in targets) - 100.0) > 1e-6:
-        raise InvalidRequest("the versions' percentages must add up to 100")
