@@ -1,4 +1,5 @@
-"""Which worker a request names: Host names and /w/ paths, edge cases; the weighted pick."""
+"""Which worker a request names: Host names and /w/ paths, edge cases; the weighted pick and
+the version-overrides header."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import collections
 import random
 
 from ember.cli.tail import pretty
+from ember.runtime.platform.overrides import HEADER as OVERRIDES
+from ember.runtime.platform.overrides import pinned_version
 from ember.runtime.platform.routing import WorkerRoute, split_worker_path, worker_of_host
 
 
@@ -71,3 +74,30 @@ def test_tail_pretty_format() -> None:
     ]
     cron = pretty({"outcome": "ok", "eventTimestamp": 0, "event": {"cron": "* * * * *"}})
     assert cron == '"* * * * *" @ 1970-01-01 00:00:00 UTC - Ok'
+
+
+def test_version_override_header_is_an_sf_dictionary() -> None:
+    vid = "dc8dcd28-271b-4367-9840-6c244f84cb40"
+
+    def pinned(*values: str, worker: str = "my-worker") -> str | None:
+        return pinned_version([(OVERRIDES, v.encode()) for v in values], worker)
+
+    assert pinned(f'my-worker="{vid}"') == vid  # Cloudflare's docs' example
+    assert pinned(f'a="x", my-worker="{vid}";q=1, b=2') == vid
+    assert pinned('a="x"', f'my-worker="{vid}"') == vid  # two header lines are one dictionary
+    assert pinned(f'my-worker="old", my-worker="{vid}"') == vid  # the last one wins
+    assert pinned(f'2fa="{vid}"', worker="2fa") == vid  # worker names may start with a digit
+    assert pinned(r'my-worker="a\"b"') == 'a"b'
+    assert pinned(f'other="{vid}"') is None
+    assert pinned() is None
+    for invalid in (
+        f"my-worker={vid}",  # a token, not a string
+        f'my-worker="{vid}',  # unterminated
+        f'my-worker=("{vid}")',  # an inner list
+        f'my-worker="{vid}",',  # a trailing comma
+        f'My-Worker="{vid}"',  # keys are lowercase
+        f'my-worker="{vid}" junk',
+        "my-worker",  # Boolean true
+    ):
+        assert pinned(invalid) is None, invalid
+    assert pinned_version([(OVERRIDES, b'my-worker="\xff"')], "my-worker") is None

@@ -31,8 +31,10 @@ from ember.runtime.platform.activation import LiveChange, LiveDeployments
 from ember.runtime.platform.ai import ai_routes_for, configure_gateway, limit_ai_bindings
 from ember.runtime.platform.crons import WorkerCrons
 from ember.runtime.platform.observe import PlatformEvents
+from ember.runtime.platform.overrides import pinned_version
 from ember.runtime.platform.routing import (
     RouteTable,
+    WorkerRoute,
     host_header,
     split_worker_path,
     worker_of_host,
@@ -149,7 +151,7 @@ class Platform:
                 send, 404, f"No worker named {worker!r} is live on account {account_name!r}."
             )
             return
-        slot_id = route.pick()
+        slot_id = self._pick(route, worker, scope)
         slot = self.live.slot(slot_id)
         if slot is not None and slot.unsupported:
             await _plain(send, 501, f"Worker {worker!r} cannot run on ember: {slot.unsupported}.")
@@ -162,6 +164,17 @@ class Platform:
                 (b"cf-connecting-ip", str(client[0]).encode()),
             ]
         await self.router(inner, receive, send)
+
+    def _pick(self, route: WorkerRoute, worker: str, scope: Scope) -> str:
+        """The version slot for one request: the one the version-overrides header pins, if it
+        is in the deployment; else chosen by the deployment's percentages."""
+        pinned = pinned_version(scope["headers"], worker)
+        if pinned is not None:
+            for ident, _ in route.targets:
+                slot = self.live.slot(ident)
+                if slot is not None and slot.version_id == pinned:
+                    return ident
+        return route.pick()
 
     def _worker_of(self, scope: Scope) -> tuple[str, str, Scope] | None:
         named = worker_of_host(host_header(scope))
