@@ -120,9 +120,25 @@ class LiveDeployments:
                 await self._reconcile(account.id, name, warm=False, announce=True)
 
     async def prepare(self, account: Account, name: str, version_id: str) -> None:
-        """Start a version's isolate without routing to it (``POST .../versions``)."""
+        """Start a version's isolate without routing to it (``POST .../versions``).
+
+        wrangler's redeploy deploys it next, warm. An earlier upload that was never deployed
+        is stopped here: ``versions upload`` run many times keeps one waiting isolate (and
+        sandbox uid) per worker, not one per upload.
+        """
         async with self._lock(account.id, name):
             await self._prepare(account, name, version_id)
+            route = self.routes.get(account.name, name)
+            keep = {ident for ident, _ in route.targets} if route else set()
+            keep.add(slot_id(account, name, version_id))
+            for slot in [
+                s
+                for s in self._slots.values()
+                if s.account_id == account.id and s.script_name == name and s.slot_id not in keep
+            ]:
+                del self._slots[slot.slot_id]
+                if slot.deployment is not None:
+                    await self.supervisor.remove(slot.slot_id)
 
     async def reconcile(
         self, account_id: str, name: str, *, warm: bool = False, announce: bool = True
