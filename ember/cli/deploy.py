@@ -98,21 +98,7 @@ def deploy_project(session: Session, project: WorkerProject, message: str | None
         if exc.code not in (10007, 10090):
             raise
         exists = False
-    modules = project.modules()
-    metadata = {
-        "main_module": modules[0].name,
-        "bindings": _bindings(session, project, exists),
-        "compatibility_date": project.compatibility_date,
-        "compatibility_flags": list(project.compatibility_flags),
-        "keep_bindings": ["secret_text", "secret_key"],
-    }
-    if message:
-        metadata["annotations"] = {"workers/message": message}
-    boundary = "----ember-" + secrets.token_hex(12)
-    body = build_multipart(
-        [Part("metadata", None, None, json.dumps(metadata).encode()), *modules], boundary
-    )
-    headers = {"content-type": f"multipart/form-data; boundary={boundary}"}
+    body, headers, modules = build_upload(session, project, message, exists=exists)
     script = session.account_path(f"/workers/scripts/{name}")
     if exists:
         version = client.call(
@@ -145,6 +131,34 @@ def deploy_project(session: Session, project: WorkerProject, message: str | None
         "size": sum(len(m.data) for m in modules),
         "modules": len(modules),
     }
+
+
+def build_upload(
+    session: Session,
+    project: WorkerProject,
+    message: str | None,
+    *,
+    exists: bool,
+    tag: str | None = None,
+) -> tuple[bytes, dict[str, str], list[Part]]:
+    """The multipart upload of ``project`` (body, headers, modules), as wrangler builds it;
+    ``ember versions upload`` sends the same body to ``POST .../versions``."""
+    modules = project.modules()
+    metadata = {
+        "main_module": modules[0].name,
+        "bindings": _bindings(session, project, exists),
+        "compatibility_date": project.compatibility_date,
+        "compatibility_flags": list(project.compatibility_flags),
+        "keep_bindings": ["secret_text", "secret_key"],
+    }
+    annotations = {"workers/message": message, "workers/tag": tag}
+    if message or tag:
+        metadata["annotations"] = {k: v for k, v in annotations.items() if v}
+    boundary = "----ember-" + secrets.token_hex(12)
+    body = build_multipart(
+        [Part("metadata", None, None, json.dumps(metadata).encode()), *modules], boundary
+    )
+    return body, {"content-type": f"multipart/form-data; boundary={boundary}"}, modules
 
 
 def _bindings(session: Session, project: WorkerProject, exists: bool) -> list[dict[str, Any]]:

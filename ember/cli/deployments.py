@@ -1,14 +1,23 @@
-"""``ember deployments list``: a worker's deployments, newest first, and its local URLs."""
+"""``ember deployments list|status``: a worker's deployments, and the one serving it now.
+
+``list``: newest first, with the worker's local URLs. ``status``: the live deployment as
+wrangler's ``deployments status`` prints it (each version's share of traffic), or ``--json``.
+``view`` is wrangler's old name, kept (hidden) to say what replaced it.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
 from ember.cli.environment import chosen_env, env_option, show_warnings
 from ember.cli.session import name_option, open_session, platform_option
+from ember.cli.temporary import command_session, temporary_option
+from ember.cli.versions_output import deployment_summary
 from ember.cli.worker_project import load_project
+from ember.errors import UserError
 
 
 def worker_name(name: str | None, *, suffix_name: bool = False) -> str:
@@ -57,3 +66,52 @@ def list_deployments(name: str | None, platform_url: str | None) -> None:
     click.echo("URLs:")
     for url in session.worker_urls(worker):
         click.echo(f"  {url}")
+
+
+@deployments.command("status")
+@name_option
+@env_option
+@platform_option
+@temporary_option
+@click.option("--json", "as_json", is_flag=True, help="Print the deployment as JSON.")
+def status(name: str | None, platform_url: str | None, temporary: bool, as_json: bool) -> None:
+    """Show the live deployment: its versions and their share of traffic."""
+    worker = worker_name(name)
+    session = command_session(platform_url, temporary)
+    try:
+        script = session.account_path(f"/workers/scripts/{worker}")
+        found = session.client.call("GET", f"{script}/deployments")["deployments"]
+        if not found:
+            raise UserError(f"The Worker {worker} has no deployments.")
+        live = found[0]
+        versions = {
+            t["version_id"]: session.client.call("GET", f"{script}/versions/{t['version_id']}")
+            for t in ([] if as_json else live["versions"])
+        }
+    finally:
+        session.close()
+    if as_json:
+        click.echo(json.dumps(live, indent=2))
+    else:
+        click.echo(deployment_summary(live, versions))
+
+
+@deployments.command("view", hidden=True)
+@click.argument("deployment_id", required=False)
+@name_option
+@env_option
+@platform_option
+@temporary_option
+def view(
+    deployment_id: str | None, name: str | None, platform_url: str | None, temporary: bool
+) -> None:
+    """Renamed: `ember deployments status`, or `ember versions view VERSION_ID`."""
+    if deployment_id is None:
+        raise UserError(
+            "`ember deployments view` is now `ember deployments status` (as in wrangler); "
+            "run that instead"
+        )
+    raise UserError(
+        "`ember deployments view ID` is now `ember versions view VERSION_ID` (as in "
+        "wrangler: deployments are of versions, and a version id names what ran)"
+    )

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "whoami": "ember.cli.whoami:whoami",
     "deployments": "ember.cli.deployments:deployments",
     "rollback": "ember.cli.rollback:rollback",
+    "versions": "ember.cli.versions:versions",
     "delete": "ember.cli.delete:delete",
     "tail": "ember.cli.tail:tail",
     "secret": "ember.cli.secret:secret",

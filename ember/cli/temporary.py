@@ -12,10 +12,24 @@ from datetime import UTC, datetime
 import click
 
 from ember.cli.credentials import CredentialStore, TemporaryLogin
-from ember.cli.platform_client import PlatformClient
-from ember.cli.session import Session, existing_credentials
+from ember.cli.platform_client import PlatformClient, resolve_platform
+from ember.cli.session import Session, existing_credentials, open_session
 from ember.errors import AuthError, UserError
 from ember.runtime.deployments import pow
+
+# wrangler's ``--temporary`` on the commands its ``supportTemporary`` lists (versions, deployments).
+temporary_option = click.option(
+    "--temporary",
+    is_flag=True,
+    help="Use a temporary account: the one `ember deploy --temporary` made, else a new one.",
+)
+
+
+def command_session(platform_url: str | None, temporary: bool) -> Session:
+    """The session of a command that takes ``--temporary`` (its notes go to stderr)."""
+    if temporary:
+        return temporary_session(resolve_platform(platform_url), err=True)[0]
+    return open_session(platform_url)
 
 
 def temporary_session(platform: str, *, err: bool) -> tuple[Session, bool]:

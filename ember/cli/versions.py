@@ -1,0 +1,183 @@
+"""``ember versions upload|list|view|deploy``: wrangler's versions, on an ember platform.
+
+``upload`` stores a new immutable version without sending it traffic (``POST .../versions``, the
+same multipart body ``ember deploy`` builds); ``deploy`` (``versions_deploy.py``) makes one live
+or splits traffic between two. ``list`` and ``view`` print what wrangler prints (see
+``versions_output.py``), or the API's objects with ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ember.cli.deploy import build_upload
+from ember.cli.deployments import worker_name
+from ember.cli.environment import EnvChoice, chosen_env, env_option, show_warnings
+from ember.cli.platform_client import PlatformNotFound
+from ember.cli.session import Session, name_option, platform_option
+from ember.cli.temporary import command_session, temporary_option
+from ember.cli.versions_deploy import deploy
+from ember.cli.versions_output import labelled, version_summary
+from ember.cli.worker_project import WorkerProject, load_project
+from ember.errors import UserError
+
+LIST_LIMIT = 10  # wrangler lists the 10 most recent
+
+
+@click.group()
+def versions() -> None:
+    """Upload versions of a worker, list and view them, and deploy them gradually."""
+
+
+versions.add_command(deploy)
+
+
+@versions.command("upload")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
+@name_option
+@env_option
+@platform_option
+@temporary_option
+@click.option("--message", help="A message recorded with the version.")
+@click.option("--tag", help="A tag recorded with the version (a commit id, a release name).")
+def upload(
+    directory: Path,
+    name: str | None,
+    platform_url: str | None,
+    temporary: bool,
+    message: str | None,
+    tag: str | None,
+) -> None:
+    """Upload the worker in DIRECTORY as a new version, without deploying it."""
+    choice = chosen_env()
+    project = load_project(directory, name, choice.name)
+    show_warnings([*project.warnings, *_no_env_warning(project, choice)])
+    session = command_session(platform_url, temporary)
+    try:
+        version, size, count = upload_version(session, project, message, tag)
+    finally:
+        session.close()
+    click.echo(f"Uploaded {project.name} ({size:,} bytes, {count} modules)")
+    click.echo(f"Worker Version ID: {version['id']}")
+    click.echo(
+        "To deploy this version to production traffic use the command `ember versions deploy`"
+    )
+
+
+def upload_version(
+    session: Session, project: WorkerProject, message: str | None, tag: str | None
+) -> tuple[dict[str, Any], int, int]:
+    """(the new version, bytes, modules). The worker must exist: deploy it once first."""
+    script = session.account_path(f"/workers/scripts/{project.name}")
+    try:
+        session.client.call("GET", session.account_path(f"/workers/services/{project.name}"))
+    except PlatformNotFound as exc:
+        raise UserError(
+            f"Worker {project.name!r} does not exist on account {session.account_name}: "
+            "deploy it once with `ember deploy`, then upload versions of it"
+        ) from exc
+    body, headers, modules = build_upload(session, project, message, exists=True, tag=tag)
+    version = session.client.call(
+        "POST", f"{script}/versions?bindings_inherit=strict", content=body, headers=headers
+    )
+    return version, sum(len(m.data) for m in modules), len(modules)
+
+
+def _no_env_warning(project: WorkerProject, choice: EnvChoice) -> list[str]:
+    """wrangler's warnIfMultipleEnvsConfiguredButNoneSpecified, as ``ember deploy`` warns."""
+    if project.env is not None or not project.environments or choice.from_flag:
+        return []
+    return [
+        "Multiple environments are defined in the config file, but no target environment "
+        "was specified for the versions upload command. To avoid unintentional changes to "
+        'the wrong environment, specify it with -e/--env or CLOUDFLARE_ENV; --env="" targets '
+        "the top level."
+    ]
+
+
+@versions.command("list")
+@name_option
+@env_option
+@platform_option
+@temporary_option
+@click.option("--json", "as_json", is_flag=True, help="Print the versions as JSON.")
+def list_versions(
+    name: str | None, platform_url: str | None, temporary: bool, as_json: bool
+) -> None:
+    """List the 10 most recent versions of the worker (oldest first)."""
+    worker = worker_name(name)
+    session = command_session(platform_url, temporary)
+    try:
+        path = session.account_path(f"/workers/scripts/{worker}/versions?deployable=true")
+        items = session.client.call("GET", path)["items"]
+    finally:
+        session.close()
+    items = sorted(items, key=lambda v: (v["metadata"]["created_on"], v.get("number", 0)))
+    items = items[-LIST_LIMIT:]
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+        return
+    for version in items:
+        click.echo(labelled(version_summary(version)))
+        click.echo()
+
+
+@versions.command("view")
+@click.argument("version_id")
+@name_option
+@env_option
+@platform_option
+@temporary_option
+@click.option("--json", "as_json", is_flag=True, help="Print the version as JSON.")
+def view(
+    version_id: str, name: str | None, platform_url: str | None, temporary: bool, as_json: bool
+) -> None:
+    """Show one version of the worker: when, who, why, its runtime settings and bindings."""
+    worker = worker_name(name)
+    session = command_session(platform_url, temporary)
+    try:
+        path = session.account_path(f"/workers/scripts/{worker}/versions/{version_id}")
+        version = session.client.call("GET", path)
+    finally:
+        session.close()
+    if as_json:
+        click.echo(json.dumps(version, indent=2))
+        return
+    click.echo(labelled(version_summary(version)))
+    resources = version.get("resources") or {}
+    runtime = resources.get("script_runtime") or {}
+    handlers = (resources.get("script") or {}).get("handlers")
+    script = {
+        "Handlers": ", ".join(handlers or []),
+        "Compatibility Date": runtime.get("compatibility_date") or "",
+        "Compatibility Flags": ", ".join(runtime.get("compatibility_flags") or []),
+    }
+    script = {k: v for k, v in script.items() if v}
+    if script:
+        click.echo()
+        click.echo(labelled(script))
+    bindings = resources.get("bindings") or []
+    secrets = [b for b in bindings if b["type"] in ("secret_text", "secret_key")]
+    if secrets:
+        click.echo("Secrets:")
+        for secret in secrets:
+            click.echo(labelled({"Secret Name": secret["name"]}))
+    others = [b for b in bindings if b not in secrets]
+    if others:
+        click.echo("Bindings:")
+        for binding in others:
+            click.echo(f"  env.{binding['name']} ({_describe(binding)})")
+
+
+def _describe(binding: dict[str, Any]) -> str:
+    """A binding's type and what it points at, as one short phrase."""
+    detail = {
+        "plain_text": json.dumps(binding.get("text")),
+        "json": json.dumps(binding.get("json")),
+        "kv_namespace": binding.get("namespace_id"),
+    }.get(binding["type"])
+    return f"{binding['type']}: {detail}" if detail else binding["type"]
