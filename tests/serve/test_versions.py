@@ -44,9 +44,11 @@ def _project(tmp_path: Path) -> Path:
     return project
 
 
-def _runner(serve: ServeProcess, tmp_path: Path, project: Path, **env: str) -> Ember:
-    def ember(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-        result = _ember(serve, tmp_path / "home", project, *args, env=env)
+def _runner(serve: ServeProcess, tmp_path: Path, project: Path, **base: str) -> Ember:
+    def ember(
+        *args: str, ok: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        result = _ember(serve, tmp_path / "home", project, *args, env=base | (env or {}))
         if ok:
             assert result.returncode == 0, result.stdout + result.stderr
         return result
@@ -265,3 +267,27 @@ def _gone(root: int, pids: set[int]) -> None:
     while descendants(root) & pids:
         assert time.monotonic() < deadline, f"isolate processes {pids} still run"
         time.sleep(0.1)
+
+
+def test_env_chooses_the_environments_worker(serve: ServeProcess, tmp_path: Path) -> None:
+    project = _project(tmp_path)
+    (project / "ember.yaml").write_text(EMBER_YAML + "env:\n  staging: {}\n")
+    _, token = permanent_account(serve, "staged")
+    ember = _runner(serve, tmp_path, project, EMBER_API_TOKEN=token)
+    _write(project, "one")
+    first = json.loads(ember("deploy", "--env", "staging", "--json").stdout)["version_id"]
+    _write(project, "two")
+    uploaded = ember("versions", "upload", "-e", "staging")
+    assert uploaded.stdout.startswith("Uploaded split-staging (")
+    second = _uploaded(uploaded)
+    ember("versions", "deploy", f"{first}@20", f"{second}@80", "--env", "staging")
+    status = json.loads(
+        ember("deployments", "status", "--json", env={"CLOUDFLARE_ENV": "staging"}).stdout
+    )
+    assert [v["version_id"] for v in status["versions"]] == [first, second]
+    listed = json.loads(ember("versions", "list", "--json", "--name", "split-staging").stdout)
+    assert [v["id"] for v in listed] == [first, second]
+    missing = ember("versions", "list", ok=False)  # the top level was never deployed
+    assert missing.returncode == 1 and "split" in missing.stderr
+    warned = ember("versions", "upload", "--name", "split-staging")
+    assert "no target environment was specified" in warned.stderr
