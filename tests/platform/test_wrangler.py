@@ -283,3 +283,52 @@ def test_wranglers_secret_bulk_and_kv_bulk_remote(scene: Scene) -> None:
                                "--force", **token)  # fmt: skip
     assert code == 0 and "Success!" in out, out
     assert "kv=None" in scene.request("hello-py.bulky.localhost")[1]
+
+
+def test_wranglers_versions_upload_and_gradual_deploy(scene: Scene) -> None:
+    # No KV binding: `versions upload` does not provision resources (wrangler's default).
+    (scene.project / "wrangler.toml").write_text(
+        'name = "canary"\nmain = "src/entry.py"\ncompatibility_date = "2026-11-01"\n'
+        'compatibility_flags = ["python_workers"]\n'
+    )
+    entry = "from workers import Response\n\nasync def on_fetch(request, env):\n"
+    (scene.project / "src" / "entry.py").write_text(entry + '    return Response("one")\n')
+    code, out = scene.wrangler("deploy", "--temporary")
+    assert code == 0, out
+    first = _version_id(out)
+    name = re.search(r"Account: (\S+) \(created\)", out).group(1)  # type: ignore[union-attr]
+    hostname = f"canary.{name}.localhost"
+
+    (scene.project / "src" / "entry.py").write_text(entry + '    return Response("two")\n')
+    code, out = scene.wrangler(
+        "versions", "upload", "--message", "try two", "--tag", "t2", "--temporary"
+    )
+    assert code == 0, out
+    found = re.search(r"Worker Version ID: ([0-9a-f-]{36})", out)
+    assert found, out
+    second = found.group(1)
+    assert scene.request(hostname)[1] == "one"  # uploaded, not deployed
+
+    code, out = scene.wrangler(
+        "versions", "deploy", f"{first}@30%", f"{second}@70%", "--yes", "--temporary"
+    )
+    assert code == 0, out
+    assert f"Deployed canary version {first} at 30% and version {second} at 70%" in out
+    # Both answer: missing one of them in 60 requests has a chance below 1e-9.
+    assert {scene.request(hostname)[1] for _ in range(60)} == {"one", "two"}
+
+    code, out = scene.wrangler("deployments", "status", "--temporary")
+    assert code == 0 and f"(30%) {first}" in out and f"(70%) {second}" in out, out
+    code, out = scene.wrangler("versions", "view", second, "--temporary")
+    assert code == 0 and "t2" in out and "try two" in out, out
+    code, out = scene.wrangler("versions", "list", "--json", "--temporary")
+    assert code == 0, out
+    listed, _ = json.JSONDecoder().raw_decode(out[out.index("[") :])  # then stderr's notes
+    assert [v["id"] for v in listed] == [first, second]
+
+    # A version at 0% (Cloudflare's smoke test) gets no traffic but stays in the deployment.
+    code, out = scene.wrangler(
+        "versions", "deploy", f"{first}@100%", f"{second}@0%", "--yes", "--temporary"
+    )
+    assert code == 0, out
+    assert {scene.request(hostname)[1] for _ in range(20)} == {"one"}
