@@ -1,28 +1,47 @@
-"""``ember deploy [DIR] [--temporary] [--json]``: upload the worker and make it live.
+"""``ember deploy [DIR]``: upload the worker and make it live.
 
 Speaks the same API calls as wrangler: ``GET .../services/{name}`` to see whether the worker
 exists; a new worker is uploaded with ``PUT .../scripts/{name}`` (live at once), an existing one
 with ``POST .../versions`` then ``POST .../deployments`` (an immutable version, then the switch).
 KV bindings without an id are provisioned on the first deploy and inherited afterwards.
 ``--env NAME`` deploys the config's ``[env.NAME]`` as its own worker, ``<name>-NAME``.
+The upload flags wrangler's deploy shares with ``versions upload`` (``--var``, ``--keep-vars``,
+``--secrets-file``, compatibility, ``--tag``, ``--dry-run``, ``--outdir``) are in
+``upload_options``; ``--triggers`` is deploy's own.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 import secrets
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ember.cli.bindings_table import binding_rows, print_bindings, total_upload_line
 from ember.cli.environment import chosen_env, env_option, show_warnings
 from ember.cli.platform_client import DEFAULT_PLATFORM, PlatformNotFound, resolve_platform
 from ember.cli.session import Session, name_option, open_session, platform_option
 from ember.cli.temporary import iso_time, temporary_session
-from ember.cli.worker_project import WorkerProject, load_project
+from ember.cli.upload_options import (
+    OptionError,
+    UploadOptions,
+    UploadPlan,
+    plan_upload,
+    today_utc,
+    upload_options,
+    write_outdir,
+)
+from ember.cli.worker_project import KVBinding, load_project
+from ember.runtime.cron import CronExpression
 from ember.runtime.deployments.multipart import Part, build_multipart
+
+KVResolver = Callable[[KVBinding], dict[str, Any]]
 
 
 @click.command()
@@ -36,14 +55,24 @@ from ember.runtime.deployments.multipart import Part, build_multipart
     help="Deploy without an account: a temporary one, claimable for 60 minutes.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--message", help="A message recorded with the version.")
+@upload_options
+@click.option(
+    "--triggers",
+    "--schedule",
+    "--schedules",
+    "triggers",
+    multiple=True,
+    metavar="CRON",
+    help="Cron schedules to attach, replacing triggers.crons (repeatable).",
+)
 def deploy(
     directory: Path,
     name: str | None,
     platform_url: str | None,
     temporary: bool,
     as_json: bool,
-    message: str | None,
+    upload: UploadOptions,
+    triggers: tuple[str, ...],
 ) -> None:
     """Deploy the worker in DIRECTORY (default: here) to an ember platform."""
     choice = chosen_env()
@@ -59,13 +88,23 @@ def deploy(
                 'CLOUDFLARE_ENV; --env="" targets the top level.'
             ]
         )
+    if triggers:
+        project = dataclasses.replace(project, crons=check_crons(triggers))
+    plan = plan_upload(project, upload, today_utc(), warn=lambda m: show_warnings([m]))
+    modules = plan.project.modules()
+    write_outdir(plan, modules, datetime.datetime.now(datetime.UTC).isoformat())
+    if plan.dry_run:
+        # wrangler's dry run needs no account: nothing is read from the platform either.
+        specs = binding_specs(plan, lambda kv: _kv_spec(kv.binding, kv.id))
+        report_dry_run(plan, modules, specs, as_json)
+        return
     platform = resolve_platform(platform_url)
     if temporary:
         session, _ = temporary_session(platform, err=as_json)
     else:
         session = open_session(platform_url, allow_temporary=True)
     try:
-        result = deploy_project(session, project, message)
+        result, specs = deploy_project(session, plan, modules)
     finally:
         session.close()
     if session.temporary is not None:
@@ -81,6 +120,8 @@ def deploy(
         return
     # wrangler deploy's lines (workers-sdk deploy tests), so scripts that read "Deployed NAME
     # triggers", the indented URLs and "Current Version ID:" from it read ember's too.
+    click.echo(total_upload_line(m.data for m in modules))
+    print_bindings(binding_rows(specs, plan.hidden_vars), click.echo)
     click.echo(f"Uploaded {project.name} ({result['size']:,} bytes, {result['modules']} modules)")
     click.echo(f"Deployed {project.name} triggers")
     for url in result["urls"]:
@@ -88,8 +129,49 @@ def deploy(
     click.echo(f"Current Version ID: {result['version_id']}")
 
 
-def deploy_project(session: Session, project: WorkerProject, message: str | None) -> dict[str, Any]:
+def check_crons(crons: tuple[str, ...]) -> tuple[str, ...]:
+    """``--triggers`` checked here, so a bad one is refused before the upload, not after."""
+    for cron in crons:
+        try:
+            CronExpression.parse(cron)
+        except ValueError as exc:
+            raise OptionError("--triggers", cron, f"a cron expression ({exc})") from None
+    return crons
+
+
+def report_dry_run(
+    plan: UploadPlan, modules: list[Part], specs: list[dict[str, Any]], as_json: bool
+) -> None:
+    """What would be uploaded: wrangler's size line and bindings table, then its last line."""
+    project = plan.project
+    if as_json:
+        summary = {
+            "dry_run": True,
+            "name": project.name,
+            "env": project.env,
+            "compatibility_date": project.compatibility_date,
+            "compatibility_flags": list(project.compatibility_flags),
+            "modules": [m.name for m in modules],
+            "size": sum(len(m.data) for m in modules),
+            "bindings": [{"name": s["name"], "type": s["type"]} for s in specs],
+            "keep_bindings": plan.keep_bindings,
+            "annotations": dict(plan.annotations),
+            "crons": list(project.crons) if project.crons is not None else None,
+            "outdir": str(plan.outdir) if plan.outdir else None,
+        }
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(total_upload_line(m.data for m in modules))
+    print_bindings(binding_rows(specs, plan.hidden_vars), click.echo)
+    click.echo("--dry-run: exiting now.")
+
+
+def deploy_project(
+    session: Session, plan: UploadPlan, modules: list[Part]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Upload and deploy; the result (printed or JSON) and the binding specs sent."""
     client = session.client
+    project = plan.project
     name = project.name
     try:
         client.call("GET", session.account_path(f"/workers/services/{name}"))
@@ -98,8 +180,31 @@ def deploy_project(session: Session, project: WorkerProject, message: str | None
         if exc.code not in (10007, 10090):
             raise
         exists = False
-    body, headers, modules = build_upload(session, project, message, exists=exists)
+
+    def resolve_kv(kv: KVBinding) -> dict[str, Any]:
+        if kv.id:
+            return _kv_spec(kv.binding, kv.id)
+        if exists:
+            return {"name": kv.binding, "type": "inherit"}
+        return _kv_spec(kv.binding, _provision_kv(session, f"{name}-{kv.binding}".lower()))
+
+    specs = binding_specs(plan, resolve_kv)
+    metadata: dict[str, Any] = {
+        "main_module": modules[0].name,
+        "bindings": specs,
+        "compatibility_date": project.compatibility_date,
+        "compatibility_flags": list(project.compatibility_flags),
+        "keep_bindings": plan.keep_bindings,
+    }
+    if plan.annotations:
+        metadata["annotations"] = dict(plan.annotations)
+    boundary = "----ember-" + secrets.token_hex(12)
+    body = build_multipart(
+        [Part("metadata", None, None, json.dumps(metadata).encode()), *modules], boundary
+    )
+    headers = {"content-type": f"multipart/form-data; boundary={boundary}"}
     script = session.account_path(f"/workers/scripts/{name}")
+    message = plan.annotations.get("workers/message")
     if exists:
         version = client.call(
             "POST", f"{script}/versions?bindings_inherit=strict", content=body, headers=headers
@@ -111,6 +216,7 @@ def deploy_project(session: Session, project: WorkerProject, message: str | None
             json={
                 "strategy": "percentage",
                 "versions": [{"version_id": version_id, "percentage": 100}],
+                # wrangler's createDeployment carries the message only; the tag is the version's.
                 "annotations": {"workers/message": message} if message else {},
             },
         )
@@ -121,7 +227,7 @@ def deploy_project(session: Session, project: WorkerProject, message: str | None
     if project.crons is not None:
         client.call("PUT", f"{script}/schedules", json=[{"cron": cron} for cron in project.crons])
     urls = session.worker_urls(name)
-    return {
+    result = {
         "name": name,
         "account": session.account_name,
         "account_id": session.account_id,
@@ -131,59 +237,33 @@ def deploy_project(session: Session, project: WorkerProject, message: str | None
         "size": sum(len(m.data) for m in modules),
         "modules": len(modules),
     }
+    return result, specs
 
 
-def build_upload(
-    session: Session,
-    project: WorkerProject,
-    message: str | None,
-    *,
-    exists: bool,
-    tag: str | None = None,
-) -> tuple[bytes, dict[str, str], list[Part]]:
-    """The multipart upload of ``project`` (body, headers, modules), as wrangler builds it;
-    ``ember versions upload`` sends the same body to ``POST .../versions``."""
-    modules = project.modules()
-    metadata = {
-        "main_module": modules[0].name,
-        "bindings": _bindings(session, project, exists),
-        "compatibility_date": project.compatibility_date,
-        "compatibility_flags": list(project.compatibility_flags),
-        "keep_bindings": ["secret_text", "secret_key"],
-    }
-    annotations = {"workers/message": message, "workers/tag": tag}
-    if message or tag:
-        metadata["annotations"] = {k: v for k, v in annotations.items() if v}
-    boundary = "----ember-" + secrets.token_hex(12)
-    body = build_multipart(
-        [Part("metadata", None, None, json.dumps(metadata).encode()), *modules], boundary
-    )
-    return body, {"content-type": f"multipart/form-data; boundary={boundary}"}, modules
-
-
-def _bindings(session: Session, project: WorkerProject, exists: bool) -> list[dict[str, Any]]:
+def binding_specs(plan: UploadPlan, resolve_kv: KVResolver) -> list[dict[str, Any]]:
+    """The metadata's bindings: vars (config, then ``--var``), KV, AI, then the secrets file's
+    secrets. A secret replaces a var of the same name, as in wrangler (one binding per name)."""
+    project = plan.project
     out: list[dict[str, Any]] = []
     for key, value in project.vars.items():
+        if key in plan.secrets:
+            continue
         if isinstance(value, str):
             out.append({"name": key, "type": "plain_text", "text": value})
         else:
             out.append({"name": key, "type": "json", "json": value})
-    for kv in project.kv_namespaces:
-        if kv.id:
-            out.append({"name": kv.binding, "type": "kv_namespace", "namespace_id": kv.id})
-        elif exists:
-            out.append({"name": kv.binding, "type": "inherit"})
-        else:
-            out.append(
-                {
-                    "name": kv.binding,
-                    "type": "kv_namespace",
-                    "namespace_id": _provision_kv(session, f"{project.name}-{kv.binding}".lower()),
-                }
-            )
+    out += [resolve_kv(kv) for kv in project.kv_namespaces]
     if project.ai_binding:
         out.append({"name": project.ai_binding, "type": "ai"})
+    out += [{"name": k, "type": "secret_text", "text": v} for k, v in plan.secrets.items()]
     return out
+
+
+def _kv_spec(binding: str, namespace_id: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"name": binding, "type": "kv_namespace"}
+    if namespace_id:
+        spec["namespace_id"] = namespace_id
+    return spec
 
 
 def _provision_kv(session: Session, title: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ember.cli.environment import chosen_env, env_option
-from ember.errors import ConfigError
+from ember.cli.upload_options import parse_vars
 
 FLUSH_EVERY_S = 0.02  # request log lines reach the terminal at most this late
 
@@ -50,12 +50,6 @@ def dev(
     from ember.runtime import loop as event_loop
     from ember.runtime.devserver import DevOptions, DevServer
 
-    extra: dict[str, str] = {}
-    for item in vars_:
-        key, sep, value = item.partition(":")
-        if not sep or not key:
-            raise ConfigError("--var", item, item, "KEY:VALUE")
-        extra[key] = value
     options = DevOptions(
         project=directory,
         env=chosen_env().name,
@@ -63,7 +57,7 @@ def dev(
         port=port,
         persist_to=persist_to,
         test_scheduled=test_scheduled,
-        extra_vars=extra,
+        extra_vars=parse_vars(vars_),
         watch=not no_watch,
         run_crons=not no_crons,
         fast_http=not no_fast_http,

@@ -2,11 +2,11 @@
 
 The project's config file is the one ``ember dev`` reads (``ember.config.find_config_file``,
 parsed by ``ember.config.read_document``); this module reads the keys a deploy needs (name,
-main, compatibility date and flags, vars, KV namespaces, AI). The files uploaded are what
-wrangler uploads for a Python Worker: every ``.py`` module under the entry's directory (the
-module root, names relative to it), the project's ``python_modules/`` (vendored packages, as
-``python_modules/<path>``), and other files under the module root as data modules (text or
-bytes), so the worker can read its templates and data. The project's config files
+main, compatibility date and flags, vars, KV namespaces, AI, crons, keep_vars). The files
+uploaded are what wrangler uploads for a Python Worker: every ``.py`` module under the entry's
+directory (the module root, names relative to it), the project's ``python_modules/`` (vendored
+packages, as ``python_modules/<path>``), and other files under the module root as data modules
+(text or bytes), so the worker can read its templates and data. The project's config files
 (``CONFIG_FILES`` at its root) are never uploaded. With an environment (``--env NAME``), the
 keys are those ``ember.config_env`` selects for it.
 """
@@ -45,6 +45,7 @@ class WorkerProject:
     kv_namespaces: tuple[KVBinding, ...] = ()
     ai_binding: str | None = None
     crons: tuple[str, ...] | None = None  # triggers.crons; None when the config has none
+    keep_vars: bool = False  # the config's keep_vars (top level only), as --keep-vars
     env: str | None = None  # the environment deployed; None: the top level
     environments: tuple[str, ...] = ()  # every environment the config defines
     warnings: tuple[str, ...] = ()
@@ -136,6 +137,9 @@ def _project(
         not isinstance(crons, list) or not all(isinstance(c, str) for c in crons)
     ):
         raise ConfigError(where, "triggers.crons", crons, "a list of cron expressions")
+    keep_vars = raw.get("keep_vars", False)
+    if not isinstance(keep_vars, bool):
+        raise ConfigError(where, "keep_vars", keep_vars, "true or false")
     return WorkerProject(
         root=directory.resolve(),
         config_file=config_file,
@@ -147,6 +151,7 @@ def _project(
         kv_namespaces=tuple(_kv(raw.get("kv_namespaces", []), where)),
         ai_binding=ai_binding,
         crons=tuple(crons) if crons is not None else None,
+        keep_vars=keep_vars,
         env=selected.env,
         environments=selected.environments,
         warnings=selected.warnings,
