@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.records import Version
 from tests.platform.netns import LoopbackNamespace, unavailable_reason, wrangler_argv, wrangler_env
 
 pytestmark = [
@@ -332,3 +333,58 @@ def test_wranglers_versions_upload_and_gradual_deploy(scene: Scene) -> None:
     )
     assert code == 0, out
     assert {scene.request(hostname)[1] for _ in range(20)} == {"one"}
+
+
+def test_wranglers_ci_deploy_flags(scene: Scene) -> None:
+    """wrangler deploy's --dry-run, --var, --secrets-file, --tag, --compatibility-date and
+    --keep-vars: what it sends, the platform keeps and the worker sees."""
+    plane = scene.plane()
+    account, issued = plane.accounts.create_permanent("ciflags")
+    plane.close()
+    token = {"CLOUDFLARE_API_TOKEN": issued.token}
+    (scene.project / "secrets.json").write_text(json.dumps({"MY_SECRET": "from-file"}))
+
+    code, out = scene.wrangler("deploy", "--dry-run", "--var", "GREETING:dry", **token)
+    assert code == 0 and "--dry-run: exiting now." in out, out
+    plane = scene.plane()
+    try:
+        assert plane.scripts.list(account) == []
+    finally:
+        plane.close()
+
+    code, out = scene.wrangler(
+        "deploy", "--var", "GREETING:from-cli", "--var", "EXTRA:x:y", "--secrets-file",
+        "secrets.json", "--tag", "ci-1", "--compatibility-date", "2026-10-01", **token,
+    )  # fmt: skip
+    assert code == 0, out
+    assert 'env.MY_SECRET ("(hidden)")' in out and 'env.EXTRA ("(hidden)")' in out
+    assert scene.request("hello-py.ciflags.localhost")[1].startswith(
+        "v1 from-cli kv=None secret=from-file"
+    )
+
+    def live() -> tuple[dict[str, dict[str, object]], Version]:
+        plane = scene.plane()
+        try:
+            deployment = plane.scripts.live(account, "hello-py")
+            assert deployment is not None
+            version = plane.scripts.version(account, "hello-py", deployment.versions[0].version_id)
+        finally:
+            plane.close()
+        return {b.name: b.config for b in version.bindings}, version
+
+    bindings, version = live()
+    assert bindings["EXTRA"] == {"text": "x:y"}
+    assert version.compatibility_date == "2026-10-01"
+    assert version.annotations["workers/tag"] == "ci-1"
+
+    # --keep-vars sends keep_bindings with plain_text/json: EXTRA (not in the config) stays.
+    code, out = scene.wrangler("deploy", "--keep-vars", **token)
+    assert code == 0, out
+    bindings, _ = live()
+    assert bindings["EXTRA"] == {"text": "x:y"}
+    assert bindings["GREETING"] == {"text": "hello from vars"}
+    code, out = scene.wrangler("deploy", **token)
+    assert code == 0, out
+    assert "EXTRA" not in live()[0]
+    # The file's secret was kept by every later deploy (keep_bindings: secret_text).
+    assert "secret=from-file" in scene.request("hello-py.ciflags.localhost")[1]
