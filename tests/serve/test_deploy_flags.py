@@ -219,3 +219,16 @@ def test_bad_flag_values_are_refused_before_anything_is_uploaded(
         assert text in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
     assert _platform_state(serve) == before
+
+
+def test_a_secret_over_the_size_limit_is_refused_by_the_platform(
+    serve: ServeProcess, project: Project
+) -> None:
+    # The limit `secret put` enforces holds for secrets that arrive with an upload too.
+    (project.root / "big.json").write_text(json.dumps({"BIG": "x" * (5 * 1024 + 1)}))
+    before = _platform_state(serve)
+    refused = project.ember("deploy", "--secrets-file", "big.json", ok=False)
+    assert refused.returncode == 1
+    assert "'BIG'" in refused.stderr and "5120 bytes" in refused.stderr, refused.stderr
+    assert "xxxx" not in refused.stderr
+    assert _platform_state(serve) == before

@@ -30,6 +30,7 @@ SECRET_TYPES = frozenset({"secret_text"})
 VAR_TYPES = frozenset({"plain_text", "json"})
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_BINDINGS = 256
+MAX_SECRET_BYTES = 5 * 1024  # Cloudflare's per-variable limit (workers-api.md §5.1)
 
 
 def validate_binding_specs(specs: Any) -> tuple[dict[str, Any], ...]:
@@ -69,6 +70,14 @@ def _validate_one(spec: Any) -> None:
     for key in SUPPORTED_TYPES[kind]:
         if key not in spec or (key != "json" and not isinstance(spec[key], str)):
             raise InvalidUpload(f"binding {name!r} of type {kind} needs a string {key!r}")
+    # A secret uploaded with a version (wrangler deploy --secrets-file) meets the limit that
+    # ``secret put`` enforces; the message names it, never its value.
+    if kind in SECRET_TYPES and _utf8_size(spec["text"]) > MAX_SECRET_BYTES:
+        raise InvalidUpload(f"secret {name!r} is larger than {MAX_SECRET_BYTES} bytes")
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 
 from ember.runtime.deployments import rows
-from ember.runtime.deployments.bindings import SECRET_TYPES
+from ember.runtime.deployments.bindings import MAX_SECRET_BYTES, SECRET_TYPES
 from ember.runtime.deployments.clock import Clock
 from ember.runtime.deployments.database import Database
 from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound
@@ -27,7 +27,6 @@ from ember.runtime.deployments.scripts import ScriptService
 from ember.runtime.deployments.writes import insert_deployment
 
 SecretChange = Callable[[Version, tuple[SecretValue, ...]], tuple[SecretValue, ...]]
-MAX_SECRET_BYTES = 5 * 1024  # Cloudflare's per-variable limit (workers-api.md §5.1)
 
 
 class SecretService:
