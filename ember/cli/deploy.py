@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 import secrets
 import shlex
 from collections.abc import Callable
@@ -90,7 +91,9 @@ def deploy(
         )
     if triggers:
         project = dataclasses.replace(project, crons=check_crons(triggers))
-    plan = plan_upload(project, upload, today_utc(), warn=lambda m: show_warnings([m]))
+    plan = plan_upload(
+        project, upload, today_utc(), lambda m: show_warnings([m]), environ=os.environ
+    )
     modules = plan.project.modules()
     write_outdir(plan, modules, datetime.datetime.now(datetime.UTC).isoformat())
     if plan.dry_run:

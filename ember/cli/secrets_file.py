@@ -3,17 +3,21 @@ in workers-sdk's deploy-helpers).
 
 A JSON object ``{"NAME": "value" | null, ...}`` (null deletes the secret), else ``.env`` lines
 ``NAME=value`` (``ember.dotenv``, dotenv's rules; no deletes). From FILE, or from stdin when no
-file is given. Errors use wrangler's sentences, naming the file (or "piped input") and the key.
+file is given. ``deploy --secrets-file`` also expands ``$VAR`` in ``.env`` content against the
+process environment (``ember.dotenv_expand``); ``secret bulk`` does not, as in wrangler.
+Errors use wrangler's sentences, naming the file (or "piped input") and the key.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ember.dotenv import parse_dotenv_text
+from ember.dotenv_expand import expand_dotenv
 from ember.errors import ConfigError, UserError
 
 STDIN_NAME = "piped input"
@@ -34,8 +38,9 @@ class SecretsInput:
     format: str  # "json" or "dotenv"
 
 
-def parse_secrets(text: str, source: str) -> SecretsInput:
-    """``text`` as a JSON object of secrets, else as ``.env`` lines; ``source`` names it."""
+def parse_secrets(text: str, source: str, environ: Mapping[str, str] | None = None) -> SecretsInput:
+    """``text`` as a JSON object of secrets, else as ``.env`` lines; ``source`` names it.
+    With ``environ``, ``.env`` values are expanded against it (wrangler's --secrets-file)."""
     if not text.strip():
         raise NoSecretsInput()
     try:
@@ -50,6 +55,8 @@ def parse_secrets(text: str, source: str) -> SecretsInput:
             ) from None
         if not values:
             raise UserError(f'The contents of "{source}" is not valid.') from None
+        if environ is not None:
+            values = expand_dotenv(values, environ, source)
         return SecretsInput(changes=dict(values), format="dotenv")
     if not isinstance(content, dict):
         raise UserError(
@@ -64,15 +71,18 @@ def parse_secrets(text: str, source: str) -> SecretsInput:
     return SecretsInput(changes=content, format="json")
 
 
-def read_secrets(path: Path | None, stdin_text: str | None) -> SecretsInput:
-    """The secrets of ``path``, or of ``stdin_text`` (what was piped in) when there is no file."""
+def read_secrets(
+    path: Path | None, stdin_text: str | None, environ: Mapping[str, str] | None = None
+) -> SecretsInput:
+    """The secrets of ``path``, or of ``stdin_text`` (what was piped in) when there is no file;
+    ``environ`` as in ``parse_secrets``."""
     if path is None:
-        return parse_secrets(stdin_text or "", STDIN_NAME)
+        return parse_secrets(stdin_text or "", STDIN_NAME, environ)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f'could not read "{path}": {exc}') from None
-    return parse_secrets(text, str(path))
+    return parse_secrets(text, str(path), environ)
 
 
 def _js_type(value: object) -> str:

@@ -12,6 +12,8 @@ function (``plan_upload``) that turns a loaded project and the flags into what i
 - ``--secrets-file FILE`` (JSON or ``.env``): secrets uploaded *with* the version, as
   ``secret_text`` bindings of the same upload. Additive: secrets the file omits are inherited
   (``keep_bindings`` always holds ``secret_text``), and a JSON ``null`` is skipped, not a delete.
+  ``.env`` values expand ``$VAR``/``${VAR}`` and the process environment overrides them, as in
+  wrangler 4.164 (``ember.dotenv_expand``).
 - ``--compatibility-date``, ``--compatibility-flags`` (repeatable; replaces the config's list),
   ``--latest`` (today's date, UTC: the newest the platform accepts; wins over the others).
 - ``--tag`` / ``--message``: the version's ``workers/tag`` / ``workers/message`` annotations.
@@ -124,11 +126,12 @@ def check_compatibility_date(value: str, today: str, option: str = "--compatibil
     return value
 
 
-def read_secrets_file(path: Path) -> dict[str, str]:
-    """The secrets of ``--secrets-file`` (JSON object or ``.env`` lines); null values skipped."""
+def read_secrets_file(path: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The secrets of ``--secrets-file``: a JSON object, or ``.env`` lines with ``$VAR``
+    expanded against ``environ`` (whose values also win over the file's); nulls skipped."""
     if not path.is_file():
         raise OptionError("--secrets-file", str(path), "an existing JSON or .env file of secrets")
-    changes = read_secrets(path, None).changes
+    changes = read_secrets(path, None, environ).changes
     return {name: value for name, value in changes.items() if value is not None}
 
 
@@ -137,8 +140,10 @@ def plan_upload(
     options: UploadOptions,
     today: str,
     warn: Callable[[str], None] = lambda message: None,
+    environ: Mapping[str, str] | None = None,
 ) -> UploadPlan:
-    """``project`` with ``options`` applied; reads the secrets file."""
+    """``project`` with ``options`` applied; reads the secrets file (``environ``: the process
+    environment its ``.env`` form expands against; none when not given)."""
     date = project.compatibility_date
     if options.latest:
         date = today
@@ -154,7 +159,9 @@ def plan_upload(
         # Replaces the config's list, as in wrangler; ember's uploads are Python Workers, so
         # python_workers stays (worker_project adds it to the config's list the same way).
         flags = tuple(dict.fromkeys([*options.compatibility_flags, "python_workers"]))
-    secrets = read_secrets_file(options.secrets_file) if options.secrets_file else {}
+    secrets = {}
+    if options.secrets_file is not None:
+        secrets = read_secrets_file(options.secrets_file, environ or {})
     annotations = {
         key: value
         for key, value in (("workers/message", options.message), ("workers/tag", options.tag))

@@ -46,8 +46,8 @@ class Project:
         (root / "src" / "entry.py").write_text(ENTRY)
         (root / "src" / "helper.py").write_text("X = 1\n")
 
-    def ember(self, *args: str, ok: bool = True, stdin: str = "") -> Any:
-        env = {"EMBER_API_TOKEN": self.token}
+    def ember(self, *args: str, ok: bool = True, stdin: str = "", **environ: str) -> Any:
+        env = {"EMBER_API_TOKEN": self.token, **environ}
         result = _ember(self.serve, self.root / "home", self.root, *args, env=env, input=stdin)
         if ok:
             assert result.returncode == 0, result.stdout + result.stderr
@@ -121,10 +121,11 @@ def test_vars_secrets_dates_and_tag_reach_the_deployed_worker(
 
 
 def test_flags_apply_to_the_environment_deployed(serve: ServeProcess, project: Project) -> None:
-    (project.root / "s.env").write_text("TOKEN=staged-secret\n")
+    # A .env secrets file expands $VAR from the environment, as wrangler's does.
+    (project.root / "s.env").write_text("TOKEN=staged-${SUFFIX}\n")
     out = project.ember(
         "deploy", "--env", "staging", "--json", "--var", "EXTRA:e", "--secrets-file", "s.env",
-        "--compatibility-date", "2026-09-09",
+        "--compatibility-date", "2026-09-09", SUFFIX="secret",
     )  # fmt: skip
     result = json.loads(out.stdout)
     assert result["name"] == "flagged-staging"
