@@ -16,9 +16,7 @@ import dataclasses
 import datetime
 import json
 import os
-import secrets
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from ember.cli.environment import chosen_env, env_option, show_warnings
 from ember.cli.platform_client import DEFAULT_PLATFORM, PlatformNotFound, resolve_platform
 from ember.cli.session import Session, name_option, open_session, platform_option
 from ember.cli.temporary import iso_time, temporary_session
+from ember.cli.upload_body import binding_specs, kv_spec, upload_body
 from ember.cli.upload_options import (
     OptionError,
     UploadOptions,
@@ -40,9 +39,7 @@ from ember.cli.upload_options import (
 )
 from ember.cli.worker_project import KVBinding, load_project
 from ember.runtime.cron import CronExpression
-from ember.runtime.deployments.multipart import Part, build_multipart
-
-KVResolver = Callable[[KVBinding], dict[str, Any]]
+from ember.runtime.deployments.multipart import Part
 
 
 @click.command()
@@ -98,7 +95,7 @@ def deploy(
     write_outdir(plan, modules, datetime.datetime.now(datetime.UTC).isoformat())
     if plan.dry_run:
         # wrangler's dry run needs no account: nothing is read from the platform either.
-        specs = binding_specs(plan, lambda kv: _kv_spec(kv.binding, kv.id))
+        specs = binding_specs(plan, lambda kv: kv_spec(kv.binding, kv.id))
         report_dry_run(plan, modules, specs, as_json)
         return
     platform = resolve_platform(platform_url)
@@ -186,26 +183,13 @@ def deploy_project(
 
     def resolve_kv(kv: KVBinding) -> dict[str, Any]:
         if kv.id:
-            return _kv_spec(kv.binding, kv.id)
+            return kv_spec(kv.binding, kv.id)
         if exists:
             return {"name": kv.binding, "type": "inherit"}
-        return _kv_spec(kv.binding, _provision_kv(session, f"{name}-{kv.binding}".lower()))
+        return kv_spec(kv.binding, _provision_kv(session, f"{name}-{kv.binding}".lower()))
 
     specs = binding_specs(plan, resolve_kv)
-    metadata: dict[str, Any] = {
-        "main_module": modules[0].name,
-        "bindings": specs,
-        "compatibility_date": project.compatibility_date,
-        "compatibility_flags": list(project.compatibility_flags),
-        "keep_bindings": plan.keep_bindings,
-    }
-    if plan.annotations:
-        metadata["annotations"] = dict(plan.annotations)
-    boundary = "----ember-" + secrets.token_hex(12)
-    body = build_multipart(
-        [Part("metadata", None, None, json.dumps(metadata).encode()), *modules], boundary
-    )
-    headers = {"content-type": f"multipart/form-data; boundary={boundary}"}
+    body, headers = upload_body(plan, modules, specs)
     script = session.account_path(f"/workers/scripts/{name}")
     message = plan.annotations.get("workers/message")
     if exists:
@@ -241,32 +225,6 @@ def deploy_project(
         "modules": len(modules),
     }
     return result, specs
-
-
-def binding_specs(plan: UploadPlan, resolve_kv: KVResolver) -> list[dict[str, Any]]:
-    """The metadata's bindings: vars (config, then ``--var``), KV, AI, then the secrets file's
-    secrets. A secret replaces a var of the same name, as in wrangler (one binding per name)."""
-    project = plan.project
-    out: list[dict[str, Any]] = []
-    for key, value in project.vars.items():
-        if key in plan.secrets:
-            continue
-        if isinstance(value, str):
-            out.append({"name": key, "type": "plain_text", "text": value})
-        else:
-            out.append({"name": key, "type": "json", "json": value})
-    out += [resolve_kv(kv) for kv in project.kv_namespaces]
-    if project.ai_binding:
-        out.append({"name": project.ai_binding, "type": "ai"})
-    out += [{"name": k, "type": "secret_text", "text": v} for k, v in plan.secrets.items()]
-    return out
-
-
-def _kv_spec(binding: str, namespace_id: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"name": binding, "type": "kv_namespace"}
-    if namespace_id:
-        spec["namespace_id"] = namespace_id
-    return spec
 
 
 def _provision_kv(session: Session, title: str) -> str:

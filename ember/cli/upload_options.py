@@ -41,6 +41,7 @@ from ember.errors import UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_BINDING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_KEEP_TYPES = ("secret_text", "secret_key")  # wrangler's keepSecrets, on every upload
 VAR_KEEP_TYPES = ("plain_text", "json")  # and its keepVars
 
@@ -132,6 +133,14 @@ def read_secrets_file(path: Path, environ: Mapping[str, str]) -> dict[str, str]:
     if not path.is_file():
         raise OptionError("--secrets-file", str(path), "an existing JSON or .env file of secrets")
     changes = read_secrets(path, None, environ).changes
+    # Checked here as the platform checks binding names, so a dry run finds it too.
+    bad = [name for name in changes if not _BINDING_NAME.match(name)]
+    if bad:
+        raise OptionError(
+            "--secrets-file",
+            f"{path}: {', '.join(bad)}",
+            "secret names that are identifiers (letters, digits and _, not starting with a digit)",
+        )
     return {name: value for name, value in changes.items() if value is not None}
 
 
@@ -159,6 +168,11 @@ def plan_upload(
         # Replaces the config's list, as in wrangler; ember's uploads are Python Workers, so
         # python_workers stays (worker_project adds it to the config's list the same way).
         flags = tuple(dict.fromkeys([*options.compatibility_flags, "python_workers"]))
+    if options.outdir is not None and options.outdir.resolve().is_relative_to(project.module_root):
+        warn(
+            f"--outdir {options.outdir} is inside the Worker's module directory "
+            f"({project.module_root}): the next deploy would upload its files as modules too."
+        )
     secrets = {}
     if options.secrets_file is not None:
         secrets = read_secrets_file(options.secrets_file, environ or {})

@@ -121,3 +121,18 @@ def test_the_bindings_table_is_laid_out_as_wranglers() -> None:
     lines.clear()
     print_bindings([], lines.append)
     assert lines == ["No bindings found."]
+
+
+def test_a_secret_name_that_cannot_be_a_binding_names_the_file(project_dir: Path) -> None:
+    (project_dir / "s.env").write_text("GOOD=1\nBAD-NAME=2\n")
+    options = UploadOptions(secrets_file=project_dir / "s.env")
+    with pytest.raises(OptionError, match=r"--secrets-file: expected .*identifier.*BAD-NAME"):
+        plan_upload(load_project(project_dir), options, TODAY)
+
+
+def test_an_outdir_inside_the_module_root_is_warned_about(project_dir: Path) -> None:
+    # The entry sits at the project's root here, so dist/ would go up with the next deploy.
+    warnings: list[str] = []
+    options = UploadOptions(outdir=project_dir / "dist")
+    plan_upload(load_project(project_dir), options, TODAY, warnings.append)
+    assert any("dist" in w and "next deploy" in w for w in warnings)
