@@ -29,6 +29,7 @@ from ember.cli.session import Session, name_option, open_session, platform_optio
 from ember.cli.temporary import iso_time, temporary_session
 from ember.cli.upload_body import binding_specs, kv_spec, upload_body
 from ember.cli.upload_options import (
+    ArrayOption,
     OptionError,
     UploadOptions,
     UploadPlan,
@@ -59,6 +60,7 @@ from ember.runtime.deployments.multipart import Part
     "--schedule",
     "--schedules",
     "triggers",
+    cls=ArrayOption,
     multiple=True,
     metavar="CRON",
     help="Cron schedules to attach, replacing triggers.crons (repeatable).",

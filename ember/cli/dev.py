@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ember.cli.environment import chosen_env, env_option
-from ember.cli.upload_options import parse_vars
+from ember.cli.upload_options import ArrayOption, parse_vars
 
 FLUSH_EVERY_S = 0.02  # request log lines reach the terminal at most this late
 
@@ -26,7 +26,14 @@ FLUSH_EVERY_S = 0.02  # request log lines reach the terminal at most this late
     help="Directory for local state such as KV (default DIR/.ember/state).",
 )
 @click.option("--test-scheduled", is_flag=True, help="Expose /__scheduled?cron=... to run crons.")
-@click.option("--var", "vars_", multiple=True, metavar="KEY:VALUE", help="Add or override a var.")
+@click.option(
+    "--var",
+    "vars_",
+    cls=ArrayOption,
+    multiple=True,
+    metavar="KEY:VALUE",
+    help="Add or override a var (repeatable).",
+)
 @click.option("--no-watch", is_flag=True, help="Do not reload when files change.")
 @click.option("--no-crons", is_flag=True, help="Do not run triggers.crons on their schedule.")
 @click.option(

@@ -5,8 +5,9 @@ wrangler declares them once (``sharedDeployVersionsArgs`` in workers-sdk
 ``merge-config-args.ts``; ember does the same with one decorator (``upload_options``) and one
 function (``plan_upload``) that turns a loaded project and the flags into what is uploaded:
 
-- ``--var KEY:VALUE`` (repeatable): a plain-text var for this upload, over the config's (split at
-  the first ``:``, as ``collectKeyValues`` does); shown as ``(hidden)`` in the bindings table.
+- ``--var KEY:VALUE``: a plain-text var for this upload, over the config's (split at the first
+  ``:``, as ``collectKeyValues`` does); shown as ``(hidden)`` in the bindings table. Like every
+  array flag here, repeatable or given several values at once (``ArrayOption``).
 - ``--keep-vars`` (or ``keep_vars = true`` in the config): vars the platform has that the config
   lacks are kept; the metadata's ``keep_bindings`` gains ``plain_text`` and ``json``.
 - ``--secrets-file FILE`` (JSON or ``.env``): secrets uploaded *with* the version, as
@@ -55,6 +56,30 @@ class OptionError(UserError):
         self.found = found
         self.expected = expected
         super().__init__(f"{option}: expected {expected}, found {found!r}")
+
+
+class ArrayOption(click.Option):
+    """A repeatable option that also takes the values after it, up to the next option, as a
+    yargs ``array: true`` option does: wrangler's ``--var A:1 B:2`` is ``--var A:1 --var B:2``,
+    so CI lines written for wrangler mean the same here (a positional after the values is taken
+    too, as by wrangler). Click has no such option; this wraps the parser's handler of the
+    option, and without that internal it is a plain repeatable option."""
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        super().add_to_parser(parser, ctx)
+        handlers = getattr(parser, "_long_opt", {}) | getattr(parser, "_short_opt", {})
+        prefixes = tuple(getattr(parser, "_opt_prefixes", ("-",)))
+        handler = next((handlers[o] for o in self.opts if o in handlers), None)
+        if handler is None or not hasattr(handler, "process"):
+            return
+        process = handler.process
+
+        def take_following(value: Any, state: Any) -> None:
+            process(value, state)
+            while state.rargs and not state.rargs[0].startswith(prefixes):
+                process(state.rargs.pop(0), state)
+
+        handler.process = take_following
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +246,7 @@ def upload_options(function: F) -> F:
         click.option(
             "--var",
             "vars_",
+            cls=ArrayOption,
             multiple=True,
             metavar="KEY:VALUE",
             help="A var for this upload, over the config's (repeatable).",
@@ -243,6 +269,7 @@ def upload_options(function: F) -> F:
             "--compatibility-flags",
             "--compatibility-flag",
             "compatibility_flags",
+            cls=ArrayOption,
             multiple=True,
             metavar="FLAG",
             help="Replaces compatibility_flags (repeatable).",

@@ -14,6 +14,7 @@ from ember.cli.upload_options import (
     check_compatibility_date,
     parse_vars,
     plan_upload,
+    upload_options,
 )
 from ember.cli.worker_project import load_project
 
@@ -136,3 +137,33 @@ def test_an_outdir_inside_the_module_root_is_warned_about(project_dir: Path) -> 
     options = UploadOptions(outdir=project_dir / "dist")
     plan_upload(load_project(project_dir), options, TODAY, warnings.append)
     assert any("dist" in w and "next deploy" in w for w in warnings)
+
+
+def test_array_flags_take_the_values_that_follow_them_as_yargs_does() -> None:
+    # wrangler's --var, --compatibility-flags and --triggers are yargs arrays: `--var A:1 B:2`
+    # is two vars. The values run to the next option; a later option still parses.
+    import click
+    from click.testing import CliRunner
+
+    from ember.cli.upload_options import ArrayOption
+
+    seen: dict[str, object] = {}
+
+    @click.command()
+    @click.argument("directory", default=".")
+    @click.option("--triggers", "--schedule", "triggers", cls=ArrayOption, multiple=True)
+    @upload_options
+    def command(directory: str, triggers: tuple[str, ...], upload: UploadOptions) -> None:
+        seen.update(directory=directory, triggers=triggers, upload=upload)
+
+    result = CliRunner().invoke(
+        command,
+        ["proj", "--var", "A:1", "B:2", "--compatibility-flags", "f1", "f2", "--keep-vars",
+         "--var", "C:3", "--schedule", "*/5 * * * *", "0 1 * * *", "--dry-run"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    upload = seen["upload"]
+    assert isinstance(upload, UploadOptions)
+    assert dict(upload.vars) == {"A": "1", "B": "2", "C": "3"}
+    assert upload.compatibility_flags == ("f1", "f2") and upload.keep_vars and upload.dry_run
+    assert seen["triggers"] == ("*/5 * * * *", "0 1 * * *") and seen["directory"] == "proj"

@@ -77,7 +77,7 @@ def test_vars_secrets_dates_and_tag_reach_the_deployed_worker(
     (project.root / "secrets.json").write_text(json.dumps({"TOKEN": "t1", "GONE": None}))
     first = project.ember(
         "deploy", "--json",
-        "--var", "EXTRA:a:b", "--var", "GREETING:override",
+        "--var", "EXTRA:a:b", "GREETING:override",  # a yargs array, as wrangler takes it
         "--secrets-file", "secrets.json",
         "--compatibility-date", "2026-10-01", "--compatibility-flags", "no_flag_x",
         "--tag", "ci-123", "--message", "from CI",
