@@ -151,3 +151,18 @@ def test_init_scaffolds_a_project_that_serves(tmp_path: Path) -> None:
     assert again.returncode == 1 and "non-empty directory" in again.stderr
     with DevProcess(project, state=tmp_path / "state") as dev:
         assert _body(dev.url) == "Hello from my-worker!"
+
+
+def test_dev_vars_from_the_command_line_as_wrangler_dev_takes_them(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "worker.py").write_text(
+        "from workers import Response\n\n"
+        "async def on_fetch(request, env):\n"
+        "    return Response(f'{env.GREETING} {env.A} {env.B}')\n"
+    )
+    (project / "ember.yaml").write_text("name: app\nmain: worker.py\nvars: {GREETING: hi}\n")
+    # Several values after one --var (a yargs array in wrangler), the first ':' splitting each.
+    with DevProcess(project, "--var", "A:1", "GREETING:http://x:1", "--var", "B:2") as dev:
+        assert _body(dev.url) == "http://x:1 1 2"
+        assert dev.stop() == 0
