@@ -39,6 +39,7 @@ import click
 from ember.cli.secrets_file import read_secrets
 from ember.cli.worker_project import WorkerProject
 from ember.errors import UserError
+from ember.runtime.deployments.multipart import Part
 
 F = TypeVar("F", bound=Callable[..., Any])
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -293,7 +294,7 @@ def upload_options(function: F) -> F:
     return decorated  # type: ignore[return-value]
 
 
-def write_outdir(plan: UploadPlan, modules: Iterable[Any], generated_at: str) -> None:
+def write_outdir(plan: UploadPlan, modules: Iterable[Part], generated_at: str) -> None:
     """The modules as wrangler's ``--outdir`` holds a no-bundle (Python) Worker: each at its
     module name, with a README saying what the folder is."""
     outdir = plan.outdir

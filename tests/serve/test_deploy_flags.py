@@ -146,15 +146,17 @@ def test_temporary_deploy_takes_the_flags(serve: ServeProcess, tmp_path: Path) -
     assert serve.worker(result["account"], "flagged").text == "hey x tmp -"
 
 
-def _platform_state(serve: ServeProcess) -> tuple[int, int]:
+def _platform_state(serve: ServeProcess) -> tuple[int, ...]:
+    """How many accounts, scripts and versions the platform holds."""
     plane = serve.plane()
     try:
         with plane.db.reader() as conn:
-            scripts = conn.execute("SELECT COUNT(*) FROM scripts").fetchone()[0]
-            versions = conn.execute("SELECT COUNT(*) FROM versions").fetchone()[0]
+            return tuple(
+                conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                for table in ("accounts", "scripts", "versions")
+            )
     finally:
         plane.close()
-    return scripts, versions
 
 
 def test_dry_run_uploads_nothing_and_outdir_holds_the_modules(
@@ -187,6 +189,11 @@ def test_dry_run_uploads_nothing_and_outdir_holds_the_modules(
     ]
     assert (dist / "entry.py").read_text() == ENTRY
     assert 'worker "flagged"' in (dist / "README.md").read_text()
+
+    # Not even a temporary account is made for one.
+    temporary = project.ember("deploy", "--dry-run", "--temporary")
+    assert "--dry-run: exiting now." in temporary.stdout
+    assert _platform_state(serve) == before
 
     # A dry run needs no platform and no credentials at all.
     offline = _ember(
