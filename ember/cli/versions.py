@@ -8,22 +8,34 @@ or splits traffic between two. ``list`` and ``view`` print what wrangler prints 
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import click
 
-from ember.cli.deploy import build_upload
+from ember.cli.deploy import report_dry_run
 from ember.cli.deployments import worker_name
 from ember.cli.environment import EnvChoice, chosen_env, env_option, show_warnings
 from ember.cli.platform_client import PlatformNotFound
 from ember.cli.session import Session, name_option, platform_option
 from ember.cli.temporary import command_session, temporary_option
+from ember.cli.upload_body import binding_specs, kv_spec, upload_body
+from ember.cli.upload_options import (
+    UploadOptions,
+    UploadPlan,
+    plan_upload,
+    today_utc,
+    upload_options,
+    write_outdir,
+)
 from ember.cli.versions_deploy import deploy
 from ember.cli.versions_output import labelled, version_summary
-from ember.cli.worker_project import WorkerProject, load_project
+from ember.cli.worker_project import KVBinding, WorkerProject, load_project
 from ember.errors import UserError
+from ember.runtime.deployments.multipart import Part
 
 LIST_LIMIT = 10  # wrangler lists the 10 most recent
 
@@ -42,36 +54,45 @@ versions.add_command(deploy)
 @env_option
 @platform_option
 @temporary_option
-@click.option("--message", help="A message recorded with the version.")
-@click.option("--tag", help="A tag recorded with the version (a commit id, a release name).")
+@upload_options
 def upload(
     directory: Path,
     name: str | None,
     platform_url: str | None,
     temporary: bool,
-    message: str | None,
-    tag: str | None,
+    upload: UploadOptions,
 ) -> None:
     """Upload the worker in DIRECTORY as a new version, without deploying it."""
     choice = chosen_env()
     project = load_project(directory, name, choice.name)
     show_warnings([*project.warnings, *_no_env_warning(project, choice)])
+    # The same flags as ``ember deploy`` (wrangler's shared deploy args), applied the same way.
+    plan = plan_upload(
+        project, upload, today_utc(), lambda m: show_warnings([m]), environ=os.environ
+    )
+    modules = plan.project.modules()
+    write_outdir(plan, modules, datetime.datetime.now(datetime.UTC).isoformat())
+    if plan.dry_run:
+        specs = binding_specs(plan, lambda kv: kv_spec(kv.binding, kv.id))
+        report_dry_run(plan, modules, specs, as_json=False)
+        return
     session = command_session(platform_url, temporary)
     try:
-        version, size, count = upload_version(session, project, message, tag)
+        version = upload_version(session, plan, modules)
     finally:
         session.close()
-    click.echo(f"Uploaded {project.name} ({size:,} bytes, {count} modules)")
+    size = sum(len(m.data) for m in modules)
+    click.echo(f"Uploaded {project.name} ({size:,} bytes, {len(modules)} modules)")
     click.echo(f"Worker Version ID: {version['id']}")
     click.echo(
         "To deploy this version to production traffic use the command `ember versions deploy`"
     )
 
 
-def upload_version(
-    session: Session, project: WorkerProject, message: str | None, tag: str | None
-) -> tuple[dict[str, Any], int, int]:
-    """(the new version, bytes, modules). The worker must exist: deploy it once first."""
+def upload_version(session: Session, plan: UploadPlan, modules: list[Part]) -> dict[str, Any]:
+    """The new version. The worker must exist: deploy it once first (so KV bindings without an
+    id are inherited from its live version, never provisioned here, as in wrangler)."""
+    project: WorkerProject = plan.project
     script = session.account_path(f"/workers/scripts/{project.name}")
     try:
         session.client.call("GET", session.account_path(f"/workers/services/{project.name}"))
@@ -80,11 +101,14 @@ def upload_version(
             f"Worker {project.name!r} does not exist on account {session.account_name}: "
             "deploy it once with `ember deploy`, then upload versions of it"
         ) from exc
-    body, headers, modules = build_upload(session, project, message, exists=True, tag=tag)
-    version = session.client.call(
+
+    def inherit(kv: KVBinding) -> dict[str, Any]:
+        return kv_spec(kv.binding, kv.id) if kv.id else {"name": kv.binding, "type": "inherit"}
+
+    body, headers = upload_body(plan, modules, binding_specs(plan, inherit))
+    return session.client.call(  # type: ignore[no-any-return]
         "POST", f"{script}/versions?bindings_inherit=strict", content=body, headers=headers
     )
-    return version, sum(len(m.data) for m in modules), len(modules)
 
 
 def _no_env_warning(project: WorkerProject, choice: EnvChoice) -> list[str]:

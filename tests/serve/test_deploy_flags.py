@@ -240,3 +240,27 @@ def test_a_secret_over_the_size_limit_is_refused_by_the_platform(
     assert "'BIG'" in refused.stderr and "5120 bytes" in refused.stderr, refused.stderr
     assert "xxxx" not in refused.stderr
     assert _platform_state(serve) == before
+
+
+def test_versions_upload_takes_the_same_flags(serve: ServeProcess, project: Project) -> None:
+    """``ember versions upload`` shares deploy's upload flags (wrangler's shared deploy args):
+    a dry run uploads nothing; a real upload carries --var, --secrets-file and the tag, and
+    sends no traffic until ``versions deploy``."""
+    deployed = json.loads(project.ember("deploy", "--json").stdout)
+    account, account_id = deployed["account"], deployed["account_id"]
+    listed = project.api(account_id, "flagged/versions")["items"]
+    dry = project.ember("versions", "upload", "--var", "EXTRA:x", "--dry-run")
+    assert dry.stdout.rstrip().endswith("--dry-run: exiting now.")
+    assert len(project.api(account_id, "flagged/versions")["items"]) == len(listed)
+
+    (project.root / "secrets.json").write_text(json.dumps({"TOKEN": "v2"}))
+    uploaded = project.ember(
+        "versions", "upload", "--var", "EXTRA:x", "--secrets-file", "secrets.json",
+        "--tag", "v2", "--message", "second",
+    )  # fmt: skip
+    version_id = uploaded.stdout.split("Worker Version ID: ", 1)[1].split()[0]
+    assert serve.worker(account, "flagged").text == "hey - - -"  # not deployed yet
+    annotations = _version(project, account_id, "flagged", version_id)["annotations"]
+    assert annotations["workers/tag"] == "v2" and annotations["workers/message"] == "second"
+    project.ember("versions", "deploy", version_id, "--yes")
+    assert serve.worker(account, "flagged").text == "hey x v2 -"
