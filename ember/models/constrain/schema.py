@@ -8,17 +8,20 @@ Supported, enforced while generating:
   generated; ``true`` or a schema: extra keys, without escapes, after the declared ones).
 - arrays: ``items`` (one schema), ``minItems``, ``maxItems``.
 - strings: ``minLength``, ``maxLength`` (in characters); any UTF-8 text, all JSON escapes
-  except ``\\u`` escapes of surrogates.
+  except ``\\u`` escapes of surrogates; ``pattern`` (searched in the decoded value, as JSON
+  Schema says: anchor with ``^...$``; the regex subset is in regex_syntax.py); ``format``
+  ``date``, ``time``, ``date-time``, ``email``, ``uuid``, ``ipv4``, ``ipv6`` (formats.py).
 - ``enum`` and ``const`` (any JSON values, generated in compact form), ``anyOf``, ``oneOf``
   (treated as ``anyOf``: the output matches at least one alternative), ``allOf`` with one
   element, local ``$ref`` (``#``, ``#/$defs/...``, ``#/definitions/...``), recursion.
-- ignored as annotations: ``title``, ``description``, ``default``, ``examples``, ``format``
-  (an annotation in JSON Schema 2020-12), ``$schema``, ``$id``, ``$comment``, and any keyword
-  JSON Schema does not define.
+- ignored as annotations: ``title``, ``description``, ``default``, ``examples``, other
+  ``format`` values (an annotation in JSON Schema 2020-12), ``$schema``, ``$id``,
+  ``$comment``, and any keyword JSON Schema does not define.
 
 Not supported (``strict``: a clear error naming the keyword; lenient, used for tool
-parameters: ignored, so the output keeps structure and types but not that constraint):
-``pattern``, ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum``/``multipleOf``,
+parameters: ignored, so the output keeps structure and types but not that constraint; the same
+for a ``pattern`` outside the regex subset):
+``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum``/``multipleOf``,
 ``patternProperties``, ``propertyNames``, ``minProperties``/``maxProperties``,
 ``dependentRequired``/``dependentSchemas``/``dependencies``, ``if``/``then``/``else``, ``not``,
 ``contains``, ``uniqueItems``, ``prefixItems`` and tuple ``items``, ``unevaluated*``,
@@ -39,12 +42,11 @@ from ember.models.constrain.json_nodes import (
     JLiteralSet,
     JNumber,
     JObject,
-    JString,
 )
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
+from ember.models.constrain.string_schema import string_node
 
 UNSUPPORTED = (
-    "pattern",
     "minimum",
     "maximum",
     "exclusiveMinimum",
@@ -238,7 +240,7 @@ class SchemaCompiler:
                 types = ["object"]
             elif any(k in schema for k in ("items", "minItems", "maxItems")):
                 types = ["array"]
-            elif any(k in schema for k in ("minLength", "maxLength")):
+            elif any(k in schema for k in ("minLength", "maxLength", "pattern")):
                 types = ["string"]
             else:
                 return self.any
@@ -278,7 +280,9 @@ class SchemaCompiler:
             high = self._count(schema, "maxLength", path)
             if high is not None and high < low:
                 raise self._fail(path + "/maxLength", f"at least minLength ({low})", high)
-            return JString(low, high, guard=self.guard)
+            return string_node(
+                schema, path, low=low, high=high, strict=self.strict, guard=self.guard
+            )
         if kind == "array":
             return self._array(schema, path)
         return self._object(schema, path)

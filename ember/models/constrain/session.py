@@ -24,6 +24,8 @@ from ember.errors import InternalError
 from ember.models.constrain.grammar import DEAD, Grammar, State
 from ember.models.constrain.masks import TokenMask, compute_mask
 from ember.models.constrain.nodes import SPECIAL_BASE, Choice, Marker, Node
+from ember.models.constrain.regex_nfa import compile_regex
+from ember.models.constrain.regex_nodes import RegexText
 from ember.models.constrain.schema import DEFAULT_WHITESPACE, any_json_object, compile_schema
 from ember.models.constrain.tool_grammars import (
     ReasoningPrefix,
@@ -45,7 +47,8 @@ class ConstraintSpec:
     """What to constrain a request to, independent of any tokenizer.
 
     ``json``: ``None`` (no JSON constraint), ``"object"`` (any JSON object) or ``"schema"``
-    (``schema`` holds it). ``tools``: when non-empty, tool calls in ``tool_format`` are
+    (``schema`` holds it). ``regex``: instead of JSON, text matching this pattern in full
+    (SGLang's and vLLM's ``regex``). ``tools``: when non-empty, tool calls in ``tool_format`` are
     allowed; ``tools_required`` makes them the only option (``tool_choice`` required or named:
     for a named tool, ``tools`` holds just that one). With ``json`` set and tools not
     required, the output is either JSON or tool calls. ``reasoning``: whether a free
@@ -54,6 +57,7 @@ class ConstraintSpec:
 
     json: TypingLiteral["object", "schema"] | None = None
     schema: object = None
+    regex: str | None = None  # the whole output (after any <think> block) must match it
     tools: tuple[ToolSignature, ...] = ()
     tools_required: bool = False
     tool_format: ToolFormat = "glm47"
@@ -68,6 +72,7 @@ class ConstraintSpec:
             {
                 "json": self.json,
                 "schema": self.schema,
+                "regex": self.regex,
                 "tools": [[t.name, t.parameters] for t in self.tools],
                 "required": self.tools_required,
                 "format": self.tool_format,
@@ -93,6 +98,8 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
         body = compile_schema(
             spec.schema, path=spec.schema_path, ws=spec.whitespace, forbidden=forbidden
         )
+    elif spec.regex is not None:
+        body = RegexText(compile_regex(spec.regex))
     if spec.tools and (spec.tools_required or body is not None):
         calls = tool_calls_grammar(
             spec.tools,
@@ -103,7 +110,9 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
         )
         body = calls if spec.tools_required or body is None else Choice([body, calls])
     if body is None:
-        raise ValueError("a ConstraintSpec without JSON or required tools constrains nothing")
+        raise ValueError(
+            "a ConstraintSpec without JSON, a regex or required tools constrains nothing"
+        )
     return with_reasoning(body, marker, spec.reasoning, forbidden=forbidden)
 
 

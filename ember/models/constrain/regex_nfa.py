@@ -1,0 +1,233 @@
+"""A regex tree to an automaton over code points, stepped as sets of states (determinised
+lazily, like the grammar above it).
+
+Thompson's construction gives states joined by epsilon moves and by edges labelled with a
+``CharSet``. Each edge's target is stored as its epsilon closure restricted to the states that
+matter (those with edges, and the final one), so a matcher state is a small frozenset and equal
+positions compare equal. States that cannot reach the final state are cut away: every state a
+matcher can be in can still complete, which is what keeps token masks from leading the model
+into a dead end.
+
+``{n,m}`` is expanded into copies; the total is bounded (``MAX_STATES``) and a pattern past it
+raises ``RegexError`` naming the quantifier that blew it up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ember.models.constrain.charset import ALL, ANY, NONE, SOME, CharSet
+from ember.models.constrain.regex_syntax import (
+    Alt,
+    Chars,
+    Concat,
+    Regex,
+    RegexError,
+    Repeat,
+    parse_regex,
+    split_anchors,
+)
+
+MAX_STATES = 20_000
+MAX_MEMO = 50_000
+StateSet = frozenset  # of state ids
+UNRESOLVED = None  # resolve(): the interval straddles a class edge; more bytes decide
+
+
+def _size(tree: Regex, pattern: str) -> int:
+    """States the construction will make (bounded before building anything)."""
+    if isinstance(tree, Chars):
+        return 2
+    if isinstance(tree, Concat | Alt):
+        return 2 + sum(_size(t, pattern) for t in tree.items)
+    assert isinstance(tree, Repeat)
+    copies = max(tree.minimum, tree.maximum or tree.minimum + 1, 1)
+    total = 2 + copies * (_size(tree.item, pattern) + 2)
+    if total > MAX_STATES:
+        raise RegexError(
+            "quantifier",
+            tree.offset,
+            pattern,
+            f"the pattern would need more than {MAX_STATES} automaton states; "
+            "use smaller repetition counts",
+        )
+    return total
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.edges: list[list[tuple[CharSet, int]]] = []
+        self.eps: list[list[int]] = []
+
+    def state(self) -> int:
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+    def build(self, tree: Regex) -> tuple[int, int]:
+        """A fragment ``(entry, exit)`` for ``tree``."""
+        entry, exit_ = self.state(), self.state()
+        if isinstance(tree, Chars):
+            self.edges[entry].append((tree.chars, exit_))
+        elif isinstance(tree, Concat):
+            at = entry
+            for item in tree.items:
+                a, b = self.build(item)
+                self.eps[at].append(a)
+                at = b
+            self.eps[at].append(exit_)
+        elif isinstance(tree, Alt):
+            for item in tree.items:
+                a, b = self.build(item)
+                self.eps[entry].append(a)
+                self.eps[b].append(exit_)
+        else:
+            assert isinstance(tree, Repeat)
+            at = entry
+            for _ in range(tree.minimum):
+                a, b = self.build(tree.item)
+                self.eps[at].append(a)
+                at = b
+            if tree.maximum is None:  # then any number more
+                a, b = self.build(tree.item)
+                self.eps[at].append(a)
+                self.eps[b].append(a)
+                self.eps[b].append(exit_)
+            else:  # then up to (maximum - minimum) more, each optional
+                for _ in range(tree.maximum - tree.minimum):
+                    a, b = self.build(tree.item)
+                    self.eps[at].append(a)
+                    self.eps[at].append(exit_)
+                    at = b
+            self.eps[at].append(exit_)
+        return entry, exit_
+
+
+class RegexAutomaton:
+    """The compiled pattern: ``start`` is the initial state set; ``step``/``resolve`` move a
+    set by a code point or by an interval of them (memoised: pure functions of values)."""
+
+    __slots__ = ("pattern", "start", "final", "edges", "_memo")
+
+    def __init__(
+        self,
+        pattern: str,
+        start: StateSet,
+        final: int,
+        edges: Sequence[tuple[tuple[CharSet, StateSet], ...]],
+    ) -> None:
+        self.pattern = pattern
+        self.start = start
+        self.final = final
+        self.edges = tuple(edges)
+        self._memo: dict[tuple, StateSet | None] = {}
+
+    def accepts(self, states: StateSet) -> bool:
+        return self.final in states
+
+    def step(self, states: StateSet, code_point: int) -> StateSet:
+        """The set after one code point (empty: refused)."""
+        out = self.resolve(states, code_point, code_point)
+        assert out is not UNRESOLVED
+        return out
+
+    def resolve(self, states: StateSet, low: int, high: int) -> StateSet | None:
+        """The set after one code point known only to lie in ``[low, high]``: the set when
+        every candidate leads to the same one, an empty set when none is accepted, else
+        ``UNRESOLVED`` (some are accepted, some not, or they lead apart)."""
+        key = (states, low, high)
+        memo = self._memo
+        if key in memo:
+            return memo[key]
+        out: set[int] = set()
+        result: StateSet | None
+        for state in states:
+            for chars, target in self.edges[state]:
+                kind = chars.relation(low, high)
+                if kind == ALL:
+                    out |= target
+                elif kind == SOME:
+                    out = set()
+                    break
+            else:
+                continue
+            result = UNRESOLVED
+            break
+        else:
+            result = frozenset(out)
+        if len(memo) >= MAX_MEMO:
+            memo.clear()
+        memo[key] = result
+        return result
+
+    def allows_any(self, states: StateSet, low: int, high: int) -> bool:
+        """Could some code point in ``[low, high]`` be taken here?"""
+        return any(
+            chars.relation(low, high) != NONE for state in states for chars, _ in self.edges[state]
+        )
+
+
+def _automaton(tree: Regex, pattern: str) -> RegexAutomaton:
+    _size(tree, pattern)
+    builder = _Builder()
+    entry, final = builder.build(tree)
+    edges, eps = builder.edges, builder.eps
+    n = len(edges)
+    # Live states: those from which the final state is reachable.
+    back: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for chars, t in edges[s]:
+            if chars:  # an empty class takes nothing: its edge leads nowhere
+                back[t].append(s)
+        for t in eps[s]:
+            back[t].append(s)
+    live = {final}
+    todo = [final]
+    while todo:
+        for s in back[todo.pop()]:
+            if s not in live:
+                live.add(s)
+                todo.append(s)
+    if entry not in live:
+        raise RegexError("a pattern that matches no string", 0, pattern)
+    important = {s for s in live if edges[s]} | {final}
+
+    closures: dict[int, StateSet] = {}
+
+    def closure(s: int) -> StateSet:
+        found = closures.get(s)
+        if found is None:
+            seen, todo, keep = {s}, [s], set()
+            while todo:
+                u = todo.pop()
+                if u in important:
+                    keep.add(u)
+                for v in eps[u]:
+                    if v in live and v not in seen:
+                        seen.add(v)
+                        todo.append(v)
+            found = closures[s] = frozenset(keep)
+        return found
+
+    compiled: list[tuple[tuple[CharSet, StateSet], ...]] = [()] * n
+    for s in important:
+        compiled[s] = tuple((c, closure(t)) for c, t in edges[s] if t in live and c)
+    return RegexAutomaton(pattern, closure(entry), final, compiled)
+
+
+def compile_regex(pattern: str, *, search: bool = False) -> RegexAutomaton:
+    """The automaton for ``pattern``. ``search=False``: the whole text must match (SGLang's and
+    vLLM's ``regex``); ``search=True``: the text must contain a match (JSON Schema's
+    ``pattern``), so an alternative without ``^`` may be preceded, and one without ``$``
+    followed, by any text. Raises ``RegexError``."""
+    tree = parse_regex(pattern)
+    branches = []
+    anything = Repeat(Chars(ANY), 0, None, 0)
+    for start, body, end in split_anchors(tree, pattern):
+        items = [body]
+        if search and not start:
+            items.insert(0, anything)
+        if search and not end:
+            items.append(anything)
+        branches.append(Concat(tuple(items)))
+    return _automaton(branches[0] if len(branches) == 1 else Alt(tuple(branches)), pattern)

@@ -1,0 +1,211 @@
+"""The regex compiler: Python's ``re`` (with ``re.ASCII``, whose classes ember's are) judges
+which texts a compiled pattern accepts, byte by byte through the grammar; hypothesis draws
+matching strings; unsupported constructs are named with their offset."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ember.models.constrain.grammar import END, advance, initial_state
+from ember.models.constrain.regex_nfa import MAX_STATES, compile_regex
+from ember.models.constrain.regex_nodes import RegexText
+from ember.models.constrain.regex_syntax import RegexError
+
+PATTERNS = [
+    r"abc",
+    r"a|b|cd",
+    r"[a-z]+\d{2,4}",
+    r"(ab)*c?",
+    r"x{3}",
+    r"x{2,}y",
+    r"x{,2}y",
+    r"(?:ab|cd){1,3}",
+    r"(?P<year>\d{4})-(?P<month>\d\d)",
+    r"[^abc]+",
+    r"[\w.-]+@[\w-]+\.[a-z]{2,3}",
+    r"\s*\S+\s*",
+    r"\D\W",
+    r"[\]\-a]+",
+    r"[]a]",
+    r"a.c",
+    r"caf\u00e9|na\xefve",
+    r"\U0001F642+",
+    r"[\u0400-\u04FF]{2}",
+    r"[^\x00-\x7f]+",
+    r"[α-ω]+|日本語?",
+    r"(a|)+b",
+    r"a*?b+?c??d{1,2}?",
+    r"^(yes|no)$",
+    r"\Aend\Z",
+    r"[\t\n ]x",
+    r"\.\*\+\?\(\)\[\]\{\}\|\\\^\$/",
+    r"a{",
+    r"{foo}",
+    r"\d+(\.\d+)?",
+    r"-?(0|[1-9]\d*)",
+    r"[\b]",
+]
+
+
+def text_node(pattern: str) -> RegexText:
+    return RegexText(compile_regex(pattern))
+
+
+def accepts(node: RegexText, text: str | bytes) -> bool:
+    state = initial_state(node)
+    for byte in text.encode() if isinstance(text, str) else text:
+        state = advance(state, byte)
+        if not state:
+            return False
+    return () in advance(state, END)
+
+
+def candidates(pattern: str, rng: random.Random, count: int) -> list[str]:
+    """Strings near the pattern: pieces of it, literals from it, random characters."""
+    alphabet = [c for c in pattern if c.isprintable()] + list("ab1 \n-.é日🙂x_\t@")
+    alphabet += [chr(rng.randrange(0x20, 0x3000)) for _ in range(8)]
+    out = ["", *pattern.split("|")]
+    for _ in range(count):
+        out.append("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))))
+    return out
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_compiled_pattern_accepts_exactly_what_re_fullmatches(pattern: str) -> None:
+    node = text_node(pattern)
+    judge = re.compile(pattern, re.ASCII)
+    for text in candidates(pattern, random.Random(pattern), 300):
+        assert accepts(node, text) == (judge.fullmatch(text) is not None), text
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_strings_drawn_from_the_pattern_are_accepted(pattern: str) -> None:
+    node = text_node(pattern)
+    strategy = st.from_regex(re.compile(pattern, re.ASCII), fullmatch=True)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def check(text: str) -> None:
+        assert accepts(node, text), text
+
+    check()
+
+
+def _decode_then_step(pattern: str, data: bytes) -> bool:
+    """Reference for the byte-level node: decode UTF-8 strictly, then step code points."""
+    regex = compile_regex(pattern)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    states = regex.start
+    for ch in text:
+        states = regex.step(states, ord(ch))
+        if not states:
+            return False
+    return regex.accepts(states)
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"[^a]+", r"[\u0100-\u07ff\u4e00-\u4e0f]+", r"(é|日本|🙂)*x?", r".{1,3}"]
+)
+def test_byte_level_matching_equals_decoding_first_on_random_bytes(pattern: str) -> None:
+    rng = random.Random(pattern)
+    node = text_node(pattern)
+    pieces = [b"\xc3", b"\xa9", b"\xe6\x97", b"\xa5", b"\xf0\x9f\x99\x82", b"\xed\xa0\x80"]
+    pieces += [b"\xe0\x80\xaf", b"a", b"x", b"\xe4\xb8\x80", b"\xc4\x80", b"\xdf\xbf"]
+    for _ in range(400):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 5)))
+        if rng.random() < 0.3:
+            data += bytes([rng.randrange(256)])
+        assert accepts(node, data) == _decode_then_step(pattern, data), data
+
+
+@pytest.mark.parametrize(
+    ("pattern", "construct", "offset"),
+    [
+        (r"(a)\1", "backreference \\1", 3),
+        (r"(?P<x>a)(?P=x)", "backreference (?P=", 8),
+        (r"(?<n>a)\k<n>", "backreference \\k", 7),
+        (r"a(?=b)", "lookahead (?=", 1),
+        (r"a(?!b)", "negative lookahead (?!", 1),
+        (r"(?<=a)b", "lookbehind (?<=", 0),
+        (r"(?<!a)b", "negative lookbehind (?<!", 0),
+        (r"\bword", "word boundary \\b", 0),
+        (r"(?i)abc", "inline flags", 0),
+        (r"(?>a)", "atomic group", 0),
+        (r"a*+", "possessive quantifier", 2),
+        (r"a**", "a quantifier after a quantifier", 2),
+        (r"*a", "nothing to repeat", 0),
+        (r"a(b", "unclosed '('", 1),
+        (r"ab)", "unbalanced ')'", 2),
+        (r"[ab", "unclosed '['", 0),
+        (r"\p{L}", "Unicode property \\p", 0),
+        (r"a{3,2}", "quantifier {3,2}", 1),
+        (r"a{5000}", "quantifier {5000}", 1),
+        (r"[z-a]", "character range", 1),
+        (r"[\d-z]", "a class escape as a range end", 1),
+        (r"\q", "unknown escape \\q", 0),
+        (r"\x4", "escape \\x", 0),
+        (r"\ud800", "a surrogate code point", 0),
+        (r"a^b", "anchor '^' inside the pattern", 1),
+        (r"(a$)b", "anchor '$' inside the pattern", 2),
+        (r"[^\x00-\U0010FFFF]", "a pattern that matches no string", 0),
+        (r"(\d{1000}){30}", "quantifier", 10),
+        ("a\\", "a trailing backslash", 1),
+    ],
+)
+def test_unsupported_constructs_are_named_with_their_offset(
+    pattern: str, construct: str, offset: int
+) -> None:
+    with pytest.raises(RegexError) as caught:
+        compile_regex(pattern)
+    assert construct in caught.value.construct
+    assert caught.value.offset == offset
+    assert f"at offset {offset}" in str(caught.value)
+
+
+def test_ecma_named_groups_are_plain_groups() -> None:
+    # (?<name>...) is ECMA-262's spelling (JSON Schema patterns); Python 3.11's re lacks it.
+    node = text_node(r"(?<year>\d{4})-(?<month>\d\d)")
+    assert accepts(node, "2024-06") and not accepts(node, "2024-6")
+
+
+def test_braced_unicode_escape() -> None:
+    assert accepts(text_node(r"\u{1F642}+"), "🙂🙂") and not accepts(text_node(r"\u{e9}"), "e")
+
+
+def test_size_bound_names_the_limit() -> None:
+    with pytest.raises(RegexError, match=f"more than {MAX_STATES} automaton states"):
+        compile_regex(r"(ab{999}){999}")
+
+
+def test_search_mode_finds_the_pattern_anywhere_unless_anchored() -> None:
+    def searched(pattern: str, text: str) -> bool:
+        regex = compile_regex(pattern, search=True)
+        states = regex.start
+        for ch in text:
+            states = regex.step(states, ord(ch))
+            if not states:
+                return False
+        return regex.accepts(states)
+
+    cases = [
+        ("b+", "abbbc"),
+        ("b+", "ac"),
+        ("^ab", "abc"),
+        ("^ab", "cab"),
+        ("bc$", "abc"),
+        ("bc$", "abcd"),
+        ("^a|c$", "xc"),
+        ("^a|c$", "xa"),
+        ("^$", ""),
+        ("^$", "x"),
+    ]
+    for pattern, text in cases:
+        assert searched(pattern, text) == (re.search(pattern, text) is not None), (pattern, text)
