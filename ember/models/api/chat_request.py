@@ -25,6 +25,7 @@ from ember.models.api.fields import (
     wrong_type,
 )
 from ember.models.api.messages import ChatMessage, parse_messages
+from ember.models.api.regex_fields import regex_field
 from ember.models.api.tools import (
     FunctionTool,
     ResponseFormat,
@@ -93,6 +94,9 @@ class ChatRequest:
     # parser reads are still shown to it); false shows all of them, as both servers do.
     skip_special_tokens: bool = True
     prompt_logprobs: int | None = None  # vLLM's: alternatives per prompt token, as sent
+    # SGLang's regex / vLLM's structured_outputs.regex (openai dialect only): the content,
+    # after any reasoning, matches it in full.
+    regex: str | None = None
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -300,14 +304,19 @@ def parse_chat_request(
     prompt_logprobs = prompt_logprobs_field(data, stream)
     if prompt_logprobs is not None:
         sampling = replace(sampling, prompt_logprobs=prompt_logprobs, prompt_logprobs_start=1)
+    response_format = parse_response_format(data.get("response_format"), "/response_format")
+    tool_choice = parse_tool_choice(data.get("tool_choice"), "/tool_choice", tools)
+    regex = regex_field(data) if dialect == "openai" else None
+    if regex is not None:
+        _regex_alone(response_format, tool_choice)
     return ChatRequest(
         messages=messages,
         sampling=sampling,
         model=model,
         from_prompt=from_prompt,
-        response_format=parse_response_format(data.get("response_format"), "/response_format"),
+        response_format=response_format,
         tools=tools,
-        tool_choice=parse_tool_choice(data.get("tool_choice"), "/tool_choice", tools),
+        tool_choice=tool_choice,
         parallel_tool_calls=optional_bool(data, "parallel_tool_calls", "", True),
         enable_thinking=enable,
         clear_thinking=clear,
@@ -324,4 +333,20 @@ def parse_chat_request(
         ),
         skip_special_tokens=optional_bool(data, "skip_special_tokens", "", True),
         prompt_logprobs=prompt_logprobs,
+        regex=regex,
     )
+
+
+def _regex_alone(response_format: ResponseFormat, tool_choice: ToolChoice) -> None:
+    """One grammar per request (SGLang's rule): a regex leaves no room for a JSON format or
+    for forced tool calls."""
+    if response_format.type != "text":
+        raise InvalidRequestField(
+            "/response_format", "no JSON format beside a regex (one grammar per request)", "both"
+        )
+    if tool_choice.mode == "required":
+        raise InvalidRequestField(
+            "/tool_choice",
+            "'auto' or 'none' beside a regex (forced tool calls are a grammar of their own)",
+            "forced tool calls",
+        )

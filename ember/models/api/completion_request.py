@@ -32,6 +32,7 @@ from ember.models.api.fields import (
     token_id_list,
     wrong_type,
 )
+from ember.models.api.regex_fields import checked_regex, regex_field
 from ember.models.api.tools import ResponseFormat, parse_response_format
 from ember.models.constrain.schema import compile_schema
 
@@ -55,6 +56,7 @@ class CompletionRequest:
     user: str | None = None
     prompt_logprobs: int | None = None  # vLLM's: alternatives per prompt token, as sent
     skip_special_tokens: bool = True  # SGLang's and vLLM's: special tokens stay out of text
+    regex: str | None = None  # SGLang's regex / vLLM's structured_outputs.regex
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class GenerateRequest:
     input_ids: tuple[int, ...] | None
     sampling: SamplingOptions
     json_schema: Mapping | bool | None = None
+    regex: str | None = None  # SGLang's sampling_params.regex: the whole output matches it
     stream: bool = False
     return_logprob: bool = False
     top_logprobs_num: int = 0
@@ -158,6 +161,12 @@ def parse_completion_request(body: object) -> CompletionRequest:
     if wanted:
         sampling = replace(sampling, prompt_logprobs=max(wanted), prompt_logprobs_start=1)
     include_usage, continuous_usage = stream_options(data, stream)
+    response_format = parse_response_format(data.get("response_format"), "/response_format")
+    regex = regex_field(data)
+    if regex is not None and response_format.type != "text":
+        raise InvalidRequestField(
+            "/response_format", "no JSON format beside a regex (one grammar per request)", "both"
+        )
     return CompletionRequest(
         model=model,
         prompt=prompt,
@@ -167,22 +176,28 @@ def parse_completion_request(body: object) -> CompletionRequest:
         stream=stream,
         include_usage=include_usage,
         continuous_usage=continuous_usage,
-        response_format=parse_response_format(data.get("response_format"), "/response_format"),
+        response_format=response_format,
         user=optional_str(data, "user", ""),
         prompt_logprobs=prompt_logprobs,
         skip_special_tokens=optional_bool(data, "skip_special_tokens", "", True),
+        regex=regex,
     )
 
 
 def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Mapping | bool | None]:
-    for key in ("regex", "ebnf", "structural_tag"):
+    for key in ("ebnf", "structural_tag"):
         if params.get(key) is not None:
             raise InvalidRequestField(
                 at(path, key),
-                "json_schema (regex, EBNF and structural tags are not supported)",
+                "json_schema or regex (EBNF and structural tags are not supported)",
                 "a value",
                 "unsupported_value",
             )
+    if params.get("regex") is not None and params.get("json_schema") is not None:
+        # SGLang's SamplingParams.verify: one grammar per request.
+        raise InvalidRequestField(
+            at(path, "regex"), "only one of json_schema and regex", "both", "unsupported_value"
+        )
     if optional_int(params, "n", path, minimum=1, default=1) != 1:
         raise InvalidRequestField(at(path, "n"), "1", describe(params["n"]), "unsupported_value")
     schema: Mapping | bool | None = None
@@ -296,6 +311,11 @@ def parse_generate_request(body: object) -> GenerateRequest:
         input_ids=ids,
         sampling=sampling,
         json_schema=schema,
+        regex=(
+            checked_regex(params["regex"], "/sampling_params/regex")
+            if params.get("regex") is not None
+            else None
+        ),
         stream=optional_bool(data, "stream", "", False),
         return_logprob=return_logprob,
         top_logprobs_num=top_n,

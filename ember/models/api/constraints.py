@@ -21,8 +21,13 @@ def constraint_for(
       (a named function: exactly one call to it), arguments matching the tool's schema;
     - ``response_format`` json_object / json_schema: JSON (with tool_choice ``auto`` and
       tools declared: JSON or tool calls);
+    - ``regex`` (SGLang's, vLLM's ``structured_outputs.regex``): text matching it in full;
     - a ``<think>`` block comes first when thinking is on (``reasoning``).
     """
+    if request.regex is not None:
+        # Only the regex, as SGLang: tool calls may not be forced beside it (refused when
+        # parsed), and unforced ones are not part of its grammar.
+        return ConstraintSpec(regex=request.regex, reasoning=reasoning)
     tools = tuple(t.signature() for t in request.active_tools)
     required = request.tool_choice.mode == "required" and bool(tools)
     fmt = request.response_format

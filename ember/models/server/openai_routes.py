@@ -190,6 +190,8 @@ async def _chat_stream(
 
 
 def _json_constraint(completion: CompletionRequest) -> ConstraintSpec | None:
+    if completion.regex is not None:
+        return ConstraintSpec(regex=completion.regex)
     fmt = completion.response_format
     if fmt.type == "json_object" or (fmt.type == "json_schema" and fmt.schema is None):
         return ConstraintSpec(json="object")

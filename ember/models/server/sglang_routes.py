@@ -74,6 +74,8 @@ def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
         constraint = ConstraintSpec(
             json="schema", schema=parsed.json_schema, schema_path="/sampling_params/json_schema"
         )
+    elif parsed.regex is not None:
+        constraint = ConstraintSpec(regex=parsed.regex)
     return generation_input(
         served,
         parsed.rid or new_request_id(""),

@@ -224,12 +224,14 @@ from tests.models.api.chat_bodies import with_fields as _with
             _with(
                 response_format={
                     "type": "json_schema",
-                    "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "a+"}},
+                    "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "a(?!b)"}},
                 }
             ),
             "openai",
             "/response_format/json_schema/schema/pattern",
-            "expected a schema keyword ember can enforce while generating (see the supported JSON Schema subset), got 'pattern'",
+            "expected a regular expression in ember's subset (literals, escapes, '.', classes, "
+            "\\d \\w \\s, quantifiers, groups, alternation, '^' and '$' at the ends), got "
+            "negative lookahead (?! at offset 1 in 'a(?!b)'",
             "unsupported_value",
         ),
         (

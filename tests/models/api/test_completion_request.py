@@ -190,9 +190,22 @@ def test_generate_request() -> None:
             "expected one prompt per request (send a batch as separate requests), got 2 prompts",
         ),
         (
-            {"text": "a", "sampling_params": {"regex": "a+"}},
+            {"text": "a", "sampling_params": {"ebnf": "root ::= 'a'"}},
+            "/sampling_params/ebnf",
+            "expected json_schema or regex (EBNF and structural tags are not supported), "
+            "got a value",
+        ),
+        (
+            {"text": "a", "sampling_params": {"regex": "(a)\\1"}},
             "/sampling_params/regex",
-            "expected json_schema (regex, EBNF and structural tags are not supported), got a value",
+            "expected a regular expression in ember's subset (literals, escapes, '.', classes, "
+            "\\d \\w \\s, quantifiers, groups, alternation, '^' and '$' at the ends), got "
+            "backreference \\1 at offset 3 in '(a)\\\\1'",
+        ),
+        (
+            {"text": "a", "sampling_params": {"regex": "a+", "json_schema": "{}"}},
+            "/sampling_params/regex",
+            "expected only one of json_schema and regex, got both",
         ),
         (
             {"text": "a", "sampling_params": {"json_schema": "{"}},
@@ -203,11 +216,11 @@ def test_generate_request() -> None:
             {
                 "text": "a",
                 "sampling_params": {
-                    "json_schema": '{"type": "string", "format": "x", "pattern": "y"}'
+                    "json_schema": '{"type": "string", "format": "x", "minimum": 1}'
                 },
             },
-            "/sampling_params/json_schema/pattern",
-            "expected a schema keyword ember can enforce while generating (see the supported JSON Schema subset), got 'pattern'",
+            "/sampling_params/json_schema/minimum",
+            "expected a schema keyword ember can enforce while generating (see the supported JSON Schema subset), got 'minimum'",
         ),
         (
             {"text": "a", "sampling_params": {"top_k": 0}},
