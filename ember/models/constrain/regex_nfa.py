@@ -9,7 +9,9 @@ matcher can be in can still complete, which is what keeps token masks from leadi
 into a dead end.
 
 ``{n,m}`` is expanded into copies; the total is bounded (``MAX_STATES``) and a pattern past it
-raises ``RegexError`` naming the quantifier that blew it up.
+raises ``RegexError`` naming the quantifier that blew it up. Length bounds (JSON Schema's
+``minLength``/``maxLength`` beside a ``pattern``) are part of the automaton: a product with a
+character counter, trimmed like the rest.
 """
 
 from __future__ import annotations
@@ -167,11 +169,55 @@ class RegexAutomaton:
         )
 
 
-def _automaton(tree: Regex, pattern: str) -> RegexAutomaton:
+def _with_length(
+    edges: list[list[tuple[CharSet, int]]],
+    eps: list[list[int]],
+    entry: int,
+    final: int,
+    bounds: tuple[int, int | None],
+    pattern: str,
+) -> tuple[list[list[tuple[CharSet, int]]], list[list[int]], int, int]:
+    """The product with a character counter, so that the match is also ``low..high``
+    characters long: trimming the product then leaves no state whose pattern could only
+    complete too late or too early (a bound checked apart from the pattern could strand a
+    matcher that used up its room before the pattern was satisfied)."""
+    low, high = bounds
+    top = high if high is not None else low  # counts past ``low`` matter only up to ``high``
+    n = len(edges)
+    if n * (top + 1) + 1 > MAX_STATES:
+        raise RegexError(
+            "pattern with minLength/maxLength",
+            0,
+            pattern,
+            f"together they would need more than {MAX_STATES} automaton states",
+        )
+
+    def at(s: int, k: int) -> int:
+        return k * n + s
+
+    new_edges: list[list[tuple[CharSet, int]]] = [[] for _ in range(n * (top + 1) + 1)]
+    new_eps: list[list[int]] = [[] for _ in range(n * (top + 1) + 1)]
+    new_final = n * (top + 1)
+    for k in range(top + 1):
+        for s in range(n):
+            new_eps[at(s, k)] = [at(t, k) for t in eps[s]]
+            if high is None or k < high:
+                after = min(k + 1, top)
+                new_edges[at(s, k)] = [(c, at(t, after)) for c, t in edges[s]]
+        if k >= low:
+            new_eps[at(final, k)].append(new_final)
+    return new_edges, new_eps, at(entry, 0), new_final
+
+
+def _automaton(
+    tree: Regex, pattern: str, bounds: tuple[int, int | None] = (0, None)
+) -> RegexAutomaton:
     _size(tree, pattern)
     builder = _Builder()
     entry, final = builder.build(tree)
     edges, eps = builder.edges, builder.eps
+    if bounds != (0, None):
+        edges, eps, entry, final = _with_length(edges, eps, entry, final, bounds, pattern)
     n = len(edges)
     # Live states: those from which the final state is reachable.
     back: list[list[int]] = [[] for _ in range(n)]
@@ -215,11 +261,14 @@ def _automaton(tree: Regex, pattern: str) -> RegexAutomaton:
     return RegexAutomaton(pattern, closure(entry), final, compiled)
 
 
-def compile_regex(pattern: str, *, search: bool = False) -> RegexAutomaton:
+def compile_regex(
+    pattern: str, *, search: bool = False, length: tuple[int, int | None] = (0, None)
+) -> RegexAutomaton:
     """The automaton for ``pattern``. ``search=False``: the whole text must match (SGLang's and
     vLLM's ``regex``); ``search=True``: the text must contain a match (JSON Schema's
     ``pattern``), so an alternative without ``^`` may be preceded, and one without ``$``
-    followed, by any text. Raises ``RegexError``."""
+    followed, by any text. ``length``: the text is also that many characters long (JSON
+    Schema's ``minLength``/``maxLength``; ``None``: unbounded). Raises ``RegexError``."""
     tree = parse_regex(pattern)
     branches = []
     anything = Repeat(Chars(ANY), 0, None, 0)
@@ -230,4 +279,5 @@ def compile_regex(pattern: str, *, search: bool = False) -> RegexAutomaton:
         if search and not end:
             items.append(anything)
         branches.append(Concat(tuple(items)))
-    return _automaton(branches[0] if len(branches) == 1 else Alt(tuple(branches)), pattern)
+    tree = branches[0] if len(branches) == 1 else Alt(tuple(branches))
+    return _automaton(tree, pattern, length)

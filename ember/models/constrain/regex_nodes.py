@@ -10,7 +10,7 @@ the interval leads to the same next set, the exact value is dropped (the local k
 phase, as JString's does): inside ``.*`` a CJK character costs no more states than an ASCII one.
 
 Locals: ``RegexText``: ``(states, phase, value)``; ``JRegexString``: ``(phase, states, value,
-count, seen)``. ``phase`` is between characters, or which byte of a UTF-8 character / escape
+seen)``. ``phase`` is between characters, or which byte of a UTF-8 character / escape
 comes next; ``value`` is ``None`` once resolved (``states`` is then the set *after* the
 character), else the bits read so far (``states`` still the set before it).
 """
@@ -135,79 +135,62 @@ class JRegexString(Node):
 
     Each character may be written raw (UTF-8; never ``"``, ``\\`` or a control character),
     with a short escape (``\\"`` ``\\\\`` ``\\/`` ``\\b`` ``\\f`` ``\\n`` ``\\r`` ``\\t``) or as
-    ``\\uXXXX`` (not surrogates, as JString). ``min_len``/``max_len`` count decoded characters.
+    ``\\uXXXX`` (not surrogates, as JString). Length bounds are compiled into the automaton
+    (``compile_regex(length=...)``), so that they and the pattern are met together.
     """
 
-    __slots__ = ("regex", "min_len", "max_len", "counting", "cap", "guard")
+    __slots__ = ("regex", "guard")
 
-    def __init__(
-        self,
-        regex: RegexAutomaton,
-        min_len: int = 0,
-        max_len: int | None = None,
-        guard: SubstringGuard = NO_GUARD,
-    ) -> None:
+    def __init__(self, regex: RegexAutomaton, guard: SubstringGuard = NO_GUARD) -> None:
         self.regex = regex
-        self.min_len = min_len
-        self.max_len = max_len
-        self.counting = min_len > 0 or max_len is not None
-        self.cap = max_len if max_len is not None else min_len
         self.guard = guard
 
     def frame(self):  # type: ignore[override]
-        return (self, (J_OPEN, self.regex.start, 0, 0, b""))
+        return (self, (J_OPEN, self.regex.start, 0, b""))
 
     def step(self, local: tuple, sym: int) -> tuple[Move, ...]:
         if sym < 0 or sym >= SPECIAL_BASE:
             return _NONE
-        phase, states, value, count, seen = local
+        phase, states, value, seen = local
         if phase == J_OPEN:
-            return ((CONSUME, (J_BODY, states, 0, count, seen)),) if sym == QUOTE else _NONE
+            return ((CONSUME, (J_BODY, states, 0, seen)),) if sym == QUOTE else _NONE
         if self.guard.patterns:
             seen = self.guard.step(seen, sym)
             if self.guard.matched(seen):
                 return _NONE
-        nxt = self._byte(phase, states, value, count, sym)
+        nxt = self._byte(phase, states, value, sym)
         if nxt is None:
             return _NONE
         if nxt == "close":
             return ((CONSUME_POP,),)
         return ((CONSUME, (*nxt, seen)),)
 
-    def _done(self, states: StateSet, count: int) -> tuple:
-        """Back between characters after one more character."""
-        return (J_BODY, states, 0, min(count + 1, self.cap) if self.counting else 0)
-
-    def _room(self, count: int) -> bool:
-        return self.max_len is None or count < self.max_len
-
-    def _byte(self, phase: int, states: StateSet, value, count: int, sym: int):  # noqa: ANN202
+    def _byte(self, phase: int, states: StateSet, value: int | None, sym: int):  # noqa: ANN202
         regex = self.regex
         if phase == J_BODY:
             if sym == QUOTE:
-                ok = regex.accepts(states) and count >= self.min_len
-                return "close" if ok else None
-            if not self._room(count) or sym < 0x20:
+                return "close" if regex.accepts(states) else None
+            if sym < 0x20:
                 return None
             if sym == BACKSLASH:
                 # Every BMP character has a \u spelling, so an escape can go on whenever the
                 # automaton takes some BMP character here.
-                return (J_ESC, states, 0, count) if regex.allows_any(states, 0, 0xFFFF) else None
+                return (J_ESC, states, 0) if regex.allows_any(states, 0, 0xFFFF) else None
             if sym < 0x80:
                 after = regex.step(states, sym)
-                return self._done(after, count) if after else None
+                return (J_BODY, after, 0) if after else None
             lead = lead_interval(sym)
             if lead is None:
                 return None
             phase, low, high = lead
             bits = sym & _LEAD_BITS[_REMAINING[phase]]
-            return self._narrow(states, phase, bits, low, high, count)
+            return self._narrow(states, phase, bits, low, high)
         if phase == J_ESC:
             if sym in SHORT_ESCAPES:
                 after = regex.step(states, SHORT_ESCAPES[sym])
-                return self._done(after, count) if after else None
+                return (J_BODY, after, 0) if after else None
             if sym == 0x75:  # "u": four hex digits follow
-                return (J_HEX[0], states, 0, count)
+                return (J_HEX[0], states, 0)
             return None
         if phase in J_HEX:
             digit = HEX_VALUE.get(sym)
@@ -215,7 +198,7 @@ class JRegexString(Node):
                 return None
             read = phase - J_HEX[0] + 1  # hex digits read, this one included
             if value is None:  # resolved: any digit completes the same character
-                return self._done(states, count) if read == 4 else (phase + 1, states, None, count)
+                return (J_BODY, states, 0) if read == 4 else (phase + 1, states, None)
             value = (value << 4) | digit
             free = 4 * (4 - read)
             low, high = value << free, (value << free) | ((1 << free) - 1)
@@ -226,31 +209,25 @@ class JRegexString(Node):
             straddles = low <= 0xDFFF and high >= 0xD800
             resolved = UNRESOLVED if straddles else regex.resolve(states, low, high)
             if resolved is UNRESOLVED:
-                return (
-                    (nxt_phase, states, value, count)
-                    if regex.allows_any(states, low, high)
-                    else None
-                )
+                return (nxt_phase, states, value) if regex.allows_any(states, low, high) else None
             if not resolved:
                 return None
-            return self._done(resolved, count) if read == 4 else (nxt_phase, resolved, None, count)
+            return (J_BODY, resolved, 0) if read == 4 else (nxt_phase, resolved, None)
         # Inside a UTF-8 character.
         low_c, high_c, after_phase = UTF8_CONTINUE[phase]
         if not low_c <= sym <= high_c:
             return None
         if value is None:
-            if after_phase == UTF8_BETWEEN:
-                return self._done(states, count)
-            return (after_phase, states, None, count)
+            return (
+                (J_BODY, states, 0) if after_phase == UTF8_BETWEEN else (after_phase, states, None)
+            )
         after_phase, value, low, high = continue_interval(phase, value, sym)
-        return self._narrow(states, after_phase, value, low, high, count)
+        return self._narrow(states, after_phase, value, low, high)
 
-    def _narrow(self, states: StateSet, phase: int, value: int, low: int, high: int, count: int):  # noqa: ANN202
+    def _narrow(self, states: StateSet, phase: int, value: int, low: int, high: int):  # noqa: ANN202
         resolved = self.regex.resolve(states, low, high)
         if resolved is UNRESOLVED:
-            return (phase, states, value, count)
+            return (phase, states, value)
         if not resolved:
             return None
-        if phase == UTF8_BETWEEN:
-            return self._done(resolved, count)
-        return (phase, resolved, None, count)
+        return (J_BODY, resolved, 0) if phase == UTF8_BETWEEN else (phase, resolved, None)

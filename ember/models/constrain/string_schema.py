@@ -50,11 +50,11 @@ def string_node(
             raise InvalidRequestField(where, "a regular expression (a string)", str(pattern)[:80])
         return JString(low, high, guard=guard)
     try:
-        regex = compile_regex(pattern, search=True)
+        regex = compile_regex(pattern, search=True, length=(low, high))
     except RegexError as error:
         if strict:
             raise InvalidRequestField(
                 where, REGEX_SUBSET, f"{error} in {pattern[:80]!r}", "unsupported_value"
             ) from None
         return JString(low, high, guard=guard)
-    return JRegexString(regex, low, high, guard=guard)
+    return JRegexString(regex, guard=guard)

@@ -123,6 +123,22 @@ def test_pattern_with_length_bounds_applies_both() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": r"é|\"", "maxLength": 4},
+        {"type": "string", "pattern": r"^(ab)+$", "minLength": 5, "maxLength": 9},
+        {"type": "string", "pattern": r"x", "minLength": 6},
+    ],
+)
+def test_pattern_and_length_bounds_never_strand_the_walk(schema: dict) -> None:
+    # A length bound checked apart from the pattern let a walk use up its room before the
+    # pattern was met: a state with no allowed token (the engine then failed the request).
+    for seed in range(12):
+        value = json.loads(walk(ConstraintSpec(json="schema", schema=schema), seed))
+        jsonschema.Draft202012Validator(schema).validate(value)
+
+
 FORMAT_CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
 
 
