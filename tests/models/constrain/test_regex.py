@@ -4,6 +4,7 @@ matching strings; unsupported constructs are named with their offset."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -11,10 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ember.models.constrain.charset import ALL, NONE, SOME, CharSet
 from ember.models.constrain.grammar import END, advance, initial_state
+from ember.models.constrain.nodes import Node
 from ember.models.constrain.regex_nfa import MAX_STATES, compile_regex
 from ember.models.constrain.regex_nodes import RegexText
 from ember.models.constrain.regex_syntax import RegexError
+from ember.models.constrain.schema import compile_schema
 
 PATTERNS = [
     r"abc",
@@ -56,7 +60,7 @@ def text_node(pattern: str) -> RegexText:
     return RegexText(compile_regex(pattern))
 
 
-def accepts(node: RegexText, text: str | bytes) -> bool:
+def accepts(node: Node, text: str | bytes) -> bool:
     state = initial_state(node)
     for byte in text.encode() if isinstance(text, str) else text:
         state = advance(state, byte)
@@ -209,3 +213,54 @@ def test_search_mode_finds_the_pattern_anywhere_unless_anchored() -> None:
     ]
     for pattern, text in cases:
         assert searched(pattern, text) == (re.search(pattern, text) is not None), (pattern, text)
+
+
+def _json_reference(pattern: str, data: bytes) -> bool:
+    """Reference for JRegexString: json.loads the text (strictly: UTF-8, one JSON string, no
+    surrogate escapes), then search the decoded value with the automaton code point by code
+    point, as JSON Schema's pattern does."""
+    try:
+        text = data.decode("utf-8")
+        value = json.loads(text)
+    except ValueError:
+        return False
+    if (
+        not isinstance(value, str)
+        or not text.startswith('"')
+        or re.search(r"\\u[dD][89a-fA-F]", text)
+    ):
+        return False
+    regex = compile_regex(pattern, search=True)
+    states = regex.start
+    for ch in value:
+        states = regex.step(states, ord(ch))
+        if not states:
+            return False
+    return regex.accepts(states)
+
+
+@pytest.mark.parametrize("pattern", [r"^[^a]{0,3}$", r"é|\"", r"^[\u0100-\u07ff/\\]+$", r"^\d\D$"])
+def test_json_string_matching_equals_decoding_first_on_random_bytes(pattern: str) -> None:
+    node = compile_schema({"type": "string", "pattern": pattern})
+    rng = random.Random(pattern)
+    pieces = [b"a", b"\\", b"u", b"0", b"1", b"d", b"D", b"8", b"0", b"e9", b"/", b'"', b"\\u"]
+    pieces += [b"\xc3\xa9", b"\xc4", b"\x80", b"\xdf\xbf", b"\xe6\x97\xa5", b"\\n", b"\\/", b"7"]
+    for _ in range(600):
+        data = b'"' + b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 6))) + b'"'
+        assert accepts(node, data) == _json_reference(pattern, data), data
+
+
+def test_charset_relation_equals_brute_force_membership() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        ranges = []
+        for _ in range(rng.randint(0, 4)):
+            low = rng.randrange(0xD7F0, 0xE010) if rng.random() < 0.3 else rng.randrange(0, 300)
+            ranges.append((low, low + rng.randrange(0, 40)))
+        chars = CharSet(ranges)
+        low = rng.choice([rng.randrange(0, 320), rng.randrange(0xD7F0, 0xE020)])
+        high = low + rng.randrange(0, 60)
+        members = [c in chars for c in range(low, high + 1) if not 0xD800 <= c <= 0xDFFF]
+        expected = NONE if not any(members) else ALL if all(members) else SOME
+        assert chars.relation(low, high) == expected, (chars, low, high)
+        assert all(not 0xD800 <= c <= 0xDFFF for lo, hi in chars.ranges for c in (lo, hi))
