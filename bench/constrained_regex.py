@@ -53,9 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokenizer", help="a byte-level BPE tokenizer.json to use")
     parser.add_argument("--vocab-size", type=int, default=8192)
-    parser.add_argument(
-        "--out", default=str(ROOT / "bench" / "results" / "constrained_regex.json")
-    )
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "constrained_regex.json"))
     args = parser.parse_args()
     if args.tokenizer:
         tokenizer, vocab, origin = load_vocabulary(args.tokenizer)
