@@ -5,6 +5,9 @@ Streaming answers are SSE (``data: {chunk}`` ... ``data: [DONE]``) with the usag
 so far on every chunk); one engine step's chunks go out as one write. A stream
 that fails midway ends with an error event. A non-streaming request whose client disconnects is
 aborted in the engine; so is a stream whose client stops reading.
+
+Constrained decoding on both: ``response_format`` (JSON), SGLang's ``regex`` and vLLM's
+``structured_outputs.regex`` (the text matches in full); chat adds forced tool calls.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""SGLang's native endpoints: ``/generate`` (text or ``input_ids``, ``sampling_params``,
-``stream``), ``/get_model_info``, ``/server_info`` (``/get_server_info``), ``/health_generate``,
-``/flush_cache``.
+"""SGLang's native endpoints: ``/generate`` (text or ``input_ids``, ``sampling_params`` with
+``json_schema`` or ``regex`` for constrained decoding, ``stream``), ``/get_model_info``,
+``/server_info`` (``/get_server_info``), ``/health_generate``, ``/flush_cache``.
 
 ``/flush_cache`` drops the prefix cache when no request is in (SGLang's answer and text; a 400
 naming the waiting and running requests otherwise; ``?timeout=S`` waits for them up to S seconds).
