@@ -31,9 +31,43 @@ from ember.models.constrain.regex_syntax import (
 )
 
 MAX_STATES = 20_000
+# With minLength/maxLength beside a pattern: the pattern's states times the counts that matter.
+MAX_PRODUCT_STATES = 60_000
 MAX_MEMO = 50_000
 StateSet = frozenset  # of state ids
 UNRESOLVED = None  # resolve(): the interval straddles a class edge; more bytes decide
+
+
+def _lengths(tree: Regex) -> tuple[int, int | None]:
+    """The shortest and longest match of ``tree`` in characters (None: unbounded)."""
+    if isinstance(tree, Chars):
+        return 1, 1
+    if isinstance(tree, Concat | Alt):
+        parts = [_lengths(t) for t in tree.items] or [(0, 0)]
+        lows = [lo for lo, _ in parts]
+        highs = [hi for _, hi in parts if hi is not None]
+        bounded = len(highs) == len(parts)
+        if isinstance(tree, Concat):
+            return sum(lows), sum(highs) if bounded else None
+        return min(lows), max(highs) if bounded else None
+    assert isinstance(tree, Repeat)
+    low, high = _lengths(tree.item)
+    if high == 0:
+        return 0, 0
+    longest = None if tree.maximum is None or high is None else tree.maximum * high
+    return tree.minimum * low, longest
+
+
+def _needed_bounds(tree: Regex, bounds: tuple[int, int | None]) -> tuple[int, int | None]:
+    """The length bounds the pattern does not already imply (``^[a-z]{1,60}$`` with maxLength
+    255 needs no counter: every match is short enough)."""
+    low, high = bounds
+    shortest, longest = _lengths(tree)
+    if shortest >= low:
+        low = 0
+    if high is not None and longest is not None and longest <= high:
+        high = None
+    return low, high
 
 
 def _size(tree: Regex, pattern: str) -> int:
@@ -184,12 +218,12 @@ def _with_length(
     low, high = bounds
     top = high if high is not None else low  # counts past ``low`` matter only up to ``high``
     n = len(edges)
-    if n * (top + 1) + 1 > MAX_STATES:
+    if n * (top + 1) + 1 > MAX_PRODUCT_STATES:
         raise RegexError(
             "pattern with minLength/maxLength",
             0,
             pattern,
-            f"together they would need more than {MAX_STATES} automaton states",
+            f"together they would need more than {MAX_PRODUCT_STATES} automaton states",
         )
 
     def at(s: int, k: int) -> int:
@@ -213,6 +247,7 @@ def _automaton(
     tree: Regex, pattern: str, bounds: tuple[int, int | None] = (0, None)
 ) -> RegexAutomaton:
     _size(tree, pattern)
+    bounds = _needed_bounds(tree, bounds)
     builder = _Builder()
     entry, final = builder.build(tree)
     edges, eps = builder.edges, builder.eps

@@ -264,3 +264,30 @@ def test_charset_relation_equals_brute_force_membership() -> None:
         expected = NONE if not any(members) else ALL if all(members) else SOME
         assert chars.relation(low, high) == expected, (chars, low, high)
         assert all(not 0xD800 <= c <= 0xDFFF for lo, hi in chars.ranges for c in (lo, hi))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "low", "high"),
+    [
+        (r"[a-z]{1,6}", 0, 100),  # implied by the pattern: no counter needed
+        (r"[a-z]{1,6}", 3, None),
+        (r"(ab)+", 3, 7),
+        (r"a*", 2, 4),
+        (r"(é|xy)*z?", 1, 5),
+        (r"[^x]{2,}", 0, 3),
+    ],
+)
+def test_length_bounds_intersect_the_pattern(pattern: str, low: int, high: int | None) -> None:
+    regex = compile_regex(pattern, length=(low, high))
+    judge = re.compile(pattern, re.ASCII)
+    for text in candidates(pattern, random.Random(pattern + str(low)), 300):
+        states = regex.start
+        for ch in text:
+            states = regex.step(states, ord(ch)) if states else states
+        expected = judge.fullmatch(text) is not None and low <= len(text) <= (high or 10**9)
+        assert (bool(states) and regex.accepts(states)) == expected, text
+
+
+def test_a_long_max_length_beside_a_short_pattern_compiles_small() -> None:
+    regex = compile_regex(r"^[a-z]{1,60}$", search=True, length=(0, 500))
+    assert len(regex.edges) < 200
