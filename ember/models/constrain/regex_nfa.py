@@ -33,7 +33,7 @@ from ember.models.constrain.regex_syntax import (
 MAX_STATES = 20_000
 # With minLength/maxLength beside a pattern: the pattern's states times the counts that matter.
 MAX_PRODUCT_STATES = 60_000
-MAX_MEMO = 50_000
+MAX_MEMO = 10_000  # memoised resolve() results per automaton (cleared past it)
 StateSet = frozenset  # of state ids
 UNRESOLVED = None  # resolve(): the interval straddles a class edge; more bytes decide
 

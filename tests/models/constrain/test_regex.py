@@ -291,3 +291,39 @@ def test_length_bounds_intersect_the_pattern(pattern: str, low: int, high: int |
 def test_a_long_max_length_beside_a_short_pattern_compiles_small() -> None:
     regex = compile_regex(r"^[a-z]{1,60}$", search=True, length=(0, 500))
     assert len(regex.edges) < 200
+
+
+ATOMS = ["a", "b", "é", "日", "\\d", "\\w", "\\s", "\\D", "\\S", ".", "[a-c]", "[^ab]", "[é-ë1]"]
+ATOMS += ["\\.", "\\n", "\\u00e9", "\\x41", "[\\d_]", "[^\\s]", "\\-", "/", "🙂"]
+QUANTIFIERS = ["", "", "", "?", "*", "+", "{2}", "{1,3}", "{0,2}", "{2,}", "*?", "{,2}"]
+
+
+def random_pattern(rng: random.Random, depth: int = 0) -> str:
+    """A random pattern in the subset (and in Python's re syntax)."""
+    items = []
+    for _ in range(rng.randint(1, 4)):
+        if depth < 2 and rng.random() < 0.25:
+            branches = [random_pattern(rng, depth + 1) for _ in range(rng.randint(1, 3))]
+            opener = rng.choice(["(", "(?:", f"(?P<g{rng.randrange(10**9)}>"])
+            atom = opener + "|".join(branches) + ")"
+        else:
+            atom = rng.choice(ATOMS)
+        items.append(atom + rng.choice(QUANTIFIERS))
+    return "".join(items)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_patterns_agree_with_re(seed: int) -> None:
+    rng = random.Random(seed)
+    pattern = random_pattern(rng)
+    node = text_node(pattern)
+    judge = re.compile(pattern, re.ASCII)
+    for text in candidates(pattern, rng, 150):
+        assert accepts(node, text) == (judge.fullmatch(text) is not None), (pattern, text)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.from_regex(judge, fullmatch=True))
+    def drawn(text: str) -> None:
+        assert accepts(node, text), (pattern, text)
+
+    drawn()
