@@ -231,6 +231,12 @@ class LLMEngine:
                 out.scheduled, new_pages, prompt_logprobs=self._num_prompt_logprob_seqs > 0
             )
             self._handle_integrity(out, result)
+            for index, error in result.sample_failures:
+                seq = out.scheduled[index].seq
+                if seq.status is SequenceStatus.RUNNING:
+                    # One request's sampling failed (its grammar cannot go on): it ends with the
+                    # error; the batch, and the engine loop, go on without it.
+                    self.scheduler.finish(seq, FinishReason.ERROR, error)
             self._postprocess(out, result, new_tokens, new_logprobs)
             self.stats.steps += 1
         self.stats.preemptions += out.num_preempted

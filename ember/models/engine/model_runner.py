@@ -147,6 +147,7 @@ class ModelRunner:
             checker.stats.cpu_seconds += time.thread_time() - started
         tokens: list[int | None] = [None] * len(scheduled)
         logprobs: list[TokenLogprobs | None] | None = None
+        sample_failures: list[tuple[int, Exception]] = []
         failed = {f.seq_index for f in failures}
         if scores is not None:
             for index in failed:  # computed from KV that failed its check
@@ -162,12 +163,15 @@ class ModelRunner:
                     picked = self.sampler.sample(logits, seqs)
                 for row, token in zip(keep, picked.tokens, strict=True):
                     tokens[entries[row]] = token
+                for row, error in picked.failed.items():
+                    tokens[entries[keep[row]]] = None
+                    sample_failures.append((entries[keep[row]], error))
                 if picked.logprobs is not None:
                     logprobs = [None] * len(scheduled)
                     for row, value in zip(keep, picked.logprobs, strict=True):
                         logprobs[entries[row]] = value
         self.num_steps += 1
-        return StepResult(tokens, failures, logprobs, scores)
+        return StepResult(tokens, failures, logprobs, scores, sample_failures)
 
     def _prepare(
         self,

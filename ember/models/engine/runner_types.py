@@ -47,3 +47,6 @@ class StepResult:
     # Per scheduled entry, the prompt logprobs its chunk produced (None: none, or dropped
     # with a failed integrity check); None when no entry asked.
     prompt_logprobs: list[list[PromptTokenLogprob] | None] | None = None
+    # (scheduled entry, error) for rows the sampler could not sample: those requests end
+    # with the error; the rest of the batch is unaffected.
+    sample_failures: list[tuple[int, Exception]] = field(default_factory=list)

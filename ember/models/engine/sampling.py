@@ -13,7 +13,7 @@ never records a token the request later drops.
 from __future__ import annotations
 
 from collections.abc import Sequence as SequenceOf
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -35,6 +35,9 @@ class TokenLogprobs:
 class SampleResult:
     tokens: list[int]
     logprobs: list[TokenLogprobs | None] | None = None  # None when no row asked
+    # Rows that could not be sampled (row -> why: a grammar that cannot go on). Their tokens
+    # are placeholders; the engine ends those requests with the error and nothing else.
+    failed: dict[int, Exception] = field(default_factory=dict)
 
 
 # Width of the blocks ``greedy_tokens`` reduces first.

@@ -15,12 +15,18 @@ request in the batch, sampling is exactly the engine's own (its greedy fast path
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from ember.models.constrain.session import ConstrainedDecoder, ConstraintSpec, GrammarCache
+from ember.models.constrain.session import (
+    ConstrainedDecoder,
+    ConstraintSpec,
+    ConstraintViolation,
+    GrammarCache,
+)
 from ember.models.constrain.torch_masks import apply_token_masks
 from ember.models.constrain.vocab import TokenVocabulary
 from ember.models.engine.sampling import RequestSampler, SampleResult
@@ -63,13 +69,26 @@ class ServerSampler:
     def sample(self, logits: torch.Tensor, seqs: list) -> SampleResult:  # noqa: ANN001
         if not self._specs and not self._matchers:
             return self._inner.sample(logits, seqs)
-        masks = [self._mask(seq) for seq in seqs]
+        masks = []
+        failed: dict[int, Exception] = {}
+        for row, seq in enumerate(seqs):
+            try:
+                masks.append(self._mask(seq))
+            except ConstraintViolation as exc:
+                # This request's grammar cannot go on (a bug in it, or a dead end): the engine
+                # ends this request with the error; the others in the batch are unaffected.
+                failed[row] = ConstraintViolation(f"request {seq.request_id!r}: {exc}")
+                masks.append(None)
+                self._specs.pop(seq.request_id, None)
         for request_id in [r for r in self._matchers if r not in self._specs]:
             del self._matchers[request_id]
         if any(mask is not None for mask in masks):
             logits = logits.float().clone()
             apply_token_masks(logits, masks)
-        return self._inner.sample(logits, seqs)
+        result = self._inner.sample(logits, seqs)
+        if failed:
+            result = dataclasses.replace(result, failed={**result.failed, **failed})
+        return result
 
     def _mask(self, seq: _Sequence):  # noqa: ANN202 - constrain.masks.TokenMask | None
         spec = self._specs.get(seq.request_id)
@@ -85,7 +104,13 @@ class ServerSampler:
             matcher.decoder.advance(token)
         matcher.consumed = len(completion)
         mask = matcher.decoder.allowed_token_mask()
-        return mask if mask.count() else None  # nothing allowed (EOS taken): leave the row be
+        if mask.count():
+            return mask
+        if matcher.decoder.eos_seen:
+            return None  # EOS taken, the request ends this step: leave the row be
+        raise ConstraintViolation(
+            "the grammar allows no token after the output so far (a dead end in the constraint)"
+        )
 
 
 def reference_masks(

@@ -7,6 +7,7 @@ The reference is a single-sequence loop: full-recompute logits from ``reference_
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from ember.errors import InvalidModelInput
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.engine_types import RequestOutput
 from ember.models.engine.llm_engine import LLMEngine
+from ember.models.engine.sampling import RequestSampler, SampleResult
 from ember.models.sampling import Sampler, SamplingParams, SamplingState
 from tests.models.engine.toy_models import ToyConfig, ToyModel
 
@@ -122,3 +124,44 @@ def test_bad_sampling_ids_and_a_stop_string_abort(model) -> None:
     (final,) = engine.step()
     assert final.finished and final.finish_reason == "stop"
     assert engine.stats.pages_used == 0
+
+
+class _FailsOneRequest:
+    """A sampler (the engine's ``Sampler`` seam) that reports request ``bad``'s row as failed
+    from its third token on, as the server's sampler reports a grammar that cannot go on."""
+
+    def __init__(self) -> None:
+        self.inner = RequestSampler()
+
+    def sample(self, logits: torch.Tensor, seqs: list) -> SampleResult:
+        result = self.inner.sample(logits, seqs)
+        failed = {
+            row: RuntimeError(f"request {seq.request_id!r}: the grammar cannot go on")
+            for row, seq in enumerate(seqs)
+            if seq.request_id == "bad" and seq.num_completion_tokens >= 2
+        }
+        return replace(result, failed=failed)
+
+
+def test_a_failed_sample_ends_only_its_request(model) -> None:
+    """A row the sampler reports as failed finishes that request with the error (its two
+    tokens kept, the failed step's token never emitted); every other request runs on as if
+    alone, and the engine keeps stepping."""
+    rng = random.Random(9)
+    prompts = {f"r{i}": [rng.randrange(97) for _ in range(rng.randint(3, 10))] for i in range(3)}
+    prompts["bad"] = [rng.randrange(97) for _ in range(6)]
+    config = EngineConfig(max_total_tokens=256, page_size=4)
+    greedy = SamplingParams(temperature=0, max_tokens=6)
+    engine = LLMEngine(model, model.kv_layout(), config, sampler=_FailsOneRequest())
+    for request_id, prompt in prompts.items():
+        engine.add_request(request_id, prompt, sampling=greedy)
+    outputs = _run(engine)
+    last = outputs["bad"][-1]
+    assert last.finished and last.finish_reason == "error"
+    assert "the grammar cannot go on" in str(last.error)
+    assert len(_tokens(outputs["bad"])) == 2
+    for request_id in ("r0", "r1", "r2"):
+        alone = LLMEngine(model, model.kv_layout(), config)
+        alone.add_request(request_id, prompts[request_id], sampling=greedy)
+        assert _tokens(outputs[request_id]) == _tokens(_run(alone)[request_id])
+        assert outputs[request_id][-1].finish_reason == "length"

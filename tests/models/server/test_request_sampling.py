@@ -106,3 +106,24 @@ def test_incremental_masks_equal_fresh_matchers() -> None:
             break
         seq.token_ids.append(token)
     assert masks == reference_masks(VOCAB, SPEC, prefixes)
+
+
+def test_a_grammar_failure_fails_only_its_own_row() -> None:
+    """A constrained row whose matcher cannot go on (here: its sequence holds a token the
+    grammar refuses, as a grammar bug would leave it) is reported as that row's failure,
+    naming the request; the other rows of the batch are sampled as usual."""
+    sampler = ServerSampler(VOCAB)
+    broken = FakeSequence("broken", [0, ord("x")], 1)  # a JSON object cannot start with 'x'
+    fine = FakeSequence("fine", [0], 1)
+    plain = FakeSequence("plain", [0], 1)
+    sampler.constrain("broken", SPEC)
+    sampler.constrain("fine", SPEC)
+    logits = torch.randn(3, VOCAB.size, generator=torch.Generator().manual_seed(3))
+    logits[2, 7] = 100.0
+    result = sampler.sample(logits, [broken, fine, plain])
+    assert set(result.failed) == {0}
+    assert "broken" in str(result.failed[0]) and "not allowed by the grammar" in str(
+        result.failed[0]
+    )
+    assert result.tokens[1] in set(sampler._mask(fine).token_ids())
+    assert result.tokens[2] == 7
