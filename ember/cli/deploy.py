@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from ember.cli.upload_options import (
     upload_options,
     write_outdir,
 )
+from ember.cli.versions_output import traffic
 from ember.cli.worker_project import KVBinding, load_project
 from ember.runtime.cron import CronExpression
 from ember.runtime.deployments.multipart import Part
@@ -106,6 +108,9 @@ def deploy(
     else:
         session = open_session(platform_url, allow_temporary=True)
     try:
+        if not confirm_split_overwrite(session, project.name):
+            click.echo("Not deploying: the gradual deployment stays as it is.", err=True)
+            raise SystemExit(1)
         result, specs = deploy_project(session, plan, modules)
     finally:
         session.close()
@@ -166,6 +171,39 @@ def report_dry_run(
     click.echo(total_upload_line(m.data for m in modules))
     print_bindings(binding_rows(specs, plan.hidden_vars), click.echo)
     click.echo("--dry-run: exiting now.")
+
+
+def confirm_split_overwrite(session: Session, name: str) -> bool:
+    """wrangler's confirmLatestDeploymentOverwrite: a deploy over a gradual deployment (two
+    versions live) replaces it with the new version at 100%. Show it and warn (on stderr, so
+    ``--json`` keeps stdout JSON); ask at a terminal, go on without one (CI), as wrangler."""
+    script = session.account_path(f"/workers/scripts/{name}")
+    try:
+        found = session.client.call("GET", f"{script}/deployments")["deployments"]
+    except PlatformNotFound:
+        return True  # a new worker: nothing live to replace
+    if not found or len(found[0]["versions"]) < 2:
+        return True
+    latest = found[0]
+    versions = {
+        t["version_id"]: session.client.call("GET", f"{script}/versions/{t['version_id']}")
+        for t in latest["versions"]
+    }
+    click.echo(
+        "WARNING: Your last deployment has multiple versions. To progress that deployment use "
+        '"ember versions deploy" instead.',
+        err=True,
+    )
+    click.echo(f"Your last deployment has {len(versions)} version(s):", err=True)
+    click.echo(traffic(latest, versions), err=True)
+    question = (
+        '"ember deploy" will upload a new version and deploy it globally immediately.\n'
+        "Are you sure you want to continue?"
+    )
+    if not sys.stdin.isatty():
+        click.echo(question + " yes (not a terminal)", err=True)
+        return True
+    return click.confirm(question, default=False, err=True)
 
 
 def deploy_project(

@@ -291,3 +291,31 @@ def test_env_chooses_the_environments_worker(serve: ServeProcess, tmp_path: Path
     assert missing.returncode == 1 and "split" in missing.stderr
     warned = ember("versions", "upload", "--name", "split-staging")
     assert "no target environment was specified" in warned.stderr
+
+
+def test_deploy_over_a_split_warns_then_replaces_it(serve: ServeProcess, tmp_path: Path) -> None:
+    """As wrangler's confirmLatestDeploymentOverwrite: ``ember deploy`` over a deployment of
+    two versions shows that deployment and warns that the rollout is replaced; without a
+    terminal to ask (CI) it goes on, and the new version takes all the traffic."""
+    project = _project(tmp_path)
+    _, token = permanent_account(serve, "overwrite")
+    ember = _runner(serve, tmp_path, project, EMBER_API_TOKEN=token)
+    _write(project, "one")
+    first = json.loads(ember("deploy", "--json").stdout)["version_id"]
+    _write(project, "two")
+    second = _uploaded(ember("versions", "upload"))
+    ember("versions", "deploy", f"{first}@50", f"{second}@50", "--yes")
+
+    _write(project, "three")
+    deployed = ember("deploy")
+    assert (
+        "Your last deployment has multiple versions. To progress that deployment use "
+        '"ember versions deploy" instead.' in deployed.stderr
+    )
+    assert f"(50%) {first}" in deployed.stderr and f"(50%) {second}" in deployed.stderr
+    assert set(_answers(serve, "overwrite", 10)) == {"three"}
+    # A deployment of one version deploys without the warning; --json keeps stdout JSON.
+    _write(project, "four")
+    plain = ember("deploy", "--json")
+    assert "multiple versions" not in plain.stderr
+    json.loads(plain.stdout)
