@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ember.errors import InvalidModelInput
 from ember.models.tokenizer import Tokenizer
 
 OPEN, CLOSE = "\U000f0000", "\U000f0001"
@@ -58,10 +59,13 @@ def encode_chat(
     *,
     tools: Sequence[Mapping[str, Any]] | None = None,
     add_generation_prompt: bool = True,
+    continue_final_message: bool = False,
     chat_template_kwargs: Mapping[str, Any] | None = None,
     sanitize: bool = True,
 ) -> list[int]:
-    """Prompt token ids for a chat request (see the module docstring for ``sanitize``)."""
+    """Prompt token ids for a chat request (see the module docstring for ``sanitize``).
+    ``continue_final_message``: the prompt ends inside the final message, right after its
+    content (vLLM's and transformers' prefill: the model continues that message)."""
     if not sanitize:
         text = tokenizer.apply_chat_template(
             messages,
@@ -69,12 +73,33 @@ def encode_chat(
             add_generation_prompt=add_generation_prompt,
             chat_template_kwargs=chat_template_kwargs,
         )
+        if continue_final_message:
+            text = _open_final_message(text, messages[-1])
         return tokenizer.encode(text)
     pattern = tokenizer.control_text_pattern
+    marked = [_mark_message(m, pattern) for m in messages]
     text = tokenizer.apply_chat_template(
-        [_mark_message(m, pattern) for m in messages],
+        marked,
         tools=_mark(list(tools), pattern) if tools is not None else None,
         add_generation_prompt=add_generation_prompt,
         chat_template_kwargs=_mark(dict(chat_template_kwargs or {}), pattern),
     )
+    if continue_final_message:
+        text = _open_final_message(text, marked[-1])
     return encode_marked(tokenizer, text)
+
+
+def _open_final_message(text: str, final: Mapping[str, Any]) -> str:
+    """``text`` cut right after the final message's content, as transformers cuts it for
+    ``continue_final_message`` (the template's end-of-turn after it goes)."""
+    content = final.get("content")
+    content = content if isinstance(content, str) else ""
+    for wanted in (content, content.strip()):
+        at = text.rfind(wanted) if wanted else -1
+        if at >= 0:
+            return text[: at + len(wanted)]
+    raise InvalidModelInput(
+        "continue_final_message",
+        "the final message does not appear in the prompt the chat template renders, so it "
+        "cannot be continued",
+    )

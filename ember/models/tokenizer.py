@@ -142,6 +142,28 @@ class Tokenizer:
         texts = sorted({self.decode([i]) for i in self.special_ids}, key=len, reverse=True)
         return re.compile("|".join(re.escape(t) for t in texts if t))
 
+    @cached_property
+    def special_affixes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The ids the tokenizer's post-processor puts before and after a text when asked for
+        special tokens (HF's ``add_special_tokens``: a BOS, say); ``((), ())`` for none. Found
+        by encoding a probe both ways, so any post-processor is read the same way."""
+        bare = self.backend.encode("a", add_special_tokens=False).ids
+        full = self.backend.encode("a", add_special_tokens=True).ids
+        for start in range(len(full) - len(bare) + 1):
+            if full[start : start + len(bare)] == bare:
+                return tuple(full[:start]), tuple(full[start + len(bare) :])
+        return (), ()
+
+    def with_special_tokens(self, ids: Sequence[int]) -> list[int]:
+        """``ids`` wrapped as HF's ``add_special_tokens=True`` wraps an encoded text."""
+        before, after = self.special_affixes
+        return [*before, *ids, *after]
+
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        """The vocabulary's own strings for ``ids`` (HF's ``convert_ids_to_tokens``)."""
+        self._check_ids(ids)
+        return [self.backend.id_to_token(i) or "" for i in ids]
+
     def token_id(self, token: str) -> int:
         tid = self.backend.token_to_id(token)
         if tid is None:

@@ -11,6 +11,9 @@ Endpoints (OpenAI-compatible and SGLang-native, as ``sglang.launch_server`` serv
     POST /generate              SGLang native generation (text or input_ids)
     GET  /get_model_info        SGLang model info
     GET  /server_info           SGLang server info (also /get_server_info)
+    POST /flush_cache           SGLang: drop the prefix cache while idle
+    POST /tokenize, /detokenize vLLM's tokenizer endpoints (tokenize_routes.py)
+    POST /v1/tokenize, /v1/detokenize  SGLang's
 
 The lifespan starts loading the model in a background thread and returns at once, so the port
 answers (``/health`` 503) while weights load; shutdown stops the engine thread.
@@ -30,7 +33,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ember.errors import EmberError
-from ember.models.server import openai_routes, sglang_routes
+from ember.models.server import openai_routes, sglang_routes, tokenize_routes
 from ember.models.server.state import ServerState
 from ember.models.server.wire import HTTPError, error_response
 
@@ -108,6 +111,10 @@ def _routes() -> list[Route]:
         ("/server_info", sglang_routes.server_info, get),
         ("/get_server_info", sglang_routes.server_info, get),
         ("/flush_cache", sglang_routes.flush_cache, ["GET", "POST"]),
+        ("/tokenize", tokenize_routes.tokenize, post),
+        ("/detokenize", tokenize_routes.detokenize, post),
+        ("/v1/tokenize", tokenize_routes.sglang_tokenize, post),
+        ("/v1/detokenize", tokenize_routes.sglang_detokenize, post),
     ]
     return [Route(path, endpoint, methods=methods) for path, endpoint, methods in table]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.models.server.checkpoints import checkpoint_dir
-from tests.models.server.live import LiveServer, running_server, server_settings
+from tests.models.server.live import LiveServer, running_server, serve_process, server_settings
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +37,21 @@ def glm(glm_dir: Path) -> Iterator[LiveServer]:
     """glm4moe-tiny (GQA) served as "glm" with BF16 KV."""
     with running_server(server_settings(str(glm_dir), served_model_name="glm")) as live:
         yield live
+
+
+@pytest.fixture(scope="session")
+def kimi_process(kimi_dir: Path) -> Iterator[str]:
+    """kimi-tiny served as "kimi" by a real ``ember models serve`` subprocess, one request
+    running at a time (so that a second one waits); yields its URL."""
+    with serve_process(
+        str(kimi_dir),
+        "--served-model-name",
+        "kimi",
+        "--kv-cache-bytes",
+        "16MiB",
+        "--max-running-requests",
+        "1",
+        "--torch-threads",
+        "1",
+    ) as url:
+        yield url

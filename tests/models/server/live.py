@@ -1,14 +1,20 @@
-"""A real model server for tests: uvicorn on 127.0.0.1, an ephemeral port, real tiny weights."""
+"""A real model server for tests: uvicorn on 127.0.0.1, an ephemeral port, real tiny weights;
+in this process (``running_server``) or as an ``ember models serve`` subprocess
+(``serve_process``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -140,3 +146,38 @@ def bad_request(response: httpx.Response) -> dict:
     """The OpenAI-style ``error`` object of a 400 answer (fails the test on any other status)."""
     assert response.status_code == 400, response.text
     return response.json()["error"]
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (the OS picks it; never 8787)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_process(model: str, *args: str, timeout: float = 180.0) -> Iterator[str]:
+    """``ember models serve MODEL ARGS`` as a real subprocess on a free loopback port; yields
+    its URL once ``/health`` answers 200, and stops the process (by its own pid) after."""
+    port = free_port()
+    repo = Path(__file__).resolve().parents[3]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ember", "models", "serve", model, "--port", str(port), *args],
+        cwd=repo,
+        env=dict(os.environ, PYTHONPATH=str(repo)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(lambda: _health(url) == 200 or process.poll() is not None, "serve", timeout)
+        if process.poll() is not None:
+            raise RuntimeError(f"ember models serve exited with {process.returncode}")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(30)
