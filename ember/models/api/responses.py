@@ -285,13 +285,15 @@ def generate_finish_reason(
     finish_reason: str, *, matched: int | str | None = None, length: int | None = None
 ) -> dict | None:
     """SGLang's ``meta_info.finish_reason``: ``{"type": "stop", "matched": <id or text>}``,
-    ``{"type": "length", "length": N}``, ``{"type": "abort", ...}``; None while running."""
+    ``{"type": "length", "length": N}``, and for a request ended by ``/abort_request`` SGLang's
+    ``FINISH_ABORT().to_json()``: ``{"type": "abort", "message": "Aborted", "status_code":
+    null, "err_type": null}``; None while running."""
     if finish_reason == "stop":
         return {"type": "stop", "matched": matched}
     if finish_reason == "length":
         return {"type": "length", "length": length}
     if finish_reason == "abort":
-        return {"type": "abort", "message": "aborted"}
+        return {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
     raise ValueError(f"unknown finish_reason {finish_reason!r}")
 
 

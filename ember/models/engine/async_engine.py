@@ -6,6 +6,7 @@ The model server calls, from its event loop::
     async for out in engine.generate("req-1", prompt_ids, StopCriteria(max_tokens=64), params):
         ...                                     # one RequestOutput per step with new tokens
     engine.abort("req-1")                       # or just stop iterating / cancel the task
+    engine.abort_all()                          # every open request (SGLang's abort_all)
     engine.shutdown()
 
 Only the engine thread touches the ``LLMEngine``. Requests and aborts reach it through a
@@ -177,6 +178,15 @@ class AsyncEngine:
         """End a request (``reason`` "abort", or "stop" for a matched stop string); thread-safe,
         idempotent. Its pages are freed before the engine's next step."""
         self._commands.put(_Abort(request_id, reason))
+
+    def abort_all(self) -> list[str]:
+        """End every request this engine is streaming (SGLang's ``abort_all``), as ``abort``
+        ends one; returns their ids."""
+        with self._lock:
+            request_ids = list(self._streams)
+        for request_id in request_ids:
+            self._commands.put(_Abort(request_id))
+        return request_ids
 
     async def flush_cache(self, timeout_s: float = 0.0) -> FlushResult:
         """Drop the engine's prefix cache, on the engine thread (which owns it), between steps.

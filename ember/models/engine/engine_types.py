@@ -59,6 +59,7 @@ class EngineStats:
     integrity_cpu_seconds: float = 0.0  # the checker's CPU time (engine thread)
     running: int = 0
     waiting: int = 0
+    waiting_tokens: int = 0  # the waiting sequences' tokens, not yet in the KV cache
     pages_used: int = 0
     pages_total: int = 0
     prefix_query_tokens: int = 0

@@ -334,6 +334,7 @@ class LLMEngine:
             del self._sequences[seq.request_id]
         stats = self.stats
         stats.running, stats.waiting = len(self.scheduler.running), len(self.scheduler.waiting)
+        stats.waiting_tokens = sum(seq.num_tokens for seq in self.scheduler.waiting)
         stats.pages_used = stats.pages_total - self.block_manager.num_free_pages
         stats.prefix_query_tokens = self.block_manager.stats.prefix_queries
         stats.prefix_hit_tokens = self.block_manager.stats.prefix_hits

@@ -14,6 +14,10 @@ Endpoints (OpenAI-compatible and SGLang-native, as ``sglang.launch_server`` serv
     POST /flush_cache           SGLang: drop the prefix cache while idle
     POST /tokenize, /detokenize vLLM's tokenizer endpoints (tokenize_routes.py)
     POST /v1/tokenize, /v1/detokenize  SGLang's
+    POST /abort_request         SGLang: end a request by its rid, or all (admin_routes.py)
+    GET  /get_load              SGLang: running and waiting requests, tokens (sglang-router)
+    GET  /load, /version        vLLM's server load and version
+    GET  /ping                  vLLM's (and SageMaker's) liveness check, as /health (or POST)
 
 The lifespan starts loading the model in a background thread and returns at once, so the port
 answers (``/health`` 503) while weights load; shutdown stops the engine thread.
@@ -33,7 +37,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ember.errors import EmberError
-from ember.models.server import openai_routes, sglang_routes, tokenize_routes
+from ember.models.server import admin_routes, openai_routes, sglang_routes, tokenize_routes
 from ember.models.server.state import ServerState
 from ember.models.server.wire import HTTPError, error_response
 
@@ -115,6 +119,12 @@ def _routes() -> list[Route]:
         ("/detokenize", tokenize_routes.detokenize, post),
         ("/v1/tokenize", tokenize_routes.sglang_tokenize, post),
         ("/v1/detokenize", tokenize_routes.sglang_detokenize, post),
+        ("/abort_request", admin_routes.abort_request, post),
+        ("/get_load", admin_routes.get_load, get),
+        ("/load", admin_routes.load, get),
+        ("/version", admin_routes.version, get),
+        # vLLM's (and SageMaker's) liveness check answers as /health does, on GET or POST.
+        ("/ping", health, ["GET", "POST"]),
     ]
     return [Route(path, endpoint, methods=methods) for path, endpoint, methods in table]
 

@@ -20,6 +20,7 @@ from dataclasses import asdict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+import ember
 from ember.errors import EmberError
 from ember.models.api.completion_request import GenerateRequest, parse_generate_request
 from ember.models.api.responses import (
@@ -262,7 +263,8 @@ async def server_info(request: Request) -> Response:
                     "num_queue_reqs": served.llm.stats.waiting,
                 }
             ],
-            "version": "ember",
+            # SGLang's own version here; clients parse it as a version number.
+            "version": ember.__version__,
         }
     )
 

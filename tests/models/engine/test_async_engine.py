@@ -68,6 +68,37 @@ def test_leaving_the_stream_early_aborts_and_frees_pages(engine: AsyncEngine) ->
     assert stats.running == 0 and stats.pages_used == 0
 
 
+def test_abort_all_ends_running_and_waiting_requests_with_abort() -> None:
+    toy = ToyModel(ToyConfig(kind="mla"), seed=4)
+    config = EngineConfig(max_total_tokens=1024, page_size=4, max_num_seqs=1, max_model_len=512)
+    engine = AsyncEngine(LLMEngine(toy, toy.kv_layout(), config))
+
+    async def one(request_id: str, started: asyncio.Event) -> tuple[int, str | None]:
+        count, reason = 0, None
+        async for out in engine.generate(request_id, [1, 2], StopCriteria(max_tokens=400)):
+            count += len(out.new_token_ids)
+            reason = out.finish_reason
+            started.set()
+        return count, reason
+
+    async def main() -> list[tuple[int, str | None]]:
+        started = asyncio.Event()
+        # max_num_seqs=1: one runs, the other waits behind it.
+        tasks = [asyncio.create_task(one(f"r{i}", started)) for i in range(2)]
+        await started.wait()
+        assert sorted(engine.abort_all()) == ["r0", "r1"]
+        return await asyncio.gather(*tasks)
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        engine.shutdown()
+    assert [reason for _, reason in results] == ["abort", "abort"]
+    assert sum(count for count, _ in results) < 400
+    stats = engine.engine.stats
+    assert (stats.running, stats.waiting, stats.waiting_tokens, stats.pages_used) == (0, 0, 0, 0)
+
+
 def test_a_cancelled_task_aborts_its_request(engine: AsyncEngine) -> None:
     async def consume(started: asyncio.Event) -> None:
         async for _ in engine.generate("slow", [5, 6], StopCriteria(max_tokens=400)):
