@@ -20,7 +20,13 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, optional_bool, optional_str, require_object, wrong_type
 
 # The chat request fields that reach the template, as /v1/chat/completions reads them.
-CHAT_TEMPLATE_FIELDS = ("messages", "tools", "tool_choice", "chat_template_kwargs")
+CHAT_TEMPLATE_FIELDS = (
+    "messages",
+    "tools",
+    "tool_choice",
+    "chat_template_kwargs",
+    "reasoning_effort",
+)
 
 
 @dataclass(frozen=True, slots=True)

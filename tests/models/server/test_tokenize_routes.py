@@ -28,8 +28,26 @@ def _post(url: str, path: str, body: dict) -> httpx.Response:
     return httpx.post(url + path, json=body, timeout=60)
 
 
-def test_chat_form_is_the_prompt_chat_completions_feeds_the_engine(kimi_process: str) -> None:
-    answer = _post(kimi_process, "/tokenize", {"model": "kimi", "messages": MESSAGES})
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "run",
+        "description": "Run Python code.",
+        "parameters": {"type": "object", "properties": {"code": {"type": "string"}}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"tools": [TOOL]}, {"chat_template_kwargs": {"enable_thinking": False}}],
+    ids=["plain", "tools", "thinking-off"],
+)
+def test_chat_form_is_the_prompt_chat_completions_feeds_the_engine(
+    kimi_process: str, extra: dict
+) -> None:
+    request = {"model": "kimi", "messages": MESSAGES, **extra}
+    answer = _post(kimi_process, "/tokenize", request)
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert set(body) == {"count", "max_model_len", "tokens", "token_strs"}
@@ -37,7 +55,7 @@ def test_chat_form_is_the_prompt_chat_completions_feeds_the_engine(kimi_process:
     chat = _post(
         kimi_process,
         "/v1/chat/completions",
-        {"model": "kimi", "messages": MESSAGES, "max_tokens": 1, "prompt_logprobs": 0},
+        {**request, "max_tokens": 1, "prompt_logprobs": 0},
     ).json()
     assert chat["usage"]["prompt_tokens"] == body["count"]
     # vLLM's prompt_logprobs name every prompt token the engine scored (all but the first).
