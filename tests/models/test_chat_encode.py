@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ember.errors import InvalidModelInput
 from ember.models.chat_encode import CLOSE, OPEN, encode_chat
 from tests.models.chat_fixtures import CONVERSATIONS, TOOLS, family_tokenizer
 
@@ -54,3 +55,36 @@ def test_control_text_pattern_matches_every_special_token_whole(family: str) -> 
         if text:
             match = tok.control_text_pattern.search(f"a {text} b")
             assert match is not None and match.group(0) == text
+
+
+@pytest.mark.parametrize("family", ["kimi", "glm"])
+@pytest.mark.parametrize("sanitize", [True, False])
+def test_continue_final_message_ends_the_prompt_inside_that_message(
+    family: str, sanitize: bool
+) -> None:
+    tok = family_tokenizer(family)
+    prefill = [
+        {"role": "user", "content": "Write a function."},
+        {"role": "assistant", "content": "def f(x):\n    return"},
+    ]
+    closed = encode_chat(tok, prefill, add_generation_prompt=False, sanitize=sanitize)
+    opened = encode_chat(
+        tok, prefill, add_generation_prompt=False, continue_final_message=True, sanitize=sanitize
+    )
+    # The same prompt up to the prefill's last character; Kimi's end of turn after it is gone
+    # (GLM's template writes nothing after an assistant turn: the next role token closes it).
+    assert closed[: len(opened)] == opened
+    assert len(opened) < len(closed) if family == "kimi" else opened == closed
+    assert tok.decode(opened).endswith("def f(x):\n    return")
+
+
+def test_continue_final_message_needs_the_message_in_the_prompt() -> None:
+    tok = family_tokenizer("kimi")
+    with pytest.raises(InvalidModelInput) as error:
+        encode_chat(
+            tok,
+            [{"role": "user", "content": "q"}, {"role": "assistant", "content": ""}],
+            add_generation_prompt=False,
+            continue_final_message=True,
+        )
+    assert error.value.field == "continue_final_message"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers.processors import TemplateProcessing
 
 from ember.errors import CheckpointError, InvalidModelInput
 from ember.models.tokenizer import Tokenizer
@@ -91,3 +93,27 @@ def test_missing_tokenizer_file_is_a_checkpoint_error(tmp_path) -> None:
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="not a tokenizers file"):
         Tokenizer.from_dir(tmp_path)
+
+
+def test_special_affixes_are_what_the_post_processor_adds(tok: Tokenizer) -> None:
+    # The shipped tokenizers add nothing; one that adds a BOS (a Llama-style post-processor)
+    # is read the same way, and wrapping equals encoding with HF's add_special_tokens.
+    assert tok.special_affixes == ((), ())
+    backend = HFTokenizer.from_str(tok.backend.to_str())
+    first = min(tok.special_ids)
+    name = tok.backend.id_to_token(first)
+    backend.post_processor = TemplateProcessing(
+        single=f"{name} $A {name}", special_tokens=[(name, first)]
+    )
+    wrapped = Tokenizer.from_backend(backend)
+    text = "def f(x):\n    return x"
+    assert wrapped.special_affixes == ((first,), (first,))
+    expected = backend.encode(text, add_special_tokens=True).ids
+    assert wrapped.with_special_tokens(wrapped.encode(text)) == expected
+
+
+def test_token_strings_are_the_vocabulary_pieces(tok: Tokenizer) -> None:
+    ids = tok.encode("import os")
+    assert tok.token_strings(ids) == [tok.backend.id_to_token(i) for i in ids]
+    with pytest.raises(InvalidModelInput):
+        tok.token_strings([tok.vocab_size])

@@ -81,6 +81,27 @@ def test_abort_request_ends_a_long_generation_as_sglang_ends_it(kimi_process: st
     wait_until(lambda: _idle(kimi_process), "the engine to let the request go", 30)
 
 
+def test_abort_request_ends_a_chat_stream_by_its_id(kimi_process: str) -> None:
+    body = {
+        "model": "kimi",
+        "messages": [{"role": "user", "content": "Count to a thousand."}],
+        "max_tokens": 3000,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    with httpx.stream("POST", kimi_process + "/v1/chat/completions", json=body, timeout=60) as a:
+        events = _events(a.iter_lines())
+        first = next(events)
+        assert isinstance(first, dict)
+        answer = httpx.post(kimi_process + "/abort_request", json={"rid": first["id"]}, timeout=10)
+        assert answer.status_code == 200
+        rest = list(events)
+    assert rest[-1] == "[DONE]"
+    reasons = [c["choices"][0]["finish_reason"] for c in rest[:-1] if c.get("choices")]
+    assert reasons[-1] == "abort"
+    wait_until(lambda: _idle(kimi_process), "the engine to let the request go", 30)
+
+
 def test_abort_of_an_unknown_rid_is_a_quiet_200(kimi_process: str) -> None:
     answer = httpx.post(kimi_process + "/abort_request", json={"rid": "nobody"}, timeout=10)
     assert answer.status_code == 200 and answer.content == b""
