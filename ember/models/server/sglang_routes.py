@@ -263,7 +263,7 @@ async def server_info(request: Request) -> Response:
                     "num_queue_reqs": served.llm.stats.waiting,
                 }
             ],
-            # SGLang's own version here; clients parse it as a version number.
+            # SGLang answers its version number here, which clients parse: ember's number.
             "version": ember.__version__,
         }
     )
