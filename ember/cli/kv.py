@@ -15,15 +15,12 @@ import click
 
 from ember.cli.kv_bulk import bulk
 from ember.cli.kv_target import (
+    KVTarget,
     NamespaceRef,
     echo_location,
     error_text,
-    is_local,
-    local_namespace,
-    local_store_path,
     namespace_options,
     platform_session,
-    remote_namespace,
     values_path,
 )
 from ember.cli.session import platform_option
@@ -117,31 +114,25 @@ def put(
     metadata: str | None,
     ttl: int | None,
     expiration: int | None,
-    binding: str | None,
-    namespace_id: str | None,
-    local: bool | None,
-    remote: bool | None,
-    persist_to: Path | None,
-    platform_url: str | None,
+    target: KVTarget,
 ) -> None:
     """Write VALUE (or --path's contents) to key NAME."""
     if (value is None) == (path is None):
         raise UserError("give the value as an argument or with --path FILE (one of the two)")
     data = path.read_bytes() if path is not None else (value or "").encode()
     meta = _metadata_option(metadata)
-    in_local = is_local(local, remote)
-    echo_location(in_local)
-    if in_local:
+    echo_location(target.local)
+    if target.local:
         from ember.cli.kv_local import open_local
 
-        ref = local_namespace(binding, namespace_id)
+        ref = target.local_ref()
         _echo_writing(name, value, path, ref, meta)
-        with open_local(local_store_path(persist_to), ref) as ns:
+        with open_local(target.store_path(), ref) as ns:
             ns.put(name, data, expiration=expiration, expiration_ttl=ttl, metadata=meta)
         return
     params = {k: v for k, v in (("expiration_ttl", ttl), ("expiration", expiration)) if v}
-    with platform_session(platform_url) as session:
-        ref = remote_namespace(session, binding, namespace_id)
+    with platform_session(target.platform_url) as session:
+        ref = target.remote_ref(session)
         _echo_writing(name, value, path, ref, meta)
         url = values_path(session, ref, name)
         if meta is not None:
@@ -189,28 +180,23 @@ def _echo_writing(
 def get(
     name: str,
     text: bool,
-    binding: str | None,
-    namespace_id: str | None,
-    local: bool | None,
-    remote: bool | None,
-    persist_to: Path | None,
-    platform_url: str | None,
+    target: KVTarget,
 ) -> None:
     """Print the value of key NAME (raw bytes, no newline added, unless --text)."""
-    if is_local(local, remote):
+    if target.local:
         from ember.cli.kv_local import open_local
 
-        ref = local_namespace(binding, namespace_id)
-        with open_local(local_store_path(persist_to), ref) as ns:
+        ref = target.local_ref()
+        with open_local(target.store_path(), ref) as ns:
             found = ns.get(name)
         if found is None:
             # wrangler's words; on stderr with exit status 1 (wrangler prints them on stdout and
             # exits 0), so a script can tell a missing key from one whose value is these words.
             raise UserError("Value not found")
     else:
-        with platform_session(platform_url) as session:
+        with platform_session(target.platform_url) as session:
             response = session.client.raw(
-                "GET", values_path(session, remote_namespace(session, binding, namespace_id), name)
+                "GET", values_path(session, target.remote_ref(session), name)
             )
         if response.status_code == 404:
             raise UserError(f"key {name!r} not found")
@@ -229,24 +215,19 @@ def get(
 @namespace_options
 def list_keys(
     prefix: str,
-    binding: str | None,
-    namespace_id: str | None,
-    local: bool | None,
-    remote: bool | None,
-    persist_to: Path | None,
-    platform_url: str | None,
+    target: KVTarget,
 ) -> None:
     """List the keys (as JSON), following cursors to the end."""
-    if is_local(local, remote):
+    if target.local:
         from ember.cli.kv_local import open_local
 
-        ref = local_namespace(binding, namespace_id)
-        with open_local(local_store_path(persist_to), ref) as ns:
+        ref = target.local_ref()
+        with open_local(target.store_path(), ref) as ns:
             click.echo(json.dumps(ns.list(prefix), indent=2))
         return
     keys: list[object] = []
-    with platform_session(platform_url) as session:
-        ref = remote_namespace(session, binding, namespace_id)
+    with platform_session(target.platform_url) as session:
+        ref = target.remote_ref(session)
         base = session.account_path(f"/storage/kv/namespaces/{ref.id}/keys")
         cursor = ""
         while True:
@@ -267,26 +248,20 @@ def list_keys(
 @namespace_options
 def delete(
     name: str,
-    binding: str | None,
-    namespace_id: str | None,
-    local: bool | None,
-    remote: bool | None,
-    persist_to: Path | None,
-    platform_url: str | None,
+    target: KVTarget,
 ) -> None:
     """Delete key NAME."""
-    in_local = is_local(local, remote)
-    echo_location(in_local)
-    if in_local:
+    echo_location(target.local)
+    if target.local:
         from ember.cli.kv_local import open_local
 
-        ref = local_namespace(binding, namespace_id)
+        ref = target.local_ref()
         click.echo(f'Deleting the key "{name}" on namespace {ref.display}.')
-        with open_local(local_store_path(persist_to), ref) as ns:
+        with open_local(target.store_path(), ref) as ns:
             ns.delete_many([name])
         return
-    with platform_session(platform_url) as session:
-        ref = remote_namespace(session, binding, namespace_id)
+    with platform_session(target.platform_url) as session:
+        ref = target.remote_ref(session)
         click.echo(f'Deleting the key "{name}" on namespace {ref.display}.')
         session.client.call("DELETE", values_path(session, ref, name))
 

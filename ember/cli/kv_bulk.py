@@ -24,13 +24,10 @@ from ember.bindings.kv import limits
 from ember.bindings.kv.bulk import bulk_write, item_label
 from ember.cli.kv_bulk_files import key_names, put_items, read_json
 from ember.cli.kv_target import (
+    KVTarget,
     echo_location,
-    is_local,
-    local_namespace,
-    local_store_path,
     namespace_options,
     platform_session,
-    remote_namespace,
 )
 
 MAX_ITEMS_PER_REQUEST = 1000  # wrangler's BATCH_KEY_MAX (a tenth of the API's 10,000)
@@ -48,17 +45,11 @@ def bulk() -> None:
 @namespace_options
 def put(
     filename: Path,
-    binding: str | None,
-    namespace_id: str | None,
-    local: bool | None,
-    remote: bool | None,
-    persist_to: Path | None,
-    platform_url: str | None,
+    target: KVTarget,
 ) -> None:
     """Write the key/value pairs of FILENAME: [{"key", "value", "expiration"?,
     "expiration_ttl"?, "metadata"?, "base64"?}, ...]."""
-    in_local = is_local(local, remote)
-    echo_location(in_local)
+    echo_location(target.local)
     parsed = put_items(read_json(filename), str(filename))
     if parsed.warnings:
         click.secho(
@@ -69,15 +60,15 @@ def put(
     # The binding's checks on every item, before the first write (the platform makes the same
     # ones again, with its own clock, for remote writes).
     writes = [bulk_write(time.time(), i, item) for i, item in enumerate(parsed.items)]
-    if in_local:
+    if target.local:
         from ember.cli.kv_local import open_local
 
-        ref = local_namespace(binding, namespace_id)
-        with open_local(local_store_path(persist_to), ref) as ns:
+        ref = target.local_ref()
+        with open_local(target.store_path(), ref) as ns:
             ns.put_many(writes)
     else:
-        with platform_session(platform_url) as session:
-            ref = remote_namespace(session, binding, namespace_id)
+        with platform_session(target.platform_url) as session:
+            ref = target.remote_ref(session)
             path = session.account_path(f"/storage/kv/namespaces/{ref.id}/bulk")
             for batch in _batches(parsed.items, "Uploaded"):
                 session.client.call("PUT", path, json=batch)
@@ -89,27 +80,22 @@ def put(
 @namespace_options
 def get(
     filename: Path,
-    binding: str | None,
-    namespace_id: str | None,
-    local: bool | None,
-    remote: bool | None,
-    persist_to: Path | None,
-    platform_url: str | None,
+    target: KVTarget,
 ) -> None:
     """Print the values of the keys in FILENAME (["key", ...] or [{"name"}, ...]) as JSON."""
     keys = _checked_keys(filename, "GET")
-    if is_local(local, remote):
+    if target.local:
         from ember.cli.kv_local import open_local
 
-        ref = local_namespace(binding, namespace_id)
-        with open_local(local_store_path(persist_to), ref) as ns:
+        ref = target.local_ref()
+        with open_local(target.store_path(), ref) as ns:
             found = ns.get_text(keys)
         # wrangler's local shape: each key maps to {"value": text or null}.
         click.echo(json.dumps({k: {"value": v} for k, v in found.items()}, indent=2))
         return
     values: dict[str, Any] = {}
-    with platform_session(platform_url) as session:
-        ref = remote_namespace(session, binding, namespace_id)
+    with platform_session(target.platform_url) as session:
+        ref = target.remote_ref(session)
         path = session.account_path(f"/storage/kv/namespaces/{ref.id}/bulk/get")
         for start in range(0, len(keys), MAX_GET_KEYS):
             chunk = keys[start : start + MAX_GET_KEYS]
@@ -125,28 +111,22 @@ def get(
 def delete(
     filename: Path,
     force: bool,
-    binding: str | None,
-    namespace_id: str | None,
-    local: bool | None,
-    remote: bool | None,
-    persist_to: Path | None,
-    platform_url: str | None,
+    target: KVTarget,
 ) -> None:
     """Delete the keys in FILENAME (["key", ...] or [{"name"}, ...])."""
-    in_local = is_local(local, remote)
-    echo_location(in_local)
-    if in_local:
+    echo_location(target.local)
+    if target.local:
         from ember.cli.kv_local import open_local
 
-        ref = local_namespace(binding, namespace_id)
+        ref = target.local_ref()
         if not _confirmed(force, filename, ref.display):
             return
         keys = _checked_keys(filename, "DELETE")
-        with open_local(local_store_path(persist_to), ref) as ns:
+        with open_local(target.store_path(), ref) as ns:
             ns.delete_many(keys)
     else:
-        with platform_session(platform_url) as session:
-            ref = remote_namespace(session, binding, namespace_id)
+        with platform_session(target.platform_url) as session:
+            ref = target.remote_ref(session)
             if not _confirmed(force, filename, ref.display):
                 return
             keys = _checked_keys(filename, "DELETE")

@@ -12,6 +12,7 @@ Remotely a binding without an id means the namespace the live version is bound t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,8 +49,42 @@ persist_option = click.option(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class KVTarget:
+    """What a ``kv key|bulk`` command's shared flags name: the namespace, and where it is."""
+
+    binding: str | None
+    namespace_id: str | None
+    local: bool  # wrangler's isLocal: true unless --remote
+    persist_to: Path | None
+    platform_url: str | None
+
+    def local_ref(self) -> NamespaceRef:
+        return local_namespace(self.binding, self.namespace_id)
+
+    def store_path(self) -> Path:
+        return local_store_path(self.persist_to)
+
+    def remote_ref(self, session: Session) -> NamespaceRef:
+        return remote_namespace(session, self.binding, self.namespace_id)
+
+
 def namespace_options(command: F) -> F:
-    """The options every ``kv key`` and ``kv bulk`` command shares: the namespace, and where."""
+    """The options every ``kv key`` and ``kv bulk`` command shares (the namespace, and where),
+    handed to ``command`` as one ``target: KVTarget`` argument."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["target"] = KVTarget(
+            binding=kwargs.pop("binding"),
+            namespace_id=kwargs.pop("namespace_id"),
+            local=is_local(kwargs.pop("local"), kwargs.pop("remote")),
+            persist_to=kwargs.pop("persist_to"),
+            platform_url=kwargs.pop("platform_url"),
+        )
+        return command(*args, **kwargs)
+
+    decorated: Callable[..., Any] = wrapper
     for option in (
         platform_option,
         persist_option,
@@ -58,8 +93,8 @@ def namespace_options(command: F) -> F:
         namespace_option,
         binding_option,
     ):  # innermost first, so --help lists them from --binding down
-        command = option(command)
-    return command
+        decorated = option(decorated)
+    return decorated  # type: ignore[return-value]
 
 
 def is_local(local: bool | None, remote: bool | None) -> bool:

@@ -129,3 +129,25 @@ def httpx_get(url: str) -> str:
     import httpx
 
     return httpx.get(url, timeout=30).text
+
+
+def test_cli_kv_namespace_create_list_rename_delete(serve: ServeProcess, tmp_path: Path) -> None:
+    """``ember kv namespace ...`` against a real platform: always remote, as in wrangler."""
+    _, token = permanent_account(serve, "clins")
+    env = {"env": {"EMBER_API_TOKEN": token}}
+    home = tmp_path / "h"
+    tmp_path.joinpath("p").mkdir()
+
+    def ember(*args: str) -> str:
+        done = _ember(serve, home, tmp_path / "p", "kv", "namespace", *args, **env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    created = ember("create", "things")
+    ns_id = created.rsplit(" ", 1)[1].strip()
+    assert created == f"Created KV namespace 'things' with id {ns_id}\n"
+    assert {"id": ns_id, "title": "things"} in json.loads(ember("list"))
+    assert ember("rename", ns_id, "stuff") == f"Renamed KV namespace {ns_id} to 'stuff'\n"
+    assert {"id": ns_id, "title": "stuff"} in json.loads(ember("list"))
+    assert ember("delete", ns_id, "--yes") == f"Deleted KV namespace {ns_id}\n"
+    assert ns_id not in {n["id"] for n in json.loads(ember("list"))}
