@@ -40,7 +40,7 @@ from ember.cli.upload_options import (
     write_outdir,
 )
 from ember.cli.versions_output import traffic
-from ember.cli.worker_project import KVBinding, load_project
+from ember.cli.worker_project import KVBinding, WorkerProject, load_project
 from ember.runtime.cron import CronExpression
 from ember.runtime.deployments.multipart import Part
 
@@ -92,16 +92,10 @@ def deploy(
         )
     if triggers:
         project = dataclasses.replace(project, crons=check_crons(triggers))
-    plan = plan_upload(
-        project, upload, today_utc(), lambda m: show_warnings([m]), environ=os.environ
-    )
-    modules = plan.project.modules()
-    write_outdir(plan, modules, datetime.datetime.now(datetime.UTC).isoformat())
-    if plan.dry_run:
-        # wrangler's dry run needs no account: nothing is read from the platform either.
-        specs = binding_specs(plan, lambda kv: kv_spec(kv.binding, kv.id))
-        report_dry_run(plan, modules, specs, as_json)
-        return
+    prepared = prepare_upload(project, upload, as_json)
+    if prepared is None:
+        return  # a dry run
+    plan, modules = prepared
     platform = resolve_platform(platform_url)
     if temporary:
         session, _ = temporary_session(platform, err=as_json)
@@ -144,6 +138,24 @@ def check_crons(crons: tuple[str, ...]) -> tuple[str, ...]:
         except ValueError as exc:
             raise OptionError("--triggers", cron, f"a cron expression ({exc})") from None
     return crons
+
+
+def prepare_upload(
+    project: WorkerProject, upload: UploadOptions, as_json: bool
+) -> tuple[UploadPlan, list[Part]] | None:
+    """The flags applied and the modules built (and written to ``--outdir``), for ``deploy``
+    and ``versions upload`` alike; ``None`` after a dry run has reported what it would send
+    (wrangler's dry run needs no account: nothing is read from the platform either)."""
+    plan = plan_upload(
+        project, upload, today_utc(), lambda m: show_warnings([m]), environ=os.environ
+    )
+    modules = plan.project.modules()
+    write_outdir(plan, modules, datetime.datetime.now(datetime.UTC).isoformat())
+    if not plan.dry_run:
+        return plan, modules
+    specs = binding_specs(plan, lambda kv: kv_spec(kv.binding, kv.id))
+    report_dry_run(plan, modules, specs, as_json)
+    return None
 
 
 def report_dry_run(

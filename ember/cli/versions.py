@@ -8,15 +8,13 @@ or splits traffic between two. ``list`` and ``view`` print what wrangler prints 
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import click
 
-from ember.cli.deploy import report_dry_run
+from ember.cli.deploy import prepare_upload
 from ember.cli.deployments import worker_name
 from ember.cli.environment import EnvChoice, chosen_env, env_option, show_warnings
 from ember.cli.platform_client import PlatformNotFound
@@ -26,10 +24,7 @@ from ember.cli.upload_body import binding_specs, kv_spec, upload_body
 from ember.cli.upload_options import (
     UploadOptions,
     UploadPlan,
-    plan_upload,
-    today_utc,
     upload_options,
-    write_outdir,
 )
 from ember.cli.versions_deploy import deploy
 from ember.cli.versions_output import labelled, version_summary
@@ -67,15 +62,10 @@ def upload(
     project = load_project(directory, name, choice.name)
     show_warnings([*project.warnings, *_no_env_warning(project, choice)])
     # The same flags as ``ember deploy`` (wrangler's shared deploy args), applied the same way.
-    plan = plan_upload(
-        project, upload, today_utc(), lambda m: show_warnings([m]), environ=os.environ
-    )
-    modules = plan.project.modules()
-    write_outdir(plan, modules, datetime.datetime.now(datetime.UTC).isoformat())
-    if plan.dry_run:
-        specs = binding_specs(plan, lambda kv: kv_spec(kv.binding, kv.id))
-        report_dry_run(plan, modules, specs, as_json=False)
-        return
+    prepared = prepare_upload(project, upload, as_json=False)
+    if prepared is None:
+        return  # a dry run
+    plan, modules = prepared
     session = command_session(platform_url, temporary)
     try:
         version = upload_version(session, plan, modules)
