@@ -2,13 +2,15 @@
 
 Owns reading the files of one project directory into a typed ``ProjectConfig``: name, main
 module, compatibility date and flags, vars, secrets (``.dev.vars``), crons, limits, dev server
-settings, and the *raw* binding sections, as one environment sees them (``[env.NAME]``,
-chosen by ``ember.config_env``; ``None``: the top level). Binding sections stay raw
+settings, ``keep_vars``, and the *raw* binding sections, as one environment sees them
+(``[env.NAME]``, chosen by ``ember.config_env``; ``None``: the top level). Binding sections stay raw
 (``ConfigSection``) because the binding registry (``ember.bindings.registry``) owns which
 binding types exist; it turns each section into typed specs and reports errors through the same
 ``ConfigError``.
 
 Every error names the file, the key, what was found and what was expected (style R9).
+``ember dev`` and ``ember deploy`` both read a project through ``load_project`` (a deploy
+without the secrets files, which are ``ember dev``'s alone), so a config means one thing to both.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ember.config_values import (
     DevConfig,
     JSONValue,
     LimitsConfig,
+    bool_value,
     crons_value,
     date_value,
     dev_value,
@@ -168,6 +171,9 @@ class ProjectConfig:
     env: str | None = None  # the environment in use; None: the top level
     environments: tuple[str, ...] = ()  # every environment the file defines
     env_keys: frozenset[str] = frozenset()  # keys written in the environment's section
+    named: bool = True  # the file names the worker (else it is named after the directory)
+    crons_set: bool = False  # triggers.crons is written (a deploy replaces the schedules then)
+    keep_vars: bool = False  # top level only: a deploy keeps the platform's vars (--keep-vars)
 
     def where(self, key: str) -> str:
         """Where ``key`` is written: ``vars``, or ``env.staging.vars``."""
@@ -210,23 +216,39 @@ def load_project(
     *,
     env: str | None = None,
     extra_vars: Mapping[str, str] | None = None,
+    secrets: bool = True,
+    name: str | None = None,
 ) -> ProjectConfig:
     """Read ``root``'s config file and secrets into a ``ProjectConfig``, as environment ``env``
-    (``[env.NAME]``) sees them; ``None`` or ``""``: the top level."""
+    (``[env.NAME]``) sees them; ``None`` or ``""``: the top level.
+
+    ``secrets=False`` leaves the secrets files (``.dev.vars``, ``.env``) unread: they are
+    ``ember dev``'s, and a deploy must neither upload them nor fail on them. ``name`` (deploy's
+    ``--name``) replaces the worker's name as it is: the platform judges it, and the directory's
+    name, which it stands in for, is not checked either."""
     root = Path(root).resolve()
     path = find_config_file(root)
     document = read_document(path)
-    if document.get("name") is None:
+    named = document.get("name") is not None
+    if not named:
         document["name"] = root.name  # the default name, which an environment suffixes
     selected = select_environment(document, env, str(path))
+    named = named or "name" in selected.from_env
     try:
-        return _parse(root, path, selected, extra_vars)
+        return _parse(root, path, selected, extra_vars, secrets, named=named, name=name)
     except ConfigError as exc:
         raise selected.relocate(exc) from None  # named where it is written: env.NAME.key
 
 
 def _parse(
-    root: Path, path: Path, selected: Selected, extra_vars: Mapping[str, str] | None
+    root: Path,
+    path: Path,
+    selected: Selected,
+    extra_vars: Mapping[str, str] | None,
+    read_secrets: bool,
+    *,
+    named: bool,
+    name: str | None,
 ) -> ProjectConfig:
     data = selected.data
     fname = str(path)
@@ -236,9 +258,11 @@ def _parse(
         warnings.append(f"using {path.name}; ignoring {', '.join(others)}")
     warnings.extend(selected.warnings)
 
-    name = opt_str(data, "name", fname) or root.name
-    if not _NAME.match(name):
-        raise ConfigError(fname, "name", name, "letters, digits, '-' or '_', at most 63 chars")
+    worker_name = opt_str(data, "name", fname) or root.name
+    if (named or name is None) and not _NAME.match(worker_name):
+        raise ConfigError(
+            fname, "name", worker_name, "letters, digits, '-' or '_', at most 63 chars"
+        )
     default_main = "worker.py" if path.suffix in (".yaml", ".yml") else None
     main = opt_str(data, "main", fname) or default_main
     if main is None:
@@ -252,7 +276,7 @@ def _parse(
         raise ConfigError(fname, "main", main, f"an existing file under {root}")
 
     vars_ = vars_value(data.get("vars", {}), fname)
-    secrets_files = secrets_files_of(root, selected.env)
+    secrets_files = secrets_files_of(root, selected.env) if read_secrets else ()
     secrets: dict[str, str] = {}
     for secrets_file in secrets_files:
         secrets.update(parse_dotenv(secrets_file))
@@ -274,7 +298,7 @@ def _parse(
     return ProjectConfig(
         root=root,
         file=path,
-        name=name,
+        name=name or worker_name,
         main=main_path.relative_to(root).as_posix(),
         compatibility_date=compatibility_date,
         compatibility_flags=str_list(
@@ -284,6 +308,8 @@ def _parse(
         secrets=secrets,
         secrets_files=secrets_files,
         crons=crons_value(data.get("triggers"), fname),
+        crons_set=_has_crons(data.get("triggers")),
+        keep_vars=bool_value(data.get("keep_vars", False), fname, "keep_vars"),
         limits=limits_value(data.get("limits"), fname),
         dev=dev_value(data.get("dev"), fname),
         binding_sections=tuple(
@@ -295,7 +321,12 @@ def _parse(
         env=selected.env,
         environments=selected.environments,
         env_keys=selected.from_env,
+        named=named,
     )
+
+
+def _has_crons(triggers: object) -> bool:
+    return isinstance(triggers, dict) and "crons" in triggers
 
 
 def secrets_files_of(root: Path, env: str | None) -> tuple[Path, ...]:

@@ -73,6 +73,12 @@ def date_value(value: object, fname: str) -> str | None:
     raise ConfigError(fname, "compatibility_date", value, "a date as YYYY-MM-DD")
 
 
+def bool_value(value: object, fname: str, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(fname, key, value, "true or false")
+    return value
+
+
 def str_list(value: object, fname: str, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(fname, key, value, "a list of strings")
