@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ember.bindings.base import BindingSpec, BindingType, binding_name
+from ember.bindings.base import BindingSpec, BindingType, OptionValue, binding_name
 from ember.config import ConfigSection
 
 CLIENT = "ember.bindings.kv.client:KVNamespace"
@@ -12,7 +12,8 @@ SERVICE = "ember.bindings.kv.service:KVService"
 def parse(section: ConfigSection) -> tuple[BindingSpec, ...]:
     """Each entry names a binding and (optionally) the namespace id it reads and writes.
 
-    Without an id, the namespace is named after the binding, as ``wrangler dev`` does locally.
+    Without an id, the namespace is named after the binding, as ``wrangler dev`` does locally,
+    and the spec says so (``default_id``): a deploy provisions a namespace for it instead.
     """
     if not isinstance(section.value, list):
         raise section.error(None, section.value, "a list of {binding, id} entries")
@@ -28,14 +29,10 @@ def parse(section: ConfigSection) -> tuple[BindingSpec, ...]:
         preview_id = entry.get("preview_id")
         if preview_id is not None and not isinstance(preview_id, str):
             raise section.error(f"{where}.preview_id", preview_id, "a namespace id string")
-        specs.append(
-            BindingSpec(
-                kind="kv_namespace",
-                name=name,
-                client=CLIENT,
-                options={"namespace_id": namespace_id},
-            )
-        )
+        options: dict[str, OptionValue] = {"namespace_id": namespace_id}
+        if "id" not in entry:
+            options["default_id"] = True
+        specs.append(BindingSpec(kind="kv_namespace", name=name, client=CLIENT, options=options))
     return tuple(specs)
 
 
