@@ -14,11 +14,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ember.bindings.base import BindingSpec
-from ember.bindings.registry import BindingRegistry, default_registry
+from ember.bindings.registry import BindingRegistry
 from ember.config import JSONValue, ProjectConfig, load_project
-from ember.errors import ConfigError
-from ember.runtime.cron import CronExpression
 from ember.runtime.limits import Limits
+from ember.runtime.project_check import check_project
 
 SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "venv", "python_modules"})
 
@@ -66,17 +65,9 @@ def deployment_from_project(
     registry: BindingRegistry | None = None,
     base_limits: Limits | None = None,
 ) -> Deployment:
-    """Turn a parsed project into a Deployment; binding and cron errors name file and key."""
-    registry = registry or default_registry()
-    bindings = registry.parse(config.binding_sections)
-    _check_unique_names(config, bindings)
-    for index, cron in enumerate(config.crons):
-        try:
-            CronExpression.parse(cron)
-        except ValueError as exc:
-            raise ConfigError(
-                str(config.file), f"triggers.crons[{index}]", cron, str(exc)
-            ) from None
+    """Turn a parsed project into a Deployment; binding and cron errors name file and key
+    (``check_project``: the checks a deploy of the same config makes)."""
+    bindings = check_project(config, registry).bindings
     return Deployment(
         id=deployment_id or config.name,
         name=config.name,
@@ -91,26 +82,6 @@ def deployment_from_project(
         compatibility_flags=config.compatibility_flags,
         version=source_digest(config.root),
     )
-
-
-def _check_unique_names(config: ProjectConfig, bindings: tuple[BindingSpec, ...]) -> None:
-    """A var or secret named like a binding would hide one of them on ``env``: refused, as
-    wrangler refuses it ("KV assigned to Environment Variable and KV Namespace bindings")."""
-    kinds = {spec.name: spec.kind for spec in bindings}
-    for source, names, key in (
-        (config.file, config.vars, "vars"),
-        (config.secrets_file, config.secrets, "secrets"),
-    ):
-        for name in names:
-            if name in kinds:
-                raise ConfigError(
-                    str(source),
-                    f"{config.where(key)}.{name}" if key == "vars" else name,
-                    name,
-                    f"a name no binding uses (the {kinds[name]} binding {name} has it)",
-                    hint="bindings must have unique names, so that they can all be referenced "
-                    "in the worker",
-                )
 
 
 def load_deployment(root: Path | str, **kwargs: object) -> Deployment:

@@ -25,6 +25,7 @@ from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.http import ResponseAborted
 from ember.runtime.listen import bind
 from ember.runtime.mounts import binding_mounts, with_binding_mounts
+from ember.runtime.project_check import check_project
 from ember.runtime.router import Router
 from ember.runtime.scheduler import CronScheduler
 from ember.runtime.services import DeploymentHost
@@ -72,13 +73,8 @@ class DevServer:
 
     @property
     def warnings(self) -> list[str]:
-        """Config warnings, including sections no binding type claims."""
-        registry = self.options.registry or default_registry()
-        ignored = registry.ignored(self.config.binding_sections)
-        return [
-            *self.config.warnings,
-            *(f"{self.config.file.name}: unexpected field {k!r} (ignored)" for k in ignored),
-        ]
+        """Config warnings, including sections no binding type claims (as a deploy shows)."""
+        return list(check_project(self.config, self.options.registry).warnings)
 
     @property
     def state_dir(self) -> Path:

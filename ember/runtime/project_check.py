@@ -1,0 +1,73 @@
+"""A project's config checked past its own file: the one meaning ``ember dev`` runs and
+``ember deploy`` uploads.
+
+``ember.config.load_project`` checks each key on its own; this adds what needs the binding
+registry and the runtime: every binding section parsed by its type (an unsupported type is
+refused), binding names unique, no var named like a binding, crons that parse, and the warnings
+about keys nothing reads. ``ember dev`` (``ember.runtime.deployment``) and the deploy reader
+(``ember.cli.worker_project``) both call ``check_project``, so a config one refuses the other
+refuses with the same ``ConfigError``, and what one accepts the other reads the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ember.bindings.base import BindingSpec
+from ember.bindings.registry import BindingRegistry, default_registry
+from ember.config import ProjectConfig
+from ember.errors import ConfigError
+from ember.runtime.cron import CronExpression
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedProject:
+    """A config that passed every check, with its bindings as typed specs."""
+
+    config: ProjectConfig
+    bindings: tuple[BindingSpec, ...]
+    warnings: tuple[str, ...]  # the config's own, then each key nothing reads
+
+    def bindings_of(self, kind: str) -> tuple[BindingSpec, ...]:
+        """The bindings of one kind (``kv_namespace``, ``ai``), in the config's order."""
+        return tuple(spec for spec in self.bindings if spec.kind == kind)
+
+
+def check_project(config: ProjectConfig, registry: BindingRegistry | None = None) -> CheckedProject:
+    """``config`` checked as a whole; ConfigError (file, key, found, expected) if it is not."""
+    registry = registry or default_registry()
+    bindings = registry.parse(config.binding_sections)
+    _check_unique_names(config, bindings)
+    for index, cron in enumerate(config.crons):
+        try:
+            CronExpression.parse(cron)
+        except ValueError as exc:
+            raise ConfigError(
+                str(config.file), f"{config.where('triggers')}.crons[{index}]", cron, str(exc)
+            ) from None
+    ignored = registry.ignored(config.binding_sections)
+    warnings = (
+        *config.warnings,
+        *(f"{config.file.name}: unexpected field {key!r} (ignored)" for key in ignored),
+    )
+    return CheckedProject(config, bindings, warnings)
+
+
+def _check_unique_names(config: ProjectConfig, bindings: tuple[BindingSpec, ...]) -> None:
+    """A var or secret named like a binding would hide one of them on ``env``: refused, as
+    wrangler refuses it ("KV assigned to Environment Variable and KV Namespace bindings")."""
+    kinds = {spec.name: spec.kind for spec in bindings}
+    for source, names, key in (
+        (config.file, config.vars, "vars"),
+        (config.secrets_file, config.secrets, "secrets"),
+    ):
+        for name in names:
+            if name in kinds:
+                raise ConfigError(
+                    str(source),
+                    f"{config.where(key)}.{name}" if key == "vars" else name,
+                    name,
+                    f"a name no binding uses (the {kinds[name]} binding {name} has it)",
+                    hint="bindings must have unique names, so that they can all be referenced "
+                    "in the worker",
+                )
