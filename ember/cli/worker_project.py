@@ -1,14 +1,14 @@
 """Read a worker project and turn it into what ``ember deploy`` uploads.
 
-The project's config file is the one ``ember dev`` reads (``ember.config.find_config_file``,
-parsed by ``ember.config.read_document``); this module reads the keys a deploy needs (name,
-main, compatibility date and flags, vars, KV namespaces, AI, crons, keep_vars). The files
-uploaded are what wrangler uploads for a Python Worker: every ``.py`` module under the entry's
-directory (the module root, names relative to it), the project's ``python_modules/`` (vendored
-packages, as ``python_modules/<path>``), and other files under the module root as data modules
-(text or bytes), so the worker can read its templates and data. The project's config files
-(``CONFIG_FILES`` at its root) are never uploaded. With an environment (``--env NAME``), the
-keys are those ``ember.config_env`` selects for it.
+The config is read and checked as ``ember dev`` reads it (``ember.config.load_project``
+without the secrets files, then ``ember.runtime.project_check``); this module takes from it
+what a deploy uploads (name, main, compatibility date and flags, vars, KV and AI bindings,
+crons, keep_vars). The files uploaded are what wrangler uploads for a Python Worker: every
+``.py`` module under the entry's directory (the module root, names relative to it), the
+project's ``python_modules/`` (vendored packages, as ``python_modules/<path>``), and other files
+under the module root as data modules (text or bytes), so the worker can read its templates and
+data. The project's config files (``CONFIG_FILES`` at its root) are never uploaded. With an
+environment (``--env NAME``), the keys are those ``ember.config_env`` selects for it.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ember.config import CONFIG_FILES, find_config_file, read_document
-from ember.config_env import Selected, select_environment
+from ember.bindings.base import BindingSpec
+from ember.config import CONFIG_FILES
+from ember.config import load_project as load_config
 from ember.errors import ConfigError
 from ember.runtime.deployments.multipart import Part
+from ember.runtime.project_check import check_project
 
 SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".wrangler", ".ember", ".venv"}
 TEXT_SUFFIXES = {".txt", ".html", ".json", ".md", ".css", ".csv", ".jinja", ".toml", ".yaml"}
@@ -95,75 +97,42 @@ def load_project(
     directory: Path, name_override: str | None = None, env: str | None = None
 ) -> WorkerProject:
     """The project in ``directory`` as environment ``env`` sees it (None or "": the top level);
-    ``name_override`` (``--name``) replaces the worker's name as it is, as wrangler's does."""
-    config_file = find_config_file(directory)
-    selected = select_environment(read_document(config_file), env, str(config_file))
-    try:
-        return _project(directory, config_file, selected, name_override)
-    except ConfigError as exc:
-        raise selected.relocate(exc) from None  # named where it is written: env.NAME.key
+    ``name_override`` (``--name``) replaces the worker's name as it is, as wrangler's does.
 
-
-def _project(
-    directory: Path, config_file: Path, selected: Selected, name_override: str | None
-) -> WorkerProject:
-    raw = selected.data
-    where = str(config_file)
-    name = name_override or raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise ConfigError(where, "name", name, "the Worker's name (or pass --name)")
-    main_value = raw.get("main")
-    if not isinstance(main_value, str):
-        raise ConfigError(
-            where, "main", main_value, "the path of the entry module, e.g. src/entry.py"
-        )
-    main = (directory / main_value).resolve()
-    if not main.is_file() or main.suffix != ".py":
-        raise ConfigError(where, "main", main_value, "an existing .py file")
-    flags = raw.get("compatibility_flags", [])
-    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
-        raise ConfigError(where, "compatibility_flags", flags, "a list of strings")
+    Read and checked as ``ember dev`` reads it (``load_config``, then ``check_project``), minus
+    dev's secrets files, so what dev refuses a deploy refuses with the same error. One rule is a
+    deploy's own, as in wrangler's deploy: the worker needs a name, from the config or
+    ``--name`` (dev runs a nameless one under its directory's name)."""
+    name_override = name_override or None  # an empty --name names nothing
+    config = load_config(directory, env=env, secrets=False, name=name_override)
+    checked = check_project(config)
+    if not config.named and name_override is None:
+        raise ConfigError(str(config.file), "name", None, "the Worker's name (or pass --name)")
+    flags = config.compatibility_flags
     if "python_workers" not in flags:
-        flags = [*flags, "python_workers"]
-    variables = raw.get("vars", {})
-    if not isinstance(variables, dict):
-        raise ConfigError(where, "vars", variables, "a mapping of names to values")
-    ai = raw.get("ai")
-    ai_binding = ai.get("binding") if isinstance(ai, dict) else None
-    date = raw.get("compatibility_date")
-    triggers = raw.get("triggers")
-    crons = triggers.get("crons") if isinstance(triggers, dict) else None
-    if crons is not None and (
-        not isinstance(crons, list) or not all(isinstance(c, str) for c in crons)
-    ):
-        raise ConfigError(where, "triggers.crons", crons, "a list of cron expressions")
-    keep_vars = raw.get("keep_vars", False)
-    if not isinstance(keep_vars, bool):
-        raise ConfigError(where, "keep_vars", keep_vars, "true or false")
+        flags = (*flags, "python_workers")  # every upload is a Python Worker
+    ai = checked.bindings_of("ai")
     return WorkerProject(
-        root=directory.resolve(),
-        config_file=config_file,
-        name=name,
-        main=main,
-        compatibility_date=str(date) if date is not None else None,
-        compatibility_flags=tuple(flags),
-        vars=variables,
-        kv_namespaces=tuple(_kv(raw.get("kv_namespaces", []), where)),
-        ai_binding=ai_binding,
-        crons=tuple(crons) if crons is not None else None,
-        keep_vars=keep_vars,
-        env=selected.env,
-        environments=selected.environments,
-        warnings=selected.warnings,
+        root=config.root,
+        config_file=config.file,
+        name=config.name,
+        main=config.main_path,
+        compatibility_date=config.compatibility_date,
+        compatibility_flags=flags,
+        vars=dict(config.vars),
+        kv_namespaces=tuple(_kv(spec) for spec in checked.bindings_of("kv_namespace")),
+        ai_binding=ai[0].name if ai else None,
+        crons=config.crons if config.crons_set else None,
+        keep_vars=config.keep_vars,
+        env=config.env,
+        environments=config.environments,
+        warnings=checked.warnings,
     )
 
 
-def _kv(value: Any, where: str) -> list[KVBinding]:
-    if not isinstance(value, list):
-        raise ConfigError(where, "kv_namespaces", value, "a list of {binding, id?}")
-    out = []
-    for item in value:
-        if not isinstance(item, dict) or not isinstance(item.get("binding"), str):
-            raise ConfigError(where, "kv_namespaces", item, "{binding: NAME, id?: ID}")
-        out.append(KVBinding(item["binding"], item.get("id")))
-    return out
+def _kv(spec: BindingSpec) -> KVBinding:
+    """A KV binding to upload: its namespace id, or None where the config gives none (dev names
+    that one after the binding; a deploy provisions a namespace for it)."""
+    if spec.options.get("default_id"):
+        return KVBinding(spec.name, None)
+    return KVBinding(spec.name, str(spec.options["namespace_id"]))
