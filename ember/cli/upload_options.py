@@ -202,6 +202,8 @@ def plan_upload(
     secrets = {}
     if options.secrets_file is not None:
         secrets = read_secrets_file(options.secrets_file, environ or {})
+    _check_binding_names(project, options.vars, "--var")
+    _check_binding_names(project, secrets, "--secrets-file")
     annotations = {
         key: value
         for key, value in (("workers/message", options.message), ("workers/tag", options.tag))
@@ -221,6 +223,19 @@ def plan_upload(
         dry_run=options.dry_run,
         outdir=options.outdir,
     )
+
+
+def _check_binding_names(project: WorkerProject, names: Iterable[str], option: str) -> None:
+    """A var or secret named like a binding would hide it on ``env``: refused before the
+    upload, as ``ember dev`` refuses it (wrangler: bindings must have unique names)."""
+    kinds = {kv.binding: "kv_namespace" for kv in project.kv_namespaces}
+    if project.ai_binding:
+        kinds[project.ai_binding] = "ai"
+    for name in names:
+        if name in kinds:
+            raise OptionError(
+                option, name, f"a name no binding uses (the {kinds[name]} binding {name} has it)"
+            )
 
 
 def upload_options(function: F) -> F:

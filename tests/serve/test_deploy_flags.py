@@ -215,6 +215,8 @@ def test_dry_run_uploads_nothing_and_outdir_holds_the_modules(
         (("--compatibility-date", "2999-01-01"), ["--compatibility-date", "future"]),
         (("--compatibility-date", "yesterday"), ["--compatibility-date", "YYYY-MM-DD"]),
         (("--triggers", "every minute"), ["--triggers", "every minute"]),
+        # A var named like a binding would hide it on env: refused, as ember dev refuses it.
+        (("--var", "KV:shadow"), ["--var", "KV", "kv_namespace binding"]),
     ],
 )
 def test_bad_flag_values_are_refused_before_anything_is_uploaded(
@@ -264,3 +266,14 @@ def test_versions_upload_takes_the_same_flags(serve: ServeProcess, project: Proj
     assert annotations["workers/tag"] == "v2" and annotations["workers/message"] == "second"
     project.ember("versions", "deploy", version_id, "--yes")
     assert serve.worker(account, "flagged").text == "hey x v2 -"
+
+
+def test_a_secret_named_like_a_binding_is_refused_before_upload(
+    serve: ServeProcess, project: Project
+) -> None:
+    (project.root / "clash.json").write_text(json.dumps({"KV": "shadow"}))
+    before = _platform_state(serve)
+    refused = project.ember("deploy", "--secrets-file", "clash.json", ok=False)
+    assert refused.returncode != 0 and "--secrets-file" in refused.stderr
+    assert "kv_namespace binding" in refused.stderr and "Traceback" not in refused.stderr
+    assert _platform_state(serve) == before
