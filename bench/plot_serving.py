@@ -10,8 +10,8 @@ medians over repeats.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -25,7 +25,15 @@ DEFAULT = Path(__file__).resolve().parent / "results" / "serving.json"
 
 
 def main() -> None:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "report",
+        nargs="?",
+        type=Path,
+        default=DEFAULT,
+        help="bench.serving JSON (default: bench/results/serving.json)",
+    )
+    path = parser.parse_args().report
     report = json.loads(path.read_text())
     archs = report["archs"]
     top = max(report["plan"]["concurrency"])
