@@ -138,6 +138,42 @@ def _flags(tokens: list[str]) -> list[str]:
     return out
 
 
+def commands_named(invocation: Invocation, root: click.Group) -> set[tuple[str, ...]]:
+    """The command paths a README command names (`kv key put|get` names two)."""
+    tokens = invocation.text.split()[1:]
+    named: set[tuple[str, ...]] = set()
+    frontier: list[tuple[click.Command, tuple[str, ...]]] = [(root, ())]
+    for token in tokens:
+        groups = [(c, p) for c, p in frontier if isinstance(c, click.Group)]
+        if not groups or token.startswith("-") or token == "...":
+            break
+        frontier = []
+        for group, path in groups:
+            ctx = click.Context(group, info_name=" ".join(("ember", *path)))
+            for name in token.split("|"):
+                sub = group.get_command(ctx, name)
+                if sub is not None:
+                    frontier.append((sub, (*path, name)))
+    named.update(path for _, path in frontier if path)
+    return named
+
+
+def leaf_commands(root: click.Group) -> set[tuple[str, ...]]:
+    leaves: set[tuple[str, ...]] = set()
+    stack: list[tuple[click.Command, tuple[str, ...]]] = [(root, ())]
+    while stack:
+        command, path = stack.pop()
+        if not isinstance(command, click.Group):
+            leaves.add(path)
+            continue
+        ctx = click.Context(command, info_name=" ".join(("ember", *path)))
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None:
+                stack.append((sub, (*path, name)))
+    return leaves
+
+
 def all_option_names(root: click.Group) -> set[str]:
     names: set[str] = set()
     stack: list[tuple[click.Command, str]] = [(root, "ember")]
@@ -170,6 +206,14 @@ def test_readme_lists_ember_commands() -> None:
 )
 def test_readme_command_exists_with_its_flags(invocation: Invocation) -> None:
     assert problems(invocation, cli) == []
+
+
+def test_readme_shows_every_ember_command() -> None:
+    named: set[tuple[str, ...]] = set()
+    for invocation in readme_invocations(README.read_text()):
+        named |= commands_named(invocation, cli)
+    missing = sorted(" ".join(("ember", *path)) for path in leaf_commands(cli) - named)
+    assert missing == [], f"commands the README never shows: {missing}"
 
 
 def test_every_flag_the_readme_names_is_an_ember_option() -> None:
