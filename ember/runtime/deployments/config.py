@@ -278,7 +278,8 @@ def _with_unit(value: Any, units: dict[str, int]) -> int | None:
 
 
 def default_state_dir() -> Path:
-    """Where a platform keeps its state: ``$EMBER_STATE_DIR``, else ``$XDG_DATA_HOME/ember``."""
+    """Where a platform keeps its state: ``$EMBER_STATE_DIR``, else
+    ``$XDG_DATA_HOME/ember/platform`` (``~/.local/share`` when unset)."""
     explicit = os.environ.get("EMBER_STATE_DIR")
     if explicit:
         return Path(explicit)
