@@ -18,7 +18,16 @@ import pytest
 
 from ember.cli.main import cli
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+# Other documents whose `ember ...` commands are held to the same check.
+OTHER_DOCS = (
+    "BENCHMARKS.md",
+    "examples/README.md",
+    "ember/runtime/README.md",
+    "ember/runtime/platform/README.md",
+    "ember/bindings/README.md",
+)
 
 # Flags the README shows for programs other than ember (training, bench, SGLang's launcher).
 OTHER_PROGRAMS_FLAGS = {"--install", "--record", "--plot", "--tp"}
@@ -28,9 +37,10 @@ OTHER_PROGRAMS_FLAGS = {"--install", "--record", "--plot", "--tp"}
 class Invocation:
     line: int
     text: str
+    doc: str = "README.md"
 
 
-def readme_invocations(text: str) -> list[Invocation]:
+def readme_invocations(text: str, doc: str = "README.md") -> list[Invocation]:
     """`ember ...` commands in fenced code blocks (one per line, `\\` continued, or `&&` part)
     and in inline spans (which may wrap across lines of prose)."""
     found: list[Invocation] = []
@@ -52,21 +62,21 @@ def readme_invocations(text: str) -> list[Invocation]:
             continue
         pending = ""
         for part in re.split(r"&&|;|\s\|\s", code):
-            found.extend(_commands_in(part, number))
+            found.extend(_commands_in(part, number, doc))
     joined = "\n".join(prose)
     for match in re.finditer(r"`([^`]+)`", joined):
         line = joined.count("\n", 0, match.start()) + 1
-        found.extend(_commands_in(" ".join(match.group(1).split()), line))
+        found.extend(_commands_in(" ".join(match.group(1).split()), line, doc))
     return sorted(found, key=lambda inv: inv.line)
 
 
-def _commands_in(text: str, line: int) -> list[Invocation]:
+def _commands_in(text: str, line: int, doc: str) -> list[Invocation]:
     """`ember ...` (also `.venv/bin/ember ...`), split where the README lists several with ` · `."""
     out = []
     for piece in text.split(" · "):
         match = re.match(r"\s*(?:\S*/)?ember(\s.*)?$", piece)
         if match:
-            out.append(Invocation(line, "ember" + (match.group(1) or "").rstrip()))
+            out.append(Invocation(line, "ember" + (match.group(1) or "").rstrip(), doc))
     return out
 
 
@@ -76,7 +86,7 @@ def problems(invocation: Invocation, root: click.Group) -> list[str]:
         tokens = shlex.split(invocation.text)[1:]
     except ValueError:
         tokens = invocation.text.split()[1:]
-    where = f"README.md:{invocation.line}: `{invocation.text}`"
+    where = f"{invocation.doc}:{invocation.line}: `{invocation.text}`"
     return _walk(root, ["ember"], tokens, where)
 
 
@@ -199,10 +209,17 @@ def test_readme_lists_ember_commands() -> None:
     assert any(t.startswith("ember models serve") for t in texts)
 
 
+def _documented() -> list[Invocation]:
+    found = readme_invocations(README.read_text())
+    for doc in OTHER_DOCS:
+        found += readme_invocations((ROOT / doc).read_text(), doc)
+    return found
+
+
 @pytest.mark.parametrize(
     "invocation",
-    readme_invocations(README.read_text()),
-    ids=lambda inv: f"L{inv.line}:{inv.text[:60]}",
+    _documented(),
+    ids=lambda inv: f"{inv.doc}:{inv.line}:{inv.text[:60]}",
 )
 def test_readme_command_exists_with_its_flags(invocation: Invocation) -> None:
     assert problems(invocation, cli) == []
