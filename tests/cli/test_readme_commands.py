@@ -3,7 +3,8 @@
 Every `ember ...` line of a fenced code block and every inline `ember ...` span is walked down the
 command tree: each subcommand must exist (`a|b` alternatives each), and each `--flag` / `-f` after
 the command must be one of its options. Removing a flag the README shows, or renaming a command,
-fails here until the README says the same.
+fails here until the README says the same. BENCHMARKS.md, examples/README.md and the package
+READMEs get the same check; every command of the tree must appear in README.md.
 """
 
 from __future__ import annotations
