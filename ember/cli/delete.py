@@ -6,6 +6,7 @@ import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
+from ember.cli.prompts import confirm
 from ember.cli.session import name_option, open_session, platform_option
 
 
@@ -18,7 +19,8 @@ def delete(name: str | None, platform_url: str | None, yes: bool) -> None:
     """Delete the worker (its KV namespaces stay: they belong to the account)."""
     worker = worker_name(name)
     if not yes:
-        click.confirm(f"Delete Worker {worker!r} and all its versions?", abort=True)
+        if not confirm(f"Delete Worker {worker!r} and all its versions?"):
+            raise click.Abort()
     session = open_session(platform_url)
     try:
         session.client.call("DELETE", session.account_path(f"/workers/services/{worker}"))

@@ -17,7 +17,6 @@ import datetime
 import json
 import os
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import click
 from ember.cli.bindings_table import binding_rows, print_bindings, total_upload_line
 from ember.cli.environment import chosen_env, env_option, show_warnings
 from ember.cli.platform_client import DEFAULT_PLATFORM, PlatformNotFound, resolve_platform
+from ember.cli.prompts import confirm
 from ember.cli.session import Session, name_option, open_session, platform_option
 from ember.cli.temporary import iso_time, temporary_session
 from ember.cli.upload_body import binding_specs, kv_spec, upload_body
@@ -212,10 +212,7 @@ def confirm_split_overwrite(session: Session, name: str) -> bool:
         '"ember deploy" will upload a new version and deploy it globally immediately.\n'
         "Are you sure you want to continue?"
     )
-    if not sys.stdin.isatty():
-        click.echo(question + " yes (not a terminal)", err=True)
-        return True
-    return click.confirm(question, default=False, err=True)
+    return confirm(question, err=True)
 
 
 def deploy_project(

@@ -23,6 +23,7 @@ from ember.cli.kv_target import (
     platform_session,
     values_path,
 )
+from ember.cli.prompts import confirm
 from ember.cli.session import platform_option
 from ember.errors import UserError
 
@@ -82,7 +83,8 @@ def rename_namespace(namespace_id: str, title: str, platform_url: str | None) ->
 def delete_namespace(namespace_id: str, platform_url: str | None, yes: bool) -> None:
     """Delete namespace NAMESPACE_ID and every key in it."""
     if not yes:
-        click.confirm(f"Delete KV namespace {namespace_id} and all its keys?", abort=True)
+        if not confirm(f"Delete KV namespace {namespace_id} and all its keys?"):
+            raise click.Abort()
     with platform_session(platform_url) as session:
         session.client.call(
             "DELETE", session.account_path(f"/storage/kv/namespaces/{namespace_id}")

@@ -29,6 +29,7 @@ from ember.cli.kv_target import (
     namespace_options,
     platform_session,
 )
+from ember.cli.prompts import confirm
 
 MAX_ITEMS_PER_REQUEST = 1000  # wrangler's BATCH_KEY_MAX (a tenth of the API's 10,000)
 MAX_REQUEST_BYTES = 1_000_000  # under the platform's 1 MiB JSON body limit
@@ -138,7 +139,7 @@ def delete(
 
 def _confirmed(force: bool, filename: Path, display: str) -> bool:
     """wrangler asks before a bulk delete (``--force`` skips it) and says so when told no."""
-    if force or click.confirm(
+    if force or confirm(
         f'Are you sure you want to delete all the keys read from "{filename}" from '
         f"kv-namespace {display}?",
         default=False,

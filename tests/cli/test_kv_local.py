@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 import threading
@@ -112,14 +114,60 @@ def test_writes_while_dev_runs_are_seen_on_its_next_read(project: Path, tmp_path
         assert missing.returncode == 1 and "Value not found" in missing.stderr
 
 
-def test_bulk_delete_asks_first_and_keeps_the_keys_when_told_no(project: Path) -> None:
+def _at_terminal(cwd: Path, answer: str, *args: str) -> str:
+    """``python -m ember ARGS`` on a pseudo-terminal (so it asks), answering ``answer`` to its
+    question; everything it printed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_") and k != "CI"}
+    env |= {"PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ember", *args],
+        cwd=cwd, env=env, stdin=follower, stdout=follower, stderr=follower,
+    )  # fmt: skip
+    os.close(follower)
+    seen, answered = b"", False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if not answered and b"[y/N]" in seen:
+            os.write(leader, answer.encode() + b"\n")
+            answered = True
+        if proc.poll() is not None and not ready:
+            break
+    proc.wait(timeout=10)
+    os.close(leader)
+    assert answered, seen
+    return seen.decode()
+
+
+def test_bulk_delete_asks_at_a_terminal_and_keeps_the_keys_when_told_no(project: Path) -> None:
     ember(project, "kv", "key", "put", "keep", "me", "--binding", "KV")
     (project / "keys.json").write_text('["keep"]')
-    no = ember(project, "kv", "bulk", "delete", "keys.json", "--binding", "KV", stdin="n\n")
-    assert 'Not deleting keys read from "keys.json".' in no.stdout
+    said = _at_terminal(project, "n", "kv", "bulk", "delete", "keys.json", "--binding", "KV")
+    assert 'Not deleting keys read from "keys.json".' in said
     assert ember(project, "kv", "key", "get", "keep", "--binding", "KV").stdout == "me"
-    ember(project, "kv", "bulk", "delete", "keys.json", "--binding", "KV", stdin="y\n")
+    said = _at_terminal(project, "y", "kv", "bulk", "delete", "keys.json", "--binding", "KV")
+    assert "Success!" in said
     assert ember(project, "kv", "key", "get", "keep", "--binding", "KV", ok=False).returncode == 1
+
+
+def test_bulk_delete_without_a_terminal_goes_on_as_wranglers_does(project: Path) -> None:
+    """wrangler's confirm() answers its fallback (yes) when nothing can be asked (a script,
+    CI), and says so; a pipe's content is not read as an answer."""
+    ember(project, "kv", "key", "put", "gone", "soon", "--binding", "KV")
+    (project / "keys.json").write_text('["gone"]')
+    done = ember(project, "kv", "bulk", "delete", "keys.json", "--binding", "KV", stdin="n\n")
+    assert "? Are you sure you want to delete all the keys" in done.stdout
+    assert "🤖 Using fallback value in non-interactive context: yes" in done.stdout
+    assert ember(project, "kv", "key", "get", "gone", "--binding", "KV", ok=False).returncode == 1
 
 
 @pytest.mark.parametrize(
