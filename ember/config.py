@@ -335,7 +335,9 @@ def secrets_files_of(root: Path, env: str | None) -> tuple[Path, ...]:
     for name in [*dev_vars, SECRETS_FILES[0]]:
         if (root / name).is_file():
             return (root / name,)
-    dot_env = [SECRETS_FILES[1], *([f"{SECRETS_FILES[1]}.{env}"] if env else [])]
+    # wrangler's getDefaultEnvFiles: .env, .env.local, .env.<env>, .env.<env>.local.
+    base = SECRETS_FILES[1]
+    dot_env = [base, f"{base}.local", *([f"{base}.{env}", f"{base}.{env}.local"] if env else [])]
     return tuple(root / n for n in dot_env if (root / n).is_file())
 
 

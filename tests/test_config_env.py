@@ -226,6 +226,20 @@ def test_dot_env_files_of_the_environment_add_to_dot_env(tmp_path: Path) -> None
     assert load_project(root, env="staging").secrets == {"C": "3"}
 
 
+def test_local_dot_env_files_override_as_wranglers_do(tmp_path: Path) -> None:
+    # wrangler's getDefaultEnvFiles: .env, .env.local, .env.<env>, .env.<env>.local (the
+    # later wins); .env.local applies with or without an environment.
+    root = _project(tmp_path, "wrangler.toml", TOML)
+    (root / ".env").write_text("A=env\nB=env\nC=env\nD=env\n")
+    (root / ".env.local").write_text("B=local\nC=local\nD=local\n")
+    (root / ".env.staging").write_text("C=staging\nD=staging\n")
+    (root / ".env.staging.local").write_text("D=staging-local\n")
+    assert load_project(root).secrets == {"A": "env", "B": "local", "C": "local", "D": "local"}
+    staging = load_project(root, env="staging")
+    assert staging.secrets == {"A": "env", "B": "local", "C": "staging", "D": "staging-local"}
+    assert root / ".env.staging.local" in staging.watched_files()
+
+
 def test_the_environments_secrets_file_is_watched(tmp_path: Path) -> None:
     root = _project(tmp_path, "wrangler.toml", TOML)
     (root / ".dev.vars.staging").write_text("TOKEN=x\n")
