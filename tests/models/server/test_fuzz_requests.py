@@ -1,0 +1,94 @@
+"""No request can hurt another: hostile bodies against one real ``ember models serve`` process.
+
+For each endpoint, hypothesis mutates a valid body (``fuzz_bodies``) and sends it while a
+well-formed canary chat completion runs on another connection. Every answer must be a 200 or a
+4xx naming the field (``fuzz_checks``), streams must end properly, the canary must succeed and
+``/health`` stay 200; at the end the engine holds no request. Problems are collected over the
+whole run and reported together, each with the exact body to replay.
+
+The run is derandomized (the same examples every time) and small by default;
+``EMBER_FUZZ_EXAMPLES=500`` explores further.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from ember.models.server.metrics import parse_prometheus
+from tests.models.server.fuzz_bodies import CHAT, COMPLETIONS, GENERATE, Hostile, hostile_requests
+from tests.models.server.fuzz_checks import CLIENT_TIMEOUT, canary_problems, check_answer
+from tests.models.server.served_process import ServedProcess, served_process
+
+EXAMPLES = int(os.environ.get("EMBER_FUZZ_EXAMPLES", "30"))
+MODEL = "fuzz"
+
+
+@pytest.fixture(scope="module")
+def server(glm_dir: Path) -> Iterator[ServedProcess]:
+    with served_process(glm_dir, MODEL, "--kv-cache-bytes", "8MiB") as served:
+        yield served
+
+
+def _send(client: httpx.Client, url: str, hostile: Hostile) -> list[str]:
+    headers = {} if hostile.content_type is None else {"content-type": hostile.content_type}
+    try:
+        response = client.post(
+            url + hostile.path, content=hostile.body, headers=headers, timeout=CLIENT_TIMEOUT
+        )
+    except httpx.TimeoutException:
+        return [f"no answer within {CLIENT_TIMEOUT.read}s"]
+    except httpx.HTTPError as exc:
+        return [f"the connection failed: {exc!r}"]
+    return check_answer(response, hostile)
+
+
+def _engine_is_empty(url: str) -> bool:
+    samples = parse_prometheus(httpx.get(url + "/metrics", timeout=10).text)
+    held = ("sglang:num_running_reqs{", "sglang:num_queue_reqs{")
+    return not any(value for key, value in samples.items() if key.startswith(held))
+
+
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS, GENERATE])
+def test_hostile_bodies_hurt_nobody(server: ServedProcess, path: str) -> None:
+    problems: list[str] = []
+    pool = ThreadPoolExecutor(2)
+    fuzz_client, canary_client = httpx.Client(), httpx.Client()
+
+    @settings(
+        max_examples=EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],  # no shrinking: the body is reported as sent
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(hostile=hostile_requests(path, MODEL))
+    def run(hostile: Hostile) -> None:
+        answer = pool.submit(_send, fuzz_client, server.url, hostile)
+        canary = pool.submit(canary_problems, canary_client, server.url)
+        found = answer.result() + canary.result()
+        if httpx.get(server.url + "/health", timeout=10).status_code != 200:
+            found.append("/health is no longer 200")
+        problems.extend(f"{hostile.describe()}\n    -> {p}" for p in found)
+
+    try:
+        run()
+    finally:
+        pool.shutdown()
+        fuzz_client.close()
+        canary_client.close()
+    deadline = time.monotonic() + 30
+    while not _engine_is_empty(server.url) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not _engine_is_empty(server.url):
+        problems.append("the engine still holds requests after the run")
+    tracebacks = [line for line in server.log if "Traceback" in line or "Error" in line]
+    assert not problems, "\n".join(problems + tracebacks[:20])
