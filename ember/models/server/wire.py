@@ -125,6 +125,13 @@ async def read_json(request: Request, *, structured_suffix: bool = False) -> obj
         raise HTTPError(400, "The request body is empty; expected a JSON object.")
     try:
         return json.loads(raw)
+    except RecursionError:
+        # The parser recurses once per level: a deep enough body ran out of stack (a 500).
+        raise HTTPError(
+            400,
+            "We could not parse the JSON body of your request: it is nested too deeply. The "
+            "body must be a JSON object nested at most a few hundred levels deep.",
+        ) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise HTTPError(
             400,

@@ -1,0 +1,116 @@
+"""The defects the hostile-body fuzz test (test_fuzz_requests) found, each with the exact body:
+a clear 400 naming what was wrong, and nobody else affected."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+
+from ember.models.api.sse import parse_sse
+from tests.models.server.live import LiveServer
+
+JSON = {"content-type": "application/json"}
+DEEP_ARRAY = b"[" * 100000 + b"]" * 100000
+
+
+def _nested_schema(depth: int) -> dict:
+    schema: dict = {"type": "integer"}
+    for _ in range(depth):
+        schema = {"type": "object", "required": ["a"], "properties": {"a": schema}}
+    return schema
+
+
+def _error(response: httpx.Response) -> dict:
+    assert response.status_code == 400, response.text
+    return response.json()["error"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/generate"])
+def test_a_body_nested_past_the_parser_is_a_400(glm: LiveServer, path: str) -> None:
+    # It was a 500 "maximum recursion depth exceeded while decoding a JSON array".
+    error = _error(httpx.post(glm.url + path, content=DEEP_ARRAY, headers=JSON, timeout=60))
+    assert "nested too deeply" in error["message"] and error["type"] == "invalid_request_error"
+
+
+def test_a_deep_value_inside_a_body_is_a_400(glm: LiveServer) -> None:
+    body = b'{"messages": [' + b"[" * 5000 + b"]" * 5000 + b"]}"
+    error = _error(httpx.post(glm.url + "/v1/chat/completions", content=body, headers=JSON))
+    assert "nested too deeply" in error["message"]
+
+
+DEEP = _nested_schema(200)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        (
+            "/generate",
+            {"text": "x", "sampling_params": {"max_new_tokens": 3, "json_schema": json.dumps(DEEP)}},
+            "sampling_params.json_schema",
+        ),
+        (
+            "/v1/chat/completions",
+            {
+                "messages": [{"role": "user", "content": "x"}],
+                "max_tokens": 3,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": DEEP},
+                },
+            },
+            "response_format.json_schema.schema",
+        ),
+        (
+            "/v1/chat/completions",
+            {
+                "messages": [{"role": "user", "content": "x"}],
+                "max_tokens": 3,
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": DEEP}}],
+                "tool_choice": "required",
+            },
+            "tools.[0].function.parameters",
+        ),
+    ],
+)
+def test_a_schema_nested_too_deeply_is_a_400_naming_it(
+    glm: LiveServer, path: str, body: dict, param: str
+) -> None:
+    # These were 500s: "maximum recursion depth exceeded in __instancecheck__".
+    error = _error(httpx.post(glm.url + path, json=body, timeout=60))
+    assert error["param"].startswith(param), error
+    assert "nested at most" in error["message"]
+
+
+def test_a_schema_nested_within_the_limit_is_served(glm: LiveServer) -> None:
+    body = {
+        "text": "x",
+        "sampling_params": {"max_new_tokens": 3, "json_schema": json.dumps(_nested_schema(30))},
+    }
+    response = httpx.post(glm.url + "/generate", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+
+
+def test_a_duplicate_rid_is_refused_and_leaves_the_first_request_alone(glm: LiveServer) -> None:
+    """A second /generate with the rid of one in progress used to replace, then release, the
+    first one's grammar: the first request went on unconstrained."""
+    first = {
+        "text": "The answer:",
+        "rid": "dup",
+        "stream": True,
+        "sampling_params": {"max_new_tokens": 300, "regex": "[a-z]+", "temperature": 1.0},
+    }
+    second = {"text": "x", "rid": "dup", "sampling_params": {"max_new_tokens": 2}}
+    with httpx.Client(timeout=60) as client, client.stream("POST", glm.url + "/generate", json=first) as stream:
+        lines = stream.iter_lines()
+        assert next(line for line in lines if line.startswith("data:"))
+        error = _error(client.post(glm.url + "/generate", json=second))
+        assert error["param"] == "rid" and "in use" in error["message"]
+        rest = "\n\n".join(lines)
+    events = parse_sse(rest.encode())
+    assert events[-1] == "[DONE]"
+    text = events[-2]["text"]
+    assert re.fullmatch("[a-z]*", text), text
