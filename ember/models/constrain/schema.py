@@ -77,6 +77,10 @@ TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 # an intersection we do not compute.
 _SHAPING = ("type", "properties", "items", "enum", "const", "additionalProperties", "required")
 MAX_NODES = 5000
+# Levels of nesting (JSON pointer steps below the schema: ``properties/a`` is two) a schema may
+# have. The compiler and the grammar it builds recurse per level; past a few hundred levels
+# Python's stack runs out (a 500 for what is a bad schema). OpenAI allows 10 levels.
+MAX_DEPTH = 128
 DEFAULT_WHITESPACE = 20
 
 
@@ -165,6 +169,10 @@ class SchemaCompiler:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise self._fail(path, f"a schema of at most {MAX_NODES} subschemas", "a larger one")
+        if path.count("/") - self.path.count("/") > MAX_DEPTH:
+            raise self._fail(
+                path, f"a schema nested at most {MAX_DEPTH} levels deep", "a deeper one"
+            )
         if schema is True or schema == {}:
             return self.any
         if schema is False:
