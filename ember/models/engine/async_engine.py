@@ -154,6 +154,11 @@ class AsyncEngine:
             if not finished:
                 self._commands.put(_Abort(request_id))
 
+    def in_progress(self, request_id: str) -> bool:
+        """Whether a request with this id is submitted and not over: its id is taken."""
+        with self._lock:
+            return request_id in self._streams
+
     def expect(self, request_id: str) -> None:
         """A request with this id is being taken in and will be submitted shortly: the next
         step waits for it (at most two steps' time). Thread-safe; ``generate``

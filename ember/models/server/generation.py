@@ -115,6 +115,12 @@ async def stream_generation(
         return tokenizer.decode(ids, skip_special_tokens=skip)
 
     checker = StopChecker(params, decode, served.eos_token_ids, context_ids=request.prompt_ids[-5:])
+    if served.engine.in_progress(rid):
+        # Only /generate lets the client choose the id (``rid``). A second request under a
+        # taken id would replace, then release, the first one's grammar before the engine
+        # refused it; nothing is registered until the id is known to be free (no await
+        # between this check and the submission below, so it cannot be taken meanwhile).
+        raise InvalidModelInput("rid", f"request id {rid!r} is in use by a request in progress")
     if request.constraint is not None:
         served.sampler.constrain(rid, request.constraint)
     stream = served.engine.generate(rid, request.prompt_ids, sampling=params)

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 import ember
 from ember.errors import EmberError
 from ember.models.api.completion_request import GenerateRequest, parse_generate_request
+from ember.models.api.errors import InvalidRequestField
 from ember.models.api.responses import (
     LogprobEntry,
     Usage,
@@ -77,6 +78,12 @@ def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
         )
     elif parsed.regex is not None:
         constraint = ConstraintSpec(regex=parsed.regex)
+    if parsed.rid is not None and served.engine.in_progress(parsed.rid):
+        # Refused before a stream starts (a 400, not an error event); generation.py checks
+        # again where the id is taken, for two such requests arriving together.
+        raise InvalidRequestField(
+            "/rid", "a request id not in use by a request in progress", repr(parsed.rid)
+        )
     return generation_input(
         served,
         parsed.rid or new_request_id(""),
