@@ -42,6 +42,7 @@ class _Sequence:
 
 @dataclass(slots=True)
 class _Matcher:
+    spec: ConstraintSpec  # the registration it was built for (an id may be reused)
     decoder: ConstrainedDecoder
     consumed: int = 0  # completion tokens fed to the decoder so far
 
@@ -95,9 +96,11 @@ class ServerSampler:
         if spec is None:
             return None
         matcher = self._matchers.get(seq.request_id)
-        if matcher is None:
+        # A released request's matcher lives until the next step: a new request reusing its
+        # id before then must not inherit its grammar and progress.
+        if matcher is None or matcher.spec is not spec:
             assert self.vocab is not None
-            matcher = _Matcher(self.grammars.decoder(spec, self.vocab))
+            matcher = _Matcher(spec, self.grammars.decoder(spec, self.vocab))
             self._matchers[seq.request_id] = matcher
         completion = seq.token_ids[seq.num_prompt_tokens :]
         for token in completion[matcher.consumed :]:

@@ -127,3 +127,18 @@ def test_a_grammar_failure_fails_only_its_own_row() -> None:
     )
     assert result.tokens[1] in set(sampler._mask(fine).token_ids())
     assert result.tokens[2] == 7
+
+
+def test_a_reused_request_id_gets_its_own_grammar() -> None:
+    """A request released and a new one registered under the same id before the next step
+    (a client reusing /generate's ``rid``): the new one is matched against its own grammar
+    from its first token, not the old matcher and the old request's progress."""
+    sampler = ServerSampler(VOCAB)
+    old = FakeSequence("r", [0, *b'{"ok'], 1)
+    sampler.constrain("r", SPEC)
+    sampler._mask(old)
+    sampler.release("r")
+    other = ConstraintSpec(json="schema", schema={"enum": ["yes", "no"]})
+    sampler.constrain("r", other)
+    new = FakeSequence("r", [0], 1)
+    assert set(sampler._mask(new).token_ids()) == reference_masks(VOCAB, other, [[]])[0]
