@@ -275,6 +275,10 @@ async def _json_body(request: Request) -> dict[str, Any]:
         value = json.loads(raw) if raw.strip() else None
     except (ValueError, UnicodeDecodeError):
         raise InvalidModelInput("/", "Invalid value at '/': the body is not JSON") from None
+    except RecursionError:  # the parser recurses per level: it was a 500
+        raise InvalidModelInput(
+            "/", "Invalid value at '/': the body is nested too deeply"
+        ) from None
     if not isinstance(value, dict):
         raise InvalidModelInput(
             "/", f"Invalid value at '/': expected a JSON object, got {type(value).__name__}"

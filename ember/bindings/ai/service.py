@@ -125,6 +125,10 @@ async def _inputs(inline: object, upload: AsyncIterator[bytes] | None) -> dict[s
         value = json.loads(inline)
     except (ValueError, UnicodeDecodeError):
         raise InvalidModelInput("/", "Invalid value at '/': the inputs are not JSON") from None
+    except RecursionError:  # the parser recurses per level: it failed the call uncaught
+        raise InvalidModelInput(
+            "/", "Invalid value at '/': the inputs are nested too deeply"
+        ) from None
     if not isinstance(value, dict):
         raise InvalidModelInput(
             "/", f"Invalid value at '/': expected an object, got {type(value).__name__}"

@@ -1,0 +1,47 @@
+"""The defects the REST fuzz test (test_rest_fuzz) found, each with the exact body: Workers
+AI's 5006 envelope saying what was wrong, never a 500."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from ember.bindings.ai.gateway import AIGateway, GatewayConfig
+from ember.bindings.ai.service import _inputs
+from ember.errors import InvalidModelInput
+from ember.models.pool.config import parse_pool_config
+from tests.bindings.ai.support import GLM, RestServer
+
+DEEP = b'{"prompt": "x", "max_tokens": ' + b"[" * 100000 + b"]" * 100000 + b"}"
+
+
+@pytest.fixture(scope="module")
+def rest() -> Iterator[RestServer]:
+    # Nothing listens on the replica's port: these bodies must be refused before any model.
+    pool = parse_pool_config({GLM: {"url": "http://127.0.0.1:9"}}, {})
+    config = GatewayConfig(pool, project_config=False)
+    with RestServer(lambda: AIGateway(config, progress=lambda line: None)) as server:
+        yield server
+
+
+def test_a_body_nested_past_the_parser_is_a_5006(rest: RestServer) -> None:
+    # It was a 500 (a RecursionError out of json.loads).
+    response = httpx.post(f"{rest.url}/client/v4/accounts/a/ai/run/{GLM}", content=DEEP)
+    assert response.status_code == 400, response.text
+    error = response.json()["errors"][0]
+    assert error["code"] == 5006 and "nested too deeply" in error["message"]
+
+
+def test_openai_route_body_nested_past_the_parser_is_a_400(rest: RestServer) -> None:
+    response = httpx.post(f"{rest.url}/ai/v1/chat/completions", content=DEEP)
+    assert response.status_code == 400, response.text
+    assert "nested too deeply" in response.json()["error"]["message"]
+
+
+def test_binding_inputs_nested_past_the_parser_are_a_5006() -> None:
+    # env.AI.run's inputs cross from the isolate as JSON text: the same parser, the same fix.
+    with pytest.raises(InvalidModelInput, match="nested too deeply"):
+        asyncio.run(_inputs(DEEP, None))
