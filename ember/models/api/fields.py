@@ -162,3 +162,32 @@ def stop_sequences(body: Mapping[str, Any], key: str, path: str, most: int = 4) 
         if not isinstance(item, str) or not item:
             raise wrong_type(at(where, i), "a non-empty string", item)
     return tuple(value)
+
+
+def check_unicode(body: object, path: str = "") -> None:
+    """Refuse a body holding a lone surrogate (``"\\ud800"``: valid JSON, but no UTF-8 text
+    holds it, so the tokenizer and every encoder after it fail): an ``InvalidRequestField``
+    naming the first string, or key, that has one. Walked without recursion, in body order."""
+    stack: list[tuple[str, object]] = [(path, body)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            _require_encodable(value, where)
+        elif isinstance(value, dict):
+            for key in value:
+                _require_encodable(key, at(where, key))
+            stack.extend((at(where, k), v) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((at(where, i), v) for i, v in reversed(list(enumerate(value))))
+
+
+def _require_encodable(text: str, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        lone = f"\\u{ord(text[exc.start]):04x}"
+        raise InvalidRequestField(
+            path or "/",
+            "text without lone surrogates (valid Unicode)",
+            f"the lone surrogate {lone}",
+        ) from None

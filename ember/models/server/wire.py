@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ember.errors import InvalidModelInput, KVCacheExhausted, UserError
 from ember.models.api.errors import openai_error_body, openai_error_for_invalid_input
+from ember.models.api.fields import check_unicode
 from ember.models.server.sse_response import SSEResponse
 
 MAX_BODY_BYTES = 32 * 2**20
@@ -124,7 +125,7 @@ async def read_json(request: Request, *, structured_suffix: bool = False) -> obj
     if not raw.strip():
         raise HTTPError(400, "The request body is empty; expected a JSON object.")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except RecursionError:
         # The parser recurses once per level: a deep enough body ran out of stack (a 500).
         raise HTTPError(
@@ -138,6 +139,8 @@ async def read_json(request: Request, *, structured_suffix: bool = False) -> obj
             f"We could not parse the JSON body of your request ({exc}). The body must be a "
             "JSON object.",
         ) from None
+    check_unicode(body)
+    return body
 
 
 def _too_large(size: int) -> HTTPError:

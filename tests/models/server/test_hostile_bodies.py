@@ -49,7 +49,10 @@ DEEP = _nested_schema(200)
     [
         (
             "/generate",
-            {"text": "x", "sampling_params": {"max_new_tokens": 3, "json_schema": json.dumps(DEEP)}},
+            {
+                "text": "x",
+                "sampling_params": {"max_new_tokens": 3, "json_schema": json.dumps(DEEP)},
+            },
             "sampling_params.json_schema",
         ),
         (
@@ -104,7 +107,10 @@ def test_a_duplicate_rid_is_refused_and_leaves_the_first_request_alone(glm: Live
         "sampling_params": {"max_new_tokens": 300, "regex": "[a-z]+", "temperature": 1.0},
     }
     second = {"text": "x", "rid": "dup", "sampling_params": {"max_new_tokens": 2}}
-    with httpx.Client(timeout=60) as client, client.stream("POST", glm.url + "/generate", json=first) as stream:
+    with (
+        httpx.Client(timeout=60) as client,
+        client.stream("POST", glm.url + "/generate", json=first) as stream,
+    ):
         lines = stream.iter_lines()
         assert next(line for line in lines if line.startswith("data:"))
         error = _error(client.post(glm.url + "/generate", json=second))
@@ -114,3 +120,26 @@ def test_a_duplicate_rid_is_refused_and_leaves_the_first_request_alone(glm: Live
     assert events[-1] == "[DONE]"
     text = events[-2]["text"]
     assert re.fullmatch("[a-z]*", text), text
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/generate", b'{"text": "\\ud800\\ud800", "prompt": "\\udc00"}', "text"),
+        # The first string in the body that has one is named, a field /v1/completions ignores too.
+        ("/v1/completions", b'{"text": "\\ud800\\ud800", "prompt": "\\udc00"}', "text"),
+        (
+            "/v1/chat/completions",
+            b'{"messages": [{"role": "user", "content": "a\\udfffb"}], "max_tokens": 2}',
+            "messages.[0].content",
+        ),
+        ("/v1/completions", b'{"prompt": "x", "stop": ["\\ud800"], "max_tokens": 2}', "stop.[0]"),
+    ],
+)
+def test_a_lone_surrogate_is_a_400_naming_the_field(
+    glm: LiveServer, path: str, body: bytes, param: str
+) -> None:
+    # JSON can spell a lone surrogate (\ud800) that no UTF-8 text holds: the tokenizer raised
+    # "TextInputSequence must be str", a 500.
+    error = _error(httpx.post(glm.url + path, content=body, headers=JSON))
+    assert error["param"] == param and "surrogate" in error["message"], error
