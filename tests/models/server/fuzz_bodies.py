@@ -87,6 +87,8 @@ NUMBERS = [
     2**64, 10**30, CONTEXT - 8, CONTEXT - 1, CONTEXT, CONTEXT + 1, 8191, 8192,
     math.nan, math.inf, -math.inf, -0.0, 0.5, 1e-320, 1e308, -1e308, 2.5, 100.0,
 ]  # fmt: skip
+
+
 def _nested_schema(depth: int) -> str:
     """An object schema ``depth`` levels deep (parses, but recursive walkers may not cope)."""
     head = '{"type": "object", "required": ["a"], "properties": {"a": '
@@ -126,7 +128,8 @@ ODD = [
     {"enable_thinking": "maybe"}, {"regex": "("}, {"json": {"type": "string"}},
     {str(2**40): 5}, {"-1": 1}, {"1": math.nan}, {"1": 1e308}, {"x": 1}, {"5": -100, "6": 100},
     [2**40], [-1], [0, 8191, 8192], list(range(CONTEXT + 2)), Raw("[" * 3000 + "]" * 3000),
-    Raw('{"a":' * 3000 + "1" + "}" * 3000), Raw("[" * 900 + "]" * 900), Raw("NaN"), Raw("-Infinity"), Raw("1e999"),
+    Raw('{"a":' * 3000 + "1" + "}" * 3000), Raw("[" * 900 + "]" * 900), Raw("NaN"),
+    Raw("-Infinity"), Raw("1e999"),
 ]  # fmt: skip
 VALUES = st.one_of(
     st.sampled_from(NUMBERS),
