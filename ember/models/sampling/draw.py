@@ -69,7 +69,11 @@ def _cut(
     rows, width = p.shape
     device = p.device
     rank = torch.arange(width, device=device).unsqueeze(0)
-    top_k = torch.tensor([q.effective_top_k for q in params], device=device).unsqueeze(1)
+    # A top_k past the candidates cuts nothing (``width`` is the whole vocabulary then); as
+    # sent it may not even fit an int64 (1e308 is "an integer"), and this runs on the engine
+    # thread, where an overflow failed the whole loop.
+    top_k = torch.tensor([min(q.effective_top_k, width) for q in params], device=device)
+    top_k = top_k.unsqueeze(1)
     top_p = torch.tensor([q.top_p for q in params], dtype=p.dtype, device=device).unsqueeze(1)
     min_p = torch.tensor([q.min_p for q in params], dtype=p.dtype, device=device).unsqueeze(1)
     outside_k = (rank >= top_k) & (top_k > 0)

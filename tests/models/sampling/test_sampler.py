@@ -261,6 +261,20 @@ def test_candidate_shortcut_equals_a_full_sort(candidates: int) -> None:
     assert torch.equal(draw_cut(probs, params, uniform, candidates=candidates), full)
 
 
+@pytest.mark.parametrize("huge", [VOCAB, 2**63, 10**308])
+def test_a_top_k_past_the_vocabulary_cuts_nothing(huge: int) -> None:
+    """As SGLang: any top_k is accepted, and one past the vocabulary is no cut. One past int64
+    used to overflow building the batch's tensor (on the engine thread: every request failed)."""
+    from ember.models.sampling.draw import draw_cut
+
+    gen = torch.Generator().manual_seed(5)
+    probs = torch.softmax(torch.randn(3, VOCAB, generator=gen), dim=-1)
+    uniform = torch.rand(3, generator=gen, dtype=torch.float64)
+    params = [SamplingParams(top_k=huge, top_p=p) for p in (0.5, 0.9, 0.99)]
+    plain = [SamplingParams(top_p=p) for p in (0.5, 0.9, 0.99)]
+    assert torch.equal(draw_cut(probs, params, uniform), draw_cut(probs, plain, uniform))
+
+
 def test_callers_logits_are_never_modified() -> None:
     logits = torch.randn(3, VOCAB, generator=torch.Generator().manual_seed(5))
     before = logits.clone()

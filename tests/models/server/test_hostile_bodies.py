@@ -143,3 +143,25 @@ def test_a_lone_surrogate_is_a_400_naming_the_field(
     # "TextInputSequence must be str", a 500.
     error = _error(httpx.post(glm.url + path, content=body, headers=JSON))
     assert error["param"] == param and "surrogate" in error["message"], error
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/completions", {"prompt": "def f(", "max_tokens": 4, "top_k": 1e308}),
+        ("/generate", {"text": "def f(", "sampling_params": {"max_new_tokens": 4, "top_k": 2**63}}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_k": 10**30}),
+    ],
+)
+def test_a_top_k_past_int64_is_no_cut_and_the_engine_lives_on(
+    glm: LiveServer, path: str, body: dict
+) -> None:
+    # top_k 1e308 passed validation (any integer >= -1, as SGLang) and overflowed building the
+    # batch's top-k tensor on the engine thread: "the engine loop failed", and every request
+    # after it, on any connection, was a 500.
+    body = {**body, "max_tokens": 4} if path == "/v1/chat/completions" else body
+    response = httpx.post(glm.url + path, json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    canary = {"prompt": "x", "max_tokens": 2}
+    after = httpx.post(glm.url + "/v1/completions", json=canary, timeout=60)
+    assert after.status_code == 200, after.text
