@@ -216,6 +216,12 @@ class AsyncEngine:
     def is_running(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the engine loop stopped (a failure or a shutdown), or None while it runs."""
+        with self._lock:
+            return self._failure
+
     # -- the engine thread ----------------------------------------------------------------------
 
     def _apply(self, command: _Add | _Abort | _Wake | _Flush) -> None:

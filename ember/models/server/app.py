@@ -2,7 +2,8 @@
 
 Endpoints (OpenAI-compatible and SGLang-native, as ``sglang.launch_server`` serves them):
 
-    GET  /health                503 while the model loads, 200 once it serves
+    GET  /health                503 while the model loads (or once its engine loop is gone),
+                                200 while it serves
     GET  /health_generate       200 after generating one token end to end
     GET  /metrics               Prometheus text (SGLang's names)
     GET  /v1/models             the served model; GET /v1/models/{id}
@@ -47,7 +48,12 @@ PUBLIC_PATHS = frozenset({"/health", "/metrics"})
 async def health(request: Request) -> Response:
     state: ServerState = request.app.state.ember
     if state.served is not None:
-        return Response(status_code=200)
+        engine = state.served.engine
+        if engine.is_running:
+            return Response(status_code=200)
+        # The loop is gone: every request would fail, so a pool must stop routing here.
+        error = engine.failure or "the engine thread stopped"
+        return JSONResponse({"status": "failed", "error": str(error)}, status_code=503)
     if state.load_error is not None:
         return JSONResponse({"status": "failed", "error": str(state.load_error)}, status_code=503)
     return JSONResponse({"status": "loading", "phase": state.phase}, status_code=503)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import httpx
 import pytest
 
 from ember.models.api.sse import parse_sse
-from tests.models.server.live import LiveServer
+from tests.models.server.live import LiveServer, running_server, server_settings
 
 JSON = {"content-type": "application/json"}
 DEEP_ARRAY = b"[" * 100000 + b"]" * 100000
@@ -165,3 +166,16 @@ def test_a_top_k_past_int64_is_no_cut_and_the_engine_lives_on(
     canary = {"prompt": "x", "max_tokens": 2}
     after = httpx.post(glm.url + "/v1/completions", json=canary, timeout=60)
     assert after.status_code == 200, after.text
+
+
+def test_health_is_503_once_the_engine_loop_is_gone(glm_dir: Path) -> None:
+    """While the top_k overflow above had killed the engine loop, /health still answered 200 and
+    a pool kept routing to a replica that failed every request. (No request can stop the loop
+    now, so the test stops it as a crash would leave it: the engine thread gone.)"""
+    with running_server(server_settings(str(glm_dir), served_model_name="glm")) as live:
+        assert httpx.get(live.url + "/health").status_code == 200
+        assert live.state.served is not None
+        live.state.served.engine.shutdown()
+        response = httpx.get(live.url + "/health")
+        assert response.status_code == 503, response.text
+        assert response.json()["status"] == "failed" and "engine" in response.json()["error"]
