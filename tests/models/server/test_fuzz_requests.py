@@ -12,6 +12,7 @@ The run is derandomized (the same examples every time) and small by default;
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -23,7 +24,15 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from ember.models.server.metrics import parse_prometheus
-from tests.models.server.fuzz_bodies import CHAT, COMPLETIONS, GENERATE, Hostile, hostile_requests
+from tests.models.server.fuzz_bodies import (
+    CHAT,
+    COMPLETIONS,
+    GENERATE,
+    Hostile,
+    base_body,
+    dumps,
+    hostile_requests,
+)
 from tests.models.server.fuzz_checks import CLIENT_TIMEOUT, canary_problems, check_answer
 from tests.models.server.served_process import ServedProcess, served_process
 
@@ -92,3 +101,50 @@ def test_hostile_bodies_hurt_nobody(server: ServedProcess, path: str) -> None:
         problems.append("the engine still holds requests after the run")
     tracebacks = [line for line in server.log if "Traceback" in line or "Error" in line]
     assert not problems, "\n".join(problems + tracebacks[:20])
+
+
+# Every number knob at every extreme, not left to chance: one such value (top_k 1e308) used to
+# fail the engine loop, and with it every request on the server.
+EXTREMES = [1e308, -1e308, 2**63, 2**63 - 1, -(2**63) - 1, 2**64, math.nan, math.inf, 1e-320]
+KNOBS = {
+    COMPLETIONS: [
+        "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
+        "frequency_penalty", "repetition_penalty", "min_tokens", "max_tokens", "logprobs",
+        "prompt_logprobs", "n", "best_of",
+    ],
+    GENERATE: [
+        "sampling_params.temperature", "sampling_params.top_p", "sampling_params.top_k",
+        "sampling_params.min_p", "sampling_params.sampling_seed",
+        "sampling_params.presence_penalty", "sampling_params.frequency_penalty",
+        "sampling_params.repetition_penalty", "sampling_params.min_new_tokens",
+        "sampling_params.max_new_tokens", "sampling_params.n", "top_logprobs_num",
+        "logprob_start_len",
+    ],
+}  # fmt: skip
+
+
+def _extreme(path: str, knob: str, value: float) -> Hostile:
+    body = base_body(path, MODEL)
+    node = body
+    *parents, last = knob.split(".")
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    if path == GENERATE and knob == "top_logprobs_num":
+        body["return_logprob"] = True
+    return Hostile(path, dumps(body).encode(), "application/json", False, (knob,))
+
+
+@pytest.mark.parametrize("path", [COMPLETIONS, GENERATE])
+def test_every_number_knob_at_every_extreme(server: ServedProcess, path: str) -> None:
+    problems: list[str] = []
+    with ThreadPoolExecutor(2) as pool, httpx.Client() as client, httpx.Client() as other:
+        for knob in KNOBS[path]:
+            for value in EXTREMES:
+                hostile = _extreme(path, knob, value)
+                answer = pool.submit(_send, client, server.url, hostile)
+                canary = pool.submit(canary_problems, other, server.url)
+                found = answer.result() + canary.result()
+                problems.extend(f"{hostile.describe()}\n    -> {p}" for p in found)
+    assert httpx.get(server.url + "/health", timeout=10).status_code == 200
+    assert not problems, "\n".join(problems)
