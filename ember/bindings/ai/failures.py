@@ -99,7 +99,8 @@ def failure_of(exc: BaseException, model: str) -> Failure:
     if isinstance(exc, InvalidModelInput):
         return Failure(INVALID_INPUT, f"Error: {exc}", field=exc.field or "/")
     if isinstance(exc, ModelNotFound):
-        return Failure(NO_SUCH_MODEL, NO_SUCH_MODEL.describe(model=model))
+        # "/model": the OpenAI-compatible body's field (its error names it in ``param``).
+        return Failure(NO_SUCH_MODEL, NO_SUCH_MODEL.describe(model=model), field="/model")
     if isinstance(exc, CheckpointError | ConfigError):
         return Failure(MODEL_UNAVAILABLE, MODEL_UNAVAILABLE.describe(model=model, detail=str(exc)))
     log.exception("AI request for %s failed", model, exc_info=exc)

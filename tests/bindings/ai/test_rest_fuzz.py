@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -26,8 +27,15 @@ from hypothesis import strategies as st
 
 from tests.bindings.ai.support import GLM, models_section, tiny_checkpoints
 from tests.bindings.ai.test_dev_http import WORKER, DevServer, _env
-from tests.models.server.fuzz_bodies import NOT_OBJECTS, VALUES, dumps
-from tests.models.server.fuzz_checks import CLIENT_TIMEOUT, _raw_events, _strict
+from tests.models.server.fuzz_bodies import (
+    CHAT,
+    NOT_OBJECTS,
+    VALUES,
+    Hostile,
+    dumps,
+    hostile_requests,
+)
+from tests.models.server.fuzz_checks import CLIENT_TIMEOUT, _raw_events, _strict, check_answer
 from tests.models.server.test_fuzz_requests import EXTREMES
 
 EXAMPLES = int(os.environ.get("EMBER_FUZZ_EXAMPLES", "30")) // 2
@@ -185,3 +193,46 @@ def test_every_rest_knob_at_every_extreme(dev: DevServer) -> None:
                 found = answer.result() + canary.result()
                 problems.extend(f"{knob}={value!r}: {p}" for p in found)
     assert not problems, "\n".join(problems)
+
+
+def test_hostile_openai_bodies_through_the_gateway_hurt_nobody(dev: DevServer) -> None:
+    """The gateway's OpenAI-compatible route: the model server's hostile chat bodies, for the
+    GLM id; the same invariants as on the model server (fuzz_checks.check_answer)."""
+    problems: list[str] = []
+    pool = ThreadPoolExecutor(2)
+    fuzz_client, canary_client = httpx.Client(), httpx.Client()
+
+    @settings(
+        max_examples=EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(hostile=hostile_requests(CHAT, GLM))
+    def run(hostile: Hostile) -> None:
+        hostile = replace(hostile, path="/ai/v1/chat/completions")
+        answer = pool.submit(_send_openai, fuzz_client, dev.url, hostile)
+        canary = pool.submit(_canary, canary_client, dev.url)
+        found = answer.result() + canary.result()
+        problems.extend(f"{hostile.describe()}\n    -> {p}" for p in found)
+
+    try:
+        run()
+    finally:
+        pool.shutdown()
+        fuzz_client.close()
+        canary_client.close()
+    assert not problems, "\n".join(problems)
+
+
+def _send_openai(client: httpx.Client, url: str, hostile: Hostile) -> list[str]:
+    headers = {} if hostile.content_type is None else {"content-type": hostile.content_type}
+    try:
+        response = client.post(
+            url + hostile.path, content=hostile.body, headers=headers, timeout=CLIENT_TIMEOUT
+        )
+    except httpx.HTTPError as exc:
+        return [f"no answer: {exc!r}"]
+    return check_answer(response, hostile)

@@ -45,3 +45,13 @@ def test_binding_inputs_nested_past_the_parser_are_a_5006() -> None:
     # env.AI.run's inputs cross from the isolate as JSON text: the same parser, the same fix.
     with pytest.raises(InvalidModelInput, match="nested too deeply"):
         asyncio.run(_inputs(DEEP, None))
+
+
+def test_openai_route_unknown_model_names_the_model_param(rest: RestServer) -> None:
+    # The fuzz test's body had a model id of odd characters; any unknown id did the same: a
+    # 5007 whose ``param`` was null, where the model server names ``model``.
+    body = {"model": "³Z", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}
+    response = httpx.post(f"{rest.url}/ai/v1/chat/completions", json=body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == 5007 and error["param"] == "model", error
