@@ -29,14 +29,14 @@ from tests.bindings.ai.support import GLM, models_section, tiny_checkpoints
 from tests.bindings.ai.test_dev_http import WORKER, DevServer, _env
 from tests.models.server.fuzz_bodies import (
     CHAT,
+    EXTREMES,
     NOT_OBJECTS,
     VALUES,
     Hostile,
     dumps,
     hostile_requests,
 )
-from tests.models.server.fuzz_checks import CLIENT_TIMEOUT, _raw_events, _strict, check_answer
-from tests.models.server.test_fuzz_requests import EXTREMES
+from tests.models.server.fuzz_checks import CLIENT_TIMEOUT, check_answer, raw_events, strict_json
 
 EXAMPLES = int(os.environ.get("EMBER_FUZZ_EXAMPLES", "30")) // 2
 RUN = "/client/v4/accounts/fuzz/ai/run/"
@@ -103,12 +103,12 @@ def _problems(response: httpx.Response, model: str) -> list[str]:
     if status >= 500 or 200 < status < 400:
         return [f"status {status}: {response.text[:400]}"]
     if status == 200 and response.headers.get("content-type", "").startswith("text/event-stream"):
-        events = _raw_events(response.content)
-        if not events or (events[-1] != "[DONE]" and "error" not in _strict(events[-1])):
+        events = raw_events(response.content)
+        if not events or (events[-1] != "[DONE]" and "error" not in strict_json(events[-1])):
             return [f"a stream that does not end properly: {events[-3:]}"]
         return []
     try:
-        body = _strict(response.text)
+        body = strict_json(response.text)
     except ValueError as exc:
         return [f"not strict JSON ({exc}): {response.text[:300]}"]
     if status == 200:

@@ -95,6 +95,8 @@ def _nested_schema(depth: int) -> str:
     return head * depth + '{"type": "integer"}' + "}}" * depth
 
 
+# The numbers every knob is tried with, not left to chance (test_fuzz_requests, test_rest_fuzz).
+EXTREMES = [1e308, -1e308, 2**63, 2**63 - 1, -(2**63) - 1, 2**64, math.nan, math.inf, 1e-320]
 STRINGS = [
     "", " ", "x", "a" * 300, "ab " * 7000, Raw('"\\ud800"'), Raw('"a\\udfffb"'), "\x00", "\u2028",
     "🔥" * 50, "<|endoftext|>", "[gMASK]<sop>", "<think>", "(", "[a-", "a{99999}", ".*", r"\d+",

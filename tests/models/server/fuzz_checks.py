@@ -28,7 +28,7 @@ BODY_LEVEL = (
 )
 
 
-def _strict(text: str) -> Any:
+def strict_json(text: str) -> Any:
     """JSON as RFC 8259 has it: NaN and Infinity are not JSON (a browser's JSON.parse fails)."""
 
     def refuse(constant: str) -> Any:
@@ -39,7 +39,7 @@ def _strict(text: str) -> Any:
 
 def _error_problems(response: httpx.Response, hostile: Hostile) -> list[str]:
     try:
-        error = _strict(response.text)["error"]
+        error = strict_json(response.text)["error"]
     except (ValueError, KeyError, TypeError) as exc:
         return [f"a {response.status_code} without an OpenAI error object ({exc})"]
     problems = []
@@ -54,7 +54,7 @@ def _error_problems(response: httpx.Response, hostile: Hostile) -> list[str]:
     return problems
 
 
-def _raw_events(data: bytes) -> list[str]:
+def raw_events(data: bytes) -> list[str]:
     """The ``data:`` payloads of an event stream, as text (``parse_sse`` is lax about NaN)."""
     events = []
     for block in data.decode("utf-8").split("\n\n"):
@@ -68,7 +68,7 @@ def _stream_problems(response: httpx.Response) -> list[str]:
     if not response.headers.get("content-type", "").startswith("text/event-stream"):
         return ["a stream answered without text/event-stream"]
     try:
-        events = [_strict(e) if e != "[DONE]" else e for e in _raw_events(response.content)]
+        events = [strict_json(e) if e != "[DONE]" else e for e in raw_events(response.content)]
     except ValueError as exc:
         return [f"an unparseable event stream ({exc})"]
     if not events:
@@ -93,7 +93,7 @@ def check_answer(response: httpx.Response, hostile: Hostile) -> list[str]:
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         return _stream_problems(response)
     try:
-        _strict(response.text)
+        strict_json(response.text)
     except ValueError as exc:
         return [f"a 200 whose body is not strict JSON ({exc}): {response.text[:300]}"]
     return []
