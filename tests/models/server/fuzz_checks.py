@@ -25,6 +25,7 @@ BODY_LEVEL = (
     "Unsupported Media Type",
     "JSON object",
     "bytes; at most",
+    "nested too deeply",  # how deep a parser gets depends on its thread's stack: body-level
 )
 
 
