@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from tests.bindings.ai.support import GLM, models_section, tiny_checkpoints
@@ -39,6 +39,7 @@ from tests.models.server.fuzz_bodies import (
 from tests.models.server.fuzz_checks import CLIENT_TIMEOUT, check_answer, raw_events, strict_json
 
 EXAMPLES = int(os.environ.get("EMBER_FUZZ_EXAMPLES", "30")) // 2
+SEED = int(os.environ["EMBER_FUZZ_SEED"]) if os.environ.get("EMBER_FUZZ_SEED") else None
 RUN = "/client/v4/accounts/fuzz/ai/run/"
 FIELDS = [
     "prompt", "messages", "messages.0", "messages.0.role", "messages.0.content", "max_tokens",
@@ -153,7 +154,7 @@ def test_hostile_rest_bodies_hurt_nobody(dev: DevServer) -> None:
 
     @settings(
         max_examples=EXAMPLES,
-        derandomize=True,
+        derandomize=SEED is None,
         deadline=None,
         database=None,
         phases=[Phase.explicit, Phase.generate],
@@ -167,6 +168,8 @@ def test_hostile_rest_bodies_hurt_nobody(dev: DevServer) -> None:
         found = answer.result() + canary.result()
         problems.extend(f"POST {RUN}{model} {body[:500]!r}\n    -> {p}" for p in found)
 
+    if SEED is not None:
+        run = seed(SEED)(run)
     try:
         run()
     finally:
@@ -204,7 +207,7 @@ def test_hostile_openai_bodies_through_the_gateway_hurt_nobody(dev: DevServer) -
 
     @settings(
         max_examples=EXAMPLES,
-        derandomize=True,
+        derandomize=SEED is None,
         deadline=None,
         database=None,
         phases=[Phase.explicit, Phase.generate],
@@ -218,6 +221,8 @@ def test_hostile_openai_bodies_through_the_gateway_hurt_nobody(dev: DevServer) -
         found = answer.result() + canary.result()
         problems.extend(f"{hostile.describe()}\n    -> {p}" for p in found)
 
+    if SEED is not None:
+        run = seed(SEED)(run)
     try:
         run()
     finally:
