@@ -7,7 +7,6 @@ keeps SGLang's (``max_new_tokens`` 128) and streams cumulative text, as SGLang d
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -23,6 +22,7 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import (
     at,
     describe,
+    loads_checked,
     optional_bool,
     optional_int,
     optional_number,
@@ -207,7 +207,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         if not isinstance(raw_schema, str):
             raise wrong_type(where, "a JSON schema encoded as a string", raw_schema)
         try:
-            schema = json.loads(raw_schema)
+            schema = loads_checked(raw_schema, where)
         except ValueError:
             raise InvalidRequestField(
                 where, "a JSON schema encoded as a string", "text that is not JSON"

@@ -4,6 +4,7 @@ for optional fields, as in OpenAI's and Workers AI's schemas."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -164,21 +165,35 @@ def stop_sequences(body: Mapping[str, Any], key: str, path: str, most: int = 4) 
     return tuple(value)
 
 
-def check_unicode(body: object, path: str = "") -> None:
-    """Refuse a body holding a lone surrogate (``"\\ud800"``: valid JSON, but no UTF-8 text
-    holds it, so the tokenizer and every encoder after it fail): an ``InvalidRequestField``
-    naming the first string, or key, that has one. Walked without recursion, in body order."""
-    stack: list[tuple[str, object]] = [(path, body)]
+# How deep a request body may nest (JSON pointer steps). What reads a body after the parser
+# (chat templates, schema compilers, the gateway's re-encoding) recurses per level and runs out
+# of stack far sooner than the parser does; a schema has its own, smaller limit (constrain).
+MAX_BODY_DEPTH = 192
+
+
+def check_body(body: object, path: str = "") -> None:
+    """Refuse what parses as JSON but no one after the parser can take: a lone surrogate
+    (``"\\ud800"``: valid JSON, but no UTF-8 text holds it, so the tokenizer and every encoder
+    fail) and nesting past ``MAX_BODY_DEPTH``. An ``InvalidRequestField`` names the first
+    string or key with a surrogate, or the top-level field that nests too deeply. Walked
+    without recursion, in body order."""
+    stack: list[tuple[str, object, int]] = [(path, body, 0)]
     while stack:
-        where, value = stack.pop()
+        where, value, depth = stack.pop()
         if isinstance(value, str):
             _require_encodable(value, where)
-        elif isinstance(value, dict):
-            for key in value:
-                _require_encodable(key, at(where, key))
-            stack.extend((at(where, k), v) for k, v in reversed(value.items()))
-        elif isinstance(value, list):
-            stack.extend((at(where, i), v) for i, v in reversed(list(enumerate(value))))
+        elif isinstance(value, dict | list):
+            if depth >= MAX_BODY_DEPTH:
+                top = "/".join(where.split("/")[:2])  # the field as the client sent it
+                expected = f"a value nested at most {MAX_BODY_DEPTH} levels deep"
+                raise InvalidRequestField(top or "/", expected, "a deeper one")
+            if isinstance(value, dict):
+                for key in value:
+                    _require_encodable(key, at(where, key))
+                items = [(at(where, k), v, depth + 1) for k, v in value.items()]
+            else:
+                items = [(at(where, i), v, depth + 1) for i, v in enumerate(value)]
+            stack.extend(reversed(items))
 
 
 def _require_encodable(text: str, path: str) -> None:
@@ -191,3 +206,18 @@ def _require_encodable(text: str, path: str) -> None:
             "text without lone surrogates (valid Unicode)",
             f"the lone surrogate {lone}",
         ) from None
+
+
+def loads_checked(text: str, path: str) -> object:
+    """JSON sent as a string inside the body (a /generate ``json_schema``, tool call
+    ``arguments``), held to ``check_body``'s rules as the body is. Raises ``ValueError`` for
+    text that is not JSON (the caller says what it expected), ``InvalidRequestField`` for the
+    rest."""
+    try:
+        value = json.loads(text)
+    except RecursionError:  # the parser recurses per level
+        raise InvalidRequestField(
+            path, f"JSON nested at most {MAX_BODY_DEPTH} levels deep", "a deeper one"
+        ) from None
+    check_body(value, path)
+    return value

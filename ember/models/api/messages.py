@@ -4,13 +4,19 @@ render."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ember.models.api.errors import InvalidRequestField
-from ember.models.api.fields import at, describe, optional_str, require_object, wrong_type
+from ember.models.api.fields import (
+    at,
+    describe,
+    loads_checked,
+    optional_str,
+    require_object,
+    wrong_type,
+)
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -132,7 +138,9 @@ def _tool_calls(message: Mapping, path: str) -> tuple[HistoryToolCall, ...]:
         arguments = function.get("arguments", "{}")
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
+                arguments = (
+                    loads_checked(arguments, at(fpath, "arguments")) if arguments.strip() else {}
+                )
             except ValueError:
                 arguments = None
         if not isinstance(arguments, dict):

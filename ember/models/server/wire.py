@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ember.errors import InvalidModelInput, KVCacheExhausted, UserError
 from ember.models.api.errors import openai_error_body, openai_error_for_invalid_input
-from ember.models.api.fields import check_unicode
+from ember.models.api.fields import check_body
 from ember.models.server.sse_response import SSEResponse
 
 MAX_BODY_BYTES = 32 * 2**20
@@ -139,7 +139,7 @@ async def read_json(request: Request, *, structured_suffix: bool = False) -> obj
             f"We could not parse the JSON body of your request ({exc}). The body must be a "
             "JSON object.",
         ) from None
-    check_unicode(body)
+    check_body(body)
     return body
 
 

@@ -42,7 +42,8 @@ def test_a_deep_value_inside_a_body_is_a_400(glm: LiveServer) -> None:
     assert "nested too deeply" in error["message"]
 
 
-DEEP = _nested_schema(200)
+# Past the schema limit (128 pointer steps: 64 levels) and within the body's (192 steps).
+DEEP = _nested_schema(80)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +84,7 @@ DEEP = _nested_schema(200)
 def test_a_schema_nested_too_deeply_is_a_400_naming_it(
     glm: LiveServer, path: str, body: dict, param: str
 ) -> None:
-    # These were 500s: "maximum recursion depth exceeded in __instancecheck__".
+    # At 200 levels these were 500s: "maximum recursion depth exceeded in __instancecheck__".
     error = _error(httpx.post(glm.url + path, json=body, timeout=60))
     assert error["param"].startswith(param), error
     assert "nested at most" in error["message"]
@@ -179,3 +180,52 @@ def test_health_is_503_once_the_engine_loop_is_gone(glm_dir: Path) -> None:
         response = httpx.get(live.url + "/health")
         assert response.status_code == 503, response.text
         assert response.json()["status"] == "failed" and "engine" in response.json()["error"]
+
+
+def test_a_value_nested_past_the_limit_is_a_400_naming_the_field(glm: LiveServer) -> None:
+    # Deep enough to parse, too deep for what reads it after: chat_template_kwargs 800 levels
+    # deep was a 500 ("maximum recursion depth exceeded in comparison").
+    deep = '{"type": "array", "items": ' * 800 + "{}" + "}" * 800
+    body = (
+        '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, '
+        f'"chat_template_kwargs": {deep}}}'
+    )
+    error = _error(httpx.post(glm.url + "/v1/chat/completions", content=body, headers=JSON))
+    assert error["param"] == "chat_template_kwargs" and "levels deep" in error["message"], error
+
+
+DEEP_TEXT = '{"a": ' * 1000 + "1" + "}" * 1000
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        (
+            "/generate",
+            {"text": "x", "sampling_params": {"max_new_tokens": 3, "json_schema": DEEP_TEXT}},
+            "sampling_params.json_schema",
+        ),
+        (
+            "/v1/chat/completions",
+            {
+                "max_tokens": 3,
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {"id": "1", "function": {"name": "f", "arguments": DEEP_TEXT}}
+                        ],
+                    },
+                    {"role": "user", "content": "x"},
+                ],
+            },
+            "messages.[0].tool_calls.[0].function.arguments",
+        ),
+    ],
+)
+def test_json_text_nested_past_the_parser_is_a_400_naming_it(
+    glm: LiveServer, path: str, body: dict, param: str
+) -> None:
+    # JSON sent as a string inside the body is parsed by the route: it was a 500 as well.
+    error = _error(httpx.post(glm.url + path, json=body, timeout=60))
+    assert error["param"] == param and "levels deep" in error["message"], error
