@@ -35,6 +35,7 @@ from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.spec import config_of
 from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput, ModelNotFound
+from ember.models.api.fields import check_body
 from ember.models.server.wire import ClientGone, unless_disconnected
 
 MAX_BODY_BYTES = 10 * 2**20
@@ -283,6 +284,9 @@ async def _json_body(request: Request) -> dict[str, Any]:
         raise InvalidModelInput(
             "/", f"Invalid value at '/': expected a JSON object, got {type(value).__name__}"
         )
+    # A lone surrogate or a value nested past what a replica reads: a 5006 naming the field
+    # here, not a 503 from re-encoding it for the replica (or the replica's 500).
+    check_body(value)
     return value
 
 

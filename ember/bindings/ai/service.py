@@ -35,6 +35,7 @@ from ember.bindings.base import (
     StreamReply,
 )
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput
+from ember.models.api.fields import check_body
 
 MAX_INPUT_BYTES = 10 * 2**20  # the platform's batch payload limit; one request stays below
 INLINE_BODY_BYTES = 512 * 1024
@@ -133,6 +134,7 @@ async def _inputs(inline: object, upload: AsyncIterator[bytes] | None) -> dict[s
         raise InvalidModelInput(
             "/", f"Invalid value at '/': expected an object, got {type(value).__name__}"
         )
+    check_body(value)  # as the REST route does (rest._json_body)
     return value
 
 

@@ -55,3 +55,29 @@ def test_openai_route_unknown_model_names_the_model_param(rest: RestServer) -> N
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert error["code"] == 5007 and error["param"] == "model", error
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        # The gateway re-encoded the body for the replica and failed: a 503 "internal error
+        # (UnicodeEncodeError)", code 3040.
+        (b'{"text": "\\ud800\\ud800", "prompt": "\\udc00"}', "/text"),
+        (b'{"prompt": "a\\udfffb", "max_tokens": 3}', "/prompt"),
+        # The replica failed reading it: a 503 "the model server answered 500".
+        (
+            b'{"prompt": "Hi", "chat_template_kwargs": '
+            + b'{"type": "array", "items": ' * 800
+            + b"{}"
+            + b"}" * 801,
+            "/chat_template_kwargs",
+        ),
+    ],
+)
+def test_bodies_no_replica_could_read_are_a_5006_naming_the_field(
+    rest: RestServer, body: bytes, field: str
+) -> None:
+    response = httpx.post(f"{rest.url}/client/v4/accounts/a/ai/run/{GLM}", content=body)
+    assert response.status_code == 400, response.text
+    error = response.json()["errors"][0]
+    assert error["code"] == 5006 and f"at '{field}'" in error["message"], error
