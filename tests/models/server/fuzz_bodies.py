@@ -102,6 +102,7 @@ STRINGS = [
     "🔥" * 50, "<|endoftext|>", "[gMASK]<sop>", "<think>", "(", "[a-", "a{99999}", ".*", r"\d+",
     "(a|b)*c", "[^\\x00-\\x{10FFFF}]", "user", "system", "tool", "assistant", "function",
     "json_object", "json_schema", "text", "auto", "none", "required", "celsius",
+    '{"a": ' * 1000 + "1" + "}" * 1000, '{"type": "string"}', "{not json",  # JSON as text
 ]  # fmt: skip
 SCHEMAS = [
     {}, True, False, {"type": "object"}, {"type": "string", "pattern": "("},
