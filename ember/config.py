@@ -42,6 +42,7 @@ from ember.config_values import (
 from ember.dotenv import parse_dotenv
 from ember.errors import ConfigError
 from ember.jsonc import JSONCError, strip_jsonc
+from ember.module_rules import ModulesConfig, modules_value, parse_rules
 
 # Searched in this order; the first one present is the project's config.
 CONFIG_FILES = ("ember.yaml", "ember.yml", "wrangler.toml", "wrangler.jsonc", "wrangler.json")
@@ -174,6 +175,12 @@ class ProjectConfig:
     named: bool = True  # the file names the worker (else it is named after the directory)
     crons_set: bool = False  # triggers.crons is written (a deploy replaces the schedules then)
     keep_vars: bool = False  # top level only: a deploy keeps the platform's vars (--keep-vars)
+    modules: ModulesConfig = ModulesConfig()  # rules, base_dir, ...: which files are modules
+
+    @property
+    def module_root(self) -> Path:
+        """The directory module names are relative to: ``base_dir``, else the entry's."""
+        return self.modules.base_dir or self.main_path.parent
 
     def where(self, key: str) -> str:
         """Where ``key`` is written: ``vars``, or ``env.staging.vars``."""
@@ -275,6 +282,11 @@ def _parse(
     if not main_path.is_file():
         raise ConfigError(fname, "main", main, f"an existing file under {root}")
 
+    modules = modules_value(data, fname, root)
+    if modules.base_dir is not None and not main_path.is_relative_to(modules.base_dir):
+        raise ConfigError(fname, "base_dir", data["base_dir"], f"a directory that holds {main}")
+    warnings.extend(parse_rules(modules.rules)[1])
+
     vars_ = vars_value(data.get("vars", {}), fname)
     secrets_files = secrets_files_of(root, selected.env) if read_secrets else ()
     secrets: dict[str, str] = {}
@@ -310,6 +322,7 @@ def _parse(
         crons=crons_value(data.get("triggers"), fname),
         crons_set=_has_crons(data.get("triggers")),
         keep_vars=bool_value(data.get("keep_vars", False), fname, "keep_vars"),
+        modules=modules,
         limits=limits_value(data.get("limits"), fname),
         dev=dev_value(data.get("dev"), fname),
         binding_sections=tuple(

@@ -3,30 +3,26 @@
 The config is read and checked as ``ember dev`` reads it (``ember.config.load_project``
 without the secrets files, then ``ember.runtime.project_check``); this module takes from it
 what a deploy uploads (name, main, compatibility date and flags, vars, KV and AI bindings,
-crons, keep_vars). The files uploaded are what wrangler uploads for a Python Worker: every
-``.py`` module under the entry's directory (the module root, names relative to it), the
-project's ``python_modules/`` (vendored packages, as ``python_modules/<path>``), and other files
-under the module root as data modules (text or bytes), so the worker can read its templates and
-data. The project's config files (``CONFIG_FILES`` at its root) are never uploaded. With an
-environment (``--env NAME``), the keys are those ``ember.config_env`` selects for it.
+crons, keep_vars). The files uploaded are what wrangler uploads for a Python Worker, by its
+module rules: the entry, the files the config's ``rules``, the ``**/*.py`` rule and wrangler's
+default rules match under the module root (names relative to it), and the project's
+``python_modules/`` (``ember.runtime.worker_modules``, the same list ``ember dev`` runs). Files no
+rule matches, and the config files, are never uploaded. With an environment (``--env NAME``),
+the keys are those ``ember.config_env`` selects for it.
 """
 
 from __future__ import annotations
 
-import mimetypes
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ember.bindings.base import BindingSpec
-from ember.config import CONFIG_FILES
 from ember.config import load_project as load_config
 from ember.errors import ConfigError
 from ember.runtime.deployments.multipart import Part
 from ember.runtime.project_check import check_project
-
-SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".wrangler", ".ember", ".venv"}
-TEXT_SUFFIXES = {".txt", ".html", ".json", ".md", ".css", ".csv", ".jinja", ".toml", ".yaml"}
+from ember.runtime.worker_modules import WorkerModule, collect_modules
 
 
 @dataclass(frozen=True)
@@ -41,6 +37,7 @@ class WorkerProject:
     config_file: Path
     name: str
     main: Path
+    module_root: Path  # module names are relative to it: base_dir, or main's directory
     compatibility_date: str | None
     compatibility_flags: tuple[str, ...]
     vars: dict[str, Any] = field(default_factory=dict)
@@ -51,46 +48,13 @@ class WorkerProject:
     env: str | None = None  # the environment deployed; None: the top level
     environments: tuple[str, ...] = ()  # every environment the config defines
     warnings: tuple[str, ...] = ()
-
-    @property
-    def module_root(self) -> Path:
-        return self.main.parent
+    module_files: tuple[WorkerModule, ...] = ()  # what the module rules pick, entry first
 
     def modules(self) -> list[Part]:
-        """The module parts, entry first, named like wrangler names them."""
-        entry = self.main.relative_to(self.module_root).as_posix()
-        parts = [Part(entry, entry, "text/x-python", self.main.read_bytes())]
-        # The project's config files are not modules: wrangler never uploads its config, and
-        # with the entry at the project's root they would otherwise go up as data.
-        configs = {(self.root / n).resolve() for n in CONFIG_FILES}
-        for path in sorted(_files(self.module_root)):
-            name = path.relative_to(self.module_root).as_posix()
-            if name == entry or name.startswith("python_modules/") or path.resolve() in configs:
-                continue
-            parts.append(Part(name, name, _content_type(path), path.read_bytes()))
-        vendored = self.root / "python_modules"
-        if vendored.is_dir():
-            for path in sorted(_files(vendored)):
-                name = "python_modules/" + path.relative_to(vendored).as_posix()
-                parts.append(Part(name, name, "application/octet-stream", path.read_bytes()))
-        return parts
-
-
-def _files(root: Path) -> list[Path]:
-    out = []
-    for path in root.rglob("*"):
-        rel = path.relative_to(root).parts
-        if path.is_file() and not any(p in SKIP_DIRS or p.startswith(".") for p in rel):
-            out.append(path)
-    return out
-
-
-def _content_type(path: Path) -> str:
-    if path.suffix == ".py":
-        return "text/x-python"
-    if path.suffix in TEXT_SUFFIXES:
-        return "text/plain"
-    return mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        """The module parts, entry first, named and typed as wrangler's rules name them."""
+        return [
+            Part(m.name, m.name, m.content_type, m.path.read_bytes()) for m in self.module_files
+        ]
 
 
 def load_project(
@@ -117,6 +81,7 @@ def load_project(
         config_file=config.file,
         name=config.name,
         main=config.main_path,
+        module_root=config.module_root,
         compatibility_date=config.compatibility_date,
         compatibility_flags=flags,
         vars=dict(config.vars),
@@ -127,6 +92,7 @@ def load_project(
         env=config.env,
         environments=config.environments,
         warnings=checked.warnings,
+        module_files=collect_modules(config),
     )
 
 

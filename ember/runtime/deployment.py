@@ -1,7 +1,8 @@
 """``Deployment``: everything the supervisor needs to run one worker, as one typed value.
 
-``ember dev`` builds one from a project directory; ``ember serve`` builds one per deployed
-version (its own code directory, an account-scoped id, namespaces rewritten to the account's).
+``ember dev`` builds one from a project directory (its modules staged as a deploy would upload
+them, ``ember.runtime.worker_modules``); ``ember serve`` builds one per deployed version (its own
+code directory, an account-scoped id, namespaces rewritten to the account's).
 The supervisor only ever sees this value: it never reads config files itself.
 """
 
@@ -18,6 +19,7 @@ from ember.bindings.registry import BindingRegistry
 from ember.config import JSONValue, ProjectConfig, load_project
 from ember.runtime.limits import Limits
 from ember.runtime.project_check import check_project
+from ember.runtime.worker_modules import collect_modules, stage_modules
 
 SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "venv", "python_modules"})
 
@@ -38,6 +40,9 @@ class Deployment:
     compatibility_date: str | None = None
     compatibility_flags: tuple[str, ...] = ()
     version: str = ""
+    # Where staged code came from (``ember dev``): the worker's tracebacks name the files there,
+    # the ones the user edits, not their staged copies. None: code_dir is the source.
+    source_dir: Path | None = None
 
     def init_spec(self) -> dict[str, object]:
         """What the isolate receives in its Init frame (sent over its own socket only)."""
@@ -51,6 +56,7 @@ class Deployment:
             "bindings": [b.to_wire() for b in self.bindings],
             "compatibility_date": self.compatibility_date,
             "compatibility_flags": list(self.compatibility_flags),
+            "source_dir": str(self.source_dir) if self.source_dir else None,
         }
 
     def with_version(self, version: str) -> Deployment:
@@ -64,15 +70,26 @@ def deployment_from_project(
     deployment_id: str | None = None,
     registry: BindingRegistry | None = None,
     base_limits: Limits | None = None,
+    stage: Path | None = None,
 ) -> Deployment:
     """Turn a parsed project into a Deployment; binding and cron errors name file and key
-    (``check_project``: the checks a deploy of the same config makes)."""
+    (``check_project``: the checks a deploy of the same config makes).
+
+    ``stage``: a directory to run the worker from, given the modules a deploy of ``config``
+    uploads, at the names it uploads them by (``ember dev``), so a file the deploy leaves out
+    cannot be imported or read in dev either. None: run from the project directory as it is."""
     bindings = check_project(config, registry).bindings
+    code_dir, main, source_dir = config.root, config.main, None
+    if stage is not None:
+        modules = collect_modules(config)
+        stage_modules(modules, stage)
+        code_dir, main, source_dir = stage, modules[0].name, config.module_root
     return Deployment(
         id=deployment_id or config.name,
         name=config.name,
-        code_dir=config.root,
-        main=config.main,
+        code_dir=code_dir,
+        main=main,
+        source_dir=source_dir,
         vars=dict(config.vars),
         secrets=dict(config.secrets),
         bindings=bindings,

@@ -2,7 +2,10 @@
 
 The supervisor does the work; this module adds what is specific to development: reading the
 project (config errors at start are fatal, after a change they are reported and the running
-version keeps serving), watching files (a change starts the new version's isolate, switches to
+version keeps serving), staging the worker's modules (the files a deploy would upload, copied
+to a temporary directory the worker runs from, as ``wrangler dev`` runs a Python Worker from
+its temporary directory: a file the module rules leave out is not there to import or read),
+watching files (a change starts the new version's isolate, switches to
 it, and drains the old one, so in-flight requests finish on the code they started with),
 running crons on schedule, and the dev error pages (``Supervisor(dev=True)``).
 """
@@ -12,6 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +68,9 @@ class DevServer:
     def __init__(self, options: DevOptions, events: E.EventSink) -> None:
         self.options = options
         self.events = events
+        # Removed when the session ends (or the interpreter exits), like wrangler's tmp dir.
+        self.stage = Path(tempfile.mkdtemp(prefix="ember-dev-"))
+        weakref.finalize(self, shutil.rmtree, self.stage, ignore_errors=True)
         self.config: ProjectConfig = load_project(
             options.project, env=options.env, extra_vars=options.extra_vars
         )
@@ -83,7 +92,7 @@ class DevServer:
 
     def _deployment(self, config: ProjectConfig) -> Deployment:
         return deployment_from_project(
-            config, deployment_id=config.name, registry=self.options.registry
+            config, deployment_id=config.name, registry=self.options.registry, stage=self.stage
         )
 
     async def serve(self, on_ready: Callable[[str], None] | None = None) -> None:

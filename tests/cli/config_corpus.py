@@ -29,6 +29,7 @@ PLACEMENTS = ("top", "env", "inherit")
 ENV = "staging"
 DROP = object()  # a change that removes the key
 WORKER = "async def on_fetch(request, env):\n    return None\n"
+MD_RULE = {"type": "Text", "globs": ["**/*.md"], "fallthrough": True}
 
 BASE: dict[str, object] = {
     "name": "shop",
@@ -86,6 +87,13 @@ def _cases() -> list[Case]:
         Case("no-name", {"name": DROP}),  # a deploy-only rule: a deploy needs a name
         Case("no-main-yaml", {"main": DROP}, ("ember.yaml",)),  # ember.yaml: worker.py
         Case("main-root", {"main": "worker.py"}),
+        # Module rules: what dev stages is what deploy uploads (README.md once a rule takes it).
+        Case("rules-md", {"main": "worker.py", "rules": [MD_RULE]}),
+        Case("rules-shadow", {"rules": [{"type": "Text", "globs": ["**/*.md"]}]}),
+        Case("rules-data", {"rules": [{"type": "Data", "globs": ["**/*.json"]}]}),
+        Case("base-dir", {"base_dir": "."}),
+        Case("no-additional", {"find_additional_modules": False}),
+        Case("python-modules-exclude", {"python_modules": {"exclude": ["**/*.txt"]}}),
         # Invalid documents: ember dev refuses every one.
         Case("name-int", {"name": 5}),
         Case("name-empty", {"name": ""}),
@@ -135,6 +143,16 @@ def _cases() -> list[Case]:
         Case("dev-port", {"dev": {"port": "x"}}),
         Case("keep-vars-str", {"keep_vars": "yes"}),
         Case("env-str", {"env": "staging"}),
+        Case("rules-mapping", {"rules": MD_RULE}),
+        Case("rules-type", {"rules": [{"type": "Markdown", "globs": ["**/*.md"]}]}),
+        Case("rules-python", {"rules": [{"type": "PythonModule", "globs": ["**/*.py"]}]}),
+        Case("rules-globs-str", {"rules": [{"type": "Text", "globs": "**/*.md"}]}),
+        Case("rules-glob-up", {"rules": [{"type": "Text", "globs": ["../*.md"]}]}),
+        Case("rules-fallthrough", {"rules": [{**MD_RULE, "fallthrough": "yes"}]}),
+        Case("base-dir-missing", {"base_dir": "nowhere"}),
+        Case("base-dir-beside", {"base_dir": "lib"}),
+        Case("additional-str", {"find_additional_modules": "yes"}),
+        Case("python-modules-list", {"python_modules": ["x"]}),
     ]
     return cases
 
@@ -174,12 +192,19 @@ class Sample:
         return {**rest, "env": {ENV: section}}
 
     def write(self, tmp_path: Path) -> Path:
-        """The project directory, with its worker, a stray README and a module outside it."""
+        """The project directory, with its worker, a stray README, data files (one no rule
+        takes), vendored packages and a module outside it."""
         root = tmp_path / "shop"
         (root / "src").mkdir(parents=True)
         (root / "src" / "entry.py").write_text(WORKER)
         (root / "worker.py").write_text(WORKER)
         (root / "README.md").write_text("# shop\n")
+        (root / "src" / "page.html").write_text("<p>shop</p>\n")  # a default rule's
+        (root / "src" / "secrets.json").write_text('{"key": "no rule takes it"}\n')
+        (root / "lib").mkdir()  # beside src: not a base_dir that holds main
+        (root / "python_modules" / "pkg").mkdir(parents=True)
+        (root / "python_modules" / "pkg" / "__init__.py").write_text("")
+        (root / "python_modules" / "pkg" / "notes.txt").write_text("vendored\n")
         (tmp_path / "outside.py").write_text(WORKER)
         (root / self.format).write_text(serialise(self.document(), self.format))
         return root

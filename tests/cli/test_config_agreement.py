@@ -6,7 +6,8 @@ format, with and without environments):
 - what dev refuses, deploy refuses with the same ``ConfigError`` (file, key, found, expected);
 - what dev accepts, deploy accepts, unless a deploy-only rule (``DEPLOY_ONLY``) refuses it;
 - what deploy uploads (name, main, compatibility date and flags, vars, KV and AI bindings,
-  crons) is what dev runs, up to the deploy-only additions named in ``_uploaded``;
+  crons, and the modules, by name and content) is what dev runs, up to the deploy-only
+  additions named in ``_uploaded``: dev runs the worker from the modules a deploy uploads;
 - both show the same config warnings.
 
 ``.dev.vars`` (and ``.env``) are ``ember dev``'s secrets only: a deploy neither reads nor
@@ -75,7 +76,8 @@ def _uploaded(project: WorkerProject) -> dict[str, Any]:
     assert flags[-1:] == ["python_workers"] or "python_workers" in flags[:-1]
     return {
         "name": plan.project.name,
-        "main": plan.project.main,
+        "main": plan.project.modules()[0].name,
+        "modules": {m.name: m.data for m in plan.project.modules()},
         "compatibility_date": plan.project.compatibility_date,
         "compatibility_flags": flags,
         "vars": {
@@ -102,13 +104,23 @@ def _run(dev: DevServer) -> dict[str, Any]:
             kv.append((spec.name, namespace))
     return {
         "name": deployment.name,
-        "main": deployment.code_dir / deployment.main,
+        "main": deployment.main,
+        "modules": _staged(deployment.code_dir),
         "compatibility_date": deployment.compatibility_date,
         "compatibility_flags": flags,
         "vars": dict(deployment.vars),
         "kv": kv,
         "ai": [s.name for s in deployment.bindings if s.kind == "ai"],
         "crons": deployment.crons,
+    }
+
+
+def _staged(code_dir: Path) -> dict[str, bytes]:
+    """Every file dev's worker can read from its code directory, by module name."""
+    return {
+        path.relative_to(code_dir).as_posix(): path.read_bytes()
+        for path in sorted(code_dir.rglob("*"))
+        if path.is_file()
     }
 
 
@@ -211,3 +223,25 @@ def test_name_override_stands_in_for_an_unusable_directory_name(tmp_path: Path) 
     with pytest.raises(ConfigError, match="found 'shop.example'"):
         _dev(root, None)
     assert load_project(root, "shop").name == "shop"
+
+
+def test_dev_runs_from_exactly_the_modules_a_deploy_uploads(tmp_path: Path) -> None:
+    """The module rules decide for both: dev's worker cannot read a file the deploy leaves out
+    (``secrets.json``, ``key.pem``), and reads every one it uploads, at the same name."""
+    root = tmp_path / "ruled"
+    (root / "templates").mkdir(parents=True)
+    (root / "wrangler.toml").write_text(
+        'name = "ruled"\nmain = "worker.py"\n\n'
+        '[[rules]]\ntype = "Text"\nglobs = ["**/*.md"]\nfallthrough = true\n'
+    )
+    (root / "worker.py").write_text("async def on_fetch(request, env):\n    return None\n")
+    for name in ("secrets.json", "key.pem", "notes.md", "data.txt", "templates/page.html"):
+        (root / name).write_text(name)
+    (root / "blob.bin").write_bytes(b"\x00")
+    dev = _dev(root, None)
+    staged = _staged(dev.deployment.code_dir)
+    uploaded = {m.name: m.data for m in load_project(root).modules()}
+    assert staged == uploaded
+    assert sorted(staged) == [
+        "blob.bin", "data.txt", "notes.md", "templates/page.html", "worker.py"
+    ]  # fmt: skip

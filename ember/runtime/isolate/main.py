@@ -159,9 +159,13 @@ def load_main(spec: dict[str, Any]) -> handlers.Entrypoints:
     os.chdir(code_dir)
     if not main_path.is_file():
         raise HandlerError(f"main module {spec['main']} does not exist in {code_dir}")
-    loader.install(code_dir)
+    source_dir = spec.get("source_dir")
+    finder = loader.install(code_dir, Path(source_dir) if source_dir else None)
+    shown_as = finder.shown_as(str(main_path.resolve())) if source_dir else None
     module_spec = importlib.util.spec_from_file_location(
-        main_path.stem, main_path, loader=loader.SourceOnlyLoader(main_path.stem, str(main_path))
+        main_path.stem,
+        main_path,
+        loader=loader.SourceOnlyLoader(main_path.stem, str(main_path), shown_as),
     )
     if module_spec is None or module_spec.loader is None:
         raise HandlerError(f"cannot load {main_path} as a Python module")
