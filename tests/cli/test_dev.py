@@ -166,3 +166,21 @@ def test_dev_vars_from_the_command_line_as_wrangler_dev_takes_them(tmp_path: Pat
     with DevProcess(project, "--var", "A:1", "GREETING:http://x:1", "--var", "B:2") as dev:
         assert _body(dev.url) == "http://x:1 1 2"
         assert dev.stop() == 0
+
+
+def test_dev_tracebacks_name_the_users_files_not_their_staged_copies(tmp_path: Path) -> None:
+    """dev runs the worker from a staged copy of the modules a deploy uploads; its errors still
+    point at the files the user edits (``src/helpers.py`` in the project)."""
+    project = tmp_path / "app"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "helpers.py").write_text("def fail():\n    raise ValueError('boom')\n")
+    (project / "src" / "entry.py").write_text(
+        "from helpers import fail\n\nasync def on_fetch(request, env):\n    fail()\n"
+    )
+    (project / "ember.yaml").write_text("name: app\nmain: src/entry.py\n")
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        page = httpx.get(dev.url, timeout=10)
+        assert page.status_code == 500
+        assert f'{project / "src" / "helpers.py"}", line 2' in page.text
+        assert f'{project / "src" / "entry.py"}", line 4' in page.text
+        dev.stop()

@@ -163,6 +163,9 @@ def test_dry_run_uploads_nothing_and_outdir_holds_the_modules(
     serve: ServeProcess, project: Project
 ) -> None:
     (project.root / "secrets.json").write_text(json.dumps({"TOKEN": "never-printed"}))
+    # Beside the entry: the module rules take data.txt (Text), not key.pem or notes.md.
+    for name in ("data.txt", "key.pem", "notes.md"):
+        (project.root / "src" / name).write_text(name)
     before = _platform_state(serve)
     out = project.ember(
         "deploy", "--dry-run", "--outdir", "dist", "--var", "EXTRA:hidden-value",
@@ -184,6 +187,7 @@ def test_dry_run_uploads_nothing_and_outdir_holds_the_modules(
     dist = project.root / "dist"
     assert sorted(p.relative_to(dist).as_posix() for p in dist.rglob("*") if p.is_file()) == [
         "README.md",
+        "data.txt",
         "entry.py",
         "helper.py",
     ]
@@ -203,7 +207,7 @@ def test_dry_run_uploads_nothing_and_outdir_holds_the_modules(
     assert offline.returncode == 0, offline.stderr
     summary = json.loads(offline.stdout)
     assert summary["dry_run"] is True and summary["name"] == "flagged"
-    assert summary["modules"] == ["entry.py", "helper.py"]
+    assert summary["modules"] == ["entry.py", "data.txt", "helper.py"]
 
 
 @pytest.mark.parametrize(
