@@ -61,7 +61,7 @@ def collect_modules(config: ProjectConfig) -> tuple[WorkerModule, ...]:
             None,
             "a python_modules directory in the module root",
             f"python_modules/ at the project's root ({config.root}) only",
-            hint="delete it (wrangler refuses it too)",
+            hint="move it to the project's root, beside the config (wrangler refuses it too)",
         )
     rules, _ = parse_rules(config.modules.rules)
     configs = {(config.root / name).resolve() for name in CONFIG_FILES}

@@ -193,3 +193,15 @@ def test_environments_inherit_the_rules(tmp_path: Path) -> None:
     (root / "wrangler.toml").write_text(RULED_TOML + "\n[env.staging]\n")
     names = [p.name for p in load_project(root, None, "staging").modules()]
     assert "notes.md" in names
+
+
+def test_python_modules_in_a_module_root_below_the_project_is_refused(tmp_path: Path) -> None:
+    """wrangler refuses it: "The 'python_modules' directory cannot exist in your module root"
+    (``find-additional-modules.ts``); vendored packages live at the project's root."""
+    root = tmp_path / "nested"
+    (root / "src" / "python_modules").mkdir(parents=True)
+    (root / "src" / "entry.py").write_text(WORKER)
+    (root / "wrangler.toml").write_text('name = "n"\nmain = "src/entry.py"\n')
+    with pytest.raises(ConfigError, match="python_modules/ at the project's root") as caught:
+        load_project(root)
+    assert caught.value.file == str(root / "src" / "python_modules")
