@@ -14,11 +14,6 @@ import argparse
 import json
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
 from bench.summarize_serving import medians
 
 DEFAULT = Path(__file__).resolve().parent / "results" / "serving.json"
@@ -34,6 +29,13 @@ def main() -> None:
         help="bench.serving JSON (default: bench/results/serving.json)",
     )
     path = parser.parse_args().report
+    # Imported here, after the arguments: matplotlib is the optional ``bench`` extra, and
+    # ``--help`` must work without it (tests/bench/test_documented_commands.py).
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     report = json.loads(path.read_text())
     archs = report["archs"]
     top = max(report["plan"]["concurrency"])
