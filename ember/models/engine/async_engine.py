@@ -30,10 +30,18 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 from ember.errors import BackendError, InvalidModelInput
-from ember.models.engine.engine_types import FlushResult, PreparedRequest, RequestOutput
+from ember.models.engine.engine_commands import (
+    AbortRequest,
+    AddRequest,
+    Command,
+    FlushCache,
+    OutputStream,
+    StopEngine,
+    WakeEngine,
+)
+from ember.models.engine.engine_types import FlushResult, RequestOutput
 from ember.models.engine.intake_hold import (
     BURST_GAP_S,
     EXPECT_FOR_S,
@@ -45,41 +53,6 @@ from ember.models.engine.intake_hold import (
 from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.sequence import StopCriteria
 from ember.models.sampling import SamplingParams
-
-
-@dataclass(slots=True)
-class _Add:
-    request_id: str
-    request: PreparedRequest
-
-
-@dataclass(slots=True)
-class _Abort:
-    request_id: str
-    reason: str = "abort"
-
-
-class _Stop:
-    pass
-
-
-@dataclass(slots=True)
-class _Flush:
-    """Drop the prefix cache once the engine is idle, waiting until ``deadline`` at most."""
-
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[FlushResult]
-    deadline: float  # time.monotonic()
-
-
-class _Wake:
-    """Nothing to apply: an announcement ended, so a hold re-checks what it waits for."""
-
-
-@dataclass(slots=True)
-class _Stream:
-    loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[RequestOutput | BaseException]
 
 
 class AsyncEngine:
@@ -94,11 +67,9 @@ class AsyncEngine:
         burst_gap_s: float = BURST_GAP_S,
     ) -> None:
         self.engine = engine
-        self._commands: queue.SimpleQueue[_Add | _Abort | _Wake | _Flush | _Stop] = (
-            queue.SimpleQueue()
-        )
-        self._flushes: list[_Flush] = []  # engine thread only: waiting for the engine to idle
-        self._streams: dict[str, _Stream] = {}
+        self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self._flushes: list[FlushCache] = []  # engine thread only: waiting for the engine to idle
+        self._streams: dict[str, OutputStream] = {}
         self._lock = threading.Lock()  # guards _streams, _failure and the intake's announcements
         self._failure: BaseException | None = None
         self._intake = IntakeHold(HoldSettings(hold_max_s, hold_steps, expect_for_s, burst_gap_s))
@@ -123,7 +94,7 @@ class AsyncEngine:
         except BaseException:
             self.forget(request_id)
             raise
-        stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
+        stream = OutputStream(asyncio.get_running_loop(), asyncio.Queue())
         with self._lock:
             # No longer expected and its command queued in one step for the engine thread: a
             # hold sees the announcement or the command, never neither.
@@ -133,7 +104,7 @@ class AsyncEngine:
             if request_id in self._streams:
                 raise InvalidModelInput("request_id", f"request id {request_id!r} is in use")
             self._streams[request_id] = stream
-            self._commands.put(_Add(request_id, prepared))
+            self._commands.put(AddRequest(request_id, prepared))
         finished = False
         try:
             while True:
@@ -152,7 +123,7 @@ class AsyncEngine:
             with self._lock:
                 self._streams.pop(request_id, None)
             if not finished:
-                self._commands.put(_Abort(request_id))
+                self._commands.put(AbortRequest(request_id))
 
     def in_progress(self, request_id: str) -> bool:
         """Whether a request with this id is submitted and not over: its id is taken."""
@@ -177,12 +148,12 @@ class AsyncEngine:
         with self._lock:
             announced = self._intake.withdraw(key)
         if announced:
-            self._commands.put(_Wake())
+            self._commands.put(WakeEngine())
 
     def abort(self, request_id: str, *, reason: str = "abort") -> None:
         """End a request (``reason`` "abort", or "stop" for a matched stop string); thread-safe,
         idempotent. Its pages are freed before the engine's next step."""
-        self._commands.put(_Abort(request_id, reason))
+        self._commands.put(AbortRequest(request_id, reason))
 
     def abort_all(self) -> list[str]:
         """End every request this engine is streaming (SGLang's ``abort_all``), as ``abort``
@@ -190,7 +161,7 @@ class AsyncEngine:
         with self._lock:
             request_ids = list(self._streams)
         for request_id in request_ids:
-            self._commands.put(_Abort(request_id))
+            self._commands.put(AbortRequest(request_id))
         return request_ids
 
     async def flush_cache(self, timeout_s: float = 0.0) -> FlushResult:
@@ -205,11 +176,11 @@ class AsyncEngine:
         with self._lock:
             if self._failure is not None:
                 raise BackendError(f"the engine is not running: {self._failure}")
-            self._commands.put(_Flush(loop, future, time.monotonic() + timeout_s))
+            self._commands.put(FlushCache(loop, future, time.monotonic() + timeout_s))
         return await future
 
     def shutdown(self, timeout: float | None = 10.0) -> None:
-        self._commands.put(_Stop())
+        self._commands.put(StopEngine())
         self._thread.join(timeout)
 
     @property
@@ -224,15 +195,15 @@ class AsyncEngine:
 
     # -- the engine thread ----------------------------------------------------------------------
 
-    def _apply(self, command: _Add | _Abort | _Wake | _Flush) -> None:
+    def _apply(self, command: AddRequest | AbortRequest | WakeEngine | FlushCache) -> None:
         engine = self.engine
-        if isinstance(command, _Wake):
+        if isinstance(command, WakeEngine):
             return
-        if isinstance(command, _Flush):
+        if isinstance(command, FlushCache):
             self._flushes.append(command)
             self._try_flushes()
             return
-        if isinstance(command, _Abort):
+        if isinstance(command, AbortRequest):
             engine.abort(command.request_id, reason=command.reason)
             return
         with self._lock:
@@ -255,11 +226,11 @@ class AsyncEngine:
                         command = self._commands.get(block=block)
                     except queue.Empty:
                         break
-                    if isinstance(command, _Stop):
+                    if isinstance(command, StopEngine):
                         self._fail_all(BackendError("the engine was shut down"))
                         return
                     self._apply(command)
-                    if isinstance(command, _Add):
+                    if isinstance(command, AddRequest):
                         added.append(command.request_id)
                     block = not engine.has_unfinished()
                 if idle and added and engine.has_unfinished():
@@ -319,11 +290,11 @@ class AsyncEngine:
                 command = self._commands.get(timeout=min(until, deadline) - now)
             except queue.Empty:
                 continue
-            if isinstance(command, _Stop):
+            if isinstance(command, StopEngine):
                 self._fail_all(BackendError("the engine was shut down"))
                 return False
             self._apply(command)
-            if isinstance(command, _Add):
+            if isinstance(command, AddRequest):
                 fresh += 1
 
     def _apply_queued(self) -> bool:
@@ -333,7 +304,7 @@ class AsyncEngine:
                 command = self._commands.get_nowait()
             except queue.Empty:
                 return True
-            if isinstance(command, _Stop):
+            if isinstance(command, StopEngine):
                 self._fail_all(BackendError("the engine was shut down"))
                 return False
             self._apply(command)
@@ -342,7 +313,7 @@ class AsyncEngine:
         """Answer the flushes waiting for an idle engine: flushed, or failed past their
         deadline (the requests still in are named in the answer)."""
         now = time.monotonic()
-        waiting: list[_Flush] = []
+        waiting: list[FlushCache] = []
         for flush in self._flushes:
             result = self.engine.flush_cache()
             if result.flushed or now >= flush.deadline:
@@ -365,7 +336,7 @@ class AsyncEngine:
                 pass  # that event loop is closed
 
     def _deliver(self, outputs: list[RequestOutput]) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, RequestOutput]]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[OutputStream, RequestOutput]]] = {}
         with self._lock:
             for output in outputs:
                 stream = self._streams.get(output.request_id)
@@ -403,6 +374,6 @@ def _resolve(
         pass  # that event loop is closed
 
 
-def _put_all(items: list[tuple[_Stream, RequestOutput]]) -> None:
+def _put_all(items: list[tuple[OutputStream, RequestOutput]]) -> None:
     for stream, output in items:
         stream.queue.put_nowait(output)

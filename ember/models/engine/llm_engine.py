@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ember.errors import ConfigError, InvalidModelInput, KVIntegrityError
+from ember.errors import ConfigError, InvalidModelInput
 from ember.models.engine.block_manager import BlockManager
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.engine_types import (
@@ -26,6 +26,7 @@ from ember.models.engine.runner_types import CausalLM, Sampler, StepResult
 from ember.models.engine.sampling import TokenLogprobs
 from ember.models.engine.scheduler import Scheduler, SchedulerOutput
 from ember.models.engine.sequence import FinishReason, Sequence, SequenceStatus, StopCriteria
+from ember.models.engine.step_failures import handle_step_failures
 from ember.models.kernels import integrity_ops
 from ember.models.kv.pool import KVPool
 from ember.models.kv.spec import KVCacheDtype, KVSpec, kv_capacity, parse_kv_dtype
@@ -230,42 +231,11 @@ class LLMEngine:
             result = self.runner.run(
                 out.scheduled, new_pages, prompt_logprobs=self._num_prompt_logprob_seqs > 0
             )
-            self._handle_integrity(out, result)
-            for index, error in result.sample_failures:
-                seq = out.scheduled[index].seq
-                if seq.status is SequenceStatus.RUNNING:
-                    # One request's sampling failed (its grammar cannot go on): it ends with the
-                    # error; the batch, and the engine loop, go on without it.
-                    self.scheduler.finish(seq, FinishReason.ERROR, error)
+            handle_step_failures(self, out, result)
             self._postprocess(out, result, new_tokens, new_logprobs)
             self.stats.steps += 1
         self.stats.preemptions += out.num_preempted
         return self._collect(new_tokens, new_logprobs)
-
-    def _handle_integrity(self, out: SchedulerOutput, result: StepResult) -> None:
-        """Sequences that read bad KV drop this step's token and recompute (or fail)."""
-        for failure in result.failures:
-            seq = out.scheduled[failure.seq_index].seq
-            if seq.status is not SequenceStatus.RUNNING:
-                continue  # already preempted as a holder of a corrupt page
-            self.stats.integrity_failures += 1
-            for page in failure.corrupt_pages:
-                self.block_manager.invalidate(page)
-                for other in list(self.scheduler.running):
-                    if other is not seq and page in other.block_table:
-                        self.scheduler.preempt(other)
-            seq.num_integrity_failures += 1
-            if seq.num_integrity_failures > self.config.max_integrity_retries:
-                self.stats.integrity_errors += 1
-                error = KVIntegrityError(
-                    f"request {seq.request_id!r}: KV cache failed its integrity check "
-                    f"{seq.num_integrity_failures} times ({failure.detail})"
-                )
-                self.scheduler.finish(
-                    seq, FinishReason.ERROR, error, disowned=failure.disowned_pages
-                )
-            else:
-                self.scheduler.preempt(seq, disowned=failure.disowned_pages)
 
     def _postprocess(
         self,
