@@ -57,10 +57,16 @@ def _env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    yield from serve_ai_project(tmp_path_factory, "dev-ai")
+
+
+def serve_ai_project(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[DevServer]:
+    """A real ``ember dev`` of a project NAME whose worker calls the tiny GLM (``WORKER``), on
+    a free port; stopped when the generator closes."""
     glm, _ = tiny_checkpoints(tmp_path_factory)
-    root = tmp_path_factory.mktemp("dev-ai")
+    root = tmp_path_factory.mktemp(name)
     (root / "worker.py").write_text(WORKER)
-    config = {"name": "dev-ai", "main": "worker.py"}
+    config = {"name": name, "main": "worker.py"}
     config["ai"] = {"binding": "AI", "models": models_section(glm)}
     (root / "ember.yaml").write_text(yaml.safe_dump(config))
     command = [sys.executable, "-m", "ember", "dev", str(root), "--port", "0", "--no-watch"]

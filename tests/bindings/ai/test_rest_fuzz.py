@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -21,12 +19,10 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
-from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.bindings.ai.support import GLM, models_section, tiny_checkpoints
-from tests.bindings.ai.test_dev_http import WORKER, DevServer, _env
+from tests.bindings.ai.support import GLM
+from tests.bindings.ai.test_dev_http import DevServer, serve_ai_project
 from tests.models.server.fuzz_bodies import (
     CHAT,
     EXTREMES,
@@ -36,7 +32,13 @@ from tests.models.server.fuzz_bodies import (
     dumps,
     hostile_requests,
 )
-from tests.models.server.fuzz_checks import CLIENT_TIMEOUT, check_answer, raw_events, strict_json
+from tests.models.server.fuzz_checks import (
+    CLIENT_TIMEOUT,
+    check_answer,
+    fuzz_beside_a_canary,
+    raw_events,
+    strict_json,
+)
 
 EXAMPLES = int(os.environ.get("EMBER_FUZZ_EXAMPLES", "30")) // 2
 SEED = int(os.environ["EMBER_FUZZ_SEED"]) if os.environ.get("EMBER_FUZZ_SEED") else None
@@ -53,21 +55,7 @@ CANARY = {"prompt": "Hi", "max_tokens": 2}
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    glm, _ = tiny_checkpoints(tmp_path_factory)
-    root = tmp_path_factory.mktemp("dev-ai-fuzz")
-    (root / "worker.py").write_text(WORKER)
-    config = {"name": "dev-ai-fuzz", "main": "worker.py"}
-    config["ai"] = {"binding": "AI", "models": models_section(glm)}
-    (root / "ember.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "ember", "dev", str(root), "--port", "0", "--no-watch"]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
-    )
-    try:
-        yield DevServer(process)
-    finally:
-        process.terminate()
-        process.wait(30)
+    yield from serve_ai_project(tmp_path_factory, "dev-ai-fuzz")
 
 
 @st.composite
@@ -148,34 +136,14 @@ def _canary(client: httpx.Client, url: str) -> list[str]:
 
 def test_hostile_rest_bodies_hurt_nobody(dev: DevServer) -> None:
     assert not _canary(httpx.Client(), dev.url)  # loads the model before the clock matters
-    problems: list[str] = []
-    pool = ThreadPoolExecutor(2)
-    fuzz_client, canary_client = httpx.Client(), httpx.Client()
-
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=SEED is None,
-        deadline=None,
-        database=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    problems = fuzz_beside_a_canary(
+        rest_requests(),
+        lambda client, request: _send(client, dev.url, *request),
+        lambda client: _canary(client, dev.url),
+        lambda request: f"POST {RUN}{request[0]} {request[1][:500]!r}",
+        examples=EXAMPLES,
+        seed_value=SEED,
     )
-    @given(request=rest_requests())
-    def run(request: tuple[str, bytes]) -> None:
-        model, body = request
-        answer = pool.submit(_send, fuzz_client, dev.url, model, body)
-        canary = pool.submit(_canary, canary_client, dev.url)
-        found = answer.result() + canary.result()
-        problems.extend(f"POST {RUN}{model} {body[:500]!r}\n    -> {p}" for p in found)
-
-    if SEED is not None:
-        run = seed(SEED)(run)
-    try:
-        run()
-    finally:
-        pool.shutdown()
-        fuzz_client.close()
-        canary_client.close()
     assert not problems, "\n".join(problems)
 
 
@@ -201,34 +169,14 @@ def test_every_rest_knob_at_every_extreme(dev: DevServer) -> None:
 def test_hostile_openai_bodies_through_the_gateway_hurt_nobody(dev: DevServer) -> None:
     """The gateway's OpenAI-compatible route: the model server's hostile chat bodies, for the
     GLM id; the same invariants as on the model server (fuzz_checks.check_answer)."""
-    problems: list[str] = []
-    pool = ThreadPoolExecutor(2)
-    fuzz_client, canary_client = httpx.Client(), httpx.Client()
-
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=SEED is None,
-        deadline=None,
-        database=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    problems = fuzz_beside_a_canary(
+        hostile_requests(CHAT, GLM).map(lambda h: replace(h, path="/ai/v1/chat/completions")),
+        lambda client, hostile: _send_openai(client, dev.url, hostile),
+        lambda client: _canary(client, dev.url),
+        Hostile.describe,
+        examples=EXAMPLES,
+        seed_value=SEED,
     )
-    @given(hostile=hostile_requests(CHAT, GLM))
-    def run(hostile: Hostile) -> None:
-        hostile = replace(hostile, path="/ai/v1/chat/completions")
-        answer = pool.submit(_send_openai, fuzz_client, dev.url, hostile)
-        canary = pool.submit(_canary, canary_client, dev.url)
-        found = answer.result() + canary.result()
-        problems.extend(f"{hostile.describe()}\n    -> {p}" for p in found)
-
-    if SEED is not None:
-        run = seed(SEED)(run)
-    try:
-        run()
-    finally:
-        pool.shutdown()
-        fuzz_client.close()
-        canary_client.close()
     assert not problems, "\n".join(problems)
 
 

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import httpx
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.strategies import SearchStrategy
 
 from tests.models.server.fuzz_bodies import Hostile
+
+T = TypeVar("T")
 
 # An answer must arrive within this long; a hang is a failure, not a slow test.
 CLIENT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
@@ -125,3 +131,47 @@ def canary_problems(client: httpx.Client, url: str) -> list[str]:
     if not 1 <= body["usage"]["completion_tokens"] <= 3:
         return [f"canary usage is off: {body['usage']}"]
     return []
+
+
+def fuzz_beside_a_canary(
+    strategy: SearchStrategy[T],
+    send: Callable[[httpx.Client, T], list[str]],
+    canary: Callable[[httpx.Client], list[str]],
+    describe: Callable[[T], str],
+    *,
+    examples: int,
+    seed_value: int | None,
+    after_each: Callable[[], list[str]] = lambda: [],
+) -> list[str]:
+    """Send each example ``strategy`` draws while a well-formed canary runs beside it (each on
+    its own connection); every problem found, named by the example that caused it. Without
+    ``seed_value`` the examples are CI's fixed ones (derandomized); no shrinking, so a body is
+    reported exactly as it was sent."""
+    problems: list[str] = []
+    pool = ThreadPoolExecutor(2)
+    fuzz_client, canary_client = httpx.Client(), httpx.Client()
+
+    @settings(
+        max_examples=examples,
+        derandomize=seed_value is None,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(example=strategy)
+    def run(example: T) -> None:
+        answer = pool.submit(send, fuzz_client, example)
+        beside = pool.submit(canary, canary_client)
+        found = answer.result() + beside.result() + after_each()
+        problems.extend(f"{describe(example)}\n    -> {p}" for p in found)
+
+    if seed_value is not None:
+        run = seed(seed_value)(run)
+    try:
+        run()
+    finally:
+        pool.shutdown()
+        fuzz_client.close()
+        canary_client.close()
+    return problems

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from ember.models.server.metrics import parse_prometheus
 from tests.models.server.fuzz_bodies import (
@@ -33,7 +32,12 @@ from tests.models.server.fuzz_bodies import (
     dumps,
     hostile_requests,
 )
-from tests.models.server.fuzz_checks import CLIENT_TIMEOUT, canary_problems, check_answer
+from tests.models.server.fuzz_checks import (
+    CLIENT_TIMEOUT,
+    canary_problems,
+    check_answer,
+    fuzz_beside_a_canary,
+)
 from tests.models.server.served_process import ServedProcess, served_process
 
 EXAMPLES = int(os.environ.get("EMBER_FUZZ_EXAMPLES", "30"))
@@ -69,35 +73,19 @@ def _engine_is_empty(url: str) -> bool:
 
 @pytest.mark.parametrize("path", [CHAT, COMPLETIONS, GENERATE])
 def test_hostile_bodies_hurt_nobody(server: ServedProcess, path: str) -> None:
-    problems: list[str] = []
-    pool = ThreadPoolExecutor(2)
-    fuzz_client, canary_client = httpx.Client(), httpx.Client()
+    def health() -> list[str]:
+        ok = httpx.get(server.url + "/health", timeout=10).status_code == 200
+        return [] if ok else ["/health is no longer 200"]
 
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=SEED is None,
-        deadline=None,
-        database=None,
-        phases=[Phase.explicit, Phase.generate],  # no shrinking: the body is reported as sent
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    problems = fuzz_beside_a_canary(
+        hostile_requests(path, MODEL),
+        lambda client, hostile: _send(client, server.url, hostile),
+        lambda client: canary_problems(client, server.url),
+        Hostile.describe,
+        examples=EXAMPLES,
+        seed_value=SEED,
+        after_each=health,
     )
-    @given(hostile=hostile_requests(path, MODEL))
-    def run(hostile: Hostile) -> None:
-        answer = pool.submit(_send, fuzz_client, server.url, hostile)
-        canary = pool.submit(canary_problems, canary_client, server.url)
-        found = answer.result() + canary.result()
-        if httpx.get(server.url + "/health", timeout=10).status_code != 200:
-            found.append("/health is no longer 200")
-        problems.extend(f"{hostile.describe()}\n    -> {p}" for p in found)
-
-    if SEED is not None:
-        run = seed(SEED)(run)
-    try:
-        run()
-    finally:
-        pool.shutdown()
-        fuzz_client.close()
-        canary_client.close()
     deadline = time.monotonic() + 30
     while not _engine_is_empty(server.url) and time.monotonic() < deadline:
         time.sleep(0.2)
