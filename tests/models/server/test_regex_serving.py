@@ -6,11 +6,7 @@ asked through SGLang's ``/generate`` ``regex``, the OpenAI routes' ``regex`` and
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,33 +14,13 @@ import httpx
 import jsonschema
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.models.server.served_process import served_process
 
 
 @pytest.fixture(scope="module")
 def server(glm_dir: Path) -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ember", "models", "serve", str(glm_dir), "--port", str(port)]
-        + ["--kv-cache-bytes", "8MiB", "--torch-threads", "1", "--served-model-name", "glm"],
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        for line in process.stderr:
-            if "ready:" in line or "failed" in line:
-                assert "ready:" in line, line
-                break
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(30)
+    with served_process(glm_dir, "glm", "--kv-cache-bytes", "8MiB") as served:
+        yield served.url
 
 
 TEXT_PATTERNS = [r"(yes|no)", r"\d{3}-\d{4}", r"[A-Z][a-z]{2,5}( [A-Z][a-z]{2,5})?", r"[^\n]{4}"]
