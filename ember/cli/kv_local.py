@@ -9,7 +9,6 @@ the binding reads the file on every ``get``, so the dev server sees a new value 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -84,13 +83,7 @@ class LocalNamespace:
         cursor: str | None = None
         while True:
             page = self.store.list(self.ref.id, prefix=prefix, cursor=cursor)
-            for info in page.keys:
-                item: dict[str, object] = {"name": info.name}
-                if info.expiration is not None:
-                    item["expiration"] = info.expiration
-                if info.metadata is not None:
-                    item["metadata"] = json.loads(info.metadata)
-                keys.append(item)
+            keys.extend(info.as_listed() for info in page.keys)
             if page.cursor is None:
                 return keys
             cursor = page.cursor

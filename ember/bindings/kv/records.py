@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from ember.errors import LimitExceeded
@@ -54,6 +55,16 @@ class KVKeyInfo:
     name: str
     expiration: int | None
     metadata: str | None
+
+    def as_listed(self) -> dict[str, object]:
+        """The key as ``list()`` results name it: ``name``, then ``expiration`` and the parsed
+        ``metadata`` only when the key has them (as Workers KV omits them)."""
+        item: dict[str, object] = {"name": self.name}
+        if self.expiration is not None:
+            item["expiration"] = self.expiration
+        if self.metadata is not None:
+            item["metadata"] = json.loads(self.metadata)
+        return item
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ Wire format (the client in ``client.py`` is the only other party):
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -192,14 +191,7 @@ class KVService(BindingService):
         page = await self._store.run(
             self._store.store.list, self.namespace_id, prefix=prefix, limit=count, cursor=cursor
         )
-        keys = []
-        for info in page.keys:
-            item: dict[str, object] = {"name": info.name}
-            if info.expiration is not None:
-                item["expiration"] = info.expiration
-            if info.metadata is not None:
-                item["metadata"] = json.loads(info.metadata)
-            keys.append(item)
+        keys = [info.as_listed() for info in page.keys]
         result: dict[str, object] = {"keys": keys, "list_complete": page.cursor is None}
         if page.cursor is not None:
             result["cursor"] = page.cursor
