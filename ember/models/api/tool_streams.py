@@ -141,11 +141,22 @@ class GlmToolStream:
         out.add_tool_piece(ToolCallDelta(self.count, arguments="}" if self.pairs else "{}"))
         self.count += 1
 
+    def _cut(self) -> tuple[str, bool]:
+        """The output ended inside a call (cut by max_tokens): its arguments stay as far as they
+        got, unclosed (``{"city":"Paris"`` or empty), as OpenAI's do when ``finish_reason`` is
+        ``length``; closing them would make up a call the model never finished (``{}`` that
+        misses the schema's required keys)."""
+        self.count += 1
+        self.state = "name"
+        return "", True
+
     def feed(self, buf: str, out: DeltaMessage, final: bool) -> tuple[str, bool]:
         if self.state == "name":
             hit = find_first(buf, ("\n", GLM_KEY_BEGIN, GLM_CALL_END))
-            if hit is None and not final:
-                return buf, False
+            if hit is None:
+                # At the end (the output was cut: max_tokens) a name that never ended is not a
+                # call: dropped, as an invalid call is, never completed into one.
+                return ("", True) if final else (buf, False)
             index = hit[0] if hit is not None else len(buf)
             self.name = buf[:index].strip()
             buf = buf[index + (1 if hit is not None and hit[1] == "\n" else 0) :]
@@ -182,16 +193,12 @@ class GlmToolStream:
                     continue
                 if early_end < 0:  # the pair is still arriving
                     if final:
-                        self._close(out)
-                        self.state = "name"
-                        return "", True
+                        return self._cut()
                     return buf[hit[0] :], False
                 hit = (early_end, GLM_CALL_END)  # a broken pair: the call ends here
             if hit is None:
                 if final:
-                    self._close(out)
-                    self.state = "name"
-                    return "", True
+                    return self._cut()
                 return buf[safe_length(buf, self.markers) :], False
             self._close(out)
             self.state = "name"

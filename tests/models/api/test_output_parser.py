@@ -150,11 +150,28 @@ CASES = [
         ),
     ),
     (
-        "glm47_truncated_call_is_closed",
+        # Cut by max_tokens inside a call: its arguments as far as they got, unclosed, as
+        # OpenAI's are with finish_reason length (and Kimi's here); never closed into a call
+        # the model did not finish.
+        "glm47_truncated_call_stays_as_far_as_it_got",
         "glm47",
         "off",
         "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_val",
-        ParsedOutput(None, None, (ToolCall("call_0", "get_weather", '{"city":"Paris"}'),)),
+        ParsedOutput(None, None, (ToolCall("call_0", "get_weather", '{"city":"Paris"'),)),
+    ),
+    (
+        "glm47_call_cut_before_its_arguments_has_none",
+        "glm47",
+        "off",
+        "<tool_call>get_weather\n",
+        ParsedOutput(None, None, (ToolCall("call_0", "get_weather", ""),)),
+    ),
+    (
+        "glm47_call_cut_inside_its_name_is_no_call",
+        "glm47",
+        "off",
+        "<tool_call>get_",
+        ParsedOutput("", None, ()),  # nothing at all came of the output
     ),
     (
         "glm_value_may_hold_other_markup",
