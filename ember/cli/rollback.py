@@ -6,8 +6,8 @@ import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
-from ember.cli.platform_client import PlatformRequestError
 from ember.cli.session import name_option, open_session, platform_option
+from ember.cli.versions_deploy import post_deployment
 from ember.errors import UserError
 
 
@@ -40,20 +40,7 @@ def rollback(
         )
         if target is None:
             raise UserError(f"Worker {worker!r} has no earlier version to roll back to")
-        body = {
-            "strategy": "percentage",
-            "versions": [{"version_id": target, "percentage": 100}],
-            "annotations": {"workers/message": message} if message else {},
-        }
-        try:
-            session.client.call("POST", path, json=body)
-        except PlatformRequestError as exc:
-            if exc.code != 10220:
-                raise
-            click.echo(str(exc), err=True)
-            if not yes and not click.confirm("Roll back anyway?", default=False):
-                raise click.Abort() from None
-            session.client.call("POST", path + "?force=true", json=body)
+        post_deployment(session, worker, {target: 100}, message, yes, "Roll back anyway?")
     finally:
         session.close()
     click.echo(f"Version {target} of {worker} is live (100% of traffic).")

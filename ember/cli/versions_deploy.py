@@ -157,9 +157,15 @@ def show_current(session: Session, worker: str) -> None:
 
 
 def post_deployment(
-    session: Session, worker: str, split: dict[str, float], message: str | None, yes: bool
+    session: Session,
+    worker: str,
+    split: dict[str, float],
+    message: str | None,
+    yes: bool,
+    question: str = "Deploy anyway?",
 ) -> dict[str, Any]:
-    """``POST .../deployments``; a rollback whose secrets differ (10220) asks, then forces."""
+    """``POST .../deployments`` (``versions deploy`` and ``rollback``); when the secrets would
+    change (10220) it asks ``question`` (``--yes`` skips it), then forces."""
     path = session.account_path(f"/workers/scripts/{worker}/deployments")
     body = {
         "strategy": "percentage",
@@ -172,6 +178,6 @@ def post_deployment(
         if exc.code != 10220:
             raise
         click.echo(str(exc), err=True)
-        if not yes and not click.confirm("Deploy anyway?", default=False):
+        if not yes and not click.confirm(question, default=False):
             raise click.Abort() from None
         return session.client.call("POST", path + "?force=true", json=body)
