@@ -13,7 +13,7 @@ EXAMPLES = ROOT / "examples"
 
 
 def test_every_example_directory_is_tested() -> None:
-    tested = {"hello", "kv-counter", "cron", "streaming", "cf-python-worker"}
+    tested = {"hello", "kv-counter", "cron", "streaming", "cf-python-worker", "fastapi"}
     present = {p.name for p in EXAMPLES.iterdir() if p.is_dir()}
     # Examples owned by other parts of ember (e.g. the AI ones) are tested with those parts.
     assert tested <= present
@@ -71,3 +71,20 @@ def test_cloudflare_python_worker_runs_unchanged(tmp_path: Path) -> None:
         assert httpx.get(f"{dev.url}/notes/none").status_code == 404
         redirect = httpx.get(f"{dev.url}/elsewhere")
         assert redirect.status_code == 302 and redirect.headers["location"].endswith("/")
+
+
+def test_fastapi_app_through_asgi(tmp_path: Path) -> None:
+    with DevProcess(EXAMPLES / "fastapi", state=tmp_path) as dev:
+        assert httpx.get(dev.url).json() == {"message": "Hello from FastAPI on ember"}
+        note = {"title": "milk", "body": "two litres", "tags": ["shop"]}
+        stored = httpx.put(f"{dev.url}/notes/todo", json=note)
+        assert (stored.status_code, stored.json()) == (201, {"stored": "todo"})
+        assert httpx.get(f"{dev.url}/notes/todo").json() == note
+        assert httpx.get(f"{dev.url}/notes").json() == {"names": ["todo"]}
+        missing = httpx.get(f"{dev.url}/notes/none")
+        assert (missing.status_code, missing.json()) == (404, {"detail": "no note named 'none'"})
+        invalid = httpx.put(f"{dev.url}/notes/bad", json={"title": ""})
+        assert invalid.status_code == 422
+        assert invalid.json()["detail"][0]["loc"] == ["body", "title"]
+        assert httpx.get(f"{dev.url}/count", params={"to": 2}).text == "data: 1\n\ndata: 2\n\n"
+        assert httpx.get(f"{dev.url}/openapi.json").json()["info"]["title"] == "notes"

@@ -169,6 +169,12 @@ class Request(_Body):
     def cf(self, value: Any) -> None:
         self._cf = to_jsdict(dict(value or {}))
 
+    @property
+    def js_object(self) -> Request:
+        """Python Workers' handle on the JavaScript request (``asgi.fetch(app,
+        request.js_object, env)``); in ember the request is that object itself."""
+        return self
+
     def clone(self) -> Request:
         """A copy; only possible while the body is unread bytes (or absent)."""
         if self._body is not None and not isinstance(self._body, bytes):

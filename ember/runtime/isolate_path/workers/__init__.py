@@ -16,3 +16,5 @@ from ember.runtime.isolate.headers import Headers  # noqa: F401
 from ember.runtime.isolate.scope import Context  # noqa: F401
 
 env = None  # replaced by the isolate with the deployment's Env
+
+from . import asgi, wsgi  # noqa: E402,F401 - `from workers import asgi, wsgi`

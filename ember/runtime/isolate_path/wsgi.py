@@ -1,0 +1,3 @@
+"""Python Workers' top-level ``wsgi`` module: ``await wsgi.fetch(app, request, self.env)``."""
+
+from workers.wsgi import build_environ, fetch  # noqa: F401
