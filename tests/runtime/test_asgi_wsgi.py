@@ -247,11 +247,15 @@ import asgi
 
 DONE = []
 
+def finish(name):
+    DONE.append(name)
+    print(f"background {name}")
+
 async def hello(request):
     return JSONResponse({"name": request.path_params["name"],
                          "who": request.scope["env"].WHO,
                          "done": DONE},
-                        background=BackgroundTask(DONE.append, request.path_params["name"]))
+                        background=BackgroundTask(finish, request.path_params["name"]))
 
 async def numbers(request):
     async def count():
@@ -269,8 +273,11 @@ async def fetch(request, env, ctx):
     return await asgi.fetch(app, request, env)
 """
     root = write_project(tmp_path / "starlette", worker, "vars:\n  WHO: starlette\n")
-    with harness.client(harness.deploy(root)) as client:
+    deployment = harness.deploy(root)
+    with harness.client(deployment) as client:
         assert client.get("/hello/ann").json() == {"name": "ann", "who": "starlette", "done": []}
+        # The background task runs after the response was sent (ctx.wait_until).
+        harness.wait_for(lambda: "background ann" in harness.console(deployment))
         assert client.get("/hello/bob").json()["done"] == ["ann"]
         assert client.get("/numbers", params={"n": 4}).text == "0\n1\n2\n3\n"
         echoed = client.post("/echo", content=b"shout")
