@@ -268,11 +268,13 @@ def parse_generate_request(body: object) -> GenerateRequest:
     data = require_object(body, "/")
     has_text, has_ids = data.get("text") is not None, data.get("input_ids") is not None
     if has_text == has_ids:
+        # The error names a field, as every other 400 does: the one to send when neither came,
+        # the one to drop when both did (SGLang's own ValueError names neither).
         raise InvalidRequestField(
-            "/",
+            "/input_ids" if has_text else "/text",
             "exactly one of 'text' or 'input_ids'",
             "both" if has_text else "neither",
-            "missing_required_parameter",
+            "invalid_value" if has_text else "missing_required_parameter",
         )
     if has_text:
         text, ids = _one_prompt(data["text"], "/text")

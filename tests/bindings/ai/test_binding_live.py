@@ -138,6 +138,13 @@ def test_stream_is_the_platforms_event_format(ai: AI, mode: str) -> None:
             "5007: No such model @cf/nobody/nothing or task",
             400,
         ),
+        (  # the model is looked up before the options are read, as on the platform
+            "@cf/nobody/nothing",
+            {"prompt": "x"},
+            {"gateway": {"id": "g", "cacheTtl": -1}},
+            "5007: No such model @cf/nobody/nothing or task",
+            400,
+        ),
         (
             GLM,
             {"messages": [{"role": "user", "content": 3}]},

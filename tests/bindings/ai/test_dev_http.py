@@ -113,6 +113,16 @@ def test_rest_errors_and_stream(dev: DevServer) -> None:
         "errors": [{"code": 5007, "message": "No such model @cf/x/y or task"}],
         "messages": [],
     }
+    # An unknown model is a 5007 whatever else is wrong: the platform looks the model up first.
+    bad_options = {"prompt": "x", "options": {"gateway": {"id": "g", "cacheTtl": -1}}}
+    both = httpx.post(f"{dev.url}/client/v4/accounts/a/ai/run/@cf/x/y", json=bad_options)
+    assert both.status_code == 400 and both.json()["errors"][0]["code"] == 5007
+    chat = httpx.post(
+        f"{dev.url}/ai/v1/chat/completions",
+        json={"model": "@cf/x/y", "messages": [{"role": "user", "content": "x"}],
+              "options": {"gateway": {"id": "g", "cacheTtl": -1}}},
+    )  # fmt: skip
+    assert chat.status_code == 400 and chat.json()["error"]["code"] == 5007, chat.text
     invalid = httpx.post(f"{dev.url}/client/v4/accounts/a/ai/run/{GLM}", content=b"[1]")
     assert invalid.status_code == 400 and invalid.json()["errors"][0]["code"] == 5006
     stream = httpx.post(

@@ -173,10 +173,11 @@ def test_generate_request() -> None:
 @pytest.mark.parametrize(
     ("body", "field", "message"),
     [
-        ({}, "/", "expected exactly one of 'text' or 'input_ids', got neither"),
+        # The field is named (param "text" / "input_ids"), as the other 400s name theirs.
+        ({}, "/text", "expected exactly one of 'text' or 'input_ids', got neither"),
         (
             {"text": "a", "input_ids": [1]},
-            "/",
+            "/input_ids",
             "expected exactly one of 'text' or 'input_ids', got both",
         ),
         (

@@ -325,3 +325,20 @@ def test_a_body_not_sent_as_json_is_a_400(
             headers={"content-type": "Application/JSON; charset=utf-8"},
         )
         assert ok.status_code == 200, ok.text
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "code"),
+    [
+        ({"sampling_params": {"max_new_tokens": 1}}, "text", "missing_required_parameter"),
+        ({"text": PROMPT, "input_ids": [1, 2]}, "input_ids", "invalid_value"),
+    ],
+)
+def test_generate_without_exactly_one_prompt_names_the_field(
+    kimi: LiveServer, body: dict, param: str, code: str
+) -> None:
+    """``/generate`` takes ``text`` or ``input_ids``: the 400 names the field to send (none
+    came) or the one to drop (both came) in ``param``, as every other 400 here does."""
+    error = bad_request(httpx.post(kimi.url + "/generate", json=body, timeout=60))
+    assert error["param"] == param and error["code"] == code, error
+    assert "exactly one of 'text' or 'input_ids'" in error["message"]
