@@ -146,9 +146,13 @@ class AIGateway:
             raise AIRequestFailed(failure)
         return await self.run(tenant, model, body, options, dialect="openai")
 
-    def _known(self, model: str) -> None:
+    def require_model(self, model: str) -> None:
+        """ModelNotFound (5007) unless ``model`` is served here. Called by every front before
+        it reads the request's ``options``: Workers AI looks the model up first, so an unknown
+        model is a 5007 whatever else is wrong with the request."""
         if not isinstance(model, str) or not self.pool.knows(model):
-            raise ModelNotFound(f"No such model {model} or task")
+            missing = ModelNotFound(f"No such model {model} or task")
+            raise AIRequestFailed(failure_of(missing, str(model)))
 
     async def _run(
         self,
@@ -158,7 +162,7 @@ class AIGateway:
         options: RunOptions,
         dialect: Dialect,
     ) -> AIAnswer:
-        self._known(model)
+        self.require_model(model)
         request_id = secrets.token_hex(16)
         if options.queue_request or "request_id" in inputs:
             return self._batch(tenant, model, inputs, options, request_id)

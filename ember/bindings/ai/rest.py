@@ -83,11 +83,11 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         try:
             tenant = await authorize(request, account)
             body = await _json_body(request)
+            served = ready(model)
+            served.require_model(model)  # before the options: an unknown model is a 5007
             options = parse_run_options(body.pop("options", None), model)
             options = replace(options, headers=_affinity(request, options.headers))
-            answer = await unless_disconnected(
-                request, ready(model).run(tenant, model, body, options)
-            )
+            answer = await unless_disconnected(request, served.run(tenant, model, body, options))
         except ClientGone:
             return Response(status_code=CLIENT_GONE)
         except AIRequestFailed as exc:
@@ -107,9 +107,12 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             tenant = await authorize(request, account)
             body = await _json_body(request)
             model = str(body.get("model") or "")
+            served = ready(model)
+            if model:  # a missing model is chat()'s 5006 naming /model
+                served.require_model(model)  # before the options, as ai/run
             options = parse_run_options(body.pop("options", None), model)
             options = replace(options, headers=_affinity(request, options.headers))
-            answer = await unless_disconnected(request, ready(model).chat(tenant, body, options))
+            answer = await unless_disconnected(request, served.chat(tenant, body, options))
         except ClientGone:
             return Response(status_code=CLIENT_GONE)
         except AIRequestFailed as exc:

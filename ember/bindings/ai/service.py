@@ -85,6 +85,7 @@ class AIService(BindingService):
             if not isinstance(model, str):
                 raise InvalidModelInput("model", f"the model id must be a string, got {model!r}")
             gateway = await self.gateway()
+            gateway.require_model(model)  # before inputs and options, as REST ai/run
             inputs = await _inputs(inputs_json, ctx.upload)
             options = parse_run_options(raw_options, model)
             answer = await gateway.run(self.tenant, model, inputs, options)
