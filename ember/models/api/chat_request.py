@@ -93,6 +93,9 @@ class ChatRequest:
     # SGLang's and vLLM's: special tokens stay out of content and reasoning (those the output
     # parser reads are still shown to it); false shows all of them, as both servers do.
     skip_special_tokens: bool = True
+    # vLLM's: wrap the templated prompt in the tokenizer's special tokens (a BOS) as well; off
+    # by default, the template writes its own.
+    add_special_tokens: bool = False
     prompt_logprobs: int | None = None  # vLLM's: alternatives per prompt token, as sent
     # SGLang's regex / vLLM's structured_outputs.regex (openai dialect only): the content,
     # after any reasoning, matches it in full.
@@ -332,6 +335,7 @@ def parse_chat_request(
             else "max_tokens"
         ),
         skip_special_tokens=optional_bool(data, "skip_special_tokens", "", True),
+        add_special_tokens=optional_bool(data, "add_special_tokens", "", False),
         prompt_logprobs=prompt_logprobs,
         regex=regex,
     )

@@ -57,6 +57,9 @@ class CompletionRequest:
     prompt_logprobs: int | None = None  # vLLM's: alternatives per prompt token, as sent
     skip_special_tokens: bool = True  # SGLang's and vLLM's: special tokens stay out of text
     regex: str | None = None  # SGLang's regex / vLLM's structured_outputs.regex
+    # vLLM's: a text prompt gets the tokenizer's special tokens (a BOS), as HF's encode adds
+    # them; token ids are fed as sent.
+    add_special_tokens: bool = True
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         prompt_logprobs=prompt_logprobs,
         skip_special_tokens=optional_bool(data, "skip_special_tokens", "", True),
         regex=regex,
+        add_special_tokens=optional_bool(data, "add_special_tokens", "", True),
     )
 
 

@@ -56,6 +56,8 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
         tools=request.template_tools(),
         chat_template_kwargs=request.template_arguments(),
     )
+    if request.add_special_tokens:  # vLLM's, off by default: the template has its own
+        prompt_ids = tokenizer.with_special_tokens(prompt_ids)
     prompt_end = tokenizer.decode(prompt_ids[-8:])  # does the template leave us inside <think>?
     reasoning = reasoning_prefix(prompt_end, enable_thinking=request.enable_thinking)
     constraint = constraint_for(request, tool_format=served.tool_format, reasoning=reasoning)
@@ -116,11 +118,21 @@ def parser_markers(
     return frozenset(i for i in ids if i is not None and i in tokenizer.special_ids)
 
 
-def prompt_ids_for(served: ServedModel, text: str | None, ids: tuple[int, ...] | None) -> list[int]:
+def prompt_ids_for(
+    served: ServedModel,
+    text: str | None,
+    ids: tuple[int, ...] | None,
+    add_special_tokens: bool = True,
+) -> list[int]:
+    """The ids a text or token-id prompt feeds the engine. A text gets the tokenizer's special
+    tokens (its post-processor's BOS, say) unless told not to, as HF's ``encode`` and so vLLM's
+    completions and SGLang's ``/generate`` do; ids are fed as sent. ``/tokenize`` wraps the same
+    way, so its ids, the usage's ``prompt_tokens`` and the prefix cache all see one prompt."""
     if ids is not None:
         return list(ids)
     assert text is not None
-    return served.tokenizer.encode(text)
+    encoded = served.tokenizer.encode(text)
+    return served.tokenizer.with_special_tokens(encoded) if add_special_tokens else encoded
 
 
 @dataclass(frozen=True, slots=True)

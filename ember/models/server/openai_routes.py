@@ -212,7 +212,9 @@ async def completions(request: Request) -> Response:
         body = await read_json(request)
         completion = parse_completion_request(body)
         state.check_model(served, completion.model)
-        prompt_ids = prompt_ids_for(served, completion.prompt, completion.prompt_token_ids)
+        prompt_ids = prompt_ids_for(
+            served, completion.prompt, completion.prompt_token_ids, completion.add_special_tokens
+        )
         generation = generation_input(
             served,
             request_id,
