@@ -176,12 +176,15 @@ def report_dry_run(
             "keep_bindings": plan.keep_bindings,
             "annotations": dict(plan.annotations),
             "crons": list(project.crons) if project.crons is not None else None,
+            "limits": dict(project.limits),
             "outdir": str(plan.outdir) if plan.outdir else None,
         }
         click.echo(json.dumps(summary, indent=2))
         return
     click.echo(total_upload_line(m.data for m in modules))
     print_bindings(binding_rows(specs, plan.hidden_vars), click.echo)
+    if project.limits:
+        click.echo("Limits: " + ", ".join(f"{k}={v}" for k, v in project.limits.items()))
     click.echo("--dry-run: exiting now.")
 
 

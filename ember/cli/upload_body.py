@@ -3,7 +3,8 @@ deploy`` (``PUT .../scripts/{name}`` or ``POST .../versions``) and a versions up
 
 The metadata is what wrangler sends (cloudflare-api.md §2.2): ``main_module``, the bindings,
 the compatibility date and flags, ``keep_bindings`` (secrets always; vars too with
-``--keep-vars``) and the ``workers/message`` / ``workers/tag`` annotations.
+``--keep-vars``), the ``workers/message`` / ``workers/tag`` annotations, and the config's
+``limits`` (``cpu_ms``, ``subrequests``) the platform enforces for this version.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def upload_body(
     }
     if plan.annotations:
         metadata["annotations"] = dict(plan.annotations)
+    if project.limits:
+        metadata["limits"] = dict(project.limits)
     boundary = "----ember-" + secrets.token_hex(12)
     body = build_multipart(
         [Part("metadata", None, None, json.dumps(metadata).encode()), *modules], boundary

@@ -3,7 +3,9 @@
 The config is read and checked as ``ember dev`` reads it (``ember.config.load_project``
 without the secrets files, then ``ember.runtime.project_check``); this module takes from it
 what a deploy uploads (name, main, compatibility date and flags, vars, KV and AI bindings,
-crons, keep_vars). The files uploaded are what wrangler uploads for a Python Worker, by its
+crons, keep_vars, and the ``limits`` wrangler uploads: ``cpu_ms`` and ``subrequests``; ember's
+other limit keys are ``ember dev``'s alone, and a deploy warns that it leaves them out). The
+files uploaded are what wrangler uploads for a Python Worker, by its
 module rules: the entry, the files the config's ``rules``, the ``**/*.py`` rule and wrangler's
 default rules match under the module root (names relative to it), and the project's
 ``python_modules/`` (``ember.runtime.worker_modules``, the same list ``ember dev`` runs). Files no
@@ -13,16 +15,20 @@ the keys are those ``ember.config_env`` selects for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from ember.bindings.base import BindingSpec
+from ember.config import LimitsConfig
 from ember.config import load_project as load_config
 from ember.errors import ConfigError
 from ember.runtime.deployments.multipart import Part
 from ember.runtime.project_check import check_project
 from ember.runtime.worker_modules import WorkerModule, collect_modules
+
+# The keys of ``limits`` an upload carries (wrangler's CfUserLimits; Cloudflare enforces them).
+UPLOADED_LIMITS = ("cpu_ms", "subrequests")
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class WorkerProject:
     env: str | None = None  # the environment deployed; None: the top level
     environments: tuple[str, ...] = ()  # every environment the config defines
     warnings: tuple[str, ...] = ()
+    limits: dict[str, int] = field(default_factory=dict)  # metadata.limits: cpu_ms, subrequests
     module_files: tuple[WorkerModule, ...] = ()  # what the module rules pick, entry first
 
     def modules(self) -> list[Part]:
@@ -91,9 +98,27 @@ def load_project(
         keep_vars=config.keep_vars,
         env=config.env,
         environments=config.environments,
-        warnings=checked.warnings,
+        warnings=(*checked.warnings, *_local_limits(config.file, config.limits)),
+        limits=uploaded_limits(config.limits),
         module_files=collect_modules(config),
     )
+
+
+def uploaded_limits(limits: LimitsConfig) -> dict[str, int]:
+    """The config's limits an upload carries, as wrangler puts them in ``metadata.limits``."""
+    values = {key: getattr(limits, key) for key in UPLOADED_LIMITS}
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _local_limits(config_file: Path, limits: LimitsConfig) -> list[str]:
+    """A warning per limit key only ``ember dev`` reads: the platform sets those itself, so the
+    user does not believe a deployed worker runs under them."""
+    return [
+        f"{config_file.name}: limits.{f.name} applies under ember dev only (not uploaded: the "
+        "platform sets its own)"
+        for f in fields(limits)
+        if f.name not in UPLOADED_LIMITS and getattr(limits, f.name) is not None
+    ]
 
 
 def _kv(spec: BindingSpec) -> KVBinding:

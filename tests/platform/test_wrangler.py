@@ -231,6 +231,9 @@ def test_token_whoami_placeholder_then_python_deploy(scene: Scene) -> None:
     status, body = scene.request("hello-py.acme.localhost")
     assert status == 501 and "ember runs Python Workers only" in body
 
+    # The config's limits go up with the version (wrangler's metadata.limits) and stay its own.
+    toml = scene.project / "wrangler.toml"
+    toml.write_text(toml.read_text() + "\n[limits]\ncpu_ms = 50\n")
     code, out = scene.wrangler("deploy", **token)
     assert code == 0, out
     version = _version_id(out)
@@ -245,8 +248,14 @@ def test_token_whoami_placeholder_then_python_deploy(scene: Scene) -> None:
         deployed = plane.scripts.version(account, "hello-py", version)
         assert deployed.main_module == "entry.py"
         assert deployed.secret_names == (("MY_SECRET", "secret_text"),)
+        assert deployed.metadata["limits"] == {"cpu_ms": 50}
     finally:
         plane.close()
+    # Past the tier's maximum (5 minutes, as Workers Paid): refused, in Cloudflare's words.
+    toml.write_text(toml.read_text().replace("cpu_ms = 50", "cpu_ms = 300001"))
+    code, out = scene.wrangler("deploy", **token)
+    assert code != 0 and "[code: 100328]" in out and "limits.cpu_ms" in out, out
+    toml.write_text(toml.read_text().replace("cpu_ms = 300001", "cpu_ms = 50"))
 
     code, out = scene.wrangler("deploy", CLOUDFLARE_API_TOKEN="ember_wrong")
     assert code != 0 and "[code: 10000]" in out, out

@@ -102,6 +102,14 @@ class UnsupportedBinding(InvalidUpload):
     pass
 
 
+class LimitAboveTier(InvalidUpload):
+    """``metadata.limits`` asks for more than the account's tier allows: Cloudflare's 400 and
+    code for a CPU limit the plan cannot set ("CPU limits are not supported for the Free
+    plan", 100328), with the key and the maximum named."""
+
+    http_status, cf_code = 400, 100328
+
+
 class SecretsChanged(ControlPlaneError, UserError):
     http_status, cf_code = 400, 10220
 

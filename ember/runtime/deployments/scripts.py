@@ -35,6 +35,7 @@ from ember.runtime.deployments.records import (
     WorkerUpload,
 )
 from ember.runtime.deployments.traffic import check_targets
+from ember.runtime.deployments.worker_limits import check_tier, parse_limits
 from ember.runtime.deployments.writes import insert_deployment, secret_digest, write_version
 
 MAX_SCRIPT_NAME = 63
@@ -126,6 +127,7 @@ class ScriptService:
         limits = self._config.limits_for(account.temporary)
         if upload.size > limits.max_script_bytes:
             raise UploadTooLarge(upload.size, limits.max_script_bytes, account.temporary)
+        check_tier(parse_limits(upload.extra_metadata.get("limits")), limits, account.temporary)
         now = self._clock()
         with self._db.transaction() as conn:
             script = rows.find_script(conn, account.id, name)

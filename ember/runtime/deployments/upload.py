@@ -15,6 +15,7 @@ from ember.runtime.deployments.bindings import validate_binding_specs
 from ember.runtime.deployments.errors import InvalidUpload
 from ember.runtime.deployments.multipart import Part
 from ember.runtime.deployments.records import Module, WorkerUpload
+from ember.runtime.deployments.worker_limits import parse_limits
 from ember.wirejson import WireJSONError, loads_strict
 
 # wrangler's moduleTypeMimeType plus what the SDK and curl users send.
@@ -69,6 +70,8 @@ def parse_worker_upload(parts: list[Part]) -> WorkerUpload:
         raise InvalidUpload(
             f"metadata.main_module {main_module!r} is not one of the uploaded modules ({names})"
         )
+    if "limits" in metadata:  # stored as sent, once each key is checked
+        parse_limits(metadata["limits"])
     return WorkerUpload(
         main_module=main_module,
         modules=tuple(modules),

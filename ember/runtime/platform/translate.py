@@ -9,7 +9,8 @@ values. This module is the one place that maps the first onto the second:
 - vars and secrets go to ``env``; KV and AI bindings go through the binding registry exactly as
   an ``ember.yaml`` section would, so ``ember dev`` and ``ember serve`` build the same specs;
 - KV bindings are tagged with the owning account, and a temporary account's byte limit;
-- the account's limits (CPU per request) tighten the runtime's defaults.
+- the version's own ``limits`` (``cpu_ms``, ``subrequests``: ``deployments/worker_limits.py``)
+  replace the runtime's defaults, and the account's CPU cap tightens them.
 
 The deployment id names account, worker, version and account kind, so a version is one
 immutable slot in the supervisor, and claiming an account (new limits) makes new slots.
@@ -30,6 +31,7 @@ from ember.runtime.deployment import Deployment
 from ember.runtime.deployments.config import AccountLimits
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, Module, Script, Version
+from ember.runtime.deployments.worker_limits import version_limits
 from ember.runtime.limits import Limits
 
 PYTHON_TYPES = frozenset({"text/x-python"})
@@ -114,7 +116,7 @@ def build_slot(
         vars=vars_,
         secrets=secrets,
         bindings=specs,
-        limits=_limits(base_limits or Limits(), limits.cpu_ms_per_request, version),
+        limits=version_limits(base_limits or Limits(), version.metadata.get("limits"), limits),
         crons=tuple(_crons(script)),
         compatibility_date=version.compatibility_date,
         compatibility_flags=version.compatibility_flags,
@@ -144,17 +146,6 @@ def _unsupported(main: Module | None) -> str | None:
         f"its main module {main.name!r} is not Python ({main.content_type}); ember runs Python "
         "Workers only: deploy a Python worker over it (wrangler deploy with main = *.py)"
     )
-
-
-def _limits(base: Limits, account_cpu_ms: int | None, version: Version) -> Limits:
-    """The version's ``limits.cpu_ms`` (from wrangler's config) within the account's cap."""
-    cpu_ms = base.cpu_ms
-    requested = version.metadata.get("limits")
-    if isinstance(requested, dict) and isinstance(requested.get("cpu_ms"), int):
-        cpu_ms = max(1, min(cpu_ms, requested["cpu_ms"]))
-    if account_cpu_ms is not None:
-        cpu_ms = min(cpu_ms, account_cpu_ms)
-    return dataclasses.replace(base, cpu_ms=cpu_ms)
 
 
 def _crons(script: Script) -> list[str]:
