@@ -78,6 +78,13 @@ def test_completions_add_the_bos_by_default_as_vllm(
     assert default["usage"]["prompt_tokens"] == len(ids)
     without = _post(served, "/v1/completions", {**body, "add_special_tokens": False})
     assert without["usage"]["prompt_tokens"] == len(ids) - 1
+    # Echo with logprobs scores what was fed, BOS first (null, as vLLM answers it); the echoed
+    # text is the prompt as sent.
+    echoed = _post(served, "/v1/completions", {**body, "echo": True, "logprobs": 0})
+    logprobs = echoed["choices"][0]["logprobs"]
+    assert logprobs["tokens"][0] == "[BOS]" and logprobs["token_logprobs"][0] is None
+    assert len(logprobs["tokens"]) == len(ids) + 1
+    assert echoed["choices"][0]["text"].startswith(TEXT)
     # Token ids are fed as sent, never wrapped.
     as_ids = _post(served, "/v1/completions", {**body, "prompt": ids[1:]})
     assert as_ids["usage"]["prompt_tokens"] == len(ids) - 1
