@@ -263,11 +263,14 @@ async def numbers(request):
             yield f"{n}\\n"
     return StreamingResponse(count(), media_type="text/plain")
 
+async def broken(request):
+    raise ValueError("route broke")
+
 async def echo(request):
     return PlainTextResponse((await request.body()).upper(), status_code=202)
 
 app = Starlette(routes=[Route("/hello/{name}", hello), Route("/numbers", numbers),
-                        Route("/echo", echo, methods=["POST"])])
+                        Route("/echo", echo, methods=["POST"]), Route("/broken", broken)])
 
 async def fetch(request, env, ctx):
     return await asgi.fetch(app, request, env)
@@ -284,6 +287,11 @@ async def fetch(request, env, ctx):
         assert (echoed.status_code, echoed.text) == (202, "SHOUT")
         assert client.get("/missing").status_code == 404
         assert client.delete("/echo").status_code == 405
+        # Starlette's error middleware answers 500 and re-raises: its answer goes out (as
+        # under uvicorn) and the traceback reaches the log.
+        broken = client.get("/broken")
+        assert (broken.status_code, broken.text) == (500, "Internal Server Error")
+    harness.wait_for(lambda: "ValueError: route broke" in harness.console(deployment))
 
 
 def test_wsgi_app(harness: Harness, tmp_path: Path) -> None:

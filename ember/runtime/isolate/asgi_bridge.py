@@ -14,13 +14,17 @@ shutdown once its body is sent); ``scope["env"]`` carries the bindings (FastAPI:
 ``env = Depends(asgi.env)``) and ``scope["state"]`` a copy of the lifespan state; the request
 body is read before the app starts; a body sent in one message is one response, and a body
 sent in parts (``more_body``) is streamed to the client as the app produces it. An exception
-before the response starts is the handler's exception (the dev error page shows it); after it
-starts, the stream is cut so the client sees an incomplete body rather than a clean end.
+before the app answers is the handler's exception (the dev error page shows it); one raised
+after a whole response (Starlette's and FastAPI's error middleware send their 500, then
+re-raise) leaves that response and prints the traceback to the worker's log, as uvicorn does;
+one raised mid-stream cuts the stream, so the client sees an incomplete body, not a clean end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
+import traceback
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
@@ -265,7 +269,11 @@ async def fetch(app: ASGIApp, request: Request, env: Any = None, ctx: Any = None
             elif exchange.pipe is not None:
                 exchange.pipe.fail(error)
             else:
-                raise
+                # The app answered, then raised: Starlette's and FastAPI's error middleware
+                # sends its 500 and re-raises. That 500 is the response (as under uvicorn and
+                # on the platform); the traceback goes to the worker's log, as uvicorn prints it.
+                print("Exception in ASGI application", file=sys.stderr)
+                traceback.print_exception(error, file=sys.stderr)
         finally:
             exchange.finished.set()
             await lifespan.shutdown()
@@ -276,10 +284,9 @@ async def fetch(app: ASGIApp, request: Request, env: Any = None, ctx: Any = None
     except BaseException:
         await asyncio.gather(task, return_exceptions=True)
         raise
-    if task.done():
-        task.result()
-    else:
-        # A streamed body: the app goes on producing it after the handler returns.
+    if not task.done():
+        # A streamed body, background tasks, the lifespan's shutdown: the app goes on after
+        # the handler returns.
         (ctx or current_scope().ctx).wait_until(task)
     return response
 
