@@ -9,6 +9,8 @@ Endpoints (OpenAI-compatible and SGLang-native, as ``sglang.launch_server`` serv
     GET  /v1/models             the served model; GET /v1/models/{id}
     POST /v1/chat/completions   OpenAI chat completions (stream, tools, JSON mode, logprobs)
     POST /v1/completions        OpenAI text completions
+    POST /v1/responses          OpenAI Responses API (over the chat path; responses_routes.py)
+    GET  /v1/responses/{id}     a stored response (bounded in-memory store)
     POST /generate              SGLang native generation (text or input_ids)
     GET  /get_model_info        SGLang model info
     GET  /server_info           SGLang server info (also /get_server_info)
@@ -38,7 +40,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ember.errors import EmberError
-from ember.models.server import admin_routes, openai_routes, sglang_routes, tokenize_routes
+from ember.models.server import (
+    admin_routes,
+    openai_routes,
+    responses_routes,
+    sglang_routes,
+    tokenize_routes,
+)
 from ember.models.server.state import ServerState
 from ember.models.server.wire import HTTPError, error_response
 
@@ -116,6 +124,8 @@ def _routes() -> list[Route]:
         ("/v1/models/{model:path}", openai_routes.get_model, get),
         ("/v1/chat/completions", openai_routes.chat_completions, post),
         ("/v1/completions", openai_routes.completions, post),
+        ("/v1/responses", responses_routes.create_response, post),
+        ("/v1/responses/{response_id}", responses_routes.get_response, get),
         ("/generate", sglang_routes.generate, post),
         ("/get_model_info", sglang_routes.get_model_info, get),
         ("/server_info", sglang_routes.server_info, get),

@@ -2,9 +2,8 @@
 
 Streaming answers are SSE (``data: {chunk}`` ... ``data: [DONE]``) with the usage chunk when
 ``stream_options.include_usage`` is set (and, with vLLM's ``continuous_usage_stats``, the counts
-so far on every chunk); one engine step's chunks go out as one write. A stream
-that fails midway ends with an error event. A non-streaming request whose client disconnects is
-aborted in the engine; so is a stream whose client stops reading.
+so far on every chunk); one engine step's chunks go out as one write. A stream that fails midway
+ends with an error event. A request whose client disconnects (or stops reading) is aborted.
 
 Constrained decoding on both: ``response_format`` (JSON), SGLang's ``regex`` and vLLM's
 ``structured_outputs.regex`` (the text matches in full); chat adds forced tool calls.
@@ -112,13 +111,13 @@ async def chat_completions(request: Request) -> Response:
     if chat.stream:
         return sse_response(_chat_stream(state, served, chat, chat_in))
     try:
-        answer = await unless_disconnected(request, _chat_answer(state, served, chat, chat_in))
+        answer = await unless_disconnected(request, chat_answer(state, served, chat, chat_in))
     except ClientGone:
         return Response(status_code=499)
     return JSONResponse(answer)
 
 
-async def _chat_answer(
+async def chat_answer(
     state: ServerState, served: ServedModel, chat: ChatRequest, chat_in: ChatInput
 ) -> dict:
     pieces: list[str] = []
@@ -158,6 +157,20 @@ async def _chat_answer(
 async def _chat_stream(
     state: ServerState, served: ServedModel, chat: ChatRequest, chat_in: ChatInput
 ) -> AsyncIterator[bytes]:
+    chunks = chat_chunks(state, served, chat, chat_in)
+    try:
+        async for batch in chunks:
+            yield b"".join(sse_data(chunk) for chunk in batch)
+        yield SSE_DONE
+    finally:  # closing it aborts the request in the engine
+        await chunks.aclose()
+
+
+async def chat_chunks(
+    state: ServerState, served: ServedModel, chat: ChatRequest, chat_in: ChatInput
+) -> AsyncIterator[list[dict]]:
+    """The chunks of one streamed answer, a list per engine step (one write); a failure midway
+    is a last ``{"error"}`` payload. ``/v1/responses`` translates the same chunks."""
     stream = ChatStream(
         id=chat_in.generation.request_id,
         created=now(),
@@ -167,7 +180,7 @@ async def _chat_stream(
         continuous_usage=chat.continuous_usage,
     )
     stream.usage = Usage(len(chat_in.generation.prompt_ids), 0)
-    yield sse_data(stream.start())
+    yield [stream.start()]
     events = stream_generation(served, state.metrics, chat_in.generation)
     want_logprobs = chat.sampling.logprobs
     try:
@@ -181,10 +194,9 @@ async def _chat_stream(
                 reason = event.finish_reason or "stop"
                 chunks += stream.finish(reason, _usage(event, chat_in), event.matched_stop)
             if chunks:
-                yield b"".join(sse_data(chunk) for chunk in chunks)
-        yield SSE_DONE
+                yield chunks
     except EmberError as error:
-        yield sse_data(stream_error_payload(error)) + SSE_DONE
+        yield [stream_error_payload(error)]
     finally:
         await events.aclose()
 

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable
 from typing import TextIO
 
+from ember.models.api.responses_store import ResponseStore
 from ember.models.server.loading import ServedModel, load_served_model
 from ember.models.server.metrics import EngineGauges, ServerMetrics
 from ember.models.server.settings import ServerSettings
@@ -36,6 +37,7 @@ class ServerState:
         self.on_ready = on_ready  # called on the loading thread once the model serves
         self.metrics = ServerMetrics(settings.served_model_name or settings.model)
         self.served: ServedModel | None = None
+        self.responses = ResponseStore()  # POST/GET /v1/responses (responses_routes.py)
         self.load_error: BaseException | None = None
         self.phase = "starting"
         self.started = time.monotonic()

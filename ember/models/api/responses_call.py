@@ -1,0 +1,84 @@
+"""One ``POST /v1/responses`` request over a chat-completions backend, the same for every front:
+ember's model server (its own chat path) and the runtime's AI routes (the gateway's replicas).
+
+    call = ResponsesCall(body, store, scope, default_model)   # 400 / 404 raised here
+    chat = call.chat_body()                                    # the chat request to run
+    response = call.whole(chat_completion)                     # stream false
+    async for data in call.events(chunk_batches): ...          # stream true: SSE bytes
+
+A finished response is stored (``store``, default true) under ``scope`` for
+``previous_response_id`` and ``GET /v1/responses/{id}``; a failed one is not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from ember.models.api.responses_events import ResponseEvents, encode
+from ember.models.api.responses_object import from_chat_completion, new_response_id
+from ember.models.api.responses_request import parse_responses_request
+from ember.models.api.responses_store import ResponseStore
+
+
+class ResponsesCall:
+    def __init__(self, body: object, store: ResponseStore, scope: str, default_model: str) -> None:
+        self.request = parse_responses_request(body)
+        self.store = store
+        self.scope = scope
+        history: list[Mapping[str, Any]] = []
+        previous = self.request.previous_response_id
+        if previous is not None:
+            history = store.get(scope, previous, "previous_response_id").conversation()
+        self.history = tuple(history)
+        self.id = new_response_id()
+        self.created_at = int(time.time())
+        self.model = self.request.model or default_model
+
+    @property
+    def stream(self) -> bool:
+        return self.request.stream
+
+    def chat_body(self) -> dict[str, Any]:
+        return self.request.chat_body(self.history)
+
+    def whole(self, completion: Mapping[str, Any]) -> dict[str, Any]:
+        """The response for a whole ``chat.completion`` (stored when asked)."""
+        response = from_chat_completion(
+            completion,
+            id=self.id,
+            model=self.model,
+            created_at=self.created_at,
+            echo=self.request.echo,
+        )
+        self._keep(response)
+        return response
+
+    async def events(
+        self, batches: AsyncIterator[Sequence[Mapping[str, Any]]]
+    ) -> AsyncIterator[bytes]:
+        """The SSE bytes for batches of chat chunks (one write per batch)."""
+        events = ResponseEvents(self.id, self.model, self.created_at, self.request.echo)
+        yield b"".join(encode(e) for e in events.start())
+        try:
+            async for batch in batches:
+                out = [e for chunk in batch for e in events.feed(chunk)]
+                if out:
+                    yield b"".join(encode(e) for e in out)
+                if events.done:
+                    break
+        finally:
+            # Closed here, not left to the garbage collector: closing ends the generation.
+            close = getattr(batches, "aclose", None)
+            if close is not None:
+                await close()
+        tail = events.finish()
+        if tail:
+            yield b"".join(encode(e) for e in tail)
+        if events.response is not None and events.response["status"] != "failed":
+            self._keep(events.response)
+
+    def _keep(self, response: Mapping[str, Any]) -> None:
+        if self.request.store:
+            self.store.put(self.scope, response, (*self.history, *self.request.items))

@@ -1,0 +1,62 @@
+"""OpenAI's Responses API on the model server: ``POST /v1/responses`` and
+``GET /v1/responses/{id}``.
+
+A Responses request becomes a chat request (``ResponsesCall``) and runs through the very chat
+path ``/v1/chat/completions`` serves (validation, template, constrained decoding, tool and
+reasoning parsing, disconnect handling); its answer or chunks become the response object or its
+events. Finished responses are kept in the server's bounded ``ResponseStore``.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ember.models.api.chat_request import parse_chat_request
+from ember.models.api.responses_call import ResponsesCall
+from ember.models.api.responses_store import ResponseNotFound
+from ember.models.server.inputs import chat_input, new_request_id
+from ember.models.server.openai_routes import chat_answer, chat_chunks
+from ember.models.server.state import ServerState
+from ember.models.server.wire import ClientGone, read_json, sse_response, unless_disconnected
+
+SCOPE = "server"  # one tenant: whoever holds the server's API key
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.ember
+
+
+async def create_response(request: Request) -> Response:
+    state = _state(request)
+    served = state.ready()
+    request_id = new_request_id("chatcmpl-")
+    served.engine.expect(request_id)  # as in chat_completions
+    try:
+        body = await read_json(request)
+        try:
+            call = ResponsesCall(body, state.responses, SCOPE, served.name)
+        except ResponseNotFound as missing:
+            return JSONResponse(missing.openai_body(), status_code=404)
+        chat = parse_chat_request(call.chat_body(), dialect="openai", max_temperature=None)
+        state.check_model(served, chat.model)
+        chat_in = chat_input(served, chat, request_id)
+    except BaseException:
+        served.engine.forget(request_id)
+        raise
+    if call.stream:
+        return sse_response(call.events(chat_chunks(state, served, chat, chat_in)))
+    try:
+        answer = await unless_disconnected(request, chat_answer(state, served, chat, chat_in))
+    except ClientGone:
+        return Response(status_code=499)
+    return JSONResponse(call.whole(answer))
+
+
+async def get_response(request: Request) -> Response:
+    state = _state(request)
+    try:
+        stored = state.responses.get(SCOPE, request.path_params["response_id"])
+    except ResponseNotFound as missing:
+        return JSONResponse(missing.openai_body(), status_code=404)
+    return JSONResponse(stored.response)
