@@ -39,6 +39,7 @@ from ember.bindings.ai.raw_prompt import as_chat_chunk, as_chat_completion
 from ember.errors import BindingError, InvalidModelInput, ModelNotFound
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
+from ember.models.api.responses_store import ResponseStore
 from ember.models.api.sse import CONTENT_TYPE as SSE_CONTENT_TYPE
 from ember.models.pool.config import PoolConfig
 from ember.models.pool.pool import ModelPool, RequestOptions, stderr_progress
@@ -93,6 +94,7 @@ class AIGateway:
         self.config = config or GatewayConfig()
         self.pool = ModelPool(self.config.pool, progress=progress)
         self.cache = ResponseCache()
+        self.responses = ResponseStore()  # /ai/v1/responses, one scope per tenant
         self.quotas = QuotaBook(self.config.limits)
         self.batches = BatchQueue(self._run_batch_item)
 

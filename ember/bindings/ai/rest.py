@@ -4,8 +4,11 @@
                                                                @cf/a/b, or %40cf%2Fa%2Fb)
     GET  /client/v4/accounts/{account}/ai/models/search        the model list
     POST /client/v4/accounts/{account}/ai/v1/chat/completions  OpenAI-compatible
+    POST /client/v4/accounts/{account}/ai/v1/responses         OpenAI Responses API
+    GET  /client/v4/accounts/{account}/ai/v1/responses/{id}    (responses_front.py)
     GET  /client/v4/accounts/{account}/ai/v1/models[/{model}]
-    POST /ai/v1/chat/completions, GET /ai/v1/models[/{model}]  the same, for ``ember dev``
+    POST /ai/v1/chat/completions, /ai/v1/responses, GET /ai/v1/responses/{id},
+    GET /ai/v1/models[/{model}]                                the same, for ``ember dev``
 
 REST answers use the ``{result, success, errors, messages}`` envelope (``"stream": true`` answers
 with server-sent events in the binding's format); the body is the inputs, plus an optional
@@ -31,11 +34,13 @@ from starlette.routing import Match, Route
 from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
 from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shared_gateway
 from ember.bindings.ai.model_search import ModelSearch, catalog_entry
-from ember.bindings.ai.options import parse_run_options
+from ember.bindings.ai.options import RunOptions, parse_run_options
+from ember.bindings.ai.responses_front import create_response
 from ember.bindings.ai.spec import config_of
 from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput, ModelNotFound
 from ember.models.api.fields import check_body
+from ember.models.api.responses_store import ResponseNotFound
 from ember.models.server.wire import ClientGone, unless_disconnected
 
 MAX_BODY_BYTES = 10 * 2**20
@@ -47,6 +52,8 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 CLIENT_GONE = 499
 # (request, account id from the path or None) -> the tenant the request is accounted to.
 Authorize = Callable[[Request, str | None], Awaitable[str]]
+# What an OpenAI-compatible POST asks of the gateway: (gateway, tenant, body, options).
+Front = Callable[[AIGateway, str, dict[str, Any], RunOptions], Awaitable[AIAnswer]]
 
 
 async def _local(request: Request, account: str | None) -> str:
@@ -100,28 +107,51 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         envelope = {"result": result, "success": True, "errors": [], "messages": []}
         return JSONResponse(envelope, headers=_pass_headers(answer))
 
-    async def chat(request: Request) -> Response:
-        account = request.path_params.get("account")
-        model = ""
+    def openai_post(front: Front) -> Callable[[Request], Awaitable[Response]]:
+        """A POST route of the OpenAI-compatible API over ``front`` (chat or responses)."""
+
+        async def endpoint(request: Request) -> Response:
+            account = request.path_params.get("account")
+            model = ""
+            try:
+                tenant = await authorize(request, account)
+                body = await _json_body(request)
+                model = str(body.get("model") or "")
+                served = ready(model)
+                if model:  # a missing model is chat()'s 5006 naming /model
+                    served.require_model(model)  # before the options, as ai/run
+                options = parse_run_options(body.pop("options", None), model)
+                options = replace(options, headers=_affinity(request, options.headers))
+                answer = await unless_disconnected(request, front(served, tenant, body, options))
+            except ClientGone:
+                return Response(status_code=CLIENT_GONE)
+            except AIRequestFailed as exc:
+                return _openai_failure(exc.failure)
+            except ResponseNotFound as exc:
+                return JSONResponse(exc.openai_body(), status_code=404)
+            except InvalidModelInput as exc:
+                return _openai_failure(failure_of(exc, model))
+            if answer.stream is not None:
+                return _events(answer)
+            return Response(
+                answer.body, media_type="application/json", headers=_pass_headers(answer)
+            )
+
+        return endpoint
+
+    async def stored_response(request: Request) -> Response:
+        """``GET .../v1/responses/{id}``: the tenant's stored response."""
+        tenant = await authorize(request, request.path_params.get("account"))
         try:
-            tenant = await authorize(request, account)
-            body = await _json_body(request)
-            model = str(body.get("model") or "")
-            served = ready(model)
-            if model:  # a missing model is chat()'s 5006 naming /model
-                served.require_model(model)  # before the options, as ai/run
-            options = parse_run_options(body.pop("options", None), model)
-            options = replace(options, headers=_affinity(request, options.headers))
-            answer = await unless_disconnected(request, served.chat(tenant, body, options))
-        except ClientGone:
-            return Response(status_code=CLIENT_GONE)
+            stored = ready().responses.get(tenant, request.path_params["response_id"])
         except AIRequestFailed as exc:
             return _openai_failure(exc.failure)
-        except InvalidModelInput as exc:
-            return _openai_failure(failure_of(exc, model))
-        if answer.stream is not None:
-            return _events(answer)
-        return Response(answer.body, media_type="application/json", headers=_pass_headers(answer))
+        except ResponseNotFound as exc:
+            return JSONResponse(exc.openai_body(), status_code=404)
+        return JSONResponse(stored.response)
+
+    chat = openai_post(lambda gateway, tenant, body, options: gateway.chat(tenant, body, options))
+    responses = openai_post(create_response)
 
     def model_cards() -> list[dict[str, Any]]:
         rows = ready().models()
@@ -203,9 +233,13 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         Route(prefix + "/run/{model:path}", run, methods=["POST"]),
         Route(prefix + "/models/search", search, methods=["GET"]),
         Route(prefix + "/v1/chat/completions", chat, methods=["POST"]),
+        Route(prefix + "/v1/responses", responses, methods=["POST"]),
+        Route(prefix + "/v1/responses/{response_id}", stored_response, methods=["GET"]),
         Route(prefix + "/v1/models", models, methods=["GET"]),
         Route(prefix + "/v1/models/{model:path}", model, methods=["GET"]),
         Route("/ai/v1/chat/completions", chat, methods=["POST"]),
+        Route("/ai/v1/responses", responses, methods=["POST"]),
+        Route("/ai/v1/responses/{response_id}", stored_response, methods=["GET"]),
         Route("/ai/v1/models", models, methods=["GET"]),
         Route("/ai/v1/models/{model:path}", model, methods=["GET"]),
     ]
@@ -220,7 +254,8 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
 
 ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 SERVED = (
-    "POST /ai/v1/chat/completions, GET /ai/v1/models[/{model}] (OpenAI-compatible); "
+    "POST /ai/v1/chat/completions, POST /ai/v1/responses, GET /ai/v1/responses/{id}, "
+    "GET /ai/v1/models[/{model}] (OpenAI-compatible); "
     "POST /client/v4/accounts/{account}/ai/run/{model}, GET .../ai/models/search (REST)"
 )
 

@@ -40,6 +40,7 @@ def _outstanding(server: RestServer) -> int:
 
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+RESPONSES = {"model": GLM, "input": "hi", "max_output_tokens": 4}
 
 
 @pytest.mark.parametrize(
@@ -48,8 +49,10 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
         (f"/client/v4/accounts/acct/ai/run/{GLM}", CHAT),
         ("/ai/v1/chat/completions", {**CHAT, "model": GLM}),
         (f"/client/v4/accounts/acct/ai/run/{GLM}", {**CHAT, "stream": True}),
+        ("/ai/v1/responses", RESPONSES),
+        ("/ai/v1/responses", {**RESPONSES, "stream": True}),
     ],
-    ids=["rest", "openai", "rest-stream"],
+    ids=["rest", "openai", "rest-stream", "responses", "responses-stream"],
 )
 def test_a_request_whose_client_left_leaves_the_pool(
     rest: tuple[RestServer, GateServer], path: str, body: dict[str, Any]
@@ -64,3 +67,32 @@ def test_a_request_whose_client_left_leaves_the_pool(
     double.open()
     reply = httpx.post(server.url + path, json={**body, "stream": False}, timeout=30)
     assert reply.status_code == 200, reply.text
+
+
+@pytest.fixture
+def one_slot() -> Iterator[tuple[RestServer, GateServer]]:
+    with gate_servers(GLM) as (double,):
+        replica = {"url": double.url, "max_running_requests": 1}
+        pool = parse_pool_config({GLM: {"replicas": [replica]}}, {"health_interval_s": 0.05})
+        config = GatewayConfig(pool, project_config=False)
+        with RestServer(lambda: AIGateway(config, progress=lambda line: None)) as server:
+            try:
+                yield server, double
+            finally:
+                double.open()
+
+
+def test_responses_busy_is_the_chat_routes_429(one_slot: tuple[RestServer, GateServer]) -> None:
+    server, double = one_slot
+    held = {**RESPONSES, "stream": True}
+    with httpx.stream("POST", server.url + "/ai/v1/responses", json=held, timeout=30) as stream:
+        lines = stream.iter_lines()  # kept open: the stream holds the one slot
+        assert next(lines) == "event: response.created"
+        wait_until(lambda: double.held == 1, "the replica to hold a request", 10)
+        busy = {"options": {"rejectIfBusy": True}}
+        chat = httpx.post(
+            server.url + "/ai/v1/chat/completions", json={**CHAT, "model": GLM, **busy}
+        )
+        responses = httpx.post(server.url + "/ai/v1/responses", json={**RESPONSES, **busy})
+    assert responses.status_code == chat.status_code == 429
+    assert responses.json() == chat.json()

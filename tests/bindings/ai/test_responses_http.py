@@ -1,0 +1,147 @@
+"""The Responses API on a real ``ember dev``'s AI routes (``/ai/v1/responses`` and
+``/client/v4/accounts/{account}/ai/v1/responses``) with the official ``openai`` client: Workers
+AI model ids, the chat route's errors and options, streams, tool loops, JSON schema output and
+stored responses (one store per tenant)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+from tests.bindings.ai.support import GLM
+from tests.bindings.ai.test_dev_http import UNIT, DevServer, serve_ai_project
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather forecast",
+    "parameters": UNIT,
+}
+QUIET = {"effort": "none"}  # thinking off: the tiny model's answer is text
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    yield from serve_ai_project(tmp_path_factory, "dev-ai-responses")
+
+
+def client(dev: DevServer, base: str = "/ai/v1") -> openai.OpenAI:
+    return openai.OpenAI(base_url=dev.url + base, api_key="unused", max_retries=0, timeout=120)
+
+
+def test_create_and_stream_agree(dev: DevServer) -> None:
+    body = dict(
+        model=GLM,
+        instructions="Be brief.",
+        input="hi",
+        max_output_tokens=6,
+        temperature=0,
+        reasoning=QUIET,
+        # Workers AI's options and session affinity pass as on the chat route.
+        extra_body={"options": {"rejectIfBusy": False}},
+        extra_headers={"x-session-affinity": "ses_responses"},
+    )
+    api = client(dev)
+    whole = api.responses.create(**body)
+    assert whole.model == GLM and whole.id.startswith("resp_") and whole.output_text
+    assert whole.usage.output_tokens == 6 and whole.status == "incomplete"
+    assert whole.incomplete_details.reason == "max_output_tokens"
+    with api.responses.stream(**body) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert final.output_text == whole.output_text and final.status == "incomplete"
+    assert final.usage.output_tokens == 6 and final.model == GLM
+
+
+def test_reasoning_item(dev: DevServer) -> None:
+    reply = client(dev).responses.create(model=GLM, input="hi", max_output_tokens=6)
+    assert reply.output[0].type == "reasoning" and reply.output[0].content[0].text
+    assert reply.usage.output_tokens_details.reasoning_tokens > 0
+
+
+def test_function_call_stream_and_tool_loop(dev: DevServer) -> None:
+    api = client(dev)
+    question = [{"role": "user", "content": "Weather in Paris?"}]
+    turn = dict(model=GLM, tools=[WEATHER], max_output_tokens=64, temperature=0, reasoning=QUIET)
+    with api.responses.stream(input=question, tool_choice="required", **turn) as stream:
+        kinds = [event.type for event in stream]
+        first = stream.get_final_response()
+    assert "response.function_call_arguments.done" in kinds
+    (call,) = [item for item in first.output if item.type == "function_call"]
+    assert call.name == "get_weather"
+    jsonschema.validate(json.loads(call.arguments), UNIT)
+    history = [*question, *[item.to_dict() for item in first.output]]
+    history.append({"type": "function_call_output", "call_id": call.call_id, "output": "21 C"})
+    second = api.responses.create(input=history, tool_choice="none", **turn)
+    assert second.output[-1].type == "message" and second.status in ("completed", "incomplete")
+    # The call and its output went in (tool_choice none: the template lists no tools).
+    alone = api.responses.create(input=question, tool_choice="none", **turn)
+    assert second.usage.input_tokens > alone.usage.input_tokens + 4
+
+
+def test_json_schema_output(dev: DevServer) -> None:
+    reply = client(dev).responses.create(
+        model=GLM,
+        input="Units?",
+        text={"format": {"type": "json_schema", "name": "unit", "schema": UNIT, "strict": True}},
+        max_output_tokens=64,
+        temperature=0,
+        reasoning=QUIET,
+    )
+    jsonschema.validate(json.loads(reply.output_text), UNIT)
+
+
+def test_previous_response_id_per_tenant(dev: DevServer) -> None:
+    local = client(dev)
+    first = local.responses.create(model=GLM, input="hi", max_output_tokens=3, reasoning=QUIET)
+    # /ai/v1 is the local account's; its REST prefix reads the same store.
+    same = client(dev, "/client/v4/accounts/local/ai/v1")
+    assert same.responses.retrieve(first.id).output_text == first.output_text
+    second = same.responses.create(
+        model=GLM, previous_response_id=first.id, input="more", max_output_tokens=3,
+        reasoning=QUIET,
+    )  # fmt: skip
+    assert second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens
+    other = client(dev, "/client/v4/accounts/other/ai/v1")
+    with pytest.raises(openai.NotFoundError) as caught:
+        other.responses.retrieve(first.id)
+    assert first.id in caught.value.message
+    with pytest.raises(openai.NotFoundError) as chained:
+        other.responses.create(model=GLM, previous_response_id=first.id, input="x")
+    assert chained.value.param == "previous_response_id"
+
+
+def test_unknown_model_answers_as_the_chat_route(dev: DevServer) -> None:
+    chat = httpx.post(
+        dev.url + "/ai/v1/chat/completions",
+        json={"model": "@cf/x/y", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    responses = httpx.post(dev.url + "/ai/v1/responses", json={"model": "@cf/x/y", "input": "hi"})
+    assert responses.status_code == chat.status_code == 400
+    assert responses.json() == chat.json()
+    assert responses.json()["error"]["code"] == 5007
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"tools": [{"type": "web_search"}]}, "tools.[0].type"),
+        ({"background": True}, "background"),
+        ({"include": ["message.output_text.logprobs"]}, "include.[0]"),
+        ({"input": [{"role": "user", "content": [{"type": "input_image"}]}]},
+         "input.[0].content.[0].type"),
+    ],
+)  # fmt: skip
+def test_unsupported_fields_are_5006_naming_them(dev: DevServer, extra: dict, param: str) -> None:
+    body = {"model": GLM, "input": "hi", **extra}
+    response = httpx.post(dev.url + "/ai/v1/responses", json=body, timeout=60)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == 5006 and error["param"] == param
+    assert error["message"].startswith("5006: Error: Invalid value at")
