@@ -1,0 +1,172 @@
+"""The Responses translation on its own: a chat chunk stream's events against the whole
+``chat.completion``'s response (the slow reference: the answer assembled, then translated once)
+on random streams, input items to chat messages, the bounded store, and streams that fail."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.responses_call import ResponsesCall
+from ember.models.api.responses_events import ResponseEvents
+from ember.models.api.responses_input import chat_messages, input_items
+from ember.models.api.responses_object import from_chat_completion
+from ember.models.api.responses_store import ResponseNotFound, ResponseStore
+
+ECHO = {"store": True}
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+
+
+def _pieces(draw: st.DrawFn, text: str) -> list[str]:
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=4)))
+    bounds = [0, *[c for c in cuts if c < len(text)], len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if text[a:b]]
+
+
+@st.composite
+def answers(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A chat answer (its message, finish reason, usage) and a chunk stream that carries it."""
+    reasoning = draw(st.none() | TEXT)
+    content = draw(st.none() | TEXT)
+    calls = [
+        {"id": f"call_{i}", "type": "function",
+         "function": {"name": draw(st.sampled_from(["f", "get_weather"])),
+                      "arguments": json.dumps({"n": draw(st.integers(0, 99))})}}
+        for i in range(draw(st.integers(0, 2)))
+    ]  # fmt: skip
+    finish = draw(st.sampled_from(["stop", "length", "tool_calls"]))
+    usage = {
+        "prompt_tokens": draw(st.integers(1, 50)),
+        "completion_tokens": draw(st.integers(0, 50)),
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 3},
+    }
+    chunks: list[dict[str, Any]] = [{"choices": [{"delta": {"role": "assistant", "content": ""}}]}]
+    for piece in _pieces(draw, reasoning or ""):
+        chunks.append({"choices": [{"delta": {"reasoning_content": piece}}]})
+    for piece in _pieces(draw, content or ""):
+        chunks.append({"choices": [{"delta": {"content": piece}}]})
+    for index, call in enumerate(calls):
+        head = {"index": index, "id": call["id"], "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""}}  # fmt: skip
+        chunks.append({"choices": [{"delta": {"tool_calls": [head]}}]})
+        for piece in _pieces(draw, call["function"]["arguments"]):
+            delta = {"index": index, "function": {"arguments": piece}}
+            chunks.append({"choices": [{"delta": {"tool_calls": [delta]}}]})
+    chunks.append({"choices": [{"delta": {}, "finish_reason": finish}]})
+    chunks.append({"choices": [], "usage": usage})
+    message = {"role": "assistant", "content": content, "tool_calls": calls or None}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    completion = {"model": "m", "choices": [{"message": message, "finish_reason": finish}]}
+    return {**completion, "usage": usage}, chunks
+
+
+def _without_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in item.items() if k != "id"} for item in items]
+
+
+@settings(max_examples=200, deadline=None)
+@given(answers())
+def test_streamed_response_matches_the_whole_one(answer: tuple[dict, list[dict]]) -> None:
+    completion, chunks = answer
+    reference = from_chat_completion(completion, id="resp_x", model="m", created_at=1, echo=ECHO)
+    stream = ResponseEvents("resp_x", "m", 1, ECHO)
+    events = stream.start()
+    for chunk in chunks:
+        events += stream.feed(chunk)
+    events += stream.finish()
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    final = events[-1]["response"]
+    assert events[-1]["type"] == "response.completed" and final == stream.response
+    assert _without_ids(final["output"]) == _without_ids(reference["output"])
+    for key in ("status", "incomplete_details", "usage"):
+        assert final[key] == reference[key]
+    # Each item: added once, done once with the same id and index; the deltas add up.
+    added = [e for e in events if e["type"] == "response.output_item.added"]
+    done = [e for e in events if e["type"] == "response.output_item.done"]
+    assert [e["item"]["id"] for e in added] == [e["item"]["id"] for e in done]
+    assert [e["output_index"] for e in done] == list(range(len(final["output"])))
+    for item in final["output"]:
+        deltas = "".join(e["delta"] for e in events if e.get("item_id") == item["id"]
+                         and e["type"].endswith(".delta"))  # fmt: skip
+        text = item.get("arguments") if item["type"] == "function_call" else None
+        assert deltas == (text if text is not None else item["content"][0]["text"])
+
+
+def test_a_failed_stream_ends_with_error_and_failed_and_is_not_stored() -> None:
+    store = ResponseStore()
+    call = ResponsesCall({"input": "hi", "stream": True}, store, "t", "m")
+
+    async def batches():  # noqa: ANN202
+        yield [{"choices": [{"delta": {"content": "Hel"}}]}]
+        yield [{"error": {"message": "engine died", "code": 500}}]
+
+    async def collect() -> list[bytes]:
+        return [data async for data in call.events(batches())]
+
+    text = b"".join(asyncio.run(collect())).decode()
+    kinds = [line[7:] for line in text.splitlines() if line.startswith("event: ")]
+    assert kinds[-2:] == ["error", "response.failed"]
+    assert "response.output_item.done" in kinds and len(store) == 0
+
+
+def test_function_calls_join_one_assistant_message_and_reasoning_rides_on_it() -> None:
+    items = input_items(
+        [
+            {"role": "user", "content": "weather?"},
+            {"type": "reasoning", "id": "rs_1", "summary": [],
+             "content": [{"type": "reasoning_text", "text": "think"}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "1"},
+            {"type": "function_call_output", "call_id": "c2",
+             "output": [{"type": "input_text", "text": "2"}]},
+            {"type": "message", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "done", "annotations": []}]},
+        ]
+    )  # fmt: skip
+    messages = chat_messages(items)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert messages[1]["reasoning_content"] == "think"
+    assert [c["id"] for c in messages[1]["tool_calls"]] == ["c1", "c2"]
+    assert messages[3]["content"] == "2" and messages[4]["content"] == "done"
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}],
+         "/input/0/content/0/type"),
+        ([{"type": "item_reference", "id": "msg_1"}], "/input/0/type"),
+        ([{"type": "function_call", "name": "f", "arguments": "{}"}], "/input/0/call_id"),
+        ([{"role": "tool", "content": "x"}], "/input/0/role"),
+        (3, "/input"),
+    ],
+)  # fmt: skip
+def test_input_items_refused_name_the_field(value: object, field: str) -> None:
+    with pytest.raises(InvalidRequestField) as caught:
+        input_items(value)
+    assert caught.value.field == field
+
+
+def test_store_is_bounded_and_scoped() -> None:
+    store = ResponseStore(max_responses=2, max_bytes=10_000)
+    for n in range(3):
+        store.put("a", {"id": f"resp_{n}", "output": []}, ())
+    with pytest.raises(ResponseNotFound) as caught:
+        store.get("a", "resp_0", "previous_response_id")
+    assert "resp_0" in str(caught.value) and caught.value.param == "previous_response_id"
+    assert store.get("a", "resp_2").response["id"] == "resp_2"
+    with pytest.raises(ResponseNotFound):
+        store.get("b", "resp_2")  # another tenant's
+    store.put("a", {"id": "big", "output": [{"text": "x" * 20_000}]}, ())
+    assert len(store) == 0  # past max_bytes: even the newest goes
+    store.put("a", {"id": "r", "output": [{"type": "message"}]}, ({"role": "user"},))
+    assert store.get("a", "r").conversation() == [{"role": "user"}, {"type": "message"}]
