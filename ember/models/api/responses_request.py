@@ -130,6 +130,16 @@ def parse_responses_request(body: object) -> ResponsesRequest:
             "/input", "a string or an array of input items", "nothing", "missing_required_parameter"
         )
     _include(data.get("include"))
+    if data.get("stream_options") is not None:
+        options = require_object(data["stream_options"], "/stream_options")
+        for key in options:
+            if key != "include_obfuscation":
+                raise InvalidRequestField(
+                    f"/stream_options/{key}",
+                    "only include_obfuscation (ember's events are not obfuscated)",
+                    "a value",
+                )
+        optional_bool(options, "include_obfuscation", "/stream_options", False)
     chat: dict[str, Any] = {key: data[key] for key in PASSED if data.get(key) is not None}
     optional_number(data, "temperature", "", minimum=0)
     optional_number(data, "top_p", "", minimum=0, maximum=1)

@@ -18,7 +18,13 @@ from ember.models.api.responses_store import ResponseNotFound
 from ember.models.server.inputs import chat_input, new_request_id
 from ember.models.server.openai_routes import chat_answer, chat_chunks
 from ember.models.server.state import ServerState
-from ember.models.server.wire import ClientGone, read_json, sse_response, unless_disconnected
+from ember.models.server.wire import (
+    ClientGone,
+    HTTPError,
+    read_json,
+    sse_response,
+    unless_disconnected,
+)
 
 SCOPE = "server"  # one tenant: whoever holds the server's API key
 
@@ -37,7 +43,7 @@ async def create_response(request: Request) -> Response:
         try:
             call = ResponsesCall(body, state.responses, SCOPE, served.name)
         except ResponseNotFound as missing:
-            return JSONResponse(missing.openai_body(), status_code=404)
+            raise _not_found(missing) from None  # raised: the engine forgets the request
         chat = parse_chat_request(call.chat_body(), dialect="openai", max_temperature=None)
         state.check_model(served, chat.model)
         chat_in = chat_input(served, chat, request_id)
@@ -58,5 +64,9 @@ async def get_response(request: Request) -> Response:
     try:
         stored = state.responses.get(SCOPE, request.path_params["response_id"])
     except ResponseNotFound as missing:
-        return JSONResponse(missing.openai_body(), status_code=404)
+        raise _not_found(missing) from None
     return JSONResponse(stored.response)
+
+
+def _not_found(missing: ResponseNotFound) -> HTTPError:
+    return HTTPError(404, str(missing), param=missing.param, code="response_not_found")

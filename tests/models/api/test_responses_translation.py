@@ -12,11 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ember.errors import InvalidModelInput
+from ember.models.api.chat_request import parse_chat_request
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_events import ResponseEvents
 from ember.models.api.responses_input import chat_messages, input_items
 from ember.models.api.responses_object import from_chat_completion
+from ember.models.api.responses_request import KNOWN
 from ember.models.api.responses_store import ResponseNotFound, ResponseStore
 
 ECHO = {"store": True}
@@ -170,3 +173,55 @@ def test_store_is_bounded_and_scoped() -> None:
     assert len(store) == 0  # past max_bytes: even the newest goes
     store.put("a", {"id": "r", "output": [{"type": "message"}]}, ({"role": "user"},))
     assert store.get("a", "r").conversation() == [{"role": "user"}, {"type": "message"}]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(-3, 3) | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FIELDS = sorted(KNOWN) + ["input.0", "tools.0", "text.format", "tool_choice.tools", "zz"]
+
+
+@st.composite
+def hostile_bodies(draw: st.DrawFn) -> dict[str, Any]:
+    body: dict[str, Any] = {"input": "hi", "model": "m"}
+    for name in draw(st.lists(st.sampled_from(FIELDS), min_size=1, max_size=3)):
+        value = draw(JSON_VALUES | st.sampled_from(SHAPES))
+        key, _, inner = name.partition(".")
+        if inner == "0":
+            body[key] = [value]
+        elif inner:
+            body[key] = {
+                inner: value,
+                "type": draw(st.sampled_from(["function", "allowed_tools", "json_schema"])),
+            }
+        else:
+            body[key] = value
+    return body
+
+
+SHAPES = [
+    {"type": "function", "name": "f", "parameters": {"type": "object"}},
+    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+    {"type": "reasoning", "content": [{"type": "reasoning_text", "text": 1}]},
+    {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
+    {"type": "json_schema", "name": "x", "schema": {"type": "object"}},
+    {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "f"}]},
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(hostile_bodies())
+def test_any_body_is_served_or_refused_naming_a_field(body: dict[str, Any]) -> None:
+    """Whatever a client sends is a request or an InvalidRequestField, never another error
+    (which the routes would answer with a 500)."""
+    try:
+        call = ResponsesCall(body, ResponseStore(), "t", "m")
+        parse_chat_request(call.chat_body(), dialect="openai", max_temperature=None)
+    except InvalidModelInput as exc:
+        assert exc.field.startswith("/")
+    except ResponseNotFound as exc:  # a 404 naming it
+        assert exc.response_id == body["previous_response_id"]
