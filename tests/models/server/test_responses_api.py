@@ -14,6 +14,7 @@ import jsonschema
 import openai
 import pytest
 
+from tests.models.server.live import LiveServer
 from tests.models.server.served_process import served_process
 
 UNIT = {
@@ -282,3 +283,22 @@ def test_unknown_model_is_a_404(url: str) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         client(url).responses.create(model="gpt-5", input="hi", max_output_tokens=1)
     assert caught.value.code == "model_not_found"
+
+
+def test_kimi_text_and_function_call(kimi: LiveServer) -> None:
+    """Kimi's own tool-call syntax comes out as the same items (the tiny Kimi closes its
+    thinking at once: its answer is a message)."""
+    api = openai.OpenAI(base_url=kimi.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    text = api.responses.create(model="kimi", input="hi", max_output_tokens=8, temperature=0)
+    assert text.output[-1].type == "message" and text.output_text
+    call = api.responses.create(
+        model="kimi",
+        input="Weather?",
+        tools=[WEATHER],
+        tool_choice="required",
+        max_output_tokens=64,
+        temperature=0,
+        reasoning=NO_THINKING,
+    )
+    (item,) = [i for i in call.output if i.type == "function_call"]
+    jsonschema.validate(json.loads(item.arguments), UNIT)
