@@ -123,8 +123,8 @@ def _bytes(value: str | None) -> int | None:
 )
 def serve(model: str | None, model_path: str | None, **flags: object) -> None:
     """Serve MODEL (a catalog id such as @cf/moonshotai/kimi-k2.5, or a checkpoint directory)
-    over OpenAI-compatible /v1/chat/completions, /v1/completions, /v1/models and SGLang's
-    /generate, with /health and /metrics."""
+    over OpenAI-compatible /v1/chat/completions, /v1/completions, /v1/responses, /v1/models
+    and SGLang's /generate, with /health and /metrics."""
     from ember.models.server.runner import run_server
     from ember.models.server.settings import ServerSettings
 

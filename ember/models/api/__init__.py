@@ -1,5 +1,6 @@
-"""The request/response protocol of ember's model side: OpenAI ``/v1/chat/completions`` and
-``/v1/completions``, SGLang ``/generate``, and Workers AI family-B ``env.AI.run`` inputs;
+"""The request/response protocol of ember's model side: OpenAI ``/v1/chat/completions``,
+``/v1/completions`` and ``/v1/responses`` (``responses_*``: translated to and from chat), SGLang
+``/generate``, and Workers AI family-B ``env.AI.run`` inputs;
 response objects and SSE streams for both platforms; Workers AI error codes; parsers that turn
 Kimi's and GLM's output (reasoning, tool calls) into OpenAI fields.
 

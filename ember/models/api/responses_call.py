@@ -12,10 +12,13 @@ A finished response is stored (``store``, default true) under ``scope`` for
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from ember.models.api.chat_request import ChatRequest, parse_chat_request
+from ember.models.api.errors import InvalidRequestField
 from ember.models.api.responses_events import ResponseEvents, encode
 from ember.models.api.responses_object import from_chat_completion, new_response_id
 from ember.models.api.responses_request import parse_responses_request
@@ -35,6 +38,7 @@ class ResponsesCall:
         self.id = new_response_id()
         self.created_at = int(time.time())
         self.model = self.request.model or default_model
+        self.chat = _checked(self.chat_body())
 
     @property
     def stream(self) -> bool:
@@ -82,3 +86,27 @@ class ResponsesCall:
     def _keep(self, response: Mapping[str, Any]) -> None:
         if self.request.store:
             self.store.put(self.scope, response, (*self.history, *self.request.items))
+
+
+# Chat fields -> the Responses fields they came from, for errors the chat parser finds
+# (messages have no one-to-one index: instructions add one, function calls join).
+RENAMED = (
+    (re.compile(r"^/messages(/.*)?$"), "/input"),
+    (re.compile(r"^/max_tokens$"), "/max_output_tokens"),
+    (re.compile(r"^/response_format(/json_schema)?"), "/text/format"),
+    (re.compile(r"^/tool_choice/(function|allowed_tools)"), "/tool_choice"),
+    (re.compile(r"^/tools/(\d+)/function"), r"/tools/\1"),
+)
+
+
+def _checked(body: Mapping[str, Any]) -> ChatRequest:
+    """The chat request, validated as the model server validates it (no temperature cap: a
+    gateway applies its own); an invalid field is named as the Responses request names it."""
+    try:
+        return parse_chat_request(body, dialect="openai", max_temperature=None)
+    except InvalidRequestField as exc:
+        for pattern, name in RENAMED:
+            field, count = pattern.subn(name, exc.field, count=1)
+            if count:
+                raise InvalidRequestField(field, exc.expected, exc.found, exc.code) from None
+        raise

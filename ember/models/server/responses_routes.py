@@ -12,7 +12,6 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ember.models.api.chat_request import parse_chat_request
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseNotFound
 from ember.models.server.inputs import chat_input, new_request_id
@@ -44,7 +43,7 @@ async def create_response(request: Request) -> Response:
             call = ResponsesCall(body, state.responses, SCOPE, served.name)
         except ResponseNotFound as missing:
             raise _not_found(missing) from None  # raised: the engine forgets the request
-        chat = parse_chat_request(call.chat_body(), dialect="openai", max_temperature=None)
+        chat = call.chat
         state.check_model(served, chat.model)
         chat_in = chat_input(served, chat, request_id)
     except BaseException:

@@ -23,6 +23,7 @@ from ember.models.api.responses_request import KNOWN
 from ember.models.api.responses_store import ResponseNotFound, ResponseStore
 
 ECHO = {"store": True}
+WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
 
 
@@ -225,3 +226,21 @@ def test_any_body_is_served_or_refused_naming_a_field(body: dict[str, Any]) -> N
         assert exc.field.startswith("/")
     except ResponseNotFound as exc:  # a 404 naming it
         assert exc.response_id == body["previous_response_id"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}},
+         "/tool_choice/name"),
+        ({"tools": [{**WEATHER, "parameters": 3}]}, "/tools/0/parameters"),
+        ({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{"}]},
+         "/input"),
+        ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": 3}}}},
+         "/text/format/schema"),
+    ],
+)  # fmt: skip
+def test_chat_errors_name_the_responses_field(extra: dict, field: str) -> None:
+    with pytest.raises(InvalidRequestField) as caught:
+        ResponsesCall({"input": "hi", **extra}, ResponseStore(), "t", "m")
+    assert caught.value.field.startswith(field), caught.value
