@@ -5,7 +5,7 @@
     GET  /client/v4/accounts/{account}/ai/models/search        the model list
     POST /client/v4/accounts/{account}/ai/v1/chat/completions  OpenAI-compatible
     POST /client/v4/accounts/{account}/ai/v1/responses         OpenAI Responses API
-    GET  /client/v4/accounts/{account}/ai/v1/responses/{id}    (responses_front.py)
+    GET  /client/v4/accounts/{account}/ai/v1/responses/{id}    (responses_front.py; DELETE too)
     GET  /client/v4/accounts/{account}/ai/v1/models[/{model}]
     POST /ai/v1/chat/completions, /ai/v1/responses, GET /ai/v1/responses/{id},
     GET /ai/v1/models[/{model}]                                the same, for ``ember dev``
@@ -40,7 +40,7 @@ from ember.bindings.ai.spec import config_of
 from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput, ModelNotFound
 from ember.models.api.fields import check_body
-from ember.models.api.responses_store import ResponseNotFound
+from ember.models.api.responses_store import ResponseNotFound, check_retrieve, deleted
 from ember.models.server.wire import ClientGone, unless_disconnected
 
 MAX_BODY_BYTES = 10 * 2**20
@@ -140,14 +140,22 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         return endpoint
 
     async def stored_response(request: Request) -> Response:
-        """``GET .../v1/responses/{id}``: the tenant's stored response."""
+        """``GET`` / ``DELETE .../v1/responses/{id}``: the tenant's stored response."""
         tenant = await authorize(request, request.path_params.get("account"))
+        response_id = request.path_params["response_id"]
         try:
-            stored = ready().responses.get(tenant, request.path_params["response_id"])
+            store = ready().responses
+            if request.method == "DELETE":
+                store.delete(tenant, response_id)
+                return JSONResponse(deleted(response_id))
+            check_retrieve(request.query_params)
+            stored = store.get(tenant, response_id)
         except AIRequestFailed as exc:
             return _openai_failure(exc.failure)
         except ResponseNotFound as exc:
             return JSONResponse(exc.openai_body(), status_code=404)
+        except InvalidModelInput as exc:
+            return _openai_failure(failure_of(exc, ""))
         return JSONResponse(stored.response)
 
     chat = openai_post(lambda gateway, tenant, body, options: gateway.chat(tenant, body, options))
@@ -234,12 +242,12 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         Route(prefix + "/models/search", search, methods=["GET"]),
         Route(prefix + "/v1/chat/completions", chat, methods=["POST"]),
         Route(prefix + "/v1/responses", responses, methods=["POST"]),
-        Route(prefix + "/v1/responses/{response_id}", stored_response, methods=["GET"]),
+        Route(prefix + "/v1/responses/{response_id}", stored_response, methods=["GET", "DELETE"]),
         Route(prefix + "/v1/models", models, methods=["GET"]),
         Route(prefix + "/v1/models/{model:path}", model, methods=["GET"]),
         Route("/ai/v1/chat/completions", chat, methods=["POST"]),
         Route("/ai/v1/responses", responses, methods=["POST"]),
-        Route("/ai/v1/responses/{response_id}", stored_response, methods=["GET"]),
+        Route("/ai/v1/responses/{response_id}", stored_response, methods=["GET", "DELETE"]),
         Route("/ai/v1/models", models, methods=["GET"]),
         Route("/ai/v1/models/{model:path}", model, methods=["GET"]),
     ]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.errors import NotFound
+from ember.models.api.errors import InvalidRequestField
 
 MAX_RESPONSES = 1024
 MAX_BYTES = 64 * 2**20
@@ -83,9 +84,33 @@ class ResponseStore:
             _, dropped = self._entries.popitem(last=False)
             self._bytes -= dropped.size
 
+    def delete(self, scope: str, response_id: str) -> None:
+        """``DELETE /v1/responses/{id}``; an unknown id raises ``ResponseNotFound``."""
+        entry = self._entries.pop((scope, response_id), None)
+        if entry is None:
+            raise ResponseNotFound(response_id)
+        self._bytes -= entry.size
+
     def get(self, scope: str, response_id: str, param: str | None = None) -> StoredResponse:
         entry = self._entries.get((scope, response_id))
         if entry is None:
             raise ResponseNotFound(response_id, param)
         self._entries.move_to_end((scope, response_id))  # in use: dropped last
         return entry
+
+
+def deleted(response_id: str) -> dict[str, Any]:
+    """The answer to a delete (OpenAI's shape for deleted objects)."""
+    return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+
+def check_retrieve(query: Mapping[str, str]) -> None:
+    """``GET /v1/responses/{id}`` parameters: ``stream`` (replaying a stored stream) is not
+    served; a stored response comes back whole."""
+    if query.get("stream", "false").lower() not in ("false", "0", ""):
+        raise InvalidRequestField(
+            "/stream",
+            "false (ember returns stored responses whole; it does not replay their events)",
+            repr(query["stream"]),
+            "unsupported_value",
+        )

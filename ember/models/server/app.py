@@ -10,7 +10,7 @@ Endpoints (OpenAI-compatible and SGLang-native, as ``sglang.launch_server`` serv
     POST /v1/chat/completions   OpenAI chat completions (stream, tools, JSON mode, logprobs)
     POST /v1/completions        OpenAI text completions
     POST /v1/responses          OpenAI Responses API (over the chat path; responses_routes.py)
-    GET  /v1/responses/{id}     a stored response (bounded in-memory store)
+    GET  /v1/responses/{id}     a stored response (bounded in-memory store); DELETE drops it
     POST /generate              SGLang native generation (text or input_ids)
     GET  /get_model_info        SGLang model info
     GET  /server_info           SGLang server info (also /get_server_info)
@@ -125,7 +125,7 @@ def _routes() -> list[Route]:
         ("/v1/chat/completions", openai_routes.chat_completions, post),
         ("/v1/completions", openai_routes.completions, post),
         ("/v1/responses", responses_routes.create_response, post),
-        ("/v1/responses/{response_id}", responses_routes.get_response, get),
+        ("/v1/responses/{response_id}", responses_routes.get_response, ["GET", "DELETE"]),
         ("/generate", sglang_routes.generate, post),
         ("/get_model_info", sglang_routes.get_model_info, get),
         ("/server_info", sglang_routes.server_info, get),

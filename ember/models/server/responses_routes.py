@@ -1,5 +1,5 @@
 """OpenAI's Responses API on the model server: ``POST /v1/responses`` and
-``GET /v1/responses/{id}``.
+``GET`` / ``DELETE /v1/responses/{id}``.
 
 A Responses request becomes a chat request (``ResponsesCall``) and runs through the very chat
 path ``/v1/chat/completions`` serves (validation, template, constrained decoding, tool and
@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ember.models.api.responses_call import ResponsesCall
-from ember.models.api.responses_store import ResponseNotFound
+from ember.models.api.responses_store import ResponseNotFound, check_retrieve, deleted
 from ember.models.server.inputs import chat_input, new_request_id
 from ember.models.server.openai_routes import chat_answer, chat_chunks
 from ember.models.server.state import ServerState
@@ -59,9 +59,15 @@ async def create_response(request: Request) -> Response:
 
 
 async def get_response(request: Request) -> Response:
+    """``GET`` a stored response, or ``DELETE`` it."""
     state = _state(request)
+    response_id = request.path_params["response_id"]
     try:
-        stored = state.responses.get(SCOPE, request.path_params["response_id"])
+        if request.method == "DELETE":
+            state.responses.delete(SCOPE, response_id)
+            return JSONResponse(deleted(response_id))
+        check_retrieve(request.query_params)
+        stored = state.responses.get(SCOPE, response_id)
     except ResponseNotFound as missing:
         raise _not_found(missing) from None
     return JSONResponse(stored.response)

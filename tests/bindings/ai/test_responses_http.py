@@ -115,6 +115,11 @@ def test_previous_response_id_per_tenant(dev: DevServer) -> None:
     with pytest.raises(openai.NotFoundError) as chained:
         other.responses.create(model=GLM, previous_response_id=first.id, input="x")
     assert chained.value.param == "previous_response_id"
+    with pytest.raises(openai.NotFoundError):
+        other.responses.delete(first.id)  # not theirs to delete either
+    same.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        local.responses.retrieve(first.id)
 
 
 def test_unknown_model_answers_as_the_chat_route(dev: DevServer) -> None:

@@ -246,6 +246,20 @@ def test_previous_response_id_and_retrieve(url: str) -> None:
     with pytest.raises(openai.NotFoundError) as missing:
         api.responses.retrieve("resp_missing")
     assert "resp_missing" in missing.value.message
+    with pytest.raises(openai.BadRequestError) as replay:
+        api.responses.retrieve(first.id, stream=True)
+    assert replay.value.param == "stream"
+    api.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        api.responses.retrieve(first.id)
+    with pytest.raises(openai.NotFoundError):
+        api.responses.delete(first.id)
+    # The follow-up holds the whole conversation: it goes on without the first.
+    third = api.responses.create(
+        model="glm", previous_response_id=second.id, input="Go on.", max_output_tokens=2,
+        reasoning=NO_THINKING,
+    )  # fmt: skip
+    assert third.usage.input_tokens > second.usage.input_tokens + second.usage.output_tokens
     unstored = api.responses.create(
         model="glm", input="x", max_output_tokens=1, store=False, reasoning=NO_THINKING
     )
