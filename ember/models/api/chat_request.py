@@ -40,6 +40,7 @@ Dialect = Literal["openai", "workers"]
 WORKERS_AI_MAX_TEMPERATURE: float = 2  # "<= 2" in errors, as before
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 INT64 = 2**63
+MAX_CHOICES = 128  # ``n``: Workers AI's schema allows 1-128
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class ChatRequest:
     # SGLang's regex / vLLM's structured_outputs.regex (openai dialect only): the content,
     # after any reasoning, matches it in full.
     regex: str | None = None
+    n: int = 1  # choices to generate (each its own sequence; the prompt is prefilled once)
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -195,15 +197,10 @@ def parse_sampling(
     )
 
 
-def _only_one_choice(body: Mapping, path: str) -> None:
-    n = optional_int(body, "n", path, minimum=1, maximum=128, default=1)
-    if n != 1:
-        raise InvalidRequestField(
-            at(path, "n"),
-            "1 (ember generates one choice per request; send several requests)",
-            describe(n),
-            "unsupported_value",
-        )
+def choice_count(body: Mapping, path: str) -> int:
+    """``n``: how many choices to generate for the prompt, 1-128 (Workers AI's schema for Kimi
+    and GLM; OpenAI's own limit is 128 as well)."""
+    return optional_int(body, "n", path, minimum=1, maximum=MAX_CHOICES, default=1) or 1
 
 
 def stream_options(body: Mapping, stream: bool) -> tuple[bool, bool]:
@@ -298,7 +295,7 @@ def parse_chat_request(
                 "/messages", "an array of messages", "nothing", "missing_required_parameter"
             )
         messages = parse_messages(data["messages"], "/messages", allow_images=allow_images)
-    _only_one_choice(data, "")
+    n = choice_count(data, "")
     stream = optional_bool(data, "stream", "", False)
     include_usage, continuous_usage = stream_options(data, stream)
     tools = parse_tools(data.get("tools"), "/tools")
@@ -338,6 +335,7 @@ def parse_chat_request(
         add_special_tokens=optional_bool(data, "add_special_tokens", "", False),
         prompt_logprobs=prompt_logprobs,
         regex=regex,
+        n=n,
     )
 
 

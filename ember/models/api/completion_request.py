@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 
 from ember.models.api.chat_request import (
     INT64,
+    MAX_CHOICES,
     SamplingOptions,
+    choice_count,
     logit_bias,
     parse_sampling,
     prompt_logprobs_field,
@@ -60,6 +62,7 @@ class CompletionRequest:
     # vLLM's: a text prompt gets the tokenizer's special tokens (a BOS), as HF's encode adds
     # them; token ids are fed as sent.
     add_special_tokens: bool = True
+    n: int = 1  # choices for the prompt
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class GenerateRequest:
     no_stop_trim: bool = False
     # The prompt came as a batch (["text"], [[ids]]): SGLang then answers with a list.
     batched: bool = False
+    n: int = 1  # sampling_params.n: SGLang answers n > 1 with a list, one entry per choice
 
 
 def _is_zero(value: object) -> bool:
@@ -123,9 +127,18 @@ def parse_completion_request(body: object) -> CompletionRequest:
     if data.get("prompt") is None:
         raise InvalidRequestField("/prompt", "a prompt", "nothing", "missing_required_parameter")
     prompt, token_ids = _one_prompt(data["prompt"], "/prompt")
-    for key, allowed in (("n", 1), ("best_of", 1)):
-        if optional_int(data, key, "", minimum=1, default=1) != allowed:
-            raise InvalidRequestField(f"/{key}", "1", describe(data[key]), "unsupported_value")
+    n = choice_count(data, "")
+    best_of = optional_int(data, "best_of", "", minimum=1, default=n)
+    if best_of != n:
+        # vLLM's V1 engine dropped best_of too; ranking n of best_of by cumulative logprob is
+        # left to the client (ask n choices with logprobs).
+        raise InvalidRequestField(
+            "/best_of",
+            f"null or equal to n ({n}): candidates are not ranked here; ask for n choices "
+            "with logprobs and rank them",
+            describe(data["best_of"]),
+            "unsupported_value",
+        )
     if data.get("suffix") is not None:
         raise InvalidRequestField(
             "/suffix", "null (suffix insertion is not supported)", "a string", "unsupported_value"
@@ -185,6 +198,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         skip_special_tokens=optional_bool(data, "skip_special_tokens", "", True),
         regex=regex,
         add_special_tokens=optional_bool(data, "add_special_tokens", "", True),
+        n=n,
     )
 
 
@@ -202,8 +216,6 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         raise InvalidRequestField(
             at(path, "regex"), "only one of json_schema and regex", "both", "unsupported_value"
         )
-    if optional_int(params, "n", path, minimum=1, default=1) != 1:
-        raise InvalidRequestField(at(path, "n"), "1", describe(params["n"]), "unsupported_value")
     schema: Mapping | bool | None = None
     raw_schema = params.get("json_schema")
     if raw_schema is not None:
@@ -302,6 +314,7 @@ def parse_generate_request(body: object) -> GenerateRequest:
         params = params[0]
     params = require_object(params if params is not None else {}, "/sampling_params")
     sampling, schema = _generate_sampling(params, "/sampling_params")
+    n = optional_int(params, "n", "/sampling_params", minimum=1, maximum=MAX_CHOICES, default=1)
     return_logprob = optional_bool(data, "return_logprob", "", False)
     top_n = optional_int(data, "top_logprobs_num", "", minimum=0, maximum=20, default=0) or 0
     top_n = top_n if return_logprob else 0  # as SGLang: no logprobs of any kind without it
@@ -330,4 +343,5 @@ def parse_generate_request(body: object) -> GenerateRequest:
         skip_special_tokens=optional_bool(params, "skip_special_tokens", "/sampling_params", True),
         no_stop_trim=optional_bool(params, "no_stop_trim", "/sampling_params", False),
         batched=batched,
+        n=n or 1,
     )

@@ -91,24 +91,42 @@ def chat_completion(
     logprobs: Sequence[TokenLogprob] | None = None,
     matched_stop: str | int | None = None,
 ) -> dict:
-    """A non-streaming ``chat.completion`` (``arguments`` are JSON strings). ``matched_stop``:
-    SGLang's extension, the stop string or token id (EOS included) that ended the output."""
+    """A non-streaming ``chat.completion`` (``arguments`` are JSON strings) with one choice
+    (``n`` choices: ``chat_completion_of``). ``matched_stop``: SGLang's extension, the stop
+    string or token id (EOS included) that ended the output."""
+    choice = chat_choice(0, output, finish_reason, logprobs, matched_stop)
+    return chat_completion_of(id=id, created=created, model=model, choices=[choice], usage=usage)
+
+
+def chat_completion_of(
+    *, id: str, created: int, model: str, choices: Sequence[dict], usage: Usage
+) -> dict:
+    """A ``chat.completion`` of ``chat_choice`` entries (``n`` choices)."""
     return {
         "id": id,
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": chat_message(output),
-                "logprobs": chat_logprobs(logprobs),
-                "finish_reason": final_finish_reason(finish_reason, bool(output.tool_calls)),
-                "matched_stop": matched_stop,
-            }
-        ],
+        "choices": list(choices),
         "usage": usage.to_dict(),
         "system_fingerprint": None,
+    }
+
+
+def chat_choice(
+    index: int,
+    output: ParsedOutput,
+    finish_reason: str,
+    logprobs: Sequence[TokenLogprob] | None = None,
+    matched_stop: str | int | None = None,
+) -> dict:
+    """One entry of a ``chat.completion``'s ``choices``."""
+    return {
+        "index": index,
+        "message": chat_message(output),
+        "logprobs": chat_logprobs(logprobs),
+        "finish_reason": final_finish_reason(finish_reason, bool(output.tool_calls)),
+        "matched_stop": matched_stop,
     }
 
 
@@ -118,7 +136,8 @@ class ChatStream:
     ``start()`` once (the role chunk), ``text(delta)`` per detokenized piece, ``finish()`` at
     the end (the finish chunk, then the usage chunk when ``include_usage``). ``message()``
     is the whole message sent so far (for logs and caches). With ``continuous_usage``, set
-    ``usage`` before each call: every chunk carries it.
+    ``usage`` before each call: every chunk carries it. ``index``: the choice this stream
+    builds (``n`` choices: one ``ChatStream`` each, their chunks interleaved).
     """
 
     def __init__(
@@ -130,8 +149,10 @@ class ChatStream:
         parser: ChatOutputParser,
         include_usage: bool = False,
         continuous_usage: bool = False,
+        index: int = 0,
     ) -> None:
         self.id = id
+        self.index = index
         self.created = created
         self.model = model
         self.parser = parser
@@ -156,7 +177,12 @@ class ChatStream:
             "model": self.model,
             "system_fingerprint": None,
             "choices": [
-                {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
+                {
+                    "index": self.index,
+                    "delta": delta,
+                    "logprobs": logprobs,
+                    "finish_reason": finish_reason,
+                }
             ],
         }
         if self.include_usage:
@@ -219,16 +245,41 @@ def text_completion(
     logprobs: dict | None = None,
     matched_stop: str | int | None = None,
 ) -> dict:
-    """A non-streaming ``text_completion``; ``matched_stop`` as in ``chat_completion``."""
-    choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+    """A non-streaming ``text_completion`` with one choice (``n`` choices:
+    ``text_completion_of``); ``matched_stop`` as in ``chat_completion``."""
+    choice = text_choice(0, text, finish_reason, logprobs, matched_stop)
+    return text_completion_of(id=id, created=created, model=model, choices=[choice], usage=usage)
+
+
+def text_completion_of(
+    *, id: str, created: int, model: str, choices: Sequence[dict], usage: Usage
+) -> dict:
+    """A ``text_completion`` of ``text_choice`` entries (``n`` choices)."""
     return {
         "id": id,
         "object": "text_completion",
         "created": created,
         "model": model,
-        "choices": [{**choice, "matched_stop": matched_stop}],
+        "choices": list(choices),
         "usage": usage.to_dict(),
         "system_fingerprint": None,
+    }
+
+
+def text_choice(
+    index: int,
+    text: str,
+    finish_reason: str,
+    logprobs: dict | None = None,
+    matched_stop: str | int | None = None,
+) -> dict:
+    """One entry of a ``text_completion``'s ``choices``."""
+    return {
+        "index": index,
+        "text": text,
+        "logprobs": logprobs,
+        "finish_reason": finish_reason,
+        "matched_stop": matched_stop,
     }
 
 
@@ -243,17 +294,18 @@ def text_completion_chunk(
     include_usage: bool = False,
     usage: Usage | None = None,
     matched_stop: str | int | None = None,
+    index: int = 0,
 ) -> dict:
-    """One streamed ``text_completion`` chunk. With ``include_usage`` it has a ``usage`` key:
-    null, as OpenAI sends on every chunk but the last, or ``usage``, the counts so far
-    (vLLM's continuous_usage_stats)."""
+    """One streamed ``text_completion`` chunk (of choice ``index``). With ``include_usage`` it
+    has a ``usage`` key: null, as OpenAI sends on every chunk but the last, or ``usage``, the
+    counts so far (vLLM's continuous_usage_stats)."""
     chunk: dict = {
         "id": id,
         "object": "text_completion",
         "created": created,
         "model": model,
         "choices": [
-            {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
+            {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}
         ],
     }
     if finish_reason is not None:

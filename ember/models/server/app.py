@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ember.errors import EmberError
 from ember.models.server import (
     admin_routes,
+    completion_routes,
     openai_routes,
     responses_routes,
     sglang_routes,
@@ -123,7 +124,7 @@ def _routes() -> list[Route]:
         ("/v1/models", openai_routes.list_models, get),
         ("/v1/models/{model:path}", openai_routes.get_model, get),
         ("/v1/chat/completions", openai_routes.chat_completions, post),
-        ("/v1/completions", openai_routes.completions, post),
+        ("/v1/completions", completion_routes.completions, post),
         ("/v1/responses", responses_routes.create_response, post),
         ("/v1/responses/{response_id}", responses_routes.get_response, ["GET", "DELETE"]),
         ("/generate", sglang_routes.generate, post),

@@ -31,16 +31,25 @@ from ember.models.constrain.tool_grammars import (
     family_markers,
 )
 from ember.models.sampling import SamplingParams
+from ember.models.server.choices import check_choices_fit
 from ember.models.server.generation import GenerationInput, check_request, max_tokens_for
 from ember.models.server.loading import ServedModel
 
 
 @dataclass(slots=True)
-class ChatInput:
-    generation: GenerationInput
+class ChoiceReader:
+    """Reads one choice's output: its chat parser (content, reasoning, tool calls) and its
+    reasoning-token count (None: the model's markers are not single tokens)."""
+
     parser: ChatOutputParser
+    thinking: ReasoningCounter | None = None
+
+
+@dataclass(slots=True)
+class ChatInput:
+    generation: GenerationInput  # choice 0's (``choices.choice_inputs`` derives the others)
+    readers: list[ChoiceReader]  # one per choice (``n``)
     reasoning: ReasoningPrefix
-    thinking: ReasoningCounter | None = None  # None: the model's markers are not single tokens
 
 
 def new_request_id(prefix: str) -> str:
@@ -65,9 +74,12 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
     # with skip_special_tokens it keeps them from the client wherever it does not consume them.
     keep = parser_markers(served, reasoning, tools=bool(request.active_tools))
     drop = [tokenizer.decode([i]) for i in sorted(keep)] if request.skip_special_tokens else []
-    parser = output_parser_for(
-        request, tool_format=served.tool_format, reasoning=reasoning, drop=drop
-    )
+    readers = []
+    for _ in range(request.n):
+        parser = output_parser_for(
+            request, tool_format=served.tool_format, reasoning=reasoning, drop=drop
+        )
+        readers.append(ChoiceReader(parser, reasoning_counter(served, parser, reasoning)))
     generation = generation_input(
         served,
         request_id,
@@ -78,7 +90,8 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
         keep_special=keep,
         fields=RequestFields(max_tokens=f"/{request.max_tokens_field}"),
     )
-    return ChatInput(generation, parser, reasoning, reasoning_counter(served, parser, reasoning))
+    check_choices_fit(served, generation, request.n, request.sampling.max_tokens)
+    return ChatInput(generation, readers, reasoning)
 
 
 def reasoning_counter(

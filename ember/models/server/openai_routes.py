@@ -1,4 +1,5 @@
-"""OpenAI-compatible endpoints: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``.
+"""OpenAI-compatible endpoints: ``/v1/chat/completions`` and ``/v1/models`` (``/v1/completions``
+is ``completion_routes.py``).
 
 Streaming answers are SSE (``data: {chunk}`` ... ``data: [DONE]``) with the usage chunk when
 ``stream_options.include_usage`` is set (and, with vLLM's ``continuous_usage_stats``, the counts
@@ -7,49 +8,44 @@ ends with an error event. A request whose client disconnects (or stops reading) 
 
 Constrained decoding on both: ``response_format`` (JSON), SGLang's ``regex`` and vLLM's
 ``structured_outputs.regex`` (the text matches in full); chat adds forced tool calls.
+
+``n`` choices (``choices.py``): each has its own parser (content, reasoning, tool calls),
+finish and logprobs; streamed chunks carry their choice's ``index``, each choice ends with its
+own finish chunk, and the usage chunk comes once, after the last. Usage counts the prompt once
+and sums the choices' completion tokens.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ember.errors import EmberError
 from ember.models.api.chat_request import ChatRequest, parse_chat_request
-from ember.models.api.completion_request import CompletionRequest, parse_completion_request
 from ember.models.api.deltas import OutputAccumulator
 from ember.models.api.responses import (
     ChatStream,
     TokenLogprob,
     Usage,
-    chat_completion,
-    completion_logprobs,
+    chat_choice,
+    chat_completion_of,
     now,
-    text_completion,
-    text_completion_chunk,
 )
 from ember.models.api.sse import SSE_DONE, sse_data
-from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob
-from ember.models.server.generation import (
-    GenerationEvent,
-    GenerationInput,
-    LogprobRecord,
-    stream_generation,
-)
+from ember.models.server.choices import choice_inputs, stream_choices
+from ember.models.server.generation import GenerationEvent, LogprobRecord
 from ember.models.server.inputs import (
-    COMPLETION_FIELDS,
     ChatInput,
+    ChoiceReader,
     chat_input,
-    generation_input,
     logprob_token,
     new_request_id,
-    prompt_ids_for,
 )
 from ember.models.server.loading import ServedModel
-from ember.models.server.prompt_logprobs import echoed_tokens, vllm_prompt_logprobs
+from ember.models.server.prompt_logprobs import vllm_prompt_logprobs
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
@@ -84,10 +80,20 @@ def token_logprobs(
     return out
 
 
-def _usage(event: GenerationEvent, chat_in: ChatInput | None = None) -> Usage:
-    thinking = chat_in.thinking if chat_in is not None else None
-    reasoning = thinking.count if thinking is not None else None
-    return Usage(event.prompt_tokens, event.completion_tokens, event.cached_tokens, reasoning)
+def choices_usage(
+    prompt_tokens: int,
+    latest: Sequence[GenerationEvent | None],
+    readers: Sequence[ChoiceReader] = (),
+) -> Usage:
+    """The request's usage from each choice's latest event: the prompt counted once (its cached
+    tokens are those choice 0 found in the prefix cache; the other choices reuse choice 0's
+    pages), the completion tokens summed over the choices, as vLLM and OpenAI count them."""
+    first = latest[0] if latest else None
+    completion = sum(event.completion_tokens for event in latest if event is not None)
+    counts = [reader.thinking.count if reader.thinking is not None else None for reader in readers]
+    reasoning = None if not counts or None in counts else sum(c for c in counts if c is not None)
+    cached = first.cached_tokens if first is not None else 0
+    return Usage(prompt_tokens, completion, cached, reasoning)
 
 
 # -- /v1/chat/completions ------------------------------------------------------------------------
@@ -120,31 +126,39 @@ async def chat_completions(request: Request) -> Response:
 async def chat_answer(
     state: ServerState, served: ServedModel, chat: ChatRequest, chat_in: ChatInput
 ) -> dict:
-    pieces: list[str] = []
-    records: list[LogprobRecord] = []
-    last = None
+    n = chat.n
+    pieces: list[list[str]] = [[] for _ in range(n)]
+    records: list[list[LogprobRecord]] = [[] for _ in range(n)]
+    last: list[GenerationEvent | None] = [None] * n
     scored: tuple[PromptTokenLogprob, ...] | None = None
-    async for event in stream_generation(served, state.metrics, chat_in.generation):
-        pieces.append(event.text)
-        records.extend(event.logprobs)
+    inputs = choice_inputs(chat_in.generation, n)
+    async for item in stream_choices(served, state.metrics, inputs):
+        index, event = item.index, item.event
+        pieces[index].append(event.text)
+        records[index].extend(event.logprobs)
         if event.prompt_logprobs is not None:
             scored = event.prompt_logprobs
-        if chat_in.thinking is not None:
-            chat_in.thinking.feed(event.token_ids)
-        last = event
-    assert last is not None and last.finish_reason is not None
-    total = OutputAccumulator()
-    total.add(chat_in.parser.feed("".join(pieces)))
-    total.add(chat_in.parser.finish())
-    answer = chat_completion(
+        thinking = chat_in.readers[index].thinking
+        if thinking is not None:
+            thinking.feed(event.token_ids)
+        last[index] = event
+    choices = []
+    for index, (reader, event) in enumerate(zip(chat_in.readers, last, strict=True)):
+        assert event is not None and event.finish_reason is not None
+        total = OutputAccumulator()
+        total.add(reader.parser.feed("".join(pieces[index])))
+        total.add(reader.parser.finish())
+        logprobs = token_logprobs(served, records[index]) if chat.sampling.logprobs else None
+        choices.append(
+            chat_choice(index, total.result(), event.finish_reason, logprobs, event.matched_stop)
+        )
+    prompt_tokens = len(chat_in.generation.prompt_ids)
+    answer = chat_completion_of(
         id=chat_in.generation.request_id,
         created=now(),
         model=served.name,
-        output=total.result(),
-        finish_reason=last.finish_reason,
-        usage=_usage(last, chat_in),
-        logprobs=token_logprobs(served, records) if chat.sampling.logprobs else None,
-        matched_stop=last.matched_stop,
+        choices=choices,
+        usage=choices_usage(prompt_tokens, last, chat_in.readers),
     )
     if chat.prompt_logprobs is not None:
         # vLLM's: the rendered prompt's tokens, on the response object (completions put
@@ -169,208 +183,47 @@ async def _chat_stream(
 async def chat_chunks(
     state: ServerState, served: ServedModel, chat: ChatRequest, chat_in: ChatInput
 ) -> AsyncIterator[list[dict]]:
-    """The chunks of one streamed answer, a list per engine step (one write); a failure midway
-    is a last ``{"error"}`` payload. ``/v1/responses`` translates the same chunks."""
-    stream = ChatStream(
-        id=chat_in.generation.request_id,
-        created=now(),
-        model=served.name,
-        parser=chat_in.parser,
-        include_usage=chat.include_usage,
-        continuous_usage=chat.continuous_usage,
-    )
-    stream.usage = Usage(len(chat_in.generation.prompt_ids), 0)
-    yield [stream.start()]
-    events = stream_generation(served, state.metrics, chat_in.generation)
+    """The chunks of one streamed answer (every choice), a list per engine step (one write);
+    a failure midway is a last ``{"error"}`` payload. ``/v1/responses`` translates the same
+    chunks."""
+    created, prompt_tokens = now(), len(chat_in.generation.prompt_ids)
+    streams = [
+        ChatStream(
+            id=chat_in.generation.request_id,
+            created=created,
+            model=served.name,
+            parser=reader.parser,
+            include_usage=chat.include_usage,
+            continuous_usage=chat.continuous_usage,
+            index=index,
+        )
+        for index, reader in enumerate(chat_in.readers)
+    ]
+    latest: list[GenerationEvent | None] = [None] * chat.n
+    for stream in streams:
+        stream.usage = Usage(prompt_tokens, 0)
+    yield [stream.start() for stream in streams]
+    inputs = choice_inputs(chat_in.generation, chat.n)
+    events = stream_choices(served, state.metrics, inputs)
     want_logprobs = chat.sampling.logprobs
     try:
-        async for event in events:
-            if chat_in.thinking is not None:
-                chat_in.thinking.feed(event.token_ids)
-            stream.usage = _usage(event, chat_in)
+        async for item in events:
+            index, event = item.index, item.event
+            stream, thinking = streams[index], chat_in.readers[index].thinking
+            if thinking is not None:
+                thinking.feed(event.token_ids)
+            latest[index] = event
+            stream.usage = choices_usage(prompt_tokens, latest, chat_in.readers)
             logprobs = token_logprobs(served, event.logprobs) if want_logprobs else None
             chunks = stream.text(event.text, logprobs)
             if event.finished:
-                reason = event.finish_reason or "stop"
-                chunks += stream.finish(reason, _usage(event, chat_in), event.matched_stop)
+                chunks += stream.finish(event.finish_reason or "stop", None, event.matched_stop)
             if chunks:
                 yield chunks
+        if chat.include_usage:  # one usage chunk for the whole answer, after every choice
+            yield [streams[0].usage_chunk(choices_usage(prompt_tokens, latest, chat_in.readers))]
     except EmberError as error:
         yield [stream_error_payload(error)]
-    finally:
-        await events.aclose()
-
-
-# -- /v1/completions -----------------------------------------------------------------------------
-
-
-def _json_constraint(completion: CompletionRequest) -> ConstraintSpec | None:
-    if completion.regex is not None:
-        return ConstraintSpec(regex=completion.regex)
-    fmt = completion.response_format
-    if fmt.type == "json_object" or (fmt.type == "json_schema" and fmt.schema is None):
-        return ConstraintSpec(json="object")
-    if fmt.type == "json_schema":
-        return ConstraintSpec(json="schema", schema=fmt.schema)
-    return None
-
-
-async def completions(request: Request) -> Response:
-    state = _state(request)
-    served = state.ready()
-    request_id = new_request_id("cmpl-")
-    served.engine.expect(request_id)  # as in chat_completions
-    try:
-        body = await read_json(request)
-        completion = parse_completion_request(body)
-        state.check_model(served, completion.model)
-        prompt_ids = prompt_ids_for(
-            served, completion.prompt, completion.prompt_token_ids, completion.add_special_tokens
-        )
-        generation = generation_input(
-            served,
-            request_id,
-            prompt_ids,
-            completion.sampling,
-            constraint=_json_constraint(completion),
-            skip_special_tokens=completion.skip_special_tokens,
-            fields=COMPLETION_FIELDS,
-        )
-    except BaseException:
-        served.engine.forget(request_id)
-        raise
-    prefix = ""
-    if completion.echo:
-        prefix = completion.prompt or served.tokenizer.decode(prompt_ids)
-    if completion.stream:
-        return sse_response(_completion_stream(state, served, completion, generation, prefix))
-    try:
-        answer = await unless_disconnected(
-            request, _completion_answer(state, served, completion, generation, prefix)
-        )
-    except ClientGone:
-        return Response(status_code=499)
-    return JSONResponse(answer)
-
-
-async def _completion_answer(
-    state: ServerState,
-    served: ServedModel,
-    completion: CompletionRequest,
-    generation: GenerationInput,
-    prefix: str,
-) -> dict:
-    pieces, records, last = [prefix], [], None
-    scored: tuple[PromptTokenLogprob, ...] | None = None
-    async for event in stream_generation(served, state.metrics, generation):
-        pieces.append(event.text)
-        records.extend(event.logprobs)
-        if event.prompt_logprobs is not None:
-            scored = event.prompt_logprobs
-        last = event
-    assert last is not None and last.finish_reason is not None
-    logprobs = None
-    if completion.sampling.logprobs:
-        tokens = token_logprobs(served, records, sampled_in_top=True)
-        logprobs = completion_logprobs(tokens, len(prefix))
-        if completion.echo:
-            assert scored is not None  # echo with logprobs asks the engine for them
-            echoed = _echoed(served, completion, generation, scored)
-            # One run of offsets over prompt and output tokens, as vLLM counts them.
-            logprobs = completion_logprobs(echoed + tokens)
-    answer = text_completion(
-        id=generation.request_id,
-        created=now(),
-        model=served.name,
-        text="".join(pieces),
-        finish_reason=last.finish_reason,
-        usage=_usage(last),
-        logprobs=logprobs,
-        matched_stop=last.matched_stop,
-    )
-    if scored is not None:  # vLLM's, whenever the prompt was scored
-        top = completion.sampling.prompt_logprobs or 0
-        if completion.prompt_logprobs is not None:
-            top = completion.prompt_logprobs
-        answer["choices"][0]["prompt_logprobs"] = vllm_prompt_logprobs(served, scored, top)
-    return answer
-
-
-def _echoed(
-    served: ServedModel,
-    completion: CompletionRequest,
-    generation: GenerationInput,
-    scored: tuple[PromptTokenLogprob, ...],
-) -> list[TokenLogprob]:
-    """The echoed prompt's entries of the logprobs object (``logprobs`` alternatives each)."""
-    return echoed_tokens(served, generation.prompt_ids, scored, completion.sampling.top_logprobs)
-
-
-async def _completion_stream(
-    state: ServerState,
-    served: ServedModel,
-    completion: CompletionRequest,
-    generation: GenerationInput,
-    prefix: str,
-) -> AsyncIterator[bytes]:
-    rid, created, name = generation.request_id, now(), served.name
-    events = stream_generation(served, state.metrics, generation)
-    offset = len(prefix)
-    usage_so_far = Usage(len(generation.prompt_ids), 0)
-    include_usage, continuous = completion.include_usage, completion.continuous_usage
-
-    def chunk(text: str, **fields: object) -> dict:
-        return text_completion_chunk(
-            id=rid,
-            created=created,
-            model=name,
-            text=text,
-            include_usage=include_usage,
-            usage=usage_so_far if continuous else None,
-            **fields,  # type: ignore[arg-type]
-        )
-
-    # With logprobs the echoed prompt waits for the first event, which brings its logprobs
-    # (vLLM also sends it with the first output).
-    echo_waits = bool(prefix) and completion.sampling.logprobs
-    try:
-        if prefix and not echo_waits:
-            yield sse_data(chunk(prefix))
-        async for event in events:
-            if echo_waits and event.prompt_logprobs is not None:
-                echo_waits = False
-                echoed = _echoed(served, completion, generation, event.prompt_logprobs)
-                yield sse_data(chunk(prefix, logprobs=completion_logprobs(echoed)))
-            usage_so_far = _usage(event)
-            logprobs = None
-            if completion.sampling.logprobs:
-                tokens = token_logprobs(served, event.logprobs, sampled_in_top=True)
-                logprobs = completion_logprobs(tokens, offset)
-            offset += len(event.text)
-            if not (event.text or event.finished or logprobs):
-                continue
-            out = sse_data(
-                chunk(
-                    event.text,
-                    finish_reason=event.finish_reason if event.finished else None,
-                    logprobs=logprobs,
-                    matched_stop=event.matched_stop,
-                )
-            )
-            if event.finished and include_usage:
-                usage = {
-                    "id": rid,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": name,
-                    "choices": [],
-                    "usage": _usage(event).to_dict(),
-                }
-                out += sse_data(usage)
-            yield out
-        yield SSE_DONE
-    except EmberError as error:
-        yield sse_data(stream_error_payload(error)) + SSE_DONE
     finally:
         await events.aclose()
 

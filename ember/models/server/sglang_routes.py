@@ -7,8 +7,10 @@ naming the waiting and running requests otherwise; ``?timeout=S`` waits for them
 
 ``/generate`` answers as SGLang does: ``{"text", "output_ids", "meta_info": {"id",
 "finish_reason", "prompt_tokens", "completion_tokens", "cached_tokens", "e2e_latency", ...}}``
-(a list of one when the prompt came as a batch of one, ``["text"]`` or ``[[ids]]``);
-streaming sends one such object per engine step with the text so far, then ``data: [DONE]``.
+(a list of one when the prompt came as a batch of one, ``["text"]`` or ``[[ids]]``; a list of
+n, one per choice, for ``sampling_params.n`` > 1, as SGLang expands the request into a batch);
+streaming sends one such object per engine step with the text so far (with n > 1, per choice,
+with its ``index``), then ``data: [DONE]``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ from ember.models.api.responses import (
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob
+from ember.models.server.choices import (
+    ChoiceEvent,
+    check_choices_fit,
+    choice_inputs,
+    stream_choices,
+)
 from ember.models.server.generation import (
     GenerationEvent,
     GenerationInput,
@@ -84,7 +92,7 @@ def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
         raise InvalidRequestField(
             "/rid", "a request id not in use by a request in progress", repr(parsed.rid)
         )
-    return generation_input(
+    generation = generation_input(
         served,
         parsed.rid or new_request_id(""),
         prompt_ids_for(served, parsed.text, parsed.input_ids),
@@ -93,6 +101,10 @@ def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
         skip_special_tokens=parsed.skip_special_tokens,
         fields=_fields(parsed),
     )
+    check_choices_fit(
+        served, generation, parsed.n, parsed.sampling.max_tokens, "/sampling_params/n"
+    )
+    return generation
 
 
 def _fields(parsed: GenerateRequest) -> RequestFields:
@@ -119,18 +131,18 @@ class _Answer:
         if parsed.return_logprob and parsed.logprob_start_len < 0:
             # SGLang's default start is the last prompt token: its one entry is null, so
             # the engine has nothing to compute.
-            self._add_prompt(())
+            self.add_prompt(())
 
     def add(self, event: GenerationEvent) -> None:
         self.text.append(event.text)
         self.ids.extend(event.token_ids)
         if event.prompt_logprobs is not None:
-            self._add_prompt(event.prompt_logprobs)
+            self.add_prompt(event.prompt_logprobs)
         for record in event.logprobs:
             self.logprobs.append(self._entry(record.logprob, record.token_id))
             self.top_logprobs.append([self._entry(lp, token) for token, lp in record.top])
 
-    def _add_prompt(self, scored: tuple[PromptTokenLogprob, ...]) -> None:
+    def add_prompt(self, scored: tuple[PromptTokenLogprob, ...]) -> None:
         """SGLang's input logprobs: the prompt from ``logprob_start_len`` (its last token when
         -1 or past the end, as SGLang) on, the first entry null, then the engine's scores of
         the tokens after it."""
@@ -187,32 +199,50 @@ async def generate(request: Request) -> Response:
         served.engine.expect(generation.request_id)
     finally:
         served.engine.forget(placeholder)
-    answer = _Answer(served, parsed, generation)
+    answers = [_Answer(served, parsed, one) for one in choice_inputs(generation, parsed.n)]
     if parsed.stream:
-        return sse_response(_stream(state.metrics, answer))
+        return sse_response(_stream(state.metrics, answers))
     try:
-        payload = await unless_disconnected(request, _whole(state.metrics, answer))
+        payloads = await unless_disconnected(request, _whole(state.metrics, answers))
     except ClientGone:
         return Response(status_code=499)
-    # A batch (of one: larger ones are refused) is answered with a list, as SGLang answers.
-    return JSONResponse([payload] if parsed.batched else payload)
+    # A batch (of one: larger ones are refused) is answered with a list, as SGLang answers;
+    # so are n choices (SGLang expands them into a batch), one entry per choice.
+    if parsed.batched or parsed.n > 1:
+        return JSONResponse(payloads)
+    return JSONResponse(payloads[0])
 
 
-async def _whole(metrics: ServerMetrics, answer: _Answer) -> dict:
-    last = None
-    async for event in stream_generation(answer.served, metrics, answer.request):
-        answer.add(event)
-        last = event
-    assert last is not None
-    return answer.payload(last)
+def _events(metrics: ServerMetrics, answers: list[_Answer]) -> AsyncIterator[ChoiceEvent]:
+    return stream_choices(answers[0].served, metrics, [answer.request for answer in answers])
 
 
-async def _stream(metrics: ServerMetrics, answer: _Answer) -> AsyncIterator[bytes]:
-    events = stream_generation(answer.served, metrics, answer.request)
+def _add(answers: list[_Answer], item: ChoiceEvent) -> None:
+    scored = item.event.prompt_logprobs
+    if scored is not None and len(answers) > 1:
+        # Choice 0 scores the prompt once for all (choices.py): every choice reports it.
+        for other in answers[1:]:
+            other.add_prompt(scored)
+    answers[item.index].add(item.event)
+
+
+async def _whole(metrics: ServerMetrics, answers: list[_Answer]) -> list[dict]:
+    last: list[GenerationEvent | None] = [None] * len(answers)
+    async for item in _events(metrics, answers):
+        _add(answers, item)
+        last[item.index] = item.event
+    return [answer.payload(event) for answer, event in zip(answers, last, strict=True) if event]
+
+
+async def _stream(metrics: ServerMetrics, answers: list[_Answer]) -> AsyncIterator[bytes]:
+    events = _events(metrics, answers)
     try:
-        async for event in events:
-            answer.add(event)
-            yield sse_data(answer.payload(event))
+        async for item in events:
+            _add(answers, item)
+            payload = answers[item.index].payload(item.event)
+            if len(answers) > 1:
+                payload["index"] = item.index  # SGLang's, on each streamed entry of a batch
+            yield sse_data(payload)
         yield SSE_DONE
     except EmberError as error:
         yield sse_data(stream_error_payload(error)) + SSE_DONE

@@ -144,11 +144,11 @@ from tests.models.api.chat_bodies import with_fields as _with
             "invalid_type",
         ),
         (
-            _with(n=2),
+            _with(n=129),
             "openai",
             "/n",
-            "expected 1 (ember generates one choice per request; send several requests), got a number (2)",
-            "unsupported_value",
+            "expected an integer >= 1 and <= 128, got a number (129)",
+            "invalid_value",
         ),
         (
             _with(top_logprobs=2),

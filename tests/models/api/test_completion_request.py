@@ -68,7 +68,12 @@ def test_completion_defaults_and_forms() -> None:
             "expected a string or an array of token ids, got an object",
         ),
         ({"model": "m"}, "/prompt", "expected a prompt, got nothing"),
-        ({"model": "m", "prompt": "x", "best_of": 3}, "/best_of", "expected 1, got a number (3)"),
+        (
+            {"model": "m", "prompt": "x", "n": 2, "best_of": 3},
+            "/best_of",
+            "expected null or equal to n (2): candidates are not ranked here; ask for n choices "
+            "with logprobs and rank them, got a number (3)",
+        ),
         (
             {"model": "m", "prompt": "x", "suffix": "end"},
             "/suffix",
@@ -234,9 +239,9 @@ def test_generate_request() -> None:
             "expected a number > 0 and <= 1, got a number (0)",
         ),
         (
-            {"text": "a", "sampling_params": {"n": 2}},
+            {"text": "a", "sampling_params": {"n": 0}},
             "/sampling_params/n",
-            "expected 1, got a number (2)",
+            "expected an integer >= 1 and <= 128, got a number (0)",
         ),
     ],
 )

@@ -47,9 +47,9 @@ def _error(response: httpx.Response, status: int) -> dict:
             "context",
         ),
         (
-            {"model": "kimi", "messages": [{"role": "user", "content": "x"}], "n": 3},
+            {"model": "kimi", "messages": [{"role": "user", "content": "x"}], "n": 129},
             "n",
-            "",
+            "<= 128",
         ),
         (
             {
