@@ -97,7 +97,14 @@ def json_mode_miss(body: object, inputs: Mapping[str, Any]) -> str | None:
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return None  # not a chat completion: nothing to judge
-    choice = choices[0]
+    for index, choice in enumerate(choices):  # n choices: every one must hold
+        miss = _choice_json_miss(choice, inputs) if isinstance(choice, dict) else None
+        if miss is not None:
+            return miss if len(choices) == 1 else f"choice {index}: {miss}"
+    return None
+
+
+def _choice_json_miss(choice: dict, inputs: Mapping[str, Any]) -> str | None:
     message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
     if message.get("tool_calls"):
         return None  # the model called a tool instead: its arguments are checked elsewhere
