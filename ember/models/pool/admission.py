@@ -6,6 +6,9 @@
   that served the session first, for as long as it is ready (its prefix cache holds the
   conversation); if it is busy they wait for it rather than spill over, and if it died the
   session moves to the next best replica. The table is an LRU of bounded size.
+- **Weight**: a request of ``n`` choices takes n slots (the replica runs n sequences for it);
+  one that does not fit yet holds the queue's head, so that lighter requests behind it cannot
+  keep it waiting forever.
 - **Bounded queue**: with no free slot a request waits in FIFO order, at most
   ``max_queued_requests`` of them; the next one is refused with 3040 at once (backpressure, never
   an unbounded queue). ``rejectIfBusy`` refuses instead of waiting, once a replica is ready
@@ -32,6 +35,7 @@ MAX_SESSIONS = 4096
 class _Waiter:
     session: str | None
     future: asyncio.Future[Lease]
+    weight: int = 1
 
 
 class ModelGroup:
@@ -59,7 +63,9 @@ class ModelGroup:
         for replica in self.replicas:
             replica.ensure_started()
 
-    def acquire_now(self, session: str | None, reject_if_busy: bool) -> Lease | None:
+    def acquire_now(
+        self, session: str | None, reject_if_busy: bool, weight: int = 1
+    ) -> Lease | None:
         """A free slot at once, or None where ``acquire`` would queue; raises as it does.
 
         The pool's fast path: most requests find a slot, and this takes it without the task
@@ -68,7 +74,7 @@ class ModelGroup:
         self.start()
         self._raise_if_hopeless()
         if not self._waiters:
-            lease = self._try(session)
+            lease = self._try(session, weight)
             if lease is not None:
                 return lease
         if reject_if_busy and self._serving():
@@ -77,7 +83,7 @@ class ModelGroup:
             raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
         return None
 
-    async def acquire(self, session: str | None, reject_if_busy: bool) -> Lease:
+    async def acquire(self, session: str | None, reject_if_busy: bool, weight: int = 1) -> Lease:
         """A slot on a replica; raises CapacityExceeded or UpstreamFailed (see module doc).
 
         Also the reference that ``acquire_now`` is tested against (tests/models/pool).
@@ -85,14 +91,14 @@ class ModelGroup:
         self.start()
         self._raise_if_hopeless()
         if not self._waiters:
-            lease = self._try(session)
+            lease = self._try(session, weight)
             if lease is not None:
                 return lease
         if reject_if_busy and self._serving():
             raise errors.busy(self.model_id)
         if len(self._waiters) >= self.max_queued:
             raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
-        waiter = _Waiter(session, asyncio.get_running_loop().create_future())
+        waiter = _Waiter(session, asyncio.get_running_loop().create_future(), weight)
         self._waiters.append(waiter)
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout)
@@ -127,21 +133,21 @@ class ModelGroup:
         for waiter in list(self._waiters):
             if waiter.future.done():
                 continue
-            lease = self._try(waiter.session)
+            lease = self._try(waiter.session, waiter.weight)
             if lease is None:
-                if not any(r.has_room for r in self.replicas):
-                    return  # nobody else can be served either
+                if waiter.weight > 1 or not any(r.has_room for r in self.replicas):
+                    return  # a heavy request keeps its turn; or nobody else can be served
                 continue
             self._waiters.remove(waiter)
             waiter.future.set_result(lease)
 
-    def _try(self, session: str | None) -> Lease | None:
+    def _try(self, session: str | None, weight: int = 1) -> Lease | None:
         if session is not None:
             pinned = self._sessions.get(session)
             if pinned is not None and pinned.state is State.READY:
                 self._sessions.move_to_end(session)
-                return pinned.lease(session) if pinned.has_room else None
-        candidates = [r for r in self.replicas if r.has_room]
+                return pinned.lease(session, weight) if pinned.fits(weight) else None
+        candidates = [r for r in self.replicas if r.fits(weight)]
         if not candidates:
             return None
         fewest = min(r.outstanding for r in candidates)
@@ -152,7 +158,7 @@ class ModelGroup:
             self._sessions.move_to_end(session)
             while len(self._sessions) > MAX_SESSIONS:
                 self._sessions.popitem(last=False)
-        return chosen.lease(session)
+        return chosen.lease(session, weight)
 
     def _serving(self) -> bool:
         """True once some replica is ready: only then are requests really waiting for slots

@@ -202,8 +202,11 @@ class ModelPool:
 
     # -- requests -------------------------------------------------------------------------------
 
-    async def _acquire(self, model_id: str, options: RequestOptions) -> Lease:
-        return await self.group(model_id).acquire(options.session, options.reject_if_busy)
+    async def _acquire(
+        self, model_id: str, options: RequestOptions, body: Mapping[str, object]
+    ) -> Lease:
+        group = self.group(model_id)
+        return await group.acquire(options.session, options.reject_if_busy, sequences(body))
 
     async def post(
         self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
@@ -219,7 +222,7 @@ class ModelPool:
         self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
     ) -> ReplicaAnswer:
         for attempt in range(MAX_CONNECT_RETRIES + 1):
-            lease = await self._acquire(model_id, options)
+            lease = await self._acquire(model_id, options, body)
             try:
                 return await post_json(
                     self.http, lease, path, self._named(body, lease), options.headers
@@ -239,11 +242,13 @@ class ModelPool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         for attempt in range(MAX_CONNECT_RETRIES + 1):
-            lease = self.group(model_id).acquire_now(options.session, options.reject_if_busy)
+            lease = self.group(model_id).acquire_now(
+                options.session, options.reject_if_busy, sequences(body)
+            )
             if lease is None:  # every slot is taken: wait in the queue, under the deadline
                 try:
                     lease = await asyncio.wait_for(
-                        self._acquire(model_id, options), max(0.0, deadline - loop.time())
+                        self._acquire(model_id, options, body), max(0.0, deadline - loop.time())
                     )
                 except TimeoutError:
                     raise errors.timed_out() from None
@@ -356,3 +361,14 @@ def _catalog(base: Catalog, config: PoolConfig) -> Catalog:
         if serving.checkpoint is not None
     }
     return with_overrides(overrides, base) if overrides else base
+
+
+def sequences(body: Mapping[str, object]) -> int:
+    """The sequences a replica runs for ``body``: its ``n`` choices (OpenAI's field, or SGLang's
+    ``sampling_params.n``), 1 when it asks for one or says nothing valid (the replica refuses
+    what is invalid)."""
+    params = body.get("sampling_params")
+    n = params.get("n") if isinstance(params, Mapping) else body.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 128:
+        return n
+    return 1

@@ -44,10 +44,12 @@ class State(enum.Enum):
 
 @dataclass(eq=False)
 class Lease:
-    """One request's hold on a slot of a replica; ``fail`` stops it from outside."""
+    """One request's hold on slots of a replica; ``fail`` stops it from outside. ``weight``:
+    the slots it takes, one per sequence the replica will run for it (``n`` choices: n)."""
 
     replica: Replica
     session: str | None = None
+    weight: int = 1
     on_fail: Callable[[str], None] | None = None
     released: bool = False
     failure: str | None = None
@@ -127,11 +129,20 @@ class Replica:
 
     @property
     def outstanding(self) -> int:
-        return len(self.leases)
+        """Sequences in flight (a request of ``n`` choices counts n)."""
+        return sum(lease.weight for lease in self.leases)
 
     @property
     def has_room(self) -> bool:
-        return self.state is State.READY and self.outstanding < self.config.slots
+        return self.fits(1)
+
+    def fits(self, weight: int) -> bool:
+        """Whether a request of ``weight`` sequences may start here now. One larger than all
+        the slots starts alone, on an idle replica (its server queues the excess itself), so
+        that it waits rather than never runs."""
+        if self.state is not State.READY:
+            return False
+        return not self.leases or self.outstanding + weight <= self.config.slots
 
     @property
     def stopping(self) -> bool:
@@ -145,8 +156,8 @@ class Replica:
     def short_name(self) -> str:
         return f"replica {self.index + 1}"
 
-    def lease(self, session: str | None) -> Lease:
-        lease = Lease(self, session)
+    def lease(self, session: str | None, weight: int = 1) -> Lease:
+        lease = Lease(self, session, weight=weight)
         self.leases.add(lease)
         return lease
 
