@@ -6,6 +6,8 @@ embedded engine).
 - ``request_sampling``: grammar masks for constrained requests behind the engine's
   ``Sampler`` seam;
 - ``inputs`` / ``generation``: API requests -> engine requests -> text events;
-- ``openai_routes`` / ``sglang_routes`` / ``app`` / ``wire``: the HTTP side;
+- ``choices``: ``n`` choices of one prompt (one engine request each, the prompt prefilled once);
+- ``openai_routes`` (chat, models) / ``completion_routes`` / ``sglang_routes`` / ``app`` /
+  ``wire``: the HTTP side;
 - ``metrics``: Prometheus text; ``state``: lazy loading behind ``/health``; ``runner``: uvicorn.
 """

@@ -96,9 +96,19 @@ def glm_tokens(served: ServedProcess, text: str | None) -> list[int]:
 
 
 def test_greedy_choices_are_equal(glm: ServedProcess) -> None:
-    reply = chat(glm, n=3, max_tokens=8, temperature=0, extra_body=NO_THINKING)
+    reply = chat(glm, n=3, max_tokens=8, temperature=0, logprobs=True, extra_body=NO_THINKING)
     texts = {c.message.content for c in reply.choices}
     assert len(reply.choices) == 3 and len(texts) == 1
+    # Each choice has its own logprobs: one entry per token it generated.
+    tokens = [[t.token for t in c.logprobs.content] for c in reply.choices]
+    lengths = [len(t) for t in tokens]
+    assert all(
+        n == 8 or c.finish_reason == "stop" for n, c in zip(lengths, reply.choices, strict=True)
+    )
+    assert (
+        tokens[0] == tokens[1] == tokens[2]
+        and "".join(tokens[0]) == reply.choices[0].message.content
+    )
 
 
 def test_the_prompt_is_prefilled_once_and_shared(glm: ServedProcess) -> None:
