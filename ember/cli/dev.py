@@ -78,9 +78,16 @@ def dev(
     def ready(url: str) -> None:
         click.secho(f"Ready on {url}", fg="green")
 
+    def reloaded(server: DevServer) -> None:
+        # wrangler dev prints "Your worker has access to..." again after a config change.
+        sink.flush()
+        for warning in server.warnings:
+            click.secho(f"▲ {warning}", fg="yellow", err=True)
+        _bindings(server)
+
     heap.tune_for_serving()  # per-request objects die young (see ember/heap.py)
     try:  # uvloop where installed, as uvicorn's own default would pick (see runtime/loop.py)
-        event_loop.run(server.serve(on_ready=ready))
+        event_loop.run(server.serve(on_ready=ready, on_reload=reloaded))
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut down cleanly and re-raised the signal
     finally:
@@ -95,6 +102,16 @@ def _banner(server: object) -> None:
     click.echo(f"ember dev: {deployment.name} ({deployment.main})")
     if server.config.env is not None:
         click.echo(f"Using environment {server.config.env!r} ([env.{server.config.env}])")
+    _bindings(server)
+    click.echo(f"State: {server.state_dir}")
+
+
+def _bindings(server: object) -> None:
+    """The bindings table (printed at start and after each reload)."""
+    from ember.runtime.devserver import DevServer
+
+    assert isinstance(server, DevServer)  # invariant: called with the running server
+    deployment = server.deployment
     secrets_from = ", ".join(p.name for p in server.config.secrets_files) or ".dev.vars"
     rows = [(f"env.{b.name}", b.kind) for b in deployment.bindings]
     rows += [(f"env.{name}", f"var {value!r}"[:60]) for name, value in deployment.vars.items()]
@@ -106,7 +123,6 @@ def _banner(server: object) -> None:
             click.echo(f"  {name.ljust(width)}  {what}")
     for cron in deployment.crons:
         click.echo(f"  cron      {cron}")
-    click.echo(f"State: {server.state_dir}")
 
 
 class TerminalSink:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ember.bindings.base import HttpMount
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.config import ProjectConfig, load_project
 from ember.errors import ConfigError
@@ -30,7 +31,7 @@ from ember.runtime import events as E
 from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.http import ResponseAborted
 from ember.runtime.listen import bind
-from ember.runtime.mounts import binding_mounts, with_binding_mounts
+from ember.runtime.mounts import MountTable, binding_mounts, with_binding_mounts
 from ember.runtime.project_check import check_project
 from ember.runtime.router import Router
 from ember.runtime.scheduler import CronScheduler
@@ -79,6 +80,8 @@ class DevServer:
         self.supervisor: Supervisor | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._crons: asyncio.Task[None] | None = None
+        self._mounts = MountTable()
+        self._on_reload: Callable[[DevServer], None] | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -95,8 +98,15 @@ class DevServer:
             config, deployment_id=config.name, registry=self.options.registry, stage=self.stage
         )
 
-    async def serve(self, on_ready: Callable[[str], None] | None = None) -> None:
-        """Serve until cancelled (or until uvicorn is told to exit by a signal)."""
+    async def serve(
+        self,
+        on_ready: Callable[[str], None] | None = None,
+        on_reload: Callable[[DevServer], None] | None = None,
+    ) -> None:
+        """Serve until cancelled (or until uvicorn is told to exit by a signal).
+
+        ``on_reload(self)`` runs after a config or code change was applied (the CLI prints the
+        bindings table again there, as ``wrangler dev`` does)."""
         import uvicorn
 
         from ember.runtime.fasthttp import fast_protocol
@@ -113,6 +123,7 @@ class DevServer:
             dev=True,
         )
         self.supervisor = supervisor
+        self._on_reload = on_reload
         router = Router(
             supervisor,
             lambda scope: self.deployment.id,
@@ -120,11 +131,7 @@ class DevServer:
             on_startup=self._startup,
             on_shutdown=self._shutdown,
         )
-        mounts = binding_mounts(
-            self.options.registry or default_registry(),
-            DeploymentHost(supervisor.resources, self.deployment.id),
-            self.deployment.bindings,
-        )
+        self._mounts.replace(self._binding_mounts(self.deployment))
         # httptools (uvicorn's default where installed) with the request head bounded: a head
         # past 128 KiB is refused with 431 before it could reach (and kill) the isolate.
         http: Any = BoundedHeadProtocol
@@ -133,12 +140,12 @@ class DevServer:
                 fast_protocol(
                     router,
                     lambda: self.deployment.id,
-                    lambda path: any(mount.matches(path) for mount in mounts),
+                    self._mounts.matches,
                 )
                 or http
             )
         config = uvicorn.Config(
-            with_binding_mounts(router, mounts),
+            with_binding_mounts(router, self._mounts),
             http=http,
             host=host,
             port=port,
@@ -166,6 +173,14 @@ class DevServer:
                 with contextlib.suppress(BaseException):
                     await serving
             listener.close()
+
+    def _binding_mounts(self, deployment: Deployment) -> list[HttpMount]:
+        assert self.supervisor is not None  # invariant: made in serve() before this is called
+        return binding_mounts(
+            self.options.registry or default_registry(),
+            DeploymentHost(self.supervisor.resources, deployment.id),
+            deployment.bindings,
+        )
 
     async def _startup(self) -> None:
         assert self.supervisor is not None  # invariant: set before uvicorn starts
@@ -206,8 +221,13 @@ class DevServer:
         self.config, self.deployment = config, deployment
         self.events.emit(E.LifecycleEvent(deployment.id, "info", f"{names} changed: reloading"))
         error = await self.supervisor.deploy(deployment)
+        # The whole config applies, not just the worker's env: a binding's HTTP routes (the AI
+        # APIs) follow its section, as the isolate's bindings do.
+        self._mounts.replace(self._binding_mounts(deployment))
         if error is None:
             self.events.emit(E.LifecycleEvent(deployment.id, "info", "reloaded"))
+        if self._on_reload is not None:
+            self._on_reload(self)
         self._restart_crons()
 
     def _restart_crons(self) -> None:

@@ -1,0 +1,67 @@
+"""``ember dev`` applies the whole config on reload, as ``wrangler dev`` does: a binding's
+HTTP routes (the AI APIs) come and go with its section, and the bindings table is printed again."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tests.cli.devprocess import DevProcess
+
+WORKER = """
+from workers import Response, WorkerEntrypoint
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        return Response("Hello from the worker")
+"""
+CONFIG = "name: app\nmain: worker.py\nvars:\n  GREETING: Hello\n"
+AI = "ai:\n  binding: AI\n"
+
+
+def _until(check: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def _reaches_worker(url: str) -> bool:
+    response = httpx.get(url, timeout=10)
+    return response.status_code == 200 and response.text == "Hello from the worker"
+
+
+def _answers_models(url: str) -> bool:
+    response = httpx.get(url, timeout=10)
+    return response.headers.get("content-type", "").startswith("application/json") and (
+        "data" in response.json()
+    )
+
+
+def test_adding_and_removing_ai_applies_its_http_api_and_reprints_bindings(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "worker.py").write_text(WORKER)
+    (project / "ember.yaml").write_text(CONFIG)
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        models = f"{dev.url}/ai/v1/models"
+        rest = f"{dev.url}/client/v4/accounts/local/ai/models/search"
+        assert _reaches_worker(models) and _reaches_worker(rest)
+        printed = sum("Your worker has access to" in line for line in dev.lines)
+
+        (project / "ember.yaml").write_text(CONFIG + AI)
+        _until(lambda: _answers_models(models))
+        assert not _reaches_worker(rest)
+        _until(lambda: sum("Your worker has access to" in ln for ln in dev.lines) > printed)
+        dev.wait_for_line("env.AI")
+
+        (project / "ember.yaml").write_text(CONFIG)
+        _until(lambda: _reaches_worker(models))
+        assert _reaches_worker(rest)
