@@ -65,12 +65,9 @@ def models(url: str | None, project: Path | None, as_json: bool) -> None:
     Workers AI, capped by what the checkpoint serves; the id's window follows when larger.
     """
     if url:
-        import httpx
+        from ember.cli.ai_remote import list_models
 
-        try:
-            rows = httpx.get(url.rstrip("/") + "/ai/v1/models", timeout=10).json()["data"]
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
-            raise click.ClickException(f"could not list models at {url}: {exc}") from None
+        rows = list_models(url)
     else:
         rows = asyncio.run(_static_rows(project))
     if as_json:
@@ -158,7 +155,9 @@ def run(
         inputs["stream"] = True
     printer = _Printer(as_json)
     if url:
-        _run_remote(url, model, inputs, printer)
+        from ember.cli.ai_remote import run_model
+
+        run_model(url, model, inputs, printer.result, printer.event)
     else:
         asyncio.run(_run_local(project, model, inputs, printer))
     printer.end()
@@ -215,33 +214,6 @@ class _Printer:
 
 def _fail(code: int, message: str) -> None:
     raise click.ClickException(f"{code}: {message}" if code else message)
-
-
-def _run_remote(url: str, model: str, inputs: dict[str, Any], printer: _Printer) -> None:
-    import httpx
-
-    from ember.models.api.sse import parse_sse
-
-    endpoint = f"{url.rstrip('/')}/client/v4/accounts/local/ai/run/{model}"
-    timeout = httpx.Timeout(600.0, connect=10.0)
-    try:
-        with httpx.stream("POST", endpoint, json=inputs, timeout=timeout) as response:
-            if response.headers.get("content-type", "").startswith("text/event-stream"):
-                buffer = b""
-                for chunk in response.iter_raw():
-                    buffer += chunk
-                    *complete, buffer = buffer.split(b"\n\n")
-                    for block in complete:
-                        for payload in parse_sse(block + b"\n\n"):
-                            _remote_event(payload, printer)
-                return
-            body = json.loads(response.read())
-    except httpx.HTTPError as exc:
-        raise click.ClickException(f"could not reach {url}: {exc}") from None
-    if not body.get("success"):
-        error = (body.get("errors") or [{}])[0]
-        _fail(int(error.get("code") or 0), str(error.get("message")))
-    printer.result(body["result"])
 
 
 def _remote_event(payload: Any, printer: _Printer) -> None:

@@ -1,0 +1,134 @@
+"""``ember ai models|run --url``: talking to a running ember's AI API over HTTP.
+
+Whatever answers at the URL, the user gets one line: a network failure names the URL and
+httpx's reason; an answer that is not ember's AI API (a worker's text, a proxy's HTML page, an
+empty body, JSON of another shape, a broken event stream) names its status, content-type and
+the start of its body, and what was expected there. Never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+import httpx
+
+EXPECTED = "ember's AI API (ember dev / ember serve with an ai binding, or ember models serve)"
+EXCERPT_CHARS = 80  # enough to recognise a page or a greeting, short enough for one line
+CONNECT_TIMEOUT_S = 10.0
+GENERATE_TIMEOUT_S = 600.0  # a long answer from a CPU model
+
+
+def excerpt(body: bytes) -> str:
+    """The start of ``body`` as one quoted line, or ``an empty body``."""
+    text = " ".join(body.decode("utf-8", "replace").split())
+    if not text:
+        return "an empty body"
+    cut = text[:EXCERPT_CHARS]
+    return repr(cut) + ("..." if len(text) > EXCERPT_CHARS else "")
+
+
+def not_the_api(url: str, response: httpx.Response, body: bytes, why: str = "") -> Exception:
+    """The error for an answer that is not ember's AI API."""
+    content_type = response.headers.get("content-type") or "no content-type"
+    what = f"{response.status_code} ({content_type}) with {excerpt(body)}"
+    detail = f" ({why})" if why else ""
+    return click.ClickException(f"{url} answered {what}{detail}; expected {EXPECTED}")
+
+
+def unreachable(url: str, exc: Exception) -> Exception:
+    """The error for a request that got no HTTP answer (refused, timed out, hung up, bad URL)."""
+    reason = str(exc) or type(exc).__name__
+    return click.ClickException(f"could not reach {url}: {reason}")
+
+
+def list_models(url: str) -> list[dict[str, Any]]:
+    """The rows of ``GET URL/ai/v1/models``."""
+    endpoint = url.rstrip("/") + "/ai/v1/models"
+    try:
+        response = httpx.get(endpoint, timeout=CONNECT_TIMEOUT_S)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise unreachable(url, exc) from None
+    body = response.content
+    try:
+        rows = json.loads(body)["data"]
+        if response.status_code != 200 or not isinstance(rows, list):
+            raise TypeError
+        for row in rows:  # the fields the table prints
+            row["id"], row["architecture"], row["context_window"], row["loaded"]
+    except (ValueError, TypeError, KeyError, IndexError):
+        raise not_the_api(url, response, body) from None
+    return rows
+
+
+def run_model(
+    url: str,
+    model: str,
+    inputs: dict[str, Any],
+    on_result: Callable[[Any], None],
+    on_event: Callable[[Any], None],
+) -> None:
+    """POST ``inputs`` to ``URL/client/v4/accounts/local/ai/run/MODEL``; the whole result goes
+    to ``on_result``, each streamed payload to ``on_event``. A ``success: false`` answer (the
+    model refused the request) raises ``click.ClickException`` with its code and message."""
+    from ember.models.api.sse import parse_sse
+
+    endpoint = f"{url.rstrip('/')}/client/v4/accounts/local/ai/run/{model}"
+    timeout = httpx.Timeout(GENERATE_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    try:
+        with httpx.stream("POST", endpoint, json=inputs, timeout=timeout) as response:
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
+                seen = b""
+                for block in _sse_blocks(response.iter_raw()):
+                    seen = seen or block
+                    try:
+                        for payload in parse_sse(block):
+                            _event(payload, on_event)
+                    except (ValueError, TypeError, KeyError, IndexError):
+                        raise not_the_api(url, response, seen, "not its event stream") from None
+                return
+            body = response.read()
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise unreachable(url, exc) from None
+    try:
+        answer = json.loads(body)
+        if not isinstance(answer, dict) or not isinstance(answer.get("success"), bool):
+            raise TypeError
+        if not answer["success"]:
+            _raise_error(answer)
+        if response.status_code != 200:
+            raise TypeError
+        on_result(answer["result"])
+    except (ValueError, TypeError, KeyError, IndexError):
+        raise not_the_api(url, response, body) from None
+
+
+def _sse_blocks(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    buffer = b""
+    for chunk in chunks:
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n\n")
+        for block in complete:
+            yield block + b"\n\n"
+    if buffer.strip():
+        yield buffer + b"\n\n"
+
+
+def _event(payload: Any, on_event: Callable[[Any], None]) -> None:
+    if isinstance(payload, dict) and payload.get("errors"):
+        _raise_error(payload)
+    if payload != "[DONE]":
+        on_event(payload)
+
+
+def _raise_error(answer: dict[str, Any]) -> None:
+    """An ember error answer (``errors: [{code, message}]``) as the CLI's one line."""
+    errors = answer.get("errors")
+    error = errors[0] if isinstance(errors, list) and errors else {}
+    if not isinstance(error, dict) or "message" not in error:
+        raise TypeError  # not ember's error shape
+    code = error.get("code")
+    message = str(error["message"])
+    raise click.ClickException(f"{code}: {message}" if code else message)
