@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from ember.config_env import Selected, select_environment
 from ember.config_values import (
     DevConfig,
@@ -39,6 +37,7 @@ from ember.config_values import (
     str_list,
     vars_value,
 )
+from ember.config_yaml import load_yaml
 from ember.dotenv import parse_dotenv
 from ember.errors import ConfigError
 from ember.jsonc import JSONCError, strip_jsonc
@@ -366,16 +365,13 @@ def read_document(path: Path) -> dict[str, object]:
         ) from None
     try:
         if path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
+            data = load_yaml(text, fname)
         elif path.suffix == ".toml":
             data = tomllib.loads(text)
         else:
             data = json.loads(strip_jsonc(text))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "document"
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(fname, where, problem, "valid YAML") from None
+    except RecursionError:  # a TOML or JSON document nested deeper than the parser recurses
+        raise ConfigError(fname, None, "nesting too deep to read", "a config file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(fname, None, str(exc), "valid TOML") from None
     except json.JSONDecodeError as exc:

@@ -96,7 +96,7 @@ def vars_value(value: object, fname: str) -> dict[str, JSONValue]:
             raise ConfigError(fname, "vars", name, "non-empty string names")
         item = jsonable(item)
         try:
-            size = len(json.dumps(item).encode())
+            size = len(json.dumps(item, allow_nan=False).encode())
         except (TypeError, ValueError):
             raise ConfigError(fname, f"vars.{name}", item, "a string or a JSON value") from None
         if size > MAX_VAR_BYTES:

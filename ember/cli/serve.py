@@ -126,12 +126,15 @@ def serve(
 
 def _ai_settings(config_file: Path) -> object | None:
     """The ``ai:`` section of the operator's config (models, pool, limits) as a GatewayConfig."""
-    import yaml
-
+    from ember.config_yaml import load_yaml
     from ember.errors import ConfigError
     from ember.runtime.platform.ai import ai_available
 
-    section = (yaml.safe_load(config_file.read_text()) or {}).get("ai")
+    text = config_file.read_text(encoding="utf-8", errors="replace")
+    document = load_yaml(text, str(config_file))
+    if not isinstance(document, dict):
+        raise ConfigError(str(config_file), None, type(document).__name__, "a mapping of keys")
+    section = document.get("ai")
     if section is None or not ai_available():
         return None
     if not isinstance(section, dict):

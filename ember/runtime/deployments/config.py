@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ember.config_yaml import load_yaml
 from ember.errors import ConfigError
 
 # Wrangler refuses challenges above this many hashes (POW_MAX_ITERATIONS in workers-auth/pow.ts).
@@ -123,10 +122,7 @@ class PlatformConfig:
 
 def load_platform_config(path: Path) -> PlatformConfig:
     """Read ``path`` (an ember.yaml) and parse its ``platform`` section; absent -> defaults."""
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), None, "invalid YAML", f"a YAML mapping ({exc})") from exc
+    document = load_yaml(path.read_text(encoding="utf-8", errors="replace"), str(path)) or {}
     if not isinstance(document, dict):
         raise ConfigError(str(path), None, type(document).__name__, "a mapping at the top level")
     return parse_platform_config(document.get("platform") or {}, source=str(path))
