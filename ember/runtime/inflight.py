@@ -221,8 +221,9 @@ class InFlight:
         try:
             async for chunk in body:
                 if out.sent + len(chunk) > limit:
-                    out.abort(L.REQUEST_TOO_LARGE.message)
-                    self.fail(L.REQUEST_TOO_LARGE, cancel=True)
+                    too_large = L.request_too_large(limit)
+                    out.abort(too_large.message)
+                    self.fail(too_large, cancel=True)
                     return
                 await out.send(chunk)
             out.end()

@@ -250,7 +250,14 @@ class Supervisor:
             return platform_error_response(NOT_FOUND)
         limit = slot.deployment.limits.max_request_bytes
         if request.content_length is not None and request.content_length > limit:
-            return platform_error_response(L.REQUEST_TOO_LARGE)
+            # Refused before any isolate sees it, yet a request like any other: logged.
+            too_large = L.request_too_large(limit)
+            self.events.emit(
+                E.RequestEvent(
+                    deployment_id, request.method, request.url, 413, 0.0, 0.0, too_large.tag
+                )
+            )
+            return platform_error_response(too_large)
         process = slot.current
         if process is not None and process.fit_for_request():  # the usual case, no await
             return await process.fetch(request)

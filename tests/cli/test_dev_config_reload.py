@@ -4,7 +4,7 @@ HTTP routes (the AI APIs) come and go with its section, and the bindings table i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -17,6 +17,12 @@ from workers import Response, WorkerEntrypoint
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         return Response("Hello from the worker")
+"""
+READER = """
+from workers import Response
+
+async def on_fetch(request, env):
+    return Response(str(len(await request.bytes())))
 """
 CONFIG = "name: app\nmain: worker.py\nvars:\n  GREETING: Hello\n"
 AI = "ai:\n  binding: AI\n"
@@ -65,3 +71,23 @@ def test_adding_and_removing_ai_applies_its_http_api_and_reprints_bindings(
         (project / "ember.yaml").write_text(CONFIG)
         _until(lambda: _reaches_worker(models))
         assert _reaches_worker(rest)
+
+
+def test_a_body_over_the_limit_is_logged_and_names_the_limit(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "worker.py").write_text(READER)
+    (project / "ember.yaml").write_text(CONFIG + "limits:\n  max_request_mb: 1\n")
+
+    def chunked() -> Iterator[bytes]:
+        for _ in range(32):
+            yield b"z" * 65536
+
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        declared = httpx.post(f"{dev.url}/upload", content=b"a" * (2 << 20), timeout=30)
+        dev.wait_for_line("POST /upload 413")
+        streamed = httpx.post(f"{dev.url}/streamed", content=chunked(), timeout=30)
+        dev.wait_for_line("POST /streamed 413")
+    for response in (declared, streamed):
+        assert response.status_code == 413
+        assert "1 MiB" in response.text and "1,048,576 bytes" in response.text, response.text
