@@ -24,7 +24,12 @@ import click
 
 from ember.cli.bindings_table import binding_rows, print_bindings, total_upload_line
 from ember.cli.environment import chosen_env, env_option, show_warnings
-from ember.cli.platform_client import DEFAULT_PLATFORM, PlatformNotFound, resolve_platform
+from ember.cli.platform_client import (
+    DEFAULT_PLATFORM,
+    PlatformNotFound,
+    platform_origin,
+    resolve_platform,
+)
 from ember.cli.prompts import confirm
 from ember.cli.session import Session, name_option, open_session, platform_option
 from ember.cli.temporary import iso_time, temporary_session
@@ -98,7 +103,7 @@ def deploy(
     plan, modules = prepared
     platform = resolve_platform(platform_url)
     if temporary:
-        session, _ = temporary_session(platform, err=as_json)
+        session, _ = temporary_session(platform, err=as_json, origin=platform_origin(platform_url))
     else:
         session = open_session(platform_url, allow_temporary=True)
     try:

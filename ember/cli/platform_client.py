@@ -17,6 +17,7 @@ from ember.errors import AuthError, NotFound, UserError
 
 DEFAULT_PLATFORM = "http://127.0.0.1:8787"
 API_PREFIX = "/client/v4"
+REACHABLE_TIMEOUT_S = 10.0
 
 
 class PlatformRequestError(UserError):
@@ -34,6 +35,33 @@ class PlatformNotFound(PlatformRequestError, NotFound):
     pass
 
 
+def platform_origin(option: str | None) -> str:
+    """How ``resolve_platform(option)`` chose its URL, for messages about that URL."""
+    if option:
+        return "--platform"
+    if os.environ.get("EMBER_PLATFORM"):
+        return "$EMBER_PLATFORM"
+    return "the default"
+
+
+def _guess_origin(url: str) -> str:
+    # For clients made from a URL alone: the environment says which source gave it.
+    env = os.environ.get("EMBER_PLATFORM")
+    if env and env.rstrip("/").removesuffix(API_PREFIX) == url:
+        return "$EMBER_PLATFORM"
+    return "the default" if url == DEFAULT_PLATFORM else "--platform"
+
+
+def unreachable(url: str, origin: str, exc: Exception) -> UserError:
+    """The one line for a platform that does not answer: the URL, where it came from, why."""
+    reason = str(exc) or type(exc).__name__
+    chosen = f"from {origin}" if origin != "the default" else "ember's default"
+    return UserError(
+        f"cannot reach the platform at {url} ({chosen}): {reason}. Is `ember serve` running "
+        "there? Choose another with --platform URL or $EMBER_PLATFORM."
+    )
+
+
 def resolve_platform(option: str | None) -> str:
     """``--platform``, then ``EMBER_PLATFORM``, then ember serve's default address."""
     url = option or os.environ.get("EMBER_PLATFORM") or DEFAULT_PLATFORM
@@ -46,8 +74,15 @@ def resolve_platform(option: str | None) -> str:
 
 
 class PlatformClient:
-    def __init__(self, platform: str, token: str | None = None, timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        platform: str,
+        token: str | None = None,
+        timeout: float = 120.0,
+        origin: str | None = None,
+    ) -> None:
         self.platform = platform
+        self.origin = origin or _guess_origin(platform)
         headers = {"user-agent": f"ember/{ember_version}"}
         if token:
             headers["authorization"] = f"Bearer {token}"
@@ -89,16 +124,19 @@ class PlatformClient:
             raise cls(response.status_code, code, message)
         return body.get("result")
 
+    def check_reachable(self) -> None:
+        """Raise the "cannot reach" error unless something answers HTTP at the platform: asked
+        before a command reports a missing login or starts work (proof of work) that would
+        only end in a connection error."""
+        self._send("GET", "/", timeout=REACHABLE_TIMEOUT_S)
+
     def raw(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         return self._send(method, path, **kwargs)
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             return self._http.request(method, path, **kwargs)
-        except httpx.ConnectError as exc:
-            raise UserError(
-                f"cannot reach the ember platform at {self.platform} ({exc}); is `ember serve` "
-                "running there? Choose another with --platform URL or EMBER_PLATFORM."
-            ) from exc
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
+            raise unreachable(self.platform, self.origin, exc) from None
         except httpx.HTTPError as exc:
             raise UserError(f"{method} {self.platform}{API_PREFIX}{path} failed: {exc}") from exc

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import click
 
 from ember.cli.credentials import CredentialStore, TemporaryLogin
-from ember.cli.platform_client import PlatformClient, resolve_platform
+from ember.cli.platform_client import PlatformClient, platform_origin, resolve_platform
 from ember.errors import AuthError
 
 platform_option = click.option(
@@ -64,10 +64,11 @@ def existing_credentials(platform: str, store: CredentialStore) -> str | None:
 
 def open_session(platform_option: str | None, *, allow_temporary: bool = True) -> Session:
     platform = resolve_platform(platform_option)
+    origin = platform_origin(platform_option)
     store = CredentialStore()
     env_token = os.environ.get("EMBER_API_TOKEN")
     if env_token:
-        client = PlatformClient(platform, env_token)
+        client = PlatformClient(platform, env_token, origin=origin)
         accounts = client.call("GET", "/accounts")
         if not accounts:
             raise AuthError(f"the token in EMBER_API_TOKEN has no account on {platform}")
@@ -76,7 +77,7 @@ def open_session(platform_option: str | None, *, allow_temporary: bool = True) -
     if login:
         return Session(
             platform,
-            PlatformClient(platform, login.token),
+            PlatformClient(platform, login.token, origin=origin),
             login.account_id,
             login.account_name,
             "saved login",
@@ -85,12 +86,14 @@ def open_session(platform_option: str | None, *, allow_temporary: bool = True) -
     if allow_temporary and temporary and temporary.valid():
         return Session(
             platform,
-            PlatformClient(platform, temporary.token),
+            PlatformClient(platform, temporary.token, origin=origin),
             temporary.account_id,
             temporary.account_name,
             "temporary account",
             temporary,
         )
+    with PlatformClient(platform, origin=origin) as anonymous:
+        anonymous.check_reachable()  # an unreachable URL is the problem, not the login
     raise AuthError(
         f"not logged in to {platform}: run `ember login --token TOKEN`, set EMBER_API_TOKEN, "
         "or deploy without an account using `ember deploy --temporary`"

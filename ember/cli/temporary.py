@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import click
 
 from ember.cli.credentials import CredentialStore, TemporaryLogin
-from ember.cli.platform_client import PlatformClient, resolve_platform
+from ember.cli.platform_client import PlatformClient, platform_origin, resolve_platform
 from ember.cli.session import Session, existing_credentials, open_session
 from ember.errors import AuthError, UserError
 from ember.runtime.deployments import pow
@@ -28,12 +28,17 @@ temporary_option = click.option(
 def command_session(platform_url: str | None, temporary: bool) -> Session:
     """The session of a command that takes ``--temporary`` (its notes go to stderr)."""
     if temporary:
-        return temporary_session(resolve_platform(platform_url), err=True)[0]
+        platform = resolve_platform(platform_url)
+        return temporary_session(platform, err=True, origin=platform_origin(platform_url))[0]
     return open_session(platform_url)
 
 
-def temporary_session(platform: str, *, err: bool) -> tuple[Session, bool]:
-    """A session on a temporary account: (session, created). Refuses if credentials exist."""
+def temporary_session(
+    platform: str, *, err: bool, origin: str | None = None
+) -> tuple[Session, bool]:
+    """A session on a temporary account: (session, created). Refuses if credentials exist.
+
+    ``origin``: how the URL was chosen (``platform_origin``), named if it cannot be reached."""
     store = CredentialStore()
     reason = existing_credentials(platform, store)
     if reason:
@@ -45,14 +50,16 @@ def temporary_session(platform: str, *, err: bool) -> tuple[Session, bool]:
     cached = store.temporary(platform)
     created = False
     if cached is None or not cached.valid():
+        with PlatformClient(platform, origin=origin) as anonymous:
+            anonymous.check_reachable()  # before the work, not after it
         click.echo("Solving proof-of-work challenge…", err=err)
-        cached = _provision(platform)
+        cached = _provision(platform, origin)
         store.save_temporary(platform, cached)
         created = True
     click.echo(ready_block(cached, created), err=err)
     return Session(
         platform,
-        PlatformClient(platform, cached.token),
+        PlatformClient(platform, cached.token, origin=origin),
         cached.account_id,
         cached.account_name,
         "temporary account",
@@ -60,8 +67,8 @@ def temporary_session(platform: str, *, err: bool) -> tuple[Session, bool]:
     ), created
 
 
-def _provision(platform: str) -> TemporaryLogin:
-    with PlatformClient(platform) as anonymous:
+def _provision(platform: str, origin: str | None) -> TemporaryLogin:
+    with PlatformClient(platform, origin=origin) as anonymous:
         raw = anonymous.call("POST", "/provisioning/previews/challenge", json={})
         try:
             challenge = pow.Challenge(

@@ -172,7 +172,7 @@ def test_login_deploy_secrets_deployments_rollback_delete(
 
 def test_unreachable_platform_and_bad_project(ember: Ember, tmp_path: Path) -> None:
     down = ember("whoami", ok=False, EMBER_API_TOKEN="x", EMBER_PLATFORM="http://127.0.0.1:9")
-    assert "cannot reach the ember platform" in down.stderr
+    assert "cannot reach the platform at http://127.0.0.1:9 (from $EMBER_PLATFORM)" in down.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     bad = ember("deploy", str(empty), "--temporary", ok=False)
