@@ -15,7 +15,7 @@ import click
 from ember.cli.environment import chosen_env, env_option, show_warnings
 from ember.cli.session import name_option, open_session, platform_option
 from ember.cli.temporary import command_session, temporary_option
-from ember.cli.versions_output import deployment_summary
+from ember.cli.versions_output import deployment_summary, source_label
 from ember.cli.worker_project import load_project
 from ember.errors import UserError
 
@@ -56,7 +56,7 @@ def list_deployments(name: str | None, platform_url: str | None) -> None:
         session.close()
     for index, deployment in enumerate(found):
         annotations = deployment.get("annotations") or {}
-        trigger = annotations.get("workers/triggered_by", deployment.get("source", ""))
+        trigger = source_label(str(deployment.get("source", "")), annotations)
         live = "  (live)" if index == 0 else ""
         click.echo(f"{deployment['created_on']}  {deployment['id']}  {trigger}{live}")
         for version in deployment["versions"]:

@@ -16,6 +16,10 @@ TRIGGERS = {
     "secret": "Secret Change",
     "rollback": "Rollback",
     "promotion": "Promotion",
+    # Cloudflare's tags for POST .../deployments and .../versions, which wrangler 4.164 still
+    # prints as "Unknown (deployment)" / "Unknown (version_upload)".
+    "deployment": "Deployment",
+    "version_upload": "Version Upload",
 }
 SOURCES = {
     "api": "API 📡",

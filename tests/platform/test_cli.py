@@ -140,7 +140,11 @@ def test_login_deploy_secrets_deployments_rollback_delete(
     assert ember("secret", "list").stdout.strip() == "API_KEY\tsecret_text"
     ember("deploy", "--message", "second")
     listing = ember("deployments", "list").stdout
-    assert listing.count("  upload") >= 2 and "secret" in listing and "message: second" in listing
+    # The first deploy is a Scripts PUT ("upload"); a later one uploads a version, then POSTs a
+    # deployment ("deployment"), as Cloudflare tags them.
+    assert "  Upload\n" in listing and "Secret Change" in listing
+    assert "  Deployment  (live)" in listing
+    assert "message: second" in listing
 
     account = platform.plane.accounts.find("acme")
     v3, v2, v1 = (v.id for v in platform.plane.scripts.versions(account, "hello"))

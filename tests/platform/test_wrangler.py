@@ -176,6 +176,9 @@ def test_temporary_deploy_kv_secret_tail_rollback_delete(scene: Scene) -> None:
     assert code == 0, out
     assert f"Worker Version {first} has been deployed to 100% of traffic" in out
     assert scene.request(hostname)[1].startswith("v1 hello from vars kv=v1 secret=None")
+    code, out = scene.wrangler("deployments", "list", "--temporary")
+    assert code == 0 and re.search(r"Source:\s+Rollback", out), out  # newest last
+    assert re.findall(r"Source:\s+(\S+)", out)[-1] == "Rollback", out
 
     code, out = scene.wrangler("versions", "list", "--temporary")
     assert code == 0 and first in out, out

@@ -92,13 +92,13 @@ def test_upload_list_view_and_a_30_70_split(serve: ServeProcess, tmp_path: Path)
     assert newest["annotations"] == {
         "workers/message": "second",
         "workers/tag": "t2",
-        "workers/triggered_by": "upload",
+        "workers/triggered_by": "version_upload",  # Cloudflare's tag for POST .../versions
     }
     assert {"created_on", "author_email", "source"} <= set(newest["metadata"])
     assert newest["resources"]["script_runtime"]["compatibility_date"] == "2026-11-01"
     text = ember("versions", "list").stdout
     assert f"Version ID:  {second}\nCreated:     {newest['metadata']['created_on']}\n" in text
-    assert "Source:      Upload\nTag:         t2\nMessage:     second\n\n" in text
+    assert "Source:      Version Upload\nTag:         t2\nMessage:     second\n\n" in text
 
     assert json.loads(ember("versions", "view", second, "--json").stdout) == newest
     view = ember("versions", "view", second).stdout

@@ -105,6 +105,7 @@ async def put_script(request: Request) -> Response:
                     {"workers/message": message} if message else {},
                     force=False,
                     source=who.source,
+                    triggered_by="upload",  # Cloudflare's tag for a deploy (Scripts PUT)
                 )
         except BaseException:
             await _discard(request, name, version.id)

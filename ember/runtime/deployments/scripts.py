@@ -136,8 +136,16 @@ class ScriptService:
                     raise ScriptNotFound(name)
                 script = self._create_script(conn, account, name, source, now)
             self.check_version_quota(conn, account)
+            # Cloudflare's tags: a version a deploy made (Scripts PUT: ``create``) is "upload",
+            # one from POST .../versions (versions upload) is "version_upload".
             version = self._insert_version(
-                conn, script, upload, source, strict_inherit, now, triggered_by="upload"
+                conn,
+                script,
+                upload,
+                source,
+                strict_inherit,
+                now,
+                triggered_by="upload" if deploy or create else "version_upload",
             )
             conn.execute(
                 "UPDATE scripts SET modified_on = ?, last_deployed_from = ? WHERE id = ?",
@@ -295,11 +303,17 @@ class ScriptService:
         *,
         force: bool,
         source: str,
+        triggered_by: str | None = None,
     ) -> Deployment:
         """``POST .../deployments``: point traffic at existing versions.
 
-        Deploying a version older than the live one is a rollback: tagged as such, and refused
-        with 10220 when its secrets differ from the live version's unless ``force``.
+        ``triggered_by``: the tag when the caller knows it (a Scripts PUT's deployment is
+        ``upload``); else it is worked out here.
+
+        Tagged as Cloudflare tags it: ``deployment``, or ``rollback`` when one version gets all
+        traffic and it is older than every version live now (a split too: ``rollback`` from a
+        30/70 canary back to the old version is one), refused with 10220 when its secrets differ
+        from the newest live version's unless ``force``.
         """
         check_targets(targets)
         now = self._clock()
@@ -307,18 +321,23 @@ class ScriptService:
             script = rows.require_script(conn, account.id, name)
             chosen = [rows.require_version(conn, script, t.version_id) for t in targets]
             live = rows.live_deployment(conn, script.id)
-            live_id = rows.full_version_id(live)
             tags = {k: v for k, v in annotations.items() if k == "workers/message"}
-            tags["workers/triggered_by"] = "upload"
-            if live_id and len(chosen) == 1 and chosen[0].id != live_id:
-                live_version = rows.require_version(conn, script, live_id)
-                if chosen[0].number < live_version.number:
+            tags["workers/triggered_by"] = "deployment"
+            if live is not None and len(chosen) == 1:
+                newest = max(
+                    (rows.require_version(conn, script, v.version_id) for v in live.versions),
+                    key=lambda version: version.number,
+                )
+                if chosen[0].number < newest.number:
                     tags["workers/triggered_by"] = "rollback"
-                    tags["workers/rollback_from"] = live.id if live else ""
+                    tags["workers/rollback_from"] = live.id
                     if not force and secret_digest(
                         rows.secrets_of(conn, chosen[0].id)
-                    ) != secret_digest(rows.secrets_of(conn, live_id)):
+                    ) != secret_digest(rows.secrets_of(conn, newest.id)):
                         raise SecretsChanged(chosen[0].id)
+            if triggered_by is not None:
+                tags.pop("workers/rollback_from", None)
+                tags["workers/triggered_by"] = triggered_by
             return insert_deployment(conn, script, targets, source, now, tags, account.email)
 
     def discard_undeployed(self, account: Account, name: str, version_id: str) -> bool:
