@@ -91,3 +91,27 @@ def test_a_body_over_the_limit_is_logged_and_names_the_limit(tmp_path: Path) -> 
     for response in (declared, streamed):
         assert response.status_code == 413
         assert "1 MiB" in response.text and "1,048,576 bytes" in response.text, response.text
+
+
+def test_a_changed_ai_section_reaches_the_ai_http_api_too(tmp_path: Path) -> None:
+    """Before any env.AI call: the REST/OpenAI routes adopt the reloaded ``ai`` section."""
+    checkpoint = Path(__file__).resolve().parents[2] / "ember/models/checkpoints/glm4moe-tiny"
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "worker.py").write_text(WORKER)
+
+    def write(replicas: int) -> None:
+        models = f'    "@cf/zai-org/glm-4.7-flash":\n      checkpoint: "{checkpoint}"\n'
+        models += f"      replicas: {replicas}\n"
+        (project / "ember.yaml").write_text(f"{CONFIG}{AI}  models:\n{models}")
+
+    def replicas(url: str) -> int:
+        rows = httpx.get(f"{url}/ai/v1/models", timeout=10).json()["data"]
+        row = next(r for r in rows if r["id"] == "@cf/zai-org/glm-4.7-flash")
+        return len(row["replicas"])
+
+    write(1)
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        assert replicas(dev.url) == 1
+        write(2)
+        _until(lambda: replicas(dev.url) == 2)

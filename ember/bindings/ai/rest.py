@@ -32,7 +32,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Match, Route
 
 from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
-from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shared_gateway
+from ember.bindings.ai.gateway import (
+    AIAnswer,
+    AIGateway,
+    AIRequestFailed,
+    GatewayConfig,
+    shared_gateway,
+)
 from ember.bindings.ai.model_search import ModelSearch, catalog_entry
 from ember.bindings.ai.options import RunOptions, parse_run_options
 from ember.bindings.ai.responses_front import create_response
@@ -365,6 +371,36 @@ def _openai_failure(failure: Failure) -> Response:
 
 
 def dev_mount(host: ServiceHost, specs: tuple[BindingSpec, ...]) -> HttpMount:
-    """``ember dev``: the AI APIs on the dev server's port, over the project's gateway."""
-    config = config_of(specs[0])
-    return HttpMount(is_ai_path, ai_app(lambda: shared_gateway(host, config)))
+    """``ember dev``: the AI APIs on the dev server's port, over the project's gateway.
+
+    ``ember dev`` makes a new mount on each config reload; its first request has the shared
+    gateway adopt this ``ai`` section (as ``env.AI``'s first call does), so a changed section
+    reaches the HTTP APIs before any worker calls the model."""
+    return HttpMount(is_ai_path, _AdoptingApp(host, config_of(specs[0])))
+
+
+class _AdoptingApp:
+    """``ai_app`` over the shared gateway, configured with ``config`` on its first request; a
+    checkpoint it cannot read fails each request as ``ready()`` reports it, until fixed."""
+
+    def __init__(self, host: ServiceHost, config: GatewayConfig) -> None:
+        self._host = host
+        self._config = config
+        self._adopted = False
+        self._error: Exception | None = None
+        self._app = ai_app(self._gateway)
+
+    def _gateway(self) -> AIGateway:
+        if self._error is not None:
+            raise self._error
+        return shared_gateway(self._host, self._config)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if not self._adopted:
+            try:
+                await shared_gateway(self._host, self._config).configure(self._config)
+            except (CheckpointError, ConfigError) as exc:
+                self._error = exc
+            else:
+                self._adopted, self._error = True, None
+        await self._app(scope, receive, send)
