@@ -212,7 +212,8 @@ class HttpMount:
     app: Callable[..., Any]  # an ASGI application
 
 
-# (host, the project's specs of this type) -> the mount; called once when ``ember dev`` starts.
+# (host, the project's specs of this type) -> the mount; called when ``ember dev`` starts and
+# again on each config reload (the new mount replaces the old one).
 HttpMountFactory = Callable[[ServiceHost, tuple[BindingSpec, ...]], HttpMount]
 
 

@@ -8,6 +8,7 @@
     failures.py  any failure -> Workers AI code, status and description
     quota.py, cache.py, batches.py   per-tenant limits, response cache, async batches
     rest.py      the REST ``ai/run`` and OpenAI-compatible routes (starlette)
+    dev_mount.py     ``rest.py`` on ``ember dev``'s port, adopting the ``ai`` section on reload
     model_search.py  ``ai/models/search`` and ``env.AI.models()``: catalog objects, filters, pages
     raw_prompt.py    ``raw: true``: the prompt sent without the chat template
     fields.py        the request fields forwarded to a replica

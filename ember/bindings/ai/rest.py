@@ -36,14 +36,10 @@ from ember.bindings.ai.gateway import (
     AIAnswer,
     AIGateway,
     AIRequestFailed,
-    GatewayConfig,
-    shared_gateway,
 )
 from ember.bindings.ai.model_search import ModelSearch, catalog_entry
 from ember.bindings.ai.options import RunOptions, parse_run_options
 from ember.bindings.ai.responses_front import create_response
-from ember.bindings.ai.spec import config_of
-from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput, ModelNotFound
 from ember.models.api.fields import check_body
 from ember.models.api.responses_store import ResponseNotFound, check_retrieve, deleted
@@ -368,39 +364,3 @@ def _openai_failure(failure: Failure) -> Response:
     return JSONResponse(
         failure.openai_body(), status_code=failure.status, headers=failure.headers()
     )
-
-
-def dev_mount(host: ServiceHost, specs: tuple[BindingSpec, ...]) -> HttpMount:
-    """``ember dev``: the AI APIs on the dev server's port, over the project's gateway.
-
-    ``ember dev`` makes a new mount on each config reload; its first request has the shared
-    gateway adopt this ``ai`` section (as ``env.AI``'s first call does), so a changed section
-    reaches the HTTP APIs before any worker calls the model."""
-    return HttpMount(is_ai_path, _AdoptingApp(host, config_of(specs[0])))
-
-
-class _AdoptingApp:
-    """``ai_app`` over the shared gateway, configured with ``config`` on its first request; a
-    checkpoint it cannot read fails each request as ``ready()`` reports it, until fixed."""
-
-    def __init__(self, host: ServiceHost, config: GatewayConfig) -> None:
-        self._host = host
-        self._config = config
-        self._adopted = False
-        self._error: Exception | None = None
-        self._app = ai_app(self._gateway)
-
-    def _gateway(self) -> AIGateway:
-        if self._error is not None:
-            raise self._error
-        return shared_gateway(self._host, self._config)
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if not self._adopted:
-            try:
-                await shared_gateway(self._host, self._config).configure(self._config)
-            except (CheckpointError, ConfigError) as exc:
-                self._error = exc
-            else:
-                self._adopted, self._error = True, None
-        await self._app(scope, receive, send)

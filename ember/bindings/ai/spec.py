@@ -62,6 +62,6 @@ BINDING_TYPE = BindingType(
     config_key="ai",
     parse=parse,
     service=SERVICE,
-    http="ember.bindings.ai.rest:dev_mount",
+    http="ember.bindings.ai.dev_mount:dev_mount",
     description="Workers AI, served by local Kimi and GLM models (ember.models.pool)",
 )

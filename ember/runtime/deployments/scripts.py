@@ -21,7 +21,6 @@ from ember.runtime.deployments.errors import (
     InvalidRequest,
     QuotaExceeded,
     ScriptNotFound,
-    SecretsChanged,
     UploadTooLarge,
 )
 from ember.runtime.deployments.records import (
@@ -35,8 +34,9 @@ from ember.runtime.deployments.records import (
     WorkerUpload,
 )
 from ember.runtime.deployments.traffic import check_targets
+from ember.runtime.deployments.triggers import deployment_tags, version_trigger
 from ember.runtime.deployments.worker_limits import check_tier, parse_limits
-from ember.runtime.deployments.writes import insert_deployment, secret_digest, write_version
+from ember.runtime.deployments.writes import insert_deployment, write_version
 
 MAX_SCRIPT_NAME = 63
 
@@ -136,16 +136,9 @@ class ScriptService:
                     raise ScriptNotFound(name)
                 script = self._create_script(conn, account, name, source, now)
             self.check_version_quota(conn, account)
-            # Cloudflare's tags: a version a deploy made (Scripts PUT: ``create``) is "upload",
-            # one from POST .../versions (versions upload) is "version_upload".
+            trigger = version_trigger(deployed=deploy or create)  # create: a Scripts PUT
             version = self._insert_version(
-                conn,
-                script,
-                upload,
-                source,
-                strict_inherit,
-                now,
-                triggered_by="upload" if deploy or create else "version_upload",
+                conn, script, upload, source, strict_inherit, now, triggered_by=trigger
             )
             conn.execute(
                 "UPDATE scripts SET modified_on = ?, last_deployed_from = ? WHERE id = ?",
@@ -307,13 +300,9 @@ class ScriptService:
     ) -> Deployment:
         """``POST .../deployments``: point traffic at existing versions.
 
-        ``triggered_by``: the tag when the caller knows it (a Scripts PUT's deployment is
-        ``upload``); else it is worked out here.
-
-        Tagged as Cloudflare tags it: ``deployment``, or ``rollback`` when one version gets all
-        traffic and it is older than every version live now (a split too: ``rollback`` from a
-        30/70 canary back to the old version is one), refused with 10220 when its secrets differ
-        from the newest live version's unless ``force``.
+        Tagged as Cloudflare tags it (``triggers.py``): ``triggered_by`` when the caller knows
+        it (a Scripts PUT's deployment is ``upload``), else ``deployment`` or ``rollback``; a
+        rollback whose secrets differ is refused with 10220 unless ``force``.
         """
         check_targets(targets)
         now = self._clock()
@@ -321,23 +310,9 @@ class ScriptService:
             script = rows.require_script(conn, account.id, name)
             chosen = [rows.require_version(conn, script, t.version_id) for t in targets]
             live = rows.live_deployment(conn, script.id)
-            tags = {k: v for k, v in annotations.items() if k == "workers/message"}
-            tags["workers/triggered_by"] = "deployment"
-            if live is not None and len(chosen) == 1:
-                newest = max(
-                    (rows.require_version(conn, script, v.version_id) for v in live.versions),
-                    key=lambda version: version.number,
-                )
-                if chosen[0].number < newest.number:
-                    tags["workers/triggered_by"] = "rollback"
-                    tags["workers/rollback_from"] = live.id
-                    if not force and secret_digest(
-                        rows.secrets_of(conn, chosen[0].id)
-                    ) != secret_digest(rows.secrets_of(conn, newest.id)):
-                        raise SecretsChanged(chosen[0].id)
-            if triggered_by is not None:
-                tags.pop("workers/rollback_from", None)
-                tags["workers/triggered_by"] = triggered_by
+            tags = deployment_tags(
+                conn, script, chosen, live, annotations, force=force, triggered_by=triggered_by
+            )
             return insert_deployment(conn, script, targets, source, now, tags, account.email)
 
     def discard_undeployed(self, account: Account, name: str, version_id: str) -> bool:

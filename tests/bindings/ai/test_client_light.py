@@ -24,4 +24,4 @@ def test_the_registry_finds_the_ai_binding_type() -> None:
 
     ai = default_registry().by_kind("ai")
     assert ai.service == "ember.bindings.ai.service:AIService"
-    assert ai.http == "ember.bindings.ai.rest:dev_mount"
+    assert ai.http == "ember.bindings.ai.dev_mount:dev_mount"
