@@ -140,7 +140,8 @@ class SchemaCompiler:
         unbound = [p for p, r in self.refs.items() if r.target is None]
         while unbound:  # compiling one target may discover further references
             for pointer in unbound:
-                target = self._compile(self._resolve(pointer), self.path + pointer[1:])
+                # Every pointer in refs was resolved once where its $ref is: this cannot fail.
+                target = self._compile(self._resolve(pointer, ""), self.path + pointer[1:])
                 if isinstance(target, Ref) and target is self.refs[pointer]:
                     raise self._fail(
                         self.path + pointer[1:], "a $ref that leads to a schema", pointer
@@ -153,7 +154,8 @@ class SchemaCompiler:
         shown = found if isinstance(found, str) else json.dumps(found)[:80]
         return InvalidRequestField(path, expected, shown)
 
-    def _resolve(self, pointer: str) -> object:
+    def _resolve(self, pointer: str, where: str) -> object:
+        """The schema ``pointer`` leads to; ``where`` is the ``$ref``'s own path, for errors."""
         target: object = self.root
         for raw in pointer[2:].split("/") if pointer != "#" else []:
             part = raw.replace("~1", "/").replace("~0", "~")
@@ -162,7 +164,7 @@ class SchemaCompiler:
             elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
                 target = target[int(part)]
             else:
-                raise self._fail(self.path + "/$ref", "a $ref to a part of this schema", pointer)
+                raise self._fail(where, "a $ref to a part of this schema", pointer)
         return target
 
     def _compile(self, schema: object, path: str) -> Node:
@@ -193,7 +195,7 @@ class SchemaCompiler:
         if ref is not None:
             if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
                 raise self._fail(path + "/$ref", "a local reference like '#/$defs/Name'", ref)
-            self._resolve(ref)
+            self._resolve(ref, path + "/$ref")  # fails here, where the bad $ref is
             return self.refs.setdefault(ref, Ref(ref))
         for combinator in ("anyOf", "oneOf", "allOf"):
             if combinator in schema:

@@ -1,0 +1,65 @@
+"""Every schema error names the place in the request where the offending keyword is, however
+deep it is nested (a user fixes the schema by that path)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ember.models.api.chat_request import parse_chat_request
+from ember.models.api.errors import InvalidRequestField
+
+ROOT = "/response_format/json_schema/schema"
+NESTED = "/properties/a/properties/b"
+
+
+def _nested(inner: dict) -> dict:
+    return {
+        "type": "object",
+        "properties": {"a": {"type": "object", "properties": {"b": inner}}},
+        "$defs": {"Name": {"type": "string"}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("inner", "where"),
+    [
+        ({"$ref": "#/nope"}, "/$ref"),
+        ({"$ref": "#/$defs/Missing"}, "/$ref"),
+        ({"$ref": "https://example.com/s.json"}, "/$ref"),
+        ({"type": "integer", "minimum": 0}, "/minimum"),
+        ({"type": "string", "pattern": "a(?!b)"}, "/pattern"),
+        ({"type": "string", "pattern": 7}, "/pattern"),
+        ({"type": "array", "items": {"type": "nope"}}, "/items/type"),
+        ({"anyOf": []}, "/anyOf"),
+        ({"allOf": [{"type": "string"}, {"type": "number"}]}, "/allOf"),
+        ({"anyOf": [{"type": "string"}], "type": "string"}, "/type"),
+        (False, ""),
+    ],
+)
+def test_error_names_the_nested_keyword(inner: object, where: str) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "x", "schema": _nested(inner), "strict": True},
+        },
+    }
+    with pytest.raises(InvalidRequestField) as caught:
+        parse_chat_request(body)
+    assert caught.value.field == ROOT + NESTED + where
+
+
+def test_a_ref_to_a_ref_to_nowhere_names_the_second_ref() -> None:
+    """A $ref chain: the broken link is the $ref inside the target, at the target's path."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A"}},
+        "$defs": {"A": {"type": "object", "properties": {"b": {"$ref": "#/nope"}}}},
+    }
+    body = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}},
+    }
+    with pytest.raises(InvalidRequestField) as caught:
+        parse_chat_request(body)
+    assert caught.value.field == ROOT + "/$defs/A/properties/b/$ref"
