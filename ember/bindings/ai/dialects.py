@@ -12,6 +12,7 @@ bytes through untouched wherever the dialects agree.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ from ember.models.api.errors import JSON_MODE_NOT_MET, WorkersAIErrorCode
 from ember.models.api.sse import SSE_DONE, sse_data
 
 CHAT_PATH = "/v1/chat/completions"
+# The spelling that turns GLM's and Kimi's thinking off, on the platform and here.
+THINKING_OFF = '"chat_template_kwargs": {"enable_thinking": false}'
 # Chat-completions fields both ember's model server and SGLang accept; the rest stay behind.
 FORWARDED = (
     "messages",
@@ -110,8 +113,9 @@ def _choice_json_miss(choice: dict, inputs: Mapping[str, Any]) -> str | None:
         return None  # the model called a tool instead: its arguments are checked elsewhere
     content = message.get("content")
     if choice.get("finish_reason") == "length":
-        return f"the answer reached {token_limit(inputs)} (finish_reason 'length') " + (
-            "before any JSON" if not content else "before the JSON was complete"
+        thought = bool(message.get("reasoning_content"))
+        return json_mode_cut_short(
+            inputs, thinking=thought and not content, started=bool(content), thought=thought
         )
     if not isinstance(content, str) or not content.strip():
         return "the answer has no content"
@@ -122,14 +126,41 @@ def _choice_json_miss(choice: dict, inputs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def json_mode_cut_short(limit: str) -> str:
-    """The description for a JSON Mode stream that ended with finish_reason "length"."""
-    return json_mode_failure_description(f"the answer reached {limit} (finish_reason 'length')")
+def json_mode_cut_short(
+    inputs: Mapping[str, Any], *, thinking: bool, started: bool, thought: bool = False
+) -> str:
+    """Why a JSON Mode answer ended with finish_reason "length", and the field to change.
+
+    ``thinking``: the model was still reasoning when the budget ran out (GLM and Kimi think
+    first by default, and the thinking counts against the same budget), so turning thinking
+    off is the fix. ``thought``: it reasoned first, then the JSON ran out of what was left.
+    Otherwise the JSON itself ran long: the tiny local models in particular write strings
+    until something stops them, which ``maxLength``/``maxItems`` in the schema does.
+    """
+    limit, field = token_limit(inputs), _limit_field(inputs)
+    if thinking:
+        return (
+            f"the model was still thinking when it reached {limit} (finish_reason 'length'), "
+            f"before any JSON; turn thinking off with {THINKING_OFF}, or raise {field}"
+        )
+    where = "before the JSON was complete" if started else "before any JSON"
+    bound = (
+        "bound the schema's strings and arrays with maxLength and maxItems"
+        if _has_schema(inputs)
+        else "ask for shorter JSON (a json_schema with maxLength and maxItems bounds it)"
+    )
+    if thought:
+        return (
+            f"the answer reached {limit} (finish_reason 'length') {where}, and the model's "
+            f"thinking came first in the same budget; raise {field}, turn thinking off with "
+            f"{THINKING_OFF}, or {bound}"
+        )
+    return f"the answer reached {limit} (finish_reason 'length') {where}; raise {field}, or {bound}"
 
 
 def json_mode_failure_description(reason: str) -> str:
     """The platform's words first (clients match them), then what happened and what to do."""
-    return f"JSON Mode couldn't be met: {reason}; raise max_tokens (or disable thinking)"
+    return f"JSON Mode couldn't be met: {reason}"
 
 
 def token_limit(inputs: Mapping[str, Any]) -> str:
@@ -137,6 +168,20 @@ def token_limit(inputs: Mapping[str, Any]) -> str:
         if isinstance(inputs.get(key), int):
             return f"{key}={inputs[key]}"
     return "the model's token limit"
+
+
+def _limit_field(inputs: Mapping[str, Any]) -> str:
+    """The field the caller set (so the advice names what they wrote), else the current name."""
+    if not isinstance(inputs.get("max_completion_tokens"), int) and isinstance(
+        inputs.get("max_tokens"), int
+    ):
+        return "max_tokens"
+    return "max_completion_tokens"
+
+
+def _has_schema(inputs: Mapping[str, Any]) -> bool:
+    fmt = inputs.get("response_format")
+    return isinstance(fmt, Mapping) and fmt.get("type") == "json_schema"
 
 
 def workers_error_event(code: WorkersAIErrorCode, description: str) -> bytes:
@@ -149,6 +194,12 @@ def openai_error_event(code: WorkersAIErrorCode, description: str) -> bytes:
     kind = "server_error" if code.status >= 500 else "invalid_request_error"
     error = {"message": description, "type": kind, "param": None, "code": code.code}
     return sse_data({"error": error}) + SSE_DONE
+
+
+# A non-empty ``content`` / ``reasoning_content`` in a chunk, read without parsing it (the key
+# is preceded by a quote, so ``"reasoning_content"`` never matches the first).
+_CONTENT = re.compile(r'"content": ?"[^"]')
+_REASONING = re.compile(r'"reasoning_content": ?"[^"]')
 
 
 def _cut_short(data: str) -> bool:
@@ -174,7 +225,7 @@ class StreamTranslator:
     ``{"errors": [{"code", "message"}]}``. OpenAI: the chunks as they are. Chunks that need no
     change (almost all) pass through as the replica's bytes, without being parsed.
 
-    JSON Mode (``json_limit``, the request's token limit, set): the platform does not stream it
+    JSON Mode (``json_inputs``, the request's inputs, set): the platform does not stream it
     and raises "JSON Mode couldn't be met" when the JSON cannot be completed. ember streams it;
     a stream that ends with finish_reason "length" has sent incomplete JSON, so its last
     events are that same error (5006) and ``[DONE]``, in place of the usage event, as for any
@@ -182,20 +233,36 @@ class StreamTranslator:
     """
 
     def __init__(
-        self, dialect: Dialect, model: str, rename: bool, json_limit: str | None = None
+        self,
+        dialect: Dialect,
+        model: str,
+        rename: bool,
+        json_inputs: Mapping[str, Any] | None = None,
     ) -> None:
         self.workers = dialect == "workers"
         self.model = model
         self.rename = rename  # the replica calls the model by another name
-        self.json_limit = json_limit if self.workers else None
+        self.json_inputs = json_inputs if self.workers else None
         self.done = False
+        # What the stream carried so far, for the JSON Mode hint (still thinking, or JSON).
+        self.saw_content = False
+        self.saw_reasoning = False
 
     def feed(self, data: str) -> bytes:
         """The bytes for one replica event (maybe none); ``done`` once the stream ended."""
         out = self._feed(data)
-        if self.json_limit is not None and not self.done and _cut_short(data):
-            self.done = True
-            out += workers_error_event(JSON_MODE_NOT_MET, json_mode_cut_short(self.json_limit))
+        if self.json_inputs is not None and not self.done:
+            self.saw_content = self.saw_content or _CONTENT.search(data) is not None
+            self.saw_reasoning = self.saw_reasoning or _REASONING.search(data) is not None
+            if _cut_short(data):
+                self.done = True
+                reason = json_mode_cut_short(
+                    self.json_inputs,
+                    thinking=self.saw_reasoning and not self.saw_content,
+                    started=self.saw_content,
+                    thought=self.saw_reasoning,
+                )
+                out += workers_error_event(JSON_MODE_NOT_MET, json_mode_failure_description(reason))
         return out
 
     def _feed(self, data: str) -> bytes:
@@ -249,7 +316,10 @@ async def translate(
 
 
 def reference_translation(
-    events: list[str], dialect: Dialect, model: str, json_limit: str | None = None
+    events: list[str],
+    dialect: Dialect,
+    model: str,
+    json_inputs: Mapping[str, Any] | None = None,
 ) -> list[object]:
     """The slow reference of ``StreamTranslator``: every event parsed, decided on the payload.
 
@@ -257,6 +327,7 @@ def reference_translation(
     fast path's bytes, decoded, with this on random streams.
     """
     out: list[object] = []
+    saw_content = saw_reasoning = False
     for data in events:
         if data == "[DONE]":
             out.append("[DONE]")
@@ -281,9 +352,20 @@ def reference_translation(
         out.append(payload)
         choices = payload.get("choices")
         first = choices[0] if isinstance(choices, list) and choices else None
+        delta = first.get("delta") if isinstance(first, dict) else None
+        if isinstance(delta, dict):
+            saw_content = saw_content or bool(delta.get("content"))
+            saw_reasoning = saw_reasoning or bool(delta.get("reasoning_content"))
         cut = isinstance(first, dict) and first.get("finish_reason") == "length"
-        if dialect == "workers" and json_limit is not None and cut:
-            error = {"code": JSON_MODE_NOT_MET.code, "message": json_mode_cut_short(json_limit)}
+        if dialect == "workers" and json_inputs is not None and cut:
+            reason = json_mode_cut_short(
+                json_inputs,
+                thinking=saw_reasoning and not saw_content,
+                started=saw_content,
+                thought=saw_reasoning,
+            )
+            message = json_mode_failure_description(reason)
+            error = {"code": JSON_MODE_NOT_MET.code, "message": message}
             return [*out, {"errors": [error]}, "[DONE]"]
     return [*out, "[DONE]"]
 

@@ -27,7 +27,6 @@ from ember.bindings.ai.dialects import (
     json_mode_failure_description,
     json_mode_miss,
     openai_error_event,
-    token_limit,
     upstream_request,
     wants_json,
     workers_error_event,
@@ -215,9 +214,9 @@ class AIGateway:
             release()
             raise
         ttl = gateway.cache_ttl if gateway is not None else None
-        json_limit = token_limit(inputs) if wants_json(inputs) else None
+        json_inputs = inputs if wants_json(inputs) else None
         chunks = AnswerStream(
-            self._translate(events, model, dialect, release, key, ttl, json_limit, upstream.raw),
+            self._translate(events, model, dialect, release, key, ttl, json_inputs, upstream.raw),
             events,
             release,
         )
@@ -231,11 +230,11 @@ class AIGateway:
         release: Callable[[], None],
         key: str | None,
         ttl: int | None,
-        json_limit: str | None,
+        json_inputs: Mapping[str, Any] | None,
         raw: bool = False,
     ) -> AsyncIterator[bytes]:
         """The caller's event stream; quota released and the answer cached when it ends."""
-        translator = StreamTranslator(dialect, model, events.renamed, json_limit)
+        translator = StreamTranslator(dialect, model, events.renamed, json_inputs)
         recorded: list[bytes] | None = [] if key is not None else None
         try:
             while not translator.done:

@@ -167,10 +167,10 @@ def test_translator_fast_path_matches_the_reference_on_random_streams(dialect: s
     for _ in range(300):
         events = _random_stream(rng)
         rename = any('"model":"served-name"' in e or '"model": "served-name"' in e for e in events)
-        json_limit = rng.choice([None, "max_tokens=40"])  # JSON Mode, or not
-        translator = StreamTranslator(dialect, MODEL, rename, json_limit)
+        json_inputs = rng.choice([None, {"max_tokens": 40}])  # JSON Mode, or not
+        translator = StreamTranslator(dialect, MODEL, rename, json_inputs)
         fast = b"".join(translator.feed(e) for e in events) + translator.end()
-        expected = reference_translation(events, dialect, MODEL, json_limit)
+        expected = reference_translation(events, dialect, MODEL, json_inputs)
         assert parse_sse(fast) == expected, events
 
 
