@@ -51,7 +51,7 @@ class CatalogEntry:
     context_window: int  # Workers AI's, in tokens
     function_calling: bool = False
     reasoning: bool = False
-    vision: bool = False  # metadata only: ember's engine is text-only
+    vision: bool = False  # the platform model's; ember's engine reads text only
     shipped: str | None = None  # the shipped checkpoint's name; None when overridden
     reference_config: str | None = None  # config-only full-size entry of the same architecture
     options: ModelOptions = field(default_factory=ModelOptions)
@@ -170,7 +170,8 @@ def default_catalog() -> Catalog:
             ),
             _glm5("@cf/zai-org/glm-5.2", 262_144),
             _glm5("@cf/zai-org/glm-5.3", 1_310_720),
-            _glm5("@cf/zai-org/glm-5.3-flash", 1_310_720, function_calling=False, vision=True),
+            # The platform's catalog file lists function_calling true for GLM-5.3-Flash.
+            _glm5("@cf/zai-org/glm-5.3-flash", 1_310_720, vision=True),
         ]
     )
 

@@ -4,6 +4,9 @@
     service.py   supervisor side, one per deployment: validates calls, hands them to the gateway
     gateway.py   one per supervisor: model pool, response cache, batches, per-tenant quotas
     dialects.py  Workers AI and OpenAI requests and streams <-> the replicas' protocol
+    json_mode.py JSON Mode: whether an answer met it, and why not in words naming the field
+    thinking.py  dev-console notes: thinking that used the budget, thinking fields ignored
+    model_rows.py    the model list's rows: the platform's flags and what ember serves
     options.py   ``AiOptions`` (rejectIfBusy, extraHeaders, gateway, queueRequest, ...)
     failures.py  any failure -> Workers AI code, status and description
     quota.py, cache.py, batches.py   per-tenant limits, response cache, async batches

@@ -19,14 +19,15 @@ from typing import Any
 
 from ember.bindings.ai.failures import LoraUnsupported
 from ember.bindings.ai.fields import SAMPLING_FIELDS
+from ember.bindings.ai.json_mode import json_mode_cut_short, json_mode_failure_description
 from ember.bindings.ai.raw_prompt import COMPLETIONS_PATH, raw_body, wants_raw
 from ember.models.api.chat_request import ChatRequest, Dialect, parse_chat_request
-from ember.models.api.errors import JSON_MODE_NOT_MET, WorkersAIErrorCode
+from ember.models.api.errors import JSON_MODE_NOT_MET, InvalidRequestField, WorkersAIErrorCode
+from ember.models.api.messages import TEXT_ONLY
 from ember.models.api.sse import SSE_DONE, sse_data
 
 CHAT_PATH = "/v1/chat/completions"
-# The spelling that turns GLM's and Kimi's thinking off, on the platform and here.
-THINKING_OFF = '"chat_template_kwargs": {"enable_thinking": false}'
+THINKING_KW = {"enable_thinking": False}  # what turns GLM's and Kimi's thinking off
 # Chat-completions fields both ember's model server and SGLang accept; the rest stay behind.
 FORWARDED = (
     "messages",
@@ -56,14 +57,30 @@ class Upstream:
 
 
 def upstream_request(
-    model: str, inputs: Mapping[str, Any], dialect: Dialect, *, stream: bool
+    model: str,
+    inputs: Mapping[str, Any],
+    dialect: Dialect,
+    *,
+    stream: bool,
+    platform_vision: bool = False,
 ) -> Upstream:
-    """Validate ``inputs`` (InvalidRequestField names the field) and build the replica's request."""
+    """Validate ``inputs`` (InvalidRequestField names the field) and build the replica's request.
+    ``platform_vision``: the platform model reads images, so a refused image part says that
+    it is ember's checkpoint, not the model, that reads text only."""
     if isinstance(inputs, Mapping) and inputs.get("lora") is not None:
         # The platform answers 5005 for a model without LoRA support; ignoring the field would
         # answer from the base model as if the adapter had been applied.
         raise LoraUnsupported("/lora", f"{model} does not support LoRa inference")
-    request = parse_chat_request(inputs, dialect=dialect)
+    try:
+        request = parse_chat_request(inputs, dialect=dialect)
+    except InvalidRequestField as exc:
+        if platform_vision and exc.expected == TEXT_ONLY:
+            expected = (
+                f"'text' (ember's local checkpoint for {model} reads text only; the platform "
+                "model accepts images)"
+            )
+            raise InvalidRequestField(exc.field, expected, exc.found, exc.code) from None
+        raise
     if dialect == "workers" and wants_raw(inputs):
         return Upstream(COMPLETIONS_PATH, raw_body(model, inputs, stream=stream), raw=True)
     return Upstream(CHAT_PATH, _chat_body(model, inputs, request, dialect, stream=stream))
@@ -76,6 +93,10 @@ def _chat_body(
     body: dict[str, Any] = {key: inputs[key] for key in FORWARDED if inputs.get(key) is not None}
     if request.from_prompt:
         body["messages"] = [{"role": "user", "content": inputs["prompt"]}]
+    if not request.enable_thinking:
+        # Said another way (``reasoning_effort: "none"``): spelled out for the replica, since
+        # SGLang hands reasoning_effort to the template, which GLM's and Kimi's do not read.
+        body["chat_template_kwargs"] = {**body.get("chat_template_kwargs", {}), **THINKING_KW}
     body["model"] = model
     body["stream"] = stream
     if stream and dialect == "workers":
@@ -86,102 +107,6 @@ def _chat_body(
 
 def is_streaming(inputs: Mapping[str, Any]) -> bool:
     return inputs.get("stream") is True
-
-
-def wants_json(inputs: Mapping[str, Any]) -> bool:
-    """True when the caller asked for JSON Mode (``response_format`` json_object/json_schema)."""
-    fmt = inputs.get("response_format")
-    return isinstance(fmt, Mapping) and fmt.get("type") in ("json_object", "json_schema")
-
-
-def json_mode_miss(body: object, inputs: Mapping[str, Any]) -> str | None:
-    """Why a whole JSON Mode answer is not JSON (the platform then raises "JSON Mode couldn't
-    be met" instead of answering), or None when its content parses."""
-    choices = body.get("choices") if isinstance(body, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None  # not a chat completion: nothing to judge
-    for index, choice in enumerate(choices):  # n choices: every one must hold
-        miss = _choice_json_miss(choice, inputs) if isinstance(choice, dict) else None
-        if miss is not None:
-            return miss if len(choices) == 1 else f"choice {index}: {miss}"
-    return None
-
-
-def _choice_json_miss(choice: dict, inputs: Mapping[str, Any]) -> str | None:
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    if message.get("tool_calls"):
-        return None  # the model called a tool instead: its arguments are checked elsewhere
-    content = message.get("content")
-    if choice.get("finish_reason") == "length":
-        thought = bool(message.get("reasoning_content"))
-        return json_mode_cut_short(
-            inputs, thinking=thought and not content, started=bool(content), thought=thought
-        )
-    if not isinstance(content, str) or not content.strip():
-        return "the answer has no content"
-    try:
-        json.loads(content)
-    except ValueError:
-        return "the answer's content is not valid JSON"
-    return None
-
-
-def json_mode_cut_short(
-    inputs: Mapping[str, Any], *, thinking: bool, started: bool, thought: bool = False
-) -> str:
-    """Why a JSON Mode answer ended with finish_reason "length", and the field to change.
-
-    ``thinking``: the model was still reasoning when the budget ran out (GLM and Kimi think
-    first by default, and the thinking counts against the same budget), so turning thinking
-    off is the fix. ``thought``: it reasoned first, then the JSON ran out of what was left.
-    Otherwise the JSON itself ran long: the tiny local models in particular write strings
-    until something stops them, which ``maxLength``/``maxItems`` in the schema does.
-    """
-    limit, field = token_limit(inputs), _limit_field(inputs)
-    if thinking:
-        return (
-            f"the model was still thinking when it reached {limit} (finish_reason 'length'), "
-            f"before any JSON; turn thinking off with {THINKING_OFF}, or raise {field}"
-        )
-    where = "before the JSON was complete" if started else "before any JSON"
-    bound = (
-        "bound the schema's strings and arrays with maxLength and maxItems"
-        if _has_schema(inputs)
-        else "ask for shorter JSON (a json_schema with maxLength and maxItems bounds it)"
-    )
-    if thought:
-        return (
-            f"the answer reached {limit} (finish_reason 'length') {where}, and the model's "
-            f"thinking came first in the same budget; raise {field}, turn thinking off with "
-            f"{THINKING_OFF}, or {bound}"
-        )
-    return f"the answer reached {limit} (finish_reason 'length') {where}; raise {field}, or {bound}"
-
-
-def json_mode_failure_description(reason: str) -> str:
-    """The platform's words first (clients match them), then what happened and what to do."""
-    return f"JSON Mode couldn't be met: {reason}"
-
-
-def token_limit(inputs: Mapping[str, Any]) -> str:
-    for key in ("max_completion_tokens", "max_tokens"):
-        if isinstance(inputs.get(key), int):
-            return f"{key}={inputs[key]}"
-    return "the model's token limit"
-
-
-def _limit_field(inputs: Mapping[str, Any]) -> str:
-    """The field the caller set (so the advice names what they wrote), else the current name."""
-    if not isinstance(inputs.get("max_completion_tokens"), int) and isinstance(
-        inputs.get("max_tokens"), int
-    ):
-        return "max_tokens"
-    return "max_completion_tokens"
-
-
-def _has_schema(inputs: Mapping[str, Any]) -> bool:
-    fmt = inputs.get("response_format")
-    return isinstance(fmt, Mapping) and fmt.get("type") == "json_schema"
 
 
 def workers_error_event(code: WorkersAIErrorCode, description: str) -> bytes:

@@ -24,17 +24,17 @@ from ember.bindings.ai.dialects import (
     StreamTranslator,
     completion_result,
     is_streaming,
-    json_mode_failure_description,
-    json_mode_miss,
     openai_error_event,
     upstream_request,
-    wants_json,
     workers_error_event,
 )
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
+from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
+from ember.bindings.ai.model_rows import model_rows
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_chunk, as_chat_completion
+from ember.bindings.ai.thinking import ignored_thinking_fields, reasoning_cut_short
 from ember.errors import BindingError, InvalidModelInput, ModelNotFound
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
@@ -91,6 +91,7 @@ class AIGateway:
         progress: Callable[[str], None] = stderr_progress,
     ) -> None:
         self.config = config or GatewayConfig()
+        self._progress = progress  # the dev console: notes about requests (thinking.py)
         self.pool = ModelPool(self.config.pool, progress=progress)
         self.cache = ResponseCache()
         self.responses = ResponseStore()  # /ai/v1/responses, one scope per tenant
@@ -176,7 +177,13 @@ class AIGateway:
                 "set to true (the third argument of env.AI.run)",
             )
         stream = is_streaming(inputs)
-        upstream = upstream_request(model, inputs, dialect, stream=stream)
+        catalog = self.pool.catalog
+        entry = catalog.get(model) if model in catalog else None
+        vision = entry is not None and entry.vision
+        upstream = upstream_request(model, inputs, dialect, stream=stream, platform_vision=vision)
+        note = ignored_thinking_fields(model, inputs)
+        if note is not None:
+            self._progress(note)
         gateway = options.gateway
         key = None
         if gateway is not None and gateway.cache_ttl and not gateway.skip_cache:
@@ -200,6 +207,9 @@ class AIGateway:
                 if answer.status != 200:
                     raise upstream_refusal(model, answer.status, answer.body)
                 result = as_chat_completion(answer.body) if upstream.raw else answer.body
+                note = reasoning_cut_short(model, result, inputs)
+                if note is not None:
+                    self._progress(note)
                 if dialect == "workers" and wants_json(inputs):
                     miss = json_mode_miss(result, inputs)
                     if miss is not None:
@@ -306,30 +316,7 @@ class AIGateway:
 
     def models(self) -> list[dict[str, Any]]:
         """The model list, as ``env.AI.models()`` and ``/ai/v1/models`` report it."""
-        return [
-            {
-                "id": s.model_id,
-                "architecture": s.architecture,
-                "context_window": s.context_window,
-                "max_context": s.max_context,
-                "quantization": s.quantization,
-                "kv_cache_dtype": s.kv_cache_dtype,
-                "replicas": [
-                    {"state": r.state, "describe": r.describe, "restarts": r.restarts}
-                    for r in s.replicas
-                ]
-                or [
-                    {"state": "stopped", "describe": d.describe(), "restarts": 0}
-                    for d in self.pool.config.serving(s.model_id).replicas
-                ],
-                "loaded": s.loaded,
-                "queued": s.queued,
-                "function_calling": s.function_calling,
-                "reasoning": s.reasoning,
-                "vision": s.vision,
-            }
-            for s in self.pool.status()
-        ]
+        return model_rows(self.pool)
 
 
 def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:

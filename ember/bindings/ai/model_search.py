@@ -79,20 +79,31 @@ class ModelSearch:
 
 def catalog_entry(row: Mapping[str, Any]) -> dict[str, Any]:
     """One ``AIGateway.models()`` row as the platform's ``AiModelsSearchObject``."""
+    here = row.get("ember") or {}
     return {
         "id": row["id"],
         "name": row["id"],
         "source": SOURCE,
-        "description": f"{row['architecture']} served locally by ember",
+        "description": _description(row["architecture"], here),
         "task": dict(TASK),
         "tags": [],
         "properties": [
             {"property_id": "context_window", "value": str(row["context_window"])},
-            # Only the capabilities the id has, as the platform lists them (GLM-5.3-Flash has
-            # no function calling; Kimi reads images).
+            # Only the capabilities the id has, as the platform lists them (Kimi and
+            # GLM-5.3-Flash read images there); what ember serves is under "ember".
             *({"property_id": flag, "value": "true"} for flag in CAPABILITIES if row.get(flag)),
         ],
+        "ember": dict(here),
     }
+
+
+def _description(architecture: str, here: Mapping[str, Any]) -> str:
+    """One line a person reads (``wrangler ai models`` prints it): what answers here."""
+    if here.get("shipped"):
+        checkpoint = f"the shipped ~10M-parameter checkpoint {here['checkpoint']}"
+    else:
+        checkpoint = f"the checkpoint {here.get('checkpoint', '')}".rstrip()
+    return f"{architecture} served locally by ember from {checkpoint} (text only)"
 
 
 def _author(model_id: str) -> str:

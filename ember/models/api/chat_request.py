@@ -238,12 +238,16 @@ def prompt_logprobs_field(body: Mapping, stream: bool) -> int | None:
     return value
 
 
-def _thinking(body: Mapping) -> tuple[bool, bool, dict[str, Any]]:
+def _thinking(body: Mapping, effort: str | None) -> tuple[bool, bool, dict[str, Any]]:
+    """(enable_thinking, clear_thinking, the other template kwargs). ``reasoning_effort:
+    "none"`` means no reasoning (OpenAI's meaning, and ``reasoning.effort`` on the Responses
+    path), so it turns thinking off unless ``chat_template_kwargs.enable_thinking`` says."""
+    default = effort != "none"
     value = body.get("chat_template_kwargs")
     if value is None:
-        return True, False, {}
+        return default, False, {}
     kwargs = require_object(value, "/chat_template_kwargs")
-    enable = optional_bool(kwargs, "enable_thinking", "/chat_template_kwargs", True)
+    enable = optional_bool(kwargs, "enable_thinking", "/chat_template_kwargs", default)
     clear = optional_bool(kwargs, "clear_thinking", "/chat_template_kwargs", False)
     rest = {k: v for k, v in kwargs.items() if k not in ("enable_thinking", "clear_thinking")}
     return enable, clear, rest
@@ -299,7 +303,8 @@ def parse_chat_request(
     stream = optional_bool(data, "stream", "", False)
     include_usage, continuous_usage = stream_options(data, stream)
     tools = parse_tools(data.get("tools"), "/tools")
-    enable, clear, template_kwargs = _thinking(data)
+    effort = optional_choice(data, "reasoning_effort", "", REASONING_EFFORTS, None)
+    enable, clear, template_kwargs = _thinking(data, effort)
     sampling = parse_sampling(data, max_temperature=max_temperature)
     prompt_logprobs = prompt_logprobs_field(data, stream)
     if prompt_logprobs is not None:
@@ -321,7 +326,7 @@ def parse_chat_request(
         enable_thinking=enable,
         clear_thinking=clear,
         template_kwargs=template_kwargs,
-        reasoning_effort=optional_choice(data, "reasoning_effort", "", REASONING_EFFORTS, None),
+        reasoning_effort=effort,
         stream=stream,
         include_usage=include_usage,
         continuous_usage=continuous_usage,

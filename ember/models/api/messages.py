@@ -20,6 +20,8 @@ from ember.models.api.fields import (
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
+TEXT_ONLY = "'text' (this model reads text only)"
+
 
 @dataclass(frozen=True)
 class ContentPart:
@@ -96,9 +98,7 @@ def _parts(value: list, path: str, *, allow_images: bool) -> tuple[ContentPart, 
                 raise wrong_type(at(at(where, "image_url"), "url"), "an image URL", url)
             parts.append(ContentPart("image_url", image_url=url))
         else:
-            expected = (
-                "'text' or 'image_url'" if allow_images else "'text' (this model reads text only)"
-            )
+            expected = "'text' or 'image_url'" if allow_images else TEXT_ONLY
             raise InvalidRequestField(at(where, "type"), expected, describe(kind))
     return tuple(parts)
 

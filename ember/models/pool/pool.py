@@ -75,6 +75,7 @@ class ModelStatus:
     function_calling: bool = False
     reasoning: bool = False
     vision: bool = False
+    shipped: str | None = None  # the shipped checkpoint's name; None: the user's own / by URL
 
     @property
     def loaded(self) -> bool:
@@ -321,6 +322,7 @@ class ModelPool:
                     function_calling=entry.function_calling if entry else False,
                     reasoning=entry.reasoning if entry else False,
                     vision=entry.vision if entry else False,
+                    shipped=entry.shipped if entry and first.url is None else None,
                 )
             )
         return rows

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.bindings.ai.dialects import StreamTranslator, json_mode_miss
+from ember.bindings.ai.dialects import StreamTranslator
+from ember.bindings.ai.json_mode import json_mode_miss
 from ember.models.api.sse import parse_sse
 
 SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}

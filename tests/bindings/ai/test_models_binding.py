@@ -68,6 +68,38 @@ def test_search_lists_only_the_capabilities_an_id_has() -> None:
             await gateway.aclose()
 
     listed = asyncio.run(rows())
-    assert flags(listed["@cf/zai-org/glm-5.3-flash"]) == {"reasoning", "vision"}
+    # The platform's catalog file (cloudflare-docs workers-ai-models/glm-5.3-flash.json)
+    # lists function calling for GLM-5.3-Flash.
+    assert flags(listed["@cf/zai-org/glm-5.3-flash"]) == {
+        "function_calling",
+        "reasoning",
+        "vision",
+    }
     assert flags(listed["@cf/moonshotai/kimi-k2.5"]) == {"function_calling", "reasoning", "vision"}
     assert flags(listed["@cf/zai-org/glm-4.7-flash"]) == {"function_calling", "reasoning"}
+
+
+def test_rows_say_what_ember_serves_beside_the_platforms_flags() -> None:
+    """The platform's vision flag stays (fidelity); ember's own fields say the local
+    checkpoint is a tiny text-only model, in the rows and in the search objects."""
+
+    async def rows() -> dict[str, dict]:
+        gateway = AIGateway(progress=lambda line: None)
+        try:
+            return {row["id"]: row for row in gateway.models()}
+        finally:
+            await gateway.aclose()
+
+    listed = asyncio.run(rows())
+    kimi = listed["@cf/moonshotai/kimi-k2.6"]
+    assert kimi["vision"] is True  # the platform model reads images
+    assert kimi["ember"] == {
+        "checkpoint": "kimi-tiny",
+        "shipped": True,
+        "vision": False,
+        "function_calling": True,
+        "reasoning": True,
+    }
+    searched = catalog_entry(listed["@cf/zai-org/glm-5.3-flash"])
+    assert searched["ember"]["vision"] is False and searched["ember"]["checkpoint"] == "glmdsa-tiny"
+    assert "~10M-parameter checkpoint glmdsa-tiny (text only)" in searched["description"]

@@ -1,0 +1,60 @@
+"""The model list's rows (``env.AI.models()``, ``/ai/v1/models``, ``ember ai models``).
+
+Two kinds of facts side by side, never mixed: the platform catalog's capability flags
+(``function_calling``, ``reasoning``, ``vision``: what the id does on Workers AI, kept as the
+catalog says so a worker's feature checks behave as they will once deployed) and, under
+``ember``, what ember itself serves for the id here: which checkpoint, and what it accepts.
+ember's engine reads text only, so ``ember.vision`` is false even where the platform model
+reads images (an ``image_url`` part is refused with a 5006 that says so).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.models.pool.pool import ModelPool, ModelStatus
+
+
+def model_rows(pool: ModelPool) -> list[dict[str, Any]]:
+    return [_row(pool, s) for s in pool.status()]
+
+
+def served_here(status: ModelStatus) -> dict[str, Any]:
+    """What ember serves for the id: the checkpoint and what a request to it may carry."""
+    shipped = status.shipped is not None
+    return {
+        # The shipped checkpoints are ~10M-parameter models trained in this repo: text shaped
+        # like their training data, the real architecture, not the real model's answers.
+        "checkpoint": status.shipped if shipped else (status.checkpoint or "(attached by URL)"),
+        "shipped": shipped,
+        "vision": False,  # ember's engine and the gateway read text parts only
+        # Tools are served through the chat template and a constrained tool-call grammar for
+        # every catalog id; an id attached by URL calls tools as its backend does.
+        "function_calling": True,
+        "reasoning": status.reasoning,
+    }
+
+
+def _row(pool: ModelPool, s: ModelStatus) -> dict[str, Any]:
+    return {
+        "id": s.model_id,
+        "architecture": s.architecture,
+        "context_window": s.context_window,
+        "max_context": s.max_context,
+        "quantization": s.quantization,
+        "kv_cache_dtype": s.kv_cache_dtype,
+        "replicas": [
+            {"state": r.state, "describe": r.describe, "restarts": r.restarts} for r in s.replicas
+        ]
+        or [
+            {"state": "stopped", "describe": d.describe(), "restarts": 0}
+            for d in pool.config.serving(s.model_id).replicas
+        ],
+        "loaded": s.loaded,
+        "queued": s.queued,
+        # The platform catalog's flags for the id (see the module docstring).
+        "function_calling": s.function_calling,
+        "reasoning": s.reasoning,
+        "vision": s.vision,
+        "ember": served_here(s),
+    }

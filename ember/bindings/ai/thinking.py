@@ -1,0 +1,54 @@
+"""Dev-console notes about thinking, for the two ways a caller loses an answer to it.
+
+GLM and Kimi think first by default (Workers AI's ``chat_template_kwargs.enable_thinking``
+defaults to true), and the thinking counts against ``max_completion_tokens``. A small budget
+then ends inside the reasoning: a 200 whose ``content`` is null (vLLM and SGLang answer the same
+way, and the platform has no field for it, so the answer stays as it is). And the other APIs'
+ways of turning thinking off are not in the platform's schema for these models, which accepts
+and ignores unknown fields: the platform ignores them, so ember does too. Both cases get one
+line on the dev console (as vLLM logs the fields it ignored) naming the field that works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ember.bindings.ai.json_mode import THINKING_OFF, token_limit
+
+# Other APIs' spellings for turning thinking off, which Workers AI's schema for Kimi and GLM
+# does not have (the platform ignores them).
+IGNORED_SPELLINGS: Mapping[str, str] = {
+    "thinking": "Z.ai's and Moonshot's own APIs' spelling",
+    "reasoning": "OpenRouter's spelling",
+    "enable_thinking": "a top-level enable_thinking (DashScope's spelling)",
+}
+
+
+def ignored_thinking_fields(model: str, inputs: Mapping[str, Any]) -> str | None:
+    """The note for a request that tries to steer thinking with a field the platform ignores."""
+    found = [key for key in IGNORED_SPELLINGS if key in inputs]
+    if not found:
+        return None
+    which = "; ".join(f"'{key}' ({IGNORED_SPELLINGS[key]})" for key in found)
+    return (
+        f"{model}: ignored {which}: Workers AI ignores it too. Thinking is on by default; "
+        f'turn it off with {THINKING_OFF} (or reasoning_effort "none" in ember)'
+    )
+
+
+def reasoning_cut_short(model: str, body: object, inputs: Mapping[str, Any]) -> str | None:
+    """The note for an answer whose budget ran out while the model was still thinking."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    for choice in choices if isinstance(choices, list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict) or choice.get("finish_reason") != "length":
+            continue
+        if message.get("content") or not message.get("reasoning_content"):
+            continue
+        return (
+            f"{model}: content is null: the model spent all of {token_limit(inputs)} thinking "
+            f"(finish_reason 'length', the reasoning is in reasoning_content); turn thinking "
+            f"off with {THINKING_OFF}, or raise max_completion_tokens"
+        )
+    return None

@@ -1,0 +1,134 @@
+"""Thinking through the real gateway and a real GLM model server (the shipped tiny checkpoint):
+the README's small-budget call, the spellings that turn thinking off, the notes the dev
+console gets when thinking ate the answer or a field that does nothing was sent, and the 5006
+for an image sent to an id whose platform model reads images."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ember.bindings.ai.gateway import AIGateway, AIRequestFailed
+from ember.bindings.ai.options import RunOptions
+from ember.bindings.ai.spec import gateway_config
+from tests.bindings.ai.support import GLM, KIMI, LoopThread, models_section, tiny_checkpoints
+
+PROMPT = "What is the origin of the phrase Hello, World?"
+
+
+class Live:
+    def __init__(self, gateway: AIGateway, loop: LoopThread, notes: list[str]) -> None:
+        self.gateway, self.loop, self.notes = gateway, loop, notes
+
+    def run(self, model: str, inputs: dict[str, Any], dialect: str = "workers") -> dict:
+        self.notes.clear()
+        answer = self.loop.run(self.gateway.run("t", model, inputs, RunOptions(), dialect))  # type: ignore[arg-type]
+        return json.loads(answer.body or b"{}")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    glm, kimi = tiny_checkpoints(tmp_path_factory)
+    root = tmp_path_factory.mktemp("thinking")
+    section = {"binding": "AI", "models": models_section(glm, kimi)}
+    notes: list[str] = []
+    loop = LoopThread()
+    gateway = loop.run(_make(gateway_config(section, str(Path(root) / "ember.yaml")), notes))
+    try:
+        yield Live(gateway, loop, notes)
+    finally:
+        loop.run(gateway.aclose())
+        loop.close()
+
+
+async def _make(config: Any, notes: list[str]) -> AIGateway:
+    return AIGateway(config, progress=notes.append)
+
+
+def _reasoning_tokens(body: dict) -> int:
+    return body["usage"]["completion_tokens_details"]["reasoning_tokens"]
+
+
+def test_a_small_budget_spent_thinking_gets_a_note_naming_the_fix(live: Live) -> None:
+    body = live.run(GLM, {"prompt": PROMPT, "max_completion_tokens": 20})
+    choice = body["choices"][0]
+    # The platform's (and vLLM's) answer is kept: content null, the reasoning beside it.
+    assert choice["finish_reason"] == "length" and choice["message"]["content"] is None
+    assert choice["message"]["reasoning_content"]
+    (note,) = [n for n in live.notes if "content is null" in n]
+    assert "max_completion_tokens=20" in note
+    assert '"chat_template_kwargs": {"enable_thinking": false}' in note
+
+
+@pytest.mark.parametrize(
+    "off",
+    [
+        {"chat_template_kwargs": {"enable_thinking": False}},
+        {"reasoning_effort": "none"},
+    ],
+    ids=["chat_template_kwargs", "reasoning_effort_none"],
+)
+@pytest.mark.parametrize("dialect", ["workers", "openai"])
+def test_thinking_off_leaves_the_whole_budget_to_the_answer(
+    live: Live, off: dict, dialect: str
+) -> None:
+    inputs = {"messages": [{"role": "user", "content": PROMPT}], "max_completion_tokens": 20}
+    if dialect == "openai":
+        inputs["model"] = GLM
+    body = live.run(GLM, {**inputs, **off}, dialect)
+    message = body["choices"][0]["message"]
+    assert _reasoning_tokens(body) == 0 and not message.get("reasoning_content"), body
+    assert message["content"], body
+    assert not live.notes
+
+
+def test_an_explicit_enable_thinking_wins_over_reasoning_effort(live: Live) -> None:
+    body = live.run(
+        GLM,
+        {
+            "prompt": PROMPT,
+            "max_completion_tokens": 20,
+            "reasoning_effort": "none",
+            "chat_template_kwargs": {"enable_thinking": True},
+        },
+    )
+    assert _reasoning_tokens(body) > 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("thinking", {"type": "disabled"}),
+        ("reasoning", {"enabled": False}),
+        ("enable_thinking", False),
+    ],
+)
+def test_other_apis_spellings_are_ignored_as_on_the_platform_with_a_note(
+    live: Live, field: str, value: object
+) -> None:
+    body = live.run(GLM, {"prompt": PROMPT, "max_completion_tokens": 20, field: value})
+    assert _reasoning_tokens(body) > 0  # ignored, as Workers AI ignores it
+    (note,) = [n for n in live.notes if "ignored" in n]
+    assert f"'{field}'" in note and "Workers AI ignores it too" in note
+    assert '"chat_template_kwargs": {"enable_thinking": false}' in note
+
+
+def test_an_image_for_a_vision_id_says_the_local_checkpoint_reads_text_only(live: Live) -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    inputs = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, image]}]}
+    with pytest.raises(AIRequestFailed) as refused:
+        live.run(KIMI, inputs)
+    failure = refused.value.failure
+    assert failure.code.code == 5006
+    assert "/messages/0/content/1/type" in failure.message
+    assert (
+        "ember's local checkpoint for @cf/moonshotai/kimi-k2.5 reads text only" in failure.message
+    )
+    assert "the platform model accepts images" in failure.message
+    with pytest.raises(AIRequestFailed) as text_only:  # GLM-4.7-Flash reads text on both
+        live.run(GLM, inputs)
+    assert "platform" not in text_only.value.failure.message
