@@ -59,7 +59,10 @@ def _project_config(project: Path | None) -> Any:
 @env_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def models(url: str | None, project: Path | None, as_json: bool) -> None:
-    """Model ids, architecture, context, quantization, KV dtype, replicas, loaded.
+    """Model ids, architecture, what serves them, context, quantization, KV dtype, replicas.
+
+    SERVED FROM is ember's checkpoint for the id: the shipped ones are ~10M-parameter models
+    trained in this repo (the real architecture, text only, not the real model's answers).
 
     CONTEXT is what a request may use here (prompt and answer together): the id's window on
     Workers AI, capped by what the checkpoint serves; the id's window follows when larger.
@@ -73,7 +76,7 @@ def models(url: str | None, project: Path | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    header = ("ID", "ARCHITECTURE", "CONTEXT", "QUANT", "KV", "REPLICAS", "LOADED")
+    header = ("ID", "ARCHITECTURE", "SERVED FROM", "CONTEXT", "QUANT", "KV", "REPLICAS", "LOADED")
     table = [header]
     for row in rows:
         replicas = row.get("replicas") or []
@@ -82,6 +85,7 @@ def models(url: str | None, project: Path | None, as_json: bool) -> None:
             (
                 row["id"],
                 row["architecture"],
+                _served_from(row),
                 _context(row),
                 row["quantization"],
                 row["kv_cache_dtype"],
@@ -94,6 +98,15 @@ def models(url: str | None, project: Path | None, as_json: bool) -> None:
         click.echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
     if not url:
         click.echo("(as configured; nothing is loaded here: pass --url to ask a running ember)")
+
+
+def _served_from(row: dict[str, Any]) -> str:
+    """What answers here: the shipped tiny checkpoints are not the platform's models (they
+    read text only, and write text shaped like their training data)."""
+    here = row.get("ember") or {}
+    if here.get("shipped"):
+        return f"{here['checkpoint']} (~10M params, text only)"
+    return str(here.get("checkpoint", ""))
 
 
 def _context(row: dict[str, Any]) -> str:

@@ -41,6 +41,12 @@ FLUSH_EVERY_S = 0.02  # request log lines reach the terminal at most this late
     is_flag=True,
     help="Serve every request through uvicorn's ASGI path (the HTTP fast path's reference).",
 )
+@click.option(
+    "--no-ai-routes",
+    is_flag=True,
+    help="Send /ai/v1/* and /client/v4/accounts/*/ai/* to the worker instead of answering them "
+    "with ember's AI APIs (as they reach the worker once deployed).",
+)
 def dev(
     directory: Path,
     port: int | None,
@@ -51,6 +57,7 @@ def dev(
     no_watch: bool,
     no_crons: bool,
     no_fast_http: bool,
+    no_ai_routes: bool,
 ) -> None:
     """Serve the worker in DIRECTORY on http://127.0.0.1:8787, reloading on change."""
     from ember import heap
@@ -68,6 +75,7 @@ def dev(
         watch=not no_watch,
         run_crons=not no_crons,
         fast_http=not no_fast_http,
+        ai_routes=not no_ai_routes,
     )
     sink = TerminalSink()
     server = DevServer(options, sink)

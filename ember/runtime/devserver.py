@@ -61,6 +61,9 @@ class DevOptions:
     registry: BindingRegistry | None = None
     # The task-free HTTP path for the usual request (fasthttp.py); off: uvicorn's own protocol.
     fast_http: bool = True
+    # With an ``ai`` binding, ember answers /ai/v1/* and /client/v4/accounts/*/ai/* itself (the
+    # platform's AI APIs); off: those paths go to the worker, as they do once it is deployed.
+    ai_routes: bool = True
 
 
 class DevServer:
@@ -176,10 +179,11 @@ class DevServer:
 
     def _binding_mounts(self, deployment: Deployment) -> list[HttpMount]:
         assert self.supervisor is not None  # invariant: made in serve() before this is called
+        ai = self.options.ai_routes  # off: the AI paths go to the worker (--no-ai-routes)
         return binding_mounts(
             self.options.registry or default_registry(),
             DeploymentHost(self.supervisor.resources, deployment.id),
-            deployment.bindings,
+            [b for b in deployment.bindings if ai or b.kind != "ai"],
         )
 
     async def _startup(self) -> None:
