@@ -14,7 +14,7 @@ import openai
 import pytest
 import yaml
 
-from ember.bindings.ai.dialects import json_mode_miss
+from ember.bindings.ai.json_mode import json_mode_miss
 from ember.models.api.sse import parse_sse
 from tests.bindings.ai.support import GLM, models_section, tiny_checkpoints
 from tests.bindings.ai.test_dev_http import DevServer, _env

@@ -15,6 +15,7 @@ import pytest
 from ember.bindings.ai.gateway import AIGateway, AIRequestFailed
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.spec import gateway_config
+from ember.models.api.sse import parse_sse
 from tests.bindings.ai.support import GLM, KIMI, LoopThread, models_section, tiny_checkpoints
 
 PROMPT = "What is the origin of the phrase Hello, World?"
@@ -28,6 +29,14 @@ class Live:
         self.notes.clear()
         answer = self.loop.run(self.gateway.run("t", model, inputs, RunOptions(), dialect))  # type: ignore[arg-type]
         return json.loads(answer.body or b"{}")
+
+    def stream(self, model: str, inputs: dict[str, Any]) -> list[object]:
+        async def read() -> bytes:
+            answer = await self.gateway.run("t", model, {**inputs, "stream": True}, RunOptions())
+            assert answer.stream is not None
+            return b"".join([chunk async for chunk in answer.stream])
+
+        return parse_sse(self.loop.run(read()))
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +141,29 @@ def test_an_image_for_a_vision_id_says_the_local_checkpoint_reads_text_only(live
     with pytest.raises(AIRequestFailed) as text_only:  # GLM-4.7-Flash reads text on both
         live.run(GLM, inputs)
     assert "platform" not in text_only.value.failure.message
+
+
+def test_json_mode_cut_short_with_thinking_off_suggests_bounding_the_schema(live: Live) -> None:
+    """Thinking already off: the JSON itself ran long, so the hint is about the JSON (the
+    tiny models write strings until something stops them), never "disable thinking"."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "city": {"type": "string"}},
+        "required": ["name", "city"],
+    }
+    inputs = {
+        "prompt": "Extract the person: Ada Lovelace lives in London.",
+        "max_completion_tokens": 6,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}},
+        "chat_template_kwargs": {"enable_thinking": False},
+        "temperature": 0,
+    }
+    with pytest.raises(AIRequestFailed) as whole:
+        live.run(GLM, inputs)
+    streamed = live.stream(GLM, inputs)[-2]
+    assert isinstance(streamed, dict)
+    for message in (whole.value.failure.description, streamed["errors"][0]["message"]):
+        assert message.startswith("JSON Mode couldn't be met"), message
+        assert "thinking" not in message, message
+        assert "max_completion_tokens=6" in message and "raise max_completion_tokens" in message
+        assert "maxLength and maxItems" in message
