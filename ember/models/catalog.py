@@ -52,6 +52,9 @@ class CatalogEntry:
     function_calling: bool = False
     reasoning: bool = False
     vision: bool = False  # the platform model's; ember's engine reads text only
+    # The platform's catalog marks reasoning mandatory (``reasoning_effort.mandatory``): the
+    # model thinks whatever reasoning_effort says ("none" reads as its default effort).
+    thinking_mandatory: bool = False
     shipped: str | None = None  # the shipped checkpoint's name; None when overridden
     reference_config: str | None = None  # config-only full-size entry of the same architecture
     options: ModelOptions = field(default_factory=ModelOptions)
@@ -120,7 +123,7 @@ class Catalog:
         return ResolvedModel(entry, load_config(entry.checkpoint_dir))
 
 
-def _kimi(model_id: str, window: int) -> CatalogEntry:
+def _kimi(model_id: str, window: int, *, thinking_mandatory: bool = False) -> CatalogEntry:
     return CatalogEntry(
         model_id,
         "kimi",
@@ -130,21 +133,23 @@ def _kimi(model_id: str, window: int) -> CatalogEntry:
         function_calling=True,
         reasoning=True,
         vision=True,
+        thinking_mandatory=thinking_mandatory,
         shipped="kimi-tiny",
         reference_config="kimi-k2.5",
     )
 
 
-def _glm5(model_id: str, window: int, *, function_calling: bool = True, vision: bool = False):
+def _glm5(model_id: str, window: int, *, vision: bool = False, thinking_mandatory: bool = False):
     return CatalogEntry(
         model_id,
         "glm",
         GLM_MOE_DSA,
         SHIPPED_CHECKPOINTS / "glmdsa-tiny",
         window,
-        function_calling=function_calling,
+        function_calling=True,
         reasoning=True,
         vision=vision,
+        thinking_mandatory=thinking_mandatory,
         shipped="glmdsa-tiny",
         reference_config="glm-5.2",
     )
@@ -156,7 +161,7 @@ def default_catalog() -> Catalog:
         [
             _kimi("@cf/moonshotai/kimi-k2.5", 256_000),
             _kimi("@cf/moonshotai/kimi-k2.6", 262_144),
-            _kimi("@cf/moonshotai/kimi-k2.7-code", 262_144),
+            _kimi("@cf/moonshotai/kimi-k2.7-code", 262_144, thinking_mandatory=True),
             CatalogEntry(
                 "@cf/zai-org/glm-4.7-flash",
                 "glm",
@@ -171,7 +176,7 @@ def default_catalog() -> Catalog:
             _glm5("@cf/zai-org/glm-5.2", 262_144),
             _glm5("@cf/zai-org/glm-5.3", 1_310_720),
             # The platform's catalog file lists function_calling true for GLM-5.3-Flash.
-            _glm5("@cf/zai-org/glm-5.3-flash", 1_310_720, vision=True),
+            _glm5("@cf/zai-org/glm-5.3-flash", 1_310_720, vision=True, thinking_mandatory=True),
         ]
     )
 

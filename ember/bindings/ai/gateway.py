@@ -34,7 +34,11 @@ from ember.bindings.ai.model_rows import model_rows
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_chunk, as_chat_completion
-from ember.bindings.ai.thinking import ignored_thinking_fields, reasoning_cut_short
+from ember.bindings.ai.thinking import (
+    ignored_thinking_fields,
+    mandatory_effort,
+    reasoning_cut_short,
+)
 from ember.errors import BindingError, InvalidModelInput, ModelNotFound
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
@@ -179,6 +183,10 @@ class AIGateway:
         stream = is_streaming(inputs)
         catalog = self.pool.catalog
         entry = catalog.get(model) if model in catalog else None
+        if entry is not None and entry.thinking_mandatory:
+            inputs, mandatory = mandatory_effort(model, inputs)
+            if mandatory:
+                self._progress(mandatory)
         vision = entry is not None and entry.vision
         upstream = upstream_request(model, inputs, dialect, stream=stream, platform_vision=vision)
         note = ignored_thinking_fields(model, inputs)

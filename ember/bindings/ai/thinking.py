@@ -52,3 +52,16 @@ def reasoning_cut_short(model: str, body: object, inputs: Mapping[str, Any]) -> 
             f"off with {THINKING_OFF}, or raise max_completion_tokens"
         )
     return None
+
+
+def mandatory_effort(model: str, inputs: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """``inputs`` for an id whose platform model always thinks, with ``reasoning_effort:
+    "none"`` read as the platform reads it (the model's default effort, thinking on), and the
+    note saying so; the inputs unchanged (and no note) otherwise."""
+    if inputs.get("reasoning_effort") != "none":
+        return inputs, ""
+    note = (
+        f"{model} always thinks on Workers AI (its catalog marks reasoning mandatory): "
+        'reasoning_effort "none" is read as its default effort there, and here'
+    )
+    return {**inputs, "reasoning_effort": None}, note

@@ -19,6 +19,10 @@ from ember.models.api.sse import parse_sse
 from tests.bindings.ai.support import GLM, KIMI, LoopThread, models_section, tiny_checkpoints
 
 PROMPT = "What is the origin of the phrase Hello, World?"
+# Greedy, so "thinks" is the same answer every run (sampled, a tiny model may close its
+# thinking at once).
+GREEDY = {"prompt": PROMPT, "max_completion_tokens": 20, "temperature": 0}
+KIMI_CODE = "@cf/moonshotai/kimi-k2.7-code"  # reasoning mandatory in the platform's catalog
 
 
 class Live:
@@ -43,7 +47,9 @@ class Live:
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     glm, kimi = tiny_checkpoints(tmp_path_factory)
     root = tmp_path_factory.mktemp("thinking")
-    section = {"binding": "AI", "models": models_section(glm, kimi)}
+    models = models_section(glm, kimi)
+    models[KIMI_CODE] = {**models[KIMI], "checkpoint": str(kimi)}
+    section = {"binding": "AI", "models": models}
     notes: list[str] = []
     loop = LoopThread()
     gateway = loop.run(_make(gateway_config(section, str(Path(root) / "ember.yaml")), notes))
@@ -63,7 +69,7 @@ def _reasoning_tokens(body: dict) -> int:
 
 
 def test_a_small_budget_spent_thinking_gets_a_note_naming_the_fix(live: Live) -> None:
-    body = live.run(GLM, {"prompt": PROMPT, "max_completion_tokens": 20})
+    body = live.run(GLM, GREEDY)
     choice = body["choices"][0]
     # The platform's (and vLLM's) answer is kept: content null, the reasoning beside it.
     assert choice["finish_reason"] == "length" and choice["message"]["content"] is None
@@ -85,7 +91,11 @@ def test_a_small_budget_spent_thinking_gets_a_note_naming_the_fix(live: Live) ->
 def test_thinking_off_leaves_the_whole_budget_to_the_answer(
     live: Live, off: dict, dialect: str
 ) -> None:
-    inputs = {"messages": [{"role": "user", "content": PROMPT}], "max_completion_tokens": 20}
+    inputs = {
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_completion_tokens": 20,
+        "temperature": 0,
+    }
     if dialect == "openai":
         inputs["model"] = GLM
     body = live.run(GLM, {**inputs, **off}, dialect)
@@ -98,12 +108,7 @@ def test_thinking_off_leaves_the_whole_budget_to_the_answer(
 def test_an_explicit_enable_thinking_wins_over_reasoning_effort(live: Live) -> None:
     body = live.run(
         GLM,
-        {
-            "prompt": PROMPT,
-            "max_completion_tokens": 20,
-            "reasoning_effort": "none",
-            "chat_template_kwargs": {"enable_thinking": True},
-        },
+        {**GREEDY, "reasoning_effort": "none", "chat_template_kwargs": {"enable_thinking": True}},
     )
     assert _reasoning_tokens(body) > 0
 
@@ -119,7 +124,7 @@ def test_an_explicit_enable_thinking_wins_over_reasoning_effort(live: Live) -> N
 def test_other_apis_spellings_are_ignored_as_on_the_platform_with_a_note(
     live: Live, field: str, value: object
 ) -> None:
-    body = live.run(GLM, {"prompt": PROMPT, "max_completion_tokens": 20, field: value})
+    body = live.run(GLM, {**GREEDY, field: value})
     assert _reasoning_tokens(body) > 0  # ignored, as Workers AI ignores it
     (note,) = [n for n in live.notes if "ignored" in n]
     assert f"'{field}'" in note and "Workers AI ignores it too" in note
@@ -167,3 +172,22 @@ def test_json_mode_cut_short_with_thinking_off_suggests_bounding_the_schema(live
         assert "thinking" not in message, message
         assert "max_completion_tokens=6" in message and "raise max_completion_tokens" in message
         assert "maxLength and maxItems" in message
+
+
+def test_reasoning_effort_none_keeps_thinking_where_the_platform_makes_it_mandatory(
+    live: Live,
+) -> None:
+    """K2.7 Code always thinks on the platform: "none" is its default effort there. The
+    prompt shows it (a tiny Kimi may close its thinking at once, so the answer cannot): the
+    template writes thinking-on and thinking-off prompts differently."""
+
+    def prompt_tokens(model: str, extra: dict) -> int:
+        return live.run(model, {**GREEDY, **extra})["usage"]["prompt_tokens"]
+
+    off = {"chat_template_kwargs": {"enable_thinking": False}}
+    none = {"reasoning_effort": "none"}
+    assert prompt_tokens(KIMI, none) == prompt_tokens(KIMI, off) != prompt_tokens(KIMI, {})
+    assert prompt_tokens(KIMI_CODE, none) == prompt_tokens(KIMI_CODE, {})
+    live.run(KIMI_CODE, {**GREEDY, **none})
+    (note,) = [n for n in live.notes if "always thinks" in n]
+    assert KIMI_CODE in note and "reasoning_effort" in note
