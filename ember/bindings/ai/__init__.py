@@ -6,6 +6,7 @@
     dialects.py  Workers AI and OpenAI requests and streams <-> the replicas' protocol
     json_mode.py JSON Mode: whether an answer met it, and why not in words naming the field
     thinking.py  dev-console notes: thinking that used the budget, thinking fields ignored
+    unknown_fields.py  dev-console note: input fields nothing reads (a typo: "did you mean")
     model_rows.py    the model list's rows: the platform's flags and what ember serves
     options.py   ``AiOptions`` (rejectIfBusy, extraHeaders, gateway, queueRequest, ...)
     failures.py  any failure -> Workers AI code, status and description

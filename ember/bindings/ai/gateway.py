@@ -39,6 +39,7 @@ from ember.bindings.ai.thinking import (
     mandatory_effort,
     reasoning_cut_short,
 )
+from ember.bindings.ai.unknown_fields import unknown_fields_note
 from ember.errors import BindingError, InvalidModelInput, ModelNotFound
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
@@ -189,9 +190,9 @@ class AIGateway:
                 self._progress(mandatory)
         vision = entry is not None and entry.vision
         upstream = upstream_request(model, inputs, dialect, stream=stream, platform_vision=vision)
-        note = ignored_thinking_fields(model, inputs)
-        if note is not None:
-            self._progress(note)
+        for note in (ignored_thinking_fields(model, inputs), unknown_fields_note(model, inputs)):
+            if note is not None:
+                self._progress(note)
         gateway = options.gateway
         key = None
         if gateway is not None and gateway.cache_ttl and not gateway.skip_cache:

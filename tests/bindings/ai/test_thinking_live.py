@@ -191,3 +191,27 @@ def test_reasoning_effort_none_keeps_thinking_where_the_platform_makes_it_mandat
     live.run(KIMI_CODE, {**GREEDY, **none})
     (note,) = [n for n in live.notes if "always thinks" in n]
     assert KIMI_CODE in note and "reasoning_effort" in note
+
+
+def test_a_misspelled_field_is_ignored_with_a_note_naming_the_field_meant(live: Live) -> None:
+    body = live.run(GLM, {**GREEDY, "max_token": 3, "tempreature": 0.5})
+    # Ignored, as the platform ignores unknown fields: the budget is still max_completion_tokens.
+    assert body["usage"]["completion_tokens"] == 20
+    (note,) = [n for n in live.notes if "not a field" in n]
+    assert "'max_token' (did you mean 'max_tokens'?)" in note
+    assert "'tempreature' (did you mean 'temperature'?)" in note
+
+
+def test_fields_that_work_or_that_the_platform_accepts_get_no_note(live: Live) -> None:
+    inputs = {
+        **GREEDY,
+        "top_p": 0.9,
+        "seed": 7,
+        "n": 1,
+        "logprobs": False,
+        "store": False,
+        "metadata": {"k": "v"},
+        "chat_template_kwargs": {"enable_thinking": True},
+    }
+    live.run(GLM, inputs)
+    assert not [n for n in live.notes if "not a field" in n]
