@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ember.bindings.base import BindingChannel, BindingSpec, ServiceError
-from ember.bindings.jsdict import to_jsdict, to_plain
+from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.bindings.streams import ReadableStream
 from ember.errors import BindingError
 
@@ -148,7 +148,10 @@ class Ai:
             if str(headers.get("content-type", "")).startswith("text/event-stream"):
                 return stream
             body = await stream.read_all()
-        return to_jsdict(json.loads(body or b"null"))
+        result = to_jsdict(json.loads(body or b"null"))
+        if isinstance(result, JsDict) and result.get("object") == "chat.completion":
+            return ChatCompletion(result)
+        return result
 
     async def models(self, params: Any = None) -> list[Any]:
         """The models this ember serves, as the platform's catalog objects (id, name,
@@ -172,6 +175,30 @@ class Ai:
                 description=str(exc.data.get("description") or ""),
             ) from None
         return to_jsdict(reply.value)  # type: ignore[no-any-return]
+
+
+# The classic (family A) schema answers ``{"response": ...}``; scripts written for Llama
+# models read that key, which a chat.completion does not have.
+_WHERE_THE_ANSWER_IS = (
+    "'response': this model answers as an OpenAI chat.completion (Workers AI's schema for "
+    "Kimi and GLM), not as the classic {response: ...}: the text is "
+    "result['choices'][0]['message']['content']"
+)
+
+
+class ChatCompletion(JsDict):
+    """A ``chat.completion`` result; reading the classic schema's ``response`` says where the
+    answer is instead of a bare ``KeyError: 'response'``."""
+
+    __slots__ = ()
+
+    def __missing__(self, key: str) -> Any:
+        raise KeyError(_WHERE_THE_ANSWER_IS if key == "response" else key)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "response":
+            raise AttributeError(_WHERE_THE_ANSWER_IS)
+        return super().__getattr__(name)
 
 
 def _options(options: Any) -> dict[str, Any]:
