@@ -27,6 +27,7 @@ from ember.models.api.responses import (
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob
+from ember.models.server.chat_chunks import choices_usage
 from ember.models.server.choices import check_choices_fit, choice_inputs, stream_choices
 from ember.models.server.generation import GenerationEvent, GenerationInput, LogprobRecord
 from ember.models.server.inputs import (
@@ -36,7 +37,7 @@ from ember.models.server.inputs import (
     prompt_ids_for,
 )
 from ember.models.server.loading import ServedModel
-from ember.models.server.openai_routes import choices_usage, token_logprobs
+from ember.models.server.openai_routes import token_logprobs
 from ember.models.server.prompt_logprobs import echoed_tokens, vllm_prompt_logprobs
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (

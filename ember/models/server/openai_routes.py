@@ -17,29 +17,26 @@ and sums the choices' completion tokens.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ember.errors import EmberError
 from ember.models.api.chat_request import ChatRequest, parse_chat_request
 from ember.models.api.deltas import OutputAccumulator
 from ember.models.api.responses import (
-    ChatStream,
     TokenLogprob,
-    Usage,
     chat_choice,
     chat_completion_of,
     now,
 )
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.engine.logprob_types import PromptTokenLogprob
+from ember.models.server.chat_chunks import choices_usage, stream_chat
 from ember.models.server.choices import choice_inputs, stream_choices
 from ember.models.server.generation import GenerationEvent, LogprobRecord
 from ember.models.server.inputs import (
     ChatInput,
-    ChoiceReader,
     chat_input,
     logprob_token,
     new_request_id,
@@ -52,7 +49,6 @@ from ember.models.server.wire import (
     model_not_found,
     read_json,
     sse_response,
-    stream_error_payload,
     unless_disconnected,
 )
 
@@ -78,22 +74,6 @@ def token_logprobs(
             top.append(TokenLogprob(alt_text, value, raw=alt_raw))
         out.append(TokenLogprob(text, record.logprob, tuple(top), raw))
     return out
-
-
-def choices_usage(
-    prompt_tokens: int,
-    latest: Sequence[GenerationEvent | None],
-    readers: Sequence[ChoiceReader] = (),
-) -> Usage:
-    """The request's usage from each choice's latest event: the prompt counted once (its cached
-    tokens are those choice 0 found in the prefix cache; the other choices reuse choice 0's
-    pages), the completion tokens summed over the choices, as vLLM and OpenAI count them."""
-    first = latest[0] if latest else None
-    completion = sum(event.completion_tokens for event in latest if event is not None)
-    counts = [reader.thinking.count if reader.thinking is not None else None for reader in readers]
-    reasoning = None if not counts or None in counts else sum(c for c in counts if c is not None)
-    cached = first.cached_tokens if first is not None else 0
-    return Usage(prompt_tokens, completion, cached, reasoning)
 
 
 # -- /v1/chat/completions ------------------------------------------------------------------------
@@ -168,64 +148,24 @@ async def chat_answer(
     return answer
 
 
-async def _chat_stream(
+def _sse_batch(batch: list[dict]) -> bytes:
+    return b"".join(sse_data(chunk) for chunk in batch)
+
+
+def _chat_stream(
     state: ServerState, served: ServedModel, chat: ChatRequest, chat_in: ChatInput
 ) -> AsyncIterator[bytes]:
-    chunks = chat_chunks(state, served, chat, chat_in)
-    try:
-        async for batch in chunks:
-            yield b"".join(sse_data(chunk) for chunk in batch)
-        yield SSE_DONE
-    finally:  # closing it aborts the request in the engine
-        await chunks.aclose()
+    return stream_chat(
+        served, state.metrics, chat, chat_in, token_logprobs, encode=_sse_batch, tail=SSE_DONE
+    )
 
 
-async def chat_chunks(
+def chat_chunks(
     state: ServerState, served: ServedModel, chat: ChatRequest, chat_in: ChatInput
 ) -> AsyncIterator[list[dict]]:
-    """The chunks of one streamed answer (every choice), a list per engine step (one write);
-    a failure midway is a last ``{"error"}`` payload. ``/v1/responses`` translates the same
-    chunks."""
-    created, prompt_tokens = now(), len(chat_in.generation.prompt_ids)
-    streams = [
-        ChatStream(
-            id=chat_in.generation.request_id,
-            created=created,
-            model=served.name,
-            parser=reader.parser,
-            include_usage=chat.include_usage,
-            continuous_usage=chat.continuous_usage,
-            index=index,
-        )
-        for index, reader in enumerate(chat_in.readers)
-    ]
-    latest: list[GenerationEvent | None] = [None] * chat.n
-    for stream in streams:
-        stream.usage = Usage(prompt_tokens, 0)
-    yield [stream.start() for stream in streams]
-    inputs = choice_inputs(chat_in.generation, chat.n)
-    events = stream_choices(served, state.metrics, inputs)
-    want_logprobs = chat.sampling.logprobs
-    try:
-        async for item in events:
-            index, event = item.index, item.event
-            stream, thinking = streams[index], chat_in.readers[index].thinking
-            if thinking is not None:
-                thinking.feed(event.token_ids)
-            latest[index] = event
-            stream.usage = choices_usage(prompt_tokens, latest, chat_in.readers)
-            logprobs = token_logprobs(served, event.logprobs) if want_logprobs else None
-            chunks = stream.text(event.text, logprobs)
-            if event.finished:
-                chunks += stream.finish(event.finish_reason or "stop", None, event.matched_stop)
-            if chunks:
-                yield chunks
-        if chat.include_usage:  # one usage chunk for the whole answer, after every choice
-            yield [streams[0].usage_chunk(choices_usage(prompt_tokens, latest, chat_in.readers))]
-    except EmberError as error:
-        yield [stream_error_payload(error)]
-    finally:
-        await events.aclose()
+    """The chunks of one streamed answer (every choice), a list per engine step; a failure
+    midway is a last ``{"error"}`` payload. ``/v1/responses`` translates the same chunks."""
+    return stream_chat(served, state.metrics, chat, chat_in, token_logprobs, encode=list)
 
 
 # -- /v1/models ----------------------------------------------------------------------------------
