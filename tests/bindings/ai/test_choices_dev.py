@@ -5,19 +5,16 @@ each streamed chunk keeps its choice's ``index``."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
-import yaml
 
 from ember.bindings.ai.json_mode import json_mode_miss
 from ember.models.api.sse import parse_sse
-from tests.bindings.ai.support import GLM, models_section, tiny_checkpoints
-from tests.bindings.ai.test_dev_http import DevServer, _env
+from tests.bindings.ai.dev_support import DevServer, serve_ai_project
+from tests.bindings.ai.support import GLM
 
 WORKER = """
 from workers import Response
@@ -42,21 +39,7 @@ async def on_fetch(request, env):
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    glm, _ = tiny_checkpoints(tmp_path_factory)
-    root = tmp_path_factory.mktemp("dev-choices")
-    (root / "worker.py").write_text(WORKER)
-    config = {"name": "dev-choices", "main": "worker.py"}
-    config["ai"] = {"binding": "AI", "models": models_section(glm)}
-    (root / "ember.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "ember", "dev", str(root), "--port", "0", "--no-watch"]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
-    )
-    try:
-        yield DevServer(process)
-    finally:
-        process.terminate()
-        process.wait(30)
+    yield from serve_ai_project(tmp_path_factory, "dev-choices", WORKER)
 
 
 def test_env_ai_run_returns_n_choices(dev: DevServer) -> None:

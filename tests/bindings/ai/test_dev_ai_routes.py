@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.bindings.ai.test_dev_http import DevServer, _env
+from tests.bindings.ai.dev_support import run_dev
 
 WORKER = """
 from workers import Response
@@ -21,18 +18,6 @@ async def on_fetch(request, env):
     return Response("worker answered " + request.url)
 """
 PATHS = ("/ai/v1/models", "/client/v4/accounts/acct/ai/models/search")
-
-
-def _dev(root: Path, *flags: str) -> Iterator[DevServer]:
-    command = [sys.executable, "-m", "ember", "dev", str(root), "--port", "0", "--no-watch", *flags]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
-    )
-    try:
-        yield DevServer(process)
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 @pytest.fixture
@@ -44,7 +29,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_ember_answers_the_ai_paths_by_default(project: Path) -> None:
-    for dev in _dev(project):
+    for dev in run_dev(project):
         for path in PATHS:
             answer = httpx.get(dev.url + path, timeout=30)
             assert answer.status_code == 200 and "worker answered" not in answer.text
@@ -52,7 +37,7 @@ def test_ember_answers_the_ai_paths_by_default(project: Path) -> None:
 
 
 def test_no_ai_routes_sends_those_paths_to_the_worker(project: Path) -> None:
-    for dev in _dev(project, "--no-ai-routes"):
+    for dev in run_dev(project, "--no-ai-routes"):
         for path in PATHS:
             answer = httpx.get(dev.url + path, timeout=30)
             assert answer.status_code == 200, answer.text

@@ -4,28 +4,19 @@ the dev server's port, the official ``openai`` client, and ``ember ai models|run
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 
 import httpx
 import jsonschema
 import openai
 import pytest
-import yaml
 
 from ember.models.api.sse import parse_sse
-from tests.bindings.ai.support import GLM, ROOT, models_section, tiny_checkpoints, wait_until
+from tests.bindings.ai.dev_support import DevServer, ember_env, serve_ai_project
+from tests.bindings.ai.support import GLM
 
-WORKER = """
-from workers import Response
-
-async def on_fetch(request, env):
-    result = await env.AI.run("@cf/zai-org/glm-4.7-flash", {"prompt": "hi", "max_tokens": 3})
-    return Response.json(result)
-"""
 UNIT = {
     "type": "object",
     "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
@@ -34,50 +25,9 @@ UNIT = {
 }
 
 
-class DevServer:
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
-        self.lines: list[str] = []
-        self.url = ""
-        threading.Thread(target=self._read, daemon=True).start()
-        wait_until(lambda: bool(self.url) or process.poll() is not None, "ember dev", 60)
-        assert self.url, "\n".join(self.lines)
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip())
-            if line.startswith("Ready on "):
-                self.url = line.split()[-1]
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-
-
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     yield from serve_ai_project(tmp_path_factory, "dev-ai")
-
-
-def serve_ai_project(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[DevServer]:
-    """A real ``ember dev`` of a project NAME whose worker calls the tiny GLM (``WORKER``), on
-    a free port; stopped when the generator closes."""
-    glm, _ = tiny_checkpoints(tmp_path_factory)
-    root = tmp_path_factory.mktemp(name)
-    (root / "worker.py").write_text(WORKER)
-    config = {"name": name, "main": "worker.py"}
-    config["ai"] = {"binding": "AI", "models": models_section(glm)}
-    (root / "ember.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "ember", "dev", str(root), "--port", "0", "--no-watch"]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
-    )
-    try:
-        yield DevServer(process)
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def test_dev_server_is_ready_before_any_model_loads(dev: DevServer) -> None:
@@ -177,7 +127,7 @@ def _ember(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "ember", *args],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=ember_env(),
         timeout=120,
     )
 
@@ -203,7 +153,7 @@ def test_cli_models_and_run_against_the_dev_server(dev: DevServer) -> None:
 def test_cli_run_streams_tokens_as_they_arrive(dev: DevServer) -> None:
     command = [sys.executable, "-m", "ember", "ai", "run", GLM, "Hi", "--url", dev.url]
     command += ["--stream", "--max-tokens", "300", "--no-thinking", "--ignore-eos"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=_env())
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=ember_env())
     assert process.stdout is not None
     first = process.stdout.read1(65536)  # returns as soon as some output exists
     still_generating = process.poll() is None

@@ -13,8 +13,9 @@ import jsonschema
 import openai
 import pytest
 
+from tests.bindings.ai.dev_support import DevServer, serve_ai_project
 from tests.bindings.ai.support import GLM
-from tests.bindings.ai.test_dev_http import UNIT, DevServer, serve_ai_project
+from tests.bindings.ai.test_dev_http import UNIT
 
 WEATHER = {
     "type": "function",

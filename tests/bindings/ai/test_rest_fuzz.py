@@ -21,8 +21,8 @@ import httpx
 import pytest
 from hypothesis import strategies as st
 
+from tests.bindings.ai.dev_support import DevServer, serve_ai_project
 from tests.bindings.ai.support import GLM
-from tests.bindings.ai.test_dev_http import DevServer, serve_ai_project
 from tests.models.server.fuzz_bodies import (
     CHAT,
     EXTREMES,
