@@ -14,107 +14,22 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ember.runtime.deployments.plane import ControlPlane
-from ember.runtime.deployments.records import Version
-from tests.platform.netns import LoopbackNamespace, unavailable_reason, wrangler_argv, wrangler_env
+from tests.platform.netns import unavailable_reason, wrangler_argv, wrangler_env
+from tests.platform.wrangler_scene import Scene, scene_in, version_id
 
 pytestmark = [
     pytest.mark.netns,
     pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
 ]
 
-WRANGLER_TOML = """\
-name = "hello-py"
-main = "src/entry.py"
-compatibility_date = "2026-11-01"
-compatibility_flags = ["python_workers"]
-
-[vars]
-GREETING = "hello from vars"
-
-[[kv_namespaces]]
-binding = "KV"
-
-[ai]
-binding = "AI"
-"""
-ENTRY = """\
-from workers import Response, WorkerEntrypoint
-
-TAG = "{tag}"
-
-
-class Default(WorkerEntrypoint):
-    async def fetch(self, request):
-        value = await self.env.KV.get("k1")
-        secret = getattr(self.env, "MY_SECRET", None)
-        print("served", request.url)
-        return Response(
-            f"{{TAG}} {{self.env.GREETING}} kv={{value}} secret={{secret}} "
-            f"ai={{type(self.env.AI).__name__}}"
-        )
-"""
-
-
-@dataclass
-class Scene:
-    ns: LoopbackNamespace
-    state: Path
-    project: Path
-    home: Path
-    api: str
-    origin: str
-
-    def wrangler(self, *args: str, stdin: str | None = None, **env: str) -> tuple[int, str]:
-        result = self.ns.run(
-            wrangler_argv(*args),
-            wrangler_env(self.home, self.api, **env),
-            self.project,
-            stdin=stdin,
-        )
-        return result.returncode, result.stdout + result.stderr
-
-    def write_entry(self, tag: str) -> None:
-        (self.project / "src" / "entry.py").write_text(ENTRY.format(tag=tag))
-
-    def request(self, hostname: str, path: str = "/") -> tuple[int, str]:
-        """GET the worker: the platform's port, with wrangler's hostname as Host."""
-        return self.ns.fetch(self.origin + path, host=hostname)
-
-    def plane(self) -> ControlPlane:
-        return ControlPlane(self.state)
-
 
 @pytest.fixture
 def scene(tmp_path: Path) -> Iterator[Scene]:
-    project = tmp_path / "project"
-    (project / "src").mkdir(parents=True)
-    (project / "wrangler.toml").write_text(WRANGLER_TOML)
-    (tmp_path / "home").mkdir()
-    config = tmp_path / "ember.yaml"
-    config.write_text("platform:\n  proof_of_work: {k: 200, g: 500, sample: 8}\n")
-    ns = LoopbackNamespace()
-    try:
-        port = ns.start_platform(tmp_path / "state", config)
-        origin = f"http://127.0.0.1:{port}"
-        scene = Scene(
-            ns, tmp_path / "state", project, tmp_path / "home", origin + "/client/v4", origin
-        )
-        scene.write_entry("v1")
-        yield scene
-    finally:
-        ns.close()
-
-
-def _version_id(output: str) -> str:
-    match = re.search(r"Current Version ID: ([0-9a-f-]{36})", output)
-    assert match, output
-    return match.group(1)
+    yield from scene_in(tmp_path)
 
 
 def test_temporary_deploy_kv_secret_tail_rollback_delete(scene: Scene) -> None:
@@ -129,7 +44,7 @@ def test_temporary_deploy_kv_secret_tail_rollback_delete(scene: Scene) -> None:
     assert f"\n  {hostname}\n" in out  # the URL line wrangler prints: a hostname, no port
     assert 'Creating new KV Namespace "hello-py-kv"' in out
     assert "Worker Startup Time:" in out
-    first = _version_id(out)
+    first = version_id(out)
     status, body = scene.request(hostname)
     assert status == 200 and body.startswith("v1 hello from vars kv=None secret=None ai="), body
 
@@ -137,7 +52,7 @@ def test_temporary_deploy_kv_secret_tail_rollback_delete(scene: Scene) -> None:
     code, out = scene.wrangler("deploy", "--temporary")
     assert code == 0, out
     assert "(reused)" in out and "env.KV (inherited)" in out
-    second = _version_id(out)
+    second = version_id(out)
     assert scene.request(hostname)[1].startswith("v2 hello from vars kv=None")
 
     code, out = scene.wrangler("secret", "put", "MY_SECRET", "--temporary", stdin="s3cr3t-value")
@@ -239,7 +154,7 @@ def test_token_whoami_placeholder_then_python_deploy(scene: Scene) -> None:
     toml.write_text(toml.read_text() + "\n[limits]\ncpu_ms = 50\n")
     code, out = scene.wrangler("deploy", **token)
     assert code == 0, out
-    version = _version_id(out)
+    version = version_id(out)
     assert "\n  hello-py.acme.localhost\n" in out
     assert scene.request("hello-py.acme.localhost")[1].startswith(
         "v1 hello from vars kv=None secret=s3cr3t-value"
@@ -296,107 +211,3 @@ def test_wranglers_secret_bulk_and_kv_bulk_remote(scene: Scene) -> None:
                                "--force", **token)  # fmt: skip
     assert code == 0 and "Success!" in out, out
     assert "kv=None" in scene.request("hello-py.bulky.localhost")[1]
-
-
-def test_wranglers_versions_upload_and_gradual_deploy(scene: Scene) -> None:
-    # No KV binding: `versions upload` does not provision resources (wrangler's default).
-    (scene.project / "wrangler.toml").write_text(
-        'name = "canary"\nmain = "src/entry.py"\ncompatibility_date = "2026-11-01"\n'
-        'compatibility_flags = ["python_workers"]\n'
-    )
-    entry = "from workers import Response\n\nasync def on_fetch(request, env):\n"
-    (scene.project / "src" / "entry.py").write_text(entry + '    return Response("one")\n')
-    code, out = scene.wrangler("deploy", "--temporary")
-    assert code == 0, out
-    first = _version_id(out)
-    name = re.search(r"Account: (\S+) \(created\)", out).group(1)  # type: ignore[union-attr]
-    hostname = f"canary.{name}.localhost"
-
-    (scene.project / "src" / "entry.py").write_text(entry + '    return Response("two")\n')
-    code, out = scene.wrangler(
-        "versions", "upload", "--message", "try two", "--tag", "t2", "--temporary"
-    )
-    assert code == 0, out
-    found = re.search(r"Worker Version ID: ([0-9a-f-]{36})", out)
-    assert found, out
-    second = found.group(1)
-    assert scene.request(hostname)[1] == "one"  # uploaded, not deployed
-
-    code, out = scene.wrangler(
-        "versions", "deploy", f"{first}@30%", f"{second}@70%", "--yes", "--temporary"
-    )
-    assert code == 0, out
-    assert f"Deployed canary version {first} at 30% and version {second} at 70%" in out
-    # Both answer: missing one of them in 60 requests has a chance below 1e-9.
-    assert {scene.request(hostname)[1] for _ in range(60)} == {"one", "two"}
-
-    code, out = scene.wrangler("deployments", "status", "--temporary")
-    assert code == 0 and f"(30%) {first}" in out and f"(70%) {second}" in out, out
-    code, out = scene.wrangler("versions", "view", second, "--temporary")
-    assert code == 0 and "t2" in out and "try two" in out, out
-    code, out = scene.wrangler("versions", "list", "--json", "--temporary")
-    assert code == 0, out
-    listed, _ = json.JSONDecoder().raw_decode(out[out.index("[") :])  # then stderr's notes
-    assert [v["id"] for v in listed] == [first, second]
-
-    # A version at 0% (Cloudflare's smoke test) gets no traffic but stays in the deployment.
-    code, out = scene.wrangler(
-        "versions", "deploy", f"{first}@100%", f"{second}@0%", "--yes", "--temporary"
-    )
-    assert code == 0, out
-    assert {scene.request(hostname)[1] for _ in range(20)} == {"one"}
-
-
-def test_wranglers_ci_deploy_flags(scene: Scene) -> None:
-    """wrangler deploy's --dry-run, --var, --secrets-file, --tag, --compatibility-date and
-    --keep-vars: what it sends, the platform keeps and the worker sees."""
-    plane = scene.plane()
-    account, issued = plane.accounts.create_permanent("ciflags")
-    plane.close()
-    token = {"CLOUDFLARE_API_TOKEN": issued.token}
-    (scene.project / "secrets.json").write_text(json.dumps({"MY_SECRET": "from-file"}))
-
-    code, out = scene.wrangler("deploy", "--dry-run", "--var", "GREETING:dry", **token)
-    assert code == 0 and "--dry-run: exiting now." in out, out
-    plane = scene.plane()
-    try:
-        assert plane.scripts.list(account) == []
-    finally:
-        plane.close()
-
-    code, out = scene.wrangler(
-        "deploy", "--var", "GREETING:from-cli", "--var", "EXTRA:x:y", "--secrets-file",
-        "secrets.json", "--tag", "ci-1", "--compatibility-date", "2026-10-01", **token,
-    )  # fmt: skip
-    assert code == 0, out
-    assert 'env.MY_SECRET ("(hidden)")' in out and 'env.EXTRA ("(hidden)")' in out
-    assert scene.request("hello-py.ciflags.localhost")[1].startswith(
-        "v1 from-cli kv=None secret=from-file"
-    )
-
-    def live() -> tuple[dict[str, dict[str, object]], Version]:
-        plane = scene.plane()
-        try:
-            deployment = plane.scripts.live(account, "hello-py")
-            assert deployment is not None
-            version = plane.scripts.version(account, "hello-py", deployment.versions[0].version_id)
-        finally:
-            plane.close()
-        return {b.name: b.config for b in version.bindings}, version
-
-    bindings, version = live()
-    assert bindings["EXTRA"] == {"text": "x:y"}
-    assert version.compatibility_date == "2026-10-01"
-    assert version.annotations["workers/tag"] == "ci-1"
-
-    # --keep-vars sends keep_bindings with plain_text/json: EXTRA (not in the config) stays.
-    code, out = scene.wrangler("deploy", "--keep-vars", **token)
-    assert code == 0, out
-    bindings, _ = live()
-    assert bindings["EXTRA"] == {"text": "x:y"}
-    assert bindings["GREETING"] == {"text": "hello from vars"}
-    code, out = scene.wrangler("deploy", **token)
-    assert code == 0, out
-    assert "EXTRA" not in live()[0]
-    # The file's secret was kept by every later deploy (keep_bindings: secret_text).
-    assert "secret=from-file" in scene.request("hello-py.ciflags.localhost")[1]
