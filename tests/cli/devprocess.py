@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,3 +79,13 @@ class DevProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def until(check: Callable[[], bool], timeout: float = 15) -> None:
+    """Poll ``check`` every 50 ms until it holds; AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")

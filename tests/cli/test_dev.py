@@ -6,14 +6,12 @@ import datetime
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.cli.devprocess import ROOT, DevProcess
+from tests.cli.devprocess import ROOT, DevProcess, until
 
 WORKER = """
 from workers import Response, WorkerEntrypoint
@@ -23,15 +21,6 @@ class Default(WorkerEntrypoint):
         print("handling", request.method)
         return Response("{body}")
 """
-
-
-def _until(check: Callable[[], bool], timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def _body(url: str) -> str:
@@ -52,15 +41,15 @@ def test_dev_serves_logs_reloads_and_recovers_from_a_syntax_error(tmp_path: Path
         assert not any("topsecret123" in line for line in dev.lines)
 
         (project / "worker.py").write_text(WORKER.format(body="second"))
-        _until(lambda: _body(dev.url) == "second")
+        until(lambda: _body(dev.url) == "second")
 
         (project / "worker.py").write_text("async def fetch(request, env, ctx)\n    pass\n")
-        _until(lambda: "SyntaxError" in _body(dev.url))
+        until(lambda: "SyntaxError" in _body(dev.url))
         page = httpx.get(dev.url, timeout=10)
         assert page.status_code == 500 and 'worker.py", line 1' in page.text
 
         (project / "worker.py").write_text(WORKER.format(body="fixed"))
-        _until(lambda: _body(dev.url) == "fixed")
+        until(lambda: _body(dev.url) == "fixed")
 
         (project / "ember.yaml").write_text("name: app\nmain: worker.py\nlimits: {cpu_ms: -1}\n")
         dev.wait_for_line("limits.cpu_ms")  # a broken config is reported...

@@ -3,13 +3,12 @@ HTTP routes (the AI APIs) come and go with its section, and the bindings table i
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
-from tests.cli.devprocess import DevProcess
+from tests.cli.devprocess import DevProcess, until
 
 WORKER = """
 from workers import Response, WorkerEntrypoint
@@ -26,15 +25,6 @@ async def on_fetch(request, env):
 """
 CONFIG = "name: app\nmain: worker.py\nvars:\n  GREETING: Hello\n"
 AI = "ai:\n  binding: AI\n"
-
-
-def _until(check: Callable[[], bool], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def _reaches_worker(url: str) -> bool:
@@ -63,13 +53,15 @@ def test_adding_and_removing_ai_applies_its_http_api_and_reprints_bindings(
         printed = sum("Your worker has access to" in line for line in dev.lines)
 
         (project / "ember.yaml").write_text(CONFIG + AI)
-        _until(lambda: _answers_models(models))
+        until(lambda: _answers_models(models), timeout=20)
         assert not _reaches_worker(rest)
-        _until(lambda: sum("Your worker has access to" in ln for ln in dev.lines) > printed)
+        until(
+            lambda: sum("Your worker has access to" in ln for ln in dev.lines) > printed, timeout=20
+        )
         dev.wait_for_line("env.AI")
 
         (project / "ember.yaml").write_text(CONFIG)
-        _until(lambda: _reaches_worker(models))
+        until(lambda: _reaches_worker(models), timeout=20)
         assert _reaches_worker(rest)
 
 
@@ -114,4 +106,4 @@ def test_a_changed_ai_section_reaches_the_ai_http_api_too(tmp_path: Path) -> Non
     with DevProcess(project, state=tmp_path / "state") as dev:
         assert replicas(dev.url) == 1
         write(2)
-        _until(lambda: replicas(dev.url) == 2)
+        until(lambda: replicas(dev.url) == 2, timeout=20)
