@@ -8,7 +8,8 @@ hand it to ``Response(...)``, which streams it to the client as it is produced.
 
 Like a JS stream it is read once, by one consumer at a time: a reader holds the lock until
 ``releaseLock()`` (another reader then continues where it stopped); ``async for``, ``tee()``,
-``cancel()`` and ``Response(stream)`` take it for good. ``pipeTo``/``pipeThrough`` are left out:
+``cancel()`` and ``Response(stream)`` take it for good; ``cancel()`` while a reader holds it
+is a TypeError, as in JS. ``pipeTo``/``pipeThrough`` are left out:
 they need WritableStream/TransformStream, which ember's Python API does not have.
 """
 
@@ -101,8 +102,16 @@ class ReadableStream:
         """Read every remaining chunk and join them."""
         return b"".join([chunk async for chunk in self])
 
-    async def cancel(self) -> None:
-        """Stop the stream early; the producer (a binding service) is cancelled too."""
+    async def cancel(self, reason: object = None) -> None:
+        """Stop the stream early; the producer (a binding service) is cancelled too.
+
+        While a reader holds the stream this is a TypeError, as JS's ``cancel()`` rejects
+        then: the holder stops it with ``reader.cancel()``, or releases it first."""
+        if self._reader is not None:
+            raise TypeError(
+                "This ReadableStream is locked by a reader: call reader.cancel(), "
+                "or reader.releaseLock() before stream.cancel()"
+            )
         self._used = True
         await self._close_source()
 
@@ -111,8 +120,9 @@ class ReadableStream:
             await self._source.aclose()
 
     async def aclose(self) -> None:
-        """Alias of ``cancel`` (async-generator protocol)."""
-        await self.cancel()
+        """Close it whatever holds it (async-generator protocol, for the runtime's cleanup)."""
+        self._used = True
+        await self._close_source()
 
     def __repr__(self) -> str:
         return f"<ReadableStream locked={self.locked}>"

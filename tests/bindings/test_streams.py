@@ -169,3 +169,34 @@ def test_a_worker_reads_a_binding_stream_with_get_reader_and_tee(
     with harness.client(deployment_id) as client:
         assert client.get("/").text == "hello stream locked=False"
         assert client.get("/", headers={"x-kind": "tee"}).text == "hello stream|hello stream"
+
+
+def test_cancel_on_a_locked_stream_is_a_type_error_and_leaves_the_reader_reading() -> None:
+    # JS: ReadableStream.cancel() rejects with a TypeError while a reader holds the lock; the
+    # reader's own cancel() is the way to stop it then.
+    source = Source([b"1", b"2"])
+
+    async def main() -> tuple[str, object]:
+        stream = ReadableStream(source)
+        reader = stream.getReader()
+        with pytest.raises(TypeError) as refused:
+            await stream.cancel()
+        return str(refused.value), (await reader.read()).value
+
+    message, chunk = run(main())
+    assert "locked" in message and "reader.cancel()" in message
+    assert chunk == b"1" and not source.closed
+
+
+def test_cancel_after_the_reader_released_closes_the_source() -> None:
+    source = Source([b"1", b"2"])
+
+    async def main() -> object:
+        stream = ReadableStream(source)
+        reader = stream.getReader()
+        await reader.read()
+        reader.releaseLock()
+        await stream.cancel()
+        return stream.hand_over()
+
+    assert run(main()) is None and source.closed
