@@ -132,6 +132,8 @@ def deploy(
     click.echo(f"Deployed {project.name} triggers")
     for url in result["urls"]:
         click.echo(f"  {url}")
+    for cron in project.crons or ():  # None: the config has no triggers, nothing changed
+        click.echo(f"  schedule: {cron}")
     click.echo(f"Current Version ID: {result['version_id']}")
 
 

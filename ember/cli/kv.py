@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from ember.cli.kv_bulk import bulk
+from ember.cli.kv_snippet import INTRO, config_snippet
 from ember.cli.kv_target import (
     KVTarget,
     NamespaceRef,
@@ -42,12 +43,16 @@ def namespace() -> None:
 @click.argument("title")
 @platform_option
 def create_namespace(title: str, platform_url: str | None) -> None:
-    """Create a namespace called TITLE and print its id."""
+    """Create a namespace called TITLE; print its id and the config snippet that binds it."""
+    click.echo(f'Creating namespace with title "{title}"')
     with platform_session(platform_url) as session:
         created = session.client.call(
             "POST", session.account_path("/storage/kv/namespaces"), json={"title": title}
         )
-    click.echo(f"Created KV namespace {created['title']!r} with id {created['id']}")
+    # wrangler's lines, so a script that reads the id out of wrangler's output reads ember's.
+    click.echo("Success!")
+    click.echo(INTRO)
+    click.echo(config_snippet(created["title"], created["id"], Path.cwd()))
 
 
 @namespace.command("list")

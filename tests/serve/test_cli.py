@@ -143,9 +143,21 @@ def test_cli_kv_namespace_create_list_rename_delete(serve: ServeProcess, tmp_pat
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
-    created = ember("create", "things")
-    ns_id = created.rsplit(" ", 1)[1].strip()
-    assert created == f"Created KV namespace 'things' with id {ns_id}\n"
+    # wrangler's lines, with the snippet in the project's config format (JSON without one).
+    created = ember("create", "my-things")
+    ns_id = json.loads(created.split("file:\n", 1)[1])["kv_namespaces"][0]["id"]
+    assert created == (
+        'Creating namespace with title "my-things"\nSuccess!\n'
+        "To access your new KV Namespace in your Worker, add the following snippet to your "
+        'configuration file:\n{\n  "kv_namespaces": [\n    {\n      "binding": "my_things",\n'
+        f'      "id": "{ns_id}"\n    }}\n  ]\n}}\n'
+    )
+    tmp_path.joinpath("p", "wrangler.toml").write_text('name = "w"\n')
+    toml = ember("create", "things")
+    toml_id = toml.rsplit('id = "', 1)[1].split('"')[0]
+    assert toml.endswith(f'file:\n[[kv_namespaces]]\nbinding = "things"\nid = "{toml_id}"\n')
+    ember("delete", toml_id, "--yes")
+    assert ember("rename", ns_id, "things") == f"Renamed KV namespace {ns_id} to 'things'\n"
     assert {"id": ns_id, "title": "things"} in json.loads(ember("list"))
     assert ember("rename", ns_id, "stuff") == f"Renamed KV namespace {ns_id} to 'stuff'\n"
     assert {"id": ns_id, "title": "stuff"} in json.loads(ember("list"))

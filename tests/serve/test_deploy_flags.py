@@ -114,8 +114,12 @@ def test_vars_secrets_dates_and_tag_reach_the_deployed_worker(
     assert version["resources"]["script_runtime"]["compatibility_date"] == today
     assert "Using the latest compatibility date" in latest.stderr
 
-    # --triggers replaces triggers.crons.
-    project.ember("deploy", "--triggers", "*/5 * * * *", "--schedule", "0 1 * * *")
+    # --triggers replaces triggers.crons; each schedule is listed under the URLs, as wrangler
+    # deploy lists them ("  schedule: CRON").
+    deployed = project.ember("deploy", "--triggers", "*/5 * * * *", "--schedule", "0 1 * * *")
+    assert "\n  schedule: */5 * * * *\n  schedule: 0 1 * * *\nCurrent Version ID: " in (
+        deployed.stdout
+    )
     schedules = project.api(account_id, "flagged/schedules")["schedules"]
     assert [s["cron"] for s in schedules] == ["*/5 * * * *", "0 1 * * *"]
 
