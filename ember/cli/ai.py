@@ -21,7 +21,10 @@ import click
 from ember.cli.environment import chosen_env, env_option
 from ember.errors import ConfigError
 
-URL_HELP = "A running ember (ember dev) to ask, e.g. http://127.0.0.1:8787 (env: EMBER_AI_URL)."
+URL_HELP = (
+    "A running ember to ask: ember dev, or ember serve with your saved login, e.g. "
+    "http://127.0.0.1:8787 (env: EMBER_AI_URL)."
+)
 PROJECT_HELP = "Project whose ember.yaml configures the models (default: the current directory)."
 
 

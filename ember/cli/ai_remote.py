@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -19,6 +20,32 @@ EXPECTED = "ember's AI API (ember dev / ember serve with an ai binding, or ember
 EXCERPT_CHARS = 80  # enough to recognise a page or a greeting, short enough for one line
 CONNECT_TIMEOUT_S = 10.0
 GENERATE_TIMEOUT_S = 600.0  # a long answer from a CPU model
+
+
+@dataclass(frozen=True)
+class AIEndpoint:
+    """Where the AI API answers: ``ember dev``'s (account ``local``, no token) or an ember
+    platform's, with the account and token ``ember login`` (or a temporary deploy) saved."""
+
+    url: str
+    account: str = "local"
+    token: str | None = None
+
+    @classmethod
+    def at(cls, url: str) -> AIEndpoint:
+        from ember.cli.session import saved_credentials
+
+        saved = saved_credentials(url) if url.startswith(("http://", "https://")) else None
+        if saved is None:
+            return cls(url)
+        return cls(url, saved.account_id, saved.token)
+
+    def route(self, suffix: str) -> str:
+        return f"{self.url.rstrip('/')}/client/v4/accounts/{self.account}/ai{suffix}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
 
 def excerpt(body: bytes) -> str:
@@ -45,10 +72,12 @@ def unreachable(url: str, exc: Exception) -> Exception:
 
 
 def list_models(url: str) -> list[dict[str, Any]]:
-    """The rows of ``GET URL/ai/v1/models``."""
-    endpoint = url.rstrip("/") + "/ai/v1/models"
+    """The rows of ``GET URL/client/v4/accounts/ACCOUNT/ai/v1/models``."""
+    endpoint = AIEndpoint.at(url)
     try:
-        response = httpx.get(endpoint, timeout=CONNECT_TIMEOUT_S)
+        response = httpx.get(
+            endpoint.route("/v1/models"), headers=endpoint.headers, timeout=CONNECT_TIMEOUT_S
+        )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise unreachable(url, exc) from None
     body = response.content
@@ -70,15 +99,21 @@ def run_model(
     on_result: Callable[[Any], None],
     on_event: Callable[[Any], None],
 ) -> None:
-    """POST ``inputs`` to ``URL/client/v4/accounts/local/ai/run/MODEL``; the whole result goes
-    to ``on_result``, each streamed payload to ``on_event``. A ``success: false`` answer (the
-    model refused the request) raises ``click.ClickException`` with its code and message."""
+    """POST ``inputs`` to ``URL/client/v4/accounts/ACCOUNT/ai/run/MODEL``; the whole result
+    goes to ``on_result``, each streamed payload to ``on_event``. A ``success: false`` answer
+    (the model refused the request) raises ``click.ClickException`` with its code and message."""
     from ember.models.api.sse import parse_sse
 
-    endpoint = f"{url.rstrip('/')}/client/v4/accounts/local/ai/run/{model}"
+    endpoint = AIEndpoint.at(url)
     timeout = httpx.Timeout(GENERATE_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
     try:
-        with httpx.stream("POST", endpoint, json=inputs, timeout=timeout) as response:
+        with httpx.stream(
+            "POST",
+            endpoint.route(f"/run/{model}"),
+            json=inputs,
+            headers=endpoint.headers,
+            timeout=timeout,
+        ) as response:
             if response.headers.get("content-type", "").startswith("text/event-stream"):
                 seen = b""
                 for block in _sse_blocks(response.iter_raw()):

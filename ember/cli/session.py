@@ -13,7 +13,7 @@ import click
 
 from ember.cli.credentials import CredentialStore, TemporaryLogin
 from ember.cli.platform_client import PlatformClient, platform_origin, resolve_platform
-from ember.errors import AuthError
+from ember.errors import AuthError, EmberError
 
 platform_option = click.option(
     "--platform",
@@ -59,6 +59,36 @@ def existing_credentials(platform: str, store: CredentialStore) -> str | None:
     login = store.login(platform)
     if login:
         return f"you are logged in as account {login.account_name} (ember login)"
+    return None
+
+
+@dataclass(frozen=True)
+class SavedCredentials:
+    """A token and the account it acts for, as ``open_session`` would pick them."""
+
+    token: str
+    account_id: str
+
+
+def saved_credentials(url: str) -> SavedCredentials | None:
+    """The credentials ``open_session`` would use for the platform at ``url``, or None (an
+    ``ember dev``, or no login): for commands that work with and without an account."""
+    platform = resolve_platform(url)
+    env_token = os.environ.get("EMBER_API_TOKEN")
+    if env_token:
+        try:
+            with PlatformClient(platform, env_token) as client:
+                accounts = client.call("GET", "/accounts")
+        except EmberError:
+            return None  # not a platform (ember dev has no accounts), or not this token's
+        return SavedCredentials(env_token, accounts[0]["id"]) if accounts else None
+    store = CredentialStore()
+    login = store.login(platform)
+    if login:
+        return SavedCredentials(login.token, login.account_id)
+    temporary = store.temporary(platform)
+    if temporary and temporary.valid():
+        return SavedCredentials(temporary.token, temporary.account_id)
     return None
 
 

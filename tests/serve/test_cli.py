@@ -163,3 +163,27 @@ def test_cli_kv_namespace_create_list_rename_delete(serve: ServeProcess, tmp_pat
     assert {"id": ns_id, "title": "stuff"} in json.loads(ember("list"))
     assert ember("delete", ns_id, "--yes") == f"Deleted KV namespace {ns_id}\n"
     assert ns_id not in {n["id"] for n in json.loads(ember("list"))}
+
+
+def test_cli_ai_url_uses_the_saved_login_of_that_platform(
+    serve: ServeProcess, tmp_path: Path
+) -> None:
+    """``ember ai run|models --url PLATFORM`` answers with the account ``ember login`` saved for
+    that platform (ember serve's AI routes are per account, behind its token), not
+    ``10000: Authentication error``."""
+    _, token = permanent_account(serve, "cliai")
+    home, cwd = tmp_path / "h", tmp_path
+    bare = {k: v for k, v in os.environ.items() if k != "EMBER_AI_URL"}
+
+    def ember(*args: str) -> subprocess.CompletedProcess[str]:
+        return _ember(serve, home, cwd, "ai", *args, "--url", serve.url, env=bare)
+
+    anonymous = ember("run", "@cf/ember/no-such-model", "hi")
+    assert anonymous.returncode == 1 and "10000" in anonymous.stderr
+    assert "ember login" in anonymous.stderr  # says how to get past it
+    assert _ember(serve, home, cwd, "login", "--token", token).returncode == 0
+    refused = ember("run", "@cf/ember/no-such-model", "hi")
+    assert refused.returncode == 1 and refused.stderr.strip().startswith("Error: 5007: ")
+    listed = ember("models", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert isinstance(json.loads(listed.stdout), list)
