@@ -253,6 +253,17 @@ def _thinking(body: Mapping, effort: str | None) -> tuple[bool, bool, dict[str, 
     return enable, clear, rest
 
 
+def _responses_shape_hint(data: dict[str, Any]) -> str:
+    """For a body in the Responses API's shape sent to a chat model: what to send instead."""
+    if "input" not in data and "instructions" not in data:
+        return ""
+    return (
+        " ('instructions' and 'input' are the Responses API's shape, which Workers AI takes for"
+        " its gpt-oss models: for this model send messages=[{'role': 'system', 'content':"
+        " instructions}, {'role': 'user', 'content': input}], or use /ai/v1/responses)"
+    )
+
+
 def parse_chat_request(
     body: object,
     *,
@@ -280,7 +291,7 @@ def parse_chat_request(
             raise InvalidRequestField(
                 "/",
                 "exactly one of 'messages' or 'prompt'",
-                "both" if has_messages else "neither",
+                "both" if has_messages else "neither" + _responses_shape_hint(data),
                 "missing_required_parameter",
             )
         if has_prompt:

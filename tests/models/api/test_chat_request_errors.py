@@ -269,6 +269,16 @@ from tests.models.api.chat_bodies import with_fields as _with
             "expected exactly one of 'messages' or 'prompt', got neither",
             "missing_required_parameter",
         ),
+        (  # the Responses API's shape (gpt-oss on Workers AI, python-workers-examples 09)
+            {"instructions": "Be brief.", "input": "hi"},
+            "workers",
+            "/",
+            "expected exactly one of 'messages' or 'prompt', got neither ('instructions' and "
+            "'input' are the Responses API's shape, which Workers AI takes for its gpt-oss "
+            "models: for this model send messages=[{'role': 'system', 'content': "
+            "instructions}, {'role': 'user', 'content': input}], or use /ai/v1/responses)",
+            "missing_required_parameter",
+        ),
         (
             {"prompt": ""},
             "workers",
