@@ -1,7 +1,8 @@
 """The JavaScript globals Pyodide exposes as ``js``, as ember provides them inside isolates.
 
 ``Response.new(...)``, ``Request.new(...)``, ``Headers.new(...)``, ``fetch``, ``console``,
-``JSON``, ``Object.fromEntries`` (for ``to_js(..., dict_converter=Object.fromEntries)``).
+``JSON``, ``Object.fromEntries`` (for ``to_js(..., dict_converter=Object.fromEntries)``),
+``URL.new(request.url).searchParams`` and ``URLSearchParams``.
 """
 
 import json as _json
@@ -9,6 +10,7 @@ import json as _json
 from ember.runtime.isolate.api import Request, Response, fetch  # noqa: F401
 from ember.runtime.isolate.formdata import File, FormData  # noqa: F401
 from ember.runtime.isolate.headers import Headers  # noqa: F401
+from ember.runtime.isolate.jsurl import URL, URLSearchParams  # noqa: F401
 
 console = None  # replaced by the isolate with a console that sends Log frames
 
