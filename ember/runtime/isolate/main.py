@@ -32,6 +32,7 @@ from ember.runtime.isolate import handlers, loader
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import Console, ConsoleStream
 from ember.runtime.isolate.events import EventRunner
+from ember.runtime.isolate.missing_module import missing_module_hint
 from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt
 from ember.runtime.isolate.tracebacks import format_user_traceback
 from ember.runtime.mux import Mux
@@ -127,7 +128,7 @@ async def serve(sock: socket.socket, host_pid: int, code_dir: str | None = None)
         env = build_env(spec, connection)
         entry = load_main(spec)
     except BaseException as exc:  # noqa: BLE001 - any failure of user code at load time
-        connection.send(_load_error(exc, str(spec.get("main", ""))))
+        connection.send(_load_error(exc, Path(str(spec.get("code_dir", ".")))))
         await connection.lost
         return
     connection.runner = EventRunner(entry, env, connection.send, connection.mux, connection.channel)
@@ -175,7 +176,7 @@ def load_main(spec: dict[str, Any]) -> handlers.Entrypoints:
     return handlers.discover(module, spec["main"])
 
 
-def _load_error(exc: BaseException, main: str) -> LoadError:
+def _load_error(exc: BaseException, code_dir: Path) -> LoadError:
     if isinstance(exc, SyntaxError):
         kind = "syntax"
     elif isinstance(exc, HandlerError):
@@ -183,7 +184,11 @@ def _load_error(exc: BaseException, main: str) -> LoadError:
     else:
         kind = "exception"
     message = f"{type(exc).__name__}: {exc}"
-    return LoadError(kind, message[:60_000], format_user_traceback(exc))
+    traceback = format_user_traceback(exc)
+    if isinstance(exc, ModuleNotFoundError) and (hint := missing_module_hint(exc, code_dir)):
+        message = f"{message}\n\n{hint}"
+        traceback = f"{traceback.rstrip()}\n\n{hint}\n"
+    return LoadError(kind, message[:60_000], traceback)
 
 
 def _on_cpu_limit(signum: int, frame: Any) -> None:
