@@ -52,6 +52,12 @@ class FrameWriter:
                 self._loop = asyncio.get_running_loop()
             self._loop.call_soon(self._flush)
 
+    def take(self) -> bytes:
+        """The frames queued so far, removed from the queue: for a caller that writes them itself
+        because the loop cannot run (``isolate/blocking.py``); the scheduled flush finds none."""
+        parts, self._parts = self._parts, []
+        return b"".join(parts)
+
     def _flush(self) -> None:
         self._scheduled = False
         parts, self._parts = self._parts, []

@@ -102,11 +102,7 @@ class InStream:
         return self
 
     async def __anext__(self) -> bytes:
-        if self._lazy:
-            self._lazy = False
-            if not self._ended and not self._closed:
-                self._allowance += WINDOW
-                self._send(Credit(self.sid, WINDOW))
+        self._start_reading()
         while not self._chunks:
             if self._ended:
                 if self._error is not None:
@@ -119,6 +115,27 @@ class InStream:
                 await self._waiter
             finally:
                 self._waiter = None
+        return self._take()
+
+    def read_nowait(self) -> bytes | None:
+        """For a reader that cannot await (sync HTTP clients, ``isolate/blocking.py``): the next
+        chunk if one is buffered, ``b""`` at the end, None while the caller must wait for more
+        frames. Credit flows back exactly as with ``async for``."""
+        self._start_reading()
+        if self._chunks:
+            return self._take()
+        if self._ended and self._error is not None:
+            raise StreamAborted(self._error)
+        return b"" if self._ended or self._closed else None
+
+    def _start_reading(self) -> None:
+        if self._lazy:
+            self._lazy = False
+            if not self._ended and not self._closed:
+                self._allowance += WINDOW
+                self._send(Credit(self.sid, WINDOW))
+
+    def _take(self) -> bytes:
         chunk = self._chunks.popleft()
         self._unacked += len(chunk)
         if self._unacked >= _CREDIT_BATCH and not self._ended:
@@ -129,6 +146,10 @@ class InStream:
 
     async def aclose(self) -> None:
         """Stop reading. If the stream had not ended, tell the owner (``on_abandon``)."""
+        self.close()
+
+    def close(self) -> None:
+        """``aclose`` for callers that cannot await."""
         if self._closed:
             return
         self._closed = True
@@ -210,6 +231,19 @@ class OutStream:
             self._credit -= len(chunk)
             self.sent += len(chunk)
             self._send(Data(self.sid, chunk))
+
+    def send_nowait(self, chunk: bytes) -> bool:
+        """Send one chunk (at most ``MAX_CHUNK_BYTES``) if the window allows it now; False if
+        the caller must wait for credit. Raises StreamAborted if closed. For senders that cannot
+        await (``isolate/blocking.py``)."""
+        if self._closed is not None:
+            raise StreamAborted(self._closed)
+        if self._credit < len(chunk):
+            return False
+        self._credit -= len(chunk)
+        self.sent += len(chunk)
+        self._send(Data(self.sid, chunk))
+        return True
 
     def add_credit(self, amount: int) -> None:
         """A Credit frame arrived."""

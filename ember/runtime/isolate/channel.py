@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.bindings.base import CallReply, ServiceError
 from ember.errors import BindingError, LimitExceeded
 from ember.runtime.isolate.scope import current_scope
 from ember.runtime.mux import Mux, OutStream, StreamAborted
 from ember.runtime.protocol import Call, CallError, CallResult, CancelCall, Message
+
+if TYPE_CHECKING:
+    from ember.runtime.isolate.blocking import BlockingCalls
 
 
 class IsolateChannel:
@@ -27,6 +30,8 @@ class IsolateChannel:
         self._mux = mux
         self._next_cid = 0
         self._pending: dict[int, asyncio.Future[CallReply]] = {}
+        # The same calls for code that cannot await (sync HTTP clients); set by the connection.
+        self.blocking: BlockingCalls | None = None
 
     async def call(
         self,
@@ -37,19 +42,13 @@ class IsolateChannel:
         upload: bytes | AsyncIterable[bytes] | None = None,
     ) -> CallReply:
         """Send a call and wait for its reply (see ``ember.bindings.base.BindingChannel``)."""
-        scope = current_scope()
-        self._next_cid += 1
-        cid = self._next_cid
-        future: asyncio.Future[CallReply] = asyncio.get_running_loop().create_future()
-        self._pending[cid] = future
         out: OutStream | None = self._mux.open_out() if upload is not None else None
-        self._send(Call(cid, scope.rid, binding, method, args, out.sid if out else 0))
+        cid, future = self.begin(binding, method, args, out.sid if out else 0)
         uploader = asyncio.ensure_future(_upload(out, upload)) if out is not None else None
         try:
             return await future
         except asyncio.CancelledError:
-            if self._pending.pop(cid, None) is not None:
-                self._send(CancelCall(cid))
+            self.abandon(cid)
             raise
         finally:
             self._pending.pop(cid, None)
@@ -57,6 +56,23 @@ class IsolateChannel:
                 uploader.cancel()
             if out is not None:
                 self._mux.release_out(out)
+
+    def begin(
+        self, binding: str, method: str, args: list[object], upload_sid: int = 0
+    ) -> tuple[int, asyncio.Future[CallReply]]:
+        """Send a call for the running request; its reply resolves the returned future."""
+        scope = current_scope()
+        self._next_cid += 1
+        cid = self._next_cid
+        future: asyncio.Future[CallReply] = asyncio.get_running_loop().create_future()
+        self._pending[cid] = future
+        self._send(Call(cid, scope.rid, binding, method, args, upload_sid))
+        return cid, future
+
+    def abandon(self, cid: int) -> None:
+        """The caller gave up on call ``cid``: if it is still pending, cancel the service's work."""
+        if self._pending.pop(cid, None) is not None:
+            self._send(CancelCall(cid))
 
     def on_result(self, message: CallResult) -> None:
         """A CallResult arrived: resolve the waiting call (a stream is registered first)."""

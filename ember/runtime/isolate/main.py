@@ -28,7 +28,8 @@ from ember.errors import HandlerError, ProtocolError
 from ember.runtime import loop as event_loop
 from ember.runtime.codec import FastDecoder
 from ember.runtime.frames import FrameDecoder, FrameWriter
-from ember.runtime.isolate import handlers, loader
+from ember.runtime.isolate import handlers, httpclients, loader
+from ember.runtime.isolate.blocking import BlockingCalls
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import Console, ConsoleStream
 from ember.runtime.isolate.events import EventRunner
@@ -64,6 +65,7 @@ class IsolateConnection(asyncio.Protocol):
     def __init__(self, host_pid: int) -> None:
         self.host_pid = host_pid
         self.transport: asyncio.Transport | None = None
+        self._fd = -1
         self.decoder = FrameDecoder()
         self._decode = FastDecoder(TO_ISOLATE).decode
         self._writer = FrameWriter()
@@ -80,7 +82,23 @@ class IsolateConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self._writer.transport = transport
+        self._fd = transport.get_extra_info("socket").fileno()
+        self.channel.blocking = BlockingCalls(self)
         self.send(Hello(self.host_pid, PROTOCOL_VERSION))
+
+    # -- what BlockingCalls pumps while sync code holds the loop (blocking.Link) ------------
+
+    def fileno(self) -> int:
+        """The socket the transport reads and writes."""
+        return self._fd
+
+    def write_backlog(self) -> int:
+        """Bytes the transport holds, not yet written."""
+        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+
+    def take_outgoing(self) -> bytes:
+        """The frames queued since the last flush, removed from the writer's queue."""
+        return self._writer.take()
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -162,6 +180,8 @@ def load_main(spec: dict[str, Any]) -> handlers.Entrypoints:
         raise HandlerError(f"main module {spec['main']} does not exist in {code_dir}")
     source_dir = spec.get("source_dir")
     finder = loader.install(code_dir, Path(source_dir) if source_dir else None)
+    # HTTP client libraries become subrequests, as on the platform; its finder goes first.
+    httpclients.install()
     shown_as = finder.shown_as(str(main_path.resolve())) if source_dir else None
     module_spec = importlib.util.spec_from_file_location(
         main_path.stem,

@@ -1,0 +1,118 @@
+"""A real upstream for subrequest tests: a small ASGI app under uvicorn on 127.0.0.1.
+
+Routes: ``/echo`` (method, path, query, headers and body back as JSON, plus a cookie),
+``/redirect?to=PATH`` (302), ``/chunks?n=N`` (N streamed chunks), ``/big?n=BYTES``,
+``/status/CODE``, ``/hold?key=K`` (answers once ``/release?key=K`` was requested), and
+``/never`` (answers only when the client goes away).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from typing import Any
+from urllib.parse import parse_qs
+
+import uvicorn
+
+Scope = dict[str, Any]
+
+
+class Upstream:
+    """Start with ``Upstream()``; ``url`` is its origin; ``close()`` stops it."""
+
+    def __init__(self) -> None:
+        self.held: set[str] = set()  # /hold keys waiting now
+        self.seen: list[str] = []  # paths requested, in order
+        self._gates: dict[str, asyncio.Event] = {}
+        config = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=0,
+            log_level="error",
+            lifespan="off",
+            interface="asgi3",
+            ws="none",
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="upstream", daemon=True)
+        self._thread.start()
+        while not self._server.started:
+            threading.Event().wait(0.01)
+        host, port = self._server.servers[0].sockets[0].getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+
+    def close(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+    def _gate(self, key: str) -> asyncio.Event:
+        return self._gates.setdefault(key, asyncio.Event())
+
+    async def app(self, scope: Scope, receive: Any, send: Any) -> None:
+        path = scope["path"]
+        query = {k: v[0] for k, v in parse_qs(scope["query_string"].decode()).items()}
+        self.seen.append(path)
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if path == "/echo":
+            headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+            document = {
+                "method": scope["method"],
+                "path": path,
+                "query": query,
+                "headers": headers,
+                "body": body.decode("utf-8", "replace") if len(body) < 4096 else "",
+                "length": len(body),
+                "sha256": hashlib.sha256(body).hexdigest(),
+            }
+            extra = [(b"set-cookie", b"flavour=oat; Path=/"), (b"x-upstream", b"1")]
+            await _reply(send, 200, json.dumps(document).encode(), extra, b"application/json")
+        elif path == "/redirect":
+            location = query.get("to", "/echo").encode()
+            await _reply(send, int(query.get("code", "302")), b"", [(b"location", location)])
+        elif path == "/chunks":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            for i in range(int(query.get("n", "3"))):
+                chunk = f"chunk-{i};".encode()
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await asyncio.sleep(0.01)  # separate chunks on the wire
+            await send({"type": "http.response.body", "body": b""})
+        elif path == "/big":
+            await _reply(send, 200, b"b" * int(query.get("n", "1000")))
+        elif path.startswith("/status/"):
+            await _reply(send, int(path.rsplit("/", 1)[1]), b"status body")
+        elif path == "/hold":
+            key = query["key"]
+            self.held.add(key)
+            try:
+                await asyncio.wait_for(self._gate(key).wait(), 60)
+            finally:
+                self.held.discard(key)
+            await _reply(send, 200, f"released {key}".encode())
+        elif path == "/release":
+            self._gate(query["key"]).set()
+            await _reply(send, 200, f"opened {query['key']}".encode())
+        elif path == "/never":
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        else:
+            await _reply(send, 404, b"no such route")
+
+
+async def _reply(
+    send: Any,
+    status: int,
+    body: bytes,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    content_type: bytes = b"text/plain",
+) -> None:
+    head = [(b"content-type", content_type), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
