@@ -131,9 +131,20 @@ async def on_fetch(request, env):
         return out({"held": await reply.text()})
     if route == "release":
         return out({"release": requests.get(up + "/release?key=" + arg).text})
+    if route == "raw-socket":  # what the libraries did before: a socket of the isolate's own
+        import socket
+        host, port = up.split("//", 1)[1].rsplit(":", 1)
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+        except OSError as exc:
+            return out(failure(exc))
+        return out({"error": None})
+    if route == "never":
+        requests.get(up + "/never")  # no timeout: only a cancel of this request ends it
+        return out({"never": "answered"})
     if route == "mixed":
         sync = requests.get(up + "/echo?n=" + arg).json()["query"]["n"]
         reply = await fetch(up + "/echo?n=" + arg)
-        return out({"sync": sync, "async": (await reply.json())["query"]["n"]})
+        return out({"sync": sync, "async": json.loads(await reply.text())["query"]["n"]})
     return Response("no such route", status=404)
 """
