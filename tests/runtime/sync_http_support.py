@@ -130,7 +130,10 @@ async def on_fetch(request, env):
         reply = await fetch(up + "/hold?key=" + arg)
         return out({"held": await reply.text()})
     if route == "release":
-        return out({"release": requests.get(up + "/release?key=" + arg).text})
+        opened = requests.get(up + "/release?key=" + arg).text
+        # Still blocking while the held request's reply arrives: this call's pump reads it.
+        chunks = requests.get(up + "/chunks?n=5").text
+        return out({"release": opened, "then": chunks})
     if route == "raw-socket":  # what the libraries did before: a socket of the isolate's own
         import socket
         host, port = up.split("//", 1)[1].rsplit(":", 1)

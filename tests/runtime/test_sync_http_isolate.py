@@ -78,7 +78,11 @@ def test_frames_for_other_requests_arriving_during_a_blocking_call_are_kept(
     )
     thread.start()
     harness.wait_for(lambda: "gate-1" in upstream.held)
-    assert get(harness, worker, upstream, "release?gate-1") == {"release": "opened gate-1"}
+    released = get(harness, worker, upstream, "release?gate-1")
+    assert released == {
+        "release": "opened gate-1",
+        "then": "chunk-0;chunk-1;chunk-2;chunk-3;chunk-4;",
+    }
     thread.join(30)
     assert held == {"held": "released gate-1"}
     assert get(harness, worker, upstream, "mixed?7") == {"sync": "7", "async": "7"}
