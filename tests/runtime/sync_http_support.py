@@ -100,6 +100,26 @@ async def on_fetch(request, env):
             async with client.stream("GET", up + "/chunks?n=3") as s:
                 chunks = [c.decode() async for c in s.aiter_raw()]
         return out({"status": r.status_code, "echo": r.json(), "chunks": chunks})
+    if route == "aiohttp":  # only where aiohttp is installed
+        import aiohttp
+        jar = aiohttp.CookieJar(unsafe=True)  # (the default jar ignores cookies of IP hosts)
+        async with aiohttp.ClientSession(cookie_jar=jar) as session:
+            async with session.post(up + "/echo?via=aiohttp", json={"a": 1}) as r:
+                echo = await r.json()
+            async with session.get(up + "/redirect?to=/echo") as r:
+                redirected = [str(r.url), [h.status for h in r.history]]
+            async with session.get(up + "/chunks?n=3") as r:
+                chunks = [c.decode() async for c in r.content.iter_any()]
+            async with session.get(up + "/big?n=700000") as r:
+                big = len(await r.read())
+            try:
+                async with session.get(up + "/never", timeout=aiohttp.ClientTimeout(total=0.5)):
+                    timeout = None
+            except TimeoutError as exc:
+                timeout = type(exc).__name__
+            cookie = session.cookie_jar.filter_cookies(up)["flavour"].value
+        return out({"echo": echo, "redirected": redirected, "chunks": chunks, "big": big,
+                    "timeout": timeout, "cookie": cookie})
     if route == "urllib":
         try:
             urllib.request.urlopen(up + "/echo")
@@ -125,6 +145,16 @@ async def on_fetch(request, env):
                 await client.get(up + "/echo")
         except httpx.ConnectError as exc:
             results["httpx-async"] = failure(exc)
+        try:
+            import aiohttp
+        except ImportError:
+            aiohttp = None
+        if aiohttp is not None:
+            try:
+                async with aiohttp.ClientSession() as session:
+                    await session.get(up + "/echo")
+            except aiohttp.ClientConnectorError as exc:
+                results["aiohttp"] = failure(exc)
         return out(results)
     if route == "hold":
         reply = await fetch(up + "/hold?key=" + arg)

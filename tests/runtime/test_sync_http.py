@@ -126,3 +126,16 @@ def test_urllib_request_is_refused_with_a_urlerror_naming_the_alternatives(
     for alternative in ("requests", "httpx.AsyncClient", "fetch()"):
         assert alternative in got["reason"]
     assert len(upstream.seen) == before  # nothing reached the upstream
+
+
+def test_aiohttp_goes_through_fetch_where_installed(
+    harness: Harness, worker: str, upstream: Upstream
+) -> None:
+    pytest.importorskip("aiohttp")
+    got = call(harness, worker, upstream, "aiohttp")
+    assert got["echo"]["query"] == {"via": "aiohttp"} and got["echo"]["body"] == '{"a": 1}'
+    assert got["redirected"] == [f"{upstream.url}/echo", [302]]
+    assert "".join(got["chunks"]) == "chunk-0;chunk-1;chunk-2;"
+    assert got["big"] == 700_000
+    assert got["timeout"] == "ConnectionTimeoutError" or got["timeout"].endswith("TimeoutError")
+    assert got["cookie"] == "oat"

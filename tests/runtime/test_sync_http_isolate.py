@@ -4,6 +4,7 @@ frames (its other requests are answered correctly once the call returns)."""
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -53,10 +54,12 @@ def test_a_host_the_policy_refuses_fails_with_each_librarys_exception(
         got = get(harness, worker, upstream, "refused")
     finally:
         harness.close()
-    assert set(got) == {"requests", "urllib3", "httpx", "httpx-async"}
+    libraries = {"requests", "urllib3", "httpx", "httpx-async"}
+    assert set(got) == libraries | ({"aiohttp"} if _installed("aiohttp") else set())
     assert got["requests"]["error"] == "ConnectionError"
     assert got["urllib3"]["error"] == "NewConnectionError"
     assert got["httpx"]["error"] == got["httpx-async"]["error"] == "ConnectError"
+    assert got.get("aiohttp", {"error": "ClientConnectorError"})["error"] == "ClientConnectorError"
     for failure in got.values():
         assert "loopback address (network policy)" in failure["message"]
     assert len(upstream.seen) == before  # nothing reached the upstream
@@ -108,3 +111,7 @@ def test_a_client_that_leaves_cancels_the_blocking_call_and_the_isolate_serves_o
         client.get("/never", headers={"x-upstream": upstream.url})
     assert get(harness, worker, upstream, "mixed?1") == {"sync": "1", "async": "1"}
     assert harness.supervisor.isolate(worker) is process
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None

@@ -68,3 +68,10 @@ def test_sync_clients_work_in_the_sandbox(
 
 def test_async_httpx_works_in_the_sandbox(sandboxed: tuple[Harness, str, Upstream]) -> None:
     assert get(sandboxed, "httpx-async")["echo"]["query"] == {"via": "async"}
+
+
+def test_aiohttp_works_in_the_sandbox_where_installed(
+    sandboxed: tuple[Harness, str, Upstream],
+) -> None:
+    pytest.importorskip("aiohttp")
+    assert get(sandboxed, "aiohttp")["echo"]["query"] == {"via": "aiohttp"}

@@ -4,6 +4,7 @@
 |---|---|
 | ``requests``, ``urllib3`` (2.x) | blocking subrequests (``urllib3_adapter``) |
 | ``httpx.Client`` / ``httpx.AsyncClient`` | blocking / awaited subrequests (``httpx_adapter``) |
+| ``aiohttp`` (when installed) | awaited subrequests behind its own parser (``aiohttp_adapter``) |
 | ``urllib.request``, ``http.client`` | unsupported (as on the platform): a clear error |
 
 Each adapter is applied when its module is first imported (a ``sys.meta_path`` finder wraps
@@ -26,6 +27,7 @@ from typing import Any
 ADAPTERS = {
     "urllib3.connectionpool": "ember.runtime.isolate.httpclients.urllib3_adapter",
     "httpx._transports.default": "ember.runtime.isolate.httpclients.httpx_adapter",
+    "aiohttp.connector": "ember.runtime.isolate.httpclients.aiohttp_adapter",
     "http.client": "ember.runtime.isolate.httpclients.stdlib_guard",
 }
 
