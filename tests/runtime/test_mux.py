@@ -120,3 +120,42 @@ def test_a_lazy_stream_flows_only_once_read_or_is_claimed_unread() -> None:
         assert await waiting is None
 
     asyncio.run(scenario())
+
+
+def test_sync_readers_and_writers_move_the_same_bytes_with_the_same_credit() -> None:
+    """``send_nowait`` / ``read_nowait`` (for code that cannot await: sync HTTP clients) keep
+    the window exactly as ``send`` / ``async for`` do, lazily started streams included."""
+
+    async def scenario() -> None:
+        sender, receiver = _pair()
+        out = sender.open_out(lazy=True)
+        incoming = receiver.expect_in(out.sid, lazy=True)
+        chunk = b"s" * F.MAX_CHUNK_BYTES
+        assert not out.send_nowait(chunk)  # lazy: no credit until the reader reads
+        assert incoming.read_nowait() is None  # the first read grants the window...
+        _deliver(sender)
+        sent = 0
+        while out.send_nowait(chunk):
+            sent += len(chunk)
+        assert sent == WINDOW  # ...exactly one window, then the writer must wait
+        received = 0
+        for _ in range(64):  # read everything, handing credit back as we go
+            _deliver(receiver)
+            while (piece := incoming.read_nowait()) is not None and piece:
+                received += len(piece)
+            _deliver(sender)
+            while sent < 3 * WINDOW and out.send_nowait(chunk):
+                sent += len(chunk)
+        assert received == sent == 3 * WINDOW
+        out.end()
+        _deliver(receiver)
+        assert incoming.read_nowait() == b""  # the end
+
+        aborted = sender.open_out()
+        stream = receiver.expect_in(aborted.sid)
+        aborted.abort("gone")
+        _deliver(receiver)
+        with pytest.raises(StreamAborted):
+            stream.read_nowait()
+
+    asyncio.run(scenario())
