@@ -43,8 +43,9 @@ class JsDict(dict[str, Any]):
 
 def to_jsdict(value: Any) -> Any:
     """Convert nested dicts (and dicts in lists) to ``JsDict``."""
+    # dict.items, not value.items: a JsDict's own "items" key would answer instead.
     if isinstance(value, dict):
-        return JsDict({str(k): to_jsdict(v) for k, v in value.items()})
+        return JsDict({str(k): to_jsdict(v) for k, v in dict.items(value)})
     if isinstance(value, list):
         return [to_jsdict(v) for v in value]
     return value
@@ -53,7 +54,7 @@ def to_jsdict(value: Any) -> Any:
 def to_plain(value: Any) -> Any:
     """Inverse of ``to_jsdict``: plain dicts and lists all the way down."""
     if isinstance(value, dict):
-        return {k: to_plain(v) for k, v in value.items()}
+        return {k: to_plain(v) for k, v in dict.items(value)}
     if isinstance(value, list | tuple):
         return [to_plain(v) for v in value]
     return value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ember.bindings.env import Env, Secret
-from ember.bindings.jsdict import JsDict, to_jsdict
+from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 
 
 def test_env_gives_vars_secrets_and_bindings_and_hides_secrets() -> None:
@@ -32,3 +32,16 @@ def test_jsdict_data_wins_over_dict_methods_like_a_js_object() -> None:
     plain = JsDict(value=1)
     assert list(plain.keys()) == ["value"] and plain.value == 1
     assert plain.to_py() == {"value": 1} and type(plain.to_py()) is dict
+
+
+def test_jsdicts_whose_keys_shadow_dict_methods_still_convert() -> None:
+    # A JSON schema's "items", KV's "keys": data wins over the methods, so converting must not
+    # call them (``await request.json()`` passed on to env.AI.run or Response.json).
+    schema = to_jsdict({"type": "array", "items": {"type": "string"}, "keys": 1, "values": 2})
+    assert schema.items == {"type": "string"}
+    again = to_jsdict(schema)
+    assert type(again) is JsDict and again == schema
+    plain = to_plain({"outer": schema, "list": [schema]})
+    assert plain == {"outer": dict(schema), "list": [dict(schema)]}
+    assert type(plain["outer"]) is dict and type(plain["outer"]["items"]) is dict
+    assert schema.to_py() == {"type": "array", "items": {"type": "string"}, "keys": 1, "values": 2}

@@ -206,6 +206,8 @@ def _pairs_from(init: object) -> list[tuple[str, str]]:
         return list(init._pairs)
     if isinstance(init, str):
         return parse_qsl(init.removeprefix("?"), keep_blank_values=True)
+    if isinstance(init, dict):  # dict.items: a JsDict's "items" key would shadow the method
+        return [(str(k), _text(v)) for k, v in dict.items(init)]
     if isinstance(init, Mapping):
         return [(str(k), _text(v)) for k, v in init.items()]
     if isinstance(init, Iterable):
