@@ -74,3 +74,36 @@ def test_network_policy(
         assert reason is None
     else:
         assert reason is not None and refused in reason
+
+
+def test_a_fetched_response_parses_its_json_while_response_json_still_builds_one(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """JS has both: ``Response.json(data)`` (static, builds) and ``response.json()`` (reads the
+    body). ``await (await fetch(url)).json()`` is the most common fetch line there is."""
+    api = harness.deploy(
+        write_project(
+            tmp_path / "api",
+            """
+            from workers import Response
+
+            async def fetch(request, env, ctx):
+                return Response.json({"items": [1, 2], "name": "x"}, status=202)
+            """,
+        )
+    )
+    caller = f"""
+    from workers import Response, fetch
+
+    async def on_fetch(request, env):
+        reply = await fetch("{harness.url}/", headers={{"x-test-deployment": "{api}"}})
+        data = await reply.json()
+        built = Response.json(data, headers={{"x-built": "yes"}})
+        return Response(f"{{reply.status}} {{data.name}} {{data['items']}} "
+                        f"{{built.headers.get('content-type')}} {{await built.text()}}")
+    """
+    deployment_id = harness.deploy(write_project(tmp_path / "caller", caller))
+    with harness.client(deployment_id) as client:
+        assert client.get("/").text == (
+            '202 x [1, 2] application/json {"items":[1,2],"name":"x"}'
+        )

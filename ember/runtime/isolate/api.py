@@ -108,6 +108,9 @@ class _Body:
 
     async def json(self) -> Any:
         """The body parsed as JSON; objects allow attribute access (``data.name``)."""
+        return await self._read_json()
+
+    async def _read_json(self) -> Any:
         return to_jsdict(json.loads(await self.bytes()))
 
     async def form_data(self) -> FormData:
@@ -183,6 +186,19 @@ class Request(_Body):
 
     def __repr__(self) -> str:
         return f"<Request {self.method} {self.url}>"
+
+
+class _StaticOrInstance:
+    """A name that is one method on the class and another on its instances (see ``json``)."""
+
+    def __init__(self, on_class: str, on_instance: str) -> None:
+        self._on_class = on_class
+        self._on_instance = on_instance
+
+    def __get__(self, instance: object, owner: type) -> Any:
+        if instance is None:
+            return getattr(owner, self._on_class)
+        return getattr(instance, self._on_instance)
 
 
 class Response(_Body):
@@ -275,10 +291,10 @@ class Response(_Body):
         return cls(body, status_text=status_text, **options)
 
     @classmethod
-    def json(  # type: ignore[override]
+    def _json_response(
         cls, data: Any, status: int = 200, status_text: str | None = None, headers: Any = None
     ) -> Response:
-        """A JSON response (``application/json``)."""
+        """``Response.json(data)``: a JSON response (``application/json``)."""
         merged = Headers(to_plain(headers) if not isinstance(headers, Headers) else headers)
         if not merged.has("content-type"):
             merged.set("content-type", "application/json")
@@ -311,6 +327,10 @@ class Response(_Body):
 
     def __repr__(self) -> str:
         return f"<Response {self.status}>"
+
+    # JS has both under one name: ``Response.json(data)`` builds a response (static), and
+    # ``await response.json()`` reads one's body (``await (await fetch(url)).json()``).
+    json = _StaticOrInstance("_json_response", "_read_json")  # type: ignore[assignment]
 
 
 async def fetch(
