@@ -3,6 +3,8 @@
     client.py    isolate side: ``Ai`` (``env.AI``), ``InferenceUpstreamError``; no state, no torch
     service.py   supervisor side, one per deployment: validates calls, hands them to the gateway
     gateway.py   one per supervisor: model pool, response cache, batches, per-tenant quotas
+    answer.py    what the gateway answers: ``AIAnswer`` (JSON or stream) or ``AIRequestFailed``
+    answer_stream.py  a streamed answer: replica events -> the caller's events, freed on close
     dialects.py  Workers AI and OpenAI requests and streams <-> the replicas' protocol
     json_mode.py JSON Mode: whether an answer met it, and why not in words naming the field
     thinking.py  dev-console notes: thinking that used the budget, thinking fields ignored

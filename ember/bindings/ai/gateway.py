@@ -12,54 +12,39 @@ OpenAI-compatible routes are thin fronts over ``run`` and ``chat``.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember.bindings.ai.answer import AIAnswer, AIRequestFailed, answer_headers, cached_answer
+from ember.bindings.ai.answer_stream import AnswerStream, translate
 from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
-from ember.bindings.ai.dialects import (
-    StreamTranslator,
-    completion_result,
-    is_streaming,
-    openai_error_event,
-    upstream_request,
-    workers_error_event,
-)
+from ember.bindings.ai.dialects import completion_result, is_streaming, upstream_request
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
 from ember.bindings.ai.model_rows import model_rows
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
-from ember.bindings.ai.raw_prompt import as_chat_chunk, as_chat_completion
+from ember.bindings.ai.raw_prompt import as_chat_completion
 from ember.bindings.ai.thinking import (
     ignored_thinking_fields,
     mandatory_effort,
     reasoning_cut_short,
 )
 from ember.bindings.ai.unknown_fields import unknown_fields_note
-from ember.errors import BindingError, InvalidModelInput, ModelNotFound
+from ember.errors import InvalidModelInput, ModelNotFound
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.responses_store import ResponseStore
-from ember.models.api.sse import CONTENT_TYPE as SSE_CONTENT_TYPE
 from ember.models.pool.config import PoolConfig
 from ember.models.pool.pool import ModelPool, RequestOptions, stderr_progress
-from ember.models.pool.pooled_stream import PooledStream
 from ember.models.pool.upstream import upstream_refusal
 
 GATEWAY_KEY = "ai.gateway"
-JSON_CONTENT_TYPE = "application/json"
-
-
-class AIRequestFailed(BindingError):
-    """An AI request failed; ``failure`` says with which Workers AI code."""
-
-    def __init__(self, failure: Failure) -> None:
-        self.failure = failure
-        super().__init__(failure.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,21 +54,6 @@ class GatewayConfig:
     pool: PoolConfig = field(default_factory=PoolConfig)
     limits: QuotaLimits = field(default_factory=QuotaLimits)
     project_config: bool = True
-
-
-@dataclass(slots=True)
-class AIAnswer:
-    """A successful answer: JSON bytes (``body``) or a byte stream (``stream``)."""
-
-    request_id: str
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes | None = None
-    stream: AsyncIterator[bytes] | None = None
-
-    def json(self) -> Any:
-        assert self.body is not None  # invariant: a JSON answer
-        return json.loads(self.body)
 
 
 class AIGateway:
@@ -199,7 +169,7 @@ class AIGateway:
             key = cache_key(tenant, f"{dialect}:{gateway.id}", model, inputs, gateway.cache_key)
             hit = self.cache.get(key)
             if hit is not None:
-                return _cached_answer(request_id, hit.stream, hit.content)
+                return cached_answer(request_id, hit.stream, hit.content)
         release = self.quotas.acquire(tenant)
         try:
             request = RequestOptions(
@@ -227,64 +197,22 @@ class AIGateway:
                 content = json.dumps(completion_result(result, model)).encode("utf-8")
                 if key is not None and gateway is not None and gateway.cache_ttl:
                     self.cache.put(key, False, content, gateway.cache_ttl)
-                return AIAnswer(request_id, 200, _headers(request_id, False, key), content)
+                return AIAnswer(request_id, 200, answer_headers(request_id, False, key), content)
             events = await self.pool.stream(model, upstream.path, upstream.body, request)
         except BaseException:
             release()
             raise
         ttl = gateway.cache_ttl if gateway is not None else None
         json_inputs = inputs if wants_json(inputs) else None
+        store = None
+        if key is not None and ttl:
+            store = functools.partial(self.cache.put, key, True, ttl=ttl)
         chunks = AnswerStream(
-            self._translate(events, model, dialect, release, key, ttl, json_inputs, upstream.raw),
+            translate(events, model, dialect, release, store, json_inputs, upstream.raw),
             events,
             release,
         )
-        return AIAnswer(request_id, 200, _headers(request_id, True, key), stream=chunks)
-
-    async def _translate(
-        self,
-        events: PooledStream,
-        model: str,
-        dialect: Dialect,
-        release: Callable[[], None],
-        key: str | None,
-        ttl: int | None,
-        json_inputs: Mapping[str, Any] | None,
-        raw: bool = False,
-    ) -> AsyncIterator[bytes]:
-        """The caller's event stream; quota released and the answer cached when it ends."""
-        translator = StreamTranslator(dialect, model, events.renamed, json_inputs)
-        recorded: list[bytes] | None = [] if key is not None else None
-        try:
-            while not translator.done:
-                batch = await events.next_batch()
-                if not batch:
-                    break
-                if raw:  # completion chunks -> the chat chunks the model's schema promises
-                    batch = [as_chat_chunk(data) for data in batch]
-                out = b"".join([translator.feed(data) for data in batch])
-                if out:
-                    if recorded is not None:
-                        recorded.append(out)
-                    yield out
-            tail = translator.end()
-            if tail:
-                if recorded is not None:
-                    recorded.append(tail)
-                yield tail
-        except AIRequestFailed as exc:
-            recorded = None
-            yield _error_event(dialect, exc.failure)
-        except Exception as exc:
-            recorded = None
-            yield _error_event(dialect, failure_of(exc, model))
-        finally:
-            await events.aclose()
-            release()
-        if recorded is not None and key is not None and ttl:
-            content = b"".join(recorded)
-            if b'"errors":' not in content:
-                self.cache.put(key, True, content, ttl)
+        return AIAnswer(request_id, 200, answer_headers(request_id, True, key), stream=chunks)
 
     def _batch(
         self,
@@ -313,7 +241,7 @@ class AIGateway:
 
             result = self.batches.submit(tenant, model, inputs, validate)
         content = json.dumps(result).encode("utf-8")
-        return AIAnswer(request_id, 200, _headers(request_id, False, None), content)
+        return AIAnswer(request_id, 200, answer_headers(request_id, False, None), content)
 
     async def _run_batch_item(self, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
         upstream = upstream_request(model, {**request, "stream": False}, "workers", stream=False)
@@ -336,60 +264,6 @@ def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
     must not be able to change how a request on them is framed.
     """
     return {k: v for k, v in headers.items() if k.lower().startswith(("x-", "cf-"))}
-
-
-class AnswerStream:
-    """A streamed answer that frees everything on ``aclose``, even if it was never read.
-
-    (An async generator that never started runs no ``finally``: closing it would leave the
-    replica generating and the slot and quota taken.)
-    """
-
-    def __init__(
-        self, chunks: AsyncIterator[bytes], events: PooledStream, release: Callable[[], None]
-    ) -> None:
-        self._chunks = chunks
-        self._events = events
-        self._release = release
-
-    def __aiter__(self) -> AnswerStream:
-        return self
-
-    async def __anext__(self) -> bytes:
-        return await self._chunks.__anext__()
-
-    async def aclose(self) -> None:
-        await self._chunks.aclose()  # type: ignore[attr-defined]
-        await self._events.aclose()
-        self._release()
-
-
-def _error_event(dialect: Dialect, failure: Failure) -> bytes:
-    if dialect == "workers":
-        return workers_error_event(failure.code, failure.description)
-    return openai_error_event(failure.code, failure.message)
-
-
-def _headers(request_id: str, stream: bool, key: str | None) -> dict[str, str]:
-    headers = {
-        "content-type": SSE_CONTENT_TYPE if stream else JSON_CONTENT_TYPE,
-        "cf-ai-req-id": request_id,
-    }
-    if key is not None:
-        headers["cf-aig-cache-status"] = "MISS"
-    return headers
-
-
-def _cached_answer(request_id: str, stream: bool, content: bytes) -> AIAnswer:
-    headers = _headers(request_id, stream, None)
-    headers["cf-aig-cache-status"] = "HIT"
-    if not stream:
-        return AIAnswer(request_id, 200, headers, content)
-
-    async def replay() -> AsyncIterator[bytes]:
-        yield content
-
-    return AIAnswer(request_id, 200, headers, stream=replay())
 
 
 def shared_gateway(host: Any, config: GatewayConfig | None = None) -> AIGateway:

@@ -26,7 +26,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 from ember.models.pool import errors
-from ember.models.pool.replica import Lease, Replica, State
+from ember.models.pool.lease import Lease
+from ember.models.pool.replica import Replica, State
 
 MAX_SESSIONS = 4096
 

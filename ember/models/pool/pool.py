@@ -28,8 +28,9 @@ from ember.models.pool import errors
 from ember.models.pool.admission import ModelGroup
 from ember.models.pool.config import ModelServing, PoolConfig
 from ember.models.pool.launch import ModelSource, family_parsers, free_port, launch_command
+from ember.models.pool.lease import Lease
 from ember.models.pool.pooled_stream import PooledStream
-from ember.models.pool.replica import Lease, Replica, ReplicaStatus, State
+from ember.models.pool.replica import Replica, ReplicaStatus, State
 from ember.models.pool.upstream import (
     ReplicaAnswer,
     ReplicaUnreachable,

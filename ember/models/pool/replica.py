@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from ember.models.pool import health
 from ember.models.pool.config import PoolSettings, ReplicaConfig
 from ember.models.pool.launch import LaunchCommand
+from ember.models.pool.lease import Lease
 from ember.models.pool.process import ReplicaProcess
 from ember.models.pool.start_failure import StartFailure, retry_delay
 
@@ -40,32 +42,6 @@ class State(enum.Enum):
     READY = "ready"
     DEAD = "dead"  # crashed or unreachable; restarting (launched) or re-probing (attached)
     FAILED = "failed"  # never became ready, MAX_FAILED_STARTS times in a row
-
-
-@dataclass(eq=False)
-class Lease:
-    """One request's hold on slots of a replica; ``fail`` stops it from outside. ``weight``:
-    the slots it takes, one per sequence the replica will run for it (``n`` choices: n)."""
-
-    replica: Replica
-    session: str | None = None
-    weight: int = 1
-    on_fail: Callable[[str], None] | None = None
-    released: bool = False
-    failure: str | None = None
-
-    def fail(self, reason: str) -> None:
-        """The replica died under this request: record why and interrupt it."""
-        if self.failure is None and not self.released:
-            self.failure = reason
-            if self.on_fail is not None:
-                self.on_fail(reason)
-
-    def release(self) -> None:
-        """The request is over (any outcome): free the slot."""
-        if not self.released:
-            self.released = True
-            self.replica._release(self)
 
 
 @dataclass
@@ -324,18 +300,9 @@ class Replica:
 
     async def _watch_health(self) -> str:
         """Returns (with the last problem) after ``unhealthy_after`` failed probes in a row."""
-        failures = 0
-        problem = ""
-        while True:
-            await asyncio.sleep(self.settings.health_interval_s)
-            result = await self._probe()
-            if result is None:
-                failures = 0
-                continue
-            failures += 1
-            problem = result
-            if failures >= self.settings.unhealthy_after:
-                return problem
+        return await health.until_unhealthy(
+            self._probe, self.settings.health_interval_s, self.settings.unhealthy_after
+        )
 
     async def _watch_attached(self) -> None:
         """Attached replica: READY while healthy, DEAD (requests failed) when not."""
@@ -362,25 +329,15 @@ class Replica:
 
     async def _probe(self) -> str | None:
         """None when ``/health`` answers 200, else what went wrong."""
-        try:
-            response = await self._http.get(
-                f"{self.url}/health", timeout=self.settings.health_timeout_s
-            )
-        except httpx.HTTPError as exc:
-            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if response.status_code == 200:
-            return None
-        return f"/health answered {response.status_code}"
+        return await health.probe(self._http, self.url, self.settings.health_timeout_s)
 
     async def _learn_served_name(self) -> None:
         """An attached server may serve the model under another name: ask it."""
         if self.config.served_model_name is not None or self._command is not None:
             return
-        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
-            response = await self._http.get(
-                f"{self.url}/v1/models", timeout=self.settings.health_timeout_s
-            )
-            self.served_name = str(response.json()["data"][0]["id"])
+        name = await health.served_name(self._http, self.url, self.settings.health_timeout_s)
+        if name is not None:
+            self.served_name = name
 
     def status(self) -> ReplicaStatus:
         ready = time.monotonic() - self._ready_since if self._ready_since is not None else None

@@ -23,7 +23,7 @@ import httpx
 
 from ember.errors import InvalidModelInput
 from ember.models.pool import errors
-from ember.models.pool.replica import Lease
+from ember.models.pool.lease import Lease
 from ember.models.pool.wire import StreamedResponse, WireConnectError, WireError, WirePool
 
 CONNECT_TIMEOUT = 5.0

@@ -1,0 +1,96 @@
+"""A streamed AI answer: a replica's events translated into the caller's event format.
+
+``translate`` feeds a pooled stream through the dialect's ``StreamTranslator``, turns a failure
+mid-stream into one error event, and when the stream ends (any outcome) closes the replica's
+stream and frees the quota; a complete, error-free answer goes to ``store`` for the cache.
+``AnswerStream`` makes sure all of that happens on ``aclose`` even if nobody read a byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from ember.bindings.ai.answer import AIRequestFailed
+from ember.bindings.ai.dialects import StreamTranslator, openai_error_event, workers_error_event
+from ember.bindings.ai.failures import Failure, failure_of
+from ember.bindings.ai.raw_prompt import as_chat_chunk
+from ember.models.api.chat_request import Dialect
+from ember.models.pool.pooled_stream import PooledStream
+
+
+async def translate(
+    events: PooledStream,
+    model: str,
+    dialect: Dialect,
+    release: Callable[[], None],
+    store: Callable[[bytes], None] | None,
+    json_inputs: Mapping[str, Any] | None,
+    raw: bool = False,
+) -> AsyncIterator[bytes]:
+    """The caller's event stream; quota released and the answer stored when it ends."""
+    translator = StreamTranslator(dialect, model, events.renamed, json_inputs)
+    recorded: list[bytes] | None = [] if store is not None else None
+    try:
+        while not translator.done:
+            batch = await events.next_batch()
+            if not batch:
+                break
+            if raw:  # completion chunks -> the chat chunks the model's schema promises
+                batch = [as_chat_chunk(data) for data in batch]
+            out = b"".join([translator.feed(data) for data in batch])
+            if out:
+                if recorded is not None:
+                    recorded.append(out)
+                yield out
+        tail = translator.end()
+        if tail:
+            if recorded is not None:
+                recorded.append(tail)
+            yield tail
+    except AIRequestFailed as exc:
+        recorded = None
+        yield error_event(dialect, exc.failure)
+    except Exception as exc:
+        recorded = None
+        yield error_event(dialect, failure_of(exc, model))
+    finally:
+        await events.aclose()
+        release()
+    if recorded is not None and store is not None:
+        content = b"".join(recorded)
+        if b'"errors":' not in content:
+            store(content)
+
+
+class AnswerStream:
+    """A streamed answer that frees everything on ``aclose``, even if it was never read.
+
+    (An async generator that never started runs no ``finally``: closing it would leave the
+    replica generating and the slot and quota taken.)
+    """
+
+    def __init__(
+        self, chunks: AsyncIterator[bytes], events: PooledStream, release: Callable[[], None]
+    ) -> None:
+        self._chunks = chunks
+        self._events = events
+        self._release = release
+
+    def __aiter__(self) -> AnswerStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()  # type: ignore[attr-defined]
+        await self._events.aclose()
+        self._release()
+
+
+def error_event(dialect: Dialect, failure: Failure) -> bytes:
+    """A failure mid-stream, as the caller's dialect reports one."""
+    if dialect == "workers":
+        return workers_error_event(failure.code, failure.description)
+    return openai_error_event(failure.code, failure.message)

@@ -1,0 +1,36 @@
+"""A request's hold on slots of one replica, and how the replica fails it from outside."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the replica imports this module: the type only, at check time
+    from ember.models.pool.replica import Replica
+
+
+@dataclass(eq=False)
+class Lease:
+    """One request's hold on slots of a replica; ``fail`` stops it from outside. ``weight``:
+    the slots it takes, one per sequence the replica will run for it (``n`` choices: n)."""
+
+    replica: Replica
+    session: str | None = None
+    weight: int = 1
+    on_fail: Callable[[str], None] | None = None
+    released: bool = False
+    failure: str | None = None
+
+    def fail(self, reason: str) -> None:
+        """The replica died under this request: record why and interrupt it."""
+        if self.failure is None and not self.released:
+            self.failure = reason
+            if self.on_fail is not None:
+                self.on_fail(reason)
+
+    def release(self) -> None:
+        """The request is over (any outcome): free the slot."""
+        if not self.released:
+            self.released = True
+            self.replica._release(self)
