@@ -9,7 +9,9 @@
 - **Weight**: a request of ``n`` choices takes n slots (the replica runs n sequences for it);
   one that does not fit yet holds the queue's head, so that lighter requests behind it cannot
   keep it waiting forever.
-- **Bounded queue**: with no free slot a request waits in FIFO order, at most
+- **Bounded queue**: with no free slot a request waits in FIFO order (it takes its place in the
+  same step that found no slot, so a slot freed meanwhile goes to the queue, never to a later
+  request), at most
   ``max_queued_requests`` of them; the next one is refused with 3040 at once (backpressure, never
   an unbounded queue). ``rejectIfBusy`` refuses instead of waiting, once a replica is ready
   (while the model is still loading there are no busy slots to refuse over). A waiter gives up
@@ -33,7 +35,9 @@ MAX_SESSIONS = 4096
 
 
 @dataclass(eq=False)
-class _Waiter:
+class Ticket:
+    """A place in the queue, taken in the same step that found no free slot; ``wait`` on it."""
+
     session: str | None
     future: asyncio.Future[Lease]
     weight: int = 1
@@ -47,7 +51,7 @@ class ModelGroup:
         self.replicas: list[Replica] = []
         self.max_queued = max_queued
         self.queue_timeout = queue_timeout
-        self._waiters: deque[_Waiter] = deque()
+        self._waiters: deque[Ticket] = deque()
         self._sessions: OrderedDict[str, Replica] = OrderedDict()
         self._turn = itertools.count()
 
@@ -66,11 +70,14 @@ class ModelGroup:
 
     def acquire_now(
         self, session: str | None, reject_if_busy: bool, weight: int = 1
-    ) -> Lease | None:
-        """A free slot at once, or None where ``acquire`` would queue; raises as it does.
+    ) -> Lease | Ticket:
+        """A free slot at once, or a ``Ticket`` where ``acquire`` would queue; raises as it does.
 
         The pool's fast path: most requests find a slot, and this takes it without the task
-        and timer that waiting under a deadline (``asyncio.wait_for``) costs.
+        and timer that waiting under a deadline (``asyncio.wait_for``) costs. A request that
+        finds no slot is queued here, in the same step: were it queued only once its waiting
+        task ran, a slot freed in between would go to whoever asked next, and it would lose its
+        turn to a later request.
         """
         self.start()
         self._raise_if_hopeless()
@@ -82,7 +89,27 @@ class ModelGroup:
             raise errors.busy(self.model_id)
         if len(self._waiters) >= self.max_queued:
             raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
-        return None
+        ticket = Ticket(session, asyncio.get_running_loop().create_future(), weight)
+        self._waiters.append(ticket)
+        return ticket
+
+    async def wait(self, ticket: Ticket, timeout: float) -> Lease:
+        """The lease ``ticket`` is granted, within ``timeout`` and ``queue_timeout`` (3007
+        past either); a waiter that gives up leaves the queue."""
+        try:
+            return await asyncio.wait_for(
+                asyncio.shield(ticket.future), min(timeout, self.queue_timeout)
+            )
+        except TimeoutError:
+            self._drop(ticket)
+            raise errors.timed_out() from None
+        except BaseException:
+            self._drop(ticket)
+            raise
+
+    def cancel(self, ticket: Ticket) -> None:
+        """Leave the queue without waiting (a lease granted meanwhile is freed)."""
+        self._drop(ticket)
 
     async def acquire(self, session: str | None, reject_if_busy: bool, weight: int = 1) -> Lease:
         """A slot on a replica; raises CapacityExceeded or UpstreamFailed (see module doc).
@@ -99,7 +126,7 @@ class ModelGroup:
             raise errors.busy(self.model_id)
         if len(self._waiters) >= self.max_queued:
             raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
-        waiter = _Waiter(session, asyncio.get_running_loop().create_future(), weight)
+        waiter = Ticket(session, asyncio.get_running_loop().create_future(), weight)
         self._waiters.append(waiter)
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout)
@@ -110,7 +137,7 @@ class ModelGroup:
             self._drop(waiter)
             raise
 
-    def _drop(self, waiter: _Waiter) -> None:
+    def _drop(self, waiter: Ticket) -> None:
         """A waiter gave up (timeout, cancellation): forget it, and free a lease granted late."""
         with contextlib.suppress(ValueError):
             self._waiters.remove(waiter)

@@ -244,16 +244,12 @@ class ModelPool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         for attempt in range(MAX_CONNECT_RETRIES + 1):
-            lease = self.group(model_id).acquire_now(
-                options.session, options.reject_if_busy, sequences(body)
-            )
-            if lease is None:  # every slot is taken: wait in the queue, under the deadline
-                try:
-                    lease = await asyncio.wait_for(
-                        self._acquire(model_id, options, body), max(0.0, deadline - loop.time())
-                    )
-                except TimeoutError:
-                    raise errors.timed_out() from None
+            group = self.group(model_id)
+            admitted = group.acquire_now(options.session, options.reject_if_busy, sequences(body))
+            if isinstance(admitted, Lease):
+                lease = admitted
+            else:  # every slot is taken: it holds its place in the queue, under the deadline
+                lease = await group.wait(admitted, max(0.0, deadline - loop.time()))
             try:
                 events = await open_events(
                     self.wire, lease, path, self._named(body, lease), options.headers

@@ -2,8 +2,8 @@
 reference), and a closed replica stream that makes its error only when read again.
 
 Two groups in the same random states take the same random requests, one through each path:
-the fast path must lease the same replica, refuse with the same error, and return None exactly
-where the reference would queue. Replicas are real ``Replica`` objects whose state the test
+the fast path must lease the same replica, refuse with the same error, and queue (a ``Ticket``)
+exactly where the reference would. Replicas are real ``Replica`` objects whose state the test
 sets; they are never started (their supervising task is a pending future).
 """
 
@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from ember.models.pool.admission import ModelGroup
+from ember.models.pool.admission import ModelGroup, Ticket
 from ember.models.pool.config import PoolSettings, ReplicaConfig
 from ember.models.pool.errors import CapacityExceeded, UpstreamFailed
 from ember.models.pool.pool import RequestOptions
@@ -102,6 +102,11 @@ def test_acquire_now_matches_acquire_on_random_states(seed: int) -> None:
                 except (CapacityExceeded, UpstreamFailed) as exc:
                     got = exc
                 expected = await _reference(slow, session, reject)
+                if isinstance(got, Ticket):
+                    assert fast.queued == 1
+                    fast.cancel(got)  # as the reference gave up its place
+                    assert fast.queued == 0
+                    got = None
                 assert _outcome(got) == _outcome(expected), (seed, session, reject)
                 compared += 1
                 if isinstance(got, Lease) and rng.random() < 0.3:
