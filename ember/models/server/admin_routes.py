@@ -9,7 +9,9 @@
 a client that disconnects ends it: ``AsyncEngine.abort``, applied between engine steps, its pages
 freed at once. The request's own answer then finishes as SGLang finishes an aborted one
 (``finish_reason`` ``{"type": "abort", "message": "Aborted", ...}``, then ``[DONE]`` when
-streaming). An unknown id is a quiet 200, as SGLang ignores ids it is not serving.
+streaming). The id of a request of ``n`` choices ends every choice, as SGLang's matches every
+child of a parent rid (``choices.py``); a choice's own id (``<rid>-<i>``) ends that choice. An
+unknown id is a quiet 200, as SGLang ignores ids it is not serving.
 
 ``/get_load`` is what sglang-router's load-aware policies read: ``num_reqs`` (running and
 waiting), ``num_waiting_reqs``, ``num_tokens`` (KV tokens held by requests plus the waiting

@@ -15,7 +15,8 @@ computed per choice.
 
 With a ``seed``, choice ``i`` samples with ``seed + i`` (vLLM's rule): the whole answer is
 reproducible, and its choices still differ. Leaving ``stream_choices`` early (the client went
-away, a choice failed) aborts every choice still running.
+away, a choice failed) aborts every choice still running; so does an abort of choice 0, whose id
+is the request's own (``/abort_request`` with that rid, or ``abort_all``).
 """
 
 from __future__ import annotations
@@ -89,6 +90,13 @@ def check_choices_fit(
     )
 
 
+def _aborted(generation: GenerationInput) -> GenerationEvent:
+    """The only event of a choice that was aborted before it went into the engine."""
+    return GenerationEvent(
+        "", [], [], finished=True, finish_reason="abort", prompt_tokens=len(generation.prompt_ids)
+    )
+
+
 async def stream_choices(
     served: ServedModel, metrics: ServerMetrics, inputs: list[GenerationInput]
 ) -> AsyncIterator[ChoiceEvent]:
@@ -117,17 +125,31 @@ async def stream_choices(
 
     tasks = [asyncio.create_task(pump(0))]
     remaining = len(inputs)
+    waiting = True  # choices 1.. are not in the engine yet
     try:
         while remaining:
             index, item = await queue.get()
-            if len(tasks) == 1:  # choice 0's prefill is done (or it ended): the rest go in
+            parent_aborted = isinstance(item, GenerationEvent) and item.finish_reason == "abort"
+            if index == 0 and parent_aborted:
+                # Choice 0 carries the request's own id: /abort_request with that id (or
+                # abort_all) ends the whole request, as SGLang ends every child of a parent
+                # rid. Choices not yet in the engine end without running.
+                for other in inputs[1:]:
+                    served.engine.abort(other.request_id)
+            elif waiting:  # choice 0's prefill is done (or it ended): the rest go in
                 tasks += [asyncio.create_task(pump(i)) for i in range(1, len(inputs))]
+                waiting = False
             if item is None:
                 remaining -= 1
             elif isinstance(item, BaseException):
                 raise item
             else:
                 yield ChoiceEvent(index, item)
+            if index == 0 and parent_aborted and waiting:
+                for other in range(1, len(inputs)):
+                    yield ChoiceEvent(other, _aborted(inputs[other]))
+                remaining -= len(inputs) - 1
+                waiting = False
     finally:
         for task in tasks:
             task.cancel()  # each choice's stream_generation aborts its engine request

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 
 import httpx
+import pytest
 
 import ember
 from ember.models.pool.config import parse_pool_config
@@ -30,14 +31,15 @@ class _Stream(threading.Thread):
     """One streaming ``/generate`` read to its end in a thread; ``first`` is set once a chunk
     has come."""
 
-    def __init__(self, url: str, rid: str) -> None:
+    def __init__(self, url: str, rid: str, n: int = 1) -> None:
         super().__init__(daemon=True)
-        self.url, self.rid = url, rid
+        self.url, self.rid, self.n = url, rid, n
         self.first = threading.Event()
         self.events: list[dict | str] = []
 
     def run(self) -> None:
-        body = {"text": "def f(", "rid": self.rid, "stream": True, "sampling_params": LONG}
+        sampling = {**LONG, "n": self.n} if self.n > 1 else LONG
+        body = {"text": "def f(", "rid": self.rid, "stream": True, "sampling_params": sampling}
         with httpx.stream("POST", self.url + "/generate", json=body, timeout=120) as answer:
             for event in _events(answer.iter_lines()):
                 self.events.append(event)
@@ -48,6 +50,14 @@ class _Stream(threading.Thread):
         last = self.events[-2]
         assert isinstance(last, dict)
         return last
+
+    def reasons(self) -> dict[str, str]:
+        """Each choice's (``meta_info.id``'s) last finish reason type."""
+        out = {}
+        for event in self.events:
+            if isinstance(event, dict) and event["meta_info"]["finish_reason"] is not None:
+                out[event["meta_info"]["id"]] = event["meta_info"]["finish_reason"]["type"]
+        return out
 
 
 def _load(url: str) -> dict:
@@ -79,6 +89,22 @@ def test_abort_request_ends_a_long_generation_as_sglang_ends_it(kimi_process: st
     }
     assert meta["id"] == "long-one" and 0 < meta["completion_tokens"] < 3000
     wait_until(lambda: _idle(kimi_process), "the engine to let the request go", 30)
+
+
+@pytest.mark.parametrize("how", ["rid", "abort_all"])
+def test_aborting_an_n_choice_request_ends_every_choice(kimi_process: str, how: str) -> None:
+    # One request runs at a time: choice 1 waits behind choice 0 while the abort comes.
+    stream = _Stream(kimi_process, f"family-{how}", n=2)
+    stream.start()
+    assert stream.first.wait(60)
+    body = {"rid": stream.rid} if how == "rid" else {"abort_all": True}
+    answer = httpx.post(kimi_process + "/abort_request", json=body, timeout=10)
+    assert answer.status_code == 200
+    stream.join(120)
+    assert not stream.is_alive()
+    assert stream.events[-1] == "[DONE]"
+    assert stream.reasons() == {stream.rid: "abort", f"{stream.rid}-1": "abort"}
+    wait_until(lambda: _idle(kimi_process), "the engine to let both choices go", 30)
 
 
 def test_abort_request_ends_a_chat_stream_by_its_id(kimi_process: str) -> None:
