@@ -7,7 +7,8 @@
                    content_part.done
         function_call: function_call_arguments.delta..., function_call_arguments.done
       response.output_item.done
-    response.completed, with usage (status "incomplete" when max_output_tokens cut it)
+    response.completed, with usage; response.incomplete instead (status "incomplete",
+    incomplete_details) when max_output_tokens cut it
 
 Every event has ``type`` and a ``sequence_number`` counting from 0. A chunk that carries an
 ``error`` (a stream that failed midway, from ember's chat stream or a replica's) ends the stream
@@ -235,9 +236,12 @@ class ResponseEvents:
         status, reason = finish_status(self.finish_reason)
         events = self._close("incomplete" if status == "incomplete" else "completed")
         response = self._response(status, incomplete_reason=reason, usage=usage_of(self.usage))
-        # response.completed even for an incomplete one (its status says so), as vLLM sends:
-        # the openai client's responses.stream() finishes only on response.completed.
-        events.append(self._event("response.completed", response=response))
+        # Named after how it ended, as OpenAI sends it: response.incomplete (with
+        # incomplete_details) when max_output_tokens cut it. (vLLM sends response.completed
+        # either way; the openai client's get_final_response() wants that one, so a client of
+        # an incomplete stream reads the response from this last event, as against OpenAI.)
+        kind = "response.incomplete" if status == "incomplete" else "response.completed"
+        events.append(self._event(kind, response=response))
         return events
 
     def fail(self, message: str, code: object = None) -> list[Event]:

@@ -81,12 +81,11 @@ def test_stream_equals_the_whole_answer(url: str) -> None:
     whole = client(url).responses.create(**body)
     with client(url).responses.stream(**body) as stream:
         events = list(stream)
-        final = stream.get_final_response()
     kinds = [e.type for e in events]
     assert kinds[:2] == ["response.created", "response.in_progress"]
-    # response.completed even when max_output_tokens cut it (as vLLM; the client's
-    # responses.stream() finishes only on it): the response's status tells.
-    assert kinds[-1] == "response.completed" and final.status == whole.status
+    # The last event is named after how the response ended, as OpenAI names it.
+    final = events[-1].response
+    assert kinds[-1] == f"response.{whole.status}" and final.status == whole.status
     for kind in (
         "response.output_item.added",
         "response.content_part.added",
@@ -112,6 +111,34 @@ def test_stream_equals_the_whole_answer(url: str) -> None:
     assert [e.type for e in raw] == kinds
 
 
+def test_a_stream_cut_by_max_output_tokens_ends_with_response_incomplete(url: str) -> None:
+    body = dict(
+        model="glm",
+        input="Explain how os.path joins paths, in detail.",
+        max_output_tokens=4,
+        temperature=0,
+        reasoning=NO_THINKING,
+        store=False,
+    )
+    whole = client(url).responses.create(**body)
+    assert whole.status == "incomplete"  # the case under test: the limit cut it
+    with client(url).responses.stream(**body) as stream:
+        events = list(stream)
+    kinds = [e.type for e in events]
+    assert kinds[-1] == "response.incomplete" and "response.completed" not in kinds
+    final = events[-1].response
+    assert final.status == "incomplete"
+    assert final.incomplete_details is not None
+    assert final.incomplete_details.reason == "max_output_tokens"
+    assert final.output_text == whole.output_text and final.usage.output_tokens == 4
+    # The raw stream names the event on its event: line too, as OpenAI's does.
+    raw = httpx.post(url + "/v1/responses", json={**body, "stream": True}, timeout=120)
+    names = [line for line in raw.text.splitlines() if line.startswith("event: ")]
+    assert names[-1] == "event: response.incomplete"
+    last = json.loads(raw.text.split("event: response.incomplete\ndata: ", 1)[1].split("\n")[0])
+    assert last["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
 def _shape(item: object) -> object:
     """An output item without its id (new per response) and the client's own ``parsed``."""
     data = item.to_dict()  # type: ignore[attr-defined]
@@ -130,7 +157,7 @@ def test_reasoning_is_a_reasoning_item(url: str) -> None:
     assert reply.usage.output_tokens_details.reasoning_tokens > 0
     with client(url).responses.stream(**body) as stream:
         events = list(stream)
-        final = stream.get_final_response()
+    final = events[-1].response  # response.incomplete: the 12 tokens cut the thinking
     thought = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
     assert thought == reasoning[0].content[0].text
     assert "response.reasoning_text.done" in [e.type for e in events]
