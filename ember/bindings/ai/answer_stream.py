@@ -1,8 +1,10 @@
 """A streamed AI answer: a replica's events translated into the caller's event format.
 
 ``translate`` feeds a pooled stream through the dialect's ``StreamTranslator``, turns a failure
-mid-stream into one error event, and when the stream ends (any outcome) closes the replica's
-stream and frees the quota; a complete, error-free answer goes to ``store`` for the cache.
+mid-stream into one error event, tells the dev console when thinking ate the whole budget (the
+note a whole answer gets, ``thinking.py``), and when the stream ends (any outcome) closes the
+replica's stream and frees the quota; a complete, error-free answer goes to ``store`` for the
+cache.
 ``AnswerStream`` makes sure all of that happens on ``aclose`` even if nobody read a byte.
 """
 
@@ -27,8 +29,10 @@ async def translate(
     store: Callable[[bytes], None] | None,
     json_inputs: Mapping[str, Any] | None,
     raw: bool = False,
+    thinking_ate_answer: Callable[[], None] | None = None,
 ) -> AsyncIterator[bytes]:
-    """The caller's event stream; quota released and the answer stored when it ends."""
+    """The caller's event stream; quota released and the answer stored when it ends;
+    ``thinking_ate_answer`` called when the budget ran out inside the reasoning."""
     translator = StreamTranslator(dialect, model, events.renamed, json_inputs)
     recorded: list[bytes] | None = [] if store is not None else None
     try:
@@ -43,6 +47,8 @@ async def translate(
                 if recorded is not None:
                     recorded.append(out)
                 yield out
+        if thinking_ate_answer is not None and translator.thinking_ate_answer:
+            thinking_ate_answer()
         tail = translator.end()
         if tail:
             if recorded is not None:

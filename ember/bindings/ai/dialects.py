@@ -169,25 +169,35 @@ class StreamTranslator:
         self.rename = rename  # the replica calls the model by another name
         self.json_inputs = json_inputs if self.workers else None
         self.done = False
-        # What the stream carried so far, for the JSON Mode hint (still thinking, or JSON).
+        # What the stream carried so far: for the JSON Mode hint (still thinking, or JSON) and
+        # the dev console's note when thinking ate the whole budget (``thinking_ate_answer``).
         self.saw_content = False
         self.saw_reasoning = False
+        self.cut_short = False  # a finish_reason "length" came
+
+    @property
+    def thinking_ate_answer(self) -> bool:
+        """The budget ran out inside the reasoning: no content was streamed at all."""
+        return self.cut_short and self.saw_reasoning and not self.saw_content
 
     def feed(self, data: str) -> bytes:
         """The bytes for one replica event (maybe none); ``done`` once the stream ended."""
+        if self.done:
+            return b""
         out = self._feed(data)
-        if self.json_inputs is not None and not self.done:
-            self.saw_content = self.saw_content or _CONTENT.search(data) is not None
-            self.saw_reasoning = self.saw_reasoning or _REASONING.search(data) is not None
-            if _cut_short(data):
-                self.done = True
-                reason = json_mode_cut_short(
-                    self.json_inputs,
-                    thinking=self.saw_reasoning and not self.saw_content,
-                    started=self.saw_content,
-                    thought=self.saw_reasoning,
-                )
-                out += workers_error_event(JSON_MODE_NOT_MET, json_mode_failure_description(reason))
+        self.saw_content = self.saw_content or _CONTENT.search(data) is not None
+        self.saw_reasoning = self.saw_reasoning or _REASONING.search(data) is not None
+        cut = _cut_short(data)
+        self.cut_short = self.cut_short or cut
+        if cut and self.json_inputs is not None and not self.done:
+            self.done = True
+            reason = json_mode_cut_short(
+                self.json_inputs,
+                thinking=self.saw_reasoning and not self.saw_content,
+                started=self.saw_content,
+                thought=self.saw_reasoning,
+            )
+            out += workers_error_event(JSON_MODE_NOT_MET, json_mode_failure_description(reason))
         return out
 
     def _feed(self, data: str) -> bytes:

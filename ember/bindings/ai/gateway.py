@@ -31,6 +31,7 @@ from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
 from ember.bindings.ai.thinking import (
+    cut_short_note,
     ignored_thinking_fields,
     mandatory_effort,
     reasoning_cut_short,
@@ -207,8 +208,12 @@ class AIGateway:
         store = None
         if key is not None and ttl:
             store = functools.partial(self.cache.put, key, True, ttl=ttl)
+
+        def note() -> None:
+            self._progress(cut_short_note(model, inputs))
+
         chunks = AnswerStream(
-            translate(events, model, dialect, release, store, json_inputs, upstream.raw),
+            translate(events, model, dialect, release, store, json_inputs, upstream.raw, note),
             events,
             release,
         )

@@ -46,12 +46,17 @@ def reasoning_cut_short(model: str, body: object, inputs: Mapping[str, Any]) -> 
             continue
         if message.get("content") or not message.get("reasoning_content"):
             continue
-        return (
-            f"{model}: content is null: the model spent all of {token_limit(inputs)} thinking "
-            f"(finish_reason 'length', the reasoning is in reasoning_content); turn thinking "
-            f"off with {THINKING_OFF}, or raise max_completion_tokens"
-        )
+        return cut_short_note(model, inputs)
     return None
+
+
+def cut_short_note(model: str, inputs: Mapping[str, Any]) -> str:
+    """The note itself; a stream's translator (``thinking_ate_answer``) tells when it is due."""
+    return (
+        f"{model}: content is null: the model spent all of {token_limit(inputs)} thinking "
+        f"(finish_reason 'length', the reasoning is in reasoning_content); turn thinking "
+        f"off with {THINKING_OFF}, or raise max_completion_tokens"
+    )
 
 
 def mandatory_effort(model: str, inputs: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:

@@ -34,9 +34,12 @@ class Live:
         answer = self.loop.run(self.gateway.run("t", model, inputs, RunOptions(), dialect))  # type: ignore[arg-type]
         return json.loads(answer.body or b"{}")
 
-    def stream(self, model: str, inputs: dict[str, Any]) -> list[object]:
+    def stream(self, model: str, inputs: dict[str, Any], dialect: str = "workers") -> list[object]:
+        self.notes.clear()
+
         async def read() -> bytes:
-            answer = await self.gateway.run("t", model, {**inputs, "stream": True}, RunOptions())
+            streamed = {**inputs, "stream": True}
+            answer = await self.gateway.run("t", model, streamed, RunOptions(), dialect)  # type: ignore[arg-type]
             assert answer.stream is not None
             return b"".join([chunk async for chunk in answer.stream])
 
@@ -74,6 +77,23 @@ def test_a_small_budget_spent_thinking_gets_a_note_naming_the_fix(live: Live) ->
     # The platform's (and vLLM's) answer is kept: content null, the reasoning beside it.
     assert choice["finish_reason"] == "length" and choice["message"]["content"] is None
     assert choice["message"]["reasoning_content"]
+    (note,) = [n for n in live.notes if "content is null" in n]
+    assert "max_completion_tokens=20" in note
+    assert '"chat_template_kwargs": {"enable_thinking": false}' in note
+
+
+@pytest.mark.parametrize("dialect", ["workers", "openai"])
+def test_a_streamed_answer_spent_thinking_gets_the_same_note(live: Live, dialect: str) -> None:
+    inputs = {**GREEDY}
+    if dialect == "openai":
+        inputs = {**GREEDY, "messages": [{"role": "user", "content": inputs.pop("prompt")}]}
+    events = live.stream(GLM, inputs, dialect)
+    chunks = [e for e in events if isinstance(e, dict) and e.get("choices")]
+    deltas = [c["choices"][0].get("delta") or {} for c in chunks]
+    # The case under test: the budget ran out inside the reasoning, no content streamed.
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert any(d.get("reasoning_content") for d in deltas)
+    assert not any(d.get("content") for d in deltas)
     (note,) = [n for n in live.notes if "content is null" in n]
     assert "max_completion_tokens=20" in note
     assert '"chat_template_kwargs": {"enable_thinking": false}' in note
