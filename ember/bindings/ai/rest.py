@@ -40,7 +40,8 @@ from ember.bindings.ai.gateway import (
 from ember.bindings.ai.model_search import ModelSearch, catalog_entry
 from ember.bindings.ai.options import RunOptions, parse_run_options
 from ember.bindings.ai.responses_front import create_response
-from ember.errors import CheckpointError, ConfigError, InvalidModelInput, ModelNotFound
+from ember.errors import CheckpointError, ConfigError, InvalidModelInput
+from ember.models.api.errors import NO_SUCH_MODEL
 from ember.models.api.fields import check_body
 from ember.models.api.responses_store import ResponseNotFound, check_retrieve, deleted
 from ember.models.server.wire import ClientGone, unless_disconnected
@@ -128,6 +129,8 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             except ClientGone:
                 return Response(status_code=CLIENT_GONE)
             except AIRequestFailed as exc:
+                if exc.failure.code is NO_SUCH_MODEL:
+                    return _openai_model_not_found(model)
                 return _openai_failure(exc.failure)
             except ResponseNotFound as exc:
                 return JSONResponse(exc.openai_body(), status_code=404)
@@ -195,8 +198,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             return _openai_failure(exc.failure)
         card = next((c for c in cards if c["id"] == wanted), None)
         if card is None:
-            failure = failure_of(ModelNotFound(wanted), wanted)
-            return JSONResponse(failure.openai_body(), status_code=404)  # OpenAI's status
+            return _openai_model_not_found(wanted)
         return JSONResponse(card)
 
     async def search(request: Request) -> Response:
@@ -358,6 +360,16 @@ def _events(answer: AIAnswer) -> Response:
 
 def _rest_failure(failure: Failure) -> Response:
     return JSONResponse(failure.rest_body(), status_code=failure.status, headers=failure.headers())
+
+
+def _openai_model_not_found(model: str) -> Response:
+    """An unknown model on the OpenAI-compatible front (``/ai/v1``), answered as OpenAI answers
+    it (and ``ember models serve``): 404 ``model_not_found``, which the ``openai`` client raises
+    as NotFoundError. No source shows what Workers AI's ``/ai/v1`` answers; its REST ``ai/run``
+    answers 5007 with a 400, and still does here."""
+    message = f"The model `{model}` does not exist or you do not have access to it."
+    error = {"message": message, "type": "invalid_request_error", "param": "model"}
+    return JSONResponse({"error": {**error, "code": "model_not_found"}}, status_code=404)
 
 
 def _openai_failure(failure: Failure) -> Response:

@@ -125,15 +125,30 @@ def test_previous_response_id_per_tenant(dev: DevServer) -> None:
         local.responses.retrieve(first.id)
 
 
-def test_unknown_model_answers_as_the_chat_route(dev: DevServer) -> None:
-    chat = httpx.post(
-        dev.url + "/ai/v1/chat/completions",
-        json={"model": "@cf/x/y", "messages": [{"role": "user", "content": "hi"}]},
-    )
-    responses = httpx.post(dev.url + "/ai/v1/responses", json={"model": "@cf/x/y", "input": "hi"})
-    assert responses.status_code == chat.status_code == 400
-    assert responses.json() == chat.json()
-    assert responses.json()["error"]["code"] == 5007
+MISSING = "The model `@cf/x/y` does not exist or you do not have access to it."
+
+
+def test_an_unknown_model_is_openais_404_model_not_found_on_both_routes(dev: DevServer) -> None:
+    """No source shows what Workers AI's /ai/v1 answers for an unknown model; ember answers as
+    OpenAI does there (the client raises NotFoundError), while REST ai/run keeps 5007."""
+    api = client(dev)
+    with pytest.raises(openai.NotFoundError) as chat:
+        api.chat.completions.create(model="@cf/x/y", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.NotFoundError) as responses:
+        api.responses.create(model="@cf/x/y", input="hi")
+    for caught in (chat.value, responses.value):
+        assert caught.code == "model_not_found" and caught.param == "model"
+        assert caught.body["message"] == MISSING  # type: ignore[index]
+    raw = httpx.post(dev.url + "/ai/v1/responses", json={"model": "@cf/x/y", "input": "hi"})
+    assert raw.status_code == 404
+    assert raw.json()["error"] == {
+        "message": MISSING,
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": "model_not_found",
+    }
+    rest = httpx.post(dev.url + "/client/v4/accounts/a/ai/run/@cf/x/y", json={"prompt": "x"})
+    assert rest.status_code == 400 and rest.json()["errors"][0]["code"] == 5007
 
 
 @pytest.mark.parametrize(

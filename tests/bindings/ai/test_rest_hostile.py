@@ -48,13 +48,13 @@ def test_binding_inputs_nested_past_the_parser_are_a_5006() -> None:
 
 
 def test_openai_route_unknown_model_names_the_model_param(rest: RestServer) -> None:
-    # The fuzz test's body had a model id of odd characters; any unknown id did the same: a
-    # 5007 whose ``param`` was null, where the model server names ``model``.
+    # The fuzz test's body had a model id of odd characters; any unknown id did the same: an
+    # error whose ``param`` was null, where the model server names ``model``.
     body = {"model": "³Z", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}
     response = httpx.post(f"{rest.url}/ai/v1/chat/completions", json=body)
-    assert response.status_code == 400, response.text
+    assert response.status_code == 404, response.text
     error = response.json()["error"]
-    assert error["code"] == 5007 and error["param"] == "model", error
+    assert error["code"] == "model_not_found" and error["param"] == "model", error
 
 
 @pytest.mark.parametrize(
