@@ -107,6 +107,28 @@ def test_aborting_an_n_choice_request_ends_every_choice(kimi_process: str, how: 
     wait_until(lambda: _idle(kimi_process), "the engine to let both choices go", 30)
 
 
+def test_aborting_a_waiting_n_choice_request_ends_the_choices_it_never_started(
+    kimi_process: str,
+) -> None:
+    # A running request keeps the n-choice one waiting: its choice 0 is aborted before its
+    # prefill, so its other choices never went into the engine.
+    blocker = _Stream(kimi_process, "blocker")
+    blocker.start()
+    assert blocker.first.wait(60)
+    family = _Stream(kimi_process, "waiting-family", n=3)
+    family.start()
+    wait_until(lambda: _load(kimi_process)["num_waiting_reqs"] == 1, "it to wait", 30)
+    answer = httpx.post(kimi_process + "/abort_request", json={"rid": family.rid}, timeout=10)
+    assert answer.status_code == 200
+    family.join(60)
+    assert not family.is_alive() and family.events[-1] == "[DONE]"
+    rids = [family.rid, f"{family.rid}-1", f"{family.rid}-2"]
+    assert family.reasons() == dict.fromkeys(rids, "abort")
+    httpx.post(kimi_process + "/abort_request", json={"rid": blocker.rid}, timeout=10)
+    blocker.join(60)
+    wait_until(lambda: _idle(kimi_process), "the engine to empty", 30)
+
+
 def test_abort_request_ends_a_chat_stream_by_its_id(kimi_process: str) -> None:
     body = {
         "model": "kimi",
