@@ -104,6 +104,4 @@ def test_a_fetched_response_parses_its_json_while_response_json_still_builds_one
     """
     deployment_id = harness.deploy(write_project(tmp_path / "caller", caller))
     with harness.client(deployment_id) as client:
-        assert client.get("/").text == (
-            '202 x [1, 2] application/json {"items":[1,2],"name":"x"}'
-        )
+        assert client.get("/").text == ('202 x [1, 2] application/json {"items":[1,2],"name":"x"}')
