@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from tests.runtime.harness import Harness, write_project
 from tests.runtime.sync_http_support import WORKER
-from tests.runtime.upstream import Upstream
+from tests.runtime.upstream import Upstream, ask_worker
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +26,10 @@ def worker(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> str:
     return harness.deploy(write_project(tmp_path_factory.mktemp("sync") / "sync", WORKER))
 
 
-def call(harness: Harness, deployment_id: str, upstream: Upstream, route: str) -> Any:
-    with harness.client(deployment_id, timeout=60) as client:
-        response = client.get(f"/{route}", headers={"x-upstream": upstream.url})
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
 def test_requests_get_sends_headers_and_reads_status_headers_cookies(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
-    got = call(harness, worker, upstream, "requests-get")
+    got = ask_worker(harness, worker, upstream, "requests-get")
     assert (got["status"], got["reason"], got["x-upstream"]) == (200, "OK", "1")
     assert got["echo"]["headers"]["x-sent"] == "yes"
     assert got["echo"]["query"] == {"a": "1"}
@@ -49,7 +41,7 @@ def test_requests_get_sends_headers_and_reads_status_headers_cookies(
 def test_requests_bodies_json_form_bytes_and_a_streamed_upload(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
-    got = call(harness, worker, upstream, "requests-post")
+    got = ask_worker(harness, worker, upstream, "requests-post")
     assert got["json"]["body"] == '{"k": [1, 2]}'
     assert got["json"]["headers"]["content-type"] == "application/json"
     assert got["form"]["body"] == "a=b+c"
@@ -63,7 +55,7 @@ def test_requests_bodies_json_form_bytes_and_a_streamed_upload(
 def test_requests_redirects_followed_each_hop_a_subrequest_or_left_alone(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
-    got = call(harness, worker, upstream, "requests-redirect")
+    got = ask_worker(harness, worker, upstream, "requests-redirect")
     assert (got["status"], got["history"], got["path"]) == (200, [302], "/echo")
     assert (got["manual"], got["location"]) == (302, "/echo")
 
@@ -71,7 +63,7 @@ def test_requests_redirects_followed_each_hop_a_subrequest_or_left_alone(
 def test_requests_streamed_body_large_body_and_error_status(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
-    got = call(harness, worker, upstream, "requests-stream")
+    got = ask_worker(harness, worker, upstream, "requests-stream")
     assert "".join(got["chunks"]) == "".join(f"chunk-{i};" for i in range(5))
     assert got["big"] == 700_000  # past the stream's credit window: credit flows back
     assert got["status"] == 418
@@ -80,7 +72,7 @@ def test_requests_streamed_body_large_body_and_error_status(
 def test_requests_timeout_raises_requests_timeout(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
-    got = call(harness, worker, upstream, "requests-timeout")
+    got = ask_worker(harness, worker, upstream, "requests-timeout")
     assert got["caught"] == "Timeout"
     assert got["error"] == "ReadTimeout"
 
@@ -88,7 +80,7 @@ def test_requests_timeout_raises_requests_timeout(
 def test_urllib3_pool_manager_bodies_streams_and_redirects(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
-    got = call(harness, worker, upstream, "urllib3")
+    got = ask_worker(harness, worker, upstream, "urllib3")
     assert got["status"] == 200
     assert got["echo"]["method"] == "POST" and got["echo"]["body"] == '{"z":1}'
     assert got["echo"]["headers"]["x-sent"] == "u3"
@@ -99,7 +91,7 @@ def test_urllib3_pool_manager_bodies_streams_and_redirects(
 def test_httpx_client_bodies_redirects_streams_status_and_timeout(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
-    got = call(harness, worker, upstream, "httpx-sync")
+    got = ask_worker(harness, worker, upstream, "httpx-sync")
     assert got["status"] == 200
     assert (got["echo"]["body"], got["echo"]["headers"]["x-sent"]) == ("hx", "hx")
     assert got["redirect"] == 302  # httpx does not follow unless asked
@@ -112,7 +104,7 @@ def test_httpx_client_bodies_redirects_streams_status_and_timeout(
 def test_httpx_async_client_goes_through_fetch(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
-    got = call(harness, worker, upstream, "httpx-async")
+    got = ask_worker(harness, worker, upstream, "httpx-async")
     assert (got["status"], got["echo"]["query"]) == (200, {"via": "async"})
     assert "".join(got["chunks"]) == "chunk-0;chunk-1;chunk-2;"
 
@@ -121,7 +113,7 @@ def test_urllib_request_is_refused_with_a_urlerror_naming_the_alternatives(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
     before = len(upstream.seen)
-    got = call(harness, worker, upstream, "urllib")
+    got = ask_worker(harness, worker, upstream, "urllib")
     assert got["caught"] == "URLError"
     for alternative in ("requests", "httpx.AsyncClient", "fetch()"):
         assert alternative in got["reason"]
@@ -132,7 +124,7 @@ def test_aiohttp_goes_through_fetch_where_installed(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
     pytest.importorskip("aiohttp")
-    got = call(harness, worker, upstream, "aiohttp")
+    got = ask_worker(harness, worker, upstream, "aiohttp")
     assert got["echo"]["query"] == {"via": "aiohttp"} and got["echo"]["body"] == '{"a": 1}'
     assert got["redirected"] == [f"{upstream.url}/echo", [302]]
     assert "".join(got["chunks"]) == "chunk-0;chunk-1;chunk-2;"

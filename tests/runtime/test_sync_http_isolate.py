@@ -17,7 +17,7 @@ import pytest
 from ember.runtime.subrequest import NetworkPolicy
 from tests.runtime.harness import Harness, write_project
 from tests.runtime.sync_http_support import WORKER
-from tests.runtime.upstream import Upstream
+from tests.runtime.upstream import Upstream, ask_worker
 
 
 @pytest.fixture(scope="module")
@@ -27,18 +27,11 @@ def upstream() -> Iterator[Upstream]:
     server.close()
 
 
-def get(harness: Harness, deployment_id: str, upstream: Upstream, route: str) -> Any:
-    with harness.client(deployment_id, timeout=60) as client:
-        response = client.get(f"/{route}", headers={"x-upstream": upstream.url})
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
 def test_sync_calls_count_against_the_subrequest_limit(
     harness: Harness, upstream: Upstream, tmp_path: Path
 ) -> None:
     worker = harness.deploy(write_project(tmp_path / "limited", WORKER), limits={"subrequests": 3})
-    results = get(harness, worker, upstream, "requests-many?4")
+    results = ask_worker(harness, worker, upstream, "requests-many?4")
     assert results[:3] == [200, 200, 200]
     assert results[3]["error"] == "ConnectionError"
     assert "Too many subrequests." in results[3]["message"]  # the platform's message
@@ -51,7 +44,7 @@ def test_a_host_the_policy_refuses_fails_with_each_librarys_exception(
     try:
         worker = harness.deploy(write_project(tmp_path / "refused", WORKER))
         before = len(upstream.seen)
-        got = get(harness, worker, upstream, "refused")
+        got = ask_worker(harness, worker, upstream, "refused")
     finally:
         harness.close()
     libraries = {"requests", "urllib3", "httpx", "httpx-async"}
@@ -72,23 +65,23 @@ def test_frames_for_other_requests_arriving_during_a_blocking_call_are_kept(
     requests.get. A's reply arrives while B blocks the loop (B's pump reads it): A must still
     get it, and the isolate must go on serving."""
     worker = harness.deploy(write_project(tmp_path / "same", WORKER))
-    get(harness, worker, upstream, "mixed?0")  # the isolate is up
+    ask_worker(harness, worker, upstream, "mixed?0")  # the isolate is up
     process = harness.supervisor.isolate(worker)
     assert process is not None
     held: dict[str, Any] = {}
     thread = threading.Thread(
-        target=lambda: held.update(get(harness, worker, upstream, "hold?gate-1"))
+        target=lambda: held.update(ask_worker(harness, worker, upstream, "hold?gate-1"))
     )
     thread.start()
     harness.wait_for(lambda: "gate-1" in upstream.held)
-    released = get(harness, worker, upstream, "release?gate-1")
+    released = ask_worker(harness, worker, upstream, "release?gate-1")
     assert released == {
         "release": "opened gate-1",
         "then": "chunk-0;chunk-1;chunk-2;chunk-3;chunk-4;",
     }
     thread.join(30)
     assert held == {"held": "released gate-1"}
-    assert get(harness, worker, upstream, "mixed?7") == {"sync": "7", "async": "7"}
+    assert ask_worker(harness, worker, upstream, "mixed?7") == {"sync": "7", "async": "7"}
     assert harness.supervisor.isolate(worker) is process  # the same isolate throughout
 
 
@@ -97,7 +90,9 @@ def test_concurrent_sync_and_async_subrequests_each_get_their_own_answer(
 ) -> None:
     worker = harness.deploy(write_project(tmp_path / "burst", WORKER))
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda n: get(harness, worker, upstream, f"mixed?{n}"), range(24)))
+        answers = list(
+            pool.map(lambda n: ask_worker(harness, worker, upstream, f"mixed?{n}"), range(24))
+        )
     assert answers == [{"sync": str(n), "async": str(n)} for n in range(24)]
 
 
@@ -105,11 +100,11 @@ def test_a_client_that_leaves_cancels_the_blocking_call_and_the_isolate_serves_o
     harness: Harness, upstream: Upstream, tmp_path: Path
 ) -> None:
     worker = harness.deploy(write_project(tmp_path / "leaver", WORKER))
-    get(harness, worker, upstream, "mixed?0")
+    ask_worker(harness, worker, upstream, "mixed?0")
     process = harness.supervisor.isolate(worker)
     with harness.client(worker, timeout=1) as client, pytest.raises(httpx.ReadTimeout):
         client.get("/never", headers={"x-upstream": upstream.url})
-    assert get(harness, worker, upstream, "mixed?1") == {"sync": "1", "async": "1"}
+    assert ask_worker(harness, worker, upstream, "mixed?1") == {"sync": "1", "async": "1"}
     assert harness.supervisor.isolate(worker) is process
 
 

@@ -116,3 +116,12 @@ async def _reply(
     head = [(b"content-type", content_type), *(headers or [])]
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": body})
+
+
+def ask_worker(harness: Any, deployment_id: str, upstream: Upstream, route: str) -> Any:
+    """GET ``/ROUTE`` of a deployed worker that calls ``upstream`` (its ``x-upstream`` header);
+    the worker's JSON answer (a ``tests.runtime.harness.Harness`` deployment)."""
+    with harness.client(deployment_id, timeout=60) as client:
+        response = client.get(f"/{route}", headers={"x-upstream": upstream.url})
+    assert response.status_code == 200, response.text
+    return response.json()
