@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 
 from ember.models.api.deltas import DeltaMessage, OutputAccumulator, ParsedOutput
 from ember.models.api.text_stream import TrimmedSegment, find_first, safe_length
-from ember.models.api.tool_streams import IdFactory, tool_stream_for
+from ember.models.api.tool_streams import IdFactory, Undeclared, tool_stream_for
 from ember.models.constrain.tool_grammars import THINK_BEGIN, THINK_END, ReasoningPrefix, ToolFormat
 
 _ALPHABET = string.ascii_letters + string.digits
@@ -41,6 +41,10 @@ _ALPHABET = string.ascii_letters + string.digits
 def random_call_id() -> str:
     """``call_`` + 24 random letters and digits, like OpenAI's tool-call ids."""
     return "call_" + "".join(secrets.choice(_ALPHABET) for _ in range(24))
+
+
+def _ignore(name: str) -> None:
+    pass
 
 
 class ChatOutputParser:
@@ -52,10 +56,16 @@ class ChatOutputParser:
         reasoning: ReasoningPrefix = "off",
         id_factory: IdFactory = random_call_id,
         drop: Sequence[str] = (),
+        on_undeclared: Undeclared | None = None,
     ) -> None:
         """``tools``: ``{name: parameters schema}`` when tool calls should be parsed, else
-        None. ``reasoning``, ``drop``: see the module docstring."""
-        self.tools = tool_stream_for(tool_format, tools, id_factory) if tools is not None else None
+        None. ``reasoning``, ``drop``: see the module docstring. ``on_undeclared``: told the
+        name of each call dropped because the request declared no such tool."""
+        self.tools = (
+            tool_stream_for(tool_format, tools, id_factory, on_undeclared or _ignore)
+            if tools is not None
+            else None
+        )
         self.drop = tuple(marker for marker in drop if marker)
         self.phase = {"inside": "reasoning", "optional": "detect", "off": "content"}[reasoning]
         self.buffer = ""

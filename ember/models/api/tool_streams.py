@@ -4,8 +4,10 @@ Each one is handed the text after its start marker (``<|tool_calls_section_begin
 ``<tool_call>`` for GLM), consumes what it can, reports tool-call pieces, and says when its
 section is over so the caller goes back to plain content. Nothing is released that could still
 be the start of a marker. Invalid calls (a Kimi id that names no function, a GLM call without
-a name) are dropped, as SGLang and vLLM do; arguments that are not valid JSON are passed on as
-written (OpenAI's ``arguments`` may be invalid JSON too).
+a name) are dropped, as SGLang and vLLM do; so is a call to a function the request did not
+declare (SGLang's "undefined function" rule: a tool loop that looks the name up must never get
+it), text and all, reported through ``on_undeclared`` so the server can log it. Arguments that
+are not valid JSON are passed on as written (OpenAI's ``arguments`` may be invalid JSON too).
 
 Kimi's arguments are JSON already and stream as they arrive. GLM's are built from key/value
 pairs (typed by the tool's schema), so they stream one whole pair at a time: ``{"city":"Paris"``,
@@ -40,6 +42,11 @@ from ember.models.constrain.tool_grammars import (
 )
 
 IdFactory = Callable[[], str]
+Undeclared = Callable[[str], None]  # told the name of each call dropped as undeclared
+
+
+def _ignore(name: str) -> None:
+    pass
 
 
 class KimiToolStream:
@@ -52,8 +59,14 @@ class KimiToolStream:
         KIMI_CALL_END,
     )
 
-    def __init__(self, parameters: Mapping[str, Mapping | None], id_factory: IdFactory) -> None:
+    def __init__(
+        self,
+        parameters: Mapping[str, Mapping | None],
+        id_factory: IdFactory,
+        on_undeclared: Undeclared = _ignore,
+    ) -> None:
         self.names = list(parameters)
+        self.on_undeclared = on_undeclared
         self.count = 0
         self.state = "section"
         self.emitting = False
@@ -80,6 +93,9 @@ class KimiToolStream:
                     continue
                 raw_id, buf = buf[:index].strip(), buf[index + len(marker) :]
                 name = parse_kimi_call_id(raw_id, self.names)
+                if name is not None and name not in self.names:
+                    self.on_undeclared(name)
+                    name = None
                 self.emitting = name is not None
                 if name is not None:
                     out.add_tool_piece(ToolCallDelta(self.count, raw_id, name, ""))
@@ -129,8 +145,14 @@ class GlmToolStream:
         GLM_VALUE_END,
     )
 
-    def __init__(self, parameters: Mapping[str, Mapping | None], id_factory: IdFactory) -> None:
+    def __init__(
+        self,
+        parameters: Mapping[str, Mapping | None],
+        id_factory: IdFactory,
+        on_undeclared: Undeclared = _ignore,
+    ) -> None:
         self.parameters = parameters
+        self.on_undeclared = on_undeclared
         self.id_factory = id_factory
         self.count = 0
         self.state = "name"
@@ -161,6 +183,9 @@ class GlmToolStream:
             self.name = buf[:index].strip()
             buf = buf[index + (1 if hit is not None and hit[1] == "\n" else 0) :]
             if not self.name or "<" in self.name:
+                self.state = "skip"
+            elif self.name not in self.parameters:
+                self.on_undeclared(self.name)
                 self.state = "skip"
             else:
                 out.add_tool_piece(ToolCallDelta(self.count, self.id_factory(), self.name, ""))
@@ -206,11 +231,14 @@ class GlmToolStream:
 
 
 def tool_stream_for(
-    tool_format: str, parameters: Mapping[str, Mapping | None], id_factory: IdFactory
+    tool_format: str,
+    parameters: Mapping[str, Mapping | None],
+    id_factory: IdFactory,
+    on_undeclared: Undeclared = _ignore,
 ) -> KimiToolStream | GlmToolStream:
     if tool_format == "kimi":
-        return KimiToolStream(parameters, id_factory)
-    return GlmToolStream(parameters, id_factory)
+        return KimiToolStream(parameters, id_factory, on_undeclared)
+    return GlmToolStream(parameters, id_factory, on_undeclared)
 
 
 def tool_parameters(tools: Sequence[object]) -> dict[str, Mapping | None]:

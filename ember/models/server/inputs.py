@@ -75,9 +75,18 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
     keep = parser_markers(served, reasoning, tools=bool(request.active_tools))
     drop = [tokenizer.decode([i]) for i in sorted(keep)] if request.skip_special_tokens else []
     readers = []
+
+    def undeclared(name: str) -> None:
+        # SGLang's warning, so an operator can see why a tool call never reached the client.
+        served.log(f"{request_id}: dropped a call to undefined function {name!r} (not in tools)")
+
     for _ in range(request.n):
         parser = output_parser_for(
-            request, tool_format=served.tool_format, reasoning=reasoning, drop=drop
+            request,
+            tool_format=served.tool_format,
+            reasoning=reasoning,
+            drop=drop,
+            on_undeclared=undeclared,
         )
         readers.append(ChoiceReader(parser, reasoning_counter(served, parser, reasoning)))
     generation = generation_input(

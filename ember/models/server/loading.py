@@ -54,6 +54,10 @@ class KVReport:
     page_size: int
 
 
+def _silent(message: str) -> None:
+    pass
+
+
 @dataclass(slots=True)
 class ServedModel:
     """Everything the HTTP layer needs, built once at startup."""
@@ -78,6 +82,7 @@ class ServedModel:
     kv: KVReport
     created: int
     load_seconds: float
+    log: Progress = _silent  # a line for the server's log (ServerState.note once serving)
 
     def shutdown(self) -> None:
         self.engine.shutdown()

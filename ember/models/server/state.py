@@ -51,6 +51,11 @@ class ServerState:
         elapsed = time.monotonic() - self.started
         print(f"ember models serve: [{elapsed:6.1f}s] {message}", file=self.log, flush=True)
 
+    def note(self, message: str) -> None:
+        """A line in the server's log while it serves (``progress`` is the startup phase)."""
+        elapsed = time.monotonic() - self.started
+        print(f"ember models serve: [{elapsed:6.1f}s] {message}", file=self.log, flush=True)
+
     def start_loading(self) -> None:
         self._thread = threading.Thread(target=self._load, name="ember-model-loader", daemon=True)
         self._thread.start()
@@ -72,6 +77,7 @@ class ServerState:
             served.shutdown()
             return
         self.metrics.model_name = served.name
+        served.log = self.note
         if self.on_ready is not None:
             self.on_ready()
         self.served = served

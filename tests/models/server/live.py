@@ -52,10 +52,11 @@ def server_settings(model: str, **overrides: object) -> ServerSettings:
 
 @contextlib.contextmanager
 def running_server(
-    settings: ServerSettings, *, load: bool = True, wait: bool = True
+    settings: ServerSettings, *, load: bool = True, wait: bool = True, log: Any = None
 ) -> Iterator[LiveServer]:
-    """Serve ``settings`` in a background thread; with ``wait``, until /health answers 200."""
-    state = ServerState(settings, log=_Discard())
+    """Serve ``settings`` in a background thread; with ``wait``, until /health answers 200.
+    ``log``: where the server's log lines go (a text stream; discarded by default)."""
+    state = ServerState(settings, log=log if log is not None else _Discard())
     app = build_app(state, load=load)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
