@@ -51,7 +51,10 @@ from ember.models.server import (
 from ember.models.server.state import ServerState
 from ember.models.server.wire import HTTPError, error_response
 
-PUBLIC_PATHS = frozenset({"/health", "/metrics"})
+# Open with --api-key: health probes and scrapers carry no key. SGLang leaves every path that
+# starts with /health open (/health_generate too), vLLM guards only /v1 (so /ping is open).
+PUBLIC_PATHS = frozenset({"/metrics", "/ping"})
+PUBLIC_PREFIX = "/health"
 
 
 async def health(request: Request) -> Response:
@@ -89,7 +92,8 @@ async def _method_not_allowed(request: Request, error: Exception) -> Response:
 
 
 class ApiKeyMiddleware:
-    """``--api-key``: every path but /health and /metrics needs ``Authorization: Bearer KEY``."""
+    """``--api-key``: every path but /health*, /ping and /metrics needs ``Authorization: Bearer
+    KEY``."""
 
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
         self.app = app
@@ -100,6 +104,7 @@ class ApiKeyMiddleware:
             self.expected is None
             or scope["type"] != "http"
             or scope["path"] in PUBLIC_PATHS
+            or scope["path"].startswith(PUBLIC_PREFIX)
             or hmac.compare_digest(dict(scope["headers"]).get(b"authorization", b""), self.expected)
         ):
             await self.app(scope, receive, send)

@@ -111,7 +111,11 @@ def test_the_server_still_serves_after_bad_requests(kimi: LiveServer) -> None:
 def test_api_key(kimi_dir: Path) -> None:
     settings = server_settings(str(kimi_dir), served_model_name="k", api_key="s3cret")
     with running_server(settings) as live:
-        assert httpx.get(live.url + "/health").status_code == 200  # public
+        # Public as on SGLang (every /health* path) and vLLM (/ping): probes carry no key.
+        assert httpx.get(live.url + "/health").status_code == 200
+        assert httpx.get(live.url + "/health_generate", timeout=60).status_code == 200
+        assert httpx.get(live.url + "/ping").status_code == 200
+        assert httpx.get(live.url + "/metrics").status_code == 200
         denied = httpx.get(live.url + "/v1/models")
         assert _error(denied, 401)["code"] == "invalid_api_key"
         wrong = httpx.get(live.url + "/v1/models", headers={"Authorization": "Bearer nope"})
