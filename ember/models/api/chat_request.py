@@ -25,7 +25,13 @@ from ember.models.api.fields import (
     wrong_type,
 )
 from ember.models.api.messages import ChatMessage, parse_messages
+from ember.models.api.guided_fields import json_format
 from ember.models.api.regex_fields import regex_field
+from ember.models.api.server_fields import (
+    include_stop_str,
+    refuse_unsupported,
+    separate_reasoning,
+)
 from ember.models.api.tools import (
     FunctionTool,
     ResponseFormat,
@@ -102,6 +108,8 @@ class ChatRequest:
     # after any reasoning, matches it in full.
     regex: str | None = None
     n: int = 1  # choices to generate (each its own sequence; the prompt is prefilled once)
+    include_stop_str: bool = False  # vLLM's include_stop_str_in_output, SGLang's no_stop_trim
+    separate_reasoning: bool = True  # SGLang's: false leaves the reasoning in content
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -322,7 +330,11 @@ def parse_chat_request(
         sampling = replace(sampling, prompt_logprobs=prompt_logprobs, prompt_logprobs_start=1)
     response_format = parse_response_format(data.get("response_format"), "/response_format")
     tool_choice = parse_tool_choice(data.get("tool_choice"), "/tool_choice", tools)
-    regex = regex_field(data) if dialect == "openai" else None
+    regex = None
+    if dialect == "openai":  # vLLM's and SGLang's fields (guided_fields, server_fields)
+        response_format = json_format(data, "", response_format)
+        regex = regex_field(data)
+        refuse_unsupported(data)
     if regex is not None:
         _regex_alone(response_format, tool_choice)
     return ChatRequest(
@@ -352,6 +364,8 @@ def parse_chat_request(
         prompt_logprobs=prompt_logprobs,
         regex=regex,
         n=n,
+        include_stop_str=dialect == "openai" and include_stop_str(data),
+        separate_reasoning=dialect != "openai" or separate_reasoning(data),
     )
 
 

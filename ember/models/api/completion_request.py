@@ -34,7 +34,9 @@ from ember.models.api.fields import (
     token_id_list,
     wrong_type,
 )
+from ember.models.api.guided_fields import json_format
 from ember.models.api.regex_fields import checked_regex, regex_field
+from ember.models.api.server_fields import include_stop_str, refuse_unsupported
 from ember.models.api.tools import ResponseFormat, parse_response_format
 from ember.models.constrain.schema import compile_schema
 
@@ -63,6 +65,7 @@ class CompletionRequest:
     # them; token ids are fed as sent.
     add_special_tokens: bool = True
     n: int = 1  # choices for the prompt
+    include_stop_str: bool = False  # vLLM's include_stop_str_in_output, SGLang's no_stop_trim
 
 
 @dataclass(frozen=True)
@@ -178,7 +181,9 @@ def parse_completion_request(body: object) -> CompletionRequest:
         sampling = replace(sampling, prompt_logprobs=max(wanted), prompt_logprobs_start=1)
     include_usage, continuous_usage = stream_options(data, stream)
     response_format = parse_response_format(data.get("response_format"), "/response_format")
+    response_format = json_format(data, "", response_format)  # vLLM's guided_json too
     regex = regex_field(data)
+    refuse_unsupported(data)
     if regex is not None and response_format.type != "text":
         raise InvalidRequestField(
             "/response_format", "no JSON format beside a regex (one grammar per request)", "both"
@@ -199,6 +204,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         regex=regex,
         add_special_tokens=optional_bool(data, "add_special_tokens", "", True),
         n=n,
+        include_stop_str=include_stop_str(data),
     )
 
 
@@ -313,6 +319,8 @@ def parse_generate_request(body: object) -> GenerateRequest:
             )
         params = params[0]
     params = require_object(params if params is not None else {}, "/sampling_params")
+    refuse_unsupported(data, "", ("lora_path", "return_hidden_states"))
+    refuse_unsupported(params, "/sampling_params", ("stop_regex",))
     sampling, schema = _generate_sampling(params, "/sampling_params")
     n = optional_int(params, "n", "/sampling_params", minimum=1, maximum=MAX_CHOICES, default=1)
     return_logprob = optional_bool(data, "return_logprob", "", False)

@@ -1,6 +1,7 @@
 """The regex constraint of a request, under the names SGLang and vLLM give it: SGLang's
 ``regex`` (top level of ``/v1/chat/completions`` and ``/v1/completions``, ``sampling_params``
-of ``/generate``), vLLM's ``structured_outputs.regex`` and its older ``guided_regex``. The
+of ``/generate``), vLLM's ``structured_outputs.regex`` and its older ``guided_regex``, and a
+choice (``guided_fields``) as the regex of its alternatives. The
 pattern is compiled here, so a pattern ember cannot enforce is refused when the request
 arrives, naming the construct and its offset."""
 
@@ -10,14 +11,10 @@ from collections.abc import Mapping
 
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, require_object, wrong_type
+from ember.models.api.guided_fields import choice_field, refuse_grammars
 from ember.models.constrain.regex_nfa import compile_regex
 from ember.models.constrain.regex_syntax import RegexError
 from ember.models.constrain.string_schema import REGEX_SUBSET
-
-# vLLM's structured_outputs constraints other than regex: refused rather than silently
-# ignored (the output would come back unconstrained).
-_OTHER_STRUCTURED = ("json", "choice", "grammar", "json_object", "structural_tag")
-
 
 def checked_regex(value: object, where: str) -> str:
     """``value`` as a pattern ember compiles, or ``InvalidRequestField`` at ``where``."""
@@ -34,7 +31,10 @@ def checked_regex(value: object, where: str) -> str:
 
 def regex_field(data: Mapping, path: str = "") -> str | None:
     """The request's regex (None when it has none) from ``regex``, ``guided_regex`` or
-    ``structured_outputs.regex``; at most one of them may be set."""
+    ``structured_outputs.regex``, or a choice (``guided_choice``, ``structured_outputs.choice``)
+    as the regex of its alternatives; at most one of them may be set. Grammars are refused
+    here too, and JSON is ``guided_fields.json_format``'s."""
+    refuse_grammars(data, path)
     found: list[tuple[str, object]] = []
     for key in ("regex", "guided_regex"):
         if data.get(key) is not None:
@@ -43,17 +43,11 @@ def regex_field(data: Mapping, path: str = "") -> str | None:
     if structured is not None:
         where = at(path, "structured_outputs")
         options = require_object(structured, where)
-        for key in _OTHER_STRUCTURED:
-            if options.get(key) not in (None, False):
-                raise InvalidRequestField(
-                    at(where, key),
-                    "regex (other structured_outputs are not supported; use response_format "
-                    "for JSON)",
-                    "a value",
-                    "unsupported_value",
-                )
         if options.get("regex") is not None:
             found.append((at(where, "regex"), options["regex"]))
+    choice = choice_field(data, path)
+    if choice is not None:
+        found.append(choice)
     if not found:
         return None
     if len(found) > 1:

@@ -10,6 +10,7 @@ than ``n`` is refused (``completion_request.py``).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -81,6 +82,7 @@ async def completions(request: Request) -> Response:
             skip_special_tokens=completion.skip_special_tokens,
             fields=COMPLETION_FIELDS,
         )
+        generation = replace(generation, include_stop_str=completion.include_stop_str)
         check_choices_fit(served, generation, completion.n, completion.sampling.max_tokens)
     except BaseException:
         served.engine.forget(request_id)

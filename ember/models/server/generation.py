@@ -44,6 +44,9 @@ class GenerationInput:
     # Special token ids kept in the text although skipped otherwise: a chat parser's markers
     # (``<think>``, tool-call tokens), so that role tokens a model emits never reach content.
     keep_special: frozenset[int] = frozenset()
+    # vLLM's include_stop_str_in_output (SGLang's no_stop_trim): a stop string that ends the
+    # output stays at its end.
+    include_stop_str: bool = False
     arrival: float = field(default_factory=time.perf_counter)
 
 
@@ -152,6 +155,8 @@ async def stream_generation(
             if delta is not None and delta.finished:
                 event.finish_reason = delta.finish_reason or out.finish_reason or "stop"
                 event.matched_stop = delta.stop_reason
+                if request.include_stop_str and isinstance(delta.stop_reason, str):
+                    pieces.append(delta.stop_reason)
                 if not out.finished:  # a stop string: the engine only sees token ids
                     served.engine.abort(rid, reason="stop")
             elif out.finished:

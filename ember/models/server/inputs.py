@@ -72,7 +72,10 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
     constraint = constraint_for(request, tool_format=served.tool_format, reasoning=reasoning)
     # The special tokens the parser reads stay in the text it sees (all others are skipped);
     # with skip_special_tokens it keeps them from the client wherever it does not consume them.
-    keep = parser_markers(served, reasoning, tools=bool(request.active_tools))
+    # SGLang's separate_reasoning false: the parser leaves reasoning in content (the grammar
+    # still lets the model think first).
+    parsed_reasoning = reasoning if request.separate_reasoning else "off"
+    keep = parser_markers(served, parsed_reasoning, tools=bool(request.active_tools))
     drop = [tokenizer.decode([i]) for i in sorted(keep)] if request.skip_special_tokens else []
     readers = []
 
@@ -84,7 +87,7 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
         parser = output_parser_for(
             request,
             tool_format=served.tool_format,
-            reasoning=reasoning,
+            reasoning=parsed_reasoning,
             drop=drop,
             on_undeclared=undeclared,
         )
@@ -99,6 +102,7 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
         keep_special=keep,
         fields=RequestFields(max_tokens=f"/{request.max_tokens_field}"),
     )
+    generation = replace(generation, include_stop_str=request.include_stop_str)
     check_choices_fit(served, generation, request.n, request.sampling.max_tokens)
     return ChatInput(generation, readers, reasoning)
 

@@ -62,12 +62,6 @@ def test_workers_dialect_has_no_regex() -> None:
             "got lookbehind (?<= at offset 0 in '(?<=a)b'",
         ),
         (
-            chat(structured_outputs={"json": {"type": "object"}}),
-            "/structured_outputs/json",
-            "expected regex (other structured_outputs are not supported; use response_format "
-            "for JSON), got a value",
-        ),
-        (
             chat(regex="a", guided_regex="b"),
             "/guided_regex",
             "expected one regex (already given at '/regex'), got a second one",

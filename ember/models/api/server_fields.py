@@ -1,0 +1,46 @@
+"""SGLang's and vLLM's request fields beyond OpenAI's that ask for something other than a
+constraint (``guided_fields``): honoured where ember has the thing, refused by name where it
+has not, so that none comes back silently ignored.
+
+- vLLM's ``include_stop_str_in_output`` / SGLang's ``no_stop_trim``: the stop string that ended
+  the output stays at its end (``/generate`` has ``sampling_params.no_stop_trim``);
+- SGLang's ``separate_reasoning: false``: the reasoning stays in ``content``, no
+  ``reasoning_content``;
+- refused: ``lora_path`` (no adapters), ``return_hidden_states``, ``stop_regex``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.fields import at, describe, optional_bool
+
+# field -> what ember accepts instead, for the 400
+REFUSED = {
+    "lora_path": "null (LoRA adapters are not supported: serve a merged checkpoint)",
+    "return_hidden_states": "false (hidden states are not returned)",
+    "stop_regex": "null (stop regexes are not supported: use stop strings or stop_token_ids)",
+}
+
+
+def refuse_unsupported(
+    data: Mapping, path: str = "", keys: tuple[str, ...] = tuple(REFUSED)
+) -> None:
+    for key in keys:
+        value = data.get(key)
+        if value not in (None, False, "", [], {}):
+            raise InvalidRequestField(
+                at(path, key), REFUSED[key], describe(value), "unsupported_value"
+            )
+
+
+def include_stop_str(data: Mapping, path: str = "") -> bool:
+    """vLLM's ``include_stop_str_in_output`` or SGLang's ``no_stop_trim`` (either turns it on)."""
+    return optional_bool(data, "include_stop_str_in_output", path, False) or optional_bool(
+        data, "no_stop_trim", path, False
+    )
+
+
+def separate_reasoning(data: Mapping, path: str = "") -> bool:
+    return optional_bool(data, "separate_reasoning", path, True)

@@ -1,0 +1,146 @@
+"""vLLM's and SGLang's extra request fields through the official ``openai`` client
+(``extra_body``), as SGLang / vLLM users send them: enforced (``guided_choice``,
+``guided_json``), honoured (``include_stop_str_in_output``, ``separate_reasoning``) or refused
+with a 400 naming the field (grammars, ``lora_path``...), never answered as if ignored."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+from tests.models.server.live import LiveServer
+
+NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
+ASK = [{"role": "user", "content": "Is Python a snake?"}]
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "maxLength": 8}, "n": {"type": "integer"}},
+    "required": ["answer", "n"],
+    "additionalProperties": False,
+}
+
+
+def _client(live: LiveServer) -> openai.OpenAI:
+    return openai.OpenAI(base_url=live.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def test_guided_choice_answers_one_of_the_choices(glm: LiveServer) -> None:
+    choices = ["yes", "no", "it depends (on context)"]
+    for seed in range(3):
+        answer = _client(glm).chat.completions.create(
+            model="glm",
+            messages=ASK,  # type: ignore[arg-type]
+            max_tokens=32,
+            seed=seed,
+            extra_body={"guided_choice": choices, **NO_THINKING},
+        )
+        assert answer.choices[0].message.content in choices
+    for body in ({"guided_choice": choices}, {"structured_outputs": {"choice": choices}}):
+        text = _client(glm).completions.create(
+            model="glm", prompt="Answer: ", max_tokens=32, seed=1, extra_body=body
+        )
+        assert text.choices[0].text in choices
+
+
+def test_guided_json_answers_json_of_the_schema(glm: LiveServer) -> None:
+    for extra in ({"guided_json": SCHEMA}, {"structured_outputs": {"json": SCHEMA}}):
+        answer = _client(glm).chat.completions.create(
+            model="glm",
+            messages=ASK,  # type: ignore[arg-type]
+            max_tokens=200,
+            seed=2,
+            extra_body={**extra, **NO_THINKING},
+        )
+        jsonschema.validate(json.loads(answer.choices[0].message.content or ""), SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"guided_grammar": "root ::= 'yes'"}, "guided_grammar"),
+        ({"ebnf": "root ::= 'yes'"}, "ebnf"),
+        ({"structured_outputs": {"grammar": "root ::= 'yes'"}}, "structured_outputs.grammar"),
+        ({"lora_path": "adapters/x"}, "lora_path"),
+        ({"return_hidden_states": True}, "return_hidden_states"),
+        ({"stop_regex": "\\d"}, "stop_regex"),
+    ],
+)
+def test_what_cannot_be_honoured_is_a_400_naming_it(
+    glm: LiveServer, extra: dict, param: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        _client(glm).chat.completions.create(
+            model="glm",
+            messages=ASK,
+            max_tokens=4,
+            extra_body=extra,  # type: ignore[arg-type]
+        )
+    assert caught.value.body["param"] == param  # type: ignore[index]
+
+
+def test_generate_refuses_what_it_cannot_honour(glm: LiveServer) -> None:
+    for body, param in (
+        ({"text": "a", "lora_path": "x"}, "lora_path"),
+        ({"text": "a", "return_hidden_states": True}, "return_hidden_states"),
+        ({"text": "a", "sampling_params": {"stop_regex": "x"}}, "sampling_params.stop_regex"),
+    ):
+        answer = httpx.post(glm.url + "/generate", json=body, timeout=60)
+        assert answer.status_code == 400 and answer.json()["error"]["param"] == param
+
+
+def test_include_stop_str_in_output_keeps_the_stop_string(glm: LiveServer) -> None:
+    base = _client(glm).completions.create(
+        model="glm", prompt="def add(a, b):", max_tokens=12, temperature=0
+    )
+    text = base.choices[0].text
+    stop = text[len(text) // 2 : len(text) // 2 + 2]
+    assert stop.strip()
+    cut = _client(glm).completions.create(
+        model="glm", prompt="def add(a, b):", max_tokens=12, temperature=0, stop=[stop]
+    )
+    trimmed = cut.choices[0].text
+    assert stop not in trimmed
+    for extra in ({"include_stop_str_in_output": True}, {"no_stop_trim": True}):
+        kept = _client(glm).completions.create(
+            model="glm",
+            prompt="def add(a, b):",
+            max_tokens=12,
+            temperature=0,
+            stop=[stop],
+            extra_body=extra,
+        )
+        assert kept.choices[0].text == trimmed + stop
+        chat_kept = _client(glm).chat.completions.create(
+            model="glm",
+            messages=ASK,  # type: ignore[arg-type]
+            max_tokens=40,
+            temperature=0,
+            stop=["e"],
+            extra_body={**extra, **NO_THINKING},
+        )
+        assert (chat_kept.choices[0].message.content or "").endswith("e")
+
+
+def test_separate_reasoning_false_keeps_reasoning_in_content(glm: LiveServer) -> None:
+    split = _client(glm).chat.completions.create(
+        model="glm",
+        messages=ASK,
+        max_tokens=24,
+        temperature=0,  # type: ignore[arg-type]
+    )
+    reasoning = split.choices[0].message.reasoning_content  # type: ignore[attr-defined]
+    assert reasoning
+    whole = _client(glm).chat.completions.create(
+        model="glm",
+        messages=ASK,  # type: ignore[arg-type]
+        max_tokens=24,
+        temperature=0,
+        extra_body={"separate_reasoning": False},
+    )
+    message = whole.choices[0].message
+    assert getattr(message, "reasoning_content", None) is None
+    assert (message.content or "").startswith(reasoning)
