@@ -24,8 +24,8 @@ from ember.models.api.fields import (
     token_id_list,
     wrong_type,
 )
-from ember.models.api.messages import ChatMessage, parse_messages
 from ember.models.api.guided_fields import json_format
+from ember.models.api.messages import ChatMessage, parse_messages
 from ember.models.api.regex_fields import regex_field
 from ember.models.api.server_fields import (
     include_stop_str,

@@ -73,9 +73,9 @@ def json_format(data: Mapping, path: str, response_format: ResponseFormat) -> Re
         given.append((at(path, "response_format"), response_format))
     structured = _structured(data, path) or {}
     where = at(path, "structured_outputs")
-    for key, value, name in (
-        ("guided_json", data.get("guided_json"), at(path, "guided_json")),
-        ("json", structured.get("json"), at(where, "json")),
+    for value, name in (
+        (data.get("guided_json"), at(path, "guided_json")),
+        (structured.get("json"), at(where, "json")),
     ):
         if value is not None:
             given.append((name, _schema_format(value, name)))

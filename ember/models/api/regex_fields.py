@@ -16,6 +16,7 @@ from ember.models.constrain.regex_nfa import compile_regex
 from ember.models.constrain.regex_syntax import RegexError
 from ember.models.constrain.string_schema import REGEX_SUBSET
 
+
 def checked_regex(value: object, where: str) -> str:
     """``value`` as a pattern ember compiles, or ``InvalidRequestField`` at ``where``."""
     if not isinstance(value, str):
