@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import click
 
+from ember.cli.models_serve_compat import compat_options, drop_no_ops
+
 
 def _bytes(value: str | None) -> int | None:
     if value is None:
@@ -74,6 +76,8 @@ def _bytes(value: str | None) -> int | None:
 )
 @click.option(
     "--mem-fraction-static",
+    "--gpu-memory-utilization",
+    "mem_fraction_static",
     default=None,
     type=float,
     help="Fraction of device memory for weights + KV (SGLang's rule); default on CPU: 256MiB KV.",
@@ -82,17 +86,40 @@ def _bytes(value: str | None) -> int | None:
     "--max-total-tokens", default=None, type=int, help="KV capacity in tokens (debug override)."
 )
 @click.option(
-    "--max-running-requests", default=128, show_default=True, type=int, help="Batch size cap."
+    "--max-running-requests",
+    "--max-num-seqs",
+    "max_running_requests",
+    default=128,
+    show_default=True,
+    type=int,
+    help="Batch size cap.",
 )
 @click.option(
     "--chunked-prefill-size",
+    "--max-num-batched-tokens",
+    "chunked_prefill_size",
     default=1024,
     show_default=True,
     type=int,
     help="Tokens per engine step (prefill chunks + decodes).",
 )
-@click.option("--page-size", default=16, show_default=True, type=int, help="Tokens per KV page.")
-@click.option("--context-length", default=None, type=int, help="Cap on prompt + output tokens.")
+@click.option(
+    "--page-size",
+    "--block-size",
+    "page_size",
+    default=16,
+    show_default=True,
+    type=int,
+    help="Tokens per KV page.",
+)
+@click.option(
+    "--context-length",
+    "--max-model-len",
+    "context_length",
+    default=None,
+    type=int,
+    help="Cap on prompt + output tokens.",
+)
 @click.option(
     "--integrity",
     default="auto",
@@ -106,21 +133,12 @@ def _bytes(value: str | None) -> int | None:
     "--tool-call-parser",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "kimi_k2", "glm45", "glm47"]),
-    help="Tool-call syntax (auto: the model family's).",
+    type=click.Choice(["auto", "kimi_k2", "glm", "glm45", "glm47"]),
+    help="Tool-call syntax (auto: the model family's; another family's is refused).",
 )
 @click.option("--api-key", default=None, help="Require 'Authorization: Bearer KEY'.")
 @click.option("--torch-threads", default=None, type=int, help="torch intra-op threads.")
-# SGLang command lines carry these two; here they change nothing, and saying so beats
-# "No such option" on a command copied from SGLang's docs.
-@click.option(
-    "--enable-metrics", is_flag=True, help="Accepted for SGLang: /metrics is always served."
-)
-@click.option(
-    "--trust-remote-code",
-    is_flag=True,
-    help="Accepted for SGLang: ember runs no code from checkpoints.",
-)
+@compat_options
 def serve(model: str | None, model_path: str | None, **flags: object) -> None:
     """Serve MODEL (a catalog id such as @cf/moonshotai/kimi-k2.5, or a checkpoint directory)
     over OpenAI-compatible /v1/chat/completions, /v1/completions, /v1/responses, /v1/models
@@ -134,8 +152,7 @@ def serve(model: str | None, model_path: str | None, **flags: object) -> None:
             + (" (both were given)" if model else "")
         )
     model = model or model_path
-    flags.pop("enable_metrics")
-    flags.pop("trust_remote_code")
+    drop_no_ops(flags)
 
     flags["kv_cache_bytes"] = _bytes(flags["kv_cache_bytes"])  # type: ignore[arg-type]
     flags["quantization_group_size"] = int(flags["quantization_group_size"])  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ import asyncio
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from ember.errors import BackendError, InvalidModelInput
 from ember.models.engine.engine_commands import (
@@ -65,8 +65,12 @@ class AsyncEngine:
         hold_steps: float | None = HOLD_STEPS,
         expect_for_s: float = EXPECT_FOR_S,
         burst_gap_s: float = BURST_GAP_S,
+        on_step: Callable[[], None] | None = None,
     ) -> None:
+        """``on_step``: called on the engine thread after each step that produced output (the
+        server's periodic stats line)."""
         self.engine = engine
+        self._on_step = on_step
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._flushes: list[FlushCache] = []  # engine thread only: waiting for the engine to idle
         self._streams: dict[str, OutputStream] = {}
@@ -242,6 +246,8 @@ class AsyncEngine:
                 if outputs:
                     self._intake.last_step_s = time.monotonic() - started
                     self._deliver(outputs)
+                    if self._on_step is not None:
+                        self._on_step()
                 if self._flushes:
                     self._try_flushes()
         except BaseException as error:  # the loop is dead: nobody may wait forever

@@ -178,11 +178,13 @@ async def stream_generation(
     finally:
         await stream.aclose()  # an unfinished request is aborted in the engine
         served.sampler.release(rid)
+        latency = time.perf_counter() - request.arrival
         metrics.request_finished(
-            len(request.prompt_ids),
-            checker.num_tokens,
-            cached,
-            time.perf_counter() - request.arrival,
-            outcome,
-            ttft=first,
+            len(request.prompt_ids), checker.num_tokens, cached, latency, outcome, ttft=first
         )
+        if served.log_requests:
+            served.log(
+                f"Finish: rid={rid} {outcome}, prompt_tokens={len(request.prompt_ids)}, "
+                f"completion_tokens={checker.num_tokens}, cached_tokens={cached}, "
+                f"e2e_latency={latency:.3f}s"
+            )

@@ -81,7 +81,10 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
 
     def undeclared(name: str) -> None:
         # SGLang's warning, so an operator can see why a tool call never reached the client.
-        served.log(f"{request_id}: dropped a call to undefined function {name!r} (not in tools)")
+        served.log(
+            f"{request_id}: dropped a call to undefined function {name!r} (not in tools)",
+            "warning",
+        )
 
     for _ in range(request.n):
         parser = output_parser_for(
@@ -242,6 +245,9 @@ def _generation_input(
     max_tokens = max_tokens_for(served, len(prompt_ids), options.max_tokens, max_tokens_name)
     # SamplingParams checks name the field (temperature, top_logprobs, logit_bias...).
     params = replace(SamplingParams.from_options(options), max_tokens=max_tokens)
+    if served.seeds is not None and params.seed is None and not params.greedy:
+        # --random-seed: an unseeded request still samples, reproducibly from server start.
+        params = replace(params, seed=served.seeds.getrandbits(63))
     generation = GenerationInput(
         request_id,
         prompt_ids,

@@ -10,15 +10,17 @@ family (Kimi K2's sections for DeepseekV3, GLM-4.7's ``<tool_call>`` for GLM) un
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from ember.errors import CheckpointError, ConfigError, ModelNotFound
 from ember.models.catalog import default_catalog
+from ember.models.chat_template import ChatTemplate
 from ember.models.config import DEEPSEEK_V3, ModelConfig
 from ember.models.constrain.tool_grammars import ToolFormat
 from ember.models.constrain.vocab import TokenVocabulary
@@ -30,11 +32,18 @@ from ember.models.kv.spec import kv_capacity, kv_layout_for, parse_kv_dtype
 from ember.models.loader import load_model
 from ember.models.quant import QuantConfig, QuantizationReport, model_weight_bytes, quantize_model
 from ember.models.server.request_sampling import ServerSampler
-from ember.models.server.settings import FLAGS, ServerSettings
+from ember.models.server.settings import FLAGS, REASONING_PARSERS, ServerSettings
+from ember.models.server.step_log import DecodeLog
 from ember.models.tokenizer import Tokenizer
 
 Progress = Callable[[str], None]
-_TOOL_PARSERS: dict[str, ToolFormat] = {"kimi_k2": "kimi", "glm45": "glm45", "glm47": "glm47"}
+Log = Callable[..., None]  # (message, level="info")
+_TOOL_PARSERS: dict[str, ToolFormat] = {
+    "kimi_k2": "kimi",
+    "glm": "glm45",  # SGLang's name for its GLM-4.5/4.6 parser
+    "glm45": "glm45",
+    "glm47": "glm47",
+}
 _DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32}
 
 
@@ -54,7 +63,7 @@ class KVReport:
     page_size: int
 
 
-def _silent(message: str) -> None:
+def _silent(message: str, level: str = "info") -> None:
     pass
 
 
@@ -82,7 +91,11 @@ class ServedModel:
     kv: KVReport
     created: int
     load_seconds: float
-    log: Progress = _silent  # a line for the server's log (ServerState.note once serving)
+    log: Log = _silent  # a line for the server's log (ServerState.note once serving)
+    log_requests: bool = False  # --log-requests: a line per finished request
+    # --random-seed: draws a seed for each sampled request that brings none (None: the OS's)
+    seeds: random.Random | None = None
+    decode_log: DecodeLog | None = None
 
     def shutdown(self) -> None:
         self.engine.shutdown()
@@ -144,11 +157,14 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
     dtype_name = "bfloat16" if settings.dtype == "auto" else settings.dtype
     dtype = _DTYPES.get(dtype_name, torch.float32)
     device = _usable_device(settings.device)
+    if settings.random_seed is not None:
+        torch.manual_seed(settings.random_seed)
     loaded = load_model(source.directory, dtype=dtype, device=device)
     config = loaded.config
     tool_format = source.tool_format
     if settings.tool_call_parser == "auto" and source.context_window is None:
         tool_format = "kimi" if config.architecture == DEEPSEEK_V3 else "glm47"
+    _check_parsers(settings, config)
     progress(f"loaded {config.architecture} weights in {dtype_name} on {device}")
     report = None
     if settings.quantization != "none":
@@ -164,7 +180,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
             f"{report.bytes_after / 1e6:.1f} MB"
         )
     weights = model_weight_bytes(loaded.model)
-    tokenizer = Tokenizer.from_dir(source.directory)
+    tokenizer = _tokenizer(settings, source.directory, config)
     eos = frozenset(loaded.generation.eos_token_ids or config.eos_token_ids)
     vocab = _vocabulary(tokenizer, eos)
     kv = _kv_report(settings, config, weights.total, dtype_name)
@@ -175,7 +191,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         max_total_tokens=settings.max_total_tokens,
         page_size=settings.page_size,
         max_num_seqs=settings.max_running_requests,
-        max_num_batched_tokens=settings.chunked_prefill_size,
+        max_num_batched_tokens=settings.step_tokens,
         max_model_len=context,
         enable_prefix_cache=not settings.disable_radix_cache,
         integrity=settings.integrity,
@@ -204,7 +220,8 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
     if settings.warmup:
         _warm_up(llm)
         progress("warm-up step done")
-    engine = AsyncEngine(llm)
+    decode_log = DecodeLog(llm.stats, settings.page_size, settings.decode_log_interval)
+    engine = AsyncEngine(llm, on_step=decode_log)
     name = settings.served_model_name or settings.model
     return ServedModel(
         name=name,
@@ -227,7 +244,51 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         kv=kv,
         created=int(time.time()),
         load_seconds=time.perf_counter() - started,
+        log_requests=settings.log_requests,
+        seeds=random.Random(settings.random_seed) if settings.random_seed is not None else None,
+        decode_log=decode_log,
     )
+
+
+def _check_parsers(settings: ServerSettings, config: ModelConfig) -> None:
+    """``--tool-call-parser`` / ``--reasoning-parser`` must name this model's own format: ember
+    parses each family's syntax only, and a wrong one would turn every call into plain text."""
+    family = "kimi" if config.architecture == DEEPSEEK_V3 else "glm"
+    own = {"kimi": "kimi_k2", "glm": "glm45, glm47 or glm"}[family]
+    parser = settings.tool_call_parser
+    if parser != "auto" and (parser == "kimi_k2") != (family == "kimi"):
+        raise ConfigError(FLAGS, "--tool-call-parser", parser, f"{own} ({config.architecture})")
+    reasoning = settings.reasoning_parser
+    if reasoning is not None and REASONING_PARSERS[reasoning] != family:
+        names = ", ".join(k for k, v in REASONING_PARSERS.items() if v == family)
+        raise ConfigError(
+            FLAGS, "--reasoning-parser", reasoning, f"{names} ({config.architecture})"
+        )
+
+
+def _tokenizer(settings: ServerSettings, directory: Path, config: ModelConfig) -> Tokenizer:
+    """The checkpoint's tokenizer, or ``--tokenizer-path``'s; ``--chat-template`` (a Jinja
+    file) replaces its chat template, as in SGLang and vLLM."""
+    tokenizer = Tokenizer.from_dir(settings.tokenizer_path or directory)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ConfigError(
+            FLAGS,
+            "--tokenizer-path",
+            settings.tokenizer_path,
+            f"a tokenizer of at most the model's {config.vocab_size} tokens "
+            f"(this one has {tokenizer.vocab_size})",
+        )
+    if settings.chat_template is None:
+        return tokenizer
+    path = Path(settings.chat_template)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(
+            FLAGS, "--chat-template", settings.chat_template, f"a readable Jinja file ({error})"
+        ) from None
+    template = ChatTemplate(source, tokenizer.special_tokens, origin=str(path))
+    return replace(tokenizer, chat_template=template)
 
 
 def _vocabulary(tokenizer: Tokenizer, eos: frozenset[int]) -> TokenVocabulary:

@@ -29,7 +29,8 @@ def run_server(settings: ServerSettings, *, log: TextIO | None = None) -> int:
         build_app(state),
         host=settings.host,
         port=settings.port,
-        log_level="warning",
+        # uvicorn's own info lines would interleave with ours; its warnings and errors stay.
+        log_level=settings.log_level if settings.log_level in ("error", "critical") else "warning",
         access_log=False,
         timeout_graceful_shutdown=5,
     )

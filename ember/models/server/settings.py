@@ -33,7 +33,15 @@ MODEL_DTYPES = ("auto", "bfloat16", "bf16", "float32", "fp32")
 QUANTIZATIONS = ("none", "fp8", "int4")
 QUANT_TARGETS = ("experts", "all")
 INTEGRITY_MODES = ("auto", "off", "sampled", "full")
-TOOL_CALL_PARSERS = ("auto", "kimi_k2", "glm45", "glm47")
+# SGLang's "glm" is its GLM-4.5/4.6 parser.
+TOOL_CALL_PARSERS = ("auto", "kimi_k2", "glm", "glm45", "glm47")
+# The reasoning formats ember parses, under SGLang's and vLLM's names: each family has one.
+REASONING_PARSERS = {"glm45": "glm", "glm47": "glm", "kimi": "kimi", "kimi_k2": "kimi"}
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+ONE_DEVICE = (
+    "1: ember runs one model replica on one device (for more, run one server per device "
+    "behind `ember serve`'s pool, or SGLang itself)"
+)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 
 
@@ -83,6 +91,17 @@ class ServerSettings:
     api_key: str | None = None
     torch_threads: int | None = None
     warmup: bool = True
+    # SGLang's / vLLM's launch flags that ember honours (docs: README's model-server section).
+    random_seed: int | None = None  # seeds the requests that bring no seed of their own
+    log_level: str = "info"  # request-time lines: info (stats, --log-requests), warning
+    log_requests: bool = False  # one line per finished request
+    decode_log_interval: int = 40  # SGLang's "Decode batch." line every N decode steps
+    max_prefill_tokens: int | None = None  # caps the step budget (--chunked-prefill-size)
+    chat_template: str | None = None  # a Jinja file replacing the checkpoint's template
+    tokenizer_path: str | None = None  # a directory with tokenizer.json (default: MODEL's)
+    reasoning_parser: str | None = None  # must name the model's own format
+    tp_size: int = 1
+    dp_size: int = 1
 
     def __post_init__(self) -> None:
         def need(key: str, value: object, ok: bool, expected: str) -> None:
@@ -177,6 +196,34 @@ class ServerSettings:
         )
         if self.torch_threads is not None:
             need("--torch-threads", self.torch_threads, self.torch_threads >= 1, ">= 1")
+        need("--tp-size", self.tp_size, self.tp_size == 1, ONE_DEVICE)
+        need("--dp-size", self.dp_size, self.dp_size == 1, ONE_DEVICE)
+        need("--log-level", self.log_level, self.log_level in LOG_LEVELS, ", ".join(LOG_LEVELS))
+        need(
+            "--decode-log-interval", self.decode_log_interval, self.decode_log_interval >= 1, ">= 1"
+        )
+        if self.reasoning_parser is not None:
+            need(
+                "--reasoning-parser",
+                self.reasoning_parser,
+                self.reasoning_parser in REASONING_PARSERS,
+                "the model's own format: " + ", ".join(REASONING_PARSERS),
+            )
+        if self.max_prefill_tokens is not None:
+            need(
+                "--max-prefill-tokens",
+                self.max_prefill_tokens,
+                self.max_prefill_tokens >= self.max_running_requests,
+                f">= --max-running-requests ({self.max_running_requests})",
+            )
+
+    @property
+    def step_tokens(self) -> int:
+        """Tokens per engine step: the chunk size, capped by SGLang's prefill budget (a step's
+        prefill tokens never exceed either)."""
+        if self.max_prefill_tokens is None:
+            return self.chunked_prefill_size
+        return min(self.chunked_prefill_size, self.max_prefill_tokens)
 
     @property
     def is_cuda(self) -> bool:

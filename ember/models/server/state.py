@@ -18,7 +18,7 @@ from typing import TextIO
 from ember.models.api.responses_store import ResponseStore
 from ember.models.server.loading import ServedModel, load_served_model
 from ember.models.server.metrics import EngineGauges, ServerMetrics
-from ember.models.server.settings import ServerSettings
+from ember.models.server.settings import LOG_LEVELS, ServerSettings
 from ember.models.server.wire import HTTPError, model_not_found
 
 
@@ -51,8 +51,11 @@ class ServerState:
         elapsed = time.monotonic() - self.started
         print(f"ember models serve: [{elapsed:6.1f}s] {message}", file=self.log, flush=True)
 
-    def note(self, message: str) -> None:
-        """A line in the server's log while it serves (``progress`` is the startup phase)."""
+    def note(self, message: str, level: str = "info") -> None:
+        """A line in the server's log while it serves (``progress`` is the startup phase),
+        written when ``level`` is at or above ``--log-level``."""
+        if LOG_LEVELS.index(level) < LOG_LEVELS.index(self.settings.log_level):
+            return
         elapsed = time.monotonic() - self.started
         print(f"ember models serve: [{elapsed:6.1f}s] {message}", file=self.log, flush=True)
 
@@ -78,6 +81,8 @@ class ServerState:
             return
         self.metrics.model_name = served.name
         served.log = self.note
+        if served.decode_log is not None:
+            served.decode_log.log = self.note
         if self.on_ready is not None:
             self.on_ready()
         self.served = served
