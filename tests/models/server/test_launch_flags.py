@@ -143,8 +143,9 @@ def test_random_seed_makes_unseeded_sampling_reproducible(glm_dir: Path) -> None
         with running_server(settings) as live:
             body = {**ASK, "temperature": 1.0, "max_tokens": 16}
             texts = [
-                httpx.post(live.url + "/v1/completions", json={**body, "prompt": "def"}, timeout=60)
-                .json()["choices"][0]["text"]
+                httpx.post(
+                    live.url + "/v1/completions", json={**body, "prompt": "def"}, timeout=60
+                ).json()["choices"][0]["text"]
                 for _ in range(2)
             ]
             answers.append(texts)
