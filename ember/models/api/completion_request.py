@@ -35,6 +35,7 @@ from ember.models.api.fields import (
     wrong_type,
 )
 from ember.models.api.guided_fields import json_format
+from ember.models.api.read_fields import narrowed
 from ember.models.api.regex_fields import checked_regex, regex_field
 from ember.models.api.server_fields import include_stop_str, refuse_unsupported
 from ember.models.api.tools import ResponseFormat, parse_response_format
@@ -148,7 +149,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         )
     top = optional_int(data, "logprobs", "", minimum=0, maximum=5)
     echo = optional_bool(data, "echo", "", False)
-    chat_style = {k: v for k, v in data.items() if k not in ("logprobs", "top_logprobs")}
+    chat_style = narrowed(data, ("logprobs", "top_logprobs"))
     chat_style.setdefault("max_tokens", OPENAI_COMPLETION_MAX_TOKENS)
     if chat_style["max_tokens"] is None:
         chat_style["max_tokens"] = OPENAI_COMPLETION_MAX_TOKENS

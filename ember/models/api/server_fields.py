@@ -37,9 +37,9 @@ def refuse_unsupported(
 
 def include_stop_str(data: Mapping, path: str = "") -> bool:
     """vLLM's ``include_stop_str_in_output`` or SGLang's ``no_stop_trim`` (either turns it on)."""
-    return optional_bool(data, "include_stop_str_in_output", path, False) or optional_bool(
-        data, "no_stop_trim", path, False
-    )
+    vllm = optional_bool(data, "include_stop_str_in_output", path, False)
+    sglang = optional_bool(data, "no_stop_trim", path, False)
+    return vllm or sglang
 
 
 def separate_reasoning(data: Mapping, path: str = "") -> bool:

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from ember.errors import EmberError
 from ember.models.api.completion_request import CompletionRequest, parse_completion_request
+from ember.models.api.read_fields import ignored_note, tracked
 from ember.models.api.responses import (
     TokenLogprob,
     completion_logprobs,
@@ -67,8 +68,11 @@ async def completions(request: Request) -> Response:
     request_id = new_request_id("cmpl-")
     served.engine.expect(request_id)  # as in chat_completions
     try:
-        body = await read_json(request)
+        body = tracked(await read_json(request))
         completion = parse_completion_request(body)
+        note = ignored_note(body)
+        if note is not None:
+            served.log(f"{request_id}: {note}", "warning")
         state.check_model(served, completion.model)
         prompt_ids = prompt_ids_for(
             served, completion.prompt, completion.prompt_token_ids, completion.add_special_tokens

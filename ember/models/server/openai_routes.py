@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 
 from ember.models.api.chat_request import ChatRequest, parse_chat_request
 from ember.models.api.deltas import OutputAccumulator
+from ember.models.api.read_fields import ignored_note, tracked
 from ember.models.api.responses import (
     TokenLogprob,
     chat_choice,
@@ -87,8 +88,11 @@ async def chat_completions(request: Request) -> Response:
     # requests arriving together start together (AsyncEngine.expect).
     served.engine.expect(request_id)
     try:
-        body = await read_json(request)
+        body = tracked(await read_json(request))
         chat = parse_chat_request(body, dialect="openai", max_temperature=None)
+        note = ignored_note(body)
+        if note is not None:
+            served.log(f"{request_id}: {note}", "warning")
         state.check_model(served, chat.model)
         chat_in = chat_input(served, chat, request_id)
     except BaseException:

@@ -5,14 +5,16 @@ with a 400 naming the field (grammars, ``lora_path``...), never answered as if i
 
 from __future__ import annotations
 
+import io
 import json
+from pathlib import Path
 
 import httpx
 import jsonschema
 import openai
 import pytest
 
-from tests.models.server.live import LiveServer
+from tests.models.server.live import LiveServer, running_server, server_settings
 
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 ASK = [{"role": "user", "content": "Is Python a snake?"}]
@@ -144,3 +146,28 @@ def test_separate_reasoning_false_keeps_reasoning_in_content(glm: LiveServer) ->
     message = whole.choices[0].message
     assert getattr(message, "reasoning_content", None) is None
     assert (message.content or "").startswith(reasoning)
+
+
+def test_fields_the_server_ignores_are_logged(glm_dir: Path) -> None:
+    """As vLLM logs "fields were present in the request but ignored": one line per request
+    naming them, and none of the fields ember reads."""
+    log = io.StringIO()
+    with running_server(server_settings(str(glm_dir), served_model_name="g"), log=log) as live:
+        _client(live).chat.completions.create(
+            model="g",
+            messages=ASK,  # type: ignore[arg-type]
+            max_tokens=2,
+            temperature=0.5,
+            extra_body={"guided_decoding_backend": "xgrammar", "spaces_between_special_tokens": 1},
+        )
+        _client(live).completions.create(
+            model="g", prompt="a", max_tokens=2, stop=["x"], extra_body={"priority": 3}
+        )
+        _client(live).chat.completions.create(model="g", messages=ASK, max_tokens=2)  # type: ignore[arg-type]
+    lines = [line for line in log.getvalue().splitlines() if "ignored" in line]
+    assert len(lines) == 2, lines
+    assert lines[0].endswith(
+        "fields present in the request but ignored: guided_decoding_backend, "
+        "spaces_between_special_tokens"
+    )
+    assert lines[1].endswith("fields present in the request but ignored: priority")
