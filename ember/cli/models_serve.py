@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from ember.cli.models_serve_compat import compat_options, drop_no_ops
+from ember.cli.models_serve_compat import CompatCommand, compat_options, drop_no_ops
 
 
 def _bytes(value: str | None) -> int | None:
@@ -19,7 +19,7 @@ def _bytes(value: str | None) -> int | None:
     return parse_bytes(value)
 
 
-@click.command("serve")
+@click.command("serve", cls=CompatCommand)
 @click.argument("model", required=False)
 @click.option(
     "--model-path",
@@ -127,7 +127,13 @@ def _bytes(value: str | None) -> int | None:
     type=click.Choice(["auto", "off", "sampled", "full"]),
     help="KV-cache integrity checks during decode (auto: sampled on CPU, off on CUDA).",
 )
-@click.option("--disable-radix-cache", is_flag=True, help="Turn the prefix cache off.")
+@click.option(
+    "--disable-radix-cache",
+    "--no-enable-prefix-caching",
+    "disable_radix_cache",
+    is_flag=True,
+    help="Turn the prefix cache off.",
+)
 @click.option("--served-model-name", default=None, help="Model name in the API (default: MODEL).")
 @click.option(
     "--tool-call-parser",

@@ -25,6 +25,7 @@ import click
 F = Callable[..., Any]
 # Flags that change nothing here: popped before the settings are built.
 NO_OPS = (
+    "enable_prefix_caching",
     "disable_cuda_graph",
     "attention_backend",
     "grammar_backend",
@@ -83,7 +84,14 @@ _OPTIONS: list[Callable[[F], F]] = [
         default=40,
         show_default=True,
         type=int,
-        help="Log SGLang's 'Decode batch.' stats line every N decode steps.",
+        help="Log SGLang's 'Decode batch.' stats line every N decode steps (0: never).",
+    ),
+    click.option(
+        "--disable-log-stats",
+        "decode_log_interval",
+        flag_value=0,
+        type=int,
+        help="vLLM's: no periodic stats line (as --decode-log-interval 0).",
     ),
     click.option(
         "--max-prefill-tokens",
@@ -135,6 +143,11 @@ _OPTIONS: list[Callable[[F], F]] = [
         help="Accepted: ember enforces grammars with its own engine.",
     ),
     click.option(
+        "--enable-prefix-caching",
+        is_flag=True,
+        help="Accepted for vLLM: the prefix cache is on unless --disable-radix-cache.",
+    ),
+    click.option(
         "--enable-auto-tool-choice",
         is_flag=True,
         help="Accepted for vLLM: tool calls are always parsed (tool_choice auto).",
@@ -153,6 +166,38 @@ _OPTIONS: list[Callable[[F], F]] = [
         help="Accepted for SGLang: ember runs no code from checkpoints.",
     ),
 ]
+
+
+# SGLang / vLLM flags for features ember does not have: named as such, rather than answered with
+# click's nearest spelling (--max-loras is not "Did you mean '--max-total-tokens'?").
+UNSUPPORTED = {
+    "lora": "LoRA adapters are not supported (serve a merged checkpoint)",
+    "speculative": "speculative decoding is not supported",
+    "dp-attention": "one device per server: no data-parallel attention",
+    "ep-size": "one device per server: no expert parallelism",
+    "expert-parallel": "one device per server: no expert parallelism",
+    "pipeline-parallel": "one device per server: no pipeline parallelism",
+    "pp-size": "one device per server: no pipeline parallelism",
+    "torch-compile": "ember does not torch.compile the model",
+    "cuda-graph": "ember captures no CUDA graphs",
+    "swap-space": "ember does not swap KV to host memory (preempted requests recompute)",
+}
+
+
+class CompatCommand(click.Command):
+    """Says which SGLang / vLLM flags ember does not have, instead of a misleading suggestion."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            name = error.option_name
+            reason = next((r for key, r in UNSUPPORTED.items() if key in name), None)
+            if reason is None:
+                raise
+            raise click.UsageError(
+                f"{name} is an SGLang / vLLM flag ember does not take: {reason}.", ctx
+            ) from None
 
 
 def compat_options(command: F) -> F:

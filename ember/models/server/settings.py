@@ -200,7 +200,10 @@ class ServerSettings:
         need("--dp-size", self.dp_size, self.dp_size == 1, ONE_DEVICE)
         need("--log-level", self.log_level, self.log_level in LOG_LEVELS, ", ".join(LOG_LEVELS))
         need(
-            "--decode-log-interval", self.decode_log_interval, self.decode_log_interval >= 1, ">= 1"
+            "--decode-log-interval",
+            self.decode_log_interval,
+            self.decode_log_interval >= 0,
+            ">= 0 (0: no stats line)",
         )
         if self.reasoning_parser is not None:
             need(

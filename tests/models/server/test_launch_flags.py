@@ -52,6 +52,10 @@ def test_vllm_spellings_are_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (settings.context_length, settings.max_running_requests) == (2048, 4)
     assert (settings.mem_fraction_static, settings.chunked_prefill_size) == (0.5, 512)
     assert (settings.page_size, settings.random_seed, settings.log_requests) == (32, 9, True)
+    assert settings.decode_log_interval == 40  # the default, untouched by --disable-log-stats
+    quiet = _settings_from(["--disable-log-stats", "--no-enable-prefix-caching"], monkeypatch)
+    assert quiet.decode_log_interval == 0 and quiet.disable_radix_cache
+    assert not _settings_from(["--enable-prefix-caching"], monkeypatch).disable_radix_cache
 
 
 def test_sglang_flags_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,6 +113,23 @@ def test_unknown_flags_get_a_sensible_suggestion(typo: str, suggestion: str) -> 
     result = CliRunner().invoke(cli, ["models", "serve", "m", typo, "1"])
     assert result.exit_code == 2
     assert f"No such option '{typo}'" in result.output and f"'{suggestion}'" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "reason"),
+    [
+        ("--max-loras", "LoRA adapters are not supported"),
+        ("--enable-dp-attention", "one device per server: no data-parallel attention"),
+        ("--speculative-algorithm", "speculative decoding is not supported"),
+        ("--enable-torch-compile", "ember does not torch.compile"),
+    ],
+)
+def test_features_ember_lacks_are_named_not_misspelt(flag: str, reason: str) -> None:
+    """Not "Did you mean '--max-total-tokens'?" for a LoRA flag."""
+    result = CliRunner().invoke(cli, ["models", "serve", "m", flag, "1"])
+    assert result.exit_code == 2
+    assert f"{flag} is an SGLang / vLLM flag ember does not take: {reason}" in result.output
+    assert "Did you mean" not in result.output
 
 
 def test_a_parser_of_another_family_is_refused(glm_dir: Path, kimi_dir: Path) -> None:
