@@ -1,7 +1,8 @@
 """``ember models serve MODEL``: the OpenAI-compatible / SGLang-style model server.
 
 Flags are named as ``sglang.launch_server`` names them (``--model-path`` too, beside the
-positional MODEL); torch loads only when the command runs (``--help`` stays light).
+positional MODEL), with vLLM's spellings as aliases and the rest of both servers' launch flags in
+``models_serve_compat.py``; torch loads only when the command runs (``--help`` stays light).
 """
 
 from __future__ import annotations
