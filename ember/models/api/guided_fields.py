@@ -28,11 +28,11 @@ SUPPORTED = (
 )
 # field -> what it is, for the refusal
 _GRAMMARS = {
-    "guided_grammar": "an EBNF grammar",
-    "ebnf": "an EBNF grammar",
-    "structural_tag": "a structural tag",
+    "guided_grammar": "EBNF grammar",
+    "ebnf": "EBNF grammar",
+    "structural_tag": "structural tag",
 }
-_STRUCTURED_GRAMMARS = {"grammar": "an EBNF grammar", "structural_tag": "a structural tag"}
+_STRUCTURED_GRAMMARS = {"grammar": "EBNF grammar", "structural_tag": "structural tag"}
 _SPECIAL = set("\\.^$*+?()[]{}|")
 
 
@@ -102,7 +102,7 @@ def refuse_grammars(data: Mapping, path: str = "") -> None:
 def _refuse(where: str, what: str) -> None:
     raise InvalidRequestField(
         where,
-        f"no {what} (not supported: ember enforces {SUPPORTED})",
+        f"no {what} (not supported; ember enforces {SUPPORTED})",
         "a value",
         "unsupported_value",
     )

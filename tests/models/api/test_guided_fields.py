@@ -70,14 +70,14 @@ def test_structured_json_object() -> None:
 @pytest.mark.parametrize(
     ("fields", "field", "message"),
     [
-        ({"guided_grammar": "root ::= 'a'"}, "/guided_grammar", "no an EBNF grammar"),
+        ({"guided_grammar": "root ::= 'a'"}, "/guided_grammar", "expected no EBNF grammar (not supported; ember enforces regex"),
         ({"ebnf": "root ::= 'a'"}, "/ebnf", "ember enforces regex"),
         (
             {"structured_outputs": {"grammar": "root ::= 'a'"}},
             "/structured_outputs/grammar",
             "guided_choice",
         ),
-        ({"structural_tag": "{}"}, "/structural_tag", "no a structural tag"),
+        ({"structural_tag": "{}"}, "/structural_tag", "expected no structural tag"),
         ({"guided_choice": []}, "/guided_choice", "a non-empty array of strings"),
         ({"guided_choice": ["a", 1]}, "/guided_choice/1", "a string"),
         (
