@@ -70,7 +70,11 @@ def test_structured_json_object() -> None:
 @pytest.mark.parametrize(
     ("fields", "field", "message"),
     [
-        ({"guided_grammar": "root ::= 'a'"}, "/guided_grammar", "expected no EBNF grammar (not supported; ember enforces regex"),
+        (
+            {"guided_grammar": "root ::= 'a'"},
+            "/guided_grammar",
+            "expected no EBNF grammar (not supported; ember enforces regex",
+        ),
         ({"ebnf": "root ::= 'a'"}, "/ebnf", "ember enforces regex"),
         (
             {"structured_outputs": {"grammar": "root ::= 'a'"}},
