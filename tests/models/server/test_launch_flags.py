@@ -6,6 +6,7 @@ cannot honour is refused naming the flag, and the served model logs SGLang's per
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import httpx
@@ -195,3 +196,18 @@ def test_log_level_warning_keeps_info_lines_out(glm_dir: Path) -> None:
         # The request's line is written before its answer goes out.
         assert httpx.post(live.url + "/v1/chat/completions", json=ASK, timeout=60).is_success
     assert "Decode batch." not in log.getvalue() and "Finish: rid=" not in log.getvalue()
+
+
+def test_tokenizer_path_is_where_the_tokenizer_comes_from(glm_dir: Path, tmp_path: Path) -> None:
+    """Its own tokenizer_config.json (here with another chat template) is the one used."""
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((glm_dir / name).read_bytes())
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for m in messages %}<<{{ m.content }}>>{% endfor %}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    settings = server_settings(str(glm_dir), served_model_name="g", tokenizer_path=str(tmp_path))
+    with running_server(settings) as live:
+        body = {"model": "g", "messages": [{"role": "user", "content": "hi"}]}
+        tokens = httpx.post(live.url + "/tokenize", json=body, timeout=30).json()["tokens"]
+        text = httpx.post(live.url + "/detokenize", json={"tokens": tokens}, timeout=30)
+        assert text.json()["prompt"] == "<<hi>>"
