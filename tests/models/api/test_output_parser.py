@@ -182,43 +182,6 @@ CASES = [
             None, None, (ToolCall("call_0", "search", '{"q":"<b>bold</b> & </arg_key>"}'),)
         ),
     ),
-    # A call to a function the request never declared is dropped, text and all (SGLang's
-    # "undefined function" rule): a tool loop that looks names up must never see it.
-    (
-        "glm_undeclared_function_dropped",
-        "glm47",
-        "off",
-        "Let me see.<tool_call>list_functions\n</tool_call><tool_call>search<arg_key>q</arg_key><arg_value>x</arg_value></tool_call>",
-        ParsedOutput("Let me see.", None, (ToolCall("call_0", "search", '{"q":"x"}'),)),
-    ),
-    (
-        "glm_only_undeclared_call_leaves_no_call",
-        "glm47",
-        "off",
-        "<tool_call>list_functions<arg_key>all</arg_key><arg_value>true</arg_value></tool_call>",
-        ParsedOutput("", None, ()),
-    ),
-    (
-        "glm_undeclared_call_cut_by_max_tokens",
-        "glm47",
-        "off",
-        "ok<tool_call>list_functions\n<arg_key>a",
-        ParsedOutput("ok", None, ()),
-    ),
-    (
-        "kimi_undeclared_function_dropped",
-        "kimi",
-        "off",
-        f'x{SB}{CB}functions.list_functions:0{AB}{{}}{CE}{CB}functions.search:1{AB}{{"q": "w"}}{CE}{SE}',
-        ParsedOutput("x", None, (ToolCall("functions.search:1", "search", '{"q": "w"}'),)),
-    ),
-    (
-        "kimi_only_undeclared_call_leaves_no_call",
-        "kimi",
-        "off",
-        f"{SB}{CB}list_functions:0{AB}{{}}{CE}{SE}",
-        ParsedOutput("", None, ()),
-    ),
     (
         "plain_text_with_angle_brackets",
         "glm47",
