@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from ember.models.pool.start_failure import StartFailure, retry_delay
 
 MAX_FAILED_STARTS = 3
 STARTUP_PROBE_S = 0.2
+# A model server's log line at warning level or above ("[  12.3s] warning: ..."; state.note).
+WARNING_LINE = re.compile(r"\] (warning|error|critical): ")
 STABLE_AFTER_S = 60.0  # ready this long: the next crash restarts with the initial backoff
 
 
@@ -281,7 +284,9 @@ class Replica:
                 await exited
 
     def _child_line(self, line: str) -> None:
-        if self.state is State.STARTING:
+        # While loading, every line is progress; once serving, only warnings and errors (a
+        # dropped call to an undeclared tool, an ignored field): the rest is the replica's own.
+        if self.state is State.STARTING or WARNING_LINE.search(line):
             self._progress(f"{self.name}: {line.removeprefix('ember models serve: ')}")
 
     def _exit_reason(self, process: ReplicaProcess, code: int, when: str) -> str:

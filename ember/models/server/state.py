@@ -57,7 +57,10 @@ class ServerState:
         if LOG_LEVELS.index(level) < LOG_LEVELS.index(self.settings.log_level):
             return
         elapsed = time.monotonic() - self.started
-        print(f"ember models serve: [{elapsed:6.1f}s] {message}", file=self.log, flush=True)
+        # The level is named from warning up, so a reader of the log (and ember's pool, which
+        # passes only those on once the server is ready) can tell them from progress.
+        shown = message if level in ("debug", "info") else f"{level}: {message}"
+        print(f"ember models serve: [{elapsed:6.1f}s] {shown}", file=self.log, flush=True)
 
     def start_loading(self) -> None:
         self._thread = threading.Thread(target=self._load, name="ember-model-loader", daemon=True)
