@@ -83,9 +83,7 @@ def test_replicas_launch_with_progress_and_serve_the_id(live: Live) -> None:
 def test_a_replicas_warnings_after_ready_reach_the_progress_lines(live: Live) -> None:
     # Startup lines are progress; once serving, only the replica's warnings and errors come
     # through (e.g. a dropped call to an undeclared tool), so ember dev's console shows them.
-    answer = live.loop.run(
-        live.pool.post(GLM, CHAT, {**SHORT, "not_a_field": 1}, RequestOptions())
-    )
+    answer = live.loop.run(live.pool.post(GLM, CHAT, {**SHORT, "not_a_field": 1}, RequestOptions()))
     assert answer.status == 200
     wait_until(lambda: any("but ignored: not_a_field" in line for line in live.lines), "warning")
     line = next(line for line in live.lines if "but ignored: not_a_field" in line)
