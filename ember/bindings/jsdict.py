@@ -1,4 +1,5 @@
-"""``JsDict``: a dict that also answers attribute access, like Pyodide's converted JS objects.
+"""``JsDict``: a dict that also answers attribute access, like Pyodide's converted JS objects
+(and ``JsArray``, a list with their ``to_py()``).
 
 Python Workers hand handlers JS objects converted by ``to_py()``, on which both ``resp.response``
 and ``resp["response"]`` work. Binding results (KV ``list()``, AI ``run()``) and JSON vars use
@@ -41,13 +42,25 @@ class JsDict(dict[str, Any]):
         return to_plain(self)  # type: ignore[no-any-return]
 
 
+class JsArray(list[Any]):
+    """A ``list`` with Pyodide's ``to_py()``: a converted JS array answers it too, so
+    ``(await response.json()).to_py()`` and D1's ``results.results.to_py()`` work whatever
+    the JSON's top level is."""
+
+    __slots__ = ()
+
+    def to_py(self) -> list[Any]:
+        """Pyodide's ``JsProxy.to_py()``: a plain ``list`` (deep)."""
+        return to_plain(self)  # type: ignore[no-any-return]
+
+
 def to_jsdict(value: Any) -> Any:
-    """Convert nested dicts (and dicts in lists) to ``JsDict``."""
+    """Convert nested dicts to ``JsDict`` and lists to ``JsArray``."""
     # dict.items, not value.items: a JsDict's own "items" key would answer instead.
     if isinstance(value, dict):
         return JsDict({str(k): to_jsdict(v) for k, v in dict.items(value)})
     if isinstance(value, list):
-        return [to_jsdict(v) for v in value]
+        return JsArray(to_jsdict(v) for v in value)
     return value
 
 

@@ -86,28 +86,43 @@ VALUES: list[tuple[str, str, str]] = [
         "200",
     ),
     # --- the incoming request
-    ("request_basics", "return (request.method, request.url.endswith('/request_basics'))",
-     "('POST', True)"),
+    (
+        "request_basics",
+        "return (request.method, request.url.endswith('/request_basics'))",
+        "('POST', True)",
+    ),
     ("request_missing_header", "return request.headers.get('x-nope')", "None"),
-    ("request_headers_items", "return [k for k, _ in request.headers.items() if k.startswith('x-p')]",
-     "['x-pa', 'x-pb']"),
+    (
+        "request_headers_items",
+        "return [k for k, _ in request.headers.items() if k.startswith('x-p')]",
+        "['x-pa', 'x-pb']",
+    ),
     ("request_headers_subscript", "return request.headers['X-PB']", "'2'"),
     ("request_json_to_py", "return (await request.json()).to_py()", "[1, {'a': None}]"),
-    ("request_clone", "c = request.clone()\nreturn (await c.text(), await request.text())",
-     "('[1, {\"a\": null}]', '[1, {\"a\": null}]')"),
+    (
+        "request_clone",
+        "c = request.clone()\nreturn (await c.text(), await request.text())",
+        "('[1, {\"a\": null}]', '[1, {\"a\": null}]')",
+    ),
     ("request_js_object", "return request.js_object.method", "'POST'"),
     ("request_cf", "return type(request.cf.get('country')).__name__", "'str'"),
     # --- Headers
-    ("headers_new_items", "h = Headers.new({'b': '1', 'a': '2'}.items())\nreturn list(h.items())",
-     "[('a', '2'), ('b', '1')]"),
+    (
+        "headers_new_items",
+        "h = Headers.new({'b': '1', 'a': '2'}.items())\nreturn list(h.items())",
+        "[('a', '2'), ('b', '1')]",
+    ),
     (
         "headers_to_js",
         "h = Headers.new(to_js({'x': '1'}, dict_converter=Object.fromEntries))\nreturn h.get('X')",
         "'1'",
     ),
     # --- Response objects as handlers read them
-    ("response_props", "r = Response('x', status=201)\nreturn (r.ok, r.status, r.status_text)",
-     "(True, 201, 'Created')"),
+    (
+        "response_props",
+        "r = Response('x', status=201)\nreturn (r.ok, r.status, r.status_text)",
+        "(True, 201, 'Created')",
+    ),
     ("response_json_read", "return await Response.json({'a': 1}).json()", "{'a': 1}"),
     ("response_from_json", "return (await Response.from_json([1]).text())", "'[1]'"),
     (
@@ -117,8 +132,11 @@ VALUES: list[tuple[str, str, str]] = [
         "True",
     ),
     # --- pyodide.ffi
-    ("ffi_jsnull", "from pyodide.ffi import jsnull\nreturn (jsnull is None, bool(jsnull))",
-     "(True, False)"),
+    (
+        "ffi_jsnull",
+        "from pyodide.ffi import jsnull\nreturn (jsnull is None, bool(jsnull))",
+        "(True, False)",
+    ),
     ("ffi_to_js_dict", "return to_js({'a': 1}, dict_converter=Object.fromEntries)", "{'a': 1}"),
     ("ffi_to_js_bytes_buffer", "return bytes(to_js(b'ab').buffer)", "b'ab'"),
     (
@@ -150,8 +168,12 @@ VALUES: list[tuple[str, str, str]] = [
     # --- env and ctx
     ("env_var", "return self.env.GREETING", "'hello'"),
     ("env_json_var", "return (self.env.CONF.depth, self.env.CONF['depth'])", "(2, 2)"),
-    ("ctx_wait_until", "async def later():\n    pass\nself.ctx.waitUntil(later())\n"
-     "self.ctx.wait_until(later())\nreturn 'ok'", "'ok'"),
+    (
+        "ctx_wait_until",
+        "async def later():\n    pass\nself.ctx.waitUntil(later())\n"
+        "self.ctx.wait_until(later())\nreturn 'ok'",
+        "'ok'",
+    ),
 ]
 
 # (name, handler body, start of the message the platform-only API raises)
@@ -160,29 +182,58 @@ REFUSED: list[tuple[str, str, str]] = [
     ("js_html_rewriter", "from js import HTMLRewriter", "ImportError: HTMLRewriter is"),
     ("js_websocket_pair", "from js import WebSocketPair", "ImportError: WebSocketPair is"),
     ("js_unknown", "from js import NoSuchGlobal", "ImportError: NoSuchGlobal is not"),
-    ("workers_import_js", "from workers import import_from_javascript as i\ni('x')",
-     "ImportError: import_from_javascript"),
-    ("response_websocket", "Response(None, status=101, web_socket=object())",
-     "TypeError: WebSocket responses"),
+    (
+        "workers_import_js",
+        "from workers import import_from_javascript as i\ni('x')",
+        "ImportError: import_from_javascript",
+    ),
+    (
+        "response_websocket",
+        "Response(None, status=101, web_socket=object())",
+        "TypeError: WebSocket responses",
+    ),
 ]
 
 # (name, handler body, (status, content-type, body) the client gets)
 RESPONSES: list[tuple[str, str, tuple[int, str | None, bytes]]] = [
     ("r_text", "return Response('hi')", (200, "text/plain;charset=UTF-8", b"hi")),
     ("r_json", "return Response.json({'a': 1}, status=404)", (404, "application/json", b'{"a":1}')),
-    ("r_headers_list", "return Response('x', headers=[('content-type', 'text/html')])",
-     (200, "text/html", b"x")),
-    ("r_none_302", "return Response(None, status=302, headers={'Location': '/n'})",
-     (302, None, b"")),
-    ("r_js_new_init", "import js\nreturn js.Response.new('y', to_js({'status': 201, 'headers': "
-     "{'content-type': 'a/b'}}, dict_converter=Object.fromEntries))", (201, "a/b", b"y")),
-    ("r_to_js_buffer", "return Response(to_js(b'\\x00\\x01').buffer, headers={'content-type': "
-     "'image/png'})", (200, "image/png", b"\x00\x01")),
-    ("r_bytes", "return Response(b'\\xff', headers={'content-type': 'x/y'})", (200, "x/y", b"\xff")),
-    ("r_fetched_passthrough", "return await fetch(echo('array'))",
-     (200, "application/json", b'[1,{"a":null}]')),
-    ("r_replace_body", "r = await fetch(echo('array'))\nreturn r.replace_body('new')",
-     (200, "application/json", b"new")),
+    (
+        "r_headers_list",
+        "return Response('x', headers=[('content-type', 'text/html')])",
+        (200, "text/html", b"x"),
+    ),
+    (
+        "r_none_302",
+        "return Response(None, status=302, headers={'Location': '/n'})",
+        (302, None, b""),
+    ),
+    (
+        "r_js_new_init",
+        "import js\nreturn js.Response.new('y', to_js({'status': 201, 'headers': "
+        "{'content-type': 'a/b'}}, dict_converter=Object.fromEntries))",
+        (201, "a/b", b"y"),
+    ),
+    (
+        "r_to_js_buffer",
+        "return Response(to_js(b'\\x00\\x01').buffer, headers={'content-type': 'image/png'})",
+        (200, "image/png", b"\x00\x01"),
+    ),
+    (
+        "r_bytes",
+        "return Response(b'\\xff', headers={'content-type': 'x/y'})",
+        (200, "x/y", b"\xff"),
+    ),
+    (
+        "r_fetched_passthrough",
+        "return await fetch(echo('array'))",
+        (200, "application/json", b'[1,{"a":null}]'),
+    ),
+    (
+        "r_replace_body",
+        "r = await fetch(echo('array'))\nreturn r.replace_body('new')",
+        (200, "application/json", b"new"),
+    ),
 ]
 
 PROBE_TEMPLATE = """
@@ -258,3 +309,28 @@ def test_response(
 def test_probe_rows_have_unique_names(tmp_path: Path) -> None:
     names = [r[0] for r in VALUES + REFUSED + RESPONSES]
     assert len(names) == len(set(names))
+
+
+def test_legacy_handler_decorator_and_fetch_without_a_request(
+    harness: Harness, tmp_path: Path
+) -> None:
+    legacy = """
+    from workers import Response, handler
+
+    @handler
+    async def on_fetch(request, env):
+        return Response("legacy " + request.method)
+    """
+    bare = """
+    from workers import Response, WorkerEntrypoint
+
+    class Default(WorkerEntrypoint):
+        async def fetch(self):
+            return Response("no request")
+    """
+    legacy_id = harness.deploy(write_project(tmp_path / "legacy", legacy))
+    bare_id = harness.deploy(write_project(tmp_path / "bare", bare))
+    with harness.client(legacy_id) as client:
+        assert client.get("/").text == "legacy GET"
+    with harness.client(bare_id) as client:
+        assert client.get("/").text == "no request"

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
-from ember.bindings.streams import ReadableStream
 from ember.runtime.fields import MAX_STATUS_TEXT, valid_status_text
+from ember.runtime.isolate.body import BodyInit, _as_bytes, _Body
 from ember.runtime.isolate.cf import incoming_cf
-from ember.runtime.isolate.formdata import FormData, parse_form
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import current_scope
 from ember.runtime.reason_phrases import default_status_text
@@ -31,95 +30,8 @@ _ABSOLUTE_URL = re.compile(
 )
 # The Fetch standard's null body statuses (101 and 103 are refused earlier, as out of range).
 NULL_BODY_STATUSES = frozenset({204, 205, 304})
-BodyInit = str | bytes | bytearray | memoryview | AsyncIterable[Any] | Iterable[Any] | None
 SUBREQUEST_BINDING = "__fetch__"
-_TEXT_PLAIN = ("content-type", "text/plain;charset=UTF-8")
-
-
-class _Body:
-    """Shared body handling of Request and Response (a body can be read once)."""
-
-    _body: bytes | AsyncIterable[Any] | None
-    _body_used: bool
-
-    def _init_body(self, body: Any, headers: Headers) -> None:
-        self._body_used = False
-        if body is None:
-            self._body = None
-        elif isinstance(body, str):
-            self._body = body.encode("utf-8")
-            if not headers._items:  # no headers given (the usual case): nothing to look up
-                headers._items.append(_TEXT_PLAIN)
-            elif not headers.has("content-type"):
-                headers.append(*_TEXT_PLAIN)
-        elif isinstance(body, bytes | bytearray | memoryview):
-            self._body = bytes(body)
-        elif isinstance(body, _Body):
-            self._body = body._take_body()
-        elif hasattr(body, "__aiter__"):
-            self._body = body
-        elif isinstance(body, Mapping):
-            raise TypeError("a dict cannot be a body: use Response.json(data) or json.dumps(data)")
-        elif isinstance(body, Iterable):
-            self._body = _iterate_sync(body)
-        else:
-            raise TypeError(f"unsupported body type {type(body).__name__}")
-
-    def _take_body(self) -> bytes | AsyncIterable[Any] | None:
-        if self._body_used:
-            raise TypeError("Body has already been used. It can only be used once.")
-        self._body_used = True
-        return self._body
-
-    @property
-    def body(self) -> ReadableStream | None:
-        """The body as a stream (None if there is none)."""
-        if self._body is None:
-            return None
-        if isinstance(self._body, bytes):
-            return ReadableStream(self._body)
-        return ReadableStream(_as_bytes(self._body))  # type: ignore[arg-type]
-
-    @property
-    def body_used(self) -> bool:
-        """True once the body was read."""
-        return self._body_used
-
-    bodyUsed = body_used  # noqa: N815 - the JavaScript name
-
-    async def bytes(self) -> bytes:
-        """The whole body."""
-        body = self._take_body()
-        if body is None:
-            return b""
-        if isinstance(body, bytes):
-            return body
-        return b"".join([chunk async for chunk in _as_bytes(body)])
-
-    async def arrayBuffer(self) -> bytes:  # noqa: N802 - the JavaScript name
-        """The whole body (``bytes``; Pyodide would give a buffer)."""
-        return await self.bytes()
-
-    array_buffer = arrayBuffer
-
-    async def text(self) -> str:
-        """The body decoded as UTF-8."""
-        return (await self.bytes()).decode("utf-8", "replace")
-
-    async def json(self) -> Any:
-        """The body parsed as JSON; objects allow attribute access (``data.name``)."""
-        return await self._read_json()
-
-    async def _read_json(self) -> Any:
-        return to_jsdict(json.loads(await self.bytes()))
-
-    async def form_data(self) -> FormData:
-        """The body as a form (urlencoded or multipart), per its Content-Type header."""
-        headers: Headers = self.headers  # type: ignore[attr-defined]
-        return parse_form(await self.bytes(), headers.get("content-type"))
-
-    formData = form_data  # noqa: N815 - the JavaScript name
-    buffer = arrayBuffer  # Python Workers' name for the whole body
+__all__ = ["NULL_BODY_STATUSES", "SUBREQUEST_BINDING", "BodyInit", "Request", "Response", "fetch"]
 
 
 class Request(_Body):
@@ -179,10 +91,10 @@ class Request(_Body):
         return self
 
     def clone(self) -> Request:
-        """A copy; only possible while the body is unread bytes (or absent)."""
-        if self._body is not None and not isinstance(self._body, bytes):
-            raise TypeError("cannot clone a request with a streaming body")
-        return Request(self)
+        """A copy with the same body (a streamed one is teed), as JS ``clone()``."""
+        copy = Request(self, body=None)
+        copy._body, copy.redirect = self._body_for_clone(), self.redirect
+        return copy
 
     def __repr__(self) -> str:
         return f"<Request {self.method} {self.url}>"
@@ -302,6 +214,13 @@ class Response(_Body):
         return cls(payload.encode("utf-8"), status=status, status_text=status_text, headers=merged)
 
     @classmethod
+    def from_json(
+        cls, data: Any, status: int = 200, status_text: str | None = None, headers: Any = None
+    ) -> Response:
+        """The runtime SDK's name for ``Response.json(data)``."""
+        return cls._json_response(data, status, status_text or None, headers)
+
+    @classmethod
     def redirect(cls, url: str, status: int = 302) -> Response:
         """A redirect to ``url``, which must be absolute: workerd parses it with no base URL
         and throws ``TypeError: Unable to parse URL: <url>`` for ``/login``, so a relative
@@ -319,11 +238,21 @@ class Response(_Body):
         return cls(None, status=status, headers={"location": text})
 
     def clone(self) -> Response:
-        """A copy; only possible while the body is unread bytes (or absent)."""
-        if self._body is not None and not isinstance(self._body, bytes):
-            raise TypeError("cannot clone a response with a streaming body")
-        copy = Response(self._body, self.status, self._status_text, Headers(self.headers))
+        """A copy with the same body (a streamed one is teed), as JS ``clone()``."""
+        copy = Response(None, self.status, self._status_text, Headers(self.headers))
+        copy._body = self._body_for_clone()
+        copy.url, copy.redirected = self.url, self.redirected
         return copy
+
+    def replace_body(self, body: BodyInit) -> Response:
+        """The runtime SDK's ``replace_body``: same status and headers, a new body."""
+        return Response(body, self.status, self._status_text, Headers(self.headers))
+
+    def raise_for_status(self) -> None:
+        """Pyodide's ``FetchResponse.raise_for_status()``: OSError for a 4xx or 5xx status."""
+        if 400 <= self.status < 600:
+            side = "Client" if self.status < 500 else "Server"
+            raise OSError(f"{self.status} {side} Error: {self.status_text} for url: {self.url}")
 
     def __repr__(self) -> str:
         return f"<Response {self.status}>"
@@ -370,18 +299,3 @@ async def fetch(
     response.url = str(head.get("url", request.url))
     response.redirected = bool(head.get("redirected", False))
     return response
-
-
-async def _as_bytes(source: AsyncIterable[Any]) -> AsyncIterator[bytes]:
-    async for chunk in source:
-        if isinstance(chunk, str):
-            yield chunk.encode("utf-8")
-        elif isinstance(chunk, bytes | bytearray | memoryview):
-            yield bytes(chunk)
-        else:
-            raise TypeError(f"body chunks must be bytes or str, found {type(chunk).__name__}")
-
-
-async def _iterate_sync(source: Iterable[Any]) -> AsyncIterator[Any]:
-    for chunk in source:
-        yield chunk

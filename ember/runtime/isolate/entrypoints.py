@@ -48,6 +48,12 @@ class ScheduledController:
     noRetry = no_retry  # noqa: N815
 
 
+def handler(function: Any) -> Any:
+    """The legacy ``@handler`` decorator of ``on_fetch`` / ``on_scheduled``: the function is
+    found by its name either way, so it is returned unchanged."""
+    return function
+
+
 def wait_until(awaitable: Any) -> None:
     """Module-level ``waitUntil`` for the running request."""
     current_scope().ctx.wait_until(awaitable)

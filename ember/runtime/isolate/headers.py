@@ -91,8 +91,9 @@ class Headers:
         self.delete(name)
 
     def keys(self) -> list[str]:
-        """Distinct names, lower-case, in first-seen order."""
-        return list(dict.fromkeys(n for n, _ in self._items))
+        """Distinct names, lower-case, sorted: the Fetch standard's "sort and combine", which
+        JS iteration and Python Workers' ``request.headers`` follow (not the order sent)."""
+        return sorted({n for n, _ in self._items})
 
     def values(self) -> list[str]:
         """Joined values, in the order of ``keys()``."""
@@ -103,8 +104,8 @@ class Headers:
         return [(n, self[n]) for n in self.keys()]
 
     def entries(self) -> list[tuple[str, str]]:
-        """Every ``(name, value)`` pair, repeats included."""
-        return list(self._items)
+        """Every ``(name, value)`` pair, repeats included, sorted by name (stable)."""
+        return sorted(self._items, key=lambda pair: pair[0])
 
     def __iter__(self) -> Iterator[str]:
         # Names, not (name, value) pairs: Cloudflare's Python SDK hands handlers

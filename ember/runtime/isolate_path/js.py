@@ -2,14 +2,19 @@
 
 ``Response.new(...)``, ``Request.new(...)``, ``Headers.new(...)``, ``fetch``, ``console``,
 ``JSON``, ``Object.fromEntries`` (for ``to_js(..., dict_converter=Object.fromEntries)``),
-``URL.new(request.url).searchParams`` and ``URLSearchParams``.
+``URL.new(request.url).searchParams`` and ``URLSearchParams``, ``Date``, ``crypto.randomUUID``,
+``Uint8Array`` / ``ArrayBuffer``; ``eval`` refuses as on Workers. Any other name raises
+ImportError naming what to use instead (``jsglobals.py``).
 """
 
 import json as _json
 
+from ember.runtime.isolate import jsglobals as _jsglobals
 from ember.runtime.isolate.api import Request, Response, fetch  # noqa: F401
+from ember.runtime.isolate.buffers import ArrayBuffer, Uint8Array  # noqa: F401
 from ember.runtime.isolate.formdata import File, FormData  # noqa: F401
 from ember.runtime.isolate.headers import Headers  # noqa: F401
+from ember.runtime.isolate.jsglobals import Date, crypto, eval  # noqa: F401,A004
 from ember.runtime.isolate.jsurl import URL, URLSearchParams  # noqa: F401
 
 console = None  # replaced by the isolate with a console that sends Log frames
@@ -41,3 +46,11 @@ class JSON:
     @staticmethod
     def parse(text):
         return _json.loads(text)
+
+
+def __getattr__(name: str):
+    # Only for names not defined above: a JS-only global (HTMLRewriter) or an unknown one.
+    if name.startswith("_"):
+        raise AttributeError(name)
+    provided = [n for n in globals() if not n.startswith("_")]
+    raise _jsglobals.missing("js", name, provided)

@@ -1,14 +1,15 @@
 """``pyodide.ffi`` pass-throughs: ember runs CPython, so values need no conversion."""
 
-from ember.bindings.jsdict import JsDict, to_plain
+from ember.runtime.isolate.buffers import Uint8Array
+from ember.runtime.isolate.jsglobals import JsException  # noqa: F401
+
+# JS null arrives in ember as None (JSON null, a missing header): ``x is None or x is jsnull``
+# holds for it, and ``bind(jsnull)`` stores SQL NULL.
+jsnull = None
 
 
 class JsProxy:
     """Stands for a JavaScript object; ember's objects are already Python objects."""
-
-
-class JsException(Exception):  # noqa: N818 - Pyodide's name
-    """A JavaScript exception (never raised by ember; importable for except clauses)."""
 
 
 def to_js(
@@ -21,14 +22,10 @@ def to_js(
     default_converter=None,
     eager_converter=None,
 ):
-    """Return ``value`` (dicts stay dicts whatever ``dict_converter`` says)."""
-    return value
-
-
-def to_py(value, *, depth=-1, default_converter=None):
-    """Return ``value`` with ``JsDict`` objects turned into plain dicts."""
-    if isinstance(value, JsDict):
-        return to_plain(value)
+    """Return ``value`` (dicts stay dicts whatever ``dict_converter`` says); bytes become a
+    ``Uint8Array`` (bytes with ``.buffer``, for ``Response(to_js(data).buffer)``)."""
+    if isinstance(value, bytes | bytearray | memoryview) and not isinstance(value, Uint8Array):
+        return Uint8Array(value)
     return value
 
 
@@ -38,6 +35,10 @@ class _Proxy:
 
     def __call__(self, *args, **kwargs):
         return self._function(*args, **kwargs)
+
+    def __getattr__(self, name):
+        # A proxied object (an HTMLRewriter-style handler): its methods, as JS would see them.
+        return getattr(self._function, name)
 
     def destroy(self):
         """Nothing to free in CPython."""
@@ -55,3 +56,14 @@ def create_once_callable(function, *, _may_syncify=False):
 
 def destroy_proxies(proxies):
     """Nothing to free in CPython."""
+
+
+def __getattr__(name):
+    if name == "to_py":
+        # As on Pyodide, where this import fails: the script would break once deployed.
+        raise ImportError(
+            "cannot import name 'to_py' from 'pyodide.ffi': to_py is a method, "
+            "call value.to_py() on the converted value",
+            name="pyodide.ffi",
+        )
+    raise AttributeError(f"module 'pyodide.ffi' has no attribute {name!r}")

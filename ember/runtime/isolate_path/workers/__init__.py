@@ -8,11 +8,13 @@ from ember.runtime.isolate.entrypoints import (  # noqa: F401
     DurableObject,
     WorkerEntrypoint,
     WorkflowEntrypoint,
+    handler,
     wait_until,
     waitUntil,
 )
 from ember.runtime.isolate.formdata import File, FormData  # noqa: F401
 from ember.runtime.isolate.headers import Headers  # noqa: F401
+from ember.runtime.isolate.jsglobals import import_from_javascript  # noqa: F401
 from ember.runtime.isolate.scope import Context  # noqa: F401
 
 env = None  # replaced by the isolate with the deployment's Env

@@ -1,0 +1,113 @@
+"""The small JavaScript globals scripts reach through ``js`` (``Date``, ``crypto``), and what
+``js`` answers for the ones ember cannot provide.
+
+A JS-only API (``HTMLRewriter``, ``WebSocketPair``) would need a JavaScript engine; importing one
+raises ``ImportError`` at the import line naming what to use instead, rather than an
+``AttributeError`` deep inside the handler. ``js.eval`` raises what the platform raises: Workers
+disallow code generation from strings.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime
+
+
+class JsException(Exception):  # noqa: N818 - Pyodide's name
+    """A JavaScript exception, as Pyodide raises it (``name`` is the JS error's class)."""
+
+    name = "Error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class EvalError(JsException):
+    """JS ``EvalError``: what ``js.eval`` raises on Workers."""
+
+    name = "EvalError"
+
+
+def eval(source: str) -> None:  # noqa: A001 - the JS global's name
+    """Refused as on Workers, whose security policy disallows evaluating strings as code."""
+    raise EvalError(
+        "Code generation from strings disallowed for this context (as on Workers: parse JSON "
+        "with js.JSON.parse or json.loads; for null use pyodide.ffi.jsnull)"
+    )
+
+
+class JsDate:
+    """A JS ``Date``: milliseconds since the epoch."""
+
+    def __init__(self, ms: float) -> None:
+        self._ms = ms
+
+    def getTime(self) -> float:  # noqa: N802 - the JavaScript name
+        return self._ms
+
+    valueOf = getTime  # noqa: N815
+
+    def toISOString(self) -> str:  # noqa: N802
+        moment = datetime.fromtimestamp(self._ms / 1000, UTC)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+class Date:
+    """``Date.now()`` and ``Date.new(ms)``."""
+
+    @staticmethod
+    def now() -> int:
+        """Whole milliseconds since the epoch (an int, as Pyodide converts an integral number)."""
+        return time.time_ns() // 1_000_000
+
+    @staticmethod
+    def new(ms: float | None = None) -> JsDate:
+        """``new Date()`` (now) or ``new Date(ms)``."""
+        return JsDate(Date.now() if ms is None else ms)
+
+
+class crypto:  # noqa: N801 - the JS global's name
+    """``crypto.randomUUID()``; for bytes use ``secrets`` / ``os.urandom``, for hashes
+    ``hashlib`` / ``hmac`` (there is no ``crypto.subtle``)."""
+
+    @staticmethod
+    def randomUUID() -> str:  # noqa: N802
+        return str(uuid.uuid4())
+
+
+# JS-only globals scripts import, and what to use in ember instead.
+JS_ONLY = {
+    "HTMLRewriter": "rewrite the HTML as text in Python (html.parser, or a library such as "
+    "beautifulsoup4) and return Response(new_html, headers=...)",
+    "WebSocketPair": "WebSocket responses are not supported by ember yet; use HTTP streaming "
+    "(a Response with an async iterator body, e.g. server-sent events)",
+    "WebSocket": "outbound WebSockets are not supported by ember yet; use fetch or httpx",
+    "setTimeout": "await asyncio.sleep(seconds), or ctx.wait_until(coroutine) for work after "
+    "the response",
+    "setInterval": "an asyncio loop with asyncio.sleep, or a cron trigger (scheduled)",
+    "caches": "the Cache API is not provided by ember; use a KV namespace",
+}
+
+
+def import_from_javascript(module_name: str) -> None:
+    """The runtime SDK's import of a JS module: there are none in ember."""
+    raise ImportError(
+        f"import_from_javascript({module_name!r}): ember runs no JavaScript, so JS modules "
+        "cannot be imported; use env bindings for cloudflare:workers' env, a Python package, "
+        "or a service reached with fetch",
+        name=module_name,
+    )
+
+
+def missing(module: str, name: str, provided: list[str]) -> ImportError:
+    """The error for ``module.name`` that ember does not provide (JS-only or unknown)."""
+    if name in JS_ONLY:
+        text = f"{name} is a JavaScript-only API that ember does not provide: {JS_ONLY[name]}"
+    else:
+        text = (
+            f"{name} is not one of the JavaScript globals ember provides in `{module}` "
+            f"({', '.join(sorted(provided))})"
+        )
+    return ImportError(text, name=module)
