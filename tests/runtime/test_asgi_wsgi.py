@@ -77,7 +77,8 @@ class Default(WorkerEntrypoint):
         "raw_path": "/caf%C3%A9/a%2Fb",
         "query": "x=1&y=%20",
         "scheme": "http",
-        "headers": [["x-one", "1, 2"], ["x-latin", "caf\xe9"]],  # joined, as JS Headers iterate
+        # joined and sorted by name, as JS Headers iterate (the Fetch standard)
+        "headers": [["x-latin", "caf\xe9"], ["x-one", "1, 2"]],
         "body": "payload",
         "who": "asgi",
         "state": {"greeting": "hi"},
