@@ -182,6 +182,7 @@ REFUSED: list[tuple[str, str, str]] = [
     ("js_html_rewriter", "from js import HTMLRewriter", "ImportError: HTMLRewriter is"),
     ("js_websocket_pair", "from js import WebSocketPair", "ImportError: WebSocketPair is"),
     ("js_unknown", "from js import NoSuchGlobal", "ImportError: NoSuchGlobal is not"),
+    ("js_attribute", "import js\njs.HTMLRewriter.new()", "AttributeError: HTMLRewriter is"),
     (
         "workers_import_js",
         "from workers import import_from_javascript as i\ni('x')",

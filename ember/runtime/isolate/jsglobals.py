@@ -2,14 +2,18 @@
 ``js`` answers for the ones ember cannot provide.
 
 A JS-only API (``HTMLRewriter``, ``WebSocketPair``) would need a JavaScript engine; importing one
-raises ``ImportError`` at the import line naming what to use instead, rather than an
-``AttributeError`` deep inside the handler. ``js.eval`` raises what the platform raises: Workers
+raises ``ImportError`` at the import line naming what to use instead (reading it as an
+attribute is an ``AttributeError`` with the same text, so ``hasattr(js, "HTMLRewriter")`` is
+False, as feature detection expects). ``js.eval`` raises what the platform raises: Workers
 disallow code generation from strings.
 """
 
 from __future__ import annotations
 
+import dis
+import sys
 import time
+import types
 import uuid
 from datetime import UTC, datetime
 
@@ -101,8 +105,16 @@ def import_from_javascript(module_name: str) -> None:
     )
 
 
-def missing(module: str, name: str, provided: list[str]) -> ImportError:
-    """The error for ``module.name`` that ember does not provide (JS-only or unknown)."""
+_IMPORT_FROM = dis.opmap["IMPORT_FROM"]
+
+
+def missing(module: str, name: str, provided: list[str]) -> ImportError | AttributeError:
+    """The error for ``module.name`` that ember does not provide (JS-only or unknown).
+
+    ``from js import HTMLRewriter`` gets an ImportError carrying the reason (Python would
+    replace an AttributeError's message with a bare "cannot import name"); any other read
+    (``js.X``, ``hasattr``, ``getattr(js, X, default)``) gets an AttributeError with it, so
+    feature detection answers False instead of raising."""
     if name in JS_ONLY:
         text = f"{name} is a JavaScript-only API that ember does not provide: {JS_ONLY[name]}"
     else:
@@ -110,4 +122,13 @@ def missing(module: str, name: str, provided: list[str]) -> ImportError:
             f"{name} is not one of the JavaScript globals ember provides in `{module}` "
             f"({', '.join(sorted(provided))})"
         )
-    return ImportError(text, name=module)
+    if _importing_from(sys._getframe(2)):
+        return ImportError(text, name=module)
+    return AttributeError(text)  # hasattr() stays False; the reason is still shown
+
+
+def _importing_from(frame: types.FrameType | None) -> bool:
+    """Whether ``frame`` (the code that asked for the attribute) is at a ``from ... import``."""
+    if frame is None:
+        return False
+    return frame.f_code.co_code[frame.f_lasti] == _IMPORT_FROM
