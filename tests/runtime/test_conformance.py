@@ -165,6 +165,13 @@ VALUES: list[tuple[str, str, str]] = [
         "import js\nreturn len(js.crypto.randomUUID())",
         "36",
     ),
+    # Feature detection keeps working: a missing global is absent, not an import failure.
+    (
+        "js_hasattr_missing",
+        "import js\nreturn (hasattr(js, 'HTMLRewriter'), getattr(js, 'Nope', 7),"
+        " hasattr(js, 'URL'))",
+        "(False, 7, True)",
+    ),
     # --- env and ctx
     ("env_var", "return self.env.GREETING", "'hello'"),
     ("env_json_var", "return (self.env.CONF.depth, self.env.CONF['depth'])", "(2, 2)"),
