@@ -75,7 +75,9 @@ def saved_credentials(url: str) -> SavedCredentials | None:
     ``ember dev``, or no login): for commands that work with and without an account."""
     platform = resolve_platform(url)
     env_token = os.environ.get("EMBER_API_TOKEN")
-    if env_token:
+    # EMBER_API_TOKEN belongs to the configured platform ($EMBER_PLATFORM): never sent to
+    # another URL (an ember dev, or anything else --url names). Saved logins are per platform.
+    if env_token and platform == resolve_platform(None):
         try:
             with PlatformClient(platform, env_token) as client:
                 accounts = client.call("GET", "/accounts")
