@@ -39,6 +39,7 @@ from ember.runtime.mux import InStream, Mux, OutStream
 
 DEFAULT_TIMEOUT_S = 120.0  # a wait with no timeout of its own; the request's wall limit is first
 _READ_BYTES = 256 * 1024
+WRITE_WAIT_S = 1.0  # a poll for room to write, repeated until the frame is out
 
 
 class ChannelBusy(InternalError):
@@ -167,20 +168,23 @@ class BlockingCalls:
             self._link.data_received(data)
 
     def _write_queued(self) -> None:
-        data = self._link.take_outgoing()
-        if not data:
-            return
-        fd = self._link.fileno()
-        view = memoryview(data)
+        # Taken and written with the CPU-limit interrupt held: frames taken off the writer's
+        # queue and then dropped by an interrupt would be other requests' heads and data.
         with _cpu_interrupt_held():
+            data = self._link.take_outgoing()
+            if not data:
+                return
+            fd = self._link.fileno()
+            view = memoryview(data)
             while view:
                 try:
                     view = view[os.write(fd, view) :]
                 except BlockingIOError:
-                    # A frame half written cannot be abandoned: wait for the supervisor to read.
+                    # A frame half written cannot be abandoned: wait for the supervisor to
+                    # read (it never stops reading an isolate; its limits kill a stuck one).
                     poller = select.poll()
                     poller.register(fd, select.POLLOUT)
-                    poller.poll()
+                    poller.poll(WRITE_WAIT_S * 1000)
                 except OSError:
                     os._exit(0)  # the supervisor is gone
 

@@ -2,10 +2,13 @@
 
 Cloudflare's Python Workers support the HTTP clients built on fetch (``requests``, ``urllib3``,
 ``httpx``, ``aiohttp``) but not the standard library's raw-socket clients; ember matches that
-list. Without this guard, ``ember dev`` would open a socket past the subrequest limit and the
-network policy, and a sandboxed isolate (no INET sockets) would fail with a bare
-``PermissionError``. ``urlopen`` wraps the ``OSError`` raised here in ``urllib.error.URLError``,
-so code that catches either still works, and the message names what to use instead.
+list. Without this guard, ``urlopen`` under ``ember dev`` would quietly open a socket past
+the subrequest limit and the network policy (code that works locally, then fails deployed), and
+a sandboxed isolate (no INET sockets) would fail with a bare ``PermissionError``. It is a clear
+message, not a boundary: in ``ember dev`` a worker can still open a socket itself; only
+``ember serve``'s sandbox takes sockets away. ``urlopen`` wraps the ``OSError`` raised here in
+``urllib.error.URLError``, so code that catches either still works, and the message names what
+to use instead.
 """
 
 from __future__ import annotations
