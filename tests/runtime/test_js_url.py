@@ -94,3 +94,31 @@ def test_a_worker_imports_url_and_search_params_from_js(harness: Harness, tmp_pa
     deployment_id = harness.deploy(write_project(tmp_path / "w", worker))
     with harness.client(deployment_id) as client:
         assert client.get("/path?q=a+b").text == "/path a b seen=a+b"
+
+
+@pytest.mark.parametrize(
+    ("given", "href", "pathname", "search", "hash_"),
+    [  # what new URL(given) gives in JS (the WHATWG parser)
+        ("https://a.com/x/../y", "https://a.com/y", "/y", "", ""),
+        ("https://a.com/a/./b/../../c/.", "https://a.com/c/", "/c/", "", ""),
+        ("https://a.com/..", "https://a.com/", "/", "", ""),
+        ("https://a.com/?q=a b#f g", "https://a.com/?q=a%20b#f%20g", "/", "?q=a%20b", "#f%20g"),
+        ("https://a.com/?q='x'", "https://a.com/?q=%27x%27", "/", "?q=%27x%27", ""),
+        ("http:/a.com/x", "http://a.com/x", "/x", "", ""),
+        ("http:\\\\a.com\\p?x=\\y", "http://a.com/p?x=\\y", "/p", "?x=\\y", ""),
+        ("https://a.com/?", "https://a.com/?", "/", "", ""),
+        ("https://a.com/#", "https://a.com/#", "/", "", ""),
+        (" https://a.com/p\tq\n ", "https://a.com/pq", "/pq", "", ""),
+    ],
+)
+def test_the_parser_normalises_as_the_url_standard_does(
+    given: str, href: str, pathname: str, search: str, hash_: str
+) -> None:
+    url = URL.new(given)
+    assert (url.href, url.pathname, url.search, url.hash) == (href, pathname, search, hash_)
+
+
+def test_a_host_with_a_forbidden_character_is_invalid() -> None:
+    for bad in ("https://a b.com/", "https://a|b.com/", "https://a^b.com/"):
+        with pytest.raises(TypeError, match="Invalid URL"):
+            URL.new(bad)

@@ -5,18 +5,27 @@ Python Workers code (and the runtime SDK's own ASGI adapter) reads a request's q
 scripts can tell the difference: the scheme and host are lower-cased, a default port is dropped,
 a special URL's empty path is ``/``, ``search`` and ``hash`` keep their ``?``/``#`` (or are
 empty), a missing parameter is ``None`` (JS ``null``), and ``searchParams`` is live: changing it
-rewrites ``search`` and ``href``. Query text is form-encoded (``+`` for a space), as JS
-serializes it. An unparseable URL is a ``TypeError``, as ``new URL()`` throws. IDNA and the
-standard's full percent-encoding sets are not reproduced: ASCII URLs are what handlers see.
+rewrites ``search`` and ``href``. A special URL's path loses its ``.``/``..`` segments and its
+``\`` become ``/``; the query and fragment are percent-encoded with the standard's sets; a
+host with a forbidden character is invalid. Query text from ``searchParams`` is form-encoded
+(``+`` for a space), as JS serializes it. An unparseable URL is a ``TypeError``, as ``new
+URL()`` throws. Not reproduced: IDNA (non-ASCII hosts), IPv4 shorthand (``http://0x7f.1``),
+and ``%2e`` counted as a dot segment.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit
 
 DEFAULT_PORTS = {"http:": "80", "https:": "443", "ws:": "80", "wss:": "443", "ftp:": "21"}
 SPECIAL = frozenset({*DEFAULT_PORTS, "file:"})
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_TABS_AND_NEWLINES = re.compile(r"[\t\n\r]")
+_FORBIDDEN_HOST = frozenset(" #%/<>?@[\\]^|")
+_QUERY_SET = {" ", '"', "#", "<", ">"}  # the standard's query percent-encode set (+ ' if special)
+_FRAGMENT_SET = {" ", '"', "<", ">", "`"}
 
 
 class URLSearchParams:
@@ -107,10 +116,12 @@ class URL:
     """A parsed absolute URL; ``URL.new(url)`` or ``URL.new(relative, base)``."""
 
     def __init__(self, url: object, base: object = None) -> None:
-        text = str(url).strip()
+        text = _TABS_AND_NEWLINES.sub("", str(url).strip())  # the standard drops them anywhere
         if base is not None:
-            base_text = str(URL(base))
-            text = urljoin(base_text, text)
+            text = urljoin(str(URL(base)), text)
+        text = _special_slashes(text)
+        before_fragment = text.split("#", 1)[0]
+        has_query, has_fragment = "?" in before_fragment, "#" in text
         parts = urlsplit(text)
         if not parts.scheme or (f"{parts.scheme}:" in SPECIAL and not parts.netloc):
             raise TypeError(f"Invalid URL: {text!r}")
@@ -124,15 +135,23 @@ class URL:
         self.hostname = (parts.hostname or "").lower()
         if ":" in self.hostname:
             self.hostname = f"[{self.hostname}]"  # IPv6, bracketed as JS shows it
+        elif any(c in _FORBIDDEN_HOST for c in self.hostname):
+            raise TypeError(f"Invalid URL: {text!r} (bad host)")
         shown = "" if port is None else str(port)
         self.port = "" if DEFAULT_PORTS.get(self.protocol) == shown else shown
         path = parts.path
-        if self.protocol in SPECIAL and not path:
-            path = "/"
+        if self.protocol in SPECIAL:
+            path = _remove_dot_segments(path or "/")
         self.pathname = quote(path, safe="/%:@!$&'()*+,;=-._~")
-        self.hash = f"#{parts.fragment}" if parts.fragment else ""
-        self._search = f"?{parts.query}" if parts.query else ""
-        self._params = URLSearchParams(parts.query)
+        special = self.protocol in SPECIAL
+        query = _encode(parts.query, _QUERY_SET | ({"'"} if special else set()))
+        fragment = _encode(parts.fragment, _FRAGMENT_SET)
+        # ``search``/``hash`` read "" for an empty query or fragment, but href keeps a bare ?/#.
+        self._bare_query = has_query and not query
+        self._bare_hash = has_fragment and not fragment
+        self.hash = f"#{fragment}" if fragment else ""
+        self._search = f"?{query}" if query else ""
+        self._params = URLSearchParams(query)
         self._params._owner = self
 
     @staticmethod
@@ -164,6 +183,7 @@ class URL:
     @search.setter
     def search(self, value: str) -> None:
         query = str(value).removeprefix("?")
+        self._bare_query = False
         self._search = f"?{query}" if query else ""
         self._params._pairs = _pairs_from(query)
 
@@ -178,7 +198,9 @@ class URL:
             secret = f":{self.password}" if self.password else ""
             credentials = f"{self.username}{secret}@"
         authority = f"//{credentials}{self.host}" if self.host or self.protocol in SPECIAL else ""
-        return f"{self.protocol}{authority}{self.pathname}{self._search}{self.hash}"
+        search = self._search or ("?" if self._bare_query else "")
+        fragment = self.hash or ("#" if self._bare_hash else "")
+        return f"{self.protocol}{authority}{self.pathname}{search}{fragment}"
 
     def toString(self) -> str:  # noqa: N802 - the JS name
         return self.href
@@ -194,7 +216,46 @@ class URL:
 
     def _query_changed(self) -> None:
         query = self._params.toString()
+        self._bare_query = False
         self._search = f"?{query}" if query else ""
+
+
+def _special_slashes(text: str) -> str:
+    """A special URL's ``\\`` and missing or extra slashes after the scheme, as the standard
+    reads them: ``http:/a.com`` and ``http:\\\\a.com`` are ``http://a.com``."""
+    match = _SCHEME.match(text)
+    if match is None or f"{match.group(1).lower()}:" not in SPECIAL or match.group(1) == "file":
+        return text
+    rest = text[match.end() :]
+    cut = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    head = rest[:cut].replace("\\", "/").lstrip("/")
+    return f"{match.group(1)}://{head}{rest[cut:]}"
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 5.2.4 (the standard's path state does the same): ``/x/../y`` is ``/y``."""
+    kept: list[str] = []
+    segments = path.split("/")
+    for index, segment in enumerate(segments[1:], start=1):
+        last = index == len(segments) - 1
+        if segment == "..":
+            if kept:
+                kept.pop()
+            if last:
+                kept.append("")
+        elif segment == ".":
+            if last:
+                kept.append("")
+        else:
+            kept.append(segment)
+    return "/" + "/".join(kept)
+
+
+def _encode(text: str, encode: set[str]) -> str:
+    """Percent-encode ``encode``, controls and non-ASCII (as UTF-8); leave ``%`` escapes as is."""
+    return "".join(
+        quote(c, safe="") if c in encode or not 0x20 < ord(c) < 0x7F else c for c in text
+    )
 
 
 def _pairs_from(init: object) -> list[tuple[str, str]]:
