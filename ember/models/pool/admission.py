@@ -16,7 +16,9 @@
   an unbounded queue). ``rejectIfBusy`` refuses instead of waiting, once a replica is ready
   (while the model is still loading there are no busy slots to refuse over). A waiter gives up
   after ``queue_timeout_s`` (3007); if every replica failed to start, waiters fail at once with
-  why (3043: a configuration that cannot start is not a capacity problem).
+  why (3043: a configuration that cannot start is not a capacity problem). A request whose
+  replica could not be reached (the pool retries it on another) asks again and, when it must
+  wait, takes a new place at the back: the first-come order holds per attempt.
 """
 
 from __future__ import annotations
@@ -106,10 +108,6 @@ class ModelGroup:
         except BaseException:
             self._drop(ticket)
             raise
-
-    def cancel(self, ticket: Ticket) -> None:
-        """Leave the queue without waiting (a lease granted meanwhile is freed)."""
-        self._drop(ticket)
 
     async def acquire(self, session: str | None, reject_if_busy: bool, weight: int = 1) -> Lease:
         """A slot on a replica; raises CapacityExceeded or UpstreamFailed (see module doc).
