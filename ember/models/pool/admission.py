@@ -109,6 +109,11 @@ class ModelGroup:
             self._drop(ticket)
             raise
 
+    def cancel(self, ticket: Ticket) -> None:
+        """Leave the queue without waiting (a lease granted meanwhile is freed); the tests that
+        compare ``acquire_now`` with ``acquire`` give up a place this way."""
+        self._drop(ticket)
+
     async def acquire(self, session: str | None, reject_if_busy: bool, weight: int = 1) -> Lease:
         """A slot on a replica; raises CapacityExceeded or UpstreamFailed (see module doc).
 
