@@ -49,9 +49,21 @@ def tracked(body: object) -> object:
     return ReadTracker(body) if isinstance(body, dict) else body
 
 
+# The keys of vLLM's ``structured_outputs`` that ember reads (guided_fields.py, regex_fields.py:
+# enforced, or refused with a 400); any other changes what vLLM generates and is named.
+STRUCTURED_OUTPUTS_READ = frozenset(
+    {"json", "regex", "choice", "json_object", "grammar", "structural_tag"}
+)
+
+
 def ignored_note(body: object) -> str | None:
     """The log line for the fields of ``body`` nothing read, or None."""
     if not isinstance(body, ReadTracker):
         return None
     unread = body.unread()
+    structured = dict.get(body, "structured_outputs")
+    if isinstance(structured, Mapping):
+        unread += sorted(
+            f"structured_outputs.{key}" for key in structured if key not in STRUCTURED_OUTPUTS_READ
+        )
     return f"fields present in the request but ignored: {', '.join(unread)}" if unread else None
