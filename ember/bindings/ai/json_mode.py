@@ -28,14 +28,17 @@ def json_mode_miss(body: object, inputs: Mapping[str, Any]) -> str | None:
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return None  # not a chat completion: nothing to judge
+    usage = body.get("usage") if isinstance(body, dict) else None
+    # One choice that stopped at "length" used the whole budget: its size, when nobody set it.
+    used = usage.get("completion_tokens") if isinstance(usage, dict) and len(choices) == 1 else None
     for index, choice in enumerate(choices):  # n choices: every one must hold
-        miss = _choice_json_miss(choice, inputs) if isinstance(choice, dict) else None
+        miss = _choice_json_miss(choice, inputs, used) if isinstance(choice, dict) else None
         if miss is not None:
             return miss if len(choices) == 1 else f"choice {index}: {miss}"
     return None
 
 
-def _choice_json_miss(choice: dict, inputs: Mapping[str, Any]) -> str | None:
+def _choice_json_miss(choice: dict, inputs: Mapping[str, Any], used: object) -> str | None:
     message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
     if message.get("tool_calls"):
         return None  # the model called a tool instead: its arguments are checked elsewhere
@@ -43,7 +46,11 @@ def _choice_json_miss(choice: dict, inputs: Mapping[str, Any]) -> str | None:
     if choice.get("finish_reason") == "length":
         thought = bool(message.get("reasoning_content"))
         return json_mode_cut_short(
-            inputs, thinking=thought and not content, started=bool(content), thought=thought
+            inputs,
+            thinking=thought and not content,
+            started=bool(content),
+            thought=thought,
+            used=used,
         )
     if not isinstance(content, str) or not content.strip():
         return "the answer has no content"
@@ -55,7 +62,12 @@ def _choice_json_miss(choice: dict, inputs: Mapping[str, Any]) -> str | None:
 
 
 def json_mode_cut_short(
-    inputs: Mapping[str, Any], *, thinking: bool, started: bool, thought: bool = False
+    inputs: Mapping[str, Any],
+    *,
+    thinking: bool,
+    started: bool,
+    thought: bool = False,
+    used: object = None,
 ) -> str:
     """Why a JSON Mode answer ended with finish_reason "length", and the field to change.
 
@@ -65,7 +77,7 @@ def json_mode_cut_short(
     Otherwise the JSON itself ran long: the tiny local models in particular write strings
     until something stops them, which ``maxLength``/``maxItems`` in the schema does.
     """
-    limit, field = token_limit(inputs), _limit_field(inputs)
+    limit, field = token_limit(inputs, used), _limit_field(inputs)
     if thinking:
         return (
             f"the model was still thinking when it reached {limit} (finish_reason 'length'), "
@@ -91,10 +103,15 @@ def json_mode_failure_description(reason: str) -> str:
     return f"JSON Mode couldn't be met: {reason}"
 
 
-def token_limit(inputs: Mapping[str, Any]) -> str:
+def token_limit(inputs: Mapping[str, Any], used: object = None) -> str:
+    """The budget the answer ran into, as the caller set it; else the default, with its size
+    when the answer's usage tells it (a client may have left it out on purpose: langchain's
+    Workers AI chat model drops max_tokens for glm-4.7-flash)."""
     for key in ("max_completion_tokens", "max_tokens"):
         if isinstance(inputs.get(key), int):
             return f"{key}={inputs[key]}"
+    if isinstance(used, int) and not isinstance(used, bool):
+        return f"the default token limit ({used} tokens; no max_completion_tokens was given)"
     return "the model's token limit"
 
 

@@ -50,6 +50,14 @@ def test_the_hint_names_the_field_the_caller_used() -> None:
     assert "json_schema with maxLength and maxItems" in miss  # json_object: no schema to bound
 
 
+def test_with_no_limit_given_the_hint_says_the_default_that_applied() -> None:
+    # langchain's Workers AI chat model leaves max_tokens out for glm-4.7-flash on purpose.
+    answer = {**_answer('{"a": "bbbb', None), "usage": {"completion_tokens": 256}}
+    miss = json_mode_miss(answer, {"response_format": {"type": "json_object"}})
+    assert miss is not None
+    assert "the default token limit (256 tokens; no max_completion_tokens was given)" in miss
+
+
 def _chunk(delta: dict, finish: str | None = None) -> str:
     import json
 
