@@ -131,6 +131,9 @@ def _cut_short(data: str) -> bool:
     return '"finish_reason":"length"' in data or '"finish_reason": "length"' in data
 
 
+_NULL_USAGE = '"usage":null'
+
+
 def _event(data: str) -> bytes:
     return b"data: " + data.encode("utf-8") + b"\n\n"
 
@@ -206,8 +209,16 @@ class StreamTranslator:
         if data == "[DONE]":
             self.done = True
             return SSE_DONE
+        if self.workers and _NULL_USAGE in data:
+            # Workers AI's chunks carry a usage object or none: the replica's "usage":null
+            # (include_usage, as OpenAI writes it) made langchain-cloudflare call None.items().
+            # Safe on the text: inside a JSON string the quotes would be escaped.
+            data = data.replace("," + _NULL_USAGE, "").replace(_NULL_USAGE + ",", "")
+        # Workers: a usage object to turn into the final event, or a null usage to drop that
+        # the replacements above could not take out (spaced JSON, a lone key): parse those.
+        markers = ('"usage":{', '"usage": {', '"usage": null', _NULL_USAGE)
         special = data.startswith('{"error"') or (
-            self.workers and ('"usage":{' in data or '"usage": {' in data)
+            self.workers and any(marker in data for marker in markers)
         )
         if not special and not self.rename:
             return _event(data)
@@ -226,6 +237,10 @@ class StreamTranslator:
         usage = payload.get("usage")
         if self.workers and not payload.get("choices") and isinstance(usage, dict):
             return sse_data({"response": "", "usage": usage})
+        if self.workers and "usage" in payload and usage is None:
+            del payload["usage"]
+            _renamed(payload, self.model)
+            return sse_data(payload)
         return sse_data(payload) if _renamed(payload, self.model) else _event(data)
 
     def end(self) -> bytes:
@@ -282,6 +297,8 @@ def reference_translation(
         if dialect == "workers" and not payload.get("choices") and isinstance(usage, dict):
             out.append({"response": "", "usage": usage})
             continue
+        if dialect == "workers" and "usage" in payload and usage is None:
+            del payload["usage"]
         if payload.get("model", model) != model:
             payload["model"] = model
         out.append(payload)

@@ -118,6 +118,21 @@ def test_workers_stream_ends_with_usage_event_and_done() -> None:
     assert events[2] == "[DONE]"
 
 
+def test_workers_stream_chunks_carry_no_null_usage() -> None:
+    # The replica writes "usage": null on every chunk (include_usage, as OpenAI does); Workers
+    # AI's chunks carry a usage object or none, and langchain-cloudflare sums every "usage" it
+    # finds (None.items() broke its streaming).
+    for separators in ((",", ":"), (", ", ": ")):
+        chunk = json.dumps({**CHUNK, "model": MODEL, "usage": None}, separators=separators)
+        events = _collect(workers_stream(_events(chunk, USAGE, "[DONE]"), MODEL))
+        assert events[0] == {**CHUNK, "model": MODEL}
+        named = json.dumps({**CHUNK, "usage": None}, separators=separators)
+        events = _collect(workers_stream(_events(named, USAGE, "[DONE]"), MODEL))
+        assert events[0] == {**CHUNK, "model": MODEL}
+    kept = _collect(openai_stream(_events({**CHUNK, "model": MODEL, "usage": None}), MODEL))
+    assert kept[0]["usage"] is None  # OpenAI's own chunks carry it
+
+
 def test_workers_stream_turns_a_replica_error_into_errors() -> None:
     error = {"error": {"message": "KV cache exhausted", "type": "server_error", "code": None}}
     events = _collect(workers_stream(_events(CHUNK, error), MODEL))
@@ -134,7 +149,7 @@ def test_openai_stream_passes_chunks_through() -> None:
 def _random_stream(rng: random.Random) -> list[str]:
     """Replica events as ember's server or SGLang may write them (compact or spaced JSON)."""
     events = []
-    texts = ["hi", ' "usage":{"x":1} ', '{"error": 1}', "ü", "", "data: [DONE]"]
+    texts = ["hi", ' "usage":{"x":1} ', ',"usage":null', '{"error": 1}', "ü", "", "data: [DONE]"]
     for _ in range(rng.randint(0, 8)):
         delta = {rng.choice(["content", "reasoning_content"]): rng.choice(texts)}
         chunk = {
