@@ -190,6 +190,9 @@ class _Printer:
         if self.as_json:
             click.echo(json.dumps(payload))
             return
+        if isinstance(payload, dict) and "response" in payload:  # a classic model's event
+            self._classic(payload)
+            return
         if not isinstance(payload, dict) or not payload.get("choices"):
             return
         delta = payload["choices"][0].get("delta") or {}
@@ -205,11 +208,22 @@ class _Printer:
         if self.as_json:
             click.echo(json.dumps(result, indent=2))
             return
+        if "choices" not in result:  # a classic model: {response, tool_calls, usage}
+            self._classic(result)
+            return
         message = result["choices"][0]["message"]
         self._text(message.get("reasoning_content"), message.get("content"))
         for call in message.get("tool_calls") or []:
             function = call["function"]
             sys.stdout.write(f"\n[tool call] {function['name']}({function['arguments']})")
+
+    def _classic(self, payload: dict[str, Any]) -> None:
+        response = payload.get("response")
+        self._text(None, response if isinstance(response, str) else json.dumps(response))
+        for call in payload.get("tool_calls") or []:
+            arguments = json.dumps(call.get("arguments"))
+            sys.stdout.write(f"\n[tool call] {call.get('name')}({arguments})")
+        sys.stdout.flush()
 
     def _text(self, reasoning: str | None, content: str | None) -> None:
         if reasoning:

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from ember.bindings.ai.answer import AIRequestFailed
+from ember.bindings.ai.classic import ClassicStream
 from ember.bindings.ai.dialects import StreamTranslator, openai_error_event, workers_error_event
 from ember.bindings.ai.failures import Failure, failure_of
 from ember.bindings.ai.raw_prompt import as_chat_chunk
@@ -30,10 +31,14 @@ async def translate(
     json_inputs: Mapping[str, Any] | None,
     raw: bool = False,
     thinking_ate_answer: Callable[[], None] | None = None,
+    classic: bool = False,
 ) -> AsyncIterator[bytes]:
     """The caller's event stream; quota released and the answer stored when it ends;
-    ``thinking_ate_answer`` called when the budget ran out inside the reasoning."""
-    translator = StreamTranslator(dialect, model, events.renamed, json_inputs)
+    ``thinking_ate_answer`` called when the budget ran out inside the reasoning; ``classic``:
+    the Workers AI classic events (``classic.py``) in place of chat chunks."""
+    translator: StreamTranslator | ClassicStream = ClassicStream()
+    if not classic:
+        translator = StreamTranslator(dialect, model, events.renamed, json_inputs)
     recorded: list[bytes] | None = [] if store is not None else None
     try:
         while not translator.done:

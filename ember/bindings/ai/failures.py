@@ -37,6 +37,7 @@ class Failure:
     description: str
     retry_after: float | None = None
     field: str | None = None  # the invalid input's JSON pointer (5006)
+    hint: str = ""  # ember's own advice after the platform's text (an unknown model: 5007)
 
     @property
     def message(self) -> str:

@@ -23,10 +23,12 @@ from ember.bindings.ai.answer import AIAnswer, AIRequestFailed, answer_headers, 
 from ember.bindings.ai.answer_stream import AnswerStream, translate
 from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
+from ember.bindings.ai.classic import classic_inputs, classic_result
 from ember.bindings.ai.dialects import completion_result, is_streaming, upstream_request
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
 from ember.bindings.ai.model_rows import model_rows
+from ember.bindings.ai.model_schema import Schema, schema_of
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
@@ -37,7 +39,8 @@ from ember.bindings.ai.thinking import (
     reasoning_cut_short,
 )
 from ember.bindings.ai.unknown_fields import unknown_fields_note
-from ember.errors import InvalidModelInput, ModelNotFound
+from ember.bindings.ai.unknown_model import no_such_model
+from ember.errors import InvalidModelInput
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.responses_store import ResponseStore
@@ -125,12 +128,16 @@ class AIGateway:
         return await self.run(tenant, model, body, options, dialect="openai")
 
     def require_model(self, model: str) -> None:
-        """ModelNotFound (5007) unless ``model`` is served here. Called by every front before
+        """AIRequestFailed (5007) unless ``model`` is served here. Called by every front before
         it reads the request's ``options``: Workers AI looks the model up first, so an unknown
         model is a 5007 whatever else is wrong with the request."""
         if not isinstance(model, str) or not self.pool.knows(model):
-            missing = ModelNotFound(f"No such model {model} or task")
-            raise AIRequestFailed(failure_of(missing, str(model)))
+            served = self.pool.model_ids()
+            raise AIRequestFailed(no_such_model(str(model), served, self.config.project_config))
+
+    def schema(self, model: str) -> Schema:
+        """The Workers AI schema ``model`` answers ``env.AI.run`` and ``ai/run`` in."""
+        return schema_of(model, self.config.pool.serving(model).schema)
 
     async def _run(
         self,
@@ -153,6 +160,9 @@ class AIGateway:
                 "set to true (the third argument of env.AI.run)",
             )
         stream = is_streaming(inputs)
+        classic = dialect == "workers" and self.schema(model) == "classic"
+        if classic:
+            inputs = classic_inputs(inputs)
         catalog = self.pool.catalog
         entry = catalog.get(model) if model in catalog else None
         if entry is not None and entry.thinking_mandatory:
@@ -167,7 +177,8 @@ class AIGateway:
         gateway = options.gateway
         key = None
         if gateway is not None and gateway.cache_ttl and not gateway.skip_cache:
-            key = cache_key(tenant, f"{dialect}:{gateway.id}", model, inputs, gateway.cache_key)
+            scope = f"{dialect}:{'classic:' if classic else ''}{gateway.id}"
+            key = cache_key(tenant, scope, model, inputs, gateway.cache_key)
             hit = self.cache.get(key)
             if hit is not None:
                 return cached_answer(request_id, hit.stream, hit.content)
@@ -195,7 +206,12 @@ class AIGateway:
                     if miss is not None:
                         description = json_mode_failure_description(miss)
                         raise AIRequestFailed(Failure(JSON_MODE_NOT_MET, description))
-                content = json.dumps(completion_result(result, model)).encode("utf-8")
+                shaped = (
+                    classic_result(result, wants_json(inputs))
+                    if classic
+                    else completion_result(result, model)
+                )
+                content = json.dumps(shaped).encode("utf-8")
                 if key is not None and gateway is not None and gateway.cache_ttl:
                     self.cache.put(key, False, content, gateway.cache_ttl)
                 return AIAnswer(request_id, 200, answer_headers(request_id, False, key), content)
@@ -213,7 +229,9 @@ class AIGateway:
             self._progress(cut_short_note(model, inputs))
 
         chunks = AnswerStream(
-            translate(events, model, dialect, release, store, json_inputs, upstream.raw, note),
+            translate(
+                events, model, dialect, release, store, json_inputs, upstream.raw, note, classic
+            ),
             events,
             release,
         )
@@ -249,11 +267,16 @@ class AIGateway:
         return AIAnswer(request_id, 200, answer_headers(request_id, False, None), content)
 
     async def _run_batch_item(self, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        classic = self.schema(model) == "classic"
+        if classic:
+            request = classic_inputs(request)
         upstream = upstream_request(model, {**request, "stream": False}, "workers", stream=False)
         answer = await self.pool.post(model, upstream.path, upstream.body, RequestOptions())
         if answer.status != 200:
             raise upstream_refusal(model, answer.status, answer.body)
         result = as_chat_completion(answer.body) if upstream.raw else answer.body
+        if classic:
+            return classic_result(result, wants_json(request))  # type: ignore[return-value]
         return completion_result(result, model)  # type: ignore[return-value]
 
     def models(self) -> list[dict[str, Any]]:

@@ -130,7 +130,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
                 return Response(status_code=CLIENT_GONE)
             except AIRequestFailed as exc:
                 if exc.failure.code is NO_SUCH_MODEL:
-                    return _openai_model_not_found(model)
+                    return _openai_model_not_found(model, exc.failure.hint)
                 return _openai_failure(exc.failure)
             except ResponseNotFound as exc:
                 return JSONResponse(exc.openai_body(), status_code=404)
@@ -362,12 +362,13 @@ def _rest_failure(failure: Failure) -> Response:
     return JSONResponse(failure.rest_body(), status_code=failure.status, headers=failure.headers())
 
 
-def _openai_model_not_found(model: str) -> Response:
+def _openai_model_not_found(model: str, hint: str = "") -> Response:
     """An unknown model on the OpenAI-compatible front (``/ai/v1``), answered as OpenAI answers
     it (and ``ember models serve``): 404 ``model_not_found``, which the ``openai`` client raises
     as NotFoundError. No source shows what Workers AI's ``/ai/v1`` answers; its REST ``ai/run``
     answers 5007 with a 400, and still does here."""
     message = f"The model `{model}` does not exist or you do not have access to it."
+    message += f" {hint}" if hint else ""  # ember's: what is served, how to serve the id
     error = {"message": message, "type": "invalid_request_error", "param": "model"}
     return JSONResponse({"error": {**error, "code": "model_not_found"}}, status_code=404)
 

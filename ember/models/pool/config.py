@@ -57,8 +57,11 @@ MODEL_KEYS = frozenset(
         "model_path",
         "context_window",
         "max_queued_requests",
+        "schema",
     }
 )
+# Workers AI's two text-generation schemas (ember.bindings.ai.model_schema picks the default).
+SCHEMAS = ("classic", "chat-completions")
 REPLICA_KEYS = frozenset(
     {
         "backend",
@@ -142,6 +145,9 @@ class ModelServing:
     checkpoint: Path | None = None  # catalog override: serve the id from this directory
     context_window: int | None = None
     max_queued_requests: int = 256
+    # "classic" | "chat-completions" (None: the id's platform schema). Read by the gateway per
+    # request; not part of how the replicas run, so changing it restarts none.
+    schema: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +255,9 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
     queued = value.get("max_queued_requests", 256)
     if isinstance(queued, bool) or not isinstance(queued, int) or not 0 <= queued <= 100_000:
         raise ConfigError(file, f"{where}.max_queued_requests", queued, "0 to 100000")
+    schema = value.get("schema")
+    if schema is not None and schema not in SCHEMAS:
+        raise ConfigError(file, f"{where}.schema", schema, " or ".join(SCHEMAS))
     directory = None
     if checkpoint:
         directory = Path(checkpoint).expanduser()
@@ -260,6 +269,7 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
         directory,
         window,
         queued,
+        schema,
     )
 
 

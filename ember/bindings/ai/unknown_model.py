@@ -1,0 +1,35 @@
+"""The 5007 for a model id nobody serves here, with what ember serves and how to serve it.
+
+Workers AI's text comes first, unchanged (``5007: No such model <id> or task``: scripts match
+it); what follows is ember's: the ids served here and the config key that answers the id from a
+local checkpoint (a project's ``ai.models`` in ``ember dev``, the operator's on ``ember serve``).
+"""
+
+from __future__ import annotations
+
+from ember.bindings.ai.failures import Failure
+from ember.models.api.errors import NO_SUCH_MODEL
+
+
+def no_such_model(model: str, served: list[str], project_config: bool) -> Failure:
+    """The failure for ``model``; ``served``: the ids answered here; ``project_config``: the
+    project configures the pool (``ember dev``, ``ember ai run``), not the operator."""
+    hint = unknown_model_hint(model, served, project_config)
+    description = f"{NO_SUCH_MODEL.describe(model=model)}. {hint}"
+    # "/model": the OpenAI-compatible body's field (its error names it in ``param``).
+    return Failure(NO_SUCH_MODEL, description, field="/model", hint=hint)
+
+
+def unknown_model_hint(model: str, served: list[str], project_config: bool) -> str:
+    """What ember serves, and where ``model`` would be mapped to a local checkpoint."""
+    listed = ", ".join(served) if served else "no model"
+    key = f'ai.models."{model}".checkpoint: <checkpoint directory>'
+    where = (
+        f'in the project\'s config ({key}; in wrangler.toml [ai.models."{model}"] checkpoint = ...)'
+        if project_config
+        else f"in the platform's config (ember serve --config, {key}): ask its operator"
+    )
+    return (
+        f"ember serves {listed} here. To answer {model} here, map it to a local checkpoint "
+        f"{where}; a checkpoint directory holds config.json, *.safetensors and tokenizer.json."
+    )
