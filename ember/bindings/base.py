@@ -161,6 +161,12 @@ class CallContext(Protocol):
         """Add one to a per-request counter (e.g. KV operations) and return its new value."""
         ...
 
+    def note(self, level: str, message: str) -> None:
+        """Tell the worker's author something about this call (ember serve): a log line of the
+        request's invocation (what ``ember tail`` shows) and the operator's log, naming the
+        worker and account."""
+        ...
+
 
 class ServiceHost(Protocol):
     """What the supervisor offers a service: its deployment, a state directory, shared objects."""

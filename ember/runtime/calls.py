@@ -27,20 +27,33 @@ from ember.runtime.pipe import PipedBody
 from ember.runtime.protocol import Call, CallError, CallResult, Message, encode
 
 log = logging.getLogger(__name__)
+# (request id, level, message): a service's note about a call (CallContextImpl.note).
+Note = Callable[[int, str, str], None]
 
 
 class CallContextImpl:
     """The ``CallContext`` a service sees."""
 
-    __slots__ = ("deployment_id", "request_id", "upload", "_counters")
+    __slots__ = ("deployment_id", "request_id", "upload", "_counters", "_note")
 
     def __init__(
-        self, deployment_id: str, request_id: int, upload: InStream | None, counters: dict[str, int]
+        self,
+        deployment_id: str,
+        request_id: int,
+        upload: InStream | None,
+        counters: dict[str, int],
+        note: Note | None = None,
     ) -> None:
         self.deployment_id = deployment_id
         self.request_id = request_id
         self.upload: AsyncIterator[bytes] | None = upload
         self._counters = counters
+        self._note = note
+
+    def note(self, level: str, message: str) -> None:
+        """A line for the request's invocation log and the operator (``SupervisorHooks.note``)."""
+        if self._note is not None:
+            self._note(self.request_id, level, message)
 
     def count(self, counter: str) -> int:
         """Increment a per-request counter and return the new value."""
@@ -59,8 +72,10 @@ class CallRunner:
         mux: Mux,
         lookup: Callable[[str], BindingService | None],
         max_concurrent: int,
+        note: Note | None = None,
     ) -> None:
         self._deployment_id = deployment_id
+        self._note = note
         self._send = send
         self._mux = mux
         self._lookup = lookup
@@ -102,7 +117,7 @@ class CallRunner:
                 message.cid, upload, "binding", f"env has no binding named {message.binding!r}"
             )
             return
-        context = CallContextImpl(self._deployment_id, message.rid, upload, counters)
+        context = CallContextImpl(self._deployment_id, message.rid, upload, counters, self._note)
         task = asyncio.ensure_future(self._run(message, service, context, upload))
         self._tasks[message.cid] = task
         self._by_request.setdefault(message.rid, set()).add(message.cid)

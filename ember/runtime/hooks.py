@@ -54,6 +54,19 @@ class SupervisorHooks:
         if request is not None and request.trace is not None and _keep(request, len(message)):
             request.trace.append((level, message, time.time() * 1000))
 
+    def note(
+        self, process: IsolateProcess, level: str, message: str, request: InFlight | None
+    ) -> None:
+        """A binding service's note about one of the request's calls (the AI gateway's, e.g.
+        "content is null: the model spent all of max_tokens thinking"): a line of the
+        invocation's log, as the worker's own console lines are (what ``tail`` shows), and a
+        line for the operator naming the worker and account (a warn LifecycleEvent, which
+        ``ember serve`` prints so). Not a ConsoleEvent: the worker did not print it."""
+        message = self._redact(process, message)
+        self._supervisor.events.emit(E.LifecycleEvent(process.deployment.id, level, message))
+        if request is not None and request.trace is not None and _keep(request, len(message)):
+            request.trace.append((level, message, time.time() * 1000))
+
     def exception(
         self,
         process: IsolateProcess,

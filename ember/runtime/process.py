@@ -85,7 +85,12 @@ class IsolateProcess(LimitWatch, asyncio.Protocol):
         self._writer = FrameWriter(MAX_UNREAD_BYTES, self._not_reading)
         self.mux = Mux(self.send)
         self.calls = CallRunner(
-            deployment.id, self.send, self.mux, services.get, self.limits.max_concurrent_calls
+            deployment.id,
+            self.send,
+            self.mux,
+            services.get,
+            self.limits.max_concurrent_calls,
+            lambda rid, level, message: hooks.note(self, level, message, self.inflight.get(rid)),
         )
         self.inflight: dict[int, InFlight] = {}
         self.handlers: list[str] = []

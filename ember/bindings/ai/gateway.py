@@ -107,10 +107,13 @@ class AIGateway:
         inputs: Mapping[str, Any],
         options: RunOptions,
         dialect: Dialect = "workers",
+        note: Callable[[str], None] | None = None,
     ) -> AIAnswer:
-        """One ``env.AI.run`` / REST ``ai/run`` call; raises AIRequestFailed."""
+        """One ``env.AI.run`` / REST ``ai/run`` call; raises AIRequestFailed. ``note``: where
+        this request's notes go (a worker's invocation log on ``ember serve``) in place of
+        ``progress`` (the dev console, the operator's log)."""
         try:
-            return await self._run(tenant, model, inputs, options, dialect)
+            return await self._run(tenant, model, inputs, options, dialect, note or self._progress)
         except AIRequestFailed:
             raise
         except Exception as exc:
@@ -146,6 +149,7 @@ class AIGateway:
         inputs: Mapping[str, Any],
         options: RunOptions,
         dialect: Dialect,
+        say: Callable[[str], None],
     ) -> AIAnswer:
         self.require_model(model)
         request_id = secrets.token_hex(16)
@@ -168,12 +172,12 @@ class AIGateway:
         if entry is not None and entry.thinking_mandatory:
             inputs, mandatory = mandatory_effort(model, inputs)
             if mandatory:
-                self._progress(mandatory)
+                say(mandatory)
         vision = entry is not None and entry.vision
         upstream = upstream_request(model, inputs, dialect, stream=stream, platform_vision=vision)
         for note in (ignored_thinking_fields(model, inputs), unknown_fields_note(model, inputs)):
             if note is not None:
-                self._progress(note)
+                say(note)
         gateway = options.gateway
         key = None
         if gateway is not None and gateway.cache_ttl and not gateway.skip_cache:
@@ -200,7 +204,7 @@ class AIGateway:
                 result = as_chat_completion(answer.body) if upstream.raw else answer.body
                 note = reasoning_cut_short(model, result, inputs)
                 if note is not None:
-                    self._progress(note)
+                    say(note)
                 if dialect == "workers" and wants_json(inputs):
                     miss = json_mode_miss(result, inputs)
                     if miss is not None:
@@ -226,7 +230,7 @@ class AIGateway:
             store = functools.partial(self.cache.put, key, True, ttl=ttl)
 
         def note() -> None:
-            self._progress(cut_short_note(model, inputs))
+            say(cut_short_note(model, inputs))
 
         chunks = AnswerStream(
             translate(

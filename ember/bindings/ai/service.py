@@ -18,7 +18,7 @@ anything the isolate sends.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
@@ -88,12 +88,20 @@ class AIService(BindingService):
             gateway.require_model(model)  # before inputs and options, as REST ai/run
             inputs = await _inputs(inputs_json, ctx.upload)
             options = parse_run_options(raw_options, model)
-            answer = await gateway.run(self.tenant, model, inputs, options)
+            # On ember serve (the operator owns the pool) the request's notes belong to the
+            # worker's author: its invocation's log, what `ember tail` shows. ember dev prints
+            # them on the dev console, which the author reads already.
+            note = None if gateway.config.project_config else _note_to(ctx)
+            answer = await gateway.run(self.tenant, model, inputs, options, note=note)
         except AIRequestFailed as exc:
             return _failed(exc.failure, raw)
         except (InvalidModelInput, CheckpointError, ConfigError) as exc:
             return _failed(failure_of(exc, str(model)), raw)
         return _reply(answer)
+
+
+def _note_to(ctx: CallContext) -> Callable[[str], None]:
+    return lambda line: ctx.note("warn", line)
 
 
 def _search(params: object) -> ModelSearch | None:
