@@ -6,7 +6,8 @@ and OpenAI (``/ai/v1/chat/completions``: ``model`` and ``messages``; streams end
 usage chunk). Replicas speak OpenAI only. Inputs are validated here first (``parse_chat_request``,
 so an invalid field is a 5006 naming it before any replica is involved), then forwarded with the
 fields every backend understands; a stream is translated event by event, passing the replica's
-bytes through untouched wherever the dialects agree.
+bytes through untouched wherever the dialects agree. A Workers AI model of the classic schema
+(``model_schema.py``) is translated once more, by ``classic.py``.
 """
 
 from __future__ import annotations

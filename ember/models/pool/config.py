@@ -12,6 +12,9 @@ operator's config)::
           kv_cache_dtype: fp8_e4m3
           quantization: int4
           checkpoint: ./ckpt/glm         # point the id at a checkpoint directory
+        "@cf/meta/llama-3.1-8b-instruct":
+          checkpoint: ./ckpt/glm
+          schema: classic                # Workers AI schema of env.AI.run (default: the id's)
         "@cf/moonshotai/kimi-k2.6":
           backend: sglang                # launched as python -m sglang.launch_server
           tp: 8

@@ -95,7 +95,10 @@ def test_a_classic_tool_call_has_object_arguments_whole_and_streamed(dev: DevSer
     jsonschema.validate(call["arguments"], UNIT)
     events = parse_sse(_run(dev, LLAMA, {**inputs, "stream": True}).content)
     (streamed,) = [e for e in events if isinstance(e, dict) and e.get("tool_calls")]
-    assert streamed["tool_calls"] == [call]
+    assert streamed["response"] == ""
+    (streamed_call,) = streamed["tool_calls"]  # sampled anew (temperature 0.6): same shape
+    assert streamed_call["name"] == "get_weather" and isinstance(streamed_call["arguments"], dict)
+    jsonschema.validate(streamed_call["arguments"], UNIT)
 
 
 def test_json_mode_response_is_an_object(dev: DevServer) -> None:

@@ -57,12 +57,13 @@ def test_rest_run_envelope(dev: DevServer, path: str) -> None:
 def test_rest_errors_and_stream(dev: DevServer) -> None:
     missing = httpx.post(f"{dev.url}/client/v4/accounts/a/ai/run/@cf/x/y", json={"prompt": "x"})
     assert missing.status_code == 400
-    assert missing.json() == {
-        "result": None,
-        "success": False,
-        "errors": [{"code": 5007, "message": "No such model @cf/x/y or task"}],
-        "messages": [],
-    }
+    body = missing.json()
+    (error,) = body.pop("errors")
+    assert body == {"result": None, "success": False, "messages": []}
+    # The platform's text first (scripts match it), then what ember serves and how to map it.
+    assert error["code"] == 5007
+    assert error["message"].startswith("No such model @cf/x/y or task. ember serves ")
+    assert 'ai.models."@cf/x/y".checkpoint' in error["message"]
     # An unknown model is a 5007 whatever else is wrong: the platform looks the model up first.
     bad_options = {"prompt": "x", "options": {"gateway": {"id": "g", "cacheTtl": -1}}}
     both = httpx.post(f"{dev.url}/client/v4/accounts/a/ai/run/@cf/x/y", json=bad_options)
