@@ -24,6 +24,7 @@ from ember.models.api.sse import SSE_DONE, sse_data
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_TEMPERATURE = 0.6
+CLASSIC_MAX_TEMPERATURE = 5.0  # the classic schema's "temperature" maximum (family B: 2)
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
@@ -40,6 +41,11 @@ def classic_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
     if out.get("chat_template_kwargs") is None:
         out["chat_template_kwargs"] = {"enable_thinking": False}
     return out
+
+
+def classic_limits(classic: bool) -> dict[str, float]:
+    """``upstream_request``'s keyword arguments for the model's schema's ranges."""
+    return {"max_temperature": CLASSIC_MAX_TEMPERATURE} if classic else {}
 
 
 def _openai_tool(tool: object) -> object:

@@ -22,7 +22,12 @@ from ember.bindings.ai.failures import LoraUnsupported
 from ember.bindings.ai.fields import SAMPLING_FIELDS
 from ember.bindings.ai.json_mode import json_mode_cut_short, json_mode_failure_description
 from ember.bindings.ai.raw_prompt import COMPLETIONS_PATH, raw_body, wants_raw
-from ember.models.api.chat_request import ChatRequest, Dialect, parse_chat_request
+from ember.models.api.chat_request import (
+    WORKERS_AI_MAX_TEMPERATURE,
+    ChatRequest,
+    Dialect,
+    parse_chat_request,
+)
 from ember.models.api.errors import JSON_MODE_NOT_MET, InvalidRequestField, WorkersAIErrorCode
 from ember.models.api.messages import TEXT_ONLY
 from ember.models.api.sse import SSE_DONE, sse_data
@@ -64,16 +69,18 @@ def upstream_request(
     *,
     stream: bool,
     platform_vision: bool = False,
+    max_temperature: float = WORKERS_AI_MAX_TEMPERATURE,
 ) -> Upstream:
     """Validate ``inputs`` (InvalidRequestField names the field) and build the replica's request.
     ``platform_vision``: the platform model reads images, so a refused image part says that
-    it is ember's checkpoint, not the model, that reads text only."""
+    it is ember's checkpoint, not the model, that reads text only. ``max_temperature``: the
+    model's schema's (a classic model's goes to 5)."""
     if isinstance(inputs, Mapping) and inputs.get("lora") is not None:
         # The platform answers 5005 for a model without LoRA support; ignoring the field would
         # answer from the base model as if the adapter had been applied.
         raise LoraUnsupported("/lora", f"{model} does not support LoRa inference")
     try:
-        request = parse_chat_request(inputs, dialect=dialect)
+        request = parse_chat_request(inputs, dialect=dialect, max_temperature=max_temperature)
     except InvalidRequestField as exc:
         if platform_vision and exc.expected == TEXT_ONLY:
             expected = (

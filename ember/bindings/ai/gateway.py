@@ -23,7 +23,7 @@ from ember.bindings.ai.answer import AIAnswer, AIRequestFailed, answer_headers, 
 from ember.bindings.ai.answer_stream import AnswerStream, translate
 from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
-from ember.bindings.ai.classic import classic_inputs, classic_result
+from ember.bindings.ai.classic import classic_inputs, classic_limits, classic_result
 from ember.bindings.ai.dialects import completion_result, is_streaming, upstream_request
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
@@ -174,7 +174,9 @@ class AIGateway:
             if mandatory:
                 say(mandatory)
         vision = entry is not None and entry.vision
-        upstream = upstream_request(model, inputs, dialect, stream=stream, platform_vision=vision)
+        upstream = upstream_request(
+            model, inputs, dialect, stream=stream, platform_vision=vision, **classic_limits(classic)
+        )
         for note in (ignored_thinking_fields(model, inputs), unknown_fields_note(model, inputs)):
             if note is not None:
                 say(note)
@@ -252,10 +254,11 @@ class AIGateway:
         if "request_id" in inputs and not options.queue_request:
             result = self.batches.poll(tenant, model, inputs["request_id"])
         else:
+            limits = classic_limits(self.schema(model) == "classic")
 
             def validate(request: Mapping[str, Any], where: str) -> None:
                 try:
-                    upstream_request(model, request, "workers", stream=False)
+                    upstream_request(model, request, "workers", stream=False, **limits)
                 except LoraUnsupported:
                     raise  # 5005 for the whole batch, as for one request
                 except InvalidModelInput as exc:
@@ -274,7 +277,9 @@ class AIGateway:
         classic = self.schema(model) == "classic"
         if classic:
             request = classic_inputs(request)
-        upstream = upstream_request(model, {**request, "stream": False}, "workers", stream=False)
+        upstream = upstream_request(
+            model, {**request, "stream": False}, "workers", stream=False, **classic_limits(classic)
+        )
         answer = await self.pool.post(model, upstream.path, upstream.body, RequestOptions())
         if answer.status != 200:
             raise upstream_refusal(model, answer.status, answer.body)

@@ -116,3 +116,22 @@ def test_an_unknown_id_keeps_the_platforms_text_first_then_says_how_to_serve_it(
     assert failure.hint in failure.description
     assert ("project's config" in failure.hint) is project
     assert ("operator" in failure.hint) is not project
+
+
+def test_classic_temperature_goes_to_five_as_in_the_platforms_schema() -> None:
+    from ember.bindings.ai.classic import CLASSIC_MAX_TEMPERATURE
+    from ember.bindings.ai.dialects import upstream_request
+    from ember.models.api.errors import InvalidRequestField
+
+    inputs = classic_inputs({"prompt": "hi", "temperature": 4.5})
+    upstream = upstream_request(
+        LLAMA, inputs, "workers", stream=False, max_temperature=CLASSIC_MAX_TEMPERATURE
+    )
+    assert upstream.body["temperature"] == 4.5
+    with pytest.raises(InvalidRequestField) as hot:
+        upstream_request(
+            LLAMA, {**inputs, "temperature": 5.5}, "workers", stream=False, max_temperature=5
+        )
+    assert hot.value.field == "/temperature"
+    with pytest.raises(InvalidRequestField):  # family B keeps its 0-2
+        upstream_request(GLM, {"prompt": "hi", "temperature": 4.5}, "workers", stream=False)
