@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.bindings.ai.model_schema import schema_of
 from ember.models.pool.pool import ModelPool, ModelStatus
 
 
@@ -36,6 +37,7 @@ def served_here(status: ModelStatus) -> dict[str, Any]:
 
 
 def _row(pool: ModelPool, s: ModelStatus) -> dict[str, Any]:
+    serving = pool.config.serving(s.model_id)
     return {
         "id": s.model_id,
         "architecture": s.architecture,
@@ -47,8 +49,7 @@ def _row(pool: ModelPool, s: ModelStatus) -> dict[str, Any]:
             {"state": r.state, "describe": r.describe, "restarts": r.restarts} for r in s.replicas
         ]
         or [
-            {"state": "stopped", "describe": d.describe(), "restarts": 0}
-            for d in pool.config.serving(s.model_id).replicas
+            {"state": "stopped", "describe": d.describe(), "restarts": 0} for d in serving.replicas
         ],
         "loaded": s.loaded,
         "queued": s.queued,
@@ -56,5 +57,6 @@ def _row(pool: ModelPool, s: ModelStatus) -> dict[str, Any]:
         "function_calling": s.function_calling,
         "reasoning": s.reasoning,
         "vision": s.vision,
-        "ember": served_here(s),
+        # The Workers AI schema env.AI.run answers this id in (model_schema.py).
+        "ember": {**served_here(s), "schema": schema_of(s.model_id, serving.schema)},
     }

@@ -123,6 +123,11 @@ def test_rest_is_classic_and_ai_v1_stays_openai(dev: DevServer) -> None:
 def test_the_schema_field_keeps_a_classic_id_on_chat_completions(dev: DevServer) -> None:
     result = _run(dev, LLAMA_CHAT, {"prompt": "hi", "max_tokens": 3}).json()["result"]
     assert result["object"] == "chat.completion" and result["model"] == LLAMA_CHAT
+    # The model list says which schema each id answers in.
+    listed = httpx.get(dev.url + "/ai/v1/models", timeout=60).json()["data"]
+    schemas = {row["id"]: row["ember"]["schema"] for row in listed}
+    assert schemas[LLAMA] == "classic" and schemas[LLAMA_CHAT] == "chat-completions"
+    assert schemas["@cf/zai-org/glm-4.7-flash"] == "chat-completions"
 
 
 def test_an_unmapped_id_says_what_is_served_and_how_to_map_it(dev: DevServer) -> None:

@@ -99,6 +99,7 @@ def test_rows_say_what_ember_serves_beside_the_platforms_flags() -> None:
         "vision": False,
         "function_calling": True,
         "reasoning": True,
+        "schema": "chat-completions",  # what env.AI.run answers: a chat.completion
     }
     searched = catalog_entry(listed["@cf/zai-org/glm-5.3-flash"])
     assert searched["ember"]["vision"] is False and searched["ember"]["checkpoint"] == "glmdsa-tiny"
