@@ -307,6 +307,10 @@ class Mux:
         """The highest outgoing stream id ever opened (ids above it never existed)."""
         return self._next_sid
 
+    def open_counts(self) -> tuple[int, int]:
+        """(outgoing, incoming) streams registered now: a leak shows as a count that stays up."""
+        return len(self._out), len(self._in)
+
     def release_out(self, stream: OutStream) -> None:
         """Forget a finished outgoing stream."""
         self._out.pop(stream.sid, None)

@@ -3,7 +3,7 @@
 Routes: ``/echo`` (method, path, query, headers and body back as JSON, plus a cookie),
 ``/redirect?to=PATH`` (302), ``/chunks?n=N`` (N streamed chunks), ``/big?n=BYTES``,
 ``/status/CODE``, ``/hold?key=K`` (answers once ``/release?key=K`` was requested), and
-``/never`` (answers only when the client goes away).
+``/never`` (answers only when the client goes away; ``gone`` counts those departures).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Upstream:
     def __init__(self) -> None:
         self.held: set[str] = set()  # /hold keys waiting now
         self.seen: list[str] = []  # paths requested, in order
+        self.gone = 0  # /never requests whose client went away
         self._gates: dict[str, asyncio.Event] = {}
         config = uvicorn.Config(
             self.app,
@@ -102,6 +103,7 @@ class Upstream:
         elif path == "/never":
             while (await receive())["type"] != "http.disconnect":
                 pass
+            self.gone += 1
         else:
             await _reply(send, 404, b"no such route")
 
