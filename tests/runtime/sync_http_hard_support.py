@@ -3,7 +3,8 @@
 Routes: ``burn`` (CPU between blocking calls until the CPU limit stops it), ``lines`` (a
 streamed response of numbered lines that goes on until ``burn`` has stopped), ``busy`` (fills
 the isolate's socket, then makes a blocking call), ``never`` (a blocking call that is never
-answered) and ``streams`` (the isolate's open stream and pending call counts).
+answered), ``trickle`` (a streamed reply whose body stops after its first chunk) and
+``streams`` (the isolate's open stream and pending call counts).
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ async def on_fetch(request, env):
     if route == "never":
         requests.get(up + "/never")  # no timeout: only a cancel of this request ends it
         return Response("answered")
+    if route == "trickle":
+        r = requests.get(up + "/trickle", stream=True)
+        return Response(b"".join(r.iter_content(chunk_size=None)))  # the rest never comes
     if route == "streams":
         channel = current_scope().channel
         out, incoming = channel._mux.open_counts()

@@ -73,8 +73,9 @@ def test_a_blocking_call_on_a_socket_not_yet_drained_fails_fast_and_the_isolate_
     assert harness.supervisor.isolate(worker) is process
 
 
+@pytest.mark.parametrize("route", ["never", "trickle"])  # blocked on the head / on the body
 def test_a_client_that_leaves_cancels_the_subrequest_and_releases_every_stream(
-    harness: Harness, upstream: Upstream, tmp_path: Path
+    harness: Harness, upstream: Upstream, tmp_path: Path, route: str
 ) -> None:
     worker = harness.deploy(write_project(tmp_path / "leaver", WORKER))
     assert _get(harness, worker, upstream, "ok").text == "ok"
@@ -84,7 +85,7 @@ def test_a_client_that_leaves_cancels_the_subrequest_and_releases_every_stream(
     harness.wait_for(lambda: process.mux.open_counts() == (0, 0))
     gone = upstream.gone
     with pytest.raises(httpx.ReadTimeout):
-        _get(harness, worker, upstream, "never", timeout=1)
+        _get(harness, worker, upstream, route, timeout=1)
     harness.wait_for(lambda: upstream.gone == gone + 1)  # the upstream saw the subrequest end
     harness.wait_for(lambda: process.mux.open_counts() == (0, 0))
     assert _get(harness, worker, upstream, "streams").json() == before

@@ -3,7 +3,8 @@
 Routes: ``/echo`` (method, path, query, headers and body back as JSON, plus a cookie),
 ``/redirect?to=PATH`` (302), ``/chunks?n=N`` (N streamed chunks), ``/big?n=BYTES``,
 ``/status/CODE``, ``/hold?key=K`` (answers once ``/release?key=K`` was requested), and
-``/never`` (answers only when the client goes away; ``gone`` counts those departures).
+``/never`` (answers only when the client goes away) and ``/trickle`` (a head and one chunk, then
+nothing until the client goes away); ``gone`` counts those departures.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class Upstream:
     def __init__(self) -> None:
         self.held: set[str] = set()  # /hold keys waiting now
         self.seen: list[str] = []  # paths requested, in order
-        self.gone = 0  # /never requests whose client went away
+        self.gone = 0  # /never and /trickle requests whose client went away
         self._gates: dict[str, asyncio.Event] = {}
         config = uvicorn.Config(
             self.app,
@@ -100,6 +101,12 @@ class Upstream:
         elif path == "/release":
             self._gate(query["key"]).set()
             await _reply(send, 200, f"opened {query['key']}".encode())
+        elif path == "/trickle":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"first", "more_body": True})
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.gone += 1
         elif path == "/never":
             while (await receive())["type"] != "http.disconnect":
                 pass
