@@ -6,7 +6,7 @@ scripts can tell the difference: the scheme and host are lower-cased, a default 
 a special URL's empty path is ``/``, ``search`` and ``hash`` keep their ``?``/``#`` (or are
 empty), a missing parameter is ``None`` (JS ``null``), and ``searchParams`` is live: changing it
 rewrites ``search`` and ``href``. A special URL's path loses its ``.``/``..`` segments and its
-``\`` become ``/``; the query and fragment are percent-encoded with the standard's sets; a
+``\\`` become ``/``; the query and fragment are percent-encoded with the standard's sets; a
 host with a forbidden character is invalid. Query text from ``searchParams`` is form-encoded
 (``+`` for a space), as JS serializes it. An unparseable URL is a ``TypeError``, as ``new
 URL()`` throws. Not reproduced: IDNA (non-ASCII hosts), IPv4 shorthand (``http://0x7f.1``),
