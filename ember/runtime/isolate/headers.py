@@ -104,8 +104,16 @@ class Headers:
         return [(n, self[n]) for n in self.keys()]
 
     def entries(self) -> list[tuple[str, str]]:
-        """Every ``(name, value)`` pair, repeats included, sorted by name (stable)."""
-        return sorted(self._items, key=lambda pair: pair[0])
+        """JS iteration's pairs (the Fetch standard's "sort and combine"): one per name with
+        its values joined, except Set-Cookie, whose values stay one pair each (joined, a
+        cookie list could not be split again)."""
+        pairs: list[tuple[str, str]] = []
+        for name in self.keys():
+            if name == "set-cookie":
+                pairs.extend((name, value) for value in self.get_all(name))
+            else:
+                pairs.append((name, self[name]))
+        return pairs
 
     def __iter__(self) -> Iterator[str]:
         # Names, not (name, value) pairs: Cloudflare's Python SDK hands handlers
