@@ -63,7 +63,7 @@ class ModelSearch:
     def _matches(self, entry: dict[str, Any]) -> bool:
         if self.source is not None and self.source != entry["source"]:
             return False
-        if self.author is not None and self.author.lower() != _author(entry["id"]):
+        if self.author is not None and self.author.lower() != author_of(entry["id"]):
             return False
         if self.task is not None and self.task.lower() not in (
             entry["task"]["id"].lower(),
@@ -106,7 +106,7 @@ def _description(architecture: str, here: Mapping[str, Any]) -> str:
     return f"{architecture} served locally by ember from {checkpoint} (text only)"
 
 
-def _author(model_id: str) -> str:
+def author_of(model_id: str) -> str:
     """``@cf/zai-org/glm-4.7-flash`` -> ``zai-org``."""
     parts = model_id.split("/")
     return parts[1].lower() if len(parts) >= 3 else ""

@@ -3,6 +3,7 @@
     POST /client/v4/accounts/{account}/ai/run/{model}          Workers AI REST (the model raw,
                                                                @cf/a/b, or %40cf%2Fa%2Fb)
     GET  /client/v4/accounts/{account}/ai/models/search        the model list
+    GET  .../ai/models/schema, .../ai/authors/search, .../ai/tasks/search  (catalog_rest.py)
     POST /client/v4/accounts/{account}/ai/v1/chat/completions  OpenAI-compatible
     POST /client/v4/accounts/{account}/ai/v1/responses         OpenAI Responses API
     GET  /client/v4/accounts/{account}/ai/v1/responses/{id}    (responses_front.py; DELETE too)
@@ -31,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Match, Route
 
+from ember.bindings.ai.catalog_rest import catalog_routes
 from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
 from ember.bindings.ai.gateway import (
     AIAnswer,
@@ -244,6 +246,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
     served = [
         Route(prefix + "/run/{model:path}", run, methods=["POST"]),
         Route(prefix + "/models/search", search, methods=["GET"]),
+        *catalog_routes(prefix, ready, authorize, _rest_failure),
         Route(prefix + "/v1/chat/completions", chat, methods=["POST"]),
         Route(prefix + "/v1/responses", responses, methods=["POST"]),
         Route(prefix + "/v1/responses/{response_id}", stored_response, methods=["GET", "DELETE"]),
@@ -268,7 +271,8 @@ ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 SERVED = (
     "POST /ai/v1/chat/completions, POST /ai/v1/responses, GET /ai/v1/responses/{id}, "
     "GET /ai/v1/models[/{model}] (OpenAI-compatible); "
-    "POST /client/v4/accounts/{account}/ai/run/{model}, GET .../ai/models/search (REST)"
+    "POST /client/v4/accounts/{account}/ai/run/{model}, GET .../ai/models/search, "
+    "GET .../ai/models/schema?model=ID, GET .../ai/authors/search, GET .../ai/tasks/search (REST)"
 )
 
 

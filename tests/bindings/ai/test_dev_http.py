@@ -253,10 +253,10 @@ def test_unserved_ai_paths_say_what_is_served(dev: DevServer) -> None:
         client.embeddings.create(model="@cf/baai/bge-m3", input="hi")
     message = str(missing.value)
     assert "/embeddings" in message and "/chat/completions" in message
-    rest = httpx.get(f"{dev.url}/client/v4/accounts/a/ai/models/schema?model={GLM}", timeout=30)
+    rest = httpx.get(f"{dev.url}/client/v4/accounts/a/ai/finetunes", timeout=30)
     body = rest.json()
     assert rest.status_code == 404 and body["success"] is False and body["result"] is None
-    assert "/ai/models/schema" in body["errors"][0]["message"]
+    assert "/ai/finetunes" in body["errors"][0]["message"]
 
 
 def test_a_served_path_with_the_wrong_method_is_a_405_in_the_callers_shape(dev: DevServer) -> None:
