@@ -17,8 +17,9 @@
   (while the model is still loading there are no busy slots to refuse over). A waiter gives up
   after ``queue_timeout_s`` (3007); if every replica failed to start, waiters fail at once with
   why (3043: a configuration that cannot start is not a capacity problem). A request whose
-  replica could not be reached (the pool retries it on another) asks again and, when it must
-  wait, takes a new place at the back: the first-come order holds per attempt.
+  replica could not be reached (the pool retries it on another, ``retry=True``) keeps its turn:
+  it takes a free slot even while others wait, else the queue's head, and is never refused
+  (it was admitted once; the slot it gave back has just gone to the queue).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class ModelGroup:
             replica.ensure_started()
 
     def acquire_now(
-        self, session: str | None, reject_if_busy: bool, weight: int = 1
+        self, session: str | None, reject_if_busy: bool, weight: int = 1, retry: bool = False
     ) -> Lease | Ticket:
         """A free slot at once, or a ``Ticket`` where ``acquire`` would queue; raises as it does.
 
@@ -83,17 +84,25 @@ class ModelGroup:
         """
         self.start()
         self._raise_if_hopeless()
-        if not self._waiters:
+        if not self._waiters or retry:
             lease = self._try(session, weight)
             if lease is not None:
                 return lease
+        if not retry:
+            self._admit(reject_if_busy)
+        ticket = Ticket(session, asyncio.get_running_loop().create_future(), weight)
+        if retry:
+            self._waiters.appendleft(ticket)
+        else:
+            self._waiters.append(ticket)
+        return ticket
+
+    def _admit(self, reject_if_busy: bool) -> None:
+        """Refuse a request that would wait: ``rejectIfBusy`` (3040) or a full queue (3040)."""
         if reject_if_busy and self._serving():
             raise errors.busy(self.model_id)
         if len(self._waiters) >= self.max_queued:
             raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
-        ticket = Ticket(session, asyncio.get_running_loop().create_future(), weight)
-        self._waiters.append(ticket)
-        return ticket
 
     async def wait(self, ticket: Ticket, timeout: float) -> Lease:
         """The lease ``ticket`` is granted, within ``timeout`` and ``queue_timeout`` (3007
@@ -114,23 +123,26 @@ class ModelGroup:
         compare ``acquire_now`` with ``acquire`` give up a place this way."""
         self._drop(ticket)
 
-    async def acquire(self, session: str | None, reject_if_busy: bool, weight: int = 1) -> Lease:
+    async def acquire(
+        self, session: str | None, reject_if_busy: bool, weight: int = 1, retry: bool = False
+    ) -> Lease:
         """A slot on a replica; raises CapacityExceeded or UpstreamFailed (see module doc).
 
         Also the reference that ``acquire_now`` is tested against (tests/models/pool).
         """
         self.start()
         self._raise_if_hopeless()
-        if not self._waiters:
+        if not self._waiters or retry:
             lease = self._try(session, weight)
             if lease is not None:
                 return lease
-        if reject_if_busy and self._serving():
-            raise errors.busy(self.model_id)
-        if len(self._waiters) >= self.max_queued:
-            raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
+        if not retry:
+            self._admit(reject_if_busy)
         waiter = Ticket(session, asyncio.get_running_loop().create_future(), weight)
-        self._waiters.append(waiter)
+        if retry:
+            self._waiters.appendleft(waiter)
+        else:
+            self._waiters.append(waiter)
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout)
         except TimeoutError:

@@ -205,10 +205,11 @@ class ModelPool:
     # -- requests -------------------------------------------------------------------------------
 
     async def _acquire(
-        self, model_id: str, options: RequestOptions, body: Mapping[str, object]
+        self, model_id: str, options: RequestOptions, body: Mapping[str, object], retry: bool
     ) -> Lease:
         group = self.group(model_id)
-        return await group.acquire(options.session, options.reject_if_busy, sequences(body))
+        weight = sequences(body)
+        return await group.acquire(options.session, options.reject_if_busy, weight, retry)
 
     async def post(
         self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
@@ -224,7 +225,7 @@ class ModelPool:
         self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
     ) -> ReplicaAnswer:
         for attempt in range(MAX_CONNECT_RETRIES + 1):
-            lease = await self._acquire(model_id, options, body)
+            lease = await self._acquire(model_id, options, body, retry=attempt > 0)
             try:
                 return await post_json(
                     self.http, lease, path, self._named(body, lease), options.headers
@@ -245,7 +246,9 @@ class ModelPool:
         deadline = loop.time() + timeout
         for attempt in range(MAX_CONNECT_RETRIES + 1):
             group = self.group(model_id)
-            admitted = group.acquire_now(options.session, options.reject_if_busy, sequences(body))
+            admitted = group.acquire_now(
+                options.session, options.reject_if_busy, sequences(body), retry=attempt > 0
+            )
             if isinstance(admitted, Lease):
                 lease = admitted
             else:  # every slot is taken: it holds its place in the queue, under the deadline
