@@ -7,6 +7,7 @@ batches outgoing ones, so neither side of the socket writes or buffers more than
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 import msgpack
@@ -28,6 +29,10 @@ class FrameWriter:
         self._parts: list[bytes] = []
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop costs a getpid)
+        # The flush runs in a context of its own, not the request's that queued a frame: the
+        # isolate's CPU-limit interrupt raises only in request context, so it can never cut
+        # the flush between taking the frames and writing them.
+        self._context = contextvars.Context()
         self._max_buffered = max_buffered
         self._on_overflow = on_overflow
         # The same bytes as ``encode``, without building a Packer per frame.
@@ -41,7 +46,7 @@ class FrameWriter:
             self._scheduled = True
             if self._loop is None:
                 self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._flush)
+            self._loop.call_soon(self._flush, context=self._context)
 
     def arm(self) -> None:
         """Schedule the flush now, before any frame is queued: it then runs after the callbacks
@@ -50,7 +55,7 @@ class FrameWriter:
             self._scheduled = True
             if self._loop is None:
                 self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self._flush)
+            self._loop.call_soon(self._flush, context=self._context)
 
     def take(self) -> bytes:
         """The frames queued so far, removed from the queue: for a caller that writes them itself

@@ -59,15 +59,15 @@ async def on_fetch(request, env):
                 await asyncio.sleep(0)
         return Response(lines())
     if route == "busy":
-        for _ in range(300):  # about 18 MB of log frames: more than the socket holds
-            print("x" * 60_000)
+        for i in range(300):  # about 18 MB of log frames: more than the socket holds
+            print(f"busy {i:03d} " + "x" * 60_000)
         for _ in range(3):
-            await asyncio.sleep(0)  # the writer flushes them into the transport
+            await asyncio.sleep(0)  # the writer flushes what the socket takes
         try:
-            requests.get(up + "/echo")
+            answered = requests.get(up + "/echo?n=busy").json()["query"]["n"]
         except requests.ConnectionError as exc:
             return Response(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
-        return Response(json.dumps({"error": None}))
+        return Response(json.dumps({"error": None, "answered": answered}))
     if route == "never":
         requests.get(up + "/never")  # no timeout: only a cancel of this request ends it
         return Response("answered")

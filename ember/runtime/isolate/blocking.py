@@ -14,9 +14,9 @@ Cancel of the request (client gone, wall limit) ends it at once with ``Cancelled
 SIGXCPU is held while frames are written or dispatched, so the CPU-limit interrupt (raised into
 the running request's code, which this is) can never cut a frame in half; it fires right after.
 
-Known limit: the loop's transport may still hold bytes it could not write (the supervisor was
-slow to read). They cannot be sent without running the loop, and our frames must not overtake
-them, so a blocking call then fails with ``ChannelBusy`` instead of waiting forever.
+Bytes the socket had no room for earlier (the supervisor was slow to read) are not in the
+loop's transport but in ``socket_writer.SocketWriter``: the pump takes and writes them first,
+so a blocking call waits for room like any other write instead of failing.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from ember.bindings.base import CallReply
-from ember.errors import InternalError
 from ember.runtime.fields import MAX_CHUNK_BYTES
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.mux import InStream, Mux, OutStream
@@ -40,10 +39,6 @@ from ember.runtime.mux import InStream, Mux, OutStream
 DEFAULT_TIMEOUT_S = 120.0  # a wait with no timeout of its own; the request's wall limit is first
 _READ_BYTES = 256 * 1024
 WRITE_WAIT_S = 1.0  # a poll for room to write, repeated until the frame is out
-
-
-class ChannelBusy(InternalError):
-    """The isolate's socket has unwritten bytes the blocked loop cannot send (see module doc)."""
 
 
 class Link(Protocol):
@@ -54,9 +49,7 @@ class Link(Protocol):
 
     def fileno(self) -> int: ...  # the socket the loop's transport reads and writes
 
-    def write_backlog(self) -> int: ...  # bytes the transport holds, not yet written
-
-    def take_outgoing(self) -> bytes: ...  # frames queued and not yet flushed (now removed)
+    def take_outgoing(self) -> bytes: ...  # every byte not yet written, in order (now removed)
 
     def data_received(self, data: bytes) -> None: ...  # the usual dispatch of arriving bytes
 
@@ -118,11 +111,6 @@ class BlockingCalls:
             raise RuntimeError(
                 "sync HTTP clients work in the handler's own thread only; in another thread, "
                 "use fetch() or httpx.AsyncClient from the handler instead"
-            )
-        if self._link.write_backlog():
-            raise ChannelBusy(
-                "the isolate's channel is busy writing; retry, or use await fetch() / "
-                "httpx.AsyncClient, which wait without blocking"
             )
         return asyncio.current_task()
 

@@ -35,6 +35,7 @@ from ember.runtime.isolate.console import Console, ConsoleStream
 from ember.runtime.isolate.events import EventRunner
 from ember.runtime.isolate.missing_module import missing_module_hint
 from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt
+from ember.runtime.isolate.socket_writer import SocketWriter
 from ember.runtime.isolate.tracebacks import format_user_traceback
 from ember.runtime.mux import Mux
 from ember.runtime.protocol import (
@@ -81,7 +82,8 @@ class IsolateConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self._writer.transport = transport
+        self._socket = SocketWriter(transport, asyncio.get_running_loop())  # type: ignore[arg-type]
+        self._writer.transport = self._socket
         self._fd = transport.get_extra_info("socket").fileno()
         self.channel.blocking = BlockingCalls(self)
         self.send(Hello(self.host_pid, PROTOCOL_VERSION))
@@ -92,13 +94,10 @@ class IsolateConnection(asyncio.Protocol):
         """The socket the transport reads and writes."""
         return self._fd
 
-    def write_backlog(self) -> int:
-        """Bytes the transport holds, not yet written."""
-        return self.transport.get_write_buffer_size() if self.transport is not None else 0
-
     def take_outgoing(self) -> bytes:
-        """The frames queued since the last flush, removed from the writer's queue."""
-        return self._writer.take()
+        """Every byte not yet written, in order: what the socket had no room for, then the
+        frames queued since the last flush (both removed)."""
+        return self._socket.take_pending() + self._writer.take()
 
     def data_received(self, data: bytes) -> None:
         try:

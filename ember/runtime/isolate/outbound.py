@@ -22,7 +22,7 @@ from typing import Any, Literal
 from ember.bindings.base import ServiceError
 from ember.errors import LimitExceeded, UserError
 from ember.runtime.isolate.api import SUBREQUEST_BINDING
-from ember.runtime.isolate.blocking import BlockingCalls, ChannelBusy
+from ember.runtime.isolate.blocking import BlockingCalls
 from ember.runtime.isolate.scope import current_scope
 from ember.runtime.mux import InStream, StreamAborted
 
@@ -66,7 +66,7 @@ def fetch_blocking(request: Outbound, timeout: float | None) -> tuple[OutboundHe
         reply = blocking.call(
             SUBREQUEST_BINDING, "fetch", _args(request, inline), upload=upload, timeout=timeout
         )
-    except (TimeoutError, LimitExceeded, TypeError, ServiceError, ChannelBusy) as exc:
+    except (TimeoutError, LimitExceeded, TypeError, ServiceError) as exc:
         raise _failure(exc) from None
     head = _head(reply.value, request.url)
     return head, BlockingBody(blocking, reply.stream, timeout)
@@ -124,8 +124,6 @@ class BlockingBody(io.RawIOBase):
             chunk = self._blocking.read(self._stream, self._timeout)
         except StreamAborted as exc:
             raise ConnectionResetError(f"Network connection lost: {exc}") from None
-        except ChannelBusy as exc:
-            raise ConnectionResetError(str(exc)) from None
         if not chunk:  # the end: closed, as http.client's response closes itself (urllib3
             self._stream = None  # reads until its body says it is closed)
             self.close()
