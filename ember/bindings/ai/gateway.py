@@ -32,6 +32,7 @@ from ember.bindings.ai.model_schema import Schema, schema_of
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
+from ember.bindings.ai.responses_bridge import responses_answer
 from ember.bindings.ai.thinking import (
     cut_short_note,
     ignored_thinking_fields,
@@ -43,6 +44,7 @@ from ember.bindings.ai.unknown_model import no_such_model
 from ember.errors import InvalidModelInput
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
+from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseStore
 from ember.models.pool.config import PoolConfig
 from ember.models.pool.pool import ModelPool, RequestOptions, stderr_progress
@@ -163,6 +165,9 @@ class AIGateway:
                 "Invalid value at '/requests': an async batch is sent with options.queueRequest "
                 "set to true (the third argument of env.AI.run)",
             )
+        if dialect == "workers" and "input" in inputs and self.schema(model) == "responses":
+            call = ResponsesCall({**inputs, "model": model}, self.responses, tenant, model)
+            return await responses_answer(call, lambda body: self.chat(tenant, body, options))
         stream = is_streaming(inputs)
         classic = dialect == "workers" and self.schema(model) == "classic"
         if classic:

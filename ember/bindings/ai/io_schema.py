@@ -115,6 +115,28 @@ MESSAGE = {
 }
 
 
+RESPONSES_INPUT = {
+    "title": "Responses",
+    "properties": {
+        "input": {
+            "anyOf": [{"type": "string"}, {"type": "array"}],
+            "description": "The Responses API's input: a string or input items.",
+        },
+        "instructions": {"type": "string"},
+        "reasoning": {
+            "type": "object",
+            "properties": {"effort": {"type": "string", "enum": list(REASONING_EFFORTS)}},
+        },
+        "max_output_tokens": {"type": "integer", "minimum": 1},
+        "stream": {"type": "boolean", "default": False},
+        "text": {"type": "object", "description": "text.format: json_object or json_schema."},
+        "tools": {"type": "array", "items": {"type": "object"}},
+        "previous_response_id": {"type": "string"},
+    },
+    "required": ["input"],
+}
+
+
 def input_schema(schema: Schema) -> dict[str, Any]:
     classic = schema == "classic"
     common = _sampling(classic)
@@ -142,6 +164,7 @@ def input_schema(schema: Schema) -> dict[str, Any]:
                 "properties": {"messages": messages, **common},
                 "required": ["messages"],
             },
+            *([RESPONSES_INPUT] if schema == "responses" else []),
         ],
     }
 
@@ -161,39 +184,55 @@ EVENT_STREAM = {
 }
 
 
+CLASSIC_ANSWER = {
+    "type": "object",
+    "properties": {
+        "response": {"type": "string"},
+        "tool_calls": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+            },
+        },
+        "usage": USAGE,
+    },
+}
+CHAT_COMPLETION = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"type": "string", "enum": ["chat.completion"]},
+        "created": {"type": "integer"},
+        "model": {"type": "string"},
+        "choices": {"type": "array", "items": {"type": "object"}},
+        "usage": USAGE,
+    },
+}
+RESPONSE_OBJECT = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"type": "string", "enum": ["response"]},
+        "status": {"type": "string"},
+        "output": {"type": "array", "items": {"type": "object"}},
+        "usage": {"type": "object"},
+    },
+    "required": ["object", "output"],
+}
+
+
 def output_schema(schema: Schema) -> dict[str, Any]:
-    if schema == "classic":
-        answer = {
-            "type": "object",
-            "properties": {
-                "response": {"type": "string"},
-                "tool_calls": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
-                    },
-                },
-                "usage": USAGE,
-            },
-        }
-    else:
-        answer = {
-            "type": "object",
-            "properties": {
-                "id": {"type": "string"},
-                "object": {"type": "string", "enum": ["chat.completion"]},
-                "created": {"type": "integer"},
-                "model": {"type": "string"},
-                "choices": {"type": "array", "items": {"type": "object"}},
-                "usage": USAGE,
-            },
-        }
+    answers: list[dict[str, Any]] = {
+        "classic": [CLASSIC_ANSWER],
+        "chat-completions": [CHAT_COMPLETION],
+        "responses": [RESPONSE_OBJECT, CHAT_COMPLETION],  # for input; for prompt or messages
+    }[schema]
     return {
         "type": "object",
         "description": f"The answer of a {schema} text-generation model.",
         "additionalProperties": True,
-        "oneOf": [answer, EVENT_STREAM],
+        "oneOf": [*answers, EVENT_STREAM],
     }
 
 

@@ -9,14 +9,22 @@ and answer OpenAI chat completions. A script written for one reads the other's a
 answers in its platform schema: classic for the ids below, chat completions for the rest
 (ember's catalog, the OpenAI-compatible ids, and ids the platform does not have).
 ``ai.models."<id>".schema`` says it explicitly.
+
+gpt-oss takes a third form beside prompt and messages: the Responses API's ``{input,
+instructions, reasoning}``, answered with a Responses object (python-workers-examples' Workers
+AI example reads ``response.output``). Its ids have the ``responses`` schema: an ``input`` is
+answered as ``/ai/v1/responses`` answers it, prompt and messages as chat completions.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-Schema = Literal["classic", "chat-completions"]
-SCHEMAS: tuple[Schema, ...] = ("classic", "chat-completions")
+Schema = Literal["classic", "chat-completions", "responses"]
+SCHEMAS: tuple[Schema, ...] = ("classic", "chat-completions", "responses")
+
+# Text-generation ids whose catalog file takes the Responses API's input (``input``, required).
+RESPONSES_IDS = frozenset({"@cf/openai/gpt-oss-120b", "@cf/openai/gpt-oss-20b"})
 
 # Text-generation ids whose catalog file has the classic input (``max_tokens`` default 256,
 # ``raw``, ``lora``) and output (``response``, ``tool_calls`` with object ``arguments``).
@@ -77,11 +85,14 @@ CLASSIC_IDS = frozenset(
 def default_schema(model_id: str) -> Schema:
     """The schema ``model_id`` answers in on the platform (chat completions when it is not
     one of the classic ids)."""
-    return "classic" if model_id in CLASSIC_IDS else "chat-completions"
+    if model_id in CLASSIC_IDS:
+        return "classic"
+    return "responses" if model_id in RESPONSES_IDS else "chat-completions"
 
 
 def schema_of(model_id: str, configured: str | None) -> Schema:
     """``ai.models."<id>".schema`` when set, else the id's platform schema."""
-    if configured == "classic" or configured == "chat-completions":
-        return configured
+    for schema in SCHEMAS:
+        if configured == schema:
+            return schema
     return default_schema(model_id)

@@ -63,8 +63,8 @@ MODEL_KEYS = frozenset(
         "schema",
     }
 )
-# Workers AI's two text-generation schemas (ember.bindings.ai.model_schema picks the default).
-SCHEMAS = ("classic", "chat-completions")
+# Workers AI's text-generation schemas (ember.bindings.ai.model_schema picks the default).
+SCHEMAS = ("classic", "chat-completions", "responses")
 REPLICA_KEYS = frozenset(
     {
         "backend",
@@ -148,8 +148,8 @@ class ModelServing:
     checkpoint: Path | None = None  # catalog override: serve the id from this directory
     context_window: int | None = None
     max_queued_requests: int = 256
-    # "classic" | "chat-completions" (None: the id's platform schema). Read by the gateway per
-    # request; not part of how the replicas run, so changing it restarts none.
+    # "classic" | "chat-completions" | "responses" (None: the id's platform schema). Read by
+    # the gateway per request; not part of how the replicas run, so changing it restarts none.
     schema: str | None = field(default=None, compare=False)
 
 

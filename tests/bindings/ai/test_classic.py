@@ -22,7 +22,7 @@ def test_classic_ids_default_to_classic_and_the_field_overrides() -> None:
     assert default_schema(LLAMA) == "classic"
     assert default_schema("@cf/meta/llama-3.3-70b-instruct-fp8-fast") == "classic"
     assert default_schema(GLM) == "chat-completions"
-    assert default_schema("@cf/openai/gpt-oss-120b") == "chat-completions"
+    assert default_schema("@cf/openai/gpt-oss-120b") == "responses"
     assert default_schema("my-own-model") == "chat-completions"
     assert schema_of(LLAMA, "chat-completions") == "chat-completions"
     assert schema_of(GLM, "classic") == "classic"
