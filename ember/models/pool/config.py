@@ -35,6 +35,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ember.errors import ConfigError
+from ember.models.pool.slot_args import slots_from_args
 
 Backend = Literal["ember", "sglang"]
 BACKENDS = ("ember", "sglang")
@@ -322,6 +323,7 @@ def _replica(value: dict, file: str, where: str) -> ReplicaConfig:
     args = value.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
         raise ConfigError(file, f"{where}.args", args, "a list of command-line arguments")
+    args, running = slots_from_args([str(a) for a in args], running, file, where)
     env = value.get("env", {})
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and isinstance(v, str | int | float) for k, v in env.items()
@@ -339,7 +341,7 @@ def _replica(value: dict, file: str, where: str) -> ReplicaConfig:
         kv_cache_dtype=kv,  # type: ignore[arg-type]
         quantization=quant,
         max_running_requests=running,
-        args=tuple(str(a) for a in args),
+        args=tuple(args),
         env=MappingProxyType({k: str(v) for k, v in env.items()}),
         served_model_name=value.get("served_model_name"),
         model_path=value.get("model_path"),

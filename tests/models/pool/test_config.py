@@ -120,3 +120,36 @@ def test_knows_is_membership_in_model_ids(serve_unconfigured: bool) -> None:
     probes = catalog_ids + configured + ["@cf/test/unknown", "", "@cf/zai-org/glm-4.7-flash "]
     for model in probes:
         assert pool.knows(model) == (model in pool.model_ids()), (model, configured)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--max-running-requests", "1"],
+        ["--max-running-requests=1"],
+        ["--max-num-seqs", "1"],  # vLLM's name, which ember models serve takes too
+        ["--torch-threads", "1", "--max-running-requests", "1"],
+    ],
+)
+def test_a_slot_limit_in_args_is_the_pools_slot_count(args: list[str]) -> None:
+    # The pool sends a replica as many requests as its slots; with the flag only in args it
+    # sent 128 to a replica that ran one, so rejectIfBusy waited instead of a 3040.
+    replica = parse_pool_config({GLM: {"args": args}}).serving(GLM).replicas[0]
+    assert replica.slots == 1 and replica.max_running_requests == 1
+    assert not any("max-running" in a or "max-num-seqs" in a for a in replica.args)
+    assert "--max-running-requests" not in " ".join(replica.args)
+
+
+def test_a_slot_limit_in_args_and_in_the_key_must_agree() -> None:
+    config = {GLM: {"max_running_requests": 4, "args": ["--max-running-requests", "2"]}}
+    with pytest.raises(ConfigError) as bad:
+        parse_pool_config(config)
+    assert "max_running_requests" in str(bad.value) and "2" in str(bad.value)
+    same = {GLM: {"max_running_requests": 2, "args": ["--max-running-requests", "2"]}}
+    assert parse_pool_config(same).serving(GLM).replicas[0].slots == 2
+
+
+def test_a_bad_slot_limit_in_args_is_named() -> None:
+    with pytest.raises(ConfigError) as bad:
+        parse_pool_config({GLM: {"args": ["--max-running-requests", "many"]}})
+    assert "args" in str(bad.value) and "many" in str(bad.value)
