@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from ember.cli.bindings_table import binding_rows, print_bindings, total_upload_line
+from ember.cli.deploy_ai import deploy_notes
 from ember.cli.environment import chosen_env, env_option, show_warnings
 from ember.cli.platform_client import (
     DEFAULT_PLATFORM,
@@ -111,6 +112,7 @@ def deploy(
             click.echo("Not deploying: the gradual deployment stays as it is.", err=True)
             raise SystemExit(1)
         result, specs = deploy_project(session, plan, modules)
+        notes = deploy_notes(session, project)
     finally:
         session.close()
     if session.temporary is not None:
@@ -121,6 +123,7 @@ def deploy(
             "claim_command": claim_command(claim_token, platform),
             "expires_at": iso_time(login.expires_at),
         }
+    show_warnings(notes)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.bindings.base import BindingSpec
-from ember.config import LimitsConfig
+from ember.config import LimitsConfig, ProjectConfig
 from ember.config import load_project as load_config
 from ember.errors import ConfigError
 from ember.runtime.deployments.multipart import Part
@@ -49,6 +49,7 @@ class WorkerProject:
     vars: dict[str, Any] = field(default_factory=dict)
     kv_namespaces: tuple[KVBinding, ...] = ()
     ai_binding: str | None = None
+    ai_models: tuple[str, ...] = ()  # ids the ai.models section maps (ember dev only)
     crons: tuple[str, ...] | None = None  # triggers.crons; None when the config has none
     keep_vars: bool = False  # the config's keep_vars (top level only), as --keep-vars
     env: str | None = None  # the environment deployed; None: the top level
@@ -94,6 +95,7 @@ def load_project(
         vars=dict(config.vars),
         kv_namespaces=tuple(_kv(spec) for spec in checked.bindings_of("kv_namespace")),
         ai_binding=ai[0].name if ai else None,
+        ai_models=_ai_models(config),
         crons=config.crons if config.crons_set else None,
         keep_vars=config.keep_vars,
         env=config.env,
@@ -102,6 +104,16 @@ def load_project(
         limits=uploaded_limits(config.limits),
         module_files=collect_modules(config),
     )
+
+
+def _ai_models(config: ProjectConfig) -> tuple[str, ...]:
+    """The ids the ``ai.models`` section maps to local checkpoints (not uploaded)."""
+    for section in config.binding_sections:
+        if section.key == "ai" and isinstance(section.value, dict):
+            models = section.value.get("models")
+            if isinstance(models, dict):
+                return tuple(str(model) for model in models)
+    return ()
 
 
 def uploaded_limits(limits: LimitsConfig) -> dict[str, int]:

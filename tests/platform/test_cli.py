@@ -196,3 +196,23 @@ def test_operator_creates_an_account_then_the_user_logs_in(
         "accounts", "create", "ops-made", "--state-dir", str(platform.plane.state_dir), ok=False
     )
     assert "already exists" in taken.stderr
+
+
+def test_deploy_says_the_ai_models_mapping_stays_behind(
+    platform: RunningPlatform, ember: Ember, project: Path
+) -> None:
+    config = project / "wrangler.toml"
+    config.write_text(
+        config.read_text()
+        + '\n[ai]\nbinding = "AI"\n[ai.models."@cf/meta/llama-3.1-8b-instruct"]\n'
+        + 'checkpoint = "./ckpt"\n'
+    )
+    deployed = ember("deploy", "--temporary")
+    assert "ai.models (@cf/meta/llama-3.1-8b-instruct) applies to ember dev only" in (
+        deployed.stderr
+    )
+    assert "Deployed hello triggers" in deployed.stdout
+
+
+def test_a_deploy_without_ai_models_says_nothing_about_them(ember: Ember) -> None:
+    assert "ai.models" not in ember("deploy", "--temporary").stderr
