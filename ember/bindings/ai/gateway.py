@@ -24,6 +24,7 @@ from ember.bindings.ai.answer_stream import AnswerStream, translate
 from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
 from ember.bindings.ai.classic import classic_inputs, classic_limits, classic_result
+from ember.bindings.ai.classic_schema import check_classic
 from ember.bindings.ai.dialects import completion_result, is_streaming, upstream_request
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
@@ -171,6 +172,9 @@ class AIGateway:
         stream = is_streaming(inputs)
         classic = dialect == "workers" and self.schema(model) == "classic"
         if classic:
+            inputs, dropped = check_classic(model, inputs)
+            if dropped is not None:
+                say(dropped)
             inputs = classic_inputs(inputs)
         catalog = self.pool.catalog
         entry = catalog.get(model) if model in catalog else None
@@ -259,10 +263,13 @@ class AIGateway:
         if "request_id" in inputs and not options.queue_request:
             result = self.batches.poll(tenant, model, inputs["request_id"])
         else:
-            limits = classic_limits(self.schema(model) == "classic")
+            classic = self.schema(model) == "classic"
+            limits = classic_limits(classic)
 
             def validate(request: Mapping[str, Any], where: str) -> None:
                 try:
+                    if classic:
+                        request = classic_inputs(check_classic(model, request)[0])
                     upstream_request(model, request, "workers", stream=False, **limits)
                 except LoraUnsupported:
                     raise  # 5005 for the whole batch, as for one request
@@ -281,7 +288,7 @@ class AIGateway:
     async def _run_batch_item(self, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
         classic = self.schema(model) == "classic"
         if classic:
-            request = classic_inputs(request)
+            request = classic_inputs(check_classic(model, request)[0])
         upstream = upstream_request(
             model, {**request, "stream": False}, "workers", stream=False, **classic_limits(classic)
         )

@@ -135,3 +135,48 @@ def test_classic_temperature_goes_to_five_as_in_the_platforms_schema() -> None:
     assert hot.value.field == "/temperature"
     with pytest.raises(InvalidRequestField):  # family B keeps its 0-2
         upstream_request(GLM, {"prompt": "hi", "temperature": 4.5}, "workers", stream=False)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "ok"),
+    [
+        ("top_k", 1, True),
+        ("top_k", 50, True),
+        ("top_k", 0, False),  # ember's model server reads 0 as off; the classic schema: 1-50
+        ("top_k", 51, False),
+        ("top_p", 0.001, True),
+        ("top_p", 0.0, False),
+        ("seed", 1, True),
+        ("seed", 0, False),
+        ("seed", 10_000_000_000, False),
+        ("repetition_penalty", 2, True),
+        ("repetition_penalty", 2.5, False),
+        ("top_k", "5", False),
+    ],
+)
+def test_classic_ranges_are_the_classic_schemas(field: str, value: object, ok: bool) -> None:
+    from ember.bindings.ai.classic_schema import check_classic
+    from ember.models.api.errors import InvalidRequestField
+
+    inputs = {"prompt": "hi", field: value}
+    if ok:
+        assert check_classic(LLAMA, inputs) == (inputs, None)
+        return
+    with pytest.raises(InvalidRequestField) as bad:
+        check_classic(LLAMA, inputs)
+    assert bad.value.field == f"/{field}"
+
+
+def test_classic_messages_carry_text_only_and_fields_it_lacks_are_dropped_with_a_note() -> None:
+    from ember.bindings.ai.classic_schema import check_classic
+    from ember.models.api.errors import InvalidRequestField
+
+    parts = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    with pytest.raises(InvalidRequestField) as typed:
+        check_classic(LLAMA, {"messages": [{"role": "system", "content": "x"}, *parts]})
+    assert typed.value.field == "/messages/1/content" and "Type mismatch" in str(typed.value)
+    kept, note = check_classic(LLAMA, {"prompt": "hi", "n": 3, "max_completion_tokens": 9})
+    assert kept == {"prompt": "hi"}
+    assert note is not None and "'n'" in note and "max_tokens" in note
+    # With max_completion_tokens gone, the classic default applies, as on the platform.
+    assert classic_inputs(kept)["max_tokens"] == 256

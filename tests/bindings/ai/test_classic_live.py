@@ -167,3 +167,13 @@ def test_cli_run_prints_a_classic_answer_and_the_hint(dev: DevServer) -> None:
     assert f"5007: No such model {UNMAPPED} or task" in missing.stderr
     assert f'ai.models."{UNMAPPED}".checkpoint' in missing.stderr, missing.stderr
     assert json.dumps(LLAMA)[1:-1] in missing.stderr
+
+
+def test_the_classic_schemas_ranges_hold_on_the_way_in(dev: DevServer) -> None:
+    url = f"{dev.url}/client/v4/accounts/local/ai/run/{LLAMA}"
+    bad = httpx.post(url, json={"prompt": "hi", "top_k": 0}, timeout=60)
+    assert bad.status_code == 400
+    error = bad.json()["errors"][0]
+    assert error["code"] == 5006 and "/top_k" in error["message"] and "1 to 50" in error["message"]
+    ok = httpx.post(url, json={"prompt": "hi", "max_tokens": 3, "n": 2}, timeout=180).json()
+    assert ok["success"] and ok["result"]["usage"]["completion_tokens"] <= 3
