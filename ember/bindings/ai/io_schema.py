@@ -15,6 +15,7 @@ from typing import Any
 
 from ember.bindings.ai.classic import CLASSIC_MAX_TEMPERATURE, DEFAULT_MAX_TOKENS
 from ember.bindings.ai.classic import DEFAULT_TEMPERATURE as CLASSIC_TEMPERATURE
+from ember.bindings.ai.classic_schema import NOT_CLASSIC, RANGES
 from ember.bindings.ai.model_schema import Schema
 from ember.models.api.chat_request import (
     INT64,
@@ -137,9 +138,19 @@ RESPONSES_INPUT = {
 }
 
 
+def _classic(fields: dict[str, Any]) -> dict[str, Any]:
+    """The classic schema's own ranges, and without the fields it lacks (classic_schema.py);
+    an exclusive bound of ember's own (repetition_penalty > 0) stays."""
+    out = {name: spec for name, spec in fields.items() if name not in NOT_CLASSIC}
+    for name, low, high, integer in RANGES:
+        kind = "integer" if integer else "number"
+        out[name] = {**out[name], "type": kind, "minimum": low, "maximum": high}
+    return out
+
+
 def input_schema(schema: Schema) -> dict[str, Any]:
     classic = schema == "classic"
-    common = _sampling(classic)
+    common = _classic(_sampling(classic)) if classic else _sampling(classic)
     if classic:
         common["raw"] = {
             "type": "boolean",

@@ -102,6 +102,10 @@ def _bounds(schema: dict[str, Any]) -> Iterator[tuple[str, float, bool]]:
 def _parser_takes(name: str, value: float, classic: bool) -> bool:
     body = {name: value, **({"logprobs": True} if name == "top_logprobs" else {})}
     try:
+        if classic:
+            from ember.bindings.ai.classic_schema import check_classic
+
+            check_classic("@cf/meta/llama-3.1-8b-instruct", body)
         if name == "n":
             from ember.models.api.chat_request import choice_count
 
