@@ -235,6 +235,14 @@ class ServerSettings:
     def kv_budget(self, total_bytes: int, available_after_weights: int) -> int:
         """The KV byte budget (see the module docstring); raises when nothing is left."""
         if self.kv_cache_bytes is not None:
+            if self.kv_cache_bytes > available_after_weights:
+                raise ConfigError(
+                    FLAGS,
+                    "--kv-cache-bytes",
+                    f"{self.kv_cache_bytes / 2**30:.2f} GiB",
+                    f"at most the {available_after_weights / 2**30:.2f} GiB free on "
+                    f"{'the GPU' if self.is_cuda else 'this machine'} after the weights",
+                )
             return self.kv_cache_bytes
         fraction = self.mem_fraction_static
         if fraction is None and not self.is_cuda:

@@ -151,7 +151,12 @@ def test_settings_validation_and_byte_sizes() -> None:
     assert settings.kv_budget(total_bytes=16 * gib, available_after_weights=10 * gib) == 2 * gib
     with pytest.raises(ConfigError, match="nothing for the KV cache"):
         settings.kv_budget(total_bytes=16 * gib, available_after_weights=4 * gib)
-    assert ServerSettings("m", kv_cache_bytes=123).kv_budget(1, 1) == 123
+    assert ServerSettings("m", kv_cache_bytes=123).kv_budget(16 * gib, 4 * gib) == 123
+    # A budget the machine cannot hold fails at start, naming the flag and what is free,
+    # instead of loading the weights and dying in the allocator.
+    with pytest.raises(ConfigError, match="--kv-cache-bytes") as huge:
+        ServerSettings("m", kv_cache_bytes=900 * gib).kv_budget(16 * gib, 4 * gib)
+    assert "4.00 GiB" in str(huge.value)
 
 
 def test_integrity_defaults_to_sampled_on_cpu_and_off_on_cuda() -> None:
