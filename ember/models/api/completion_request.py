@@ -245,12 +245,13 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
     # The ranges are the engine's (SamplingParams), checked here so that errors name SGLang's
     # fields. max_new_tokens 0 is a prompt-only pass, as in SGLang (scoring: with
     # return_logprob and logprob_start_len, the prompt's logprobs and no output).
-    max_new = optional_int(params, "max_new_tokens", path, minimum=0, default=SGLANG_MAX_NEW_TOKENS)
+    # Left out, it stays None: the route takes SGLang's default (128) clipped to the context.
+    max_new = optional_int(params, "max_new_tokens", path, minimum=0)
     min_new = optional_int(params, "min_new_tokens", path, minimum=0, default=0) or 0
-    if max_new is not None and min_new > max_new:
+    if min_new > (SGLANG_MAX_NEW_TOKENS if max_new is None else max_new):
         raise InvalidRequestField(
             at(path, "min_new_tokens"),
-            f"at most max_new_tokens ({max_new})",
+            f"at most max_new_tokens ({SGLANG_MAX_NEW_TOKENS if max_new is None else max_new})",
             describe(params["min_new_tokens"]),
         )
     sampling = SamplingOptions(

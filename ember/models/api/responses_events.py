@@ -41,7 +41,7 @@ Event = dict[str, Any]
 
 def encode(event: Event) -> bytes:
     """One SSE event, named as OpenAI names them (``event: <type>``)."""
-    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return f"event: {event['type']}\ndata: {data}\n\n".encode()
 
 

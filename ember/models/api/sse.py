@@ -25,8 +25,10 @@ CONTENT_TYPE = "text/event-stream"
 
 
 def sse_data(payload: object) -> bytes:
-    """One ``data:`` event (compact JSON, UTF-8, no line breaks inside)."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    """One ``data:`` event (compact JSON, UTF-8, no line breaks inside). Strict JSON, as the
+    JSON responses are: an infinite or NaN float raises instead of reaching a client's parser
+    as ``-Infinity`` (values such as logprobs are clamped before they get here)."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return b"data: " + text.encode("utf-8") + b"\n\n"
 
 

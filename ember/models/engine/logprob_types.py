@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# JSON has no -inf: vLLM clamps every logprob it answers with to this (its chat and completions
+# servers), so a token a grammar or logit_bias ruled out reads as "impossible" in valid JSON.
+MIN_LOGPROB = -9999.0
+
+
+def clamp_logprob(value: float) -> float:
+    """``value`` as the wire carries it (NaN, which no softmax should give, clamps too)."""
+    return value if value >= MIN_LOGPROB else MIN_LOGPROB
+
 
 @dataclass(frozen=True, slots=True)
 class PromptLogprobSpec:

@@ -9,12 +9,19 @@ independent of the tokenizer: ``decode`` is any ``Callable[[Sequence[int]], str]
   recent tokens and emit what grew, holding back while the text ends in U+FFFD (a UTF-8
   character split across tokens).
 - Stop token ids (``stop_token_ids``, and the EOS ids unless ``ignore_eos``) finish with reason
-  ``stop``; the stop token's text is never shown.
+  ``stop``; the stop token's text is shown only with ``include_stop_str`` (vLLM's
+  ``include_stop_str_in_output``, which decodes it as any token: an EOS stays invisible while
+  special tokens are skipped).
 - Stop strings are matched on the decoded text. Generation stops at the first token after which
   the text contains one; the output ends just before the earliest match (the stop string is not
-  shown, as OpenAI does). Text that could still become a stop string (a suffix that is a prefix of
-  one) is held back, so a stream never shows part of a stop string; it is released as soon as
-  it cannot match any more, or when the request finishes otherwise.
+  shown, as OpenAI does, unless ``include_stop_str``). Text that could still become a stop string
+  (a suffix that is a prefix of one) is held back, so a stream never shows part of a stop string;
+  it is released as soon as it cannot match any more, or when the request finishes otherwise.
+- ``markers``: special tokens an output parser must see (``</think>``, tool-call tokens) while
+  the user, with special tokens skipped, never does. Their text is passed through in place but
+  is no part of the text stop strings are searched in, as vLLM's detokenizer (which skips them)
+  searches: ``stop: ["think"]`` never ends the output inside ``</think>``. A marker is released
+  after the text before it; one that comes inside a stop string's match goes with it.
 - ``max_tokens`` finishes with reason ``length`` after the last allowed token (its text is shown,
   unless that token also completed a stop string).
 - Before ``min_tokens`` tokens nothing stops the request (as in vLLM); stop strings then match
@@ -23,7 +30,7 @@ independent of the tokenizer: ``decode`` is any ``Callable[[Sequence[int]], str]
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -85,22 +92,28 @@ class StopChecker:
         eos_token_ids: Collection[int] = (),
         *,
         context_ids: Sequence[int] = (),
+        markers: Mapping[int, str] | None = None,
+        include_stop_str: bool = False,
     ) -> None:
         self._params = params
+        self._markers = dict(markers or {})
+        self._include = include_stop_str
         self._stop_ids = set(params.stop_token_ids)
         if not params.ignore_eos:
             self._stop_ids |= set(eos_token_ids)
         self._stops = params.stop
         self._decoder = IncrementalDecoder(decode, context_ids)
-        self._text = ""  # decoded text not yet cut by a stop string
+        self._text = ""  # decoded text, markers left out (what stop strings are searched in)
         self._shown = 0  # characters of _text already released
+        self._pending: list[tuple[int, str]] = []  # (place in _text, marker text) not released
+        self._released = ""  # everything shown so far, markers in place
         self._tokens = 0
         self.finished = False
 
     @property
     def text(self) -> str:
         """All text released so far."""
-        return self._text[: self._shown]
+        return self._released
 
     @property
     def num_tokens(self) -> int:
@@ -115,18 +128,19 @@ class StopChecker:
         if self._tokens < self._params.min_tokens:
             # No stopping yet (the sampler also masks EOS and stop ids): show everything, so a
             # stop string can only match text produced from min_tokens on.
-            self._text += self._decoder.push(token_id)
+            self._add(token_id)
             if limit is not None and self._tokens >= limit:
                 return self._finish("length", None)
             return TextDelta(self._release(len(self._text)))
         if token_id in self._stop_ids:
+            if self._include:
+                self._add(token_id)
             return self._finish("stop", token_id)
-        self._text += self._decoder.push(token_id)
+        self._add(token_id)
         match = self._find_stop()
         if match is not None:
-            start, stop = match
-            self._text = self._text[:start]
-            return self._finish("stop", stop, flush=False)
+            self._cut(*match)
+            return self._finish("stop", match[1], flush=False)
         if limit is not None and self._tokens >= limit:
             return self._finish("length", None)
         return TextDelta(self._release(len(self._text) - self._held_back()))
@@ -134,6 +148,19 @@ class StopChecker:
     def finish(self) -> TextDelta:
         """End the request for an outside reason (abort, context full): release what is held."""
         return self._finish(None, None)
+
+    def _add(self, token_id: int) -> None:
+        marker = self._markers.get(token_id)
+        if marker is None:
+            self._text += self._decoder.push(token_id)
+        else:
+            self._pending.append((len(self._text), marker))
+
+    def _cut(self, start: int, stop: str) -> None:
+        """End the text at a stop string found at ``start`` (after it with include_stop_str)."""
+        end = start + len(stop) if self._include else start
+        self._text = self._text[:end]
+        self._pending = [(at, marker) for at, marker in self._pending if at <= start]
 
     def _find_stop(self) -> tuple[int, str] | None:
         # A match cannot start inside released text: we never release a prefix of a stop string.
@@ -156,8 +183,16 @@ class StopChecker:
         return longest
 
     def _release(self, upto: int) -> str:
-        piece = self._text[self._shown : upto]
+        """The text up to ``upto`` not yet released, with the markers that came before it."""
+        pieces, at = [], self._shown
+        while self._pending and self._pending[0][0] <= upto:
+            place, marker = self._pending.pop(0)
+            pieces += [self._text[at:place], marker]
+            at = max(at, place)
+        pieces.append(self._text[at:upto])
         self._shown = max(self._shown, upto)
+        piece = "".join(pieces)
+        self._released += piece
         return piece
 
     def _finish(
@@ -168,7 +203,7 @@ class StopChecker:
             # The flushed tail can complete a stop string too.
             match = self._find_stop()
             if match is not None:
-                self._text = self._text[: match[0]]
+                self._cut(*match)
                 reason, matched = "stop", match[1]
         self.finished = True
         return TextDelta(self._release(len(self._text)), True, reason, matched)

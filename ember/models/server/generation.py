@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ember.errors import EmberError, InvalidModelInput
 from ember.models.constrain.session import ConstraintSpec
-from ember.models.engine.logprob_types import PromptTokenLogprob
+from ember.models.engine.logprob_types import PromptTokenLogprob, clamp_logprob
 from ember.models.sampling import SamplingParams, StopChecker
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
@@ -44,8 +44,8 @@ class GenerationInput:
     # Special token ids kept in the text although skipped otherwise: a chat parser's markers
     # (``<think>``, tool-call tokens), so that role tokens a model emits never reach content.
     keep_special: frozenset[int] = frozenset()
-    # vLLM's include_stop_str_in_output (SGLang's no_stop_trim): a stop string that ends the
-    # output stays at its end.
+    # vLLM's include_stop_str_in_output (SGLang's no_stop_trim): the stop string, or the stop
+    # token's text, that ends the output stays at its end.
     include_stop_str: bool = False
     arrival: float = field(default_factory=time.perf_counter)
 
@@ -110,14 +110,21 @@ async def stream_generation(
     tokenizer = served.tokenizer
     rid = request.request_id
 
-    drop = tokenizer.special_ids - request.keep_special if skip and request.keep_special else None
+    # The parser's markers reach it in place, but (special tokens being skipped) they are no
+    # text of the user's: stop strings are searched in the text without them, as vLLM does.
+    markers = {i: tokenizer.decode([i]) for i in request.keep_special} if skip else {}
 
     def decode(ids: list[int]) -> str:
-        if drop is not None:
-            return tokenizer.decode([i for i in ids if i not in drop])
         return tokenizer.decode(ids, skip_special_tokens=skip)
 
-    checker = StopChecker(params, decode, served.eos_token_ids, context_ids=request.prompt_ids[-5:])
+    checker = StopChecker(
+        params,
+        decode,
+        served.eos_token_ids,
+        context_ids=request.prompt_ids[-5:],
+        markers=markers,
+        include_stop_str=request.include_stop_str,
+    )
     if served.engine.in_progress(rid):
         # Only /generate lets the client choose the id (``rid``). A second request under a
         # taken id would replace, then release, the first one's grammar before the engine
@@ -148,15 +155,15 @@ async def stream_generation(
                 event.token_ids.append(token)
                 if index < len(out.logprobs):
                     lp = out.logprobs[index]
-                    event.logprobs.append(LogprobRecord(token, lp.logprob, lp.top))
+                    # Clamped here, for every route: under a grammar most of the top-k are -inf.
+                    top = tuple((t, clamp_logprob(v)) for t, v in lp.top)
+                    event.logprobs.append(LogprobRecord(token, clamp_logprob(lp.logprob), top))
                 pieces.append(delta.text)
                 if delta.finished:
                     break
             if delta is not None and delta.finished:
                 event.finish_reason = delta.finish_reason or out.finish_reason or "stop"
                 event.matched_stop = delta.stop_reason
-                if request.include_stop_str and isinstance(delta.stop_reason, str):
-                    pieces.append(delta.stop_reason)
                 if not out.finished:  # a stop string: the engine only sees token ids
                     served.engine.abort(rid, reason="stop")
             elif out.finished:

@@ -15,16 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ember.models.api.responses import TokenLogprob
-from ember.models.engine.logprob_types import PromptTokenLogprob
+from ember.models.engine.logprob_types import PromptTokenLogprob, clamp_logprob
 from ember.models.server.inputs import logprob_token
 from ember.models.server.loading import ServedModel
-
-# JSON has no -inf; vLLM clamps a logprob to this in its completions answers, as OpenAI does.
-MIN_LOGPROB = -9999.0
-
-
-def _clamp(value: float) -> float:
-    return max(value, MIN_LOGPROB)
 
 
 def echoed_tokens(
@@ -41,12 +34,12 @@ def echoed_tokens(
     out = [TokenLogprob(text, None, raw=raw)]
     for entry in scored:
         text, raw = logprob_token(served, entry.token_id)
-        value = _clamp(entry.logprob)
+        value = clamp_logprob(entry.logprob)
         alternatives = [TokenLogprob(text, value, raw=raw)]
         for token_id, logprob in entry.top[:top]:
             if token_id != entry.token_id:
                 alt_text, alt_raw = logprob_token(served, token_id)
-                alternatives.append(TokenLogprob(alt_text, _clamp(logprob), raw=alt_raw))
+                alternatives.append(TokenLogprob(alt_text, clamp_logprob(logprob), raw=alt_raw))
         out.append(TokenLogprob(text, value, tuple(alternatives), raw))
     return out
 
@@ -60,7 +53,7 @@ def vllm_prompt_logprobs(
     for entry in scored:
         item = {
             str(entry.token_id): {
-                "logprob": _clamp(entry.logprob),
+                "logprob": clamp_logprob(entry.logprob),
                 "rank": entry.rank,
                 "decoded_token": logprob_token(served, entry.token_id)[0],
             }
@@ -69,7 +62,7 @@ def vllm_prompt_logprobs(
             item.setdefault(
                 str(token_id),
                 {
-                    "logprob": _clamp(logprob),
+                    "logprob": clamp_logprob(logprob),
                     "rank": rank,
                     "decoded_token": logprob_token(served, token_id)[0],
                 },

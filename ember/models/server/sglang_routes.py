@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 import ember
 from ember.errors import EmberError
-from ember.models.api.completion_request import GenerateRequest, parse_generate_request
+from ember.models.api.completion_request import (
+    SGLANG_MAX_NEW_TOKENS,
+    GenerateRequest,
+    parse_generate_request,
+)
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.responses import (
     LogprobEntry,
@@ -34,7 +38,7 @@ from ember.models.api.responses import (
 )
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
-from ember.models.engine.logprob_types import PromptTokenLogprob
+from ember.models.engine.logprob_types import PromptTokenLogprob, clamp_logprob
 from ember.models.server.choices import (
     ChoiceEvent,
     check_choices_fit,
@@ -92,18 +96,25 @@ def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
         raise InvalidRequestField(
             "/rid", "a request id not in use by a request in progress", repr(parsed.rid)
         )
+    prompt_ids = prompt_ids_for(served, parsed.text, parsed.input_ids)
+    sampling = parsed.sampling
+    if sampling.max_tokens is None:
+        # SGLang's default max_new_tokens, clipped to what the context leaves as SGLang's
+        # scheduler clips it (a prompt that leaves no room at all is still refused).
+        room = served.context_length - len(prompt_ids)
+        sampling = replace(sampling, max_tokens=max(1, min(SGLANG_MAX_NEW_TOKENS, room)))
     generation = generation_input(
         served,
         parsed.rid or new_request_id(""),
-        prompt_ids_for(served, parsed.text, parsed.input_ids),
-        parsed.sampling,
+        prompt_ids,
+        sampling,
         constraint=constraint,
         skip_special_tokens=parsed.skip_special_tokens,
         fields=_fields(parsed),
     )
-    check_choices_fit(
-        served, generation, parsed.n, parsed.sampling.max_tokens, "/sampling_params/n"
-    )
+    # SGLang's no_stop_trim: the stop string or stop token's text stays in the text.
+    generation = replace(generation, include_stop_str=parsed.no_stop_trim)
+    check_choices_fit(served, generation, parsed.n, sampling.max_tokens, "/sampling_params/n")
     return generation
 
 
@@ -156,7 +167,8 @@ class _Answer:
         self.input_top_logprobs += [[self._entry(lp, t) for t, lp in s.top] for s in scored]
 
     def _entry(self, logprob: float | None, token_id: int) -> LogprobEntry:
-        return logprob, token_id, logprob_token(self.served, token_id)[0]
+        value = None if logprob is None else clamp_logprob(logprob)
+        return value, token_id, logprob_token(self.served, token_id)[0]
 
     def payload(self, event: GenerationEvent) -> dict:
         finish = None
@@ -164,8 +176,6 @@ class _Answer:
         if event.finished:
             reason = event.finish_reason or "stop"
             matched = event.matched_stop
-            if self.parsed.no_stop_trim and isinstance(matched, str):
-                text += matched
             finish = generate_finish_reason(
                 reason,
                 matched=matched,
