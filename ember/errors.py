@@ -105,6 +105,13 @@ class InvalidModelInput(UserError):
         super().__init__(message)
 
 
+class ContextLengthExceeded(InvalidModelInput):
+    """The prompt, with the output asked for, does not fit the model's context window.
+    ``code`` is OpenAI's for it, which clients (and vLLM users) match on."""
+
+    code = "context_length_exceeded"
+
+
 class CheckpointError(UserError):
     """A checkpoint directory is incomplete or inconsistent (missing file, shape mismatch...)."""
 

@@ -44,6 +44,8 @@ from ember.models.api.tools import (
 Dialect = Literal["openai", "workers"]
 # Workers AI's schema for Kimi and GLM (reference/workers-api.md §1.4); SGLang has no cap.
 WORKERS_AI_MAX_TEMPERATURE: float = 2  # "<= 2" in errors, as before
+# Workers AI's schema caps repetition_penalty at 2; vLLM and SGLang take any value > 0.
+WORKERS_AI_MAX_REPETITION_PENALTY: float = 2
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 INT64 = 2**63
 MAX_CHOICES = 128  # ``n``: Workers AI's schema allows 1-128
@@ -153,11 +155,16 @@ def logit_bias(body: Mapping, path: str) -> dict[int, float]:
 
 
 def parse_sampling(
-    body: Mapping, path: str = "", *, max_temperature: float | None = WORKERS_AI_MAX_TEMPERATURE
+    body: Mapping,
+    path: str = "",
+    *,
+    max_temperature: float | None = WORKERS_AI_MAX_TEMPERATURE,
+    max_repetition_penalty: float | None = WORKERS_AI_MAX_REPETITION_PENALTY,
 ) -> SamplingOptions:
     """The sampling fields shared by chat and text completions. ``max_temperature``: Workers
     AI's schema caps it at 2 (the AI gateway); SGLang and vLLM have no cap (None: the model
-    server, which refuses only a negative one)."""
+    server, which refuses only a negative one). ``max_repetition_penalty`` likewise: 2 at the
+    gateway, None (any value > 0) on the model server."""
     max_completion = optional_int(body, "max_completion_tokens", path, minimum=1)
     max_tokens = optional_int(body, "max_tokens", path, minimum=1)
     logprobs = body.get("logprobs")
@@ -193,7 +200,7 @@ def parse_sampling(
             "repetition_penalty",
             path,
             minimum=0,
-            maximum=2,
+            maximum=max_repetition_penalty,
             default=1.0,
             exclusive_minimum=True,
         ),  # type: ignore[arg-type]
@@ -278,10 +285,11 @@ def parse_chat_request(
     dialect: Dialect = "openai",
     allow_images: bool = False,
     max_temperature: float | None = WORKERS_AI_MAX_TEMPERATURE,
+    max_repetition_penalty: float | None = WORKERS_AI_MAX_REPETITION_PENALTY,
 ) -> ChatRequest:
     """Validate a chat request. ``dialect``: ``openai`` (``messages`` required; ``model`` optional)
     or ``workers`` (``env.AI.run`` family B: exactly one of ``messages`` and ``prompt``).
-    ``max_temperature``: see ``parse_sampling``."""
+    ``max_temperature``, ``max_repetition_penalty``: see ``parse_sampling``."""
     data = require_object(body, "/")
     for legacy in ("functions", "function_call"):
         if data.get(legacy) is not None:
@@ -324,7 +332,9 @@ def parse_chat_request(
     tools = parse_tools(data.get("tools"), "/tools")
     effort = optional_choice(data, "reasoning_effort", "", REASONING_EFFORTS, None)
     enable, clear, template_kwargs = _thinking(data, effort)
-    sampling = parse_sampling(data, max_temperature=max_temperature)
+    sampling = parse_sampling(
+        data, max_temperature=max_temperature, max_repetition_penalty=max_repetition_penalty
+    )
     prompt_logprobs = prompt_logprobs_field(data, stream)
     if prompt_logprobs is not None:
         sampling = replace(sampling, prompt_logprobs=prompt_logprobs, prompt_logprobs_start=1)

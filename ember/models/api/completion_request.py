@@ -147,7 +147,8 @@ def parse_completion_request(body: object) -> CompletionRequest:
         raise InvalidRequestField(
             "/suffix", "null (suffix insertion is not supported)", "a string", "unsupported_value"
         )
-    top = optional_int(data, "logprobs", "", minimum=0, maximum=5)
+    # OpenAI caps it at 5; vLLM at its max_logprobs (20 by default), as ember's top_logprobs.
+    top = optional_int(data, "logprobs", "", minimum=0, maximum=20)
     echo = optional_bool(data, "echo", "", False)
     chat_style = narrowed(data, ("logprobs", "top_logprobs"))
     chat_style.setdefault("max_tokens", OPENAI_COMPLETION_MAX_TOKENS)
@@ -167,7 +168,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         chat_style["max_tokens"] = 1  # validated as any other request, then made 0
     # Only the model server takes text completions: no temperature cap, as SGLang and vLLM.
     sampling = replace(
-        parse_sampling(chat_style, max_temperature=None),
+        parse_sampling(chat_style, max_temperature=None, max_repetition_penalty=None),
         logprobs=top is not None,
         top_logprobs=top or 0,
     )
@@ -259,9 +260,9 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         min_tokens=min_new,
         # SGLang's verify(): a non-negative finite number, no upper bound.
         temperature=optional_number(params, "temperature", path, minimum=0, default=1.0),  # type: ignore[arg-type]
-        top_p=optional_number(
-            params, "top_p", path, minimum=0, maximum=1, default=1.0, exclusive_minimum=True
-        ),  # type: ignore[arg-type]
+        # 0 is taken as on the OpenAI routes (only the most likely token), not refused as
+        # SGLang does: Workers AI's schema allows it, and one rule holds on every route.
+        top_p=optional_number(params, "top_p", path, minimum=0, maximum=1, default=1.0),  # type: ignore[arg-type]
         top_k=top_k if top_k and top_k > 0 else None,
         min_p=optional_number(params, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
         seed=seed,
@@ -273,14 +274,8 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         presence_penalty=optional_number(
             params, "presence_penalty", path, minimum=-2, maximum=2, default=0.0
         ),  # type: ignore[arg-type]
-        repetition_penalty=optional_number(
-            params,
-            "repetition_penalty",
-            path,
-            minimum=0,
-            maximum=2,
-            default=1.0,
-            exclusive_minimum=True,
+        repetition_penalty=optional_number(  # SGLang's: any value > 0
+            params, "repetition_penalty", path, minimum=0, default=1.0, exclusive_minimum=True
         ),  # type: ignore[arg-type]
         ignore_eos=optional_bool(params, "ignore_eos", path, False),
         logit_bias=logit_bias(params, path),  # SGLang's SamplingParams.logit_bias

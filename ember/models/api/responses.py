@@ -119,13 +119,16 @@ def chat_choice(
     finish_reason: str,
     logprobs: Sequence[TokenLogprob] | None = None,
     matched_stop: str | int | None = None,
+    stop_reason: str | int | None = None,
 ) -> dict:
-    """One entry of a ``chat.completion``'s ``choices``."""
+    """One entry of a ``chat.completion``'s ``choices``. ``stop_reason``: vLLM's, the stop
+    string or ``stop_token_ids`` entry that ended the output (null for EOS and length)."""
     return {
         "index": index,
         "message": chat_message(output),
         "logprobs": chat_logprobs(logprobs),
         "finish_reason": final_finish_reason(finish_reason, bool(output.tool_calls)),
+        "stop_reason": stop_reason,
         "matched_stop": matched_stop,
     }
 
@@ -208,11 +211,16 @@ class ChatStream:
         return [self._chunk(delta.to_dict())]
 
     def finish(
-        self, finish_reason: str, usage: Usage | None = None, matched_stop: str | int | None = None
+        self,
+        finish_reason: str,
+        usage: Usage | None = None,
+        matched_stop: str | int | None = None,
+        stop_reason: str | int | None = None,
     ) -> list[dict]:
         chunks = self._emit(self.parser.finish())
         reason = final_finish_reason(finish_reason, bool(self.total.heads))
         last = self._chunk({}, reason)
+        last["choices"][0]["stop_reason"] = stop_reason  # vLLM's, on the finish chunk
         last["choices"][0]["matched_stop"] = matched_stop  # SGLang's, on the finish chunk
         chunks.append(last)
         if self.include_usage and usage is not None:
@@ -272,13 +280,16 @@ def text_choice(
     finish_reason: str,
     logprobs: dict | None = None,
     matched_stop: str | int | None = None,
+    stop_reason: str | int | None = None,
 ) -> dict:
-    """One entry of a ``text_completion``'s ``choices``."""
+    """One entry of a ``text_completion``'s ``choices`` (``stop_reason`` as in
+    ``chat_choice``)."""
     return {
         "index": index,
         "text": text,
         "logprobs": logprobs,
         "finish_reason": finish_reason,
+        "stop_reason": stop_reason,
         "matched_stop": matched_stop,
     }
 
@@ -295,6 +306,7 @@ def text_completion_chunk(
     usage: Usage | None = None,
     matched_stop: str | int | None = None,
     index: int = 0,
+    stop_reason: str | int | None = None,
 ) -> dict:
     """One streamed ``text_completion`` chunk (of choice ``index``). With ``include_usage`` it
     has a ``usage`` key: null, as OpenAI sends on every chunk but the last, or ``usage``, the
@@ -309,6 +321,7 @@ def text_completion_chunk(
         ],
     }
     if finish_reason is not None:
+        chunk["choices"][0]["stop_reason"] = stop_reason  # vLLM's, on the finish chunk
         chunk["choices"][0]["matched_stop"] = matched_stop  # SGLang's, on the finish chunk
     if include_usage:
         chunk["usage"] = usage.to_dict() if usage is not None else None

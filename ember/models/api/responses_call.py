@@ -103,7 +103,9 @@ def _checked(body: Mapping[str, Any]) -> ChatRequest:
     """The chat request, validated as the model server validates it (no temperature cap: a
     gateway applies its own); an invalid field is named as the Responses request names it."""
     try:
-        return parse_chat_request(body, dialect="openai", max_temperature=None)
+        return parse_chat_request(
+            body, dialect="openai", max_temperature=None, max_repetition_penalty=None
+        )
     except InvalidRequestField as exc:
         for pattern, name in RENAMED:
             field, count = pattern.subn(name, exc.field, count=1)

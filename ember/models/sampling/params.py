@@ -6,8 +6,9 @@ gateway's, the engine has none, as SGLang and vLLM), ``top_p`` 0-1 (1),
 ``frequency_penalty``/``presence_penalty`` -2..2 (0), ``stop`` a string or 1-4 strings,
 ``logprobs`` bool with ``top_logprobs`` 0-20, ``seed``; every numeric field also accepts null
 (= default), and ``logit_bias`` maps token ids to -100..100. Engine extensions as vLLM/SGLang
-name them: ``top_k`` (0 or -1 = off), ``min_p`` (0-1), ``repetition_penalty`` (0-2, 1 = off; 0
-itself is refused, it would divide by zero), ``min_tokens``, ``stop_token_ids``, ``ignore_eos``.
+name them: ``top_k`` (0 or -1 = off), ``min_p`` (0-1), ``repetition_penalty`` (> 0, 1 = off;
+0 itself is refused, it would divide by zero; Workers AI's cap of 2 is the gateway's),
+``min_tokens``, ``stop_token_ids``, ``ignore_eos``.
 ``max_completion_tokens`` wins over the deprecated ``max_tokens``. Unknown keys are ignored (the
 request body carries messages, tools, ...).
 
@@ -70,7 +71,7 @@ class SamplingParams:
         _check_number("min_p", self.min_p, 0.0, 1.0)
         _check_number("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
         _check_number("presence_penalty", self.presence_penalty, -2.0, 2.0)
-        _check_number("repetition_penalty", self.repetition_penalty, 0.0, 2.0, open_low=True)
+        _check_number("repetition_penalty", self.repetition_penalty, 0.0, math.inf, open_low=True)
         if not _is_int(self.top_k) or self.top_k < -1:
             _fail("top_k", "an integer >= 1, or 0 / -1 to disable", self.top_k)
         if self.seed is not None and not (

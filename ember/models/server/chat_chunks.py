@@ -95,7 +95,9 @@ class ChatChunker:
             logprobs = self._token_logprobs(self._served, event.logprobs)
         chunks = stream.text(event.text, logprobs)
         if event.finished:
-            chunks += stream.finish(event.finish_reason or "stop", None, event.matched_stop)
+            chunks += stream.finish(
+                event.finish_reason or "stop", None, event.matched_stop, event.stop_reason
+            )
         return chunks
 
     def end(self) -> list[dict]:

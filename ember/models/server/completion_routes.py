@@ -136,8 +136,9 @@ async def _completion_answer(
                 echoed = _echoed(served, completion, generation, scored)
                 # One run of offsets over prompt and output tokens, as vLLM counts them.
                 logprobs = completion_logprobs(echoed + tokens)
+        text = "".join(pieces[index])
         choice = text_choice(
-            index, "".join(pieces[index]), event.finish_reason, logprobs, event.matched_stop
+            index, text, event.finish_reason, logprobs, event.matched_stop, event.stop_reason
         )
         if scored is not None:  # vLLM's, whenever the prompt was scored: on every choice
             top = completion.sampling.prompt_logprobs or 0
@@ -220,6 +221,7 @@ async def _completion_stream(
                         finish_reason=event.finish_reason if event.finished else None,
                         logprobs=logprobs,
                         matched_stop=event.matched_stop,
+                        stop_reason=event.stop_reason,
                     )
                 )
             if out:

@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from ember.errors import EmberError, InvalidModelInput
+from ember.errors import ContextLengthExceeded, EmberError, InvalidModelInput
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob, clamp_logprob
 from ember.models.sampling import SamplingParams, StopChecker
@@ -57,7 +57,8 @@ class GenerationEvent:
     logprobs: list[LogprobRecord]
     finished: bool = False
     finish_reason: str | None = None  # stop | length | abort
-    matched_stop: str | int | None = None
+    matched_stop: str | int | None = None  # SGLang's: the stop string or token id (EOS too)
+    stop_reason: str | int | None = None  # vLLM's: the stop string or stop_token_ids entry
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
@@ -83,23 +84,39 @@ def max_tokens_for(
     served: ServedModel, prompt_tokens: int, asked: int | None, name: str = "max_tokens"
 ) -> int:
     """``asked``, or the rest of the context window; a request that cannot fit is a 400.
-    ``name``: the request's word for the output limit (``max_new_tokens`` in /generate)."""
-    room = served.context_length - prompt_tokens
+    ``name``: the request's word for the output limit (``max_new_tokens`` in /generate).
+    The message opens with OpenAI's (and vLLM's) words, which clients match on, then says
+    what ember would accept."""
+    context = served.context_length
+    room = context - prompt_tokens
     if room < 1:
-        raise InvalidModelInput(
+        raise ContextLengthExceeded(
             "prompt",
+            f"This model's maximum context length is {context} tokens. However, your messages "
+            f"resulted in {prompt_tokens} tokens. Please reduce the length of the messages: "
             f"the prompt has {prompt_tokens} tokens; this model serves at most "
-            f"{served.context_length - 1} prompt tokens",
+            f"{context - 1} prompt tokens",
         )
     if asked is None:
         return room
     if asked > room:
-        raise InvalidModelInput(
+        raise ContextLengthExceeded(
             "max_tokens",
-            f"{name} is {asked}, but the prompt ({prompt_tokens} tokens) leaves room for "
-            f"{room} in the {served.context_length}-token context window",
+            f"This model's maximum context length is {context} tokens. However, you requested "
+            f"{prompt_tokens + asked} tokens ({prompt_tokens} in the messages, {asked} in the "
+            f"completion). Please reduce the length of the messages or completion: {name} is "
+            f"{asked}, but the prompt ({prompt_tokens} tokens) leaves room for {room} in the "
+            f"{context}-token context window",
         )
     return asked
+
+
+def _vllm_stop_reason(matched: str | int | None, params: SamplingParams) -> str | int | None:
+    """vLLM's ``stop_reason``: null when EOS ended the output (SGLang's ``matched_stop`` names
+    the EOS id), the stop string or the requested stop token id otherwise."""
+    if isinstance(matched, int) and matched not in params.stop_token_ids:
+        return None
+    return matched
 
 
 async def stream_generation(
@@ -164,6 +181,7 @@ async def stream_generation(
             if delta is not None and delta.finished:
                 event.finish_reason = delta.finish_reason or out.finish_reason or "stop"
                 event.matched_stop = delta.stop_reason
+                event.stop_reason = _vllm_stop_reason(delta.stop_reason, params)
                 if not out.finished:  # a stop string: the engine only sees token ids
                     served.engine.abort(rid, reason="stop")
             elif out.finished:

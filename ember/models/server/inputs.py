@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, replace
 
-from ember.errors import InvalidModelInput
+from ember.errors import ContextLengthExceeded, InvalidModelInput
 from ember.models.api.chat_request import ChatRequest, SamplingOptions
 from ember.models.api.constraints import constraint_for, output_parser_for
 from ember.models.api.errors import InvalidRequestField
@@ -226,8 +226,11 @@ def generation_input(
     except InvalidRequestField:
         raise
     except InvalidModelInput as error:
-        # The engine's checks know its own names (prompt, max_tokens, temperature...).
-        raise InvalidModelInput(fields.pointer(error.field), str(error)) from None
+        # The engine's checks know its own names (prompt, max_tokens, temperature...); the
+        # kind of error (its OpenAI code: context_length_exceeded) stays.
+        overflow = isinstance(error, ContextLengthExceeded)
+        kind = ContextLengthExceeded if overflow else InvalidModelInput
+        raise kind(fields.pointer(error.field), str(error)) from None
 
 
 def _generation_input(

@@ -89,7 +89,10 @@ async def chat_completions(request: Request) -> Response:
     served.engine.expect(request_id)
     try:
         body = tracked(await read_json(request))
-        chat = parse_chat_request(body, dialect="openai", max_temperature=None)
+        # The model server's ranges are vLLM's and SGLang's, not Workers AI's.
+        chat = parse_chat_request(
+            body, dialect="openai", max_temperature=None, max_repetition_penalty=None
+        )
         note = ignored_note(body)
         if note is not None:
             served.log(f"{request_id}: {note}", "warning")
@@ -134,7 +137,14 @@ async def chat_answer(
         total.add(reader.parser.finish())
         logprobs = token_logprobs(served, records[index]) if chat.sampling.logprobs else None
         choices.append(
-            chat_choice(index, total.result(), event.finish_reason, logprobs, event.matched_stop)
+            chat_choice(
+                index,
+                total.result(),
+                event.finish_reason,
+                logprobs,
+                event.matched_stop,
+                event.stop_reason,
+            )
         )
     prompt_tokens = len(chat_in.generation.prompt_ids)
     answer = chat_completion_of(
