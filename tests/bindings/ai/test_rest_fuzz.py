@@ -109,8 +109,9 @@ def _problems(response: httpx.Response, model: str) -> list[str]:
     if "missing" in model and error["code"] not in (5006, 5007):
         return [f"an unknown model answered {error}"]
     # Named as a location (Invalid value at '/max_tokens') or as the subject of the sentence
-    # (max_tokens is 9223372036854775808, but the prompt leaves room for 4089).
-    if error["code"] == 5006 and not re.search(r" at '|^Error: [a-z_]+ is ", error["message"]):
+    # (max_tokens is 9223372036854775808, but the prompt leaves room for 4089), which follows
+    # OpenAI's words on a context overflow ("...in the completion). Please reduce ...: ").
+    if error["code"] == 5006 and not re.search(r" at '|(^Error: |: )[a-z_]+ is ", error["message"]):
         return [f"a 5006 naming no field: {error}"]
     return []
 

@@ -80,9 +80,9 @@ def test_completion_defaults_and_forms() -> None:
             "expected null (suffix insertion is not supported), got a string",
         ),
         (
-            {"model": "m", "prompt": "x", "logprobs": 6},
+            {"model": "m", "prompt": "x", "logprobs": 21},  # vLLM's max_logprobs, not 5
             "/logprobs",
-            "expected an integer >= 0 and <= 5, got a number (6)",
+            "expected an integer >= 0 and <= 20, got a number (21)",
         ),
         (
             {"model": "m", "prompt": "x", "prompt_logprobs": 1, "stream": True},
@@ -172,7 +172,8 @@ def test_generate_request() -> None:
     ignored = parse_generate_request({"input_ids": [1], "logprob_start_len": 0})
     assert ignored.logprob_start_len == -1 and ignored.sampling.prompt_logprobs is None
     defaults = parse_generate_request({"input_ids": [1, 2]})
-    assert defaults.input_ids == (1, 2) and defaults.sampling == SamplingOptions(max_tokens=128)
+    # No max_new_tokens: the route takes SGLang's 128, clipped to what the context leaves.
+    assert defaults.input_ids == (1, 2) and defaults.sampling == SamplingOptions(max_tokens=None)
 
 
 @pytest.mark.parametrize(
@@ -234,9 +235,9 @@ def test_generate_request() -> None:
             "expected -1 (off) or an integer >= 1, got a number (0)",
         ),
         (
-            {"text": "a", "sampling_params": {"top_p": 0}},
+            {"text": "a", "sampling_params": {"top_p": -0.5}},  # 0 is taken, as on chat
             "/sampling_params/top_p",
-            "expected a number > 0 and <= 1, got a number (0)",
+            "expected a number >= 0 and <= 1, got a number (-0.5)",
         ),
         (
             {"text": "a", "sampling_params": {"n": 0}},

@@ -59,6 +59,7 @@ def test_chat_completion_object() -> None:
                 },
                 "logprobs": None,
                 "finish_reason": "tool_calls",
+                "stop_reason": None,
                 "matched_stop": None,
             }
         ],
@@ -142,7 +143,7 @@ def test_openai_stream_bytes_with_usage() -> None:
         f'data: {{{head},"choices":[{{"index":0,"delta":{{"reasoning_content":"Plan."}},"logprobs":null,"finish_reason":null}}],"usage":null}}\n\n'
         f'data: {{{head},"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"call_z","type":"function","function":{{"name":"f","arguments":"{{\\"a\\":1"}}}}]}},"logprobs":null,"finish_reason":null}}],"usage":null}}\n\n'
         f'data: {{{head},"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":"}}"}}}}]}},"logprobs":null,"finish_reason":null}}],"usage":null}}\n\n'
-        f'data: {{{head},"choices":[{{"index":0,"delta":{{}},"logprobs":null,"finish_reason":"tool_calls","matched_stop":null}}],"usage":null}}\n\n'
+        f'data: {{{head},"choices":[{{"index":0,"delta":{{}},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null,"matched_stop":null}}],"usage":null}}\n\n'
         f'data: {{{head},"choices":[],"usage":{{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,"prompt_tokens_details":{{"cached_tokens":8}}}}}}\n\n'
         "data: [DONE]\n\n"
     )
@@ -271,6 +272,7 @@ def test_text_completion_and_generate() -> None:
                 "index": 0,
                 "text": "abc",
                 "finish_reason": "length",
+                "stop_reason": None,
                 "matched_stop": None,
                 "logprobs": {
                     "tokens": ["a", "bc"],

@@ -57,8 +57,8 @@ def test_max_completion_tokens_wins_and_model_defaults_fill_gaps() -> None:
         ("top_p", 1.5, "between 0 and 1"),
         ("frequency_penalty", 2.01, "between -2 and 2"),
         ("presence_penalty", -3, "between -2 and 2"),
-        ("repetition_penalty", 0, "greater than 0 and at most 2"),
-        ("repetition_penalty", 2.5, "greater than 0 and at most 2"),
+        ("repetition_penalty", 0, "finite number > 0"),  # any > 0, as vLLM and SGLang
+        ("repetition_penalty", float("inf"), "finite number > 0"),
         ("top_k", -2, "integer >= 1, or 0 / -1"),
         ("top_k", 2.5, "integer >= 1, or 0 / -1"),
         ("seed", 2**64, "integer between"),
