@@ -30,12 +30,12 @@ from ember.models.api.completion_request import (
     parse_generate_request,
 )
 from ember.models.api.errors import InvalidRequestField
-from ember.models.api.responses import (
+from ember.models.api.generate_response import (
     LogprobEntry,
-    Usage,
     generate_finish_reason,
     generate_response,
 )
+from ember.models.api.responses import Usage
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob, clamp_logprob

@@ -10,6 +10,7 @@ import pytest
 
 from ember.models.api import errors
 from ember.models.api.deltas import ParsedOutput, ToolCall
+from ember.models.api.generate_response import generate_finish_reason, generate_response
 from ember.models.api.output_parser import ChatOutputParser
 from ember.models.api.responses import (
     ChatStream,
@@ -17,8 +18,6 @@ from ember.models.api.responses import (
     Usage,
     chat_completion,
     completion_logprobs,
-    generate_finish_reason,
-    generate_response,
     text_completion,
 )
 from ember.models.api.sse import OpenAIEvents, WorkersEvents, parse_sse, sse_data
