@@ -15,6 +15,7 @@ own fault or an environment failure, and the CLI reports it as a possible bug.
     │   ├── NotFound               a named thing does not exist (worker, version, account, ...)
     │   ├── ModelNotFound          an unknown model id or checkpoint path
     │   ├── InvalidModelInput      a model request failed validation (field named)
+    │   │   └── ContextLengthExceeded  the prompt and the output asked for exceed the context
     │   └── CheckpointError        a checkpoint directory is incomplete or inconsistent
     └── InternalError
         ├── WorkerCrashed          an isolate process died or broke the protocol

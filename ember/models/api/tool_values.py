@@ -9,6 +9,7 @@ an integer one. Kimi names each call ``functions.NAME:INDEX``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 
@@ -69,13 +70,26 @@ def _json_type(value: object) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+def _not_json(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of a float's range")
+    return value
+
+
 def convert_glm_value(raw: str, schema: object) -> object:
     """One ``<arg_value>`` body as the value the schema expects."""
     types = schema_types(schema)
     if types == {"string"}:
         return raw
     try:
-        parsed = json.loads(raw)
+        # Strict JSON: NaN, Infinity or 1e999 would come back out as NaN / Infinity in the
+        # arguments string, which JSON.parse (and OpenAI's clients) refuse; they stay text.
+        parsed = json.loads(raw, parse_constant=_not_json, parse_float=_finite_float)
     except ValueError:
         return raw
     if types is None:
