@@ -25,6 +25,7 @@ from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
 from ember.bindings.ai.classic import classic_inputs, classic_limits, classic_result
 from ember.bindings.ai.classic_schema import check_classic
+from ember.bindings.ai.context_hint import local_context_hint
 from ember.bindings.ai.dialects import completion_result, is_streaming, upstream_request
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
@@ -42,7 +43,7 @@ from ember.bindings.ai.thinking import (
 )
 from ember.bindings.ai.unknown_fields import unknown_fields_note
 from ember.bindings.ai.unknown_model import no_such_model
-from ember.errors import InvalidModelInput
+from ember.errors import ContextLengthExceeded, InvalidModelInput
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.responses_call import ResponsesCall
@@ -119,6 +120,10 @@ class AIGateway:
             return await self._run(tenant, model, inputs, options, dialect, note or self._progress)
         except AIRequestFailed:
             raise
+        except ContextLengthExceeded as exc:
+            hint = local_context_hint(model, self.pool.status())
+            hinted = ContextLengthExceeded(exc.field, f"{exc}{hint}")
+            raise AIRequestFailed(failure_of(hinted, model)) from None
         except Exception as exc:
             raise AIRequestFailed(failure_of(exc, model)) from None
 

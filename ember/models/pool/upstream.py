@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from ember.errors import InvalidModelInput
+from ember.errors import ContextLengthExceeded, InvalidModelInput
 from ember.models.pool import errors
 from ember.models.pool.lease import Lease
 from ember.models.pool.wire import StreamedResponse, WireConnectError, WireError, WirePool
@@ -50,7 +50,10 @@ def upstream_refusal(model: str, status: int, body: object) -> Exception:
     message = _error_message(body) or f"HTTP {status}"
     if status == 400 or status == 422 or status == 413:
         param = _error_param(body)
-        return InvalidModelInput(f"/{param.replace('.', '/')}" if param else "", message)
+        field = f"/{param.replace('.', '/')}" if param else ""
+        if _error_code(body) == ContextLengthExceeded.code:
+            return ContextLengthExceeded(field, message)
+        return InvalidModelInput(field, message)
     if status in (429, 503):
         return errors.queue_full(model, 0, 0)
     return errors.replica_failed(model, f"the model server answered {status}: {message}")
@@ -65,6 +68,12 @@ def _error_message(body: object) -> str | None:
             return body["message"]
     if isinstance(body, str) and body:
         return body[:500]
+    return None
+
+
+def _error_code(body: object) -> object:
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return body["error"].get("code")
     return None
 
 

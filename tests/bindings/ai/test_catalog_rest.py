@@ -149,3 +149,14 @@ def test_the_schema_lists_every_field_the_gateway_forwards() -> None:
     listed = set(model_io_schema("chat-completions")["input"]["oneOf"][1]["properties"])
     missing = set(FORWARDED) - listed - {"stream_options", "ignore_eos", "min_tokens", "user"}
     assert not missing
+
+
+def test_a_context_refusal_says_the_limit_is_the_local_checkpoints(dev: DevServer) -> None:
+    url = f"{dev.url}/client/v4/accounts/local/ai/run/{GLM}"
+    ask = {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 100_000}
+    refused = httpx.post(url, json=ask, timeout=120)
+    assert refused.status_code == 400, refused.text
+    message = refused.json()["errors"][0]["message"]
+    assert "maximum context length" in message  # the replica's own words first
+    assert "limit of the local checkpoint" in message and "131072" in message
+    assert f'ai.models."{GLM}".args' in message
