@@ -3,11 +3,17 @@
 ``ember dev`` makes a new mount on each config reload (``runtime/mounts.py``); its first request
 has the supervisor's shared gateway adopt that ``ai`` section, as ``env.AI``'s first call does,
 so a changed section reaches the HTTP APIs before any worker calls a model.
+
+Every request is accounted to the project's own tenant, whatever account id its path names: on
+the platform a worker's ``env.AI`` and the REST API of its account are one account, so a batch
+queued on one side is polled on the other (and a gateway log written by one is read by the other).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from starlette.requests import Request
 
 from ember.bindings.ai.gateway import AIGateway, GatewayConfig, shared_gateway
 from ember.bindings.ai.rest import ai_app, is_ai_path
@@ -30,7 +36,10 @@ class _AdoptingApp:
         self._config = config
         self._adopted = False
         self._error: Exception | None = None
-        self._app = ai_app(self._gateway)
+        self._app = ai_app(self._gateway, self._project_tenant)
+
+    async def _project_tenant(self, request: Request, account: str | None) -> str:
+        return self._host.deployment_id  # the tenant env.AI's service uses (service.py)
 
     def _gateway(self) -> AIGateway:
         if self._error is not None:

@@ -13,7 +13,8 @@
 
 REST answers use the ``{result, success, errors, messages}`` envelope (``"stream": true`` answers
 with server-sent events in the binding's format); the body is the inputs, plus an optional
-``options`` object (``rejectIfBusy``, ``gateway``...). ``x-session-affinity`` pins a replica.
+``options`` object (``rejectIfBusy``, ``gateway``...); ``?queueRequest=true`` queues a batch as
+``options.queueRequest`` does. ``x-session-affinity`` pins a replica.
 A request whose client disconnects is cancelled, streamed or not (the replica stops generating).
 ``ai_routes`` builds the routes for any starlette app (``ember serve`` mounts them behind its own
 authentication through ``authorize``); ``ai_app`` is a complete app (``ember dev``).
@@ -99,6 +100,9 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             served.require_model(model)  # before the options: an unknown model is a 5007
             options = parse_run_options(body.pop("options", None), model)
             options = replace(options, headers=_affinity(request, options.headers))
+            if _query_flag(request, "queueRequest"):
+                # batch-api/rest-api.mdx sends the batch flag in the query, not the body.
+                options = replace(options, queue_request=True)
             answer = await unless_disconnected(request, served.run(tenant, model, body, options))
         except ClientGone:
             return Response(status_code=CLIENT_GONE)
@@ -342,6 +346,11 @@ async def _json_body(request: Request) -> dict[str, Any]:
     # here, not a 503 from re-encoding it for the replica (or the replica's 500).
     check_body(value)
     return value
+
+
+def _query_flag(request: Request, name: str) -> bool:
+    """``?name=true`` on the URL."""
+    return request.query_params.get(name, "").lower() in ("true", "1")
 
 
 def _affinity(request: Request, headers: Any) -> dict[str, str]:
