@@ -1,7 +1,7 @@
 """A binding's reply stream sent to the HTTP client by the supervisor, never entering the isolate.
 
 When a handler returns a binding's reply stream unread as its response body (``return
-Response(await env.AI.run(..., stream=True))``), the isolate hands the stream back
+Response(await env.AI.run(model, {..., "stream": True}))``), the isolate hands the stream back
 (``PipeResponse``) and the router reads the service's chunks itself: no chunk is framed,
 written to the isolate, parsed there, framed again and written back. Workers' runtime does the
 same for a ReadableStream piped straight through.

@@ -29,6 +29,7 @@ from ember.errors import BindingError
 # Inputs up to this size travel in the call frame; larger ones are uploaded as a stream.
 INLINE_INPUT_BYTES = 256 * 1024
 _DROPPED_OPTIONS = ("signal",)  # an AbortSignal cannot cross processes: cancel the task instead
+_ABSENT: Any = object()  # an argument the caller did not pass (JavaScript's undefined)
 
 
 class InferenceUpstreamError(BindingError):
@@ -95,10 +96,17 @@ class Ai:
     def last_request_id(self) -> str | None:
         return self.lastRequestId
 
-    async def run(self, model: Any, inputs: Any = None, options: Any = None, **kwargs: Any) -> Any:
-        """Run ``model`` on ``inputs``; see the module docstring for what comes back."""
-        if kwargs:
-            options = {**to_plain(dict(options or {})), **kwargs}
+    async def run(
+        self, model: Any, inputs: Any = _ABSENT, options: Any = _ABSENT, *more: Any, **kwargs: Any
+    ) -> Any:
+        """Run ``model`` on ``inputs``; see the module docstring for what comes back.
+
+        Keyword arguments are what Pyodide makes of them when Python calls a JavaScript
+        function: one object appended as the last positional argument. So ``run(model,
+        messages=[...])`` passes them as the inputs, ``run(model, inputs, gateway={...})`` as the
+        options, and after the options they are a fourth argument, which ``run`` ignores.
+        """
+        inputs, options = _pyodide_arguments(inputs, options, kwargs)
         if not isinstance(model, str):
             raise TypeError(f"env.{self._name}.run(): model must be a string id, got {model!r}")
         plain_inputs = to_plain(inputs if inputs is not None else {})
@@ -199,6 +207,17 @@ class ChatCompletion(JsDict):
         if name == "response":
             raise AttributeError(_WHERE_THE_ANSWER_IS)
         return super().__getattr__(name)
+
+
+def _pyodide_arguments(inputs: Any, options: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """(inputs, options) after Pyodide's keyword-argument rule (see ``Ai.run``); an argument
+    not passed is None, as JavaScript's ``undefined`` reaches ``run``."""
+    if kwargs:
+        if inputs is _ABSENT:
+            inputs = kwargs
+        elif options is _ABSENT:
+            options = kwargs
+    return (None if inputs is _ABSENT else inputs), (None if options is _ABSENT else options)
 
 
 def _options(options: Any) -> dict[str, Any]:
