@@ -9,9 +9,11 @@
 - with ``options["returnRawResponse"]``, a ``Response`` (the ``workers`` module's) with the
   status, headers and body as they came, failures included.
 
-Failures raise ``InferenceUpstreamError("<code>: <description>")``. The client holds no state
-beyond the last request's id and status (as the platform's ``lastRequestId`` etc.), no secrets,
-and imports neither torch nor the pool.
+``env.AI.gateway(id)`` reads and annotates the logs of calls made with ``options.gateway``
+(``gateway_client.py``); ``toMarkdown``, ``autorag`` and ``aiSearch`` say what ember offers
+instead. Failures raise ``InferenceUpstreamError("<code>: <description>")``. The client holds
+no state beyond the last request's ids and status (as the platform's ``lastRequestId``,
+``aiGatewayLogId`` etc.), no secrets, and imports neither torch nor the pool.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ember.bindings.ai.gateway_client import AiGateway, unsupported
 from ember.bindings.base import BindingChannel, BindingSpec, ServiceError
 from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.bindings.streams import ReadableStream
@@ -160,6 +163,22 @@ class Ai:
         if isinstance(result, JsDict) and result.get("object") == "chat.completion":
             return ChatCompletion(result)
         return result
+
+    def gateway(self, gateway_id: Any) -> AiGateway:
+        """``env.AI.gateway(id)``: the logs of the calls made through AI Gateway ``id``
+        (``getLog``, ``patchLog``) and its platform URL (``getUrl``); see gateway_client.py."""
+        if not isinstance(gateway_id, str) or not gateway_id:
+            raise TypeError(f"env.{self._name}.gateway(): expected the gateway's id, a string")
+        return AiGateway(self._name, self._channel, gateway_id)
+
+    def toMarkdown(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - the platform's name
+        raise unsupported("toMarkdown")
+
+    def autorag(self, *args: Any, **kwargs: Any) -> Any:
+        raise unsupported("autorag")
+
+    def aiSearch(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - the platform's name
+        raise unsupported("aiSearch")
 
     async def models(self, params: Any = None) -> list[Any]:
         """The models this ember serves, as the platform's catalog objects (id, name,

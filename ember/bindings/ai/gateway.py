@@ -1,6 +1,6 @@
 """``AIGateway``: one per supervisor; every AI request of every tenant goes through it.
 
-It owns the model pool, the response cache (``options.gateway``), queued batches
+It owns the model pool, the response cache and logs (``options.gateway``), queued batches
 (``queueRequest``) and the per-tenant quotas, and turns a request in either dialect into an
 ``AIAnswer`` (JSON bytes or a byte stream in the caller's event format) or an ``AIRequestFailed``
 carrying the Workers AI code. The binding's service (one per deployment) and the REST and
@@ -28,6 +28,7 @@ from ember.bindings.ai.classic_schema import check_classic
 from ember.bindings.ai.context_hint import local_context_hint
 from ember.bindings.ai.dialects import completion_result, is_streaming, upstream_request
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
+from ember.bindings.ai.gateway_logs import GatewayLogs
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
 from ember.bindings.ai.model_rows import model_rows
 from ember.bindings.ai.model_schema import Schema, schema_of
@@ -80,6 +81,7 @@ class AIGateway:
         self.responses = ResponseStore()  # /ai/v1/responses, one scope per tenant
         self.quotas = QuotaBook(self.config.limits)
         self.batches = BatchQueue(self._run_batch_item)
+        self.logs = GatewayLogs()  # options.gateway calls: env.AI.gateway(id).getLog
 
     async def start(self) -> None:
         """Start the configured models now (``ember serve``, or ``pool.start: eager``)."""
@@ -116,8 +118,14 @@ class AIGateway:
         """One ``env.AI.run`` / REST ``ai/run`` call; raises AIRequestFailed. ``note``: where
         this request's notes go (a worker's invocation log on ``ember serve``) in place of
         ``progress`` (the dev console, the operator's log)."""
+        gateway = options.gateway
+        log = None
+        if gateway is not None and isinstance(inputs, Mapping):
+            log = self.logs.start(gateway.id, model, inputs, gateway.metadata)
         try:
-            return await self._run(tenant, model, inputs, options, dialect, note or self._progress)
+            answer = await self._run(
+                tenant, model, inputs, options, dialect, note or self._progress
+            )
         except AIRequestFailed:
             raise
         except ContextLengthExceeded as exc:
@@ -126,6 +134,9 @@ class AIGateway:
             raise AIRequestFailed(failure_of(hinted, model)) from None
         except Exception as exc:
             raise AIRequestFailed(failure_of(exc, model)) from None
+        if log is None or gateway is None:
+            return answer
+        return self.logs.answered(tenant, log, answer, keep=gateway.collect_log)
 
     async def chat(self, tenant: str, body: Mapping[str, Any], options: RunOptions) -> AIAnswer:
         """One OpenAI-compatible ``/chat/completions`` call (``model`` in the body)."""

@@ -26,6 +26,7 @@ _ALIASES = {
     "skip_cache": "skipCache",
     "cache_key": "cacheKey",
     "request_timeout_ms": "requestTimeoutMs",
+    "collect_log": "collectLog",
 }
 KNOWN = frozenset(
     {
@@ -53,6 +54,7 @@ class GatewayOptions:
     skip_cache: bool = False
     request_timeout_ms: int | None = None
     metadata: Mapping[str, object] = field(default_factory=dict)
+    collect_log: bool = True  # store the call's log (gateway_logs.py); the id is set either way
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +142,12 @@ def _gateway(value: object) -> GatewayOptions | None:
     metadata = gateway.get("metadata") or {}
     if not isinstance(metadata, Mapping):
         raise _bad("options.gateway.metadata", "an object", metadata)
-    return GatewayOptions(gateway_id, key, ttl, skip, timeout, dict(metadata))
+    collect = gateway.get("collectLog", True)
+    if collect is None:
+        collect = True
+    if not isinstance(collect, bool):
+        raise _bad("options.gateway.collectLog", "true or false", collect)
+    return GatewayOptions(gateway_id, key, ttl, skip, timeout, dict(metadata), collect)
 
 
 def _tags(value: object) -> tuple[str, ...]:

@@ -10,6 +10,9 @@ isolate and is checked here):
             failure: ServiceError("<code>: <description>", kind="ai", data=Failure.to_data())
             (with returnRawResponse a failure is an answer too, as the platform returns it)
     models  [params | None] -> [{"id", "name", "task", ..., "architecture", "loaded", ...}]
+    gateway [gateway_id, "getLog" | "patchLog" | "getUrl", args]
+            -> the log (getLog), None (patchLog), the URL (getUrl)
+            failure: ServiceError(kind="ai-gateway", data={"status": 404 | 400})
 
 The tenant is the deployment: quotas, cache entries and batch ids are scoped by it, never by
 anything the isolate sends.
@@ -25,6 +28,7 @@ from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
 from ember.bindings.ai.gateway import AIAnswer, AIGateway, AIRequestFailed, shared_gateway
 from ember.bindings.ai.model_search import ModelSearch, catalog_entry
 from ember.bindings.ai.options import parse_run_options
+from ember.bindings.ai.rest import LOCAL_ACCOUNT
 from ember.bindings.ai.spec import config_of
 from ember.bindings.base import (
     BindingService,
@@ -35,7 +39,7 @@ from ember.bindings.base import (
     StreamReply,
 )
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput
-from ember.models.api.fields import check_body
+from ember.models.api.fields import check_body, describe
 
 MAX_INPUT_BYTES = 10 * 2**20  # the platform's batch payload limit; one request stays below
 INLINE_BODY_BYTES = 512 * 1024
@@ -75,6 +79,8 @@ class AIService(BindingService):
                 return _failed(failure_of(exc, ""), raw=False)
             found = [{**catalog_entry(row), **row} for row in rows]
             return found if search is None else search.select(found)
+        if method == "gateway":
+            return await self._gateway_call(args)
         if method != "run":
             raise ServiceError(f"env.{self.binding} has no method {method!r}", kind="binding")
         if not isinstance(args, list) or len(args) != 3:
@@ -98,6 +104,45 @@ class AIService(BindingService):
         except (InvalidModelInput, CheckpointError, ConfigError) as exc:
             return _failed(failure_of(exc, str(model)), raw)
         return _reply(answer)
+
+    async def _gateway_call(self, args: object) -> object:
+        """``env.AI.gateway(id)``'s methods over this tenant's gateway logs."""
+        if not isinstance(args, list) or len(args) != 3 or not isinstance(args[0], str):
+            raise ServiceError("gateway() expects (gateway_id, method, args)", kind="binding")
+        gateway_id, op, op_args = args
+        op_args = op_args if isinstance(op_args, list) else []
+        if op == "getUrl":
+            provider = op_args[0] if op_args else None
+            return gateway_url(LOCAL_ACCOUNT, gateway_id, provider)
+        if op not in ("getLog", "patchLog") or not op_args:
+            raise ServiceError(f"env.{self.binding}.gateway() has no {op!r}", kind="binding")
+        logs = (await self.gateway()).logs
+        log = logs.get(self.tenant, gateway_id, op_args[0])
+        if log is None:
+            raise ServiceError(
+                f"Log {op_args[0]!r} not found in gateway {gateway_id!r} (ember keeps the logs "
+                "of calls made with options.gateway.id set to this gateway and collectLog not "
+                "false, in memory, until the dev server or platform restarts)",
+                kind="ai-gateway",
+                data={"status": 404},
+            )
+        if op == "getLog":
+            return log.as_json()
+        try:
+            logs.patch(log, op_args[1] if len(op_args) > 1 else None)
+        except InvalidModelInput as exc:
+            raise ServiceError(str(exc), kind="ai-gateway", data={"status": 400}) from None
+        return None
+
+
+def gateway_url(account: str, gateway_id: str, provider: object) -> str:
+    """AI Gateway's URL for ``provider`` (the gateway's universal endpoint when None): the
+    platform's address, where the same code reaches the gateway once deployed; ember does not
+    serve it."""
+    base = f"https://gateway.ai.cloudflare.com/v1/{account}/{gateway_id}"
+    if provider is None or provider == "universal":
+        return base
+    return f"{base}/{provider}"
 
 
 def _note_to(ctx: CallContext) -> Callable[[str], None]:
@@ -141,7 +186,7 @@ async def _inputs(inline: object, upload: AsyncIterator[bytes] | None) -> dict[s
         ) from None
     if not isinstance(value, dict):
         raise InvalidModelInput(
-            "/", f"Invalid value at '/': expected an object, got {type(value).__name__}"
+            "/", f"Invalid value at '/': expected an object, got {describe(value)}"
         )
     check_body(value)  # as the REST route does (rest._json_body)
     return value
