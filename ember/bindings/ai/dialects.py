@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ember.bindings.ai.failures import LoraUnsupported
+from ember.bindings.ai.failures import lora_refusal
 from ember.bindings.ai.fields import SAMPLING_FIELDS
 from ember.bindings.ai.json_mode import json_mode_cut_short, json_mode_failure_description
 from ember.bindings.ai.raw_prompt import COMPLETIONS_PATH, raw_body, wants_raw
@@ -78,7 +78,7 @@ def upstream_request(
     if isinstance(inputs, Mapping) and inputs.get("lora") is not None:
         # The platform answers 5005 for a model without LoRA support; ignoring the field would
         # answer from the base model as if the adapter had been applied.
-        raise LoraUnsupported("/lora", f"{model} does not support LoRa inference")
+        raise lora_refusal(model, inputs["lora"])
     try:
         request = parse_chat_request(inputs, dialect=dialect, max_temperature=max_temperature)
     except InvalidRequestField as exc:
@@ -140,6 +140,7 @@ def _cut_short(data: str) -> bool:
 
 
 _NULL_USAGE = '"usage":null'
+_MATCHED_STOP = '"matched_stop"'  # SGLang's, on a finish chunk: dropped (_drop_matched_stop)
 
 
 def _event(data: str) -> bytes:
@@ -225,8 +226,10 @@ class StreamTranslator:
         # Workers: a usage object to turn into the final event, or a null usage to drop that
         # the replacements above could not take out (spaced JSON, a lone key): parse those.
         markers = ('"usage":{', '"usage": {', '"usage": null', _NULL_USAGE)
-        special = data.startswith('{"error"') or (
-            self.workers and any(marker in data for marker in markers)
+        special = (
+            data.startswith('{"error"')
+            or _MATCHED_STOP in data
+            or (self.workers and any(marker in data for marker in markers))
         )
         if not special and not self.rename:
             return _event(data)
@@ -242,6 +245,7 @@ class StreamTranslator:
             message = str(error.get("message") or payload["error"])
             code = error.get("code") if isinstance(error.get("code"), int) else 3040
             return sse_data({"errors": [{"code": code, "message": message}]}) + SSE_DONE
+        stripped = _drop_matched_stop(payload)
         usage = payload.get("usage")
         if self.workers and not payload.get("choices") and isinstance(usage, dict):
             return sse_data({"response": "", "usage": usage})
@@ -249,7 +253,8 @@ class StreamTranslator:
             del payload["usage"]
             _renamed(payload, self.model)
             return sse_data(payload)
-        return sse_data(payload) if _renamed(payload, self.model) else _event(data)
+        renamed = _renamed(payload, self.model)
+        return sse_data(payload) if renamed or stripped else _event(data)
 
     def end(self) -> bytes:
         """What closes a stream the replica ended without ``[DONE]``."""
@@ -301,6 +306,7 @@ def reference_translation(
             code = error.get("code") if isinstance(error.get("code"), int) else 3040
             message = str(error.get("message") or payload["error"])
             return [*out, {"errors": [{"code": code, "message": message}]}, "[DONE]"]
+        _drop_matched_stop(payload)
         usage = payload.get("usage")
         if dialect == "workers" and not payload.get("choices") and isinstance(usage, dict):
             out.append({"response": "", "usage": usage})
@@ -341,7 +347,22 @@ def openai_stream(events: AsyncIterator[str], model: str) -> AsyncIterator[bytes
 
 
 def completion_result(body: object, model: str) -> object:
-    """A replica's ``chat.completion`` as the caller sees it (``model`` is the caller's id)."""
-    if isinstance(body, dict) and "model" in body:
-        body["model"] = model
+    """A replica's ``chat.completion`` as the caller sees it (``model`` is the caller's id,
+    without SGLang's ``matched_stop``)."""
+    if isinstance(body, dict):
+        if "model" in body:
+            body["model"] = model
+        _drop_matched_stop(body)
     return body
+
+
+def _drop_matched_stop(payload: dict[str, Any]) -> bool:
+    """Remove SGLang's ``matched_stop`` from the choices (Workers AI has no such field; ember
+    models serve keeps it, as SGLang does). True when one was there."""
+    dropped = False
+    choices = payload.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        if isinstance(choice, dict) and "matched_stop" in choice:
+            del choice["matched_stop"]
+            dropped = True
+    return dropped

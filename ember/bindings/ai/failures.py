@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput, ModelNotFound
 from ember.models.api.errors import (
+    INCOMPLETE_REQUEST,
     INVALID_INPUT,
     LORA_UNSUPPORTED,
     NO_SUCH_MODEL,
@@ -95,6 +96,8 @@ def failure_of(exc: BaseException, model: str) -> Failure:
         return Failure(exc.code, exc.description)
     if isinstance(exc, LoraUnsupported):
         return Failure(LORA_UNSUPPORTED, LORA_UNSUPPORTED.describe(model=model), field=exc.field)
+    if isinstance(exc, IncompleteRequest):
+        return Failure(INCOMPLETE_REQUEST, INCOMPLETE_REQUEST.describe(what=exc.field))
     if isinstance(exc, RequestTooLarge):
         return Failure(REQUEST_TOO_LARGE, f"{REQUEST_TOO_LARGE.description}: {exc}")
     if isinstance(exc, InvalidModelInput):
@@ -109,9 +112,39 @@ def failure_of(exc: BaseException, model: str) -> Failure:
     return Failure(REPLICA_FAILED, REPLICA_FAILED.describe(model=model, detail=detail))
 
 
+class IncompleteRequest(InvalidModelInput):
+    """A request without a body (3003); ``field`` names what is missing."""
+
+
 class RequestTooLarge(InvalidModelInput):
     """The inputs exceed what one request may carry (3006)."""
 
 
 class LoraUnsupported(InvalidModelInput):
     """The inputs ask for a LoRA adapter, which no Kimi or GLM model takes (5005, 405)."""
+
+
+# The ids whose catalog entry has the property ``lora: true`` (the base models Cloudflare
+# dedicates to inference with LoRA adapters): the platform applies an adapter on these.
+LORA_CAPABLE_IDS = frozenset(
+    {
+        "@cf/mistral/mistral-7b-instruct-v0.2-lora",
+        "@cf/google/gemma-2b-it-lora",
+        "@cf/google/gemma-7b-it-lora",
+        "@cf/meta-llama/llama-2-7b-chat-hf-lora",
+    }
+)
+
+
+def lora_refusal(model: str, adapter: object) -> InvalidModelInput:
+    """``lora`` in the inputs: 5005 for an id the platform serves without adapters; for a
+    LoRA-capable id the platform would apply the adapter, and ember serves none (5006), where
+    answering from the base model would pass the model off as fine-tuned."""
+    if model not in LORA_CAPABLE_IDS:
+        return LoraUnsupported("/lora", f"{model} does not support LoRa inference")
+    return InvalidModelInput(
+        "/lora",
+        f"Invalid value at '/lora': ember serves no LoRA adapters ({adapter!r} was asked for): "
+        f"on the platform {model} applies the fine-tune you uploaded with `wrangler ai "
+        "finetune create`; locally, leave 'lora' out to run the base model",
+    )

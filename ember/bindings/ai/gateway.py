@@ -42,7 +42,11 @@ from ember.bindings.ai.thinking import (
     mandatory_effort,
     reasoning_cut_short,
 )
-from ember.bindings.ai.unknown_fields import unknown_fields_note
+from ember.bindings.ai.unknown_fields import (
+    misspelt_prompt,
+    unknown_fields_note,
+    unknown_options_note,
+)
 from ember.bindings.ai.unknown_model import no_such_model
 from ember.errors import ContextLengthExceeded, InvalidModelInput
 from ember.models.api.chat_request import Dialect
@@ -171,6 +175,9 @@ class AIGateway:
         say: Callable[[str], None],
     ) -> AIAnswer:
         self.require_model(model)
+        options_note = unknown_options_note(model, options.unknown)
+        if options_note is not None:
+            say(options_note)
         request_id = secrets.token_hex(16)
         if options.queue_request or "request_id" in inputs:
             return self._batch(tenant, model, inputs, options, request_id)
@@ -185,6 +192,13 @@ class AIGateway:
         if dialect == "workers" and "input" in inputs and self.schema(model) == "responses":
             call = ResponsesCall({**inputs, "model": model}, self.responses, tenant, model)
             return await responses_answer(call, lambda body: self.chat(tenant, body, options))
+        typo = misspelt_prompt(inputs) if dialect == "workers" else None
+        if typo is not None:
+            raise InvalidModelInput(
+                "/",
+                "Invalid value at '/': expected exactly one of 'messages' or 'prompt', got "
+                f"neither ({typo})",
+            )
         stream = is_streaming(inputs)
         classic = dialect == "workers" and self.schema(model) == "classic"
         if classic:

@@ -16,7 +16,7 @@ from ember.errors import InvalidModelInput
 _TAG = re.compile(r"^[A-Za-z0-9:\-./@ ]{1,50}$")
 MAX_TAGS = 5
 MAX_CACHE_TTL = 30 * 24 * 3600
-_ALIASES = {
+ALIASES = {
     "return_raw_response": "returnRawResponse",
     "reject_if_busy": "rejectIfBusy",
     "queue_request": "queueRequest",
@@ -67,6 +67,7 @@ class RunOptions:
     headers: Mapping[str, str] = field(default_factory=dict)  # extraHeaders (+ prefix)
     gateway: GatewayOptions | None = None
     tags: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()  # keys no part of ember reads: a dev-console note names them
 
     @property
     def session(self) -> str | None:
@@ -84,6 +85,8 @@ class RunOptions:
 
 
 def _bad(path: str, expected: str, found: object) -> InvalidModelInput:
+    if found is None:  # "got 'NoneType'" said nothing about the key being absent
+        return InvalidModelInput(path, f"Invalid option at '{path}': expected {expected}, missing")
     shown = type(found).__name__ if not isinstance(found, str | int | float | bool) else found
     return InvalidModelInput(
         path, f"Invalid option at '{path}': expected {expected}, got {shown!r}"
@@ -119,7 +122,7 @@ def _gateway(value: object) -> GatewayOptions | None:
         return None
     if not isinstance(value, Mapping):
         raise _bad("options.gateway", "an object such as {id: 'my-gateway'}", value)
-    gateway = {_ALIASES.get(k, k): v for k, v in value.items()}
+    gateway = {ALIASES.get(k, k): v for k, v in value.items()}
     gateway_id = gateway.get("id")
     if not isinstance(gateway_id, str) or not gateway_id:
         raise _bad("options.gateway.id", "the gateway's id (a non-empty string)", gateway_id)
@@ -165,12 +168,13 @@ def _tags(value: object) -> tuple[str, ...]:
 
 
 def parse_run_options(value: object, model: str) -> RunOptions:
-    """Validate ``options`` (a mapping or None); unknown keys are ignored, as the platform does."""
+    """Validate ``options`` (a mapping or None); unknown keys are ignored, as the platform does,
+    and listed in ``unknown`` (the gateway notes them: ``unknown_fields.py``)."""
     if value is None or (type(value) is dict and not value):
         return RunOptions()  # env.AI.run without options: the common case, ~8 us less
     if not isinstance(value, Mapping):
         raise _bad("options", "an object", value)
-    options = {_ALIASES.get(k, k): v for k, v in value.items()}
+    options = {ALIASES.get(k, k): v for k, v in value.items()}
     if _bool(options, "websocket"):
         raise _bad("options.websocket", "false (ember does not serve WebSocket inference)", True)
     headers = {}
@@ -190,4 +194,5 @@ def parse_run_options(value: object, model: str) -> RunOptions:
         headers=headers,
         gateway=_gateway(options.get("gateway")),
         tags=_tags(options.get("tags")),
+        unknown=tuple(str(key) for key in options if key not in KNOWN),
     )

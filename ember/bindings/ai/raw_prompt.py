@@ -83,7 +83,7 @@ def as_chat_completion(body: object) -> object:
                 "logprobs": None,
             }
         )
-    return {**body, "object": "chat.completion", "choices": choices}
+    return {**body, "id": _chat_id(body), "object": "chat.completion", "choices": choices}
 
 
 def as_chat_chunk(data: str) -> str:
@@ -107,5 +107,14 @@ def as_chat_chunk(data: str) -> str:
                 "logprobs": None,
             }
         )
-    chunk = {**payload, "object": "chat.completion.chunk", "choices": choices}
+    chunk = {**payload, "id": _chat_id(payload), "object": "chat.completion.chunk"}
+    chunk["choices"] = choices
     return json.dumps(chunk, ensure_ascii=False, separators=(",", ":"))
+
+
+def _chat_id(body: dict[str, Any]) -> object:
+    """A completion's ``cmpl-`` id as a chat completion's ``chatcmpl-`` (what the object says)."""
+    value = body.get("id")
+    if isinstance(value, str) and value.startswith("cmpl-"):
+        return "chat" + value
+    return value

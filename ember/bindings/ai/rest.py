@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Match, Route
 
 from ember.bindings.ai.catalog_rest import catalog_routes
-from ember.bindings.ai.failures import Failure, RequestTooLarge, failure_of
+from ember.bindings.ai.failures import Failure, IncompleteRequest, RequestTooLarge, failure_of
 from ember.bindings.ai.gateway import (
     AIAnswer,
     AIGateway,
@@ -45,7 +45,7 @@ from ember.bindings.ai.options import RunOptions, parse_run_options
 from ember.bindings.ai.responses_front import create_response
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput
 from ember.models.api.errors import NO_SUCH_MODEL
-from ember.models.api.fields import check_body
+from ember.models.api.fields import check_body, describe
 from ember.models.api.responses_store import ResponseNotFound, check_retrieve, deleted
 from ember.models.server.wire import ClientGone, unless_disconnected
 
@@ -338,9 +338,11 @@ async def _json_body(request: Request) -> dict[str, Any]:
         raise InvalidModelInput(
             "/", "Invalid value at '/': the body is nested too deeply"
         ) from None
+    if value is None:  # no body (or a bare null): the platform's 3003, not a 5006 on '/'
+        raise IncompleteRequest("body", "Request is missing headers or body: body")
     if not isinstance(value, dict):
         raise InvalidModelInput(
-            "/", f"Invalid value at '/': expected a JSON object, got {type(value).__name__}"
+            "/", f"Invalid value at '/': expected a JSON object, got {describe(value)}"
         )
     # A lone surrogate or a value nested past what a replica reads: a 5006 naming the field
     # here, not a 503 from re-encoding it for the replica (or the replica's 500).

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ember.bindings.ai.dialects import FORWARDED
+from ember.bindings.ai.options import ALIASES as OPTION_ALIASES
+from ember.bindings.ai.options import KNOWN as OPTION_KEYS
 from ember.bindings.ai.thinking import IGNORED_SPELLINGS
 
 # Read by the gateway itself (the prompt form, raw prompts, LoRA, async batches, the echo).
@@ -29,17 +31,82 @@ PLATFORM_WITHOUT_EFFECT = frozenset(
 KNOWN = frozenset(FORWARDED) | READ_BY_GATEWAY | PLATFORM_WITHOUT_EFFECT
 
 
+# Where the options go, in the words of both callers (the binding and a REST body).
+THIRD_ARGUMENT = "the third argument of env.AI.run (a REST body's 'options' object)"
+
+
 def unknown_fields_note(model: str, inputs: Mapping[str, Any]) -> str | None:
-    """The note for ``inputs`` fields no part of ember reads (None when there are none).
-    The thinking spellings have their own note (``thinking.py``)."""
+    """The note for ``inputs`` fields no part of ember reads (None when there are none); an
+    option placed among the inputs (``rejectIfBusy``...) is told where it belongs. The
+    thinking spellings have their own note (``thinking.py``)."""
     unknown = [key for key in inputs if key not in KNOWN and key not in IGNORED_SPELLINGS]
     if not unknown:
         return None
-    named = []
-    for key in unknown:
-        near = difflib.get_close_matches(key, sorted(KNOWN), n=1, cutoff=0.75)
-        named.append(f"'{key}' (did you mean '{near[0]}'?)" if near else f"'{key}'")
-    return (
-        f"{model}: ignored {', '.join(named)}: not a field of Workers AI's chat input "
-        "(the platform ignores unknown fields too)"
-    )
+    options = [key for key in unknown if _option_name(key) is not None or key == "options"]
+    named = [_named(key, KNOWN) for key in unknown if key not in options]
+    parts = []
+    if named:
+        parts.append(
+            f"ignored {', '.join(named)}: not a field of Workers AI's chat input "
+            "(the platform ignores unknown fields too)"
+        )
+    if options:
+        listed = ", ".join(f"'{key}'" for key in options)
+        parts.append(
+            f"ignored {listed} in the inputs: options are read only from {THIRD_ARGUMENT}, "
+            "so move them there"
+        )
+    return f"{model}: " + "; ".join(parts)
+
+
+def unknown_options_note(model: str, unknown: tuple[str, ...]) -> str | None:
+    """The note for ``options`` keys no part of ember reads (``RunOptions.unknown``); an input
+    field placed among the options (``stream``...) is told where it belongs."""
+    if not unknown:
+        return None
+    inputs = [key for key in unknown if key in KNOWN]
+    named = [_named(key, OPTION_NAMES) for key in unknown if key not in inputs]
+    parts = []
+    if named:
+        parts.append(
+            f"ignored option {', '.join(named)}: not an option of {THIRD_ARGUMENT} "
+            "(the platform ignores unknown options too)"
+        )
+    if inputs:
+        listed = ", ".join(f"'{key}'" for key in inputs)
+        parts.append(
+            f"ignored {listed} in the options: input fields go in the inputs (the second "
+            "argument of env.AI.run, a REST body's top level)"
+        )
+    return f"{model}: " + "; ".join(parts)
+
+
+def misspelt_prompt(inputs: Mapping[str, Any]) -> str | None:
+    """``"'message': did you mean 'messages'?"`` for inputs with neither ``messages`` nor
+    ``prompt`` but a key close to one (None otherwise): the schema's error alone ("got
+    neither") sent users looking for what they had typed."""
+    if any(key in inputs for key in ("messages", "prompt", "requests", "request_id")):
+        return None
+    for key in inputs:
+        near = difflib.get_close_matches(str(key).lower(), PROMPT_FIELDS, n=1, cutoff=0.75)
+        if near:
+            return f"'{key}': did you mean '{near[0]}'?"
+    return None
+
+
+PROMPT_FIELDS = ("messages", "prompt")
+# The options' names and their snake_case spellings (not those of options.gateway's keys).
+OPTION_NAMES = frozenset(OPTION_KEYS) | {
+    alias for alias, name in OPTION_ALIASES.items() if name in OPTION_KEYS
+}
+
+
+def _option_name(key: str) -> str | None:
+    return key if key in OPTION_NAMES else None
+
+
+def _named(key: str, known: frozenset[str]) -> str:
+    """``'key'``, with the nearest known name when one is close (case aside: rejectifbusy)."""
+    lowered = {name.lower(): name for name in known}
+    near = difflib.get_close_matches(key.lower(), sorted(lowered), n=1, cutoff=0.75)
+    return f"'{key}' (did you mean '{lowered[near[0]]}'?)" if near else f"'{key}'"

@@ -15,6 +15,9 @@ def no_such_model(model: str, served: list[str], project_config: bool) -> Failur
     """The failure for ``model``; ``served``: the ids answered here; ``project_config``: the
     project configures the pool (``ember dev``, ``ember ai run``), not the operator."""
     hint = unknown_model_hint(model, served, project_config)
+    if not model.startswith("@") and model.startswith(("cf/", "hf/")):
+        # A path written .../ai/run/cf/... (the '@' dropped, or lost to URL encoding).
+        hint = f"Did you mean '@{model}'? Workers AI ids start with '@'. {hint}"
     description = f"{NO_SUCH_MODEL.describe(model=model)}. {hint}"
     # "/model": the OpenAI-compatible body's field (its error names it in ``param``).
     return Failure(NO_SUCH_MODEL, description, field="/model", hint=hint)
