@@ -10,7 +10,7 @@
   status, headers and body as they came, failures included.
 
 ``env.AI.gateway(id)`` reads and annotates the logs of calls made with ``options.gateway``
-(``gateway_client.py``); ``toMarkdown``, ``autorag`` and ``aiSearch`` say what ember offers
+(``client_gateway.py``); ``toMarkdown``, ``autorag`` and ``aiSearch`` say what ember offers
 instead. Failures raise ``InferenceUpstreamError("<code>: <description>")``. The client holds
 no state beyond the last request's ids and status (as the platform's ``lastRequestId``,
 ``aiGatewayLogId`` etc.), no secrets, and imports neither torch nor the pool.
@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ember.bindings.ai.gateway_client import AiGateway, unsupported
+from ember.bindings.ai.client_gateway import AiGateway, unsupported
 from ember.bindings.base import BindingChannel, BindingSpec, ServiceError
 from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.bindings.streams import ReadableStream
@@ -166,7 +166,7 @@ class Ai:
 
     def gateway(self, gateway_id: Any) -> AiGateway:
         """``env.AI.gateway(id)``: the logs of the calls made through AI Gateway ``id``
-        (``getLog``, ``patchLog``) and its platform URL (``getUrl``); see gateway_client.py."""
+        (``getLog``, ``patchLog``) and its platform URL (``getUrl``); see client_gateway.py."""
         if not isinstance(gateway_id, str) or not gateway_id:
             raise TypeError(f"env.{self._name}.gateway(): expected the gateway's id, a string")
         return AiGateway(self._name, self._channel, gateway_id)

@@ -4,8 +4,10 @@ them, option notes, gateway logs, LoRA and 5007 wordings, and the answer's shape
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -146,3 +148,27 @@ def test_a_raw_prompt_answer_has_a_chat_completion_id() -> None:
     assert whole["id"] == "chatcmpl-1"  # type: ignore[index]
     chunk = json.loads(as_chat_chunk(json.dumps({"id": "cmpl-2", "object": "text_completion"})))
     assert chunk["id"] == "chatcmpl-2" and chunk["object"] == "chat.completion.chunk"
+
+
+def test_a_streamed_answer_is_logged_when_it_ends() -> None:
+    events = [b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n']
+    events.append(b'data: {"response":"","usage":{"prompt_tokens":5,"completion_tokens":1}}\n\n')
+    events.append(b"data: [DONE]\n\n")
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for event in events:
+            yield event
+
+    async def read(answer: AIAnswer) -> bytes:
+        assert answer.stream is not None
+        return b"".join([chunk async for chunk in answer.stream])
+
+    logs = GatewayLogs()
+    log = logs.start("g", M, {"prompt": "x", "stream": True}, {})
+    answer = logs.answered("t", log, AIAnswer("r", 200, {}, stream=chunks()), keep=True)
+    assert log.tokens_out is None  # not yet: the usage comes last
+    assert asyncio.run(read(answer)) == b"".join(events)
+    entry = log.as_json()
+    assert (entry["tokens_in"], entry["tokens_out"]) == (5, 1)
+    assert entry["response_size"] == len(b"".join(events))
+    assert entry["response_content_type"] == "text/event-stream"
