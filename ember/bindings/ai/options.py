@@ -67,7 +67,8 @@ class RunOptions:
     headers: Mapping[str, str] = field(default_factory=dict)  # extraHeaders (+ prefix)
     gateway: GatewayOptions | None = None
     tags: tuple[str, ...] = ()
-    unknown: tuple[str, ...] = ()  # keys no part of ember reads: a dev-console note names them
+    # Keys no part of ember reads, for the dev-console note; not part of what the options mean.
+    unknown: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def session(self) -> str | None:
