@@ -6,6 +6,8 @@ the same way. vLLM logs the fields it ignored; the dev console gets one line nam
 the nearest field that works when one is close. Fields that do something in ember are the ones
 the gateway forwards to a replica (``dialects.FORWARDED``) and the ones it reads itself; the
 platform's fields ember accepts without effect (``store``, ``metadata``...) are not noted.
+The options (``env.AI.run``'s third argument) get the same note for their unknown keys, and an
+option among the inputs or an input field among the options is told where it belongs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ PLATFORM_WITHOUT_EFFECT = frozenset(
 KNOWN = frozenset(FORWARDED) | READ_BY_GATEWAY | PLATFORM_WITHOUT_EFFECT
 
 
+PROMPT_FIELDS = ("messages", "prompt")
+# The options' names and their snake_case spellings (not those of options.gateway's keys).
+OPTION_NAMES = frozenset(OPTION_KEYS) | {
+    alias for alias, name in OPTION_ALIASES.items() if name in OPTION_KEYS
+}
 # Where the options go, in the words of both callers (the binding and a REST body).
 THIRD_ARGUMENT = "the third argument of env.AI.run (a REST body's 'options' object)"
 
@@ -42,7 +49,7 @@ def unknown_fields_note(model: str, inputs: Mapping[str, Any]) -> str | None:
     unknown = [key for key in inputs if key not in KNOWN and key not in IGNORED_SPELLINGS]
     if not unknown:
         return None
-    options = [key for key in unknown if _option_name(key) is not None or key == "options"]
+    options = [key for key in unknown if key in OPTION_NAMES or key == "options"]
     named = [_named(key, KNOWN) for key in unknown if key not in options]
     parts = []
     if named:
@@ -92,17 +99,6 @@ def misspelt_prompt(inputs: Mapping[str, Any]) -> str | None:
         if near:
             return f"'{key}': did you mean '{near[0]}'?"
     return None
-
-
-PROMPT_FIELDS = ("messages", "prompt")
-# The options' names and their snake_case spellings (not those of options.gateway's keys).
-OPTION_NAMES = frozenset(OPTION_KEYS) | {
-    alias for alias, name in OPTION_ALIASES.items() if name in OPTION_KEYS
-}
-
-
-def _option_name(key: str) -> str | None:
-    return key if key in OPTION_NAMES else None
 
 
 def _named(key: str, known: frozenset[str]) -> str:
