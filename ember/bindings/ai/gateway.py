@@ -191,7 +191,11 @@ class AIGateway:
             )
         if dialect == "workers" and "input" in inputs and self.schema(model) == "responses":
             call = ResponsesCall({**inputs, "model": model}, self.responses, tenant, model)
-            return await responses_answer(call, lambda body: self.chat(tenant, body, options))
+            # The chat call runs inside this one (``_run``, not ``run``): one gateway log and
+            # one failure mapping for the caller's one call.
+            return await responses_answer(
+                call, lambda body: self._run(tenant, model, body, options, "openai", say)
+            )
         typo = misspelt_prompt(inputs) if dialect == "workers" else None
         if typo is not None:
             raise InvalidModelInput(
