@@ -32,9 +32,6 @@ class Link:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def write_backlog(self) -> int:
-        return 0
-
     def take_outgoing(self) -> bytes:
         data, self.queued = self.queued, b""
         if data:

@@ -24,13 +24,16 @@ class SocketWriter:
         self._transport = transport
         self._loop = loop
         self._fd: int = transport.get_extra_info("socket").fileno()
-        self._watch_fd = -1  # a dup of _fd, made when first needed
+        # A dup of _fd for the watcher, made now: made when first needed, a full descriptor
+        # table (a handler leaking files) would leave bytes pending with nothing to send them.
+        self._watch_fd = os.dup(self._fd)
         self._watching = False
         self._pending = bytearray()
 
     def write(self, data: bytes) -> None:
         if self._pending:  # behind bytes not yet sent: keep the order
             self._pending += data
+            self._watch()  # (a no-op while the watcher is registered)
             return
         sent = self._send(data)
         if sent < len(data):
@@ -59,12 +62,9 @@ class SocketWriter:
             return len(data)
 
     def _watch(self) -> None:
-        if self._watching:
-            return
-        if self._watch_fd < 0:
-            self._watch_fd = os.dup(self._fd)
-        self._loop.add_writer(self._watch_fd, self._on_writable)
-        self._watching = True
+        if not self._watching:
+            self._loop.add_writer(self._watch_fd, self._on_writable)
+            self._watching = True
 
     def _on_writable(self) -> None:
         if self._pending:
