@@ -2,7 +2,8 @@
 
 ``json.loads`` takes three things that later break a server that stores and re-sends the value:
 
-- ``NaN``, ``Infinity`` and ``-Infinity``: not JSON; a value holding one cannot be answered again
+- ``NaN``, ``Infinity`` and ``-Infinity`` (and numbers such as ``1e999``, which read as infinity):
+  not JSON; a value holding one cannot be answered again
   (Starlette's ``JSONResponse`` refuses them), so a stored one breaks every later read of it.
 - a lone surrogate escape such as ``"\\ud800"``: a Python string that cannot be encoded as UTF-8,
   so SQLite, ``str.encode`` and every JSON response fail on it, again on every later read.
@@ -15,6 +16,7 @@ into their own 400 rather than storing a value that fails later, for its owner a
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -31,6 +33,15 @@ def _no_constants(name: str) -> Any:
     raise WireJSONError(f"{name} is not a JSON value")
 
 
+def _finite(text: str) -> float:
+    # 1e999 is JSON, but Python reads it as inf, which no JSON answer can carry again.
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise WireJSONError(f"the number {shown} is too large for a 64-bit float")
+    return value
+
+
 def loads_strict(data: bytes | str) -> Any:
     """Parse ``data`` (UTF-8 bytes or text) or raise ``WireJSONError``."""
     if isinstance(data, str):
@@ -45,10 +56,10 @@ def loads_strict(data: bytes | str) -> Any:
         except UnicodeDecodeError as exc:
             raise WireJSONError(f"the bytes are not UTF-8: {exc}") from None
     try:
-        value = json.loads(text, parse_constant=_no_constants)
+        value = json.loads(text, parse_constant=_no_constants, parse_float=_finite)
     except WireJSONError:
         raise
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, and an integer past Python's digit limit
         raise WireJSONError(str(exc)) from None
     except RecursionError:
         raise WireJSONError("the JSON is nested too deeply to read") from None

@@ -174,14 +174,20 @@ MAX_BODY_DEPTH = 192
 def check_body(body: object, path: str = "") -> None:
     """Refuse what parses as JSON but no one after the parser can take: a lone surrogate
     (``"\\ud800"``: valid JSON, but no UTF-8 text holds it, so the tokenizer and every encoder
-    fail) and nesting past ``MAX_BODY_DEPTH``. An ``InvalidRequestField`` names the first
-    string or key with a surrogate, or the top-level field that nests too deeply. Walked
-    without recursion, in body order."""
+    fail), a number that is not finite, and nesting past ``MAX_BODY_DEPTH``. An
+    ``InvalidRequestField`` names the first string or key with a surrogate, or number, or the
+    top-level field that nests too deeply. Walked without recursion, in body order."""
     stack: list[tuple[str, object, int]] = [(path, body, 0)]
     while stack:
         where, value, depth = stack.pop()
         if isinstance(value, str):
             _require_encodable(value, where)
+        elif isinstance(value, float) and not math.isfinite(value):
+            # NaN, Infinity, or a number like 1e999 that Python reads as inf: no JSON answer
+            # can carry it back (a schema's "maximum" is echoed, a stream dies midway).
+            raise InvalidRequestField(
+                where or "/", "a finite number (within a 64-bit float)", describe(value)
+            )
         elif isinstance(value, dict | list):
             if depth >= MAX_BODY_DEPTH:
                 top = "/".join(where.split("/")[:2])  # the field as the client sent it
