@@ -12,7 +12,7 @@ from typing import Any
 
 import msgpack
 
-from ember.errors import ProtocolError
+from ember.errors import BindingError, ProtocolError
 from ember.runtime.fields import MAX_FRAME_BYTES
 from ember.runtime.protocol import FRAME_LENGTH, Message
 
@@ -39,8 +39,15 @@ class FrameWriter:
         self._pack = msgpack.Packer(use_bin_type=True).pack
 
     def send(self, message: Message) -> None:
-        """Queue one frame."""
+        """Queue one frame; BindingError for one past ``MAX_FRAME_BYTES`` (the peer would
+        refuse it and drop the connection, and every request on it with it)."""
         payload = self._pack([message.TAG, *message])
+        if len(payload) > MAX_FRAME_BYTES:
+            raise BindingError(
+                f"a {type(message).__name__} of {len(payload)} bytes is past the "
+                f"{MAX_FRAME_BYTES}-byte frame limit: a binding call's arguments are at most "
+                "about 1 MiB (larger values go as a body or stream)"
+            )
         self._parts.append(FRAME_LENGTH.pack(len(payload)) + payload)
         if not self._scheduled:
             self._scheduled = True

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ember.bindings.ai.answer import AIAnswer
+from ember.bindings.ai.gateway_metadata import gateway_metadata
 from ember.errors import InvalidModelInput
 
 MAX_PER_TENANT = 1000
@@ -85,10 +86,10 @@ class GatewayLog:
             "custom_cost": False,
             "request_size": self.request_size,
             "request_head": self.request_head,
-            "request_head_complete": len(self.request_head) == self.request_size,
+            "request_head_complete": len(self.request_head.encode("utf-8")) == self.request_size,
             "response_size": self.response_size,
             "response_head": self.response_head,
-            "response_head_complete": len(self.response_head) >= self.response_size,
+            "response_head_complete": self.response_size <= HEAD_CHARS,
             "created_at": self.created_at,
             "feedback": self.feedback,
             "score": self.score,
@@ -162,10 +163,7 @@ class GatewayLogs:
                 raise InvalidModelInput("/score", "patchLog: score is a number or null")
             log.score = score
         if "metadata" in data:
-            metadata = data["metadata"]
-            if metadata is not None and not isinstance(metadata, Mapping):
-                raise InvalidModelInput("/metadata", "patchLog: metadata is an object or null")
-            log.metadata = dict(metadata or {})
+            log.metadata = gateway_metadata(data["metadata"], "/metadata")
 
     def _store(self, tenant: str, log: GatewayLog) -> None:
         logs = self._logs.setdefault(tenant, OrderedDict())

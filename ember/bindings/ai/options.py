@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ember.bindings.ai.gateway_metadata import gateway_metadata
 from ember.errors import InvalidModelInput
 
 _TAG = re.compile(r"^[A-Za-z0-9:\-./@ ]{1,50}$")
@@ -143,15 +144,13 @@ def _gateway(value: object) -> GatewayOptions | None:
     skip = gateway.get("skipCache", False)
     if not isinstance(skip, bool):
         raise _bad("options.gateway.skipCache", "true or false", skip)
-    metadata = gateway.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise _bad("options.gateway.metadata", "an object", metadata)
+    metadata = gateway_metadata(gateway.get("metadata"), "/options/gateway/metadata")
     collect = gateway.get("collectLog", True)
     if collect is None:
         collect = True
     if not isinstance(collect, bool):
         raise _bad("options.gateway.collectLog", "true or false", collect)
-    return GatewayOptions(gateway_id, key, ttl, skip, timeout, dict(metadata), collect)
+    return GatewayOptions(gateway_id, key, ttl, skip, timeout, metadata, collect)
 
 
 def _tags(value: object) -> tuple[str, ...]:
