@@ -3,11 +3,13 @@
 
 OpenAI stores responses by default (``store`` true) and so does ember; vLLM ignores ``store``
 unless ``VLLM_ENABLE_RESPONSES_API_STORE`` is set, and then keeps every response forever. Here
-the oldest responses are dropped once ``max_responses`` are held or their JSON passes
+a scope's oldest responses are dropped once it holds ``max_responses`` or their JSON passes
 ``max_bytes``; a dropped or unknown id is a 404 naming it. Each entry keeps the whole
 conversation that led to it (earlier input items and outputs), so a chain keeps working while
 its last response is held, whatever happened to the ones before. ``scope`` separates tenants:
-one tenant's response ids mean nothing to another's.
+one tenant's response ids mean nothing to another's, and its traffic cannot push another's
+responses out: the bounds are per scope, and past ``max_total_bytes`` for all of them the
+scope holding the most bytes gives up its oldest.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from typing import Any
 from ember.errors import NotFound
 from ember.models.api.errors import InvalidRequestField
 
-MAX_RESPONSES = 1024
-MAX_BYTES = 64 * 2**20
+MAX_RESPONSES = 1024  # per scope
+MAX_BYTES = 64 * 2**20  # per scope
+MAX_TOTAL_BYTES = 256 * 2**20  # every scope together
 
 
 class ResponseNotFound(NotFound):
@@ -35,7 +38,8 @@ class ResponseNotFound(NotFound):
         what = "Previous response" if param else "Response"
         super().__init__(
             f"{what} with id '{response_id}' not found (ember keeps the last "
-            f"{MAX_RESPONSES} stored responses in memory, until the server restarts)."
+            f"{MAX_RESPONSES} stored responses of each tenant in memory, until the server "
+            "restarts)."
         )
 
     def openai_body(self) -> dict[str, Any]:
@@ -61,42 +65,67 @@ class StoredResponse:
 
 
 class ResponseStore:
-    def __init__(self, max_responses: int = MAX_RESPONSES, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(
+        self,
+        max_responses: int = MAX_RESPONSES,
+        max_bytes: int = MAX_BYTES,
+        max_total_bytes: int = MAX_TOTAL_BYTES,
+    ) -> None:
         self.max_responses = max_responses
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[str, str], StoredResponse] = OrderedDict()
-        self._bytes = 0
+        self.max_total_bytes = max_total_bytes
+        self._scopes: dict[str, OrderedDict[str, StoredResponse]] = {}
+        self._bytes: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(len(entries) for entries in self._scopes.values())
 
     def put(self, scope: str, response: Mapping[str, Any], items: tuple[Mapping, ...]) -> None:
         size = len(json.dumps([response, items], ensure_ascii=False))
-        key = (scope, str(response["id"]))
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self._bytes -= old.size
-        self._entries[key] = StoredResponse(response, items, size)
-        self._bytes += size
-        while self._entries and (
-            len(self._entries) > self.max_responses or self._bytes > self.max_bytes
+        entries = self._scopes.setdefault(scope, OrderedDict())
+        response_id = str(response["id"])
+        self._forget(scope, response_id)
+        entries[response_id] = StoredResponse(response, items, size)
+        self._bytes[scope] = self._bytes.get(scope, 0) + size
+        while entries and (
+            len(entries) > self.max_responses or self._bytes[scope] > self.max_bytes
         ):
-            _, dropped = self._entries.popitem(last=False)
-            self._bytes -= dropped.size
+            self._drop_oldest(scope)
+        while sum(self._bytes.values()) > self.max_total_bytes:
+            self._drop_oldest(max(self._bytes, key=self._bytes.__getitem__))
 
     def delete(self, scope: str, response_id: str) -> None:
         """``DELETE /v1/responses/{id}``; an unknown id raises ``ResponseNotFound``."""
-        entry = self._entries.pop((scope, response_id), None)
-        if entry is None:
+        if not self._forget(scope, response_id):
             raise ResponseNotFound(response_id)
-        self._bytes -= entry.size
 
     def get(self, scope: str, response_id: str, param: str | None = None) -> StoredResponse:
-        entry = self._entries.get((scope, response_id))
-        if entry is None:
+        entries = self._scopes.get(scope)
+        entry = entries.get(response_id) if entries is not None else None
+        if entries is None or entry is None:
             raise ResponseNotFound(response_id, param)
-        self._entries.move_to_end((scope, response_id))  # in use: dropped last
+        entries.move_to_end(response_id)  # in use: dropped last
         return entry
+
+    def _forget(self, scope: str, response_id: str) -> bool:
+        entries = self._scopes.get(scope)
+        entry = entries.pop(response_id, None) if entries is not None else None
+        if entry is None:
+            return False
+        self._bytes[scope] -= entry.size
+        self._tidy(scope)
+        return True
+
+    def _drop_oldest(self, scope: str) -> None:
+        entries = self._scopes[scope]
+        _, dropped = entries.popitem(last=False)
+        self._bytes[scope] -= dropped.size
+        self._tidy(scope)
+
+    def _tidy(self, scope: str) -> None:
+        if not self._scopes.get(scope):
+            self._scopes.pop(scope, None)
+            self._bytes.pop(scope, None)
 
 
 def deleted(response_id: str) -> dict[str, Any]:

@@ -244,3 +244,20 @@ def test_chat_errors_name_the_responses_field(extra: dict, field: str) -> None:
     with pytest.raises(InvalidRequestField) as caught:
         ResponsesCall({"input": "hi", **extra}, ResponseStore(), "t", "m")
     assert caught.value.field.startswith(field), caught.value
+
+
+def test_one_tenants_traffic_does_not_push_out_anothers_responses() -> None:
+    store = ResponseStore(max_responses=3, max_bytes=10_000, max_total_bytes=20_000)
+    store.put("quiet", {"id": "keep", "output": []}, ())
+    for n in range(50):  # a busy tenant: its own oldest go, the quiet tenant's stay
+        store.put("busy", {"id": f"r{n}", "output": []}, ())
+    assert store.get("quiet", "keep").response["id"] == "keep"
+    assert len(store) == 4
+    # Past the total, the scope holding the most bytes gives up its oldest first.
+    store.put("quiet", {"id": "big", "output": [{"text": "x" * 9_000}]}, ())
+    store.put("busy", {"id": "huge", "output": [{"text": "y" * 9_500}]}, ())
+    store.put("third", {"id": "t", "output": [{"text": "z" * 3_000}]}, ())
+    assert store.get("third", "t") and store.get("quiet", "big")
+    store.delete("quiet", "keep")
+    with pytest.raises(ResponseNotFound):
+        store.delete("quiet", "keep")
