@@ -302,6 +302,8 @@ class AIGateway:
 
             def validate(request: Mapping[str, Any], where: str) -> None:
                 try:
+                    if self._responses_item(model, request) is not None:
+                        return  # the Responses form, parsed and checked
                     if classic:
                         request = classic_inputs(check_classic(model, request)[0])
                     upstream_request(model, request, "workers", stream=False, **limits)
@@ -319,7 +321,22 @@ class AIGateway:
         content = json.dumps(result).encode("utf-8")
         return AIAnswer(request_id, 200, answer_headers(request_id, False, None), content)
 
+    def _responses_item(self, model: str, request: Mapping[str, Any]) -> ResponsesCall | None:
+        """A batch item in the Responses form (a gpt-oss id's ``input``), parsed; not stored,
+        as the platform's batch answers are fetched by request id, not response id."""
+        if "input" not in request or self.schema(model) != "responses":
+            return None
+        body = {**request, "model": model, "store": False, "stream": False}
+        return ResponsesCall(body, self.responses, "", model)
+
     async def _run_batch_item(self, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        call = self._responses_item(model, request)
+        if call is not None:
+            upstream = upstream_request(model, call.chat_body(), "openai", stream=False)
+            answer = await self.pool.post(model, upstream.path, upstream.body, RequestOptions())
+            if answer.status != 200:
+                raise upstream_refusal(model, answer.status, answer.body)
+            return call.whole(answer.body)  # type: ignore[arg-type]
         classic = self.schema(model) == "classic"
         if classic:
             request = classic_inputs(check_classic(model, request)[0])

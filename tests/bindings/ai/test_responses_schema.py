@@ -6,6 +6,7 @@ and prompt/messages on the same id stay chat completions."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -90,3 +91,20 @@ def test_the_schema_comes_from_the_id_unless_configured() -> None:
     assert default_schema("@cf/openai/gpt-oss-20b") == "responses"
     assert schema_of(GPT_OSS, "chat-completions") == "chat-completions"
     assert schema_of("@cf/zai-org/glm-4.7-flash", "responses") == "responses"
+
+
+def test_a_batch_of_responses_inputs_is_queued_and_answered(dev: DevServer) -> None:
+    url = f"{dev.url}/client/v4/accounts/local/ai/run/{GPT_OSS}"
+    items = [{"input": f"hi {n}", "max_output_tokens": 6} for n in range(2)]
+    queued = httpx.post(url, params={"queueRequest": "true"}, json={"requests": items}, timeout=60)
+    assert queued.status_code == 200, queued.text
+    request_id = queued.json()["result"]["request_id"]
+    for _ in range(300):
+        polled = httpx.post(url, json={"request_id": request_id}, timeout=60).json()["result"]
+        if polled.get("status") not in ("queued", "running"):
+            break
+        time.sleep(0.2)
+    assert [item["success"] for item in polled["responses"]] == [True, True], polled
+    assert [item["result"]["object"] for item in polled["responses"]] == ["response"] * 2
+    bad = httpx.post(url, params={"queueRequest": "true"}, json={"requests": [{"input": 5}]})
+    assert bad.status_code == 400 and "/requests/0/input" in bad.json()["errors"][0]["message"]
