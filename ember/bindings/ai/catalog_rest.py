@@ -25,6 +25,7 @@ from ember.bindings.ai.model_search import TASK, author_of
 from ember.errors import InvalidModelInput
 from ember.models.api.errors import InvalidRequestField
 
+# (request, account id from the path or None) -> the tenant the request is accounted to.
 Authorize = Callable[[Request, str | None], Awaitable[str]]
 TASK_DESCRIPTION = "Models that continue text or a chat: the task of every model ember serves."
 

@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Match, Route
 
-from ember.bindings.ai.catalog_rest import catalog_routes
+from ember.bindings.ai.catalog_rest import Authorize, catalog_routes
 from ember.bindings.ai.failures import Failure, IncompleteRequest, RequestTooLarge, failure_of
 from ember.bindings.ai.gateway import (
     AIAnswer,
@@ -56,8 +56,6 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 # client's disconnect: an abandoned request must not keep a replica generating (and a slot taken
 # from the callers still waiting). Nobody reads the answer; 499 is what nginx logs for it.
 CLIENT_GONE = 499
-# (request, account id from the path or None) -> the tenant the request is accounted to.
-Authorize = Callable[[Request, str | None], Awaitable[str]]
 # What an OpenAI-compatible POST asks of the gateway: (gateway, tenant, body, options).
 Front = Callable[[AIGateway, str, dict[str, Any], RunOptions], Awaitable[AIAnswer]]
 
