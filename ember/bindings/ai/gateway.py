@@ -187,7 +187,7 @@ class AIGateway:
             raise InvalidModelInput(
                 "/requests",
                 "Invalid value at '/requests': an async batch is sent with options.queueRequest "
-                "set to true (the third argument of env.AI.run)",
+                "set to true (the third argument of env.AI.run; over REST, ?queueRequest=true)",
             )
         if dialect == "workers" and "input" in inputs and self.schema(model) == "responses":
             call = ResponsesCall({**inputs, "model": model}, self.responses, tenant, model)
