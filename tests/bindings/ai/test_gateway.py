@@ -297,7 +297,8 @@ def test_a_lora_adapter_is_refused_with_5005_not_silently_ignored(dialect: str) 
             {"requests": [{"prompt": "x"}]},
             None,
             "Invalid value at '/requests': an async batch is sent with "
-            "options.queueRequest set to true (the third argument of env.AI.run)",
+            "options.queueRequest set to true (the third argument of env.AI.run; over REST, "
+            "?queueRequest=true)",
         ),
     ],
 )
