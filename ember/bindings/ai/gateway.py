@@ -324,7 +324,9 @@ class AIGateway:
     def _responses_item(self, model: str, request: Mapping[str, Any]) -> ResponsesCall | None:
         """A batch item in the Responses form (a gpt-oss id's ``input``), parsed; not stored,
         as the platform's batch answers are fetched by request id, not response id."""
-        if "input" not in request or self.schema(model) != "responses":
+        if not isinstance(request, Mapping) or "input" not in request:
+            return None
+        if self.schema(model) != "responses":
             return None
         body = {**request, "model": model, "store": False, "stream": False}
         return ResponsesCall(body, self.responses, "", model)
