@@ -3,7 +3,8 @@ takes besides its own, so that a command copied from their docs starts instead o
 "No such option".
 
 Three kinds (README's model-server section lists them):
-- honoured: ``--random-seed`` (vLLM: ``--seed``), ``--log-level``, ``--log-requests`` (vLLM:
+- honoured: ``--random-seed`` (vLLM: ``--seed``), ``--sampling-defaults model|openai``
+  (vLLM: ``--generation-config auto|vllm``), ``--log-level``, ``--log-requests`` (vLLM:
   ``--enable-log-requests``), ``--decode-log-interval``, ``--max-prefill-tokens``,
   ``--chat-template``, ``--tokenizer-path``; vLLM's spellings of ember's own flags are aliases
   where they are declared (``--max-model-len``, ``--max-num-seqs``...);
@@ -23,6 +24,8 @@ from typing import Any
 import click
 
 F = Callable[..., Any]
+# vLLM's --generation-config values as SGLang's --sampling-defaults ones.
+_SAMPLING_SOURCES = {"auto": "model", "vllm": "openai"}
 # Flags that change nothing here: popped before the settings are built.
 NO_OPS = (
     "enable_prefix_caching",
@@ -64,6 +67,18 @@ _OPTIONS: list[Callable[[F], F]] = [
         default=None,
         type=int,
         help="Seed the requests that bring no seed: sampling is reproducible from start.",
+    ),
+    click.option(
+        "--sampling-defaults",
+        "--generation-config",
+        "sampling_defaults",
+        default="model",
+        show_default=True,
+        type=click.Choice(["model", "openai", "auto", "vllm"]),
+        callback=lambda _ctx, _param, value: _SAMPLING_SOURCES.get(value, value),
+        help="Defaults for the sampling fields a request leaves out: model (SGLang's name; "
+        "vLLM's auto) takes temperature, top_p, top_k, min_p, repetition_penalty and "
+        "max_new_tokens from generation_config.json; openai (vLLM's vllm) does not.",
     ),
     click.option(
         "--log-level",

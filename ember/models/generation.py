@@ -23,6 +23,8 @@ class GenerationConfig:
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
     max_new_tokens: int | None = None
 
     @classmethod
@@ -41,6 +43,8 @@ class GenerationConfig:
             "temperature": self.temperature,
             "top_p": self.top_p,
             "top_k": self.top_k,
+            "min_p": self.min_p,
+            "repetition_penalty": self.repetition_penalty,
             "max_new_tokens": self.max_new_tokens,
         }
         return {key: value for key, value in out.items() if value is not None}
@@ -87,5 +91,7 @@ def read_generation_config(path: Path, fallback: ModelConfig) -> GenerationConfi
         temperature=number("temperature", float, 0.0),
         top_p=number("top_p", float, 0.0),
         top_k=number("top_k", int, 0),
+        min_p=number("min_p", float, 0.0),
+        repetition_penalty=number("repetition_penalty", float, 0.0),
         max_new_tokens=number("max_new_tokens", int, 1),
     )

@@ -77,6 +77,21 @@ class SamplingOptions:
     # logprob_start_len).
     prompt_logprobs: int | None = None
     prompt_logprobs_start: int = 1
+    # The defaultable fields the request itself set (not null): the model server fills the
+    # others from the checkpoint's generation_config.json (server/sampling_defaults.py).
+    given: frozenset[str] = frozenset()
+
+
+# Fields a checkpoint's generation_config.json may default (``max_tokens``: max_new_tokens).
+DEFAULTABLE = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+
+
+def given_fields(body: Mapping, limit_names: tuple[str, ...]) -> frozenset[str]:
+    """The defaultable fields ``body`` sets; any of ``limit_names`` counts as ``max_tokens``."""
+    given = {name for name in DEFAULTABLE if body.get(name) is not None}
+    if any(body.get(name) is not None for name in limit_names):
+        given.add("max_tokens")
+    return frozenset(given)
 
 
 @dataclass(frozen=True)
@@ -209,6 +224,7 @@ def parse_sampling(
         top_logprobs=top_logprobs,
         # SGLang's and vLLM's extension, sent by their benchmark clients for fixed output lengths.
         ignore_eos=optional_bool(body, "ignore_eos", path, False),
+        given=given_fields(body, ("max_tokens", "max_completion_tokens")),
     )
 
 

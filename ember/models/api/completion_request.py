@@ -15,6 +15,7 @@ from ember.models.api.chat_request import (
     MAX_CHOICES,
     SamplingOptions,
     choice_count,
+    given_fields,
     logit_bias,
     parse_sampling,
     prompt_logprobs_field,
@@ -171,6 +172,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         parse_sampling(chat_style, max_temperature=None, max_repetition_penalty=None),
         logprobs=top is not None,
         top_logprobs=top or 0,
+        given=given_fields(data, ("max_tokens",)),  # OpenAI's 16 is the route's, not sent
     )
     if prompt_only:
         sampling = replace(sampling, max_tokens=0)
@@ -279,6 +281,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         ),  # type: ignore[arg-type]
         ignore_eos=optional_bool(params, "ignore_eos", path, False),
         logit_bias=logit_bias(params, path),  # SGLang's SamplingParams.logit_bias
+        given=given_fields(params, ("max_new_tokens",)),
     )
     return sampling, schema
 

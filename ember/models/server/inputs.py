@@ -245,6 +245,7 @@ def _generation_input(
 ) -> GenerationInput:
     if not prompt_ids:
         raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
+    options = served.sampling_defaults.fill(options)
     max_tokens = max_tokens_for(served, len(prompt_ids), options.max_tokens, max_tokens_name)
     # SamplingParams checks name the field (temperature, top_logprobs, logit_bias...).
     params = replace(SamplingParams.from_options(options), max_tokens=max_tokens)

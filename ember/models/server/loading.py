@@ -32,6 +32,7 @@ from ember.models.kv.spec import kv_capacity, kv_layout_for, parse_kv_dtype
 from ember.models.loader import load_model
 from ember.models.quant import QuantConfig, QuantizationReport, model_weight_bytes, quantize_model
 from ember.models.server.request_sampling import ServerSampler
+from ember.models.server.sampling_defaults import SamplingDefaults, startup_line
 from ember.models.server.settings import FLAGS, REASONING_PARSERS, ServerSettings
 from ember.models.server.step_log import DecodeLog
 from ember.models.tokenizer import Tokenizer
@@ -96,6 +97,9 @@ class ServedModel:
     # --random-seed: draws a seed for each sampled request that brings none (None: the OS's)
     seeds: random.Random | None = None
     decode_log: DecodeLog | None = None
+    # What a request that leaves a sampling field out gets (generation_config.json's, unless
+    # --sampling-defaults openai).
+    sampling_defaults: SamplingDefaults = SamplingDefaults()
 
     def shutdown(self) -> None:
         self.engine.shutdown()
@@ -179,6 +183,12 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
             f"({settings.quantization_targets}): {report.bytes_before / 1e6:.1f} MB -> "
             f"{report.bytes_after / 1e6:.1f} MB"
         )
+    defaults = SamplingDefaults()
+    if settings.sampling_defaults == "model":
+        defaults = SamplingDefaults.from_generation(loaded.generation, source.directory)
+        line = startup_line(defaults)
+        if line is not None:
+            progress(line)
     weights = model_weight_bytes(loaded.model)
     tokenizer = _tokenizer(settings, source.directory, config)
     eos = frozenset(loaded.generation.eos_token_ids or config.eos_token_ids)
@@ -247,6 +257,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         log_requests=settings.log_requests,
         seeds=random.Random(settings.random_seed) if settings.random_seed is not None else None,
         decode_log=decode_log,
+        sampling_defaults=defaults,
     )
 
 

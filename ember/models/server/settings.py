@@ -37,6 +37,7 @@ INTEGRITY_MODES = ("auto", "off", "sampled", "full")
 TOOL_CALL_PARSERS = ("auto", "kimi_k2", "glm", "glm45", "glm47")
 # The reasoning formats ember parses, under SGLang's and vLLM's names: each family has one.
 REASONING_PARSERS = {"glm45": "glm", "glm47": "glm", "kimi": "kimi", "kimi_k2": "kimi"}
+SAMPLING_DEFAULTS = ("model", "openai")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 ONE_DEVICE = (
     "1: ember runs one model replica on one device (for more, run one server per device "
@@ -100,6 +101,9 @@ class ServerSettings:
     chat_template: str | None = None  # a Jinja file replacing the checkpoint's template
     tokenizer_path: str | None = None  # a directory with tokenizer.json (default: MODEL's)
     reasoning_parser: str | None = None  # must name the model's own format
+    # model: generation_config.json's sampling defaults fill what a request leaves out (vLLM's
+    # --generation-config auto, SGLang's --sampling-defaults model); openai: they do not.
+    sampling_defaults: Literal["model", "openai"] = "model"
     tp_size: int = 1
     dp_size: int = 1
 
@@ -199,6 +203,12 @@ class ServerSettings:
         need("--tp-size", self.tp_size, self.tp_size == 1, ONE_DEVICE)
         need("--dp-size", self.dp_size, self.dp_size == 1, ONE_DEVICE)
         need("--log-level", self.log_level, self.log_level in LOG_LEVELS, ", ".join(LOG_LEVELS))
+        need(
+            "--sampling-defaults",
+            self.sampling_defaults,
+            self.sampling_defaults in SAMPLING_DEFAULTS,
+            "model or openai",
+        )
         need(
             "--decode-log-interval",
             self.decode_log_interval,
