@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.bindings.ai.failures import lora_refusal
-from ember.bindings.ai.fields import SAMPLING_FIELDS
+from ember.bindings.ai.fields import SAMPLING_FIELDS, platform_sampling_defaults
 from ember.bindings.ai.json_mode import json_mode_cut_short, json_mode_failure_description
 from ember.bindings.ai.raw_prompt import COMPLETIONS_PATH, raw_body, wants_raw
 from ember.models.api.chat_request import (
@@ -70,11 +70,14 @@ def upstream_request(
     stream: bool,
     platform_vision: bool = False,
     max_temperature: float = WORKERS_AI_MAX_TEMPERATURE,
+    defaults: Mapping[str, Any] | None = None,
 ) -> Upstream:
     """Validate ``inputs`` (InvalidRequestField names the field) and build the replica's request.
     ``platform_vision``: the platform model reads images, so a refused image part says that
     it is ember's checkpoint, not the model, that reads text only. ``max_temperature``: the
-    model's schema's (a classic model's goes to 5)."""
+    model's schema's (a classic model's goes to 5). ``defaults``: the platform's sampling
+    defaults for the id (``platform_sampling_defaults``, family B's when None), sent for the
+    fields ``inputs`` leaves out so that no replica substitutes its checkpoint's."""
     if isinstance(inputs, Mapping) and inputs.get("lora") is not None:
         # The platform answers 5005 for a model without LoRA support; ignoring the field would
         # answer from the base model as if the adapter had been applied.
@@ -89,6 +92,9 @@ def upstream_request(
             )
             raise InvalidRequestField(exc.field, expected, exc.found, exc.code) from None
         raise
+    if defaults is None:
+        defaults = platform_sampling_defaults(classic=False)
+    inputs = {**inputs, **{k: v for k, v in defaults.items() if inputs.get(k) is None}}
     if dialect == "workers" and wants_raw(inputs):
         return Upstream(COMPLETIONS_PATH, raw_body(model, inputs, stream=stream), raw=True)
     return Upstream(CHAT_PATH, _chat_body(model, inputs, request, dialect, stream=stream))

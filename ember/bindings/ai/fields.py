@@ -19,3 +19,20 @@ SAMPLING_FIELDS = (
     "min_tokens",
     "user",
 )
+
+
+def platform_sampling_defaults(*, classic: bool) -> dict[str, float | int]:
+    """The Workers AI schema's defaults for the model's id (io_schema.py): what the gateway
+    sends for each of these fields a caller leaves out. A replica left to choose would take the
+    checkpoint's generation_config.json defaults (ember's model server and SGLang both do), and
+    the same worker would sample differently here than on the platform. ``top_k`` has no
+    documented default: -1 (off, in both servers' spelling) keeps a checkpoint's out too."""
+    from ember.bindings.ai.classic import DEFAULT_TEMPERATURE  # classic's own 0.6
+
+    return {
+        "temperature": DEFAULT_TEMPERATURE if classic else 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+    }

@@ -28,6 +28,7 @@ from ember.bindings.ai.classic_schema import check_classic
 from ember.bindings.ai.context_hint import local_context_hint
 from ember.bindings.ai.dialects import completion_result, is_streaming, upstream_request
 from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
+from ember.bindings.ai.fields import platform_sampling_defaults
 from ember.bindings.ai.gateway_logs import GatewayLogs
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
 from ember.bindings.ai.model_rows import model_rows
@@ -204,7 +205,8 @@ class AIGateway:
                 f"neither ({typo})",
             )
         stream = is_streaming(inputs)
-        classic = dialect == "workers" and self.schema(model) == "classic"
+        classic_id = self.schema(model) == "classic"
+        classic = dialect == "workers" and classic_id
         if classic:
             inputs, dropped = check_classic(model, inputs)
             if dropped is not None:
@@ -218,7 +220,13 @@ class AIGateway:
                 say(mandatory)
         vision = entry is not None and entry.vision
         upstream = upstream_request(
-            model, inputs, dialect, stream=stream, platform_vision=vision, **classic_limits(classic)
+            model,
+            inputs,
+            dialect,
+            stream=stream,
+            platform_vision=vision,
+            defaults=platform_sampling_defaults(classic=classic_id),
+            **classic_limits(classic),
         )
         for note in (ignored_thinking_fields(model, inputs), unknown_fields_note(model, inputs)):
             if note is not None:
