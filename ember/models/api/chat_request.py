@@ -80,6 +80,7 @@ class SamplingOptions:
     # The defaultable fields the request itself set (not null): the model server fills the
     # others from the checkpoint's generation_config.json (server/sampling_defaults.py).
     given: frozenset[str] = frozenset()
+    logprobs_mode: str = "raw"  # or "processed" (SamplingParams.logprobs_mode)
 
 
 # Fields a checkpoint's generation_config.json may default (``max_tokens``: max_new_tokens).

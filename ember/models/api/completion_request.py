@@ -328,7 +328,11 @@ def parse_generate_request(body: object) -> GenerateRequest:
     top_n = top_n if return_logprob else 0  # as SGLang: no logprobs of any kind without it
     asked_start = optional_int(data, "logprob_start_len", "", minimum=-1, default=-1)
     start = asked_start if return_logprob and asked_start is not None else -1
-    sampling = replace(sampling, logprobs=return_logprob, top_logprobs=top_n)
+    # SGLang reports the logprobs of the distribution it samples from (after logit_bias,
+    # penalties and temperature) unless SGLANG_RETURN_ORIGINAL_LOGPROB is set.
+    sampling = replace(
+        sampling, logprobs=return_logprob, top_logprobs=top_n, logprobs_mode="processed"
+    )
     if start >= 0:
         # SGLang's input_token_logprobs: prompt tokens from logprob_start_len on, the first of
         # them null (SGLang scores from the row at that position, which predicts the next).

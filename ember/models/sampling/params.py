@@ -32,6 +32,7 @@ MAX_STOP_STRINGS = 4  # a request body's ``stop`` (OpenAI's and Workers AI's sch
 # What the engine takes: SGLang's /generate has no cap of 4, and ember's parser allows 16.
 MAX_ENGINE_STOP_STRINGS = 16
 MAX_TOP_LOGPROBS = 20
+LOGPROBS_MODES = ("raw", "processed")
 # torch.Generator.manual_seed accepts this range (negative seeds are folded in).
 _SEED_MIN, _SEED_MAX = -(2**63), 2**64 - 1
 # Below this a temperature is greedy: dividing logits by it overflows float32 (vLLM uses 1e-5).
@@ -62,6 +63,9 @@ class SamplingParams:
     # position; scored from prompt token ``prompt_logprobs_start`` (>= 1) on.
     prompt_logprobs: int | None = None
     prompt_logprobs_start: int = 1
+    # raw: log_softmax of the model's logits (vLLM's default); processed: of the distribution
+    # sampled from, after logit_bias, penalties and temperature (SGLang's /generate).
+    logprobs_mode: str = "raw"
 
     def __post_init__(self) -> None:
         # No upper bound, as SGLang's and vLLM's SamplingParams: Workers AI's cap of 2 is the
@@ -112,6 +116,8 @@ class SamplingParams:
         for flag in ("logprobs", "ignore_eos"):
             if not isinstance(getattr(self, flag), bool):
                 _fail(flag, "true or false", getattr(self, flag))
+        if self.logprobs_mode not in LOGPROBS_MODES:
+            _fail("logprobs_mode", " or ".join(LOGPROBS_MODES), self.logprobs_mode)
         if not _is_int(self.top_logprobs) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
             _fail("top_logprobs", f"an integer between 0 and {MAX_TOP_LOGPROBS}", self.top_logprobs)
         if self.top_logprobs and not self.logprobs:
@@ -205,6 +211,7 @@ class SamplingParams:
             ignore_eos=options.ignore_eos,
             prompt_logprobs=options.prompt_logprobs,
             prompt_logprobs_start=options.prompt_logprobs_start,
+            logprobs_mode=options.logprobs_mode,
         )
 
 

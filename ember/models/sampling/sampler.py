@@ -14,7 +14,10 @@ vocabulary order (no sort); draw.py does the arithmetic. ``reference.sample_row_
 the same arithmetic one row at a time in float64 with Python loops; tests compare the two.
 
 Logprobs are of the model's raw distribution (``log_softmax`` of the logits before penalties and
-temperature), as vLLM reports them by default.
+temperature), as vLLM reports them by default; a row whose ``logprobs_mode`` is ``processed`` gets
+those of the distribution it is sampled from before any cut: ``log_softmax`` of the logits after
+``logit_bias`` and the penalties, divided by its temperature (1 for a greedy row), as SGLang's
+sampler reports them.
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ class Sampler:
             index = torch.tensor(sampled, device=logits.device)
             tokens[index] = self._draw(penalised[index], [states[i] for i in sampled])
         tokens = tokens.cpu()
-        output = _with_logprobs(logits, tokens, states)
+        output = _with_logprobs(logits, penalised, tokens, states)
         if record:
             for state, token in zip(states, tokens.tolist(), strict=True):
                 state.append(token)
@@ -153,12 +156,30 @@ class Sampler:
         return tokens
 
 
+def _logprob_source(
+    logits: torch.Tensor, penalised: torch.Tensor, states: Sequence[SamplingState]
+) -> torch.Tensor:
+    """Per row, the logits whose ``log_softmax`` its logprobs report (see the module doc)."""
+    processed = [i for i, s in enumerate(states) if s.params.logprobs_mode == "processed"]
+    if not processed:
+        return logits
+    out = logits.float().clone()
+    for i in processed:
+        params = states[i].params
+        out[i] = penalised[i] if params.greedy else penalised[i] / params.temperature
+    return out
+
+
 def _with_logprobs(
-    logits: torch.Tensor, tokens: torch.Tensor, states: Sequence[SamplingState]
+    logits: torch.Tensor,
+    penalised: torch.Tensor,
+    tokens: torch.Tensor,
+    states: Sequence[SamplingState],
 ) -> SamplerOutput:
     wanted = [i for i, s in enumerate(states) if s.params.logprobs]
     if not wanted:
         return SamplerOutput(tokens, None, None, None)
+    logits = _logprob_source(logits, penalised, states)
     index = torch.tensor(wanted, device=logits.device)
     raw = torch.log_softmax(logits[index].float(), dim=-1).cpu()
     batch = len(states)
