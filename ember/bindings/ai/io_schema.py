@@ -17,12 +17,8 @@ from ember.bindings.ai.classic import CLASSIC_MAX_TEMPERATURE, DEFAULT_MAX_TOKEN
 from ember.bindings.ai.classic import DEFAULT_TEMPERATURE as CLASSIC_TEMPERATURE
 from ember.bindings.ai.classic_schema import NOT_CLASSIC, RANGES
 from ember.bindings.ai.model_schema import Schema
-from ember.models.api.chat_request import (
-    INT64,
-    MAX_CHOICES,
-    REASONING_EFFORTS,
-    WORKERS_AI_MAX_TEMPERATURE,
-)
+from ember.models.api.chat_request import INT64, REASONING_EFFORTS, WORKERS_AI_MAX_TEMPERATURE
+from ember.models.api.request_options import MAX_CHOICES
 
 
 def _number(low: float, high: float, default: float, text: str, **extra: Any) -> dict[str, Any]:

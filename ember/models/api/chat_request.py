@@ -27,6 +27,12 @@ from ember.models.api.fields import (
 from ember.models.api.guided_fields import json_format
 from ember.models.api.messages import ChatMessage, parse_messages
 from ember.models.api.regex_fields import regex_field
+from ember.models.api.request_options import (
+    choice_count,
+    given_fields,
+    prompt_logprobs_field,
+    stream_options,
+)
 from ember.models.api.server_fields import (
     include_stop_str,
     refuse_unsupported,
@@ -40,6 +46,7 @@ from ember.models.api.tools import (
     parse_tool_choice,
     parse_tools,
 )
+from ember.models.api.vllm_fields import generation_prompt, token_bans, truncate_prompt_tokens
 
 Dialect = Literal["openai", "workers"]
 # Workers AI's schema for Kimi and GLM (reference/workers-api.md §1.4); SGLang has no cap.
@@ -48,7 +55,6 @@ WORKERS_AI_MAX_TEMPERATURE: float = 2  # "<= 2" in errors, as before
 WORKERS_AI_MAX_REPETITION_PENALTY: float = 2
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 INT64 = 2**63
-MAX_CHOICES = 128  # ``n``: Workers AI's schema allows 1-128
 
 
 @dataclass(frozen=True)
@@ -79,20 +85,11 @@ class SamplingOptions:
     prompt_logprobs_start: int = 1
     # The defaultable fields the request itself set (not null): the model server fills the
     # others from the checkpoint's generation_config.json (server/sampling_defaults.py).
-    given: frozenset[str] = frozenset()
+    # (Provenance, not a value: two requests asking for the same things compare equal.)
+    given: frozenset[str] = field(default=frozenset(), compare=False)
     logprobs_mode: str = "raw"  # or "processed" (SamplingParams.logprobs_mode)
-
-
-# Fields a checkpoint's generation_config.json may default (``max_tokens``: max_new_tokens).
-DEFAULTABLE = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
-
-
-def given_fields(body: Mapping, limit_names: tuple[str, ...]) -> frozenset[str]:
-    """The defaultable fields ``body`` sets; any of ``limit_names`` counts as ``max_tokens``."""
-    given = {name for name in DEFAULTABLE if body.get(name) is not None}
-    if any(body.get(name) is not None for name in limit_names):
-        given.add("max_tokens")
-    return frozenset(given)
+    allowed_token_ids: tuple[int, ...] | None = None  # vLLM's (api/vllm_fields.py)
+    bad_words: tuple[str, ...] = ()  # vLLM's, as text: the server encodes them
 
 
 @dataclass(frozen=True)
@@ -128,6 +125,11 @@ class ChatRequest:
     n: int = 1  # choices to generate (each its own sequence; the prompt is prefilled once)
     include_stop_str: bool = False  # vLLM's include_stop_str_in_output, SGLang's no_stop_trim
     separate_reasoning: bool = True  # SGLang's: false leaves the reasoning in content
+    # vLLM's (api/vllm_fields.py): the template's generation prompt, continuing the final
+    # message instead, and feeding only the prompt's last k tokens (-1: the context length).
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    truncate_prompt_tokens: int | None = None
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -229,47 +231,6 @@ def parse_sampling(
     )
 
 
-def choice_count(body: Mapping, path: str) -> int:
-    """``n``: how many choices to generate for the prompt, 1-128 (Workers AI's schema for Kimi
-    and GLM; OpenAI's own limit is 128 as well)."""
-    return optional_int(body, "n", path, minimum=1, maximum=MAX_CHOICES, default=1) or 1
-
-
-def stream_options(body: Mapping, stream: bool) -> tuple[bool, bool]:
-    """``stream_options``: (``include_usage``, ``continuous_usage_stats``). The latter is
-    vLLM's: every chunk carries the usage so far; as in vLLM it needs ``include_usage``."""
-    value = body.get("stream_options")
-    if value is None:
-        return False, False
-    if not stream:
-        raise InvalidRequestField(
-            "/stream_options", "no stream_options unless stream is true", "an object"
-        )
-    options = require_object(value, "/stream_options")
-    optional_bool(options, "include_obfuscation", "/stream_options", False)
-    include = optional_bool(options, "include_usage", "/stream_options", False)
-    continuous = optional_bool(options, "continuous_usage_stats", "/stream_options", False)
-    return include, include and continuous
-
-
-def prompt_logprobs_field(body: Mapping, stream: bool) -> int | None:
-    """vLLM's ``prompt_logprobs`` (chat and completions): the alternatives to list for each
-    prompt token. With ``stream`` vLLM refuses any value above 0 (they would all come in one
-    chunk) and takes 0 as asking for nothing a stream carries: the same here, so 0 with
-    ``stream`` computes no prompt logprobs at all."""
-    value = optional_int(body, "prompt_logprobs", "", minimum=0, maximum=20)
-    if value is not None and stream:
-        if value == 0:
-            return None
-        raise InvalidRequestField(
-            "/prompt_logprobs",
-            "null or 0 when stream is true (prompt logprobs are not streamed)",
-            describe(value),
-            "unsupported_value",
-        )
-    return value
-
-
 def _thinking(body: Mapping, effort: str | None) -> tuple[bool, bool, dict[str, Any]]:
     """(enable_thinking, clear_thinking, the other template kwargs). ``reasoning_effort:
     "none"`` means no reasoning (OpenAI's meaning, and ``reasoning.effort`` on the Responses
@@ -358,10 +319,14 @@ def parse_chat_request(
     response_format = parse_response_format(data.get("response_format"), "/response_format")
     tool_choice = parse_tool_choice(data.get("tool_choice"), "/tool_choice", tools)
     regex = None
-    if dialect == "openai":  # vLLM's and SGLang's fields (guided_fields, server_fields)
+    generation, continue_final, truncate = True, False, None
+    if dialect == "openai":  # vLLM's and SGLang's fields (guided_fields, server_fields...)
         response_format = json_format(data, "", response_format)
         regex = regex_field(data)
         refuse_unsupported(data)
+        sampling = replace(sampling, **token_bans(data))
+        generation, continue_final = generation_prompt(data, messages[-1].text())
+        truncate = truncate_prompt_tokens(data)
     if regex is not None:
         _regex_alone(response_format, tool_choice)
     return ChatRequest(
@@ -393,6 +358,9 @@ def parse_chat_request(
         n=n,
         include_stop_str=dialect == "openai" and include_stop_str(data),
         separate_reasoning=dialect != "openai" or separate_reasoning(data),
+        add_generation_prompt=generation,
+        continue_final_message=continue_final,
+        truncate_prompt_tokens=truncate,
     )
 
 

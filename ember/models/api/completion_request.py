@@ -10,17 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ember.models.api.chat_request import (
-    INT64,
-    MAX_CHOICES,
-    SamplingOptions,
-    choice_count,
-    given_fields,
-    logit_bias,
-    parse_sampling,
-    prompt_logprobs_field,
-    stream_options,
-)
+from ember.models.api.chat_request import INT64, SamplingOptions, logit_bias, parse_sampling
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import (
     at,
@@ -38,8 +28,16 @@ from ember.models.api.fields import (
 from ember.models.api.guided_fields import json_format
 from ember.models.api.read_fields import narrowed
 from ember.models.api.regex_fields import checked_regex, regex_field
+from ember.models.api.request_options import (
+    MAX_CHOICES,
+    choice_count,
+    given_fields,
+    prompt_logprobs_field,
+    stream_options,
+)
 from ember.models.api.server_fields import include_stop_str, refuse_unsupported
 from ember.models.api.tools import ResponseFormat, parse_response_format
+from ember.models.api.vllm_fields import token_bans, truncate_prompt_tokens
 from ember.models.constrain.schema import compile_schema
 
 OPENAI_COMPLETION_MAX_TOKENS = 16
@@ -68,6 +66,7 @@ class CompletionRequest:
     add_special_tokens: bool = True
     n: int = 1  # choices for the prompt
     include_stop_str: bool = False  # vLLM's include_stop_str_in_output, SGLang's no_stop_trim
+    truncate_prompt_tokens: int | None = None  # vLLM's: feed only the last k (-1: context)
 
 
 @dataclass(frozen=True)
@@ -173,6 +172,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         logprobs=top is not None,
         top_logprobs=top or 0,
         given=given_fields(data, ("max_tokens",)),  # OpenAI's 16 is the route's, not sent
+        **token_bans(data),
     )
     if prompt_only:
         sampling = replace(sampling, max_tokens=0)
@@ -209,6 +209,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         add_special_tokens=optional_bool(data, "add_special_tokens", "", True),
         n=n,
         include_stop_str=include_stop_str(data),
+        truncate_prompt_tokens=truncate_prompt_tokens(data),
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from ember.models.api.chat_request import ChatRequest, parse_chat_request
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, optional_bool, optional_str, require_object, wrong_type
+from ember.models.api.vllm_fields import generation_prompt
 
 # The chat request fields that reach the template, as /v1/chat/completions reads them.
 CHAT_TEMPLATE_FIELDS = (
@@ -84,27 +85,14 @@ def parse_tokenize_request(body: object) -> TokenizeRequest:
             "unsupported_parameter",
         )
     chat = parse_chat_request({k: data[k] for k in CHAT_TEMPLATE_FIELDS if k in data})
-    continue_final = optional_bool(data, "continue_final_message", "", False)
-    # vLLM's default generation prompt is on; continuing the final message turns it off
-    # unless the request asked for both, which vLLM refuses.
-    generation_prompt = optional_bool(data, "add_generation_prompt", "", not continue_final)
-    if continue_final and generation_prompt:
-        raise InvalidRequestField(
-            "/continue_final_message",
-            "false when add_generation_prompt is true (vLLM: cannot set both)",
-            "true",
-        )
-    if continue_final and chat.messages[-1].text() == "":
-        raise InvalidRequestField(
-            "/messages", "a final message with text to continue", "an empty final message"
-        )
+    generation_prompt_on, continue_final = generation_prompt(data, chat.messages[-1].text())
     return TokenizeRequest(
         model=model,
         prompts=None,
         chat=chat,
         batched=False,
         add_special_tokens=optional_bool(data, "add_special_tokens", "", False),
-        add_generation_prompt=generation_prompt,
+        add_generation_prompt=generation_prompt_on,
         continue_final_message=continue_final,
         return_token_strs=token_strs,
     )

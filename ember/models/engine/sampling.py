@@ -89,6 +89,7 @@ def _plain_greedy(state: SamplingState) -> bool:
         params.greedy
         and not params.has_penalties
         and not params.logit_bias
+        and not params.has_bans
         and not params.logprobs
         and not state.before_min_tokens
     )

@@ -66,6 +66,11 @@ class SamplingParams:
     # raw: log_softmax of the model's logits (vLLM's default); processed: of the distribution
     # sampled from, after logit_bias, penalties and temperature (SGLang's /generate).
     logprobs_mode: str = "raw"
+    # vLLM's: only these ids may be sampled (None: any).
+    allowed_token_ids: tuple[int, ...] | None = None
+    # vLLM's bad_words as token sequences: a sequence's last token is banned while the output
+    # ends with the rest of it (a one-token sequence is always banned).
+    bad_words_token_ids: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         # No upper bound, as SGLang's and vLLM's SamplingParams: Workers AI's cap of 2 is the
@@ -116,6 +121,13 @@ class SamplingParams:
         for flag in ("logprobs", "ignore_eos"):
             if not isinstance(getattr(self, flag), bool):
                 _fail(flag, "true or false", getattr(self, flag))
+        if self.allowed_token_ids is not None and not (
+            self.allowed_token_ids and all(_is_int(t) and t >= 0 for t in self.allowed_token_ids)
+        ):
+            _fail("allowed_token_ids", "a non-empty list of token ids", self.allowed_token_ids)
+        for word in self.bad_words_token_ids:
+            if not (word and all(_is_int(t) and t >= 0 for t in word)):
+                _fail("bad_words", "words that are at least one token each", word)
         if self.logprobs_mode not in LOGPROBS_MODES:
             _fail("logprobs_mode", " or ".join(LOGPROBS_MODES), self.logprobs_mode)
         if not _is_int(self.top_logprobs) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
@@ -139,6 +151,11 @@ class SamplingParams:
     def has_cut(self) -> bool:
         """Whether a top-k, top-p or min-p cut applies (the draw then sorts the vocabulary)."""
         return self.effective_top_k > 0 or self.top_p < 1.0 or self.min_p > 0.0
+
+    @property
+    def has_bans(self) -> bool:
+        """Whether some tokens may not be sampled (allowed_token_ids, bad_words)."""
+        return self.allowed_token_ids is not None or bool(self.bad_words_token_ids)
 
     @property
     def has_penalties(self) -> bool:
@@ -212,6 +229,7 @@ class SamplingParams:
             prompt_logprobs=options.prompt_logprobs,
             prompt_logprobs_start=options.prompt_logprobs_start,
             logprobs_mode=options.logprobs_mode,
+            allowed_token_ids=options.allowed_token_ids,
         )
 
 

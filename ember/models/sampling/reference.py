@@ -20,15 +20,25 @@ from ember.models.sampling.state import SamplingState
 @dataclass(frozen=True, slots=True)
 class RowSample:
     token: int
-    logprob: float | None  # of the raw distribution, when the request asked for logprobs
+    logprob: float | None  # when the request asked for logprobs (raw or processed, as it asked)
     top_logprobs: list[tuple[int, float]]  # (token, logprob), most likely first
 
 
 def processed_logits_reference(logits: list[float], state: SamplingState) -> list[float]:
-    """Logit bias; ending tokens to -inf before ``min_tokens``; repetition penalty (prompt and
+    """Tokens outside allowed_token_ids and bad words' last tokens to -inf; logit bias; ending
+    tokens to -inf before ``min_tokens``; repetition penalty (prompt and
     generated tokens), then frequency and presence penalties (generated tokens)."""
     params = state.params
     out = list(logits)
+    if params.allowed_token_ids is not None:
+        allowed = set(params.allowed_token_ids)
+        out = [v if t in allowed else -math.inf for t, v in enumerate(out)]
+    for word in params.bad_words_token_ids:
+        done = state.output_token_ids[len(state.output_token_ids) - len(word) + 1 :]
+        if len(word) - 1 <= len(state.output_token_ids) and (
+            len(word) == 1 or done == list(word[:-1])
+        ):
+            out[word[-1]] = -math.inf
     for token, bias in params.logit_bias:
         out[token] += bias
     if state.num_generated < params.min_tokens:
@@ -99,7 +109,11 @@ def sample_row_reference(
                 break
     logprob, top = None, []
     if params.logprobs:
-        log_probs = [math.log(p) if p > 0 else -math.inf for p in _softmax(raw)]
+        source = raw
+        if params.logprobs_mode == "processed":  # what the row was sampled from, before cuts
+            scale = 1.0 if params.greedy else params.temperature
+            source = [v / scale for v in values]
+        log_probs = [math.log(p) if p > 0 else -math.inf for p in _softmax(source)]
         logprob = log_probs[token]
         ranked = sorted(range(vocab), key=lambda t: (-log_probs[t], t))
         top = [(t, log_probs[t]) for t in ranked[: params.top_logprobs]]

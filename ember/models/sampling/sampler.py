@@ -1,7 +1,9 @@
 """The batched sampler: one step of next-token choice for B requests with per-row parameters.
 
 ``Sampler()(logits (B, V), states)`` -> ``SamplerOutput`` (token ids, and logprobs when asked).
-Per row, in this order: ``logit_bias`` added, EOS/stop ids masked before ``min_tokens``, penalties
+Per row, in this order: tokens outside ``allowed_token_ids`` and the last tokens of
+``bad_words`` the output is about to complete set to -inf, ``logit_bias`` added, EOS/stop ids
+masked before ``min_tokens``, penalties
 (repetition, then frequency/presence); greedy rows take the argmax; the others divide by their
 temperature, softmax, optionally cut (top-k, then top-p on the renormalised top-k mass, and
 min-p relative to the most likely token), and draw.
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ember.models.sampling.bans import banned_words
 from ember.models.sampling.draw import draw_cut, draw_plain
 from ember.models.sampling.state import SamplingState
 
@@ -51,6 +54,10 @@ def process_logits(logits: torch.Tensor, states: Sequence[SamplingState]) -> tor
     device = out.device
     rows, cols, values = [], [], []
     for i, state in enumerate(states):
+        for token in banned_words(state.params.bad_words_token_ids, state.output_token_ids):
+            rows.append(i)
+            cols.append(token)
+            values.append(float("-inf"))
         for token, bias in state.params.logit_bias:
             rows.append(i)
             cols.append(token)
@@ -61,9 +68,12 @@ def process_logits(logits: torch.Tensor, states: Sequence[SamplingState]) -> tor
                 cols.append(token)
                 values.append(float("-inf"))
     penalised = any(s.output_counts is not None for s in states)
-    if rows or penalised:
+    restricted = [i for i, s in enumerate(states) if s.disallowed is not None]
+    if rows or penalised or restricted:
         # Copy only when something changes: .float() of float32 logits is the caller's tensor.
         out = out.clone()
+    for i in restricted:
+        out[i].masked_fill_(states[i].disallowed.to(device), float("-inf"))  # type: ignore[union-attr]
     if rows:
         index = (torch.tensor(rows, device=device), torch.tensor(cols, device=device))
         out.index_put_(index, torch.tensor(values, device=device), accumulate=True)

@@ -3,7 +3,8 @@
 One ``torch.Generator`` per request (seeded from ``seed``, or from the OS when none is given) is
 what makes "same seed, same output" hold whatever else shares the batch: a request's draws never
 come from a stream other requests consume. ``ending_token_ids`` (stop ids and EOS) are masked
-while fewer than ``min_tokens`` tokens exist. Token counts exist only for requests with penalties:
+while fewer than ``min_tokens`` tokens exist; ``disallowed`` masks what ``allowed_token_ids`` leaves
+out. Token counts exist only for requests with penalties:
 ``output_counts`` (V,) int32 counts generated tokens (frequency/presence penalties, as OpenAI
 defines them: generated tokens only) and ``prompt_mask`` (V,) bool marks prompt tokens
 (repetition penalty, as HF/vLLM define it: prompt and generated tokens).
@@ -34,6 +35,8 @@ class SamplingState:
     # Tokens that may not be sampled before ``params.min_tokens``: stop ids and (unless
     # ignore_eos) the EOS ids.
     ending_token_ids: tuple[int, ...] = ()
+    # allowed_token_ids as a mask: True for each token that may not be sampled.
+    disallowed: torch.Tensor | None = None
 
     @property
     def before_min_tokens(self) -> bool:
@@ -53,6 +56,8 @@ class SamplingState:
         for name, ids in (
             ("stop_token_ids", params.stop_token_ids),
             ("logit_bias", [t for t, _ in params.logit_bias]),
+            ("allowed_token_ids", params.allowed_token_ids or ()),
+            ("bad_words", [t for word in params.bad_words_token_ids for t in word]),
         ):
             bad = [t for t in ids if t >= vocab_size]
             if bad:
@@ -73,6 +78,9 @@ class SamplingState:
         if not params.ignore_eos:
             ending |= {t for t in eos_token_ids if 0 <= t < vocab_size}
         state = cls(params, vocab_size, generator, ending_token_ids=tuple(sorted(ending)))
+        if params.allowed_token_ids is not None:
+            state.disallowed = torch.ones(vocab_size, dtype=torch.bool, device=device)
+            state.disallowed[list(params.allowed_token_ids)] = False
         if params.has_penalties:
             state.output_counts = torch.zeros(vocab_size, dtype=torch.int32, device=device)
         if params.repetition_penalty != 1.0:

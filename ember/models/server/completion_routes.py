@@ -37,6 +37,7 @@ from ember.models.server.inputs import (
     generation_input,
     new_request_id,
     prompt_ids_for,
+    truncated,
 )
 from ember.models.server.loading import ServedModel
 from ember.models.server.openai_routes import token_logprobs
@@ -77,6 +78,9 @@ async def completions(request: Request) -> Response:
         prompt_ids = prompt_ids_for(
             served, completion.prompt, completion.prompt_token_ids, completion.add_special_tokens
         )
+        kept = truncated(served, prompt_ids, completion.truncate_prompt_tokens)
+        cut = len(kept) < len(prompt_ids)
+        prompt_ids = kept
         generation = generation_input(
             served,
             request_id,
@@ -93,7 +97,9 @@ async def completions(request: Request) -> Response:
         raise
     prefix = ""
     if completion.echo:
-        prefix = completion.prompt or served.tokenizer.decode(prompt_ids)
+        # A truncated prompt is echoed as the model saw it (what remained of it).
+        text = None if cut else completion.prompt
+        prefix = text or served.tokenizer.decode(prompt_ids)
     if completion.stream:
         return sse_response(_completion_stream(state, served, completion, generation, prefix))
     try:

@@ -63,10 +63,13 @@ def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> Ch
         tokenizer,
         request.template_messages(),
         tools=request.template_tools(),
+        add_generation_prompt=request.add_generation_prompt,
+        continue_final_message=request.continue_final_message,
         chat_template_kwargs=request.template_arguments(),
     )
     if request.add_special_tokens:  # vLLM's, off by default: the template has its own
         prompt_ids = tokenizer.with_special_tokens(prompt_ids)
+    prompt_ids = truncated(served, prompt_ids, request.truncate_prompt_tokens)
     prompt_end = tokenizer.decode(prompt_ids[-8:])  # does the template leave us inside <think>?
     reasoning = reasoning_prefix(prompt_end, enable_thinking=request.enable_thinking)
     constraint = constraint_for(request, tool_format=served.tool_format, reasoning=reasoning)
@@ -248,7 +251,11 @@ def _generation_input(
     options = served.sampling_defaults.fill(options)
     max_tokens = max_tokens_for(served, len(prompt_ids), options.max_tokens, max_tokens_name)
     # SamplingParams checks name the field (temperature, top_logprobs, logit_bias...).
-    params = replace(SamplingParams.from_options(options), max_tokens=max_tokens)
+    params = replace(
+        SamplingParams.from_options(options),
+        max_tokens=max_tokens,
+        bad_words_token_ids=bad_word_ids(served, options.bad_words),
+    )
     if served.seeds is not None and params.seed is None and not params.greedy:
         # --random-seed: an unseeded request still samples, reproducibly from server start.
         params = replace(params, seed=served.seeds.getrandbits(63))
@@ -262,6 +269,34 @@ def _generation_input(
     )
     check_request(served, generation)
     return generation
+
+
+def truncated(served: ServedModel, prompt_ids: list[int], keep: int | None) -> list[int]:
+    """vLLM's ``truncate_prompt_tokens``: the prompt's last ``keep`` tokens (-1: as many as
+    the context length; more than it is refused, as vLLM refuses it)."""
+    if keep is None:
+        return prompt_ids
+    limit = served.context_length
+    if keep > limit:
+        raise InvalidRequestField(
+            "/truncate_prompt_tokens",
+            f"at most the context length ({limit}), or -1",
+            str(keep),
+        )
+    return prompt_ids[-(limit if keep == -1 else keep) :]
+
+
+def bad_word_ids(served: ServedModel, words: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+    """vLLM's ``bad_words`` as token sequences: each word as it encodes at the start of a text
+    and, when that is a different sequence of the same length, after a space (mid-text)."""
+    out: list[tuple[int, ...]] = []
+    for word in words:
+        plain = tuple(served.tokenizer.encode(word.lstrip()))
+        out.append(plain)
+        spaced = tuple(served.tokenizer.encode(" " + word.lstrip()))
+        if spaced[0] != plain[0] and len(spaced) == len(plain):
+            out.append(spaced)
+    return tuple(out)
 
 
 def logprob_token(served: ServedModel, token_id: int) -> tuple[str, bytes | None]:

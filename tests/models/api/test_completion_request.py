@@ -150,6 +150,7 @@ def test_generate_request() -> None:
             ignore_eos=True,
             logprobs=True,
             top_logprobs=2,
+            logprobs_mode="processed",  # SGLang's: of the distribution sampled from
         ),
         json_schema={"type": "string"},
         stream=True,
@@ -173,7 +174,8 @@ def test_generate_request() -> None:
     assert ignored.logprob_start_len == -1 and ignored.sampling.prompt_logprobs is None
     defaults = parse_generate_request({"input_ids": [1, 2]})
     # No max_new_tokens: the route takes SGLang's 128, clipped to what the context leaves.
-    assert defaults.input_ids == (1, 2) and defaults.sampling == SamplingOptions(max_tokens=None)
+    assert defaults.input_ids == (1, 2)
+    assert defaults.sampling == SamplingOptions(max_tokens=None, logprobs_mode="processed")
 
 
 @pytest.mark.parametrize(
