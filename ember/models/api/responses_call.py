@@ -12,6 +12,7 @@ A finished response is stored (``store``, default true) under ``scope`` for
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -39,6 +40,16 @@ class ResponsesCall:
         self.created_at = int(time.time())
         self.model = self.request.model or default_model
         self.chat = _checked(self.chat_body())
+
+    def show_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """The response repeats the ``temperature`` / ``top_p`` it was sampled with: a server
+        default (the checkpoint's, ``server/sampling_defaults.py``) where the request had none,
+        as vLLM's response object shows its sampling parameters."""
+        echo = dict(self.request.echo)
+        for key in ("temperature", "top_p"):
+            if key not in self.chat.sampling.given and key in defaults:
+                echo[key] = defaults[key]
+        self.request = dataclasses.replace(self.request, echo=echo)
 
     @property
     def stream(self) -> bool:

@@ -43,6 +43,7 @@ async def create_response(request: Request) -> Response:
             call = ResponsesCall(body, state.responses, SCOPE, served.name)
         except ResponseNotFound as missing:
             raise _not_found(missing) from None  # raised: the engine forgets the request
+        call.show_defaults(served.sampling_defaults.as_dict())
         chat = call.chat
         state.check_model(served, chat.model)
         chat_in = chat_input(served, chat, request_id)

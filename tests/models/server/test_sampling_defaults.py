@@ -85,6 +85,17 @@ def test_requests_that_leave_the_fields_out_take_the_checkpoints_defaults(served
     assert sampled == [content, content]
 
 
+def test_the_responses_api_samples_and_shows_them(served) -> None:
+    live, _ = served
+    body = {"input": PROMPT, "max_output_tokens": 6, "reasoning": {"effort": "none"}}
+    reply = httpx.post(live.url + "/v1/responses", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["temperature"] == DEFAULTS["temperature"]
+    assert reply.json()["top_p"] == 1.0
+    mine = httpx.post(live.url + "/v1/responses", json={**body, "temperature": 0.5}, timeout=120)
+    assert mine.json()["temperature"] == 0.5
+
+
 def test_a_field_the_request_sets_wins(served, plain) -> None:
     """temperature 1 and top_k off, sent: sampled as on a server without defaults."""
     live, _ = served
