@@ -351,7 +351,12 @@ class AIGateway:
         if classic:
             request = classic_inputs(check_classic(model, request)[0])
         upstream = upstream_request(
-            model, {**request, "stream": False}, "workers", stream=False, **classic_limits(classic)
+            model,
+            {**request, "stream": False},
+            "workers",
+            stream=False,
+            defaults=platform_sampling_defaults(classic=classic),
+            **classic_limits(classic),
         )
         answer = await self.pool.post(model, upstream.path, upstream.body, RequestOptions())
         if answer.status != 200:
