@@ -4,7 +4,8 @@ takes besides its own, so that a command copied from their docs starts instead o
 
 Three kinds (README's model-server section lists them):
 - honoured: ``--random-seed`` (vLLM: ``--seed``), ``--sampling-defaults model|openai``
-  (vLLM: ``--generation-config auto|vllm``), ``--log-level``, ``--log-requests`` (vLLM:
+  (vLLM: ``--generation-config auto|vllm``), vLLM's ``--logprobs-mode`` (``raw_logprobs`` or
+  ``processed_logprobs``), ``--log-level``, ``--log-requests`` (vLLM:
   ``--enable-log-requests``), ``--decode-log-interval``, ``--max-prefill-tokens``,
   ``--chat-template``, ``--tokenizer-path``; vLLM's spellings of ember's own flags are aliases
   where they are declared (``--max-model-len``, ``--max-num-seqs``...);
@@ -79,6 +80,14 @@ _OPTIONS: list[Callable[[F], F]] = [
         help="Defaults for the sampling fields a request leaves out: model (SGLang's name; "
         "vLLM's auto) takes temperature, top_p, top_k, min_p, repetition_penalty and "
         "max_new_tokens from generation_config.json; openai (vLLM's vllm) does not.",
+    ),
+    click.option(
+        "--logprobs-mode",
+        default="raw_logprobs",
+        show_default=True,
+        type=click.Choice(["raw_logprobs", "processed_logprobs"]),
+        help="vLLM's: the OpenAI routes' logprobs of the model's raw distribution, or of the one "
+        "sampled from (after bias, penalties, temperature and the top-k/top-p/min-p cut).",
     ),
     click.option(
         "--log-level",

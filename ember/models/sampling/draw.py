@@ -62,6 +62,16 @@ def draw_cut(
     return tokens
 
 
+def cut_mask(probs: torch.Tensor, params: Sequence[SamplingParams]) -> torch.Tensor:
+    """(S, V) bool: the tokens each row's top-k / top-p / min-p cut drops, by a full sort in
+    ``draw_cut``'s order (descending, ties by token id)."""
+    values, order = probs.sort(dim=-1, descending=True, stable=True)
+    kept, _ = _cut(values.double(), params, probs.double().sum(dim=-1, keepdim=True))
+    rank = torch.arange(probs.shape[1], device=probs.device).unsqueeze(0)
+    dropped = rank >= kept.unsqueeze(1)
+    return torch.zeros_like(dropped).scatter(1, order, dropped)
+
+
 def _cut(
     p: torch.Tensor, params: Sequence[SamplingParams], total: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -32,7 +32,7 @@ MAX_STOP_STRINGS = 4  # a request body's ``stop`` (OpenAI's and Workers AI's sch
 # What the engine takes: SGLang's /generate has no cap of 4, and ember's parser allows 16.
 MAX_ENGINE_STOP_STRINGS = 16
 MAX_TOP_LOGPROBS = 20
-LOGPROBS_MODES = ("raw", "processed")
+LOGPROBS_MODES = ("raw", "processed", "processed_cut")
 # torch.Generator.manual_seed accepts this range (negative seeds are folded in).
 _SEED_MIN, _SEED_MAX = -(2**63), 2**64 - 1
 # Below this a temperature is greedy: dividing logits by it overflows float32 (vLLM uses 1e-5).
@@ -63,8 +63,9 @@ class SamplingParams:
     # position; scored from prompt token ``prompt_logprobs_start`` (>= 1) on.
     prompt_logprobs: int | None = None
     prompt_logprobs_start: int = 1
-    # raw: log_softmax of the model's logits (vLLM's default); processed: of the distribution
-    # sampled from, after logit_bias, penalties and temperature (SGLang's /generate).
+    # raw: log_softmax of the model's logits (vLLM's default); processed: after logit_bias,
+    # penalties and temperature (SGLang's /generate); processed_cut: that, then the top-k /
+    # top-p / min-p cut, the exact distribution drawn from (vLLM's processed_logprobs).
     logprobs_mode: str = "raw"
     # vLLM's: only these ids may be sampled (None: any).
     allowed_token_ids: tuple[int, ...] | None = None
@@ -129,7 +130,7 @@ class SamplingParams:
             if not (word and all(_is_int(t) and t >= 0 for t in word)):
                 _fail("bad_words", "words that are at least one token each", word)
         if self.logprobs_mode not in LOGPROBS_MODES:
-            _fail("logprobs_mode", " or ".join(LOGPROBS_MODES), self.logprobs_mode)
+            _fail("logprobs_mode", "raw, processed or processed_cut", self.logprobs_mode)
         if not _is_int(self.top_logprobs) or not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
             _fail("top_logprobs", f"an integer between 0 and {MAX_TOP_LOGPROBS}", self.top_logprobs)
         if self.top_logprobs and not self.logprobs:

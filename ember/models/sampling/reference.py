@@ -110,9 +110,12 @@ def sample_row_reference(
     logprob, top = None, []
     if params.logprobs:
         source = raw
-        if params.logprobs_mode == "processed":  # what the row was sampled from, before cuts
+        if params.logprobs_mode != "raw":  # what the row was sampled from (before the cut)
             scale = 1.0 if params.greedy else params.temperature
             source = [v / scale for v in values]
+        if params.logprobs_mode == "processed_cut" and not params.greedy and params.has_cut:
+            kept = set(_cut(_softmax(source), params))
+            source = [v if t in kept else -math.inf for t, v in enumerate(source)]
         log_probs = [math.log(p) if p > 0 else -math.inf for p in _softmax(source)]
         logprob = log_probs[token]
         ranked = sorted(range(vocab), key=lambda t: (-log_probs[t], t))

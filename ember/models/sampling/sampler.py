@@ -19,7 +19,9 @@ Logprobs are of the model's raw distribution (``log_softmax`` of the logits befo
 temperature), as vLLM reports them by default; a row whose ``logprobs_mode`` is ``processed`` gets
 those of the distribution it is sampled from before any cut: ``log_softmax`` of the logits after
 ``logit_bias`` and the penalties, divided by its temperature (1 for a greedy row), as SGLang's
-sampler reports them.
+sampler reports them; ``processed_cut`` also drops what the row's top-k / top-p / min-p cut
+drops (-inf; the kept tokens renormalised), the very distribution drawn from, as vLLM's
+``--logprobs-mode processed_logprobs`` reports it (a greedy row: no temperature, no cut).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from ember.models.sampling.bans import banned_words
-from ember.models.sampling.draw import draw_cut, draw_plain
+from ember.models.sampling.draw import cut_mask, draw_cut, draw_plain
 from ember.models.sampling.state import SamplingState
 
 
@@ -170,13 +172,20 @@ def _logprob_source(
     logits: torch.Tensor, penalised: torch.Tensor, states: Sequence[SamplingState]
 ) -> torch.Tensor:
     """Per row, the logits whose ``log_softmax`` its logprobs report (see the module doc)."""
-    processed = [i for i, s in enumerate(states) if s.params.logprobs_mode == "processed"]
+    processed = [i for i, s in enumerate(states) if s.params.logprobs_mode != "raw"]
     if not processed:
         return logits
     out = logits.float().clone()
     for i in processed:
         params = states[i].params
-        out[i] = penalised[i] if params.greedy else penalised[i] / params.temperature
+        if params.greedy:  # no temperature, no cut: the argmax of the processed logits
+            out[i] = penalised[i]
+            continue
+        row = penalised[i] / params.temperature
+        if params.logprobs_mode == "processed_cut" and params.has_cut:
+            dropped = cut_mask(torch.softmax(row, dim=-1).unsqueeze(0), [params])[0]
+            row = row.masked_fill(dropped, float("-inf"))
+        out[i] = row
     return out
 
 

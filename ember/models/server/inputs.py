@@ -249,6 +249,8 @@ def _generation_input(
     if not prompt_ids:
         raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
     options = served.sampling_defaults.fill(options)
+    if options.logprobs_mode == "raw":  # an OpenAI route's: --logprobs-mode says which
+        options = replace(options, logprobs_mode=served.openai_logprobs)
     max_tokens = max_tokens_for(served, len(prompt_ids), options.max_tokens, max_tokens_name)
     # SamplingParams checks name the field (temperature, top_logprobs, logit_bias...).
     params = replace(

@@ -100,6 +100,8 @@ class ServedModel:
     # What a request that leaves a sampling field out gets (generation_config.json's, unless
     # --sampling-defaults openai).
     sampling_defaults: SamplingDefaults = SamplingDefaults()
+    # The SamplingParams.logprobs_mode of the OpenAI routes (--logprobs-mode).
+    openai_logprobs: str = "raw"
 
     def shutdown(self) -> None:
         self.engine.shutdown()
@@ -258,6 +260,9 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         seeds=random.Random(settings.random_seed) if settings.random_seed is not None else None,
         decode_log=decode_log,
         sampling_defaults=defaults,
+        openai_logprobs="processed_cut"
+        if settings.logprobs_mode == "processed_logprobs"
+        else "raw",
     )
 
 

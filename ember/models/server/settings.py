@@ -38,6 +38,9 @@ TOOL_CALL_PARSERS = ("auto", "kimi_k2", "glm", "glm45", "glm47")
 # The reasoning formats ember parses, under SGLang's and vLLM's names: each family has one.
 REASONING_PARSERS = {"glm45": "glm", "glm47": "glm", "kimi": "kimi", "kimi_k2": "kimi"}
 SAMPLING_DEFAULTS = ("model", "openai")
+# vLLM's --logprobs-mode values ember has (its raw_logits / processed_logits put logits, not
+# logprobs, in the logprobs fields: not offered).
+LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 ONE_DEVICE = (
     "1: ember runs one model replica on one device (for more, run one server per device "
@@ -104,6 +107,8 @@ class ServerSettings:
     # model: generation_config.json's sampling defaults fill what a request leaves out (vLLM's
     # --generation-config auto, SGLang's --sampling-defaults model); openai: they do not.
     sampling_defaults: Literal["model", "openai"] = "model"
+    # vLLM's --logprobs-mode for the OpenAI routes (/generate reports SGLang's processed ones).
+    logprobs_mode: Literal["raw_logprobs", "processed_logprobs"] = "raw_logprobs"
     tp_size: int = 1
     dp_size: int = 1
 
@@ -203,6 +208,12 @@ class ServerSettings:
         need("--tp-size", self.tp_size, self.tp_size == 1, ONE_DEVICE)
         need("--dp-size", self.dp_size, self.dp_size == 1, ONE_DEVICE)
         need("--log-level", self.log_level, self.log_level in LOG_LEVELS, ", ".join(LOG_LEVELS))
+        need(
+            "--logprobs-mode",
+            self.logprobs_mode,
+            self.logprobs_mode in LOGPROBS_MODES,
+            " or ".join(LOGPROBS_MODES),
+        )
         need(
             "--sampling-defaults",
             self.sampling_defaults,

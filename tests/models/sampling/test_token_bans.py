@@ -28,6 +28,8 @@ def _params(rng: random.Random, seed: int) -> SamplingParams:
     return SamplingParams(
         temperature=rng.choice([0.0, 0.5, 1.0, 1.8]),
         top_k=rng.choice([0, 5]),
+        top_p=rng.choice([1.0, 0.8]),
+        min_p=rng.choice([0.0, 0.1]),
         seed=seed,
         repetition_penalty=rng.choice([1.0, 1.4]),
         logit_bias=((rng.randrange(VOCAB), 4.0),) if rng.random() < 0.3 else (),
@@ -35,7 +37,7 @@ def _params(rng: random.Random, seed: int) -> SamplingParams:
         bad_words_token_ids=words,
         logprobs=logprobs,
         top_logprobs=rng.choice([0, 3]) if logprobs else 0,
-        logprobs_mode=rng.choice(["raw", "processed"]),
+        logprobs_mode=rng.choice(["raw", "processed", "processed_cut"]),
     )
 
 
@@ -97,12 +99,35 @@ def test_processed_logprobs_are_of_the_sampled_distribution() -> None:
     assert out.logprobs is not None and float(out.logprobs[0]) == pytest.approx(float(want))
 
 
+def test_processed_cut_logprobs_are_of_the_kept_tokens_renormalised() -> None:
+    """vLLM's processed_logprobs: after the temperature and the cut, what is drawn from."""
+    logits = torch.tensor([[1.0, 2.0, 3.0, 0.5, 2.5]])
+    params = SamplingParams(
+        temperature=0.5,
+        top_k=2,
+        seed=1,
+        logprobs=True,
+        top_logprobs=4,
+        logprobs_mode="processed_cut",
+    )
+    out = Sampler()(logits, [SamplingState.create(params, 5)])
+    kept = torch.log_softmax(torch.tensor([3.0, 2.5]) / 0.5, dim=-1)  # tokens 2 and 4
+    assert int(out.token_ids[0]) in (2, 4) and out.top_logprobs is not None
+    assert out.top_logprob_ids is not None and out.top_logprob_ids[0, :2].tolist() == [2, 4]
+    assert out.top_logprobs[0, :2].tolist() == pytest.approx(kept.tolist())
+    assert out.top_logprobs[0, 2:].tolist() == [float("-inf")] * 2  # cut: not drawable
+    greedy = SamplingParams(temperature=0.0, top_k=2, logprobs=True, logprobs_mode="processed_cut")
+    out = Sampler()(logits, [SamplingState.create(greedy, 5)])
+    assert out.logprobs is not None  # a greedy row: no temperature, no cut
+    assert float(out.logprobs[0]) == pytest.approx(float(torch.log_softmax(logits[0], -1)[2]))
+
+
 @pytest.mark.parametrize(
     ("fields", "words"),
     [
         ({"allowed_token_ids": ()}, "allowed_token_ids must be a non-empty list"),
         ({"bad_words_token_ids": ((),)}, "bad_words must be words that are at least one token"),
-        ({"logprobs_mode": "logits"}, "logprobs_mode must be raw or processed"),
+        ({"logprobs_mode": "logits"}, "logprobs_mode must be raw, processed or processed_cut"),
     ],
 )
 def test_bad_values_name_the_field(fields: dict, words: str) -> None:

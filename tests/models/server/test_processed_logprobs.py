@@ -101,3 +101,53 @@ def test_openai_routes_keep_the_raw_logprobs(exact: LiveServer) -> None:
     for step, value in enumerate(choice["logprobs"]["token_logprobs"]):
         raw = torch.log_softmax(rows[step], dim=-1)[out[step]].item()
         assert abs(value - raw) < 1e-3
+
+
+@pytest.fixture(scope="module")
+def processed(glm_dir: Path) -> Iterator[LiveServer]:
+    settings = server_settings(
+        str(glm_dir), served_model_name="glm", dtype="float32", logprobs_mode="processed_logprobs"
+    )
+    with running_server(settings) as live:
+        yield live
+
+
+def test_vllm_processed_logprobs_mode_reports_the_distribution_drawn_from(
+    processed: LiveServer,
+) -> None:
+    """--logprobs-mode processed_logprobs: after bias, penalties, temperature and the top-k
+    cut; a token the cut dropped is -inf (on the wire: the clamped floor)."""
+    prompt = [random.Random(5).randrange(10, 4000) for _ in range(12)]
+    sampling = {"temperature": 0.7, "top_k": 3, "seed": 8, "logit_bias": BIAS, "ignore_eos": True}
+    body = {"prompt": prompt, "max_tokens": 4, "logprobs": 5, **sampling}
+    reply = httpx.post(processed.url + "/v1/completions", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    logprobs = reply.json()["choices"][0]["logprobs"]
+    params = {**sampling, "max_new_tokens": 4}
+    out = httpx.post(
+        processed.url + "/generate",
+        json={"input_ids": prompt, "sampling_params": params},
+        timeout=120,
+    ).json()["output_ids"]
+    rows = _reference(processed, prompt, out)
+    for step, value in enumerate(logprobs["token_logprobs"]):
+        row = _processed(rows[step], set(), 0.7, 1.0)  # bias and temperature, no penalty
+        kept = torch.topk(row, 3).indices
+        want = torch.log_softmax(row[kept], dim=-1)
+        assert out[step] in kept.tolist()
+        assert abs(value - want[kept.tolist().index(out[step])].item()) < 1e-3
+        floor = sorted(logprobs["top_logprobs"][step].values())[:2]
+        assert all(v <= -9999 for v in floor)  # two of five alternatives were cut
+
+
+def test_the_flag_takes_vllms_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from ember.cli.main import cli
+    from tests.models.server.test_launch_flags import _settings_from
+
+    assert _settings_from([], monkeypatch).logprobs_mode == "raw_logprobs"
+    chosen = _settings_from(["--logprobs-mode", "processed_logprobs"], monkeypatch)
+    assert chosen.logprobs_mode == "processed_logprobs"
+    result = CliRunner().invoke(cli, ["models", "serve", "m", "--logprobs-mode", "raw_logits"])
+    assert result.exit_code == 2 and "--logprobs-mode" in result.output
