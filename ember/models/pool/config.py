@@ -17,12 +17,15 @@ operator's config)::
           schema: classic                # Workers AI schema of env.AI.run (default: the id's)
         "@cf/moonshotai/kimi-k2.6":
           backend: sglang                # launched as python -m sglang.launch_server
+          model_path: /models/Kimi-K2.6  # what SGLang loads (or checkpoint); required
           tp: 8
         "@cf/zai-org/glm-5.2":
           url: http://10.0.0.5:30000     # attached: a server running elsewhere
       pool: {start: lazy, startup_timeout_s: 600}
 
-Ids that are not configured get one ember replica on the CPU. Every error names the key.
+On ``ember dev`` ids that are not configured get one ember replica on the CPU; ``ember serve``
+serves only the configured ids (``pool: {serve_unconfigured: true}`` opts back in). Every error
+names the key.
 """
 
 from __future__ import annotations
@@ -159,8 +162,14 @@ class PoolSettings:
     """Timing and start policy shared by every model."""
 
     start: Literal["lazy", "eager"] = "lazy"
-    # False (ember serve): ids nobody configured are unknown (5007) instead of getting a replica.
-    serve_unconfigured: bool = True
+    # False: ids nobody configured are unknown (5007) instead of getting a replica. None: the
+    # command's default, True on ``ember dev`` and False on ``ember serve`` (whose operator pays
+    # for every replica a tenant could otherwise start by naming a catalog id).
+    serve_unconfigured: bool | None = None
+    # Whether a failure's text may show how the replica runs (python path, config file, args):
+    # ``ember dev`` shows its one user everything; ``ember serve`` keeps it in the operator's log
+    # and tells tenants only what happened. Not a config key: the command sets it.
+    operator_detail: bool = True
     startup_timeout_s: float = 600.0
     health_interval_s: float = 1.0
     # Generous: a busy CPU box answers slowly, and three misses in a row restart the replica.
@@ -179,6 +188,11 @@ class PoolConfig:
 
     models: Mapping[str, ModelServing] = field(default_factory=dict)
     settings: PoolSettings = field(default_factory=PoolSettings)
+
+    @property
+    def serves_unconfigured(self) -> bool:
+        """Whether a catalog id nobody configured gets a replica (``serve_unconfigured``)."""
+        return self.settings.serve_unconfigured is not False
 
     def serving(self, model_id: str) -> ModelServing:
         """The configured serving of ``model_id``, or one ember CPU replica."""
@@ -262,6 +276,17 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
     schema = value.get("schema")
     if schema is not None and schema not in SCHEMAS:
         raise ConfigError(file, f"{where}.schema", schema, " or ".join(SCHEMAS))
+    for replica in replicas:
+        if replica.backend == "sglang" and replica.launched and not replica.model_path:
+            if not checkpoint:
+                # Refused here: a launch could only fail later, on a tenant's request.
+                raise ConfigError(
+                    file,
+                    f"{where}.checkpoint",
+                    None,
+                    "a checkpoint directory (or model_path: a path or HF id SGLang loads) for "
+                    "an sglang replica; the shipped tiny checkpoints are for ember replicas",
+                )
     directory = None
     if checkpoint:
         directory = Path(checkpoint).expanduser()

@@ -113,7 +113,7 @@ class ModelPool:
 
     def model_ids(self) -> list[str]:
         """Every id the pool can serve (catalog plus configured ones, or configured only)."""
-        if not self.config.settings.serve_unconfigured:
+        if not self.config.serves_unconfigured:
             return list(self.config.models)
         ids = self.catalog.ids()
         return ids + [m for m in self.config.models if m not in ids]
@@ -122,7 +122,7 @@ class ModelPool:
         """``model_id in model_ids()``, without building the list (checked on every request)."""
         if model_id in self.config.models:
             return True
-        return self.config.settings.serve_unconfigured and model_id in self.catalog
+        return self.config.serves_unconfigured and model_id in self.catalog
 
     def group(self, model_id: str) -> ModelGroup:
         """The replica group of ``model_id`` (made on first use); ModelNotFound if unknown."""

@@ -195,6 +195,13 @@ class Replica:
         if self._command is None:
             await self._watch_attached()
             return
+        try:
+            await self._supervise_launched()
+        except Exception as exc:  # noqa: BLE001 - a bug here must fail requests, not hang them
+            self._progress(f"{self.name}: supervision failed: {exc!r}")
+            self._give_up(f"could not be supervised: {exc}")
+
+    async def _supervise_launched(self) -> None:
         backoff = self.settings.restart_backoff_s
         # A round after FAILED gets one start: the configuration that failed is still there.
         allowed = 1 if self.failed_rounds else MAX_FAILED_STARTS
@@ -244,10 +251,14 @@ class Replica:
     async def _run_once(self) -> tuple[bool, str]:
         """Launch, wait until healthy, serve until it exits or hangs: (was ready, why it ended)."""
         assert self._command is not None  # invariant: launched replicas only
-        command = self._command()
+        self._set(State.STARTING)
+        try:
+            command = self._command()
+        except Exception as exc:  # noqa: BLE001 - any failure to build it is a failed start
+            self._error_line = None
+            return False, f"could not build its command: {exc}"
         self.last_command = command
         self.url = command.url
-        self._set(State.STARTING)
         self._load_started = time.monotonic()
         self._progress(f"{self.name}: starting ({self.config.describe()})")
         process = ReplicaProcess(command, self._child_line)
@@ -255,7 +266,7 @@ class Replica:
         self._error_line = None
         try:
             await process.start()
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - OSError, or anything the spawn raises
             return False, f"could not start: {exc}"
         exited = asyncio.ensure_future(process.wait())
         hung: asyncio.Future[str] | None = None

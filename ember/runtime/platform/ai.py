@@ -63,7 +63,14 @@ def configure_gateway(resources: SharedResources, config: Any | None) -> None:
         return
     gateway = importlib.import_module("ember.bindings.ai.gateway")
     settings = config or gateway.GatewayConfig()
-    owned = dataclasses.replace(settings, project_config=False)  # deployments may not change it
+    pool = settings.pool
+    # The operator pays for every replica: a catalog id nobody configured is no licence for a
+    # tenant to start one (unless the operator's pool section says serve_unconfigured: true),
+    # and how replicas run (paths, config file, args) stays in the operator's log.
+    unconfigured = pool.settings.serve_unconfigured is True
+    pool = pool.with_settings(serve_unconfigured=unconfigured, operator_detail=False)
+    # project_config False: deployments may not change it.
+    owned = dataclasses.replace(settings, pool=pool, project_config=False)
     resources.shared(gateway.GATEWAY_KEY, lambda: gateway.AIGateway(owned))
 
 

@@ -33,6 +33,7 @@ def test_replica_list_overrides_model_settings_and_sglang_defaults_to_cuda() -> 
             GLM: {
                 "backend": "sglang",
                 "kv_cache_dtype": "fp8_e4m3",
+                "model_path": "/models/GLM-4.7",
                 "replicas": [{"device": "cuda:0,1"}, {"device": "cuda:2,3", "tp": 2}, {}],
             }
         }
@@ -69,6 +70,9 @@ def test_pool_settings() -> None:
         ({GLM: {"backend": "vllm"}}, None, f'ai.models."{GLM}".backend'),
         ({GLM: {"tp": 2}}, None, f'ai.models."{GLM}".tp'),
         ({GLM: {"backend": "sglang", "device": "cpu"}}, None, f'ai.models."{GLM}".device'),
+        # SGLang loads a checkpoint directory or an HF id; the catalog's tiny ones are ember's.
+        ({GLM: {"backend": "sglang"}}, None, f'ai.models."{GLM}".checkpoint'),
+        ({GLM: {"replicas": [{"backend": "sglang"}]}}, None, f'ai.models."{GLM}".checkpoint'),
         ({GLM: {"replicas": [{"colour": 1}]}}, None, f'ai.models."{GLM}".replicas[0].colour'),
         ({GLM: {"url": "ftp://x"}}, None, f'ai.models."{GLM}".url'),
         ({GLM: {"spare": True}}, None, f'ai.models."{GLM}".spare'),
@@ -87,7 +91,9 @@ def test_errors_name_the_key(models: object, pool: object, key: str) -> None:
 
 
 def test_sglang_accepts_its_own_quantization_names() -> None:
-    config = parse_pool_config({GLM: {"backend": "sglang", "quantization": "w4afp8"}})
+    config = parse_pool_config(
+        {GLM: {"backend": "sglang", "quantization": "w4afp8", "model_path": "/models/GLM-4.7"}}
+    )
     assert config.serving(GLM).replicas[0].quantization == "w4afp8"
 
 

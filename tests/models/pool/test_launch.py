@@ -62,6 +62,7 @@ def test_sglang_replica_command(tmp_path: Path) -> None:
                 "kv_cache_dtype": "fp8_e4m3",
                 "quantization": "w4afp8",
                 "args": ["--mem-fraction-static", 0.85],
+                "checkpoint": str(tmp_path),
             }
         }
     )

@@ -69,3 +69,40 @@ def test_a_replica_that_cannot_start_is_a_permanent_error(tmp_path_factory) -> N
     assert launches == 3, lines
     assert restarts == 2
     assert delay == 60.0
+
+
+def test_an_exception_building_a_replicas_command_is_a_failed_start() -> None:
+    """Whatever goes wrong before the process runs (a command that cannot be built, a start
+    that raises) is a failed start the requests hear about (3043), never a waiter left hanging
+    until its queue timeout."""
+    import httpx
+    import pytest
+
+    from ember.models.pool.admission import ModelGroup
+    from ember.models.pool.config import PoolSettings, ReplicaConfig
+    from ember.models.pool.errors import UpstreamFailed
+    from ember.models.pool.replica import Replica
+
+    lines: list[str] = []
+
+    def command():  # noqa: ANN202 - the replica's command factory
+        raise ValueError("the command cannot be built")
+
+    async def main() -> UpstreamFailed:
+        settings = PoolSettings(restart_backoff_s=0.05, queue_timeout_s=600.0)
+        async with httpx.AsyncClient() as http:
+            group = ModelGroup(GLM, 8, settings.queue_timeout_s)
+            config = ReplicaConfig(file="ember.yaml", key=f'ai.models."{GLM}"')
+            replica = Replica(GLM, 0, config, command, settings, http, group.changed, lines.append)
+            group.replicas.append(replica)
+            with pytest.raises(UpstreamFailed) as failed:
+                # The guard only keeps a regression from hanging the suite.
+                await asyncio.wait_for(group.acquire(None, False), 60)
+            assert replica.state is State.FAILED
+            await replica.stop()
+            return failed.value
+
+    error = asyncio.run(main())
+    assert error.code.code == 3043, error
+    assert "the command cannot be built" in str(error)
+    assert any("failed to start 3 times" in line for line in lines), lines
