@@ -210,8 +210,10 @@ class ModelGroup:
         return any(r.state is State.READY for r in self.replicas)
 
     def _hopeless(self) -> bool:
+        """No replica can take a request now or soon: each failed to start, is stopping, or is
+        an attached server that stopped answering (nothing here can restart it)."""
         return bool(self.replicas) and all(
-            r.state is State.FAILED or r.stopping for r in self.replicas
+            r.state is State.FAILED or r.stopping or r.unreachable for r in self.replicas
         )
 
     def _hopeless_error(self) -> errors.UpstreamFailed:
@@ -220,9 +222,21 @@ class ModelGroup:
             # Nothing can start: the configuration is wrong, not the capacity (3043, not 3040).
             replica = failed[-1]
             assert replica.start_failure is not None  # invariant: filtered above
-            detail = replica.start_failure.describe(replica.short_name, replica.config)
+            if replica.settings.operator_detail:
+                detail = replica.start_failure.describe(replica.short_name, replica.config)
+            else:
+                detail = replica.start_failure.describe_briefly(replica.short_name)
             return errors.model_start_failed(self.model_id, detail)
-        reasons = [r.last_error for r in self.replicas if r.last_error]
+        unreachable = [r for r in self.replicas if r.unreachable]
+        if unreachable:
+            replica = unreachable[-1]
+            if replica.settings.operator_detail:
+                why = replica.last_error
+                detail = f"{replica.short_name} at {replica.url} is unreachable ({why})"
+            else:
+                detail = f"{replica.short_name} is unreachable"
+            return errors.model_unavailable(self.model_id, detail)
+        reasons = [r.public(r.last_error) for r in self.replicas if r.last_error]
         detail = reasons[-1] if reasons else "every replica is stopped"
         return errors.model_unavailable(self.model_id, detail)
 

@@ -33,6 +33,10 @@ MODEL_START_FAILED = WorkersAIErrorCode(
     3043, 500, "Internal server error", "Model {model} cannot start: {detail}"
 )
 QUOTA_EXCEEDED = WorkersAIErrorCode(3036, 429, "Account limited", "{detail}", True)
+# The Retry-After of a refusal for capacity: a slot frees when any running request ends, which
+# on a busy replica is a matter of seconds; the openai client and workers-ai-provider read it
+# instead of guessing their own backoff.
+CAPACITY_RETRY_AFTER_S = 1.0
 
 
 class UpstreamFailed(BackendError):
@@ -101,14 +105,22 @@ def aborted() -> UpstreamFailed:
 def queue_full(model: str, queued: int, maximum: int) -> CapacityExceeded:
     """The platform's 3040 text: every replica is busy and the queue holds ``maximum``."""
     return CapacityExceeded(
-        OUT_OF_CAPACITY, limit=f"queued requests for {model}", observed=queued, maximum=maximum
+        OUT_OF_CAPACITY,
+        limit=f"queued requests for {model}",
+        observed=queued,
+        maximum=maximum,
+        retry_after=CAPACITY_RETRY_AFTER_S,
     )
 
 
 def busy(model: str) -> CapacityExceeded:
     """``rejectIfBusy``: no free slot right now."""
     return CapacityExceeded(
-        CAPACITY_TEMPORARILY_EXCEEDED, limit=f"free slots for {model}", observed=0, maximum=0
+        CAPACITY_TEMPORARILY_EXCEEDED,
+        limit=f"free slots for {model}",
+        observed=0,
+        maximum=0,
+        retry_after=CAPACITY_RETRY_AFTER_S,
     )
 
 

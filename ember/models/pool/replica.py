@@ -124,6 +124,11 @@ class Replica:
         return not self.leases or self.outstanding + weight <= self.config.slots
 
     @property
+    def unreachable(self) -> bool:
+        """An attached server that stopped answering: nothing here can restart it."""
+        return self.state is State.DEAD and not self.config.launched
+
+    @property
     def stopping(self) -> bool:
         return self._stopping
 
@@ -179,6 +184,13 @@ class Replica:
             self.process = None
         self._set(State.STOPPED)
 
+    def public(self, reason: str) -> str:
+        """``reason`` as a request's error may show it: without the server's output (paths,
+        flags) where ``operator_detail`` is off (``ember serve``: the operator's log has it)."""
+        if self.settings.operator_detail:
+            return reason
+        return reason.split(" (last output: ", 1)[0]
+
     def _set(self, state: State) -> None:
         if state is not self.state:
             self.state = state
@@ -211,7 +223,7 @@ class Replica:
             if self._stopping:
                 return
             self.last_error = reason
-            self._fail_leases(f"{self.short_name} {reason}")
+            self._fail_leases(f"{self.short_name} {self.public(reason)}")
             if became_ready:
                 self._failed_starts = round_starts = self.failed_rounds = 0
                 self.start_failure = None
@@ -321,7 +333,10 @@ class Replica:
         )
 
     async def _watch_attached(self) -> None:
-        """Attached replica: READY while healthy, DEAD (requests failed) when not."""
+        """Attached replica: READY while healthy, DEAD (its requests failed, new ones refused at
+        once, as SGLang's router answers 503 when no worker is healthy) after
+        ``unhealthy_after`` failed probes in a row, from the start too: a URL that never
+        answered must not hold requests for their queue timeout. Each change is a log line."""
         self._set(State.STARTING)
         self._load_started = time.monotonic()
         failures = 0
@@ -330,17 +345,23 @@ class Replica:
             if problem is None:
                 failures = 0
                 if self.state is not State.READY:
+                    again = " again" if self.state is State.DEAD else ""
                     await self._learn_served_name()
+                    self.last_error = None
                     self._set(State.READY)
-                    self._progress(f"{self.name}: attached {self.url} is ready")
+                    self._progress(f"{self.name}: attached {self.url} is ready{again}")
             else:
                 failures += 1
                 self.last_error = problem
-                if self.state is State.READY and failures >= self.settings.unhealthy_after:
+                if self.state is not State.DEAD and failures >= self.settings.unhealthy_after:
+                    if self.state is State.READY:
+                        self.restarts += 1
                     self._fail_leases(f"{self.short_name} at {self.url} is unreachable ({problem})")
                     self._set(State.DEAD)
-                    self.restarts += 1
-                    self._progress(f"{self.name}: {self.url} unreachable ({problem})")
+                    self._progress(
+                        f"{self.name}: attached {self.url} is unreachable ({problem}); its "
+                        "requests fail until /health answers 200"
+                    )
             await asyncio.sleep(self.settings.health_interval_s)
 
     async def _probe(self) -> str | None:
@@ -352,7 +373,14 @@ class Replica:
         if self.config.served_model_name is not None or self._command is not None:
             return
         name = await health.served_name(self._http, self.url, self.settings.health_timeout_s)
-        if name is not None:
+        if name is not None and name != self.served_name:
+            # SGLang names a model by its path unless told otherwise, so another name is common;
+            # but a URL that serves some other model answers under this id: say so, once.
+            self._progress(
+                f"{self.name}: warning: {self.url} serves '{name}', not '{self.model_id}'; "
+                f"requests for {self.model_id} go to it as '{name}' (if that is another model, "
+                f"fix the url; if it is this one, set served_model_name: {name})"
+            )
             self.served_name = name
 
     def status(self) -> ReplicaStatus:

@@ -34,6 +34,14 @@ class StartFailure:
     attempts: int  # failed starts in a row
     retry_in_s: float  # how long until a request may start it again
 
+    def describe_briefly(self, replica: str) -> str:
+        """The 3043 detail for a tenant of ``ember serve``: what happened, not how the replica
+        runs (its command, config file and error line stay in the operator's log)."""
+        return (
+            f"{replica} failed to start {self.attempts} times in a row and is tried again in "
+            f"{self.retry_in_s:g} s; the platform's operator has the details in its log"
+        )
+
     def describe(self, replica: str, config: ReplicaConfig) -> str:
         """The detail of the 3043 error: what happened, how often, and which key to check."""
         text = f"{replica} {self.reason}"
