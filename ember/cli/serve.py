@@ -119,9 +119,27 @@ def serve(
 
     heap.tune_for_serving()  # per-request objects die young (see ember/heap.py)
     try:
-        asyncio.run(run_server(platform, ip, port, port_file=port_file, on_ready=ready))
+        asyncio.run(
+            run_server(
+                platform,
+                ip,
+                port,
+                port_file=port_file,
+                on_ready=ready,
+                drain_timeout_s=_drain_timeout(ai),
+                say=_print,
+            )
+        )
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut the platform down
+
+
+def _drain_timeout(ai: object | None) -> float:
+    """The pool's ``drain_timeout_s``: one deadline for requests and replicas on SIGTERM."""
+    from ember.runtime.platform.server import DEFAULT_DRAIN_TIMEOUT_S
+
+    pool = getattr(ai, "pool", None)
+    return float(pool.settings.drain_timeout_s) if pool is not None else DEFAULT_DRAIN_TIMEOUT_S
 
 
 def _ai_settings(config_file: Path) -> object | None:

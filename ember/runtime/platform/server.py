@@ -2,6 +2,10 @@
 
 Prints the banner once listening: the address, the state directory, the live deployments with
 their URLs. ``port_file`` (tests, benchmarks) receives the bound port once the server listens.
+
+On SIGTERM/SIGINT it stops listening and gives the requests in flight ``drain_timeout_s`` to
+finish (uvicorn's ``timeout_graceful_shutdown``; without one a stream kept open by its client
+would hold the shutdown for ever), saying how many it waits for and how many it cut.
 """
 
 from __future__ import annotations
@@ -18,6 +22,19 @@ from ember.runtime.listen import bind
 from ember.runtime.platform.app import Platform
 from ember.runtime.platform.websocket import TolerantWebSocketProtocol
 
+DEFAULT_DRAIN_TIMEOUT_S = 30.0  # the model pool's default drain_timeout_s, for one deadline
+
+
+def _stderr(line: str) -> None:
+    import sys
+
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _requests(count: int) -> str:
+    return f"{count} request" + ("" if count == 1 else "s")
+
 
 async def serve(
     platform: Platform,
@@ -26,6 +43,8 @@ async def serve(
     *,
     port_file: Path | None = None,
     on_ready: Callable[[str], None] | None = None,
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+    say: Callable[[str], None] = _stderr,
 ) -> None:
     """Serve until uvicorn is told to stop (SIGINT/SIGTERM), then shut the platform down."""
     import uvicorn
@@ -43,10 +62,11 @@ async def serve(
         http=BoundedHeadProtocol,  # 431 past 128 KiB of request head (runtime/httphead.py)
         server_header=False,
         ws=TolerantWebSocketProtocol,
+        timeout_graceful_shutdown=drain_timeout_s,
     )
     logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
     listener = bind(host, port)  # first: a taken port fails before the platform starts
-    server = uvicorn.Server(config)
+    server = _draining_server(config, say)
     serving = asyncio.ensure_future(server.serve(sockets=[listener]))
     try:
         while not server.started and not serving.done():
@@ -71,5 +91,35 @@ async def serve(
 
 
 def _drop_aborted_responses(record: logging.LogRecord) -> bool:
-    # A streamed response cut short on purpose (limit, worker failure) is not a server error.
-    return not (record.exc_info and isinstance(record.exc_info[1], ResponseAborted))
+    # A streamed response cut short on purpose (limit, worker failure) is not a server error,
+    # nor is a request the drain deadline cancelled (the drain's own line counted it), nor
+    # uvicorn's line about cancelling them, which repeats that line.
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, ResponseAborted | asyncio.CancelledError):
+        return False
+    return not str(record.msg).startswith("Cancel %s running task(s)")
+
+
+def _draining_server(config: object, say: Callable[[str], None]) -> object:
+    """A uvicorn Server whose shutdown says what it drains (uvicorn itself logs only at info)."""
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        async def shutdown(self, sockets: list | None = None) -> None:
+            timeout = self.config.timeout_graceful_shutdown
+            count = len(self.server_state.tasks)
+            say(f"ember serve: shutting down, draining {_requests(count)} (up to {timeout:g} s)")
+            await super().shutdown(sockets)
+
+        async def _wait_tasks_to_complete(self) -> None:
+            # uvicorn cancels this wait when timeout_graceful_shutdown passes, then cancels
+            # the request tasks: say so while their count is still known.
+            try:
+                await super()._wait_tasks_to_complete()
+            except asyncio.CancelledError:
+                timeout = self.config.timeout_graceful_shutdown
+                left = len(self.server_state.tasks)
+                say(f"ember serve: drain timed out after {timeout:g} s, closing {_requests(left)}")
+                raise
+
+    return DrainingServer(config)  # type: ignore[arg-type]
