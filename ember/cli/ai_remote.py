@@ -71,6 +71,23 @@ def unreachable(url: str, exc: Exception) -> Exception:
     return click.ClickException(f"could not reach {url}: {reason}")
 
 
+def auth_refused(url: str, response: httpx.Response, body: bytes) -> Exception | None:
+    """The error for a 401/403 from a platform (``ember serve``'s AI API is per account, behind
+    its token): what it said, and the login that gets past it. None for any other answer."""
+    if response.status_code not in (401, 403):
+        return None
+    try:
+        error = json.loads(body)["errors"][0]
+        said = f"{error['code']}: {error['message']}"
+    except (ValueError, TypeError, KeyError, IndexError):
+        said = excerpt(body)
+    return click.ClickException(
+        f"{url} answered {response.status_code} ({said}); its AI API needs an account's token: "
+        f"ember login --platform {url} --token TOKEN (the platform's operator creates accounts "
+        "and tokens with ember accounts create)"
+    )
+
+
 def list_models(url: str) -> list[dict[str, Any]]:
     """The rows of ``GET URL/client/v4/accounts/ACCOUNT/ai/v1/models``."""
     endpoint = AIEndpoint.at(url)
@@ -81,6 +98,9 @@ def list_models(url: str) -> list[dict[str, Any]]:
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise unreachable(url, exc) from None
     body = response.content
+    refused = auth_refused(url, response, body)
+    if refused is not None:
+        raise refused
     try:
         rows = json.loads(body)["data"]
         if response.status_code != 200 or not isinstance(rows, list):

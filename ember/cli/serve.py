@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -142,7 +143,7 @@ def _drain_timeout(ai: object | None) -> float:
     return float(pool.settings.drain_timeout_s) if pool is not None else DEFAULT_DRAIN_TIMEOUT_S
 
 
-def _ai_settings(config_file: Path) -> object | None:
+def _ai_settings(config_file: Path) -> Any:
     """The ``ai:`` section of the operator's config (models, pool, limits) as a GatewayConfig."""
     from ember.config_yaml import load_yaml
     from ember.errors import ConfigError
@@ -157,6 +158,15 @@ def _ai_settings(config_file: Path) -> object | None:
         return None
     if not isinstance(section, dict):
         raise ConfigError(str(config_file), "ai", section, "a mapping of models, pool, limits")
+    if "binding" in section:
+        # The README's project section (``ai: {binding: AI, models: ...}``) pasted here: the
+        # name is each deployment's to choose (its own ai binding), so it means nothing here.
+        click.echo(
+            f"ember serve: {config_file}: ai.binding is ignored here: each deployment names its "
+            "own AI binding; this section configures the models they share",
+            err=True,
+        )
+        section = {k: v for k, v in section.items() if k != "binding"}
     unknown = sorted(set(section) - {"models", "pool", "limits"})
     if unknown:
         raise ConfigError(
@@ -164,7 +174,31 @@ def _ai_settings(config_file: Path) -> object | None:
         )
     from ember.bindings.ai.spec import gateway_config
 
-    return gateway_config(section, str(config_file))
+    config = gateway_config(section, str(config_file))
+    _check_served_ids(config.pool, str(config_file))
+    return config
+
+
+def _check_served_ids(pool: Any, file: str) -> None:
+    """Every configured id must be one ember can serve: a catalog id, an id given a checkpoint,
+    or one answered by attached URLs only (refused here rather than when the pool starts it)."""
+    from ember.errors import ConfigError
+    from ember.models.catalog import default_catalog
+
+    catalog = default_catalog()
+    for model_id, serving in pool.models.items():
+        if model_id in catalog or serving.checkpoint is not None:
+            continue
+        if all(replica.url for replica in serving.replicas):
+            continue
+        raise ConfigError(
+            file,
+            f'ai.models."{model_id}"',
+            model_id,
+            "a model id of ember's catalog (`ember ai models` lists them)",
+            hint=f"to serve {model_id} from a checkpoint directory, add checkpoint: <directory> "
+            "under it; to attach a running server, url: http://HOST:PORT",
+        )
 
 
 def _print(line: str) -> None:

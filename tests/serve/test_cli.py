@@ -181,6 +181,9 @@ def test_cli_ai_url_uses_the_saved_login_of_that_platform(
     anonymous = ember("run", "@cf/ember/no-such-model", "hi")
     assert anonymous.returncode == 1 and "10000" in anonymous.stderr
     assert "ember login" in anonymous.stderr  # says how to get past it
+    unlisted = ember("models")  # the same 401 for the listing, not "expected ember's AI API"
+    assert unlisted.returncode == 1 and "401" in unlisted.stderr, unlisted.stderr
+    assert f"ember login --platform {serve.url}" in unlisted.stderr, unlisted.stderr
     assert _ember(serve, home, cwd, "login", "--token", token).returncode == 0
     refused = ember("run", "@cf/ember/no-such-model", "hi")
     assert refused.returncode == 1 and refused.stderr.strip().startswith("Error: 5007: ")

@@ -7,12 +7,15 @@ stops the server with exit status 1.
 
 from __future__ import annotations
 
+import errno
+import socket
 import sys
 from typing import TextIO
 
 import uvicorn
 
 from ember import heap
+from ember.errors import UserError
 from ember.models.server.app import build_app
 from ember.models.server.settings import ServerSettings
 from ember.models.server.state import ServerState
@@ -24,6 +27,7 @@ def run_server(settings: ServerSettings, *, log: TextIO | None = None) -> int:
     # Per-request objects die young; the model and its tokenizer live as long as the process
     # (ember/heap.py): frozen before the first request, so no collection walks them.
     heap.tune_for_serving()
+    sock = _listen(settings.host, settings.port)  # first: a taken port costs no model load
     state = ServerState(settings, log=out, on_ready=heap.freeze_long_lived)
     config = uvicorn.Config(
         build_app(state),
@@ -40,7 +44,6 @@ def run_server(settings: ServerSettings, *, log: TextIO | None = None) -> int:
         server.should_exit = True
 
     state.on_load_failure = stop
-    sock = config.bind_socket()
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     state.progress(
@@ -48,3 +51,28 @@ def run_server(settings: ServerSettings, *, log: TextIO | None = None) -> int:
     )
     server.run(sockets=[sock])
     return 1 if state.load_error is not None else 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the model loads; a port that cannot be had is one
+    line saying which and what to do (uvicorn's own bind prints only ``[Errno 98] ...``)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise UserError(f"cannot listen on {host!r} (--host): {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)  # uvicorn's default backlog
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UserError(
+                f"port {port} on {host} is already in use: stop the server listening there, "
+                "pick another --port, or pass --port 0 for a free one"
+            ) from None
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock

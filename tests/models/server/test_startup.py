@@ -215,3 +215,15 @@ def test_the_model_is_given_exactly_once(args: tuple[str, ...], words: str) -> N
     process = _serve(*args)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 2 and words in err
+
+
+def test_a_taken_port_names_the_port_and_what_to_do(kimi_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = _serve(str(kimi_dir), "--port", str(port))
+        _, err = process.communicate(timeout=120)
+    assert process.returncode == 1, err
+    assert f"ember: error: port {port} on 127.0.0.1 is already in use" in err, err
+    assert "--port 0" in err and "Traceback" not in err, err
