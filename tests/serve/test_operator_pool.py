@@ -151,3 +151,25 @@ def test_an_attached_server_serving_another_name_is_a_warning(
     name = "moonshotai/Kimi-K2.5-elsewhere"
     lines = [line for line in serve.output().splitlines() if name in line]
     assert any(HELD in line and "warning" in line for line in lines), serve.output()[-3000:]
+
+
+def test_health_answers_with_the_pools_view(serve: ServeProcess) -> None:
+    def models() -> dict[str, dict]:
+        reply = httpx.get(serve.url + "/health", timeout=30)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["status"] == "ok"
+        return {model["id"]: model for model in reply.json()["models"]}
+
+    deadline = time.monotonic() + 120
+    seen = models()
+    # The replicas started with the platform (start: eager); the broken ones end up so.
+    while (
+        seen[KIMI_SGLANG]["replicas"][0]["state"] != "failed"
+        or seen[DEAD]["replicas"][0]["state"] != "dead"
+    ):
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.1)
+        seen = models()
+    assert set(seen) == {GLM, KIMI_SGLANG, DEAD, HELD}  # the configured ids, nothing else
+    assert {"state", "outstanding", "restarts"} <= set(seen[GLM]["replicas"][0])
+    assert "queued" in seen[GLM] and "url" not in seen[DEAD]["replicas"][0]  # no addresses

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from tests.serve.conftest import ServeProcess, permanent_account
+from tests.serve.conftest import BASE_CONFIG, ServeProcess, permanent_account
 
 cloudflare = pytest.importorskip("cloudflare")
+
+# ember serve answers only the ids its operator configured (the shipped checkpoint serves it).
+CONFIG = (
+    BASE_CONFIG + 'ai:\n  models:\n    "@cf/moonshotai/kimi-k2.5": {args: [--torch-threads, "1"]}\n'
+)
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    process = ServeProcess(tmp_path_factory.mktemp("sdk") / "state", CONFIG)
+    yield process
+    process.stop()
+
 
 SOURCE = b"""\
 from workers import Response, WorkerEntrypoint

@@ -28,8 +28,14 @@ from ember.runtime.deployments.records import Account
 from ember.runtime.deployments.tail_events import TailHub
 from ember.runtime.isolation import SandboxPolicy
 from ember.runtime.platform.activation import LiveChange, LiveDeployments
-from ember.runtime.platform.ai import ai_routes_for, configure_gateway, limit_ai_bindings
+from ember.runtime.platform.ai import (
+    ai_available,
+    ai_routes_for,
+    configure_gateway,
+    limit_ai_bindings,
+)
 from ember.runtime.platform.crons import WorkerCrons
+from ember.runtime.platform.health import health_route
 from ember.runtime.platform.observe import PlatformEvents
 from ember.runtime.platform.overrides import pinned_version
 from ember.runtime.platform.routing import (
@@ -104,7 +110,10 @@ class Platform:
             self.plane,
             self.hub,
             live=PlatformHooks(self),
-            first_routes=ai_routes_for(self.plane, self.supervisor.resources),
+            first_routes=[
+                *ai_routes_for(self.plane, self.supervisor.resources),
+                health_route(self._gateway_if_any),
+            ],
         )
         self.origin: str | None = None  # http://host:port once listening
         self._housekeeping: asyncio.Task[None] | None = None
@@ -113,6 +122,9 @@ class Platform:
         from ember.bindings.ai.gateway import shared_gateway
 
         return shared_gateway(DeploymentHost(self.supervisor.resources, "platform"))
+
+    def _gateway_if_any(self) -> Any | None:
+        return self._gateway() if ai_available() else None
 
     def _slot(self, ident: str) -> Any:
         return self.live.slot(ident)
