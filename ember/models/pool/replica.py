@@ -185,8 +185,7 @@ class Replica:
         self._set(State.STOPPED)
 
     def public(self, reason: str) -> str:
-        """``reason`` as a request's error may show it: without the server's output (paths,
-        flags) where ``operator_detail`` is off (``ember serve``: the operator's log has it)."""
+        """``reason`` without the server's output where ``operator_detail`` is off."""
         if self.settings.operator_detail:
             return reason
         return reason.split(" (last output: ", 1)[0]
@@ -333,10 +332,9 @@ class Replica:
         )
 
     async def _watch_attached(self) -> None:
-        """Attached replica: READY while healthy, DEAD (its requests failed, new ones refused at
-        once, as SGLang's router answers 503 when no worker is healthy) after
-        ``unhealthy_after`` failed probes in a row, from the start too: a URL that never
-        answered must not hold requests for their queue timeout. Each change is a log line."""
+        """Attached: READY while healthy; DEAD after ``unhealthy_after`` failed probes in a row,
+        from the start too (its requests fail, new ones at once, as SGLang's router answers 503
+        with no healthy worker, never after queue_timeout_s). Each change is a log line."""
         self._set(State.STARTING)
         self._load_started = time.monotonic()
         failures = 0
@@ -356,7 +354,8 @@ class Replica:
                 if self.state is not State.DEAD and failures >= self.settings.unhealthy_after:
                     if self.state is State.READY:
                         self.restarts += 1
-                    self._fail_leases(f"{self.short_name} at {self.url} is unreachable ({problem})")
+                    where = f" at {self.url}" if self.settings.operator_detail else ""
+                    self._fail_leases(f"{self.short_name}{where} is unreachable ({problem})")
                     self._set(State.DEAD)
                     self._progress(
                         f"{self.name}: attached {self.url} is unreachable ({problem}); its "
