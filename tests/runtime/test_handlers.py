@@ -332,11 +332,13 @@ def test_isolate_process_hygiene(harness: Harness, tmp_path: Path) -> None:
     with harness.client(harness.deploy(root)) as client:
         facts = client.get("/").json()
     assert facts["own_session"] is True
-    # Past stdio nothing of the supervisor's leaks in: the isolate socket and the event loop's
-    # own fds (asyncio: epoll and a self-pipe socketpair; uvloop adds libuv's eventfd, io_uring
-    # where the kernel allows it, two pipes, and /dev/null held in reserve for EMFILE).
+    # Past stdio nothing of the supervisor's leaks in: the isolate socket (and the dup its
+    # writer watches) and the event loop's own fds (asyncio: epoll and a self-pipe socketpair;
+    # uvloop adds libuv's eventfd, io_uring where the kernel allows it, two pipes, and
+    # /dev/null held in reserve for EMFILE).
     kinds = [re.sub(r":\[\d+\]$", "", target) for target in facts["fds"]]
-    assert kinds.count("socket") == 3, facts["fds"]  # the isolate socket, the self-pipe pair
+    # The isolate socket and its dup (socket_writer's watcher), the self-pipe pair.
+    assert kinds.count("socket") == 4, facts["fds"]
     assert kinds.count("pipe") in (0, 4), facts["fds"]  # asyncio none; libuv's signal, async
     loop_internal = {"anon_inode:[eventpoll]", "anon_inode:[eventfd]", "anon_inode:[io_uring]"}
     assert set(kinds) <= {"socket", "pipe", "/dev/null", *loop_internal}, facts["fds"]
