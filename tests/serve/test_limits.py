@@ -108,3 +108,23 @@ def test_temporary_limits_and_claim(limited: ServeProcess, tmp_path: Path) -> No
     assert claimed.status_code == 200, claimed.text
     assert limited.worker(name, "one", "/spin").text == "spun"
     assert limited.worker(name, "one").text == "stored"
+
+
+def test_listing_models_spends_none_of_a_temporary_accounts_ai_requests(
+    limited: ServeProcess,
+) -> None:
+    # ember deploy reads ai/models/search for its ai.models note: a deploy (or any look at the
+    # catalog) must leave the account's AI requests per minute for inference.
+    account = temporary_account(limited)["account"]
+    account_id = account["id"]  # type: ignore[index]
+    ai = f"/accounts/{account_id}/ai"
+    with limited.api(account["apiToken"]) as api:  # type: ignore[index]
+        for path in ("/models/search", "/v1/models", "/tasks/search", "/authors/search"):
+            for _ in range(3):
+                listed = api.get(ai + path)
+                assert listed.status_code == 200, (path, listed.text)
+        codes = [
+            api.post(f"{ai}/run/@cf/ember/no-such-model", json={"prompt": "hi"}).status_code
+            for _ in range(3)
+        ]
+    assert codes == [400, 400, 429], codes

@@ -12,7 +12,7 @@ task rows' fields are not documented (the SDK types them as ``object``): ember a
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -22,11 +22,24 @@ from ember.bindings.ai.failures import failure_of
 from ember.bindings.ai.gateway import AIGateway, AIRequestFailed
 from ember.bindings.ai.io_schema import model_io_schema
 from ember.bindings.ai.model_search import TASK, author_of
+from ember.bindings.ai.tenant import Tenant
 from ember.errors import InvalidModelInput
 from ember.models.api.errors import InvalidRequestField
 
-# (request, account id from the path or None) -> the tenant the request is accounted to.
-Authorize = Callable[[Request, str | None], Awaitable[str]]
+
+class Authorize(Protocol):
+    """(request, account id from the path or None) -> the tenant the request is for.
+
+    ``inference``: the request asks a model for an answer (``ai/run``, chat, responses), which
+    the platform counts against the account's AI requests; listings and lookups (the model
+    list, schemas, a stored response) are not inference and are never counted.
+    """
+
+    def __call__(
+        self, request: Request, account: str | None, *, inference: bool
+    ) -> Awaitable[Tenant]: ...
+
+
 TASK_DESCRIPTION = "Models that continue text or a chat: the task of every model ember serves."
 
 
@@ -39,7 +52,7 @@ def catalog_routes(
     """The routes in the module docstring; ``failure`` renders a ``Failure`` as REST does."""
 
     async def schema(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"))
+        await authorize(request, request.path_params.get("account"), inference=False)
         model = request.query_params.get("model", "")
         try:
             if not model:
@@ -54,7 +67,7 @@ def catalog_routes(
         return _envelope(found)
 
     async def authors(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"))
+        await authorize(request, request.path_params.get("account"), inference=False)
         try:
             ids = [row["id"] for row in ready().models()]
         except AIRequestFailed as exc:
@@ -65,7 +78,7 @@ def catalog_routes(
         )
 
     async def tasks(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"))
+        await authorize(request, request.path_params.get("account"), inference=False)
         return _envelope([{**TASK, "description": TASK_DESCRIPTION}])
 
     return [

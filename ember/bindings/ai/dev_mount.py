@@ -18,6 +18,7 @@ from starlette.requests import Request
 from ember.bindings.ai.gateway import AIGateway, GatewayConfig, shared_gateway
 from ember.bindings.ai.rest import ai_app, is_ai_path
 from ember.bindings.ai.spec import config_of
+from ember.bindings.ai.tenant import Tenant
 from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
 from ember.errors import CheckpointError, ConfigError
 
@@ -38,8 +39,10 @@ class _AdoptingApp:
         self._error: Exception | None = None
         self._app = ai_app(self._gateway, self._project_tenant)
 
-    async def _project_tenant(self, request: Request, account: str | None) -> str:
-        return self._host.deployment_id  # the tenant env.AI's service uses (service.py)
+    async def _project_tenant(
+        self, request: Request, account: str | None, *, inference: bool
+    ) -> Tenant:
+        return Tenant.alone(self._host.deployment_id)  # as env.AI's service (service.py)
 
     def _gateway(self) -> AIGateway:
         if self._error is not None:

@@ -20,6 +20,7 @@ from ember.models.api.errors import (
     WorkersAIErrorCode,
     openai_param,
 )
+from ember.models.api.responses_store import ResponseNotFound
 from ember.models.pool.errors import (
     MODEL_UNAVAILABLE,
     REPLICA_FAILED,
@@ -102,6 +103,10 @@ def failure_of(exc: BaseException, model: str) -> Failure:
         return Failure(REQUEST_TOO_LARGE, f"{REQUEST_TOO_LARGE.description}: {exc}")
     if isinstance(exc, InvalidModelInput):
         return Failure(INVALID_INPUT, f"Error: {exc}", field=exc.field or "/")
+    if isinstance(exc, ResponseNotFound):
+        # A caller's unknown previous_response_id (env.AI.run, REST ai/run): its mistake, not
+        # the replica's, so not 3040's "please try again".
+        return Failure(INVALID_INPUT, f"Error: {exc}", field=f"/{exc.param or 'id'}")
     if isinstance(exc, ModelNotFound):
         # "/model": the OpenAI-compatible body's field (its error names it in ``param``).
         return Failure(NO_SUCH_MODEL, NO_SUCH_MODEL.describe(model=model), field="/model")

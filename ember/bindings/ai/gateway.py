@@ -7,7 +7,7 @@ carrying the Workers AI code. The binding's service (one per deployment) and the
 OpenAI-compatible routes are thin fronts over ``run`` and ``chat``.
 
     gateway = shared_gateway(host)            # ServiceHost.shared: one per supervisor
-    answer = await gateway.run(tenant, model, inputs, options)
+    answer = await gateway.run(Tenant.alone("t"), model, inputs, options)
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
 from ember.bindings.ai.responses_bridge import responses_answer
+from ember.bindings.ai.tenant import Tenant
 from ember.bindings.ai.thinking import (
     cut_short_note,
     ignored_thinking_fields,
@@ -113,7 +114,7 @@ class AIGateway:
 
     async def run(
         self,
-        tenant: str,
+        tenant: Tenant,
         model: str,
         inputs: Mapping[str, Any],
         options: RunOptions,
@@ -141,9 +142,9 @@ class AIGateway:
             raise AIRequestFailed(failure_of(exc, model)) from None
         if log is None or gateway is None:
             return answer
-        return self.logs.answered(tenant, log, answer, keep=gateway.collect_log)
+        return self.logs.answered(tenant.data, log, answer, keep=gateway.collect_log)
 
-    async def chat(self, tenant: str, body: Mapping[str, Any], options: RunOptions) -> AIAnswer:
+    async def chat(self, tenant: Tenant, body: Mapping[str, Any], options: RunOptions) -> AIAnswer:
         """One OpenAI-compatible ``/chat/completions`` call (``model`` in the body)."""
         model = body.get("model") if isinstance(body, Mapping) else None
         if not isinstance(model, str) or not model:
@@ -168,7 +169,7 @@ class AIGateway:
 
     async def _run(
         self,
-        tenant: str,
+        tenant: Tenant,
         model: str,
         inputs: Mapping[str, Any],
         options: RunOptions,
@@ -191,7 +192,7 @@ class AIGateway:
                 "set to true (the third argument of env.AI.run; over REST, ?queueRequest=true)",
             )
         if dialect == "workers" and "input" in inputs and self.schema(model) == "responses":
-            call = ResponsesCall({**inputs, "model": model}, self.responses, tenant, model)
+            call = ResponsesCall({**inputs, "model": model}, self.responses, tenant.data, model)
             # The chat call runs inside this one (``_run``, not ``run``): one gateway log and
             # one failure mapping for the caller's one call.
             return await responses_answer(
@@ -235,16 +236,16 @@ class AIGateway:
         key = None
         if gateway is not None and gateway.cache_ttl and not gateway.skip_cache:
             scope = f"{dialect}:{'classic:' if classic else ''}{gateway.id}"
-            key = cache_key(tenant, scope, model, inputs, gateway.cache_key)
+            key = cache_key(tenant.data, scope, model, inputs, gateway.cache_key)
             hit = self.cache.get(key)
             if hit is not None:
                 return cached_answer(request_id, hit.stream, hit.content)
-        release = self.quotas.acquire(tenant)
+        release = self.quotas.acquire(tenant.quota)
         try:
             request = RequestOptions(
                 session=options.session,
                 reject_if_busy=options.reject_if_busy,
-                headers=forwarded_headers(options.headers),
+                headers=traced_headers(options.headers, request_id),
                 timeout=options.timeout,
             )
             if not stream:
@@ -296,14 +297,14 @@ class AIGateway:
 
     def _batch(
         self,
-        tenant: str,
+        tenant: Tenant,
         model: str,
         inputs: Mapping[str, Any],
         options: RunOptions,
         request_id: str,
     ) -> AIAnswer:
         if "request_id" in inputs and not options.queue_request:
-            result = self.batches.poll(tenant, model, inputs["request_id"])
+            result = self.batches.poll(tenant.data, model, inputs["request_id"])
         else:
             classic = self.schema(model) == "classic"
             limits = classic_limits(classic)
@@ -325,7 +326,7 @@ class AIGateway:
                         field, message = where + exc.field, str(exc).replace("'/", f"'{where}/", 1)
                     raise InvalidModelInput(field, message) from None
 
-            result = self.batches.submit(tenant, model, inputs, validate)
+            result = self.batches.submit(tenant.data, model, inputs, validate)
         content = json.dumps(result).encode("utf-8")
         return AIAnswer(request_id, 200, answer_headers(request_id, False, None), content)
 
@@ -379,6 +380,14 @@ def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
     must not be able to change how a request on them is framed.
     """
     return {k: v for k, v in headers.items() if k.lower().startswith(("x-", "cf-"))}
+
+
+def traced_headers(headers: Mapping[str, str], request_id: str) -> dict[str, str]:
+    """``forwarded_headers`` plus ``x-request-id``: the request's ``cf-ai-req-id``, so a
+    replica's request log names the id the caller was given. The tenant's own ``x-request-id``
+    (any case) is dropped: it must not pass for ember's."""
+    kept = {k: v for k, v in forwarded_headers(headers).items() if k.lower() != "x-request-id"}
+    return {**kept, "x-request-id": request_id}
 
 
 def shared_gateway(host: Any, config: GatewayConfig | None = None) -> AIGateway:

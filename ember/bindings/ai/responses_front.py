@@ -14,14 +14,15 @@ from typing import Any
 from ember.bindings.ai.gateway import AIAnswer, AIGateway
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.responses_bridge import responses_answer
+from ember.bindings.ai.tenant import Tenant
 from ember.models.api.responses_call import ResponsesCall
 
 
 async def create_response(
-    gateway: AIGateway, tenant: str, body: Mapping[str, Any], options: RunOptions
+    gateway: AIGateway, tenant: Tenant, body: Mapping[str, Any], options: RunOptions
 ) -> AIAnswer:
     """One ``POST .../ai/v1/responses``; raises what ``AIGateway.chat`` raises, plus
     ``InvalidRequestField`` and ``ResponseNotFound``."""
     # The route checked the model first (require_model), as the chat route does.
-    call = ResponsesCall(body, gateway.responses, tenant, str(body.get("model") or ""))
+    call = ResponsesCall(body, gateway.responses, tenant.data, str(body.get("model") or ""))
     return await responses_answer(call, lambda chat: gateway.chat(tenant, chat, options))

@@ -43,6 +43,7 @@ from ember.bindings.ai.gateway import (
 from ember.bindings.ai.model_search import ModelSearch, catalog_entry
 from ember.bindings.ai.options import RunOptions, parse_run_options
 from ember.bindings.ai.responses_front import create_response
+from ember.bindings.ai.tenant import Tenant
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput
 from ember.models.api.errors import NO_SUCH_MODEL
 from ember.models.api.fields import check_body, describe
@@ -57,11 +58,11 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 # from the callers still waiting). Nobody reads the answer; 499 is what nginx logs for it.
 CLIENT_GONE = 499
 # What an OpenAI-compatible POST asks of the gateway: (gateway, tenant, body, options).
-Front = Callable[[AIGateway, str, dict[str, Any], RunOptions], Awaitable[AIAnswer]]
+Front = Callable[[AIGateway, Tenant, dict[str, Any], RunOptions], Awaitable[AIAnswer]]
 
 
-async def _local(request: Request, account: str | None) -> str:
-    return f"account:{account or LOCAL_ACCOUNT}"
+async def _local(request: Request, account: str | None, *, inference: bool) -> Tenant:
+    return Tenant.of_account(account or LOCAL_ACCOUNT)
 
 
 class _EventResponse(StreamingResponse):
@@ -92,7 +93,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         account = request.path_params["account"]
         model = request.path_params["model"]
         try:
-            tenant = await authorize(request, account)
+            tenant = await authorize(request, account, inference=True)
             body = await _json_body(request)
             served = ready(model)
             served.require_model(model)  # before the options: an unknown model is a 5007
@@ -121,7 +122,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             account = request.path_params.get("account")
             model = ""
             try:
-                tenant = await authorize(request, account)
+                tenant = await authorize(request, account, inference=True)
                 body = await _json_body(request)
                 model = str(body.get("model") or "")
                 served = ready(model)
@@ -150,15 +151,15 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
 
     async def stored_response(request: Request) -> Response:
         """``GET`` / ``DELETE .../v1/responses/{id}``: the tenant's stored response."""
-        tenant = await authorize(request, request.path_params.get("account"))
+        tenant = await authorize(request, request.path_params.get("account"), inference=False)
         response_id = request.path_params["response_id"]
         try:
             store = ready().responses
             if request.method == "DELETE":
-                store.delete(tenant, response_id)
+                store.delete(tenant.data, response_id)
                 return JSONResponse(deleted(response_id))
             check_retrieve(request.query_params)
-            stored = store.get(tenant, response_id)
+            stored = store.get(tenant.data, response_id)
         except AIRequestFailed as exc:
             return _openai_failure(exc.failure)
         except ResponseNotFound as exc:
@@ -186,7 +187,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         ]
 
     async def models(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"))
+        await authorize(request, request.path_params.get("account"), inference=False)
         try:
             return JSONResponse({"object": "list", "data": model_cards()})
         except AIRequestFailed as exc:
@@ -194,7 +195,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
 
     async def model(request: Request) -> Response:
         """``GET /models/{id}``: the official client's ``models.retrieve(id)``."""
-        await authorize(request, request.path_params.get("account"))
+        await authorize(request, request.path_params.get("account"), inference=False)
         wanted = request.path_params["model"]
         try:
             cards = model_cards()
@@ -206,7 +207,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         return JSONResponse(card)
 
     async def search(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"))
+        await authorize(request, request.path_params.get("account"), inference=False)
         try:
             query = ModelSearch.parse(request.query_params)
             rows = ready().models()
@@ -221,7 +222,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         )
 
     async def unserved_openai(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"))
+        await authorize(request, request.path_params.get("account"), inference=False)
         allowed = _allowed_methods(served, request)
         if allowed:
             message = _wrong_method(request, allowed)
@@ -232,7 +233,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         return JSONResponse({"error": {**error, "code": "not_found"}}, status_code=404)
 
     async def unserved_rest(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"))
+        await authorize(request, request.path_params.get("account"), inference=False)
         allowed = _allowed_methods(served, request)
         if allowed:
             # Cloudflare's API: 7001 for a method its route does not take (as ember's own

@@ -14,8 +14,10 @@ isolate and is checked here):
             -> the log (getLog), None (patchLog), the URL (getUrl)
             failure: ServiceError(kind="ai-gateway", data={"status": 404 | 400})
 
-The tenant is the deployment: quotas, cache entries and batch ids are scoped by it, never by
-anything the isolate sends.
+The tenant comes from the spec, never from anything the isolate sends: its quota is the
+deployment's; its data (batches, gateway logs, stored responses, cached answers) is the account's
+on ``ember serve`` (the ``account`` option the platform adds: the account's REST API sees the same
+data) and the project's in ``ember dev``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ember.bindings.ai.model_search import ModelSearch, catalog_entry
 from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.rest import LOCAL_ACCOUNT
 from ember.bindings.ai.spec import config_of
+from ember.bindings.ai.tenant import Tenant
 from ember.bindings.base import (
     BindingService,
     BindingSpec,
@@ -43,6 +46,7 @@ from ember.models.api.fields import check_body, describe
 
 MAX_INPUT_BYTES = 10 * 2**20  # the platform's batch payload limit; one request stays below
 INLINE_BODY_BYTES = 512 * 1024
+ACCOUNT_OPTION = "account"  # the platform's: the deployment's account (runtime/platform)
 BODY_CHUNK_BYTES = 64 * 1024
 
 
@@ -51,7 +55,14 @@ class AIService(BindingService):
 
     def __init__(self, spec: BindingSpec, host: ServiceHost) -> None:
         self.binding = spec.name
-        self.tenant = host.deployment_id
+        # The platform names the owning account (translate.py); ember dev has none.
+        account = spec.options.get(ACCOUNT_OPTION)
+        self.account = account if isinstance(account, str) and account else None
+        self.tenant = (
+            Tenant.alone(host.deployment_id)
+            if self.account is None
+            else Tenant.of_account(self.account, quota=host.deployment_id)
+        )
         self._host = host
         self._config = config_of(spec)
         self._gateway: AIGateway | None = None
@@ -113,11 +124,11 @@ class AIService(BindingService):
         op_args = op_args if isinstance(op_args, list) else []
         if op == "getUrl":
             provider = op_args[0] if op_args else None
-            return gateway_url(LOCAL_ACCOUNT, gateway_id, provider)
+            return gateway_url(self.account or LOCAL_ACCOUNT, gateway_id, provider)
         if op not in ("getLog", "patchLog") or not op_args:
             raise ServiceError(f"env.{self.binding}.gateway() has no {op!r}", kind="binding")
         logs = (await self.gateway()).logs
-        log = logs.get(self.tenant, gateway_id, op_args[0])
+        log = logs.get(self.tenant.data, gateway_id, op_args[0])
         if log is None:
             raise ServiceError(
                 f"Log {op_args[0]!r} not found in gateway {gateway_id!r} (ember keeps the logs "

@@ -2,12 +2,14 @@
 
 - ``POST /client/v4/accounts/{a}/ai/run/{model}`` (and the OpenAI-compatible routes) from
   ``ember.bindings.ai.rest``, behind the platform's authentication: the bearer token must belong
-  to the account in the path (403 otherwise) and the tenant is the account.
+  to the account in the path (403 otherwise) and the request acts for the account: it sees the
+  batches, gateway logs and stored responses of the account's workers' ``env.AI``, and they its.
 - One gateway (so one model pool) for those routes and every worker's ``env.AI``, configured by
   the operator (the ``ai:`` section of ``ember serve --config``), never by a deployment.
 - A temporary account's AI requests per minute are counted per account, across the REST route
   and all its workers' ``env.AI`` (``AccountLimitedAI`` wraps the binding's service), and refused
-  with Workers AI's quota error (3036, HTTP 429) past the limit.
+  with Workers AI's quota error (3036, HTTP 429) past the limit. Only inference counts: the
+  model list (``ember deploy`` reads it) and other lookups do not.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from ember.runtime.platform.quota import AccountRateLimiter
 from ember.runtime.services import DeploymentHost, SharedResources
 
 AI_MODULE = "ember.bindings.ai.rest"
+TENANT_MODULE = "ember.bindings.ai.tenant"
 AI_PREFIX = "/client/v4/accounts/{account_id}/ai"
 UNAVAILABLE_CODE = 7000  # ember's: no such service on this platform
 RATE_KEY = "platform.ai_rate"
@@ -91,7 +94,8 @@ class AccountLimitedAI(BindingService):
         self.account = str(spec.options.get(ACCOUNT_OPTION) or "")
         rate = spec.options.get(RATE_OPTION)
         self.per_minute = rate if isinstance(rate, int) and rate > 0 else None
-        options = {k: v for k, v in spec.options.items() if k not in (ACCOUNT_OPTION, RATE_OPTION)}
+        # The account stays: the AI service scopes the deployment's data by it (service.py).
+        options = {k: v for k, v in spec.options.items() if k != RATE_OPTION}
         inner_spec = dataclasses.replace(spec, options=options)
         self.inner: BindingService = import_target(_ai_service())(inner_spec, host)
         self.limiter: AccountRateLimiter = host.shared(
@@ -133,14 +137,17 @@ def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseR
     """The AI routes for the platform app (placed before the control API's mount)."""
     limiter = account_limiter(resources)
 
-    async def authorize(request: Request, account_id: str | None) -> str:
+    async def authorize(request: Request, account_id: str | None, *, inference: bool) -> Any:
         account, _ = plane.accounts.authenticate(bearer(request))
         if account_id is not None and account_id != account.id:
             raise Forbidden()
         per_minute = plane.config.limits_for(account.temporary).ai_requests_per_minute
-        if per_minute is not None:
+        if inference and per_minute is not None:  # a listing is not an AI request
             limiter.acquire(account.id, per_minute)
-        return f"account:{account.id}"
+        if not ai_available():
+            return None  # the unavailable route only authenticates
+        # The account's data scope, the one its workers' env.AI has too (bindings/ai/tenant.py).
+        return importlib.import_module(TENANT_MODULE).Tenant.of_account(account.id)
 
     if not ai_available():
         return [_unavailable_route(authorize)]
@@ -151,9 +158,9 @@ def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseR
     return routes
 
 
-def _unavailable_route(authorize: Callable[[Request, str | None], object]) -> Route:
+def _unavailable_route(authorize: Callable[..., object]) -> Route:
     async def unavailable(request: Request) -> Response:
-        await authorize(request, request.path_params["account_id"])  # type: ignore[misc]
+        await authorize(request, request.path_params["account_id"], inference=False)  # type: ignore[misc]
         return fail(
             501,
             UNAVAILABLE_CODE,

@@ -8,7 +8,7 @@ values. This module is the one place that maps the first onto the second:
   deployment's ``code_dir``; ``python_modules/`` is importable whatever its content type;
 - vars and secrets go to ``env``; KV and AI bindings go through the binding registry exactly as
   an ``ember.yaml`` section would, so ``ember dev`` and ``ember serve`` build the same specs;
-- KV bindings are tagged with the owning account, and a temporary account's byte limit;
+- KV and AI bindings are tagged with the owning account, and a temporary account's limits;
 - the version's own ``limits`` (``cpu_ms``, ``subrequests``: ``deployments/worker_limits.py``)
   replace the runtime's defaults, and the account's CPU cap tightens them.
 
@@ -132,8 +132,12 @@ def _account_options(spec: BindingSpec, account: Account, limits: AccountLimits)
         extra["account"] = account.id
         if limits.max_kv_bytes:
             extra["max_account_bytes"] = limits.max_kv_bytes
-    elif spec.kind == "ai" and limits.ai_requests_per_minute:
-        extra = {"account": account.id, "ai_requests_per_minute": limits.ai_requests_per_minute}
+    elif spec.kind == "ai":
+        # Every account's: its workers' env.AI shares the account's batches, gateway logs and
+        # stored responses with its REST API (bindings/ai/tenant.py).
+        extra["account"] = account.id
+        if limits.ai_requests_per_minute:
+            extra["ai_requests_per_minute"] = limits.ai_requests_per_minute
     return dataclasses.replace(spec, options={**spec.options, **extra}) if extra else spec
 
 

@@ -18,6 +18,7 @@ from ember.bindings.ai.dialects import (
 from ember.bindings.ai.gateway import AIGateway, AIRequestFailed, GatewayConfig
 from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
+from ember.bindings.ai.tenant import Tenant
 from ember.models.api.sse import parse_sse
 from ember.models.pool.config import parse_pool_config
 from ember.models.pool.errors import CapacityExceeded
@@ -58,13 +59,13 @@ def test_a_tenant_over_quota_gets_3036_and_others_keep_going() -> None:
             gateway = _gateway(double.url, QuotaLimits(requests_per_minute=3))
             options = parse_run_options(None, MODEL)
             for _ in range(3):
-                await gateway.run("greedy", MODEL, INPUTS, options)
+                await gateway.run(Tenant.alone("greedy"), MODEL, INPUTS, options)
             with pytest.raises(AIRequestFailed) as limited:
-                await gateway.run("greedy", MODEL, INPUTS, options)
+                await gateway.run(Tenant.alone("greedy"), MODEL, INPUTS, options)
             failure = limited.value.failure
             assert failure.code.code == 3036 and failure.status == 429
             assert failure.headers()["retry-after"] == "20"
-            answer = await gateway.run("polite", MODEL, INPUTS, options)
+            answer = await gateway.run(Tenant.alone("polite"), MODEL, INPUTS, options)
             assert answer.json()["model"] == MODEL
             await gateway.aclose()
 
@@ -77,18 +78,22 @@ def test_cache_and_batches_are_scoped_to_their_tenant() -> None:
             double.open()
             gateway = _gateway(double.url)
             cached = parse_run_options({"gateway": {"id": "g", "cacheTtl": 60}}, MODEL)
-            first = await gateway.run("a", MODEL, INPUTS, cached)
-            again = await gateway.run("a", MODEL, INPUTS, cached)
-            other = await gateway.run("b", MODEL, INPUTS, cached)
+            first = await gateway.run(Tenant.alone("a"), MODEL, INPUTS, cached)
+            again = await gateway.run(Tenant.alone("a"), MODEL, INPUTS, cached)
+            other = await gateway.run(Tenant.alone("b"), MODEL, INPUTS, cached)
             assert first.headers["cf-aig-cache-status"] == "MISS"
             assert again.headers["cf-aig-cache-status"] == "HIT"
             assert other.headers["cf-aig-cache-status"] == "MISS"
             assert len(double.seen) == 2
             queue = parse_run_options({"queueRequest": True}, MODEL)
-            queued = (await gateway.run("a", MODEL, {"requests": [INPUTS]}, queue)).json()
+            queued = (
+                await gateway.run(Tenant.alone("a"), MODEL, {"requests": [INPUTS]}, queue)
+            ).json()
             none = parse_run_options(None, MODEL)
             with pytest.raises(AIRequestFailed) as foreign:
-                await gateway.run("b", MODEL, {"request_id": queued["request_id"]}, none)
+                await gateway.run(
+                    Tenant.alone("b"), MODEL, {"request_id": queued["request_id"]}, none
+                )
             assert foreign.value.failure.code.code == 5006
             await gateway.aclose()
 
@@ -196,10 +201,12 @@ def test_quota_slots_come_back_after_whole_answers_and_unread_streams() -> None:
             options = parse_run_options(None, MODEL)
             double.open()
             for _ in range(3):  # one at a time, each gives its slot back
-                await gateway.run("t", MODEL, INPUTS, options)
+                await gateway.run(Tenant.alone("t"), MODEL, INPUTS, options)
             double.opened = False
             double.gate = None  # hold the next requests again
-            answer = await gateway.run("t", MODEL, {**INPUTS, "stream": True}, options)
+            answer = await gateway.run(
+                Tenant.alone("t"), MODEL, {**INPUTS, "stream": True}, options
+            )
             assert gateway.quotas.in_flight("t") == 1
             await asyncio.sleep(0.1)
             assert double.held == 1
@@ -211,6 +218,23 @@ def test_quota_slots_come_back_after_whole_answers_and_unread_streams() -> None:
             assert double.held == 0
             assert gateway.quotas.in_flight("t") == 0
             assert gateway.pool.group(MODEL).outstanding == 0
+            await gateway.aclose()
+
+    asyncio.run(main())
+
+
+def test_the_replica_sees_the_gateways_request_id_and_never_the_tenants() -> None:
+    # cf-ai-req-id, as x-request-id: the id a replica's --log-requests line shows, so one
+    # request is followed across processes; a tenant's own x-request-id cannot forge it.
+    async def main() -> None:
+        with gate_servers("glm") as (double,):
+            double.open()
+            gateway = _gateway(double.url)
+            for extra in ({}, {"X-Request-Id": "forged"}):
+                options = parse_run_options({"extraHeaders": extra}, MODEL)
+                answer = await gateway.run(Tenant.alone("t"), MODEL, INPUTS, options)
+                sent = {k.lower(): v for k, v in double.headers[-1].items()}
+                assert sent["x-request-id"] == answer.headers["cf-ai-req-id"], sent
             await gateway.aclose()
 
     asyncio.run(main())
@@ -230,7 +254,9 @@ def test_only_x_and_cf_headers_reach_a_replica_and_framing_headers_never() -> No
                 "authorization": "Bearer secret",
             }
             options = parse_run_options({"extraHeaders": hostile}, MODEL)
-            answer = await gateway.run("t", MODEL, {**INPUTS, "stream": True}, options)
+            answer = await gateway.run(
+                Tenant.alone("t"), MODEL, {**INPUTS, "stream": True}, options
+            )
             assert [c async for c in answer.stream][-1].endswith(b"data: [DONE]\n\n")
             seen = double.headers[-1]
             assert seen["x-session-affinity"] == "s1" and seen["cf-aig-metadata"] == "m"
@@ -256,19 +282,21 @@ def test_a_lora_adapter_is_refused_with_5005_not_silently_ignored(dialect: str) 
             inputs = {**INPUTS, "lora": "my-finetune"}
             with pytest.raises(AIRequestFailed) as refused:
                 if dialect == "workers":
-                    await gateway.run("a", MODEL, inputs, options)
+                    await gateway.run(Tenant.alone("a"), MODEL, inputs, options)
                 else:
                     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
-                    await gateway.chat("a", {**body, "lora": "my-finetune"}, options)
+                    await gateway.chat(Tenant.alone("a"), {**body, "lora": "my-finetune"}, options)
             failure = refused.value.failure
             assert (failure.code.code, failure.status) == (5005, 405)
             assert failure.message == f"5005: The model {MODEL} does not support LoRa inference"
             queue = parse_run_options({"queueRequest": True}, MODEL)
             with pytest.raises(AIRequestFailed) as batched:
-                await gateway.run("a", MODEL, {"requests": [inputs]}, queue)
+                await gateway.run(Tenant.alone("a"), MODEL, {"requests": [inputs]}, queue)
             assert batched.value.failure.code.code == 5005
             assert double.seen == []  # nothing reached the replica
-            await gateway.run("a", MODEL, {**INPUTS, "lora": None}, options)  # null: no adapter
+            await gateway.run(
+                Tenant.alone("a"), MODEL, {**INPUTS, "lora": None}, options
+            )  # null: no adapter
             await gateway.aclose()
 
     asyncio.run(main())
@@ -310,7 +338,9 @@ def test_batch_errors_say_what_was_expected_in_the_users_terms(
             double.open()
             gateway = _gateway(double.url)
             with pytest.raises(AIRequestFailed) as refused:
-                await gateway.run("a", MODEL, inputs, parse_run_options(options, MODEL))
+                await gateway.run(
+                    Tenant.alone("a"), MODEL, inputs, parse_run_options(options, MODEL)
+                )
             assert refused.value.failure.message == f"5006: Error: {message}"
             await gateway.aclose()
 

@@ -15,6 +15,7 @@ import pytest
 from ember.bindings.ai.gateway import AIGateway, AIRequestFailed
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.spec import gateway_config
+from ember.bindings.ai.tenant import Tenant
 from ember.models.api.sse import parse_sse
 from tests.bindings.ai.support import GLM, KIMI, LoopThread, models_section, tiny_checkpoints
 
@@ -31,7 +32,9 @@ class Live:
 
     def run(self, model: str, inputs: dict[str, Any], dialect: str = "workers") -> dict:
         self.notes.clear()
-        answer = self.loop.run(self.gateway.run("t", model, inputs, RunOptions(), dialect))  # type: ignore[arg-type]
+        answer = self.loop.run(
+            self.gateway.run(Tenant.alone("t"), model, inputs, RunOptions(), dialect)
+        )  # type: ignore[arg-type]
         return json.loads(answer.body or b"{}")
 
     def stream(self, model: str, inputs: dict[str, Any], dialect: str = "workers") -> list[object]:
@@ -39,7 +42,9 @@ class Live:
 
         async def read() -> bytes:
             streamed = {**inputs, "stream": True}
-            answer = await self.gateway.run("t", model, streamed, RunOptions(), dialect)  # type: ignore[arg-type]
+            answer = await self.gateway.run(
+                Tenant.alone("t"), model, streamed, RunOptions(), dialect
+            )  # type: ignore[arg-type]
             assert answer.stream is not None
             return b"".join([chunk async for chunk in answer.stream])
 

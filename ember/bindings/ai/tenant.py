@@ -1,0 +1,40 @@
+"""``Tenant``: who an AI request is for, in the two senses the gateway needs.
+
+- ``quota``: whose requests-per-minute and in-flight limits it counts against (``ai.limits``:
+  per deployment for a worker's ``env.AI``, per account for the REST API);
+- ``data``: whose batches, gateway logs, stored responses and cached answers it sees. On the
+  platform a worker's ``env.AI`` and its account's REST API act for one account, so both carry
+  the account's data scope (``ember serve``); in ``ember dev`` everything is the project's.
+
+One value for both would make an account's REST batch invisible to its own workers (or merge
+every worker's quota into one), so the two are kept apart and built only by the constructors
+below: a scope is never spelt by hand at a call site.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """See the module docstring."""
+
+    quota: str
+    data: str
+
+    @classmethod
+    def alone(cls, name: str) -> Tenant:
+        """A tenant whose quota and data are its own (``ember dev``'s project; tests)."""
+        return cls(quota=name, data=name)
+
+    @classmethod
+    def of_account(cls, account_id: str, quota: str | None = None) -> Tenant:
+        """A caller acting for ``account_id``: its REST API (quota: the account) or one of its
+        deployments (``quota``: the deployment)."""
+        data = account_scope(account_id)
+        return cls(quota=quota or data, data=data)
+
+
+def account_scope(account_id: str) -> str:
+    return f"account:{account_id}"
