@@ -75,8 +75,11 @@ async def check_replica(name: str, serving: dict, lines: list[str]) -> dict:
     from bench.ai_load import RequestTiming, percentile
     from ember.bindings.ai.gateway import AIGateway, GatewayConfig
     from ember.bindings.ai.options import RunOptions
+    from ember.bindings.ai.tenant import Tenant
     from ember.models.api.sse import parse_sse
     from ember.models.pool.config import parse_pool_config
+
+    tenant = Tenant.alone("gpu")
 
     pool = parse_pool_config({GLM: serving}, {"startup_timeout_s": 600})
     gateway = AIGateway(GatewayConfig(pool, project_config=False), progress=lines.append)
@@ -97,11 +100,11 @@ async def check_replica(name: str, serving: dict, lines: list[str]) -> dict:
             result["model_info"] = info.json() if info.status_code == 200 else info.status_code
         options = RunOptions()
         whole = (
-            await gateway.run("gpu", GLM, {"prompt": "Hello", "max_tokens": 16}, options)
+            await gateway.run(tenant, GLM, {"prompt": "Hello", "max_tokens": 16}, options)
         ).json()
         result["chat"] = {"usage": whole["usage"], "finish": whole["choices"][0]["finish_reason"]}
         answer = await gateway.run(
-            "gpu", GLM, {"prompt": "Hi", "max_tokens": 8, "stream": True}, options
+            tenant, GLM, {"prompt": "Hi", "max_tokens": 8, "stream": True}, options
         )
         events = parse_sse(b"".join([c async for c in answer.stream]))
         result["stream_ok"] = events[-1] == "[DONE]" and "usage" in events[-2]
@@ -112,7 +115,7 @@ async def check_replica(name: str, serving: dict, lines: list[str]) -> dict:
             "max_tokens": 200,
             **NO_THINKING,
         }
-        called = (await gateway.run("gpu", GLM, tool_inputs, options)).json()
+        called = (await gateway.run(tenant, GLM, tool_inputs, options)).json()
         arguments = called["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
         result["tool_call_ok"] = isinstance(arguments, str) and _matches(json.loads(arguments))
         schema_inputs = {
@@ -124,7 +127,7 @@ async def check_replica(name: str, serving: dict, lines: list[str]) -> dict:
             "max_tokens": 200,
             **NO_THINKING,
         }
-        shaped = (await gateway.run("gpu", GLM, schema_inputs, options)).json()
+        shaped = (await gateway.run(tenant, GLM, schema_inputs, options)).json()
         result["json_schema_ok"] = _matches(json.loads(shaped["choices"][0]["message"]["content"]))
         result["throughput"] = []
         body = {"prompt": "Write code.", "max_tokens": 64, "ignore_eos": True, "stream": True}
@@ -134,7 +137,7 @@ async def check_replica(name: str, serving: dict, lines: list[str]) -> dict:
             async def one(timings: list[RequestTiming] = timings) -> None:
                 began = time.perf_counter()
                 first, tokens = 0.0, 0
-                streamed = await gateway.run("gpu", GLM, body, options)
+                streamed = await gateway.run(tenant, GLM, body, options)
                 async for chunk in streamed.stream:
                     for event in parse_sse(chunk):
                         delta = (

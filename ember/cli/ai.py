@@ -259,6 +259,7 @@ async def _run_local(
 ) -> None:
     from ember.bindings.ai.gateway import AIGateway, AIRequestFailed
     from ember.bindings.ai.options import RunOptions
+    from ember.bindings.ai.tenant import Tenant
     from ember.models.api.sse import parse_sse
     from ember.models.pool.pool import stderr_progress
 
@@ -268,7 +269,7 @@ async def _run_local(
     )
     try:
         try:
-            answer = await gateway.run("cli", model, inputs, RunOptions())
+            answer = await gateway.run(Tenant.alone("cli"), model, inputs, RunOptions())
         except AIRequestFailed as exc:
             _fail(exc.failure.code.code, exc.failure.description)
             return

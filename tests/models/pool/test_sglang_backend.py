@@ -14,6 +14,7 @@ import pytest
 
 from ember.bindings.ai.gateway import AIGateway, AIRequestFailed, GatewayConfig
 from ember.bindings.ai.options import RunOptions
+from ember.bindings.ai.tenant import Tenant
 from ember.models.api.sse import parse_sse
 from ember.models.pool.config import parse_pool_config
 from tests.bindings.ai.support import GLM, tiny_checkpoints
@@ -48,7 +49,9 @@ def test_an_attached_sglang_replica_serves_through_the_same_protocol(server: Liv
         gateway = AIGateway(GatewayConfig(config, project_config=False), progress=lambda line: None)
         (replica,) = gateway.pool.group(GLM).replicas
         assert replica.config.describe() == f"attached {server.url}"
-        whole = await gateway.run(GLM, GLM, {"prompt": "hi", "max_tokens": 3}, RunOptions())
+        whole = await gateway.run(
+            Tenant.alone(GLM), GLM, {"prompt": "hi", "max_tokens": 3}, RunOptions()
+        )
         assert whole.json()["model"] == GLM and whole.json()["usage"]["completion_tokens"] == 3
         # The server calls the model by another name: the pool learned it from /v1/models.
         assert replica.served_name == "glm-4.7-flash-fp8"
@@ -61,7 +64,7 @@ def test_an_attached_sglang_replica_serves_through_the_same_protocol(server: Liv
             "stream": True,
             "chat_template_kwargs": {"enable_thinking": False},
         }
-        answer = await gateway.run("t", GLM, inputs, RunOptions())
+        answer = await gateway.run(Tenant.alone("t"), GLM, inputs, RunOptions())
         events = parse_sse(b"".join([chunk async for chunk in answer.stream]))
         assert events[-1] == "[DONE]" and "usage" in events[-2]
         calls: dict[int, str] = {}
@@ -90,7 +93,7 @@ def test_a_launched_sglang_replica_without_sglang_fails_clearly(tmp_path_factory
     async def main() -> str:
         gateway = AIGateway(GatewayConfig(config, project_config=False), progress=lambda line: None)
         try:
-            await gateway.run("t", GLM, {"prompt": "hi"}, RunOptions())
+            await gateway.run(Tenant.alone("t"), GLM, {"prompt": "hi"}, RunOptions())
         except AIRequestFailed as exc:
             return exc.failure.message
         finally:

@@ -12,6 +12,7 @@ import asyncio
 
 from ember.bindings.ai.gateway import AIGateway, AIRequestFailed, GatewayConfig
 from ember.bindings.ai.options import RunOptions
+from ember.bindings.ai.tenant import Tenant
 from ember.models.pool.config import parse_pool_config
 from ember.models.pool.replica import State
 from tests.bindings.ai.support import GLM, tiny_checkpoints
@@ -33,7 +34,7 @@ def test_a_replica_that_cannot_start_is_a_permanent_error(tmp_path_factory) -> N
         try:
             for _ in range(2):
                 try:
-                    await gateway.run("t", GLM, {"prompt": "hi"}, RunOptions())
+                    await gateway.run(Tenant.alone("t"), GLM, {"prompt": "hi"}, RunOptions())
                 except AIRequestFailed as exc:
                     failures.append(exc)
             replica = gateway.pool.group(GLM).replicas[0]
@@ -44,7 +45,7 @@ def test_a_replica_that_cannot_start_is_a_permanent_error(tmp_path_factory) -> N
             # more start; it fails too, and the next delay is twice as long.
             replica.failed_at -= delay
             try:
-                await gateway.run("t", GLM, {"prompt": "hi"}, RunOptions())
+                await gateway.run(Tenant.alone("t"), GLM, {"prompt": "hi"}, RunOptions())
             except AIRequestFailed as exc:
                 assert "failed to start 4 times in a row" in exc.failure.message
                 assert "tried again in 120 s" in exc.failure.message
