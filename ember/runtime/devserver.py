@@ -27,10 +27,10 @@ from ember.bindings.base import HttpMount
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.config import ProjectConfig, load_project
 from ember.errors import ConfigError
+from ember.listen import bind
 from ember.runtime import events as E
 from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.http import ResponseAborted
-from ember.runtime.listen import bind
 from ember.runtime.mounts import MountTable, binding_mounts, with_binding_mounts
 from ember.runtime.project_check import check_project
 from ember.runtime.router import Router

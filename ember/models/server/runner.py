@@ -7,7 +7,6 @@ stops the server with exit status 1.
 
 from __future__ import annotations
 
-import errno
 import socket
 import sys
 from typing import TextIO
@@ -16,6 +15,7 @@ import uvicorn
 
 from ember import heap
 from ember.errors import UserError
+from ember.listen import AddressInUse, bind
 from ember.models.server.app import build_app
 from ember.models.server.settings import ServerSettings
 from ember.models.server.state import ServerState
@@ -54,25 +54,13 @@ def run_server(settings: ServerSettings, *, log: TextIO | None = None) -> int:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """The listening socket, bound before the model loads; a port that cannot be had is one
-    line saying which and what to do (uvicorn's own bind prints only ``[Errno 98] ...``)."""
+    """The listening socket, bound before the model loads (``ember.listen``); a taken
+    port is one line saying which and what to do (uvicorn's own bind prints only
+    ``[Errno 98] ...``), in SGLang's terms (``--port 0`` picks a free one)."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except socket.gaierror as exc:
-        raise UserError(f"cannot listen on {host!r} (--host): {exc.strerror}") from None
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)  # uvicorn's default backlog
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise UserError(
-                f"port {port} on {host} is already in use: stop the server listening there, "
-                "pick another --port, or pass --port 0 for a free one"
-            ) from None
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    return sock
+        return bind(host, port)
+    except AddressInUse:
+        raise UserError(
+            f"port {port} on {host} is already in use: stop the server listening there, "
+            "pick another --port, or pass --port 0 for a free one"
+        ) from None

@@ -17,8 +17,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ember.listen import bind
 from ember.runtime.http import ResponseAborted
-from ember.runtime.listen import bind
 from ember.runtime.platform.app import Platform
 from ember.runtime.platform.websocket import TolerantWebSocketProtocol
 

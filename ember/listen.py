@@ -1,4 +1,5 @@
-"""The listening socket of ``ember dev`` and ``ember serve``, bound before anything starts.
+"""The listening socket of ``ember dev``, ``ember serve`` and ``ember models serve``, bound
+before anything starts.
 
 uvicorn binds only after the app's startup (the supervisor, its zygote, the first isolate) and
 answers a port that is taken with its own traceback and exit code 3. Binding first turns that
