@@ -48,6 +48,7 @@ from ember.models.server import (
     sglang_routes,
     tokenize_routes,
 )
+from ember.models.server.caller_id import CallerIdMiddleware
 from ember.models.server.state import ServerState
 from ember.models.server.wire import HTTPError, error_response
 
@@ -165,7 +166,10 @@ def build_app(state: ServerState, *, load: bool = True) -> Starlette:
 
     app = Starlette(
         routes=_routes(),
-        middleware=[Middleware(ApiKeyMiddleware, api_key=state.settings.api_key)],
+        middleware=[
+            Middleware(CallerIdMiddleware),
+            Middleware(ApiKeyMiddleware, api_key=state.settings.api_key),
+        ],
         exception_handlers={
             HTTPError: _handle_error,
             EmberError: _handle_error,

@@ -21,6 +21,7 @@ from ember.errors import ContextLengthExceeded, EmberError, InvalidModelInput
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob, clamp_logprob
 from ember.models.sampling import SamplingParams, StopChecker
+from ember.models.server.caller_id import caller_note
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
 
@@ -211,5 +212,5 @@ async def stream_generation(
             served.log(
                 f"Finish: rid={rid} {outcome}, prompt_tokens={len(request.prompt_ids)}, "
                 f"completion_tokens={checker.num_tokens}, cached_tokens={cached}, "
-                f"e2e_latency={latency:.3f}s"
+                f"e2e_latency={latency:.3f}s{caller_note()}"
             )

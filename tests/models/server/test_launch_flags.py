@@ -187,6 +187,23 @@ def test_decode_stats_and_request_lines_are_logged(glm_dir: Path) -> None:
     assert "completion_tokens=12" in text
 
 
+def test_the_request_line_names_the_callers_request_id(glm_dir: Path) -> None:
+    # The AI gateway sends its cf-ai-req-id as x-request-id: the operator ties the two lines.
+    log = io.StringIO()
+    settings = server_settings(str(glm_dir), served_model_name="g", log_requests=True)
+    with running_server(settings, log=log) as live:
+        for caller in ("gw-0123abc", "bad id\twith spaces", None):
+            headers = {"x-request-id": caller} if caller else {}
+            answer = httpx.post(
+                live.url + "/v1/chat/completions", json=ASK, headers=headers, timeout=60
+            )
+            assert answer.is_success
+    lines = [line for line in log.getvalue().splitlines() if "Finish: rid=" in line]
+    assert len(lines) == 3
+    assert lines[0].endswith(", x_request_id=gw-0123abc")
+    assert "x_request_id" not in lines[1] and "x_request_id" not in lines[2]
+
+
 def test_log_level_warning_keeps_info_lines_out(glm_dir: Path) -> None:
     log = io.StringIO()
     settings = server_settings(

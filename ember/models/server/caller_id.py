@@ -1,0 +1,41 @@
+"""The caller's request id (``x-request-id``) in the model server's request log.
+
+The AI gateway sends its own request id (``cf-ai-req-id``, what a worker's caller sees) to the
+replica as ``x-request-id``; with ``--log-requests`` the replica's "Finish" line names it, so an
+operator can tie a handler's call to the replica that served it. The header is only logged
+(never used as the engine's request id: two callers sending the same one would collide there),
+and only when it is a plain token of at most ``MAX_CHARS`` characters.
+"""
+
+from __future__ import annotations
+
+import re
+from contextvars import ContextVar
+from typing import Any
+
+MAX_CHARS = 128
+_PLAIN = re.compile(rb"[A-Za-z0-9._:\-]{1,%d}" % MAX_CHARS)
+# Set per HTTP request by ``CallerIdMiddleware``; read where the request's generation ends.
+CALLER_ID: ContextVar[str | None] = ContextVar("caller_id", default=None)
+
+
+class CallerIdMiddleware:
+    """Pure ASGI: ``x-request-id`` into ``CALLER_ID`` for the request's task."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name == b"x-request-id":
+                    if _PLAIN.fullmatch(value):
+                        CALLER_ID.set(value.decode("ascii"))
+                    break
+        await self.app(scope, receive, send)
+
+
+def caller_note() -> str:
+    """``, x_request_id=...`` for the log line (empty without one)."""
+    caller = CALLER_ID.get()
+    return f", x_request_id={caller}" if caller else ""
