@@ -51,7 +51,11 @@ from ember.runtime.deployments.config import default_state_dir
     metavar="DURATION",
     help="Stop a worker's isolate after this long without requests (it restarts on the next).",
 )
-@click.option("--log-requests", is_flag=True, help="Print one line per request to a worker.")
+@click.option(
+    "--log-requests",
+    is_flag=True,
+    help="Print one line per request to a worker, and per call to the AI HTTP API.",
+)
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), hidden=True)
 @click.option("--gc-interval", type=float, default=30.0, hidden=True)
 @click.option("--housekeeping-interval", type=float, default=5.0, hidden=True)

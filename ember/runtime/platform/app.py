@@ -34,6 +34,7 @@ from ember.runtime.platform.ai import (
     configure_gateway,
     limit_ai_bindings,
 )
+from ember.runtime.platform.ai_log import with_access_log
 from ember.runtime.platform.crons import WorkerCrons
 from ember.runtime.platform.health import health_route
 from ember.runtime.platform.observe import PlatformEvents
@@ -111,12 +112,16 @@ class Platform:
             self.hub,
             live=PlatformHooks(self),
             first_routes=[
-                *ai_routes_for(self.plane, self.supervisor.resources),
+                *self._ai_routes(print_line),
                 health_route(self._gateway_if_any),
             ],
         )
         self.origin: str | None = None  # http://host:port once listening
         self._housekeeping: asyncio.Task[None] | None = None
+
+    def _ai_routes(self, print_line: Callable[[str], None]) -> list[Any]:
+        routes = ai_routes_for(self.plane, self.supervisor.resources)
+        return with_access_log(routes, print_line) if self.options.log_requests else routes
 
     def _gateway(self) -> Any:
         from ember.bindings.ai.gateway import shared_gateway
