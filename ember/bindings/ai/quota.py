@@ -1,6 +1,7 @@
-"""Per-deployment AI quotas, so one tenant cannot starve another.
+"""Per-worker AI quotas, so one tenant cannot starve another.
 
-Each tenant (a deployment, or an account for the REST API) gets a token bucket of requests per
+Each quota scope (``Tenant.quota``: a worker, all its versions together, or an account for the
+REST API) gets a token bucket of requests per
 minute and a cap on requests in flight. Past either, the request is refused at once with 3036
 (HTTP 429) and a ``Retry-After``; nothing waits, so one tenant's flood never occupies the model
 pool's queue that other tenants share (isolation.md §6.3). Buckets of idle tenants are dropped.

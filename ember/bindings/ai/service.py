@@ -47,6 +47,7 @@ from ember.models.api.fields import check_body, describe
 MAX_INPUT_BYTES = 10 * 2**20  # the platform's batch payload limit; one request stays below
 INLINE_BODY_BYTES = 512 * 1024
 ACCOUNT_OPTION = "account"  # the platform's: the deployment's account (runtime/platform)
+WORKER_OPTION = "worker"  # the platform's: the worker (script) the deployment is a version of
 BODY_CHUNK_BYTES = 64 * 1024
 
 
@@ -58,11 +59,15 @@ class AIService(BindingService):
         # The platform names the owning account (translate.py); ember dev has none.
         account = spec.options.get(ACCOUNT_OPTION)
         self.account = account if isinstance(account, str) and account else None
-        self.tenant = (
-            Tenant.alone(host.deployment_id)
-            if self.account is None
-            else Tenant.of_account(self.account, quota=host.deployment_id)
-        )
+        worker = spec.options.get(WORKER_OPTION)
+        if self.account is None:
+            self.tenant = Tenant.alone(host.deployment_id)
+        elif isinstance(worker, str) and worker:
+            # ai.limits are the worker's: every version of it (a new upload, a gradual
+            # rollout's two) counts against one bucket, not a fresh one each.
+            self.tenant = Tenant.of_worker(self.account, worker)
+        else:
+            self.tenant = Tenant.of_account(self.account, quota=host.deployment_id)
         self._host = host
         self._config = config_of(spec)
         self._gateway: AIGateway | None = None

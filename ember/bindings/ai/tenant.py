@@ -1,7 +1,8 @@
 """``Tenant``: who an AI request is for, in the two senses the gateway needs.
 
 - ``quota``: whose requests-per-minute and in-flight limits it counts against (``ai.limits``:
-  per deployment for a worker's ``env.AI``, per account for the REST API);
+  per worker for a worker's ``env.AI``, all its versions together; per account for the REST
+  API);
 - ``data``: whose batches, gateway logs, stored responses and cached answers it sees. On the
   platform a worker's ``env.AI`` and its account's REST API act for one account, so both carry
   the account's data scope (``ember serve``); in ``ember dev`` everything is the project's.
@@ -34,6 +35,12 @@ class Tenant:
         deployments (``quota``: the deployment)."""
         data = account_scope(account_id)
         return cls(quota=quota or data, data=data)
+
+    @classmethod
+    def of_worker(cls, account_id: str, worker: str) -> Tenant:
+        """A worker's ``env.AI`` on the platform: the account's data, the worker's quota (every
+        version of the worker shares it)."""
+        return cls.of_account(account_id, quota=f"{account_scope(account_id)}/worker:{worker}")
 
 
 def account_scope(account_id: str) -> str:

@@ -106,7 +106,7 @@ def build_slot(
     where = f"worker {script.name} version {version.id}"
     specs = registry.parse([ConfigSection(where, key, value) for key, value in sections.items()])
     limits = plane.config.limits_for(account.temporary)
-    specs = tuple(_account_options(spec, account, limits) for spec in specs)
+    specs = tuple(_account_options(spec, account, limits, script.name) for spec in specs)
     secrets = {s.name: s.value for s in plane.scripts.secret_values(version.id)}
     deployment = Deployment(
         id=ident,
@@ -125,8 +125,11 @@ def build_slot(
     return VersionSlot(deployment=deployment, **common)
 
 
-def _account_options(spec: BindingSpec, account: Account, limits: AccountLimits) -> BindingSpec:
-    """Tag KV and AI specs with the owning account and its limits (enforced by the services)."""
+def _account_options(
+    spec: BindingSpec, account: Account, limits: AccountLimits, worker: str
+) -> BindingSpec:
+    """Tag KV and AI specs with the owning account and its limits (enforced by the services);
+    AI specs also with the worker's name, whose ``ai.limits`` every version shares."""
     extra: dict[str, OptionValue] = {}
     if spec.kind == "kv_namespace":
         extra["account"] = account.id
@@ -136,6 +139,7 @@ def _account_options(spec: BindingSpec, account: Account, limits: AccountLimits)
         # Every account's: its workers' env.AI shares the account's batches, gateway logs and
         # stored responses with its REST API (bindings/ai/tenant.py).
         extra["account"] = account.id
+        extra["worker"] = worker
         if limits.ai_requests_per_minute:
             extra["ai_requests_per_minute"] = limits.ai_requests_per_minute
     return dataclasses.replace(spec, options={**spec.options, **extra}) if extra else spec
