@@ -201,7 +201,9 @@ def _check_served_ids(pool: Any, file: str) -> None:
             model_id,
             "a model id of ember's catalog (`ember ai models` lists them)",
             hint=f"to serve {model_id} from a checkpoint directory, add checkpoint: <directory> "
-            "under it; to attach a running server, url: http://HOST:PORT",
+            "under it; to attach a running server, url: http://HOST:PORT (an sglang replica's "
+            "model_path serves catalog ids only: ember takes the tool and reasoning parsers "
+            "from the catalog or the checkpoint)",
         )
 
 
