@@ -26,7 +26,10 @@ def platform_sampling_defaults(*, classic: bool) -> dict[str, float | int]:
     sends for each of these fields a caller leaves out. A replica left to choose would take the
     checkpoint's generation_config.json defaults (ember's model server and SGLang both do), and
     the same worker would sample differently here than on the platform. ``top_k`` has no
-    documented default: -1 (off, in both servers' spelling) keeps a checkpoint's out too."""
+    documented default: -1 (off, in both servers' spelling) keeps a checkpoint's out too.
+    The length is left to the replica for the chat-completions ids: the platform documents no
+    default ``max_tokens`` for them (the reference says "model default", unconfirmed), so a
+    checkpoint's ``max_new_tokens`` applies there, else the context; classic ids send 256."""
     from ember.bindings.ai.classic import DEFAULT_TEMPERATURE  # classic's own 0.6
 
     return {
