@@ -90,7 +90,7 @@ def read_generation_config(path: Path, fallback: ModelConfig) -> GenerationConfi
         do_sample=do_sample,
         temperature=number("temperature", float, 0.0),
         top_p=number("top_p", float, 0.0),
-        top_k=number("top_k", int, 0),
+        top_k=number("top_k", int, -1),  # -1: off, as vLLM and SGLang spell it
         min_p=number("min_p", float, 0.0),
         repetition_penalty=number("repetition_penalty", float, 0.0),
         max_new_tokens=number("max_new_tokens", int, 1),

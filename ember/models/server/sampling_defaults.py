@@ -50,7 +50,7 @@ class SamplingDefaults:
         values = {
             "temperature": config.temperature,
             "top_p": config.top_p,
-            "top_k": config.top_k,
+            "top_k": 0 if config.top_k == -1 else config.top_k,  # -1 and 0: off
             "min_p": config.min_p,
             "repetition_penalty": config.repetition_penalty,
         }

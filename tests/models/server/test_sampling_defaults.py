@@ -143,3 +143,15 @@ def test_a_default_out_of_range_is_refused_at_start(kimi_dir: Path, tmp_path: Pa
     with pytest.raises(ConfigError, match=r"generation_config.json.*top_p"):
         with running_server(server_settings(str(bad))):
             pass
+
+
+def test_top_k_minus_one_is_off_as_vllm_spells_it(tmp_path: Path) -> None:
+    # vLLM and SGLang write "off" as -1 (the AI gateway sends it): a checkpoint saying so loads.
+    from ember.models.generation import GenerationConfig
+    from ember.models.server.sampling_defaults import SamplingDefaults
+
+    config = GenerationConfig(top_k=-1, temperature=0.7)
+    defaults = SamplingDefaults.from_generation(config, tmp_path)
+    assert defaults.top_k == 0 and defaults.temperature == 0.7
+    with pytest.raises(ConfigError):
+        SamplingDefaults.from_generation(GenerationConfig(top_k=-2), tmp_path)
