@@ -140,7 +140,9 @@ def serve(
 
 
 def _drain_timeout(ai: object | None) -> float:
-    """The pool's ``drain_timeout_s``: one deadline for requests and replicas on SIGTERM."""
+    """The pool's ``drain_timeout_s``, also uvicorn's graceful-shutdown bound on SIGTERM: the
+    requests in flight get it, then the pool's own drain (what is left: queued batches) gets it
+    again, so a stop takes at most twice it."""
     from ember.runtime.platform.server import DEFAULT_DRAIN_TIMEOUT_S
 
     pool = getattr(ai, "pool", None)

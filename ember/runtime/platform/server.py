@@ -22,7 +22,7 @@ from ember.runtime.http import ResponseAborted
 from ember.runtime.platform.app import Platform
 from ember.runtime.platform.websocket import TolerantWebSocketProtocol
 
-DEFAULT_DRAIN_TIMEOUT_S = 30.0  # the model pool's default drain_timeout_s, for one deadline
+DEFAULT_DRAIN_TIMEOUT_S = 30.0  # the model pool's default drain_timeout_s (see cli/serve.py)
 
 
 def _stderr(line: str) -> None:
