@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.bindings.ai.failures import failure_of
+from ember.bindings.ai.tenant import describe_scope
 from ember.errors import InvalidModelInput
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import describe
@@ -76,7 +77,7 @@ class BatchQueue:
                 "queued AI batches",
                 len(mine) + 1,
                 MAX_PER_TENANT,
-                f"Account limited: {tenant} already has {len(mine)} batches stored "
+                f"Account limited: {describe_scope(tenant)} already has {len(mine)} batches stored "
                 f"(at most {MAX_PER_TENANT}); poll them to completion first.",
                 60.0,
             )

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ember.bindings.ai.tenant import describe_scope
 from ember.errors import ConfigError
 from ember.models.pool.errors import quota_exceeded
 
@@ -81,8 +82,9 @@ class QuotaBook:
                 "concurrent AI requests",
                 state.in_flight + 1,
                 self.limits.concurrent_requests,
-                f"Account limited: {tenant} already has {state.in_flight} AI requests in flight "
-                f"(at most {self.limits.concurrent_requests}); retry when one finishes.",
+                f"Account limited: {describe_scope(tenant)} already has {state.in_flight} AI "
+                f"requests in flight (at most {self.limits.concurrent_requests}); retry when one "
+                "finishes.",
                 1.0,
             )
         if state.tokens < 1.0:
@@ -91,8 +93,8 @@ class QuotaBook:
                 "AI requests per minute",
                 self.limits.requests_per_minute + 1,
                 self.limits.requests_per_minute,
-                f"Account limited: {tenant} used its {self.limits.requests_per_minute} AI "
-                f"requests per minute; retry in {wait:.1f} s.",
+                f"Account limited: {describe_scope(tenant)} used its "
+                f"{self.limits.requests_per_minute} AI requests per minute; retry in {wait:.1f} s.",
                 wait,
             )
         state.tokens -= 1.0

@@ -45,3 +45,13 @@ class Tenant:
 
 def account_scope(account_id: str) -> str:
     return f"account:{account_id}"
+
+
+def describe_scope(scope: str) -> str:
+    """A scope as a limit message names it: ``account abc``, ``worker w of account abc``, or
+    the deployment (``ember dev``'s project, a test's) for any other."""
+    prefix = account_scope("")
+    if not scope.startswith(prefix):
+        return f"deployment {scope}"
+    account, _, worker = scope[len(prefix) :].partition("/worker:")
+    return f"worker {worker} of account {account}" if worker else f"account {account}"
