@@ -31,6 +31,26 @@ platform:
 """
 
 
+TINY_GLM = ROOT / "ember" / "models" / "checkpoints" / "glm4moe-tiny"
+
+
+def tiny_ai_config(model: str, limits: str = "") -> str:
+    """``BASE_CONFIG`` plus an ``ai`` section serving ``model`` from the shipped tiny GLM
+    checkpoint on one thread (``limits``: an ``ai.limits`` flow mapping, e.g.
+    ``{requests_per_minute: 2}``)."""
+    section = f"  limits: {limits}\n" if limits else ""
+    return (
+        BASE_CONFIG
+        + f"""\
+ai:
+{section}  models:
+    "{model}":
+      checkpoint: {TINY_GLM}
+      args: ["--torch-threads", "1", "--kv-cache-bytes", "16MiB"]
+"""
+    )
+
+
 class ServeProcess:
     """``python -m ember serve`` on 127.0.0.1:0."""
 

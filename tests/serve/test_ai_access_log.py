@@ -7,20 +7,10 @@ from pathlib import Path
 import httpx
 
 from tests.bindings.ai.support import wait_until
-from tests.serve.conftest import BASE_CONFIG, ROOT, ServeProcess, permanent_account
+from tests.serve.conftest import ServeProcess, permanent_account, tiny_ai_config
 
 MODEL = "@cf/zai-org/glm-4.7-flash"
-CHECKPOINT = ROOT / "ember" / "models" / "checkpoints" / "glm4moe-tiny"
-CONFIG = (
-    BASE_CONFIG
-    + f"""\
-ai:
-  models:
-    "{MODEL}":
-      checkpoint: {CHECKPOINT}
-      args: ["--torch-threads", "1", "--kv-cache-bytes", "16MiB"]
-"""
-)
+CONFIG = tiny_ai_config(MODEL)
 
 
 def test_each_ai_call_is_a_line_naming_its_request_id(tmp_path: Path) -> None:

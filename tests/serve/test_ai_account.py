@@ -13,21 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.serve.conftest import BASE_CONFIG, ROOT, ServeProcess, permanent_account, put_worker
+from tests.serve.conftest import ServeProcess, permanent_account, put_worker, tiny_ai_config
 
 # The tiny GLM checkpoint under a gpt-oss id: one replica answers chat and Responses inputs.
 MODEL = "@cf/openai/gpt-oss-120b"
-CHECKPOINT = ROOT / "ember" / "models" / "checkpoints" / "glm4moe-tiny"
-CONFIG = (
-    BASE_CONFIG
-    + f"""\
-ai:
-  models:
-    "{MODEL}":
-      checkpoint: {CHECKPOINT}
-      args: ["--torch-threads", "1", "--kv-cache-bytes", "16MiB"]
-"""
-)
+CONFIG = tiny_ai_config(MODEL)
 PROMPT = {"prompt": "hi", "max_tokens": 2}
 # One worker whose body says which env.AI call to make; its answer says what came back.
 WORKER = f"""\

@@ -14,20 +14,10 @@ from collections.abc import Iterator
 import pytest
 from websockets.sync.client import connect
 
-from tests.serve.conftest import BASE_CONFIG, ROOT, ServeProcess, permanent_account, put_worker
+from tests.serve.conftest import ServeProcess, permanent_account, put_worker, tiny_ai_config
 
 GLM = "@cf/zai-org/glm-4.7-flash"
-CHECKPOINT = ROOT / "ember" / "models" / "checkpoints" / "glm4moe-tiny"
-CONFIG = (
-    BASE_CONFIG
-    + f"""\
-ai:
-  models:
-    "{GLM}":
-      checkpoint: {CHECKPOINT}
-      args: ["--torch-threads", "1", "--kv-cache-bytes", "16MiB"]
-"""
-)
+CONFIG = tiny_ai_config(GLM)
 # Thinking is on by default and four tokens all go to it: the answer's content is null.
 WORKER = f"""\
 from workers import Response

@@ -5,21 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.serve.conftest import BASE_CONFIG, ROOT, ServeProcess, permanent_account, put_worker
+from tests.serve.conftest import ServeProcess, permanent_account, put_worker, tiny_ai_config
 
 MODEL = "@cf/zai-org/glm-4.7-flash"
-CHECKPOINT = ROOT / "ember" / "models" / "checkpoints" / "glm4moe-tiny"
-CONFIG = (
-    BASE_CONFIG
-    + f"""\
-ai:
-  limits: {{requests_per_minute: 2}}
-  models:
-    "{MODEL}":
-      checkpoint: {CHECKPOINT}
-      args: ["--torch-threads", "1", "--kv-cache-bytes", "16MiB"]
-"""
-)
+CONFIG = tiny_ai_config(MODEL, "{requests_per_minute: 2}")
 WORKER = f"""\
 from workers import Response
 
