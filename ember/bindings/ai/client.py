@@ -132,7 +132,8 @@ class Ai:
                 raise
             # Every attribute describes this failed request: none may keep an earlier one's id.
             self.lastRequestId = None
-            self.aiGatewayLogId = None
+            log_id = exc.data.get("aiGatewayLogId")
+            self.aiGatewayLogId = log_id if isinstance(log_id, str) else None
             self.lastRequestHttpStatusCode = _int(exc.data.get("status"))
             self.lastRequestInternalStatusCode = _int(exc.data.get("internalCode"))
             raise InferenceUpstreamError(

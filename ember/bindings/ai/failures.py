@@ -40,6 +40,7 @@ class Failure:
     retry_after: float | None = None
     field: str | None = None  # the invalid input's JSON pointer (5006)
     hint: str = ""  # ember's own advice after the platform's text (an unknown model: 5007)
+    log_id: str | None = None  # the AI Gateway log of a call made with options.gateway
 
     @property
     def message(self) -> str:
@@ -58,6 +59,7 @@ class Failure:
             "name": self.code.name,
             "description": self.description,
             "retryAfter": self.retry_after,
+            "aiGatewayLogId": self.log_id,
         }
 
     def rest_body(self) -> dict[str, object]:
@@ -84,9 +86,10 @@ class Failure:
         }
 
     def headers(self) -> dict[str, str]:
-        if self.retry_after is None:
-            return {}
-        return {"retry-after": str(max(1, round(self.retry_after)))}
+        headers = {} if self.log_id is None else {"cf-aig-log-id": self.log_id}
+        if self.retry_after is not None:
+            headers["retry-after"] = str(max(1, round(self.retry_after)))
+        return headers
 
 
 def failure_of(exc: BaseException, model: str) -> Failure:

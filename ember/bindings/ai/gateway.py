@@ -132,17 +132,22 @@ class AIGateway:
             answer = await self._run(
                 tenant, model, inputs, options, dialect, note or self._progress
             )
-        except AIRequestFailed:
-            raise
-        except ContextLengthExceeded as exc:
-            hint = local_context_hint(model, self.pool.status())
-            hinted = ContextLengthExceeded(exc.field, f"{exc}{hint}")
-            raise AIRequestFailed(failure_of(hinted, model)) from None
         except Exception as exc:
-            raise AIRequestFailed(failure_of(exc, model)) from None
+            failure = self._failure(exc, model)
+            if log is not None and gateway is not None:
+                failure = self.logs.failed(tenant.data, log, failure, keep=gateway.collect_log)
+            raise AIRequestFailed(failure) from None
         if log is None or gateway is None:
             return answer
         return self.logs.answered(tenant.data, log, answer, keep=gateway.collect_log)
+
+    def _failure(self, exc: Exception, model: str) -> Failure:
+        if isinstance(exc, AIRequestFailed):
+            return exc.failure
+        if isinstance(exc, ContextLengthExceeded):
+            hint = local_context_hint(model, self.pool.status())
+            exc = ContextLengthExceeded(exc.field, f"{exc}{hint}")
+        return failure_of(exc, model)
 
     async def chat(self, tenant: Tenant, body: Mapping[str, Any], options: RunOptions) -> AIAnswer:
         """One OpenAI-compatible ``/chat/completions`` call (``model`` in the body)."""

@@ -4,9 +4,9 @@ names and ``env.AI.gateway(id).getLog`` / ``patchLog`` read and annotate.
 A log holds what the platform's ``AiGatewayLog`` holds for a Workers AI call (provider, model,
 path, duration, status, success, cached, tokens in and out, metadata, request and response sizes
 and heads, created_at) plus the ``feedback`` and ``score`` that ``patchLog`` sets. Logs live in
-memory, at most ``MAX_PER_TENANT`` per tenant (the oldest go first), and only for calls that
-answered: a refused call raises before its id reaches the handler. ``collectLog: false`` gets a
-log id and stores nothing, as the platform then keeps no log.
+memory, at most ``MAX_PER_TENANT`` per tenant (the oldest go first). A refused call is logged
+too (``success: false``, its status and error body), and its log id reaches the handler with the
+error. ``collectLog: false`` gets a log id and stores nothing, as the platform then keeps no log.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from ember.bindings.ai.answer import AIAnswer
+from ember.bindings.ai.failures import Failure
 from ember.bindings.ai.gateway_metadata import gateway_metadata
 from ember.errors import InvalidModelInput
 
@@ -134,6 +135,17 @@ class GatewayLogs:
         if keep:
             self._store(tenant, log)
         return answer
+
+    def failed(self, tenant: str, log: GatewayLog, failure: Failure, keep: bool) -> Failure:
+        """``failure`` naming its log, stored as a failed call when ``keep``: the platform's
+        gateway logs refused calls too, and its binding reads the log id before the status."""
+        log.status_code = failure.status
+        log.success = False
+        body = json.dumps(failure.to_data(), ensure_ascii=False).encode("utf-8")
+        _finish(log, body, b"")
+        if keep:
+            self._store(tenant, log)
+        return replace(failure, log_id=log.id)
 
     def get(self, tenant: str, gateway: str, log_id: object) -> GatewayLog | None:
         found = self._logs.get(tenant, {}).get(log_id) if isinstance(log_id, str) else None
