@@ -95,6 +95,10 @@ def upstream_request(
     if defaults is None:
         defaults = platform_sampling_defaults(classic=False)
     inputs = {**inputs, **{k: v for k, v in defaults.items() if inputs.get(k) is None}}
+    if inputs.get("top_p") == 0:
+        # ember's "only the most likely token"; SGLang and vLLM refuse top_p 0 (their range is
+        # (0, 1]), so a replica of either backend gets the same choice said as top_k 1.
+        inputs = {**inputs, "top_p": 1.0, "top_k": 1}
     if dialect == "workers" and wants_raw(inputs):
         return Upstream(COMPLETIONS_PATH, raw_body(model, inputs, stream=stream), raw=True)
     return Upstream(CHAT_PATH, _chat_body(model, inputs, request, dialect, stream=stream))

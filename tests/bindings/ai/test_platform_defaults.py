@@ -38,3 +38,14 @@ def test_a_classic_id_keeps_its_own_temperature() -> None:
         LLAMA, classic_inputs({"prompt": "hi"}), "workers", stream=False, defaults=defaults
     ).body
     assert body["temperature"] == 0.6 and body["top_p"] == 1.0
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_top_p_zero_reaches_the_replica_as_top_k_one(raw: bool) -> None:
+    """ember reads ``top_p: 0`` as "only the most likely token"; SGLang and vLLM refuse it
+    (top_p must be in (0, 1]), so an SGLang replica gets the same choice as ``top_k: 1``."""
+    inputs = {"prompt": "hi", "raw": raw, "top_p": 0, "top_k": 7, "temperature": 0.7}
+    body = upstream_request(GLM, inputs, "workers", stream=False).body
+    assert (body["top_p"], body["top_k"], body["temperature"]) == (1.0, 1, 0.7)
+    kept = upstream_request(GLM, {**inputs, "top_p": 0.5}, "workers", stream=False).body
+    assert (kept["top_p"], kept["top_k"]) == (0.5, 7)
