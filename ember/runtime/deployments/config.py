@@ -7,6 +7,7 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
     platform:
       public_url: http://127.0.0.1:8787     # used in claim links; default: the request's own URL
       max_script_size: 64MiB
+      cpu_ms_per_request: 300000            # the most a permanent account's limits.cpu_ms may be
       proof_of_work: {k: 2000, g: 500, sample: 16}
       temporary:
         ttl: 60m
