@@ -17,6 +17,7 @@ import fnmatch
 import ipaddress
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,7 @@ from ember.runtime.limits import SUBREQUESTS_EXCEEDED_MESSAGE
 from ember.runtime.services import SharedResources
 
 HTTP_CLIENT_KEY = "http.client"
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _DROPPED = {"content-encoding", "content-length", "transfer-encoding", "connection"}
 MAX_REDIRECTS = 20
 
@@ -44,15 +46,36 @@ class NetworkPolicy:
         if self.allowed_hosts and not any(fnmatch.fnmatch(host, p) for p in self.allowed_hosts):
             return f"host {host} is not in the allowed hosts"
         for text in addresses:
-            address = ipaddress.ip_address(text.split("%")[0])
-            if address.is_loopback and not self.allow_loopback:
-                return f"{host} resolves to a loopback address"
-            if (address.is_private or address.is_link_local) and not address.is_loopback:
-                if not self.allow_private:
-                    return f"{host} resolves to a private address"
-            elif address.is_global and not self.allow_public:
-                return f"{host} resolves to a public address"
+            address = _reached(ipaddress.ip_address(text.split("%")[0]))
+            if address.is_loopback or address.is_unspecified:  # 0.0.0.0 reaches this host
+                if not self.allow_loopback:
+                    return f"{host} resolves to a loopback address"
+            elif address.is_global and not address.is_multicast:
+                if not self.allow_public:
+                    return f"{host} resolves to a public address"
+            elif not self.allow_private:
+                # Everything not globally routable: private and link-local ranges, but also
+                # carrier-grade NAT (100.64/10, where some clouds keep their metadata service),
+                # benchmarking, reserved and multicast ranges.
+                return f"{host} resolves to a private or reserved address ({address})"
         return None
+
+
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+def _reached(address: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 one carries to (IPv4-mapped, NAT64, 6to4), else itself: a
+    NAT64 gateway sends ``64:ff9b::7f00:1`` to 127.0.0.1, which Python calls global."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return address
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if any(address in network for network in _NAT64):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.sixtofour is not None:
+        return address.sixtofour
+    return address  # Teredo (2001::/32) is not global: refused as reserved
 
 
 class SubrequestService(BindingService):
@@ -130,7 +153,24 @@ class SubrequestService(BindingService):
 def _make_client() -> Any:
     import httpx
 
-    return httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0), trust_env=False)
+    # One client serves every deployment's subrequests (its connection pool is worth sharing),
+    # so it must keep no state between them: Workers' fetch has no cookie jar, and a jar here
+    # would hand one tenant's session cookies to another's requests.
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(60.0, connect=10.0),
+        trust_env=False,
+        cookies=CookieJar(policy=_NoCookies()),
+    )
+
+
+class _NoCookies(DefaultCookiePolicy):
+    """A cookie policy that stores nothing and sends nothing."""
+
+    def set_ok(self, cookie: Any, request: Any) -> bool:
+        return False
+
+    def return_ok(self, cookie: Any, request: Any) -> bool:
+        return False
 
 
 async def _body(response: Any) -> AsyncIterator[bytes]:

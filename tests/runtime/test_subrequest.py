@@ -76,6 +76,35 @@ def test_network_policy(
         assert reason is not None and refused in reason
 
 
+PLATFORM = NetworkPolicy(allow_loopback=False, allow_private=False)
+
+
+@pytest.mark.parametrize(
+    ("address", "refused"),
+    [
+        ("100.100.100.200", "private or reserved"),  # carrier-grade NAT: a cloud's metadata
+        ("64:ff9b::7f00:1", "loopback"),  # NAT64 of 127.0.0.1
+        ("64:ff9b::a00:1", "private"),  # NAT64 of 10.0.0.1
+        ("::ffff:127.0.0.1", "loopback"),
+        ("2002:7f00:1::1", "loopback"),  # 6to4 of 127.0.0.1
+        ("0.0.0.0", "loopback"),
+        ("224.0.0.1", "reserved"),
+        ("ff02::1", "reserved"),
+        ("198.18.0.1", "reserved"),
+        ("240.0.0.1", "reserved"),
+        ("2001::1", "reserved"),  # Teredo: its client address is hidden
+        ("93.184.215.14", None),
+        ("2606:2800:220:1::1", None),
+        ("64:ff9b::5db8:d70e", None),  # NAT64 of a public address
+    ],
+)
+def test_the_platform_policy_reaches_only_globally_routable_addresses(
+    address: str, refused: str | None
+) -> None:
+    reason = PLATFORM.refusal("site.test", [address])
+    assert (reason is None) if refused is None else (reason is not None and refused in reason)
+
+
 def test_a_fetched_response_parses_its_json_while_response_json_still_builds_one(
     harness: Harness, tmp_path: Path
 ) -> None:
@@ -105,3 +134,37 @@ def test_a_fetched_response_parses_its_json_while_response_json_still_builds_one
     deployment_id = harness.deploy(write_project(tmp_path / "caller", caller))
     with harness.client(deployment_id) as client:
         assert client.get("/").text == ('202 x [1, 2] application/json {"items":[1,2],"name":"x"}')
+
+
+SESSION_SITE = """
+from workers import Response
+
+async def on_fetch(request, env):
+    login = request.url.endswith("/login")
+    headers = {"set-cookie": "session=FIRST-CALLERS; Path=/"} if login else {}
+    return Response(f"cookie: {request.headers.get('cookie')}", headers=headers)
+"""
+
+
+def test_fetch_keeps_no_cookies_between_calls_or_deployments(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Workers' fetch has no cookie jar: a cookie one deployment's subrequest got back must
+    never ride along on a later subrequest, its own or another tenant's (they share the
+    supervisor's HTTP client). The first caller still sees the Set-Cookie header itself."""
+    site = harness.deploy(write_project(tmp_path / "site", SESSION_SITE))
+    caller = f"""
+    from workers import Response, fetch
+
+    async def on_fetch(request, env):
+        path = request.url.rsplit("/", 1)[1]
+        reply = await fetch("{harness.url}/" + path, headers={{"x-test-deployment": "{site}"}})
+        return Response(f"{{await reply.text()}} | set: {{reply.headers.get('set-cookie')}}")
+    """
+    first = harness.deploy(write_project(tmp_path / "first", caller))
+    second = harness.deploy(write_project(tmp_path / "second", caller))
+    with harness.client(first) as client:
+        assert client.get("/login").text == "cookie: None | set: session=FIRST-CALLERS; Path=/"
+        assert client.get("/again").text == "cookie: None | set: None"
+    with harness.client(second) as client:
+        assert client.get("/whoami").text == "cookie: None | set: None"
