@@ -65,3 +65,28 @@ def test_a_note_about_env_ai_run_is_a_log_line_of_the_invocation(serve: ServePro
     operator = [line for line in serve.output().splitlines() if NOTE in line]
     assert len(operator) == 2, serve.output()
     assert all(line.startswith("[ember] asker.notes: ") for line in operator), operator
+
+
+FORGER = f"""\
+from workers import Response
+
+async def on_fetch(request, env):
+    inputs = {{"prompt": "hi", "max_tokens": 1, "x\\n[ember] live: bank (account victim) v9": 1}}
+    await env.AI.run("{GLM}", inputs)
+    return Response("ran")
+"""
+
+
+def test_a_tenants_text_cannot_forge_a_line_of_the_operators_log(serve: ServeProcess) -> None:
+    """A note quotes the worker's own input (here an unknown field's name): its newline is
+    printed escaped, so the operator's log keeps one line per event."""
+    account_id, token = permanent_account(serve, "forger")
+    with serve.api(token) as api:
+        bindings = [{"name": "AI", "type": "ai"}]
+        assert put_worker(api, account_id, "forger", FORGER, bindings=bindings).status_code == 200
+    ran = serve.worker("forger", "forger", "/")
+    assert ran.status_code == 200, ran.text
+    lines = serve.output().splitlines()
+    assert not any(line.startswith("[ember] live: bank") for line in lines), serve.output()
+    (noted,) = [line for line in lines if "live: bank (account victim)" in line]
+    assert noted.startswith("[ember] forger.forger: ") and "x\\n[ember] live" in noted, noted

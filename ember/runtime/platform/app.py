@@ -37,7 +37,7 @@ from ember.runtime.platform.ai import (
 from ember.runtime.platform.ai_log import with_access_log
 from ember.runtime.platform.crons import WorkerCrons
 from ember.runtime.platform.health import health_route
-from ember.runtime.platform.observe import PlatformEvents
+from ember.runtime.platform.observe import PlatformEvents, operator_printer
 from ember.runtime.platform.overrides import pinned_version
 from ember.runtime.platform.routing import (
     RouteTable,
@@ -80,7 +80,7 @@ class Platform:
 
     def __init__(self, options: PlatformOptions, print_line: Callable[[str], None] = print):
         self.options = options
-        self.print_line = print_line
+        self.print_line = print_line = operator_printer(print_line)
         self.hub = TailHub()
         registry = options.registry or default_registry()
         limit_ai_bindings(registry)

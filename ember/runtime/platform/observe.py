@@ -28,6 +28,28 @@ OUTCOMES = {
 REDACTED_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
 
+# C0 and C1 controls, DEL and the Unicode line separators: what could end a line of the
+# operator's log or move its terminal's cursor.
+_UNPRINTABLE = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))} | {
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def operator_printer(print_line: Callable[[str], None]) -> Callable[[str], None]:
+    """``print_line`` for lines that may quote a tenant (an AI note quoting its input, a load
+    error's message, a model id from a URL): control characters are printed escaped, so a
+    tenant can neither forge a line of the operator's log nor drive the terminal."""
+
+    def printer(line: str) -> None:
+        print_line(line.translate(_UNPRINTABLE))
+
+    return printer
+
+
 class PlatformEvents:
     """The supervisor's ``EventSink`` on ``ember serve``."""
 
