@@ -307,13 +307,15 @@ class ModelPool:
             entry = self.catalog.get(model_id) if model_id in self.catalog else None
             first = serving.replicas[0]
             window = serving.context_window or (entry.context_window if entry else 0)
+            # SGLang loading its own model_path serves that model, not the catalog's checkpoint.
+            loads = first.model_path if first.backend == "sglang" and first.launched else None
             rows.append(
                 ModelStatus(
                     model_id=model_id,
                     architecture=entry.architecture if entry else "(attached)",
                     context_window=window,
-                    max_context=self._max_context(model_id, window),
-                    checkpoint=str(entry.checkpoint_dir) if entry else "",
+                    max_context=window if loads else self._max_context(model_id, window),
+                    checkpoint=loads or (str(entry.checkpoint_dir) if entry else ""),
                     quantization=first.quantization or "none",
                     kv_cache_dtype=first.kv_cache_dtype or "auto",
                     replicas=replicas,
@@ -322,7 +324,7 @@ class ModelPool:
                     function_calling=entry.function_calling if entry else False,
                     reasoning=entry.reasoning if entry else False,
                     vision=entry.vision if entry else False,
-                    shipped=entry.shipped if entry and first.url is None else None,
+                    shipped=entry.shipped if entry and first.url is None and not loads else None,
                 )
             )
         return rows

@@ -159,3 +159,24 @@ def test_a_bad_slot_limit_in_args_is_named() -> None:
     with pytest.raises(ConfigError) as bad:
         parse_pool_config({GLM: {"args": ["--max-running-requests", "many"]}})
     assert "args" in str(bad.value) and "many" in str(bad.value)
+
+
+KIMI = "@cf/moonshotai/kimi-k2.6"
+
+
+def test_the_status_of_an_sglang_id_names_what_sglang_loads_not_the_tiny_checkpoint() -> None:
+    """``ember ai models`` on an id served by SGLang from ``model_path``: the shipped tiny
+    checkpoint and its 4,096 positions say nothing about that model."""
+    from ember.models.pool.pool import ModelPool
+
+    config = parse_pool_config(
+        {
+            KIMI: {"backend": "sglang", "model_path": "/models/Kimi-K2.6"},
+            GLM: {"replicas": 1},
+        }
+    )
+    rows = {row.model_id: row for row in ModelPool(config).status()}
+    sglang = rows[KIMI]
+    assert (sglang.checkpoint, sglang.shipped) == ("/models/Kimi-K2.6", None)
+    assert sglang.max_context == sglang.context_window > 4096
+    assert rows[GLM].shipped and rows[GLM].max_context == 4096
