@@ -77,7 +77,7 @@ def json_mode_cut_short(
     Otherwise the JSON itself ran long: the tiny local models in particular write strings
     until something stops them, which ``maxLength``/``maxItems`` in the schema does.
     """
-    limit, field = token_limit(inputs, used), _limit_field(inputs)
+    limit, field = token_limit(inputs, used), limit_field(inputs)
     if thinking:
         return (
             f"the model was still thinking when it reached {limit} (finish_reason 'length'), "
@@ -115,7 +115,7 @@ def token_limit(inputs: Mapping[str, Any], used: object = None) -> str:
     return "the model's token limit"
 
 
-def _limit_field(inputs: Mapping[str, Any]) -> str:
+def limit_field(inputs: Mapping[str, Any]) -> str:
     """The field the caller set (so the advice names what they wrote), else the current name."""
     if not isinstance(inputs.get("max_completion_tokens"), int) and isinstance(
         inputs.get("max_tokens"), int

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ember.bindings.ai.json_mode import THINKING_OFF, token_limit
+from ember.bindings.ai.json_mode import THINKING_OFF, limit_field, token_limit
 
 # Other APIs' spellings for turning thinking off, which Workers AI's schema for Kimi and GLM
 # does not have (the platform ignores them).
@@ -55,7 +55,7 @@ def cut_short_note(model: str, inputs: Mapping[str, Any]) -> str:
     return (
         f"{model}: content is null: the model spent all of {token_limit(inputs)} thinking "
         f"(finish_reason 'length', the reasoning is in reasoning_content); turn thinking "
-        f"off with {THINKING_OFF}, or raise max_completion_tokens"
+        f"off with {THINKING_OFF}, or raise {limit_field(inputs)}"
     )
 
 

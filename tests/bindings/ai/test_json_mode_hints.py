@@ -90,3 +90,12 @@ def test_thinking_then_json_cut_short_names_all_three_ways_out() -> None:
     assert miss is not None and "thinking came first" in miss
     assert "raise max_completion_tokens" in miss and "enable_thinking" in miss
     assert "maxLength" in miss
+
+
+def test_the_thinking_note_names_the_limit_the_caller_set() -> None:
+    from ember.bindings.ai.thinking import cut_short_note
+
+    glm = "@cf/zai-org/glm-4.7-flash"
+    note = cut_short_note(glm, {"max_tokens": 4})
+    assert "max_tokens=4" in note and note.endswith("or raise max_tokens")
+    assert cut_short_note(glm, {}).endswith("or raise max_completion_tokens")
