@@ -272,7 +272,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
 
 ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 SERVED = (
-    "POST /ai/v1/chat/completions, POST /ai/v1/responses, GET /ai/v1/responses/{id}, "
+    "POST /ai/v1/chat/completions, POST /ai/v1/responses, GET and DELETE /ai/v1/responses/{id}, "
     "GET /ai/v1/models[/{model}] (OpenAI-compatible); "
     "POST /client/v4/accounts/{account}/ai/run/{model}, GET .../ai/models/search, "
     "GET .../ai/models/schema?model=ID, GET .../ai/authors/search, GET .../ai/tasks/search (REST)"
