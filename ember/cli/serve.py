@@ -56,6 +56,18 @@ from ember.runtime.deployments.config import default_state_dir
     is_flag=True,
     help="Print one line per request to a worker, and per call to the AI HTTP API.",
 )
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=None,
+    help="Serve Prometheus metrics (GET /metrics) on this port, apart from the tenants' port.",
+)
+@click.option(
+    "--metrics-ip",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics listener binds.",
+)
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), hidden=True)
 @click.option("--gc-interval", type=float, default=30.0, hidden=True)
 @click.option("--housekeeping-interval", type=float, default=5.0, hidden=True)
@@ -68,6 +80,8 @@ def serve(
     disable_sandbox_layers: str,
     idle_timeout: str,
     log_requests: bool,
+    metrics_port: int | None,
+    metrics_ip: str,
     port_file: Path | None,
     gc_interval: float,
     housekeeping_interval: float,
@@ -114,6 +128,8 @@ def serve(
             click.echo(line)
         click.echo("  permanent accounts run under 'full', temporary accounts under 'anonymous'")
         click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
+        if platform.metrics_port is not None:
+            click.echo(f"Metrics on http://{metrics_ip}:{platform.metrics_port}/metrics")
         routes = list(platform.routes)
         if routes:
             click.echo(f"{len(routes)} live deployment(s):")
@@ -133,6 +149,7 @@ def serve(
                 on_ready=ready,
                 drain_timeout_s=_drain_timeout(ai),
                 say=_print,
+                metrics=(metrics_ip, metrics_port) if metrics_port is not None else None,
             )
         )
     except KeyboardInterrupt:

@@ -190,6 +190,10 @@ class Supervisor:
         """The deployments registered now."""
         return list(self._slots)
 
+    def running_isolates(self) -> int:
+        """How many deployments have an isolate process now (the operator's metrics)."""
+        return sum(1 for slot in self._slots.values() if slot.current is not None)
+
     def evict_idle(self, idle_s: float) -> list[str]:
         """Stop the isolates that have had no request for ``idle_s`` seconds.
 

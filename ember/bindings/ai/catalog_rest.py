@@ -58,7 +58,7 @@ def catalog_routes(
             if not model:
                 raise InvalidRequestField("/model", "a model id in the query string", "nothing")
             served = ready()
-            served.require_model(model)
+            served.require_model(model, request=False)
             found = model_io_schema(served.schema(model))
         except AIRequestFailed as exc:
             return failure(exc.failure)

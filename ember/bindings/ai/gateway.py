@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,9 @@ from ember.bindings.ai.model_schema import Schema, schema_of
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
+from ember.bindings.ai.replica_headers import traced_headers
 from ember.bindings.ai.responses_bridge import responses_answer
+from ember.bindings.ai.tally import UNKNOWN_MODEL, AITally, Outcome
 from ember.bindings.ai.tenant import Tenant
 from ember.bindings.ai.thinking import (
     cut_short_note,
@@ -88,6 +91,7 @@ class AIGateway:
         self.quotas = QuotaBook(self.config.limits)
         self.batches = BatchQueue(self._run_batch_item)
         self.logs = GatewayLogs()  # options.gateway calls: env.AI.gateway(id).getLog
+        self.tally = AITally()  # the operator's metrics (ember serve --metrics-port)
 
     async def start(self) -> None:
         """Start the configured models now (``ember serve``, or ``pool.start: eager``)."""
@@ -128,18 +132,27 @@ class AIGateway:
         log = None
         if gateway is not None and isinstance(inputs, Mapping):
             log = self.logs.start(gateway.id, model, inputs, gateway.metadata)
+        started = time.monotonic()
         try:
             answer = await self._run(
                 tenant, model, inputs, options, dialect, note or self._progress
             )
         except Exception as exc:
             failure = self._failure(exc, model)
+            if not getattr(exc, "counted", False):
+                self._tally(model, failure.status, failure.code.code, started)
             if log is not None and gateway is not None:
                 failure = self.logs.failed(tenant.data, log, failure, keep=gateway.collect_log)
             raise AIRequestFailed(failure) from None
+        self._tally(model, answer.status, 0, started)
         if log is None or gateway is None:
             return answer
         return self.logs.answered(tenant.data, log, answer, keep=gateway.collect_log)
+
+    def _tally(self, model: str, status: int, code: int, started: float | None) -> None:
+        label = model if isinstance(model, str) and self.pool.knows(model) else UNKNOWN_MODEL
+        seconds = 0.0 if started is None else time.monotonic() - started
+        self.tally.record(Outcome(label, status, code), seconds)
 
     def _failure(self, exc: Exception, model: str) -> Failure:
         if isinstance(exc, AIRequestFailed):
@@ -160,13 +173,18 @@ class AIGateway:
             raise AIRequestFailed(failure)
         return await self.run(tenant, model, body, options, dialect="openai")
 
-    def require_model(self, model: str) -> None:
+    def require_model(self, model: str, request: bool = True) -> None:
         """AIRequestFailed (5007) unless ``model`` is served here. Called by every front before
         it reads the request's ``options``: Workers AI looks the model up first, so an unknown
-        model is a 5007 whatever else is wrong with the request."""
+        model is a 5007 whatever else is wrong with the request. ``request``: the check is an
+        AI request's (counted in the metrics once; False for a catalog lookup)."""
         if not isinstance(model, str) or not self.pool.knows(model):
             served = self.pool.model_ids()
-            raise AIRequestFailed(no_such_model(str(model), served, self.config.project_config))
+            failed = AIRequestFailed(no_such_model(str(model), served, self.config.project_config))
+            if request:
+                self._tally(UNKNOWN_MODEL, failed.failure.status, failed.failure.code.code, None)
+                failed.counted = True
+            raise failed
 
     def schema(self, model: str) -> Schema:
         """The Workers AI schema ``model`` answers ``env.AI.run`` and ``ai/run`` in."""
@@ -375,24 +393,6 @@ class AIGateway:
     def models(self) -> list[dict[str, Any]]:
         """The model list, as ``env.AI.models()`` and ``/ai/v1/models`` report it."""
         return model_rows(self.pool)
-
-
-def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The caller's extra headers a replica may see: ``x-*`` and ``cf-*`` only.
-
-    Never framing or hop-by-hop headers (``content-length``, ``transfer-encoding``, ``host``,
-    ``connection``...): replica connections are shared by every tenant, and a tenant's header
-    must not be able to change how a request on them is framed.
-    """
-    return {k: v for k, v in headers.items() if k.lower().startswith(("x-", "cf-"))}
-
-
-def traced_headers(headers: Mapping[str, str], request_id: str) -> dict[str, str]:
-    """``forwarded_headers`` plus ``x-request-id``: the request's ``cf-ai-req-id``, so a
-    replica's request log names the id the caller was given. The tenant's own ``x-request-id``
-    (any case) is dropped: it must not pass for ember's."""
-    kept = {k: v for k, v in forwarded_headers(headers).items() if k.lower() != "x-request-id"}
-    return {**kept, "x-request-id": request_id}
 
 
 def shared_gateway(host: Any, config: GatewayConfig | None = None) -> AIGateway:

@@ -37,6 +37,7 @@ from ember.runtime.platform.ai import (
 from ember.runtime.platform.ai_log import with_access_log
 from ember.runtime.platform.crons import WorkerCrons
 from ember.runtime.platform.health import health_route
+from ember.runtime.platform.metrics import CONTENT_TYPE, Snapshot, render
 from ember.runtime.platform.observe import PlatformEvents, operator_printer
 from ember.runtime.platform.overrides import pinned_version
 from ember.runtime.platform.routing import (
@@ -117,6 +118,7 @@ class Platform:
             ],
         )
         self.origin: str | None = None  # http://host:port once listening
+        self.metrics_port: int | None = None  # the metrics listener's port, when serving one
         self._housekeeping: asyncio.Task[None] | None = None
 
     def _ai_routes(self, print_line: Callable[[str], None]) -> list[Any]:
@@ -130,6 +132,27 @@ class Platform:
 
     def _gateway_if_any(self) -> Any | None:
         return self._gateway() if ai_available() else None
+
+    async def _metrics(self, scope: Scope, send: Any) -> None:
+        """The metrics listener answers ``GET /metrics`` and nothing else."""
+        if scope["type"] != "http":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["path"] != "/metrics" or scope["method"] not in ("GET", "HEAD"):
+            await _plain(send, 404, "This listener serves GET /metrics only.")
+            return
+        snapshot = Snapshot(
+            workers=self.events.workers,
+            isolates=self.supervisor.running_isolates(),
+            deployments=len(self.routes),
+            gateway=self._gateway_if_any(),
+        )
+        body = render(snapshot).encode()
+        headers = [(b"content-type", CONTENT_TYPE.encode()), (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send(
+            {"type": "http.response.body", "body": body if scope["method"] == "GET" else b""}
+        )
 
     def _slot(self, ident: str) -> Any:
         return self.live.slot(ident)
@@ -153,6 +176,12 @@ class Platform:
         kind = scope["type"]
         if kind == "lifespan":
             await self._lifespan(receive, send)
+            return
+        if (
+            self.metrics_port is not None
+            and scope.get("server", (None, None))[1] == self.metrics_port
+        ):
+            await self._metrics(scope, send)
             return
         target = self._worker_of(scope)
         if target is None:

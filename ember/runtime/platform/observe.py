@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from ember.runtime import events as E
 from ember.runtime.deployments.tail_events import TailEvent, TailException, TailHub, TailLog
+from ember.runtime.platform.metrics import WorkerTally
 from ember.runtime.platform.translate import VersionSlot
 
 # The runtime's outcome tags -> the outcomes wrangler's tail knows.
@@ -64,6 +65,7 @@ class PlatformEvents:
         self.slot_of = slot_of
         self.print_line = print_line
         self.log_requests = log_requests
+        self.workers = WorkerTally()  # ember serve --metrics-port
 
     def tracing(self, deployment_id: str) -> bool:
         """The supervisor's predicate: report this slot's invocations whole?"""
@@ -75,7 +77,10 @@ class PlatformEvents:
             slot = self.slot_of(event.deployment_id)
             if slot is not None:
                 self.hub.publish(slot.script_id, tail_event(slot, event))
-        elif isinstance(event, E.RequestEvent) and self.log_requests:
+        elif isinstance(event, E.RequestEvent):
+            self.workers.record(event.status, event.outcome)
+            if not self.log_requests:
+                return
             slot = self.slot_of(event.deployment_id)
             where = f"{slot.script_name}.{slot.account_name}" if slot else event.deployment_id
             note = "" if event.outcome in ("ok", "exception") else f" [{event.outcome}]"

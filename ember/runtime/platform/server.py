@@ -45,8 +45,10 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
     say: Callable[[str], None] = _stderr,
+    metrics: tuple[str, int] | None = None,
 ) -> None:
-    """Serve until uvicorn is told to stop (SIGINT/SIGTERM), then shut the platform down."""
+    """Serve until uvicorn is told to stop (SIGINT/SIGTERM), then shut the platform down.
+    ``metrics``: the (host, port) of a second listener that answers only ``GET /metrics``."""
     import uvicorn
 
     from ember.runtime.httphead import BoundedHeadProtocol
@@ -66,8 +68,13 @@ async def serve(
     )
     logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
     listener = bind(host, port)  # first: a taken port fails before the platform starts
+    sockets = [listener]
+    if metrics is not None:
+        metrics_listener = bind(*metrics)
+        platform.metrics_port = metrics_listener.getsockname()[1]
+        sockets.append(metrics_listener)
     server = _draining_server(config, say)
-    serving = asyncio.ensure_future(server.serve(sockets=[listener]))
+    serving = asyncio.ensure_future(server.serve(sockets=sockets))
     try:
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
@@ -87,7 +94,8 @@ async def serve(
             server.should_exit = True
             with contextlib.suppress(BaseException):
                 await serving
-        listener.close()
+        for socket in sockets:
+            socket.close()
 
 
 def _drop_aborted_responses(record: logging.LogRecord) -> bool:
