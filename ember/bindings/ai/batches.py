@@ -5,8 +5,8 @@ the background (a few requests at a time, through the same pool as everything el
 ``env.AI.run(model, {"request_id": id})`` polls it: ``{"status": "queued" | "running", ...}``
 until it is done, then ``{"responses": [{"id", "result", "success", "external_reference"}],
 "usage": {...}}``. A request id is visible only to the tenant that queued it. Batches live in
-memory (lost when the supervisor stops), at most ``MAX_PER_TENANT`` per tenant, finished ones for
-``KEEP_DONE_S``.
+memory (lost when the supervisor stops), at most ``MAX_PER_TENANT`` per tenant; finished ones are
+kept for ``KEEP_DONE_S``, or until a new batch needs the room (the oldest finished go first).
 """
 
 from __future__ import annotations
@@ -72,15 +72,21 @@ class BatchQueue:
             validate(request, f"/requests/{index}")
         self._expire()
         mine = [b for b in self._batches.values() if b.tenant == tenant]
-        if len(mine) >= MAX_PER_TENANT:
+        unfinished = sum(b.finished is None for b in mine)
+        if unfinished >= MAX_PER_TENANT:
             raise quota_exceeded(
                 "queued AI batches",
-                len(mine) + 1,
+                unfinished + 1,
                 MAX_PER_TENANT,
-                f"Account limited: {describe_scope(tenant)} already has {len(mine)} batches stored "
-                f"(at most {MAX_PER_TENANT}); poll them to completion first.",
+                f"Account limited: {describe_scope(tenant)} already has {unfinished} batches "
+                f"queued or running (at most {MAX_PER_TENANT}); one more is taken as one finishes.",
                 60.0,
             )
+        # Finished batches wait to be polled for KEEP_DONE_S, but never lock the tenant out:
+        # past the bound the oldest finished ones make room (memory stays bounded either way).
+        finished = sorted((b for b in mine if b.finished is not None), key=lambda b: b.finished)
+        for batch in finished[: max(0, len(mine) + 1 - MAX_PER_TENANT)]:
+            del self._batches[batch.request_id]
         batch = _Batch(f"{secrets.token_hex(16)}", tenant, model, [dict(r) for r in requests])
         batch.responses = [None] * len(requests)
         batch.task = asyncio.ensure_future(self._run(batch))
