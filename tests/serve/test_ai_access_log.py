@@ -32,6 +32,10 @@ def test_each_ai_call_is_a_line_naming_its_request_id(tmp_path: Path) -> None:
         output = serve.output()
         assert f"AI GET /client/v4/accounts/{account}/ai/models/search 200" in output
         assert f"AI POST {path} {refused.status_code}" in output
+        missing = serve.worker("acme", "nobody", "/")
+        assert missing.status_code == 404
+        wait_until(lambda: "GET nobody.acme 404" in serve.output(), "the worker's line")
+        assert "GET nobody.acme 404 (0.0ms) [not live]" in serve.output()
     finally:
         serve.stop()
 

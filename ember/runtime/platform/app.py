@@ -193,6 +193,8 @@ class Platform:
             return
         route = self.routes.get(account_name, worker)
         if route is None:
+            if self.options.log_requests:  # no isolate saw it, so no request event tells of it
+                self.print_line(f"{scope['method']} {worker}.{account_name} 404 (0.0ms) [not live]")
             await _plain(
                 send, 404, f"No worker named {worker!r} is live on account {account_name!r}."
             )
