@@ -47,6 +47,11 @@ from ember.runtime.platform.routing import (
     split_worker_path,
     worker_of_host,
 )
+from ember.runtime.platform.shared_origin import (
+    guarded_send,
+    service_worker_refusal,
+    service_worker_script,
+)
 from ember.runtime.router import Router
 from ember.runtime.sandbox import FULL
 from ember.runtime.services import DeploymentHost
@@ -187,10 +192,16 @@ class Platform:
         if target is None:
             await self.api(scope, receive, send)
             return
-        account_name, worker, inner = target
+        account_name, worker, inner, shared = target
         if kind != "http":
             await send({"type": "websocket.close", "code": 1008})
             return
+        if shared:  # named by its /w/ path: the origin every tenant shares (shared_origin.py)
+            send = guarded_send(send, inner["root_path"])
+            if service_worker_script(scope["headers"]):
+                host_named = self.worker_urls(account_name, worker)[0]
+                await _plain(send, 403, service_worker_refusal(host_named))
+                return
         route = self.routes.get(account_name, worker)
         if route is None:
             if self.options.log_requests:  # no isolate saw it, so no request event tells of it
@@ -224,11 +235,13 @@ class Platform:
                     return ident
         return route.pick()
 
-    def _worker_of(self, scope: Scope) -> tuple[str, str, Scope] | None:
+    def _worker_of(self, scope: Scope) -> tuple[str, str, Scope, bool] | None:
+        """(account, worker, the worker's scope, whether named by the shared /w/ path)."""
         named = worker_of_host(host_header(scope))
         if named is not None:
-            return named[0], named[1], dict(scope)
-        return split_worker_path(scope) if scope["type"] == "http" else None
+            return named[0], named[1], dict(scope), False
+        by_path = split_worker_path(scope) if scope["type"] == "http" else None
+        return None if by_path is None else (*by_path, True)
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:

@@ -1,0 +1,95 @@
+"""The shared ``/w/<account>/<worker>/`` origin, over plain HTTP (the browser half is in
+test_shared_origin_browser.py): every answer there is a sandboxed (opaque-origin) document,
+a Service Worker script is refused, ``Service-Worker-Allowed`` is dropped and cookies stay on
+the worker's own path. The host-named URL (its own origin) passes the worker's headers as they
+are, and a non-browser client of ``/w/`` sees the same status and body as before."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.serve.conftest import ServeProcess, permanent_account, put_worker
+
+HEADERS_WORKER = """
+from workers import Response
+
+
+async def on_fetch(request, env):
+    headers = [
+        ("content-type", "text/html"),
+        ("service-worker-allowed", "/"),
+        ("content-security-policy", "img-src 'self'"),
+        ("set-cookie", "root=1; Path=/; HttpOnly"),
+        ("set-cookie", "deep=2; path=/app; Domain=127.0.0.1; SameSite=Lax"),
+        ("set-cookie", "plain=3"),
+        ("x-mine", "kept"),
+    ]
+    return Response("<p>page of " + request.url + "</p>", headers=headers)
+"""
+
+
+@pytest.fixture(scope="module")
+def shared(serve: ServeProcess) -> ServeProcess:
+    account_id, token = permanent_account(serve, "origin-a")
+    with serve.api(token) as client:
+        assert put_worker(client, account_id, "page", HEADERS_WORKER).status_code == 200
+    return serve
+
+
+def _cookies(response: httpx.Response) -> list[str]:
+    return response.headers.get_list("set-cookie")
+
+
+def test_path_answers_are_sandboxed_documents(shared: ServeProcess) -> None:
+    reply = httpx.get(shared.url + "/w/origin-a/page/app/x", timeout=60)
+    assert reply.status_code == 200 and reply.text.startswith("<p>page of ")
+    assert reply.headers["x-mine"] == "kept"
+    policies = reply.headers.get_list("content-security-policy")
+    assert "img-src 'self'" in policies  # the worker's own policy still applies
+    sandbox = [p for p in policies if p.startswith("sandbox")]
+    assert len(sandbox) == 1, policies
+    tokens = sandbox[0].split()
+    assert "allow-same-origin" not in tokens
+    assert {"allow-scripts", "allow-forms", "allow-popups"} <= set(tokens)
+    assert "service-worker-allowed" not in reply.headers
+
+
+def test_path_cookies_stay_on_the_workers_path(shared: ServeProcess) -> None:
+    reply = httpx.get(shared.url + "/w/origin-a/page/", timeout=60)
+    assert _cookies(reply) == [
+        "root=1; Path=/w/origin-a/page; HttpOnly",
+        "deep=2; Path=/w/origin-a/page/app; SameSite=Lax",
+        "plain=3",  # no Path: the browser's default path is already under /w/origin-a/page
+    ]
+    with httpx.Client(base_url=shared.url, timeout=60) as client:  # a cookie jar still works
+        client.get("/w/origin-a/page/")
+        assert set(client.cookies.keys()) >= {"root", "plain"}
+
+
+def test_host_named_answers_keep_the_workers_headers(shared: ServeProcess) -> None:
+    reply = shared.worker("origin-a", "page", "/app/x")
+    assert reply.status_code == 200
+    assert reply.headers["service-worker-allowed"] == "/"
+    assert reply.headers.get_list("content-security-policy") == ["img-src 'self'"]
+    assert _cookies(reply)[0] == "root=1; Path=/; HttpOnly"
+
+
+def test_a_service_worker_script_is_refused_on_the_shared_path(shared: ServeProcess) -> None:
+    refused = httpx.get(
+        shared.url + "/w/origin-a/page/sw.js", headers={"service-worker": "script"}, timeout=60
+    )
+    assert refused.status_code == 403
+    assert "Service Worker" in refused.text and "/w/" in refused.text
+    port = shared.url.rsplit(":", 1)[1]
+    assert f"http://page.origin-a.localhost:{port}/" in refused.text
+    assert "sandbox" in refused.headers["content-security-policy"]
+    # Its own origin may register one: the header reaches the worker there.
+    allowed = shared.worker("origin-a", "page", "/sw.js", headers={"service-worker": "script"})
+    assert allowed.status_code == 200
+
+
+def test_unknown_workers_under_the_path_are_sandboxed_too(shared: ServeProcess) -> None:
+    missing = httpx.get(shared.url + "/w/origin-a/nothing/", timeout=60)
+    assert missing.status_code == 404
+    assert "sandbox" in missing.headers["content-security-policy"]
