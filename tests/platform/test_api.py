@@ -182,7 +182,7 @@ def test_temporary_account_flow_and_claim(platform: RunningPlatform) -> None:
     account = temp["account"]
     assert set(account) >= {"id", "name", "apiToken", "expiresAt"}
     assert temp["claim"]["url"].startswith(platform.url + "/claim-preview?claimToken=")
-    page = httpx.get(temp["claim"]["url"])
+    page = httpx.get(temp["claim"]["url"], follow_redirects=True)  # via a cookie, no token
     assert page.status_code == 200 and account["name"] in page.text
     claimed = httpx.post(
         platform.url + "/claim-preview", data={"claimToken": temp["claim"]["token"]}
@@ -214,7 +214,8 @@ def test_oversized_claim_form_gets_an_html_413_and_claims_nothing(
         assert refused.headers["content-type"].startswith("text/html")
         assert "form" in refused.text and "16,384 bytes" in refused.text
         assert "Worker upload" not in refused.text
-    assert httpx.get(temp["claim"]["url"]).status_code == 200  # still claimable
+    page = httpx.get(temp["claim"]["url"], follow_redirects=True)
+    assert page.status_code == 200  # still claimable
 
 
 def test_replayed_and_wrong_proof_of_work(platform: RunningPlatform) -> None:

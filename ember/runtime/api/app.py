@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
@@ -26,6 +27,7 @@ from ember.runtime.api import (
     routes_tail,
 )
 from ember.runtime.api.envelope import ember_error_handler, fail, unexpected_error_handler
+from ember.runtime.api.hardening import PlatformHeaders
 from ember.runtime.api.live import LiveHooks, StateOnly
 from ember.runtime.api.uploads import Uploads
 from ember.runtime.deployments.plane import ControlPlane
@@ -82,6 +84,7 @@ def create_api_app(
             HTTPException: _http_error,
             Exception: unexpected_error_handler,
         },
+        middleware=[Middleware(PlatformHeaders)],  # no-store, no framing, no Referer
     )
     app.state.plane = plane
     app.state.tail_hub = tail_hub or TailHub()

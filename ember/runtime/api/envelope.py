@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ember.errors import AuthError, EmberError, LimitExceeded, NotFound, UserError
+from ember.runtime.api.hardening import harden
 from ember.runtime.deployments.errors import ControlPlaneError
 
 log = logging.getLogger("ember.api")
@@ -73,4 +74,6 @@ async def ember_error_handler(request: Request, exc: Exception) -> Response:
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
     # Never echo internals (paths, SQL) to clients; the log has the traceback.
     log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return fail(500, INTERNAL_CODE, "internal error in the ember platform (see its log)")
+    response = fail(500, INTERNAL_CODE, "internal error in the ember platform (see its log)")
+    harden(response.headers)  # sent past the middleware that adds them to every other answer
+    return response

@@ -2,8 +2,8 @@
 
 ``POST /provisioning/previews/challenge`` and ``POST /provisioning/previews`` are the two
 unauthenticated calls of ``wrangler deploy --temporary`` (cloudflare-api.md §4.1); ember's own CLI
-makes the same two calls. ``/claim-preview`` is the claim URL both print: opening it shows what is
-being claimed, and its button claims it.
+makes the same two calls. ``/claim-preview?claimToken=...`` is the claim URL both print: opening
+it moves the token into a cookie and shows what is being claimed, and its button claims it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import html
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ember.errors import EmberError
@@ -23,6 +23,7 @@ from ember.runtime.api.routes_tail import hub_of
 from ember.runtime.deployments.errors import BodyTooLarge, InvalidRequest
 
 CLAIM_PATH = "/claim-preview"
+CLAIM_COOKIE = "ember_claim"
 # The claim form holds one token; anything much bigger is not our form.
 CLAIM_FORM_LIMIT = 16 * 1024
 
@@ -85,23 +86,35 @@ async def claim_api(request: Request) -> Response:
 
 
 async def claim_page(request: Request) -> Response:
-    token = request.query_params.get("claimToken", "")
-    account = plane_of(request).accounts.find_by_claim_token(token)
+    """The claim link (``?claimToken=``, what wrangler prints) trades its token for a cookie
+    and a redirect to the bare page, so the token is in no URL, history entry or Referer of
+    the page, nor in its HTML: only in an HttpOnly cookie that goes to this path alone."""
+    plane = plane_of(request)
+    linked = request.query_params.get("claimToken")
+    if linked is not None:
+        if plane.accounts.find_by_claim_token(linked) is None:
+            return _not_valid()
+        moved = RedirectResponse(CLAIM_PATH, status_code=303)
+        moved.set_cookie(CLAIM_COOKIE, linked, path=CLAIM_PATH, httponly=True, samesite="lax")
+        return moved
+    account = plane.accounts.find_by_claim_token(request.cookies.get(CLAIM_COOKIE, ""))
     if account is None:
-        return _page(
-            "Claim link not valid",
-            "<p>This claim link is not valid: it was already used, it expired, or it "
-            "was mistyped.</p>",
-            status=404,
-        )
+        return _not_valid()
     return _page(
         f"Claim {html.escape(account.name)}",
         f"<p>Temporary account <b>{html.escape(account.name)}</b> and every Worker, KV namespace "
         "and secret in it will become permanent and yours. Its temporary API token stops working;"
         " you get a new one.</p>"
         f'<form method="post" action="{CLAIM_PATH}">'
-        f'<input type="hidden" name="claimToken" value="{html.escape(token)}">'
         '<button type="submit">Claim this account</button></form>',
+    )
+
+
+def _not_valid() -> HTMLResponse:
+    return _page(
+        "Claim link not valid",
+        "<p>This claim link is not valid: it was already used, it expired, or it was mistyped.</p>",
+        status=404,
     )
 
 
@@ -117,7 +130,8 @@ async def claim_submit(request: Request) -> Response:
             status=413,
         )
     form = parse_qs(raw.decode("utf-8", "replace"))
-    token = (form.get("claimToken") or [""])[0]
+    # The page's button sends no token (the cookie has it); a form of one's own may send it.
+    token = (form.get("claimToken") or [request.cookies.get(CLAIM_COOKIE, "")])[0]
     try:
         claimed = plane_of(request).accounts.claim(token)
     except EmberError as exc:
@@ -126,13 +140,15 @@ async def claim_submit(request: Request) -> Response:
     await live_of(request).reconcile_account(claimed.account.id)
     api_token = html.escape(claimed.token.token)
     origin = html.escape(public_origin(request))
-    return _page(
+    done = _page(
         "Account claimed",
         f"<p>Account <b>{html.escape(claimed.account.name)}</b> is now permanent.</p>"
         "<p>Your API token (shown once, keep it secret):</p>"
         f"<pre>{api_token}</pre><p>Log in with:</p>"
         f"<pre>ember login --platform {origin} --token {api_token}</pre>",
     )
+    done.delete_cookie(CLAIM_COOKIE, path=CLAIM_PATH, httponly=True, samesite="lax")
+    return done
 
 
 class _EventCodeUnknown(InvalidRequest):
@@ -144,8 +160,7 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
         f"<body><h1>{title}</h1>{body}</body></html>",
         status_code=status,
-        headers={"cache-control": "no-store", "referrer-policy": "no-referrer"},
-    )
+    )  # no-store, no-referrer and no framing: api/hardening.py, on every platform answer
 
 
 API_ROUTES = [
