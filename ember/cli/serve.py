@@ -1,7 +1,9 @@
 """``ember serve``: the multi-tenant platform on one port (default 8787).
 
-Workers answer at ``http://<worker>.<account>.localhost:PORT/`` and
-``http://127.0.0.1:PORT/w/<account>/<worker>/``; the Cloudflare-compatible control API is at
+Workers answer at ``http://<worker>.<account>.localhost:PORT/`` (for browsers: each worker its
+own origin) and ``http://127.0.0.1:PORT/w/<account>/<worker>/`` (for clients that cannot send the
+name; every tenant shares that origin, so its pages run sandboxed, see
+ember/runtime/platform/shared_origin.py); the Cloudflare-compatible control API is at
 ``/client/v4`` (ember's CLI, wrangler and the cloudflare SDK all use it).
 """
 
@@ -128,6 +130,9 @@ def serve(
             click.echo(line)
         click.echo("  permanent accounts run under 'full', temporary accounts under 'anonymous'")
         click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
+        by_name, by_path = platform.worker_urls("<account>", "<worker>")
+        click.echo(f"Workers: {by_name} for browsers (each worker its own origin);")
+        click.echo(f"  {by_path} for clients that cannot send the name (pages there are sandboxed)")
         if platform.metrics_port is not None:
             click.echo(f"Metrics on http://{metrics_ip}:{platform.metrics_port}/metrics")
         routes = list(platform.routes)

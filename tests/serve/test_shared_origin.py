@@ -93,3 +93,10 @@ def test_unknown_workers_under_the_path_are_sandboxed_too(shared: ServeProcess) 
     missing = httpx.get(shared.url + "/w/origin-a/nothing/", timeout=60)
     assert missing.status_code == 404
     assert "sandbox" in missing.headers["content-security-policy"]
+
+
+def test_the_banner_names_the_host_named_url_for_browsers(shared: ServeProcess) -> None:
+    port = shared.url.rsplit(":", 1)[1]
+    banner = shared.output()
+    assert f"http://<worker>.<account>.localhost:{port}/ for browsers" in banner, banner
+    assert f"{shared.url}/w/<account>/<worker>/ for clients that cannot send the name" in banner
