@@ -20,6 +20,8 @@ def _hardened(response: httpx.Response) -> None:
     assert headers.get("referrer-policy") == "no-referrer", where
     assert headers.get("x-frame-options") == "DENY", where
     assert headers.get("x-content-type-options") == "nosniff", where
+    assert headers.get("cross-origin-resource-policy") == "same-origin", where
+    assert headers.get("cross-origin-opener-policy") == "same-origin", where
     policy = headers.get("content-security-policy", "")
     assert "frame-ancestors 'none'" in policy and "sandbox" not in policy, where
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from ember.runtime.platform.shared_origin import scoped_cookie
 from tests.serve.conftest import ServeProcess, permanent_account, put_worker
 
 HEADERS_WORKER = """
@@ -100,3 +101,17 @@ def test_the_banner_names_the_host_named_url_for_browsers(shared: ServeProcess) 
     banner = shared.output()
     assert f"http://<worker>.<account>.localhost:{port}/ for browsers" in banner, banner
     assert f"{shared.url}/w/<account>/<worker>/ for clients that cannot send the name" in banner
+
+
+def test_cookie_paths_move_under_the_prefix() -> None:
+    prefix, expires = "/w/Acme/hello", "Expires=Wed, 21 Oct 2037 07:28:00 GMT"
+    cases = {
+        "a=1; Path=/": "a=1; Path=/w/Acme/hello",
+        "a=1;path=/x/": "a=1; Path=/w/Acme/hello/x/",
+        "a=1; PATH=": "a=1; Path=/w/Acme/hello",
+        "a=1; Path=relative": "a=1; Path=/w/Acme/hello",
+        "a=1; domain=.localhost; Secure": "a=1; Secure",
+        f"a=b=c; {expires}": f"a=b=c; {expires}",
+    }
+    for given, sent in cases.items():
+        assert scoped_cookie(given.encode(), prefix) == sent.encode(), given

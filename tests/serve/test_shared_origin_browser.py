@@ -102,7 +102,8 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
 
 
 async def _text_once_settled(page: Page, selector: str, pending: str) -> str:
-    """The element's text once the page's script replaced ``pending`` (or the page left)."""
+    """The element's text once it is there and no longer ``pending`` (a script replaced it,
+    or the page navigated to one with other text)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -111,7 +112,7 @@ async def _text_once_settled(page: Page, selector: str, pending: str) -> str:
             )
         except RuntimeError:  # navigating: no context to evaluate in for a moment
             text = pending
-        if text != pending:
+        if text not in (pending, ""):
             return str(text)
         await asyncio.sleep(0.05)
     raise AssertionError(f"{selector} still says {pending!r}")

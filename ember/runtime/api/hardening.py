@@ -4,7 +4,8 @@ The platform shares ``http://HOST:PORT`` with the ``/w/`` worker paths (sandboxe
 ember/runtime/platform/shared_origin.py), and its answers hold what must not travel: API tokens,
 claim pages, account data. So nothing is cached (a shared machine's browser cache, a proxy), no
 page can be framed (clickjacking the claim button), no Referer carries a URL on, nothing is
-sniffed into HTML, and the CSP lets a platform page load nothing and post only to itself.
+sniffed into HTML or embedded by another origin, and the CSP lets a platform page load nothing
+and post only to itself.
 A header the answer already has is kept (an SSE stream's ``no-cache``).
 """
 
@@ -19,6 +20,10 @@ PLATFORM_HEADERS = {
     "referrer-policy": "no-referrer",
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
+    # No other origin (a sandboxed /w/ page is one) may load an answer as an image or script,
+    # nor keep a handle on a platform window it opened.
+    "cross-origin-resource-policy": "same-origin",
+    "cross-origin-opener-policy": "same-origin",
     "content-security-policy": (
         "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
