@@ -20,6 +20,7 @@ async def on_fetch(request, env):
     headers = [
         ("content-type", "text/html"),
         ("service-worker-allowed", "/"),
+        ("clear-site-data", '"cookies"'),
         ("content-security-policy", "img-src 'self'"),
         ("set-cookie", "root=1; Path=/; HttpOnly"),
         ("set-cookie", "deep=2; path=/app; Domain=127.0.0.1; SameSite=Lax"),
@@ -54,6 +55,7 @@ def test_path_answers_are_sandboxed_documents(shared: ServeProcess) -> None:
     assert "allow-same-origin" not in tokens
     assert {"allow-scripts", "allow-forms", "allow-popups"} <= set(tokens)
     assert "service-worker-allowed" not in reply.headers
+    assert "clear-site-data" not in reply.headers  # it would act on every tenant's cookies
 
 
 def test_path_cookies_stay_on_the_workers_path(shared: ServeProcess) -> None:
@@ -72,6 +74,7 @@ def test_host_named_answers_keep_the_workers_headers(shared: ServeProcess) -> No
     reply = shared.worker("origin-a", "page", "/app/x")
     assert reply.status_code == 200
     assert reply.headers["service-worker-allowed"] == "/"
+    assert reply.headers["clear-site-data"] == '"cookies"'
     assert reply.headers.get_list("content-security-policy") == ["img-src 'self'"]
     assert _cookies(reply)[0] == "root=1; Path=/; HttpOnly"
 

@@ -19,8 +19,8 @@ from its own origin must:
   Worker or touch the origin's storage. Extra CSP headers are enforced together, so the
   worker's own policy still applies and cannot loosen this one;
 - a request with ``Service-Worker: script`` (the browser fetching a Service Worker's script) is
-  refused, for a browser that does not honour the sandbox, and ``Service-Worker-Allowed`` is
-  dropped;
+  refused, for a browser that does not honour the sandbox; ``Service-Worker-Allowed`` and
+  ``Clear-Site-Data`` (which acts on the whole origin) are dropped;
 - ``Set-Cookie`` paths are moved under the worker's prefix (``Path=/`` becomes
   ``Path=/w/acme/hello``) and ``Domain`` is dropped, as a path-prefix proxy does, so one
   worker's cookies are neither sent to nor overwritten by another's.
@@ -38,7 +38,9 @@ SANDBOX_POLICY = (
     "allow-modals allow-downloads allow-pointer-lock allow-presentation "
     "allow-top-navigation-by-user-activation"
 )
-DROPPED = frozenset({b"service-worker-allowed"})
+# Service-Worker-Allowed widens a Service Worker's scope past the worker's path; Clear-Site-Data
+# acts on the whole origin, so one worker could wipe every tenant's cookies and the claim cookie.
+DROPPED = frozenset({b"service-worker-allowed", b"clear-site-data"})
 
 
 def service_worker_script(headers: list[tuple[bytes, bytes]]) -> bool:
