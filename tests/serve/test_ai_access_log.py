@@ -29,9 +29,10 @@ def test_each_ai_call_is_a_line_naming_its_request_id(tmp_path: Path) -> None:
         assert refused.status_code in (401, 403)
         path = f"/client/v4/accounts/{account}/ai/run/{MODEL}"
         wait_until(lambda: f"AI POST {path} 200 req={request_id}" in serve.output(), "the line")
-        output = serve.output()
-        assert f"AI GET /client/v4/accounts/{account}/ai/models/search 200" in output
-        assert f"AI POST {path} {refused.status_code}" in output
+        listed_line = f"AI GET /client/v4/accounts/{account}/ai/models/search 200"
+        wait_until(lambda: listed_line in serve.output(), "the listing's line")
+        refused_line = f"AI POST {path} {refused.status_code}"
+        wait_until(lambda: refused_line in serve.output(), "the refused call's line")
         missing = serve.worker("acme", "nobody", "/")
         assert missing.status_code == 404
         wait_until(lambda: "GET nobody.acme 404" in serve.output(), "the worker's line")
