@@ -41,6 +41,12 @@ from ember.runtime.deployments.config import default_state_dir
     "layers they need (see `ember doctor`). Only for machines nobody else can reach.",
 )
 @click.option(
+    "--trusted-workers",
+    is_flag=True,
+    help="Run workers even if no sandbox layer keeps them out of the state directory (every "
+    "account's secrets, KV and code). Only for a single-tenant box: every worker is yours.",
+)
+@click.option(
     "--disable-sandbox-layers",
     default="",
     metavar="LAYERS",
@@ -79,6 +85,7 @@ def serve(
     state_dir: Path | None,
     config_file: Path | None,
     allow_unsandboxed_anonymous: bool,
+    trusted_workers: bool,
     disable_sandbox_layers: str,
     idle_timeout: str,
     log_requests: bool,
@@ -121,6 +128,7 @@ def serve(
         ai=ai,
         gc_interval_s=gc_interval,
         housekeeping_s=housekeeping_interval,
+        trusted_workers=trusted_workers,
     )
     platform = Platform(options, print_line=_print)
     click.echo(f"ember serve: state in {state}")
@@ -128,7 +136,10 @@ def serve(
     def ready(origin: str) -> None:
         for line in platform.supervisor.sandbox_status().lines():
             click.echo(line)
-        click.echo("  permanent accounts run under 'full', temporary accounts under 'anonymous'")
+        tenancy = platform.tenancy
+        for line in tenancy.lines() if tenancy is not None else []:
+            loud = "TRUSTED WORKERS" in line  # the operator's opt-out must not scroll by unseen
+            click.secho(line, fg="red" if loud else None, bold=loud)
         click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
         by_name, by_path = platform.worker_urls("<account>", "<worker>")
         click.echo(f"Workers: {by_name} for browsers (each worker its own origin);")

@@ -52,8 +52,10 @@ from ember.runtime.platform.shared_origin import (
     service_worker_refusal,
     service_worker_script,
 )
+from ember.runtime.platform.tenancy import Tenancy, assess
 from ember.runtime.router import Router
 from ember.runtime.sandbox import FULL
+from ember.runtime.sandbox.errors import TenantWallMissing
 from ember.runtime.services import DeploymentHost
 from ember.runtime.spawner import SpawnerConfig
 from ember.runtime.supervisor import Supervisor
@@ -79,6 +81,9 @@ class PlatformOptions:
     # ``allow_below_minimum`` (see ember/runtime/isolation.py).
     sandbox: SandboxPolicy = field(default_factory=lambda: SandboxPolicy(default_profile=FULL))
     ai: Any = None  # the operator's GatewayConfig (models, pool, quotas); None: defaults
+    # The operator's word that every worker here is theirs: serve even when no sandbox layer
+    # keeps workers out of the state directory (said loudly at start and in /health).
+    trusted_workers: bool = False
 
 
 class Platform:
@@ -119,11 +124,13 @@ class Platform:
             live=PlatformHooks(self),
             first_routes=[
                 *self._ai_routes(print_line),
-                health_route(self._gateway_if_any),
+                health_route(self._gateway_if_any, self._tenancy),
             ],
         )
         self.origin: str | None = None  # http://host:port once listening
         self.metrics_port: int | None = None  # the metrics listener's port, when serving one
+        self.tenancy: Tenancy | None = None  # what each account kind gets, once started
+        self.startup_error: Exception | None = None  # why startup failed (ember serve raises it)
         self._housekeeping: asyncio.Task[None] | None = None
 
     def _ai_routes(self, print_line: Callable[[str], None]) -> list[Any]:
@@ -158,6 +165,9 @@ class Platform:
         await send(
             {"type": "http.response.body", "body": body if scope["method"] == "GET" else b""}
         )
+
+    def _tenancy(self) -> dict[str, Any]:
+        return {} if self.tenancy is None else self.tenancy.to_dict()
 
     def _slot(self, ident: str) -> Any:
         return self.live.slot(ident)
@@ -250,7 +260,9 @@ class Platform:
                 try:
                     await self.startup()
                 except Exception as exc:
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    self.startup_error = exc  # ember serve's error boundary reports it
+                    message = "the platform did not start; the reason follows"
+                    await send({"type": "lifespan.startup.failed", "message": message})
                     return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
@@ -263,6 +275,16 @@ class Platform:
     async def startup(self) -> None:
         """Start the zygote, repair the KV store's namespace list, register live deployments."""
         await self.supervisor.start()
+        self.tenancy = assess(
+            self.supervisor.sandbox_status(),
+            self.options.state_dir,
+            trusted=self.options.trusted_workers,
+        )
+        try:
+            self.tenancy.require()  # before any deployment goes live
+        except TenantWallMissing:
+            await self.supervisor.close()
+            raise
         ai = self.options.ai
         if ai is not None and ai.pool.settings.start == "eager":
             await self._gateway().start()

@@ -2,8 +2,10 @@
 
 What an operator's load balancer or monitor polls (SGLang's router and vLLM answer ``/health``
 too): 200 while the platform serves, with each configured model's replicas (state, requests in
-flight, restarts) and queue. Nothing in it says where a replica runs or how it was started: the
-port is the tenants' too, and those details are the operator's log's.
+flight, restarts) and queue, and whether the operator runs tenants' workers unwalled from the
+platform's state (``trusted_workers``, ``--trusted-workers``). Nothing in it says where a
+replica runs or how it was started: the port is the tenants' too, and those details are the
+operator's log's.
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 
-def health_route(gateway: Callable[[], Any | None]) -> Route:
-    """The route; ``gateway`` gives the AI gateway, or None where this build has none."""
+def health_route(
+    gateway: Callable[[], Any | None], tenancy: Callable[[], dict[str, Any]] = dict
+) -> Route:
+    """The route; ``gateway`` gives the AI gateway, or None where this build has none;
+    ``tenancy`` whether workers are walled off from the platform's state (``trusted_workers``:
+    the operator ran them unwalled on purpose, which a monitor should be able to see)."""
 
     async def health(request: Request) -> Response:
         served = gateway()
         models = [] if served is None else [_model(row) for row in served.pool.status()]
-        return JSONResponse({"status": "ok", "models": models})
+        return JSONResponse({"status": "ok", **tenancy(), "models": models})
 
     return Route("/health", health, methods=["GET"])
 

@@ -89,6 +89,8 @@ async def serve(
                 staging.write_text(str(bound_port))
                 os.replace(staging, port_file)
         await serving
+        if not server.started and platform.startup_error is not None:
+            raise platform.startup_error  # e.g. no sandbox wall between tenants: fail closed
     finally:
         if not serving.done():
             server.should_exit = True
@@ -113,6 +115,14 @@ def _draining_server(config: object, say: Callable[[str], None]) -> object:
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
+        async def startup(self, sockets: list | None = None) -> None:
+            # uvicorn exits the process when the lifespan startup fails (from inside a task,
+            # past every caller); return instead, so ``serve`` raises the platform's reason.
+            try:
+                await super().startup(sockets)
+            except SystemExit:
+                self.should_exit = True
+
         async def shutdown(self, sockets: list | None = None) -> None:
             timeout = self.config.timeout_graceful_shutdown
             count = len(self.server_state.tasks)

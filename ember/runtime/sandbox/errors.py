@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ember.errors import InternalError
+from ember.errors import InternalError, UserError
 
 
 class SandboxError(InternalError):
@@ -27,3 +27,15 @@ class MinimumLayersMissing(SandboxError):
         self.profile = profile
         self.missing = missing
         super().__init__("minimum", f"profile {profile!r} refused: {explanation}")
+
+
+class TenantWallMissing(UserError):
+    """``ember serve`` would run tenants' code where it can read each other's data.
+
+    ``missing`` names each layer that could have walled the state directory, with why it does
+    not; the message says how to get one, and names the operator's opt-out.
+    """
+
+    def __init__(self, missing: tuple[str, ...], explanation: str) -> None:
+        self.missing = missing
+        super().__init__(explanation)
