@@ -140,6 +140,10 @@ def serve(
         for line in tenancy.lines() if tenancy is not None else []:
             loud = "TRUSTED WORKERS" in line  # the operator's opt-out must not scroll by unseen
             click.secho(line, fg="red" if loud else None, bold=loud)
+        click.echo(
+            f"isolates: at most {platform.supervisor.cap.limit} live (platform.max_isolates); "
+            "at the cap the least recently used idle one is stopped for a new one, else 503"
+        )
         click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
         by_name, by_path = platform.worker_urls("<account>", "<worker>")
         click.echo(f"Workers: {by_name} for browsers (each worker its own origin);")

@@ -11,7 +11,7 @@ import html
 import re
 
 from ember.runtime import limits as L
-from ember.runtime.http import HttpResponse
+from ember.runtime.http import HttpRequest, HttpResponse
 
 _FRAME = re.compile(r'^(\s*File ")(.+?)(", line )(\d+)(.*)$')
 
@@ -67,3 +67,11 @@ def _html(title: str, message: str, traceback: str) -> str:
         "<footer>ember dev: this page is shown only in development. "
         "Fix the file and reload.</footer></body></html>"
     )
+
+
+def accept_of(request: HttpRequest) -> str:
+    """The request's Accept header ("" without one): which error page a client gets."""
+    for name, value in request.headers:
+        if name.lower() == "accept":
+            return value
+    return ""

@@ -114,5 +114,8 @@ EXCEPTION = PlatformError(500, 1101, "Worker threw exception.", "exception")
 STARTUP_FAILED = PlatformError(500, 1101, "Worker failed to start.", "startup_failed")
 NO_HANDLER = PlatformError(500, 1101, "Handler does not export a fetch() function.", "no_handler")
 UNAVAILABLE = PlatformError(503, None, "Worker is not available.", "unavailable")
+ISOLATES_EXHAUSTED = PlatformError(
+    503, None, "Worker could not start: the platform is at its isolate limit.", "isolates_exhausted"
+)
 SANDBOX_FAILED = PlatformError(503, None, "Worker sandbox could not be set up.", "sandbox_failed")
 SUBREQUESTS_EXCEEDED_MESSAGE = "Too many subrequests."

@@ -245,3 +245,11 @@ class Spawner:
         if process is not None and process.poll() is None:
             process.kill()
             await asyncio.get_running_loop().run_in_executor(None, process.wait)
+
+
+async def wait_reaped(pids: list[int], timeout_s: float = 2.0) -> None:
+    """Wait (bounded) until the zygote reaped ``pids`` (sandbox monitors remove cgroups first)."""
+    for _ in range(int(timeout_s / 0.01)):
+        if not any(pid and os.path.exists(f"/proc/{pid}") for pid in pids):
+            return
+        await asyncio.sleep(0.01)

@@ -14,6 +14,7 @@ isolates still draining. The API is what ``ember dev`` and ``ember serve`` both 
     await supervisor.scheduled(deployment_id, cron)
     await supervisor.remove(deployment_id); await supervisor.close()
     supervisor.evict_idle(idle_s)                # stop isolates idle that long (lazy restart)
+``max_isolates`` caps live isolates (``capacity.py``): LRU idle one stopped for a new one, or 503.
 
 Each deployment runs under the sandbox profile given to ``deploy`` (default: the policy's
 ``default_profile``, DEV unless the operator says otherwise); see ``isolation.py``.
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,9 +34,10 @@ from pathlib import Path
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.runtime import events as E
 from ember.runtime import limits as L
+from ember.runtime.capacity import IsolateCap, IsolatesExhausted, is_idle
 from ember.runtime.child import ChildSpec, child_environment
 from ember.runtime.deployment import Deployment
-from ember.runtime.errorpage import dev_error_response, platform_error_response
+from ember.runtime.errorpage import accept_of, dev_error_response, platform_error_response
 from ember.runtime.hooks import SupervisorHooks
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
@@ -45,7 +46,7 @@ from ember.runtime.lifecycle import State, WorkerLoadError
 from ember.runtime.process import IsolateProcess
 from ember.runtime.sandbox import Profile, SandboxSpec
 from ember.runtime.services import DeploymentServices, SharedResources
-from ember.runtime.spawner import Spawner, SpawnerConfig
+from ember.runtime.spawner import Spawner, SpawnerConfig, wait_reaped
 from ember.runtime.subrequest import NetworkPolicy, SubrequestService
 
 NOT_FOUND = L.PlatformError(404, None, "No worker is deployed here.", "not_found")
@@ -91,6 +92,7 @@ class Supervisor:
         clock: object = None,
         poll_interval: float = 0.01,
         sandbox: SandboxPolicy | None = None,
+        max_isolates: int | None = None,
     ) -> None:
         self.events: E.EventSink = events or E.ListSink()
         self.registry = registry or default_registry()
@@ -109,6 +111,7 @@ class Supervisor:
         self.dev = dev
         self.poll_interval = poll_interval
         self.tracing: Callable[[str], bool] | None = None
+        self.cap = IsolateCap(max_isolates)
         self._slots: dict[str, _Slot] = {}
         self._owner: dict[IsolateProcess, _Slot] = {}
         self._closing = False
@@ -129,7 +132,7 @@ class Supervisor:
         for slot in list(self._slots.values()):
             await self._retire(slot, kill=True)
         self._slots.clear()
-        await _exited(spawned)  # sandbox monitors remove their cgroups before the zygote goes
+        await wait_reaped(spawned)  # sandbox monitors remove their cgroups before the zygote goes
         await self.isolation.close()
         await self.spawner.close()
         await self.resources.aclose()
@@ -204,12 +207,7 @@ class Supervisor:
         stopped = []
         for deployment_id, slot in self._slots.items():
             process = slot.current
-            if (
-                process is not None
-                and process.accepting
-                and not process.inflight
-                and process.last_active <= horizon
-            ):
+            if process is not None and is_idle(process) and process.last_active <= horizon:
                 slot.current = None
                 process.drain()
                 stopped.append(deployment_id)
@@ -269,7 +267,7 @@ class Supervisor:
             try:
                 process = await self._acquire(slot)
             except WorkerLoadError as exc:
-                return self._load_error_response(exc, _accept(request))
+                return self._load_error_response(exc, accept_of(request))
             if process.state is not State.DEAD:
                 return await process.fetch(request)
             slot = self._slots.get(deployment_id) or slot
@@ -303,8 +301,26 @@ class Supervisor:
         if slot.failure is not None:
             raise slot.failure
         if slot.starting is None:
+            self._make_room(slot)
             slot.starting = asyncio.ensure_future(self._start_isolate(slot))
         return await asyncio.shield(slot.starting)
+
+    def _make_room(self, slot: _Slot) -> None:
+        """Under the isolate cap, or stop the least recently used idle isolate; else 503."""
+        try:
+            victim = self.cap.make_room(self._owner)
+        except IsolatesExhausted as exc:
+            self.events.emit(E.LifecycleEvent(slot.deployment.id, "warn", f"not started: {exc}"))
+            raise WorkerLoadError(L.ISOLATES_EXHAUSTED, str(exc), transient=True) from exc
+        owner = self._owner.get(victim) if victim is not None else None
+        if victim is not None and owner is not None:
+            if owner.current is victim:
+                owner.current = None
+            victim.drain()
+            why = f"least recently used of {self.cap.limit} (platform.max_isolates)"
+            self.events.emit(
+                E.LifecycleEvent(owner.deployment.id, "warn", f"isolate stopped: {why}")
+            )
 
     async def _start_isolate(self, slot: _Slot) -> IsolateProcess:
         deployment = slot.deployment
@@ -384,18 +400,3 @@ class Supervisor:
                 E.LifecycleEvent(slot.deployment.id, "warn", f"replacing isolate: {reason}")
             )
         process.drain()
-
-
-async def _exited(pids: list[int], timeout_s: float = 2.0) -> None:
-    """Wait (bounded) until the zygote reaped ``pids``."""
-    for _ in range(int(timeout_s / 0.01)):
-        if not any(pid and os.path.exists(f"/proc/{pid}") for pid in pids):
-            return
-        await asyncio.sleep(0.01)
-
-
-def _accept(request: HttpRequest) -> str:
-    for name, value in request.headers:
-        if name.lower() == "accept":
-            return value
-    return ""

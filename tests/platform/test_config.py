@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ def test_full_section(tmp_path: Path) -> None:
         "platform:\n"
         "  public_url: http://127.0.0.1:8787/\n"
         "  max_script_size: 8MiB\n"
+        "  max_isolates: 12\n"
         "  proof_of_work: {k: 2000, g: 1000, sample: 12, challenge_ttl: 5m}\n"
         "  temporary:\n"
         "    ttl: 2h\n"
@@ -34,6 +36,7 @@ def test_full_section(tmp_path: Path) -> None:
     )
     config = load_platform_config(path)
     assert config.public_url == "http://127.0.0.1:8787"
+    assert config.max_isolates == 12
     assert config.proof_of_work.k == 2000 and config.proof_of_work.challenge_ttl_seconds == 300
     assert config.temporary.ttl_seconds == 7200 and config.temporary.max_kv_bytes == 10_000_000
     limits = config.limits_for(temporary=True)
@@ -56,6 +59,8 @@ def test_absent_section_gives_defaults(tmp_path: Path) -> None:
         ({"proof_of_work": {"k": 0}}, "platform.proof_of_work.k"),
         ({"temporary": {"max_script_size": "lots"}}, "platform.temporary.max_script_size"),
         ({"public_url": "ftp://x"}, "platform.public_url"),
+        ({"max_isolates": 0}, "platform.max_isolates"),
+        ({"max_isolates": "many"}, "platform.max_isolates"),
         ([], "platform"),
     ],
 )
@@ -69,3 +74,11 @@ def test_units() -> None:
     assert parse_size("5MiB") == 5 * 1024**2 and parse_size(12) == 12 and parse_size("0") is None
     assert parse_duration("90s") == 90 and parse_duration("1h") == 3600
     assert parse_duration(True) is None and parse_duration("1 fortnight") is None
+
+
+def test_the_default_isolate_cap_fits_the_machine() -> None:
+    from ember.runtime.capacity import BYTES_PER_ISOLATE, MIN_DEFAULT_ISOLATES, default_max_isolates
+
+    assert PlatformConfig().max_isolates is None  # decided by the machine ember serve runs on
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert default_max_isolates() == max(MIN_DEFAULT_ISOLATES, ram // BYTES_PER_ISOLATE)

@@ -8,6 +8,9 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
       public_url: http://127.0.0.1:8787     # used in claim links; default: the request's own URL
       max_script_size: 64MiB
       cpu_ms_per_request: 300000            # the most a permanent account's limits.cpu_ms may be
+      max_isolates: 16                      # live isolates of all accounts together; at the cap
+                                            # the least recently used idle one is stopped, else
+                                            # 503 (default: one per 256 MiB of RAM, at least 4)
       proof_of_work: {k: 2000, g: 500, sample: 16}
       temporary:
         ttl: 60m
@@ -95,6 +98,7 @@ class PlatformConfig:
     public_url: str | None = None
     max_script_bytes: int = 64 * 1024**2
     cpu_ms_per_request: int | None = None
+    max_isolates: int | None = None  # None: capacity.default_max_isolates() for this machine
     proof_of_work: ProofOfWorkConfig = field(default_factory=ProofOfWorkConfig)
     temporary: TemporaryAccountConfig = field(default_factory=TemporaryAccountConfig)
 
@@ -136,7 +140,14 @@ def parse_platform_config(section: Any, source: str = "ember.yaml") -> PlatformC
         raw,
         source,
         "platform",
-        {"public_url", "max_script_size", "cpu_ms_per_request", "proof_of_work", "temporary"},
+        {
+            "public_url",
+            "max_script_size",
+            "cpu_ms_per_request",
+            "max_isolates",
+            "proof_of_work",
+            "temporary",
+        },
     )
     pow_raw = _mapping(raw.get("proof_of_work", {}), source, "platform.proof_of_work")
     tmp_raw = _mapping(raw.get("temporary", {}), source, "platform.temporary")
@@ -151,6 +162,7 @@ def parse_platform_config(section: Any, source: str = "ember.yaml") -> PlatformC
         public_url=public_url.rstrip("/") if public_url else None,
         max_script_bytes=_size(raw, "max_script_size", PlatformConfig.max_script_bytes, source),
         cpu_ms_per_request=_optional_int(raw, "cpu_ms_per_request", source, "platform"),
+        max_isolates=_optional_int(raw, "max_isolates", source, "platform"),
         proof_of_work=proof,
         temporary=temporary,
     )

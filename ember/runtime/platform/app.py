@@ -22,6 +22,7 @@ from typing import Any
 from ember.bindings.kv.service import shared_store
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.runtime.api.app import create_api_app
+from ember.runtime.capacity import default_max_isolates
 from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account
@@ -105,6 +106,7 @@ class Platform:
             spawner=options.spawner,
             dev=False,
             sandbox=options.sandbox,
+            max_isolates=options.config.max_isolates or default_max_isolates(),
         )
         self.supervisor.tracing = self.events.tracing
         configure_gateway(self.supervisor.resources, options.ai)
