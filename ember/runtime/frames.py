@@ -27,6 +27,7 @@ class FrameWriter:
     def __init__(self, max_buffered: int | None = None, on_overflow: Any = None) -> None:
         self.transport: Any = None
         self._parts: list[bytes] = []
+        self.queued_bytes = 0  # in _parts: code that never yields to the loop lets them pile up
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop costs a getpid)
         # The flush runs in a context of its own, not the request's that queued a frame: the
@@ -49,6 +50,7 @@ class FrameWriter:
                 "about 1 MiB (larger values go as a body or stream)"
             )
         self._parts.append(FRAME_LENGTH.pack(len(payload)) + payload)
+        self.queued_bytes += 4 + len(payload)
         if not self._scheduled:
             self._scheduled = True
             if self._loop is None:
@@ -68,11 +70,13 @@ class FrameWriter:
         """The frames queued so far, removed from the queue: for a caller that writes them itself
         because the loop cannot run (``isolate/blocking.py``); the scheduled flush finds none."""
         parts, self._parts = self._parts, []
+        self.queued_bytes = 0
         return b"".join(parts)
 
     def _flush(self) -> None:
         self._scheduled = False
         parts, self._parts = self._parts, []
+        self.queued_bytes = 0
         transport = self.transport
         if parts and transport is not None and not transport.is_closing():
             transport.write(parts[0] if len(parts) == 1 else b"".join(parts))

@@ -94,6 +94,12 @@ class SupervisorHooks:
                     "Worker has no fetch handler", message, "", request.accept
                 )
             return platform_error_response(error)
+        if kind == "response_headers":
+            too_large = L.RESPONSE_HEADERS_TOO_LARGE
+            if supervisor.dev:
+                title = "Worker response headers too large"
+                return dev_error_response(title, message, "", request.accept, too_large.status)
+            return platform_error_response(too_large)
         if supervisor.dev:
             title = (
                 "Worker returned an invalid response"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ember.config import LimitsConfig
+from ember.runtime.fields import MAX_HEADER_BYTES, MAX_HEADERS
 
 MIB = 1024 * 1024
 
@@ -93,6 +94,13 @@ STARTUP_WALL_EXCEEDED = PlatformError(
 RESPONSE_TOO_LARGE = PlatformError(
     502, None, "Worker response exceeded the size limit.", "response_too_large"
 )
+RESPONSE_HEADERS_TOO_LARGE = PlatformError(
+    502,
+    None,
+    f"Worker response headers exceeded the limit ({MAX_HEADERS} headers, "
+    f"{MAX_HEADER_BYTES // 1024} KiB in all).",
+    "response_headers_too_large",
+)
 REQUEST_TOO_LARGE = PlatformError(413, None, "Request body too large.", "request_too_large")
 
 
@@ -114,6 +122,9 @@ EXCEPTION = PlatformError(500, 1101, "Worker threw exception.", "exception")
 STARTUP_FAILED = PlatformError(500, 1101, "Worker failed to start.", "startup_failed")
 NO_HANDLER = PlatformError(500, 1101, "Handler does not export a fetch() function.", "no_handler")
 UNAVAILABLE = PlatformError(503, None, "Worker is not available.", "unavailable")
+# Killed for CPU burned while idle (a thread or task left running): no request sees it, but
+# unlike the supervisor's own stops (UNAVAILABLE) the operator's log must.
+IDLE_CPU_EXCEEDED = PlatformError(503, None, "Worker is not available.", "idle_cpu_limit")
 ISOLATES_EXHAUSTED = PlatformError(
     503, None, "Worker could not start: the platform is at its isolate limit.", "isolates_exhausted"
 )

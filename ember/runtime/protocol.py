@@ -178,7 +178,8 @@ class PipeResponse(NamedTuple):
 
 
 class RequestError(NamedTuple):
-    """The handler failed: ``kind`` is exception, invalid_response, no_handler, cpu, memory."""
+    """The handler failed: ``kind`` is exception, invalid_response, no_handler, cpu, memory,
+    response_headers (over the limits in fields.py)."""
 
     TAG = 24
     FIELDS = (uint, text(MAX_NAME), text(MAX_TEXT), text(MAX_TEXT))

@@ -125,7 +125,11 @@ class LimitWatch:
     def _check_idle(self, cpu: float) -> None:
         if self.state is State.READY and cpu - self._idle_cpu > self.limits.idle_cpu_ms / 1000:
             used = (cpu - self._idle_cpu) * 1000
-            self.kill(L.UNAVAILABLE, f"used {used:.0f} ms of CPU with no request in flight")
+            self.kill(
+                L.IDLE_CPU_EXCEEDED,
+                f"used {used:.0f} ms of CPU with no request in flight (limit "
+                f"{self.limits.idle_cpu_ms:g} ms: a thread or task left running after a response)",
+            )
 
     def _ready_fail(self, error: L.PlatformError) -> None:
         if not self._ready.done():

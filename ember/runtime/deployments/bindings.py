@@ -151,6 +151,14 @@ def _inherit(
         bindings[name] = Binding(name, old_binding.type, dict(old_binding.config))
     elif old_secret is not None:
         secrets[name] = SecretValue(name, old_secret.type, old_secret.value)
+    elif strict and base is None:
+        # Another worker's (or account's) version id is no version of this worker: say that,
+        # not that "its" version lacks the binding, which would confirm the id exists.
+        missing = "no previous version" if ref == "latest" else f"no version {ref!r}"
+        raise InvalidUpload(
+            f"binding {name!r} is 'inherit' but this worker has {missing} to inherit it from "
+            "(bindings_inherit=strict)"
+        )
     elif strict:
         where = "the previous version" if ref == "latest" else f"version {ref!r}"
         raise InvalidUpload(

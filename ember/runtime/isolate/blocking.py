@@ -155,6 +155,13 @@ class BlockingCalls:
         with _cpu_interrupt_held():
             self._link.data_received(data)
 
+    def flush(self) -> None:
+        """Write every queued frame now, waiting for room: for output produced faster than the
+        loop gets to send it (a handler printing in a loop that never awaits). A no-op off the
+        loop's thread, whose frames the loop owns."""
+        if threading.get_ident() == self._loop_thread:
+            self._write_queued()
+
     def _write_queued(self) -> None:
         # Taken and written with the CPU-limit interrupt held: frames taken off the writer's
         # queue and then dropped by an interrupt would be other requests' heads and data.

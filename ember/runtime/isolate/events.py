@@ -16,6 +16,7 @@ from typing import Any
 
 from ember.bindings.env import Env
 from ember.bindings.streams import ReadableStream
+from ember.runtime.fields import MAX_HEADER_BYTES, MAX_HEADERS
 from ember.runtime.isolate import api, entrypoints
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.handlers import Entrypoints
@@ -35,6 +36,17 @@ from ember.runtime.protocol import (
 )
 
 INLINE_RESPONSE_BYTES = 64 * 1024
+
+
+def _headers_over_limit(headers: list[tuple[str, str]]) -> str | None:
+    """What is wrong with a response's headers, by the protocol's limits; None when fine."""
+    size = sum(len(name) + len(value) for name, value in headers)
+    if len(headers) <= MAX_HEADERS and size <= MAX_HEADER_BYTES:
+        return None
+    return (
+        f"Response headers over the limit: {len(headers)} headers of {size} bytes; a response "
+        f"may have at most {MAX_HEADERS} headers of {MAX_HEADER_BYTES // 1024} KiB in all"
+    )
 NO_FETCH = "Handler does not export a fetch() function."
 NO_SCHEDULED = "Handler does not export a scheduled() function."
 
@@ -136,6 +148,10 @@ class EventRunner:
         rid = event.scope.rid
         body = response._take_body()
         headers = response.headers.to_list()
+        over = _headers_over_limit(headers)
+        if over is not None:  # the supervisor would refuse the frame: say which limit instead
+            self.send(RequestError(rid, "response_headers", over, ""))
+            return
         if body is None or (isinstance(body, bytes) and len(body) <= INLINE_RESPONSE_BYTES):
             done = not event.scope.background
             event.done_sent = done

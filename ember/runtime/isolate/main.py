@@ -57,6 +57,7 @@ from ember.runtime.protocol import (
     Scheduled,
 )
 
+CONSOLE_BACKLOG_BYTES = 1 << 20  # console frames the isolate holds before a print waits
 ISOLATE_PATH = str(Path(__file__).resolve().parent.parent / "isolate_path")
 
 
@@ -79,6 +80,16 @@ class IsolateConnection(asyncio.Protocol):
     def send(self, message: Message) -> None:
         """Write one frame (coalesced per loop iteration)."""
         self._writer.send(message)
+
+    def send_console(self, message: Message) -> None:
+        """A console line: as ``send``, but past ``CONSOLE_BACKLOG_BYTES`` not yet sent the
+        caller waits until they are, as a print to a full pipe does. Code that prints in a loop
+        without awaiting never lets the loop send them, and they would grow until the worker
+        was killed for memory."""
+        self._writer.send(message)
+        backlog = self._writer.queued_bytes + self._socket.get_write_buffer_size()
+        if backlog > CONSOLE_BACKLOG_BYTES and self.channel.blocking is not None:
+            self.channel.blocking.flush()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -138,8 +149,8 @@ async def serve(sock: socket.socket, host_pid: int, code_dir: str | None = None)
     spec = await connection.init
     if code_dir is not None:
         spec = {**spec, "code_dir": code_dir}
-    sys.stdout = ConsoleStream(connection.send, "log")
-    sys.stderr = ConsoleStream(connection.send, "error")
+    sys.stdout = ConsoleStream(connection.send_console, "log")
+    sys.stderr = ConsoleStream(connection.send_console, "error")
     signal.signal(signal.SIGXCPU, _on_cpu_limit)
     try:
         env = build_env(spec, connection)
@@ -163,7 +174,7 @@ def build_env(spec: dict[str, Any], connection: IsolateConnection) -> Env:
     workers = importlib.import_module("workers")
     workers.env = env  # type: ignore[attr-defined]
     js = importlib.import_module("js")
-    js.console = Console(connection.send)  # type: ignore[attr-defined]
+    js.console = Console(connection.send_console)  # type: ignore[attr-defined]
     return env
 
 
