@@ -47,6 +47,8 @@ def _headers_over_limit(headers: list[tuple[str, str]]) -> str | None:
         f"Response headers over the limit: {len(headers)} headers of {size} bytes; a response "
         f"may have at most {MAX_HEADERS} headers of {MAX_HEADER_BYTES // 1024} KiB in all"
     )
+
+
 NO_FETCH = "Handler does not export a fetch() function."
 NO_SCHEDULED = "Handler does not export a scheduled() function."
 
