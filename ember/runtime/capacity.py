@@ -76,3 +76,7 @@ class IsolateCap:
         if not idle:
             raise IsolatesExhausted(self.limit)
         return min(idle, key=lambda p: p.last_active)
+
+    def evicted(self) -> str:
+        """The operator's log line for an isolate stopped to make room."""
+        return f"isolate stopped: least recently used of {self.limit} (platform.max_isolates)"

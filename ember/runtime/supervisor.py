@@ -314,13 +314,9 @@ class Supervisor:
             raise WorkerLoadError(L.ISOLATES_EXHAUSTED, str(exc), transient=True) from exc
         owner = self._owner.get(victim) if victim is not None else None
         if victim is not None and owner is not None:
-            if owner.current is victim:
-                owner.current = None
+            owner.current = None if owner.current is victim else owner.current
             victim.drain()
-            why = f"least recently used of {self.cap.limit} (platform.max_isolates)"
-            self.events.emit(
-                E.LifecycleEvent(owner.deployment.id, "warn", f"isolate stopped: {why}")
-            )
+            self.events.emit(E.LifecycleEvent(owner.deployment.id, "warn", self.cap.evicted()))
 
     async def _start_isolate(self, slot: _Slot) -> IsolateProcess:
         deployment = slot.deployment
