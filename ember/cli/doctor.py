@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from ember.runtime.sandbox import LayerReport
 
 
 @click.command()
@@ -21,7 +25,9 @@ def doctor(as_json: bool, disable: str) -> None:
     """Probe each sandbox layer in throwaway child processes and report it.
 
     Also says whether anonymous deployments (`ember deploy --temporary`) would be accepted:
-    they need pid + net + mount namespaces and seccomp or Landlock (or seccomp and Landlock).
+    they need pid + net + mount namespaces and seccomp or Landlock (or seccomp and Landlock);
+    and whether `ember serve` would start: a mount namespace or Landlock must keep every worker
+    out of the platform's state directory.
     """
     from ember.runtime.sandbox import parse_layers, probe
 
@@ -39,6 +45,20 @@ def doctor(as_json: bool, disable: str) -> None:
     minimum = report.minimum()
     verdict = "accepted" if minimum.met else "REFUSED"
     click.echo(f"anonymous deployments (--temporary): {verdict}: {minimum.explanation}")
+    click.echo(f"ember serve: {_serve_verdict(report)}")
+
+
+def _serve_verdict(report: LayerReport) -> str:
+    """Whether ``ember serve`` would start here: some layer must keep every worker out of the
+    state directory (``sandbox/walls.py``), or the operator must pass --trusted-workers."""
+    from ember.runtime.deployments.config import default_state_dir
+    from ember.runtime.sandbox import rootfs
+    from ember.runtime.sandbox.walls import check_walls
+
+    walls = check_walls(report.available(), report, default_state_dir(), rootfs.shared_read_paths())
+    if walls.met:
+        return f"starts (workers {walls.explanation()})"
+    return f"REFUSES to start ({walls.explanation()}), unless --trusted-workers"
 
 
 def _python() -> str:

@@ -33,3 +33,14 @@ def test_doctor_rejects_unknown_layers() -> None:
     result = CliRunner().invoke(cli, ["doctor", "--disable", "apparmor"])
     assert result.exit_code != 0
     assert "apparmor" in str(result.exception) + result.output
+
+
+def test_doctor_says_whether_ember_serve_would_start_here() -> None:
+    walled = CliRunner().invoke(cli, ["doctor", "--disable", "mount_ns"])
+    assert walled.exit_code == 0, walled.output
+    assert "ember serve: starts (workers kept out of the state directory by landlock)" in (
+        walled.output
+    )
+    bare = CliRunner().invoke(cli, ["doctor", "--disable", "mount_ns,landlock"])
+    assert "ember serve: REFUSES to start (no sandbox layer keeps a worker out" in bare.output
+    assert "--trusted-workers" in bare.output

@@ -77,8 +77,7 @@ def assess(status: SandboxStatus, state_dir: Path, *, trusted: bool) -> Tenancy:
     policy = status.policy
     uid = 1 if status.pool_uids else None  # any uid: only whether the layer would be on matters
     layers = resolve_layers(policy.default_profile, report, disabled=policy.disabled, uid=uid)
-    readable = [*rootfs.SYSTEM_DIRS, *rootfs.SYSTEM_LIB_DIRS, *rootfs.runtime_paths()]
-    walls = check_walls(layers, report, state_dir, readable)
+    walls = check_walls(layers, report, state_dir, rootfs.shared_read_paths())
     minimum = report.minimum()
     if minimum.met:
         temporary = f"accepted ({minimum.explanation})"

@@ -62,6 +62,12 @@ def _under(path: str, parent: str) -> bool:
 
 
 @functools.cache
+def shared_read_paths() -> tuple[str, ...]:
+    """Host paths every worker may read, under a private root or Landlock alike: the system's
+    and the runtime's (a state directory beneath one of them is walled by neither)."""
+    return (*SYSTEM_DIRS, *SYSTEM_LIB_DIRS, *runtime_paths())
+
+
 def runtime_paths() -> tuple[str, ...]:
     """The Python installation, its site-packages and ember's own package directory.
 
