@@ -137,8 +137,9 @@ def serve(
         for line in platform.supervisor.sandbox_status().lines():
             click.echo(line)
         tenancy = platform.tenancy
-        for line in tenancy.lines() if tenancy is not None else []:
-            loud = "TRUSTED WORKERS" in line  # the operator's opt-out must not scroll by unseen
+        for index, line in enumerate(tenancy.lines() if tenancy is not None else []):
+            # The operator's opt-out (--trusted-workers, on the first line) must not scroll by.
+            loud = index == 0 and tenancy is not None and tenancy.unwalled
             click.secho(line, fg="red" if loud else None, bold=loud)
         click.echo(
             f"isolates: at most {platform.supervisor.cap.limit} live (platform.max_isolates); "

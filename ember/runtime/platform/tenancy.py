@@ -34,6 +34,11 @@ class Tenancy:
     temporary: str  # "accepted", "refused" or "allowed below the minimum", with why
     trusted_workers: bool
 
+    @property
+    def unwalled(self) -> bool:
+        """Workers run where they can read the state directory (the operator's opt-out)."""
+        return self.trusted_workers and not self.walls.met
+
     def require(self) -> None:
         """Fail closed: refuse to serve any account when no layer walls the state directory."""
         if self.walls.met or self.trusted_workers:
@@ -61,7 +66,7 @@ class Tenancy:
     def to_dict(self) -> dict[str, Any]:
         """For ``/health``: whether tenants are walled off from each other's data."""
         return {
-            "trusted_workers": self.trusted_workers and not self.walls.met,
+            "trusted_workers": self.unwalled,
             "state_dir_walled_by": list(self.walls.walls),
         }
 
