@@ -56,7 +56,6 @@ from ember.runtime.platform.shared_origin import (
 from ember.runtime.platform.tenancy import Tenancy, assess
 from ember.runtime.router import Router
 from ember.runtime.sandbox import FULL
-from ember.runtime.sandbox.errors import TenantWallMissing
 from ember.runtime.services import DeploymentHost
 from ember.runtime.spawner import SpawnerConfig
 from ember.runtime.supervisor import Supervisor
@@ -82,9 +81,7 @@ class PlatformOptions:
     # ``allow_below_minimum`` (see ember/runtime/isolation.py).
     sandbox: SandboxPolicy = field(default_factory=lambda: SandboxPolicy(default_profile=FULL))
     ai: Any = None  # the operator's GatewayConfig (models, pool, quotas); None: defaults
-    # The operator's word that every worker here is theirs: serve even when no sandbox layer
-    # keeps workers out of the state directory (said loudly at start and in /health).
-    trusted_workers: bool = False
+    trusted_workers: bool = False  # serve even if no layer walls workers off the state dir
 
 
 class Platform:
@@ -126,7 +123,9 @@ class Platform:
             live=PlatformHooks(self),
             first_routes=[
                 *self._ai_routes(print_line),
-                health_route(self._gateway_if_any, self._tenancy),
+                health_route(
+                    self._gateway_if_any, lambda: self.tenancy.to_dict() if self.tenancy else {}
+                ),
             ],
         )
         self.origin: str | None = None  # http://host:port once listening
@@ -167,9 +166,6 @@ class Platform:
         await send(
             {"type": "http.response.body", "body": body if scope["method"] == "GET" else b""}
         )
-
-    def _tenancy(self) -> dict[str, Any]:
-        return {} if self.tenancy is None else self.tenancy.to_dict()
 
     def _slot(self, ident: str) -> Any:
         return self.live.slot(ident)
@@ -277,16 +273,11 @@ class Platform:
     async def startup(self) -> None:
         """Start the zygote, repair the KV store's namespace list, register live deployments."""
         await self.supervisor.start()
-        self.tenancy = assess(
-            self.supervisor.sandbox_status(),
-            self.options.state_dir,
-            trusted=self.options.trusted_workers,
-        )
-        try:
-            self.tenancy.require()  # before any deployment goes live
-        except TenantWallMissing:
+        status = self.supervisor.sandbox_status()
+        self.tenancy = assess(status, self.options.state_dir, trusted=self.options.trusted_workers)
+        if not self.tenancy.admits:  # fail closed, before any deployment goes live
             await self.supervisor.close()
-            raise
+            self.tenancy.require()
         ai = self.options.ai
         if ai is not None and ai.pool.settings.start == "eager":
             await self._gateway().start()

@@ -39,9 +39,14 @@ class Tenancy:
         """Workers run where they can read the state directory (the operator's opt-out)."""
         return self.trusted_workers and not self.walls.met
 
+    @property
+    def admits(self) -> bool:
+        """Whether ``ember serve`` may run workers: walled, or trusted by the operator."""
+        return self.walls.met or self.trusted_workers
+
     def require(self) -> None:
         """Fail closed: refuse to serve any account when no layer walls the state directory."""
-        if self.walls.met or self.trusted_workers:
+        if self.admits:
             return
         raise TenantWallMissing(
             self.walls.missing,
