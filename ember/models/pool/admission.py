@@ -7,11 +7,15 @@
   conversation); if it is busy they wait for it rather than spill over, and if it died the
   session moves to the next best replica. The table is an LRU of bounded size.
 - **Weight**: a request of ``n`` choices takes n slots (the replica runs n sequences for it);
-  one that does not fit yet holds the queue's head, so that lighter requests behind it cannot
+  one that does not fit yet holds its turn, so that lighter requests behind it cannot
   keep it waiting forever.
-- **Bounded queue**: with no free slot a request waits in FIFO order (it takes its place in the
-  same step that found no slot, so a slot freed meanwhile goes to the queue, never to a later
-  request), at most
+- **Fair share** (``fair.py``): a request carrying a ``Fairness`` (its account, on
+  ``ember serve``) is refused with 3036 once its account holds ``account_cap`` requests of this
+  model, running or queued; and a freed slot goes to the account with the fewest sequences
+  running here, round-robin among equals, each account's own requests in arrival order.
+- **Bounded queue**: with no free slot a request waits in that fair order (it takes its place
+  in the same step that found no slot, so a slot freed meanwhile goes to the queue, never to a
+  later request), at most
   ``max_queued_requests`` of them; the next one is refused with 3040 at once (backpressure, never
   an unbounded queue). ``rejectIfBusy`` refuses instead of waiting, once a replica is ready
   (while the model is still loading there are no busy slots to refuse over). A waiter gives up
@@ -19,7 +23,7 @@
   why (3043: a configuration that cannot start is not a capacity problem). A request whose
   replica could not be reached (the pool retries it on another, ``retry=True``) keeps its turn:
   it takes a free slot even while others wait, else the queue's head, and is never refused
-  (it was admitted once; the slot it gave back has just gone to the queue).
+  (it was admitted once; the slot it gave back has just gone to the queue), nor capped.
 """
 
 from __future__ import annotations
@@ -27,34 +31,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections import OrderedDict, deque
-from dataclasses import dataclass
+from collections import OrderedDict
 
 from ember.models.pool import errors
+from ember.models.pool.fair import AccountCap, Fairness, FairQueue, Ticket
 from ember.models.pool.lease import Lease
 from ember.models.pool.replica import Replica, State
 
+__all__ = ["ModelGroup", "Ticket"]
+
 MAX_SESSIONS = 4096
-
-
-@dataclass(eq=False)
-class Ticket:
-    """A place in the queue, taken in the same step that found no free slot; ``wait`` on it."""
-
-    session: str | None
-    future: asyncio.Future[Lease]
-    weight: int = 1
 
 
 class ModelGroup:
     """The replicas of one model id and their queue."""
 
-    def __init__(self, model_id: str, max_queued: int, queue_timeout: float) -> None:
+    def __init__(
+        self,
+        model_id: str,
+        max_queued: int,
+        queue_timeout: float,
+        account_cap: AccountCap | None = None,
+    ) -> None:
         self.model_id = model_id
         self.replicas: list[Replica] = []
         self.max_queued = max_queued
         self.queue_timeout = queue_timeout
-        self._waiters: deque[Ticket] = deque()
+        self.account_cap = account_cap
+        self._waiters = FairQueue()
         self._sessions: OrderedDict[str, Replica] = OrderedDict()
         self._turn = itertools.count()
 
@@ -72,7 +76,12 @@ class ModelGroup:
             replica.ensure_started()
 
     def acquire_now(
-        self, session: str | None, reject_if_busy: bool, weight: int = 1, retry: bool = False
+        self,
+        session: str | None,
+        reject_if_busy: bool,
+        weight: int = 1,
+        retry: bool = False,
+        fairness: Fairness | None = None,
     ) -> Lease | Ticket:
         """A free slot at once, or a ``Ticket`` where ``acquire`` would queue; raises as it does.
 
@@ -84,18 +93,29 @@ class ModelGroup:
         """
         self.start()
         self._raise_if_hopeless()
+        if not retry:
+            self._check_cap(fairness)
         if not self._waiters or retry:
-            lease = self._try(session, weight)
+            lease = self._try(session, weight, fairness)
             if lease is not None:
                 return lease
         if not retry:
             self._admit(reject_if_busy)
-        ticket = Ticket(session, asyncio.get_running_loop().create_future(), weight)
-        if retry:
-            self._waiters.appendleft(ticket)
-        else:
-            self._waiters.append(ticket)
+        future = asyncio.get_running_loop().create_future()
+        ticket = Ticket(session, future, weight, fairness, retry)
+        self._waiters.add(ticket)
         return ticket
+
+    def _check_cap(self, fairness: Fairness | None) -> None:
+        """3036 when ``fairness``'s account already holds its cap of this model (module doc)."""
+        cap = self.account_cap
+        if cap is None or fairness is None:
+            return
+        held = self._waiters.queued(fairness.id) + sum(
+            1 for r in self.replicas for lease in r.leases if lease.owner == fairness.id
+        )
+        if held >= cap.maximum:
+            raise errors.account_limited(self.model_id, fairness.name, held, cap)
 
     def _admit(self, reject_if_busy: bool) -> None:
         """Refuse a request that would wait: ``rejectIfBusy`` (3040) or a full queue (3040)."""
@@ -124,7 +144,12 @@ class ModelGroup:
         self._drop(ticket)
 
     async def acquire(
-        self, session: str | None, reject_if_busy: bool, weight: int = 1, retry: bool = False
+        self,
+        session: str | None,
+        reject_if_busy: bool,
+        weight: int = 1,
+        retry: bool = False,
+        fairness: Fairness | None = None,
     ) -> Lease:
         """A slot on a replica; raises CapacityExceeded or UpstreamFailed (see module doc).
 
@@ -132,17 +157,17 @@ class ModelGroup:
         """
         self.start()
         self._raise_if_hopeless()
+        if not retry:
+            self._check_cap(fairness)
         if not self._waiters or retry:
-            lease = self._try(session, weight)
+            lease = self._try(session, weight, fairness)
             if lease is not None:
                 return lease
         if not retry:
             self._admit(reject_if_busy)
-        waiter = Ticket(session, asyncio.get_running_loop().create_future(), weight)
-        if retry:
-            self._waiters.appendleft(waiter)
-        else:
-            self._waiters.append(waiter)
+        future = asyncio.get_running_loop().create_future()
+        waiter = Ticket(session, future, weight, fairness, retry)
+        self._waiters.add(waiter)
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout)
         except TimeoutError:
@@ -167,24 +192,44 @@ class ModelGroup:
         if not self._waiters:
             return
         if self._hopeless():
-            error = self._hopeless_error()
-            while self._waiters:
-                waiter = self._waiters.popleft()
-                if not waiter.future.done():
-                    waiter.future.set_exception(error)
+            self.fail_waiters(self._hopeless_error())
             return
-        for waiter in list(self._waiters):
+        while self._next_served():
+            pass
+
+    def _next_served(self) -> bool:
+        """Give one waiter a slot, the first in fair order that can take one (fair.py)."""
+        for waiter in self._waiters.order(self._running()):
             if waiter.future.done():
                 continue
-            lease = self._try(waiter.session, waiter.weight)
+            lease = self._try(waiter.session, waiter.weight, waiter.fairness)
             if lease is None:
                 if waiter.weight > 1 or not any(r.has_room for r in self.replicas):
-                    return  # a heavy request keeps its turn; or nobody else can be served
+                    return False  # a heavy request keeps its turn; or nobody else can be served
                 continue
             self._waiters.remove(waiter)
             waiter.future.set_result(lease)
+            return True
+        return False
 
-    def _try(self, session: str | None, weight: int = 1) -> Lease | None:
+    def _running(self) -> dict[str | None, int]:
+        """Sequences each account has running on this model."""
+        running: dict[str | None, int] = {}
+        for replica in self.replicas:
+            for lease in replica.leases:
+                running[lease.owner] = running.get(lease.owner, 0) + lease.weight
+        return running
+
+    def _try(
+        self, session: str | None, weight: int = 1, fairness: Fairness | None = None
+    ) -> Lease | None:
+        lease = self._place(session, weight)
+        if lease is not None:
+            lease.fairness = fairness
+            self._waiters.served(lease.owner)
+        return lease
+
+    def _place(self, session: str | None, weight: int) -> Lease | None:
         if session is not None:
             pinned = self._sessions.get(session)
             if pinned is not None and pinned.state is State.READY:
@@ -246,7 +291,6 @@ class ModelGroup:
 
     def fail_waiters(self, error: Exception) -> None:
         """The pool is closing: nobody in the queue will be served."""
-        while self._waiters:
-            waiter = self._waiters.popleft()
+        for waiter in self._waiters.pop_all():
             if not waiter.future.done():
                 waiter.future.set_exception(error)

@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ember.errors import ConfigError
+from ember.models.pool.fair import AccountCap
 from ember.models.pool.settings import POOL_KEYS, PoolSettings, parse_pool_settings
 from ember.models.pool.slot_args import slots_from_args
 
@@ -67,6 +68,7 @@ MODEL_KEYS = frozenset(
         "model_path",
         "context_window",
         "max_queued_requests",
+        "max_account_requests",
         "schema",
     }
 )
@@ -146,6 +148,20 @@ class ModelServing:
     # "classic" | "chat-completions" | "responses" (None: the id's platform schema). Read by
     # the gateway per request; not part of how the replicas run, so changing it restarts none.
     schema: str | None = field(default=None, compare=False)
+    max_account_requests: int | None = None  # one account's cap (fair.py); None: the share
+
+    def account_cap(self, share: float | None) -> AccountCap | None:
+        """One account's cap on this id: ``max_account_requests``, else ``share`` of every
+        replica's slots plus the queue (at least 1), else none."""
+        if self.max_account_requests is not None:
+            key = f'ai.models."{self.model_id}".max_account_requests'
+            return AccountCap(self.max_account_requests, key)
+        if share is None:
+            return None
+        running = sum(replica.slots for replica in self.replicas)
+        queued = self.max_queued_requests
+        why = f"ai.pool.account_share {share:g} of {running} running + {queued} queued"
+        return AccountCap(max(1, int(share * (running + queued))), why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +255,13 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
     queued = value.get("max_queued_requests", 256)
     if isinstance(queued, bool) or not isinstance(queued, int) or not 0 <= queued <= 100_000:
         raise ConfigError(file, f"{where}.max_queued_requests", queued, "0 to 100000")
+    per_account = value.get("max_account_requests")
+    if per_account is not None and (
+        isinstance(per_account, bool)
+        or not isinstance(per_account, int)
+        or not 1 <= per_account <= 100_000
+    ):
+        raise ConfigError(file, f"{where}.max_account_requests", per_account, "1 to 100000")
     schema = value.get("schema")
     if schema is not None and schema not in SCHEMAS:
         raise ConfigError(file, f"{where}.schema", schema, " or ".join(SCHEMAS))
@@ -265,6 +288,7 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
         window,
         queued,
         schema,
+        per_account,
     )
 
 

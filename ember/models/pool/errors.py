@@ -9,10 +9,14 @@ cannot help until its configuration changes, so it is ``3043`` "Internal server 
 HTTP 500, the code Workers AI answers for its own internal failures (observed in platform
 answers; the docs' error table has no row for it), naming the config key and the replica's own
 error line. Capacity (queue full, ``rejectIfBusy``) is 3040/429 with the platform's own texts,
-a per-deployment quota 3036/429, a timeout 3007/408 and a cancelled request 3008/408.
+a per-deployment quota or an account's share of a model 3036/429 ("Account limited": the
+account's own limit, not the platform's capacity), a timeout 3007/408 and a cancelled request
+3008/408.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ember.errors import BackendError, LimitExceeded
 from ember.models.api.errors import (
@@ -22,6 +26,9 @@ from ember.models.api.errors import (
     TIMEOUT,
     WorkersAIErrorCode,
 )
+
+if TYPE_CHECKING:  # fair.py needs nothing from here; the type only, at check time
+    from ember.models.pool.fair import AccountCap
 
 REPLICA_FAILED = WorkersAIErrorCode(
     3040, 503, "Out of capacity", "Model {model} failed: {detail}; please try again.", True
@@ -135,4 +142,17 @@ def quota_exceeded(
         maximum=maximum,
         retry_after=retry_after,
         detail=detail,
+    )
+
+
+def account_limited(model: str, account: str, held: int, cap: AccountCap) -> CapacityExceeded:
+    """An account already holds its share of ``model``'s slots and queue (fair.py)."""
+    return quota_exceeded(
+        f"AI requests in flight per account for {model}",
+        held + 1,
+        cap.maximum,
+        f"Account limited: {account} already has {held} AI requests in flight for {model} "
+        f"(running or queued; at most {cap.maximum} per account: {cap.why}); retry when one "
+        "finishes.",
+        CAPACITY_RETRY_AFTER_S,
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the replica imports this module: the type only, at check time
+    from ember.models.pool.fair import Fairness
     from ember.models.pool.replica import Replica
 
 
@@ -21,6 +22,11 @@ class Lease:
     on_fail: Callable[[str], None] | None = None
     released: bool = False
     failure: str | None = None
+    fairness: Fairness | None = None  # whose slot it is (fair.py); None: nobody's in particular
+
+    @property
+    def owner(self) -> str | None:
+        return self.fairness.id if self.fairness is not None else None
 
     def fail(self, reason: str) -> None:
         """The replica died under this request: record why and interrupt it."""

@@ -27,6 +27,7 @@ from ember.models.catalog import Catalog, ModelOverride, default_catalog, with_o
 from ember.models.pool import errors
 from ember.models.pool.admission import ModelGroup
 from ember.models.pool.config import ModelServing, PoolConfig
+from ember.models.pool.fair import Fairness
 from ember.models.pool.launch import ModelSource, family_parsers, free_port, launch_command
 from ember.models.pool.lease import Lease
 from ember.models.pool.pooled_stream import PooledStream
@@ -56,6 +57,7 @@ class RequestOptions:
     reject_if_busy: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None  # None: the pool's request_timeout_s
+    fairness: Fairness | None = None  # whose request: its account's cap and turn (fair.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +139,10 @@ class ModelPool:
         ):
             raise ModelNotFound(f"No such model {model_id} or task")
         group = ModelGroup(
-            model_id, serving.max_queued_requests, self.config.settings.queue_timeout_s
+            model_id,
+            serving.max_queued_requests,
+            self.config.settings.queue_timeout_s,
+            serving.account_cap(self.config.settings.account_share),
         )
         source = self._source(model_id, serving)
         cpu_replicas = sum(
@@ -209,7 +214,9 @@ class ModelPool:
     ) -> Lease:
         group = self.group(model_id)
         weight = sequences(body)
-        return await group.acquire(options.session, options.reject_if_busy, weight, retry)
+        return await group.acquire(
+            options.session, options.reject_if_busy, weight, retry, options.fairness
+        )
 
     async def post(
         self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
@@ -247,7 +254,11 @@ class ModelPool:
         for attempt in range(MAX_CONNECT_RETRIES + 1):
             group = self.group(model_id)
             admitted = group.acquire_now(
-                options.session, options.reject_if_busy, sequences(body), retry=attempt > 0
+                options.session,
+                options.reject_if_busy,
+                sequences(body),
+                retry=attempt > 0,
+                fairness=options.fairness,
             )
             if isinstance(admitted, Lease):
                 lease = admitted

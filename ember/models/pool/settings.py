@@ -22,6 +22,7 @@ POOL_KEYS = {
     "drain_timeout_s": (0.0, 3600.0),
     "restart_backoff_s": (0.05, 600.0),
     "max_restart_backoff_s": (0.05, 3600.0),
+    "account_share": (0.01, 1.0),
 }
 
 
@@ -48,6 +49,9 @@ class PoolSettings:
     drain_timeout_s: float = 30.0
     restart_backoff_s: float = 0.5
     max_restart_backoff_s: float = 30.0
+    # The part of each model's running + queued bound one account may hold (fair.py). None:
+    # no cap, ``ember dev``'s default (one trusted user); ``ember serve`` makes it 0.5.
+    account_share: float | None = None
 
 
 def parse_pool_settings(value: object, file: str, where: str) -> PoolSettings:

@@ -81,6 +81,10 @@ def test_pool_settings() -> None:
         (None, {"start": "soon"}, "ai.pool.start"),
         (None, {"health_interval_s": 0}, "ai.pool.health_interval_s"),
         (None, {"warp": 1}, "ai.pool.warp"),
+        ({GLM: {"max_account_requests": 0}}, None, f'ai.models."{GLM}".max_account_requests'),
+        ({GLM: {"max_account_requests": True}}, None, f'ai.models."{GLM}".max_account_requests'),
+        (None, {"account_share": 0}, "ai.pool.account_share"),
+        (None, {"account_share": 1.5}, "ai.pool.account_share"),
     ],
 )
 def test_errors_name_the_key(models: object, pool: object, key: str) -> None:

@@ -1,0 +1,274 @@
+"""Fair share of one model between accounts: the per-account cap and the fair queue order.
+
+The groups here are real ``ModelGroup`` objects over real ``Replica`` objects whose state the
+test sets (never started: their supervising task is a pending future), as in
+test_acquire_now.py. ``test_random_arrivals_follow_the_reference_order`` drives random
+arrivals and completions through the group and through ``_Reference``, a few lines that say
+the rule directly: the next slot goes to the account with the fewest sequences running, ties
+to the one served longest ago (never served first, then the oldest waiting request), and
+within an account to its oldest request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from ember.models.pool.admission import ModelGroup, Ticket
+from ember.models.pool.config import PoolSettings, ReplicaConfig, parse_pool_config
+from ember.models.pool.errors import CapacityExceeded
+from ember.models.pool.fair import AccountCap, Fairness
+from ember.models.pool.lease import Lease
+from ember.models.pool.replica import Replica, State
+
+MODEL = "@cf/zai-org/glm-4.7-flash"
+
+
+def _who(name: str) -> Fairness:
+    return Fairness(f"account:{name}", f"account {name}")
+
+
+def _group(
+    loop: asyncio.AbstractEventLoop,
+    slots: int,
+    max_queued: int = 1000,
+    cap: AccountCap | None = None,
+    replicas: int = 1,
+) -> ModelGroup:
+    group = ModelGroup(MODEL, max_queued, 60, cap)
+    for index in range(replicas):
+        config = ReplicaConfig(url=f"http://127.0.0.1:{9000 + index}", max_running_requests=slots)
+        replica = Replica(MODEL, index, config, None, PoolSettings(), None, group.changed, print)  # type: ignore[arg-type]
+        replica._task = loop.create_future()  # type: ignore[assignment]  # never supervised
+        replica.state = State.READY
+        group.replicas.append(replica)
+    return group
+
+
+def test_a_flood_waits_behind_another_accounts_single_request() -> None:
+    async def main() -> None:
+        group = _group(asyncio.get_running_loop(), slots=1)
+        running = group.acquire_now(None, False, fairness=_who("attacker"))
+        assert isinstance(running, Lease)
+        flood = [group.acquire_now(None, False, fairness=_who("attacker")) for _ in range(3)]
+        victim = group.acquire_now(None, False, fairness=_who("victim"))
+        assert all(isinstance(t, Ticket) for t in [*flood, victim])
+        running.release()
+        # Oldest-first would give the slot to the flood's first request.
+        assert victim.future.done() and not any(t.future.done() for t in flood)  # type: ignore[union-attr]
+        victim.future.result().release()  # type: ignore[union-attr]
+        # The victim was served last: the attacker's queue goes on in its own order.
+        assert [t.future.done() for t in flood] == [True, False, False]  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+def test_equal_accounts_take_turns() -> None:
+    """One slot: both accounts have nothing running whenever it frees, so turns decide."""
+
+    async def main() -> None:
+        group = _group(asyncio.get_running_loop(), slots=1)
+        first = group.acquire_now(None, False, fairness=_who("a"))
+        assert isinstance(first, Lease)
+        waiting = [("a", group.acquire_now(None, False, fairness=_who("a"))) for _ in range(3)]
+        waiting += [("b", group.acquire_now(None, False, fairness=_who("b"))) for _ in range(3)]
+        order = []
+        lease = first
+        for _ in range(6):
+            lease.release()
+            (name, ticket), *_ = [(n, t) for n, t in waiting if t.future.done()]  # type: ignore[union-attr]
+            waiting.remove((name, ticket))
+            order.append(name)
+            lease = ticket.future.result()  # type: ignore[union-attr]
+        assert order == ["b", "a", "b", "a", "b", "a"]
+
+    asyncio.run(main())
+
+
+def test_a_retry_keeps_its_turn_before_fairer_accounts() -> None:
+    async def main() -> None:
+        group = _group(asyncio.get_running_loop(), slots=1)
+        held = group.acquire_now(None, False, fairness=_who("busy"))
+        assert isinstance(held, Lease)
+        other = group.acquire_now(None, False, fairness=_who("idle"))
+        retried = group.acquire_now(None, False, retry=True, fairness=_who("busy"))
+        assert isinstance(other, Ticket) and isinstance(retried, Ticket)
+        held.release()
+        assert retried.future.done() and not other.future.done()
+
+    asyncio.run(main())
+
+
+def test_the_cap_counts_running_and_queued_and_names_the_limit() -> None:
+    async def main() -> None:
+        cap = AccountCap(2, "ai.pool.account_share 0.5 of 1 running + 3 queued")
+        group = _group(asyncio.get_running_loop(), slots=1, max_queued=4, cap=cap)
+        running = group.acquire_now(None, False, fairness=_who("a"))
+        queued = group.acquire_now(None, False, fairness=_who("a"))
+        assert isinstance(running, Lease) and isinstance(queued, Ticket)
+        with pytest.raises(CapacityExceeded) as refused:
+            group.acquire_now(None, False, fairness=_who("a"))
+        assert refused.value.code.code == 3036 and refused.value.code.status == 429
+        text = refused.value.description
+        assert text.startswith("Account limited: account a already has 2 AI requests")
+        assert f"for {MODEL}" in text and "at most 2" in text and cap.why in text
+        assert refused.value.retry_after == 1.0
+        with pytest.raises(CapacityExceeded):  # the slow path refuses the same way
+            await group.acquire(None, False, fairness=_who("a"))
+        # Another account still queues; a retry of the capped account is never refused.
+        assert isinstance(group.acquire_now(None, False, fairness=_who("b")), Ticket)
+        retried = group.acquire_now(None, False, retry=True, fairness=_who("a"))
+        assert isinstance(retried, Ticket)
+        # Requests without a fairness id (internal callers) are not capped.
+        assert isinstance(group.acquire_now(None, False), Ticket)
+        group.cancel(queued)  # leaving the queue gives the place back
+        group.cancel(retried)
+        assert isinstance(group.acquire_now(None, False, fairness=_who("a")), Ticket)
+
+    asyncio.run(main())
+
+
+def test_the_cap_frees_as_requests_end() -> None:
+    async def main() -> None:
+        group = _group(asyncio.get_running_loop(), slots=2, max_queued=4, cap=AccountCap(1, "x"))
+        lease = group.acquire_now(None, False, fairness=_who("a"))
+        assert isinstance(lease, Lease)
+        with pytest.raises(CapacityExceeded):
+            group.acquire_now(None, False, fairness=_who("a"))
+        lease.release()
+        assert isinstance(group.acquire_now(None, False, fairness=_who("a")), Lease)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("share", "model", "expected"),
+    [
+        (None, {}, None),  # ember dev: no cap
+        (0.5, {}, 192),  # 0.5 of 128 running + 256 queued
+        (0.5, {"max_running_requests": 1, "max_queued_requests": 2}, 1),
+        (0.5, {"replicas": 2, "max_running_requests": 4, "max_queued_requests": 8}, 8),
+        (0.01, {"max_running_requests": 1, "max_queued_requests": 0}, 1),  # never below 1
+        (0.5, {"max_account_requests": 7}, 7),  # the operator's own number wins
+        (None, {"max_account_requests": 7}, 7),
+    ],
+)
+def test_the_cap_is_a_share_of_the_models_bound(
+    share: float | None, model: dict, expected: int | None
+) -> None:
+    pool = {"account_share": share} if share is not None else None
+    config = parse_pool_config({MODEL: model}, pool)
+    cap = config.serving(MODEL).account_cap(config.settings.account_share)
+    assert (cap.maximum if cap is not None else None) == expected
+    if cap is not None:
+        key = "max_account_requests" if "max_account_requests" in model else "account_share"
+        assert key in cap.why
+
+
+# -- random arrivals against the reference order ---------------------------------------------
+
+
+@dataclass
+class _Reference:
+    slots: int
+    running: dict[str, int] = field(default_factory=dict)  # account -> sequences running
+    total: int = 0
+    waiting: list[tuple[int, str, int]] = field(default_factory=list)  # (arrival, account, w)
+    last_served: dict[str, int] = field(default_factory=dict)
+    grants: int = 0
+
+    def fits(self, weight: int) -> bool:
+        return self.total == 0 or self.total + weight <= self.slots
+
+    def grant(self, account: str, weight: int) -> None:
+        self.running[account] = self.running.get(account, 0) + weight
+        self.total += weight
+        self.grants += 1
+        self.last_served[account] = self.grants
+
+    def arrive(self, arrival: int, account: str, weight: int) -> bool:
+        """True when it runs at once (nobody waits and it fits)."""
+        if not self.waiting and self.fits(weight):
+            self.grant(account, weight)
+            return True
+        self.waiting.append((arrival, account, weight))
+        return False
+
+    def finish(self, account: str, weight: int) -> list[int]:
+        """The arrivals that get a slot now, in order."""
+        self.running[account] -= weight
+        self.total -= weight
+        served = []
+        while self.waiting:
+
+            def rank(item: tuple[int, str, int]) -> tuple[int, int, int]:
+                arrival, who, _ = item
+                return (self.running.get(who, 0), self.last_served.get(who, -1), arrival)
+
+            best = min(self.waiting, key=rank)
+            # Within the chosen account, its oldest request (the rank's last field).
+            if not self.fits(best[2]):
+                break  # a heavy request keeps its turn
+            self.waiting.remove(best)
+            self.grant(best[1], best[2])
+            served.append(best[0])
+        return served
+
+
+@dataclass
+class _Run:
+    """One random run: the group and the reference, fed the same arrivals and completions."""
+
+    group: ModelGroup
+    reference: _Reference
+    running: list[tuple[str, int, Lease]] = field(default_factory=list)
+    tickets: dict[int, tuple[str, int, Ticket]] = field(default_factory=dict)
+
+    def arrive(self, arrival: int, account: str, weight: int) -> None:
+        admitted = self.group.acquire_now(None, False, weight, fairness=_who(account))
+        assert isinstance(admitted, Lease) == self.reference.arrive(arrival, account, weight)
+        if isinstance(admitted, Lease):
+            self.running.append((account, weight, admitted))
+        else:
+            self.tickets[arrival] = (account, weight, admitted)
+
+    async def finish(self, index: int) -> None:
+        account, weight, lease = self.running.pop(index)
+        order: list[int] = []
+        for arrival, (_, _, ticket) in self.tickets.items():
+            ticket.future.add_done_callback(lambda _f, a=arrival: order.append(a))
+        lease.release()
+        await asyncio.sleep(0)  # the callbacks run in the order the leases were granted
+        expected = self.reference.finish(account, weight)
+        assert order == expected
+        for done in order:
+            who, size, ticket = self.tickets.pop(done)
+            self.running.append((who, size, ticket.future.result()))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_arrivals_follow_the_reference_order(seed: int) -> None:
+    rng = random.Random(seed * 104729 + 3)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        compared = 0
+        for _ in range(25):
+            slots = rng.randint(1, 3)
+            accounts = [f"acct{i}" for i in range(rng.randint(2, 4))]
+            run = _Run(_group(loop, slots), _Reference(slots))
+            for arrival in range(rng.randint(6, 30)):
+                if run.running and rng.random() < 0.45:
+                    await run.finish(rng.randrange(len(run.running)))
+                    compared += 1
+                run.arrive(arrival, rng.choice(accounts), 1 if rng.random() < 0.8 else 2)
+            while run.running:  # drain: each completion hands out slots as the reference does
+                await run.finish(0)
+                compared += 1
+            assert not run.tickets and not run.reference.waiting
+        assert compared > 200
+
+    asyncio.run(main())
