@@ -31,7 +31,8 @@ MAX_PER_TENANT = 64
 KEEP_DONE_S = 3600.0
 PARALLEL = 2
 
-RunOne = Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
+# (tenant, model, request): the tenant's requests share the model with its other calls.
+RunOne = Callable[[str, str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 
 
 @dataclass(eq=False)
@@ -128,7 +129,7 @@ class BatchQueue:
             entry: dict[str, Any] = {"id": index, "external_reference": reference}
             async with slots:
                 try:
-                    entry["result"] = await self._run_one(batch.model, request)
+                    entry["result"] = await self._run_one(batch.tenant, batch.model, request)
                     entry["success"] = True
                 except asyncio.CancelledError:
                     raise

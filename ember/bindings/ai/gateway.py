@@ -37,10 +37,9 @@ from ember.bindings.ai.model_schema import Schema, schema_of
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
-from ember.bindings.ai.replica_headers import traced_headers
 from ember.bindings.ai.responses_bridge import responses_answer
 from ember.bindings.ai.tally import UNKNOWN_MODEL, AITally, Outcome
-from ember.bindings.ai.tenant import Tenant
+from ember.bindings.ai.tenant import Tenant, fairness_of
 from ember.bindings.ai.thinking import (
     cut_short_note,
     ignored_thinking_fields,
@@ -265,12 +264,7 @@ class AIGateway:
                 return cached_answer(request_id, hit.stream, hit.content)
         release = self.quotas.acquire(tenant.quota)
         try:
-            request = RequestOptions(
-                session=options.session,
-                reject_if_busy=options.reject_if_busy,
-                headers=traced_headers(options.headers, request_id),
-                timeout=options.timeout,
-            )
+            request = options.for_pool(request_id, fairness_of(tenant.data))
             if not stream:
                 try:
                     answer = await self.pool.post(model, upstream.path, upstream.body, request)
@@ -363,28 +357,31 @@ class AIGateway:
         body = {**request, "model": model, "store": False, "stream": False}
         return ResponsesCall(body, self.responses, "", model)
 
-    async def _run_batch_item(self, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    async def _run_batch_item(
+        self, scope: str, model: str, request: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """One request of a batch that ``scope`` (an account, on ``ember serve``) queued."""
         call = self._responses_item(model, request)
+        classic = call is None and self.schema(model) == "classic"
         if call is not None:
             upstream = upstream_request(model, call.chat_body(), "openai", stream=False)
-            answer = await self.pool.post(model, upstream.path, upstream.body, RequestOptions())
-            if answer.status != 200:
-                raise upstream_refusal(model, answer.status, answer.body)
-            return call.whole(answer.body)  # type: ignore[arg-type]
-        classic = self.schema(model) == "classic"
-        if classic:
-            request = classic_inputs(check_classic(model, request)[0])
-        upstream = upstream_request(
-            model,
-            {**request, "stream": False},
-            "workers",
-            stream=False,
-            defaults=platform_sampling_defaults(classic=classic),
-            **classic_limits(classic),
-        )
-        answer = await self.pool.post(model, upstream.path, upstream.body, RequestOptions())
+        else:
+            if classic:
+                request = classic_inputs(check_classic(model, request)[0])
+            upstream = upstream_request(
+                model,
+                {**request, "stream": False},
+                "workers",
+                stream=False,
+                defaults=platform_sampling_defaults(classic=classic),
+                **classic_limits(classic),
+            )
+        options = RequestOptions(fairness=fairness_of(scope))  # its account's share of the pool
+        answer = await self.pool.post(model, upstream.path, upstream.body, options)
         if answer.status != 200:
             raise upstream_refusal(model, answer.status, answer.body)
+        if call is not None:
+            return call.whole(answer.body)  # type: ignore[arg-type]
         result = as_chat_completion(answer.body) if upstream.raw else answer.body
         if classic:
             return classic_result(result, wants_json(request))  # type: ignore[return-value]

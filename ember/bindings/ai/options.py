@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ember.bindings.ai.gateway_metadata import gateway_metadata
+from ember.bindings.ai.replica_headers import traced_headers
 from ember.errors import InvalidModelInput
+from ember.models.pool.fair import Fairness
+from ember.models.pool.pool import RequestOptions
 
 _TAG = re.compile(r"^[A-Za-z0-9:\-./@ ]{1,50}$")
 MAX_TAGS = 5
@@ -84,6 +87,17 @@ class RunOptions:
         if self.gateway is not None and self.gateway.request_timeout_ms:
             return self.gateway.request_timeout_ms / 1000
         return None
+
+    def for_pool(self, request_id: str, fairness: Fairness) -> RequestOptions:
+        """How the pool routes the call: its session, ``rejectIfBusy``, timeout, the headers
+        a replica may see (tagged with ``request_id``) and whose share it takes."""
+        return RequestOptions(
+            session=self.session,
+            reject_if_busy=self.reject_if_busy,
+            headers=traced_headers(self.headers, request_id),
+            timeout=self.timeout,
+            fairness=fairness,
+        )
 
 
 def _bad(path: str, expected: str, found: object) -> InvalidModelInput:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ember.models.pool.fair import Fairness
+
 
 @dataclass(frozen=True, slots=True)
 class Tenant:
@@ -55,3 +57,10 @@ def describe_scope(scope: str) -> str:
         return f"deployment {scope}"
     account, _, worker = scope[len(prefix) :].partition("/worker:")
     return f"worker {worker} of account {account}" if worker else f"account {account}"
+
+
+def fairness_of(scope: str) -> Fairness:
+    """Whose share of the model pool a request takes (``ember.models.pool.fair``): the
+    tenant's data scope, its account on ``ember serve`` (every worker's ``env.AI``, the REST
+    and ``/ai/v1`` calls and its batches together), the deployment in ``ember dev``."""
+    return Fairness(scope, describe_scope(scope))

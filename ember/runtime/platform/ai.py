@@ -44,6 +44,10 @@ AI_PREFIX = "/client/v4/accounts/{account_id}/ai"
 UNAVAILABLE_CODE = 7000  # ember's: no such service on this platform
 RATE_KEY = "platform.ai_rate"
 WRAPPED_SERVICE = "ember.runtime.platform.ai:AccountLimitedAI"
+# One account's part of each model's running + queued bound: with the defaults (128 running,
+# 256 queued) it is 192, so an account alone can still fill every slot and queue 64 more, while
+# a flood of it leaves the other half of the bound to everybody else.
+DEFAULT_ACCOUNT_SHARE = 0.5
 # Options translate.py adds to a temporary account's AI spec (the wrapped service removes them).
 ACCOUNT_OPTION, RATE_OPTION = "account", "ai_requests_per_minute"
 
@@ -71,7 +75,12 @@ def configure_gateway(resources: SharedResources, config: Any | None) -> None:
     # tenant to start one (unless the operator's pool section says serve_unconfigured: true),
     # and how replicas run (paths, config file, args) stays in the operator's log.
     unconfigured = pool.settings.serve_unconfigured is True
-    pool = pool.with_settings(serve_unconfigured=unconfigured, operator_detail=False)
+    # Tenants share every model: one account may hold at most this part of a model's slots and
+    # queue unless the operator says otherwise (ember.models.pool.fair).
+    share = pool.settings.account_share or DEFAULT_ACCOUNT_SHARE
+    pool = pool.with_settings(
+        serve_unconfigured=unconfigured, operator_detail=False, account_share=share
+    )
     # project_config False: deployments may not change it.
     owned = dataclasses.replace(settings, pool=pool, project_config=False)
     resources.shared(gateway.GATEWAY_KEY, lambda: gateway.AIGateway(owned))

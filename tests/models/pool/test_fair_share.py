@@ -22,9 +22,11 @@ from ember.models.pool.config import PoolSettings, ReplicaConfig, parse_pool_con
 from ember.models.pool.errors import CapacityExceeded
 from ember.models.pool.fair import AccountCap, Fairness
 from ember.models.pool.lease import Lease
+from ember.models.pool.pool import RequestOptions
 from ember.models.pool.replica import Replica, State
 
 MODEL = "@cf/zai-org/glm-4.7-flash"
+PATH = "/v1/chat/completions"
 
 
 def _who(name: str) -> Fairness:
@@ -270,5 +272,46 @@ def test_random_arrivals_follow_the_reference_order(seed: int) -> None:
                 compared += 1
             assert not run.tickets and not run.reference.waiting
         assert compared > 200
+
+    asyncio.run(main())
+
+
+def test_the_pool_sends_the_waiting_victim_before_the_flood() -> None:
+    """Through ``ModelPool.stream`` to a replica double: what reaches the replica, in order."""
+    from tests.models.pool.gate_server import gate_servers
+    from tests.models.pool.test_admission import BODY, _pool, _wait
+
+    def asking(name: str) -> dict:
+        return {**BODY, "messages": [{"role": "user", "content": name}]}
+
+    async def main() -> None:
+        with gate_servers("a") as (a,):
+            pool = _pool([a], {"account_share": 1.0}, slots=1, max_queued_requests=8)
+            assert await pool.wait_ready(MODEL, 10)
+            group = pool.group(MODEL)
+            attacker = RequestOptions(fairness=_who("attacker"))
+            first = await pool.stream(MODEL, PATH, asking("flood 0"), attacker)
+            flood = [
+                asyncio.create_task(pool.stream(MODEL, PATH, asking(f"flood {i}"), attacker))
+                for i in (1, 2, 3)
+            ]
+            await _wait(lambda: group.queued == 3)
+            victim = asyncio.create_task(
+                pool.stream(MODEL, PATH, asking("victim"), RequestOptions(fairness=_who("v")))
+            )
+            await _wait(lambda: group.queued == 4)
+            streams = [first]
+            for _ in range(4):  # each request ends in turn and frees the one slot
+                (held,) = group.replicas[0].leases
+                held.release()
+                await _wait(lambda: len(a.seen) == len(streams) + 1)
+                streams.append(a.seen[-1])
+            asked = [body["messages"][0]["content"] for body in a.seen]
+            assert asked == ["flood 0", "victim", "flood 1", "flood 2", "flood 3"]
+            a.open()
+            for task in [*flood, victim]:
+                assert [e async for e in await task][-1] == "[DONE]"
+            await first.aclose()
+            await pool.aclose()
 
     asyncio.run(main())
