@@ -3,8 +3,10 @@
 Each quota scope (``Tenant.quota``: a worker, all its versions together, or an account for the
 REST API) gets a token bucket of requests per
 minute and a cap on requests in flight. Past either, the request is refused at once with 3036
-(HTTP 429) and a ``Retry-After``; nothing waits, so one tenant's flood never occupies the model
-pool's queue that other tenants share (isolation.md §6.3). Buckets of idle tenants are dropped.
+(HTTP 429) and a ``Retry-After``; nothing waits here. An account may have many workers, so on
+``ember serve`` the model pool also caps each account's share of a model and serves its queue
+fairly between accounts (``ember.models.pool.fair``; isolation.md §6.3). Buckets of idle
+tenants are dropped.
 """
 
 from __future__ import annotations

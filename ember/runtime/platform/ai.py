@@ -6,6 +6,10 @@
   batches, gateway logs and stored responses of the account's workers' ``env.AI``, and they its.
 - One gateway (so one model pool) for those routes and every worker's ``env.AI``, configured by
   the operator (the ``ai:`` section of ``ember serve --config``), never by a deployment.
+- Each account holds at most ``account_share`` (``DEFAULT_ACCOUNT_SHARE`` unless the operator
+  sets it) of every model's running + queued requests, across its workers and REST calls, and
+  the pool's queue serves accounts in turn (``ember.models.pool.fair``): one account's flood
+  cannot fill the queue every tenant shares.
 - A temporary account's AI requests per minute are counted per account, across the REST route
   and all its workers' ``env.AI`` (``AccountLimitedAI`` wraps the binding's service), and refused
   with Workers AI's quota error (3036, HTTP 429) past the limit. Only inference counts: the
