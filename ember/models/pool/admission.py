@@ -93,36 +93,49 @@ class ModelGroup:
         """
         self.start()
         self._raise_if_hopeless()
-        if not retry:
-            self._check_cap(fairness)
-        if not self._waiters or retry:
+        over = None if retry else self._over_cap(fairness)
+        if (not self._waiters or retry) and over is None:
             lease = self._try(session, weight, fairness)
             if lease is not None:
                 return lease
         if not retry:
-            self._admit(reject_if_busy)
+            self._admit(reject_if_busy, over, session, weight)
         future = asyncio.get_running_loop().create_future()
         ticket = Ticket(session, future, weight, fairness, retry)
         self._waiters.add(ticket)
         return ticket
 
-    def _check_cap(self, fairness: Fairness | None) -> None:
-        """3036 when ``fairness``'s account already holds its cap of this model (module doc)."""
+    def _over_cap(self, fairness: Fairness | None) -> errors.CapacityExceeded | None:
+        """The 3036 for a request whose account already holds its cap of this model."""
         cap = self.account_cap
         if cap is None or fairness is None:
-            return
+            return None
         held = self._waiters.queued(fairness.id) + sum(
             1 for r in self.replicas for lease in r.leases if lease.owner == fairness.id
         )
-        if held >= cap.maximum:
-            raise errors.account_limited(self.model_id, fairness.name, held, cap)
+        if held < cap.maximum:
+            return None
+        return errors.account_limited(self.model_id, fairness.name, held, cap)
 
-    def _admit(self, reject_if_busy: bool) -> None:
-        """Refuse a request that would wait: ``rejectIfBusy`` (3040) or a full queue (3040)."""
+    def _admit(
+        self,
+        reject_if_busy: bool,
+        over: errors.CapacityExceeded | None = None,
+        session: str | None = None,
+        weight: int = 1,
+    ) -> None:
+        """Refuse a request that would wait: ``rejectIfBusy`` (3040) or a full queue (3040);
+        then one over its account's cap (``over``, 3036). A capped request that would have run
+        at once gets only the 3036; one that would wait hears first of the model's own limits,
+        which nobody can pass (the cap is this account's alone)."""
+        if over is not None and not self._waiters and self._has_room(session, weight):
+            raise over
         if reject_if_busy and self._serving():
             raise errors.busy(self.model_id)
         if len(self._waiters) >= self.max_queued:
             raise errors.queue_full(self.model_id, len(self._waiters), self.max_queued)
+        if over is not None:
+            raise over
 
     async def wait(self, ticket: Ticket, timeout: float) -> Lease:
         """The lease ``ticket`` is granted, within ``timeout`` and ``queue_timeout`` (3007
@@ -157,14 +170,13 @@ class ModelGroup:
         """
         self.start()
         self._raise_if_hopeless()
-        if not retry:
-            self._check_cap(fairness)
-        if not self._waiters or retry:
+        over = None if retry else self._over_cap(fairness)
+        if (not self._waiters or retry) and over is None:
             lease = self._try(session, weight, fairness)
             if lease is not None:
                 return lease
         if not retry:
-            self._admit(reject_if_busy)
+            self._admit(reject_if_busy, over, session, weight)
         future = asyncio.get_running_loop().create_future()
         waiter = Ticket(session, future, weight, fairness, retry)
         self._waiters.add(waiter)
@@ -228,6 +240,13 @@ class ModelGroup:
             lease.fairness = fairness
             self._waiters.served(lease.owner)
         return lease
+
+    def _has_room(self, session: str | None, weight: int) -> bool:
+        """Whether ``_place`` would find a slot now (without taking it)."""
+        pinned = self._sessions.get(session) if session is not None else None
+        if pinned is not None and pinned.state is State.READY:
+            return pinned.fits(weight)
+        return any(r.fits(weight) for r in self.replicas)
 
     def _place(self, session: str | None, weight: int) -> Lease | None:
         if session is not None:

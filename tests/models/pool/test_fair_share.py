@@ -138,10 +138,34 @@ def test_the_cap_frees_as_requests_end() -> None:
         group = _group(asyncio.get_running_loop(), slots=2, max_queued=4, cap=AccountCap(1, "x"))
         lease = group.acquire_now(None, False, fairness=_who("a"))
         assert isinstance(lease, Lease)
-        with pytest.raises(CapacityExceeded):
-            group.acquire_now(None, False, fairness=_who("a"))
+        for reject in (False, True):  # a free slot: only the cap stands in the way
+            with pytest.raises(CapacityExceeded) as refused:
+                group.acquire_now(None, reject, fairness=_who("a"))
+            assert refused.value.code.code == 3036
         lease.release()
         assert isinstance(group.acquire_now(None, False, fairness=_who("a")), Lease)
+
+    asyncio.run(main())
+
+
+def test_a_capped_request_that_would_wait_hears_of_the_models_limits_first() -> None:
+    """3036 says the account, not the platform, is the limit: where the model itself would
+    refuse (no slot and ``rejectIfBusy``, or a full queue) the answer stays 3040."""
+
+    async def main() -> None:
+        group = _group(asyncio.get_running_loop(), slots=1, max_queued=1, cap=AccountCap(1, "x"))
+        assert isinstance(group.acquire_now(None, False, fairness=_who("a")), Lease)
+        codes = []
+        for reject in (True, False):
+            with pytest.raises(CapacityExceeded) as refused:
+                group.acquire_now(None, reject, fairness=_who("a"))
+            codes.append(refused.value.code.code)
+        # No free slot: rejectIfBusy would refuse anybody (3040); waiting only the cap refuses.
+        assert codes == [3040, 3036]
+        assert isinstance(group.acquire_now(None, False, fairness=_who("b")), Ticket)
+        with pytest.raises(CapacityExceeded) as refused:
+            group.acquire_now(None, False, fairness=_who("a"))
+        assert refused.value.code.code == 3040  # the queue is full for everybody
 
     asyncio.run(main())
 
