@@ -63,12 +63,32 @@ class FastRequest:
             self.writer.cancel()  # closing its body cancels the request
         elif not self.pending.head.done():
             self.pending.client_gone()
+        # Else the head is ready but ``on_head`` has not run yet (both were scheduled in the
+        # same turn of the loop): it sees ``disconnected`` and cancels the request there.
 
     def on_head(self, head: asyncio.Future[HttpResponse]) -> None:
-        if self.disconnected or head.cancelled():
-            return  # as uvicorn's send after a disconnect: nothing to write
+        if head.cancelled():
+            return
+        if self.disconnected:
+            self._dropped(head.result())
+            return
         try:
             self.protocol.fast_response(self, head.result())
         except Exception as exc:  # as uvicorn does with an application's error once started
             self.protocol.logger.error("Exception in the HTTP fast path", exc_info=exc)
             self.protocol.transport.close()
+
+    def _dropped(self, response: HttpResponse) -> None:
+        """The client left with the response ready and nothing of it written.
+
+        As the router's wait for the head when the client leaves: cancel the request, and close
+        a streamed body, which nothing else would read or close (a binding's stream handed back
+        would go on, and the request stay in flight, until the wall-time limit).
+        """
+        self.pending.client_gone()
+        body = response.body
+        if not isinstance(body, bytes):
+            protocol = self.protocol
+            task = protocol.loop.create_task(body.aclose())
+            task.add_done_callback(protocol.tasks.discard)  # uvicorn's shutdown waits for it
+            protocol.tasks.add(task)

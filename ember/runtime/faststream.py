@@ -15,7 +15,9 @@ around them costs more than the writes. ``ChunkedBody`` is one task that reads t
   to drain before writing more (and so stops reading the worker's body);
 - a client that disconnects cancels the task at once (``cancel``), which closes the body: the
   request is cancelled in its isolate and a model stops generating, as the router's watcher does
-  within ``WATCH_AFTER_S``;
+  within ``WATCH_AFTER_S``. A task cancelled before its first step would never run its
+  ``finally`` (nothing would close the body), so until it starts ``cancel`` leaves it to see
+  ``disconnected`` first thing;
 - a body that fails (``ResponseAborted``: a limit, the worker or its binding failing) is logged
   as uvicorn logs an application's error after the response started (the dev server's filter
   drops those), and the connection is closed, so the client cannot mistake it for complete.
@@ -44,6 +46,7 @@ class ChunkedBody:
         "_parts",
         "_pending",
         "_flush_handle",
+        "_running",
         "task",
     )
 
@@ -64,6 +67,7 @@ class ChunkedBody:
         self._parts: list[bytes] = []
         self._pending = 0  # bytes in _parts
         self._flush_handle: asyncio.Handle | None = None
+        self._running = False  # the task took its first step (its finally will run)
         self.task: asyncio.Task[None] | None = None
 
     def start(self, head: bytes) -> asyncio.Task[None]:
@@ -74,7 +78,7 @@ class ChunkedBody:
 
     def cancel(self) -> None:
         """The client left: stop now (the body is closed on the way out)."""
-        if self.task is not None and not self.task.done():
+        if self._running and self.task is not None and not self.task.done():
             self.task.cancel()
 
     def _write(self, data: bytes) -> None:
@@ -105,9 +109,14 @@ class ChunkedBody:
         fast = self._request
         flow = protocol.flow
         body = self._body
-        if self._parts and self._flush_handle is None:  # the head, unless a chunk joins it
+        self._running = True
+        if fast.disconnected:  # gone before this first step: write nothing, close the body
+            self._parts.clear()
+        elif self._parts and self._flush_handle is None:  # the head, unless a chunk joins it
             self._flush_handle = protocol.loop.call_soon(self._flush)
         try:
+            if fast.disconnected:
+                return
             async for chunk in body:
                 if fast.disconnected:
                     break

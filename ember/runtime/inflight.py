@@ -60,6 +60,7 @@ class InFlight:
         self._stream: InStream | PipedBody | None = None
         self._pump: asyncio.Task[None] | None = None
         self._cancel_sent: float | None = None
+        self._gone = False  # client_gone ran (the HTTP paths may each report a client leaving)
         self._logged = False
 
     @property
@@ -156,9 +157,10 @@ class InFlight:
         self.finish()
 
     def client_gone(self) -> None:
-        """The HTTP client went away: cancel the handler and its binding calls now."""
-        if self.finished.done():
+        """The HTTP client went away: cancel the handler and its binding calls now (once)."""
+        if self.finished.done() or self._gone:
             return
+        self._gone = True
         if self.outcome == "ok":
             self.outcome = "canceled"
         self.process.send(Cancel(self.rid, False))

@@ -64,6 +64,11 @@ class SlowClient:
         assert reply.stream is not None
         return ReadableStream(reply.stream)
 
+    async def held(self, tag: str = "") -> ReadableStream:
+        reply = await self._channel.call(self._name, "held", [tag])
+        assert reply.stream is not None
+        return ReadableStream(reply.stream)
+
     async def random(self, seed: int, chunks: int) -> ReadableStream:
         reply = await self._channel.call(self._name, "random", [seed, chunks])
         assert reply.stream is not None
@@ -97,6 +102,8 @@ class SlowService(BindingService):
             return StreamReply(head={"tag": tag}, chunks=self._ticks(tag))
         if method == "stall":
             return StreamReply(head={"tag": tag}, chunks=self._stall(tag))
+        if method == "held":
+            return StreamReply(head={"tag": tag}, chunks=Held(self.tracker, tag))
         if method == "random":
             return StreamReply(head={}, chunks=self._random(int(args[0]), int(args[1])))
         raise ValueError(method)
@@ -122,6 +129,33 @@ class SlowService(BindingService):
         for chunk in random_chunks(seed, chunks):
             yield chunk
             await asyncio.sleep(0)
+
+
+class Held:
+    """As ``stall`` (one event, then only a cancellation ends it), but its close is recorded
+    (``stream-closed:TAG``) even if nobody read it: an async generator closed before its first
+    read never runs its ``finally``, and a stream can be handed back and dropped unread."""
+
+    def __init__(self, tracker: Tracker, tag: str) -> None:
+        self._tracker = tracker
+        self._tag = tag
+        self._sent = False
+        self._closed = False
+
+    def __aiter__(self) -> Held:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if not self._sent:
+            self._sent = True
+            return b"data: 0\n\n"
+        await asyncio.sleep(3600)
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._tracker.add(f"stream-closed:{self._tag}")
 
 
 def parse(section: ConfigSection) -> tuple[BindingSpec, ...]:
