@@ -131,9 +131,7 @@ def test_a_connection_lost_between_head_and_body_cancels_only_that_request(
     assert answers[0][1] == b"ok"  # and the isolate still serves
 
 
-def _dropped(
-    address: tuple[str, int], tag: str, kind: str, tracker: slow_binding.Tracker
-) -> bool:
+def _dropped(address: tuple[str, int], tag: str, kind: str, tracker: slow_binding.Tracker) -> bool:
     """Send a request the server drops at its head; True once its stream was closed."""
     with socket.create_connection(address, timeout=30) as sock:
         port = sock.getsockname()[1]
