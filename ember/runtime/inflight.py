@@ -200,9 +200,10 @@ class InFlight:
             return
         cpu = self.process.clock.shared()
         self.cpu_used = max(0.0, cpu - self.cpu_start)
-        if self.kind == "fetch" and not self.head.done():  # only a misbehaving isolate does this
-            self.outcome = L.NO_RESPONSE.tag
-            self.status = L.NO_RESPONSE.status
+        if self.kind == "fetch" and not self.head.done():
+            if not self._gone:  # (a cancelled handler need not answer; else only a broken one)
+                self.outcome = L.NO_RESPONSE.tag
+                self.status = L.NO_RESPONSE.status
             self.head.set_result(error_response(L.NO_RESPONSE))
         if self._pump is not None and not self._pump.done():
             self._pump.cancel()

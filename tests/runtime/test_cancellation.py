@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
+from ember.runtime.http import HttpRequest
 from tests.runtime.harness import Harness, write_project
 
 WORKER = """
@@ -94,3 +97,27 @@ def test_handler_abandoning_a_stream_closes_the_service_stream(harness: Harness,
             == "data: 0\n\ndata: 1\n\n"
         )
     harness.wait_for(lambda: tracker.get("stream-closed:p") == 1)
+
+
+def test_a_cancel_read_with_its_request_still_ends_the_request(harness: Harness, slow: str) -> None:
+    """The HTTP fast path cancels the moment a client resets, so a Cancel may follow its Request
+    in the same write, and the isolate read both at once: its task for the request was then
+    cancelled before its first step, never sent Done, and the supervisor, seeing the request
+    ignore its cancellation, killed the isolate with every other request in it."""
+    with harness.client(slow) as client:
+        assert client.get("/").status_code == 200  # an isolate is ready
+    process = harness.supervisor.isolate(slow)
+    assert process is not None
+
+    async def request_and_cancel() -> str:
+        headers = [("x-kind", "wait"), ("x-tag", "read-with-cancel")]
+        pending = harness.supervisor.fetch_ready(slow, HttpRequest("GET", "http://c/", headers))
+        assert pending is not None
+        pending.client_gone()  # in the same turn of the loop: one write carries both frames
+        # (a bound far above what it takes; without Done it would wait for the wall limit)
+        return await asyncio.wait_for(asyncio.shield(pending.finished), 20)
+
+    assert harness.run(request_and_cancel()) == "canceled"
+    assert harness.supervisor.isolate(slow) is process and process.accepting
+    with harness.client(slow) as client:
+        assert client.get("/").status_code == 200

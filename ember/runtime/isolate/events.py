@@ -56,12 +56,14 @@ NO_SCHEDULED = "Handler does not export a scheduled() function."
 class _Event:
     """One event in flight: its scope and its task."""
 
-    __slots__ = ("scope", "task", "done_sent")
+    __slots__ = ("scope", "task", "done_sent", "running", "cancelled")
 
     def __init__(self, scope: RequestScope) -> None:
         self.scope = scope
         self.task: asyncio.Task[None] | None = None
         self.done_sent = False  # the Response frame said done=True
+        self.running = False  # the task took its first step (its finally, Done, will run)
+        self.cancelled = False  # a Cancel came before that
 
 
 class EventRunner:
@@ -90,7 +92,13 @@ class EventRunner:
             if event is None:
                 return
             if event.task is not None and not event.task.done():
-                event.task.cancel()
+                if event.running:
+                    event.task.cancel()
+                else:
+                    # Read with its Request (the client left at once): a task cancelled before
+                    # its first step never runs its finally, so it would never send Done and
+                    # the supervisor would kill this isolate for ignoring the cancellation.
+                    event.cancelled = True
             if message.background:
                 for task in event.scope.background:
                     task.cancel()
@@ -110,8 +118,12 @@ class EventRunner:
     async def _run(self, event: _Event, work: Any) -> None:
         scope = event.scope
         CURRENT.set(scope)
+        event.running = True
         try:
-            await work
+            if event.cancelled:
+                work.close()  # never started: the handler is not called at all
+            else:
+                await work
         except asyncio.CancelledError:
             pass  # the supervisor cancelled this request; it already answered the client
         except BaseException as exc:  # noqa: BLE001 - report every failure of user code
