@@ -15,8 +15,10 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import ProtocolError
+from ember.runtime import cancelgrace
 from ember.runtime import limits as L
 from ember.runtime.http import ClientDisconnected, HttpResponse, ResponseAborted
+from ember.runtime.lifecycle import State
 from ember.runtime.mux import InStream, OutStream, StreamAborted
 from ember.runtime.pipe import PipedBody, ended_body
 from ember.runtime.protocol import Cancel, PipeResponse, Response
@@ -53,13 +55,15 @@ class InFlight:
         self.deadline = self.started + process.limits.wall_ms / 1000
         self.head: asyncio.Future[HttpResponse] = loop.create_future()
         self.finished: asyncio.Future[str] = loop.create_future()
-        self.counters: dict[str, int] = {}
+        self.counters: dict[str, int] | None = {}  # None: abandoned, its calls are refused
+        self.abandoned = False  # it ignored its cancellation; the isolate drains (cancelgrace)
         self.status = 0
         self.outcome = "ok"
         self.error: tuple[str, str] | None = None  # (message, traceback) of a handler exception
         self._stream: InStream | PipedBody | None = None
         self._pump: asyncio.Task[None] | None = None
         self._cancel_sent: float | None = None
+        self._reads_at_cancel = 0
         self._gone = False  # client_gone ran (the HTTP paths may each report a client leaving)
         self._logged = False
 
@@ -178,10 +182,11 @@ class InFlight:
 
     def check_deadline(self, now: float) -> None:
         """Past the wall-time deadline: cancel; past the grace too: kill the isolate."""
-        if now <= self.deadline:
+        if now <= self.deadline or self.abandoned:
             return
         if self._cancel_sent is None:
             self._cancel_sent = now
+            self._reads_at_cancel = self.process.reads
             self.outcome = L.WALL_EXCEEDED.tag if self.outcome == "ok" else self.outcome
             self.process.send(Cancel(self.rid, True))
             self.process.calls.cancel_request(self.rid)
@@ -192,7 +197,7 @@ class InFlight:
                 self._stream.fail(L.WALL_EXCEEDED.message)
             self._log()
         elif now - self._cancel_sent > CANCEL_GRACE_S:
-            self.process.kill(L.WALL_EXCEEDED, f"request {self.rid} ignored cancellation")
+            cancelgrace.ignored_cancellation(self, self._reads_at_cancel)
 
     def finish(self) -> None:
         """The request is over (Done, failure or kill)."""
@@ -214,6 +219,8 @@ class InFlight:
                 self.process.mux.release_in(self._stream)
         self.finished.set_result(self.outcome)
         self.process.request_finished(self, cpu)
+        if self.process.state is State.DRAINING:
+            cancelgrace.after_finish(self.process)
 
     def pump_body(self, out: OutStream, body: AsyncIterator[bytes]) -> None:
         """Stream the client's request body to the isolate, enforcing the size limit."""

@@ -113,6 +113,13 @@ def request_too_large(limit: int) -> PlatformError:
     return PlatformError(413, None, message, REQUEST_TOO_LARGE.tag)
 
 
+def isolate_restarted(rid: int) -> PlatformError:
+    """What the other requests of an isolate killed because request ``rid`` ignored its
+    cancellation get: the reason, not the culprit's own limit (``cancelgrace.py``)."""
+    message = f"Worker restarted: request {rid} in the same isolate ignored its cancellation."
+    return PlatformError(503, None, message, "isolate_restarted")
+
+
 CRASHED = PlatformError(502, None, "Worker crashed.", "crashed")
 NO_RESPONSE = PlatformError(502, None, "Worker finished without sending a response.", "no_response")
 PROTOCOL_VIOLATION = PlatformError(

@@ -77,8 +77,7 @@ class IsolateProcess(LimitWatch, asyncio.Protocol):
         self.poll_interval = poll_interval
         self._pace = PollPace(poll_interval)
         self.state = State.STARTING
-        self.pid = 0
-        self.spawn_pid = 0
+        self.pid = self.spawn_pid = 0
         self.transport: asyncio.Transport | None = None
         self.decoder = FrameDecoder()
         self._decode = FastDecoder(FROM_ISOLATE).decode
@@ -93,6 +92,7 @@ class IsolateProcess(LimitWatch, asyncio.Protocol):
             lambda rid, level, message: hooks.note(self, level, message, self.inflight.get(rid)),
         )
         self.inflight: dict[int, InFlight] = {}
+        self.reads = 0  # reads of the isolate's frames (is it alive? cancelgrace.py)
         self.handlers: list[str] = []
         self._next_rid = 0
         self.loop = asyncio.get_running_loop()
@@ -180,6 +180,7 @@ class IsolateProcess(LimitWatch, asyncio.Protocol):
         if self.state is State.DEAD:
             return
         self.clock.hold()  # the requests this read's frames finish share one CPU reading
+        self.reads += 1
         try:
             for payload in self.decoder.feed(data):
                 self._dispatch(self._decode(payload))
