@@ -9,10 +9,13 @@ per isolate), and ember used to kill the isolate at once, answering every other 
 with the culprit's own "exceeded wall time limit".
 
 Now: alone in its isolate, the request's isolate is killed as before. With others in flight, if
-the isolate is still alive (it sent anything since the cancellation: its loop runs), the request is
+the isolate is still alive (it sent frames late in the grace: its loop runs), the request is
 abandoned (no more binding calls for it), the isolate takes no new requests (a fresh one does) and
-is closed once the others finish, each still bound by its own limits. If it is silent, it is
-killed at once, and the others are told why (``limits.isolate_restarted``), not a wall-time error.
+is closed once the others finish, each still bound by its own limits. If it is silent (a blocked
+loop; or, unavoidably, one whose other requests all wait quietly, on a model say: without a probe
+of the isolate ember cannot tell them apart, and a blocked one would hold them to their own wall
+limits), it is killed at once, and the others are told why (``limits.isolate_restarted``), not a
+wall-time error.
 """
 
 from __future__ import annotations
@@ -28,15 +31,15 @@ if TYPE_CHECKING:
 
 
 def ignored_cancellation(request: InFlight, reads_at_cancel: int) -> None:
-    """``request`` was cancelled and its grace passed (``reads_at_cancel``: the isolate's reads
-    then, ``IsolateProcess.reads``)."""
+    """``request`` was cancelled and its grace passed (``reads_at_cancel``: the isolate's reads,
+    ``IsolateProcess.reads``, when the cancel was sent or, polled, half the grace later)."""
     process = request.process
     reason = f"request {request.rid} ignored cancellation"
     others = [r for r in process.inflight.values() if r is not request and not r.abandoned]
     if not others:
         process.kill(L.WALL_EXCEEDED, reason)
         return
-    if process.reads > reads_at_cancel and process.state is State.READY:
+    if process.reads > reads_at_cancel and process.state in (State.READY, State.DRAINING):
         request.abandoned = True
         request.counters = None  # its binding calls are refused from now on
         process.hooks.recycle(process, f"{reason}; its other requests may finish")

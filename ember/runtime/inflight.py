@@ -63,7 +63,8 @@ class InFlight:
         self._stream: InStream | PipedBody | None = None
         self._pump: asyncio.Task[None] | None = None
         self._cancel_sent: float | None = None
-        self._reads_at_cancel = 0
+        self._reads_at_cancel = 0  # the isolate's reads at the cancel, then at half the grace
+        self._half_grace = False
         self._gone = False  # client_gone ran (the HTTP paths may each report a client leaving)
         self._logged = False
 
@@ -198,6 +199,11 @@ class InFlight:
             self._log()
         elif now - self._cancel_sent > CANCEL_GRACE_S:
             cancelgrace.ignored_cancellation(self, self._reads_at_cancel)
+        elif not self._half_grace and now - self._cancel_sent > CANCEL_GRACE_S / 2:
+            # Is the isolate alive? Frames it sent before a block may still be read early in
+            # the grace: only those read in its second half say its event loop still runs.
+            self._half_grace = True
+            self._reads_at_cancel = self.process.reads
 
     def finish(self) -> None:
         """The request is over (Done, failure or kill)."""

@@ -25,6 +25,11 @@ import time
 from workers import Response, WorkerEntrypoint
 
 
+async def relay(stream):
+    async for chunk in stream:
+        yield chunk
+
+
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         kind = request.headers.get("x-kind", "")
@@ -39,8 +44,8 @@ class Default(WorkerEntrypoint):
             print("block started")
             await asyncio.sleep(0.05)  # (the line goes out first)
             time.sleep(3600)
-        if kind == "stream":
-            stream = await self.env.SLOW.stream(request.headers["x-tag"])
+        if kind == "relay":  # a stream through the isolate: its frames keep coming
+            stream = relay(await self.env.SLOW.stream(request.headers["x-tag"]))
             return Response(stream, headers={"content-type": "text/event-stream"})
         if kind == "wait":
             await self.env.SLOW.wait(request.headers["x-tag"])
@@ -73,9 +78,10 @@ async def _until(condition: Callable[[], bool]) -> None:
     raise AssertionError("condition never held")
 
 
-def _cancel_and_pass_the_grace(request: InFlight) -> tuple[float, float]:
+def _cancel_and_pass_the_grace(request: InFlight) -> tuple[float, float, float]:
+    """The ``now`` of the poll that cancels ``request``, one at half its grace, one past it."""
     cancel_at = request.deadline + 1
-    return cancel_at, cancel_at + CANCEL_GRACE_S + 1
+    return cancel_at, cancel_at + CANCEL_GRACE_S / 2 + 0.1, cancel_at + CANCEL_GRACE_S + 1
 
 
 def test_a_request_that_ignores_cancellation_lets_the_others_finish(
@@ -87,15 +93,18 @@ def test_a_request_that_ignores_cancellation_lets_the_others_finish(
     console = lambda: harness.console(deployment)  # noqa: E731
 
     async def scenario() -> list[bytes]:
-        other = _send(harness, deployment, "stream", "grace-other")
+        other = _send(harness, deployment, "relay", "grace-other")
         body = (await other.head).body
         chunks = [await body.__anext__()]  # type: ignore[union-attr]
         stubborn = _send(harness, deployment, "stubborn")
         await _until(lambda: "stubborn started" in console())
-        cancel_at, past_grace = _cancel_and_pass_the_grace(stubborn)
+        cancel_at, half_grace, past_grace = _cancel_and_pass_the_grace(stubborn)
         stubborn.check_deadline(cancel_at)  # its wall limit: the client gets its 504
         assert (await stubborn.head).status == 504
         await _until(lambda: "stubborn ignores its cancellation" in console())
+        stubborn.check_deadline(half_grace)
+        reads = process.reads
+        await _until(lambda: process.reads > reads)  # the other's stream: the loop runs
         stubborn.check_deadline(past_grace)
         assert (
             stubborn.abandoned and process.state is State.DRAINING and other.rid in process.inflight
@@ -128,8 +137,9 @@ def test_an_isolate_whose_loop_is_blocked_is_killed_and_the_others_told_why(
         await _until(lambda: tracker.get("wait-started:grace-blocked") == 1)
         blocked = _send(harness, deployment, "block")
         await _until(lambda: "block started" in harness.console(deployment))
-        cancel_at, past_grace = _cancel_and_pass_the_grace(blocked)
+        cancel_at, half_grace, past_grace = _cancel_and_pass_the_grace(blocked)
         blocked.check_deadline(cancel_at)
+        blocked.check_deadline(half_grace)
         blocked.check_deadline(past_grace)
         head = await other.head
         assert isinstance(head.body, bytes)
