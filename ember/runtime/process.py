@@ -234,7 +234,7 @@ class IsolateProcess(LimitWatch, asyncio.Protocol):
                 request.finish()
         elif isinstance(message, Ready) and self.state is State.STARTING:
             self.handlers = [h for h in message.handlers if isinstance(h, str)][:8]
-            self.state = State.READY
+            self.state, self.last_active = State.READY, time.monotonic()  # not the LRU yet
             self._idle_cpu = self.cpu()
             self._ready.set_result(None)
         elif isinstance(message, LoadError) and self.state is State.STARTING:

@@ -302,7 +302,14 @@ class Supervisor:
             raise slot.failure
         if slot.starting is None:
             self._make_room(slot)
-            slot.starting = asyncio.ensure_future(self._start_isolate(slot))
+            # Registered before this returns to the loop: the next cold request's make_room
+            # must count it, or a burst of them all find room under the cap.
+            process = IsolateProcess(
+                slot.deployment, slot.services, SupervisorHooks(self), self.poll_interval
+            )
+            self._owner[process] = slot
+            slot.processes.add(process)
+            slot.starting = asyncio.ensure_future(self._start_isolate(slot, process))
         return await asyncio.shield(slot.starting)
 
     def _make_room(self, slot: _Slot) -> None:
@@ -318,13 +325,8 @@ class Supervisor:
             victim.drain()
             self.events.emit(E.LifecycleEvent(owner.deployment.id, "warn", self.cap.evicted()))
 
-    async def _start_isolate(self, slot: _Slot) -> IsolateProcess:
+    async def _start_isolate(self, slot: _Slot, process: IsolateProcess) -> IsolateProcess:
         deployment = slot.deployment
-        process = IsolateProcess(
-            deployment, slot.services, SupervisorHooks(self), self.poll_interval
-        )
-        self._owner[process] = slot
-        slot.processes.add(process)
         spec = ChildSpec(
             deployment_id=deployment.id,
             code_dir=str(deployment.code_dir),

@@ -4,6 +4,7 @@ isolate replaces the least recently used idle one, and when every one is busy th
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -101,5 +102,41 @@ def test_when_every_isolate_is_busy_a_new_one_gets_a_503_that_says_why(tmp_path:
             assert time.monotonic() < deadline, reply.text
             time.sleep(0.1)
         assert reply.status_code == 200 and reply.text.startswith("quick "), reply.text
+    finally:
+        serve.stop()
+
+
+SLOW = """\
+import asyncio
+from workers import Response
+
+
+async def on_fetch(request, env):
+    await asyncio.sleep(3)
+    return Response("done")
+"""
+
+
+def test_a_burst_of_cold_requests_cannot_start_more_isolates_than_the_cap(
+    tmp_path: Path,
+) -> None:
+    """Requests written at the same moment to eight cold workers: each new isolate is counted
+    before the next request is read, so two start and the rest are refused while they work."""
+    serve = ServeProcess(tmp_path / "state", CONFIG)
+    try:
+        _deploy(serve, "burst", {f"s{i}": SLOW for i in range(8)})
+        host, port = serve.url.removeprefix("http://").split(":")
+
+        async def burst() -> list[bytes]:
+            opened = [await asyncio.open_connection(host, int(port)) for _ in range(8)]
+            for index, (_, writer) in enumerate(opened):
+                head = f"GET / HTTP/1.1\r\nHost: s{index}.burst.localhost\r\nConnection: close"
+                writer.write(f"{head}\r\n\r\n".encode())
+            await asyncio.gather(*(writer.drain() for _, writer in opened))
+            return [(await reader.read()).split(b"\r\n", 1)[0] for reader, _ in opened]
+
+        statuses = asyncio.run(burst())
+        assert statuses.count(b"HTTP/1.1 200 OK") == 2, statuses
+        assert statuses.count(b"HTTP/1.1 503 Service Unavailable") == 6, statuses
     finally:
         serve.stop()
