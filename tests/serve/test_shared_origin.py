@@ -63,7 +63,7 @@ def test_path_cookies_stay_on_the_workers_path(shared: ServeProcess) -> None:
     assert _cookies(reply) == [
         "root=1; Path=/w/origin-a/page; HttpOnly",
         "deep=2; Path=/w/origin-a/page/app; SameSite=Lax",
-        "plain=3",  # no Path: the browser's default path is already under /w/origin-a/page
+        "plain=3; Path=/w/origin-a/page",  # no Path: the default would be the request's directory
     ]
     with httpx.Client(base_url=shared.url, timeout=60) as client:  # a cookie jar still works
         client.get("/w/origin-a/page/")
@@ -113,8 +113,11 @@ def test_cookie_paths_move_under_the_prefix() -> None:
         "a=1;path=/x/": "a=1; Path=/w/Acme/hello/x/",
         "a=1; PATH=": "a=1; Path=/w/Acme/hello",
         "a=1; Path=relative": "a=1; Path=/w/Acme/hello",
-        "a=1; domain=.localhost; Secure": "a=1; Secure",
-        f"a=b=c; {expires}": f"a=b=c; {expires}",
+        "a=1; domain=.localhost; Secure": "a=1; Secure; Path=/w/Acme/hello",
+        # Without a Path the browser's default is the request's directory: for a request to
+        # /w/Acme/hello (no trailing slash) that is /w/Acme, every worker of the account.
+        f"a=b=c; {expires}": f"a=b=c; {expires}; Path=/w/Acme/hello",
+        "a=1": "a=1; Path=/w/Acme/hello",
     }
     for given, sent in cases.items():
         assert scoped_cookie(given.encode(), prefix) == sent.encode(), given

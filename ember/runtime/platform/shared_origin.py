@@ -22,7 +22,7 @@ from its own origin must:
   refused, for a browser that does not honour the sandbox; ``Service-Worker-Allowed`` and
   ``Clear-Site-Data`` (which acts on the whole origin) are dropped;
 - ``Set-Cookie`` paths are moved under the worker's prefix (``Path=/`` becomes
-  ``Path=/w/acme/hello``) and ``Domain`` is dropped, as a path-prefix proxy does, so one
+  ``Path=/w/acme/hello``; a cookie without a Path gets that one) and ``Domain`` is dropped, as a path-prefix proxy does, so one
   worker's cookies are neither sent to nor overwritten by another's.
 
 Non-browser clients see the same status and body as before.
@@ -61,11 +61,13 @@ def service_worker_refusal(host_named_url: str) -> str:
 
 def scoped_cookie(value: bytes, prefix: str) -> bytes:
     """One ``Set-Cookie`` value with its Path under ``prefix`` (``/w/acme/hello``) and no
-    Domain. A cookie without a Path keeps none: the browser's default path is the request's
-    directory, already under the prefix."""
+    Domain. A cookie without a Path gets the prefix: the browser's default is the request's
+    directory, which for ``/w/acme/hello`` (no trailing slash) is ``/w/acme``, every worker of
+    the account."""
     text = value.decode("latin-1")
     first, *attributes = text.split(";")
     kept: list[str] = [first]
+    pathed = False
     for attribute in attributes:
         name, _, rest = attribute.strip().partition("=")
         key = name.strip().lower()
@@ -75,8 +77,11 @@ def scoped_cookie(value: bytes, prefix: str) -> bytes:
             path = rest.strip()
             inner = path if path.startswith("/") and path != "/" else ""
             kept.append(f" Path={prefix}{inner}")
+            pathed = True
             continue
         kept.append(attribute)
+    if not pathed:
+        kept.append(f" Path={prefix}")
     return ";".join(kept).encode("latin-1")
 
 
