@@ -22,8 +22,9 @@ from its own origin must:
   refused, for a browser that does not honour the sandbox; ``Service-Worker-Allowed`` and
   ``Clear-Site-Data`` (which acts on the whole origin) are dropped;
 - ``Set-Cookie`` paths are moved under the worker's prefix (``Path=/`` becomes
-  ``Path=/w/acme/hello``; a cookie without a Path gets that one) and ``Domain`` is dropped, as a path-prefix proxy does, so one
-  worker's cookies are neither sent to nor overwritten by another's.
+  ``Path=/w/acme/hello``; a cookie without a Path gets that one) and ``Domain`` is dropped, as
+  a path-prefix proxy does, so one worker's cookies are neither sent to nor overwritten by
+  another's (though a flood of them can push others out of the browser's per-host jar).
 
 Non-browser clients see the same status and body as before.
 """
