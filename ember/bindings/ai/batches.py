@@ -24,12 +24,13 @@ from ember.bindings.ai.tenant import describe_scope
 from ember.errors import InvalidModelInput
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import describe
-from ember.models.pool.errors import quota_exceeded
+from ember.models.pool.errors import QUOTA_EXCEEDED, quota_exceeded
 
 MAX_REQUESTS = 1000
 MAX_PER_TENANT = 64
 KEEP_DONE_S = 3600.0
 PARALLEL = 2
+WAIT_FOR_SHARE_S = 600.0  # how long an item refused with 3036 keeps trying
 
 # (tenant, model, request): the tenant's requests share the model with its other calls.
 RunOne = Callable[[str, str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
@@ -128,15 +129,26 @@ class BatchQueue:
             reference = request.pop("external_reference", None)
             entry: dict[str, Any] = {"id": index, "external_reference": reference}
             async with slots:
-                try:
-                    entry["result"] = await self._run_one(batch.tenant, batch.model, request)
-                    entry["success"] = True
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # each request's failure is its own entry
-                    failure = failure_of(exc, batch.model)
-                    entry["success"] = False
-                    entry["errors"] = [{"code": failure.code.code, "message": failure.description}]
+                deadline = self._clock() + WAIT_FOR_SHARE_S
+                while True:
+                    try:
+                        entry["result"] = await self._run_one(batch.tenant, batch.model, request)
+                        entry["success"] = True
+                        break
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:  # each request's failure is its own entry
+                        failure = failure_of(exc, batch.model)
+                        if failure.code is QUOTA_EXCEEDED and self._clock() < deadline:
+                            # The account's share or quota is taken (3036): a queued batch
+                            # waits its turn, as the caller would after Retry-After.
+                            await asyncio.sleep(failure.retry_after or 1.0)
+                            continue
+                        entry["success"] = False
+                        entry["errors"] = [
+                            {"code": failure.code.code, "message": failure.description}
+                        ]
+                        break
             batch.responses[index] = entry
 
         await asyncio.gather(*(one(i) for i in range(len(batch.requests))))
