@@ -71,6 +71,10 @@ def _reached(address: IPAddress) -> IPAddress:
         return address
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
+    high = int(address) >> 32
+    if high == 0xFFFF0000 or (high == 0 and not (address.is_loopback or address.is_unspecified)):
+        # IPv4-translated (::ffff:0:a.b.c.d) and IPv4-compatible (::a.b.c.d) addresses
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     if any(address in network for network in _NAT64):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     if address.sixtofour is not None:

@@ -86,6 +86,9 @@ PLATFORM = NetworkPolicy(allow_loopback=False, allow_private=False)
         ("64:ff9b::7f00:1", "loopback"),  # NAT64 of 127.0.0.1
         ("64:ff9b::a00:1", "private"),  # NAT64 of 10.0.0.1
         ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:0:7f00:1", "loopback"),  # IPv4-translated
+        ("::7f00:1", "loopback"),  # IPv4-compatible
+        ("::1", "loopback"),
         ("2002:7f00:1::1", "loopback"),  # 6to4 of 127.0.0.1
         ("0.0.0.0", "loopback"),
         ("224.0.0.1", "reserved"),

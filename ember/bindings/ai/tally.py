@@ -32,6 +32,8 @@ class AITally:
 
     def record(self, outcome: Outcome, seconds: float) -> None:
         self.requests[outcome] += 1
+        if outcome.code:
+            return  # a refusal's time says nothing about how fast answers come
         histogram = self.head_seconds.get(outcome.model)
         if histogram is None:
             histogram = self.head_seconds[outcome.model] = Histogram(LATENCY_BUCKETS)
