@@ -11,11 +11,12 @@ with the culprit's own "exceeded wall time limit".
 Now: alone in its isolate, the request's isolate is killed as before. With others in flight, if
 the isolate is still alive (it sent frames late in the grace: its loop runs), the request is
 abandoned (no more binding calls for it), the isolate takes no new requests (a fresh one does) and
-is closed once the others finish, each still bound by its own limits. If it is silent (a blocked
-loop; or, unavoidably, one whose other requests all wait quietly, on a model say: without a probe
-of the isolate ember cannot tell them apart, and a blocked one would hold them to their own wall
-limits), it is killed at once, and the others are told why (``limits.isolate_restarted``), not a
-wall-time error.
+is closed once the others finish, each still bound by its own wall limit (CPU is counted per
+isolate, so an abandoned handler that keeps spinning still ends it for all). If it is silent
+(a blocked loop; or, unavoidably, one whose other requests all wait quietly, on a model say:
+without a probe of the isolate ember cannot tell them apart, and a blocked one would hold them
+to their own wall limits), it is killed at once, and the others are told why
+(``limits.isolate_restarted``), not a wall-time error.
 """
 
 from __future__ import annotations
