@@ -150,8 +150,10 @@ def test_a_service_worker_cannot_steal_a_claim_link(
                 "navigator.serviceWorker.getRegistrations().then(r => r.length)"
             )
             seen = await page.evaluate("location.href + ' ' + document.documentElement.outerHTML")
+            # The heading before the click: read after it, it may already be the claimed page's.
+            before = await page.evaluate("(document.querySelector('h1') || {}).textContent || ''")
             await page.click("button[type=submit]")
-            result = await _text_once_settled(page, "h1", await page.evaluate("document.title"))
+            result = await _text_once_settled(page, "h1", before)
             return attempt, registered, seen, result
         finally:
             await socket.close()
