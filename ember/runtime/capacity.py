@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ember.errors import LimitExceeded
@@ -37,13 +38,44 @@ class IsolatesExhausted(LimitExceeded):
 
 
 def default_max_isolates() -> int:
-    """One isolate per 256 MiB of physical memory, at least 4: idle isolates of ~100 MiB then
-    hold under half the machine (a 2 GiB box: 8; 16 GiB: 64)."""
+    """One isolate per 256 MiB of the memory ember may use, at least 4: idle isolates of
+    ~100 MiB then hold under half of it (2 GiB: 8; 16 GiB: 64)."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return MIN_DEFAULT_ISOLATES * 4
-    return max(MIN_DEFAULT_ISOLATES, total // BYTES_PER_ISOLATE)
+    return max(MIN_DEFAULT_ISOLATES, usable_memory(total) // BYTES_PER_ISOLATE)
+
+
+def usable_memory(
+    ram: int,
+    root: Path = Path("/sys/fs/cgroup"),
+    listing: Path = Path("/proc/self/cgroup"),
+) -> int:
+    """``ram``, or this process's cgroup memory limit where that is lower (a container started
+    with ``--memory``): cgroup v2's ``memory.max`` or v1's ``memory.limit_in_bytes``."""
+    try:
+        lines = listing.read_text().splitlines()
+    except OSError:
+        return ram
+    limits = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":  # v2: one unified hierarchy
+            limits.append(root / path.lstrip("/") / "memory.max")
+        elif "memory" in controllers.split(","):
+            limits.append(root / "memory" / path.lstrip("/") / "memory.limit_in_bytes")
+    for limit in limits:
+        try:
+            text = limit.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            ram = min(ram, int(text))
+    return ram
 
 
 def holds_memory(process: IsolateProcess) -> bool:

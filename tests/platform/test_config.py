@@ -77,8 +77,13 @@ def test_units() -> None:
 
 
 def test_the_default_isolate_cap_fits_the_machine() -> None:
-    from ember.runtime.capacity import BYTES_PER_ISOLATE, MIN_DEFAULT_ISOLATES, default_max_isolates
+    from ember.runtime.capacity import (
+        BYTES_PER_ISOLATE,
+        MIN_DEFAULT_ISOLATES,
+        default_max_isolates,
+        usable_memory,
+    )
 
     assert PlatformConfig().max_isolates is None  # decided by the machine ember serve runs on
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    ram = usable_memory(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     assert default_max_isolates() == max(MIN_DEFAULT_ISOLATES, ram // BYTES_PER_ISOLATE)
