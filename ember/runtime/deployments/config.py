@@ -10,7 +10,8 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
       cpu_ms_per_request: 300000            # the most a permanent account's limits.cpu_ms may be
       max_isolates: 16                      # live isolates of all accounts together; at the cap
                                             # the least recently used idle one is stopped, else
-                                            # 503 (default: one per 256 MiB of RAM or cgroup limit, at least 4)
+                                            # 503 (default: one per 256 MiB of RAM, or of the
+                                            # cgroup's memory limit where lower; at least 4)
       proof_of_work: {k: 2000, g: 500, sample: 16}
       temporary:
         ttl: 60m
