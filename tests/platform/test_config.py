@@ -42,7 +42,7 @@ def test_full_section(tmp_path: Path) -> None:
     limits = config.limits_for(temporary=True)
     assert limits.max_script_bytes == 1024**2 and limits.max_workers == 3
     assert limits.cpu_ms_per_request == 20 and limits.ai_requests_per_minute == 30
-    assert config.limits_for(temporary=False).max_workers is None
+    assert config.limits_for(temporary=False).max_workers == 500  # platform.accounts' default
 
 
 def test_absent_section_gives_defaults(tmp_path: Path) -> None:
@@ -87,3 +87,70 @@ def test_the_default_isolate_cap_fits_the_machine() -> None:
     assert PlatformConfig().max_isolates is None  # decided by the machine ember serve runs on
     ram = usable_memory(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     assert default_max_isolates() == max(MIN_DEFAULT_ISOLATES, ram // BYTES_PER_ISOLATE)
+
+
+def test_accounts_section_sets_permanent_accounts_limits(tmp_path: Path) -> None:
+    path = tmp_path / "ember.yaml"
+    path.write_text(
+        "platform:\n"
+        "  accounts:\n"
+        "    max_workers: 20\n"
+        "    max_versions: 400\n"
+        "    max_kv_bytes: 2GiB\n"
+        "    max_kv_namespaces: 7\n"
+        "    ai_requests_per_minute: null\n"  # null: unlimited
+        "    cpu_ms_per_request: 1000\n"
+    )
+    limits = load_platform_config(path).limits_for(temporary=False)
+    assert (limits.max_workers, limits.max_versions) == (20, 400)
+    assert (limits.max_kv_bytes, limits.max_kv_namespaces) == (2 * 1024**3, 7)
+    assert limits.ai_requests_per_minute is None and limits.cpu_ms_per_request == 1000
+    # The temporary tier keeps its own.
+    assert load_platform_config(path).limits_for(temporary=True).max_workers == 5
+
+
+def test_permanent_accounts_have_protective_defaults() -> None:
+    limits = PlatformConfig().limits_for(temporary=False)
+    assert limits.max_workers == 500  # Workers Paid
+    assert limits.max_kv_bytes == 1024**3  # KV storage on Workers Free
+    assert limits.max_kv_namespaces == 1000
+    assert limits.max_versions == 10_000
+    assert limits.ai_requests_per_minute == 300  # Workers AI text generation
+    assert limits.cpu_ms_per_request == 300_000  # Workers Paid's most
+    assert limits.max_script_bytes == PlatformConfig().max_script_bytes
+
+
+def test_the_older_cpu_key_still_caps_permanent_accounts() -> None:
+    config = parse_platform_config({"cpu_ms_per_request": 900})
+    assert config.limits_for(temporary=False).cpu_ms_per_request == 900
+    with pytest.raises(ConfigError) as error:
+        parse_platform_config({"cpu_ms_per_request": 900, "accounts": {"cpu_ms_per_request": 5}})
+    assert error.value.key == "platform.cpu_ms_per_request"
+    assert "platform.accounts.cpu_ms_per_request" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "accounts, key",
+    [
+        ({"max_wokers": 3}, "platform.accounts.max_wokers"),
+        ({"max_workers": 0}, "platform.accounts.max_workers"),
+        ({"max_versions": "many"}, "platform.accounts.max_versions"),
+        ({"max_kv_bytes": "lots"}, "platform.accounts.max_kv_bytes"),
+        ({"max_kv_bytes": -1}, "platform.accounts.max_kv_bytes"),
+        ({"max_kv_namespaces": True}, "platform.accounts.max_kv_namespaces"),
+        ({"ai_requests_per_minute": 1.5}, "platform.accounts.ai_requests_per_minute"),
+        ({"cpu_ms_per_request": 300_001}, "platform.accounts.cpu_ms_per_request"),
+        ({"max_script_size": "1MiB"}, "platform.accounts.max_script_size"),
+        ([], "platform.accounts"),
+    ],
+)
+def test_bad_accounts_values_name_the_key_and_file(
+    tmp_path: Path, accounts: object, key: str
+) -> None:
+    import json
+
+    path = tmp_path / "ember.yaml"
+    path.write_text("platform:\n  accounts: " + json.dumps(accounts) + "\n")
+    with pytest.raises(ConfigError) as error:
+        load_platform_config(path)
+    assert error.value.key == key and error.value.file == str(path)

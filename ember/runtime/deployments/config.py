@@ -6,13 +6,22 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
 
     platform:
       public_url: http://127.0.0.1:8787     # used in claim links; default: the request's own URL
-      max_script_size: 64MiB
-      cpu_ms_per_request: 300000            # the most a permanent account's limits.cpu_ms may be
+      max_script_size: 64MiB                # every account's (temporary: the lower of the two)
       max_isolates: 16                      # live isolates of all accounts together; at the cap
                                             # the least recently used idle one is stopped, else
                                             # 503 (default: one per 256 MiB of RAM, or of the
                                             # cgroup's memory limit where lower; at least 4)
       proof_of_work: {k: 2000, g: 500, sample: 16}
+      accounts:                             # each permanent (created or claimed) account's
+                                            # caps; null: no limit (defaults and their sources:
+                                            # PermanentAccountConfig; platform.cpu_ms_per_request
+                                            # is the older name of accounts.cpu_ms_per_request)
+        max_workers: 500
+        max_versions: 10000                 # stored versions across all its workers
+        max_kv_bytes: 1GiB                  # keys + values + metadata + 64 per key
+        max_kv_namespaces: 1000
+        ai_requests_per_minute: 300
+        cpu_ms_per_request: 300000          # also the most a version's limits.cpu_ms may be
       temporary:
         ttl: 60m
         creations_per_client_per_hour: 10
@@ -34,15 +43,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ember.config_values import LIMIT_KEYS
 from ember.config_yaml import load_yaml
 from ember.errors import ConfigError
+from ember.runtime.deployments.config_parse import (
+    duration_value,
+    mapping,
+    only_keys,
+    optional_int,
+    positive_int,
+    size_value,
+)
+from ember.runtime.deployments.config_parse import parse_duration as parse_duration
+from ember.runtime.deployments.config_parse import parse_size as parse_size
 
 # Wrangler refuses challenges above this many hashes (POW_MAX_ITERATIONS in workers-auth/pow.ts).
 WRANGLER_MAX_POW_ITERATIONS = 64_000_000
-
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3}
-_SIZE_UNITS |= {"kib": 1024, "mib": 1024**2, "gib": 1024**3}
-_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+# The most CPU a request may have: Workers Paid's 5 minutes (wrangler's limits.cpu_ms maximum).
+CPU_MS_MAX = LIMIT_KEYS["cpu_ms"][1]
 
 
 @dataclass(frozen=True)
@@ -80,6 +98,34 @@ class TemporaryAccountConfig:
 
 
 @dataclass(frozen=True)
+class PermanentAccountConfig:
+    """Caps of each permanent (created or claimed) account; ``None`` = unlimited.
+
+    Without them one account could fill the platform's disk with KV data or stored versions and
+    cost every other account its writes. The defaults are Cloudflare's published plan limits
+    (reference/workers-api.md §5.1) where it has one, so a wrangler project that deploys there
+    deploys here.
+    """
+
+    # Workers per account on Workers Paid (Free: 100).
+    max_workers: int | None = 500
+    # Cloudflare keeps a Worker's 100 most recent versions (changelog 2025-09-11) and has no
+    # account-wide cap; ember keeps every version until its Worker is deleted, so this bounds
+    # them: 100 versions for each of Workers Free's 100 Workers.
+    max_versions: int | None = 10_000
+    # KV storage per account on Workers Free (developers.cloudflare.com/kv/platform/limits: 1 GB;
+    # Paid: unlimited, billed per GB-month, which a shared disk cannot be).
+    max_kv_bytes: int | None = 1024**3
+    # KV namespaces per account on Free and Paid (the same KV limits page).
+    max_kv_namespaces: int | None = 1000
+    # Workers AI's text-generation rate per account (workers-api.md §5.1: 300 per minute);
+    # every model ember serves (Kimi, GLM) is text generation.
+    ai_requests_per_minute: int | None = 300
+    # Workers Paid's most CPU per invocation, 5 minutes (wrangler's limits.cpu_ms maximum).
+    cpu_ms_per_request: int | None = CPU_MS_MAX
+
+
+@dataclass(frozen=True)
 class AccountLimits:
     """The limits that apply to one account (``None`` = unlimited)."""
 
@@ -90,6 +136,18 @@ class AccountLimits:
     max_kv_namespaces: int | None
     ai_requests_per_minute: int | None
     cpu_ms_per_request: int | None
+    temporary: bool = False
+
+    @property
+    def scope(self) -> str:
+        """Whom these limits apply to, for a refusal's message."""
+        return "temporary accounts" if self.temporary else "accounts on this platform"
+
+    def remedy(self, key: str) -> str:
+        """How the account gets past the limit ``key``, for the end of a refusal's message."""
+        if self.temporary:
+            return "claim the account"
+        return f"ask the platform's operator to raise platform.accounts.{key} in its ember.yaml"
 
 
 @dataclass(frozen=True)
@@ -98,10 +156,10 @@ class PlatformConfig:
 
     public_url: str | None = None
     max_script_bytes: int = 64 * 1024**2
-    cpu_ms_per_request: int | None = None
     max_isolates: int | None = None  # None: capacity.default_max_isolates() for this machine
     proof_of_work: ProofOfWorkConfig = field(default_factory=ProofOfWorkConfig)
     temporary: TemporaryAccountConfig = field(default_factory=TemporaryAccountConfig)
+    accounts: PermanentAccountConfig = field(default_factory=PermanentAccountConfig)
 
     def limits_for(self, temporary: bool) -> AccountLimits:
         if temporary:
@@ -114,15 +172,17 @@ class PlatformConfig:
                 max_kv_namespaces=t.max_kv_namespaces,
                 ai_requests_per_minute=t.ai_requests_per_minute,
                 cpu_ms_per_request=t.cpu_ms_per_request,
+                temporary=True,
             )
+        a = self.accounts
         return AccountLimits(
-            max_workers=None,
-            max_versions=None,
+            max_workers=a.max_workers,
+            max_versions=a.max_versions,
             max_script_bytes=self.max_script_bytes,
-            max_kv_bytes=None,
-            max_kv_namespaces=None,
-            ai_requests_per_minute=None,
-            cpu_ms_per_request=self.cpu_ms_per_request,
+            max_kv_bytes=a.max_kv_bytes,
+            max_kv_namespaces=a.max_kv_namespaces,
+            ai_requests_per_minute=a.ai_requests_per_minute,
+            cpu_ms_per_request=a.cpu_ms_per_request,
         )
 
 
@@ -136,8 +196,8 @@ def load_platform_config(path: Path) -> PlatformConfig:
 
 def parse_platform_config(section: Any, source: str = "ember.yaml") -> PlatformConfig:
     """Parse an already-loaded ``platform`` mapping."""
-    raw = _mapping(section, source, "platform")
-    _only_keys(
+    raw = mapping(section, source, "platform")
+    only_keys(
         raw,
         source,
         "platform",
@@ -148,12 +208,27 @@ def parse_platform_config(section: Any, source: str = "ember.yaml") -> PlatformC
             "max_isolates",
             "proof_of_work",
             "temporary",
+            "accounts",
         },
     )
-    pow_raw = _mapping(raw.get("proof_of_work", {}), source, "platform.proof_of_work")
-    tmp_raw = _mapping(raw.get("temporary", {}), source, "platform.temporary")
+    pow_raw = mapping(raw.get("proof_of_work", {}), source, "platform.proof_of_work")
+    tmp_raw = mapping(raw.get("temporary", {}), source, "platform.temporary")
+    accounts_raw = mapping(raw.get("accounts", {}), source, "platform.accounts")
     proof = _parse_proof_of_work(pow_raw, source)
     temporary = _parse_temporary(tmp_raw, source)
+    accounts = _parse_accounts(accounts_raw, source)
+    if raw.get("cpu_ms_per_request") is not None:
+        # The older spelling of accounts.cpu_ms_per_request, from before the accounts section.
+        if "cpu_ms_per_request" in accounts_raw:
+            raise ConfigError(
+                source,
+                "platform.cpu_ms_per_request",
+                raw["cpu_ms_per_request"],
+                "no value beside platform.accounts.cpu_ms_per_request",
+                hint="it is the older name of platform.accounts.cpu_ms_per_request: keep one",
+            )
+        cpu = optional_int(raw, "cpu_ms_per_request", source, "platform")
+        accounts = dataclasses.replace(accounts, cpu_ms_per_request=cpu)
     public_url = raw.get("public_url")
     if public_url is not None and not (
         isinstance(public_url, str) and re.match(r"^https?://[^/\s]+/?$", public_url)
@@ -161,21 +236,23 @@ def parse_platform_config(section: Any, source: str = "ember.yaml") -> PlatformC
         raise ConfigError(source, "platform.public_url", public_url, "an http(s) origin")
     config = PlatformConfig(
         public_url=public_url.rstrip("/") if public_url else None,
-        max_script_bytes=_size(raw, "max_script_size", PlatformConfig.max_script_bytes, source),
-        cpu_ms_per_request=_optional_int(raw, "cpu_ms_per_request", source, "platform"),
-        max_isolates=_optional_int(raw, "max_isolates", source, "platform"),
+        max_script_bytes=size_value(
+            raw, "max_script_size", PlatformConfig.max_script_bytes, source, "platform"
+        ),
+        max_isolates=optional_int(raw, "max_isolates", source, "platform"),
         proof_of_work=proof,
         temporary=temporary,
+        accounts=accounts,
     )
     return config
 
 
 def _parse_proof_of_work(raw: dict[str, Any], source: str) -> ProofOfWorkConfig:
     where = "platform.proof_of_work"
-    _only_keys(raw, source, where, {"k", "g", "sample", "challenge_ttl"})
+    only_keys(raw, source, where, {"k", "g", "sample", "challenge_ttl"})
     defaults = ProofOfWorkConfig()
-    k = _positive_int(raw, "k", defaults.k, source, where)
-    g = _positive_int(raw, "g", defaults.g, source, where)
+    k = positive_int(raw, "k", defaults.k, source, where)
+    g = positive_int(raw, "g", defaults.g, source, where)
     if k * g > WRANGLER_MAX_POW_ITERATIONS:
         raise ConfigError(
             source,
@@ -187,8 +264,8 @@ def _parse_proof_of_work(raw: dict[str, Any], source: str) -> ProofOfWorkConfig:
     return ProofOfWorkConfig(
         k=k,
         g=g,
-        sample=min(_positive_int(raw, "sample", defaults.sample, source, where), k),
-        challenge_ttl_seconds=_duration(
+        sample=min(positive_int(raw, "sample", defaults.sample, source, where), k),
+        challenge_ttl_seconds=duration_value(
             raw, "challenge_ttl", defaults.challenge_ttl_seconds, source, where
         ),
     )
@@ -200,91 +277,68 @@ def _parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig
     names = {f.name for f in dataclasses.fields(TemporaryAccountConfig)}
     renamed = {"ttl_seconds": "ttl", "max_script_bytes": "max_script_size"}
     allowed = {renamed.get(n, n) for n in names}
-    _only_keys(raw, source, where, allowed)
+    only_keys(raw, source, where, allowed)
     return TemporaryAccountConfig(
-        ttl_seconds=_duration(raw, "ttl", d.ttl_seconds, source, where),
-        creations_per_client_per_hour=_positive_int(
+        ttl_seconds=duration_value(raw, "ttl", d.ttl_seconds, source, where),
+        creations_per_client_per_hour=positive_int(
             raw, "creations_per_client_per_hour", d.creations_per_client_per_hour, source, where
         ),
-        max_workers=_positive_int(raw, "max_workers", d.max_workers, source, where),
-        max_versions=_positive_int(raw, "max_versions", d.max_versions, source, where),
-        max_script_bytes=_size(raw, "max_script_size", d.max_script_bytes, source, where),
-        max_kv_bytes=_size(raw, "max_kv_bytes", d.max_kv_bytes, source, where),
-        max_kv_namespaces=_positive_int(
+        max_workers=positive_int(raw, "max_workers", d.max_workers, source, where),
+        max_versions=positive_int(raw, "max_versions", d.max_versions, source, where),
+        max_script_bytes=size_value(raw, "max_script_size", d.max_script_bytes, source, where),
+        max_kv_bytes=size_value(raw, "max_kv_bytes", d.max_kv_bytes, source, where),
+        max_kv_namespaces=positive_int(
             raw, "max_kv_namespaces", d.max_kv_namespaces, source, where
         ),
-        ai_requests_per_minute=_positive_int(
+        ai_requests_per_minute=positive_int(
             raw, "ai_requests_per_minute", d.ai_requests_per_minute, source, where
         ),
-        cpu_ms_per_request=_positive_int(
+        cpu_ms_per_request=positive_int(
             raw, "cpu_ms_per_request", d.cpu_ms_per_request, source, where
         ),
     )
 
 
-def _mapping(value: Any, source: str, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(source, where, value, "a mapping")
-    return value
+def _parse_accounts(raw: dict[str, Any], source: str) -> PermanentAccountConfig:
+    """``platform.accounts``: each key absent -> its default, ``null`` -> unlimited."""
+    where = "platform.accounts"
+    if "max_script_size" in raw:
+        raise ConfigError(
+            source,
+            f"{where}.max_script_size",
+            raw["max_script_size"],
+            "no max_script_size here",
+            hint="every account's script size is platform.max_script_size",
+        )
+    d = PermanentAccountConfig()
+    only_keys(raw, source, where, {f.name for f in dataclasses.fields(PermanentAccountConfig)})
 
+    def count(key: str, default: int | None) -> int | None:
+        if key not in raw:
+            return default
+        return None if raw[key] is None else positive_int(raw, key, 1, source, where)
 
-def _only_keys(raw: dict[str, Any], source: str, where: str, allowed: set[str]) -> None:
-    for key in raw:
-        if key not in allowed:
-            raise ConfigError(source, f"{where}.{key}", key, f"one of {', '.join(sorted(allowed))}")
-
-
-def _positive_int(raw: dict[str, Any], key: str, default: int, source: str, where: str) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(source, f"{where}.{key}", value, "a positive integer")
-    return value
-
-
-def _optional_int(raw: dict[str, Any], key: str, source: str, where: str) -> int | None:
-    if raw.get(key) is None:
-        return None
-    return _positive_int(raw, key, 1, source, where)
-
-
-def _size(raw: dict[str, Any], key: str, default: int, source: str, where: str = "platform") -> int:
-    value = raw.get(key, default)
-    parsed = parse_size(value)
-    if parsed is None:
-        raise ConfigError(source, f"{where}.{key}", value, "a size such as 5MiB or 1048576")
-    return parsed
-
-
-def _duration(raw: dict[str, Any], key: str, default: int, source: str, where: str) -> int:
-    value = raw.get(key, default)
-    parsed = parse_duration(value)
-    if parsed is None:
-        raise ConfigError(source, f"{where}.{key}", value, "a duration such as 60m, 1h or 3600")
-    return parsed
-
-
-def parse_size(value: Any) -> int | None:
-    """``5MiB`` / ``10MB`` / ``1024`` -> bytes; None when malformed or not positive."""
-    return _with_unit(value, _SIZE_UNITS)
-
-
-def parse_duration(value: Any) -> int | None:
-    """``90s`` / ``60m`` / ``1h`` / ``3600`` -> seconds; None when malformed or not positive."""
-    return _with_unit(value, _DURATION_UNITS)
-
-
-def _with_unit(value: Any, units: dict[str, int]) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value > 0 else None
-    if not isinstance(value, str):
-        return None
-    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value)
-    if not match or match.group(2).lower() not in units:
-        return None
-    result = int(match.group(1)) * units[match.group(2).lower()]
-    return result if result > 0 else None
+    max_kv_bytes = d.max_kv_bytes
+    if "max_kv_bytes" in raw:
+        kv = raw["max_kv_bytes"]
+        max_kv_bytes = None if kv is None else size_value(raw, "max_kv_bytes", 1, source, where)
+    cpu = count("cpu_ms_per_request", d.cpu_ms_per_request)
+    if cpu is not None and cpu > CPU_MS_MAX:
+        raise ConfigError(
+            source,
+            f"{where}.cpu_ms_per_request",
+            cpu,
+            f"at most {CPU_MS_MAX} (5 minutes)",
+            hint="no version may set limits.cpu_ms above Workers Paid's maximum",
+        )
+    return PermanentAccountConfig(
+        max_workers=count("max_workers", d.max_workers),
+        max_versions=count("max_versions", d.max_versions),
+        max_kv_bytes=max_kv_bytes,
+        max_kv_namespaces=count("max_kv_namespaces", d.max_kv_namespaces),
+        ai_requests_per_minute=count("ai_requests_per_minute", d.ai_requests_per_minute),
+        cpu_ms_per_request=cpu,
+    )
 
 
 def default_state_dir() -> Path:
