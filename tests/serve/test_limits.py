@@ -1,5 +1,6 @@
-"""Temporary accounts' limits on ember serve, each refused with a clear error; a claim lifts
-them."""
+"""Accounts' limits on ember serve, each refused with a clear error: temporary accounts'
+(``platform.temporary``), permanent ones' (``platform.accounts``), and a claim switching from
+the first to the second."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve.conftest import ServeProcess, put_worker, temporary_account
+from tests.serve.conftest import ServeProcess, permanent_account, put_worker, temporary_account
 
 CONFIG = """\
 platform:
@@ -19,22 +20,27 @@ platform:
     max_kv_bytes: 2KiB
     cpu_ms_per_request: 50
     ai_requests_per_minute: 2
+  accounts:
+    max_workers: 3
+    max_kv_bytes: 4KiB
+    cpu_ms_per_request: 1000
+    ai_requests_per_minute: 3
 """
 WORKER = """\
 import time
 from workers import Response
 
 async def on_fetch(request, env):
-    if request.url.endswith("/ai"):
+    if "/ai" in request.url:
         codes = []
-        for _ in range(3):
+        for _ in range(int(request.url.rsplit("/ai", 1)[1] or 3)):
             try:
                 await env.AI.run("@cf/ember/no-such-model", {"prompt": "hi"})
             except Exception as exc:
                 codes.append(str(exc).split(":")[0])
         return Response(" ".join(codes))
-    if request.url.endswith("/spin"):
-        end = time.process_time() + 0.3
+    if "/spin" in request.url:
+        end = time.process_time() + (1.5 if request.url.endswith("/spin-long") else 0.3)
         while time.process_time() < end:
             pass
         return Response("spun")
@@ -106,8 +112,48 @@ def test_temporary_limits_and_claim(limited: ServeProcess, tmp_path: Path) -> No
     with limited.api() as anonymous:
         claimed = anonymous.post("/provisioning/previews/claim", json={"claimToken": claim_token})
     assert claimed.status_code == 200, claimed.text
-    assert limited.worker(name, "one", "/spin").text == "spun"
-    assert limited.worker(name, "one").text == "stored"
+    assert limited.worker(name, "one", "/spin").text == "spun"  # 300 ms: within 1000
+    assert limited.worker(name, "one").text == "stored"  # 2.5 KiB in all: within 4 KiB
+    with limited.api(claimed.json()["result"]["apiToken"]) as owner:
+        assert put_worker(owner, account_id, "three", WORKER, bindings=binding).status_code == 200
+        fourth = put_worker(owner, account_id, "four", WORKER, bindings=binding)
+    assert fourth.status_code == 403 and fourth.json()["errors"][0]["code"] == 10037
+    assert "platform.accounts.max_workers" in fourth.json()["errors"][0]["message"]
+
+
+def test_permanent_accounts_limits(limited: ServeProcess) -> None:
+    account_id, token = permanent_account(limited, "acme")
+    with limited.api(token) as api:
+        namespace = api.post(
+            f"/accounts/{account_id}/storage/kv/namespaces", json={"title": "t"}
+        ).json()["result"]["id"]
+        binding = [
+            {"name": "KV", "type": "kv_namespace", "namespace_id": namespace},
+            {"name": "AI", "type": "ai"},
+        ]
+        assert put_worker(api, account_id, "one", WORKER, bindings=binding).status_code == 200
+        values = f"/accounts/{account_id}/storage/kv/namespaces/{namespace}/values"
+        assert api.put(f"{values}/a", content=b"x" * 3000).status_code == 200
+
+        # KV bytes through the worker's binding: platform.accounts.max_kv_bytes, and how to
+        # raise it (the REST side: tests/platform/test_account_limits.py).
+        reply = limited.worker("acme", "one")
+        assert reply.status_code == 507 and "its limit is 4,096 bytes" in reply.text
+        assert "raise platform.accounts.max_kv_bytes" in reply.text
+        assert api.get(f"{values}/big").status_code == 404
+
+        # CPU per request: 1.5 s is past platform.accounts.cpu_ms_per_request (1000 ms).
+        spun = limited.worker("acme", "one", "/spin-long")
+        assert spun.status_code == 503 and "exceeded CPU time limit" in spun.text
+
+        # AI requests per minute: env.AI and the REST API share the account's 3.
+        assert limited.worker("acme", "one", "/ai4").text == "5007 5007 5007 3036"
+        run = f"/accounts/{account_id}/ai/run/@cf/ember/no-such-model"
+        refused = api.post(run, json={"prompt": "hi"})
+        assert refused.status_code == 429
+        message = refused.json()["errors"][0]["message"]
+        assert "3 AI requests per minute" in message
+        assert "raise platform.accounts.ai_requests_per_minute" in message
 
 
 def test_listing_models_spends_none_of_a_temporary_accounts_ai_requests(

@@ -14,10 +14,13 @@ class KVQuotaExceeded(LimitExceeded):
 
 @dataclass(frozen=True, slots=True)
 class KVQuota:
-    """The byte limit of one account's KV data, across all its namespaces."""
+    """The byte limit of one account's KV data, across all its namespaces; ``remedy`` ends the
+    refusal's message with how else to get room (the platform's words: claim the account, ask
+    its operator), after "delete keys first"."""
 
     account: str
     max_bytes: int
+    remedy: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,10 @@
 """Supervisor side of a KV binding: validates every call, then reads or writes the store.
 
 One ``KVService`` per deployment and binding; it can touch only its own namespace id (from the
-deployment's spec, never from the call). A platform may add ``account`` and ``max_account_bytes``
-to the spec's options: writes are then refused past the account's byte limit (temporary
-accounts). The store is shared by every deployment of the supervisor (``ServiceHost.shared``)
-and runs on its own thread.
+deployment's spec, never from the call). A platform may add ``account``, ``max_account_bytes``
+and ``quota_remedy`` (how to get more room, for the refusal's message) to the spec's options:
+writes are then refused past the account's byte limit. The store is shared by every
+deployment of the supervisor (``ServiceHost.shared``) and runs on its own thread.
 
 Wire format (the client in ``client.py`` is the only other party):
 
@@ -56,8 +56,9 @@ class KVService(BindingService):
         account = spec.options.get("account")
         self._account = account if isinstance(account, str) and account else None
         max_bytes = spec.options.get("max_account_bytes")
+        remedy = spec.options.get("quota_remedy")
         self._quota = (
-            KVQuota(self._account, max_bytes)
+            KVQuota(self._account, max_bytes, remedy if isinstance(remedy, str) else "")
             if self._account and isinstance(max_bytes, int) and max_bytes > 0
             else None
         )

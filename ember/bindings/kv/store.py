@@ -12,7 +12,7 @@ Owns durability and ordering, not validation (``limits.py`` does that, for every
 - Each namespace may belong to an account and keeps a running count of its stored bytes (keys,
   values and metadata, plus ``ENTRY_OVERHEAD_BYTES`` per entry for the row around them),
   updated in the same transaction as every write and delete, so a ``KVQuota`` on a put (the
-  platform's per-account limit for temporary accounts) is exact and bounds the disk it costs.
+  platform's per-account limit) is exact and bounds the disk it costs.
 - Deleted data is overwritten (``secure_delete``), and ``compact`` empties the write-ahead log,
   so a deleted account leaves nothing readable behind.
 
@@ -302,13 +302,14 @@ class KVStore:
                 ).fetchone()[0]
                 if used + delta > quota.max_bytes:
                     what = "this write" if len(writes) == 1 else f"these {len(writes)} writes"
+                    remedy = f", or {quota.remedy}" if quota.remedy else ""
                     raise KVQuotaExceeded(
                         "kv_bytes",
                         used + delta,
                         quota.max_bytes,
                         f"{what} would store {used + delta:,} bytes of KV data for the "
-                        f"account; its limit is {quota.max_bytes:,} bytes (delete keys first, "
-                        "or claim the account)",
+                        f"account; its limit is {quota.max_bytes:,} bytes (delete keys "
+                        f"first{remedy})",
                     )
             self._count(namespace_id, delta)
 

@@ -10,9 +10,10 @@
     POST   .../bulk/get         {keys: [...], type?: "text"|"json", withMetadata?: bool}
 
 Keys arrive percent-decoded by the router (``dir%2Fk:1`` is the key ``dir/k:1``). Every write is
-acknowledged only after its commit; a temporary account's writes are checked against its byte
-limit inside the same transaction. A bulk write or delete is one transaction: one flush, and a
-refused item (invalid, or past the quota) refuses the whole request, writing nothing.
+acknowledged only after its commit; an account's writes are checked against its byte limit
+(``platform.temporary`` or ``platform.accounts``) inside the same transaction. A bulk write or
+delete is one transaction: one flush, and a refused item (invalid, or past the quota) refuses
+the whole request, writing nothing.
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ def _namespace(request: Request) -> tuple[Caller, str]:
 
 
 def _quota(request: Request, who: Caller) -> KVQuota | None:
-    limit = plane_of(request).config.limits_for(who.account.temporary).max_kv_bytes
-    return KVQuota(who.account.id, limit) if limit is not None else None
+    limits = plane_of(request).config.limits_for(who.account.temporary)
+    if limits.max_kv_bytes is None:
+        return None
+    return KVQuota(who.account.id, limits.max_kv_bytes, limits.remedy("max_kv_bytes"))
 
 
 def _refused(exc: limits.KVError | KVQuotaExceeded) -> Response:

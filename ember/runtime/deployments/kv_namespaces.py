@@ -54,7 +54,8 @@ class NamespaceService:
 
     def create(self, account: Account, title: str) -> KVNamespace:
         _check_title(title)
-        limit = self._config.limits_for(account.temporary).max_kv_namespaces
+        limits = self._config.limits_for(account.temporary)
+        limit = limits.max_kv_namespaces
         namespace = KVNamespace(uuid.uuid4().hex, account.id, title, self._clock())
         with self._db.transaction() as conn:
             if conn.execute(
@@ -70,7 +71,9 @@ class NamespaceService:
                     "kv_namespaces",
                     count + 1,
                     limit,
-                    f"temporary accounts may have at most {limit} KV namespaces",
+                    f"This account already has {count} KV namespaces; {limits.scope} may have "
+                    f"at most {limit} KV namespaces. Delete one, or "
+                    f"{limits.remedy('max_kv_namespaces')}.",
                 )
             conn.execute(
                 "INSERT INTO kv_namespaces VALUES (?, ?, ?, ?)",

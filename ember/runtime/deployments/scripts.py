@@ -159,9 +159,10 @@ class ScriptService:
         return UploadResult(script, version, deployment)
 
     def check_version_quota(self, conn: sqlite3.Connection, account: Account) -> None:
-        """Refuse one more stored version past the account's ``max_versions`` (temporary
-        accounts): every upload, redeploy and secret change stores a version."""
-        limit = self._config.limits_for(account.temporary).max_versions
+        """Refuse one more stored version past the account's ``max_versions``: every upload,
+        redeploy and secret change stores a version."""
+        limits = self._config.limits_for(account.temporary)
+        limit = limits.max_versions
         if limit is None:
             return
         count = conn.execute(
@@ -174,15 +175,16 @@ class ScriptService:
                 "versions",
                 count + 1,
                 limit,
-                f"This account already stores {count} Worker versions; temporary accounts may "
-                f"store at most {limit}. Delete a Worker (its versions go with it), or claim "
-                "the account.",
+                f"This account already stores {count} Worker versions; {limits.scope} may "
+                f"store at most {limit}. Delete a Worker (its versions go with it), or "
+                f"{limits.remedy('max_versions')}.",
             )
 
     def _create_script(
         self, conn: sqlite3.Connection, account: Account, name: str, source: str, now: float
     ) -> Script:
-        limit = self._config.limits_for(account.temporary).max_workers
+        limits = self._config.limits_for(account.temporary)
+        limit = limits.max_workers
         if limit is not None:
             count = conn.execute(
                 "SELECT COUNT(*) FROM scripts WHERE account_id = ?", (account.id,)
@@ -192,9 +194,8 @@ class ScriptService:
                     "workers",
                     count + 1,
                     limit,
-                    f"This account already has {count} Workers; temporary "
-                    f"accounts may have at most {limit}. Delete one, or claim "
-                    "the account.",
+                    f"This account already has {count} Workers; {limits.scope} may have at "
+                    f"most {limit}. Delete one, or {limits.remedy('max_workers')}.",
                 )
         script_id = uuid.uuid4().hex
         conn.execute(

@@ -3,7 +3,7 @@ checked when uploaded, then applied by the platform to every request of that ver
 
 Cloudflare takes ``cpu_ms`` (up to 5 minutes on Workers Paid; refused outright on Free, code
 100328) and ``subrequests``. Here a permanent account may set either up to the Paid maxima
-(``cpu_ms`` also within the operator's ``platform.cpu_ms_per_request``, where set); a temporary
+(``cpu_ms`` also within the operator's ``platform.accounts.cpu_ms_per_request``); a temporary
 account may only lower its own tier's values (``platform.temporary.cpu_ms_per_request``, and
 the runtime's default subrequests). The values are stored with the version, so a rollback runs
 under the limits the old version was uploaded with.
@@ -60,8 +60,10 @@ def check_tier(limits: dict[str, int], account: AccountLimits, temporary: bool) 
         if value <= maxima[key]:
             continue
         unit = " ms" if key == "cpu_ms" else ""
-        scope = "temporary accounts" if temporary else "this platform"
+        scope = "temporary accounts" if temporary else "accounts on this platform"
         hint = " (claim the account for higher limits)" if temporary else ""
+        if key == "cpu_ms" and not temporary and maxima[key] < LIMIT_KEYS["cpu_ms"][1]:
+            hint = f" ({account.remedy('cpu_ms_per_request')} for more)"
         raise LimitAboveTier(
             f"limits.{key} is {value}{unit}; {scope} allow at most {maxima[key]}{unit}. "
             f"Set limits.{key} to {maxima[key]} or less, or leave it out{hint}."

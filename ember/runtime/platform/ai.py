@@ -52,8 +52,8 @@ WRAPPED_SERVICE = "ember.runtime.platform.ai:AccountLimitedAI"
 # 256 queued) it is 192, so an account alone can still fill every slot and queue 64 more, while
 # a flood of it leaves the other half of the bound to everybody else.
 DEFAULT_ACCOUNT_SHARE = 0.5
-# Options translate.py adds to a temporary account's AI spec (the wrapped service removes them).
-ACCOUNT_OPTION, RATE_OPTION = "account", "ai_requests_per_minute"
+# Options translate.py adds to an account's AI spec (the wrapped service removes the rate's).
+ACCOUNT_OPTION, RATE_OPTION, REMEDY_OPTION = "account", "ai_requests_per_minute", "ai_rate_remedy"
 
 
 def ai_available() -> bool:
@@ -107,8 +107,11 @@ class AccountLimitedAI(BindingService):
         self.account = str(spec.options.get(ACCOUNT_OPTION) or "")
         rate = spec.options.get(RATE_OPTION)
         self.per_minute = rate if isinstance(rate, int) and rate > 0 else None
+        remedy = spec.options.get(REMEDY_OPTION)
+        self.remedy = remedy if isinstance(remedy, str) else ""
         # The account stays: the AI service scopes the deployment's data by it (service.py).
-        options = {k: v for k, v in spec.options.items() if k != RATE_OPTION}
+        rate_keys = (RATE_OPTION, REMEDY_OPTION)
+        options = {k: v for k, v in spec.options.items() if k not in rate_keys}
         inner_spec = dataclasses.replace(spec, options=options)
         self.inner: BindingService = import_target(_ai_service())(inner_spec, host)
         self.limiter: AccountRateLimiter = host.shared(
@@ -118,7 +121,7 @@ class AccountLimitedAI(BindingService):
     async def call(self, method: str, args: list[Any], ctx: Any) -> Any:
         if method == "run" and self.per_minute is not None:
             try:
-                self.limiter.acquire(self.account, self.per_minute)
+                self.limiter.acquire(self.account, self.per_minute, self.remedy)
             except RateLimited as exc:
                 raise _quota_error(exc, args) from None
         return await self.inner.call(method, args, ctx)
@@ -154,9 +157,10 @@ def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseR
         account, _ = plane.accounts.authenticate(bearer(request))
         if account_id is not None and account_id != account.id:
             raise Forbidden()
-        per_minute = plane.config.limits_for(account.temporary).ai_requests_per_minute
+        limits = plane.config.limits_for(account.temporary)
+        per_minute = limits.ai_requests_per_minute
         if inference and per_minute is not None:  # a listing is not an AI request
-            limiter.acquire(account.id, per_minute)
+            limiter.acquire(account.id, per_minute, limits.remedy("ai_requests_per_minute"))
         if not ai_available():
             return None  # the unavailable route only authenticates
         # The account's data scope, the one its workers' env.AI has too (bindings/ai/tenant.py).

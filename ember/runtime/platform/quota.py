@@ -1,4 +1,4 @@
-"""Per-account request rates (temporary accounts' AI requests per minute).
+"""Per-account request rates (AI requests per minute, ``platform.temporary`` or ``.accounts``).
 
 A token bucket per account: ``limit`` requests per minute, refilled continuously, starting full.
 Past it a request is refused at once with ``RateLimited`` (HTTP 429), which says the limit and
@@ -30,8 +30,9 @@ class AccountRateLimiter:
         self._clock = clock
         self._buckets: dict[str, _Bucket] = {}
 
-    def acquire(self, account_id: str, per_minute: int) -> None:
-        """Take one request from the account's bucket, or raise ``RateLimited``."""
+    def acquire(self, account_id: str, per_minute: int, remedy: str = "") -> None:
+        """Take one request from the account's bucket, or raise ``RateLimited`` (its message
+        ends with ``remedy``: how to get a higher limit)."""
         now = self._clock()
         bucket = self._buckets.get(account_id)
         if bucket is None:
@@ -42,12 +43,13 @@ class AccountRateLimiter:
         bucket.updated = now
         if bucket.tokens < 1.0:
             wait = (1.0 - bucket.tokens) / rate
+            otherwise = f", or {remedy}" if remedy else ""
             raise RateLimited(
                 f"{self.what}_per_minute",
                 per_minute + 1,
                 per_minute,
-                f"This account may make {per_minute} {self.what.replace('_', ' ')} per minute "
-                f"(temporary accounts' limit); retry in {wait:.1f} s, or claim the account.",
+                f"This account may make {per_minute} {self.what.replace('_', ' ')} per minute; "
+                f"retry in {wait:.1f} s{otherwise}.",
             )
         bucket.tokens -= 1.0
 

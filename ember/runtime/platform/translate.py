@@ -135,6 +135,7 @@ def _account_options(
         extra["account"] = account.id
         if limits.max_kv_bytes:
             extra["max_account_bytes"] = limits.max_kv_bytes
+            extra["quota_remedy"] = limits.remedy("max_kv_bytes")
     elif spec.kind == "ai":
         # Every account's: its workers' env.AI shares the account's batches, gateway logs and
         # stored responses with its REST API (bindings/ai/tenant.py).
@@ -142,6 +143,7 @@ def _account_options(
         extra["worker"] = worker
         if limits.ai_requests_per_minute:
             extra["ai_requests_per_minute"] = limits.ai_requests_per_minute
+            extra["ai_rate_remedy"] = limits.remedy("ai_requests_per_minute")
     return dataclasses.replace(spec, options={**spec.options, **extra}) if extra else spec
 
 
