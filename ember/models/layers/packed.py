@@ -20,9 +20,15 @@ from torch import nn
 from ember.errors import ConfigError
 
 
+def bf16_packing_supported() -> bool:
+    """Whether oneDNN here has BF16 kernels. A CPU without AVX512-BW/VL/DQ or AVX-NE-CONVERT
+    (an AVX2-only one) has none: its reorder raises, so the plain head is kept there."""
+    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
 def can_pack(linear: nn.Module) -> bool:
     """Whether ``linear`` can become a ``PackedLinear`` with bit-identical outputs."""
-    if type(linear) is not nn.Linear or not torch.backends.mkldnn.is_available():
+    if type(linear) is not nn.Linear or not bf16_packing_supported():
         return False
     weight = linear.weight
     return weight.dtype == torch.bfloat16 and weight.device.type == "cpu"
