@@ -92,8 +92,10 @@ class LLMEngine:
         self.eos_token_ids = eos_token_ids
         model_config = getattr(model, "config", None)
         self.vocab_size = vocab_size or getattr(model_config, "vocab_size", None)
-        # A sequence never needs KV for its last token, so the pool bounds length at capacity + 1.
-        self.max_model_len = min(config.max_model_len, num_pages * config.page_size + 1)
+        # The context is what the pool holds. A sequence never caches its last sampled token, so
+        # capacity + 1 would decode, but a window past the pool reads as an off-by-one beside
+        # --max-total-tokens, and vLLM too refuses a max_model_len its KV cannot hold.
+        self.max_model_len = min(config.max_model_len, num_pages * config.page_size)
         self._sequences: dict[str, Sequence] = {}
         # Requests still collecting prompt logprobs: while none is, steps plan no such rows.
         self._num_prompt_logprob_seqs = 0
