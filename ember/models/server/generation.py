@@ -82,20 +82,25 @@ def check_request(served: ServedModel, request: GenerationInput) -> None:
 
 
 def max_tokens_for(
-    served: ServedModel, prompt_tokens: int, asked: int | None, name: str = "max_tokens"
+    served: ServedModel,
+    prompt_tokens: int,
+    asked: int | None,
+    name: str = "max_tokens",
+    prompt_name: str = "messages",
 ) -> int:
     """``asked``, or the rest of the context window; a request that cannot fit is a 400.
-    ``name``: the request's word for the output limit (``max_new_tokens`` in /generate).
-    The message opens with OpenAI's (and vLLM's) words, which clients match on, then says
-    what ember would accept."""
+    ``name``: the request's word for the output limit (``max_new_tokens`` in /generate);
+    ``prompt_name`` its word for the input (``prompt`` in /v1/completions: a completion
+    request has no messages). The message opens with OpenAI's (and vLLM's) words, which
+    clients match on, then says what ember would accept."""
     context = served.context_length
     room = context - prompt_tokens
     if room < 1:
         raise ContextLengthExceeded(
             "prompt",
-            f"This model's maximum context length is {context} tokens. However, your messages "
-            f"resulted in {prompt_tokens} tokens. Please reduce the length of the messages: "
-            f"the prompt has {prompt_tokens} tokens; this model serves at most "
+            f"This model's maximum context length is {context} tokens. However, your "
+            f"{prompt_name} resulted in {prompt_tokens} tokens. Please reduce the length of the "
+            f"{prompt_name}: the prompt has {prompt_tokens} tokens; this model serves at most "
             f"{context - 1} prompt tokens",
         )
     if asked is None:
@@ -104,10 +109,10 @@ def max_tokens_for(
         raise ContextLengthExceeded(
             "max_tokens",
             f"This model's maximum context length is {context} tokens. However, you requested "
-            f"{prompt_tokens + asked} tokens ({prompt_tokens} in the messages, {asked} in the "
-            f"completion). Please reduce the length of the messages or completion: {name} is "
-            f"{asked}, but the prompt ({prompt_tokens} tokens) leaves room for {room} in the "
-            f"{context}-token context window",
+            f"{prompt_tokens + asked} tokens ({prompt_tokens} in the {prompt_name}, {asked} in "
+            f"the completion). Please reduce the length of the {prompt_name} or completion: "
+            f"{name} is {asked}, but the prompt ({prompt_tokens} tokens) leaves room for {room} "
+            f"in the {context}-token context window",
         )
     return asked
 

@@ -191,6 +191,10 @@ class RequestFields:
     def max_tokens_name(self) -> str:
         return self.max_tokens.rsplit("/", 1)[-1]
 
+    @property
+    def prompt_name(self) -> str:
+        return self.prompt.rsplit("/", 1)[-1]
+
 
 CHAT_FIELDS = RequestFields()
 COMPLETION_FIELDS = RequestFields(prompt="/prompt")
@@ -225,6 +229,7 @@ def generation_input(
             skip_special_tokens,
             keep_special,
             fields.max_tokens_name,
+            fields.prompt_name,
         )
     except InvalidRequestField:
         raise
@@ -245,13 +250,16 @@ def _generation_input(
     skip_special_tokens: bool,
     keep_special: frozenset[int],
     max_tokens_name: str,
+    prompt_name: str,
 ) -> GenerationInput:
     if not prompt_ids:
         raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
     options = served.sampling_defaults.fill(options)
     if options.logprobs_mode == "raw":  # an OpenAI route's: --logprobs-mode says which
         options = replace(options, logprobs_mode=served.openai_logprobs)
-    max_tokens = max_tokens_for(served, len(prompt_ids), options.max_tokens, max_tokens_name)
+    max_tokens = max_tokens_for(
+        served, len(prompt_ids), options.max_tokens, max_tokens_name, prompt_name
+    )
     # SamplingParams checks name the field (temperature, top_logprobs, logit_bias...).
     params = replace(
         SamplingParams.from_options(options),

@@ -269,6 +269,32 @@ def test_chat_context_overflow_is_context_length_exceeded(client: openai.OpenAI)
 
 
 @pytest.mark.parametrize(
+    ("body", "param", "words"),
+    [
+        (
+            {"prompt": [5] * 600},
+            "prompt",
+            "However, your prompt resulted in 600 tokens. Please reduce the length of the prompt",
+        ),
+        (
+            {"prompt": [5] * 10, "max_tokens": CONTEXT},
+            "max_tokens",
+            f"(10 in the prompt, {CONTEXT} in the completion). Please reduce the length of the "
+            "prompt or completion",
+        ),
+    ],
+)
+def test_completion_overflow_names_the_prompt(url: str, body: dict, param: str, words: str) -> None:
+    # /v1/completions has no messages: OpenAI's own words there are "in your prompt".
+    reply = post(url, "/v1/completions", {"model": "kimi", **body})
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["code"] == "context_length_exceeded" and error["param"] == param
+    assert words in error["message"]
+    assert "messages" not in error["message"]
+
+
+@pytest.mark.parametrize(
     ("path", "body", "words"),
     [
         ("/v1/completions", {"model": "kimi", "prompt": [5] * 600}, "prompt has 600 tokens"),
