@@ -139,6 +139,7 @@ def test_a_bad_secrets_file_changes_nothing(
     (project / "bad.json").write_text(content)
     refused = acme("secret", "bulk", "bad.json", ok=False)
     assert refused.returncode == 1 and expected in refused.stderr, refused.stderr
+    assert (refused.stdout + refused.stderr).count(expected) == 1, refused.stderr  # said once
     assert "Traceback" not in refused.stderr
     assert len(platform.plane.scripts.versions(account, "hello")) == before
     assert acme("secret", "list").stdout == ""
@@ -146,7 +147,8 @@ def test_a_bad_secrets_file_changes_nothing(
 
 def test_secret_bulk_with_nothing_on_stdin_says_so(acme: Ember) -> None:
     empty = acme("secret", "bulk", stdin="", ok=False)
-    assert empty.returncode == 1 and "🚨 No content found in file, or piped input." in empty.stderr
+    said = "🚨 No content found in file, or piped input."
+    assert empty.returncode == 1 and (empty.stdout + empty.stderr).count(said) == 1, empty.stderr
 
 
 def test_secrets_bulk_route_is_a_merge_patch_of_at_most_100(platform: RunningPlatform) -> None:
