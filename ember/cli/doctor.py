@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from ember.cli.state_dir import resolve_state_dir, state_dir_option
+
 if TYPE_CHECKING:
     from ember.runtime.sandbox import LayerReport
+    from ember.runtime.sandbox.walls import WallCheck
 
 
 @click.command()
@@ -21,19 +25,23 @@ if TYPE_CHECKING:
     help="Comma-separated layers to report as forced off, as a platform config would "
     "(e.g. landlock,seccomp).",
 )
-def doctor(as_json: bool, disable: str) -> None:
+@state_dir_option
+def doctor(as_json: bool, disable: str, state_dir: Path | None) -> None:
     """Probe each sandbox layer in throwaway child processes and report it.
 
     Also says whether anonymous deployments (`ember deploy --temporary`) would be accepted:
     they need pid + net + mount namespaces and seccomp or Landlock (or seccomp and Landlock);
     and whether `ember serve` would start: a mount namespace or Landlock must keep every worker
-    out of the platform's state directory.
+    out of the platform's state directory (--state-dir, as `ember serve` is given it).
     """
     from ember.runtime.sandbox import parse_layers, probe
 
     report = probe(disabled=parse_layers(disable, source="--disable"))
+    state = resolve_state_dir(state_dir)
+    walls = _walls(report, state)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        serve = {"state_dir": str(state), "starts": walls.met, "explanation": walls.explanation()}
+        click.echo(json.dumps({**report.to_dict(), "serve": serve}, indent=2))
         return
     who = "root" if report.euid == 0 else f"uid {report.euid}, via a user namespace"
     abi = f"Landlock ABI {report.landlock_abi}" if report.landlock_abi else "no Landlock"
@@ -45,17 +53,21 @@ def doctor(as_json: bool, disable: str) -> None:
     minimum = report.minimum()
     verdict = "accepted" if minimum.met else "REFUSED"
     click.echo(f"anonymous deployments (--temporary): {verdict}: {minimum.explanation}")
-    click.echo(f"ember serve: {_serve_verdict(report)}")
+    # Name the directory when one was given: the verdict holds for it, not for the default.
+    command = "ember serve" if state_dir is None else f"ember serve --state-dir {state}"
+    click.echo(f"{command}: {_serve_verdict(walls)}")
 
 
-def _serve_verdict(report: LayerReport) -> str:
-    """Whether ``ember serve`` would start here: some layer must keep every worker out of the
-    state directory (``sandbox/walls.py``), or the operator must pass --trusted-workers."""
-    from ember.runtime.deployments.config import default_state_dir
+def _walls(report: LayerReport, state: Path) -> WallCheck:
+    """Whether ``ember serve`` with ``state`` would start here: some layer must keep every
+    worker out of that state directory (``sandbox/walls.py``)."""
     from ember.runtime.sandbox import rootfs
     from ember.runtime.sandbox.walls import check_walls
 
-    walls = check_walls(report.available(), report, default_state_dir(), rootfs.shared_read_paths())
+    return check_walls(report.available(), report, state, rootfs.shared_read_paths())
+
+
+def _serve_verdict(walls: WallCheck) -> str:
     if walls.met:
         return f"starts (workers {walls.explanation()})"
     return f"REFUSES to start ({walls.explanation()}), unless --trusted-workers"

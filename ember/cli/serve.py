@@ -16,18 +16,13 @@ from typing import Any
 
 import click
 
-from ember.runtime.deployments.config import default_state_dir
+from ember.cli.state_dir import resolve_state_dir, state_dir_option
 
 
 @click.command()
 @click.option("--port", type=int, default=8787, show_default=True, help="Port to listen on.")
 @click.option("--ip", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where the platform keeps its state (default: $EMBER_STATE_DIR, else "
-    "$XDG_DATA_HOME/ember/platform).",
-)
+@state_dir_option
 @click.option(
     "--config",
     "config_file",
@@ -113,7 +108,7 @@ def serve(
         raise ConfigError("--idle-timeout", None, idle_timeout, "a duration such as 90s or 5m")
     config = load_platform_config(config_file) if config_file else PlatformConfig()
     ai = _ai_settings(config_file) if config_file else None
-    state = (state_dir or default_state_dir()).resolve()
+    state = resolve_state_dir(state_dir)
     policy = SandboxPolicy(
         default_profile=FULL,
         allow_below_minimum=allow_unsandboxed_anonymous,
