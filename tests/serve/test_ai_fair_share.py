@@ -1,10 +1,10 @@
 """ember serve: one account flooding a model cannot starve another account's ``env.AI.run``.
 
-walk7's repro 03 as a test: the model runs 1 request and queues 2 (the defaults' ratio,
-scaled down); two workers of the attacker account keep calling it in loops. The attacker's
-account holds at most its share (0.5 of 1 + 2: one request), so its next calls, from either
-worker or its REST API, are refused with 3036 naming the limit, and the victim's calls queue
-and are answered.
+walk7's repro 03 as a test: the model runs 1 request and queues 4; two workers of the attacker
+account keep calling it in loops. The attacker's account holds at most its share (the one slot
+and 0.5 of the 4 queue places: three requests), so its next calls, from either worker or its
+REST API, are refused with 3036 naming the limit, and the victim's calls queue in the places
+left and are answered first.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ ai:
     "{MODEL}":
       checkpoint: {TINY_GLM}
       max_running_requests: 1
-      max_queued_requests: 2
+      max_queued_requests: 4
       args: ["--torch-threads", "1", "--kv-cache-bytes", "16MiB"]
 """
 )
@@ -130,13 +130,12 @@ def test_a_flooding_account_cannot_starve_another(tmp_path: Path) -> None:
         from_worker = _until_refused(probe)
         assert from_worker.startswith("3036: Account limited: account ")
         assert "AI requests in flight for " + MODEL in from_worker
-        assert "at most 1 per account: ai.pool.account_share 0.5 of 1 running + 2 queued" in (
-            from_worker
-        )
+        assert "at most 3 per account, 2 of them waiting: " in from_worker
+        assert "ai.pool.account_share 0.5 of 4 queued, plus all 1 running" in from_worker
         (error,) = json.loads(_until_refused(rest))["errors"]
-        assert error["code"] == 3036 and "at most 1 per account" in error["message"]
+        assert error["code"] == 3036 and "at most 3 per account" in error["message"]
 
-        # The victim's calls queue behind at most the attacker's one request and are answered.
+        # The victim's calls queue in the places left and go before the attacker's queued ones.
         answers = [serve.worker("victim", "ask") for _ in range(3)]
         assert [(a.status_code, a.text) for a in answers] == [(200, "ok")] * 3
 

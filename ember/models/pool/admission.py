@@ -11,8 +11,9 @@
   keep it waiting forever.
 - **Fair share** (``fair.py``): a request carrying a ``Fairness`` (its account, on
   ``ember serve``) is refused with 3036 once its account holds ``account_cap`` requests of this
-  model, running or queued; and a freed slot goes to the account with the fewest sequences
-  running here, round-robin among equals, each account's own requests in arrival order.
+  model, running or queued, or its ``waiting`` bound of queued ones; and a freed slot goes to
+  the account with the fewest sequences running here, round-robin among equals, each
+  account's own requests in arrival order.
 - **Bounded queue**: with no free slot a request waits in that fair order (it takes its place
   in the same step that found no slot, so a slot freed meanwhile goes to the queue, never to a
   later request), at most
@@ -110,12 +111,13 @@ class ModelGroup:
         cap = self.account_cap
         if cap is None or fairness is None:
             return None
-        held = self._waiters.queued(fairness.id) + sum(
-            1 for r in self.replicas for lease in r.leases if lease.owner == fairness.id
-        )
-        if held < cap.maximum:
+        queued = self._waiters.queued(fairness.id)
+        running = sum(1 for r in self.replicas for lease in r.leases if lease.owner == fairness.id)
+        # A request that would run at once passes both bounds: a free slot with nobody waiting
+        # means fewer than every slot running and nothing queued (and ``waiting`` >= 1).
+        if running + queued < cap.maximum and (cap.waiting is None or queued < cap.waiting):
             return None
-        return errors.account_limited(self.model_id, fairness.name, held, cap)
+        return errors.account_limited(self.model_id, fairness.name, running, queued, cap)
 
     def _admit(
         self,

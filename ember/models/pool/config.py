@@ -151,17 +151,24 @@ class ModelServing:
     max_account_requests: int | None = None  # one account's cap (fair.py); None: the share
 
     def account_cap(self, share: float | None) -> AccountCap | None:
-        """One account's cap on this id: ``max_account_requests``, else ``share`` of every
-        replica's slots plus the queue (at least 1), else none."""
+        """One account's cap on this id: ``max_account_requests``, else every replica's slots
+        plus ``share`` of the queue, at most that share of the queue waiting, else none."""
         if self.max_account_requests is not None:
             key = f'ai.models."{self.model_id}".max_account_requests'
             return AccountCap(self.max_account_requests, key)
         if share is None:
             return None
+        # The share applies to the queue, not the slots: a share of running + queued refused a
+        # lone account with a small queue while half the slots sat idle, and a freed slot goes
+        # to another waiting account first anyway (fair.py). Rounded down, so an account that
+        # runs on every slot leaves the rest of the queue (all of a one-place queue) to others.
+        # The waiting bound holds whoever runs: with others on the slots, one account still
+        # takes only its share of the queue (at least one place, or nobody could wait in a
+        # one-place queue).
         running = sum(replica.slots for replica in self.replicas)
         queued = self.max_queued_requests
-        why = f"ai.pool.account_share {share:g} of {running} running + {queued} queued"
-        return AccountCap(max(1, int(share * (running + queued))), why)
+        why = f"ai.pool.account_share {share:g} of {queued} queued, plus all {running} running"
+        return AccountCap(running + int(share * queued), why, max(1, int(share * queued)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,14 +145,23 @@ def quota_exceeded(
     )
 
 
-def account_limited(model: str, account: str, held: int, cap: AccountCap) -> CapacityExceeded:
+def account_limited(
+    model: str, account: str, running: int, queued: int, cap: AccountCap
+) -> CapacityExceeded:
     """An account already holds its share of ``model``'s slots and queue (fair.py)."""
+    held = running + queued
+    if cap.waiting is None:
+        bound = f"running or queued; at most {cap.maximum} per account"
+    else:
+        bound = (
+            f"{running} running, {queued} waiting; at most {cap.maximum} per account, "
+            f"{cap.waiting} of them waiting"
+        )
     return quota_exceeded(
         f"AI requests in flight per account for {model}",
         held + 1,
         cap.maximum,
         f"Account limited: {account} already has {held} AI requests in flight for {model} "
-        f"(running or queued; at most {cap.maximum} per account: {cap.why}); retry when one "
-        "finishes.",
+        f"({bound}: {cap.why}); retry when one finishes.",
         CAPACITY_RETRY_AFTER_S,
     )

@@ -5,10 +5,14 @@ first, one account that keeps the queue full makes every other account wait behi
 or be refused once the queue is full (walk7's repro 03). Two rules, per model:
 
 - **A cap per account** (``AccountCap``): an account's requests in flight on the model, running
-  or queued, past which the next is refused with 3036 (HTTP 429) at once. By default
-  ``ai.pool.account_share`` (0.5 on ``ember serve``) of the model's running + queued bound, so
-  one account can never hold more than half of it; an operator's
-  ``models.<id>.max_account_requests`` sets the number itself. ``ember dev`` has none.
+  or queued, past which the next is refused with 3036 (HTTP 429) at once. By default from
+  ``ai.pool.account_share`` (0.5 on ``ember serve``): every replica's running slots plus that
+  share of the queue, and at most that share of the queue waiting (at least one place). So an
+  account alone on a model can use every slot (a share of running + queued left half of them
+  idle behind a small queue), the places left in the queue stay for the others whoever runs,
+  and fair order below gives each freed slot to another waiting account first. An operator's
+  ``models.<id>.max_account_requests`` sets the number in flight itself. ``ember dev`` has
+  none.
 - **Fair order** (``FairQueue``): when a slot frees, it goes to a retried request first (its
   replica was unreachable; it was admitted once and keeps its turn, oldest first); else to the
   account with the fewest sequences running on the model; among equals to the one served
@@ -45,11 +49,13 @@ class Fairness:
 
 @dataclass(frozen=True, slots=True)
 class AccountCap:
-    """At most ``maximum`` requests of one account in flight on a model; ``why`` says where
-    the number comes from, for the refusal."""
+    """At most ``maximum`` requests of one account in flight on a model, running or queued,
+    and, where ``waiting`` is set, at most that many of them queued; ``why`` says where the
+    numbers come from, for the refusal."""
 
     maximum: int
     why: str
+    waiting: int | None = None
 
 
 @dataclass(eq=False)

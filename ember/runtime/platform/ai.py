@@ -6,10 +6,10 @@
   batches, gateway logs and stored responses of the account's workers' ``env.AI``, and they its.
 - One gateway (so one model pool) for those routes and every worker's ``env.AI``, configured by
   the operator (the ``ai:`` section of ``ember serve --config``), never by a deployment.
-- Each account holds at most ``account_share`` (``DEFAULT_ACCOUNT_SHARE`` unless the operator
-  sets it) of every model's running + queued requests, across its workers and REST calls, and
-  the pool's queue serves accounts in turn (``ember.models.pool.fair``): one account's flood
-  cannot fill the queue every tenant shares.
+- Each account may run on every slot of a model but hold at most ``account_share``
+  (``DEFAULT_ACCOUNT_SHARE`` unless the operator sets it) of its queue, across its workers and
+  REST calls, and the pool's queue serves accounts in turn (``ember.models.pool.fair``): one
+  account's flood cannot fill the queue every tenant shares.
 - A temporary account's AI requests per minute are counted per account, across the REST route
   and all its workers' ``env.AI`` (``AccountLimitedAI`` wraps the binding's service), and refused
   with Workers AI's quota error (3036, HTTP 429) past the limit. Only inference counts: the
@@ -48,9 +48,9 @@ AI_PREFIX = "/client/v4/accounts/{account_id}/ai"
 UNAVAILABLE_CODE = 7000  # ember's: no such service on this platform
 RATE_KEY = "platform.ai_rate"
 WRAPPED_SERVICE = "ember.runtime.platform.ai:AccountLimitedAI"
-# One account's part of each model's running + queued bound: with the defaults (128 running,
-# 256 queued) it is 192, so an account alone can still fill every slot and queue 64 more, while
-# a flood of it leaves the other half of the bound to everybody else.
+# One account's part of each model's queue, on top of every running slot: with the defaults
+# (128 running, 256 queued) an account alone fills the 128 slots and queues 128 more, while a
+# flood of it leaves the other half of the queue to everybody else.
 DEFAULT_ACCOUNT_SHARE = 0.5
 # Options translate.py adds to an account's AI spec (the wrapped service removes the rate's).
 ACCOUNT_OPTION, RATE_OPTION, REMEDY_OPTION = "account", "ai_requests_per_minute", "ai_rate_remedy"

@@ -106,7 +106,7 @@ def test_a_retry_keeps_its_turn_before_fairer_accounts() -> None:
 
 def test_the_cap_counts_running_and_queued_and_names_the_limit() -> None:
     async def main() -> None:
-        cap = AccountCap(2, "ai.pool.account_share 0.5 of 1 running + 3 queued")
+        cap = AccountCap(2, f'ai.models."{MODEL}".max_account_requests')
         group = _group(asyncio.get_running_loop(), slots=1, max_queued=4, cap=cap)
         running = group.acquire_now(None, False, fairness=_who("a"))
         queued = group.acquire_now(None, False, fairness=_who("a"))
@@ -174,21 +174,25 @@ def test_a_capped_request_that_would_wait_hears_of_the_models_limits_first() -> 
     ("share", "model", "expected"),
     [
         (None, {}, None),  # ember dev: no cap
-        (0.5, {}, 192),  # 0.5 of 128 running + 256 queued
-        (0.5, {"max_running_requests": 1, "max_queued_requests": 2}, 1),
-        (0.5, {"replicas": 2, "max_running_requests": 4, "max_queued_requests": 8}, 8),
-        (0.01, {"max_running_requests": 1, "max_queued_requests": 0}, 1),  # never below 1
-        (0.5, {"max_account_requests": 7}, 7),  # the operator's own number wins
-        (None, {"max_account_requests": 7}, 7),
+        (0.5, {}, (256, 128)),  # all 128 running + 0.5 of 256 queued, 128 of them waiting
+        (0.5, {"max_running_requests": 1, "max_queued_requests": 2}, (2, 1)),
+        (0.5, {"replicas": 2, "max_running_requests": 4, "max_queued_requests": 8}, (12, 4)),
+        # A queue too small for a share: every slot, and one place to wait unless on them all.
+        (0.5, {"max_running_requests": 8, "max_queued_requests": 1}, (8, 1)),
+        (0.01, {"max_running_requests": 1, "max_queued_requests": 0}, (1, 1)),
+        (0.5, {"max_account_requests": 7}, (7, None)),  # the operator's own number wins
+        (None, {"max_account_requests": 7}, (7, None)),
     ],
 )
 def test_the_cap_is_a_share_of_the_models_bound(
-    share: float | None, model: dict, expected: int | None
+    share: float | None, model: dict, expected: tuple[int, int | None] | None
 ) -> None:
+    # The share once applied to running + queued (0.5 of 128 + 256: 192): with a small queue
+    # that refused a lone account while half the slots sat idle. It applies to the queue now.
     pool = {"account_share": share} if share is not None else None
     config = parse_pool_config({MODEL: model}, pool)
     cap = config.serving(MODEL).account_cap(config.settings.account_share)
-    assert (cap.maximum if cap is not None else None) == expected
+    assert ((cap.maximum, cap.waiting) if cap is not None else None) == expected
     if cap is not None:
         key = "max_account_requests" if "max_account_requests" in model else "account_share"
         assert key in cap.why
