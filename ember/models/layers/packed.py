@@ -18,12 +18,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ember.errors import ConfigError
+from ember.models.compute_dtype import cpu_has_bf16_kernels
 
 
 def bf16_packing_supported() -> bool:
     """Whether oneDNN here has BF16 kernels. A CPU without AVX512-BW/VL/DQ or AVX-NE-CONVERT
     (an AVX2-only one) has none: its reorder raises, so the plain head is kept there."""
-    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    return cpu_has_bf16_kernels()
 
 
 def can_pack(linear: nn.Module) -> bool:

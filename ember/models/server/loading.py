@@ -21,6 +21,7 @@ import torch
 from ember.errors import CheckpointError, ConfigError, ModelNotFound
 from ember.models.catalog import default_catalog
 from ember.models.chat_template import ChatTemplate
+from ember.models.compute_dtype import resolve_compute_dtype
 from ember.models.config import DEEPSEEK_V3, ModelConfig
 from ember.models.constrain.tool_grammars import ToolFormat
 from ember.models.constrain.vocab import TokenVocabulary
@@ -28,7 +29,7 @@ from ember.models.engine.async_engine import AsyncEngine
 from ember.models.engine.config import EngineConfig
 from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.sequence import StopCriteria
-from ember.models.kv.spec import kv_capacity, kv_layout_for, parse_kv_dtype
+from ember.models.kv.spec import KVCacheDtype, kv_capacity, kv_layout_for, parse_kv_dtype
 from ember.models.loader import load_model
 from ember.models.quant import QuantConfig, QuantizationReport, model_weight_bytes, quantize_model
 from ember.models.server.request_sampling import ServerSampler
@@ -45,7 +46,6 @@ _TOOL_PARSERS: dict[str, ToolFormat] = {
     "glm45": "glm45",
     "glm47": "glm47",
 }
-_DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32}
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +160,9 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         torch.set_num_threads(settings.torch_threads)
     source = resolve_source(settings)
     progress(f"checkpoint {source.directory}")
-    dtype_name = "bfloat16" if settings.dtype == "auto" else settings.dtype
-    dtype = _DTYPES.get(dtype_name, torch.float32)
     device = _usable_device(settings.device)
+    compute = resolve_compute_dtype(settings.dtype, device)
+    dtype_name, dtype = compute.name, compute.torch_dtype
     if settings.random_seed is not None:
         torch.manual_seed(settings.random_seed)
     loaded = load_model(source.directory, dtype=dtype, device=device)
@@ -172,6 +172,8 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         tool_format = "kimi" if config.architecture == DEEPSEEK_V3 else "glm47"
     _check_parsers(settings, config)
     progress(f"loaded {config.architecture} weights in {dtype_name} on {device}")
+    if compute.why is not None:
+        progress(compute.why)
     report = None
     if settings.quantization != "none":
         quant = QuantConfig.from_flag(
@@ -195,7 +197,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
     tokenizer = _tokenizer(settings, source.directory, config)
     eos = frozenset(loaded.generation.eos_token_ids or config.eos_token_ids)
     vocab = _vocabulary(tokenizer, eos)
-    kv = _kv_report(settings, config, weights.total, dtype_name)
+    kv = _kv_report(settings, config, weights.total, compute.kv_auto)
     context = _context_length(settings, config, source)
     engine_config = EngineConfig(
         kv_cache_dtype=settings.kv_cache_dtype,
@@ -213,7 +215,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         loaded.model,
         kv_layout_for(config),
         engine_config,
-        model_dtype="bf16" if dtype == torch.bfloat16 else "float32",
+        model_dtype=compute.kv_auto,
         sampler=sampler,
         eos_token_ids=eos,
     )
@@ -317,11 +319,9 @@ def _vocabulary(tokenizer: Tokenizer, eos: frozenset[int]) -> TokenVocabulary:
 
 
 def _kv_report(
-    settings: ServerSettings, config: ModelConfig, weight_bytes: int, model_dtype: str
+    settings: ServerSettings, config: ModelConfig, weight_bytes: int, kv_auto: KVCacheDtype
 ) -> KVReport:
-    kv_dtype = parse_kv_dtype(
-        settings.kv_cache_dtype, "bf16" if model_dtype == "bfloat16" else "float32"
-    )
+    kv_dtype = parse_kv_dtype(settings.kv_cache_dtype, kv_auto)
     spec = kv_layout_for(config, kv_dtype)
     total, available = _memory(settings)
     budget = settings.kv_budget(total, available)
