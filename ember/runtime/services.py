@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,10 +40,11 @@ class SharedResources:
     def __init__(self, state_dir: Path, clock: Callable[[], float] = time.time) -> None:
         self.state_dir = state_dir
         self.clock = clock
-        self._objects: dict[str, object] = {}
+        self._objects: dict[Hashable, object] = {}
 
-    def shared(self, key: str, factory: Callable[[], T]) -> T:
-        """The object under ``key``, made by ``factory`` on first use."""
+    def shared(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """The object under ``key`` (a name, or a tuple naming its settings too), made by
+        ``factory`` on first use."""
         if key not in self._objects:
             self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._objects[key] = factory()

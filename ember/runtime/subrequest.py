@@ -5,14 +5,15 @@ the deployment's subrequest limit and checked against a ``NetworkPolicy`` at eve
 (redirects included). The response body streams back with credit, so a huge download never
 sits in the supervisor's memory.
 
-Known gap: the policy resolves the host itself and httpx resolves it again to connect, so a
-DNS answer that changes in between (rebinding) is not caught; ``ember serve`` should run
-isolates without network access and pin resolved addresses before relying on the policy.
+The check is made where the connection is made (``ember.runtime.netpin``): each new connection
+resolves its host once, the policy sees every address of that answer, and the socket goes to
+one of those addresses, so a DNS answer that changes after the check (rebinding) reaches
+nothing the policy refused. A redirect to another host opens a new connection, checked the same
+way.
 """
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import ipaddress
 from collections.abc import AsyncIterator
@@ -21,9 +22,12 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from ember.bindings.base import BindingService, CallContext, ServiceError, StreamReply
 from ember.errors import LimitExceeded
 from ember.runtime.limits import SUBREQUESTS_EXCEEDED_MESSAGE
+from ember.runtime.netpin import Network, pinned_transport
 from ember.runtime.services import SharedResources
 
 HTTP_CLIENT_KEY = "http.client"
@@ -39,7 +43,8 @@ class NetworkPolicy:
     allow_loopback: bool = True
     allow_private: bool = True
     allow_public: bool = True
-    allowed_hosts: tuple[str, ...] = ()  # glob patterns; empty means any host
+    # Glob patterns over the host as DNS sees it (IDNA "xn--" labels); empty means any host.
+    allowed_hosts: tuple[str, ...] = ()
 
     def refusal(self, host: str, addresses: list[str]) -> str | None:
         """Why ``host`` (resolved to ``addresses``) is refused, or None if it is allowed."""
@@ -85,15 +90,20 @@ def _reached(address: IPAddress) -> IPAddress:
 class SubrequestService(BindingService):
     """``fetch`` for one deployment: ``[method, url, headers, redirect, body]`` -> head + stream."""
 
-    def __init__(self, resources: SharedResources, limit: int, policy: NetworkPolicy) -> None:
+    def __init__(
+        self,
+        resources: SharedResources,
+        limit: int,
+        policy: NetworkPolicy,
+        network: Network | None = None,
+    ) -> None:
         self._resources = resources
         self._limit = limit
         self._policy = policy
+        self._network = network or Network()
 
     async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
         """Make the request and stream its response back."""
-        import httpx  # the supervisor's dependency; never imported in an isolate
-
         if method != "fetch" or not isinstance(args, list) or len(args) != 5:
             raise ServiceError("malformed fetch call", kind="type")
         http_method, url, headers, redirect, body = args
@@ -105,7 +115,11 @@ class SubrequestService(BindingService):
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ServiceError(f"Fetch API cannot load: {url}", kind="type")
-        client: httpx.AsyncClient = self._resources.shared(HTTP_CLIENT_KEY, _make_client)
+        # The policy lives in the client's connections, so each (policy, network) has its own.
+        client: httpx.AsyncClient = self._resources.shared(
+            (HTTP_CLIENT_KEY, self._policy, self._network),
+            lambda: _make_client(self._policy, self._network),
+        )
         content: Any = body if isinstance(body, bytes) else ctx.upload
         try:
             request = client.build_request(
@@ -129,7 +143,6 @@ class SubrequestService(BindingService):
 
     async def _send(self, client: Any, request: Any, redirect: object) -> Any:
         for _ in range(MAX_REDIRECTS + 1):
-            await self._check(request.url.host)
             response = await client.send(request, stream=True, follow_redirects=False)
             if not response.is_redirect or redirect == "manual":
                 return response
@@ -141,26 +154,13 @@ class SubrequestService(BindingService):
             request = next_request
         raise ServiceError("Fetch API cannot load: too many redirects", kind="type")
 
-    async def _check(self, host: str) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, None)
-        except OSError as exc:
-            raise ServiceError(
-                f"Network connection lost: cannot resolve {host}: {exc}", kind="type"
-            ) from None
-        refusal = self._policy.refusal(host, [str(info[4][0]) for info in infos])
-        if refusal is not None:
-            raise ServiceError(f"Fetch API cannot load: {refusal} (network policy)", kind="type")
 
-
-def _make_client() -> Any:
-    import httpx
-
+def _make_client(policy: NetworkPolicy, network: Network) -> httpx.AsyncClient:
     # One client serves every deployment's subrequests (its connection pool is worth sharing),
     # so it must keep no state between them: Workers' fetch has no cookie jar, and a jar here
     # would hand one tenant's session cookies to another's requests.
     return httpx.AsyncClient(
+        transport=pinned_transport(policy, network),
         timeout=httpx.Timeout(60.0, connect=10.0),
         trust_env=False,
         cookies=CookieJar(policy=_NoCookies()),
