@@ -6,7 +6,9 @@ it, so nothing a script on the page can read holds the token. wrangler's claim U
 from __future__ import annotations
 
 import httpx
+from starlette.datastructures import MutableHeaders
 
+from ember.runtime.api.hardening import harden
 from tests.platform.conftest import RunningPlatform
 from tests.platform.helpers import temporary_account
 
@@ -45,6 +47,8 @@ def test_the_claim_link_trades_its_token_for_a_cookie(platform: RunningPlatform)
         cookie = landed.headers["set-cookie"]
         assert token in cookie and f"Path={CLAIM}" in cookie
         assert "HttpOnly" in cookie and "samesite=lax" in cookie.lower()
+        # High: a flood of (Low) worker cookies on the shared origin evicts those first.
+        assert cookie.endswith("; Priority=High")
         page = browser.get(platform.url + CLAIM)
         assert page.status_code == 200 and temp["account"]["name"] in page.text  # type: ignore[index]
         assert token not in page.text and str(page.url) == platform.url + CLAIM
@@ -54,6 +58,7 @@ def test_the_claim_link_trades_its_token_for_a_cookie(platform: RunningPlatform)
         assert claimed.status_code == 200 and "is now permanent" in claimed.text, claimed.text
         _hardened(claimed)
         assert "Max-Age=0" in claimed.headers["set-cookie"]  # the cookie is spent
+        assert claimed.headers["set-cookie"].endswith("; Priority=High")
     gone = httpx.get(url)
     assert gone.status_code == 404 and "not valid" in gone.text
     _hardened(gone)
@@ -65,3 +70,9 @@ def test_a_claim_page_without_a_token_says_so(platform: RunningPlatform) -> None
     refused = httpx.post(platform.url + CLAIM, data={})
     assert refused.status_code == 403 and "claim" in refused.text.lower()
     _hardened(refused)
+
+
+def test_every_cookie_of_the_platform_is_high_priority() -> None:
+    headers = MutableHeaders(raw=[(b"set-cookie", b"a=1; Priority=Low"), (b"set-cookie", b"b=2")])
+    harden(headers)
+    assert headers.getlist("set-cookie") == ["a=1; Priority=High", "b=2; Priority=High"]

@@ -2,14 +2,18 @@
 test_shared_origin_browser.py): every answer there is a sandboxed (opaque-origin) document,
 a Service Worker script is refused, ``Service-Worker-Allowed`` is dropped and cookies stay on
 the worker's own path. The host-named URL (its own origin) passes the worker's headers as they
-are, and a non-browser client of ``/w/`` sees the same status and body as before."""
+are, and a non-browser client of ``/w/`` sees the same status and body as before. Worker
+cookies there are marked ``Priority=Low`` and at most ``MAX_SET_COOKIES`` go out per answer, so
+a flood evicts them before the platform's own (``Priority=High``) cookies."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
 
-from ember.runtime.platform.shared_origin import scoped_cookie
+from ember.runtime.cookies import with_priority
+from ember.runtime.platform.shared_origin import MAX_SET_COOKIES, guarded_headers, scoped_cookie
+from tests.bindings.ai.support import wait_until
 from tests.serve.conftest import ServeProcess, permanent_account, put_worker
 
 HEADERS_WORKER = """
@@ -30,12 +34,23 @@ async def on_fetch(request, env):
     return Response("<p>page of " + request.url + "</p>", headers=headers)
 """
 
+FLOOD_WORKER = """
+from workers import Response
+
+
+async def on_fetch(request, env):
+    count = int(request.url.rsplit("/", 1)[1])
+    headers = [("set-cookie", f"c{i}=x; Path=/; Priority=High") for i in range(count)]
+    return Response("flood", headers=headers)
+"""
+
 
 @pytest.fixture(scope="module")
 def shared(serve: ServeProcess) -> ServeProcess:
     account_id, token = permanent_account(serve, "origin-a")
     with serve.api(token) as client:
         assert put_worker(client, account_id, "page", HEADERS_WORKER).status_code == 200
+        assert put_worker(client, account_id, "flood", FLOOD_WORKER).status_code == 200
     return serve
 
 
@@ -61,9 +76,10 @@ def test_path_answers_are_sandboxed_documents(shared: ServeProcess) -> None:
 def test_path_cookies_stay_on_the_workers_path(shared: ServeProcess) -> None:
     reply = httpx.get(shared.url + "/w/origin-a/page/", timeout=60)
     assert _cookies(reply) == [
-        "root=1; Path=/w/origin-a/page; HttpOnly",
-        "deep=2; Path=/w/origin-a/page/app; SameSite=Lax",
-        "plain=3; Path=/w/origin-a/page",  # no Path: the default would be the request's directory
+        "root=1; Path=/w/origin-a/page; HttpOnly; Priority=Low",
+        "deep=2; Path=/w/origin-a/page/app; SameSite=Lax; Priority=Low",
+        # no Path: the default would be the request's directory
+        "plain=3; Path=/w/origin-a/page; Priority=Low",
     ]
     with httpx.Client(base_url=shared.url, timeout=60) as client:  # a cookie jar still works
         client.get("/w/origin-a/page/")
@@ -121,3 +137,45 @@ def test_cookie_paths_move_under_the_prefix() -> None:
     }
     for given, sent in cases.items():
         assert scoped_cookie(given.encode(), prefix) == sent.encode(), given
+
+
+def test_a_cookie_flood_on_the_path_is_capped_and_marked_low(shared: ServeProcess) -> None:
+    """Past the browser's per-host cap a flood evicts cookies; the platform's are High, the
+    workers' Low (the worker's own Priority is replaced), and one answer carries at most
+    ``MAX_SET_COOKIES``, the rest dropped and told to the operator once per answer."""
+    assert MAX_SET_COOKIES == 50  # the numbers below (README.md says 50 too)
+    flood = MAX_SET_COOKIES + 10
+    reply = httpx.get(f"{shared.url}/w/origin-a/flood/{flood}", timeout=60)
+    assert reply.status_code == 200 and reply.text == "flood"
+    sent = _cookies(reply)
+    assert sent == [f"c{i}=x; Path=/w/origin-a/flood; Priority=Low" for i in range(50)]
+    notice = "/w/origin-a/flood: dropped 10 of 60 Set-Cookie headers (at most 50 per answer on /w/)"
+    wait_until(lambda: notice in shared.output(), "the operator's line")
+    assert shared.output().count("dropped 10 of 60 Set-Cookie") == 1
+    within = httpx.get(f"{shared.url}/w/origin-a/flood/{MAX_SET_COOKIES}", timeout=60)
+    assert len(_cookies(within)) == MAX_SET_COOKIES
+    assert f"of {MAX_SET_COOKIES} Set-Cookie" not in shared.output()
+    # Its own origin is its own cookie jar: nothing there is capped or rewritten.
+    host_named = _cookies(shared.worker("origin-a", "flood", f"/{flood}"))
+    assert len(host_named) == flood and host_named[-1] == f"c{flood - 1}=x; Path=/; Priority=High"
+
+
+def test_worker_cookies_are_low_priority_and_capped_per_answer() -> None:
+    cookies = [(b"Set-Cookie", f"n{i}=v; Priority=high".encode()) for i in range(52)]
+    headers, dropped = guarded_headers([(b"x-a", b"1"), *cookies, (b"x-b", b"2")], "/w/a/b")
+    assert dropped == 2
+    assert headers[0] == (b"x-a", b"1") and headers[-2] == (b"x-b", b"2")
+    kept = [value for name, value in headers if name.lower() == b"set-cookie"]
+    assert kept == [f"n{i}=v; Path=/w/a/b; Priority=Low".encode() for i in range(50)]
+    assert guarded_headers(cookies[:3], "/w/a/b")[1] == 0
+
+
+def test_priority_replaces_whatever_priority_the_cookie_had() -> None:
+    cases = {
+        "a=1": "a=1; Priority=Low",
+        "a=1; Priority=High; Path=/x": "a=1; Path=/x; Priority=Low",
+        "a=1;priority=medium;HttpOnly;PRIORITY = high": "a=1;HttpOnly; Priority=Low",
+        "a=priority=High": "a=priority=High; Priority=Low",  # the value is not an attribute
+    }
+    for given, sent in cases.items():
+        assert with_priority(given.encode(), "Low") == sent.encode(), given

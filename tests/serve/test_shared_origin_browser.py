@@ -1,7 +1,7 @@
 """The shared ``/w/`` origin in a real headless Chromium (walk7's 08 and 10): one tenant's page
 can neither read another tenant's worker with a same-origin fetch nor install a Service Worker
 over the platform that steals a claim link; the claim link, opened in that browser, still
-claims the account with the page's button."""
+claims the account with the page's button, even after a worker floods the host's cookie jar."""
 
 from __future__ import annotations
 
@@ -76,6 +76,22 @@ async def on_fetch(request, env):
     return Response(PAGE, headers={"content-type": "text/html"})
 '''
 
+FLOOD_HOPS = 5
+# Each hop sets 50 cookies (the most one /w/ answer carries) and redirects to the next:
+# 250 in all, past Chromium's 180 per host, so it purges.
+FLOODER = f"""
+from workers import Response
+
+
+async def on_fetch(request, env):
+    hop = int(request.url.rsplit("/", 1)[1])
+    cookies = [("set-cookie", f"f{{hop}}x{{i}}=1; Path=/") for i in range(50)]
+    if hop + 1 < {FLOOD_HOPS}:
+        return Response("", status=302,
+                        headers=[("location", f"/w/shared-flood/jar/{{hop + 1}}"), *cookies])
+    return Response("<h1>flooded</h1>", headers=[("content-type", "text/html"), *cookies])
+"""
+
 
 @pytest.fixture(scope="module")
 def tenants(serve: ServeProcess) -> ServeProcess:
@@ -89,6 +105,9 @@ def tenants(serve: ServeProcess) -> ServeProcess:
         kv = [{"name": "KV", "type": "kv_namespace", "namespace_id": made.json()["result"]["id"]}]
         made = put_worker(client, thief_id, "sw", THIEF, bindings=kv)
         assert made.status_code == 200, made.text
+    flood_id, flood_token = permanent_account(serve, "shared-flood")
+    with serve.api(flood_token) as client:
+        assert put_worker(client, flood_id, "jar", FLOODER).status_code == 200
     return serve
 
 
@@ -165,3 +184,38 @@ def test_a_service_worker_cannot_steal_a_claim_link(
     assert result == "Account claimed", result
     loot = httpx.get(tenants.url + "/w/shared-thief/sw/loot", timeout=60).text
     assert loot == "None" and str(token) not in loot, loot
+
+
+def test_a_cookie_flood_on_the_path_does_not_evict_the_claim_cookie(
+    tenants: ServeProcess, browser: Browser
+) -> None:
+    """The claim link leaves its token in a cookie until the button is pressed; meanwhile a
+    worker page on /w/ sets 250 cookies on the same host. Chromium purges the host's jar down
+    to 150, least recently used first within a priority, Low before High: the worker's cookies
+    are Low and the claim cookie High, so the claim still goes through."""
+    temp = temporary_account(tenants)
+    claim_url = str(temp["claim"]["url"])  # type: ignore[index]
+
+    async def visit() -> tuple[list[str], str]:
+        page, socket = await browser.page()
+        try:
+            await page.navigate(claim_url)  # the token moves into the claim cookie
+            await page.navigate(tenants.url + "/w/shared-flood/jar/0")
+            cookies = (await page.send("Network.getAllCookies"))["cookies"]
+            await page.navigate(tenants.url + "/claim-preview")
+            jar = [cookie["name"] for cookie in cookies]
+            before = await page.evaluate("(document.querySelector('h1') || {}).textContent || ''")
+            if not await page.evaluate("!!document.querySelector('button[type=submit]')"):
+                return jar, before  # no claim cookie: "Claim link not valid"
+            await page.click("button[type=submit]")
+            return jar, await _text_once_settled(page, "h1", before)
+        finally:
+            await socket.close()
+
+    jar, result = asyncio.run(visit())
+    flooded = [name for name in jar if name.startswith("f")]
+    assert len(flooded) >= 149, len(jar)  # the flood filled the jar and Chromium purged it
+    assert len(flooded) < FLOOD_HOPS * 50
+    assert f"f{FLOOD_HOPS - 1}x49" in flooded  # the newest survive
+    assert "ember_claim" in jar, sorted(jar)
+    assert result == "Account claimed", result

@@ -6,7 +6,9 @@ claim pages, account data. So nothing is cached (a shared machine's browser cach
 page can be framed (clickjacking the claim button), no Referer carries a URL on, nothing is
 sniffed into HTML or embedded by another origin, and the CSP lets a platform page load nothing
 and post only to itself.
-A header the answer already has is kept (an SSE stream's ``no-cache``).
+A header the answer already has is kept (an SSE stream's ``no-cache``). Every cookie the
+platform sets (the claim cookie) is ``Priority=High``: worker cookies on ``/w/`` are Low, so a
+worker's cookie flood is evicted before them (ember/runtime/cookies.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
+
+from ember.runtime.cookies import with_priority
 
 PLATFORM_HEADERS = {
     "cache-control": "no-store",
@@ -33,6 +37,10 @@ PLATFORM_HEADERS = {
 def harden(headers: MutableHeaders) -> None:
     for name, value in PLATFORM_HEADERS.items():
         headers.setdefault(name, value)
+    raw = headers.raw  # the answer's own list: changed in place
+    for index, (name, value) in enumerate(raw):
+        if name.lower() == b"set-cookie":
+            raw[index] = (name, with_priority(value, "High"))
 
 
 class PlatformHeaders:

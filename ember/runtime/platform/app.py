@@ -205,7 +205,7 @@ class Platform:
             await send({"type": "websocket.close", "code": 1008})
             return
         if shared:  # named by its /w/ path: the origin every tenant shares (shared_origin.py)
-            send = guarded_send(send, inner["root_path"])
+            send = guarded_send(send, inner["root_path"], self.print_line)
             if service_worker_script(scope["headers"]):
                 host_named = self.worker_urls(account_name, worker)[0]
                 await _plain(send, 403, service_worker_refusal(host_named))

@@ -24,14 +24,28 @@ from its own origin must:
 - ``Set-Cookie`` paths are moved under the worker's prefix (``Path=/`` becomes
   ``Path=/w/acme/hello``; a cookie without a Path gets that one) and ``Domain`` is dropped, as
   a path-prefix proxy does, so one worker's cookies are neither sent to nor overwritten by
-  another's (though a flood of them can push others out of the browser's per-host jar).
+  another's;
+- the browser's jar is still one per host (Chromium keeps 180 cookies, then evicts), so a
+  worker setting hundreds of cookies would push out everybody else's. Every worker cookie
+  there is ``Priority=Low`` (whatever Priority the worker gave) while the platform's own are
+  High (api/hardening.py), so Chromium evicts the flood's Low cookies before the claim
+  cookie; and one answer carries at most ``MAX_SET_COOKIES`` of them, the rest dropped and
+  told to the operator.
+
+What remains: other tenants' cookies on ``/w/`` are Low too, so a worker that floods over
+several answers (a redirect chain) can still push them out, and browsers other than Chromium
+ignore Priority and evict the oldest. Host-named URLs, one cookie jar per worker, are the
+answer; ``/w/`` is a convenience for clients that cannot send the name.
 
 Non-browser clients see the same status and body as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from ember.runtime.cookies import with_priority
 
 # The tokens a normal page needs; never allow-same-origin (that would undo the sandbox).
 SANDBOX_POLICY = (
@@ -42,6 +56,9 @@ SANDBOX_POLICY = (
 # Service-Worker-Allowed widens a Service Worker's scope past the worker's path; Clear-Site-Data
 # acts on the whole origin, so one worker could wipe every tenant's cookies and the claim cookie.
 DROPPED = frozenset({b"service-worker-allowed", b"clear-site-data"})
+# Set-Cookie headers one /w/ answer may carry: far past what a real page sets at once (sites
+# with heavy analytics set a dozen or two), well under Chromium's 180 per host.
+MAX_SET_COOKIES = 50
 
 
 def service_worker_script(headers: list[tuple[bytes, bytes]]) -> bool:
@@ -86,24 +103,41 @@ def scoped_cookie(value: bytes, prefix: str) -> bytes:
     return ";".join(kept).encode("latin-1")
 
 
-def guarded_headers(headers: list[tuple[bytes, bytes]], prefix: str) -> list[tuple[bytes, bytes]]:
-    """A worker's response headers as the shared path sends them (see the module docstring)."""
+def guarded_headers(
+    headers: list[tuple[bytes, bytes]], prefix: str
+) -> tuple[list[tuple[bytes, bytes]], int]:
+    """A worker's response headers as the shared path sends them (see the module docstring),
+    and how many ``Set-Cookie`` headers past ``MAX_SET_COOKIES`` were dropped."""
     out: list[tuple[bytes, bytes]] = []
+    cookies = dropped = 0
     for name, value in headers:
         key = name.lower()
         if key in DROPPED:
             continue
-        out.append((name, scoped_cookie(value, prefix) if key == b"set-cookie" else value))
+        if key == b"set-cookie":
+            cookies += 1
+            if cookies > MAX_SET_COOKIES:
+                dropped += 1
+                continue
+            value = with_priority(scoped_cookie(value, prefix), "Low")
+        out.append((name, value))
     out.append((b"content-security-policy", SANDBOX_POLICY.encode()))
-    return out
+    return out, dropped
 
 
-def guarded_send(send: Any, prefix: str) -> Any:
-    """``send`` with every response start passed through ``guarded_headers``."""
+def guarded_send(send: Any, prefix: str, operator: Callable[[str], None] | None = None) -> Any:
+    """``send`` with every response start passed through ``guarded_headers``; an answer that
+    lost Set-Cookie headers is told once to ``operator`` (the operator's log)."""
 
     async def guarded(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            message = {**message, "headers": guarded_headers(list(message["headers"]), prefix)}
+            headers, dropped = guarded_headers(list(message["headers"]), prefix)
+            if dropped and operator is not None:
+                operator(
+                    f"[ember] {prefix}: dropped {dropped} of {MAX_SET_COOKIES + dropped} "
+                    f"Set-Cookie headers (at most {MAX_SET_COOKIES} per answer on /w/)"
+                )
+            message = {**message, "headers": headers}
         await send(message)
 
     return guarded
