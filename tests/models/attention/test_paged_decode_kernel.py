@@ -313,7 +313,9 @@ def test_kernel_checks_its_arguments() -> None:
 @pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3", "fp8_e5m2"])
 def test_portable_build_agrees_with_the_native_one(dtype: str, tmp_path: Path) -> None:
     """The build without ``-march=native`` (the fallback for a compiler that refuses it) runs
-    the same code on narrower vectors: equal within float32 reassociation."""
+    the same code on narrower vectors: equal within float32 reassociation. Where the native
+    build has FMA and the portable one not (an AVX2-only CPU), fused products round differently
+    as well: up to ~8e-6 absolute, 4e-5 relative on these sizes, hence the tolerance."""
     portable = build.build_with(paged_decode.SOURCE, build.PORTABLE_CFLAGS, tmp_path)
     kernels = [paged_decode.load(), paged_decode.PagedDecodeKernel(ctypes.CDLL(str(portable)))]
     assert kernels[0] is not None
@@ -338,4 +340,4 @@ def test_portable_build_agrees_with_the_native_one(dtype: str, tmp_path: Path) -
         kernel.mla(q_mla, mla.kv[0], 32, group.pages, group.seq_lens, out_mla, 2.0)
         outs.append((out, out_mla))
     for native, other in zip(*outs, strict=True):
-        torch.testing.assert_close(native, other, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(native, other, rtol=2e-4, atol=3e-5)
