@@ -61,6 +61,17 @@ def test_absent_section_gives_defaults(tmp_path: Path) -> None:
         ({"public_url": "ftp://x"}, "platform.public_url"),
         ({"max_isolates": 0}, "platform.max_isolates"),
         ({"max_isolates": "many"}, "platform.max_isolates"),
+        ({"versions_kept_per_worker": 0}, "platform.versions_kept_per_worker"),
+        ({"versions_kept_per_worker": "all"}, "platform.versions_kept_per_worker"),
+        ({"versions_kept_per_worker": None}, "platform.versions_kept_per_worker"),
+        (
+            {"temporary": {"versions_kept_per_worker": 1.5}},
+            "platform.temporary.versions_kept_per_worker",
+        ),
+        (
+            {"temporary": {"max_stored_script_bytes": "lots"}},
+            "platform.temporary.max_stored_script_bytes",
+        ),
         ([], "platform"),
     ],
 )
@@ -141,6 +152,9 @@ def test_the_older_cpu_key_still_caps_permanent_accounts() -> None:
         ({"ai_requests_per_minute": 1.5}, "platform.accounts.ai_requests_per_minute"),
         ({"cpu_ms_per_request": 300_001}, "platform.accounts.cpu_ms_per_request"),
         ({"max_script_size": "1MiB"}, "platform.accounts.max_script_size"),
+        ({"max_stored_script_bytes": "1 pile"}, "platform.accounts.max_stored_script_bytes"),
+        ({"max_stored_script_bytes": 0}, "platform.accounts.max_stored_script_bytes"),
+        ({"versions_kept_per_worker": 5}, "platform.accounts.versions_kept_per_worker"),
         ([], "platform.accounts"),
     ],
 )
@@ -154,3 +168,39 @@ def test_bad_accounts_values_name_the_key_and_file(
     with pytest.raises(ConfigError) as error:
         load_platform_config(path)
     assert error.value.key == key and error.value.file == str(path)
+
+
+def test_retention_and_stored_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "ember.yaml"
+    path.write_text(
+        "platform:\n"
+        "  versions_kept_per_worker: 20\n"
+        "  accounts:\n"
+        "    max_stored_script_bytes: 2GiB\n"
+        "  temporary:\n"
+        "    versions_kept_per_worker: 50\n"  # the lower of the two applies
+        "    max_stored_script_bytes: 8MiB\n"
+    )
+    config = load_platform_config(path)
+    permanent, temporary = config.limits_for(temporary=False), config.limits_for(temporary=True)
+    assert (permanent.versions_kept_per_worker, permanent.max_stored_script_bytes) == (
+        20,
+        2 * 1024**3,
+    )
+    assert (temporary.versions_kept_per_worker, temporary.max_stored_script_bytes) == (
+        20,
+        8 * 1024**2,
+    )
+    unlimited = parse_platform_config({"accounts": {"max_stored_script_bytes": None}})
+    assert unlimited.limits_for(temporary=False).max_stored_script_bytes is None
+
+
+def test_retention_and_stored_bytes_defaults() -> None:
+    permanent = PlatformConfig().limits_for(temporary=False)
+    temporary = PlatformConfig().limits_for(temporary=True)
+    assert permanent.versions_kept_per_worker == 100  # Cloudflare's rollback window
+    assert permanent.max_stored_script_bytes == 1024**3
+    # max_versions / max_workers: a temporary account's history alone never reaches its cap.
+    assert temporary.versions_kept_per_worker == 10
+    assert temporary.versions_kept_per_worker * temporary.max_workers == temporary.max_versions
+    assert temporary.max_stored_script_bytes == 250 * 1024**2

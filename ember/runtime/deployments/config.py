@@ -7,6 +7,9 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
     platform:
       public_url: http://127.0.0.1:8787     # used in claim links; default: the request's own URL
       max_script_size: 64MiB                # every account's (temporary: the lower of the two)
+      versions_kept_per_worker: 100         # each Worker's newest versions (and the deployed
+                                            # ones) are kept, older ones pruned at the next
+                                            # upload (temporary: the lower of the two)
       max_isolates: 16                      # live isolates of all accounts together; at the cap
                                             # the least recently used idle one is stopped, else
                                             # 503 (default: one per 256 MiB of RAM, or of the
@@ -17,7 +20,8 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
                                             # PermanentAccountConfig; platform.cpu_ms_per_request
                                             # is the older name of accounts.cpu_ms_per_request)
         max_workers: 500
-        max_versions: 10000                 # stored versions across all its workers
+        max_versions: 10000                 # kept versions across all its workers
+        max_stored_script_bytes: 1GiB       # script bytes of those kept versions
         max_kv_bytes: 1GiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 1000
         ai_requests_per_minute: 300
@@ -27,7 +31,9 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         creations_per_client_per_hour: 10
         max_workers: 5
         max_versions: 50
+        versions_kept_per_worker: 10        # max_versions / max_workers
         max_script_size: 5MiB
+        max_stored_script_bytes: 250MiB     # max_versions x max_script_size
         max_kv_bytes: 10MiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 5
         ai_requests_per_minute: 60
@@ -43,9 +49,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ember.config_values import LIMIT_KEYS
 from ember.config_yaml import load_yaml
 from ember.errors import ConfigError
+from ember.runtime.deployments.account_config import CPU_MS_MAX as CPU_MS_MAX
+from ember.runtime.deployments.account_config import AccountLimits as AccountLimits
+from ember.runtime.deployments.account_config import (
+    PermanentAccountConfig,
+    TemporaryAccountConfig,
+    parse_accounts,
+    parse_temporary,
+)
 from ember.runtime.deployments.config_parse import (
     duration_value,
     mapping,
@@ -59,8 +72,6 @@ from ember.runtime.deployments.config_parse import parse_size as parse_size
 
 # Wrangler refuses challenges above this many hashes (POW_MAX_ITERATIONS in workers-auth/pow.ts).
 WRANGLER_MAX_POW_ITERATIONS = 64_000_000
-# The most CPU a request may have: Workers Paid's 5 minutes (wrangler's limits.cpu_ms maximum).
-CPU_MS_MAX = LIMIT_KEYS["cpu_ms"][1]
 
 
 @dataclass(frozen=True)
@@ -81,81 +92,14 @@ class ProofOfWorkConfig:
 
 
 @dataclass(frozen=True)
-class TemporaryAccountConfig:
-    """Lifetime and hard caps of accounts made by ``deploy --temporary``."""
-
-    ttl_seconds: int = 3600
-    creations_per_client_per_hour: int = 10
-    max_workers: int = 5
-    # Versions stored across all its workers: each is up to max_script_bytes in the database and
-    # again on disk, so without this cap max_workers x max_script_bytes bounded nothing.
-    max_versions: int = 50
-    max_script_bytes: int = 5 * 1024**2
-    max_kv_bytes: int = 10 * 1024**2
-    max_kv_namespaces: int = 5
-    ai_requests_per_minute: int = 60
-    cpu_ms_per_request: int = 50
-
-
-@dataclass(frozen=True)
-class PermanentAccountConfig:
-    """Caps of each permanent (created or claimed) account; ``None`` = unlimited.
-
-    Without them one account could fill the platform's disk with KV data or stored versions and
-    cost every other account its writes. The defaults are Cloudflare's published plan limits
-    (reference/workers-api.md §5.1) where it has one, so a wrangler project that deploys there
-    deploys here.
-    """
-
-    # Workers per account on Workers Paid (Free: 100).
-    max_workers: int | None = 500
-    # Cloudflare keeps a Worker's 100 most recent versions (changelog 2025-09-11) and has no
-    # account-wide cap; ember keeps every version until its Worker is deleted, so this bounds
-    # them: 100 versions for each of Workers Free's 100 Workers.
-    max_versions: int | None = 10_000
-    # KV storage per account on Workers Free (developers.cloudflare.com/kv/platform/limits: 1 GB;
-    # Paid: unlimited, billed per GB-month, which a shared disk cannot be).
-    max_kv_bytes: int | None = 1024**3
-    # KV namespaces per account on Free and Paid (the same KV limits page).
-    max_kv_namespaces: int | None = 1000
-    # Workers AI's text-generation rate per account (workers-api.md §5.1: 300 per minute);
-    # every model ember serves (Kimi, GLM) is text generation.
-    ai_requests_per_minute: int | None = 300
-    # Workers Paid's most CPU per invocation, 5 minutes (wrangler's limits.cpu_ms maximum).
-    cpu_ms_per_request: int | None = CPU_MS_MAX
-
-
-@dataclass(frozen=True)
-class AccountLimits:
-    """The limits that apply to one account (``None`` = unlimited)."""
-
-    max_workers: int | None
-    max_versions: int | None
-    max_script_bytes: int
-    max_kv_bytes: int | None
-    max_kv_namespaces: int | None
-    ai_requests_per_minute: int | None
-    cpu_ms_per_request: int | None
-    temporary: bool = False
-
-    @property
-    def scope(self) -> str:
-        """Whom these limits apply to, for a refusal's message."""
-        return "temporary accounts" if self.temporary else "accounts on this platform"
-
-    def remedy(self, key: str) -> str:
-        """How the account gets past the limit ``key``, for the end of a refusal's message."""
-        if self.temporary:
-            return "claim the account"
-        return f"ask the platform's operator to raise platform.accounts.{key} in its ember.yaml"
-
-
-@dataclass(frozen=True)
 class PlatformConfig:
     """Everything the control plane reads from the ``platform:`` section."""
 
     public_url: str | None = None
     max_script_bytes: int = 64 * 1024**2
+    # Cloudflare's rollback window: "Promote any of the 100 most recent versions" (changelog
+    # 2025-09-11). Older versions are pruned, except those of the live deployment.
+    versions_kept_per_worker: int = 100
     max_isolates: int | None = None  # None: capacity.default_max_isolates() for this machine
     proof_of_work: ProofOfWorkConfig = field(default_factory=ProofOfWorkConfig)
     temporary: TemporaryAccountConfig = field(default_factory=TemporaryAccountConfig)
@@ -168,6 +112,10 @@ class PlatformConfig:
                 max_workers=t.max_workers,
                 max_versions=t.max_versions,
                 max_script_bytes=min(t.max_script_bytes, self.max_script_bytes),
+                max_stored_script_bytes=t.max_stored_script_bytes,
+                versions_kept_per_worker=min(
+                    t.versions_kept_per_worker, self.versions_kept_per_worker
+                ),
                 max_kv_bytes=t.max_kv_bytes,
                 max_kv_namespaces=t.max_kv_namespaces,
                 ai_requests_per_minute=t.ai_requests_per_minute,
@@ -179,6 +127,8 @@ class PlatformConfig:
             max_workers=a.max_workers,
             max_versions=a.max_versions,
             max_script_bytes=self.max_script_bytes,
+            max_stored_script_bytes=a.max_stored_script_bytes,
+            versions_kept_per_worker=self.versions_kept_per_worker,
             max_kv_bytes=a.max_kv_bytes,
             max_kv_namespaces=a.max_kv_namespaces,
             ai_requests_per_minute=a.ai_requests_per_minute,
@@ -204,6 +154,7 @@ def parse_platform_config(section: Any, source: str = "ember.yaml") -> PlatformC
         {
             "public_url",
             "max_script_size",
+            "versions_kept_per_worker",
             "cpu_ms_per_request",
             "max_isolates",
             "proof_of_work",
@@ -215,8 +166,8 @@ def parse_platform_config(section: Any, source: str = "ember.yaml") -> PlatformC
     tmp_raw = mapping(raw.get("temporary", {}), source, "platform.temporary")
     accounts_raw = mapping(raw.get("accounts", {}), source, "platform.accounts")
     proof = _parse_proof_of_work(pow_raw, source)
-    temporary = _parse_temporary(tmp_raw, source)
-    accounts = _parse_accounts(accounts_raw, source)
+    temporary = parse_temporary(tmp_raw, source)
+    accounts = parse_accounts(accounts_raw, source)
     if raw.get("cpu_ms_per_request") is not None:
         # The older spelling of accounts.cpu_ms_per_request, from before the accounts section.
         if "cpu_ms_per_request" in accounts_raw:
@@ -238,6 +189,13 @@ def parse_platform_config(section: Any, source: str = "ember.yaml") -> PlatformC
         public_url=public_url.rstrip("/") if public_url else None,
         max_script_bytes=size_value(
             raw, "max_script_size", PlatformConfig.max_script_bytes, source, "platform"
+        ),
+        versions_kept_per_worker=positive_int(
+            raw,
+            "versions_kept_per_worker",
+            PlatformConfig.versions_kept_per_worker,
+            source,
+            "platform",
         ),
         max_isolates=optional_int(raw, "max_isolates", source, "platform"),
         proof_of_work=proof,
@@ -268,76 +226,6 @@ def _parse_proof_of_work(raw: dict[str, Any], source: str) -> ProofOfWorkConfig:
         challenge_ttl_seconds=duration_value(
             raw, "challenge_ttl", defaults.challenge_ttl_seconds, source, where
         ),
-    )
-
-
-def _parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig:
-    where = "platform.temporary"
-    d = TemporaryAccountConfig()
-    names = {f.name for f in dataclasses.fields(TemporaryAccountConfig)}
-    renamed = {"ttl_seconds": "ttl", "max_script_bytes": "max_script_size"}
-    allowed = {renamed.get(n, n) for n in names}
-    only_keys(raw, source, where, allowed)
-    return TemporaryAccountConfig(
-        ttl_seconds=duration_value(raw, "ttl", d.ttl_seconds, source, where),
-        creations_per_client_per_hour=positive_int(
-            raw, "creations_per_client_per_hour", d.creations_per_client_per_hour, source, where
-        ),
-        max_workers=positive_int(raw, "max_workers", d.max_workers, source, where),
-        max_versions=positive_int(raw, "max_versions", d.max_versions, source, where),
-        max_script_bytes=size_value(raw, "max_script_size", d.max_script_bytes, source, where),
-        max_kv_bytes=size_value(raw, "max_kv_bytes", d.max_kv_bytes, source, where),
-        max_kv_namespaces=positive_int(
-            raw, "max_kv_namespaces", d.max_kv_namespaces, source, where
-        ),
-        ai_requests_per_minute=positive_int(
-            raw, "ai_requests_per_minute", d.ai_requests_per_minute, source, where
-        ),
-        cpu_ms_per_request=positive_int(
-            raw, "cpu_ms_per_request", d.cpu_ms_per_request, source, where
-        ),
-    )
-
-
-def _parse_accounts(raw: dict[str, Any], source: str) -> PermanentAccountConfig:
-    """``platform.accounts``: each key absent -> its default, ``null`` -> unlimited."""
-    where = "platform.accounts"
-    if "max_script_size" in raw:
-        raise ConfigError(
-            source,
-            f"{where}.max_script_size",
-            raw["max_script_size"],
-            "no max_script_size here",
-            hint="every account's script size is platform.max_script_size",
-        )
-    d = PermanentAccountConfig()
-    only_keys(raw, source, where, {f.name for f in dataclasses.fields(PermanentAccountConfig)})
-
-    def count(key: str, default: int | None) -> int | None:
-        if key not in raw:
-            return default
-        return None if raw[key] is None else positive_int(raw, key, 1, source, where)
-
-    max_kv_bytes = d.max_kv_bytes
-    if "max_kv_bytes" in raw:
-        kv = raw["max_kv_bytes"]
-        max_kv_bytes = None if kv is None else size_value(raw, "max_kv_bytes", 1, source, where)
-    cpu = count("cpu_ms_per_request", d.cpu_ms_per_request)
-    if cpu is not None and cpu > CPU_MS_MAX:
-        raise ConfigError(
-            source,
-            f"{where}.cpu_ms_per_request",
-            cpu,
-            f"at most {CPU_MS_MAX} (5 minutes)",
-            hint="no version may set limits.cpu_ms above Workers Paid's maximum",
-        )
-    return PermanentAccountConfig(
-        max_workers=count("max_workers", d.max_workers),
-        max_versions=count("max_versions", d.max_versions),
-        max_kv_bytes=max_kv_bytes,
-        max_kv_namespaces=count("max_kv_namespaces", d.max_kv_namespaces),
-        ai_requests_per_minute=count("ai_requests_per_minute", d.ai_requests_per_minute),
-        cpu_ms_per_request=cpu,
     )
 
 

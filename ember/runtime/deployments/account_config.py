@@ -1,0 +1,191 @@
+"""Each account kind's caps: ``platform.temporary`` and ``platform.accounts`` parsed into
+their dataclasses, and ``AccountLimits``, the caps that apply to one account
+(``PlatformConfig.limits_for`` picks them). ``config.py`` owns the rest of ``platform:``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ember.config_values import LIMIT_KEYS
+from ember.errors import ConfigError
+from ember.runtime.deployments.config_parse import (
+    duration_value,
+    only_keys,
+    positive_int,
+    size_value,
+)
+
+# The most CPU a request may have: Workers Paid's 5 minutes (wrangler's limits.cpu_ms maximum).
+CPU_MS_MAX = LIMIT_KEYS["cpu_ms"][1]
+
+
+@dataclass(frozen=True)
+class TemporaryAccountConfig:
+    """Lifetime and hard caps of accounts made by ``deploy --temporary``."""
+
+    ttl_seconds: int = 3600
+    creations_per_client_per_hour: int = 10
+    max_workers: int = 5
+    # Versions stored across all its workers: each is up to max_script_bytes in the database and
+    # again on disk, so without this cap max_workers x max_script_bytes bounded nothing.
+    max_versions: int = 50
+    # max_versions / max_workers, so that no worker's history alone fills the account's
+    # max_versions: an agent redeploying one worker all hour is never refused for it.
+    versions_kept_per_worker: int = 10
+    max_script_bytes: int = 5 * 1024**2
+    # max_versions x max_script_bytes: the bound those two already set, named so that an
+    # operator can lower it without lowering either.
+    max_stored_script_bytes: int = 250 * 1024**2
+    max_kv_bytes: int = 10 * 1024**2
+    max_kv_namespaces: int = 5
+    ai_requests_per_minute: int = 60
+    cpu_ms_per_request: int = 50
+
+
+@dataclass(frozen=True)
+class PermanentAccountConfig:
+    """Caps of each permanent (created or claimed) account; ``None`` = unlimited.
+
+    Without them one account could fill the platform's disk with KV data or stored versions and
+    cost every other account its writes. The defaults are Cloudflare's published plan limits
+    (reference/workers-api.md §5.1) where it has one, so a wrangler project that deploys there
+    deploys here.
+    """
+
+    # Workers per account on Workers Paid (Free: 100).
+    max_workers: int | None = 500
+    # Versions kept across all its Workers (each Worker keeps its newest
+    # PlatformConfig.versions_kept_per_worker, so history alone never reaches this): 100 for
+    # each of Workers Free's 100 Workers. Cloudflare has no account-wide cap.
+    max_versions: int | None = 10_000
+    # Script bytes of those kept versions (each is stored in the database and again on disk).
+    # Without it the account's disk was bounded only by max_versions x max_script_size (640 GiB).
+    # 1 GiB, the same share of disk as max_kv_bytes, is generous: 100 versions of ten 1 MiB
+    # Workers; a refusal names it, the bytes used and how to free space.
+    max_stored_script_bytes: int | None = 1024**3
+    # KV storage per account on Workers Free (developers.cloudflare.com/kv/platform/limits: 1 GB;
+    # Paid: unlimited, billed per GB-month, which a shared disk cannot be).
+    max_kv_bytes: int | None = 1024**3
+    # KV namespaces per account on Free and Paid (the same KV limits page).
+    max_kv_namespaces: int | None = 1000
+    # Workers AI's text-generation rate per account (workers-api.md §5.1: 300 per minute);
+    # every model ember serves (Kimi, GLM) is text generation.
+    ai_requests_per_minute: int | None = 300
+    # Workers Paid's most CPU per invocation, 5 minutes (wrangler's limits.cpu_ms maximum).
+    cpu_ms_per_request: int | None = CPU_MS_MAX
+
+
+@dataclass(frozen=True)
+class AccountLimits:
+    """The limits that apply to one account (``None`` = unlimited)."""
+
+    max_workers: int | None
+    max_versions: int | None
+    max_script_bytes: int
+    max_stored_script_bytes: int | None
+    versions_kept_per_worker: int
+    max_kv_bytes: int | None
+    max_kv_namespaces: int | None
+    ai_requests_per_minute: int | None
+    cpu_ms_per_request: int | None
+    temporary: bool = False
+
+    @property
+    def scope(self) -> str:
+        """Whom these limits apply to, for a refusal's message."""
+        return "temporary accounts" if self.temporary else "accounts on this platform"
+
+    def remedy(self, key: str) -> str:
+        """How the account gets past the limit ``key``, for the end of a refusal's message."""
+        if self.temporary:
+            return "claim the account"
+        return f"ask the platform's operator to raise platform.accounts.{key} in its ember.yaml"
+
+
+def parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig:
+    where = "platform.temporary"
+    d = TemporaryAccountConfig()
+    names = {f.name for f in dataclasses.fields(TemporaryAccountConfig)}
+    renamed = {"ttl_seconds": "ttl", "max_script_bytes": "max_script_size"}
+    allowed = {renamed.get(n, n) for n in names}
+    only_keys(raw, source, where, allowed)
+    return TemporaryAccountConfig(
+        ttl_seconds=duration_value(raw, "ttl", d.ttl_seconds, source, where),
+        creations_per_client_per_hour=positive_int(
+            raw, "creations_per_client_per_hour", d.creations_per_client_per_hour, source, where
+        ),
+        max_workers=positive_int(raw, "max_workers", d.max_workers, source, where),
+        max_versions=positive_int(raw, "max_versions", d.max_versions, source, where),
+        versions_kept_per_worker=positive_int(
+            raw, "versions_kept_per_worker", d.versions_kept_per_worker, source, where
+        ),
+        max_script_bytes=size_value(raw, "max_script_size", d.max_script_bytes, source, where),
+        max_stored_script_bytes=size_value(
+            raw, "max_stored_script_bytes", d.max_stored_script_bytes, source, where
+        ),
+        max_kv_bytes=size_value(raw, "max_kv_bytes", d.max_kv_bytes, source, where),
+        max_kv_namespaces=positive_int(
+            raw, "max_kv_namespaces", d.max_kv_namespaces, source, where
+        ),
+        ai_requests_per_minute=positive_int(
+            raw, "ai_requests_per_minute", d.ai_requests_per_minute, source, where
+        ),
+        cpu_ms_per_request=positive_int(
+            raw, "cpu_ms_per_request", d.cpu_ms_per_request, source, where
+        ),
+    )
+
+
+def parse_accounts(raw: dict[str, Any], source: str) -> PermanentAccountConfig:
+    """``platform.accounts``: each key absent -> its default, ``null`` -> unlimited."""
+    where = "platform.accounts"
+    if "max_script_size" in raw:
+        raise ConfigError(
+            source,
+            f"{where}.max_script_size",
+            raw["max_script_size"],
+            "no max_script_size here",
+            hint="every account's script size is platform.max_script_size",
+        )
+    if "versions_kept_per_worker" in raw:
+        raise ConfigError(
+            source,
+            f"{where}.versions_kept_per_worker",
+            raw["versions_kept_per_worker"],
+            "no versions_kept_per_worker here",
+            hint="every account's Workers keep platform.versions_kept_per_worker versions",
+        )
+    d = PermanentAccountConfig()
+    only_keys(raw, source, where, {f.name for f in dataclasses.fields(PermanentAccountConfig)})
+
+    def count(key: str, default: int | None) -> int | None:
+        if key not in raw:
+            return default
+        return None if raw[key] is None else positive_int(raw, key, 1, source, where)
+
+    def size(key: str, default: int | None) -> int | None:
+        if key not in raw:
+            return default
+        return None if raw[key] is None else size_value(raw, key, 1, source, where)
+
+    cpu = count("cpu_ms_per_request", d.cpu_ms_per_request)
+    if cpu is not None and cpu > CPU_MS_MAX:
+        raise ConfigError(
+            source,
+            f"{where}.cpu_ms_per_request",
+            cpu,
+            f"at most {CPU_MS_MAX} (5 minutes)",
+            hint="no version may set limits.cpu_ms above Workers Paid's maximum",
+        )
+    return PermanentAccountConfig(
+        max_workers=count("max_workers", d.max_workers),
+        max_versions=count("max_versions", d.max_versions),
+        max_stored_script_bytes=size("max_stored_script_bytes", d.max_stored_script_bytes),
+        max_kv_bytes=size("max_kv_bytes", d.max_kv_bytes),
+        max_kv_namespaces=count("max_kv_namespaces", d.max_kv_namespaces),
+        ai_requests_per_minute=count("ai_requests_per_minute", d.ai_requests_per_minute),
+        cpu_ms_per_request=cpu,
+    )
