@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.platform.conftest import RunningPlatform
+from tests.platform.conftest import TEST_CONFIG, RunningPlatform, start_platform
 
 ROOT = Path(__file__).resolve().parents[2]
 WRANGLER_TOML = """\
@@ -216,3 +218,42 @@ def test_deploy_says_the_ai_models_mapping_stays_behind(
 
 def test_a_deploy_without_ai_models_says_nothing_about_them(ember: Ember) -> None:
     assert "ai.models" not in ember("deploy", "--temporary").stderr
+
+
+@pytest.fixture
+def keeps_two(tmp_path: Path) -> Iterator[RunningPlatform]:
+    """A platform whose workers keep their 2 most recent versions."""
+    config = dataclasses.replace(TEST_CONFIG, versions_kept_per_worker=2)
+    plane, clock, server, hub = start_platform(tmp_path / "state", config)
+    try:
+        with server as port:
+            url = f"http://127.0.0.1:{port}"
+            yield RunningPlatform(plane, clock, url, url + "/client/v4", hub)
+    finally:
+        plane.close()
+
+
+def test_rollback_past_the_kept_versions(
+    keeps_two: RunningPlatform, tmp_path: Path, project: Path
+) -> None:
+    ember = Ember(keeps_two, tmp_path / "home", project)
+    account, issued = keeps_two.plane.accounts.create_permanent("acme")
+    ember("login", "--token", issued.token)
+    ember("deploy", "--message", "one")
+    (v1,) = (v.id for v in keeps_two.plane.scripts.versions(account, "hello"))
+    for message in ("two", "three", "four"):
+        ember("deploy", "--message", message)
+    v4, v3 = (v.id for v in keeps_two.plane.scripts.versions(account, "hello"))
+    listing = ember("deployments", "list").stdout  # names only versions that still exist
+    assert "message: four" in listing and "message: three" in listing
+    assert "message: two" not in listing
+
+    history = keeps_two.plane.scripts.deployments(account, "hello")
+    refused = ember("rollback", v1, ok=False)  # pruned: the unknown-version refusal, and why
+    assert refused.returncode == 1 and "[code: 10001]" in refused.stderr
+    assert v1 in refused.stderr and "keeps its 2 most recent versions" in refused.stderr
+    assert keeps_two.plane.scripts.deployments(account, "hello") == history
+
+    assert "is live" in ember("rollback").stdout  # the previous deployment's version is kept
+    assert keeps_two.plane.scripts.live(account, "hello").versions[0].version_id == v3
+    assert {v.id for v in keeps_two.plane.scripts.versions(account, "hello")} == {v3, v4}

@@ -169,7 +169,7 @@ def test_secret_put_derives_and_deploys_a_version(plane: ControlPlane) -> None:
     first = plane.scripts.upload(account, "hello", upload(), deploy=True, source="api")
     secret_version = plane.secrets.put(
         account, "hello", SecretValue("TOKEN", "secret_text", "s3cr3t-zq"), "api"
-    )
+    ).version
     assert secret_version.annotations["workers/triggered_by"] == "secret"
     assert plane.scripts.live(account, "hello").versions[0].version_id == secret_version.id
     assert plane.scripts.modules(secret_version.id) == plane.scripts.modules(first.version.id)

@@ -127,3 +127,29 @@ def test_wranglers_ci_deploy_flags(scene: Scene) -> None:
     assert "EXTRA" not in live()[0]
     # The file's secret was kept by every later deploy (keep_bindings: secret_text).
     assert "secret=from-file" in scene.request("hello-py.ciflags.localhost")[1]
+
+
+def test_wranglers_history_and_rollback_past_the_kept_versions(tmp_path: Path) -> None:
+    """wrangler's ``deployments list`` fetches each listed deployment's version: after pruning,
+    it still works; a rollback to a pruned version is refused, saying why."""
+    scene = scene_in(tmp_path, "  versions_kept_per_worker: 2\n")
+    s = next(scene)
+    try:
+        ids = []
+        for tag in ("v1", "v2", "v3"):
+            s.write_entry(tag)
+            code, out = s.wrangler("deploy", "--temporary")
+            assert code == 0, out
+            ids.append(version_id(out))
+        code, out = s.wrangler("deployments", "list", "--temporary")
+        assert code == 0 and ids[1] in out and ids[2] in out and ids[0] not in out, out
+        code, out = s.wrangler("versions", "list", "--temporary")
+        assert code == 0 and ids[0] not in out and ids[1] in out, out
+
+        code, out = s.wrangler("rollback", ids[0], "--temporary")
+        assert code != 0, out
+        assert ids[0] in out and "keeps its 2 most recent versions" in out, out
+        code, out = s.wrangler("rollback", "--message", "back", "--temporary")
+        assert code == 0 and f"Worker Version {ids[1]} has been deployed" in out, out
+    finally:
+        scene.close()

@@ -74,14 +74,15 @@ class Scene:
         return ControlPlane(self.state)
 
 
-def scene_in(tmp_path: Path) -> Iterator[Scene]:
-    """A Scene in ``tmp_path``, torn down when the generator closes."""
+def scene_in(tmp_path: Path, platform: str = "") -> Iterator[Scene]:
+    """A Scene in ``tmp_path``, torn down when the generator closes; ``platform``: more keys of
+    the operator's ``platform:`` section, as YAML lines indented by two."""
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
     (project / "wrangler.toml").write_text(WRANGLER_TOML)
     (tmp_path / "home").mkdir()
     config = tmp_path / "ember.yaml"
-    config.write_text("platform:\n  proof_of_work: {k: 200, g: 500, sample: 8}\n")
+    config.write_text("platform:\n  proof_of_work: {k: 200, g: 500, sample: 8}\n" + platform)
     ns = LoopbackNamespace()
     try:
         port = ns.start_platform(tmp_path / "state", config)

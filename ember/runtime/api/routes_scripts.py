@@ -150,8 +150,7 @@ async def delete_script(request: Request) -> Response:
     plane = plane_of(request)
     versions = plane.scripts.delete(who.account, name)
     await live_of(request).reconcile(who.account.id, name)  # drains its isolates first
-    for version_id in versions:  # up to 10,000 files each: not on the event loop
-        await uploads_of(request).run(plane.files.remove_version, who.account.id, version_id)
+    await uploads_of(request).remove_files(who.account.id, tuple(versions))
     return ok(None)
 
 
@@ -260,10 +259,11 @@ async def post_deployment(request: Request) -> Response:
     for index, target in enumerate(targets):  # checked before anything is started
         try:
             plane.scripts.version(who.account, name, target.version_id)
-        except VersionNotFound:
+        except VersionNotFound as exc:
             raise InvalidRequest(
                 f"versions[{index}].version_id {target.version_id!r} is not a version of "
                 f"Worker {name!r} (see GET .../workers/scripts/{name}/versions)"
+                + (f"; {exc.note}" if exc.note else "")
             ) from None
     async with live_of(request).deploying(who.account, name, [t.version_id for t in targets]):
         deployment = plane.scripts.deploy(

@@ -49,8 +49,9 @@ async def put_secret(request: Request) -> Response:
     secret = SecretValue(body["name"], body.get("type", "secret_text"), body["text"])
     name = request.path_params["name"]
     async with uploads_of(request).worker(who.account.id, name):
-        plane_of(request).secrets.put(who.account, name, secret, who.source)
+        changed = plane_of(request).secrets.put(who.account, name, secret, who.source)
         await live_of(request).reconcile(who.account.id, name, warm=True)
+        await uploads_of(request).remove_files(who.account.id, changed.pruned)
     return ok({"name": secret.name, "type": secret.type})
 
 
@@ -72,8 +73,9 @@ async def patch_secrets(request: Request) -> Response:
     changes = {key: _bulk_secret(key, value) for key, value in secrets.items()}
     name = request.path_params["name"]
     async with uploads_of(request).worker(who.account.id, name):
-        plane_of(request).secrets.patch(who.account, name, changes, who.source)
+        changed = plane_of(request).secrets.patch(who.account, name, changes, who.source)
         await live_of(request).reconcile(who.account.id, name, warm=True)
+        await uploads_of(request).remove_files(who.account.id, changed.pruned)
     found = plane_of(request).secrets.list(who.account, name)
     return ok([{"name": found_name, "type": kind} for found_name, kind in found])
 
@@ -96,10 +98,11 @@ async def delete_secret(request: Request) -> Response:
     who = caller(request)
     name = request.path_params["name"]
     async with uploads_of(request).worker(who.account.id, name):
-        plane_of(request).secrets.delete(
+        changed = plane_of(request).secrets.delete(
             who.account, name, request.path_params["secret_name"], who.source
         )
         await live_of(request).reconcile(who.account.id, name, warm=True)
+        await uploads_of(request).remove_files(who.account.id, changed.pruned)
     return ok(None)
 
 

@@ -68,7 +68,8 @@ def store_upload(plane: ControlPlane, request: UploadRequest) -> UploadResult:
     Writing the files here, not when the version is first started, keeps that disk work (the
     largest part for many small modules) off the event loop; it is idempotent, so starting the
     version later finds the directory in place. The caller removes it if the version is
-    discarded (``discard``).
+    discarded (``discard``). The files of the versions the upload pruned (past the worker's
+    window, ``retention.py``) are removed here too, now that their rows are gone.
     """
     upload = parse_worker_upload(parse_multipart(request.body, request.content_type))
     result = plane.scripts.upload(
@@ -81,6 +82,8 @@ def store_upload(plane: ControlPlane, request: UploadRequest) -> UploadResult:
         create=request.create,
     )
     plane.materialize(request.account.id, result.version)
+    for version_id in result.pruned:
+        plane.files.remove_version(request.account.id, version_id)
     return result
 
 
@@ -123,6 +126,11 @@ class Uploads:
         with its files, unless a deployment uses it."""
         if await self.run(self._plane.scripts.discard_undeployed, account, name, version_id):
             await self.run(self._plane.files.remove_version, account.id, version_id)
+
+    async def remove_files(self, account_id: str, version_ids: tuple[str, ...]) -> None:
+        """Remove deleted versions' written-out files (up to 10,000 each: not on the loop)."""
+        for version_id in version_ids:
+            await self.run(self._plane.files.remove_version, account_id, version_id)
 
     async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """``fn(*args, **kwargs)`` on an upload thread (file and database work of uploads)."""

@@ -37,8 +37,18 @@ class ScriptNotFound(ControlPlaneError, NotFound):
 class VersionNotFound(ControlPlaneError, NotFound):
     http_status, cf_code = 404, 10007
 
-    def __init__(self, version_id: str, script: str) -> None:
-        super().__init__(f"Version {version_id!r} does not exist for Worker {script!r}")
+    def __init__(self, version_id: str, script: str, kept: int | None = None) -> None:
+        # Why a version once listed may be gone, when the caller knows the window.
+        self.note = retention_note(kept) if kept else ""
+        found = f"Version {version_id!r} does not exist for Worker {script!r}"
+        super().__init__(found + (f" ({self.note})" if self.note else ""))
+
+
+def retention_note(kept: int) -> str:
+    return (
+        f"a Worker keeps its {kept} most recent versions and those of its live deployment; "
+        "older ones are deleted"
+    )
 
 
 class NamespaceNotFound(ControlPlaneError, NotFound):

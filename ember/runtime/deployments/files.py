@@ -73,5 +73,15 @@ class AccountFiles:
         check_module_name(version_id)  # an id, never a path that leaves the account's directory
         shutil.rmtree(self.account_dir(account_id) / "versions" / version_id, ignore_errors=True)
 
+    def version_entries(self) -> list[tuple[str, str]]:
+        """(account id, entry name) of everything under each account's ``versions/``: version
+        directories, and staging directories of write-outs in progress or cut short."""
+        return [
+            (account.name, entry.name)
+            for account in sorted(self.root.iterdir())
+            if (account / "versions").is_dir()
+            for entry in sorted((account / "versions").iterdir())
+        ]
+
     def remove_account(self, account_id: str) -> None:
         shutil.rmtree(self.account_dir(account_id), ignore_errors=True)

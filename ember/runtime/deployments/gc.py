@@ -5,6 +5,9 @@ An expired temporary account is deleted with everything in it: its KV data (thro
 deployments, namespaces, tails and tokens cascade from the account row). Data and files go first
 so that a crash midway leaves an expired (hence unusable) account that the next run finishes.
 ember keeps no other logs on disk: tail sessions stream from memory and end with the account.
+A version deleted alone (pruned past its worker's window, or its worker deleted) loses its rows
+first and its files after the commit; ``remove_orphan_files``, run when ``ember serve`` starts,
+removes the files a crash in between left behind.
 Deleted rows are overwritten (``secure_delete``) and both write-ahead logs are truncated, so no
 byte of the account remains in the state directory.
 """
@@ -69,6 +72,25 @@ class GarbageCollector:
         self._files.remove_account(account_id)
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM accounts WHERE id = ?", (account_id,))
+
+    def remove_orphan_files(self) -> int:
+        """Remove written-out version directories whose version has no row, and staging
+        directories of write-outs cut short; returns how many. Only while nothing writes
+        versions out: ``ember serve`` runs it at start-up, before it serves."""
+        # Listed before the rows are read: a directory is written only after its version's row
+        # committed, so no directory listed here can belong to a row not yet read.
+        entries = self._files.version_entries()
+        with self._db.reader() as conn:
+            known = {
+                (r["account_id"], r["id"])
+                for r in conn.execute(
+                    "SELECT s.account_id, v.id FROM versions v JOIN scripts s ON s.id = v.script_id"
+                )
+            }
+        orphans = [entry for entry in entries if entry not in known]
+        for account_id, name in orphans:
+            self._files.remove_version(account_id, name)
+        return len(orphans)
 
     def expired_accounts(self) -> list[str]:
         """Ids of the temporary accounts past their expiry (what ``collect`` will delete)."""

@@ -1,8 +1,9 @@
 """Workers (scripts), their immutable versions, deployments and rollback.
 
 Every state change is one transaction: an upload creates the script (if new), the version, its
-modules and secrets, and (on the PUT path) the deployment that makes it live, or nothing at all.
-A failed upload therefore never leaves a half-made version, and never touches the live one.
+modules and secrets, and (on the PUT path) the deployment that makes it live, and prunes the
+versions past the worker's window (``retention.py``), or does nothing at all. A failed upload
+therefore never leaves a half-made version, and never touches the live one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ember.runtime.deployments.errors import (
     QuotaExceeded,
     ScriptNotFound,
     UploadTooLarge,
+    VersionNotFound,
 )
 from ember.runtime.deployments.records import (
     Account,
@@ -33,6 +35,7 @@ from ember.runtime.deployments.records import (
     Version,
     WorkerUpload,
 )
+from ember.runtime.deployments.retention import retain
 from ember.runtime.deployments.traffic import check_targets
 from ember.runtime.deployments.triggers import deployment_tags, version_trigger
 from ember.runtime.deployments.worker_limits import check_tier, parse_limits
@@ -46,6 +49,8 @@ class UploadResult:
     script: Script
     version: Version
     deployment: Deployment | None
+    # Versions deleted to keep the worker's window: the caller removes their files.
+    pruned: tuple[str, ...] = ()
 
 
 class ScriptService:
@@ -78,9 +83,19 @@ class ScriptService:
 
     def version(self, account: Account, name: str, version_id: str) -> Version:
         with self._db.reader() as conn:
-            return rows.require_version(
-                conn, rows.require_script(conn, account.id, name), version_id
+            return self._require_version(
+                conn, account, rows.require_script(conn, account.id, name), version_id
             )
+
+    def _require_version(
+        self, conn: sqlite3.Connection, account: Account, script: Script, version_id: str
+    ) -> Version:
+        """The version, else VersionNotFound saying that old versions are pruned."""
+        try:
+            return rows.require_version(conn, script, version_id)
+        except VersionNotFound:
+            kept = self._config.limits_for(account.temporary).versions_kept_per_worker
+            raise VersionNotFound(version_id, script.name, kept) from None
 
     def modules(self, version_id: str) -> tuple[Module, ...]:
         with self._db.reader() as conn:
@@ -135,7 +150,6 @@ class ScriptService:
                 if not (deploy or create):
                     raise ScriptNotFound(name)
                 script = self._create_script(conn, account, name, source, now)
-            self.check_version_quota(conn, account)
             trigger = version_trigger(deployed=deploy or create)  # create: a Scripts PUT
             version = self._insert_version(
                 conn, script, upload, source, strict_inherit, now, triggered_by=trigger
@@ -155,30 +169,17 @@ class ScriptService:
                     {"workers/triggered_by": "upload"},
                     author or account.email,
                 )
+            pruned = self.retain(conn, account, script, version)
             script = rows.require_script(conn, account.id, name)
-        return UploadResult(script, version, deployment)
+        return UploadResult(script, version, deployment, pruned)
 
-    def check_version_quota(self, conn: sqlite3.Connection, account: Account) -> None:
-        """Refuse one more stored version past the account's ``max_versions``: every upload,
-        redeploy and secret change stores a version."""
-        limits = self._config.limits_for(account.temporary)
-        limit = limits.max_versions
-        if limit is None:
-            return
-        count = conn.execute(
-            "SELECT COUNT(*) FROM versions v JOIN scripts s ON s.id = v.script_id "
-            "WHERE s.account_id = ?",
-            (account.id,),
-        ).fetchone()[0]
-        if count >= limit:
-            raise QuotaExceeded(
-                "versions",
-                count + 1,
-                limit,
-                f"This account already stores {count} Worker versions; {limits.scope} may "
-                f"store at most {limit}. Delete a Worker (its versions go with it), or "
-                f"{limits.remedy('max_versions')}.",
-            )
+    def retain(
+        self, conn: sqlite3.Connection, account: Account, script: Script, version: Version
+    ) -> tuple[str, ...]:
+        """After storing ``version`` (and any deployment it makes): prune the worker's versions
+        past its window, then refuse if the account's kept versions are past its caps
+        (``retention.py``). Every upload, redeploy and secret change stores a version."""
+        return retain(conn, script, version, self._config.limits_for(account.temporary))
 
     def _create_script(
         self, conn: sqlite3.Connection, account: Account, name: str, source: str, now: float
@@ -309,7 +310,7 @@ class ScriptService:
         now = self._clock()
         with self._db.transaction() as conn:
             script = rows.require_script(conn, account.id, name)
-            chosen = [rows.require_version(conn, script, t.version_id) for t in targets]
+            chosen = [self._require_version(conn, account, script, t.version_id) for t in targets]
             live = rows.live_deployment(conn, script.id)
             tags = deployment_tags(
                 conn, script, chosen, live, annotations, force=force, triggered_by=triggered_by

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from ember.runtime.deployments import rows
 from ember.runtime.deployments.bindings import MAX_SECRET_BYTES, SECRET_TYPES
@@ -29,6 +30,15 @@ from ember.runtime.deployments.writes import insert_deployment
 SecretChange = Callable[[Version, tuple[SecretValue, ...]], tuple[SecretValue, ...]]
 
 
+@dataclass(frozen=True)
+class DerivedVersion:
+    """The version a secret change made, and the versions it pruned (whose files the caller
+    removes)."""
+
+    version: Version
+    pruned: tuple[str, ...] = ()
+
+
 class SecretService:
     def __init__(self, db: Database, scripts: ScriptService, clock: Clock) -> None:
         self._db = db
@@ -42,7 +52,7 @@ class SecretService:
             base, _ = _base_version(conn, script)
             return list(base.secret_names) if base else []
 
-    def put(self, account: Account, name: str, secret: SecretValue, source: str) -> Version:
+    def put(self, account: Account, name: str, secret: SecretValue, source: str) -> DerivedVersion:
         _check(secret)
 
         def change(base: Version, current: tuple[SecretValue, ...]) -> tuple[SecretValue, ...]:
@@ -61,7 +71,7 @@ class SecretService:
         name: str,
         changes: Mapping[str, SecretValue | None],
         source: str,
-    ) -> Version:
+    ) -> DerivedVersion:
         """Set (a value) or delete (None) several secrets in one new version: a JSON merge patch
         (``secrets-bulk``), so a secret not named is kept and deleting an absent one is a no-op.
         One bad secret refuses the whole patch, naming it."""
@@ -81,7 +91,7 @@ class SecretService:
 
         return self._derive(account, name, change, source)
 
-    def delete(self, account: Account, name: str, secret_name: str, source: str) -> Version:
+    def delete(self, account: Account, name: str, secret_name: str, source: str) -> DerivedVersion:
         def change(base: Version, current: tuple[SecretValue, ...]) -> tuple[SecretValue, ...]:
             if not any(s.name == secret_name for s in current):
                 raise SecretNotFound(secret_name, name)
@@ -89,7 +99,9 @@ class SecretService:
 
         return self._derive(account, name, change, source)
 
-    def _derive(self, account: Account, name: str, change: SecretChange, source: str) -> Version:
+    def _derive(
+        self, account: Account, name: str, change: SecretChange, source: str
+    ) -> DerivedVersion:
         now = self._clock()
         with self._db.transaction() as conn:
             script = rows.require_script(conn, account.id, name)
@@ -97,7 +109,6 @@ class SecretService:
             if base is None:
                 raise InvalidRequest(f"Worker {name!r} has no version yet; deploy it first")
             secrets = change(base, rows.secrets_of(conn, base.id))
-            self._scripts.check_version_quota(conn, account)
             version = self._scripts.derive_version(
                 conn, script, base, secrets, "secret", source, now
             )
@@ -111,7 +122,7 @@ class SecretService:
                     {"workers/triggered_by": "secret"},
                     account.email,
                 )
-            return version
+            return DerivedVersion(version, self._scripts.retain(conn, account, script, version))
 
 
 def _check(secret: SecretValue) -> None:

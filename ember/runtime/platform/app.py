@@ -271,7 +271,7 @@ class Platform:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def startup(self) -> None:
-        """Start the zygote, repair the KV store's namespace list, register live deployments."""
+        """Start the zygote, repair the KV namespace list and version files, go live."""
         await self.supervisor.start()
         status = self.supervisor.sandbox_status()
         self.tenancy = assess(status, self.options.state_dir, trusted=self.options.trusted_workers)
@@ -282,6 +282,7 @@ class Platform:
         if ai is not None and ai.pool.settings.start == "eager":
             await self._gateway().start()
         self.plane.namespaces.sync_store()
+        self.plane.gc.remove_orphan_files()  # files a crash left: before anything is served
         await self.live.load_all()
         for account_id, name in {(s.account_id, s.script_name) for s in self.live.slots()}:
             self.crons.refresh(account_id, name)
