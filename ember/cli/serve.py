@@ -101,6 +101,7 @@ def serve(
     from ember.runtime.isolation import SandboxPolicy
     from ember.runtime.platform.app import Platform, PlatformOptions
     from ember.runtime.platform.server import serve as run_server
+    from ember.runtime.platform.state_lock import lock_state_dir
     from ember.runtime.sandbox import FULL, parse_layers
 
     idle = parse_duration(idle_timeout)
@@ -109,6 +110,7 @@ def serve(
     config = load_platform_config(config_file) if config_file else PlatformConfig()
     ai = _ai_settings(config_file) if config_file else None
     state = resolve_state_dir(state_dir)
+    held = lock_state_dir(state)  # held until this process ends (see state_lock.py)
     policy = SandboxPolicy(
         default_profile=FULL,
         allow_below_minimum=allow_unsandboxed_anonymous,
@@ -170,6 +172,8 @@ def serve(
         )
     except KeyboardInterrupt:
         pass  # Ctrl-C: uvicorn already shut the platform down
+    finally:
+        held.release()
 
 
 def _drain_timeout(ai: object | None) -> float:
