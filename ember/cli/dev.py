@@ -25,7 +25,12 @@ FLUSH_EVERY_S = 0.02  # request log lines reach the terminal at most this late
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory for local state such as KV (default DIR/.ember/state).",
 )
-@click.option("--test-scheduled", is_flag=True, help="Expose /__scheduled?cron=... to run crons.")
+@click.option(
+    "--test-scheduled",
+    is_flag=True,
+    help="Also expose wrangler's /__scheduled?cron=... (Miniflare's /cdn-cgi/handler/scheduled "
+    "and /cdn-cgi/local/scheduled run crons without it).",
+)
 @click.option(
     "--var",
     "vars_",

@@ -131,6 +131,7 @@ class DevServer:
             supervisor,
             lambda scope: self.deployment.id,
             test_scheduled=self.options.test_scheduled,
+            trigger_handlers=True,  # Miniflare's scheduled paths, on in every wrangler dev
             on_startup=self._startup,
             on_shutdown=self._shutdown,
         )

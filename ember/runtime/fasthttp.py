@@ -15,13 +15,13 @@ Everything else is uvicorn's own code and the ``Router``, unchanged, and that is
 requests through both and compare the bytes on the wire): a chunked or large body, or one that
 did not all come with its head (handed over with what arrived of it), HEAD, HTTP/1.0, upgrades,
 ``Expect``, the paths of binding mounts (``mounted``), no isolate ready (the router's general
-path), ``/__scheduled``, and responses the fast writers do not handle (headers that uvicorn
-interprets: content-length, transfer-encoding, connection; invalid header bytes; 204 and 304
-with a stream; a paused transport) go through a ``RequestResponseCycle`` and the router's
-``respond``, as they would have. Pipelined requests wait behind a fast one exactly as behind a
-cycle (uvicorn's queue). One difference, on purpose: a client that disconnects while its fast
-request waits or streams cancels it at once (``connection_lost``) rather than at the router's
-next disconnect sweep (within 100 ms).
+path), the paths that run a scheduled handler, and responses the fast writers do not handle
+(headers that uvicorn interprets: content-length, transfer-encoding, connection; invalid header
+bytes; 204 and 304 with a stream; a paused transport) go through a ``RequestResponseCycle`` and
+the router's ``respond``, as they would have. Pipelined requests wait behind a fast one exactly
+as behind a cycle (uvicorn's queue). One difference, on purpose: a client that disconnects while
+its fast request waits or streams cancels it at once (``connection_lost``) rather than at the
+router's next disconnect sweep (within 100 ms).
 
 The protocol relies on uvicorn's ``HttpToolsProtocol`` internals (``cycle``, ``pipeline``,
 ``flow``, ``tasks``, ``_start_asgi_task``, ``on_response_complete``); ``fast_protocol`` returns
@@ -46,7 +46,7 @@ from ember.runtime.fastrequest import FastRequest
 from ember.runtime.faststream import ChunkedBody
 from ember.runtime.http import HttpResponse
 from ember.runtime.httphead import BoundedHeadProtocol
-from ember.runtime.router import INLINE_BODY_BYTES, SCHEDULED_PATHS, Router, request_head
+from ember.runtime.router import INLINE_BODY_BYTES, Router, request_head
 
 # The uvicorn releases whose HttpToolsProtocol this subclass was read against and tested with.
 CHECKED_UVICORN = ("0.55.",)
@@ -207,7 +207,7 @@ class FastHttpProtocol(BoundedHeadProtocol):
         if not raw_path.isascii():
             return False
         path = _path(raw_path)
-        if (self._router.test_scheduled and path in SCHEDULED_PATHS) or self._mounted(path):
+        if path in self._router.scheduled_paths or self._mounted(path):
             return False
         self._raw_path = raw_path
         self._query = parsed.query or b""

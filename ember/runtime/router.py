@@ -3,7 +3,8 @@
 Owns the HTTP details the supervisor should not know: building the request URL, reading the
 body (inline when small and announced, else streamed with backpressure), watching for the client
 going away (which cancels the request in its isolate and its binding calls), streaming the
-response as the worker produces it, and ``/__scheduled`` when ``--test-scheduled`` is on.
+response as the worker produces it, and the paths that run a scheduled handler by hand
+(``ember dev`` only: Miniflare's always, wrangler's ``/__scheduled`` with ``--test-scheduled``).
 ``resolve`` picks the deployment for a request: ``ember dev`` always answers with its one
 deployment; ``ember serve`` routes by host and path.
 """
@@ -32,15 +33,13 @@ INLINE_BODY_BYTES = 64 * 1024
 # watcher each cost more than the rest of the router's work; a client that leaves is noticed
 # within 2 * WATCH_AFTER_S instead, and a handler wastes at most that long.
 WATCH_AFTER_S = 0.05
-# ``--test-scheduled``'s paths: they run the scheduled handler. ``/__scheduled`` is wrangler's
-# (answers "Ran scheduled event"); the others are Miniflare's, current and older (answer the
-# outcome, "ok" or the failure, or with ?format=json a {"outcome", "noRetry"} object).
+# Paths that run the scheduled handler. ``/__scheduled`` is wrangler's ``--test-scheduled``
+# middleware (answers "Ran scheduled event"). The others are Miniflare's trigger handlers,
+# current (v5) and older (answer the outcome, "ok" or the failure, or with ?format=json a
+# {"outcome", "noRetry"} object); wrangler dev turns those on always (its Miniflare options set
+# ``unsafeTriggerHandlers: true``), so ``ember dev`` serves them with or without the flag.
 WRANGLER_SCHEDULED_PATH = "/__scheduled"
-SCHEDULED_PATHS = (
-    WRANGLER_SCHEDULED_PATH,
-    "/cdn-cgi/local/scheduled",
-    "/cdn-cgi/handler/scheduled",
-)
+MINIFLARE_SCHEDULED_PATHS = ("/cdn-cgi/local/scheduled", "/cdn-cgi/handler/scheduled")
 T = TypeVar("T")
 
 
@@ -57,12 +56,20 @@ class Router:
         resolve: Callable[[Scope], str | None],
         *,
         test_scheduled: bool = False,
+        trigger_handlers: bool = False,
         on_startup: Callable[[], Awaitable[None]] | None = None,
         on_shutdown: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.resolve = resolve
-        self.test_scheduled = test_scheduled
+        # The paths that run a scheduled handler here (none on ``ember serve``: there, as on
+        # Cloudflare, every path is the worker's and only the schedule runs crons).
+        self.scheduled_paths: frozenset[str] = frozenset(
+            (
+                *((WRANGLER_SCHEDULED_PATH,) if test_scheduled else ()),
+                *(MINIFLARE_SCHEDULED_PATHS if trigger_handlers else ()),
+            )
+        )
         self.on_startup = on_startup
         self.on_shutdown = on_shutdown
         self._waiting: dict[asyncio.Task[Any], tuple[_Client, float]] = {}
@@ -97,7 +104,7 @@ class Router:
         if deployment_id is None:
             await _send_plain(send, 404, b"No worker is deployed here.\n")
             return
-        if self.test_scheduled and scope["path"] in SCHEDULED_PATHS:
+        if scope["path"] in self.scheduled_paths:
             await self._scheduled(deployment_id, scope, send)
             return
         client = _Client(receive)

@@ -49,7 +49,12 @@ class Harness:
             state_dir=state_dir, events=self.events, registry=self.registry, dev=dev, **options
         )
         await supervisor.start()
-        router = Router(supervisor, lambda scope: _header(scope, HEADER), test_scheduled=True)
+        router = Router(
+            supervisor,
+            lambda scope: _header(scope, HEADER),
+            test_scheduled=True,
+            trigger_handlers=True,
+        )
         config = uvicorn.Config(
             router,
             host="127.0.0.1",
