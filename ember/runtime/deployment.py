@@ -17,6 +17,7 @@ from pathlib import Path
 from ember.bindings.base import BindingSpec
 from ember.bindings.registry import BindingRegistry
 from ember.config import JSONValue, ProjectConfig, load_project
+from ember.python_project import Requirement, read_python_project
 from ember.runtime.limits import Limits
 from ember.runtime.project_check import check_project
 from ember.runtime.worker_modules import collect_modules, stage_modules
@@ -43,6 +44,9 @@ class Deployment:
     # Where staged code came from (``ember dev``): the worker's tracebacks name the files there,
     # the ones the user edits, not their staged copies. None: code_dir is the source.
     source_dir: Path | None = None
+    # The packages the project declares (pyproject.toml, requirements.txt): the isolate names
+    # the one an import missed. Read from the project, as a staged code_dir holds only modules.
+    requirements: tuple[Requirement, ...] = ()
 
     def init_spec(self) -> dict[str, object]:
         """What the isolate receives in its Init frame (sent over its own socket only)."""
@@ -57,6 +61,7 @@ class Deployment:
             "compatibility_date": self.compatibility_date,
             "compatibility_flags": list(self.compatibility_flags),
             "source_dir": str(self.source_dir) if self.source_dir else None,
+            "requirements": [r.to_wire() for r in self.requirements],
         }
 
     def with_version(self, version: str) -> Deployment:
@@ -90,6 +95,7 @@ def deployment_from_project(
         code_dir=code_dir,
         main=main,
         source_dir=source_dir,
+        requirements=read_python_project(config.root).requirements,
         vars=dict(config.vars),
         secrets=dict(config.secrets),
         bindings=bindings,

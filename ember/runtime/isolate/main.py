@@ -25,6 +25,7 @@ from typing import Any
 from ember.bindings.base import BindingSpec, import_target
 from ember.bindings.env import Env
 from ember.errors import HandlerError, ProtocolError
+from ember.python_project import Requirement
 from ember.runtime import loop as event_loop
 from ember.runtime.codec import FastDecoder
 from ember.runtime.frames import FrameDecoder, FrameWriter
@@ -156,7 +157,7 @@ async def serve(sock: socket.socket, host_pid: int, code_dir: str | None = None)
         env = build_env(spec, connection)
         entry = load_main(spec)
     except BaseException as exc:  # noqa: BLE001 - any failure of user code at load time
-        connection.send(_load_error(exc, Path(str(spec.get("code_dir", ".")))))
+        connection.send(_load_error(exc, spec))
         await connection.lost
         return
     connection.runner = EventRunner(entry, env, connection.send, connection.mux, connection.channel)
@@ -206,7 +207,7 @@ def load_main(spec: dict[str, Any]) -> handlers.Entrypoints:
     return handlers.discover(module, spec["main"])
 
 
-def _load_error(exc: BaseException, code_dir: Path) -> LoadError:
+def _load_error(exc: BaseException, spec: dict[str, Any]) -> LoadError:
     if isinstance(exc, SyntaxError):
         kind = "syntax"
     elif isinstance(exc, HandlerError):
@@ -215,10 +216,21 @@ def _load_error(exc: BaseException, code_dir: Path) -> LoadError:
         kind = "exception"
     message = f"{type(exc).__name__}: {exc}"
     traceback = format_user_traceback(exc)
-    if isinstance(exc, ModuleNotFoundError) and (hint := missing_module_hint(exc, code_dir)):
-        message = f"{message}\n\n{hint}"
-        traceback = f"{traceback.rstrip()}\n\n{hint}\n"
+    if isinstance(exc, ModuleNotFoundError):
+        requirements = [Requirement.from_wire(r) for r in spec.get("requirements") or ()]
+        hint = missing_module_hint(exc, Path(str(spec.get("code_dir", "."))), requirements)
+        message, traceback = _with_note(message, traceback, hint)
     return LoadError(kind, message[:60_000], traceback)
+
+
+def _with_note(message: str, traceback: str, note: str) -> tuple[str, str]:
+    """``note`` under the traceback, or under the message when there is no traceback: in one
+    of them only, as the console prints both (the message, then the traceback)."""
+    if not note:
+        return message, traceback
+    if traceback.strip():
+        return message, f"{traceback.rstrip()}\n\n{note}\n"
+    return f"{message}\n\n{note}", traceback
 
 
 def _on_cpu_limit(signum: int, frame: Any) -> None:
