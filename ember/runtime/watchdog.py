@@ -14,11 +14,13 @@ an idle isolate. Readings come from ``monitor.py``; the polling pace from ``pace
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import time
 from typing import TYPE_CHECKING, Any
 
+from ember.config_values import LIMIT_KEYS
 from ember.runtime import limits as L
 from ember.runtime.lifecycle import State, WorkerLoadError
 from ember.runtime.monitor import CpuClock, process_rss_bytes
@@ -89,7 +91,12 @@ class LimitWatch:
         cpu = self.cpu()
         if self.state is State.STARTING:
             if cpu - self._cpu_base > self.limits.startup_cpu_ms / 1000:
-                self._ready_fail(L.STARTUP_CPU_EXCEEDED)
+                used = math.ceil((cpu - self._cpu_base) * 1000)  # past the limit: never equal
+                self._ready_fail(
+                    L.STARTUP_CPU_EXCEEDED,
+                    startup_cpu_detail(used, self.limits),
+                    f"startup used {used:,} ms of CPU (limit {self.limits.startup_cpu_ms:,} ms)",
+                )
             elif now - self._started > self.limits.startup_wall_ms / 1000:
                 self._ready_fail(L.STARTUP_WALL_EXCEEDED)
             return
@@ -131,10 +138,14 @@ class LimitWatch:
                 f"{self.limits.idle_cpu_ms:g} ms: a thread or task left running after a response)",
             )
 
-    def _ready_fail(self, error: L.PlatformError) -> None:
+    def _ready_fail(
+        self, error: L.PlatformError, detail: str | None = None, reason: str | None = None
+    ) -> None:
+        """Fail the start with ``detail`` (the error shown for it); ``reason``: the shorter
+        line the isolate's stop is logged with (the detail is printed beside it)."""
         if not self._ready.done():
-            self._ready.set_exception(WorkerLoadError(error, error.message))
-        self.kill(error, error.message, fail_ready=False)
+            self._ready.set_exception(WorkerLoadError(error, detail or error.message))
+        self.kill(error, reason or error.message, fail_ready=False)
 
     def _signal(self, sig: int) -> None:
         if self.pid:
@@ -142,3 +153,15 @@ class LimitWatch:
                 os.kill(self.pid, sig)
             except ProcessLookupError:
                 pass
+
+
+def startup_cpu_detail(used_ms: int, limits: L.Limits) -> str:
+    """The startup CPU error with a way out: the platform's sentence (clients outside dev get
+    only that), then what the module's top level used, the limit, and what raises it."""
+    return (
+        f"{L.STARTUP_CPU_EXCEEDED.message} The worker's top level had used {used_ms:,} ms of "
+        f"CPU when it was stopped (limit {limits.startup_cpu_ms:,} ms). Move work out of import "
+        f"time (into the handler, or cached on first use), or raise limits.startup_cpu_ms in "
+        f"the project's config (ember.yaml, or wrangler.toml / wrangler.jsonc; at most "
+        f"{LIMIT_KEYS['startup_cpu_ms'][1]:,})."
+    )

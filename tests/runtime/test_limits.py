@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -216,6 +217,10 @@ def test_spin_at_import_fails_startup_once_without_respawning(
     assert first.status_code == second.status_code == 503
     assert "Script startup exceeded CPU time limit." in first.text
     assert harness.supervisor.isolate(deployment.id) is None  # sticky: no respawn storm
+    # A way out: what the startup used, the limit, and the setting that raises it.
+    used = re.search(r"used (\d[\d,]*) ms of CPU .*\(limit 150 ms\)", first.text)
+    assert used and int(used.group(1).replace(",", "")) > 150, first.text
+    assert "limits.startup_cpu_ms" in first.text
 
 
 def test_subrequest_limit(harness: Harness, tmp_path: Path, canary: str) -> None:
