@@ -49,9 +49,12 @@ CONFIG_FILES = ("ember.yaml", "ember.yml", "wrangler.toml", "wrangler.jsonc", "w
 # ``.dev.vars`` (one file); only when neither exists, ``.env`` then ``.env.<env>``, merged.
 SECRETS_FILES = (".dev.vars", ".env")
 
-# Top-level keys that wrangler knows as binding types. Every key that is not in KNOWN_KEYS goes
-# to the binding registry: registered types are parsed, these are rejected as unsupported (with
-# the list of supported ones), anything else is reported as an unexpected field.
+# Top-level keys that wrangler knows as binding types (the bindings among its not-inheritable
+# keys, config_env.NOT_INHERITABLE_KEYS, plus module blobs and assets). Every key that is not in
+# KNOWN_KEYS goes to the binding registry: registered types are parsed, these are rejected as
+# unsupported (with the list of supported ones), anything else is reported as an unexpected
+# field. A binding key missing here would only be warned about, and the worker would then fail
+# on first use of the binding, far from the cause.
 BINDING_KEYS = frozenset(
     {
         "kv_namespaces",
@@ -80,6 +83,18 @@ BINDING_KEYS = frozenset(
         "text_blobs",
         "data_blobs",
         "assets",
+        "worker_loaders",
+        "vpc_services",
+        "vpc_networks",
+        "media",
+        "stream",
+        "ai_search",
+        "ai_search_namespaces",
+        "agent_memory",
+        "artifacts",
+        "flagship",
+        "unsafe_hello_world",
+        "websearch",
     }
 )
 # Keys wrangler knows that ember reads or safely ignores; anything else gets a warning.

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.bindings.registry import default_registry
-from ember.config import load_project, parse_dotenv
+from ember.config import BINDING_KEYS, load_project, parse_dotenv
+from ember.config_env import NOT_INHERITABLE_KEYS
 from ember.errors import ConfigError
 from ember.jsonc import strip_jsonc
 from ember.runtime.deployment import deployment_from_project
@@ -279,6 +280,15 @@ def test_config_errors_name_file_key_found_and_expected(
             r"r2_buckets: expected a supported binding type: ai, kv_namespaces, found 'r2_buckets'",
         ),
         (
+            "worker_loaders:\n  - binding: LOADER\n",
+            r"worker_loaders: expected a supported binding type: ai, kv_namespaces, found 'worker",
+        ),
+        (  # every unsupported type at once, in the file's order
+            "assets: {directory: public}\nkv_namespaces: [{binding: KV}]\nd1_databases: []\n",
+            r"assets, d1_databases: expected supported binding types: ai, kv_namespaces, "
+            r"found \['assets', 'd1_databases'\] \(ember does not emulate these binding types",
+        ),
+        (
             "kv_namespaces:\n  - binding: 1\n",
             r"kv_namespaces\[0\]\.binding: expected a binding name",
         ),
@@ -301,6 +311,13 @@ def test_binding_and_cron_errors(tmp_path: Path, text: str, pattern: str) -> Non
     root = _project(tmp_path, "ember.yaml", "name: x\nmain: src/entry.py\n" + text)
     with pytest.raises(ConfigError, match=pattern):
         deployment_from_project(load_project(root))
+
+
+def test_every_binding_wrangler_knows_is_refused_rather_than_ignored() -> None:
+    not_bindings = {"define", "vars", "secrets", "cloudchamber", "connect"}
+    not_bindings |= {"tail_consumers", "streaming_tail_consumers"}
+    bindings = NOT_INHERITABLE_KEYS - not_bindings
+    assert bindings <= BINDING_KEYS, sorted(bindings - BINDING_KEYS)
 
 
 def test_unknown_top_level_fields_are_warned_about_not_fatal(tmp_path: Path) -> None:

@@ -67,20 +67,13 @@ class BindingRegistry:
 
     def parse(self, sections: Sequence[ConfigSection]) -> tuple[BindingSpec, ...]:
         """Turn a project's raw binding sections into specs; names must be unique."""
+        self._refuse_unsupported(sections)
         specs: list[BindingSpec] = []
         seen: dict[str, str] = {}
         for section in sections:
             binding_type = self._by_key.get(section.key)
-            if binding_type is None and section.key not in BINDING_KEYS:
-                continue  # not a binding at all: reported by ``ignored``
             if binding_type is None:
-                raise ConfigError(
-                    section.file,
-                    section.path,
-                    section.key,
-                    "a supported binding type: " + ", ".join(self.config_keys),
-                    hint="ember does not emulate this binding type yet",
-                )
+                continue  # not a binding at all: reported by ``ignored``
             try:
                 parsed = binding_type.parse(section)
             except ConfigError as exc:
@@ -96,6 +89,30 @@ class BindingRegistry:
                 seen[spec.name] = section.key
                 specs.append(spec)
         return tuple(specs)
+
+    def _refuse_unsupported(self, sections: Sequence[ConfigSection]) -> None:
+        """One ConfigError naming every binding type wrangler knows and ember does not run (a
+        config with several would otherwise be fixed one start at a time)."""
+        unsupported = [s for s in sections if s.key not in self._by_key and s.key in BINDING_KEYS]
+        if not unsupported:
+            return
+        supported = ", ".join(self.config_keys)
+        if len(unsupported) == 1:
+            section = unsupported[0]
+            raise ConfigError(
+                section.file,
+                section.path,
+                section.key,
+                f"a supported binding type: {supported}",
+                hint="ember does not emulate this binding type yet",
+            )
+        raise ConfigError(
+            unsupported[0].file,
+            ", ".join(s.path for s in unsupported),
+            [s.key for s in unsupported],
+            f"supported binding types: {supported}",
+            hint="ember does not emulate these binding types yet",
+        )
 
 
 def default_registry(extra: Iterable[BindingType] = ()) -> BindingRegistry:

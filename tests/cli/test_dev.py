@@ -73,6 +73,30 @@ def test_dev_with_a_missing_main_file_fails_clearly(tmp_path: Path) -> None:
     assert "src/missing.py" in result.stderr
 
 
+def test_dev_refuses_every_unsupported_binding_at_start_in_one_message(tmp_path: Path) -> None:
+    """A Worker Loader binding was warned "unexpected field (ignored)" and then failed on first
+    use with AttributeError; and of several unsupported bindings only the first was named."""
+    (tmp_path / "worker.py").write_text(WORKER.format(body="hi"))
+    (tmp_path / "wrangler.jsonc").write_text(
+        '{"name": "app", "main": "worker.py", "worker_loaders": [{"binding": "LOADER"}],'
+        ' "assets": {"directory": "public"}, "d1_databases": [{"binding": "DB"}]}'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "ember", "dev", str(tmp_path), "--port", "0"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if "ember: error:" in line]
+    assert len(errors) == 1, result.stderr
+    for key in ("worker_loaders", "assets", "d1_databases"):
+        assert key in errors[0], errors[0]
+    assert "expected supported binding types: ai, kv_namespaces" in errors[0]
+    assert "unexpected field" not in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize("command", ["dev", "serve"])
 def test_a_taken_port_is_one_line_as_in_wrangler(tmp_path: Path, command: str) -> None:
     (tmp_path / "ember.yaml").write_text("name: app\nmain: worker.py\n")
