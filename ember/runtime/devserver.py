@@ -28,6 +28,8 @@ from ember.bindings.registry import BindingRegistry, default_registry
 from ember.config import ProjectConfig, load_project
 from ember.errors import ConfigError
 from ember.listen import bind
+from ember.python_project import read_python_project
+from ember.requires_python import python_mismatch
 from ember.runtime import events as E
 from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.http import ResponseAborted
@@ -88,8 +90,11 @@ class DevServer:
 
     @property
     def warnings(self) -> list[str]:
-        """Config warnings, including sections no binding type claims (as a deploy shows)."""
-        return list(check_project(self.config, self.options.registry).warnings)
+        """Config warnings, including sections no binding type claims (as a deploy shows), and
+        a ``requires-python`` that excludes the interpreter workers run on here."""
+        warnings = list(check_project(self.config, self.options.registry).warnings)
+        python = python_mismatch(read_python_project(self.config.root).requires_python)
+        return [*warnings, python] if python else warnings
 
     @property
     def state_dir(self) -> Path:

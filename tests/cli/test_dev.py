@@ -197,3 +197,23 @@ def test_dev_tracebacks_name_the_users_files_not_their_staged_copies(tmp_path: P
         assert f'{project / "src" / "helpers.py"}", line 2' in page.text
         assert f'{project / "src" / "entry.py"}", line 4' in page.text
         dev.stop()
+
+
+def test_dev_warns_when_requires_python_excludes_its_python(tmp_path: Path) -> None:
+    """Python Workers run 3.12+; ember runs workers on its own interpreter. A project asking
+    for a newer one is warned at start, and a SyntaxError names the interpreter."""
+    project = tmp_path / "newer"
+    project.mkdir()
+    (project / "worker.py").write_text("def broken(:\n    pass\n")
+    (project / "ember.yaml").write_text("name: newer\nmain: worker.py\n")
+    newer = f"{sys.version_info.major}.{sys.version_info.minor + 1}"
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "newer"\nversion = "0"\nrequires-python = ">={newer}"\n'
+    )
+    running = ".".join(map(str, sys.version_info[:3]))
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        page = httpx.get(dev.url, headers={"accept": "text/plain"}, timeout=10).text
+    warning = next(line for line in dev.lines if "requires-python" in line)
+    assert f"'>={newer}'" in warning and f"Python {running}" in warning, warning
+    assert f"ember runs workers on Python {running}" in page, page
+    assert ("Python 3.12" in page) is (sys.version_info < (3, 12)), page
