@@ -74,9 +74,12 @@ class DevServer:
     def __init__(self, options: DevOptions, events: E.EventSink) -> None:
         self.options = options
         self.events = events
-        # Removed when the session ends (or the interpreter exits), like wrangler's tmp dir.
+        # Removed when the session ends, like wrangler's tmp dir: on the server's shutdown path
+        # (``_shutdown``), since uvicorn ends a SIGTERM by re-raising it with the default
+        # handler, which exits without running finalizers or atexit; the finalizer covers a
+        # session that never served (a config error at start).
         self.stage = Path(tempfile.mkdtemp(prefix="ember-dev-"))
-        weakref.finalize(self, shutil.rmtree, self.stage, ignore_errors=True)
+        self._remove_stage = weakref.finalize(self, shutil.rmtree, self.stage, ignore_errors=True)
         self.config: ProjectConfig = load_project(
             options.project, env=options.env, extra_vars=options.extra_vars
         )
@@ -207,8 +210,11 @@ class DevServer:
     async def _shutdown(self) -> None:
         for task in [*self._tasks, *([self._crons] if self._crons else [])]:
             task.cancel()
-        if self.supervisor is not None:
-            await self.supervisor.close()
+        try:
+            if self.supervisor is not None:
+                await self.supervisor.close()
+        finally:
+            self._remove_stage()  # after the isolates that ran from it have stopped
 
     async def _reload(self, changed: list[Path]) -> None:
         assert self.supervisor is not None  # invariant: the watcher starts after startup

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import signal
 import socket
 import subprocess
 import sys
@@ -217,3 +218,23 @@ def test_dev_warns_when_requires_python_excludes_its_python(tmp_path: Path) -> N
     assert f"'>={newer}'" in warning and f"Python {running}" in warning, warning
     assert f"ember runs workers on Python {running}" in page, page
     assert ("Python 3.12" in page) is (sys.version_info < (3, 12)), page
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_dev_leaves_nothing_in_tmpdir_when_stopped(tmp_path: Path, sig: signal.Signals) -> None:
+    """uvicorn exits on SIGTERM by re-raising it with the default handler, which skips atexit:
+    the staged copy of the worker must go on the shutdown path, not in a finalizer."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "worker.py").write_text(WORKER.format(body="hi"))
+    (tmp_path / "app" / "ember.yaml").write_text("name: app\nmain: worker.py\n")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    dev = DevProcess(tmp_path / "app", state=tmp_path / "state", environ={"TMPDIR": str(tmpdir)})
+    try:
+        assert _body(dev.url) == "hi"
+        assert any(p.name.startswith("ember-dev-") for p in tmpdir.iterdir())
+        dev.process.send_signal(sig)
+        dev.process.wait(30)
+    finally:
+        dev.stop()
+    assert list(tmpdir.iterdir()) == []
