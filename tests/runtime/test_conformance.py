@@ -186,10 +186,24 @@ VALUES: list[tuple[str, str, str]] = [
 # (name, handler body, start of the message the platform-only API raises)
 REFUSED: list[tuple[str, str, str]] = [
     ("js_eval", "import js\njs.eval('1')", "EvalError: Code generation from strings disallowed"),
-    ("js_html_rewriter", "from js import HTMLRewriter", "ImportError: HTMLRewriter is"),
+    # Python Workers reach HTMLRewriter through `js`: not "JavaScript-only", just not in ember.
+    (
+        "js_html_rewriter",
+        "from js import HTMLRewriter",
+        "ImportError: HTMLRewriter is not provided by ember: rewrite the HTML as text in Python",
+    ),
     ("js_websocket_pair", "from js import WebSocketPair", "ImportError: WebSocketPair is"),
     ("js_unknown", "from js import NoSuchGlobal", "ImportError: NoSuchGlobal is not"),
-    ("js_attribute", "import js\njs.HTMLRewriter.new()", "AttributeError: HTMLRewriter is"),
+    (
+        "js_attribute",
+        "import js\njs.HTMLRewriter.new()",
+        "AttributeError: HTMLRewriter is not provided by ember",
+    ),
+    (
+        "js_caches",
+        "from js import caches",
+        "ImportError: caches is not provided by ember: the Cache API; use a KV namespace",
+    ),
     (
         "workers_import_js",
         "from workers import import_from_javascript as i\ni('x')",

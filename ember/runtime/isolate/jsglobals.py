@@ -81,8 +81,9 @@ class crypto:  # noqa: N801 - the JS global's name
         return str(uuid.uuid4())
 
 
-# JS-only globals scripts import, and what to use in ember instead.
-JS_ONLY = {
+# Workers runtime globals that Python Workers reach through `js` and ember does not provide,
+# and what to use in ember instead.
+NOT_PROVIDED = {
     "HTMLRewriter": "rewrite the HTML as text in Python (html.parser, or a library such as "
     "beautifulsoup4) and return Response(new_html, headers=...)",
     "WebSocketPair": "WebSocket responses are not supported by ember yet; use HTTP streaming "
@@ -91,7 +92,7 @@ JS_ONLY = {
     "setTimeout": "await asyncio.sleep(seconds), or ctx.wait_until(coroutine) for work after "
     "the response",
     "setInterval": "an asyncio loop with asyncio.sleep, or a cron trigger (scheduled)",
-    "caches": "the Cache API is not provided by ember; use a KV namespace",
+    "caches": "the Cache API; use a KV namespace",
 }
 
 
@@ -109,14 +110,14 @@ _IMPORT_FROM = dis.opmap["IMPORT_FROM"]
 
 
 def missing(module: str, name: str, provided: list[str]) -> ImportError | AttributeError:
-    """The error for ``module.name`` that ember does not provide (JS-only or unknown).
+    """The error for ``module.name`` that ember does not provide (known or unknown).
 
     ``from js import HTMLRewriter`` gets an ImportError carrying the reason (Python would
     replace an AttributeError's message with a bare "cannot import name"); any other read
     (``js.X``, ``hasattr``, ``getattr(js, X, default)``) gets an AttributeError with it, so
     feature detection answers False instead of raising."""
-    if name in JS_ONLY:
-        text = f"{name} is a JavaScript-only API that ember does not provide: {JS_ONLY[name]}"
+    if name in NOT_PROVIDED:
+        text = f"{name} is not provided by ember: {NOT_PROVIDED[name]}"
     else:
         text = (
             f"{name} is not one of the JavaScript globals ember provides in `{module}` "
