@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.bindings.registry import default_registry
-from ember.config import BINDING_KEYS, load_project, parse_dotenv
+from ember.config import load_project, parse_dotenv
 from ember.config_env import NOT_INHERITABLE_KEYS
+from ember.config_keys import BINDING_KEYS
 from ember.errors import ConfigError
 from ember.jsonc import strip_jsonc
 from ember.runtime.deployment import deployment_from_project

@@ -12,7 +12,8 @@ import importlib.util
 from collections.abc import Iterable, Sequence
 
 from ember.bindings.base import BindingSpec, BindingType, import_target
-from ember.config import BINDING_KEYS, ConfigSection
+from ember.config import ConfigSection
+from ember.config_keys import BINDING_KEYS
 from ember.errors import ConfigError
 
 # config key -> candidates, first importable wins.
