@@ -2,10 +2,11 @@
 
 Every frame from the isolate is hostile (``protocol.decode`` validates it; anything wrong kills
 the isolate and answers its requests with 502, never raising past the request boundary).
-Limits are enforced from outside by polling (``watchdog.py``, mixed in); past
-``lifetime_cpu_s`` an isolate is replaced between requests (before the sandbox's RLIMIT_CPU
-backstop). A sandboxed isolate's startup report (relayed by the zygote) must name the pid that
-said Hello and exactly the layers asked for, or the isolate is killed before any request.
+Its frames are routed by ``dispatch.py`` (mixed in). Limits are enforced from outside by
+polling (``watchdog.py``, mixed in); past ``lifetime_cpu_s`` an isolate is replaced between
+requests (before the sandbox's RLIMIT_CPU backstop). A sandboxed isolate's startup report
+(relayed by the zygote) must name the pid that said Hello and exactly the layers asked for, or
+the isolate is killed before any request.
 """
 
 from __future__ import annotations
@@ -21,35 +22,16 @@ from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
 from ember.runtime.codec import FastDecoder
 from ember.runtime.deployment import Deployment
+from ember.runtime.dispatch import FrameDispatch
 from ember.runtime.fields import MAX_INLINE_BODY_BYTES
 from ember.runtime.frames import FrameDecoder, FrameWriter
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
 from ember.runtime.lifecycle import State, WorkerLoadError
-from ember.runtime.monitor import CpuClock, process_cpu_seconds, process_parent
+from ember.runtime.monitor import CpuClock
 from ember.runtime.mux import Mux
 from ember.runtime.pace import PollPace
-from ember.runtime.protocol import (
-    FROM_ISOLATE,
-    Abort,
-    Call,
-    CancelCall,
-    Credit,
-    Data,
-    Done,
-    End,
-    Hello,
-    Init,
-    LoadError,
-    Log,
-    Message,
-    PipeResponse,
-    Ready,
-    Request,
-    RequestError,
-    Response,
-    Scheduled,
-)
+from ember.runtime.protocol import FROM_ISOLATE, Init, Message, Request, Scheduled
 from ember.runtime.sandbox.errors import SandboxError
 from ember.runtime.sandbox.report import SandboxStartup, parse_startup
 from ember.runtime.services import DeploymentServices
@@ -60,7 +42,7 @@ MAX_UNREAD_BYTES = 64 * 1024 * 1024  # frames the isolate has not read; past thi
 SANDBOX_REPORT_WAIT_S = 2.0  # for the zygote's relay of a startup report after Hello
 
 
-class IsolateProcess(LimitWatch, asyncio.Protocol):
+class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
     """The supervisor's end of one isolate."""
 
     def __init__(
@@ -159,17 +141,6 @@ class IsolateProcess(LimitWatch, asyncio.Protocol):
             return
         self.sandbox = startup
 
-    def _on_hello(self, message: Hello) -> None:
-        if self._hello.done():
-            raise ProtocolError("second Hello")
-        pid = message.pid
-        if pid != self.spawn_pid and process_parent(pid) != self.spawn_pid:
-            raise ProtocolError(f"Hello names pid {pid}, which is not the spawned isolate")
-        self.pid = pid
-        self.clock.watch(pid)
-        self._cpu_base = process_cpu_seconds(pid)
-        self._hello.set_result(None)
-
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -204,71 +175,6 @@ class IsolateProcess(LimitWatch, asyncio.Protocol):
 
     def _not_reading(self) -> None:
         self.kill(L.PROTOCOL_VIOLATION, "stopped reading its socket")
-
-    def _dispatch(self, message: Message) -> None:
-        if not self._hello.done():
-            if not isinstance(message, Hello):
-                raise ProtocolError(f"expected Hello first, got {type(message).__name__}")
-            self._on_hello(message)
-        elif type(message) is Response or type(message) is PipeResponse:  # most common first
-            request = self._request(message.rid)
-            if request is not None:
-                request.on_response(message)
-            elif type(message) is Response and message.sid:  # keep the stream table right
-                self.mux.release_in(self.mux.expect_in(message.sid))
-        elif isinstance(message, Data | End | Abort | Credit):
-            self.mux.on_frame(message)
-        elif isinstance(message, Call):
-            request = self.inflight.get(message.rid)
-            self.calls.on_call(message, request.counters if request is not None else None)
-        elif isinstance(message, CancelCall):
-            self.calls.cancel(message.cid)
-        elif isinstance(message, Log):
-            request = self.inflight.get(message.rid) if message.rid else None
-            self.hooks.console(self, message.level, message.message, request)
-        elif isinstance(message, RequestError):
-            self._on_request_error(message)
-        elif isinstance(message, Done):
-            request = self.inflight.get(message.rid)
-            if request is not None:
-                request.finish()
-        elif isinstance(message, Ready) and self.state is State.STARTING:
-            self.handlers = [h for h in message.handlers if isinstance(h, str)][:8]
-            self.state, self.last_active = State.READY, time.monotonic()  # not the LRU yet
-            self._idle_cpu = self.cpu()
-            self._ready.set_result(None)
-        elif isinstance(message, LoadError) and self.state is State.STARTING:
-            error = L.NO_HANDLER if message.kind == "no_handler" else L.STARTUP_FAILED
-            self._ready.set_exception(WorkerLoadError(error, message.message, message.traceback))
-            self.kill(error, "module failed to load", fail_ready=False)
-        else:
-            raise ProtocolError(f"unexpected {type(message).__name__}")
-
-    def _request(self, rid: int) -> InFlight | None:
-        """The request ``rid``; None if it already ended (late frame); ProtocolError if unknown."""
-        request = self.inflight.get(rid)
-        if request is None and not 0 < rid <= self._next_rid:
-            raise ProtocolError(f"frame for request {rid}, which was never sent")
-        return request
-
-    def _on_request_error(self, message: RequestError) -> None:
-        request = self.inflight.get(message.rid)
-        if message.kind in ("cpu", "memory"):
-            error = L.CPU_EXCEEDED if message.kind == "cpu" else L.MEMORY_EXCEEDED
-            if self._interrupt is not None and message.kind == "cpu":
-                cpu = self.cpu()
-                for other in self.inflight.values():
-                    if other.rid != message.rid:
-                        other.cpu_start = max(other.cpu_start, cpu)  # forgive the culprit's CPU
-                self._interrupt = None
-            if request is not None:
-                request.fail(error)
-            self.hooks.recycle(self, error.message)
-            return
-        if request is not None:
-            request.on_error(message.kind, message.message, message.traceback)
-        else:
-            self.hooks.exception(self, message.message, message.traceback)
 
     # -- requests -----------------------------------------------------------------------------
 

@@ -1,0 +1,146 @@
+"""What an isolate's frames mean to the supervisor (the reading half of ``process.py``).
+
+Each decoded frame from the isolate is routed to its request, stream, binding call or the
+handshake; a frame that makes no sense where it arrives raises ``ProtocolError``, which
+``IsolateProcess.data_received`` turns into killing the isolate. Separate from ``process.py`` so
+that the one place that trusts nothing the isolate says reads on its own; sending, startup and
+ending stay there.
+
+``FrameDispatch`` is a mixin of ``IsolateProcess`` (like ``watchdog.LimitWatch``) so that the hot
+per-frame path costs no extra indirection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from ember.errors import ProtocolError
+from ember.runtime import limits as L
+from ember.runtime.calls import CallRunner
+from ember.runtime.inflight import InFlight
+from ember.runtime.lifecycle import State, WorkerLoadError
+from ember.runtime.monitor import CpuClock, process_cpu_seconds, process_parent
+from ember.runtime.mux import Mux
+from ember.runtime.protocol import (
+    Abort,
+    Call,
+    CancelCall,
+    Credit,
+    Data,
+    Done,
+    End,
+    Hello,
+    LoadError,
+    Log,
+    Message,
+    PipeResponse,
+    Ready,
+    RequestError,
+    Response,
+)
+
+
+class FrameDispatch:
+    """Routes each frame from one isolate; raises ProtocolError for one that does not fit."""
+
+    # Set by IsolateProcess.__init__; read and updated here.
+    state: State
+    pid: int
+    spawn_pid: int
+    hooks: Any  # ProcessHooks, see supervisor.py
+    mux: Mux
+    calls: CallRunner
+    clock: CpuClock
+    inflight: dict[int, InFlight]
+    handlers: list[str]
+    last_active: float
+    _next_rid: int
+    _hello: asyncio.Future[None]
+    _ready: asyncio.Future[None]
+    _interrupt: tuple[int, float, float] | None
+    _cpu_base: float
+    _idle_cpu: float
+
+    if TYPE_CHECKING:  # defined by IsolateProcess and LimitWatch
+
+        def kill(self, error: L.PlatformError, reason: str, fail_ready: bool = True) -> None: ...
+
+        def cpu(self) -> float: ...
+
+    def _on_hello(self, message: Hello) -> None:
+        if self._hello.done():
+            raise ProtocolError("second Hello")
+        pid = message.pid
+        if pid != self.spawn_pid and process_parent(pid) != self.spawn_pid:
+            raise ProtocolError(f"Hello names pid {pid}, which is not the spawned isolate")
+        self.pid = pid
+        self.clock.watch(pid)
+        self._cpu_base = process_cpu_seconds(pid)
+        self._hello.set_result(None)
+
+    def _dispatch(self, message: Message) -> None:
+        if not self._hello.done():
+            if not isinstance(message, Hello):
+                raise ProtocolError(f"expected Hello first, got {type(message).__name__}")
+            self._on_hello(message)
+        elif type(message) is Response or type(message) is PipeResponse:  # most common first
+            request = self._request(message.rid)
+            if request is not None:
+                request.on_response(message)
+            elif type(message) is Response and message.sid:  # keep the stream table right
+                self.mux.release_in(self.mux.expect_in(message.sid))
+        elif isinstance(message, Data | End | Abort | Credit):
+            self.mux.on_frame(message)
+        elif isinstance(message, Call):
+            request = self.inflight.get(message.rid)
+            self.calls.on_call(message, request.counters if request is not None else None)
+        elif isinstance(message, CancelCall):
+            self.calls.cancel(message.cid)
+        elif isinstance(message, Log):
+            request = self.inflight.get(message.rid) if message.rid else None
+            self.hooks.console(self, message.level, message.message, request)
+        elif isinstance(message, RequestError):
+            self._on_request_error(message)
+        elif isinstance(message, Done):
+            request = self.inflight.get(message.rid)
+            if request is not None:
+                request.finish()
+        elif isinstance(message, Ready) and self.state is State.STARTING:
+            self.handlers = [h for h in message.handlers if isinstance(h, str)][:8]
+            self.state, self.last_active = State.READY, time.monotonic()  # not the LRU yet
+            self._idle_cpu = self.cpu()
+            self._ready.set_result(None)
+        elif isinstance(message, LoadError) and self.state is State.STARTING:
+            error = L.NO_HANDLER if message.kind == "no_handler" else L.STARTUP_FAILED
+            self._ready.set_exception(WorkerLoadError(error, message.message, message.traceback))
+            self.kill(error, "module failed to load", fail_ready=False)
+        else:
+            raise ProtocolError(f"unexpected {type(message).__name__}")
+
+    def _request(self, rid: int) -> InFlight | None:
+        """The request ``rid``; None if it already ended (late frame); ProtocolError if unknown."""
+        request = self.inflight.get(rid)
+        if request is None and not 0 < rid <= self._next_rid:
+            raise ProtocolError(f"frame for request {rid}, which was never sent")
+        return request
+
+    def _on_request_error(self, message: RequestError) -> None:
+        request = self.inflight.get(message.rid)
+        if message.kind in ("cpu", "memory"):
+            error = L.CPU_EXCEEDED if message.kind == "cpu" else L.MEMORY_EXCEEDED
+            if self._interrupt is not None and message.kind == "cpu":
+                cpu = self.cpu()
+                for other in self.inflight.values():
+                    if other.rid != message.rid:
+                        other.cpu_start = max(other.cpu_start, cpu)  # forgive the culprit's CPU
+                self._interrupt = None
+            if request is not None:
+                request.fail(error)
+            self.hooks.recycle(self, error.message)
+            return
+        if request is not None:
+            request.on_error(message.kind, message.message, message.traceback)
+        else:
+            self.hooks.exception(self, message.message, message.traceback)
