@@ -1,6 +1,6 @@
 """The supervisor: deployments, their isolates, and the one entry point for their events.
 
-Owns the zygote (``Spawner``), the shared binding resources, and one ``_Slot`` per deployment:
+Owns the zygote (``Spawner``), the shared binding resources, and one ``Slot`` per deployment:
 its ``Deployment`` value, its binding services, its current isolate (started on first use or
 eagerly), the load failure of its current version (sticky: no respawn storm), and retired
 isolates still draining. The API is what ``ember dev`` and ``ember serve`` both use:
@@ -15,6 +15,7 @@ isolates still draining. The API is what ``ember dev`` and ``ember serve`` both 
     await supervisor.remove(deployment_id); await supervisor.close()
     supervisor.evict_idle(idle_s)                # stop isolates idle that long (lazy restart)
 ``max_isolates`` caps live isolates (``capacity.py``): LRU idle one stopped for a new one, or 503.
+Slots and the turnover of their isolates live in ``slot.py`` (mixed in).
 
 Each deployment runs under the sandbox profile given to ``deploy`` (default: the policy's
 ``default_profile``, DEV unless the operator says otherwise); see ``isolation.py``.
@@ -28,14 +29,14 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.runtime import events as E
 from ember.runtime import limits as L
-from ember.runtime.capacity import IsolateCap, IsolatesExhausted, is_idle
-from ember.runtime.child import ChildSpec, child_environment
+from ember.runtime.capacity import IsolateCap, is_idle
+from ember.runtime.child import child_environment
 from ember.runtime.deployment import Deployment
 from ember.runtime.errorpage import accept_of, dev_error_response, platform_error_response
 from ember.runtime.hooks import SupervisorHooks
@@ -46,6 +47,7 @@ from ember.runtime.lifecycle import State, WorkerLoadError
 from ember.runtime.process import IsolateProcess
 from ember.runtime.sandbox import Profile, SandboxSpec
 from ember.runtime.services import DeploymentServices, SharedResources
+from ember.runtime.slot import Slot, SlotIsolates
 from ember.runtime.spawner import Spawner, SpawnerConfig, wait_reaped
 from ember.runtime.subrequest import NetworkPolicy, SubrequestService
 
@@ -63,21 +65,7 @@ class ScheduledResult:
     traceback: str = ""
 
 
-@dataclass(eq=False)
-class _Slot:
-    deployment: Deployment
-    services: DeploymentServices
-    redact: E.Redactor
-    profile: Profile
-    sandbox: SandboxSpec | None  # None: the dev child (hygiene and rlimits only)
-    current: IsolateProcess | None = None
-    starting: asyncio.Task[IsolateProcess] | None = None
-    failure: WorkerLoadError | None = None
-    processes: set[IsolateProcess] = field(default_factory=set)
-    retired: bool = False
-
-
-class Supervisor:
+class Supervisor(SlotIsolates):
     """Runs deployments in isolates; see the module docstring."""
 
     def __init__(
@@ -112,8 +100,8 @@ class Supervisor:
         self.poll_interval = poll_interval
         self.tracing: Callable[[str], bool] | None = None
         self.cap = IsolateCap(max_isolates)
-        self._slots: dict[str, _Slot] = {}
-        self._owner: dict[IsolateProcess, _Slot] = {}
+        self._slots: dict[str, Slot] = {}
+        self._owner: dict[IsolateProcess, Slot] = {}
         self._closing = False
 
     async def start(self) -> None:
@@ -174,11 +162,6 @@ class Supervisor:
             if not slot.processes:
                 await self._release_uid(deployment_id)
 
-    async def _release_uid(self, deployment_id: str) -> None:
-        """Give back a removed deployment's pool uid (not if it was deployed again since)."""
-        if deployment_id not in self._slots and not self._closing:  # close() releases all
-            await self.isolation.release(deployment_id)
-
     def deployment(self, deployment_id: str) -> Deployment | None:
         """The live version of a deployment."""
         slot = self._slots.get(deployment_id)
@@ -213,23 +196,10 @@ class Supervisor:
                 stopped.append(deployment_id)
         return stopped
 
-    def _new_slot(
-        self, deployment: Deployment, profile: Profile, plan: SandboxSpec | None
-    ) -> _Slot:
+    def _new_slot(self, deployment: Deployment, profile: Profile, plan: SandboxSpec | None) -> Slot:
         subrequests = SubrequestService(self.resources, deployment.limits.subrequests, self.network)
         services = DeploymentServices(deployment, self.registry, self.resources, subrequests)
-        return _Slot(deployment, services, E.Redactor(deployment.secrets), profile, plan)
-
-    async def _retire(self, slot: _Slot, *, kill: bool) -> None:
-        slot.retired = True
-        for process in list(slot.processes):
-            if kill:
-                process.kill(L.UNAVAILABLE, "supervisor stopping")
-            else:
-                process.drain()
-        slot.current = None
-        if not slot.processes:
-            await slot.services.close()
+        return Slot(deployment, services, E.Redactor(deployment.secrets), profile, plan)
 
     # -- events -------------------------------------------------------------------------------
 
@@ -294,7 +264,7 @@ class Supervisor:
         )
         return ScheduledResult(outcome, message, trace)
 
-    async def _acquire(self, slot: _Slot) -> IsolateProcess:
+    async def _acquire(self, slot: Slot) -> IsolateProcess:
         process = slot.current
         if process is not None and process.fit_for_request():
             return process
@@ -312,49 +282,6 @@ class Supervisor:
             slot.starting = asyncio.ensure_future(self._start_isolate(slot, process))
         return await asyncio.shield(slot.starting)
 
-    def _make_room(self, slot: _Slot) -> None:
-        """Under the isolate cap, or stop the least recently used idle isolate; else 503."""
-        try:
-            victim = self.cap.make_room(self._owner)
-        except IsolatesExhausted as exc:
-            self.events.emit(E.LifecycleEvent(slot.deployment.id, "warn", f"not started: {exc}"))
-            raise WorkerLoadError(L.ISOLATES_EXHAUSTED, str(exc), transient=True) from exc
-        owner = self._owner.get(victim) if victim is not None else None
-        if victim is not None and owner is not None:
-            owner.current = None if owner.current is victim else owner.current
-            victim.drain()
-            self.events.emit(E.LifecycleEvent(owner.deployment.id, "warn", self.cap.evicted()))
-
-    async def _start_isolate(self, slot: _Slot, process: IsolateProcess) -> IsolateProcess:
-        deployment = slot.deployment
-        spec = ChildSpec(
-            deployment_id=deployment.id,
-            code_dir=str(deployment.code_dir),
-            ipc_fd=0,
-            env=child_environment(deployment),
-            memory_bytes=deployment.limits.memory_bytes,
-            sandbox=slot.sandbox.to_wire() if slot.sandbox is not None else {},
-        )
-        try:
-            await process.start(self.spawner, spec)
-        except WorkerLoadError as exc:
-            if not exc.transient:
-                slot.failure = exc
-            self.events.emit(
-                E.ExceptionEvent(deployment.id, slot.redact(exc.detail), slot.redact(exc.traceback))
-            )
-            raise
-        except BaseException:
-            process.kill(L.UNAVAILABLE, "start interrupted")
-            raise
-        finally:
-            slot.starting = None
-        if slot.retired:
-            process.drain()  # waiters retry on the version that replaced this one
-        else:
-            slot.current = process
-        return process
-
     def _load_error_response(self, exc: WorkerLoadError, accept: str) -> HttpResponse:
         if self.dev:
             title = (
@@ -364,37 +291,3 @@ class Supervisor:
             )
             return dev_error_response(title, exc.detail, exc.traceback, accept, exc.error.status)
         return platform_error_response(exc.error)
-
-    # -- callbacks from isolate processes (see hooks.SupervisorHooks) ---------------------
-
-    def _slot_of(self, process: IsolateProcess) -> _Slot | None:
-        return self._owner.get(process)
-
-    def _process_dead(
-        self, process: IsolateProcess, error: L.PlatformError | None, reason: str
-    ) -> None:
-        slot = self._owner.pop(process, None)
-        if slot is None:
-            return
-        slot.processes.discard(process)
-        if slot.current is process:
-            slot.current = None
-        if error is not None and slot.failure is None and process.state is State.DEAD:
-            level = "warn" if error.tag != L.UNAVAILABLE.tag else "info"
-            self.events.emit(
-                E.LifecycleEvent(slot.deployment.id, level, f"isolate stopped: {reason}")
-            )
-        if slot.retired and not slot.processes:
-            asyncio.ensure_future(slot.services.close())
-            asyncio.ensure_future(self._release_uid(slot.deployment.id))
-
-    def _recycle(self, process: IsolateProcess, reason: str) -> None:
-        slot = self._owner.get(process)
-        if slot is None:
-            return
-        if slot.current is process:
-            slot.current = None
-            self.events.emit(
-                E.LifecycleEvent(slot.deployment.id, "warn", f"replacing isolate: {reason}")
-            )
-        process.drain()
