@@ -7,14 +7,14 @@
 One ``Platform`` owns the supervisor, the control plane (sharing the supervisor's KV store, so
 the REST API and ``env.KV`` see one store), the live routes, the tail hub, the cron schedulers
 and the housekeeping task (idle isolates stopped, expired temporary accounts deleted).
+Startup, shutdown and housekeeping are in ``lifespan.py`` (mixed in); the control API's
+hooks into what is live in ``live_hooks.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,6 @@ from ember.runtime.api.app import create_api_app
 from ember.runtime.capacity import default_max_isolates
 from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.plane import ControlPlane
-from ember.runtime.deployments.records import Account
 from ember.runtime.deployments.tail_events import TailHub
 from ember.runtime.isolation import SandboxPolicy
 from ember.runtime.platform.activation import LiveChange, LiveDeployments
@@ -38,6 +37,8 @@ from ember.runtime.platform.ai import (
 from ember.runtime.platform.ai_log import with_access_log
 from ember.runtime.platform.crons import WorkerCrons
 from ember.runtime.platform.health import health_route
+from ember.runtime.platform.lifespan import PlatformLifespan
+from ember.runtime.platform.live_hooks import PlatformHooks
 from ember.runtime.platform.metrics import CONTENT_TYPE, Snapshot, render
 from ember.runtime.platform.observe import PlatformEvents, operator_printer
 from ember.runtime.platform.overrides import pinned_version
@@ -53,7 +54,7 @@ from ember.runtime.platform.shared_origin import (
     service_worker_refusal,
     service_worker_script,
 )
-from ember.runtime.platform.tenancy import Tenancy, assess
+from ember.runtime.platform.tenancy import Tenancy
 from ember.runtime.router import Router
 from ember.runtime.sandbox import FULL
 from ember.runtime.services import DeploymentHost
@@ -84,7 +85,7 @@ class PlatformOptions:
     trusted_workers: bool = False  # serve even if no layer walls workers off the state dir
 
 
-class Platform:
+class Platform(PlatformLifespan):
     """See the module docstring; an ASGI application."""
 
     def __init__(self, options: PlatformOptions, print_line: Callable[[str], None] = print):
@@ -251,80 +252,6 @@ class Platform:
         by_path = split_worker_path(scope) if scope["type"] == "http" else None
         return None if by_path is None else (*by_path, True)
 
-    async def _lifespan(self, receive: Any, send: Any) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await self.startup()
-                except Exception as exc:
-                    self.startup_error = exc  # ember serve's error boundary reports it
-                    message = "the platform did not start; the reason follows"
-                    await send({"type": "lifespan.startup.failed", "message": message})
-                    return
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.shutdown()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-    # -- lifecycle ------------------------------------------------------------------------------
-
-    async def startup(self) -> None:
-        """Start the zygote, repair the KV namespace list and version files, go live."""
-        await self.supervisor.start()
-        status = self.supervisor.sandbox_status()
-        self.tenancy = assess(status, self.options.state_dir, trusted=self.options.trusted_workers)
-        if not self.tenancy.admits:  # fail closed, before any deployment goes live
-            await self.supervisor.close()
-            self.tenancy.require()
-        ai = self.options.ai
-        if ai is not None and ai.pool.settings.start == "eager":
-            await self._gateway().start()
-        self.plane.namespaces.sync_store()
-        self.plane.gc.remove_orphan_files()  # files a crash left: before anything is served
-        await self.live.load_all()
-        for account_id, name in {(s.account_id, s.script_name) for s in self.live.slots()}:
-            self.crons.refresh(account_id, name)
-        self._housekeeping = asyncio.ensure_future(self._housekeep())
-
-    async def shutdown(self) -> None:
-        if self._housekeeping is not None:
-            self._housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._housekeeping
-        self.crons.close()
-        await self.supervisor.close()
-        self.api.state.uploads.close()  # finishes a store in progress before the database closes
-        self.plane.close()
-
-    async def _housekeep(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_gc = loop.time()
-        while True:
-            stopped = self.supervisor.evict_idle(self.options.idle_timeout_s)
-            if stopped and self.options.log_requests:
-                self.print_line(f"[ember] stopped {len(stopped)} idle isolate(s)")
-            if loop.time() >= next_gc:
-                next_gc = loop.time() + self.options.gc_interval_s
-                try:
-                    await self.collect_garbage()
-                except Exception as exc:  # a failed pass is retried on the next one
-                    self.print_line(f"[ember] garbage collection failed: {exc}")
-            await asyncio.sleep(self.options.housekeeping_s)
-
-    async def collect_garbage(self) -> tuple[str, ...]:
-        """Delete expired temporary accounts (workers stopped first); returns their ids."""
-        for account_id in self.plane.gc.expired_accounts():
-            for slot in [s for s in self.live.slots() if s.account_id == account_id]:
-                self.hub.close_script(slot.script_id)
-            self.crons.drop_account(account_id)
-            await self.live.drop_account(account_id)
-        report = self.plane.gc.collect()
-        for account_id in report.accounts_deleted:
-            self.print_line(f"[ember] deleted expired temporary account {account_id}")
-        return report.accounts_deleted
-
     # -- what goes live -------------------------------------------------------------------------
 
     def worker_urls(self, account_name: str, worker: str) -> list[str]:
@@ -352,37 +279,6 @@ class Platform:
             self.print_line(f"[ember] live: {name} {versions}  {urls}")
         if change.slots:
             self.crons.refresh(change.slots[0].account_id, change.script_name)
-
-
-class PlatformHooks:
-    """The control API's ``LiveHooks`` on ``ember serve``."""
-
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-
-    @asynccontextmanager
-    async def deploying(
-        self, account: Account, name: str, version_ids: list[str]
-    ) -> AsyncIterator[None]:
-        async with self.platform.live.deploying(account, name, version_ids):
-            yield
-
-    async def prepare(self, account: Account, name: str, version_id: str) -> None:
-        await self.platform.live.prepare(account, name, version_id)
-
-    async def reconcile(self, account_id: str, name: str, *, warm: bool = False) -> None:
-        await self.platform.live.reconcile(account_id, name, warm=warm)
-        self.platform.crons.refresh(account_id, name)
-
-    async def reconcile_account(self, account_id: str, *, warm: bool = False) -> None:
-        await self.platform.live.reconcile_account(account_id, warm=warm)
-        for slot in self.platform.live.slots():
-            if slot.account_id == account_id:
-                self.platform.crons.refresh(account_id, slot.script_name)
-
-    async def run_scheduled(self, account: Account, name: str, cron: str) -> dict[str, str]:
-        result = await self.platform.crons.run(account.name, name, cron)
-        return {"outcome": result.outcome, "message": result.message}
 
 
 async def _plain(send: Any, status: int, text: str) -> None:

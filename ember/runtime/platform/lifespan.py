@@ -1,0 +1,122 @@
+"""``ember serve``'s lifespan: what starts and stops with the server, and the housekeeping between.
+
+Startup starts the zygote, refuses to go on when no layer walls workers off the state directory
+(``tenancy.py``), starts the AI pool if the operator asked for it eagerly, repairs the KV store's
+namespace list, removes version files a crash left, and registers the live deployments and their
+crons; the housekeeping task then stops idle isolates and deletes expired temporary accounts
+until shutdown. Apart from ``app.py``, which routes each request, because none of this runs per
+request.
+
+``PlatformLifespan`` is a mixin of ``Platform`` (like ``watchdog.LimitWatch`` of
+``IsolateProcess``): it works on the parts ``Platform.__init__`` builds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.tail_events import TailHub
+from ember.runtime.platform.activation import LiveDeployments
+from ember.runtime.platform.crons import WorkerCrons
+from ember.runtime.platform.tenancy import Tenancy, assess
+from ember.runtime.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from ember.runtime.platform.app import PlatformOptions
+
+
+class PlatformLifespan:
+    """Startup, shutdown and housekeeping of one ``Platform``."""
+
+    # Set by Platform.__init__; read and updated here.
+    options: PlatformOptions
+    print_line: Callable[[str], None]
+    hub: TailHub
+    supervisor: Supervisor
+    plane: ControlPlane
+    live: LiveDeployments
+    crons: WorkerCrons
+    api: Any
+    tenancy: Tenancy | None
+    startup_error: Exception | None
+    _housekeeping: asyncio.Task[None] | None
+
+    if TYPE_CHECKING:  # defined by Platform
+
+        def _gateway(self) -> Any: ...
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    self.startup_error = exc  # ember serve's error boundary reports it
+                    message = "the platform did not start; the reason follows"
+                    await send({"type": "lifespan.startup.failed", "message": message})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def startup(self) -> None:
+        """Start the zygote, repair the KV namespace list and version files, go live."""
+        await self.supervisor.start()
+        status = self.supervisor.sandbox_status()
+        self.tenancy = assess(status, self.options.state_dir, trusted=self.options.trusted_workers)
+        if not self.tenancy.admits:  # fail closed, before any deployment goes live
+            await self.supervisor.close()
+            self.tenancy.require()
+        ai = self.options.ai
+        if ai is not None and ai.pool.settings.start == "eager":
+            await self._gateway().start()
+        self.plane.namespaces.sync_store()
+        self.plane.gc.remove_orphan_files()  # files a crash left: before anything is served
+        await self.live.load_all()
+        for account_id, name in {(s.account_id, s.script_name) for s in self.live.slots()}:
+            self.crons.refresh(account_id, name)
+        self._housekeeping = asyncio.ensure_future(self._housekeep())
+
+    async def shutdown(self) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+        self.crons.close()
+        await self.supervisor.close()
+        self.api.state.uploads.close()  # finishes a store in progress before the database closes
+        self.plane.close()
+
+    async def _housekeep(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_gc = loop.time()
+        while True:
+            stopped = self.supervisor.evict_idle(self.options.idle_timeout_s)
+            if stopped and self.options.log_requests:
+                self.print_line(f"[ember] stopped {len(stopped)} idle isolate(s)")
+            if loop.time() >= next_gc:
+                next_gc = loop.time() + self.options.gc_interval_s
+                try:
+                    await self.collect_garbage()
+                except Exception as exc:  # a failed pass is retried on the next one
+                    self.print_line(f"[ember] garbage collection failed: {exc}")
+            await asyncio.sleep(self.options.housekeeping_s)
+
+    async def collect_garbage(self) -> tuple[str, ...]:
+        """Delete expired temporary accounts (workers stopped first); returns their ids."""
+        for account_id in self.plane.gc.expired_accounts():
+            for slot in [s for s in self.live.slots() if s.account_id == account_id]:
+                self.hub.close_script(slot.script_id)
+            self.crons.drop_account(account_id)
+            await self.live.drop_account(account_id)
+        report = self.plane.gc.collect()
+        for account_id in report.accounts_deleted:
+            self.print_line(f"[ember] deleted expired temporary account {account_id}")
+        return report.accounts_deleted
