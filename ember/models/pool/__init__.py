@@ -9,7 +9,8 @@ and never cares which engine answers.
     config.py     PoolConfig: which replicas, backends, devices and flags serve each model id
     launch.py     the command line of a launched replica (ember or SGLang)
     process.py    a launched replica's process: start, output capture, stop
-    replica.py    one replica: state, supervision, restart after a crash
+    replica.py    one replica as admission sees it: leases, room, state, status
+    supervision.py  a replica's states; start, health checks, restart after a crash
     health.py     a replica's /health probes and the model name it serves under
     lease.py      one request's hold on a replica's slots
     start_failure.py  why a replica is FAILED, and when it is tried again

@@ -1,6 +1,6 @@
 """Why a launched replica is FAILED, and when it may be started again.
 
-A replica that never became ready ``MAX_FAILED_STARTS`` times in a row (``replica.py``) keeps a
+A replica that never became ready ``MAX_FAILED_STARTS`` times in a row (``supervision.py``) keeps a
 ``StartFailure``: requests fail at once with its description (the 3043 error: what happened,
 the server's own error line, the config key to check) instead of launching it again, until
 ``retry_delay`` has passed; each failed round doubles that delay, so a broken configuration never
