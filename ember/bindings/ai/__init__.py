@@ -3,6 +3,7 @@
     client.py    isolate side: ``Ai`` (``env.AI``), ``InferenceUpstreamError``; no state, no torch
     service.py   supervisor side, one per deployment: validates calls, hands them to the gateway
     gateway.py   one per supervisor: model pool, response cache, batches, per-tenant quotas
+    gateway_batches.py  the gateway's side of batches: submit or poll, run each request
     answer.py    what the gateway answers: ``AIAnswer`` (JSON or stream) or ``AIRequestFailed``
     answer_stream.py  a streamed answer: replica events -> the caller's events, freed on close
     dialects.py  Workers AI and OpenAI requests and streams <-> the replicas' protocol

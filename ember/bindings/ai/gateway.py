@@ -5,6 +5,7 @@ It owns the model pool, the response cache and logs (``options.gateway``), queue
 ``AIAnswer`` (JSON bytes or a byte stream in the caller's event format) or an ``AIRequestFailed``
 carrying the Workers AI code. The binding's service (one per deployment) and the REST and
 OpenAI-compatible routes are thin fronts over ``run`` and ``chat``.
+Batches (submit, poll, each queued request) are in ``gateway_batches.py``, mixed in.
 
     gateway = shared_gateway(host)            # ServiceHost.shared: one per supervisor
     answer = await gateway.run(Tenant.alone("t"), model, inputs, options)
@@ -28,8 +29,9 @@ from ember.bindings.ai.classic import classic_inputs, classic_limits, classic_re
 from ember.bindings.ai.classic_schema import check_classic
 from ember.bindings.ai.context_hint import local_context_hint
 from ember.bindings.ai.dialects import completion_result, is_streaming, upstream_request
-from ember.bindings.ai.failures import Failure, LoraUnsupported, failure_of
+from ember.bindings.ai.failures import Failure, failure_of
 from ember.bindings.ai.fields import platform_sampling_defaults
+from ember.bindings.ai.gateway_batches import GatewayBatches
 from ember.bindings.ai.gateway_logs import GatewayLogs
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
 from ember.bindings.ai.model_rows import model_rows
@@ -58,7 +60,7 @@ from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseStore
 from ember.models.pool.config import PoolConfig
-from ember.models.pool.pool import ModelPool, RequestOptions, stderr_progress
+from ember.models.pool.pool import ModelPool, stderr_progress
 from ember.models.pool.upstream import upstream_refusal
 
 GATEWAY_KEY = "ai.gateway"
@@ -73,7 +75,7 @@ class GatewayConfig:
     project_config: bool = True
 
 
-class AIGateway:
+class AIGateway(GatewayBatches):
     """See the module docstring."""
 
     def __init__(
@@ -311,81 +313,6 @@ class AIGateway:
             release,
         )
         return AIAnswer(request_id, 200, answer_headers(request_id, True, key), stream=chunks)
-
-    def _batch(
-        self,
-        tenant: Tenant,
-        model: str,
-        inputs: Mapping[str, Any],
-        options: RunOptions,
-        request_id: str,
-    ) -> AIAnswer:
-        if "request_id" in inputs and not options.queue_request:
-            result = self.batches.poll(tenant.data, model, inputs["request_id"])
-        else:
-            classic = self.schema(model) == "classic"
-            limits = classic_limits(classic)
-
-            def validate(request: Mapping[str, Any], where: str) -> None:
-                try:
-                    if self._responses_item(model, request) is not None:
-                        return  # the Responses form, parsed and checked
-                    if classic:
-                        request = classic_inputs(check_classic(model, request)[0])
-                    upstream_request(model, request, "workers", stream=False, **limits)
-                except LoraUnsupported:
-                    raise  # 5005 for the whole batch, as for one request
-                except InvalidModelInput as exc:
-                    # '/prompt' -> '/requests/0/prompt'; '/' (the request itself) -> '/requests/0'
-                    if exc.field in ("", "/"):
-                        field, message = where, str(exc).replace("'/'", f"'{where}'", 1)
-                    else:
-                        field, message = where + exc.field, str(exc).replace("'/", f"'{where}/", 1)
-                    raise InvalidModelInput(field, message) from None
-
-            result = self.batches.submit(tenant.data, model, inputs, validate)
-        content = json.dumps(result).encode("utf-8")
-        return AIAnswer(request_id, 200, answer_headers(request_id, False, None), content)
-
-    def _responses_item(self, model: str, request: Mapping[str, Any]) -> ResponsesCall | None:
-        """A batch item in the Responses form (a gpt-oss id's ``input``), parsed; not stored,
-        as the platform's batch answers are fetched by request id, not response id."""
-        if not isinstance(request, Mapping) or "input" not in request:
-            return None
-        if self.schema(model) != "responses":
-            return None
-        body = {**request, "model": model, "store": False, "stream": False}
-        return ResponsesCall(body, self.responses, "", model)
-
-    async def _run_batch_item(
-        self, scope: str, model: str, request: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """One request of a batch that ``scope`` (an account, on ``ember serve``) queued."""
-        call = self._responses_item(model, request)
-        classic = call is None and self.schema(model) == "classic"
-        if call is not None:
-            upstream = upstream_request(model, call.chat_body(), "openai", stream=False)
-        else:
-            if classic:
-                request = classic_inputs(check_classic(model, request)[0])
-            upstream = upstream_request(
-                model,
-                {**request, "stream": False},
-                "workers",
-                stream=False,
-                defaults=platform_sampling_defaults(classic=classic),
-                **classic_limits(classic),
-            )
-        options = RequestOptions(fairness=fairness_of(scope))  # its account's share of the pool
-        answer = await self.pool.post(model, upstream.path, upstream.body, options)
-        if answer.status != 200:
-            raise upstream_refusal(model, answer.status, answer.body)
-        if call is not None:
-            return call.whole(answer.body)  # type: ignore[arg-type]
-        result = as_chat_completion(answer.body) if upstream.raw else answer.body
-        if classic:
-            return classic_result(result, wants_json(request))  # type: ignore[return-value]
-        return completion_result(result, model)  # type: ignore[return-value]
 
     def models(self) -> list[dict[str, Any]]:
         """The model list, as ``env.AI.models()`` and ``/ai/v1/models`` report it."""
