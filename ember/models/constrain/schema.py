@@ -11,6 +11,12 @@ Supported, enforced while generating:
   except ``\\u`` escapes of surrogates; ``pattern`` (searched in the decoded value, as JSON
   Schema says: anchor with ``^...$``; the regex subset is in regex_syntax.py); ``format``
   ``date``, ``time``, ``date-time``, ``email``, ``uuid``, ``ipv4``, ``ipv6`` (formats.py).
+- numbers: ``minimum``, ``maximum``, ``exclusiveMinimum``, ``exclusiveMaximum`` (numbers, or
+  draft 4's booleans), enforced by construction (number_ranges.py): ``integer`` exactly;
+  ``number`` exactly too, written without an exponent and with at most 15 digits in all, so
+  the float a client parses compares with the bound as the decimal does. A range holding no
+  such value is an error naming the keyword. Bounds alone imply ``type: number``; beside
+  ``enum``/``const`` they drop the out-of-range values.
 - ``enum`` and ``const`` (any JSON values, generated in compact form), ``anyOf``, ``oneOf``
   (treated as ``anyOf``: the output matches at least one alternative), ``allOf`` with one
   element, local ``$ref`` (``#``, ``#/$defs/...``, ``#/definitions/...``), recursion.
@@ -21,13 +27,13 @@ Supported, enforced while generating:
 Not supported (``strict``: a clear error naming the keyword; lenient, used for tool
 parameters: ignored, so the output keeps structure and types but not that constraint; the same
 for a ``pattern`` outside the regex subset):
-``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum``/``multipleOf``,
-``patternProperties``, ``propertyNames``, ``minProperties``/``maxProperties``,
+``multipleOf``, ``patternProperties``, ``propertyNames``, ``minProperties``/``maxProperties``,
 ``dependentRequired``/``dependentSchemas``/``dependencies``, ``if``/``then``/``else``, ``not``,
 ``contains``, ``uniqueItems``, ``prefixItems`` and tuple ``items``, ``unevaluated*``,
 ``allOf`` with several elements, remote ``$ref``.
 
-Numbers are generated with at most 15 integer digits, 15 fraction digits and 2 exponent digits.
+Unbounded numbers are generated with at most 15 integer digits, 15 fraction digits and 2
+exponent digits.
 """
 
 from __future__ import annotations
@@ -36,21 +42,12 @@ import json
 from collections.abc import Mapping
 
 from ember.models.api.errors import InvalidRequestField
-from ember.models.constrain.json_nodes import (
-    JAny,
-    JArray,
-    JLiteralSet,
-    JNumber,
-    JObject,
-)
+from ember.models.constrain.json_nodes import JAny, JArray, JLiteralSet, JObject
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
+from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_range, number_node
 from ember.models.constrain.string_schema import string_node
 
 UNSUPPORTED = (
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
     "multipleOf",
     "patternProperties",
     "propertyNames",
@@ -75,7 +72,16 @@ UNSUPPORTED = (
 TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 # Keywords that make a schema do more than an anyOf/allOf alone; combining them with one is
 # an intersection we do not compute.
-_SHAPING = ("type", "properties", "items", "enum", "const", "additionalProperties", "required")
+_SHAPING = (
+    "type",
+    "properties",
+    "items",
+    "enum",
+    "const",
+    "additionalProperties",
+    "required",
+    *BOUND_KEYWORDS,
+)
 MAX_NODES = 5000
 # Levels of nesting (JSON pointer steps below the schema: ``properties/a`` is two) a schema may
 # have. The compiler and the grammar it builds recurse per level; past a few hundred levels
@@ -252,6 +258,8 @@ class SchemaCompiler:
                 types = ["array"]
             elif any(k in schema for k in ("minLength", "maxLength", "pattern")):
                 types = ["string"]
+            elif any(k in schema for k in BOUND_KEYWORDS):
+                types = ["number"]
             else:
                 return self.any
         nodes = [self._one_type(t, schema, path) for t in types]
@@ -268,6 +276,13 @@ class SchemaCompiler:
             values = [v for v in values if _type_allows(types, v)]
             if not values:
                 raise self._fail(where, f"values of type {sorted(types)}", schema.get("enum"))
+        values = literals_in_range(values, schema, path, strict=self.strict)
+        if not values:
+            raise self._fail(
+                where,
+                "values within the schema's minimum/maximum",
+                schema.get("enum", schema.get("const")),
+            )
         return JLiteralSet([compact_json(v) for v in values])
 
     def _count(self, schema: Mapping, key: str, path: str) -> int | None:
@@ -284,7 +299,7 @@ class SchemaCompiler:
         if kind == "boolean":
             return JLiteralSet((b"true", b"false"))
         if kind in ("integer", "number"):
-            return JNumber(integer=kind == "integer")
+            return number_node(schema, path, integer=kind == "integer", strict=self.strict)
         if kind == "string":
             low = self._count(schema, "minLength", path) or 0
             high = self._count(schema, "maxLength", path)

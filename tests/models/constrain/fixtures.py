@@ -163,10 +163,26 @@ def _value(rng: random.Random, depth: int = 0) -> object:
     return {rng.choice(NAMES): _value(rng, depth + 1) for _ in range(rng.randint(0, 2))}
 
 
+def bounded_number(rng: random.Random) -> dict:
+    """An integer or number with some of minimum/maximum/exclusive* (the range not empty)."""
+    kind = rng.choice(["integer", "number"])
+    low: float = rng.randint(-200, 200)
+    high: float = low + rng.randint(2, 300)  # an integer strictly inside either way
+    if kind == "number" and rng.random() < 0.5:
+        low, high = low / 10, low / 10 + rng.randint(1, 300) / 100
+    schema: dict = {"type": kind}
+    if rng.random() < 0.8:
+        schema["exclusiveMinimum" if rng.random() < 0.3 else "minimum"] = low
+    if rng.random() < 0.8:
+        schema["exclusiveMaximum" if rng.random() < 0.3 else "maximum"] = high
+    return schema
+
+
 def random_schema(rng: random.Random, depth: int = 0) -> dict:
     """A random schema from the supported subset."""
     leaf = depth >= 3
     kinds = ["string", "integer", "number", "boolean", "null", "enum", "const", "strlen"]
+    kinds += ["bounded", "bounded"]
     if not leaf:
         kinds += ["object", "object", "array", "anyOf", "typelist", "nullable", "any"]
     kind = rng.choice(kinds)
@@ -174,6 +190,8 @@ def random_schema(rng: random.Random, depth: int = 0) -> dict:
         kind = rng.choice(["object"] * 6 + ["array"] * 2 + [kind] * 2)
     if kind in ("string", "integer", "number", "boolean", "null"):
         return {"type": kind}
+    if kind == "bounded":
+        return bounded_number(rng)
     if kind == "strlen":
         low = rng.randint(0, 3)
         return {"type": "string", "minLength": low, "maxLength": low + rng.randint(0, 4)}
