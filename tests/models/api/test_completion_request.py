@@ -225,11 +225,11 @@ def test_generate_request() -> None:
             {
                 "text": "a",
                 "sampling_params": {
-                    "json_schema": '{"type": "string", "format": "x", "minimum": 1}'
+                    "json_schema": '{"type": "string", "format": "x", "multipleOf": 1}'
                 },
             },
-            "/sampling_params/json_schema/minimum",
-            "expected a schema keyword ember can enforce while generating (see the supported JSON Schema subset), got 'minimum'",
+            "/sampling_params/json_schema/multipleOf",
+            "expected a schema keyword ember can enforce while generating (see the supported JSON Schema subset), got 'multipleOf'",
         ),
         (
             {"text": "a", "sampling_params": {"top_k": 0}},

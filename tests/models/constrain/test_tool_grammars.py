@@ -192,3 +192,24 @@ def test_think_marker_spelled_in_bytes_is_refused_when_a_special_token_exists() 
     for byte in b"hmm </think>":
         state = advance(state, byte)
     assert not state  # the spelled-out closing tag would fool a text parser
+
+
+@pytest.mark.parametrize(("days", "ok"), [("3", True), ("14", True), ("0", False), ("15", False)])
+def test_bounded_tool_arguments_hold_in_glm_raw_values_and_kimi_json(days: str, ok: bool) -> None:
+    """Tool parameters are lenient, but bounds ember can enforce are enforced there too."""
+    bounded = ToolSignature(
+        "forecast",
+        {
+            "type": "object",
+            "properties": {"days": {"type": "integer", "minimum": 1, "maximum": 14}},
+        },
+    )
+    glm = f"<tool_call>forecast<arg_key>days</arg_key><arg_value>{days}</arg_value></tool_call>"
+    spec = ConstraintSpec(tools=(bounded,), tools_required=True, tool_format="glm47")
+    assert _accepts(spec, glm, SPECIAL.special_ids) is ok
+    kimi = (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.forecast:0"
+        f'<|tool_call_argument_begin|>{{"days": {days}}}<|tool_call_end|><|tool_calls_section_end|>'
+    )
+    spec = ConstraintSpec(tools=(bounded,), tools_required=True, tool_format="kimi")
+    assert _accepts(spec, kimi, SPECIAL.special_ids) is ok
