@@ -46,7 +46,14 @@ def constraint_for(
         tool_format=tool_format,
         parallel_tool_calls=request.parallel_tool_calls and request.tool_choice.forced_name is None,
         reasoning=reasoning,
+        # Only Kimi's ids carry the count; other families share one compiled grammar.
+        first_call_index=history_call_count(request) if tool_format == "kimi" else 0,
     )
+
+
+def history_call_count(request: ChatRequest) -> int:
+    """Tool calls the assistant turns of the history made (SGLang's history_tool_calls_cnt)."""
+    return sum(len(m.tool_calls) for m in request.messages if m.role == "assistant")
 
 
 def output_parser_for(

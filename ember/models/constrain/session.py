@@ -65,6 +65,7 @@ class ConstraintSpec:
     reasoning: ReasoningPrefix = "off"
     schema_path: str = "/response_format/json_schema/schema"
     whitespace: int = DEFAULT_WHITESPACE
+    first_call_index: int = 0  # Kimi: tool calls already in the conversation (ids go on)
 
     def key(self) -> str:
         """A canonical string for caching compiled grammars."""
@@ -79,6 +80,7 @@ class ConstraintSpec:
                 "parallel": self.parallel_tool_calls,
                 "reasoning": self.reasoning,
                 "ws": self.whitespace,
+                "first_call": self.first_call_index,
             },
             sort_keys=True,
             default=str,
@@ -107,6 +109,7 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
             tool_format=spec.tool_format,
             parallel=spec.parallel_tool_calls,
             ws=spec.whitespace,
+            first_index=spec.first_call_index,
         )
         body = calls if spec.tools_required or body is None else Choice([body, calls])
     if body is None:

@@ -149,7 +149,11 @@ def kimi_tool_calls(
     parallel: bool,
     path: str = "/tools",
     ws: int = DEFAULT_WHITESPACE,
+    first_index: int = 0,
 ) -> Node:
+    """``first_index``: the number of tool calls already in the conversation; Kimi numbers
+    calls across turns (SGLang's ``history_tool_calls_cnt + tool_index``), so a forced call
+    after earlier ones never repeats an id the client's tool loop already holds."""
     arguments = {
         t.name: _compile_arguments(t, f"{path}/{i}/function/parameters", ws)
         for i, t in enumerate(tools)
@@ -163,7 +167,7 @@ def kimi_tool_calls(
                     [
                         Seq(
                             [
-                                Literal(f"functions.{t.name}:{index}".encode()),
+                                Literal(f"functions.{t.name}:{first_index + index}".encode()),
                                 marker(KIMI_ARGUMENT_BEGIN),
                                 arguments[t.name],
                             ]
@@ -247,9 +251,10 @@ def tool_calls_grammar(
     tool_format: ToolFormat,
     parallel: bool,
     ws: int = DEFAULT_WHITESPACE,
+    first_index: int = 0,
 ) -> Node:
     if tool_format == "kimi":
-        return kimi_tool_calls(tools, marker, parallel=parallel, ws=ws)
+        return kimi_tool_calls(tools, marker, parallel=parallel, ws=ws, first_index=first_index)
     return glm_tool_calls(tools, marker, parallel=parallel, dialect=tool_format, ws=ws)
 
 
