@@ -57,7 +57,8 @@ class DeltaMessage:
         """The ``delta`` object of a ``chat.completion.chunk`` (only the fields present)."""
         out: dict = {}
         if self.reasoning:
-            out["reasoning_content"] = self.reasoning
+            # SGLang's name and current vLLM's, so clients of either find it.
+            out["reasoning_content"] = out["reasoning"] = self.reasoning
         if self.content:
             out["content"] = self.content
         if self.tool_calls:

@@ -156,6 +156,20 @@ def _tool_calls(message: Mapping, path: str) -> tuple[HistoryToolCall, ...]:
     return tuple(calls)
 
 
+def _reasoning(message: dict, path: str) -> str | None:
+    """An assistant turn's reasoning under SGLang's name (``reasoning_content``) or current
+    vLLM's (``reasoning``): a client of either must not lose it from the prompt unawares."""
+    sglang = optional_str(message, "reasoning_content", path)
+    vllm = optional_str(message, "reasoning", path)
+    if sglang is not None and vllm is not None and sglang != vllm:
+        raise InvalidRequestField(
+            at(path, "reasoning"),
+            "the same text as reasoning_content (two names for one field), or only one of them",
+            "two different texts",
+        )
+    return sglang if sglang is not None else vllm
+
+
 def parse_message(raw: object, path: str, *, allow_images: bool) -> ChatMessage:
     message = require_object(raw, path)
     role = message.get("role")
@@ -166,8 +180,7 @@ def parse_message(raw: object, path: str, *, allow_images: bool) -> ChatMessage:
     if role == "assistant":
         calls = _tool_calls(message, path)
         content = _content(message, path, allow_images=False, nullable=True)
-        reasoning = optional_str(message, "reasoning_content", path)
-        return ChatMessage(role, content, name, calls, reasoning_content=reasoning)
+        return ChatMessage(role, content, name, calls, reasoning_content=_reasoning(message, path))
     content = _content(message, path, allow_images=allow_images and role == "user", nullable=False)
     if role == "tool":
         call_id = message.get("tool_call_id")

@@ -75,7 +75,8 @@ def final_finish_reason(finish_reason: str, has_tool_calls: bool) -> str:
 def chat_message(output: ParsedOutput) -> dict:
     message: dict = {"role": "assistant", "content": output.content, "refusal": None}
     if output.reasoning is not None:
-        message["reasoning_content"] = output.reasoning
+        # SGLang's name and current vLLM's, so clients of either find it.
+        message["reasoning_content"] = message["reasoning"] = output.reasoning
     if output.tool_calls:
         message["tool_calls"] = [call.to_dict() for call in output.tool_calls]
     return message

@@ -204,6 +204,7 @@ def test_usage_counts_the_tokens_spent_thinking(dev: DevServer) -> None:
     thought = httpx.post(url, json=ask, timeout=120).json()["result"]
     message, usage = thought["choices"][0]["message"], thought["usage"]
     assert message["reasoning_content"] and message["content"] is None  # still thinking
+    assert message["reasoning"] == message["reasoning_content"]  # vLLM's name, through too
     assert usage["completion_tokens_details"] == {"reasoning_tokens": 6}
     streamed = parse_sse(httpx.post(url, json={**ask, "stream": True}, timeout=120).content)
     assert streamed[-2]["usage"]["completion_tokens_details"] == {"reasoning_tokens": 6}

@@ -48,6 +48,7 @@ def test_chat_completion_object() -> None:
                     "content": None,
                     "refusal": None,
                     "reasoning_content": "think",
+                    "reasoning": "think",
                     "tool_calls": [
                         {
                             "id": "call_a",
@@ -139,7 +140,7 @@ def test_openai_stream_bytes_with_usage() -> None:
     head = '"id":"chatcmpl-9","object":"chat.completion.chunk","created":5,"model":"m","system_fingerprint":null'
     assert out.decode() == (
         f'data: {{{head},"choices":[{{"index":0,"delta":{{"role":"assistant","content":""}},"logprobs":null,"finish_reason":null}}],"usage":null}}\n\n'
-        f'data: {{{head},"choices":[{{"index":0,"delta":{{"reasoning_content":"Plan."}},"logprobs":null,"finish_reason":null}}],"usage":null}}\n\n'
+        f'data: {{{head},"choices":[{{"index":0,"delta":{{"reasoning_content":"Plan.","reasoning":"Plan."}},"logprobs":null,"finish_reason":null}}],"usage":null}}\n\n'
         f'data: {{{head},"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"call_z","type":"function","function":{{"name":"f","arguments":"{{\\"a\\":1"}}}}]}},"logprobs":null,"finish_reason":null}}],"usage":null}}\n\n'
         f'data: {{{head},"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":"}}"}}}}]}},"logprobs":null,"finish_reason":null}}],"usage":null}}\n\n'
         f'data: {{{head},"choices":[{{"index":0,"delta":{{}},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null,"matched_stop":null}}],"usage":null}}\n\n'
