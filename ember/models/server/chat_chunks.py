@@ -43,6 +43,24 @@ def choices_usage(
     return Usage(prompt_tokens, completion, cached, reasoning)
 
 
+def choice_usage(
+    prompt_tokens: int,
+    latest: Sequence[GenerationEvent | None],
+    index: int,
+    readers: Sequence[ChoiceReader] = (),
+) -> Usage:
+    """vLLM's ``continuous_usage_stats`` on a chunk of choice ``index``: the prompt and that
+    choice's completion tokens so far (vLLM's ``previous_num_tokens[i]``), not the sum over
+    the choices, which only the final usage chunk reports."""
+    event = latest[index]
+    reader = readers[index] if index < len(readers) else None
+    thinking = reader.thinking if reader is not None else None
+    reasoning = thinking.count if thinking is not None else None
+    cached = latest[0].cached_tokens if latest[0] is not None else 0
+    completion = event.completion_tokens if event is not None else 0
+    return Usage(prompt_tokens, completion, cached, reasoning)
+
+
 class ChatChunker:
     """``start()`` once, ``step(index, event)`` per engine event, ``end()`` after the last:
     each returns the chunks to send (one list per engine step, one write)."""
@@ -89,7 +107,7 @@ class ChatChunker:
             thinking.feed(event.token_ids)
         self._latest[index] = event
         if self._continuous:  # vLLM's continuous_usage_stats: every chunk has the counts
-            stream.usage = self.usage()
+            stream.usage = choice_usage(self._prompt_tokens, self._latest, index, self._readers)
         logprobs = None
         if self._token_logprobs is not None:
             logprobs = self._token_logprobs(self._served, event.logprobs)

@@ -29,7 +29,7 @@ from ember.models.api.responses import (
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob
-from ember.models.server.chat_chunks import choices_usage
+from ember.models.server.chat_chunks import choice_usage, choices_usage
 from ember.models.server.choices import check_choices_fit, choice_inputs, stream_choices
 from ember.models.server.generation import GenerationEvent, GenerationInput, LogprobRecord
 from ember.models.server.inputs import (
@@ -192,7 +192,7 @@ async def _completion_stream(
             model=name,
             text=text,
             include_usage=include_usage,
-            usage=choices_usage(prompt_tokens, latest) if continuous else None,
+            usage=choice_usage(prompt_tokens, latest, index) if continuous else None,
             index=index,
             **fields,  # type: ignore[arg-type]
         )

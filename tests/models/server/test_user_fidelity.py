@@ -166,6 +166,33 @@ def test_continuous_usage_stats_put_the_counts_so_far_on_every_chunk(
     assert all("usage" not in c for c in bare)
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_continuous_usage_stats_count_each_choice_on_its_own_chunks(
+    kimi: LiveServer, path: str
+) -> None:
+    """With n > 1 a chunk's ``completion_tokens`` is its own choice's so far (vLLM:
+    ``previous_num_tokens[i]``), not the sum over the choices; the final usage sums them."""
+    body: dict = {"model": "kimi", "max_tokens": 5, "ignore_eos": True, "stream": True}
+    body |= {
+        "n": 2,
+        "seed": 4,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if path == "/v1/completions":
+        body["prompt"] = PROMPT
+    else:
+        body["messages"] = [{"role": "user", "content": "hi"}]
+        body["chat_template_kwargs"] = {"enable_thinking": False}
+    *content, last = _sse(kimi, path, body)
+    assert last["usage"]["completion_tokens"] == 10
+    counts: dict[int, list[int]] = {0: [], 1: []}
+    for c in content:
+        for choice in c["choices"]:
+            counts[choice["index"]].append(c["usage"]["completion_tokens"])
+    for seen in counts.values():
+        assert seen == sorted(seen) and max(seen) == 5, counts
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [
