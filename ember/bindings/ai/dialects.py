@@ -21,6 +21,7 @@ from typing import Any
 from ember.bindings.ai.failures import lora_refusal
 from ember.bindings.ai.fields import SAMPLING_FIELDS, platform_sampling_defaults
 from ember.bindings.ai.json_mode import json_mode_cut_short, json_mode_failure_description
+from ember.bindings.ai.openai_extras import openai_extras
 from ember.bindings.ai.raw_prompt import COMPLETIONS_PATH, raw_body, wants_raw
 from ember.models.api.chat_request import (
     WORKERS_AI_MAX_TEMPERATURE,
@@ -109,6 +110,8 @@ def _chat_body(
 ) -> dict[str, Any]:
     """The replica's ``/v1/chat/completions`` body for validated ``inputs``."""
     body: dict[str, Any] = {key: inputs[key] for key in FORWARDED if inputs.get(key) is not None}
+    if dialect == "openai":
+        body.update(openai_extras(inputs))
     if request.from_prompt:
         body["messages"] = [{"role": "user", "content": inputs["prompt"]}]
     if not request.enable_thinking:
@@ -150,7 +153,9 @@ def _cut_short(data: str) -> bool:
 
 
 _NULL_USAGE = '"usage":null'
-_MATCHED_STOP = '"matched_stop"'  # SGLang's, on a finish chunk: dropped (_drop_matched_stop)
+# SGLang's, on a finish chunk: dropped for Workers AI's dialect (_drop_matched_stop), kept for
+# OpenAI's, whose callers are vLLM's and SGLang's clients too.
+_MATCHED_STOP = '"matched_stop"'
 
 
 def _event(data: str) -> bytes:
@@ -238,7 +243,7 @@ class StreamTranslator:
         markers = ('"usage":{', '"usage": {', '"usage": null', _NULL_USAGE)
         special = (
             data.startswith('{"error"')
-            or _MATCHED_STOP in data
+            or (self.workers and _MATCHED_STOP in data)
             or (self.workers and any(marker in data for marker in markers))
         )
         if not special and not self.rename:
@@ -255,7 +260,7 @@ class StreamTranslator:
             message = str(error.get("message") or payload["error"])
             code = error.get("code") if isinstance(error.get("code"), int) else 3040
             return sse_data({"errors": [{"code": code, "message": message}]}) + SSE_DONE
-        stripped = _drop_matched_stop(payload)
+        stripped = self.workers and _drop_matched_stop(payload)
         usage = payload.get("usage")
         if self.workers and not payload.get("choices") and isinstance(usage, dict):
             return sse_data({"response": "", "usage": usage})
@@ -316,7 +321,8 @@ def reference_translation(
             code = error.get("code") if isinstance(error.get("code"), int) else 3040
             message = str(error.get("message") or payload["error"])
             return [*out, {"errors": [{"code": code, "message": message}]}, "[DONE]"]
-        _drop_matched_stop(payload)
+        if dialect == "workers":
+            _drop_matched_stop(payload)
         usage = payload.get("usage")
         if dialect == "workers" and not payload.get("choices") and isinstance(usage, dict):
             out.append({"response": "", "usage": usage})
@@ -356,13 +362,14 @@ def openai_stream(events: AsyncIterator[str], model: str) -> AsyncIterator[bytes
     return translate(events, "openai", model)
 
 
-def completion_result(body: object, model: str) -> object:
-    """A replica's ``chat.completion`` as the caller sees it (``model`` is the caller's id,
-    without SGLang's ``matched_stop``)."""
+def completion_result(body: object, model: str, *, keep_matched_stop: bool = False) -> object:
+    """A replica's ``chat.completion`` as the caller sees it (``model`` is the caller's id;
+    SGLang's ``matched_stop`` only with ``keep_matched_stop``, OpenAI's dialect)."""
     if isinstance(body, dict):
         if "model" in body:
             body["model"] = model
-        _drop_matched_stop(body)
+        if not keep_matched_stop:
+            _drop_matched_stop(body)
     return body
 
 

@@ -44,14 +44,14 @@ from ember.bindings.ai.tally import UNKNOWN_MODEL, AITally, Outcome
 from ember.bindings.ai.tenant import Tenant, fairness_of
 from ember.bindings.ai.thinking import (
     cut_short_note,
-    ignored_thinking_fields,
     mandatory_effort,
     reasoning_cut_short,
 )
 from ember.bindings.ai.unknown_fields import (
+    input_notes,
     misspelt_prompt,
-    unknown_fields_note,
     unknown_options_note,
+    with_ignored_fields,
 )
 from ember.bindings.ai.unknown_model import no_such_model
 from ember.errors import ContextLengthExceeded, InvalidModelInput
@@ -172,7 +172,8 @@ class AIGateway(GatewayBatches):
                 "",
             )
             raise AIRequestFailed(failure)
-        return await self.run(tenant, model, body, options, dialect="openai")
+        answer = await self.run(tenant, model, body, options, dialect="openai")
+        return with_ignored_fields(answer, body)
 
     def require_model(self, model: str, request: bool = True) -> None:
         """AIRequestFailed (5007) unless ``model`` is served here. Called by every front before
@@ -253,9 +254,8 @@ class AIGateway(GatewayBatches):
             defaults=platform_sampling_defaults(classic=classic_id),
             **classic_limits(classic),
         )
-        for note in (ignored_thinking_fields(model, inputs), unknown_fields_note(model, inputs)):
-            if note is not None:
-                say(note)
+        for note in input_notes(model, inputs, dialect):
+            say(note)
         gateway = options.gateway
         key = None
         if gateway is not None and gateway.cache_ttl and not gateway.skip_cache:
@@ -286,7 +286,7 @@ class AIGateway(GatewayBatches):
                 shaped = (
                     classic_result(result, wants_json(inputs))
                     if classic
-                    else completion_result(result, model)
+                    else completion_result(result, model, keep_matched_stop=dialect == "openai")
                 )
                 content = json.dumps(shaped).encode("utf-8")
                 if key is not None and gateway is not None and gateway.cache_ttl:

@@ -16,10 +16,12 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from ember.bindings.ai.answer import AIAnswer
 from ember.bindings.ai.dialects import FORWARDED
+from ember.bindings.ai.openai_extras import IGNORED_HEADER, OPENAI_EXTRAS, RENAMED
 from ember.bindings.ai.options import ALIASES as OPTION_ALIASES
 from ember.bindings.ai.options import KNOWN as OPTION_KEYS
-from ember.bindings.ai.thinking import IGNORED_SPELLINGS
+from ember.bindings.ai.thinking import IGNORED_SPELLINGS, ignored_thinking_fields
 
 # Read by the gateway itself (the prompt form, raw prompts, LoRA, async batches, the echo).
 READ_BY_GATEWAY = frozenset(
@@ -31,6 +33,8 @@ PLATFORM_WITHOUT_EFFECT = frozenset(
      "service_tier"}
 )  # fmt: skip
 KNOWN = frozenset(FORWARDED) | READ_BY_GATEWAY | PLATFORM_WITHOUT_EFFECT
+# /ai/v1/chat/completions forwards vLLM's and SGLang's extras too (openai_extras.py).
+OPENAI_KNOWN = KNOWN | frozenset(OPENAI_EXTRAS) | frozenset(RENAMED)
 
 
 PROMPT_FIELDS = ("messages", "prompt")
@@ -42,15 +46,38 @@ OPTION_NAMES = frozenset(OPTION_KEYS) | {
 THIRD_ARGUMENT = "the third argument of env.AI.run (a REST body's 'options' object)"
 
 
-def unknown_fields_note(model: str, inputs: Mapping[str, Any]) -> str | None:
+def ignored_fields(body: Mapping[str, Any]) -> list[str]:
+    """The fields of an ``/ai/v1/chat/completions`` body no replica is sent, sorted (the
+    thinking spellings among them; the platform's fields without effect are not)."""
+    return sorted(str(key) for key in body if key not in OPENAI_KNOWN and key != "options")
+
+
+def with_ignored_fields(answer: AIAnswer, body: Mapping[str, Any]) -> AIAnswer:
+    """``answer`` naming ``body``'s ignored fields in its ``x-ember-ignored-fields`` header."""
+    ignored = ignored_fields(body)
+    if ignored:
+        answer.headers[IGNORED_HEADER] = ", ".join(ignored)
+    return answer
+
+
+def input_notes(model: str, inputs: Mapping[str, Any], dialect: str) -> list[str]:
+    """The dev console's notes on ``inputs``: thinking spellings and fields that do nothing."""
+    notes = (ignored_thinking_fields(model, inputs), unknown_fields_note(model, inputs, dialect))
+    return [note for note in notes if note is not None]
+
+
+def unknown_fields_note(
+    model: str, inputs: Mapping[str, Any], dialect: str = "workers"
+) -> str | None:
     """The note for ``inputs`` fields no part of ember reads (None when there are none); an
     option placed among the inputs (``rejectIfBusy``...) is told where it belongs. The
     thinking spellings have their own note (``thinking.py``)."""
-    unknown = [key for key in inputs if key not in KNOWN and key not in IGNORED_SPELLINGS]
+    known = OPENAI_KNOWN if dialect == "openai" else KNOWN
+    unknown = [key for key in inputs if key not in known and key not in IGNORED_SPELLINGS]
     if not unknown:
         return None
     options = [key for key in unknown if key in OPTION_NAMES or key == "options"]
-    named = [_named(key, KNOWN) for key in unknown if key not in options]
+    named = [_named(key, known) for key in unknown if key not in options]
     parts = []
     if named:
         parts.append(

@@ -1,0 +1,85 @@
+"""``/ai/v1/chat/completions`` and vLLM's and SGLang's request extras: those both of ember's
+model server and SGLang accept reach the replica (vLLM's ``include_stop_str_in_output`` as
+SGLang's ``no_stop_trim``), SGLang's ``matched_stop`` comes back, and the fields no replica is
+sent are named in ``x-ember-ignored-fields`` (Workers AI ignores unknown fields; ember does too,
+but not in silence). ``env.AI.run`` keeps Workers AI's schema."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from ember.bindings.ai.dialects import completion_result, upstream_request
+from ember.models.api.sse import parse_sse
+from tests.bindings.ai.dev_support import DevServer, serve_ai_project
+from tests.bindings.ai.support import GLM
+
+MESSAGES = [{"role": "user", "content": "write python code"}]
+EXTRAS = {
+    "stop_token_ids": [7],
+    "continue_final_message": False,
+    "skip_special_tokens": False,
+    "no_stop_trim": True,
+    "separate_reasoning": False,
+    "regex": "[a-z]+",
+}
+
+
+def test_the_extras_both_replicas_accept_are_forwarded_on_the_openai_dialect() -> None:
+    body = upstream_request(GLM, {"messages": MESSAGES, **EXTRAS}, "openai", stream=False).body
+    assert {key: body.get(key) for key in EXTRAS} == EXTRAS
+    vllm = {"messages": MESSAGES, "include_stop_str_in_output": True}
+    assert upstream_request(GLM, vllm, "openai", stream=False).body["no_stop_trim"] is True
+    workers = upstream_request(GLM, {"messages": MESSAGES, **EXTRAS}, "workers", stream=False)
+    assert not set(EXTRAS) & set(workers.body)  # Workers AI's schema has none of them
+
+
+def test_matched_stop_is_kept_for_the_openai_dialect_only() -> None:
+    def body() -> dict:
+        return {"model": "x", "choices": [{"index": 0, "matched_stop": 2, "message": {}}]}
+
+    assert completion_result(body(), GLM, keep_matched_stop=True)["choices"][0]["matched_stop"] == 2  # type: ignore[index]
+    assert "matched_stop" not in completion_result(body(), GLM)["choices"][0]  # type: ignore[index]
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    yield from serve_ai_project(tmp_path_factory, "dev-extras")
+
+
+def _chat(dev: DevServer, **body: object) -> httpx.Response:
+    body = {"model": GLM, "messages": MESSAGES, "max_tokens": 12, "temperature": 0} | body
+    body.setdefault("chat_template_kwargs", {"enable_thinking": False})
+    reply = httpx.post(f"{dev.url}/ai/v1/chat/completions", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    return reply
+
+
+def test_stop_strings_kept_and_matched_stop_through_ai_v1(dev: DevServer) -> None:
+    plain = _chat(dev).json()["choices"][0]["message"]["content"]
+    starts = [i for i in range(3, len(plain) - 1) if plain[i : i + 2].isalnum()]
+    assert starts, plain
+    stop = plain[starts[0] : starts[0] + 2]  # first seen after the answer's start
+    cut = _chat(dev, stop=[stop]).json()["choices"][0]
+    assert cut["matched_stop"] == stop and not cut["message"]["content"].endswith(stop)
+    kept = _chat(dev, stop=[stop], include_stop_str_in_output=True).json()["choices"][0]
+    assert kept["message"]["content"].endswith(stop), (plain, stop, kept)
+    events = parse_sse(_chat(dev, stop=[stop], stream=True).content)
+    finish = [
+        e["choices"][0] for e in events[:-1] if e["choices"] and e["choices"][0]["finish_reason"]
+    ]
+    assert finish[-1]["matched_stop"] == stop
+    assert "x-ember-ignored-fields" not in _chat(dev, stop=[stop]).headers
+
+
+def test_fields_no_replica_is_sent_are_named_in_a_header(dev: DevServer) -> None:
+    extras = {"echo": True, "prompt_logprobs": 1, "add_generation_prompt": True, "bogus": 1}
+    reply = _chat(dev, **extras)
+    assert (
+        reply.headers["x-ember-ignored-fields"]
+        == "add_generation_prompt, bogus, echo, prompt_logprobs"
+    )
+    streamed = _chat(dev, stream=True, bogus=1)
+    assert streamed.headers["x-ember-ignored-fields"] == "bogus"
