@@ -16,6 +16,7 @@ then ``,"days":3``, then ``}``; the pieces always add up to the final ``argument
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 
@@ -26,6 +27,7 @@ from ember.models.api.tool_values import (
     glm_arguments_json,
     parameter_schema,
     parse_kimi_call_id,
+    schema_types,
 )
 from ember.models.constrain.tool_grammars import (
     GLM_CALL_BEGIN,
@@ -163,14 +165,39 @@ class GlmToolStream:
         out.add_tool_piece(ToolCallDelta(self.count, arguments="}" if self.pairs else "{}"))
         self.count += 1
 
-    def _cut(self) -> tuple[str, bool]:
+    def _cut(self, out: DeltaMessage, pair: str = "") -> tuple[str, bool]:
         """The output ended inside a call (cut by max_tokens): its arguments stay as far as they
-        got, unclosed (``{"city":"Paris"`` or empty), as OpenAI's do when ``finish_reason`` is
+        got, unclosed (``{"city":"Par``, or empty), as OpenAI's do when ``finish_reason`` is
         ``length``; closing them would make up a call the model never finished (``{}`` that
-        misses the schema's required keys)."""
+        misses the schema's required keys). ``pair``: the text of the pair it ended in, from
+        its ``<arg_key>``, sent as far as it was generated (vLLM streams it as parsed)."""
+        if pair:
+            piece = ("," if self.pairs else "{") + self._partial_pair(pair)
+            out.add_tool_piece(ToolCallDelta(self.count, arguments=piece))
         self.count += 1
         self.state = "name"
         return "", True
+
+    def _partial_pair(self, text: str) -> str:
+        """A pair cut short as the JSON it would have started (``"city":"Par``): the key, then
+        the value quoted unless the schema admits no string (then as written: ``12``)."""
+        rest = text[len(GLM_KEY_BEGIN) :]
+        key_end = rest.find(GLM_KEY_END)
+        if key_end < 0:
+            return json.dumps(rest, ensure_ascii=False)[:-1]
+        key, rest = rest[:key_end], rest[key_end + len(GLM_KEY_END) :]
+        parameters = self.parameters.get(self.name)
+        if parameter_schema(parameters, key) is None:
+            key = key.strip()
+        head = json.dumps(key, ensure_ascii=False) + ":"
+        value_at = rest.find(GLM_VALUE_BEGIN)
+        if value_at < 0:
+            return head
+        value = rest[value_at + len(GLM_VALUE_BEGIN) :]
+        types = schema_types(parameter_schema(parameters, key))
+        if types is not None and "string" not in types:
+            return head + value.strip()
+        return head + json.dumps(value, ensure_ascii=False)[:-1]
 
     def feed(self, buf: str, out: DeltaMessage, final: bool) -> tuple[str, bool]:
         if self.state == "name":
@@ -218,12 +245,12 @@ class GlmToolStream:
                     continue
                 if early_end < 0:  # the pair is still arriving
                     if final:
-                        return self._cut()
+                        return self._cut(out, buf[hit[0] :])
                     return buf[hit[0] :], False
                 hit = (early_end, GLM_CALL_END)  # a broken pair: the call ends here
             if hit is None:
                 if final:
-                    return self._cut()
+                    return self._cut(out)
                 return buf[safe_length(buf, self.markers) :], False
             self._close(out)
             self.state = "name"

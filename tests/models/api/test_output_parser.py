@@ -157,7 +157,7 @@ CASES = [
         "glm47",
         "off",
         "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_val",
-        ParsedOutput(None, None, (ToolCall("call_0", "get_weather", '{"city":"Paris"'),)),
+        ParsedOutput(None, None, (ToolCall("call_0", "get_weather", '{"city":"Paris","days":'),)),
     ),
     (
         "glm47_call_cut_before_its_arguments_has_none",
