@@ -4,7 +4,8 @@ The AI gateway sends its own request id (``cf-ai-req-id``, what a worker's calle
 replica as ``x-request-id``; with ``--log-requests`` the replica's "Finish" line names it, so an
 operator can tie a handler's call to the replica that served it. The header is only logged
 (never used as the engine's request id: two callers sending the same one would collide there),
-and only when it is a plain token of at most ``MAX_CHARS`` characters.
+and only when it is a plain token of at most ``MAX_CHARS`` characters. It also names the answer
+(``answer_id``), as vLLM's does.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ class CallerIdMiddleware:
                         CALLER_ID.set(value.decode("ascii"))
                     break
         await self.app(scope, receive, send)
+
+
+def answer_id(prefix: str, fallback: str) -> str:
+    """The answer's ``id``: ``prefix`` and the caller's ``x-request-id`` when it sent one (vLLM's
+    ``_base_request_id``: ``chatcmpl-ID``), else ``fallback`` (the engine's own request id)."""
+    caller = CALLER_ID.get()
+    return prefix + caller if caller else fallback
 
 
 def caller_note() -> str:

@@ -81,7 +81,7 @@ class ChatChunker:
         created = now()
         self.streams = [
             ChatStream(
-                id=chat_in.generation.request_id,
+                id=chat_in.response_id or chat_in.generation.request_id,
                 created=created,
                 model=served.name,
                 parser=reader.parser,

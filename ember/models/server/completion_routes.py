@@ -29,6 +29,7 @@ from ember.models.api.responses import (
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob
+from ember.models.server.caller_id import answer_id
 from ember.models.server.chat_chunks import choice_usage, choices_usage
 from ember.models.server.choices import check_choices_fit, choice_inputs, stream_choices
 from ember.models.server.generation import GenerationEvent, GenerationInput, LogprobRecord
@@ -153,7 +154,7 @@ async def _completion_answer(
             choice["prompt_logprobs"] = vllm_prompt_logprobs(served, scored, top)
         choices.append(choice)
     return text_completion_of(
-        id=generation.request_id,
+        id=answer_id("cmpl-", generation.request_id),
         created=now(),
         model=served.name,
         choices=choices,
@@ -178,7 +179,8 @@ async def _completion_stream(
     generation: GenerationInput,
     prefix: str,
 ) -> AsyncIterator[bytes]:
-    rid, created, name, n = generation.request_id, now(), served.name, completion.n
+    rid, created = answer_id("cmpl-", generation.request_id), now()
+    name, n = served.name, completion.n
     events = stream_choices(served, state.metrics, choice_inputs(generation, n))
     offsets = [len(prefix)] * n
     prompt_tokens = len(generation.prompt_ids)

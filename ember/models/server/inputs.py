@@ -50,6 +50,7 @@ class ChatInput:
     generation: GenerationInput  # choice 0's (``choices.choice_inputs`` derives the others)
     readers: list[ChoiceReader]  # one per choice (``n``)
     reasoning: ReasoningPrefix
+    response_id: str = ""  # the answer's id (caller_id.answer_id); the request id when empty
 
 
 def new_request_id(prefix: str) -> str:

@@ -33,6 +33,7 @@ from ember.models.api.responses import (
 )
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.engine.logprob_types import PromptTokenLogprob
+from ember.models.server.caller_id import answer_id
 from ember.models.server.chat_chunks import choices_usage, stream_chat
 from ember.models.server.choices import choice_inputs, stream_choices
 from ember.models.server.generation import GenerationEvent, LogprobRecord
@@ -98,6 +99,7 @@ async def chat_completions(request: Request) -> Response:
             served.log(f"{request_id}: {note}", "warning")
         state.check_model(served, chat.model)
         chat_in = chat_input(served, chat, request_id)
+        chat_in.response_id = answer_id("chatcmpl-", request_id)
     except BaseException:
         served.engine.forget(request_id)
         raise
@@ -148,7 +150,7 @@ async def chat_answer(
         )
     prompt_tokens = len(chat_in.generation.prompt_ids)
     answer = chat_completion_of(
-        id=chat_in.generation.request_id,
+        id=chat_in.response_id or chat_in.generation.request_id,
         created=now(),
         model=served.name,
         choices=choices,

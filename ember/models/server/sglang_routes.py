@@ -284,6 +284,9 @@ async def server_info(request: Request) -> Response:
     state = _state(request)
     served = state.ready()
     settings = {k: v for k, v in asdict(state.settings).items() if k != "api_key"}
+    bound = request.scope.get("server")
+    if bound and settings["port"] == 0:  # --port 0: the port the OS picked, where it answers
+        settings["port"] = bound[1]
     stats = asdict(served.llm.stats)
     quant = served.quantization
     return JSONResponse(

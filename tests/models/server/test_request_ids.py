@@ -1,0 +1,56 @@
+"""The caller's ``X-Request-Id`` names the answer (vLLM's ``_base_request_id``: ``chatcmpl-ID``,
+``cmpl-ID``) without becoming the engine's request id, so two callers sending the same one
+never collide; and ``/get_server_info`` reports the port the server is bound to, also after
+``--port 0``."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
+
+import httpx
+
+from tests.models.server.live import LiveServer
+
+CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+COMPLETION = {"prompt": "def f(", "max_tokens": 3}
+
+
+def _ids(live: LiveServer, path: str, body: dict, headers: dict) -> list[str]:
+    url = live.url + path
+    if not body.get("stream"):
+        reply = httpx.post(url, json=body, headers=headers, timeout=120)
+        assert reply.status_code == 200, reply.text
+        return [reply.json()["id"]]
+    reply = httpx.post(url, json=body, headers=headers, timeout=120)
+    assert reply.status_code == 200, reply.text
+    data = [line[6:] for line in reply.text.splitlines() if line.startswith("data: {")]
+    return [json.loads(item)["id"] for item in data]
+
+
+def test_x_request_id_names_chat_and_completion_answers(kimi: LiveServer) -> None:
+    header = {"X-Request-Id": "walk-11.a"}
+    for path, body, prefix in (
+        ("/v1/chat/completions", CHAT, "chatcmpl-"),
+        ("/v1/completions", COMPLETION, "cmpl-"),
+    ):
+        for stream in (False, True):
+            ids = _ids(kimi, path, body | {"stream": stream}, header)
+            assert ids and set(ids) == {prefix + "walk-11.a"}, (path, stream, ids)
+        plain = {_ids(kimi, path, body, {})[0] for _ in range(2)}
+        assert len(plain) == 2 and all(i.startswith(prefix) for i in plain)
+
+
+def test_the_same_x_request_id_twice_at_once_is_two_answers(kimi: LiveServer) -> None:
+    header = {"X-Request-Id": "same"}
+    body = CHAT | {"max_tokens": 8, "ignore_eos": True}
+    with ThreadPoolExecutor(2) as pool:
+        ids = list(pool.map(lambda _: _ids(kimi, "/v1/chat/completions", body, header), range(2)))
+    assert ids == [["chatcmpl-same"], ["chatcmpl-same"]]
+
+
+def test_server_info_reports_the_bound_port(kimi: LiveServer) -> None:
+    assert kimi.state.settings.port == 0  # the test server asked for any free port
+    info = httpx.get(kimi.url + "/get_server_info", timeout=60).json()
+    assert info["port"] == urlsplit(kimi.url).port
