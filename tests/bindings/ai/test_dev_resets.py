@@ -106,6 +106,12 @@ def _resets(url: str) -> None:
     try:
         for index, point in enumerate(POINTS):
             _reset(url, f"/pipe?i={index}", point)
+        # The other client's first request went out before the resets; on a loaded machine its
+        # answer (an AI call) can come after the last of them: wait for it rather than stop early.
+        for _ in range(2400):
+            if statuses:
+                break
+            time.sleep(0.05)
     finally:
         stop.set()
         thread.join(180)
