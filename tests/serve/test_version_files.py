@@ -41,5 +41,6 @@ def test_pruned_and_orphaned_version_files_are_removed(tmp_path: Path) -> None:
 
         assert {p.name for p in versions.iterdir()} == set(ids[1:])
         assert serve.worker("acme", "w").text == "three"
+        assert "removed 2 version folder(s) a crash left behind" in serve.output()
     finally:
         serve.stop()

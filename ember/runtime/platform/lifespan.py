@@ -78,7 +78,9 @@ class PlatformLifespan:
         if ai is not None and ai.pool.settings.start == "eager":
             await self._gateway().start()
         self.plane.namespaces.sync_store()
-        self.plane.gc.remove_orphan_files()  # files a crash left: before anything is served
+        orphans = self.plane.gc.remove_orphan_files()  # a crash's leftovers: before serving
+        if orphans:
+            self.print_line(f"[ember] removed {orphans} version folder(s) a crash left behind")
         await self.live.load_all()
         for account_id, name in {(s.account_id, s.script_name) for s in self.live.slots()}:
             self.crons.refresh(account_id, name)
