@@ -13,6 +13,7 @@ option among the inputs or an input field among the options is told where it bel
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,8 +57,22 @@ def with_ignored_fields(answer: AIAnswer, body: Mapping[str, Any]) -> AIAnswer:
     """``answer`` naming ``body``'s ignored fields in its ``x-ember-ignored-fields`` header."""
     ignored = ignored_fields(body)
     if ignored:
-        answer.headers[IGNORED_HEADER] = ", ".join(ignored)
+        answer.headers[IGNORED_HEADER] = ignored_header_value(ignored)
     return answer
+
+
+# The names a header may carry as they are: the keys are the caller's, and a key with CR/LF or a
+# character latin-1 lacks would break the answer (a dropped connection, a 500) after the model ran.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+MAX_NAMED = 20  # a few thousand keys would make a header past clients' limits (Node: 16 KiB)
+
+
+def ignored_header_value(ignored: list[str]) -> str:
+    """The header's value: the plain names, at most ``MAX_NAMED``, and a count of the rest."""
+    plain = [name for name in ignored if _PLAIN_NAME.fullmatch(name)]
+    named = plain[:MAX_NAMED]
+    rest = len(ignored) - len(named)
+    return ", ".join(named + ([f"and {rest} more"] if rest else []))
 
 
 def input_notes(model: str, inputs: Mapping[str, Any], dialect: str) -> list[str]:

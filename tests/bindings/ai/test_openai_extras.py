@@ -83,3 +83,14 @@ def test_fields_no_replica_is_sent_are_named_in_a_header(dev: DevServer) -> None
     )
     streamed = _chat(dev, stream=True, bogus=1)
     assert streamed.headers["x-ember-ignored-fields"] == "bogus"
+
+
+def test_odd_or_many_ignored_keys_never_break_the_answer(dev: DevServer) -> None:
+    # A key with CR/LF dropped the connection and one outside latin-1 gave a 500, after the model
+    # had run; thousands of keys made a header past clients' limits. Only plain names are listed.
+    odd = {"a\r\nx-evil: 1": 1, "中": 2, **{f"k{i:04}": i for i in range(3000)}}
+    for stream in (False, True):
+        reply = _chat(dev, stream=stream, **odd)
+        header = reply.headers["x-ember-ignored-fields"]
+        assert header.startswith("k0000, k0001, ") and header.endswith(", and 2982 more")
+        assert "x-evil" not in reply.headers and len(header) < 300
