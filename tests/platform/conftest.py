@@ -14,6 +14,7 @@ import pytest
 import uvicorn
 
 from ember.runtime.api.app import create_api_app
+from ember.runtime.api.live import LiveHooks
 from ember.runtime.deployments.clock import ManualClock
 from ember.runtime.deployments.config import PlatformConfig, ProofOfWorkConfig
 from ember.runtime.deployments.multipart import Part, build_multipart
@@ -62,12 +63,12 @@ class ServerThread:
 
 
 def start_platform(
-    state_dir: Path, config: PlatformConfig = TEST_CONFIG
+    state_dir: Path, config: PlatformConfig = TEST_CONFIG, live: LiveHooks | None = None
 ) -> tuple[ControlPlane, ManualClock, ServerThread, TailHub]:
     clock = ManualClock()
     plane = ControlPlane(state_dir, config, clock=clock)
     hub = TailHub()
-    return plane, clock, ServerThread(create_api_app(plane, hub)), hub
+    return plane, clock, ServerThread(create_api_app(plane, hub, live=live)), hub
 
 
 @pytest.fixture

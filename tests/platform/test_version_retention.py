@@ -6,15 +6,19 @@ real client/v4 API, checked against the API, the database and the disk."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import pytest
 
+from ember.runtime.api.live import LiveHooks, StateOnly
 from ember.runtime.deployments.config import PlatformConfig, parse_platform_config
+from ember.runtime.deployments.errors import InvalidUpload, VersionNotFound
 from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.records import Account
 from tests.platform.conftest import TEST_CONFIG, RunningPlatform, start_platform, worker_upload
 from tests.platform.helpers import error_of, temporary_tenant
 
@@ -113,7 +117,8 @@ def config_with(**platform: object) -> PlatformConfig:
     )
 
 
-TenantOn = Callable[[PlatformConfig], Tenant]
+class TenantOn(Protocol):
+    def __call__(self, config: PlatformConfig, live: LiveHooks | None = None) -> Tenant: ...
 
 
 @pytest.fixture
@@ -121,9 +126,9 @@ def tenant_on(tmp_path: Path) -> Iterator[TenantOn]:
     """``tenant_on(config)``: a permanent account on a platform served with ``config``."""
     with ExitStack() as stack:
 
-        def make(config: PlatformConfig) -> Tenant:
+        def make(config: PlatformConfig, live: LiveHooks | None = None) -> Tenant:
             state_dir = tmp_path / "state"
-            plane, clock, server, hub = start_platform(state_dir, config)
+            plane, clock, server, hub = start_platform(state_dir, config, live)
             stack.callback(plane.close)
             port = stack.enter_context(server)
             url = f"http://127.0.0.1:{port}"
@@ -173,6 +178,74 @@ def test_a_gradual_deployment_keeps_both_versions(tenant_on: TenantOn) -> None:
     newer = [t.upload("w", f"print({i})\n".encode()) for i in range(2 * KEPT)]
     assert t.stored("w") == set(newer[-KEPT:]) | {first, second}
     assert t.on_disk() == set(newer[-KEPT:]) | {first, second}
+
+
+class Refusing(StateOnly):
+    """Live hooks that refuse every version once ``refuse`` is set, as ``ember serve`` refuses
+    one whose module raises at import (``WorkerStartupFailed``, an ``InvalidUpload``)."""
+
+    def __init__(self) -> None:
+        self.refuse = False
+
+    def _check(self) -> None:
+        if self.refuse:
+            raise InvalidUpload("the Worker failed to start: RuntimeError at import")
+
+    @asynccontextmanager
+    async def deploying(
+        self, account: Account, name: str, version_ids: list[str]
+    ) -> AsyncIterator[None]:
+        self._check()
+        yield
+
+    async def prepare(self, account: Account, name: str, version_id: str) -> None:
+        self._check()
+
+
+def test_a_refused_upload_prunes_nothing(tenant_on: TenantOn) -> None:
+    """A stored version that is then refused is discarded, and so is nothing else: the
+    versions it would have pushed out of the window stay, in the API, the database and on disk.
+    (Ten refused uploads used to wipe a temporary account's rollback history.)"""
+    hooks = Refusing()
+    t = tenant_on(config_with(versions_kept_per_worker=KEPT), hooks)
+    # The live version 1 and a full window after it: the next version pushes version 2 out.
+    kept = [t.put("w")] + [t.upload("w", f"print({i})\n".encode()) for i in range(KEPT)]
+    assert t.stored("w") == set(kept)
+    hooks.refuse = True
+    for i in range(2 * KEPT):
+        status, code, _ = error_of(t.post_version("w", f"raise RuntimeError({i})\n".encode()))
+        assert (status, code) == (400, 10021)
+        body, content_type = worker_upload(source=b"raise RuntimeError()\n")
+        refused = t.client.put(
+            f"{t.scripts}/w?bindings_inherit=strict",
+            content=body,
+            headers={"content-type": content_type},
+        )
+        assert error_of(refused)[:2] == (400, 10021)
+    assert t.listed("w") == list(reversed(kept))
+    assert t.stored("w") == set(kept) and t.on_disk() == set(kept)
+    hooks.refuse = False  # an accepted upload prunes as before
+    newest = t.upload("w")
+    assert t.listed("w") == [newest, *reversed(kept[2:]), kept[0]]  # the live one stays
+    assert t.on_disk() == {newest, *kept[2:], kept[0]}
+    newer = t.put("w")  # live moves on: the old live version, past the window, goes
+    assert t.listed("w") == [newer, newest, kept[-1]]
+    assert t.on_disk() == {newer, newest, kept[-1]}
+
+
+def test_materialize_refuses_a_version_without_rows(tenant_on: TenantOn) -> None:
+    """A version pruned between reading it and writing it out: no empty folder (an orphan,
+    and an isolate that fails on a missing main module), the unknown-version error instead."""
+    t = tenant_on(config_with(versions_kept_per_worker=KEPT))
+    account = t.plane.accounts.find(t.account_id)
+    assert account is not None
+    version = t.plane.scripts.version(account, "w", t.put("w"))
+    with t.plane.db.transaction() as conn:
+        conn.execute("DELETE FROM versions WHERE id = ?", (version.id,))
+    (t.state_dir / "accounts" / t.account_id / "versions" / version.id).rename(t.state_dir / "gone")
+    with pytest.raises(VersionNotFound, match=version.id):
+        t.plane.materialize(t.account_id, version)
+    assert version.id not in t.on_disk()
 
 
 def test_deployment_history_names_only_kept_versions(tenant_on: TenantOn) -> None:

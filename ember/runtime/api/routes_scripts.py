@@ -7,7 +7,9 @@ then ``POST .../deployments`` (redeploy, rollback).
 Making a version live is two commits around a start: the version is stored, its isolate is
 started (``LiveHooks.deploying``; a module that does not load is refused with code 10021 and
 the stored version discarded), then the deployment that points at it is committed and the
-route switched. A crash between the two leaves a stored version that is not live.
+route switched. A crash between the two leaves a stored version that is not live. Only then,
+the version accepted, are the versions it pushed out of the worker's window pruned, rows
+first, then files (``_prune``): a refused upload deletes nothing but itself.
 """
 
 from __future__ import annotations
@@ -87,6 +89,13 @@ async def _discard(request: Request, name: str, version_id: str) -> None:
     await asyncio.shield(uploads.discard(caller(request).account, name, version_id))
 
 
+async def _prune(request: Request, name: str) -> None:
+    """Prune the worker's window after an accepted upload (under the worker's upload lock,
+    after any route switch); shielded like ``_discard``, so rows and files go together."""
+    uploads = uploads_of(request)
+    await asyncio.shield(uploads.prune(caller(request).account, name))
+
+
 async def put_script(request: Request) -> Response:
     who = caller(request)
     plane = plane_of(request)
@@ -110,6 +119,7 @@ async def put_script(request: Request) -> Response:
         except BaseException:
             await _discard(request, name, version.id)
             raise
+        await _prune(request, name)  # live and routed: ``deploying`` reconciled on its way out
     body = serializers.script(plane.scripts.get(who.account, name), version)
     body["deployment_id"] = version.id  # wrangler reads this as the version id
     body["startup_time_ms"] = round((time.perf_counter() - started) * 1000)
@@ -209,6 +219,7 @@ async def post_version(request: Request) -> Response:
         except BaseException:
             await _discard(request, name, result.version.id)
             raise
+        await _prune(request, name)  # started; pruned versions are not live (no route moves)
     return ok(serializers.version(result.version, who.account, result.script))
 
 

@@ -68,8 +68,8 @@ def store_upload(plane: ControlPlane, request: UploadRequest) -> UploadResult:
     Writing the files here, not when the version is first started, keeps that disk work (the
     largest part for many small modules) off the event loop; it is idempotent, so starting the
     version later finds the directory in place. The caller removes it if the version is
-    discarded (``discard``). The files of the versions the upload pruned (past the worker's
-    window, ``retention.py``) are removed here too, now that their rows are gone.
+    discarded (``discard``). Nothing is pruned here: the version may still be refused, and the
+    versions it pushes out of the worker's window go only once it is accepted (``prune``).
     """
     upload = parse_worker_upload(parse_multipart(request.body, request.content_type))
     result = plane.scripts.upload(
@@ -82,8 +82,6 @@ def store_upload(plane: ControlPlane, request: UploadRequest) -> UploadResult:
         create=request.create,
     )
     plane.materialize(request.account.id, result.version)
-    for version_id in result.pruned:
-        plane.files.remove_version(request.account.id, version_id)
     return result
 
 
@@ -126,6 +124,12 @@ class Uploads:
         with its files, unless a deployment uses it."""
         if await self.run(self._plane.scripts.discard_undeployed, account, name, version_id):
             await self.run(self._plane.files.remove_version, account.id, version_id)
+
+    async def prune(self, account: Account, name: str) -> None:
+        """Once an upload's version is accepted (started, or live and the route switched):
+        delete the worker's versions past its window (``retention.py``), then their files."""
+        pruned = await self.run(self._plane.scripts.prune, account, name)
+        await self.remove_files(account.id, pruned)
 
     async def remove_files(self, account_id: str, version_ids: tuple[str, ...]) -> None:
         """Remove deleted versions' written-out files (up to 10,000 each: not on the loop)."""

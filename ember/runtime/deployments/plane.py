@@ -19,7 +19,11 @@ from ember.runtime.deployments.accounts import AccountService
 from ember.runtime.deployments.clock import Clock, system_clock
 from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.database import Database
-from ember.runtime.deployments.errors import ProofOfWorkRejected, TemporaryAccountsRefused
+from ember.runtime.deployments.errors import (
+    ProofOfWorkRejected,
+    TemporaryAccountsRefused,
+    VersionNotFound,
+)
 from ember.runtime.deployments.files import AccountFiles, MaterializedVersion
 from ember.runtime.deployments.gc import GarbageCollector
 from ember.runtime.deployments.kv_namespaces import NamespaceService
@@ -98,10 +102,18 @@ class ControlPlane:
     # -- runtime side ---------------------------------------------------------------------------
 
     def materialize(self, account_id: str, version: Version) -> MaterializedVersion:
-        """Write a version's modules to disk for an isolate (idempotent)."""
-        return self.files.materialize(
-            account_id, version.id, version.main_module, self.scripts.modules(version.id)
-        )
+        """Write a version's modules to disk for an isolate (idempotent). VersionNotFound when
+        the version has no modules left (pruned or deleted since it was read): an empty folder
+        would be an orphan, and an isolate failing on a missing main module."""
+        modules = self.scripts.modules(version.id)
+        if not modules:
+            raise VersionNotFound(version.id, self._script_name(version.script_id))
+        return self.files.materialize(account_id, version.id, version.main_module, modules)
+
+    def _script_name(self, script_id: str) -> str:
+        with self.db.reader() as conn:
+            row = conn.execute("SELECT name FROM scripts WHERE id = ?", (script_id,)).fetchone()
+        return str(row["name"]) if row else script_id
 
     def close(self) -> None:
         self.db.close()

@@ -1,9 +1,11 @@
 """Workers (scripts), their immutable versions, deployments and rollback.
 
 Every state change is one transaction: an upload creates the script (if new), the version, its
-modules and secrets, and (on the PUT path) the deployment that makes it live, and prunes the
-versions past the worker's window (``retention.py``), or does nothing at all. A failed upload
-therefore never leaves a half-made version, and never touches the live one.
+modules and secrets, and (on the PUT path) the deployment that makes it live, or does nothing at
+all. A failed upload therefore never leaves a half-made version, and never touches the live one.
+The versions past the worker's window are pruned only once the new version is accepted (started
+or live), in a transaction of their own (``prune``, ``retention.py``): a version refused after it
+was stored is discarded (``discard_undeployed``) and nothing else is deleted.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ember.runtime.deployments.records import (
     Version,
     WorkerUpload,
 )
-from ember.runtime.deployments.retention import retain
+from ember.runtime.deployments.retention import check_stored, prune, retain
 from ember.runtime.deployments.traffic import check_targets
 from ember.runtime.deployments.triggers import deployment_tags, version_trigger
 from ember.runtime.deployments.worker_limits import check_tier, parse_limits
@@ -49,8 +51,6 @@ class UploadResult:
     script: Script
     version: Version
     deployment: Deployment | None
-    # Versions deleted to keep the worker's window: the caller removes their files.
-    pruned: tuple[str, ...] = ()
 
 
 class ScriptService:
@@ -169,16 +169,26 @@ class ScriptService:
                     {"workers/triggered_by": "upload"},
                     author or account.email,
                 )
-            pruned = self.retain(conn, account, script, version)
+            # The caps, atomically with the store; the pruning waits for ``prune``.
+            check_stored(conn, script, version, self._config.limits_for(account.temporary))
             script = rows.require_script(conn, account.id, name)
-        return UploadResult(script, version, deployment, pruned)
+        return UploadResult(script, version, deployment)
+
+    def prune(self, account: Account, name: str) -> tuple[str, ...]:
+        """Delete the worker's versions past its window (``retention.py``), once an upload's
+        version is accepted; returns their ids, whose files the caller removes after the
+        router stopped sending them traffic."""
+        kept = self._config.limits_for(account.temporary).versions_kept_per_worker
+        with self._db.transaction() as conn:
+            script = rows.find_script(conn, account.id, name)
+            return prune(conn, script.id, kept) if script else ()
 
     def retain(
         self, conn: sqlite3.Connection, account: Account, script: Script, version: Version
     ) -> tuple[str, ...]:
-        """After storing ``version`` (and any deployment it makes): prune the worker's versions
-        past its window, then refuse if the account's kept versions are past its caps
-        (``retention.py``). Every upload, redeploy and secret change stores a version."""
+        """After storing and deploying ``version`` in one transaction (a secret change): refuse
+        if the account's kept versions are past its caps, else prune the worker's versions
+        past its window (``retention.py``)."""
         return retain(conn, script, version, self._config.limits_for(account.temporary))
 
     def _create_script(
