@@ -41,12 +41,13 @@ import uvicorn
 from httptools import HttpParserInvalidURLError, parse_url
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
+from ember.runtime.asgiclient import INLINE_BODY_BYTES, request_head
 from ember.runtime.fasthead import HeadCache, encode_head
 from ember.runtime.fastrequest import FastRequest
 from ember.runtime.faststream import ChunkedBody
 from ember.runtime.http import HttpResponse
 from ember.runtime.httphead import BoundedHeadProtocol
-from ember.runtime.router import INLINE_BODY_BYTES, Router, request_head
+from ember.runtime.router import Router
 
 # The uvicorn releases whose HttpToolsProtocol this subclass was read against and tested with.
 CHECKED_UVICORN = ("0.55.",)

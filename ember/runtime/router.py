@@ -1,10 +1,10 @@
 """ASGI front of the supervisor: HTTP in, events to a deployment, HTTP out.
 
-Owns the HTTP details the supervisor should not know: building the request URL, reading the
-body (inline when small and announced, else streamed with backpressure), watching for the client
-going away (which cancels the request in its isolate and its binding calls), streaming the
-response as the worker produces it, and the paths that run a scheduled handler by hand
-(``ember dev`` only: Miniflare's always, wrangler's ``/__scheduled`` with ``--test-scheduled``).
+Owns the HTTP details the supervisor should not know: cancelling the request in its isolate and
+its binding calls when the client goes away (the client's side, its head, body and disconnect,
+is ``asgiclient.py``), streaming the response as the worker produces it, and the paths that run
+a scheduled handler by hand (``ember dev`` only: Miniflare's always, wrangler's ``/__scheduled``
+with ``--test-scheduled``).
 ``resolve`` picks the deployment for a request: ``ember dev`` always answers with its one
 deployment; ``ember serve`` routes by host and path.
 """
@@ -14,20 +14,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from ember.runtime import limits as L
+from ember.runtime.asgiclient import AsgiClient, Receive, Scope
 from ember.runtime.errorpage import platform_error_response
-from ember.runtime.http import ClientDisconnected, HttpRequest, HttpResponse, ResponseAborted
+from ember.runtime.http import ClientDisconnected, HttpResponse, ResponseAborted
 from ember.runtime.statusline import STATUS_TEXT
 from ember.runtime.supervisor import Supervisor
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-INLINE_BODY_BYTES = 64 * 1024
 # A request still waiting for its response head after this long gets a disconnect watcher (a
 # task reading ``receive``). Under load most requests wait a few milliseconds in queues, and a
 # watcher each cost more than the rest of the router's work; a client that leaves is noticed
@@ -72,7 +70,7 @@ class Router:
         )
         self.on_startup = on_startup
         self.on_shutdown = on_shutdown
-        self._waiting: dict[asyncio.Task[Any], tuple[_Client, float]] = {}
+        self._waiting: dict[asyncio.Task[Any], tuple[AsgiClient, float]] = {}
         self._sweep_timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
 
@@ -107,7 +105,7 @@ class Router:
         if scope["path"] in self.scheduled_paths:
             await self._scheduled(deployment_id, scope, send)
             return
-        client = _Client(receive)
+        client = AsgiClient(receive)
         request = client.request(scope)
         if client.inline_pending:
             try:  # a body trickled in slower than the wall limit must not hold the request forever
@@ -137,7 +135,7 @@ class Router:
 
         For the HTTP fast path (``fasthttp.py``): the responses it does not write itself.
         """
-        client = _Client(receive)
+        client = AsgiClient(receive)
         client.mark_body_read()
         await _respond(send, response, client)
 
@@ -147,7 +145,7 @@ class Router:
         return limits.wall_ms / 1000
 
     async def _unless_gone(
-        self, client: _Client, work: Awaitable[T], on_cancel: Callable[[], None] | None = None
+        self, client: AsgiClient, work: Awaitable[T], on_cancel: Callable[[], None] | None = None
     ) -> T:
         """Await ``work``, cancelling it if the client disconnects meanwhile (raises _Gone).
 
@@ -207,124 +205,7 @@ class Router:
             await _send_plain(send, 500, body.encode())
 
 
-class _Client:
-    """The HTTP client's side of one request: its body, and whether it is still there."""
-
-    def __init__(self, receive: Receive) -> None:
-        self._receive = receive
-        self._body_done = False
-        self._watcher: asyncio.Future[None] | None = None
-        self.disconnected = False
-        self.inline_pending = False  # a small announced body is still to be read (read_inline)
-
-    def request(self, scope: Scope) -> HttpRequest:
-        """The request from its head; if ``inline_pending``, ``read_inline`` gives its body.
-
-        Synchronous so that a request without a body (most) costs no task or timer here.
-        """
-        request, chunked = request_head(
-            scope["method"],
-            scope.get("scheme", "http"),
-            scope.get("server"),
-            scope.get("raw_path") or scope["path"].encode(),
-            scope.get("query_string", b""),
-            scope["headers"],
-        )
-        length = request.content_length
-        if length == 0 or (length is None and not chunked):
-            self._body_done = True  # no body: the disconnect watcher will see the empty message
-        elif length is not None and length <= INLINE_BODY_BYTES:
-            self.inline_pending = True
-        else:
-            request.body = self._stream()
-        return request
-
-    def mark_body_read(self) -> None:
-        """The request's body was read elsewhere (or there was none)."""
-        self._body_done = True
-
-    async def read_inline(self) -> bytes:
-        """The whole (small, announced) body."""
-        self.inline_pending = False
-        parts = [chunk async for chunk in self._stream()]
-        return b"".join(parts)
-
-    async def _stream(self) -> AsyncIterator[bytes]:
-        while not self._body_done:
-            message = await self._receive()
-            if message["type"] == "http.disconnect":
-                self.disconnected = True
-                self._body_done = True
-                raise ClientDisconnected()
-            chunk = message.get("body", b"")
-            if not message.get("more_body", False):
-                self._body_done = True
-            if chunk:
-                yield chunk
-
-    @property
-    def body_done(self) -> bool:
-        """True once the request body was read (or there was none)."""
-        return self._body_done
-
-    def start_watching(self, task: asyncio.Task[Any]) -> None:
-        """Watch for a disconnect; on one, cancel ``task`` (the request's ASGI task)."""
-        if self._watcher is None and self._body_done:
-            self._watcher = asyncio.ensure_future(self._watch(task))
-
-    def ensure_watching(self) -> None:
-        """A streamed response may run for long: notice a disconnect (cancels this task)."""
-        task = asyncio.current_task()
-        if task is not None:
-            self.start_watching(task)
-
-    async def _watch(self, task: asyncio.Task[Any] | None) -> None:
-        while True:
-            message = await self._receive()
-            if message["type"] == "http.disconnect":
-                self.disconnected = True
-                if task is not None and not task.done():
-                    task.cancel()
-                return
-
-    def stop_watching(self) -> None:
-        """The response is complete: stop listening for a disconnect."""
-        if self._watcher is not None:
-            self._watcher.cancel()
-
-
-def request_head(
-    method: str,
-    scheme: str,
-    server: tuple[str, int | None] | None,
-    raw_path: bytes,
-    query: bytes,
-    raw_headers: Iterable[tuple[bytes, bytes]],
-) -> tuple[HttpRequest, bool]:
-    """The request (no body yet) from its parsed head, and whether its body is chunked."""
-    headers: list[tuple[str, str]] = []
-    host = None
-    length: int | None = None
-    chunked = False
-    for raw_name, raw_value in raw_headers:
-        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
-        headers.append((name, value))
-        if name == "host":
-            host = value
-        elif name == "content-length":
-            length = _content_length(value)
-        elif name == "transfer-encoding":
-            chunked = True
-    if host is None:
-        server = server or ("localhost", None)
-        host = f"{server[0]}:{server[1]}" if server[1] else server[0]
-    url = f"{scheme}://{host}{raw_path.decode('latin-1')}"
-    if query:
-        url += "?" + query.decode("latin-1")
-    return HttpRequest(method, url, headers, None, length), chunked
-
-
-async def _respond(send: Send, response: HttpResponse, client: _Client) -> None:
+async def _respond(send: Send, response: HttpResponse, client: AsgiClient) -> None:
     try:
         await _send_response(send, response, client)
     except asyncio.CancelledError:
@@ -341,7 +222,7 @@ def _start(response: HttpResponse, headers: list[tuple[bytes, bytes]]) -> dict[s
     return start
 
 
-async def _send_response(send: Send, response: HttpResponse, client: _Client) -> None:
+async def _send_response(send: Send, response: HttpResponse, client: AsgiClient) -> None:
     headers = [
         (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
         for k, v in response.headers
@@ -387,10 +268,3 @@ async def _send_plain(
         }
     )
     await send({"type": "http.response.body", "body": body})
-
-
-def _content_length(value: str) -> int | None:
-    try:
-        return max(0, int(value))
-    except ValueError:
-        return None

@@ -13,10 +13,10 @@ import random
 from pathlib import Path
 from typing import Any
 
+from ember.runtime.asgiclient import INLINE_BODY_BYTES
 from ember.runtime.fields import MAX_INLINE_BODY_BYTES
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.isolate.events import INLINE_RESPONSE_BYTES
-from ember.runtime.router import INLINE_BODY_BYTES
 from tests.runtime.harness import Harness, write_project
 
 WORKER = """

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from ember.runtime import events as E
+from ember.runtime.asgiclient import INLINE_BODY_BYTES
 from ember.runtime.fastrequest import FastRequest
 from ember.runtime.isolate.events import INLINE_RESPONSE_BYTES
-from ember.runtime.router import INLINE_BODY_BYTES
 from ember.runtime.supervisor import Supervisor
 from tests.runtime.dual_servers import DualServers, WireReader, exchange, read_response
 from tests.runtime.harness import write_project

@@ -29,7 +29,7 @@ import pytest
 from ember.bindings.base import BindingSpec, HttpMount, ServiceHost
 from ember.bindings.registry import default_registry
 from ember.runtime import faststream
-from ember.runtime.router import INLINE_BODY_BYTES
+from ember.runtime.asgiclient import INLINE_BODY_BYTES
 from tests.runtime import slow_binding
 from tests.runtime.dual_servers import DualServers, WireReader, exchange, read_response
 from tests.runtime.harness import write_project
