@@ -5,7 +5,8 @@ modules and secrets, and (on the PUT path) the deployment that makes it live, or
 all. A failed upload therefore never leaves a half-made version, and never touches the live one.
 The versions past the worker's window are pruned only once the new version is accepted (started
 or live), in a transaction of their own (``prune``, ``retention.py``): a version refused after it
-was stored is discarded (``discard_undeployed``) and nothing else is deleted.
+was stored is discarded (``discard_undeployed``) and nothing else is deleted. How a version is
+built from an upload is ``versions.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import uuid
 from dataclasses import dataclass
 
 from ember.runtime.deployments import rows
-from ember.runtime.deployments.bindings import PreviousVersion, resolve_bindings
 from ember.runtime.deployments.clock import Clock
 from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.database import Database
@@ -40,8 +40,9 @@ from ember.runtime.deployments.records import (
 from ember.runtime.deployments.retention import check_stored, prune, retain
 from ember.runtime.deployments.traffic import check_targets
 from ember.runtime.deployments.triggers import deployment_tags, version_trigger
+from ember.runtime.deployments.versions import version_from_upload
 from ember.runtime.deployments.worker_limits import check_tier, parse_limits
-from ember.runtime.deployments.writes import insert_deployment, write_version
+from ember.runtime.deployments.writes import insert_deployment
 
 MAX_SCRIPT_NAME = 63
 
@@ -151,7 +152,7 @@ class ScriptService:
                     raise ScriptNotFound(name)
                 script = self._create_script(conn, account, name, source, now)
             trigger = version_trigger(deployed=deploy or create)  # create: a Scripts PUT
-            version = self._insert_version(
+            version = version_from_upload(
                 conn, script, upload, source, strict_inherit, now, triggered_by=trigger
             )
             conn.execute(
@@ -215,87 +216,6 @@ class ScriptService:
             (script_id, account.id, name, now, now, source),
         )
         return rows.require_script(conn, account.id, name)
-
-    def _insert_version(
-        self,
-        conn: sqlite3.Connection,
-        script: Script,
-        upload: WorkerUpload,
-        source: str,
-        strict_inherit: bool,
-        now: float,
-        triggered_by: str,
-    ) -> Version:
-        def previous(ref: str) -> PreviousVersion | None:
-            base = (
-                rows.latest_version(conn, script.id)
-                if ref == "latest"
-                else _version_or_none(conn, script, ref)
-            )
-            if base is None:
-                return None
-            return PreviousVersion(base.id, base.bindings, rows.secrets_of(conn, base.id))
-
-        def namespace_exists(namespace_id: str) -> bool:
-            return (
-                conn.execute(
-                    "SELECT 1 FROM kv_namespaces WHERE id = ? AND account_id = ?",
-                    (namespace_id, script.account_id),
-                ).fetchone()
-                is not None
-            )
-
-        bindings, secrets = resolve_bindings(
-            upload.bindings,
-            previous=previous,
-            strict=strict_inherit,
-            keep_types=upload.keep_bindings,
-            keep_vars=upload.keep_vars,
-            namespace_exists=namespace_exists,
-        )
-        return write_version(
-            conn,
-            script,
-            upload.main_module,
-            upload.modules,
-            bindings,
-            secrets,
-            upload.compatibility_date,
-            upload.compatibility_flags,
-            {**upload.annotations, "workers/triggered_by": triggered_by},
-            upload.extra_metadata,
-            source,
-            now,
-        )
-
-    def derive_version(
-        self,
-        conn: sqlite3.Connection,
-        script: Script,
-        base: Version,
-        secrets: tuple[SecretValue, ...],
-        triggered_by: str,
-        source: str,
-        now: float,
-    ) -> Version:
-        """A copy of ``base`` with other secrets (``secret put/delete``)."""
-        return write_version(
-            conn,
-            script,
-            base.main_module,
-            rows.modules_of(conn, base.id),
-            base.bindings,
-            secrets,
-            base.compatibility_date,
-            base.compatibility_flags,
-            {
-                **{k: v for k, v in base.annotations.items() if k == "workers/tag"},
-                "workers/triggered_by": triggered_by,
-            },
-            base.metadata,
-            source,
-            now,
-        )
 
     # -- deployments ----------------------------------------------------------------------------
 
@@ -387,10 +307,3 @@ def check_script_name(name: str) -> None:
             f"Worker name {name!r} is invalid: use lowercase letters, digits, '-' and '_', "
             f"1 to {MAX_SCRIPT_NAME} characters, starting and ending with a letter or digit"
         )
-
-
-def _version_or_none(conn: sqlite3.Connection, script: Script, version_id: str) -> Version | None:
-    row = conn.execute(
-        "SELECT * FROM versions WHERE id = ? AND script_id = ?", (version_id, script.id)
-    ).fetchone()
-    return rows.version(conn, row) if row else None

@@ -25,6 +25,7 @@ from ember.runtime.deployments.records import (
     Version,
 )
 from ember.runtime.deployments.scripts import ScriptService
+from ember.runtime.deployments.versions import derive_version
 from ember.runtime.deployments.writes import insert_deployment
 
 SecretChange = Callable[[Version, tuple[SecretValue, ...]], tuple[SecretValue, ...]]
@@ -109,9 +110,7 @@ class SecretService:
             if base is None:
                 raise InvalidRequest(f"Worker {name!r} has no version yet; deploy it first")
             secrets = change(base, rows.secrets_of(conn, base.id))
-            version = self._scripts.derive_version(
-                conn, script, base, secrets, "secret", source, now
-            )
+            version = derive_version(conn, script, base, secrets, "secret", source, now)
             if live:
                 insert_deployment(
                     conn,
