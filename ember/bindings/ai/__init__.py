@@ -15,6 +15,8 @@
     failures.py  any failure -> Workers AI code, status and description
     quota.py, cache.py, batches.py   per-tenant limits, response cache, async batches
     rest.py      the REST ``ai/run`` and OpenAI-compatible routes (starlette)
+    rest_replies.py  answers and failures as HTTP responses: the envelope, OpenAI's errors, events
+    fallback_routes.py  other paths and methods under the AI prefixes: 404/405 naming the served
     dev_mount.py     ``rest.py`` on ``ember dev``'s port, adopting the ``ai`` section on reload
     model_search.py  ``ai/models/search`` and ``env.AI.models()``: catalog objects, filters, pages
     raw_prompt.py    ``raw: true``: the prompt sent without the chat template

@@ -30,11 +30,12 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Match, Route
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from ember.bindings.ai.catalog_rest import Authorize, catalog_routes
-from ember.bindings.ai.failures import Failure, IncompleteRequest, RequestTooLarge, failure_of
+from ember.bindings.ai.failures import IncompleteRequest, RequestTooLarge, failure_of
+from ember.bindings.ai.fallback_routes import fallback_routes
 from ember.bindings.ai.gateway import (
     AIAnswer,
     AIGateway,
@@ -43,6 +44,13 @@ from ember.bindings.ai.gateway import (
 from ember.bindings.ai.model_search import ModelSearch, catalog_entry
 from ember.bindings.ai.options import RunOptions, parse_run_options
 from ember.bindings.ai.responses_front import create_response
+from ember.bindings.ai.rest_replies import (
+    event_stream,
+    openai_failure,
+    openai_model_not_found,
+    pass_headers,
+    rest_failure,
+)
 from ember.bindings.ai.tenant import Tenant
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput
 from ember.models.api.errors import NO_SUCH_MODEL
@@ -52,7 +60,6 @@ from ember.models.server.wire import ClientGone, unless_disconnected
 
 MAX_BODY_BYTES = 10 * 2**20
 LOCAL_ACCOUNT = "local"
-SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 # Starlette does not cancel a handler whose client left, so every call to the gateway races the
 # client's disconnect: an abandoned request must not keep a replica generating (and a slot taken
 # from the callers still waiting). Nobody reads the answer; 499 is what nginx logs for it.
@@ -63,18 +70,6 @@ Front = Callable[[AIGateway, Tenant, dict[str, Any], RunOptions], Awaitable[AIAn
 
 async def _local(request: Request, account: str | None, *, inference: bool) -> Tenant:
     return Tenant.of_account(account or LOCAL_ACCOUNT)
-
-
-class _EventResponse(StreamingResponse):
-    """A streamed answer whose generator is always closed (so the generation stops)."""
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            closer = getattr(self.body_iterator, "aclose", None)
-            if closer is not None:
-                await closer()
 
 
 def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -> list[Route]:
@@ -106,14 +101,14 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         except ClientGone:
             return Response(status_code=CLIENT_GONE)
         except AIRequestFailed as exc:
-            return _rest_failure(exc.failure)
+            return rest_failure(exc.failure)
         except InvalidModelInput as exc:
-            return _rest_failure(failure_of(exc, model))
+            return rest_failure(failure_of(exc, model))
         if answer.stream is not None:
-            return _events(answer)
+            return event_stream(answer)
         result = answer.json()
         envelope = {"result": result, "success": True, "errors": [], "messages": []}
-        return JSONResponse(envelope, headers=_pass_headers(answer))
+        return JSONResponse(envelope, headers=pass_headers(answer))
 
     def openai_post(front: Front) -> Callable[[Request], Awaitable[Response]]:
         """A POST route of the OpenAI-compatible API over ``front`` (chat or responses)."""
@@ -135,16 +130,16 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
                 return Response(status_code=CLIENT_GONE)
             except AIRequestFailed as exc:
                 if exc.failure.code is NO_SUCH_MODEL:
-                    return _openai_model_not_found(model, exc.failure.hint)
-                return _openai_failure(exc.failure)
+                    return openai_model_not_found(model, exc.failure.hint)
+                return openai_failure(exc.failure)
             except ResponseNotFound as exc:
                 return JSONResponse(exc.openai_body(), status_code=404)
             except InvalidModelInput as exc:
-                return _openai_failure(failure_of(exc, model))
+                return openai_failure(failure_of(exc, model))
             if answer.stream is not None:
-                return _events(answer)
+                return event_stream(answer)
             return Response(
-                answer.body, media_type="application/json", headers=_pass_headers(answer)
+                answer.body, media_type="application/json", headers=pass_headers(answer)
             )
 
         return endpoint
@@ -161,11 +156,11 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             check_retrieve(request.query_params)
             stored = store.get(tenant.data, response_id)
         except AIRequestFailed as exc:
-            return _openai_failure(exc.failure)
+            return openai_failure(exc.failure)
         except ResponseNotFound as exc:
             return JSONResponse(exc.openai_body(), status_code=404)
         except InvalidModelInput as exc:
-            return _openai_failure(failure_of(exc, ""))
+            return openai_failure(failure_of(exc, ""))
         return JSONResponse(stored.response)
 
     chat = openai_post(lambda gateway, tenant, body, options: gateway.chat(tenant, body, options))
@@ -191,7 +186,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         try:
             return JSONResponse({"object": "list", "data": model_cards()})
         except AIRequestFailed as exc:
-            return _openai_failure(exc.failure)
+            return openai_failure(exc.failure)
 
     async def model(request: Request) -> Response:
         """``GET /models/{id}``: the official client's ``models.retrieve(id)``."""
@@ -200,10 +195,10 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         try:
             cards = model_cards()
         except AIRequestFailed as exc:
-            return _openai_failure(exc.failure)
+            return openai_failure(exc.failure)
         card = next((c for c in cards if c["id"] == wanted), None)
         if card is None:
-            return _openai_model_not_found(wanted)
+            return openai_model_not_found(wanted)
         return JSONResponse(card)
 
     async def search(request: Request) -> Response:
@@ -212,44 +207,19 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             query = ModelSearch.parse(request.query_params)
             rows = ready().models()
         except AIRequestFailed as exc:
-            return _rest_failure(exc.failure)
+            return rest_failure(exc.failure)
         except InvalidModelInput as exc:
-            return _rest_failure(failure_of(exc, ""))
+            return rest_failure(failure_of(exc, ""))
         found = query.select([catalog_entry(row) for row in rows])
         info = {"page": query.page, "per_page": query.per_page, "count": len(found)}
         return JSONResponse(
             {"result": found, "result_info": info, "success": True, "errors": [], "messages": []}
         )
 
-    async def unserved_openai(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"), inference=False)
-        allowed = _allowed_methods(served, request)
-        if allowed:
-            message = _wrong_method(request, allowed)
-            error = {"message": message, "type": "invalid_request_error", "param": None}
-            body = {"error": {**error, "code": "method_not_allowed"}}
-            return JSONResponse(body, status_code=405, headers={"allow": ", ".join(allowed)})
-        error = {"message": _unserved(request), "type": "invalid_request_error", "param": None}
-        return JSONResponse({"error": {**error, "code": "not_found"}}, status_code=404)
-
-    async def unserved_rest(request: Request) -> Response:
-        await authorize(request, request.path_params.get("account"), inference=False)
-        allowed = _allowed_methods(served, request)
-        if allowed:
-            # Cloudflare's API: 7001 for a method its route does not take (as ember's own
-            # control API answers), in the usual envelope, with the methods it does take.
-            errors = [{"code": 7001, "message": _wrong_method(request, allowed)}]
-            body = {"result": None, "success": False, "errors": errors, "messages": []}
-            return JSONResponse(body, status_code=405, headers={"allow": ", ".join(allowed)})
-        # Cloudflare's API answers a path it has no route for with code 7000.
-        errors = [{"code": 7000, "message": _unserved(request)}]
-        body = {"result": None, "success": False, "errors": errors, "messages": []}
-        return JSONResponse(body, status_code=404)
-
     served = [
         Route(prefix + "/run/{model:path}", run, methods=["POST"]),
         Route(prefix + "/models/search", search, methods=["GET"]),
-        *catalog_routes(prefix, ready, authorize, _rest_failure),
+        *catalog_routes(prefix, ready, authorize, rest_failure),
         Route(prefix + "/v1/chat/completions", chat, methods=["POST"]),
         Route(prefix + "/v1/responses", responses, methods=["POST"]),
         Route(prefix + "/v1/responses/{response_id}", stored_response, methods=["GET", "DELETE"]),
@@ -261,46 +231,8 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         Route("/ai/v1/models", models, methods=["GET"]),
         Route("/ai/v1/models/{model:path}", model, methods=["GET"]),
     ]
-    return [
-        *served,
-        # Last: any other path or method under the AI prefixes, in the caller's error shape.
-        Route(prefix + "/v1/{rest:path}", unserved_openai, methods=ANY_METHOD),
-        Route("/ai/v1/{rest:path}", unserved_openai, methods=ANY_METHOD),
-        Route(prefix + "/{rest:path}", unserved_rest, methods=ANY_METHOD),
-    ]
-
-
-ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-SERVED = (
-    "POST /ai/v1/chat/completions, POST /ai/v1/responses, GET and DELETE /ai/v1/responses/{id}, "
-    "GET /ai/v1/models[/{model}] (OpenAI-compatible); "
-    "POST /client/v4/accounts/{account}/ai/run/{model}, GET .../ai/models/search, "
-    "GET .../ai/models/schema?model=ID, GET .../ai/authors/search, GET .../ai/tasks/search (REST)"
-)
-
-
-def _unserved(request: Request) -> str:
-    # Without this a client saw a bare 'Error code: 404' (e.g. the openai client's
-    # embeddings.create): say which path is not served and which are.
-    return f"ember does not serve {request.method} {request.url.path}; it serves {SERVED}"
-
-
-def _allowed_methods(served: list[Route], request: Request) -> list[str]:
-    """The methods a served route takes at this path (empty when no route has the path)."""
-    scope = {**request.scope, "method": "\0"}  # any real method would fully match some route
-    allowed: set[str] = set()
-    for route in served:
-        match, _ = route.matches(scope)
-        if match is Match.PARTIAL and route.methods:
-            allowed |= route.methods - {"HEAD"}
-    return sorted(allowed)
-
-
-def _wrong_method(request: Request, allowed: list[str]) -> str:
-    return (
-        f"Method {request.method} not allowed for {request.url.path} "
-        f"(allowed: {', '.join(allowed)})"
-    )
+    # Last: any other path or method under the AI prefixes, in the caller's error shape.
+    return [*served, *fallback_routes(prefix, served, authorize)]
 
 
 def ai_app(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -> Starlette:
@@ -360,34 +292,3 @@ def _affinity(request: Request, headers: Any) -> dict[str, str]:
     if session and not any(k.lower() == "x-session-affinity" for k in merged):
         merged["x-session-affinity"] = session
     return merged
-
-
-def _pass_headers(answer: AIAnswer) -> dict[str, str]:
-    return {k: v for k, v in answer.headers.items() if k.lower() != "content-type"}
-
-
-def _events(answer: AIAnswer) -> Response:
-    assert answer.stream is not None  # invariant: a streamed answer
-    headers = {**SSE_HEADERS, **_pass_headers(answer)}
-    return _EventResponse(answer.stream, media_type="text/event-stream", headers=headers)
-
-
-def _rest_failure(failure: Failure) -> Response:
-    return JSONResponse(failure.rest_body(), status_code=failure.status, headers=failure.headers())
-
-
-def _openai_model_not_found(model: str, hint: str = "") -> Response:
-    """An unknown model on the OpenAI-compatible front (``/ai/v1``), answered as OpenAI answers
-    it (and ``ember models serve``): 404 ``model_not_found``, which the ``openai`` client raises
-    as NotFoundError. No source shows what Workers AI's ``/ai/v1`` answers; its REST ``ai/run``
-    answers 5007 with a 400, and still does here."""
-    message = f"The model `{model}` does not exist or you do not have access to it."
-    message += f" {hint}" if hint else ""  # ember's: what is served, how to serve the id
-    error = {"message": message, "type": "invalid_request_error", "param": "model"}
-    return JSONResponse({"error": {**error, "code": "model_not_found"}}, status_code=404)
-
-
-def _openai_failure(failure: Failure) -> Response:
-    return JSONResponse(
-        failure.openai_body(), status_code=failure.status, headers=failure.headers()
-    )
