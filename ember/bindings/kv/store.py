@@ -18,7 +18,8 @@ Owns durability and ordering, not validation (``limits.py`` does that, for every
 
 ``KVStore`` is synchronous and thread-safe; ``AsyncKVStore`` (``async_store.py``) runs it on one
 worker thread so the supervisor's event loop never waits on a disk flush. The schema and the byte
-accounting are in ``schema.py``, how keys and cursors are encoded in ``keys.py``.
+accounting are in ``schema.py``, how keys and cursors are encoded in ``keys.py``, the namespaces
+(create, list, rename, delete, an account's bytes) in ``namespaces.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import os
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +39,7 @@ from ember.bindings.kv.keys import (
     key_text,
     prefix_upper_bound,
 )
+from ember.bindings.kv.namespaces import NamespaceTable
 from ember.bindings.kv.records import (
     KVEntry,
     KVKeyInfo,
@@ -46,7 +47,6 @@ from ember.bindings.kv.records import (
     KVQuota,
     KVQuotaExceeded,
     KVWrite,
-    Namespace,
 )
 from ember.bindings.kv.schema import (
     ACCOUNTING_VERSION,
@@ -69,7 +69,7 @@ class KVStoreUnavailable(InternalError):
         )
 
 
-class KVStore:
+class KVStore(NamespaceTable):
     """SQLite-backed KV namespaces (synchronous; one connection behind a lock)."""
 
     def __init__(self, path: Path | str, clock: Callable[[], float] = time.time) -> None:
@@ -142,82 +142,6 @@ class KVStore:
         """Close the database."""
         with self._lock:
             self._db.close()
-
-    # -- namespaces -------------------------------------------------------------------------
-
-    def create_namespace(self, title: str, namespace_id: str | None = None) -> Namespace:
-        """Create a namespace (a fresh random id unless one is given)."""
-        ns = Namespace(id=namespace_id or uuid.uuid4().hex, title=title)
-        with self._lock, self._transaction():
-            self._db.execute(
-                "INSERT INTO namespaces (id, title, created) VALUES (?, ?, ?)",
-                (ns.id, ns.title, self.clock()),
-            )
-        return ns
-
-    def ensure_namespace(
-        self, namespace_id: str, title: str, account: str | None = None
-    ) -> Namespace:
-        """The namespace ``namespace_id``, created with ``title`` if it does not exist.
-
-        ``account`` records (or fills in) which account owns it, for ``KVQuota``.
-        """
-        with self._lock, self._transaction():
-            self._db.execute(
-                "INSERT OR IGNORE INTO namespaces (id, title, created, account) "
-                "VALUES (?, ?, ?, ?)",
-                (namespace_id, title, self.clock(), account),
-            )
-            if account is not None:
-                self._db.execute(
-                    "UPDATE namespaces SET account = ? WHERE id = ? AND account IS NULL",
-                    (account, namespace_id),
-                )
-            row = self._db.execute(
-                "SELECT id, title FROM namespaces WHERE id = ?", (namespace_id,)
-            ).fetchone()
-        return Namespace(id=row[0], title=row[1])
-
-    def get_namespace(self, namespace_id: str) -> Namespace:
-        """The namespace, or NotFound."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id, title FROM namespaces WHERE id = ?", (namespace_id,)
-            ).fetchone()
-        if row is None:
-            raise NotFound(f"KV namespace {namespace_id!r} does not exist")
-        return Namespace(id=row[0], title=row[1])
-
-    def list_namespaces(self) -> list[Namespace]:
-        """Every namespace, oldest first."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, title FROM namespaces ORDER BY created, id"
-            ).fetchall()
-        return [Namespace(id=r[0], title=r[1]) for r in rows]
-
-    def rename_namespace(self, namespace_id: str, title: str) -> None:
-        """Change a namespace's title."""
-        with self._lock, self._transaction():
-            cursor = self._db.execute(
-                "UPDATE namespaces SET title = ? WHERE id = ?", (title, namespace_id)
-            )
-        if cursor.rowcount == 0:
-            raise NotFound(f"KV namespace {namespace_id!r} does not exist")
-
-    def account_bytes(self, account: str) -> int:
-        """Bytes stored in all namespaces of ``account``."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT COALESCE(SUM(bytes), 0) FROM namespaces WHERE account = ?", (account,)
-            ).fetchone()
-        return int(row[0])
-
-    def delete_namespace(self, namespace_id: str) -> None:
-        """Delete a namespace and all its keys, in one transaction."""
-        with self._lock, self._transaction():
-            self._db.execute("DELETE FROM kv WHERE namespace = ?", (namespace_id,))
-            self._db.execute("DELETE FROM namespaces WHERE id = ?", (namespace_id,))
 
     # -- keys -------------------------------------------------------------------------------
 
