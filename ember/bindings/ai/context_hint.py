@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ember.models.pool.pool import ModelStatus
+from ember.models.pool.status import ModelStatus
 
 
 def local_context_hint(model: str, statuses: Sequence[ModelStatus]) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ember.bindings.ai.model_schema import schema_of
-from ember.models.pool.pool import ModelPool, ModelStatus
+from ember.models.pool.pool import ModelPool
+from ember.models.pool.status import ModelStatus
 
 
 def model_rows(pool: ModelPool) -> list[dict[str, Any]]:

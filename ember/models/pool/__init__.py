@@ -17,7 +17,8 @@ and never cares which engine answers.
     admission.py  one model's slots: least outstanding work, session affinity, bounded queue
     upstream.py   one request to a replica: JSON or a stream of SSE events
     wire.py       a lean HTTP/1.1 client for replica streams
-    pool.py       ModelPool: the models, lazy or eager start, drain, status
+    pool.py       ModelPool: the models, lazy or eager start, requests, drain
+    status.py     ModelStatus: what ``ember ai models`` shows of each model (mixed into ModelPool)
     pooled_stream.py  a replica's event stream that holds its slot until it ends
     errors.py     failures, each carrying its Workers AI error code
 """
