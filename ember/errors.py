@@ -31,6 +31,8 @@ Never branch on message text: branch on the class and its attributes.
 
 from __future__ import annotations
 
+from ember.js_errors import JsException
+
 
 class EmberError(Exception):
     """Root of every error ember raises on purpose."""
@@ -72,12 +74,15 @@ class HandlerError(UserError):
     """The user's worker module failed to import, has no handler, or returned something invalid."""
 
 
-class BindingError(UserError):
-    """A binding was called with invalid arguments (key too long, value too large, bad type...)."""
+class BindingError(UserError, JsException):
+    """A binding was called with invalid arguments (key too long, value too large, bad type...).
+
+    Also a ``JsException`` (js_errors.py): on the platform the binding is JavaScript, and its
+    failures reach Python as one."""
 
 
-class LimitExceeded(UserError):
-    """A platform limit was exceeded."""
+class LimitExceeded(UserError, JsException):
+    """A platform limit was exceeded (a ``JsException`` too, like ``BindingError``)."""
 
     def __init__(self, limit: str, observed: object, maximum: object, message: str | None = None):
         self.limit = limit

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 
 from ember.bindings.base import ByteStream
 from ember.bindings.jsdict import JsDict
+from ember.js_errors import JsTypeError
 
 LOCKED = "This ReadableStream is locked: it has already been read or has a reader"
 
@@ -41,7 +42,7 @@ class ReadableStream:
     def _take(self) -> None:
         # Started readers (then released) may hand over too: what is left continues.
         if self.locked:
-            raise TypeError(LOCKED)
+            raise JsTypeError(LOCKED)
         self._used = True
 
     def __aiter__(self) -> AsyncIterator[bytes]:
@@ -51,7 +52,7 @@ class ReadableStream:
     def getReader(self) -> ReadableStreamDefaultReader:  # noqa: N802 - the JS name scripts use
         """A reader that holds this stream until ``releaseLock()`` (JS ``getReader()``)."""
         if self.locked:
-            raise TypeError(LOCKED)
+            raise JsTypeError(LOCKED)
         self._reader = ReadableStreamDefaultReader(self)
         return self._reader
 
@@ -108,7 +109,7 @@ class ReadableStream:
         While a reader holds the stream this is a TypeError, as JS's ``cancel()`` rejects
         then: the holder stops it with ``reader.cancel()``, or releases it first."""
         if self._reader is not None:
-            raise TypeError(
+            raise JsTypeError(
                 "This ReadableStream is locked by a reader: call reader.cancel(), "
                 "or reader.releaseLock() before stream.cancel()"
             )
@@ -165,7 +166,7 @@ class ReadableStreamDefaultReader:
 
     def _require(self) -> ReadableStream:
         if self._stream is None:
-            raise TypeError("This reader was released: call stream.getReader() again")
+            raise JsTypeError("This reader was released: call stream.getReader() again")
         return self._stream
 
 

@@ -28,6 +28,7 @@ from ember.bindings.base import BindingChannel, BindingSpec, ServiceError
 from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.bindings.streams import ReadableStream
 from ember.errors import BindingError
+from ember.js_errors import JsTypeError
 
 # Inputs up to this size travel in the call frame; larger ones are uploaded as a stream.
 INLINE_INPUT_BYTES = 256 * 1024
@@ -55,6 +56,7 @@ class InferenceUpstreamError(BindingError):
         self.code = code
         self.status = status
         self.error_name = name
+        self.name = name  # JsException's attribute: the JS error's class, as Pyodide gives it
         self.description = description
         self.retry_after = retry_after
         super().__init__(message)
@@ -111,17 +113,19 @@ class Ai:
         """
         inputs, options = _pyodide_arguments(inputs, options, kwargs)
         if not isinstance(model, str):
-            raise TypeError(f"env.{self._name}.run(): model must be a string id, got {model!r}")
+            raise JsTypeError(f"env.{self._name}.run(): model must be a string id, got {model!r}")
         plain_inputs = to_plain(inputs if inputs is not None else {})
         if not isinstance(plain_inputs, dict):
-            raise TypeError(
+            raise JsTypeError(
                 f"env.{self._name}.run(): inputs must be a dict, got {type(inputs).__name__}"
             )
         plain_options = _options(options)
         try:
             encoded = json.dumps(plain_inputs, ensure_ascii=False).encode("utf-8")
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"env.{self._name}.run(): inputs must be JSON values ({exc})") from None
+            raise JsTypeError(
+                f"env.{self._name}.run(): inputs must be JSON values ({exc})"
+            ) from None
         inline, upload = (encoded, None) if len(encoded) <= INLINE_INPUT_BYTES else (None, encoded)
         try:
             reply = await self._channel.call(
@@ -169,7 +173,7 @@ class Ai:
         """``env.AI.gateway(id)``: the logs of the calls made through AI Gateway ``id``
         (``getLog``, ``patchLog``) and its platform URL (``getUrl``); see client_gateway.py."""
         if not isinstance(gateway_id, str) or not gateway_id:
-            raise TypeError(f"env.{self._name}.gateway(): expected the gateway's id, a string")
+            raise JsTypeError(f"env.{self._name}.gateway(): expected the gateway's id, a string")
         return AiGateway(self._name, self._channel, gateway_id)
 
     def toMarkdown(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - the platform's name
@@ -188,7 +192,7 @@ class Ai:
         hide_experimental, page, per_page)."""
         plain = to_plain(params) if params is not None else None
         if plain is not None and not isinstance(plain, dict):
-            raise TypeError(
+            raise JsTypeError(
                 f"env.{self._name}.models(): params must be a dict, got {type(params).__name__}"
             )
         try:
@@ -245,13 +249,13 @@ def _options(options: Any) -> dict[str, Any]:
         return {}
     plain = to_plain(dict(options) if isinstance(options, Mapping) else options)
     if not isinstance(plain, dict):
-        raise TypeError(f"env.AI.run(): options must be a dict, got {type(options).__name__}")
+        raise JsTypeError(f"env.AI.run(): options must be a dict, got {type(options).__name__}")
     for key in _DROPPED_OPTIONS:
         plain.pop(key, None)
     try:
         json.dumps(plain)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"env.AI.run(): options must be JSON values ({exc})") from None
+        raise JsTypeError(f"env.AI.run(): options must be JSON values ({exc})") from None
     return plain
 
 

@@ -15,6 +15,7 @@ from ember.bindings.base import BindingChannel, BindingSpec, ServiceError
 from ember.bindings.jsdict import JsDict, to_jsdict
 from ember.bindings.kv.limits import encode_metadata
 from ember.bindings.streams import ReadableStream
+from ember.js_errors import JsTypeError
 
 TYPES = {"text", "json", "arrayBuffer", "bytes", "stream"}
 # Values up to this size travel inside the call frame; larger ones are uploaded as a stream.
@@ -68,11 +69,11 @@ class KVNamespace:
         ttl = merged.pop("expiration_ttl", merged.pop("expirationTtl", None))
         metadata = merged.pop("metadata", None)
         if merged:
-            raise TypeError(f"KV put() got unexpected options: {', '.join(sorted(merged))}")
+            raise JsTypeError(f"KV put() got unexpected options: {', '.join(sorted(merged))}")
         try:
             metadata_json = encode_metadata(metadata)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"KV put() metadata must be JSON-serialisable: {exc}") from None
+            raise JsTypeError(f"KV put() metadata must be JSON-serialisable: {exc}") from None
         upload: AsyncIterable[bytes] | bytes | None = None
         body: bytes | None
         if isinstance(value, str):
@@ -82,7 +83,7 @@ class KVNamespace:
         elif hasattr(value, "__aiter__"):
             body, upload = None, _bytes_only(value)
         else:
-            raise TypeError(
+            raise JsTypeError(
                 f"KV put() value must be a str, bytes or a stream, found {type_name(value)}"
                 " (use json.dumps for objects)"
             )
@@ -103,7 +104,7 @@ class KVNamespace:
         limit = merged.pop("limit", None)
         cursor = merged.pop("cursor", None)
         if merged:
-            raise TypeError(f"KV list() got unexpected options: {', '.join(sorted(merged))}")
+            raise JsTypeError(f"KV list() got unexpected options: {', '.join(sorted(merged))}")
         reply = await self._channel.call(self._name, "list", [prefix, limit, cursor])
         return to_jsdict(reply.value)  # type: ignore[no-any-return]
 
@@ -165,9 +166,9 @@ def _get_options(value_type: Any, options: dict[str, Any]) -> tuple[str, Any]:
     value_type = options.pop("type", value_type) or "text"
     cache_ttl = options.pop("cacheTtl", options.pop("cache_ttl", None))
     if options:
-        raise TypeError(f"KV get() got unexpected options: {', '.join(sorted(options))}")
+        raise JsTypeError(f"KV get() got unexpected options: {', '.join(sorted(options))}")
     if value_type not in TYPES:
-        raise TypeError(
+        raise JsTypeError(
             'Unknown response type. Possible types are "text", "arrayBuffer", "json", and "stream".'
         )
     return value_type, cache_ttl
@@ -176,7 +177,7 @@ def _get_options(value_type: Any, options: dict[str, Any]) -> tuple[str, Any]:
 def _key(key: Any) -> Any:
     # Validation (and its exact messages) belongs to the service; only non-strings stop here.
     if not isinstance(key, str):
-        raise TypeError(f"KV keys must be strings, found {type_name(key)}")
+        raise JsTypeError(f"KV keys must be strings, found {type_name(key)}")
     return key
 
 
@@ -185,7 +186,7 @@ async def _bytes_only(stream: Any) -> Any:
         if isinstance(chunk, str):
             chunk = chunk.encode("utf-8")
         if not isinstance(chunk, bytes | bytearray | memoryview):
-            raise TypeError(f"KV put() stream chunks must be bytes, found {type_name(chunk)}")
+            raise JsTypeError(f"KV put() stream chunks must be bytes, found {type_name(chunk)}")
         yield bytes(chunk)
 
 

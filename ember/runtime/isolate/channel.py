@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ember.bindings.base import CallReply, ServiceError
 from ember.errors import BindingError, LimitExceeded
+from ember.js_errors import JsTypeError
 from ember.runtime.isolate.scope import current_scope
 from ember.runtime.mux import Mux, OutStream, StreamAborted
 from ember.runtime.protocol import Call, CallError, CallResult, CancelCall, Message
@@ -127,8 +128,8 @@ async def _upload(out: OutStream | None, upload: bytes | AsyncIterable[bytes] | 
 def _exception(message: CallError) -> Exception:
     if message.kind == "limit":
         return LimitExceeded(str(message.data.get("limit", "limit")), None, None, message.message)
-    if message.kind == "type":
-        return TypeError(message.message)
+    if message.kind == "type":  # a TypeError that ``except JsException`` catches too
+        return JsTypeError(message.message)
     if message.kind == "binding":
         return BindingError(message.message)
     data: dict[str, Any] = message.data

@@ -17,15 +17,7 @@ import types
 import uuid
 from datetime import UTC, datetime
 
-
-class JsException(Exception):  # noqa: N818 - Pyodide's name
-    """A JavaScript exception, as Pyodide raises it (``name`` is the JS error's class)."""
-
-    name = "Error"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+from ember.js_errors import JsException
 
 
 class EvalError(JsException):
