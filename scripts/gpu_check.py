@@ -70,8 +70,11 @@ def _matches(value: dict) -> bool:
     return value.get("unit") in ("celsius", "fahrenheit") and isinstance(value.get("days"), int)
 
 
-async def check_replica(name: str, serving: dict, lines: list[str]) -> dict:
-    """Launch one replica with ``serving`` (an ai.models entry) and run every check."""
+async def check_replica(
+    name: str, serving: dict, lines: list[str], stream_tokens: int = 64
+) -> dict:
+    """Launch one replica with ``serving`` (an ai.models entry) and run every check;
+    ``stream_tokens``: the length of each stream in the throughput phases."""
     from bench.ai_load import RequestTiming, percentile
     from ember.bindings.ai.gateway import AIGateway, GatewayConfig
     from ember.bindings.ai.options import RunOptions
@@ -130,7 +133,12 @@ async def check_replica(name: str, serving: dict, lines: list[str]) -> dict:
         shaped = (await gateway.run(tenant, GLM, schema_inputs, options)).json()
         result["json_schema_ok"] = _matches(json.loads(shaped["choices"][0]["message"]["content"]))
         result["throughput"] = []
-        body = {"prompt": "Write code.", "max_tokens": 64, "ignore_eos": True, "stream": True}
+        body = {
+            "prompt": "Write code.",
+            "max_tokens": stream_tokens,
+            "ignore_eos": True,
+            "stream": True,
+        }
         for concurrency in (1, 16, 64):
             timings: list[RequestTiming] = []
 
@@ -202,6 +210,12 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path(os.environ.get("OUT") or ROOT / "bench" / "results")
     )
+    parser.add_argument(
+        "--stream-tokens",
+        type=int,
+        default=64,
+        help="tokens per stream in the 1/16/64-stream phases (the test of this script uses few)",
+    )
     args = parser.parse_args()
     report: dict = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
@@ -240,7 +254,7 @@ def main() -> None:
                     **serving,
                 }
                 print(f"== {name}", flush=True)
-                outcome = asyncio.run(check_replica(name, serving, []))
+                outcome = asyncio.run(check_replica(name, serving, [], args.stream_tokens))
                 print(
                     json.dumps(
                         {k: v for k, v in outcome.items() if k not in ("traceback", "log_tail")}
