@@ -52,6 +52,23 @@ class CharSet:
     def __or__(self, other: CharSet) -> CharSet:
         return CharSet(self.ranges + other.ranges)
 
+    def __and__(self, other: CharSet) -> CharSet:
+        out, i, j = [], 0, 0
+        mine, theirs = self.ranges, other.ranges
+        while i < len(mine) and j < len(theirs):
+            low = max(mine[i][0], theirs[j][0])
+            high = min(mine[i][1], theirs[j][1])
+            if low <= high:
+                out.append((low, high))
+            if mine[i][1] < theirs[j][1]:
+                i += 1
+            else:
+                j += 1
+        return CharSet(out)
+
+    def __sub__(self, other: CharSet) -> CharSet:
+        return self & other.complement()
+
     def complement(self) -> CharSet:
         """Every scalar value not in this set."""
         out, low = [], 0

@@ -266,6 +266,24 @@ def test_charset_relation_equals_brute_force_membership() -> None:
         assert all(not 0xD800 <= c <= 0xDFFF for lo, hi in chars.ranges for c in (lo, hi))
 
 
+def test_charset_intersection_and_difference_equal_brute_force_membership() -> None:
+    rng = random.Random(8)
+
+    def random_set() -> CharSet:
+        ranges = []
+        for _ in range(rng.randint(0, 4)):
+            low = rng.randrange(0, 120)
+            ranges.append((low, low + rng.randrange(0, 30)))
+        return CharSet(ranges)
+
+    for _ in range(300):
+        a, b = random_set(), random_set()
+        both, only_a = a & b, a - b
+        for c in range(0, 160):
+            assert (c in both) == (c in a and c in b), (a, b, c)
+            assert (c in only_a) == (c in a and c not in b), (a, b, c)
+
+
 @pytest.mark.parametrize(
     ("pattern", "low", "high"),
     [
