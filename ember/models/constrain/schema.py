@@ -45,7 +45,7 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.json_nodes import JAny, JArray, JLiteralSet, JObject
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
 from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_range, number_node
-from ember.models.constrain.string_schema import string_node
+from ember.models.constrain.string_schema import count_keyword, length_bounds, string_node
 
 UNSUPPORTED = (
     "multipleOf",
@@ -285,14 +285,6 @@ class SchemaCompiler:
             )
         return JLiteralSet([compact_json(v) for v in values])
 
-    def _count(self, schema: Mapping, key: str, path: str) -> int | None:
-        value = schema.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self._fail(f"{path}/{key}", "a non-negative integer", value)
-        return value
-
     def _one_type(self, kind: str, schema: Mapping, path: str) -> Node:
         if kind == "null":
             return JLiteralSet((b"null",))
@@ -301,10 +293,7 @@ class SchemaCompiler:
         if kind in ("integer", "number"):
             return number_node(schema, path, integer=kind == "integer", strict=self.strict)
         if kind == "string":
-            low = self._count(schema, "minLength", path) or 0
-            high = self._count(schema, "maxLength", path)
-            if high is not None and high < low:
-                raise self._fail(path + "/maxLength", f"at least minLength ({low})", high)
+            low, high = length_bounds(schema, path)
             return string_node(
                 schema, path, low=low, high=high, strict=self.strict, guard=self.guard
             )
@@ -323,8 +312,8 @@ class SchemaCompiler:
                     "unsupported_value",
                 )
             items = True
-        low = self._count(schema, "minItems", path) or 0
-        high = self._count(schema, "maxItems", path)
+        low = count_keyword(schema, "minItems", path) or 0
+        high = count_keyword(schema, "maxItems", path)
         if high is not None and high < low:
             raise self._fail(path + "/maxItems", f"at least minItems ({low})", high)
         return JArray(self._compile(items, path + "/items"), low, high, self.ws)

@@ -5,18 +5,19 @@
 JSON spelling by ``JRegexString``. A ``format`` listed in ``formats.FORMAT_PATTERNS`` is
 enforced the same way when no ``pattern`` is given (JSON Schema leaves ``format`` an annotation
 by default, so enforcing a subset is still valid; with a pattern, the pattern wins). Other
-formats stay annotations.
+formats stay annotations. ``minLength``/``maxLength`` count characters (code points).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.formats import FORMAT_PATTERNS
 from ember.models.constrain.json_nodes import JString
 from ember.models.constrain.nodes import Node, SubstringGuard
-from ember.models.constrain.regex_nfa import compile_regex
+from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 from ember.models.constrain.regex_nodes import JRegexString
 from ember.models.constrain.regex_syntax import RegexError
 
@@ -24,6 +25,62 @@ REGEX_SUBSET = (
     "a regular expression in ember's subset (literals, escapes, '.', classes, \\d \\w \\s, "
     "quantifiers, groups, alternation, '^' and '$' at the ends)"
 )
+
+
+def count_keyword(schema: Mapping, key: str, path: str) -> int | None:
+    """A ``minLength``-like keyword's value; a bad one is an error naming it."""
+    value = schema.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        shown = value if isinstance(value, str) else json.dumps(value)[:80]
+        raise InvalidRequestField(f"{path}/{key}", "a non-negative integer", shown)
+    return value
+
+
+def length_bounds(schema: Mapping, path: str) -> tuple[int, int | None]:
+    """``(minLength, maxLength)``, 0 and None when absent."""
+    low = count_keyword(schema, "minLength", path) or 0
+    high = count_keyword(schema, "maxLength", path)
+    if high is not None and high < low:
+        raise InvalidRequestField(path + "/maxLength", f"at least minLength ({low})", str(high))
+    return low, high
+
+
+def _pattern_source(schema: Mapping, path: str) -> tuple[object, str] | None:
+    """The pattern that applies (the schema's own, else a known format's) and its path."""
+    pattern = schema.get("pattern")
+    if pattern is not None:
+        return pattern, f"{path}/pattern"
+    fmt = schema.get("format")
+    if isinstance(fmt, str) and fmt in FORMAT_PATTERNS:
+        return FORMAT_PATTERNS[fmt], f"{path}/format"
+    return None
+
+
+def string_regex(
+    schema: Mapping, path: str, *, low: int, high: int | None, strict: bool
+) -> RegexAutomaton | None:
+    """The automaton for the schema's pattern (or known format) with the length bounds in it,
+    or None when neither applies. Strict: a pattern ember cannot compile is an
+    ``InvalidRequestField`` naming the construct and its offset; lenient (tool parameters):
+    such a pattern is ignored."""
+    source = _pattern_source(schema, path)
+    if source is None:
+        return None
+    pattern, where = source
+    if not isinstance(pattern, str):
+        if strict:
+            raise InvalidRequestField(where, "a regular expression (a string)", str(pattern)[:80])
+        return None
+    try:
+        return compile_regex(pattern, search=True, length=(low, high))
+    except RegexError as error:
+        if strict:
+            raise InvalidRequestField(
+                where, REGEX_SUBSET, f"{error} in {pattern[:80]!r}", "unsupported_value"
+            ) from None
+        return None
 
 
 def string_node(
@@ -35,26 +92,8 @@ def string_node(
     strict: bool,
     guard: SubstringGuard,
 ) -> Node:
-    """``JString`` for a plain string, ``JRegexString`` when a pattern or known format applies.
-    Strict: a pattern ember cannot compile is an ``InvalidRequestField`` naming the construct
-    and its offset; lenient (tool parameters): such a pattern is ignored."""
-    pattern = schema.get("pattern")
-    where = f"{path}/pattern"
-    if pattern is None:
-        fmt = schema.get("format")
-        if not isinstance(fmt, str) or fmt not in FORMAT_PATTERNS:
-            return JString(low, high, guard=guard)
-        pattern, where = FORMAT_PATTERNS[fmt], f"{path}/format"
-    if not isinstance(pattern, str):
-        if strict:
-            raise InvalidRequestField(where, "a regular expression (a string)", str(pattern)[:80])
-        return JString(low, high, guard=guard)
-    try:
-        regex = compile_regex(pattern, search=True, length=(low, high))
-    except RegexError as error:
-        if strict:
-            raise InvalidRequestField(
-                where, REGEX_SUBSET, f"{error} in {pattern[:80]!r}", "unsupported_value"
-            ) from None
+    """``JString`` for a plain string, ``JRegexString`` when a pattern or known format applies."""
+    regex = string_regex(schema, path, low=low, high=high, strict=strict)
+    if regex is None:
         return JString(low, high, guard=guard)
     return JRegexString(regex, guard=guard)
