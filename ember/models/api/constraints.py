@@ -9,7 +9,11 @@ from ember.models.api.chat_request import ChatRequest
 from ember.models.api.output_parser import ChatOutputParser, random_call_id
 from ember.models.api.tool_streams import IdFactory, Undeclared
 from ember.models.constrain.session import ConstraintSpec
-from ember.models.constrain.tool_grammars import ReasoningPrefix, ToolFormat
+from ember.models.constrain.tool_grammars import (
+    ReasoningPrefix,
+    ToolFormat,
+    check_glm_arguments,
+)
 
 
 def constraint_for(
@@ -38,6 +42,14 @@ def constraint_for(
         json_kind = "schema"
     if json_kind is None and not required:
         return None
+    if tools and tool_format != "kimi":
+        # The engine builds the grammar in its own thread, where a refused schema fails the
+        # whole step: what only GLM's raw string values refuse is checked here, by the
+        # request's own tool index.
+        active = {t.name for t in request.active_tools}
+        for i, tool in enumerate(request.tools):
+            if tool.name in active:
+                check_glm_arguments(tool.signature(), f"/tools/{i}/function/parameters")
     return ConstraintSpec(
         json=None if required else json_kind,
         schema=fmt.schema if json_kind == "schema" and not required else None,

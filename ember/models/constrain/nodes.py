@@ -273,6 +273,59 @@ class FreeText(Node):
         return ((CONSUME, (seen, UTF8_BETWEEN)),)
 
 
+class BoundedText(Node):
+    """UTF-8 text of ``min_len`` to ``max_len`` characters (code points, as JSON Schema counts)
+    that never spells one of the ``guard``'s patterns, for a terminator that follows it in a
+    ``Seq``: the text may end (its parent goes on) only once ``min_len`` characters are in, and
+    must end once ``max_len`` are. Special tokens are never text. ``byte_end``: the terminator
+    is spelled in bytes, so a byte may end the text too (with a special-token terminator, ending
+    on a byte is a branch that always dies, and costs every step).
+
+    The local is ``(count, utf8, seen)``: characters so far (capped where the exact number no
+    longer matters, as JString's), the UTF-8 phase, the guard state. The guard only refuses the
+    byte that would complete a pattern, so some other character can always come instead: no
+    state is a dead end.
+    """
+
+    __slots__ = ("min_len", "max_len", "cap", "guard", "byte_end")
+    initial = (0, UTF8_BETWEEN, b"")
+
+    def __init__(
+        self, min_len: int, max_len: int | None, guard: SubstringGuard, *, byte_end: bool = True
+    ) -> None:
+        self.min_len = min_len
+        self.max_len = max_len
+        self.cap = max_len if max_len is not None else min_len
+        self.guard = guard
+        self.byte_end = byte_end
+
+    def step(self, local: tuple[int, int, bytes], sym: int) -> tuple[Move, ...]:
+        count, utf8, seen = local
+        ending = utf8 == UTF8_BETWEEN and count >= self.min_len
+        if 0 <= sym < SPECIAL_BASE:
+            nxt = self._byte(count, utf8, seen, sym)
+            if nxt is not None:
+                return ((CONSUME, nxt), (POP,)) if ending and self.byte_end else ((CONSUME, nxt),)
+            return _POP if ending and self.byte_end else _NONE
+        return _POP if ending else _NONE
+
+    def _byte(self, count: int, utf8: int, seen: bytes, sym: int) -> tuple | None:
+        if utf8 != UTF8_BETWEEN:
+            low, high, after = UTF8_CONTINUE[utf8]
+            if not low <= sym <= high:
+                return None
+            return (min(count + 1, self.cap) if after == UTF8_BETWEEN else count, after, b"")
+        if self.max_len is not None and count >= self.max_len:
+            return None
+        if sym >= 0x80:
+            lead = UTF8_LEAD.get(sym)
+            return None if lead is None else (count, lead, b"")
+        seen = self.guard.step(seen, sym)
+        if self.guard.matched(seen):
+            return None
+        return (min(count + 1, self.cap), UTF8_BETWEEN, seen)
+
+
 class Ref(Node):
     """A forward reference (``$ref``), bound once the target is compiled."""
 

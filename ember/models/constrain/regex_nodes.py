@@ -41,8 +41,8 @@ from ember.models.constrain.regex_nfa import UNRESOLVED, RegexAutomaton, StateSe
 
 _NONE: tuple[Move, ...] = ()
 _POP: tuple[Move, ...] = ((POP,),)
-_REMAINING = {U1: 1, U2: 2, U2_E0: 2, U2_ED: 2, U3: 3, U3_F0: 3, U3_F4: 3}
-_LEAD_BITS = {1: 0x1F, 2: 0x0F, 3: 0x07}
+REMAINING = {U1: 1, U2: 2, U2_E0: 2, U2_ED: 2, U3: 3, U3_F0: 3, U3_F4: 3}
+LEAD_BITS = {1: 0x1F, 2: 0x0F, 3: 0x07}
 
 # JSON-string phases (the UTF-8 ones, 7..13, are shared with nodes.py).
 J_OPEN, J_BODY, J_ESC = 0, 1, 2
@@ -58,9 +58,9 @@ def lead_interval(lead: int) -> tuple[int, int, int] | None:
     phase = UTF8_LEAD.get(lead)
     if phase is None:
         return None
-    rest = _REMAINING[phase]
+    rest = REMAINING[phase]
     low_c, high_c, _ = UTF8_CONTINUE[phase]
-    value = lead & _LEAD_BITS[rest]
+    value = lead & LEAD_BITS[rest]
     free = 6 * (rest - 1)
     low = ((value << 6) | (low_c & 0x3F)) << free
     high = (((value << 6) | (high_c & 0x3F)) << free) | ((1 << free) - 1)
@@ -72,7 +72,7 @@ def continue_interval(phase: int, value: int, byte: int) -> tuple[int, int, int,
     new_value, low, high)``; ``next_phase`` is ``UTF8_BETWEEN`` when the character is done."""
     after = UTF8_CONTINUE[phase][2]
     value = (value << 6) | (byte & 0x3F)
-    free = 6 * (_REMAINING[phase] - 1)
+    free = 6 * (REMAINING[phase] - 1)
     return after, value, value << free, (value << free) | ((1 << free) - 1)
 
 
@@ -108,7 +108,7 @@ class RegexText(Node):
             if lead is None:
                 return None
             phase, low, high = lead
-            return _interval(regex, states, phase, sym & _LEAD_BITS[_REMAINING[phase]], low, high)
+            return _interval(regex, states, phase, sym & LEAD_BITS[REMAINING[phase]], low, high)
         low_c, high_c, after_phase = UTF8_CONTINUE[phase]
         if not low_c <= sym <= high_c:
             return None
@@ -183,7 +183,7 @@ class JRegexString(Node):
             if lead is None:
                 return None
             phase, low, high = lead
-            bits = sym & _LEAD_BITS[_REMAINING[phase]]
+            bits = sym & LEAD_BITS[REMAINING[phase]]
             return self._narrow(states, phase, bits, low, high)
         if phase == J_ESC:
             if sym in SHORT_ESCAPES:

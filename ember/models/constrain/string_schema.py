@@ -1,22 +1,32 @@
-"""The node for a ``type: string`` schema: length bounds, ``pattern`` and ``format``.
+"""The nodes for a ``type: string`` schema: length bounds, ``pattern`` and ``format``, for JSON
+strings and for raw text (GLM's tool-call argument values).
 
 ``pattern`` follows JSON Schema: a regex *searched* for in the decoded string (anchor it with
 ``^...$`` to constrain the whole value), compiled by ``regex_nfa`` and matched through the
-JSON spelling by ``JRegexString``. A ``format`` listed in ``formats.FORMAT_PATTERNS`` is
-enforced the same way when no ``pattern`` is given (JSON Schema leaves ``format`` an annotation
-by default, so enforcing a subset is still valid; with a pattern, the pattern wins). Other
-formats stay annotations. ``minLength``/``maxLength`` count characters (code points).
+JSON spelling by ``JRegexString``, or through the raw text by ``RegexText``. A ``format``
+listed in ``formats.FORMAT_PATTERNS`` is enforced the same way when no ``pattern`` is given
+(JSON Schema leaves ``format`` an annotation by default, so enforcing a subset is still valid;
+with a pattern, the pattern wins). Other formats stay annotations. ``minLength``/``maxLength``
+count characters (code points) on both paths.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.formats import FORMAT_PATTERNS
 from ember.models.constrain.json_nodes import JString
-from ember.models.constrain.nodes import Node, SubstringGuard
+from ember.models.constrain.nodes import (
+    BoundedText,
+    FreeText,
+    Marker,
+    Node,
+    Seq,
+    SubstringGuard,
+)
+from ember.models.constrain.regex_avoid import RawRegexText, SpellsForbidden
 from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 from ember.models.constrain.regex_nodes import JRegexString
 from ember.models.constrain.regex_syntax import RegexError
@@ -97,3 +107,39 @@ def string_node(
     if regex is None:
         return JString(low, high, guard=guard)
     return JRegexString(regex, guard=guard)
+
+
+def raw_string_node(
+    schema: Mapping,
+    path: str,
+    *,
+    marker: Marker,
+    terminator: str,
+    forbidden: Sequence[str],
+    strict: bool = False,
+) -> Node:
+    """A raw text value and its ``terminator`` marker (GLM's ``...</arg_value>``), the text
+    never spelling one of ``forbidden`` (the terminator among them). The length bounds, pattern
+    and format hold by construction, as in a JSON string: the terminator is refused before
+    ``minLength`` characters and is all that may follow ``maxLength`` of them."""
+    low, high = length_bounds(schema, path)
+    regex = string_regex(schema, path, low=low, high=high, strict=strict)
+    end = marker(terminator)
+    byte_end = marker.token_id(terminator) is None
+    if regex is not None:
+        try:
+            return Seq([RawRegexText(regex, forbidden, byte_end=byte_end), end])
+        except SpellsForbidden:
+            pattern, where = _pattern_source(schema, path)  # type: ignore[misc]
+            raise InvalidRequestField(
+                where,
+                "a pattern that some value matches without spelling a tool-call marker ("
+                + ", ".join(forbidden)
+                + ")",
+                str(pattern)[:80],
+            ) from None
+    if low == 0 and high is None:
+        others = tuple(m for m in forbidden if m != terminator)
+        return FreeText(terminator, marker.token_id(terminator), forbidden=others)
+    guard = SubstringGuard([m.encode() for m in forbidden])
+    return Seq([BoundedText(low, high, guard, byte_end=byte_end), end])

@@ -6,8 +6,8 @@ Kimi K2 (arguments are JSON matching the tool's parameters)::
     {...}<|tool_call_end|>...<|tool_calls_section_end|>
 
 GLM-4.7 / GLM-5 (``glm47``; GLM-4.5/4.6, ``glm45``, puts a newline after the name and after
-every key and value, and before each call). String-typed values are raw text, every other
-value is JSON::
+every key and value, and before each call). String-typed values are raw text that keeps the
+string schema (``string_schema.raw_string_node``), every other value is JSON::
 
     <tool_call>NAME<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>
 
@@ -34,6 +34,7 @@ from ember.models.constrain.nodes import (
     Whitespace,
 )
 from ember.models.constrain.schema import DEFAULT_WHITESPACE, compile_schema
+from ember.models.constrain.string_schema import raw_string_node
 
 ToolFormat = TypingLiteral["kimi", "glm45", "glm47"]
 ReasoningPrefix = TypingLiteral["off", "inside", "optional"]
@@ -184,27 +185,64 @@ def kimi_tool_calls(
 
 
 def _glm_value(schema: object, marker: Marker, path: str, ws: int) -> Node:
-    """One ``<arg_value>`` body plus its closing marker."""
+    """One ``<arg_value>`` body plus its closing marker. A string is raw text that keeps the
+    string schema (length, pattern, format) and never spells a marker; anything else is JSON."""
     end = marker(GLM_VALUE_END)
-    others = tuple(m for m in GLM_MARKERS if m != GLM_VALUE_END)
-    free = FreeText(GLM_VALUE_END, marker.token_id(GLM_VALUE_END), forbidden=others)
+
+    def raw_value(sub: Mapping) -> Node:
+        return raw_string_node(
+            sub, path, marker=marker, terminator=GLM_VALUE_END, forbidden=GLM_MARKERS
+        )
 
     def json_value(sub: object) -> Node:
         node = compile_schema(sub, path=path, strict=False, ws=ws, forbidden=GLM_MARKERS)
         return Seq([node, end])
 
     if not isinstance(schema, Mapping):
-        return Choice([json_value(True), free])
+        return Choice([json_value(True), raw_value({})])
     kinds = schema.get("type")
     kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
-        return Seq([JLiteralSet([v.encode() for v in enum]), end])
+    values = [schema["const"]] if "const" in schema else schema.get("enum")
+    if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+        return Seq([JLiteralSet([v.encode() for v in values]), end])
     if kinds == ["string"]:
-        return free
+        return raw_value(schema)
     if "string" in kinds:
-        return Choice([free, json_value(schema)])
+        return Choice([raw_value(schema), json_value(schema)])
     return json_value(schema)
+
+
+def _glm_arguments(
+    tool: ToolSignature, marker: Marker, path: str, ws: int, newline: list[Node]
+) -> Node:
+    """One call's key/value pairs; ``path``: the tool's ``parameters`` in the request."""
+    schema = _arguments_schema(tool)
+    properties = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    pairs = []
+    for name, sub in properties.items():
+        pairs.append(
+            Seq(
+                [
+                    marker(GLM_KEY_BEGIN),
+                    Literal(name.encode()),
+                    marker(GLM_KEY_END),
+                    *newline,
+                    marker(GLM_VALUE_BEGIN),
+                    _glm_value(sub, marker, f"{path}/properties/{name}", ws),
+                    *newline,
+                ]
+            )
+        )
+    return GlmArguments(pairs, [name in required for name in properties])
+
+
+def check_glm_arguments(tool: ToolSignature, path: str, ws: int = DEFAULT_WHITESPACE) -> None:
+    """Compile ``tool``'s GLM arguments once, so that a schema only GLM's raw values refuse (a
+    pattern whose every match spells a marker) is an ``InvalidRequestField`` naming ``path``
+    (the tool's ``parameters``) while the request is read: the engine builds the grammar in
+    its own thread, where an error fails the whole step."""
+    _glm_arguments(tool, Marker({}), path, ws, [])
 
 
 def glm_tool_calls(
@@ -219,26 +257,7 @@ def glm_tool_calls(
     newline = [Literal(b"\n")] if dialect == "glm45" else []
     calls = []
     for i, tool in enumerate(tools):
-        schema = _arguments_schema(tool)
-        properties = schema.get("properties") or {}
-        required = set(schema.get("required") or [])
-        pairs = []
-        for name, sub in properties.items():
-            where = f"{path}/{i}/function/parameters/properties/{name}"
-            pairs.append(
-                Seq(
-                    [
-                        marker(GLM_KEY_BEGIN),
-                        Literal(name.encode()),
-                        marker(GLM_KEY_END),
-                        *newline,
-                        marker(GLM_VALUE_BEGIN),
-                        _glm_value(sub, marker, where, ws),
-                        *newline,
-                    ]
-                )
-            )
-        arguments = GlmArguments(pairs, [name in required for name in properties])
+        arguments = _glm_arguments(tool, marker, f"{path}/{i}/function/parameters", ws, newline)
         calls.append(Seq([Literal(tool.name.encode()), *newline, arguments]))
     one_call = Seq([Whitespace(2), marker(GLM_CALL_BEGIN), Choice(calls), marker(GLM_CALL_END)])
     return IndexedRepeat(lambda _: one_call, 1, MAX_PARALLEL_CALLS if parallel else 1)
