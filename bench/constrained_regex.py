@@ -5,8 +5,11 @@ outputs are tokenized and replayed through a ConstrainedDecoder, timing ``allowe
 and ``advance()``, fresh (empty grammar cache) and warm. Scenarios: SGLang's ``regex`` as the
 whole output (a phone number, a free sentence, an ISO timestamp list), and the benchmark's JSON
 schema with ``pattern`` and ``format`` on its strings, next to the same schema without them (the
-ratio is the regex's cost; the plain schema's own figures are ``bench/constrained.py``'s). The
-slow reference mask is timed against the fast one on states of the pattern schema.
+ratio is the regex's cost; the plain schema's own figures are ``bench/constrained.py``'s), and
+GLM-4.7 tool calls whose raw string arguments carry ``maxLength``/``minLength``, a ``pattern``
+and a ``format``, next to the same tool with bare strings and to Kimi's JSON arguments under the
+same bounds. The slow reference mask is timed
+against the fast one on states of the pattern schema.
 
     python bench/constrained_regex.py [--tokenizer tokenizer.json]
         [--out bench/results/constrained_regex.json]
@@ -33,6 +36,7 @@ from bench.constrained import (  # noqa: E402
     train_vocabulary,
 )
 from ember.models.constrain.session import ConstraintSpec  # noqa: E402
+from ember.models.constrain.tool_grammars import ToolSignature  # noqa: E402
 
 PATTERN_SCHEMA = json.loads(json.dumps(SCHEMA))
 PATTERN_SCHEMA["properties"]["name"]["pattern"] = r"^\S(.*\S)?$"
@@ -44,9 +48,57 @@ PATTERN_SCHEMA["properties"]["contact"] = {"type": "string", "format": "email"}
 FOUNDED = ["1947-08-15", "1848-09-12", "1821-07-28", "1947-05-03"]
 CONTACTS = ["info@india.gov.in", "info@admin.ch", "contacto@gob.pe", "info@kantei.go.jp"]
 
+GLM_NAMES = ("city", "station", "day", "note")
+GLM_PLAIN = ToolSignature(
+    "get_weather",
+    {
+        "type": "object",
+        "properties": {n: {"type": "string"} for n in GLM_NAMES},
+        "required": ["city"],
+    },
+)
+GLM_BOUNDED = ToolSignature(
+    "get_weather",
+    {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 40},
+            "station": {"type": "string", "pattern": r"^[A-Z]{2}\d{3}$"},
+            "day": {"type": "string", "format": "date"},
+            "note": {"type": "string", "minLength": 3, "maxLength": 80},
+        },
+        "required": ["city"],
+    },
+)
+GLM_VALUES = [
+    ("Paris, France", "FR075", "2025-06-01", "metric units, three days"),
+    ("東京", "JP013", "2024-02-29", "rain expected?"),
+    ("Lima", "PE150", "1999-12-31", "coastal fog in the morning"),
+]
+GLM_CALLS = [
+    f"<tool_call>get_weather<arg_key>city</arg_key><arg_value>{city}</arg_value>"
+    f"<arg_key>station</arg_key><arg_value>{station}</arg_value>"
+    f"<arg_key>day</arg_key><arg_value>{day}</arg_value>"
+    f"<arg_key>note</arg_key><arg_value>{note}</arg_value></tool_call>"
+    for city, station, day, note in GLM_VALUES
+]
+
+# The same calls as Kimi writes them (JSON arguments), for the JSON path's cost at equal bounds.
+KIMI_CALLS = [
+    "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+    "<|tool_call_argument_begin|>"
+    + json.dumps(dict(zip(GLM_NAMES, values, strict=True)), ensure_ascii=False)
+    + "<|tool_call_end|><|tool_calls_section_end|>"
+    for values in GLM_VALUES
+]
+
 PHONE = r"\(\d{3}\) \d{3}-\d{4}"
 SENTENCE = r"[A-Z][^\n]{0,300}[.!?]"
 STAMPS = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)(, \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ){0,7}"
+
+
+def glm_spec(tool: ToolSignature) -> ConstraintSpec:
+    return ConstraintSpec(tools=(tool,), tools_required=True, tool_format="glm47")
 
 
 def main() -> None:
@@ -71,6 +123,7 @@ def main() -> None:
     ]
     stamps = ["2024-06-01T12:30:00Z, 2024-06-02T08:00:00Z, 2025-01-31T23:59:59Z"]
     schema_spec = ConstraintSpec(json="schema", schema=SCHEMA)
+    kimi_spec = ConstraintSpec(tools=(GLM_BOUNDED,), tools_required=True, tool_format="kimi")
     pattern_spec = ConstraintSpec(json="schema", schema=PATTERN_SCHEMA)
     scenarios = [
         scenario("json_schema_plain", schema_spec, plain, tokenizer, vocab),
@@ -78,6 +131,9 @@ def main() -> None:
         scenario("regex_phone", ConstraintSpec(regex=PHONE), ["(555) 123-4567"], tokenizer, vocab),
         scenario("regex_sentence", ConstraintSpec(regex=SENTENCE), sentences, tokenizer, vocab),
         scenario("regex_timestamps", ConstraintSpec(regex=STAMPS), stamps, tokenizer, vocab),
+        scenario("glm47_tool_bare_strings", glm_spec(GLM_PLAIN), GLM_CALLS, tokenizer, vocab),
+        scenario("glm47_tool_bounded_strings", glm_spec(GLM_BOUNDED), GLM_CALLS, tokenizer, vocab),
+        scenario("kimi_tool_bounded_strings", kimi_spec, KIMI_CALLS, tokenizer, vocab),
     ]
     results = {
         "vocabulary": {**origin, "size": vocab.size},
