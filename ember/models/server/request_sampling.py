@@ -16,6 +16,7 @@ request in the batch, sampling is exactly the engine's own (its greedy fast path
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ from ember.models.constrain.session import (
 from ember.models.constrain.torch_masks import apply_token_masks
 from ember.models.constrain.vocab import TokenVocabulary
 from ember.models.engine.sampling import RequestSampler, SampleResult
+
+log = logging.getLogger(__name__)
 
 
 class _Sequence:
@@ -79,6 +82,17 @@ class ServerSampler:
                 # This request's grammar cannot go on (a bug in it, or a dead end): the engine
                 # ends this request with the error; the others in the batch are unaffected.
                 failed[row] = ConstraintViolation(f"request {seq.request_id!r}: {exc}")
+                masks.append(None)
+                self._specs.pop(seq.request_id, None)
+            except Exception as exc:  # noqa: BLE001 - any other fault stays this row's too
+                # Building or advancing one request's grammar failed in a way no constraint
+                # names (a bug, a schema deep enough to exhaust the stack): ember's fault, but
+                # only this request's; failing the step would end every request in the batch.
+                log.exception("constrained decoding failed for request %r", seq.request_id)
+                failed[row] = ConstraintViolation(
+                    f"request {seq.request_id!r}: internal error in its output constraint "
+                    f"({type(exc).__name__}: {exc})"
+                )
                 masks.append(None)
                 self._specs.pop(seq.request_id, None)
         for request_id in [r for r in self._matchers if r not in self._specs]:

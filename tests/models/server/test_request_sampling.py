@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from ember.models.constrain.session import ConstraintSpec
+from ember.models.constrain.session import ConstraintSpec, GrammarCache
 from ember.models.engine.sampling import RequestSampler
 from ember.models.sampling import SamplingParams, SamplingState
 from ember.models.server.request_sampling import ServerSampler, reference_masks
@@ -142,3 +142,31 @@ def test_a_reused_request_id_gets_its_own_grammar() -> None:
     sampler.constrain("r", other)
     new = FakeSequence("r", [0], 1)
     assert set(sampler._mask(new).token_ids()) == reference_masks(VOCAB, other, [[]])[0]
+
+
+def test_an_unexpected_grammar_error_fails_only_its_own_row() -> None:
+    """Building a request's matcher may fail in ways no ConstraintViolation names (a bug in a
+    grammar node, a schema deep enough for a RecursionError): the row fails with an error
+    naming the request and saying it is ember's fault, and the batch's other rows go on."""
+
+    class Failing(GrammarCache):
+        def decoder(self, spec, vocab):  # noqa: ANN001, ANN202 - the cache's own signature
+            if spec is BAD:
+                raise RecursionError("maximum recursion depth exceeded")
+            return super().decoder(spec, vocab)
+
+    BAD = ConstraintSpec(json="schema", schema={"type": "object"})  # noqa: N806
+    sampler = ServerSampler(VOCAB)
+    sampler.grammars = Failing()
+    broken = FakeSequence("broken", [0], 1)
+    fine = FakeSequence("fine", [0], 1)
+    sampler.constrain("broken", BAD)
+    sampler.constrain("fine", SPEC)
+    logits = torch.randn(2, VOCAB.size, generator=torch.Generator().manual_seed(5))
+    result = sampler.sample(logits, [broken, fine])
+    assert set(result.failed) == {0}
+    message = str(result.failed[0])
+    assert "broken" in message and "RecursionError" in message, message
+    assert result.tokens[1] in set(sampler._mask(fine).token_ids())
+    # The failed request's grammar is gone: a later step does not try it again.
+    assert "broken" not in sampler._specs
