@@ -38,6 +38,20 @@ class TemporaryLogin:
         moment = time.time() if now is None else now
         return min(self.expires_at, self.claim_expires_at) > moment
 
+    def expires_in(self, now: float | None = None) -> str:
+        """How long until the platform deletes the account unless it is claimed: "60 minutes"."""
+        moment = time.time() if now is None else now
+        return distance(min(self.expires_at, self.claim_expires_at) - moment)
+
+
+def distance(seconds: float) -> str:
+    """date-fns ``formatDistanceToNowStrict``: one unit, rounded (3599.5 s -> "60 minutes")."""
+    seconds = max(seconds, 0.0)
+    units = (("second", 1, 60), ("minute", 60, 3600), ("hour", 3600, 86400))
+    unit, size = next(((u, s) for u, s, limit in units if seconds < limit), ("day", 86400))
+    value = round(seconds / size)
+    return f"{value} {unit}{'' if value == 1 else 's'}"
+
 
 def credentials_path() -> Path:
     explicit = os.environ.get("EMBER_CREDENTIALS")

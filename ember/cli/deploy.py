@@ -106,7 +106,7 @@ def deploy(
     if temporary:
         session, _ = temporary_session(platform, err=as_json, origin=platform_origin(platform_url))
     else:
-        session = open_session(platform_url, allow_temporary=True)
+        session = open_session(platform_url, allow_temporary=False)
     try:
         if not confirm_split_overwrite(session, project.name):
             click.echo("Not deploying: the gradual deployment stays as it is.", err=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ember.cli.environment import chosen_env, env_option, show_warnings
-from ember.cli.session import name_option, open_session, platform_option
+from ember.cli.session import name_option, platform_option
 from ember.cli.temporary import command_session, temporary_option
 from ember.cli.versions_output import deployment_summary, source_label
 from ember.cli.worker_project import load_project
@@ -44,10 +44,11 @@ def deployments() -> None:
 @name_option
 @env_option
 @platform_option
-def list_deployments(name: str | None, platform_url: str | None) -> None:
+@temporary_option
+def list_deployments(name: str | None, platform_url: str | None, temporary: bool) -> None:
     """List the deployments of the worker (newest first)."""
     worker = worker_name(name)
-    session = open_session(platform_url)
+    session = command_session(platform_url, temporary)
     try:
         found = session.client.call(
             "GET", session.account_path(f"/workers/scripts/{worker}/deployments")

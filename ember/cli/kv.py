@@ -26,6 +26,7 @@ from ember.cli.kv_target import (
 )
 from ember.cli.prompts import confirm
 from ember.cli.session import platform_option
+from ember.cli.temporary import temporary_option
 from ember.errors import UserError
 
 
@@ -42,10 +43,11 @@ def namespace() -> None:
 @namespace.command("create")
 @click.argument("title")
 @platform_option
-def create_namespace(title: str, platform_url: str | None) -> None:
+@temporary_option
+def create_namespace(title: str, platform_url: str | None, temporary: bool) -> None:
     """Create a namespace called TITLE; print its id and the config snippet that binds it."""
     click.echo(f'Creating namespace with title "{title}"')
-    with platform_session(platform_url) as session:
+    with platform_session(platform_url, temporary) as session:
         created = session.client.call(
             "POST", session.account_path("/storage/kv/namespaces"), json={"title": title}
         )
@@ -57,9 +59,10 @@ def create_namespace(title: str, platform_url: str | None) -> None:
 
 @namespace.command("list")
 @platform_option
-def list_namespaces(platform_url: str | None) -> None:
+@temporary_option
+def list_namespaces(platform_url: str | None, temporary: bool) -> None:
     """List the account's namespaces as JSON."""
-    with platform_session(platform_url) as session:
+    with platform_session(platform_url, temporary) as session:
         found = session.client.call(
             "GET", session.account_path("/storage/kv/namespaces?per_page=1000")
         )
@@ -70,9 +73,12 @@ def list_namespaces(platform_url: str | None) -> None:
 @click.argument("namespace_id")
 @click.argument("title")
 @platform_option
-def rename_namespace(namespace_id: str, title: str, platform_url: str | None) -> None:
+@temporary_option
+def rename_namespace(
+    namespace_id: str, title: str, platform_url: str | None, temporary: bool
+) -> None:
     """Give namespace NAMESPACE_ID a new TITLE."""
-    with platform_session(platform_url) as session:
+    with platform_session(platform_url, temporary) as session:
         session.client.call(
             "PUT",
             session.account_path(f"/storage/kv/namespaces/{namespace_id}"),
@@ -84,13 +90,16 @@ def rename_namespace(namespace_id: str, title: str, platform_url: str | None) ->
 @namespace.command("delete")
 @click.argument("namespace_id")
 @platform_option
+@temporary_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-def delete_namespace(namespace_id: str, platform_url: str | None, yes: bool) -> None:
+def delete_namespace(
+    namespace_id: str, platform_url: str | None, temporary: bool, yes: bool
+) -> None:
     """Delete namespace NAMESPACE_ID and every key in it."""
     if not yes:
         if not confirm(f"Delete KV namespace {namespace_id} and all its keys?"):
             raise click.Abort()
-    with platform_session(platform_url) as session:
+    with platform_session(platform_url, temporary) as session:
         session.client.call(
             "DELETE", session.account_path(f"/storage/kv/namespaces/{namespace_id}")
         )
@@ -138,7 +147,7 @@ def put(
             ns.put(name, data, expiration=expiration, expiration_ttl=ttl, metadata=meta)
         return
     params = {k: v for k, v in (("expiration_ttl", ttl), ("expiration", expiration)) if v}
-    with platform_session(target.platform_url) as session:
+    with platform_session(target.platform_url, target.temporary) as session:
         ref = target.remote_ref(session)
         _echo_writing(name, value, path, ref, meta)
         url = values_path(session, ref, name)
@@ -201,7 +210,7 @@ def get(
             # exits 0), so a script can tell a missing key from one whose value is these words.
             raise UserError("Value not found")
     else:
-        with platform_session(target.platform_url) as session:
+        with platform_session(target.platform_url, target.temporary) as session:
             response = session.client.raw(
                 "GET", values_path(session, target.remote_ref(session), name)
             )
@@ -233,7 +242,7 @@ def list_keys(
             click.echo(json.dumps(ns.list(prefix), indent=2))
         return
     keys: list[object] = []
-    with platform_session(target.platform_url) as session:
+    with platform_session(target.platform_url, target.temporary) as session:
         ref = target.remote_ref(session)
         base = session.account_path(f"/storage/kv/namespaces/{ref.id}/keys")
         cursor = ""
@@ -267,7 +276,7 @@ def delete(
         with open_local(target.store_path(), ref) as ns:
             ns.delete_many([name])
         return
-    with platform_session(target.platform_url) as session:
+    with platform_session(target.platform_url, target.temporary) as session:
         ref = target.remote_ref(session)
         click.echo(f'Deleting the key "{name}" on namespace {ref.display}.')
         session.client.call("DELETE", values_path(session, ref, name))

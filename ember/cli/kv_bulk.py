@@ -68,7 +68,7 @@ def put(
         with open_local(target.store_path(), ref) as ns:
             ns.put_many(writes)
     else:
-        with platform_session(target.platform_url) as session:
+        with platform_session(target.platform_url, target.temporary) as session:
             ref = target.remote_ref(session)
             path = session.account_path(f"/storage/kv/namespaces/{ref.id}/bulk")
             for batch in _batches(parsed.items, "Uploaded"):
@@ -95,7 +95,7 @@ def get(
         click.echo(json.dumps({k: {"value": v} for k, v in found.items()}, indent=2))
         return
     values: dict[str, Any] = {}
-    with platform_session(target.platform_url) as session:
+    with platform_session(target.platform_url, target.temporary) as session:
         ref = target.remote_ref(session)
         path = session.account_path(f"/storage/kv/namespaces/{ref.id}/bulk/get")
         for start in range(0, len(keys), MAX_GET_KEYS):
@@ -126,7 +126,7 @@ def delete(
         with open_local(target.store_path(), ref) as ns:
             ns.delete_many(keys)
     else:
-        with platform_session(target.platform_url) as session:
+        with platform_session(target.platform_url, target.temporary) as session:
             ref = target.remote_ref(session)
             if not _confirmed(force, filename, ref.display):
                 return

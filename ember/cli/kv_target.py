@@ -24,7 +24,8 @@ import click
 import httpx
 
 from ember.cli.environment import chosen_env, with_env_option
-from ember.cli.session import Session, open_session, platform_option
+from ember.cli.session import Session, platform_option
+from ember.cli.temporary import command_session, temporary_option
 from ember.errors import UserError
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class KVTarget:
     local: bool  # wrangler's isLocal: true unless --remote
     persist_to: Path | None
     platform_url: str | None
+    temporary: bool  # wrangler's --temporary: the platform session uses a temporary account
 
     def local_ref(self) -> NamespaceRef:
         return local_namespace(self.binding, self.namespace_id)
@@ -81,11 +83,13 @@ def namespace_options(command: F) -> F:
             local=is_local(kwargs.pop("local"), kwargs.pop("remote")),
             persist_to=kwargs.pop("persist_to"),
             platform_url=kwargs.pop("platform_url"),
+            temporary=kwargs.pop("temporary"),
         )
         return command(*args, **kwargs)
 
     decorated: Callable[..., Any] = wrapper
     for option in (
+        temporary_option,
         platform_option,
         persist_option,
         remote_option,
@@ -187,9 +191,10 @@ def _live_namespace(session: Session, worker: str, binding: str) -> str:
 
 
 @contextmanager
-def platform_session(platform_url: str | None) -> Iterator[Session]:
-    """An authenticated session on the platform, closed afterwards."""
-    session = open_session(platform_url)
+def platform_session(platform_url: str | None, temporary: bool) -> Iterator[Session]:
+    """An authenticated session on the platform (``temporary``: on a temporary account, as
+    ``--temporary`` asks), closed afterwards."""
+    session = command_session(platform_url, temporary)
     try:
         yield session
     finally:

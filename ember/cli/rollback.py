@@ -6,7 +6,8 @@ import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
-from ember.cli.session import name_option, open_session, platform_option
+from ember.cli.session import name_option, platform_option
+from ember.cli.temporary import command_session, temporary_option
 from ember.cli.versions_deploy import post_deployment
 from ember.errors import UserError
 
@@ -16,14 +17,20 @@ from ember.errors import UserError
 @name_option
 @env_option
 @platform_option
+@temporary_option
 @click.option("--message", help="Why: recorded with the rollback.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask when the secrets would change.")
 def rollback(
-    version: str | None, name: str | None, platform_url: str | None, message: str | None, yes: bool
+    version: str | None,
+    name: str | None,
+    platform_url: str | None,
+    temporary: bool,
+    message: str | None,
+    yes: bool,
 ) -> None:
     """Make VERSION (or the previous deployment's version) live again."""
     worker = worker_name(name)
-    session = open_session(platform_url)
+    session = command_session(platform_url, temporary)
     try:
         path = session.account_path(f"/workers/scripts/{worker}/deployments")
         history = session.client.call("GET", path)["deployments"]

@@ -9,7 +9,8 @@ import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
-from ember.cli.session import name_option, open_session, platform_option
+from ember.cli.session import name_option, platform_option
+from ember.cli.temporary import command_session, temporary_option
 
 
 @click.group()
@@ -22,14 +23,15 @@ def secret() -> None:
 @name_option
 @env_option
 @platform_option
-def put(key: str, name: str | None, platform_url: str | None) -> None:
+@temporary_option
+def put(key: str, name: str | None, platform_url: str | None, temporary: bool) -> None:
     """Set secret KEY; the value is read from stdin (or prompted for on a terminal)."""
     worker = worker_name(name, suffix_name=True)
     if sys.stdin.isatty():
         value = click.prompt(f"Value of {key}", hide_input=True)
     else:
         value = sys.stdin.read().rstrip("\n")
-    session = open_session(platform_url)
+    session = command_session(platform_url, temporary)
     try:
         session.client.call(
             "PUT",
@@ -45,10 +47,11 @@ def put(key: str, name: str | None, platform_url: str | None) -> None:
 @name_option
 @env_option
 @platform_option
-def list_secrets(name: str | None, platform_url: str | None) -> None:
+@temporary_option
+def list_secrets(name: str | None, platform_url: str | None, temporary: bool) -> None:
     """List the names of the worker's secrets."""
     worker = worker_name(name, suffix_name=True)
-    session = open_session(platform_url)
+    session = command_session(platform_url, temporary)
     try:
         found = session.client.call(
             "GET", session.account_path(f"/workers/scripts/{worker}/secrets")
@@ -64,10 +67,11 @@ def list_secrets(name: str | None, platform_url: str | None) -> None:
 @name_option
 @env_option
 @platform_option
-def delete_secret(key: str, name: str | None, platform_url: str | None) -> None:
+@temporary_option
+def delete_secret(key: str, name: str | None, platform_url: str | None, temporary: bool) -> None:
     """Delete secret KEY."""
     worker = worker_name(name, suffix_name=True)
-    session = open_session(platform_url)
+    session = command_session(platform_url, temporary)
     try:
         session.client.call(
             "DELETE", session.account_path(f"/workers/scripts/{worker}/secrets/{key}")
@@ -82,7 +86,8 @@ def delete_secret(key: str, name: str | None, platform_url: str | None) -> None:
 @name_option
 @env_option
 @platform_option
-def bulk(file: Path | None, name: str | None, platform_url: str | None) -> None:
+@temporary_option
+def bulk(file: Path | None, name: str | None, platform_url: str | None, temporary: bool) -> None:
     """Create, update or delete many secrets in one new version (up to 100).
 
     FILE is a JSON object {"KEY": "value", ...} (a null value deletes KEY) or .env lines
@@ -97,7 +102,7 @@ def bulk(file: Path | None, name: str | None, platform_url: str | None) -> None:
         key: None if value is None else {"name": key, "text": value, "type": "secret_text"}
         for key, value in changes.items()
     }
-    session = open_session(platform_url)
+    session = command_session(platform_url, temporary)
     try:
         session.client.call(
             "PATCH",

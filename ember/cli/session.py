@@ -1,7 +1,10 @@
 """Which platform and which credentials a command uses, and the shared click options.
 
 Credentials, in order: ``EMBER_API_TOKEN``; the login saved by ``ember login`` or ``ember claim``;
-a still-valid temporary account cached by ``ember deploy --temporary``.
+a still-valid temporary account cached by ``ember deploy --temporary``. A command that falls back
+to that temporary account says so on stderr, naming it and when it expires; a plain ``ember
+deploy`` refuses it, as a plain ``wrangler deploy`` does not pick up wrangler's cache
+(cloudflare-api.md §4.3): a deploy there would vanish with the account unless claimed.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ def saved_credentials(url: str) -> SavedCredentials | None:
         return SavedCredentials(login.token, login.account_id)
     temporary = store.temporary(platform)
     if temporary and temporary.valid():
+        click.echo(acting_on(temporary), err=True)
         return SavedCredentials(temporary.token, temporary.account_id)
     return None
 
@@ -115,7 +119,11 @@ def open_session(platform_option: str | None, *, allow_temporary: bool = True) -
             "saved login",
         )
     temporary = store.temporary(platform)
-    if allow_temporary and temporary and temporary.valid():
+    if temporary and temporary.valid():
+        if not allow_temporary:
+            raise AuthError(temporary_not_used(platform, temporary))
+        # stderr: stdout stays what scripts read (JSON, wrangler's lines).
+        click.echo(acting_on(temporary), err=True)
         return Session(
             platform,
             PlatformClient(platform, temporary.token, origin=origin),
@@ -129,4 +137,24 @@ def open_session(platform_option: str | None, *, allow_temporary: bool = True) -
     raise AuthError(
         f"not logged in to {platform}: run `ember login --token TOKEN`, set EMBER_API_TOKEN, "
         "or deploy without an account using `ember deploy --temporary`"
+    )
+
+
+def acting_on(temporary: TemporaryLogin) -> str:
+    """What a command says when it falls back to the cached temporary account."""
+    return (
+        f"Acting on the temporary account {temporary.account_name} (expires in "
+        f"{temporary.expires_in()} unless claimed: `ember whoami` shows its claim URL)"
+    )
+
+
+def temporary_not_used(platform: str, temporary: TemporaryLogin) -> str:
+    """Why a plain ``ember deploy`` will not deploy to the cached temporary account."""
+    return (
+        f"not logged in to {platform}: the only saved credentials are the temporary account "
+        f"{temporary.account_name} (expires in {temporary.expires_in()} unless claimed), and a "
+        "plain `ember deploy` does not use it (nor does a plain `wrangler deploy`). Run "
+        "`ember deploy --temporary` to deploy there, or `ember login --token TOKEN` (or set "
+        "EMBER_API_TOKEN) to deploy to a permanent account; claiming "
+        f"{temporary.account_name} (`ember whoami` shows its claim URL) makes it permanent"
     )

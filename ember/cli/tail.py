@@ -15,7 +15,8 @@ import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
-from ember.cli.session import open_session, platform_option
+from ember.cli.session import platform_option
+from ember.cli.temporary import command_session, temporary_option
 from ember.errors import UserError
 
 STATUS_OUTCOMES = {
@@ -29,6 +30,7 @@ STATUS_OUTCOMES = {
 @click.argument("worker", required=False)
 @env_option
 @platform_option
+@temporary_option
 @click.option(
     "--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty", show_default=True
 )
@@ -46,6 +48,7 @@ STATUS_OUTCOMES = {
 def tail(
     worker: str | None,
     platform_url: str | None,
+    temporary: bool,
     fmt: str,
     status: tuple[str, ...],
     method: tuple[str, ...],
@@ -60,7 +63,7 @@ def tail(
 
     name = worker_name(worker, suffix_name=True)  # `tail W --env E` tails W-E, as wrangler
     filters = _filters(status, method, search, header, sampling_rate)
-    session = open_session(platform_url)
+    session = command_session(platform_url, temporary)
     path = session.account_path(f"/workers/scripts/{name}/tails")
     created = session.client.call("POST", path, content=json.dumps({"filters": filters}))
     seen = 0

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import click
 
-from ember.cli.credentials import CredentialStore, TemporaryLogin
+from ember.cli.credentials import CredentialStore, TemporaryLogin, distance
 from ember.cli.platform_client import PlatformClient, platform_origin, resolve_platform
 from ember.cli.session import Session, existing_credentials, open_session
 from ember.errors import AuthError, UserError
@@ -117,12 +117,3 @@ def ready_block(login: TemporaryLogin, created: bool) -> str:
         f"\tClaim within: {distance(login.claim_expires_at - time.time())}\n"
         f"\tClaim URL: {login.claim_url}\n"
     )
-
-
-def distance(seconds: float) -> str:
-    """date-fns ``formatDistanceToNowStrict``: one unit, rounded (3599.5 s -> "60 minutes")."""
-    seconds = max(seconds, 0.0)
-    units = (("second", 1, 60), ("minute", 60, 3600), ("hour", 3600, 86400))
-    unit, size = next(((u, s) for u, s, limit in units if seconds < limit), ("day", 86400))
-    value = round(seconds / size)
-    return f"{value} {unit}{'' if value == 1 else 's'}"

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from ember.cli.session import open_session, platform_option
-from ember.cli.temporary import distance
 
 
 @click.command()
@@ -25,5 +22,5 @@ def whoami(platform_url: str | None) -> None:
     click.echo(f"Account:  {account['name']} ({account['id']}), {kind}")
     click.echo(f"Token:    from {session.source}")
     if session.temporary is not None:
-        left = distance(session.temporary.claim_expires_at - time.time())
+        left = session.temporary.expires_in()
         click.echo(f"Expires:  in {left} unless claimed: {session.temporary.claim_url}")

@@ -51,13 +51,13 @@ def test_each_environment_deploys_as_its_own_worker(serve: ServeProcess, tmp_pat
     assert result["name"] == "envhello-staging"
     assert serve.worker(account, "envhello-staging").text == "staging None no-secret"
 
-    top = ember("deploy", "--json")  # no env: the top level, with wrangler's warning
+    top = ember("deploy", "--temporary", "--json")  # no env: the top level, with wrangler's warning
     assert json.loads(top.stdout)["name"] == "envhello"
     assert "no target environment was specified" in top.stderr
     assert serve.worker(account, "envhello").text == "top None no-secret"
 
     # An environment without vars or bindings gets none, and says why.
-    bare = ember("deploy", "-e", "bare")
+    bare = ember("deploy", "--temporary", "-e", "bare")
     assert "Uploaded envhello-bare" in bare.stdout
     assert '"vars" exists at the top level, but not on "env.bare"' in bare.stderr
     assert serve.worker(account, "envhello-bare").text == "no-vars no-kv no-secret"
@@ -97,7 +97,7 @@ def test_each_environment_deploys_as_its_own_worker(serve: ServeProcess, tmp_pat
     assert serve.worker(account, "envhello").text == "top top-value no-secret"
     assert "envhello-staging" in ember("deployments", "list", "--env", "staging").stdout
 
-    unknown = ember("deploy", "--env", "qa", ok=False)
+    unknown = ember("deploy", "--temporary", "--env", "qa", ok=False)
     assert unknown.returncode == 1 and "env: expected one of the environments" in unknown.stderr
     assert "staging, bare" in unknown.stderr and "[env.qa]" in unknown.stderr
 
