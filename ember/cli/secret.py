@@ -1,7 +1,13 @@
-"""``ember secret put/list/delete/bulk``: a worker's secrets (values are write-only)."""
+"""``ember secret put/list/delete/bulk``: a worker's secrets (values are write-only).
+
+stdout carries wrangler's lines (workers-sdk ``src/secret/index.ts``): ``✨ Success! Uploaded
+secret KEY``, ``list`` as a JSON array of ``{name, type}`` (``--format pretty``: ``Secret Name:``
+lines), so scripts written for wrangler read ember's; ember's own notes go to stderr.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -33,6 +39,7 @@ def put(key: str, name: str | None, platform_url: str | None, temporary: bool) -
         value = sys.stdin.read().rstrip("\n")
     session = command_session(platform_url, temporary)
     try:
+        click.echo(f'🌀 Creating the secret for the Worker "{worker}"')
         session.client.call(
             "PUT",
             session.account_path(f"/workers/scripts/{worker}/secrets"),
@@ -40,7 +47,8 @@ def put(key: str, name: str | None, platform_url: str | None, temporary: bool) -
         )
     finally:
         session.close()
-    click.echo(f"Secret {key} of {worker} is set (a new version is live).")
+    click.echo(f"✨ Success! Uploaded secret {key}")
+    click.echo(f"{worker}: a new version with the secret is live.", err=True)
 
 
 @secret.command("list")
@@ -48,8 +56,16 @@ def put(key: str, name: str | None, platform_url: str | None, temporary: bool) -
 @env_option
 @platform_option
 @temporary_option
-def list_secrets(name: str | None, platform_url: str | None, temporary: bool) -> None:
-    """List the names of the worker's secrets."""
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "pretty"]),
+    default="json",
+    show_default=True,
+    help="How to print the secrets.",
+)
+def list_secrets(name: str | None, platform_url: str | None, temporary: bool, fmt: str) -> None:
+    """List the names and types of the worker's secrets."""
     worker = worker_name(name, suffix_name=True)
     session = command_session(platform_url, temporary)
     try:
@@ -58,8 +74,11 @@ def list_secrets(name: str | None, platform_url: str | None, temporary: bool) ->
         )
     finally:
         session.close()
-    for item in found:
-        click.echo(f"{item['name']}\t{item['type']}")
+    if fmt == "pretty":
+        for item in found:
+            click.echo(f"Secret Name: {item['name']}\n")
+    else:
+        click.echo(json.dumps(found, indent=2))
 
 
 @secret.command("delete")
@@ -73,12 +92,14 @@ def delete_secret(key: str, name: str | None, platform_url: str | None, temporar
     worker = worker_name(name, suffix_name=True)
     session = command_session(platform_url, temporary)
     try:
+        click.echo(f"🌀 Deleting the secret {key} on the Worker {worker}")
         session.client.call(
             "DELETE", session.account_path(f"/workers/scripts/{worker}/secrets/{key}")
         )
     finally:
         session.close()
-    click.echo(f"Secret {key} of {worker} is deleted (a new version is live).")
+    click.echo(f"✨ Success! Deleted secret {key}")
+    click.echo(f"{worker}: a new version without the secret is live.", err=True)
 
 
 @secret.command("bulk")

@@ -139,7 +139,9 @@ def test_login_deploy_secrets_deployments_rollback_delete(
     live = platform.plane.scripts.live(account, "hello").versions[0].version_id
     assert version_line == f"Current Version ID: {live}"
     ember("secret", "put", "API_KEY", stdin="s3cr3t\n")
-    assert ember("secret", "list").stdout.strip() == "API_KEY\tsecret_text"
+    assert json.loads(ember("secret", "list").stdout) == [
+        {"name": "API_KEY", "type": "secret_text"}
+    ]
     ember("deploy", "--message", "second")
     listing = ember("deployments", "list").stdout
     # The first deploy is a Scripts PUT ("upload"); a later one uploads a version, then POSTs a
@@ -168,7 +170,7 @@ def test_login_deploy_secrets_deployments_rollback_delete(
     assert "no secret named 'API_KEY' [code: 10056]" in gone.stderr
     ember("secret", "put", "API_KEY", stdin="again")
     ember("secret", "delete", "API_KEY")
-    assert ember("secret", "list").stdout.strip() == ""
+    assert json.loads(ember("secret", "list").stdout) == []
     ember("delete", "--yes")
     assert platform.plane.scripts.list(account) == []
     assert "Removed the saved login" in ember("logout").stdout

@@ -88,11 +88,14 @@ def test_each_environment_deploys_as_its_own_worker(serve: ServeProcess, tmp_pat
         CLOUDFLARE_ENV="x",
     )
     ember("secret", "put", "TOKEN", "-e", "staging", stdin="s3cr3t\n")
-    assert ember("secret", "list", CLOUDFLARE_ENV="staging").stdout.strip() == "TOKEN\tsecret_text"
-    assert ember("secret", "list").stdout.strip() == ""
+    pretty = ("--format", "pretty")
+    assert ember("secret", "list", *pretty, CLOUDFLARE_ENV="staging").stdout.strip() == (
+        "Secret Name: TOKEN"
+    )
+    assert ember("secret", "list", *pretty).stdout.strip() == ""
     # secret with --name and --env names <name>-<env>, as wrangler's secret does.
     named = ember("secret", "list", "--name", "envhello", "--env", "staging").stdout
-    assert named.strip() == "TOKEN\tsecret_text"
+    assert json.loads(named) == [{"name": "TOKEN", "type": "secret_text"}]
     assert serve.worker(account, "envhello-staging").text == "staging staging-value s3cr3t"
     assert serve.worker(account, "envhello").text == "top top-value no-secret"
     assert "envhello-staging" in ember("deployments", "list", "--env", "staging").stdout
