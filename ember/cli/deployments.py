@@ -1,7 +1,9 @@
 """``ember deployments list|status``: a worker's deployments, and the one serving it now.
 
-``list``: newest first, with the worker's local URLs. ``status``: the live deployment as
-wrangler's ``deployments status`` prints it (each version's share of traffic), or ``--json``.
+``list``: every deployment, oldest first, in the blocks wrangler's ``deployments list`` prints
+(``status``'s, one per deployment; workers-sdk ``versions/deployments/list.ts``), the worker's
+local URLs on stderr. ``status``: the live deployment as wrangler's ``deployments status`` prints
+it (each version's share of traffic). Both take ``--json``.
 ``view`` is wrangler's old name, kept (hidden) to say what replaced it.
 """
 
@@ -9,13 +11,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ember.cli.environment import chosen_env, env_option, show_warnings
 from ember.cli.session import name_option, platform_option
 from ember.cli.temporary import command_session, temporary_option
-from ember.cli.versions_output import deployment_summary, source_label
+from ember.cli.versions_output import deployment_summary
 from ember.cli.worker_project import load_project
 from ember.errors import UserError
 
@@ -45,28 +48,34 @@ def deployments() -> None:
 @env_option
 @platform_option
 @temporary_option
-def list_deployments(name: str | None, platform_url: str | None, temporary: bool) -> None:
-    """List the deployments of the worker (newest first)."""
+@click.option("--json", "as_json", is_flag=True, help="Print the deployments as JSON.")
+def list_deployments(
+    name: str | None, platform_url: str | None, temporary: bool, as_json: bool
+) -> None:
+    """List the deployments of the worker, oldest first, as wrangler does."""
     worker = worker_name(name)
     session = command_session(platform_url, temporary)
     try:
-        found = session.client.call(
-            "GET", session.account_path(f"/workers/scripts/{worker}/deployments")
-        )["deployments"]
+        script = session.account_path(f"/workers/scripts/{worker}")
+        found = oldest_first(session.client.call("GET", f"{script}/deployments")["deployments"])
+        wanted = [] if as_json else [t["version_id"] for d in found for t in d["versions"]]
+        versions = {v: session.client.call("GET", f"{script}/versions/{v}") for v in wanted}
     finally:
         session.close()
-    for index, deployment in enumerate(found):
-        annotations = deployment.get("annotations") or {}
-        trigger = source_label(str(deployment.get("source", "")), annotations)
-        live = "  (live)" if index == 0 else ""
-        click.echo(f"{deployment['created_on']}  {deployment['id']}  {trigger}{live}")
-        for version in deployment["versions"]:
-            click.echo(f"    {version['percentage']:g}%  {version['version_id']}")
-        if annotations.get("workers/message"):
-            click.echo(f"    message: {annotations['workers/message']}")
-    click.echo("URLs:")
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+        return
+    click.echo("\n\n".join(deployment_summary(d, versions) for d in found))
+    # ember's own addition, on stderr: stdout stays wrangler's blocks for scripts.
+    click.echo("URLs:", err=True)
     for url in session.worker_urls(worker):
-        click.echo(f"  {url}")
+        click.echo(f"  {url}", err=True)
+
+
+def oldest_first(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """wrangler's order (``created_on`` ascending). The API lists newest first: reversed before
+    the stable sort, deployments made in the same millisecond stay in the order they were made."""
+    return sorted(reversed(found), key=lambda d: str(d["created_on"]))
 
 
 @deployments.command("status")

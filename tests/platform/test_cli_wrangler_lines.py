@@ -46,3 +46,40 @@ def test_secret_put_list_delete_print_wranglers_lines(acme: Ember) -> None:
     )
     acme("secret", "delete", "API_KEY")
     assert acme("secret", "list").stdout == "[]\n"
+
+
+def test_deployments_list_prints_wranglers_blocks_oldest_first(
+    platform: RunningPlatform,
+    acme: Ember,  # noqa: F811
+) -> None:
+    platform.clock.advance(60)
+    acme("deploy", "--message", "second")
+    platform.clock.advance(60)
+    acme("secret", "put", "KEY", stdin="v\n")
+    newest_first = json.loads(acme("deployments", "status", "--json").stdout)
+
+    listed = acme("deployments", "list")
+    blocks = listed.stdout.rstrip("\n").split("\n\nCreated:")
+    assert len(blocks) == 3, listed.stdout
+    # wrangler sorts by created_on ascending (versions/deployments/list.ts) and labels each
+    # line as deployments status does; the newest block is status's output.
+    sources = [
+        line.split(None, 1)[1] for line in listed.stdout.splitlines() if line.startswith("Source:")
+    ]
+    assert sources == ["Upload", "Deployment", "Secret Change"], listed.stdout
+    assert "Created:" + blocks[-1] + "\n" == acme("deployments", "status").stdout
+    assert "\nMessage:     second\n" in listed.stdout
+    assert listed.stdout.startswith("Created:     ")
+    assert f"Version(s):  (100%) {newest_first['versions'][0]['version_id']}\n" in listed.stdout
+    assert "                 Created:  " in listed.stdout  # the version's own details
+    # The worker's local URLs are ember's own: on stderr, so stdout stays wrangler's.
+    assert "http://hello.acme.localhost:" in listed.stderr
+    assert "hello.acme.localhost" not in listed.stdout
+
+    as_json = json.loads(acme("deployments", "list", "--json").stdout)
+    assert [d["annotations"]["workers/triggered_by"] for d in as_json] == [
+        "upload",
+        "deployment",
+        "secret",
+    ]
+    assert as_json[-1] == newest_first

@@ -15,7 +15,8 @@ UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 def _sources(listing: str) -> list[str]:
-    return re.findall(rf"^\S+  {UUID}  (.+?)(?:  \(live\))?$", listing, re.M)
+    """The ``Source:`` of each deployment block, oldest first (wrangler's order)."""
+    return re.findall(r"^Source:\s+(.+)$", listing, re.M)
 
 
 def test_every_deployment_says_what_made_it(platform: RunningPlatform, ember: Ember) -> None:  # noqa: F811
@@ -40,4 +41,4 @@ def test_every_deployment_says_what_made_it(platform: RunningPlatform, ember: Em
     ]
     assert tags == ["secret", "deployment", "rollback", "deployment", "upload"]  # newest first
     listing = ember("deployments", "list").stdout
-    assert _sources(listing) == ["Secret Change", "Deployment", "Rollback", "Deployment", "Upload"]
+    assert _sources(listing) == ["Upload", "Deployment", "Rollback", "Deployment", "Secret Change"]

@@ -102,7 +102,7 @@ def test_cli_deploy_kv_tail_cron_and_delete(serve: ServeProcess, tmp_path: Path)
     assert serve.worker(account, "clihello").text == "hey set by cron */30 * * * *"
 
     listing = _ember(serve, home, project, "deployments", "list")
-    assert f"http://clihello.{account}.localhost:" in listing.stdout
+    assert f"http://clihello.{account}.localhost:" in listing.stderr  # ember's, off stdout
     deleted = _ember(serve, home, project, "delete", "--yes")
     assert deleted.returncode == 0, deleted.stderr
     assert serve.worker(account, "clihello").status_code == 404

@@ -98,7 +98,7 @@ def test_each_environment_deploys_as_its_own_worker(serve: ServeProcess, tmp_pat
     assert json.loads(named) == [{"name": "TOKEN", "type": "secret_text"}]
     assert serve.worker(account, "envhello-staging").text == "staging staging-value s3cr3t"
     assert serve.worker(account, "envhello").text == "top top-value no-secret"
-    assert "envhello-staging" in ember("deployments", "list", "--env", "staging").stdout
+    assert "envhello-staging" in ember("deployments", "list", "--env", "staging").stderr
 
     unknown = ember("deploy", "--temporary", "--env", "qa", ok=False)
     assert unknown.returncode == 1 and "env: expected one of the environments" in unknown.stderr
