@@ -28,4 +28,4 @@ def delete(name: str | None, platform_url: str | None, temporary: bool, yes: boo
         session.client.call("DELETE", session.account_path(f"/workers/services/{worker}"))
     finally:
         session.close()
-    click.echo(f"Deleted {worker}.")
+    click.echo(f"Successfully deleted {worker}")  # wrangler's line (src/delete.ts)

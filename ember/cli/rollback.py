@@ -50,4 +50,7 @@ def rollback(
         post_deployment(session, worker, {target: 100}, message, yes, "Roll back anyway?")
     finally:
         session.close()
-    click.echo(f"Version {target} of {worker} is live (100% of traffic).")
+    # wrangler's last lines (workers-sdk e2e/deployments.test.ts "rolls back"), which scripts
+    # grep: its cli.success line, then the version id as deploy prints it.
+    click.echo(f"╰  SUCCESS  Worker Version {target} has been deployed to 100% of traffic.")
+    click.echo(f"\nCurrent Version ID: {target}")

@@ -152,7 +152,8 @@ def test_login_deploy_secrets_deployments_rollback_delete(
 
     account = platform.plane.accounts.find("acme")
     v3, v2, v1 = (v.id for v in platform.plane.scripts.versions(account, "hello"))
-    assert "is live" in ember("rollback", "--message", "undo").stdout  # to the previous: v2
+    rolled = ember("rollback", "--message", "undo").stdout  # to the previous: v2
+    assert rolled.endswith(f"Current Version ID: {v2}\n"), rolled
     live = platform.plane.scripts.live(account, "hello")
     assert live.versions[0].version_id == v2
     assert live.annotations == {
@@ -256,6 +257,7 @@ def test_rollback_past_the_kept_versions(
     assert v1 in refused.stderr and "keeps its 2 most recent versions" in refused.stderr
     assert keeps_two.plane.scripts.deployments(account, "hello") == history
 
-    assert "is live" in ember("rollback").stdout  # the previous deployment's version is kept
+    rolled = ember("rollback").stdout  # the previous deployment's version is kept
+    assert rolled.endswith(f"Current Version ID: {v3}\n"), rolled
     assert keeps_two.plane.scripts.live(account, "hello").versions[0].version_id == v3
     assert {v.id for v in keeps_two.plane.scripts.versions(account, "hello")} == {v3, v4}

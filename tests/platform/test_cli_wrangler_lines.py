@@ -83,3 +83,23 @@ def test_deployments_list_prints_wranglers_blocks_oldest_first(
         "secret",
     ]
     assert as_json[-1] == newest_first
+
+
+def test_rollback_and_delete_print_wranglers_last_lines(
+    platform: RunningPlatform,
+    acme: Ember,  # noqa: F811
+) -> None:
+    account = platform.plane.accounts.find("acme")
+    assert account is not None
+    (first,) = (v.id for v in platform.plane.scripts.versions(account, "hello"))
+    acme("deploy")
+    rolled = acme("rollback", "--message", "undo").stdout
+    # wrangler's e2e snapshot (e2e/deployments.test.ts "rolls back") ends with these two lines.
+    assert rolled.endswith(
+        f"╰  SUCCESS  Worker Version {first} has been deployed to 100% of traffic.\n\n"
+        f"Current Version ID: {first}\n"
+    ), rolled
+    assert platform.plane.scripts.live(account, "hello").versions[0].version_id == first
+
+    deleted = acme("delete", "--yes")
+    assert deleted.stdout.splitlines()[-1] == "Successfully deleted hello"  # __tests__/delete
