@@ -18,6 +18,8 @@ import click
 
 from ember.cli.state_dir import resolve_state_dir, state_dir_option
 
+DEFAULT_MODEL = "@cf/zai-org/glm-4.7-flash"  # the README's first model: the id a banner suggests
+
 
 @click.command()
 @click.option("--port", type=int, default=8787, show_default=True, help="Port to listen on.")
@@ -146,6 +148,7 @@ def serve(
         by_name, by_path = platform.worker_urls("<account>", "<worker>")
         click.echo(f"Workers: {by_name} for browsers (each worker its own origin);")
         click.echo(f"  {by_path} for clients that cannot send the name (pages there are sandboxed)")
+        click.echo(_ai_line(platform.ai_model_ids(), config_file))
         if platform.metrics_port is not None:
             click.echo(f"Metrics on http://{metrics_ip}:{platform.metrics_port}/metrics")
         routes = list(platform.routes)
@@ -174,6 +177,25 @@ def serve(
         pass  # Ctrl-C: uvicorn already shut the platform down
     finally:
         held.release()
+
+
+def _ai_line(served: list[str] | None, config_file: Path | None) -> str:
+    """Which models the tenants' ``env.AI`` reaches; with none, the smallest config that adds
+    one (a catalog id needs no checkpoint: ember runs its shipped one)."""
+    if served is None:
+        return "AI models: none (this install has no AI: env.AI.run is unavailable)"
+    if served:
+        return f"AI models: {', '.join(served)}"
+    section = f'ai: {{models: {{"{DEFAULT_MODEL}": {{}}}}}}'
+    how = (
+        f"add {section} to {config_file}"
+        if config_file
+        else f"start with --config FILE holding {section}"
+    )
+    return (
+        f"AI models: none (env.AI.run answers 5007): to serve one, {how} (`ember ai models` "
+        "lists ember's catalog; an id it lacks also needs checkpoint: DIR)"
+    )
 
 
 def _drain_timeout(ai: object | None) -> float:

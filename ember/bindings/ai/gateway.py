@@ -182,7 +182,10 @@ class AIGateway(GatewayBatches):
         AI request's (counted in the metrics once; False for a catalog lookup)."""
         if not isinstance(model, str) or not self.pool.knows(model):
             served = self.pool.model_ids()
-            failed = AIRequestFailed(no_such_model(str(model), served, self.config.project_config))
+            known = isinstance(model, str) and model in self.pool.catalog
+            failed = AIRequestFailed(
+                no_such_model(str(model), served, self.config.project_config, known)
+            )
             if request:
                 self._tally(UNKNOWN_MODEL, failed.failure.status, failed.failure.code.code, None)
                 failed.counted = True

@@ -147,6 +147,11 @@ class Platform(PlatformLifespan):
     def _gateway_if_any(self) -> Any | None:
         return self._gateway() if ai_available() else None
 
+    def ai_model_ids(self) -> list[str] | None:
+        """The ids ``env.AI`` and the AI REST API answer (None: this install has no AI)."""
+        gateway = self._gateway_if_any()
+        return None if gateway is None else list(gateway.pool.model_ids())
+
     async def _metrics(self, scope: Scope, send: Any) -> None:
         """The metrics listener answers ``GET /metrics`` and nothing else."""
         if scope["type"] != "http":

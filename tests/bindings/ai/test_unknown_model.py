@@ -1,0 +1,34 @@
+"""The 5007 for an id nobody serves says the smallest config that serves it: a catalog id needs
+only to be listed (``ai: {models: {"<id>": {}}}``: ember runs its shipped checkpoint), an id
+the catalog lacks needs a checkpoint directory."""
+
+from __future__ import annotations
+
+from ember.bindings.ai.unknown_model import no_such_model
+
+GLM = "@cf/zai-org/glm-4.7-flash"
+OTHER = "@cf/meta/llama-3.1-8b-instruct"
+
+
+def test_a_catalog_id_on_the_platform_needs_only_to_be_listed() -> None:
+    failure = no_such_model(GLM, [], project_config=False, in_catalog=True)
+    text = failure.description
+    assert failure.code.code == 5007 and text.startswith(f"No such model {GLM} or task. ")
+    assert f'ai: {{models: {{"{GLM}": {{}}}}}}' in text, text
+    assert "ember serve --config" in text and "checkpoint" not in text, text
+    assert "ember serves no model here" in text
+
+
+def test_a_catalog_id_in_a_project_needs_only_to_be_listed() -> None:
+    text = no_such_model(GLM, ["@cf/zai-org/glm-5.2"], project_config=True, in_catalog=True)
+    assert f'ai.models."{GLM}": {{}}' in text.description, text.description
+    assert f'[ai.models."{GLM}"]' in text.description  # wrangler.toml's form
+    assert "checkpoint" not in text.description
+    assert "ember serves @cf/zai-org/glm-5.2 here" in text.description
+
+
+def test_an_id_the_catalog_lacks_needs_a_checkpoint() -> None:
+    for project_config in (True, False):
+        text = no_such_model(OTHER, [GLM], project_config, in_catalog=False).description
+        assert f'ai.models."{OTHER}".checkpoint: <checkpoint directory>' in text, text
+        assert "config.json, *.safetensors and tokenizer.json" in text
