@@ -1,9 +1,17 @@
-"""``ember init NAME``: scaffold a worker project that runs with ``ember dev`` as is."""
+"""``ember init NAME``: scaffold a worker project that runs with ``ember dev`` as is.
+
+Its last line is the command to run next, written for how this ``ember`` was started, so it
+works when pasted (``ember`` is often not on PATH: the README installs it in ``.venv/bin``).
+"""
 
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import shlex
+import shutil
+import sys
 from pathlib import Path
 
 import click
@@ -68,4 +76,24 @@ def init(name: str, parent: Path) -> None:
     (root / "ember.yaml").write_text(CONFIG.format(name=name, date=date))
     (root / ".gitignore").write_text(GITIGNORE)
     click.echo(f"Created {root}/ with worker.py, ember.yaml and .gitignore.")
-    click.echo(f"Next: cd {root} && ember dev")
+    click.echo(f"Next: cd {shlex.quote(str(root))} && {running_ember(root)} dev")
+
+
+def running_ember(project: Path) -> str:
+    """How to run the ``ember`` that is running now from inside ``project``: ``ember`` when the
+    one on PATH is this one, else its path (the README installs into ``.venv/bin``, not on
+    PATH), relative to ``project`` when both were given relative, as the README's quick start
+    writes ``../.venv/bin/ember``; ``python -m ember`` names its python."""
+    script = Path(sys.argv[0])
+    on_path = shutil.which("ember")
+    if script.name == "__main__.py":  # python -m ember
+        if on_path and Path(on_path).parent == Path(sys.executable).parent:
+            return "ember"  # the console script of this same environment
+        return f"{shlex.quote(sys.executable)} -m ember"
+    if not script.is_file():
+        return "ember"  # an embedding that does not say: the usual name
+    if on_path and os.path.samefile(on_path, script):
+        return "ember"
+    if script.is_absolute() or project.is_absolute():
+        return shlex.quote(os.path.abspath(script))
+    return shlex.quote(os.path.relpath(script, project))
