@@ -89,7 +89,8 @@ def test_forged_binding_names_and_namespaces_reach_nothing(guard: Guard) -> None
             reached = False
     assert reply.status_code == 200, reply.text
     result = reply.json()
-    assert result["namespace_keyword"].startswith("TypeError"), result
+    # a TypeError that is also a JsException (tests/runtime/test_js_exceptions.py)
+    assert result["namespace_keyword"].startswith("JsTypeError"), result
     for name in ("binding_of_b", "namespace_as_binding"):
         assert result[name].startswith("BindingError: env has no binding named"), result
     for name, status in (
