@@ -98,7 +98,11 @@ def saved_credentials(url: str) -> SavedCredentials | None:
     return None
 
 
-def open_session(platform_option: str | None, *, allow_temporary: bool = True) -> Session:
+def open_session(
+    platform_option: str | None, *, allow_temporary: bool = True, command: str = "ember deploy"
+) -> Session:
+    """A session from EMBER_API_TOKEN, the saved login, or (``allow_temporary``) the cached
+    temporary account; ``command`` names the refusing command when that is not allowed."""
     platform = resolve_platform(platform_option)
     origin = platform_origin(platform_option)
     store = CredentialStore()
@@ -121,7 +125,7 @@ def open_session(platform_option: str | None, *, allow_temporary: bool = True) -
     temporary = store.temporary(platform)
     if temporary and temporary.valid():
         if not allow_temporary:
-            raise AuthError(temporary_not_used(platform, temporary))
+            raise AuthError(temporary_not_used(platform, temporary, command))
         # stderr: stdout stays what scripts read (JSON, wrangler's lines).
         click.echo(acting_on(temporary), err=True)
         return Session(
@@ -148,13 +152,17 @@ def acting_on(temporary: TemporaryLogin) -> str:
     )
 
 
-def temporary_not_used(platform: str, temporary: TemporaryLogin) -> str:
-    """Why a plain ``ember deploy`` will not deploy to the cached temporary account."""
+def temporary_not_used(
+    platform: str, temporary: TemporaryLogin, command: str = "ember deploy"
+) -> str:
+    """Why a plain ``command`` (a deploy or a version upload) will not use the cached
+    temporary account."""
+    wrangler = command.replace("ember", "wrangler", 1)
     return (
         f"not logged in to {platform}: the only saved credentials are the temporary account "
         f"{temporary.account_name} (expires in {temporary.expires_in()} unless claimed), and a "
-        "plain `ember deploy` does not use it (nor does a plain `wrangler deploy`). Run "
-        "`ember deploy --temporary` to deploy there, or `ember login --token TOKEN` (or set "
+        f"plain `{command}` does not use it (nor does a plain `{wrangler}`). Run "
+        f"`{command} --temporary` to deploy there, or `ember login --token TOKEN` (or set "
         "EMBER_API_TOKEN) to deploy to a permanent account; claiming "
         f"{temporary.account_name} (`ember whoami` shows its claim URL) makes it permanent"
     )

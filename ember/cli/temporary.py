@@ -25,11 +25,19 @@ temporary_option = click.option(
 )
 
 
-def command_session(platform_url: str | None, temporary: bool) -> Session:
-    """The session of a command that takes ``--temporary`` (its notes go to stderr)."""
+def command_session(
+    platform_url: str | None, temporary: bool, *, deploys: str | None = None
+) -> Session:
+    """The session of a command that takes ``--temporary`` (its notes go to stderr).
+
+    ``deploys``: the command's name when it uploads or deploys versions (``ember versions
+    upload``): like ``ember deploy`` and wrangler, it then uses the cached temporary account only
+    with ``--temporary``, so nothing lands on an account that expires without being asked."""
     if temporary:
         platform = resolve_platform(platform_url)
         return temporary_session(platform, err=True, origin=platform_origin(platform_url))[0]
+    if deploys is not None:
+        return open_session(platform_url, allow_temporary=False, command=deploys)
     return open_session(platform_url)
 
 

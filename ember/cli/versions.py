@@ -66,7 +66,7 @@ def upload(
     if prepared is None:
         return  # a dry run
     plan, modules = prepared
-    session = command_session(platform_url, temporary)
+    session = command_session(platform_url, temporary, deploys="ember versions upload")
     try:
         version = upload_version(session, plan, modules)
     finally:

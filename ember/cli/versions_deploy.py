@@ -123,7 +123,7 @@ def deploy(
     """Deploy one version, or split traffic between two: VERSION_ID@30 VERSION_ID@70."""
     split = split_traffic(parse_traffic(version_specs, version_ids, percentages))
     worker = worker_name(name)
-    session = command_session(platform_url, temporary)
+    session = command_session(platform_url, temporary, deploys="ember versions deploy")
     try:
         show_current(session, worker)
         started = time.perf_counter()

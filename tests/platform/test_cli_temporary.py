@@ -34,6 +34,16 @@ def test_a_plain_deploy_refuses_the_cached_temporary_account(
     assert account is not None
     assert len(platform.plane.scripts.versions(account, "hello")) == 1  # nothing uploaded
 
+    # Nor do the commands that upload or deploy versions (wrangler's use the cache only with
+    # --temporary as well).
+    for args in (("versions", "upload"), ("versions", "deploy", f"{first['version_id']}@100")):
+        refused = ember(*args, ok=False)
+        assert refused.returncode == 1, (args, refused.stdout)
+        command = "ember " + " ".join(args[:2])
+        assert f"plain `{command}` does not use it" in refused.stderr, refused.stderr
+        assert f"`{command} --temporary`" in refused.stderr
+    assert len(platform.plane.scripts.versions(account, "hello")) == 1
+
     again = ember("deploy", "--temporary")  # the flag still deploys there, saying so
     assert "Temporary account ready:" in again.stdout and "(reused)" in again.stdout
     assert len(platform.plane.scripts.versions(account, "hello")) == 2
