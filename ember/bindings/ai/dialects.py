@@ -111,7 +111,7 @@ def _chat_body(
     """The replica's ``/v1/chat/completions`` body for validated ``inputs``."""
     body: dict[str, Any] = {key: inputs[key] for key in FORWARDED if inputs.get(key) is not None}
     if dialect == "openai":
-        body.update(openai_extras(inputs))
+        body.update(openai_extras(inputs, request))
     if request.from_prompt:
         body["messages"] = [{"role": "user", "content": inputs["prompt"]}]
     if not request.enable_thinking:

@@ -19,10 +19,11 @@ from typing import Any
 
 from ember.bindings.ai.answer import AIAnswer
 from ember.bindings.ai.dialects import FORWARDED
-from ember.bindings.ai.openai_extras import IGNORED_HEADER, OPENAI_EXTRAS, RENAMED
+from ember.bindings.ai.openai_extras import GUIDED, IGNORED_HEADER, OPENAI_EXTRAS, RENAMED
 from ember.bindings.ai.options import ALIASES as OPTION_ALIASES
 from ember.bindings.ai.options import KNOWN as OPTION_KEYS
 from ember.bindings.ai.thinking import IGNORED_SPELLINGS, ignored_thinking_fields
+from ember.models.api.read_fields import STRUCTURED_OUTPUTS_READ
 
 # Read by the gateway itself (the prompt form, raw prompts, LoRA, async batches, the echo).
 READ_BY_GATEWAY = frozenset(
@@ -35,7 +36,7 @@ PLATFORM_WITHOUT_EFFECT = frozenset(
 )  # fmt: skip
 KNOWN = frozenset(FORWARDED) | READ_BY_GATEWAY | PLATFORM_WITHOUT_EFFECT
 # /ai/v1/chat/completions forwards vLLM's and SGLang's extras too (openai_extras.py).
-OPENAI_KNOWN = KNOWN | frozenset(OPENAI_EXTRAS) | frozenset(RENAMED)
+OPENAI_KNOWN = KNOWN | frozenset(OPENAI_EXTRAS) | frozenset(RENAMED) | frozenset(GUIDED)
 
 
 PROMPT_FIELDS = ("messages", "prompt")
@@ -49,8 +50,16 @@ THIRD_ARGUMENT = "the third argument of env.AI.run (a REST body's 'options' obje
 
 def ignored_fields(body: Mapping[str, Any]) -> list[str]:
     """The fields of an ``/ai/v1/chat/completions`` body no replica is sent, sorted (the
-    thinking spellings among them; the platform's fields without effect are not)."""
-    return sorted(str(key) for key in body if key not in OPENAI_KNOWN and key != "options")
+    thinking spellings among them; the platform's fields without effect are not), with the keys
+    of ``structured_outputs`` that constrain nothing ember enforces (``whitespace_pattern``...),
+    as the model server's log names them (``read_fields.ignored_note``)."""
+    ignored = [str(key) for key in body if key not in OPENAI_KNOWN and key != "options"]
+    structured = body.get("structured_outputs")
+    if isinstance(structured, Mapping):
+        ignored += [
+            f"structured_outputs.{key}" for key in structured if key not in STRUCTURED_OUTPUTS_READ
+        ]
+    return sorted(ignored)
 
 
 def with_ignored_fields(answer: AIAnswer, body: Mapping[str, Any]) -> AIAnswer:

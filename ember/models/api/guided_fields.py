@@ -9,7 +9,10 @@ Mapped (vLLM's older ``guided_*`` and its current ``structured_outputs.*``):
   json_schema; ``structured_outputs.json_object``: json_object.
 
 Refused with a 400 that names the field and what ember supports: grammars (vLLM's
-``guided_grammar`` / ``structured_outputs.grammar``, SGLang's ``ebnf``) and structural tags.
+``guided_grammar`` / ``structured_outputs.grammar``, SGLang's ``ebnf``) and structural tags; and
+a ``guided_decoding_backend`` other than ``"auto"``: vLLM's V1 engine refuses a request-level
+backend that is not the one it was started with ("Request-level structured output backend
+selection is no longer supported", vllm/v1/engine/processor.py), and ember has one engine.
 """
 
 from __future__ import annotations
@@ -97,6 +100,19 @@ def refuse_grammars(data: Mapping, path: str = "") -> None:
     for key, what in _STRUCTURED_GRAMMARS.items():
         if structured.get(key) is not None:
             _refuse(at(at(path, "structured_outputs"), key), what)
+
+
+def refuse_backend(data: Mapping, path: str = "") -> None:
+    """vLLM's ``guided_decoding_backend``: null or ``"auto"`` (the engine's own), else a 400."""
+    value = data.get("guided_decoding_backend")
+    if value is not None and value != "auto":
+        raise InvalidRequestField(
+            at(path, "guided_decoding_backend"),
+            "null or 'auto' (request-level backend selection is not supported, as in vLLM's V1 "
+            "engine: ember enforces every constraint with its own)",
+            describe(value),
+            "unsupported_value",
+        )
 
 
 def _refuse(where: str, what: str) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, require_object, wrong_type
-from ember.models.api.guided_fields import choice_field, refuse_grammars
+from ember.models.api.guided_fields import choice_field, refuse_backend, refuse_grammars
 from ember.models.constrain.regex_nfa import compile_regex
 from ember.models.constrain.regex_syntax import RegexError
 from ember.models.constrain.string_schema import REGEX_SUBSET
@@ -34,8 +34,9 @@ def regex_field(data: Mapping, path: str = "") -> str | None:
     """The request's regex (None when it has none) from ``regex``, ``guided_regex`` or
     ``structured_outputs.regex``, or a choice (``guided_choice``, ``structured_outputs.choice``)
     as the regex of its alternatives; at most one of them may be set. Grammars are refused
-    here too, and JSON is ``guided_fields.json_format``'s."""
+    here too, as is a request-level backend, and JSON is ``guided_fields.json_format``'s."""
     refuse_grammars(data, path)
+    refuse_backend(data, path)
     found: list[tuple[str, object]] = []
     for key in ("regex", "guided_regex"):
         if data.get(key) is not None:

@@ -6,6 +6,7 @@ but not in silence). ``env.AI.run`` keeps Workers AI's schema."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -94,3 +95,100 @@ def test_odd_or_many_ignored_keys_never_break_the_answer(dev: DevServer) -> None
         header = reply.headers["x-ember-ignored-fields"]
         assert header.startswith("k0000, k0001, ") and header.endswith(", and 2982 more")
         assert "x-evil" not in reply.headers and len(header) < 300
+
+
+# vLLM's structured-output fields (vllm/entrypoints/openai/chat_completion/protocol.py:
+# ``structured_outputs: StructuredOutputsParams`` with json / regex / choice / json_object, and
+# the older guided_json / guided_regex / guided_choice of vLLM <= 0.10): enforced by ember's model
+# server, so the gateway forwards each as the field both replicas read (SGLang's protocol.py
+# ChatCompletionRequest: ``regex``, ``response_format``) instead of dropping it.
+CHOICE_REGEX = "(?:yes|no|maybe\\?)"
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+AS_FORMAT = {"type": "json_schema", "json_schema": {"name": "guided_json", "schema": SCHEMA}}
+GUIDED = [
+    ({"guided_regex": "[a-z]+"}, {"regex": "[a-z]+"}),
+    ({"structured_outputs": {"regex": "[a-z]+"}}, {"regex": "[a-z]+"}),
+    ({"guided_choice": ["yes", "no", "maybe?"]}, {"regex": CHOICE_REGEX}),
+    ({"structured_outputs": {"choice": ["yes", "no", "maybe?"]}}, {"regex": CHOICE_REGEX}),
+    (
+        {"guided_json": SCHEMA},
+        {"response_format": AS_FORMAT},
+    ),
+    (
+        {"guided_json": json.dumps(SCHEMA)},
+        {"response_format": AS_FORMAT},
+    ),
+    (
+        {"structured_outputs": {"json": SCHEMA}},
+        {"response_format": AS_FORMAT},
+    ),
+    ({"structured_outputs": {"json_object": True}}, {"response_format": {"type": "json_object"}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fields", "forwarded"), GUIDED)
+def test_vllm_structured_outputs_reach_the_replica_as_fields_both_backends_read(
+    fields: dict, forwarded: dict
+) -> None:
+    body = upstream_request(GLM, {"messages": MESSAGES, **fields}, "openai", stream=False).body
+    assert {key: body.get(key) for key in forwarded} == forwarded
+    assert not {"guided_regex", "guided_choice", "guided_json", "structured_outputs"} & set(body)
+
+
+def test_request_level_structured_output_backends_are_refused_as_vllm_v1_does() -> None:
+    # vllm/v1/engine/processor.py: "Request-level structured output backend selection is no
+    # longer supported" unless it names the engine's own backend; ember has one, "auto" to vLLM.
+    from ember.models.api.errors import InvalidRequestField
+
+    body = {"messages": MESSAGES, "guided_json": SCHEMA}
+    for backend in ("xgrammar", "outlines:no-fallback", 1):
+        with pytest.raises(InvalidRequestField) as refused:
+            upstream_request(
+                GLM, {**body, "guided_decoding_backend": backend}, "openai", stream=False
+            )
+        assert refused.value.field == "/guided_decoding_backend"
+    for backend in ("auto", None):
+        upstream_request(GLM, {**body, "guided_decoding_backend": backend}, "openai", stream=False)
+
+
+def test_guided_fields_are_enforced_through_ai_v1_and_not_named_ignored(dev: DevServer) -> None:
+    for stream in (False, True):
+        reply = _chat(
+            dev, stream=stream, guided_choice=["yes", "no"], guided_decoding_backend="auto"
+        )
+        assert "x-ember-ignored-fields" not in reply.headers
+        if stream:
+            events = parse_sse(reply.content)[:-1]
+            text = "".join(
+                e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"]
+            )
+        else:
+            text = reply.json()["choices"][0]["message"]["content"]
+        assert text in ("yes", "no"), text
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    reply = _chat(
+        dev, max_tokens=40, structured_outputs={"json": schema, "whitespace_pattern": " "}
+    )
+    assert reply.headers["x-ember-ignored-fields"] == "structured_outputs.whitespace_pattern"
+    answer = reply.json()["choices"][0]
+    if answer["finish_reason"] == "stop":
+        assert isinstance(json.loads(answer["message"]["content"])["n"], int)
+    else:  # cut short at 40 tokens: still the start of an object with "n"
+        assert answer["message"]["content"].startswith("{"), answer
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"guided_grammar": 'root ::= "a"'}, "/guided_grammar"),
+        ({"structured_outputs": {"grammar": 'root ::= "a"'}}, "/structured_outputs/grammar"),
+        ({"guided_decoding_backend": "xgrammar"}, "/guided_decoding_backend"),
+    ],
+)
+def test_constraints_ember_cannot_enforce_are_a_400_naming_the_field(
+    dev: DevServer, fields: dict, field: str
+) -> None:
+    body = {"model": GLM, "messages": MESSAGES, "max_tokens": 4, **fields}
+    reply = httpx.post(f"{dev.url}/ai/v1/chat/completions", json=body, timeout=120)
+    assert reply.status_code == 400, reply.text
+    assert field in reply.text

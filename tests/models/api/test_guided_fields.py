@@ -111,3 +111,25 @@ def test_what_cannot_be_enforced_is_refused_by_name(fields: dict, field: str, me
             parse()
         assert caught.value.field == field
         assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("backend", ["xgrammar", "outlines:no-fallback", "", 3])
+def test_a_request_level_backend_is_refused_as_vllm_v1_refuses_it(backend: object) -> None:
+    # vllm/v1/engine/processor.py: "Request-level structured output backend selection is no
+    # longer supported. The request specified 'xgrammar', but vLLM was initialised with 'auto'".
+    for parse in (
+        lambda: parse_chat_request(chat(guided_json=SCHEMA, guided_decoding_backend=backend)),
+        lambda: parse_completion_request({"prompt": "a", "guided_decoding_backend": backend}),
+    ):
+        with pytest.raises(InvalidRequestField) as caught:
+            parse()
+        assert caught.value.field == "/guided_decoding_backend"
+        assert "'auto'" in str(caught.value)
+
+
+def test_the_engines_own_backend_auto_is_accepted_and_read() -> None:
+    from ember.models.api.read_fields import ReadTracker, ignored_note
+
+    body = ReadTracker(chat(guided_choice=["a"], guided_decoding_backend="auto"))
+    assert parse_chat_request(body).regex == "(?:a)"
+    assert ignored_note(body) is None

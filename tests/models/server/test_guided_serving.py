@@ -158,7 +158,7 @@ def test_fields_the_server_ignores_are_logged(glm_dir: Path) -> None:
             messages=ASK,  # type: ignore[arg-type]
             max_tokens=2,
             temperature=0.5,
-            extra_body={"guided_decoding_backend": "xgrammar", "spaces_between_special_tokens": 1},
+            extra_body={"echo": True, "spaces_between_special_tokens": 1},
         )
         _client(live).completions.create(
             model="g", prompt="a", max_tokens=2, stop=["x"], extra_body={"priority": 3}
@@ -167,7 +167,6 @@ def test_fields_the_server_ignores_are_logged(glm_dir: Path) -> None:
     lines = [line for line in log.getvalue().splitlines() if "ignored" in line]
     assert len(lines) == 2, lines
     assert lines[0].endswith(
-        "fields present in the request but ignored: guided_decoding_backend, "
-        "spaces_between_special_tokens"
+        "fields present in the request but ignored: echo, spaces_between_special_tokens"
     )
     assert lines[1].endswith("fields present in the request but ignored: priority")
