@@ -17,6 +17,7 @@ from ember.bindings.ai.answer import AIRequestFailed
 from ember.bindings.ai.classic import ClassicStream
 from ember.bindings.ai.dialects import StreamTranslator, openai_error_event, workers_error_event
 from ember.bindings.ai.failures import Failure, failure_of
+from ember.bindings.ai.named_tool import named_tool_chunk
 from ember.bindings.ai.raw_prompt import as_chat_chunk
 from ember.models.api.chat_request import Dialect
 from ember.models.pool.pooled_stream import PooledStream
@@ -32,10 +33,12 @@ async def translate(
     raw: bool = False,
     thinking_ate_answer: Callable[[], None] | None = None,
     classic: bool = False,
+    named_tool: bool = False,
 ) -> AsyncIterator[bytes]:
     """The caller's event stream; quota released and the answer stored when it ends;
     ``thinking_ate_answer`` called when the budget ran out inside the reasoning; ``classic``:
-    the Workers AI classic events (``classic.py``) in place of chat chunks."""
+    the Workers AI classic events (``classic.py``) in place of chat chunks; ``named_tool``: the
+    request named its function, so a ``tool_calls`` finish is said ``stop`` (``named_tool.py``)."""
     translator: StreamTranslator | ClassicStream = ClassicStream()
     if not classic:
         translator = StreamTranslator(dialect, model, events.renamed, json_inputs)
@@ -47,6 +50,8 @@ async def translate(
                 break
             if raw:  # completion chunks -> the chat chunks the model's schema promises
                 batch = [as_chat_chunk(data) for data in batch]
+            if named_tool:
+                batch = [named_tool_chunk(data) for data in batch]
             out = b"".join([translator.feed(data) for data in batch])
             if out:
                 if recorded is not None:

@@ -55,12 +55,14 @@ FORWARDED = (
 
 @dataclass(frozen=True, slots=True)
 class Upstream:
-    """What to send a replica for one request: the path, the body, and whether the prompt is
-    raw (a ``/v1/completions`` answer, turned back into the chat shape on the way out)."""
+    """What to send a replica for one request: the path, the body, whether the prompt is raw
+    (a ``/v1/completions`` answer, turned back into the chat shape on the way out), and whether
+    it names the function to call (its answer finishes with ``stop``: ``named_tool.py``)."""
 
     path: str
     body: dict[str, Any]
     raw: bool = False
+    named_tool: bool = False
 
 
 def upstream_request(
@@ -102,7 +104,8 @@ def upstream_request(
         inputs = {**inputs, "top_p": 1.0, "top_k": 1}
     if dialect == "workers" and wants_raw(inputs):
         return Upstream(COMPLETIONS_PATH, raw_body(model, inputs, stream=stream), raw=True)
-    return Upstream(CHAT_PATH, _chat_body(model, inputs, request, dialect, stream=stream))
+    body = _chat_body(model, inputs, request, dialect, stream=stream)
+    return Upstream(CHAT_PATH, body, named_tool=request.tool_choice.named)
 
 
 def _chat_body(

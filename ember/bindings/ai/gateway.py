@@ -36,6 +36,7 @@ from ember.bindings.ai.gateway_logs import GatewayLogs
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
 from ember.bindings.ai.model_rows import model_rows
 from ember.bindings.ai.model_schema import Schema, schema_of
+from ember.bindings.ai.named_tool import named_tool_result
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
@@ -278,6 +279,8 @@ class AIGateway(GatewayBatches):
                 if answer.status != 200:
                     raise upstream_refusal(model, answer.status, answer.body)
                 result = as_chat_completion(answer.body) if upstream.raw else answer.body
+                if upstream.named_tool:
+                    result = named_tool_result(result)
                 note = reasoning_cut_short(model, result, inputs)
                 if note is not None:
                     say(note)
@@ -310,7 +313,16 @@ class AIGateway(GatewayBatches):
 
         chunks = AnswerStream(
             translate(
-                events, model, dialect, release, store, json_inputs, upstream.raw, note, classic
+                events,
+                model,
+                dialect,
+                release,
+                store,
+                json_inputs,
+                upstream.raw,
+                note,
+                classic,
+                named_tool=upstream.named_tool,
             ),
             events,
             release,

@@ -25,6 +25,7 @@ from ember.bindings.ai.failures import LoraUnsupported
 from ember.bindings.ai.fields import platform_sampling_defaults
 from ember.bindings.ai.json_mode import wants_json
 from ember.bindings.ai.model_schema import Schema
+from ember.bindings.ai.named_tool import named_tool_result
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.raw_prompt import as_chat_completion
 from ember.bindings.ai.tenant import Tenant, fairness_of
@@ -118,6 +119,8 @@ class GatewayBatches:
         if call is not None:
             return call.whole(answer.body)  # type: ignore[arg-type]
         result = as_chat_completion(answer.body) if upstream.raw else answer.body
+        if upstream.named_tool:
+            result = named_tool_result(result)
         if classic:
             return classic_result(result, wants_json(request))  # type: ignore[return-value]
         return completion_result(result, model)  # type: ignore[return-value]

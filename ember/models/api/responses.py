@@ -65,11 +65,15 @@ def chat_logprobs(tokens: Sequence[TokenLogprob] | None) -> dict | None:
     return {"content": [t.to_dict() for t in tokens], "refusal": None}
 
 
-def final_finish_reason(finish_reason: str, has_tool_calls: bool) -> str:
-    """``tool_calls`` when the model stopped after calling tools."""
+def final_finish_reason(finish_reason: str, has_tool_calls: bool, named_tool: bool = False) -> str:
+    """``tool_calls`` when the model stopped after calling tools, unless the request named the
+    function (``tool_choice: {"type": "function", ...}``): OpenAI and vLLM answer ``stop`` for
+    a named function and ``tool_calls`` for ``auto`` / ``required`` (vLLM's serving_chat.py,
+    both generators), where SGLang answers ``tool_calls`` for both."""
     if finish_reason not in FINISH_REASONS:
         raise ValueError(f"finish_reason must be one of {FINISH_REASONS}, got {finish_reason!r}")
-    return "tool_calls" if has_tool_calls and finish_reason == "stop" else finish_reason
+    called = has_tool_calls and not named_tool
+    return "tool_calls" if called and finish_reason == "stop" else finish_reason
 
 
 def chat_message(output: ParsedOutput) -> dict:
@@ -122,14 +126,17 @@ def chat_choice(
     logprobs: Sequence[TokenLogprob] | None = None,
     matched_stop: str | int | None = None,
     stop_reason: str | int | None = None,
+    *,
+    named_tool: bool = False,
 ) -> dict:
     """One entry of a ``chat.completion``'s ``choices``. ``stop_reason``: vLLM's, the stop
-    string or ``stop_token_ids`` entry that ended the output (null for EOS and length)."""
+    string or ``stop_token_ids`` entry that ended the output (null for EOS and length);
+    ``named_tool``: the request named the function to call (``final_finish_reason``)."""
     return {
         "index": index,
         "message": chat_message(output),
         "logprobs": chat_logprobs(logprobs),
-        "finish_reason": final_finish_reason(finish_reason, bool(output.tool_calls)),
+        "finish_reason": final_finish_reason(finish_reason, bool(output.tool_calls), named_tool),
         "stop_reason": stop_reason,
         "matched_stop": matched_stop,
     }
@@ -142,7 +149,9 @@ class ChatStream:
     the end (the finish chunk, then the usage chunk when ``include_usage``). ``message()``
     is the whole message sent so far (for logs and caches). With ``continuous_usage``, set
     ``usage`` before each call: every chunk carries it. ``index``: the choice this stream
-    builds (``n`` choices: one ``ChatStream`` each, their chunks interleaved).
+    builds (``n`` choices: one ``ChatStream`` each, their chunks interleaved). ``named_tool``:
+    the request named the function to call, so a call finishes with ``stop``
+    (``final_finish_reason``).
     """
 
     def __init__(
@@ -155,8 +164,10 @@ class ChatStream:
         include_usage: bool = False,
         continuous_usage: bool = False,
         index: int = 0,
+        named_tool: bool = False,
     ) -> None:
         self.id = id
+        self.named_tool = named_tool
         self.index = index
         self.created = created
         self.model = model
@@ -220,7 +231,7 @@ class ChatStream:
         stop_reason: str | int | None = None,
     ) -> list[dict]:
         chunks = self._emit(self.parser.finish())
-        reason = final_finish_reason(finish_reason, bool(self.total.heads))
+        reason = final_finish_reason(finish_reason, bool(self.total.heads), self.named_tool)
         last = self._chunk({}, reason)
         last["choices"][0]["stop_reason"] = stop_reason  # vLLM's, on the finish chunk
         last["choices"][0]["matched_stop"] = matched_stop  # SGLang's, on the finish chunk

@@ -46,10 +46,12 @@ class FunctionTool:
 @dataclass(frozen=True)
 class ToolChoice:
     """``mode``: none, auto, required (``allowed`` limits which tools; a named function is
-    ``required`` with one allowed name)."""
+    ``required`` with one allowed name and ``named``: its call finishes with ``stop``, not
+    ``tool_calls``, as OpenAI and vLLM answer)."""
 
     mode: Literal["none", "auto", "required"]
     allowed: tuple[str, ...] | None = None
+    named: bool = False  # tool_choice {"type": "function", ...}, not allowed_tools
 
     @property
     def forced_name(self) -> str | None:
@@ -152,7 +154,7 @@ def parse_tool_choice(value: object, path: str, tools: tuple[FunctionTool, ...])
     choice = require_object(value, path)
     kind = choice.get("type")
     if kind == "function":
-        return ToolChoice("required", (_named(choice, path, names),))
+        return ToolChoice("required", (_named(choice, path, names),), named=True)
     if kind == "allowed_tools":
         allowed = require_object(choice.get("allowed_tools"), at(path, "allowed_tools"))
         where = at(path, "allowed_tools")

@@ -88,6 +88,7 @@ class ChatChunker:
                 include_usage=chat.include_usage,
                 continuous_usage=chat.continuous_usage,
                 index=index,
+                named_tool=chat.tool_choice.named,
             )
             for index, reader in enumerate(chat_in.readers)
         ]

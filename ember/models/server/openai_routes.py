@@ -146,6 +146,7 @@ async def chat_answer(
                 logprobs,
                 event.matched_stop,
                 event.stop_reason,
+                named_tool=chat.tool_choice.named,
             )
         )
     prompt_tokens = len(chat_in.generation.prompt_ids)

@@ -93,7 +93,7 @@ def test_a_full_openai_body() -> None:
     assert request.tools == (
         FunctionTool("get_weather", "Weather for a city", WEATHER["function"]["parameters"]),
     )
-    assert request.tool_choice == ToolChoice("required", ("get_weather",))
+    assert request.tool_choice == ToolChoice("required", ("get_weather",), named=True)
     assert request.tool_choice.forced_name == "get_weather"
     assert (request.enable_thinking, request.clear_thinking, request.reasoning_effort) == (
         False,

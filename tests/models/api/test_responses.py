@@ -16,6 +16,7 @@ from ember.models.api.responses import (
     ChatStream,
     TokenLogprob,
     Usage,
+    chat_choice,
     chat_completion,
     completion_logprobs,
     text_completion,
@@ -113,12 +114,17 @@ def test_length_stays_length_and_logprobs_are_listed() -> None:
         )
 
 
-def _stream(include_usage: bool) -> ChatStream:
+def _stream(include_usage: bool, named_tool: bool = False) -> ChatStream:
     parser = ChatOutputParser(
         "glm47", tools={"f": None}, reasoning="inside", id_factory=lambda: "call_z"
     )
     return ChatStream(
-        id="chatcmpl-9", created=5, model="m", parser=parser, include_usage=include_usage
+        id="chatcmpl-9",
+        created=5,
+        model="m",
+        parser=parser,
+        include_usage=include_usage,
+        named_tool=named_tool,
     )
 
 
@@ -316,3 +322,27 @@ def test_text_completion_and_generate() -> None:
 def test_sse_data_is_one_line_of_utf8() -> None:
     assert sse_data({"t": "é\nx"}) == 'data: {"t":"é\\nx"}\n\n'.encode()
     assert json.loads(sse_data({"a": 1})[6:]) == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("named", "finish_reason", "expected"),
+    [
+        (True, "stop", "stop"),
+        (True, "length", "length"),
+        (False, "stop", "tool_calls"),
+        (False, "length", "length"),
+    ],
+)
+def test_a_named_function_call_finishes_with_stop_as_openai_and_vllm_answer(
+    named: bool, finish_reason: str, expected: str
+) -> None:
+    # vllm/entrypoints/openai/chat_completion/serving.py (both generators): "In OpenAI's API,
+    # when a tool is called, the finish_reason is: "tool_calls" for "auto" or "required" tool
+    # calls, and "stop" for named tool calls." (SGLang answers "tool_calls" for both.)
+    output = ParsedOutput(None, None, (ToolCall("call_a", "f", '{"a":1}'),))
+    choice = chat_choice(0, output, finish_reason, named_tool=named)
+    assert choice["finish_reason"] == expected
+    stream = _stream(include_usage=False, named_tool=named)
+    for piece in PIECES:
+        stream.text(piece)
+    assert stream.finish(finish_reason)[-1]["choices"][0]["finish_reason"] == expected

@@ -328,3 +328,29 @@ def _route_text(kimi: LiveServer, path: str, body: dict, stream: bool) -> str:
                 piece = choice["delta"].get("content") if "delta" in choice else choice["text"]
                 pieces.append(piece or "")
     return "".join(pieces)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_named_function_call_finishes_with_stop(kimi: LiveServer, stream: bool) -> None:
+    # OpenAI and vLLM: "tool_calls" for auto / required calls, "stop" for a named function
+    # (vllm/entrypoints/openai/chat_completion/serving.py); SGLang's "tool_calls" was ember's.
+    body = dict(
+        model="kimi",
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[WEATHER_TOOL],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=64,
+        temperature=0,
+        extra_body=NO_THINKING,
+    )
+    api = client(kimi)
+    if not stream:
+        reply = api.chat.completions.create(**body)
+        (call,) = reply.choices[0].message.tool_calls
+        assert call.function.name == "get_weather"
+        assert reply.choices[0].finish_reason == "stop"
+    else:
+        chunks = list(api.chat.completions.create(**body, stream=True))
+        deltas = [t for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or []]
+        assert deltas and deltas[0].function.name == "get_weather"
+        assert chunks[-1].choices[0].finish_reason == "stop"
