@@ -10,8 +10,13 @@ it), text and all, reported through ``on_undeclared`` so the server can log it. 
 are not valid JSON are passed on as written (OpenAI's ``arguments`` may be invalid JSON too).
 
 Kimi's arguments are JSON already and stream as they arrive. GLM's are built from key/value
-pairs (typed by the tool's schema), so they stream one whole pair at a time: ``{"city":"Paris"``,
-then ``,"days":3``, then ``}``; the pieces always add up to the final ``arguments`` string.
+pairs typed by the tool's schema. A value the schema makes a string streams as it arrives, as
+vLLM's GLM-4.5/4.7 parser streams it (``{"city":"Pa``, ``ris"``): its text is the string as
+written, so each piece is final once escaped; a value of another type streams whole, once its
+``</arg_value>`` came (``,"days":3``: ``3`` could still become ``30``, ``null`` be a string).
+A string value the call ends inside (``</tool_call>`` before ``</arg_value>``) is closed as it
+stands, as vLLM's streaming parser closes it: its text has been sent already. The pieces
+always add up to the ``arguments`` string the whole text gives.
 """
 
 from __future__ import annotations
@@ -136,6 +141,24 @@ _GLM_PAIR = re.compile(
 )
 
 
+# A pair's start, up to its value's first character: where a string value starts streaming.
+_GLM_PAIR_HEAD = re.compile(
+    re.escape(GLM_KEY_BEGIN)
+    + r"(.*?)"
+    + re.escape(GLM_KEY_END)
+    + r"\s*"
+    + re.escape(GLM_VALUE_BEGIN),
+    re.DOTALL,
+)
+_GLM_VALUE_ENDS = (GLM_VALUE_END, GLM_CALL_END)
+
+
+def _json_text(text: str) -> str:
+    """``text`` as it reads inside a JSON string (escaped one character at a time, so pieces
+    escaped apart add up to the whole escaped at once)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
 class GlmToolStream:
     start_marker = GLM_CALL_BEGIN
     markers = (
@@ -199,6 +222,36 @@ class GlmToolStream:
             return head + value.strip()
         return head + json.dumps(value, ensure_ascii=False)[:-1]
 
+    def _key(self, key: str) -> tuple[str, object]:
+        """A pair's key and its schema (padding tolerated unless the key itself has it)."""
+        parameters = self.parameters.get(self.name)
+        if parameter_schema(parameters, key) is None:
+            key = key.strip()
+        return key, parameter_schema(parameters, key)
+
+    def _string_value(self, buf: str, out: DeltaMessage, final: bool) -> tuple[str, bool | None]:
+        """Stream a string value's text (``buf`` starts inside it). Returns the rest and: None
+        while the value goes on (or the output ended inside it: cut, as ``_cut`` leaves it),
+        False once ``</arg_value>`` closed it, True once the call ended in it or after it."""
+        hit = find_first(buf, _GLM_VALUE_ENDS)
+        if hit is None:
+            end = len(buf) if final else safe_length(buf, _GLM_VALUE_ENDS)
+            if end:
+                out.add_tool_piece(ToolCallDelta(self.count, arguments=_json_text(buf[:end])))
+            if final:
+                return self._cut(out)[0], None
+            return buf[end:], None
+        index, marker = hit
+        out.add_tool_piece(ToolCallDelta(self.count, arguments=_json_text(buf[:index]) + '"'))
+        self.pairs += 1
+        buf = buf[index + len(marker) :]
+        if marker == GLM_VALUE_END:
+            self.state = "pairs"
+            return buf, False
+        self._close(out)
+        self.state = "name"
+        return buf, True
+
     def feed(self, buf: str, out: DeltaMessage, final: bool) -> tuple[str, bool]:
         if self.state == "name":
             hit = find_first(buf, ("\n", GLM_KEY_BEGIN, GLM_CALL_END))
@@ -225,16 +278,19 @@ class GlmToolStream:
             self.state = "name"
             return buf[hit[0] + len(GLM_CALL_END) :], True
         while True:  # pairs
+            if self.state == "value":
+                buf, ended = self._string_value(buf, out, final)
+                if ended is None:
+                    return buf, final
+                if ended:
+                    return buf, True
+                continue
             hit = find_first(buf, (GLM_KEY_BEGIN, GLM_CALL_END))
             if hit is not None and hit[1] == GLM_KEY_BEGIN:
                 match = _GLM_PAIR.match(buf, hit[0])
                 early_end = buf.find(GLM_CALL_END, hit[0])
                 if match is not None and (early_end < 0 or early_end >= match.end()):
-                    key = match.group(1)
-                    parameters = self.parameters.get(self.name)
-                    if parameter_schema(parameters, key) is None:
-                        key = key.strip()  # tolerate padding unless the key itself has it
-                    schema = parameter_schema(parameters, key)
+                    key, schema = self._key(match.group(1))
                     value = convert_glm_value(match.group(2), schema)
                     piece = glm_arguments_json([(key, value)])[0]
                     if self.pairs:
@@ -243,6 +299,15 @@ class GlmToolStream:
                     self.pairs += 1
                     buf = buf[match.end() :]
                     continue
+                head = _GLM_PAIR_HEAD.match(buf, hit[0])
+                if head is not None and (early_end < 0 or early_end >= head.end()):
+                    key, schema = self._key(head.group(1))
+                    if schema_types(schema) == {"string"}:  # its text is the value: stream it
+                        piece = ("," if self.pairs else "{") + json.dumps(key, ensure_ascii=False)
+                        out.add_tool_piece(ToolCallDelta(self.count, arguments=piece + ':"'))
+                        buf = buf[head.end() :]
+                        self.state = "value"
+                        continue
                 if early_end < 0:  # the pair is still arriving
                     if final:
                         return self._cut(out, buf[hit[0] :])
