@@ -6,7 +6,8 @@ bytes the real quantized tensors occupy. Two INT4 layouts differ:
 - ``checkpoint``: what ``Int4Weight`` and compressed-tensors files store: 4 bits + one scale per
   group (+ one zero when asymmetric): 4 + 16/32 = **4.5 bits/weight** at g32 with BF16 scales.
 - ``cpu_kernel``: what PyTorch's CPU int4 kernel holds resident: it always keeps a scale *and*
-  a zero per group, in the activation dtype, and rows padded to a multiple of 16.
+  a zero per group, in the kernel's activation dtype (``int4_kernel_dtype``: BF16 on x86, even
+  for a float32 model), and rows padded to a multiple of 16.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def matrix_nbytes(
 ) -> int:
     """Exact bytes of one ``[out, in]`` weight matrix stored as ``scheme``.
 
-    ``dtype`` is the dense dtype (``none``) or the activation dtype (INT4 kernel scales).
+    ``dtype`` is the dense dtype (``none``) or the INT4 kernel's activation dtype (its scales).
     """
     n, k = out_features, in_features
     if scheme == "none":

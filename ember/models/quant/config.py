@@ -42,6 +42,9 @@ class QuantConfig:
     others: Scheme = "none"
     skip: tuple[str, ...] = ()  # regexes (re.search) of module names to leave alone
     use_kernels: bool = True  # False: every layer runs its reference path (tests, debugging)
+    # The activation dtype of PyTorch's CPU INT4 kernel; None: ``int4_kernel_dtype`` picks the one
+    # the kernel is vectorised for here (BF16 on x86), whatever the compute dtype.
+    int4_kernel_dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
@@ -58,6 +61,13 @@ class QuantConfig:
         if self.scale_dtype not in (torch.bfloat16, torch.float16, torch.float32):
             raise ConfigError(
                 _CONFIG, "scale_dtype", self.scale_dtype, "bfloat16, float16 or float32"
+            )
+        if self.int4_kernel_dtype not in (None, torch.bfloat16, torch.float16, torch.float32):
+            raise ConfigError(
+                _CONFIG,
+                "int4_kernel_dtype",
+                self.int4_kernel_dtype,
+                "None (the CPU's choice), bfloat16, float16 or float32",
             )
         if len(self.fp8_block) != 2 or any(b <= 0 for b in self.fp8_block):
             raise ConfigError(_CONFIG, "fp8_block", self.fp8_block, "two positive block sizes")

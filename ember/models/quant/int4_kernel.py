@@ -14,6 +14,20 @@ says so.
 
 If the ops are missing (another torch, another device) ``prepare_int4_cpu_kernel`` returns None and
 the caller falls back to dequantize + ``F.linear`` (``int4_linear_fallback``).
+
+Which dtype the kernel runs in (``int4_kernel_dtype``): on x86, ATen's ``int4mm_kernel.cpp``
+(``aten/src/ATen/native/cpu/int4mm_kernel.cpp``) has AVX2 and AVX512 ``tinygemm_kernel``
+specialisations for ``BFloat16`` only (BF16 activations and scales, fp32 FMAs, BF16 output);
+``Half`` and ``float`` take its generic per-element loop. Measured on torch 2.13.0, AMD EPYC
+with AVX2, one thread, the tiny checkpoints' shapes: an expert's 256 -> 128 at 16 rows took
+1.06 ms in float32 and 1.10 ms in float16 against 0.05 ms in BF16 (2-12x at one row, 20-90x at
+16-64 rows), far slower than the dense float32 ``F.linear`` it replaces. So on an AVX2/AVX512
+CPU the kernel always runs in BF16: activations are rounded to BF16 on the way in and the output
+cast back to the compute dtype (8 significant bits on each; scales are BF16 already unless a
+float32 ``scale_dtype`` was asked for). On aarch64 the file has a NEON kernel for all three
+dtypes, and a CPU that ATen dispatches as ``DEFAULT`` runs the generic loop for all three (BF16
+was no faster there: ``ATEN_CPU_CAPABILITY=default``), so elsewhere the kernel keeps the compute
+dtype.
 """
 
 from __future__ import annotations
@@ -31,6 +45,8 @@ _KERNEL_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 _KERNEL_GROUPS = (32, 64, 128, 256)
 _ROW_MULTIPLE = 16
 _INNER_K_TILES = 2  # ignored by the CPU kernel on 2.13 (any of 1/2/4/8 gives equal results)
+# ATen CPU capabilities whose int4mm kernel is vectorised for BF16 only (see the module docstring).
+_BF16_ONLY_CAPABILITIES = ("AVX2", "AVX512")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +78,22 @@ def cpu_int4_kernel_available() -> bool:
         return False
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     return all(has_kernel(op.default.name(), "CPU") for op in (convert, matmul))
+
+
+def cpu_capability() -> str:
+    """The ISA ATen dispatches its CPU kernels for here (``AVX2``, ``AVX512``, ``DEFAULT``...)."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def int4_kernel_dtype(compute_dtype: torch.dtype, capability: str | None = None) -> torch.dtype:
+    """The activation dtype to run the CPU INT4 kernel in for a layer computing in
+    ``compute_dtype``: BF16 where the kernel is vectorised only for BF16 (x86 AVX2/AVX512),
+    else ``compute_dtype`` itself. ``capability`` overrides the probe (a test seam)."""
+    if compute_dtype not in _KERNEL_DTYPES:
+        return compute_dtype  # float64 and others: no kernel at all, the fallback keeps them
+    if (capability or cpu_capability()) in _BF16_ONLY_CAPABILITIES:
+        return torch.bfloat16
+    return compute_dtype
 
 
 def prepare_int4_cpu_kernel(qweight: Int4Weight, dtype: torch.dtype) -> Int4CpuKernelWeight | None:
@@ -112,9 +144,31 @@ def int4_cpu_kernel_linear(
         )
         if out.shape[1] != kernel.out_features:
             out = out[:, : kernel.out_features]
-    if bias is not None:
-        out = out + bias.to(out.dtype)
-    return out.reshape(*lead, kernel.out_features).to(x.dtype)
+    # Back to the caller's dtype first, so a float32 layer adds its bias in float32.
+    out = out.reshape(*lead, kernel.out_features).to(x.dtype)
+    return out if bias is None else out + bias.to(x.dtype)
+
+
+def dequantize_int4_cpu_kernel(kernel: Int4CpuKernelWeight, dtype: torch.dtype) -> torch.Tensor:
+    """The dense ``[N, K]`` weight of a kernel-packed matrix, exactly as ``dequantize_int4``
+    computes it (in float32, then cast to ``dtype``), whatever dtype the kernel runs in.
+
+    The packed layout is opaque, so the integers are read back by multiplying the identity
+    through the kernel with unit scales and zero zeros: each output is one ``q`` in [-8, 7],
+    exact in BF16. The real scales and zeros are then applied here in float32 (the kernel's own
+    BF16 output would round ``q * scale`` to 8 significant bits)."""
+    groups, n_pad, _ = kernel.scales_and_zeros.shape
+    unit = torch.zeros(groups, n_pad, 2, dtype=torch.bfloat16, device=kernel.packed.device)
+    unit[..., 0] = 1.0
+    eye = torch.eye(kernel.padded_in_features, dtype=torch.bfloat16, device=kernel.packed.device)
+    q = getattr(torch.ops.aten, _MATMUL)(eye, kernel.packed, kernel.group_size, unit)
+    q = q[:, : kernel.out_features].t().float()  # [N, K_pad]
+    scales_and_zeros = kernel.scales_and_zeros[:, : kernel.out_features].float()
+    scales = scales_and_zeros[..., 0].t().unsqueeze(-1)  # [N, groups, 1]
+    zeros = scales_and_zeros[..., 1].t().unsqueeze(-1)
+    n, g = kernel.out_features, kernel.group_size
+    w = q.view(n, groups, g) * scales + zeros
+    return w.view(n, -1)[:, : kernel.in_features].to(dtype)
 
 
 def int4_linear_fallback(

@@ -32,7 +32,9 @@ from ember.models.quant.int4 import (
 )
 from ember.models.quant.int4_kernel import (
     Int4CpuKernelWeight,
+    dequantize_int4_cpu_kernel,
     int4_cpu_kernel_linear,
+    int4_kernel_dtype,
     int4_linear_fallback,
     prepare_int4_cpu_kernel,
 )
@@ -75,7 +77,11 @@ class Fp8LinearMethod(LinearMethod):
 
 
 class Int4LinearMethod(LinearMethod):
-    """Group-wise INT4 weights; PyTorch's CPU int4 kernel when present, else dequantize."""
+    """Group-wise INT4 weights; PyTorch's CPU int4 kernel when present, else dequantize.
+
+    The kernel runs in ``kernel_dtype``, or by default in ``int4_kernel_dtype(compute dtype)``:
+    BF16 on x86, where it is vectorised for nothing else, with the activations cast in and the
+    output cast back, so the layer still takes and returns its compute dtype."""
 
     def __init__(
         self,
@@ -84,11 +90,13 @@ class Int4LinearMethod(LinearMethod):
         symmetric: bool = True,
         scale_dtype: torch.dtype = torch.bfloat16,
         use_kernels: bool = True,
+        kernel_dtype: torch.dtype | None = None,
     ) -> None:
         self.group_size = group_size
         self.symmetric = symmetric
         self.scale_dtype = scale_dtype
         self.use_kernels = use_kernels
+        self.kernel_dtype = kernel_dtype
 
     @property
     def scheme(self) -> str:
@@ -125,7 +133,8 @@ class Int4LinearMethod(LinearMethod):
     def process_weights_after_loading(self, layer: QuantizedLinear) -> None:
         if not self.use_kernels or "kernel_packed" in layer._buffers:
             return
-        kernel = prepare_int4_cpu_kernel(self.weights(layer), layer.compute_dtype)
+        dtype = self.kernel_dtype or int4_kernel_dtype(layer.compute_dtype)
+        kernel = prepare_int4_cpu_kernel(self.weights(layer), dtype)
         if kernel is None:
             return  # no kernel here: apply() dequantizes (int4_linear_fallback)
         for name in ("weight_packed", "weight_scale", "weight_zero"):
@@ -164,9 +173,7 @@ class Int4LinearMethod(LinearMethod):
         kernel = self.kernel_weights(layer)
         if kernel is None:
             return dequantize_int4(self.weights(layer), dtype)
-        # The kernel layout is opaque: recover W by multiplying the identity (exact up to dtype).
-        eye = torch.eye(layer.in_features, dtype=kernel.dtype, device=kernel.packed.device)
-        return int4_cpu_kernel_linear(eye, kernel).t().contiguous().to(dtype)
+        return dequantize_int4_cpu_kernel(kernel, dtype)
 
 
 def linear_method(scheme: str, config: QuantConfig) -> LinearMethod:
@@ -179,5 +186,6 @@ def linear_method(scheme: str, config: QuantConfig) -> LinearMethod:
             symmetric=config.symmetric,
             scale_dtype=config.scale_dtype,
             use_kernels=config.use_kernels,
+            kernel_dtype=config.int4_kernel_dtype,
         )
     return UnquantizedLinearMethod()

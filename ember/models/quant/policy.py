@@ -26,7 +26,7 @@ from torch import nn
 
 from ember.models.quant.config import QuantConfig
 from ember.models.quant.linear import LinearMethod, QuantizedLinear
-from ember.models.quant.methods import linear_method
+from ember.models.quant.methods import Int4LinearMethod, linear_method
 
 ROUTED_EXPERT = re.compile(r"(^|\.)mlp\.experts\.\d+\.(gate_proj|up_proj|down_proj)$")
 _NEVER = (
@@ -43,6 +43,9 @@ class QuantizationReport:
     layers: dict[str, int] = field(default_factory=dict)  # scheme -> layers converted
     bytes_before: int = 0  # weight bytes of the converted layers, before
     bytes_after: int = 0  # and after (resident, kernel layout included)
+    # The dtype the converted INT4 layers run PyTorch's CPU kernel in (BF16 on x86, even for a
+    # float32 model); None when no layer runs that kernel (reference path, no kernel, no INT4).
+    int4_kernel_dtype: torch.dtype | None = None
 
 
 def _is_linear(module: nn.Module) -> bool:
@@ -76,6 +79,7 @@ def quantize_model(model: nn.Module, config: QuantConfig) -> QuantizationReport:
     shared = _shared_weight_ids(model)
     counts: Counter[str] = Counter()
     before = after = 0
+    kernel_dtype: torch.dtype | None = None
     for name, module in list(model.named_modules()):
         if not _is_linear(module):
             continue
@@ -91,7 +95,10 @@ def quantize_model(model: nn.Module, config: QuantConfig) -> QuantizationReport:
         after += replacement.weight_nbytes()
         _set_submodule(model, name, replacement)
         counts[scheme] += 1
-    return QuantizationReport(dict(counts), before, after)
+        if isinstance(method, Int4LinearMethod):
+            kernel = method.kernel_weights(replacement)
+            kernel_dtype = kernel.dtype if kernel is not None else kernel_dtype
+    return QuantizationReport(dict(counts), before, after, kernel_dtype)
 
 
 def _requantize(module: nn.Module, method: LinearMethod) -> QuantizedLinear:

@@ -17,9 +17,12 @@ from ember.models.quant.int4 import (
 from ember.models.quant.int4_kernel import (
     cpu_int4_kernel_available,
     int4_cpu_kernel_linear,
+    int4_kernel_dtype,
     int4_linear_fallback,
     prepare_int4_cpu_kernel,
 )
+from ember.models.quant.linear import QuantizedLinear
+from ember.models.quant.methods import Int4LinearMethod
 
 SHAPES = [(64, 256), (50, 100), (7, 300), (48, 64), (1, 33), (130, 512)]
 
@@ -144,3 +147,66 @@ def test_fallback_matches_reference() -> None:
 def test_kernel_is_refused_for_unsupported_dtypes() -> None:
     q = quantize_int4(torch.randn(16, 64), 32)
     assert prepare_int4_cpu_kernel(q, torch.float64) is None
+
+
+KERNEL_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("capability", ["AVX2", "AVX512"])
+@pytest.mark.parametrize("compute", KERNEL_DTYPES)
+def test_on_x86_the_kernel_runs_in_bf16_whatever_the_compute_dtype(
+    capability: str, compute: torch.dtype
+) -> None:
+    # int4mm_kernel.cpp vectorises its AVX2/AVX512 kernel for BFloat16 only.
+    assert int4_kernel_dtype(compute, capability) is torch.bfloat16
+
+
+@pytest.mark.parametrize("capability", ["DEFAULT", "NO AVX", "SVE256", "VSX"])
+@pytest.mark.parametrize("compute", KERNEL_DTYPES)
+def test_elsewhere_the_kernel_keeps_the_compute_dtype(
+    capability: str, compute: torch.dtype
+) -> None:
+    assert int4_kernel_dtype(compute, capability) is compute
+
+
+def test_a_dtype_the_kernel_lacks_is_left_to_the_fallback() -> None:
+    assert int4_kernel_dtype(torch.float64, "AVX2") is torch.float64
+
+
+def _bf16_bound(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """What running a float32 product through BF16 may move each output by: every activation
+    rounded to 8 significant bits (|x_k w_k| / 256 per term at most), then the float32 sum
+    rounded to 8 bits on the way out (|y| / 256), plus float32 slack for the summation order."""
+    unit = 2.0**-8
+    return unit * (x.abs() @ w.abs().t() + y.abs()) * 1.01 + 1e-6
+
+
+@needs_kernel
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("shape", [(128, 256), (256, 128), (50, 100)])
+def test_a_float32_layer_on_the_kernel_matches_the_reference_within_bf16_rounding(
+    shape: tuple[int, int], symmetric: bool
+) -> None:
+    g = torch.Generator().manual_seed(hash((shape, symmetric, "f32")) % 2**31)
+    n, k = shape
+    weight, bias = torch.randn(shape, generator=g), torch.randn(n, generator=g)
+    fast = QuantizedLinear.from_dense(
+        weight, bias, Int4LinearMethod(32, symmetric=symmetric), compute_dtype=torch.float32
+    )
+    slow = QuantizedLinear.from_dense(
+        weight,
+        bias,
+        Int4LinearMethod(32, symmetric=symmetric, use_kernels=False),
+        compute_dtype=torch.float32,
+    )
+    assert fast.kernel_scales_and_zeros.dtype is int4_kernel_dtype(torch.float32)
+    w = slow.dequantized_weight(torch.float32)
+    for rows in (1, 5, 64):
+        x = torch.randn(rows, k, generator=g)
+        got, expected = fast(x), slow(x)
+        assert got.dtype is torch.float32 and got.shape == (rows, n)
+        excess = (got - expected).abs() - _bf16_bound(x, w, expected - bias)
+        assert float(excess.max()) <= 0, float(excess.max())
+        # and the kernel is not exact by accident: float32 in, BF16 inside, so some rounding
+        if int4_kernel_dtype(torch.float32) is torch.bfloat16:
+            assert not torch.equal(got, expected)

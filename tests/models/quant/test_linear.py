@@ -42,7 +42,13 @@ def test_fast_layer_matches_reference_layer(make_method, shape: tuple[int, int])
     fast = QuantizedLinear.from_linear(linear, make_method(True))
     slow = QuantizedLinear.from_linear(linear, make_method(False))
     x = torch.randn(7, k)
-    torch.testing.assert_close(fast(x), slow(x), rtol=1e-4, atol=1e-4)
+    if fast.method.scheme == "int4" and "kernel_packed" in fast._buffers:
+        # The INT4 kernel runs in BF16 on x86 even for a float32 layer (int4_kernel_dtype):
+        # activations and outputs are rounded to 8 significant bits, so BF16's tolerance.
+        # test_int4.py bounds that rounding element by element.
+        torch.testing.assert_close(fast(x), slow(x), rtol=1.6e-2, atol=1e-2)
+    else:
+        torch.testing.assert_close(fast(x), slow(x), rtol=1e-4, atol=1e-4)
     # Quantization error is real but bounded against the dense layer.
     assert 1e-4 < _rel(fast(x), linear(x)) < 0.15
     dense = fast.dequantized_weight(torch.float32)

@@ -18,6 +18,7 @@ from ember.models.quant import (
     scheme_for,
 )
 from ember.models.quant.accounting import matrix_nbytes
+from ember.models.quant.int4_kernel import cpu_int4_kernel_available, int4_kernel_dtype
 from tests.models.quant.kimi_tiny import build_kimi
 
 IDS = torch.randint(0, 2048, (2, 24), generator=torch.Generator().manual_seed(0))
@@ -173,3 +174,38 @@ def test_bad_policy_values_are_config_errors() -> None:
         QuantConfig.from_flag("int2")
     assert QuantConfig.from_flag("BF16").scheme == "none"
     assert QuantConfig.from_flag("int4", group_size=128).group_size == 128
+    with pytest.raises(ConfigError, match="int4_kernel_dtype.*bfloat16, float16 or float32"):
+        QuantConfig(scheme="int4", int4_kernel_dtype=torch.float64)
+
+
+def _kernel_dtypes(model: nn.Module) -> set[torch.dtype]:
+    return {
+        m.kernel_scales_and_zeros.dtype
+        for m in model.modules()
+        if isinstance(m, QuantizedLinear) and "kernel_scales_and_zeros" in m._buffers
+    }
+
+
+@pytest.mark.skipif(not cpu_int4_kernel_available(), reason="no CPU int4 kernel")
+def test_a_float32_model_runs_int4_in_the_kernel_dtype_this_cpu_vectorises(
+    bf16_model: nn.Module,
+) -> None:
+    model = copy.deepcopy(bf16_model).float()
+    report = quantize_model(model, QuantConfig(scheme="int4", targets="experts"))
+    chosen = int4_kernel_dtype(torch.float32)
+    assert report.int4_kernel_dtype is chosen
+    assert _kernel_dtypes(model) == {chosen}
+    # The knob forces it (how benchmarks measure the float32 kernel on any CPU).
+    forced = copy.deepcopy(bf16_model).float()
+    config = QuantConfig(scheme="int4", targets="experts", int4_kernel_dtype=torch.float32)
+    assert quantize_model(forced, config).int4_kernel_dtype is torch.float32
+    assert _kernel_dtypes(forced) == {torch.float32}
+
+
+def test_the_report_names_no_kernel_dtype_without_int4_kernel_layers(
+    bf16_model: nn.Module,
+) -> None:
+    model = copy.deepcopy(bf16_model)
+    assert quantize_model(model, QuantConfig(scheme="fp8")).int4_kernel_dtype is None
+    reference = QuantConfig(scheme="int4", use_kernels=False)
+    assert quantize_model(copy.deepcopy(bf16_model), reference).int4_kernel_dtype is None
