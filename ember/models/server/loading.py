@@ -182,10 +182,18 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
             group_size=settings.quantization_group_size,
         )
         report = quantize_model(loaded.model, quant)
+        kernel = report.int4_kernel_dtype
         progress(
             f"quantized {sum(report.layers.values())} linear layers to {settings.quantization} "
             f"({settings.quantization_targets}): {report.bytes_before / 1e6:.1f} MB -> "
             f"{report.bytes_after / 1e6:.1f} MB"
+            + (
+                ""
+                if kernel in (None, dtype)
+                else f"; their matmuls run in {str(kernel).removeprefix('torch.')} (PyTorch's "
+                f"CPU INT4 kernel is vectorised for BF16 only here), cast from {dtype_name} "
+                "and back"
+            )
         )
     defaults = SamplingDefaults()
     if settings.sampling_defaults == "model":

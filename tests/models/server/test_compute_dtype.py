@@ -10,6 +10,8 @@ import torch
 
 from ember.models import compute_dtype
 from ember.models.compute_dtype import resolve_compute_dtype
+from ember.models.quant import QuantizedLinear
+from ember.models.quant.int4_kernel import cpu_int4_kernel_available, int4_kernel_dtype
 from tests.models.server.live import running_server, server_settings
 
 CPU = torch.device("cpu")
@@ -61,6 +63,31 @@ def test_the_served_model_computes_in_the_resolved_dtype(
         assert served.kv.dtype == "bf16"  # the cache holds as many tokens either way
         text = "".join(lines)
         assert ("no BF16 matmul kernels" in text) is (not native)
+
+
+@pytest.mark.skipif(not cpu_int4_kernel_available(), reason="no CPU int4 kernel")
+@pytest.mark.parametrize("native", [True, False])
+def test_int4_layers_run_the_kernel_in_its_own_dtype_and_the_log_says_so(
+    kimi_dir: Path, monkeypatch: pytest.MonkeyPatch, native: bool
+) -> None:
+    monkeypatch.setattr(compute_dtype, "cpu_has_bf16_kernels", lambda: native)
+    lines: list[str] = []
+    settings = server_settings(str(kimi_dir), quantization="int4")
+    with running_server(settings, log=_Lines(lines)) as live:
+        served = live.state.served
+        assert served is not None
+        compute = torch.bfloat16 if native else torch.float32
+        kernel = int4_kernel_dtype(compute)  # BF16 on this x86 CPU either way
+        int4 = [
+            m
+            for m in served.llm.runner.model.modules()
+            if isinstance(m, QuantizedLinear) and m.method.scheme == "int4"
+        ]
+        assert int4 and all(m.kernel_scales_and_zeros.dtype is kernel for m in int4)
+        text = "".join(lines)
+        note = f"matmuls run in {str(kernel).removeprefix('torch.')}"
+        assert "linear layers to int4" in text
+        assert (note in text) is (kernel is not compute), text
 
 
 class _Lines:
