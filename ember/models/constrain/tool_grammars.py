@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
+from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.json_nodes import JLiteralSet
 from ember.models.constrain.nodes import (
     POP,
@@ -208,7 +209,16 @@ def _glm_value(schema: object, marker: Marker, path: str, ws: int) -> Node:
     if kinds == ["string"]:
         return raw_value(schema)
     if "string" in kinds:
-        return Choice([raw_value(schema), json_value(schema)])
+        json = json_value(schema)  # refuses malformed bounds as the JSON path does
+        try:
+            raw = raw_value(schema)
+        except InvalidRequestField:
+            # No string the pattern allows avoids spelling a marker, so the string branch can
+            # never be taken; the value's other types still can (only a type of exactly
+            # "string" makes such a pattern the request's error).
+            others = [kind for kind in kinds if kind != "string"]
+            return json_value({**schema, "type": others})
+        return Choice([raw, json])
     return json_value(schema)
 
 

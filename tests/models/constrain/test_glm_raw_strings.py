@@ -211,6 +211,17 @@ def test_a_pattern_that_only_matches_by_spelling_a_marker_names_the_field() -> N
     assert "marker" in str(caught.value)
 
 
+def test_a_marker_only_pattern_on_a_string_or_integer_leaves_the_integer() -> None:
+    # Only the string branch is impossible: the request stands, and the value is an integer.
+    schema = {"type": ["string", "integer"], "pattern": "^a</arg_value>$"}
+    root = build_root(_spec(schema), SPECIAL.special_ids)
+    assert accepts(root, "42", SPECIAL.special_ids)
+    assert not accepts(root, "a", SPECIAL.special_ids)
+    with pytest.raises(InvalidRequestField) as caught:  # malformed bounds are still refused
+        build_root(_spec({**schema, "maxLength": -1}), SPECIAL.special_ids)
+    assert caught.value.field.endswith("/maxLength")
+
+
 def test_a_pattern_that_may_spell_a_marker_never_strands_the_walk() -> None:
     # After "a<tool_cal", an "l" could only go on to spell "<tool_call>": it is refused there,
     # not one byte later, when nothing but ">" would be left (a state with no allowed token).
