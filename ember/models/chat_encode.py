@@ -76,6 +76,28 @@ def encode_chat(
         if continue_final_message:
             text = _open_final_message(text, messages[-1])
         return tokenizer.encode(text)
+    text = render_chat(
+        tokenizer,
+        messages,
+        tools=tools,
+        add_generation_prompt=add_generation_prompt,
+        continue_final_message=continue_final_message,
+        chat_template_kwargs=chat_template_kwargs,
+    )
+    return encode_marked(tokenizer, text)
+
+
+def render_chat(
+    tokenizer: Tokenizer,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+    continue_final_message: bool = False,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> str:
+    """The rendered prompt with the request's control-token text marked: what ``encode_marked``
+    encodes (``encode_chat`` is the two in a row). A server checks its size in between."""
     pattern = tokenizer.control_text_pattern
     marked = [_mark_message(m, pattern) for m in messages]
     text = tokenizer.apply_chat_template(
@@ -86,7 +108,13 @@ def encode_chat(
     )
     if continue_final_message:
         text = _open_final_message(text, marked[-1])
-    return encode_marked(tokenizer, text)
+    return text
+
+
+def marked_text_bytes(text: str) -> int:
+    """The UTF-8 bytes ``encode_marked`` encodes of ``text``: all but the markers'."""
+    markers = text.count(OPEN) + text.count(CLOSE)
+    return len(text.encode("utf-8")) - markers * len(OPEN.encode("utf-8"))
 
 
 def _open_final_message(text: str, final: Mapping[str, Any]) -> str:
