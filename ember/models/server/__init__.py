@@ -5,7 +5,8 @@ embedded engine).
 - ``loading``: resolve, load, quantize, size the KV cache, start the engine;
 - ``request_sampling``: grammar masks for constrained requests behind the engine's
   ``Sampler`` seam;
-- ``inputs`` / ``generation``: API requests -> engine requests -> text events;
+- ``prompt_intake``: prompts refused by size before tokenizing, large ones taken in off the
+  event loop; ``inputs`` / ``generation``: API requests -> engine requests -> text events;
 - ``choices``: ``n`` choices of one prompt (one engine request each, the prompt prefilled once);
 - ``openai_routes`` (chat, models) / ``completion_routes`` / ``sglang_routes`` / ``app`` /
   ``wire``: the HTTP side;

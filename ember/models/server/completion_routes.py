@@ -33,20 +33,16 @@ from ember.models.server.caller_id import answer_id
 from ember.models.server.chat_chunks import choice_usage, choices_usage
 from ember.models.server.choices import check_choices_fit, choice_inputs, stream_choices
 from ember.models.server.generation import GenerationEvent, GenerationInput, LogprobRecord
-from ember.models.server.inputs import (
-    COMPLETION_FIELDS,
-    generation_input,
-    new_request_id,
-    prompt_ids_for,
-    truncated,
-)
+from ember.models.server.inputs import generation_input, new_request_id, truncated
 from ember.models.server.loading import ServedModel
 from ember.models.server.openai_routes import token_logprobs
+from ember.models.server.prompt_intake import completion_prompt_ids, taken_in
 from ember.models.server.prompt_logprobs import echoed_tokens, vllm_prompt_logprobs
+from ember.models.server.request_fields import COMPLETION_FIELDS
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
-    read_json,
+    read_json_sized,
     sse_response,
     stream_error_payload,
     unless_disconnected,
@@ -70,14 +66,15 @@ async def completions(request: Request) -> Response:
     request_id = new_request_id("cmpl-")
     served.engine.expect(request_id)  # as in chat_completions
     try:
-        body = tracked(await read_json(request))
+        raw, size = await read_json_sized(request)
+        body = tracked(raw)
         completion = parse_completion_request(body)
         note = ignored_note(body)
         if note is not None:
             served.log(f"{request_id}: {note}", "warning")
         state.check_model(served, completion.model)
-        prompt_ids = prompt_ids_for(
-            served, completion.prompt, completion.prompt_token_ids, completion.add_special_tokens
+        prompt_ids = await taken_in(
+            served, request_id, size, lambda: completion_prompt_ids(served, completion)
         )
         kept = truncated(served, prompt_ids, completion.truncate_prompt_tokens)
         cut = len(kept) < len(prompt_ids)

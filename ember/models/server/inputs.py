@@ -1,10 +1,11 @@
 """Validated API requests (``ember.models.api``) -> what the engine runs (``GenerationInput``).
 
-A chat request is rendered with the checkpoint's chat template and tokenized; its
+A chat request is rendered with the checkpoint's chat template and tokenized (``prompt_intake``,
+which refuses a prompt too long by its size alone before tokenizing it); its
 ``response_format`` / ``tool_choice`` become a grammar (``constraint_for``), and the output
 parser is chosen for the model's family and for where the prompt leaves the model (inside
 ``<think>``, free to open it, thinking off). A completion or ``/generate`` request is tokenized
-as is, or taken as token ids.
+as is (``prompt_intake.prompt_ids_for``), or taken as token ids.
 
 Sampling fields map onto ``SamplingParams`` (its checks name the field: ``temperature``,
 ``top_logprobs``...); the engine samples each request with them, and a grammar (when the
@@ -22,7 +23,6 @@ from ember.models.api.constraints import constraint_for, output_parser_for
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.output_parser import ChatOutputParser, reasoning_prefix
 from ember.models.api.reasoning_tokens import ReasoningCounter
-from ember.models.chat_encode import encode_chat
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.constrain.tool_grammars import (
     THINK_BEGIN,
@@ -34,6 +34,8 @@ from ember.models.sampling import SamplingParams
 from ember.models.server.choices import check_choices_fit
 from ember.models.server.generation import GenerationInput, check_request, max_tokens_for
 from ember.models.server.loading import ServedModel
+from ember.models.server.prompt_intake import chat_prompt_ids
+from ember.models.server.request_fields import CHAT_FIELDS, RequestFields
 
 
 @dataclass(slots=True)
@@ -57,19 +59,17 @@ def new_request_id(prefix: str) -> str:
     return prefix + secrets.token_hex(12)
 
 
-def chat_input(served: ServedModel, request: ChatRequest, request_id: str) -> ChatInput:
+def chat_input(
+    served: ServedModel,
+    request: ChatRequest,
+    request_id: str,
+    prompt_ids: list[int] | None = None,
+) -> ChatInput:
+    """The engine input of a chat request; ``prompt_ids``: its ``chat_prompt_ids`` when the
+    route took them in already (off the event loop, for a large request)."""
     tokenizer = served.tokenizer
-    # Control-token text inside the request stays text (no forged turns): encode_chat.
-    prompt_ids = encode_chat(
-        tokenizer,
-        request.template_messages(),
-        tools=request.template_tools(),
-        add_generation_prompt=request.add_generation_prompt,
-        continue_final_message=request.continue_final_message,
-        chat_template_kwargs=request.template_arguments(),
-    )
-    if request.add_special_tokens:  # vLLM's, off by default: the template has its own
-        prompt_ids = tokenizer.with_special_tokens(prompt_ids)
+    if prompt_ids is None:
+        prompt_ids = chat_prompt_ids(served, request)
     prompt_ids = truncated(served, prompt_ids, request.truncate_prompt_tokens)
     prompt_end = tokenizer.decode(prompt_ids[-8:])  # does the template leave us inside <think>?
     reasoning = reasoning_prefix(prompt_end, enable_thinking=request.enable_thinking)
@@ -149,56 +149,6 @@ def parser_markers(
     texts = (*think, *(family_markers(served.tool_format) if tools else ()))
     ids = (tokenizer.backend.token_to_id(text) for text in texts)
     return frozenset(i for i in ids if i is not None and i in tokenizer.special_ids)
-
-
-def prompt_ids_for(
-    served: ServedModel,
-    text: str | None,
-    ids: tuple[int, ...] | None,
-    add_special_tokens: bool = True,
-) -> list[int]:
-    """The ids a text or token-id prompt feeds the engine. A text gets the tokenizer's special
-    tokens (its post-processor's BOS, say) unless told not to, as HF's ``encode`` and so vLLM's
-    completions and SGLang's ``/generate`` do; ids are fed as sent. ``/tokenize`` wraps the same
-    way, so its ids, the usage's ``prompt_tokens`` and the prefix cache all see one prompt."""
-    if ids is not None:
-        return list(ids)
-    assert text is not None
-    encoded = served.tokenizer.encode(text)
-    return served.tokenizer.with_special_tokens(encoded) if add_special_tokens else encoded
-
-
-@dataclass(frozen=True, slots=True)
-class RequestFields:
-    """Where a route's request carries what the engine checks, as JSON pointers, so that an
-    error names the field the client sent: ``/messages`` in chat, ``/prompt`` in completions,
-    ``/text`` or ``/input_ids`` and ``/sampling_params/max_new_tokens`` in ``/generate``."""
-
-    prompt: str = "/messages"
-    max_tokens: str = "/max_tokens"
-    sampling: str = ""  # the object holding the other sampling fields ("" = the body)
-    # engine name -> the request's name, where they differ (SGLang's min_new_tokens)
-    renames: tuple[tuple[str, str], ...] = ()
-
-    def pointer(self, engine_field: str) -> str:
-        if engine_field in ("prompt", "messages", "input_ids"):
-            return self.prompt
-        if engine_field == "max_tokens":
-            return self.max_tokens
-        name = dict(self.renames).get(engine_field, engine_field)
-        return f"{self.sampling}/{name}"
-
-    @property
-    def max_tokens_name(self) -> str:
-        return self.max_tokens.rsplit("/", 1)[-1]
-
-    @property
-    def prompt_name(self) -> str:
-        return self.prompt.rsplit("/", 1)[-1]
-
-
-CHAT_FIELDS = RequestFields()
-COMPLETION_FIELDS = RequestFields(prompt="/prompt")
 
 
 def generation_input(

@@ -203,6 +203,12 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
             progress(line)
     weights = model_weight_bytes(loaded.model)
     tokenizer = _tokenizer(settings, source.directory, config)
+    # Computed here, not by the first request (a real vocabulary's JSON is megabytes).
+    if tokenizer.max_token_bytes is None:
+        progress(
+            "tokenizer: a text's token count has no bound from its size (this tokenizer may "
+            "normalize or drop text), so over-long prompts are refused only once tokenized"
+        )
     eos = frozenset(loaded.generation.eos_token_ids or config.eos_token_ids)
     vocab = _vocabulary(tokenizer, eos)
     kv = _kv_report(settings, config, weights.total, compute.kv_auto)

@@ -44,12 +44,13 @@ from ember.models.server.inputs import (
     new_request_id,
 )
 from ember.models.server.loading import ServedModel
+from ember.models.server.prompt_intake import chat_prompt_ids, taken_in
 from ember.models.server.prompt_logprobs import vllm_prompt_logprobs
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
     model_not_found,
-    read_json,
+    read_json_sized,
     sse_response,
     unless_disconnected,
 )
@@ -89,7 +90,8 @@ async def chat_completions(request: Request) -> Response:
     # requests arriving together start together (AsyncEngine.expect).
     served.engine.expect(request_id)
     try:
-        body = tracked(await read_json(request))
+        raw, size = await read_json_sized(request)
+        body = tracked(raw)
         # The model server's ranges are vLLM's and SGLang's, not Workers AI's.
         chat = parse_chat_request(
             body, dialect="openai", max_temperature=None, max_repetition_penalty=None
@@ -98,7 +100,8 @@ async def chat_completions(request: Request) -> Response:
         if note is not None:
             served.log(f"{request_id}: {note}", "warning")
         state.check_model(served, chat.model)
-        chat_in = chat_input(served, chat, request_id)
+        ids = await taken_in(served, request_id, size, lambda: chat_prompt_ids(served, chat))
+        chat_in = chat_input(served, chat, request_id, ids)
         chat_in.response_id = answer_id("chatcmpl-", request_id)
     except BaseException:
         served.engine.forget(request_id)

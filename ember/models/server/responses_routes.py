@@ -16,11 +16,12 @@ from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseNotFound, check_retrieve, deleted
 from ember.models.server.inputs import chat_input, new_request_id
 from ember.models.server.openai_routes import chat_answer, chat_chunks
+from ember.models.server.prompt_intake import chat_prompt_ids, taken_in
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
     HTTPError,
-    read_json,
+    read_json_sized,
     sse_response,
     unless_disconnected,
 )
@@ -38,7 +39,7 @@ async def create_response(request: Request) -> Response:
     request_id = new_request_id("chatcmpl-")
     served.engine.expect(request_id)  # as in chat_completions
     try:
-        body = await read_json(request)
+        body, size = await read_json_sized(request)
         try:
             call = ResponsesCall(body, state.responses, SCOPE, served.name)
         except ResponseNotFound as missing:
@@ -46,7 +47,8 @@ async def create_response(request: Request) -> Response:
         call.show_defaults(served.sampling_defaults.as_dict())
         chat = call.chat
         state.check_model(served, chat.model)
-        chat_in = chat_input(served, chat, request_id)
+        ids = await taken_in(served, request_id, size, lambda: chat_prompt_ids(served, chat))
+        chat_in = chat_input(served, chat, request_id, ids)
     except BaseException:
         served.engine.forget(request_id)
         raise

@@ -50,20 +50,16 @@ from ember.models.server.generation import (
     GenerationInput,
     stream_generation,
 )
-from ember.models.server.inputs import (
-    RequestFields,
-    generation_input,
-    logprob_token,
-    new_request_id,
-    prompt_ids_for,
-)
+from ember.models.server.inputs import generation_input, logprob_token, new_request_id
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
+from ember.models.server.prompt_intake import prompt_ids_for, taken_in
+from ember.models.server.request_fields import RequestFields
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
     HTTPError,
-    read_json,
+    read_json_sized,
     sse_response,
     stream_error_payload,
     unless_disconnected,
@@ -82,7 +78,15 @@ FLUSHED_TEXT = (
 )
 
 
-def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
+def _prompt_ids(served: ServedModel, parsed: GenerateRequest) -> list[int]:
+    """The request's prompt ids; its text is checked by size first (``prompt_intake``)."""
+    window = (parsed.sampling.max_tokens, _fields(parsed))
+    return prompt_ids_for(served, parsed.text, parsed.input_ids, window=window)
+
+
+def _input(
+    served: ServedModel, parsed: GenerateRequest, prompt_ids: list[int] | None = None
+) -> GenerationInput:
     constraint = None
     if parsed.json_schema is not None:
         constraint = ConstraintSpec(
@@ -96,7 +100,8 @@ def _input(served: ServedModel, parsed: GenerateRequest) -> GenerationInput:
         raise InvalidRequestField(
             "/rid", "a request id not in use by a request in progress", repr(parsed.rid)
         )
-    prompt_ids = prompt_ids_for(served, parsed.text, parsed.input_ids)
+    if prompt_ids is None:
+        prompt_ids = _prompt_ids(served, parsed)
     sampling = parsed.sampling
     if sampling.max_tokens is None:
         # SGLang's default max_new_tokens, clipped to what the context leaves as SGLang's
@@ -204,8 +209,10 @@ async def generate(request: Request) -> Response:
     placeholder = new_request_id("generate-intake-")
     served.engine.expect(placeholder)
     try:
-        parsed = parse_generate_request(await read_json(request, structured_suffix=True))
-        generation = _input(served, parsed)
+        body, size = await read_json_sized(request, structured_suffix=True)
+        parsed = parse_generate_request(body)
+        ids = await taken_in(served, placeholder, size, lambda: _prompt_ids(served, parsed))
+        generation = _input(served, parsed, ids)
         served.engine.expect(generation.request_id)
     finally:
         served.engine.forget(placeholder)

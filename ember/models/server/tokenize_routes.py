@@ -14,7 +14,9 @@ answer. ``/detokenize`` answers differ by name (vLLM's ``prompt``, SGLang's ``te
 list is answered with both, so either project's client reads its own; a batch (only SGLang
 sends one) with SGLang's ``text``.
 
-Token ids past the vocabulary are a 400 naming the field (``tokens.[3]``).
+Token ids past the vocabulary are a 400 naming the field (``tokens.[3]``). No context window is
+checked (vLLM's ``/tokenize`` counts any length); a large request is tokenized off the event loop
+(``prompt_intake.taken_in``), so counting megabytes does not stop the server's streams.
 """
 
 from __future__ import annotations
@@ -31,20 +33,24 @@ from ember.models.api.tokenize_request import (
 )
 from ember.models.chat_encode import encode_chat
 from ember.models.server.loading import ServedModel
+from ember.models.server.prompt_intake import taken_in
 from ember.models.server.state import ServerState
-from ember.models.server.wire import read_json
+from ember.models.server.wire import read_json, read_json_sized
 
 
 def _state(request: Request) -> ServerState:
     return request.app.state.ember
 
 
-async def _tokenize_request(request: Request) -> tuple[ServedModel, TokenizeRequest]:
+async def _tokenized(request: Request) -> tuple[ServedModel, TokenizeRequest, list[list[int]]]:
+    """The request and its ids; a large one is tokenized off the event loop (``taken_in``)."""
     state = _state(request)
     served = state.ready()
-    parsed = parse_tokenize_request(await read_json(request))
+    body, size = await read_json_sized(request)
+    parsed = parse_tokenize_request(body)
     state.check_model(served, parsed.model)
-    return served, parsed
+    lists = await taken_in(served, None, size, lambda: token_ids(served, parsed))
+    return served, parsed, lists
 
 
 def token_ids(served: ServedModel, parsed: TokenizeRequest) -> list[list[int]]:
@@ -72,8 +78,7 @@ def token_ids(served: ServedModel, parsed: TokenizeRequest) -> list[list[int]]:
 
 async def tokenize(request: Request) -> Response:
     """vLLM's ``/tokenize`` (SGLang's batch of prompts answered with lists)."""
-    served, parsed = await _tokenize_request(request)
-    lists = token_ids(served, parsed)
+    served, parsed, lists = await _tokenized(request)
     if parsed.batched:
         return JSONResponse(_sglang_tokenized(served, lists, batched=True))
     (ids,) = lists
@@ -89,8 +94,7 @@ async def tokenize(request: Request) -> Response:
 
 
 async def sglang_tokenize(request: Request) -> Response:
-    served, parsed = await _tokenize_request(request)
-    lists = token_ids(served, parsed)
+    served, parsed, lists = await _tokenized(request)
     return JSONResponse(_sglang_tokenized(served, lists, batched=parsed.batched))
 
 

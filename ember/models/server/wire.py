@@ -96,8 +96,16 @@ def _json_media_type(content_type: str | None, *, structured_suffix: bool) -> bo
 
 
 async def read_json(request: Request, *, structured_suffix: bool = False) -> object:
-    """The request's JSON body (400 when it is not sent as JSON or is not JSON, 413 past
-    ``MAX_BODY_BYTES``).
+    """The request's JSON body (``read_json_sized`` without the size)."""
+    body, _ = await read_json_sized(request, structured_suffix=structured_suffix)
+    return body
+
+
+async def read_json_sized(
+    request: Request, *, structured_suffix: bool = False
+) -> tuple[object, int]:
+    """The request's JSON body and its size in bytes (400 when it is not sent as JSON or is not
+    JSON, 413 past ``MAX_BODY_BYTES``).
 
     As SGLang: its OpenAI routes refuse any media type but ``application/json``
     (``validate_json_request``), and FastAPI refuses /generate's body unless its type is
@@ -140,7 +148,7 @@ async def read_json(request: Request, *, structured_suffix: bool = False) -> obj
             "JSON object.",
         ) from None
     check_body(body)
-    return body
+    return body, len(raw)
 
 
 def _too_large(size: int) -> HTTPError:
