@@ -26,7 +26,9 @@ _MARKERS = re.compile(f"[{OPEN}{CLOSE}]")
 
 def _mark(value: Any, pattern: re.Pattern[str]) -> Any:
     if isinstance(value, str):
-        clean = _MARKERS.sub("\ufffd", value)
+        # The search first: scanning 2 MB with the regex took 56 ms (holding the GIL), the
+        # substring test ~1 ms, and a request seldom holds a marker.
+        clean = _MARKERS.sub("\ufffd", value) if OPEN in value or CLOSE in value else value
         return pattern.sub(lambda m: OPEN + m.group(0) + CLOSE, clean)
     if isinstance(value, Mapping):
         return {k: _mark(v, pattern) for k, v in value.items()}
