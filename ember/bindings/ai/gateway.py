@@ -151,6 +151,11 @@ class AIGateway(GatewayBatches):
             return answer
         return self.logs.answered(tenant.data, log, answer, keep=gateway.collect_log)
 
+    def count_refusal(self, model: str, status: int, code: int) -> None:
+        """Count a request refused before it reached ``run`` (the platform's per-account rate,
+        ``runtime/platform/ai.py``): the operator's metrics count every AI call."""
+        self._tally(model, status, code, None)
+
     def _tally(self, model: str, status: int, code: int, started: float | None) -> None:
         label = model if isinstance(model, str) and self.pool.knows(model) else UNKNOWN_MODEL
         seconds = 0.0 if started is None else time.monotonic() - started

@@ -13,13 +13,16 @@
 - A temporary account's AI requests per minute are counted per account, across the REST route
   and all its workers' ``env.AI`` (``AccountLimitedAI`` wraps the binding's service), and refused
   with Workers AI's quota error (3036, HTTP 429) past the limit. Only inference counts: the
-  model list (``ember deploy`` reads it) and other lookups do not.
+  model list (``ember deploy`` reads it) and other lookups do not. Each refusal is counted in
+  the gateway's metrics (``ember_ai_requests_total``) with its status and code, as the
+  gateway counts its own failures.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +57,8 @@ WRAPPED_SERVICE = "ember.runtime.platform.ai:AccountLimitedAI"
 DEFAULT_ACCOUNT_SHARE = 0.5
 # Options translate.py adds to an account's AI spec (the wrapped service removes the rate's).
 ACCOUNT_OPTION, RATE_OPTION, REMEDY_OPTION = "account", "ai_requests_per_minute", "ai_rate_remedy"
+# The largest body a refused request's metrics label (its model) is read from.
+MODEL_BODY_BYTES = 64 * 1024
 
 
 def ai_available() -> bool:
@@ -117,13 +122,17 @@ class AccountLimitedAI(BindingService):
         self.limiter: AccountRateLimiter = host.shared(
             RATE_KEY, lambda: AccountRateLimiter("AI_requests")
         )
+        self.host = host
 
     async def call(self, method: str, args: list[Any], ctx: Any) -> Any:
         if method == "run" and self.per_minute is not None:
             try:
                 self.limiter.acquire(self.account, self.per_minute, self.remedy)
             except RateLimited as exc:
-                raise _quota_error(exc, args) from None
+                model = str(args[0]) if args else ""
+                refused, failure = _quota_error(exc, model)
+                _gateway_of(self.host).count_refusal(model, failure.status, failure.code.code)
+                raise refused from None
         return await self.inner.call(method, args, ctx)
 
     async def close(self) -> None:
@@ -135,23 +144,47 @@ def _ai_service() -> str:
     return str(spec.SERVICE)
 
 
-def _quota_error(exc: RateLimited, args: list[Any]) -> ServiceError:
-    """Workers AI's own quota failure (3036), as the AI client turns it into an error."""
+def _gateway_of(host: Any) -> Any:
+    """The platform's one AI gateway (``configure_gateway`` made it at startup)."""
+    return importlib.import_module("ember.bindings.ai.gateway").shared_gateway(host)
+
+
+def _quota_error(exc: RateLimited, model: str) -> tuple[ServiceError, Any]:
+    """Workers AI's own quota failure (3036), as the AI client turns it into an error, and
+    the ``Failure`` it carries (its status and code are what the metrics count)."""
     failures = importlib.import_module("ember.bindings.ai.failures")
     pool_errors = importlib.import_module("ember.models.pool.errors")
-    model = str(args[0]) if args else ""
     failure = failures.failure_of(
         pool_errors.quota_exceeded(
             "ai_requests_per_minute", exc.observed, exc.maximum, str(exc), 60.0
         ),
         model,
     )
-    return ServiceError(failure.message, kind="ai", data=failure.to_data())
+    return ServiceError(failure.message, kind="ai", data=failure.to_data()), failure
+
+
+async def _requested_model(request: Request) -> str:
+    """The model a refused AI request asked for, for its metrics label: the path's (``ai/run``)
+    or a small body's ``model`` (the OpenAI-compatible routes). A large body stays unread: a
+    refused client must not make the platform read megabytes to label its refusal."""
+    model = request.path_params.get("model")
+    if isinstance(model, str):
+        return model
+    declared = request.headers.get("content-length", "")
+    if not declared.isdigit() or int(declared) > MODEL_BODY_BYTES:
+        return ""
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return ""
+    found = body.get("model") if isinstance(body, dict) else None
+    return found if isinstance(found, str) else ""
 
 
 def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseRoute]:
     """The AI routes for the platform app (placed before the control API's mount)."""
     limiter = account_limiter(resources)
+    host = DeploymentHost(resources, "platform")
 
     async def authorize(request: Request, account_id: str | None, *, inference: bool) -> Any:
         account, _ = plane.accounts.authenticate(bearer(request))
@@ -160,7 +193,13 @@ def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseR
         limits = plane.config.limits_for(account.temporary)
         per_minute = limits.ai_requests_per_minute
         if inference and per_minute is not None:  # a listing is not an AI request
-            limiter.acquire(account.id, per_minute, limits.remedy("ai_requests_per_minute"))
+            try:
+                limiter.acquire(account.id, per_minute, limits.remedy("ai_requests_per_minute"))
+            except RateLimited as exc:
+                if ai_available():
+                    model = await _requested_model(request)
+                    _gateway_of(host).count_refusal(model, exc.http_status, exc.cf_code)
+                raise
         if not ai_available():
             return None  # the unavailable route only authenticates
         # The account's data scope, the one its workers' env.AI has too (bindings/ai/tenant.py).
@@ -170,7 +209,6 @@ def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseR
         return [_unavailable_route(authorize)]
     rest = importlib.import_module(AI_MODULE)
     gateway = importlib.import_module("ember.bindings.ai.gateway")
-    host = DeploymentHost(resources, "platform")
     routes: list[BaseRoute] = rest.ai_routes(lambda: gateway.shared_gateway(host), authorize)
     return routes
 
