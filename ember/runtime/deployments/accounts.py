@@ -141,17 +141,22 @@ class AccountService:
                     "SELECT * FROM accounts WHERE id = ?", (row["account_id"],)
                 ).fetchone()
             )
-        if row is None or account_row is None or row["revoked_at"] is not None:
+        # An expired temporary account is deleted as of its expiry, whenever the sweep removes
+        # its rows: its tokens get the answer of a token nobody knows, not a second one that
+        # says the account is still there (the CLI explains expiry from what it cached).
+        gone = (
+            row is None
+            or account_row is None
+            or row["revoked_at"] is not None
+            or _account(account_row).expired(now)
+            or (row["expires_at"] is not None and now >= row["expires_at"])
+        )
+        if gone:
             raise Unauthenticated(
                 "Authentication error: the API token is not valid on this "
                 "platform (unknown or revoked)"
             )
         account = _account(account_row)
-        if account.expired(now) or (row["expires_at"] is not None and now >= row["expires_at"]):
-            raise Unauthenticated(
-                f"Authentication error: temporary account {account.name} expired and is being "
-                "deleted; deploy again with --temporary for a new one"
-            )
         return account, ApiToken(row["id"], row["account_id"], row["created_at"], row["expires_at"])
 
     def get(self, account_id: str) -> Account:

@@ -75,10 +75,15 @@ class TailService:
             raise TailNotFound(tail_id)
 
     def open(self, tail_id: str) -> tuple[Tail, Script]:
-        """The live tail behind a WebSocket URL, or TailNotFound (unknown or expired)."""
+        """The live tail behind a WebSocket URL, or TailNotFound (unknown, expired, or its
+        account expired: deleted as of that instant, whenever the sweep removes the row)."""
+        now = self._clock()
         with self._db.reader() as conn:
             row = conn.execute(
-                "SELECT * FROM tails WHERE id = ? AND expires_at > ?", (tail_id, self._clock())
+                "SELECT t.* FROM tails t JOIN scripts s ON s.id = t.script_id "
+                "JOIN accounts a ON a.id = s.account_id WHERE t.id = ? AND t.expires_at > ? "
+                "AND (a.expires_at IS NULL OR a.expires_at > ?)",
+                (tail_id, now, now),
             ).fetchone()
             script_row = (
                 row

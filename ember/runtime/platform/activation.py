@@ -250,7 +250,8 @@ class LiveDeployments:
         )
         old = self.routes.get(account_name, name)
         if targets:
-            self.routes.set(WorkerRoute(account_name, name, tuple(targets)))
+            expires = account.expires_at if account is not None else None
+            self.routes.set(WorkerRoute(account_name, name, tuple(targets), expires))
         else:
             self.routes.remove(account_name, name)
         for slot in stale:

@@ -112,7 +112,7 @@ class Platform(PlatformLifespan):
         self.plane = ControlPlane(
             options.state_dir, options.config, kv_store=kv, anonymous_policy=self._anonymous
         )
-        self.routes = RouteTable()
+        self.routes = RouteTable(self.plane.clock)
         self.live = LiveDeployments(
             self.plane, self.supervisor, registry, self.routes, on_change=self._changed
         )

@@ -15,12 +15,16 @@ Three ways to name a worker on ``ember serve``'s one port:
 Anything else goes to the control API. Routes map (account name, worker name) to the slots of
 the live deployment's versions (two, with percentages, during a gradual deployment); replacing a
 route is one dict assignment, so a request sees either the old deployment or the new one.
+A temporary account's routes carry its expiry and are not found from that instant on: the sweep
+that deletes the account runs every ``--gc-interval`` seconds, and until it does the workers
+must already answer as deleted ones do.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +34,16 @@ PATH_PREFIX = "/w/"
 
 @dataclass(frozen=True)
 class WorkerRoute:
-    """The live deployment of one worker: (slot id, percentage) pairs."""
+    """The live deployment of one worker: (slot id, percentage) pairs, and when its account
+    expires (a temporary one's; None: never)."""
 
     account_name: str
     script_name: str
     targets: tuple[tuple[str, float], ...]
+    expires_at: float | None = None
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
 
     def pick(self, chance: float | None = None) -> str:
         """The slot for one request (weighted by percentage when there are two)."""
@@ -49,13 +58,16 @@ class WorkerRoute:
 
 
 class RouteTable:
-    """(account name, worker name) -> WorkerRoute."""
+    """(account name, worker name) -> WorkerRoute; an expired route is not found (``clock``:
+    the control plane's, which account expiries are in)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._routes: dict[tuple[str, str], WorkerRoute] = {}
+        self._clock = clock
 
     def get(self, account_name: str, script_name: str) -> WorkerRoute | None:
-        return self._routes.get((account_name, script_name))
+        route = self._routes.get((account_name, script_name))
+        return None if route is None or route.expired(self._clock()) else route
 
     def set(self, route: WorkerRoute) -> None:
         self._routes[(route.account_name, route.script_name)] = route
@@ -64,10 +76,11 @@ class RouteTable:
         return self._routes.pop((account_name, script_name), None)
 
     def __iter__(self) -> Iterator[WorkerRoute]:
-        return iter(list(self._routes.values()))
+        now = self._clock()
+        return iter([route for route in self._routes.values() if not route.expired(now)])
 
     def __len__(self) -> int:
-        return len(self._routes)
+        return sum(1 for _ in self)
 
 
 def worker_of_host(host: str, extra_suffixes: tuple[str, ...] = ()) -> tuple[str, str] | None:
