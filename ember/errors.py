@@ -23,7 +23,8 @@ own fault or an environment failure, and the CLI reports it as a possible bug.
         ├── BackendError           a model server or replica failed
         ├── KVCacheExhausted       the engine ran out of KV pages for a request
         ├── KVIntegrityError       a KV page failed its integrity check
-        └── KernelBuildError       a native kernel could not be built (the torch path is used)
+        ├── KernelBuildError       a native kernel could not be built (the torch path is used)
+        └── StorageFull            a write found no room on disk; nothing written (storage.py)
 
 Subpackages may add leaves under these classes in their own modules, but never a second root.
 Never branch on message text: branch on the class and its attributes.

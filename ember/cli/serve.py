@@ -76,6 +76,8 @@ DEFAULT_MODEL = "@cf/zai-org/glm-4.7-flash"  # the README's first model: the id 
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), hidden=True)
 @click.option("--gc-interval", type=float, default=30.0, hidden=True)
 @click.option("--housekeeping-interval", type=float, default=5.0, hidden=True)
+# Each SQLite store capped at N pages (at least its size at start): a full disk for tests.
+@click.option("--storage-max-pages", type=click.IntRange(min=1), default=None, hidden=True)
 def serve(
     port: int,
     ip: str,
@@ -91,6 +93,7 @@ def serve(
     port_file: Path | None,
     gc_interval: float,
     housekeeping_interval: float,
+    storage_max_pages: int | None,
 ) -> None:
     """Run the ember platform: workers of many accounts, and the deploy API, on one port."""
     from ember import heap
@@ -127,6 +130,7 @@ def serve(
         ai=ai,
         gc_interval_s=gc_interval,
         housekeeping_s=housekeeping_interval,
+        storage_max_pages=storage_max_pages,
         trusted_workers=trusted_workers,
     )
     platform = Platform(options, print_line=_print)

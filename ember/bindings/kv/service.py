@@ -25,6 +25,7 @@ from ember.bindings.kv import limits
 from ember.bindings.kv.async_store import AsyncKVStore
 from ember.bindings.kv.store import KVEntry, KVQuota, KVQuotaExceeded, KVStore
 from ember.errors import NotFound
+from ember.storage import StorageFull
 
 # Values up to this size travel inside the reply frame; larger ones are streamed.
 INLINE_VALUE_BYTES = 256 * 1024
@@ -76,6 +77,14 @@ class KVService(BindingService):
             raise limits.KVError("CALL", 400, f"unknown KV method {method!r}")
         if ctx.count("kv_ops") > limits.MAX_OPS_PER_REQUEST:
             raise limits.KVError(op, 429, "Too many API requests by single worker invocation.")
+        try:
+            return await self._call(op, method, args, ctx)
+        except StorageFull as exc:  # the operator's log has the store; the worker its words
+            raise limits.KVError(op, exc.http_status, str(exc)) from None
+
+    async def _call(
+        self, op: str, method: str, args: list[Any], ctx: CallContext
+    ) -> object | StreamReply:
         if not self._ready:
             if self._account is None:  # ember dev: a binding's namespace exists once used
                 await self._store.run(

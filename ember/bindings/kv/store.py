@@ -15,6 +15,8 @@ Owns durability and ordering, not validation (``limits.py`` does that, for every
   platform's per-account limit) is exact and bounds the disk it costs.
 - Deleted data is overwritten (``secure_delete``), and ``compact`` empties the write-ahead log,
   so a deleted account leaves nothing readable behind.
+- A write the disk has no room for (SQLITE_FULL) is rolled back and raised as ``StorageFull``,
+  recorded in ``health`` (``ember/storage.py``) until a later write succeeds.
 
 ``KVStore`` is synchronous and thread-safe; ``AsyncKVStore`` (``async_store.py``) runs it on one
 worker thread so the supervisor's event loop never waits on a disk flush. The schema and the byte
@@ -24,6 +26,7 @@ accounting are in ``schema.py``, how keys and cursors are encoded in ``keys.py``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -56,6 +59,9 @@ from ember.bindings.kv.schema import (
     entry_bytes,
 )
 from ember.errors import InternalError, NotFound
+from ember.storage import StorageFull, StorageHealth, full_error, is_full
+
+STORE = "KV store"  # how the operator's log and /health name it
 
 
 class KVStoreUnavailable(InternalError):
@@ -72,9 +78,15 @@ class KVStoreUnavailable(InternalError):
 class KVStore(NamespaceTable):
     """SQLite-backed KV namespaces (synchronous; one connection behind a lock)."""
 
-    def __init__(self, path: Path | str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        clock: Callable[[], float] = time.time,
+        health: StorageHealth | None = None,
+    ) -> None:
         self.path = Path(path)
         self.clock = clock
+        self.health = health or StorageHealth()
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -119,14 +131,26 @@ class KVStore(NamespaceTable):
         """One write transaction; the caller holds ``_lock``. Needed explicitly: with
         ``isolation_level=None`` sqlite3 opens none, and ``with self._db`` would leave each
         statement (the row, then its namespace's counter) to commit on its own."""
-        self._db.execute("BEGIN IMMEDIATE")
         try:
-            yield
-        except BaseException:
-            if self._db.in_transaction:  # some errors (disk full) have rolled it back already
-                self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # some errors (disk full) have rolled it back already
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            if not is_full(exc):
+                raise
+            raise self.health.failed(full_error(STORE, self.path, exc)) from None
+        self.health.wrote(STORE)
+
+    def limit_pages(self, pages: int) -> int:
+        """Cap the file at ``pages`` pages, or at its size now if that is larger; returns the
+        cap. A write past it fails as on a full disk (``ember serve --storage-max-pages``)."""
+        with self._lock:
+            return int(self._db.execute(f"PRAGMA max_page_count = {int(pages)}").fetchone()[0])
 
     def compact(self) -> None:
         """Rewrite the file without free space or stale b-tree dividers (``VACUUM``), then fold
@@ -135,7 +159,12 @@ class KVStore(NamespaceTable):
         Costs a full rewrite of the file; the platform runs it only after deleting accounts.
         """
         with self._lock:
-            self._db.execute("VACUUM")
+            try:
+                self._db.execute("VACUUM")  # a full copy of the file: it needs room too
+            except sqlite3.Error as exc:
+                if not is_full(exc):
+                    raise
+                raise self.health.failed(full_error(STORE, self.path, exc)) from None
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
@@ -157,7 +186,8 @@ class KVStore(NamespaceTable):
             if row is None:
                 return None
             if row[1] is not None and row[1] <= now:
-                with self._transaction():
+                # Removing it is housekeeping: on a full disk the read still answers.
+                with contextlib.suppress(StorageFull), self._transaction():
                     self._remove(namespace_id, raw_key)
                 return None
         return KVEntry(key=key, value=bytes(row[0]), expiration=row[1], metadata=row[2])

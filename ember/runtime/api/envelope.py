@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 from ember.errors import AuthError, EmberError, LimitExceeded, NotFound, UserError
 from ember.runtime.api.hardening import harden
 from ember.runtime.deployments.errors import ControlPlaneError
+from ember.storage import StorageFull
 
 log = logging.getLogger("ember.api")
 INTERNAL_CODE = 10002
@@ -50,6 +51,8 @@ def page_info(items: list[Any], page: int, per_page: int, total: int) -> dict[st
 
 
 def status_and_code(exc: EmberError) -> tuple[int, int]:
+    if isinstance(exc, StorageFull):
+        return exc.http_status, INTERNAL_CODE
     if isinstance(exc, ControlPlaneError):
         return exc.http_status, exc.cf_code
     if isinstance(exc, NotFound):
@@ -66,7 +69,8 @@ def status_and_code(exc: EmberError) -> tuple[int, int]:
 async def ember_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, EmberError)
     status, code = status_and_code(exc)
-    if status >= 500:
+    # A full disk has printed its own line (ember/storage.py), naming the store, not the route.
+    if status >= 500 and not isinstance(exc, StorageFull):
         log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
     return fail(status, code, str(exc))
 

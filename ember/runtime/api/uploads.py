@@ -26,6 +26,7 @@ small thread pool instead:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -37,6 +38,7 @@ from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account
 from ember.runtime.deployments.scripts import UploadResult
 from ember.runtime.deployments.upload import parse_worker_upload
+from ember.storage import StorageFull
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -81,7 +83,14 @@ def store_upload(plane: ControlPlane, request: UploadRequest) -> UploadResult:
         strict_inherit=request.strict_inherit,
         create=request.create,
     )
-    plane.materialize(request.account.id, result.version)
+    try:
+        plane.materialize(request.account.id, result.version)
+    except StorageFull:
+        # No room for its files: the version goes too, so that nothing was written, as the
+        # error says (removing rows needs no new room).
+        with contextlib.suppress(StorageFull):
+            plane.scripts.discard_undeployed(request.account, request.name, result.version.id)
+        raise
     return result
 
 

@@ -8,6 +8,9 @@ fsync per control-plane write, which is negligible next to an upload.
 One ``Database`` object holds one connection guarded by a lock: the control plane's writes are
 short, and a single writer is what SQLite wants anyway. Other processes (``ember accounts``) may
 open the same file; ``busy_timeout`` makes them wait instead of failing.
+
+A write the disk has no room for (SQLITE_FULL) is rolled back and raised as ``StorageFull``,
+recorded in ``health`` (``ember/storage.py``) until a later write succeeds.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ember.errors import InternalError
+from ember.storage import StorageHealth, full_error, is_full
+
+STORE = "control-plane database"  # how the operator's log and /health name it
 
 # Each entry upgrades the schema by one step; PRAGMA user_version records how many ran.
 # Never edit a released step: append a new one.
@@ -129,8 +135,9 @@ MIGRATIONS: tuple[str, ...] = (
 class Database:
     """One SQLite connection with ember's durability settings and explicit transactions."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, health: StorageHealth | None = None) -> None:
         self.path = path
+        self.health = health or StorageHealth()
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # create private before sqlite does
         os.close(fd)
@@ -168,15 +175,23 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: committed (and fsynced) on normal exit, rolled back on error."""
+        """A write transaction: committed (and fsynced) on normal exit, rolled back on error
+        (``StorageFull`` when the disk had no room for it)."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:  # SQLITE_FULL may have rolled it back already
+                        self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                if not is_full(exc):
+                    raise
+                raise self.health.failed(full_error(STORE, self.path, exc)) from None
+            self.health.wrote(STORE)
 
     @contextmanager
     def reader(self) -> Iterator[sqlite3.Connection]:
@@ -192,8 +207,20 @@ class Database:
         """Rewrite the file (``VACUUM``: no free pages, no stale index dividers), then fold the
         write-ahead log in and truncate it, so deleted rows leave no trace on disk."""
         with self._lock:
-            self._conn.execute("VACUUM")
+            try:
+                self._conn.execute("VACUUM")  # a full copy of the file: it needs room too
+            except sqlite3.Error as exc:
+                if not is_full(exc):
+                    raise
+                raise self.health.failed(full_error(STORE, self.path, exc)) from None
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def limit_pages(self, pages: int) -> int:
+        """Cap the file at ``pages`` pages, or at its size now if that is larger (SQLite keeps
+        at least that); returns the cap. A write past it fails as on a full disk: the seam
+        ``ember serve --storage-max-pages`` and its tests use."""
+        with self._lock:
+            return int(self._conn.execute(f"PRAGMA max_page_count = {int(pages)}").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:

@@ -31,6 +31,7 @@ from ember.runtime.deployments.records import TemporaryAccount, Version
 from ember.runtime.deployments.scripts import ScriptService
 from ember.runtime.deployments.secrets import SecretService
 from ember.runtime.deployments.tails import TailService
+from ember.storage import StorageHealth
 
 DATABASE_FILE = "platform.db"
 # Returns None when anonymous deploys may run, else the reason they may not (e.g. the sandbox's
@@ -47,20 +48,26 @@ class ControlPlane:
         clock: Clock = system_clock,
         kv_store: AsyncKVStore | None = None,
         anonymous_policy: AnonymousPolicy | None = None,
+        storage: StorageHealth | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.config = config or PlatformConfig()
         self.clock = clock
+        # One record of failing writes for every store of the state directory (/health).
+        self.storage = storage or StorageHealth()
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.db = Database(state_dir / DATABASE_FILE)
-        self.files = AccountFiles(state_dir)
+        self.db = Database(state_dir / DATABASE_FILE, self.storage)
+        self.files = AccountFiles(state_dir, self.storage)
         self.accounts = AccountService(self.db, self.config, clock)
         self.scripts = ScriptService(self.db, self.config, clock)
         self.secrets = SecretService(self.db, self.scripts, clock)
         # The KV store the workers' bindings use: ``ember serve`` passes the supervisor's own
         # (one connection, one writer thread); alone, the control plane opens the same file.
         self._owns_kv = kv_store is None
-        self.kv = kv_store or AsyncKVStore(KVStore(state_dir / STORE_FILE, clock=clock))
+        self.kv = kv_store or AsyncKVStore(
+            KVStore(state_dir / STORE_FILE, clock=clock, health=self.storage)
+        )
+        self.kv.store.health = self.storage  # the supervisor's store reports here too
         self.namespaces = NamespaceService(self.db, self.config, clock, self.kv.store)
         self.tails = TailService(self.db, clock)
         self.gc = GarbageCollector(self.db, self.files, self.namespaces, clock)

@@ -60,6 +60,7 @@ from ember.runtime.sandbox import FULL
 from ember.runtime.services import DeploymentHost
 from ember.runtime.spawner import SpawnerConfig
 from ember.runtime.supervisor import Supervisor
+from ember.storage import StorageHealth
 
 SLOT_KEY = "ember.slot"
 Scope = dict[str, Any]
@@ -83,6 +84,9 @@ class PlatformOptions:
     sandbox: SandboxPolicy = field(default_factory=lambda: SandboxPolicy(default_profile=FULL))
     ai: Any = None  # the operator's GatewayConfig (models, pool, quotas); None: defaults
     trusted_workers: bool = False  # serve even if no layer walls workers off the state dir
+    # Cap each SQLite store at this many pages (at least its size at start): writes past it
+    # fail as on a full disk. Tests use it to fill the disk without filling one.
+    storage_max_pages: int | None = None
 
 
 class Platform(PlatformLifespan):
@@ -110,8 +114,15 @@ class Platform(PlatformLifespan):
         configure_gateway(self.supervisor.resources, options.ai)
         kv = shared_store(DeploymentHost(self.supervisor.resources, "platform"))
         self.plane = ControlPlane(
-            options.state_dir, options.config, kv_store=kv, anonymous_policy=self._anonymous
+            options.state_dir,
+            options.config,
+            kv_store=kv,
+            anonymous_policy=self._anonymous,
+            storage=StorageHealth(print_line),
         )
+        if options.storage_max_pages is not None:
+            self.plane.db.limit_pages(options.storage_max_pages)
+            self.plane.kv.store.limit_pages(options.storage_max_pages)
         self.routes = RouteTable(self.plane.clock)
         self.live = LiveDeployments(
             self.plane, self.supervisor, registry, self.routes, on_change=self._changed
@@ -125,7 +136,9 @@ class Platform(PlatformLifespan):
             first_routes=[
                 *self._ai_routes(print_line),
                 health_route(
-                    self._gateway_if_any, lambda: self.tenancy.to_dict() if self.tenancy else {}
+                    self._gateway_if_any,
+                    lambda: self.tenancy.to_dict() if self.tenancy else {},
+                    self.plane.storage,
                 ),
             ],
         )

@@ -6,6 +6,11 @@ flight, restarts) and queue, and whether the operator runs tenants' workers unwa
 platform's state (``trusted_workers``, ``--trusted-workers``). Nothing in it says where a
 replica runs or how it was started: the port is the tenants' too, and those details are the
 operator's log's.
+
+``status`` is ``degraded`` (still 200: reads and workers still answer) while a store of the state
+directory cannot be written for want of space: ``storage.failures`` names each failing store
+(``control-plane database``, ``KV store``, ``worker files``), why, since when, the last time and
+how many writes failed, until a write of it succeeds (``ember/storage.py``); no paths.
 """
 
 from __future__ import annotations
@@ -17,9 +22,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ember.storage import StorageHealth
+
 
 def health_route(
-    gateway: Callable[[], Any | None], tenancy: Callable[[], dict[str, Any]] = dict
+    gateway: Callable[[], Any | None],
+    tenancy: Callable[[], dict[str, Any]] = dict,
+    storage: StorageHealth | None = None,
 ) -> Route:
     """The route; ``gateway`` gives the AI gateway, or None where this build has none;
     ``tenancy`` whether workers are walled off from the platform's state (``trusted_workers``:
@@ -28,7 +37,9 @@ def health_route(
     async def health(request: Request) -> Response:
         served = gateway()
         models = [] if served is None else [_model(row) for row in served.pool.status()]
-        return JSONResponse({"status": "ok", **tenancy(), "models": models})
+        stored = (storage or StorageHealth()).to_dict()
+        status = "degraded" if stored["failures"] else "ok"
+        return JSONResponse({"status": status, **tenancy(), "storage": stored, "models": models})
 
     return Route("/health", health, methods=["GET"])
 
