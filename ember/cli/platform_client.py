@@ -2,7 +2,8 @@
 
 Errors come back as ember errors carrying Cloudflare's code: ``PlatformAuthError`` (401/403),
 ``PlatformNotFound`` (404) and ``PlatformRequestError`` for the rest, each with the platform's own
-message, so the CLI prints what the server said.
+message, so the CLI prints what the server said. A platform that cannot be reached and one that
+took the request and closed the connection before answering are told apart (``lost_answer.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import httpx
 
 from ember import __version__ as ember_version
+from ember.cli.lost_answer import AFTER_CONNECT, answer_lost
 from ember.errors import AuthError, NotFound, UserError
 
 DEFAULT_PLATFORM = "http://127.0.0.1:8787"
@@ -54,7 +56,7 @@ def _guess_origin(url: str) -> str:
 
 def unreachable(url: str, origin: str, exc: Exception) -> UserError:
     """The one line for a platform that does not answer: the URL, where it came from, why."""
-    reason = str(exc) or type(exc).__name__
+    reason = (str(exc) or type(exc).__name__).rstrip(".")  # the sentence goes on after it
     chosen = f"from {origin}" if origin != "the default" else "ember's default"
     return UserError(
         f"cannot reach the platform at {url} ({chosen}): {reason}. Is `ember serve` running "
@@ -136,6 +138,8 @@ class PlatformClient:
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             return self._http.request(method, path, **kwargs)
+        except AFTER_CONNECT as exc:  # reached, then no answer: not "cannot reach"
+            raise answer_lost(self.platform, method, path, exc) from None
         except (httpx.TransportError, httpx.InvalidURL) as exc:
             raise unreachable(self.platform, self.origin, exc) from None
         except httpx.HTTPError as exc:
