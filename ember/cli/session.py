@@ -2,7 +2,8 @@
 
 Credentials, in order: ``EMBER_API_TOKEN``; the login saved by ``ember login`` or ``ember claim``;
 a still-valid temporary account cached by ``ember deploy --temporary``. A command that falls back
-to that temporary account says so on stderr, naming it and when it expires; a plain ``ember
+to that temporary account says so on stderr, naming it and when it expires (once it has expired,
+that it was deleted, and when); a plain ``ember
 deploy`` refuses it, as a plain ``wrangler deploy`` does not pick up wrangler's cache
 (cloudflare-api.md §4.3): a deploy there would vanish with the account unless claimed.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import click
 
@@ -138,9 +140,22 @@ def open_session(
         )
     with PlatformClient(platform, origin=origin) as anonymous:
         anonymous.check_reachable()  # an unreachable URL is the problem, not the login
+    if temporary is not None:  # cached, and past its expiry: say which account went, and when
+        raise AuthError(temporary_expired(platform, temporary))
     raise AuthError(
         f"not logged in to {platform}: run `ember login --token TOKEN`, set EMBER_API_TOKEN, "
         "or deploy without an account using `ember deploy --temporary`"
+    )
+
+
+def temporary_expired(platform: str, temporary: TemporaryLogin) -> str:
+    """Why the cached temporary account no longer works: the platform deleted it at expiry."""
+    ended = min(temporary.expires_at, temporary.claim_expires_at)
+    at = datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return (
+        f"not logged in to {platform}: your temporary account {temporary.account_name} expired "
+        f"at {at} and was deleted with its workers; `ember deploy --temporary` makes a new one "
+        "(or `ember login --token TOKEN` for a permanent account)"
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import UTC, datetime
 
 from tests.platform.conftest import RunningPlatform
 from tests.platform.test_cli import Ember, ember, project  # noqa: F401 - fixtures
@@ -118,3 +119,26 @@ def test_the_notice_names_the_time_left(ember: Ember) -> None:  # noqa: F811
     ember.credentials.write_text(json.dumps(stored))
     said = ember("secret", "list").stderr
     assert re.search(r"temporary account \S+ \(expires in 3 hours unless claimed", said), said
+
+
+def test_an_expired_cached_account_is_named_with_its_expiry(
+    platform: RunningPlatform,
+    ember: Ember,  # noqa: F811
+) -> None:
+    name = _temporary(ember)["account"]
+    stored = json.loads(ember.credentials.read_text())
+    (entry,) = stored["temporary"].values()
+    ended = time.time() - 120
+    entry["expires_at"] = entry["claim_expires_at"] = ended
+    ember.credentials.write_text(json.dumps(stored))
+    platform.clock.advance(3601)  # the platform's account expired too
+    at = datetime.fromtimestamp(ended, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    said = (
+        f"your temporary account {name} expired at {at} and was deleted with its workers; "
+        "`ember deploy --temporary` makes a new one"
+    )
+    for args in (("whoami",), ("deploy",), ("secret", "list")):
+        refused = ember(*args, ok=False)
+        assert refused.returncode == 1, (args, refused.stdout)
+        assert said in refused.stderr, (args, refused.stderr)
+        assert "Traceback" not in refused.stderr
