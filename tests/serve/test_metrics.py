@@ -59,7 +59,9 @@ def test_metrics_count_workers_ai_calls_and_the_pool(serve: ServeProcess) -> Non
     assert samples["ember_isolates"] >= 1 and samples["ember_deployments_live"] >= 1
     assert samples[f'ember_pool_replicas{{model="{GLM}",state="ready"}}'] == 1
     assert samples[f'ember_pool_queued_requests{{model="{GLM}"}}'] == 0
-    assert samples[f'ember_pool_replica_requests_in_flight{{model="{GLM}",replica="0"}}'] == 0
+    assert (
+        samples[f'ember_pool_replica_requests_in_flight{{model="{GLM}",replica="1"}}'] == 0
+    )  # numbered as the log names it
     assert "# TYPE ember_ai_answer_head_seconds histogram" in scraped.text
 
 

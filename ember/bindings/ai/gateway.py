@@ -25,6 +25,7 @@ from ember.bindings.ai.answer import AIAnswer, AIRequestFailed, answer_headers, 
 from ember.bindings.ai.answer_stream import AnswerStream, translate
 from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
+from ember.bindings.ai.call_log import AICall, CallObserver, Tokens, when_done
 from ember.bindings.ai.classic import classic_inputs, classic_limits, classic_result
 from ember.bindings.ai.classic_schema import check_classic
 from ember.bindings.ai.context_hint import local_context_hint
@@ -94,6 +95,7 @@ class AIGateway(GatewayBatches):
         self.batches = BatchQueue(self._run_batch_item)
         self.logs = GatewayLogs()  # options.gateway calls: env.AI.gateway(id).getLog
         self.tally = AITally()  # the operator's metrics (ember serve --metrics-port)
+        self.on_call: CallObserver | None = None  # the operator's log (--log-requests)
 
     async def start(self) -> None:
         """Start the configured models now (``ember serve``, or ``pool.start: eager``)."""
@@ -143,18 +145,39 @@ class AIGateway(GatewayBatches):
             failure = self._failure(exc, model)
             if not getattr(exc, "counted", False):
                 self._tally(model, failure.status, failure.code.code, started)
+                self._observe(tenant, model, failure.status, failure.code.code, started)
             if log is not None and gateway is not None:
                 failure = self.logs.failed(tenant.data, log, failure, keep=gateway.collect_log)
             raise AIRequestFailed(failure) from None
         self._tally(model, answer.status, 0, started)
+        if self.on_call is not None:
+            when_done(answer, started, self._answered(tenant, model, answer))
         if log is None or gateway is None:
             return answer
         return self.logs.answered(tenant.data, log, answer, keep=gateway.collect_log)
 
-    def count_refusal(self, model: str, status: int, code: int) -> None:
+    def count_refusal(self, model: str, status: int, code: int, tenant: Tenant) -> None:
         """Count a request refused before it reached ``run`` (the platform's per-account rate,
-        ``runtime/platform/ai.py``): the operator's metrics count every AI call."""
+        ``runtime/platform/ai.py``): the operator's metrics and log count every AI call."""
         self._tally(model, status, code, None)
+        self._observe(tenant, model, status, code, None)
+
+    def _observe(
+        self, tenant: Tenant, model: str, status: int, code: int, started: float | None
+    ) -> None:
+        if self.on_call is not None:
+            took = 0.0 if started is None else (time.monotonic() - started) * 1000
+            self.on_call(AICall(tenant, model, status, code, "", None, None, took))
+
+    def _answered(
+        self, tenant: Tenant, model: str, answer: AIAnswer
+    ) -> Callable[[Tokens, float], None]:
+        def report(tokens: Tokens, took: float) -> None:
+            if self.on_call is not None:
+                call = AICall(tenant, model, answer.status, 0, answer.request_id, *tokens, took)
+                self.on_call(call)
+
+        return report
 
     def _tally(self, model: str, status: int, code: int, started: float | None) -> None:
         label = model if isinstance(model, str) and self.pool.knows(model) else UNKNOWN_MODEL
@@ -181,11 +204,12 @@ class AIGateway(GatewayBatches):
         answer = await self.run(tenant, model, body, options, dialect="openai")
         return with_ignored_fields(answer, body)
 
-    def require_model(self, model: str, request: bool = True) -> None:
+    def require_model(self, model: str, request: bool = True, tenant: Tenant | None = None) -> None:
         """AIRequestFailed (5007) unless ``model`` is served here. Called by every front before
         it reads the request's ``options``: Workers AI looks the model up first, so an unknown
         model is a 5007 whatever else is wrong with the request. ``request``: the check is an
-        AI request's (counted in the metrics once; False for a catalog lookup)."""
+        AI request's (counted in the metrics once, and logged for ``tenant``; False for a
+        catalog lookup)."""
         if not isinstance(model, str) or not self.pool.knows(model):
             served = self.pool.model_ids()
             known = isinstance(model, str) and model in self.pool.catalog
@@ -193,7 +217,10 @@ class AIGateway(GatewayBatches):
                 no_such_model(str(model), served, self.config.project_config, known)
             )
             if request:
-                self._tally(UNKNOWN_MODEL, failed.failure.status, failed.failure.code.code, None)
+                status, code = failed.failure.status, failed.failure.code.code
+                self._tally(UNKNOWN_MODEL, status, code, None)
+                if tenant is not None:
+                    self._observe(tenant, str(model), status, code, None)
                 failed.counted = True
             raise failed
 
@@ -210,7 +237,7 @@ class AIGateway(GatewayBatches):
         dialect: Dialect,
         say: Callable[[str], None],
     ) -> AIAnswer:
-        self.require_model(model)
+        self.require_model(model, tenant=tenant)
         options_note = unknown_options_note(model, options.unknown)
         if options_note is not None:
             say(options_note)

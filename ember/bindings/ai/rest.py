@@ -91,7 +91,9 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             tenant = await authorize(request, account, inference=True)
             body = await _json_body(request)
             served = ready(model)
-            served.require_model(model)  # before the options: an unknown model is a 5007
+            served.require_model(
+                model, tenant=tenant
+            )  # before the options: an unknown model is a 5007
             options = parse_run_options(body.pop("options", None), model)
             options = replace(options, headers=_affinity(request, options.headers))
             if _query_flag(request, "queueRequest"):
@@ -122,7 +124,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
                 model = str(body.get("model") or "")
                 served = ready(model)
                 if model:  # a missing model is chat()'s 5006 naming /model
-                    served.require_model(model)  # before the options, as ai/run
+                    served.require_model(model, tenant=tenant)  # before the options, as ai/run
                 options = parse_run_options(body.pop("options", None), model)
                 options = replace(options, headers=_affinity(request, options.headers))
                 answer = await unless_disconnected(request, front(served, tenant, body, options))

@@ -107,7 +107,7 @@ class AIService(BindingService):
             if not isinstance(model, str):
                 raise InvalidModelInput("model", f"the model id must be a string, got {model!r}")
             gateway = await self.gateway()
-            gateway.require_model(model)  # before inputs and options, as REST ai/run
+            gateway.require_model(model, tenant=self.tenant)  # before inputs and options
             inputs = await _inputs(inputs_json, ctx.upload)
             options = parse_run_options(raw_options, model)
             # On ember serve (the operator owns the pool) the request's notes belong to the

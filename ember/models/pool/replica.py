@@ -38,6 +38,11 @@ class ReplicaStatus:
     command: str | None = None
     served: dict = field(default_factory=dict)
 
+    @property
+    def number(self) -> int:
+        """How logs, errors and metrics name it: "replica 1" is the first (index 0)."""
+        return self.index + 1
+
 
 class Replica(ReplicaSupervision):
     """See the module docstring. ``command`` is None for an attached replica."""

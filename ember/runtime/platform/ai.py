@@ -131,7 +131,10 @@ class AccountLimitedAI(BindingService):
             except RateLimited as exc:
                 model = str(args[0]) if args else ""
                 refused, failure = _quota_error(exc, model)
-                _gateway_of(self.host).count_refusal(model, failure.status, failure.code.code)
+                tenant = self.inner.tenant  # type: ignore[attr-defined]
+                _gateway_of(self.host).count_refusal(
+                    model, failure.status, failure.code.code, tenant
+                )
                 raise refused from None
         return await self.inner.call(method, args, ctx)
 
@@ -198,7 +201,8 @@ def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseR
             except RateLimited as exc:
                 if ai_available():
                     model = await _requested_model(request)
-                    _gateway_of(host).count_refusal(model, exc.http_status, exc.cf_code)
+                    tenant = importlib.import_module(TENANT_MODULE).Tenant.of_account(account.id)
+                    _gateway_of(host).count_refusal(model, exc.http_status, exc.cf_code, tenant)
                 raise
         if not ai_available():
             return None  # the unavailable route only authenticates

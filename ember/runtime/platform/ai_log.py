@@ -1,10 +1,17 @@
-"""``ember serve --log-requests``: one line per call to the AI HTTP API, as workers' requests get.
+"""``ember serve --log-requests``: a line per call to the AI HTTP API, and one per AI call.
 
-    AI POST /client/v4/accounts/acme/ai/run/@cf/zai-org/glm-4.7-flash 200 req=3f2a... (41.2ms)
+    2026-05-01T12:00:00.123Z AI POST /client/v4/accounts/ID/ai/run/MODEL 200 req=3f2a.. (41.2ms)
+    2026-05-01T12:00:00.123Z AI call account=acme worker=- model=MODEL status=200 code=0
+        tokens=12/2 req=3f2a.. (41.2ms)                                      (one line)
+    2026-05-01T12:00:00.456Z AI call account=acme worker=asker model=MODEL status=429
+        code=3036 tokens=-/- req=- (0.1ms)                                   (one line)
 
-The request id is the answer's ``cf-ai-req-id``, which the replica's own ``--log-requests`` line
-names as ``x_request_id``; the line is printed when the answer has gone out (a stream's at its
-end). No bodies, as for workers.
+The first is the HTTP API's access line (every route, refusals before any model too); the
+``AI call`` line is the gateway's, the same for a worker's ``env.AI.run`` (``worker=NAME``) and
+the REST API (``worker=-``): account name, model, status and Workers AI code (0 for an answer),
+tokens in/out, the request id (``cf-ai-req-id``, which the replica's own ``--log-requests`` line
+names as ``x_request_id``; ``-`` when refused before it got one) and duration. Lines are printed
+when the answer has gone out (a stream's at its end). No bodies, as for workers.
 """
 
 from __future__ import annotations
@@ -15,6 +22,12 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
+from ember.runtime.platform.stamp import utc_stamp
+
+ACCOUNT_PREFIX = "account:"  # a tenant's data scope on the platform (bindings/ai/tenant.py)
+WORKER_MARK = "/worker:"
+MODEL_CHARS = 200  # a model id comes from the tenant: a long one is cut, not printed whole
+
 
 def with_access_log(routes: list[BaseRoute], print_line: Callable[[str], None]) -> list[BaseRoute]:
     """``routes``, each HTTP route's app wrapped to print its line."""
@@ -22,6 +35,19 @@ def with_access_log(routes: list[BaseRoute], print_line: Callable[[str], None]) 
         if isinstance(route, Route):
             route.app = _AccessLog(route.app, print_line)
     return routes
+
+
+def call_line(call: Any, account_name: Callable[[str], str]) -> str:
+    """The ``AI call`` line of one ``AICall`` (``ember.bindings.ai.call_log``)."""
+    account_id = call.tenant.data.removeprefix(ACCOUNT_PREFIX)
+    _, marked, worker = call.tenant.quota.partition(WORKER_MARK)
+    tokens = "/".join("-" if n is None else str(n) for n in (call.tokens_in, call.tokens_out))
+    return (
+        f"{utc_stamp()} AI call account={account_name(account_id)} "
+        f"worker={worker if marked else '-'} model={call.model[:MODEL_CHARS]} "
+        f"status={call.status} code={call.code} tokens={tokens} "
+        f"req={call.request_id or '-'} ({call.duration_ms:.1f}ms)"
+    )
 
 
 class _AccessLog:
@@ -48,6 +74,6 @@ class _AccessLog:
             request = f" req={seen['request_id']}" if seen["request_id"] else ""
             elapsed = (time.perf_counter() - started) * 1000
             self.print_line(
-                f"AI {scope.get('method', '')} {scope.get('path', '')} {status}{request} "
-                f"({elapsed:.1f}ms)"
+                f"{utc_stamp()} AI {scope.get('method', '')} {scope.get('path', '')} "
+                f"{status}{request} ({elapsed:.1f}ms)"
             )

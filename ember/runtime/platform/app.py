@@ -34,7 +34,7 @@ from ember.runtime.platform.ai import (
     configure_gateway,
     limit_ai_bindings,
 )
-from ember.runtime.platform.ai_log import with_access_log
+from ember.runtime.platform.ai_log import call_line, with_access_log
 from ember.runtime.platform.crons import WorkerCrons
 from ember.runtime.platform.health import health_route
 from ember.runtime.platform.lifespan import PlatformLifespan
@@ -54,6 +54,7 @@ from ember.runtime.platform.shared_origin import (
     service_worker_refusal,
     service_worker_script,
 )
+from ember.runtime.platform.stamp import utc_stamp
 from ember.runtime.platform.tenancy import Tenancy
 from ember.runtime.router import Router
 from ember.runtime.sandbox import FULL
@@ -63,6 +64,7 @@ from ember.runtime.supervisor import Supervisor
 from ember.storage import StorageHealth
 
 SLOT_KEY = "ember.slot"
+ACCOUNT_NAMES_KEPT = 10_000  # the log's id -> name cache, cleared past this
 Scope = dict[str, Any]
 
 
@@ -129,6 +131,7 @@ class Platform(PlatformLifespan):
         )
         self.crons = WorkerCrons(self.plane, self.supervisor, self.routes)
         self.router = Router(self.supervisor, lambda scope: scope.get(SLOT_KEY))
+        self._account_names: dict[str, str] = {}
         self.api = create_api_app(
             self.plane,
             self.hub,
@@ -150,7 +153,25 @@ class Platform(PlatformLifespan):
 
     def _ai_routes(self, print_line: Callable[[str], None]) -> list[Any]:
         routes = ai_routes_for(self.plane, self.supervisor.resources)
-        return with_access_log(routes, print_line) if self.options.log_requests else routes
+        if not self.options.log_requests:
+            return routes
+        if ai_available():
+            self._gateway().on_call = self._log_ai_call
+        return with_access_log(routes, print_line)
+
+    def _log_ai_call(self, call: Any) -> None:
+        self.print_line(call_line(call, self._account_name))
+
+    def _account_name(self, account_id: str) -> str:
+        """An account's name for the log (names never change: kept once read)."""
+        name = self._account_names.get(account_id)
+        if name is None:
+            account = self.plane.accounts.find(account_id)
+            name = account.name if account is not None else account_id
+            if len(self._account_names) > ACCOUNT_NAMES_KEPT:
+                self._account_names.clear()
+            self._account_names[account_id] = name
+        return name
 
     def _gateway(self) -> Any:
         from ember.bindings.ai.gateway import shared_gateway
@@ -232,7 +253,11 @@ class Platform(PlatformLifespan):
         route = self.routes.get(account_name, worker)
         if route is None:
             if self.options.log_requests:  # no isolate saw it, so no request event tells of it
-                self.print_line(f"{scope['method']} {worker}.{account_name} 404 (0.0ms) [not live]")
+                path = inner.get("path") or "/"
+                self.print_line(
+                    f"{utc_stamp()} {scope['method']} {worker}.{account_name} {path} 404 "
+                    "(0.0ms) [not live]"
+                )
             await _plain(
                 send, 404, f"No worker named {worker!r} is live on account {account_name!r}."
             )

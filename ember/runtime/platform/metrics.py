@@ -12,8 +12,9 @@ business), so they answer only on the metrics listener, as SGLang's router serve
   the calls the platform's per-account rate refuses before the gateway included (``ai.py``);
 - the pool at scrape time: ``ember_pool_queued_requests{model}``, ``ember_pool_replicas{model,
   state}``, ``ember_pool_replica_requests_in_flight{model, replica}`` and
-  ``ember_pool_replica_restarts_total{model, replica}``. The replicas' own engine metrics
-  (``sglang:*``) are on each replica's ``/metrics``.
+  ``ember_pool_replica_restarts_total{model, replica}`` (``replica="1"`` is what the log and
+  errors call "replica 1"). The replicas' own engine metrics (``sglang:*``) are on each
+  replica's ``/metrics``.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def _ai(out: _Writer, gateway: Any) -> None:
         out.family(name, kind, help_text)
         for row in rows:
             for replica in row.replicas:
-                labels = {"model": row.model_id, "replica": str(replica.index)}
+                # Numbered from 1, as the log and errors name replicas ("replica 1").
+                labels = {"model": row.model_id, "replica": str(replica.number)}
                 out.sample(name, labels, read(replica))
 
 

@@ -5,16 +5,19 @@ request, status, console lines, exceptions, or the cron of a scheduled event) an
 to the tail hub as wrangler's ``trace-v1`` message. The supervisor is asked to report
 invocations whole only while a tail is connected to the worker (``tracing``), so the request
 path costs nothing extra otherwise. Tenants' console output never goes to the operator's
-terminal; ``--log-requests`` prints one line per request (worker, status, time), no bodies.
+terminal; ``--log-requests`` prints one line per request (when, in UTC; worker, path without
+its query, status, time), no bodies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from ember.runtime import events as E
 from ember.runtime.deployments.tail_events import TailEvent, TailException, TailHub, TailLog
 from ember.runtime.platform.metrics import WorkerTally
+from ember.runtime.platform.stamp import utc_stamp
 from ember.runtime.platform.translate import VersionSlot
 
 # The runtime's outcome tags -> the outcomes wrangler's tail knows.
@@ -84,8 +87,11 @@ class PlatformEvents:
             slot = self.slot_of(event.deployment_id)
             where = f"{slot.script_name}.{slot.account_name}" if slot else event.deployment_id
             note = "" if event.outcome in ("ok", "exception") else f" [{event.outcome}]"
+            # The path, never the query: a query may carry a secret (a token, a signature).
+            path = urlsplit(event.url).path or "/"
             self.print_line(
-                f"{event.method} {where} {event.status} ({event.duration_ms:.1f}ms){note}"
+                f"{utc_stamp()} {event.method} {where} {path} {event.status} "
+                f"({event.duration_ms:.1f}ms){note}"
             )
         elif isinstance(event, E.LifecycleEvent) and event.level != "info":
             slot = self.slot_of(event.deployment_id)
