@@ -6,12 +6,16 @@ runs: WAL and a busy timeout), and prints a new account's first API token once.
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
+from ember.cli.credentials import distance
 from ember.runtime.deployments.config import default_state_dir
 from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.platform.state_lock import served_origin
 
 state_option = click.option(
     "--state-dir",
@@ -31,24 +35,43 @@ def accounts() -> None:
 @state_option
 def create(name: str, state_dir: Path | None) -> None:
     """Create permanent account NAME and print its API token."""
-    plane = ControlPlane(state_dir or default_state_dir())
+    state = state_dir or default_state_dir()
+    plane = ControlPlane(state)
     try:
         account, issued = plane.accounts.create_permanent(name)
     finally:
         plane.close()
     click.echo(f"Created account {account.name} ({account.id}).")
     click.echo(f"API token (shown once): {issued.token}")
-    click.echo(f"Log in with: ember login --token {issued.token}")
+    served = served_origin(state)
+    url = served.url if served is not None else "URL"
+    click.echo(f"Log in with: ember login --platform {url} --token {issued.token}")
+    if served is None:
+        click.echo(
+            "  URL: where ember serve listens (http://127.0.0.1:8787 unless its --ip/--port "
+            "or platform.public_url say otherwise)"
+        )
+    elif not served.running:
+        click.echo(f"  ({url} is where ember serve last listened on this state directory)")
 
 
 @accounts.command("list")
 @state_option
 def list_accounts(state_dir: Path | None) -> None:
-    """List the accounts, temporary ones with their expiry."""
+    """List the accounts, temporary ones with their expiry (UTC) and the time left."""
     plane = ControlPlane(state_dir or default_state_dir())
     try:
+        now = time.time()
         for account in plane.accounts.list():
-            expiry = f" expires {account.expires_at:.0f}" if account.expires_at else ""
+            expiry = f"  {_expiry(account.expires_at, now)}" if account.expires_at else ""
             click.echo(f"{account.id}  {account.name}  {account.kind}{expiry}")
     finally:
         plane.close()
+
+
+def _expiry(expires_at: float, now: float) -> str:
+    at = datetime.fromtimestamp(expires_at, UTC).isoformat(timespec="seconds")
+    at = at.replace("+00:00", "Z")
+    if expires_at > now:
+        return f"expires {at} (in {distance(expires_at - now)})"
+    return f"expired {at} ({distance(now - expires_at)} ago; deleted at the next sweep)"

@@ -59,7 +59,8 @@ from ember.runtime.deployments.multipart import Part
 @click.option(
     "--temporary",
     is_flag=True,
-    help="Deploy without an account: a temporary one, claimable for 60 minutes.",
+    help="Deploy without an account: a temporary one, claimable for the platform's claim window "
+    "(its platform.temporary.ttl; deleted at its end unless claimed).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @upload_options

@@ -137,6 +137,8 @@ def serve(
     click.echo(f"ember serve: state in {state}")
 
     def ready(origin: str) -> None:
+        # For `ember accounts create`'s login line: the URL users reach this platform at.
+        held.record_origin(platform.plane.config.public_url or origin)
         for line in platform.supervisor.sandbox_status().lines():
             click.echo(line)
         tenancy = platform.tenancy

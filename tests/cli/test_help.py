@@ -26,3 +26,10 @@ def test_help(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(cli, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
+
+
+def test_deploy_help_names_no_fixed_claim_window() -> None:
+    # The window is the platform's (platform.temporary.ttl), which the CLI cannot know here.
+    result = CliRunner().invoke(cli, ["deploy", "--help"])
+    assert "claimable for the platform's claim window" in " ".join(result.output.split())
+    assert "60 minutes" not in result.output

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.platform.conftest import TEST_CONFIG, RunningPlatform, start_platform
+from tests.platform.helpers import temporary_account
 
 ROOT = Path(__file__).resolve().parents[2]
 WRANGLER_TOML = """\
@@ -193,9 +194,15 @@ def test_operator_creates_an_account_then_the_user_logs_in(
 ) -> None:
     created = ember("accounts", "create", "ops-made", "--state-dir", str(platform.plane.state_dir))
     token = created.stdout.split("API token (shown once): ")[1].split()[0]
-    assert (
-        "ops-made" in ember("accounts", "list", "--state-dir", str(platform.plane.state_dir)).stdout
-    )
+    # No ember serve ever ran on this state directory: the URL is a placeholder, explained.
+    assert f"Log in with: ember login --platform URL --token {token}" in created.stdout
+    assert "URL: where ember serve listens" in created.stdout
+    temporary = temporary_account(platform)["account"]["name"]  # type: ignore[index]
+    listed = ember("accounts", "list", "--state-dir", str(platform.plane.state_dir)).stdout
+    assert "ops-made" in listed
+    # A temporary account's expiry in UTC, and the time left (not a raw epoch).
+    expiry = rf"{temporary}  temporary  expires \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+    assert re.search(rf"{expiry} \(in (59|60) minutes\)", listed), listed
     assert "ops-made" in ember("login", "--token", token).stdout
     taken = ember(
         "accounts", "create", "ops-made", "--state-dir", str(platform.plane.state_dir), ok=False

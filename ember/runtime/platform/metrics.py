@@ -5,7 +5,8 @@ business), so they answer only on the metrics listener, as SGLang's router serve
 ``--prometheus-port``. What is counted:
 
 - ``ember_worker_requests_total{status, outcome}``: workers' requests by status class (``2xx``
-  ...) and outcome (``ok``, ``exception``, ``cpu``, ...), from the supervisor's request events;
+  ...) and outcome (``ok``, ``exception``, ``cpu_limit``, ``memory_limit``...), from the
+  supervisor's request events;
 - ``ember_isolates`` and ``ember_deployments_live``: what runs now;
 - ``ember_ai_requests_total{model, status, code}`` and ``ember_ai_answer_head_seconds{model}``:
   every AI call (binding, REST, ``/ai/v1``), counted by the gateway (``bindings/ai/tally.py``),
