@@ -16,7 +16,8 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -60,6 +61,30 @@ def is_full(exc: BaseException) -> bool:
 def full_error(store: str, path: object, exc: BaseException) -> StorageFull:
     cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return StorageFull(store, str(path), cause)
+
+
+@contextmanager
+def write_transaction(
+    conn: sqlite3.Connection, health: StorageHealth, store: str, path: object
+) -> Iterator[None]:
+    """One ``BEGIN IMMEDIATE`` transaction on ``conn`` (opened with ``isolation_level=None``,
+    so sqlite3 opens none itself): committed on normal exit, rolled back on error, and a full
+    disk is ``StorageFull`` recorded in ``health`` (a success clears the store's record). The
+    caller holds whatever lock serialises the connection's writers."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:  # SQLITE_FULL may have rolled it back already
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        if not is_full(exc):
+            raise
+        raise health.failed(full_error(store, path, exc)) from None
+    health.wrote(store)
 
 
 @dataclass(slots=True)

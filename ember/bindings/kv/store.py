@@ -59,7 +59,7 @@ from ember.bindings.kv.schema import (
     entry_bytes,
 )
 from ember.errors import InternalError, NotFound
-from ember.storage import StorageFull, StorageHealth, full_error, is_full
+from ember.storage import StorageFull, StorageHealth, full_error, is_full, write_transaction
 
 STORE = "KV store"  # how the operator's log and /health name it
 
@@ -131,20 +131,8 @@ class KVStore(NamespaceTable):
         """One write transaction; the caller holds ``_lock``. Needed explicitly: with
         ``isolation_level=None`` sqlite3 opens none, and ``with self._db`` would leave each
         statement (the row, then its namespace's counter) to commit on its own."""
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:  # some errors (disk full) have rolled it back already
-                    self._db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            if not is_full(exc):
-                raise
-            raise self.health.failed(full_error(STORE, self.path, exc)) from None
-        self.health.wrote(STORE)
+        with write_transaction(self._db, self.health, STORE, self.path):
+            yield
 
     def limit_pages(self, pages: int) -> int:
         """Cap the file at ``pages`` pages, or at its size now if that is larger; returns the

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ember.errors import InternalError
-from ember.storage import StorageHealth, full_error, is_full
+from ember.storage import StorageHealth, full_error, is_full, write_transaction
 
 STORE = "control-plane database"  # how the operator's log and /health name it
 
@@ -177,21 +177,8 @@ class Database:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction: committed (and fsynced) on normal exit, rolled back on error
         (``StorageFull`` when the disk had no room for it)."""
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._conn
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    if self._conn.in_transaction:  # SQLITE_FULL may have rolled it back already
-                        self._conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                if not is_full(exc):
-                    raise
-                raise self.health.failed(full_error(STORE, self.path, exc)) from None
-            self.health.wrote(STORE)
+        with self._lock, write_transaction(self._conn, self.health, STORE, self.path):
+            yield self._conn
 
     @contextmanager
     def reader(self) -> Iterator[sqlite3.Connection]:
