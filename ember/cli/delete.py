@@ -7,7 +7,7 @@ import click
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
 from ember.cli.prompts import confirm
-from ember.cli.session import name_option, platform_option
+from ember.cli.session import name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 
 
@@ -25,7 +25,9 @@ def delete(name: str | None, platform_url: str | None, temporary: bool, yes: boo
             raise click.Abort()
     session = command_session(platform_url, temporary)
     try:
-        session.client.call("DELETE", session.account_path(f"/workers/services/{worker}"))
+        session.client.call(
+            "DELETE", session.account_path(f"/workers/services/{path_segment(worker)}")
+        )
     finally:
         session.close()
     click.echo(f"Successfully deleted {worker}")  # wrangler's line (src/delete.ts)

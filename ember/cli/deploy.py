@@ -32,7 +32,7 @@ from ember.cli.platform_client import (
     resolve_platform,
 )
 from ember.cli.prompts import confirm
-from ember.cli.session import Session, name_option, open_session, platform_option
+from ember.cli.session import Session, name_option, open_session, path_segment, platform_option
 from ember.cli.temporary import iso_time, temporary_session
 from ember.cli.upload_body import binding_specs, kv_spec, upload_body
 from ember.cli.upload_options import (
@@ -203,7 +203,7 @@ def confirm_split_overwrite(session: Session, name: str) -> bool:
     """wrangler's confirmLatestDeploymentOverwrite: a deploy over a gradual deployment (two
     versions live) replaces it with the new version at 100%. Show it and warn (on stderr, so
     ``--json`` keeps stdout JSON); ask at a terminal, go on without one (CI), as wrangler."""
-    script = session.account_path(f"/workers/scripts/{name}")
+    script = session.account_path(f"/workers/scripts/{path_segment(name)}")
     try:
         found = session.client.call("GET", f"{script}/deployments")["deployments"]
     except PlatformNotFound:
@@ -237,7 +237,7 @@ def deploy_project(
     project = plan.project
     name = project.name
     try:
-        client.call("GET", session.account_path(f"/workers/services/{name}"))
+        client.call("GET", session.account_path(f"/workers/services/{path_segment(name)}"))
         exists = True
     except PlatformNotFound as exc:
         if exc.code not in (10007, 10090):
@@ -253,7 +253,7 @@ def deploy_project(
 
     specs = binding_specs(plan, resolve_kv)
     body, headers = upload_body(plan, modules, specs)
-    script = session.account_path(f"/workers/scripts/{name}")
+    script = session.account_path(f"/workers/scripts/{path_segment(name)}")
     message = plan.annotations.get("workers/message")
     if exists:
         version = client.call(

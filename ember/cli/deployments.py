@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from ember.cli.environment import chosen_env, env_option, show_warnings
-from ember.cli.session import name_option, platform_option
+from ember.cli.session import name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 from ember.cli.versions_output import deployment_summary
 from ember.cli.worker_project import load_project
@@ -56,7 +56,7 @@ def list_deployments(
     worker = worker_name(name)
     session = command_session(platform_url, temporary)
     try:
-        script = session.account_path(f"/workers/scripts/{worker}")
+        script = session.account_path(f"/workers/scripts/{path_segment(worker)}")
         found = oldest_first(session.client.call("GET", f"{script}/deployments")["deployments"])
         wanted = [] if as_json else [t["version_id"] for d in found for t in d["versions"]]
         versions = {v: session.client.call("GET", f"{script}/versions/{v}") for v in wanted}
@@ -89,7 +89,7 @@ def status(name: str | None, platform_url: str | None, temporary: bool, as_json:
     worker = worker_name(name)
     session = command_session(platform_url, temporary)
     try:
-        script = session.account_path(f"/workers/scripts/{worker}")
+        script = session.account_path(f"/workers/scripts/{path_segment(worker)}")
         found = session.client.call("GET", f"{script}/deployments")["deployments"]
         if not found:
             raise UserError(f"The Worker {worker} has no deployments.")

@@ -25,7 +25,7 @@ from ember.cli.kv_target import (
     values_path,
 )
 from ember.cli.prompts import confirm
-from ember.cli.session import platform_option
+from ember.cli.session import path_segment, platform_option
 from ember.cli.temporary import temporary_option
 from ember.errors import UserError
 
@@ -81,7 +81,7 @@ def rename_namespace(
     with platform_session(platform_url, temporary) as session:
         session.client.call(
             "PUT",
-            session.account_path(f"/storage/kv/namespaces/{namespace_id}"),
+            session.account_path(f"/storage/kv/namespaces/{path_segment(namespace_id)}"),
             json={"title": title},
         )
     click.echo(f"Renamed KV namespace {namespace_id} to {title!r}")
@@ -101,7 +101,7 @@ def delete_namespace(
             raise click.Abort()
     with platform_session(platform_url, temporary) as session:
         session.client.call(
-            "DELETE", session.account_path(f"/storage/kv/namespaces/{namespace_id}")
+            "DELETE", session.account_path(f"/storage/kv/namespaces/{path_segment(namespace_id)}")
         )
     click.echo(f"Deleted KV namespace {namespace_id}")
 
@@ -244,7 +244,7 @@ def list_keys(
     keys: list[object] = []
     with platform_session(target.platform_url, target.temporary) as session:
         ref = target.remote_ref(session)
-        base = session.account_path(f"/storage/kv/namespaces/{ref.id}/keys")
+        base = session.account_path(f"/storage/kv/namespaces/{path_segment(ref.id)}/keys")
         cursor = ""
         while True:
             params = {"prefix": prefix, **({"cursor": cursor} if cursor else {})}

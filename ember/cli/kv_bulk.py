@@ -30,6 +30,7 @@ from ember.cli.kv_target import (
     platform_session,
 )
 from ember.cli.prompts import confirm
+from ember.cli.session import path_segment
 
 MAX_ITEMS_PER_REQUEST = 1000  # wrangler's BATCH_KEY_MAX (a tenth of the API's 10,000)
 MAX_REQUEST_BYTES = 1_000_000  # under the platform's 1 MiB JSON body limit
@@ -70,7 +71,7 @@ def put(
     else:
         with platform_session(target.platform_url, target.temporary) as session:
             ref = target.remote_ref(session)
-            path = session.account_path(f"/storage/kv/namespaces/{ref.id}/bulk")
+            path = session.account_path(f"/storage/kv/namespaces/{path_segment(ref.id)}/bulk")
             for batch in _batches(parsed.items, "Uploaded"):
                 session.client.call("PUT", path, json=batch)
     click.echo("Success!")
@@ -97,7 +98,7 @@ def get(
     values: dict[str, Any] = {}
     with platform_session(target.platform_url, target.temporary) as session:
         ref = target.remote_ref(session)
-        path = session.account_path(f"/storage/kv/namespaces/{ref.id}/bulk/get")
+        path = session.account_path(f"/storage/kv/namespaces/{path_segment(ref.id)}/bulk/get")
         for start in range(0, len(keys), MAX_GET_KEYS):
             chunk = keys[start : start + MAX_GET_KEYS]
             values |= session.client.call("POST", path, json={"keys": chunk})["values"]
@@ -131,7 +132,7 @@ def delete(
             if not _confirmed(force, filename, ref.display):
                 return
             keys = _checked_keys(filename, "DELETE")
-            path = session.account_path(f"/storage/kv/namespaces/{ref.id}/bulk")
+            path = session.account_path(f"/storage/kv/namespaces/{path_segment(ref.id)}/bulk")
             for batch in _batches(keys, "Deleted"):
                 session.client.call("DELETE", path, json=batch)
     click.echo("Success!")

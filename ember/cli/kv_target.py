@@ -18,13 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote
 
 import click
 import httpx
 
 from ember.cli.environment import chosen_env, with_env_option
-from ember.cli.session import Session, platform_option
+from ember.cli.session import Session, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 from ember.errors import UserError
 
@@ -179,7 +178,7 @@ def _project_binding(binding: str | None) -> tuple[WorkerProject, KVBinding]:
 
 def _live_namespace(session: Session, worker: str, binding: str) -> str:
     settings = session.client.call(
-        "GET", session.account_path(f"/workers/scripts/{worker}/settings")
+        "GET", session.account_path(f"/workers/scripts/{path_segment(worker)}/settings")
     )
     for item in settings.get("bindings", []):
         if item.get("name") == binding and item.get("type") == "kv_namespace":
@@ -203,7 +202,9 @@ def platform_session(platform_url: str | None, temporary: bool) -> Iterator[Sess
 
 def values_path(session: Session, ref: NamespaceRef, key: str) -> str:
     """The client/v4 path of one key's value (the key percent-encoded, as wrangler sends it)."""
-    return session.account_path(f"/storage/kv/namespaces/{ref.id}/values/{quote(key, safe='')}")
+    return session.account_path(
+        f"/storage/kv/namespaces/{path_segment(ref.id)}/values/{path_segment(key)}"
+    )
 
 
 def error_text(response: httpx.Response) -> str:

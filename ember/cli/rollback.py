@@ -6,7 +6,7 @@ import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
-from ember.cli.session import name_option, platform_option
+from ember.cli.session import name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 from ember.cli.versions_deploy import post_deployment
 from ember.errors import UserError
@@ -32,7 +32,7 @@ def rollback(
     worker = worker_name(name)
     session = command_session(platform_url, temporary)
     try:
-        path = session.account_path(f"/workers/scripts/{worker}/deployments")
+        path = session.account_path(f"/workers/scripts/{path_segment(worker)}/deployments")
         history = session.client.call("GET", path)["deployments"]
         if not history:
             raise UserError(f"Worker {worker!r} has no deployments to roll back")

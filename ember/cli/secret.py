@@ -15,7 +15,7 @@ import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
-from ember.cli.session import name_option, platform_option
+from ember.cli.session import name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 
 
@@ -42,7 +42,7 @@ def put(key: str, name: str | None, platform_url: str | None, temporary: bool) -
         click.echo(f'🌀 Creating the secret for the Worker "{worker}"')
         session.client.call(
             "PUT",
-            session.account_path(f"/workers/scripts/{worker}/secrets"),
+            session.account_path(f"/workers/scripts/{path_segment(worker)}/secrets"),
             json={"name": key, "text": value, "type": "secret_text"},
         )
     finally:
@@ -70,7 +70,7 @@ def list_secrets(name: str | None, platform_url: str | None, temporary: bool, fm
     session = command_session(platform_url, temporary)
     try:
         found = session.client.call(
-            "GET", session.account_path(f"/workers/scripts/{worker}/secrets")
+            "GET", session.account_path(f"/workers/scripts/{path_segment(worker)}/secrets")
         )
     finally:
         session.close()
@@ -94,7 +94,10 @@ def delete_secret(key: str, name: str | None, platform_url: str | None, temporar
     try:
         click.echo(f"🌀 Deleting the secret {key} on the Worker {worker}")
         session.client.call(
-            "DELETE", session.account_path(f"/workers/scripts/{worker}/secrets/{key}")
+            "DELETE",
+            session.account_path(
+                f"/workers/scripts/{path_segment(worker)}/secrets/{path_segment(key)}"
+            ),
         )
     finally:
         session.close()
@@ -127,7 +130,7 @@ def bulk(file: Path | None, name: str | None, platform_url: str | None, temporar
     try:
         session.client.call(
             "PATCH",
-            session.account_path(f"/workers/scripts/{worker}/secrets-bulk"),
+            session.account_path(f"/workers/scripts/{path_segment(worker)}/secrets-bulk"),
             json={"secrets": patch},
             headers={"content-type": "application/merge-patch+json"},
         )

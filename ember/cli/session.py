@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import quote
 
 import click
 
@@ -29,6 +30,15 @@ platform_option = click.option(
 name_option = click.option(
     "--name", metavar="WORKER", help="The Worker's name (default: from the project's config)."
 )
+
+
+def path_segment(value: str) -> str:
+    """``value`` as one URL path segment: percent-encoded with nothing left safe (``/`` too), and a
+    segment of only ``.`` or ``..`` with its dots encoded: a client resolves those as "this" and
+    "the parent" before sending (RFC 3986 5.2.4), so ``values/..`` would reach the namespace
+    itself and ``secrets/..`` the worker's script. The platform decodes ``%2E`` back to ``.``."""
+    encoded = quote(value, safe="")
+    return "%2E" * len(encoded) if encoded in (".", "..") else encoded
 
 
 @dataclass

@@ -15,7 +15,7 @@ import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
-from ember.cli.session import platform_option
+from ember.cli.session import path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 from ember.errors import UserError
 
@@ -64,7 +64,7 @@ def tail(
     name = worker_name(worker, suffix_name=True)  # `tail W --env E` tails W-E, as wrangler
     filters = _filters(status, method, search, header, sampling_rate)
     session = command_session(platform_url, temporary)
-    path = session.account_path(f"/workers/scripts/{name}/tails")
+    path = session.account_path(f"/workers/scripts/{path_segment(name)}/tails")
     created = session.client.call("POST", path, content=json.dumps({"filters": filters}))
     seen = 0
     try:

@@ -18,7 +18,7 @@ from ember.cli.deploy import prepare_upload
 from ember.cli.deployments import worker_name
 from ember.cli.environment import EnvChoice, chosen_env, env_option, show_warnings
 from ember.cli.platform_client import PlatformNotFound
-from ember.cli.session import Session, name_option, platform_option
+from ember.cli.session import Session, name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 from ember.cli.upload_body import binding_specs, kv_spec, upload_body
 from ember.cli.upload_options import (
@@ -83,9 +83,11 @@ def upload_version(session: Session, plan: UploadPlan, modules: list[Part]) -> d
     """The new version. The worker must exist: deploy it once first (so KV bindings without an
     id are inherited from its live version, never provisioned here, as in wrangler)."""
     project: WorkerProject = plan.project
-    script = session.account_path(f"/workers/scripts/{project.name}")
+    script = session.account_path(f"/workers/scripts/{path_segment(project.name)}")
     try:
-        session.client.call("GET", session.account_path(f"/workers/services/{project.name}"))
+        session.client.call(
+            "GET", session.account_path(f"/workers/services/{path_segment(project.name)}")
+        )
     except PlatformNotFound as exc:
         raise UserError(
             f"Worker {project.name!r} does not exist on account {session.account_name}: "
@@ -126,7 +128,9 @@ def list_versions(
     worker = worker_name(name)
     session = command_session(platform_url, temporary)
     try:
-        path = session.account_path(f"/workers/scripts/{worker}/versions?deployable=true")
+        path = session.account_path(
+            f"/workers/scripts/{path_segment(worker)}/versions?deployable=true"
+        )
         items = session.client.call("GET", path)["items"]
     finally:
         session.close()
@@ -154,7 +158,9 @@ def view(
     worker = worker_name(name)
     session = command_session(platform_url, temporary)
     try:
-        path = session.account_path(f"/workers/scripts/{worker}/versions/{version_id}")
+        path = session.account_path(
+            f"/workers/scripts/{path_segment(worker)}/versions/{path_segment(version_id)}"
+        )
         version = session.client.call("GET", path)
     finally:
         session.close()

@@ -19,7 +19,7 @@ import click
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
 from ember.cli.platform_client import PlatformNotFound, PlatformRequestError
-from ember.cli.session import Session, name_option, platform_option
+from ember.cli.session import Session, name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 from ember.cli.versions_output import percent, traffic
 from ember.errors import UserError
@@ -136,7 +136,7 @@ def deploy(
 
 def show_current(session: Session, worker: str) -> None:
     """The live deployment's split, as wrangler prints it before changing it."""
-    script = session.account_path(f"/workers/scripts/{worker}")
+    script = session.account_path(f"/workers/scripts/{path_segment(worker)}")
     try:
         found = session.client.call("GET", f"{script}/deployments")["deployments"]
     except PlatformNotFound as exc:
@@ -166,7 +166,7 @@ def post_deployment(
 ) -> dict[str, Any]:
     """``POST .../deployments`` (``versions deploy`` and ``rollback``); when the secrets would
     change (10220) it asks ``question`` (``--yes`` skips it), then forces."""
-    path = session.account_path(f"/workers/scripts/{worker}/deployments")
+    path = session.account_path(f"/workers/scripts/{path_segment(worker)}/deployments")
     body = {
         "strategy": "percentage",
         "versions": [{"version_id": v, "percentage": p} for v, p in split.items()],
