@@ -59,6 +59,9 @@ class ServeProcess:
         self.config = state_dir.parent / f"{state_dir.name}.yaml"
         self.config.write_text(config)
         self.extra = extra
+        # Words before the command (e.g. ``unshare`` and a shell that mounts something, then
+        # ``exec``s it: the process is still ``proc``, its pid the platform's).
+        self.prefix: tuple[str, ...] = ()
         self.log = state_dir.parent / f"{state_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
@@ -68,7 +71,7 @@ class ServeProcess:
         port_file = self.state_dir.parent / f"{self.state_dir.name}.port"
         port_file.unlink(missing_ok=True)
         argv = [
-            sys.executable, "-m", "ember", "serve", "--port", "0", "--state-dir",
+            *self.prefix, sys.executable, "-m", "ember", "serve", "--port", "0", "--state-dir",
             str(self.state_dir), "--config", str(self.config), "--port-file", str(port_file),
             *self.extra,
         ]  # fmt: skip

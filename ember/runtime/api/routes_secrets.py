@@ -3,10 +3,15 @@
 A secret change derives a new version from the live one and deploys it, so it takes the
 worker's upload lock (``uploads.py``) as uploads do, until its version is live: run between an
 upload being stored and going live, it was based on the old version and then replaced by the
-upload's, and the change was lost.
+upload's, and the change was lost. The change writes the version's files out before its row
+commits (``deployments/secrets.py``), on an upload thread like an upload's; and it is shielded
+from a client that hangs up, so a committed change is always made live too.
 """
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -16,6 +21,7 @@ from ember.runtime.api.context import caller, json_body, live_of, plane_of, uplo
 from ember.runtime.api.envelope import ok
 from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound
 from ember.runtime.deployments.records import SecretValue
+from ember.runtime.deployments.secrets import DerivedVersion
 
 SECRETS = "/accounts/{account_id}/workers/scripts/{name}/secrets"
 SECRETS_BULK = "/accounts/{account_id}/workers/scripts/{name}/secrets-bulk"
@@ -47,11 +53,8 @@ async def put_secret(request: Request) -> Response:
     ):
         raise InvalidRequest('expected {"name": "...", "text": "...", "type": "secret_text"}')
     secret = SecretValue(body["name"], body.get("type", "secret_text"), body["text"])
-    name = request.path_params["name"]
-    async with uploads_of(request).worker(who.account.id, name):
-        changed = plane_of(request).secrets.put(who.account, name, secret, who.source)
-        await live_of(request).reconcile(who.account.id, name, warm=True)
-        await uploads_of(request).remove_files(who.account.id, changed.pruned)
+    name, secrets = request.path_params["name"], plane_of(request).secrets
+    await _change(request, lambda: secrets.put(who.account, name, secret, who.source))
     return ok({"name": secret.name, "type": secret.type})
 
 
@@ -72,10 +75,8 @@ async def patch_secrets(request: Request) -> Response:
         )
     changes = {key: _bulk_secret(key, value) for key, value in secrets.items()}
     name = request.path_params["name"]
-    async with uploads_of(request).worker(who.account.id, name):
-        changed = plane_of(request).secrets.patch(who.account, name, changes, who.source)
-        await live_of(request).reconcile(who.account.id, name, warm=True)
-        await uploads_of(request).remove_files(who.account.id, changed.pruned)
+    service = plane_of(request).secrets
+    await _change(request, lambda: service.patch(who.account, name, changes, who.source))
     found = plane_of(request).secrets.list(who.account, name)
     return ok([{"name": found_name, "type": kind} for found_name, kind in found])
 
@@ -96,14 +97,25 @@ def _bulk_secret(key: str, value: object) -> SecretValue | None:
 
 async def delete_secret(request: Request) -> Response:
     who = caller(request)
-    name = request.path_params["name"]
-    async with uploads_of(request).worker(who.account.id, name):
-        changed = plane_of(request).secrets.delete(
-            who.account, name, request.path_params["secret_name"], who.source
-        )
-        await live_of(request).reconcile(who.account.id, name, warm=True)
-        await uploads_of(request).remove_files(who.account.id, changed.pruned)
+    name, secret_name = request.path_params["name"], request.path_params["secret_name"]
+    secrets = plane_of(request).secrets
+    await _change(request, lambda: secrets.delete(who.account, name, secret_name, who.source))
     return ok(None)
+
+
+async def _change(request: Request, change: Callable[[], DerivedVersion]) -> None:
+    """Run a secret change (files, then the row) on an upload thread under the worker's upload
+    lock, make it live, then remove the files of the versions it pruned."""
+    who, name = caller(request), request.path_params["name"]
+    uploads, live = uploads_of(request), live_of(request)
+
+    async def apply() -> None:
+        async with uploads.worker(who.account.id, name):
+            changed = await uploads.run(change)
+            await live.reconcile(who.account.id, name, warm=True)
+            await uploads.remove_files(who.account.id, changed.pruned)
+
+    await asyncio.shield(apply())
 
 
 ROUTES = [

@@ -60,7 +60,7 @@ class ControlPlane:
         self.files = AccountFiles(state_dir, self.storage)
         self.accounts = AccountService(self.db, self.config, clock)
         self.scripts = ScriptService(self.db, self.config, clock)
-        self.secrets = SecretService(self.db, self.scripts, clock)
+        self.secrets = SecretService(self.db, self.scripts, self.files, clock)
         # The KV store the workers' bindings use: ``ember serve`` passes the supervisor's own
         # (one connection, one writer thread); alone, the control plane opens the same file.
         self._owns_kv = kv_store is None

@@ -4,11 +4,18 @@ As on Cloudflare, ``secret put`` and ``secret delete`` create a new version (the
 the secret changed) and deploy it, tagged ``workers/triggered_by: secret``. Values are stored only
 in ``version_secrets`` (a 0600 database in a 0700 directory), never returned by the API, never in
 a record's repr and never logged.
+
+A change is all or nothing, files first: the new version's modules (the live version's) are
+written out under its id before its row commits, as an upload's are, so a disk with room for the
+row but not for the files refuses the change with ``StorageFull`` and nothing else, and the row
+never names a version the platform cannot run. A refused commit removes the files again; a crash
+in between leaves a directory without a row, removed when ``ember serve`` next starts.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -17,6 +24,7 @@ from ember.runtime.deployments.bindings import MAX_SECRET_BYTES, SECRET_TYPES
 from ember.runtime.deployments.clock import Clock
 from ember.runtime.deployments.database import Database
 from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound
+from ember.runtime.deployments.files import AccountFiles
 from ember.runtime.deployments.records import (
     Account,
     DeploymentTarget,
@@ -41,9 +49,12 @@ class DerivedVersion:
 
 
 class SecretService:
-    def __init__(self, db: Database, scripts: ScriptService, clock: Clock) -> None:
+    def __init__(
+        self, db: Database, scripts: ScriptService, files: AccountFiles, clock: Clock
+    ) -> None:
         self._db = db
         self._scripts = scripts
+        self._files = files
         self._clock = clock
 
     def list(self, account: Account, name: str) -> list[tuple[str, str]]:
@@ -103,14 +114,45 @@ class SecretService:
     def _derive(
         self, account: Account, name: str, change: SecretChange, source: str
     ) -> DerivedVersion:
+        """Files first, then the row (see the module docstring). Runs the change once, before
+        anything is written, so a refused change writes nothing either."""
+        with self._db.reader() as conn:
+            script = rows.require_script(conn, account.id, name)
+            base, _ = _base_version(conn, script)
+            if base is None:
+                raise InvalidRequest(f"Worker {name!r} has no version yet; deploy it first")
+            secrets = change(base, rows.secrets_of(conn, base.id))
+            modules = rows.modules_of(conn, base.id)
+        version_id = str(uuid.uuid4())
+        self._files.materialize(account.id, version_id, base.main_module, modules)
+        try:
+            return self._commit(account, name, base.id, secrets, source, version_id)
+        except BaseException:
+            self._files.remove_version(account.id, version_id)
+            raise
+
+    def _commit(
+        self,
+        account: Account,
+        name: str,
+        base_id: str,
+        secrets: tuple[SecretValue, ...],
+        source: str,
+        version_id: str,
+    ) -> DerivedVersion:
+        """The new version's row (and deployment, if its base is live), if the base is still
+        the version the files were written from."""
         now = self._clock()
         with self._db.transaction() as conn:
             script = rows.require_script(conn, account.id, name)
             base, live = _base_version(conn, script)
-            if base is None:
-                raise InvalidRequest(f"Worker {name!r} has no version yet; deploy it first")
-            secrets = change(base, rows.secrets_of(conn, base.id))
-            version = derive_version(conn, script, base, secrets, "secret", source, now)
+            if base is None or base.id != base_id:
+                # A deployment (not under the worker's upload lock) moved it meanwhile.
+                raise InvalidRequest(
+                    f"Worker {name!r}'s live version changed while the secrets were being "
+                    "changed; nothing was changed, try again"
+                )
+            version = derive_version(conn, script, base, secrets, "secret", source, now, version_id)
             if live:
                 insert_deployment(
                     conn,

@@ -79,8 +79,10 @@ def derive_version(
     triggered_by: str,
     source: str,
     now: float,
+    version_id: str | None = None,
 ) -> Version:
-    """A copy of ``base`` with other secrets (``secret put/delete``)."""
+    """A copy of ``base`` with other secrets (``secret put/delete``), under ``version_id`` if
+    given."""
     return write_version(
         conn,
         script,
@@ -97,6 +99,7 @@ def derive_version(
         base.metadata,
         source,
         now,
+        version_id,
     )
 
 

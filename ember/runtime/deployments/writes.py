@@ -38,11 +38,14 @@ def write_version(
     extra: dict[str, object],
     source: str,
     now: float,
+    version_id: str | None = None,
 ) -> Version:
+    """``version_id``: an id chosen beforehand (a secret change writes the version's files out
+    under it before the row commits); a new one by default."""
     number = conn.execute(
         "SELECT COALESCE(MAX(number), 0) + 1 FROM versions WHERE script_id = ?", (script.id,)
     ).fetchone()[0]
-    version_id = str(uuid.uuid4())
+    version_id = version_id or str(uuid.uuid4())
     conn.execute(
         "INSERT INTO versions (id, script_id, number, created_on, source, main_module, "
         "compatibility_date, compatibility_flags, bindings, annotations, metadata, etag, size)"
