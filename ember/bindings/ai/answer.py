@@ -20,7 +20,7 @@ class AIRequestFailed(BindingError):
 
     def __init__(self, failure: Failure) -> None:
         self.failure = failure
-        self.counted = False  # already in the gateway's metrics (AIGateway.require_model)
+        self.counted = False  # already in the gateway's metrics and log (run, require_model)
         super().__init__(failure.message)
 
 

@@ -5,7 +5,9 @@ who for (the ``Tenant``: its account, and its worker for a worker's ``env.AI``),
 for, the status and Workers AI code (0 for an answer), the tokens in and out, the request id
 (``cf-ai-req-id``; empty when the call was refused before it got one) and how long it took. A
 streamed answer is reported when its stream ends (or is closed), with the usage of its final
-event. The same record for every front: ``env.AI.run``, REST ``ai/run`` and ``/ai/v1``.
+event. The same record for every front: ``env.AI.run``, REST ``ai/run`` and ``/ai/v1``, and
+for a call a front refuses before the gateway runs it (its body, its ``options``), which the
+front reports through ``AIGateway.refusal``.
 """
 
 from __future__ import annotations

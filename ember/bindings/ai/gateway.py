@@ -148,13 +148,24 @@ class AIGateway(GatewayBatches):
                 self._observe(tenant, model, failure.status, failure.code.code, started)
             if log is not None and gateway is not None:
                 failure = self.logs.failed(tenant.data, log, failure, keep=gateway.collect_log)
-            raise AIRequestFailed(failure) from None
+            failed = AIRequestFailed(failure)
+            failed.counted = True  # the front's ``refusal`` must not count it again
+            raise failed from None
         self._tally(model, answer.status, 0, started)
         if self.on_call is not None:
             when_done(answer, started, self._answered(tenant, model, answer))
         if log is None or gateway is None:
             return answer
         return self.logs.answered(tenant.data, log, answer, keep=gateway.collect_log)
+
+    def refusal(self, exc: Exception, model: str, tenant: Tenant) -> Failure:
+        """The failure a front answers for ``exc``, counted in the metrics and the operator's
+        log unless the gateway counted it already (``run`` and ``require_model`` do): a request
+        the front refused before ``run`` (its body, its ``options``) is an AI call too."""
+        failure = exc.failure if isinstance(exc, AIRequestFailed) else failure_of(exc, model)
+        if not getattr(exc, "counted", False):
+            self.count_refusal(model, failure.status, failure.code.code, tenant)
+        return failure
 
     def count_refusal(self, model: str, status: int, code: int, tenant: Tenant) -> None:
         """Count a request refused before it reached ``run`` (the platform's per-account rate,

@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ember.bindings.ai.catalog_rest import Authorize, catalog_routes
-from ember.bindings.ai.failures import IncompleteRequest, RequestTooLarge, failure_of
+from ember.bindings.ai.failures import Failure, IncompleteRequest, RequestTooLarge, failure_of
 from ember.bindings.ai.fallback_routes import fallback_routes
 from ember.bindings.ai.gateway import (
     AIAnswer,
@@ -84,11 +84,19 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         except (CheckpointError, ConfigError) as exc:
             raise AIRequestFailed(failure_of(exc, model)) from None
 
+    def refused(exc: Exception, model: str, tenant: Tenant) -> Failure:
+        """The failure to answer for ``exc``, counted and logged once (``AIGateway.refusal``)
+        whether the gateway or this front refused the call."""
+        try:
+            return gateway().refusal(exc, model, tenant)
+        except (CheckpointError, ConfigError):  # no gateway to count it in (``ready`` says why)
+            return exc.failure if isinstance(exc, AIRequestFailed) else failure_of(exc, model)
+
     async def run(request: Request) -> Response:
         account = request.path_params["account"]
         model = request.path_params["model"]
+        tenant = await authorize(request, account, inference=True)
         try:
-            tenant = await authorize(request, account, inference=True)
             body = await _json_body(request)
             served = ready(model)
             served.require_model(
@@ -102,10 +110,8 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
             answer = await unless_disconnected(request, served.run(tenant, model, body, options))
         except ClientGone:
             return Response(status_code=CLIENT_GONE)
-        except AIRequestFailed as exc:
-            return rest_failure(exc.failure)
-        except InvalidModelInput as exc:
-            return rest_failure(failure_of(exc, model))
+        except (AIRequestFailed, InvalidModelInput) as exc:
+            return rest_failure(refused(exc, model, tenant))
         if answer.stream is not None:
             return event_stream(answer)
         result = answer.json()
@@ -118,8 +124,8 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         async def endpoint(request: Request) -> Response:
             account = request.path_params.get("account")
             model = ""
+            tenant = await authorize(request, account, inference=True)
             try:
-                tenant = await authorize(request, account, inference=True)
                 body = await _json_body(request)
                 model = str(body.get("model") or "")
                 served = ready(model)
@@ -130,14 +136,13 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
                 answer = await unless_disconnected(request, front(served, tenant, body, options))
             except ClientGone:
                 return Response(status_code=CLIENT_GONE)
-            except AIRequestFailed as exc:
-                if exc.failure.code is NO_SUCH_MODEL:
-                    return openai_model_not_found(model, exc.failure.hint)
-                return openai_failure(exc.failure)
             except ResponseNotFound as exc:
                 return JSONResponse(exc.openai_body(), status_code=404)
-            except InvalidModelInput as exc:
-                return openai_failure(failure_of(exc, model))
+            except (AIRequestFailed, InvalidModelInput) as exc:
+                failure = refused(exc, model, tenant)
+                if failure.code is NO_SUCH_MODEL:
+                    return openai_model_not_found(model, failure.hint)
+                return openai_failure(failure)
             if answer.stream is not None:
                 return event_stream(answer)
             return Response(

@@ -115,10 +115,11 @@ class AIService(BindingService):
             # them on the dev console, which the author reads already.
             note = None if gateway.config.project_config else _note_to(ctx)
             answer = await gateway.run(self.tenant, model, inputs, options, note=note)
-        except AIRequestFailed as exc:
-            return _failed(exc.failure, raw)
-        except (InvalidModelInput, CheckpointError, ConfigError) as exc:
-            return _failed(failure_of(exc, str(model)), raw)
+        except (AIRequestFailed, InvalidModelInput, CheckpointError, ConfigError) as exc:
+            if self._gateway is None:  # none to count it in: it could not be made (exc says why)
+                return _failed(failure_of(exc, str(model)), raw)
+            # Counted and logged once, refused by the gateway or here (inputs, options).
+            return _failed(self._gateway.refusal(exc, str(model), self.tenant), raw)
         return _reply(answer)
 
     async def _gateway_call(self, args: object) -> object:

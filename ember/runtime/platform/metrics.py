@@ -10,7 +10,8 @@ business), so they answer only on the metrics listener, as SGLang's router serve
 - ``ember_isolates`` and ``ember_deployments_live``: what runs now;
 - ``ember_ai_requests_total{model, status, code}`` and ``ember_ai_answer_head_seconds{model}``:
   every AI call (binding, REST, ``/ai/v1``), counted by the gateway (``bindings/ai/tally.py``),
-  the calls the platform's per-account rate refuses before the gateway included (``ai.py``);
+  the calls the platform's per-account rate refuses before the gateway included (``ai.py``),
+  and those a front refuses for their body or options (``AIGateway.refusal``);
 - the pool at scrape time: ``ember_pool_queued_requests{model}``, ``ember_pool_replicas{model,
   state}``, ``ember_pool_replica_requests_in_flight{model, replica}`` and
   ``ember_pool_replica_restarts_total{model, replica}`` (``replica="1"`` is what the log and
