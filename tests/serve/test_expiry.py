@@ -1,16 +1,18 @@
 """A temporary account is gone the moment it expires, whenever the sweep that deletes its data
 runs: its workers answer the 404 of a worker that is not live, its API token the 401 of a token
-the platform does not know, and a tail URL got before expiry no longer opens. The sweep runs
-once at start and then not for an hour here, so nothing in this test is the sweep's doing."""
+the platform does not know, a tail URL got before expiry no longer opens, and a tail socket open
+at expiry is closed then, as a tail whose worker was deleted is. The sweep runs once at start and
+then not for an hour here, so nothing in this test is the sweep's doing."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.serve.conftest import ServeProcess, put_worker, temporary_account
@@ -41,12 +43,22 @@ def test_an_expired_temporary_account_is_gone_before_the_sweep(tmp_path: Path) -
             tail = api.post(
                 f"/accounts/{account_id}/workers/scripts/hello/tails", content="{}"
             ).json()["result"]
-        live = serve.worker(name, "hello")
-        path_live = serve.worker("", "", f"/w/{name}/hello/", headers={"host": "127.0.0.1"})
-        assert time.time() < expires.timestamp(), "setup outlasted the TTL: raise TTL_S"
-        assert (live.text, path_live.text) == ("alive", "alive")
+        with connect(tail["url"], subprotocols=["trace-v1"], open_timeout=30) as watching:
+            watching.send(json.dumps({"debug": False}))
+            live = serve.worker(name, "hello")
+            path_live = serve.worker("", "", f"/w/{name}/hello/", headers={"host": "127.0.0.1"})
+            assert time.time() < expires.timestamp(), "setup outlasted the TTL: raise TTL_S"
+            assert (live.text, path_live.text) == ("alive", "alive")
+            streamed = [json.loads(watching.recv(timeout=30))["outcome"] for _ in range(2)]
+            assert streamed == ["ok", "ok"]
 
-        time.sleep(max(0.0, expires.timestamp() - time.time()) + 0.5)
+            time.sleep(max(0.0, expires.timestamp() - time.time()) + 0.5)
+
+            with pytest.raises(ConnectionClosed) as closed:  # at expiry, not at the sweep
+                watching.recv(timeout=30)
+        assert closed.value.rcvd is not None, closed.value
+        ended = (closed.value.rcvd.code, closed.value.rcvd.reason)
+        assert ended == (1000, "the tail session ended"), ended
 
         gone = serve.worker(name, "hello")
         never = serve.worker(name, "never-deployed")

@@ -1,4 +1,10 @@
-"""``wrangler tail``: create and delete tail sessions, and the ``trace-v1`` WebSocket."""
+"""``wrangler tail``: create and delete tail sessions, and the ``trace-v1`` WebSocket.
+
+A socket ends with 1000 "the tail session ended" whenever its session does: deleted, replaced,
+revoked by a claim, its worker deleted by the sweep, or its temporary account expired. The last
+is timed here, at the account's expiry, because the sweep that deletes the account may run much
+later (``--gc-interval``) and a socket left open meanwhile streamed nothing, silently.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ from ember.runtime.deployments.tail_events import (
 TAILS = "/accounts/{account_id}/workers/scripts/{name}/tails"
 WS_PATH = "/tail-ws/{tail_id}"
 SUBPROTOCOL = "trace-v1"
+ENDED = "the tail session ended"  # the close reason whatever ended it
 
 
 def hub_of(app_state: object) -> TailHub:
@@ -85,15 +92,23 @@ async def tail_socket(websocket: WebSocket) -> None:
         reader = asyncio.create_task(_drain_client(websocket))
         while not reader.done():
             getter = asyncio.create_task(queue.get())
-            done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+            left = (
+                None if tail.account_expires_at is None else tail.account_expires_at - plane.clock()
+            )
+            done, _ = await asyncio.wait(
+                {getter, reader}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+            )
             if getter in done:
                 payload = getter.result()
                 if payload is CLOSED:
-                    await websocket.close(code=1000, reason="the tail session ended")
+                    await websocket.close(code=1000, reason=ENDED)
                     break
                 await websocket.send_text(payload)  # type: ignore[arg-type]
-            else:
-                getter.cancel()
+                continue
+            getter.cancel()
+            if not done:  # the account expired: the session with it
+                await websocket.close(code=1000, reason=ENDED)
+                break
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:

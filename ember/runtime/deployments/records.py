@@ -175,6 +175,9 @@ class Tail:
     filters: tuple[dict[str, Any], ...]
     # On creation: older sessions of the worker this one replaced (their sockets are closed).
     ended: tuple[str, ...] = ()
+    # On opening: when the worker's account expires (a temporary account's; None for a
+    # permanent one). Its sockets close then, whenever the sweep deletes the account.
+    account_expires_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,8 @@ class TailService:
         now = self._clock()
         with self._db.reader() as conn:
             row = conn.execute(
-                "SELECT t.* FROM tails t JOIN scripts s ON s.id = t.script_id "
+                "SELECT t.*, a.expires_at AS account_expires_at FROM tails t "
+                "JOIN scripts s ON s.id = t.script_id "
                 "JOIN accounts a ON a.id = s.account_id WHERE t.id = ? AND t.expires_at > ? "
                 "AND (a.expires_at IS NULL OR a.expires_at > ?)",
                 (tail_id, now, now),
@@ -99,6 +100,7 @@ class TailService:
             row["created_at"],
             row["expires_at"],
             tuple(json.loads(row["filters"])),
+            account_expires_at=row["account_expires_at"],
         )
         return tail, rows.script(script_row)
 
