@@ -12,7 +12,6 @@ error. ``collectLog: false`` gets a log id and stores nothing, as the platform t
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import time
 from collections import OrderedDict
@@ -24,13 +23,12 @@ from typing import Any
 from ember.bindings.ai.answer import AIAnswer
 from ember.bindings.ai.failures import Failure
 from ember.bindings.ai.gateway_metadata import gateway_metadata
+from ember.bindings.ai.tapped_stream import TappedStream, tokens_of
 from ember.errors import InvalidModelInput
 
 MAX_PER_TENANT = 1000
 HEAD_CHARS = 2048  # the request and response heads kept in a log
-_TAIL_BYTES = 4096  # of a stream: enough to hold its final usage event
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_TOKENS = re.compile(rb'"(prompt_tokens|completion_tokens)"\s*:\s*(\d+)')
 
 
 def new_log_id(now: float | None = None) -> str:
@@ -188,47 +186,20 @@ def _finish(log: GatewayLog, head: bytes, tail: bytes, size: int | None = None) 
     log.duration = round((time.monotonic() - log.started) * 1000)
     log.response_size = len(head) if size is None else size
     log.response_head = head[:HEAD_CHARS].decode("utf-8", "replace")
-    for name, value in _TOKENS.findall(tail):
-        if name == b"prompt_tokens":
-            log.tokens_in = int(value)
-        else:
-            log.tokens_out = int(value)
+    tokens_in, tokens_out = tokens_of(tail)
+    if tokens_in is not None:
+        log.tokens_in = tokens_in
+    if tokens_out is not None:
+        log.tokens_out = tokens_out
 
 
-class _LoggedStream:
+class _LoggedStream(TappedStream):
     """A streamed answer passed through unchanged; its log is completed at the end (or on
-    ``aclose``) with the size, head and the usage of its final event."""
+    failure or ``aclose``) with the size, head and the usage of its final event."""
 
     def __init__(self, chunks: AsyncIterator[bytes], log: GatewayLog) -> None:
-        self._chunks = chunks
+        super().__init__(chunks, head_bytes=HEAD_CHARS)
         self._log = log
-        self._head = bytearray()
-        self._tail = bytearray()
-        self._size = 0
-        self._done = False
 
-    def __aiter__(self) -> _LoggedStream:
-        return self
-
-    async def __anext__(self) -> bytes:
-        try:
-            chunk = await self._chunks.__anext__()
-        except StopAsyncIteration:
-            self._finish()
-            raise
-        self._size += len(chunk)
-        if len(self._head) < HEAD_CHARS:
-            self._head += chunk[: HEAD_CHARS - len(self._head)]
-        self._tail = (self._tail + chunk)[-_TAIL_BYTES:]
-        return chunk
-
-    async def aclose(self) -> None:
-        self._finish()
-        closer = getattr(self._chunks, "aclose", None)
-        if closer is not None:
-            await closer()
-
-    def _finish(self) -> None:
-        if not self._done:
-            self._done = True
-            _finish(self._log, bytes(self._head), bytes(self._tail), self._size)
+    def finish(self) -> None:
+        _finish(self._log, bytes(self.head), self.tail, self.size)
