@@ -244,11 +244,18 @@ def deploy_project(
             raise
         exists = False
 
+    inherited: set[str] | None = None  # the worker's KV bindings now, read once if needed
+
     def resolve_kv(kv: KVBinding) -> dict[str, Any]:
+        nonlocal inherited
         if kv.id:
             return kv_spec(kv.binding, kv.id)
-        if exists:
+        if exists and inherited is None:
+            inherited = _kv_bindings(session, name)
+        if inherited and kv.binding in inherited:
             return {"name": kv.binding, "type": "inherit"}
+        # A binding the worker lacks (added to the config since, or a worker `ember secret
+        # put` made before its first deploy) gets a namespace, as on a first deploy.
         return kv_spec(kv.binding, _provision_kv(session, f"{name}-{kv.binding}".lower()))
 
     specs = binding_specs(plan, resolve_kv)
@@ -288,6 +295,13 @@ def deploy_project(
         "modules": len(modules),
     }
     return result, specs
+
+
+def _kv_bindings(session: Session, name: str) -> set[str]:
+    """The names of the worker's KV bindings (its live version's settings)."""
+    script = session.account_path(f"/workers/scripts/{path_segment(name)}")
+    settings = session.client.call("GET", f"{script}/settings")
+    return {b["name"] for b in settings.get("bindings", []) if b.get("type") == "kv_namespace"}
 
 
 def _provision_kv(session: Session, title: str) -> str:

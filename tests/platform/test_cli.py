@@ -268,3 +268,23 @@ def test_rollback_past_the_kept_versions(
     assert rolled.endswith(f"Current Version ID: {v3}\n"), rolled
     assert keeps_two.plane.scripts.live(account, "hello").versions[0].version_id == v3
     assert {v.id for v in keeps_two.plane.scripts.versions(account, "hello")} == {v3, v4}
+
+
+def test_a_kv_binding_added_to_a_deployed_worker_gets_its_namespace(
+    platform: RunningPlatform, ember: Ember, project: Path
+) -> None:
+    """A KV binding without an id inherits the worker's namespace of that name; one the worker
+    does not have yet (added to the config since) gets one, as on the first deploy."""
+    _, issued = platform.plane.accounts.create_permanent("acme")
+    ember("login", "--token", issued.token)
+    ember("deploy")
+    toml = project / "wrangler.toml"
+    toml.write_text(toml.read_text() + '\n[[kv_namespaces]]\nbinding = "CACHE"\n')
+    ember("deploy")
+    account = platform.plane.accounts.find("acme")
+    assert account is not None
+    titles = sorted(n.title for n in platform.plane.namespaces.list(account))
+    assert titles == ["hello-cache", "hello-kv"]
+    live = platform.plane.scripts.live(account, "hello").versions[0].version_id
+    bound = platform.plane.scripts.version(account, "hello", live).bindings
+    assert sorted(b.name for b in bound if b.type == "kv_namespace") == ["CACHE", "KV"]
