@@ -2,7 +2,11 @@
 
 stdout carries wrangler's lines (workers-sdk ``src/secret/index.ts``): ``✨ Success! Uploaded
 secret KEY``, ``list`` as a JSON array of ``{name, type}`` (``--format pretty``: ``Secret Name:``
-lines), so scripts written for wrangler read ember's; ember's own notes go to stderr.
+lines), so scripts written for wrangler read ember's; ember's own notes go to stderr. It asks
+what wrangler asks, as wrangler's ``confirm`` does (``prompts.py``: at a terminal, else the
+fallback, yes, printed): ``delete`` whether to permanently delete the secret, and ``put`` /
+``bulk`` on a worker that does not exist whether to create it (``secret_draft.py``). Like
+wrangler's, these commands have no ``--yes``: a script gets the fallback.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
+from ember.cli.platform_client import PlatformNotFound
+from ember.cli.prompts import confirm
+from ember.cli.secret_draft import offer_draft, worker_missing
 from ember.cli.session import name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 
@@ -34,17 +41,22 @@ def put(key: str, name: str | None, platform_url: str | None, temporary: bool) -
     """Set secret KEY; the value is read from stdin (or prompted for on a terminal)."""
     worker = worker_name(name, suffix_name=True)
     if sys.stdin.isatty():
-        value = click.prompt(f"Value of {key}", hide_input=True)
+        value = click.prompt("Enter a secret value", hide_input=True)  # wrangler's words
     else:
         value = sys.stdin.read().rstrip("\n")
     session = command_session(platform_url, temporary)
+    path = session.account_path(f"/workers/scripts/{path_segment(worker)}/secrets")
+    body = {"name": key, "text": value, "type": "secret_text"}
     try:
         click.echo(f'🌀 Creating the secret for the Worker "{worker}"')
-        session.client.call(
-            "PUT",
-            session.account_path(f"/workers/scripts/{path_segment(worker)}/secrets"),
-            json={"name": key, "text": value, "type": "secret_text"},
-        )
+        try:
+            session.client.call("PUT", path, json=body)
+        except PlatformNotFound as exc:
+            if not worker_missing(exc):
+                raise
+            if not offer_draft(session, worker):
+                return
+            session.client.call("PUT", path, json=body)
     finally:
         session.close()
     click.echo(f"✨ Success! Uploaded secret {key}")
@@ -88,9 +100,15 @@ def list_secrets(name: str | None, platform_url: str | None, temporary: bool, fm
 @platform_option
 @temporary_option
 def delete_secret(key: str, name: str | None, platform_url: str | None, temporary: bool) -> None:
-    """Delete secret KEY."""
+    """Delete secret KEY (asks first at a terminal, as wrangler does)."""
     worker = worker_name(name, suffix_name=True)
-    session = command_session(platform_url, temporary)
+    session = command_session(platform_url, temporary)  # logged in before the question
+    question = (
+        f"Are you sure you want to permanently delete the secret {key} on the Worker {worker}?"
+    )
+    if not confirm(question, default=True, fallback=True):
+        session.close()
+        return
     try:
         click.echo(f"🌀 Deleting the secret {key} on the Worker {worker}")
         session.client.call(
@@ -127,13 +145,26 @@ def bulk(file: Path | None, name: str | None, platform_url: str | None, temporar
         for key, value in changes.items()
     }
     session = command_session(platform_url, temporary)
-    try:
+
+    def send() -> None:
         session.client.call(
             "PATCH",
             session.account_path(f"/workers/scripts/{path_segment(worker)}/secrets-bulk"),
             json={"secrets": patch},
             headers={"content-type": "application/merge-patch+json"},
         )
+
+    try:
+        try:
+            send()
+        except PlatformNotFound as exc:
+            # wrangler offers a new worker only when there is a secret to put in it.
+            creates = any(value is not None for value in changes.values())
+            if not (worker_missing(exc) and creates):
+                raise
+            if not offer_draft(session, worker):
+                return
+            send()
     except Exception:
         click.echo("")
         click.echo("🚨 Secrets failed to upload")

@@ -40,8 +40,10 @@ def test_secret_put_list_delete_print_wranglers_lines(acme: Ember) -> None:
     bad = acme("secret", "list", "--format", "yaml", ok=False)
     assert bad.returncode == 2 and "'json', 'pretty'" in bad.stderr
 
-    deleted = acme("secret", "delete", "OTHER")
+    deleted = acme("secret", "delete", "OTHER")  # no terminal: wrangler's question, answered
     assert deleted.stdout == (
+        "? Are you sure you want to permanently delete the secret OTHER on the Worker hello?\n"
+        "🤖 Using fallback value in non-interactive context: yes\n"
         "🌀 Deleting the secret OTHER on the Worker hello\n✨ Success! Deleted secret OTHER\n"
     )
     acme("secret", "delete", "API_KEY")

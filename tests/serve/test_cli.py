@@ -125,6 +125,31 @@ def test_cli_logged_in_deploy_reports_a_module_that_does_not_load(
     assert serve.worker("clibroken", "clibad").text == "hey None"
 
 
+def test_cli_secret_put_before_the_first_deploy_makes_a_draft_that_says_so(
+    serve: ServeProcess, tmp_path: Path
+) -> None:
+    """``ember secret put`` for a worker that does not exist creates it (wrangler's question,
+    answered yes in a script) with a placeholder that answers clearly until the code is
+    deployed; the deploy keeps the secret."""
+    _, token = permanent_account(serve, "clidraft")
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "ember.yaml").write_text(EMBER_YAML.replace("clihello", "early"))
+    (project / "src" / "entry.py").write_text(
+        "from workers import Response\n\nasync def on_fetch(request, env):\n"
+        "    return Response('token ' + env.TOKEN)\n"
+    )
+    env = {"env": {"EMBER_API_TOKEN": token}}
+    put = _ember(serve, tmp_path / "h", project, "secret", "put", "TOKEN", input="t0k\n", **env)
+    assert put.returncode == 0, put.stderr
+    assert '🌀 Creating new Worker "early"...' in put.stdout, put.stdout
+    draft = serve.worker("clidraft", "early")
+    assert draft.status_code == 503, draft.text
+    assert "has no code yet" in draft.text and "ember deploy" in draft.text
+    assert _ember(serve, tmp_path / "h", project, "deploy", **env).returncode == 0
+    assert serve.worker("clidraft", "early").text == "token t0k"
+
+
 def httpx_get(url: str) -> str:
     import httpx
 
