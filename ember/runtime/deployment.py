@@ -126,10 +126,16 @@ def source_digest(root: Path) -> str:
 
 def project_files(root: Path, suffixes: tuple[str, ...] | None = None) -> list[Path]:
     """Files of a project, skipping hidden directories, caches and virtual environments."""
+    files = project_tree(root)[1]
+    return files if suffixes is None else [p for p in files if p.name.endswith(suffixes)]
+
+
+def project_tree(root: Path) -> tuple[list[Path], list[Path]]:
+    """The directories and the files of a project (as ``project_files``), both sorted by walk."""
+    dirs: list[Path] = []
     found: list[Path] = []
     for directory, subdirs, files in os.walk(root):
+        dirs.append(Path(directory))
         subdirs[:] = sorted(d for d in subdirs if d not in SKIPPED_DIRS and not d.startswith("."))
-        for name in sorted(files):
-            if suffixes is None or name.endswith(suffixes):
-                found.append(Path(directory) / name)
-    return found
+        found.extend(Path(directory) / name for name in sorted(files))
+    return dirs, found

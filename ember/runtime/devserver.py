@@ -6,7 +6,8 @@ version keeps serving), staging the worker's modules (the files a deploy would u
 to a temporary directory the worker runs from, as ``wrangler dev`` runs a Python Worker from
 its temporary directory: a file the module rules leave out is not there to import or read),
 watching files (a change starts the new version's isolate, switches to
-it, and drains the old one, so in-flight requests finish on the code they started with),
+it, and drains the old one, so in-flight requests finish on the code they started with; a
+request that arrives after a save waits for that reload, ``reload_gate.py``),
 running crons on schedule, and the dev error pages (``Supervisor(dev=True)``).
 """
 
@@ -18,7 +19,7 @@ import logging
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.http import ResponseAborted
 from ember.runtime.mounts import MountTable, binding_mounts, with_binding_mounts
 from ember.runtime.project_check import check_project
+from ember.runtime.reload_gate import ReloadGate
 from ember.runtime.router import Router
 from ember.runtime.scheduler import CronScheduler
 from ember.runtime.services import DeploymentHost
@@ -90,6 +92,7 @@ class DevServer:
         self._crons: asyncio.Task[None] | None = None
         self._mounts = MountTable()
         self._on_reload: Callable[[DevServer], None] | None = None
+        self._gate: ReloadGate | None = None  # with --watch, once started
 
     @property
     def warnings(self) -> list[str]:
@@ -142,6 +145,7 @@ class DevServer:
             trigger_handlers=True,  # Miniflare's scheduled paths, on in every wrangler dev
             on_startup=self._startup,
             on_shutdown=self._shutdown,
+            pending=self._pending,
         )
         self._mounts.replace(self._binding_mounts(self.deployment))
         # httptools (uvicorn's default where installed) with the request head bounded: a head
@@ -153,6 +157,7 @@ class DevServer:
                     router,
                     lambda: self.deployment.id,
                     self._mounts.matches,
+                    stale=self._stale,
                 )
                 or http
             )
@@ -200,12 +205,16 @@ class DevServer:
         await self.supervisor.start()
         await self.supervisor.deploy(self.deployment)
         if self.options.watch:
-            extra = self.config.watched_files()
-            watcher = FileWatcher(
-                self.config.root, self._reload, extra=extra, interval=self.options.watch_interval
-            )
-            self._tasks.append(asyncio.ensure_future(watcher.run()))
+            watcher = FileWatcher(self.config.root, extra=self.config.watched_files())
+            self._gate = ReloadGate(watcher, self._reload)
+            self._tasks.append(asyncio.ensure_future(self._gate.poll(self.options.watch_interval)))
         self._restart_crons()
+
+    def _stale(self) -> bool:
+        return self._gate is not None and self._gate.stale_in_poll()
+
+    def _pending(self) -> Awaitable[None] | None:
+        return self._gate.pending() if self._gate is not None else None
 
     async def _shutdown(self) -> None:
         for task in [*self._tasks, *([self._crons] if self._crons else [])]:

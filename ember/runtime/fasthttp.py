@@ -57,11 +57,14 @@ def fast_protocol(
     router: Router,
     deployment_id: Callable[[], str],
     mounted: Callable[[str], bool] | None = None,
+    *,
+    stale: Callable[[], bool] | None = None,
 ) -> Any | None:
     """The protocol factory for ``uvicorn.Config(http=...)``; None if uvicorn is unknown.
 
     ``mounted(path)``: the path belongs to a binding's HTTP mount (``mounts.py``), which the
-    ASGI app in front of the router serves: such requests take uvicorn's path.
+    ASGI app in front of the router serves: such requests take uvicorn's path. ``stale()``:
+    the request must wait for a reload first (``ember dev``), which the router's path does.
     """
     if not uvicorn.__version__.startswith(CHECKED_UVICORN):
         return None
@@ -71,10 +74,15 @@ def fast_protocol(
         deployment_id=deployment_id,
         heads=HeadCache(),
         mounted=mounted or _nothing_mounted,
+        stale=stale or _never_stale,
     )
 
 
 def _nothing_mounted(path: str) -> bool:
+    return False
+
+
+def _never_stale() -> bool:
     return False
 
 
@@ -93,8 +101,10 @@ class FastHttpProtocol(BoundedHeadProtocol):
         deployment_id: Callable[[], str],
         heads: HeadCache,
         mounted: Callable[[str], bool] = _nothing_mounted,
+        stale: Callable[[], bool] = _never_stale,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
+        self._stale = stale
         self._heads = heads
         self._router = router
         self._deployment_id = deployment_id
@@ -166,10 +176,15 @@ class FastHttpProtocol(BoundedHeadProtocol):
         if body is not None:
             request.body = body  # as the router's read_inline: the whole (small) body
         try:
-            pending = self._router.supervisor.fetch_ready(self._deployment_id(), request)
+            stale = self._stale()  # files changed: the router's path waits for their reload
+            pending = (
+                None
+                if stale
+                else self._router.supervisor.fetch_ready(self._deployment_id(), request)
+            )
         except Exception:  # the router meets it again and answers as uvicorn does (500)
             pending = None
-        if pending is None:  # no isolate ready: the router's general path
+        if pending is None:  # no isolate ready (or a reload due): the router's general path
             self._to_asgi(body or b"")
             super().on_message_complete()
             return

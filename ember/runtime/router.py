@@ -57,6 +57,7 @@ class Router:
         trigger_handlers: bool = False,
         on_startup: Callable[[], Awaitable[None]] | None = None,
         on_shutdown: Callable[[], Awaitable[None]] | None = None,
+        pending: Callable[[], Awaitable[None] | None] | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.resolve = resolve
@@ -70,6 +71,10 @@ class Router:
         )
         self.on_startup = on_startup
         self.on_shutdown = on_shutdown
+        # What a request awaits before it is dispatched, if anything (``ember dev``: the reload
+        # of files saved before it arrived, ``reload_gate.py``). A call, not a coroutine: the
+        # usual answer is None, and costs no coroutine.
+        self.pending = pending
         self._waiting: dict[asyncio.Task[Any], tuple[AsgiClient, float]] = {}
         self._sweep_timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the server's, once it runs
@@ -98,6 +103,8 @@ class Router:
                 return
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.pending is not None and (wait := self.pending()) is not None:
+            await wait
         deployment_id = self.resolve(scope)
         if deployment_id is None:
             await _send_plain(send, 404, b"No worker is deployed here.\n")

@@ -1,0 +1,112 @@
+"""The dev file watcher's per-request check (stat only) and the reload gate built on it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from ember.runtime.reload_gate import ReloadGate
+from ember.runtime.watcher import FileWatcher
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "app"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "worker.py").write_text("one")
+    (root / "ember.yaml").write_text("name: app\n")
+    return root
+
+
+def test_stale_sees_edits_new_files_and_renames_until_changes_reads_them(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    watcher = FileWatcher(root)
+    assert not watcher.stale()
+
+    (root / "src" / "worker.py").write_text("two")  # same size: mtime (and ctime) only
+    assert watcher.stale()
+    assert watcher.changes() == [root / "src" / "worker.py"]
+    assert not watcher.stale()
+
+    (root / "src" / "helpers.py").write_text("x")  # a new file: its directory's mtime
+    assert watcher.stale()
+    assert watcher.changes() == [root / "src" / "helpers.py"]
+
+    replacement = root / "src" / "worker.py.tmp"  # an editor's atomic save
+    replacement.write_text("six")
+    os.replace(replacement, root / "src" / "worker.py")
+    assert watcher.stale()
+    assert watcher.changes() == [root / "src" / "worker.py"]
+
+    (root / "src" / "helpers.py").unlink()
+    assert watcher.stale()
+    assert watcher.changes() == [root / "src" / "helpers.py"]
+    assert not watcher.stale()
+
+
+def test_state_under_a_hidden_directory_does_not_make_requests_wait(tmp_path: Path) -> None:
+    """KV writes go to .ember/state in the project: they must not look like code changes."""
+    root = _project(tmp_path)
+    (root / ".ember" / "state").mkdir(parents=True)
+    watcher = FileWatcher(root)
+    (root / ".ember" / "state" / "kv.sqlite").write_bytes(b"data")
+    (root / ".ember" / "state" / "kv.sqlite-journal").write_bytes(b"j")
+    assert not watcher.stale()
+
+
+def test_an_extra_file_created_later_is_seen(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    outside = tmp_path / "secrets.env"
+    watcher = FileWatcher(root, extra=[outside])
+    assert not watcher.stale()
+    outside.write_text("A=1\n")
+    assert watcher.stale()
+    assert watcher.changes() == [outside]
+    assert not watcher.stale()
+
+
+def test_a_clean_answer_in_poll_lasts_until_the_loop_turns(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+
+    async def main() -> tuple[bool, bool, bool]:
+        async def reload(changed: list[Path]) -> None:
+            pass
+
+        gate = ReloadGate(FileWatcher(root), reload)
+        first = gate.stale_in_poll()
+        (root / "ember.yaml").write_text("name: b\n")
+        remembered = gate.stale_in_poll()  # same batch of callbacks: the answer holds
+        await asyncio.sleep(0)
+        return first, remembered, gate.stale_in_poll()
+
+    assert asyncio.run(main()) == (False, False, True)
+
+
+def test_concurrent_waiters_share_one_reload_and_a_save_during_it_gets_another(
+    tmp_path: Path,
+) -> None:
+    root = _project(tmp_path)
+    worker = root / "src" / "worker.py"
+    reloads: list[list[Path]] = []
+
+    async def main() -> None:
+        saved_during = asyncio.Event()
+
+        async def reload(changed: list[Path]) -> None:
+            reloads.append(changed)
+            if len(reloads) == 1:
+                await asyncio.sleep(0.05)
+                worker.write_text("three")  # saved while the first reload runs
+                saved_during.set()
+
+        gate = ReloadGate(FileWatcher(root), reload)
+        assert gate.pending() is None
+        worker.write_text("two")
+        waits = [gate.pending() for _ in range(5)]
+        assert all(w is not None for w in waits)
+        await asyncio.gather(*waits)  # type: ignore[misc]
+        assert saved_during.is_set()
+        assert gate.pending() is None
+
+    asyncio.run(main())
+    assert reloads == [[worker], [worker]]
