@@ -79,5 +79,7 @@ def fallback_routes(prefix: str, served: list[Route], authorize: Authorize) -> l
     return [
         Route(prefix + "/v1/{rest:path}", unserved_openai, methods=ANY_METHOD),
         Route("/ai/v1/{rest:path}", unserved_openai, methods=ANY_METHOD),
+        # The bare prefix too: else starlette redirects it to /ai/v1/ (a 307 clients misread).
+        Route("/ai/v1", unserved_openai, methods=ANY_METHOD),
         Route(prefix + "/{rest:path}", unserved_rest, methods=ANY_METHOD),
     ]

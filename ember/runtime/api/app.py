@@ -26,7 +26,7 @@ from ember.runtime.api import (
     routes_secrets,
     routes_tail,
 )
-from ember.runtime.api.envelope import ember_error_handler, fail, unexpected_error_handler
+from ember.runtime.api.envelope import ember_error_handler, fail_at, unexpected_error_handler
 from ember.runtime.api.hardening import PlatformHeaders
 from ember.runtime.api.live import LiveHooks, StateOnly
 from ember.runtime.api.uploads import Uploads
@@ -55,10 +55,12 @@ def api_routes() -> list[BaseRoute]:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 405:
-        return fail(405, 7001, f"Method {request.method} not allowed for {request.url.path}")
+        return fail_at(
+            request, 405, 7001, f"Method {request.method} not allowed for {request.url.path}"
+        )
     if exc.status_code == 404:
-        return fail(404, 7003, f"No route for the URI {request.url.path}")
-    return fail(exc.status_code, 10001, str(exc.detail))
+        return fail_at(request, 404, 7003, f"No route for the URI {request.url.path}")
+    return fail_at(request, exc.status_code, 10001, str(exc.detail))
 
 
 def create_api_app(

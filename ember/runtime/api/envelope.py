@@ -2,6 +2,9 @@
 
 ``{"success", "errors": [{"code", "message"}], "messages", "result", "result_info"?}``. wrangler
 prints a failure as ``message [code: N]``, so the message must say what was wrong and what to do.
+Under ``/ai/v1`` (ember's OpenAI-compatible front, which has no Cloudflare API path to match) the
+same failures answer in OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``: its
+clients (the openai SDK) show only that ``message``, so an envelope there read "Error code: 401".
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ember.storage import StorageFull
 
 log = logging.getLogger("ember.api")
 INTERNAL_CODE = 10002
+OPENAI_PREFIX = "/ai/v1"
 
 
 def ok(result: Any, status: int = 200, result_info: dict[str, Any] | None = None) -> JSONResponse:
@@ -38,6 +42,26 @@ def fail(status: int, code: int, message: str) -> JSONResponse:
         },
         status_code=status,
     )
+
+
+def openai_fail(status: int, code: int | str, message: str) -> JSONResponse:
+    """OpenAI's error body (``type`` by status, as ``ember.bindings.ai.failures`` types them)."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    if status == 429:
+        kind = "rate_limit_error"
+    error = {"message": message, "type": kind, "param": None, "code": code}
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def openai_shaped(path: str) -> bool:
+    """Whether errors at ``path`` answer in OpenAI's shape (``/ai/v1`` and below)."""
+    return path == OPENAI_PREFIX or path.startswith(OPENAI_PREFIX + "/")
+
+
+def fail_at(request: Request, status: int, code: int, message: str) -> JSONResponse:
+    """``fail``, or ``openai_fail`` where the path is OpenAI-compatible."""
+    shape = openai_fail if openai_shaped(request.url.path) else fail
+    return shape(status, code, message)
 
 
 def page_info(items: list[Any], page: int, per_page: int, total: int) -> dict[str, int]:
@@ -72,12 +96,13 @@ async def ember_error_handler(request: Request, exc: Exception) -> Response:
     # A full disk has printed its own line (ember/storage.py), naming the store, not the route.
     if status >= 500 and not isinstance(exc, StorageFull):
         log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
-    return fail(status, code, str(exc))
+    return fail_at(request, status, code, str(exc))
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
     # Never echo internals (paths, SQL) to clients; the log has the traceback.
     log.exception("unexpected error on %s %s", request.method, request.url.path)
-    response = fail(500, INTERNAL_CODE, "internal error in the ember platform (see its log)")
+    message = "internal error in the ember platform (see its log)"
+    response = fail_at(request, 500, INTERNAL_CODE, message)
     harden(response.headers)  # sent past the middleware that adds them to every other answer
     return response
