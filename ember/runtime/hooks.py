@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 # tail event. Cloudflare truncates a tail event's logs too; 256 KiB holds a few of ember's
 # longest lines (fields.MAX_TEXT, 64 KiB) and a traceback.
 TRACE_BYTES = 256 * 1024
+# Notes one request keeps for its dev error page (a loop of failing calls must not grow it).
+MAX_PAGE_NOTES = 20
 
 
 class SupervisorHooks:
@@ -61,9 +63,15 @@ class SupervisorHooks:
         "content is null: the model spent all of max_tokens thinking"): a line of the
         invocation's log, as the worker's own console lines are (what ``tail`` shows), and a
         line for the operator naming the worker and account (a warn LifecycleEvent, which
-        ``ember serve`` prints so). Not a ConsoleEvent: the worker did not print it."""
+        ``ember serve`` prints so). Not a ConsoleEvent: the worker did not print it. In
+        ``ember dev`` the request keeps it for its error page, should it fail."""
         message = self._redact(process, message)
         self._supervisor.events.emit(E.LifecycleEvent(process.deployment.id, level, message))
+        if self._supervisor.dev and request is not None:
+            notes = request.notes if request.notes is not None else []
+            if len(notes) < MAX_PAGE_NOTES:
+                notes.append(message)
+            request.notes = notes
         if request is not None and request.trace is not None and _keep(request, len(message)):
             request.trace.append((level, message, time.time() * 1000))
 
@@ -87,18 +95,21 @@ class SupervisorHooks:
         self, request: InFlight, kind: str, message: str, traceback: str
     ) -> HttpResponse:
         supervisor = self._supervisor
+        notes = request.notes or ()  # only ember dev keeps them (note)
         if kind == "no_handler":
             error = L.PlatformError(500, 1101, message, "no_handler")
             if supervisor.dev:
                 return dev_error_response(
-                    "Worker has no fetch handler", message, "", request.accept
+                    "Worker has no fetch handler", message, "", request.accept, notes=notes
                 )
             return platform_error_response(error)
         if kind == "response_headers":
             too_large = L.RESPONSE_HEADERS_TOO_LARGE
             if supervisor.dev:
                 title = "Worker response headers too large"
-                return dev_error_response(title, message, "", request.accept, too_large.status)
+                return dev_error_response(
+                    title, message, "", request.accept, too_large.status, notes
+                )
             return platform_error_response(too_large)
         if supervisor.dev:
             title = (
@@ -111,6 +122,7 @@ class SupervisorHooks:
                 self._redact(request.process, message),
                 self._redact(request.process, traceback),
                 request.accept,
+                notes=notes,
             )
         return platform_error_response(L.EXCEPTION)
 

@@ -49,6 +49,7 @@ class InFlight:
         self.trace_exceptions: list[tuple[str, str, float]] = []
         self.trace_bytes = 0  # text kept in trace and trace_exceptions (bounded: TRACE_BYTES)
         self.trace_truncated = False  # lines were dropped past TRACE_BYTES
+        self.notes: list[str] | None = None  # ember dev: its AI notes, for its error page
         self.cpu_start = cpu_start
         self.cpu_used = 0.0
         self.started = time.monotonic()

@@ -110,11 +110,10 @@ class AIService(BindingService):
             gateway.require_model(model, tenant=self.tenant)  # before inputs and options
             inputs = await _inputs(inputs_json, ctx.upload)
             options = parse_run_options(raw_options, model)
-            # On ember serve (the operator owns the pool) the request's notes belong to the
-            # worker's author: its invocation's log, what `ember tail` shows. ember dev prints
-            # them on the dev console, which the author reads already.
-            note = None if gateway.config.project_config else _note_to(ctx)
-            answer = await gateway.run(self.tenant, model, inputs, options, note=note)
+            # The request's notes belong to the worker's author: on ember serve its
+            # invocation's log (what `ember tail` shows), on ember dev the dev console and the
+            # request's error page, should it fail.
+            answer = await gateway.run(self.tenant, model, inputs, options, note=_note_to(ctx))
         except (AIRequestFailed, InvalidModelInput, CheckpointError, ConfigError) as exc:
             if self._gateway is None:  # none to count it in: it could not be made (exc says why)
                 return _failed(failure_of(exc, str(model)), raw)
