@@ -7,6 +7,7 @@ for secrets, so a stray ``print(env)`` cannot leak one.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -43,7 +44,7 @@ class Env:
         try:
             return self._values[name]
         except KeyError:
-            raise AttributeError(f"env has no binding or variable named {name!r}") from None
+            raise AttributeError(_missing(name, self._values)) from None
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("env is read-only")
@@ -81,3 +82,19 @@ class Env:
             else:
                 parts.append(f"{name}=<{type(value).__name__}>")
         return f"Env({', '.join(parts)})"
+
+
+def _missing(name: str, values: Mapping[str, object]) -> str:
+    """Why ``env.NAME`` failed: the nearest name (as the AI inputs' notes suggest one, by
+    difflib) and every name env has. Names only: a secret's value never goes in an error."""
+    message = f"env has no binding or variable named {name!r}"
+    if name.startswith("__"):
+        return message  # a library probing for a protocol (copy's __deepcopy__), not a person
+    if not values:
+        return f"{message}; env has no bindings, vars or secrets (add them to the config)"
+    names = sorted(values)
+    by_lower = {n.lower(): n for n in names}
+    near = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.75)
+    if near:
+        message += f"; did you mean {by_lower[near[0]]!r}?"
+    return f"{message} (env has: {', '.join(names)})"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ember.bindings.env import Env, Secret
 from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 
@@ -23,6 +25,27 @@ def test_env_gives_vars_secrets_and_bindings_and_hides_secrets() -> None:
         assert "MISSING" in str(exc)
     else:
         raise AssertionError("missing names must raise AttributeError")
+
+
+def test_a_misspelt_name_is_answered_with_the_nearest_and_every_name_never_a_value() -> None:
+    env = Env({"GREETING": "hello"}, {"API_TOKEN": "hunter2-secret"}, {"KV": object()})
+    with pytest.raises(AttributeError) as misspelt:
+        env.KVV  # noqa: B018
+    message = str(misspelt.value)
+    assert message.startswith("env has no binding or variable named 'KVV'"), message
+    assert "did you mean 'KV'?" in message
+    assert "env has: API_TOKEN, GREETING, KV" in message
+    assert "hunter2" not in message and "hello" not in message
+    with pytest.raises(AttributeError) as lowercase:
+        env.kv  # noqa: B018
+    assert "did you mean 'KV'?" in str(lowercase.value)
+    with pytest.raises(AttributeError) as unrelated:
+        env.DATABASE_URL  # noqa: B018
+    assert "did you mean" not in str(unrelated.value)
+    assert "env has: API_TOKEN, GREETING, KV" in str(unrelated.value)
+    with pytest.raises(AttributeError) as empty:
+        Env({}, {}, {}).KV  # noqa: B018
+    assert "env has no bindings, vars or secrets" in str(empty.value)
 
 
 def test_jsdict_data_wins_over_dict_methods_like_a_js_object() -> None:
