@@ -205,6 +205,18 @@ def test_non_response_is_a_clear_500(
     assert expected in response.text
 
 
+def test_an_import_error_from_workers_names_no_host_path(harness: Harness, tmp_path: Path) -> None:
+    """Python puts a module's file in "cannot import name X from M (FILE)": for ember's
+    ``workers`` that was the platform's install path, shown to the worker's author."""
+    import ember
+
+    root = write_project(tmp_path / "imports", "from workers import Nope\n")
+    with harness.client(harness.deploy(root)) as client:
+        text = client.get("/", headers={"accept": "text/plain"}).text
+    assert "cannot import name 'Nope' from 'workers'" in text, text
+    assert str(Path(ember.__file__).resolve().parent) not in text, text
+
+
 def test_exception_page_shows_user_file_and_line(harness: Harness, tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "raises",

@@ -22,7 +22,7 @@ from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.handlers import Entrypoints
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt, RequestScope
-from ember.runtime.isolate.tracebacks import format_user_traceback
+from ember.runtime.isolate.tracebacks import format_user_traceback, user_message
 from ember.runtime.mux import InStream, Mux, StreamAborted
 from ember.runtime.protocol import (
     Cancel,
@@ -229,7 +229,7 @@ class EventRunner:
         kind = "invalid_response" if isinstance(exc, _InvalidResponse) else "exception"
         if background:
             kind = "background"
-        message = f"{type(exc).__name__}: {exc}"[:60_000]
+        message = user_message(exc)[:60_000]
         trace = "" if isinstance(exc, _InvalidResponse) else format_user_traceback(exc)
         self.send(RequestError(rid, kind, message, trace))
 

@@ -37,7 +37,7 @@ from ember.runtime.isolate.events import EventRunner
 from ember.runtime.isolate.missing_module import missing_module_hint
 from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt
 from ember.runtime.isolate.socket_writer import SocketWriter
-from ember.runtime.isolate.tracebacks import format_user_traceback
+from ember.runtime.isolate.tracebacks import format_user_traceback, user_message
 from ember.runtime.mux import Mux
 from ember.runtime.protocol import (
     PROTOCOL_VERSION,
@@ -214,7 +214,7 @@ def _load_error(exc: BaseException, spec: dict[str, Any]) -> LoadError:
         return LoadError("no_handler", str(exc), "")
     else:
         kind = "exception"
-    message = f"{type(exc).__name__}: {exc}"
+    message = user_message(exc)
     traceback = format_user_traceback(exc)
     if isinstance(exc, SyntaxError):
         message, traceback = _with_note(message, traceback, syntax_note())
