@@ -193,16 +193,25 @@ def test_wait_until_finishes_after_the_response(harness: Harness, tmp_path: Path
     [
         ("return 'a string'", "fetch() returned str, expected a Response"),
         ("return None", "fetch() returned NoneType, expected a Response"),
+        ("return {'a': 1}", "fetch() returned dict, expected a Response"),
     ],
 )
 def test_non_response_is_a_clear_500(
     harness: Harness, tmp_path: Path, body: str, expected: str
 ) -> None:
+    """Named as workerd names it (a TypeError: the handler did not resolve to a Response),
+    with the type returned; never ember's private exception class."""
     root = write_project(tmp_path / "bad", f"async def fetch(request, env, ctx):\n    {body}\n")
     with harness.client(harness.deploy(root)) as client:
         response = client.get("/")
     assert response.status_code == 500
     assert expected in response.text
+    assert "TypeError: Incorrect type for Promise: the Promise did not resolve to 'Response'" in (
+        response.text
+    )
+    assert "_InvalidResponse" not in response.text
+    if "dict" in expected:
+        assert "Response.json(" in response.text
 
 
 def test_an_import_error_from_workers_names_no_host_path(harness: Harness, tmp_path: Path) -> None:

@@ -145,10 +145,7 @@ class EventRunner:
         )
         result = await self.entry.fetch(request, self.env, event.scope.ctx)
         if not isinstance(result, api.Response):
-            raise _InvalidResponse(
-                f"fetch() returned {type(result).__name__}, expected a Response "
-                "(from workers import Response; return Response(...))"
-            )
+            raise _InvalidResponse(invalid_response_message(result))
         await self._respond(event, result)
 
     async def _scheduled(self, event: _Event, message: Scheduled) -> None:
@@ -235,4 +232,18 @@ class EventRunner:
 
 
 class _InvalidResponse(TypeError):
-    """The handler returned something that is not a Response."""
+    """The handler returned something that is not a Response (reported as the TypeError it
+    is: ``tracebacks.user_message`` names the public class)."""
+
+
+# workerd's words when a fetch handler resolves to anything but a Response.
+NOT_A_RESPONSE = "Incorrect type for Promise: the Promise did not resolve to 'Response'."
+
+
+def invalid_response_message(result: object) -> str:
+    """What the handler returned, what was expected, and how to make one."""
+    kind = type(result).__name__
+    how = "from workers import Response; return Response(...)"
+    if isinstance(result, dict | list):
+        how += f", or Response.json(value) for a {kind}"
+    return f"{NOT_A_RESPONSE} fetch() returned {kind}, expected a Response ({how})"
