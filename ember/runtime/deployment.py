@@ -47,6 +47,9 @@ class Deployment:
     # The packages the project declares (pyproject.toml, requirements.txt): the isolate names
     # the one an import missed. Read from the project, as a staged code_dir holds only modules.
     requirements: tuple[Requirement, ...] = ()
+    # The project's requires-python: a SyntaxError is told about the interpreter when it is
+    # excluded (isolate/syntax_note.py). None: not declared (or not known, ember serve).
+    requires_python: str | None = None
 
     def init_spec(self) -> dict[str, object]:
         """What the isolate receives in its Init frame (sent over its own socket only)."""
@@ -62,6 +65,7 @@ class Deployment:
             "compatibility_flags": list(self.compatibility_flags),
             "source_dir": str(self.source_dir) if self.source_dir else None,
             "requirements": [r.to_wire() for r in self.requirements],
+            "requires_python": self.requires_python,
         }
 
     def with_version(self, version: str) -> Deployment:
@@ -89,13 +93,15 @@ def deployment_from_project(
         modules = collect_modules(config)
         stage_modules(modules, stage)
         code_dir, main, source_dir = stage, modules[0].name, config.module_root
+    python_project = read_python_project(config.root)
     return Deployment(
         id=deployment_id or config.name,
         name=config.name,
         code_dir=code_dir,
         main=main,
         source_dir=source_dir,
-        requirements=read_python_project(config.root).requirements,
+        requirements=python_project.requirements,
+        requires_python=python_project.requires_python,
         vars=dict(config.vars),
         secrets=dict(config.secrets),
         bindings=bindings,

@@ -48,6 +48,7 @@ def test_dev_serves_logs_reloads_and_recovers_from_a_syntax_error(tmp_path: Path
         until(lambda: "SyntaxError" in _body(dev.url))
         page = httpx.get(dev.url, timeout=10)
         assert page.status_code == 500 and 'worker.py", line 1' in page.text
+        assert "3.12" not in page.text  # a plain typo: no note about Python versions
 
         (project / "worker.py").write_text(WORKER.format(body="fixed"))
         until(lambda: _body(dev.url) == "fixed")

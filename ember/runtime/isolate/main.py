@@ -37,6 +37,7 @@ from ember.runtime.isolate.events import EventRunner
 from ember.runtime.isolate.missing_module import missing_module_hint
 from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt
 from ember.runtime.isolate.socket_writer import SocketWriter
+from ember.runtime.isolate.syntax_note import syntax_hint
 from ember.runtime.isolate.tracebacks import format_user_traceback, user_message
 from ember.runtime.mux import Mux
 from ember.runtime.protocol import (
@@ -217,26 +218,13 @@ def _load_error(exc: BaseException, spec: dict[str, Any]) -> LoadError:
     message = user_message(exc)
     traceback = format_user_traceback(exc)
     if isinstance(exc, SyntaxError):
-        message, traceback = _with_note(message, traceback, syntax_note())
+        note = syntax_hint(exc, spec.get("requires_python"))
+        message, traceback = _with_note(message, traceback, note)
     elif isinstance(exc, ModuleNotFoundError):
         requirements = [Requirement.from_wire(r) for r in spec.get("requirements") or ()]
         hint = missing_module_hint(exc, Path(str(spec.get("code_dir", "."))), requirements)
         message, traceback = _with_note(message, traceback, hint)
     return LoadError(kind, message[:60_000], traceback)
-
-
-def syntax_note(version: tuple[int, ...] | None = None) -> str:
-    """What a SyntaxError should say about the interpreter: code written for the platform's
-    Python may use syntax this one does not have."""
-    version = version or tuple(sys.version_info[:3])
-    note = f"ember runs workers on Python {'.'.join(map(str, version))}"
-    if version[:2] < (3, 12):
-        note += (
-            " (the interpreter it is installed in); Cloudflare's Python Workers run Python 3.12"
-            " or newer, whose syntax, such as PEP 695 `type` statements and `def f[T]()`"
-            " generics, does not parse here"
-        )
-    return note + "."
 
 
 def _with_note(message: str, traceback: str, note: str) -> tuple[str, str]:
