@@ -233,11 +233,25 @@ class Supervisor(SlotIsolates):
         process = slot.current
         if process is not None and process.fit_for_request():  # the usual case, no await
             return await process.fetch(request)
+        started = time.monotonic()
         for _ in range(3):  # a version replaced while we waited for its isolate: use the new one
             try:
                 process = await self._acquire(slot)
             except WorkerLoadError as exc:
-                return self._load_error_response(exc, accept_of(request))
+                response = self._load_error_response(exc, accept_of(request))
+                # No isolate saw it, yet a request like any other: logged ("failed to start").
+                self.events.emit(
+                    E.RequestEvent(
+                        deployment_id,
+                        request.method,
+                        request.url,
+                        response.status,
+                        (time.monotonic() - started) * 1000,
+                        0.0,
+                        response.outcome,
+                    )
+                )
+                return response
             if process.state is not State.DEAD:
                 return await process.fetch(request)
             slot = self._slots.get(deployment_id) or slot

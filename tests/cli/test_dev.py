@@ -239,3 +239,18 @@ def test_dev_leaves_nothing_in_tmpdir_when_stopped(tmp_path: Path, sig: signal.S
     finally:
         dev.stop()
     assert list(tmpdir.iterdir()) == []
+
+
+def test_a_worker_that_failed_to_start_is_logged_like_any_request(tmp_path: Path) -> None:
+    """The access log had no line for a request answered "Worker failed to start"."""
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "worker.py").write_text("async def on_fetch(request, env)\n    pass\n")
+    (project / "ember.yaml").write_text("name: app\nmain: worker.py\n")
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        page = httpx.get(f"{dev.url}/first", timeout=10)
+        assert page.status_code == 500 and "Worker failed to start" in page.text
+        dev.wait_for_line(f"GET /first {page.status_code} (")
+        assert httpx.get(f"{dev.url}/again", timeout=10).status_code == 500
+        dev.wait_for_line(f"GET /again {page.status_code} (")
+        assert dev.stop() == 0
