@@ -207,3 +207,32 @@ def test_put_many_is_one_transaction_refused_whole_past_the_quota(tmp_path: Path
         store.account_bytes("alice") == recount(path, "alice") == quota.max_bytes - 2 * (OH + 102)
     )
     store.close()
+
+
+def test_expired_keys_never_count_against_the_quota(tmp_path: Path) -> None:
+    """An expired key is gone for the worker (get and list skip it), so it must not keep its
+    bytes charged: a write the account's live data leaves room for is accepted, whoever last
+    read the expired keys (none here: a worker writing unique keys with a TTL)."""
+    clock = Clock()
+    path = tmp_path / "kv.sqlite3"
+    store = KVStore(path, clock=clock)
+    store.ensure_namespace("a1", "a1", "alice")
+    store.ensure_namespace("a2", "a2", "alice")
+    store.ensure_namespace("b1", "b1", "bob")
+    quota = KVQuota("alice", 20 * (OH + 4 + 100))
+    for i in range(15):  # 15 of the 20 entries the quota holds, expiring in a minute
+        ns = "a1" if i % 2 else "a2"
+        store.put(ns, f"e{i:03}", b"x" * 100, expiration=int(clock.now) + 60, quota=quota)
+    store.put("a1", "live", b"y" * 100, quota=quota)
+    store.put("b1", "bobs", b"z" * 100, expiration=int(clock.now) + 60)  # another account's
+    clock.now += 61
+    for i in range(15):  # as many again: room only once the expired ones are not charged
+        store.put("a2", f"n{i:03}", b"x" * 100, quota=quota)
+    assert recount(path, "alice") == 16 * (OH + 4 + 100)  # the expired rows are gone
+    assert store.get("a1", "live").value == b"y" * 100
+    assert store.get("a2", "n014").value == b"x" * 100
+    with sqlite3.connect(path) as db:  # bob's expired key is bob's business, untouched here
+        assert db.execute("SELECT COUNT(*) FROM kv WHERE namespace = 'b1'").fetchone()[0] == 1
+    with pytest.raises(KVQuotaExceeded):  # live data still counts: 16 + 5 > 20
+        store.put_many("a1", [KVWrite(f"m{i:03}", b"x" * 100, None, None) for i in range(5)],
+                       quota=quota)  # fmt: skip

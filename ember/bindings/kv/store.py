@@ -238,10 +238,9 @@ class KVStore(NamespaceTable):
                 delta += entry_bytes(raw_key, write.value, write.metadata) - old
             if quota is not None and delta > 0:
                 # Checked after the rows, inside the transaction: raising rolls them back.
-                used = self._db.execute(
-                    "SELECT COALESCE(SUM(bytes), 0) FROM namespaces WHERE account = ?",
-                    (quota.account,),
-                ).fetchone()[0]
+                used = self._account_bytes(quota.account)
+                if used + delta > quota.max_bytes and self._purge_account_expired(quota.account):
+                    used = self._account_bytes(quota.account)
                 if used + delta > quota.max_bytes:
                     what = "this write" if len(writes) == 1 else f"these {len(writes)} writes"
                     remedy = f", or {quota.remedy}" if quota.remedy else ""
@@ -264,6 +263,37 @@ class KVStore(NamespaceTable):
         with self._lock, self._transaction():
             for key in keys:
                 self._remove(namespace_id, key_bytes(key))
+
+    def _account_bytes(self, account: str) -> int:
+        return int(
+            self._db.execute(
+                "SELECT COALESCE(SUM(bytes), 0) FROM namespaces WHERE account = ?", (account,)
+            ).fetchone()[0]
+        )
+
+    def _purge_account_expired(self, account: str) -> int:
+        """Delete the account's expired entries (the caller holds ``_lock`` in a transaction);
+        returns how many. Run when a write would pass the quota: an expired key is gone for its
+        worker (``get`` and ``list`` skip it) but is only removed when read, so a worker writing
+        unique keys with a TTL would otherwise be refused for data it can no longer see. Its cost
+        is bounded by the account's own data, which the quota bounds."""
+        now = self.clock()
+        namespaces = "SELECT id FROM namespaces WHERE account = ?"
+        freed = self._db.execute(
+            f"SELECT namespace, SUM({ENTRY_BYTES_SQL}) FROM kv WHERE namespace IN ({namespaces}) "
+            "AND expiration IS NOT NULL AND expiration <= ? GROUP BY namespace",
+            (account, now),
+        ).fetchall()
+        if not freed:
+            return 0
+        cur = self._db.execute(
+            f"DELETE FROM kv WHERE namespace IN ({namespaces}) "
+            "AND expiration IS NOT NULL AND expiration <= ?",
+            (account, now),
+        )
+        for namespace_id, size in freed:
+            self._count(namespace_id, -int(size))
+        return cur.rowcount
 
     def _entry_bytes(self, namespace_id: str, raw_key: bytes) -> int:
         row = self._db.execute(
