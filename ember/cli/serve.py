@@ -73,6 +73,12 @@ DEFAULT_MODEL = "@cf/zai-org/glm-4.7-flash"  # the README's first model: the id 
     show_default=True,
     help="Address the metrics listener binds.",
 )
+@click.option(
+    "--compact",
+    is_flag=True,
+    help="Rewrite the state directory's databases (SQLite VACUUM) before serving: returns all "
+    "free space and drops every trace of deleted data. Takes as long as copying them.",
+)
 @click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), hidden=True)
 @click.option("--gc-interval", type=float, default=30.0, hidden=True)
 @click.option("--housekeeping-interval", type=float, default=5.0, hidden=True)
@@ -90,6 +96,7 @@ def serve(
     log_requests: bool,
     metrics_port: int | None,
     metrics_ip: str,
+    compact: bool,
     port_file: Path | None,
     gc_interval: float,
     housekeeping_interval: float,
@@ -132,6 +139,7 @@ def serve(
         housekeeping_s=housekeeping_interval,
         storage_max_pages=storage_max_pages,
         trusted_workers=trusted_workers,
+        compact=compact,
     )
     platform = Platform(options, print_line=_print)
     click.echo(f"ember serve: state in {state}")

@@ -10,7 +10,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from tests.serve.conftest import ServeProcess, put_worker, temporary_account
+from tests.serve.conftest import ServeProcess, permanent_account, put_worker, temporary_account
 
 CONFIG = """\
 platform:
@@ -88,5 +88,60 @@ def test_expired_account_is_deleted_with_everything(tmp_path: Path) -> None:
         }
         assert {path: found for path, found in leftovers.items() if found} == {}
         assert not (serve.state_dir / "accounts" / account_id).exists()
+    finally:
+        serve.stop()
+
+
+HONEST = """\
+from workers import Response
+
+async def on_fetch(request, env):
+    return Response("honest")
+"""
+
+
+def test_other_tenants_are_answered_while_an_expired_account_is_deleted(tmp_path: Path) -> None:
+    """The sweep of an account with many rows runs in batches off the event loop: a loop of
+    another tenant's requests (its worker, and its KV over the API) is answered all along. The
+    longest gap is printed for whoever reads the log; only answers are asserted."""
+    serve = ServeProcess(
+        tmp_path / "state", CONFIG, "--gc-interval", "0.5", "--housekeeping-interval", "0.2"
+    )
+    try:
+        honest_id, honest_token = permanent_account(serve, "honest")
+        with serve.api(honest_token) as api:
+            assert put_worker(api, honest_id, "shop", HONEST).status_code == 200
+            honest_ns = api.post(
+                f"/accounts/{honest_id}/storage/kv/namespaces", json={"title": "h"}
+            ).json()["result"]["id"]
+        created = temporary_account(serve)
+        account = created["account"]  # type: ignore[index]
+        account_id, token = account["id"], account["apiToken"]  # type: ignore[index]
+        with serve.api(token) as api:
+            namespace = api.post(
+                f"/accounts/{account_id}/storage/kv/namespaces", json={"title": "many"}
+            ).json()["result"]["id"]
+            for part in range(3):  # 30,000 rows: ~120 batches of the sweep
+                bulk = [{"key": f"k{part}-{i}", "value": "v"} for i in range(10_000)]
+                put = api.put(
+                    f"/accounts/{account_id}/storage/kv/namespaces/{namespace}/bulk", json=bulk
+                )
+                assert put.status_code == 200, put.text
+        answers: list[tuple[int, int]] = []
+        longest = 0.0
+        deadline = time.monotonic() + 60
+        with serve.api(honest_token) as api:
+            while f"deleted expired temporary account {account_id}" not in serve.output():
+                assert time.monotonic() < deadline, serve.output()
+                started = time.monotonic()
+                worker = serve.worker("honest", "shop")
+                kv = api.put(
+                    f"/accounts/{honest_id}/storage/kv/namespaces/{honest_ns}/values/k",
+                    content=b"v",
+                )
+                answers.append((worker.status_code, kv.status_code))
+                longest = max(longest, time.monotonic() - started)
+        print(f"{len(answers)} honest rounds during the sweep; longest {longest:.3f}s")
+        assert answers and set(answers) == {(200, 200)}
     finally:
         serve.stop()

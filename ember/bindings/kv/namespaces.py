@@ -17,7 +17,12 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from ember.bindings.kv.records import Namespace
+from ember.bindings.kv.schema import ENTRY_BYTES_SQL
 from ember.errors import NotFound
+
+# One transaction of a namespace's deletion: the entries (and their bytes) it deletes at most.
+DELETE_BATCH_ROWS = 256
+DELETE_BATCH_BYTES = 4 * 1024 * 1024
 
 
 class NamespaceTable:
@@ -100,8 +105,34 @@ class NamespaceTable:
             ).fetchone()
         return int(row[0])
 
-    def delete_namespace(self, namespace_id: str) -> None:
-        """Delete a namespace and all its keys, in one transaction."""
-        with self._lock, self._transaction():
-            self._db.execute("DELETE FROM kv WHERE namespace = ?", (namespace_id,))
-            self._db.execute("DELETE FROM namespaces WHERE id = ?", (namespace_id,))
+    def delete_namespace(
+        self,
+        namespace_id: str,
+        *,
+        batch_rows: int = DELETE_BATCH_ROWS,
+        batch_bytes: int = DELETE_BATCH_BYTES,
+    ) -> None:
+        """Delete a namespace and all its keys, at most ``batch_rows`` entries and (past the
+        first) ``batch_bytes`` bytes per transaction: the lock is free between batches, so other
+        namespaces are read and written meanwhile however large this one is. The namespace row
+        goes in the transaction that finds no key left, so a key written in between goes too; a
+        crash midway leaves the namespace with fewer keys, and deleting it again finishes."""
+        while True:
+            with self._lock, self._transaction():
+                found = self._db.execute(
+                    f"SELECT key, {ENTRY_BYTES_SQL} FROM kv WHERE namespace = ? LIMIT ?",
+                    (namespace_id, batch_rows),
+                ).fetchall()
+                if not found:
+                    self._db.execute("DELETE FROM namespaces WHERE id = ?", (namespace_id,))
+                    return
+                keys, freed = [], 0
+                for key, size in found:
+                    if keys and freed + size > batch_bytes:
+                        break
+                    keys.append((namespace_id, key))
+                    freed += int(size)
+                self._db.executemany("DELETE FROM kv WHERE namespace = ? AND key = ?", keys)
+                self._db.execute(
+                    "UPDATE namespaces SET bytes = bytes - ? WHERE id = ?", (freed, namespace_id)
+                )

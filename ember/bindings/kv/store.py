@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from ember import sqlite_space
 from ember.bindings.kv.keys import (
     decode_cursor,
     encode_cursor,
@@ -59,7 +60,7 @@ from ember.bindings.kv.schema import (
     entry_bytes,
 )
 from ember.errors import InternalError, NotFound
-from ember.storage import StorageFull, StorageHealth, full_error, is_full, write_transaction
+from ember.storage import StorageFull, StorageHealth, write_transaction
 
 STORE = "KV store"  # how the operator's log and /health name it
 
@@ -96,6 +97,7 @@ class KVStore(NamespaceTable):
         except (OSError, sqlite3.Error) as exc:
             raise KVStoreUnavailable(self.path, exc) from exc
         try:
+            sqlite_space.enable_incremental(self._db)  # a new file only: before WAL, tables
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA secure_delete=ON")
@@ -142,18 +144,24 @@ class KVStore(NamespaceTable):
 
     def compact(self) -> None:
         """Rewrite the file without free space or stale b-tree dividers (``VACUUM``), then fold
-        the write-ahead log in and truncate it: deleted keys and values leave no trace.
+        the write-ahead log in and truncate it.
 
-        Costs a full rewrite of the file; the platform runs it only after deleting accounts.
+        Costs a full rewrite of the file under the store's lock: only where nobody waits on it
+        (``ember serve --compact``, before it serves). Deleting runs ``release_free_pages``.
         """
         with self._lock:
-            try:
-                self._db.execute("VACUUM")  # a full copy of the file: it needs room too
-            except sqlite3.Error as exc:
-                if not is_full(exc):
-                    raise
-                raise self.health.failed(full_error(STORE, self.path, exc)) from None
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            sqlite_space.vacuum(self._db, self.health, STORE, self.path)
+
+    def release_free_pages(self, step: int = sqlite_space.STEP_PAGES) -> int:
+        """Give deleted pages back to the file system a few at a time, then truncate the
+        write-ahead log, so deleted keys and values leave no trace (``sqlite_space.py``)."""
+        return sqlite_space.release_free_pages(self._db, self._lock, step)
+
+    def switch_to_incremental_vacuum(self) -> bool:
+        """An older file gets incremental auto-vacuum with one ``VACUUM``; True if it did."""
+        return sqlite_space.switch_to_incremental(
+            self._db, self._lock, self.health, STORE, self.path
+        )
 
     def close(self) -> None:
         """Close the database."""

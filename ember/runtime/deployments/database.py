@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ember import sqlite_space
 from ember.errors import InternalError
-from ember.storage import StorageHealth, full_error, is_full, write_transaction
+from ember.storage import StorageHealth, write_transaction
 
 STORE = "control-plane database"  # how the operator's log and /health name it
 
@@ -146,6 +147,8 @@ class Database:
             path, isolation_level=None, check_same_thread=False, timeout=10.0
         )
         self._conn.row_factory = sqlite3.Row
+        # Before WAL and the tables: only a file with no table yet takes it (sqlite_space.py).
+        sqlite_space.enable_incremental(self._conn)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute("PRAGMA foreign_keys=ON")
@@ -191,16 +194,22 @@ class Database:
                 self._conn.execute("COMMIT")
 
     def compact(self) -> None:
-        """Rewrite the file (``VACUUM``: no free pages, no stale index dividers), then fold the
-        write-ahead log in and truncate it, so deleted rows leave no trace on disk."""
+        """Rewrite the whole file (``VACUUM``), then truncate the write-ahead log: only where
+        nobody waits on it (``ember serve --compact``, before it serves)."""
         with self._lock:
-            try:
-                self._conn.execute("VACUUM")  # a full copy of the file: it needs room too
-            except sqlite3.Error as exc:
-                if not is_full(exc):
-                    raise
-                raise self.health.failed(full_error(STORE, self.path, exc)) from None
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            sqlite_space.vacuum(self._conn, self.health, STORE, self.path)
+
+    def release_free_pages(self, step: int = sqlite_space.STEP_PAGES) -> int:
+        """Give deleted pages back to the file system a few at a time, then truncate the
+        write-ahead log (``sqlite_space.py``): what the expiry sweep runs after deleting."""
+        return sqlite_space.release_free_pages(self._conn, self._lock, step)
+
+    def switch_to_incremental_vacuum(self) -> bool:
+        """A file made before incremental auto-vacuum gets it with one ``VACUUM``; True if it
+        did. ``ember serve`` runs it once at start, before serving."""
+        return sqlite_space.switch_to_incremental(
+            self._conn, self._lock, self.health, STORE, self.path
+        )
 
     def limit_pages(self, pages: int) -> int:
         """Cap the file at ``pages`` pages, or at its size now if that is larger (SQLite keeps

@@ -10,10 +10,17 @@ first and its files after the commit; ``remove_orphan_files``, run when ``ember 
 removes the files a crash in between left behind.
 Deleted rows are overwritten (``secure_delete``) and both write-ahead logs are truncated, so no
 byte of the account remains in the state directory.
+
+The cost of a deletion follows the account's own data, never the size of the databases, and no
+step holds a database's lock for long: each transaction deletes one ``SweepBatch`` of rows (a
+namespace's keys, a version's modules), and the freed pages go back to the file system a few
+at a time (``sqlite_space.py``) instead of a whole-file ``VACUUM``. ``ember serve`` runs
+``collect`` on a thread, so its event loop answers other tenants between batches.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from ember.runtime.deployments.clock import Clock
@@ -29,14 +36,41 @@ class GcReport:
     tails_pruned: int
 
 
+@dataclass(frozen=True)
+class SweepBatch:
+    """How much one transaction of an account's deletion deletes at most: ``rows`` rows and,
+    past the first, ``bytes`` bytes of content (a KV value or module may be MiBs); and
+    ``pages``, the free pages one step hands back to the file system. Other tenants' queries
+    wait for one batch at most."""
+
+    rows: int = 256
+    bytes: int = 4 * 1024 * 1024
+    pages: int = 1024
+
+
+class SweepStopped(Exception):
+    """``stop`` was called: the account stays expired (unusable) and the next sweep finishes."""
+
+
 class GarbageCollector:
     def __init__(
-        self, db: Database, files: AccountFiles, namespaces: NamespaceService, clock: Clock
+        self,
+        db: Database,
+        files: AccountFiles,
+        namespaces: NamespaceService,
+        clock: Clock,
+        batch: SweepBatch | None = None,
     ) -> None:
         self._db = db
         self._files = files
         self._namespaces = namespaces
         self._clock = clock
+        self._batch = batch or SweepBatch()
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Make a sweep running on another thread end after its current batch (shutdown)."""
+        self._stop.set()
 
     def collect(self) -> GcReport:
         now = self._clock()
@@ -52,10 +86,11 @@ class GarbageCollector:
             )
             tails = conn.execute("DELETE FROM tails WHERE expires_at <= ?", (now,)).rowcount
         if expired:
-            # Deleted rows are zeroed in the database files (secure_delete); the write-ahead
-            # logs still hold older page images until they are folded in and truncated.
-            self._db.compact()
-            self._namespaces.data.compact()
+            # Deleted rows are zeroed in the database files (secure_delete); the free pages go
+            # back to the file system, and the write-ahead logs, which still hold older page
+            # images, are folded in and truncated.
+            self._db.release_free_pages(self._batch.pages)
+            self._namespaces.data.release_free_pages(self._batch.pages)
         return GcReport(tuple(expired), challenges, tails)
 
     def delete_account(self, account_id: str) -> None:
@@ -67,11 +102,52 @@ class GarbageCollector:
                     "SELECT id FROM kv_namespaces WHERE account_id = ?", (account_id,)
                 )
             ]
+        batch = self._batch
         for namespace_id in namespaces:
-            self._namespaces.data.delete_namespace(namespace_id)
+            self._check_stop()
+            self._namespaces.data.delete_namespace(
+                namespace_id, batch_rows=batch.rows, batch_bytes=batch.bytes
+            )
         self._files.remove_account(account_id)
+        with self._db.reader() as conn:
+            versions = [
+                r["id"]
+                for r in conn.execute(
+                    "SELECT v.id FROM versions v JOIN scripts s ON s.id = v.script_id "
+                    "WHERE s.account_id = ?",
+                    (account_id,),
+                )
+            ]
+        for version_id in versions:
+            self._delete_version(version_id)
+        # What is left is small: scripts, deployments, tokens, namespaces, tails (cascade).
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM accounts WHERE id = ?", (account_id,))
+
+    def _delete_version(self, version_id: str) -> None:
+        """A version's modules one batch per transaction, then the version with its secrets
+        (bounded per version) and deployment targets (cascade)."""
+        while True:
+            self._check_stop()
+            with self._db.transaction() as conn:
+                found = conn.execute(
+                    "SELECT rowid, length(content) FROM modules WHERE version_id = ? LIMIT ?",
+                    (version_id, self._batch.rows),
+                ).fetchall()
+                if not found:
+                    conn.execute("DELETE FROM versions WHERE id = ?", (version_id,))
+                    return
+                chosen, size = [], 0
+                for rowid, length in found:
+                    if chosen and size + length > self._batch.bytes:
+                        break
+                    chosen.append((rowid,))
+                    size += length
+                conn.executemany("DELETE FROM modules WHERE rowid = ?", chosen)
+
+    def _check_stop(self) -> None:
+        if self._stop.is_set():
+            raise SweepStopped("the platform is shutting down; the next start finishes")
 
     def remove_orphan_files(self) -> int:
         """Remove written-out version directories whose version has no row, and staging

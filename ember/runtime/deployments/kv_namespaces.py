@@ -34,12 +34,14 @@ class NamespaceData(Protocol):
         """Register a namespace (idempotent) with its owning account."""
         ...
 
-    def delete_namespace(self, namespace_id: str) -> None:
-        """Delete a namespace and every value in it."""
+    def delete_namespace(
+        self, namespace_id: str, *, batch_rows: int = ..., batch_bytes: int = ...
+    ) -> None:
+        """Delete a namespace and every value in it, a bounded batch per transaction."""
         ...
 
-    def compact(self) -> None:
-        """Make deleted data unrecoverable from the store's files (after deletions)."""
+    def release_free_pages(self, step: int = ...) -> int:
+        """Give deleted pages back and truncate the write-ahead log (after deletions)."""
         ...
 
 

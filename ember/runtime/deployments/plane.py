@@ -122,6 +122,22 @@ class ControlPlane:
             row = conn.execute("SELECT name FROM scripts WHERE id = ?", (script_id,)).fetchone()
         return str(row["name"]) if row else script_id
 
+    def prepare_storage(self, compact: bool = False) -> list[str]:
+        """Before serving: switch files made by an older ember to incremental auto-vacuum (one
+        ``VACUUM`` each, once), or with ``compact`` rewrite both files (``ember serve
+        --compact``). Returns a line per file rewritten, for the operator."""
+        notes = []
+        for name, store in (("control-plane database", self.db), ("KV store", self.kv.store)):
+            if compact:
+                store.compact()
+                notes.append(f"[ember] compacted the {name} ({store.path}) before serving")
+            elif store.switch_to_incremental_vacuum():
+                notes.append(
+                    f"[ember] the {name} ({store.path}) now frees deleted data in small steps "
+                    "(auto_vacuum=INCREMENTAL): rewritten once, at this start"
+                )
+        return notes
+
     def close(self) -> None:
         self.db.close()
         if self._owns_kv:

@@ -89,6 +89,8 @@ class PlatformOptions:
     # Cap each SQLite store at this many pages (at least its size at start): writes past it
     # fail as on a full disk. Tests use it to fill the disk without filling one.
     storage_max_pages: int | None = None
+    # Rewrite both SQLite files (VACUUM) before serving: ``ember serve --compact``.
+    compact: bool = False
 
 
 class Platform(PlatformLifespan):

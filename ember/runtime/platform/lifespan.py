@@ -44,6 +44,7 @@ class PlatformLifespan:
     tenancy: Tenancy | None
     startup_error: Exception | None
     _housekeeping: asyncio.Task[None] | None
+    _sweep: asyncio.Future[Any] | None = None  # the expiry sweep's thread, while it runs
 
     if TYPE_CHECKING:  # defined by Platform
 
@@ -77,6 +78,9 @@ class PlatformLifespan:
         ai = self.options.ai
         if ai is not None and ai.pool.settings.start == "eager":
             await self._gateway().start()
+        # Off the loop, though nothing is served yet: the lifespan's own timers keep running.
+        for note in await asyncio.to_thread(self.plane.prepare_storage, self.options.compact):
+            self.print_line(note)
         self.plane.namespaces.sync_store()
         orphans = self.plane.gc.remove_orphan_files()  # a crash's leftovers: before serving
         if orphans:
@@ -87,10 +91,14 @@ class PlatformLifespan:
         self._housekeeping = asyncio.ensure_future(self._housekeep())
 
     async def shutdown(self) -> None:
+        self.plane.gc.stop()  # a sweep on its thread ends after its batch, before plane.close
         if self._housekeeping is not None:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
+        if self._sweep is not None:  # its thread outlives the cancelled task: let it stop
+            with contextlib.suppress(Exception):
+                await self._sweep
         self.crons.close()
         await self.supervisor.close()
         self.api.state.uploads.close()  # finishes a store in progress before the database closes
@@ -112,13 +120,20 @@ class PlatformLifespan:
             await asyncio.sleep(self.options.housekeeping_s)
 
     async def collect_garbage(self) -> tuple[str, ...]:
-        """Delete expired temporary accounts (workers stopped first); returns their ids."""
+        """Delete expired temporary accounts (workers stopped first); returns their ids.
+
+        The deletion (``GarbageCollector.collect``: rows, files, freed pages) runs on a thread
+        in bounded batches: on the event loop it stopped every tenant for as long as the
+        account's data and a whole-file VACUUM took, which any anonymous client could cause.
+        ``collect`` is ember's sweep, not Python's ``gc.collect``: its purpose is the deletion.
+        """
         for account_id in self.plane.gc.expired_accounts():
             for slot in [s for s in self.live.slots() if s.account_id == account_id]:
                 self.hub.close_script(slot.script_id)
             self.crons.drop_account(account_id)
             await self.live.drop_account(account_id)
-        report = self.plane.gc.collect()
+        self._sweep = asyncio.ensure_future(asyncio.to_thread(self.plane.gc.collect))
+        report = await asyncio.shield(self._sweep)
         for account_id in report.accounts_deleted:
             self.print_line(f"[ember] deleted expired temporary account {account_id}")
         return report.accounts_deleted
