@@ -247,7 +247,7 @@ def test_a_secret_over_the_size_limit_is_refused_by_the_platform(
     before = _platform_state(serve)
     refused = project.ember("deploy", "--secrets-file", "big.json", ok=False)
     assert refused.returncode == 1
-    assert "'BIG'" in refused.stderr and "5120 bytes" in refused.stderr, refused.stderr
+    assert "'BIG'" in refused.stderr and "5,120 bytes" in refused.stderr, refused.stderr
     assert "xxxx" not in refused.stderr
     assert _platform_state(serve) == before
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.runtime.deployments.errors import InvalidUpload, UnsupportedBinding
+from ember.runtime.deployments.metadata_limits import MAX_VAR_BYTES, check_binding_size
 from ember.runtime.deployments.records import Binding, SecretValue
 
 # type -> the keys it requires (each must be a string unless noted in _validate_one)
@@ -30,7 +31,7 @@ SECRET_TYPES = frozenset({"secret_text"})
 VAR_TYPES = frozenset({"plain_text", "json"})
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_BINDINGS = 256
-MAX_SECRET_BYTES = 5 * 1024  # Cloudflare's per-variable limit (workers-api.md §5.1)
+MAX_SECRET_BYTES = MAX_VAR_BYTES  # Cloudflare's per-variable limit (workers-api.md §5.1)
 
 
 def validate_binding_specs(specs: Any) -> tuple[dict[str, Any], ...]:
@@ -70,14 +71,9 @@ def _validate_one(spec: Any) -> None:
     for key in SUPPORTED_TYPES[kind]:
         if key not in spec or (key != "json" and not isinstance(spec[key], str)):
             raise InvalidUpload(f"binding {name!r} of type {kind} needs a string {key!r}")
-    # A secret uploaded with a version (wrangler deploy --secrets-file) meets the limit that
-    # ``secret put`` enforces; the message names it, never its value.
-    if kind in SECRET_TYPES and _utf8_size(spec["text"]) > MAX_SECRET_BYTES:
-        raise InvalidUpload(f"secret {name!r} is larger than {MAX_SECRET_BYTES} bytes")
-
-
-def _utf8_size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
+    # A var, or a secret uploaded with a version (wrangler deploy --secrets-file), meets the
+    # limit that ``secret put`` enforces; the message names it, never its value.
+    check_binding_size(spec)
 
 
 @dataclass(frozen=True)

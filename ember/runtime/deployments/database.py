@@ -130,6 +130,19 @@ MIGRATIONS: tuple[str, ...] = (
         filters TEXT NOT NULL
     );
     """,
+    # What each version stores besides its module bytes (metadata, secrets) counts against
+    # max_stored_script_bytes: the same sum as metadata_limits.stored_bytes, for older rows.
+    """
+    ALTER TABLE versions ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE versions SET stored_bytes = size
+        + length(CAST(compatibility_flags AS BLOB)) + length(CAST(bindings AS BLOB))
+        + length(CAST(annotations AS BLOB)) + length(CAST(metadata AS BLOB))
+        + COALESCE((SELECT SUM(length(CAST(name AS BLOB)) + length(CAST(content_type AS BLOB)))
+                    FROM modules WHERE version_id = versions.id), 0)
+        + COALESCE((SELECT SUM(length(CAST(name AS BLOB)) + length(CAST(type AS BLOB))
+                               + length(CAST(value AS BLOB)))
+                    FROM version_secrets WHERE version_id = versions.id), 0)
+    """,
 )
 
 

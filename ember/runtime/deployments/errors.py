@@ -9,6 +9,7 @@ marked "ember" are ours where Cloudflare's own is not documented.
                 KeyNotFound (10009) · SecretNotFound (10056) · TailNotFound (10007)
     AuthError ── Unauthenticated (401, 10000) · Forbidden (403, 10000) · ClaimRejected (403, 10000)
     UserError ── InvalidRequest (10001) · InvalidUpload (10021) ── UnsupportedBinding (10021)
+                 VarTooLarge (10054) · TooManyVars (10055) (InvalidUpload's too)
                  SecretsChanged (10220) · NamespaceTitleTaken (10014)
                  ProofOfWorkRejected (400, ember 1033) · TemporaryAccountsRefused (403, ember 1034)
     LimitExceeded ── BodyTooLarge (413, 10001) ── UploadTooLarge (413, 10027)
@@ -110,6 +111,20 @@ class InvalidUpload(ControlPlaneError, UserError):
 
 class UnsupportedBinding(InvalidUpload):
     pass
+
+
+class VarTooLarge(InvalidUpload):
+    """A var (``plain_text``, ``json``) or secret past 5 KiB: Cloudflare's 10054 ("An
+    environment variable or secret exceeds the size limit"). Names it, never its value."""
+
+    cf_code = 10054
+
+
+class TooManyVars(InvalidUpload):
+    """More vars and secrets on one Worker than its tier allows: Cloudflare's 10055 ("The
+    number of environment variables or secrets exceeds the limit/Worker")."""
+
+    cf_code = 10055
 
 
 class LimitAboveTier(InvalidUpload):

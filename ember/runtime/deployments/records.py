@@ -136,7 +136,9 @@ class Version:
     annotations: dict[str, str]
     metadata: dict[str, Any]
     etag: str
-    size: int
+    size: int  # module bytes: the Worker's size, as max_script_size counts it
+    # Everything the version stores (modules, metadata, secrets): max_stored_script_bytes.
+    stored_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ def check_stored(
     leaving = prunable(conn, script.id, limits.versions_kept_per_worker)
     marks = ", ".join("?" * len(leaving))
     count, total = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(v.size), 0) FROM versions v "
+        "SELECT COUNT(*), COALESCE(SUM(v.stored_bytes), 0) FROM versions v "
         f"JOIN scripts s ON s.id = v.script_id WHERE s.account_id = ? AND v.id NOT IN ({marks})",
         (script.account_id, *leaving),
     ).fetchone()
@@ -115,9 +115,9 @@ def check_stored(
             "stored_script_bytes",
             total,
             limit,
-            f"This account's kept Worker versions hold {total - version.size:,} bytes of "
-            f"script; this version's {version.size:,} bytes would make {total:,}, and "
-            f"{limits.scope} may store at most {limit:,} bytes of script "
-            "(max_stored_script_bytes). Delete Workers you no longer need (their versions go "
+            f"This account's kept Worker versions store {total - version.stored_bytes:,} "
+            f"bytes (modules, metadata and secrets); this version's {version.stored_bytes:,} "
+            f"bytes would make {total:,}, and {limits.scope} may store at most {limit:,} "
+            "bytes (max_stored_script_bytes). Delete Workers you no longer need (their versions go "
             f"with them), or {limits.remedy('max_stored_script_bytes')}.",
         )

@@ -66,6 +66,7 @@ def version(conn: sqlite3.Connection, row: sqlite3.Row) -> Version:
         metadata=json.loads(row["metadata"]),
         etag=row["etag"],
         size=row["size"],
+        stored_bytes=row["stored_bytes"],
     )
 
 

@@ -27,6 +27,7 @@ from ember.runtime.deployments.errors import (
     UploadTooLarge,
     VersionNotFound,
 )
+from ember.runtime.deployments.metadata_limits import VAR_TYPES, check_var_count
 from ember.runtime.deployments.records import (
     Account,
     Deployment,
@@ -155,6 +156,7 @@ class ScriptService:
             version = version_from_upload(
                 conn, script, upload, source, strict_inherit, now, triggered_by=trigger
             )
+            check_var_count(_vars_and_secrets(version), account.temporary)
             conn.execute(
                 "UPDATE scripts SET modified_on = ?, last_deployed_from = ? WHERE id = ?",
                 (now, source, script.id),
@@ -297,6 +299,11 @@ class ScriptService:
                 "UPDATE scripts SET settings = ? WHERE id = ?", (json.dumps(settings), script.id)
             )
             return rows.require_script(conn, account.id, name)
+
+
+def _vars_and_secrets(version: Version) -> int:
+    """How many of Cloudflare's "environment variables" a version has: vars and secrets."""
+    return sum(b.type in VAR_TYPES for b in version.bindings) + len(version.secret_names)
 
 
 def check_script_name(name: str) -> None:

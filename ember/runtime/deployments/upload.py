@@ -13,6 +13,7 @@ from typing import Any
 
 from ember.runtime.deployments.bindings import validate_binding_specs
 from ember.runtime.deployments.errors import InvalidUpload
+from ember.runtime.deployments.metadata_limits import check_extra, check_flags
 from ember.runtime.deployments.multipart import Part
 from ember.runtime.deployments.records import Module, WorkerUpload
 from ember.runtime.deployments.worker_limits import parse_limits
@@ -37,6 +38,7 @@ _KNOWN_EXTRA = {
 MAX_MODULE_NAME = 1024
 # Annotations (workers/message, workers/tag) are stored with every version and deployment.
 MAX_ANNOTATION_CHARS = 1024
+MAX_ANNOTATIONS = 16
 MAX_SEGMENT_BYTES = 255  # NAME_MAX on Linux file systems
 
 
@@ -72,18 +74,20 @@ def parse_worker_upload(parts: list[Part]) -> WorkerUpload:
         )
     if "limits" in metadata:  # stored as sent, once each key is checked
         parse_limits(metadata["limits"])
+    flags = _string_list(metadata, "compatibility_flags")
+    check_flags(flags)
+    extra = {k: v for k, v in metadata.items() if k in _KNOWN_EXTRA - {"compatibility_flags"}}
+    check_extra(extra)  # stored with the version as sent: bounded per field
     return WorkerUpload(
         main_module=main_module,
         modules=tuple(modules),
         bindings=validate_binding_specs(metadata.get("bindings", [])),
         compatibility_date=_compatibility_date(metadata.get("compatibility_date")),
-        compatibility_flags=_string_list(metadata, "compatibility_flags"),
+        compatibility_flags=flags,
         keep_bindings=_string_list(metadata, "keep_bindings"),
         keep_vars=bool(metadata.get("keep_vars", False)),
         annotations=_annotations(metadata.get("annotations", {})),
-        extra_metadata={
-            k: v for k, v in metadata.items() if k in _KNOWN_EXTRA - {"compatibility_flags"}
-        },
+        extra_metadata=extra,
     )
 
 
@@ -178,6 +182,11 @@ def _annotations(value: Any) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise InvalidUpload("metadata.annotations must map strings to strings")
+    if len(value) > MAX_ANNOTATIONS:
+        raise InvalidUpload(
+            f"metadata.annotations has {len(value):,} entries; ember stores at most "
+            f"{MAX_ANNOTATIONS} (Cloudflare's are workers/message and workers/tag)"
+        )
     for key, text in value.items():
         if len(key) > MAX_ANNOTATION_CHARS or len(text) > MAX_ANNOTATION_CHARS:
             raise InvalidUpload(

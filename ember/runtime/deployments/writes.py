@@ -12,6 +12,7 @@ import sqlite3
 import uuid
 
 from ember.runtime.deployments import rows
+from ember.runtime.deployments.metadata_limits import stored_bytes
 from ember.runtime.deployments.records import (
     Binding,
     Deployment,
@@ -46,10 +47,16 @@ def write_version(
         "SELECT COALESCE(MAX(number), 0) + 1 FROM versions WHERE script_id = ?", (script.id,)
     ).fetchone()[0]
     version_id = version_id or str(uuid.uuid4())
+    texts = (
+        json.dumps(list(compatibility_flags)),
+        json.dumps([{"name": b.name, "type": b.type, "config": b.config} for b in bindings]),
+        json.dumps(annotations),
+        json.dumps(extra),
+    )
     conn.execute(
         "INSERT INTO versions (id, script_id, number, created_on, source, main_module, "
-        "compatibility_date, compatibility_flags, bindings, annotations, metadata, etag, size)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "compatibility_date, compatibility_flags, bindings, annotations, metadata, etag, size, "
+        "stored_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             version_id,
             script.id,
@@ -58,12 +65,10 @@ def write_version(
             source,
             main_module,
             compatibility_date,
-            json.dumps(list(compatibility_flags)),
-            json.dumps([{"name": b.name, "type": b.type, "config": b.config} for b in bindings]),
-            json.dumps(annotations),
-            json.dumps(extra),
+            *texts,
             etag(modules),
             sum(len(m.content) for m in modules),
+            stored_bytes(modules, texts, secrets),
         ),
     )
     conn.executemany(
