@@ -17,13 +17,13 @@ import signal
 import time
 from typing import Any
 
-from ember.errors import ProtocolError, WorkerCrashed
+from ember.errors import BindingError, ProtocolError, WorkerCrashed
 from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
 from ember.runtime.codec import FastDecoder
 from ember.runtime.deployment import Deployment
 from ember.runtime.dispatch import FrameDispatch
-from ember.runtime.fields import MAX_INLINE_BODY_BYTES
+from ember.runtime.fields import MAX_FRAME_BYTES, MAX_INLINE_BODY_BYTES
 from ember.runtime.frames import FrameDecoder, FrameWriter
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
@@ -112,7 +112,17 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
         init = self.deployment.init_spec()
         if spawned.startup is not None and "mount_ns" in child_spec.sandbox.get("layers", ()):
             init["code_dir"] = "/app"  # the host path is none of the worker's business
-        self.send(Init(init))
+        try:
+            self.send(Init(init))
+        except BindingError:
+            # Past the frame limit (a version stored before uploads were checked against it):
+            # the same every time, so a load error that says why, not an unhandled exception.
+            reason = (
+                f"its bindings, variables and secrets do not fit the worker's Init frame (at "
+                f"most {MAX_FRAME_BYTES:,} bytes); deploy a version with fewer or smaller ones"
+            )
+            self.kill(L.STARTUP_FAILED, reason, fail_ready=False)
+            raise WorkerLoadError(L.STARTUP_FAILED, reason) from None
         try:
             await asyncio.wait_for(asyncio.shield(self._hello), self.limits.startup_wall_ms / 1000)
         except TimeoutError:

@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.runtime.deployments.errors import InvalidUpload, UnsupportedBinding
-from ember.runtime.deployments.metadata_limits import MAX_VAR_BYTES, check_binding_size
+from ember.runtime.deployments.metadata_limits import (
+    MAX_VAR_BYTES,
+    check_binding_size,
+    check_name,
+)
 from ember.runtime.deployments.records import Binding, SecretValue
 
 # type -> the keys it requires (each must be a string unless noted in _validate_one)
@@ -61,6 +65,9 @@ def _validate_one(spec: Any) -> None:
         )
         raise InvalidUpload(f"each binding must be an object with a string 'name', got {shape}")
     name, kind = spec["name"], spec.get("type")
+    too_long = check_name(name, "binding")
+    if too_long:
+        raise InvalidUpload(too_long)
     if not _NAME.match(name):
         raise InvalidUpload(f"binding name {name!r} must be an identifier (letters, digits, _)")
     if kind not in SUPPORTED_TYPES:

@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember.runtime.deployments.errors import InvalidUpload, TooManyVars, VarTooLarge
-from ember.runtime.deployments.records import Module, SecretValue
+from ember.runtime.deployments.records import Binding, Module, SecretValue
+from ember.runtime.fields import MAX_FRAME_BYTES
 
 MAX_VAR_BYTES = 5 * 1024  # each plain_text / json var and secret (Cloudflare: 5 KB, 10054)
 MAX_VARS = 128  # vars and secrets per Worker, permanent accounts (Cloudflare Paid, 10055)
@@ -32,6 +33,10 @@ MAX_FLAG_CHARS = 128  # ember's; Cloudflare's longest flag names are under 60
 MAX_TAGS = 8  # Cloudflare's per-script tag count (Workers for Platforms)
 MAX_TAG_CHARS = 128  # ember's
 MAX_METADATA_FIELD_BYTES = 16 * 1024  # ember's: JSON of each other field (observability, ...)
+MAX_BINDING_NAME = 128  # ember's: characters of a binding's or secret's name (an identifier)
+# The worker gets its bindings, vars, secrets and flags in one Init frame: what they take must
+# fit it, with room left for the rest (ids, paths, the project's requirements).
+INIT_BUDGET = MAX_FRAME_BYTES - 64 * 1024
 VAR_TYPES = ("plain_text", "json")
 
 
@@ -113,6 +118,36 @@ def check_var_count(vars_and_secrets: int, temporary: bool) -> None:
             f"this version would have {vars_and_secrets} variables and secrets; a Worker "
             f"{scope} has at most {limit} (plain_text, json and secret_text bindings together)"
         )
+
+
+def check_init_size(
+    bindings: tuple[Binding, ...], secrets: tuple[SecretValue, ...], flags: tuple[str, ...]
+) -> None:
+    """InvalidUpload when the version's bindings, vars, secrets and flags would not fit the
+    worker's Init frame (each within its own limit, but many together): checked before the
+    version is stored, since a version that cannot start must never go live. JSON sizes are an
+    upper bound of the frame's msgpack ones."""
+    size = sum(json_size([b.name, b.type, b.config]) for b in bindings)
+    size += sum(json_size([s.name, s.value]) for s in secrets) + json_size(list(flags))
+    if size > INIT_BUDGET:
+        raise InvalidUpload(
+            f"this version's bindings, variables, secrets and compatibility flags take {size:,} "
+            f"bytes together; a worker's Init frame carries at most {INIT_BUDGET:,} bytes of "
+            "them. Remove some, or keep large values in KV"
+        )
+
+
+def check_name(name: str, what: str) -> str | None:
+    """Why ``name`` cannot name a binding or secret (None: it can): an identifier (the worker
+    reads it as ``env.NAME``) of 1 to ``MAX_BINDING_NAME`` characters. Never echoes it whole."""
+    if not 1 <= len(name) <= MAX_BINDING_NAME:
+        return (
+            f"{what} name {name[:40]!r}... ({len(name):,} characters) must be 1 to "
+            f"{MAX_BINDING_NAME} characters"
+            if name
+            else f"{what} name must be 1 to {MAX_BINDING_NAME} characters"
+        )
+    return None
 
 
 def stored_bytes(

@@ -27,7 +27,11 @@ from ember.runtime.deployments.errors import (
     UploadTooLarge,
     VersionNotFound,
 )
-from ember.runtime.deployments.metadata_limits import VAR_TYPES, check_var_count
+from ember.runtime.deployments.metadata_limits import (
+    VAR_TYPES,
+    check_init_size,
+    check_var_count,
+)
 from ember.runtime.deployments.records import (
     Account,
     Deployment,
@@ -156,7 +160,7 @@ class ScriptService:
             version = version_from_upload(
                 conn, script, upload, source, strict_inherit, now, triggered_by=trigger
             )
-            check_var_count(_vars_and_secrets(version), account.temporary)
+            self.check_fits(conn, account, version)
             conn.execute(
                 "UPDATE scripts SET modified_on = ?, last_deployed_from = ? WHERE id = ?",
                 (now, source, script.id),
@@ -193,6 +197,15 @@ class ScriptService:
         if the account's kept versions are past its caps, else prune the worker's versions
         past its window (``retention.py``)."""
         return retain(conn, script, version, self._config.limits_for(account.temporary))
+
+    def check_fits(self, conn: sqlite3.Connection, account: Account, version: Version) -> None:
+        """Refuse (inside the transaction that stores ``version``, so nothing is kept) a version
+        with more vars and secrets than the account's tier allows, or whose bindings, vars,
+        secrets and flags would not fit the worker's Init frame: it could never start."""
+        secrets = rows.secrets_of(conn, version.id)
+        vars_and_secrets = sum(b.type in VAR_TYPES for b in version.bindings) + len(secrets)
+        check_var_count(vars_and_secrets, account.temporary)
+        check_init_size(version.bindings, secrets, version.compatibility_flags)
 
     def _create_script(
         self, conn: sqlite3.Connection, account: Account, name: str, source: str, now: float
@@ -299,11 +312,6 @@ class ScriptService:
                 "UPDATE scripts SET settings = ? WHERE id = ?", (json.dumps(settings), script.id)
             )
             return rows.require_script(conn, account.id, name)
-
-
-def _vars_and_secrets(version: Version) -> int:
-    """How many of Cloudflare's "environment variables" a version has: vars and secrets."""
-    return sum(b.type in VAR_TYPES for b in version.bindings) + len(version.secret_names)
 
 
 def check_script_name(name: str) -> None:

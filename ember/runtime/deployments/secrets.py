@@ -23,8 +23,9 @@ from ember.runtime.deployments import rows
 from ember.runtime.deployments.bindings import MAX_SECRET_BYTES, SECRET_TYPES
 from ember.runtime.deployments.clock import Clock
 from ember.runtime.deployments.database import Database
-from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound
+from ember.runtime.deployments.errors import InvalidRequest, SecretNotFound, VarTooLarge
 from ember.runtime.deployments.files import AccountFiles
+from ember.runtime.deployments.metadata_limits import check_name
 from ember.runtime.deployments.records import (
     Account,
     DeploymentTarget,
@@ -153,6 +154,9 @@ class SecretService:
                     "changed; nothing was changed, try again"
                 )
             version = derive_version(conn, script, base, secrets, "secret", source, now, version_id)
+            # Before anything is deployed: a refused change leaves no version, no deployment
+            # (and the caller removes the files written for it).
+            self._scripts.check_fits(conn, account, version)
             if live:
                 insert_deployment(
                     conn,
@@ -172,6 +176,9 @@ def _check(secret: SecretValue) -> None:
         raise InvalidRequest(
             f"secret type {secret.type!r} is not supported; use {', '.join(sorted(SECRET_TYPES))}"
         )
+    too_long = check_name(secret.name, "secret")
+    if too_long:
+        raise InvalidRequest(too_long)
     if not secret.name.isidentifier():
         raise InvalidRequest(f"secret name {secret.name!r} must be an identifier")
     try:
@@ -181,7 +188,10 @@ def _check(secret: SecretValue) -> None:
             f"secret {secret.name!r} is not valid Unicode text (it has a lone surrogate)"
         ) from None
     if size > MAX_SECRET_BYTES:
-        raise InvalidRequest(f"secret {secret.name!r} is larger than {MAX_SECRET_BYTES} bytes")
+        raise VarTooLarge(
+            f"secret {secret.name!r} is {size:,} bytes; a variable or secret is at most "
+            f"{MAX_SECRET_BYTES:,} bytes"
+        )
 
 
 def _base_version(conn: sqlite3.Connection, script: Script) -> tuple[Version | None, bool]:

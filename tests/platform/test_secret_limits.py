@@ -1,0 +1,97 @@
+"""Secrets are bounded (name, value, count, the worker's whole Init), and a refused change
+leaves the secrets, versions and deployments as they were.
+
+A 1,040,000-character name was accepted, the count was unbounded (each change copies every
+secret into a new version), and a put answered 400 (its worker's Init past the frame limit) was
+stored and made live anyway.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from ember.runtime.deployments.metadata_limits import (
+    MAX_BINDING_NAME,
+    MAX_METADATA_FIELD_BYTES,
+    MAX_VAR_BYTES,
+    MAX_VARS,
+)
+from tests.platform.conftest import RunningPlatform, worker_upload
+from tests.platform.helpers import error_of
+
+
+@pytest.fixture
+def tenant(platform: RunningPlatform) -> tuple[str, httpx.Client]:
+    account, issued = platform.plane.accounts.create_permanent("mallory")
+    return account.id, platform.client(issued.token)
+
+
+def _put(client: httpx.Client, account_id: str, name: str, **kw: object) -> httpx.Response:
+    body, content_type = worker_upload(**kw)  # type: ignore[arg-type]
+    return client.put(
+        f"/accounts/{account_id}/workers/scripts/{name}",
+        content=body,
+        headers={"content-type": content_type},
+    )
+
+
+def _state(client: httpx.Client, account_id: str) -> tuple[object, ...]:
+    base = f"/accounts/{account_id}/workers/scripts/w"
+    return (
+        client.get(f"{base}/secrets").json()["result"],
+        [v["id"] for v in client.get(f"{base}/versions").json()["result"]["items"]],
+        [d["id"] for d in client.get(f"{base}/deployments").json()["result"]["deployments"]],
+    )
+
+
+def test_secret_names_values_and_count_are_bounded(tenant: tuple[str, httpx.Client]) -> None:
+    account_id, client = tenant
+    assert _put(client, account_id, "w").status_code == 200
+    url = f"/accounts/{account_id}/workers/scripts/w/secrets"
+    before = _state(client, account_id)
+
+    def put(name: str, text: str = "v") -> httpx.Response:
+        return client.put(url, json={"name": name, "text": text, "type": "secret_text"})
+
+    status, code, message = error_of(put("S" * 1_040_000))
+    assert (status, code) == (400, 10001)
+    assert f"1 to {MAX_BINDING_NAME} characters" in message and len(message) < 500
+    status, code, message = error_of(put("S", "x" * (MAX_VAR_BYTES + 1)))
+    assert (status, code) == (400, 10054) and f"{MAX_VAR_BYTES:,} bytes" in message
+    bulk = f"/accounts/{account_id}/workers/scripts/w/secrets-bulk"
+    for start in range(0, MAX_VARS, 100):
+        chunk = {f"S{i}": {"text": "v"} for i in range(start, min(start + 100, MAX_VARS))}
+        assert client.patch(bulk, json={"secrets": chunk}).status_code == 200
+    after_bulk = _state(client, account_id)
+    status, code, message = error_of(put("ONE_MORE"))
+    assert (status, code) == (400, 10055) and f"at most {MAX_VARS}" in message
+    assert _state(client, account_id) == after_bulk != before
+
+
+def test_a_change_past_the_workers_init_frame_is_refused_before_it_is_stored(
+    tenant: tuple[str, httpx.Client],
+) -> None:
+    """Each binding and secret within its own limit, but all together past the frame the
+    worker's Init travels in: refused, and nothing of it is committed."""
+    account_id, client = tenant
+    big = {"v": "x" * (MAX_METADATA_FIELD_BYTES - 100)}
+    bindings = [
+        {"name": f"KV{i}", "type": "kv_namespace", "namespace_id": "n", **big} for i in range(80)
+    ]
+    namespace = client.post(
+        f"/accounts/{account_id}/storage/kv/namespaces", json={"title": "n"}
+    ).json()["result"]["id"]
+    for binding in bindings:
+        binding["namespace_id"] = namespace
+    status, code, message = error_of(_put(client, account_id, "w", bindings=bindings))
+    assert (status, code) == (400, 10021) and "Init" in message and "frame" in message
+    assert client.get(f"/accounts/{account_id}/workers/scripts").json()["result"] == []
+
+    assert _put(client, account_id, "w", bindings=bindings[:60]).status_code == 200
+    before = _state(client, account_id)
+    url = f"/accounts/{account_id}/workers/scripts/w/secrets-bulk"
+    secrets = {f"S{i}": {"text": "x" * MAX_VAR_BYTES} for i in range(60)}
+    status, code, message = error_of(client.patch(url, json={"secrets": secrets}))
+    assert (status, code) == (400, 10021) and "Init" in message
+    assert _state(client, account_id) == before
