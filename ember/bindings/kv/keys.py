@@ -4,6 +4,10 @@ opaque list cursors."""
 from __future__ import annotations
 
 import base64
+import binascii
+import re
+
+_CURSOR = re.compile(r"[A-Za-z0-9_-]*")
 
 
 def encode_cursor(last_key: bytes) -> str:
@@ -12,11 +16,17 @@ def encode_cursor(last_key: bytes) -> str:
 
 
 def decode_cursor(cursor: str) -> bytes:
-    """Inverse of ``encode_cursor``; a malformed cursor restarts from the beginning."""
+    """Inverse of ``encode_cursor``; ValueError for a string it cannot have made (callers
+    refuse it: ``limits.validate_cursor``), rather than quietly listing from the start."""
+    if not _CURSOR.fullmatch(cursor) or len(cursor) % 4 == 1:
+        raise ValueError("not a cursor a list returned")
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-    except (ValueError, TypeError):
-        return b""
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except binascii.Error:
+        raise ValueError("not a cursor a list returned") from None
+    if encode_cursor(raw) != cursor:  # stray low bits: a different string, the same key
+        raise ValueError("not a cursor a list returned")
+    return raw
 
 
 def key_bytes(key: str) -> bytes:

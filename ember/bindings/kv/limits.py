@@ -11,6 +11,7 @@ import json
 import math
 
 from ember.bindings.base import ServiceError
+from ember.bindings.kv.keys import decode_cursor
 from ember.wirejson import WireJSONError, loads_strict
 
 MAX_KEY_BYTES = 512
@@ -58,6 +59,20 @@ def validate_key_length(op: str, key: str) -> None:
             414,
             f"UTF-8 encoded length of {length} exceeds key length limit of {MAX_KEY_BYTES}.",
         )
+
+
+def validate_cursor(op: str, cursor: str | None) -> str | None:
+    """A list cursor is one a list returned (or empty: from the start); anything else is a 400
+    naming it, not a silent restart from the first key."""
+    if not cursor:
+        return None
+    try:
+        decode_cursor(cursor)
+    except ValueError:
+        raise KVError(
+            op, 400, f"Invalid cursor {cursor[:64]!r}: pass the cursor a previous list returned"
+        ) from None
+    return cursor
 
 
 def validate_cache_ttl(op: str, cache_ttl: object) -> None:

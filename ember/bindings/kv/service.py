@@ -198,6 +198,7 @@ class KVService(BindingService):
         count = limits.validate_list_limit("LIST", limit)
         if cursor is not None and not isinstance(cursor, str):
             raise limits.KVError("LIST", 400, "cursor must be a string")
+        cursor = limits.validate_cursor("LIST", cursor)
         page = await self._store.run(
             self._store.store.list, self.namespace_id, prefix=prefix, limit=count, cursor=cursor
         )

@@ -327,7 +327,8 @@ class KVStore(NamespaceTable):
     def list(
         self, namespace_id: str, *, prefix: str = "", limit: int = 1000, cursor: str | None = None
     ) -> KVListPage:
-        """Up to ``limit`` live keys starting with ``prefix``, after ``cursor``, in byte order."""
+        """Up to ``limit`` live keys starting with ``prefix``, after ``cursor``, in byte order.
+        ``cursor`` is one a list returned (ValueError otherwise: ``limits.validate_cursor``)."""
         raw_prefix = key_bytes(prefix)
         start = raw_prefix
         strictly_after = False

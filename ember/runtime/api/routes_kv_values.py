@@ -158,6 +158,7 @@ async def list_keys(request: Request) -> Response:
     try:
         count = limits.validate_list_limit("LIST", _int_query(request, "limit"))
         limits.validate_key_length("LIST", prefix)
+        cursor = limits.validate_cursor("LIST", cursor)
     except limits.KVError as exc:
         return _refused(exc)
     page = await plane.kv.run(
