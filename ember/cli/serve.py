@@ -113,7 +113,7 @@ def serve(
     from ember.runtime.isolation import SandboxPolicy
     from ember.runtime.platform.app import Platform, PlatformOptions
     from ember.runtime.platform.server import serve as run_server
-    from ember.runtime.platform.state_lock import lock_state_dir
+    from ember.runtime.platform.state_lock import exposure_warning, lock_state_dir
     from ember.runtime.sandbox import FULL, parse_layers
 
     idle = parse_duration(idle_timeout)
@@ -123,6 +123,9 @@ def serve(
     ai = _ai_settings(config_file) if config_file else None
     state = resolve_state_dir(state_dir)
     held = lock_state_dir(state)  # held until this process ends (see state_lock.py)
+    exposed = exposure_warning(state)
+    if exposed:
+        click.secho(exposed, fg="yellow", err=True)
     policy = SandboxPolicy(
         default_profile=FULL,
         allow_below_minimum=allow_unsandboxed_anonymous,

@@ -47,3 +47,24 @@ def test_the_lock_is_exclusive_and_released(tmp_path: Path) -> None:
         lock_state_dir(tmp_path / "state")
     held.release()
     lock_state_dir(tmp_path / "state").release()
+
+
+def test_a_new_state_dir_is_private(tmp_path: Path) -> None:
+    """Created 0700, as README's restore steps ask (it was 0755: the lock made it first)."""
+    state = tmp_path / "share" / "ember" / "platform"
+    held = lock_state_dir(state)
+    try:
+        assert state.stat().st_mode & 0o777 == 0o700
+    finally:
+        held.release()
+
+
+def test_serve_warns_about_a_state_dir_others_can_read(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    serve = ServeProcess(state)
+    try:
+        assert "readable by other users" in serve.output() and "chmod 700" in serve.output()
+    finally:
+        serve.stop()

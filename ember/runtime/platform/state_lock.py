@@ -48,9 +48,23 @@ class StateDirLock:
             self.fd = -1
 
 
+def exposure_warning(state_dir: Path) -> str | None:
+    """A line for the operator when ``state_dir`` is open to its group or to other users (made
+    by hand, or by an ember before it was created 0700); None when it is private."""
+    mode = state_dir.stat().st_mode & 0o777
+    if not mode & 0o077:
+        return None
+    return (
+        f"[ember] warning: the state directory {state_dir} is readable by other users (mode "
+        f"{mode:o}); it holds every account's secrets and data: chmod 700 {state_dir}"
+    )
+
+
 def lock_state_dir(state_dir: Path) -> StateDirLock:
     """Take ``state_dir``'s serve lock or raise ``StateDirInUse`` naming the holder."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    # The first to create it (before the databases): private, as it holds every account's
+    # secrets, tokens' hashes, code and KV data.
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / LOCK_NAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
