@@ -36,11 +36,16 @@ class AICall:
 CallObserver = Callable[[AICall], None]
 
 
-def when_done(answer: AIAnswer, started: float, report: Callable[[Tokens, float], None]) -> None:
-    """Call ``report(tokens, milliseconds)`` once ``answer`` is complete: now for JSON, at the
-    end of its stream for a stream."""
+# ``report(tokens, milliseconds, code)``: code 0 for an answer, else the Workers AI code of the
+# failure a stream ended with after its 200 went out (``TappedStream.failure_code``).
+Report = Callable[[Tokens, float, int], None]
+
+
+def when_done(answer: AIAnswer, started: float, report: Report) -> None:
+    """Call ``report`` once ``answer`` is complete: now for JSON, at the end of its stream for
+    a stream."""
     if answer.stream is None:
-        report(tokens_of(answer.body or b""), (time.monotonic() - started) * 1000)
+        report(tokens_of(answer.body or b""), (time.monotonic() - started) * 1000, 0)
     else:
         answer.stream = _ReportedStream(answer.stream, started, report)
 
@@ -48,12 +53,11 @@ def when_done(answer: AIAnswer, started: float, report: Callable[[Tokens, float]
 class _ReportedStream(TappedStream):
     """A stream passed through unchanged, reported once at its end, failure or ``aclose``."""
 
-    def __init__(
-        self, chunks: AsyncIterator[bytes], started: float, report: Callable[[Tokens, float], None]
-    ) -> None:
+    def __init__(self, chunks: AsyncIterator[bytes], started: float, report: Report) -> None:
         super().__init__(chunks)
         self._started = started
         self._report = report
 
     def finish(self) -> None:
-        self._report(tokens_of(self.tail), (time.monotonic() - self._started) * 1000)
+        took = (time.monotonic() - self._started) * 1000
+        self._report(tokens_of(self.tail), took, self.failure_code or 0)

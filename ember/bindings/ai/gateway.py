@@ -25,7 +25,7 @@ from ember.bindings.ai.answer import AIAnswer, AIRequestFailed, answer_headers, 
 from ember.bindings.ai.answer_stream import AnswerStream, translate
 from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
-from ember.bindings.ai.call_log import AICall, CallObserver, Tokens, when_done
+from ember.bindings.ai.call_log import AICall, CallObserver, Report, Tokens, when_done
 from ember.bindings.ai.classic import classic_inputs, classic_limits, classic_result
 from ember.bindings.ai.classic_schema import check_classic
 from ember.bindings.ai.context_hint import local_context_hint
@@ -180,12 +180,12 @@ class AIGateway(GatewayBatches):
             took = 0.0 if started is None else (time.monotonic() - started) * 1000
             self.on_call(AICall(tenant, model, status, code, "", None, None, took))
 
-    def _answered(
-        self, tenant: Tenant, model: str, answer: AIAnswer
-    ) -> Callable[[Tokens, float], None]:
-        def report(tokens: Tokens, took: float) -> None:
+    def _answered(self, tenant: Tenant, model: str, answer: AIAnswer) -> Report:
+        # A stream that fails midway keeps its status (its 200 went out, and was counted in the
+        # metrics then) and carries the failure's code into the operator's line.
+        def report(tokens: Tokens, took: float, code: int) -> None:
             if self.on_call is not None:
-                call = AICall(tenant, model, answer.status, 0, answer.request_id, *tokens, took)
+                call = AICall(tenant, model, answer.status, code, answer.request_id, *tokens, took)
                 self.on_call(call)
 
         return report

@@ -203,3 +203,5 @@ class _LoggedStream(TappedStream):
 
     def finish(self) -> None:
         _finish(self._log, bytes(self.head), self.tail, self.size)
+        if self.failure_code is not None:  # failed midway: its 200 went out, the call failed
+            self._log.success = False

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ember.bindings.ai.tapped_stream import TAIL_BYTES, TappedStream, tokens_of
+from ember.bindings.ai.tapped_stream import STREAM_RAISED, TAIL_BYTES, TappedStream, tokens_of
 
 USAGE = b'data: {"usage": {"prompt_tokens": 7, "completion_tokens": 3}}\n\n'
 
@@ -95,9 +95,70 @@ def test_a_stream_whose_source_fails_finishes_once_and_passes_the_error_on() -> 
 
 
 def test_the_base_alone_has_no_finish() -> None:
-    async def scenario() -> None:
-        async for _ in TappedStream(Source([])):
-            pass
+    with pytest.raises(TypeError, match="abstract"):
+        TappedStream(Source([]))  # type: ignore[abstract]
 
-    with pytest.raises(NotImplementedError):
-        asyncio.run(scenario())
+
+class Coded(TappedStream):
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        super().__init__(chunks)
+        self.codes: list[int | None] = []
+
+    def finish(self) -> None:
+        self.codes.append(self.failure_code)
+
+
+@pytest.mark.parametrize(
+    ("last", "code"),
+    [
+        (USAGE + b"data: [DONE]\n\n", None),  # answered
+        (b'data: {"errors": [{"code": 3040, "message": "x"}]}\n\ndata: [DONE]\n\n', 3040),
+        (b'data: {"errors":[{"code":5006,"message":"x"}]}\n\ndata: [DONE]\n\n', 5006),
+        (
+            b'data: {"error": {"message": "m", "type": "server_error", "param": null, '
+            b'"code": 3043}}\n\ndata: [DONE]\n\n',
+            3043,
+        ),  # fmt: skip
+        # A model's own text naming an error is escaped inside its event: not a failure.
+        (b'data: {"response": "data: {\\"errors\\": [{\\"code\\": 1}]}"}\n\n', None),
+    ],
+)
+def test_failure_code_is_the_code_of_the_failure_event_a_stream_ended_with(
+    last: bytes, code: int | None
+) -> None:
+    async def scenario() -> Coded:
+        stream = Coded(Source([b'data: {"response": "hi"}\n\n', last]))
+        _ = [chunk async for chunk in stream]
+        return stream
+
+    assert asyncio.run(scenario()).codes == [code]
+
+
+def test_a_stream_that_raises_has_the_replica_failure_code() -> None:
+    async def scenario() -> Coded:
+        stream = Coded(Source([b"data: 1\n\n"], error=OSError("gone")))
+        with pytest.raises(OSError):
+            _ = [chunk async for chunk in stream]
+        return stream
+
+    assert asyncio.run(scenario()).codes == [STREAM_RAISED]
+
+
+class Broken(TappedStream):
+    def finish(self) -> None:
+        raise OSError("log write failed")
+
+
+def test_a_finish_hook_that_raises_neither_cuts_the_answer_nor_leaves_the_source_open() -> None:
+    async def scenario() -> tuple[list[bytes], Source, Source]:
+        whole = Source([b"a", b"b"])
+        seen = [chunk async for chunk in Broken(whole)]  # ends cleanly for the reader
+        cut = Source([b"a", b"b"])
+        stream = Broken(cut)
+        await stream.__anext__()
+        await stream.aclose()  # the hook raises inside: the source is closed anyway
+        return seen, whole, cut
+
+    seen, _, cut = asyncio.run(scenario())
+    assert seen == [b"a", b"b"]
+    assert cut.closed == 1
