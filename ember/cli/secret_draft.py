@@ -16,7 +16,7 @@ import secrets
 
 import click
 
-from ember.cli.platform_client import PlatformNotFound
+from ember.cli.platform_client import PlatformNotFound, PlatformRequestError
 from ember.cli.prompts import confirm
 from ember.cli.session import Session, path_segment
 from ember.runtime.deployments.multipart import Part, build_multipart
@@ -57,7 +57,9 @@ def offer_draft(session: Session, worker: str) -> bool:
     metadata = {
         "main_module": MAIN,
         "bindings": [],
-        "compatibility_date": datetime.date.today().isoformat(),
+        # The platform's today: it refuses a date past today in UTC, which a local date east
+        # of UTC is for part of every day.
+        "compatibility_date": datetime.datetime.now(datetime.UTC).date().isoformat(),
         "compatibility_flags": [],
     }
     boundary = "----ember-" + secrets.token_hex(12)
@@ -68,10 +70,19 @@ def offer_draft(session: Session, worker: str) -> bool:
         ],
         boundary,
     )
-    session.client.call(
-        "PUT",
-        session.account_path(f"/workers/scripts/{path_segment(worker)}"),
-        content=body,
-        headers={"content-type": f"multipart/form-data; boundary={boundary}"},
-    )
+    try:
+        session.client.call(
+            "PUT",
+            session.account_path(f"/workers/scripts/{path_segment(worker)}"),
+            content=body,
+            # Create-only: a Worker deployed while the question waited is not replaced by
+            # the placeholder (412); the secret then goes to that Worker.
+            headers={
+                "content-type": f"multipart/form-data; boundary={boundary}",
+                "if-none-match": "*",
+            },
+        )
+    except PlatformRequestError as exc:
+        if exc.status != 412:
+            raise
     return True

@@ -308,3 +308,26 @@ def test_delete_sequence(acme: tuple[str, httpx.Client]) -> None:
     assert client.get(f"{base}/durable_objects/namespaces?per_page=1000&page=1").status_code == 200
     assert client.delete(f"{base}/services/gone?force=false").status_code == 200
     assert error_of(client.get(f"{base}/services/gone"))[:2] == (404, 10007)
+
+
+def test_a_create_only_upload_never_replaces_a_worker(acme: tuple[str, httpx.Client]) -> None:
+    """``If-None-Match: *`` (ember's secret-put draft sends it): the first creates the Worker,
+    a second is refused with 412 and the live version stays."""
+    account_id, client = acme
+
+    def create_only(source: bytes) -> httpx.Response:
+        body, content_type = worker_upload(source=source)
+        return client.put(
+            f"/accounts/{account_id}/workers/scripts/once",
+            content=body,
+            headers={"content-type": content_type, "if-none-match": "*"},
+        )
+
+    assert create_only(b"print('first')\n").status_code == 200
+    live = live_version(client, account_id, "once")
+    status, code, message = error_of(create_only(b"print('second')\n"))
+    assert (status, code) == (412, 10001) and "already exists" in message
+    assert live_version(client, account_id, "once") == live
+    versions = client.get(f"/accounts/{account_id}/workers/scripts/once/versions").json()
+    assert len(versions["result"]["items"]) == 1
+    assert put_script(client, account_id, "once").status_code == 200  # a plain PUT replaces

@@ -1,7 +1,8 @@
 """Workers: scripts, services, versions, deployments, settings and the workers.dev-style URL.
 
 Both deploy paths of cloudflare-api.md §2: ``PUT .../scripts/{name}`` (first deploy, SDK update,
-wrangler's secret-put draft), whose ``deployment_id`` is the *version* id; and ``POST .../versions``
+wrangler's secret-put draft; ember's sends ``If-None-Match: *``, create-only, refused with 412
+when the Worker exists), whose ``deployment_id`` is the *version* id; and ``POST .../versions``
 then ``POST .../deployments`` (redeploy, rollback).
 
 Making a version live is two commits around a start: the version is stored, its isolate is
@@ -24,6 +25,7 @@ from starlette.routing import Route
 from ember.runtime.api import serializers
 from ember.runtime.api.context import (
     MULTIPART_OVERHEAD,
+    Caller,
     caller,
     flag,
     json_body,
@@ -38,9 +40,12 @@ from ember.runtime.api.uploads import UploadRequest
 from ember.runtime.deployments.errors import (
     BodyTooLarge,
     InvalidRequest,
+    ScriptExists,
+    ScriptNotFound,
     UploadTooLarge,
     VersionNotFound,
 )
+from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import DeploymentTarget, Version
 from ember.runtime.deployments.traffic import parse_targets
 from ember.runtime.deployments.upload import MAX_ANNOTATION_CHARS
@@ -102,6 +107,8 @@ async def put_script(request: Request) -> Response:
     name = request.path_params["name"]
     upload = await _read_upload(request, deploy=False, create=True)
     async with uploads_of(request).worker(who.account.id, name):
+        if request.headers.get("if-none-match", "").strip() == "*" and _exists(plane, who, name):
+            raise ScriptExists(name)  # checked under the worker's upload lock: no race
         version = (await uploads_of(request).store(upload)).version
         started = time.perf_counter()
         try:
@@ -124,6 +131,14 @@ async def put_script(request: Request) -> Response:
     body["deployment_id"] = version.id  # wrangler reads this as the version id
     body["startup_time_ms"] = round((time.perf_counter() - started) * 1000)
     return ok(body)
+
+
+def _exists(plane: ControlPlane, who: Caller, name: str) -> bool:
+    try:
+        plane.scripts.get(who.account, name)
+    except ScriptNotFound:
+        return False
+    return True
 
 
 async def list_scripts(request: Request) -> Response:

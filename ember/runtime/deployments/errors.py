@@ -35,6 +35,18 @@ class ScriptNotFound(ControlPlaneError, NotFound):
         super().__init__(f"This Worker does not exist on your account: {name!r}")
 
 
+class ScriptExists(ControlPlaneError, UserError):
+    """A create-only upload (``If-None-Match: *``) for a Worker that exists: HTTP's answer to
+    a precondition that failed, so a draft never replaces a Worker made meanwhile."""
+
+    http_status, cf_code = 412, 10001
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"Worker {name!r} already exists; this upload only creates one (If-None-Match: *)"
+        )
+
+
 class VersionNotFound(ControlPlaneError, NotFound):
     http_status, cf_code = 404, 10007
 
