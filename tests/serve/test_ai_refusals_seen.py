@@ -56,6 +56,10 @@ def test_refusals_before_the_gateway_are_counted_and_logged(tmp_path: Path) -> N
                 json={"model": GLM, "messages": [], "options": {"prefix": 5}},
             )
             no_model = api.post(f"{ai}/v1/chat/completions", json={"messages": []})
+            unknown_previous = api.post(
+                f"{ai}/v1/responses",
+                json={"model": GLM, "input": "x", "previous_response_id": "resp_nope"},
+            )
             bindings = [{"name": "AI", "type": "ai"}]
             assert (
                 put_worker(api, account_id, "asker", WORKER, bindings=bindings).status_code == 200
@@ -63,6 +67,7 @@ def test_refusals_before_the_gateway_are_counted_and_logged(tmp_path: Path) -> N
         worker = serve.worker("acme", "asker")
         for reply in (bad_option, not_json, chat_option, no_model, worker):
             assert reply.status_code == 400, reply.text
+        assert unknown_previous.status_code == 404, unknown_previous.text
 
         found = re.search(r"Metrics on (http://\S+/metrics)", serve.output())
         assert found, serve.output()
@@ -73,6 +78,8 @@ def test_refusals_before_the_gateway_are_counted_and_logged(tmp_path: Path) -> N
             f'ember_ai_requests_total{{model="{GLM}",status="400",code="5006"}}': 4,
             # the chat that names no model: counted, under no model
             'ember_ai_requests_total{model="(unknown)",status="400",code="5006"}': 1,
+            # /ai/v1/responses chaining onto a response that does not exist
+            f'ember_ai_requests_total{{model="{GLM}",status="404",code="5006"}}': 1,
         }, counted
 
         call = r"AI call account=acme worker={worker} model={model} status=400 code=5006"
@@ -80,6 +87,8 @@ def test_refusals_before_the_gateway_are_counted_and_logged(tmp_path: Path) -> N
         rest = call.format(worker="-", model=re.escape(GLM))
         _lines(serve, rf"{STAMP} {rest}{done}", 3, "the REST refusals' AI call lines")
         _lines(serve, rf"{STAMP} {call.format(worker='-', model='')}{done}", 1, "no model's")
+        unknown = rest.replace("status=400", "status=404")
+        _lines(serve, rf"{STAMP} {unknown}{done}", 1, "the unknown previous response's line")
         asker = call.format(worker="asker", model=re.escape(GLM))
         _lines(serve, rf"{STAMP} {asker}{done}", 1, "the worker's refused call")
     finally:

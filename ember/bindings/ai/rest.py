@@ -136,7 +136,8 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
                 answer = await unless_disconnected(request, front(served, tenant, body, options))
             except ClientGone:
                 return Response(status_code=CLIENT_GONE)
-            except ResponseNotFound as exc:
+            except ResponseNotFound as exc:  # an unknown previous_response_id: a refused call
+                served.count_refusal(model, 404, failure_of(exc, model).code.code, tenant)
                 return JSONResponse(exc.openai_body(), status_code=404)
             except (AIRequestFailed, InvalidModelInput) as exc:
                 failure = refused(exc, model, tenant)
