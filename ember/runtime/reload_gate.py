@@ -21,10 +21,13 @@ every call checks.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ember.runtime.watcher import FileWatcher
+
+log = logging.getLogger(__name__)
 
 
 class ReloadGate:
@@ -85,4 +88,7 @@ class ReloadGate:
         """Reload on changes every ``interval`` seconds, until cancelled."""
         while True:
             await asyncio.sleep(interval)
-            await self.settle()
+            try:
+                await self.settle()
+            except Exception:  # a reload that failed oddly: the next change reloads again
+                log.exception("reloading after a change failed")

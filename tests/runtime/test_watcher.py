@@ -110,3 +110,35 @@ def test_concurrent_waiters_share_one_reload_and_a_save_during_it_gets_another(
 
     asyncio.run(main())
     assert reloads == [[worker], [worker]]
+
+
+def test_the_poll_loop_outlives_a_reload_that_raises(tmp_path: Path) -> None:
+    """A reload failing with an error no one expected is logged; the next save still reloads
+    (crons and the terminal rely on the poll loop, not on requests)."""
+    root = _project(tmp_path)
+    worker = root / "src" / "worker.py"
+    reloads: list[str] = []
+
+    async def main() -> None:
+        async def reload(changed: list[Path]) -> None:
+            reloads.append(worker.read_text())
+            if len(reloads) == 1:
+                raise RuntimeError("deploy broke in a way nobody planned for")
+
+        gate = ReloadGate(FileWatcher(root), reload)
+        poll = asyncio.ensure_future(gate.poll(0.01))
+        worker.write_text("two")
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if reloads:
+                break
+        worker.write_text("three!")
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if len(reloads) == 2:
+                break
+        assert not poll.done()
+        poll.cancel()
+
+    asyncio.run(main())
+    assert reloads == ["two", "three!"]

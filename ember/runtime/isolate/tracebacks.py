@@ -19,12 +19,15 @@ _EMBER_DIR = str(Path(ember.__file__).resolve().parent)
 # The unresolved spelling too: module files carry the path they were imported by.
 _EMBER_DIRS = tuple(dict.fromkeys((_EMBER_DIR, str(Path(ember.__file__).parent))))
 NEUTRAL_DIR = "/lib/python"
+# With the trailing "/": a sibling of the package whose name starts with "ember" (a user's
+# ``ember_site/``, next to an editable checkout) is the user's, neither renamed nor hidden.
+_EMBER_PREFIXES = tuple(f"{base}/" for base in _EMBER_DIRS)
 _REWRITES = tuple(
     (prefix, replacement)
     for base in _EMBER_DIRS
     for prefix, replacement in (
-        (f"{base}/runtime/isolate_path", NEUTRAL_DIR),
-        (base, f"{NEUTRAL_DIR}/ember"),
+        (f"{base}/runtime/isolate_path/", f"{NEUTRAL_DIR}/"),
+        (f"{base}/", f"{NEUTRAL_DIR}/ember/"),
     )
 )
 
@@ -65,7 +68,7 @@ def format_user_traceback(exc: BaseException, limit_chars: int = 32_000) -> str:
 
 
 def _hidden(filename: str) -> bool:
-    return filename.startswith(_EMBER_DIRS) or filename.startswith("<frozen importlib")
+    return filename.startswith(_EMBER_PREFIXES) or filename.startswith("<frozen importlib")
 
 
 def _strip(report: traceback.TracebackException, seen: set[int]) -> None:
