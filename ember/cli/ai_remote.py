@@ -122,6 +122,7 @@ def run_model(
     """POST ``inputs`` to ``URL/client/v4/accounts/ACCOUNT/ai/run/MODEL``; the whole result
     goes to ``on_result``, each streamed payload to ``on_event``. A ``success: false`` answer
     (the model refused the request) raises ``click.ClickException`` with its code and message."""
+    from ember.cli.session import path_segment
     from ember.models.api.sse import parse_sse
 
     endpoint = AIEndpoint.at(url)
@@ -129,7 +130,9 @@ def run_model(
     try:
         with httpx.stream(
             "POST",
-            endpoint.route(f"/run/{model}"),
+            # Each part of the id as its own segment: "..", "?" or "#" in a model id must not
+            # make the request reach another route of the account with the user's token.
+            endpoint.route("/run/" + "/".join(path_segment(part) for part in model.split("/"))),
             json=inputs,
             headers=endpoint.headers,
             timeout=timeout,
