@@ -29,7 +29,8 @@ DEFAULT_MODEL = "@cf/zai-org/glm-4.7-flash"  # the README's first model: the id 
     "--config",
     "config_file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="An ember.yaml whose `platform:` section sets TTLs, limits and proof-of-work difficulty.",
+    help="An ember.yaml whose `platform:` section sets TTLs, limits and proof-of-work difficulty "
+    "(`server:`: request-head deadline and connection caps; `ai:`: the models).",
 )
 @click.option(
     "--allow-unsandboxed-anonymous",
@@ -121,6 +122,7 @@ def serve(
         raise ConfigError("--idle-timeout", None, idle_timeout, "a duration such as 90s or 5m")
     config = load_platform_config(config_file) if config_file else PlatformConfig()
     ai = _ai_settings(config_file) if config_file else None
+    limits = _server_limits(config_file)
     state = resolve_state_dir(state_dir)
     held = lock_state_dir(state)  # held until this process ends (see state_lock.py)
     exposed = exposure_warning(state)
@@ -161,6 +163,7 @@ def serve(
             f"isolates: at most {platform.supervisor.cap.limit} live (platform.max_isolates); "
             "at the cap the least recently used idle one is stopped for a new one, else 503"
         )
+        click.echo(limits.line())
         click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
         by_name, by_path = platform.worker_urls("<account>", "<worker>")
         click.echo(f"Workers: {by_name} for browsers (each worker its own origin);")
@@ -188,6 +191,7 @@ def serve(
                 drain_timeout_s=_drain_timeout(ai),
                 say=_print,
                 metrics=(metrics_ip, metrics_port) if metrics_port is not None else None,
+                limits=limits,
             )
         )
     except KeyboardInterrupt:
@@ -223,6 +227,19 @@ def _drain_timeout(ai: object | None) -> float:
 
     pool = getattr(ai, "pool", None)
     return float(pool.settings.drain_timeout_s) if pool is not None else DEFAULT_DRAIN_TIMEOUT_S
+
+
+def _server_limits(config_file: Path | None) -> Any:
+    """The ``server:`` section (request-head deadline, keep-alive, connection caps)."""
+    from ember.config_yaml import load_yaml
+    from ember.runtime.connguard import ConnectionLimits, parse_connection_limits
+
+    if config_file is None:
+        return ConnectionLimits()
+    text = config_file.read_text(encoding="utf-8", errors="replace")
+    document = load_yaml(text, str(config_file))
+    section = document.get("server") if isinstance(document, dict) else None
+    return parse_connection_limits(section, str(config_file))
 
 
 def _ai_settings(config_file: Path) -> Any:

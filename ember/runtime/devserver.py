@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
+import sys
 import tempfile
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -123,6 +125,12 @@ class DevServer:
         bindings table again there, as ``wrangler dev`` does)."""
         import uvicorn
 
+        from ember.runtime.connguard import (
+            ConnectionGate,
+            ConnectionLimits,
+            RateLimitedLog,
+            accept_error_handler,
+        )
         from ember.runtime.fasthttp import fast_protocol
         from ember.runtime.httphead import BoundedHeadProtocol
 
@@ -149,8 +157,14 @@ class DevServer:
         )
         self._mounts.replace(self._binding_mounts(self.deployment))
         # httptools (uvicorn's default where installed) with the request head bounded: a head
-        # past 128 KiB is refused with 431 before it could reach (and kill) the isolate.
-        http: Any = BoundedHeadProtocol
+        # past 128 KiB is refused with 431 before it could reach (and kill) the isolate, one
+        # slower than 60 s is closed (408), and connections are capped as ember serve's are by
+        # default (runtime/connguard.py): a dev server on --ip 0.0.0.0 meets the same clients.
+        loop = asyncio.get_running_loop()
+        log = RateLimitedLog(_say_dev, loop.call_later)
+        loop.set_exception_handler(accept_error_handler(log, loop.get_exception_handler()))
+        gate = ConnectionGate(ConnectionLimits(), log)
+        http: Any = functools.partial(BoundedHeadProtocol, gate=gate)
         if self.options.fast_http:
             http = (
                 fast_protocol(
@@ -158,6 +172,7 @@ class DevServer:
                     lambda: self.deployment.id,
                     self._mounts.matches,
                     stale=self._stale,
+                    gate=gate,
                 )
                 or http
             )
@@ -171,6 +186,7 @@ class DevServer:
             access_log=False,
             ws="none",
             proxy_headers=False,  # a local dev server: no proxy in front, no headers to trust
+            timeout_keep_alive=gate.limits.keepalive_timeout_s,
         )
         logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
         server = uvicorn.Server(config)
@@ -272,3 +288,8 @@ class DevServer:
 def _drop_aborted_responses(record: logging.LogRecord) -> bool:
     # A streamed response cut short on purpose (limit, worker failure) is not a server error.
     return not (record.exc_info and isinstance(record.exc_info[1], ResponseAborted))
+
+
+def _say_dev(line: str) -> None:
+    sys.stderr.write(f"ember dev: {line}\n")
+    sys.stderr.flush()

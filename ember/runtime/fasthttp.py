@@ -42,6 +42,7 @@ from httptools import HttpParserInvalidURLError, parse_url
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from ember.runtime.asgiclient import INLINE_BODY_BYTES, request_head
+from ember.runtime.connguard import ConnectionGate
 from ember.runtime.fasthead import HeadCache, encode_head
 from ember.runtime.fastrequest import FastRequest
 from ember.runtime.faststream import ChunkedBody
@@ -59,6 +60,7 @@ def fast_protocol(
     mounted: Callable[[str], bool] | None = None,
     *,
     stale: Callable[[], bool] | None = None,
+    gate: ConnectionGate | None = None,
 ) -> Any | None:
     """The protocol factory for ``uvicorn.Config(http=...)``; None if uvicorn is unknown.
 
@@ -75,6 +77,7 @@ def fast_protocol(
         heads=HeadCache(),
         mounted=mounted or _nothing_mounted,
         stale=stale or _never_stale,
+        gate=gate,
     )
 
 
@@ -102,8 +105,9 @@ class FastHttpProtocol(BoundedHeadProtocol):
         heads: HeadCache,
         mounted: Callable[[str], bool] = _nothing_mounted,
         stale: Callable[[], bool] = _never_stale,
+        gate: ConnectionGate | None = None,
     ) -> None:
-        super().__init__(config, server_state, app_state, _loop)
+        super().__init__(config, server_state, app_state, _loop, gate=gate)
         self._stale = stale
         self._heads = heads
         self._router = router

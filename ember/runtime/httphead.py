@@ -15,14 +15,20 @@ while they arrive, before they reach a worker.
 The count starts with a request and covers every byte read until its headers are complete; a
 read that would pass the bound is parsed only up to it, so a head past the bound never reaches
 the application, however its bytes are split into reads.
+
+With a ``ConnectionGate`` (``connguard.py``) it also bounds time and numbers: the head must
+arrive within ``head_timeout_s`` (else ``408`` and close, or a silent close if none of it came),
+and a connection past the gate's caps is answered ``429``/``503`` and closed before it is read.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from ember.runtime.connguard import ConnectionGate, Refusal
 from ember.runtime.cycle import ServerCycle
 
 MAX_HEAD_BYTES = 128 * 1024
@@ -40,12 +46,35 @@ class BoundedHeadProtocol(HttpToolsProtocol):
     ``_message_complete`` itself.
     """
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: object, gate: ConnectionGate | None = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._in_head = True  # a request's head is being read (or the next one may start)
         self._head_bytes = 0  # bytes read since then
+        self._gate = gate
+        self._counted = False  # the gate counted this connection (release it once)
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if self._gate is None:
+            return
+        refusal = self._gate.admit(transport, self._address())
+        if refusal is not None:
+            self._answer_and_close(refusal.status, refusal.reason, _text(refusal))
+            return
+        self._counted = True
+        self._arm_head_timer()  # a connection that never sends a byte is a head not arriving
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        if self._counted and self._gate is not None:
+            self._counted = False
+            self._gate.release(self.transport, self._address())
+        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._in_head and self._head_timer is None:
+            self._arm_head_timer()  # the first byte of a later request on a kept-alive one
         # A read that would take the head past the bound is parsed only up to it: a head that
         # has not ended there is refused, even if its end came in the same read (asyncio hands
         # over up to 256 KiB at once); what follows an ended head is parsed as usual.
@@ -83,20 +112,64 @@ class BoundedHeadProtocol(HttpToolsProtocol):
     def _head_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
+        self._cancel_head_timer()
 
     def _message_complete(self) -> None:
         self._in_head = True  # a pipelined request may follow on this connection
 
     def _refuse(self) -> None:
-        head = [b"HTTP/1.1 431 Request Header Fields Too Large\r\n"]
+        self._answer_and_close(431, "Request Header Fields Too Large", _MESSAGE)
+
+    def _address(self) -> str | None:
+        return self.client[0] if self.client else None
+
+    def _arm_head_timer(self) -> None:
+        if self._gate is None or self.transport is None or self.transport.is_closing():
+            return
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(
+            self._gate.limits.head_timeout_s, self._head_timed_out
+        )
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing() or not self._in_head:
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            # A pipelined head behind a response still being written: the connection is in
+            # use; its head gets another period rather than cutting the response short.
+            self._arm_head_timer()
+            return
+        if self._head_bytes == 0:
+            self.transport.close()  # nothing of a request came: an idle connection
+            return
+        assert self._gate is not None  # invariant: the timer runs only with a gate
+        seconds = f"{self._gate.limits.head_timeout_s:g}"
+        message = (
+            f"Request Timeout: the request line and headers did not arrive within {seconds} s "
+            "(server.head_timeout)\n"
+        ).encode("ascii")
+        self._answer_and_close(408, "Request Timeout", message)
+
+    def _answer_and_close(self, status: int, reason: str, body: bytes) -> None:
+        head = [f"HTTP/1.1 {status} {reason}\r\n".encode("ascii")]
         for name, value in self.server_state.default_headers:
             head += [name, b": ", value, b"\r\n"]
         head += [
             b"content-type: text/plain; charset=utf-8\r\n",
-            b"content-length: " + str(len(_MESSAGE)).encode("ascii") + b"\r\n",
+            b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
             b"connection: close\r\n\r\n",
-            _MESSAGE,
+            body,
         ]
         if self.cycle is None or self.cycle.response_complete:
             self.transport.write(b"".join(head))
         self.transport.close()
+
+
+def _text(refusal: Refusal) -> bytes:
+    return f"{refusal.reason}: {refusal.message}\n".encode()

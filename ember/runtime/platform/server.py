@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from ember.listen import bind
+from ember.runtime.connguard import (
+    ConnectionGate,
+    ConnectionLimits,
+    RateLimitedLog,
+    accept_error_handler,
+)
 from ember.runtime.http import ResponseAborted
 from ember.runtime.platform.app import Platform
 from ember.runtime.platform.websocket import TolerantWebSocketProtocol
@@ -46,13 +53,21 @@ async def serve(
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
     say: Callable[[str], None] = _stderr,
     metrics: tuple[str, int] | None = None,
+    limits: ConnectionLimits | None = None,
 ) -> None:
     """Serve until uvicorn is told to stop (SIGINT/SIGTERM), then shut the platform down.
-    ``metrics``: the (host, port) of a second listener that answers only ``GET /metrics``."""
+    ``metrics``: the (host, port) of a second listener that answers only ``GET /metrics``.
+    ``limits``: request-head deadline, keep-alive and connection caps (``connguard.py``)."""
     import uvicorn
 
     from ember.runtime.httphead import BoundedHeadProtocol
 
+    limits = limits or ConnectionLimits()
+    loop = asyncio.get_running_loop()
+    log = RateLimitedLog(lambda line: say(f"ember serve: {line}"), loop.call_later)
+    # One line per interval for a flood of failed accepts, not asyncio's traceback per attempt.
+    loop.set_exception_handler(accept_error_handler(log, loop.get_exception_handler()))
+    gate = ConnectionGate(limits, log)
     config = uvicorn.Config(
         platform,
         host=host,
@@ -61,7 +76,10 @@ async def serve(
         log_level="warning",
         access_log=False,
         proxy_headers=False,  # nothing in front of it whose headers to trust
-        http=BoundedHeadProtocol,  # 431 past 128 KiB of request head (runtime/httphead.py)
+        # 431 past 128 KiB of request head, 408 past its deadline, caps on connections
+        # (runtime/httphead.py, runtime/connguard.py)
+        http=functools.partial(BoundedHeadProtocol, gate=gate),
+        timeout_keep_alive=limits.keepalive_timeout_s,
         server_header=False,
         ws=TolerantWebSocketProtocol,
         timeout_graceful_shutdown=drain_timeout_s,
