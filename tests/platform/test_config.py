@@ -204,3 +204,25 @@ def test_retention_and_stored_bytes_defaults() -> None:
     assert temporary.versions_kept_per_worker == 10
     assert temporary.versions_kept_per_worker * temporary.max_workers == temporary.max_versions
     assert temporary.max_stored_script_bytes == 250 * 1024**2
+
+
+def test_each_account_kind_runs_on_a_share_of_each_models_slots() -> None:
+    defaults = PlatformConfig()
+    assert defaults.limits_for(temporary=False).ai_running_share == 0.5
+    assert defaults.limits_for(temporary=True).ai_running_share == 0.25
+    config = parse_platform_config(
+        {"accounts": {"ai_running_share": None}, "temporary": {"ai_running_share": 0.1}}
+    )
+    assert config.limits_for(temporary=False).ai_running_share is None  # every slot
+    assert config.limits_for(temporary=True).ai_running_share == 0.1
+
+
+@pytest.mark.parametrize(
+    ("section", "value"),
+    [("accounts", 0), ("accounts", 1.5), ("temporary", "half"), ("temporary", None)],
+)
+def test_a_bad_running_share_names_the_key(section: str, value: object) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_platform_config({section: {"ai_running_share": value}})
+    assert error.value.key == f"platform.{section}.ai_running_share"
+    assert "a number above 0 and at most 1" in str(error.value)

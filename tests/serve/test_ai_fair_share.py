@@ -148,3 +148,67 @@ def test_a_flooding_account_cannot_starve_another(tmp_path: Path) -> None:
         assert refused and all("3036: Account limited" in text for text in refused), refused
     finally:
         serve.stop()
+
+
+def test_an_account_runs_on_its_share_of_the_slots_and_the_rest_stay_free(
+    tmp_path: Path,
+) -> None:
+    """300 slow streams of one account held all 128 slots of a model; another account's call
+    then waited 107 s. Here the model runs 2 and queues 2: the flooding account runs on one
+    slot (platform.accounts.ai_running_share 0.5), waits in one place, and is refused past
+    that, while the other slot answers the victim."""
+    config = CONFIG.replace("max_running_requests: 1", "max_running_requests: 2").replace(
+        "max_queued_requests: 4", "max_queued_requests: 2"
+    )
+    serve = ServeProcess(tmp_path / "state", config)
+    floods: list[httpx.Response] = []
+    try:
+        victim, victim_token = permanent_account(serve, "victim")
+        attacker, attacker_token = permanent_account(serve, "attacker")
+        ai = {"name": "AI", "type": "ai"}
+        with serve.api(victim_token) as api:
+            assert put_worker(api, victim, "ask", ONCE, bindings=[ai]).status_code == 200
+        with serve.api(attacker_token) as api:
+            kv = {"name": "KV", "type": "kv_namespace", "namespace_id": _kv(api, attacker)}
+            for name in ("hog", "hog2"):
+                assert put_worker(api, attacker, name, HOG, bindings=[ai, kv]).status_code == 200
+            assert put_worker(api, attacker, "probe", ONCE, bindings=[ai]).status_code == 200
+        assert serve.worker("victim", "ask").text == "ok"  # the model is loaded
+
+        def flood(name: str) -> None:
+            host = {"host": f"{name}.attacker.localhost"}
+            floods.append(httpx.get(f"{serve.url}/flood", headers=host, timeout=600))
+
+        threads = [threading.Thread(target=flood, args=(n,)) for n in ("hog", "hog2")]
+        for thread in threads:
+            thread.start()
+
+        def probe() -> tuple[int, str]:
+            reply = serve.worker("attacker", "probe")
+            return reply.status_code, reply.text
+
+        def rest() -> tuple[int, str]:
+            reply = httpx.post(
+                f"{serve.url}/client/v4/accounts/{attacker}/ai/run/{MODEL}",
+                json={"prompt": "hi", "max_tokens": 4},
+                headers={"authorization": f"Bearer {attacker_token}"},
+                timeout=60,
+            )
+            return reply.status_code, reply.text
+
+        # Without the share the account ran on both slots ("2 running, 1 waiting").
+        from_worker = _until_refused(probe)
+        assert "(1 running, 1 waiting; at most 3 per account, 1 of them waiting" in from_worker
+        (error,) = json.loads(_until_refused(rest))["errors"]
+        assert error["code"] == 3036 and "(1 running, 1 waiting;" in error["message"]
+        # The slot the flood may not take answers the victim.
+        answers = [serve.worker("victim", "ask") for _ in range(3)]
+        assert [(a.status_code, a.text) for a in answers] == [(200, "ok")] * 3
+
+        assert serve.worker("attacker", "hog", "/stop").text == "stopping"
+        for thread in threads:
+            thread.join(600)
+        loops = [loop for reply in floods for loop in json.loads(reply.text)]
+        assert len(loops) == 4 and sum(loop["ok"] for loop in loops) > 0
+    finally:
+        serve.stop()

@@ -313,7 +313,7 @@ class AIGateway(GatewayBatches):
                 return cached_answer(request_id, hit.stream, hit.content)
         release = self.quotas.acquire(tenant.quota)
         try:
-            request = options.for_pool(request_id, fairness_of(tenant.data))
+            request = options.for_pool(request_id, fairness_of(tenant.data, tenant.running_share))
             if not stream:
                 try:
                     answer = await self.pool.post(model, upstream.path, upstream.body, request)

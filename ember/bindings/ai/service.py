@@ -48,6 +48,7 @@ MAX_INPUT_BYTES = 10 * 2**20  # the platform's batch payload limit; one request 
 INLINE_BODY_BYTES = 512 * 1024
 ACCOUNT_OPTION = "account"  # the platform's: the deployment's account (runtime/platform)
 WORKER_OPTION = "worker"  # the platform's: the worker (script) the deployment is a version of
+RUNNING_SHARE_OPTION = "ai_running_share"  # the platform's: the account's share of model slots
 BODY_CHUNK_BYTES = 64 * 1024
 
 
@@ -60,14 +61,19 @@ class AIService(BindingService):
         account = spec.options.get(ACCOUNT_OPTION)
         self.account = account if isinstance(account, str) and account else None
         worker = spec.options.get(WORKER_OPTION)
+        # The account's part of each model's running slots (translate.py; ember dev: none).
+        share = spec.options.get(RUNNING_SHARE_OPTION)
+        running_share = float(share) if isinstance(share, int | float) and share else None
         if self.account is None:
             self.tenant = Tenant.alone(host.deployment_id)
         elif isinstance(worker, str) and worker:
             # ai.limits are the worker's: every version of it (a new upload, a gradual
             # rollout's two) counts against one bucket, not a fresh one each.
-            self.tenant = Tenant.of_worker(self.account, worker)
+            self.tenant = Tenant.of_worker(self.account, worker, running_share)
         else:
-            self.tenant = Tenant.of_account(self.account, quota=host.deployment_id)
+            self.tenant = Tenant.of_account(
+                self.account, quota=host.deployment_id, running_share=running_share
+            )
         self._host = host
         self._config = config_of(spec)
         self._gateway: AIGateway | None = None

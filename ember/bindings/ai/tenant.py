@@ -25,6 +25,9 @@ class Tenant:
 
     quota: str
     data: str
+    # The part of each model's running slots the account may hold (platform.accounts /
+    # platform.temporary ai_running_share); None: every slot (ember dev, tests).
+    running_share: float | None = None
 
     @classmethod
     def alone(cls, name: str) -> Tenant:
@@ -32,17 +35,20 @@ class Tenant:
         return cls(quota=name, data=name)
 
     @classmethod
-    def of_account(cls, account_id: str, quota: str | None = None) -> Tenant:
+    def of_account(
+        cls, account_id: str, quota: str | None = None, running_share: float | None = None
+    ) -> Tenant:
         """A caller acting for ``account_id``: its REST API (quota: the account) or one of its
         deployments (``quota``: the deployment)."""
         data = account_scope(account_id)
-        return cls(quota=quota or data, data=data)
+        return cls(quota=quota or data, data=data, running_share=running_share)
 
     @classmethod
-    def of_worker(cls, account_id: str, worker: str) -> Tenant:
+    def of_worker(cls, account_id: str, worker: str, running_share: float | None = None) -> Tenant:
         """A worker's ``env.AI`` on the platform: the account's data, the worker's quota (every
         version of the worker shares it)."""
-        return cls.of_account(account_id, quota=f"{account_scope(account_id)}/worker:{worker}")
+        quota = f"{account_scope(account_id)}/worker:{worker}"
+        return cls.of_account(account_id, quota=quota, running_share=running_share)
 
 
 def account_scope(account_id: str) -> str:
@@ -59,8 +65,8 @@ def describe_scope(scope: str) -> str:
     return f"worker {worker} of account {account}" if worker else f"account {account}"
 
 
-def fairness_of(scope: str) -> Fairness:
+def fairness_of(scope: str, running_share: float | None = None) -> Fairness:
     """Whose share of the model pool a request takes (``ember.models.pool.fair``): the
     tenant's data scope, its account on ``ember serve`` (every worker's ``env.AI``, the REST
     and ``/ai/v1`` calls and its batches together), the deployment in ``ember dev``."""
-    return Fairness(scope, describe_scope(scope))
+    return Fairness(scope, describe_scope(scope), running_share)

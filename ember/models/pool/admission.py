@@ -95,8 +95,8 @@ class ModelGroup:
         self.start()
         self._raise_if_hopeless()
         over = None if retry else self._over_cap(fairness)
-        if (not self._waiters or retry) and over is None:
-            lease = self._try(session, weight, fairness)
+        if (retry or not self._anyone_to_serve()) and over is None:
+            lease = self._try(session, weight, fairness, retry)
             if lease is not None:
                 return lease
         if not retry:
@@ -173,8 +173,8 @@ class ModelGroup:
         self.start()
         self._raise_if_hopeless()
         over = None if retry else self._over_cap(fairness)
-        if (not self._waiters or retry) and over is None:
-            lease = self._try(session, weight, fairness)
+        if (retry or not self._anyone_to_serve()) and over is None:
+            lease = self._try(session, weight, fairness, retry)
             if lease is not None:
                 return lease
         if not retry:
@@ -216,7 +216,9 @@ class ModelGroup:
         for waiter in self._waiters.order(self._running()):
             if waiter.future.done():
                 continue
-            lease = self._try(waiter.session, waiter.weight, waiter.fairness)
+            if not waiter.retry and self._at_running_share(waiter.fairness, waiter.weight):
+                continue  # its account runs its share: the next account's turn, not a block
+            lease = self._try(waiter.session, waiter.weight, waiter.fairness, waiter.retry)
             if lease is None:
                 if waiter.weight > 1 or not any(r.has_room for r in self.replicas):
                     return False  # a heavy request keeps its turn; or nobody else can be served
@@ -234,9 +236,43 @@ class ModelGroup:
                 running[lease.owner] = running.get(lease.owner, 0) + lease.weight
         return running
 
+    def _anyone_to_serve(self) -> bool:
+        """Whether a waiter could take a free slot (a new request must not pass it); waiters
+        whose accounts run their share of the slots cannot, and do not hold others back."""
+        if not self._waiters:
+            return False
+        running = self._running()
+        return any(
+            w.retry or not self._at_running_share(w.fairness, w.weight, running)
+            for w in self._waiters
+        )
+
+    def _at_running_share(
+        self,
+        fairness: Fairness | None,
+        weight: int,
+        running: dict[str | None, int] | None = None,
+    ) -> bool:
+        """Whether ``fairness``'s account already runs its share of this model's slots (one
+        request alone always may run, however heavy: it would otherwise never start)."""
+        if fairness is None or fairness.running_share is None:
+            return False
+        cap = fairness.running_cap(sum(r.config.slots for r in self.replicas))
+        assert cap is not None  # invariant: a share gives a cap
+        mine = (running if running is not None else self._running()).get(fairness.id, 0)
+        return mine > 0 and mine + weight > cap
+
     def _try(
-        self, session: str | None, weight: int = 1, fairness: Fairness | None = None
+        self,
+        session: str | None,
+        weight: int = 1,
+        fairness: Fairness | None = None,
+        retry: bool = False,
     ) -> Lease | None:
+        """A slot now, if one is free and the account is under its running share (a retried
+        request was admitted once: it is not held to it)."""
+        if not retry and self._at_running_share(fairness, weight):
+            return None
         lease = self._place(session, weight)
         if lease is not None:
             lease.fairness = fairness

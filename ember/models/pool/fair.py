@@ -2,17 +2,23 @@
 
 On ``ember serve`` every account's requests share each model's slots and queue. Served oldest
 first, one account that keeps the queue full makes every other account wait behind all of it,
-or be refused once the queue is full (walk7's repro 03). Two rules, per model:
+or be refused once the queue is full (walk7's repro 03). Three rules, per model:
 
 - **A cap per account** (``AccountCap``): an account's requests in flight on the model, running
   or queued, past which the next is refused with 3036 (HTTP 429) at once. By default from
   ``ai.pool.account_share`` (0.5 on ``ember serve``): every replica's running slots plus that
-  share of the queue, and at most that share of the queue waiting (at least one place). So an
-  account alone on a model can use every slot (a share of running + queued left half of them
-  idle behind a small queue), the places left in the queue stay for the others whoever runs,
-  and fair order below gives each freed slot to another waiting account first. An operator's
+  share of the queue, and at most that share of the queue waiting (at least one place).
+  Without a running share (below) an account alone on a model can use every slot; the places
+  left in the queue stay for the others whoever runs, and fair order below gives each freed
+  slot to another waiting account first. An operator's
   ``models.<id>.max_account_requests`` sets the number in flight itself. ``ember dev`` has
   none.
+- **A share of the running slots per account** (``Fairness.running_share``; on ``ember serve``
+  ``platform.accounts.ai_running_share``, 0.5, and ``platform.temporary.ai_running_share``,
+  0.25): past it the account's next request waits (in its part of the queue, above) even with
+  slots free, so that however long its requests run (300 slow-read streams of 3000 tokens in a
+  walkthrough held all 128 slots; another account's call then waited 107 s), the other
+  accounts find slots free. A waiter at its share is passed over, never blocks the queue.
 - **Fair order** (``FairQueue``): when a slot frees, it goes to a retried request first (its
   replica was unreachable; it was admitted once and keeps its turn, oldest first); else to the
   account with the fewest sequences running on the model; among equals to the one served
@@ -41,10 +47,19 @@ MAX_REMEMBERED = 4096  # accounts whose last turn is remembered; the oldest turn
 @dataclass(frozen=True, slots=True)
 class Fairness:
     """Who a request is for: ``id`` shares the model with others (one cap, one turn);
-    ``name`` is how a refusal names it (``account abc``)."""
+    ``name`` is how a refusal names it (``account abc``); ``running_share``: the part of the
+    model's running slots its requests may hold at once (``running_cap``), None for all."""
 
     id: str
     name: str
+    running_share: float | None = None
+
+    def running_cap(self, slots: int) -> int | None:
+        """Sequences this account may run at once on a model of ``slots`` slots (at least
+        one, rounded down: the rest stays for other accounts however long its requests run)."""
+        if self.running_share is None:
+            return None
+        return max(1, int(self.running_share * slots))
 
 
 @dataclass(frozen=True, slots=True)

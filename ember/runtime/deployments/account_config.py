@@ -42,6 +42,9 @@ class TemporaryAccountConfig:
     max_kv_bytes: int = 10 * 1024**2
     max_kv_namespaces: int = 5
     ai_requests_per_minute: int = 60
+    # The part of each model's running slots one temporary account's requests may hold: less
+    # than a permanent account's, as anyone can make one (see PermanentAccountConfig).
+    ai_running_share: float = 0.25
     cpu_ms_per_request: int = 50
 
 
@@ -74,6 +77,11 @@ class PermanentAccountConfig:
     # Workers AI's text-generation rate per account (workers-api.md §5.1: 300 per minute);
     # every model ember serves (Kimi, GLM) is text generation.
     ai_requests_per_minute: int | None = 300
+    # The part of each model's running slots one account's requests may hold at once (null:
+    # every slot). Workers AI publishes per-minute rates only (workers-api.md §5.1) and
+    # answers a full model with 3040; on a shared box a rate does not stop one account from
+    # holding every slot with long streams, so half of them stay for the others.
+    ai_running_share: float | None = 0.5
     # Workers Paid's most CPU per invocation, 5 minutes (wrangler's limits.cpu_ms maximum).
     cpu_ms_per_request: int | None = CPU_MS_MAX
 
@@ -92,6 +100,7 @@ class AccountLimits:
     ai_requests_per_minute: int | None
     cpu_ms_per_request: int | None
     temporary: bool = False
+    ai_running_share: float | None = None  # None: an account may run on every slot
 
     @property
     def scope(self) -> str:
@@ -133,6 +142,7 @@ def parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig:
         ai_requests_per_minute=positive_int(
             raw, "ai_requests_per_minute", d.ai_requests_per_minute, source, where
         ),
+        ai_running_share=share_value(raw, "ai_running_share", d.ai_running_share, source, where),
         cpu_ms_per_request=positive_int(
             raw, "cpu_ms_per_request", d.cpu_ms_per_request, source, where
         ),
@@ -187,5 +197,20 @@ def parse_accounts(raw: dict[str, Any], source: str) -> PermanentAccountConfig:
         max_kv_bytes=size("max_kv_bytes", d.max_kv_bytes),
         max_kv_namespaces=count("max_kv_namespaces", d.max_kv_namespaces),
         ai_requests_per_minute=count("ai_requests_per_minute", d.ai_requests_per_minute),
+        ai_running_share=(
+            None
+            if "ai_running_share" in raw and raw["ai_running_share"] is None
+            else share_value(raw, "ai_running_share", d.ai_running_share, source, where)
+        ),
         cpu_ms_per_request=cpu,
     )
+
+
+def share_value(
+    raw: dict[str, Any], key: str, default: float | None, source: str, where: str
+) -> float:
+    """A part of a whole: a number above 0 and at most 1."""
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(source, f"{where}.{key}", value, "a number above 0 and at most 1")
+    return float(value)

@@ -25,6 +25,8 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         max_kv_bytes: 1GiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 1000
         ai_requests_per_minute: 300
+        ai_running_share: 0.5               # of each model's running slots (null: every one);
+                                            # past it the account's requests wait
         cpu_ms_per_request: 300000          # also the most a version's limits.cpu_ms may be
       temporary:
         ttl: 60m
@@ -37,6 +39,7 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         max_kv_bytes: 10MiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 5
         ai_requests_per_minute: 60
+        ai_running_share: 0.25
         cpu_ms_per_request: 50
 """
 
@@ -121,6 +124,7 @@ class PlatformConfig:
                 ai_requests_per_minute=t.ai_requests_per_minute,
                 cpu_ms_per_request=t.cpu_ms_per_request,
                 temporary=True,
+                ai_running_share=t.ai_running_share,
             )
         a = self.accounts
         return AccountLimits(
@@ -133,6 +137,7 @@ class PlatformConfig:
             max_kv_namespaces=a.max_kv_namespaces,
             ai_requests_per_minute=a.ai_requests_per_minute,
             cpu_ms_per_request=a.cpu_ms_per_request,
+            ai_running_share=a.ai_running_share,
         )
 
 

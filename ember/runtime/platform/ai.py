@@ -6,7 +6,8 @@
   batches, gateway logs and stored responses of the account's workers' ``env.AI``, and they its.
 - One gateway (so one model pool) for those routes and every worker's ``env.AI``, configured by
   the operator (the ``ai:`` section of ``ember serve --config``), never by a deployment.
-- Each account may run on every slot of a model but hold at most ``account_share``
+- Each account may run on its ``ai_running_share`` of a model's slots (platform.accounts,
+  platform.temporary) and hold at most ``account_share``
   (``DEFAULT_ACCOUNT_SHARE`` unless the operator sets it) of its queue, across its workers and
   REST calls, and the pool's queue serves accounts in turn (``ember.models.pool.fair``): one
   account's flood cannot fill the queue every tenant shares.
@@ -206,8 +207,11 @@ def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseR
                 raise
         if not ai_available():
             return None  # the unavailable route only authenticates
-        # The account's data scope, the one its workers' env.AI has too (bindings/ai/tenant.py).
-        return importlib.import_module(TENANT_MODULE).Tenant.of_account(account.id)
+        # The account's data scope, the one its workers' env.AI has too (bindings/ai/tenant.py),
+        # and its part of each model's running slots (platform.accounts / platform.temporary).
+        return importlib.import_module(TENANT_MODULE).Tenant.of_account(
+            account.id, running_share=limits.ai_running_share
+        )
 
     if not ai_available():
         return [_unavailable_route(authorize)]

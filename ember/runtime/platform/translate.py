@@ -144,6 +144,9 @@ def _account_options(
         if limits.ai_requests_per_minute:
             extra["ai_requests_per_minute"] = limits.ai_requests_per_minute
             extra["ai_rate_remedy"] = limits.remedy("ai_requests_per_minute")
+        if limits.ai_running_share is not None:
+            # The account's part of each model's running slots (ember.models.pool.fair).
+            extra["ai_running_share"] = limits.ai_running_share
     return dataclasses.replace(spec, options={**spec.options, **extra}) if extra else spec
 
 

@@ -343,3 +343,43 @@ def test_the_pool_sends_the_waiting_victim_before_the_flood() -> None:
             await pool.aclose()
 
     asyncio.run(main())
+
+
+def _share(name: str, share: float) -> Fairness:
+    return Fairness(f"account:{name}", f"account {name}", running_share=share)
+
+
+def test_an_account_runs_at_most_its_share_of_the_slots_and_others_find_them_free() -> None:
+    """300 slow streams of one account held all 128 slots; another's call then waited 107 s."""
+
+    async def main() -> None:
+        group = _group(asyncio.get_running_loop(), slots=4, max_queued=100)
+        hog = [group.acquire_now(None, False, fairness=_share("hog", 0.5)) for _ in range(5)]
+        # Half the slots run; the rest wait with slots free, however long those run.
+        assert [isinstance(t, Lease) for t in hog] == [True, True, False, False, False]
+        assert group.outstanding == 2 and group.queued == 3
+        honest = [group.acquire_now(None, False, fairness=_share("honest", 0.5)) for _ in range(2)]
+        assert all(isinstance(t, Lease) for t in honest)
+        # A freed hog slot goes to the hog's next waiter (nobody else waits): its share again.
+        hog[0].release()  # type: ignore[union-attr]
+        assert hog[2].future.done() and not hog[3].future.done()  # type: ignore[union-attr]
+        # Each account's share of the 4 slots is its own: a third account waits only for a
+        # slot, never behind the hog's queue (the waiter at its share is passed over).
+        third = group.acquire_now(None, False, fairness=_share("third", 0.25))
+        assert isinstance(third, Ticket)
+        honest[0].release()  # type: ignore[union-attr]
+        assert third.future.done() and not hog[3].future.done()  # type: ignore[union-attr]
+
+    asyncio.run(main())
+
+
+def test_a_share_below_one_slot_still_runs_one_request() -> None:
+    async def main() -> None:
+        group = _group(asyncio.get_running_loop(), slots=2)
+        first = group.acquire_now(None, False, fairness=_share("small", 0.1))
+        second = group.acquire_now(None, False, fairness=_share("small", 0.1))
+        assert isinstance(first, Lease) and isinstance(second, Ticket)
+        first.release()
+        assert second.future.done()
+
+    asyncio.run(main())
