@@ -28,6 +28,10 @@ from ember.models.constrain.charset import (
 )
 
 MAX_REPEAT = 1000  # the largest count in {n,m}; bigger ones are refused, not expanded
+# How deep groups may nest. The parser, the automaton builder and the forbidden-marker pass all
+# recurse per level: 5,000 nested groups ran out of Python's stack (RecursionError, answered as
+# an internal error). No pattern a person or a schema writes nests anywhere near this.
+MAX_GROUP_DEPTH = 100
 
 
 class RegexError(UserError):
@@ -91,6 +95,7 @@ class _Parser:
     def __init__(self, pattern: str) -> None:
         self.text = pattern
         self.pos = 0
+        self.depth = 0  # groups open at pos
 
     def fail(self, construct: str, offset: int | None = None, reason: str = "") -> RegexError:
         return RegexError(construct, self.pos if offset is None else offset, self.text, reason)
@@ -188,9 +193,13 @@ class _Parser:
         return value
 
     def group(self, at: int) -> Regex:
+        if self.depth >= MAX_GROUP_DEPTH:
+            raise self.fail(f"groups nested more than {MAX_GROUP_DEPTH} deep", at)
         if self.peek() == "?":
             self.modifier(at)
+        self.depth += 1
         inner = self.alternation()
+        self.depth -= 1
         if self.peek() != ")":
             raise self.fail("unclosed '('", at)
         self.pos += 1

@@ -345,3 +345,19 @@ def test_random_patterns_agree_with_re(seed: int) -> None:
         assert accepts(node, text), (pattern, text)
 
     drawn()
+
+
+def test_groups_nested_too_deep_are_a_regex_error_not_a_recursion_error() -> None:
+    """5,000 nested groups answered 503 3040 "internal error (RecursionError)"."""
+    from ember.models.constrain.regex_nfa import compile_regex
+    from ember.models.constrain.regex_syntax import MAX_GROUP_DEPTH, RegexError
+
+    deep = "(" * 5000 + "a" + ")" * 5000
+    with pytest.raises(RegexError) as error:
+        compile_regex(deep)
+    assert error.value.offset == MAX_GROUP_DEPTH  # the first group past the bound
+    assert f"groups nested more than {MAX_GROUP_DEPTH} deep" in str(error.value)
+    # At the bound it compiles (and the compiler's own recursion copes with it).
+    fits = "(" * MAX_GROUP_DEPTH + "a" + ")" * MAX_GROUP_DEPTH
+    compile_regex(fits)
+    compile_regex("(?:" * MAX_GROUP_DEPTH + "a|b" + ")*" * MAX_GROUP_DEPTH)

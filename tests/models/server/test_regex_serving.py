@@ -114,3 +114,9 @@ def test_unsupported_regex_is_a_400_naming_the_parameter(server: str) -> None:
     answer = httpx.post(server + "/v1/chat/completions", json=chat, timeout=60)
     assert answer.status_code == 400
     assert answer.json()["error"]["param"] == "regex"
+    # 5,000 nested groups: what was too deep, not "internal error (RecursionError)".
+    deep = {"messages": [{"role": "user", "content": "x"}], "regex": "(" * 5000 + "a" + ")" * 5000}
+    answer = httpx.post(server + "/v1/chat/completions", json=deep, timeout=60)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"] == "regex"
+    assert "groups nested more than 100 deep at offset 100" in answer.json()["error"]["message"]
