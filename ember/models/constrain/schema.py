@@ -87,6 +87,12 @@ MAX_NODES = 5000
 # have. The compiler and the grammar it builds recurse per level; past a few hundred levels
 # Python's stack runs out (a 500 for what is a bad schema). OpenAI allows 10 levels.
 MAX_DEPTH = 128
+# enum and const values across one schema, and the bytes of their JSON: an enum of 50,000
+# strings took 14.6 s to compile (and its first token mask as long again), during which the
+# engine decoded nobody else's tokens. OpenAI's structured outputs bound enum values across a
+# schema (1000) and the characters of names, enum and const values (120,000); so does ember.
+MAX_LITERALS = 1000
+MAX_LITERAL_BYTES = 120_000
 DEFAULT_WHITESPACE = 20
 
 
@@ -139,6 +145,8 @@ class SchemaCompiler:
         self.ws = ws
         self.refs: dict[str, Ref] = {}
         self.nodes = 0
+        self.literals = 0  # enum and const values so far (MAX_LITERALS)
+        self.literal_bytes = 0  # and the bytes of their JSON (MAX_LITERAL_BYTES)
         self.any = JAny(ws, guard)
 
     def compile(self) -> Node:
@@ -283,7 +291,23 @@ class SchemaCompiler:
                 "values within the schema's minimum/maximum",
                 schema.get("enum", schema.get("const")),
             )
-        return JLiteralSet([compact_json(v) for v in values])
+        self.literals += len(values)
+        if self.literals > MAX_LITERALS:
+            raise self._fail(
+                where,
+                f"at most {MAX_LITERALS} enum and const values in the whole schema",
+                f"{self.literals} so far",
+            )
+        encoded = [compact_json(v) for v in values]
+        self.literal_bytes += sum(len(e) for e in encoded)
+        if self.literal_bytes > MAX_LITERAL_BYTES:
+            raise self._fail(
+                where,
+                f"enum and const values of at most {MAX_LITERAL_BYTES:,} bytes of JSON in the "
+                "whole schema",
+                f"{self.literal_bytes:,} bytes so far",
+            )
+        return JLiteralSet(encoded)
 
     def _one_type(self, kind: str, schema: Mapping, path: str) -> Node:
         if kind == "null":
