@@ -22,14 +22,18 @@ could cause one by letting an account expire. Now:
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sqlite3
 import threading
 from contextlib import AbstractContextManager
+from pathlib import Path
 
-from ember.storage import StorageHealth, full_error, is_full
+from ember.storage import StorageFull, StorageHealth, full_error, is_full
 
 INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 STEP_PAGES = 1024  # 4 MiB of 4 KiB pages a step: a few ms of the lock
+VACUUM_MARGIN_BYTES = 16 * 1024 * 1024  # room left for the other store's writes meanwhile
 
 
 def enable_incremental(conn: sqlite3.Connection) -> None:
@@ -86,11 +90,25 @@ def switch_to_incremental(
 
 def vacuum(conn: sqlite3.Connection, health: StorageHealth, store: str, path: object) -> None:
     """A full ``VACUUM`` (a copy of the file: it needs as much room again), then the write-ahead
-    log folded in and truncated. The caller holds the store's lock."""
+    log folded in and truncated. The caller holds the store's lock.
+
+    Without room it raises ``StorageFull`` and leaves the store as it was, writable: the WAL the
+    failed copy filled is truncated (it held the whole file again, which left no room for any
+    write after it), and ``health`` is not marked, since no write of a client failed."""
+    file = Path(str(path))
+    if file.exists():
+        # The copy goes to the WAL and a temporary file; a VACUUM that fills the disk half-way
+        # leaves its WAL grown into the free space, where nothing else could be written.
+        needed = 2 * file.stat().st_size + VACUUM_MARGIN_BYTES
+        free = shutil.disk_usage(file.parent).free
+        if free < needed:
+            raise StorageFull(store, str(path), f"{free:,} bytes free, VACUUM needs ~{needed:,}")
     try:
         conn.execute("VACUUM")
     except sqlite3.Error as exc:
         if not is_full(exc):
             raise
-        raise health.failed(full_error(store, path, exc)) from None
+        with contextlib.suppress(sqlite3.Error):  # best effort: give the WAL's space back
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        raise full_error(store, path, exc) from None
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

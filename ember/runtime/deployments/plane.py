@@ -31,7 +31,7 @@ from ember.runtime.deployments.records import TemporaryAccount, Version
 from ember.runtime.deployments.scripts import ScriptService
 from ember.runtime.deployments.secrets import SecretService
 from ember.runtime.deployments.tails import TailService
-from ember.storage import StorageHealth
+from ember.storage import StorageFull, StorageHealth
 
 DATABASE_FILE = "platform.db"
 # Returns None when anonymous deploys may run, else the reason they may not (e.g. the sandbox's
@@ -128,13 +128,25 @@ class ControlPlane:
         --compact``). Returns a line per file rewritten, for the operator."""
         notes = []
         for name, store in (("control-plane database", self.db), ("KV store", self.kv.store)):
-            if compact:
-                store.compact()
-                notes.append(f"[ember] compacted the {name} ({store.path}) before serving")
-            elif store.switch_to_incremental_vacuum():
+            try:
+                if compact:
+                    store.compact()
+                    notes.append(f"[ember] compacted the {name} ({store.path}) before serving")
+                elif store.switch_to_incremental_vacuum():
+                    notes.append(
+                        f"[ember] the {name} ({store.path}) now frees deleted data in small "
+                        "steps (auto_vacuum=INCREMENTAL): rewritten once, at this start"
+                    )
+            except StorageFull as exc:
+                # The rewrite is a copy of the file: without room for it, serve as before (the
+                # pages of deleted data are reused, the file does not shrink) rather than not
+                # at all, and try again at the next start.
+                size = store.path.stat().st_size if store.path.exists() else 0
                 notes.append(
-                    f"[ember] the {name} ({store.path}) now frees deleted data in small steps "
-                    "(auto_vacuum=INCREMENTAL): rewritten once, at this start"
+                    f"[ember] warning: could not rewrite the {name} ({store.path}): {exc.cause}; "
+                    f"it needs about {2 * size:,} bytes free. Serving without it: deleted data's "
+                    "space is reused but the file does not shrink; free some space and restart "
+                    "ember serve to try again"
                 )
         return notes
 
