@@ -151,3 +151,16 @@ def test_versions_stored_before_are_counted_the_same_way(tmp_path: Path) -> None
         assert plane.scripts.versions(account, "w")[0].stored_bytes == stored.stored_bytes
     finally:
         plane.close()
+
+
+def test_the_init_frame_is_measured_as_it_is_sent(tenant: tuple[str, httpx.Client]) -> None:
+    """JSON vars of floats: each within 5 KiB of JSON and within the count, ~650 KB of JSON in
+    all, but ~1.46 MB as the Init frame sends them (msgpack: 9 bytes a float): refused, nothing
+    stored, never a version that cannot start."""
+    account_id, client = tenant
+    floats = [0.5] * 1270  # 5,081 bytes of JSON, 11,433 of msgpack
+    bindings = [{"name": f"V{i}", "type": "json", "json": floats} for i in range(128)]
+    status, code, message = error_of(_put(client, account_id, "floats", bindings=bindings))
+    assert status == 400 and "Init frame" in message, message
+    listed = client.get(f"/accounts/{account_id}/workers/scripts").json()["result"]
+    assert "floats" not in {s["id"] for s in listed}

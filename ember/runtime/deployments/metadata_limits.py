@@ -21,6 +21,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+import msgpack
+
 from ember.runtime.deployments.errors import InvalidUpload, TooManyVars, VarTooLarge
 from ember.runtime.deployments.records import Binding, Module, SecretValue
 from ember.runtime.fields import MAX_FRAME_BYTES
@@ -38,6 +40,11 @@ MAX_BINDING_NAME = 128  # ember's: characters of a binding's or secret's name (a
 # fit it, with room left for the rest (ids, paths, the project's requirements).
 INIT_BUDGET = MAX_FRAME_BYTES - 64 * 1024
 VAR_TYPES = ("plain_text", "json")
+
+
+def init_bytes(value: Any) -> int:
+    """Bytes of ``value`` in an Init frame (msgpack, as ``protocol.encode`` packs it)."""
+    return len(msgpack.packb(value, use_bin_type=True))
 
 
 def json_size(value: Any) -> int:
@@ -125,10 +132,13 @@ def check_init_size(
 ) -> None:
     """InvalidUpload when the version's bindings, vars, secrets and flags would not fit the
     worker's Init frame (each within its own limit, but many together): checked before the
-    version is stored, since a version that cannot start must never go live. JSON sizes are an
-    upper bound of the frame's msgpack ones."""
-    size = sum(json_size([b.name, b.type, b.config]) for b in bindings)
-    size += sum(json_size([s.name, s.value]) for s in secrets) + json_size(list(flags))
+    version is stored, since a version that cannot start must never go live. Measured in the
+    frame's own encoding (msgpack), not JSON: a float such as ``0.5`` is 3 bytes of JSON and 9
+    of msgpack, so a JSON bound let a version through whose Init could not be sent."""
+    size = init_bytes(
+        [[[b.name, b.type, b.config] for b in bindings], [[s.name, s.value] for s in secrets]]
+        + [list(flags)]
+    )
     if size > INIT_BUDGET:
         raise InvalidUpload(
             f"this version's bindings, variables, secrets and compatibility flags take {size:,} "
