@@ -164,3 +164,22 @@ def test_the_init_frame_is_measured_as_it_is_sent(tenant: tuple[str, httpx.Clien
     assert status == 400 and "Init frame" in message, message
     listed = client.get(f"/accounts/{account_id}/workers/scripts").json()["result"]
     assert "floats" not in {s["id"] for s in listed}
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"tags": [f"t{i}" for i in range(50_000)]}, "tags"),
+        ({"observability": {"enabled": True, "note": "y" * 500_000}}, "observability"),
+    ],
+)
+def test_settings_patch_is_bounded_as_an_upload_is(
+    tenant: tuple[str, httpx.Client], settings: dict[str, object], field: str
+) -> None:
+    account_id, client = tenant
+    assert _put(client, account_id, "w").status_code == 200
+    url = f"/accounts/{account_id}/workers/scripts/w/script-settings"
+    status, _, message = error_of(client.patch(url, json=settings))
+    assert status == 400 and f"metadata.{field}" in message, message
+    stored = client.get(url).json()["result"]
+    assert stored.get(field) in (None, [], {}), stored  # nothing of it kept

@@ -45,6 +45,7 @@ from ember.runtime.deployments.errors import (
     UploadTooLarge,
     VersionNotFound,
 )
+from ember.runtime.deployments.metadata_limits import check_extra
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import DeploymentTarget, Version
 from ember.runtime.deployments.traffic import parse_targets
@@ -318,6 +319,7 @@ async def patch_script_settings(request: Request) -> Response:
     allowed = {
         k: v for k, v in body.items() if k in ("tags", "observability", "logpush", "tail_consumers")
     }
+    check_extra(allowed)  # bounded as an upload's metadata is: stored with the Worker
     name = request.path_params["name"]
     script = plane_of(request).scripts.patch_settings(who.account, name, allowed)
     return ok(serializers.settings(script, _live_version(request, name)))
