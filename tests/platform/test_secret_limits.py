@@ -95,3 +95,36 @@ def test_a_change_past_the_workers_init_frame_is_refused_before_it_is_stored(
     status, code, message = error_of(client.patch(url, json={"secrets": secrets}))
     assert (status, code) == (400, 10021) and "Init" in message
     assert _state(client, account_id) == before
+
+
+def test_a_version_past_the_new_count_can_shed_secrets(tmp_path) -> None:  # noqa: ANN001
+    """A version stored before the count limit (an older ember took 100 secrets in a bulk) must
+    be able to lose secrets one change at a time: a change that grows neither the count nor the
+    Init is never refused; one that adds a secret still is."""
+    from ember.runtime.deployments.clock import ManualClock
+    from ember.runtime.deployments.errors import TooManyVars
+    from ember.runtime.deployments.metadata_limits import MAX_VARS_TEMPORARY
+    from ember.runtime.deployments.plane import ControlPlane
+    from ember.runtime.deployments.records import SecretValue
+    from tests.platform.test_store import CONFIG, temporary, upload
+
+    plane = ControlPlane(tmp_path / "state", CONFIG, clock=ManualClock())
+    try:
+        account = temporary(plane).account
+        plane.scripts.upload(account, "w", upload(), deploy=True, source="api")
+        legacy = MAX_VARS_TEMPORARY + 36
+        with plane.db.transaction() as conn:  # what an older ember stored
+            (version_id,) = conn.execute("SELECT id FROM versions").fetchone()
+            conn.executemany(
+                "INSERT INTO version_secrets VALUES (?, ?, 'secret_text', 'x')",
+                [(version_id, f"S{i}") for i in range(legacy)],
+            )
+        plane.secrets.delete(account, "w", "S0", "api")
+        plane.secrets.patch(account, "w", {f"S{i}": None for i in range(1, 11)}, "api")
+        plane.secrets.put(account, "w", SecretValue("S11", "secret_text", "y"), "api")
+        names = {name for name, _ in plane.secrets.list(account, "w")}
+        assert len(names) == legacy - 11 and "S0" not in names and "S11" in names
+        with pytest.raises(TooManyVars):  # growing past the limit is still refused
+            plane.secrets.put(account, "w", SecretValue("NEW", "secret_text", "z"), "api")
+    finally:
+        plane.close()

@@ -135,16 +135,23 @@ def check_init_size(
     version is stored, since a version that cannot start must never go live. Measured in the
     frame's own encoding (msgpack), not JSON: a float such as ``0.5`` is 3 bytes of JSON and 9
     of msgpack, so a JSON bound let a version through whose Init could not be sent."""
-    size = init_bytes(
-        [[[b.name, b.type, b.config] for b in bindings], [[s.name, s.value] for s in secrets]]
-        + [list(flags)]
-    )
+    size = init_size(bindings, secrets, flags)
     if size > INIT_BUDGET:
         raise InvalidUpload(
             f"this version's bindings, variables, secrets and compatibility flags take {size:,} "
             f"bytes together; a worker's Init frame carries at most {INIT_BUDGET:,} bytes of "
             "them. Remove some, or keep large values in KV"
         )
+
+
+def init_size(
+    bindings: tuple[Binding, ...], secrets: tuple[SecretValue, ...], flags: tuple[str, ...]
+) -> int:
+    """What ``check_init_size`` measures."""
+    return init_bytes(
+        [[[b.name, b.type, b.config] for b in bindings], [[s.name, s.value] for s in secrets]]
+        + [list(flags)]
+    )
 
 
 def check_name(name: str, what: str) -> str | None:

@@ -31,6 +31,7 @@ from ember.runtime.deployments.metadata_limits import (
     VAR_TYPES,
     check_init_size,
     check_var_count,
+    init_size,
 )
 from ember.runtime.deployments.records import (
     Account,
@@ -198,13 +199,30 @@ class ScriptService:
         past its window (``retention.py``)."""
         return retain(conn, script, version, self._config.limits_for(account.temporary))
 
-    def check_fits(self, conn: sqlite3.Connection, account: Account, version: Version) -> None:
+    def check_fits(
+        self,
+        conn: sqlite3.Connection,
+        account: Account,
+        version: Version,
+        base: Version | None = None,
+    ) -> None:
         """Refuse (inside the transaction that stores ``version``, so nothing is kept) a version
         with more vars and secrets than the account's tier allows, or whose bindings, vars,
-        secrets and flags would not fit the worker's Init frame: it could never start."""
+        secrets and flags would not fit the worker's Init frame: it could never start.
+
+        ``base``: the version a secret change derives ``version`` from. A change that grows
+        neither the count nor the Init past the base's is never refused: a version stored
+        before these limits (more secrets than they allow) must be able to shed secrets one
+        change at a time, not only by a redeploy."""
         secrets = rows.secrets_of(conn, version.id)
-        vars_and_secrets = sum(b.type in VAR_TYPES for b in version.bindings) + len(secrets)
-        check_var_count(vars_and_secrets, account.temporary)
+        count = _vars_and_secrets(version, secrets)
+        size = init_size(version.bindings, secrets, version.compatibility_flags)
+        if base is not None:
+            base_secrets = rows.secrets_of(conn, base.id)
+            base_size = init_size(base.bindings, base_secrets, base.compatibility_flags)
+            if count <= _vars_and_secrets(base, base_secrets) and size <= base_size:
+                return
+        check_var_count(count, account.temporary)
         check_init_size(version.bindings, secrets, version.compatibility_flags)
 
     def _create_script(
@@ -322,3 +340,7 @@ def check_script_name(name: str) -> None:
             f"Worker name {name!r} is invalid: use lowercase letters, digits, '-' and '_', "
             f"1 to {MAX_SCRIPT_NAME} characters, starting and ending with a letter or digit"
         )
+
+
+def _vars_and_secrets(version: Version, secrets: tuple[SecretValue, ...]) -> int:
+    return sum(b.type in VAR_TYPES for b in version.bindings) + len(secrets)

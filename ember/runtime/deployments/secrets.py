@@ -156,7 +156,7 @@ class SecretService:
             version = derive_version(conn, script, base, secrets, "secret", source, now, version_id)
             # Before anything is deployed: a refused change leaves no version, no deployment
             # (and the caller removes the files written for it).
-            self._scripts.check_fits(conn, account, version)
+            self._scripts.check_fits(conn, account, version, base)
             if live:
                 insert_deployment(
                     conn,
