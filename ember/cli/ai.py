@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from ember.cli.environment import chosen_env, env_option
+from ember.cli.failure import json_option
 from ember.errors import ConfigError
 
 URL_HELP = (
@@ -60,7 +61,7 @@ def _project_config(project: Path | None) -> Any:
 @click.option("--url", envvar="EMBER_AI_URL", help=URL_HELP)
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), help=PROJECT_HELP)
 @env_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("Print JSON.")
 def models(url: str | None, project: Path | None, as_json: bool) -> None:
     """Model ids, architecture, what serves them, context, quantization, KV dtype, replicas.
 
@@ -133,7 +134,7 @@ async def _static_rows(project: Path | None) -> list[dict[str, Any]]:
 @click.argument("model")
 @click.argument("prompt")
 @click.option("--stream", is_flag=True, help="Print the answer as it is generated.")
-@click.option("--json", "as_json", is_flag=True, help="Print the whole result (or events) as JSON.")
+@json_option("Print the whole result (or events) as JSON.")
 @click.option("--max-tokens", type=int, default=256, show_default=True, help="Tokens to generate.")
 @click.option("--system", help="A system message before the prompt.")
 @click.option("--temperature", type=float, help="Sampling temperature (default 1).")
@@ -242,14 +243,12 @@ class _Printer:
             sys.stdout.flush()
 
 
-def _fail(code: int, message: str) -> None:
-    raise click.ClickException(f"{code}: {message}" if code else message)
-
-
 def _remote_event(payload: Any, printer: _Printer) -> None:
+    from ember.cli.ai_remote import ai_refusal
+
     if isinstance(payload, dict) and payload.get("errors"):
         error = payload["errors"][0]
-        _fail(int(error.get("code") or 0), str(error.get("message")))
+        raise ai_refusal(200, int(error.get("code") or 0) or None, str(error.get("message")))
     if payload != "[DONE]":
         printer.event(payload)
 
@@ -260,6 +259,7 @@ async def _run_local(
     from ember.bindings.ai.gateway import AIGateway, AIRequestFailed
     from ember.bindings.ai.options import RunOptions
     from ember.bindings.ai.tenant import Tenant
+    from ember.cli.ai_remote import ai_refusal
     from ember.models.api.sse import parse_sse
     from ember.models.pool.pool import stderr_progress
 
@@ -271,8 +271,8 @@ async def _run_local(
         try:
             answer = await gateway.run(Tenant.alone("cli"), model, inputs, RunOptions())
         except AIRequestFailed as exc:
-            _fail(exc.failure.code.code, exc.failure.description)
-            return
+            failure = exc.failure
+            raise ai_refusal(failure.status, failure.code.code, failure.description) from None
         if answer.stream is None:
             printer.result(answer.json())
             return

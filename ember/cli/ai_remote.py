@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import click
 import httpx
+
+from ember.cli.failure import RemoteFailure, Unreachable
 
 EXPECTED = "ember's AI API (ember dev / ember serve with an ai binding, or ember models serve)"
 EXCERPT_CHARS = 80  # enough to recognise a page or a greeting, short enough for one line
@@ -62,13 +63,14 @@ def not_the_api(url: str, response: httpx.Response, body: bytes, why: str = "") 
     content_type = response.headers.get("content-type") or "no content-type"
     what = f"{response.status_code} ({content_type}) with {excerpt(body)}"
     detail = f" ({why})" if why else ""
-    return click.ClickException(f"{url} answered {what}{detail}; expected {EXPECTED}")
+    text = f"{url} answered {what}{detail}; expected {EXPECTED}"
+    return RemoteFailure(response.status_code, None, text, kind="platform")
 
 
 def unreachable(url: str, exc: Exception) -> Exception:
     """The error for a request that got no HTTP answer (refused, timed out, hung up, bad URL)."""
     reason = str(exc) or type(exc).__name__
-    return click.ClickException(f"could not reach {url}: {reason}")
+    return Unreachable(f"could not reach {url}: {reason}")
 
 
 def auth_refused(url: str, response: httpx.Response, body: bytes) -> Exception | None:
@@ -76,15 +78,19 @@ def auth_refused(url: str, response: httpx.Response, body: bytes) -> Exception |
     its token): what it said, and the login that gets past it. None for any other answer."""
     if response.status_code not in (401, 403):
         return None
+    code = None
     try:
         error = json.loads(body)["errors"][0]
         said = f"{error['code']}: {error['message']}"
+        code = error["code"] if isinstance(error["code"], int) else None
     except (ValueError, TypeError, KeyError, IndexError):
         said = excerpt(body)
-    return click.ClickException(
+    return RemoteFailure(
+        response.status_code,
+        code,
         f"{url} answered {response.status_code} ({said}); its AI API needs an account's token: "
         f"ember login --platform {url} --token TOKEN (the platform's operator creates accounts "
-        "and tokens with ember accounts create)"
+        "and tokens with ember accounts create)",
     )
 
 
@@ -121,7 +127,7 @@ def run_model(
 ) -> None:
     """POST ``inputs`` to ``URL/client/v4/accounts/ACCOUNT/ai/run/MODEL``; the whole result
     goes to ``on_result``, each streamed payload to ``on_event``. A ``success: false`` answer
-    (the model refused the request) raises ``click.ClickException`` with its code and message."""
+    (the model refused the request) raises ``RemoteFailure`` with its code and message."""
     from ember.cli.session import path_segment
     from ember.models.api.sse import parse_sse
 
@@ -143,7 +149,7 @@ def run_model(
                     seen = seen or block
                     try:
                         for payload in parse_sse(block):
-                            _event(payload, on_event)
+                            _event(payload, on_event, response.status_code)
                     except (ValueError, TypeError, KeyError, IndexError):
                         raise not_the_api(url, response, seen, "not its event stream") from None
                 return
@@ -155,7 +161,7 @@ def run_model(
         if not isinstance(answer, dict) or not isinstance(answer.get("success"), bool):
             raise TypeError
         if not answer["success"]:
-            _raise_error(answer)
+            _raise_error(answer, response.status_code)
         if response.status_code != 200:
             raise TypeError
         on_result(answer["result"])
@@ -174,14 +180,14 @@ def _sse_blocks(chunks: Iterator[bytes]) -> Iterator[bytes]:
         yield buffer + b"\n\n"
 
 
-def _event(payload: Any, on_event: Callable[[Any], None]) -> None:
+def _event(payload: Any, on_event: Callable[[Any], None], status: int) -> None:
     if isinstance(payload, dict) and payload.get("errors"):
-        _raise_error(payload)
+        _raise_error(payload, status)
     if payload != "[DONE]":
         on_event(payload)
 
 
-def _raise_error(answer: dict[str, Any]) -> None:
+def _raise_error(answer: dict[str, Any], status: int) -> None:
     """An ember error answer (``errors: [{code, message}]``) as the CLI's one line."""
     errors = answer.get("errors")
     error = errors[0] if isinstance(errors, list) and errors else {}
@@ -189,4 +195,10 @@ def _raise_error(answer: dict[str, Any]) -> None:
         raise TypeError  # not ember's error shape
     code = error.get("code")
     message = str(error["message"])
-    raise click.ClickException(f"{code}: {message}" if code else message)
+    raise ai_refusal(status, code if isinstance(code, int) else None, message)
+
+
+def ai_refusal(status: int, code: int | None, message: str) -> RemoteFailure:
+    """A refused AI request as the CLI reports it: ``"<code>: <message>"``, Workers AI's own
+    text (``InferenceUpstreamError``'s), which scripts match on."""
+    return RemoteFailure(status, code, f"{code}: {message}" if code else message)

@@ -25,6 +25,7 @@ import click
 from ember.cli.bindings_table import binding_rows, print_bindings, total_upload_line
 from ember.cli.deploy_ai import deploy_notes
 from ember.cli.environment import chosen_env, env_option, show_warnings
+from ember.cli.failure import json_option
 from ember.cli.platform_client import (
     DEFAULT_PLATFORM,
     PlatformNotFound,
@@ -62,7 +63,7 @@ from ember.runtime.deployments.multipart import Part
     help="Deploy without an account: a temporary one, claimable for the platform's claim window "
     "(its platform.temporary.ttl; deleted at its end unless claimed).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option("Print the result as JSON.")
 @upload_options
 @click.option(
     "--triggers",

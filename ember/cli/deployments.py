@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from ember.cli.environment import chosen_env, env_option, show_warnings
+from ember.cli.failure import json_option
 from ember.cli.session import name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
 from ember.cli.versions_output import deployment_summary
@@ -48,7 +49,7 @@ def deployments() -> None:
 @env_option
 @platform_option
 @temporary_option
-@click.option("--json", "as_json", is_flag=True, help="Print the deployments as JSON.")
+@json_option("Print the deployments as JSON.")
 def list_deployments(
     name: str | None, platform_url: str | None, temporary: bool, as_json: bool
 ) -> None:
@@ -83,7 +84,7 @@ def oldest_first(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @env_option
 @platform_option
 @temporary_option
-@click.option("--json", "as_json", is_flag=True, help="Print the deployment as JSON.")
+@json_option("Print the deployment as JSON.")
 def status(name: str | None, platform_url: str | None, temporary: bool, as_json: bool) -> None:
     """Show the live deployment: its versions and their share of traffic."""
     worker = worker_name(name)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ember.cli.failure import json_option
 from ember.cli.state_dir import resolve_state_dir, state_dir_option
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option("Print the report as JSON.")
 @click.option(
     "--disable",
     default="",

@@ -12,7 +12,7 @@ import re
 
 import httpx
 
-from ember.errors import UserError
+from ember.cli.failure import NoAnswer
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 # The httpx failures that come after the connection was made: the request went (whole or in
@@ -43,21 +43,21 @@ NEW_TEMPORARY = re.compile(r"/provisioning/previews$")
 NOTHING_LASTING = re.compile(r"/provisioning/previews/challenge$|/workers/scripts/[^/]+/tails$")
 
 
-def answer_lost(url: str, method: str, path: str, exc: Exception) -> UserError:
+def answer_lost(url: str, method: str, path: str, exc: Exception) -> NoAnswer:
     """The one line for a request the platform took and never answered."""
     reason = (str(exc) or type(exc).__name__).rstrip(".")
     call = f"{method} {path.split('?', 1)[0]}"
     said = f"the platform at {url} closed the connection before answering {call} ({reason})"
     bare = path.split("?", 1)[0]
     if method.upper() in READS or NOTHING_LASTING.search(bare):
-        return UserError(f"{said}; nothing was changed: run the command again once it is up")
+        return NoAnswer(f"{said}; nothing was changed: run the command again once it is up")
     if NEW_TEMPORARY.search(bare):
-        return UserError(
+        return NoAnswer(
             f"{said}: no temporary account reached you (one made then is unusable without its "
             "token and is deleted at its expiry); run the command again once it is up"
         )
     check = next((c for pattern, c in CHECKS if pattern.search(path)), "the platform's state")
-    return UserError(
+    return NoAnswer(
         f"{said}: whether it was done is unknown (the platform may have finished it before the "
         f"connection closed). Check with {check} before running the command again."
     )

@@ -1,8 +1,8 @@
 """Root ``ember`` group: lazy subcommands and the one error boundary.
 
 Each command lives in its own module and is imported only when it runs, so ``ember --help`` and
-light commands never import torch (style R15). User errors become a short message and exit code 1;
-anything else is reported as a possible bug.
+light commands never import torch (style R15). Failures are reported by failure.py: the
+``ember: error:`` line, the exit code (1, 2 for usage, 130 interrupted) and ``--json``'s object.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import sys
 
 import click
 
-from ember.errors import EmberError, UserError
+from ember.cli.failure import Invocation, classify, report
+from ember.errors import EmberError
 
 # command name -> "module:attribute". A command appears once its module exists.
 COMMANDS: dict[str, str] = {
@@ -68,20 +69,33 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the CLI with ember's error boundary."""
+    """Console entry point: run the CLI with ember's error boundary (failure.py)."""
+    invocation = Invocation()
     try:
-        cli.main(args=argv, standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        cli.main(args=argv, standalone_mode=False, obj=invocation)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except UserError as exc:
-        click.echo(f"ember: error: {exc}", err=True)
-        sys.exit(1)
-    except EmberError as exc:
-        click.echo(f"ember: internal error (possibly a bug): {exc}", err=True)
-        sys.exit(2)
+    except (click.ClickException, click.exceptions.Abort, EmberError) as exc:
+        failure = classify(exc)
+        # A command line that did not parse may not have reached the --json callback.
+        args = sys.argv[1:] if argv is None else argv
+        as_json = invocation.json or (
+            failure.kind == "usage" and "--json" in args[: _end_of_options(args)]
+        )
+        report(failure, as_json=as_json, usage=_usage(exc))
+        sys.exit(failure.exit_code)
+
+
+def _end_of_options(args: list[str]) -> int:
+    return args.index("--") if "--" in args else len(args)
+
+
+def _usage(exc: BaseException) -> str:
+    """click's usage lines for a usage error, as it prints them before the error."""
+    if not isinstance(exc, click.UsageError) or exc.ctx is None:
+        return ""
+    ctx = exc.ctx
+    hint = ""
+    if ctx.command.get_help_option(ctx) is not None:
+        hint = f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.\n"
+    return f"{ctx.get_usage()}\n{hint}"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from ember.cli.failure import json_option
 from ember.errors import ModelNotFound
 
 
@@ -19,7 +20,7 @@ def models() -> None:
 
 
 @models.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("Print JSON.")
 def list_models(as_json: bool) -> None:
     """Catalog ids, their architecture, context window and checkpoint state."""
     from ember.models.catalog import default_catalog, reference_configs
@@ -50,7 +51,7 @@ def list_models(as_json: bool) -> None:
 
 @models.command("inspect")
 @click.argument("target")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("Print JSON.")
 @click.option(
     "--int4-group-size", default=32, show_default=True, help="INT4 inputs per scale group."
 )

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from ember import __version__ as ember_version
+from ember.cli.failure import RemoteFailure, Unreachable
 from ember.cli.lost_answer import AFTER_CONNECT, answer_lost
 from ember.errors import AuthError, NotFound, UserError
 
@@ -22,11 +23,9 @@ API_PREFIX = "/client/v4"
 REACHABLE_TIMEOUT_S = 10.0
 
 
-class PlatformRequestError(UserError):
+class PlatformRequestError(RemoteFailure):
     def __init__(self, status: int, code: int | None, message: str) -> None:
-        self.status = status
-        self.code = code
-        super().__init__(f"{message} [code: {code}]" if code is not None else message)
+        super().__init__(status, code, f"{message} [code: {code}]" if code is not None else message)
 
 
 class PlatformAuthError(PlatformRequestError, AuthError):
@@ -54,11 +53,11 @@ def _guess_origin(url: str) -> str:
     return "the default" if url == DEFAULT_PLATFORM else "--platform"
 
 
-def unreachable(url: str, origin: str, exc: Exception) -> UserError:
+def unreachable(url: str, origin: str, exc: Exception) -> Unreachable:
     """The one line for a platform that does not answer: the URL, where it came from, why."""
     reason = (str(exc) or type(exc).__name__).rstrip(".")  # the sentence goes on after it
     chosen = f"from {origin}" if origin != "the default" else "ember's default"
-    return UserError(
+    return Unreachable(
         f"cannot reach the platform at {url} ({chosen}): {reason}. Is `ember serve` running "
         "there? Choose another with --platform URL or $EMBER_PLATFORM."
     )

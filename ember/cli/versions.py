@@ -17,6 +17,7 @@ import click
 from ember.cli.deploy import prepare_upload
 from ember.cli.deployments import worker_name
 from ember.cli.environment import EnvChoice, chosen_env, env_option, show_warnings
+from ember.cli.failure import json_option
 from ember.cli.platform_client import PlatformNotFound
 from ember.cli.session import Session, name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
@@ -120,7 +121,7 @@ def _no_env_warning(project: WorkerProject, choice: EnvChoice) -> list[str]:
 @env_option
 @platform_option
 @temporary_option
-@click.option("--json", "as_json", is_flag=True, help="Print the versions as JSON.")
+@json_option("Print the versions as JSON.")
 def list_versions(
     name: str | None, platform_url: str | None, temporary: bool, as_json: bool
 ) -> None:
@@ -150,7 +151,7 @@ def list_versions(
 @env_option
 @platform_option
 @temporary_option
-@click.option("--json", "as_json", is_flag=True, help="Print the version as JSON.")
+@json_option("Print the version as JSON.")
 def view(
     version_id: str, name: str | None, platform_url: str | None, temporary: bool, as_json: bool
 ) -> None:

@@ -3,6 +3,7 @@ naming what answered (status, content-type, an excerpt) and what was expected; n
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ import pytest
 import uvicorn
 from click.testing import CliRunner
 
-from ember.cli.main import cli
+from ember.cli.main import main
 from tests.bindings.ai.support import wait_until
 
 EXPECTED = "ember's AI API"
@@ -78,12 +79,25 @@ def _refused_url() -> str:
 
 
 def _fails_clearly(args: list[str]) -> str:
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 1, result.output
-    assert isinstance(result.exception, SystemExit), repr(result.exception)
-    assert "Traceback" not in result.output
-    assert result.output.startswith("Error: "), result.output
-    return result.output
+    """ember's entry point (its error boundary) on ``args``: exit 1 and one ``ember: error:``
+    line; the same failure as one JSON object on stdout with ``--json``."""
+    with CliRunner().isolation() as (stdout, stderr, _):
+        with pytest.raises(SystemExit) as exited:
+            main(args)
+        output = stderr.getvalue().decode()
+        assert exited.value.code == 1 and stdout.getvalue() == b"", output
+    assert "Traceback" not in output
+    assert output.startswith("ember: error: "), output
+    if not any(
+        "badsse" in arg for arg in args
+    ):  # --json prints events as they come, without reading them
+        with CliRunner().isolation() as (stdout, _, _):
+            with pytest.raises(SystemExit):
+                main([*args, "--json"])
+            error = json.loads(stdout.getvalue())["error"]
+        assert error["message"] in output, error
+        assert error["kind"] in ("platform", "unreachable", "no_answer"), error
+    return output
 
 
 @pytest.mark.parametrize("kind", ["text", "html", "empty", "json", "list", "oops"])

@@ -211,7 +211,7 @@ def test_cli_ai_url_uses_the_saved_login_of_that_platform(
     assert f"ember login --platform {serve.url}" in unlisted.stderr, unlisted.stderr
     assert _ember(serve, home, cwd, "login", "--token", token).returncode == 0
     refused = ember("run", "@cf/ember/no-such-model", "hi")
-    assert refused.returncode == 1 and refused.stderr.strip().startswith("Error: 5007: ")
+    assert refused.returncode == 1 and refused.stderr.strip().startswith("ember: error: 5007: ")
     listed = ember("models", "--json")
     assert listed.returncode == 0, listed.stderr
     assert isinstance(json.loads(listed.stdout), list)

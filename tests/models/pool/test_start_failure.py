@@ -63,7 +63,7 @@ def test_a_replica_that_cannot_start_is_a_permanent_error(tmp_path_factory) -> N
         assert not failure.code.retryable
         message = failure.message
         assert message.startswith(f"3043: Model {GLM} cannot start: replica 1 exited with code 2")
-        assert "Error: No such option '--bogus-flag'." in message  # the server's own line
+        assert "ember: error: No such option '--bogus-flag'." in message  # the server's own line
         assert KEY in message and "ember.yaml" in message
         assert "failed to start 3 times in a row and is tried again in 60 s" in message
     # The second request did not launch anything: three launches, then the error at once.
