@@ -12,8 +12,10 @@ wrangler's, these commands have no ``--yes``: a script gets the fallback.
 from __future__ import annotations
 
 import json
+import select
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -24,6 +26,8 @@ from ember.cli.prompts import confirm
 from ember.cli.secret_draft import offer_draft, worker_missing
 from ember.cli.session import name_option, path_segment, platform_option
 from ember.cli.temporary import command_session, temporary_option
+
+STDIN_NOTE_AFTER_S = 1.0  # how long stdin may stay silent before the note says what it waits for
 
 
 @click.group()
@@ -40,10 +44,7 @@ def secret() -> None:
 def put(key: str, name: str | None, platform_url: str | None, temporary: bool) -> None:
     """Set secret KEY; the value is read from stdin (or prompted for on a terminal)."""
     worker = worker_name(name, suffix_name=True)
-    if sys.stdin.isatty():
-        value = click.prompt("Enter a secret value", hide_input=True)  # wrangler's words
-    else:
-        value = sys.stdin.read().rstrip("\n")
+    value = read_value(key)
     session = command_session(platform_url, temporary)
     path = session.account_path(f"/workers/scripts/{path_segment(worker)}/secrets")
     body = {"name": key, "text": value, "type": "secret_text"}
@@ -61,6 +62,42 @@ def put(key: str, name: str | None, platform_url: str | None, temporary: bool) -
         session.close()
     click.echo(f"✨ Success! Uploaded secret {key}")
     click.echo(f"{worker}: a new version with the secret is live.", err=True)
+
+
+def read_value(key: str) -> str:
+    """The value of secret ``key``: prompted for at a terminal, else read from stdin to its end,
+    trailing whitespace trimmed either way (wrangler's ``trimTrailingWhitespace``). An empty
+    value is sent, as wrangler sends it, and named on stderr: stdin was likely /dev/null."""
+    if sys.stdin.isatty():
+        value = click.prompt("Enter a secret value", hide_input=True)  # wrangler's words
+    else:
+        if not _ready(sys.stdin, STDIN_NOTE_AFTER_S):
+            # A pipe nobody writes to (or closes) would otherwise wait in silence.
+            click.echo(
+                f"ember: reading the value of {key} from stdin until it ends (close the pipe, "
+                "or Ctrl-D)...",
+                err=True,
+            )
+        value = sys.stdin.read()
+    value = value.rstrip()
+    if not value:
+        click.echo(
+            f"▲ [WARNING] the value of {key} is empty (stdin gave nothing, or only whitespace); "
+            f"it is set to an empty string. Pipe the value in: printf %s VALUE | ember secret "
+            f"put {key}",
+            err=True,
+        )
+    return value
+
+
+def _ready(stream: TextIO, timeout_s: float) -> bool:
+    """Whether ``stream`` has data or its end within ``timeout_s`` (a file or /dev/null at
+    once; a pipe when its writer writes or closes it)."""
+    try:
+        readable, _, _ = select.select([stream], [], [], timeout_s)
+    except (OSError, ValueError):  # not selectable (no fileno): just read it
+        return True
+    return bool(readable)
 
 
 @secret.command("list")
