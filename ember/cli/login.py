@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from ember.cli.credentials import CredentialStore, Login
 from ember.cli.platform_client import PlatformClient, resolve_platform
 from ember.cli.session import platform_option
+from ember.errors import AuthError
 
 
 @click.command()
 @platform_option
-@click.option("--token", help="An API token of the platform (prompted for when omitted).")
+@click.option(
+    "--token", help="An API token of the platform (prompted for at a terminal when omitted)."
+)
 def login(platform_url: str | None, token: str | None) -> None:
     """Save an API token for a platform after checking it."""
     platform = resolve_platform(platform_url)
-    token = token or click.prompt("API token", hide_input=True)
+    if not token:
+        if not sys.stdin.isatty():
+            # An agent's or a script's stdin: a prompt there reads nothing and ends in "Aborted".
+            raise AuthError(
+                "ember login has no terminal to ask for the token on: pass it with "
+                "`ember login --token TOKEN`, or set EMBER_API_TOKEN=TOKEN for each command "
+                "instead of logging in"
+            )
+        token = click.prompt("API token", hide_input=True)
     with PlatformClient(platform, token) as client:
         client.call("GET", "/user/tokens/verify")
         account = client.call("GET", "/accounts")[0]
