@@ -6,6 +6,7 @@ runs: WAL and a busy timeout), and prints a new account's first API token once.
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import click
 
 from ember.cli.credentials import distance
+from ember.cli.failure import json_option
 from ember.runtime.deployments.config import default_state_dir
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.platform.state_lock import served_origin
@@ -33,7 +35,8 @@ def accounts() -> None:
 @accounts.command("create")
 @click.argument("name")
 @state_option
-def create(name: str, state_dir: Path | None) -> None:
+@json_option("Print {id, name, token, platform} as JSON (platform: null when not known).")
+def create(name: str, state_dir: Path | None, as_json: bool) -> None:
     """Create permanent account NAME and print its API token."""
     state = state_dir or default_state_dir()
     plane = ControlPlane(state)
@@ -41,6 +44,11 @@ def create(name: str, state_dir: Path | None) -> None:
         account, issued = plane.accounts.create_permanent(name)
     finally:
         plane.close()
+    if as_json:
+        served = served_origin(state)
+        result = {"id": account.id, "name": account.name, "token": issued.token}
+        click.echo(json.dumps(result | {"platform": served.url if served else None}, indent=2))
+        return
     click.echo(f"Created account {account.name} ({account.id}).")
     click.echo(f"API token (shown once): {issued.token}")
     served = served_origin(state)

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "login": "ember.cli.login:login",
     "logout": "ember.cli.login:logout",
     "whoami": "ember.cli.whoami:whoami",
+    "auth": "ember.cli.auth:auth",
     "deployments": "ember.cli.deployments:deployments",
     "rollback": "ember.cli.rollback:rollback",
     "versions": "ember.cli.versions:versions",

@@ -50,12 +50,14 @@ versions.add_command(deploy)
 @env_option
 @platform_option
 @temporary_option
+@json_option("Print the new version as JSON (its id, number, metadata).")
 @upload_options
 def upload(
     directory: Path,
     name: str | None,
     platform_url: str | None,
     temporary: bool,
+    as_json: bool,
     upload: UploadOptions,
 ) -> None:
     """Upload the worker in DIRECTORY as a new version, without deploying it."""
@@ -63,7 +65,7 @@ def upload(
     project = load_project(directory, name, choice.name)
     show_warnings([*project.warnings, *_no_env_warning(project, choice)])
     # The same flags as ``ember deploy`` (wrangler's shared deploy args), applied the same way.
-    prepared = prepare_upload(project, upload, as_json=False)
+    prepared = prepare_upload(project, upload, as_json=as_json)
     if prepared is None:
         return  # a dry run
     plan, modules = prepared
@@ -72,6 +74,9 @@ def upload(
         version = upload_version(session, plan, modules)
     finally:
         session.close()
+    if as_json:
+        click.echo(json.dumps(version, indent=2))
+        return
     size = sum(len(m.data) for m in modules)
     click.echo(f"Uploaded {project.name} ({size:,} bytes, {len(modules)} modules)")
     click.echo(f"Worker Version ID: {version['id']}")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
+from ember.cli.failure import json_option
 from ember.cli.session import open_session, platform_option
+from ember.cli.temporary import iso_time
 
 
 @click.command()
 @platform_option
-def whoami(platform_url: str | None) -> None:
+@json_option("Print {loggedIn, platform, account, source, temporary} as JSON.")
+def whoami(platform_url: str | None, as_json: bool) -> None:
     """Show the account the CLI acts as."""
     session = open_session(platform_url)
     try:
@@ -18,9 +23,25 @@ def whoami(platform_url: str | None) -> None:
     finally:
         session.close()
     kind = account.get("ember", {}).get("kind", "permanent")
+    temporary = session.temporary
+    if as_json:
+        # wrangler's whoami --json starts with loggedIn; not logged in is a failure (exit 1).
+        claim = None
+        if temporary is not None:
+            ends = min(temporary.expires_at, temporary.claim_expires_at)
+            claim = {"expires_at": iso_time(ends), "claim_url": temporary.claim_url}
+        result = {
+            "loggedIn": True,
+            "platform": session.platform,
+            "account": {"id": account["id"], "name": account["name"], "kind": kind},
+            "source": session.source,
+            "temporary": claim,
+        }
+        click.echo(json.dumps(result, indent=2))
+        return
     click.echo(f"Platform: {session.platform}")
     click.echo(f"Account:  {account['name']} ({account['id']}), {kind}")
-    click.echo(f"Token:    from {session.source}")
-    if session.temporary is not None:
-        left = session.temporary.expires_in()
-        click.echo(f"Expires:  in {left} unless claimed: {session.temporary.claim_url}")
+    click.echo(f"Token:    from {session.source} (`ember auth token` prints it)")
+    if temporary is not None:
+        left = temporary.expires_in()
+        click.echo(f"Expires:  in {left} unless claimed: {temporary.claim_url}")
