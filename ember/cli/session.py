@@ -107,6 +107,8 @@ def saved_credentials(url: str) -> SavedCredentials | None:
     if temporary and temporary.valid():
         click.echo(acting_on(temporary), err=True)
         return SavedCredentials(temporary.token, temporary.account_id)
+    if temporary is not None:  # the platform deleted it: say so, as open_session does
+        raise AuthError(temporary_expired(platform, temporary))
     return None
 
 
