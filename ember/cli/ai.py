@@ -135,7 +135,13 @@ async def _static_rows(project: Path | None) -> list[dict[str, Any]]:
 @click.argument("prompt")
 @click.option("--stream", is_flag=True, help="Print the answer as it is generated.")
 @json_option("Print the whole result (or events) as JSON.")
-@click.option("--max-tokens", type=int, default=256, show_default=True, help="Tokens to generate.")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="Tokens to generate.",
+)
 @click.option("--system", help="A system message before the prompt.")
 @click.option("--temperature", type=float, help="Sampling temperature (default 1).")
 @click.option("--no-thinking", is_flag=True, help="Ask the model not to think first.")

@@ -17,6 +17,8 @@ from typing import Any
 
 from ember.errors import ConfigError
 
+EXACT_BELOW_S = 600.0  # below this, time left is said to the second
+
 
 @dataclass(frozen=True)
 class Login:
@@ -45,9 +47,17 @@ class TemporaryLogin:
 
 
 def distance(seconds: float) -> str:
-    """date-fns ``formatDistanceToNowStrict``: one unit, rounded (3599.5 s -> "60 minutes")."""
+    """How long is left, never more than is left: under 10 minutes exactly to the second
+    ("2m08s": rounding said "3 minutes" for 2m38s, a third more than was left), from there
+    date-fns ``formatDistanceToNowStrict`` as wrangler words it, one unit, rounded (3599.5 s ->
+    "60 minutes"; there a rounding is under a tenth of the time left)."""
     seconds = max(seconds, 0.0)
-    units = (("second", 1, 60), ("minute", 60, 3600), ("hour", 3600, 86400))
+    if seconds < EXACT_BELOW_S:
+        whole = int(seconds)
+        if whole < 60:
+            return f"{whole} second{'' if whole == 1 else 's'}"
+        return f"{whole // 60}m{whole % 60:02d}s"
+    units = (("minute", 60, 3600), ("hour", 3600, 86400))
     unit, size = next(((u, s) for u, s, limit in units if seconds < limit), ("day", 86400))
     value = round(seconds / size)
     return f"{value} {unit}{'' if value == 1 else 's'}"

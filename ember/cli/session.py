@@ -113,10 +113,16 @@ def saved_credentials(url: str) -> SavedCredentials | None:
 
 
 def open_session(
-    platform_option: str | None, *, allow_temporary: bool = True, command: str = "ember deploy"
+    platform_option: str | None,
+    *,
+    allow_temporary: bool = True,
+    command: str = "ember deploy",
+    claim_hint: bool = True,
 ) -> Session:
     """A session from EMBER_API_TOKEN, the saved login, or (``allow_temporary``) the cached
-    temporary account; ``command`` names the refusing command when that is not allowed."""
+    temporary account; ``command`` names the refusing command when that is not allowed.
+    ``claim_hint``: whether the temporary account's note points to ``ember whoami`` (not from
+    whoami itself, which prints the claim URL)."""
     platform = resolve_platform(platform_option)
     origin = platform_origin(platform_option)
     store = CredentialStore()
@@ -141,7 +147,7 @@ def open_session(
         if not allow_temporary:
             raise AuthError(temporary_not_used(platform, temporary, command))
         # stderr: stdout stays what scripts read (JSON, wrangler's lines).
-        click.echo(acting_on(temporary), err=True)
+        click.echo(acting_on(temporary, claim_hint=claim_hint), err=True)
         return Session(
             platform,
             PlatformClient(platform, temporary.token, origin=origin),
@@ -171,11 +177,12 @@ def temporary_expired(platform: str, temporary: TemporaryLogin) -> str:
     )
 
 
-def acting_on(temporary: TemporaryLogin) -> str:
+def acting_on(temporary: TemporaryLogin, *, claim_hint: bool = True) -> str:
     """What a command says when it falls back to the cached temporary account."""
+    hint = ": `ember whoami` shows its claim URL" if claim_hint else ""
     return (
         f"Acting on the temporary account {temporary.account_name} (expires in "
-        f"{temporary.expires_in()} unless claimed: `ember whoami` shows its claim URL)"
+        f"{temporary.expires_in()} unless claimed{hint})"
     )
 
 

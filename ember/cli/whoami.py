@@ -16,7 +16,7 @@ from ember.cli.temporary import iso_time
 @json_option("Print {loggedIn, platform, account, source, temporary} as JSON.")
 def whoami(platform_url: str | None, as_json: bool) -> None:
     """Show the account the CLI acts as."""
-    session = open_session(platform_url)
+    session = open_session(platform_url, claim_hint=False)
     try:
         session.client.call("GET", "/user/tokens/verify")
         account = session.client.call("GET", f"/accounts/{session.account_id}")

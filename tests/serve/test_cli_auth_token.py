@@ -19,18 +19,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ember(serve: ServeProcess, home: Path, cwd: Path, *args: str) -> str:
+    result = _run(serve, home, cwd, *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _run(
+    serve: ServeProcess, home: Path, cwd: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     env |= {
         "PYTHONPATH": str(ROOT),
         "EMBER_CREDENTIALS": str(home / "credentials.json"),
         "EMBER_PLATFORM": serve.url,
     }
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "ember", *args],
         cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def _verify(serve: ServeProcess, token: str, account_id: str) -> None:
@@ -58,6 +64,9 @@ def test_the_token_of_a_temporary_then_a_claimed_account(
     assert described["platform"] == serve.url and described["expires_at"] == deployed["expires_at"]
     _verify(serve, described["token"], described["account_id"])
 
+    said = _run(serve, home, project, "whoami")
+    assert said.returncode == 0 and deployed["claim_url"] in said.stdout, said.stderr
+    assert "`ember whoami`" not in said.stderr  # no note sending whoami's user to whoami
     me = json.loads(_ember(serve, home, project, "whoami", "--json"))
     assert me["loggedIn"] is True and me["source"] == "temporary account"
     assert me["account"] == {
