@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ember.cli.deployments import worker_name
 from ember.cli.environment import env_option
-from ember.cli.session import path_segment, platform_option
+from ember.cli.session import Session, path_segment, platform_option, temporary_expired
 from ember.cli.temporary import command_session, temporary_option
 from ember.errors import UserError
+
+if TYPE_CHECKING:
+    from websockets.exceptions import ConnectionClosed as ConnectionClosedError
 
 STATUS_OUTCOMES = {
     "ok": ["ok"],
@@ -74,8 +77,8 @@ def tail(
             while max_events is None or seen < max_events:
                 try:
                     message = socket.recv()
-                except ConnectionClosed:
-                    raise UserError(f"the tail of {name} was closed by the platform") from None
+                except ConnectionClosed as exc:
+                    raise UserError(_closed_why(name, session, exc)) from None
                 event = json.loads(message)
                 seen += 1
                 click.echo(json.dumps(event, indent=2) if fmt == "json" else pretty(event))
@@ -87,6 +90,18 @@ def tail(
         except UserError:
             pass  # the tail may already be gone with its worker
         session.close()
+
+
+def _closed_why(name: str, session: Session, exc: ConnectionClosedError) -> str:
+    """Why the platform closed the tail: the temporary account's expiry when it has passed
+    (the platform closes its tails then), else the close frame's reason when it sent one."""
+    temporary = session.temporary
+    if temporary is not None and not temporary.valid():
+        why = temporary_expired(session.platform, temporary).split(": ", 1)[1]
+        return f"the tail of {name} ended: {why}"
+    frame = exc.rcvd
+    reason = f" ({frame.code}: {frame.reason})" if frame is not None and frame.reason else ""
+    return f"the tail of {name} was closed by the platform{reason}"
 
 
 def _filters(
