@@ -36,6 +36,7 @@ from ember.runtime.api.context import (
     worker_url,
 )
 from ember.runtime.api.envelope import ok, page_info
+from ember.runtime.api.routes_tail import hub_of
 from ember.runtime.api.uploads import UploadRequest
 from ember.runtime.deployments.errors import (
     BodyTooLarge,
@@ -174,7 +175,10 @@ async def delete_script(request: Request) -> Response:
     who = caller(request)
     name = request.path_params["name"]
     plane = plane_of(request)
+    script = plane.scripts.get(who.account, name)
     versions = plane.scripts.delete(who.account, name)
+    # Its open tails end now, as the sweep ends a deleted worker's: they would stream nothing.
+    hub_of(request.app.state).close_script(script.id)
     await live_of(request).reconcile(who.account.id, name)  # drains its isolates first
     await uploads_of(request).remove_files(who.account.id, tuple(versions))
     return ok(None)

@@ -1,7 +1,8 @@
 """``wrangler tail``: create and delete tail sessions, and the ``trace-v1`` WebSocket.
 
 A socket ends with 1000 "the tail session ended" whenever its session does: deleted, replaced,
-revoked by a claim, its worker deleted by the sweep, or its temporary account expired. The last
+revoked by a claim, its worker deleted (through the API or by the sweep), or its temporary account
+expired. The last
 is timed here, at the account's expiry, because the sweep that deletes the account may run much
 later (``--gc-interval``) and a socket left open meanwhile streamed nothing, silently.
 """
