@@ -98,3 +98,28 @@ def test_filters() -> None:
     assert not matches(({"header": {"key": "x-b"}},), event)
     assert matches(({"query": "needle"},), event) and not matches(({"query": "hay"},), event)
     assert not matches(({"sampling_rate": 0.0},), event)
+
+
+def test_a_tail_socket_closes_when_its_session_is_six_hours_old(platform: RunningPlatform) -> None:
+    """Cloudflare's tail sessions last six hours; the socket of one ends then (1000 "the tail
+    session ended"), not only when the session is deleted or its account expires."""
+    account_id, client = _deploy(platform)
+    created = client.post(f"/accounts/{account_id}/workers/scripts/hello/tails").json()["result"]
+    script_id = platform.plane.scripts.get(platform.plane.accounts.get(account_id), "hello").id
+
+    async def scenario() -> tuple[str, int, str]:
+        async with websockets.connect(created["url"], subprotocols=["trace-v1"]) as socket:
+            deadline = time.monotonic() + 5
+            while not platform.hub.has_subscribers(script_id) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            platform.clock.advance(6 * 3600 + 1)  # its six hours are up
+            now = int(time.time() * 1000)
+            platform.hub.publish(script_id, TailEvent("hello", "ok", now, method="GET", url="/z"))
+            event = await asyncio.wait_for(socket.recv(), 10)  # the one it had coming
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(socket.recv(), 10)
+            return str(event), closed.value.rcvd.code, closed.value.rcvd.reason
+
+    event, code, reason = asyncio.run(scenario())
+    assert "/z" in event
+    assert (code, reason) == (1000, "the tail session ended")

@@ -1,10 +1,10 @@
 """``wrangler tail``: create and delete tail sessions, and the ``trace-v1`` WebSocket.
 
 A socket ends with 1000 "the tail session ended" whenever its session does: deleted, replaced,
-revoked by a claim, its worker deleted (through the API or by the sweep), or its temporary account
-expired. The last
-is timed here, at the account's expiry, because the sweep that deletes the account may run much
-later (``--gc-interval``) and a socket left open meanwhile streamed nothing, silently.
+revoked by a claim, its worker deleted (through the API or by the sweep), its six hours up, or its
+temporary account expired. The last two are timed here, because nothing else ends the socket
+then (the sweep that deletes an expired account may run much later, ``--gc-interval``) and a
+socket left open streamed nothing, silently.
 """
 
 from __future__ import annotations
@@ -93,9 +93,10 @@ async def tail_socket(websocket: WebSocket) -> None:
         reader = asyncio.create_task(_drain_client(websocket))
         while not reader.done():
             getter = asyncio.create_task(queue.get())
-            left = (
-                None if tail.account_expires_at is None else tail.account_expires_at - plane.clock()
-            )
+            # The session's own end (six hours after it was made, as Cloudflare's), or its
+            # temporary account's expiry if that comes first.
+            ends = min(tail.expires_at, tail.account_expires_at or tail.expires_at)
+            left = max(0.0, ends - plane.clock())
             done, _ = await asyncio.wait(
                 {getter, reader}, timeout=left, return_when=asyncio.FIRST_COMPLETED
             )
@@ -107,7 +108,7 @@ async def tail_socket(websocket: WebSocket) -> None:
                 await websocket.send_text(payload)  # type: ignore[arg-type]
                 continue
             getter.cancel()
-            if not done:  # the account expired: the session with it
+            if not done:  # the session's time is up, or its account expired
                 await websocket.close(code=1000, reason=ENDED)
                 break
     except (WebSocketDisconnect, RuntimeError):
