@@ -47,6 +47,19 @@ class InternalError(EmberError):
     """ember's own failure or an environment failure; reported as a possible bug."""
 
 
+class StateTooNew(UserError):
+    """A state file written by a newer ember (its schema version past the one this ember
+    reads): nothing is written to it; run that ember, or restore a backup from before it."""
+
+    def __init__(self, path: object, what: str, found: int, known: int) -> None:
+        super().__init__(
+            f"{path}: {what} {found} was written by a newer ember (this one reads up to "
+            f"{known}); nothing was changed. Run the newer ember, or restore the copy of the "
+            "state directory made before upgrading (README: 'Back up or move the state "
+            "directory')"
+        )
+
+
 class ConfigError(UserError):
     """A config file is malformed: names the file, the key, what was found and what was expected."""
 

@@ -26,6 +26,7 @@ import contextlib
 import shutil
 import sqlite3
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -77,12 +78,16 @@ def switch_to_incremental(
     health: StorageHealth,
     store: str,
     path: object,
+    before: Callable[[], None] | None = None,
 ) -> bool:
     """Switch an older file to incremental auto-vacuum with its one ``VACUUM``; True if it was
-    switched (False: it already was). Only while nothing is served from the file."""
+    switched (False: it already was). Only while nothing is served from the file. ``before``
+    runs just before the rewrite (a log line: on a large file it takes a while)."""
     with lock:
         if is_incremental(conn):
             return False
+        if before is not None:
+            before()
         enable_incremental(conn)
         vacuum(conn, health, store, path)
         return True
@@ -102,7 +107,7 @@ def vacuum(conn: sqlite3.Connection, health: StorageHealth, store: str, path: ob
         needed = 2 * file.stat().st_size + VACUUM_MARGIN_BYTES
         free = shutil.disk_usage(file.parent).free
         if free < needed:
-            raise StorageFull(store, str(path), f"{free:,} bytes free, VACUUM needs ~{needed:,}")
+            raise StorageFull(store, str(path), f"{free:,} bytes free of the {needed:,} it needs")
     try:
         conn.execute("VACUUM")
     except sqlite3.Error as exc:

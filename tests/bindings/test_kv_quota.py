@@ -13,7 +13,7 @@ import pytest
 from ember.bindings.kv.records import KVWrite
 from ember.bindings.kv.schema import ACCOUNTING_VERSION, ENTRY_OVERHEAD_BYTES
 from ember.bindings.kv.store import KVQuota, KVQuotaExceeded, KVStore
-from ember.errors import InternalError
+from ember.errors import StateTooNew
 
 OH = ENTRY_OVERHEAD_BYTES  # what each entry costs beyond its key, value and metadata
 
@@ -126,7 +126,7 @@ def test_counters_of_the_old_accounting_are_recounted_once(tmp_path: Path) -> No
         assert db.execute("PRAGMA user_version").fetchone()[0] == ACCOUNTING_VERSION
         db.execute(f"PRAGMA user_version={ACCOUNTING_VERSION + 1}")
     store.close()
-    with pytest.raises(InternalError, match="newer than this ember"):
+    with pytest.raises(StateTooNew, match="written by a newer ember"):
         KVStore(path)  # a newer ember's file is not miscounted by this one
 
 

@@ -44,7 +44,7 @@ SCRIPT = textwrap.dedent(
         f.write(b"\\0" * (free.f_bavail * free.f_frsize - 8 * 1024 * 1024))
     plane = ControlPlane(state, CONFIG, clock=ManualClock())
     try:
-        for note in plane.prepare_storage():
+        for note in plane.prepare_storage(say=lambda line: print("SAID", line)):
             print("NOTE", note)
         account, _ = plane.accounts.create_permanent("after")  # it serves: writes work
         print("CREATED", account.name)
@@ -78,5 +78,33 @@ def test_serve_starts_on_an_old_state_dir_without_room_to_rewrite_it(tmp_path: P
     assert any("could not rewrite the KV store" in n and "bytes free" in n for n in notes), notes
     assert "CREATED after" in done.stdout
     assert "ROWS 6000" in done.stdout
+    said = [line for line in done.stdout.splitlines() if line.startswith("SAID")]
+    assert any("rewriting the KV store" in n and "MiB" in n for n in said), said
     again = [line for line in done.stdout.splitlines() if line.startswith("AGAIN")]
     assert any("KV store" in n and "auto_vacuum=INCREMENTAL" in n for n in again), again
+
+
+def test_a_state_dir_from_a_newer_ember_is_refused_as_the_users_to_resolve(
+    tmp_path: Path,
+) -> None:
+    """A downgrade: the files say a newer ember wrote them. A clear user error (not "possibly a
+    bug") naming both versions and the ways out, and nothing written."""
+    import sqlite3
+
+    from ember.errors import StateTooNew, UserError
+    from ember.runtime.deployments.clock import ManualClock
+    from ember.runtime.deployments.plane import ControlPlane
+    from tests.platform.test_store import CONFIG
+
+    state = tmp_path / "state"
+    ControlPlane(state, CONFIG, clock=ManualClock()).close()
+    with sqlite3.connect(state / "platform.db") as db:
+        db.execute("PRAGMA user_version = 99")
+    before = (state / "platform.db").read_bytes()
+    with pytest.raises(StateTooNew) as refused:
+        ControlPlane(state, CONFIG, clock=ManualClock())
+    assert isinstance(refused.value, UserError)
+    message = str(refused.value)
+    assert "schema version 99" in message and "newer ember" in message
+    assert "Back up or move the state directory" in message
+    assert (state / "platform.db").read_bytes() == before

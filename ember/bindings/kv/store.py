@@ -59,7 +59,7 @@ from ember.bindings.kv.schema import (
     SCHEMA,
     entry_bytes,
 )
-from ember.errors import InternalError, NotFound
+from ember.errors import InternalError, NotFound, StateTooNew
 from ember.storage import StorageFull, StorageHealth, write_transaction
 
 STORE = "KV store"  # how the operator's log and /health name it
@@ -113,10 +113,7 @@ class KVStore(NamespaceTable):
         with self._lock, self._transaction():
             version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
             if version > ACCOUNTING_VERSION:
-                raise InternalError(
-                    f"{self.path}: KV accounting version {version} is newer than this ember "
-                    f"({ACCOUNTING_VERSION}); upgrade ember to open it"
-                )
+                raise StateTooNew(self.path, "KV accounting version", version, ACCOUNTING_VERSION)
             present = {row[1] for row in self._db.execute("PRAGMA table_info(namespaces)")}
             missing = [(name, kind) for name, kind in ADDED_COLUMNS if name not in present]
             for name, kind in missing:
@@ -157,10 +154,10 @@ class KVStore(NamespaceTable):
         write-ahead log, so deleted keys and values leave no trace (``sqlite_space.py``)."""
         return sqlite_space.release_free_pages(self._db, self._lock, step)
 
-    def switch_to_incremental_vacuum(self) -> bool:
+    def switch_to_incremental_vacuum(self, before: Callable[[], None] | None = None) -> bool:
         """An older file gets incremental auto-vacuum with one ``VACUUM``; True if it did."""
         return sqlite_space.switch_to_incremental(
-            self._db, self._lock, self.health, STORE, self.path
+            self._db, self._lock, self.health, STORE, self.path, before=before
         )
 
     def close(self) -> None:

@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ember import sqlite_space
-from ember.errors import InternalError
+from ember.errors import StateTooNew
 from ember.storage import StorageHealth, write_transaction
 
 STORE = "control-plane database"  # how the operator's log and /health name it
@@ -179,10 +179,7 @@ class Database:
         with self._lock:
             current = self.schema_version
             if current > len(MIGRATIONS):
-                raise InternalError(
-                    f"{self.path}: schema version {current} is newer than this ember "
-                    f"({len(MIGRATIONS)}); upgrade ember to open it"
-                )
+                raise StateTooNew(self.path, "schema version", current, len(MIGRATIONS))
             for number in range(current, len(MIGRATIONS)):
                 with self.transaction() as conn:
                     for statement in _statements(MIGRATIONS[number]):
@@ -217,11 +214,11 @@ class Database:
         write-ahead log (``sqlite_space.py``): what the expiry sweep runs after deleting."""
         return sqlite_space.release_free_pages(self._conn, self._lock, step)
 
-    def switch_to_incremental_vacuum(self) -> bool:
+    def switch_to_incremental_vacuum(self, before: Callable[[], None] | None = None) -> bool:
         """A file made before incremental auto-vacuum gets it with one ``VACUUM``; True if it
         did. ``ember serve`` runs it once at start, before serving."""
         return sqlite_space.switch_to_incremental(
-            self._conn, self._lock, self.health, STORE, self.path
+            self._conn, self._lock, self.health, STORE, self.path, before=before
         )
 
     def limit_pages(self, pages: int) -> int:

@@ -123,7 +123,10 @@ def check_var_count(vars_and_secrets: int, temporary: bool) -> None:
         scope = "on a temporary account" if temporary else "on this platform"
         raise TooManyVars(
             f"this version would have {vars_and_secrets} variables and secrets; a Worker "
-            f"{scope} has at most {limit} (plain_text, json and secret_text bindings together)"
+            f"{scope} has at most {limit} (plain_text, json and secret_text bindings together). "
+            "Remove variables from the config or delete secrets (`ember secret delete NAME`: "
+            "a change that removes some is accepted even while the Worker is over the limit), "
+            "or keep such values in KV"
         )
 
 

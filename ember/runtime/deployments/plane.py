@@ -122,17 +122,30 @@ class ControlPlane:
             row = conn.execute("SELECT name FROM scripts WHERE id = ?", (script_id,)).fetchone()
         return str(row["name"]) if row else script_id
 
-    def prepare_storage(self, compact: bool = False) -> list[str]:
+    def prepare_storage(
+        self, compact: bool = False, say: Callable[[str], None] | None = None
+    ) -> list[str]:
         """Before serving: switch files made by an older ember to incremental auto-vacuum (one
         ``VACUUM`` each, once), or with ``compact`` rewrite both files (``ember serve
-        --compact``). Returns a line per file rewritten, for the operator."""
+        --compact``). Returns a line per file rewritten, for the operator; ``say`` gets a line
+        as each rewrite starts (a large file takes a while, and serve is not listening yet)."""
         notes = []
         for name, store in (("control-plane database", self.db), ("KV store", self.kv.store)):
+
+            def starting(name: str = name, path: Path = store.path) -> None:
+                if say is not None:
+                    size = path.stat().st_size if path.exists() else 0
+                    say(
+                        f"[ember] rewriting the {name} ({path}, {size / 2**20:,.1f} MiB) once "
+                        "before serving: it needs about twice that free"
+                    )
+
             try:
                 if compact:
+                    starting()
                     store.compact()
                     notes.append(f"[ember] compacted the {name} ({store.path}) before serving")
-                elif store.switch_to_incremental_vacuum():
+                elif store.switch_to_incremental_vacuum(before=starting):
                     notes.append(
                         f"[ember] the {name} ({store.path}) now frees deleted data in small "
                         "steps (auto_vacuum=INCREMENTAL): rewritten once, at this start"
@@ -141,12 +154,10 @@ class ControlPlane:
                 # The rewrite is a copy of the file: without room for it, serve as before (the
                 # pages of deleted data are reused, the file does not shrink) rather than not
                 # at all, and try again at the next start.
-                size = store.path.stat().st_size if store.path.exists() else 0
                 notes.append(
-                    f"[ember] warning: could not rewrite the {name} ({store.path}): {exc.cause}; "
-                    f"it needs about {2 * size:,} bytes free. Serving without it: deleted data's "
-                    "space is reused but the file does not shrink; free some space and restart "
-                    "ember serve to try again"
+                    f"[ember] warning: could not rewrite the {name} ({store.path}): {exc.cause}. "
+                    "Serving without it: deleted data's space is reused but the file does not "
+                    "shrink; free some space and restart ember serve to try again"
                 )
         return notes
 

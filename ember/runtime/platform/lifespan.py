@@ -79,7 +79,9 @@ class PlatformLifespan:
         if ai is not None and ai.pool.settings.start == "eager":
             await self._gateway().start()
         # Off the loop, though nothing is served yet: the lifespan's own timers keep running.
-        for note in await asyncio.to_thread(self.plane.prepare_storage, self.options.compact):
+        for note in await asyncio.to_thread(
+            self.plane.prepare_storage, self.options.compact, self.print_line
+        ):
             self.print_line(note)
         self.plane.namespaces.sync_store()
         orphans = self.plane.gc.remove_orphan_files()  # a crash's leftovers: before serving
