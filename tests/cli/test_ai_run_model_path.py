@@ -4,16 +4,13 @@ another route of the account."""
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from click.testing import CliRunner
 
 from ember.cli.main import cli
-from tests.bindings.ai.support import wait_until
+from tests.platform.conftest import ServerThread
 
 SEEN: list[tuple[str, bytes]] = []
 
@@ -29,17 +26,8 @@ async def _app(scope: dict, receive: object, send: object) -> None:
 
 @pytest.fixture(scope="module")
 def recorder() -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(_app, log_level="error", lifespan="off", ws="none")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, "the recording server", 10)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with ServerThread(_app) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.parametrize(

@@ -80,6 +80,13 @@ def platform(tmp_path: Path) -> Iterator[RunningPlatform]:
     plane.close()
 
 
+@pytest.fixture
+def tenant(platform: RunningPlatform) -> tuple[str, httpx.Client]:
+    """A permanent account ("mallory") and a client with its token."""
+    account, issued = platform.plane.accounts.create_permanent("mallory")
+    return account.id, platform.client(issued.token)
+
+
 def worker_upload(
     main: str = "entry.py",
     source: bytes = b"print('hi')\n",

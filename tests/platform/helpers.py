@@ -10,7 +10,7 @@ import httpx
 
 from ember.runtime.deployments import pow
 from ember.runtime.deployments.config import PlatformConfig
-from tests.platform.conftest import RunningPlatform, start_platform
+from tests.platform.conftest import RunningPlatform, start_platform, worker_upload
 
 
 def temporary_account(platform: RunningPlatform) -> dict[str, object]:
@@ -57,3 +57,19 @@ def temporary_tenant(
                 yield platform, account_id, client
     finally:
         plane.close()
+
+
+def put_upload(
+    client: httpx.Client,
+    account_id: str,
+    name: str,
+    headers: dict[str, str] | None = None,
+    **kw: object,
+) -> httpx.Response:
+    """``PUT .../workers/scripts/NAME`` with ``worker_upload(**kw)`` as its body."""
+    body, content_type = worker_upload(**kw)  # type: ignore[arg-type]
+    return client.put(
+        f"/accounts/{account_id}/workers/scripts/{name}",
+        content=body,
+        headers={"content-type": content_type, **(headers or {})},
+    )

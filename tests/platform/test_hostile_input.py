@@ -17,25 +17,14 @@ import pytest
 from ember.runtime.deployments.multipart import Part, build_multipart
 from ember.runtime.deployments.upload import MAX_ANNOTATION_CHARS
 from ember.runtime.deployments.writes import DEPLOYMENTS_KEPT
-from tests.platform.conftest import TEST_CONFIG, RunningPlatform, worker_upload
-from tests.platform.helpers import error_of, temporary_tenant
+from tests.platform.conftest import TEST_CONFIG, worker_upload
+from tests.platform.helpers import error_of, put_upload, temporary_tenant
 
 WRANGLER = {"user-agent": "wrangler/4.164.0"}
 
 
-@pytest.fixture
-def tenant(platform: RunningPlatform) -> tuple[str, httpx.Client]:
-    account, issued = platform.plane.accounts.create_permanent("mallory")
-    return account.id, platform.client(issued.token)
-
-
 def _put(client: httpx.Client, account_id: str, name: str, **kw: object) -> httpx.Response:
-    body, content_type = worker_upload(**kw)  # type: ignore[arg-type]
-    return client.put(
-        f"/accounts/{account_id}/workers/scripts/{name}",
-        content=body,
-        headers={"content-type": content_type, **WRANGLER},
-    )
+    return put_upload(client, account_id, name, headers=WRANGLER, **kw)
 
 
 def _namespace(client: httpx.Client, account_id: str) -> str:

@@ -21,23 +21,12 @@ from ember.runtime.deployments.metadata_limits import (
     MAX_VARS,
     MAX_VARS_TEMPORARY,
 )
-from tests.platform.conftest import TEST_CONFIG, RunningPlatform, worker_upload
-from tests.platform.helpers import error_of, temporary_tenant
-
-
-@pytest.fixture
-def tenant(platform: RunningPlatform) -> tuple[str, httpx.Client]:
-    account, issued = platform.plane.accounts.create_permanent("mallory")
-    return account.id, platform.client(issued.token)
+from tests.platform.conftest import TEST_CONFIG, worker_upload
+from tests.platform.helpers import error_of, put_upload, temporary_tenant
 
 
 def _put(client: httpx.Client, account_id: str, name: str, **kw: object) -> httpx.Response:
-    body, content_type = worker_upload(**kw)  # type: ignore[arg-type]
-    return client.put(
-        f"/accounts/{account_id}/workers/scripts/{name}",
-        content=body,
-        headers={"content-type": content_type},
-    )
+    return put_upload(client, account_id, name, **kw)
 
 
 def test_metadata_counts_against_the_stored_bytes_cap(tmp_path: Path) -> None:

@@ -17,23 +17,11 @@ from ember.runtime.deployments.metadata_limits import (
     MAX_VAR_BYTES,
     MAX_VARS,
 )
-from tests.platform.conftest import RunningPlatform, worker_upload
-from tests.platform.helpers import error_of
-
-
-@pytest.fixture
-def tenant(platform: RunningPlatform) -> tuple[str, httpx.Client]:
-    account, issued = platform.plane.accounts.create_permanent("mallory")
-    return account.id, platform.client(issued.token)
+from tests.platform.helpers import error_of, put_upload
 
 
 def _put(client: httpx.Client, account_id: str, name: str, **kw: object) -> httpx.Response:
-    body, content_type = worker_upload(**kw)  # type: ignore[arg-type]
-    return client.put(
-        f"/accounts/{account_id}/workers/scripts/{name}",
-        content=body,
-        headers={"content-type": content_type},
-    )
+    return put_upload(client, account_id, name, **kw)
 
 
 def _state(client: httpx.Client, account_id: str) -> tuple[object, ...]:
