@@ -35,6 +35,9 @@ class TemporaryLogin:
     expires_at: float
     claim_url: str
     claim_expires_at: float
+    # False where the platform turned claims off (platform.temporary.claim: off), so nothing
+    # printed promises a claim; entries saved before the field were claimable.
+    claimable: bool = True
 
     def valid(self, now: float | None = None) -> bool:
         moment = time.time() if now is None else now
@@ -44,6 +47,9 @@ class TemporaryLogin:
         """How long until the platform deletes the account unless it is claimed: "60 minutes"."""
         moment = time.time() if now is None else now
         return distance(min(self.expires_at, self.claim_expires_at) - moment)
+
+
+CLAIMS_OFF = "claiming is turned off on this platform"
 
 
 def distance(seconds: float) -> str:

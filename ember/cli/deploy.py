@@ -61,7 +61,8 @@ from ember.runtime.deployments.multipart import Part
     "--temporary",
     is_flag=True,
     help="Deploy without an account: a temporary one, claimable for the platform's claim window "
-    "(its platform.temporary.ttl; deleted at its end unless claimed).",
+    "(its platform.temporary.ttl; deleted at its end unless claimed) where the platform allows "
+    "claims.",
 )
 @json_option("Print the result as JSON.")
 @upload_options
@@ -119,12 +120,13 @@ def deploy(
         session.close()
     if session.temporary is not None:
         login = session.temporary
-        claim_token = login.claim_url.split("claimToken=", 1)[-1]
-        result |= {
-            "claim_url": login.claim_url,
-            "claim_command": claim_command(claim_token, platform),
-            "expires_at": iso_time(login.expires_at),
-        }
+        result |= {"expires_at": iso_time(login.expires_at), "claimable": login.claimable}
+        if login.claimable:  # else the platform turned claims off: nothing to promise
+            claim_token = login.claim_url.split("claimToken=", 1)[-1]
+            result |= {
+                "claim_url": login.claim_url,
+                "claim_command": claim_command(claim_token, platform),
+            }
     show_warnings(notes)
     if as_json:
         click.echo(json.dumps(result, indent=2))

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import click
 
-from ember.cli.credentials import CredentialStore, TemporaryLogin
+from ember.cli.credentials import CLAIMS_OFF, CredentialStore, TemporaryLogin
 from ember.cli.platform_client import PlatformClient, platform_origin, resolve_platform
 from ember.errors import AuthError, EmberError
 
@@ -179,6 +179,11 @@ def temporary_expired(platform: str, temporary: TemporaryLogin) -> str:
 
 def acting_on(temporary: TemporaryLogin, *, claim_hint: bool = True) -> str:
     """What a command says when it falls back to the cached temporary account."""
+    if not temporary.claimable:
+        return (
+            f"Acting on the temporary account {temporary.account_name} (expires in "
+            f"{temporary.expires_in()}; {CLAIMS_OFF})"
+        )
     hint = ": `ember whoami` shows its claim URL" if claim_hint else ""
     return (
         f"Acting on the temporary account {temporary.account_name} (expires in "
@@ -192,11 +197,17 @@ def temporary_not_used(
     """Why a plain ``command`` (a deploy or a version upload) will not use the cached
     temporary account."""
     wrangler = command.replace("ember", "wrangler", 1)
+    unless = " unless claimed" if temporary.claimable else ""
+    claiming = (
+        f"; claiming {temporary.account_name} (`ember whoami` shows its claim URL) makes it "
+        "permanent"
+        if temporary.claimable
+        else f" ({CLAIMS_OFF})"
+    )
     return (
         f"not logged in to {platform}: the only saved credentials are the temporary account "
-        f"{temporary.account_name} (expires in {temporary.expires_in()} unless claimed), and a "
+        f"{temporary.account_name} (expires in {temporary.expires_in()}{unless}), and a "
         f"plain `{command}` does not use it (nor does a plain `{wrangler}`). Run "
         f"`{command} --temporary` to deploy there, or `ember login --token TOKEN` (or set "
-        "EMBER_API_TOKEN) to deploy to a permanent account; claiming "
-        f"{temporary.account_name} (`ember whoami` shows its claim URL) makes it permanent"
+        f"EMBER_API_TOKEN) to deploy to a permanent account{claiming}"
     )

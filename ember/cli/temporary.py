@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import click
 
-from ember.cli.credentials import CredentialStore, TemporaryLogin, distance
+from ember.cli.credentials import CLAIMS_OFF, CredentialStore, TemporaryLogin, distance
 from ember.cli.platform_client import PlatformClient, platform_origin, resolve_platform
 from ember.cli.session import Session, existing_credentials, open_session
 from ember.errors import AuthError, UserError
@@ -106,6 +106,7 @@ def _provision(platform: str, origin: str | None) -> TemporaryLogin:
         expires_at=parse_time(account["expiresAt"]),
         claim_url=claim["url"],
         claim_expires_at=parse_time(claim["expiresAt"]),
+        claimable=claim.get("claimable", True) is not False,
     )
 
 
@@ -119,9 +120,16 @@ def parse_time(text: str) -> float:
 
 
 def ready_block(login: TemporaryLogin, created: bool) -> str:
-    return (
+    head = (
         "Temporary account ready:\n"
         f"\tAccount: {login.account_name} ({'created' if created else 'reused'})\n"
+    )
+    if not login.claimable:
+        return head + (
+            f"\tExpires in: {login.expires_in()}, then it is deleted with its workers "
+            f"({CLAIMS_OFF}; ask its operator for an account to keep them)\n"
+        )
+    return head + (
         f"\tClaim within: {distance(login.claim_expires_at - time.time())}\n"
         f"\tClaim URL: {login.claim_url}\n"
     )

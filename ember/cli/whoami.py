@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ember.cli.credentials import CLAIMS_OFF
 from ember.cli.failure import json_option
 from ember.cli.session import open_session, platform_option
 from ember.cli.temporary import iso_time
@@ -29,7 +30,12 @@ def whoami(platform_url: str | None, as_json: bool) -> None:
         claim = None
         if temporary is not None:
             ends = min(temporary.expires_at, temporary.claim_expires_at)
-            claim = {"expires_at": iso_time(ends), "claim_url": temporary.claim_url}
+            claim = {
+                "expires_at": iso_time(ends),
+                # None where the platform turned claims off: there is nothing to claim with.
+                "claim_url": temporary.claim_url if temporary.claimable else None,
+                "claimable": temporary.claimable,
+            }
         result = {
             "loggedIn": True,
             "platform": session.platform,
@@ -44,4 +50,7 @@ def whoami(platform_url: str | None, as_json: bool) -> None:
     click.echo(f"Token:    from {session.source} (`ember auth token` prints it)")
     if temporary is not None:
         left = temporary.expires_in()
-        click.echo(f"Expires:  in {left} unless claimed: {temporary.claim_url}")
+        if temporary.claimable:
+            click.echo(f"Expires:  in {left} unless claimed: {temporary.claim_url}")
+        else:
+            click.echo(f"Expires:  in {left} ({CLAIMS_OFF}: ask its operator for an account)")

@@ -226,3 +226,32 @@ def test_a_bad_running_share_names_the_key(section: str, value: object) -> None:
         parse_platform_config({section: {"ai_running_share": value}})
     assert error.value.key == f"platform.{section}.ai_running_share"
     assert "a number above 0 and at most 1" in str(error.value)
+
+
+def test_claims_default_to_open_and_three_per_client_a_day() -> None:
+    temporary = parse_platform_config({}).temporary
+    assert (temporary.claim, temporary.claims_per_day) == ("open", 3)
+    assert parse_platform_config({}).limits_for(temporary=True).remedy("x") == "claim the account"
+
+
+@pytest.mark.parametrize("value", ["off", False])  # an unquoted YAML ``off`` reads as false
+def test_claims_can_be_turned_off(value: object) -> None:
+    config = parse_platform_config({"temporary": {"claim": value, "claims_per_day": 1}})
+    assert (config.temporary.claim, config.temporary.claims_per_day) == ("off", 1)
+    assert "operator for an account" in config.limits_for(temporary=True).remedy("x")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("claim", "closed", "open or off"),
+        ("claim", True, "open or off"),
+        ("claims_per_day", 0, "a positive integer"),
+        ("claims_per_day", "few", "a positive integer"),
+    ],
+)
+def test_bad_claim_settings_name_the_key(key: str, value: object, expected: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_platform_config({"temporary": {key: value}})
+    assert error.value.key == f"platform.temporary.{key}"
+    assert expected in str(error.value)

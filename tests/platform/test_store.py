@@ -91,13 +91,13 @@ def test_temporary_account_expires_and_rate_limit_applies(plane: ControlPlane) -
 
 def test_claim_makes_permanent_and_rotates_the_token(plane: ControlPlane) -> None:
     created = temporary(plane)
-    claimed = plane.accounts.claim(created.claim_token)
+    claimed = plane.accounts.claim(created.claim_token, "127.0.0.1")
     assert claimed.account.kind == "permanent" and claimed.account.expires_at is None
     with pytest.raises(Unauthenticated):
         plane.accounts.authenticate(created.token.token)
     plane.accounts.authenticate(claimed.token.token)
     with pytest.raises(ClaimRejected):
-        plane.accounts.claim(created.claim_token)
+        plane.accounts.claim(created.claim_token, "127.0.0.1")
     plane.clock.advance(10 * 3600)
     assert plane.gc.collect().accounts_deleted == ()
     plane.accounts.authenticate(claimed.token.token)
@@ -107,7 +107,7 @@ def test_expired_claim_is_refused(plane: ControlPlane) -> None:
     created = temporary(plane)
     plane.clock.advance(3600)
     with pytest.raises(ClaimRejected, match="expired"):
-        plane.accounts.claim(created.claim_token)
+        plane.accounts.claim(created.claim_token, "127.0.0.1")
 
 
 def test_temporary_limits(plane: ControlPlane) -> None:

@@ -109,6 +109,11 @@ def flag(request: Request, name: str) -> bool:
     return request.query_params.get(name, "").lower() in ("1", "true", "yes")
 
 
+def client_address(request: Request) -> str:
+    """The address per-client caps count (temporary-account creations, claims)."""
+    return request.client.host if request.client else "unknown"
+
+
 def public_origin(request: Request) -> str:
     """``http://host:port`` as configured, else as the client reached us."""
     configured = plane_of(request).config.public_url

@@ -10,6 +10,7 @@ clients (the openai SDK) show only that ``message``, so an envelope there read "
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from starlette.requests import Request
@@ -17,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from ember.errors import AuthError, EmberError, LimitExceeded, NotFound, UserError
 from ember.runtime.api.hardening import harden
-from ember.runtime.deployments.errors import ControlPlaneError
+from ember.runtime.deployments.errors import ControlPlaneError, RateLimited
 from ember.storage import StorageFull
 
 log = logging.getLogger("ember.api")
@@ -96,7 +97,18 @@ async def ember_error_handler(request: Request, exc: Exception) -> Response:
     # A full disk has printed its own line (ember/storage.py), naming the store, not the route.
     if status >= 500 and not isinstance(exc, StorageFull):
         log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
-    return fail_at(request, status, code, str(exc))
+    response = fail_at(request, status, code, str(exc))
+    retry_after = retry_after_header(exc)
+    if retry_after is not None:
+        response.headers["retry-after"] = retry_after
+    return response
+
+
+def retry_after_header(exc: EmberError) -> str | None:
+    """``Retry-After`` (whole seconds, at least 1) for a rate limit that knows when it ends."""
+    if isinstance(exc, RateLimited) and exc.retry_after is not None:
+        return str(max(1, math.ceil(exc.retry_after)))
+    return None
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:

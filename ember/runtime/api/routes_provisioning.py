@@ -4,6 +4,9 @@
 unauthenticated calls of ``wrangler deploy --temporary`` (cloudflare-api.md §4.1); ember's own CLI
 makes the same two calls. ``/claim-preview?claimToken=...`` is the claim URL both print: opening
 it moves the token into a cookie and shows what is being claimed, and its button claims it.
+Claims are capped per client address (``platform.temporary.claims_per_day``) and the operator
+may turn them off (``platform.temporary.claim: off``): the claim object then says
+``claimable: false`` (an ember field; wrangler ignores it) and the page says why.
 """
 
 from __future__ import annotations
@@ -17,10 +20,17 @@ from starlette.routing import Route
 
 from ember.errors import EmberError
 from ember.runtime.api import serializers
-from ember.runtime.api.context import json_body, live_of, plane_of, public_origin, read_body
-from ember.runtime.api.envelope import ok
+from ember.runtime.api.context import (
+    client_address,
+    json_body,
+    live_of,
+    plane_of,
+    public_origin,
+    read_body,
+)
+from ember.runtime.api.envelope import ok, retry_after_header, status_and_code
 from ember.runtime.api.routes_tail import hub_of
-from ember.runtime.deployments.errors import BodyTooLarge, InvalidRequest
+from ember.runtime.deployments.errors import BodyTooLarge, ClaimsTurnedOff, InvalidRequest
 
 CLAIM_PATH = "/claim-preview"
 CLAIM_COOKIE = "ember_claim"
@@ -39,9 +49,9 @@ async def create_preview(request: Request) -> Response:
         raise InvalidRequest("expected a JSON object with challengeToken and solution")
     if body.get("eventCode") is not None:
         raise _EventCodeUnknown("event codes are not used by ember; leave --event-code out")
-    client = request.client.host if request.client else "unknown"
-    created = plane_of(request).create_temporary_account(
-        client, body.get("challengeToken"), body.get("solution")
+    plane = plane_of(request)
+    created = plane.create_temporary_account(
+        client_address(request), body.get("challengeToken"), body.get("solution")
     )
     account = created.account
     expires = serializers.iso(account.expires_at)
@@ -59,6 +69,7 @@ async def create_preview(request: Request) -> Response:
                 "url": claim_url(request, created.claim_token),
                 "expiresAt": expires,
                 "token": created.claim_token,
+                "claimable": plane.config.temporary.claim == "open",
             },
         }
     )
@@ -73,7 +84,7 @@ async def claim_api(request: Request) -> Response:
     token = body.get("claimToken") if isinstance(body, dict) else None
     if not isinstance(token, str):
         raise InvalidRequest('expected {"claimToken": "<token from the claim URL>"}')
-    claimed = plane_of(request).accounts.claim(token)
+    claimed = plane_of(request).accounts.claim(token, client_address(request))
     hub_of(request.app.state).close_tails(claimed.ended_tails)
     await live_of(request).reconcile_account(claimed.account.id)  # permanent limits from now on
     return ok(
@@ -100,6 +111,8 @@ async def claim_page(request: Request) -> Response:
     account = plane.accounts.find_by_claim_token(request.cookies.get(CLAIM_COOKIE, ""))
     if account is None:
         return _not_valid()
+    if plane.config.temporary.claim != "open":
+        return _page("Claiming is turned off", f"<p>{html.escape(str(ClaimsTurnedOff()))}</p>", 403)
     return _page(
         f"Claim {html.escape(account.name)}",
         f"<p>Temporary account <b>{html.escape(account.name)}</b> and every Worker, KV namespace "
@@ -133,9 +146,13 @@ async def claim_submit(request: Request) -> Response:
     # The page's button sends no token (the cookie has it); a form of one's own may send it.
     token = (form.get("claimToken") or [request.cookies.get(CLAIM_COOKIE, "")])[0]
     try:
-        claimed = plane_of(request).accounts.claim(token)
-    except EmberError as exc:
-        return _page("Claim failed", f"<p>{html.escape(str(exc))}</p>", status=403)
+        claimed = plane_of(request).accounts.claim(token, client_address(request))
+    except EmberError as exc:  # the API's status (403, 429 at the cap) on a page
+        failed = _page("Claim failed", f"<p>{html.escape(str(exc))}</p>", status_and_code(exc)[0])
+        retry_after = retry_after_header(exc)
+        if retry_after is not None:
+            failed.headers["retry-after"] = retry_after
+        return failed
     hub_of(request.app.state).close_tails(claimed.ended_tails)
     await live_of(request).reconcile_account(claimed.account.id)
     api_token = html.escape(claimed.token.token)

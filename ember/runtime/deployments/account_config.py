@@ -20,6 +20,12 @@ from ember.runtime.deployments.config_parse import (
 
 # The most CPU a request may have: Workers Paid's 5 minutes (wrangler's limits.cpu_ms maximum).
 CPU_MS_MAX = LIMIT_KEYS["cpu_ms"][1]
+CLAIM_MODES = ("open", "off")
+# What a temporary account's user is told where claiming would have been the way out.
+CLAIM_OFF_REMEDY = (
+    "ask the platform's operator for an account (claiming temporary accounts is turned off "
+    "on this platform)"
+)
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,14 @@ class TemporaryAccountConfig:
 
     ttl_seconds: int = 3600
     creations_per_client_per_hour: int = 10
+    # "open": whoever holds a claim link makes the account permanent (Cloudflare's claim);
+    # "off": nobody can, and the account is deleted at its expiry (an operator who hands out
+    # permanent accounts himself).
+    claim: str = "open"
+    # Claims per client address in any 24 hours: a claim needs no login, only the link, so
+    # without it one client made creations_per_client_per_hour accounts an hour and claimed
+    # each, ~20 GiB of permanent quota an hour (platform.accounts' caps for each).
+    claims_per_day: int = 3
     max_workers: int = 5
     # Versions stored across all its workers: each is up to max_script_bytes in the database and
     # again on disk, so without this cap max_workers x max_script_bytes bounded nothing.
@@ -101,6 +115,7 @@ class AccountLimits:
     cpu_ms_per_request: int | None
     temporary: bool = False
     ai_running_share: float | None = None  # None: an account may run on every slot
+    claimable: bool = True  # a temporary account that can be claimed (platform.temporary.claim)
 
     @property
     def scope(self) -> str:
@@ -110,7 +125,9 @@ class AccountLimits:
     def remedy(self, key: str) -> str:
         """How the account gets past the limit ``key``, for the end of a refusal's message."""
         if self.temporary:
-            return "claim the account"
+            if self.claimable:
+                return "claim the account"
+            return CLAIM_OFF_REMEDY
         return f"ask the platform's operator to raise platform.accounts.{key} in its ember.yaml"
 
 
@@ -126,6 +143,8 @@ def parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig:
         creations_per_client_per_hour=positive_int(
             raw, "creations_per_client_per_hour", d.creations_per_client_per_hour, source, where
         ),
+        claim=claim_mode(raw, d.claim, source, where),
+        claims_per_day=positive_int(raw, "claims_per_day", d.claims_per_day, source, where),
         max_workers=positive_int(raw, "max_workers", d.max_workers, source, where),
         max_versions=positive_int(raw, "max_versions", d.max_versions, source, where),
         versions_kept_per_worker=positive_int(
@@ -204,6 +223,16 @@ def parse_accounts(raw: dict[str, Any], source: str) -> PermanentAccountConfig:
         ),
         cpu_ms_per_request=cpu,
     )
+
+
+def claim_mode(raw: dict[str, Any], default: str, source: str, where: str) -> str:
+    """``open`` or ``off``; YAML 1.1 reads an unquoted ``off`` (or ``no``) as false."""
+    value = raw.get("claim", default)
+    if value is False:
+        return "off"
+    if value not in CLAIM_MODES:
+        raise ConfigError(source, f"{where}.claim", value, "open or off")
+    return str(value)
 
 
 def share_value(

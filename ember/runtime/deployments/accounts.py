@@ -12,12 +12,14 @@ import re
 import secrets
 import sqlite3
 import uuid
+from datetime import UTC, datetime
 
 from ember.runtime.deployments.clock import Clock
 from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.database import Database
 from ember.runtime.deployments.errors import (
     ClaimRejected,
+    ClaimsTurnedOff,
     InvalidRequest,
     ProofOfWorkRejected,
     RateLimited,
@@ -32,6 +34,8 @@ from ember.runtime.deployments.records import (
 )
 
 TOKEN_PREFIX = "ember_"
+# The window platform.temporary.claims_per_day counts a client's claims in.
+CLAIM_WINDOW = 86400.0
 ACCOUNT_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _ADJECTIVES = (
     "quiet brave calm eager fancy gentle happy jolly kind lively merry nimble proud rapid "
@@ -190,12 +194,17 @@ class AccountService:
 
     # -- claim ----------------------------------------------------------------------------------
 
-    def claim(self, claim_token: str) -> Claimed:
+    def claim(self, claim_token: str, client: str) -> Claimed:
         """Make a temporary account permanent; its temporary tokens are replaced by a new one.
 
         Whoever holds the claim URL becomes the owner, as on Cloudflare: the deploying client's
-        temporary token stops working and the claimer gets the only valid token.
+        temporary token stops working and the claimer gets the only valid token. Cloudflare
+        attaches a claim to a logged-in account; here a claim needs only the link, so each
+        client address (``client``, as creations count it) makes at most
+        ``platform.temporary.claims_per_day`` of them, and the operator may turn claims off.
         """
+        if self._config.temporary.claim != "open":
+            raise ClaimsTurnedOff()
         now = self._clock()
         with self._db.transaction() as conn:
             row = conn.execute(
@@ -210,6 +219,7 @@ class AccountService:
                     f"Temporary account {account.name} expired before it was "
                     "claimed; its workers are deleted."
                 )
+            self._count_claim(conn, client, now)
             conn.execute(
                 "UPDATE accounts SET kind = 'permanent', expires_at = NULL, claimed_at = ?, "
                 "claim_token_hash = NULL WHERE id = ?",
@@ -233,6 +243,30 @@ class AccountService:
             token = _insert_token(conn, account.id, now, expires_at=None)
             row = conn.execute("SELECT * FROM accounts WHERE id = ?", (account.id,)).fetchone()
         return Claimed(account=_account(row), token=token, ended_tails=tuple(tails))
+
+    def _count_claim(self, conn: sqlite3.Connection, client: str, now: float) -> None:
+        """Record ``client``'s claim, or raise ``RateLimited`` when its window is full (in the
+        claim's own transaction: a refused claim counts nothing and changes nothing)."""
+        limit = self._config.temporary.claims_per_day
+        recent, oldest = conn.execute(
+            "SELECT COUNT(*), MIN(claimed_at) FROM account_claims WHERE client = ? "
+            "AND claimed_at > ?",
+            (client, now - CLAIM_WINDOW),
+        ).fetchone()
+        if recent >= limit:
+            resets = oldest + CLAIM_WINDOW
+            at = datetime.fromtimestamp(resets, UTC).isoformat(timespec="seconds")
+            raise RateLimited(
+                "claims_per_day",
+                recent + 1,
+                limit,
+                f"This client claimed {recent} temporary accounts in the last 24 hours; the "
+                f"limit is {limit} (platform.temporary.claims_per_day); it can claim again "
+                f"at {at.replace('+00:00', 'Z')}. To keep workers before then, ask the "
+                "platform's operator for an account.",
+                retry_after=resets - now,
+            )
+        conn.execute("INSERT INTO account_claims VALUES (?, ?)", (client, now))
 
 
 def _fresh_name(conn: sqlite3.Connection) -> str:

@@ -31,6 +31,8 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
       temporary:
         ttl: 60m
         creations_per_client_per_hour: 10
+        claim: open                         # off: nobody can claim (deleted at expiry)
+        claims_per_day: 3                   # claims per client address in any 24 hours
         max_workers: 5
         max_versions: 50
         versions_kept_per_worker: 10        # max_versions / max_workers
@@ -125,6 +127,7 @@ class PlatformConfig:
                 cpu_ms_per_request=t.cpu_ms_per_request,
                 temporary=True,
                 ai_running_share=t.ai_running_share,
+                claimable=t.claim == "open",
             )
         a = self.accounts
         return AccountLimits(

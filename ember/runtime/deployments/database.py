@@ -143,6 +143,11 @@ MIGRATIONS: tuple[str, ...] = (
                                + length(CAST(value AS BLOB)))
                     FROM version_secrets WHERE version_id = versions.id), 0)
     """,
+    # Claims per client address (platform.temporary.claims_per_day), as creations are counted.
+    """
+    CREATE TABLE account_claims (client TEXT NOT NULL, claimed_at REAL NOT NULL);
+    CREATE INDEX account_claims_client ON account_claims(client, claimed_at);
+    """,
 )
 
 

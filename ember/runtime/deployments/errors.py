@@ -8,6 +8,7 @@ marked "ember" are ours where Cloudflare's own is not documented.
     NotFound ── ScriptNotFound (10007) · VersionNotFound (10007) · NamespaceNotFound (10013)
                 KeyNotFound (10009) · SecretNotFound (10056) · TailNotFound (10007)
     AuthError ── Unauthenticated (401, 10000) · Forbidden (403, 10000) · ClaimRejected (403, 10000)
+                 ── ClaimsTurnedOff (403, ember 1035)
     UserError ── InvalidRequest (10001) · InvalidUpload (10021) ── UnsupportedBinding (10021)
                  VarTooLarge (10054) · TooManyVars (10055) (InvalidUpload's too)
                  SecretsChanged (10220) · NamespaceTitleTaken (10014)
@@ -111,6 +112,19 @@ class ClaimRejected(ControlPlaneError, AuthError):
     http_status, cf_code = 403, 10000
 
 
+class ClaimsTurnedOff(ClaimRejected):
+    """The operator set ``platform.temporary.claim: off``: no temporary account is claimed."""
+
+    cf_code = 1035
+
+    def __init__(self) -> None:
+        super().__init__(
+            "claiming temporary accounts is turned off on this platform (its operator set "
+            "platform.temporary.claim: off): a temporary account and its workers are deleted "
+            "at its expiry. Ask the platform's operator for an account to keep your workers."
+        )
+
+
 class InvalidRequest(ControlPlaneError, UserError):
     http_status, cf_code = 400, 10001
 
@@ -209,4 +223,18 @@ class QuotaExceeded(ControlPlaneError, LimitExceeded):
 
 
 class RateLimited(ControlPlaneError, LimitExceeded):
+    """``retry_after``: seconds until a retry can succeed, sent as ``Retry-After`` when known."""
+
     http_status, cf_code = 429, 971
+
+    def __init__(
+        self,
+        limit: str,
+        observed: object,
+        maximum: object,
+        message: str | None = None,
+        *,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(limit, observed, maximum, message)
+        self.retry_after = retry_after

@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from ember.runtime.deployments.accounts import CLAIM_WINDOW
 from ember.runtime.deployments.clock import Clock
 from ember.runtime.deployments.database import Database
 from ember.runtime.deployments.files import AccountFiles
@@ -84,6 +85,7 @@ class GarbageCollector:
             conn.execute(
                 "DELETE FROM temporary_account_creations WHERE created_at <= ?", (now - 3600,)
             )
+            conn.execute("DELETE FROM account_claims WHERE claimed_at <= ?", (now - CLAIM_WINDOW,))
             tails = conn.execute("DELETE FROM tails WHERE expires_at <= ?", (now,)).rowcount
         if expired:
             # Deleted rows are zeroed in the database files (secure_delete); the free pages go
