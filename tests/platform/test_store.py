@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from ember.runtime.deployments.config import (
 )
 from ember.runtime.deployments.errors import (
     ClaimRejected,
+    ClaimsTurnedOff,
     InvalidUpload,
     QuotaExceeded,
     RateLimited,
@@ -101,6 +103,49 @@ def test_claim_makes_permanent_and_rotates_the_token(plane: ControlPlane) -> Non
     plane.clock.advance(10 * 3600)
     assert plane.gc.collect().accounts_deleted == ()
     plane.accounts.authenticate(claimed.token.token)
+
+
+def test_claims_are_capped_per_client_in_a_sliding_day(tmp_path: Path) -> None:
+    config = dataclasses.replace(
+        CONFIG,
+        temporary=dataclasses.replace(
+            CONFIG.temporary, creations_per_client_per_hour=10, claims_per_day=2
+        ),
+    )
+    plane = ControlPlane(tmp_path / "state", config, clock=ManualClock())
+    try:
+        first, second, third = (temporary(plane) for _ in range(3))
+        plane.accounts.claim(first.claim_token, "10.0.0.9")
+        plane.clock.advance(600)
+        plane.accounts.claim(second.claim_token, "10.0.0.9")
+        with pytest.raises(RateLimited, match="claims_per_day") as refused:
+            plane.accounts.claim(third.claim_token, "10.0.0.9")
+        assert refused.value.retry_after == 86400 - 600  # when the first claim leaves the day
+        assert plane.accounts.get(third.account.id).kind == "temporary"  # nothing changed
+        plane.accounts.claim(third.claim_token, "10.0.0.10")  # another client is unaffected
+
+        plane.clock.advance(86400 - 600)  # the first claim is a day old: one slot again
+        plane.accounts.claim(temporary(plane).claim_token, "10.0.0.9")
+        plane.gc.collect()
+        with plane.db.reader() as conn:
+            kept = conn.execute("SELECT COUNT(*) FROM account_claims").fetchone()[0]
+        assert kept == 3  # the sweep forgot the claim older than a day
+    finally:
+        plane.close()
+
+
+def test_claims_turned_off_are_refused(tmp_path: Path) -> None:
+    config = dataclasses.replace(
+        CONFIG, temporary=dataclasses.replace(CONFIG.temporary, claim="off")
+    )
+    plane = ControlPlane(tmp_path / "state", config, clock=ManualClock())
+    try:
+        created = temporary(plane)
+        with pytest.raises(ClaimsTurnedOff, match="operator for an account"):
+            plane.accounts.claim(created.claim_token, "10.0.0.9")
+        assert plane.accounts.get(created.account.id).kind == "temporary"
+    finally:
+        plane.close()
 
 
 def test_expired_claim_is_refused(plane: ControlPlane) -> None:
