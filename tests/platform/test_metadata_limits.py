@@ -134,6 +134,7 @@ def test_versions_stored_before_are_counted_the_same_way(tmp_path: Path) -> None
     with plane.db.transaction() as conn:  # as an ember before this column left it
         conn.execute("ALTER TABLE versions DROP COLUMN stored_bytes")
         conn.execute("DROP TABLE account_claims")  # a later step's, not there yet either
+        conn.execute("ALTER TABLE accounts DROP COLUMN deleted_at")  # and this one
         conn.execute("PRAGMA user_version=1")
     plane.close()
     plane = ControlPlane(state, TEST_CONFIG, clock=ManualClock())

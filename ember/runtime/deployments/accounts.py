@@ -319,4 +319,5 @@ def _account(row: sqlite3.Row) -> Account:
         row["created_at"],
         row["expires_at"],
         row["claimed_at"],
+        row["deleted_at"],
     )

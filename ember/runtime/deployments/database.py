@@ -148,6 +148,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE account_claims (client TEXT NOT NULL, claimed_at REAL NOT NULL);
     CREATE INDEX account_claims_client ON account_claims(client, claimed_at);
     """,
+    # The expiry sweep's tombstone: set, in one guarded transaction, before anything of an
+    # expired temporary account is deleted. From then on the account is gone to everyone
+    # (claims, tokens, tails, routes) whatever the clock says, which may step back.
+    """
+    ALTER TABLE accounts ADD COLUMN deleted_at REAL
+    """,
 )
 
 

@@ -4,6 +4,13 @@ An expired temporary account is deleted with everything in it: its KV data (thro
 ``NamespaceData`` seam), its files, then its rows (scripts, versions, modules, secrets,
 deployments, namespaces, tails and tokens cascade from the account row). Data and files go first
 so that a crash midway leaves an expired (hence unusable) account that the next run finishes.
+
+Before anything of it is deleted, one guarded transaction marks the account (``deleted_at``, its
+tokens revoked) if it is still an expired temporary account: the tombstone. Claims are served
+while the sweep runs, and the clock may step back (NTP), so an account listed as expired may be
+claimed before the sweep reaches it; then the mark changes no row and the account is left whole.
+Once marked, the account is gone to everyone whatever the clock says (a claim gets the expired
+answer), and the final ``DELETE`` of its row carries the same guard.
 ember keeps no other logs on disk: tail sessions stream from memory and end with the account.
 A version deleted alone (pruned past its worker's window, or its worker deleted) loses its rows
 first and its files after the commit; ``remove_orphan_files``, run when ``ember serve`` starts,
@@ -75,9 +82,7 @@ class GarbageCollector:
 
     def collect(self) -> GcReport:
         now = self._clock()
-        expired = self.expired_accounts()
-        for account_id in expired:
-            self.delete_account(account_id)
+        expired = [a for a in self.expired_accounts() if self.delete_account(a)]
         with self._db.transaction() as conn:
             challenges = conn.execute(
                 "DELETE FROM used_challenges WHERE expires_at <= ?", (now,)
@@ -95,8 +100,11 @@ class GarbageCollector:
             self._namespaces.data.release_free_pages(self._batch.pages)
         return GcReport(tuple(expired), challenges, tails)
 
-    def delete_account(self, account_id: str) -> None:
-        """Delete one account and everything it owns (also used by operators)."""
+    def delete_account(self, account_id: str) -> bool:
+        """Delete one expired temporary account and everything it owns; False (nothing
+        deleted) if it is not one any more, e.g. claimed since it was listed."""
+        if not self._tombstone(account_id):
+            return False
         with self._db.reader() as conn:
             namespaces = [
                 r["id"]
@@ -124,7 +132,32 @@ class GarbageCollector:
             self._delete_version(version_id)
         # What is left is small: scripts, deployments, tokens, namespaces, tails (cascade).
         with self._db.transaction() as conn:
-            conn.execute("DELETE FROM accounts WHERE id = ?", (account_id,))
+            conn.execute(
+                "DELETE FROM accounts WHERE id = ? AND kind = 'temporary' "
+                "AND deleted_at IS NOT NULL",
+                (account_id,),
+            )
+        return True
+
+    def _tombstone(self, account_id: str) -> bool:
+        """Mark the account as being deleted, if it is still an expired temporary account (or
+        marked already: a sweep stopped or failed midway); True if it is marked. One
+        transaction, so a claim commits either before it (and this changes nothing) or after
+        it (and is refused as expired)."""
+        now = self._clock()
+        with self._db.transaction() as conn:
+            marked = conn.execute(
+                "UPDATE accounts SET deleted_at = COALESCE(deleted_at, ?) WHERE id = ? "
+                "AND kind = 'temporary' AND (deleted_at IS NOT NULL OR expires_at <= ?)",
+                (now, account_id, now),
+            ).rowcount
+            if marked:
+                conn.execute(
+                    "UPDATE api_tokens SET revoked_at = ? WHERE account_id = ? "
+                    "AND revoked_at IS NULL",
+                    (now, account_id),
+                )
+        return marked == 1
 
     def _delete_version(self, version_id: str) -> None:
         """A version's modules one batch per transaction, then the version with its secrets
@@ -171,12 +204,14 @@ class GarbageCollector:
         return len(orphans)
 
     def expired_accounts(self) -> list[str]:
-        """Ids of the temporary accounts past their expiry (what ``collect`` will delete)."""
+        """Ids of the temporary accounts past their expiry, or whose deletion began (what
+        ``collect`` will delete)."""
         with self._db.reader() as conn:
             return [
                 r["id"]
                 for r in conn.execute(
-                    "SELECT id FROM accounts WHERE kind = 'temporary' AND expires_at <= ?",
+                    "SELECT id FROM accounts WHERE kind = 'temporary' "
+                    "AND (expires_at <= ? OR deleted_at IS NOT NULL)",
                     (self._clock(),),
                 )
             ]

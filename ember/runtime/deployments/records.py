@@ -21,13 +21,17 @@ class Account:
     created_at: float
     expires_at: float | None
     claimed_at: float | None
+    deleted_at: float | None = None  # when the expiry sweep began deleting it (gc.py)
 
     @property
     def temporary(self) -> bool:
         return self.kind == "temporary"
 
     def expired(self, now: float) -> bool:
-        return self.expires_at is not None and now >= self.expires_at
+        """Gone: past its expiry, or being deleted (even if the clock stepped back since)."""
+        return self.deleted_at is not None or (
+            self.expires_at is not None and now >= self.expires_at
+        )
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ class TailService:
                 "SELECT t.*, a.expires_at AS account_expires_at FROM tails t "
                 "JOIN scripts s ON s.id = t.script_id "
                 "JOIN accounts a ON a.id = s.account_id WHERE t.id = ? AND t.expires_at > ? "
-                "AND (a.expires_at IS NULL OR a.expires_at > ?)",
+                "AND (a.expires_at IS NULL OR a.expires_at > ?) AND a.deleted_at IS NULL",
                 (tail_id, now, now),
             ).fetchone()
             script_row = (
