@@ -8,8 +8,10 @@ account claimed before that instant must lose nothing.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from ember.bindings.kv.store import KVStore
 from ember.runtime.deployments.clock import ManualClock
 from ember.runtime.deployments.errors import ClaimRejected, TailNotFound, Unauthenticated
 from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.platform.lifespan import PlatformLifespan
 from tests.platform.test_store import CONFIG, temporary, upload
 
 
@@ -84,3 +87,94 @@ def test_a_claim_after_the_sweep_began_gets_the_expired_answer(plane: ControlPla
     assert reports[0].accounts_deleted == (created.account.id,)
     assert plane.accounts.find(created.account.id) is None
     assert not plane.files.account_dir(created.account.id).exists()
+
+
+def test_the_sweep_deletes_exactly_the_accounts_it_is_given(plane: ControlPlane) -> None:
+    """``ember serve`` stops an account's workers, crons and tails, then hands the sweep the
+    accounts it prepared: one that expired in between is left for the next pass, not deleted
+    while its workers still run."""
+    first = temporary(plane).account
+    plane.clock.advance(10)
+    second = temporary(plane, client="10.0.0.2").account
+    plane.clock.advance(CONFIG.temporary.ttl_seconds - 5)
+    prepared = plane.gc.mark_expired()
+    assert prepared == [first.id]
+    plane.clock.advance(10)  # the second expires while the first's workers are stopped
+
+    assert plane.gc.collect(accounts=prepared).accounts_deleted == (first.id,)
+    assert plane.accounts.find(second.id) is not None
+    assert plane.gc.collect().accounts_deleted == (second.id,)
+
+
+def test_an_account_claimed_before_the_sweep_reaches_it_keeps_everything(
+    plane: ControlPlane,
+) -> None:
+    """Listed as expired, then claimed (the clock stepped back) before the sweep's first step on
+    it: the sweep leaves it whole."""
+    created, namespace = _account_with_data(plane)
+    plane.clock.advance(CONFIG.temporary.ttl_seconds + 1)
+    listed = plane.gc.expired_accounts()
+    assert listed == [created.account.id]
+    plane.clock.advance(-5)
+    claimed = plane.accounts.claim(created.claim_token, "10.0.0.9")
+    plane.clock.advance(5)
+
+    assert plane.gc.collect(accounts=listed).accounts_deleted == ()
+
+    account = plane.accounts.get(created.account.id)
+    assert account.kind == "permanent"
+    plane.accounts.authenticate(claimed.token.token)
+    assert plane.namespaces.data.get(namespace.id, "k19") is not None
+    assert [v.number for v in plane.scripts.versions(account, "w")] == [1]
+    assert plane.files.account_dir(account.id).exists()
+
+
+class StoppedWorkers:
+    """What ``ember serve``'s housekeeping stops before an account is deleted (its live
+    deployments, crons and tails), at the lifespan's seam: records which accounts it stopped,
+    and takes ``step`` seconds of the clock per account, as stopping isolates takes time."""
+
+    def __init__(self, clock: ManualClock, step: float) -> None:
+        self.clock = clock
+        self.step = step
+        self.stopped: list[str] = []
+        self.crons_dropped: list[str] = []
+
+    def slots(self) -> list[Any]:
+        return []
+
+    async def drop_account(self, account_id: str) -> None:
+        self.stopped.append(account_id)
+        self.clock.advance(self.step)
+
+
+class Housekeeping(PlatformLifespan):
+    """``ember serve``'s garbage collection (``PlatformLifespan.collect_garbage``) over a real
+    control plane."""
+
+    def __init__(self, plane: ControlPlane, workers: StoppedWorkers) -> None:
+        self.plane = plane
+        self.live = workers  # type: ignore[assignment]
+        self.crons = SimpleNamespace(drop_account=workers.crons_dropped.append)  # type: ignore[assignment]
+        self.hub = SimpleNamespace(close_script=lambda script_id: None)  # type: ignore[assignment]
+        self.lines: list[str] = []
+        self.print_line = self.lines.append
+
+
+def test_ember_serve_deletes_only_accounts_whose_workers_it_stopped(plane: ControlPlane) -> None:
+    """The review's case: the housekeeping listed the expired accounts, stopped their workers,
+    then the sweep listed them again on its thread: one that expired in between was deleted
+    while its slot, route, crons and tails stayed until a restart."""
+    first = temporary(plane).account
+    plane.clock.advance(10)
+    second = temporary(plane, client="10.0.0.2").account
+    plane.clock.advance(CONFIG.temporary.ttl_seconds - 5)
+    workers = StoppedWorkers(plane.clock, step=10)
+    housekeeping = Housekeeping(plane, workers)
+
+    assert asyncio.run(housekeeping.collect_garbage()) == (first.id,)
+    assert workers.stopped == workers.crons_dropped == [first.id]
+    assert plane.accounts.find(second.id) is not None  # for the next pass
+
+    assert asyncio.run(housekeeping.collect_garbage()) == (second.id,)
+    assert workers.stopped == [first.id, second.id]

@@ -22,12 +22,14 @@ The cost of a deletion follows the account's own data, never the size of the dat
 step holds a database's lock for long: each transaction deletes one ``SweepBatch`` of rows (a
 namespace's keys, a version's modules), and the freed pages go back to the file system a few
 at a time (``sqlite_space.py``) instead of a whole-file ``VACUUM``. ``ember serve`` runs
-``collect`` on a thread, so its event loop answers other tenants between batches.
+``mark_expired`` and ``collect`` on a thread, so its event loop answers other tenants between
+batches.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ember.runtime.deployments.accounts import CLAIM_WINDOW
@@ -80,9 +82,24 @@ class GarbageCollector:
         """Make a sweep running on another thread end after its current batch (shutdown)."""
         self._stop.set()
 
-    def collect(self) -> GcReport:
+    def mark_expired(self) -> list[str]:
+        """Mark every expired temporary account as being deleted (``_tombstone``); returns the
+        ids marked. ``ember serve`` marks, stops their workers, then hands exactly these to
+        ``collect``: an account that expires meanwhile waits for the next pass, so none is
+        deleted while its workers still run, and none claimed before its mark is stopped."""
+        marked = []
+        for account_id in self.expired_accounts():
+            self._check_stop()
+            if self._tombstone(account_id):
+                marked.append(account_id)
+        return marked
+
+    def collect(self, accounts: Sequence[str] | None = None) -> GcReport:
+        """Delete ``accounts`` (each still an expired temporary account, or marked), by default
+        every expired one; then spent challenges, creation counts and tails."""
         now = self._clock()
-        expired = [a for a in self.expired_accounts() if self.delete_account(a)]
+        listed = self.expired_accounts() if accounts is None else accounts
+        expired = [a for a in listed if self.delete_account(a)]
         with self._db.transaction() as conn:
             challenges = conn.execute(
                 "DELETE FROM used_challenges WHERE expires_at <= ?", (now,)

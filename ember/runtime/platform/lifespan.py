@@ -128,13 +128,19 @@ class PlatformLifespan:
         in bounded batches: on the event loop it stopped every tenant for as long as the
         account's data and a whole-file VACUUM took, which any anonymous client could cause.
         ``collect`` is ember's sweep, not Python's ``gc.collect``: its purpose is the deletion.
+        The accounts are marked first (claims of them are refused from then on), their workers
+        stopped, and exactly those deleted: one that expires meanwhile waits for the next pass
+        rather than being deleted with its workers still running.
         """
-        for account_id in self.plane.gc.expired_accounts():
+        gc = self.plane.gc
+        self._sweep = asyncio.ensure_future(asyncio.to_thread(gc.mark_expired))
+        marked = await asyncio.shield(self._sweep)
+        for account_id in marked:
             for slot in [s for s in self.live.slots() if s.account_id == account_id]:
                 self.hub.close_script(slot.script_id)
             self.crons.drop_account(account_id)
             await self.live.drop_account(account_id)
-        self._sweep = asyncio.ensure_future(asyncio.to_thread(self.plane.gc.collect))
+        self._sweep = asyncio.ensure_future(asyncio.to_thread(gc.collect, marked))
         report = await asyncio.shield(self._sweep)
         for account_id in report.accounts_deleted:
             self.print_line(f"[ember] deleted expired temporary account {account_id}")
