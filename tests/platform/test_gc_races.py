@@ -19,7 +19,9 @@ import pytest
 from ember.bindings.kv.store import KVStore
 from ember.runtime.deployments.clock import ManualClock
 from ember.runtime.deployments.errors import ClaimRejected, TailNotFound, Unauthenticated
+from ember.runtime.deployments.gc import GarbageCollector
 from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.deployments.records import SecretValue
 from ember.runtime.platform.lifespan import PlatformLifespan
 from tests.platform.test_store import CONFIG, temporary, upload
 
@@ -178,3 +180,65 @@ def test_ember_serve_deletes_only_accounts_whose_workers_it_stopped(plane: Contr
 
     assert asyncio.run(housekeeping.collect_garbage()) == (second.id,)
     assert workers.stopped == [first.id, second.id]
+
+
+def test_writes_that_authenticated_before_the_mark_store_nothing(plane: ControlPlane) -> None:
+    """An upload, secret change, deployment or namespace that authenticated just before the
+    account expired reaches its transaction once the sweep has begun: it is refused as the
+    token now is, and nothing of it outlives the account (before, the upload committed its
+    version and wrote its files after the account's folder was removed)."""
+    created, _ = _account_with_data(plane)
+    account = created.account  # what the requests authenticated as
+    live = plane.scripts.live(account, "w")
+    gated = GatedData(plane.namespaces.data)
+    plane.namespaces.data = gated
+    plane.clock.advance(CONFIG.temporary.ttl_seconds + 1)
+    sweep = threading.Thread(target=plane.gc.collect)
+    sweep.start()
+    try:
+        assert gated.reached.wait(30)
+        plane.clock.advance(-5)  # not even a clock stepped back lets them in
+        with pytest.raises(Unauthenticated):
+            plane.scripts.upload(account, "late", upload(), deploy=True, source="api")
+        with pytest.raises(Unauthenticated):
+            plane.secrets.put(account, "w", SecretValue("S", "secret_text", "v"), "api")
+        with pytest.raises(Unauthenticated):
+            plane.scripts.deploy(account, "w", list(live.versions), {}, force=False, source="api")
+        with pytest.raises(Unauthenticated):
+            plane.namespaces.create(account, "late")
+    finally:
+        gated.release.set()
+        sweep.join(30)
+    assert plane.accounts.find(account.id) is None
+    assert not plane.files.account_dir(account.id).exists()
+    assert [n.title for n in plane.namespaces.data.list_namespaces()] == []
+
+
+class LateFiles:
+    """The account's files (``AccountFiles``) as the sweep sees them, with an upload thread
+    whose version committed before the mark writing its files out just after the sweep
+    removed the account's folder."""
+
+    def __init__(self, plane: ControlPlane, late: Any) -> None:
+        self.files = plane.files
+        self.plane = plane
+        self.late = [late]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.files, name)
+
+    def remove_account(self, account_id: str) -> None:
+        self.files.remove_account(account_id)
+        while self.late:  # once, just after the first removal
+            self.plane.materialize(account_id, self.late.pop())
+
+
+def test_files_written_after_the_folder_went_go_with_the_account(plane: ControlPlane) -> None:
+    created, _ = _account_with_data(plane)
+    late = plane.scripts.upload(created.account, "late", upload(), deploy=True, source="api")
+    plane.gc = GarbageCollector(
+        plane.db, LateFiles(plane, late.version), plane.namespaces, plane.clock
+    )
+    plane.clock.advance(CONFIG.temporary.ttl_seconds + 1)
+    assert plane.gc.collect().accounts_deleted == (created.account.id,)
+    assert not plane.files.account_dir(created.account.id).exists()

@@ -18,6 +18,7 @@ from ember.runtime.deployments.clock import Clock
 from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.database import Database
 from ember.runtime.deployments.errors import (
+    TOKEN_NOT_VALID,
     ClaimRejected,
     ClaimsTurnedOff,
     InvalidRequest,
@@ -156,10 +157,7 @@ class AccountService:
             or (row["expires_at"] is not None and now >= row["expires_at"])
         )
         if gone:
-            raise Unauthenticated(
-                "Authentication error: the API token is not valid on this "
-                "platform (unknown or revoked)"
-            )
+            raise Unauthenticated(TOKEN_NOT_VALID)
         account = _account(account_row)
         return account, ApiToken(row["id"], row["account_id"], row["created_at"], row["expires_at"])
 

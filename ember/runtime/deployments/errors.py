@@ -99,6 +99,12 @@ class Unauthenticated(ControlPlaneError, AuthError):
     http_status, cf_code = 401, 10000
 
 
+# What a token of an unknown, revoked or gone (expired, being deleted) account is answered.
+TOKEN_NOT_VALID = (
+    "Authentication error: the API token is not valid on this platform (unknown or revoked)"
+)
+
+
 class Forbidden(ControlPlaneError, AuthError):
     """A valid token used on another account's path. The message never names that account."""
 

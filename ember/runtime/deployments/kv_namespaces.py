@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol
 
+from ember.runtime.deployments import rows
 from ember.runtime.deployments.clock import Clock
 from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.database import Database
@@ -60,6 +61,7 @@ class NamespaceService:
         limit = limits.max_kv_namespaces
         namespace = KVNamespace(uuid.uuid4().hex, account.id, title, self._clock())
         with self._db.transaction() as conn:
+            rows.require_live_account(conn, account.id, namespace.created_at)
             if conn.execute(
                 "SELECT 1 FROM kv_namespaces WHERE account_id = ? AND title = ?",
                 (account.id, title),
@@ -97,10 +99,10 @@ class NamespaceService:
     def sync_store(self) -> int:
         """Register every namespace in the data store (idempotent); returns how many exist."""
         with self._db.reader() as conn:
-            rows = conn.execute("SELECT id, title, account_id FROM kv_namespaces").fetchall()
-        for row in rows:
+            found = conn.execute("SELECT id, title, account_id FROM kv_namespaces").fetchall()
+        for row in found:
             self.data.ensure_namespace(row["id"], row["title"], row["account_id"])
-        return len(rows)
+        return len(found)
 
     def list(self, account: Account, *, descending: bool = False) -> list[KVNamespace]:
         order = "DESC" if descending else "ASC"

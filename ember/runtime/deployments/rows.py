@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from ember.runtime.deployments.errors import ScriptNotFound, VersionNotFound
+from ember.runtime.deployments.errors import (
+    TOKEN_NOT_VALID,
+    ScriptNotFound,
+    Unauthenticated,
+    VersionNotFound,
+)
 from ember.runtime.deployments.records import (
     Binding,
     Deployment,
@@ -29,6 +34,22 @@ def script(row: sqlite3.Row) -> Script:
         previews_enabled=bool(row["previews_enabled"]),
         settings=json.loads(row["settings"]),
     )
+
+
+def require_live_account(conn: sqlite3.Connection, account_id: str, now: float) -> None:
+    """In a write transaction: refuse, as its token now is, a write for an account gone since
+    the request authenticated (expired, or marked by the expiry sweep, ``gc.py``). Else a
+    write that authenticated just before the expiry stores a version or namespace after the
+    sweep listed the account's, and its data or files outlive the account."""
+    row = conn.execute(
+        "SELECT expires_at, deleted_at FROM accounts WHERE id = ?", (account_id,)
+    ).fetchone()
+    if (
+        row is None
+        or row["deleted_at"] is not None
+        or (row["expires_at"] is not None and now >= row["expires_at"])
+    ):
+        raise Unauthenticated(TOKEN_NOT_VALID)
 
 
 def find_script(conn: sqlite3.Connection, account_id: str, name: str) -> Script | None:

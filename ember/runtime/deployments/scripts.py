@@ -152,6 +152,7 @@ class ScriptService:
         check_tier(parse_limits(upload.extra_metadata.get("limits")), limits, account.temporary)
         now = self._clock()
         with self._db.transaction() as conn:
+            rows.require_live_account(conn, account.id, now)
             script = rows.find_script(conn, account.id, name)
             if script is None:
                 if not (deploy or create):
@@ -272,6 +273,7 @@ class ScriptService:
         check_targets(targets)
         now = self._clock()
         with self._db.transaction() as conn:
+            rows.require_live_account(conn, account.id, now)
             script = rows.require_script(conn, account.id, name)
             chosen = [self._require_version(conn, account, script, t.version_id) for t in targets]
             live = rows.live_deployment(conn, script.id)

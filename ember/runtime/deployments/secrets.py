@@ -145,6 +145,7 @@ class SecretService:
         the version the files were written from."""
         now = self._clock()
         with self._db.transaction() as conn:
+            rows.require_live_account(conn, account.id, now)
             script = rows.require_script(conn, account.id, name)
             base, live = _base_version(conn, script)
             if base is None or base.id != base_id:
