@@ -26,8 +26,10 @@ import contextlib
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ember.storage import StorageFull, StorageHealth, full_error, is_full
@@ -35,6 +37,18 @@ from ember.storage import StorageFull, StorageHealth, full_error, is_full
 INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 STEP_PAGES = 1024  # 4 MiB of 4 KiB pages a step: a few ms of the lock
 VACUUM_MARGIN_BYTES = 16 * 1024 * 1024  # room left for the other store's writes meanwhile
+# wal_checkpoint(TRUNCATE) tries, and the pause between them (outside the store's lock).
+WAL_TRIES = 5
+WAL_PAUSE_S = 0.2
+
+
+@dataclass(frozen=True)
+class Released:
+    """What ``release_free_pages`` did: pages handed back, and whether the write-ahead log
+    (which may still hold deleted rows' older page images) was emptied."""
+
+    pages: int
+    wal_truncated: bool
 
 
 def enable_incremental(conn: sqlite3.Connection) -> None:
@@ -47,11 +61,20 @@ def is_incremental(conn: sqlite3.Connection) -> bool:
     return int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) == INCREMENTAL
 
 
+def free_pages(conn: sqlite3.Connection, lock: AbstractContextManager[object]) -> int:
+    """How many free pages ``release_free_pages`` would hand back (none in a file still in
+    ``auto_vacuum=NONE``)."""
+    with lock:
+        if not is_incremental(conn):
+            return 0
+        return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+
 def release_free_pages(
     conn: sqlite3.Connection, lock: AbstractContextManager[object], step: int = STEP_PAGES
-) -> int:
+) -> Released:
     """Return the file's free pages to the file system, ``step`` pages per hold of ``lock``,
-    then truncate the write-ahead log; returns how many pages were released. A file still in
+    then truncate the write-ahead log (``truncate_wal``). A file still in
     ``auto_vacuum=NONE`` keeps its free pages (reused by later writes) until it is switched."""
     released = 0
     with lock:
@@ -67,9 +90,32 @@ def release_free_pages(
         if left >= free:  # nothing moved (another reader pins the file): try next sweep
             break
         released += free - left
-    with lock:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return released
+    return Released(released, truncate_wal(conn, lock))
+
+
+def truncate_wal(
+    conn: sqlite3.Connection,
+    lock: AbstractContextManager[object],
+    tries: int = WAL_TRIES,
+    pause: float = WAL_PAUSE_S,
+) -> bool:
+    """Fold the write-ahead log into the file and truncate it; False if another connection
+    (a reader of an older snapshot, a writer) kept it from finishing ``tries`` times. Each try
+    waits on nobody (``busy_timeout`` 0): with the connection's own timeout it held the
+    store's lock, and every tenant's query, for up to 10 s; the pauses are outside the lock."""
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(pause)
+        with lock:
+            timeout = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+            conn.execute("PRAGMA busy_timeout=0")
+            try:
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                conn.execute(f"PRAGMA busy_timeout={timeout}")
+        if not busy:
+            return True
+    return False
 
 
 def switch_to_incremental(

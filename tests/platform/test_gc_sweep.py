@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ember.runtime.deployments.clock import ManualClock
-from ember.runtime.deployments.gc import GarbageCollector, SweepBatch
+from ember.runtime.deployments.gc import GarbageCollector, SweepBatch, SweepStopped
 from ember.runtime.deployments.multipart import Part
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import SecretValue
@@ -128,3 +129,95 @@ def test_an_existing_state_dir_switches_to_incremental_vacuum_once(tmp_path: Pat
         assert plane.prepare_storage() == []  # once
     finally:
         plane.close()
+
+
+def test_free_pages_are_released_in_a_pass_that_deleted_no_account(plane: ControlPlane) -> None:
+    """Pages freed by other deletions (a worker deleted, a sweep stopped before its release)
+    go back too, not only after a pass that deleted an account."""
+    account, _ = plane.accounts.create_permanent("keeper")
+    extra = [Part(f"m{i}.py", f"m{i}.py", "text/x-python", b"#" * 4000) for i in range(40)]
+    plane.scripts.upload(account, "w", upload(extra_parts=extra), deploy=True, source="api")
+    plane.scripts.delete(account, "w")
+    with plane.db.reader() as conn:
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] > 0
+
+    assert plane.gc.collect().accounts_deleted == ()
+
+    with plane.db.reader() as conn:
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+
+
+class FailingData:
+    """The KV store behind the ``NamespaceData`` seam, failing to delete one namespace."""
+
+    def __init__(self, store: Any, failing: str) -> None:
+        self.store = store
+        self.failing = failing
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def delete_namespace(self, namespace_id: str, **kwargs: Any) -> Any:
+        if namespace_id == self.failing:
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.store.delete_namespace(namespace_id, **kwargs)
+
+
+def test_an_account_that_fails_to_delete_does_not_hold_up_the_others(plane: ControlPlane) -> None:
+    stuck = temporary(plane).account
+    stuck_ns = plane.namespaces.create(stuck, "n")
+    other = temporary(plane, client="10.0.0.2").account
+    plane.namespaces.create(other, "n")
+    plane.namespaces.data = FailingData(plane.namespaces.data, stuck_ns.id)
+    plane.clock.advance(CONFIG.temporary.ttl_seconds + 1)
+
+    report = plane.gc.collect()
+
+    assert report.accounts_deleted == (other.id,)
+    assert len(report.failures) == 1
+    assert stuck.id in report.failures[0] and "disk I/O error" in report.failures[0]
+    plane.namespaces.data = plane.namespaces.data.store  # the disk recovered: the next pass
+    assert plane.gc.collect().accounts_deleted == (stuck.id,)
+
+
+def test_a_write_ahead_log_left_untruncated_is_reported_and_retried(plane: ControlPlane) -> None:
+    """Another connection reading an older snapshot keeps ``wal_checkpoint(TRUNCATE)`` from
+    finishing: the write-ahead log still holds the deleted account's pages. The sweep says so
+    and truncates it on a later pass, once the reader is done."""
+    account_id = _expired_account_with_many_rows(plane)
+    reader = sqlite3.connect(plane.db.path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT COUNT(*) FROM accounts").fetchone()  # holds its snapshot
+
+    report = plane.gc.collect()
+
+    assert report.accounts_deleted == (account_id,)
+    assert [f for f in report.failures if "write-ahead log" in f and "platform.db" in f]
+    wal = plane.db.path.with_name(plane.db.path.name + "-wal")
+    assert wal.stat().st_size > 0
+    reader.execute("COMMIT")
+    reader.close()
+    assert plane.gc.collect().failures == ()
+    assert wal.stat().st_size == 0
+
+
+def test_stop_ends_the_sweep_between_two_batches_of_a_namespace(plane: ControlPlane) -> None:
+    """Shutdown (``stop``) is honoured after the batch in progress, not only once a whole
+    namespace, however large, is deleted; the next start finishes the account."""
+    account_id = _expired_account_with_many_rows(plane)
+    store = plane.namespaces.data
+
+    def stop_at_the_first_batch(statement: str) -> None:
+        if statement.startswith("DELETE FROM kv"):
+            plane.gc.stop()
+
+    store._db.set_trace_callback(stop_at_the_first_batch)  # noqa: SLF001 - the real statements
+    with pytest.raises(SweepStopped):
+        plane.gc.collect()
+    store._db.set_trace_callback(None)  # noqa: SLF001
+
+    with store._db:  # noqa: SLF001
+        left = store._db.execute("SELECT COUNT(*) FROM kv").fetchone()[0]  # noqa: SLF001
+    assert KEYS - BATCH.rows <= left < KEYS
+    restarted = GarbageCollector(plane.db, plane.files, plane.namespaces, plane.clock, BATCH)
+    assert restarted.collect().accounts_deleted == (account_id,)

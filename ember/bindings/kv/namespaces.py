@@ -111,13 +111,18 @@ class NamespaceTable:
         *,
         batch_rows: int = DELETE_BATCH_ROWS,
         batch_bytes: int = DELETE_BATCH_BYTES,
-    ) -> None:
+        stop: Callable[[], bool] | None = None,
+    ) -> bool:
         """Delete a namespace and all its keys, at most ``batch_rows`` entries and (past the
         first) ``batch_bytes`` bytes per transaction: the lock is free between batches, so other
         namespaces are read and written meanwhile however large this one is. The namespace row
         goes in the transaction that finds no key left, so a key written in between goes too; a
-        crash midway leaves the namespace with fewer keys, and deleting it again finishes."""
+        crash midway leaves the namespace with fewer keys, and deleting it again finishes.
+        ``stop``, asked before each batch, ends it there (False; True once deleted): a shutdown
+        waits for one batch, not for a whole namespace."""
         while True:
+            if stop is not None and stop():
+                return False
             with self._lock, self._transaction():
                 found = self._db.execute(
                     f"SELECT key, {ENTRY_BYTES_SQL} FROM kv WHERE namespace = ? LIMIT ?",
@@ -125,7 +130,7 @@ class NamespaceTable:
                 ).fetchall()
                 if not found:
                     self._db.execute("DELETE FROM namespaces WHERE id = ?", (namespace_id,))
-                    return
+                    return True
                 keys, freed = [], 0
                 for key, size in found:
                     if keys and freed + size > batch_bytes:

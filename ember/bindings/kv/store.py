@@ -149,7 +149,11 @@ class KVStore(NamespaceTable):
         with self._lock:
             sqlite_space.vacuum(self._db, self.health, STORE, self.path)
 
-    def release_free_pages(self, step: int = sqlite_space.STEP_PAGES) -> int:
+    def free_pages(self) -> int:
+        """Free pages ``release_free_pages`` would hand back."""
+        return sqlite_space.free_pages(self._db, self._lock)
+
+    def release_free_pages(self, step: int = sqlite_space.STEP_PAGES) -> sqlite_space.Released:
         """Give deleted pages back to the file system a few at a time, then truncate the
         write-ahead log, so deleted keys and values leave no trace (``sqlite_space.py``)."""
         return sqlite_space.release_free_pages(self._db, self._lock, step)

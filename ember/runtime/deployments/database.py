@@ -220,7 +220,11 @@ class Database:
         with self._lock:
             sqlite_space.vacuum(self._conn, self.health, STORE, self.path)
 
-    def release_free_pages(self, step: int = sqlite_space.STEP_PAGES) -> int:
+    def free_pages(self) -> int:
+        """Free pages ``release_free_pages`` would hand back."""
+        return sqlite_space.free_pages(self._conn, self._lock)
+
+    def release_free_pages(self, step: int = sqlite_space.STEP_PAGES) -> sqlite_space.Released:
         """Give deleted pages back to the file system a few at a time, then truncate the
         write-ahead log (``sqlite_space.py``): what the expiry sweep runs after deleting."""
         return sqlite_space.release_free_pages(self._conn, self._lock, step)

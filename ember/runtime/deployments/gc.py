@@ -10,7 +10,9 @@ tokens revoked) if it is still an expired temporary account: the tombstone. Clai
 while the sweep runs, and the clock may step back (NTP), so an account listed as expired may be
 claimed before the sweep reaches it; then the mark changes no row and the account is left whole.
 Once marked, the account is gone to everyone whatever the clock says (a claim gets the expired
-answer), and the final ``DELETE`` of its row carries the same guard.
+answer), and the final ``DELETE`` of its row carries the same guard. An account whose deletion
+fails stays marked (unusable) and is reported in ``GcReport.failures``; the pass goes on to the
+next one, and the next pass tries it again.
 ember keeps no other logs on disk: tail sessions stream from memory and end with the account.
 A version deleted alone (pruned past its worker's window, or its worker deleted) loses its rows
 first and its files after the commit; ``remove_orphan_files``, run when ``ember serve`` starts,
@@ -31,6 +33,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ember.runtime.deployments.accounts import CLAIM_WINDOW
 from ember.runtime.deployments.clock import Clock
@@ -44,6 +47,8 @@ class GcReport:
     accounts_deleted: tuple[str, ...]
     challenges_pruned: int
     tails_pruned: int
+    # What went wrong, one line each for the operator's log; the next pass tries again.
+    failures: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class GarbageCollector:
         self._clock = clock
         self._batch = batch or SweepBatch()
         self._stop = threading.Event()
+        # Stores whose write-ahead log a pass could not truncate: the next pass tries again.
+        self._wal_pending: set[Path] = set()
 
     def stop(self) -> None:
         """Make a sweep running on another thread end after its current batch (shutdown)."""
@@ -99,7 +106,19 @@ class GarbageCollector:
         every expired one; then spent challenges, creation counts and tails."""
         now = self._clock()
         listed = self.expired_accounts() if accounts is None else accounts
-        expired = [a for a in listed if self.delete_account(a)]
+        expired: list[str] = []
+        failures: list[str] = []
+        for account_id in listed:
+            try:
+                if self.delete_account(account_id):
+                    expired.append(account_id)
+            except SweepStopped:
+                raise
+            except Exception as exc:  # one account that keeps failing must not block the rest
+                failures.append(
+                    f"deleting expired temporary account {account_id} failed ({exc}); it stays "
+                    "unusable and the next pass tries again"
+                )
         with self._db.transaction() as conn:
             challenges = conn.execute(
                 "DELETE FROM used_challenges WHERE expires_at <= ?", (now,)
@@ -109,13 +128,27 @@ class GarbageCollector:
             )
             conn.execute("DELETE FROM account_claims WHERE claimed_at <= ?", (now - CLAIM_WINDOW,))
             tails = conn.execute("DELETE FROM tails WHERE expires_at <= ?", (now,)).rowcount
-        if expired:
-            # Deleted rows are zeroed in the database files (secure_delete); the free pages go
-            # back to the file system, and the write-ahead logs, which still hold older page
-            # images, are folded in and truncated.
-            self._db.release_free_pages(self._batch.pages)
-            self._namespaces.data.release_free_pages(self._batch.pages)
-        return GcReport(tuple(expired), challenges, tails)
+        failures += self._release(deleted=bool(expired))
+        return GcReport(tuple(expired), challenges, tails, tuple(failures))
+
+    def _release(self, deleted: bool) -> list[str]:
+        """Deleted rows are zeroed in the database files (secure_delete); the free pages go
+        back to the file system, and the write-ahead logs, which still hold older page images,
+        are folded in and truncated: after a pass that deleted an account, and whenever pages
+        are free (a worker deleted, a pass stopped before this step) or a log is left over."""
+        failures = []
+        for store in (self._db, self._namespaces.data):
+            if not (deleted or store.path in self._wal_pending or store.free_pages()):
+                continue
+            if store.release_free_pages(self._batch.pages).wal_truncated:
+                self._wal_pending.discard(store.path)
+            else:
+                self._wal_pending.add(store.path)
+                failures.append(
+                    f"the write-ahead log of {store.path} was not truncated (another connection "
+                    "kept reading or writing it): it may hold deleted data until a later pass"
+                )
+        return failures
 
     def delete_account(self, account_id: str) -> bool:
         """Delete one expired temporary account and everything it owns; False (nothing
@@ -131,10 +164,11 @@ class GarbageCollector:
             ]
         batch = self._batch
         for namespace_id in namespaces:
-            self._check_stop()
-            self._namespaces.data.delete_namespace(
-                namespace_id, batch_rows=batch.rows, batch_bytes=batch.bytes
+            done = self._namespaces.data.delete_namespace(
+                namespace_id, batch_rows=batch.rows, batch_bytes=batch.bytes, stop=self._stop.is_set
             )
+            if not done:
+                self._check_stop()
         self._files.remove_account(account_id)
         with self._db.reader() as conn:
             versions = [

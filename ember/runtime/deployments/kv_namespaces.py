@@ -11,6 +11,8 @@ between the two (run at platform start).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from ember.runtime.deployments import rows
@@ -24,6 +26,7 @@ from ember.runtime.deployments.errors import (
     QuotaExceeded,
 )
 from ember.runtime.deployments.records import Account, KVNamespace
+from ember.sqlite_space import Released
 
 MAX_TITLE = 512
 
@@ -35,13 +38,25 @@ class NamespaceData(Protocol):
         """Register a namespace (idempotent) with its owning account."""
         ...
 
+    path: Path
+
     def delete_namespace(
-        self, namespace_id: str, *, batch_rows: int = ..., batch_bytes: int = ...
-    ) -> None:
-        """Delete a namespace and every value in it, a bounded batch per transaction."""
+        self,
+        namespace_id: str,
+        *,
+        batch_rows: int = ...,
+        batch_bytes: int = ...,
+        stop: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Delete a namespace and every value in it, a bounded batch per transaction; False if
+        ``stop`` (asked before each batch) ended it early."""
         ...
 
-    def release_free_pages(self, step: int = ...) -> int:
+    def free_pages(self) -> int:
+        """Free pages ``release_free_pages`` would hand back."""
+        ...
+
+    def release_free_pages(self, step: int = ...) -> Released:
         """Give deleted pages back and truncate the write-ahead log (after deletions)."""
         ...
 

@@ -144,4 +144,6 @@ class PlatformLifespan:
         report = await asyncio.shield(self._sweep)
         for account_id in report.accounts_deleted:
             self.print_line(f"[ember] deleted expired temporary account {account_id}")
+        for failure in report.failures:
+            self.print_line(f"[ember] garbage collection: {failure}")
         return report.accounts_deleted
