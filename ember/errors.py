@@ -13,6 +13,7 @@ own fault or an environment failure, and the CLI reports it as a possible bug.
     │   ├── LimitExceeded          a platform limit was hit (limit, observed)
     │   ├── AuthError              missing, wrong, expired or out-of-scope credentials
     │   ├── NotFound               a named thing does not exist (worker, version, account, ...)
+    │   ├── StateTooNew            a state file a newer ember wrote (a downgrade); nothing written
     │   ├── ModelNotFound          an unknown model id or checkpoint path
     │   ├── InvalidModelInput      a model request failed validation (field named)
     │   │   └── ContextLengthExceeded  the prompt and the output asked for exceed the context
