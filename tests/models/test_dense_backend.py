@@ -138,11 +138,18 @@ def test_bfloat16_paths_stay_close_to_float32(arch: str) -> None:
     # Every expert active and dense attention: bf16 rounding must not flip a discrete choice
     # (expert or token selection), which would make any tolerance meaningless.
     model = _model(arch, 11, num_experts_per_tok=8, n_group=1, topk_group=1, index_topk=64)
+    # bf16's error depends on the input: over 150 random inputs it was at most 0.045 (glm4),
+    # 0.054 (glmdsa) and 0.063 (kimi), medians 0.020-0.027; the old bound of 0.05 failed a few
+    # percent of kimi's. 0.1 keeps fresh random input while a wrong path (a lost cast, fp32
+    # weights against bf16 activations) is far past it.
+    bound = 0.1
     ids = torch.randint(0, model.config.vocab_size, (1, 9))
     ref = model.reference_forward(ids)
     model.to(torch.bfloat16)
     assert model.model.layers[1].mlp.gate.weight.dtype == torch.float32  # router stays fp32
-    assert tiny.relative_error(model.reference_forward(ids), ref) < 0.05
+    error = tiny.relative_error(model.reference_forward(ids), ref)
+    assert error < bound, f"ids {ids.tolist()}: reference path error {error}"
     cached = model(ids[0], DenseKVCache().begin(["a"], [9]))
     assert cached.dtype == torch.bfloat16
-    assert tiny.relative_error(cached, ref[0]) < 0.05
+    error = tiny.relative_error(cached, ref[0])
+    assert error < bound, f"ids {ids.tolist()}: cached path error {error}"
