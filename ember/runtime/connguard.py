@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember.runtime.client_key import client_key
 from ember.runtime.deployments.config_parse import (
     duration_value,
     mapping,
@@ -128,7 +129,7 @@ class ConnectionGate:
 
     def admit(self, transport: Any, address: str | None) -> Refusal | None:
         """Count ``transport`` in, or say why not (nothing counted then)."""
-        key = address or ""
+        key = client_key(address or "")  # an IPv6 client by its /64
         mine = self._by_address.get(key)
         if mine is not None and len(mine) >= self.limits.max_connections_per_address:
             _prune(mine)
@@ -159,7 +160,7 @@ class ConnectionGate:
         return None
 
     def release(self, transport: Any, address: str | None) -> None:
-        key = address or ""
+        key = client_key(address or "")  # an IPv6 client by its /64
         self._open.discard(transport)
         mine = self._by_address.get(key)
         if mine is not None:

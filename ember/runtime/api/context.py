@@ -9,6 +9,7 @@ from starlette.requests import Request
 
 from ember.runtime.api.live import LiveHooks
 from ember.runtime.api.uploads import Uploads
+from ember.runtime.client_key import client_key
 from ember.runtime.deployments.errors import BodyTooLarge, Forbidden, InvalidRequest
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, ApiToken
@@ -110,8 +111,9 @@ def flag(request: Request, name: str) -> bool:
 
 
 def client_address(request: Request) -> str:
-    """The address per-client caps count (temporary-account creations, claims)."""
-    return request.client.host if request.client else "unknown"
+    """What per-client caps count (temporary-account creations, claims): the client's address,
+    an IPv6 one by its /64 (``client_key``)."""
+    return client_key(request.client.host) if request.client else "unknown"
 
 
 def public_origin(request: Request) -> str:
