@@ -284,25 +284,29 @@ class KVStore(NamespaceTable):
         """Delete the account's expired entries (the caller holds ``_lock`` in a transaction);
         returns how many. Run when a write would pass the quota: an expired key is gone for its
         worker (``get`` and ``list`` skip it) but is only removed when read, so a worker writing
-        unique keys with a TTL would otherwise be refused for data it can no longer see. Its cost
-        is bounded by the account's own data, which the quota bounds."""
-        now = self.clock()
-        namespaces = "SELECT id FROM namespaces WHERE account = ?"
+        unique keys with a TTL would otherwise be refused for data it can no longer see. The
+        ``kv_expiring`` index makes it read only the account's expired entries."""
+        return self._delete_expired(
+            "namespace IN (SELECT id FROM namespaces WHERE account = ?)", account
+        )
+
+    def _delete_expired(self, scope: str = "", *params: object) -> int:
+        """Delete the expired entries in ``scope`` (a SQL condition on ``kv``, with ``params``;
+        empty: all), their bytes uncounted from their namespaces; the caller holds ``_lock`` in
+        a transaction. Returns how many."""
+        where = f"{scope} AND " if scope else ""
+        where += "expiration IS NOT NULL AND expiration <= ?"
+        args = (*params, self.clock())
         freed = self._db.execute(
-            f"SELECT namespace, SUM({ENTRY_BYTES_SQL}) FROM kv WHERE namespace IN ({namespaces}) "
-            "AND expiration IS NOT NULL AND expiration <= ? GROUP BY namespace",
-            (account, now),
+            f"SELECT namespace, SUM({ENTRY_BYTES_SQL}) FROM kv WHERE {where} GROUP BY namespace",
+            args,
         ).fetchall()
         if not freed:
             return 0
-        cur = self._db.execute(
-            f"DELETE FROM kv WHERE namespace IN ({namespaces}) "
-            "AND expiration IS NOT NULL AND expiration <= ?",
-            (account, now),
-        )
+        deleted = self._db.execute(f"DELETE FROM kv WHERE {where}", args).rowcount
         for namespace_id, size in freed:
             self._count(namespace_id, -int(size))
-        return cur.rowcount
+        return deleted
 
     def _entry_bytes(self, namespace_id: str, raw_key: bytes) -> int:
         row = self._db.execute(
@@ -360,16 +364,5 @@ class KVStore(NamespaceTable):
 
     def purge_expired(self) -> int:
         """Delete every expired key; returns how many."""
-        now = self.clock()
         with self._lock, self._transaction():
-            freed = self._db.execute(
-                f"SELECT namespace, SUM({ENTRY_BYTES_SQL}) FROM kv "
-                "WHERE expiration IS NOT NULL AND expiration <= ? GROUP BY namespace",
-                (now,),
-            ).fetchall()
-            cur = self._db.execute(
-                "DELETE FROM kv WHERE expiration IS NOT NULL AND expiration <= ?", (now,)
-            )
-            for namespace_id, size in freed:
-                self._count(namespace_id, -int(size))
-        return cur.rowcount
+            return self._delete_expired()
