@@ -17,9 +17,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-import shutil
 import sys
-import tempfile
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from ember.python_project import read_python_project
 from ember.requires_python import python_mismatch
 from ember.runtime import events as E
 from ember.runtime.deployment import Deployment, deployment_from_project
+from ember.runtime.dev_stage import DevStage, remove_orphaned_stages
 from ember.runtime.http import ResponseAborted
 from ember.runtime.mounts import MountTable, binding_mounts, with_binding_mounts
 from ember.runtime.project_check import check_project
@@ -82,8 +81,11 @@ class DevServer:
         # (``_shutdown``), since uvicorn ends a SIGTERM by re-raising it with the default
         # handler, which exits without running finalizers or atexit; the finalizer covers a
         # session that never served (a config error at start).
-        self.stage = Path(tempfile.mkdtemp(prefix="ember-dev-"))
-        self._remove_stage = weakref.finalize(self, shutil.rmtree, self.stage, ignore_errors=True)
+        # A session killed before it could remove its stage left it behind: remove those first.
+        remove_orphaned_stages()
+        stage = DevStage.create()
+        self.stage = stage.code
+        self._remove_stage = weakref.finalize(self, stage.remove)
         self.config: ProjectConfig = load_project(
             options.project, env=options.env, extra_vars=options.extra_vars
         )

@@ -241,6 +241,39 @@ def test_dev_leaves_nothing_in_tmpdir_when_stopped(tmp_path: Path, sig: signal.S
     assert list(tmpdir.iterdir()) == []
 
 
+def test_dev_removes_the_stage_a_killed_session_left_behind(tmp_path: Path) -> None:
+    """A SIGKILLed ember dev cannot remove its staged copy of the worker: the next session
+    removes it, and leaves alone a live session's stage and one with no owner record (an older
+    ember's, or not ours)."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "worker.py").write_text(WORKER.format(body="hi"))
+    (tmp_path / "app" / "ember.yaml").write_text("name: app\nmain: worker.py\n")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    foreign = tmpdir / "ember-dev-older"
+    foreign.mkdir()
+    (foreign / "worker.py").write_text("")
+    environ = {"TMPDIR": str(tmpdir)}
+    killed = DevProcess(tmp_path / "app", state=tmp_path / "state", environ=environ)
+    try:
+        assert _body(killed.url) == "hi"
+        killed.process.kill()
+        killed.process.wait(30)
+    finally:
+        killed.stop()
+    left = {p for p in tmpdir.iterdir() if p != foreign}
+    assert len(left) == 1 and (next(iter(left)) / "code" / "worker.py").exists(), left
+    with DevProcess(tmp_path / "app", state=tmp_path / "state2", environ=environ) as live:
+        assert _body(live.url) == "hi"
+        stages = set(tmpdir.iterdir())
+        assert not (left & stages), "the killed session's stage is still there"
+        assert foreign in stages and len(stages) == 2, stages
+        # A second session while the first runs keeps the first one's stage.
+        with DevProcess(tmp_path / "app", state=tmp_path / "state3", environ=environ) as other:
+            assert _body(other.url) == "hi"
+            assert stages <= set(tmpdir.iterdir())
+
+
 def test_a_worker_that_failed_to_start_is_logged_like_any_request(tmp_path: Path) -> None:
     """The access log had no line for a request answered "Worker failed to start"."""
     project = tmp_path / "app"
