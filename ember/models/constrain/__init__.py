@@ -4,6 +4,7 @@ by a lazily determinised pushdown machine, and turned into per-step token masks 
 byte-level vocabulary.
 
 Torch-free except ``torch_masks`` (applying masks to logits). Entry points:
-``session.GrammarCache`` / ``session.ConstrainedDecoder`` for the engine,
+``session.compile_grammar`` (the model server runs it off the engine thread) or
+``session.GrammarCache``, then ``session.ConstrainedDecoder`` per request,
 ``schema.compile_schema`` for request validation.
 """

@@ -119,6 +119,15 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
     return with_reasoning(body, marker, spec.reasoning, forbidden=forbidden)
 
 
+def compile_grammar(spec: ConstraintSpec, vocab: TokenVocabulary) -> Grammar:
+    """A spec's grammar with its initial state's token mask already computed: everything a
+    request's first step would otherwise pay for. The model server runs this off the engine
+    thread (``server.grammar_builds``) and hands the finished grammar over whole."""
+    grammar = Grammar(build_root(spec, vocab.special_ids))
+    compute_mask(grammar, vocab, grammar.intern(grammar.initial))
+    return grammar
+
+
 class ConstrainedDecoder:
     """Per-request matcher state over a shared ``Grammar`` (not thread-safe: one engine loop)."""
 
@@ -194,7 +203,9 @@ class GrammarCache:
     """Compiled grammars by (spec, vocabulary), least recently used dropped first. One per
     model server: requests with the same schema share transitions and token masks. Memory is
     bounded: ``capacity`` grammars, each with at most 20,000 cached states and 32 MiB of
-    cached masks. Not thread-safe: use it, and the decoders it makes, from the engine thread."""
+    cached masks. Not thread-safe: use it, and the decoders it makes, from one thread. (The
+    model server builds its grammars with ``server.grammar_builds`` instead, off the engine
+    thread; this cache serves tests, benchmarks and reference implementations.)"""
 
     def __init__(self, capacity: int = 32) -> None:
         self.capacity = capacity

@@ -58,7 +58,14 @@ class TokenTrie:
 class TokenVocabulary:
     """``tokens[i]`` is token ``i``'s bytes (None for ids without an ordinary spelling);
     ``special`` maps special token ids to their text; ``eos_ids`` are the ids that end
-    generation (allowed exactly when the grammar is complete)."""
+    generation (allowed exactly when the grammar is complete).
+
+    One vocabulary serves grammars on several threads at once (the model server's engine
+    thread and its grammar builder). Besides the data given here it holds only caches:
+    ``trie`` and ``byte_sets``, computed on first use, and ``loop_classes``, whose entries
+    masks.py adds (and, past a bound, clears) with one dict operation each, keeping the entry
+    it took in a local. Two threads filling the same cache at once each compute an equal value
+    and one is kept: sharing the vocabulary needs no lock."""
 
     def __init__(
         self,
