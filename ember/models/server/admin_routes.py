@@ -40,9 +40,12 @@ async def abort_request(request: Request) -> Response:
     served = _state(request).ready()
     body = require_object(await read_json(request), "/")
     rid = optional_str(body, "rid", "")
+    # A request still waiting for its grammar is not in the engine yet: its wait ends too.
     if optional_bool(body, "abort_all", "", False):
+        served.grammars.abort_all()
         served.engine.abort_all()
     elif rid:
+        served.grammars.abort(rid)
         served.engine.abort(rid)
     return Response(status_code=200)
 

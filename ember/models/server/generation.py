@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ember.errors import ContextLengthExceeded, EmberError, InvalidModelInput
+from ember.models.constrain.grammar import Grammar
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob, clamp_logprob
 from ember.models.sampling import SamplingParams, StopChecker
@@ -148,14 +149,23 @@ async def stream_generation(
         markers=markers,
         include_stop_str=request.include_stop_str,
     )
+    grammar = None
+    if request.constraint is not None:
+        grammar = await _built_grammar(served, metrics, request)
+        if grammar is None:  # aborted (/abort_request) while its grammar was being built
+            prompt = len(request.prompt_ids)
+            yield GenerationEvent(
+                "", [], [], finished=True, finish_reason="abort", prompt_tokens=prompt
+            )
+            return
     if served.engine.in_progress(rid):
         # Only /generate lets the client choose the id (``rid``). A second request under a
         # taken id would replace, then release, the first one's grammar before the engine
         # refused it; nothing is registered until the id is known to be free (no await
         # between this check and the submission below, so it cannot be taken meanwhile).
         raise InvalidModelInput("rid", f"request id {rid!r} is in use by a request in progress")
-    if request.constraint is not None:
-        served.sampler.constrain(rid, request.constraint)
+    if grammar is not None:
+        served.sampler.constrain(rid, grammar)
     stream = served.engine.generate(rid, request.prompt_ids, sampling=params)
     outcome, cached, last, first = "abort", 0, 0.0, None
     try:
@@ -209,13 +219,51 @@ async def stream_generation(
     finally:
         await stream.aclose()  # an unfinished request is aborted in the engine
         served.sampler.release(rid)
-        latency = time.perf_counter() - request.arrival
-        metrics.request_finished(
-            len(request.prompt_ids), checker.num_tokens, cached, latency, outcome, ttft=first
+        _finished(served, metrics, request, outcome, checker.num_tokens, cached, first)
+
+
+async def _built_grammar(
+    served: ServedModel, metrics: ServerMetrics, request: GenerationInput
+) -> Grammar | None:
+    """The request's grammar, waiting for its build if need be (``grammar_builds``: off the
+    engine thread, before the request is admitted); ``None`` if it was aborted meanwhile. A
+    request that ends here (aborted, client gone, build failed) is counted as finished."""
+    assert request.constraint is not None
+    grammar = served.grammars.cached(request.constraint)
+    if grammar is not None:
+        return grammar
+    # The route announced the request to the engine (AsyncEngine.expect); no step should hold
+    # back for one whose grammar is still to be built.
+    served.engine.forget(request.request_id)
+    outcome = "abort"
+    try:
+        grammar = await served.grammars.grammar(request.constraint, request.request_id)
+        if grammar is not None:
+            outcome = "ok"
+        return grammar
+    except EmberError:
+        outcome = "error"
+        raise
+    finally:
+        if outcome != "ok":
+            _finished(served, metrics, request, outcome, 0, 0, None)
+
+
+def _finished(
+    served: ServedModel,
+    metrics: ServerMetrics,
+    request: GenerationInput,
+    outcome: str,
+    tokens: int,
+    cached: int,
+    first: float | None,
+) -> None:
+    latency = time.perf_counter() - request.arrival
+    prompt = len(request.prompt_ids)
+    metrics.request_finished(prompt, tokens, cached, latency, outcome, ttft=first)
+    if served.log_requests:
+        served.log(
+            f"Finish: rid={request.request_id} {outcome}, prompt_tokens={prompt}, "
+            f"completion_tokens={tokens}, cached_tokens={cached}, "
+            f"e2e_latency={latency:.3f}s{caller_note()}"
         )
-        if served.log_requests:
-            served.log(
-                f"Finish: rid={rid} {outcome}, prompt_tokens={len(request.prompt_ids)}, "
-                f"completion_tokens={checker.num_tokens}, cached_tokens={cached}, "
-                f"e2e_latency={latency:.3f}s{caller_note()}"
-            )

@@ -32,6 +32,7 @@ from ember.models.engine.sequence import StopCriteria
 from ember.models.kv.spec import KVCacheDtype, kv_capacity, kv_layout_for, parse_kv_dtype
 from ember.models.loader import load_model
 from ember.models.quant import QuantConfig, QuantizationReport, model_weight_bytes, quantize_model
+from ember.models.server.grammar_builds import GrammarBuilds
 from ember.models.server.request_sampling import ServerSampler
 from ember.models.server.sampling_defaults import SamplingDefaults, startup_line
 from ember.models.server.settings import FLAGS, REASONING_PARSERS, ServerSettings
@@ -82,6 +83,7 @@ class ServedModel:
     llm: LLMEngine
     engine: AsyncEngine
     sampler: ServerSampler
+    grammars: GrammarBuilds  # constrained requests' grammars, built off the engine thread
     eos_token_ids: frozenset[int]
     tool_format: ToolFormat
     context_length: int
@@ -104,6 +106,7 @@ class ServedModel:
     openai_logprobs: str = "raw"
 
     def shutdown(self) -> None:
+        self.grammars.shutdown()
         self.engine.shutdown()
 
 
@@ -262,6 +265,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         llm=llm,
         engine=engine,
         sampler=sampler,
+        grammars=GrammarBuilds(vocab),
         eos_token_ids=eos,
         tool_format=tool_format,
         context_length=llm.max_model_len,

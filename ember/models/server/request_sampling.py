@@ -6,11 +6,13 @@ seeds, logprobs). What it does not know is the grammar of a constrained request 
 schema, required tool calls): ``ServerSampler`` masks those rows' logits with the grammar's
 allowed tokens, then hands the batch to the engine's sampler.
 
-The HTTP side registers a request's ``ConstraintSpec`` by request id before submitting it and
-releases it when the request ends; the grammar matcher itself lives on the engine thread (the
-grammar cache is not thread-safe) and, before each step, catches up with the completion tokens
-the engine kept, so a step the engine discards never desynchronises it. With no constrained
-request in the batch, sampling is exactly the engine's own (its greedy fast path included).
+The HTTP side registers a request's grammar by request id before submitting it and releases it
+when the request ends. The grammar comes built (``grammar_builds``: compiled off the engine
+thread, its first mask computed), so the engine never compiles one; from registration on it is
+touched on the engine thread only (``Grammar`` is not thread-safe). The matcher lives on the
+engine thread and, before each step, catches up with the completion tokens the engine kept, so
+a step the engine discards never desynchronises it. With no constrained request in the batch,
+sampling is exactly the engine's own (its greedy fast path included).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ember.models.constrain.grammar import Grammar
 from ember.models.constrain.session import (
     ConstrainedDecoder,
     ConstraintSpec,
@@ -43,9 +46,17 @@ class _Sequence:
     num_prompt_tokens: int
 
 
+@dataclass(frozen=True, eq=False, slots=True)
+class _Registration:
+    """One request's grammar, registered by the event loop (a new object per registration, so
+    that a reused request id is told apart by identity)."""
+
+    grammar: Grammar
+
+
 @dataclass(slots=True)
 class _Matcher:
-    spec: ConstraintSpec  # the registration it was built for (an id may be reused)
+    registration: _Registration  # the one it was made for (an id may be reused)
     decoder: ConstrainedDecoder
     consumed: int = 0  # completion tokens fed to the decoder so far
 
@@ -55,16 +66,16 @@ class ServerSampler:
 
     def __init__(self, vocab: TokenVocabulary | None = None) -> None:
         self.vocab = vocab
-        self.grammars = GrammarCache()  # engine thread only
         self._inner = RequestSampler()
-        self._specs: dict[str, ConstraintSpec] = {}  # written by the event loop
+        self._specs: dict[str, _Registration] = {}  # written by the event loop
         self._matchers: dict[str, _Matcher] = {}  # engine thread only
 
-    def constrain(self, request_id: str, spec: ConstraintSpec) -> None:
-        """Register a request's grammar before it is submitted."""
+    def constrain(self, request_id: str, grammar: Grammar) -> None:
+        """Register a request's built grammar before the request is submitted; from here on
+        only the engine thread touches it."""
         if self.vocab is None:
             raise ValueError("constrained decoding needs the tokenizer's vocabulary")
-        self._specs[request_id] = spec
+        self._specs[request_id] = _Registration(grammar)
 
     def release(self, request_id: str) -> None:
         """The request is over; its matcher is dropped at the engine's next step."""
@@ -85,9 +96,9 @@ class ServerSampler:
                 masks.append(None)
                 self._specs.pop(seq.request_id, None)
             except Exception as exc:  # noqa: BLE001 - any other fault stays this row's too
-                # Building or advancing one request's grammar failed in a way no constraint
-                # names (a bug, a schema deep enough to exhaust the stack): ember's fault, but
-                # only this request's; failing the step would end every request in the batch.
+                # Advancing one request's grammar or computing its mask failed in a way no
+                # constraint names (a bug, a schema deep enough to exhaust the stack): ember's
+                # fault, but only this request's; failing the step would end every request.
                 log.exception("constrained decoding failed for request %r", seq.request_id)
                 failed[row] = ConstraintViolation(
                     f"request {seq.request_id!r}: internal error in its output constraint "
@@ -106,15 +117,16 @@ class ServerSampler:
         return result
 
     def _mask(self, seq: _Sequence):  # noqa: ANN202 - constrain.masks.TokenMask | None
-        spec = self._specs.get(seq.request_id)
-        if spec is None:
+        registration = self._specs.get(seq.request_id)
+        if registration is None:
             return None
         matcher = self._matchers.get(seq.request_id)
         # A released request's matcher lives until the next step: a new request reusing its
         # id before then must not inherit its grammar and progress.
-        if matcher is None or matcher.spec is not spec:
+        if matcher is None or matcher.registration is not registration:
             assert self.vocab is not None
-            matcher = _Matcher(spec, self.grammars.decoder(spec, self.vocab))
+            decoder = ConstrainedDecoder(registration.grammar, self.vocab)
+            matcher = _Matcher(registration, decoder)
             self._matchers[seq.request_id] = matcher
         completion = seq.token_ids[seq.num_prompt_tokens :]
         for token in completion[matcher.consumed :]:

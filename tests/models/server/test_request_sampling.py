@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from ember.models.constrain.session import ConstraintSpec, GrammarCache
+from ember.models.constrain.grammar import Grammar
+from ember.models.constrain.session import ConstraintSpec, build_root, compile_grammar
 from ember.models.engine.sampling import RequestSampler
 from ember.models.sampling import SamplingParams, SamplingState
 from ember.models.server.request_sampling import ServerSampler, reference_masks
@@ -24,6 +25,11 @@ SCHEMA = {
     "additionalProperties": False,
 }
 SPEC = ConstraintSpec(json="schema", schema=SCHEMA)
+
+
+def built(spec: ConstraintSpec) -> Grammar:
+    """What the server registers: the grammar built off the engine thread (grammar_builds)."""
+    return compile_grammar(spec, VOCAB)
 
 
 @dataclass
@@ -75,7 +81,7 @@ def test_constrained_rows_follow_the_grammar(seed: int, drop: bool) -> None:
     sampler = ServerSampler(VOCAB)
     seq = FakeSequence("c", [0], 1)
     plain = FakeSequence("p", [0], 1)
-    sampler.constrain("c", SPEC)
+    sampler.constrain("c", built(SPEC))
     rng = torch.Generator().manual_seed(seed)
     _generate(sampler, seq, rng, drop)
     text = b"".join(VOCAB.tokens[t] or b"" for t in seq.token_ids[1:]).decode()
@@ -93,7 +99,7 @@ def test_constrained_rows_follow_the_grammar(seed: int, drop: bool) -> None:
 def test_incremental_masks_equal_fresh_matchers() -> None:
     sampler = ServerSampler(VOCAB)
     seq = FakeSequence("c", [0], 1)
-    sampler.constrain("c", SPEC)
+    sampler.constrain("c", built(SPEC))
     rng = torch.Generator().manual_seed(11)
     prefixes, masks = [], []
     for _ in range(12):
@@ -116,8 +122,8 @@ def test_a_grammar_failure_fails_only_its_own_row() -> None:
     broken = FakeSequence("broken", [0, ord("x")], 1)  # a JSON object cannot start with 'x'
     fine = FakeSequence("fine", [0], 1)
     plain = FakeSequence("plain", [0], 1)
-    sampler.constrain("broken", SPEC)
-    sampler.constrain("fine", SPEC)
+    sampler.constrain("broken", built(SPEC))
+    sampler.constrain("fine", built(SPEC))
     logits = torch.randn(3, VOCAB.size, generator=torch.Generator().manual_seed(3))
     logits[2, 7] = 100.0
     result = sampler.sample(logits, [broken, fine, plain])
@@ -135,33 +141,29 @@ def test_a_reused_request_id_gets_its_own_grammar() -> None:
     from its first token, not the old matcher and the old request's progress."""
     sampler = ServerSampler(VOCAB)
     old = FakeSequence("r", [0, *b'{"ok'], 1)
-    sampler.constrain("r", SPEC)
+    sampler.constrain("r", built(SPEC))
     sampler._mask(old)
     sampler.release("r")
     other = ConstraintSpec(json="schema", schema={"enum": ["yes", "no"]})
-    sampler.constrain("r", other)
+    sampler.constrain("r", built(other))
     new = FakeSequence("r", [0], 1)
     assert set(sampler._mask(new).token_ids()) == reference_masks(VOCAB, other, [[]])[0]
 
 
 def test_an_unexpected_grammar_error_fails_only_its_own_row() -> None:
-    """Building a request's matcher may fail in ways no ConstraintViolation names (a bug in a
+    """Advancing a request's matcher may fail in ways no ConstraintViolation names (a bug in a
     grammar node, a schema deep enough for a RecursionError): the row fails with an error
     naming the request and saying it is ember's fault, and the batch's other rows go on."""
 
-    class Failing(GrammarCache):
-        def decoder(self, spec, vocab):  # noqa: ANN001, ANN202 - the cache's own signature
-            if spec is BAD:
-                raise RecursionError("maximum recursion depth exceeded")
-            return super().decoder(spec, vocab)
+    class Failing(Grammar):
+        def next(self, sid: int, sym: int) -> int:
+            raise RecursionError("maximum recursion depth exceeded")
 
-    BAD = ConstraintSpec(json="schema", schema={"type": "object"})  # noqa: N806
     sampler = ServerSampler(VOCAB)
-    sampler.grammars = Failing()
-    broken = FakeSequence("broken", [0], 1)
+    broken = FakeSequence("broken", [0, ord("{")], 1)  # one token to advance over
     fine = FakeSequence("fine", [0], 1)
-    sampler.constrain("broken", BAD)
-    sampler.constrain("fine", SPEC)
+    sampler.constrain("broken", Failing(build_root(SPEC, VOCAB.special_ids)))
+    sampler.constrain("fine", built(SPEC))
     logits = torch.randn(2, VOCAB.size, generator=torch.Generator().manual_seed(5))
     result = sampler.sample(logits, [broken, fine])
     assert set(result.failed) == {0}
