@@ -99,8 +99,8 @@ class GrammarBuilds:
 
     @property
     def waiting(self) -> int:
-        """Requests waiting for a grammar."""
-        return sum(len(waits) for waits in self._waits.values())
+        """Requests waiting for a grammar (readable from another thread: a snapshot)."""
+        return sum(len(waits) for waits in list(self._waits.values()))
 
     @property
     def submitted(self) -> int:
