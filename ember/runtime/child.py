@@ -1,18 +1,24 @@
 """The seam where an isolate child becomes a sandboxed worker, before any user code runs.
 
-In the child the zygote just forked, ``hygiene`` always runs first (own session, die with the
-zygote, no inherited fds but the isolate's socket, a clean environment). Then the configured
-``PrepareChild`` hook runs. ember dev's hook, ``prepare_dev_child``, only sets rlimits. The
-sandbox (``ember.runtime.sandbox.enter``) plugs in here: it may unshare namespaces and fork, so
-that the process returning from the hook is pid 1 of a new pid namespace; it returns that
-process's *host* pid, which the isolate reports in its Hello frame (the supervisor polls and
-kills that pid). A hook that fails raises; the child then exits without running user code.
+The zygote forks on an opaque request: it hands the child the isolate socket (and, for a
+sandboxed child, the write end of the startup-report pipe) and nothing else, so that no
+deployment's data ever passes through the zygote, whose heap every later isolate inherits
+(isolation.md pitfall 13). In the child, ``hygiene`` always runs first (own session, die with
+the zygote, no inherited fds but the isolate's socket and the report pipe, an empty
+environment); then ``receive_spec`` reads the ``ChildSpec`` the supervisor wrote on the isolate
+socket before handing it over (``spec_frame``), and the environment becomes the deployment's
+(``apply_environment``). Then the configured ``PrepareChild`` hook runs. ember dev's hook,
+``prepare_dev_child``, only sets rlimits. The sandbox (``ember.runtime.sandbox.enter``) plugs in
+here: it may unshare namespaces and fork, so that the process returning from the hook is pid 1
+of a new pid namespace; it returns that process's *host* pid, which the isolate reports in its
+Hello frame (the supervisor polls and kills that pid). A hook that fails raises; the child then
+exits without running user code.
 
 The hook is named as ``"module:attr"`` because it is loaded in the zygote process, not passed
 as an object. It returns the worker's host pid, or a ``PreparedChild`` that also says where the
 deployment's code is inside the sandbox (``/app`` behind a private root). A hook object may
-also have ``before_fork(spec)``, which the zygote calls before forking a child for ``spec``
-(to warm what the child will need, once).
+also have ``before_fork(sandboxed)``, which the zygote calls before each fork with the one thing
+it knows of the child: whether it will be sandboxed (to warm the sandbox, once).
 
 ``DEFAULT_PREPARE`` (``ember.runtime.sandbox_hook:prepare``) serves both kinds of child: an
 empty ``ChildSpec.sandbox`` gets ember dev's rlimits, a non-empty one (a ``SandboxSpec`` in wire
@@ -31,6 +37,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgpack
+
+from ember.errors import ProtocolError
+from ember.runtime.protocol import FRAME_LENGTH
+
 if TYPE_CHECKING:
     from ember.runtime.deployment import Deployment
 
@@ -41,11 +52,18 @@ DEFAULT_PREPARE = "ember.runtime.sandbox_hook:prepare"
 # Room for the interpreter's own mappings and thread stacks above the supervisor's RSS limit;
 # RLIMIT_DATA is only a backstop for allocations faster than the supervisor's polling.
 DATA_HEADROOM_BYTES = 512 * 1024 * 1024
+# A sanity bound on the spec frame: its vars (twice: the sandbox's copy) are bounded by what fits
+# the Init frame that follows it (fields.MAX_FRAME_BYTES), its other fields are small.
+MAX_SPEC_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class ChildSpec:
-    """What the child is told about the deployment it will run (nothing secret)."""
+    """What the child is told about the deployment it will run (nothing secret).
+
+    It travels from the supervisor to the child over the isolate socket, never through the
+    zygote; ``ipc_fd`` and ``report_fd`` are descriptor numbers in the child, not on the wire.
+    """
 
     deployment_id: str
     code_dir: str
@@ -57,11 +75,10 @@ class ChildSpec:
     report_fd: int = -1  # write end of the sandbox's startup-report pipe (set by the zygote)
 
     def to_wire(self) -> dict[str, object]:
-        """msgpack-friendly form (supervisor -> zygote)."""
+        """msgpack-friendly form (supervisor -> child)."""
         return {
             "deployment_id": self.deployment_id,
             "code_dir": self.code_dir,
-            "ipc_fd": self.ipc_fd,
             "env": dict(self.env),
             "memory_bytes": self.memory_bytes,
             "nofile": self.nofile,
@@ -95,8 +112,43 @@ class PreparedChild:
 PrepareChild = Callable[[ChildSpec], "int | PreparedChild"]
 
 
-def hygiene(spec: ChildSpec, parent_pid: int) -> None:
-    """Process hygiene every isolate gets, sandbox or not (isolation.md §6.2 L0)."""
+def spec_frame(spec: ChildSpec) -> bytes:
+    """``spec`` as the first frame on an isolate socket (length prefix, msgpack), for
+    ``receive_spec`` in the child; the isolate protocol's frames follow it."""
+    payload = msgpack.packb(spec.to_wire(), use_bin_type=True)
+    if len(payload) > MAX_SPEC_BYTES:
+        raise ProtocolError(f"a spawn spec of {len(payload)} bytes is past {MAX_SPEC_BYTES}")
+    return FRAME_LENGTH.pack(len(payload)) + payload
+
+
+def receive_spec(ipc_fd: int, report_fd: int = -1) -> ChildSpec:
+    """In the child, after ``hygiene``: read the spec frame the supervisor wrote on the isolate
+    socket, exactly (the protocol's frames follow it in the same stream)."""
+    os.set_blocking(ipc_fd, True)  # the isolate makes it non-blocking again once it serves
+    (length,) = FRAME_LENGTH.unpack(_read_exactly(ipc_fd, FRAME_LENGTH.size))
+    if length > MAX_SPEC_BYTES:
+        raise ProtocolError(f"a spawn spec of {length} bytes is past {MAX_SPEC_BYTES}")
+    value = msgpack.unpackb(_read_exactly(ipc_fd, length), raw=False)
+    if not isinstance(value, dict):
+        raise ProtocolError(f"a spawn spec must be a map, not {type(value).__name__}")
+    return ChildSpec.from_wire(value, ipc_fd, report_fd)
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    parts: list[bytes] = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise ProtocolError("the isolate socket closed before the spawn spec arrived")
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def hygiene(ipc_fd: int, report_fd: int, parent_pid: int) -> None:
+    """Process hygiene every isolate gets, sandbox or not (isolation.md §6.2 L0), before it
+    knows which deployment it is for: the environment is emptied here, ``apply_environment``
+    fills in the deployment's once its spec has been read."""
     os.setsid()  # a kill of our process group never reaches the zygote or supervisor
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent_pid:  # the zygote died between fork and prctl
@@ -107,7 +159,7 @@ def hygiene(spec: ChildSpec, parent_pid: int) -> None:
     if devnull > 2:
         os.close(devnull)
     # Keep fd 2 (the zygote's stderr) for interpreter crash messages; close everything else.
-    keep = sorted({0, 1, 2, spec.ipc_fd} | ({spec.report_fd} if spec.report_fd >= 0 else set()))
+    keep = sorted({0, 1, 2, ipc_fd} | ({report_fd} if report_fd >= 0 else set()))
     start = 3
     for fd in keep:
         if fd >= start:
@@ -115,6 +167,11 @@ def hygiene(spec: ChildSpec, parent_pid: int) -> None:
             start = fd + 1
     os.closerange(start, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     os.umask(0o077)
+    os.environ.clear()
+
+
+def apply_environment(spec: ChildSpec) -> None:
+    """The deployment's process environment (``child_environment``), into an emptied one."""
     os.environ.clear()
     os.environ.update(spec.env)
 

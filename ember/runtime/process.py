@@ -39,7 +39,7 @@ from ember.runtime.watchdog import POLL_INTERVAL_S, LimitWatch
 
 DRAIN_KILL_S = 2.0
 MAX_UNREAD_BYTES = 64 * 1024 * 1024  # frames the isolate has not read; past this it is killed
-SANDBOX_REPORT_WAIT_S = 2.0  # for the zygote's relay of a startup report after Hello
+SANDBOX_REPORT_WAIT_S = 2.0  # for the rest of the sandbox startup report after Hello
 
 
 class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):

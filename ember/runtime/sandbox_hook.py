@@ -1,16 +1,19 @@
 """The zygote's PrepareChild hook: ember dev's rlimits, or the sandbox for the profile asked.
 
-Runs in the zygote process (``before_fork``) and in each child it forks (``__call__``), never in
-the supervisor. A child whose ``ChildSpec.sandbox`` is empty is a dev isolate: rlimits only, the
-worker is the forked process itself. Otherwise ``ChildSpec.sandbox`` is a ``SandboxSpec`` in wire
-form: the child enters it (``ember.runtime.sandbox.enter``), which in every profile but dev forks
-so that the worker is pid 1 of its own pid namespace and returns only in that worker, with the
-deployment's code at ``/app``. The sandbox writes its startup report (host pids, the layers
-applied, or the stage that failed) on ``ChildSpec.report_fd``; the zygote relays it.
+Runs in the zygote process (``before_fork``, which learns only whether the child will be
+sandboxed) and in each child it forks (``__call__``, with the ``ChildSpec`` the child read from
+its isolate socket), never in the supervisor. A child whose ``ChildSpec.sandbox`` is empty is a
+dev isolate: rlimits only, the worker is the forked process itself. Otherwise
+``ChildSpec.sandbox`` is a ``SandboxSpec`` in wire form: the child enters it
+(``ember.runtime.sandbox.enter``), which in every profile but dev forks so that the worker is
+pid 1 of its own pid namespace and returns only in that worker, with the deployment's code at
+``/app``. The sandbox writes its startup report (host pids, the layers applied, or the stage that
+failed) on ``ChildSpec.report_fd``, a pipe the supervisor reads.
 
 The sandbox package is imported only when a sandboxed child is first asked for, so ``ember dev``
 never pays for it; ``before_fork`` then warms it in the zygote once (``preload()``: libseccomp,
-the compiled filter, the runtime's paths), so that no child pays for it either.
+the compiled filter, the runtime's paths: nothing of any deployment), so that no child pays for
+it either.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ class SandboxHook:
 
     __slots__ = ()
 
-    def before_fork(self, spec: ChildSpec) -> None:
+    def before_fork(self, sandboxed: bool) -> None:
         """In the zygote: warm the sandbox before a sandboxed child (a no-op once warm)."""
-        if spec.sandbox:
+        if sandboxed:
             preload()
 
     def __call__(self, spec: ChildSpec) -> PreparedChild:

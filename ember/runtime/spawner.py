@@ -1,11 +1,15 @@
 """Supervisor side of the zygote: start it, ask it for isolates, hear when they exit.
 
-``spawn`` creates a fresh socketpair per isolate, hands one end to the zygote (SCM_RIGHTS) and
-keeps the other; the zygote answers with the child's pid, and for a sandboxed child relays the
-sandbox's startup report later (``SpawnedChild.startup``). ``probe`` asks the zygote to probe the
-sandbox's layers; ``kill_uid`` to kill whatever still runs as a pool uid. The zygote is
-restarted on demand if it died. It must be started from a thread that outlives it (the event
-loop's), because its PDEATHSIG fires when the starting thread exits.
+``spawn`` creates a fresh socketpair per isolate, writes the child's ``ChildSpec`` on it (the
+first frame the child reads, after the fork), then hands the other end to the zygote
+(SCM_RIGHTS) with an opaque request: the zygote never sees a deployment's vars, id, paths or
+sandbox plan, since every isolate it forks later would inherit them from its heap. For a
+sandboxed child the spawner also makes the startup-report pipe, passes its write end along and
+reads the report itself (``SpawnedChild.startup``). The zygote answers with the child's pid.
+``probe`` asks the zygote to probe the sandbox's layers; ``kill_uid`` to kill whatever still
+runs as a pool uid. The zygote is restarted on demand if it died. It must be started from a
+thread that outlives it (the event loop's), because its PDEATHSIG fires when the starting thread
+exits.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import msgpack
 
 import ember
 from ember.errors import WorkerCrashed
-from ember.runtime.child import DEFAULT_PREPARE, ChildSpec
+from ember.runtime.child import DEFAULT_PREPARE, ChildSpec, spec_frame
 
 EMBER_ROOT = str(Path(ember.__file__).resolve().parent.parent)
 _BOOTSTRAP = (
@@ -33,6 +37,7 @@ _BOOTSTRAP = (
 )
 SPAWN_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 30.0
+MAX_REPORT = 16 * 1024  # a sandbox startup report is well under 2 KiB
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,15 @@ class SpawnedChild:
     startup: asyncio.Future[bytes] | None = None
 
 
+@dataclass(slots=True)
+class _Report:
+    """One sandboxed child's startup-report pipe, read until every writer has closed it."""
+
+    fd: int
+    future: asyncio.Future[bytes]
+    data: bytearray = field(default_factory=bytearray)
+
+
 class Spawner:
     """One zygote process and the isolates it forks."""
 
@@ -70,7 +84,7 @@ class Spawner:
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._pending: dict[int, asyncio.Future[int]] = {}
-        self._reports: dict[int, asyncio.Future[bytes]] = {}
+        self._reports: dict[int, _Report] = {}  # by spawn id
         self._requests: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
         self._lock = asyncio.Lock()
@@ -109,49 +123,57 @@ class Spawner:
         asyncio.get_running_loop().add_reader(parent.fileno(), self._on_readable)
 
     async def spawn(self, spec: ChildSpec) -> SpawnedChild:
-        """Fork one isolate for ``spec`` (its ``ipc_fd`` is filled in here)."""
+        """Fork one isolate for ``spec`` (its ``ipc_fd`` and ``report_fd`` are the child's)."""
+        try:
+            frame = spec_frame(spec)
+        except Exception as exc:  # noqa: BLE001 - name what was wrong, never a msgpack trace
+            raise WorkerCrashed(f"bad spawn spec: {type(exc).__name__}: {exc}") from None
+        loop = asyncio.get_running_loop()
         async with self._lock:
             if self._control is None or self._process is None or self._process.poll() is not None:
                 await self._restart()
             assert self._control is not None  # invariant: _restart sets it
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            ours.setblocking(False)
+            # The spec waits in the socket for the child; what does not fit in its buffer now
+            # follows once the child is there to read it.
+            sent = _send_some(ours, frame)
             self._next_id += 1
             spawn_id = self._next_id
-            loop = asyncio.get_running_loop()
             future: asyncio.Future[int] = loop.create_future()
             self._pending[spawn_id] = future
+            fds = [theirs.fileno()]
             startup: asyncio.Future[bytes] | None = None
+            report_w = -1
             if spec.sandbox:
-                startup = self._reports[spawn_id] = loop.create_future()
-            wire = ChildSpec(
-                spec.deployment_id,
-                spec.code_dir,
-                0,
-                spec.env,
-                spec.memory_bytes,
-                spec.nofile,
-                spec.sandbox,
-            ).to_wire()
+                report_r, report_w = os.pipe()
+                fds.append(report_w)
+                startup = self._watch_report(spawn_id, report_r)
             try:
                 socket.send_fds(
-                    self._control,
-                    [msgpack.packb(["spawn", spawn_id, wire], use_bin_type=True)],
-                    [theirs.fileno()],
+                    self._control, [msgpack.packb(["spawn", spawn_id], use_bin_type=True)], fds
                 )
             except OSError as exc:
                 self._pending.pop(spawn_id, None)
-                self._reports.pop(spawn_id, None)
+                self._end_report(spawn_id, None)
                 ours.close()
                 raise WorkerCrashed(f"the zygote is not accepting spawn requests: {exc}") from None
             finally:
                 theirs.close()
+                if report_w >= 0:
+                    os.close(report_w)
         try:
             pid = await asyncio.wait_for(future, SPAWN_TIMEOUT_S)
+            if sent < len(frame):
+                try:
+                    rest = memoryview(frame)[sent:]
+                    await asyncio.wait_for(loop.sock_sendall(ours, rest), SPAWN_TIMEOUT_S)
+                except OSError as exc:
+                    raise WorkerCrashed(f"the isolate did not read its spawn spec: {exc}") from None
         except BaseException:
-            self._reports.pop(spawn_id, None)
+            self._end_report(spawn_id, None)
             ours.close()
             raise
-        ours.setblocking(False)
         return SpawnedChild(pid=pid, sock=ours, startup=startup)
 
     async def probe(self, disabled: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -185,6 +207,38 @@ class Spawner:
         await self.close()
         await self.start()
 
+    def _watch_report(self, spawn_id: int, fd: int) -> asyncio.Future[bytes]:
+        loop = asyncio.get_running_loop()
+        os.set_blocking(fd, False)
+        report = self._reports[spawn_id] = _Report(fd, loop.create_future())
+        loop.add_reader(fd, self._read_report, spawn_id)
+        return report.future
+
+    def _read_report(self, spawn_id: int) -> None:
+        report = self._reports.get(spawn_id)
+        if report is None:
+            return
+        try:
+            chunk = os.read(report.fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk and len(report.data) + len(chunk) <= MAX_REPORT:
+            report.data += chunk
+            return
+        self._end_report(spawn_id, bytes(report.data))
+
+    def _end_report(self, spawn_id: int, data: bytes | None) -> None:
+        """Stop reading a report; resolve it with ``data`` (None: nobody awaits it)."""
+        report = self._reports.pop(spawn_id, None)
+        if report is None:
+            return
+        asyncio.get_running_loop().remove_reader(report.fd)
+        os.close(report.fd)
+        if data is not None and not report.future.done():
+            report.future.set_result(data)
+
     def _on_readable(self) -> None:
         assert self._control is not None  # invariant: the reader is removed on close
         while True:
@@ -204,16 +258,12 @@ class Spawner:
                 if future is not None and not future.done():
                     future.set_result(message[2])
             elif kind == "failed":
-                self._reports.pop(message[1], None)
+                self._end_report(message[1], None)
                 future = self._pending.pop(message[1], None)
                 if future is not None and not future.done():
                     future.set_exception(WorkerCrashed(f"zygote could not spawn: {message[2]}"))
             elif kind == "exited" and self.on_exit is not None:
                 self.on_exit(message[1], message[2])
-            elif kind == "sandbox":
-                report = self._reports.pop(message[1], None)
-                if report is not None and not report.done():
-                    report.set_result(message[2])
             elif kind in ("probed", "uid_killed", "error"):
                 request = self._requests.get(message[1])
                 if request is not None and not request.done():
@@ -230,12 +280,10 @@ class Spawner:
         for future in [*self._pending.values(), *self._requests.values()]:
             if not future.done():
                 future.set_exception(WorkerCrashed("the zygote exited"))
-        for report in self._reports.values():
-            if not report.done():
-                report.set_result(b"")  # no report: the sandboxed child died with the zygote
+        for spawn_id in list(self._reports):
+            self._end_report(spawn_id, b"")  # no report: the sandboxed child dies with the zygote
         self._pending.clear()
         self._requests.clear()
-        self._reports.clear()
 
     async def close(self) -> None:
         """Stop the zygote (its isolates die with it: PDEATHSIG)."""
@@ -245,6 +293,14 @@ class Spawner:
         if process is not None and process.poll() is None:
             process.kill()
             await asyncio.get_running_loop().run_in_executor(None, process.wait)
+
+
+def _send_some(sock: socket.socket, data: bytes) -> int:
+    """Write what fits now on a non-blocking socket; the count written."""
+    try:
+        return sock.send(data)
+    except BlockingIOError:
+        return 0
 
 
 async def wait_reaped(pids: list[int], timeout_s: float = 2.0) -> None:

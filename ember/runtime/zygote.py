@@ -1,24 +1,34 @@
 """The zygote: a small, warm process that forks isolates on the supervisor's request.
 
 Started by ``Spawner`` with an explicit tiny environment (no secrets), it imports the isolate
-runtime once (never torch, never user code, never a deployment's values), freezes its heap for
-the garbage collector, then loops:
+runtime once (never torch, never user code), freezes its heap for the garbage collector, then
+loops:
 
-    supervisor --["spawn", id, ChildSpec] + SCM_RIGHTS(isolate socket)--> zygote
-    zygote: fork -> child: hygiene, PrepareChild hook, isolate main (never returns)
+    supervisor --["spawn", id] + SCM_RIGHTS(isolate socket[, report pipe])--> zygote
+    zygote: fork -> child: hygiene, read its ChildSpec from the isolate socket,
+                   PrepareChild hook, isolate main (never returns)
     zygote --["spawned", id, pid] / ["failed", id, message] / ["exited", pid, status]--> supervisor
-    zygote --["sandbox", id, report bytes]--> supervisor     (sandboxed children only, see below)
     supervisor --["probe", id, [disabled layers]]--> zygote --["probed", id, report dict]-->
     supervisor --["kill_uid", id, uid]--> zygote --["uid_killed", id, found]-->
 
-A sandboxed child (non-empty ``ChildSpec.sandbox``) gets the write end of a pipe for the
-sandbox's startup report; the zygote reads it until every writer has closed it (the worker
-closes it before any user code runs) and relays the bytes. Probing runs the sandbox's probe in
-throwaway children of this single-threaded process, where forking is safe. ``kill_uid`` kills
-every process of a pool uid (a child that becomes that uid and sends ``kill(-1, SIGKILL)``),
-so that a uid is never handed to another deployment while something of the last one lives.
+No deployment's data ever passes through here: every isolate is forked from this process and
+inherits its heap, where freed buffers and strings keep their bytes, so a spec that went
+through it would be readable by every isolate forked after (isolation.md pitfall 13). A spawn
+request is opaque: the zygote forks and hands the child its descriptors without knowing whose
+it is. The supervisor wrote the child's ``ChildSpec`` (vars, code dir, limits, sandbox plan) on
+the isolate socket before handing it over; the child reads it after the fork, before anything
+else but hygiene. What the zygote does learn says nothing about a tenant: how many descriptors
+came (a second one, the write end of the supervisor's startup-report pipe, means a sandboxed
+child: the hook's ``before_fork`` warms the sandbox for it), the layers an operator disabled
+(``probe``), and a pool uid number (``kill_uid``). The report pipe goes from the sandboxed child
+to the supervisor, which reads it; the zygote only closes its copy after forking.
 
-The control socket is SOCK_SEQPACKET, so each message (and its descriptor) arrives whole. The
+Probing runs the sandbox's probe in throwaway children of this single-threaded process, where
+forking is safe. ``kill_uid`` kills every process of a pool uid (a child that becomes that uid
+and sends ``kill(-1, SIGKILL)``), so that a uid is never handed to another deployment while
+something of the last one lives.
+
+The control socket is SOCK_SEQPACKET, so each message (and its descriptors) arrives whole. The
 zygote dies with the supervisor (PDEATHSIG) and reaps its children (and, as a subreaper, any
 orphaned descendants).
 """
@@ -61,7 +71,6 @@ PRELOAD = (
     "pyodide.ffi",
 )
 MAX_MESSAGE = 64 * 1024
-MAX_REPORT = 16 * 1024  # a sandbox startup report is well under 2 KiB
 
 
 def main(control_fd: int, prepare_target: str, preload_targets: str = "") -> None:
@@ -98,30 +107,24 @@ def main(control_fd: int, prepare_target: str, preload_targets: str = "") -> Non
     gc.collect()
     gc.freeze()  # forked children share these pages instead of touching them on their first GC
 
-    reports: dict[int, tuple[int, bytearray]] = {}  # report pipe fd -> (spawn id, bytes)
     while True:
         for key, _ in selector.select():
             if key.fileobj is control:
                 try:
-                    message, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 1)
+                    message, fds, _flags, _addr = socket.recv_fds(control, MAX_MESSAGE, 2)
                 except OSError:
                     message, fds = b"", []
                 if not message:
                     os._exit(0)  # the supervisor closed the control socket
                 request = msgpack.unpackb(message, raw=False)
                 if request[0] == "spawn":
-                    report = _spawn(control, request, fds, prepare, child, zygote_pid)
-                    if report is not None:
-                        reports[report[0]] = (report[1], bytearray())
-                        selector.register(report[0], selectors.EVENT_READ)
+                    _spawn(control, request[1], fds, prepare, child, zygote_pid)
                 else:
                     for fd in fds:
                         os.close(fd)
                     _answer(control, request)
-            elif key.fileobj is wake_r:
-                os.read(wake_r, 4096)
             else:
-                _read_report(control, selector, reports, key.fd)
+                os.read(wake_r, 4096)
         _reap(control)
 
 
@@ -142,66 +145,35 @@ def _preload_binding_clients() -> None:
 
 def _spawn(
     control: socket.socket,
-    request: list[Any],
+    spawn_id: int,
     fds: list[int],
     prepare: Any,
     child: Any,
     zygote_pid: int,
-) -> tuple[int, int] | None:
-    """Fork one isolate; returns (report pipe read end, spawn id) for a sandboxed one."""
-    spawn_id = request[1]
-    if len(fds) != 1:
+) -> None:
+    """Fork one isolate for the isolate socket ``fds[0]`` (and report pipe ``fds[1]``, if any)."""
+    if len(fds) not in (1, 2):
         for fd in fds:
             os.close(fd)
-        _send(control, ["failed", spawn_id, "expected exactly one socket"])
-        return None
-    (ipc_fd,) = fds
+        _send(control, ["failed", spawn_id, "expected an isolate socket and at most a report pipe"])
+        return
+    ipc_fd = fds[0]
+    report_fd = fds[1] if len(fds) == 2 else -1
     try:
-        spec = child.ChildSpec.from_wire(request[2], ipc_fd)
         before_fork = getattr(prepare, "before_fork", None)
         if before_fork is not None:
-            before_fork(spec)
-    except Exception as exc:  # noqa: BLE001 - a bad spec or a failed preload fails this spawn
-        os.close(ipc_fd)
-        _send(control, ["failed", spawn_id, f"bad spawn spec: {type(exc).__name__}: {exc}"])
-        return None
-    report_r = report_w = -1
-    if spec.sandbox:
-        report_r, report_w = os.pipe()
-        spec = child.ChildSpec.from_wire(request[2], ipc_fd, report_w)
-    pid = os.fork()
+            before_fork(report_fd >= 0)
+        pid = os.fork()
+    except Exception as exc:  # noqa: BLE001 - a failed preload or fork fails this spawn only
+        for fd in fds:
+            os.close(fd)
+        _send(control, ["failed", spawn_id, f"could not fork: {type(exc).__name__}: {exc}"])
+        return
     if pid == 0:
-        _child_main(spec, prepare, child, zygote_pid)
-    os.close(ipc_fd)
+        _child_main(ipc_fd, report_fd, prepare, child, zygote_pid)
+    for fd in fds:
+        os.close(fd)  # the report pipe's reader sees its end once the child's writers close
     _send(control, ["spawned", spawn_id, pid])
-    if report_w < 0:
-        return None
-    os.close(report_w)
-    os.set_blocking(report_r, False)
-    return report_r, spawn_id
-
-
-def _read_report(
-    control: socket.socket,
-    selector: selectors.BaseSelector,
-    reports: dict[int, tuple[int, bytearray]],
-    fd: int,
-) -> None:
-    """Collect a child's startup report; relay it once every writer has closed the pipe."""
-    spawn_id, data = reports[fd]
-    try:
-        chunk = os.read(fd, 4096)
-    except BlockingIOError:
-        return
-    except OSError:
-        chunk = b""
-    if chunk and len(data) + len(chunk) <= MAX_REPORT:
-        data += chunk
-        return
-    selector.unregister(fd)
-    os.close(fd)
-    del reports[fd]
-    _send(control, ["sandbox", spawn_id, bytes(data)])
 
 
 def _answer(control: socket.socket, request: list[Any]) -> None:
@@ -246,7 +218,7 @@ def _kill_uid(uid: int) -> bool:
     return code == 1
 
 
-def _child_main(spec: Any, prepare: Any, child: Any, zygote_pid: int) -> None:
+def _child_main(ipc_fd: int, report_fd: int, prepare: Any, child: Any, zygote_pid: int) -> None:
     """In the forked child: never returns."""
     code = 0
     try:
@@ -254,7 +226,13 @@ def _child_main(spec: Any, prepare: Any, child: Any, zygote_pid: int) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        child.hygiene(spec, zygote_pid)
+        child.hygiene(ipc_fd, report_fd, zygote_pid)
+        try:
+            spec = child.receive_spec(ipc_fd, report_fd)
+        except BaseException as exc:
+            _report_spec_failure(report_fd, exc)
+            raise
+        child.apply_environment(spec)
         prepared = prepare(spec)
         from ember.runtime.isolate.main import run
 
@@ -268,6 +246,18 @@ def _child_main(spec: Any, prepare: Any, child: Any, zygote_pid: int) -> None:
         finally:
             code = 70
     os._exit(code)
+
+
+def _report_spec_failure(report_fd: int, exc: BaseException) -> None:
+    """A sandboxed child that got no spec says so on its startup report (stage ``spec``)."""
+    if report_fd < 0:
+        return
+    from ember.runtime.sandbox.report import write_record
+
+    try:
+        write_record(report_fd, {"type": "failed", "stage": "spec", "error": f"{exc}"})
+    except OSError:
+        pass
 
 
 def _reap(control: socket.socket) -> None:
