@@ -118,10 +118,15 @@ def max_tokens_for(
     return asked
 
 
-def _vllm_stop_reason(matched: str | int | None, params: SamplingParams) -> str | int | None:
-    """vLLM's ``stop_reason``: null when EOS ended the output (SGLang's ``matched_stop`` names
-    the EOS id), the stop string or the requested stop token id otherwise."""
-    if isinstance(matched, int) and matched not in params.stop_token_ids:
+def _vllm_stop_reason(
+    matched: str | int | None, params: SamplingParams, tokenizer_eos: int | None
+) -> str | int | None:
+    """vLLM's ``stop_reason``: null when the tokenizer's own EOS ended the output (SGLang's
+    ``matched_stop`` names it), the stop string or the stop token id otherwise. vLLM moves
+    generation_config.json's other end tokens (Kimi's ``<|im_end|>``, GLM's ``<|user|>``) into
+    the request's stop_token_ids (``SamplingParams.update_from_generation_config``), so ending on
+    one of them names it."""
+    if matched == tokenizer_eos and not params.ignore_eos:
         return None
     return matched
 
@@ -132,6 +137,7 @@ async def stream_generation(
     params = request.params
     skip = request.skip_special_tokens
     tokenizer = served.tokenizer
+    eos_id = tokenizer.special_id("eos_token")  # vLLM's stop_reason is null for it alone
     rid = request.request_id
 
     # The parser's markers reach it in place, but (special tokens being skipped) they are no
@@ -197,7 +203,7 @@ async def stream_generation(
             if delta is not None and delta.finished:
                 event.finish_reason = delta.finish_reason or out.finish_reason or "stop"
                 event.matched_stop = delta.stop_reason
-                event.stop_reason = _vllm_stop_reason(delta.stop_reason, params)
+                event.stop_reason = _vllm_stop_reason(delta.stop_reason, params, eos_id)
                 if not out.finished:  # a stop string: the engine only sees token ids
                     served.engine.abort(rid, reason="stop")
             elif out.finished:

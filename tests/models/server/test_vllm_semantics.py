@@ -232,6 +232,18 @@ def test_stop_reason_on_completions(client: openai.OpenAI, url: str) -> None:
     assert _extra(last[-1].choices[0])["stop_reason"] == stop
 
 
+def test_stop_reason_names_a_generation_config_end_token(url: str) -> None:
+    """vLLM moves generation_config.json's end tokens other than the tokenizer's own EOS into
+    the request's stop_token_ids, so ending on one reports it as stop_reason; the tokenizer's
+    EOS stays null (kimi-tiny: eos_token_id [8130, 8129], the tokenizer's EOS 8129)."""
+    for token, reason in ((8130, 8130), (8129, None)):
+        body = {"model": "kimi", "prompt": PROMPT, "max_tokens": 4, "temperature": 0}
+        answer = strict_json(post(url, "/v1/completions", {**body, "logit_bias": {token: 100}}))
+        choice = answer["choices"][0]
+        assert choice["finish_reason"] == "stop", choice
+        assert choice["stop_reason"] == reason, (token, choice)
+
+
 def test_stop_reason_on_chat(client: openai.OpenAI) -> None:
     kw = {"model": "kimi", "messages": MSG, "max_tokens": 12, "temperature": 0}
     whole = client.chat.completions.create(**kw, extra_body=NO_THINK)
