@@ -1,4 +1,6 @@
-"""``AsyncKVStore``: the KV store for an event loop, on one worker thread of its own."""
+"""``AsyncKVStore``: the KV store for an event loop, on one worker thread of its own, with the
+day's operations of each account counted against it (``daily.py``: bindings and the REST API
+share one store, so they share one count)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
+from ember.bindings.daily import DailyUsage
+from ember.bindings.kv.daily import KVDailyOps
 from ember.bindings.kv.store import KVStore
 
 P = ParamSpec("P")
@@ -18,6 +22,7 @@ class AsyncKVStore:
 
     def __init__(self, store: KVStore) -> None:
         self.store = store
+        self.daily = KVDailyOps(DailyUsage(store.clock))
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-kv")
 
     async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:

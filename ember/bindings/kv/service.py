@@ -3,7 +3,9 @@
 One ``KVService`` per deployment and binding; it can touch only its own namespace id (from the
 deployment's spec, never from the call). A platform may add ``account``, ``max_account_bytes``
 and ``quota_remedy`` (how to get more room, for the refusal's message) to the spec's options:
-writes are then refused past the account's byte limit. The store is shared by every
+writes are then refused past the account's byte limit. It may add ``kv_reads_per_day`` (and
+writes, deletes, lists: ``daily.py``): the account's operations are then counted per UTC day and
+refused past them, as on Cloudflare's Free plan. The store is shared by every
 deployment of the supervisor (``ServiceHost.shared``) and runs on its own thread.
 
 Wire format (the client in ``client.py`` is the only other party):
@@ -23,6 +25,7 @@ from typing import Any
 from ember.bindings.base import BindingService, BindingSpec, CallContext, ServiceHost, StreamReply
 from ember.bindings.kv import limits
 from ember.bindings.kv.async_store import AsyncKVStore
+from ember.bindings.kv.daily import KIND_OF_METHOD, KVAllowances, KVDailyLimitExceeded
 from ember.bindings.kv.store import KVEntry, KVQuota, KVQuotaExceeded, KVStore
 from ember.errors import NotFound
 from ember.storage import StorageFull
@@ -63,6 +66,7 @@ class KVService(BindingService):
             if self._account and isinstance(max_bytes, int) and max_bytes > 0
             else None
         )
+        self._allowances = KVAllowances.of_options(spec.options) if self._account else None
 
     async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
         """Dispatch one operation (each counts against the per-request limit)."""
@@ -78,9 +82,22 @@ class KVService(BindingService):
         if ctx.count("kv_ops") > limits.MAX_OPS_PER_REQUEST:
             raise limits.KVError(op, 429, "Too many API requests by single worker invocation.")
         try:
+            self._spend(method, args)
             return await self._call(op, method, args, ctx)
+        except KVDailyLimitExceeded as exc:
+            raise exc.for_binding() from None
         except StorageFull as exc:  # the operator's log has the store; the worker its words
             raise limits.KVError(op, exc.http_status, str(exc)) from None
+
+    def _spend(self, method: str, args: list[Any]) -> None:
+        """Count the operation against the account's daily allowance (raises past it): a bulk
+        read counts each key it names (one with too many keys is refused by its validation)."""
+        if self._allowances is None or self._account is None:
+            return
+        count = 1
+        if method == "get_bulk" and isinstance(args, list) and args and isinstance(args[0], list):
+            count = min(max(1, len(args[0])), limits.MAX_BULK_GET_KEYS)
+        self._store.daily.take(self._account, self._allowances, KIND_OF_METHOD[method], count)
 
     async def _call(
         self, op: str, method: str, args: list[Any], ctx: CallContext

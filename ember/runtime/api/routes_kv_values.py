@@ -13,7 +13,10 @@ Keys arrive percent-decoded by the router (``dir%2Fk:1`` is the key ``dir/k:1``)
 acknowledged only after its commit; an account's writes are checked against its byte limit
 (``platform.temporary`` or ``platform.accounts``) inside the same transaction. A bulk write or
 delete is one transaction: one flush, and a refused item (invalid, or past the quota) refuses
-the whole request, writing nothing.
+the whole request, writing nothing. Every operation counts against the account's daily KV
+allowances (``ember.bindings.kv.daily``; the workers' ``env.KV`` spends the same ones): each pair
+of a bulk write, each key of a bulk read or delete, as Cloudflare bills them; past one the
+request is refused whole (429, code 10048).
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from starlette.routing import Route
 
 from ember.bindings.kv import limits
 from ember.bindings.kv.bulk import BulkItemError, bulk_write
+from ember.bindings.kv.daily import REST_MESSAGE, KVDailyLimitExceeded
 from ember.bindings.kv.records import KVWrite
 from ember.bindings.kv.store import KVQuota, KVQuotaExceeded
 from ember.runtime.api.context import Caller, caller, json_body, plane_of, read_body
 from ember.runtime.api.envelope import fail, ok
-from ember.runtime.deployments.errors import InvalidRequest, KeyNotFound
+from ember.runtime.deployments.errors import DailyAllowanceSpent, InvalidRequest, KeyNotFound
 from ember.runtime.deployments.multipart import parse_multipart
 
 NAMESPACE = "/accounts/{account_id}/storage/kv/namespaces/{namespace_id}"
@@ -52,6 +56,17 @@ def _quota(request: Request, who: Caller) -> KVQuota | None:
     if limits.max_kv_bytes is None:
         return None
     return KVQuota(who.account.id, limits.max_kv_bytes, limits.remedy("max_kv_bytes"))
+
+
+def _spend(request: Request, who: Caller, kind: str, count: int = 1) -> None:
+    """Count ``count`` operations of ``kind`` against the account's daily allowance; past it
+    ``DailyAllowanceSpent``, answered with the KV API's words (429, 10048)."""
+    plane = plane_of(request)
+    allowances = plane.config.limits_for(who.account.temporary).kv_allowances()
+    try:
+        plane.kv.daily.take(who.account.id, allowances, kind, count)
+    except KVDailyLimitExceeded as exc:
+        raise DailyAllowanceSpent(exc.limit, exc.observed, exc.maximum, REST_MESSAGE) from None
 
 
 def _refused(exc: limits.KVError | KVQuotaExceeded) -> Response:
@@ -76,6 +91,7 @@ async def put_value(request: Request) -> Response:
     body = await read_body(request, limits.MAX_VALUE_BYTES + BODY_OVERHEAD)
     value, metadata = _value_and_metadata(request.headers.get("content-type", ""), body)
     plane = plane_of(request)
+    _spend(request, who, "writes")
     try:
         limits.validate_key("PUT", key)
         limits.validate_value_length("PUT", len(value))
@@ -114,13 +130,14 @@ def _value_and_metadata(content_type: str, body: bytes) -> tuple[bytes, str | No
 
 
 async def get_value(request: Request) -> Response:
-    _, namespace_id = _namespace(request)
+    who, namespace_id = _namespace(request)
     key = request.path_params["key"]
     plane = plane_of(request)
     try:
         limits.validate_key("GET", key)
     except limits.KVError as exc:
         return _refused(exc)
+    _spend(request, who, "reads")
     entry = await plane.kv.run(plane.kv.store.get, namespace_id, key)
     if entry is None:
         raise KeyNotFound(key)
@@ -129,9 +146,10 @@ async def get_value(request: Request) -> Response:
 
 
 async def get_metadata(request: Request) -> Response:
-    _, namespace_id = _namespace(request)
+    who, namespace_id = _namespace(request)
     key = request.path_params["key"]
     plane = plane_of(request)
+    _spend(request, who, "reads")
     entry = await plane.kv.run(plane.kv.store.get, namespace_id, key)
     if entry is None:
         raise KeyNotFound(key)
@@ -139,19 +157,20 @@ async def get_metadata(request: Request) -> Response:
 
 
 async def delete_value(request: Request) -> Response:
-    _, namespace_id = _namespace(request)
+    who, namespace_id = _namespace(request)
     key = request.path_params["key"]
     plane = plane_of(request)
     try:
         limits.validate_key("DELETE", key)
     except limits.KVError as exc:
         return _refused(exc)
+    _spend(request, who, "deletes")
     await plane.kv.run(plane.kv.store.delete, namespace_id, key)
     return ok({})
 
 
 async def list_keys(request: Request) -> Response:
-    _, namespace_id = _namespace(request)
+    who, namespace_id = _namespace(request)
     plane = plane_of(request)
     prefix = request.query_params.get("prefix", "")
     cursor = request.query_params.get("cursor") or None
@@ -161,6 +180,7 @@ async def list_keys(request: Request) -> Response:
         cursor = limits.validate_cursor("LIST", cursor)
     except limits.KVError as exc:
         return _refused(exc)
+    _spend(request, who, "lists")
     page = await plane.kv.run(
         plane.kv.store.list, namespace_id, prefix=prefix, limit=count, cursor=cursor
     )
@@ -186,6 +206,7 @@ async def bulk_put(request: Request) -> Response:
     try:
         for index, item in enumerate(items):
             writes.append(bulk_write(plane.clock(), index, item))
+        _spend(request, who, "writes", len(writes))
         await plane.kv.run(
             plane.kv.store.put_many,
             namespace_id,
@@ -201,7 +222,7 @@ async def bulk_put(request: Request) -> Response:
 
 
 async def bulk_delete(request: Request) -> Response:
-    _, namespace_id = _namespace(request)
+    who, namespace_id = _namespace(request)
     plane = plane_of(request)
     keys = await _bulk_list(request)
     for index, key in enumerate(keys):
@@ -210,12 +231,13 @@ async def bulk_delete(request: Request) -> Response:
                 f"bulk delete takes a JSON list of key names; item {index} is "
                 f"{type(key).__name__}, not a string"
             )
+    _spend(request, who, "deletes", len(keys))
     await plane.kv.run(plane.kv.store.delete_many, namespace_id, keys)  # one transaction
     return ok({"successful_key_count": len(keys), "unsuccessful_keys": []})
 
 
 async def bulk_get(request: Request) -> Response:
-    _, namespace_id = _namespace(request)
+    who, namespace_id = _namespace(request)
     plane = plane_of(request)
     body = await json_body(request)
     keys = body.get("keys") if isinstance(body, dict) else None
@@ -223,6 +245,7 @@ async def bulk_get(request: Request) -> Response:
         raise InvalidRequest('expected {"keys": ["k1", ...]} (1 to 100 keys)')
     if len(keys) > 100:
         raise InvalidRequest(f"bulk get takes at most 100 keys, got {len(keys)}")
+    _spend(request, who, "reads", len(keys))
     as_json = body.get("type") == "json"
     with_metadata = bool(body.get("withMetadata"))
     values: dict[str, Any] = {}

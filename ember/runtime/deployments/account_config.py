@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ember.bindings.kv.daily import KVAllowances
 from ember.config_values import LIMIT_KEYS
 from ember.errors import ConfigError
 from ember.runtime.deployments.config_parse import (
@@ -21,6 +22,8 @@ from ember.runtime.deployments.config_parse import (
 # The most CPU a request may have: Workers Paid's 5 minutes (wrangler's limits.cpu_ms maximum).
 CPU_MS_MAX = LIMIT_KEYS["cpu_ms"][1]
 CLAIM_MODES = ("open", "off")
+# Daily KV operation allowances (``ember.bindings.kv.daily``), by config key.
+KV_DAILY_KEYS = ("kv_reads_per_day", "kv_writes_per_day", "kv_deletes_per_day", "kv_lists_per_day")
 # What a temporary account's user is told where claiming would have been the way out.
 CLAIM_OFF_REMEDY = (
     "ask the platform's operator for an account (claiming temporary accounts is turned off "
@@ -55,6 +58,13 @@ class TemporaryAccountConfig:
     max_stored_script_bytes: int = 250 * 1024**2
     max_kv_bytes: int = 10 * 1024**2
     max_kv_namespaces: int = 5
+    # KV operations per UTC day, Workers KV's Free plan (developers.cloudflare.com/kv/platform/
+    # pricing: 100,000 reads, 1,000 each of writes, deletes and lists; reset at 00:00 UTC). All
+    # accounts share one KV file: without them one account's write flood slowed everybody's KV.
+    kv_reads_per_day: int = 100_000
+    kv_writes_per_day: int = 1_000
+    kv_deletes_per_day: int = 1_000
+    kv_lists_per_day: int = 1_000
     ai_requests_per_minute: int = 60
     # The part of each model's running slots one temporary account's requests may hold: less
     # than a permanent account's, as anyone can make one (see PermanentAccountConfig).
@@ -88,6 +98,12 @@ class PermanentAccountConfig:
     max_kv_bytes: int | None = 1024**3
     # KV namespaces per account on Free and Paid (the same KV limits page).
     max_kv_namespaces: int | None = 1000
+    # KV operations per UTC day: Workers Paid has none (it bills them), and neither has a
+    # permanent account here unless its operator sets one.
+    kv_reads_per_day: int | None = None
+    kv_writes_per_day: int | None = None
+    kv_deletes_per_day: int | None = None
+    kv_lists_per_day: int | None = None
     # Workers AI's text-generation rate per account (workers-api.md §5.1: 300 per minute);
     # every model ember serves (Kimi, GLM) is text generation.
     ai_requests_per_minute: int | None = 300
@@ -115,7 +131,20 @@ class AccountLimits:
     cpu_ms_per_request: int | None
     temporary: bool = False
     ai_running_share: float | None = None  # None: an account may run on every slot
+    kv_reads_per_day: int | None = None  # None: no daily allowance (and likewise below)
+    kv_writes_per_day: int | None = None
+    kv_deletes_per_day: int | None = None
+    kv_lists_per_day: int | None = None
     claimable: bool = True  # a temporary account that can be claimed (platform.temporary.claim)
+
+    def kv_allowances(self) -> KVAllowances:
+        """The account's KV operations per UTC day (``ember.bindings.kv.daily``)."""
+        return KVAllowances(
+            reads=self.kv_reads_per_day,
+            writes=self.kv_writes_per_day,
+            deletes=self.kv_deletes_per_day,
+            lists=self.kv_lists_per_day,
+        )
 
     @property
     def scope(self) -> str:
@@ -158,6 +187,7 @@ def parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig:
         max_kv_namespaces=positive_int(
             raw, "max_kv_namespaces", d.max_kv_namespaces, source, where
         ),
+        **{key: positive_int(raw, key, getattr(d, key), source, where) for key in KV_DAILY_KEYS},
         ai_requests_per_minute=positive_int(
             raw, "ai_requests_per_minute", d.ai_requests_per_minute, source, where
         ),
@@ -215,6 +245,7 @@ def parse_accounts(raw: dict[str, Any], source: str) -> PermanentAccountConfig:
         max_stored_script_bytes=size("max_stored_script_bytes", d.max_stored_script_bytes),
         max_kv_bytes=size("max_kv_bytes", d.max_kv_bytes),
         max_kv_namespaces=count("max_kv_namespaces", d.max_kv_namespaces),
+        **{key: count(key, getattr(d, key)) for key in KV_DAILY_KEYS},
         ai_requests_per_minute=count("ai_requests_per_minute", d.ai_requests_per_minute),
         ai_running_share=(
             None

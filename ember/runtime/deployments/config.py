@@ -24,6 +24,10 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         max_stored_script_bytes: 1GiB       # script bytes of those kept versions
         max_kv_bytes: 1GiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 1000
+        kv_reads_per_day: null              # KV operations per UTC day (null: no limit;
+        kv_writes_per_day: null             # past one, 429 as on Workers Free)
+        kv_deletes_per_day: null
+        kv_lists_per_day: null
         ai_requests_per_minute: 300
         ai_running_share: 0.5               # of each model's running slots (null: every one);
                                             # past it the account's requests wait
@@ -40,6 +44,10 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         max_stored_script_bytes: 250MiB     # max_versions x max_script_size
         max_kv_bytes: 10MiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 5
+        kv_reads_per_day: 100000            # Workers KV's Free plan, reset at 00:00 UTC
+        kv_writes_per_day: 1000
+        kv_deletes_per_day: 1000
+        kv_lists_per_day: 1000
         ai_requests_per_minute: 60
         ai_running_share: 0.25
         cpu_ms_per_request: 50
@@ -128,6 +136,10 @@ class PlatformConfig:
                 temporary=True,
                 ai_running_share=t.ai_running_share,
                 claimable=t.claim == "open",
+                kv_reads_per_day=t.kv_reads_per_day,
+                kv_writes_per_day=t.kv_writes_per_day,
+                kv_deletes_per_day=t.kv_deletes_per_day,
+                kv_lists_per_day=t.kv_lists_per_day,
             )
         a = self.accounts
         return AccountLimits(
@@ -141,6 +153,10 @@ class PlatformConfig:
             ai_requests_per_minute=a.ai_requests_per_minute,
             cpu_ms_per_request=a.cpu_ms_per_request,
             ai_running_share=a.ai_running_share,
+            kv_reads_per_day=a.kv_reads_per_day,
+            kv_writes_per_day=a.kv_writes_per_day,
+            kv_deletes_per_day=a.kv_deletes_per_day,
+            kv_lists_per_day=a.kv_lists_per_day,
         )
 
 

@@ -15,6 +15,7 @@ marked "ember" are ours where Cloudflare's own is not documented.
                  ProofOfWorkRejected (400, ember 1033) · TemporaryAccountsRefused (403, ember 1034)
     LimitExceeded ── BodyTooLarge (413, 10001) ── UploadTooLarge (413, 10027)
                      QuotaExceeded (403, 10037) · RateLimited (429, 971)
+                     DailyAllowanceSpent (429, 10048)
 """
 
 from __future__ import annotations
@@ -244,3 +245,10 @@ class RateLimited(ControlPlaneError, LimitExceeded):
     ) -> None:
         super().__init__(limit, observed, maximum, message)
         self.retry_after = retry_after
+
+
+class DailyAllowanceSpent(ControlPlaneError, LimitExceeded):
+    """An account spent today's allowance of an operation (KV's on the Free plan: 10048, the
+    code Cloudflare answers with; the allowance is whole again at 00:00 UTC)."""
+
+    http_status, cf_code = 429, 10048
