@@ -10,15 +10,28 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.serve.conftest import ServeProcess, put_worker, temporary_account
+from ember.bindings.ai.neurons import neurons_of
+from tests.serve.conftest import TINY_GLM, ServeProcess, put_worker, temporary_account
 
-CONFIG = """\
+MODEL = "@cf/zai-org/glm-4.7-flash"
+CONFIG = f"""\
 platform:
-  proof_of_work: {k: 64, g: 64, sample: 8}
+  proof_of_work: {{k: 64, g: 64, sample: 8}}
   temporary:
     kv_writes_per_day: 3
     kv_reads_per_day: 50
+    ai_neurons_per_day: 1
+ai:
+  models:
+    "{MODEL}":
+      checkpoint: {TINY_GLM}
+      args: ["--torch-threads", "1", "--kv-cache-bytes", "16MiB"]
 """
+NEURONS_SPENT = (
+    "3036: You have used up your daily free allocation of 1 neurons. Please upgrade to "
+    "Cloudflare's Workers Paid plan if you would like to continue usage."
+)
+ASK = {"prompt": "hi", "max_tokens": 8, "ignore_eos": True}
 KV_WORKER = """\
 from workers import Response
 
@@ -59,3 +72,83 @@ def test_kv_writes_per_day_of_a_temporary_account(serve: ServeProcess) -> None:
         assert refused.json()["errors"][0]["code"] == 10048
         # Reads are their own allowance: the stored keys are still there to read.
         assert api.get(f"{values}/k1").content == b"v"
+
+
+AI_WORKER = f"""\
+from workers import Response
+
+async def on_fetch(request, env):
+    try:
+        await env.AI.run("{MODEL}", {{"prompt": "hi", "max_tokens": 2}})
+    except Exception as exc:
+        return Response(str(exc), status=429)
+    return Response("answered")
+"""
+
+
+def _spend_until_refused(ask: object) -> list[int]:
+    """Statuses of calls made until one is refused (at most 40)."""
+    statuses: list[int] = []
+    while len(statuses) < 40 and 429 not in statuses:
+        statuses.append(ask())  # type: ignore[operator]
+    return statuses
+
+
+def test_ai_neurons_per_day_of_a_temporary_account(serve: ServeProcess) -> None:
+    account = temporary_account(serve)["account"]
+    account_id, name = account["id"], account["name"]  # type: ignore[index]
+    with serve.api(account["apiToken"]) as api:  # type: ignore[index]
+        bindings = [{"name": "AI", "type": "ai"}]
+        assert put_worker(api, account_id, "asker", AI_WORKER, bindings=bindings).status_code == 200
+        run = f"/accounts/{account_id}/ai/run/{MODEL}"
+        answers: list[dict[str, object]] = []
+
+        def ask() -> int:
+            reply = api.post(run, json=ASK, timeout=300)
+            if reply.status_code == 200:
+                answers.append(reply.json()["result"]["usage"])
+            else:
+                assert reply.json()["errors"][0]["code"] == 3036, reply.text
+                assert "3036: " + reply.json()["errors"][0]["message"] == NEURONS_SPENT
+                assert 0 < int(reply.headers["retry-after"]) <= 86_400
+            return reply.status_code
+
+        statuses = _spend_until_refused(ask)
+        # Each answer costs about 0.3 neuron (8 output tokens): the allowance of 1 lets a few
+        # through, checked before each one, then refuses.
+        assert statuses[-1] == 429 and set(statuses[:-1]) == {200}, statuses
+        costs = [
+            neurons_of(MODEL, int(u["prompt_tokens"]), int(u["completion_tokens"]))  # type: ignore[call-overload]
+            for u in answers
+        ]
+        assert sum(costs) >= 1 > sum(costs[:-1]), costs  # refused once the allowance was spent
+        # The account's workers share the allowance: spent.
+        refused = serve.worker(name, "asker")
+        assert refused.status_code == 429 and refused.text == NEURONS_SPENT, refused.text
+
+
+def test_an_openai_stream_without_usage_is_counted_all_the_same(serve: ServeProcess) -> None:
+    account = temporary_account(serve)["account"]
+    account_id = account["id"]  # type: ignore[index]
+    with serve.api(account["apiToken"]) as api:  # type: ignore[index]
+        chat = f"/accounts/{account_id}/ai/v1/chat/completions"
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 8,
+            "ignore_eos": True,
+            "stream": True,
+        }
+
+        def ask() -> int:
+            reply = api.post(chat, json=body, timeout=300)
+            if reply.status_code == 200:
+                # The caller did not ask for usage: it gets none, as from OpenAI.
+                assert '"usage":{' not in reply.text and '"usage": {' not in reply.text
+                assert reply.text.rstrip().endswith("data: [DONE]"), reply.text
+            else:
+                assert reply.json()["error"]["code"] == 3036, reply.text
+            return reply.status_code
+
+        statuses = _spend_until_refused(ask)
+        assert statuses[-1] == 429 and 0 < len(statuses) - 1 < 10, statuses

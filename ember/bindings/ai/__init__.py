@@ -14,6 +14,7 @@
     options.py   ``AiOptions`` (rejectIfBusy, extraHeaders, gateway, queueRequest, ...)
     failures.py  any failure -> Workers AI code, status and description
     quota.py, cache.py, batches.py   per-tenant limits, response cache, async batches
+    neurons.py   what an answer costs in neurons; each account's neurons per UTC day
     rest.py      the REST ``ai/run`` and OpenAI-compatible routes (starlette)
     rest_replies.py  answers and failures as HTTP responses: the envelope, OpenAI's errors, events
     fallback_routes.py  other paths and methods under the AI prefixes: 404/405 naming the served

@@ -18,6 +18,7 @@ from ember.bindings.ai.classic import ClassicStream
 from ember.bindings.ai.dialects import StreamTranslator, openai_error_event, workers_error_event
 from ember.bindings.ai.failures import Failure, failure_of
 from ember.bindings.ai.named_tool import named_tool_chunk
+from ember.bindings.ai.neurons import StreamMeter
 from ember.bindings.ai.raw_prompt import as_chat_chunk
 from ember.models.api.chat_request import Dialect
 from ember.models.pool.pooled_stream import PooledStream
@@ -34,20 +35,27 @@ async def translate(
     thinking_ate_answer: Callable[[], None] | None = None,
     classic: bool = False,
     named_tool: bool = False,
+    meter: StreamMeter | None = None,
 ) -> AsyncIterator[bytes]:
     """The caller's event stream; quota released and the answer stored when it ends;
     ``thinking_ate_answer`` called when the budget ran out inside the reasoning; ``classic``:
     the Workers AI classic events (``classic.py``) in place of chat chunks; ``named_tool``: the
-    request named its function, so a ``tool_calls`` finish is said ``stop`` (``named_tool.py``)."""
+    request named its function, so a ``tool_calls`` finish is said ``stop`` (``named_tool.py``);
+    ``meter``: reads the replica's usage for the account's neurons (``neurons.py``), which the
+    caller sees only if it asked for it."""
     translator: StreamTranslator | ClassicStream = ClassicStream()
     if not classic:
-        translator = StreamTranslator(dialect, model, events.renamed, json_inputs)
+        hide = meter is not None and meter.hide_usage
+        translator = StreamTranslator(dialect, model, events.renamed, json_inputs, hide)
     recorded: list[bytes] | None = [] if store is not None else None
     try:
         while not translator.done:
             batch = await events.next_batch()
             if not batch:
                 break
+            if meter is not None:
+                for data in batch:
+                    meter.feed(data)
             if raw:  # completion chunks -> the chat chunks the model's schema promises
                 batch = [as_chat_chunk(data) for data in batch]
             if named_tool:
@@ -73,6 +81,8 @@ async def translate(
     finally:
         await events.aclose()
         release()
+        if meter is not None:
+            meter.end()
     if recorded is not None and store is not None:
         content = b"".join(recorded)
         if b'"errors":' not in content:

@@ -193,8 +193,12 @@ class StreamTranslator:
         model: str,
         rename: bool,
         json_inputs: Mapping[str, Any] | None = None,
+        hide_usage: bool = False,
     ) -> None:
         self.workers = dialect == "workers"
+        # OpenAI's dialect only: usage the replica sent because the platform asked for it
+        # (an account's neurons, ``neurons.py``), not the caller, is taken out again.
+        self.hide_usage = hide_usage and not self.workers
         self.model = model
         self.rename = rename  # the replica calls the model by another name
         self.json_inputs = json_inputs if self.workers else None
@@ -236,7 +240,7 @@ class StreamTranslator:
         if data == "[DONE]":
             self.done = True
             return SSE_DONE
-        if self.workers and _NULL_USAGE in data:
+        if (self.workers or self.hide_usage) and _NULL_USAGE in data:
             # Workers AI's chunks carry a usage object or none: the replica's "usage":null
             # (include_usage, as OpenAI writes it) made langchain-cloudflare call None.items().
             # Safe on the text: inside a JSON string the quotes would be escaped.
@@ -247,7 +251,7 @@ class StreamTranslator:
         special = (
             data.startswith('{"error"')
             or (self.workers and _MATCHED_STOP in data)
-            or (self.workers and any(marker in data for marker in markers))
+            or ((self.workers or self.hide_usage) and any(marker in data for marker in markers))
         )
         if not special and not self.rename:
             return _event(data)
@@ -265,6 +269,11 @@ class StreamTranslator:
             return sse_data({"errors": [{"code": code, "message": message}]}) + SSE_DONE
         stripped = self.workers and _drop_matched_stop(payload)
         usage = payload.get("usage")
+        if self.hide_usage and "usage" in payload:
+            if not payload.get("choices"):
+                return b""  # the usage chunk the caller did not ask for
+            del payload["usage"]
+            stripped = True
         if self.workers and not payload.get("choices") and isinstance(usage, dict):
             return sse_data({"response": "", "usage": usage})
         if self.workers and "usage" in payload and usage is None:
@@ -301,6 +310,7 @@ def reference_translation(
     dialect: Dialect,
     model: str,
     json_inputs: Mapping[str, Any] | None = None,
+    hide_usage: bool = False,
 ) -> list[object]:
     """The slow reference of ``StreamTranslator``: every event parsed, decided on the payload.
 
@@ -326,6 +336,10 @@ def reference_translation(
             return [*out, {"errors": [{"code": code, "message": message}]}, "[DONE]"]
         if dialect == "workers":
             _drop_matched_stop(payload)
+        if hide_usage and dialect == "openai" and "usage" in payload:
+            if not payload.get("choices"):
+                continue
+            del payload["usage"]
         usage = payload.get("usage")
         if dialect == "workers" and not payload.get("choices") and isinstance(usage, dict):
             out.append({"response": "", "usage": usage})

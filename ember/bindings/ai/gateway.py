@@ -1,10 +1,11 @@
 """``AIGateway``: one per supervisor; every AI request of every tenant goes through it.
 
 It owns the model pool, the response cache and logs (``options.gateway``), queued batches
-(``queueRequest``) and the per-tenant quotas, and turns a request in either dialect into an
-``AIAnswer`` (JSON bytes or a byte stream in the caller's event format) or an ``AIRequestFailed``
-carrying the Workers AI code. The binding's service (one per deployment) and the REST and
-OpenAI-compatible routes are thin fronts over ``run`` and ``chat``.
+(``queueRequest``), the per-tenant quotas and each account's neurons per day (``neurons.py``:
+checked before admission, counted from each answer's usage), and turns a request in either
+dialect into an ``AIAnswer`` (JSON bytes or a byte stream in the caller's event format) or an
+``AIRequestFailed`` carrying the Workers AI code. The binding's service (one per deployment)
+and the REST and OpenAI-compatible routes are thin fronts over ``run`` and ``chat``.
 Batches (submit, poll, each queued request) are in ``gateway_batches.py``, mixed in.
 
     gateway = shared_gateway(host)            # ServiceHost.shared: one per supervisor
@@ -38,6 +39,7 @@ from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode
 from ember.bindings.ai.model_rows import model_rows
 from ember.bindings.ai.model_schema import Schema, schema_of
 from ember.bindings.ai.named_tool import named_tool_result
+from ember.bindings.ai.neurons import NeuronBook
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
@@ -85,6 +87,7 @@ class AIGateway(GatewayBatches):
         config: GatewayConfig | None = None,
         *,
         progress: Callable[[str], None] = stderr_progress,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config or GatewayConfig()
         self._progress = progress  # the dev console: notes about requests (thinking.py)
@@ -92,6 +95,7 @@ class AIGateway(GatewayBatches):
         self.cache = ResponseCache()
         self.responses = ResponseStore()  # /ai/v1/responses, one scope per tenant
         self.quotas = QuotaBook(self.config.limits)
+        self.neurons = NeuronBook(clock)  # each account's per UTC day (``clock``: the seam)
         self.batches = BatchQueue(self._run_batch_item)
         self.logs = GatewayLogs()  # options.gateway calls: env.AI.gateway(id).getLog
         self.tally = AITally()  # the operator's metrics (ember serve --metrics-port)
@@ -253,6 +257,8 @@ class AIGateway(GatewayBatches):
         if options_note is not None:
             say(options_note)
         request_id = secrets.token_hex(16)
+        if options.queue_request or "request_id" not in inputs:  # a poll runs nothing
+            self.neurons.admit(tenant.data, tenant.daily_neurons)
         if options.queue_request or "request_id" in inputs:
             return self._batch(tenant, model, inputs, options, request_id)
         if "requests" in inputs:
@@ -321,6 +327,7 @@ class AIGateway(GatewayBatches):
                     release()
                 if answer.status != 200:
                     raise upstream_refusal(model, answer.status, answer.body)
+                self.neurons.spend_answer(tenant.data, model, answer.body)
                 result = as_chat_completion(answer.body) if upstream.raw else answer.body
                 if upstream.named_tool:
                     result = named_tool_result(result)
@@ -341,6 +348,7 @@ class AIGateway(GatewayBatches):
                 if key is not None and gateway is not None and gateway.cache_ttl:
                     self.cache.put(key, False, content, gateway.cache_ttl)
                 return AIAnswer(request_id, 200, answer_headers(request_id, False, key), content)
+            meter = self.neurons.meter(tenant.data, model, upstream.body)
             events = await self.pool.stream(model, upstream.path, upstream.body, request)
         except BaseException:
             release()
@@ -366,6 +374,7 @@ class AIGateway(GatewayBatches):
                 note,
                 classic,
                 named_tool=upstream.named_tool,
+                meter=meter,
             ),
             events,
             release,

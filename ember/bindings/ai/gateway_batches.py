@@ -26,6 +26,7 @@ from ember.bindings.ai.fields import platform_sampling_defaults
 from ember.bindings.ai.json_mode import wants_json
 from ember.bindings.ai.model_schema import Schema
 from ember.bindings.ai.named_tool import named_tool_result
+from ember.bindings.ai.neurons import NeuronBook
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.raw_prompt import as_chat_completion
 from ember.bindings.ai.tenant import Tenant, fairness_of
@@ -43,6 +44,7 @@ class GatewayBatches:
     pool: ModelPool
     responses: ResponseStore
     batches: BatchQueue
+    neurons: NeuronBook
 
     if TYPE_CHECKING:  # defined by AIGateway
 
@@ -113,9 +115,11 @@ class GatewayBatches:
                 **classic_limits(classic),
             )
         options = RequestOptions(fairness=fairness_of(scope))  # its account's share of the pool
+        self.neurons.check(scope)  # run after its caller left: its account's allowance still
         answer = await self.pool.post(model, upstream.path, upstream.body, options)
         if answer.status != 200:
             raise upstream_refusal(model, answer.status, answer.body)
+        self.neurons.spend_answer(scope, model, answer.body)
         if call is not None:
             return call.whole(answer.body)  # type: ignore[arg-type]
         result = as_chat_completion(answer.body) if upstream.raw else answer.body

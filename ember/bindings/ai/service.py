@@ -49,6 +49,7 @@ INLINE_BODY_BYTES = 512 * 1024
 ACCOUNT_OPTION = "account"  # the platform's: the deployment's account (runtime/platform)
 WORKER_OPTION = "worker"  # the platform's: the worker (script) the deployment is a version of
 RUNNING_SHARE_OPTION = "ai_running_share"  # the platform's: the account's share of model slots
+NEURONS_OPTION = "ai_neurons_per_day"  # the platform's: the account's neurons per UTC day
 BODY_CHUNK_BYTES = 64 * 1024
 
 
@@ -64,16 +65,16 @@ class AIService(BindingService):
         # The account's part of each model's running slots (translate.py; ember dev: none).
         share = spec.options.get(RUNNING_SHARE_OPTION)
         running_share = float(share) if isinstance(share, int | float) and share else None
+        neurons = spec.options.get(NEURONS_OPTION)
+        daily = neurons if isinstance(neurons, int) and neurons > 0 else None
         if self.account is None:
             self.tenant = Tenant.alone(host.deployment_id)
         elif isinstance(worker, str) and worker:
             # ai.limits are the worker's: every version of it (a new upload, a gradual
             # rollout's two) counts against one bucket, not a fresh one each.
-            self.tenant = Tenant.of_worker(self.account, worker, running_share)
+            self.tenant = Tenant.of_worker(self.account, worker, running_share, daily)
         else:
-            self.tenant = Tenant.of_account(
-                self.account, quota=host.deployment_id, running_share=running_share
-            )
+            self.tenant = Tenant.of_account(self.account, host.deployment_id, running_share, daily)
         self._host = host
         self._config = config_of(spec)
         self._gateway: AIGateway | None = None

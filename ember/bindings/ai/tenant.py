@@ -28,6 +28,9 @@ class Tenant:
     # The part of each model's running slots the account may hold (platform.accounts /
     # platform.temporary ai_running_share); None: every slot (ember dev, tests).
     running_share: float | None = None
+    # Neurons the account may spend per UTC day (platform.temporary ai_neurons_per_day:
+    # ``neurons.py``); None: no limit (ember dev, permanent accounts by default).
+    daily_neurons: int | None = None
 
     @classmethod
     def alone(cls, name: str) -> Tenant:
@@ -36,19 +39,29 @@ class Tenant:
 
     @classmethod
     def of_account(
-        cls, account_id: str, quota: str | None = None, running_share: float | None = None
+        cls,
+        account_id: str,
+        quota: str | None = None,
+        running_share: float | None = None,
+        daily_neurons: int | None = None,
     ) -> Tenant:
         """A caller acting for ``account_id``: its REST API (quota: the account) or one of its
         deployments (``quota``: the deployment)."""
         data = account_scope(account_id)
-        return cls(quota=quota or data, data=data, running_share=running_share)
+        return cls(quota or data, data, running_share, daily_neurons)
 
     @classmethod
-    def of_worker(cls, account_id: str, worker: str, running_share: float | None = None) -> Tenant:
+    def of_worker(
+        cls,
+        account_id: str,
+        worker: str,
+        running_share: float | None = None,
+        daily_neurons: int | None = None,
+    ) -> Tenant:
         """A worker's ``env.AI`` on the platform: the account's data, the worker's quota (every
         version of the worker shares it)."""
         quota = f"{account_scope(account_id)}/worker:{worker}"
-        return cls.of_account(account_id, quota=quota, running_share=running_share)
+        return cls.of_account(account_id, quota, running_share, daily_neurons)
 
 
 def account_scope(account_id: str) -> str:

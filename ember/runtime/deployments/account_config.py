@@ -69,6 +69,10 @@ class TemporaryAccountConfig:
     # The part of each model's running slots one temporary account's requests may hold: less
     # than a permanent account's, as anyone can make one (see PermanentAccountConfig).
     ai_running_share: float = 0.25
+    # Workers AI's free daily allocation (workers-api.md §1.9: 10,000 neurons, reset at 00:00
+    # UTC; then 3036): the running share bounds an account's slots, this its compute; one
+    # temporary account's ignore_eos requests held a replica for minutes without it.
+    ai_neurons_per_day: int = 10_000
     cpu_ms_per_request: int = 50
 
 
@@ -112,6 +116,9 @@ class PermanentAccountConfig:
     # answers a full model with 3040; on a shared box a rate does not stop one account from
     # holding every slot with long streams, so half of them stay for the others.
     ai_running_share: float | None = 0.5
+    # Neurons per UTC day (ember.bindings.ai.neurons): Workers Paid bills past the free 10,000
+    # rather than refusing, so none by default.
+    ai_neurons_per_day: int | None = None
     # Workers Paid's most CPU per invocation, 5 minutes (wrangler's limits.cpu_ms maximum).
     cpu_ms_per_request: int | None = CPU_MS_MAX
 
@@ -135,6 +142,7 @@ class AccountLimits:
     kv_writes_per_day: int | None = None
     kv_deletes_per_day: int | None = None
     kv_lists_per_day: int | None = None
+    ai_neurons_per_day: int | None = None  # None: Workers AI neurons without a daily limit
     claimable: bool = True  # a temporary account that can be claimed (platform.temporary.claim)
 
     def kv_allowances(self) -> KVAllowances:
@@ -192,6 +200,9 @@ def parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig:
             raw, "ai_requests_per_minute", d.ai_requests_per_minute, source, where
         ),
         ai_running_share=share_value(raw, "ai_running_share", d.ai_running_share, source, where),
+        ai_neurons_per_day=positive_int(
+            raw, "ai_neurons_per_day", d.ai_neurons_per_day, source, where
+        ),
         cpu_ms_per_request=positive_int(
             raw, "cpu_ms_per_request", d.cpu_ms_per_request, source, where
         ),
@@ -252,6 +263,7 @@ def parse_accounts(raw: dict[str, Any], source: str) -> PermanentAccountConfig:
             if "ai_running_share" in raw and raw["ai_running_share"] is None
             else share_value(raw, "ai_running_share", d.ai_running_share, source, where)
         ),
+        ai_neurons_per_day=count("ai_neurons_per_day", d.ai_neurons_per_day),
         cpu_ms_per_request=cpu,
     )
 

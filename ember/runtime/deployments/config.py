@@ -31,6 +31,7 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         ai_requests_per_minute: 300
         ai_running_share: 0.5               # of each model's running slots (null: every one);
                                             # past it the account's requests wait
+        ai_neurons_per_day: null            # Workers AI neurons per UTC day (null: no limit)
         cpu_ms_per_request: 300000          # also the most a version's limits.cpu_ms may be
       temporary:
         ttl: 60m
@@ -50,6 +51,7 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         kv_lists_per_day: 1000
         ai_requests_per_minute: 60
         ai_running_share: 0.25
+        ai_neurons_per_day: 10000           # Workers AI's free allocation; past it 3036
         cpu_ms_per_request: 50
 """
 
@@ -140,6 +142,7 @@ class PlatformConfig:
                 kv_writes_per_day=t.kv_writes_per_day,
                 kv_deletes_per_day=t.kv_deletes_per_day,
                 kv_lists_per_day=t.kv_lists_per_day,
+                ai_neurons_per_day=t.ai_neurons_per_day,
             )
         a = self.accounts
         return AccountLimits(
@@ -157,6 +160,7 @@ class PlatformConfig:
             kv_writes_per_day=a.kv_writes_per_day,
             kv_deletes_per_day=a.kv_deletes_per_day,
             kv_lists_per_day=a.kv_lists_per_day,
+            ai_neurons_per_day=a.ai_neurons_per_day,
         )
 
 

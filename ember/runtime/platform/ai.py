@@ -11,6 +11,9 @@
   (``DEFAULT_ACCOUNT_SHARE`` unless the operator sets it) of its queue, across its workers and
   REST calls, and the pool's queue serves accounts in turn (``ember.models.pool.fair``): one
   account's flood cannot fill the queue every tenant shares.
+- An account's neurons per UTC day (``ai_neurons_per_day``; temporary accounts: Workers AI's free
+  10,000) travel on its ``Tenant``: the gateway checks them before admission and counts each
+  answer's (``ember.bindings.ai.neurons``), across its REST calls, workers and batches.
 - A temporary account's AI requests per minute are counted per account, across the REST route
   and all its workers' ``env.AI`` (``AccountLimitedAI`` wraps the binding's service), and refused
   with Workers AI's quota error (3036, HTTP 429) past the limit. Only inference counts: the
@@ -210,7 +213,9 @@ def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseR
         # The account's data scope, the one its workers' env.AI has too (bindings/ai/tenant.py),
         # and its part of each model's running slots (platform.accounts / platform.temporary).
         return importlib.import_module(TENANT_MODULE).Tenant.of_account(
-            account.id, running_share=limits.ai_running_share
+            account.id,
+            running_share=limits.ai_running_share,
+            daily_neurons=limits.ai_neurons_per_day,
         )
 
     if not ai_available():

@@ -149,6 +149,9 @@ def _account_options(
         if limits.ai_running_share is not None:
             # The account's part of each model's running slots (ember.models.pool.fair).
             extra["ai_running_share"] = limits.ai_running_share
+        if limits.ai_neurons_per_day is not None:
+            # Its neurons per UTC day (ember.bindings.ai.neurons), shared with its REST API.
+            extra["ai_neurons_per_day"] = limits.ai_neurons_per_day
     return dataclasses.replace(spec, options={**spec.options, **extra}) if extra else spec
 
 

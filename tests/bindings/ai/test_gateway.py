@@ -181,17 +181,24 @@ def _random_stream(rng: random.Random) -> list[str]:
     return encoded
 
 
-@pytest.mark.parametrize("dialect", ["workers", "openai"])
-def test_translator_fast_path_matches_the_reference_on_random_streams(dialect: str) -> None:
+@pytest.mark.parametrize(
+    ("dialect", "hide_usage"), [("workers", False), ("openai", False), ("openai", True)]
+)
+def test_translator_fast_path_matches_the_reference_on_random_streams(
+    dialect: str, hide_usage: bool
+) -> None:
+    # hide_usage: the platform asked the replica for usage (a metered account), the caller not.
     rng = random.Random()
     for _ in range(300):
         events = _random_stream(rng)
         rename = any('"model":"served-name"' in e or '"model": "served-name"' in e for e in events)
         json_inputs = rng.choice([None, {"max_tokens": 40}])  # JSON Mode, or not
-        translator = StreamTranslator(dialect, MODEL, rename, json_inputs)
+        translator = StreamTranslator(dialect, MODEL, rename, json_inputs, hide_usage)
         fast = b"".join(translator.feed(e) for e in events) + translator.end()
-        expected = reference_translation(events, dialect, MODEL, json_inputs)
+        expected = reference_translation(events, dialect, MODEL, json_inputs, hide_usage)
         assert parse_sse(fast) == expected, events
+        if hide_usage:
+            assert all("usage" not in e for e in expected if isinstance(e, dict)), events
 
 
 def test_quota_slots_come_back_after_whole_answers_and_unread_streams() -> None:
