@@ -46,6 +46,7 @@ from ember.runtime.api.context import bearer
 from ember.runtime.api.envelope import fail
 from ember.runtime.deployments.errors import Forbidden, RateLimited
 from ember.runtime.deployments.plane import ControlPlane
+from ember.runtime.platform.ai_log import ACCOUNT_SCOPE_KEY
 from ember.runtime.platform.quota import AccountRateLimiter
 from ember.runtime.services import DeploymentHost, SharedResources
 
@@ -197,6 +198,7 @@ def ai_routes_for(plane: ControlPlane, resources: SharedResources) -> list[BaseR
         account, _ = plane.accounts.authenticate(bearer(request))
         if account_id is not None and account_id != account.id:
             raise Forbidden()
+        request.scope[ACCOUNT_SCOPE_KEY] = account.id  # whose lines its refusal's line is
         limits = plane.config.limits_for(account.temporary)
         per_minute = limits.ai_requests_per_minute
         if inference and per_minute is not None:  # a listing is not an AI request

@@ -11,7 +11,9 @@ The first is the HTTP API's access line (every route, refusals before any model 
 the REST API (``worker=-``): account name, model, status and Workers AI code (0 for an answer),
 tokens in/out, the request id (``cf-ai-req-id``, which the replica's own ``--log-requests`` line
 names as ``x_request_id``; ``-`` when refused before it got one) and duration. Lines are printed
-when the answer has gone out (a stream's at its end). No bodies, as for workers.
+when the answer has gone out (a stream's at its end). No bodies, as for workers. Lines of refusals
+(an access line of status 400 or more, an ``AI call`` line with a code) go through
+``refusal_log.py``, which writes an account's first few a minute and sums up the rest.
 """
 
 from __future__ import annotations
@@ -22,19 +24,33 @@ from typing import Any
 
 from starlette.routing import BaseRoute, Route
 
+from ember.runtime.client_key import client_key
 from ember.runtime.platform.stamp import utc_stamp
 
 ACCOUNT_PREFIX = "account:"  # a tenant's data scope on the platform (bindings/ai/tenant.py)
+# Where ``authorize`` (``ai.py``) leaves the authenticated account's id in the request's scope:
+# an access line of a refusal counts against that account's lines, and one refused before
+# anybody was authenticated against its client's (an account id in the path proves nothing).
+ACCOUNT_SCOPE_KEY = "ember.ai_account"
+Refusal = Callable[[str, str], None]  # (key, line): ``RefusalLog.line``
 WORKER_MARK = "/worker:"
 MODEL_CHARS = 200  # a model id comes from the tenant: a long one is cut, not printed whole
 
 
-def with_access_log(routes: list[BaseRoute], print_line: Callable[[str], None]) -> list[BaseRoute]:
-    """``routes``, each HTTP route's app wrapped to print its line."""
+def with_access_log(
+    routes: list[BaseRoute], print_line: Callable[[str], None], refusal: Refusal
+) -> list[BaseRoute]:
+    """``routes``, each HTTP route's app wrapped to print its line (a refusal's through
+    ``refusal``)."""
     for route in routes:
         if isinstance(route, Route):
-            route.app = _AccessLog(route.app, print_line)
+            route.app = _AccessLog(route.app, print_line, refusal)
     return routes
+
+
+def refusal_key(call: Any) -> str:
+    """Whose lines an ``AICall`` refusal counts against: its account (its data scope)."""
+    return str(call.tenant.data).removeprefix(ACCOUNT_PREFIX)
 
 
 def call_line(call: Any, account_name: Callable[[str], str]) -> str:
@@ -51,9 +67,10 @@ def call_line(call: Any, account_name: Callable[[str], str]) -> str:
 
 
 class _AccessLog:
-    def __init__(self, app: Any, print_line: Callable[[str], None]) -> None:
+    def __init__(self, app: Any, print_line: Callable[[str], None], refusal: Refusal) -> None:
         self.app = app
         self.print_line = print_line
+        self.refusal = refusal
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         started = time.perf_counter()
@@ -73,7 +90,13 @@ class _AccessLog:
             status = seen["status"] or 499  # nothing went out: the client left first
             request = f" req={seen['request_id']}" if seen["request_id"] else ""
             elapsed = (time.perf_counter() - started) * 1000
-            self.print_line(
+            line = (
                 f"{utc_stamp()} AI {scope.get('method', '')} {scope.get('path', '')} "
                 f"{status}{request} ({elapsed:.1f}ms)"
             )
+            if status < 400:
+                self.print_line(line)
+            else:
+                account = scope.get(ACCOUNT_SCOPE_KEY)
+                client = (scope.get("client") or ("-", 0))[0]
+                self.refusal(account or f"client {client_key(str(client))}", line)

@@ -34,7 +34,7 @@ from ember.runtime.platform.ai import (
     configure_gateway,
     limit_ai_bindings,
 )
-from ember.runtime.platform.ai_log import call_line, with_access_log
+from ember.runtime.platform.ai_log import call_line, refusal_key, with_access_log
 from ember.runtime.platform.crons import WorkerCrons
 from ember.runtime.platform.health import health_route
 from ember.runtime.platform.lifespan import PlatformLifespan
@@ -42,6 +42,7 @@ from ember.runtime.platform.live_hooks import PlatformHooks
 from ember.runtime.platform.metrics import CONTENT_TYPE, Snapshot, render
 from ember.runtime.platform.observe import PlatformEvents, operator_printer
 from ember.runtime.platform.overrides import pinned_version
+from ember.runtime.platform.refusal_log import RefusalLog
 from ember.runtime.platform.routing import (
     RouteTable,
     WorkerRoute,
@@ -134,6 +135,8 @@ class Platform(PlatformLifespan):
         self.crons = WorkerCrons(self.plane, self.supervisor, self.routes)
         self.router = Router(self.supervisor, lambda scope: scope.get(SLOT_KEY))
         self._account_names: dict[str, str] = {}
+        # --log-requests: an account's refused AI calls, a few lines a minute and a sum.
+        self.refusals = RefusalLog(print_line, self._account_name)
         self.api = create_api_app(
             self.plane,
             self.hub,
@@ -159,10 +162,14 @@ class Platform(PlatformLifespan):
             return routes
         if ai_available():
             self._gateway().on_call = self._log_ai_call
-        return with_access_log(routes, print_line)
+        return with_access_log(routes, print_line, self.refusals.line)
 
     def _log_ai_call(self, call: Any) -> None:
-        self.print_line(call_line(call, self._account_name))
+        line = call_line(call, self._account_name)
+        if call.code:  # refused or failed: thinned per account (refusal_log.py)
+            self.refusals.line(refusal_key(call), line)
+        else:
+            self.print_line(line)
 
     def _account_name(self, account_id: str) -> str:
         """An account's name for the log (names never change: kept once read)."""

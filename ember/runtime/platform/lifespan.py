@@ -22,6 +22,7 @@ from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.tail_events import TailHub
 from ember.runtime.platform.activation import LiveDeployments
 from ember.runtime.platform.crons import WorkerCrons
+from ember.runtime.platform.refusal_log import RefusalLog
 from ember.runtime.platform.tenancy import Tenancy, assess
 from ember.runtime.supervisor import Supervisor
 
@@ -40,6 +41,7 @@ class PlatformLifespan:
     plane: ControlPlane
     live: LiveDeployments
     crons: WorkerCrons
+    refusals: RefusalLog
     api: Any
     tenancy: Tenancy | None
     startup_error: Exception | None
@@ -93,6 +95,7 @@ class PlatformLifespan:
         self._housekeeping = asyncio.ensure_future(self._housekeep())
 
     async def shutdown(self) -> None:
+        self.refusals.flush(everything=True)
         self.plane.gc.stop()  # a sweep on its thread ends after its batch, before plane.close
         if self._housekeeping is not None:
             self._housekeeping.cancel()
@@ -110,6 +113,7 @@ class PlatformLifespan:
         loop = asyncio.get_running_loop()
         next_gc = loop.time()
         while True:
+            self.refusals.flush()  # the sums of the refused AI calls' lines left out
             stopped = self.supervisor.evict_idle(self.options.idle_timeout_s)
             if stopped and self.options.log_requests:
                 self.print_line(f"[ember] stopped {len(stopped)} idle isolate(s)")
