@@ -164,6 +164,7 @@ def serve(
             "at the cap the least recently used idle one is stopped for a new one, else 503"
         )
         click.echo(limits.line())
+        click.echo(platform.plane.temporary_total.line())
         click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
         by_name, by_path = platform.worker_urls("<account>", "<worker>")
         click.echo(f"Workers: {by_name} for browsers (each worker its own origin);")

@@ -21,6 +21,7 @@ platform:
     kv_writes_per_day: 3
     kv_reads_per_day: 50
     ai_neurons_per_day: 1
+    max_total_stored_bytes: 64KiB
 ai:
   models:
     "{MODEL}":
@@ -152,3 +153,41 @@ def test_an_openai_stream_without_usage_is_counted_all_the_same(serve: ServeProc
 
         statuses = _spend_until_refused(ask)
         assert statuses[-1] == 429 and 0 < len(statuses) - 1 < 10, statuses
+
+
+BIG_KV_WORKER = """\
+from workers import Response
+
+async def on_fetch(request, env):
+    try:
+        await env.KV.put("big", "v" * 30 * 1024)
+    except Exception as exc:
+        return Response(str(exc), status=507)
+    return Response("stored")
+"""
+KEY = "platform.temporary.max_total_stored_bytes"
+
+
+def test_what_all_temporary_accounts_store_together_is_capped(serve: ServeProcess) -> None:
+    assert (
+        "temporary accounts: at most 65,536 bytes stored by all of them together" in serve.output()
+    )
+    first, second = temporary_account(serve)["account"], temporary_account(serve)["account"]
+    with serve.api(first["apiToken"]) as api:  # type: ignore[index]
+        account_id = first["id"]  # type: ignore[index]
+        made = api.post(f"/accounts/{account_id}/storage/kv/namespaces", json={"title": "t"})
+        binding = [
+            {"name": "KV", "type": "kv_namespace", "namespace_id": made.json()["result"]["id"]}
+        ]
+        source = BIG_KV_WORKER + "#" + "x" * 40 * 1024 + "\n"
+        assert put_worker(api, account_id, "big", source, bindings=binding).status_code == 200
+    # The worker's env.KV: 30 KiB more would take temporary accounts past 64 KiB.
+    refused = serve.worker(first["name"], "big")  # type: ignore[index]
+    assert refused.status_code == 507, refused.text
+    assert refused.text.startswith("KV PUT failed: 413 temporary accounts on this platform")
+    assert KEY in refused.text and "claim the account" in refused.text
+    # Another temporary account's upload: the same cap, the same words.
+    with serve.api(second["apiToken"]) as api:  # type: ignore[index]
+        upload = put_worker(api, second["id"], "w", "#" + "x" * 30 * 1024 + "\n" + AI_WORKER)  # type: ignore[index]
+    assert upload.status_code == 403, upload.text
+    assert KEY in upload.json()["errors"][0]["message"]

@@ -48,17 +48,27 @@ class NamespaceTable:
         return ns
 
     def ensure_namespace(
-        self, namespace_id: str, title: str, account: str | None = None
+        self,
+        namespace_id: str,
+        title: str,
+        account: str | None = None,
+        temporary: bool | None = None,
     ) -> Namespace:
         """The namespace ``namespace_id``, created with ``title`` if it does not exist.
 
-        ``account`` records (or fills in) which account owns it, for ``KVQuota``.
+        ``account`` records (or fills in) which account owns it, for ``KVQuota``; ``temporary``
+        (unless None) whether that account is a temporary one, for ``KVPool``.
         """
         with self._lock, self._transaction():
+            if temporary is not None:
+                self._db.execute(
+                    "UPDATE namespaces SET temporary = ? WHERE id = ?",
+                    (int(temporary), namespace_id),
+                )
             self._db.execute(
-                "INSERT OR IGNORE INTO namespaces (id, title, created, account) "
-                "VALUES (?, ?, ?, ?)",
-                (namespace_id, title, self.clock(), account),
+                "INSERT OR IGNORE INTO namespaces (id, title, created, account, temporary) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (namespace_id, title, self.clock(), account, int(bool(temporary))),
             )
             if account is not None:
                 self._db.execute(
@@ -96,6 +106,26 @@ class NamespaceTable:
             )
         if cursor.rowcount == 0:
             raise NotFound(f"KV namespace {namespace_id!r} does not exist")
+
+    def set_account_temporary(self, account: str, temporary: bool) -> None:
+        """Mark every namespace of ``account`` temporary or not (a claim makes it permanent:
+        its bytes leave the temporary accounts' pool)."""
+        with self._lock, self._transaction():
+            self._db.execute(
+                "UPDATE namespaces SET temporary = ? WHERE account = ?", (int(temporary), account)
+            )
+
+    def temporary_bytes(self) -> int:
+        """Bytes stored in the namespaces of temporary accounts, all together."""
+        with self._lock:
+            return self.temporary_bytes_locked()
+
+    def temporary_bytes_locked(self) -> int:
+        """``temporary_bytes`` for a caller that holds the lock."""
+        row = self._db.execute(
+            "SELECT COALESCE(SUM(bytes), 0) FROM namespaces WHERE temporary = 1"
+        ).fetchone()
+        return int(row[0])
 
     def account_bytes(self, account: str) -> int:
         """Bytes stored in all namespaces of ``account``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Protocol
 
 from ember.errors import LimitExceeded
 
@@ -13,14 +14,38 @@ class KVQuotaExceeded(LimitExceeded):
 
 
 @dataclass(frozen=True, slots=True)
+class KVPool:
+    """A cap on what a platform's temporary accounts store together: the KV bytes of every
+    namespace marked temporary plus ``outside_bytes`` (their Worker versions, counted by the
+    control plane just before the write). ``key`` names the limit and ``remedy`` how else to
+    get room, for the refusal's message."""
+
+    max_bytes: int
+    outside_bytes: int
+    key: str
+    remedy: str = ""
+
+
+class KVPoolSource(Protocol):
+    """Who knows the pool's cap and its bytes outside the KV store (``ember serve``'s control
+    plane, through ``ServiceHost.shared``)."""
+
+    def kv_pool(self) -> KVPool:
+        """The pool as it stands now (reads the control plane's database)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class KVQuota:
     """The byte limit of one account's KV data, across all its namespaces; ``remedy`` ends the
     refusal's message with how else to get room (the platform's words: claim the account, ask
-    its operator), after "delete keys first"."""
+    its operator), after "delete keys first". ``pool``: the account is a temporary one, and
+    all of those together are capped too."""
 
     account: str
     max_bytes: int
     remedy: str = ""
+    pool: KVPool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,10 @@ CREATE TABLE IF NOT EXISTS namespaces (
     title TEXT NOT NULL,
     created REAL NOT NULL,
     account TEXT,
-    bytes INTEGER NOT NULL DEFAULT 0
+    bytes INTEGER NOT NULL DEFAULT 0,
+    -- 1 while the owning account is a platform's temporary one: what all of them store together
+    -- is capped (KVPool); the control plane sets it, and clears it when the account is claimed.
+    temporary INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS kv (
     namespace TEXT NOT NULL,
@@ -31,7 +34,11 @@ CREATE INDEX IF NOT EXISTS kv_expiring ON kv (namespace, expiration)
     WHERE expiration IS NOT NULL;
 """
 # Columns added after the first release: (name, definition), applied when missing.
-ADDED_COLUMNS = (("account", "TEXT"), ("bytes", "INTEGER NOT NULL DEFAULT 0"))
+ADDED_COLUMNS = (
+    ("account", "TEXT"),
+    ("bytes", "INTEGER NOT NULL DEFAULT 0"),
+    ("temporary", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 # What one entry costs on disk beyond its key, value and metadata bytes, charged to the quota.
 # Each row of ``kv`` repeats its namespace id (32 bytes on the platform) and carries a record

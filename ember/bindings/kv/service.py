@@ -5,7 +5,9 @@ deployment's spec, never from the call). A platform may add ``account``, ``max_a
 and ``quota_remedy`` (how to get more room, for the refusal's message) to the spec's options:
 writes are then refused past the account's byte limit. It may add ``kv_reads_per_day`` (and
 writes, deletes, lists: ``daily.py``): the account's operations are then counted per UTC day and
-refused past them, as on Cloudflare's Free plan. The store is shared by every
+refused past them, as on Cloudflare's Free plan. With ``kv_pool`` (a temporary account's) its
+writes are also held to what all temporary accounts may store together (``pool.py``), the pool's
+figures from the platform's ``KVPoolSource`` under ``POOL_SOURCE_KEY``. The store is shared by every
 deployment of the supervisor (``ServiceHost.shared``) and runs on its own thread.
 
 Wire format (the client in ``client.py`` is the only other party):
@@ -20,12 +22,14 @@ Wire format (the client in ``client.py`` is the only other party):
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from ember.bindings.base import BindingService, BindingSpec, CallContext, ServiceHost, StreamReply
 from ember.bindings.kv import limits
 from ember.bindings.kv.async_store import AsyncKVStore
 from ember.bindings.kv.daily import KIND_OF_METHOD, KVAllowances, KVDailyLimitExceeded
+from ember.bindings.kv.records import KVPoolSource
 from ember.bindings.kv.store import KVEntry, KVQuota, KVQuotaExceeded, KVStore
 from ember.errors import NotFound
 from ember.storage import StorageFull
@@ -35,6 +39,8 @@ INLINE_VALUE_BYTES = 256 * 1024
 STREAM_CHUNK_BYTES = 64 * 1024
 STORE_KEY = "kv.store"
 STORE_FILE = "kv.sqlite3"
+POOL_SOURCE_KEY = "kv.pool_source"  # ember serve's control plane: a ``KVPoolSource``
+POOL_OPTION = "kv_pool"
 
 
 def shared_store(host: ServiceHost) -> AsyncKVStore:
@@ -67,6 +73,9 @@ class KVService(BindingService):
             else None
         )
         self._allowances = KVAllowances.of_options(spec.options) if self._account else None
+        pooled = self._quota is not None and spec.options.get(POOL_OPTION) is True
+        source = host.shared(POOL_SOURCE_KEY, lambda: None) if pooled else None
+        self._pool: KVPoolSource | None = source
 
     async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
         """Dispatch one operation (each counts against the per-request limit)."""
@@ -176,17 +185,22 @@ class KVService(BindingService):
         elif not isinstance(body, bytes):
             raise limits.KVError("PUT", 400, "values must be strings, bytes or streams")
         limits.validate_value_length("PUT", len(body))
-        try:
-            await self._store.run(
-                self._store.store.put,
+        quota, pool = self._quota, self._pool
+
+        def put() -> None:  # on the store's thread: the pool's figures read just before
+            pooled = replace(quota, pool=pool.kv_pool()) if quota and pool else quota
+            self._store.store.put(
                 self.namespace_id,
                 key,
                 body,
                 expiration=expires,
                 metadata=metadata,
-                quota=self._quota,
+                quota=pooled,
                 registered_only=self._account is not None,  # a platform's namespace
             )
+
+        try:
+            await self._store.run(put)
         except KVQuotaExceeded as exc:
             raise limits.KVError("PUT", 413, str(exc)) from None
         except NotFound:

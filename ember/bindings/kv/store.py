@@ -44,6 +44,7 @@ from ember.bindings.kv.keys import (
     prefix_upper_bound,
 )
 from ember.bindings.kv.namespaces import NamespaceTable
+from ember.bindings.kv.pool import check_pool
 from ember.bindings.kv.records import (
     KVEntry,
     KVKeyInfo,
@@ -250,8 +251,8 @@ class KVStore(NamespaceTable):
                 used = self._account_bytes(quota.account)
                 if used + delta > quota.max_bytes and self._purge_account_expired(quota.account):
                     used = self._account_bytes(quota.account)
+                what = "this write" if len(writes) == 1 else f"these {len(writes)} writes"
                 if used + delta > quota.max_bytes:
-                    what = "this write" if len(writes) == 1 else f"these {len(writes)} writes"
                     remedy = f", or {quota.remedy}" if quota.remedy else ""
                     raise KVQuotaExceeded(
                         "kv_bytes",
@@ -261,6 +262,8 @@ class KVStore(NamespaceTable):
                         f"account; its limit is {quota.max_bytes:,} bytes (delete keys "
                         f"first{remedy})",
                     )
+                if quota.pool is not None:
+                    check_pool(quota.pool, self.temporary_bytes_locked(), delta, what)
             self._count(namespace_id, delta)
 
     def delete(self, namespace_id: str, key: str) -> None:

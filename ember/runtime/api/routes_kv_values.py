@@ -52,10 +52,14 @@ def _namespace(request: Request) -> tuple[Caller, str]:
 
 
 def _quota(request: Request, who: Caller) -> KVQuota | None:
-    limits = plane_of(request).config.limits_for(who.account.temporary)
+    """The account's byte limit, and (a temporary account) the cap on what all temporary
+    accounts store together (``temporary_total.py``)."""
+    plane = plane_of(request)
+    limits = plane.config.limits_for(who.account.temporary)
     if limits.max_kv_bytes is None:
         return None
-    return KVQuota(who.account.id, limits.max_kv_bytes, limits.remedy("max_kv_bytes"))
+    pool = plane.temporary_total.kv_pool() if who.account.temporary else None
+    return KVQuota(who.account.id, limits.max_kv_bytes, limits.remedy("max_kv_bytes"), pool)
 
 
 def _spend(request: Request, who: Caller, kind: str, count: int = 1) -> None:

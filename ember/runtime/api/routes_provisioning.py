@@ -84,7 +84,7 @@ async def claim_api(request: Request) -> Response:
     token = body.get("claimToken") if isinstance(body, dict) else None
     if not isinstance(token, str):
         raise InvalidRequest('expected {"claimToken": "<token from the claim URL>"}')
-    claimed = plane_of(request).accounts.claim(token, client_address(request))
+    claimed = plane_of(request).claim(token, client_address(request))
     hub_of(request.app.state).close_tails(claimed.ended_tails)
     await live_of(request).reconcile_account(claimed.account.id)  # permanent limits from now on
     return ok(
@@ -146,7 +146,7 @@ async def claim_submit(request: Request) -> Response:
     # The page's button sends no token (the cookie has it); a form of one's own may send it.
     token = (form.get("claimToken") or [request.cookies.get(CLAIM_COOKIE, "")])[0]
     try:
-        claimed = plane_of(request).accounts.claim(token, client_address(request))
+        claimed = plane_of(request).claim(token, client_address(request))
     except EmberError as exc:  # the API's status (403, 429 at the cap) on a page
         failed = _page("Claim failed", f"<p>{html.escape(str(exc))}</p>", status_and_code(exc)[0])
         retry_after = retry_after_header(exc)

@@ -56,6 +56,14 @@ class TemporaryAccountConfig:
     # max_versions x max_script_bytes: the bound those two already set, named so that an
     # operator can lower it without lowering either.
     max_stored_script_bytes: int = 250 * 1024**2
+    # What all temporary accounts together may store: their kept versions' script bytes and
+    # their KV bytes. The caps above bound one account (~260 MiB, and its versions are on disk
+    # twice: platform.db and the copy under accounts/), and anyone may make accounts, so nothing
+    # bounded temporary storage as a whole. None: a quarter of the state directory's free disk
+    # when ember serve starts (``temporary_total.py``): with the second copy, temporary
+    # accounts then fill at most about half of it, and the rest stays for permanent accounts,
+    # the write-ahead logs and the machine.
+    max_total_stored_bytes: int | None = None
     max_kv_bytes: int = 10 * 1024**2
     max_kv_namespaces: int = 5
     # KV operations per UTC day, Workers KV's Free plan (developers.cloudflare.com/kv/platform/
@@ -190,6 +198,11 @@ def parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig:
         max_script_bytes=size_value(raw, "max_script_size", d.max_script_bytes, source, where),
         max_stored_script_bytes=size_value(
             raw, "max_stored_script_bytes", d.max_stored_script_bytes, source, where
+        ),
+        max_total_stored_bytes=(
+            size_value(raw, "max_total_stored_bytes", 1, source, where)
+            if raw.get("max_total_stored_bytes") is not None
+            else None
         ),
         max_kv_bytes=size_value(raw, "max_kv_bytes", d.max_kv_bytes, source, where),
         max_kv_namespaces=positive_int(

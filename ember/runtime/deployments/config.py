@@ -43,6 +43,9 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         versions_kept_per_worker: 10        # max_versions / max_workers
         max_script_size: 5MiB
         max_stored_script_bytes: 250MiB     # max_versions x max_script_size
+        max_total_stored_bytes: 20GiB       # all temporary accounts together: their versions'
+                                            # script bytes and KV bytes (default: a quarter of
+                                            # the state dir's free disk when ember serve starts)
         max_kv_bytes: 10MiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 5
         kv_reads_per_day: 100000            # Workers KV's Free plan, reset at 00:00 UTC

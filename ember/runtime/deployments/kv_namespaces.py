@@ -34,8 +34,19 @@ MAX_TITLE = 512
 class NamespaceData(Protocol):
     """What the control plane needs from the KV data store (``KVStore`` is one)."""
 
-    def ensure_namespace(self, namespace_id: str, title: str, account: str | None = None) -> Any:
-        """Register a namespace (idempotent) with its owning account."""
+    def ensure_namespace(
+        self,
+        namespace_id: str,
+        title: str,
+        account: str | None = None,
+        temporary: bool | None = None,
+    ) -> Any:
+        """Register a namespace (idempotent) with its owning account, and whether that account
+        is temporary (what all temporary accounts store together is capped)."""
+        ...
+
+    def set_account_temporary(self, account: str, temporary: bool) -> None:
+        """Mark every namespace of ``account`` temporary or not (a claim: not)."""
         ...
 
     path: Path
@@ -98,7 +109,7 @@ class NamespaceService:
                 "INSERT INTO kv_namespaces VALUES (?, ?, ?, ?)",
                 (namespace.id, account.id, title, namespace.created_at),
             )
-        self.data.ensure_namespace(namespace.id, title, account.id)
+        self.data.ensure_namespace(namespace.id, title, account.id, account.temporary)
         return namespace
 
     def owner_and_temporary(self, namespace_id: str) -> tuple[str, bool] | None:
@@ -112,11 +123,17 @@ class NamespaceService:
         return (row["id"], row["kind"] == "temporary") if row else None
 
     def sync_store(self) -> int:
-        """Register every namespace in the data store (idempotent); returns how many exist."""
+        """Register every namespace in the data store (idempotent), with whether its account
+        is temporary (a crash between a claim and its store update leaves it marked until
+        here); returns how many exist."""
         with self._db.reader() as conn:
-            found = conn.execute("SELECT id, title, account_id FROM kv_namespaces").fetchall()
+            found = conn.execute(
+                "SELECT n.id, n.title, n.account_id, a.kind FROM kv_namespaces n "
+                "JOIN accounts a ON a.id = n.account_id"
+            ).fetchall()
         for row in found:
-            self.data.ensure_namespace(row["id"], row["title"], row["account_id"])
+            temporary = row["kind"] == "temporary"
+            self.data.ensure_namespace(row["id"], row["title"], row["account_id"], temporary)
         return len(found)
 
     def list(self, account: Account, *, descending: bool = False) -> list[KVNamespace]:

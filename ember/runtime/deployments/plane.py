@@ -27,10 +27,11 @@ from ember.runtime.deployments.errors import (
 from ember.runtime.deployments.files import AccountFiles, MaterializedVersion
 from ember.runtime.deployments.gc import GarbageCollector
 from ember.runtime.deployments.kv_namespaces import NamespaceService
-from ember.runtime.deployments.records import TemporaryAccount, Version
+from ember.runtime.deployments.records import Claimed, TemporaryAccount, Version
 from ember.runtime.deployments.scripts import ScriptService
 from ember.runtime.deployments.secrets import SecretService
 from ember.runtime.deployments.tails import TailService
+from ember.runtime.deployments.temporary_total import TemporaryTotal
 from ember.storage import StorageFull, StorageHealth
 
 DATABASE_FILE = "platform.db"
@@ -59,8 +60,6 @@ class ControlPlane:
         self.db = Database(state_dir / DATABASE_FILE, self.storage)
         self.files = AccountFiles(state_dir, self.storage)
         self.accounts = AccountService(self.db, self.config, clock)
-        self.scripts = ScriptService(self.db, self.config, clock)
-        self.secrets = SecretService(self.db, self.scripts, self.files, clock)
         # The KV store the workers' bindings use: ``ember serve`` passes the supervisor's own
         # (one connection, one writer thread); alone, the control plane opens the same file.
         self._owns_kv = kv_store is None
@@ -68,6 +67,12 @@ class ControlPlane:
             KVStore(state_dir / STORE_FILE, clock=clock, health=self.storage)
         )
         self.kv.store.health = self.storage  # the supervisor's store reports here too
+        # What all temporary accounts store together, and its cap (temporary_total.py).
+        self.temporary_total = TemporaryTotal(
+            self.db, self.config, state_dir, self.kv.store.temporary_bytes
+        )
+        self.scripts = ScriptService(self.db, self.config, clock, self.temporary_total)
+        self.secrets = SecretService(self.db, self.scripts, self.files, clock)
         self.namespaces = NamespaceService(self.db, self.config, clock, self.kv.store)
         self.tails = TailService(self.db, clock)
         self.gc = GarbageCollector(self.db, self.files, self.namespaces, clock)
@@ -98,6 +103,13 @@ class ControlPlane:
             )
         token_hash = hashlib.sha256(challenge.token.encode()).hexdigest()
         return self.accounts.create_temporary(client, token_hash, challenge.expires_at)
+
+    def claim(self, claim_token: str, client: str) -> Claimed:
+        """Make a temporary account permanent (``AccountService.claim``); its KV data leaves
+        what temporary accounts store together (``temporary_total.py``)."""
+        claimed = self.accounts.claim(claim_token, client)
+        self.kv.store.set_account_temporary(claimed.account.id, False)
+        return claimed
 
     def _check_anonymous_allowed(self) -> None:
         reason = self.anonymous_policy() if self.anonymous_policy else None

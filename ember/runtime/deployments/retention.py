@@ -32,14 +32,19 @@ from ember.runtime.deployments import rows
 from ember.runtime.deployments.config import AccountLimits
 from ember.runtime.deployments.errors import QuotaExceeded
 from ember.runtime.deployments.records import Script, Version
+from ember.runtime.deployments.temporary_total import TemporaryTotal
 
 
 def retain(
-    conn: sqlite3.Connection, script: Script, version: Version, limits: AccountLimits
+    conn: sqlite3.Connection,
+    script: Script,
+    version: Version,
+    limits: AccountLimits,
+    temporary: TemporaryTotal | None = None,
 ) -> tuple[str, ...]:
     """Check the account's kept versions (``version`` is the one just stored), then prune
     ``script``'s versions past its window. Returns the pruned version ids."""
-    check_stored(conn, script, version, limits)
+    check_stored(conn, script, version, limits, temporary)
     return prune(conn, script.id, limits.versions_kept_per_worker)
 
 
@@ -86,10 +91,15 @@ def prune(conn: sqlite3.Connection, script_id: str, kept: int) -> tuple[str, ...
 
 
 def check_stored(
-    conn: sqlite3.Connection, script: Script, version: Version, limits: AccountLimits
+    conn: sqlite3.Connection,
+    script: Script,
+    version: Version,
+    limits: AccountLimits,
+    temporary: TemporaryTotal | None = None,
 ) -> None:
     """QuotaExceeded when the account's kept versions (``version``, just stored, among them)
-    are more than ``max_versions`` or hold more script bytes than ``max_stored_script_bytes``.
+    are more than ``max_versions`` or hold more script bytes than ``max_stored_script_bytes``,
+    or (a temporary account's) take all temporary accounts past ``temporary``'s cap.
     ``script``'s versions that its next prune deletes are not counted: a busy worker never
     reaches the caps by its history alone. (Other workers' are: one of their uploads may still
     be starting, and be refused, in which case nothing of theirs is pruned.)"""
@@ -121,3 +131,5 @@ def check_stored(
             "bytes (max_stored_script_bytes). Delete Workers you no longer need (their versions go "
             f"with them), or {limits.remedy('max_stored_script_bytes')}.",
         )
+    if temporary is not None:
+        temporary.check_version(conn, version, leaving, limits)

@@ -44,6 +44,7 @@ from ember.runtime.deployments.records import (
     WorkerUpload,
 )
 from ember.runtime.deployments.retention import check_stored, prune, retain
+from ember.runtime.deployments.temporary_total import TemporaryTotal
 from ember.runtime.deployments.traffic import check_targets
 from ember.runtime.deployments.triggers import deployment_tags, version_trigger
 from ember.runtime.deployments.versions import version_from_upload
@@ -61,10 +62,17 @@ class UploadResult:
 
 
 class ScriptService:
-    def __init__(self, db: Database, config: PlatformConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        db: Database,
+        config: PlatformConfig,
+        clock: Clock,
+        total: TemporaryTotal | None = None,
+    ) -> None:
         self._db = db
         self._config = config
         self._clock = clock
+        self._total = total  # all temporary accounts' storage together (temporary_total.py)
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -179,7 +187,8 @@ class ScriptService:
                     author or account.email,
                 )
             # The caps, atomically with the store; the pruning waits for ``prune``.
-            check_stored(conn, script, version, self._config.limits_for(account.temporary))
+            limits = self._config.limits_for(account.temporary)
+            check_stored(conn, script, version, limits, self._total)
             script = rows.require_script(conn, account.id, name)
         return UploadResult(script, version, deployment)
 
@@ -198,7 +207,8 @@ class ScriptService:
         """After storing and deploying ``version`` in one transaction (a secret change): refuse
         if the account's kept versions are past its caps, else prune the worker's versions
         past its window (``retention.py``)."""
-        return retain(conn, script, version, self._config.limits_for(account.temporary))
+        limits = self._config.limits_for(account.temporary)
+        return retain(conn, script, version, limits, self._total)
 
     def check_fits(
         self,

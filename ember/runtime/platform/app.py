@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ember.bindings.kv.service import shared_store
+from ember.bindings.kv.service import POOL_SOURCE_KEY, shared_store
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.runtime.api.app import create_api_app
 from ember.runtime.capacity import default_max_isolates
@@ -125,6 +125,8 @@ class Platform(PlatformLifespan):
             anonymous_policy=self._anonymous,
             storage=StorageHealth(print_line),
         )
+        # The workers' env.KV of temporary accounts reads the temporary accounts' pool here.
+        self.supervisor.resources.shared(POOL_SOURCE_KEY, lambda: self.plane.temporary_total)
         if options.storage_max_pages is not None:
             self.plane.db.limit_pages(options.storage_max_pages)
             self.plane.kv.store.limit_pages(options.storage_max_pages)

@@ -136,6 +136,8 @@ def _account_options(
         if limits.max_kv_bytes:
             extra["max_account_bytes"] = limits.max_kv_bytes
             extra["quota_remedy"] = limits.remedy("max_kv_bytes")
+            # What all temporary accounts store together is capped too (temporary_total.py).
+            extra["kv_pool"] = limits.temporary
         # Operations per UTC day (temporary accounts: Workers KV's Free plan).
         extra.update(limits.kv_allowances().options())
     elif spec.kind == "ai":

@@ -1,0 +1,103 @@
+"""What all temporary accounts together may store (``platform.temporary.max_total_stored_bytes``)
+over the real client/v4 API and stores: their kept Worker versions and their KV data count
+toward one cap, an upload or a KV write past it is refused naming it, a permanent account is
+neither counted nor held to it, and claiming an account takes its bytes out of the count."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import httpx
+
+from ember.runtime.deployments.config import parse_platform_config
+from tests.platform.conftest import TEST_CONFIG, RunningPlatform, start_platform, worker_upload
+from tests.platform.helpers import error_of, temporary_account
+
+KIB = 1024
+CONFIG = dataclasses.replace(
+    TEST_CONFIG,
+    temporary=parse_platform_config(
+        {"temporary": {"max_total_stored_bytes": "64KiB", "max_kv_bytes": "1MiB"}}
+    ).temporary,
+)
+KEY = "platform.temporary.max_total_stored_bytes"
+
+
+def _put(client: httpx.Client, account_id: str, name: str, size: int) -> httpx.Response:
+    body, content_type = worker_upload(source=b"print('hi')\n#" + b"x" * size + b"\n")
+    return client.put(
+        f"/accounts/{account_id}/workers/scripts/{name}?bindings_inherit=strict",
+        content=body,
+        headers={"content-type": content_type},
+    )
+
+
+def _namespace(client: httpx.Client, account_id: str) -> str:
+    made = client.post(f"/accounts/{account_id}/storage/kv/namespaces", json={"title": "t"})
+    assert made.status_code == 200, made.text
+    return f"/accounts/{account_id}/storage/kv/namespaces/{made.json()['result']['id']}"
+
+
+def _refused(reply: httpx.Response, status: int, code: int) -> str:
+    got_status, got_code, message = error_of(reply)
+    assert (got_status, got_code) == (status, code), message
+    assert KEY in message and "temporary accounts" in message, message
+    return message
+
+
+def test_temporary_accounts_together_stay_under_the_cap(tmp_path: Path) -> None:
+    plane, clock, server, hub = start_platform(tmp_path / "state", CONFIG)
+    try:
+        with server as port:
+            url = f"http://127.0.0.1:{port}"
+            platform = RunningPlatform(plane, clock, url, url + "/client/v4", hub)
+            first, second = temporary_account(platform), temporary_account(platform)
+            a, b = (str(t["account"]["id"]) for t in (first, second))  # type: ignore[index]
+            with (
+                platform.client(str(first["account"]["apiToken"])) as alice,  # type: ignore[index]
+                platform.client(str(second["account"]["apiToken"])) as bob,  # type: ignore[index]
+            ):
+                assert _put(alice, a, "big", 30 * KIB).status_code == 200
+                values = _namespace(alice, a)
+                assert alice.put(f"{values}/values/k", content=b"v" * 10 * KIB).status_code == 200
+                # ~41 KiB stored in all: bob's 30 KiB Worker would pass 64 KiB.
+                message = _refused(_put(bob, b, "w", 30 * KIB), 403, 10037)
+                assert "claim the account" in message
+                assert _put(bob, b, "w", 10 * KIB).status_code == 200  # ~52 KiB: fits
+                # KV writes are held to the same cap, one by one and in bulk.
+                bobs = _namespace(bob, b)
+                _refused(bob.put(f"{bobs}/values/k", content=b"v" * 15 * KIB), 413, 10024)
+                bulk = [{"key": "a", "value": "v" * 8 * KIB}, {"key": "b", "value": "v" * 8 * KIB}]
+                _refused(bob.put(f"{bobs}/bulk", json=bulk), 413, 10024)
+                assert bob.put(f"{bobs}/values/k", content=b"v" * 5 * KIB).status_code == 200
+
+                # A permanent account is neither held to the cap nor counted in it.
+                acme, issued = plane.accounts.create_permanent("acme")
+                with platform.client(issued.token) as owner:
+                    assert _put(owner, acme.id, "huge", 200 * KIB).status_code == 200
+                    mine = _namespace(owner, acme.id)
+                    assert owner.put(f"{mine}/values/k", content=b"v" * 50 * KIB).status_code == 200
+                assert bob.put(f"{bobs}/values/j", content=b"v" * 1 * KIB).status_code == 200
+
+                # Claiming alice's account takes her ~41 KiB out of the temporary accounts' count.
+                with platform.client() as anonymous:
+                    claim = {"claimToken": first["claim"]["token"]}  # type: ignore[index]
+                    claimed = anonymous.post("/provisioning/previews/claim", json=claim)
+                assert claimed.status_code == 200, claimed.text
+                assert _put(bob, b, "more", 30 * KIB).status_code == 200
+                assert bob.put(f"{bobs}/values/m", content=b"v" * 10 * KIB).status_code == 200
+    finally:
+        plane.close()
+
+
+def test_the_default_cap_is_a_quarter_of_the_free_disk_at_start(tmp_path: Path) -> None:
+    import shutil
+
+    plane, *_ = start_platform(tmp_path / "state")
+    try:
+        free = shutil.disk_usage(tmp_path / "state").free
+        cap = plane.temporary_total.max_bytes
+        assert 0.2 * free < cap < 0.3 * free, (cap, free)
+    finally:
+        plane.close()
