@@ -15,7 +15,7 @@ from tests.serve.conftest import ServeProcess, permanent_account, put_worker, te
 CONFIG = """\
 platform:
   proof_of_work: {k: 64, g: 64, sample: 8}
-  temporary: {ttl: 4s}
+  temporary: {ttl: 4s, kv_writes_per_day: 100000}  # the sweep's test writes 30,000 keys
 """
 WORKER = """\
 from workers import Response
