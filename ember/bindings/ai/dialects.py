@@ -175,10 +175,10 @@ def _renamed(payload: dict[str, Any], model: str) -> bool:
 class StreamTranslator:
     """One replica stream -> the caller's dialect, event by event.
 
-    Workers: the same chunks, then the usage chunk as the platform's final
-    ``{"response": "", "usage": ...}`` event, then ``[DONE]``; a replica's error event becomes
-    ``{"errors": [{"code", "message"}]}``. OpenAI: the chunks as they are. Chunks that need no
-    change (almost all) pass through as the replica's bytes, without being parsed.
+    Workers: the same chunks, then the usage chunk as the platform's final ``{"response": "",
+    "usage": ...}`` event, then ``[DONE]``; a replica's error event becomes ``{"errors": [{"code",
+    "message"}]}``. OpenAI: the chunks as they are (``hide_usage``: less the usage only ember
+    asked for, to count neurons). Chunks that need no change pass through unparsed.
 
     JSON Mode (``json_inputs``, the request's inputs, set): the platform does not stream it
     and raises "JSON Mode couldn't be met" when the JSON cannot be completed. ember streams it;
@@ -196,9 +196,7 @@ class StreamTranslator:
         hide_usage: bool = False,
     ) -> None:
         self.workers = dialect == "workers"
-        # OpenAI's dialect only: usage the replica sent because the platform asked for it
-        # (an account's neurons, ``neurons.py``), not the caller, is taken out again.
-        self.hide_usage = hide_usage and not self.workers
+        self.hide_usage = hide_usage and not self.workers  # OpenAI's: usage we asked for
         self.model = model
         self.rename = rename  # the replica calls the model by another name
         self.json_inputs = json_inputs if self.workers else None
@@ -336,10 +334,9 @@ def reference_translation(
             return [*out, {"errors": [{"code": code, "message": message}]}, "[DONE]"]
         if dialect == "workers":
             _drop_matched_stop(payload)
-        if hide_usage and dialect == "openai" and "usage" in payload:
+        if hide_usage and dialect == "openai" and payload.pop("usage", False) is not False:
             if not payload.get("choices"):
-                continue
-            del payload["usage"]
+                continue  # the usage chunk only the platform asked for (neurons.py)
         usage = payload.get("usage")
         if dialect == "workers" and not payload.get("choices") and isinstance(usage, dict):
             out.append({"response": "", "usage": usage})
