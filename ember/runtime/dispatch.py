@@ -88,6 +88,8 @@ class FrameDispatch:
         elif type(message) is Response or type(message) is PipeResponse:  # most common first
             request = self._request(message.rid)
             if request is not None:
+                if request.cpu_exceeded:  # its code caught the CPU interrupt and answered
+                    self.over_cpu_limit(request)
                 request.on_response(message)
             elif type(message) is Response and message.sid:  # keep the stream table right
                 self.mux.release_in(self.mux.expect_in(message.sid))
@@ -106,6 +108,8 @@ class FrameDispatch:
         elif isinstance(message, Done):
             request = self.inflight.get(message.rid)
             if request is not None:
+                if request.cpu_exceeded:  # a cron (or waitUntil) that caught the interrupt
+                    self.over_cpu_limit(request)
                 request.finish()
         elif isinstance(message, Ready) and self.state is State.STARTING:
             self.handlers = [h for h in message.handlers if isinstance(h, str)][:8]
@@ -128,19 +132,34 @@ class FrameDispatch:
 
     def _on_request_error(self, message: RequestError) -> None:
         request = self.inflight.get(message.rid)
-        if message.kind in ("cpu", "memory"):
-            error = L.CPU_EXCEEDED if message.kind == "cpu" else L.MEMORY_EXCEEDED
-            if self._interrupt is not None and message.kind == "cpu":
-                cpu = self.cpu()
-                for other in self.inflight.values():
-                    if other.rid != message.rid:
-                        other.cpu_start = max(other.cpu_start, cpu)  # forgive the culprit's CPU
-                self._interrupt = None
-            if request is not None:
-                request.fail(error)
-            self.hooks.recycle(self, error.message)
+        if message.kind == "cpu":
+            self.over_cpu_limit(request)
             return
-        if request is not None:
+        if message.kind == "memory":
+            if request is not None:
+                request.fail(L.MEMORY_EXCEEDED)
+            self.hooks.recycle(self, L.MEMORY_EXCEEDED.message)
+            return
+        if request is not None and request.cpu_exceeded:
+            self.over_cpu_limit(request)  # it caught the CPU interrupt, then raised another
+        elif request is not None:
             request.on_error(message.kind, message.message, message.traceback)
         else:
             self.hooks.exception(self, message.message, message.traceback)
+
+    def over_cpu_limit(self, request: InFlight | None) -> None:
+        """``request`` ran past its CPU limit: the isolate said so, or the supervisor's
+        interrupt was sent for it and its code answered anyway (it caught the interrupt, or
+        took the signal from the isolate's own code). It ends with the limit error, as an
+        uncaught interrupt does; the others in flight are not charged the CPU it spent; the
+        isolate is replaced."""
+        if self._interrupt is not None:
+            cpu = self.cpu()
+            for other in self.inflight.values():
+                if other is not request:
+                    other.cpu_start = max(other.cpu_start, cpu)  # forgive the culprit's CPU
+                    other.cpu_exceeded = False
+            self._interrupt = None
+        if request is not None:
+            request.fail(L.CPU_EXCEEDED, cancel=True)
+        self.hooks.recycle(self, L.CPU_EXCEEDED.message)

@@ -52,6 +52,9 @@ class InFlight:
         self.notes: list[str] | None = None  # ember dev: its AI notes, for its error page
         self.cpu_start = cpu_start
         self.cpu_used = 0.0
+        # The supervisor's CPU interrupt was sent for this request (it passed its limit): from
+        # then on it can only end over its CPU limit, whatever its code answers (dispatch.py).
+        self.cpu_exceeded = False
         self.started = time.monotonic()
         self.deadline = self.started + process.limits.wall_ms / 1000
         self.head: asyncio.Future[HttpResponse] = loop.create_future()
@@ -275,7 +278,14 @@ class ResponseStream:
             chunk = await self._stream.__anext__()
         except StopAsyncIteration:
             self._complete = True
-            self._request.body_complete()
+            request = self._request
+            if request.cpu_exceeded:
+                # Its code caught the CPU interrupt and ended the body as if nothing happened
+                # (its Done may have been read already): cut, as an uncaught interrupt cuts it.
+                if not request.finished.done():
+                    request.process.over_cpu_limit(request)
+                raise ResponseAborted(L.CPU_EXCEEDED.message) from None
+            request.body_complete()
             raise
         except StreamAborted as exc:
             self._complete = True

@@ -113,10 +113,11 @@ def request_too_large(limit: int) -> PlatformError:
     return PlatformError(413, None, message, REQUEST_TOO_LARGE.tag)
 
 
-def isolate_restarted(rid: int) -> PlatformError:
+def isolate_restarted(rid: int, why: str = "ignored its cancellation") -> PlatformError:
     """What the other requests of an isolate killed because request ``rid`` ignored its
-    cancellation get: the reason, not the culprit's own limit (``cancelgrace.py``)."""
-    message = f"Worker restarted: request {rid} in the same isolate ignored its cancellation."
+    cancellation (``cancelgrace.py``) or did not stop at its CPU limit (``watchdog.py``) get:
+    the reason, not the culprit's own limit."""
+    message = f"Worker restarted: request {rid} in the same isolate {why}."
     return PlatformError(503, None, message, "isolate_restarted")
 
 

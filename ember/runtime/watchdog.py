@@ -2,10 +2,13 @@
 
 CPU time charged to each request is the isolate's CPU time while that request was in flight
 (exact when requests do not overlap, an upper bound when they do); past the limit the isolate
-gets SIGXCPU, which raises into the running request's code; if the isolate does not report that
-request failed within a grace period it is killed. Memory past the limit kills the isolate at
-once. CPU used while no request is in flight (a thread left burning) past ``idle_cpu_ms`` kills
-an idle isolate. Readings come from ``monitor.py``; the polling pace from ``pace.py``.
+gets SIGXCPU, which raises into the running request's code, and that request is marked: it ends
+over its CPU limit whatever its code answers afterwards (``dispatch.py``). If the isolate neither
+reports a request failed nor ends the marked one within a grace period it is killed: the marked
+request gets the CPU error, the others in the isolate the reason they were stopped. Memory past
+the limit kills the isolate at once. CPU used while no request is in flight (a thread left
+burning) past ``idle_cpu_ms`` kills an idle isolate. Readings come from ``monitor.py``; the
+polling pace from ``pace.py``.
 
 ``LimitWatch`` is a mixin of ``IsolateProcess`` (not a separate object) so that the per-request
 ``cpu()`` reading and the poll timer cost no extra indirection.
@@ -118,14 +121,20 @@ class LimitWatch:
         limit = self.limits.cpu_ms / 1000
         if self._interrupt is not None:
             rid, cpu_at, wall_at = self._interrupt
-            if rid not in self.inflight:
+            request = self.inflight.get(rid)
+            if request is None:
                 self._interrupt = None
             elif cpu - cpu_at > INTERRUPT_GRACE_CPU_S or now - wall_at > INTERRUPT_GRACE_WALL_S:
-                self.kill(L.CPU_EXCEEDED, "did not stop at the CPU limit")
+                # Its own answer first: the others are stopped for its sake, not for a limit
+                # of theirs (one isolate runs one event's code at a time, as a JS isolate does).
+                request.fail(L.CPU_EXCEEDED)
+                reason = f"request {rid} did not stop at its CPU limit"
+                self.kill(L.isolate_restarted(rid, "did not stop at its CPU limit"), reason)
             return
         for request in self.inflight.values():
             if cpu - request.cpu_start > limit:
                 self._interrupt = (request.rid, cpu, now)
+                request.cpu_exceeded = True
                 self._signal(signal.SIGXCPU)
                 return
 

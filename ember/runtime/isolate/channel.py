@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ember.bindings.base import CallReply, ServiceError
 from ember.errors import BindingError, LimitExceeded
 from ember.js_errors import JsTypeError
-from ember.runtime.isolate.scope import current_scope
+from ember.runtime.isolate.scope import CpuLimitInterrupt, current_scope
 from ember.runtime.mux import Mux, OutStream, StreamAborted
 from ember.runtime.protocol import Call, CallError, CallResult, CancelCall, Message
 
@@ -63,6 +63,8 @@ class IsolateChannel:
     ) -> tuple[int, asyncio.Future[CallReply]]:
         """Send a call for the running request; its reply resolves the returned future."""
         scope = current_scope()
+        if scope.cpu_exceeded:  # code that caught the CPU interrupt calls on: it ends here
+            raise CpuLimitInterrupt()
         self._next_cid += 1
         cid = self._next_cid
         future: asyncio.Future[CallReply] = asyncio.get_running_loop().create_future()

@@ -5,7 +5,10 @@ inline when small, else as a credit-controlled stream), wait for ``waitUntil`` w
 Done. A body that is a binding's reply stream, unread, is handed back (``PipeResponse``): the
 supervisor sends it to the client itself, and says when it is over. Failures become
 RequestError frames with the user's traceback; a CPU interrupt or a MemoryError is reported as
-such so the supervisor answers with the platform's limit error.
+such so the supervisor answers with the platform's limit error. An event whose code caught the
+CPU interrupt and went on (``except BaseException``) ends with the limit error all the same: its
+response is not sent, its stream is cut at the next chunk, and the report goes out once (the
+supervisor also holds the request to the limit on its own: ``dispatch.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ember.runtime.protocol import (
 )
 
 INLINE_RESPONSE_BYTES = 64 * 1024
+CPU_EXCEEDED_MESSAGE = "Worker exceeded CPU time limit."
 
 
 def _headers_over_limit(headers: list[tuple[str, str]]) -> str | None:
@@ -127,11 +131,13 @@ class EventRunner:
         except asyncio.CancelledError:
             pass  # the supervisor cancelled this request; it already answered the client
         except BaseException as exc:  # noqa: BLE001 - report every failure of user code
-            self._report(scope.rid, exc)
+            self._report(scope, exc)
         try:
             if scope.background:
                 await self._drain_background(scope)
         finally:
+            if scope.cpu_exceeded:  # caught by the code, which then finished as if it had not
+                self._report_cpu(scope)
             self.events.pop(scope.rid, None)
             if not event.done_sent:
                 self.send(Done(scope.rid))
@@ -156,7 +162,10 @@ class EventRunner:
         await self.entry.scheduled(controller, self.env, event.scope.ctx)
 
     async def _respond(self, event: _Event, response: api.Response) -> None:
-        rid = event.scope.rid
+        scope = event.scope
+        if scope.cpu_exceeded:  # the handler caught the CPU interrupt and returned
+            raise CpuLimitInterrupt()
+        rid = scope.rid
         body = response._take_body()
         headers = response.headers.to_list()
         over = _headers_over_limit(headers)
@@ -196,10 +205,20 @@ class EventRunner:
                 await out.send(body)
             else:
                 async for chunk in api._as_bytes(body):
+                    if scope.cpu_exceeded:  # the body's code caught the CPU interrupt
+                        raise CpuLimitInterrupt()
                     await out.send(chunk)
+            if scope.cpu_exceeded:
+                raise CpuLimitInterrupt()
             out.end()
         except StreamAborted:
             pass  # the supervisor stopped reading (client gone or response too large)
+        except CpuLimitInterrupt:
+            # The limit error first: the supervisor cuts the stream with it, so the request is
+            # logged as over its CPU limit rather than as a body that merely broke off.
+            self._report_cpu(scope)
+            out.abort(CPU_EXCEEDED_MESSAGE)
+            raise
         except BaseException as exc:
             out.abort(f"{type(exc).__name__}: {exc}")
             raise
@@ -214,11 +233,18 @@ class EventRunner:
                 if isinstance(result, asyncio.CancelledError):
                     continue
                 if isinstance(result, BaseException):
-                    self._report(scope.rid, result, background=True)
+                    self._report(scope, result, background=True)
 
-    def _report(self, rid: int, exc: BaseException, background: bool = False) -> None:
-        if isinstance(exc, CpuLimitInterrupt):
-            self.send(RequestError(rid, "cpu", "Worker exceeded CPU time limit.", ""))
+    def _report_cpu(self, scope: RequestScope) -> None:
+        """The event is over its CPU limit (said once, however many places notice)."""
+        if not scope.cpu_reported:
+            scope.cpu_reported = True
+            self.send(RequestError(scope.rid, "cpu", CPU_EXCEEDED_MESSAGE, ""))
+
+    def _report(self, scope: RequestScope, exc: BaseException, background: bool = False) -> None:
+        rid = scope.rid
+        if scope.cpu_exceeded or isinstance(exc, CpuLimitInterrupt):
+            self._report_cpu(scope)  # whatever the code raised after catching the interrupt
             return
         if isinstance(exc, MemoryError):
             self.send(RequestError(rid, "memory", "Worker exceeded memory limit.", ""))

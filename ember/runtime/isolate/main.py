@@ -8,7 +8,8 @@ Lifecycle (every step before user code is ember's, so Hello can be trusted):
 The supervisor watches this process's CPU clock and memory. When it decides the running request
 exceeded its CPU time it sends SIGXCPU: the handler raises ``CpuLimitInterrupt`` into whatever
 request code is running, that request fails with kind "cpu", and the others carry on (the
-supervisor then replaces this isolate). Code that swallows the interrupt is killed.
+supervisor then replaces this isolate). Code that catches the interrupt still ends with the
+limit error (the request's scope keeps it); code that keeps running is killed.
 """
 
 from __future__ import annotations
@@ -238,8 +239,11 @@ def _with_note(message: str, traceback: str, note: str) -> tuple[str, str]:
 
 
 def _on_cpu_limit(signum: int, frame: Any) -> None:
-    # Runs in the main thread between bytecodes, in the context of the running task.
-    if CURRENT.get(None) is not None:
+    # Runs in the main thread between bytecodes, in the context of the running task. The
+    # scope keeps the interrupt: code that catches it still ends with the limit error.
+    scope = CURRENT.get(None)
+    if scope is not None:
+        scope.cpu_exceeded = True
         raise CpuLimitInterrupt()
 
 

@@ -22,7 +22,9 @@ GLOBAL_SCOPE_MESSAGE = (
 class CpuLimitInterrupt(BaseException):
     """Raised into a request's code when the supervisor says it used up its CPU time.
 
-    A ``BaseException`` so that ``except Exception`` in user code does not swallow it.
+    A ``BaseException`` so that ``except Exception`` in user code does not swallow it; code
+    that catches it anyway (``except BaseException``) still ends with the limit error, as on
+    Cloudflare: the event's scope remembers the interrupt (``RequestScope.cpu_exceeded``).
     """
 
 
@@ -52,13 +54,17 @@ class RequestScope:
     field factory and ``__post_init__`` cost more than the rest of building it.
     """
 
-    __slots__ = ("rid", "channel", "background", "ctx")
+    __slots__ = ("rid", "channel", "background", "ctx", "cpu_exceeded", "cpu_reported")
 
     def __init__(self, rid: int, channel: Any) -> None:
         self.rid = rid
         self.channel = channel  # the isolate's BindingChannel (binding calls, subrequests)
         self.background: list[asyncio.Task[Any]] = []
         self.ctx = Context(self)
+        # Set when the CPU interrupt is raised into this event's code: the event ends with the
+        # limit error even if that code catches the interrupt (``events.py`` checks it).
+        self.cpu_exceeded = False
+        self.cpu_reported = False  # the limit error was sent (once per event)
 
     def add_background(self, awaitable: Awaitable[Any]) -> None:
         """Schedule ``awaitable`` as waitUntil work of this request."""
