@@ -54,6 +54,13 @@ async def fetch(request, env, ctx):
     if kind == "raise":
         spin()
         raise ValueError("something else")
+    if kind == "call":
+        spin()
+        try:
+            await env.SLOW.wait("after the limit")
+        except Exception:
+            pass
+        return Response("called on past the CPU limit")
     if kind == "deaf":
         spin_deaf()
         return Response("escaped the CPU limit")
@@ -87,7 +94,8 @@ def _current(harness: Harness, deployment_id: str) -> IsolateProcess:
 
 
 def _deploy(harness: Harness, tmp_path: Path, name: str) -> str:
-    return harness.deploy(write_project(tmp_path / name, CAUGHT), limits={"cpu_ms": 100})
+    root = write_project(tmp_path / name, CAUGHT, "slow:\n  binding: SLOW\n")
+    return harness.deploy(root, limits={"cpu_ms": 100})
 
 
 def _logged(harness: Harness, deployment_id: str) -> tuple[list[tuple[int, str]], list[str]]:
@@ -173,3 +181,13 @@ def test_a_cron_that_never_stops_ends_cpu_limit_and_the_others_are_told_why(
     assert stopped.headers["x-ember-error"] == "isolate_restarted"
     assert "did not stop at its CPU limit" in stopped.text
     assert after.text == "fine"
+
+
+def test_a_binding_call_after_a_caught_interrupt_raises_it_again(
+    harness: Harness, tmp_path: Path
+) -> None:
+    caught = _deploy(harness, tmp_path, "caught-call")
+    with harness.client(caught) as client:
+        answered = client.get("/", headers={"x-kind": "call"})
+    assert answered.status_code == 503 and answered.headers["x-ember-error"] == "cpu_limit"
+    assert harness.tracker().get("wait-started:after the limit") == 0  # it never left
