@@ -34,6 +34,7 @@ HTTP_CLIENT_KEY = "http.client"
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _DROPPED = {"content-encoding", "content-length", "transfer-encoding", "connection"}
 MAX_REDIRECTS = 20
+MAX_URL_SHOWN = 2048  # of a URL quoted in an error (the handler's own, but it may be huge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +113,12 @@ class SubrequestService(BindingService):
         count = ctx.count("subrequests")
         if count > self._limit:
             raise LimitExceeded("subrequests", count, self._limit, SUBREQUESTS_EXCEEDED_MESSAGE)
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(url)
+            hostname = parts.hostname
+        except ValueError as exc:  # "http://[::1/": Invalid IPv6 URL
+            raise _cannot_load(url, exc) from None
+        if parts.scheme not in ("http", "https") or not hostname:
             raise ServiceError(f"Fetch API cannot load: {url}", kind="type")
         # The policy lives in the client's connections, so each (policy, network) has its own.
         client: httpx.AsyncClient = self._resources.shared(
@@ -125,11 +130,16 @@ class SubrequestService(BindingService):
             request = client.build_request(
                 http_method, url, headers=[(str(k), str(v)) for k, v in headers], content=content
             )
+        except (httpx.InvalidURL, ValueError) as exc:  # an IDNA label, an IPv4 httpx refuses
+            raise _cannot_load(url, exc) from None
+        try:
             response = await self._send(client, request, redirect)
         except httpx.HTTPError as exc:
             raise ServiceError(
                 f"Network connection lost: {type(exc).__name__}: {exc}", kind="type"
             ) from None
+        except (httpx.InvalidURL, UnicodeError) as exc:  # a redirect to such a URL
+            raise _cannot_load(str(request.url), exc) from None
         head = {
             "status": response.status_code,
             "statusText": response.reason_phrase,
@@ -153,6 +163,14 @@ class SubrequestService(BindingService):
             await response.aclose()
             request = next_request
         raise ServiceError("Fetch API cannot load: too many redirects", kind="type")
+
+
+def _cannot_load(url: str, exc: Exception) -> ServiceError:
+    """The handler's TypeError for a URL the client cannot use, naming it and what is wrong
+    (workerd's "Fetch API cannot load: URL"); not an internal error with a traceback on the
+    operator's log."""
+    shown = url if len(url) <= MAX_URL_SHOWN else url[:MAX_URL_SHOWN] + "..."
+    return ServiceError(f"Fetch API cannot load: {shown} ({exc})", kind="type")
 
 
 def _make_client(policy: NetworkPolicy, network: Network) -> httpx.AsyncClient:
