@@ -1,11 +1,13 @@
 """Binding calls from one isolate, run by the supervisor (one task per call).
 
 Every Call frame is checked: ids must increase, the request must be in flight (else the
-platform's global-scope error), the binding must be one of the deployment's, and the number of
-concurrent calls is bounded. A service's answer goes back as CallResult (a streamed answer as
-a credit-controlled stream), its refusal as CallError. Cancellation: CancelCall from the
-isolate, the end of the request, or the death of the isolate cancels the call's task, which
-cancels the service's coroutine or closes its stream generator (a model stops generating).
+platform's global-scope error), the deployment's calls must not be refused (``refusal``: a
+temporary account past its expiry on ``ember serve``), the binding must be one of the
+deployment's, and the number of concurrent calls is bounded. A service's answer goes back as
+CallResult (a streamed answer as a credit-controlled stream), its refusal as CallError.
+Cancellation: CancelCall from the isolate, the end of the request, or the death of the isolate
+cancels the call's task, which cancels the service's coroutine or closes its stream generator
+(a model stops generating).
 
 A streamed answer is a lazy stream: nothing is pulled from the service until the isolate reads
 it, or hands it back unread as its response (``pipe``): then the call's task only waits while
@@ -73,9 +75,11 @@ class CallRunner:
         lookup: Callable[[str], BindingService | None],
         max_concurrent: int,
         note: Note | None = None,
+        refusal: Callable[[], str | None] | None = None,
     ) -> None:
         self._deployment_id = deployment_id
         self._note = note
+        self._refusal = refusal
         self._send = send
         self._mux = mux
         self._lookup = lookup
@@ -103,6 +107,10 @@ class CallRunner:
             return
         if len(self._tasks) >= self._max:
             self._refuse(message.cid, upload, "limit", f"more than {self._max} concurrent calls")
+            return
+        refused = self._refusal() if self._refusal is not None else None
+        if refused is not None:
+            self._refuse(message.cid, upload, "binding", refused)
             return
         try:
             service = self._lookup(message.binding)

@@ -48,6 +48,11 @@ class SupervisorHooks:
         predicate = self._supervisor.tracing
         return predicate is not None and predicate(process.deployment.id)
 
+    def call_refusal(self, process: IsolateProcess) -> str | None:
+        """Why this isolate's binding calls are refused now (``Supervisor.call_refusal``)."""
+        predicate = self._supervisor.call_refusal
+        return predicate(process.deployment.id) if predicate is not None else None
+
     def console(
         self, process: IsolateProcess, level: str, message: str, request: InFlight | None = None
     ) -> None:

@@ -72,6 +72,7 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
             services.get,
             self.limits.max_concurrent_calls,
             lambda rid, level, message: hooks.note(self, level, message, self.inflight.get(rid)),
+            lambda: hooks.call_refusal(self),
         )
         self.inflight: dict[int, InFlight] = {}
         self.reads = 0  # reads of the isolate's frames (is it alive? cancelgrace.py)

@@ -62,11 +62,18 @@ class SlotIsolates:
         if deployment_id not in self._slots and not self._closing:  # close() releases all
             await self.isolation.release(deployment_id)
 
-    async def _retire(self, slot: Slot, *, kill: bool) -> None:
+    async def _retire(
+        self,
+        slot: Slot,
+        *,
+        kill: bool,
+        error: L.PlatformError = L.UNAVAILABLE,
+        reason: str = "supervisor stopping",
+    ) -> None:
         slot.retired = True
         for process in list(slot.processes):
             if kill:
-                process.kill(L.UNAVAILABLE, "supervisor stopping")
+                process.kill(error, reason)
             else:
                 process.drain()
         slot.current = None

@@ -13,6 +13,7 @@ isolates still draining. The API is what ``ember dev`` and ``ember serve`` both 
     await supervisor.fetch(deployment_id, req)   # -> HttpResponse (errors are responses too)
     await supervisor.scheduled(deployment_id, cron)
     await supervisor.remove(deployment_id); await supervisor.close()
+    await supervisor.stop(select, error, reason) # kill the picked deployments' isolates now
     supervisor.evict_idle(idle_s)                # stop isolates idle that long (lazy restart)
 ``max_isolates`` caps live isolates (``capacity.py``): LRU idle one stopped for a new one, or 503.
 Slots and the turnover of their isolates live in ``slot.py`` (mixed in).
@@ -21,6 +22,8 @@ Each deployment runs under the sandbox profile given to ``deploy`` (default: the
 ``default_profile``, DEV unless the operator says otherwise); see ``isolation.py``.
 ``tracing`` (a predicate on deployment ids, e.g. "a tail is connected") selects deployments whose
 invocations are also reported whole, as ``InvocationEvent``s with their logs and exceptions.
+``call_refusal`` (deployment id -> why its binding calls are refused, or None) is asked before
+every binding call (``ember serve``: a temporary account past its expiry).
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class Supervisor(SlotIsolates):
         self.dev = dev
         self.poll_interval = poll_interval
         self.tracing: Callable[[str], bool] | None = None
+        self.call_refusal: Callable[[str], str | None] | None = None
         self.cap = IsolateCap(max_isolates)
         self._slots: dict[str, Slot] = {}
         self._owner: dict[IsolateProcess, Slot] = {}
@@ -161,6 +165,22 @@ class Supervisor(SlotIsolates):
             await self._retire(slot, kill=False)
             if not slot.processes:
                 await self._release_uid(deployment_id)
+
+    async def stop(self, select: Callable[[str], bool], error: L.PlatformError, reason: str) -> int:
+        """Stop the deployments whose ids ``select`` picks, now: each is removed (new requests
+        get 404) and every isolate of theirs is killed, those of replaced versions still
+        draining included; requests in flight get ``error`` (a streamed body is cut), and no
+        binding call of theirs runs past this point. ``reason``: the log's. Returns how many
+        isolates were killed."""
+        removed = [self._slots.pop(d) for d in [d for d in self._slots if select(d)]]
+        doomed = [p for p, slot in self._owner.items() if select(slot.deployment.id)]
+        for process in doomed:
+            process.kill(error, reason)
+        for slot in removed:
+            await self._retire(slot, kill=True, error=error, reason=reason)
+            if not slot.processes:
+                await self._release_uid(slot.deployment.id)
+        return len(doomed)
 
     def deployment(self, deployment_id: str) -> Deployment | None:
         """The live version of a deployment."""

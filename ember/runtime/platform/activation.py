@@ -11,8 +11,11 @@ the route table agree with it, one worker at a time and under that worker's lock
   for each of its versions that has none (lazily: no isolate until the first request), swaps the
   route in one assignment, and drains the slots no longer routed (in-flight requests finish on
   the code they started with). It is idempotent, so running it after every commit, at start-up
-  and after a crash converges on what the database says.
-- ``drop_account`` removes every route and slot of an account (deletion at expiry).
+  and after a crash converges on what the database says. A worker that is gone (deleted, or
+  its account expired) is not drained but stopped: its isolates, replaced versions' included,
+  are killed, and its requests in flight get ``WORKER_DELETED`` / ``ACCOUNT_EXPIRED``.
+- ``drop_account`` stops every route, slot and isolate of an account (its expiry, its sweep).
+- A temporary account's end is watched (``expiry.AccountExpiry``) while it has live workers.
 """
 
 from __future__ import annotations
@@ -28,11 +31,20 @@ from ember.runtime import events as E
 from ember.runtime.deployments.errors import InvalidUpload, ScriptNotFound
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, Script, Version
-from ember.runtime.limits import Limits
+from ember.runtime.limits import Limits, PlatformError
+from ember.runtime.platform.expiry import AccountExpiry
 from ember.runtime.platform.routing import RouteTable, WorkerRoute
-from ember.runtime.platform.translate import VersionSlot, build_slot, slot_id
+from ember.runtime.platform.translate import VersionSlot, build_slot, slot_id, slot_prefix
 from ember.runtime.sandbox import ANONYMOUS, FULL, MinimumLayersMissing, Profile
 from ember.runtime.supervisor import Supervisor
+
+# What a request in flight on a worker that is gone gets (a streamed body is cut).
+ACCOUNT_EXPIRED = PlatformError(
+    503, None, "Worker stopped: its temporary account expired.", "account_expired"
+)
+WORKER_DELETED = PlatformError(503, None, "Worker stopped: it was deleted.", "worker_deleted")
+EXPIRED_REASON = "its temporary account expired"
+DELETED_REASON = "the worker was deleted"
 
 
 class WorkerStartupFailed(InvalidUpload):
@@ -72,6 +84,7 @@ class LiveDeployments:
         routes: RouteTable,
         on_change: Callable[[LiveChange], None] | None = None,
         base_limits: Limits | None = None,
+        expiry: AccountExpiry | None = None,
     ) -> None:
         self.plane = plane
         self.supervisor = supervisor
@@ -79,6 +92,7 @@ class LiveDeployments:
         self.routes = routes
         self.on_change = on_change
         self.base_limits = base_limits
+        self.expiry = expiry
         self._slots: dict[str, VersionSlot] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -156,20 +170,40 @@ class LiveDeployments:
         for name in sorted(names):
             await self.reconcile(account_id, name, warm=warm)
 
-    async def drop_account(self, account_id: str) -> None:
-        """Stop serving every worker of an account (it is being deleted)."""
+    async def drop_account(
+        self,
+        account_id: str,
+        error: PlatformError = ACCOUNT_EXPIRED,
+        reason: str = EXPIRED_REASON,
+    ) -> int:
+        """Stop every worker of an account now (it expired, or is being deleted): routes and
+        slots removed, every isolate of the account killed, replaced versions' included, its
+        requests in flight answered with ``error``. Returns how many isolates were killed."""
         for slot in [s for s in self._slots.values() if s.account_id == account_id]:
             async with self._lock(account_id, slot.script_name):
                 self._slots.pop(slot.slot_id, None)
                 removed = self.routes.remove(slot.account_name, slot.script_name)
-                if slot.deployment is not None:
-                    await self.supervisor.remove(slot.slot_id)
                 if removed is not None and self.on_change is not None:
                     self.on_change(LiveChange(slot.account_name, slot.script_name, (), ()))
+        prefix = slot_prefix(account_id)
+        killed = await self.supervisor.stop(lambda ident: ident.startswith(prefix), error, reason)
+        if self.expiry is not None:
+            self.expiry.forget(account_id)
         for key in [k for k in self._locks if k[0] == account_id]:
             self._locks.pop(key, None)
+        return killed
 
     # -- under the worker's lock ----------------------------------------------------------------
+
+    def _watch(self, account: Account | None) -> None:
+        """Keep the expiry of a live account's end in step: watched while it is temporary,
+        forgotten once claimed."""
+        if self.expiry is None or account is None:
+            return
+        if account.temporary and account.expires_at is not None:
+            self.expiry.watch(account.id, account.expires_at)
+        else:
+            self.expiry.forget(account.id)
 
     def _script(self, account: Account, name: str) -> Script | None:
         try:
@@ -215,9 +249,12 @@ class LiveDeployments:
     async def _reconcile(self, account_id: str, name: str, *, warm: bool, announce: bool) -> None:
         account = self.plane.accounts.find(account_id)
         live = None
+        script: Script | None = None
+        gone: tuple[PlatformError, str] | None = (ACCOUNT_EXPIRED, EXPIRED_REASON)
         if account is not None and not account.expired(self.plane.clock()):
             script = self._script(account, name)
             live = self.plane.scripts.live(account, name) if script is not None else None
+            gone = (WORKER_DELETED, DELETED_REASON) if script is None else None
         targets: list[tuple[str, float]] = []
         if account is not None and live is not None:
             for target in live.versions:
@@ -252,12 +289,16 @@ class LiveDeployments:
         if targets:
             expires = account.expires_at if account is not None else None
             self.routes.set(WorkerRoute(account_name, name, tuple(targets), expires))
+            self._watch(account)
         else:
             self.routes.remove(account_name, name)
         for slot in stale:
             del self._slots[slot.slot_id]
-            if slot.deployment is not None:
-                await self.supervisor.remove(slot.slot_id)
+            if slot.deployment is not None and gone is None:
+                await self.supervisor.remove(slot.slot_id)  # drained: a newer version serves
+        if gone is not None and not targets:  # deleted or expired: nothing of it runs on
+            prefix = slot_prefix(account_id, name)
+            await self.supervisor.stop(lambda ident: ident.startswith(prefix), *gone)
         changed = (old.targets if old else ()) != tuple(targets)
         if changed and announce and self.on_change is not None:
             self.on_change(

@@ -36,6 +36,7 @@ from ember.runtime.platform.ai import (
 )
 from ember.runtime.platform.ai_log import call_line, refusal_key, with_access_log
 from ember.runtime.platform.crons import WorkerCrons
+from ember.runtime.platform.expiry import AccountExpiry
 from ember.runtime.platform.health import health_route
 from ember.runtime.platform.lifespan import PlatformLifespan
 from ember.runtime.platform.live_hooks import PlatformHooks
@@ -104,7 +105,11 @@ class Platform(PlatformLifespan):
         registry = options.registry or default_registry()
         limit_ai_bindings(registry)
         self.events = PlatformEvents(
-            self.hub, self._slot, print_line, log_requests=options.log_requests
+            self.hub,
+            self._slot,
+            print_line,
+            log_requests=options.log_requests,
+            account_name=self._account_name,
         )
         self.supervisor = Supervisor(
             state_dir=options.state_dir,
@@ -131,8 +136,16 @@ class Platform(PlatformLifespan):
             self.plane.db.limit_pages(options.storage_max_pages)
             self.plane.kv.store.limit_pages(options.storage_max_pages)
         self.routes = RouteTable(self.plane.clock)
+        # A temporary account's workers stop at its expiry, not at the sweep (expiry.py).
+        self.expiry = AccountExpiry(self.plane.clock, self._account_expired)
+        self.supervisor.call_refusal = self._call_refusal
         self.live = LiveDeployments(
-            self.plane, self.supervisor, registry, self.routes, on_change=self._changed
+            self.plane,
+            self.supervisor,
+            registry,
+            self.routes,
+            on_change=self._changed,
+            expiry=self.expiry,
         )
         self.crons = WorkerCrons(self.plane, self.supervisor, self.routes)
         self.router = Router(self.supervisor, lambda scope: scope.get(SLOT_KEY))
@@ -220,6 +233,11 @@ class Platform(PlatformLifespan):
 
     def _slot(self, ident: str) -> Any:
         return self.live.slot(ident)
+
+    def _call_refusal(self, ident: str) -> str | None:
+        """Why a slot's binding calls are refused (its account expired), asked per call: the
+        slot id starts with the account's id (``translate.slot_id``)."""
+        return self.expiry.refusal(ident.partition(":")[0])
 
     def _anonymous(self) -> str | None:
         """Why temporary (anonymous) accounts are refused here; None when they are accepted."""

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.tail_events import TailHub
-from ember.runtime.platform.activation import LiveDeployments
+from ember.runtime.limits import PlatformError
+from ember.runtime.platform.activation import ACCOUNT_EXPIRED, EXPIRED_REASON, LiveDeployments
 from ember.runtime.platform.crons import WorkerCrons
+from ember.runtime.platform.expiry import AccountExpiry
 from ember.runtime.platform.refusal_log import RefusalLog
 from ember.runtime.platform.tenancy import Tenancy, assess
 from ember.runtime.supervisor import Supervisor
@@ -42,6 +44,7 @@ class PlatformLifespan:
     live: LiveDeployments
     crons: WorkerCrons
     refusals: RefusalLog
+    expiry: AccountExpiry
     api: Any
     tenancy: Tenancy | None
     startup_error: Exception | None
@@ -97,6 +100,7 @@ class PlatformLifespan:
     async def shutdown(self) -> None:
         self.refusals.flush(everything=True)
         self.plane.gc.stop()  # a sweep on its thread ends after its batch, before plane.close
+        self.expiry.close()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -140,10 +144,7 @@ class PlatformLifespan:
         self._sweep = asyncio.ensure_future(asyncio.to_thread(gc.mark_expired))
         marked = await asyncio.shield(self._sweep)
         for account_id in marked:
-            for slot in [s for s in self.live.slots() if s.account_id == account_id]:
-                self.hub.close_script(slot.script_id)
-            self.crons.drop_account(account_id)
-            await self.live.drop_account(account_id)
+            await self._stop_account(account_id)
         self._sweep = asyncio.ensure_future(asyncio.to_thread(gc.collect, marked))
         report = await asyncio.shield(self._sweep)
         for account_id in report.accounts_deleted:
@@ -151,3 +152,31 @@ class PlatformLifespan:
         for failure in report.failures:
             self.print_line(f"[ember] garbage collection: {failure}")
         return report.accounts_deleted
+
+    async def _account_expired(self, account_id: str) -> None:
+        """A temporary account's end came (``AccountExpiry``): its workers stop now. The sweep
+        deletes its data later; until then it answers as a deleted account does."""
+        try:
+            account = self.plane.accounts.find(account_id)
+            if account is None or not account.temporary:  # deleted or claimed meanwhile
+                self.expiry.forget(account_id)
+                return
+            if account.expires_at is not None and not account.expired(self.plane.clock()):
+                self.expiry.watch(account_id, account.expires_at)  # the clock stepped back
+                return
+            stopped = await self._stop_account(account_id)
+            self.print_line(
+                f"[ember] temporary account {account.name} expired: {stopped} isolate(s) "
+                "stopped; the sweep deletes its data"
+            )
+        except Exception as exc:  # the sweep stops it too, later: say so, keep serving
+            self.print_line(f"[ember] stopping expired account {account_id} failed: {exc}")
+
+    async def _stop_account(
+        self, account_id: str, error: PlatformError = ACCOUNT_EXPIRED, reason: str = EXPIRED_REASON
+    ) -> int:
+        """End an account's tails, crons and isolates now; returns the isolates killed."""
+        for slot in [s for s in self.live.slots() if s.account_id == account_id]:
+            self.hub.close_script(slot.script_id)
+        self.crons.drop_account(account_id)
+        return await self.live.drop_account(account_id, error, reason)

@@ -18,7 +18,7 @@ from ember.runtime import events as E
 from ember.runtime.deployments.tail_events import TailEvent, TailException, TailHub, TailLog
 from ember.runtime.platform.metrics import WorkerTally
 from ember.runtime.platform.stamp import utc_stamp
-from ember.runtime.platform.translate import VersionSlot
+from ember.runtime.platform.translate import VersionSlot, slot_owner
 
 # The runtime's outcome tags -> the outcomes wrangler's tail knows.
 OUTCOMES = {
@@ -63,12 +63,25 @@ class PlatformEvents:
         slot_of: Callable[[str], VersionSlot | None],
         print_line: Callable[[str], None],
         log_requests: bool = False,
+        account_name: Callable[[str], str] | None = None,
     ) -> None:
         self.hub = hub
         self.slot_of = slot_of
         self.print_line = print_line
         self.log_requests = log_requests
+        self.account_name = account_name
         self.workers = WorkerTally()  # ember serve --metrics-port
+
+    def where(self, deployment_id: str) -> str:
+        """``worker.account`` for the log, also for a slot no longer registered (a stopped or
+        drained version: its isolate's last lines come after it left the table)."""
+        slot = self.slot_of(deployment_id)
+        if slot is not None:
+            return f"{slot.script_name}.{slot.account_name}"
+        owner = slot_owner(deployment_id)
+        if owner is None or self.account_name is None:
+            return deployment_id
+        return f"{owner[1]}.{self.account_name(owner[0])}"
 
     def tracing(self, deployment_id: str) -> bool:
         """The supervisor's predicate: report this slot's invocations whole?"""
@@ -84,8 +97,7 @@ class PlatformEvents:
             self.workers.record(event.status, event.outcome)
             if not self.log_requests:
                 return
-            slot = self.slot_of(event.deployment_id)
-            where = f"{slot.script_name}.{slot.account_name}" if slot else event.deployment_id
+            where = self.where(event.deployment_id)
             note = "" if event.outcome in ("ok", "exception") else f" [{event.outcome}]"
             # The path, never the query: a query may carry a secret (a token, a signature).
             path = urlsplit(event.url).path or "/"
@@ -94,9 +106,7 @@ class PlatformEvents:
                 f"({event.duration_ms:.1f}ms){note}"
             )
         elif isinstance(event, E.LifecycleEvent) and event.level != "info":
-            slot = self.slot_of(event.deployment_id)
-            where = f"{slot.script_name}.{slot.account_name}" if slot else event.deployment_id
-            self.print_line(f"[ember] {where}: {event.message}")
+            self.print_line(f"[ember] {self.where(event.deployment_id)}: {event.message}")
 
 
 def tail_event(slot: VersionSlot, event: E.InvocationEvent) -> TailEvent:

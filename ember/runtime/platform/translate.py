@@ -58,6 +58,19 @@ def slot_id(account: Account, script_name: str, version_id: str) -> str:
     return f"{account.id}:{script_name}:{version_id}:{account.kind[0]}"
 
 
+def slot_prefix(account_id: str, script_name: str | None = None) -> str:
+    """What the slot ids of every version of an account (or of one of its workers) start with
+    (account ids are hex and worker names have no colon: no other account's or worker's do)."""
+    return f"{account_id}:" if script_name is None else f"{account_id}:{script_name}:"
+
+
+def slot_owner(ident: str) -> tuple[str, str] | None:
+    """(account id, worker name) of a slot id; None if ``ident`` is not one. For the slots no
+    longer registered (a stopped or drained version) that the log still names."""
+    parts = ident.split(":")
+    return (parts[0], parts[1]) if len(parts) == 4 and all(parts) else None
+
+
 def build_slot(
     plane: ControlPlane,
     registry: BindingRegistry,
