@@ -21,13 +21,18 @@ def test_a_versions_limits_replace_the_defaults_within_the_accounts_cap() -> Non
     # A temporary account (or one whose cap changed) stays within its cap whatever was stored,
     # and a value stored before uploads were checked is passed over.
     assert version_limits(base, {"cpu_ms": 60_000}, TEMPORARY).cpu_ms == 50
+    # Subrequests: a temporary account is on Cloudflare Free's 50 (its vars are, too), whatever
+    # was stored; it may lower them.
+    assert version_limits(base, None, TEMPORARY).subrequests == 50
+    assert version_limits(base, {"subrequests": 10_000}, TEMPORARY).subrequests == 50
+    assert version_limits(base, {"subrequests": 20}, TEMPORARY).subrequests == 20
     assert version_limits(base, {"cpu_ms": "fast", "subrequests": 0}, PERMANENT) == base
 
 
 @pytest.mark.parametrize(
     ("limits", "temporary", "maximum"),
     [({"cpu_ms": 300_001}, False, "300000 ms"), ({"cpu_ms": 51}, True, "50 ms"),
-     ({"subrequests": 10_001}, True, "10000")],
+     ({"subrequests": 51}, True, "50")],
 )  # fmt: skip
 def test_past_the_tier_is_refused_naming_key_and_maximum(
     limits: dict[str, int], temporary: bool, maximum: str
@@ -36,7 +41,7 @@ def test_past_the_tier_is_refused_naming_key_and_maximum(
         check_tier(limits, TEMPORARY if temporary else PERMANENT, temporary)
     assert refused.value.cf_code == 100328 and f"at most {maximum}" in str(refused.value)
     assert f"limits.{next(iter(limits))}" in str(refused.value)
-    check_tier({"cpu_ms": 50}, TEMPORARY, True)
+    check_tier({"cpu_ms": 50, "subrequests": 50}, TEMPORARY, True)
     check_tier({"cpu_ms": 300_000, "subrequests": 10_000_000}, PERMANENT, False)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.serve.conftest import ServeProcess, permanent_account, put_worker
+from tests.serve.conftest import ServeProcess, permanent_account, put_worker, temporary_account
 
 URLS = {
     "http://0177.0.0.1:18787/": "Invalid IPv4 address",  # octal, which httpx refuses
@@ -49,3 +49,32 @@ def test_a_malformed_fetch_url_is_the_handlers_type_error(serve: ServeProcess) -
         assert why in seen[url], seen[url]
     logged = serve.output()[len(logged_before) :]
     assert "Traceback" not in logged and "__fetch__" not in logged, logged
+
+
+COUNTER = """\
+from workers import Response, fetch
+
+
+async def on_fetch(request, env):
+    for made in range(1, 10_001):
+        try:
+            await fetch("http://0177.0.0.1/")  # refused, yet counted as a subrequest
+        except TypeError:
+            continue
+        except Exception as exc:
+            return Response(f"{made}: {type(exc).__name__}: {exc}")
+    return Response("no limit")
+"""
+
+
+def test_a_temporary_account_gets_workers_frees_fifty_subrequests(serve: ServeProcess) -> None:
+    created = temporary_account(serve)
+    account = created["account"]  # type: ignore[index]
+    with serve.api(account["apiToken"]) as api:  # type: ignore[index]
+        assert put_worker(api, account["id"], "counter", COUNTER).status_code == 200  # type: ignore[index]
+        over = put_worker(api, account["id"], "greedy", COUNTER, limits={"subrequests": 51})  # type: ignore[index]
+    assert serve.worker(account["name"], "counter").text == (  # type: ignore[index]
+        "51: LimitExceeded: Too many subrequests."
+    )
+    assert over.status_code == 400 and over.json()["errors"][0]["code"] == 100328, over.text
+    assert "at most 50" in over.json()["errors"][0]["message"]

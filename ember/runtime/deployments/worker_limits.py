@@ -5,8 +5,10 @@ Cloudflare takes ``cpu_ms`` (up to 5 minutes on Workers Paid; refused outright o
 100328) and ``subrequests``. Here a permanent account may set either up to the Paid maxima
 (``cpu_ms`` also within the operator's ``platform.accounts.cpu_ms_per_request``); a temporary
 account may only lower its own tier's values (``platform.temporary.cpu_ms_per_request``, and
-the runtime's default subrequests). The values are stored with the version, so a rollback runs
-under the limits the old version was uploaded with.
+Cloudflare Free's 50 subrequests per invocation: temporary accounts get Free's numbers where
+ember has them, as their vars do in ``metadata_limits.py``; workers-api.md §5.1). The values
+are stored with the version, so a rollback runs under the limits the old version was uploaded
+with.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ember.runtime.deployments.errors import InvalidUpload, LimitAboveTier
 from ember.runtime.limits import Limits
 
 KEYS = ("cpu_ms", "subrequests")
+SUBREQUESTS_TEMPORARY = 50  # per invocation, Workers Free's (Paid: 10,000, Limits' default)
 
 
 def parse_limits(value: Any) -> dict[str, int]:
@@ -46,7 +49,7 @@ def tier_maxima(account: AccountLimits, temporary: bool) -> dict[str, int]:
     """The most each limit may be set to for an account of this kind."""
     if temporary:
         cpu = account.cpu_ms_per_request or Limits().cpu_ms
-        return {"cpu_ms": cpu, "subrequests": Limits().subrequests}
+        return {"cpu_ms": cpu, "subrequests": SUBREQUESTS_TEMPORARY}
     cpu = LIMIT_KEYS["cpu_ms"][1]
     if account.cpu_ms_per_request is not None:
         cpu = min(cpu, account.cpu_ms_per_request)
@@ -72,9 +75,9 @@ def check_tier(limits: dict[str, int], account: AccountLimits, temporary: bool) 
 
 def version_limits(base: Limits, requested: Any, account: AccountLimits) -> Limits:
     """The limits a version runs under: the runtime's, with the version's own in their place,
-    then the account's CPU cap (a version stored before a cap or a claim changed stays within
-    it). A stored value that is not a positive integer (from before uploads were checked) is
-    passed over."""
+    then the account's CPU cap and a temporary account's subrequests (a version stored before a
+    cap or a claim changed stays within them). A stored value that is not a positive integer
+    (from before uploads were checked) is passed over."""
     own = requested if isinstance(requested, dict) else {}
     values = {k: own.get(k) for k in KEYS}
     valid = {k: v for k, v in values.items() if type(v) is int and v > 0}
@@ -82,4 +85,6 @@ def version_limits(base: Limits, requested: Any, account: AccountLimits) -> Limi
     if account.cpu_ms_per_request is not None:
         cpu_ms = min(cpu_ms, account.cpu_ms_per_request)
     subrequests = valid.get("subrequests", base.subrequests)
+    if account.temporary:
+        subrequests = min(subrequests, SUBREQUESTS_TEMPORARY)
     return dataclasses.replace(base, cpu_ms=cpu_ms, subrequests=subrequests)
