@@ -157,6 +157,12 @@ class CallContext(Protocol):
         """The call's uploaded body, if the client sent one."""
         ...
 
+    @property
+    def loops_left(self) -> int:
+        """The Worker invocations the request's subrequests may still cause (the value of the
+        ``cf-ew-via`` header they carry: the loop limit, ``ember/runtime/worker_loops.py``)."""
+        ...
+
     def count(self, counter: str) -> int:
         """Add one to a per-request counter (e.g. KV operations) and return its new value."""
         ...

@@ -27,6 +27,7 @@ from ember.runtime.isolate.scope import GLOBAL_SCOPE_MESSAGE
 from ember.runtime.mux import InStream, Mux, StreamAborted
 from ember.runtime.pipe import PipedBody
 from ember.runtime.protocol import Call, CallError, CallResult, Message, encode
+from ember.runtime.worker_loops import MAX_NESTED
 
 log = logging.getLogger(__name__)
 # (request id, level, message): a service's note about a call (CallContextImpl.note).
@@ -36,7 +37,7 @@ Note = Callable[[int, str, str], None]
 class CallContextImpl:
     """The ``CallContext`` a service sees."""
 
-    __slots__ = ("deployment_id", "request_id", "upload", "_counters", "_note")
+    __slots__ = ("deployment_id", "request_id", "upload", "loops_left", "_counters", "_note")
 
     def __init__(
         self,
@@ -45,10 +46,12 @@ class CallContextImpl:
         upload: InStream | None,
         counters: dict[str, int],
         note: Note | None = None,
+        loops_left: int = MAX_NESTED,
     ) -> None:
         self.deployment_id = deployment_id
         self.request_id = request_id
         self.upload: AsyncIterator[bytes] | None = upload
+        self.loops_left = loops_left  # what its request's subrequests carry (worker_loops.py)
         self._counters = counters
         self._note = note
 
@@ -96,8 +99,11 @@ class CallRunner:
         """Calls still running (tests check cancellation with this)."""
         return len(self._tasks)
 
-    def on_call(self, message: Call, counters: dict[str, int] | None) -> None:
-        """Start a call; ``counters`` is its request's counter table, None if not in flight."""
+    def on_call(
+        self, message: Call, counters: dict[str, int] | None, loops_left: int = MAX_NESTED
+    ) -> None:
+        """Start a call; ``counters`` is its request's counter table, None if not in flight;
+        ``loops_left`` what its subrequests carry in ``cf-ew-via``."""
         if message.cid <= self._last_cid:
             raise ProtocolError(f"call id {message.cid} reused or out of order")
         self._last_cid = message.cid
@@ -125,7 +131,9 @@ class CallRunner:
                 message.cid, upload, "binding", f"env has no binding named {message.binding!r}"
             )
             return
-        context = CallContextImpl(self._deployment_id, message.rid, upload, counters, self._note)
+        context = CallContextImpl(
+            self._deployment_id, message.rid, upload, counters, self._note, loops_left
+        )
         task = asyncio.ensure_future(self._run(message, service, context, upload))
         self._tasks[message.cid] = task
         self._by_request.setdefault(message.rid, set()).add(message.cid)

@@ -97,7 +97,10 @@ class FrameDispatch:
             self.mux.on_frame(message)
         elif isinstance(message, Call):
             request = self.inflight.get(message.rid)
-            self.calls.on_call(message, request.counters if request is not None else None)
+            if request is None:
+                self.calls.on_call(message, None)
+            else:
+                self.calls.on_call(message, request.counters, request.loops_left)
         elif isinstance(message, CancelCall):
             self.calls.cancel(message.cid)
         elif isinstance(message, Log):

@@ -22,6 +22,7 @@ from ember.runtime.lifecycle import State
 from ember.runtime.mux import InStream, OutStream, StreamAborted
 from ember.runtime.pipe import PipedBody, ended_body
 from ember.runtime.protocol import Cancel, PipeResponse, Response
+from ember.runtime.worker_loops import MAX_NESTED
 
 if TYPE_CHECKING:
     from ember.runtime.process import IsolateProcess
@@ -42,6 +43,8 @@ class InFlight:
         self.method = method
         self.url = url
         self.headers: list[tuple[str, str]] = []
+        # The invocations its subrequests may still cause (cf-ew-via: worker_loops.py).
+        self.loops_left = MAX_NESTED
         self.scheduled_time = 0.0
         # (level, message, epoch ms) lines and (message, traceback, epoch ms) exceptions of
         # this invocation, kept only while a tail watches its deployment (None otherwise).

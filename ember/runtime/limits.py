@@ -121,6 +121,8 @@ def isolate_restarted(rid: int, why: str = "ignored its cancellation") -> Platfo
     return PlatformError(503, None, message, "isolate_restarted")
 
 
+# Cloudflare names the code, not the status; ember answers 508 Loop Detected (worker_loops.py).
+LOOP_LIMIT = PlatformError(508, 1019, "Worker hit loop limit.", "loop_limit")
 CRASHED = PlatformError(502, None, "Worker crashed.", "crashed")
 NO_RESPONSE = PlatformError(502, None, "Worker finished without sending a response.", "no_response")
 PROTOCOL_VIOLATION = PlatformError(

@@ -36,6 +36,7 @@ from ember.runtime.sandbox.errors import SandboxError
 from ember.runtime.sandbox.report import SandboxStartup, parse_startup
 from ember.runtime.services import DeploymentServices
 from ember.runtime.watchdog import POLL_INTERVAL_S, LimitWatch
+from ember.runtime.worker_loops import loops_left
 
 DRAIN_KILL_S = 2.0
 MAX_UNREAD_BYTES = 64 * 1024 * 1024  # frames the isolate has not read; past this it is killed
@@ -220,6 +221,10 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
         """
         request = self._new_request("fetch", http.method, http.url)
         request.headers = http.headers  # (its Accept header only matters for error pages)
+        request.loops_left = loops_left(http.headers)
+        if request.loops_left < 0:  # a subrequest of the 16th nested invocation: 1019
+            request.fail(L.LOOP_LIMIT)
+            return request
         inline = (
             http.body
             if isinstance(http.body, bytes) and len(http.body) <= MAX_INLINE_BODY_BYTES

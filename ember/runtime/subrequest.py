@@ -29,6 +29,7 @@ from ember.errors import LimitExceeded
 from ember.runtime.limits import SUBREQUESTS_EXCEEDED_MESSAGE
 from ember.runtime.netpin import Network, pinned_transport
 from ember.runtime.services import SharedResources
+from ember.runtime.worker_loops import LOOP_HEADER
 
 HTTP_CLIENT_KEY = "http.client"
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -127,9 +128,10 @@ class SubrequestService(BindingService):
         )
         content: Any = body if isinstance(body, bytes) else ctx.upload
         try:
-            request = client.build_request(
-                http_method, url, headers=[(str(k), str(v)) for k, v in headers], content=content
-            )
+            # The loop limit's count, set here whatever the worker sent (redirects keep it).
+            sent = [(str(k), str(v)) for k, v in headers if str(k).lower() != LOOP_HEADER]
+            sent.append((LOOP_HEADER, str(ctx.loops_left)))
+            request = client.build_request(http_method, url, headers=sent, content=content)
         except (httpx.InvalidURL, ValueError) as exc:  # an IDNA label, an IPv4 httpx refuses
             raise _cannot_load(url, exc) from None
         try:

