@@ -145,9 +145,11 @@ class StoppedWorkers:
     def slots(self) -> list[Any]:
         return []
 
-    async def drop_account(self, account_id: str) -> None:
+    async def drop_account(self, account_id: str, *why: object) -> int:
+        """``LiveDeployments.drop_account``: ``why`` is the error and reason its requests get."""
         self.stopped.append(account_id)
         self.clock.advance(self.step)
+        return 0
 
 
 class Housekeeping(PlatformLifespan):
