@@ -54,7 +54,7 @@ async def on_fetch(request, env):
 """
 
 
-class InFlight:
+class TwoRequests:
     """A streamed request and a sleeping one to a worker, each read on its own thread."""
 
     def __init__(self, serve: ServeProcess, account: str, worker: str) -> None:
@@ -113,7 +113,7 @@ def test_an_expiring_account_stops_its_workers_at_that_instant(tmp_path: Path) -
             namespace = _kv_namespace(api, account_id)
             kv = [{"name": "KV", "type": "kv_namespace", "namespace_id": namespace}]
             assert put_worker(api, account_id, "ticker", WORKER, bindings=kv).status_code == 200
-        running = InFlight(serve, name, "ticker")
+        running = TwoRequests(serve, name, "ticker")
         assert running.streaming.wait(60) and running.lines, running.stream_ended
         assert time.time() < expires.timestamp(), "setup outlasted the TTL: raise TTL_S"
 
@@ -144,7 +144,7 @@ def test_a_deleted_worker_stops_at_once_old_versions_included(serve: ServeProces
         namespace = _kv_namespace(api, account_id)
         kv = [{"name": "KV", "type": "kv_namespace", "namespace_id": namespace}]
         assert put_worker(api, account_id, "ticker", WORKER, bindings=kv).status_code == 200
-        running = InFlight(serve, "deleting", "ticker")
+        running = TwoRequests(serve, "deleting", "ticker")
         assert running.streaming.wait(60) and running.lines, running.stream_ended
         # A new version: the first drains, its requests in flight carry on ...
         assert redeploy(api, account_id, "ticker", WORKER, bindings=kv).status_code == 200
@@ -181,7 +181,7 @@ def test_a_claimed_account_runs_on_past_its_old_expiry(tmp_path: Path) -> None:
             namespace = _kv_namespace(api, account_id)
             kv = [{"name": "KV", "type": "kv_namespace", "namespace_id": namespace}]
             assert put_worker(api, account_id, "ticker", WORKER, bindings=kv).status_code == 200
-        running = InFlight(serve, name, "ticker")
+        running = TwoRequests(serve, name, "ticker")
         assert running.streaming.wait(60) and running.lines, running.stream_ended
         with serve.api() as anonymous:
             claim = {"claimToken": created["claim"]["token"]}  # type: ignore[index]
