@@ -91,10 +91,11 @@ class InFlight:
             self._on_pipe(message)
             return
         if self.head.done():
-            if self._cancel_sent is None and self.outcome == "ok":
-                raise ProtocolError(f"second response for request {self.rid}")
+            self._late_response()
             if message.sid:  # we already answered (a limit); register and drop its stream
                 self.process.mux.release_in(self.process.mux.expect_in(message.sid))
+            if message.done:  # no Done frame follows one that says it is the last
+                self.finish()
             return
         self.status = message.status
         if message.sid:
@@ -118,11 +119,22 @@ class InFlight:
         if not message.sid:
             self.body_complete()
 
+    def _late_response(self) -> None:
+        """A response came for a request whose head is already settled: dropped when the head
+        was a limit's answer or was cancelled; from an isolate that answers twice, a protocol
+        violation (ProtocolError)."""
+        if self.head.cancelled():
+            # The HTTP task awaiting the head was cancelled (its client left); cancelling a task
+            # cancels the future it awaits at once, while the task learns of it (and calls
+            # client_gone) only on its next step: this response fell in between.
+            self.client_gone()
+        elif self._cancel_sent is None and self.outcome == "ok":
+            raise ProtocolError(f"second response for request {self.rid}")
+
     def _on_pipe(self, message: PipeResponse) -> None:
         """The handler returned a binding's reply stream unread: the supervisor sends it."""
         if self.head.done():
-            if self._cancel_sent is None and self.outcome == "ok":
-                raise ProtocolError(f"second response for request {self.rid}")
+            self._late_response()
             return  # already answered (a limit); the call ends with the request
         self.status = message.status
         if _declared_length(message.headers) > self.process.limits.max_response_bytes:

@@ -31,6 +31,9 @@ class Default(WorkerEntrypoint):
         if kind == "stream":
             stream = await self.env.SLOW.stream(tag)
             return Response(stream, headers={"content-type": "text/event-stream"})
+        if kind == "held":
+            stream = await self.env.SLOW.held(tag)
+            return Response(stream, headers={"content-type": "text/event-stream"})
         if kind == "partial":
             stream = await self.env.SLOW.stream(tag)
             seen = []
@@ -119,5 +122,40 @@ def test_a_cancel_read_with_its_request_still_ends_the_request(harness: Harness,
 
     assert harness.run(request_and_cancel()) == "canceled"
     assert harness.supervisor.isolate(slow) is process and process.accepting
+    with harness.client(slow) as client:
+        assert client.get("/").status_code == 200
+
+
+@pytest.mark.parametrize("kind", ["echo", "held"])
+def test_a_response_arriving_as_its_waiter_is_cancelled_ends_only_that_request(
+    harness: Harness, slow: str, kind: str
+) -> None:
+    """uvicorn's path awaits a request's head future directly, and cancels its task when the
+    client leaves: cancelling a task cancels the future it awaits at once, while the task runs
+    ``client_gone`` only on its next step. A response (inline, or a binding's stream handed
+    back) read in between found the head done with no cancellation sent, was taken for a second
+    response, and the isolate was killed with every other request in it (``protocol_error``)."""
+    with harness.client(slow) as client:
+        assert client.get("/").status_code == 200  # an isolate is ready
+    process = harness.supervisor.isolate(slow)
+    assert process is not None
+    tracker = harness.tracker()
+    tag = f"cancelled-waiter-{kind}"
+
+    async def cancel_the_waiter_then_respond() -> str:
+        headers = [("x-kind", kind), ("x-tag", tag)]
+        pending = harness.supervisor.fetch_ready(slow, HttpRequest("GET", "http://c/", headers))
+        assert pending is not None
+        pending.head.cancel()  # what Task.cancel does to the future the router's task awaits
+        # The isolate's response is read while client_gone has not run; without it nothing
+        # else ends the request (a bound far above what it takes).
+        outcome = await asyncio.wait_for(asyncio.shield(pending.finished), 20)
+        pending.client_gone()  # the router's task, resumed at last: nothing left to do
+        return outcome
+
+    assert harness.run(cancel_the_waiter_then_respond()) == "canceled"
+    assert harness.supervisor.isolate(slow) is process and process.accepting
+    if kind == "held":  # the binding's stream, never sent, was closed
+        harness.wait_for(lambda: tracker.get(f"stream-closed:{tag}") == 1)
     with harness.client(slow) as client:
         assert client.get("/").status_code == 200
