@@ -176,9 +176,15 @@ def main() -> None:
         state = Path(scratch) / "state"
         port_file = Path(scratch) / "port"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # Every deployment's isolate live at once, all of one account: neither the cap nor the
+        # account's share of it (platform.accounts.isolate_share) may stop any of them.
+        config = Path(scratch) / "ember.yaml"
+        config.write_text(
+            f"platform:\n  max_isolates: {args.deployments}\n  accounts: {{isolate_share: null}}\n"
+        )
         serve = subprocess.Popen(
             [sys.executable, "-m", "ember", "serve", "--port", "0", "--state-dir", str(state),
-             "--port-file", str(port_file), "--idle-timeout", "20s"],
+             "--port-file", str(port_file), "--idle-timeout", "20s", "--config", str(config)],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         try:

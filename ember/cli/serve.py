@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ember.cli.state_dir import resolve_state_dir, state_dir_option
+
+if TYPE_CHECKING:
+    from ember.runtime.deployments.config import PlatformConfig
 
 DEFAULT_MODEL = "@cf/zai-org/glm-4.7-flash"  # the README's first model: the id a banner suggests
 
@@ -163,6 +166,7 @@ def serve(
             f"isolates: at most {platform.supervisor.cap.limit} live (platform.max_isolates); "
             "at the cap the least recently used idle one is stopped for a new one, else 503"
         )
+        click.echo(_shares_line(platform.plane.config, platform.supervisor.cap.limit))
         click.echo(limits.line())
         click.echo(platform.plane.temporary_total.line())
         click.secho(f"Ready on {origin}  (control API: {origin}/client/v4)", fg="green")
@@ -306,3 +310,20 @@ def _check_served_ids(pool: Any, file: str) -> None:
 def _print(line: str) -> None:
     click.echo(line)
     sys.stdout.flush()
+
+
+def _shares_line(config: PlatformConfig, cap: int | None) -> str:
+    """The isolates each account kind may hold (``platform.*.isolate_share`` of the cap)."""
+    from ember.runtime.capacity import share_of
+
+    def held(share: float | None) -> str:
+        return "all" if share is None or cap is None else str(share_of(share, cap))
+
+    temporary = config.temporary
+    return (
+        f"isolate shares: a permanent account at most {held(config.accounts.isolate_share)}, "
+        f"a temporary one {held(temporary.isolate_share)}, temporary accounts together "
+        f"{held(temporary.total_isolate_share)} (platform.accounts.isolate_share, "
+        "platform.temporary.isolate_share, platform.temporary.total_isolate_share); past its "
+        "share an account's least recently used idle isolate is stopped for its new one, else 503"
+    )

@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 
 from ember.runtime import events as E
 from ember.runtime import limits as L
-from ember.runtime.capacity import IsolateCap, IsolatesExhausted
+from ember.runtime.capacity import (
+    IsolateCap,
+    IsolatePool,
+    IsolatesExhausted,
+    IsolateShareExhausted,
+)
 from ember.runtime.child import ChildSpec, child_environment
 from ember.runtime.deployment import Deployment
 from ember.runtime.isolation import Isolation
@@ -43,6 +48,9 @@ class Slot:
     failure: WorkerLoadError | None = None
     processes: set[IsolateProcess] = field(default_factory=set)
     retired: bool = False
+    # The pools its isolates count in, each held to a share of the cap (``capacity.py``):
+    # its account's, and temporary accounts' together; none in ``ember dev``.
+    pools: tuple[IsolatePool, ...] = ()
 
 
 class SlotIsolates:
@@ -81,17 +89,23 @@ class SlotIsolates:
             await slot.services.close()
 
     def _make_room(self, slot: Slot) -> None:
-        """Under the isolate cap, or stop the least recently used idle isolate; else 503."""
+        """Under the isolate cap and the slot's shares of it, or stop the least recently used
+        idle isolate of what is full; else 503."""
         try:
-            victim = self.cap.make_room(self._owner)
+            room = self.cap.make_room(
+                {process: owner.pools for process, owner in self._owner.items()}, slot.pools
+            )
+        except IsolateShareExhausted as exc:
+            self.events.emit(E.LifecycleEvent(slot.deployment.id, "warn", f"not started: {exc}"))
+            raise WorkerLoadError(exc.error(), str(exc), transient=True) from exc
         except IsolatesExhausted as exc:
             self.events.emit(E.LifecycleEvent(slot.deployment.id, "warn", f"not started: {exc}"))
             raise WorkerLoadError(L.ISOLATES_EXHAUSTED, str(exc), transient=True) from exc
-        owner = self._owner.get(victim) if victim is not None else None
-        if victim is not None and owner is not None:
-            owner.current = None if owner.current is victim else owner.current
-            victim.drain()
-            self.events.emit(E.LifecycleEvent(owner.deployment.id, "warn", self.cap.evicted()))
+        owner = self._owner.get(room.victim) if room is not None else None
+        if room is not None and owner is not None:
+            owner.current = None if owner.current is room.victim else owner.current
+            room.victim.drain()
+            self.events.emit(E.LifecycleEvent(owner.deployment.id, "warn", room.reason))
 
     async def _start_isolate(self, slot: Slot, process: IsolateProcess) -> IsolateProcess:
         deployment = slot.deployment

@@ -15,7 +15,8 @@ isolates still draining. The API is what ``ember dev`` and ``ember serve`` both 
     await supervisor.remove(deployment_id); await supervisor.close()
     await supervisor.stop(select, error, reason) # kill the picked deployments' isolates now
     supervisor.evict_idle(idle_s)                # stop isolates idle that long (lazy restart)
-``max_isolates`` caps live isolates (``capacity.py``): LRU idle one stopped for a new one, or 503.
+``max_isolates`` caps live isolates (``capacity.py``): LRU idle one stopped for a new one, or 503;
+``deploy(..., pools=...)`` holds a deployment's isolates to shares of it (per account).
 Slots and the turnover of their isolates live in ``slot.py`` (mixed in).
 
 Each deployment runs under the sandbox profile given to ``deploy`` (default: the policy's
@@ -38,7 +39,7 @@ from pathlib import Path
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.runtime import events as E
 from ember.runtime import limits as L
-from ember.runtime.capacity import IsolateCap, is_idle
+from ember.runtime.capacity import IsolateCap, IsolatePool, is_idle
 from ember.runtime.child import child_environment
 from ember.runtime.deployment import Deployment
 from ember.runtime.errorpage import accept_of, dev_error_response, platform_error_response
@@ -132,7 +133,12 @@ class Supervisor(SlotIsolates):
     # -- deployments --------------------------------------------------------------------------
 
     async def deploy(
-        self, deployment: Deployment, *, eager: bool = True, sandbox: Profile | None = None
+        self,
+        deployment: Deployment,
+        *,
+        eager: bool = True,
+        sandbox: Profile | None = None,
+        pools: tuple[IsolatePool, ...] = (),
     ) -> WorkerLoadError | None:
         """Add or replace a deployment. Eagerly: start its isolate before switching to it.
 
@@ -141,11 +147,13 @@ class Supervisor(SlotIsolates):
         ``MinimumLayersMissing`` naming the missing layers, and the previous version (if any)
         stays live. Returns the load error if the new version failed to start (it is then
         live, answering with that error, as ``ember dev`` shows it; ``ember serve`` may roll
-        back instead).
+        back instead). ``pools``: the pools its isolates count in, each held to a share of
+        ``max_isolates`` (``capacity.IsolatePool``: its account's, temporary accounts').
         """
         profile = sandbox or self.isolation.policy.default_profile
         plan = await self.isolation.plan(deployment, profile, child_environment(deployment))
         slot = self._new_slot(deployment, profile, plan)
+        slot.pools = pools
         error: WorkerLoadError | None = None
         if eager:
             try:

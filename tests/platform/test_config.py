@@ -228,6 +228,45 @@ def test_a_bad_running_share_names_the_key(section: str, value: object) -> None:
     assert "a number above 0 and at most 1" in str(error.value)
 
 
+def test_each_account_kind_holds_a_share_of_the_isolates() -> None:
+    defaults = PlatformConfig()
+    permanent, temporary = defaults.limits_for(temporary=False), defaults.limits_for(True)
+    assert (permanent.isolate_share, permanent.total_isolate_share) == (0.5, None)
+    assert (temporary.isolate_share, temporary.total_isolate_share) == (0.1, 0.25)
+    config = parse_platform_config(
+        {
+            "accounts": {"isolate_share": None},
+            "temporary": {"isolate_share": 0.2, "total_isolate_share": 1},
+        }
+    )
+    assert config.limits_for(temporary=False).isolate_share is None  # every isolate
+    limits = config.limits_for(temporary=True)
+    assert (limits.isolate_share, limits.total_isolate_share) == (0.2, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("accounts", "isolate_share", 0),
+        ("accounts", "isolate_share", "half"),
+        ("temporary", "isolate_share", None),
+        ("temporary", "total_isolate_share", 2),
+        ("temporary", "total_isolate_share", True),
+    ],
+)
+def test_a_bad_isolate_share_names_the_key(section: str, key: str, value: object) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_platform_config({section: {key: value}})
+    assert error.value.key == f"platform.{section}.{key}"
+    assert "a number above 0 and at most 1" in str(error.value)
+
+
+def test_permanent_accounts_have_no_total_isolate_share() -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_platform_config({"accounts": {"total_isolate_share": 0.5}})
+    assert error.value.key == "platform.accounts.total_isolate_share"
+
+
 def test_claims_default_to_open_and_three_per_client_a_day() -> None:
     temporary = parse_platform_config({}).temporary
     assert (temporary.claim, temporary.claims_per_day) == ("open", 3)

@@ -194,7 +194,7 @@ class Refusing(StateOnly):
 
     @asynccontextmanager
     async def deploying(
-        self, account: Account, name: str, version_ids: list[str]
+        self, account: Account, name: str, version_ids: list[str], *, uploaded: bool = False
     ) -> AsyncIterator[None]:
         self._check()
         yield

@@ -15,7 +15,10 @@ import httpx
 
 from tests.serve.conftest import BASE_CONFIG, ServeProcess, answer, permanent_account, put_worker
 
-CONFIG = BASE_CONFIG.replace("platform:\n", "platform:\n  max_isolates: 2\n")
+# One account fills the cap here: its share of it (test_isolate_share.py) is lifted.
+CONFIG = BASE_CONFIG.replace(
+    "platform:\n", "platform:\n  max_isolates: 2\n  accounts: {isolate_share: null}\n"
+)
 CONFIG += "ai:\n  pool: {drain_timeout_s: 1}\n"
 # A response that starts and then never ends: its isolate stays busy while the client listens.
 ENDLESS = """\

@@ -94,8 +94,9 @@ def status_and_code(exc: EmberError) -> tuple[int, int]:
 async def ember_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, EmberError)
     status, code = status_and_code(exc)
-    # A full disk has printed its own line (ember/storage.py), naming the store, not the route.
-    if status >= 500 and not isinstance(exc, StorageFull):
+    # A full disk has printed its own line (ember/storage.py), naming the store, not the route;
+    # a limit (all isolates busy) is no internal error, and the supervisor printed it.
+    if status >= 500 and not isinstance(exc, StorageFull | LimitExceeded):
         log.error("internal error on %s %s: %s", request.method, request.url.path, exc)
     response = fail_at(request, status, code, str(exc))
     retry_after = retry_after_header(exc)

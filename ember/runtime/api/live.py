@@ -2,7 +2,8 @@
 
 The API commits state; ``ember serve`` must then run it. Routes that change what is live call
 these hooks: ``deploying`` around a commit that makes versions live (the platform starts them
-first and refuses a version that does not load), ``prepare`` for an uploaded version,
+first and refuses a version that does not load, or, ``uploaded``, a new one it cannot start
+now), ``prepare`` for an uploaded version,
 ``reconcile`` after any other change to a worker (secrets, delete), ``reconcile_account`` after
 a claim, and ``run_scheduled`` for ember's authenticated "run this cron now". The control API
 served alone (the API tests, in process) uses ``StateOnly``: nothing runs.
@@ -20,7 +21,7 @@ from ember.runtime.deployments.records import Account
 
 class LiveHooks(Protocol):
     def deploying(
-        self, account: Account, name: str, version_ids: list[str]
+        self, account: Account, name: str, version_ids: list[str], *, uploaded: bool = False
     ) -> AbstractAsyncContextManager[None]: ...
 
     async def prepare(self, account: Account, name: str, version_id: str) -> None: ...
@@ -37,7 +38,7 @@ class StateOnly:
 
     @asynccontextmanager
     async def deploying(
-        self, account: Account, name: str, version_ids: list[str]
+        self, account: Account, name: str, version_ids: list[str], *, uploaded: bool = False
     ) -> AsyncIterator[None]:
         yield
 

@@ -114,7 +114,7 @@ async def put_script(request: Request) -> Response:
         version = (await uploads_of(request).store(upload)).version
         started = time.perf_counter()
         try:
-            async with live_of(request).deploying(who.account, name, [version.id]):
+            async with live_of(request).deploying(who.account, name, [version.id], uploaded=True):
                 message = version.annotations.get("workers/message")
                 plane.scripts.deploy(
                     who.account,

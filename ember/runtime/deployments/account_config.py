@@ -81,6 +81,17 @@ class TemporaryAccountConfig:
     # UTC; then 3036): the running share bounds an account's slots, this its compute; one
     # temporary account's ignore_eos requests held a replica for minutes without it.
     ai_neurons_per_day: int = 10_000
+    # The part of platform.max_isolates one temporary account's isolates may hold (rounded
+    # down, at least one; idle ones included, as any of them can turn busy without starting):
+    # at the cap of a 24 GiB box (94) that is 9, room for the live versions of its 5 workers
+    # (max_workers) before it evicts its own; on the smallest default cap (4), one.
+    isolate_share: float = 0.1
+    # The part all temporary accounts together may hold. Anyone can make one (a client 10 an
+    # hour, creations_per_client_per_hour, each with 5 workers and 2 live versions of each:
+    # walk18 held 100 busy isolates from one address at no CPU cost), so whatever anonymous
+    # clients do, three quarters of the isolates stay for permanent accounts; with
+    # isolate_share 0.1 it takes three temporary accounts to fill this part.
+    total_isolate_share: float = 0.25
     cpu_ms_per_request: int = 50
 
 
@@ -127,6 +138,14 @@ class PermanentAccountConfig:
     # Neurons per UTC day (ember.bindings.ai.neurons): Workers Paid bills past the free 10,000
     # rather than refusing, so none by default.
     ai_neurons_per_day: int | None = None
+    # The part of platform.max_isolates one account's isolates may hold (null: all of them;
+    # rounded down, at least one). Cloudflare runs a worker wherever it has room and publishes
+    # no such limit; on one box an isolate busy with a request cannot be stopped for another,
+    # so without it one account's long requests (no CPU: an await) could hold every isolate
+    # and the others got 503 until it let go. Half, as ai_running_share: one account cannot
+    # take every isolate, and with temporary accounts at their total_isolate_share (0.25) a
+    # quarter still stays for the other permanent accounts.
+    isolate_share: float | None = 0.5
     # Workers Paid's most CPU per invocation, 5 minutes (wrangler's limits.cpu_ms maximum).
     cpu_ms_per_request: int | None = CPU_MS_MAX
 
@@ -151,6 +170,8 @@ class AccountLimits:
     kv_deletes_per_day: int | None = None
     kv_lists_per_day: int | None = None
     ai_neurons_per_day: int | None = None  # None: Workers AI neurons without a daily limit
+    isolate_share: float | None = None  # of platform.max_isolates; None: every isolate
+    total_isolate_share: float | None = None  # all temporary accounts' together (temporary)
     claimable: bool = True  # a temporary account that can be claimed (platform.temporary.claim)
 
     def kv_allowances(self) -> KVAllowances:
@@ -216,6 +237,10 @@ def parse_temporary(raw: dict[str, Any], source: str) -> TemporaryAccountConfig:
         ai_neurons_per_day=positive_int(
             raw, "ai_neurons_per_day", d.ai_neurons_per_day, source, where
         ),
+        isolate_share=share_value(raw, "isolate_share", d.isolate_share, source, where),
+        total_isolate_share=share_value(
+            raw, "total_isolate_share", d.total_isolate_share, source, where
+        ),
         cpu_ms_per_request=positive_int(
             raw, "cpu_ms_per_request", d.cpu_ms_per_request, source, where
         ),
@@ -271,12 +296,9 @@ def parse_accounts(raw: dict[str, Any], source: str) -> PermanentAccountConfig:
         max_kv_namespaces=count("max_kv_namespaces", d.max_kv_namespaces),
         **{key: count(key, getattr(d, key)) for key in KV_DAILY_KEYS},
         ai_requests_per_minute=count("ai_requests_per_minute", d.ai_requests_per_minute),
-        ai_running_share=(
-            None
-            if "ai_running_share" in raw and raw["ai_running_share"] is None
-            else share_value(raw, "ai_running_share", d.ai_running_share, source, where)
-        ),
+        ai_running_share=share_or_null(raw, "ai_running_share", d.ai_running_share, source, where),
         ai_neurons_per_day=count("ai_neurons_per_day", d.ai_neurons_per_day),
+        isolate_share=share_or_null(raw, "isolate_share", d.isolate_share, source, where),
         cpu_ms_per_request=cpu,
     )
 
@@ -299,3 +321,12 @@ def share_value(
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
         raise ConfigError(source, f"{where}.{key}", value, "a number above 0 and at most 1")
     return float(value)
+
+
+def share_or_null(
+    raw: dict[str, Any], key: str, default: float | None, source: str, where: str
+) -> float | None:
+    """``share_value``, or None where the key is ``null`` (a permanent account's: no cap)."""
+    if key in raw and raw[key] is None:
+        return None
+    return share_value(raw, key, default, source, where)

@@ -32,6 +32,8 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         ai_running_share: 0.5               # of each model's running slots (null: every one);
                                             # past it the account's requests wait
         ai_neurons_per_day: null            # Workers AI neurons per UTC day (null: no limit)
+        isolate_share: 0.5                  # of max_isolates (null: all); its own least
+                                            # recently used idle one makes room, else 503
         cpu_ms_per_request: 300000          # also the most a version's limits.cpu_ms may be
       temporary:
         ttl: 60m
@@ -55,6 +57,8 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         ai_requests_per_minute: 60
         ai_running_share: 0.25
         ai_neurons_per_day: 10000           # Workers AI's free allocation; past it 3036
+        isolate_share: 0.1                  # each temporary account's part of max_isolates
+        total_isolate_share: 0.25           # all temporary accounts' part, together
         cpu_ms_per_request: 50
 """
 
@@ -140,6 +144,8 @@ class PlatformConfig:
                 cpu_ms_per_request=t.cpu_ms_per_request,
                 temporary=True,
                 ai_running_share=t.ai_running_share,
+                isolate_share=t.isolate_share,
+                total_isolate_share=t.total_isolate_share,
                 claimable=t.claim == "open",
                 kv_reads_per_day=t.kv_reads_per_day,
                 kv_writes_per_day=t.kv_writes_per_day,
@@ -164,6 +170,7 @@ class PlatformConfig:
             kv_deletes_per_day=a.kv_deletes_per_day,
             kv_lists_per_day=a.kv_lists_per_day,
             ai_neurons_per_day=a.ai_neurons_per_day,
+            isolate_share=a.isolate_share,
         )
 
 

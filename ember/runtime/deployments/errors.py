@@ -16,6 +16,7 @@ marked "ember" are ours where Cloudflare's own is not documented.
     LimitExceeded ── BodyTooLarge (413, 10001) ── UploadTooLarge (413, 10027)
                      QuotaExceeded (403, 10037) · RateLimited (429, 971)
                      DailyAllowanceSpent (429, 10048)
+                     NotStartedNow (503, ember 1037)
 """
 
 from __future__ import annotations
@@ -227,6 +228,14 @@ class UploadTooLarge(BodyTooLarge):
 
 class QuotaExceeded(ControlPlaneError, LimitExceeded):
     http_status, cf_code = 403, 10037
+
+
+class NotStartedNow(ControlPlaneError, LimitExceeded):
+    """A new version could not be started to check that its module loads (the account's share
+    of the isolates, or all of them, busy): nothing was stored or made live, and the same
+    upload can succeed later. Cloudflare documents no code for it; 1037 is ember's."""
+
+    http_status, cf_code = 503, 1037
 
 
 class RateLimited(ControlPlaneError, LimitExceeded):

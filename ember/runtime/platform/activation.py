@@ -6,7 +6,11 @@ the route table agree with it, one worker at a time and under that worker's lock
 - ``deploying(account, worker, versions)`` wraps a change that will make ``versions`` live: it
   first starts each version's isolate (so a version whose module does not load is refused with
   its error, before anything is committed, and the live version stays as it was), then lets the
-  caller commit, then ``reconcile``s.
+  caller commit, then ``reconcile``s. A version just uploaded that cannot be started now (its
+  account's share of the isolates, or all of them, busy) is refused too (``NotStartedNow``):
+  made live unchecked, a module that does not load replaced a working version. A stored
+  version (a rollback, a gradual deployment) loaded when it was uploaded: it goes live, and
+  its isolate starts at its first request.
 - ``reconcile(account, worker)`` reads the live deployment from the database, registers a slot
   for each of its versions that has none (lazily: no isolate until the first request), swaps the
   route in one assignment, and drains the slots no longer routed (in-flight requests finish on
@@ -27,10 +31,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from ember.bindings.registry import BindingRegistry
+from ember.errors import LimitExceeded
 from ember.runtime import events as E
-from ember.runtime.deployments.errors import InvalidUpload, ScriptNotFound
+from ember.runtime.capacity import IsolateShareExhausted
+from ember.runtime.deployments.errors import InvalidUpload, NotStartedNow, ScriptNotFound
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, Script, Version
+from ember.runtime.lifecycle import WorkerLoadError
 from ember.runtime.limits import Limits, PlatformError
 from ember.runtime.platform.expiry import AccountExpiry
 from ember.runtime.platform.routing import RouteTable, WorkerRoute
@@ -122,13 +129,17 @@ class LiveDeployments:
 
     @asynccontextmanager
     async def deploying(
-        self, account: Account, name: str, version_ids: list[str]
+        self, account: Account, name: str, version_ids: list[str], *, uploaded: bool = False
     ) -> AsyncIterator[None]:
-        """Start ``version_ids`` (refusing any that fails to load), run the body, reconcile."""
+        """Start ``version_ids`` (refusing any that fails to load), run the body, reconcile.
+
+        ``uploaded``: the versions are new (this request stored them), so each must be started
+        now; one that cannot be is refused (``NotStartedNow``) rather than made live unchecked.
+        """
         async with self._lock(account.id, name):
             try:
                 for version_id in version_ids:
-                    await self._prepare(account, name, version_id)
+                    await self._prepare(account, name, version_id, uploaded=uploaded)
                 yield
             finally:
                 await self._reconcile(account.id, name, warm=False, announce=True)
@@ -141,7 +152,7 @@ class LiveDeployments:
         sandbox uid) per worker, not one per upload.
         """
         async with self._lock(account.id, name):
-            await self._prepare(account, name, version_id)
+            await self._prepare(account, name, version_id, uploaded=True)
             route = self.routes.get(account.name, name)
             keep = {ident for ident, _ in route.targets} if route else set()
             keep.add(slot_id(account, name, version_id))
@@ -220,7 +231,9 @@ class LiveDeployments:
             build_slot, self.plane, self.registry, account, script, version, self.base_limits
         )
 
-    async def _prepare(self, account: Account, name: str, version_id: str) -> None:
+    async def _prepare(
+        self, account: Account, name: str, version_id: str, *, uploaded: bool
+    ) -> None:
         if slot_id(account, name, version_id) in self._slots:
             return  # already running or registered: it loaded before
         script = self.plane.scripts.get(account, name)
@@ -229,13 +242,19 @@ class LiveDeployments:
         if slot.deployment is not None:
             try:
                 error = await self.supervisor.deploy(
-                    slot.deployment, eager=True, sandbox=profile_for(account.temporary)
+                    slot.deployment,
+                    eager=True,
+                    sandbox=profile_for(account.temporary),
+                    pools=slot.pools,
                 )
             except MinimumLayersMissing as exc:
                 raise SandboxRefused(
                     f"Worker {name!r} was not deployed: this platform cannot sandbox it as "
                     f"its account needs ({exc})"
                 ) from None
+            if error is not None and error.transient and uploaded:
+                await self.supervisor.remove(slot.slot_id)
+                raise _not_started_now(name, error)
             if error is not None and not error.transient:
                 await self.supervisor.remove(slot.slot_id)
                 redact = E.Redactor(slot.deployment.secrets)
@@ -268,6 +287,7 @@ class LiveDeployments:
                                 slot.deployment,
                                 eager=warm,
                                 sandbox=profile_for(account.temporary),
+                                pools=slot.pools,
                             )
                         except MinimumLayersMissing as exc:  # the host lost a layer since
                             slot = dataclasses.replace(
@@ -309,3 +329,19 @@ class LiveDeployments:
                     tuple(pct for _, pct in targets),
                 )
             )
+
+
+def _not_started_now(name: str, error: WorkerLoadError) -> NotStartedNow:
+    """The refusal of a new version that could not be started (``error``: transient) to check
+    that its module loads, naming what was full and the way past it."""
+    cause = error.__cause__  # the supervisor's IsolateShareExhausted or IsolatesExhausted
+    limit = cause.limit if isinstance(cause, LimitExceeded) else "isolates"
+    remedy = cause.pool.remedy if isinstance(cause, IsolateShareExhausted) else ""
+    return NotStartedNow(
+        limit,
+        None,
+        None,
+        f"Worker {name!r} was not deployed and nothing live changed: its new version could "
+        f"not be started to check that its module loads, as {error.detail}. Try again when "
+        "one of those isolates is free" + (f", or {remedy}" if remedy else "") + ".",
+    )

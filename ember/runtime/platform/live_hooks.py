@@ -25,9 +25,9 @@ class PlatformHooks:
 
     @asynccontextmanager
     async def deploying(
-        self, account: Account, name: str, version_ids: list[str]
+        self, account: Account, name: str, version_ids: list[str], *, uploaded: bool = False
     ) -> AsyncIterator[None]:
-        async with self.platform.live.deploying(account, name, version_ids):
+        async with self.platform.live.deploying(account, name, version_ids, uploaded=uploaded):
             yield
 
     async def prepare(self, account: Account, name: str, version_id: str) -> None:

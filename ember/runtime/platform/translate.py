@@ -10,7 +10,9 @@ values. This module is the one place that maps the first onto the second:
   an ``ember.yaml`` section would, so ``ember dev`` and ``ember serve`` build the same specs;
 - KV and AI bindings are tagged with the owning account, and a temporary account's limits;
 - the version's own ``limits`` (``cpu_ms``, ``subrequests``: ``deployments/worker_limits.py``)
-  replace the runtime's defaults, and the account's CPU cap tightens them.
+  replace the runtime's defaults, and the account's CPU cap tightens them;
+- its isolates count in the account's pool and, for a temporary account, in all temporary
+  accounts' pool, each held to its share of ``platform.max_isolates`` (``isolate_pools``).
 
 The deployment id names account, worker, version and account kind, so a version is one
 immutable slot in the supervisor, and claiming an account (new limits) makes new slots.
@@ -27,6 +29,7 @@ from ember.bindings.base import BindingSpec, OptionValue
 from ember.bindings.registry import BindingRegistry
 from ember.config import ConfigSection, JSONValue
 from ember.runtime.api.serializers import iso
+from ember.runtime.capacity import IsolatePool
 from ember.runtime.deployment import Deployment
 from ember.runtime.deployments.config import AccountLimits
 from ember.runtime.deployments.plane import ControlPlane
@@ -51,6 +54,7 @@ class VersionSlot:
     version_number: int
     deployment: Deployment | None  # None: the version cannot run here (``unsupported`` says why)
     unsupported: str | None = None
+    pools: tuple[IsolatePool, ...] = ()  # held to shares of platform.max_isolates
 
 
 def slot_id(account: Account, script_name: str, version_id: str) -> str:
@@ -135,7 +139,29 @@ def build_slot(
         compatibility_flags=version.compatibility_flags,
         version=version.id,
     )
-    return VersionSlot(deployment=deployment, **common)
+    return VersionSlot(deployment=deployment, pools=isolate_pools(account, limits), **common)
+
+
+def isolate_pools(account: Account, limits: AccountLimits) -> tuple[IsolatePool, ...]:
+    """The pools an account's isolates count in, narrowest first: its own, and temporary
+    accounts' together (a share of None: no pool)."""
+    pools = []
+    if limits.isolate_share is not None:
+        key = f"platform.{'temporary' if account.temporary else 'accounts'}.isolate_share"
+        own = f"account:{account.id}"
+        remedy = limits.remedy("isolate_share")
+        pools.append(IsolatePool(own, limits.isolate_share, key, "this account's", remedy))
+    if limits.temporary and limits.total_isolate_share is not None:
+        pools.append(
+            IsolatePool(
+                "temporary",
+                limits.total_isolate_share,
+                "platform.temporary.total_isolate_share",
+                "temporary accounts'",
+                limits.remedy("total_isolate_share"),
+            )
+        )
+    return tuple(pools)
 
 
 def _account_options(
