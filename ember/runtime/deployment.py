@@ -66,6 +66,7 @@ class Deployment:
             "source_dir": str(self.source_dir) if self.source_dir else None,
             "requirements": [r.to_wire() for r in self.requirements],
             "requires_python": self.requires_python,
+            "console_chars_per_s": self.limits.console_chars_per_s,
         }
 
     def with_version(self, version: str) -> Deployment:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ember.errors import ProtocolError
 from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
+from ember.runtime.console_gate import ConsoleGate
 from ember.runtime.inflight import InFlight
 from ember.runtime.lifecycle import State, WorkerLoadError
 from ember.runtime.monitor import CpuClock, process_cpu_seconds, process_parent
@@ -34,6 +35,7 @@ from ember.runtime.protocol import (
     Hello,
     LoadError,
     Log,
+    LogDropped,
     Message,
     PipeResponse,
     Ready,
@@ -53,6 +55,7 @@ class FrameDispatch:
     mux: Mux
     calls: CallRunner
     clock: CpuClock
+    console_gate: ConsoleGate | None
     inflight: dict[int, InFlight]
     handlers: list[str]
     last_active: float
@@ -104,8 +107,22 @@ class FrameDispatch:
         elif isinstance(message, CancelCall):
             self.calls.cancel(message.cid)
         elif isinstance(message, Log):
-            request = self.inflight.get(message.rid) if message.rid else None
-            self.hooks.console(self, message.level, message.message, request)
+            gate = self.console_gate
+            if gate is None:
+                request = self.inflight.get(message.rid) if message.rid else None
+                self.hooks.console(self, message.level, message.message, request)
+            elif gate.admit(message.rid, len(message.message)):  # else dropped, nothing built
+                if gate.tally:
+                    self._console_dropped(gate.take())
+                request = self.inflight.get(message.rid) if message.rid else None
+                self.hooks.console(self, message.level, message.message, request)
+        elif isinstance(message, LogDropped):
+            gate = self.console_gate
+            # Metered as one line, or a flood of these would be a flood of notices.
+            if gate is None or gate.admit(message.rid, 0):
+                self._console_dropped([(message.rid, message.lines, message.chars)])
+            else:
+                gate.drop(message.rid, message.lines - 1, message.chars)
         elif isinstance(message, RequestError):
             self._on_request_error(message)
         elif isinstance(message, Done):
@@ -125,6 +142,13 @@ class FrameDispatch:
             self.kill(error, "module failed to load", fail_ready=False)
         else:
             raise ProtocolError(f"unexpected {type(message).__name__}")
+
+    def _console_dropped(self, dropped: list[tuple[int, int, int]]) -> None:
+        """Tell each request's log how many of its console lines were dropped."""
+        for rid, lines, chars in dropped:
+            if lines > 0:
+                request = self.inflight.get(rid) if rid else None
+                self.hooks.console_dropped(self, lines, chars, request)
 
     def _request(self, rid: int) -> InFlight | None:
         """The request ``rid``; None if it already ended (late frame); ProtocolError if unknown."""

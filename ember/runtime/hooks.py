@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ember.runtime import events as E
 from ember.runtime import limits as L
+from ember.runtime.console_gate import dropped_notice
 from ember.runtime.errorpage import dev_error_response, platform_error_response
 from ember.runtime.http import HttpResponse
 from ember.runtime.inflight import InFlight
@@ -24,7 +25,9 @@ if TYPE_CHECKING:
 
 # Text (console lines, exception messages and tracebacks) one traced invocation keeps for its
 # tail event. Cloudflare truncates a tail event's logs too; 256 KiB holds a few of ember's
-# longest lines (fields.MAX_TEXT, 64 KiB) and a traceback.
+# longest lines (fields.MAX_TEXT, 64 KiB) and a traceback, and a quiet isolate's whole second
+# of console output (console_gate.CHARS_PER_SECOND, 256,000) with room for the notice of what
+# was dropped past it.
 TRACE_BYTES = 256 * 1024
 # Notes one request keeps for its dev error page (a loop of failing calls must not grow it).
 MAX_PAGE_NOTES = 20
@@ -60,6 +63,20 @@ class SupervisorHooks:
         self._supervisor.events.emit(E.ConsoleEvent(process.deployment.id, level, message))
         if request is not None and request.trace is not None and _keep(request, len(message)):
             request.trace.append((level, message, time.time() * 1000))
+
+    def console_dropped(
+        self, process: IsolateProcess, lines: int, chars: int, request: InFlight | None
+    ) -> None:
+        """Console lines dropped past the isolate's budget (``console_gate.py``): one warn line
+        of the invocation's log saying how many, and its tail event marked ``truncated``. A
+        console line, not the operator's: a tenant's flood must not become one in his log."""
+        budget = process.limits.console_chars_per_s or 0
+        message = dropped_notice(lines, chars, budget)
+        self._supervisor.events.emit(E.ConsoleEvent(process.deployment.id, "warn", message))
+        if request is not None and request.trace is not None:
+            request.trace_truncated = True
+            if _keep(request, len(message)):
+                request.trace.append(("warn", message, time.time() * 1000))
 
     def note(
         self, process: IsolateProcess, level: str, message: str, request: InFlight | None

@@ -34,6 +34,9 @@ class Limits:
     # CPU an isolate may use with no request in flight (a thread left burning after its
     # response) before it is replaced, so that nobody's next request is charged for it.
     idle_cpu_ms: int = 50
+    # Characters of console output per second an isolate may send (``console_gate.py``;
+    # ``ember serve``: 256,000); None: every line (``ember dev``, whose console is the user's).
+    console_chars_per_s: int | None = None
 
     @property
     def lifetime_cpu_s(self) -> float:
@@ -64,6 +67,7 @@ class Limits:
             ),
             max_concurrent_calls=base.max_concurrent_calls,
             idle_cpu_ms=base.idle_cpu_ms,
+            console_chars_per_s=base.console_chars_per_s,
         )
 
 

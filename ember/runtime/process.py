@@ -21,6 +21,7 @@ from ember.errors import BindingError, ProtocolError, WorkerCrashed
 from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
 from ember.runtime.codec import FastDecoder
+from ember.runtime.console_gate import BACKSTOP, ConsoleGate
 from ember.runtime.deployment import Deployment
 from ember.runtime.dispatch import FrameDispatch
 from ember.runtime.fields import MAX_FRAME_BYTES, MAX_INLINE_BODY_BYTES
@@ -76,6 +77,10 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
             lambda: hooks.call_refusal(self),
         )
         self.inflight: dict[int, InFlight] = {}
+        # The console budget, enforced here too (``console_gate.py``): an isolate writing its
+        # own frames is bounded by BACKSTOP times what its console lets through.
+        budget = self.limits.console_chars_per_s
+        self.console_gate = ConsoleGate(budget * BACKSTOP) if budget else None
         self.reads = 0  # reads of the isolate's frames (is it alive? cancelgrace.py)
         self.handlers: list[str] = []
         self._next_rid = 0
@@ -247,6 +252,9 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
 
     def request_finished(self, request: InFlight, cpu: float) -> None:
         """Called by InFlight once it is over (Done, failure, or cancellation); ``cpu`` now."""
+        gate = self.console_gate
+        if gate is not None and gate.tally:  # lines dropped here: in its log before it is over
+            self._console_dropped(gate.take(request.rid))
         self.inflight.pop(request.rid, None)
         self.last_active = time.monotonic()
         self.calls.cancel_request(request.rid)

@@ -10,7 +10,7 @@ Messages, by direction (``rid`` request id, ``cid`` call id, ``sid`` stream id):
 
     supervisor -> isolate    Init  Request  Scheduled  Cancel  CallResult  CallError
     isolate -> supervisor    Hello  Ready  LoadError  Response  PipeResponse  RequestError
-                             Done  Log  Call  CancelCall
+                             Done  Log  LogDropped  Call  CancelCall
     both                     Data  End  Abort  Credit
 
 Bodies larger than one frame are streams: the sender allocates a ``sid`` and announces it in
@@ -207,6 +207,16 @@ class Log(NamedTuple):
     message: str
 
 
+class LogDropped(NamedTuple):
+    """Console lines of ``rid`` dropped past the isolate's budget (``console_gate.py``)."""
+
+    TAG = 30
+    FIELDS = (uint, uint, uint)
+    rid: int
+    lines: int
+    chars: int
+
+
 class Call(NamedTuple):
     """A binding call from the handler of request ``rid``; ``sid`` != 0: an upload follows."""
 
@@ -278,6 +288,7 @@ Message = (
     | RequestError
     | Done
     | Log
+    | LogDropped
     | Call
     | CancelCall
     | Data
@@ -294,7 +305,7 @@ TO_ISOLATE: dict[int, MessageType] = {
 FROM_ISOLATE: dict[int, MessageType] = {
     m.TAG: m
     for m in (Hello, Ready, LoadError, Response, PipeResponse, RequestError, Done, Log, Call)
-    + (CancelCall, Data, End, Abort, Credit)
+    + (LogDropped, CancelCall, Data, End, Abort, Credit)
 }
 
 

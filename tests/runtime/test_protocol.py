@@ -32,6 +32,7 @@ SAMPLES: list[P.Message] = [
     P.RequestError(7, "exception", "ValueError: x", "Traceback ..."),
     P.Done(7),
     P.Log(7, "log", "hello"),
+    P.LogDropped(7, 12, 1188),
     P.Call(4, 7, "KV", "get", ["key", None], 0),
     P.CancelCall(4),
     P.Data(2, b"\x00" * 100),

@@ -2,7 +2,10 @@
 
 ``print`` and anything else writing to ``sys.stdout``/``sys.stderr`` become one Log frame per
 line, tagged with the running request; ``js.console.log`` does the same. Lines longer than the
-protocol allows are cut, never dropped.
+protocol allows are cut, never dropped. All of them go through the isolate's one ``ConsoleOut``:
+on ``ember serve`` it holds the isolate to its console budget (``console_gate.py``), dropping
+the lines past it before a frame is built and reporting how many (``LogDropped``) before the
+next line it lets through and before its request ends.
 """
 
 from __future__ import annotations
@@ -11,19 +14,54 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+from ember.runtime.console_gate import ConsoleGate
 from ember.runtime.fields import MAX_TEXT
 from ember.runtime.isolate.scope import CURRENT
-from ember.runtime.protocol import Log, Message
+from ember.runtime.protocol import Log, LogDropped, Message
 
 _CUT = MAX_TEXT - 64
 
 
-class ConsoleStream(io.TextIOBase):
-    """A text stream that turns complete lines into Log frames at ``level``."""
+class ConsoleOut:
+    """Where every console line of the isolate goes; ``chars_per_s`` None: no budget."""
 
-    def __init__(self, send: Callable[[Message], None], level: str) -> None:
-        super().__init__()
+    __slots__ = ("_send", "gate")
+
+    def __init__(self, send: Callable[[Message], None], chars_per_s: int | None) -> None:
         self._send = send
+        self.gate = ConsoleGate(chars_per_s) if chars_per_s else None
+
+    def line(self, level: str, line: str) -> None:
+        """Send one console line for the running request (rid 0 outside any)."""
+        scope = CURRENT.get(None)
+        rid = scope.rid if scope is not None else 0
+        if len(line) > _CUT:
+            line = line[:_CUT] + " ...[truncated]"
+        gate = self.gate
+        if gate is not None:
+            if not gate.admit(rid, len(line)):
+                return
+            if gate.tally:
+                self._report(gate.take())
+        self._send(Log(rid, level, line))
+
+    def ending(self, rid: int) -> None:
+        """Request ``rid`` is about to end: report its lines dropped, if any."""
+        gate = self.gate
+        if gate is not None and gate.tally:
+            self._report(gate.take(rid))
+
+    def _report(self, dropped: list[tuple[int, int, int]]) -> None:
+        for rid, lines, chars in dropped:
+            self._send(LogDropped(rid, lines, chars))
+
+
+class ConsoleStream(io.TextIOBase):
+    """A text stream that turns complete lines into console lines at ``level``."""
+
+    def __init__(self, out: ConsoleOut, level: str) -> None:
+        super().__init__()
+        self._out = out
         self._level = level
         self._partial = ""
 
@@ -43,51 +81,43 @@ class ConsoleStream(io.TextIOBase):
         data = self._partial + text
         *lines, self._partial = data.split("\n")
         for line in lines:
-            emit(self._send, self._level, line)
+            self._out.line(self._level, line)
         if len(self._partial) > _CUT:
-            emit(self._send, self._level, self._partial)
+            self._out.line(self._level, self._partial)
             self._partial = ""
         return len(text)
 
     def flush(self) -> None:
         if self._partial:
-            emit(self._send, self._level, self._partial)
+            self._out.line(self._level, self._partial)
             self._partial = ""
-
-
-def emit(send: Callable[[Message], None], level: str, line: str) -> None:
-    """Send one console line for the running request (rid 0 outside any)."""
-    scope = CURRENT.get(None)
-    if len(line) > _CUT:
-        line = line[:_CUT] + " ...[truncated]"
-    send(Log(scope.rid if scope is not None else 0, level, line))
 
 
 class Console:
     """``js.console``: log, info, debug, warn, error."""
 
-    def __init__(self, send: Callable[[Message], None]) -> None:
-        self._send = send
+    def __init__(self, out: ConsoleOut) -> None:
+        self._out = out
 
-    def _out(self, level: str, args: tuple[Any, ...]) -> None:
-        emit(self._send, level, " ".join(a if isinstance(a, str) else repr(a) for a in args))
+    def _out_line(self, level: str, args: tuple[Any, ...]) -> None:
+        self._out.line(level, " ".join(a if isinstance(a, str) else repr(a) for a in args))
 
     def log(self, *args: Any) -> None:
         """console.log."""
-        self._out("log", args)
+        self._out_line("log", args)
 
     def info(self, *args: Any) -> None:
         """console.info."""
-        self._out("info", args)
+        self._out_line("info", args)
 
     def debug(self, *args: Any) -> None:
         """console.debug."""
-        self._out("debug", args)
+        self._out_line("debug", args)
 
     def warn(self, *args: Any) -> None:
         """console.warn."""
-        self._out("warn", args)
+        self._out_line("warn", args)
 
     def error(self, *args: Any) -> None:
         """console.error."""
-        self._out("error", args)
+        self._out_line("error", args)

@@ -22,6 +22,7 @@ from ember.bindings.streams import ReadableStream
 from ember.runtime.fields import MAX_HEADER_BYTES, MAX_HEADERS
 from ember.runtime.isolate import api, entrypoints
 from ember.runtime.isolate.channel import IsolateChannel
+from ember.runtime.isolate.console import ConsoleOut
 from ember.runtime.isolate.handlers import Entrypoints
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt, RequestScope
@@ -80,12 +81,15 @@ class EventRunner:
         send: Callable[[Message], None],
         mux: Mux,
         channel: IsolateChannel,
+        console: ConsoleOut | None = None,
     ) -> None:
         self.entry = entry
         self.env = env
         self.send = send
         self.mux = mux
         self.channel = channel
+        # Its lines dropped past the console budget are reported before a request ends.
+        self.console = console
         self.events: dict[int, _Event] = {}
         self._loop: asyncio.AbstractEventLoop | None = None  # found once: each lookup is a getpid
 
@@ -140,7 +144,14 @@ class EventRunner:
                 self._report_cpu(scope)
             self.events.pop(scope.rid, None)
             if not event.done_sent:
+                self._ending(scope.rid)
                 self.send(Done(scope.rid))
+
+    def _ending(self, rid: int) -> None:
+        """Request ``rid`` ends with the next frame: its dropped console lines are told first."""
+        console = self.console
+        if console is not None and console.gate is not None and console.gate.tally:
+            console.ending(rid)
 
     async def _fetch(self, event: _Event, message: Request, body: Any) -> None:
         if self.entry.fetch is None:
@@ -175,6 +186,8 @@ class EventRunner:
         if body is None or (isinstance(body, bytes) and len(body) <= INLINE_RESPONSE_BYTES):
             done = not event.scope.background
             event.done_sent = done
+            if done:
+                self._ending(rid)
             self.send(
                 Response(rid, response.status, headers, body, 0, done, response._wire_status_text)
             )

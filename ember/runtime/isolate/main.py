@@ -33,7 +33,7 @@ from ember.runtime.frames import FrameDecoder, FrameWriter
 from ember.runtime.isolate import handlers, httpclients, loader
 from ember.runtime.isolate.blocking import BlockingCalls
 from ember.runtime.isolate.channel import IsolateChannel
-from ember.runtime.isolate.console import Console, ConsoleStream
+from ember.runtime.isolate.console import Console, ConsoleOut, ConsoleStream
 from ember.runtime.isolate.events import EventRunner
 from ember.runtime.isolate.missing_module import missing_module_hint
 from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt
@@ -152,22 +152,25 @@ async def serve(sock: socket.socket, host_pid: int, code_dir: str | None = None)
     spec = await connection.init
     if code_dir is not None:
         spec = {**spec, "code_dir": code_dir}
-    sys.stdout = ConsoleStream(connection.send_console, "log")
-    sys.stderr = ConsoleStream(connection.send_console, "error")
+    console = ConsoleOut(connection.send_console, spec.get("console_chars_per_s"))
+    sys.stdout = ConsoleStream(console, "log")
+    sys.stderr = ConsoleStream(console, "error")
     signal.signal(signal.SIGXCPU, _on_cpu_limit)
     try:
-        env = build_env(spec, connection)
+        env = build_env(spec, connection, console)
         entry = load_main(spec)
     except BaseException as exc:  # noqa: BLE001 - any failure of user code at load time
         connection.send(_load_error(exc, spec))
         await connection.lost
         return
-    connection.runner = EventRunner(entry, env, connection.send, connection.mux, connection.channel)
+    connection.runner = EventRunner(
+        entry, env, connection.send, connection.mux, connection.channel, console
+    )
     connection.send(Ready(entry.names))
     await connection.lost
 
 
-def build_env(spec: dict[str, Any], connection: IsolateConnection) -> Env:
+def build_env(spec: dict[str, Any], connection: IsolateConnection, console: ConsoleOut) -> Env:
     """``env`` from the spec's vars, secrets and binding clients; wire ``workers``/``js``."""
     bindings = {}
     for wire in spec.get("bindings", []):
@@ -177,7 +180,7 @@ def build_env(spec: dict[str, Any], connection: IsolateConnection) -> Env:
     workers = importlib.import_module("workers")
     workers.env = env  # type: ignore[attr-defined]
     js = importlib.import_module("js")
-    js.console = Console(connection.send_console)  # type: ignore[attr-defined]
+    js.console = Console(console)  # type: ignore[attr-defined]
     return env
 
 

@@ -23,10 +23,12 @@ from ember.bindings.kv.service import POOL_SOURCE_KEY, shared_store
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.runtime.api.app import create_api_app
 from ember.runtime.capacity import default_max_isolates
+from ember.runtime.console_gate import CHARS_PER_SECOND as CONSOLE_CHARS_PER_SECOND
 from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.tail_events import TailHub
 from ember.runtime.isolation import SandboxPolicy
+from ember.runtime.limits import Limits
 from ember.runtime.platform.activation import LiveChange, LiveDeployments
 from ember.runtime.platform.ai import (
     ai_available,
@@ -139,6 +141,8 @@ class Platform(PlatformLifespan):
         # A temporary account's workers stop at its expiry, not at the sweep (expiry.py).
         self.expiry = AccountExpiry(self.plane.clock, self._account_expired)
         self.supervisor.call_refusal = self._call_refusal
+        # Tenants share this process: each isolate's console output has a budget here.
+        base_limits = Limits(console_chars_per_s=CONSOLE_CHARS_PER_SECOND)
         self.live = LiveDeployments(
             self.plane,
             self.supervisor,
@@ -146,6 +150,7 @@ class Platform(PlatformLifespan):
             self.routes,
             on_change=self._changed,
             expiry=self.expiry,
+            base_limits=base_limits,
         )
         self.crons = WorkerCrons(self.plane, self.supervisor, self.routes)
         self.router = Router(self.supervisor, lambda scope: scope.get(SLOT_KEY))
