@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+from torch.overrides import TorchFunctionMode
 
 from ember.errors import CheckpointError
 from ember.models.arch import CausalLM, build_model
@@ -192,3 +193,32 @@ def test_saved_names_match_the_hf_layout(tmp_path: Path) -> None:
     ]:
         assert name in names
     assert not any(n.startswith("model.layers.1.self_attn.indexer") for n in names)  # shared
+
+
+class _NormalCalls(TorchFunctionMode):
+    """Records every ``normal_`` (``Tensor.normal_`` or ``nn.init.normal_``) and its device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.devices: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") == "normal_":
+            tensor = args[0] if args else kwargs["tensor"]  # nn.init.normal_ passes keywords
+            self.devices.append(str(tensor.device))
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("arch", sorted(tiny.ALL))
+def test_a_meta_build_draws_no_random_weights(arch: str) -> None:
+    # normal_ on a meta tensor runs torch's Python reference, whose first call imports
+    # torch._dynamo: ~1.2 CPU-seconds added to every process that loads a checkpoint, for
+    # weights that have no values. A CPU build still draws them (the same seed, the same model).
+    config = parse_config(tiny.ALL[arch]())
+    with _NormalCalls() as calls:
+        build_model(config, device="meta")
+    assert calls.devices == []
+    with _NormalCalls() as calls:
+        build_model(config)
+    assert "cpu" in calls.devices

@@ -90,7 +90,14 @@ class DecoderModel(nn.Module):
 
     def __init__(self, config: ModelConfig, layers: list[DecoderLayer]) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        # nn.Embedding draws its weight at construction; on the meta device (every checkpoint
+        # load builds there) that normal_ runs torch's Python reference, whose first call imports
+        # torch._dynamo, ~1.2 CPU-s per process for values that do not exist. Elsewhere it draws
+        # as nn.Embedding does, so a seeded build is the same model.
+        shape = (config.vocab_size, config.hidden_size)
+        self.embed_tokens = nn.Embedding(*shape, _weight=torch.empty(shape))
+        if self.embed_tokens.weight.device.type != "meta":
+            self.embed_tokens.reset_parameters()
         self.layers = nn.ModuleList(layers)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
