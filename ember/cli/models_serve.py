@@ -150,7 +150,6 @@ def serve(model: str | None, model_path: str | None, **flags: object) -> None:
     """Serve MODEL (a catalog id such as @cf/moonshotai/kimi-k2.5, or a checkpoint directory)
     over OpenAI-compatible /v1/chat/completions, /v1/completions, /v1/responses, /v1/models
     and SGLang's /generate, with /health and /metrics."""
-    from ember.models.server.runner import run_server
     from ember.models.server.settings import ServerSettings
 
     if (model is None) == (model_path is None):
@@ -164,6 +163,9 @@ def serve(model: str | None, model_path: str | None, **flags: object) -> None:
     flags["kv_cache_bytes"] = _bytes(flags["kv_cache_bytes"])  # type: ignore[arg-type]
     flags["quantization_group_size"] = int(flags["quantization_group_size"])  # type: ignore[arg-type]
     settings = ServerSettings(model=model, **flags)  # type: ignore[arg-type]
+    # Only now torch and the engine (~2 CPU-seconds): a usage or settings error answers before.
+    from ember.models.server.runner import run_server
+
     status = run_server(settings)
     if status:
         raise SystemExit(status)

@@ -128,10 +128,28 @@ def test_cli_names_a_cuda_device_this_machine_does_not_have(tmp_path: Path) -> N
     assert "--device: expected cpu: torch" in err and "sees no CUDA device" in err
 
 
+def _refused(*args: str) -> tuple[int, str, set[str]]:
+    """``ember models serve ARGS`` under ``-X importtime``: its exit status, what it printed
+    other than the import lines, and the top-level packages it imported."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "ember", "models", "serve", *args],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stderr.splitlines()
+    imports = [line.split("|")[-1].strip() for line in lines if line.startswith("import time:")]
+    said = "\n".join(line for line in lines if not line.startswith("import time:"))
+    return done.returncode, said, {name.split(".")[0] for name in imports}
+
+
 def test_cli_rejects_bad_flags_before_loading() -> None:
-    process = _serve("@cf/moonshotai/kimi-k2.5", "--kv-cache-bytes", "lots")
-    _, err = process.communicate(timeout=60)
-    assert process.returncode != 0 and "--kv-cache-bytes" in err
+    # Before loading anything, torch included: a typo answers at once, not seconds later.
+    code, err, imported = _refused("@cf/moonshotai/kimi-k2.5", "--kv-cache-bytes", "lots")
+    assert code != 0 and "--kv-cache-bytes" in err
+    assert "torch" not in imported
 
 
 def test_settings_validation_and_byte_sizes() -> None:
@@ -212,9 +230,9 @@ def test_an_sglang_command_line_serves(kimi_dir: Path) -> None:
     [((), "give the model once"), (("a", "--model-path", "b"), "both were given")],
 )
 def test_the_model_is_given_exactly_once(args: tuple[str, ...], words: str) -> None:
-    process = _serve(*args)
-    _, err = process.communicate(timeout=60)
-    assert process.returncode == 2 and words in err
+    code, err, imported = _refused(*args)
+    assert code == 2 and words in err
+    assert "torch" not in imported
 
 
 def test_a_taken_port_names_the_port_and_what_to_do(kimi_dir: Path) -> None:
