@@ -151,9 +151,10 @@ def parse_completion_request(body: object) -> CompletionRequest:
     top = optional_int(data, "logprobs", "", minimum=0, maximum=20)
     echo = optional_bool(data, "echo", "", False)
     chat_style = narrowed(data, ("logprobs", "top_logprobs"))
+    # Left out: OpenAI's legacy 16. An explicit null: the rest of the context window, as vLLM
+    # (CompletionRequest.max_tokens defaults to 16, but a null stays None and get_max_tokens
+    # then takes max_model_len - prompt, capped by generation_config's max_new_tokens).
     chat_style.setdefault("max_tokens", OPENAI_COMPLETION_MAX_TOKENS)
-    if chat_style["max_tokens"] is None:
-        chat_style["max_tokens"] = OPENAI_COMPLETION_MAX_TOKENS
     # max_tokens 0 with echo is a prompt-only pass (OpenAI's and vLLM's way of scoring a
     # prompt: the echoed text and, with logprobs, the prompt's logprobs); without echo it
     # would answer nothing, and vLLM refuses it.

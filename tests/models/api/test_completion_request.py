@@ -253,3 +253,12 @@ def test_generate_errors(body: dict, field: str, message: str) -> None:
         parse_generate_request(body)
     assert caught.value.field == field
     assert str(caught.value) == f"Invalid value at '{field}': {message}"
+
+
+def test_max_tokens_absent_is_openais_16_and_null_is_the_rest_of_the_context_window() -> None:
+    # vLLM: CompletionRequest.max_tokens defaults to 16, but an explicit null stays None and
+    # get_max_tokens then takes the rest of the context (or generation_config's limit).
+    assert parse_completion_request({"prompt": "x"}).sampling.max_tokens == 16
+    null = parse_completion_request({"prompt": "x", "max_tokens": None})
+    assert null.sampling.max_tokens is None
+    assert "max_tokens" not in null.sampling.given  # the checkpoint's limit may still apply
