@@ -48,15 +48,19 @@ def choice_usage(
     latest: Sequence[GenerationEvent | None],
     index: int,
     readers: Sequence[ChoiceReader] = (),
+    cached: int = 0,
 ) -> Usage:
     """vLLM's ``continuous_usage_stats`` on a chunk of choice ``index``: the prompt and that
     choice's completion tokens so far (vLLM's ``previous_num_tokens[i]``), not the sum over
-    the choices, which only the final usage chunk reports."""
+    the choices, which only the final usage chunk reports. ``cached``: the prompt's cached
+    tokens while choice 0 has no event in ``latest`` yet (chunks sent with its first event,
+    before that event is recorded)."""
     event = latest[index]
     reader = readers[index] if index < len(readers) else None
     thinking = reader.thinking if reader is not None else None
     reasoning = thinking.count if thinking is not None else None
-    cached = latest[0].cached_tokens if latest[0] is not None else 0
+    if latest[0] is not None:
+        cached = latest[0].cached_tokens
     completion = event.completion_tokens if event is not None else 0
     return Usage(prompt_tokens, completion, cached, reasoning)
 
@@ -93,16 +97,30 @@ class ChatChunker:
             for index, reader in enumerate(chat_in.readers)
         ]
         self._latest: list[GenerationEvent | None] = [None] * len(self.streams)
+        self._held = False  # the role chunks wait for the first event (continuous usage)
 
     def usage(self) -> Usage:
         return choices_usage(self._prompt_tokens, self._latest, self._readers)
 
     def start(self) -> list[dict]:
+        """The role chunks; with continuous usage none yet: they go out with the first event
+        (choice 0's, ``choices.py`` sends the others in after it), which brings the prompt's
+        cached tokens, as vLLM sends its role chunk with the first engine result."""
+        if self._continuous:
+            self._held = True
+            return []
+        return self._starts(0)
+
+    def _starts(self, cached: int) -> list[dict]:
         for stream in self.streams:
-            stream.usage = Usage(self._prompt_tokens, 0)
+            stream.usage = Usage(self._prompt_tokens, 0, cached)
         return [stream.start() for stream in self.streams]
 
     def step(self, index: int, event: GenerationEvent) -> list[dict]:
+        starts: list[dict] = []
+        if self._held:
+            self._held = False
+            starts = self._starts(event.cached_tokens)
         stream, thinking = self.streams[index], self._readers[index].thinking
         if thinking is not None:
             thinking.feed(event.token_ids)
@@ -117,11 +135,15 @@ class ChatChunker:
             chunks += stream.finish(
                 event.finish_reason or "stop", None, event.matched_stop, event.stop_reason
             )
-        return chunks
+        return starts + chunks if starts else chunks
 
     def end(self) -> list[dict]:
         """The usage chunk, once for the whole answer after every choice, when asked for."""
-        return [self.streams[0].usage_chunk(self.usage())] if self._include_usage else []
+        if not self._include_usage:
+            return []
+        starts = self._starts(0) if self._held else []  # no event came: none held back
+        self._held = False
+        return [*starts, self.streams[0].usage_chunk(self.usage())]
 
 
 async def stream_chat(
@@ -137,7 +159,9 @@ async def stream_chat(
     ``tail``; a failure midway is a last ``{"error"}`` payload. Closing it aborts the request
     in the engine (every choice)."""
     chunker = ChatChunker(served, chat, chat_in, token_logprobs)
-    yield encode(chunker.start())
+    start = chunker.start()
+    if start:
+        yield encode(start)
     try:
         if chat.n == 1:
             events = stream_generation(served, metrics, chat_in.generation)

@@ -184,14 +184,14 @@ async def _completion_stream(
     latest: list[GenerationEvent | None] = [None] * n
     include_usage, continuous = completion.include_usage, completion.continuous_usage
 
-    def chunk(index: int, text: str, **fields: object) -> dict:
+    def chunk(index: int, text: str, cached: int = 0, **fields: object) -> dict:
         return text_completion_chunk(
             id=rid,
             created=created,
             model=name,
             text=text,
             include_usage=include_usage,
-            usage=choice_usage(prompt_tokens, latest, index) if continuous else None,
+            usage=choice_usage(prompt_tokens, latest, index, cached=cached) if continuous else None,
             index=index,
             **fields,  # type: ignore[arg-type]
         )
@@ -199,19 +199,28 @@ async def _completion_stream(
     # With logprobs the echoed prompt waits for a choice's first event: choice 0's brings the
     # prompt's logprobs (vLLM also sends it with the first output), the others start after it.
     echo_waits = [bool(prefix) and completion.sampling.logprobs] * n
+    # With continuous usage the plain echo waits for the first event too (choice 0's): it
+    # brings the prompt's cached tokens, which vLLM's first chunk reports.
+    echo_held = bool(prefix) and not echo_waits[0] and continuous
     scored: tuple[PromptTokenLogprob, ...] | None = None
     try:
-        if prefix and not echo_waits[0]:
+        if prefix and not echo_waits[0] and not echo_held:
             yield b"".join(sse_data(chunk(index, prefix)) for index in range(n))
         async for item in events:
             index, event = item.index, item.event
             out = b""
+            if echo_held:
+                echo_held = False
+                out += b"".join(
+                    sse_data(chunk(other, prefix, cached=event.cached_tokens)) for other in range(n)
+                )
             if event.prompt_logprobs is not None:
                 scored = event.prompt_logprobs
             if echo_waits[index] and scored is not None:
                 echo_waits[index] = False
                 echoed = _echoed(served, completion, generation, scored)
-                out += sse_data(chunk(index, prefix, logprobs=completion_logprobs(echoed)))
+                echo_logprobs = completion_logprobs(echoed)
+                out += sse_data(chunk(index, prefix, event.cached_tokens, logprobs=echo_logprobs))
             latest[index] = event
             logprobs = None
             if completion.sampling.logprobs:
