@@ -67,6 +67,15 @@ class KVEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class KVLookup:
+    """What a read found: the live entry (or None), and whether the key was there but expired
+    (then the reader leaves its removal to the writer: ``KVStore.remove_expired``)."""
+
+    entry: KVEntry | None
+    expired: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class KVWrite:
     """One write of a bulk request (``KVStore.put_many``), already validated."""
 

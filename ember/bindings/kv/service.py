@@ -8,7 +8,11 @@ writes, deletes, lists: ``daily.py``): the account's operations are then counted
 refused past them, as on Cloudflare's Free plan. With ``kv_pool`` (a temporary account's) its
 writes are also held to what all temporary accounts may store together (``pool.py``), the pool's
 figures from the platform's ``KVPoolSource`` under ``POOL_SOURCE_KEY``. The store is shared by every
-deployment of the supervisor (``ServiceHost.shared``) and runs on its own thread.
+deployment of the supervisor (``ServiceHost.shared``); its reads never wait for writes, and its
+writes are served account by account in turn (``async_store.py``): the owner of this binding's
+writes is its account, or in ``ember dev`` its namespace. A key written through a binding less
+than a second ago refuses the next ``put`` (``KV PUT failed: 429 Too Many Requests``, as on
+Cloudflare: ``key_rate.py``).
 
 Wire format (the client in ``client.py`` is the only other party):
 
@@ -26,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from ember.bindings.base import BindingService, BindingSpec, CallContext, ServiceHost, StreamReply
-from ember.bindings.kv import limits
+from ember.bindings.kv import key_rate, limits
 from ember.bindings.kv.async_store import AsyncKVStore
 from ember.bindings.kv.daily import KIND_OF_METHOD, KVAllowances, KVDailyLimitExceeded
 from ember.bindings.kv.records import KVPoolSource
@@ -65,6 +69,9 @@ class KVService(BindingService):
         self._title = f"{host.deployment_id}-{spec.name}"
         account = spec.options.get("account")
         self._account = account if isinstance(account, str) and account else None
+        # Whose turn this binding's writes take on the store's writer (fair_writer.py): the
+        # account's, shared with its REST API calls; in ``ember dev`` the namespace's.
+        self._owner = self._account or f"namespace:{namespace_id}"
         max_bytes = spec.options.get("max_account_bytes")
         remedy = spec.options.get("quota_remedy")
         self._quota = (
@@ -113,8 +120,12 @@ class KVService(BindingService):
     ) -> object | StreamReply:
         if not self._ready:
             if self._account is None:  # ember dev: a binding's namespace exists once used
-                await self._store.run(
-                    self._store.store.ensure_namespace, self.namespace_id, self._title, None
+                await self._store.write(
+                    self._owner,
+                    self._store.store.ensure_namespace,
+                    self.namespace_id,
+                    self._title,
+                    None,
                 )
             else:
                 # A platform's namespaces are made (and deleted) by its control plane; a
@@ -130,8 +141,8 @@ class KVService(BindingService):
             return None
         if method == "delete":
             (key,) = _arity(op, args, 1)
-            await self._store.run(
-                self._store.store.delete, self.namespace_id, limits.validate_key(op, key)
+            await self._store.delete_many(
+                self._owner, self.namespace_id, [limits.validate_key(op, key)]
             )
             return None
         return await self._list(args)
@@ -140,7 +151,7 @@ class KVService(BindingService):
         key, cache_ttl = _arity("GET", args, 2)
         limits.validate_key("GET", key)
         limits.validate_cache_ttl("GET", cache_ttl)
-        entry = await self._store.run(self._store.store.get, self.namespace_id, key)
+        entry = await self._store.get(self._owner, self.namespace_id, key)
         if entry is None:
             return [False, None, None]
         if len(entry.value) <= INLINE_VALUE_BYTES:
@@ -155,7 +166,7 @@ class KVService(BindingService):
         heads: list[list[object]] = []
         values: list[bytes] = []
         for key in keys:
-            entry = await self._store.run(self._store.store.get, self.namespace_id, key)
+            entry = await self._store.get(self._owner, self.namespace_id, key)
             if entry is None:
                 heads.append([False, None, 0])
                 continue
@@ -185,6 +196,8 @@ class KVService(BindingService):
         elif not isinstance(body, bytes):
             raise limits.KVError("PUT", 400, "values must be strings, bytes or streams")
         limits.validate_value_length("PUT", len(body))
+        if not self._store.key_writes.take(self.namespace_id, key):
+            raise limits.KVError("PUT", key_rate.STATUS, key_rate.MESSAGE)
         quota, pool = self._quota, self._pool
 
         def put() -> None:  # on the store's thread: the pool's figures read just before
@@ -200,7 +213,7 @@ class KVService(BindingService):
             )
 
         try:
-            await self._store.run(put)
+            await self._store.write(self._owner, put)
         except KVQuotaExceeded as exc:
             raise limits.KVError("PUT", 413, str(exc)) from None
         except NotFound:
@@ -208,7 +221,7 @@ class KVService(BindingService):
 
     async def _require_namespace(self, op: str) -> None:
         try:
-            await self._store.run(self._store.store.get_namespace, self.namespace_id)
+            await self._store.write(self._owner, self._store.store.get_namespace, self.namespace_id)
         except NotFound:
             raise self._gone(op) from None
 
@@ -230,9 +243,7 @@ class KVService(BindingService):
         if cursor is not None and not isinstance(cursor, str):
             raise limits.KVError("LIST", 400, "cursor must be a string")
         cursor = limits.validate_cursor("LIST", cursor)
-        page = await self._store.run(
-            self._store.store.list, self.namespace_id, prefix=prefix, limit=count, cursor=cursor
-        )
+        page = await self._store.list(self.namespace_id, prefix=prefix, limit=count, cursor=cursor)
         keys = [info.as_listed() for info in page.keys]
         result: dict[str, object] = {"keys": keys, "list_complete": page.cursor is None}
         if page.cursor is not None:

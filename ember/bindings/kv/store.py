@@ -18,10 +18,16 @@ Owns durability and ordering, not validation (``limits.py`` does that, for every
 - A write the disk has no room for (SQLITE_FULL) is rolled back and raised as ``StorageFull``,
   recorded in ``health`` (``ember/storage.py``) until a later write succeeds.
 
-``KVStore`` is synchronous and thread-safe; ``AsyncKVStore`` (``async_store.py``) runs it on one
-worker thread so the supervisor's event loop never waits on a disk flush. The schema and the byte
-accounting are in ``schema.py``, how keys and cursors are encoded in ``keys.py``, the namespaces
-(create, list, rename, delete, an account's bytes) in ``namespaces.py``.
+- Reads of keys (``get``, ``lookup``, ``list``) use a second, read-only connection with its own
+  lock: WAL lets them run while a write transaction is open on the other (they see the last
+  commit), so a read never waits for a write.
+
+``KVStore`` is synchronous and thread-safe; ``AsyncKVStore`` (``async_store.py``) runs its reads
+on a reader thread and its writes on a writer thread that serves accounts in turn, so the
+supervisor's event loop never waits on a disk flush and no tenant's writes queue up everybody's.
+The schema and the byte accounting are in ``schema.py``, how keys and cursors are encoded in
+``keys.py``, the namespaces (create, list, rename, delete, an account's bytes) in
+``namespaces.py``.
 """
 
 from __future__ import annotations
@@ -36,19 +42,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ember import sqlite_space
-from ember.bindings.kv.keys import (
-    decode_cursor,
-    encode_cursor,
-    key_bytes,
-    key_text,
-    prefix_upper_bound,
-)
+from ember.bindings.kv.keys import key_bytes
 from ember.bindings.kv.namespaces import NamespaceTable
 from ember.bindings.kv.pool import check_pool
+from ember.bindings.kv.reader import KeyReader
 from ember.bindings.kv.records import (
     KVEntry,
-    KVKeyInfo,
-    KVListPage,
     KVQuota,
     KVQuotaExceeded,
     KVWrite,
@@ -77,7 +76,7 @@ class KVStoreUnavailable(InternalError):
         )
 
 
-class KVStore(NamespaceTable):
+class KVStore(NamespaceTable, KeyReader):
     """SQLite-backed KV namespaces (synchronous; one connection behind a lock)."""
 
     def __init__(
@@ -107,6 +106,15 @@ class KVStore(NamespaceTable):
         except sqlite3.Error as exc:  # e.g. "file is not a database": a foreign or torn file
             self._db.close()
             raise KVStoreUnavailable(self.path, exc) from exc
+        # Opened after the schema and WAL are in place; query_only: it must never write, or
+        # it would wait for (and take) the writer's lock.
+        self._read_lock = threading.Lock()
+        try:
+            self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._reader.execute("PRAGMA query_only=ON")
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise KVStoreUnavailable(self.path, exc) from exc
 
     def _migrate(self) -> None:
         """Add the columns an old file lacks, and recount its namespaces' bytes when they were
@@ -132,6 +140,12 @@ class KVStore(NamespaceTable):
         ``isolation_level=None`` sqlite3 opens none, and ``with self._db`` would leave each
         statement (the row, then its namespace's counter) to commit on its own."""
         with write_transaction(self._db, self.health, STORE, self.path):
+            yield
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[None]:
+        """Hold the writer: its lock and one open write transaction (committed on exit)."""
+        with self._lock, self._transaction():
             yield
 
     def limit_pages(self, pages: int) -> int:
@@ -167,28 +181,31 @@ class KVStore(NamespaceTable):
 
     def close(self) -> None:
         """Close the database."""
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self._db.close()
 
     # -- keys -------------------------------------------------------------------------------
 
     def get(self, namespace_id: str, key: str) -> KVEntry | None:
-        """The live entry for ``key``, or None (missing or expired)."""
+        """The live entry for ``key``, or None (missing or expired: then removed)."""
+        found = self.lookup(namespace_id, key)
+        if found.expired:
+            self.remove_expired(namespace_id, key)
+        return found.entry
+
+    def remove_expired(self, namespace_id: str, key: str) -> None:
+        """Delete ``key`` if it has expired (a write since may have renewed it). Housekeeping:
+        on a full disk it stays, invisible, and goes with a later write or purge."""
         raw_key = key_bytes(key)
-        now = self.clock()
-        with self._lock:
+        with self._lock, contextlib.suppress(StorageFull), self._transaction():
             row = self._db.execute(
-                "SELECT value, expiration, metadata FROM kv WHERE namespace = ? AND key = ?",
+                "SELECT expiration FROM kv WHERE namespace = ? AND key = ?",
                 (namespace_id, raw_key),
             ).fetchone()
-            if row is None:
-                return None
-            if row[1] is not None and row[1] <= now:
-                # Removing it is housekeeping: on a full disk the read still answers.
-                with contextlib.suppress(StorageFull), self._transaction():
-                    self._remove(namespace_id, raw_key)
-                return None
-        return KVEntry(key=key, value=bytes(row[0]), expiration=row[1], metadata=row[2])
+            if row is not None and row[0] is not None and row[0] <= self.clock():
+                self._remove(namespace_id, raw_key)
 
     def put(
         self,
@@ -331,39 +348,6 @@ class KVStore(NamespaceTable):
             self._db.execute(
                 "UPDATE namespaces SET bytes = bytes + ? WHERE id = ?", (delta, namespace_id)
             )
-
-    def list(
-        self, namespace_id: str, *, prefix: str = "", limit: int = 1000, cursor: str | None = None
-    ) -> KVListPage:
-        """Up to ``limit`` live keys starting with ``prefix``, after ``cursor``, in byte order.
-        ``cursor`` is one a list returned (ValueError otherwise: ``limits.validate_cursor``)."""
-        raw_prefix = key_bytes(prefix)
-        start = raw_prefix
-        strictly_after = False
-        if cursor:
-            after = decode_cursor(cursor)
-            if after >= start:
-                start, strictly_after = after, True
-        clauses = ["namespace = ?", "key > ?" if strictly_after else "key >= ?"]
-        params: list[object] = [namespace_id, start]
-        upper = prefix_upper_bound(raw_prefix)
-        if upper is not None:
-            clauses.append("key < ?")
-            params.append(upper)
-        clauses.append("(expiration IS NULL OR expiration > ?)")
-        params.extend([self.clock(), limit + 1])
-        query = (
-            "SELECT key, expiration, metadata FROM kv WHERE "
-            + " AND ".join(clauses)
-            + " ORDER BY key LIMIT ?"
-        )
-        with self._lock:
-            rows = self._db.execute(query, params).fetchall()
-        more = len(rows) > limit
-        rows = rows[:limit]
-        keys = tuple(KVKeyInfo(name=key_text(r[0]), expiration=r[1], metadata=r[2]) for r in rows)
-        next_cursor = encode_cursor(bytes(rows[-1][0])) if more and rows else None
-        return KVListPage(keys=keys, cursor=next_cursor)
 
     def purge_expired(self) -> int:
         """Delete every expired key; returns how many."""

@@ -9,7 +9,11 @@
     POST   .../bulk/delete      [key, ...] (also ``DELETE .../bulk``)
     POST   .../bulk/get         {keys: [...], type?: "text"|"json", withMetadata?: bool}
 
-Keys arrive percent-decoded by the router (``dir%2Fk:1`` is the key ``dir/k:1``). Every write is
+Keys arrive percent-decoded by the router (``dir%2Fk:1`` is the key ``dir/k:1``). Reads never
+wait for writes, and an account's writes take their turn with every other account's on the
+store's writer (``ember.bindings.kv.async_store``), with its workers' ``env.KV`` writes. Unlike
+``env.KV``, REST writes are not held to one write per second per key: Cloudflare bounds them by
+the REST API's own rate limit (``ember.bindings.kv.key_rate``). Every write is
 acknowledged only after its commit; an account's writes are checked against its byte limit
 (``platform.temporary`` or ``platform.accounts``) inside the same transaction. A bulk write or
 delete is one transaction: one flush, and a refused item (invalid, or past the quota) refuses
@@ -106,8 +110,8 @@ async def put_value(request: Request) -> Response:
             _int_query(request, "expiration_ttl"),
         )
         metadata = limits.validate_metadata("PUT", metadata)
-        await plane.kv.run(
-            plane.kv.store.put,
+        await plane.kv.put(
+            who.account.id,  # the account's turn on the writer, shared with its workers'
             namespace_id,
             key,
             value,
@@ -142,7 +146,7 @@ async def get_value(request: Request) -> Response:
     except limits.KVError as exc:
         return _refused(exc)
     _spend(request, who, "reads")
-    entry = await plane.kv.run(plane.kv.store.get, namespace_id, key)
+    entry = await plane.kv.get(who.account.id, namespace_id, key)
     if entry is None:
         raise KeyNotFound(key)
     headers = {"expiration": str(entry.expiration)} if entry.expiration else {}
@@ -154,7 +158,7 @@ async def get_metadata(request: Request) -> Response:
     key = request.path_params["key"]
     plane = plane_of(request)
     _spend(request, who, "reads")
-    entry = await plane.kv.run(plane.kv.store.get, namespace_id, key)
+    entry = await plane.kv.get(who.account.id, namespace_id, key)
     if entry is None:
         raise KeyNotFound(key)
     return ok(json.loads(entry.metadata) if entry.metadata else None)
@@ -169,7 +173,7 @@ async def delete_value(request: Request) -> Response:
     except limits.KVError as exc:
         return _refused(exc)
     _spend(request, who, "deletes")
-    await plane.kv.run(plane.kv.store.delete, namespace_id, key)
+    await plane.kv.delete_many(who.account.id, namespace_id, [key])
     return ok({})
 
 
@@ -185,9 +189,7 @@ async def list_keys(request: Request) -> Response:
     except limits.KVError as exc:
         return _refused(exc)
     _spend(request, who, "lists")
-    page = await plane.kv.run(
-        plane.kv.store.list, namespace_id, prefix=prefix, limit=count, cursor=cursor
-    )
+    page = await plane.kv.list(namespace_id, prefix=prefix, limit=count, cursor=cursor)
     keys: list[dict[str, Any]] = []
     for info in page.keys:
         item: dict[str, Any] = {"name": info.name}
@@ -211,8 +213,8 @@ async def bulk_put(request: Request) -> Response:
         for index, item in enumerate(items):
             writes.append(bulk_write(plane.clock(), index, item))
         _spend(request, who, "writes", len(writes))
-        await plane.kv.run(
-            plane.kv.store.put_many,
+        await plane.kv.put_many(
+            who.account.id,
             namespace_id,
             writes,
             quota=_quota(request, who),
@@ -236,7 +238,7 @@ async def bulk_delete(request: Request) -> Response:
                 f"{type(key).__name__}, not a string"
             )
     _spend(request, who, "deletes", len(keys))
-    await plane.kv.run(plane.kv.store.delete_many, namespace_id, keys)  # one transaction
+    await plane.kv.delete_many(who.account.id, namespace_id, keys)  # one transaction
     return ok({"successful_key_count": len(keys), "unsuccessful_keys": []})
 
 
@@ -254,7 +256,7 @@ async def bulk_get(request: Request) -> Response:
     with_metadata = bool(body.get("withMetadata"))
     values: dict[str, Any] = {}
     for key in keys:
-        entry = await plane.kv.run(plane.kv.store.get, namespace_id, key)
+        entry = await plane.kv.get(who.account.id, namespace_id, key)
         value: Any = None
         if entry is not None:
             text = entry.value.decode("utf-8", "replace")
