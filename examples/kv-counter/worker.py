@@ -4,8 +4,14 @@ GET /anything      -> increments and returns the count for /anything
 GET /__counts      -> every counter (KV list with metadata)
 DELETE /anything   -> resets the counter
 A short-lived "last visit" key shows expiration_ttl (KV's minimum is 60 seconds).
+
+Workers KV takes one write per second to the same key; a faster one throws "KV PUT failed: 429
+Too Many Requests" (on Cloudflare and in ember; not in Miniflare). Two visits to one path within
+a second write one key twice, so writes retry with backoff, as Cloudflare's KV docs advise.
+(Counting in KV loses concurrent visits anyway: a real counter belongs in a Durable Object.)
 """
 
+import asyncio
 import json
 from urllib.parse import urlsplit
 
@@ -27,6 +33,19 @@ class Default(WorkerEntrypoint):
             await kv.delete(key)
             return Response("reset\n")
         count = int(await kv.get(key) or 0) + 1
-        await kv.put(key, str(count), metadata={"value": count})
-        await kv.put("last-visit", json.dumps({"path": path}), expiration_ttl=60)
+        await put_with_retry(kv, key, str(count), metadata={"value": count})
+        await put_with_retry(kv, "last-visit", json.dumps({"path": path}), expiration_ttl=60)
         return Response(f"{path} has been visited {count} time(s)\n")
+
+
+async def put_with_retry(kv, key, value, attempts=5, **options):
+    """``kv.put``, retried after 0.25, 0.5, 1, 2 s while the key is rate limited (429)."""
+    delay = 0.25
+    for attempt in range(attempts):
+        try:
+            return await kv.put(key, value, **options)
+        except Exception as exc:
+            if "429" not in str(exc) or attempt == attempts - 1:
+                raise
+            await asyncio.sleep(delay)
+            delay *= 2

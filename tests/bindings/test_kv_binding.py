@@ -147,28 +147,29 @@ def test_errors_reach_the_handler_with_the_platform_message(harness: Harness, kv
         assert c.get("/", headers={"x-op": "type"}).text.startswith("Unknown response type.")
 
 
+# Keys of its own: the harness's deployments share a namespace, and a key takes one write a second.
 BULK = """
 from workers import Response
 
 async def fetch(request, env, ctx):
     kv = env.KV
-    await kv.put("a", "text value", metadata={"n": 1})
-    await kv.put("j", '{"name": "json"}')
-    await kv.put("big", "x" * (300 * 1024))
-    texts = await kv.get(["a", "missing", "big"])
-    parsed = await kv.get(["j"], type="json")
-    with_meta = await kv.get_with_metadata(["a", "missing"])
+    await kv.put("ba", "text value", metadata={"n": 1})
+    await kv.put("bj", '{"name": "json"}')
+    await kv.put("bbig", "x" * (300 * 1024))
+    texts = await kv.get(["ba", "missing", "bbig"])
+    parsed = await kv.get(["bj"], type="json")
+    with_meta = await kv.get_with_metadata(["ba", "missing"])
     errors = []
-    for keys, kind in ((["a"] * 101, "text"), ([], "text"), (["a"], "arrayBuffer"),
-                       (["a"], "json")):
+    for keys, kind in ((["ba"] * 101, "text"), ([], "text"), (["ba"], "arrayBuffer"),
+                       (["ba"], "json")):
         try:
             await kv.get(keys, type=kind)
         except Exception as exc:
             errors.append(str(exc))
     return Response.json({
-        "texts": [texts["a"], texts["missing"], len(texts["big"]), list(texts)],
-        "json": parsed["j"].name,
-        "meta": [with_meta["a"].value, with_meta["a"].metadata.n, with_meta["missing"]],
+        "texts": [texts["ba"], texts["missing"], len(texts["bbig"]), list(texts)],
+        "json": parsed["bj"].name,
+        "meta": [with_meta["ba"].value, with_meta["ba"].metadata.n, with_meta["missing"]],
         "errors": errors,
     })
 """
@@ -178,7 +179,7 @@ def test_bulk_get_reads_up_to_100_keys_as_workers_kv_does(harness: Harness, tmp_
     root = write_project(tmp_path / "bulk", BULK, "kv_namespaces:\n  - binding: KV\n")
     with harness.client(harness.deploy(root)) as client:
         answer = client.get("/").json()
-    assert answer["texts"] == ["text value", None, 300 * 1024, ["a", "missing", "big"]]
+    assert answer["texts"] == ["text value", None, 300 * 1024, ["ba", "missing", "bbig"]]
     assert answer["json"] == "json"
     assert answer["meta"] == ["text value", 1, None]
     assert answer["errors"] == [

@@ -1,0 +1,301 @@
+"""Does one account's KV write flood stall everybody's KV? A victim worker's ``KV.get`` and
+``KV.put`` latency on ``ember serve`` while another account's workers ``KV.put`` in a loop, on
+this checkout's platform and on ``--baseline``'s (a checkout from before KV reads and writes were
+scheduled apart and fairly), one platform each, their phases alternating round by round.
+
+    git archive <commit> | tar -x -C <dir>
+    PYTHONPATH=. python -m bench.kv_flood --baseline <dir> --baseline-commit <commit>
+
+Each platform serves two permanent accounts, each with a KV namespace: ``victim`` (one worker:
+``/get`` reads a stored key, ``/put`` writes a fresh key) and ``flood`` (one worker: each request
+writes ``--puts`` fresh keys one after the other, so every write commits on its own). A phase
+runs ``--seconds``: ``--victim-connections`` keep-alive connections each send the victim's
+``get`` or ``put`` requests one after the other, and in ``flood`` phases ``--flood-connections``
+more connections keep the flooder's requests coming (``quiet``: none). Per phase: the victim's
+get and put p50 / p99 latency (ms, per request: one KV operation each) and the flooder's KV
+writes per second. Writes ``bench/results/kv_flood.json``: the phases, and per side and kind
+the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.ai_load import checkout_commit, load_average  # noqa: E402
+from tests.serve.conftest import upload  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+VICTIM = """\
+import itertools
+from workers import Response
+
+FRESH = itertools.count()
+
+
+async def on_fetch(request, env):
+    if request.url.endswith("/put"):
+        await env.KV.put(f"v{next(FRESH)}", "x" * 100)  # a fresh key: no 1/s-per-key refusal
+        return Response("put")
+    value = await env.KV.get("stored")
+    return Response(value or "missing")
+"""
+FLOODER = """\
+import itertools
+import os
+from workers import Response
+
+FRESH = itertools.count()
+PREFIX = os.urandom(4).hex()
+
+
+async def on_fetch(request, env):
+    for _ in range({puts}):
+        await env.KV.put(f"{{PREFIX}}-{{next(FRESH)}}", "x" * 100)
+    return Response("flooded")
+"""
+KINDS = ("quiet", "flood")
+
+
+class Platform:
+    """One checkout's ``ember serve`` with the victim's and the flooder's workers."""
+
+    def __init__(self, name: str, code: Path, scratch: Path, args: argparse.Namespace) -> None:
+        self.name = name
+        self.env = {**os.environ, "PYTHONPATH": str(code), "NO_COLOR": "1"}
+        self.code = code
+        self.state = scratch / name / "state"
+        self.state.parent.mkdir(parents=True)
+        port_file = scratch / name / "port"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ember", "serve", "--port", "0", "--state-dir", str(self.state)]
+            + ["--port-file", str(port_file), "--idle-timeout", "1h"],
+            cwd=code,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120
+        while not port_file.exists():
+            assert self.process.poll() is None and time.monotonic() < deadline, "serve died"
+            time.sleep(0.05)
+        self.port = int(port_file.read_text())
+        self._deploy("victim", "app", VICTIM, seed=True)
+        self._deploy("flood", "writer", FLOODER.format(puts=args.puts))
+
+    def _deploy(self, account: str, name: str, source: str, seed: bool = False) -> None:
+        created = subprocess.run(
+            [sys.executable, "-m", "ember", "accounts", "create", account, "--json"]
+            + ["--state-dir", str(self.state)],
+            cwd=self.code,
+            env=self.env,
+            capture_output=True,
+            check=True,
+        )
+        made = json.loads(created.stdout)
+        base = f"http://127.0.0.1:{self.port}/client/v4/accounts/{made['id']}"
+        auth = {"authorization": f"Bearer {made['token']}"}
+        namespace = httpx.post(
+            f"{base}/storage/kv/namespaces", json={"title": account}, headers=auth, timeout=60
+        ).json()["result"]["id"]
+        if seed:
+            stored = httpx.put(
+                f"{base}/storage/kv/namespaces/{namespace}/values/stored",
+                content=b"y" * 100,
+                headers=auth,
+                timeout=60,
+            )
+            assert stored.status_code == 200, stored.text
+        bindings = [{"name": "KV", "type": "kv_namespace", "namespace_id": namespace}]
+        body, headers = upload(source, bindings=bindings)
+        reply = httpx.put(
+            f"{base}/workers/scripts/{name}", content=body, headers=headers | auth, timeout=120
+        )
+        assert reply.status_code == 200, reply.text
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+async def _client(
+    port: int,
+    host: str,
+    path: str,
+    stop: asyncio.Event,
+    latencies: list[float] | None = None,
+) -> int:
+    """Requests to ``host`` one after the other on one keep-alive connection until ``stop``."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    done = 0
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    try:
+        while not stop.is_set():
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            body = await reader.readexactly(length)
+            assert head.startswith(b"HTTP/1.1 200"), head + body
+            if latencies is not None:
+                latencies.append((time.perf_counter() - started) * 1e3)
+            done += 1
+    finally:
+        writer.close()
+    return done
+
+
+def _percentiles(latencies: list[float]) -> tuple[float, float]:
+    ordered = sorted(latencies)
+    return (
+        round(statistics.median(ordered), 2),
+        round(ordered[int(0.99 * (len(ordered) - 1))], 2),
+    )
+
+
+async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict:
+    stop = asyncio.Event()
+    flooders = []
+    if kind == "flood":
+        flooders = [
+            asyncio.create_task(_client(platform.port, "writer.flood.localhost", "/flood", stop))
+            for _ in range(args.flood_connections)
+        ]
+        await asyncio.sleep(0.5)  # the flood is under way before the victim is measured
+    gets: list[float] = []
+    puts: list[float] = []
+    started = time.perf_counter()
+    victims = []
+    for index in range(args.victim_connections):
+        path, into = ("/get", gets) if index % 2 == 0 else ("/put", puts)
+        victims.append(
+            asyncio.create_task(_client(platform.port, "app.victim.localhost", path, stop, into))
+        )
+    await asyncio.sleep(args.seconds)
+    stop.set()
+    await asyncio.gather(*victims)
+    elapsed = time.perf_counter() - started
+    flooded = sum(await asyncio.gather(*flooders)) if flooders else 0
+    get_p50, get_p99 = _percentiles(gets)
+    put_p50, put_p99 = _percentiles(puts)
+    return {
+        "side": platform.name,
+        "kind": kind,
+        "victim_get_p50_ms": get_p50,
+        "victim_get_p99_ms": get_p99,
+        "victim_put_p50_ms": put_p50,
+        "victim_put_p99_ms": put_p99,
+        "victim_gets": len(gets),
+        "victim_puts": len(puts),
+        # Approximate: requests finished over the phase (0.5 s of lead-in included) x puts each.
+        "flood_puts_per_s": round(flooded * args.puts / (elapsed + 0.5), 1),
+        "loadavg": os.getloadavg()[0],
+    }
+
+
+METRICS = (
+    "victim_get_p50_ms",
+    "victim_get_p99_ms",
+    "victim_put_p50_ms",
+    "victim_put_p99_ms",
+    "victim_gets",
+    "victim_puts",
+    "flood_puts_per_s",
+)
+
+
+def summary(phases: list[dict]) -> list[dict]:
+    out = []
+    for side, kind in itertools.product(("baseline", "this"), KINDS):
+        rows = [p for p in phases if p["side"] == side and p["kind"] == kind]
+        if not rows:
+            continue
+        row: dict = {"side": side, "kind": kind, "rounds": len(rows)}
+        for key in METRICS:
+            row[key] = round(statistics.median(r[key] for r in rows), 2)
+        out.append(row)
+    return out
+
+
+async def run(platforms: list[Platform], args: argparse.Namespace) -> list[dict]:
+    for platform in platforms:  # warm: every isolate started, the client's path taken once
+        warm = argparse.Namespace(**{**vars(args), "seconds": 1.0})
+        for kind in KINDS:
+            await phase(platform, kind, warm)
+    phases = []
+    for round_index in range(args.rounds):
+        order = platforms if round_index % 2 == 0 else platforms[::-1]
+        for platform in order:
+            for kind in KINDS:
+                result = await phase(platform, kind, args)
+                result["round"] = round_index
+                print(json.dumps(result), flush=True)
+                phases.append(result)
+    return phases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="the other checkout")
+    parser.add_argument("--baseline-commit", help="recorded for a baseline that is no git checkout")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--victim-connections", type=int, default=2, help="half get, half put")
+    parser.add_argument("--flood-connections", type=int, default=4)
+    parser.add_argument("--puts", type=int, default=20, help="KV writes per flood request")
+    parser.add_argument("--out", type=Path, default=RESULTS / "kv_flood.json")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kv-flood-") as scratch:
+        platforms = [
+            Platform("baseline", args.baseline.resolve(), Path(scratch), args),
+            Platform("this", ROOT, Path(scratch), args),
+        ]
+        try:
+            load_before = load_average()
+            phases = asyncio.run(run(platforms, args))
+        finally:
+            for platform in platforms:
+                platform.stop()
+    # This machine's paths stay out of the record: the baseline is named by its commit.
+    argv = ["<checkout>" if a == str(args.baseline) else a for a in sys.argv[1:]]
+    result = {
+        "command": " ".join(["PYTHONPATH=. python -m bench.kv_flood", *argv]),
+        "commits": {
+            "baseline": args.baseline_commit or checkout_commit(args.baseline),
+            "this": checkout_commit(ROOT),
+        },
+        "machine": {"cpu_count": os.cpu_count(), "load_before": load_before},
+        "load_after": load_average(),
+        "args": {k: v for k, v in vars(args).items() if not isinstance(v, Path)},
+        "summary": summary(phases),
+        "phases": phases,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    for row in result["summary"]:
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
