@@ -135,3 +135,38 @@ def test_a_deleted_namespace_takes_no_more_writes_from_a_running_worker(
         assert store.list(namespace).keys == ()
     finally:
         store.close()
+
+
+TWICE = """\
+from workers import Response
+
+async def on_fetch(request, env):
+    key = request.url.rsplit("/", 1)[1]
+    outcomes = []
+    for value in ("first", "second"):
+        try:
+            await env.KV.put(key, value)
+            outcomes.append("ok")
+        except Exception as exc:
+            outcomes.append(str(exc))
+    return Response("|".join(outcomes) + "|" + str(await env.KV.get(key)))
+"""
+
+
+def test_one_binding_write_per_second_per_key_but_rest_is_not_held_to_it(
+    serve: ServeProcess,
+) -> None:
+    account_id, token = permanent_account(serve, "kvrate")
+    with serve.api(token) as api:
+        ns = api.post(f"/accounts/{account_id}/storage/kv/namespaces", json={"title": "r"}).json()
+        namespace = ns["result"]["id"]
+        binding = [{"name": "KV", "type": "kv_namespace", "namespace_id": namespace}]
+        assert put_worker(api, account_id, "twice", TWICE, bindings=binding).status_code == 200
+        # Two writes of one key back to back: the second is Cloudflare's 429, nothing changed.
+        answer = serve.worker("kvrate", "twice", "/k").text
+        assert answer == "ok|KV PUT failed: 429 Too Many Requests|first"
+        # The REST API is bounded by the API's own rate limit, not the key's (KV FAQ).
+        values = f"/accounts/{account_id}/storage/kv/namespaces/{namespace}/values"
+        for value in (b"r1", b"r2", b"r3"):
+            assert api.put(f"{values}/rest", content=value).status_code == 200
+        assert api.get(f"{values}/rest").content == b"r3"
