@@ -30,7 +30,7 @@ from ember.models.pool.config import ModelServing, PoolConfig
 from ember.models.pool.fair import Fairness
 from ember.models.pool.launch import ModelSource, family_parsers, free_port, launch_command
 from ember.models.pool.lease import Lease
-from ember.models.pool.pooled_stream import PooledStream
+from ember.models.pool.pooled_stream import TIMED_OUT, PooledStream
 from ember.models.pool.replica import Replica, State
 from ember.models.pool.status import PoolStatus
 from ember.models.pool.upstream import (
@@ -240,6 +240,10 @@ class ModelPool(PoolStatus):
                 lease = admitted
             else:  # every slot is taken: it holds its place in the queue, under the deadline
                 lease = await group.wait(admitted, max(0.0, deadline - loop.time()))
+            # The opening is under the deadline too: a replica that takes the request and never
+            # answers must not hold it (and its slot) for ever. Failing the lease cuts the
+            # connection, so the replica hears the request is gone.
+            opening = loop.call_later(max(0.0, deadline - loop.time()), lease.fail, TIMED_OUT)
             try:
                 events = await open_events(
                     self.wire, lease, path, self._named(body, lease), options.headers
@@ -249,9 +253,16 @@ class ModelPool(PoolStatus):
                 if attempt == MAX_CONNECT_RETRIES:
                     raise errors.replica_failed(model_id, f"no replica answered ({exc})") from None
                 continue
+            except errors.UpstreamFailed:
+                lease.release()
+                if lease.failure == TIMED_OUT:
+                    raise errors.timed_out() from None
+                raise
             except BaseException:
                 lease.release()
                 raise
+            finally:
+                opening.cancel()
             return PooledStream(events, max(0.0, deadline - loop.time()))
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -11,6 +11,8 @@ import asyncio
 from ember.models.pool import errors
 from ember.models.pool.upstream import EventStream
 
+TIMED_OUT = "the request timed out"  # the lease failure a deadline records
+
 
 class PooledStream:
     """A replica's event stream that gives its slot back when it ends, however it ends."""
@@ -23,7 +25,7 @@ class PooledStream:
 
     def _expire(self) -> None:
         self.timed_out = True
-        self._events.lease.fail("the request timed out")
+        self._events.lease.fail(TIMED_OUT)
         # Whether or not anybody still reads it, the replica stops and the slot is freed.
         self._closer = asyncio.ensure_future(self.aclose())
 
