@@ -47,7 +47,13 @@ def _row(pool: ModelPool, s: ModelStatus) -> dict[str, Any]:
         "quantization": s.quantization,
         "kv_cache_dtype": s.kv_cache_dtype,
         "replicas": [
-            {"state": r.state, "describe": r.describe, "restarts": r.restarts} for r in s.replicas
+            # An ejected replica (outlier.py) is ready but out of rotation: said so.
+            {
+                "state": "ejected" if r.ejected else r.state,
+                "describe": r.describe,
+                "restarts": r.restarts,
+            }
+            for r in s.replicas
         ]
         or [
             {"state": "stopped", "describe": d.describe(), "restarts": 0} for d in serving.replicas

@@ -1,7 +1,8 @@
 """One model's admission: which replica takes a request, and who waits.
 
 - **Least outstanding work**: a request goes to the ready replica with the fewest requests in
-  flight that still has a free slot (``max_running_requests``); ties rotate.
+  flight that still has a free slot (``max_running_requests``); ties rotate. A replica ejected
+  after failed requests (``outlier.py``) is passed over while one in rotation can serve.
 - **Session affinity**: requests carrying the same ``x-session-affinity`` value go to the replica
   that served the session first, for as long as it is ready (its prefix cache holds the
   conversation); if it is busy they wait for it rather than spill over, and if it died the
@@ -32,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections import OrderedDict
 
 from ember.models.pool import errors
@@ -282,19 +284,27 @@ class ModelGroup:
     def _has_room(self, session: str | None, weight: int) -> bool:
         """Whether ``_place`` would find a slot now (without taking it)."""
         pinned = self._sessions.get(session) if session is not None else None
-        if pinned is not None and pinned.state is State.READY:
+        if pinned is not None and pinned.state is State.READY and not pinned.outlier.ejected:
             return pinned.fits(weight)
         return any(r.fits(weight) for r in self.replicas)
 
     def _place(self, session: str | None, weight: int) -> Lease | None:
+        now = time.monotonic()
         if session is not None:
             pinned = self._sessions.get(session)
-            if pinned is not None and pinned.state is State.READY:
+            if pinned is not None and pinned.state is State.READY and pinned.outlier.takes(now):
                 self._sessions.move_to_end(session)
                 return pinned.lease(session, weight) if pinned.fits(weight) else None
         candidates = [r for r in self.replicas if r.fits(weight)]
         if not candidates:
             return None
+        # Ejected replicas (outlier.py) are left out while one in rotation can serve; a model
+        # whose every ready replica is ejected still uses them rather than refusing requests.
+        taking = [r for r in candidates if r.outlier.takes(now)]
+        if taking:
+            candidates = taking
+        elif any(r.state is State.READY and not r.outlier.ejected for r in self.replicas):
+            return None  # the replicas in rotation are only busy: wait for them
         fewest = min(r.outstanding for r in candidates)
         best = [r for r in candidates if r.outstanding == fewest]
         chosen = best[next(self._turn) % len(best)]

@@ -23,6 +23,14 @@ class Lease:
     released: bool = False
     failure: str | None = None
     fairness: Fairness | None = None  # whose slot it is (fair.py); None: nobody's in particular
+    judged: bool = False  # its outcome was told to the replica's outlier detection
+
+    def outcome(self, failure: str | None) -> None:
+        """The request succeeded (None) or failed (why) through the replica's fault: told to
+        its outlier detection once (outlier.py). A cancelled request says nothing."""
+        if not self.judged:
+            self.judged = True
+            self.replica.outcome(self, failure)
 
     @property
     def owner(self) -> str | None:

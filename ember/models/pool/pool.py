@@ -199,13 +199,21 @@ class ModelPool(PoolStatus):
     ) -> ReplicaAnswer:
         """A non-streaming request; its answer (any status) or an ``errors`` exception."""
         timeout = options.timeout or self.config.settings.request_timeout_s
+        deadline = asyncio.get_running_loop().time() + timeout
         try:
-            return await asyncio.wait_for(self._post(model_id, path, body, options), timeout)
+            return await asyncio.wait_for(
+                self._post(model_id, path, body, options, deadline), timeout
+            )
         except TimeoutError:
             raise errors.timed_out() from None
 
     async def _post(
-        self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
+        self,
+        model_id: str,
+        path: str,
+        body: Mapping[str, object],
+        options: RequestOptions,
+        deadline: float,
     ) -> ReplicaAnswer:
         for attempt in range(MAX_CONNECT_RETRIES + 1):
             lease = await self._acquire(model_id, options, body, retry=attempt > 0)
@@ -213,6 +221,12 @@ class ModelPool(PoolStatus):
                 return await post_json(
                     self.http, lease, path, self._named(body, lease), options.headers
                 )
+            except asyncio.CancelledError:
+                # Cancelled by the deadline (``post``'s wait_for) rather than by the caller:
+                # the replica did not answer in time, which outlier detection counts.
+                if asyncio.get_running_loop().time() >= deadline:
+                    lease.outcome(TIMED_OUT)
+                raise
             except ReplicaUnreachable as exc:
                 if attempt == MAX_CONNECT_RETRIES:
                     raise errors.replica_failed(model_id, f"no replica answered ({exc})") from None

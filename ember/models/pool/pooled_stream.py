@@ -25,6 +25,7 @@ class PooledStream:
 
     def _expire(self) -> None:
         self.timed_out = True
+        self._events.lease.outcome(TIMED_OUT)
         self._events.lease.fail(TIMED_OUT)
         # Whether or not anybody still reads it, the replica stops and the slot is freed.
         self._closer = asyncio.ensure_future(self.aclose())
@@ -34,27 +35,36 @@ class PooledStream:
 
     async def __anext__(self) -> str:
         try:
-            return await self._events.__anext__()
+            data = await self._events.__anext__()
         except StopAsyncIteration:
+            self._events.lease.outcome(None)
             await self.aclose()
             raise
-        except errors.UpstreamFailed:
+        except errors.UpstreamFailed as exc:
+            self._events.lease.outcome(exc.description)
             await self.aclose()
             if self.timed_out:
                 raise errors.timed_out() from None
             raise
+        if data == "[DONE]":  # the consumer may stop reading here: the answer is complete
+            self._events.lease.outcome(None)
+        return data
 
     async def next_batch(self) -> list[str]:
         """Every event available now (see ``EventStream.next_batch``); [] at the end."""
         try:
             batch = await self._events.next_batch()
-        except errors.UpstreamFailed:
+        except errors.UpstreamFailed as exc:
+            self._events.lease.outcome(exc.description)
             await self.aclose()
             if self.timed_out:
                 raise errors.timed_out() from None
             raise
         if not batch:
+            self._events.lease.outcome(None)
             await self.aclose()
+        elif batch[-1] == "[DONE]":  # the consumer may stop reading here: the answer is complete
+            self._events.lease.outcome(None)
         return batch
 
     @property

@@ -17,6 +17,7 @@ import httpx
 from ember.models.pool.config import PoolSettings, ReplicaConfig
 from ember.models.pool.launch import LaunchCommand
 from ember.models.pool.lease import Lease
+from ember.models.pool.outlier import Ejection, Outlier
 from ember.models.pool.process import ReplicaProcess
 from ember.models.pool.start_failure import StartFailure, retry_delay
 from ember.models.pool.supervision import ReplicaSupervision, State
@@ -36,6 +37,7 @@ class ReplicaStatus:
     last_error: str | None
     ready_seconds: float | None
     command: str | None = None
+    ejected: bool = False  # out of rotation after failed requests (outlier.py)
     served: dict = field(default_factory=dict)
 
     @property
@@ -83,6 +85,9 @@ class Replica(ReplicaSupervision):
         self._ready_since: float | None = None
         self._load_started = 0.0
         self._stopping = False
+        self.outlier = Outlier(
+            Ejection(settings.eject_after, settings.eject_time_s, settings.max_eject_time_s)
+        )
 
     # -- what the admission layer reads --------------------------------------------------------
 
@@ -123,11 +128,27 @@ class Replica(ReplicaSupervision):
     def lease(self, session: str | None, weight: int = 1) -> Lease:
         lease = Lease(self, session, weight=weight)
         self.leases.add(lease)
+        self.outlier.leased(lease, time.monotonic())
         return lease
 
     def _release(self, lease: Lease) -> None:
         self.leases.discard(lease)
+        self.outlier.released(lease)
         self._on_change()
+
+    def outcome(self, lease: Lease, failure: str | None) -> None:
+        """A request's outcome (``Lease.outcome``): may eject this replica or restore it."""
+        if failure is None:
+            if self.outlier.succeeded():
+                self._progress(f"{self.name} answered its probe request: back in rotation")
+                self._on_change()
+            return
+        seconds = self.outlier.failed(lease, time.monotonic())
+        if seconds is not None:
+            self._progress(
+                f"{self.name} ejected for {seconds:g} s after failed requests "
+                f"(last: {self.public(failure)}); then one probe request decides"
+            )
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -194,4 +215,5 @@ class Replica(ReplicaSupervision):
             last_error=self.last_error,
             ready_seconds=ready,
             command=command,
+            ejected=self.outlier.ejected,
         )

@@ -23,7 +23,11 @@ POOL_KEYS = {
     "restart_backoff_s": (0.05, 600.0),
     "max_restart_backoff_s": (0.05, 3600.0),
     "account_share": (0.01, 1.0),
+    "eject_after": (0, 1000),
+    "eject_time_s": (0.05, 3600.0),
+    "max_eject_time_s": (0.05, 86400.0),
 }
+INTEGER_KEYS = frozenset({"unhealthy_after", "eject_after"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,11 @@ class PoolSettings:
     # The part of each model's running + queued bound one account may hold (fair.py). None:
     # no cap, ``ember dev``'s default (one trusted user); ``ember serve`` makes it 0.5.
     account_share: float | None = None
+    # Outlier ejection (outlier.py): failed requests in a row that take a replica out of
+    # rotation (0: never), for how long at first, and the cap of the doubling.
+    eject_after: int = 5
+    eject_time_s: float = 30.0
+    max_eject_time_s: float = 300.0
 
 
 def parse_pool_settings(value: object, file: str, where: str) -> PoolSettings:
@@ -79,7 +88,7 @@ def parse_pool_settings(value: object, file: str, where: str) -> PoolSettings:
         low, high = POOL_KEYS[key]
         if isinstance(item, bool) or not isinstance(item, int | float) or not low <= item <= high:
             raise ConfigError(file, f"{where}.{key}", item, f"a number from {low:g} to {high:g}")
-        changes[key] = int(item) if key == "unhealthy_after" else float(item)
+        changes[key] = int(item) if key in INTEGER_KEYS else float(item)
     return replace(PoolSettings(), **changes)  # type: ignore[arg-type]
 
 

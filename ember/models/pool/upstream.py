@@ -123,15 +123,26 @@ async def post_json(
         response = await task
     except asyncio.CancelledError:
         if lease.failure is not None and not _cancelling():
+            lease.outcome(lease.failure)
             raise errors.replica_failed(replica.model_id, lease.failure) from None
         raise
     except httpx.ConnectError as exc:
+        lease.outcome(f"{replica.short_name} refused the connection")
         raise ReplicaUnreachable(str(exc)) from exc
     except httpx.HTTPError as exc:
-        raise errors.replica_failed(replica.model_id, await failure_reason(lease, exc)) from exc
+        reason = await failure_reason(lease, exc)
+        lease.outcome(reason)
+        raise errors.replica_failed(replica.model_id, reason) from exc
     finally:
         lease.on_fail = None
+    lease.outcome(_status_failure(replica.short_name, response.status_code))
     return ReplicaAnswer(response.status_code, _decode(response.content), response.headers)
+
+
+def _status_failure(replica: str, status: int) -> str | None:
+    """What an answer's status says of the replica (outlier.py): a 5xx is its fault; a 4xx is
+    the request's, and any answer at all shows the replica works."""
+    return f"{replica} answered {status}" if status >= 500 else None
 
 
 def _cancelling() -> bool:
@@ -262,15 +273,20 @@ async def open_events(
         response = await opening
     except asyncio.CancelledError:
         if lease.failure is not None and not _cancelling():
+            lease.outcome(lease.failure)
             raise errors.replica_failed(replica.model_id, lease.failure) from None
         raise
     except WireConnectError as exc:
+        lease.outcome(f"{replica.short_name} refused the connection")
         raise ReplicaUnreachable(str(exc)) from exc
     except WireError as exc:
-        raise errors.replica_failed(replica.model_id, await failure_reason(lease, exc)) from exc
+        reason = await failure_reason(lease, exc)
+        lease.outcome(reason)
+        raise errors.replica_failed(replica.model_id, reason) from exc
     finally:
         lease.on_fail = None
     if response.status != 200:
+        lease.outcome(_status_failure(replica.short_name, response.status))
         try:
             content = await response.read()
         except WireError:

@@ -6,7 +6,8 @@ its chat answers are sick, by ``mode``:
 - ``hang``: reads the request and never answers (no status line, no headers);
 - ``e500``: 500 with an OpenAI-style error body;
 - ``garbage``: 200 with a body that is not JSON (``{not json at all``), or in a stream a
-  ``data: {garbage`` event before ``data: [DONE]``.
+  ``data: {garbage`` event before ``data: [DONE]``;
+- ``ok``: well after all (a test switches ``mode`` to see a replica recover): a one-word answer.
 
 It is a raw asyncio server (not starlette) so that it can send exactly the bytes a broken
 server would, and it counts the chat connections it holds open: a test sees the pool hang up.
@@ -86,9 +87,19 @@ class SickServer:
             return b""  # the read of the next request waits until the client hangs up
         if self.mode == "e500":
             return _answer(500, b'{"error": {"message": "internal boom from the sick replica"}}')
+        if self.mode == "ok":
+            return _answer(200, json.dumps(_completion(bool(stream))).encode())
         if stream:
             return _answer(200, b"data: {garbage\n\ndata: [DONE]\n\n", "text/event-stream")
         return _answer(200, b"{not json at all")
+
+
+def _completion(stream: bool) -> dict:
+    message = {"role": "assistant", "content": "fine"}
+    if stream:  # (the ok mode answers a stream with JSON: only non-streamed tests use it)
+        raise AssertionError("the ok mode serves non-streamed requests only")
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return {"object": "chat.completion", "model": MODEL, "choices": [choice]}
 
 
 @contextlib.contextmanager
