@@ -27,6 +27,7 @@ from ember.models.pool.lease import Lease
 from ember.models.pool.wire import StreamedResponse, WireConnectError, WireError, WirePool
 
 CONNECT_TIMEOUT = 5.0
+SNIPPET_CHARS = 100  # how much of a replica's invalid answer an error quotes
 LEASE_REASON_WAIT = 0.5  # after a transport error, how long to wait for the replica's verdict
 _END = object()
 _CLOSED = object()  # closed by its consumer; the error a later read raises is made then
@@ -135,8 +136,26 @@ async def post_json(
         raise errors.replica_failed(replica.model_id, reason) from exc
     finally:
         lease.on_fail = None
+    if response.status_code == 200:
+        # A 200 is the answer itself: one that is not JSON is the replica's fault (3040, as
+        # its 500 is), never a success carrying a string. Other statuses keep their text
+        # for the refusal's message.
+        try:
+            body = json.loads(response.content)
+        except (ValueError, UnicodeDecodeError):
+            reason = f"{replica.short_name} answered invalid JSON: {snippet(response.content)}"
+            lease.outcome(reason)
+            raise errors.replica_failed(replica.model_id, reason) from None
+        lease.outcome(None)
+        return ReplicaAnswer(200, body, response.headers)
     lease.outcome(_status_failure(replica.short_name, response.status_code))
     return ReplicaAnswer(response.status_code, _decode(response.content), response.headers)
+
+
+def snippet(content: bytes | str) -> str:
+    """The start of what a replica sent, quoted, for an error's text."""
+    text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
+    return json.dumps(text[:SNIPPET_CHARS] + ("..." if len(text) > SNIPPET_CHARS else ""))
 
 
 def _status_failure(replica: str, status: int) -> str | None:
@@ -196,9 +215,20 @@ class EventStream:
         self._buffer = buffer
 
     def _add(self, block: bytes) -> None:
+        if self._end is not None:
+            return  # after an invalid event: nothing more reaches the consumer
         data = _event_data(block)
-        if data is not None:
-            self._events.append(data)
+        if data is None:
+            return
+        # Every event a replica sends is a JSON object or [DONE]. Checking the framing costs
+        # two comparisons on the hot path (a full parse would double the translators' work)
+        # and catches what a broken server sends: cut, plain text, HTML.
+        if not _framed(data):
+            replica = self.lease.replica
+            reason = f"{replica.short_name} answered invalid JSON in its stream: {snippet(data)}"
+            self._finish(errors.replica_failed(replica.model_id, reason))
+            return
+        self._events.append(data)
 
     def _finish(self, end: object) -> None:
         if self._end is None:
@@ -295,3 +325,10 @@ async def open_events(
             response.close()
         raise upstream_refusal(replica.model_id, response.status, _decode(content))
     return EventStream(lease, response)
+
+
+def _framed(data: str) -> bool:
+    """Whether an event looks like a JSON object (or is ``[DONE]``)."""
+    if data.startswith("{"):
+        return data.endswith("}") or data.rstrip().endswith("}")
+    return data == "[DONE]"

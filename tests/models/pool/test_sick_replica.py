@@ -77,3 +77,45 @@ def test_a_stream_and_a_post_time_out_alike() -> None:
 
     error = asyncio.run(main())
     assert error.code.code == 3007 and error.code.status == 408, error
+
+
+def test_an_answer_that_is_not_json_is_a_replica_failure_not_a_success() -> None:
+    async def main() -> UpstreamFailed:
+        with sick_server("garbage") as sick:
+            pool = _pool(sick.url)
+            try:
+                with pytest.raises(UpstreamFailed) as failed:
+                    await asyncio.wait_for(
+                        pool.post(MODEL, "/v1/chat/completions", BODY, RequestOptions()), GUARD_S
+                    )
+                assert pool.group(MODEL).outstanding == 0
+                return failed.value
+            finally:
+                await pool.aclose()
+
+    error = asyncio.run(main())
+    assert error.code.code == 3040 and error.code.status == 503, error
+    assert 'replica 1 answered invalid JSON: "{not json at all"' in str(error), error
+
+
+def test_a_stream_event_that_is_not_json_ends_the_stream_with_a_replica_failure() -> None:
+    async def main() -> tuple[list[str], UpstreamFailed]:
+        with sick_server("garbage") as sick:
+            pool = _pool(sick.url)
+            try:
+                events = await asyncio.wait_for(
+                    pool.stream(MODEL, "/v1/chat/completions", STREAM, RequestOptions()), GUARD_S
+                )
+                seen: list[str] = []
+                with pytest.raises(UpstreamFailed) as failed:
+                    async for data in events:
+                        seen.append(data)
+                assert pool.group(MODEL).outstanding == 0
+                return seen, failed.value
+            finally:
+                await pool.aclose()
+
+    seen, error = asyncio.run(main())
+    assert seen == [], seen  # neither the garbage nor the [DONE] after it
+    assert error.code.code == 3040 and error.code.status == 503, error
+    assert 'replica 1 answered invalid JSON in its stream: "{garbage"' in str(error), error
