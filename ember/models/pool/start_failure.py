@@ -2,9 +2,9 @@
 
 A replica that never became ready ``MAX_FAILED_STARTS`` times in a row (``supervision.py``) keeps a
 ``StartFailure``: requests fail at once with its description (the 3043 error: what happened,
-the server's own error line, the config key to check) instead of launching it again, until
-``retry_delay`` has passed; each failed round doubles that delay, so a broken configuration never
-turns into a restart loop.
+the server's own error line, the config key to check: the checkpoint's when the error is about
+it, else ``args``) instead of launching it again, until ``retry_delay`` has passed; each failed
+round doubles that delay, so a broken configuration never turns into a restart loop.
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from ember.models.pool.config import ReplicaConfig
 
+# What a server's error line says when its checkpoint is at fault (a missing directory, a
+# missing config.json or weights): the key to check is then where the checkpoint is set, however
+# many args the replica has.
+CHECKPOINT_SIGNS = ("config.json", "checkpoint", "safetensors", "failed to load")
 FAILED_RETRY_CAP_S = 600.0  # a FAILED replica is tried again at most this often, at the latest
 
 
@@ -52,8 +56,16 @@ class StartFailure:
             f"{self.retry_in_s:g} s"
         )
         file = config.file or "ember.yaml"
-        if config.args and config.key:
+        if not config.key:
+            return text
+        line = (self.error_line or "").lower()
+        if any(sign in line for sign in CHECKPOINT_SIGNS):
+            where = (
+                "model_path" if config.backend == "sglang" and config.model_path else "checkpoint"
+            )
+            text += f"; check {config.key}.{where} in {file}"
+        elif config.args:
             text += f"; check {config.key}.args in {file} (now {json.dumps(list(config.args))})"
-        elif config.key:
+        else:
             text += f"; check {config.key} in {file}"
         return text

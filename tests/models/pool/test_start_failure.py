@@ -107,3 +107,24 @@ def test_an_exception_building_a_replicas_command_is_a_failed_start() -> None:
     assert error.code.code == 3043, error
     assert "the command cannot be built" in str(error)
     assert any("failed to start 3 times" in line for line in lines), lines
+
+
+def test_a_checkpoint_failure_names_the_checkpoint_key_even_with_args_set() -> None:
+    """The walkthrough's 3043 said "check ...args" for a directory with no config.json."""
+    from ember.models.pool.config import parse_pool_config as parse
+    from ember.models.pool.start_failure import StartFailure
+
+    serving = parse({GLM: {"checkpoint": "/nowhere/glm", "args": ["--torch-threads", "1"]}})
+    replica = serving.serving(GLM).replicas[0]
+    missing = StartFailure(
+        reason="exited with code 1 while loading",
+        error_line="failed to load /nowhere/glm: '/nowhere/glm' is neither a catalog id nor a "
+        "checkpoint directory (no config.json there); catalog ids: ...",
+        attempts=3,
+        retry_in_s=60,
+    )
+    text = missing.describe("replica 1", replica)
+    assert f'check ai.models."{GLM}".checkpoint in ember.yaml' in text, text
+    assert ".args" not in text, text
+    flag = StartFailure("exited with code 2", "No such option '--bogus'.", 3, 60)
+    assert f'check ai.models."{GLM}".args in ember.yaml' in flag.describe("replica 1", replica)
