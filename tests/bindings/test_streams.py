@@ -144,8 +144,9 @@ WORKER = """
 from workers import Response
 
 async def on_fetch(request, env):
-    await env.KV.put("k", "hello stream")
-    stream = await env.KV.get("k", type="stream")
+    key = request.headers.get("x-kind", "reader")  # one key per request: KV takes 1 write/s
+    await env.KV.put(key, "hello stream")
+    stream = await env.KV.get(key, type="stream")
     if request.headers.get("x-kind") == "tee":
         left, right = stream.tee()
         return Response((await left.read_all()).decode() + "|" + (await right.read_all()).decode())
