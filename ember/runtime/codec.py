@@ -81,9 +81,9 @@ def _request(v: list[Any]) -> Message | None:
 
 
 def _response(v: list[Any]) -> Message | None:
-    if len(v) != 8:
+    if len(v) != 9:
         return None
-    _, rid, status, headers, body, sid, done, reason = v
+    _, rid, status, headers, body, sid, done, reason, cpu_us = v
     if reason != "":  # the usual head has none; the reference checks a handler's own
         return None
     if not (
@@ -95,10 +95,12 @@ def _response(v: list[Any]) -> Message | None:
         and type(sid) is int
         and 0 <= sid <= MAX_ID
         and type(done) is bool
+        and type(cpu_us) is int
+        and 0 <= cpu_us <= MAX_ID
     ):
         return None
     pairs = _headers(headers)
-    return None if pairs is None else Response(rid, status, pairs, body, sid, done, reason)
+    return None if pairs is None else Response(rid, status, pairs, body, sid, done, reason, cpu_us)
 
 
 def _one_id(cls: MessageType) -> Check:
@@ -108,6 +110,13 @@ def _one_id(cls: MessageType) -> Check:
         return None
 
     return check
+
+
+def _done(v: list[Any]) -> Message | None:
+    if len(v) == 3 and type(v[1]) is int and 0 <= v[1] <= MAX_ID and type(v[2]) is int:
+        if 0 <= v[2] <= MAX_ID:
+            return Done(v[1], v[2])
+    return None
 
 
 def _cancel(v: list[Any]) -> Message | None:
@@ -159,7 +168,7 @@ def _credit(v: list[Any]) -> Message | None:
 CHECKS: dict[int, Check] = {
     Request.TAG: _request,
     Response.TAG: _response,
-    Done.TAG: _one_id(Done),
+    Done.TAG: _done,
     Cancel.TAG: _cancel,
     Log.TAG: _log,
     Data.TAG: _data,

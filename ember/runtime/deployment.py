@@ -67,6 +67,7 @@ class Deployment:
             "requirements": [r.to_wire() for r in self.requirements],
             "requires_python": self.requires_python,
             "console_chars_per_s": self.limits.console_chars_per_s,
+            "cpu_ms": self.limits.cpu_ms,  # the isolate meters each request against it
         }
 
     def with_version(self, version: str) -> Deployment:

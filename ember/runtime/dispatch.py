@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import ProtocolError
+from ember.runtime import cpushare
 from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
 from ember.runtime.console_gate import ConsoleGate
@@ -28,6 +29,7 @@ from ember.runtime.protocol import (
     Abort,
     Call,
     CancelCall,
+    CpuReport,
     Credit,
     Data,
     Done,
@@ -58,6 +60,7 @@ class FrameDispatch:
     console_gate: ConsoleGate | None
     inflight: dict[int, InFlight]
     handlers: list[str]
+    limits: L.Limits
     last_active: float
     _next_rid: int
     _hello: asyncio.Future[None]
@@ -91,6 +94,8 @@ class FrameDispatch:
         elif type(message) is Response or type(message) is PipeResponse:  # most common first
             request = self._request(message.rid)
             if request is not None:
+                if type(message) is Response:
+                    self._own_cpu(request, message.cpu_us, message.done)
                 if request.cpu_exceeded:  # its code caught the CPU interrupt and answered
                     self.over_cpu_limit(request)
                 request.on_response(message)
@@ -128,9 +133,12 @@ class FrameDispatch:
         elif isinstance(message, Done):
             request = self.inflight.get(message.rid)
             if request is not None:
+                self._own_cpu(request, message.cpu_us, True)
                 if request.cpu_exceeded:  # a cron (or waitUntil) that caught the interrupt
                     self.over_cpu_limit(request)
                 request.finish()
+        elif isinstance(message, CpuReport):
+            self._on_cpu_report(message)
         elif isinstance(message, Ready) and self.state is State.STARTING:
             self.handlers = [h for h in message.handlers if isinstance(h, str)][:8]
             self.state, self.last_active = State.READY, time.monotonic()  # not the LRU yet
@@ -157,6 +165,35 @@ class FrameDispatch:
             raise ProtocolError(f"frame for request {rid}, which was never sent")
         return request
 
+    def _own_cpu(self, request: InFlight, cpu_us: int, final: bool) -> None:
+        """The isolate's figure for ``request``'s own CPU (with its end, if ``final``); past
+        the limit, the request ends with the limit error as if it had been interrupted."""
+        now = self.clock.shared()
+        cpushare.report(request, cpu_us, now, now)
+        request.cpu_final = final
+        if request.cpu_known > self.limits.cpu_ms / 1000 and not request.finished.done():
+            request.cpu_exceeded = True
+
+    def _on_cpu_report(self, message: CpuReport) -> None:
+        """Each in-flight request's CPU as of the isolate's clock reading ``at_us``."""
+        if len(message.usage) > max(len(self.inflight), 1) * 4 + 64:
+            raise ProtocolError(f"CpuReport of {len(message.usage)} requests")
+        now, at = self.clock.shared(), message.at_us / 1e6
+        for item in message.usage:
+            if (
+                type(item) is not list
+                or len(item) != 2
+                or not all(type(v) is int and 0 <= v < 1 << 53 for v in item)
+            ):
+                raise ProtocolError("CpuReport: expected [request id, microseconds] pairs")
+            request = self.inflight.get(item[0])
+            if request is not None:
+                cpushare.report(request, item[1], at, now)
+                if request.cpu_known > self.limits.cpu_ms / 1000:
+                    self.over_cpu_limit(request)  # it is not running: no interrupt needed
+                    if self.state is State.DEAD:
+                        return
+
     def _on_request_error(self, message: RequestError) -> None:
         request = self.inflight.get(message.rid)
         if message.kind == "cpu":
@@ -178,14 +215,12 @@ class FrameDispatch:
         """``request`` ran past its CPU limit: the isolate said so, or the supervisor's
         interrupt was sent for it and its code answered anyway (it caught the interrupt, or
         took the signal from the isolate's own code). It ends with the limit error, as an
-        uncaught interrupt does; the others in flight are not charged the CPU it spent; the
+        uncaught interrupt does; the others in flight carry on, charged only their own CPU; the
         isolate is replaced."""
         if self._interrupt is not None:
-            cpu = self.cpu()
             for other in self.inflight.values():
                 if other is not request:
-                    other.cpu_start = max(other.cpu_start, cpu)  # forgive the culprit's CPU
-                    other.cpu_exceeded = False
+                    other.cpu_exceeded = False  # the interrupt was for the one over
             self._interrupt = None
         if request is not None:
             request.fail(L.CPU_EXCEEDED, cancel=True)

@@ -152,7 +152,7 @@ class SupervisorHooks:
         if request.kind != "fetch":
             return
         done = request.finished.done()
-        cpu = request.cpu_used if done else max(0.0, process.cpu() - request.cpu_start)
+        cpu = request.cpu_used if done else request.own_cpu(process.clock.shared())
         duration = (time.monotonic() - request.started) * 1000
         self._supervisor.events.emit(
             E.RequestEvent(

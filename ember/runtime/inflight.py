@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import ProtocolError
-from ember.runtime import cancelgrace
+from ember.runtime import cancelgrace, cpushare
 from ember.runtime import limits as L
 from ember.runtime.http import ClientDisconnected, HttpResponse, ResponseAborted
 from ember.runtime.lifecycle import State
@@ -36,6 +36,7 @@ class InFlight:
     def __init__(
         self, process: IsolateProcess, rid: int, kind: str, method: str, url: str, cpu_start: float
     ) -> None:
+        """``cpu_start``: the isolate's process CPU clock as the request is sent."""
         loop = process.loop
         self.process = process
         self.rid = rid
@@ -53,7 +54,11 @@ class InFlight:
         self.trace_bytes = 0  # text kept in trace and trace_exceptions (bounded: TRACE_BYTES)
         self.trace_truncated = False  # lines were dropped past TRACE_BYTES
         self.notes: list[str] | None = None  # ember dev: its AI notes, for its error page
-        self.cpu_start = cpu_start
+        # Its own CPU as the isolate reports it, and the isolate's CPU clock at that report
+        # (cpushare.py); cpu_final: the figure came with its end (Response done, or Done).
+        self.cpu_known = 0.0
+        self.cpu_seen = cpu_start
+        self.cpu_final = False
         self.cpu_used = 0.0
         # The supervisor's CPU interrupt was sent for this request (it passed its limit): from
         # then on it can only end over its CPU limit, whatever its code answers (dispatch.py).
@@ -229,7 +234,7 @@ class InFlight:
         if self.finished.done():
             return
         cpu = self.process.clock.shared()
-        self.cpu_used = max(0.0, cpu - self.cpu_start)
+        self.cpu_used = self.own_cpu(cpu)
         if self.kind == "fetch" and not self.head.done():
             if not self._gone:  # (a cancelled handler need not answer; else only a broken one)
                 self.outcome = L.NO_RESPONSE.tag
@@ -246,6 +251,14 @@ class InFlight:
         self.process.request_finished(self, cpu)
         if self.process.state is State.DRAINING:
             cancelgrace.after_finish(self.process)
+
+    def own_cpu(self, cpu: float) -> float:
+        """Its CPU seconds as logged, the isolate's clock reading ``cpu``: what the isolate
+        reported; for a request stopped at its CPU limit with no final figure, the most it can
+        have used (cpushare.possible)."""
+        if not self.cpu_final and (self.cpu_exceeded or self.outcome == L.CPU_EXCEEDED.tag):
+            return cpushare.possible(self, cpu)
+        return self.cpu_known
 
     def pump_body(self, out: OutStream, body: AsyncIterator[bytes]) -> None:
         """Stream the client's request body to the isolate, enforcing the size limit."""

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from ember.errors import BindingError, ProtocolError, WorkerCrashed
+from ember.runtime import cpushare
 from ember.runtime import limits as L
 from ember.runtime.calls import CallRunner
 from ember.runtime.codec import FastDecoder
@@ -94,6 +95,9 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
         self._cpu_base = 0.0
         self.clock = CpuClock()  # the isolate's CPU clock, once its pid is known
         self._idle_cpu = 0.0  # CPU when the last request ended (or at Ready)
+        # The busy period's start and its finished requests' charges (cpushare.py).
+        self._busy_base = 0.0
+        self._busy_charged = 0.0
         self._fresh_cpu: float | None = None  # read by fit_for_request for the next request
         self.exit_reason: str | None = None
         self.sandbox: SandboxStartup | None = None  # what the sandbox applied, if sandboxed
@@ -198,9 +202,11 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
     def _new_request(self, kind: str, method: str, url: str) -> InFlight:
         self._next_rid += 1
         cpu, self._fresh_cpu = self._fresh_cpu, None
-        request = InFlight(
-            self, self._next_rid, kind, method, url, self.cpu() if cpu is None else cpu
-        )
+        if cpu is None:
+            cpu = self.cpu()
+        if not self.inflight:  # a busy period begins
+            self._busy_base, self._busy_charged = cpu, 0.0
+        request = InFlight(self, self._next_rid, kind, method, url, cpu)
         self.inflight[request.rid] = request
         self.last_active = request.started
         if len(self.inflight) == 1 and self._timer is not None:  # back from the idle pace
@@ -255,7 +261,8 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
         gate = self.console_gate
         if gate is not None and gate.tally:  # lines dropped here: in its log before it is over
             self._console_dropped(gate.take(request.rid))
-        self.inflight.pop(request.rid, None)
+        if self.inflight.pop(request.rid, None) is not None:
+            self._busy_charged += cpushare.charge(request, self.limits.cpu_ms / 1000)
         self.last_active = time.monotonic()
         self.calls.cancel_request(request.rid)
         if request.trace is not None:  # a traced invocation is reported whole

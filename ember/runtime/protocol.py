@@ -10,7 +10,7 @@ Messages, by direction (``rid`` request id, ``cid`` call id, ``sid`` stream id):
 
     supervisor -> isolate    Init  Request  Scheduled  Cancel  CallResult  CallError
     isolate -> supervisor    Hello  Ready  LoadError  Response  PipeResponse  RequestError
-                             Done  Log  LogDropped  Call  CancelCall
+                             Done  Log  LogDropped  Call  CancelCall  CpuReport
     both                     Data  End  Abort  Credit
 
 Bodies larger than one frame are streams: the sender allocates a ``sid`` and announces it in
@@ -148,11 +148,12 @@ class LoadError(NamedTuple):
 class Response(NamedTuple):
     """Response head, with the body inline or as stream ``sid``; ``done``: no waitUntil left.
 
-    ``status_text``: the handler's reason phrase, "" for the standard one.
+    ``status_text``: the handler's reason phrase, "" for the standard one. ``cpu_us``: the CPU
+    the request's own code ran so far (the isolate's claim: ``cpushare.py``).
     """
 
     TAG = 23
-    FIELDS = (uint, http_status, header_pairs, opt_bytes, uint, boolean, status_text)
+    FIELDS = (uint, http_status, header_pairs, opt_bytes, uint, boolean, status_text, uint)
     rid: int
     status: int
     headers: Headers
@@ -160,6 +161,7 @@ class Response(NamedTuple):
     sid: int
     done: bool
     status_text: str = ""
+    cpu_us: int = 0
 
 
 class PipeResponse(NamedTuple):
@@ -190,11 +192,14 @@ class RequestError(NamedTuple):
 
 
 class Done(NamedTuple):
-    """The request and its waitUntil work finished; no more frames about ``rid`` follow."""
+    """The request and its waitUntil work finished; no more frames about ``rid`` follow.
+
+    ``cpu_us``: the CPU its own code ran in all (the isolate's claim: ``cpushare.py``)."""
 
     TAG = 25
-    FIELDS = (uint,)
+    FIELDS = (uint, uint)
     rid: int
+    cpu_us: int = 0
 
 
 class Log(NamedTuple):
@@ -236,6 +241,17 @@ class CancelCall(NamedTuple):
     TAG = 28
     FIELDS = (uint,)
     cid: int
+
+
+class CpuReport(NamedTuple):
+    """The CPU each event in flight ran so far, ``[[rid, cpu_us], ...]``, as of the isolate's
+    process CPU clock reading ``at_us``: its answer to a SIGXCPU that found no request over its
+    limit running (the isolate's claim: ``cpushare.py``)."""
+
+    TAG = 31
+    FIELDS = (uint, list_value)
+    at_us: int
+    usage: list[Any]
 
 
 class Data(NamedTuple):
@@ -291,6 +307,7 @@ Message = (
     | LogDropped
     | Call
     | CancelCall
+    | CpuReport
     | Data
     | End
     | Abort
@@ -305,7 +322,7 @@ TO_ISOLATE: dict[int, MessageType] = {
 FROM_ISOLATE: dict[int, MessageType] = {
     m.TAG: m
     for m in (Hello, Ready, LoadError, Response, PipeResponse, RequestError, Done, Log, Call)
-    + (LogDropped, CancelCall, Data, End, Abort, Credit)
+    + (LogDropped, CancelCall, CpuReport, Data, End, Abort, Credit)
 }
 
 

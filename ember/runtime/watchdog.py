@@ -1,11 +1,13 @@
 """An isolate's limits, enforced from outside by polling (the limit half of ``process.py``).
 
-CPU time charged to each request is the isolate's CPU time while that request was in flight
-(exact when requests do not overlap, an upper bound when they do); past the limit the isolate
-gets SIGXCPU, which raises into the running request's code, and that request is marked: it ends
-over its CPU limit whatever its code answers afterwards (``dispatch.py``). If the isolate neither
-reports a request failed nor ends the marked one within a grace period it is killed: the marked
-request gets the CPU error, the others in the isolate the reason they were stopped. Memory past
+Each request is charged its own CPU, as the isolate meters it, within a bound on the isolate's
+total that the supervisor keeps from its own clock (``cpushare.py``). While a request may be
+past its limit the isolate gets SIGXCPU, which raises into the running request's code if that
+one is over (else the isolate reports its split). Past the bound, the request with the most CPU
+is marked and interrupted: it ends over its CPU limit whatever its code answers afterwards
+(``dispatch.py``). If the isolate neither reports a request failed nor ends the marked one
+within a grace period it is killed: the marked request gets the CPU error, the others in the
+isolate the reason they were stopped. Memory past
 the limit kills the isolate at once. CPU used while no request is in flight (a thread left
 burning) past ``idle_cpu_ms`` kills an idle isolate. Readings come from ``monitor.py``; the
 polling pace from ``pace.py``.
@@ -24,6 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ember.config_values import LIMIT_KEYS
+from ember.runtime import cpushare
 from ember.runtime import limits as L
 from ember.runtime.lifecycle import State, WorkerLoadError
 from ember.runtime.monitor import CpuClock, process_rss_bytes
@@ -31,7 +34,7 @@ from ember.runtime.pace import PollPace
 
 POLL_INTERVAL_S = 0.01
 IDLE_POLL_INTERVAL_S = 0.25
-INTERRUPT_GRACE_CPU_S = 0.1  # CPU an interrupted isolate may still burn before it is killed
+INTERRUPT_GRACE_CPU_S = cpushare.GRACE_CPU_S  # CPU an interrupted isolate may burn before a kill
 INTERRUPT_GRACE_WALL_S = 2.0
 
 
@@ -52,6 +55,8 @@ class LimitWatch:
     _started: float
     _cpu_base: float
     _idle_cpu: float
+    _busy_base: float
+    _busy_charged: float
     _fresh_cpu: float | None
     _ready: asyncio.Future[None]
 
@@ -130,12 +135,22 @@ class LimitWatch:
                 request.fail(L.CPU_EXCEEDED)
                 reason = f"request {rid} did not stop at its CPU limit"
                 self.kill(L.isolate_restarted(rid, "did not stop at its CPU limit"), reason)
-            return
-        for request in self.inflight.values():
-            if cpu - request.cpu_start > limit:
-                self._interrupt = (request.rid, cpu, now)
-                request.cpu_exceeded = True
+            else:
+                # Again each poll: an honest isolate interrupts the marked request once its
+                # own metering agrees (the isolate's overhead is charged to no request).
                 self._signal(signal.SIGXCPU)
+            return
+        requests = self.inflight.values()
+        budget = cpushare.budget(self._busy_charged, len(self.inflight), limit)
+        if cpu - self._busy_base > budget:
+            request = max(requests, key=lambda r: cpushare.possible(r, cpu))
+            self._interrupt = (request.rid, cpu, now)
+            request.cpu_exceeded = True
+            self._signal(signal.SIGXCPU)
+            return
+        for request in requests:
+            if cpushare.possible(request, cpu) > limit:
+                self._signal(signal.SIGXCPU)  # interrupt it if it runs, else report the split
                 return
 
     def _check_idle(self, cpu: float) -> None:

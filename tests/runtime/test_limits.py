@@ -256,7 +256,7 @@ def test_forged_done_frame_never_leaves_a_request_hanging(harness: Harness, tmp_
             for fd in range(3, 64):
                 try:
                     if stat.S_ISSOCK(os.fstat(fd).st_mode):
-                        os.write(fd, bytes([0, 0, 0, 3, 0x92, 25, 1]))  # Done(rid=1), msgpack
+                        os.write(fd, bytes([0, 0, 0, 4, 0x93, 25, 1, 0]))  # Done(1, 0), msgpack
                 except OSError:
                     pass
             await asyncio.sleep(5)

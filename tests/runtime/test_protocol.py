@@ -31,6 +31,9 @@ SAMPLES: list[P.Message] = [
     P.PipeResponse(7, 200, [], 3, "Café"),
     P.RequestError(7, "exception", "ValueError: x", "Traceback ..."),
     P.Done(7),
+    P.Done(7, 41_250),
+    P.Response(7, 200, [], b"", 0, True, "", 12_345),
+    P.CpuReport(1_000_000, [[7, 12_345], [8, 0]]),
     P.Log(7, "log", "hello"),
     P.LogDropped(7, 12, 1188),
     P.Call(4, 7, "KV", "get", ["key", None], 0),
@@ -73,11 +76,14 @@ def test_oversized_frame_is_refused_before_buffering() -> None:
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        ([23, 1, 200, [], None, 0, True], "expected 7 fields"),  # no status text
-        ([23, 1, 99, [], None, 0, True, ""], "HTTP status"),
-        ([23, -1, 200, [], None, 0, True, ""], "unsigned"),
-        ([23, 1, 200, [["a"]], None, 0, True, ""], "header pairs"),
-        ([23, 1, 200, [], None, 0, True, "a\r\nset-cookie: x=1"], "status text"),
+        ([23, 1, 200, [], None, 0, True, ""], "expected 8 fields"),  # no CPU figure
+        ([23, 1, 99, [], None, 0, True, "", 0], "HTTP status"),
+        ([23, -1, 200, [], None, 0, True, "", 0], "unsigned"),
+        ([23, 1, 200, [["a"]], None, 0, True, "", 0], "header pairs"),
+        ([23, 1, 200, [], None, 0, True, "a\r\nset-cookie: x=1", 0], "status text"),
+        ([23, 1, 200, [], None, 0, True, "", -5], "unsigned"),
+        ([25, 1], "expected 2 fields"),  # Done without its CPU figure
+        ([30, 0, {}], "expected an array"),
         ([29, 1, 200, [], 3, "x" * (F.MAX_STATUS_TEXT + 1)], "status text"),
         ([26, 1, "log", "x" * (F.MAX_TEXT + 1)], "at most"),
         ([40, 1, b"x" * (F.MAX_CHUNK_BYTES + 1)], "chunk"),

@@ -23,9 +23,15 @@ from ember.runtime.fields import MAX_HEADER_BYTES, MAX_HEADERS
 from ember.runtime.isolate import api, entrypoints
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import ConsoleOut
+from ember.runtime.isolate.cpumeter import CpuMeter, Metered
 from ember.runtime.isolate.handlers import Entrypoints
 from ember.runtime.isolate.headers import Headers
-from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt, RequestScope
+from ember.runtime.isolate.scope import (
+    CPU_EXCEEDED_MESSAGE,
+    CURRENT,
+    CpuLimitInterrupt,
+    RequestScope,
+)
 from ember.runtime.isolate.tracebacks import format_user_traceback, user_message
 from ember.runtime.mux import InStream, Mux, StreamAborted
 from ember.runtime.protocol import (
@@ -40,7 +46,6 @@ from ember.runtime.protocol import (
 )
 
 INLINE_RESPONSE_BYTES = 64 * 1024
-CPU_EXCEEDED_MESSAGE = "Worker exceeded CPU time limit."
 
 
 def _headers_over_limit(headers: list[tuple[str, str]]) -> str | None:
@@ -81,9 +86,11 @@ class EventRunner:
         send: Callable[[Message], None],
         mux: Mux,
         channel: IsolateChannel,
+        meter: CpuMeter,
         console: ConsoleOut | None = None,
     ) -> None:
         self.entry = entry
+        self.meter = meter
         self.env = env
         self.send = send
         self.mux = mux
@@ -91,6 +98,7 @@ class EventRunner:
         # Its lines dropped past the console budget are reported before a request ends.
         self.console = console
         self.events: dict[int, _Event] = {}
+        meter.live = self.events  # the events a CpuReport covers
         self._loop: asyncio.AbstractEventLoop | None = None  # found once: each lookup is a getpid
 
     def on_event(self, message: Request | Scheduled | Cancel) -> None:
@@ -121,7 +129,8 @@ class EventRunner:
             work = self._scheduled(event, message)
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-        event.task = self._loop.create_task(self._run(event, work))
+        run = Metered(self._run(event, work), event.scope, self.meter)
+        event.task = self._loop.create_task(run)
 
     async def _run(self, event: _Event, work: Any) -> None:
         scope = event.scope
@@ -144,8 +153,9 @@ class EventRunner:
                 self._report_cpu(scope)
             self.events.pop(scope.rid, None)
             if not event.done_sent:
+                scope.ended = True
                 self._ending(scope.rid)
-                self.send(Done(scope.rid))
+                self.send(Done(scope.rid, self._cpu_us(scope)))
 
     def _ending(self, rid: int) -> None:
         """Request ``rid`` ends with the next frame: its dropped console lines are told first."""
@@ -185,12 +195,12 @@ class EventRunner:
             return
         if body is None or (isinstance(body, bytes) and len(body) <= INLINE_RESPONSE_BYTES):
             done = not event.scope.background
-            event.done_sent = done
+            event.done_sent = scope.ended = done
             if done:
                 self._ending(rid)
-            self.send(
-                Response(rid, response.status, headers, body, 0, done, response._wire_status_text)
-            )
+            status_text = response._wire_status_text
+            cpu_us = self._cpu_us(scope)
+            self.send(Response(rid, response.status, headers, body, 0, done, status_text, cpu_us))
             return
         if isinstance(body, ReadableStream):
             body = body.hand_over()  # locks it: the handler cannot read it behind our back
@@ -208,11 +218,9 @@ class EventRunner:
         if isinstance(body, bytes) and not any(k.lower() == "content-length" for k, _ in headers):
             headers.append(("content-length", str(len(body))))  # lets the platform refuse early
         out = self.mux.open_out()
-        self.send(
-            Response(
-                rid, response.status, headers, None, out.sid, False, response._wire_status_text
-            )
-        )
+        status_text, cpu_us = response._wire_status_text, self._cpu_us(scope)
+        head = Response(rid, response.status, headers, None, out.sid, False, status_text, cpu_us)
+        self.send(head)
         try:
             if isinstance(body, bytes):
                 await out.send(body)
@@ -247,6 +255,10 @@ class EventRunner:
                     continue
                 if isinstance(result, BaseException):
                     self._report(scope, result, background=True)
+
+    def _cpu_us(self, scope: RequestScope) -> int:
+        """The event's CPU so far (this step's included), in microseconds."""
+        return round(self.meter.used(scope) * 1e6)
 
     def _report_cpu(self, scope: RequestScope) -> None:
         """The event is over its CPU limit (said once, however many places notice)."""

@@ -5,11 +5,12 @@ Lifecycle (every step before user code is ember's, so Hello can be trusted):
     Hello(pid) -> wait for Init(spec) -> build env -> import main module -> Ready | LoadError
     then: Request/Scheduled -> one task each; Cancel -> cancel it; Call* -> binding replies
 
-The supervisor watches this process's CPU clock and memory. When it decides the running request
-exceeded its CPU time it sends SIGXCPU: the handler raises ``CpuLimitInterrupt`` into whatever
-request code is running, that request fails with kind "cpu", and the others carry on (the
-supervisor then replaces this isolate). Code that catches the interrupt still ends with the
-limit error (the request's scope keeps it); code that keeps running is killed.
+The supervisor watches this process's CPU clock and memory; each request's own CPU is metered
+here (``cpumeter.py``). When the supervisor cannot rule out that a request is past its CPU time
+it sends SIGXCPU: if the running request is over, ``CpuLimitInterrupt`` is raised into its code,
+that request fails with kind "cpu", and the others carry on (the supervisor then replaces this
+isolate). Code that catches the interrupt still ends with the limit error (the request's scope
+keeps it); code that keeps running is killed.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ from ember.runtime.isolate import handlers, httpclients, loader
 from ember.runtime.isolate.blocking import BlockingCalls
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import Console, ConsoleOut, ConsoleStream
+from ember.runtime.isolate.cpumeter import CpuMeter
 from ember.runtime.isolate.events import EventRunner
 from ember.runtime.isolate.missing_module import missing_module_hint
-from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt
 from ember.runtime.isolate.socket_writer import SocketWriter
 from ember.runtime.isolate.syntax_note import syntax_hint
 from ember.runtime.isolate.tracebacks import format_user_traceback, user_message
@@ -155,7 +156,9 @@ async def serve(sock: socket.socket, host_pid: int, code_dir: str | None = None)
     console = ConsoleOut(connection.send_console, spec.get("console_chars_per_s"))
     sys.stdout = ConsoleStream(console, "log")
     sys.stderr = ConsoleStream(console, "error")
-    signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    meter = CpuMeter(float(spec.get("cpu_ms") or 1e9) / 1000, connection.send)
+    meter.install(loop)
+    signal.signal(signal.SIGXCPU, meter.on_signal)
     try:
         env = build_env(spec, connection, console)
         entry = load_main(spec)
@@ -164,7 +167,7 @@ async def serve(sock: socket.socket, host_pid: int, code_dir: str | None = None)
         await connection.lost
         return
     connection.runner = EventRunner(
-        entry, env, connection.send, connection.mux, connection.channel, console
+        entry, env, connection.send, connection.mux, connection.channel, meter, console
     )
     connection.send(Ready(entry.names))
     await connection.lost
@@ -239,15 +242,6 @@ def _with_note(message: str, traceback: str, note: str) -> tuple[str, str]:
     if traceback.strip():
         return message, f"{traceback.rstrip()}\n\n{note}\n"
     return f"{message}\n\n{note}", traceback
-
-
-def _on_cpu_limit(signum: int, frame: Any) -> None:
-    # Runs in the main thread between bytecodes, in the context of the running task. The
-    # scope keeps the interrupt: code that catches it still ends with the limit error.
-    scope = CURRENT.get(None)
-    if scope is not None:
-        scope.cpu_exceeded = True
-        raise CpuLimitInterrupt()
 
 
 def run(sock_fd: int, host_pid: int, code_dir: str | None = None) -> None:

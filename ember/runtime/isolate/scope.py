@@ -12,6 +12,7 @@ import contextvars
 from collections.abc import Awaitable
 from typing import Any
 
+CPU_EXCEEDED_MESSAGE = "Worker exceeded CPU time limit."
 GLOBAL_SCOPE_MESSAGE = (
     "Disallowed operation called within global scope. Asynchronous I/O (ex: fetch() or "
     "connect()), setting a timeout, and generating random values are not allowed within global "
@@ -54,7 +55,16 @@ class RequestScope:
     field factory and ``__post_init__`` cost more than the rest of building it.
     """
 
-    __slots__ = ("rid", "channel", "background", "ctx", "cpu_exceeded", "cpu_reported")
+    __slots__ = (
+        "rid",
+        "channel",
+        "background",
+        "ctx",
+        "cpu_exceeded",
+        "cpu_reported",
+        "cpu",
+        "ended",
+    )
 
     def __init__(self, rid: int, channel: Any) -> None:
         self.rid = rid
@@ -65,6 +75,8 @@ class RequestScope:
         # limit error even if that code catches the interrupt (``events.py`` checks it).
         self.cpu_exceeded = False
         self.cpu_reported = False  # the limit error was sent (once per event)
+        self.cpu = 0.0  # thread CPU seconds of this event's task steps (cpumeter.py)
+        self.ended = False  # its Done was sent
 
     def add_background(self, awaitable: Awaitable[Any]) -> None:
         """Schedule ``awaitable`` as waitUntil work of this request."""
