@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import struct
+import typing
 
 import msgpack
 import pytest
@@ -83,7 +84,7 @@ def test_oversized_frame_is_refused_before_buffering() -> None:
         ([23, 1, 200, [], None, 0, True, "a\r\nset-cookie: x=1", 0], "status text"),
         ([23, 1, 200, [], None, 0, True, "", -5], "unsigned"),
         ([25, 1], "expected 2 fields"),  # Done without its CPU figure
-        ([30, 0, {}], "expected an array"),
+        ([31, 0, {}], "expected an array"),
         ([29, 1, 200, [], 3, "x" * (F.MAX_STATUS_TEXT + 1)], "status text"),
         ([26, 1, "log", "x" * (F.MAX_TEXT + 1)], "at most"),
         ([40, 1, b"x" * (F.MAX_CHUNK_BYTES + 1)], "chunk"),
@@ -131,3 +132,13 @@ def test_random_msgpack_values_only_ever_raise_protocol_error(value: object) -> 
             P.decode(payload, P.FROM_ISOLATE)
         except ProtocolError:
             pass
+
+
+def test_every_message_type_has_a_tag_of_its_own() -> None:
+    # The tables are dicts keyed by tag: two types sharing one would silently drop the first
+    # (two branches once both took 30 and merged cleanly).
+    types = typing.get_args(P.Message)
+    assert len({m.TAG for m in types}) == len(types)
+    for message in types:
+        tables = [t for t in (P.TO_ISOLATE, P.FROM_ISOLATE) if message.TAG in t]
+        assert tables and all(t[message.TAG] is message for t in tables), message.__name__
