@@ -121,6 +121,7 @@ class EventRunner:
             return
         event = _Event(RequestScope(message.rid, self.channel))
         self.events[message.rid] = event
+        self.meter.enter()
         if isinstance(message, Request):
             # Register the body stream now: its Data frames may be in the same read as Request.
             body: Any = self.mux.expect_in(message.body_sid) if message.body_sid else message.body
@@ -151,7 +152,8 @@ class EventRunner:
         finally:
             if scope.cpu_exceeded:  # caught by the code, which then finished as if it had not
                 self._report_cpu(scope)
-            self.events.pop(scope.rid, None)
+            if self.events.pop(scope.rid, None) is not None:
+                self.meter.leave()
             if not event.done_sent:
                 scope.ended = True
                 self._ending(scope.rid)
