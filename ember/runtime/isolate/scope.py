@@ -63,6 +63,7 @@ class RequestScope:
         "cpu_exceeded",
         "cpu_reported",
         "cpu",
+        "pending",
         "ended",
     )
 
@@ -76,6 +77,7 @@ class RequestScope:
         self.cpu_exceeded = False
         self.cpu_reported = False  # the limit error was sent (once per event)
         self.cpu = 0.0  # thread CPU seconds of this event's task steps (cpumeter.py)
+        self.pending = 0.0  # wall seconds of its steps not yet turned into CPU (cpumeter.py)
         self.ended = False  # its Done was sent
 
     def add_background(self, awaitable: Awaitable[Any]) -> None:
