@@ -117,6 +117,11 @@ class AIGateway(GatewayBatches):
         if config.pool.settings.start == "eager":
             await self.pool.start()
 
+    def interrupt(self, reason: str) -> int:
+        """End every open AI stream with an error event saying ``reason`` (``ModelPool.interrupt``);
+        how many it ended."""
+        return self.pool.interrupt(reason)
+
     async def aclose(self) -> None:
         """Cancel batches, drain in-flight requests, stop every replica."""
         await self.batches.aclose()

@@ -4,6 +4,7 @@
     await pool.start()                         # eager (ember serve); lazy pools start on demand
     answer = await pool.post(model_id, "/v1/chat/completions", body, RequestOptions())
     events = await pool.stream(model_id, "/v1/chat/completions", body, RequestOptions())
+    pool.interrupt(reason)                     # end open streams and queued requests now
     await pool.aclose()                        # drain in-flight requests, stop every replica
 
 A request takes a slot (``admission``), goes to its replica (``upstream``), and gives the slot
@@ -86,6 +87,7 @@ class ModelPool(PoolStatus):
         self._max_contexts: dict[str, int] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._streams: set[PooledStream] = set()  # open ones, for ``interrupt``
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -277,7 +279,7 @@ class ModelPool(PoolStatus):
                 raise
             finally:
                 opening.cancel()
-            return PooledStream(events, max(0.0, deadline - loop.time()))
+            return PooledStream(events, max(0.0, deadline - loop.time()), self._streams)
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
@@ -308,6 +310,17 @@ class ModelPool(PoolStatus):
     async def _stop_group(self, group: ModelGroup, drain: float) -> None:
         group.fail_waiters(errors.model_unavailable(group.model_id, "the model was reconfigured"))
         await asyncio.gather(*(r.stop(drain) for r in group.replicas), return_exceptions=True)
+
+    def interrupt(self, reason: str) -> int:
+        """End every open stream and queued request now with a 3040 saying ``reason`` (``ember
+        serve``'s drain ran out: a stream then ends with an error event, not cut mid-event).
+        Returns how many streams it ended."""
+        for group in self._groups.values():
+            group.fail_waiters(errors.model_unavailable(group.model_id, reason))
+        streams = list(self._streams)
+        for stream in streams:
+            stream.interrupt(reason)
+        return len(streams)
 
     async def aclose(self, drain: bool = True) -> None:
         """Refuse new requests, let in-flight ones finish (``drain_timeout_s``), stop replicas."""

@@ -210,6 +210,12 @@ class Platform(PlatformLifespan):
     def _gateway_if_any(self) -> Any | None:
         return self._gateway() if ai_available() else None
 
+    def interrupt_ai_streams(self, reason: str) -> int:
+        """End the AI streams still open with the usual error event and ``[DONE]`` (the drain
+        ran out: cut by uvicorn they would stop mid-event); how many it ended."""
+        gateway = self._gateway_if_any()
+        return 0 if gateway is None else int(gateway.interrupt(reason))
+
     def ai_model_ids(self) -> list[str] | None:
         """The ids ``env.AI`` and the AI REST API answer (None: this install has no AI)."""
         gateway = self._gateway_if_any()

@@ -5,7 +5,11 @@ their URLs. ``port_file`` (tests, benchmarks) receives the bound port once the s
 
 On SIGTERM/SIGINT it stops listening and gives the requests in flight ``drain_timeout_s`` to
 finish (uvicorn's ``timeout_graceful_shutdown``; without one a stream kept open by its client
-would hold the shutdown for ever), saying how many it waits for and how many it cut.
+would hold the shutdown for ever), saying how many it waits for and how many it cut. When that
+time runs out, the AI streams still open are ended first (``Platform.interrupt_ai_streams``: an
+error event and ``[DONE]``, the way a replica's death ends one), and the requests carrying them
+get up to ``STREAM_END_GRACE_S`` more to send those last events and complete their responses;
+what is still running then is cut (a worker's own endless stream, say).
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ from ember.runtime.platform.app import Platform
 from ember.runtime.platform.websocket import TolerantWebSocketProtocol
 
 DEFAULT_DRAIN_TIMEOUT_S = 30.0  # the model pool's default drain_timeout_s (see cli/serve.py)
+# After the drain ran out, for AI streams to deliver their final error event: a few hops on the
+# loopback (gateway -> isolate -> router), unless a client does not read.
+STREAM_END_GRACE_S = 5.0
+SHUTTING_DOWN = "the platform is shutting down"  # the error event's reason
 
 
 def _stderr(line: str) -> None:
@@ -91,7 +99,7 @@ async def serve(
         metrics_listener = bind(*metrics)
         platform.metrics_port = metrics_listener.getsockname()[1]
         sockets.append(metrics_listener)
-    server = _draining_server(config, say)
+    server = _draining_server(config, say, platform.interrupt_ai_streams)
     serving = asyncio.ensure_future(server.serve(sockets=sockets))
     try:
         while not server.started and not serving.done():
@@ -128,8 +136,11 @@ def _drop_aborted_responses(record: logging.LogRecord) -> bool:
     return not str(record.msg).startswith("Cancel %s running task(s)")
 
 
-def _draining_server(config: object, say: Callable[[str], None]) -> object:
-    """A uvicorn Server whose shutdown says what it drains (uvicorn itself logs only at info)."""
+def _draining_server(
+    config: object, say: Callable[[str], None], interrupt: Callable[[str], int]
+) -> object:
+    """A uvicorn Server whose shutdown says what it drains (uvicorn itself logs only at info)
+    and ends the open AI streams cleanly when the drain runs out (``interrupt``)."""
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
@@ -156,6 +167,15 @@ def _draining_server(config: object, say: Callable[[str], None]) -> object:
                 timeout = self.config.timeout_graceful_shutdown
                 left = len(self.server_state.tasks)
                 say(f"ember serve: drain timed out after {timeout:g} s, closing {_requests(left)}")
+                if interrupt(SHUTTING_DOWN):
+                    await self._wait_for_streams_to_end()
                 raise
+
+        async def _wait_for_streams_to_end(self) -> None:
+            # Only the drain's own cancellation reached this task: sleeping here still works.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + STREAM_END_GRACE_S
+            while self.server_state.tasks and not self.force_exit and loop.time() < deadline:
+                await asyncio.sleep(0.05)
 
     return DrainingServer(config)  # type: ignore[arg-type]
