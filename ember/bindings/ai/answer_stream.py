@@ -21,6 +21,7 @@ from ember.bindings.ai.named_tool import named_tool_chunk
 from ember.bindings.ai.neurons import StreamMeter
 from ember.bindings.ai.raw_prompt import as_chat_chunk
 from ember.models.api.chat_request import Dialect
+from ember.models.pool.errors import InvalidEvent
 from ember.models.pool.pooled_stream import PooledStream
 
 
@@ -56,15 +57,13 @@ async def translate(
             if meter is not None:
                 for data in batch:
                     meter.feed(data)
-            if raw:  # completion chunks -> the chat chunks the model's schema promises
-                batch = [as_chat_chunk(data) for data in batch]
-            if named_tool:
-                batch = [named_tool_chunk(data) for data in batch]
-            out = b"".join([translator.feed(data) for data in batch])
+            out, broken = _translated(batch, translator, raw, named_tool)
             if out:
                 if recorded is not None:
                     recorded.append(out)
                 yield out
+            if broken is not None:
+                raise broken
         if thinking_ate_answer is not None and translator.thinking_ate_answer:
             thinking_ate_answer()
         tail = translator.end()
@@ -75,6 +74,9 @@ async def translate(
     except AIRequestFailed as exc:
         recorded = None
         yield error_event(dialect, exc.failure)
+    except InvalidEvent as exc:  # a translator could not parse it: the replica's fault
+        recorded = None
+        yield error_event(dialect, failure_of(events.invalid_event(exc.data), model))
     except Exception as exc:
         recorded = None
         yield error_event(dialect, failure_of(exc, model))
@@ -113,6 +115,24 @@ class AnswerStream:
         await self._chunks.aclose()  # type: ignore[attr-defined]
         await self._events.aclose()
         self._release()
+
+
+def _translated(
+    batch: list[str], translator: StreamTranslator | ClassicStream, raw: bool, named_tool: bool
+) -> tuple[bytes, InvalidEvent | None]:
+    """A batch's bytes for the caller, up to an event that does not parse (returned with
+    them: the events before it still go out, then the stream ends with the error event)."""
+    out = []
+    for data in batch:
+        try:
+            if raw:  # completion chunks -> the chat chunks the model's schema promises
+                data = as_chat_chunk(data)
+            if named_tool:
+                data = named_tool_chunk(data)
+            out.append(translator.feed(data))
+        except InvalidEvent as exc:
+            return b"".join(out), exc
+    return b"".join(out), None
 
 
 def error_event(dialect: Dialect, failure: Failure) -> bytes:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ember.models.api.sse import SSE_DONE, sse_data
+from ember.models.pool.errors import InvalidEvent
 
 DEFAULT_MAX_TOKENS = 256
 DEFAULT_TEMPERATURE = 0.6
@@ -112,7 +113,7 @@ class ClassicStream:
         try:
             payload = json.loads(data)
         except ValueError:
-            return b""
+            raise InvalidEvent(data) from None  # the stream ends with the error event
         if not isinstance(payload, dict):
             return b""
         if "error" in payload:

@@ -32,6 +32,7 @@ from ember.models.api.chat_request import (
 from ember.models.api.errors import JSON_MODE_NOT_MET, InvalidRequestField, WorkersAIErrorCode
 from ember.models.api.messages import TEXT_ONLY
 from ember.models.api.sse import SSE_DONE, sse_data
+from ember.models.pool.errors import InvalidEvent
 
 CHAT_PATH = "/v1/chat/completions"
 THINKING_KW = {"enable_thinking": False}  # what turns GLM's and Kimi's thinking off
@@ -256,9 +257,7 @@ class StreamTranslator:
         try:
             payload = json.loads(data)
         except ValueError:
-            return b""  # not JSON: nothing the platform would send either
-        if not isinstance(payload, dict):
-            return b""
+            raise InvalidEvent(data) from None  # the stream ends with the error event
         if "error" in payload and self.workers:
             self.done = True
             error = payload["error"] if isinstance(payload["error"], dict) else {}
@@ -324,9 +323,7 @@ def reference_translation(
         try:
             payload = json.loads(data)
         except ValueError:
-            continue
-        if not isinstance(payload, dict):
-            continue
+            raise InvalidEvent(data) from None
         if "error" in payload and dialect == "workers":
             error = payload["error"] if isinstance(payload["error"], dict) else {}
             code = error.get("code") if isinstance(error.get("code"), int) else 3040

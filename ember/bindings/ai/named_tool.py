@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 
+from ember.models.pool.errors import InvalidEvent
+
 # The finish chunk of a call, as either server writes it (compact or spaced JSON).
 _TOOL_CALLS_FINISH = re.compile(r'"finish_reason": ?"tool_calls"')
 
@@ -24,7 +26,7 @@ def named_tool_chunk(data: str) -> str:
     try:
         payload = json.loads(data)
     except ValueError:
-        return data
+        raise InvalidEvent(data) from None  # the stream ends with the error event
     return json.dumps(named_tool_result(payload), separators=(",", ":"), ensure_ascii=False)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ember.bindings.ai.fields import SAMPLING_FIELDS
 from ember.models.api.errors import InvalidRequestField
+from ember.models.pool.errors import InvalidEvent
 
 COMPLETIONS_PATH = "/v1/completions"
 # The platform's default for the schema that has ``raw`` (classic models: max_tokens 256).
@@ -88,10 +89,12 @@ def as_chat_completion(body: object) -> object:
 
 def as_chat_chunk(data: str) -> str:
     """One streamed ``text_completion`` event as a ``chat.completion.chunk`` event."""
+    if data == "[DONE]":
+        return data
     try:
         payload = json.loads(data)
     except ValueError:
-        return data  # "[DONE]", or nothing the translator would keep either
+        raise InvalidEvent(data) from None  # the stream ends with the error event
     if not isinstance(payload, dict) or payload.get("object") != "text_completion":
         return data
     choices = []

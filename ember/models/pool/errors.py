@@ -46,6 +46,15 @@ QUOTA_EXCEEDED = WorkersAIErrorCode(3036, 429, "Account limited", "{detail}", Tr
 CAPACITY_RETRY_AFTER_S = 1.0
 
 
+class InvalidEvent(BackendError):
+    """A replica's stream event framed like a JSON object that does not parse, found by the
+    translator that read it (the framing check in ``upstream.py`` does not parse events)."""
+
+    def __init__(self, data: str) -> None:
+        self.data = data
+        super().__init__("a stream event is not valid JSON")
+
+
 class UpstreamFailed(BackendError):
     """A replica failed, could not start, or did not answer in time."""
 

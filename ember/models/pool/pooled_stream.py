@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from ember.models.pool import errors
-from ember.models.pool.upstream import EventStream
+from ember.models.pool.upstream import EventStream, invalid_json
 
 TIMED_OUT = "the request timed out"  # the lease failure a deadline records
 
@@ -77,6 +77,13 @@ class PooledStream:
             return errors.model_unavailable(self.replica.model_id, self.interrupted)
         self._events.lease.outcome(exc.description)
         return errors.timed_out() if self.timed_out else exc
+
+    def invalid_event(self, data: str) -> errors.UpstreamFailed:
+        """The failure of an event a translator could not parse (``errors.InvalidEvent``): the
+        replica's fault, as when ``upstream.py`` finds one."""
+        failure = invalid_json(self._events.lease, data)
+        self._events.lease.outcome(failure.description)
+        return failure
 
     def interrupt(self, reason: str) -> None:
         """End the stream from outside: the replica stops generating, the slot is freed once

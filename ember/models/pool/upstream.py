@@ -152,6 +152,13 @@ async def post_json(
     return ReplicaAnswer(response.status_code, _decode(response.content), response.headers)
 
 
+def invalid_json(lease: Lease, data: str) -> errors.UpstreamFailed:
+    """The 3040 of a stream event that is not a JSON object, naming the lease's replica."""
+    replica = lease.replica
+    reason = f"{replica.short_name} answered invalid JSON in its stream: {snippet(data)}"
+    return errors.replica_failed(replica.model_id, reason)
+
+
 def snippet(content: bytes | str) -> str:
     """The start of what a replica sent, quoted, for an error's text."""
     text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
@@ -224,9 +231,7 @@ class EventStream:
         # two comparisons on the hot path (a full parse would double the translators' work)
         # and catches what a broken server sends: cut, plain text, HTML.
         if not _framed(data):
-            replica = self.lease.replica
-            reason = f"{replica.short_name} answered invalid JSON in its stream: {snippet(data)}"
-            self._finish(errors.replica_failed(replica.model_id, reason))
+            self._finish(invalid_json(self.lease, data))
             return
         self._events.append(data)
 

@@ -7,6 +7,7 @@ string, and a stream's ``data: {garbage`` event was dropped so the client got 20
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -56,3 +57,24 @@ def test_a_stream_ends_with_the_error_event(rest: RestServer, route: str) -> Non
     response = httpx.post(url, json=body, timeout=60)
     text = response.text
     assert NAMED in text and "3040" in text, text
+
+
+def test_a_stream_event_broken_inside_ends_the_stream_with_the_error_event() -> None:
+    # {"choices":[],"usage":{"prompt_tokens": }} looks like an object: the Workers dialect
+    # parses it (its usage becomes the final event) and used to drop it, ending the stream as
+    # if complete. The chunk before it still reaches the caller.
+    with sick_server("broken") as sick:
+        pool = parse_pool_config({GLM: {"url": sick.url}}, {"eject_after": 0})
+        config = GatewayConfig(pool, project_config=False)
+        with RestServer(lambda: AIGateway(config, progress=lambda line: None)) as server:
+            url = f"{server.url}/client/v4/accounts/a/ai/run/{GLM}"
+            body = {"messages": MESSAGES, "stream": True}
+            response = httpx.post(url, json=body, timeout=60)
+    events = [line for line in response.text.splitlines() if line.startswith("data: ")]
+    assert '"content":"fine"' in events[0].replace(" ", ""), events
+    assert events[-1] == "data: [DONE]", events
+    (error,) = json.loads(events[-2].removeprefix("data: "))["errors"]
+    assert error["code"] == 3040 and NAMED in error["message"], error
+    assert '{"choices":[],"usage":{"prompt_tokens": }}' in error["message"].replace('\\"', '"'), (
+        error
+    )

@@ -7,6 +7,8 @@ its chat answers are sick, by ``mode``:
 - ``e500``: 500 with an OpenAI-style error body;
 - ``garbage``: 200 with a body that is not JSON (``{not json at all``), or in a stream a
   ``data: {garbage`` event before ``data: [DONE]``;
+- ``broken``: streams a first chunk, then an event shaped like a JSON object but broken inside
+  (its usage's value is missing: the Workers dialect parses it), then ``[DONE]``;
 - ``ok``: well after all (a test switches ``mode`` to see a replica recover): a one-word answer.
 
 It is a raw asyncio server (not starlette) so that it can send exactly the bytes a broken
@@ -89,6 +91,15 @@ class SickServer:
             return _answer(500, b'{"error": {"message": "internal boom from the sick replica"}}')
         if self.mode == "ok":
             return _answer(200, json.dumps(_completion(bool(stream))).encode())
+        if stream and self.mode == "broken":
+            delta = {"index": 0, "delta": {"content": "fine"}, "finish_reason": None}
+            first = json.dumps({"object": "chat.completion.chunk", "choices": [delta]}).encode()
+            events = (
+                b"data: "
+                + first
+                + b'\n\ndata: {"choices":[],"usage":{"prompt_tokens": }}\n\ndata: [DONE]\n\n'
+            )
+            return _answer(200, events, "text/event-stream")
         if stream:
             return _answer(200, b"data: {garbage\n\ndata: [DONE]\n\n", "text/event-stream")
         return _answer(200, b"{not json at all")
