@@ -91,15 +91,18 @@ async def _stream(client: httpx.AsyncClient, tokens: int, seed: int) -> list[flo
     return [(b - a) * 1e3 for a, b in itertools.pairwise(arrivals)]
 
 
-async def _sender(client: httpx.AsyncClient, stop: asyncio.Event, done: list[float]) -> None:
-    while not stop.is_set():
+async def _sender(
+    client: httpx.AsyncClient, stop: asyncio.Event, done: list[float], same: bool
+) -> None:
+    fixed = enum_schema()  # --same-schema: every request sends this one, as a client of
+    while not stop.is_set():  # structured output does; else each a schema never seen before
         body = {
             "prompt": "colour: ",
             "max_tokens": 4,
             "temperature": 0,
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"name": "e", "schema": enum_schema()},
+                "json_schema": {"name": "e", "schema": fixed if same else enum_schema()},
             },
         }
         started = time.perf_counter()
@@ -112,7 +115,10 @@ async def phase(url: str, args: argparse.Namespace, senders: int) -> dict:
     limits = httpx.Limits(max_connections=args.streams + senders + 4)
     async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
         stop, answered = asyncio.Event(), []
-        flood = [asyncio.create_task(_sender(client, stop, answered)) for _ in range(senders)]
+        flood = [
+            asyncio.create_task(_sender(client, stop, answered, args.same_schema))
+            for _ in range(senders)
+        ]
         if senders:
             await asyncio.sleep(0.2)  # the schemas are flowing before the streams start
         gaps = await asyncio.gather(*(_stream(client, args.tokens, i) for i in range(args.streams)))
@@ -150,6 +156,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--senders", type=int, default=2)
     parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument(
+        "--same-schema",
+        action="store_true",
+        help="the senders repeat one schema (a structured-output client) instead of new ones",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "grammar_stall.json")
     args = parser.parse_args()
     phases: list[dict] = []

@@ -38,7 +38,7 @@ from ember.models.api.request_options import (
 from ember.models.api.server_fields import include_stop_str, refuse_unsupported
 from ember.models.api.tools import ResponseFormat, parse_response_format
 from ember.models.api.vllm_fields import token_bans, truncate_prompt_tokens
-from ember.models.constrain.schema import compile_schema
+from ember.models.constrain.schema_check import check_schema
 
 OPENAI_COMPLETION_MAX_TOKENS = 16
 SGLANG_MAX_NEW_TOKENS = 128
@@ -240,7 +240,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
             raise InvalidRequestField(
                 where, "a JSON schema encoded as a string", "text that is not JSON"
             ) from None
-        compile_schema(schema, path=where)
+        check_schema(schema, path=where)
     top_k = optional_int(params, "top_k", path, minimum=-1)
     if top_k == 0:
         raise InvalidRequestField(at(path, "top_k"), "-1 (off) or an integer >= 1", "a number (0)")

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, describe, require_object, wrong_type
 from ember.models.api.tools import ResponseFormat
-from ember.models.constrain.schema import compile_schema
+from ember.models.constrain.schema_check import check_schema
 
 SUPPORTED = (
     "regex (regex, guided_regex, structured_outputs.regex), a choice (guided_choice, "
@@ -138,5 +138,5 @@ def _schema_format(value: object, where: str) -> ResponseFormat:
             raise wrong_type(where, "a JSON schema (an object, or its JSON text)", value) from None
     if not isinstance(value, Mapping | bool):
         raise InvalidRequestField(where, "a JSON schema object", describe(value))
-    compile_schema(value, path=where, strict=True)  # refused here, naming the keyword
+    check_schema(value, path=where, strict=True)  # refused here, naming the keyword
     return ResponseFormat("json_schema", value, "guided_json")

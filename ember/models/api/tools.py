@@ -17,7 +17,7 @@ from ember.models.api.fields import (
     require_object,
     wrong_type,
 )
-from ember.models.constrain.schema import compile_schema
+from ember.models.constrain.schema_check import check_schema
 from ember.models.constrain.tool_grammars import ToolSignature
 
 FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -85,7 +85,7 @@ def _function(raw: Mapping, path: str) -> FunctionTool:
     if parameters is not None:
         require_object(parameters, at(path, "parameters"))
         # Lenient: tool schemas are hints; refuse only what is not a schema at all.
-        compile_schema(parameters, path=at(path, "parameters"), strict=False)
+        check_schema(parameters, path=at(path, "parameters"), strict=False)
     return FunctionTool(name, description, parameters, optional_bool(raw, "strict", path, False))
 
 
@@ -206,5 +206,5 @@ def parse_response_format(value: object, path: str) -> ResponseFormat:
         return ResponseFormat("json_object", name=optional_str(spec, "name", where))
     if not isinstance(schema, Mapping | bool):
         raise wrong_type(schema_path, "a JSON schema object", schema)
-    compile_schema(schema, path=schema_path, strict=True)
+    check_schema(schema, path=schema_path, strict=True)
     return ResponseFormat("json_schema", schema, name, strict)
