@@ -44,7 +44,7 @@ def _state(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat") as handle:
             return handle.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # (ESRCH: reaped between open and read)
         return None
 
 
