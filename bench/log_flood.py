@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +33,13 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.ai_load import checkout_commit, load_average  # noqa: E402
+from bench.ai_load import load_average  # noqa: E402
+from bench.platform_ab import (  # noqa: E402
+    ServePlatform,
+    alternate,
+    median_summary,
+    write_record,
+)
 from tests.serve.conftest import upload  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -61,6 +64,13 @@ async def on_fetch(request, env):
 """
 NOOP = VICTIM.replace("hello", "noop")
 KINDS = ("quiet", "print", "noop")
+METRICS = (
+    "victim_requests_per_s",
+    "victim_p50_ms",
+    "victim_p99_ms",
+    "flood_requests",
+    "supervisor_cpu_percent",
+)
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -70,57 +80,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-class Platform:
+class Platform(ServePlatform):
     """One checkout's ``ember serve`` with the victim's and the flooder's workers."""
 
     def __init__(self, name: str, code: Path, scratch: Path, args: argparse.Namespace) -> None:
-        self.name = name
-        self.env = {**os.environ, "PYTHONPATH": str(code), "NO_COLOR": "1"}
-        self.code = code
-        self.state = scratch / name / "state"
-        self.state.parent.mkdir(parents=True)
-        port_file = scratch / name / "port"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "ember", "serve", "--port", "0", "--state-dir", str(self.state)]
-            + ["--port-file", str(port_file), "--idle-timeout", "1h"],
-            cwd=code,
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 120
-        while not port_file.exists():
-            assert self.process.poll() is None and time.monotonic() < deadline, "serve died"
-            time.sleep(0.05)
-        self.port = int(port_file.read_text())
+        super().__init__(name, code, scratch)
         printer = PRINTER.format(width=args.line_bytes - 1, lines=args.lines)
         self._deploy("victim", {"hello": VICTIM})
         self._deploy("flood", {"printer": printer, "noop": NOOP})
 
     def _deploy(self, account: str, workers: dict[str, str]) -> None:
-        created = subprocess.run(
-            [sys.executable, "-m", "ember", "accounts", "create", account, "--json"]
-            + ["--state-dir", str(self.state)],
-            cwd=self.code,
-            env=self.env,
-            capture_output=True,
-            check=True,
-        )
-        made = json.loads(created.stdout)
-        api = f"http://127.0.0.1:{self.port}/client/v4/accounts/{made['id']}/workers/scripts"
-        auth = {"authorization": f"Bearer {made['token']}"}
+        base, auth = self.account(account)
         for name, source in workers.items():
             body, headers = upload(source)
-            reply = httpx.put(f"{api}/{name}", content=body, headers=headers | auth, timeout=120)
+            reply = httpx.put(
+                f"{base}/workers/scripts/{name}", content=body, headers=headers | auth, timeout=120
+            )
             assert reply.status_code == 200, reply.text
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 async def _client(
@@ -185,42 +161,6 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
     }
 
 
-def summary(phases: list[dict]) -> list[dict]:
-    out = []
-    for side, kind in itertools.product(("baseline", "this"), KINDS):
-        rows = [p for p in phases if p["side"] == side and p["kind"] == kind]
-        if not rows:
-            continue
-        row: dict = {"side": side, "kind": kind, "rounds": len(rows)}
-        for key in (
-            "victim_requests_per_s",
-            "victim_p50_ms",
-            "victim_p99_ms",
-            "flood_requests",
-            "supervisor_cpu_percent",
-        ):
-            row[key] = round(statistics.median(r[key] for r in rows), 2)
-        out.append(row)
-    return out
-
-
-async def run(platforms: list[Platform], args: argparse.Namespace) -> list[dict]:
-    for platform in platforms:  # warm: every isolate started, the client's path taken once
-        warm = argparse.Namespace(**{**vars(args), "seconds": 1.0})
-        for kind in KINDS:
-            await phase(platform, kind, warm)
-    phases = []
-    for round_index in range(args.rounds):
-        order = platforms if round_index % 2 == 0 else platforms[::-1]
-        for platform in order:
-            for kind in KINDS:
-                result = await phase(platform, kind, args)
-                result["round"] = round_index
-                print(json.dumps(result), flush=True)
-                phases.append(result)
-    return phases
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, required=True, help="the other checkout")
@@ -239,28 +179,12 @@ def main() -> None:
         ]
         try:
             load_before = load_average()
-            phases = asyncio.run(run(platforms, args))
+            phases = asyncio.run(alternate(platforms, KINDS, phase, args))
         finally:
             for platform in platforms:
                 platform.stop()
-    # This machine's paths stay out of the record: the baseline is named by its commit.
-    argv = ["<checkout>" if a == str(args.baseline) else a for a in sys.argv[1:]]
-    result = {
-        "command": " ".join(["PYTHONPATH=. python -m bench.log_flood", *argv]),
-        "commits": {
-            "baseline": args.baseline_commit or checkout_commit(args.baseline),
-            "this": checkout_commit(ROOT),
-        },
-        "machine": {"cpu_count": os.cpu_count(), "load_before": load_before},
-        "load_after": load_average(),
-        "args": {k: v for k, v in vars(args).items() if not isinstance(v, Path)},
-        "summary": summary(phases),
-        "phases": phases,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    for row in result["summary"]:
-        print(json.dumps(row))
+    summary = median_summary(phases, KINDS, METRICS)
+    write_record("bench.log_flood", args, phases, summary, load_before)
 
 
 if __name__ == "__main__":
