@@ -188,7 +188,16 @@ class CpuMeter:
 
     def _report(self) -> None:
         self._report_due = False
-        usage = [[rid, round(self.used(e.scope) * 1e6)] for rid, e in self.live.items()]
+        if self.solo is None and not self.reference:
+            self.settle()  # once for all of them (``used`` would settle per scope)
+        now = _thread_time()
+        usage = [
+            [
+                rid,
+                round((e.scope.cpu + (now - self.solo_since if e.scope is self.solo else 0)) * 1e6),
+            ]
+            for rid, e in self.live.items()
+        ]
         self.send(CpuReport(round(time.process_time() * 1e6), usage))
 
 
