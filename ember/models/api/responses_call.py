@@ -7,7 +7,8 @@ ember's model server (its own chat path) and the runtime's AI routes (the gatewa
     async for data in call.events(chunk_batches): ...          # stream true: SSE bytes
 
 A finished response is stored (``store``, default true) under ``scope`` for
-``previous_response_id`` and ``GET /v1/responses/{id}``; a failed one is not.
+``previous_response_id``, ``item_reference`` input items and ``GET /v1/responses/{id}``; a
+failed one is not.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from ember.models.api.responses_store import ResponseStore
 
 class ResponsesCall:
     def __init__(self, body: object, store: ResponseStore, scope: str, default_model: str) -> None:
-        self.request = parse_responses_request(body)
+        request = parse_responses_request(body)
+        items = tuple(_referenced(item, store, scope) for item in request.items)
+        self.request = dataclasses.replace(request, items=items)
         self.store = store
         self.scope = scope
         history: list[Mapping[str, Any]] = []
@@ -97,6 +100,14 @@ class ResponsesCall:
     def _keep(self, response: Mapping[str, Any]) -> None:
         if self.request.store:
             self.store.put(self.scope, response, (*self.history, *self.request.items))
+
+
+def _referenced(item: dict[str, Any], store: ResponseStore, scope: str) -> dict[str, Any]:
+    """An ``item_reference`` as the stored item it names (so a stored conversation holds the
+    items, not references to items that may be dropped first); other items as they are."""
+    if item.get("type") != "item_reference":
+        return item
+    return dict(store.item(scope, item["id"]))
 
 
 # Chat fields -> the Responses fields they came from, for errors the chat parser finds

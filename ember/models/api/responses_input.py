@@ -5,8 +5,9 @@ string or ``input_text`` / ``output_text`` / ``refusal`` parts), ``function_call
 assistant tool call; consecutive calls join one assistant message, as parallel calls do),
 ``function_call_output`` (a ``tool`` message) and ``reasoning`` (the next assistant message's
 ``reasoning_content``). The output items of a response are all valid input items, so a client
-can send a whole conversation back. Anything else (images, files, ``item_reference``, built-in
-tool calls) is refused naming the item, never dropped.
+can send a whole conversation back, or name stored ones by id (``item_reference``: kept here
+with its id checked, and replaced by the stored item in ``ResponsesCall``). Anything else
+(images, files, built-in tool calls) is refused naming the item, never dropped.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, describe, require_object, wrong_type
 
 ROLES = ("user", "system", "developer", "assistant")
-ITEM_TYPES = "'message', 'function_call', 'function_call_output' or 'reasoning'"
+ITEM_TYPES = "'message', 'function_call', 'function_call_output', 'reasoning' or 'item_reference'"
 TEXT_PARTS = {"user": ("input_text",), "system": ("input_text",), "developer": ("input_text",)}
 ASSISTANT_PARTS = ("output_text", "input_text", "refusal")
 
@@ -45,6 +46,8 @@ def input_items(value: object, path: str = "/input") -> list[dict[str, Any]]:
             _tool_output(item.get("output"), at(where, "output"))
         elif kind == "reasoning":
             _reasoning_text(item, where)
+        elif kind == "item_reference":
+            _require_str(item, "id", where)
         else:
             raise InvalidRequestField(
                 at(where, "type"), ITEM_TYPES + " (ember has no other item types)", describe(kind)

@@ -4,12 +4,13 @@
 OpenAI stores responses by default (``store`` true) and so does ember; vLLM ignores ``store``
 unless ``VLLM_ENABLE_RESPONSES_API_STORE`` is set, and then keeps every response forever. Here
 a scope's oldest responses are dropped once it holds ``max_responses`` or their JSON passes
-``max_bytes``; a dropped or unknown id is a 404 naming it. Each entry keeps the whole
-conversation that led to it (earlier input items and outputs), so a chain keeps working while
-its last response is held, whatever happened to the ones before. ``scope`` separates tenants:
-one tenant's response ids mean nothing to another's, and its traffic cannot push another's
-responses out: the bounds are per scope, and past ``max_total_bytes`` for all of them the
-scope holding the most bytes gives up its oldest.
+``max_bytes``; a dropped or unknown id is a 404 naming it. The items a stored response produced
+can be sent back by id (``{"type": "item_reference", "id"}``, ``item``), as OpenAI's are. Each
+entry keeps the whole conversation that led to it (earlier input items and outputs), so a chain
+keeps working while its last response is held, whatever happened to the ones before. ``scope``
+separates tenants: one tenant's response ids mean nothing to another's, and its traffic cannot
+push another's responses out: the bounds are per scope, and past ``max_total_bytes`` for all of
+them the scope holding the most bytes gives up its oldest.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class ResponseNotFound(NotFound):
     """No stored response has this id (never stored, ``store`` false, or dropped since).
     ``param``: the request field that named it (None for ``GET /v1/responses/{id}``)."""
 
+    code: str | None = "response_not_found"
+
     def __init__(self, response_id: str, param: str | None = None) -> None:
         self.response_id = response_id
         self.param = param
@@ -48,9 +51,27 @@ class ResponseNotFound(NotFound):
                 "message": str(self),
                 "type": "invalid_request_error",
                 "param": self.param,
-                "code": "response_not_found",
+                "code": self.code,
             }
         }
+
+
+class ItemNotFound(ResponseNotFound):
+    """An ``item_reference`` names no item of a stored response (a ``ResponseNotFound``, so
+    every route answers it with the same 404). OpenAI's words, then how long ember keeps them."""
+
+    code = None  # OpenAI's answer has none
+
+    def __init__(self, item_id: str) -> None:
+        self.response_id = item_id
+        self.param = "input"
+        NotFound.__init__(
+            self,
+            f"Item with id '{item_id}' not found. Items are not persisted when `store` is set "
+            "to false. Try again with `store` set to true, or remove this item from your input "
+            f"(ember keeps the output items of the last {MAX_RESPONSES} stored responses of "
+            "each tenant in memory, until the server restarts).",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +127,17 @@ class ResponseStore:
             raise ResponseNotFound(response_id, param)
         entries.move_to_end(response_id)  # in use: dropped last
         return entry
+
+    def item(self, scope: str, item_id: str) -> Mapping[str, Any]:
+        """The output item ``item_id`` of one of ``scope``'s stored responses (newest first:
+        a scope holds at most ``max_responses``, each a few items)."""
+        entries = self._scopes.get(scope, OrderedDict())
+        for response_id, entry in reversed(entries.items()):
+            for item in entry.response.get("output", ()):
+                if item.get("id") == item_id:
+                    entries.move_to_end(response_id)  # in use: dropped last
+                    return item
+        raise ItemNotFound(item_id)
 
     def _forget(self, scope: str, response_id: str) -> bool:
         entries = self._scopes.get(scope)

@@ -77,4 +77,4 @@ async def get_response(request: Request) -> Response:
 
 
 def _not_found(missing: ResponseNotFound) -> HTTPError:
-    return HTTPError(404, str(missing), param=missing.param, code="response_not_found")
+    return HTTPError(404, str(missing), param=missing.param, code=missing.code)

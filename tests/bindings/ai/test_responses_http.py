@@ -5,6 +5,7 @@ stored responses (one store per tenant)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 
@@ -122,6 +123,38 @@ def test_previous_response_id_in_the_one_dev_account(dev: DevServer) -> None:
     with pytest.raises(openai.NotFoundError) as chained:
         same.responses.create(model=GLM, previous_response_id=first.id, input="x")
     assert chained.value.param == "previous_response_id"
+
+
+def test_item_references_as_the_ai_sdk_sends_them(dev: DevServer) -> None:
+    """The AI SDK's OpenAI provider (@ai-sdk/openai 3.0.141, responses/
+    convert-to-openai-responses-input.ts), ``store`` true by default, sends a turn's reasoning
+    and message items back as ``item_reference``s on the next turn (and on every tool step):
+    both answer, streamed too, and a reference nobody stored is OpenAI's 404 on ``input``."""
+    turn = {"model": GLM, "max_output_tokens": 24, "store": True}
+    question = {"role": "user", "content": [{"type": "input_text", "text": "Say hi"}]}
+    post = functools.partial(httpx.post, dev.url + "/ai/v1/responses", timeout=120)
+    # A thinking turn (a reasoning item: the tiny model thinks past 24 tokens) and a quiet one
+    # (a message item).
+    thought = post(json={**turn, "input": [question]})
+    said = post(json={**turn, "input": [question], "reasoning": QUIET})
+    outputs = [item for reply in (thought, said) for item in reply.json()["output"]]
+    assert [item["type"] for item in outputs] == ["reasoning", "message"], outputs
+    references = [{"type": "item_reference", "id": item["id"]} for item in outputs]
+    again = {"role": "user", "content": [{"type": "input_text", "text": "again"}]}
+    body = {**turn, "input": [question, *references, again], "reasoning": QUIET}
+    second = post(json=body)
+    assert second.status_code == 200, second.text
+    alone = post(json={**body, "input": [question, again]})
+    # The referenced answer went into the prompt (GLM's template drops an earlier turn's
+    # reasoning, as the platform's does).
+    assert second.json()["usage"]["input_tokens"] > alone.json()["usage"]["input_tokens"] + 4
+    streamed = client(dev).responses.create(**body, stream=True)
+    assert [event.type for event in streamed][-1] in ("response.completed", "response.incomplete")
+    gone = {**body, "input": [question, {"type": "item_reference", "id": "rs_nobody"}]}
+    missing = post(json=gone)
+    assert missing.status_code == 404, missing.text
+    error = missing.json()["error"]
+    assert error["param"] == "input" and "Item with id 'rs_nobody' not found" in error["message"]
 
 
 MISSING = "The model `@cf/x/y` does not exist or you do not have access to it."

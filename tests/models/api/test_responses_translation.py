@@ -20,7 +20,7 @@ from ember.models.api.responses_events import ResponseEvents
 from ember.models.api.responses_input import chat_messages, input_items
 from ember.models.api.responses_object import from_chat_completion
 from ember.models.api.responses_request import KNOWN
-from ember.models.api.responses_store import ResponseNotFound, ResponseStore
+from ember.models.api.responses_store import ItemNotFound, ResponseNotFound, ResponseStore
 
 ECHO = {"store": True}
 WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
@@ -148,7 +148,8 @@ def test_function_calls_join_one_assistant_message_and_reasoning_rides_on_it() -
     [
         ([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}],
          "/input/0/content/0/type"),
-        ([{"type": "item_reference", "id": "msg_1"}], "/input/0/type"),
+        ([{"type": "item_reference", "id": 7}], "/input/0/id"),
+        ([{"type": "web_search_call", "id": "ws_1"}], "/input/0/type"),
         ([{"type": "function_call", "name": "f", "arguments": "{}"}], "/input/0/call_id"),
         ([{"role": "tool", "content": "x"}], "/input/0/role"),
         (3, "/input"),
@@ -207,6 +208,7 @@ def hostile_bodies(draw: st.DrawFn) -> dict[str, Any]:
 SHAPES = [
     {"type": "function", "name": "f", "parameters": {"type": "object"}},
     {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+    {"type": "item_reference", "id": "rs_never_stored"},
     {"type": "reasoning", "content": [{"type": "reasoning_text", "text": 1}]},
     {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
     {"type": "json_schema", "name": "x", "schema": {"type": "object"}},
@@ -224,6 +226,8 @@ def test_any_body_is_served_or_refused_naming_a_field(body: dict[str, Any]) -> N
         parse_chat_request(call.chat_body(), dialect="openai", max_temperature=None)
     except InvalidModelInput as exc:
         assert exc.field.startswith("/")
+    except ItemNotFound as exc:  # a 404 naming the input item
+        assert exc.param == "input" and "rs_never_stored" in str(exc)
     except ResponseNotFound as exc:  # a 404 naming it
         assert exc.response_id == body["previous_response_id"]
 
@@ -261,3 +265,37 @@ def test_one_tenants_traffic_does_not_push_out_anothers_responses() -> None:
     store.delete("quiet", "keep")
     with pytest.raises(ResponseNotFound):
         store.delete("quiet", "keep")
+
+
+def test_item_references_resolve_to_the_stored_items() -> None:
+    """The AI SDK's OpenAI provider (@ai-sdk/openai 3.0.141, responses/
+    convert-to-openai-responses-input.ts) sends a stored response's reasoning and message items
+    back as ``{"type": "item_reference", "id"}`` (its default, ``store`` true) on every
+    follow-up turn and tool step: each becomes the item it names, as OpenAI resolves them."""
+    store = ResponseStore()
+    first = ResponsesCall({"input": "weather?"}, store, "t", "m")
+    completion = {
+        "model": "m",
+        "choices": [{"finish_reason": "stop", "message": {
+            "role": "assistant", "content": "sunny", "reasoning_content": "think"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }  # fmt: skip
+    reasoning, message = first.whole(completion)["output"]
+    follow_up = {
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
+            {"type": "item_reference", "id": reasoning["id"]},
+            {"type": "item_reference", "id": message["id"]},
+            {"role": "user", "content": [{"type": "input_text", "text": "again"}]},
+        ],
+    }
+    messages = ResponsesCall(follow_up, store, "t", "m").chat_body()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == "sunny" and messages[1]["reasoning_content"] == "think"
+    # Another tenant's ids, and ids nobody stored, are OpenAI's 404 naming the item.
+    for scope, missing in (("other", message["id"]), ("t", "rs_gone")):
+        body = {"input": [{"type": "item_reference", "id": missing}]}
+        with pytest.raises(ItemNotFound) as caught:
+            ResponsesCall(body, store, scope, "m")
+        assert caught.value.param == "input" and missing in str(caught.value)
+        assert isinstance(caught.value, ResponseNotFound)  # every route's 404 handler

@@ -304,7 +304,7 @@ def test_previous_response_id_and_retrieve(url: str) -> None:
         ({"truncation": "auto"}, "truncation", "'disabled'"),
         ({"conversation": "conv_1"}, "conversation", "previous_response_id"),
         ({"frobnicate": 1}, "frobnicate", "Unknown parameter"),
-        ({"input": [{"type": "item_reference", "id": "x"}]}, "input.[0].type", "function_call"),
+        ({"input": [{"type": "file_search_call", "id": "x"}]}, "input.[0].type", "function_call"),
         ({"text": {"format": {"type": "grammar"}}}, "text.format.type", "json_schema"),
         ({"temperature": -1}, "temperature", "temperature"),
     ],
