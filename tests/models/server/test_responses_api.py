@@ -292,6 +292,18 @@ def test_previous_response_id_and_retrieve(url: str) -> None:
     )
     with pytest.raises(openai.NotFoundError):
         api.responses.retrieve(unstored.id)
+    # A stored response's items go back by id (item_reference), an unstored one's do not.
+    reference = {"type": "item_reference", "id": second.output[-1].id}
+    fourth = api.responses.create(
+        model="glm", input=[{"role": "user", "content": "And then?"}, reference],
+        max_output_tokens=1, reasoning=NO_THINKING,
+    )  # fmt: skip
+    assert fourth.usage.input_tokens > second.usage.output_tokens
+    with pytest.raises(openai.NotFoundError) as lost:
+        api.responses.create(
+            model="glm", input=[{"type": "item_reference", "id": unstored.output[-1].id}]
+        )
+    assert lost.value.param == "input" and unstored.output[-1].id in lost.value.message
 
 
 @pytest.mark.parametrize(
