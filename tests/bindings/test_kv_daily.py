@@ -77,6 +77,7 @@ def test_each_kind_has_its_own_allowance_and_the_platforms_words(tmp_path: Path)
     put = ["k", b"v", None, None, None]
     assert _ok(kv, "put", put) is None
     assert _ok(kv, "put", ["j", b"w", None, None, None]) is None
+    host.now += 1  # past the keys' second (one write per second per key: key_rate.py)
     assert _refusal(kv, "put", put) == "KV put() limit exceeded for the day."
     # A refused write stored nothing.
     assert _ok(kv, "get", ["k", None])[2] == b"v"
@@ -101,8 +102,9 @@ def test_the_allowance_is_the_accounts_and_resets_at_midnight_utc(tmp_path: Path
     put = ["k", b"v", None, None, None]
     _ok(first, "put", put)
     _ok(second, "put", put)
-    assert _refusal(first, "put", put) == "KV put() limit exceeded for the day."
-    assert _refusal(second, "put", put) == "KV put() limit exceeded for the day."
+    fresh = ["fresh", b"v", None, None, None]  # another key: not refused for the key's second
+    assert _refusal(first, "put", fresh) == "KV put() limit exceeded for the day."
+    assert _refusal(second, "put", fresh) == "KV put() limit exceeded for the day."
     _ok(other, "put", put)  # another account's day is its own
     for i in range(5):  # distinct keys: one key takes one write per second (key_rate.py)
         _ok(unlimited, "put", [f"k{i}", b"v", None, None, None])
@@ -112,4 +114,4 @@ def test_the_allowance_is_the_accounts_and_resets_at_midnight_utc(tmp_path: Path
     host.now = MIDNIGHT + 86_400  # 00:00 UTC: a new day, a full allowance
     _ok(first, "put", put)
     _ok(second, "put", put)
-    assert _refusal(first, "put", put) == "KV put() limit exceeded for the day."
+    assert _refusal(first, "put", fresh) == "KV put() limit exceeded for the day."

@@ -92,3 +92,62 @@ def test_forgetting_old_keys_keeps_the_recent_ones() -> None:
     assert not rate.take("ns", "recent")
     assert rate.take("ns", "old1")
     assert len(rate._last) < 2 * PRUNE_AT + 2  # bounded by about a second's writes
+
+
+def _outcome(service: KVService, method: str, args: list[Any]) -> str | None:
+    """None if done, else the error the worker sees."""
+
+    async def run() -> str | None:
+        try:
+            await service.call(method, args, Context())
+        except ServiceError as exc:
+            assert exc.kind == "kv"
+            return str(exc)
+        return None
+
+    return asyncio.run(run())
+
+
+def _allowed(host: Host, namespace: str, account: str, **allowances: int) -> KVService:
+    shared_store(host).store.ensure_namespace(namespace, namespace, account)
+    options: dict[str, Any] = {"namespace_id": namespace, "account": account, **allowances}
+    return KVService(BindingSpec("kv_namespace", "KV", "", options), host)
+
+
+def test_a_write_refused_by_the_key_rate_is_not_charged_for_the_day(tmp_path: Path) -> None:
+    """Cloudflare bills the operations it performs; a 429 wrote nothing, so it spends none of
+    the day's writes."""
+    host = Host(tmp_path)
+    kv = _allowed(host, "ns", "acct", kv_writes_per_day=2)
+    assert _outcome(kv, "put", ["k", b"one", None, None, None]) is None
+    for _ in range(3):
+        assert _outcome(kv, "put", ["k", b"two", None, None, None]) == (
+            "KV PUT failed: 429 Too Many Requests"
+        )
+    assert _outcome(kv, "put", ["j", b"w", None, None, None]) is None  # the day's second write
+    assert _outcome(kv, "put", ["i", b"x", None, None, None]) == (
+        "KV put() limit exceeded for the day."
+    )
+
+
+def test_a_write_refused_for_the_day_does_not_take_the_keys_second(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    spent = _allowed(host, "ns", "acct", kv_writes_per_day=1)
+    assert _outcome(spent, "put", ["j", b"w", None, None, None]) is None
+    assert _outcome(spent, "put", ["k", b"v", None, None, None]) == (
+        "KV put() limit exceeded for the day."
+    )
+    paid = _allowed(host, "ns", "paid")  # another binding of the namespace, no allowance
+    assert _outcome(paid, "put", ["k", b"v", None, None, None]) is None
+
+
+def test_an_invalid_write_is_not_charged_for_the_day(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    kv = _allowed(host, "ns", "acct", kv_writes_per_day=1, kv_deletes_per_day=1)
+    assert _outcome(kv, "put", ["", b"v", None, None, None]) == (
+        "KV PUT failed: 400 Key names must not be empty"
+    )
+    assert _outcome(kv, "put", ["k", b"v", None, 5, None]) is not None  # TTL under 60 s
+    assert _outcome(kv, "delete", [".."]) is not None
+    assert _outcome(kv, "put", ["k", b"v", None, None, None]) is None
+    assert _outcome(kv, "delete", ["other"]) is None

@@ -10,7 +10,9 @@ account's KV (walk18: p99 from 15 ms to 222-616 ms).
 What counts, as Cloudflare bills it: each key a read names (a missing one too, and each key of a
 bulk read), each pair of a write (each pair of a REST bulk write), each key deleted, each list
 call; the workers' ``env.KV`` and the KV REST API spend one allowance. An operation is counted
-when it is asked for, before the store is touched, and one refused for the day counts nothing.
+before the store is touched, and one refused for the day counts nothing; through ``env.KV`` it is
+counted only once it passed validation and, a write, the key's one write per second, so a
+refused operation (400, 413, 429) is not charged: Cloudflare bills the operations it performs.
 
 Past an allowance the binding throws what the platform's binding throws there: ``KV put()
 limit exceeded for the day.`` Cloudflare's docs do not print it; Free-plan users quote it from
@@ -34,14 +36,6 @@ from ember.errors import LimitExceeded
 KINDS = ("reads", "writes", "deletes", "lists")
 # The binding method each kind is named by in the platform's message.
 VERBS = {"reads": "get", "writes": "put", "deletes": "delete", "lists": "list"}
-# The KV service's method -> the kind it spends.
-KIND_OF_METHOD = {
-    "get": "reads",
-    "get_bulk": "reads",
-    "put": "writes",
-    "delete": "deletes",
-    "list": "lists",
-}
 REST_STATUS = 429
 REST_CODE = 10048
 REST_MESSAGE = "your account has reached the free usage limit for this operation for today"

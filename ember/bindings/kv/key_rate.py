@@ -9,9 +9,11 @@ key in a loop works locally and fails in production; ember refuses it in ``ember
 The limit is the binding's: Cloudflare's KV FAQ says REST API operations "are bound by the same
 limits of the REST API" (its global request rate), and "when writing to Workers KV via the
 Workers Binding API, the write rate limit is 1 write per second, per key". So the KV REST API
-(and ``ember kv``) neither counts nor is refused here. A refused write changes nothing and does
-not restart the second; a write that passed the limit counts even if the store then refuses it
-(over quota, say), as the attempt reached the key.
+(and ``ember kv``) neither counts nor is refused here. A refused write changes nothing, does not
+restart the second and is not charged to the account's daily allowance (Cloudflare bills the
+operations it performs; its docs say nothing of charging a 429); a write that passed the limit
+counts even if the store then refuses it (over quota, say), as the attempt reached the key, but
+not one the day's allowance refused (``service.py`` checks the rate, then the day, then records).
 """
 
 from __future__ import annotations
@@ -40,15 +42,23 @@ class KeyWriteRate:
     def take(self, namespace_id: str, key: str) -> bool:
         """Record a write to ``key`` now and return True, or False (nothing recorded) if the
         key was written less than a second ago."""
-        now = self._clock()
-        slot = (namespace_id, key)
-        last = self._last.get(slot)
-        if last is not None and 0 <= now - last < WINDOW_SECONDS:
+        if not self.allows(namespace_id, key):
             return False
-        self._last[slot] = now
+        self.record(namespace_id, key)
+        return True
+
+    def allows(self, namespace_id: str, key: str) -> bool:
+        """Whether ``key`` may be written now (nothing recorded): a caller with another check
+        to pass (the day's allowance) records the write only once that passed too."""
+        last = self._last.get((namespace_id, key))
+        return last is None or not 0 <= self._clock() - last < WINDOW_SECONDS
+
+    def record(self, namespace_id: str, key: str) -> None:
+        """Start ``key``'s second now (a write to it was let through)."""
+        now = self._clock()
+        self._last[(namespace_id, key)] = now
         if len(self._last) >= self._prune_at:
             self._prune(now)
-        return True
 
     def _prune(self, now: float) -> None:
         self._last = {slot: at for slot, at in self._last.items() if 0 <= now - at < WINDOW_SECONDS}

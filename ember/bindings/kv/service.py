@@ -12,7 +12,9 @@ deployment of the supervisor (``ServiceHost.shared``); its reads never wait for 
 writes are served account by account in turn (``async_store.py``): the owner of this binding's
 writes is its account, or in ``ember dev`` its namespace. A key written through a binding less
 than a second ago refuses the next ``put`` (``KV PUT failed: 429 Too Many Requests``, as on
-Cloudflare: ``key_rate.py``).
+Cloudflare: ``key_rate.py``). An operation is
+charged to the day's allowance only once it passed validation and, for a write, the key's rate:
+a refused one is not charged.
 
 Wire format (the client in ``client.py`` is the only other party):
 
@@ -32,7 +34,7 @@ from typing import Any
 from ember.bindings.base import BindingService, BindingSpec, CallContext, ServiceHost, StreamReply
 from ember.bindings.kv import key_rate, limits
 from ember.bindings.kv.async_store import AsyncKVStore
-from ember.bindings.kv.daily import KIND_OF_METHOD, KVAllowances, KVDailyLimitExceeded
+from ember.bindings.kv.daily import KVAllowances, KVDailyLimitExceeded
 from ember.bindings.kv.records import KVPoolSource
 from ember.bindings.kv.store import KVEntry, KVQuota, KVQuotaExceeded, KVStore
 from ember.errors import NotFound
@@ -98,22 +100,30 @@ class KVService(BindingService):
         if ctx.count("kv_ops") > limits.MAX_OPS_PER_REQUEST:
             raise limits.KVError(op, 429, "Too many API requests by single worker invocation.")
         try:
-            self._spend(method, args)
             return await self._call(op, method, args, ctx)
         except KVDailyLimitExceeded as exc:
             raise exc.for_binding() from None
         except StorageFull as exc:  # the operator's log has the store; the worker its words
             raise limits.KVError(op, exc.http_status, str(exc)) from None
 
-    def _spend(self, method: str, args: list[Any]) -> None:
-        """Count the operation against the account's daily allowance (raises past it): a bulk
-        read counts each key it names (one with too many keys is refused by its validation)."""
+    def _spend(self, kind: str, count: int = 1) -> None:
+        """Count ``count`` operations of ``kind`` against the account's daily allowance (raises
+        ``KVDailyLimitExceeded`` past it). Called once the operation was found valid, before the
+        store is touched: what the binding refuses (invalid, 429) is not charged."""
         if self._allowances is None or self._account is None:
             return
-        count = 1
-        if method == "get_bulk" and isinstance(args, list) and args and isinstance(args[0], list):
-            count = min(max(1, len(args[0])), limits.MAX_BULK_GET_KEYS)
-        self._store.daily.take(self._account, self._allowances, KIND_OF_METHOD[method], count)
+        self._store.daily.take(self._account, self._allowances, kind, count)
+
+    def _admit_write(self, op: str, kind: str, key: str) -> None:
+        """A put of ``key``: refused (429) within a second of the key's last write,
+        then charged to the day, then recorded as the key's write. In that order, with no await
+        between, so a write the day refuses does not take the key's second, and one the key's
+        rate refuses is not charged."""
+        rate = self._store.key_writes
+        if not rate.allows(self.namespace_id, key):
+            raise limits.KVError(op, key_rate.STATUS, key_rate.MESSAGE)
+        self._spend(kind)
+        rate.record(self.namespace_id, key)
 
     async def _call(
         self, op: str, method: str, args: list[Any], ctx: CallContext
@@ -141,9 +151,9 @@ class KVService(BindingService):
             return None
         if method == "delete":
             (key,) = _arity(op, args, 1)
-            await self._store.delete_many(
-                self._owner, self.namespace_id, [limits.validate_key(op, key)]
-            )
+            limits.validate_key(op, key)
+            self._spend("deletes")
+            await self._store.delete_many(self._owner, self.namespace_id, [key])
             return None
         return await self._list(args)
 
@@ -151,6 +161,7 @@ class KVService(BindingService):
         key, cache_ttl = _arity("GET", args, 2)
         limits.validate_key("GET", key)
         limits.validate_cache_ttl("GET", cache_ttl)
+        self._spend("reads")
         entry = await self._store.get(self._owner, self.namespace_id, key)
         if entry is None:
             return [False, None, None]
@@ -163,6 +174,7 @@ class KVService(BindingService):
         keys, value_type, cache_ttl = _arity("GET_BULK", args, 3)
         keys = limits.validate_bulk_get("GET_BULK", keys, value_type)
         limits.validate_cache_ttl("GET_BULK", cache_ttl)
+        self._spend("reads", len(keys))  # each key it names, as Cloudflare bills them
         heads: list[list[object]] = []
         values: list[bytes] = []
         for key in keys:
@@ -196,8 +208,7 @@ class KVService(BindingService):
         elif not isinstance(body, bytes):
             raise limits.KVError("PUT", 400, "values must be strings, bytes or streams")
         limits.validate_value_length("PUT", len(body))
-        if not self._store.key_writes.take(self.namespace_id, key):
-            raise limits.KVError("PUT", key_rate.STATUS, key_rate.MESSAGE)
+        self._admit_write("PUT", "writes", key)
         quota, pool = self._quota, self._pool
 
         def put() -> None:  # on the store's thread: the pool's figures read just before
@@ -243,6 +254,7 @@ class KVService(BindingService):
         if cursor is not None and not isinstance(cursor, str):
             raise limits.KVError("LIST", 400, "cursor must be a string")
         cursor = limits.validate_cursor("LIST", cursor)
+        self._spend("lists")
         page = await self._store.list(self.namespace_id, prefix=prefix, limit=count, cursor=cursor)
         keys = [info.as_listed() for info in page.keys]
         result: dict[str, object] = {"keys": keys, "list_complete": page.cursor is None}
