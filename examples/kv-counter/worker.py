@@ -5,9 +5,11 @@ GET /__counts      -> every counter (KV list with metadata)
 DELETE /anything   -> resets the counter
 A short-lived "last visit" key shows expiration_ttl (KV's minimum is 60 seconds).
 
-Workers KV takes one write per second to the same key; a faster one throws "KV PUT failed: 429
-Too Many Requests" (on Cloudflare and in ember; not in Miniflare). Two visits to one path within
-a second write one key twice, so writes retry with backoff, as Cloudflare's KV docs advise.
+Workers KV takes one write per second to the same key, a delete included; a faster one throws
+"KV PUT failed: 429 Too Many Requests" ("KV DELETE failed: ..."; on Cloudflare and in ember, not
+in Miniflare). Two visits to one path within a second write one key twice, and a reset just after
+a visit deletes it within the second, so writes retry with backoff, as Cloudflare's KV docs
+advise.
 (Counting in KV loses concurrent visits anyway: a real counter belongs in a Durable Object.)
 """
 
@@ -30,20 +32,22 @@ class Default(WorkerEntrypoint):
             return Response.json(counts)
         key = f"count:{path}"
         if request.method == "DELETE":
-            await kv.delete(key)
+            await with_retry(lambda: kv.delete(key))
             return Response("reset\n")
         count = int(await kv.get(key) or 0) + 1
-        await put_with_retry(kv, key, str(count), metadata={"value": count})
-        await put_with_retry(kv, "last-visit", json.dumps({"path": path}), expiration_ttl=60)
+        await with_retry(lambda: kv.put(key, str(count), metadata={"value": count}))
+        last = json.dumps({"path": path})
+        await with_retry(lambda: kv.put("last-visit", last, expiration_ttl=60))
         return Response(f"{path} has been visited {count} time(s)\n")
 
 
-async def put_with_retry(kv, key, value, attempts=5, **options):
-    """``kv.put``, retried after 0.25, 0.5, 1, 2 s while the key is rate limited (429)."""
+async def with_retry(write, attempts=5):
+    """``await write()`` (a ``kv.put`` or ``kv.delete``), retried after 0.25, 0.5, 1, 2 s while
+    the key is rate limited (429)."""
     delay = 0.25
     for attempt in range(attempts):
         try:
-            return await kv.put(key, value, **options)
+            return await write()
         except Exception as exc:
             if "429" not in str(exc) or attempt == attempts - 1:
                 raise

@@ -151,3 +151,37 @@ def test_an_invalid_write_is_not_charged_for_the_day(tmp_path: Path) -> None:
     assert _outcome(kv, "delete", [".."]) is not None
     assert _outcome(kv, "put", ["k", b"v", None, None, None]) is None
     assert _outcome(kv, "delete", ["other"]) is None
+
+
+@pytest.mark.parametrize("account", [None, "acct"], ids=["dev", "platform"])
+def test_a_delete_is_a_write_to_its_key(tmp_path: Path, account: str | None) -> None:
+    """Cloudflare's per-key limit is on writes, and a delete writes the key: workers see
+    ``KV DELETE failed: 429 Too Many Requests`` for one within a second of the key's last write
+    (put or delete), and a put within a second of a delete is refused too."""
+    host = Host(tmp_path)
+    kv = _service(host, "ns", account)
+    assert _put(kv, "k", b"one") is None
+    host.now += 0.5
+    assert _outcome(kv, "delete", ["k"]) == "KV DELETE failed: 429 Too Many Requests"
+    assert _get(kv, "k") == [True, None, b"one"]  # the refused delete changed nothing
+    assert _outcome(kv, "delete", ["other"]) is None  # another key (absent, still a write)
+    host.now += 0.5
+    assert _outcome(kv, "delete", ["k"]) is None
+    assert _get(kv, "k") == [False, None, None]
+    host.now += 0.5
+    assert _put(kv, "k", b"two") == "KV PUT failed: 429 Too Many Requests"
+    assert _outcome(kv, "delete", ["k"]) == "KV DELETE failed: 429 Too Many Requests"
+    host.now += 0.5
+    assert _put(kv, "k", b"three") is None
+    assert _get(kv, "k") == [True, None, b"three"]
+
+
+def test_a_delete_refused_by_the_key_rate_is_not_charged_for_the_day(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    kv = _allowed(host, "ns", "acct", kv_deletes_per_day=1)
+    assert _outcome(kv, "put", ["k", b"one", None, None, None]) is None
+    for _ in range(3):
+        assert _outcome(kv, "delete", ["k"]) == "KV DELETE failed: 429 Too Many Requests"
+    host.now += 1
+    assert _outcome(kv, "delete", ["k"]) is None  # the day's one delete
+    assert _outcome(kv, "delete", ["j"]) == "KV delete() limit exceeded for the day."

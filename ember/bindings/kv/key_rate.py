@@ -3,8 +3,11 @@
 Cloudflare's KV limits (developers.cloudflare.com/kv/platform/limits; reference/workers-api.md
 §5.1): "Writes to same key: 1 per second" on every plan; its write docs: "Writes made to the same
 key within 1 second will cause rate limiting (429) errors to be thrown", which a worker sees as
-``KV PUT failed: 429 Too Many Requests``. Miniflare does not enforce it, so code that writes one
-key in a loop works locally and fails in production; ember refuses it in ``ember dev`` too.
+``KV PUT failed: 429 Too Many Requests``. A delete is a write to its key and is held to the same
+second (a put, then a delete of the key within the second, or the other way round): workers on
+Cloudflare log ``KV DELETE failed: 429 Too Many Requests`` from ``env.KV.delete``. Miniflare does
+not enforce either, so code that writes one key in a loop works locally and fails in production;
+ember refuses it in ``ember dev`` too.
 
 The limit is the binding's: Cloudflare's KV FAQ says REST API operations "are bound by the same
 limits of the REST API" (its global request rate), and "when writing to Workers KV via the

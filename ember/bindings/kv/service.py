@@ -10,9 +10,9 @@ writes are also held to what all temporary accounts may store together (``pool.p
 figures from the platform's ``KVPoolSource`` under ``POOL_SOURCE_KEY``. The store is shared by every
 deployment of the supervisor (``ServiceHost.shared``); its reads never wait for writes, and its
 writes are served account by account in turn (``async_store.py``): the owner of this binding's
-writes is its account, or in ``ember dev`` its namespace. A key written through a binding less
-than a second ago refuses the next ``put`` (``KV PUT failed: 429 Too Many Requests``, as on
-Cloudflare: ``key_rate.py``). An operation is
+writes is its account, or in ``ember dev`` its namespace. A key written (put or deleted) through a
+binding less than a second ago refuses the next ``put`` or ``delete`` (``KV PUT failed: 429 Too
+Many Requests``, ``KV DELETE failed: ...``, as on Cloudflare: ``key_rate.py``). An operation is
 charged to the day's allowance only once it passed validation and, for a write, the key's rate:
 a refused one is not charged.
 
@@ -115,7 +115,7 @@ class KVService(BindingService):
         self._store.daily.take(self._account, self._allowances, kind, count)
 
     def _admit_write(self, op: str, kind: str, key: str) -> None:
-        """A put of ``key``: refused (429) within a second of the key's last write,
+        """A put or delete of ``key``: refused (429) within a second of the key's last write,
         then charged to the day, then recorded as the key's write. In that order, with no await
         between, so a write the day refuses does not take the key's second, and one the key's
         rate refuses is not charged."""
@@ -151,8 +151,7 @@ class KVService(BindingService):
             return None
         if method == "delete":
             (key,) = _arity(op, args, 1)
-            limits.validate_key(op, key)
-            self._spend("deletes")
+            self._admit_write(op, "deletes", limits.validate_key(op, key))
             await self._store.delete_many(self._owner, self.namespace_id, [key])
             return None
         return await self._list(args)
