@@ -10,7 +10,10 @@ Reads and writes take different threads, so one tenant's write flood stalls nobo
   writes: ``put`` returns only after its commit, so a ``get`` after it sees it.
 - Writes (and everything else: namespaces, housekeeping) run on one writer thread that serves
   each owner's queue in turn (``fair_writer.py``): another account's write waits for at most
-  one write of each busy account, not for a flooder's whole backlog.
+  one write of each busy account, not for a flooder's whole backlog. Key writes queued together
+  are committed together, in that order, one flush for the group (``write_group.py``); each is
+  still acknowledged only after the commit, with its own outcome. ``group_commit=False`` commits
+  each on its own (the reference the grouped path is tested against).
 """
 
 from __future__ import annotations
@@ -23,9 +26,18 @@ from typing import Any, ParamSpec, TypeVar
 
 from ember.bindings.daily import DailyUsage
 from ember.bindings.kv.daily import KVDailyOps
-from ember.bindings.kv.fair_writer import FairWriter
+from ember.bindings.kv.fair_writer import FairWriter, GroupCommit
 from ember.bindings.kv.key_rate import KeyWriteRate
-from ember.bindings.kv.records import KVEntry, KVListPage, KVQuota, KVWrite
+from ember.bindings.kv.records import (
+    KVDelete,
+    KVEntry,
+    KVListPage,
+    KVPoolSource,
+    KVPut,
+    KVQuota,
+    KVWrite,
+    KVWriteOp,
+)
 from ember.bindings.kv.store import KVStore
 
 P = ParamSpec("P")
@@ -37,12 +49,13 @@ log = logging.getLogger("ember.kv")
 class AsyncKVStore:
     """``KVStore`` for an event loop: reads on a reader thread, writes fairly on a writer."""
 
-    def __init__(self, store: KVStore) -> None:
+    def __init__(self, store: KVStore, group_commit: bool = True) -> None:
         self.store = store
         self.daily = KVDailyOps(DailyUsage(store.clock))
         self.key_writes = KeyWriteRate(store.clock)
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-kv-read")
-        self._writer = FairWriter("ember-kv-write")
+        group = GroupCommit(store.apply_group) if group_commit else None
+        self._writer = FairWriter("ember-kv-write", group)
 
     async def read(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run ``fn(*args, **kwargs)`` (a read of the store's read connection) on the reader."""
@@ -54,6 +67,14 @@ class AsyncKVStore:
         returned (a store write: after its commit)."""
         future: Future[R] = self._writer.submit(owner, lambda: fn(*args, **kwargs))
         return await asyncio.wrap_future(future)
+
+    async def apply(self, owner: str, op: KVWriteOp) -> None:
+        """Apply a key write in ``owner``'s turn, committed with the writes queued beside it;
+        returns after that commit, or raises the error that refused this write alone."""
+        future: Future[None] = self._writer.submit(
+            owner, lambda: self.store.apply(op), item=op, size=op.size()
+        )
+        await asyncio.wrap_future(future)
 
     async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run ``fn`` on the writer thread as the platform's own work (namespaces, GC)."""
@@ -96,17 +117,8 @@ class AsyncKVStore:
         quota: KVQuota | None = None,
         registered_only: bool = False,
     ) -> None:
-        await self.write(
-            owner,
-            self.store.put,
-            namespace_id,
-            key,
-            value,
-            expiration=expiration,
-            metadata=metadata,
-            quota=quota,
-            registered_only=registered_only,
-        )
+        write = KVWrite(key, value, expiration, metadata)
+        await self.apply(owner, KVPut(namespace_id, (write,), quota, None, registered_only))
 
     async def put_many(
         self,
@@ -116,18 +128,13 @@ class AsyncKVStore:
         *,
         quota: KVQuota | None = None,
         registered_only: bool = False,
+        pool: KVPoolSource | None = None,
     ) -> None:
-        await self.write(
-            owner,
-            self.store.put_many,
-            namespace_id,
-            writes,
-            quota=quota,
-            registered_only=registered_only,
-        )
+        op = KVPut(namespace_id, tuple(writes), quota, pool, registered_only)
+        await self.apply(owner, op)
 
     async def delete_many(self, owner: str, namespace_id: str, keys: Sequence[str]) -> None:
-        await self.write(owner, self.store.delete_many, namespace_id, keys)
+        await self.apply(owner, KVDelete(namespace_id, tuple(keys)))
 
     async def aclose(self) -> None:
         """Finish queued operations, then close the database."""

@@ -8,38 +8,73 @@ one job from each owner with work in turn (round robin): another account's write
 most one write of each busy owner, whatever their backlogs. One owner's writes still run in the
 order they were asked for, and each job's future resolves only after the job returned, i.e.
 after its transaction committed.
+
+Group commit (``GroupCommit``): a job may carry an ``item``, a write the store can commit with
+others (``write_group.py``). When the thread turns to such a job it also takes the jobs that
+would have run next, in the same round-robin order, while they carry items too, up to
+``max_jobs`` jobs and ``max_bytes`` of their sizes (the first is taken whatever its size: a
+25 MiB value commits with nothing else behind it, so it holds up at most one group), and
+commits them in one transaction: one flush where there were as many. Each job's future still
+resolves only after that commit, with its own outcome. A job without an item (namespaces,
+housekeeping) ends a group and runs on its own. Without ``GroupCommit`` (the reference) every
+job runs on its own.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
+
+# A group's bounds: enough to share one flush among every busy account's next writes, small
+# enough that the last in a group waits for little more than the flush.
+GROUP_JOBS = 64
+GROUP_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCommit:
+    """How the writer commits queued items together: ``run(items)`` applies them in order in
+    one transaction and returns each one's outcome (None, or the error that refused it), or
+    raises when nothing was committed (then each job runs on its own)."""
+
+    run: Callable[[Sequence[Any]], Sequence[BaseException | None]]
+    max_jobs: int = GROUP_JOBS
+    max_bytes: int = GROUP_BYTES
 
 
 @dataclass(slots=True)
 class _Job:
     fn: Callable[[], Any]
     future: Future[Any]
+    item: object | None = None  # what ``GroupCommit.run`` takes in place of ``fn``
+    size: int = 0
 
 
 class FairWriter:
     """One thread, one queue per owner, owners served in turn. Thread-safe."""
 
-    def __init__(self, thread_name: str = "ember-kv-write") -> None:
+    def __init__(
+        self, thread_name: str = "ember-kv-write", group: GroupCommit | None = None
+    ) -> None:
         self._thread_name = thread_name
+        self._group = group
         self._queues: dict[str, deque[_Job]] = {}
         self._turns: deque[str] = deque()  # owners with queued jobs, in the order served
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def submit(self, owner: str, fn: Callable[[], Any]) -> Future[Any]:
-        """Queue ``fn`` behind ``owner``'s earlier jobs; its future has its result or error."""
-        job = _Job(fn, Future())
+    def submit(
+        self, owner: str, fn: Callable[[], Any], item: object | None = None, size: int = 0
+    ) -> Future[Any]:
+        """Queue ``fn`` behind ``owner``'s earlier jobs; its future has its result or error.
+        ``item``: the same job as ``GroupCommit.run`` takes it (``size`` bytes), to commit
+        with others; ``fn`` runs it alone."""
+        job = _Job(fn, Future(), item, size)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the KV store is closed")
@@ -77,6 +112,11 @@ class FairWriter:
             if self._closed:
                 return None
             self._cond.wait()
+        return self._pop()
+
+    def _pop(self) -> _Job:
+        """The first job of the owner whose turn it is (there is one); the caller holds
+        ``_cond``."""
         owner = self._turns.popleft()
         queue = self._queues[owner]
         job = queue.popleft()
@@ -86,17 +126,57 @@ class FairWriter:
             del self._queues[owner]
         return job
 
+    def _take(self) -> list[_Job]:
+        """The next job and, if it can be grouped, the groupable jobs that would run after it
+        (in turn, within the group's bounds); empty once closed and drained. The caller holds
+        ``_cond``."""
+        first = self._next()
+        if first is None:
+            return []
+        group = [first]
+        bounds = self._group
+        if bounds is None or first.item is None:
+            return group
+        size = first.size
+        while self._turns and len(group) < bounds.max_jobs:
+            head = self._queues[self._turns[0]][0]
+            if head.item is None or size + head.size > bounds.max_bytes:
+                break
+            group.append(self._pop())
+            size += head.size
+        return group
+
     def _serve(self) -> None:
         while True:
             with self._cond:
-                job = self._next()
-            if job is None:
+                taken = self._take()
+            if not taken:
                 return
-            if not job.future.set_running_or_notify_cancel():
-                continue
-            try:
-                result = job.fn()
-            except BaseException as exc:  # the caller's error, delivered to the caller
-                job.future.set_exception(exc)
+            jobs = [job for job in taken if job.future.set_running_or_notify_cancel()]
+            if len(jobs) == 1 or self._group is None:
+                for job in jobs:
+                    _run(job)
+            elif jobs:
+                self._run_group(self._group, jobs)
+
+    def _run_group(self, group: GroupCommit, jobs: list[_Job]) -> None:
+        try:
+            outcomes = group.run([job.item for job in jobs])
+        except Exception:  # nothing committed (a full disk, say): each on its own, its own error
+            for job in jobs:
+                _run(job)
+            return
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if outcome is None:
+                job.future.set_result(None)
             else:
-                job.future.set_result(result)
+                job.future.set_exception(outcome)
+
+
+def _run(job: _Job) -> None:
+    try:
+        result = job.fn()
+    except BaseException as exc:  # the caller's error, delivered to the caller
+        job.future.set_exception(exc)
+    else:
+        job.future.set_result(result)

@@ -110,3 +110,36 @@ class KVListPage:
 
     keys: tuple[KVKeyInfo, ...]
     cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KVPut:
+    """A write of one or more pairs to a namespace, in one transaction (``KVStore.apply``):
+    ``quota`` is the account's byte limit, ``pool`` (a temporary account's) the source of the
+    temporary accounts' shared cap, read just before the write; ``registered_only``: refuse a
+    namespace the platform does not know (``NotFound``)."""
+
+    namespace_id: str
+    writes: tuple[KVWrite, ...]
+    quota: KVQuota | None = None
+    pool: KVPoolSource | None = None
+    registered_only: bool = False
+
+    def size(self) -> int:
+        """Bytes it brings to the store's file (what bounds a group commit)."""
+        return sum(len(w.key) + len(w.value) + len(w.metadata or "") for w in self.writes)
+
+
+@dataclass(frozen=True, slots=True)
+class KVDelete:
+    """A delete of one or more keys of a namespace (absent ones are fine), in one transaction."""
+
+    namespace_id: str
+    keys: tuple[str, ...]
+
+    def size(self) -> int:
+        return sum(len(key) for key in self.keys)
+
+
+# A write the store's writer may commit together with others (``write_group.py``).
+KVWriteOp = KVPut | KVDelete

@@ -28,14 +28,13 @@ Wire format (the client in ``client.py`` is the only other party):
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 from ember.bindings.base import BindingService, BindingSpec, CallContext, ServiceHost, StreamReply
 from ember.bindings.kv import key_rate, limits
 from ember.bindings.kv.async_store import AsyncKVStore
 from ember.bindings.kv.daily import KVAllowances, KVDailyLimitExceeded
-from ember.bindings.kv.records import KVPoolSource
+from ember.bindings.kv.records import KVPoolSource, KVWrite
 from ember.bindings.kv.store import KVEntry, KVQuota, KVQuotaExceeded, KVStore
 from ember.errors import NotFound
 from ember.storage import StorageFull
@@ -208,22 +207,15 @@ class KVService(BindingService):
             raise limits.KVError("PUT", 400, "values must be strings, bytes or streams")
         limits.validate_value_length("PUT", len(body))
         self._admit_write("PUT", "writes", key)
-        quota, pool = self._quota, self._pool
-
-        def put() -> None:  # on the store's thread: the pool's figures read just before
-            pooled = replace(quota, pool=pool.kv_pool()) if quota and pool else quota
-            self._store.store.put(
+        try:
+            await self._store.put_many(
+                self._owner,
                 self.namespace_id,
-                key,
-                body,
-                expiration=expires,
-                metadata=metadata,
-                quota=pooled,
+                [KVWrite(key, body, expires, metadata)],
+                quota=self._quota,
+                pool=self._pool,  # its figures read on the store's thread, just before
                 registered_only=self._account is not None,  # a platform's namespace
             )
-
-        try:
-            await self._store.write(self._owner, put)
         except KVQuotaExceeded as exc:
             raise limits.KVError("PUT", 413, str(exc)) from None
         except NotFound:

@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from ember import sqlite_space
@@ -47,10 +48,14 @@ from ember.bindings.kv.namespaces import NamespaceTable
 from ember.bindings.kv.pool import check_pool
 from ember.bindings.kv.reader import KeyReader
 from ember.bindings.kv.records import (
+    KVDelete,
     KVEntry,
+    KVPoolSource,
+    KVPut,
     KVQuota,
     KVQuotaExceeded,
     KVWrite,
+    KVWriteOp,
 )
 from ember.bindings.kv.schema import (
     ACCOUNTING_VERSION,
@@ -59,6 +64,7 @@ from ember.bindings.kv.schema import (
     SCHEMA,
     entry_bytes,
 )
+from ember.bindings.kv.write_group import WriteGroups
 from ember.errors import InternalError, NotFound, StateTooNew
 from ember.storage import StorageFull, StorageHealth, write_transaction
 
@@ -76,7 +82,7 @@ class KVStoreUnavailable(InternalError):
         )
 
 
-class KVStore(NamespaceTable, KeyReader):
+class KVStore(NamespaceTable, KeyReader, WriteGroups):
     """SQLite-backed KV namespaces (synchronous; one connection behind a lock)."""
 
     def __init__(
@@ -235,53 +241,75 @@ class KVStore(NamespaceTable, KeyReader):
         *,
         quota: KVQuota | None = None,
         registered_only: bool = False,
+        pool: KVPoolSource | None = None,
     ) -> None:
         """Write every entry of ``writes`` in order (a key written twice keeps the last), in one
         transaction: one flush for a bulk request, and all or nothing.
 
         ``quota`` and ``registered_only`` as for ``put``; the quota is checked against the
         request's net effect, so a refused request (``KVQuotaExceeded``) writes nothing.
+        ``pool``: the temporary accounts' cap, read inside the transaction.
         """
-        with self._lock, self._transaction():
-            if (
-                registered_only
-                and not self._db.execute(
-                    "SELECT 1 FROM namespaces WHERE id = ?", (namespace_id,)
-                ).fetchone()
-            ):
-                # A platform never writes into a namespace that is not registered (deleted,
-                # say, while a worker bound to it kept running): nothing would count its bytes
-                # against a quota, and nothing would delete them with the account.
-                raise NotFound(f"KV namespace {namespace_id!r} does not exist")
-            delta = 0
-            for write in writes:
-                raw_key = key_bytes(write.key)
-                old = self._entry_bytes(namespace_id, raw_key)
-                self._db.execute(
-                    "INSERT OR REPLACE INTO kv (namespace, key, value, expiration, metadata) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (namespace_id, raw_key, write.value, write.expiration, write.metadata),
-                )
-                delta += entry_bytes(raw_key, write.value, write.metadata) - old
-            if quota is not None and delta > 0:
-                # Checked after the rows, inside the transaction: raising rolls them back.
+        self.apply(KVPut(namespace_id, tuple(writes), quota, pool, registered_only))
+
+    def _apply_locked(self, op: KVWriteOp) -> None:
+        """Apply ``op`` inside the caller's transaction (it holds ``_lock``): raising leaves
+        the caller to roll back whatever it wrote."""
+        if isinstance(op, KVDelete):
+            for key in op.keys:
+                self._remove(op.namespace_id, key_bytes(key))
+            return
+        quota = op.quota
+        if quota is not None and op.pool is not None:  # its figures as they stand now
+            quota = replace(quota, pool=op.pool.kv_pool())
+        self._put_locked(op.namespace_id, op.writes, quota, op.registered_only)
+
+    def _put_locked(
+        self,
+        namespace_id: str,
+        writes: Sequence[KVWrite],
+        quota: KVQuota | None,
+        registered_only: bool,
+    ) -> None:
+        if (
+            registered_only
+            and not self._db.execute(
+                "SELECT 1 FROM namespaces WHERE id = ?", (namespace_id,)
+            ).fetchone()
+        ):
+            # A platform never writes into a namespace that is not registered (deleted,
+            # say, while a worker bound to it kept running): nothing would count its bytes
+            # against a quota, and nothing would delete them with the account.
+            raise NotFound(f"KV namespace {namespace_id!r} does not exist")
+        delta = 0
+        for write in writes:
+            raw_key = key_bytes(write.key)
+            old = self._entry_bytes(namespace_id, raw_key)
+            self._db.execute(
+                "INSERT OR REPLACE INTO kv (namespace, key, value, expiration, metadata) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (namespace_id, raw_key, write.value, write.expiration, write.metadata),
+            )
+            delta += entry_bytes(raw_key, write.value, write.metadata) - old
+        if quota is not None and delta > 0:
+            # Checked after the rows, inside the transaction: raising rolls them back.
+            used = self._account_bytes(quota.account)
+            if used + delta > quota.max_bytes and self._purge_account_expired(quota.account):
                 used = self._account_bytes(quota.account)
-                if used + delta > quota.max_bytes and self._purge_account_expired(quota.account):
-                    used = self._account_bytes(quota.account)
-                what = "this write" if len(writes) == 1 else f"these {len(writes)} writes"
-                if used + delta > quota.max_bytes:
-                    remedy = f", or {quota.remedy}" if quota.remedy else ""
-                    raise KVQuotaExceeded(
-                        "kv_bytes",
-                        used + delta,
-                        quota.max_bytes,
-                        f"{what} would store {used + delta:,} bytes of KV data for the "
-                        f"account; its limit is {quota.max_bytes:,} bytes (delete keys "
-                        f"first{remedy})",
-                    )
-                if quota.pool is not None:
-                    check_pool(quota.pool, self.temporary_bytes_locked(), delta, what)
-            self._count(namespace_id, delta)
+            what = "this write" if len(writes) == 1 else f"these {len(writes)} writes"
+            if used + delta > quota.max_bytes:
+                remedy = f", or {quota.remedy}" if quota.remedy else ""
+                raise KVQuotaExceeded(
+                    "kv_bytes",
+                    used + delta,
+                    quota.max_bytes,
+                    f"{what} would store {used + delta:,} bytes of KV data for the "
+                    f"account; its limit is {quota.max_bytes:,} bytes (delete keys "
+                    f"first{remedy})",
+                )
+            if quota.pool is not None:
+                check_pool(quota.pool, self.temporary_bytes_locked(), delta, what)
+        self._count(namespace_id, delta)
 
     def delete(self, namespace_id: str, key: str) -> None:
         """Delete ``key`` (no error if absent)."""
@@ -289,9 +317,7 @@ class KVStore(NamespaceTable, KeyReader):
 
     def delete_many(self, namespace_id: str, keys: Sequence[str]) -> None:
         """Delete every key of ``keys`` (no error for absent ones), in one transaction."""
-        with self._lock, self._transaction():
-            for key in keys:
-                self._remove(namespace_id, key_bytes(key))
+        self.apply(KVDelete(namespace_id, tuple(keys)))
 
     def _account_bytes(self, account: str) -> int:
         return int(
