@@ -237,3 +237,37 @@ def test_writes_acknowledged_in_groups_survive_kill_9(tmp_path: Path) -> None:
             assert entry is not None and entry.value == key.encode() * 50, key
     finally:
         store.close()
+
+
+def test_a_write_the_disk_has_no_room_for_fails_alone(tmp_path: Path) -> None:
+    """A full disk fails the whole group's transaction (SQLite may roll all of it back); the
+    writes are then committed one by one, so only the one that does not fit is refused."""
+    store = _store(tmp_path / "kv.sqlite3")
+    store.limit_pages(store.free_pages() + _pages(store) + 40)  # room for small writes only
+    sizes: list[int] = []
+    smalls = [KVPut("ns-dev", (KVWrite(f"s{i}", b"v" * 100),)) for i in range(4)]
+    big = KVPut("ns-dev", (KVWrite("big", b"x" * 600_000),))
+    jobs: list[tuple[str, KVWriteOp | str]] = [
+        ("a", smalls[0]),
+        ("b", big),
+        ("c", smalls[1]),
+        ("a", smalls[2]),
+        ("b", smalls[3]),
+    ]
+    try:
+        outcomes = _run(store, jobs, GroupCommit(_counting(store.apply_group, sizes), 64, 1 << 20))
+        assert sizes == [5]  # they were grouped
+        assert outcomes[1] is not None and outcomes[1].startswith("StorageFull: ")
+        assert [outcomes[i] for i in (0, 2, 3, 4)] == [None] * 4
+        assert store.get("ns-dev", "big") is None
+        assert [store.get("ns-dev", f"s{i}") is not None for i in range(4)] == [True] * 4
+    finally:
+        store.close()
+
+
+def _pages(store: KVStore) -> int:
+    db = sqlite3.connect(store.path)
+    try:
+        return int(db.execute("PRAGMA page_count").fetchone()[0])
+    finally:
+        db.close()

@@ -162,7 +162,7 @@ class FairWriter:
     def _run_group(self, group: GroupCommit, jobs: list[_Job]) -> None:
         try:
             outcomes = group.run([job.item for job in jobs])
-        except Exception:  # nothing committed (a full disk, say): each on its own, its own error
+        except BaseException:  # nothing committed (a full disk, say): each alone, its own error
             for job in jobs:
                 _run(job)
             return
