@@ -5,7 +5,8 @@ Owns durability and ordering, not validation (``limits.py`` does that, for every
 - Namespaces are addressed by id; ``ember dev`` uses a binding's configured id, the platform
   (``ember serve``, the KV REST API) creates ids per account. One file holds them all, so a
   restart loses nothing acknowledged: WAL mode with ``synchronous=FULL``, and every write returns
-  only after its commit.
+  only after its commit. Writes are ``KVPut`` / ``KVDelete`` ops: ``apply`` commits one,
+  ``apply_group`` several in one transaction and one flush (``write_group.py``).
 - Keys are stored as UTF-8 bytes, so ``list`` orders them by bytes, as Workers KV does.
 - Expiry is logical: a key whose ``expiration`` (seconds since the epoch) is not after the
   injectable ``clock`` is invisible, and deleted lazily.
