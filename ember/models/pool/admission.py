@@ -21,8 +21,9 @@
   ``max_queued_requests`` of them; the next one is refused with 3040 at once (backpressure, never
   an unbounded queue). ``rejectIfBusy`` refuses instead of waiting, once a replica is ready
   (while the model is still loading there are no busy slots to refuse over). A waiter gives up
-  after ``queue_timeout_s`` (3007); if every replica failed to start, waiters fail at once with
-  why (3043: a configuration that cannot start is not a capacity problem). A request whose
+  after ``queue_timeout_s`` (3007); once every replica's latest start failed (after one failed
+  start, while the pool still retries: ``start_failure.py``), waiters and new requests fail at
+  once with why (3043: a configuration that cannot start is not a capacity problem). A request whose
   replica could not be reached (the pool retries it on another, ``retry=True``) keeps its turn:
   it takes a free slot even while others wait, else the queue's head, and is never refused
   (it was admitted once; the slot it gave back has just gone to the queue), nor capped.
@@ -322,22 +323,27 @@ class ModelGroup:
         return any(r.state is State.READY for r in self.replicas)
 
     def _hopeless(self) -> bool:
-        """No replica can take a request now or soon: each failed to start, is stopping, or is
-        an attached server that stopped answering (nothing here can restart it)."""
+        """No replica can take a request now or soon: each failed its latest start (FAILED, or
+        retrying: a request must not wait through the round, as SGLang's router answers one
+        with no healthy worker), is stopping, or is an attached server that stopped answering
+        (nothing here can restart it)."""
         return bool(self.replicas) and all(
-            r.state is State.FAILED or r.stopping or r.unreachable for r in self.replicas
+            r.start_failing or r.stopping or r.unreachable for r in self.replicas
         )
 
     def _hopeless_error(self) -> errors.UpstreamFailed:
-        failed = [r for r in self.replicas if r.state is State.FAILED and r.start_failure]
-        if failed and len(failed) == len(self.replicas):
+        failing = [r for r in self.replicas if r.start_failing and r.start_failure]
+        if failing and len(failing) == len(self.replicas):
             # Nothing can start: the configuration is wrong, not the capacity (3043, not 3040).
-            replica = failed[-1]
-            assert replica.start_failure is not None  # invariant: filtered above
+            # The latest failure is the one to tell.
+            replica = max(failing, key=lambda r: r.start_failure.at if r.start_failure else 0)
+            failure = replica.start_failure
+            assert failure is not None  # invariant: filtered above
+            now = time.monotonic()
             if replica.settings.operator_detail:
-                detail = replica.start_failure.describe(replica.short_name, replica.config)
+                detail = failure.describe(replica.short_name, replica.config, now)
             else:
-                detail = replica.start_failure.describe_briefly(replica.short_name)
+                detail = failure.describe_briefly(replica.short_name, now)
             return errors.model_start_failed(self.model_id, detail)
         unreachable = [r for r in self.replicas if r.unreachable]
         if unreachable:

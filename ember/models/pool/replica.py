@@ -118,6 +118,12 @@ class Replica(ReplicaSupervision):
         return self._stopping
 
     @property
+    def start_failing(self) -> bool:
+        """Its latest start failed and none succeeded since: FAILED, or still retrying (its
+        requests need not wait for the rest of the round: ``start_failure.py``)."""
+        return self.start_failure is not None and self.state is not State.READY
+
+    @property
     def name(self) -> str:
         return f"{self.model_id} replica {self.index + 1}"
 
@@ -160,6 +166,9 @@ class Replica(ReplicaSupervision):
             if time.monotonic() - self.failed_at < self.retry_delay_s:
                 return
             self.state = State.STOPPED
+            # A new round: the request that starts it waits for its one start, whose own
+            # failure (FAILED again) is what it then hears.
+            self.start_failure = None
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._supervise())
 

@@ -8,7 +8,9 @@ that never became ready ``MAX_FAILED_STARTS`` times in a row is ``FAILED`` (a ba
 or a missing checkpoint does not get better by retrying): requests then fail at once with its
 ``StartFailure`` (the reason, the server's own error line, the config key), and a request after
 ``retry_delay_s`` tries one more start; each failed round doubles that delay
-(``start_failure.py``), so a broken configuration never turns into a restart loop. An attached
+(``start_failure.py``), so a broken configuration never turns into a restart loop. Its requests
+do not wait for the whole round either: each failed start is its ``StartFailure`` at once
+(``retrying``), which a model with no ready replica answers with. An attached
 replica is only probed: it goes ``DEAD`` (failing its requests) and back to ``READY`` with its
 health.
 
@@ -124,6 +126,8 @@ class ReplicaSupervision:
                 if round_starts >= allowed:
                     self._give_up(reason)
                     return
+                # Its requests hear of it now, not after the round (``start_failure.py``).
+                self.start_failure = self._failure(reason, backoff, of=allowed)
             self._set(State.DEAD)
             self.restarts += 1
             self._progress(f"{self.name} {reason}; restarting in {backoff:g} s")
@@ -139,14 +143,20 @@ class ReplicaSupervision:
         """FAILED: keep why (without the output tail ``reason`` carries) until the next try."""
         self.failed_at = time.monotonic()
         self.failed_rounds += 1
-        self.start_failure = StartFailure(
+        self.start_failure = self._failure(reason, self.retry_delay_s)
+        self._progress(f"{self.name} failed to start {self._failed_starts} times: {reason}")
+        self._set(State.FAILED)
+
+    def _failure(self, reason: str, retry_in_s: float, of: int | None = None) -> StartFailure:
+        """The latest failed start (without the output tail ``reason`` carries)."""
+        return StartFailure(
             reason=reason.split(" (last output: ", 1)[0],
             error_line=self._error_line,
             attempts=self._failed_starts,
-            retry_in_s=self.retry_delay_s,
+            retry_in_s=retry_in_s,
+            of=of,
+            at=time.monotonic(),
         )
-        self._progress(f"{self.name} failed to start {self._failed_starts} times: {reason}")
-        self._set(State.FAILED)
 
     def _uptime(self) -> float:
         return time.monotonic() - self._load_started
