@@ -117,6 +117,10 @@ class AIGateway(GatewayBatches):
         if config.pool.settings.start == "eager":
             await self.pool.start()
 
+    def begin_shutdown(self) -> None:
+        """Shutdown has begun: serve on, start no replica again (``ModelPool.begin_shutdown``)."""
+        self.pool.begin_shutdown()
+
     def interrupt(self, reason: str) -> int:
         """End every open AI stream with an error event saying ``reason`` (``ModelPool.interrupt``);
         how many it ended."""

@@ -325,10 +325,10 @@ class ModelGroup:
     def _hopeless(self) -> bool:
         """No replica can take a request now or soon: each failed its latest start (FAILED, or
         retrying: a request must not wait through the round, as SGLang's router answers one
-        with no healthy worker), is stopping, or is an attached server that stopped answering
-        (nothing here can restart it)."""
+        with no healthy worker), is stopping, is an attached server that stopped answering
+        (nothing here can restart it), or is down for good (the pool is shutting down)."""
         return bool(self.replicas) and all(
-            r.start_failing or r.stopping or r.unreachable for r in self.replicas
+            r.start_failing or r.stopping or r.unreachable or r.retired for r in self.replicas
         )
 
     def _hopeless_error(self) -> errors.UpstreamFailed:
@@ -353,6 +353,14 @@ class ModelGroup:
                 detail = f"{replica.short_name} at {replica.url} is unreachable ({why})"
             else:
                 detail = f"{replica.short_name} is unreachable"
+            return errors.model_unavailable(self.model_id, detail)
+        retired = [r for r in self.replicas if r.retired]
+        if retired:
+            replica = retired[-1]
+            why = replica.public(replica.last_error) if replica.last_error else None
+            detail = "the model pool is shutting down"
+            if why is not None and replica.state is State.DEAD:
+                detail = f"{replica.short_name} {why} and is not restarted: {detail}"
             return errors.model_unavailable(self.model_id, detail)
         reasons = [r.public(r.last_error) for r in self.replicas if r.last_error]
         detail = reasons[-1] if reasons else "every replica is stopped"

@@ -4,6 +4,7 @@
     await pool.start()                         # eager (ember serve); lazy pools start on demand
     answer = await pool.post(model_id, "/v1/chat/completions", body, RequestOptions())
     events = await pool.stream(model_id, "/v1/chat/completions", body, RequestOptions())
+    pool.begin_shutdown()                      # serve on, but start no replica again
     pool.interrupt(reason)                     # end open streams and queued requests now
     await pool.aclose()                        # drain in-flight requests, stop every replica
 
@@ -310,6 +311,16 @@ class ModelPool(PoolStatus):
     async def _stop_group(self, group: ModelGroup, drain: float) -> None:
         group.fail_waiters(errors.model_unavailable(group.model_id, "the model was reconfigured"))
         await asyncio.gather(*(r.stop(drain) for r in group.replicas), return_exceptions=True)
+
+    def begin_shutdown(self) -> None:
+        """Shutdown has begun (``ember serve``'s HTTP drain, which comes before ``aclose``): the
+        replicas that are up serve the requests still in flight, but none is started again, nor
+        a model's first one, so a replica that dies now is not relaunched only to be stopped;
+        its requests, and the ones after, fail with the usual 3040 at once."""
+        self._closing = True
+        for group in self._groups.values():
+            for replica in group.replicas:
+                replica.last_run()
 
     def interrupt(self, reason: str) -> int:
         """End every open stream and queued request now with a 3040 saying ``reason`` (``ember

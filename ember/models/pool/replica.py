@@ -85,6 +85,7 @@ class Replica(ReplicaSupervision):
         self._ready_since: float | None = None
         self._load_started = 0.0
         self._stopping = False
+        self._last_run = False  # the pool is shutting down: never started again
         self.outlier = Outlier(
             Ejection(settings.eject_after, settings.eject_time_s, settings.max_eject_time_s)
         )
@@ -124,6 +125,11 @@ class Replica(ReplicaSupervision):
         return self.start_failure is not None and self.state is not State.READY
 
     @property
+    def retired(self) -> bool:
+        """Not serving, and never started again: the pool is shutting down (``last_run``)."""
+        return self._last_run and self.state in (State.STOPPED, State.DEAD, State.FAILED)
+
+    @property
     def name(self) -> str:
         return f"{self.model_id} replica {self.index + 1}"
 
@@ -160,7 +166,7 @@ class Replica(ReplicaSupervision):
 
     def ensure_started(self) -> None:
         """Start supervising (idempotent); a FAILED replica retries after the backoff cap."""
-        if self._stopping:
+        if self._stopping or self._last_run:
             return
         if self.state is State.FAILED:
             if time.monotonic() - self.failed_at < self.retry_delay_s:
@@ -171,6 +177,12 @@ class Replica(ReplicaSupervision):
             self.start_failure = None
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._supervise())
+
+    def last_run(self) -> None:
+        """The pool is shutting down (``ember serve``'s HTTP drain): serve on while alive, but
+        whatever ends this run, start nothing again; requests then fail at once (``retired``)."""
+        self._last_run = True
+        self._on_change()
 
     @property
     def retry_delay_s(self) -> float:

@@ -10,7 +10,8 @@ or a missing checkpoint does not get better by retrying): requests then fail at 
 ``retry_delay_s`` tries one more start; each failed round doubles that delay
 (``start_failure.py``), so a broken configuration never turns into a restart loop. Its requests
 do not wait for the whole round either: each failed start is its ``StartFailure`` at once
-(``retrying``), which a model with no ready replica answers with. An attached
+(``retrying``), which a model with no ready replica answers with. Once the pool is shutting
+down (``last_run``) a replica serves while it lives and is never started again. An attached
 replica is only probed: it goes ``DEAD`` (failing its requests) and back to ``READY`` with its
 health.
 
@@ -78,6 +79,7 @@ class ReplicaSupervision:
     _error_line: str | None
     _load_started: float
     _stopping: bool
+    _last_run: bool
 
     if TYPE_CHECKING:  # defined by Replica
 
@@ -111,7 +113,7 @@ class ReplicaSupervision:
         # A round after FAILED gets one start: the configuration that failed is still there.
         allowed = 1 if self.failed_rounds else MAX_FAILED_STARTS
         round_starts = 0
-        while not self._stopping:
+        while not self._stopping and not self._last_run:
             became_ready, reason = await self._run_once()
             if self._stopping:
                 return
@@ -128,6 +130,10 @@ class ReplicaSupervision:
                     return
                 # Its requests hear of it now, not after the round (``start_failure.py``).
                 self.start_failure = self._failure(reason, backoff, of=allowed)
+            if self._last_run:  # the pool is shutting down: nothing is started again
+                self._progress(f"{self.name} {reason}; not restarted: the pool is shutting down")
+                self._set(State.DEAD)
+                return
             self._set(State.DEAD)
             self.restarts += 1
             self._progress(f"{self.name} {reason}; restarting in {backoff:g} s")

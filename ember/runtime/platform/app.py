@@ -210,6 +210,12 @@ class Platform(PlatformLifespan):
     def _gateway_if_any(self) -> Any | None:
         return self._gateway() if ai_available() else None
 
+    def begin_ai_shutdown(self) -> None:
+        """The HTTP drain begins: the model pool serves on but starts no replica again."""
+        gateway = self._gateway_if_any()
+        if gateway is not None:
+            gateway.begin_shutdown()
+
     def interrupt_ai_streams(self, reason: str) -> int:
         """End the AI streams still open with the usual error event and ``[DONE]`` (the drain
         ran out: cut by uvicorn they would stop mid-event); how many it ended."""

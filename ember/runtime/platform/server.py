@@ -3,13 +3,15 @@
 Prints the banner once listening: the address, the state directory, the live deployments with
 their URLs. ``port_file`` (tests, benchmarks) receives the bound port once the server listens.
 
-On SIGTERM/SIGINT it stops listening and gives the requests in flight ``drain_timeout_s`` to
-finish (uvicorn's ``timeout_graceful_shutdown``; without one a stream kept open by its client
-would hold the shutdown for ever), saying how many it waits for and how many it cut. When that
-time runs out, the AI streams still open are ended first (``Platform.interrupt_ai_streams``: an
-error event and ``[DONE]``, the way a replica's death ends one), and the requests carrying them
-get up to ``STREAM_END_GRACE_S`` more to send those last events and complete their responses;
-what is still running then is cut (a worker's own endless stream, say).
+On SIGTERM/SIGINT it stops listening, tells the model pool that shutdown has begun (a replica that
+dies during the drain is not relaunched: ``Platform.begin_ai_shutdown``), and gives the requests in
+flight ``drain_timeout_s`` to finish (uvicorn's ``timeout_graceful_shutdown``; without one a stream
+kept open by its client would hold the shutdown for ever), saying how many it waits for and how
+many it cut. When that time runs out, the AI streams still open are ended first
+(``Platform.interrupt_ai_streams``: an error event and ``[DONE]``, the way a replica's death ends
+one), and the requests carrying them get up to ``STREAM_END_GRACE_S`` more to send those last
+events and complete their responses; what is still running then is cut (a worker's own endless
+stream, say).
 """
 
 from __future__ import annotations
@@ -99,7 +101,9 @@ async def serve(
         metrics_listener = bind(*metrics)
         platform.metrics_port = metrics_listener.getsockname()[1]
         sockets.append(metrics_listener)
-    server = _draining_server(config, say, platform.interrupt_ai_streams)
+    server = _draining_server(
+        config, say, platform.interrupt_ai_streams, platform.begin_ai_shutdown
+    )
     serving = asyncio.ensure_future(server.serve(sockets=sockets))
     try:
         while not server.started and not serving.done():
@@ -137,10 +141,14 @@ def _drop_aborted_responses(record: logging.LogRecord) -> bool:
 
 
 def _draining_server(
-    config: object, say: Callable[[str], None], interrupt: Callable[[str], int]
+    config: object,
+    say: Callable[[str], None],
+    interrupt: Callable[[str], int],
+    begin: Callable[[], None],
 ) -> object:
-    """A uvicorn Server whose shutdown says what it drains (uvicorn itself logs only at info)
-    and ends the open AI streams cleanly when the drain runs out (``interrupt``)."""
+    """A uvicorn Server whose shutdown says what it drains (uvicorn itself logs only at info),
+    first tells the model pool that shutdown has begun (``begin``), and ends the open AI streams
+    cleanly when the drain runs out (``interrupt``)."""
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
@@ -156,6 +164,9 @@ def _draining_server(
             timeout = self.config.timeout_graceful_shutdown
             count = len(self.server_state.tasks)
             say(f"ember serve: shutting down, draining {_requests(count)} (up to {timeout:g} s)")
+            # The pool's own stop comes after this drain (the lifespan's shutdown): until then a
+            # replica that died would be relaunched, only to be stopped again.
+            begin()
             await super().shutdown(sockets)
 
         async def _wait_tasks_to_complete(self) -> None:
