@@ -24,13 +24,13 @@ async def probe(http: httpx.AsyncClient, url: str | None, timeout: float) -> str
     return f"/health answered {response.status_code}"
 
 
-async def served_name(http: httpx.AsyncClient, url: str | None, timeout: float) -> str | None:
-    """The first model id ``/v1/models`` lists (an attached server may use its own name), or
-    None when it does not say."""
-    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+async def served_names(http: httpx.AsyncClient, url: str | None, timeout: float) -> list[str]:
+    """The model ids ``/v1/models`` lists, in its order (an attached server may use its own
+    name, or list several: aliases, vLLM's LoRA adapters); empty when it does not say."""
+    with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
         response = await http.get(f"{url}/v1/models", timeout=timeout)
-        return str(response.json()["data"][0]["id"])
-    return None
+        return [str(model["id"]) for model in response.json()["data"]]
+    return []
 
 
 async def until_unhealthy(

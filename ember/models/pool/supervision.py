@@ -279,8 +279,11 @@ class ReplicaSupervision:
         """An attached server may serve the model under another name: ask it."""
         if self.config.served_model_name is not None or self._command is not None:
             return
-        name = await health.served_name(self._http, self.url, self.settings.health_timeout_s)
-        if name is not None and name != self.served_name:
+        names = await health.served_names(self._http, self.url, self.settings.health_timeout_s)
+        if self.served_name in names:  # among others (aliases, adapters): ask for this one
+            return
+        name = names[0] if names else None
+        if name is not None:
             # SGLang names a model by its path unless told otherwise, so another name is common;
             # but a URL that serves some other model answers under this id: say so, once.
             self._progress(

@@ -38,6 +38,7 @@ class GateServer:
     loop: asyncio.AbstractEventLoop | None = None
     gate: asyncio.Event | None = None
     opened: bool = False
+    also_lists: list[str] = field(default_factory=list)  # more ids /v1/models names, after it
 
     def open(self) -> None:
         """Let every held request (and every later one) finish."""
@@ -50,7 +51,8 @@ class GateServer:
             return Response(status_code=200 if self.healthy else 503)
 
         async def models(request: Request) -> Response:
-            return JSONResponse({"object": "list", "data": [{"id": self.name}]})
+            ids = [self.name, *self.also_lists]
+            return JSONResponse({"object": "list", "data": [{"id": i} for i in ids]})
 
         async def chat(request: Request) -> Response:
             if self.gate is None:

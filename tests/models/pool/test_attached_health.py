@@ -111,3 +111,26 @@ def test_an_attached_server_under_another_name_is_a_warning() -> None:
     asyncio.run(main())
     (warning,) = [line for line in lines if "warning" in line]
     assert "'org/Other-Model'" in warning and MODEL in warning and "served_model_name" in warning
+
+
+def test_an_attached_server_listing_this_id_among_others_is_asked_for_it() -> None:
+    """A server that lists several models (vLLM's LoRA adapters, aliases) and this id among
+    them serves it under this id: no warning, and no switch to the first name it lists."""
+    lines: list[str] = []
+
+    async def main() -> str:
+        with gate_servers("org/Other-Model") as (a,):
+            a.also_lists.append(MODEL)
+            a.open()
+            pool = _pool(a.url, lines)
+            try:
+                assert await pool.wait_ready(MODEL, 30)
+                answer = await pool.post(MODEL, "/v1/chat/completions", BODY, RequestOptions())
+                assert answer.status == 200
+                return str(a.seen[-1]["model"])
+            finally:
+                await pool.aclose()
+
+    asked = asyncio.run(main())
+    assert asked == MODEL
+    assert not [line for line in lines if "warning" in line], lines
