@@ -13,11 +13,11 @@ and never cares which engine answers.
     supervision.py  a replica's states; start, health checks, restart after a crash
     health.py     a replica's /health probes and the model name it serves under
     lease.py      one request's hold on a replica's slots
-    start_failure.py  why a replica is FAILED, and when it is tried again
+    start_failure.py  why a replica's latest start failed, and when it is tried next
     admission.py  one model's slots: least outstanding work, session affinity, bounded queue
     upstream.py   one request to a replica: JSON or a stream of SSE events
     wire.py       a lean HTTP/1.1 client for replica streams
-    pool.py       ModelPool: the models, lazy or eager start, requests, drain
+    pool.py       ModelPool: the models, lazy or eager start, requests, shutdown, drain
     status.py     ModelStatus: what ``ember ai models`` shows of each model (mixed into ModelPool)
     pooled_stream.py  a replica's event stream that holds its slot until it ends
     errors.py     failures, each carrying its Workers AI error code
