@@ -136,7 +136,13 @@ class ReplicaSupervision:
                 return
             self._set(State.DEAD)
             self.restarts += 1
-            self._progress(f"{self.name} {reason}; restarting in {backoff:g} s")
+            if became_ready:
+                self._progress(f"{self.name} {reason}; restarting in {backoff:g} s")
+            else:  # the operator's log says what the requests' 3043 says: attempt k of n
+                self._progress(
+                    f"{self.name} failed to start (attempt {round_starts} of {allowed}): "
+                    f"{reason}; retrying in {backoff:g} s"
+                )
             await asyncio.sleep(backoff)
             stable = became_ready and self._uptime() >= STABLE_AFTER_S
             backoff = (

@@ -112,3 +112,4 @@ def test_a_replica_that_cannot_restart_fails_its_queue_after_one_failed_start(
     # The queued request failed with the first failed restart, not the third.
     assert restarts_seen == 1, (restarts_seen, lines)
     assert "start attempt 1 of 3 failed" in str(queued), queued
+    assert any("replica 2 failed to start (attempt 1 of 3): exited" in line for line in lines)
