@@ -62,6 +62,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     loop = LoopThread()
     gateway = loop.run(_make(gateway_config(section, str(Path(root) / "ember.yaml")), notes))
     try:
+        # Loaded first: the tests that expect no note at all would otherwise see the replica's
+        # loading lines whenever one of them is the first to run in its process (xdist).
+        assert loop.run(gateway.pool.wait_ready(GLM, 120), timeout=130), notes
         yield Live(gateway, loop, notes)
     finally:
         loop.run(gateway.aclose())
