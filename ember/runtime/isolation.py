@@ -152,7 +152,12 @@ class Isolation:
         return SandboxStatus(self.report, self.policy, self.pool is not None)
 
     async def plan(
-        self, deployment: Deployment, profile: Profile, env: Mapping[str, str]
+        self,
+        deployment: Deployment,
+        profile: Profile,
+        env: Mapping[str, str],
+        *,
+        cpu_account: str | None = None,
     ) -> SandboxSpec | None:
         """The sandbox for one deployment under ``profile``; None for a dev profile.
 
@@ -195,6 +200,7 @@ class Isolation:
                 cpu_backstop_s=int(2 * lifetime) + 1,
                 require_minimum=effective.enforce_minimum,
                 profile_name=profile.name,
+                cpu_account=cpu_account,
             )
         except BaseException:
             if self.pool is not None and not had_uid:

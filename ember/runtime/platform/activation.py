@@ -246,6 +246,7 @@ class LiveDeployments:
                     eager=True,
                     sandbox=profile_for(account.temporary),
                     pools=slot.pools,
+                    cpu_account=slot.account_id,
                 )
             except MinimumLayersMissing as exc:
                 raise SandboxRefused(
@@ -288,6 +289,7 @@ class LiveDeployments:
                                 eager=warm,
                                 sandbox=profile_for(account.temporary),
                                 pools=slot.pools,
+                                cpu_account=slot.account_id,
                             )
                         except MinimumLayersMissing as exc:  # the host lost a layer since
                             slot = dataclasses.replace(

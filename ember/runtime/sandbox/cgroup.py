@@ -1,5 +1,12 @@
 """L6 (optional): a cgroup per worker for memory, pids and CPU quota (cgroup v1, as root).
 
+In the cpu hierarchy a worker's group may nest in its account's (``account_group``): CFS then
+shares contended CPU between accounts by weight (``cpu.shares``, the same for each), not between
+workers, so an account running ten spinning isolates gets no more of the machine than one
+running a single isolate (each worker keeps its own quota inside). An account group is created
+by the first of its workers and removed with its last (a worker starting as it is removed
+creates it again).
+
 Groups are created by the monitor before the worker runs, under the monitor's own cgroup in each
 hierarchy (the memory hierarchy here is host-managed: only children of our own group, never
 moving anything out, pitfall 11), and removed by the monitor once the worker is gone. Should the
@@ -10,6 +17,7 @@ machines expose no v2 controllers, so a v2 adapter could not be tested here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import os
@@ -20,6 +28,9 @@ import time
 ROOT = "/sys/fs/cgroup"
 CONTROLLERS = ("memory", "pids", "cpu")
 PREFIX = "ember-"
+# Account groups: a prefix that ``group_name`` cannot produce (it starts with PREFIX), so the
+# sweep of worker groups never takes one for a worker's.
+ACCOUNT_PREFIX = "ember@"
 CFS_PERIOD_US = 100_000
 
 
@@ -77,18 +88,44 @@ def group_name(deployment_id: str, pid: int) -> str:
     return f"{PREFIX}{safe}-{pid}"
 
 
+def account_group(account: str) -> str:
+    """The cpu group an account's workers share (``account``: any id, made safe here)."""
+    return ACCOUNT_PREFIX + re.sub(r"[^A-Za-z0-9_.-]", "_", account)[:60]
+
+
 def _write(path: str, value: str) -> None:
     with open(path, "w") as handle:
         handle.write(value)
 
 
-def create(name: str, limits: CgroupLimits) -> tuple[str, ...]:
-    """Create one group per controller with its limits; nothing is left behind on failure."""
+def _mkdir_in(parent: str, group: str | None, name: str) -> str:
+    """Create ``parent/[group/]name``; the group is made when missing. Another account worker's
+    ``remove`` may take an emptied group away between the two mkdirs: then make it again."""
+    if group is None:
+        path = os.path.join(parent, name)
+        os.mkdir(path, 0o755)
+        return path
+    for _attempt in range(8):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(os.path.join(parent, group), 0o755)
+        path = os.path.join(parent, group, name)
+        try:
+            os.mkdir(path, 0o755)
+            return path
+        except FileNotFoundError:
+            continue  # the group went between the two calls
+    raise OSError(errno.EAGAIN, f"account cgroup {group} kept disappearing")
+
+
+def create(name: str, limits: CgroupLimits, account: str | None = None) -> tuple[str, ...]:
+    """Create one group per controller with its limits; nothing is left behind on failure.
+
+    ``account``: nest the cpu group in that account's group (see the module's docstring)."""
     created: list[str] = []
+    group = account_group(account) if account is not None else None
     try:
         for controller, parent in parents().items():
-            path = os.path.join(parent, name)
-            os.mkdir(path, 0o755)
+            path = _mkdir_in(parent, group if controller == "cpu" else None, name)
             created.append(path)
             if controller == "memory":
                 _write(os.path.join(path, "memory.limit_in_bytes"), str(limits.memory_bytes))
@@ -118,7 +155,9 @@ def _members(path: str) -> list[int]:
 
 
 def remove(paths: tuple[str, ...], *, timeout_s: float = 2.0) -> list[str]:
-    """SIGKILL whatever is still inside, then rmdir; returns the paths that could not be removed."""
+    """SIGKILL whatever is still inside, then rmdir; returns the paths that could not be removed.
+
+    An account group left empty by a removed worker group goes too."""
     deadline = time.monotonic() + timeout_s
     left: list[str] = []
     for path in paths:
@@ -137,7 +176,21 @@ def remove(paths: tuple[str, ...], *, timeout_s: float = 2.0) -> list[str]:
                     left.append(path)
                     break
                 time.sleep(0.005)
+        if path not in left:
+            _remove_if_empty_account(os.path.dirname(path))
     return left
+
+
+def _remove_if_empty_account(path: str) -> bool:
+    """rmdir ``path`` if it is an account group with no worker group left (the kernel refuses
+    a group with children or members: EBUSY, left for the account's other workers)."""
+    if not os.path.basename(path).startswith(ACCOUNT_PREFIX):
+        return False
+    try:
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
 
 
 def _monitor_alive(name: str) -> bool:
@@ -157,18 +210,30 @@ def _monitor_alive(name: str) -> bool:
 def remove_stale() -> list[str]:
     """Remove empty groups whose monitor (the pid in the name) is gone: it was killed before it
     could clean up. Groups of live monitors, even empty ones still starting, are left alone."""
-    removed = []
+    removed: list[str] = []
     for parent in parents().values():
         for entry in os.listdir(parent):
             path = os.path.join(parent, entry)
-            if not entry.startswith(PREFIX) or _monitor_alive(entry):
-                continue
-            if os.path.isdir(path) and not _members(path):
-                try:
-                    os.rmdir(path)
+            if entry.startswith(ACCOUNT_PREFIX) and os.path.isdir(path):
+                removed += _remove_stale_in(path)
+                if _remove_if_empty_account(path):
                     removed.append(path)
-                except OSError:
-                    pass
+        removed += _remove_stale_in(parent)
+    return removed
+
+
+def _remove_stale_in(parent: str) -> list[str]:
+    removed = []
+    for entry in os.listdir(parent):
+        path = os.path.join(parent, entry)
+        if not entry.startswith(PREFIX) or _monitor_alive(entry):
+            continue
+        if os.path.isdir(path) and not _members(path):
+            try:
+                os.rmdir(path)
+                removed.append(path)
+            except OSError:
+                pass
     return removed
 
 
