@@ -15,7 +15,8 @@ the same to it (``quiet``: the victim alone). Per phase: the victim's and the fl
 and the victim's share of the work done (its requests over all requests: each costs the same
 CPU), their total, and the victim's p50 / p99 latency. On a shared machine the total also
 moves with what else runs: grouped, all of the platform's isolates weigh two cgroups against
-the other processes' one share each, ungrouped one share per isolate. Writes ``bench/results/account_cpu.json``.
+the other processes' one share each, ungrouped one share per isolate.
+Writes ``bench/results/account_cpu.json``.
 """
 
 from __future__ import annotations

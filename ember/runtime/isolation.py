@@ -157,7 +157,7 @@ class Isolation:
         profile: Profile,
         env: Mapping[str, str],
         *,
-        cpu_account: str | None = None,
+        cpu_nest: tuple[str, ...] = (),
     ) -> SandboxSpec | None:
         """The sandbox for one deployment under ``profile``; None for a dev profile.
 
@@ -200,7 +200,7 @@ class Isolation:
                 cpu_backstop_s=int(2 * lifetime) + 1,
                 require_minimum=effective.enforce_minimum,
                 profile_name=profile.name,
-                cpu_account=cpu_account,
+                cpu_nest=cpu_nest,
             )
         except BaseException:
             if self.pool is not None and not had_uid:

@@ -139,7 +139,7 @@ class Supervisor(SlotIsolates):
         eager: bool = True,
         sandbox: Profile | None = None,
         pools: tuple[IsolatePool, ...] = (),
-        cpu_account: str | None = None,
+        cpu_nest: tuple[str, ...] = (),
     ) -> WorkerLoadError | None:
         """Add or replace a deployment. Eagerly: start its isolate before switching to it.
 
@@ -150,12 +150,13 @@ class Supervisor(SlotIsolates):
         live, answering with that error, as ``ember dev`` shows it; ``ember serve`` may roll
         back instead). ``pools``: the pools its isolates count in, each held to a share of
         ``max_isolates`` (``capacity.IsolatePool``: its account's, temporary accounts').
-        ``cpu_account``: the account whose isolates share one cpu cgroup (where the sandbox has
-        cgroups), so that contended CPU is shared between accounts, not between isolates.
+        ``cpu_nest``: the shared cpu cgroups its isolates go in, outermost first (where the
+        sandbox has cgroups; ``ember serve``: the account's), so that contended CPU is shared
+        between accounts, not between isolates.
         """
         profile = sandbox or self.isolation.policy.default_profile
         plan = await self.isolation.plan(
-            deployment, profile, child_environment(deployment), cpu_account=cpu_account
+            deployment, profile, child_environment(deployment), cpu_nest=cpu_nest
         )
         slot = self._new_slot(deployment, profile, plan)
         slot.pools = pools

@@ -43,13 +43,13 @@ def _by_controller(paths: tuple[str, ...]) -> dict[str, str]:
 def test_an_accounts_workers_share_its_cpu_group_and_it_goes_with_the_last(
     have_cgroups: None,
 ) -> None:
-    first = cgroups.create(cgroups.group_name("a1", os.getpid()), LIMITS, "acme")
-    second = cgroups.create(cgroups.group_name("a2", os.getpid()), LIMITS, "acme")
-    rival = cgroups.create(cgroups.group_name("b1", os.getpid()), LIMITS, "rival")
+    first = cgroups.create(cgroups.group_name("a1", os.getpid()), LIMITS, ("acme",))
+    second = cgroups.create(cgroups.group_name("a2", os.getpid()), LIMITS, ("acme",))
+    rival = cgroups.create(cgroups.group_name("b1", os.getpid()), LIMITS, ("rival",))
     try:
         one, two, other = (_by_controller(p) for p in (first, second, rival))
         acme = os.path.dirname(one["cpu"])
-        assert os.path.basename(acme) == cgroups.account_group("acme") == "ember@acme"
+        assert os.path.basename(acme) == cgroups.shared_group("acme") == "ember@acme"
         assert os.path.dirname(two["cpu"]) == acme  # one group for the account
         assert os.path.dirname(other["cpu"]) != acme  # and another for the next
         assert os.path.dirname(other["cpu"]) == os.path.dirname(acme) + "/ember@rival"
@@ -68,11 +68,11 @@ def test_an_accounts_workers_share_its_cpu_group_and_it_goes_with_the_last(
 def test_a_worker_starting_after_its_account_group_went_makes_it_again(
     have_cgroups: None,
 ) -> None:
-    first = cgroups.create(cgroups.group_name("a1", os.getpid()), LIMITS, "acme")
+    first = cgroups.create(cgroups.group_name("a1", os.getpid()), LIMITS, ("acme",))
     group = os.path.dirname(_by_controller(first)["cpu"])
     assert cgroups.remove(first) == []
     assert not os.path.exists(group)
-    again = cgroups.create(cgroups.group_name("a2", os.getpid()), LIMITS, "acme")
+    again = cgroups.create(cgroups.group_name("a2", os.getpid()), LIMITS, ("acme",))
     try:
         assert os.path.dirname(_by_controller(again)["cpu"]) == group
     finally:
@@ -86,9 +86,9 @@ def test_remove_stale_sweeps_dead_workers_in_account_groups_and_empty_groups(
     if dead == 0:
         os._exit(0)
     os.waitpid(dead, 0)
-    stale_alone = cgroups.create(cgroups.group_name("s1", dead), LIMITS, "gone")
-    stale_beside = cgroups.create(cgroups.group_name("s2", dead), LIMITS, "busy")
-    live = cgroups.create(cgroups.group_name("l1", os.getpid()), LIMITS, "busy")
+    stale_alone = cgroups.create(cgroups.group_name("s1", dead), LIMITS, ("gone",))
+    stale_beside = cgroups.create(cgroups.group_name("s2", dead), LIMITS, ("busy",))
+    live = cgroups.create(cgroups.group_name("l1", os.getpid()), LIMITS, ("busy",))
     gone_group = os.path.dirname(_by_controller(stale_alone)["cpu"])
     busy_group = os.path.dirname(_by_controller(live)["cpu"])
     try:
@@ -121,7 +121,7 @@ def test_a_sandboxed_worker_runs_in_its_accounts_cpu_group(
         deployment_id="a",
         code_dir=tenants.code_a,
         layers=BASE | {Layer.PID_NS, Layer.CGROUP},
-        cpu_account="acme:1",
+        cpu_nest=("acme:1",),
     )
     seen: dict[str, str] = {}
 
@@ -139,9 +139,28 @@ def test_a_sandboxed_worker_runs_in_its_accounts_cpu_group(
     assert not os.path.exists(os.path.join(parent, "ember@acme_1"))
 
 
-def test_the_account_must_be_an_id(tenants: Tenants) -> None:
-    for bad in ("", "a\0b"):
-        with pytest.raises(ConfigError, match="cpu_account"):
-            SandboxSpec(deployment_id="a", code_dir=tenants.code_a, cpu_account=bad)
-    spec = SandboxSpec(deployment_id="a", code_dir=tenants.code_a, cpu_account="acme")
-    assert SandboxSpec.from_wire(spec.to_wire()).cpu_account == "acme"
+def test_nested_shared_groups_go_from_the_inside_out(have_cgroups: None) -> None:
+    nest = ("temporary-accounts", "t1")
+    first = cgroups.create(cgroups.group_name("t1", os.getpid()), LIMITS, nest)
+    other = cgroups.create(cgroups.group_name("t2", os.getpid()), LIMITS, (nest[0], "t2"))
+    one, two = _by_controller(first)["cpu"], _by_controller(other)["cpu"]
+    outer = os.path.dirname(os.path.dirname(one))
+    try:
+        assert os.path.basename(outer) == "ember@temporary-accounts"
+        assert os.path.dirname(os.path.dirname(two)) == outer  # both accounts in the one group
+        assert cgroups.remove(first) == []
+        assert not os.path.exists(os.path.dirname(one))  # t1's group went with its worker
+        assert os.path.isdir(outer)  # the outer group stays while t2 is there
+        assert cgroups.remove(other) == []
+        assert not os.path.exists(outer)
+    finally:
+        cgroups.remove(first)
+        cgroups.remove(other)
+
+
+def test_the_nest_must_be_names(tenants: Tenants) -> None:
+    for bad in (("",), ("a\0b",), "acme"):
+        with pytest.raises(ConfigError, match="cpu_nest"):
+            SandboxSpec(deployment_id="a", code_dir=tenants.code_a, cpu_nest=bad)  # type: ignore[arg-type]
+    spec = SandboxSpec(deployment_id="a", code_dir=tenants.code_a, cpu_nest=("t", "acme"))
+    assert SandboxSpec.from_wire(spec.to_wire()).cpu_nest == ("t", "acme")

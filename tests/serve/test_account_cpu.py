@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from ember.runtime.sandbox import Layer, probe
-from tests.serve.conftest import BASE_CONFIG, ServeProcess, permanent_account, put_worker
+from tests.serve.conftest import (
+    BASE_CONFIG,
+    ServeProcess,
+    permanent_account,
+    put_worker,
+    temporary_account,
+)
 
 WHERE_AM_I = """\
 from workers import Response
@@ -49,5 +55,16 @@ def test_an_accounts_isolates_share_one_cpu_group_and_another_account_has_its_ow
         assert groups[("acme", "one")][-1] != groups[("acme", "two")][-1]  # a group each
         assert groups[("acme", "one")][-2] == groups[("acme", "two")][-2]  # in one account's
         assert groups[("acme", "one")][-2] != groups[("rival", "three")][-2]
+        # Temporary accounts: each its own group, all of them inside one group together.
+        for _ in range(2):
+            account = temporary_account(serve)["account"]
+            account_id, name = account["id"], account["name"]  # type: ignore[index]
+            with serve.api(account["apiToken"]) as api:  # type: ignore[index]
+                assert put_worker(api, account_id, "tmp", WHERE_AM_I).status_code == 200
+            reply = serve.worker(name, "tmp")
+            assert reply.status_code == 200, reply.text
+            outer, own, worker = reply.text.strip("/").split("/")[-3:]
+            assert (outer, own) == ("ember@temporary-accounts", f"ember@{account_id}"), reply.text
+            assert worker.startswith("ember-"), reply.text
     finally:
         serve.stop()

@@ -41,7 +41,13 @@ from ember.runtime.lifecycle import WorkerLoadError
 from ember.runtime.limits import Limits, PlatformError
 from ember.runtime.platform.expiry import AccountExpiry
 from ember.runtime.platform.routing import RouteTable, WorkerRoute
-from ember.runtime.platform.translate import VersionSlot, build_slot, slot_id, slot_prefix
+from ember.runtime.platform.translate import (
+    VersionSlot,
+    build_slot,
+    cpu_nest,
+    slot_id,
+    slot_prefix,
+)
 from ember.runtime.sandbox import ANONYMOUS, FULL, MinimumLayersMissing, Profile
 from ember.runtime.supervisor import Supervisor
 
@@ -246,7 +252,7 @@ class LiveDeployments:
                     eager=True,
                     sandbox=profile_for(account.temporary),
                     pools=slot.pools,
-                    cpu_account=slot.account_id,
+                    cpu_nest=cpu_nest(slot),
                 )
             except MinimumLayersMissing as exc:
                 raise SandboxRefused(
@@ -289,7 +295,7 @@ class LiveDeployments:
                                 eager=warm,
                                 sandbox=profile_for(account.temporary),
                                 pools=slot.pools,
-                                cpu_account=slot.account_id,
+                                cpu_nest=cpu_nest(slot),
                             )
                         except MinimumLayersMissing as exc:  # the host lost a layer since
                             slot = dataclasses.replace(

@@ -164,6 +164,19 @@ def isolate_pools(account: Account, limits: AccountLimits) -> tuple[IsolatePool,
     return tuple(pools)
 
 
+# All temporary accounts' isolates together share one cpu group around their accounts' (as
+# they share ``platform.temporary.total_isolate_share``): anyone can make temporary accounts, and
+# ten of them must not weigh ten permanent accounts when the CPU is contended.
+TEMPORARY_CPU_GROUP = "temporary-accounts"
+
+
+def cpu_nest(slot: VersionSlot) -> tuple[str, ...]:
+    """The shared cpu cgroups a version's isolates go in (``SandboxSpec.cpu_nest``)."""
+    if slot.temporary:
+        return (TEMPORARY_CPU_GROUP, slot.account_id)
+    return (slot.account_id,)
+
+
 def _account_options(
     spec: BindingSpec, account: Account, limits: AccountLimits, worker: str
 ) -> BindingSpec:

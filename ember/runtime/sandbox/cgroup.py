@@ -1,11 +1,12 @@
 """L6 (optional): a cgroup per worker for memory, pids and CPU quota (cgroup v1, as root).
 
-In the cpu hierarchy a worker's group may nest in its account's (``account_group``): CFS then
-shares contended CPU between accounts by weight (``cpu.shares``, the same for each), not between
-workers, so an account running ten spinning isolates gets no more of the machine than one
-running a single isolate (each worker keeps its own quota inside). An account group is created
-by the first of its workers and removed with its last (a worker starting as it is removed
-creates it again).
+In the cpu hierarchy a worker's group may nest in groups it shares with others (``nest``: the
+platform gives its account's, and for a temporary account the group of all temporary accounts
+around that): CFS then shares contended CPU between those groups by weight (``cpu.shares``, the
+same for each), not between workers, so an account running ten spinning isolates gets no more
+of the machine than one running a single isolate (each worker keeps its own quota inside). A
+shared group is created by the first of its workers and removed with its last (a worker
+starting as it is removed creates it again).
 
 Groups are created by the monitor before the worker runs, under the monitor's own cgroup in each
 hierarchy (the memory hierarchy here is host-managed: only children of our own group, never
@@ -88,9 +89,10 @@ def group_name(deployment_id: str, pid: int) -> str:
     return f"{PREFIX}{safe}-{pid}"
 
 
-def account_group(account: str) -> str:
-    """The cpu group an account's workers share (``account``: any id, made safe here)."""
-    return ACCOUNT_PREFIX + re.sub(r"[^A-Za-z0-9_.-]", "_", account)[:60]
+def shared_group(name: str) -> str:
+    """The directory of a cpu group workers share (``name``: an account id, or any name; made
+    safe here)."""
+    return ACCOUNT_PREFIX + re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:60]
 
 
 def _write(path: str, value: str) -> None:
@@ -98,34 +100,36 @@ def _write(path: str, value: str) -> None:
         handle.write(value)
 
 
-def _mkdir_in(parent: str, group: str | None, name: str) -> str:
-    """Create ``parent/[group/]name``; the group is made when missing. Another account worker's
-    ``remove`` may take an emptied group away between the two mkdirs: then make it again."""
-    if group is None:
-        path = os.path.join(parent, name)
-        os.mkdir(path, 0o755)
-        return path
+def _mkdir_in(parent: str, groups: tuple[str, ...], name: str) -> str:
+    """Create ``parent/groups.../name``; shared groups are made when missing. Another worker's
+    ``remove`` may take an emptied shared group away between two mkdirs: then make it again."""
     for _attempt in range(8):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(os.path.join(parent, group), 0o755)
-        path = os.path.join(parent, group, name)
+        base = parent
         try:
+            for group in groups:
+                base = os.path.join(base, group)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(base, 0o755)
+            path = os.path.join(base, name)
             os.mkdir(path, 0o755)
             return path
         except FileNotFoundError:
-            continue  # the group went between the two calls
-    raise OSError(errno.EAGAIN, f"account cgroup {group} kept disappearing")
+            if not groups:
+                raise
+            continue  # a shared group went between two calls
+    raise OSError(errno.EAGAIN, f"shared cgroup {base} kept disappearing")
 
 
-def create(name: str, limits: CgroupLimits, account: str | None = None) -> tuple[str, ...]:
+def create(name: str, limits: CgroupLimits, nest: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Create one group per controller with its limits; nothing is left behind on failure.
 
-    ``account``: nest the cpu group in that account's group (see the module's docstring)."""
+    ``nest``: the shared cpu groups, outermost first, the worker's cpu group goes in (see the
+    module's docstring); the other controllers' groups do not nest."""
     created: list[str] = []
-    group = account_group(account) if account is not None else None
+    groups = tuple(shared_group(part) for part in nest)
     try:
         for controller, parent in parents().items():
-            path = _mkdir_in(parent, group if controller == "cpu" else None, name)
+            path = _mkdir_in(parent, groups if controller == "cpu" else (), name)
             created.append(path)
             if controller == "memory":
                 _write(os.path.join(path, "memory.limit_in_bytes"), str(limits.memory_bytes))
@@ -177,13 +181,15 @@ def remove(paths: tuple[str, ...], *, timeout_s: float = 2.0) -> list[str]:
                     break
                 time.sleep(0.005)
         if path not in left:
-            _remove_if_empty_account(os.path.dirname(path))
+            outer = os.path.dirname(path)
+            while _remove_if_empty_shared(outer):
+                outer = os.path.dirname(outer)
     return left
 
 
-def _remove_if_empty_account(path: str) -> bool:
-    """rmdir ``path`` if it is an account group with no worker group left (the kernel refuses
-    a group with children or members: EBUSY, left for the account's other workers)."""
+def _remove_if_empty_shared(path: str) -> bool:
+    """rmdir ``path`` if it is a shared group with no group left in it (the kernel refuses a
+    group with children or members: EBUSY, left for its other workers)."""
     if not os.path.basename(path).startswith(ACCOUNT_PREFIX):
         return False
     try:
@@ -212,18 +218,19 @@ def remove_stale() -> list[str]:
     could clean up. Groups of live monitors, even empty ones still starting, are left alone."""
     removed: list[str] = []
     for parent in parents().values():
-        for entry in os.listdir(parent):
-            path = os.path.join(parent, entry)
-            if entry.startswith(ACCOUNT_PREFIX) and os.path.isdir(path):
-                removed += _remove_stale_in(path)
-                if _remove_if_empty_account(path):
-                    removed.append(path)
         removed += _remove_stale_in(parent)
     return removed
 
 
 def _remove_stale_in(parent: str) -> list[str]:
+    """``remove_stale`` in ``parent`` and the shared groups in it, those left empty too."""
     removed = []
+    for entry in os.listdir(parent):
+        path = os.path.join(parent, entry)
+        if entry.startswith(ACCOUNT_PREFIX) and os.path.isdir(path):
+            removed += _remove_stale_in(path)
+            if _remove_if_empty_shared(path):
+                removed.append(path)
     for entry in os.listdir(parent):
         path = os.path.join(parent, entry)
         if not entry.startswith(PREFIX) or _monitor_alive(entry):

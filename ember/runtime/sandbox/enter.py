@@ -288,7 +288,7 @@ def enter(
             stage = "cgroup"
             name = cgroup.group_name(spec.deployment_id, os.getpid())
             limits = cgroup.CgroupLimits(spec.memory_limit, spec.nproc, spec.cpu_quota)
-            cgroups = cgroup.create(name, limits, spec.cpu_account)
+            cgroups = cgroup.create(name, limits, spec.cpu_nest)
     except BaseException as exc:  # noqa: BLE001
         _fail(report_fd, stage, exc)
     worker = _Worker(spec, report_fd, landlock_abi, pyseccomp, landlock_reads)

@@ -231,9 +231,10 @@ class SandboxSpec:
     fsize: int = 8 * MiB
     cpu_backstop_s: int = 60  # lifetime RLIMIT_CPU; per-request CPU is the supervisor's job
     cpu_quota: float | None = 1.0  # cgroup CPU quota in cores
-    # With cgroups: the account whose workers share one cpu group, so contended CPU is shared
-    # between accounts, not between their isolates (cgroup.py). None: a group of its own.
-    cpu_account: str | None = None
+    # With cgroups: the shared cpu groups, outermost first, the worker's own nests in (its
+    # account's; all temporary accounts' around it), so contended CPU is shared between
+    # accounts, not between their isolates (cgroup.py). Empty: a group of its own.
+    cpu_nest: tuple[str, ...] = ()
     require_minimum: bool = False  # re-check the anonymous minimum in enter() (fail closed)
     profile_name: str = "custom"
     hostname: str = "ember"
@@ -252,12 +253,12 @@ class SandboxSpec:
         _positive("nproc", self.nproc, 2)
         _positive("fsize", self.fsize, 4096)
         _positive("cpu_backstop_s", self.cpu_backstop_s)
-        if self.cpu_account is not None and (
-            not isinstance(self.cpu_account, str)
-            or not self.cpu_account
-            or "\0" in self.cpu_account
-        ):
-            raise ConfigError("SandboxSpec", "cpu_account", self.cpu_account, "a non-empty id")
+        if isinstance(self.cpu_nest, str):
+            raise ConfigError("SandboxSpec", "cpu_nest", self.cpu_nest, "a sequence of names")
+        for part in self.cpu_nest:
+            if not isinstance(part, str) or not part or "\0" in part:
+                raise ConfigError("SandboxSpec", "cpu_nest", part, "non-empty names")
+        object.__setattr__(self, "cpu_nest", tuple(self.cpu_nest))
         if self.uid is not None:
             _positive("uid", self.uid)
         if self.gid is not None:
