@@ -1,6 +1,7 @@
 """A streamed AI answer: a replica's events translated into the caller's event format.
 
-``translate`` feeds a pooled stream through the dialect's ``StreamTranslator``, turns a failure
+``translate`` feeds a pooled stream through the dialect's ``StreamTranslator`` (Workers AI's
+joining each tool call's pieces first: ``whole_tool_calls.py``), turns a failure
 mid-stream into one error event, tells the dev console when thinking ate the whole budget (the
 note a whole answer gets, ``thinking.py``), and when the stream ends (any outcome) closes the
 replica's stream and frees the quota; a complete, error-free answer goes to ``store`` for the
@@ -20,9 +21,12 @@ from ember.bindings.ai.failures import Failure, failure_of
 from ember.bindings.ai.named_tool import named_tool_chunk
 from ember.bindings.ai.neurons import StreamMeter
 from ember.bindings.ai.raw_prompt import as_chat_chunk
+from ember.bindings.ai.whole_tool_calls import WholeToolCalls
 from ember.models.api.chat_request import Dialect
 from ember.models.pool.errors import InvalidEvent
 from ember.models.pool.pooled_stream import PooledStream
+
+Translator = StreamTranslator | WholeToolCalls | ClassicStream
 
 
 async def translate(
@@ -44,10 +48,12 @@ async def translate(
     request named its function, so a ``tool_calls`` finish is said ``stop`` (``named_tool.py``);
     ``meter``: reads the replica's usage for the account's neurons (``neurons.py``), which the
     caller sees only if it asked for it."""
-    translator: StreamTranslator | ClassicStream = ClassicStream()
+    translator: Translator = ClassicStream()
     if not classic:
         hide = meter is not None and meter.hide_usage
         translator = StreamTranslator(dialect, model, events.renamed, json_inputs, hide)
+        if dialect == "workers":  # the platform sends each tool call whole
+            translator = WholeToolCalls(translator)
     recorded: list[bytes] | None = [] if store is not None else None
     try:
         while not translator.done:
@@ -118,7 +124,7 @@ class AnswerStream:
 
 
 def _translated(
-    batch: list[str], translator: StreamTranslator | ClassicStream, raw: bool, named_tool: bool
+    batch: list[str], translator: Translator, raw: bool, named_tool: bool
 ) -> tuple[bytes, InvalidEvent | None]:
     """A batch's bytes for the caller, up to an event that does not parse (returned with
     them: the events before it still go out, then the stream ends with the error event)."""
