@@ -82,3 +82,16 @@ def test_permanent_accounts_have_no_daily_kv_allowance_by_default(tmp_path: Path
             for index in range(6):
                 assert client.put(f"{ns}/values/k{index}", content=b"v").status_code == 200
                 assert client.get(f"{ns}/keys").status_code == 200
+
+
+def test_an_invalid_rest_write_is_not_charged(tmp_path: Path) -> None:
+    """A write the API refuses as invalid (a key of ".", a past expiration) wrote nothing, so it
+    costs none of the day's writes, as ``env.KV``'s refusals cost nothing."""
+    with temporary_tenant(tmp_path / "state", CONFIG) as (_platform, account_id, client):
+        ns = _namespace(client, account_id)
+        assert client.put(f"{ns}/values/%2E", content=b"x").status_code == 400
+        assert client.put(f"{ns}/values/k?expiration=1", content=b"x").status_code == 400
+        for key in ("a", "b", "c"):  # the whole allowance is still there
+            assert client.put(f"{ns}/values/{key}", content=b"1").status_code == 200
+        _spent(client.put(f"{ns}/values/d", content=b"4"))
+

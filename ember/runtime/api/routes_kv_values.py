@@ -17,10 +17,11 @@ the REST API's own rate limit (``ember.bindings.kv.key_rate``). Every write is
 acknowledged only after its commit; an account's writes are checked against its byte limit
 (``platform.temporary`` or ``platform.accounts``) inside the same transaction. A bulk write or
 delete is one transaction: one flush, and a refused item (invalid, or past the quota) refuses
-the whole request, writing nothing. Every operation counts against the account's daily KV
+the whole request, writing nothing. Every valid operation counts against the account's daily KV
 allowances (``ember.bindings.kv.daily``; the workers' ``env.KV`` spends the same ones): each pair
 of a bulk write, each key of a bulk read or delete, as Cloudflare bills them; past one the
-request is refused whole (429, code 10048).
+request is refused whole (429, code 10048). One refused as invalid (400) wrote or read nothing
+and is not counted.
 """
 
 from __future__ import annotations
@@ -99,7 +100,6 @@ async def put_value(request: Request) -> Response:
     body = await read_body(request, limits.MAX_VALUE_BYTES + BODY_OVERHEAD)
     value, metadata = _value_and_metadata(request.headers.get("content-type", ""), body)
     plane = plane_of(request)
-    _spend(request, who, "writes")
     try:
         limits.validate_key("PUT", key)
         limits.validate_value_length("PUT", len(value))
@@ -110,6 +110,7 @@ async def put_value(request: Request) -> Response:
             _int_query(request, "expiration_ttl"),
         )
         metadata = limits.validate_metadata("PUT", metadata)
+        _spend(request, who, "writes")  # once valid: a refused write wrote nothing
         await plane.kv.put(
             who.account.id,  # the account's turn on the writer, shared with its workers'
             namespace_id,
@@ -157,6 +158,10 @@ async def get_metadata(request: Request) -> Response:
     who, namespace_id = _namespace(request)
     key = request.path_params["key"]
     plane = plane_of(request)
+    try:
+        limits.validate_key("GET", key)
+    except limits.KVError as exc:
+        return _refused(exc)
     _spend(request, who, "reads")
     entry = await plane.kv.get(who.account.id, namespace_id, key)
     if entry is None:
