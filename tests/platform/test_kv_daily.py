@@ -94,4 +94,3 @@ def test_an_invalid_rest_write_is_not_charged(tmp_path: Path) -> None:
         for key in ("a", "b", "c"):  # the whole allowance is still there
             assert client.put(f"{ns}/values/{key}", content=b"1").status_code == 200
         _spent(client.put(f"{ns}/values/d", content=b"4"))
-
