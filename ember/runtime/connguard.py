@@ -13,6 +13,10 @@ per failed accept (70 MB of log in 40 s). This module holds what nginx and Cloud
   as the answer to the request it sends next);
 - ``keepalive_timeout_s``: an idle keep-alive connection between requests (uvicorn's
   ``timeout_keep_alive``);
+- ``body_timeout_s`` and ``body_min_rate``: the request body must arrive within
+  ``body_timeout_s`` of the end of its head, plus a second for every ``body_min_rate`` bytes
+  that came, else ``408`` and close (``bodyclock.py`` says why a rate and not nginx's
+  ``client_body_timeout`` gap between reads);
 - ``max_connections`` in total and ``max_connections_per_address`` from one client address:
   past them a new connection is answered at once, ``429`` for its address's share, ``503`` for
   the server's, and closed, before its request is read (nginx ``limit_conn``). The total
@@ -36,9 +40,14 @@ from ember.runtime.deployments.config_parse import (
     mapping,
     only_keys,
     positive_int,
+    size_value,
 )
 
 DEFAULT_HEAD_TIMEOUT_S = 60  # nginx client_header_timeout
+DEFAULT_BODY_TIMEOUT_S = 60  # nginx client_body_timeout's number, for the whole body
+# 64 kbit/s, an old phone's uplink: a 100 MiB upload may take 3.6 hours, yet a client must
+# send 8 KiB a second to hold a connection open past body_timeout (bodyclock.py)
+DEFAULT_BODY_MIN_RATE = 8 * 1024
 DEFAULT_KEEPALIVE_TIMEOUT_S = 5  # uvicorn's timeout_keep_alive, what ember used before
 DEFAULT_MAX_PER_ADDRESS = 256  # a browser opens 6 per origin; leave room for NAT-shared addresses
 MAX_DEFAULT_CONNECTIONS = 16384
@@ -57,6 +66,8 @@ class ConnectionLimits:
     """The ``server:`` section of ``ember serve``'s config (``ember dev`` uses the defaults)."""
 
     head_timeout_s: int = DEFAULT_HEAD_TIMEOUT_S
+    body_timeout_s: int = DEFAULT_BODY_TIMEOUT_S
+    body_min_rate: int = DEFAULT_BODY_MIN_RATE  # bytes a second
     keepalive_timeout_s: int = DEFAULT_KEEPALIVE_TIMEOUT_S
     max_connections: int = field(default_factory=default_max_connections)
     max_connections_per_address: int = DEFAULT_MAX_PER_ADDRESS
@@ -67,7 +78,9 @@ class ConnectionLimits:
             f"connections: at most {self.max_connections} open (server.max_connections), "
             f"{self.max_connections_per_address} per client address "
             f"(server.max_connections_per_address); a request head must arrive within "
-            f"{self.head_timeout_s:g} s (server.head_timeout), idle keep-alive connections "
+            f"{self.head_timeout_s:g} s (server.head_timeout), a request body within "
+            f"{self.body_timeout_s:g} s of it plus 1 s per {_size(self.body_min_rate)} received "
+            f"(server.body_timeout, server.body_min_rate), idle keep-alive connections "
             f"close after {self.keepalive_timeout_s:g} s (server.keepalive_timeout)"
         )
 
@@ -77,6 +90,8 @@ def parse_connection_limits(section: Any, source: str) -> ConnectionLimits:
 
     server:
       head_timeout: 60s                 # the whole request line and headers
+      body_timeout: 60s                 # the whole body, counted from the end of its head,
+      body_min_rate: 8KiB               # ... plus 1 s for every this many bytes received
       keepalive_timeout: 5s             # an idle connection between requests
       max_connections: 4096             # default: half the open-file limit
       max_connections_per_address: 256
@@ -87,11 +102,20 @@ def parse_connection_limits(section: Any, source: str) -> ConnectionLimits:
         raw,
         source,
         where,
-        {"head_timeout", "keepalive_timeout", "max_connections", "max_connections_per_address"},
+        {
+            "head_timeout",
+            "body_timeout",
+            "body_min_rate",
+            "keepalive_timeout",
+            "max_connections",
+            "max_connections_per_address",
+        },
     )
     defaults = ConnectionLimits()
     return ConnectionLimits(
         head_timeout_s=duration_value(raw, "head_timeout", DEFAULT_HEAD_TIMEOUT_S, source, where),
+        body_timeout_s=duration_value(raw, "body_timeout", DEFAULT_BODY_TIMEOUT_S, source, where),
+        body_min_rate=size_value(raw, "body_min_rate", DEFAULT_BODY_MIN_RATE, source, where),
         keepalive_timeout_s=duration_value(
             raw, "keepalive_timeout", DEFAULT_KEEPALIVE_TIMEOUT_S, source, where
         ),
@@ -102,6 +126,13 @@ def parse_connection_limits(section: Any, source: str) -> ConnectionLimits:
             raw, "max_connections_per_address", DEFAULT_MAX_PER_ADDRESS, source, where
         ),
     )
+
+
+def _size(count: int) -> str:
+    for unit, size in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if count % size == 0:
+            return f"{count // size} {unit}"
+    return f"{count} bytes"
 
 
 @dataclass(frozen=True)

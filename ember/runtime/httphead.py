@@ -18,7 +18,8 @@ the application, however its bytes are split into reads.
 
 With a ``ConnectionGate`` (``connguard.py``) it also bounds time and numbers: the head must
 arrive within ``head_timeout_s`` (else ``408`` and close, or a silent close if none of it came),
-and a connection past the gate's caps is answered ``429``/``503`` and closed before it is read.
+and a connection past the gate's caps is answered ``429``/``503`` and closed before it is read,
+and each request body must arrive by its deadline (``bodyclock.py``: else ``408`` and close).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from ember.runtime.bodyclock import BodyClock, HeldFlow, timeout_message
 from ember.runtime.connguard import ConnectionGate, Refusal
 from ember.runtime.cycle import ServerCycle
 
@@ -53,6 +55,8 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self._gate = gate
         self._counted = False  # the gate counted this connection (release it once)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._body_clock: BodyClock | None = None  # a body is being read past its head's read
+        self._body_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -63,18 +67,23 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             self._answer_and_close(refusal.status, refusal.reason, _text(refusal))
             return
         self._counted = True
+        self.flow = HeldFlow(transport, self.loop.time)  # uvicorn's, timing what it holds back
         self._arm_head_timer()  # a connection that never sends a byte is a head not arriving
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        self._end_body()
         if self._counted and self._gate is not None:
             self._counted = False
             self._gate.release(self.transport, self._address())
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._in_head and self._head_timer is None:
-            self._arm_head_timer()  # the first byte of a later request on a kept-alive one
+        if self._in_head:
+            if self._head_timer is None:
+                self._arm_head_timer()  # the first byte of a later request on a kept-alive one
+        elif self._body_clock is not None:
+            self._body_clock.received += len(data)
         # A read that would take the head past the bound is parsed only up to it: a head that
         # has not ended there is refused, even if its end came in the same read (asyncio hands
         # over up to 256 KiB at once); what follows an ended head is parsed as usual.
@@ -92,6 +101,8 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         if self._in_head:
             self._head_bytes += len(data)
         super().data_received(data)
+        if not self._in_head and self._body_clock is None and self._gate is not None:
+            self._start_body_clock()  # a head ended in this read, its body did not
 
     def on_headers_complete(self) -> None:
         self._head_complete()
@@ -113,9 +124,13 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self._in_head = False
         self._head_bytes = 0
         self._cancel_head_timer()
+        if self.expect_100_continue and self._gate is not None:
+            self.flow.hold()  # the client waits for "100 Continue": not its time until then
 
     def _message_complete(self) -> None:
         self._in_head = True  # a pipelined request may follow on this connection
+        if self._body_clock is not None:
+            self._end_body()
 
     def _refuse(self) -> None:
         self._answer_and_close(431, "Request Header Fields Too Large", _MESSAGE)
@@ -156,7 +171,52 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         ).encode("ascii")
         self._answer_and_close(408, "Request Timeout", message)
 
+    def _start_body_clock(self) -> None:
+        transport = self.transport
+        if transport.is_closing() or transport.get_protocol() is not self:
+            return  # answered (a bad request), or upgraded
+        assert self._gate is not None  # invariant: called only with a gate
+        self._body_clock = BodyClock(self._gate.limits, self.flow, self.loop.time())
+        self._body_timer = self.loop.call_later(
+            self._gate.limits.body_timeout_s, self._body_deadline
+        )
+
+    def _end_body(self) -> None:
+        self._body_clock = None
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_deadline(self) -> None:
+        self._body_timer = None
+        clock = self._body_clock
+        if clock is None or self.transport.is_closing():
+            return
+        left = clock.left(self.loop.time())
+        if left > 0:  # bytes came, or the server held the body back: the deadline moved
+            self._body_timer = self.loop.call_later(left, self._body_deadline)
+            return
+        self._body_clock = None
+        assert self._gate is not None  # invariant: the clock runs only with a gate
+        cycle = self.cycle
+        if not isinstance(cycle, RequestResponseCycle) or cycle.response_started:
+            # Answered already (without reading the body): a 408 now would be read as the
+            # answer to the client's next request. Only the connection ends.
+            self.transport.close()
+            return
+        # The application sees the client gone (its half body is never a request), and what
+        # it still sends goes nowhere (uvicorn's send drops it once disconnected).
+        cycle.disconnected = True
+        cycle.message_event.set()
+        self._write_answer(408, "Request Timeout", timeout_message(self._gate.limits))
+        self.transport.close()
+
     def _answer_and_close(self, status: int, reason: str, body: bytes) -> None:
+        if self.cycle is None or self.cycle.response_complete:
+            self._write_answer(status, reason, body)
+        self.transport.close()
+
+    def _write_answer(self, status: int, reason: str, body: bytes) -> None:
         head = [f"HTTP/1.1 {status} {reason}\r\n".encode("ascii")]
         for name, value in self.server_state.default_headers:
             head += [name, b": ", value, b"\r\n"]
@@ -166,9 +226,7 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             b"connection: close\r\n\r\n",
             body,
         ]
-        if self.cycle is None or self.cycle.response_complete:
-            self.transport.write(b"".join(head))
-        self.transport.close()
+        self.transport.write(b"".join(head))
 
 
 def _text(refusal: Refusal) -> bytes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount
 
@@ -63,6 +63,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return fail_at(request, exc.status_code, 10001, str(exc.detail))
 
 
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # The client left before its body was read, or was cut off at server.body_timeout (408,
+    # runtime/bodyclock.py): nobody hears an answer, and it is no platform error to log.
+    return Response(status_code=400)
+
+
 def create_api_app(
     plane: ControlPlane,
     tail_hub: TailHub | None = None,
@@ -84,6 +90,7 @@ def create_api_app(
         exception_handlers={
             EmberError: ember_error_handler,
             HTTPException: _http_error,
+            ClientDisconnect: _client_gone,
             Exception: unexpected_error_handler,
         },
         middleware=[Middleware(PlatformHeaders)],  # no-store, no framing, no Referer
