@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.bindings.base import HttpMount
 from ember.bindings.registry import BindingRegistry, default_registry
@@ -44,6 +44,9 @@ from ember.runtime.services import DeploymentHost
 from ember.runtime.spawner import SpawnerConfig
 from ember.runtime.supervisor import Supervisor
 from ember.runtime.watcher import FileWatcher
+
+if TYPE_CHECKING:  # (imported when serving: ember dev's start does not wait for it)
+    from ember.runtime.connguard import ConnectionLimits
 
 STATE_DIR = Path(".ember") / "state"
 
@@ -69,6 +72,9 @@ class DevOptions:
     # With an ``ai`` binding, ember answers /ai/v1/* and /client/v4/accounts/*/ai/* itself (the
     # platform's AI APIs); off: those paths go to the worker, as they do once it is deployed.
     ai_routes: bool = True
+    # The request-head and body deadlines and connection caps (connguard.py); None: ember
+    # serve's defaults (no flag sets them: tests shorten them).
+    limits: ConnectionLimits | None = None
 
 
 class DevServer:
@@ -165,7 +171,7 @@ class DevServer:
         loop = asyncio.get_running_loop()
         log = RateLimitedLog(_say_dev, loop.call_later)
         loop.set_exception_handler(accept_error_handler(log, loop.get_exception_handler()))
-        gate = ConnectionGate(ConnectionLimits(), log)
+        gate = ConnectionGate(self.options.limits or ConnectionLimits(), log)
         http: Any = functools.partial(BoundedHeadProtocol, gate=gate)
         if self.options.fast_http:
             http = (
@@ -288,8 +294,14 @@ class DevServer:
 
 
 def _drop_aborted_responses(record: logging.LogRecord) -> bool:
-    # A streamed response cut short on purpose (limit, worker failure) is not a server error.
-    return not (record.exc_info and isinstance(record.exc_info[1], ResponseAborted))
+    # A streamed response cut short on purpose (limit, worker failure) is not a server error,
+    # nor is a client that left before its body was read (or was cut off at the body's
+    # deadline, runtime/bodyclock.py) from a Starlette route (the AI routes, binding mounts).
+    if not record.exc_info:
+        return True
+    from starlette.requests import ClientDisconnect  # (only on an error: ember dev starts without)
+
+    return not isinstance(record.exc_info[1], ResponseAborted | ClientDisconnect)
 
 
 def _say_dev(line: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from ember.bindings.registry import BindingRegistry
 from ember.runtime import events as E
+from ember.runtime.connguard import ConnectionLimits
 from ember.runtime.devserver import DevOptions, DevServer
 
 T = TypeVar("T")
@@ -22,7 +23,13 @@ class DualServers:
     while a test's client runs in a worker thread: nothing of pytest's runs next to the servers
     (Python 3.11's parser is not safe for two threads at once, and tracebacks parse)."""
 
-    def __init__(self, root: Path, state: Path, registry: BindingRegistry | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        state: Path,
+        registry: BindingRegistry | None = None,
+        limits: ConnectionLimits | None = None,
+    ) -> None:
         self.sinks = {fast: E.ListSink() for fast in (True, False)}
         self.servers = {
             fast: DevServer(
@@ -35,6 +42,7 @@ class DualServers:
                     run_crons=False,
                     fast_http=fast,
                     registry=registry,
+                    limits=limits,
                 ),
                 self.sinks[fast],
             )
