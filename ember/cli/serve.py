@@ -33,7 +33,7 @@ DEFAULT_MODEL = "@cf/zai-org/glm-4.7-flash"  # the README's first model: the id 
     "config_file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="An ember.yaml whose `platform:` section sets TTLs, limits and proof-of-work difficulty "
-    "(`server:`: request-head deadline and connection caps; `ai:`: the models).",
+    "(`server:`: request head and body deadlines, connection caps; `ai:`: the models).",
 )
 @click.option(
     "--allow-unsandboxed-anonymous",
@@ -235,7 +235,7 @@ def _drain_timeout(ai: object | None) -> float:
 
 
 def _server_limits(config_file: Path | None) -> Any:
-    """The ``server:`` section (request-head deadline, keep-alive, connection caps)."""
+    """The ``server:`` section (request head and body deadlines, keep-alive, connection caps)."""
     from ember.config_yaml import load_yaml
     from ember.runtime.connguard import ConnectionLimits, parse_connection_limits
 
