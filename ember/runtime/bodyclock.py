@@ -25,6 +25,8 @@ connection past the first minute costs a client 8 KiB every second, against noth
 The server holds a body back while it does not read (uvicorn pauses reading once 64 KiB wait
 unread for the application, and behind a pipelined request) and while an ``Expect:
 100-continue`` is not yet answered: ``HeldFlow`` counts that time, and the deadline moves by it.
+A pipelined request queued behind a running one is not timed at all until it starts (its 408
+would cut into the answer before it): its clock starts again then.
 A body that arrives with its head (most: ``env.AI.run`` POSTs, small API calls) arms no timer.
 """
 
@@ -78,8 +80,12 @@ class BodyClock:
     def __init__(self, limits: ConnectionLimits, flow: HeldFlow, now: float) -> None:
         self._limits = limits
         self._flow = flow
+        self.restart(now)
+
+    def restart(self, now: float) -> None:
+        """Count from ``now`` (a pipelined request's, when it starts after the one before)."""
         self._start = now
-        self._held_at_start = flow.held_s(now)
+        self._held_at_start = self._flow.held_s(now)
         self.received = 0  # bytes read since the head ended (framing included)
 
     def left(self, now: float) -> float:

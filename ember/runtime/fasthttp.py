@@ -129,8 +129,9 @@ class FastHttpProtocol(BoundedHeadProtocol):
         super().data_received(data)
         if self._candidate:
             # A candidate's body did not all come with its head. The router reads such a body
-            # under the wall-time limit (a client trickling it must not hold the request):
-            # hand the request and what arrived of its body to uvicorn's path.
+            # under the wall-time limit, and the protocol under the body's deadline (a client
+            # trickling it must not hold the request; httphead.py started its clock in this
+            # read): hand the request and what arrived of its body to uvicorn's path.
             self._candidate = False
             if self.parser is not None and not self.transport.is_closing():
                 self._to_asgi(b"".join(self._body))

@@ -118,6 +118,8 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         # extended): the handler's status text, and HTTP/1.0 streams unchunked (cycle.py).
         if type(cycle) is RequestResponseCycle:
             cycle.__class__ = ServerCycle
+        if self._body_clock is not None and cycle is self.cycle:
+            self._body_clock.restart(self.loop.time())  # a queued request starts: from now
         super()._start_asgi_task(cycle, app)
 
     def _head_complete(self) -> None:
@@ -192,12 +194,14 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         clock = self._body_clock
         if clock is None or self.transport.is_closing():
             return
+        assert self._gate is not None  # invariant: the clock runs only with a gate
         left = clock.left(self.loop.time())
+        if self.pipeline:  # its request waits behind a running one: timed once it starts
+            left = max(left, self._gate.limits.body_timeout_s)
         if left > 0:  # bytes came, or the server held the body back: the deadline moved
             self._body_timer = self.loop.call_later(left, self._body_deadline)
             return
         self._body_clock = None
-        assert self._gate is not None  # invariant: the clock runs only with a gate
         cycle = self.cycle
         if not isinstance(cycle, RequestResponseCycle) or cycle.response_started:
             # Answered already (without reading the body): a 408 now would be read as the
