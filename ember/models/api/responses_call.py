@@ -69,6 +69,7 @@ class ResponsesCall:
             model=self.model,
             created_at=self.created_at,
             echo=self.request.echo,
+            summary=self.request.summary,
         )
         self._keep(response)
         return response
@@ -77,7 +78,9 @@ class ResponsesCall:
         self, batches: AsyncIterator[Sequence[Mapping[str, Any]]]
     ) -> AsyncIterator[bytes]:
         """The SSE bytes for batches of chat chunks (one write per batch)."""
-        events = ResponseEvents(self.id, self.model, self.created_at, self.request.echo)
+        events = ResponseEvents(
+            self.id, self.model, self.created_at, self.request.echo, summary=self.request.summary
+        )
         yield b"".join(encode(e) for e in events.start())
         try:
             async for batch in batches:

@@ -5,6 +5,11 @@
         message:   content_part.added, output_text.delta..., output_text.done, content_part.done
         reasoning: content_part.added, reasoning_text.delta..., reasoning_text.done,
                    content_part.done
+                   (a summary asked for: reasoning_summary_part.added first, a
+                   reasoning_summary_text.delta before each reasoning_text.delta, and
+                   reasoning_summary_text.done, reasoning_summary_part.done before
+                   reasoning_text.done: the summary's events in OpenAI's order, the content's
+                   kept as vLLM sends them)
         function_call: function_call_arguments.delta..., function_call_arguments.done
       response.output_item.done
     response.completed, with usage; response.incomplete instead (status "incomplete",
@@ -32,6 +37,7 @@ from ember.models.api.responses_object import (
     reasoning_item,
     reasoning_part,
     response_object,
+    summary_part,
     text_part,
     usage_of,
 )
@@ -66,6 +72,7 @@ class ResponseEvents:
     model: str
     created_at: int
     echo: Mapping[str, Any]
+    summary: bool = False  # reasoning items carry their text as a summary too
     sequence: int = 0
     items: list[dict[str, Any]] = field(default_factory=list)
     current: _Open | None = None
@@ -137,8 +144,20 @@ class ResponseEvents:
                 self._event("response.output_text.delta", **where, delta=delta, logprobs=[])
             )
         else:
+            if self.summary:
+                events.append(self._summary_event("text.delta", current, delta=delta))
             events.append(self._event("response.reasoning_text.delta", **where, delta=delta))
         return events
+
+    def _summary_event(self, kind: str, current: _Open, **fields: Any) -> Event:
+        """A ``response.reasoning_summary_<kind>`` event of the item's one summary part."""
+        return self._event(
+            f"response.reasoning_summary_{kind}",
+            item_id=current.id,
+            output_index=current.index,
+            summary_index=0,
+            **fields,
+        )
 
     def _call(self, call: Mapping[str, Any]) -> list[Event]:
         events: list[Event] = []
@@ -170,7 +189,7 @@ class ResponseEvents:
         if current.kind == "message":
             return message_item(current.id, current.text, status)
         if current.kind == "reasoning":
-            return reasoning_item(current.id, current.text, status)
+            return reasoning_item(current.id, current.text, status, self.summary)
         return function_call_item(current.id, current.call_id, current.name, current.text, status)
 
     def _open(self, current: _Open) -> list[Event]:
@@ -178,7 +197,11 @@ class ResponseEvents:
         item = self._item(current, "in_progress")
         if current.kind != "function_call":
             item["content"] = []
+        if current.kind == "reasoning":
+            item["summary"] = []
         events = [self._event("response.output_item.added", output_index=current.index, item=item)]
+        if current.kind == "reasoning" and self.summary:
+            events.append(self._summary_event("part.added", current, part=summary_part("")))
         if current.kind != "function_call":
             part = text_part("") if current.kind == "message" else reasoning_part("")
             events.append(
@@ -211,6 +234,12 @@ class ResponseEvents:
                 )
             )
         else:
+            if current.kind == "reasoning" and self.summary:
+                events.append(self._summary_event("text.done", current, text=current.text))
+                # OpenAI's part.done has status only when generation was interrupted.
+                cut = {"status": "incomplete"} if status == "incomplete" else {}
+                part = item["summary"][0]
+                events.append(self._summary_event("part.done", current, part=part, **cut))
             kind = "output_text" if current.kind == "message" else "reasoning_text"
             extra = {"logprobs": []} if current.kind == "message" else {}
             events.append(

@@ -1,7 +1,8 @@
 """Response objects of the Responses API, built from chat-completions results.
 
 A ``chat.completion`` becomes a ``response``: the message's ``reasoning_content`` a ``reasoning``
-item (``reasoning_text`` content), its content a ``message`` item (one ``output_text`` part),
+item (``reasoning_text`` content, and the same text as its ``summary`` when the request asked
+for one), its content a ``message`` item (one ``output_text`` part),
 each tool call a ``function_call`` item (``call_id`` is the chat call's id); ``finish_reason``
 "length" makes the response ``incomplete`` (``max_output_tokens``) and its last item too. The
 streamed answer (``responses_events``) builds its items with the same functions, so the final
@@ -40,11 +41,13 @@ def text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def reasoning_item(id: str, text: str, status: str = "completed") -> dict[str, Any]:
+def reasoning_item(
+    id: str, text: str, status: str = "completed", summary: bool = False
+) -> dict[str, Any]:
     return {
         "id": id,
         "type": "reasoning",
-        "summary": [],
+        "summary": [summary_part(text)] if summary else [],
         "content": [reasoning_part(text)],
         "encrypted_content": None,
         "status": status,
@@ -53,6 +56,10 @@ def reasoning_item(id: str, text: str, status: str = "completed") -> dict[str, A
 
 def reasoning_part(text: str) -> dict[str, Any]:
     return {"type": "reasoning_text", "text": text}
+
+
+def summary_part(text: str) -> dict[str, Any]:
+    return {"type": "summary_text", "text": text}
 
 
 def function_call_item(
@@ -120,13 +127,15 @@ def finish_status(finish_reason: str | None) -> tuple[str, str | None]:
     return ("incomplete", reason) if reason else ("completed", None)
 
 
-def output_items(message: Mapping[str, Any], finish_reason: str | None) -> list[dict[str, Any]]:
+def output_items(
+    message: Mapping[str, Any], finish_reason: str | None, summary: bool = False
+) -> list[dict[str, Any]]:
     """A chat message's reasoning, content and tool calls as output items, in that order; an
     incomplete answer's last item is ``incomplete``."""
     items: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content")
     if reasoning:
-        items.append(reasoning_item(item_id("rs"), reasoning))
+        items.append(reasoning_item(item_id("rs"), reasoning, summary=summary))
     content = message.get("content")
     if content:
         items.append(message_item(item_id("msg"), content))
@@ -147,9 +156,16 @@ def output_items(message: Mapping[str, Any], finish_reason: str | None) -> list[
 
 
 def from_chat_completion(
-    completion: Mapping[str, Any], *, id: str, model: str, created_at: int, echo: Mapping[str, Any]
+    completion: Mapping[str, Any],
+    *,
+    id: str,
+    model: str,
+    created_at: int,
+    echo: Mapping[str, Any],
+    summary: bool = False,
 ) -> dict[str, Any]:
-    """A whole ``chat.completion`` as a finished ``response``."""
+    """A whole ``chat.completion`` as a finished ``response``; ``summary``: reasoning items
+    carry their text as a summary too."""
     choice = (completion.get("choices") or [{}])[0]
     finish = choice.get("finish_reason")
     status, reason = finish_status(finish)
@@ -158,7 +174,7 @@ def from_chat_completion(
         model=str(completion.get("model") or model),
         created_at=created_at,
         echo=echo,
-        output=output_items(choice.get("message") or {}, finish),
+        output=output_items(choice.get("message") or {}, finish, summary),
         status=status,
         incomplete_reason=reason,
         usage=usage_of(completion.get("usage")),

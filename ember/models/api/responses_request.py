@@ -78,7 +78,9 @@ KNOWN = {
     *ONLY,
     *REFUSED,
 }
-SUMMARIES = ("auto", None)
+# Any summary asked for is the model's own reasoning text (ember has no summarizer): the AI SDK's
+# OpenAI provider reads reasoning only from summaries.
+SUMMARIES = ("auto", "concise", "detailed", None)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class ResponsesRequest:
     store: bool = True
     previous_response_id: str | None = None
     echo: Mapping[str, Any] = field(default_factory=dict)
+    summary: bool = False  # reasoning items carry their text as a summary too
 
     def chat_body(self, history: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         """The chat-completions body: ``history`` (earlier items) and this request's items."""
@@ -156,7 +159,7 @@ def parse_responses_request(body: object) -> ResponsesRequest:
     text = _text(data.get("text"))
     if text is not None:
         chat["response_format"] = text
-    _reasoning(data.get("reasoning"), chat)
+    summary = _reasoning(data.get("reasoning"), chat)
     metadata = data.get("metadata")
     if metadata is not None:
         _metadata(metadata)
@@ -169,6 +172,7 @@ def parse_responses_request(body: object) -> ResponsesRequest:
         store=optional_bool(data, "store", "", True),
         previous_response_id=optional_str(data, "previous_response_id", ""),
         echo=_echo(data),
+        summary=summary,
     )
 
 
@@ -299,11 +303,12 @@ def _text(value: object) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": spec}
 
 
-def _reasoning(value: object, chat: dict[str, Any]) -> None:
+def _reasoning(value: object, chat: dict[str, Any]) -> bool:
     """``reasoning.effort`` -> chat's ``reasoning_effort``; "none" also turns thinking off (the
-    GLM and Kimi templates read ``enable_thinking``)."""
+    GLM and Kimi templates read ``enable_thinking``). True when a summary is asked for
+    (``summary``, or its older name ``generate_summary``)."""
     if value is None:
-        return
+        return False
     reasoning = require_object(value, "/reasoning")
     effort = reasoning.get("effort")
     if effort is not None and effort not in REASONING_EFFORTS:
@@ -313,17 +318,18 @@ def _reasoning(value: object, chat: dict[str, Any]) -> None:
         if reasoning.get(key) not in SUMMARIES:
             raise InvalidRequestField(
                 f"/reasoning/{key}",
-                "'auto' or null (ember returns the model's reasoning text, not a summary)",
+                "'auto', 'concise', 'detailed' or null (any of them gives the model's "
+                "reasoning text as the summary)",
                 describe(reasoning.get(key)),
                 "unsupported_value",
             )
-    if effort is None:
-        return
-    chat["reasoning_effort"] = effort
+    if effort is not None:
+        chat["reasoning_effort"] = effort
     if effort == "none":
         kwargs = dict(chat.get("chat_template_kwargs") or {})
         kwargs.setdefault("enable_thinking", False)
         chat["chat_template_kwargs"] = kwargs
+    return any(reasoning.get(key) is not None for key in ("summary", "generate_summary"))
 
 
 def _metadata(value: object) -> None:

@@ -198,3 +198,40 @@ def test_unsupported_fields_are_5006_naming_them(dev: DevServer, extra: dict, pa
     error = response.json()["error"]
     assert error["code"] == 5006 and error["param"] == param
     assert error["message"].startswith("5006: Error: Invalid value at")
+
+
+def sse_events(text: str) -> list[dict]:
+    return [json.loads(line[6:]) for line in text.split("\n") if line.startswith("data: ")]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_ai_sdks_reasoning_summary_request_gets_the_reasoning(
+    dev: DevServer, stream: bool
+) -> None:
+    """The AI SDK's OpenAI provider (@ai-sdk/openai 3.0.141, with providerOptions.openai
+    {forceReasoning: true, reasoningSummary: "auto"}) sends this body and reads reasoning only
+    from a reasoning item's ``summary`` (src/responses/openai-responses-language-model.ts,
+    doGenerate) or, streamed, from ``response.reasoning_summary_text.delta`` events (doStream):
+    ``reasoningText`` was empty against ember."""
+    body = {
+        "model": GLM,
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "Say hi"}]}],
+        "max_output_tokens": 24,
+        "reasoning": {"summary": "auto"},
+        **({"stream": True} if stream else {}),
+    }
+    reply = httpx.post(dev.url + "/ai/v1/responses", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    if stream:
+        events = sse_events(reply.text)
+        summary = "".join(
+            e["delta"] for e in events if e["type"] == "response.reasoning_summary_text.delta"
+        )
+        output = events[-1]["response"]["output"]
+    else:
+        output = reply.json()["output"]
+    (reasoning,) = [item for item in output if item["type"] == "reasoning"]
+    text = reasoning["content"][0]["text"]
+    assert text and reasoning["summary"] == [{"type": "summary_text", "text": text}]
+    if stream:
+        assert summary == text

@@ -355,3 +355,37 @@ def test_kimi_text_and_function_call(kimi: LiveServer) -> None:
     )
     (item,) = [i for i in call.output if i.type == "function_call"]
     jsonschema.validate(json.loads(item.arguments), UNIT)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reasoning_summary_asked_for_is_the_reasoning_text(url: str, stream: bool) -> None:
+    """The AI SDK's OpenAI provider (@ai-sdk/openai 3.0.141, with providerOptions.openai
+    {forceReasoning: true, reasoningSummary: "auto"}) sends this body and reads reasoning only
+    from ``summary`` parts and ``response.reasoning_summary_text.delta`` events
+    (src/responses/openai-responses-language-model.ts)."""
+    body = {
+        "model": "glm",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "Say hi"}]}],
+        "max_output_tokens": 12,
+        "reasoning": {"summary": "detailed"},
+        **({"stream": True} if stream else {}),
+    }
+    reply = httpx.post(url + "/v1/responses", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    if stream:
+        events = [json.loads(line[6:]) for line in reply.text.split("\n") if line[:6] == "data: "]
+        kinds = [e["type"] for e in events]
+        assert kinds.index("response.reasoning_summary_part.added") < kinds.index(
+            "response.reasoning_summary_text.done"
+        )
+        summary = "".join(
+            e["delta"] for e in events if e["type"] == "response.reasoning_summary_text.delta"
+        )
+        output = events[-1]["response"]["output"]
+    else:
+        output = reply.json()["output"]
+    (reasoning,) = [item for item in output if item["type"] == "reasoning"]
+    text = reasoning["content"][0]["text"]
+    assert text and reasoning["summary"] == [{"type": "summary_text", "text": text}]
+    if stream:
+        assert summary == text
