@@ -50,6 +50,7 @@ from ember.bindings.ai.rest_replies import (
     openai_model_not_found,
     pass_headers,
     rest_failure,
+    with_request_id,
 )
 from ember.bindings.ai.tenant import Tenant
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput
@@ -134,6 +135,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
                 options = parse_run_options(body.pop("options", None), model)
                 options = replace(options, headers=_affinity(request, options.headers))
                 answer = await unless_disconnected(request, front(served, tenant, body, options))
+                answer = with_request_id(answer)
             except ClientGone:
                 return Response(status_code=CLIENT_GONE)
             except ResponseNotFound as exc:  # an unknown previous_response_id: a refused call

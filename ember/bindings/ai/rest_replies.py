@@ -9,6 +9,7 @@ to answer; this module only shapes it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -33,6 +34,15 @@ class EventResponse(StreamingResponse):
 
 def pass_headers(answer: AIAnswer) -> dict[str, str]:
     return {k: v for k, v in answer.headers.items() if k.lower() != "content-type"}
+
+
+def with_request_id(answer: AIAnswer) -> AIAnswer:
+    """The answer with ``x-request-id`` beside ``cf-ai-req-id`` (the same id): the OpenAI-
+    compatible routes' clients (openai-node, openai-python) read ``_request_id`` from it, as
+    vLLM and OpenAI send it."""
+    if not answer.request_id:
+        return answer
+    return replace(answer, headers={**answer.headers, "x-request-id": answer.request_id})
 
 
 def event_stream(answer: AIAnswer) -> Response:

@@ -5,12 +5,15 @@ replica as ``x-request-id``; with ``--log-requests`` the replica's "Finish" line
 operator can tie a handler's call to the replica that served it. The header is only logged
 (never used as the engine's request id: two callers sending the same one would collide there),
 and only when it is a plain token of at most ``MAX_CHARS`` characters. It also names the answer
-(``answer_id``), as vLLM's does.
+(``answer_id``), as vLLM's does, and every answer carries it back as ``x-request-id`` (a fresh
+uuid4 hex when the caller sent none usable), as vLLM's ``XRequestIdMiddleware`` answers: the
+``openai`` clients read ``_request_id`` from that header.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from contextvars import ContextVar
 from typing import Any
 
@@ -21,19 +24,32 @@ CALLER_ID: ContextVar[str | None] = ContextVar("caller_id", default=None)
 
 
 class CallerIdMiddleware:
-    """Pure ASGI: ``x-request-id`` into ``CALLER_ID`` for the request's task."""
+    """Pure ASGI: ``x-request-id`` into ``CALLER_ID`` for the request's task, and back out on
+    the answer's headers."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            for name, value in scope.get("headers", ()):
-                if name == b"x-request-id":
-                    if _PLAIN.fullmatch(value):
-                        CALLER_ID.set(value.decode("ascii"))
-                    break
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        caller = None
+        for name, value in scope.get("headers", ()):
+            if name == b"x-request-id":
+                if _PLAIN.fullmatch(value):
+                    caller = value
+                    CALLER_ID.set(value.decode("ascii"))
+                break
+        echoed = caller or uuid.uuid4().hex.encode("ascii")
+
+        async def send_with_id(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or ())
+                message = {**message, "headers": [*headers, (b"x-request-id", echoed)]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
 
 
 def answer_id(prefix: str, fallback: str) -> str:

@@ -273,3 +273,26 @@ def test_a_served_path_with_the_wrong_method_is_a_405_in_the_callers_shape(dev: 
     assert chat.status_code == 405 and chat.headers["allow"] == "POST"
     assert chat.json()["error"]["code"] == "method_not_allowed"
     assert "allowed: POST" in chat.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("prefix", ["/ai/v1", "/client/v4/accounts/acct/ai/v1"])
+def test_openai_answers_name_their_request_id_in_x_request_id(dev: DevServer, prefix: str) -> None:
+    """openai-node (6.49, src/core/api-promise.ts, src/internal/parse.ts) and the Python client
+    read ``_request_id`` from the ``x-request-id`` header (vLLM sends it too): the same id as
+    ``cf-ai-req-id``, which stays. It was null against ember."""
+    ask = {"model": GLM, "max_tokens": 2, "chat_template_kwargs": {"enable_thinking": False}}
+    chat = {**ask, "messages": [{"role": "user", "content": "hi"}]}
+    responses = {"model": GLM, "input": "hi", "max_output_tokens": 2}
+    for path, body in (("/chat/completions", chat), ("/responses", responses)):
+        for stream in (False, True):
+            reply = httpx.post(
+                dev.url + prefix + path, json={**body, "stream": stream}, timeout=120
+            )
+            assert reply.status_code == 200, reply.text
+            request_id = reply.headers["cf-ai-req-id"]
+            assert request_id and reply.headers["x-request-id"] == request_id, (path, stream)
+    api = openai.OpenAI(base_url=dev.url + prefix, api_key="unused", max_retries=0, timeout=120)
+    answer = api.chat.completions.create(
+        model=GLM, messages=chat["messages"], max_tokens=2, extra_body={"chat_template_kwargs": {}}
+    )
+    assert answer._request_id and answer._request_id == answer.id.removeprefix("chatcmpl-")

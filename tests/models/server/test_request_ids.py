@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import httpx
+import openai
 
 from tests.models.server.live import LiveServer
 
@@ -54,3 +55,23 @@ def test_server_info_reports_the_bound_port(kimi: LiveServer) -> None:
     assert kimi.state.settings.port == 0  # the test server asked for any free port
     info = httpx.get(kimi.url + "/get_server_info", timeout=60).json()
     assert info["port"] == urlsplit(kimi.url).port
+
+
+def test_every_answer_carries_x_request_id_as_vllms_does(kimi: LiveServer) -> None:
+    """vLLM's XRequestIdMiddleware answers ``X-Request-Id``: the caller's, else a fresh uuid4
+    hex; openai-node (6.49, src/core/api-promise.ts) and the Python client read ``_request_id``
+    from it, pointed straight at a model server too."""
+    url = kimi.url + "/v1/chat/completions"
+    for stream in (False, True):
+        sent = httpx.post(url, json=CHAT | {"stream": stream}, headers={"X-Request-Id": "gw-7"})
+        assert sent.status_code == 200 and sent.headers["x-request-id"] == "gw-7"
+    fresh = [httpx.post(url, json=CHAT, timeout=120).headers["x-request-id"] for _ in range(2)]
+    assert fresh[0] != fresh[1] and all(len(i) == 32 and int(i, 16) >= 0 for i in fresh)
+    # A header the server would not log (not a plain token) is not echoed either.
+    odd = httpx.post(url, json=CHAT, headers={"X-Request-Id": "a b"}, timeout=120)
+    assert odd.headers["x-request-id"] != "a b" and len(odd.headers["x-request-id"]) == 32
+    # Errors carry one too (the client reads it into APIError.request_id).
+    bad = httpx.post(url, json={"messages": 3}, headers={"X-Request-Id": "gw-8"}, timeout=120)
+    assert bad.status_code == 400 and bad.headers["x-request-id"] == "gw-8"
+    client = openai.OpenAI(base_url=kimi.url + "/v1", api_key="unused", max_retries=0)
+    assert client.chat.completions.create(model="kimi", **CHAT)._request_id
