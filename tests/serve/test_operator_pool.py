@@ -173,3 +173,21 @@ def test_health_answers_with_the_pools_view(serve: ServeProcess) -> None:
     assert set(seen) == {GLM, KIMI_SGLANG, DEAD, HELD}  # the configured ids, nothing else
     assert {"state", "outstanding", "restarts"} <= set(seen[GLM]["replicas"][0])
     assert "queued" in seen[GLM] and "url" not in seen[DEAD]["replicas"][0]  # no addresses
+
+
+def test_a_tenants_model_list_shows_no_replica_address(
+    serve: ServeProcess, tenant: tuple[str, str], held: GateServer, dead_url: str
+) -> None:
+    """As ``/health``: an attached replica is "attached" to a tenant, never its URL (the
+    operator's network), on ``/ai/v1/models`` and ``ai/models/search`` alike."""
+    account_id, token = tenant
+    bearer = {"authorization": f"Bearer {token}"}
+    listed = httpx.get(serve.url + "/ai/v1/models", headers=bearer, timeout=60)
+    search = httpx.get(
+        f"{serve.url}/client/v4/accounts/{account_id}/ai/models/search", headers=bearer, timeout=60
+    )
+    for reply in (listed, search):
+        assert reply.status_code == 200, reply.text
+        assert held.url not in reply.text and dead_url not in reply.text, reply.text
+    cards = {card["id"]: card for card in listed.json()["data"]}
+    assert [r["describe"] for r in cards[HELD]["replicas"]] == ["attached"]

@@ -212,7 +212,8 @@ class AIGateway(GatewayBatches):
         if isinstance(exc, AIRequestFailed):
             return exc.failure
         if isinstance(exc, ContextLengthExceeded):
-            hint = local_context_hint(model, self.pool.status())
+            detail = self.config.pool.settings.operator_detail
+            hint = local_context_hint(model, self.pool.status(), detail)
             exc = ContextLengthExceeded(exc.field, f"{exc}{hint}")
         return failure_of(exc, model)
 
