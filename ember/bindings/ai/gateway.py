@@ -6,7 +6,8 @@ checked before admission, counted from each answer's usage), and turns a request
 dialect into an ``AIAnswer`` (JSON bytes or a byte stream in the caller's event format) or an
 ``AIRequestFailed`` carrying the Workers AI code. The binding's service (one per deployment)
 and the REST and OpenAI-compatible routes are thin fronts over ``run`` and ``chat``.
-Batches (submit, poll, each queued request) are in ``gateway_batches.py``, mixed in.
+Batches (submit, poll, each queued request) are in ``gateway_batches.py``, and counting each
+call (metrics, the operator's log, failures) in ``gateway_accounting.py``, both mixed in.
 
     gateway = shared_gateway(host)            # ServiceHost.shared: one per supervisor
     answer = await gateway.run(Tenant.alone("t"), model, inputs, options)
@@ -26,13 +27,13 @@ from ember.bindings.ai.answer import AIAnswer, AIRequestFailed, answer_headers, 
 from ember.bindings.ai.answer_stream import AnswerStream, translate
 from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
-from ember.bindings.ai.call_log import AICall, CallObserver, Report, Tokens, when_done
+from ember.bindings.ai.call_log import CallObserver, when_done
 from ember.bindings.ai.classic import classic_inputs, classic_limits, classic_result
 from ember.bindings.ai.classic_schema import check_classic
-from ember.bindings.ai.context_hint import local_context_hint
 from ember.bindings.ai.dialects import completion_result, is_streaming, upstream_request
 from ember.bindings.ai.failures import Failure, failure_of
 from ember.bindings.ai.fields import platform_sampling_defaults
+from ember.bindings.ai.gateway_accounting import GatewayAccounting
 from ember.bindings.ai.gateway_batches import GatewayBatches
 from ember.bindings.ai.gateway_logs import GatewayLogs
 from ember.bindings.ai.json_mode import json_mode_failure_description, json_mode_miss, wants_json
@@ -44,7 +45,7 @@ from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
 from ember.bindings.ai.responses_bridge import responses_answer
-from ember.bindings.ai.tally import UNKNOWN_MODEL, AITally, Outcome
+from ember.bindings.ai.tally import UNKNOWN_MODEL, AITally
 from ember.bindings.ai.tenant import Tenant, fairness_of
 from ember.bindings.ai.thinking import (
     cut_short_note,
@@ -58,7 +59,7 @@ from ember.bindings.ai.unknown_fields import (
     with_ignored_fields,
 )
 from ember.bindings.ai.unknown_model import no_such_model
-from ember.errors import ContextLengthExceeded, InvalidModelInput
+from ember.errors import InvalidModelInput
 from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.responses_call import ResponsesCall
@@ -79,7 +80,7 @@ class GatewayConfig:
     project_config: bool = True
 
 
-class AIGateway(GatewayBatches):
+class AIGateway(GatewayBatches, GatewayAccounting):
     """See the module docstring."""
 
     def __init__(
@@ -141,19 +142,20 @@ class AIGateway(GatewayBatches):
         options: RunOptions,
         dialect: Dialect = "workers",
         note: Callable[[str], None] | None = None,
+        responses: bool = False,
     ) -> AIAnswer:
         """One ``env.AI.run`` / REST ``ai/run`` call; raises AIRequestFailed. ``note``: where
         this request's notes go (a worker's invocation log on ``ember serve``) in place of
-        ``progress`` (the dev console, the operator's log)."""
+        ``progress`` (the dev console, the operator's log); ``responses``: ``inputs`` is the
+        chat body of a Responses request (its notes name the Responses fields)."""
         gateway = options.gateway
         log = None
         if gateway is not None and isinstance(inputs, Mapping):
             log = self.logs.start(gateway.id, model, inputs, gateway.metadata)
         started = time.monotonic()
         try:
-            answer = await self._run(
-                tenant, model, inputs, options, dialect, note or self._progress
-            )
+            say = note or self._progress
+            answer = await self._run(tenant, model, inputs, options, dialect, say, responses)
         except Exception as exc:
             failure = self._failure(exc, model)
             if not getattr(exc, "counted", False):
@@ -171,54 +173,11 @@ class AIGateway(GatewayBatches):
             return answer
         return self.logs.answered(tenant.data, log, answer, keep=gateway.collect_log)
 
-    def refusal(self, exc: Exception, model: str, tenant: Tenant) -> Failure:
-        """The failure a front answers for ``exc``, counted in the metrics and the operator's
-        log unless the gateway counted it already (``run`` and ``require_model`` do): a request
-        the front refused before ``run`` (its body, its ``options``) is an AI call too."""
-        failure = exc.failure if isinstance(exc, AIRequestFailed) else failure_of(exc, model)
-        if not getattr(exc, "counted", False):
-            self.count_refusal(model, failure.status, failure.code.code, tenant)
-        return failure
-
-    def count_refusal(self, model: str, status: int, code: int, tenant: Tenant) -> None:
-        """Count a request refused before it reached ``run`` (the platform's per-account rate,
-        ``runtime/platform/ai.py``): the operator's metrics and log count every AI call."""
-        self._tally(model, status, code, None)
-        self._observe(tenant, model, status, code, None)
-
-    def _observe(
-        self, tenant: Tenant, model: str, status: int, code: int, started: float | None
-    ) -> None:
-        if self.on_call is not None:
-            took = 0.0 if started is None else (time.monotonic() - started) * 1000
-            self.on_call(AICall(tenant, model, status, code, "", None, None, took))
-
-    def _answered(self, tenant: Tenant, model: str, answer: AIAnswer) -> Report:
-        # A stream that fails midway keeps its status (its 200 went out, and was counted in the
-        # metrics then) and carries the failure's code into the operator's line.
-        def report(tokens: Tokens, took: float, code: int) -> None:
-            if self.on_call is not None:
-                call = AICall(tenant, model, answer.status, code, answer.request_id, *tokens, took)
-                self.on_call(call)
-
-        return report
-
-    def _tally(self, model: str, status: int, code: int, started: float | None) -> None:
-        label = model if isinstance(model, str) and self.pool.knows(model) else UNKNOWN_MODEL
-        seconds = 0.0 if started is None else time.monotonic() - started
-        self.tally.record(Outcome(label, status, code), seconds)
-
-    def _failure(self, exc: Exception, model: str) -> Failure:
-        if isinstance(exc, AIRequestFailed):
-            return exc.failure
-        if isinstance(exc, ContextLengthExceeded):
-            detail = self.config.pool.settings.operator_detail
-            hint = local_context_hint(model, self.pool.status(), detail)
-            exc = ContextLengthExceeded(exc.field, f"{exc}{hint}")
-        return failure_of(exc, model)
-
-    async def chat(self, tenant: Tenant, body: Mapping[str, Any], options: RunOptions) -> AIAnswer:
-        """One OpenAI-compatible ``/chat/completions`` call (``model`` in the body)."""
+    async def chat(
+        self, tenant: Tenant, body: Mapping[str, Any], options: RunOptions, responses: bool = False
+    ) -> AIAnswer:
+        """One OpenAI-compatible ``/chat/completions`` call (``model`` in the body);
+        ``responses``: the chat body of a ``/responses`` call (``run``)."""
         model = body.get("model") if isinstance(body, Mapping) else None
         if not isinstance(model, str) or not model:
             failure = failure_of(
@@ -226,7 +185,7 @@ class AIGateway(GatewayBatches):
                 "",
             )
             raise AIRequestFailed(failure)
-        answer = await self.run(tenant, model, body, options, dialect="openai")
+        answer = await self.run(tenant, model, body, options, "openai", responses=responses)
         return with_ignored_fields(answer, body)
 
     def require_model(self, model: str, request: bool = True, tenant: Tenant | None = None) -> None:
@@ -261,6 +220,7 @@ class AIGateway(GatewayBatches):
         options: RunOptions,
         dialect: Dialect,
         say: Callable[[str], None],
+        responses: bool = False,
     ) -> AIAnswer:
         self.require_model(model, tenant=tenant)
         options_note = unknown_options_note(model, options.unknown)
@@ -284,7 +244,7 @@ class AIGateway(GatewayBatches):
             # The chat call runs inside this one (``_run``, not ``run``): one gateway log and
             # one failure mapping for the caller's one call.
             return await responses_answer(
-                call, lambda body: self._run(tenant, model, body, options, "openai", say)
+                call, lambda body: self._run(tenant, model, body, options, "openai", say, True)
             )
         typo = misspelt_prompt(inputs) if dialect == "workers" else None
         if typo is not None:
@@ -341,7 +301,7 @@ class AIGateway(GatewayBatches):
                 result = as_chat_completion(answer.body) if upstream.raw else answer.body
                 if upstream.named_tool:
                     result = named_tool_result(result)
-                note = reasoning_cut_short(model, result, inputs)
+                note = reasoning_cut_short(model, result, inputs, responses)
                 if note is not None:
                     say(note)
                 if dialect == "workers" and wants_json(inputs):
@@ -370,7 +330,7 @@ class AIGateway(GatewayBatches):
             store = functools.partial(self.cache.put, key, True, ttl=ttl)
 
         def note() -> None:
-            say(cut_short_note(model, inputs))
+            say(cut_short_note(model, inputs, responses))
 
         chunks = AnswerStream(
             translate(

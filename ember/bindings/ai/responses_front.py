@@ -25,4 +25,6 @@ async def create_response(
     ``InvalidRequestField`` and ``ResponseNotFound``."""
     # The route checked the model first (require_model), as the chat route does.
     call = ResponsesCall(body, gateway.responses, tenant.data, str(body.get("model") or ""))
-    return await responses_answer(call, lambda chat: gateway.chat(tenant, chat, options))
+    return await responses_answer(
+        call, lambda chat: gateway.chat(tenant, chat, options, responses=True)
+    )

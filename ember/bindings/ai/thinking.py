@@ -7,6 +7,9 @@ way, and the platform has no field for it, so the answer stays as it is). And th
 ways of turning thinking off are not in the platform's schema for these models, which accepts
 and ignores unknown fields: the platform ignores them, so ember does too. Both cases get one
 line on the dev console (as vLLM logs the fields it ignored) naming the field that works.
+A Responses request (``/ai/v1/responses``, or ``input`` to a gpt-oss id) runs as a chat request,
+but its note names what its caller wrote and reads: ``max_output_tokens``, ``reasoning.effort``,
+the reasoning item of an ``incomplete`` response.
 """
 
 from __future__ import annotations
@@ -37,8 +40,11 @@ def ignored_thinking_fields(model: str, inputs: Mapping[str, Any]) -> str | None
     )
 
 
-def reasoning_cut_short(model: str, body: object, inputs: Mapping[str, Any]) -> str | None:
-    """The note for an answer whose budget ran out while the model was still thinking."""
+def reasoning_cut_short(
+    model: str, body: object, inputs: Mapping[str, Any], responses: bool = False
+) -> str | None:
+    """The note for an answer whose budget ran out while the model was still thinking;
+    ``responses``: the caller asked in the Responses API (``inputs``: the chat body it became)."""
     choices = body.get("choices") if isinstance(body, dict) else None
     for choice in choices if isinstance(choices, list) else []:
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -46,12 +52,21 @@ def reasoning_cut_short(model: str, body: object, inputs: Mapping[str, Any]) -> 
             continue
         if message.get("content") or not message.get("reasoning_content"):
             continue
-        return cut_short_note(model, inputs)
+        return cut_short_note(model, inputs, responses)
     return None
 
 
-def cut_short_note(model: str, inputs: Mapping[str, Any]) -> str:
+def cut_short_note(model: str, inputs: Mapping[str, Any], responses: bool = False) -> str:
     """The note itself; a stream's translator (``thinking_ate_answer``) tells when it is due."""
+    if responses:
+        # The chat body's max_tokens is the request's max_output_tokens (responses_request.py).
+        limit = inputs.get("max_tokens")
+        spent = f"max_output_tokens={limit}" if isinstance(limit, int) else "the token limit"
+        return (
+            f"{model}: no message: the model spent all of {spent} thinking (status "
+            "'incomplete', reason 'max_output_tokens'; the thinking is in the reasoning item); "
+            'turn thinking off with "reasoning": {"effort": "none"}, or raise max_output_tokens'
+        )
     return (
         f"{model}: content is null: the model spent all of {token_limit(inputs)} thinking "
         f"(finish_reason 'length', the reasoning is in reasoning_content); turn thinking "
