@@ -130,7 +130,8 @@ def test_item_references_as_the_ai_sdk_sends_them(dev: DevServer) -> None:
     convert-to-openai-responses-input.ts), ``store`` true by default, sends a turn's reasoning
     and message items back as ``item_reference``s on the next turn (and on every tool step):
     both answer, streamed too, and a reference nobody stored is OpenAI's 404 on ``input``."""
-    turn = {"model": GLM, "max_output_tokens": 24, "store": True}
+    # Greedy: sampled, the tiny model sometimes closes its thinking within the 24 tokens.
+    turn = {"model": GLM, "max_output_tokens": 24, "store": True, "temperature": 0}
     question = {"role": "user", "content": [{"type": "input_text", "text": "Say hi"}]}
     post = functools.partial(httpx.post, dev.url + "/ai/v1/responses", timeout=120)
     # A thinking turn (a reasoning item: the tiny model thinks past 24 tokens) and a quiet one
@@ -218,6 +219,7 @@ def test_the_ai_sdks_reasoning_summary_request_gets_the_reasoning(
         "input": [{"role": "user", "content": [{"type": "input_text", "text": "Say hi"}]}],
         "max_output_tokens": 24,
         "reasoning": {"summary": "auto"},
+        "temperature": 0,  # not the SDK's: greedy, so the tiny model always thinks first
         **({"stream": True} if stream else {}),
     }
     reply = httpx.post(dev.url + "/ai/v1/responses", json=body, timeout=120)
