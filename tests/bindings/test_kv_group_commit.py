@@ -26,6 +26,7 @@ import pytest
 from ember.bindings.kv.fair_writer import FairWriter, GroupCommit
 from ember.bindings.kv.records import (
     KVDelete,
+    KVExpire,
     KVPool,
     KVPut,
     KVQuota,
@@ -109,7 +110,15 @@ def _run(
     for owner, job in jobs:
         if isinstance(job, str):
             key = job
-            futures.append(writer.submit(owner, lambda k=key: store.remove_expired("ns-dev", k)))
+            expire = KVExpire("ns-dev", key)  # as AsyncKVStore.get queues it
+            futures.append(
+                writer.submit(
+                    owner,
+                    lambda k=key: store.remove_expired("ns-dev", k),
+                    item=expire,
+                    size=expire.size(),
+                )
+            )
         else:
             futures.append(
                 writer.submit(owner, lambda op=job: store.apply(op), item=job, size=job.size())
@@ -133,9 +142,13 @@ def _contents(store: KVStore) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ..
     return rows, namespaces
 
 
-def _counting(run: Callable[[Sequence[Any]], Any], sizes: list[int]) -> Callable[..., Any]:
+def _counting(
+    run: Callable[[Sequence[Any]], Any], sizes: list[int], kinds: set[str] | None = None
+) -> Callable[..., Any]:
     def counted(items: Sequence[Any]) -> Any:
         sizes.append(len(items))
+        if kinds is not None and len(items) > 1:
+            kinds.update(type(item).__name__ for item in items)
         return run(items)
 
     return counted
@@ -153,7 +166,9 @@ def test_grouped_commits_give_every_write_the_outcome_and_the_store_the_contents
     sizes: list[int] = []
     try:
         expected = _run(reference, jobs, None)
-        group = GroupCommit(_counting(grouped.apply_group, sizes), max_jobs, max_bytes)
+        grouped_kinds: set[str] = set()
+        counted = _counting(grouped.apply_group, sizes, grouped_kinds)
+        group = GroupCommit(counted, max_jobs, max_bytes)
         got = _run(grouped, jobs, group)
         assert got == expected, f"seed {seed}"
         assert _contents(grouped) == _contents(reference), f"seed {seed}"
@@ -161,6 +176,8 @@ def test_grouped_commits_give_every_write_the_outcome_and_the_store_the_contents
         reference.close()
         grouped.close()
     assert max(sizes) > 1, f"seed {seed}: no group formed"
+    if any(isinstance(job, str) for _, job in jobs):  # an expired key's removal joins groups
+        assert "KVExpire" in grouped_kinds, f"seed {seed}"
     assert max(sizes) <= max_jobs
     assert any(o and o.startswith("KVQuotaExceeded") for o in expected), f"seed {seed}"
     assert any(o and o.startswith("NotFound") for o in expected), f"seed {seed}"

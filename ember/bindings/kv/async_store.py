@@ -31,6 +31,7 @@ from ember.bindings.kv.key_rate import KeyWriteRate
 from ember.bindings.kv.records import (
     KVDelete,
     KVEntry,
+    KVExpire,
     KVListPage,
     KVPoolSource,
     KVPut,
@@ -87,8 +88,12 @@ class AsyncKVStore:
         turn on the writer, not waited for (the read answers None either way)."""
         found = await self.read(self.store.lookup, namespace_id, key)
         if found.expired:
+            expire = KVExpire(namespace_id, key)  # grouped with the writes queued beside it
             removal = self._writer.submit(
-                owner, lambda: self.store.remove_expired(namespace_id, key)
+                owner,
+                lambda: self.store.remove_expired(namespace_id, key),
+                item=expire,
+                size=expire.size(),
             )
             removal.add_done_callback(_log_failure)
         return found.entry

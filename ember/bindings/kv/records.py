@@ -141,5 +141,18 @@ class KVDelete:
         return sum(len(key) for key in self.keys)
 
 
+@dataclass(frozen=True, slots=True)
+class KVExpire:
+    """The removal of a key a read found expired, if it still is (a write since may have
+    renewed it): housekeeping, committed with other writes like them so that reads of expired
+    keys do not break every account's group commit into groups of one."""
+
+    namespace_id: str
+    key: str
+
+    def size(self) -> int:
+        return len(self.key)
+
+
 # A write the store's writer may commit together with others (``write_group.py``).
-KVWriteOp = KVPut | KVDelete
+KVWriteOp = KVPut | KVDelete | KVExpire

@@ -51,6 +51,7 @@ from ember.bindings.kv.reader import KeyReader
 from ember.bindings.kv.records import (
     KVDelete,
     KVEntry,
+    KVExpire,
     KVPoolSource,
     KVPut,
     KVQuota,
@@ -205,14 +206,8 @@ class KVStore(NamespaceTable, KeyReader, WriteGroups):
     def remove_expired(self, namespace_id: str, key: str) -> None:
         """Delete ``key`` if it has expired (a write since may have renewed it). Housekeeping:
         on a full disk it stays, invisible, and goes with a later write or purge."""
-        raw_key = key_bytes(key)
-        with self._lock, contextlib.suppress(StorageFull), self._transaction():
-            row = self._db.execute(
-                "SELECT expiration FROM kv WHERE namespace = ? AND key = ?",
-                (namespace_id, raw_key),
-            ).fetchone()
-            if row is not None and row[0] is not None and row[0] <= self.clock():
-                self._remove(namespace_id, raw_key)
+        with contextlib.suppress(StorageFull):
+            self.apply(KVExpire(namespace_id, key))
 
     def put(
         self,
@@ -259,6 +254,15 @@ class KVStore(NamespaceTable, KeyReader, WriteGroups):
         if isinstance(op, KVDelete):
             for key in op.keys:
                 self._remove(op.namespace_id, key_bytes(key))
+            return
+        if isinstance(op, KVExpire):
+            raw_key = key_bytes(op.key)
+            row = self._db.execute(
+                "SELECT expiration FROM kv WHERE namespace = ? AND key = ?",
+                (op.namespace_id, raw_key),
+            ).fetchone()
+            if row is not None and row[0] is not None and row[0] <= self.clock():
+                self._remove(op.namespace_id, raw_key)
             return
         quota = op.quota
         if quota is not None and op.pool is not None:  # its figures as they stand now
