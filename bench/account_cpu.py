@@ -26,24 +26,14 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.ai_load import load_average  # noqa: E402
 from bench.log_flood import _client  # noqa: E402
-from bench.platform_ab import (  # noqa: E402
-    ServePlatform,
-    alternate,
-    median_summary,
-    write_record,
-)
-from tests.serve.conftest import upload  # noqa: E402
+from bench.platform_ab import ServePlatform, ab_arguments, run_ab  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SPINNER = """\
@@ -74,18 +64,9 @@ class Platform(ServePlatform):
     def __init__(self, name: str, code: Path, scratch: Path, args: argparse.Namespace) -> None:
         super().__init__(name, code, scratch)
         source = SPINNER.format(seconds=args.spin_ms / 1000)
-        self._deploy("victim", {"spin": source})
+        self.deploy("victim", {"spin": source})
         self.flood_hosts = [f"spin{i}.flood.localhost" for i in range(args.flood_workers)]
-        self._deploy("flood", {f"spin{i}": source for i in range(args.flood_workers)})
-
-    def _deploy(self, account: str, workers: dict[str, str]) -> None:
-        base, auth = self.account(account)
-        for name, source in workers.items():
-            body, headers = upload(source)
-            reply = httpx.put(
-                f"{base}/workers/scripts/{name}", content=body, headers=headers | auth, timeout=120
-            )
-            assert reply.status_code == 200, reply.text
+        self.deploy("flood", {f"spin{i}": source for i in range(args.flood_workers)})
 
 
 async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict:
@@ -122,28 +103,10 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="the other checkout")
-    parser.add_argument("--baseline-commit", help="recorded for a baseline that is no git checkout")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=6.0)
+    parser = ab_arguments(__doc__, RESULTS / "account_cpu.json", seconds=6.0)
     parser.add_argument("--flood-workers", type=int, default=4)
     parser.add_argument("--spin-ms", type=float, default=20.0, help="CPU per request")
-    parser.add_argument("--out", type=Path, default=RESULTS / "account_cpu.json")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="account-cpu-") as scratch:
-        platforms = [
-            Platform("baseline", args.baseline.resolve(), Path(scratch), args),
-            Platform("this", ROOT, Path(scratch), args),
-        ]
-        try:
-            load_before = load_average()
-            phases = asyncio.run(alternate(platforms, KINDS, phase, args))
-        finally:
-            for platform in platforms:
-                platform.stop()
-    summary = median_summary(phases, KINDS, METRICS)
-    write_record("bench.account_cpu", args, phases, summary, load_before)
+    run_ab("bench.account_cpu", parser.parse_args(), Platform, KINDS, METRICS, phase)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,13 +32,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.ai_load import load_average  # noqa: E402
-from bench.platform_ab import (  # noqa: E402
-    ServePlatform,
-    alternate,
-    median_summary,
-    write_record,
-)
+from bench.platform_ab import ServePlatform, ab_arguments, run_ab  # noqa: E402
 from tests.serve.conftest import upload  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -193,29 +186,11 @@ METRICS = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="the other checkout")
-    parser.add_argument("--baseline-commit", help="recorded for a baseline that is no git checkout")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser = ab_arguments(__doc__, RESULTS / "kv_flood.json", seconds=8.0)
     parser.add_argument("--victim-connections", type=int, default=2, help="half get, half put")
     parser.add_argument("--flood-connections", type=int, default=4)
     parser.add_argument("--puts", type=int, default=20, help="KV writes per flood request")
-    parser.add_argument("--out", type=Path, default=RESULTS / "kv_flood.json")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kv-flood-") as scratch:
-        platforms = [
-            Platform("baseline", args.baseline.resolve(), Path(scratch), args),
-            Platform("this", ROOT, Path(scratch), args),
-        ]
-        try:
-            load_before = load_average()
-            phases = asyncio.run(alternate(platforms, KINDS, phase, args))
-        finally:
-            for platform in platforms:
-                platform.stop()
-    summary = median_summary(phases, KINDS, METRICS)
-    write_record("bench.kv_flood", args, phases, summary, load_before)
+    run_ab("bench.kv_flood", parser.parse_args(), Platform, KINDS, METRICS, phase)
 
 
 if __name__ == "__main__":

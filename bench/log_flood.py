@@ -24,23 +24,13 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.ai_load import load_average  # noqa: E402
-from bench.platform_ab import (  # noqa: E402
-    ServePlatform,
-    alternate,
-    median_summary,
-    write_record,
-)
-from tests.serve.conftest import upload  # noqa: E402
+from bench.platform_ab import ServePlatform, ab_arguments, run_ab  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 VICTIM = """\
@@ -86,17 +76,8 @@ class Platform(ServePlatform):
     def __init__(self, name: str, code: Path, scratch: Path, args: argparse.Namespace) -> None:
         super().__init__(name, code, scratch)
         printer = PRINTER.format(width=args.line_bytes - 1, lines=args.lines)
-        self._deploy("victim", {"hello": VICTIM})
-        self._deploy("flood", {"printer": printer, "noop": NOOP})
-
-    def _deploy(self, account: str, workers: dict[str, str]) -> None:
-        base, auth = self.account(account)
-        for name, source in workers.items():
-            body, headers = upload(source)
-            reply = httpx.put(
-                f"{base}/workers/scripts/{name}", content=body, headers=headers | auth, timeout=120
-            )
-            assert reply.status_code == 200, reply.text
+        self.deploy("victim", {"hello": VICTIM})
+        self.deploy("flood", {"printer": printer, "noop": NOOP})
 
 
 async def _client(
@@ -162,29 +143,11 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="the other checkout")
-    parser.add_argument("--baseline-commit", help="recorded for a baseline that is no git checkout")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser = ab_arguments(__doc__, RESULTS / "log_flood.json", seconds=8.0)
     parser.add_argument("--victim-connections", type=int, default=2)
     parser.add_argument("--lines", type=int, default=2000, help="lines per flood request")
     parser.add_argument("--line-bytes", type=int, default=100, help="each line, its newline too")
-    parser.add_argument("--out", type=Path, default=RESULTS / "log_flood.json")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="log-flood-") as scratch:
-        platforms = [
-            Platform("baseline", args.baseline.resolve(), Path(scratch), args),
-            Platform("this", ROOT, Path(scratch), args),
-        ]
-        try:
-            load_before = load_average()
-            phases = asyncio.run(alternate(platforms, KINDS, phase, args))
-        finally:
-            for platform in platforms:
-                platform.stop()
-    summary = median_summary(phases, KINDS, METRICS)
-    write_record("bench.log_flood", args, phases, summary, load_before)
+    run_ab("bench.log_flood", parser.parse_args(), Platform, KINDS, METRICS, phase)
 
 
 if __name__ == "__main__":

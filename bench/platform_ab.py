@@ -2,27 +2,31 @@
 round by round so both run under the same load: the part ``bench/log_flood.py`` and
 ``bench/kv_flood.py`` share.
 
-    platforms = [Sub("baseline", baseline_dir, scratch, args), Sub("this", ROOT, scratch, args)]
-    phases = asyncio.run(alternate(platforms, KINDS, phase, args))   # args.rounds, args.seconds
-    write_record("bench.kv_flood", args, phases, median_summary(phases, KINDS, METRICS), load)
+    parser = ab_arguments(__doc__, RESULTS / "kv_flood.json")      # --baseline, --rounds, ...
+    args = parser.parse_args()
+    run_ab("bench.kv_flood", args, Platform, KINDS, METRICS, phase)  # alternate, record
 
 A ``ServePlatform`` starts one checkout's ``ember serve`` (its own state dir, a free port) and
-creates accounts on it; subclasses deploy their workers.
+creates accounts on it; subclasses deploy their workers (``deploy``: an account and its workers).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
+
+import httpx
 
 from bench.ai_load import checkout_commit, load_average
 
@@ -67,6 +71,18 @@ class ServePlatform:
         made = json.loads(created.stdout)
         base = f"http://127.0.0.1:{self.port}/client/v4/accounts/{made['id']}"
         return base, {"authorization": f"Bearer {made['token']}"}
+
+    def deploy(self, account: str, workers: dict[str, str]) -> None:
+        """A new permanent account ``account`` with ``workers`` (name -> source) uploaded."""
+        from tests.serve.conftest import upload  # the upload body a deploy sends
+
+        base, auth = self.account(account)
+        for name, source in workers.items():
+            body, headers = upload(source)
+            reply = httpx.put(
+                f"{base}/workers/scripts/{name}", content=body, headers=headers | auth, timeout=120
+            )
+            assert reply.status_code == 200, reply.text
 
     def stop(self) -> None:
         self.process.terminate()
@@ -137,3 +153,39 @@ def write_record(
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for row in summary:
         print(json.dumps(row))
+
+
+def ab_arguments(doc: str | None, out: Path, seconds: float = 8.0) -> argparse.ArgumentParser:
+    """The options every platform A/B takes; a bench adds its own."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="the other checkout")
+    parser.add_argument("--baseline-commit", help="recorded for a baseline that is no git checkout")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=seconds)
+    parser.add_argument("--out", type=Path, default=out)
+    return parser
+
+
+def run_ab(
+    module: str,
+    args: argparse.Namespace,
+    make: Callable[[str, Path, Path, argparse.Namespace], P],
+    kinds: Sequence[str],
+    metrics: Sequence[str],
+    phase: Callable[[P, str, argparse.Namespace], Awaitable[dict]],
+) -> None:
+    """Start the baseline's platform and this checkout's, alternate their phases, stop both,
+    and write the record."""
+    prefix = module.rsplit(".", 1)[-1].replace("_", "-") + "-"
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        platforms = [
+            make("baseline", args.baseline.resolve(), Path(scratch), args),
+            make("this", ROOT, Path(scratch), args),
+        ]
+        try:
+            load_before = load_average()
+            phases = asyncio.run(alternate(platforms, kinds, phase, args))
+        finally:
+            for platform in platforms:
+                platform.stop()
+    write_record(module, args, phases, median_summary(phases, kinds, metrics), load_before)
