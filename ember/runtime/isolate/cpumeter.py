@@ -11,11 +11,15 @@ created while a request's scope is current (its handler's task, the tasks it sta
   for it included, as the supervisor's clock would charge it);
 - while several are live each step is timed with the wall clock (vDSO, 0.13 µs), and the thread
   CPU clock is read only to ``settle``: the CPU since the last settle is split among the scopes
-  whose steps ran, in proportion to their steps' wall time. A step never blocks, so its wall
-  time is its CPU time unless the thread was preempted: the totals are exact, the split close.
-  Settles happen when a figure is asked for (a response, Done, a report), when the number of
-  live events drops back to one, and when a step's wall time could take its request past its
-  limit.
+  whose steps ran, in proportion to their steps' wall time. A short step does not block, so
+  its wall time is its CPU time unless the thread was preempted: the totals are exact, the split
+  close. A step whose wall time is long (over ``LONG_STEP_S``, rare: a sync HTTP call, a
+  ``time.sleep``, sync file I/O block the thread, as may a long computation) is not weighed by
+  its wall time: it ends with a settle in which the short steps are charged their wall time and
+  it the rest of the thread's CPU (what it ran, plus ember's own callbacks since the last
+  settle). Settles happen when a figure is asked for (a response, Done, a report), when the
+  number of live events drops back to one, after a long step, and when a step's wall time could
+  take its request past its limit.
 
 ``CpuMeter(..., reference=True)`` times every step with the CPU clock instead: the reference the
 tests hold the fast path to. A leftover task of an event that already ended, running while
@@ -26,7 +30,11 @@ What it is used for:
 - at the end of a step that took a request past its limit, the request reports the limit error;
 - on SIGXCPU (the supervisor cannot rule out that a request is over its limit) the running
   request's code gets ``CpuLimitInterrupt`` if that request is over; otherwise the split is
-  sent as a ``CpuReport`` as soon as the loop runs, so the supervisor stops asking.
+  sent as a ``CpuReport`` as soon as the loop runs, so the supervisor stops asking. The handler
+  runs between any two bytecodes, the meter's own included, so it only reads: it computes the
+  running request's figure without settling (``peek``), and while the meter is in the middle
+  of updating its figures (``busy``) it neither reads them nor raises into ember's code; it
+  schedules the report, and the supervisor signals again at its next poll.
 
 None of this is trusted: hostile code in the isolate can forge every figure, so the supervisor
 keeps its own bound on the isolate's total (``ember/runtime/cpushare.py``).
@@ -49,6 +57,10 @@ from ember.runtime.protocol import CpuReport, Message, RequestError
 
 _thread_time = time.thread_time  # a syscall (1.7 µs here)
 _wall = time.perf_counter  # vDSO (0.13 µs)
+# A step longer than this (wall seconds) may have blocked: it is charged the thread's CPU rather
+# than weighed by its wall time. Far above a hello-world step (tens of µs), so the fast path
+# rarely reads the CPU clock for it; a step this long is rare and costs 1000 times the read.
+LONG_STEP_S = 0.001
 
 
 class CpuMeter:
@@ -72,6 +84,9 @@ class CpuMeter:
         self.solo_since = 0.0  # the thread's CPU when it became the only one
         self._report_due = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # True while the figures are being updated (half-way, a read would be wrong): the
+        # SIGXCPU handler, which may land there, then leaves them alone (``on_signal``).
+        self.busy = False
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         """Meter the tasks created in a request's scope from now on."""
@@ -90,6 +105,7 @@ class CpuMeter:
         """An event was added to ``live`` (from a callback: no step is running)."""
         if self.reference:
             return
+        was, self.busy = self.busy, True
         if len(self.live) == 1:
             (event,) = self.live.values()
             self.solo, self.solo_since = event.scope, _thread_time()
@@ -97,47 +113,96 @@ class CpuMeter:
             self.cpu_mark = now = _thread_time()
             self.solo.cpu += now - self.solo_since
             self.solo = None
+        self.busy = was
 
     def leave(self) -> None:
         """An event was removed from ``live`` (its task may still be in its last step)."""
         if self.reference or (self.solo is None and len(self.live) > 1):
             return
+        was, self.busy = self.busy, True
         if self.solo is not None:  # the only one ended
             now = _thread_time()
             self.solo.cpu += now - self.solo_since
             self.solo = None
         else:  # several were live: what their steps used is split before one runs alone
-            self.settle()
+            self._settle(None)
             now = self.cpu_mark
         if len(self.live) == 1:
             (event,) = self.live.values()
             self.solo, self.solo_since = event.scope, now
+        self.busy = was
 
     # -- figures ------------------------------------------------------------------------------
 
     def settle(self) -> None:
         """Split the thread's CPU since the last settle among the scopes whose steps ran, in
-        proportion to their steps' wall time (a step runs without blocking, so its wall time
-        is its CPU time unless the thread was preempted: the total is exact, the split close).
-        The step running now counts up to here. CPU with no step (ember's own callbacks
-        only) is charged to nobody."""
+        proportion to their steps' wall time (a short step runs without blocking, so its wall
+        time is its CPU time unless the thread was preempted: the total is exact, the split
+        close). The step running now counts up to here; if it is long (it may have blocked),
+        it gets what the short steps' wall time leaves (``_settle``). CPU with no step
+        (ember's own callbacks only) is charged to whoever's steps ran."""
+        was, self.busy = self.busy, True
+        self._settle(None)
+        self.busy = was
+
+    def _settle(self, long: RequestScope | None) -> None:
+        """``settle``; ``long``: the scope whose step that just ended was long (not in its
+        ``pending``). Callers hold ``busy``."""
         now = _thread_time()
         total, self.cpu_mark = now - self.cpu_mark, now
         running, touched = self.running, self.touched
         if running is not None:
             wall = _wall()
-            if running.pending == 0.0:
-                touched.append(running)
-            running.pending += wall - self.step_start
-            self.step_start = wall
+            step, self.step_start = wall - self.step_start, wall
+            if step > LONG_STEP_S:
+                long = running
+            else:
+                if running.pending == 0.0:
+                    touched.append(running)
+                running.pending += step
         weight = 0.0
         for scope in touched:
             weight += scope.pending
-        if weight > 0.0:
+        if long is not None and weight < total:
+            # The short steps' wall time is their CPU; the long step, whose wall time may be
+            # mostly blocked, is charged what is left of the thread's.
+            for scope in touched:
+                scope.cpu += scope.pending
+                scope.pending = 0.0
+            long.cpu += total - weight
+        elif weight > 0.0:  # (with a long step: the others were preempted; it ran ~nothing)
             for scope in touched:
                 scope.cpu += total * scope.pending / weight
                 scope.pending = 0.0
         touched.clear()
+
+    def peek(self, scope: RequestScope) -> float:
+        """``used(scope)`` without changing any figure (SIGXCPU's handler: it may land in the
+        middle of a step's bookkeeping). Only called while not ``busy``."""
+        if self.solo is scope:
+            return scope.cpu + _thread_time() - self.solo_since
+        if self.reference:
+            now = _thread_time()
+            return scope.cpu + now - (self.step_start if self.running is scope else self.mark)
+        if self.solo is not None:
+            return scope.cpu
+        total = _thread_time() - self.cpu_mark
+        weight = 0.0
+        for other in self.touched:
+            weight += other.pending
+        own = scope.pending
+        running, long = self.running, False
+        if running is not None:
+            step = _wall() - self.step_start
+            if step > LONG_STEP_S:
+                long = True
+            else:
+                weight += step
+                if running is scope:
+                    own += step
+        if long and weight < total:
+            return scope.cpu + own + (total - weight if running is scope else 0.0)
+        return scope.cpu + (total * own / weight if weight > 0.0 else 0.0)
 
     def used(self, scope: RequestScope) -> float:
         """``scope``'s CPU seconds, with the step (or callback in its context) running now."""
@@ -152,19 +217,27 @@ class CpuMeter:
 
     def stepped(self, scope: RequestScope) -> None:
         """A step of ``scope`` ended (its start is ``step_start``)."""
+        self.busy = True
         self.running = None
         if self.solo is not None:  # its event ended in it, and one is left alone: its CPU
+            self.busy = False
             return
         if self.reference:
             self.mark = now = _thread_time()
             scope.cpu += now - self.step_start
         else:
-            if scope.pending == 0.0:
-                self.touched.append(scope)
-            scope.pending += _wall() - self.step_start
-            if scope.cpu + scope.pending <= self.limit:  # (wall: never less than its CPU)
-                return
-            self.settle()
+            step = _wall() - self.step_start
+            if step > LONG_STEP_S:  # it may have blocked: charged the thread's CPU instead
+                self._settle(scope)
+            else:
+                if scope.pending == 0.0:
+                    self.touched.append(scope)
+                scope.pending += step
+                if scope.cpu + scope.pending <= self.limit:  # (wall: never less than its CPU)
+                    self.busy = False
+                    return
+                self._settle(None)
+        self.busy = False
         if scope.cpu > self.limit and not scope.cpu_reported and not scope.ended:
             # Past its limit within a step that ended: the supervisor fails it (and cancels
             # its task) on this report, rather than when it next runs.
@@ -178,9 +251,10 @@ class CpuMeter:
         scope keeps the interrupt: code that catches it still ends with the limit error.
         """
         scope = CURRENT.get(None)
-        if scope is not None and (scope.cpu_exceeded or self.used(scope) > self.limit):
-            scope.cpu_exceeded = True
-            raise CpuLimitInterrupt()
+        if scope is not None and not self.busy:
+            if scope.cpu_exceeded or self.peek(scope) > self.limit:
+                scope.cpu_exceeded = True
+                raise CpuLimitInterrupt()
         if not self._report_due and self._loop is not None:
             # Not written from here: the frame writer may be in the middle of a frame.
             self._report_due = True
@@ -215,8 +289,9 @@ class Metered(Coroutine[Any, Any, Any]):
         meter = self._meter
         if meter.solo is not None:  # one event live: it is charged everything (CpuMeter.enter)
             return self._coro.send(value)
-        meter.running = self._scope
+        # step_start first: a SIGXCPU between the two must not time this step from an old start
         meter.step_start = _thread_time() if meter.reference else _wall()
+        meter.running = self._scope
         try:
             return self._coro.send(value)
         finally:
@@ -229,8 +304,8 @@ class Metered(Coroutine[Any, Any, Any]):
         meter = self._meter
         if meter.solo is not None:
             return self._coro.throw(*args)
-        meter.running = self._scope
         meter.step_start = _thread_time() if meter.reference else _wall()
+        meter.running = self._scope
         try:
             return self._coro.throw(*args)
         finally:
