@@ -15,9 +15,11 @@ the isolate's whole process CPU clock. So the two are combined:
   idle isolate until none is in flight), the isolate's process CPU may not pass ``budget``: the
   limit of each request in flight plus the charge of each request of the period that already
   finished, that is its reported CPU capped at its limit and the interrupt grace (the limit
-  itself if it ended without a report). Past it, the request with the largest ``possible`` is
-  interrupted and, if the isolate does not end it within the grace, killed with the isolate, as
-  a request past its limit was before the split existed.
+  itself if it ended without a report), plus its share of the period's CPU that no figure
+  covers (the isolate's own overhead), the two together at most its limit (``charge``). Past
+  it, the request with the largest ``possible`` is interrupted and, if the isolate does not end
+  it within the grace, killed with the isolate, as a request past its limit was before the
+  split existed.
 
 Why this is sound against a hostile isolate (its code can forge any figure and ignore SIGXCPU):
 the bound uses only the supervisor's own clock reading and the number of requests it sent, and
@@ -42,11 +44,37 @@ def possible(request: Any, cpu: float) -> float:
     return request.cpu_known + max(0.0, cpu - request.cpu_seen)
 
 
-def charge(request: Any, limit: float) -> float:
-    """What a finished request counts for in its busy period's budget."""
+def uncounted(busy_cpu: float, charged: float, requests: Any, limit: float) -> float:
+    """The CPU of a busy period that nobody's figure covers yet: ``busy_cpu`` (the process CPU
+    since it began) less the finished requests' charges and what ``requests`` (those still in
+    flight, the finishing one included) last said they used, each capped at its limit."""
+    known = 0.0
+    for request in requests:
+        known += min(request.cpu_known, limit)
+    return max(0.0, busy_cpu - charged - known)
+
+
+def charge(request: Any, limit: float, unclaimed: float = 0.0, sharing: int = 1) -> float:
+    """What a finished request counts for in its busy period's budget: its own figure (capped
+    at its limit and the interrupt grace, or its limit if it ended without one), plus its
+    share of the period's ``unclaimed`` CPU among the ``sharing`` requests in flight (itself
+    included), that plus its figure capped at its limit.
+
+    The share is the isolate's own overhead for its requests: decoding a request before its
+    event starts, encoding Done after it leaves, settles with no step running. Charged only
+    the figure, an honest isolate whose requests overlap without a pause (a busy period that
+    never ends) fell behind its budget by that overhead on every request until an innocent
+    one was stopped at its CPU limit. Charging each finished request its limit outright would
+    also be sound (no request adds more than its limit either way), but it would bank every
+    cheap request's unused limit for the rest of the period: after a thousand cheap requests,
+    one request that forges its figures and ignores SIGXCPU could spin for a thousand limits.
+    With the share the budget follows what the isolate actually ran, so such a request is
+    still stopped near the in-flight requests' limits.
+    """
     if not request.cpu_final:
         return limit
-    return min(request.cpu_known, limit + GRACE_CPU_S)
+    own = min(request.cpu_known, limit + GRACE_CPU_S)
+    return max(own, min(limit, request.cpu_known + unclaimed / sharing))
 
 
 def budget(charged: float, in_flight: int, limit: float) -> float:

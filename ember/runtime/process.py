@@ -261,8 +261,14 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
         gate = self.console_gate
         if gate is not None and gate.tally:  # lines dropped here: in its log before it is over
             self._console_dropped(gate.take(request.rid))
-        if self.inflight.pop(request.rid, None) is not None:
-            self._busy_charged += cpushare.charge(request, self.limits.cpu_ms / 1000)
+        if request.rid in self.inflight:
+            limit = self.limits.cpu_ms / 1000
+            sharing = len(self.inflight)
+            unclaimed = cpushare.uncounted(
+                cpu - self._busy_base, self._busy_charged, self.inflight.values(), limit
+            )
+            del self.inflight[request.rid]
+            self._busy_charged += cpushare.charge(request, limit, unclaimed, sharing)
         self.last_active = time.monotonic()
         self.calls.cancel_request(request.rid)
         if request.trace is not None:  # a traced invocation is reported whole
