@@ -22,8 +22,12 @@ created while a request's scope is current (its handler's task, the tasks it sta
   take its request past its limit.
 
 ``CpuMeter(..., reference=True)`` times every step with the CPU clock instead: the reference the
-tests hold the fast path to. A leftover task of an event that already ended, running while
-another is solo, is charged to that one.
+tests hold the fast path to. A leftover task of an event that already ended (started with
+``create_task`` and not held by ``waitUntil``: ember lets it run, where Cloudflare drops such
+work), running while another is solo, is charged to that one. Left so on purpose: timing it
+apart would spare that request nothing, since the supervisor's bound (``cpushare.py``) counts the isolate's whole CPU against the one request
+in flight whatever the split says; README tells handler authors to hold such work with
+``waitUntil``.
 
 What it is used for:
 - ``Response`` and ``Done`` carry the request's figure (what the supervisor logs as its CPU);
