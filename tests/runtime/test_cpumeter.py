@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import gc
 import random
+import sys
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from ember.runtime.isolate import cpumeter
 from ember.runtime.isolate.cpumeter import CpuMeter, Metered
-from ember.runtime.isolate.scope import CURRENT, RequestScope
+from ember.runtime.isolate.scope import CURRENT, CpuLimitInterrupt, RequestScope
 from ember.runtime.protocol import RequestError
 
 
@@ -203,3 +205,24 @@ def test_sigxcpu_landing_inside_the_meters_bookkeeping_leaves_it_consistent(
     assert 0.6 * 0.042 < a.cpu < 1.4 * 0.042 + 0.002, (a.cpu, b.cpu)
     assert b.cpu < 1.4 * 0.007 + 0.002, (a.cpu, b.cpu)
     assert not [m for m in sent if isinstance(m, RequestError)], sent
+
+
+def test_sigxcpu_raises_into_request_code_but_never_into_the_meters_own() -> None:
+    # Raised in ``Metered.send`` or ``stepped``, the interrupt would be the task's exception
+    # rather than its code's: the event's ``finally`` (its Done) would never run.
+    loop = asyncio.new_event_loop()
+    meter = CpuMeter(0.01, lambda m: None)
+    meter._loop = loop
+    scope = RequestScope(1, None)
+    scope.cpu = 0.02  # over its limit
+    meter.live = {1: _Event(scope), 2: _Event(RequestScope(2, None))}
+    token = CURRENT.set(scope)
+    try:
+        meter.on_signal(0, SimpleNamespace(f_globals=vars(cpumeter)))
+        assert meter._report_due and not scope.cpu_exceeded
+        with pytest.raises(CpuLimitInterrupt):
+            meter.on_signal(0, sys._getframe())
+        assert scope.cpu_exceeded
+    finally:
+        CURRENT.reset(token)
+        loop.close()

@@ -25,9 +25,9 @@ created while a request's scope is current (its handler's task, the tasks it sta
 tests hold the fast path to. A leftover task of an event that already ended (started with
 ``create_task`` and not held by ``waitUntil``: ember lets it run, where Cloudflare drops such
 work), running while another is solo, is charged to that one. Left so on purpose: timing it
-apart would spare that request nothing, since the supervisor's bound (``cpushare.py``) counts the isolate's whole CPU against the one request
-in flight whatever the split says; README tells handler authors to hold such work with
-``waitUntil``.
+apart would spare that request nothing, since the supervisor's bound (``cpushare.py``) counts
+the isolate's whole CPU against the one request in flight whatever the split says; README
+tells handler authors to hold such work with ``waitUntil``.
 
 What it is used for:
 - ``Response`` and ``Done`` carry the request's figure (what the supervisor logs as its CPU);
@@ -65,6 +65,7 @@ _wall = time.perf_counter  # vDSO (0.13 µs)
 # than weighed by its wall time. Far above a hello-world step (tens of µs), so the fast path
 # rarely reads the CPU clock for it; a step this long is rare and costs 1000 times the read.
 LONG_STEP_S = 0.001
+_MODULE = globals()  # this module's frames: SIGXCPU landing in them raises nothing (on_signal)
 
 
 class CpuMeter:
@@ -222,9 +223,14 @@ class CpuMeter:
     def stepped(self, scope: RequestScope) -> None:
         """A step of ``scope`` ended (its start is ``step_start``)."""
         self.busy = True
+        try:
+            self._stepped(scope)
+        finally:
+            self.busy = False
+
+    def _stepped(self, scope: RequestScope) -> None:
         self.running = None
         if self.solo is not None:  # its event ended in it, and one is left alone: its CPU
-            self.busy = False
             return
         if self.reference:
             self.mark = now = _thread_time()
@@ -238,10 +244,8 @@ class CpuMeter:
                     self.touched.append(scope)
                 scope.pending += step
                 if scope.cpu + scope.pending <= self.limit:  # (wall: never less than its CPU)
-                    self.busy = False
                     return
                 self._settle(None)
-        self.busy = False
         if scope.cpu > self.limit and not scope.cpu_reported and not scope.ended:
             # Past its limit within a step that ended: the supervisor fails it (and cancels
             # its task) on this report, rather than when it next runs.
@@ -255,7 +259,10 @@ class CpuMeter:
         scope keeps the interrupt: code that catches it still ends with the limit error.
         """
         scope = CURRENT.get(None)
-        if scope is not None and not self.busy:
+        # Never raised into the meter's own code (it would leave the task without its
+        # ``finally``: raised in ``Metered.send``, the exception is the task's, not its code's).
+        ours = frame is not None and frame.f_globals is _MODULE
+        if scope is not None and not self.busy and not ours:
             if scope.cpu_exceeded or self.peek(scope) > self.limit:
                 scope.cpu_exceeded = True
                 raise CpuLimitInterrupt()
