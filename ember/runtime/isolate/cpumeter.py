@@ -223,34 +223,31 @@ class CpuMeter:
     def stepped(self, scope: RequestScope) -> None:
         """A step of ``scope`` ended (its start is ``step_start``)."""
         self.busy = True
-        try:
-            self._stepped(scope)
+        try:  # (no extra call per step: this runs after every metered step)
+            self.running = None
+            if self.solo is not None:  # its event ended in it, and one is left alone: its CPU
+                return
+            if self.reference:
+                self.mark = now = _thread_time()
+                scope.cpu += now - self.step_start
+            else:
+                step = _wall() - self.step_start
+                if step > LONG_STEP_S:  # it may have blocked: charged the thread's CPU instead
+                    self._settle(scope)
+                else:
+                    if scope.pending == 0.0:
+                        self.touched.append(scope)
+                    scope.pending += step
+                    if scope.cpu + scope.pending <= self.limit:  # (wall: never below its CPU)
+                        return
+                    self._settle(None)
+            if scope.cpu > self.limit and not scope.cpu_reported and not scope.ended:
+                # Past its limit within a step that ended: the supervisor fails it (and
+                # cancels its task) on this report, rather than when it next runs.
+                scope.cpu_exceeded = scope.cpu_reported = True
+                self.send(RequestError(scope.rid, "cpu", CPU_EXCEEDED_MESSAGE, ""))
         finally:
             self.busy = False
-
-    def _stepped(self, scope: RequestScope) -> None:
-        self.running = None
-        if self.solo is not None:  # its event ended in it, and one is left alone: its CPU
-            return
-        if self.reference:
-            self.mark = now = _thread_time()
-            scope.cpu += now - self.step_start
-        else:
-            step = _wall() - self.step_start
-            if step > LONG_STEP_S:  # it may have blocked: charged the thread's CPU instead
-                self._settle(scope)
-            else:
-                if scope.pending == 0.0:
-                    self.touched.append(scope)
-                scope.pending += step
-                if scope.cpu + scope.pending <= self.limit:  # (wall: never less than its CPU)
-                    return
-                self._settle(None)
-        if scope.cpu > self.limit and not scope.cpu_reported and not scope.ended:
-            # Past its limit within a step that ended: the supervisor fails it (and cancels
-            # its task) on this report, rather than when it next runs.
-            scope.cpu_exceeded = scope.cpu_reported = True
-            self.send(RequestError(scope.rid, "cpu", CPU_EXCEEDED_MESSAGE, ""))
 
     def on_signal(self, signum: int, frame: Any) -> None:
         """SIGXCPU: interrupt the running request if it is over its limit, else report.
