@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from ember.runtime import cpushare
 from ember.runtime.events import LifecycleEvent, RequestEvent
 from tests.runtime.harness import HEADER, Harness, write_project
 
@@ -60,3 +61,23 @@ def test_overlapping_cheap_requests_never_hit_the_isolates_bound(
     assert outcomes == {"ok": CLIENTS * REQUESTS_EACH}, outcomes
     lines = [e.message for e in harness.of_type(LifecycleEvent, deployment_id)]
     assert not any("CPU" in line for line in lines), lines
+
+
+class _Finished:
+    def __init__(self, cpu_known: float, cpu_final: bool = True) -> None:
+        self.cpu_known = cpu_known
+        self.cpu_final = cpu_final
+
+
+def test_a_finished_request_adds_its_share_of_the_overhead_never_past_its_limit() -> None:
+    limit = 0.01
+    in_flight = [_Finished(0.0005), _Finished(0.002), _Finished(0.5)]  # the last one: a liar's
+    # 30 ms of process CPU: 2.5 + 10 (capped) of figures, 17.5 ms that no figure covers.
+    unclaimed = cpushare.uncounted(0.03, 0.0, in_flight, limit)
+    assert abs(unclaimed - 0.0175) < 1e-9
+    # Its figure plus a third of the rest, below its limit; then at most its limit.
+    assert abs(cpushare.charge(in_flight[0], limit, unclaimed, 3) - (0.0005 + 0.0175 / 3)) < 1e-9
+    assert cpushare.charge(in_flight[1], limit, 1.0, 3) == limit
+    # A figure past the limit keeps the interrupt grace, as before; no figure: its limit.
+    assert cpushare.charge(in_flight[2], limit, 1.0, 3) == limit + cpushare.GRACE_CPU_S
+    assert cpushare.charge(_Finished(0.0, cpu_final=False), limit, 1.0, 3) == limit
