@@ -61,6 +61,11 @@ def _encode(payload: dict[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
+def _is_error(payload: object) -> bool:
+    """An error event (a replica's, or the pool's mid-stream failure): it ends the stream."""
+    return isinstance(payload, dict) and ("error" in payload or "errors" in payload)
+
+
 def _has_text(delta: dict[str, Any]) -> bool:
     return any(isinstance(delta.get(key), str) and delta[key] for key in _TEXT)
 
@@ -87,9 +92,12 @@ class ToolCallJoiner:
             payload = json.loads(data)
         except ValueError:
             raise InvalidEvent(data) from None
+        if _is_error(payload):  # a call it cut is no call: a client would json.loads it first
+            self._open.clear()
+            return [data]
         choices = payload.get("choices") if isinstance(payload, dict) else None
         if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
-            return [*self.end(), data]  # usage, an error, or several choices at once
+            return [*self.end(), data]  # usage, or several choices at once
         choice = choices[0]
         index = choice.get("index") if isinstance(choice.get("index"), int) else 0
         delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
@@ -98,7 +106,10 @@ class ToolCallJoiner:
         if not isinstance(pieces, list) or not pieces:
             return [*self._close(index), data] if finish or _has_text(delta) else [data]
         out = self._close(index) if _has_text(delta) else []
-        rest = {key: value for key, value in delta.items() if key != "tool_calls"}
+        # Fields a server sends as null beside the pieces (role, content) are no text to stream.
+        rest = {
+            key: value for key, value in delta.items() if key != "tool_calls" and value is not None
+        }
         envelope = {key: value for key, value in payload.items() if key != "choices"}
         if rest:  # text before the calls: it streams now, with the chunk's logprobs
             out.append(
@@ -196,6 +207,10 @@ def reference_whole_tool_calls(events: list[str]) -> list[object]:
             payload = json.loads(data)
         except ValueError:
             raise InvalidEvent(data) from None
+        if isinstance(payload, dict) and ("error" in payload or "errors" in payload):
+            open_calls.clear()  # cut by the error: never sent as if whole
+            out.append(payload)
+            continue
         choices = payload.get("choices") if isinstance(payload, dict) else None
         if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
             close_all()
@@ -213,7 +228,7 @@ def reference_whole_tool_calls(events: list[str]) -> list[object]:
                 close(number)
             out.append(payload)
             continue
-        rest = {k: v for k, v in delta.items() if k != "tool_calls"}
+        rest = {k: v for k, v in delta.items() if k != "tool_calls" and v is not None}
         if rest:
             out.append({**payload, "choices": [{**choice, "delta": rest, "finish_reason": None}]})
         calls = open_calls.setdefault(number, [])

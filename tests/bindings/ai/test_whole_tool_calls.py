@@ -153,7 +153,7 @@ def test_each_choice_keeps_its_own_calls() -> None:
 
 @pytest.mark.parametrize(
     "ending",
-    [[USAGE_CHUNK, "[DONE]"], ["[DONE]"], [], [json.dumps({"error": {"message": "boom"}})]],
+    [[USAGE_CHUNK, "[DONE]"], ["[DONE]"], []],
 )
 def test_a_stream_that_ends_without_a_finish_still_sends_the_call(ending: list[str]) -> None:
     out = run([head(0, "a", "x"), piece(0, '{"cut'), *ending])
@@ -168,6 +168,27 @@ def test_a_stream_that_ends_without_a_finish_still_sends_the_call(ending: list[s
         ]
     ]
     assert out[-1] == "[DONE]"
+
+
+@pytest.mark.parametrize("error", [{"error": {"message": "boom"}}, {"errors": [{"code": 3040}]}])
+def test_an_error_mid_call_drops_the_cut_call(error: dict) -> None:
+    """A call the error cut is not sent as whole (a client may json.loads the first arguments
+    it sees); the error event ends the stream as before."""
+    out = run([head(0, "a", "x"), piece(0, '{"city": "Par'), json.dumps(error), "[DONE]"])
+    assert calls_of(out) == []
+    assert any(isinstance(e, dict) and ("errors" in e or "error" in e) for e in out), out
+
+
+def test_null_fields_beside_the_pieces_stream_nothing() -> None:
+    """A server that sends ``"role": null, "content": null`` beside each piece (pydantic's
+    shape): no empty chunk per piece, and the pieces' logprobs stay with the call."""
+    nulls = {"role": None, "content": None, "reasoning_content": None}
+    first = {"index": 0, "id": "x", "type": "function", "function": {"name": "a"}}
+    rest = {"index": 0, "function": {"arguments": "{}"}}
+    out = run([chunk({**nulls, "tool_calls": [first]}), chunk({**nulls, "tool_calls": [rest]})])
+    dicts = [e for e in out if isinstance(e, dict)]
+    assert len(dicts) == 1, out
+    assert dicts[0]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] == "{}"
 
 
 def test_text_in_the_chunk_of_a_piece_streams_at_once() -> None:
@@ -228,6 +249,8 @@ def _random_stream(rng: random.Random) -> list[str]:
         roll = rng.random()
         if roll < 0.3:
             delta[rng.choice(["content", "reasoning_content"])] = rng.choice(["a", "", " b"])
+        if rng.random() < 0.1:
+            delta["role"] = None  # a null field beside the pieces
         if roll > 0.2:
             call = open_calls.get(choice, -1)
             if call < 0 or rng.random() < 0.3:
