@@ -39,8 +39,10 @@ class CallerIdMiddleware:
             if name == b"x-request-id":
                 if _PLAIN.fullmatch(value):
                     caller = value
-                    CALLER_ID.set(value.decode("ascii"))
                 break
+        # Set for every request, None included: a pipelined request's task starts inside the
+        # one before it and would otherwise inherit that caller's id.
+        CALLER_ID.set(caller.decode("ascii") if caller is not None else None)
         echoed = caller or uuid.uuid4().hex.encode("ascii")
 
         async def send_with_id(message: Any) -> None:

@@ -6,6 +6,7 @@ never collide; and ``/get_server_info`` reports the port the server is bound to,
 from __future__ import annotations
 
 import json
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -75,3 +76,44 @@ def test_every_answer_carries_x_request_id_as_vllms_does(kimi: LiveServer) -> No
     assert bad.status_code == 400 and bad.headers["x-request-id"] == "gw-8"
     client = openai.OpenAI(base_url=kimi.url + "/v1", api_key="unused", max_retries=0)
     assert client.chat.completions.create(model="kimi", **CHAT)._request_id
+
+
+def test_a_pipelined_request_does_not_inherit_the_callers_id_before_it(kimi: LiveServer) -> None:
+    """uvicorn starts a pipelined request's task inside the one before it, so a context the
+    middleware set only when the header was there leaked into the next request's answer id."""
+    parts = urlsplit(kimi.url)
+    body = json.dumps(CHAT).encode()
+
+    def request(extra: bytes) -> bytes:
+        return (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\ncontent-type: application/json\r\n"
+            + extra
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+    with socket.create_connection((parts.hostname, parts.port), timeout=120) as conn:
+        conn.sendall(request(b"x-request-id: tenant-a\r\n") + request(b""))
+        data = b""
+        while data.count(b'"id":') < 2:
+            chunk = conn.recv(65536)
+            assert chunk, data
+            data += chunk
+    ids = [json.loads(part.split(b"\r\n\r\n", 1)[1])["id"] for part in _answers(data)]
+    assert ids[0] == "chatcmpl-tenant-a"
+    assert ids[1] != "chatcmpl-tenant-a" and ids[1].startswith("chatcmpl-"), ids
+
+
+def _answers(data: bytes) -> list[bytes]:
+    """Two HTTP/1.1 answers with content-length bodies, split."""
+    out = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        out.append(head + b"\r\n\r\n" + rest[:length])
+        data = rest[length:]
+    return out
