@@ -89,11 +89,10 @@ class ModelGroup:
     ) -> Lease | Ticket:
         """A free slot at once, or a ``Ticket`` where ``acquire`` would queue; raises as it does.
 
-        The pool's fast path: most requests find a slot, and this takes it without the task
-        and timer that waiting under a deadline (``asyncio.wait_for``) costs. A request that
-        finds no slot is queued here, in the same step: were it queued only once its waiting
-        task ran, a slot freed in between would go to whoever asked next, and it would lose its
-        turn to a later request.
+        The pool's fast path: most requests find a slot, and this takes it without the timer
+        that waiting under a deadline costs. A request that finds no slot is queued here, in
+        the same step: were it queued only once its waiting task ran, a slot freed in between
+        would go to whoever asked next, and it would lose its turn to a later request.
         """
         self.start()
         self._raise_if_hopeless()
@@ -144,17 +143,24 @@ class ModelGroup:
 
     async def wait(self, ticket: Ticket, timeout: float) -> Lease:
         """The lease ``ticket`` is granted, within ``timeout`` and ``queue_timeout`` (3007
-        past either); a waiter that gives up leaves the queue."""
+        past either); a waiter that gives up leaves the queue, and frees a lease granted in
+        the meantime.
+
+        Not ``asyncio.wait_for``: on Python 3.11 it returns the result when a cancellation
+        arrives after the lease was granted but before the waiter ran, swallowing the
+        cancellation; the caller then holds the slot (and waits on a replica that may never
+        answer) although it was told to stop. Awaiting the future itself, a cancellation
+        arriving at any moment is raised here, and the lease is given back."""
+        timer = asyncio.get_running_loop().call_later(
+            min(timeout, self.queue_timeout), _expire, ticket.future
+        )
         try:
-            return await asyncio.wait_for(
-                asyncio.shield(ticket.future), min(timeout, self.queue_timeout)
-            )
-        except TimeoutError:
-            self._drop(ticket)
-            raise errors.timed_out() from None
+            return await ticket.future
         except BaseException:
             self._drop(ticket)
             raise
+        finally:
+            timer.cancel()
 
     def cancel(self, ticket: Ticket) -> None:
         """Leave the queue without waiting (a lease granted meanwhile is freed); the tests that
@@ -185,14 +191,7 @@ class ModelGroup:
         future = asyncio.get_running_loop().create_future()
         waiter = Ticket(session, future, weight, fairness, retry)
         self._waiters.add(waiter)
-        try:
-            return await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout)
-        except TimeoutError:
-            self._drop(waiter)
-            raise errors.timed_out() from None
-        except BaseException:
-            self._drop(waiter)
-            raise
+        return await self.wait(waiter, self.queue_timeout)
 
     def _drop(self, waiter: Ticket) -> None:
         """A waiter gave up (timeout, cancellation): forget it, and free a lease granted late."""
@@ -375,3 +374,9 @@ class ModelGroup:
         for waiter in self._waiters.pop_all():
             if not waiter.future.done():
                 waiter.future.set_exception(error)
+
+
+def _expire(future: asyncio.Future[Lease]) -> None:
+    """A waiter's time is up (``ModelGroup.wait``): it hears 3007, unless already served."""
+    if not future.done():
+        future.set_exception(errors.timed_out())

@@ -188,52 +188,55 @@ class ModelPool(PoolStatus):
 
     # -- requests -------------------------------------------------------------------------------
 
-    async def _acquire(
-        self, model_id: str, options: RequestOptions, body: Mapping[str, object], retry: bool
+    async def _lease(
+        self,
+        model_id: str,
+        options: RequestOptions,
+        body: Mapping[str, object],
+        retry: bool,
+        deadline: float,
     ) -> Lease:
+        """A slot for the request, waiting for one in the queue until ``deadline`` at most."""
         group = self.group(model_id)
-        weight = sequences(body)
-        return await group.acquire(
-            options.session, options.reject_if_busy, weight, retry, options.fairness
+        admitted = group.acquire_now(
+            options.session,
+            options.reject_if_busy,
+            sequences(body),
+            retry=retry,
+            fairness=options.fairness,
         )
+        if isinstance(admitted, Lease):
+            return admitted
+        # Every slot is taken: it holds its place in the queue, under the deadline.
+        loop = asyncio.get_running_loop()
+        return await group.wait(admitted, max(0.0, deadline - loop.time()))
 
     async def post(
         self, model_id: str, path: str, body: Mapping[str, object], options: RequestOptions
     ) -> ReplicaAnswer:
         """A non-streaming request; its answer (any status) or an ``errors`` exception."""
         timeout = options.timeout or self.config.settings.request_timeout_s
-        deadline = asyncio.get_running_loop().time() + timeout
-        try:
-            return await asyncio.wait_for(
-                self._post(model_id, path, body, options, deadline), timeout
-            )
-        except TimeoutError:
-            raise errors.timed_out() from None
-
-    async def _post(
-        self,
-        model_id: str,
-        path: str,
-        body: Mapping[str, object],
-        options: RequestOptions,
-        deadline: float,
-    ) -> ReplicaAnswer:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         for attempt in range(MAX_CONNECT_RETRIES + 1):
-            lease = await self._acquire(model_id, options, body, retry=attempt > 0)
+            lease = await self._lease(model_id, options, body, attempt > 0, deadline)
+            # The deadline fails the lease, which cuts the connection (the replica hears the
+            # request is gone) and frees the slot, whatever the caller does meanwhile: a
+            # timer of its own rather than a cancellation of the caller's task.
+            expiry = loop.call_later(max(0.0, deadline - loop.time()), lease.fail, TIMED_OUT)
             try:
                 return await post_json(
                     self.http, lease, path, self._named(body, lease), options.headers
                 )
-            except asyncio.CancelledError:
-                # Cancelled by the deadline (``post``'s wait_for) rather than by the caller:
-                # the replica did not answer in time, which outlier detection counts.
-                if asyncio.get_running_loop().time() >= deadline:
-                    lease.outcome(TIMED_OUT)
-                raise
             except ReplicaUnreachable as exc:
                 if attempt == MAX_CONNECT_RETRIES:
                     raise errors.replica_failed(model_id, f"no replica answered ({exc})") from None
+            except errors.UpstreamFailed:
+                if lease.failure == TIMED_OUT:
+                    raise errors.timed_out() from None
+                raise
             finally:
+                expiry.cancel()
                 lease.release()
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -245,18 +248,7 @@ class ModelPool(PoolStatus):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         for attempt in range(MAX_CONNECT_RETRIES + 1):
-            group = self.group(model_id)
-            admitted = group.acquire_now(
-                options.session,
-                options.reject_if_busy,
-                sequences(body),
-                retry=attempt > 0,
-                fairness=options.fairness,
-            )
-            if isinstance(admitted, Lease):
-                lease = admitted
-            else:  # every slot is taken: it holds its place in the queue, under the deadline
-                lease = await group.wait(admitted, max(0.0, deadline - loop.time()))
+            lease = await self._lease(model_id, options, body, attempt > 0, deadline)
             # The opening is under the deadline too: a replica that takes the request and never
             # answers must not hold it (and its slot) for ever. Failing the lease cuts the
             # connection, so the replica hears the request is gone.

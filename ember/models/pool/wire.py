@@ -230,12 +230,13 @@ class WirePool:
             connection.close()
         host, port, tls = key
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(
+            # Not ``asyncio.wait_for``: on Python 3.11 a cancellation that arrives as the
+            # connection opens is swallowed by it, and the cancelled request would go on to wait
+            # for a replica that may never answer. ``asyncio.timeout`` lets it through.
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                reader, writer = await asyncio.open_connection(
                     host, port, ssl=ssl.create_default_context() if tls else None, limit=READ_LIMIT
-                ),
-                CONNECT_TIMEOUT,
-            )
+                )
         except (OSError, TimeoutError) as exc:
             raise WireConnectError(f"{type(exc).__name__}: {exc}") from None
         return _Connection(reader, writer), False

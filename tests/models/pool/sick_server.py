@@ -9,7 +9,8 @@ its chat answers are sick, by ``mode``:
   ``data: {garbage`` event before ``data: [DONE]``;
 - ``broken``: streams a first chunk, then an event shaped like a JSON object but broken inside
   (its usage's value is missing: the Workers dialect parses it), then ``[DONE]``;
-- ``ok``: well after all (a test switches ``mode`` to see a replica recover): a one-word answer.
+- ``ok``: well after all (a test switches ``mode`` to see a replica recover): a one-word answer,
+  after ``delay`` seconds (a healthy but slow replica).
 
 It is a raw asyncio server (not starlette) so that it can send exactly the bytes a broken
 server would, and it counts the chat connections it holds open: a test sees the pool hang up.
@@ -41,6 +42,7 @@ class SickServer:
     url: str = ""
     chats: int = 0
     open_chats: int = 0
+    delay: float = 0.0  # how long an ``ok`` answer takes
     _handlers: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -67,6 +69,8 @@ class SickServer:
                     if not in_chat:
                         in_chat = True
                         self.open_chats += 1
+                    if self.mode == "ok" and self.delay:
+                        await asyncio.sleep(self.delay)
                     writer.write(self._chat(json.loads(body or b"{}").get("stream")))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
@@ -89,8 +93,12 @@ class SickServer:
             return b""  # the read of the next request waits until the client hangs up
         if self.mode == "e500":
             return _answer(500, b'{"error": {"message": "internal boom from the sick replica"}}')
+        if self.mode == "ok" and stream:
+            delta = {"index": 0, "delta": {"content": "fine"}, "finish_reason": "stop"}
+            chunk = json.dumps({"object": "chat.completion.chunk", "choices": [delta]}).encode()
+            return _answer(200, b"data: " + chunk + b"\n\ndata: [DONE]\n\n", "text/event-stream")
         if self.mode == "ok":
-            return _answer(200, json.dumps(_completion(bool(stream))).encode())
+            return _answer(200, json.dumps(_completion()).encode())
         if stream and self.mode == "broken":
             delta = {"index": 0, "delta": {"content": "fine"}, "finish_reason": None}
             first = json.dumps({"object": "chat.completion.chunk", "choices": [delta]}).encode()
@@ -105,10 +113,8 @@ class SickServer:
         return _answer(200, b"{not json at all")
 
 
-def _completion(stream: bool) -> dict:
+def _completion() -> dict:
     message = {"role": "assistant", "content": "fine"}
-    if stream:  # (the ok mode answers a stream with JSON: only non-streamed tests use it)
-        raise AssertionError("the ok mode serves non-streamed requests only")
     choice = {"index": 0, "message": message, "finish_reason": "stop"}
     return {"object": "chat.completion", "model": MODEL, "choices": [choice]}
 
