@@ -6,8 +6,9 @@ Health probes only see ``/health``; a replica can answer those and still fail ev
 each request's outcome feeds its replica's ``Outlier``:
 
 - ``eject_after`` failures in a row (a timeout, a broken connection, a 5xx, an answer that is not
-  JSON; never a cancelled request or a 4xx the request caused) take the replica out of rotation
-  for ``eject_time_s``, doubled for each ejection since its last success, up to
+  JSON; never a cancelled request or a 4xx the request caused, nor a timeout the replica held
+  for less than half the request's deadline: ``lease.JUDGED_SHARE``) take the replica out of
+  rotation for ``eject_time_s``, doubled for each ejection since its last success, up to
   ``max_eject_time_s``;
 - when that time is up the replica gets one probe request (others keep going elsewhere); its
   success puts the replica back, its failure ejects it again for twice as long;

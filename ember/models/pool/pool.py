@@ -31,8 +31,8 @@ from ember.models.pool.admission import ModelGroup
 from ember.models.pool.config import ModelServing, PoolConfig
 from ember.models.pool.fair import Fairness
 from ember.models.pool.launch import ModelSource, family_parsers, free_port, launch_command
-from ember.models.pool.lease import Lease
-from ember.models.pool.pooled_stream import TIMED_OUT, PooledStream
+from ember.models.pool.lease import TIMED_OUT, Lease
+from ember.models.pool.pooled_stream import PooledStream
 from ember.models.pool.replica import Replica, State
 from ember.models.pool.status import PoolStatus
 from ember.models.pool.upstream import (
@@ -220,6 +220,7 @@ class ModelPool(PoolStatus):
         deadline = loop.time() + timeout
         for attempt in range(MAX_CONNECT_RETRIES + 1):
             lease = await self._lease(model_id, options, body, attempt > 0, deadline)
+            lease.timeout = timeout
             # The deadline fails the lease, which cuts the connection (the replica hears the
             # request is gone) and frees the slot, whatever the caller does meanwhile: a
             # timer of its own rather than a cancellation of the caller's task.
@@ -249,6 +250,7 @@ class ModelPool(PoolStatus):
         deadline = loop.time() + timeout
         for attempt in range(MAX_CONNECT_RETRIES + 1):
             lease = await self._lease(model_id, options, body, attempt > 0, deadline)
+            lease.timeout = timeout
             # The opening is under the deadline too: a replica that takes the request and never
             # answers must not hold it (and its slot) for ever. Failing the lease cuts the
             # connection, so the replica hears the request is gone.

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 
 from ember.models.pool import errors
+from ember.models.pool.lease import TIMED_OUT
 from ember.models.pool.upstream import EventStream, invalid_json
 
-TIMED_OUT = "the request timed out"  # the lease failure a deadline records
+__all__ = ["TIMED_OUT", "PooledStream"]
 
 
 class PooledStream:

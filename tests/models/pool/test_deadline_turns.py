@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from ember.models.pool import errors
 from ember.models.pool.config import parse_pool_config
 from ember.models.pool.errors import UpstreamFailed
@@ -48,6 +50,42 @@ async def _until(check, what: str) -> None:  # noqa: ANN001 - a predicate
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"never: {what}")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_that_spent_its_time_queued_does_not_count_against_a_healthy_replica(
+    stream: bool,
+) -> None:
+    """One slot, answers in 0.6 s, a 1 s deadline: the second request waits 0.6 s for the slot
+    and has 0.4 s left on the replica, which then needs 0.6 s. Its client gets the timeout; the
+    replica, which held it for less than half the deadline, is not charged with it."""
+    lines: list[str] = []
+
+    async def main() -> tuple[int, int, int, bool]:
+        with sick_server("ok") as slow:
+            slow.delay = 0.6
+            settings = {**FAST, "request_timeout_s": 1, "eject_after": 1, "eject_time_s": 3600}
+            replica_config = {"url": slow.url, "max_running_requests": 1}
+            pool = ModelPool(
+                parse_pool_config({MODEL: replica_config}, settings), progress=lines.append
+            )
+            try:
+                assert await pool.wait_ready(MODEL, 30)
+                replica = pool.group(MODEL).replicas[0]
+                first = asyncio.ensure_future(_read(pool, stream=False))
+                await _until(lambda: replica.outstanding == 1, "the first request runs")
+                second = asyncio.ensure_future(_read(pool, stream))
+                await _until(lambda: pool.group(MODEL).queued == 1, "the second one waits")
+                done = await asyncio.wait_for(asyncio.gather(first, second), GUARD_S)
+                return done[0], done[1], replica.outlier.failures, replica.outlier.ejected
+            finally:
+                await pool.aclose()
+
+    first, second, failures, ejected = asyncio.run(main())
+    assert first == 200
+    assert second == errors.timed_out().code.code  # the client still gets its 3007
+    assert (failures, ejected) == (0, False), lines
+    assert not [line for line in lines if "ejected" in line]
 
 
 def test_requests_cancelled_as_their_slot_is_granted_free_it_and_end() -> None:
