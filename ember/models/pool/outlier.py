@@ -10,7 +10,8 @@ each request's outcome feeds its replica's ``Outlier``:
   for less than half the request's deadline: ``lease.JUDGED_SHARE``) take the replica out of
   rotation for ``eject_time_s``, doubled for each ejection since its last success, up to
   ``max_eject_time_s``;
-- when that time is up the replica gets one probe request (others keep going elsewhere); its
+- when that time is up the replica gets one probe request (others keep going elsewhere; the
+  replica wakes the queue then, so a waiting request can be it); its
   success puts the replica back, its failure ejects it again for twice as long;
 - any success resets the count.
 

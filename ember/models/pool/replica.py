@@ -89,6 +89,7 @@ class Replica(ReplicaSupervision):
         self.outlier = Outlier(
             Ejection(settings.eject_after, settings.eject_time_s, settings.max_eject_time_s)
         )
+        self._probe_timer: asyncio.TimerHandle | None = None  # wakes the queue (outcome)
 
     # -- what the admission layer reads --------------------------------------------------------
 
@@ -161,6 +162,28 @@ class Replica(ReplicaSupervision):
                 f"{self.name} ejected for {seconds:g} s after failed requests "
                 f"(last: {self.public(failure)}); then one probe request decides"
             )
+            self._wake_at_probe_time()
+
+    def _wake_at_probe_time(self) -> None:
+        """When the ejection ends, tell the queue: a request waiting for a busy replica in
+        rotation can be the probe here instead (nothing else changes at that moment, so
+        without this it would wait for a slot elsewhere while this replica sits idle)."""
+        if self._probe_timer is not None:
+            self._probe_timer.cancel()
+        until = self.outlier.until
+        if until is None:
+            return
+        self._probe_timer = asyncio.get_running_loop().call_later(
+            max(0.0, until - time.monotonic()), self._probe_time
+        )
+
+    def _probe_time(self) -> None:
+        self._probe_timer = None
+        until = self.outlier.until
+        if until is not None and time.monotonic() < until:  # the loop's clock ran early
+            self._wake_at_probe_time()
+            return
+        self._on_change()
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -197,6 +220,8 @@ class Replica(ReplicaSupervision):
             while self.leases and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
         self._fail_leases(f"{self.short_name} was stopped")
+        if self._probe_timer is not None:
+            self._probe_timer.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

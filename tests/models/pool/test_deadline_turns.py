@@ -133,6 +133,50 @@ def test_requests_cancelled_as_their_slot_is_granted_free_it_and_end() -> None:
     assert asyncio.run(main()) == []
 
 
+def test_a_replica_back_from_ejection_takes_a_waiting_request_at_once() -> None:
+    """Replica 2 is ejected for 1 s; replica 1's one slot is held by a request it never
+    answers. A request that arrives meanwhile waits; when the ejection ends it is the probe on
+    replica 2 (now healthy), not left waiting for replica 1's request to time out."""
+    lines: list[str] = []
+
+    async def main() -> tuple[int, int, bool]:
+        with sick_server("ok") as busy, sick_server("e500") as back:
+            settings = {**FAST, "request_timeout_s": 3600, "eject_after": 1, "eject_time_s": 1}
+            replicas = [
+                {"url": busy.url, "max_running_requests": 1},
+                {"url": back.url, "max_running_requests": 1},
+            ]
+            pool = ModelPool(
+                parse_pool_config({MODEL: {"replicas": replicas}}, settings), progress=lines.append
+            )
+            try:
+                assert await pool.wait_ready(MODEL, 30)
+                group = pool.group(MODEL)
+                await _until(lambda: all(r.state.value == "ready" for r in group.replicas), "up")
+                while back.chats == 0:  # alternate until replica 2 has failed one: ejected
+                    await _read(pool, stream=False)
+                assert group.replicas[1].outlier.ejected
+                busy.mode, back.mode = "hang", "ok"
+                holder = asyncio.ensure_future(_read(pool, stream=False))
+                await _until(lambda: group.replicas[0].outstanding == 1, "replica 1 is busy")
+                waiter = asyncio.ensure_future(_read(pool, stream=False))
+                await _until(lambda: group.queued == 1, "the request waits")
+                try:
+                    status = await asyncio.wait_for(asyncio.shield(waiter), GUARD_S)
+                finally:
+                    holder.cancel()
+                    waiter.cancel()
+                return status, back.chats, group.replicas[1].outlier.ejected
+            finally:
+                await pool.aclose()
+
+    status, back_chats, ejected = asyncio.run(main())
+    assert status == 200
+    assert back_chats == 2  # the failure that ejected it, then the waiter as its probe
+    assert not ejected
+    assert any(line.endswith("answered its probe request: back in rotation") for line in lines)
+
+
 def test_requests_whose_deadlines_pass_as_slots_change_hands_all_end() -> None:
     """A replica that never answers, two slots, a 1 s deadline, requests arriving in a burst:
     each slot is freed by one request's deadline just as others' deadlines pass in the queue.
