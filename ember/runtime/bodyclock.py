@@ -23,8 +23,9 @@ With the default 8 KiB/s a 100 MiB upload may take hours at 64 kbit/s, while hol
 connection past the first minute costs a client 8 KiB every second, against nothing before.
 
 The server holds a body back while it does not read (uvicorn pauses reading once 64 KiB wait
-unread for the application, and behind a pipelined request) and while an ``Expect:
-100-continue`` is not yet answered: ``HeldFlow`` counts that time, and the deadline moves by it.
+unread for the application, and behind a pipelined request) and while a running request's
+``Expect: 100-continue`` is not yet answered: ``HeldFlow`` counts that time, and the deadline
+moves by it.
 A pipelined request queued behind a running one is not timed at all until it starts (its 408
 would cut into the answer before it): its clock starts again then.
 A body that arrives with its head (most: ``env.AI.run`` POSTs, small API calls) arms no timer.
@@ -41,29 +42,48 @@ from ember.runtime.connguard import ConnectionLimits
 
 class HeldFlow(FlowControl):
     """uvicorn's flow control, also counting how long the server held the request body back:
-    reading paused, or ``hold`` (an ``Expect: 100-continue`` the application has not answered
-    yet: uvicorn's receive writes ``100 Continue`` and then calls ``resume_reading``)."""
+    reading paused, or a request waiting for ``100 Continue`` (``await_continue`` until
+    ``continued``).
+
+    The two are kept apart: uvicorn resumes reading whenever a response ends (the next
+    pipelined request starts then), which says nothing about a ``100 Continue`` still unsent;
+    the client of that request may not send its body until it is. The time counted is the
+    time either holds, once.
+    """
 
     def __init__(self, transport: object, clock: Callable[[], float]) -> None:
         super().__init__(transport)  # type: ignore[arg-type]
         self._clock = clock
+        self._awaiting_continue = False
         self._held_since: float | None = None
         self._held_s = 0.0
 
     def pause_reading(self) -> None:
-        if not self.read_paused:
-            self.hold()
         super().pause_reading()
-
-    def hold(self) -> None:
-        if self._held_since is None:
-            self._held_since = self._clock()
+        self._settle()
 
     def resume_reading(self) -> None:
-        if self._held_since is not None:
+        super().resume_reading()
+        self._settle()
+
+    def await_continue(self) -> None:
+        """The running request waits for ``100 Continue`` (its application has not asked for
+        the body yet)."""
+        self._awaiting_continue = True
+        self._settle()
+
+    def continued(self) -> None:
+        """``100 Continue`` was written, or the final answer started: the wait is over."""
+        self._awaiting_continue = False
+        self._settle()
+
+    def _settle(self) -> None:
+        held = self.read_paused or self._awaiting_continue
+        if held and self._held_since is None:
+            self._held_since = self._clock()
+        elif not held and self._held_since is not None:
             self._held_s += self._clock() - self._held_since
             self._held_since = None
-        super().resume_reading()
 
     def held_s(self, now: float) -> float:
         """Seconds held back in all, until ``now``."""

@@ -8,12 +8,15 @@ uvicorn's ``RequestResponseCycle`` plus two things it does not do as Workers doe
   a client read the chunk-size lines as part of the body. Here that body is written as it is
   and ends when the connection closes (RFC 9112 6.3), which uvicorn already announces
   (``connection: close``: it keeps no HTTP/1.0 connection alive).
+
+It also tells the body deadline's ``HeldFlow`` when a wait for ``100 Continue`` ends.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ember.runtime.bodyclock import HeldFlow
 from ember.runtime.statusline import StatusTextCycle
 
 _FRAMING = (b"content-length", b"transfer-encoding")
@@ -24,8 +27,15 @@ class ServerCycle(StatusTextCycle):
 
     _until_close = False  # this response's body is unframed: written raw, then the close
 
+    async def receive(self) -> Any:
+        if self.waiting_for_100_continue:
+            self._continued()  # uvicorn's receive writes "100 Continue" now
+        return await super().receive()
+
     async def send(self, message: Any) -> None:
         kind = message["type"]
+        if kind == "http.response.start" and self.waiting_for_100_continue:
+            self._continued()  # the final answer ends the client's wait as well
         if kind == "http.response.start" and not self.response_started:
             if self._unframed(message):
                 self._until_close = True
@@ -34,6 +44,11 @@ class ServerCycle(StatusTextCycle):
             await self._send_raw(message)
             return
         await super().send(message)
+
+    def _continued(self) -> None:
+        # The body deadline (bodyclock.py) counts the wait for "100 Continue" as the server's.
+        if isinstance(self.flow, HeldFlow):
+            self.flow.continued()
 
     def _unframed(self, message: Any) -> bool:
         if (

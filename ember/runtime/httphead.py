@@ -118,6 +118,11 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         # extended): the handler's status text, and HTTP/1.0 streams unchunked (cycle.py).
         if type(cycle) is RequestResponseCycle:
             cycle.__class__ = ServerCycle
+        if cycle.waiting_for_100_continue and isinstance(self.flow, HeldFlow):
+            # Its client waits for "100 Continue" (the cycle writes it when the application
+            # first asks for the body): not the client's time until then. Held from the start,
+            # not from the head, as a queued request's clock starts only now.
+            self.flow.await_continue()
         if self._body_clock is not None and cycle is self.cycle:
             self._body_clock.restart(self.loop.time())  # a queued request starts: from now
         super()._start_asgi_task(cycle, app)
@@ -126,8 +131,6 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self._in_head = False
         self._head_bytes = 0
         self._cancel_head_timer()
-        if self.expect_100_continue and self._gate is not None:
-            self.flow.hold()  # the client waits for "100 Continue": not its time until then
 
     def _message_complete(self) -> None:
         self._in_head = True  # a pipelined request may follow on this connection

@@ -90,6 +90,33 @@ def test_the_wait_for_100_continue_is_not_the_clients() -> None:
     assert reply.endswith(b"/slow 5")
 
 
+def test_a_pipelined_request_waiting_for_100_continue_is_not_timed_until_it_is_sent() -> None:
+    # The second request waits behind the first, then its app takes HOLD_S before it asks for
+    # the body. Reading resumes when the first answer ends, which must not end the wait for
+    # "100 Continue": the client still may not send its body, so none of that time is its.
+    async def run() -> tuple[bytes, bytes, bytes]:
+        async with serving() as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(
+                b"POST /slow HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n"
+                b"POST /slow HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+                b"Expect: 100-continue\r\n\r\n"
+            )
+            first = await _until(reader, b"/slow 0")
+            interim = await _until(reader, b"\r\n\r\n")
+            if interim.startswith(b"HTTP/1.1 100 "):
+                writer.write(b"hello")  # at once: the client was never slow
+                writer.write_eof()
+            second = await asyncio.wait_for(reader.read(), PATIENCE_S)
+            writer.close()
+            return first, interim, second
+
+    first, interim, second = asyncio.run(run())
+    assert first.startswith(b"HTTP/1.1 200 "), first[:300]
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n", interim[:300]
+    assert second.startswith(b"HTTP/1.1 200 ") and second.endswith(b"/slow 5"), second[:300]
+
+
 def test_a_pipelined_body_waits_on_the_servers_time() -> None:
     async def run() -> tuple[bytes, bytes]:
         async with serving() as port:
