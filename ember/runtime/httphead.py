@@ -16,6 +16,11 @@ The count starts with a request and covers every byte read until its headers are
 read that would pass the bound is parsed only up to it, so a head past the bound never reaches
 the application, however its bytes are split into reads.
 
+A chunked body's trailers (header fields after its last chunk) are read by the same parser but
+after the head: the bound counts, within a body, every byte since the last body byte (chunk
+framing, a chunk's extension, trailers), and past it the answer is ``431`` and close. Trailers
+are dropped: uvicorn appended them to the request's headers, which the application already had.
+
 With a ``ConnectionGate`` (``connguard.py``) it also bounds time and numbers: the head must
 arrive within ``head_timeout_s`` (else ``408`` and close, or a silent close if none of it came),
 and a connection past the gate's caps is answered ``429``/``503`` and closed before it is read,
@@ -43,15 +48,16 @@ _MESSAGE = (
 class BoundedHeadProtocol(HttpToolsProtocol):
     """``HttpToolsProtocol`` answering ``431`` to a request head over ``MAX_HEAD_BYTES``.
 
-    A subclass that overrides ``on_headers_complete`` or ``on_message_complete`` without
-    calling them here (``ember dev``'s fast path) calls ``_head_complete`` and
-    ``_message_complete`` itself.
+    A subclass that overrides ``on_headers_complete``, ``on_body`` or ``on_message_complete``
+    without calling them here (``ember dev``'s fast path) calls ``_head_complete``,
+    ``_body_arrived`` and ``_message_complete`` itself.
     """
 
     def __init__(self, *args: object, gate: ConnectionGate | None = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._in_head = True  # a request's head is being read (or the next one may start)
         self._head_bytes = 0  # bytes read since then
+        self._framing_bytes = 0  # in a body: bytes read since its last body byte (or its head)
         self._gate = gate
         self._counted = False  # the gate counted this connection (release it once)
         self._head_timer: asyncio.TimerHandle | None = None
@@ -86,27 +92,51 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             self._body_clock.received += len(data)
         # A read that would take the head past the bound is parsed only up to it: a head that
         # has not ended there is refused, even if its end came in the same read (asyncio hands
-        # over up to 256 KiB at once); what follows an ended head is parsed as usual.
-        while self._in_head and self._head_bytes + len(data) > MAX_HEAD_BYTES:
-            room = MAX_HEAD_BYTES - self._head_bytes
-            self._head_bytes = MAX_HEAD_BYTES
+        # over up to 256 KiB at once); what follows an ended head is parsed as usual. Within a
+        # body the same holds for what is not body (chunk framing, a chunk's extension, the
+        # trailers after the last chunk): past the bound since the last body byte, refused.
+        while True:
+            in_head = self._in_head
+            used = self._head_bytes if in_head else self._framing_bytes
+            if used + len(data) <= MAX_HEAD_BYTES:
+                break
+            room = MAX_HEAD_BYTES - used
+            if in_head:
+                self._head_bytes = MAX_HEAD_BYTES  # _head_complete resets it
+            else:
+                self._framing_bytes = MAX_HEAD_BYTES  # _body_arrived resets it
             super().data_received(data[:room])
-            if self._head_bytes == MAX_HEAD_BYTES:  # no head ended within the bound
-                if self._in_head and not self.transport.is_closing():
-                    self._refuse()
-                return
             if self.transport.is_closing() or self.transport.get_protocol() is not self:
                 return  # answered, or upgraded (uvicorn passes nothing more on either)
+            if in_head and self._in_head and self._head_bytes == MAX_HEAD_BYTES:
+                self._refuse()  # no head ended within the bound
+                return
+            if not in_head and not self._in_head and self._framing_bytes == MAX_HEAD_BYTES:
+                self._refuse_framing()  # no body byte came within the bound, nor the end
+                return
             data = data[room:]
         if self._in_head:
             self._head_bytes += len(data)
+        else:
+            self._framing_bytes += len(data)
         super().data_received(data)
         if not self._in_head and self._body_clock is None and self._gate is not None:
             self._start_body_clock()  # a head ended in this read, its body did not
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._in_head:
+            super().on_header(name, value)
+        # else a trailer field (after a chunked body's last chunk). uvicorn appended it to the
+        # request's headers (scope["headers"]), after the application had them; RFC 9110 6.5.1
+        # lets a recipient discard trailers, and none of ember's routes reads them.
+
     def on_headers_complete(self) -> None:
         self._head_complete()
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_arrived()
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -130,6 +160,10 @@ class BoundedHeadProtocol(HttpToolsProtocol):
     def _head_complete(self) -> None:
         self._in_head = False
         self._head_bytes = 0
+        self._framing_bytes = 0
+
+    def _body_arrived(self) -> None:
+        self._framing_bytes = 0  # the bound counts what is not body since the last body byte
         self._cancel_head_timer()
 
     def _message_complete(self) -> None:
@@ -139,6 +173,13 @@ class BoundedHeadProtocol(HttpToolsProtocol):
 
     def _refuse(self) -> None:
         self._answer_and_close(431, "Request Header Fields Too Large", _MESSAGE)
+
+    def _refuse_framing(self) -> None:
+        message = (
+            f"Request Header Fields Too Large: the chunked body's trailers (or its framing "
+            f"between two body bytes) exceed {MAX_HEAD_BYTES // 1024} KiB\n"
+        ).encode("ascii")
+        self._answer_mid_body(431, "Request Header Fields Too Large", message)
 
     def _address(self) -> str | None:
         return self.client[0] if self.client else None
@@ -205,17 +246,22 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             self._body_timer = self.loop.call_later(left, self._body_deadline)
             return
         self._body_clock = None
+        self._answer_mid_body(408, "Request Timeout", timeout_message(self._gate.limits))
+
+    def _answer_mid_body(self, status: int, reason: str, body: bytes) -> None:
+        """Refuse the request whose body is being read, and close."""
         cycle = self.cycle
-        if not isinstance(cycle, RequestResponseCycle) or cycle.response_started:
-            # Answered already (without reading the body): a 408 now would be read as the
-            # answer to the client's next request. Only the connection ends.
+        if not isinstance(cycle, RequestResponseCycle) or cycle.response_started or self.pipeline:
+            # Answered already (without reading the body): an answer now would be read as the
+            # answer to the client's next request; or queued behind a running request, whose
+            # answer it would cut into. Only the connection ends.
             self.transport.close()
             return
         # The application sees the client gone (its half body is never a request), and what
         # it still sends goes nowhere (uvicorn's send drops it once disconnected).
         cycle.disconnected = True
         cycle.message_event.set()
-        self._write_answer(408, "Request Timeout", timeout_message(self._gate.limits))
+        self._write_answer(status, reason, body)
         self.transport.close()
 
     def _answer_and_close(self, status: int, reason: str, body: bytes) -> None:
