@@ -106,7 +106,7 @@ class BodyClock:
         """Count from ``now`` (a pipelined request's, when it starts after the one before)."""
         self._start = now
         self._held_at_start = self._flow.held_s(now)
-        self.received = 0  # bytes read since the head ended (framing included)
+        self.received = 0  # bytes read since the head ended (framing included after its read)
 
     def left(self, now: float) -> float:
         """Seconds until the deadline (zero or less: passed)."""

@@ -157,7 +157,7 @@ class FastHttpProtocol(BoundedHeadProtocol):
 
     def on_body(self, body: bytes) -> None:
         if self._candidate:
-            self._body_arrived()
+            self._body_arrived(len(body))
             self._body.append(body)
             return
         super().on_body(body)

@@ -58,6 +58,7 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self._in_head = True  # a request's head is being read (or the next one may start)
         self._head_bytes = 0  # bytes read since then
         self._framing_bytes = 0  # in a body: bytes read since its last body byte (or its head)
+        self._head_read_body = 0  # body bytes parsed since the last head ended, in its read
         self._gate = gate
         self._counted = False  # the gate counted this connection (release it once)
         self._head_timer: asyncio.TimerHandle | None = None
@@ -135,7 +136,7 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
-        self._body_arrived()
+        self._body_arrived(len(body))
         super().on_body(body)
 
     def on_message_complete(self) -> None:
@@ -161,9 +162,11 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self._in_head = False
         self._head_bytes = 0
         self._framing_bytes = 0
+        self._head_read_body = 0
 
-    def _body_arrived(self) -> None:
+    def _body_arrived(self, size: int) -> None:
         self._framing_bytes = 0  # the bound counts what is not body since the last body byte
+        self._head_read_body += size  # (read only by _start_body_clock, after the head's read)
         self._cancel_head_timer()
 
     def _message_complete(self) -> None:
@@ -223,6 +226,8 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             return  # answered (a bad request), or upgraded
         assert self._gate is not None  # invariant: called only with a gate
         self._body_clock = BodyClock(self._gate.limits, self.flow, self.loop.time())
+        # What of the body came in the head's own read earns its time as later reads do.
+        self._body_clock.received = self._head_read_body
         self._body_timer = self.loop.call_later(
             self._gate.limits.body_timeout_s, self._body_deadline
         )

@@ -51,8 +51,8 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 @asynccontextmanager
-async def serving() -> AsyncIterator[int]:
-    gate = ConnectionGate(LIMITS)
+async def serving(limits: ConnectionLimits = LIMITS) -> AsyncIterator[int]:
+    gate = ConnectionGate(limits)
     http = functools.partial(BoundedHeadProtocol, gate=gate)
     config = uvicorn.Config(app, http=http, lifespan="off", log_level="error")  # type: ignore[arg-type]
     listener = socket.create_server(("127.0.0.1", 0))
@@ -174,3 +174,30 @@ def test_a_body_never_sent_after_100_continue_gets_408() -> None:
     reply = asyncio.run(run())
     assert reply.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 408 Request Timeout\r\n")
     assert b"(server.body_timeout" in reply
+
+
+def test_body_bytes_in_the_heads_read_earn_their_time() -> None:
+    # 1 s per KiB: the 8 KiB that came with the head move the deadline from 2 s to 10 s, so
+    # the last byte, sent 5 s later, is in time.
+    limits = ConnectionLimits(body_timeout_s=2, body_min_rate=1024)
+
+    async def run() -> bytes:
+        async with serving(limits) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            body = b"b" * 8192
+            writer.write(
+                b"POST /fast HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body) + 1, body)
+            )
+            await asyncio.sleep(5)
+            try:
+                writer.write(b"!")
+                writer.write_eof()
+            except OSError:
+                pass  # answered (408) and closed already
+            reply = await asyncio.wait_for(reader.read(), PATIENCE_S)
+            writer.close()
+            return reply
+
+    reply = asyncio.run(run())
+    assert reply.startswith(b"HTTP/1.1 200 ") and reply.endswith(b"/fast 8193"), reply[:300]
