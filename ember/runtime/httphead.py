@@ -163,11 +163,11 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._framing_bytes = 0
         self._head_read_body = 0
+        self._cancel_head_timer()
 
     def _body_arrived(self, size: int) -> None:
         self._framing_bytes = 0  # the bound counts what is not body since the last body byte
         self._head_read_body += size  # (read only by _start_body_clock, after the head's read)
-        self._cancel_head_timer()
 
     def _message_complete(self) -> None:
         self._in_head = True  # a pipelined request may follow on this connection

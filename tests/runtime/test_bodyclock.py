@@ -201,3 +201,31 @@ def test_body_bytes_in_the_heads_read_earn_their_time() -> None:
 
     reply = asyncio.run(run())
     assert reply.startswith(b"HTTP/1.1 200 ") and reply.endswith(b"/fast 8193"), reply[:300]
+
+
+def test_a_kept_alive_connections_next_head_gets_its_own_head_deadline() -> None:
+    """The head's deadline ends with the head: a GET's stale timer must not fire on the next
+    request's head, which started later on the same connection and has its own full period."""
+    limits = ConnectionLimits(head_timeout_s=2, keepalive_timeout_s=30, body_timeout_s=2)
+
+    async def run() -> bytes:
+        async with serving(limits) as port:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /first HTTP/1.1\r\nHost: t\r\n\r\n")  # its head timer: 2 s
+            await writer.drain()
+            first = await _until(reader, b"/first 0")
+            await asyncio.sleep(1.0)
+            # The next head in two parts 1.5 s apart: within its own 2 s, but past the end of
+            # the first request's period.
+            writer.write(b"GET /next HTTP/1.1\r\n")
+            await writer.drain()
+            await asyncio.sleep(1.5)
+            writer.write(b"Host: t\r\n\r\n")
+            await writer.drain()
+            second = await asyncio.wait_for(reader.read(65536), PATIENCE_S)
+            writer.close()
+            return first + second
+
+    said = asyncio.run(run())
+    assert b"408" not in said, said
+    assert said.count(b"HTTP/1.1 200") == 2, said
