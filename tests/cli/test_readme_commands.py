@@ -30,8 +30,9 @@ OTHER_DOCS = (
     "ember/bindings/README.md",
 )
 
-# Flags the README shows for programs other than ember (training, bench, SGLang's launcher).
-OTHER_PROGRAMS_FLAGS = {"--install", "--record", "--plot", "--tp"}
+# Flags the README shows for programs other than ember (training, bench, SGLang's launcher,
+# vLLM's server).
+OTHER_PROGRAMS_FLAGS = {"--install", "--record", "--plot", "--tp", "--enable-request-id-headers"}
 
 
 @dataclass(frozen=True)
