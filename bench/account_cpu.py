@@ -32,8 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.log_flood import _client  # noqa: E402
-from bench.platform_ab import ServePlatform, ab_arguments, run_ab  # noqa: E402
+from bench.platform_ab import ServePlatform, ab_arguments, keepalive_client, run_ab  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 SPINNER = """\
@@ -75,11 +74,14 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
     flooders = []
     if kind == "flood":
         flooders = [
-            asyncio.create_task(_client(platform.port, host, stop)) for host in platform.flood_hosts
+            asyncio.create_task(keepalive_client(platform.port, host, "/", stop))
+            for host in platform.flood_hosts
         ]
         await asyncio.sleep(0.5)  # the flood is under way before the victim is measured
     started = time.perf_counter()
-    victim = asyncio.create_task(_client(platform.port, "spin.victim.localhost", stop, latencies))
+    victim = asyncio.create_task(
+        keepalive_client(platform.port, "spin.victim.localhost", "/", stop, latencies)
+    )
     await asyncio.sleep(args.seconds)
     stop.set()
     await victim

@@ -32,7 +32,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.platform_ab import ServePlatform, ab_arguments, run_ab  # noqa: E402
+from bench.platform_ab import ServePlatform, ab_arguments, keepalive_client, run_ab  # noqa: E402
 from tests.serve.conftest import upload  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -96,36 +96,6 @@ class Platform(ServePlatform):
         assert reply.status_code == 200, reply.text
 
 
-async def _client(
-    port: int,
-    host: str,
-    path: str,
-    stop: asyncio.Event,
-    latencies: list[float] | None = None,
-) -> int:
-    """Requests to ``host`` one after the other on one keep-alive connection until ``stop``."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    done = 0
-    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
-    try:
-        while not stop.is_set():
-            started = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            body = await reader.readexactly(length)
-            assert head.startswith(b"HTTP/1.1 200"), head + body
-            if latencies is not None:
-                latencies.append((time.perf_counter() - started) * 1e3)
-            done += 1
-    finally:
-        writer.close()
-    return done
-
-
 def _percentiles(latencies: list[float]) -> tuple[float, float]:
     ordered = sorted(latencies)
     return (
@@ -139,7 +109,9 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
     flooders = []
     if kind == "flood":
         flooders = [
-            asyncio.create_task(_client(platform.port, "writer.flood.localhost", "/flood", stop))
+            asyncio.create_task(
+                keepalive_client(platform.port, "writer.flood.localhost", "/flood", stop)
+            )
             for _ in range(args.flood_connections)
         ]
         await asyncio.sleep(0.5)  # the flood is under way before the victim is measured
@@ -150,7 +122,9 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
     for index in range(args.victim_connections):
         path, into = ("/get", gets) if index % 2 == 0 else ("/put", puts)
         victims.append(
-            asyncio.create_task(_client(platform.port, "app.victim.localhost", path, stop, into))
+            asyncio.create_task(
+                keepalive_client(platform.port, "app.victim.localhost", path, stop, into)
+            )
         )
     await asyncio.sleep(args.seconds)
     stop.set()

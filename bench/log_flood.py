@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.platform_ab import ServePlatform, ab_arguments, run_ab  # noqa: E402
+from bench.platform_ab import ServePlatform, ab_arguments, keepalive_client, run_ab  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 VICTIM = """\
@@ -80,38 +80,12 @@ class Platform(ServePlatform):
         self.deploy("flood", {"printer": printer, "noop": NOOP})
 
 
-async def _client(
-    port: int, host: str, stop: asyncio.Event, latencies: list[float] | None = None
-) -> int:
-    """Requests to ``host`` one after the other on one keep-alive connection until ``stop``."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    done = 0
-    request = f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
-    try:
-        while not stop.is_set():
-            started = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            await reader.readexactly(length)
-            assert head.startswith(b"HTTP/1.1 200"), head
-            if latencies is not None:
-                latencies.append((time.perf_counter() - started) * 1e3)
-            done += 1
-    finally:
-        writer.close()
-    return done
-
-
 async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict:
     stop = asyncio.Event()
     latencies: list[float] = []
     flood = {"print": "printer", "noop": "noop"}.get(kind)
     flooder = (
-        asyncio.create_task(_client(platform.port, f"{flood}.flood.localhost", stop))
+        asyncio.create_task(keepalive_client(platform.port, f"{flood}.flood.localhost", "/", stop))
         if flood
         else None
     )
@@ -120,7 +94,9 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
     cpu = cpu_seconds(platform.process.pid)
     started = time.perf_counter()
     victims = [
-        asyncio.create_task(_client(platform.port, "hello.victim.localhost", stop, latencies))
+        asyncio.create_task(
+            keepalive_client(platform.port, "hello.victim.localhost", "/", stop, latencies)
+        )
         for _ in range(args.victim_connections)
     ]
     await asyncio.sleep(args.seconds)

@@ -189,3 +189,34 @@ def run_ab(
             for platform in platforms:
                 platform.stop()
     write_record(module, args, phases, median_summary(phases, kinds, metrics), load_before)
+
+
+async def keepalive_client(
+    port: int,
+    host: str,
+    path: str,
+    stop: asyncio.Event,
+    latencies: list[float] | None = None,
+) -> int:
+    """GETs of ``path`` to ``host`` one after the other on one keep-alive connection until
+    ``stop``; each answer must be a 200. Returns how many; ``latencies`` gets each one's ms."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    done = 0
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    try:
+        while not stop.is_set():
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            body = await reader.readexactly(length)
+            assert head.startswith(b"HTTP/1.1 200"), head + body
+            if latencies is not None:
+                latencies.append((time.perf_counter() - started) * 1e3)
+            done += 1
+    finally:
+        writer.close()
+    return done

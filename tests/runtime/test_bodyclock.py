@@ -11,16 +11,12 @@ however long that wait; one that does not send it gets ``408``.
 from __future__ import annotations
 
 import asyncio
-import functools
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
-import uvicorn
 from starlette.types import Receive, Scope, Send
 
-from ember.runtime.connguard import ConnectionGate, ConnectionLimits
-from ember.runtime.httphead import BoundedHeadProtocol
+from ember.runtime.connguard import ConnectionLimits
+from tests.runtime.protocol_server import protocol_server
 
 LIMITS = ConnectionLimits(body_timeout_s=2, body_min_rate=1024**3)  # no allowance for progress
 HOLD_S = 4.0  # how long the app keeps the body waiting: twice the deadline
@@ -50,21 +46,8 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": answer})
 
 
-@asynccontextmanager
-async def serving(limits: ConnectionLimits = LIMITS) -> AsyncIterator[int]:
-    gate = ConnectionGate(limits)
-    http = functools.partial(BoundedHeadProtocol, gate=gate)
-    config = uvicorn.Config(app, http=http, lifespan="off", log_level="error")  # type: ignore[arg-type]
-    listener = socket.create_server(("127.0.0.1", 0))
-    server = uvicorn.Server(config)
-    task = asyncio.ensure_future(server.serve(sockets=[listener]))
-    try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        yield listener.getsockname()[1]
-    finally:
-        server.should_exit = True
-        await task
+def serving(limits: ConnectionLimits = LIMITS) -> AbstractAsyncContextManager[int]:
+    return protocol_server(app, limits)
 
 
 async def _until(reader: asyncio.StreamReader, marker: bytes) -> bytes:

@@ -9,16 +9,14 @@ serves a small ASGI app on loopback; the client is a raw socket.
 from __future__ import annotations
 
 import asyncio
-import functools
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
-import uvicorn
 from starlette.types import Receive, Scope, Send
 
-from ember.runtime.connguard import ConnectionGate, ConnectionLimits
-from ember.runtime.httphead import MAX_HEAD_BYTES, BoundedHeadProtocol
+from ember.runtime.connguard import ConnectionLimits
+from ember.runtime.httphead import MAX_HEAD_BYTES
+from tests.runtime.protocol_server import protocol_server
 
 PATIENCE_S = 60.0
 HEAD = b"POST /x HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -45,21 +43,8 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": answer})
 
 
-@asynccontextmanager
-async def serving() -> AsyncIterator[int]:
-    gate = ConnectionGate(ConnectionLimits())
-    http = functools.partial(BoundedHeadProtocol, gate=gate)
-    config = uvicorn.Config(app, http=http, lifespan="off", log_level="error")  # type: ignore[arg-type]
-    listener = socket.create_server(("127.0.0.1", 0))
-    server = uvicorn.Server(config)
-    task = asyncio.ensure_future(server.serve(sockets=[listener]))
-    try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        yield listener.getsockname()[1]
-    finally:
-        server.should_exit = True
-        await task
+def serving() -> AbstractAsyncContextManager[int]:
+    return protocol_server(app, ConnectionLimits())
 
 
 async def _exchange(parts: list[bytes]) -> bytes:
