@@ -92,9 +92,14 @@ def _mirror(candidates: list[str]) -> tuple[list[Bind], list[tuple[str, str]]]:
             if _under(real, reserved) or _under(reserved, real):
                 raise SandboxError("rootfs", f"{real} overlaps the reserved path {reserved}")
         binds.append(Bind(real, real, os.path.isdir(real)))
-    for nominal in candidates:
+    # Shortest first: a path beneath an aliased directory (a venv's site-packages under a
+    # symlinked venv) is reached through that alias, and creating its own link would need to
+    # traverse the alias before the new root exists.
+    for nominal in sorted(set(candidates), key=lambda p: (len(p), p)):
         real = os.path.realpath(nominal)
-        if nominal != real and not any(_under(nominal, b.target) for b in binds):
+        if nominal == real or any(_under(nominal, b.target) for b in binds):
+            continue
+        if not any(_under(nominal, path) for path, _ in links):
             links.append((nominal, real))
     return binds, links
 
