@@ -128,3 +128,25 @@ def test_ember_dev_reads_requirements_txt(tmp_path: Path) -> None:
     with DevProcess(project, state=tmp_path / "state") as dev:
         page = httpx.get(dev.url, headers={"accept": "text/plain"}, timeout=10).text
     assert "requirements.txt lists opencv-python-headless==4.10.0.84" in page, page
+
+
+@pytest.mark.parametrize(
+    ("path", "noted"),
+    [
+        ("/app/python_modules/bcrypt/_bcrypt.abi3.so", True),
+        ("/app/python_modules/x.cpython-311-x86_64-linux-gnu.so", True),
+        ("/usr/lib/python3/dist-packages/bcrypt/_bcrypt.abi3.so", False),  # ember's own env
+        ("/app/python_modules/bcrypt/__init__.py", False),
+        ("/application/x.so", False),
+    ],
+)
+def test_only_an_uploaded_compiled_extension_gets_the_native_code_note(
+    path: str, noted: bool
+) -> None:
+    from ember.runtime.isolate.missing_module import compiled_extension_hint
+
+    failure = ImportError(f"{path}: failed to map segment from shared object")
+    note = compiled_extension_hint(failure, Path("/app"))
+    assert bool(note) is noted
+    if noted:
+        assert note.startswith(path.removeprefix("/app/") + " is a compiled extension module")

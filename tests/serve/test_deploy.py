@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import collections
+import importlib.util
+from pathlib import Path
+
+import pytest
 
 from ember.runtime.deployments.multipart import Part
 from tests.serve.conftest import (
@@ -140,6 +144,28 @@ def test_python_modules_and_secret_changes_reach_the_worker(serve: ServeProcess)
         assert serve.worker("vendor", "mods").text == "vendored helped tok-123"
         api.delete(f"/accounts/{account_id}/workers/scripts/mods/secrets/TOKEN")
         assert serve.worker("vendor", "mods").text == "vendored helped None"
+
+
+def test_a_vendored_compiled_extension_is_refused_with_what_to_do(serve: ServeProcess) -> None:
+    """A package with compiled code vendored into python_modules/ (as the missing-module hint
+    suggests for pure-Python ones) cannot be loaded from a deployed worker's files (mounted
+    without exec rights; on Cloudflare, Pyodide loads no Linux builds either): the refusal must
+    say so and what to do, not only the loader's 'failed to map segment'."""
+    found = importlib.util.find_spec("xxlimited")  # CPython's example extension module
+    if found is None or not found.origin or not found.origin.endswith(".so"):
+        pytest.skip("this Python has no xxlimited extension module to vendor")
+    account_id, token = permanent_account(serve, "native")
+    source = "import xxlimited\nasync def on_fetch(request, env):\n    return 'x'\n"
+    name = "python_modules/" + Path(found.origin).name
+    extra = [Part(name, name, "application/octet-stream", Path(found.origin).read_bytes())]
+    with serve.api(token) as api:
+        reply = put_worker(api, account_id, "ext", source, extra=extra)
+    if reply.status_code == 200:
+        pytest.skip("this host runs workers without a mount namespace: the extension loads")
+    message = reply.json()["errors"][0]["message"]
+    assert reply.json()["errors"][0]["code"] == 10021
+    assert f"/app/{name}" in message and "compiled extension" in message, message
+    assert "Install the package into the Python environment ember serve" in message, message
 
 
 def test_wrangler_placeholder_answers_clearly_then_python_replaces_it(

@@ -37,7 +37,7 @@ from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import Console, ConsoleOut, ConsoleStream
 from ember.runtime.isolate.cpumeter import CpuMeter
 from ember.runtime.isolate.events import EventRunner
-from ember.runtime.isolate.missing_module import missing_module_hint
+from ember.runtime.isolate.missing_module import compiled_extension_hint, missing_module_hint
 from ember.runtime.isolate.socket_writer import SocketWriter
 from ember.runtime.isolate.syntax_note import syntax_hint
 from ember.runtime.isolate.tracebacks import format_user_traceback, user_message
@@ -230,6 +230,9 @@ def _load_error(exc: BaseException, spec: dict[str, Any]) -> LoadError:
     elif isinstance(exc, ModuleNotFoundError):
         requirements = [Requirement.from_wire(r) for r in spec.get("requirements") or ()]
         hint = missing_module_hint(exc, Path(str(spec.get("code_dir", "."))), requirements)
+        message, traceback = _with_note(message, traceback, hint)
+    elif isinstance(exc, ImportError):
+        hint = compiled_extension_hint(exc, Path(str(spec.get("code_dir", "."))))
         message, traceback = _with_note(message, traceback, hint)
     return LoadError(kind, message[:60_000], traceback)
 

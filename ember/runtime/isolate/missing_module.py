@@ -10,6 +10,7 @@ a staged copy of the modules, where neither file is), and both ways out.
 
 from __future__ import annotations
 
+import importlib.machinery
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -65,5 +66,25 @@ def missing_module_hint(
         f"{where}: a worker imports the packages of ember's own Python environment and the "
         f"project's python_modules/ folder. Install it into ember's environment for ember dev "
         f"({install}, with ember's pip), or vendor it into python_modules/ so a deploy "
-        f"uploads it."
+        f"uploads it (pure-Python packages only: one with compiled extensions must be installed "
+        f"into the environment of the ember serve that runs the worker)."
+    )
+
+
+def compiled_extension_hint(exc: ImportError, code_dir: Path) -> str:
+    """The note for a compiled extension module uploaded with the worker that failed to load,
+    or ``""`` for any other import error. A deployed worker's files are mounted without exec
+    rights, so the loader's own words ("failed to map segment from shared object") are all the
+    author would see; on Cloudflare, Pyodide loads no Linux builds either."""
+    path = exc.path or str(exc).split(":", 1)[0]
+    root = str(code_dir).rstrip("/") + "/"
+    suffixes = (*importlib.machinery.EXTENSION_SUFFIXES, ".so")
+    if not path.startswith(root) or not path.endswith(suffixes):
+        return ""
+    name = path[len(root) :]
+    return (
+        f"{name} is a compiled extension module: a deployed worker cannot load native code from "
+        f"its own files (as on Cloudflare, where only Pyodide's builds load). Install the package "
+        f"into the Python environment ember serve runs from (the operator's pip), and leave it "
+        f"out of python_modules/; vendor pure-Python packages only."
     )
