@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ember.bindings.ai.failures import Failure
 from ember.models.api.errors import NO_SUCH_MODEL
+from ember.models.catalog import SHIPPED_CHECKPOINTS
 
 
 def no_such_model(
@@ -50,7 +51,14 @@ def unknown_model_hint(
         if project_config
         else f"in the platform's config (ember serve --config, {key}): ask its operator"
     )
+    shipped = ""
+    if project_config:  # never on ember serve: tenants do not see the operator's paths
+        shipped = (
+            f" To try the code with one of ember's own tiny models, use its directory: "
+            f"{SHIPPED_CHECKPOINTS / 'glm4moe-tiny'} (or kimi-tiny, glmdsa-tiny beside it)."
+        )
     return (
         f"ember serves {listed} here. To answer {model} here, map it to a local checkpoint "
-        f"{where}; a checkpoint directory holds config.json, *.safetensors and tokenizer.json."
+        f"{where}; a checkpoint directory holds config.json, *.safetensors and "
+        f"tokenizer.json.{shipped}"
     )

@@ -5,6 +5,7 @@ the catalog lacks needs a checkpoint directory."""
 from __future__ import annotations
 
 from ember.bindings.ai.unknown_model import no_such_model
+from ember.models.catalog import SHIPPED_CHECKPOINTS
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 OTHER = "@cf/meta/llama-3.1-8b-instruct"
@@ -32,3 +33,13 @@ def test_an_id_the_catalog_lacks_needs_a_checkpoint() -> None:
         text = no_such_model(OTHER, [GLM], project_config, in_catalog=False).description
         assert f'ai.models."{OTHER}".checkpoint: <checkpoint directory>' in text, text
         assert "config.json, *.safetensors and tokenizer.json" in text
+
+
+def test_an_id_the_catalog_lacks_names_the_shipped_checkpoints_in_a_project_only() -> None:
+    """A project author porting a worker that calls a model the catalog lacks learns where a
+    shipped tiny checkpoint is; the platform's tenants never see the operator's paths."""
+    shipped = str(SHIPPED_CHECKPOINTS / "glm4moe-tiny")
+    assert (SHIPPED_CHECKPOINTS / "glm4moe-tiny" / "config.json").is_file()
+    assert shipped in no_such_model(OTHER, [], True, in_catalog=False).description
+    assert shipped not in no_such_model(OTHER, [], False, in_catalog=False).description
+    assert str(SHIPPED_CHECKPOINTS) not in no_such_model(OTHER, [], False).description
