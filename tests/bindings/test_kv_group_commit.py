@@ -62,7 +62,9 @@ class BrokenPool:
 def _write(rng: random.Random) -> KVWrite:
     expiration = rng.choice([None, None, int(NOW) + 600, int(NOW) - 5])  # past: invisible
     metadata = rng.choice([None, f'{{"v": {rng.randrange(100)}}}', '"text"'])
-    value = rng.randbytes(rng.choice([0, 10, 300, 3_000, 9_000]))
+    # Now and then one past every group's byte bound: committed alone, and it moves its
+    # owner's later writes behind the other owners' (the writer shares its time by bytes).
+    value = rng.randbytes(rng.choice([0, 10, 300, 3_000, 9_000, 0, 10, 300, 3_000, 1_100_000]))
     return KVWrite(rng.choice(KEYS), value, expiration, metadata)
 
 
