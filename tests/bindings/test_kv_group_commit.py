@@ -219,7 +219,8 @@ from ember.bindings.kv.store import KVStore
 async def writer(kv, task):
     for n in range(100_000):
         key = f"t{task}-{n}"
-        await kv.put(f"acct-{task % 3}", "ns", key, key.encode() * 50)
+        # Task 0's values are large: the checkpointer folds the log in meanwhile.
+        await kv.put(f"acct-{task % 3}", "ns", key, key.encode() * (20_000 if task == 0 else 50))
         print(key, flush=True)  # acknowledged: its group committed
 
 async def main():
@@ -233,8 +234,9 @@ asyncio.run(main())
 
 
 def test_writes_acknowledged_in_groups_survive_kill_9(tmp_path: Path) -> None:
-    """Eight writers at once (so their writes commit in groups), killed mid-flight: every
-    write acknowledged before the kill is in the file when it is opened again."""
+    """Eight writers at once (so their writes commit in groups, and one's large values keep
+    the checkpointer busy), killed mid-flight: every write acknowledged before the kill is in
+    the file when it is opened again."""
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     path = tmp_path / "kv.sqlite3"
@@ -253,7 +255,8 @@ def test_writes_acknowledged_in_groups_survive_kill_9(tmp_path: Path) -> None:
     try:
         for key in acknowledged:
             entry = store.get("ns", key)
-            assert entry is not None and entry.value == key.encode() * 50, key
+            repeat = 20_000 if key.startswith("t0-") else 50
+            assert entry is not None and entry.value == key.encode() * repeat, key
     finally:
         store.close()
 

@@ -14,6 +14,8 @@ Owns durability and ordering, not validation (``limits.py`` does that, for every
   values and metadata, plus ``ENTRY_OVERHEAD_BYTES`` per entry for the row around them),
   updated in the same transaction as every write and delete, so a ``KVQuota`` on a put (the
   platform's per-account limit) is exact and bounds the disk it costs.
+- The write-ahead log is folded into the file by a checkpointer thread with its own connection
+  (``checkpointer.py``), not at the end of the writer's commits.
 - Deleted data is overwritten (``secure_delete``), and ``compact`` empties the write-ahead log,
   so a deleted account leaves nothing readable behind.
 - A write the disk has no room for (SQLITE_FULL) is rolled back and raised as ``StorageFull``,
@@ -44,6 +46,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ember import sqlite_space
+from ember.bindings.kv.checkpointer import WRITER_PAGES, Checkpointer
 from ember.bindings.kv.keys import key_bytes
 from ember.bindings.kv.namespaces import NamespaceTable
 from ember.bindings.kv.pool import check_pool
@@ -109,11 +112,14 @@ class KVStore(NamespaceTable, KeyReader, WriteGroups):
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("PRAGMA secure_delete=ON")
+            # Checkpoints run on a thread of their own (checkpointer.py); this is the net.
+            self._db.execute(f"PRAGMA wal_autocheckpoint={WRITER_PAGES}")
             self._db.executescript(SCHEMA)
             self._migrate()
         except sqlite3.Error as exc:  # e.g. "file is not a database": a foreign or torn file
             self._db.close()
             raise KVStoreUnavailable(self.path, exc) from exc
+        self.checkpoints = Checkpointer(self.path)
         # Opened after the schema and WAL are in place; query_only: it must never write, or
         # it would wait for (and take) the writer's lock.
         self._read_lock = threading.Lock()
@@ -189,6 +195,7 @@ class KVStore(NamespaceTable, KeyReader, WriteGroups):
 
     def close(self) -> None:
         """Close the database."""
+        self.checkpoints.close()
         with self._read_lock:
             self._reader.close()
         with self._lock:

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
+from ember.bindings.kv.checkpointer import Checkpointer
 from ember.bindings.kv.records import KVWriteOp
 
 SAVEPOINT = "kv_write"
@@ -32,6 +33,7 @@ class WriteGroups:
     _db: sqlite3.Connection
     _lock: threading.Lock
 
+    checkpoints: Checkpointer
     _transaction: Callable[[], AbstractContextManager[None]]
     _apply_locked: Callable[[KVWriteOp], None]
 
@@ -39,6 +41,7 @@ class WriteGroups:
         """Apply ``op`` in a transaction of its own; returns after its commit (durable)."""
         with self._lock, self._transaction():
             self._apply_locked(op)
+        self.checkpoints.wrote(op.size())
 
     def apply_group(self, ops: Sequence[KVWriteOp]) -> list[BaseException | None]:
         """Apply ``ops`` in order in one transaction; returns, after its commit, each one's
@@ -48,6 +51,7 @@ class WriteGroups:
         with self._lock, self._transaction():
             for op in ops:
                 outcomes.append(self._apply_saved(op))
+        self.checkpoints.wrote(sum(op.size() for op in ops))
         return outcomes
 
     def _apply_saved(self, op: KVWriteOp) -> BaseException | None:
