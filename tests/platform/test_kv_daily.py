@@ -94,3 +94,24 @@ def test_an_invalid_rest_write_is_not_charged(tmp_path: Path) -> None:
         for key in ("a", "b", "c"):  # the whole allowance is still there
             assert client.put(f"{ns}/values/{key}", content=b"1").status_code == 200
         _spent(client.put(f"{ns}/values/d", content=b"4"))
+
+
+def test_an_invalid_bulk_read_or_delete_is_not_charged(tmp_path: Path) -> None:
+    """A bulk read or delete with an empty or over-long key is refused whole, before any key is
+    charged: the day's reads and deletes are all still there afterwards."""
+    with temporary_tenant(tmp_path / "state", CONFIG) as (_platform, account_id, client):
+        ns = _namespace(client, account_id)
+        assert client.put(f"{ns}/values/a", content=b"1").status_code == 200
+        for keys in (["a", ""], ["a", "k" * 600], ["a", "."]):
+            status, code, message = error_of(client.post(f"{ns}/bulk/get", json={"keys": keys}))
+            assert (status, code) in ((400, 10001), (414, 10001)), message
+            assert "bulk item 1" in message, message
+            status, code, message = error_of(client.post(f"{ns}/bulk/delete", json=keys))
+            assert (status, code) in ((400, 10001), (414, 10001)), message
+            assert "bulk item 1" in message, message
+        assert client.get(f"{ns}/values/a").content == b"1"  # nothing was deleted
+        got = client.post(f"{ns}/bulk/get", json={"keys": ["a", "b", "c"]})  # 1 + 3 reads
+        assert got.status_code == 200, got.text
+        _spent(client.get(f"{ns}/values/a"))
+        assert client.post(f"{ns}/bulk/delete", json=["a", "b"]).status_code == 200  # 2
+        _spent(client.delete(f"{ns}/values/c"))

@@ -71,3 +71,21 @@ def _metadata_text(index: int, label: str, item: dict[str, Any]) -> str | None:
         raise BulkItemError(
             index, "metadata", f"{label}: 'metadata' must be JSON (no NaN or Infinity)"
         ) from None
+
+
+def bulk_keys(op: str, keys: list[Any]) -> list[str]:
+    """The keys of a bulk read or delete, each checked as a single ``op`` checks its key;
+    ``BulkItemError`` for one that is no string, ``KVError`` (item named, the single
+    operation's status) for one the KV limits refuse. Checked before any is charged."""
+    for index, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise BulkItemError(
+                index, "key", f"bulk item {index} is {type(key).__name__}, not a key name string"
+            )
+        try:
+            limits.validate_key(op, key)
+        except limits.KVError as exc:
+            raise limits.KVError(
+                op, exc.status, f"bulk item {index} (key {key!r:.100}): {exc.reason}"
+            ) from None
+    return keys

@@ -20,8 +20,9 @@ delete is one transaction: one flush, and a refused item (invalid, or past the q
 the whole request, writing nothing. Every valid operation counts against the account's daily KV
 allowances (``ember.bindings.kv.daily``; the workers' ``env.KV`` spends the same ones): each pair
 of a bulk write, each key of a bulk read or delete, as Cloudflare bills them; past one the
-request is refused whole (429, code 10048). One refused as invalid (400) wrote or read nothing
-and is not counted.
+request is refused whole (429, code 10048). Every item is checked before any is counted: one
+refused as invalid (400, 414; a bulk request with an empty or over-long key) wrote, read or
+deleted nothing and is not counted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ember.bindings.kv import limits
-from ember.bindings.kv.bulk import BulkItemError, bulk_write
+from ember.bindings.kv.bulk import BulkItemError, bulk_keys, bulk_write
 from ember.bindings.kv.daily import REST_MESSAGE, KVDailyLimitExceeded
 from ember.bindings.kv.records import KVWrite
 from ember.bindings.kv.store import KVQuota, KVQuotaExceeded
@@ -235,13 +236,12 @@ async def bulk_put(request: Request) -> Response:
 async def bulk_delete(request: Request) -> Response:
     who, namespace_id = _namespace(request)
     plane = plane_of(request)
-    keys = await _bulk_list(request)
-    for index, key in enumerate(keys):
-        if not isinstance(key, str):
-            raise InvalidRequest(
-                f"bulk delete takes a JSON list of key names; item {index} is "
-                f"{type(key).__name__}, not a string"
-            )
+    try:
+        keys = bulk_keys("DELETE", await _bulk_list(request))  # every key before any charge
+    except BulkItemError as exc:
+        raise InvalidRequest(f"bulk delete takes a JSON list of key names; {exc}") from None
+    except limits.KVError as exc:
+        return _refused(exc)  # nothing deleted, nothing charged
     _spend(request, who, "deletes", len(keys))
     await plane.kv.delete_many(who.account.id, namespace_id, keys)  # one transaction
     return ok({"successful_key_count": len(keys), "unsuccessful_keys": []})
@@ -256,6 +256,10 @@ async def bulk_get(request: Request) -> Response:
         raise InvalidRequest('expected {"keys": ["k1", ...]} (1 to 100 keys)')
     if len(keys) > 100:
         raise InvalidRequest(f"bulk get takes at most 100 keys, got {len(keys)}")
+    try:
+        bulk_keys("GET", keys)  # every key before any charge
+    except limits.KVError as exc:
+        return _refused(exc)  # nothing read, nothing charged
     _spend(request, who, "reads", len(keys))
     as_json = body.get("type") == "json"
     with_metadata = bool(body.get("withMetadata"))
