@@ -4,11 +4,13 @@ Every KV write is appended to the write-ahead log and flushed there (WAL, ``sync
 a checkpoint later copies the logged pages into the database file and flushes that. SQLite runs
 one by itself at the end of the commit that takes the log past 1000 pages, on the committing
 connection: the store's one writer, so a 24 MB value's commit also copied 24 MB into the file
-and flushed it while every other account's write waited (a quarter of its time, measured). Here
-the writer's connection checkpoints only as a safety net (``WRITER_PAGES``, far behind), and
-this thread, with its own connection, runs a PASSIVE checkpoint once ``DUE_BYTES`` were written
-since the last: SQLite lets it run beside the writer's transactions (it copies only committed
-pages, never waits for a lock), so the next write starts as soon as the last one committed.
+and flushed it while every other account's write waited (a fifth to a quarter of its time,
+measured). Here the writer's connection checkpoints only as a safety net (``WRITER_PAGES``),
+and this thread, with its own connection, runs a PASSIVE checkpoint once ``DUE_BYTES`` were
+written since the last: SQLite lets it run beside the writer's transactions (it copies only
+committed pages, never waits for a lock), so the next write starts as soon as the last one
+committed. The price: under a steady flood of large values the log grows to ``WRITER_PAGES``
+before it starts over (a checkpoint rarely ends between two of the writer's transactions).
 
 Durability does not depend on it: a write is acknowledged after its commit flushed the log, and
 a crash mid-checkpoint is redone from the log at the next open. A checkpoint that fails (the
@@ -24,8 +26,11 @@ from pathlib import Path
 
 # SQLite's own default: a checkpoint once the log grew by about this much (1000 4 KiB pages).
 DUE_BYTES = 4 * 1000 * 1024
-# The writer's ``wal_autocheckpoint``: reached only if this thread fell far behind (or died).
-WRITER_PAGES = 32_768
+# The writer's ``wal_autocheckpoint`` (64 MiB): reached when this thread cannot keep up, as under
+# a flood of large values, where the writer starts its next transaction before a checkpoint of
+# the last one ended, so the log cannot restart from its beginning; there the log grows to this
+# bound, most of it already copied (the writer's checkpoint then copies only the rest).
+WRITER_PAGES = 16_384
 log = logging.getLogger("ember.kv")
 
 
