@@ -8,9 +8,10 @@ Reads and writes take different threads, so one tenant's write flood stalls nobo
 - Reads (``get``, ``list``) run on a reader thread with the store's read connection. WAL lets
   them run beside the writer's transaction; they see the last commit. A worker reads its own
   writes: ``put`` returns only after its commit, so a ``get`` after it sees it.
-- Writes (and everything else: namespaces, housekeeping) run on one writer thread that serves
-  each owner's queue in turn (``fair_writer.py``): another account's write waits for at most
-  one write of each busy account, not for a flooder's whole backlog. Key writes queued together
+- Writes (and everything else: namespaces, housekeeping) run on one writer thread that keeps
+  a queue per owner and shares its time among them by bytes (``fair_writer.py``): another
+  account's write waits for the write in progress and at most one write of each busy account,
+  not for a flooder's backlog, nor for the next of its 24 MB values. Key writes queued together
   are committed together, in that order, one flush for the group (``write_group.py``); each is
   still acknowledged only after the commit, with its own outcome. ``group_commit=False`` commits
   each on its own (the reference the grouped path is tested against).

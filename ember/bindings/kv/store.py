@@ -26,8 +26,9 @@ Owns durability and ordering, not validation (``limits.py`` does that, for every
   commit), so a read never waits for a write.
 
 ``KVStore`` is synchronous and thread-safe; ``AsyncKVStore`` (``async_store.py``) runs its reads
-on a reader thread and its writes on a writer thread that serves accounts in turn, so the
-supervisor's event loop never waits on a disk flush and no tenant's writes queue up everybody's.
+on a reader thread and its writes on a writer thread that shares its time among accounts by
+bytes, so the supervisor's event loop never waits on a disk flush and no tenant's writes queue
+up everybody's.
 The schema and the byte accounting are in ``schema.py``, how keys and cursors are encoded in
 ``keys.py``, the namespaces (create, list, rename, delete, an account's bytes) in
 ``namespaces.py``.
