@@ -15,6 +15,11 @@ more connections keep the flooder's requests coming (``quiet``: none). Per phase
 get and put p50 / p99 latency (ms, per request: one KV operation each) and the flooder's KV
 writes per second. Writes ``bench/results/kv_flood.json``: the phases, and per side and kind
 the medians.
+
+``--mode large``: the flooder sends large values instead, over the KV REST API (``PUT
+.../values/{key}``, ``--value-bytes`` each, one key per connection, overwritten), on
+``--flood-connections`` connections; its figure is then large puts per second. Written to
+``bench/results/kv_flood_large.json`` unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -73,9 +78,15 @@ class Platform(ServePlatform):
     def __init__(self, name: str, code: Path, scratch: Path, args: argparse.Namespace) -> None:
         super().__init__(name, code, scratch)
         self._deploy("victim", "app", VICTIM, seed=True)
-        self._deploy("flood", "writer", FLOODER.format(puts=args.puts))
+        self.flood_values, self.flood_auth = self._deploy(
+            "flood", "writer", FLOODER.format(puts=args.puts)
+        )
 
-    def _deploy(self, account: str, name: str, source: str, seed: bool = False) -> None:
+    def _deploy(
+        self, account: str, name: str, source: str, seed: bool = False
+    ) -> tuple[str, dict[str, str]]:
+        """The account with a namespace and the worker bound to it; returns the namespace's
+        REST URL for values and the account's auth header."""
         base, auth = self.account(account)
         namespace = httpx.post(
             f"{base}/storage/kv/namespaces", json={"title": account}, headers=auth, timeout=60
@@ -94,6 +105,22 @@ class Platform(ServePlatform):
             f"{base}/workers/scripts/{name}", content=body, headers=headers | auth, timeout=120
         )
         assert reply.status_code == 200, reply.text
+        return f"{base}/storage/kv/namespaces/{namespace}/values", auth
+
+
+async def large_flooder(platform: Platform, index: int, stop: asyncio.Event, size: int) -> int:
+    """REST puts of ``size``-byte values to one key, one after the other on one connection,
+    until ``stop``; each must be a 200. Returns how many."""
+    value = os.urandom(size)
+    done = 0
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=1)) as client:
+        while not stop.is_set():
+            reply = await client.put(
+                f"{platform.flood_values}/large{index}", content=value, headers=platform.flood_auth
+            )
+            assert reply.status_code == 200, reply.text
+            done += 1
+    return done
 
 
 def _percentiles(latencies: list[float]) -> tuple[float, float]:
@@ -110,11 +137,15 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
     if kind == "flood":
         flooders = [
             asyncio.create_task(
-                keepalive_client(platform.port, "writer.flood.localhost", "/flood", stop)
+                large_flooder(platform, index, stop, args.value_bytes)
+                if args.mode == "large"
+                else keepalive_client(platform.port, "writer.flood.localhost", "/flood", stop)
             )
-            for _ in range(args.flood_connections)
+            for index in range(args.flood_connections)
         ]
-        await asyncio.sleep(0.5)  # the flood is under way before the victim is measured
+        await asyncio.sleep(
+            0.5 if args.mode == "puts" else 2.0
+        )  # the flood is under way before the victim is measured
     gets: list[float] = []
     puts: list[float] = []
     started = time.perf_counter()
@@ -131,6 +162,7 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
     await asyncio.gather(*victims)
     elapsed = time.perf_counter() - started
     flooded = sum(await asyncio.gather(*flooders)) if flooders else 0
+    writes = flooded if args.mode == "large" else flooded * args.puts
     get_p50, get_p99 = _percentiles(gets)
     put_p50, put_p99 = _percentiles(puts)
     return {
@@ -142,8 +174,9 @@ async def phase(platform: Platform, kind: str, args: argparse.Namespace) -> dict
         "victim_put_p99_ms": put_p99,
         "victim_gets": len(gets),
         "victim_puts": len(puts),
-        # Approximate: requests finished over the phase (0.5 s of lead-in included) x puts each.
-        "flood_puts_per_s": round(flooded * args.puts / (elapsed + 0.5), 1),
+        # Approximate: writes finished over the phase, its lead-in included (large mode:
+        # large puts, one a request; else each request's --puts).
+        "flood_puts_per_s": round(writes / (elapsed + (0.5 if args.mode == "puts" else 2.0)), 1),
         "loadavg": os.getloadavg()[0],
     }
 
@@ -164,7 +197,17 @@ def main() -> None:
     parser.add_argument("--victim-connections", type=int, default=2, help="half get, half put")
     parser.add_argument("--flood-connections", type=int, default=4)
     parser.add_argument("--puts", type=int, default=20, help="KV writes per flood request")
-    run_ab("bench.kv_flood", parser.parse_args(), Platform, KINDS, METRICS, phase)
+    parser.add_argument(
+        "--mode",
+        choices=("puts", "large"),
+        default="puts",
+        help="puts: a worker's small KV.puts; large: REST puts of --value-bytes",
+    )
+    parser.add_argument("--value-bytes", type=int, default=4 * 1024 * 1024)
+    args = parser.parse_args()
+    if args.mode == "large" and "--out" not in sys.argv:
+        args.out = RESULTS / "kv_flood_large.json"
+    run_ab("bench.kv_flood", args, Platform, KINDS, METRICS, phase)
 
 
 if __name__ == "__main__":
