@@ -40,7 +40,7 @@ class Checkpointer:
     def __init__(self, path: Path, thread_name: str = "ember-kv-checkpoint") -> None:
         self._path = path
         self._thread_name = thread_name
-        self.lock = threading.Lock()  # held for each checkpoint (and by close)
+        self.lock = threading.Lock()  # held for each checkpoint: hold it to hold them off
         self._cond = threading.Condition()
         self._written = 0  # bytes written since the last checkpoint was asked for
         self._due = False  # asked for, not yet begun
