@@ -1,4 +1,5 @@
-"""``Headers``: the Fetch API's case-insensitive, multi-valued header map, usable as a dict."""
+"""``Headers``: the Fetch API's case-insensitive, multi-valued header map, usable as a dict
+(a missing name reads as None, as on Python Workers)."""
 
 from __future__ import annotations
 
@@ -78,11 +79,12 @@ class Headers:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.has(name)
 
-    def __getitem__(self, name: str) -> str:
-        value = self.get(name)
-        if value is None:
-            raise KeyError(name)
-        return value  # type: ignore[no-any-return]
+    def __getitem__(self, name: str) -> str | None:
+        # None for a missing name, not KeyError, as on the platform: Pyodide's proxy of a JS
+        # Headers indexes with headers.get() (null), and the SDK's workers.Request.headers is
+        # an http.client.HTTPMessage, whose [] is get(). Cloudflare's own examples rely on it:
+        # `SimpleCookie(request.headers["Cookie"] or "")`.
+        return self.get(name)  # type: ignore[no-any-return]
 
     def __setitem__(self, name: str, value: Any) -> None:
         self.set(name, value)
@@ -97,11 +99,11 @@ class Headers:
 
     def values(self) -> list[str]:
         """Joined values, in the order of ``keys()``."""
-        return [self[n] for n in self.keys()]
+        return [self.get(n) for n in self.keys()]
 
     def items(self) -> list[tuple[str, str]]:
         """``(name, joined value)`` pairs, as a dict would give them."""
-        return [(n, self[n]) for n in self.keys()]
+        return [(n, self.get(n)) for n in self.keys()]
 
     def entries(self) -> list[tuple[str, str]]:
         """JS iteration's pairs (the Fetch standard's "sort and combine"): one per name with
@@ -112,7 +114,7 @@ class Headers:
             if name == "set-cookie":
                 pairs.extend((name, value) for value in self.get_all(name))
             else:
-                pairs.append((name, self[name]))
+                pairs.append((name, self.get(name)))
         return pairs
 
     def __iter__(self) -> Iterator[str]:
