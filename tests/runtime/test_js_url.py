@@ -52,6 +52,21 @@ def test_search_params_read_and_serialise_as_js() -> None:
         URLSearchParams.new([["only-one"]])
 
 
+def test_search_params_index_like_pyodide_proxies() -> None:
+    # Pyodide gives a JS object with get/set/has/size a mapping's operators: params["k"] is
+    # params.get("k") (None when missing), `in` is has(), len() is size, params["k"] = v is
+    # set(). Cloudflare's CORS-proxy example reads url.searchParams["apiurl"].
+    url = URL.new("https://w.dev/corsproxy/?apiurl=https%3A%2F%2Fa.com%2Fx&a=1&a=2")
+    params = url.searchParams
+    assert params["apiurl"] == "https://a.com/x"
+    assert params["a"] == "1" and params["missing"] is None
+    assert ("a" in params, "missing" in params, 3 in params) == (True, False, False)
+    assert len(params) == 3
+    params["a"] = "9"
+    del params["apiurl"]
+    assert url.search == "?a=9"
+
+
 def test_search_params_edits_follow_js_rules() -> None:
     params = URLSearchParams.new("a=1&b=2&a=3")
     params.set("a", "9")

@@ -1,16 +1,16 @@
 """JavaScript's ``URL`` and ``URLSearchParams`` for ``from js import URL, URLSearchParams``.
 
 Python Workers code (and the runtime SDK's own ASGI adapter) reads a request's query the JS way:
-``URL.new(request.url).searchParams.get("q")``. These follow the WHATWG URL standard where
-scripts can tell the difference: the scheme and host are lower-cased, a default port is dropped,
-a special URL's empty path is ``/``, ``search`` and ``hash`` keep their ``?``/``#`` (or are
-empty), a missing parameter is ``None`` (JS ``null``), and ``searchParams`` is live: changing it
-rewrites ``search`` and ``href``. A special URL's path loses its ``.``/``..`` segments and its
-``\\`` become ``/``; the query and fragment are percent-encoded with the standard's sets; a
-host with a forbidden character is invalid. Query text from ``searchParams`` is form-encoded
-(``+`` for a space), as JS serializes it. An unparseable URL is a ``TypeError``, as ``new
-URL()`` throws. Not reproduced: IDNA (non-ASCII hosts), IPv4 shorthand (``http://0x7f.1``),
-and ``%2e`` counted as a dot segment.
+``URL.new(request.url).searchParams.get("q")`` (or ``searchParams["q"]``). These follow the
+WHATWG URL standard where scripts can tell the difference: the scheme and host are lower-cased,
+a default port is dropped, a special URL's empty path is ``/``, ``search`` and ``hash`` keep
+their ``?``/``#`` (or are empty), a missing parameter is ``None`` (JS ``null``), and
+``searchParams`` is live: changing it rewrites ``search`` and ``href``. A special URL's path
+loses its ``.``/``..`` segments and its ``\\`` become ``/``; the query and fragment are
+percent-encoded with the standard's sets; a host with a forbidden character is invalid. Query
+text from ``searchParams`` is form-encoded (``+`` for a space), as JS serializes it. An
+unparseable URL is a ``TypeError``, as ``new URL()`` throws. Not reproduced: IDNA (non-ASCII
+hosts), IPv4 shorthand (``http://0x7f.1``), and ``%2e`` counted as a dot segment.
 """
 
 from __future__ import annotations
@@ -103,6 +103,24 @@ class URLSearchParams:
 
     def __iter__(self) -> Iterator[list[str]]:
         return self.entries()
+
+    # Pyodide makes a proxied JS object with get/set/has/size a mapping: ``params["k"]`` is
+    # ``get`` (None when missing), ``in`` is ``has``, ``len`` is ``size``. Python Workers code
+    # indexes ``url.searchParams`` this way (Cloudflare's CORS-proxy example does).
+    def __getitem__(self, name: str) -> str | None:
+        return self.get(name)
+
+    def __setitem__(self, name: str, value: object) -> None:
+        self.set(name, value)
+
+    def __delitem__(self, name: str) -> None:
+        self.delete(name)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.has(name)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
 
     def __repr__(self) -> str:
         return f"URLSearchParams({self.toString()!r})"
