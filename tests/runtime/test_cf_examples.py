@@ -4,9 +4,14 @@ answers for it."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.harness import Harness, write_project
+from tests.runtime.upstream import Upstream
 
 COOKIE_EXAMPLE = """
 from http.cookies import SimpleCookie
@@ -41,6 +46,64 @@ async def on_fetch(request):
     return Response.new("The request was not POST")
 """
 
+# The gallery's CORS proxy (its demo page left out): the subrequest is `new Request(url,
+# request)` and the answer `new Response(response.body, response)` with headers added; an
+# OPTIONS preflight's handler is returned un-awaited from the async on_fetch.
+CORS_EXAMPLE = """
+from pyodide.ffi import to_js as _to_js
+from js import Response, URL, fetch, Object, Request
+
+def to_js(x):
+    return _to_js(x, dict_converter=Object.fromEntries)
+
+async def on_fetch(request):
+    cors_headers = {
+      "Access-Control-Allow-Origin": "*",
+      "Access-Control-Allow-Methods": "GET,HEAD,POST,OPTIONS",
+      "Access-Control-Max-Age": "86400",
+    }
+    api_url = "https://examples.cloudflareworkers.com/demos/demoapi"
+    proxy_endpoint = "/corsproxy/"
+
+    async def handle_request(request):
+        url = URL.new(request.url)
+        api_url2 = url.searchParams["apiurl"]
+        if not api_url2:
+            api_url2 = api_url
+        request = Request.new(api_url2, request)
+        request.headers["Origin"] = (URL.new(api_url2)).origin
+        print(request.headers)
+        response = await fetch(request)
+        response = Response.new(response.body, response)
+        response.headers["Access-Control-Allow-Origin"] = url.origin
+        response.headers["Vary"] = "Origin"
+        return response
+
+    async def handle_options(request):
+        if "Origin" in request.headers and "Access-Control-Request-Method" in request.headers and "Access-Control-Request-Headers" in request.headers:
+            return Response.new(None, headers=to_js({
+            **cors_headers,
+            "Access-Control-Allow-Headers": request.headers["Access-Control-Request-Headers"]
+          }))
+        return Response.new(None, headers=to_js({"Allow": "GET, HEAD, POST, OPTIONS"}))
+
+    url = URL.new(request.url)
+    if url.pathname.startswith(proxy_endpoint):
+        if request.method == "OPTIONS":
+            return handle_options(request)
+        if request.method in ("GET", "HEAD", "POST"):
+            return await handle_request(request)
+        return Response.new(None, status=405, statusText="Method Not Allowed")
+    return Response.new("demo page", headers=to_js({"content-type": "text/html;charset=UTF-8"}))
+"""  # noqa: E501 - the example's own long line, kept as published
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Upstream]:
+    server = Upstream()
+    yield server
+    server.close()
+
 
 def test_cookie_example_without_a_cookie_header(harness: Harness, tmp_path: Path) -> None:
     deployment = harness.deploy(write_project(tmp_path / "gal-cookie", COOKIE_EXAMPLE))
@@ -62,3 +125,19 @@ def test_read_post_example_with_and_without_a_content_type(
     assert (bare.status_code, bare.text) == (200, "The request body sent in was plain words")
     assert posted.text == 'The request body sent in was {"a":1}'
     assert form.text == 'The request body sent in was {"k":"v"}'
+
+
+def test_cors_proxy_example_forwards_through_a_copied_request(
+    harness: Harness, upstream: Upstream, tmp_path: Path
+) -> None:
+    deployment = harness.deploy(write_project(tmp_path / "gal-cors", CORS_EXAMPLE))
+    target = f"{upstream.url}/echo"
+    with harness.client(deployment) as client:
+        posted = client.post("/corsproxy/", params={"apiurl": target}, json={"msg": "Hello world!"})
+    assert posted.status_code == 200
+    echoed = json.loads(posted.text)
+    assert (echoed["method"], echoed["body"]) == ("POST", '{"msg":"Hello world!"}')
+    assert echoed["headers"]["origin"] == upstream.url
+    assert echoed["headers"]["content-type"] == "application/json"
+    assert posted.headers["access-control-allow-origin"] == harness.url
+    assert (posted.headers["vary"], posted.headers["x-upstream"]) == ("Origin", "1")

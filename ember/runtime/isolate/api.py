@@ -38,9 +38,9 @@ class Request(_Body):
     """An HTTP request: the one a fetch handler receives, or one built for ``fetch``."""
 
     def __init__(
-        self, input: str | Request, init: Mapping[str, Any] | None = None, **kw: Any
+        self, input: str | Request, init: Mapping[str, Any] | Request | None = None, **kw: Any
     ) -> None:
-        options = {**(init or {}), **kw}
+        options = {**_request_init(init), **kw}
         if isinstance(input, Request):
             self.url = input.url
             method = options.pop("method", input.method)
@@ -61,8 +61,11 @@ class Request(_Body):
         self._init_body(body, headers)
 
     @classmethod
-    def new(cls, input: str | Request, init: Mapping[str, Any] | None = None, **kw: Any) -> Request:
-        """``new Request(input, init)`` in JavaScript style."""
+    def new(
+        cls, input: str | Request, init: Mapping[str, Any] | Request | None = None, **kw: Any
+    ) -> Request:
+        """``new Request(input, init)`` in JavaScript style (``init`` may be another request:
+        ``new Request(url, request)`` copies its method, headers, body and redirect)."""
         return cls(input, init, **kw)
 
     @classmethod
@@ -195,10 +198,12 @@ class Response(_Body):
 
     @classmethod
     def new(
-        cls, body: BodyInit = None, init: Mapping[str, Any] | None = None, **kw: Any
+        cls, body: BodyInit = None, init: Mapping[str, Any] | Response | None = None, **kw: Any
     ) -> Response:
-        """``new Response(body, init)`` in JavaScript style (``js.Response.new``)."""
-        options = {**(init or {}), **kw}
+        """``new Response(body, init)`` in JavaScript style (``js.Response.new``); ``init`` may
+        be another response: ``new Response(r.body, r)`` copies its status, statusText and
+        headers (into headers of its own, which can then be changed)."""
+        options = {**_response_init(init), **kw}
         status_text = options.pop("statusText", options.pop("status_text", None))
         return cls(body, status_text=status_text, **options)
 
@@ -260,6 +265,37 @@ class Response(_Body):
     # JS has both under one name: ``Response.json(data)`` builds a response (static), and
     # ``await response.json()`` reads one's body (``await (await fetch(url)).json()``).
     json = _StaticOrInstance("_json_response", "_read_json")  # type: ignore[assignment]
+
+
+def _request_init(init: Mapping[str, Any] | Request | None) -> dict[str, Any]:
+    """A RequestInit as JS reads it. A Request given as the init is read for the members it
+    has, as WebIDL reads any object: its method, a copy of its headers, its body (taken from
+    it, as its stream would be) and redirect, and ``cf``."""
+    if init is None:
+        return {}
+    if not isinstance(init, Request):
+        return {**init}
+    return {
+        "method": init.method,
+        "headers": Headers(init.headers),
+        "body": init if init._body is not None else None,  # _init_body takes it (or refuses)
+        "redirect": init.redirect,
+        "cf": init.cf,
+    }
+
+
+def _response_init(init: Mapping[str, Any] | Response | None) -> dict[str, Any]:
+    """A ResponseInit as JS reads it; a Response given as the init gives its status,
+    statusText and a copy of its headers (not its body: that is the first argument)."""
+    if init is None:
+        return {}
+    if not isinstance(init, Response):
+        return {**init}
+    return {
+        "status": init.status,
+        "statusText": init._status_text,
+        "headers": Headers(init.headers),
+    }
 
 
 async def fetch(
