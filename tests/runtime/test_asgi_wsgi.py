@@ -392,3 +392,27 @@ async def fetch(request, env, ctx):
             lines = response.iter_lines()
             assert [next(lines), next(lines)] == ["tick", "tick"]
     harness.wait_for(lambda: "stopped: ClientDisconnected" in harness.console(deployment))
+
+
+def test_wsgi_entrypoint_serves_every_request(harness: Harness, tmp_path: Path) -> None:
+    # Cloudflare's Flask and Django pages end with `Default = wsgi.entrypoint(app)`: the same
+    # as a WorkerEntrypoint whose fetch is `await wsgi.fetch(app, request, self.env)`.
+    worker = """
+import json
+import wsgi as top_level_wsgi
+from workers import WorkerEntrypoint, wsgi
+
+def app(environ, start_response):
+    report = {"path": environ["PATH_INFO"], "who": environ["workers.env"].WHO}
+    start_response("200 OK", [("content-type", "application/json")])
+    return [json.dumps(report).encode()]
+
+assert top_level_wsgi.entrypoint is wsgi.entrypoint
+Default = wsgi.entrypoint(app)
+assert issubclass(Default, WorkerEntrypoint)
+"""
+    root = write_project(tmp_path / "wsgi-entry", worker, "vars:\n  WHO: flask-like\n")
+    with harness.client(harness.deploy(root)) as client:
+        response = client.get("/hello")
+    assert response.status_code == 200
+    assert response.json() == {"path": "/hello", "who": "flask-like"}

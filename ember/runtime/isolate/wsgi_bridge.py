@@ -7,6 +7,8 @@
         async def fetch(self, request):
             return await wsgi.fetch(app, request, self.env)
 
+or, in one line as Cloudflare's Flask and Django pages do, ``Default = wsgi.entrypoint(app)``.
+
 The environ follows PEP 3333, plus ``environ["workers.env"]``: the bindings, as the platform
 passes them. The app runs on the isolate's event loop, synchronously, as it does on the
 platform; its body iterable is sent to the client as it yields, and closed (PEP 3333) when the
@@ -141,3 +143,16 @@ async def fetch(app: WSGIApp, request: Request, env: Any = None, ctx: Any = None
     rest: Iterator[bytes] = chunks if first is not _END else iter(())
     body = _stream(lead, rest, lambda: _close(result))
     return Response(body, status=status, status_text=reason or None, headers=headers)
+
+
+def entrypoint(app: WSGIApp) -> type:
+    """A ``Default`` WorkerEntrypoint class that serves every request with ``app``: the
+    platform's ``wsgi.entrypoint``, documented as equal to a WorkerEntrypoint whose fetch is
+    ``await wsgi.fetch(app, request, self.env)``."""
+    from ember.runtime.isolate.entrypoints import WorkerEntrypoint
+
+    class Default(WorkerEntrypoint):
+        async def fetch(self, request: Request) -> Response:
+            return await fetch(app, request, self.env, self.ctx)
+
+    return Default

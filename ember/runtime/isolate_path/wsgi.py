@@ -1,3 +1,4 @@
-"""Python Workers' top-level ``wsgi`` module: ``await wsgi.fetch(app, request, self.env)``."""
+"""Python Workers' top-level ``wsgi`` module: ``await wsgi.fetch(app, request, self.env)``, or
+``Default = wsgi.entrypoint(app)``."""
 
-from workers.wsgi import build_environ, fetch  # noqa: F401
+from workers.wsgi import build_environ, entrypoint, fetch  # noqa: F401

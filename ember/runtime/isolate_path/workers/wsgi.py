@@ -1,3 +1,3 @@
 """Python Workers' ``workers.wsgi`` (the same module as the top-level ``wsgi``)."""
 
-from ember.runtime.isolate.wsgi_bridge import build_environ, fetch  # noqa: F401
+from ember.runtime.isolate.wsgi_bridge import build_environ, entrypoint, fetch  # noqa: F401
