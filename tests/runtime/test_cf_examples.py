@@ -141,3 +141,23 @@ def test_cors_proxy_example_forwards_through_a_copied_request(
     assert echoed["headers"]["content-type"] == "application/json"
     assert posted.headers["access-control-allow-origin"] == harness.url
     assert (posted.headers["vary"], posted.headers["x-upstream"]) == ("Origin", "1")
+
+
+def test_cors_proxy_example_answers_a_preflight_returned_unawaited(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # `return handle_options(request)` in the async on_fetch: on the platform the handler's
+    # promise adopts the coroutine it resolves to (a PyProxy of an awaitable is a thenable).
+    deployment = harness.deploy(write_project(tmp_path / "gal-cors", CORS_EXAMPLE))
+    preflight = {
+        "Origin": "https://site.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    with harness.client(deployment) as client:
+        full = client.options("/corsproxy/", headers=preflight)
+        bare = client.options("/corsproxy/")
+    assert full.status_code == 200, full.text
+    assert full.headers["access-control-allow-headers"] == "content-type"
+    assert full.headers["access-control-max-age"] == "86400"
+    assert (bare.status_code, bare.headers["allow"]) == (200, "GET, HEAD, POST, OPTIONS")

@@ -250,6 +250,52 @@ def test_exception_page_shows_user_file_and_line(harness: Harness, tmp_path: Pat
     assert again.status_code == 500
 
 
+def test_an_awaitable_a_handler_returns_is_awaited_as_the_platform_does(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """workerd awaits the promise of a Python handler's call, and a JS promise adopts a
+    thenable it resolves to (Pyodide's proxy of a coroutine is one), however deep: so
+    ``return other(request)`` without ``await`` answers with what ``other`` returns, in fetch
+    and scheduled alike."""
+    root = write_project(
+        tmp_path / "unawaited",
+        """
+        import asyncio
+        from workers import Response
+
+        async def inner(request):
+            await asyncio.sleep(0)
+            return Response("inner " + request.method)
+
+        async def middle(request):
+            return inner(request)  # a coroutine that returns a coroutine
+
+        def sync_handler_returning_a_task(request):
+            return asyncio.ensure_future(inner(request))
+
+        async def on_fetch(request):
+            if request.url.endswith("/task"):
+                return sync_handler_returning_a_task(request)
+            return middle(request)
+
+        async def record(controller):
+            print("cron ran", controller.cron)
+
+        async def on_scheduled(controller, env, ctx):
+            return record(controller)
+        """,
+    )
+    deployment_id = harness.deploy(root)
+    with harness.client(deployment_id) as client:
+        nested = client.post("/")
+        task = client.get("/task")
+        cron = client.get("/__scheduled", params={"cron": "*/7 * * * *"})
+    assert (nested.status_code, nested.text) == (200, "inner POST")
+    assert (task.status_code, task.text) == (200, "inner GET")
+    assert cron.status_code == 200
+    harness.wait_for(lambda: "cron ran */7 * * * *" in harness.console(deployment_id))
+
+
 def test_scheduled_handler_runs_with_four_arguments(harness: Harness, tmp_path: Path) -> None:
     root = write_project(
         tmp_path / "cron",

@@ -14,6 +14,7 @@ supervisor also holds the request to the limit on its own: ``dispatch.py``).
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -174,7 +175,9 @@ class EventRunner:
         )
         result = await self.entry.fetch(request, self.env, event.scope.ctx)
         if not isinstance(result, api.Response):
-            raise _InvalidResponse(invalid_response_message(result))
+            result = await _settled(result)
+            if not isinstance(result, api.Response):
+                raise _InvalidResponse(invalid_response_message(result))
         await self._respond(event, result)
 
     async def _scheduled(self, event: _Event, message: Scheduled) -> None:
@@ -182,7 +185,7 @@ class EventRunner:
             self.send(RequestError(message.rid, "no_handler", NO_SCHEDULED, ""))
             return
         controller = entrypoints.ScheduledController(message.cron, message.scheduled_time)
-        await self.entry.scheduled(controller, self.env, event.scope.ctx)
+        await _settled(await self.entry.scheduled(controller, self.env, event.scope.ctx))
 
     async def _respond(self, event: _Event, response: api.Response) -> None:
         scope = event.scope
@@ -282,6 +285,16 @@ class EventRunner:
         message = user_message(exc)[:60_000]
         trace = "" if isinstance(exc, _InvalidResponse) else format_user_traceback(exc)
         self.send(RequestError(rid, kind, message, trace))
+
+
+async def _settled(result: Any) -> Any:
+    """What a handler's result resolves to on the platform: workerd awaits the promise of the
+    Python call, and a JS promise adopts any thenable it resolves to, however deep (Pyodide's
+    proxy of a coroutine or future is one). So ``return handle(request)`` without ``await`` in
+    an async handler answers with what ``handle`` returns; valid there, so no warning here."""
+    while inspect.isawaitable(result):
+        result = await result
+    return result
 
 
 class _InvalidResponse(TypeError):
