@@ -9,7 +9,9 @@ uvicorn's ``RequestResponseCycle`` plus two things it does not do as Workers doe
   and ends when the connection closes (RFC 9112 6.3), which uvicorn already announces
   (``connection: close``: it keeps no HTTP/1.0 connection alive).
 
-It also tells the body deadline's ``HeldFlow`` when a wait for ``100 Continue`` ends.
+It also tells the body deadline's ``HeldFlow`` when a wait for ``100 Continue`` ends, and
+writes uvicorn's ``date`` only for a response without one: a worker's response passed through
+from an upstream keeps the upstream's date alone (uvicorn wrote its own in front: two dates).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class ServerCycle(StatusTextCycle):
             if self._unframed(message):
                 self._until_close = True
                 self.chunked_encoding = False  # uvicorn then adds no transfer-encoding
+            if any(name.lower() == b"date" for name, _ in message.get("headers", ())):
+                self.default_headers = [h for h in self.default_headers if h[0] != b"date"]
         elif kind == "http.response.body" and self._until_close and not self.response_complete:
             await self._send_raw(message)
             return

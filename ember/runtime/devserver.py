@@ -194,6 +194,7 @@ class DevServer:
             access_log=False,
             ws="none",
             proxy_headers=False,  # a local dev server: no proxy in front, no headers to trust
+            server_header=False,  # workerd (wrangler dev) sends none: the worker's, if any
             timeout_keep_alive=gate.limits.keepalive_timeout_s,
         )
         logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)

@@ -43,7 +43,7 @@ from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from ember.runtime.asgiclient import INLINE_BODY_BYTES, request_head
 from ember.runtime.connguard import ConnectionGate
-from ember.runtime.fasthead import HeadCache, encode_head
+from ember.runtime.fasthead import EncodedHead, HeadCache, encode_head
 from ember.runtime.fastrequest import FastRequest
 from ember.runtime.faststream import ChunkedBody
 from ember.runtime.http import HttpResponse
@@ -289,7 +289,7 @@ class FastHttpProtocol(BoundedHeadProtocol):
             self.transport.close()
         self.on_response_complete()
 
-    def _head(self, response: HttpResponse) -> tuple[bytes, bytes] | None:
+    def _head(self, response: HttpResponse) -> EncodedHead | None:
         key = (response.status, tuple(response.headers), response.status_text)
         encoded = self._heads.get(key)
         if encoded is None:
@@ -304,11 +304,11 @@ class FastHttpProtocol(BoundedHeadProtocol):
         encoded = self._head(response) if response.status not in (204, 304) else None
         if encoded is None:
             return None
-        status_line, worker_headers = encoded
+        status_line, worker_headers, own_date = encoded
         return b"".join(
             (
                 status_line,
-                self._heads.defaults(self.server_state.default_headers),
+                self._heads.defaults(self.server_state.default_headers, own_date),
                 worker_headers,
                 b"transfer-encoding: chunked\r\n\r\n"
                 if fast.keep_alive
@@ -323,12 +323,12 @@ class FastHttpProtocol(BoundedHeadProtocol):
         encoded = self._head(response)
         if encoded is None:
             return False
-        status_line, worker_headers = encoded
+        status_line, worker_headers, own_date = encoded
         self.transport.write(
             b"".join(
                 (
                     status_line,
-                    self._heads.defaults(self.server_state.default_headers),
+                    self._heads.defaults(self.server_state.default_headers, own_date),
                     worker_headers,
                     b"content-length: %d\r\n" % len(body),
                     b"\r\n" if fast.keep_alive else b"connection: close\r\n\r\n",

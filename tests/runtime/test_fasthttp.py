@@ -62,6 +62,8 @@ class Default(WorkerEntrypoint):
         headers.append(("x-seen", json.dumps([request.method, request.url, list(request.headers)])))
         if q.get("plain"):  # the same few heads again and again (cached encodings)
             headers = [("content-type", "text/plain")] * int(q["plain"])
+        if q.get("date"):  # its own date (an upstream's passed through): uvicorn's is left out
+            headers.append(("Date", "Tue, 01 Jan 2030 00:00:00 GMT"))
         if q.get("gen") and body is not None:  # the worker's own stream: no length known
             body = chunks(body)
         status, reason = int(q.get("status", "200")), q.get("reason", "")
@@ -107,6 +109,8 @@ def _random_request(rng: random.Random, last: bool) -> tuple[bytes, str]:
         query["plain"] = rng.randrange(3)
     if rng.random() < 0.3:
         query["gen"] = 1
+    if rng.random() < 0.2:
+        query["date"] = 1
     if query["status"] == 204:
         query["size"] = -1  # a 204 has no body to frame
     path = rng.choice(["/", "/p", "/a%20b/c", "/x/y.txt"])
