@@ -23,13 +23,18 @@ per failed accept (70 MB of log in 40 s). This module holds what nginx and Cloud
   defaults to half the process's open-file limit, so the other half stays for isolates,
   stores and sockets to the model servers.
 
-``ConnectionGate`` keeps the counts; ``httphead.BoundedHeadProtocol`` applies them.
+``ConnectionGate`` keeps the counts; ``httphead.BoundedHeadProtocol`` applies them. Every
+refusal, of a connection or of a request (its head or body late: 408, its head or trailers too
+large: 431), is counted in ``ConnectionGate.refusals`` (``ember serve --metrics-port``'s
+``ember_http_refusals_total``) and said through the gate's log, one line per kind per interval:
+a slow-loris flood is a count, not a line per connection.
 """
 
 from __future__ import annotations
 
 import resource
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,6 +160,8 @@ class ConnectionGate:
     def __init__(self, limits: ConnectionLimits, log: RateLimitedLog | None = None) -> None:
         self.limits = limits
         self.log = log
+        # (status, reason) -> refusals so far; the reason names the bound (its config key)
+        self.refusals: Counter[tuple[int, str]] = Counter()
         self._by_address: dict[str, set[Any]] = {}
         self._open: set[Any] = set()
 
@@ -172,6 +179,7 @@ class ConnectionGate:
                         f"{len(mine)} connections from your address are open, the most this "
                         "server allows (server.max_connections_per_address); close one",
                     ),
+                    "max_connections_per_address",
                     "per-address cap",
                 )
         if len(self._open) >= self.limits.max_connections:
@@ -184,6 +192,7 @@ class ConnectionGate:
                         f"the server holds {len(self._open)} open connections, its most "
                         "(server.max_connections); retry shortly",
                     ),
+                    "max_connections",
                     "total cap",
                 )
         self._open.add(transport)
@@ -204,7 +213,14 @@ class ConnectionGate:
             return len(self._open)
         return len(self._by_address.get(address, ()))
 
-    def _refused(self, refusal: Refusal, cap: str) -> Refusal:
+    def refused_request(self, status: int, reason: str, said: str) -> None:
+        """A request the protocol refused (``reason``: the bound, ``said``: it in the log)."""
+        self.refusals[(status, reason)] += 1
+        if self.log is not None:
+            self.log.note(f"refused requests ({said}, {status})")
+
+    def _refused(self, refusal: Refusal, reason: str, cap: str) -> Refusal:
+        self.refusals[(refusal.status, reason)] += 1
         if self.log is not None:
             self.log.note(f"refused connections ({cap}, {refusal.status})")
         return refusal

@@ -175,14 +175,20 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             self._end_body()
 
     def _refuse(self) -> None:
+        self._count(431, "head_size", "head over 128 KiB")
         self._answer_and_close(431, "Request Header Fields Too Large", _MESSAGE)
 
     def _refuse_framing(self) -> None:
+        self._count(431, "trailer_size", "trailers or chunk framing over 128 KiB")
         message = (
             f"Request Header Fields Too Large: the chunked body's trailers (or its framing "
             f"between two body bytes) exceed {MAX_HEAD_BYTES // 1024} KiB\n"
         ).encode("ascii")
         self._answer_mid_body(431, "Request Header Fields Too Large", message)
+
+    def _count(self, status: int, reason: str, said: str) -> None:
+        if self._gate is not None:
+            self._gate.refused_request(status, reason, said)
 
     def _address(self) -> str | None:
         return self.client[0] if self.client else None
@@ -218,6 +224,7 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             f"Request Timeout: the request line and headers did not arrive within {seconds} s "
             "(server.head_timeout)\n"
         ).encode("ascii")
+        self._count(408, "head_timeout", "head timeout")
         self._answer_and_close(408, "Request Timeout", message)
 
     def _start_body_clock(self) -> None:
@@ -251,6 +258,7 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             self._body_timer = self.loop.call_later(left, self._body_deadline)
             return
         self._body_clock = None
+        self._count(408, "body_timeout", "body timeout")
         self._answer_mid_body(408, "Request Timeout", timeout_message(self._gate.limits))
 
     def _answer_mid_body(self, status: int, reason: str, body: bytes) -> None:

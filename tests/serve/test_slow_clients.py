@@ -12,6 +12,7 @@ time: each waits with a generous deadline for the answer it should get.
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -20,11 +21,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ember.models.server.metrics import parse_prometheus
 from tests.serve.conftest import BASE_CONFIG, ServeProcess, permanent_account
 
 LIMITS = """\
 server:
   head_timeout: 2s
+  body_timeout: 2s
   keepalive_timeout: 2s
   max_connections: 16
   max_connections_per_address: 4
@@ -35,7 +38,8 @@ PATIENCE_S = 60.0  # how long a client waits for what it should get; never asser
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    process = ServeProcess(tmp_path_factory.mktemp("slow") / "state", BASE_CONFIG + LIMITS)
+    state = tmp_path_factory.mktemp("slow") / "state"
+    process = ServeProcess(state, BASE_CONFIG + LIMITS, "--metrics-port", "0")
     yield process
     process.stop()
 
@@ -97,6 +101,34 @@ def test_a_head_that_never_ends_is_answered_408_and_closed(limited: ServeProcess
     assert reply.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), reply[:200]
     assert b"connection: close" in reply.lower()
     assert b"within 2 s (server.head_timeout)" in reply
+
+
+def test_408s_are_logged_once_per_interval_and_counted_in_the_metrics(
+    limited: ServeProcess,
+) -> None:
+    with _connect(limited, "127.0.0.8") as conn:
+        assert _trickle_until_answered(conn).startswith(b"HTTP/1.1 408 ")
+    account_id, token = permanent_account(limited, "trickler")
+    head = (
+        f"POST /client/v4/accounts/{account_id}/storage/kv/namespaces HTTP/1.1\r\n"
+        f"Host: x\r\nAuthorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n"
+    )
+    with _connect(limited, "127.0.0.9") as conn:
+        conn.sendall(head.encode() + b'{"title": ')  # then nothing: the body never ends
+        reply = _read_all(conn)
+    assert reply.startswith(b"HTTP/1.1 408 "), reply[:200]
+    assert b"server.body_timeout" in reply
+    lines = ("refused requests (head timeout, 408): ", "refused requests (body timeout, 408): ")
+    deadline = time.monotonic() + PATIENCE_S
+    while not all(line in limited.output() for line in lines) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for line in lines:
+        assert "ember serve: " + line in limited.output(), limited.output()[-2000:]
+    found = re.search(r"Metrics on (http://\S+/metrics)", limited.output())
+    assert found, limited.output()
+    samples = parse_prometheus(httpx.get(found.group(1), timeout=PATIENCE_S).text)
+    assert samples['ember_http_refusals_total{status="408",reason="head_timeout"}'] >= 1
+    assert samples['ember_http_refusals_total{status="408",reason="body_timeout"}'] >= 1
 
 
 def test_a_connection_that_sends_nothing_is_closed_without_an_answer(

@@ -14,6 +14,7 @@ hooks into what is live in ``live_hooks.py``.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,6 +173,8 @@ class Platform(PlatformLifespan):
         )
         self.origin: str | None = None  # http://host:port once listening
         self.metrics_port: int | None = None  # the metrics listener's port, when serving one
+        # What the HTTP layer refused, by (status, reason): the serving ConnectionGate's count
+        self.http_refusals: Counter[tuple[int, str]] = Counter()
         self.tenancy: Tenancy | None = None  # what each account kind gets, once started
         self.startup_error: Exception | None = None  # why startup failed (ember serve raises it)
         self._housekeeping: asyncio.Task[None] | None = None
@@ -240,6 +243,7 @@ class Platform(PlatformLifespan):
             isolates=self.supervisor.running_isolates(),
             deployments=len(self.routes),
             gateway=self._gateway_if_any(),
+            http_refusals=self.http_refusals,
         )
         body = render(snapshot).encode()
         headers = [(b"content-type", CONTENT_TYPE.encode()), (b"content-length", b"%d" % len(body))]

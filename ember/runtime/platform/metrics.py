@@ -8,6 +8,10 @@ business), so they answer only on the metrics listener, as SGLang's router serve
   ...) and outcome (``ok``, ``exception``, ``cpu_limit``, ``memory_limit``...), from the
   supervisor's request events;
 - ``ember_isolates`` and ``ember_deployments_live``: what runs now;
+- ``ember_http_refusals_total{status, reason}``: what the HTTP layer refused before any route
+  saw it (``connguard.py``), by the bound: ``head_timeout`` and ``body_timeout`` (408),
+  ``head_size`` and ``trailer_size`` (431), ``max_connections_per_address`` (429) and
+  ``max_connections`` (503);
 - ``ember_ai_requests_total{model, status, code}`` and ``ember_ai_answer_head_seconds{model}``:
   every AI call (binding, REST, ``/ai/v1``), counted by the gateway (``bindings/ai/tally.py``),
   the calls the platform's per-account rate refuses before the gateway included (``ai.py``),
@@ -49,6 +53,7 @@ class Snapshot:
     isolates: int
     deployments: int
     gateway: Any | None  # the AI gateway, None where this build has none
+    http_refusals: Counter[tuple[int, str]] = field(default_factory=Counter)
 
 
 def render(snapshot: Snapshot) -> str:
@@ -60,6 +65,10 @@ def render(snapshot: Snapshot) -> str:
     out.sample("ember_isolates", {}, snapshot.isolates)
     out.family("ember_deployments_live", "gauge", "Deployments that answer requests.")
     out.sample("ember_deployments_live", {}, snapshot.deployments)
+    name = "ember_http_refusals_total"
+    out.family(name, "counter", "Requests and connections the HTTP layer refused, by bound.")
+    for (status, reason), count in sorted(snapshot.http_refusals.items()):
+        out.sample(name, {"status": str(status), "reason": reason}, count)
     if snapshot.gateway is not None:
         _ai(out, snapshot.gateway)
     return out.text()

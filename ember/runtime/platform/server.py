@@ -78,6 +78,7 @@ async def serve(
     # One line per interval for a flood of failed accepts, not asyncio's traceback per attempt.
     loop.set_exception_handler(accept_error_handler(log, loop.get_exception_handler()))
     gate = ConnectionGate(limits, log)
+    platform.http_refusals = gate.refusals  # ember_http_refusals_total
     config = uvicorn.Config(
         platform,
         host=host,
