@@ -7,9 +7,13 @@ positional MODEL), with vLLM's spellings as aliases and the rest of both servers
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from ember.cli.models_serve_compat import CompatCommand, compat_options, drop_no_ops
+from ember.runtime.connguard import DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT_S
 
 
 def _bytes(value: str | None) -> int | None:
@@ -18,6 +22,23 @@ def _bytes(value: str | None) -> int | None:
     from ember.models.server.settings import parse_bytes
 
     return parse_bytes(value)
+
+
+def _protocol(body_timeout: int, body_min_rate: str) -> Callable[..., Any]:
+    """The runtime's HTTP protocol (``runtime/httphead.py``): its head bound and deadlines,
+    the body's from the flags, the rest as ``ember serve``'s defaults."""
+    from ember.models.server.settings import parse_bytes
+    from ember.runtime.connguard import MODEL_SERVER_NAMES, ConnectionLimits
+    from ember.runtime.httphead import model_server_protocol
+
+    limits = ConnectionLimits(
+        body_timeout_s=body_timeout,
+        body_min_rate=parse_bytes(body_min_rate, "--body-min-rate"),
+        names=MODEL_SERVER_NAMES,
+    )
+    return model_server_protocol(
+        limits, lambda line: click.echo(f"ember models serve: {line}", err=True)
+    )
 
 
 @click.command("serve", cls=CompatCommand)
@@ -144,6 +165,20 @@ def _bytes(value: str | None) -> int | None:
     help="Tool-call syntax (auto: the model family's; another family's is refused).",
 )
 @click.option("--api-key", default=None, help="Require 'Authorization: Bearer KEY'.")
+@click.option(
+    "--body-timeout",
+    default=DEFAULT_BODY_TIMEOUT_S,  # ember serve's server.body_timeout
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Seconds a request body may take after its head, plus 1 s per --body-min-rate bytes"
+    " received (as ember serve's server.body_timeout); past it: 408 and close.",
+)
+@click.option(
+    "--body-min-rate",
+    default=f"{DEFAULT_BODY_MIN_RATE // 1024}KiB",  # ember serve's server.body_min_rate
+    show_default=True,
+    help="Bytes that earn a body one more second (as ember serve's server.body_min_rate).",
+)
 @click.option("--torch-threads", default=None, type=int, help="torch intra-op threads.")
 @compat_options
 def serve(model: str | None, model_path: str | None, **flags: object) -> None:
@@ -162,10 +197,11 @@ def serve(model: str | None, model_path: str | None, **flags: object) -> None:
 
     flags["kv_cache_bytes"] = _bytes(flags["kv_cache_bytes"])  # type: ignore[arg-type]
     flags["quantization_group_size"] = int(flags["quantization_group_size"])  # type: ignore[arg-type]
+    http = _protocol(flags.pop("body_timeout"), flags.pop("body_min_rate"))  # type: ignore[arg-type]
     settings = ServerSettings(model=model, **flags)  # type: ignore[arg-type]
     # Only now torch and the engine (~2 CPU-seconds): a usage or settings error answers before.
     from ember.models.server.runner import run_server
 
-    status = run_server(settings)
+    status = run_server(settings, http=http)
     if status:
         raise SystemExit(status)

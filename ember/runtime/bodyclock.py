@@ -117,8 +117,9 @@ class BodyClock:
 
 
 def timeout_message(limits: ConnectionLimits) -> bytes:
+    names = limits.names
     return (
         f"Request Timeout: the request body did not arrive within {limits.body_timeout_s:g} s "
         f"of its head, plus 1 s per {limits.body_min_rate} bytes received "
-        "(server.body_timeout, server.body_min_rate)\n"
+        f"({names.body_timeout}, {names.body_min_rate})\n"
     ).encode("ascii")

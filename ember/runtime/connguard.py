@@ -67,8 +67,26 @@ def default_max_connections() -> int:
 
 
 @dataclass(frozen=True)
+class SettingNames:
+    """What the answers past a deadline call its setting: ``ember serve``'s config keys, or
+    ``ember models serve``'s flags."""
+
+    head_timeout: str = "server.head_timeout"
+    body_timeout: str = "server.body_timeout"
+    body_min_rate: str = "server.body_min_rate"
+
+
+MODEL_SERVER_NAMES = SettingNames(
+    head_timeout="the model server's head deadline",
+    body_timeout="--body-timeout",
+    body_min_rate="--body-min-rate",
+)
+
+
+@dataclass(frozen=True)
 class ConnectionLimits:
-    """The ``server:`` section of ``ember serve``'s config (``ember dev`` uses the defaults)."""
+    """The ``server:`` section of ``ember serve``'s config (``ember dev`` uses the defaults;
+    ``ember models serve`` its ``--body-timeout`` and ``--body-min-rate``)."""
 
     head_timeout_s: int = DEFAULT_HEAD_TIMEOUT_S
     body_timeout_s: int = DEFAULT_BODY_TIMEOUT_S
@@ -76,6 +94,7 @@ class ConnectionLimits:
     keepalive_timeout_s: int = DEFAULT_KEEPALIVE_TIMEOUT_S
     max_connections: int = field(default_factory=default_max_connections)
     max_connections_per_address: int = DEFAULT_MAX_PER_ADDRESS
+    names: SettingNames = SettingNames()
 
     def line(self) -> str:
         """The banner's line: what a client may hold open, and for how long."""
@@ -229,6 +248,19 @@ class ConnectionGate:
         _prune(self._open)
         for key in [k for k, s in self._by_address.items() if not _prune(s)]:
             del self._by_address[key]
+
+
+class UncappedGate(ConnectionGate):
+    """A gate that times heads and bodies but turns no connection away: ``ember models
+    serve``'s, whose client is the pool, opening up to 4096 connections to a replica, all from
+    one address (what caps a model server is its ``--max-running-requests``)."""
+
+    def admit(self, transport: Any, address: str | None) -> Refusal | None:
+        self._open.add(transport)
+        return None
+
+    def release(self, transport: Any, address: str | None) -> None:
+        self._open.discard(transport)
 
 
 def _prune(transports: set[Any]) -> set[Any]:

@@ -30,12 +30,20 @@ and each request body must arrive by its deadline (``bodyclock.py``: else ``408`
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from ember.runtime.bodyclock import BodyClock, HeldFlow, timeout_message
-from ember.runtime.connguard import ConnectionGate, Refusal
+from ember.runtime.connguard import (
+    ConnectionGate,
+    ConnectionLimits,
+    RateLimitedLog,
+    Refusal,
+    UncappedGate,
+)
 from ember.runtime.cycle import ServerCycle
 
 MAX_HEAD_BYTES = 128 * 1024
@@ -219,10 +227,10 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             self.transport.close()  # nothing of a request came: an idle connection
             return
         assert self._gate is not None  # invariant: the timer runs only with a gate
-        seconds = f"{self._gate.limits.head_timeout_s:g}"
+        limits = self._gate.limits
         message = (
-            f"Request Timeout: the request line and headers did not arrive within {seconds} s "
-            "(server.head_timeout)\n"
+            f"Request Timeout: the request line and headers did not arrive within "
+            f"{limits.head_timeout_s:g} s ({limits.names.head_timeout})\n"
         ).encode("ascii")
         self._count(408, "head_timeout", "head timeout")
         self._answer_and_close(408, "Request Timeout", message)
@@ -293,6 +301,20 @@ class BoundedHeadProtocol(HttpToolsProtocol):
             body,
         ]
         self.transport.write(b"".join(head))
+
+
+def model_server_protocol(
+    limits: ConnectionLimits, say: Callable[[str], None]
+) -> Callable[..., BoundedHeadProtocol]:
+    """The protocol for ``ember models serve`` (uvicorn's ``http``): the runtime's head bound,
+    head deadline and body deadline, no connection caps (``UncappedGate``), its refusals said
+    through ``say``. Built before uvicorn's loop exists: the log finds the loop when it speaks."""
+
+    def call_later(delay: float, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(delay, callback)
+
+    gate = UncappedGate(limits, RateLimitedLog(say, call_later))
+    return functools.partial(BoundedHeadProtocol, gate=gate)
 
 
 def _text(refusal: Refusal) -> bytes:

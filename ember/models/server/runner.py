@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import socket
 import sys
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import uvicorn
 
@@ -21,8 +22,15 @@ from ember.models.server.settings import ServerSettings
 from ember.models.server.state import ServerState
 
 
-def run_server(settings: ServerSettings, *, log: TextIO | None = None) -> int:
-    """Serve until interrupted; returns the process exit status."""
+def run_server(
+    settings: ServerSettings,
+    *,
+    log: TextIO | None = None,
+    http: Callable[..., Any] | None = None,
+) -> int:
+    """Serve until interrupted; returns the process exit status. ``http``: uvicorn's HTTP
+    protocol (the CLI passes the runtime's, with its head bound and deadlines: the models layer
+    does not import the runtime); uvicorn's own when None."""
     out = log if log is not None else sys.stderr
     # Per-request objects die young; the model and its tokenizer live as long as the process
     # (ember/heap.py): frozen before the first request, so no collection walks them.
@@ -37,6 +45,7 @@ def run_server(settings: ServerSettings, *, log: TextIO | None = None) -> int:
         log_level=settings.log_level if settings.log_level in ("error", "critical") else "warning",
         access_log=False,
         timeout_graceful_shutdown=5,
+        **({"http": http} if http is not None else {}),
     )
     server = uvicorn.Server(config)
 

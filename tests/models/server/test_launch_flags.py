@@ -26,7 +26,8 @@ def _settings_from(args: list[str], monkeypatch: pytest.MonkeyPatch) -> ServerSe
     """The settings the CLI builds from ``args`` (the server itself is not started)."""
     seen: list[ServerSettings] = []
     monkeypatch.setattr(
-        "ember.models.server.runner.run_server", lambda settings: seen.append(settings) or 0
+        "ember.models.server.runner.run_server",
+        lambda settings, **_: seen.append(settings) or 0,
     )
     result = CliRunner().invoke(cli, ["models", "serve", "m", *args])
     assert result.exit_code == 0, result.output
