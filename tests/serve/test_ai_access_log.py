@@ -70,7 +70,9 @@ def test_each_request_and_ai_call_is_a_stamped_line(tmp_path: Path) -> None:
         _line(serve, rest_call, "the REST call's AI line")
         listing = re.escape(f"/client/v4/accounts/{account}/ai/models/search")
         _line(serve, rf"{STAMP} AI GET {listing} 200 \(\d+\.\dms\)", "the listing's line")
-        _line(serve, rf"{STAMP} AI POST {path} {refused.status_code} .*", "the refused call")
+        refused_id = refused.headers["x-request-id"]  # what its client got, in its line
+        refused_line = rf"{STAMP} AI POST {path} {refused.status_code} req={refused_id} .*"
+        _line(serve, refused_line, "the refused call")
         # The worker's env.AI.run: the same line, naming the worker; its refusal with its code.
         binding_call = (
             rf"{STAMP} AI call account=acme worker=asker model={re.escape(MODEL)} status=200 "

@@ -50,7 +50,7 @@ from ember.bindings.ai.rest_replies import (
     openai_model_not_found,
     pass_headers,
     rest_failure,
-    with_request_id,
+    with_request_ids,
 )
 from ember.bindings.ai.tenant import Tenant
 from ember.errors import CheckpointError, ConfigError, InvalidModelInput
@@ -135,7 +135,6 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
                 options = parse_run_options(body.pop("options", None), model)
                 options = replace(options, headers=_affinity(request, options.headers))
                 answer = await unless_disconnected(request, front(served, tenant, body, options))
-                answer = with_request_id(answer)
             except ClientGone:
                 return Response(status_code=CLIENT_GONE)
             except ResponseNotFound as exc:  # an unknown previous_response_id: a refused call
@@ -242,7 +241,7 @@ def ai_routes(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -
         Route("/ai/v1/models/{model:path}", model, methods=["GET"]),
     ]
     # Last: any other path or method under the AI prefixes, in the caller's error shape.
-    return [*served, *fallback_routes(prefix, served, authorize)]
+    return with_request_ids([*served, *fallback_routes(prefix, served, authorize)])
 
 
 def ai_app(gateway: Callable[[], AIGateway], authorize: Authorize = _local) -> Starlette:

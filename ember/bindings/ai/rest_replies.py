@@ -9,10 +9,12 @@ to answer; this module only shapes it.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import secrets
 from typing import Any
 
 from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ember.bindings.ai.failures import Failure
 from ember.bindings.ai.gateway import AIAnswer
@@ -36,13 +38,46 @@ def pass_headers(answer: AIAnswer) -> dict[str, str]:
     return {k: v for k, v in answer.headers.items() if k.lower() != "content-type"}
 
 
-def with_request_id(answer: AIAnswer) -> AIAnswer:
-    """The answer with ``x-request-id`` beside ``cf-ai-req-id`` (the same id): the OpenAI-
-    compatible routes' clients (openai-node, openai-python) read ``_request_id`` from it, as
-    vLLM and OpenAI send it."""
-    if not answer.request_id:
-        return answer
-    return replace(answer, headers={**answer.headers, "x-request-id": answer.request_id})
+def with_request_ids(routes: list[Route]) -> list[Route]:
+    """``routes``, those of REST ``ai/run`` and of the OpenAI-compatible API (``/ai/v1``, its
+    fallbacks too) answering with ``x-request-id`` (``RequestIdHeader``)."""
+    for route in routes:
+        if "/ai/run/" in route.path or "/ai/v1" in route.path:
+            route.app = RequestIdHeader(route.app)
+    return routes
+
+
+class RequestIdHeader:
+    """An AI route's app whose every answer, failures and streams included, names its request in
+    ``x-request-id``: the answer's ``cf-ai-req-id`` (the gateway's id, in its log and the
+    replica's), or a fresh id for a request refused before it got one. openai-node and
+    openai-python read it as ``request_id`` / ``_request_id`` (an ``APIError``'s too), as vLLM
+    (``--enable-request-id-headers``) and OpenAI send it; Cloudflare documents no request id
+    header on its REST API, so ``ai/run`` answers the same."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = _named(message)
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+def _named(start: Message) -> Message:
+    headers = list(start.get("headers", ()))
+    found = {name.lower(): value for name, value in headers}
+    if b"x-request-id" in found:
+        return start
+    request_id = found.get(b"cf-ai-req-id") or secrets.token_hex(16).encode("ascii")
+    return {**start, "headers": [*headers, (b"x-request-id", request_id)]}
 
 
 def event_stream(answer: AIAnswer) -> Response:

@@ -10,7 +10,9 @@ The first is the HTTP API's access line (every route, refusals before any model 
 ``AI call`` line is the gateway's, the same for a worker's ``env.AI.run`` (``worker=NAME``) and
 the REST API (``worker=-``): account name, model, status and Workers AI code (0 for an answer),
 tokens in/out, the request id (``cf-ai-req-id``, which the replica's own ``--log-requests`` line
-names as ``x_request_id``; ``-`` when refused before it got one) and duration. Lines are printed
+names as ``x_request_id``; ``-`` when refused before it got one) and duration. The access line's
+``req=`` is that id too, or for a refusal the ``x-request-id`` its client got (``ai/run`` and
+``/ai/v1``: ``bindings/ai/rest_replies.py``). Lines are printed
 when the answer has gone out (a stream's at its end). No bodies, as for workers. Lines of refusals
 (an access line of status 400 or more, an ``AI call`` line with a code) go through
 ``refusal_log.py``, which writes an account's first few a minute and sums up the rest.
@@ -80,8 +82,9 @@ class _AccessLog:
             if message["type"] == "http.response.start":
                 seen["status"] = message["status"]
                 for name, value in message.get("headers", ()):
-                    if name.lower() == b"cf-ai-req-id":
-                        seen["request_id"] = value.decode("latin-1")
+                    # cf-ai-req-id on an answer; on a refusal, the x-request-id its client got
+                    if name.lower() in (b"cf-ai-req-id", b"x-request-id"):
+                        seen["request_id"] = seen["request_id"] or value.decode("latin-1")
             await send(message)
 
         try:

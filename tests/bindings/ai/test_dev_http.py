@@ -296,3 +296,38 @@ def test_openai_answers_name_their_request_id_in_x_request_id(dev: DevServer, pr
         model=GLM, messages=chat["messages"], max_tokens=2, extra_body={"chat_template_kwargs": {}}
     )
     assert answer._request_id and answer._request_id == answer.id.removeprefix("chatcmpl-")
+
+
+def test_rest_run_answers_and_openai_errors_carry_x_request_id(dev: DevServer) -> None:
+    """``x-request-id`` on every REST ``ai/run`` answer (the same id as ``cf-ai-req-id`` on an
+    answer, a fresh one on a failure) and on every ``/ai/v1`` error: openai-node reads it as
+    ``APIError.request_id``, which was null against ember."""
+    run = f"{dev.url}/client/v4/accounts/acct/ai/run/{GLM}"
+    for stream in (False, True):
+        ask = {"prompt": "hi", "max_tokens": 2, "stream": stream}
+        answered = httpx.post(run, json=ask, timeout=120)
+        assert answered.status_code == 200, answered.text
+        assert answered.headers["x-request-id"] == answered.headers["cf-ai-req-id"], stream
+    failures = [
+        httpx.post(f"{dev.url}/client/v4/accounts/acct/ai/run/@cf/x/y", json={"prompt": "x"}),
+        httpx.post(run, content=b"not json", timeout=30),
+        httpx.post(f"{dev.url}/ai/v1/chat/completions", content=b"not json", timeout=30),
+        httpx.post(
+            f"{dev.url}/client/v4/accounts/acct/ai/v1/chat/completions",
+            json={"model": "@cf/x/y", "messages": [{"role": "user", "content": "hi"}]},
+            timeout=30,
+        ),
+        httpx.get(f"{dev.url}/ai/v1/models/@cf/x/y", timeout=30),
+        httpx.get(f"{dev.url}/ai/v1/chat/completions", timeout=30),
+        httpx.get(f"{dev.url}/ai/v1/embeddings", timeout=30),
+    ]
+    ids = []
+    for failed in failures:
+        assert failed.status_code >= 400, (failed.request.url, failed.text)
+        ids.append(failed.headers.get("x-request-id"))
+        assert ids[-1], (failed.request.url, failed.status_code, dict(failed.headers))
+    assert len(set(ids)) == len(ids)  # one per answer
+    client = openai.OpenAI(base_url=dev.url + "/ai/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("@cf/x/y")
+    assert missing.value.request_id
