@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ember.config_assets import AssetsConfig, assets_value
 from ember.config_env import Selected, select_environment
 from ember.config_keys import KNOWN_KEYS
 from ember.config_values import (
@@ -106,6 +107,12 @@ class ProjectConfig:
     crons_set: bool = False  # triggers.crons is written (a deploy replaces the schedules then)
     keep_vars: bool = False  # top level only: a deploy keeps the platform's vars (--keep-vars)
     modules: ModulesConfig = ModulesConfig()  # rules, base_dir, ...: which files are modules
+    assets: AssetsConfig | None = None  # Workers Static Assets (``assets``), if configured
+
+    @property
+    def has_worker(self) -> bool:
+        """False for an assets-only project (``assets`` and no ``main``): no worker runs."""
+        return bool(self.main)
 
     @property
     def module_root(self) -> Path:
@@ -200,8 +207,13 @@ def _parse(
         raise ConfigError(
             fname, "name", worker_name, "letters, digits, '-' or '_', at most 63 chars"
         )
+    assets = assets_value(data["assets"], fname, root) if "assets" in data else None
     default_main = "worker.py" if path.suffix in (".yaml", ".yml") else None
+    if assets is not None and default_main and not (root / default_main).is_file():
+        default_main = None  # ember.yaml with assets and no worker.py: assets only
     main = opt_str(data, "main", fname) or default_main
+    if main is None and assets is not None:
+        return _assets_only(root, path, selected, worker_name, assets, warnings, named, name)
     if main is None:
         raise ConfigError(fname, "main", None, "the path of the worker's Python module")
     main_path = (root / main).resolve()
@@ -265,6 +277,53 @@ def _parse(
         environments=selected.environments,
         env_keys=selected.from_env,
         named=named,
+        assets=assets,
+    )
+
+
+def _assets_only(
+    root: Path,
+    path: Path,
+    selected: Selected,
+    worker_name: str,
+    assets: AssetsConfig,
+    warnings: list[str],
+    named: bool,
+    name: str | None,
+) -> ProjectConfig:
+    """An assets-only project: no ``main``, so no worker, vars, bindings or crons run; every
+    request is answered from the assets (a 404 where none matches), as on the platform."""
+    fname = str(path)
+    data = selected.data
+    if assets.binding is not None:
+        raise ConfigError(
+            fname,
+            "assets.binding",
+            assets.binding,
+            "no binding in an assets-only project (add `main`, a worker that uses it)",
+        )
+    return ProjectConfig(
+        root=root,
+        file=path,
+        name=name or worker_name,
+        main="",
+        compatibility_date=date_value(data.get("compatibility_date"), fname),
+        compatibility_flags=str_list(
+            data.get("compatibility_flags", []), fname, "compatibility_flags"
+        ),
+        vars={},
+        secrets={},
+        secrets_files=(),
+        crons=(),
+        limits=LimitsConfig(),
+        dev=dev_value(data.get("dev"), fname),
+        binding_sections=(),
+        warnings=tuple(warnings),
+        env=selected.env,
+        environments=selected.environments,
+        env_keys=selected.from_env,
+        named=named,
+        assets=assets,
     )
 
 

@@ -4,7 +4,7 @@ keys ember reads or may safely ignore (``ember.config`` warns about any key in n
 from __future__ import annotations
 
 # Top-level keys that wrangler knows as binding types (the bindings among its not-inheritable
-# keys, config_env.NOT_INHERITABLE_KEYS, plus module blobs and assets). Every key that is not in
+# keys, config_env.NOT_INHERITABLE_KEYS, plus module blobs). Every key that is not in
 # KNOWN_KEYS goes to the binding registry: registered types are parsed, these are rejected as
 # unsupported (with the list of supported ones), anything else is reported as an unexpected
 # field. A binding key missing here would only be warned about, and the worker would then fail
@@ -36,7 +36,6 @@ BINDING_KEYS = frozenset(
         "wasm_modules",
         "text_blobs",
         "data_blobs",
-        "assets",
         "worker_loaders",
         "vpc_services",
         "vpc_networks",
@@ -86,5 +85,6 @@ KNOWN_KEYS = frozenset(
         "usage_model",
         "migrations",
         "preview_urls",
+        "assets",  # ember.config_assets: Workers Static Assets
     }
 )

@@ -278,16 +278,19 @@ def test_config_errors_name_file_key_found_and_expected(
     [
         (
             "r2_buckets:\n  - binding: B\n",
-            r"r2_buckets: expected a supported binding type: ai, kv_namespaces, found 'r2_buckets'",
+            r"r2_buckets: expected a supported binding type: ai, assets, kv_namespaces, "
+            r"found 'r2_buckets'",
         ),
         (
             "worker_loaders:\n  - binding: LOADER\n",
-            r"worker_loaders: expected a supported binding type: ai, kv_namespaces, found 'worker",
+            r"worker_loaders: expected a supported binding type: ai, assets, kv_namespaces, "
+            r"found 'worker",
         ),
         (  # every unsupported type at once, in the file's order
-            "assets: {directory: public}\nkv_namespaces: [{binding: KV}]\nd1_databases: []\n",
-            r"assets, d1_databases: expected supported binding types: ai, kv_namespaces, "
-            r"found \['assets', 'd1_databases'\] \(ember does not emulate these binding types",
+            "r2_buckets: []\nkv_namespaces: [{binding: KV}]\nd1_databases: []\n",
+            r"r2_buckets, d1_databases: expected supported binding types: ai, assets, "
+            r"kv_namespaces, found \['r2_buckets', 'd1_databases'\] \(ember does not emulate "
+            r"these binding types",
         ),
         (
             "kv_namespaces:\n  - binding: 1\n",

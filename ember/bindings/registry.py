@@ -20,6 +20,7 @@ from ember.errors import ConfigError
 BUILTIN_TYPES: dict[str, tuple[str, ...]] = {
     "kv_namespaces": ("ember.bindings.kv.spec:BINDING_TYPE",),
     "ai": ("ember.bindings.ai:BINDING_TYPE", "ember.bindings.unavailable:AI_BINDING_TYPE"),
+    "assets": ("ember.bindings.assets.spec:BINDING_TYPE",),
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ember.bindings.assets.spec import spec_of
 from ember.bindings.base import BindingSpec
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.config import ProjectConfig
@@ -37,6 +38,17 @@ def check_project(config: ProjectConfig, registry: BindingRegistry | None = None
     """``config`` checked as a whole; ConfigError (file, key, found, expected) if it is not."""
     registry = registry or default_registry()
     bindings = registry.parse(config.binding_sections)
+    assets = spec_of(config.assets) if config.assets is not None else None
+    if assets is not None:
+        taken = {spec.name: spec.kind for spec in bindings}
+        if assets.name in taken:
+            raise ConfigError(
+                str(config.file),
+                config.where("assets") + ".binding",
+                assets.name,
+                f"a binding name not already used by {taken[assets.name]}",
+            )
+        bindings = (*bindings, assets)
     _check_unique_names(config, bindings)
     for index, cron in enumerate(config.crons):
         try:

@@ -81,7 +81,7 @@ def test_dev_refuses_every_unsupported_binding_at_start_in_one_message(tmp_path:
     (tmp_path / "worker.py").write_text(WORKER.format(body="hi"))
     (tmp_path / "wrangler.jsonc").write_text(
         '{"name": "app", "main": "worker.py", "worker_loaders": [{"binding": "LOADER"}],'
-        ' "assets": {"directory": "public"}, "d1_databases": [{"binding": "DB"}]}'
+        ' "r2_buckets": [{"binding": "R2"}], "d1_databases": [{"binding": "DB"}]}'
     )
     result = subprocess.run(
         [sys.executable, "-m", "ember", "dev", str(tmp_path), "--port", "0"],
@@ -93,9 +93,9 @@ def test_dev_refuses_every_unsupported_binding_at_start_in_one_message(tmp_path:
     assert result.returncode == 1, result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if "ember: error:" in line]
     assert len(errors) == 1, result.stderr
-    for key in ("worker_loaders", "assets", "d1_databases"):
+    for key in ("worker_loaders", "r2_buckets", "d1_databases"):
         assert key in errors[0], errors[0]
-    assert "expected supported binding types: ai, kv_namespaces" in errors[0]
+    assert "expected supported binding types: ai, assets, kv_namespaces" in errors[0]
     assert "unexpected field" not in result.stdout + result.stderr
 
 

@@ -1,0 +1,88 @@
+"""Supervisor half of ``env.ASSETS``: ``fetch(method, url, headers)`` answered from the files.
+
+The directory comes from the spec (the project's in ``ember dev``, the deployed version's copy
+in ``ember serve``); the isolate names only a URL, which ``serving.answer`` keeps inside it.
+Small files travel in the reply; larger ones stream in chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ember.bindings.assets.files import AssetDirectory
+from ember.bindings.assets.serving import AssetsPolicy, answer
+from ember.bindings.base import (
+    BindingService,
+    BindingSpec,
+    CallContext,
+    ServiceError,
+    ServiceHost,
+    StreamReply,
+)
+
+INLINE_BYTES = 256 * 1024
+CHUNK = 256 * 1024
+MAX_HEADERS = 256
+
+
+class AssetsService(BindingService):
+    """Answers ``fetch`` for one deployment's assets."""
+
+    def __init__(self, spec: BindingSpec, host: ServiceHost) -> None:
+        self._name = spec.name
+        self._directory = AssetDirectory(Path(str(spec.options["directory"])))
+        self._policy = AssetsPolicy(
+            html_handling=str(spec.options.get("html_handling", "auto-trailing-slash")),
+            not_found_handling=str(spec.options.get("not_found_handling", "none")),
+            has_worker=False,  # the asset worker itself: it answers every request
+        )
+
+    async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
+        if method != "fetch":
+            raise ServiceError(f"env.{self._name}: unknown method {method!r}", kind="assets")
+        if not (
+            len(args) == 3
+            and isinstance(args[0], str)
+            and isinstance(args[1], str)
+            and isinstance(args[2], list)
+            and len(args[2]) <= MAX_HEADERS
+            and all(
+                isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h)
+                for h in args[2]
+            )
+        ):
+            raise ServiceError(
+                f"env.{self._name}.fetch(): expected a method, a URL and headers", kind="assets"
+            )
+        verb, url, pairs = args
+        parts = urlsplit(url)
+        headers = {name.lower(): value for name, value in pairs}
+        found = await asyncio.to_thread(
+            answer,
+            verb,
+            parts.path or "/",
+            parts.query,
+            headers,
+            self._policy,
+            self._directory.lookup,
+        )
+        head = [found.status, [list(h) for h in found.headers]]
+        if found.file is None:
+            return [*head, b""]
+        try:
+            size = found.file.stat().st_size
+            if size <= INLINE_BYTES:
+                return [*head, await asyncio.to_thread(found.file.read_bytes)]
+        except OSError:
+            return [*head, b""]
+        return StreamReply(head=[*head, None], chunks=_chunks(found.file))
+
+
+async def _chunks(file: Path) -> AsyncIterator[bytes]:
+    with file.open("rb") as handle:
+        while chunk := await asyncio.to_thread(handle.read, CHUNK):
+            yield chunk

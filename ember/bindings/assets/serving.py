@@ -1,0 +1,153 @@
+"""Serving assets: one request in, an answer from the assets or "run the worker" out.
+
+Used by ``ember dev`` and ``ember serve`` in front of the worker (``route``) and by the
+binding's ``env.ASSETS.fetch`` (``answer``), so both serve alike. It follows workers-shared's
+router worker and asset worker: ``run_worker_first`` (true, or rules with ``!/`` negations)
+sends a request to the worker before any asset; otherwise a path an asset answers is served
+from the assets (a method other than GET or HEAD gets 405 there), and any other path runs the
+worker. With a worker, ``not_found_handling`` applies to browser navigations only
+(``Sec-Fetch-Mode: navigate``, from compatibility date 2025-04-01 or the flag
+``assets_navigation_prefers_asset_serving``) or when ``run_worker_first`` is a list; without
+one, it applies to every request, and a path nothing answers is a 404 with an empty body.
+Answers carry an ETag (``If-None-Match`` -> 304), the type by extension and
+``Cache-Control: public, max-age=0, must-revalidate`` (not on a request with Authorization
+or Range); canonical paths redirect with 307.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+from ember.bindings.assets.intent import Lookup, find_intent
+
+CACHE_CONTROL = "public, max-age=0, must-revalidate"
+NAVIGATION_FLAG = "assets_navigation_prefers_asset_serving"
+NAVIGATION_OFF_FLAG = "assets_navigation_has_no_effect"
+NAVIGATION_DEFAULT_FROM = "2025-04-01"
+
+
+@dataclass(frozen=True, slots=True)
+class AssetsPolicy:
+    """How a deployment's assets answer requests (from its ``assets`` config)."""
+
+    html_handling: str = "auto-trailing-slash"
+    not_found_handling: str = "none"
+    run_worker_first: bool = False
+    worker_rules: tuple[str, ...] = ()
+    asset_rules: tuple[str, ...] = ()
+    navigation_prefers_assets: bool = True
+    has_worker: bool = True
+
+    @property
+    def static_routing(self) -> bool:
+        return bool(self.worker_rules)
+
+
+@dataclass(frozen=True, slots=True)
+class AssetAnswer:
+    """An answer from the assets: status, headers and the file whose bytes are the body."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    file: Path | None = None  # None: no body (304, HEAD, redirect, 404 without a page)
+
+
+NOT_FOUND = AssetAnswer(404, ())
+
+
+def navigation_prefers_assets(date: str | None, flags: tuple[str, ...]) -> bool:
+    """The platform's ``assets_navigation_prefers_asset_serving``, on by date or flag."""
+    if NAVIGATION_FLAG in flags:
+        return True
+    if NAVIGATION_OFF_FLAG in flags:
+        return False
+    return (date or "2021-11-02") >= NAVIGATION_DEFAULT_FROM
+
+
+def route(
+    method: str,
+    path: str,
+    query: str,
+    headers: Mapping[str, str],
+    policy: AssetsPolicy,
+    lookup: Lookup,
+) -> AssetAnswer | None:
+    """The assets' answer to a request, or None: the worker runs it.
+
+    ``path``: the request's path as sent (percent-encoded); ``headers``: lower-case names."""
+    if policy.static_routing:
+        if _matches(policy.asset_rules, path):
+            return answer(method, path, query, headers, policy, lookup)
+        if _matches(policy.worker_rules, path) and policy.has_worker:
+            return None
+    if policy.run_worker_first and policy.has_worker:
+        return None
+    if policy.has_worker:
+        keep = policy.static_routing or (
+            policy.navigation_prefers_assets and headers.get("sec-fetch-mode") == "navigate"
+        )
+        not_found = policy.not_found_handling if keep else "none"
+        if find_intent(_decode(path), lookup, policy.html_handling, not_found) is None:
+            return None
+    return answer(method, path, query, headers, policy, lookup)
+
+
+def answer(
+    method: str,
+    path: str,
+    query: str,
+    headers: Mapping[str, str],
+    policy: AssetsPolicy,
+    lookup: Lookup,
+) -> AssetAnswer:
+    """What the asset worker answers (``env.ASSETS.fetch`` and ``route``)."""
+    decoded = _decode(path)
+    intent = find_intent(decoded, lookup, policy.html_handling, policy.not_found_handling)
+    if intent is None:
+        return NOT_FOUND
+    if method.upper() not in ("GET", "HEAD"):
+        return AssetAnswer(405, ())
+    destination = _encode(intent.redirect if intent.redirect is not None else decoded)
+    if intent.redirect is not None or (intent.asset is not None and destination != path):
+        search = f"?{query}" if query else ""
+        return AssetAnswer(307, (("location", destination + search),))
+    asset = intent.asset
+    if asset is None:  # invariant: an intent without a redirect names its asset
+        return AssetAnswer(500, ())
+    etag = f'"{asset.etag}"'
+    out = [("etag", etag), ("content-type", asset.content_type)]
+    if "authorization" not in headers and "range" not in headers:
+        out.append(("cache-control", CACHE_CONTROL))
+    if headers.get("if-none-match", "") in (etag, f"W/{etag}"):
+        return AssetAnswer(304, tuple(out))
+    out.append(("content-length", str(asset.size)))
+    body = None if method.upper() == "HEAD" else asset.file
+    return AssetAnswer(intent.status, tuple(out), body)
+
+
+def _decode(path: str) -> str:
+    """Each segment percent-decoded (a malformed one kept), repeated slashes collapsed."""
+    parts = []
+    for part in path.split("/"):
+        try:
+            parts.append(unquote(part, errors="strict"))
+        except UnicodeDecodeError:
+            parts.append(part)
+    return re.sub("/+", "/", "/".join(parts))
+
+
+def _encode(path: str) -> str:
+    """``encodeURIComponent`` of each segment: the canonical path an asset is served at."""
+    return "/".join(quote(part, safe="-_.!~*'()") for part in path.split("/"))
+
+
+def _matches(rules: tuple[str, ...], path: str) -> bool:
+    for rule in rules:
+        pattern = ".*".join(re.escape(piece) for piece in rule.split("*"))
+        if re.fullmatch(pattern, path):
+            return True
+    return False
