@@ -112,7 +112,9 @@ def _banner(server: object) -> None:
 
     assert isinstance(server, DevServer)  # invariant: called with the server just made
     deployment = server.deployment
-    click.echo(f"ember dev: {deployment.name} ({deployment.main})")
+    click.echo(f"ember dev: {deployment.name} ({deployment.main or 'assets only'})")
+    if server.config.assets is not None:
+        click.echo(f"Assets: {server.config.assets.directory}")
     if server.config.env is not None:
         click.echo(f"Using environment {server.config.env!r} ([env.{server.config.env}])")
     _bindings(server)

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ember.bindings.assets.serving import AssetsPolicy
+from ember.bindings.assets.spec import policy_of
 from ember.bindings.base import BindingSpec
 from ember.bindings.registry import BindingRegistry
 from ember.config import JSONValue, ProjectConfig, load_project
@@ -50,6 +52,9 @@ class Deployment:
     # The project's requires-python: a SyntaxError is told about the interpreter when it is
     # excluded (isolate/syntax_note.py). None: not declared (or not known, ember serve).
     requires_python: str | None = None
+    # Static assets in front of the worker (None: none). ``main`` is "" for assets only.
+    assets: AssetsPolicy | None = None
+    assets_dir: Path | None = None  # where the asset files are (read live in ember dev)
 
     def init_spec(self) -> dict[str, object]:
         """What the isolate receives in its Init frame (sent over its own socket only)."""
@@ -91,11 +96,19 @@ def deployment_from_project(
     cannot be imported or read in dev either. None: run from the project directory as it is."""
     bindings = check_project(config, registry).bindings
     code_dir, main, source_dir = config.root, config.main, None
-    if stage is not None:
+    if stage is not None and config.has_worker:  # assets only: no modules, no worker
         modules = collect_modules(config)
         stage_modules(modules, stage)
         code_dir, main, source_dir = stage, modules[0].name, config.module_root
     python_project = read_python_project(config.root)
+    assets = None
+    if config.assets is not None:
+        assets = policy_of(
+            config.assets,
+            has_worker=config.has_worker,
+            compatibility_date=config.compatibility_date,
+            compatibility_flags=config.compatibility_flags,
+        )
     return Deployment(
         id=deployment_id or config.name,
         name=config.name,
@@ -112,6 +125,8 @@ def deployment_from_project(
         compatibility_date=config.compatibility_date,
         compatibility_flags=config.compatibility_flags,
         version=source_digest(config.root),
+        assets=assets,
+        assets_dir=config.assets.directory if config.assets is not None else None,
     )
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ember.bindings.assets.files import AssetDirectory
+from ember.bindings.assets.serving import route
 from ember.bindings.base import HttpMount
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.config import ProjectConfig, load_project
@@ -32,6 +34,7 @@ from ember.listen import bind
 from ember.python_project import read_python_project
 from ember.requires_python import python_mismatch
 from ember.runtime import events as E
+from ember.runtime.assets_front import AssetSite, with_assets
 from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.dev_stage import DevStage, remove_orphaned_stages
 from ember.runtime.http import ResponseAborted
@@ -96,6 +99,7 @@ class DevServer:
             options.project, env=options.env, extra_vars=options.extra_vars
         )
         self.deployment: Deployment = self._deployment(self.config)
+        self._assets: AssetSite | None = _asset_site(self.deployment)
         self.url: str | None = None
         self.supervisor: Supervisor | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -178,14 +182,14 @@ class DevServer:
                 fast_protocol(
                     router,
                     lambda: self.deployment.id,
-                    self._mounts.matches,
+                    lambda path: self._mounts.matches(path) or self._assets_claim(path),
                     stale=self._stale,
                     gate=gate,
                 )
                 or http
             )
         config = uvicorn.Config(
-            with_binding_mounts(router, self._mounts),
+            with_binding_mounts(with_assets(router, lambda scope: self._assets), self._mounts),
             http=http,
             host=host,
             port=port,
@@ -216,6 +220,15 @@ class DevServer:
                     await serving
             listener.close()
 
+    def _assets_claim(self, path: str) -> bool:
+        """Whether the assets may answer ``path`` (the fast path then leaves it to ASGI)."""
+        site = self._assets
+        if site is None:
+            return False
+        if site.claims_all() or "%" in path:
+            return True
+        return route("GET", path, "", {}, site.policy, site.lookup) is not None
+
     def _binding_mounts(self, deployment: Deployment) -> list[HttpMount]:
         assert self.supervisor is not None  # invariant: made in serve() before this is called
         ai = self.options.ai_routes  # off: the AI paths go to the worker (--no-ai-routes)
@@ -228,7 +241,8 @@ class DevServer:
     async def _startup(self) -> None:
         assert self.supervisor is not None  # invariant: set before uvicorn starts
         await self.supervisor.start()
-        await self.supervisor.deploy(self.deployment)
+        if self.deployment.main:  # "" for assets only: nothing to run
+            await self.supervisor.deploy(self.deployment)
         if self.options.watch:
             watcher = FileWatcher(self.config.root, extra=self.config.watched_files())
             self._gate = ReloadGate(watcher, self._reload)
@@ -269,8 +283,9 @@ class DevServer:
             )
             return
         self.config, self.deployment = config, deployment
+        self._assets = _asset_site(deployment)
         self.events.emit(E.LifecycleEvent(deployment.id, "info", f"{names} changed: reloading"))
-        error = await self.supervisor.deploy(deployment)
+        error = await self.supervisor.deploy(deployment) if deployment.main else None
         # The whole config applies, not just the worker's env: a binding's HTTP routes (the AI
         # APIs) follow its section, as the isolate's bindings do.
         self._mounts.replace(self._binding_mounts(deployment))
@@ -292,6 +307,13 @@ class DevServer:
                 await supervisor.scheduled(deployment_id, cron, when)
 
             self._crons = asyncio.ensure_future(CronScheduler(self.deployment.crons, trigger).run())
+
+
+def _asset_site(deployment: Deployment) -> AssetSite | None:
+    """The deployment's assets, read live from the project's directory."""
+    if deployment.assets is None or deployment.assets_dir is None:
+        return None
+    return AssetSite(deployment.assets, AssetDirectory(deployment.assets_dir).lookup)
 
 
 def _drop_aborted_responses(record: logging.LogRecord) -> bool:

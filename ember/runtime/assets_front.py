@@ -1,0 +1,97 @@
+"""Static assets in front of the worker: the ASGI layer ``ember dev`` and ``ember serve`` share.
+
+For each HTTP request, the deployment's assets (``ember.bindings.assets.serving.route``) either
+answer it, the file streamed from disk, or hand it to the worker's app unchanged. ``site``
+names the assets of the request's deployment now (``ember dev``: the project's, re-read on a
+config reload; ``ember serve``: the routed version's), or None where there are none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ember.bindings.assets.files import AssetDirectory
+from ember.bindings.assets.intent import Lookup
+from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, route
+
+CHUNK = 256 * 1024
+Scope = dict[str, Any]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class AssetSite:
+    """One deployment's assets: how they answer, and where their files are found."""
+
+    policy: AssetsPolicy
+    lookup: Lookup
+
+    @classmethod
+    def of_directory(cls, policy: AssetsPolicy, directory: AssetDirectory) -> AssetSite:
+        return cls(policy, directory.lookup)
+
+    def claims_all(self) -> bool:
+        """True when every request may be answered here (no worker): the fast path, which
+        knows only the worker, must hand each one to the ASGI app."""
+        return not self.policy.has_worker or self.policy.not_found_handling != "none"
+
+
+def with_assets(app: Any, site: Callable[[Scope], AssetSite | None]) -> Any:
+    """``app`` with static assets in front of it."""
+
+    async def dispatch(scope: Scope, receive: Any, send: Send) -> None:
+        if scope["type"] == "http" and (current := site(scope)) is not None:
+            found = route(
+                scope["method"],
+                _raw_path(scope),
+                scope.get("query_string", b"").decode("latin-1"),
+                _headers(scope),
+                current.policy,
+                current.lookup,
+            )
+            if found is not None:
+                await send_answer(found, send)
+                return
+        await app(scope, receive, send)
+
+    return dispatch
+
+
+async def send_answer(found: AssetAnswer, send: Send) -> None:
+    """Write ``found`` as an ASGI response, its file read in chunks."""
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in found.headers]
+    if found.file is None and found.status not in (304,) and not _has(found, "content-length"):
+        headers.append((b"content-length", b"0"))
+    await send({"type": "http.response.start", "status": found.status, "headers": headers})
+    if found.file is None:
+        await send({"type": "http.response.body", "body": b""})
+        return
+    try:
+        handle = found.file.open("rb")
+    except OSError:  # removed since it was looked up: what was announced cannot be sent
+        await send({"type": "http.response.body", "body": b""})
+        return
+    with handle:
+        while True:
+            chunk = handle.read(CHUNK)
+            more = len(chunk) == CHUNK
+            await send({"type": "http.response.body", "body": chunk, "more_body": more})
+            if not more:
+                return
+
+
+def _has(found: AssetAnswer, name: str) -> bool:
+    return any(k == name for k, _ in found.headers)
+
+
+def _raw_path(scope: Scope) -> str:
+    raw = scope.get("raw_path")
+    if raw:
+        return raw.decode("latin-1").split("?", 1)[0]
+    return str(scope["path"])
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
