@@ -13,8 +13,9 @@ import httpx
 
 from tests.cli.devprocess import DevProcess
 
-C3_ASSETS = Path("/work/briefs/walk22-apps/c3-assets")
-ENTRY = '''
+# create-cloudflare's hello-world-with-assets Python template, as `npm create cloudflare` writes it.
+C3_ASSETS = Path(__file__).parent / "c3_assets"
+ENTRY = """
 from urllib.parse import urlparse
 from workers import Response, WorkerEntrypoint
 
@@ -25,13 +26,14 @@ class Default(WorkerEntrypoint):
             return Response("Hello, World!")
         if path == "/via-binding":
             answer = await self.env.ASSETS.fetch("http://any.host/about")
-            return Response(await answer.text(), headers={"x-type": answer.headers.get("content-type")})
+            kind = answer.headers.get("content-type")
+            return Response(await answer.text(), headers={"x-type": kind})
         if path == "/binding-request":
             return await self.env.ASSETS.fetch(request)
         if path.startswith("/api/"):
             return Response("worker api " + path)
         return Response("Not Found", status=404)
-'''
+"""
 
 
 def _raw_get(url: str, path: str) -> tuple[int, bytes]:
