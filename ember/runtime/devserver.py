@@ -244,10 +244,23 @@ class DevServer:
         if self.deployment.main:  # "" for assets only: nothing to run
             await self.supervisor.deploy(self.deployment)
         if self.options.watch:
-            watcher = FileWatcher(self.config.root, extra=self.config.watched_files())
+            watcher = FileWatcher(
+                self.config.root, extra=self.config.watched_files(), exclude=self._live_assets()
+            )
             self._gate = ReloadGate(watcher, self._reload)
             self._tasks.append(asyncio.ensure_future(self._gate.poll(self.options.watch_interval)))
         self._restart_crons()
+
+    def _live_assets(self) -> tuple[Path, ...]:
+        """The assets directory, whose files are read per request (an edit needs no reload),
+        unless it holds the worker's code or config too (``directory: "."``)."""
+        assets = self.config.assets
+        if assets is None:
+            return ()
+        code = [self.config.file, *((self.config.main_path,) if self.config.has_worker else ())]
+        if any(path.is_relative_to(assets.directory) for path in code):
+            return ()
+        return (assets.directory,)
 
     def _stale(self) -> bool:
         return self._gate is not None and self._gate.stale_in_poll()

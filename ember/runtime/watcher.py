@@ -24,9 +24,13 @@ Snapshot = dict[Path, Key]
 class FileWatcher:
     """Tells which files under ``root`` (or ``extra``) changed since it last looked."""
 
-    def __init__(self, root: Path, *, extra: Iterable[Path] = ()) -> None:
+    def __init__(
+        self, root: Path, *, extra: Iterable[Path] = (), exclude: Iterable[Path] = ()
+    ) -> None:
         self.root = root
         self.extra = tuple(extra)
+        # Directories whose changes need no reload (static assets, read live per request).
+        self.exclude = tuple(exclude)
         self._snapshot, self._dirs = self._walk()
         self._checks = self._checklist()
 
@@ -36,6 +40,9 @@ class FileWatcher:
 
     def _walk(self) -> tuple[Snapshot, Snapshot]:
         dirs, files = project_tree(self.root)
+        if self.exclude:
+            dirs = [d for d in dirs if not _under(d, self.exclude)]
+            files = [f for f in files if not _under(f, self.exclude)]
         state: Snapshot = {}
         for path in [*files, *self.extra]:
             key = _key(path)
@@ -76,6 +83,10 @@ class FileWatcher:
         self._snapshot = current
         self._checks = self._checklist()
         return sorted(changed)
+
+
+def _under(path: Path, parents: tuple[Path, ...]) -> bool:
+    return any(path.is_relative_to(parent) for parent in parents)
 
 
 def _key(path: Path) -> Key | None:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tests.cli.devprocess import DevProcess
+from tests.cli.devprocess import DevProcess, until
 
 # create-cloudflare's hello-world-with-assets Python template, as `npm create cloudflare` writes it.
 C3_ASSETS = Path(__file__).parent / "c3_assets"
@@ -83,6 +83,12 @@ def test_the_c3_python_template_with_assets_starts_and_serves(tmp_path: Path) ->
         assert missing.status_code == 404 and missing.text == "Not Found"  # the worker's
         (project / "public" / "index.html").write_text("edited")
         assert httpx.get(dev.url, timeout=10).text == "edited"  # read live, at once
+        entry = project / "src" / "entry.py"
+        entry.write_text(entry.read_text().replace("Hello, World!", "Hello again"))
+        dev.wait_for_line("changed: reloading")
+        until(lambda: httpx.get(dev.url + "/message", timeout=10).text == "Hello again")
+        # An asset's edit restarts no worker: only the code's change was a reload.
+        assert not any("index.html" in line for line in dev.lines if "reloading" in line)
 
 
 def test_binding_routing_etags_and_traversal(tmp_path: Path) -> None:
