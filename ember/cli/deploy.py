@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 
+from ember.cli.assets_upload import sync_assets
 from ember.cli.bindings_table import binding_rows, print_bindings, total_upload_line
 from ember.cli.deploy_ai import deploy_notes
 from ember.cli.environment import chosen_env, env_option, show_warnings
@@ -262,7 +263,10 @@ def deploy_project(
         return kv_spec(kv.binding, _provision_kv(session, f"{name}-{kv.binding}".lower()))
 
     specs = binding_specs(plan, resolve_kv)
-    body, headers = upload_body(plan, modules, specs)
+    assets = None
+    if project.assets is not None:
+        assets = sync_assets(session, name, project.assets, str(project.config_file))
+    body, headers = upload_body(plan, modules, specs, assets)
     script = session.account_path(f"/workers/scripts/{path_segment(name)}")
     message = plan.annotations.get("workers/message")
     if exists:

@@ -37,6 +37,8 @@ def binding_specs(plan: UploadPlan, resolve_kv: KVResolver) -> list[dict[str, An
     out += [resolve_kv(kv) for kv in project.kv_namespaces]
     if project.ai_binding:
         out.append({"name": project.ai_binding, "type": "ai"})
+    if project.assets is not None and project.assets.binding:
+        out.append({"name": project.assets.binding, "type": "assets"})
     out += [{"name": k, "type": "secret_text", "text": v} for k, v in plan.secrets.items()]
     return out
 
@@ -50,9 +52,13 @@ def kv_spec(binding: str, namespace_id: str | None) -> dict[str, Any]:
 
 
 def upload_body(
-    plan: UploadPlan, modules: list[Part], specs: list[dict[str, Any]]
+    plan: UploadPlan,
+    modules: list[Part],
+    specs: list[dict[str, Any]],
+    assets: dict[str, Any] | None = None,
 ) -> tuple[bytes, dict[str, str]]:
-    """The multipart body (metadata first, then the modules, entry first) and its headers."""
+    """The multipart body (metadata first, then the modules, entry first) and its headers;
+    ``assets``: ``metadata.assets`` (the completion token of the files' upload, and config)."""
     project = plan.project
     metadata: dict[str, Any] = {
         "main_module": modules[0].name,
@@ -65,6 +71,8 @@ def upload_body(
         metadata["annotations"] = dict(plan.annotations)
     if project.limits:
         metadata["limits"] = dict(project.limits)
+    if assets is not None:
+        metadata["assets"] = assets
     boundary = "----ember-" + secrets.token_hex(12)
     body = build_multipart(
         [Part("metadata", None, None, json.dumps(metadata).encode()), *modules], boundary

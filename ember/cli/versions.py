@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from ember.cli.assets_upload import sync_assets
 from ember.cli.deploy import prepare_upload
 from ember.cli.deployments import worker_name
 from ember.cli.environment import EnvChoice, chosen_env, env_option, show_warnings
@@ -103,7 +104,10 @@ def upload_version(session: Session, plan: UploadPlan, modules: list[Part]) -> d
     def inherit(kv: KVBinding) -> dict[str, Any]:
         return kv_spec(kv.binding, kv.id) if kv.id else {"name": kv.binding, "type": "inherit"}
 
-    body, headers = upload_body(plan, modules, binding_specs(plan, inherit))
+    assets = None
+    if project.assets is not None:
+        assets = sync_assets(session, project.name, project.assets, str(project.config_file))
+    body, headers = upload_body(plan, modules, binding_specs(plan, inherit), assets)
     return session.client.call(  # type: ignore[no-any-return]
         "POST", f"{script}/versions?bindings_inherit=strict", content=body, headers=headers
     )

@@ -22,6 +22,7 @@ from typing import Any
 from ember.bindings.base import BindingSpec
 from ember.config import LimitsConfig, ProjectConfig
 from ember.config import load_project as load_config
+from ember.config_assets import AssetsConfig
 from ember.errors import ConfigError
 from ember.runtime.deployments.multipart import Part
 from ember.runtime.project_check import check_project
@@ -57,6 +58,7 @@ class WorkerProject:
     warnings: tuple[str, ...] = ()
     limits: dict[str, int] = field(default_factory=dict)  # metadata.limits: cpu_ms, subrequests
     module_files: tuple[WorkerModule, ...] = ()  # what the module rules pick, entry first
+    assets: AssetsConfig | None = None  # static assets, uploaded with each version
 
     def modules(self) -> list[Part]:
         """The module parts, entry first, named and typed as wrangler's rules name them."""
@@ -77,6 +79,14 @@ def load_project(
     ``--name`` (dev runs a nameless one under its directory's name)."""
     name_override = name_override or None  # an empty --name names nothing
     config = load_config(directory, env=env, secrets=False, name=name_override)
+    if not config.has_worker:
+        raise ConfigError(
+            str(config.file),
+            "main",
+            None,
+            "the path of the worker's Python module (ember deploy does not upload an "
+            "assets-only project yet; ember dev serves one)",
+        )
     checked = check_project(config)
     if not config.named and name_override is None:
         raise ConfigError(str(config.file), "name", None, "the Worker's name (or pass --name)")
@@ -103,6 +113,7 @@ def load_project(
         warnings=(*checked.warnings, *_local_limits(config.file, config.limits)),
         limits=uploaded_limits(config.limits),
         module_files=collect_modules(config),
+        assets=config.assets,
     )
 
 

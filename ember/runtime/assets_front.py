@@ -43,20 +43,25 @@ def with_assets(app: Any, site: Callable[[Scope], AssetSite | None]) -> Any:
 
     async def dispatch(scope: Scope, receive: Any, send: Send) -> None:
         if scope["type"] == "http" and (current := site(scope)) is not None:
-            found = route(
-                scope["method"],
-                _raw_path(scope),
-                scope.get("query_string", b"").decode("latin-1"),
-                _headers(scope),
-                current.policy,
-                current.lookup,
-            )
+            found = assets_route(scope, current)
             if found is not None:
                 await send_answer(found, send)
                 return
         await app(scope, receive, send)
 
     return dispatch
+
+
+def assets_route(scope: Scope, site: AssetSite) -> AssetAnswer | None:
+    """The assets' answer to the HTTP request ``scope``; None: the worker's to answer."""
+    return route(
+        scope["method"],
+        _raw_path(scope),
+        scope.get("query_string", b"").decode("latin-1"),
+        _headers(scope),
+        site.policy,
+        site.lookup,
+    )
 
 
 async def send_answer(found: AssetAnswer, send: Send) -> None:

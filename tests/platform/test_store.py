@@ -337,7 +337,7 @@ def test_acknowledged_writes_survive_kill_9(tmp_path: Path) -> None:
 
 
 def test_unknown_binding_type_lists_supported_ones() -> None:
-    with pytest.raises(InvalidUpload, match="supported binding types: ai, inherit, json"):
+    with pytest.raises(InvalidUpload, match="supported binding types: ai, assets, inherit, json"):
         upload(bindings=[{"name": "DB", "type": "d1", "id": "x"}])
 
 

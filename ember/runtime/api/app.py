@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Mount
 
 from ember.errors import EmberError
 from ember.runtime.api import (
+    routes_assets,
     routes_auth,
     routes_kv,
     routes_kv_values,
@@ -42,6 +43,7 @@ def api_routes() -> list[BaseRoute]:
         *routes_auth.ROUTES,
         *routes_provisioning.API_ROUTES,
         *routes_scripts.ROUTES,
+        *routes_assets.ROUTES,
         *routes_schedules.ROUTES,
         *routes_secrets.ROUTES,
         *routes_kv.ROUTES,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from ember.runtime.deployments.assets import version_assets
 from ember.runtime.deployments.records import (
     Account,
     Deployment,
@@ -50,7 +51,7 @@ def script(s: Script, live: Version | None) -> dict[str, Any]:
         "modified_on": iso(s.modified_on),
         "usage_model": "standard",
         "has_modules": True,
-        "has_assets": False,
+        "has_assets": live is not None and version_assets(live) is not None,
         "logpush": False,
         "last_deployed_from": s.last_deployed_from,
     }

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -74,6 +75,8 @@ def store_upload(plane: ControlPlane, request: UploadRequest) -> UploadResult:
     versions it pushes out of the worker's window go only once it is accepted (``prune``).
     """
     upload = parse_worker_upload(parse_multipart(request.body, request.content_type))
+    extra = plane.assets.attach(request.account.id, upload.extra_metadata, upload.bindings)
+    upload = dataclasses.replace(upload, extra_metadata=extra)
     result = plane.scripts.upload(
         request.account,
         request.name,

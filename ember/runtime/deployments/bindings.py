@@ -28,6 +28,7 @@ SUPPORTED_TYPES: dict[str, tuple[str, ...]] = {
     "json": ("json",),
     "kv_namespace": ("namespace_id",),
     "ai": (),
+    "assets": (),  # the version's static assets (metadata.assets)
     "version_metadata": (),
     "inherit": (),
 }

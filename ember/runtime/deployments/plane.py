@@ -16,6 +16,7 @@ from ember.bindings.kv.service import STORE_FILE
 from ember.bindings.kv.store import KVStore
 from ember.runtime.deployments import pow
 from ember.runtime.deployments.accounts import AccountService
+from ember.runtime.deployments.assets import AssetStore, version_assets
 from ember.runtime.deployments.clock import Clock, system_clock
 from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.database import Database
@@ -59,6 +60,7 @@ class ControlPlane:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.db = Database(state_dir / DATABASE_FILE, self.storage)
         self.files = AccountFiles(state_dir, self.storage)
+        self.assets = AssetStore(self.files.root, clock)
         self.accounts = AccountService(self.db, self.config, clock)
         # The KV store the workers' bindings use: ``ember serve`` passes the supervisor's own
         # (one connection, one writer thread); alone, the control plane opens the same file.
@@ -127,7 +129,11 @@ class ControlPlane:
         modules = self.scripts.modules(version.id)
         if not modules:
             raise VersionNotFound(version.id, self._script_name(version.script_id))
-        return self.files.materialize(account_id, version.id, version.main_module, modules)
+        files = self.files.materialize(account_id, version.id, version.main_module, modules)
+        stored = version_assets(version)
+        if stored is not None:
+            self.assets.materialize(account_id, stored.manifest_id, files.root / "assets")
+        return files
 
     def _script_name(self, script_id: str) -> str:
         with self.db.reader() as conn:

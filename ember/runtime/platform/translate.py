@@ -23,14 +23,21 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from ember.bindings.assets.files import AssetDirectory
+from ember.bindings.assets.serving import AssetsPolicy, navigation_prefers_assets
+from ember.bindings.assets.spec import CLIENT as ASSETS_CLIENT
+from ember.bindings.assets.spec import KIND as ASSETS_KIND
 from ember.bindings.base import BindingSpec, OptionValue
 from ember.bindings.registry import BindingRegistry
 from ember.config import ConfigSection, JSONValue
 from ember.runtime.api.serializers import iso
+from ember.runtime.assets_front import AssetSite
 from ember.runtime.capacity import IsolatePool
 from ember.runtime.deployment import Deployment
+from ember.runtime.deployments.assets import version_assets
 from ember.runtime.deployments.config import AccountLimits
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Account, Module, Script, Version
@@ -55,6 +62,7 @@ class VersionSlot:
     deployment: Deployment | None  # None: the version cannot run here (``unsupported`` says why)
     unsupported: str | None = None
     pools: tuple[IsolatePool, ...] = ()  # held to shares of platform.max_isolates
+    assets: AssetSite | None = None  # static assets in front of the worker
 
 
 def slot_id(account: Account, script_name: str, version_id: str) -> str:
@@ -120,10 +128,12 @@ def build_slot(
             )
         elif binding.type == "ai":
             sections["ai"] = {"binding": binding.name}
+    site = _asset_site(version, files.root / "assets")
     where = f"worker {script.name} version {version.id}"
     specs = registry.parse([ConfigSection(where, key, value) for key, value in sections.items()])
     limits = plane.config.limits_for(account.temporary)
     specs = tuple(_account_options(spec, account, limits, script.name) for spec in specs)
+    specs += _assets_bindings(version, files.root / "assets")
     secrets = {s.name: s.value for s in plane.scripts.secret_values(version.id)}
     deployment = Deployment(
         id=ident,
@@ -138,8 +148,53 @@ def build_slot(
         compatibility_date=version.compatibility_date,
         compatibility_flags=version.compatibility_flags,
         version=version.id,
+        assets=site.policy if site else None,
+        assets_dir=files.root / "assets" if site else None,
     )
-    return VersionSlot(deployment=deployment, pools=isolate_pools(account, limits), **common)
+    return VersionSlot(
+        deployment=deployment, pools=isolate_pools(account, limits), assets=site, **common
+    )
+
+
+def _asset_site(version: Version, directory: Path) -> AssetSite | None:
+    """The version's assets in front of its worker (None: it has none)."""
+    stored = version_assets(version)
+    if stored is None:
+        return None
+    config = stored.config
+    first = config.get("run_worker_first", False)
+    worker_rules = (
+        tuple(r for r in first if not r.startswith("!")) if isinstance(first, list) else ()
+    )
+    policy = AssetsPolicy(
+        html_handling=config.get("html_handling", "auto-trailing-slash"),
+        not_found_handling=config.get("not_found_handling", "none"),
+        run_worker_first=first is True,
+        worker_rules=worker_rules,
+        asset_rules=tuple(r[1:] for r in first if r.startswith("!/")) if worker_rules else (),
+        navigation_prefers_assets=navigation_prefers_assets(
+            version.compatibility_date, version.compatibility_flags
+        ),
+        has_worker=True,
+    )
+    return AssetSite(policy, AssetDirectory(directory).lookup)
+
+
+def _assets_bindings(version: Version, directory: Path) -> tuple[BindingSpec, ...]:
+    """``env.<name>`` of an ``assets`` binding: the version's own files."""
+    stored = version_assets(version)
+    if stored is None:
+        return ()
+    options: dict[str, OptionValue] = {
+        "directory": str(directory),
+        "html_handling": stored.config.get("html_handling", "auto-trailing-slash"),
+        "not_found_handling": stored.config.get("not_found_handling", "none"),
+    }
+    return tuple(
+        BindingSpec(kind=ASSETS_KIND, name=b.name, client=ASSETS_CLIENT, options=options)
+        for b in version.bindings
+        if b.type == "assets"
+    )
 
 
 def isolate_pools(account: Account, limits: AccountLimits) -> tuple[IsolatePool, ...]:

@@ -1,0 +1,55 @@
+"""Static assets uploads (``wrangler deploy`` and ``ember deploy`` of a project with ``assets``).
+
+``assets-upload-session`` takes the manifest with the account's API token and answers which
+files to send; ``workers/assets/upload`` takes the files with the session's own token (as on
+Cloudflare, the upload is authorised by it, not by the API token). The work (hashing nothing,
+writing files) runs on the upload threads, off the event loop every tenant is served from.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ember.runtime.api.context import bearer, caller, parse_json, plane_of, read_body, uploads_of
+from ember.runtime.api.envelope import ok
+from ember.runtime.deployments.errors import InvalidRequest
+from ember.runtime.deployments.multipart import parse_multipart
+
+ACCOUNT = "/accounts/{account_id}"
+MANIFEST_BODY_LIMIT = 32 * 1024 * 1024  # 100,000 entries of a long path, hash and size
+UPLOAD_BODY_LIMIT = 64 * 1024 * 1024  # a bucket (40 MiB of files) in base64, and its form
+
+
+async def upload_session(request: Request) -> Response:
+    who = caller(request)
+    plane = plane_of(request)
+    body = parse_json(await read_body(request, MANIFEST_BODY_LIMIT), "the request body")
+    result = await uploads_of(request).run(plane.assets.start, who.account.id, body)
+    return ok(result)
+
+
+async def upload_files(request: Request) -> Response:
+    plane = plane_of(request)
+    account_id = request.path_params["account_id"]
+    if request.query_params.get("base64") != "true":
+        raise InvalidRequest("send the files base64-encoded, with ?base64=true (as wrangler does)")
+    token = bearer(request)
+    raw = await read_body(request, UPLOAD_BODY_LIMIT)
+    parts = parse_multipart(raw, request.headers.get("content-type"))
+    files = {part.name: part.data for part in parts}
+    completion = await uploads_of(request).run(plane.assets.upload, account_id, token, files)
+    if completion is None:
+        return ok({}, status=202)
+    return ok({"jwt": completion}, status=201)
+
+
+ROUTES = [
+    Route(
+        ACCOUNT + "/workers/scripts/{name}/assets-upload-session",
+        upload_session,
+        methods=["POST"],
+    ),
+    Route(ACCOUNT + "/workers/assets/upload", upload_files, methods=["POST"]),
+]

@@ -1,0 +1,112 @@
+"""Static assets deployed with ``ember deploy`` and served by ``ember serve``: the files go up
+once per account (wrangler's upload-session protocol), each version keeps its own, a rollback
+serves the old version's files, and ``env.ASSETS`` reads the deployed copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.serve.conftest import ServeProcess, deploy_versions, permanent_account
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = {
+    "name": "site",
+    "main": "src/entry.py",
+    "compatibility_date": "2025-06-01",
+    "assets": {
+        "directory": "./public",
+        "binding": "ASSETS",
+        "html_handling": "auto-trailing-slash",
+        "run_worker_first": ["/api/*"],
+    },
+}
+ENTRY = """\
+from urllib.parse import urlparse
+from workers import Response, WorkerEntrypoint
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        path = urlparse(request.url).path
+        if path == "/api/page":
+            page = await self.env.ASSETS.fetch("http://x/about")
+            return Response("via binding: " + await page.text())
+        return Response("worker " + path)
+"""
+
+
+def _ember(serve: ServeProcess, token: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "EMBER_CREDENTIALS": str(cwd / "no-credentials.json"),
+        "EMBER_PLATFORM": serve.url,
+        "EMBER_API_TOKEN": token,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ember", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_deploy_serves_assets_keeps_them_per_version_and_rolls_back(
+    serve: ServeProcess, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "public" / "blog").mkdir(parents=True)
+    (project / "wrangler.jsonc").write_text(json.dumps(CONFIG))
+    (project / "src" / "entry.py").write_text(ENTRY)
+    (project / "public" / "index.html").write_text("home v1")
+    (project / "public" / "about.html").write_text("about")
+    (project / "public" / "blog" / "index.html").write_text("blog")
+    (project / "public" / "secret.txt").write_text("not uploaded")
+    (project / "public" / ".assetsignore").write_text("secret.txt\n")
+    account_id, token = permanent_account(serve, "assetco")
+    first = _ember(serve, token, project, "deploy", "--json")
+    assert first.returncode == 0, first.stderr
+    v1 = json.loads(first.stdout)["version_id"]
+
+    page = serve.worker("assetco", "site", "/")
+    assert page.text == "home v1" and page.headers["content-type"].startswith("text/html")
+    etag = page.headers["etag"]
+    assert serve.worker("assetco", "site", "/", headers={"if-none-match": etag}).status_code == 304
+    redirect = serve.worker("assetco", "site", "/blog")
+    assert redirect.status_code == 307 and redirect.headers["location"] == "/blog/"
+    assert serve.worker("assetco", "site", "/nothing").text == "worker /nothing"
+    assert serve.worker("assetco", "site", "/api/page").text == "via binding: about"
+    assert serve.worker("assetco", "site", "/secret.txt").text == "worker /secret.txt"
+
+    (project / "public" / "index.html").write_text("home v2")
+    second = _ember(serve, token, project, "deploy", "--json")
+    assert second.returncode == 0, second.stderr
+    assert serve.worker("assetco", "site", "/").text == "home v2"
+    with serve.api(token) as api:
+        listed = api.get(f"/accounts/{account_id}/workers/scripts").json()["result"]
+        assert [s["has_assets"] for s in listed if s["id"] == "site"] == [True]
+        back = deploy_versions(api, account_id, "site", [(v1, 100)])
+        assert back.status_code == 200, back.text
+    assert serve.worker("assetco", "site", "/").text == "home v1"
+
+
+def test_upload_session_asks_only_for_files_the_account_lacks(serve: ServeProcess) -> None:
+    account_id, token = permanent_account(serve, "bucketco")
+    content = b"hello"
+    manifest = {"/a.txt": {"hash": "0" * 32, "size": len(content)}}
+    path = f"/accounts/{account_id}/workers/scripts/w/assets-upload-session"
+    with serve.api(token) as api:
+        started = api.post(path, json={"manifest": manifest}).json()["result"]
+        assert started["buckets"] == [["0" * 32]]
+        upload = f"/accounts/{account_id}/workers/assets/upload?base64=true"
+        files = {"0" * 32: ("0" * 32, b"aGVsbG8=", "text/plain")}
+        refused = api.post(upload, files=files)  # the API token is not the session's
+        assert refused.status_code == 401
+        done = api.post(upload, files=files, headers={"authorization": f"Bearer {started['jwt']}"})
+        assert done.status_code == 201 and done.json()["result"]["jwt"]
+        again = api.post(path, json={"manifest": manifest}).json()["result"]
+        assert again["buckets"] == [] and again["jwt"]
+        bad = api.post(path, json={"manifest": {"/../x": {"hash": "0" * 32, "size": 1}}})
+        assert bad.status_code == 400
