@@ -10,7 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.serve.conftest import ServeProcess, deploy_versions, permanent_account
+from tests.serve.conftest import (
+    ServeProcess,
+    deploy_versions,
+    permanent_account,
+    temporary_account,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = {
@@ -110,3 +115,18 @@ def test_upload_session_asks_only_for_files_the_account_lacks(serve: ServeProces
         assert again["buckets"] == [] and again["jwt"]
         bad = api.post(path, json={"manifest": {"/../x": {"hash": "0" * 32, "size": 1}}})
         assert bad.status_code == 400
+
+
+def test_a_temporary_account_uploads_at_most_1000_files_of_5_mib(serve: ServeProcess) -> None:
+    account = temporary_account(serve)["account"]
+    account_id, token = account["id"], account["apiToken"]  # type: ignore[index]
+    path = f"/accounts/{account_id}/workers/scripts/w/assets-upload-session"
+    many = {f"/f{i}.txt": {"hash": f"{i:032x}", "size": 1} for i in range(1001)}
+    big = {"/big.bin": {"hash": "1" * 32, "size": 5 * 1024 * 1024 + 1}}
+    with serve.api(token) as api:
+        refused = api.post(path, json={"manifest": many})
+        assert refused.status_code == 400 and "1,000 files" in refused.text
+        refused = api.post(path, json={"manifest": big})
+        assert refused.status_code == 400 and "5 MiB" in refused.text
+        fine = api.post(path, json={"manifest": dict(list(many.items())[:1000])})
+        assert fine.status_code == 200, fine.text

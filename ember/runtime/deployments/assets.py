@@ -43,6 +43,9 @@ from ember.errors import ConfigError
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload, Unauthenticated
 
 SESSION_TTL_S = 3600.0
+# A temporary account's assets, as Cloudflare bounds a temporary (unclaimed) account's.
+TEMPORARY_MAX_FILES = 1_000
+TEMPORARY_MAX_FILE_BYTES = 5 * 1024 * 1024
 BUCKET_FILES = 50
 BUCKET_BYTES = 40 * 1024 * 1024  # of file content per upload request (before base64)
 _HASH = re.compile(r"^[0-9a-f]{32}$")
@@ -98,9 +101,12 @@ class AssetStore:
 
     # -- the protocol ---------------------------------------------------------------------------
 
-    def start(self, account_id: str, body: object) -> dict[str, Any]:
-        """An upload session for ``body`` (``{"manifest": ...}``): ``{jwt, buckets}``."""
+    def start(self, account_id: str, body: object, *, temporary: bool = False) -> dict[str, Any]:
+        """An upload session for ``body`` (``{"manifest": ...}``): ``{jwt, buckets}``;
+        a temporary account's manifest is held to 1,000 files of at most 5 MiB."""
         manifest = _manifest(body)
+        if temporary:
+            _temporary_limits(manifest)
         text = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
         manifest_id = hashlib.sha256(text).hexdigest()[:32]
         _write_once(self._manifest_file(account_id, manifest_id), text)
@@ -254,6 +260,20 @@ def _manifest(body: object) -> dict[str, dict[str, Any]]:
         out[path] = {"hash": digest, "size": size}
     _check_tree(out)
     return out
+
+
+def _temporary_limits(manifest: dict[str, dict[str, Any]]) -> None:
+    if len(manifest) > TEMPORARY_MAX_FILES:
+        raise InvalidRequest(
+            f"the manifest has {len(manifest):,} files; a temporary account's assets are at "
+            f"most {TEMPORARY_MAX_FILES:,} files (claim the account for more)"
+        )
+    for path, entry in manifest.items():
+        if entry["size"] > TEMPORARY_MAX_FILE_BYTES:
+            raise InvalidRequest(
+                f"asset {path!r} is {entry['size']:,} bytes; a temporary account's assets are "
+                f"at most {TEMPORARY_MAX_FILE_BYTES:,} bytes (5 MiB) each"
+            )
 
 
 def _check_tree(manifest: dict[str, dict[str, Any]]) -> None:
