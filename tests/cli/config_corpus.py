@@ -94,6 +94,20 @@ def _cases() -> list[Case]:
         Case("base-dir", {"base_dir": "."}),
         Case("no-additional", {"find_additional_modules": False}),
         Case("python-modules-exclude", {"python_modules": {"exclude": ["**/*.txt"]}}),
+        Case("assets", {"assets": {"directory": "src"}}),
+        Case(
+            "assets-all",
+            {
+                "assets": {
+                    "directory": "./src",
+                    "binding": "ASSETS",
+                    "html_handling": "none",
+                    "not_found_handling": "404-page",
+                    "run_worker_first": ["/api/*", "!/api/docs/*"],
+                }
+            },
+        ),
+        Case("assets-first", {"assets": {"directory": ".", "run_worker_first": True}}),
         # Invalid documents: ember dev refuses every one.
         Case("name-int", {"name": 5}),
         Case("name-empty", {"name": ""}),
@@ -153,6 +167,12 @@ def _cases() -> list[Case]:
         Case("base-dir-beside", {"base_dir": "lib"}),
         Case("additional-str", {"find_additional_modules": "yes"}),
         Case("python-modules-list", {"python_modules": ["x"]}),
+        Case("assets-str", {"assets": "public"}),
+        Case("assets-missing", {"assets": {"directory": "public"}}),
+        Case("assets-html", {"assets": {"directory": "src", "html_handling": "auto"}}),
+        Case("assets-rules", {"assets": {"directory": "src", "run_worker_first": ["api/*"]}}),
+        Case("assets-is-kv", {"assets": {"directory": "src", "binding": "CACHE"}}),
+        Case("assets-is-var", {"assets": {"directory": "src", "binding": "API_HOST"}}),
     ]
     return cases
 

@@ -21,9 +21,11 @@ from typing import Any
 
 import pytest
 
+from ember.cli.assets_upload import asset_config
 from ember.cli.upload_body import binding_specs, kv_spec
 from ember.cli.upload_options import UploadOptions, plan_upload
 from ember.cli.worker_project import WorkerProject, load_project
+from ember.config_assets import AssetsConfig
 from ember.errors import ConfigError
 from ember.runtime.devserver import DevOptions, DevServer
 from ember.runtime.events import ListSink
@@ -88,7 +90,34 @@ def _uploaded(project: WorkerProject) -> dict[str, Any]:
         "kv": [(s["name"], s["namespace_id"]) for s in specs if s["type"] == "kv_namespace"],
         "ai": [s["name"] for s in specs if s["type"] == "ai"],
         "crons": plan.project.crons or (),
+        "assets": _assets_uploaded(plan.project.assets, specs),
     }
+
+
+def _assets_uploaded(assets: AssetsConfig | None, specs: list[dict[str, Any]]) -> object:
+    """The directory uploaded, metadata.assets.config and the assets binding's name."""
+    if assets is None:
+        return None
+    config = asset_config(assets)
+    binding = [s["name"] for s in specs if s["type"] == "assets"]
+    return (assets.directory, config, binding)
+
+
+def _assets_run(deployment: Any) -> object:
+    """The same, from what ``ember dev`` serves."""
+    policy = deployment.assets
+    if policy is None:
+        return None
+    first: object = policy.run_worker_first
+    if policy.worker_rules:
+        first = [*policy.worker_rules, *("!" + rule for rule in policy.asset_rules)]
+    config = {
+        "html_handling": policy.html_handling,
+        "not_found_handling": policy.not_found_handling,
+        "run_worker_first": first,
+    }
+    binding = [s.name for s in deployment.bindings if s.kind == "assets"]
+    return (deployment.assets_dir, config, binding)
 
 
 def _run(dev: DevServer) -> dict[str, Any]:
@@ -112,6 +141,7 @@ def _run(dev: DevServer) -> dict[str, Any]:
         "kv": kv,
         "ai": [s.name for s in deployment.bindings if s.kind == "ai"],
         "crons": deployment.crons,
+        "assets": _assets_run(deployment),
     }
 
 
