@@ -95,6 +95,12 @@ def test_deploy_serves_assets_keeps_them_per_version_and_rolls_back(
         back = deploy_versions(api, account_id, "site", [(v1, 100)])
         assert back.status_code == 200, back.text
     assert serve.worker("assetco", "site", "/").text == "home v1"
+    with serve.api(token) as api:
+        secrets = f"/accounts/{account_id}/workers/scripts/site/secrets"
+        put = api.put(secrets, json={"name": "S", "text": "x", "type": "secret_text"})
+        assert put.status_code == 200, put.text  # a new version, derived: the same assets
+    assert serve.worker("assetco", "site", "/").text == "home v1"
+    assert serve.worker("assetco", "site", "/api/page").text == "via binding: about"
 
 
 def test_upload_session_asks_only_for_files_the_account_lacks(serve: ServeProcess) -> None:
