@@ -163,3 +163,18 @@ def test_manifest_and_content_types(site: Path) -> None:
     assert content_type("a.js") == "text/javascript; charset=utf-8"
     assert content_type("a.png") == "image/png"
     assert content_type("a.unknownext") == "application/octet-stream"
+
+
+def test_assetsignore_is_read_live_and_matches_like_gitignore(site: Path) -> None:
+    directory = AssetDirectory(site)
+    assert directory.lookup("/style.css") is not None
+    (site / ".assetsignore").write_text("secret.txt\n*.css\n!keep.css\napi/\n")
+    (site / "keep.css").write_text("kept")
+    assert directory.lookup("/style.css") is None
+    assert directory.lookup("/keep.css") is not None
+    assert directory.lookup("/api/data.json") is None
+    assert directory.lookup("/secret.txt") is None
+    (site / ".assetsignore").write_text("/blog/404.html\n")
+    assert directory.lookup("/style.css") is not None
+    assert directory.lookup("/blog/404.html") is None
+    assert directory.lookup("/404.html") is not None

@@ -17,7 +17,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ember.bindings.assets.ignore import AssetsIgnore
+from ember.bindings.assets.ignore import IGNORE_FILE, AssetsIgnore
 from ember.errors import ConfigError
 
 MAX_ASSET_SIZE = 25 * 1024 * 1024  # workers-shared MAX_ASSET_SIZE
@@ -85,6 +85,7 @@ class AssetDirectory:
     def __init__(self, directory: Path) -> None:
         self.directory = directory.resolve()
         self._hashes: dict[Path, tuple[tuple[int, int, int], str]] = {}
+        self._ignore: tuple[tuple[int, int, int] | None, AssetsIgnore] | None = None
 
     def lookup(self, path: str) -> Asset | None:
         """The asset at decoded ``path`` (``/index.html``), if it is one now."""
@@ -99,7 +100,7 @@ class AssetDirectory:
             return None
         if not real.is_relative_to(self.directory) or not stat.S_ISREG(info.st_mode):
             return None
-        if info.st_size > MAX_ASSET_SIZE or AssetsIgnore.of(self.directory).ignored(relative):
+        if info.st_size > MAX_ASSET_SIZE or self._ignored(relative):
             return None
         key = (info.st_mtime_ns, info.st_size, info.st_ino)
         cached = self._hashes.get(real)
@@ -110,6 +111,17 @@ class AssetDirectory:
                 return None
             self._hashes[real] = cached
         return Asset(path, cached[1], info.st_size, content_type(relative), real)
+
+    def _ignored(self, relative: str) -> bool:
+        """``.assetsignore`` as it is now (re-read when it changes)."""
+        try:
+            info = (self.directory / IGNORE_FILE).stat()
+            key: tuple[int, int, int] | None = (info.st_mtime_ns, info.st_size, info.st_ino)
+        except OSError:
+            key = None
+        if self._ignore is None or self._ignore[0] != key:
+            self._ignore = (key, AssetsIgnore.of(self.directory))
+        return self._ignore[1].ignored(relative)
 
 
 @dataclass(frozen=True, slots=True)
