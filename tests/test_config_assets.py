@@ -9,6 +9,7 @@ import pytest
 
 from ember.config import load_project
 from ember.errors import ConfigError
+from ember.runtime.deployment import deployment_from_project
 from ember.runtime.project_check import check_project
 
 
@@ -105,3 +106,14 @@ def test_binding_name_clash_with_a_var(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         check_project(config)
     assert "A" in str(caught.value)
+
+
+def test_an_asset_past_25_mib_is_refused_when_the_project_is_read_for_dev(tmp_path: Path) -> None:
+    root = _project(tmp_path, {"directory": "public"})
+    with (root / "public" / "video.bin").open("wb") as handle:
+        handle.truncate(25 * 1024 * 1024 + 1)  # sparse: no 25 MiB written
+    with pytest.raises(ConfigError) as caught:
+        deployment_from_project(load_project(root))
+    assert caught.value.key == "assets.directory" and "video.bin" in str(caught.value)
+    (root / "public" / ".assetsignore").write_text("*.bin\n")
+    assert deployment_from_project(load_project(root)).assets is not None

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ember.bindings.assets.files import check_limits
 from ember.bindings.assets.serving import AssetsPolicy
 from ember.bindings.assets.spec import policy_of
 from ember.bindings.base import BindingSpec
@@ -103,6 +104,9 @@ def deployment_from_project(
     python_project = read_python_project(config.root)
     assets = None
     if config.assets is not None:
+        check_limits(
+            config.assets.directory, str(config.file), config.where("assets") + ".directory"
+        )
         assets = policy_of(
             config.assets,
             has_worker=config.has_worker,

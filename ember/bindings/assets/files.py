@@ -14,6 +14,7 @@ import hashlib
 import mimetypes
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,11 +138,24 @@ class ManifestEntry:
 def build_manifest(
     directory: Path, fname: str = "", key: str = "assets.directory"
 ) -> list[ManifestEntry]:
-    """Every asset under ``directory`` (sorted by path), or a ConfigError naming the file past
-    the platform's limits (25 MiB a file, 100,000 files), as wrangler refuses them."""
+    """Every asset under ``directory`` (sorted by path) with its hash, or a ConfigError naming
+    the file past the platform's limits (25 MiB a file, 100,000 files), as wrangler refuses."""
+    return [
+        ManifestEntry("/" + relative, file_hash(real), size, real)
+        for relative, real, size in _walk(directory, fname, key)
+    ]
+
+
+def check_limits(directory: Path, fname: str = "", key: str = "assets.directory") -> int:
+    """``build_manifest``'s checks without reading the files (``ember dev`` at start and on
+    each reload); the number of assets."""
+    return sum(1 for _ in _walk(directory, fname, key))
+
+
+def _walk(directory: Path, fname: str, key: str) -> Iterator[tuple[str, Path, int]]:
     directory = directory.resolve()
     ignore = AssetsIgnore.of(directory)
-    entries: list[ManifestEntry] = []
+    count = 0
     for current, dirs, files in os.walk(directory):
         dirs.sort()
         base = Path(current)
@@ -165,9 +179,9 @@ def build_manifest(
                     f"asset files of at most {MAX_ASSET_SIZE} bytes (25 MiB)",
                     hint="leave it out with .assetsignore in the assets directory",
                 )
-            entries.append(ManifestEntry("/" + relative, file_hash(real), size, real))
-            if len(entries) > MAX_ASSET_COUNT:
+            count += 1
+            if count > MAX_ASSET_COUNT:
                 raise ConfigError(
                     fname, key, f"more than {MAX_ASSET_COUNT} files", f"at most {MAX_ASSET_COUNT}"
                 )
-    return entries
+            yield relative, real, size
