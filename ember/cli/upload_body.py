@@ -60,6 +60,8 @@ def upload_body(
     """The multipart body (metadata first, then the modules, entry first) and its headers;
     ``assets``: ``metadata.assets`` (the completion token of the files' upload, and config)."""
     project = plan.project
+    if not modules:  # assets only, as wrangler uploads one: the metadata alone
+        return _assets_only_body(plan, assets)
     metadata: dict[str, Any] = {
         "main_module": modules[0].name,
         "bindings": specs,
@@ -77,4 +79,20 @@ def upload_body(
     body = build_multipart(
         [Part("metadata", None, None, json.dumps(metadata).encode()), *modules], boundary
     )
+    return body, {"content-type": f"multipart/form-data; boundary={boundary}"}
+
+
+def _assets_only_body(
+    plan: UploadPlan, assets: dict[str, Any] | None
+) -> tuple[bytes, dict[str, str]]:
+    project = plan.project
+    metadata: dict[str, Any] = {
+        "assets": assets,
+        "compatibility_date": project.compatibility_date,
+        "compatibility_flags": list(project.compatibility_flags),
+    }
+    if plan.annotations:
+        metadata["annotations"] = dict(plan.annotations)
+    boundary = "----ember-" + secrets.token_hex(12)
+    body = build_multipart([Part("metadata", None, None, json.dumps(metadata).encode())], boundary)
     return body, {"content-type": f"multipart/form-data; boundary={boundary}"}

@@ -43,7 +43,7 @@ class WorkerProject:
     root: Path
     config_file: Path
     name: str
-    main: Path
+    main: Path  # the project's directory itself for an assets-only project (no module_files)
     module_root: Path  # module names are relative to it: base_dir, or main's directory
     compatibility_date: str | None
     compatibility_flags: tuple[str, ...]
@@ -79,14 +79,6 @@ def load_project(
     ``--name`` (dev runs a nameless one under its directory's name)."""
     name_override = name_override or None  # an empty --name names nothing
     config = load_config(directory, env=env, secrets=False, name=name_override)
-    if not config.has_worker:
-        raise ConfigError(
-            str(config.file),
-            "main",
-            None,
-            "the path of the worker's Python module (ember deploy does not upload an "
-            "assets-only project yet; ember dev serves one)",
-        )
     checked = check_project(config)
     if not config.named and name_override is None:
         raise ConfigError(str(config.file), "name", None, "the Worker's name (or pass --name)")
@@ -112,7 +104,7 @@ def load_project(
         environments=config.environments,
         warnings=(*checked.warnings, *_local_limits(config.file, config.limits)),
         limits=uploaded_limits(config.limits),
-        module_files=collect_modules(config),
+        module_files=collect_modules(config) if config.has_worker else (),
         assets=config.assets,
     )
 

@@ -60,3 +60,20 @@ def test_wrangler_deploys_assets(scene: Scene) -> None:
     assert code == 0 and "No updated asset files to upload" in out, out
     assert scene.request(host, "/")[1] == "<p>home</p>"
     assert scene.request(host, "/other")[1].startswith("v2 ")
+
+
+def test_wrangler_deploys_an_assets_only_worker(scene: Scene) -> None:
+    plane = scene.plane()
+    _, issued = plane.accounts.create_permanent("static")
+    plane.close()
+    (scene.project / "wrangler.toml").write_text(
+        'name = "docs"\ncompatibility_date = "2026-11-01"\n\n'
+        '[assets]\ndirectory = "./public"\nhtml_handling = "drop-trailing-slash"\n'
+    )
+    (scene.project / "public" / "guide").mkdir(parents=True)
+    (scene.project / "public" / "guide" / "index.html").write_text("guide")
+    code, out = scene.wrangler("deploy", CLOUDFLARE_API_TOKEN=issued.token)
+    assert code == 0, out
+    host = "docs.static.localhost"
+    assert scene.request(host, "/guide") == (200, "guide")
+    assert scene.request(host, "/missing")[0] == 404

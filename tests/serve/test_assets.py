@@ -136,3 +136,27 @@ def test_a_temporary_account_uploads_at_most_1000_files_of_5_mib(serve: ServePro
         assert refused.status_code == 400 and "5 MiB" in refused.text
         fine = api.post(path, json={"manifest": dict(list(many.items())[:1000])})
         assert fine.status_code == 200, fine.text
+
+
+def test_an_assets_only_project_deploys_and_answers_every_request_from_its_files(
+    serve: ServeProcess, tmp_path: Path
+) -> None:
+    project = tmp_path / "static"
+    (project / "public").mkdir(parents=True)
+    config = {
+        "name": "static",
+        "compatibility_date": "2025-06-01",
+        "assets": {"directory": "public", "not_found_handling": "single-page-application"},
+    }
+    (project / "wrangler.jsonc").write_text(json.dumps(config))
+    (project / "public" / "index.html").write_text("app shell")
+    (project / "public" / "app.js").write_text("console.log(1)")
+    account_id, token = permanent_account(serve, "staticco")
+    deployed = _ember(serve, token, project, "deploy", "--json")
+    assert deployed.returncode == 0, deployed.stderr
+    assert json.loads(deployed.stdout)["modules"] == 0
+    assert serve.worker("staticco", "static", "/").text == "app shell"
+    script = serve.worker("staticco", "static", "/app.js")
+    assert script.headers["content-type"] == "text/javascript; charset=utf-8"
+    assert serve.worker("staticco", "static", "/some/route").text == "app shell"  # the SPA
+    assert serve.worker("staticco", "static", "/", method="POST").status_code == 405

@@ -127,7 +127,7 @@ class ControlPlane:
         the version has no modules left (pruned or deleted since it was read): an empty folder
         would be an orphan, and an isolate failing on a missing main module."""
         modules = self.scripts.modules(version.id)
-        if not modules:
+        if not modules and (version.main_module or version_assets(version) is None):
             raise VersionNotFound(version.id, self._script_name(version.script_id))
         files = self.files.materialize(account_id, version.id, version.main_module, modules)
         stored = version_assets(version)

@@ -56,8 +56,14 @@ def parse_worker_upload(parts: list[Part]) -> WorkerUpload:
     if len(metadata_parts) > 1:
         raise InvalidUpload("the upload has more than one 'metadata' part")
     metadata = _metadata_json(metadata_parts[0].data)
-    modules = _modules([p for p in parts if p is not metadata_parts[0]])
+    others = [p for p in parts if p is not metadata_parts[0]]
     main_module = metadata.get("main_module")
+    if main_module is None and "assets" in metadata and not others:
+        # An assets-only Worker, as wrangler uploads one: the metadata alone, no modules.
+        modules: list[Module] = []
+        main_module = ""
+    else:
+        modules = _modules(others)
     if main_module is None:
         if "body_part" in metadata:
             raise InvalidUpload(
@@ -67,7 +73,9 @@ def parse_worker_upload(parts: list[Part]) -> WorkerUpload:
         raise InvalidUpload(
             'metadata.main_module is missing: name the entry module, e.g. "main_module": "entry.py"'
         )
-    if not isinstance(main_module, str) or main_module not in {m.name for m in modules}:
+    if modules and (
+        not isinstance(main_module, str) or main_module not in {m.name for m in modules}
+    ):
         names = ", ".join(sorted(m.name for m in modules)) or "none"
         raise InvalidUpload(
             f"metadata.main_module {main_module!r} is not one of the uploaded modules ({names})"

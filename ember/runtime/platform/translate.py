@@ -59,7 +59,7 @@ class VersionSlot:
     script_name: str
     version_id: str
     version_number: int
-    deployment: Deployment | None  # None: the version cannot run here (``unsupported`` says why)
+    deployment: Deployment | None  # None: no worker runs (``unsupported`` says why; or assets only)
     unsupported: str | None = None
     pools: tuple[IsolatePool, ...] = ()  # held to shares of platform.max_isolates
     assets: AssetSite | None = None  # static assets in front of the worker
@@ -103,6 +103,11 @@ def build_slot(
         version_id=version.id,
         version_number=version.number,
     )
+    if not version.main_module and version_assets(version) is not None:
+        # Assets only: no worker runs; every request is answered from the files.
+        files = plane.materialize(account.id, version)
+        site = _asset_site(version, files.root / "assets", has_worker=False)
+        return VersionSlot(deployment=None, assets=site, **common)
     modules = plane.scripts.modules(version.id)
     main = next((m for m in modules if m.name == version.main_module), None)
     reason = _unsupported(main)
@@ -156,7 +161,7 @@ def build_slot(
     )
 
 
-def _asset_site(version: Version, directory: Path) -> AssetSite | None:
+def _asset_site(version: Version, directory: Path, *, has_worker: bool = True) -> AssetSite | None:
     """The version's assets in front of its worker (None: it has none)."""
     stored = version_assets(version)
     if stored is None:
@@ -175,7 +180,7 @@ def _asset_site(version: Version, directory: Path) -> AssetSite | None:
         navigation_prefers_assets=navigation_prefers_assets(
             version.compatibility_date, version.compatibility_flags
         ),
-        has_worker=True,
+        has_worker=has_worker,
     )
     return AssetSite(policy, AssetDirectory(directory).lookup)
 
