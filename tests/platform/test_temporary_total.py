@@ -5,6 +5,7 @@ neither counted nor held to it, and claiming an account takes its bytes out of t
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from pathlib import Path
 
@@ -99,5 +100,42 @@ def test_the_default_cap_is_a_quarter_of_the_free_disk_at_start(tmp_path: Path) 
         free = shutil.disk_usage(tmp_path / "state").free
         cap = plane.temporary_total.max_bytes
         assert 0.2 * free < cap < 0.3 * free, (cap, free)
+    finally:
+        plane.close()
+
+
+def _assets(client: httpx.Client, account_id: str, content: bytes, digest: str) -> httpx.Response:
+    """An assets upload session for one file, then the file, with the session's token."""
+    manifest = {"/f.bin": {"hash": digest, "size": len(content)}}
+    path = f"/accounts/{account_id}/workers/scripts/site/assets-upload-session"
+    started = client.post(path, json={"manifest": manifest})
+    if started.status_code != 200:
+        return started
+    token = started.json()["result"]["jwt"]
+    return client.post(
+        f"/accounts/{account_id}/workers/assets/upload?base64=true",
+        files={digest: (digest, base64.b64encode(content), "application/octet-stream")},
+        headers={"authorization": f"Bearer {token}"},
+    )
+
+
+def test_temporary_accounts_static_assets_count_toward_the_cap(tmp_path: Path) -> None:
+    plane, clock, server, hub = start_platform(tmp_path / "state", CONFIG)
+    try:
+        with server as port:
+            url = f"http://127.0.0.1:{port}"
+            platform = RunningPlatform(plane, clock, url, url + "/client/v4", hub)
+            first, second = temporary_account(platform), temporary_account(platform)
+            a, b = (str(t["account"]["id"]) for t in (first, second))  # type: ignore[index]
+            with (
+                platform.client(str(first["account"]["apiToken"])) as alice,  # type: ignore[index]
+                platform.client(str(second["account"]["apiToken"])) as bob,  # type: ignore[index]
+            ):
+                stored = _assets(alice, a, b"a" * 40 * KIB, "a" * 32)
+                assert stored.status_code == 201, stored.text
+                # 40 KiB of alice's assets stored: bob's 30 KiB would pass 64 KiB.
+                message = _refused(_assets(bob, b, b"b" * 30 * KIB, "b" * 32), 403, 10037)
+                assert "static assets" in message
+                assert _assets(bob, b, b"c" * 10 * KIB, "c" * 32).status_code == 201
     finally:
         plane.close()

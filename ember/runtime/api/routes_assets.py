@@ -26,9 +26,7 @@ async def upload_session(request: Request) -> Response:
     who = caller(request)
     plane = plane_of(request)
     body = parse_json(await read_body(request, MANIFEST_BODY_LIMIT), "the request body")
-    start = plane.assets.start
-    temporary = who.account.temporary
-    result = await uploads_of(request).run(lambda: start(who.account.id, body, temporary=temporary))
+    result = await uploads_of(request).run(plane.start_assets, who.account, body)
     return ok(result)
 
 

@@ -101,9 +101,17 @@ class AssetStore:
 
     # -- the protocol ---------------------------------------------------------------------------
 
-    def start(self, account_id: str, body: object, *, temporary: bool = False) -> dict[str, Any]:
+    def start(
+        self,
+        account_id: str,
+        body: object,
+        *,
+        temporary: bool = False,
+        check: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
         """An upload session for ``body`` (``{"manifest": ...}``): ``{jwt, buckets}``;
-        a temporary account's manifest is held to 1,000 files of at most 5 MiB."""
+        a temporary account's manifest is held to 1,000 files of at most 5 MiB. ``check``:
+        called with the bytes the session would add (it raises to refuse them)."""
         manifest = _manifest(body)
         if temporary:
             _temporary_limits(manifest)
@@ -114,6 +122,8 @@ class AssetStore:
         for entry in manifest.values():
             if not self._blob(account_id, entry["hash"]).is_file():
                 sizes[entry["hash"]] = entry["size"]
+        if check is not None:
+            check(sum(sizes.values()))
         session = _Session(account_id, manifest_id, sizes, self.clock() + SESSION_TTL_S)
         with self._lock:
             self._expire()
@@ -184,6 +194,21 @@ class AssetStore:
             return extra
         found = self.resolve(account_id, extra["assets"])
         return {**extra, "assets": {"manifest": found.manifest_id, "config": found.config}}
+
+    def stored_bytes(self, account_ids: list[str]) -> int:
+        """The bytes of the asset files these accounts store."""
+        total = 0
+        for account_id in account_ids:
+            try:
+                entries = list(os.scandir(self._dir(account_id) / "files"))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    total += entry.stat().st_size
+                except OSError:
+                    continue
+        return total
 
     # -- serving --------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import hashlib
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ember.bindings.kv.async_store import AsyncKVStore
 from ember.bindings.kv.service import STORE_FILE
@@ -28,7 +29,7 @@ from ember.runtime.deployments.errors import (
 from ember.runtime.deployments.files import AccountFiles, MaterializedVersion
 from ember.runtime.deployments.gc import GarbageCollector
 from ember.runtime.deployments.kv_namespaces import NamespaceService
-from ember.runtime.deployments.records import Claimed, TemporaryAccount, Version
+from ember.runtime.deployments.records import Account, Claimed, TemporaryAccount, Version
 from ember.runtime.deployments.scripts import ScriptService
 from ember.runtime.deployments.secrets import SecretService
 from ember.runtime.deployments.tails import TailService
@@ -119,6 +120,26 @@ class ControlPlane:
             raise TemporaryAccountsRefused(
                 f"this platform does not accept temporary (anonymous) deployments: {reason}"
             )
+
+    def start_assets(self, account: Account, body: object) -> dict[str, Any]:
+        """An assets upload session (``AssetStore.start``); a temporary account's new files
+        count in what all temporary accounts store (``temporary_total.py``)."""
+        if not account.temporary:
+            return self.assets.start(account.id, body)
+        limits = self.config.limits_for(temporary=True)
+
+        def check(adding: int) -> None:
+            with self.db.reader() as conn:
+                ids = [
+                    str(row[0])
+                    for row in conn.execute(
+                        "SELECT id FROM accounts WHERE kind = 'temporary' AND deleted_at IS NULL"
+                    )
+                ]
+            stored = self.assets.stored_bytes(ids)
+            self.temporary_total.check_assets(stored, adding, limits)
+
+        return self.assets.start(account.id, body, temporary=True, check=check)
 
     # -- runtime side ---------------------------------------------------------------------------
 

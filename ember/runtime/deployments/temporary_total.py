@@ -105,6 +105,24 @@ class TemporaryTotal:
             f"{limits.remedy('max_total_stored_bytes')}.",
         )
 
+    def check_assets(self, stored: int, adding: int, limits: AccountLimits) -> None:
+        """QuotaExceeded when ``adding`` bytes of a temporary account's asset files, on top of
+        ``stored`` (every temporary account's asset files now), the versions and the KV data,
+        take the pool past the cap."""
+        total = self.script_bytes() + self._kv_bytes() + stored + adding
+        if total <= self.max_bytes:
+            return
+        raise QuotaExceeded(
+            "temporary_total_bytes",
+            total,
+            self.max_bytes,
+            f"temporary accounts on this platform store {total - adding:,} bytes together "
+            f"(Worker versions, static assets and KV data); these assets' {adding:,} bytes "
+            f"would make {total:,}, past their limit of {self.max_bytes:,} bytes ({KEY}). "
+            "Delete Workers or keys you no longer need, or "
+            f"{limits.remedy('max_total_stored_bytes')}.",
+        )
+
     def kv_pool(self) -> KVPool:
         """The pool for a temporary account's KV write (``KVPoolSource``)."""
         return KVPool(self.max_bytes, self.script_bytes(), KEY, self._remedy)
