@@ -8,11 +8,11 @@ config reload; ``ember serve``: the routed version's), or None where there are n
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ember.bindings.assets.files import AssetDirectory
 from ember.bindings.assets.intent import Lookup
 from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, route
 
@@ -27,10 +27,6 @@ class AssetSite:
 
     policy: AssetsPolicy
     lookup: Lookup
-
-    @classmethod
-    def of_directory(cls, policy: AssetsPolicy, directory: AssetDirectory) -> AssetSite:
-        return cls(policy, directory.lookup)
 
     def claims_all(self) -> bool:
         """True when every request may be answered here (no worker): the fast path, which
@@ -73,6 +69,7 @@ async def send_answer(found: AssetAnswer, send: Send) -> None:
     if found.file is None:
         await send({"type": "http.response.body", "body": b""})
         return
+    big = int(dict(found.headers).get("content-length", "0")) > CHUNK
     try:
         handle = found.file.open("rb")
     except OSError:  # removed since it was looked up: what was announced cannot be sent
@@ -80,7 +77,8 @@ async def send_answer(found: AssetAnswer, send: Send) -> None:
         return
     with handle:
         while True:
-            chunk = handle.read(CHUNK)
+            # A large file is read off the event loop (ember serve's loop serves every tenant).
+            chunk = await asyncio.to_thread(handle.read, CHUNK) if big else handle.read(CHUNK)
             more = len(chunk) == CHUNK
             await send({"type": "http.response.body", "body": chunk, "more_body": more})
             if not more:

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ember.bindings.assets.files import AssetDirectory, build_manifest, content_type
+from ember.bindings.assets.files import (
+    AssetDirectory,
+    ManifestAssets,
+    build_manifest,
+    content_type,
+)
 from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, answer, route
 
 
@@ -178,3 +183,15 @@ def test_assetsignore_is_read_live_and_matches_like_gitignore(site: Path) -> Non
     assert directory.lookup("/style.css") is not None
     assert directory.lookup("/blog/404.html") is None
     assert directory.lookup("/404.html") is not None
+
+
+def test_a_deployed_versions_manifest_decides_what_is_an_asset(site: Path) -> None:
+    manifest = {"/about.html": {"hash": "a" * 32, "size": 5}, "/../x": {"hash": "b" * 32}}
+    lookup = ManifestAssets(manifest, site).lookup
+    found = lookup("/about.html")
+    assert found is not None and found.etag == "a" * 32 and found.file == site / "about.html"
+    assert lookup("/index.html") is None  # on disk, not in the manifest
+    assert lookup("/../x") is None
+    policy = AssetsPolicy(has_worker=False)
+    page = route("GET", "/about", "", {}, policy, lookup)
+    assert page.status == 200 and dict(page.headers)["etag"] == '"' + "a" * 32 + '"'

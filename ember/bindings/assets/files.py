@@ -125,6 +125,30 @@ class AssetDirectory:
         return self._ignore[1].ignored(relative)
 
 
+class ManifestAssets:
+    """A deployed version's assets: its manifest (path -> hash and size) over the directory its
+    files were written to. Only a path in the manifest is an asset, and its ETag is the hash
+    uploaded with it: nothing is read or hashed to answer a lookup."""
+
+    def __init__(self, manifest: dict[str, dict[str, object]], directory: Path) -> None:
+        self._manifest = manifest
+        self.directory = directory
+
+    def lookup(self, path: str) -> Asset | None:
+        entry = self._manifest.get(path)
+        relative = safe_relative(path) if entry is not None else None
+        if entry is None or not relative:
+            return None
+        size = entry.get("size")
+        return Asset(
+            path,
+            str(entry.get("hash")),
+            size if isinstance(size, int) else 0,
+            content_type(relative),
+            self.directory / relative,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class ManifestEntry:
     """One file of a manifest: its path (``/a/b.txt``), hash and size."""

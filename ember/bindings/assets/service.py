@@ -8,12 +8,13 @@ Small files travel in the reply; larger ones stream in chunks.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ember.bindings.assets.files import AssetDirectory
+from ember.bindings.assets.files import AssetDirectory, ManifestAssets
 from ember.bindings.assets.serving import AssetsPolicy, answer
 from ember.bindings.base import (
     BindingService,
@@ -34,7 +35,15 @@ class AssetsService(BindingService):
 
     def __init__(self, spec: BindingSpec, host: ServiceHost) -> None:
         self._name = spec.name
-        self._directory = AssetDirectory(Path(str(spec.options["directory"])))
+        directory = Path(str(spec.options["directory"]))
+        manifest = spec.options.get("manifest")
+        # A deployed version's files answer by its manifest (as in front of its worker, same
+        # ETags); ember dev's directory is read live.
+        self._lookup = (
+            ManifestAssets(json.loads(Path(str(manifest)).read_text()), directory).lookup
+            if manifest
+            else AssetDirectory(directory).lookup
+        )
         self._policy = AssetsPolicy(
             html_handling=str(spec.options.get("html_handling", "auto-trailing-slash")),
             not_found_handling=str(spec.options.get("not_found_handling", "none")),
@@ -68,7 +77,7 @@ class AssetsService(BindingService):
             parts.query,
             headers,
             self._policy,
-            self._directory.lookup,
+            self._lookup,
         )
         head = [found.status, [list(h) for h in found.headers]]
         if found.file is None:

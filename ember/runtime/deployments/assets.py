@@ -96,7 +96,7 @@ class AssetStore:
     def _blob(self, account_id: str, digest: str) -> Path:
         return self._dir(account_id) / "files" / digest
 
-    def _manifest_file(self, account_id: str, manifest_id: str) -> Path:
+    def manifest_path(self, account_id: str, manifest_id: str) -> Path:
         return self._dir(account_id) / "manifests" / f"{manifest_id}.json"
 
     # -- the protocol ---------------------------------------------------------------------------
@@ -117,7 +117,7 @@ class AssetStore:
             _temporary_limits(manifest)
         text = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
         manifest_id = hashlib.sha256(text).hexdigest()[:32]
-        _write_once(self._manifest_file(account_id, manifest_id), text)
+        _write_once(self.manifest_path(account_id, manifest_id), text)
         sizes: dict[str, int] = {}
         for entry in manifest.values():
             if not self._blob(account_id, entry["hash"]).is_file():
@@ -213,7 +213,7 @@ class AssetStore:
     # -- serving --------------------------------------------------------------------------------
 
     def manifest(self, account_id: str, manifest_id: str) -> dict[str, dict[str, Any]]:
-        return json.loads(self._manifest_file(account_id, manifest_id).read_text())
+        return json.loads(self.manifest_path(account_id, manifest_id).read_text())
 
     def materialize(self, account_id: str, manifest_id: str, target: Path) -> Path:
         """The version's asset tree under ``target`` (made once, atomically): each file a link

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ember.bindings.assets.files import AssetDirectory
+from ember.bindings.assets.files import ManifestAssets
 from ember.bindings.assets.serving import AssetsPolicy, navigation_prefers_assets
 from ember.bindings.assets.spec import CLIENT as ASSETS_CLIENT
 from ember.bindings.assets.spec import KIND as ASSETS_KIND
@@ -106,7 +106,7 @@ def build_slot(
     if not version.main_module and version_assets(version) is not None:
         # Assets only: no worker runs; every request is answered from the files.
         files = plane.materialize(account.id, version)
-        site = _asset_site(version, files.root / "assets", has_worker=False)
+        site = _asset_site(plane, account, version, files.root / "assets", has_worker=False)
         return VersionSlot(deployment=None, assets=site, **common)
     modules = plane.scripts.modules(version.id)
     main = next((m for m in modules if m.name == version.main_module), None)
@@ -133,12 +133,12 @@ def build_slot(
             )
         elif binding.type == "ai":
             sections["ai"] = {"binding": binding.name}
-    site = _asset_site(version, files.root / "assets")
+    site = _asset_site(plane, account, version, files.root / "assets")
     where = f"worker {script.name} version {version.id}"
     specs = registry.parse([ConfigSection(where, key, value) for key, value in sections.items()])
     limits = plane.config.limits_for(account.temporary)
     specs = tuple(_account_options(spec, account, limits, script.name) for spec in specs)
-    specs += _assets_bindings(version, files.root / "assets")
+    specs += _assets_bindings(plane, account, version, files.root / "assets")
     secrets = {s.name: s.value for s in plane.scripts.secret_values(version.id)}
     deployment = Deployment(
         id=ident,
@@ -161,7 +161,14 @@ def build_slot(
     )
 
 
-def _asset_site(version: Version, directory: Path, *, has_worker: bool = True) -> AssetSite | None:
+def _asset_site(
+    plane: ControlPlane,
+    account: Account,
+    version: Version,
+    directory: Path,
+    *,
+    has_worker: bool = True,
+) -> AssetSite | None:
     """The version's assets in front of its worker (None: it has none)."""
     stored = version_assets(version)
     if stored is None:
@@ -182,16 +189,20 @@ def _asset_site(version: Version, directory: Path, *, has_worker: bool = True) -
         ),
         has_worker=has_worker,
     )
-    return AssetSite(policy, AssetDirectory(directory).lookup)
+    manifest = plane.assets.manifest(account.id, stored.manifest_id)
+    return AssetSite(policy, ManifestAssets(manifest, directory).lookup)
 
 
-def _assets_bindings(version: Version, directory: Path) -> tuple[BindingSpec, ...]:
+def _assets_bindings(
+    plane: ControlPlane, account: Account, version: Version, directory: Path
+) -> tuple[BindingSpec, ...]:
     """``env.<name>`` of an ``assets`` binding: the version's own files."""
     stored = version_assets(version)
     if stored is None:
         return ()
     options: dict[str, OptionValue] = {
         "directory": str(directory),
+        "manifest": str(plane.assets.manifest_path(account.id, stored.manifest_id)),
         "html_handling": stored.config.get("html_handling", "auto-trailing-slash"),
         "not_found_handling": stored.config.get("not_found_handling", "none"),
     }
