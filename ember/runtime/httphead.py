@@ -14,9 +14,7 @@ while they arrive, before they reach a worker.
 
 The count starts with a request and covers every byte read until its headers are complete; a
 read that would pass the bound is parsed only up to it, so a head past the bound never reaches
-the application, however its bytes are split into reads. The parser gets each read in pieces cut
-where a head, a body byte or a message can end (``readcut.py``): the count is exact even when a
-read holds a body and the next request's head, or a chunked body and its trailers.
+the application, however its bytes are split into reads.
 
 A chunked body's trailers (header fields after its last chunk) are read by the same parser but
 after the head: the bound counts, within a body, every byte since the last body byte (chunk
@@ -47,7 +45,6 @@ from ember.runtime.connguard import (
     UncappedGate,
 )
 from ember.runtime.cycle import ServerCycle
-from ember.runtime.readcut import ReadCut
 
 MAX_HEAD_BYTES = 128 * 1024
 _MESSAGE = (
@@ -70,10 +67,6 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self._head_bytes = 0  # bytes read since then
         self._framing_bytes = 0  # in a body: bytes read since its last body byte (or its head)
         self._head_read_body = 0  # body bytes parsed since the last head ended, in its read
-        self._cut = ReadCut()  # where the parser's pieces of a read end (readcut.py)
-        self._piece_body = 0  # body bytes in the piece being parsed
-        self._piece_ended = False  # a head or a message ended in it (at its last byte)
-        self._piece_chunk = False  # a chunk's size line ended in it (at its last byte)
         self._gate = gate
         self._counted = False  # the gate counted this connection (release it once)
         self._head_timer: asyncio.TimerHandle | None = None
@@ -106,49 +99,36 @@ class BoundedHeadProtocol(HttpToolsProtocol):
                 self._arm_head_timer()  # the first byte of a later request on a kept-alive one
         elif self._body_clock is not None:
             self._body_clock.received += len(data)
-        # The parser gets the read in pieces that end where a head, a body byte or a message
-        # can end (readcut.py), so the bound counts every byte since the last of those exactly,
-        # however head, body and trailers share a read (asyncio hands over up to 256 KiB at
-        # once). A piece that would take the count past the bound is parsed only up to it: a
-        # head that has not ended there is refused, as is framing (a chunk's size line or
-        # extension, trailers) that no body byte or end of message followed.
-        cut = self._cut
-        view = memoryview(data)
-        start = 0
-        while start < len(data):
+        # A read that would take the head past the bound is parsed only up to it: a head that
+        # has not ended there is refused, even if its end came in the same read (asyncio hands
+        # over up to 256 KiB at once); what follows an ended head is parsed as usual. Within a
+        # body the same holds for what is not body (chunk framing, a chunk's extension, the
+        # trailers after the last chunk): past the bound since the last body byte, refused.
+        while True:
             in_head = self._in_head
-            end = cut.piece_end(data, start, in_head)
-            counted = in_head or not cut.data_left
             used = self._head_bytes if in_head else self._framing_bytes
-            over = counted and used + (end - start) > MAX_HEAD_BYTES
-            if over:
-                end = start + MAX_HEAD_BYTES - used
-            piece = data if start == 0 and end == len(data) else view[start:end]
-            self._piece_body = 0
-            self._piece_ended = False
-            self._piece_chunk = False
-            super().data_received(piece)  # type: ignore[arg-type]
+            if used + len(data) <= MAX_HEAD_BYTES:
+                break
+            room = MAX_HEAD_BYTES - used
+            if in_head:
+                self._head_bytes = MAX_HEAD_BYTES  # _head_complete resets it
+            else:
+                self._framing_bytes = MAX_HEAD_BYTES  # _body_arrived resets it
+            super().data_received(data[:room])
             if self.transport.is_closing() or self.transport.get_protocol() is not self:
                 return  # answered, or upgraded (uvicorn passes nothing more on either)
-            cut.handed(piece, self._piece_body, in_head, self._piece_chunk)
-            size = end - start
-            if self._piece_body:  # body first, then what follows its last byte
-                after = size - self._piece_body
-            elif self._piece_ended:  # a head or a message ended with its last byte
-                after = 0
-            else:
-                after = used + size
-            if self._in_head:
-                self._head_bytes, self._framing_bytes = after, 0
-            else:
-                self._head_bytes, self._framing_bytes = 0, after
-            if over and not self._piece_body and not self._piece_ended:
-                if in_head:
-                    self._refuse()  # no head ended within the bound
-                else:
-                    self._refuse_framing()  # no body byte came within the bound, nor the end
+            if in_head and self._in_head and self._head_bytes == MAX_HEAD_BYTES:
+                self._refuse()  # no head ended within the bound
                 return
-            start = end
+            if not in_head and not self._in_head and self._framing_bytes == MAX_HEAD_BYTES:
+                self._refuse_framing()  # no body byte came within the bound, nor the end
+                return
+            data = data[room:]
+        if self._in_head:
+            self._head_bytes += len(data)
+        else:
+            self._framing_bytes += len(data)
+        super().data_received(data)
         if not self._in_head and self._body_clock is None and self._gate is not None:
             self._start_body_clock()  # a head ended in this read, its body did not
 
@@ -162,9 +142,6 @@ class BoundedHeadProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_complete()
         super().on_headers_complete()
-
-    def on_chunk_header(self) -> None:
-        self._piece_chunk = True
 
     def on_body(self, body: bytes) -> None:
         self._body_arrived(len(body))
@@ -194,17 +171,14 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._framing_bytes = 0
         self._head_read_body = 0
-        self._piece_ended = True
-        self._cut.head_ended(self.headers)
         self._cancel_head_timer()
 
     def _body_arrived(self, size: int) -> None:
-        self._piece_body += size  # the bound counts what is not body since the last body byte
+        self._framing_bytes = 0  # the bound counts what is not body since the last body byte
         self._head_read_body += size  # (read only by _start_body_clock, after the head's read)
 
     def _message_complete(self) -> None:
         self._in_head = True  # a pipelined request may follow on this connection
-        self._piece_ended = True
         if self._body_clock is not None:
             self._end_body()
 
