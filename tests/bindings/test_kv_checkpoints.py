@@ -48,3 +48,29 @@ def test_small_writes_do_not_start_the_checkpointer(tmp_path: Path) -> None:
         assert not store.checkpoints.started()
     finally:
         store.close()
+
+
+def test_emptying_the_log_waits_for_a_checkpoint_in_progress(tmp_path: Path) -> None:
+    """gc's truncation of the log (after an account's data was deleted, so none of it stays
+    readable there) must not race the checkpointer: a PASSIVE checkpoint in progress makes
+    SQLite's TRUNCATE answer busy, and the deleted data stayed in the log until a later pass.
+    The store takes the checkpointer's lock around it, as a checkpoint does."""
+    import threading
+
+    store = KVStore(tmp_path / "kv.sqlite3")
+    try:
+        store.ensure_namespace("ns", "ns", "acct")
+        store.apply(KVPut("ns", (KVWrite("k", VALUE),)))
+        results: list[object] = []
+        with store.checkpoints.lock:  # a checkpoint in progress
+            releasing = threading.Thread(
+                target=lambda: results.append(store.release_free_pages()), daemon=True
+            )
+            releasing.start()
+            releasing.join(0.5)
+            assert releasing.is_alive() and not results  # waits for the checkpoint to end
+        releasing.join(30)
+        assert results and not releasing.is_alive()
+        assert (tmp_path / "kv.sqlite3-wal").stat().st_size == 0  # the log was emptied
+    finally:
+        store.close()

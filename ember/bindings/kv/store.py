@@ -176,7 +176,9 @@ class KVStore(NamespaceTable, KeyReader, WriteGroups):
         Costs a full rewrite of the file under the store's lock: only where nobody waits on it
         (``ember serve --compact``, before it serves). Deleting runs ``release_free_pages``.
         """
-        with self._lock:
+        # The checkpointer's lock first (as a checkpoint holds it): a PASSIVE checkpoint in
+        # progress would make the log's TRUNCATE answer busy and leave deleted data in it.
+        with self.checkpoints.lock, self._lock:
             sqlite_space.vacuum(self._db, self.health, STORE, self.path)
 
     def free_pages(self) -> int:
@@ -186,7 +188,8 @@ class KVStore(NamespaceTable, KeyReader, WriteGroups):
     def release_free_pages(self, step: int = sqlite_space.STEP_PAGES) -> sqlite_space.Released:
         """Give deleted pages back to the file system a few at a time, then truncate the
         write-ahead log, so deleted keys and values leave no trace (``sqlite_space.py``)."""
-        return sqlite_space.release_free_pages(self._db, self._lock, step)
+        with self.checkpoints.lock:  # see ``compact``
+            return sqlite_space.release_free_pages(self._db, self._lock, step)
 
     def switch_to_incremental_vacuum(self, before: Callable[[], None] | None = None) -> bool:
         """An older file gets incremental auto-vacuum with one ``VACUUM``; True if it did."""
