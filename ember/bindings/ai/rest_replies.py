@@ -39,11 +39,11 @@ def pass_headers(answer: AIAnswer) -> dict[str, str]:
 
 
 def with_request_ids(routes: list[Route]) -> list[Route]:
-    """``routes``, those of REST ``ai/run`` and of the OpenAI-compatible API (``/ai/v1``, its
-    fallbacks too) answering with ``x-request-id`` (``RequestIdHeader``)."""
+    """``routes`` (the AI API's: REST ``ai/run``, the OpenAI-compatible ``/ai/v1`` and their
+    fallbacks, which answer a wrong method or path under them) answering with ``x-request-id``
+    (``RequestIdHeader``)."""
     for route in routes:
-        if "/ai/run/" in route.path or "/ai/v1" in route.path:
-            route.app = RequestIdHeader(route.app)
+        route.app = RequestIdHeader(route.app)
     return routes
 
 

@@ -320,6 +320,8 @@ def test_rest_run_answers_and_openai_errors_carry_x_request_id(dev: DevServer) -
         httpx.get(f"{dev.url}/ai/v1/models/@cf/x/y", timeout=30),
         httpx.get(f"{dev.url}/ai/v1/chat/completions", timeout=30),
         httpx.get(f"{dev.url}/ai/v1/embeddings", timeout=30),
+        httpx.get(run, timeout=30),  # 405 (7001), from the REST fallback route
+        httpx.post(f"{dev.url}/client/v4/accounts/acct/ai/run", json={}, timeout=30),  # 7000
     ]
     ids = []
     for failed in failures:
