@@ -273,9 +273,16 @@ def test_an_awaitable_a_handler_returns_is_awaited_as_the_platform_does(
         def sync_handler_returning_a_task(request):
             return asyncio.ensure_future(inner(request))
 
+        def itself():
+            future = asyncio.get_running_loop().create_future()
+            future.set_result(future)  # resolves to itself: JS refuses such a promise
+            return future
+
         async def on_fetch(request):
             if request.url.endswith("/task"):
                 return sync_handler_returning_a_task(request)
+            if request.url.endswith("/cycle"):
+                return itself()
             return middle(request)
 
         async def record(controller):
@@ -290,6 +297,8 @@ def test_an_awaitable_a_handler_returns_is_awaited_as_the_platform_does(
         nested = client.post("/")
         task = client.get("/task")
         cron = client.get("/__scheduled", params={"cron": "*/7 * * * *"})
+        cycle = client.get("/cycle", headers={"accept": "text/plain"})
+    assert cycle.status_code == 500 and "Chaining cycle detected for promise" in cycle.text
     assert (nested.status_code, nested.text) == (200, "inner POST")
     assert (task.status_code, task.text) == (200, "inner GET")
     assert cron.status_code == 200

@@ -292,7 +292,11 @@ async def _settled(result: Any) -> Any:
     Python call, and a JS promise adopts any thenable it resolves to, however deep (Pyodide's
     proxy of a coroutine or future is one). So ``return handle(request)`` without ``await`` in
     an async handler answers with what ``handle`` returns; valid there, so no warning here."""
+    seen: list[Any] = []  # the objects, not their ids: a freed one's id is reused
     while inspect.isawaitable(result):
+        if any(result is earlier for earlier in seen):  # a cycle: JS refuses it, not spins
+            raise TypeError("Chaining cycle detected for promise")
+        seen.append(result)
         result = await result
     return result
 
