@@ -153,6 +153,18 @@ VALUES: list[tuple[str, str, str]] = [
     ),
     # --- js globals
     ("js_json", "import js\nreturn js.JSON.parse(js.JSON.stringify({'a': [1]}))", "{'a': [1]}"),
+    # JSON.stringify(v, None, 2) indents as JS does (Cloudflare's cf-object example); an
+    # object with no own enumerable properties (a form's File, a Request) is {} in JS.
+    (
+        "js_json_indent",
+        "import js\nreturn js.JSON.stringify({'a': [1], 'b': {}, 'c': []}, None, 2)",
+        repr('{\n  "a": [\n    1\n  ],\n  "b": {},\n  "c": []\n}'),
+    ),
+    (
+        "js_json_opaque_objects",
+        "import js\nreturn js.JSON.stringify({'f': js.File(b'x', 'a.txt'), 'r': request, 'n': 1})",
+        '\'{"f":{},"r":{},"n":1}\'',
+    ),
     ("js_date_now", "import js\nreturn type(js.Date.now()).__name__", "'int'"),
     (
         "js_date_iso",

@@ -10,6 +10,7 @@ ImportError naming what to use instead (``jsglobals.py``).
 import json as _json
 
 from ember.runtime.isolate import jsglobals as _jsglobals
+from ember.runtime.isolate import jsjson as _jsjson
 from ember.runtime.isolate.api import Request, Response, fetch  # noqa: F401
 from ember.runtime.isolate.buffers import ArrayBuffer, Uint8Array  # noqa: F401
 from ember.runtime.isolate.formdata import File, FormData  # noqa: F401
@@ -40,8 +41,8 @@ class JSON:
     """``JSON.stringify`` / ``JSON.parse``."""
 
     @staticmethod
-    def stringify(value, *args):
-        return _json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    def stringify(value, replacer=None, space=None):
+        return _jsjson.stringify(value, replacer, space)
 
     @staticmethod
     def parse(text):
