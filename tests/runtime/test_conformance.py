@@ -165,6 +165,20 @@ VALUES: list[tuple[str, str, str]] = [
         "import js\nreturn js.JSON.stringify({'f': js.File(b'x', 'a.txt'), 'r': request, 'n': 1})",
         '\'{"f":{},"r":{},"n":1}\'',
     ),
+    # Cloudflare's timingSafeEqual example: TextEncoder bytes into crypto.subtle's compare.
+    (
+        "js_text_encoder",
+        "from js import TextEncoder\na = TextEncoder.new().encode('h\u00e9')\n"
+        "return (bytes(a), a.byteLength, TextEncoder.new().encoding)",
+        "(b'h\\xc3\\xa9', 3, 'utf-8')",
+    ),
+    (
+        "js_timing_safe_equal",
+        "from js import TextEncoder, crypto\ne = TextEncoder.new()\n"
+        "eq = crypto.subtle.timingSafeEqual\n"
+        "return (eq(e.encode('ab'), e.encode('ab')), eq(e.encode('ab'), e.encode('ac')))",
+        "(True, False)",
+    ),
     ("js_date_now", "import js\nreturn type(js.Date.now()).__name__", "'int'"),
     (
         "js_date_iso",
@@ -205,6 +219,11 @@ REFUSED: list[tuple[str, str, str]] = [
         "ImportError: HTMLRewriter is not provided by ember: rewrite the HTML as text in Python",
     ),
     ("js_websocket_pair", "from js import WebSocketPair", "ImportError: WebSocketPair is"),
+    (
+        "js_timing_safe_equal_lengths",
+        "from js import crypto\ncrypto.subtle.timingSafeEqual(b'a', b'ab')",
+        "TypeError: Input buffers must have the same byte length",
+    ),
     ("js_unknown", "from js import NoSuchGlobal", "ImportError: NoSuchGlobal is not"),
     (
         "js_attribute",
