@@ -198,6 +198,15 @@ VALUES: list[tuple[str, str, str]] = [
         " hasattr(js, 'URL'))",
         "(False, 7, True)",
     ),
+    # new Response(body, {headers: h}) copies h, in the SDK's Response(body, headers=h) too:
+    # changing one response's headers leaves h (and another response made from it) alone.
+    (
+        "response_headers_copied",
+        "import js\nh = js.Headers.new()\nh.set('a', '1')\nr = js.Response.new('x', headers=h)\n"
+        "s = Response('y', headers=h)\nr.headers.set('b', '2')\ns.headers['c'] = '3'\n"
+        "return (h.has('b'), h.has('c'), s.headers.get('b'), r.headers.get('a'))",
+        "(False, False, None, '1')",
+    ),
     # --- env and ctx
     ("env_var", "return self.env.GREETING", "'hello'"),
     ("env_json_var", "return (self.env.CONF.depth, self.env.CONF['depth'])", "(2, 2)"),

@@ -147,10 +147,12 @@ class Response(_Body):
                 "pass body=None)"
             )
         self.status_text = status_text
+        # A copy even of a Headers object, as JS's constructor fills headers of its own:
+        # `Response(r.body, headers=r.headers)` and then changing it leave r's headers alone.
         if headers is None:
             self.headers = Headers()
         elif isinstance(headers, Headers):
-            self.headers = headers
+            self.headers = Headers(headers)
         else:
             self.headers = Headers(to_plain(headers))
         self.url = ""
