@@ -186,6 +186,13 @@ VALUES: list[tuple[str, str, str]] = [
         "'1970-01-01T00:00:00.000Z'",
     ),
     ("js_url", "import js\nreturn js.URL.new('https://a.test/p?q=1').searchParams.get('q')", "'1'"),
+    # JS reads the object passed back to it: Object.fromEntries takes its pairs, last one wins.
+    (
+        "js_search_params_iterate",
+        "import js\np = js.URL.new('https://a.test/?a=1&a=2&b=3').searchParams\n"
+        "return (list(p), js.Object.fromEntries(p))",
+        "(['a', 'a', 'b'], {'a': '2', 'b': '3'})",
+    ),
     (
         "js_crypto_uuid",
         "import js\nreturn len(js.crypto.randomUUID())",

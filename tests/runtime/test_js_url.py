@@ -43,7 +43,7 @@ def test_search_params_read_and_serialise_as_js() -> None:
     assert params.has("a") and params.has("a", "2") and not params.has("a", "3")
     assert params.size == 4 and params.toString() == "a=1&a=2&b=x+y%21&empty="
     assert list(params.keys()) == ["a", "a", "b", "empty"]
-    assert [pair for pair in params] == [["a", "1"], ["a", "2"], ["b", "x y!"], ["empty", ""]]
+    assert list(params.entries()) == [["a", "1"], ["a", "2"], ["b", "x y!"], ["empty", ""]]
     assert URLSearchParams.new({"q": "é~*", "t": True, "n": None}).toString() == (
         "q=%C3%A9%7E*&t=true&n=null"
     )
@@ -62,6 +62,11 @@ def test_search_params_index_like_pyodide_proxies() -> None:
     assert params["a"] == "1" and params["missing"] is None
     assert ("a" in params, "missing" in params, 3 in params) == (True, False, False)
     assert len(params) == 3
+    # Such a mapping iterates as Pyodide's JsMap does: by keys (it prefers keys() over
+    # [Symbol.iterator], the pairs), so dict() and items() pair each name with get(name).
+    assert list(params) == ["apiurl", "a", "a"]
+    assert dict(params) == {"apiurl": "https://a.com/x", "a": "1"}
+    assert list(params.items())[1:] == [("a", "1"), ("a", "1")]
     params["a"] = "9"
     del params["apiurl"]
     assert url.search == "?a=9"

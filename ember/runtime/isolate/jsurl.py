@@ -101,12 +101,17 @@ class URLSearchParams:
     def __str__(self) -> str:
         return self.toString()
 
-    def __iter__(self) -> Iterator[list[str]]:
-        return self.entries()
-
     # Pyodide makes a proxied JS object with get/set/has/size a mapping: ``params["k"]`` is
     # ``get`` (None when missing), ``in`` is ``has``, ``len`` is ``size``. Python Workers code
-    # indexes ``url.searchParams`` this way (Cloudflare's CORS-proxy example does).
+    # indexes ``url.searchParams`` this way (Cloudflare's CORS-proxy example does). Such a
+    # mapping (Pyodide's JsMap) iterates by ``keys()``, not by the pairs of [Symbol.iterator],
+    # and its ``items()`` pairs each key with ``get(key)``.
+    def __iter__(self) -> Iterator[str]:
+        return self.keys()
+
+    def items(self) -> list[tuple[str, str | None]]:
+        return [(k, self.get(k)) for k in self.keys()]
+
     def __getitem__(self, name: str) -> str | None:
         return self.get(name)
 

@@ -27,6 +27,10 @@ class Object:
 
     @staticmethod
     def fromEntries(entries):  # noqa: N802
+        # A JS iterable (URLSearchParams, Headers, FormData) gives its [name, value] pairs, as
+        # JS iterates the object itself (a repeated name: the last wins); a dict its items.
+        if callable(getattr(entries, "entries", None)):
+            return dict(entries.entries())
         return dict(entries.items() if hasattr(entries, "items") else entries)
 
     @staticmethod
