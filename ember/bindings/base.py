@@ -137,10 +137,13 @@ ClientFactory = Callable[[BindingSpec, BindingChannel], object]
 
 @dataclass(frozen=True, slots=True)
 class StreamReply:
-    """A service's streamed answer: ``head`` first, then ``chunks`` as they are produced."""
+    """A service's streamed answer: ``head`` first, then ``chunks`` as they are produced.
+    ``length``: how many bytes the chunks hold in all, when the service knows (an upstream's
+    Content-Length); a reply handed back unread as the response is then sent with it."""
 
     head: object
     chunks: AsyncIterator[bytes]
+    length: int | None = None
 
 
 class CallContext(Protocol):

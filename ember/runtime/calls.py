@@ -91,7 +91,8 @@ class CallRunner:
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._by_request: dict[int, set[int]] = {}
         # open reply stream sid -> (its request id, the service's chunks)
-        self._reply_streams: dict[int, tuple[int, AsyncIterator[bytes]]] = {}
+        # sid -> (request, chunks, their announced length)
+        self._reply_streams: dict[int, tuple[int, AsyncIterator[bytes], int | None]] = {}
         self.piped = 0  # reply streams handed back unread and sent by the supervisor
 
     @property
@@ -150,11 +151,11 @@ class CallRunner:
             if not 0 < sid <= self._mux.last_out_sid:
                 raise ProtocolError(f"response names stream {sid}, which was never opened")
             return None
-        owner, chunks = entry
+        owner, chunks, length = entry
         if owner != rid:
             raise ProtocolError(f"request {rid} claims the reply stream of request {owner}")
         out = self._mux.out_stream(sid)
-        body = PipedBody(sid, chunks)
+        body = PipedBody(sid, chunks, length)
         if out is None or not out.claim(body):
             return None
         return body
@@ -239,7 +240,7 @@ class CallRunner:
         assert out.started is not None  # invariant: a lazy stream has a start
         chunks: Any = reply.chunks
         piped: PipedBody | None = None
-        self._reply_streams[out.sid] = (rid, chunks)
+        self._reply_streams[out.sid] = (rid, chunks, reply.length)
         try:
             self._send(CallResult(cid, reply.head, out.sid))
             claim = await out.started

@@ -150,6 +150,11 @@ class InFlight:
             body = ended_body(message.sid, "the binding's stream ended before it was sent")
         self._stream = body
         headers = [(k, v) for k, v in message.headers if k.lower() not in _HOP_BY_HOP]
+        if body.length is not None:
+            # A fetched response passed through unread: its upstream's length, which the
+            # subrequest read checks, goes out as workerd sends it (not chunked). The worker's
+            # own content-length stays dropped, as on a body it streams itself.
+            headers.append(("content-length", str(body.length)))
         stream = ResponseStream(self, body)
         self.head.set_result(
             HttpResponse(message.status, headers, stream, status_text=message.status_text)

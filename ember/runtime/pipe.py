@@ -25,8 +25,9 @@ from ember.runtime.mux import StreamAborted
 class PipedBody:
     """The unread reply of one binding call, as the response body of its request."""
 
-    def __init__(self, sid: int, chunks: AsyncIterator[bytes]) -> None:
+    def __init__(self, sid: int, chunks: AsyncIterator[bytes], length: int | None = None) -> None:
         self.sid = sid
+        self.length = length  # the byte count the service announced, if any
         self._chunks: Any = chunks
         self._reader: asyncio.Task[Any] | None = None  # the task inside a read, if any
         self._interrupted = False

@@ -151,7 +151,8 @@ class SubrequestService(BindingService):
             "url": str(response.url),
             "redirected": bool(response.history),
         }
-        return StreamReply(head=head, chunks=_body(response))
+        length = _known_length(http_method, response)
+        return StreamReply(head=head, chunks=_body(response), length=length)
 
     async def _send(self, client: Any, request: Any, redirect: object) -> Any:
         for _ in range(MAX_REDIRECTS + 1):
@@ -165,6 +166,21 @@ class SubrequestService(BindingService):
             await response.aclose()
             request = next_request
         raise ServiceError("Fetch API cannot load: too many redirects", kind="type")
+
+
+def _known_length(method: str, response: httpx.Response) -> int | None:
+    """The body's length as the upstream announced it (its Content-Length), when the worker
+    gets those very bytes: not decoded from a Content-Encoding (its length is then unknown),
+    and not for HEAD or a status without a body, whose Content-Length describes no bytes here.
+    A response passed through unread goes out with it, as workerd sends a known length."""
+    if method.upper() == "HEAD" or response.status_code in (204, 304) or response.status_code < 200:
+        return None
+    if response.headers.get("content-encoding", "identity").lower() != "identity":
+        return None
+    declared = response.headers.get_list("content-length")
+    if len(set(declared)) != 1 or not declared[0].isdigit():
+        return None
+    return int(declared[0])
 
 
 def _cannot_load(url: str, exc: Exception) -> ServiceError:

@@ -13,6 +13,20 @@ import pytest
 from tests.runtime.harness import Harness, write_project
 from tests.runtime.upstream import Upstream
 
+# The Python tabs of developers.cloudflare.com/workers/examples/, one file each, as published;
+# a test points their outbound URLs at a loopback upstream (see cf_examples/README.md).
+EXAMPLES = Path(__file__).parent / "cf_examples"
+
+
+def example(name: str, **urls: str) -> str:
+    """The example's source with each published URL (``urls`` key) replaced by another."""
+    source = (EXAMPLES / f"{name}.py").read_text()
+    for published, local in urls.items():
+        assert published in source, published
+        source = source.replace(published, local)
+    return source
+
+
 COOKIE_EXAMPLE = """
 from http.cookies import SimpleCookie
 from workers import Response
@@ -161,3 +175,33 @@ def test_cors_proxy_example_answers_a_preflight_returned_unawaited(
     assert full.headers["access-control-allow-headers"] == "content-type"
     assert full.headers["access-control-max-age"] == "86400"
     assert (bare.status_code, bare.headers["allow"]) == (200, "GET, HEAD, POST, OPTIONS")
+
+
+def test_a_fetched_response_passed_through_keeps_its_length(
+    harness: Harness, upstream: Upstream, tmp_path: Path
+) -> None:
+    # workerd sends a body of known length with its Content-Length (no chunking), whether the
+    # fetched response is returned itself or its body is wrapped in a new Response.
+    sources = {
+        "fetch_html": {"https://example.com": f"{upstream.url}/echo"},
+        "alter_headers": {"https://example.com": f"{upstream.url}/echo"},
+        "respond_another_site": {"https://example.com": f"{upstream.url}/echo"},
+    }
+    for name, urls in sources.items():
+        deployment = harness.deploy(write_project(tmp_path / name, example(name, **urls)))
+        with harness.client(deployment) as client:
+            reply = client.get("/")
+        assert reply.status_code == 200, (name, reply.text)
+        assert json.loads(reply.text)["path"] == "/echo"
+        assert reply.headers.get("content-length") == str(len(reply.content)), name
+        assert "transfer-encoding" not in reply.headers, name
+
+
+def test_a_streamed_upstream_body_stays_chunked(
+    harness: Harness, upstream: Upstream, tmp_path: Path
+) -> None:
+    source = example("fetch_html", **{"https://example.com": f"{upstream.url}/chunks?n=3"})
+    deployment = harness.deploy(write_project(tmp_path / "stream", source))
+    with harness.client(deployment) as client:
+        reply = client.get("/")
+    assert reply.status_code == 200 and "content-length" not in reply.headers

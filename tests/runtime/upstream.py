@@ -122,7 +122,8 @@ async def _reply(
     headers: list[tuple[bytes, bytes]] | None = None,
     content_type: bytes = b"text/plain",
 ) -> None:
-    head = [(b"content-type", content_type), *(headers or [])]
+    length = str(len(body)).encode()  # as most servers announce a body they hold whole
+    head = [(b"content-type", content_type), (b"content-length", length), *(headers or [])]
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": body})
 

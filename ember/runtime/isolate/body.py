@@ -15,6 +15,7 @@ from ember.bindings.streams import ReadableStream
 from ember.runtime.isolate.buffers import ArrayBuffer
 from ember.runtime.isolate.formdata import FormData, parse_form
 from ember.runtime.isolate.headers import Headers
+from ember.runtime.mux import InStream
 
 BodyInit = str | bytes | bytearray | memoryview | AsyncIterable[Any] | Iterable[Any] | None
 _TEXT_PLAIN = ("content-type", "text/plain;charset=UTF-8")
@@ -74,7 +75,13 @@ class _Body:
             return None
         if isinstance(self._body, bytes):
             return ReadableStream(self._body)
-        return ReadableStream(_as_bytes(self._body))  # type: ignore[arg-type]
+        if not isinstance(self._body, ReadableStream):
+            # One stream over the source itself, as JS's `body` is one object: handed back
+            # unread (`Response(resp.body, ...)`) it is still the supervisor's stream, which
+            # then goes to the client as is (with the upstream's length), not through here.
+            source = self._body if isinstance(self._body, InStream) else _as_bytes(self._body)
+            self._body = ReadableStream(source)  # type: ignore[arg-type]
+        return self._body
 
     @property
     def body_used(self) -> bool:
