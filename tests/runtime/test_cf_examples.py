@@ -10,22 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.runtime.cf_docs import example
 from tests.runtime.harness import Harness, write_project
 from tests.runtime.upstream import Upstream
-
-# The Python tabs of developers.cloudflare.com/workers/examples/, one file each, as published;
-# a test points their outbound URLs at a loopback upstream (see cf_examples/README.md).
-EXAMPLES = Path(__file__).parent / "cf_examples"
-
-
-def example(name: str, **urls: str) -> str:
-    """The example's source with each published URL (``urls`` key) replaced by another."""
-    source = (EXAMPLES / f"{name}.py").read_text()
-    for published, local in urls.items():
-        assert published in source, published
-        source = source.replace(published, local)
-    return source
-
 
 COOKIE_EXAMPLE = """
 from http.cookies import SimpleCookie

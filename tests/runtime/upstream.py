@@ -1,6 +1,7 @@
 """A real upstream for subrequest tests: a small ASGI app under uvicorn on 127.0.0.1.
 
 Routes: ``/echo`` (method, path, query, headers and body back as JSON, plus a cookie),
+``/text?body=B&type=T`` (B as a T),
 ``/redirect?to=PATH`` (302), ``/chunks?n=N`` (N streamed chunks), ``/big?n=BYTES``,
 ``/status/CODE``, ``/hold?key=K`` (answers once ``/release?key=K`` was requested), and
 ``/never`` (answers only when the client goes away) and ``/trickle`` (a head and one chunk, then
@@ -76,6 +77,11 @@ class Upstream:
             }
             extra = [(b"set-cookie", b"flavour=oat; Path=/"), (b"x-upstream", b"1")]
             await _reply(send, 200, json.dumps(document).encode(), extra, b"application/json")
+        elif path == "/text":  # a body and content type the query names
+            kind = query.get("type", "text/plain").encode()
+            await _reply(
+                send, 200, query.get("body", "").encode(), [(b"x-powered-by", b"up")], kind
+            )
         elif path == "/redirect":
             location = query.get("to", "/echo").encode()
             await _reply(send, int(query.get("code", "302")), b"", [(b"location", location)])
