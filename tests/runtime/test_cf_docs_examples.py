@@ -245,3 +245,25 @@ def test_images_and_cron(harness: Harness, upstream: Upstream, tmp_path: Path) -
         fired = client.get("/cdn-cgi/handler/scheduled", params={"cron": "* * * * *"})
     assert fired.status_code == 200
     harness.wait_for(lambda: "cron processed" in harness.console(cron))
+
+
+def test_cache_using_fetch_and_ab_testing(
+    harness: Harness, upstream: Upstream, tmp_path: Path
+) -> None:
+    # The cf cache options have no cache to steer here; the copied response keeps its length.
+    with harness.client(deploy(harness, tmp_path, "cache_using_fetch")) as client:
+        cached = client.get("/echo", headers=origin(upstream))
+    assert (cached.status_code, cached.headers["cache-control"]) == (200, "max-age=1500")
+    assert cached.headers["content-length"] == str(len(cached.content))
+    with harness.client(deploy(harness, tmp_path, "ab_testing")) as client:
+        fresh = client.get("/echo", headers=origin(upstream))
+        control = client.get(
+            "/echo", headers={**origin(upstream), "cookie": "myExampleWorkersABTest=control"}
+        )
+    group = fresh.headers["set-cookie"].split(";")[0].split("=")[1]
+    assert group in ("test", "control")
+    # The group's page (/test/echo, /control/echo) is not the upstream's: its 404, passed on
+    # as the example's own Response(res.body, headers=...) does, with status 200.
+    assert (fresh.status_code, fresh.text) == (200, "no such route")
+    assert (control.status_code, control.text) == (404, "no such route")
+    assert upstream.seen[-1] == "/control/echo"
