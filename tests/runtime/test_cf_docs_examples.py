@@ -267,3 +267,18 @@ def test_cache_using_fetch_and_ab_testing(
     assert (fresh.status_code, fresh.text) == (200, "no such route")
     assert (control.status_code, control.text) == (404, "no such route")
     assert upstream.seen[-1] == "/control/echo"
+
+
+def test_debugging_logs(harness: Harness, upstream: Upstream, tmp_path: Path) -> None:
+    # As published it always reaches its except: it raises on a bad status, and on a good one
+    # reads a `body` it never set. Its ctx.waitUntil(create_once_callable(coroutine)) is a
+    # plain value to workerd's waitUntil: accepted, the log is never posted.
+    logs = {"https://log-service.example.com/": f"{upstream.url}/echo"}
+    with harness.client(deploy(harness, tmp_path, "debugging_logs", **logs)) as client:
+        missing = client.get("/status/404", headers=origin(upstream))
+        found = client.get("/echo", headers=origin(upstream))
+    assert missing.status_code == 404
+    assert missing.headers["x-debug-err"] == "Bad response at origin. Status:404 Body:status bod"
+    assert json.loads(missing.text).startswith("Traceback (most recent call last):")
+    assert missing.headers["x-debug-stack"] == missing.text
+    assert found.status_code == 200 and "UnboundLocalError" in found.headers["x-debug-stack"]

@@ -223,6 +223,14 @@ VALUES: list[tuple[str, str, str]] = [
         "self.ctx.wait_until(later())\nreturn 'ok'",
         "'ok'",
     ),
+    # A value that is not awaitable is a resolved promise to workerd's waitUntil (Cloudflare's
+    # debugging-logs example passes create_once_callable(coroutine)): accepted, nothing runs.
+    (
+        "ctx_wait_until_a_plain_value",
+        "self.ctx.waitUntil(create_once_callable(lambda: 1))\nself.ctx.waitUntil(None)\n"
+        "return 'ok'",
+        "'ok'",
+    ),
 ]
 
 # (name, handler body, start of the message the platform-only API raises)
@@ -308,7 +316,7 @@ RESPONSES: list[tuple[str, str, tuple[int, str | None, bytes]]] = [
 PROBE_TEMPLATE = """
 import json
 from js import Object
-from pyodide.ffi import create_proxy, to_js
+from pyodide.ffi import create_once_callable, create_proxy, to_js
 from workers import Headers, Request, Response, WorkerEntrypoint, fetch
 
 ECHO_BASE = {base!r}

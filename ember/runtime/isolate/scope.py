@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 from collections.abc import Awaitable
 from typing import Any
 
@@ -37,7 +38,11 @@ class Context:
         self.props: dict[str, Any] = {}
 
     def wait_until(self, awaitable: Awaitable[Any]) -> None:
-        """Keep the request alive until ``awaitable`` finishes (after the response is sent)."""
+        """Keep the request alive until ``awaitable`` finishes (after the response is sent).
+        Anything else is accepted and ignored: workerd's waitUntil takes a value that is not
+        a promise as an already resolved one."""
+        if not inspect.isawaitable(awaitable):
+            return
         self._scope.add_background(awaitable)
 
     waitUntil = wait_until  # noqa: N815 - the JavaScript name
