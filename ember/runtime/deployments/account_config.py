@@ -116,6 +116,13 @@ class PermanentAccountConfig:
     # 1 GiB, the same share of disk as max_kv_bytes, is generous: 100 versions of ten 1 MiB
     # Workers; a refusal names it, the bytes used and how to free space.
     max_stored_script_bytes: int | None = 1024**3
+    # Bytes of its static asset files (each stored once per account, whichever versions use
+    # them). Cloudflare bounds assets per version only (100,000 files of 25 MiB: 2.4 TiB), which
+    # a shared disk cannot hold; without this an account uploaded new manifests until the disk
+    # was full and other tenants' KV writes and deploys failed. 1 GiB, the same share of disk as
+    # max_stored_script_bytes and max_kv_bytes, holds a large site; a refusal names it, the
+    # bytes used and how to free space.
+    max_stored_asset_bytes: int | None = 1024**3
     # KV storage per account on Workers Free (developers.cloudflare.com/kv/platform/limits: 1 GB;
     # Paid: unlimited, billed per GB-month, which a shared disk cannot be).
     max_kv_bytes: int | None = 1024**3
@@ -173,6 +180,9 @@ class AccountLimits:
     isolate_share: float | None = None  # of platform.max_isolates; None: every isolate
     total_isolate_share: float | None = None  # all temporary accounts' together (temporary)
     claimable: bool = True  # a temporary account that can be claimed (platform.temporary.claim)
+    # Bytes of the account's static asset files; None: no bound of its own (a temporary
+    # account's count in platform.temporary.max_total_stored_bytes).
+    max_stored_asset_bytes: int | None = None
 
     def kv_allowances(self) -> KVAllowances:
         """The account's KV operations per UTC day (``ember.bindings.kv.daily``)."""
@@ -292,6 +302,7 @@ def parse_accounts(raw: dict[str, Any], source: str) -> PermanentAccountConfig:
         max_workers=count("max_workers", d.max_workers),
         max_versions=count("max_versions", d.max_versions),
         max_stored_script_bytes=size("max_stored_script_bytes", d.max_stored_script_bytes),
+        max_stored_asset_bytes=size("max_stored_asset_bytes", d.max_stored_asset_bytes),
         max_kv_bytes=size("max_kv_bytes", d.max_kv_bytes),
         max_kv_namespaces=count("max_kv_namespaces", d.max_kv_namespaces),
         **{key: count(key, getattr(d, key)) for key in KV_DAILY_KEYS},

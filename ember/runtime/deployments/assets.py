@@ -13,11 +13,18 @@ wrangler's protocol (cloudflare-api.md §7, workers-sdk deploy-helpers ``syncAss
 
 Files are stored once per account by hash (``accounts/<id>/assets/files/<hash>``), manifests
 by their own digest (``.../assets/manifests/<digest>.json``), and each version's tree of links
-(``versions/<id>/assets/<path>``) is made when its modules are written out; deleting the
-account removes them all. Tokens are random and kept in memory for an hour (a restart between
-upload and deploy asks for the deploy again). Hashes are the client's (wrangler's are BLAKE3 of
-the base64 text): each upload is checked against the manifest's size, and an account's files
-are only ever served to that account's own versions.
+(``versions/<id>/assets/<path>``) is made when its modules are written out.
+
+What an account's asset files take of the shared disk is bounded twice over: a permanent
+account's stored bytes by ``platform.accounts.max_stored_asset_bytes`` (``AssetBound``: checked
+when a session starts, with the bytes it would add, and again at each upload, so two sessions
+started side by side cannot pass it together), a temporary account's by the pool of all
+temporary accounts (``temporary_total.py``). Deleting the account removes them all.
+
+Tokens are random and kept in memory for an hour (a restart between upload and deploy asks for
+the deploy again). Hashes are the client's (wrangler's are BLAKE3 of the base64 text): each upload
+is checked against the manifest's size, and an account's files are only ever served to that
+account's own versions.
 """
 
 from __future__ import annotations
@@ -26,30 +33,23 @@ import base64
 import binascii
 import hashlib
 import json
-import os
-import re
 import secrets
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ember.bindings.assets.files import MAX_ASSET_COUNT, MAX_ASSET_SIZE, safe_relative
-from ember.config_assets import HTML_HANDLING, NOT_FOUND_HANDLING, routing_rules
-from ember.errors import ConfigError
+from ember.runtime.deployments.asset_files import AssetBound, AssetFiles
+from ember.runtime.deployments.asset_manifest import (
+    buckets,
+    parse_config,
+    parse_manifest,
+    temporary_limits,
+)
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload, Unauthenticated
 
 SESSION_TTL_S = 3600.0
-# A temporary account's assets, as Cloudflare bounds a temporary (unclaimed) account's.
-TEMPORARY_MAX_FILES = 1_000
-TEMPORARY_MAX_FILE_BYTES = 5 * 1024 * 1024
-BUCKET_FILES = 50
-BUCKET_BYTES = 40 * 1024 * 1024  # of file content per upload request (before base64)
-_HASH = re.compile(r"^[0-9a-f]{32}$")
-ASSET_CONFIG_KEYS = ("html_handling", "not_found_handling", "run_worker_first")
 
 
 @dataclass
@@ -58,7 +58,18 @@ class _Session:
     manifest_id: str
     sizes: dict[str, int]  # hash -> size, of the files still to upload
     expires: float
+    bound: AssetBound | None = None
     completion: str | None = None
+
+
+@dataclass
+class _Account:
+    """One account's asset bookkeeping: its lock (a session's start and the byte count are one
+    at a time) and the bytes its files take (scanned once, then kept up to date;
+    bytes being written are counted from when their upload was let in)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stored: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,23 +92,17 @@ def version_assets(version: Any) -> VersionAssets | None:
 class AssetStore:
     """Upload sessions and the files of every account's assets."""
 
-    def __init__(self, accounts_root: Path, clock: Callable[[], float]) -> None:
-        self.root = accounts_root
+    def __init__(
+        self,
+        accounts_root: Path,
+        clock: Callable[[], float],
+    ) -> None:
+        self.files = AssetFiles(accounts_root)
         self.clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the session tables
         self._uploads: dict[str, _Session] = {}  # upload token -> session
         self._completed: dict[str, _Session] = {}  # completion token -> session
-
-    # -- paths ----------------------------------------------------------------------------------
-
-    def _dir(self, account_id: str) -> Path:
-        return self.root / account_id / "assets"
-
-    def _blob(self, account_id: str, digest: str) -> Path:
-        return self._dir(account_id) / "files" / digest
-
-    def manifest_path(self, account_id: str, manifest_id: str) -> Path:
-        return self._dir(account_id) / "manifests" / f"{manifest_id}.json"
+        self._accounts: dict[str, _Account] = {}
 
     # -- the protocol ---------------------------------------------------------------------------
 
@@ -108,30 +113,37 @@ class AssetStore:
         *,
         temporary: bool = False,
         check: Callable[[int], None] | None = None,
+        bound: AssetBound | None = None,
     ) -> dict[str, Any]:
         """An upload session for ``body`` (``{"manifest": ...}``): ``{jwt, buckets}``;
         a temporary account's manifest is held to 1,000 files of at most 5 MiB. ``check``:
-        called with the bytes the session would add (it raises to refuse them)."""
-        manifest = _manifest(body)
+        called with the bytes the session would add (it raises to refuse them); ``bound``: the
+        account's most stored bytes, checked now and at each upload."""
+        manifest = parse_manifest(body)
         if temporary:
-            _temporary_limits(manifest)
+            temporary_limits(manifest)
         text = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
         manifest_id = hashlib.sha256(text).hexdigest()[:32]
-        _write_once(self.manifest_path(account_id, manifest_id), text)
-        sizes: dict[str, int] = {}
-        for entry in manifest.values():
-            if not self._blob(account_id, entry["hash"]).is_file():
-                sizes[entry["hash"]] = entry["size"]
-        if check is not None:
-            check(sum(sizes.values()))
-        session = _Session(account_id, manifest_id, sizes, self.clock() + SESSION_TTL_S)
-        with self._lock:
-            self._expire()
-            if not sizes:
-                return {"jwt": self._complete(session), "buckets": []}
-            token = _token()
-            self._uploads[token] = session
-        return {"jwt": token, "buckets": _buckets(sizes)}
+        state = self._account(account_id)
+        with state.lock:
+            sizes: dict[str, int] = {}
+            for entry in manifest.values():
+                if not self.files.blob(account_id, entry["hash"]).is_file():
+                    sizes[entry["hash"]] = entry["size"]
+            adding = sum(sizes.values())
+            if bound is not None:
+                bound.check(self._stored(account_id, state), adding)
+            if check is not None:
+                check(adding)
+            self.files.write(self.files.manifest_path(account_id, manifest_id), text)
+            session = _Session(account_id, manifest_id, sizes, self.clock() + SESSION_TTL_S, bound)
+            with self._lock:
+                self._expire()
+                if not sizes:
+                    return {"jwt": self._complete(session), "buckets": []}
+                token = _token()
+                self._uploads[token] = session
+        return {"jwt": token, "buckets": buckets(sizes)}
 
     def upload(self, account_id: str, token: str | None, files: dict[str, bytes]) -> str | None:
         """Store ``files`` (hash -> base64 text) for the session ``token`` names; the
@@ -143,10 +155,11 @@ class AssetStore:
             raise Unauthenticated(
                 "the assets upload token is missing, expired or not this account's"
             )
+        contents: dict[str, bytes] = {}
         for digest, encoded in files.items():
             size = session.sizes.get(digest)
             if size is None:
-                if self._blob(account_id, digest).is_file():
+                if self.files.blob(account_id, digest).is_file():
                     continue  # sent twice (a retried bucket)
                 raise InvalidRequest(f"asset {digest!r} is not one this upload session asked for")
             try:
@@ -157,7 +170,8 @@ class AssetStore:
                 raise InvalidRequest(
                     f"asset {digest!r} is {len(content)} bytes; its manifest entry says {size}"
                 )
-            _write_once(self._blob(account_id, digest), content)
+            contents[digest] = content
+        self._store_files(account_id, session, contents)
         with self._lock:
             for digest in files:
                 session.sizes.pop(digest, None)
@@ -181,7 +195,7 @@ class AssetStore:
                 "metadata.assets.jwt is not a completed assets upload of this account (or it "
                 "expired): upload the assets again"
             )
-        return VersionAssets(session.manifest_id, _config(assets.get("config")))
+        return VersionAssets(session.manifest_id, parse_config(assets.get("config")))
 
     def attach(self, account_id: str, extra: dict[str, Any], bindings: Any) -> dict[str, Any]:
         """``extra`` (an upload's other metadata) with ``assets`` resolved to what the version
@@ -196,50 +210,49 @@ class AssetStore:
         return {**extra, "assets": {"manifest": found.manifest_id, "config": found.config}}
 
     def stored_bytes(self, account_ids: list[str]) -> int:
-        """The bytes of the asset files these accounts store."""
+        """The bytes of the asset files these accounts store (the temporary accounts' pool).
+        Without their locks: the caller may hold one (``start``'s check), and taking others
+        in turn could deadlock with a session of theirs doing the same."""
         total = 0
         for account_id in account_ids:
-            try:
-                entries = list(os.scandir(self._dir(account_id) / "files"))
-            except OSError:
-                continue
-            for entry in entries:
-                try:
-                    total += entry.stat().st_size
-                except OSError:
-                    continue
+            with self._lock:
+                known = self._accounts.get(account_id)
+            counted = known.stored if known is not None else None
+            total += counted if counted is not None else _scan(self.files.blobs(account_id))
         return total
 
-    # -- serving --------------------------------------------------------------------------------
-
-    def manifest(self, account_id: str, manifest_id: str) -> dict[str, dict[str, Any]]:
-        return json.loads(self.manifest_path(account_id, manifest_id).read_text())
-
-    def materialize(self, account_id: str, manifest_id: str, target: Path) -> Path:
-        """The version's asset tree under ``target`` (made once, atomically): each file a link
-        to (or, across file systems, a copy of) the account's stored file."""
-        if target.is_dir():
-            return target
-        manifest = self.manifest(account_id, manifest_id)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".assets-", dir=target.parent))
-        try:
-            for path, entry in manifest.items():
-                out = staging / path.lstrip("/")
-                out.parent.mkdir(parents=True, exist_ok=True)
-                blob = self._blob(account_id, entry["hash"])
-                try:
-                    os.link(blob, out)
-                except OSError:
-                    shutil.copyfile(blob, out)
-            os.rename(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            if not target.is_dir():
-                raise
-        return target
-
     # -- internals ------------------------------------------------------------------------------
+
+    def _account(self, account_id: str) -> _Account:
+        with self._lock:
+            return self._accounts.setdefault(account_id, _Account())
+
+    def _stored(self, account_id: str, state: _Account) -> int:
+        """The account's stored bytes (the caller holds its lock)."""
+        if state.stored is None:
+            state.stored = _scan(self.files.blobs(account_id))
+        return state.stored
+
+    def _store_files(self, account_id: str, session: _Session, contents: dict[str, bytes]) -> None:
+        """Write an upload's files: first let their bytes in against the session's bound
+        (under the account's lock, so two uploads cannot both pass it), then write them
+        outside it; what was not written is let out again."""
+        adding = sum(len(c) for c in contents.values())
+        state = self._account(account_id)
+        with state.lock:
+            stored = self._stored(account_id, state)
+            if session.bound is not None:
+                session.bound.check(stored, adding)
+            state.stored = stored + adding
+        unwritten = adding
+        try:
+            for digest, content in contents.items():
+                if self.files.write(self.files.blob(account_id, digest), content):
+                    unwritten -= len(content)
+        finally:
+            if unwritten:
+                with state.lock:
+                    state.stored = (state.stored or 0) - unwritten
 
     def _complete(self, session: _Session) -> str:
         token = _token()
@@ -258,112 +271,11 @@ def _token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def _manifest(body: object) -> dict[str, dict[str, Any]]:
-    manifest = body.get("manifest") if isinstance(body, dict) else None
-    if not isinstance(manifest, dict):
-        raise InvalidRequest('expected {"manifest": {"/path": {"hash": "...", "size": N}}}')
-    if len(manifest) > MAX_ASSET_COUNT:
-        raise InvalidRequest(
-            f"the manifest has {len(manifest):,} files; at most {MAX_ASSET_COUNT:,}"
-        )
-    out: dict[str, dict[str, Any]] = {}
-    for path, entry in manifest.items():
-        relative = safe_relative(path) if isinstance(path, str) else None
-        if not relative or relative.endswith("/") or "//" in path or len(path) > 1024:
-            raise InvalidRequest(
-                f"manifest path {str(path)[:80]!r} is not a file path such as /a.txt"
-            )
-        if not isinstance(entry, dict):
-            raise InvalidRequest(f"manifest entry {path!r} must be {{hash, size}}")
-        digest, size = entry.get("hash"), entry.get("size")
-        if not isinstance(digest, str) or not _HASH.match(digest):
-            raise InvalidRequest(f"manifest entry {path!r}: hash must be 32 hex digits")
-        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_ASSET_SIZE:
-            raise InvalidRequest(
-                f"manifest entry {path!r}: size must be 0 to {MAX_ASSET_SIZE} bytes (25 MiB)"
-            )
-        out[path] = {"hash": digest, "size": size}
-    _check_tree(out)
-    return out
-
-
-def _temporary_limits(manifest: dict[str, dict[str, Any]]) -> None:
-    if len(manifest) > TEMPORARY_MAX_FILES:
-        raise InvalidRequest(
-            f"the manifest has {len(manifest):,} files; a temporary account's assets are at "
-            f"most {TEMPORARY_MAX_FILES:,} files (claim the account for more)"
-        )
-    for path, entry in manifest.items():
-        if entry["size"] > TEMPORARY_MAX_FILE_BYTES:
-            raise InvalidRequest(
-                f"asset {path!r} is {entry['size']:,} bytes; a temporary account's assets are "
-                f"at most {TEMPORARY_MAX_FILE_BYTES:,} bytes (5 MiB) each"
-            )
-
-
-def _check_tree(manifest: dict[str, dict[str, Any]]) -> None:
-    """A path cannot be a file and a directory at once (``/a`` and ``/a/b``)."""
-    for path in manifest:
-        parts = path.split("/")
-        for depth in range(2, len(parts)):
-            if "/".join(parts[:depth]) in manifest:
-                raise InvalidRequest(
-                    f"manifest path {path!r} is under the file {'/'.join(parts[:depth])!r}"
-                )
-
-
-def _config(config: object) -> dict[str, Any]:
-    """``metadata.assets.config`` checked as ember dev checks the ``assets`` key."""
-    if config is None:
-        return {}
-    if not isinstance(config, dict):
-        raise InvalidUpload("metadata.assets.config must be an object")
-    out = {k: config[k] for k in ASSET_CONFIG_KEYS if config.get(k) is not None}
-    for key, allowed in (
-        ("html_handling", HTML_HANDLING),
-        ("not_found_handling", NOT_FOUND_HANDLING),
-    ):
-        if key in out and out[key] not in allowed:
-            raise InvalidUpload(
-                f"metadata.assets.config.{key} is {out[key]!r}; expected one of "
-                + ", ".join(allowed)
-            )
-    first = out.get("run_worker_first")
-    if first is not None and not isinstance(first, bool):
-        if not isinstance(first, list) or not all(isinstance(r, str) for r in first):
-            raise InvalidUpload("metadata.assets.config.run_worker_first must be a bool or rules")
-        try:
-            routing_rules(first, "metadata", "assets.config.run_worker_first")
-        except ConfigError as exc:
-            raise InvalidUpload(str(exc)) from None
-    return out
-
-
-def _buckets(sizes: dict[str, int]) -> list[list[str]]:
-    buckets: list[list[str]] = []
-    current: list[str] = []
+def _scan(paths: list[Path]) -> int:
     total = 0
-    for digest, size in sorted(sizes.items()):
-        if current and (len(current) >= BUCKET_FILES or total + size > BUCKET_BYTES):
-            buckets.append(current)
-            current, total = [], 0
-        current.append(digest)
-        total += size
-    if current:
-        buckets.append(current)
-    return buckets
-
-
-def _write_once(path: Path, data: bytes) -> None:
-    """Write ``path`` atomically unless it exists (content-addressed: same name, same bytes)."""
-    if path.is_file():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, temp = tempfile.mkstemp(prefix=".part-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    for path in paths:
+        try:
+            total += path.stat().st_size
+        except OSError:
+            continue
+    return total

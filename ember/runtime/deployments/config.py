@@ -22,6 +22,8 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         max_workers: 500
         max_versions: 10000                 # kept versions across all its workers
         max_stored_script_bytes: 1GiB       # script bytes of those kept versions
+        max_stored_asset_bytes: 1GiB        # its static asset files (checked at each upload
+                                            # session and upload)
         max_kv_bytes: 1GiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 1000
         kv_reads_per_day: null              # KV operations per UTC day (null: no limit;
@@ -159,6 +161,7 @@ class PlatformConfig:
             max_versions=a.max_versions,
             max_script_bytes=self.max_script_bytes,
             max_stored_script_bytes=a.max_stored_script_bytes,
+            max_stored_asset_bytes=a.max_stored_asset_bytes,
             versions_kept_per_worker=self.versions_kept_per_worker,
             max_kv_bytes=a.max_kv_bytes,
             max_kv_namespaces=a.max_kv_namespaces,

@@ -17,6 +17,7 @@ from ember.bindings.kv.service import STORE_FILE
 from ember.bindings.kv.store import KVStore
 from ember.runtime.deployments import pow
 from ember.runtime.deployments.accounts import AccountService
+from ember.runtime.deployments.asset_files import AssetBound
 from ember.runtime.deployments.assets import AssetStore, version_assets
 from ember.runtime.deployments.clock import Clock, system_clock
 from ember.runtime.deployments.config import PlatformConfig
@@ -125,7 +126,12 @@ class ControlPlane:
         """An assets upload session (``AssetStore.start``); a temporary account's new files
         count in what all temporary accounts store (``temporary_total.py``)."""
         if not account.temporary:
-            return self.assets.start(account.id, body)
+            limits = self.config.limits_for(temporary=False)
+            bound = None
+            if limits.max_stored_asset_bytes is not None:
+                remedy = limits.remedy("max_stored_asset_bytes")
+                bound = AssetBound(limits.max_stored_asset_bytes, limits.scope, remedy)
+            return self.assets.start(account.id, body, bound=bound)
         limits = self.config.limits_for(temporary=True)
 
         def check(adding: int) -> None:
@@ -153,7 +159,7 @@ class ControlPlane:
         files = self.files.materialize(account_id, version.id, version.main_module, modules)
         stored = version_assets(version)
         if stored is not None:
-            self.assets.materialize(account_id, stored.manifest_id, files.root / "assets")
+            self.assets.files.materialize(account_id, stored.manifest_id, files.root / "assets")
         return files
 
     def _script_name(self, script_id: str) -> str:

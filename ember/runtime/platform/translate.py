@@ -189,7 +189,7 @@ def _asset_site(
         ),
         has_worker=has_worker,
     )
-    manifest = plane.assets.manifest(account.id, stored.manifest_id)
+    manifest = plane.assets.files.manifest(account.id, stored.manifest_id)
     return AssetSite(policy, ManifestAssets(manifest, directory).lookup)
 
 
@@ -202,7 +202,7 @@ def _assets_bindings(
         return ()
     options: dict[str, OptionValue] = {
         "directory": str(directory),
-        "manifest": str(plane.assets.manifest_path(account.id, stored.manifest_id)),
+        "manifest": str(plane.assets.files.manifest_path(account.id, stored.manifest_id)),
         "html_handling": stored.config.get("html_handling", "auto-trailing-slash"),
         "not_found_handling": stored.config.get("not_found_handling", "none"),
     }

@@ -1,0 +1,121 @@
+"""Static assets on disk: each account's files by hash and manifests by digest, written once,
+and each version's tree of links to them; and the bound on what one account's files take.
+
+``accounts/<id>/assets/files/<hash>`` and ``.../assets/manifests/<digest>.json`` live under the
+account's directory, so deleting the account removes them with everything else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ember.runtime.deployments.errors import QuotaExceeded
+
+PART = ".part-"  # the prefix of a file being written (``_write_once``)
+
+
+@dataclass(frozen=True, slots=True)
+class AssetBound:
+    """An account's most stored asset bytes (``max_stored_asset_bytes``) and, for the refusal,
+    whom it applies to and how to get past it (``AccountLimits.scope`` / ``remedy``)."""
+
+    max_bytes: int
+    scope: str
+    remedy: str
+
+    def check(self, stored: int, adding: int) -> None:
+        total = stored + adding
+        if total <= self.max_bytes:
+            return
+        raise QuotaExceeded(
+            "stored_asset_bytes",
+            total,
+            self.max_bytes,
+            f"This account stores {stored:,} bytes of static assets; these {adding:,} bytes "
+            f"would make {total:,}, and {self.scope} may store at most {self.max_bytes:,} "
+            f"bytes (max_stored_asset_bytes): {self.remedy}.",
+        )
+
+
+class AssetFiles:
+    """Where each account's asset files and manifests are, and writing them."""
+
+    def __init__(self, accounts_root: Path) -> None:
+        self.root = accounts_root
+
+    def folder(self, account_id: str) -> Path:
+        return self.root / account_id / "assets"
+
+    def blob(self, account_id: str, digest: str) -> Path:
+        return self.folder(account_id) / "files" / digest
+
+    def manifest_path(self, account_id: str, manifest_id: str) -> Path:
+        return self.folder(account_id) / "manifests" / f"{manifest_id}.json"
+
+    def manifest(self, account_id: str, manifest_id: str) -> dict[str, dict[str, Any]]:
+        return json.loads(self.manifest_path(account_id, manifest_id).read_text())
+
+    def blobs(self, account_id: str) -> list[Path]:
+        """The account's stored files (and any being written: ``PART``)."""
+        return listing(self.folder(account_id) / "files")
+
+    def manifests(self, account_id: str) -> list[Path]:
+        return listing(self.folder(account_id) / "manifests")
+
+    def write(self, path: Path, data: bytes) -> bool:
+        """``path`` written once (True if this call wrote it)."""
+        return _write_once(path, data)
+
+    def materialize(self, account_id: str, manifest_id: str, target: Path) -> Path:
+        """The version's asset tree under ``target`` (made once, atomically): each file a link
+        to (or, across file systems, a copy of) the account's stored file."""
+        if target.is_dir():
+            return target
+        manifest = self.manifest(account_id, manifest_id)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".assets-", dir=target.parent))
+        try:
+            for path, entry in manifest.items():
+                out = staging / path.lstrip("/")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                blob = self.blob(account_id, entry["hash"])
+                try:
+                    os.link(blob, out)
+                except OSError:
+                    shutil.copyfile(blob, out)
+            os.rename(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not target.is_dir():
+                raise
+        return target
+
+
+def listing(folder: Path) -> list[Path]:
+    try:
+        return [Path(entry.path) for entry in os.scandir(folder)]
+    except FileNotFoundError:
+        return []
+
+
+def _write_once(path: Path, data: bytes) -> bool:
+    """Write ``path`` atomically unless it exists (content-addressed: same name, same bytes);
+    True if this call wrote it."""
+    if path.is_file():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, temp = tempfile.mkstemp(prefix=PART, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return True
