@@ -1,17 +1,25 @@
 """What static assets cost the shared disk on ``ember serve``: each permanent account stores at
 most ``platform.accounts.max_stored_asset_bytes`` of asset files (checked when a session starts
-and again at each upload, so two sessions cannot pass it together)."""
+and again at each upload, so two sessions cannot pass it together), and the files and manifests
+no kept version nor pending upload session uses are deleted when versions are pruned or a worker
+is deleted, not only with the account."""
 
 from __future__ import annotations
 
 import base64
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.serve.conftest import BASE_CONFIG, ServeProcess, permanent_account
+from tests.serve.conftest import BASE_CONFIG, ServeProcess, answer, permanent_account, put_worker
 
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = (
     BASE_CONFIG
     + """\
@@ -20,6 +28,13 @@ CONFIG = (
     max_stored_asset_bytes: 1000
 """
 )
+ENTRY = """\
+from workers import Response, WorkerEntrypoint
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        return Response("worker")
+"""
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +94,69 @@ def test_an_account_stores_at_most_max_stored_asset_bytes(serve: ServeProcess) -
         files = {"/b": {"hash": "b" * 32, "size": 600}, "/e": {"hash": "e" * 32, "size": 400}}
         fits = _session(api, account_id, files)
         assert fits.status_code == 200 and fits.json()["result"]["buckets"] == [["e" * 32]]
+
+
+def _ember(serve: ServeProcess, token: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "EMBER_CREDENTIALS": str(cwd / "no-credentials.json"),
+        "EMBER_PLATFORM": serve.url,
+        "EMBER_API_TOKEN": token,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ember", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_files_no_kept_version_or_pending_session_uses_are_deleted(
+    serve: ServeProcess, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "public").mkdir()
+    config: dict[str, object] = {
+        "name": "site",
+        "main": "src/entry.py",
+        "compatibility_date": "2025-06-01",
+    }
+    (project / "wrangler.jsonc").write_text(
+        json.dumps({**config, "assets": {"directory": "public"}})
+    )
+    (project / "src" / "entry.py").write_text(ENTRY)
+    (project / "public" / "shared.txt").write_text("S" * 100)
+    account_id, token = permanent_account(serve, "cleanco")
+    for page in ("v1", "v2", "v3"):  # each deploy a new manifest; 2 versions are kept
+        (project / "public" / "page.txt").write_text(page)
+        deployed = _ember(serve, token, project, "deploy", "--json")
+        assert deployed.returncode == 0, deployed.stderr
+        assert serve.worker("cleanco", "site", "/page.txt").text == page
+    # v1 was pruned: its page went with it; the file v2 and v3 share stays.
+    assert _stored(serve, account_id) == ([b"S" * 100, b"v2", b"v3"], 2)
+
+    # A session in progress: its file is uploaded, its version not stored yet.
+    shared = next(
+        p.name
+        for p in (serve.state_dir / "accounts" / account_id / "assets" / "files").iterdir()
+        if p.read_bytes() == b"S" * 100
+    )
+    manifest = {
+        "/new.txt": {"hash": "f" * 32, "size": 3},
+        "/shared.txt": {"hash": shared, "size": 100},
+    }
+    with serve.api(token) as api:
+        started = _session(api, account_id, manifest).json()["result"]
+        assert started["buckets"] == [["f" * 32]]
+        jwt = _send(api, account_id, started["jwt"], {"f" * 32: "bmV3"}).json()["result"]["jwt"]
+        assert api.delete(f"/accounts/{account_id}/workers/scripts/site").status_code == 200
+        # The deleted worker's files are gone; the pending session's stay, shared one included.
+        assert _stored(serve, account_id) == ([b"S" * 100, b"new"], 1)
+        stored = put_worker(api, account_id, "later", answer("x"), assets={"jwt": jwt})
+        assert stored.status_code == 200, stored.text
+    assert serve.worker("cleanco", "later", "/new.txt").text == "new"
+    assert serve.worker("cleanco", "later", "/shared.txt").text == "S" * 100
+    with serve.api(token) as api:
+        assert api.delete(f"/accounts/{account_id}/workers/scripts/later").status_code == 200
+    # Its session was used by a version, now deleted: nothing references the files any more.
+    assert _stored(serve, account_id) == ([], 0)

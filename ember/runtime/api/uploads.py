@@ -75,17 +75,23 @@ def store_upload(plane: ControlPlane, request: UploadRequest) -> UploadResult:
     versions it pushes out of the worker's window go only once it is accepted (``prune``).
     """
     upload = parse_worker_upload(parse_multipart(request.body, request.content_type))
-    extra = plane.assets.attach(request.account.id, upload.extra_metadata, upload.bindings)
+    sent = upload.extra_metadata
+    extra = plane.assets.attach(request.account.id, sent, upload.bindings)
     upload = dataclasses.replace(upload, extra_metadata=extra)
-    result = plane.scripts.upload(
-        request.account,
-        request.name,
-        upload,
-        deploy=request.deploy,
-        source=request.source,
-        strict_inherit=request.strict_inherit,
-        create=request.create,
-    )
+    stored = False
+    try:
+        result = plane.scripts.upload(
+            request.account,
+            request.name,
+            upload,
+            deploy=request.deploy,
+            source=request.source,
+            strict_inherit=request.strict_inherit,
+            create=request.create,
+        )
+        stored = True
+    finally:  # from now on the version, not the upload session, keeps its assets' files
+        plane.assets.settle(request.account.id, sent, stored)
     try:
         plane.materialize(request.account.id, result.version)
     except StorageFull:
@@ -135,7 +141,7 @@ class Uploads:
         """Remove a version that was stored but refused (did not start, sandbox refused...),
         with its files, unless a deployment uses it."""
         if await self.run(self._plane.scripts.discard_undeployed, account, name, version_id):
-            await self.run(self._plane.files.remove_version, account.id, version_id)
+            await self.remove_files(account.id, (version_id,))
 
     async def prune(self, account: Account, name: str) -> None:
         """Once an upload's version is accepted (started, or live and the route switched):
@@ -144,9 +150,12 @@ class Uploads:
         await self.remove_files(account.id, pruned)
 
     async def remove_files(self, account_id: str, version_ids: tuple[str, ...]) -> None:
-        """Remove deleted versions' written-out files (up to 10,000 each: not on the loop)."""
+        """Remove deleted versions' written-out files (up to 10,000 each: not on the loop),
+        then the asset files no remaining version or pending upload session uses."""
         for version_id in version_ids:
             await self.run(self._plane.files.remove_version, account_id, version_id)
+        if version_ids:
+            await self.run(self._plane.sweep_assets, account_id)
 
     async def run(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """``fn(*args, **kwargs)`` on an upload thread (file and database work of uploads)."""

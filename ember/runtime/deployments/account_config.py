@@ -121,7 +121,7 @@ class PermanentAccountConfig:
     # a shared disk cannot hold; without this an account uploaded new manifests until the disk
     # was full and other tenants' KV writes and deploys failed. 1 GiB, the same share of disk as
     # max_stored_script_bytes and max_kv_bytes, holds a large site; a refusal names it, the
-    # bytes used and how to free space.
+    # bytes used and how to free space (the files no kept version uses are deleted with it).
     max_stored_asset_bytes: int | None = 1024**3
     # KV storage per account on Workers Free (developers.cloudflare.com/kv/platform/limits: 1 GB;
     # Paid: unlimited, billed per GB-month, which a shared disk cannot be).

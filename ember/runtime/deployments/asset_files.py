@@ -39,7 +39,8 @@ class AssetBound:
             self.max_bytes,
             f"This account stores {stored:,} bytes of static assets; these {adding:,} bytes "
             f"would make {total:,}, and {self.scope} may store at most {self.max_bytes:,} "
-            f"bytes (max_stored_asset_bytes): {self.remedy}.",
+            "bytes (max_stored_asset_bytes). Delete Workers or versions you no longer need "
+            f"(the files no kept version uses go with them), or {self.remedy}.",
         )
 
 

@@ -19,10 +19,14 @@ What an account's asset files take of the shared disk is bounded twice over: a p
 account's stored bytes by ``platform.accounts.max_stored_asset_bytes`` (``AssetBound``: checked
 when a session starts, with the bytes it would add, and again at each upload, so two sessions
 started side by side cannot pass it together), a temporary account's by the pool of all
-temporary accounts (``temporary_total.py``). Deleting the account removes them all.
+temporary accounts (``temporary_total.py``); and the files and manifests that no kept version
+and no pending session uses are deleted (``sweep``) when versions are pruned or a worker is
+deleted, not only with the account. A session in progress references its whole manifest (the
+files it uploads and the ones the account held already) until a version is stored from it.
 
 Tokens are random and kept in memory for an hour (a restart between upload and deploy asks for
-the deploy again). Hashes are the client's (wrangler's are BLAKE3 of the base64 text): each upload
+the deploy again); the files of a session that never became a version go at the first sweep
+after it ended. Hashes are the client's (wrangler's are BLAKE3 of the base64 text): each upload
 is checked against the manifest's size, and an account's files are only ever served to that
 account's own versions.
 """
@@ -40,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ember.runtime.deployments.asset_files import AssetBound, AssetFiles
+from ember.runtime.deployments.asset_files import PART, AssetBound, AssetFiles
 from ember.runtime.deployments.asset_manifest import (
     buckets,
     parse_config,
@@ -60,12 +64,16 @@ class _Session:
     expires: float
     bound: AssetBound | None = None
     completion: str | None = None
+    # Script uploads resolving this session now (``resolve`` .. ``settle``), and whether one
+    # stored a version: from then on the version references the manifest, not the session.
+    resolving: int = 0
+    stored: bool = False
 
 
 @dataclass
 class _Account:
-    """One account's asset bookkeeping: its lock (a session's start and the byte count are one
-    at a time) and the bytes its files take (scanned once, then kept up to date;
+    """One account's asset bookkeeping: its lock (a session's start, the byte count and the
+    sweep are one at a time) and the bytes its files take (scanned once, then kept up to date;
     bytes being written are counted from when their upload was let in)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -125,6 +133,8 @@ class AssetStore:
         text = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
         manifest_id = hashlib.sha256(text).hexdigest()[:32]
         state = self._account(account_id)
+        # Under the account's lock: a sweep never deletes a file this session found stored
+        # (and so does not ask for) before the session is registered.
         with state.lock:
             sizes: dict[str, int] = {}
             for entry in manifest.values():
@@ -181,7 +191,8 @@ class AssetStore:
             return session.completion or self._complete(session)
 
     def resolve(self, account_id: str, assets: object) -> VersionAssets:
-        """``metadata.assets`` of a script upload (``{jwt, config}``) -> what the version keeps."""
+        """``metadata.assets`` of a script upload (``{jwt, config}``) -> what the version keeps;
+        the session stays referenced until ``settle``."""
         if not isinstance(assets, dict) or not isinstance(assets.get("jwt"), str):
             raise InvalidUpload(
                 'metadata.assets must be {"jwt": <completion token>, "config": {...}}: upload '
@@ -190,16 +201,23 @@ class AssetStore:
         with self._lock:
             self._expire()
             session = self._completed.get(assets["jwt"])
+            if session is not None and session.account_id == account_id:
+                session.resolving += 1
         if session is None or session.account_id != account_id:
             raise InvalidUpload(
                 "metadata.assets.jwt is not a completed assets upload of this account (or it "
                 "expired): upload the assets again"
             )
-        return VersionAssets(session.manifest_id, parse_config(assets.get("config")))
+        try:
+            config = parse_config(assets.get("config"))
+        except BaseException:
+            self.settle(account_id, {"assets": assets}, stored=False)
+            raise
+        return VersionAssets(session.manifest_id, config)
 
     def attach(self, account_id: str, extra: dict[str, Any], bindings: Any) -> dict[str, Any]:
         """``extra`` (an upload's other metadata) with ``assets`` resolved to what the version
-        stores; an ``assets`` binding needs assets uploaded with it."""
+        stores; an ``assets`` binding needs assets uploaded with it. The caller ``settle``s."""
         if "assets" not in extra:
             if any(b.get("type") == "assets" for b in bindings):
                 raise InvalidUpload(
@@ -208,6 +226,18 @@ class AssetStore:
             return extra
         found = self.resolve(account_id, extra["assets"])
         return {**extra, "assets": {"manifest": found.manifest_id, "config": found.config}}
+
+    def settle(self, account_id: str, extra: dict[str, Any], stored: bool) -> None:
+        """A script upload that ``attach``ed ``extra`` (as sent) ended: ``stored`` if its
+        version was stored, which from then on references the manifest itself."""
+        assets = extra.get("assets")
+        jwt = assets.get("jwt") if isinstance(assets, dict) else None
+        with self._lock:
+            session = self._completed.get(jwt) if isinstance(jwt, str) else None
+            if session is None or session.account_id != account_id or not session.resolving:
+                return
+            session.resolving -= 1
+            session.stored = session.stored or stored
 
     def stored_bytes(self, account_ids: list[str]) -> int:
         """The bytes of the asset files these accounts store (the temporary accounts' pool).
@@ -220,6 +250,52 @@ class AssetStore:
             counted = known.stored if known is not None else None
             total += counted if counted is not None else _scan(self.files.blobs(account_id))
         return total
+
+    # -- clean-up -------------------------------------------------------------------------------
+
+    def sweep(self, account_id: str, kept: Callable[[], set[str]]) -> int:
+        """Delete the account's manifests that neither a version (``kept``: the manifest ids
+        its versions reference, read under the account's lock) nor a pending session uses, and
+        then the files no remaining manifest lists. Returns the files deleted."""
+        state = self._account(account_id)
+        with state.lock:
+            referenced = kept()
+            with self._lock:
+                self._expire()
+                pending = [*self._uploads.values(), *self._completed.values()]
+                referenced |= {
+                    s.manifest_id
+                    for s in pending
+                    if s.account_id == account_id and (s.resolving or not s.stored)
+                }
+            gone = set()
+            for path in self.files.manifests(account_id):
+                if path.name.endswith(".json") and path.stem not in referenced:
+                    path.unlink(missing_ok=True)
+                    gone.add(path.stem)
+            with self._lock:  # a stored session's files may be gone: its token with them
+                for token in [t for t, s in self._completed.items() if s.manifest_id in gone]:
+                    if self._completed[token].account_id == account_id:
+                        del self._completed[token]
+            if not gone:
+                return 0  # every file a manifest listed before is listed still
+            used = set()
+            for manifest_id in referenced:
+                try:
+                    listed = self.files.manifest(account_id, manifest_id).values()
+                    used |= {entry["hash"] for entry in listed}
+                except FileNotFoundError:
+                    continue
+            deleted = 0
+            for path in self.files.blobs(account_id):
+                if path.name in used or path.name.startswith(PART):
+                    continue
+                size = path.stat().st_size
+                path.unlink(missing_ok=True)
+                deleted += 1
+                if state.stored is not None:
+                    state.stored -= size
+            return deleted
 
     # -- internals ------------------------------------------------------------------------------
 

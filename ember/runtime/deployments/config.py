@@ -23,7 +23,8 @@ errors that list the keys we know, so a typo never silently leaves a limit at it
         max_versions: 10000                 # kept versions across all its workers
         max_stored_script_bytes: 1GiB       # script bytes of those kept versions
         max_stored_asset_bytes: 1GiB        # its static asset files (checked at each upload
-                                            # session and upload)
+                                            # session and upload; files no kept version uses
+                                            # are deleted when versions are pruned)
         max_kv_bytes: 1GiB                  # keys + values + metadata + 64 per key
         max_kv_namespaces: 1000
         kv_reads_per_day: null              # KV operations per UTC day (null: no limit;

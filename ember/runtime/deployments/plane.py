@@ -147,6 +147,25 @@ class ControlPlane:
 
         return self.assets.start(account.id, body, temporary=True, check=check)
 
+    def sweep_assets(self, account_id: str) -> int:
+        """Delete the account's asset files and manifests that no remaining version and no
+        pending upload session uses (``AssetStore.sweep``); after versions were pruned or a
+        worker deleted. Returns the files deleted."""
+
+        def kept() -> set[str]:
+            with self.db.reader() as conn:
+                return {
+                    str(row[0])
+                    for row in conn.execute(
+                        "SELECT json_extract(v.metadata, '$.assets.manifest') FROM versions v "
+                        "JOIN scripts s ON s.id = v.script_id WHERE s.account_id = ? "
+                        "AND json_extract(v.metadata, '$.assets.manifest') IS NOT NULL",
+                        (account_id,),
+                    )
+                }
+
+        return self.assets.sweep(account_id, kept)
+
     # -- runtime side ---------------------------------------------------------------------------
 
     def materialize(self, account_id: str, version: Version) -> MaterializedVersion:
