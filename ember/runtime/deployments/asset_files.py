@@ -2,7 +2,10 @@
 and each version's tree of links to them; and the bound on what one account's files take.
 
 ``accounts/<id>/assets/files/<hash>`` and ``.../assets/manifests/<digest>.json`` live under the
-account's directory, so deleting the account removes them with everything else.
+account's directory, so deleting the account removes them with everything else. A write the
+disk has no room for (ENOSPC, EDQUOT) leaves nothing behind and is raised as ``StorageFull``
+for the store "static asset files", recorded in ``health`` until a write succeeds again, as a
+version's own files are (``files.py``, ``ember/storage.py``).
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ember.runtime.deployments.errors import QuotaExceeded
+from ember.storage import StorageHealth, full_error, is_full
 
+STORE = "static asset files"  # how the operator's log and /health name them
 PART = ".part-"  # the prefix of a file being written (``_write_once``)
 
 
@@ -47,8 +53,9 @@ class AssetBound:
 class AssetFiles:
     """Where each account's asset files and manifests are, and writing them."""
 
-    def __init__(self, accounts_root: Path) -> None:
+    def __init__(self, accounts_root: Path, health: StorageHealth) -> None:
         self.root = accounts_root
+        self.health = health
 
     def folder(self, account_id: str) -> Path:
         return self.root / account_id / "assets"
@@ -70,8 +77,8 @@ class AssetFiles:
         return listing(self.folder(account_id) / "manifests")
 
     def write(self, path: Path, data: bytes) -> bool:
-        """``path`` written once (True if this call wrote it)."""
-        return _write_once(path, data)
+        """``path`` written once (True if this call wrote it); a full disk is ``StorageFull``."""
+        return bool(self._guarded(_write_once, path, data))
 
     def materialize(self, account_id: str, manifest_id: str, target: Path) -> Path:
         """The version's asset tree under ``target`` (made once, atomically): each file a link
@@ -89,13 +96,24 @@ class AssetFiles:
                 try:
                     os.link(blob, out)
                 except OSError:
-                    shutil.copyfile(blob, out)
+                    self._guarded(shutil.copyfile, blob, out)
             os.rename(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             if not target.is_dir():
                 raise
         return target
+
+    def _guarded(self, write: Callable[..., Any], *args: Any) -> Any:
+        """``write(*args)``; a full disk is ``StorageFull``, recorded in ``health``."""
+        try:
+            result = write(*args)
+        except OSError as exc:
+            if not is_full(exc):
+                raise
+            raise self.health.failed(full_error(STORE, self.root, exc)) from None
+        self.health.wrote(STORE)
+        return result
 
 
 def listing(folder: Path) -> list[Path]:
@@ -107,7 +125,7 @@ def listing(folder: Path) -> list[Path]:
 
 def _write_once(path: Path, data: bytes) -> bool:
     """Write ``path`` atomically unless it exists (content-addressed: same name, same bytes);
-    True if this call wrote it."""
+    True if this call wrote it. Nothing is left behind when the write fails (a full disk)."""
     if path.is_file():
         return False
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

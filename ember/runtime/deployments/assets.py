@@ -23,6 +23,8 @@ temporary accounts (``temporary_total.py``); and the files and manifests that no
 and no pending session uses are deleted (``sweep``) when versions are pruned or a worker is
 deleted, not only with the account. A session in progress references its whole manifest (the
 files it uploads and the ones the account held already) until a version is stored from it.
+A full disk (ENOSPC, EDQUOT) is ``StorageFull`` for the store "static asset files", with
+nothing left behind, as for a version's own files (``asset_files.py``).
 
 Tokens are random and kept in memory for an hour (a restart between upload and deploy asks for
 the deploy again); the files of a session that never became a version go at the first sweep
@@ -52,6 +54,7 @@ from ember.runtime.deployments.asset_manifest import (
     temporary_limits,
 )
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload, Unauthenticated
+from ember.storage import StorageHealth
 
 SESSION_TTL_S = 3600.0
 
@@ -104,8 +107,9 @@ class AssetStore:
         self,
         accounts_root: Path,
         clock: Callable[[], float],
+        health: StorageHealth | None = None,
     ) -> None:
-        self.files = AssetFiles(accounts_root)
+        self.files = AssetFiles(accounts_root, health or StorageHealth())
         self.clock = clock
         self._lock = threading.Lock()  # the session tables
         self._uploads: dict[str, _Session] = {}  # upload token -> session

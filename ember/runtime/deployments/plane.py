@@ -62,7 +62,7 @@ class ControlPlane:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.db = Database(state_dir / DATABASE_FILE, self.storage)
         self.files = AccountFiles(state_dir, self.storage)
-        self.assets = AssetStore(self.files.root, clock)
+        self.assets = AssetStore(self.files.root, clock, self.storage)
         self.accounts = AccountService(self.db, self.config, clock)
         # The KV store the workers' bindings use: ``ember serve`` passes the supervisor's own
         # (one connection, one writer thread); alone, the control plane opens the same file.
