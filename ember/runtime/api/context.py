@@ -72,6 +72,12 @@ def client_source(request: Request) -> str:
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refusing (without reading it all) anything over ``limit`` bytes with
     ``BodyTooLarge``; ``observed`` is the declared length, or what was read when it ran over."""
+    return b"".join(await read_chunks(request, limit))
+
+
+async def read_chunks(request: Request, limit: int) -> list[bytes]:
+    """``read_body`` as the chunks received, for a caller that joins them off the event loop
+    (joining 54 MiB took the loop 20-70 ms)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(int(declared), limit)
@@ -82,7 +88,7 @@ async def read_body(request: Request, limit: int) -> bytes:
         if size > limit:
             raise BodyTooLarge(size, limit)
         chunks.append(chunk)
-    return b"".join(chunks)
+    return chunks
 
 
 async def json_body(request: Request, *, required: bool = True) -> Any:

@@ -2,8 +2,9 @@
 
 ``assets-upload-session`` takes the manifest with the account's API token and answers which
 files to send; ``workers/assets/upload`` takes the files with the session's own token (as on
-Cloudflare, the upload is authorised by it, not by the API token). The work (hashing nothing,
-writing files) runs on the upload threads, off the event loop every tenant is served from.
+Cloudflare, the upload is authorised by it, not by the API token). The work (parsing the form,
+decoding and writing files) runs on the upload threads (``uploads.store_assets``), off the event
+loop every tenant is served from, as a Worker upload's does (``uploads.store_upload``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ember.runtime.api.context import bearer, caller, parse_json, plane_of, read_body, uploads_of
+from ember.runtime.api.context import (
+    bearer,
+    caller,
+    parse_json,
+    plane_of,
+    read_body,
+    read_chunks,
+    uploads_of,
+)
 from ember.runtime.api.envelope import ok
+from ember.runtime.api.uploads import AssetUpload
 from ember.runtime.deployments.errors import InvalidRequest
-from ember.runtime.deployments.multipart import parse_multipart
 
 ACCOUNT = "/accounts/{account_id}"
 MANIFEST_BODY_LIMIT = 32 * 1024 * 1024  # 100,000 entries of a long path, hash and size
@@ -36,10 +45,10 @@ async def upload_files(request: Request) -> Response:
     if request.query_params.get("base64") != "true":
         raise InvalidRequest("send the files base64-encoded, with ?base64=true (as wrangler does)")
     token = bearer(request)
-    raw = await read_body(request, UPLOAD_BODY_LIMIT)
-    parts = parse_multipart(raw, request.headers.get("content-type"))
-    files = {part.name: part.data for part in parts}
-    completion = await uploads_of(request).run(plane.assets.upload, account_id, token, files)
+    plane.assets.session(account_id, token)  # no session, no 64 MiB read (a dict look-up)
+    chunks = await read_chunks(request, UPLOAD_BODY_LIMIT)
+    upload = AssetUpload(account_id, token, chunks, request.headers.get("content-type"))
+    completion = await uploads_of(request).assets(upload)
     if completion is None:
         return ok({}, status=202)
     return ok({"jwt": completion}, status=201)

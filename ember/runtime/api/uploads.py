@@ -20,7 +20,8 @@ small thread pool instead:
   a later upload can never be deployed under an earlier one (which the deploy step would
   otherwise tag as a rollback).
 - **Seam.** ``store`` is a typed seam (``StoreUpload``): tests wrap ``store_upload`` to hold an
-  upload mid-way and show that other tenants are answered meanwhile.
+  upload mid-way and show that other tenants are answered meanwhile. Static asset uploads
+  (``store_assets``, forms of up to 64 MiB) run on the same threads, behind ``StoreAssets``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,29 @@ class UploadRequest:
 StoreUpload = Callable[[ControlPlane, UploadRequest], UploadResult]
 
 
+@dataclass(frozen=True)
+class AssetUpload:
+    """One static assets upload (``workers/assets/upload``) as read from the wire, for
+    ``StoreAssets``: the form is still unparsed, even unjoined (the chunks as received)."""
+
+    account_id: str
+    token: str | None
+    chunks: list[bytes]
+    content_type: str | None
+
+
+# A form's completion token once the session has every file, else None (``AssetStore.upload``).
+StoreAssets = Callable[[ControlPlane, AssetUpload], str | None]
+
+
+def store_assets(plane: ControlPlane, request: AssetUpload) -> str | None:
+    """Join and parse the form (up to 64 MiB), decode and write its files (runs on an upload
+    thread: on the loop, a 40 MiB bucket's form held every tenant for 200-400 ms)."""
+    parts = parse_multipart(b"".join(request.chunks), request.content_type)
+    files = {part.name: part.data for part in parts}
+    return plane.assets.upload(request.account_id, request.token, files)
+
+
 def store_upload(plane: ControlPlane, request: UploadRequest) -> UploadResult:
     """Parse, validate and store a version, then write its files out (runs on an upload thread).
 
@@ -107,10 +131,15 @@ class Uploads:
     """See the module docstring."""
 
     def __init__(
-        self, plane: ControlPlane, store: StoreUpload = store_upload, threads: int = UPLOAD_THREADS
+        self,
+        plane: ControlPlane,
+        store: StoreUpload = store_upload,
+        threads: int = UPLOAD_THREADS,
+        store_assets: StoreAssets = store_assets,
     ) -> None:
         self._plane = plane
         self._store = store
+        self._store_assets = store_assets
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ember-upload")
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._holders: dict[tuple[str, str], int] = {}
@@ -136,6 +165,10 @@ class Uploads:
     async def store(self, request: UploadRequest) -> UploadResult:
         """``store_upload`` (or the seam) on an upload thread."""
         return await self.run(self._store, self._plane, request)
+
+    async def assets(self, request: AssetUpload) -> str | None:
+        """``store_assets`` (or the seam) on an upload thread."""
+        return await self.run(self._store_assets, self._plane, request)
 
     async def discard(self, account: Account, name: str, version_id: str) -> None:
         """Remove a version that was stored but refused (did not start, sandbox refused...),

@@ -57,6 +57,7 @@ from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload, Unau
 from ember.storage import StorageHealth
 
 SESSION_TTL_S = 3600.0
+_DECODE_SLICE = 1024 * 1024  # base64 characters decoded in one call (a multiple of 4)
 
 
 @dataclass
@@ -162,13 +163,7 @@ class AssetStore:
     def upload(self, account_id: str, token: str | None, files: dict[str, bytes]) -> str | None:
         """Store ``files`` (hash -> base64 text) for the session ``token`` names; the
         completion token once every file of the session is in, else None."""
-        with self._lock:
-            self._expire()
-            session = self._uploads.get(token or "")
-        if session is None or session.account_id != account_id:
-            raise Unauthenticated(
-                "the assets upload token is missing, expired or not this account's"
-            )
+        session = self.session(account_id, token)
         contents: dict[str, bytes] = {}
         for digest, encoded in files.items():
             size = session.sizes.get(digest)
@@ -177,7 +172,7 @@ class AssetStore:
                     continue  # sent twice (a retried bucket)
                 raise InvalidRequest(f"asset {digest!r} is not one this upload session asked for")
             try:
-                content = base64.b64decode(encoded, validate=True)
+                content = _decode(encoded)
             except (binascii.Error, ValueError):
                 raise InvalidRequest(f"asset {digest!r} is not valid base64") from None
             if len(content) != size:
@@ -193,6 +188,17 @@ class AssetStore:
                 return None
             self._uploads.pop(token or "", None)
             return session.completion or self._complete(session)
+
+    def session(self, account_id: str, token: str | None) -> _Session:
+        """The upload session ``token`` names, else Unauthenticated."""
+        with self._lock:
+            self._expire()
+            session = self._uploads.get(token or "")
+        if session is None or session.account_id != account_id:
+            raise Unauthenticated(
+                "the assets upload token is missing, expired or not this account's"
+            )
+        return session
 
     def resolve(self, account_id: str, assets: object) -> VersionAssets:
         """``metadata.assets`` of a script upload (``{jwt, config}``) -> what the version keeps;
@@ -349,6 +355,18 @@ class AssetStore:
 
 def _token() -> str:
     return secrets.token_urlsafe(32)
+
+
+def _decode(encoded: bytes) -> bytes:
+    """Strict base64, 1 MiB of text at a time: one call over a 25 MiB file held the GIL, and
+    with it the event loop on another thread, for tens of ms; between slices it can switch.
+    Slices are whole quads, so padding can only be in the last one, as in the whole."""
+    view = memoryview(encoded)
+    step = _DECODE_SLICE
+    return b"".join(
+        base64.b64decode(view[start : start + step], validate=True)
+        for start in range(0, len(view), step)
+    )
 
 
 def _scan(paths: list[Path]) -> int:
