@@ -12,8 +12,15 @@ wrangler's protocol (cloudflare-api.md §7, workers-sdk deploy-helpers ``syncAss
    version stores the manifest's id and the config, so a rollback serves that version's files.
 
 Files are stored once per account by hash (``accounts/<id>/assets/files/<hash>``), manifests
-by their own digest (``.../assets/manifests/<digest>.json``), and each version's tree of links
-(``versions/<id>/assets/<path>``) is made when its modules are written out.
+by their own digest (``.../assets/manifests/<digest>.json``, written when a script upload names
+the session: until then it is the session's, in memory, so an abandoned session leaves nothing
+on disk), and each version's tree of links (``versions/<id>/assets/<path>``) is made when its
+modules are written out.
+
+An account holds at most ``MAX_OPEN_SESSIONS`` sessions (a new one drops its oldest), and the
+bytes its open sessions still expect count with its stored bytes against both bounds below:
+300 sessions of 1,000 x 5 MiB files each passed alone (and each stayed an hour, its manifest
+on disk for good).
 
 What an account's asset files take of the shared disk is bounded twice over: a permanent
 account's stored bytes by ``platform.accounts.max_stored_asset_bytes`` (``AssetBound``: checked
@@ -38,6 +45,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import itertools
 import json
 import secrets
 import threading
@@ -57,6 +65,10 @@ from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload, Unau
 from ember.storage import StorageHealth
 
 SESSION_TTL_S = 3600.0
+# Sessions one account holds at once (wrangler opens one per deploy and uses it at once): a
+# ninth drops the oldest rather than being refused, so a client that died mid-upload does not
+# lock its account out of deploying for the hour its sessions would live.
+MAX_OPEN_SESSIONS = 8
 _DECODE_SLICE = 1024 * 1024  # base64 characters decoded in one call (a multiple of 4)
 
 
@@ -66,6 +78,8 @@ class _Session:
     manifest_id: str
     sizes: dict[str, int]  # hash -> size, of the files still to upload
     expires: float
+    text: bytes = b""  # the manifest, written to disk only when a version uses it (``resolve``)
+    serial: int = 0  # the order sessions started in (the oldest is dropped first)
     bound: AssetBound | None = None
     completion: str | None = None
     # Script uploads resolving this session now (``resolve`` .. ``settle``), and whether one
@@ -116,6 +130,7 @@ class AssetStore:
         self._uploads: dict[str, _Session] = {}  # upload token -> session
         self._completed: dict[str, _Session] = {}  # completion token -> session
         self._accounts: dict[str, _Account] = {}
+        self._serial = itertools.count()
 
     # -- the protocol ---------------------------------------------------------------------------
 
@@ -145,15 +160,23 @@ class AssetStore:
             for entry in manifest.values():
                 if not self.files.blob(account_id, entry["hash"]).is_file():
                     sizes[entry["hash"]] = entry["size"]
-            adding = sum(sizes.values())
-            if bound is not None:
-                bound.check(self._stored(account_id, state), adding)
-            if check is not None:
-                check(adding)
-            self.files.write(self.files.manifest_path(account_id, manifest_id), text)
-            session = _Session(account_id, manifest_id, sizes, self.clock() + SESSION_TTL_S, bound)
             with self._lock:
                 self._expire()
+                dropped = self._oldest(account_id)
+                pending = self._pending(account_id, skip=dropped)
+            # What the account's other sessions still expect counts too: each alone passing
+            # the bound, several together could pass it many times over.
+            adding = sum(size for digest, size in sizes.items() if digest not in pending)
+            if bound is not None:
+                bound.check(self._stored(account_id, state) + sum(pending.values()), adding)
+            if check is not None:
+                check(adding)
+            expires = self.clock() + SESSION_TTL_S
+            session = _Session(account_id, manifest_id, sizes, expires, text=text, bound=bound)
+            with self._lock:
+                session.serial = next(self._serial)
+                for table in (self._uploads, self._completed):
+                    table.pop(dropped or "", None)
                 if not sizes:
                     return {"jwt": self._complete(session), "buckets": []}
                 token = _token()
@@ -196,7 +219,9 @@ class AssetStore:
             session = self._uploads.get(token or "")
         if session is None or session.account_id != account_id:
             raise Unauthenticated(
-                "the assets upload token is missing, expired or not this account's"
+                "the assets upload token is missing, expired, not this account's, or replaced: "
+                f"an account holds at most {MAX_OPEN_SESSIONS} upload sessions, the oldest "
+                "dropped for a new one"
             )
         return session
 
@@ -220,6 +245,9 @@ class AssetStore:
             )
         try:
             config = parse_config(assets.get("config"))
+            self.files.write(
+                self.files.manifest_path(account_id, session.manifest_id), session.text
+            )
         except BaseException:
             self.settle(account_id, {"assets": assets}, stored=False)
             raise
@@ -257,6 +285,7 @@ class AssetStore:
         for account_id in account_ids:
             with self._lock:
                 known = self._accounts.get(account_id)
+                total += sum(self._pending(account_id).values())
             counted = known.stored if known is not None else None
             total += counted if counted is not None else _scan(self.files.blobs(account_id))
         return total
@@ -272,12 +301,12 @@ class AssetStore:
             referenced = kept()
             with self._lock:
                 self._expire()
-                pending = [*self._uploads.values(), *self._completed.values()]
-                referenced |= {
-                    s.manifest_id
-                    for s in pending
+                pending = [
+                    s
+                    for s in [*self._uploads.values(), *self._completed.values()]
                     if s.account_id == account_id and (s.resolving or not s.stored)
-                }
+                ]
+                referenced |= {s.manifest_id for s in pending}
             gone = set()
             for path in self.files.manifests(account_id):
                 if path.name.endswith(".json") and path.stem not in referenced:
@@ -289,7 +318,10 @@ class AssetStore:
                         del self._completed[token]
             if not gone:
                 return 0  # every file a manifest listed before is listed still
-            used = set()
+            # A pending session's manifest is in memory (on disk only once resolved).
+            used = {
+                entry["hash"] for s in pending for entry in json.loads(s.text or b"{}").values()
+            }
             for manifest_id in referenced:
                 try:
                     listed = self.files.manifest(account_id, manifest_id).values()
@@ -312,6 +344,33 @@ class AssetStore:
     def _account(self, account_id: str) -> _Account:
         with self._lock:
             return self._accounts.setdefault(account_id, _Account())
+
+    def _oldest(self, account_id: str) -> str | None:
+        """The token of the account's oldest session a new one replaces (the caller holds
+        ``_lock``), if it holds ``MAX_OPEN_SESSIONS``; one a script upload is resolving
+        stays."""
+        held = [
+            (s.serial, t)
+            for table in (self._uploads, self._completed)
+            for t, s in table.items()
+            if s.account_id == account_id
+        ]
+        if len(held) < MAX_OPEN_SESSIONS:
+            return None
+        free = [(e, t) for e, t in held if not self._by_token(t).resolving]
+        return min(free)[1] if free else None
+
+    def _by_token(self, token: str) -> _Session:
+        return self._uploads.get(token) or self._completed[token]
+
+    def _pending(self, account_id: str, skip: str | None = None) -> dict[str, int]:
+        """hash -> size of the files the account's open sessions (but ``skip``) still expect
+        (the caller holds ``_lock``)."""
+        out: dict[str, int] = {}
+        for token, session in self._uploads.items():
+            if session.account_id == account_id and token != skip:
+                out.update(session.sizes)
+        return out
 
     def _stored(self, account_id: str, state: _Account) -> int:
         """The account's stored bytes (the caller holds its lock)."""

@@ -1,0 +1,69 @@
+"""Upload sessions an account may hold open: a few per account (the oldest dropped), the bytes
+they still expect counted against the account's bound and the temporary pool, and no manifest
+on disk until a version uses it."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from ember.runtime.deployments.asset_files import AssetBound
+from ember.runtime.deployments.assets import MAX_OPEN_SESSIONS, AssetStore
+from ember.runtime.deployments.clock import ManualClock
+from ember.runtime.deployments.errors import QuotaExceeded, Unauthenticated
+
+
+def _manifest(seed: int, size: int = 10) -> dict[str, object]:
+    return {"manifest": {f"/f{seed}.txt": {"hash": f"{seed:032x}", "size": size}}}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> AssetStore:
+    return AssetStore(tmp_path / "accounts", ManualClock(1000.0))
+
+
+def test_an_account_holds_a_few_open_sessions_the_oldest_dropped(store: AssetStore) -> None:
+    tokens = [store.start("a", _manifest(i))["jwt"] for i in range(MAX_OPEN_SESSIONS + 1)]
+    with pytest.raises(Unauthenticated, match="at most 8"):
+        store.session("a", tokens[0])
+    for token in tokens[1:]:
+        store.session("a", token)
+    # another account's sessions are its own
+    store.start("b", _manifest(99))
+    store.session("a", tokens[1])
+
+
+def test_pending_sessions_count_against_the_bound(store: AssetStore) -> None:
+    bound = AssetBound(1000, "this account", "ask")
+    store.start("a", _manifest(1, 600), bound=bound)
+    with pytest.raises(QuotaExceeded, match="max_stored_asset_bytes"):
+        store.start("a", _manifest(2, 600), bound=bound)
+    # the same files in a second session are expected once
+    store.start("a", _manifest(1, 600), bound=bound)
+
+
+def test_pending_sessions_count_in_the_temporary_pool(store: AssetStore) -> None:
+    def check(adding: int) -> None:
+        AssetBound(1000, "temporary accounts", "claim").check(
+            store.stored_bytes(["t1", "t2"]), adding
+        )
+
+    store.start("t1", _manifest(1, 600), temporary=True, check=check)
+    with pytest.raises(QuotaExceeded):
+        store.start("t2", _manifest(2, 600), temporary=True, check=check)
+
+
+def test_a_manifest_is_written_only_when_a_version_uses_it(store: AssetStore) -> None:
+    jwt = store.start("a", _manifest(1, 3))["jwt"]
+    manifests = store.files.folder("a") / "manifests"
+    assert not manifests.exists() or not list(manifests.iterdir())
+    completion = store.upload("a", jwt, {f"{1:032x}": base64.b64encode(b"abc")})
+    assert completion is not None
+    assert not manifests.exists() or not list(manifests.iterdir())
+    found = store.resolve("a", {"jwt": completion})
+    assert store.files.manifest("a", found.manifest_id) == {
+        "/f1.txt": {"hash": f"{1:032x}", "size": 3}
+    }
+    store.settle("a", {"assets": {"jwt": completion}}, stored=True)
