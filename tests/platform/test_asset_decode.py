@@ -8,7 +8,8 @@ import base64
 import binascii
 import random
 
-from ember.runtime.deployments.assets import _DECODE_SLICE, _decode
+from ember.runtime.deployments.asset_session import _DECODE_SLICE
+from ember.runtime.deployments.asset_session import decode as _decode
 
 
 def _outcome(decode: object, text: bytes) -> bytes | str:

@@ -42,12 +42,10 @@ account's own versions.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import itertools
 import json
-import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,41 +59,17 @@ from ember.runtime.deployments.asset_manifest import (
     parse_manifest,
     temporary_limits,
 )
+from ember.runtime.deployments.asset_session import (
+    MAX_OPEN_SESSIONS,
+    SESSION_TTL_S,
+    AccountAssets,
+    Session,
+    decode,
+    new_token,
+    scan,
+)
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload, Unauthenticated
 from ember.storage import StorageHealth
-
-SESSION_TTL_S = 3600.0
-# Sessions one account holds at once (wrangler opens one per deploy and uses it at once): a
-# ninth drops the oldest rather than being refused, so a client that died mid-upload does not
-# lock its account out of deploying for the hour its sessions would live.
-MAX_OPEN_SESSIONS = 8
-_DECODE_SLICE = 1024 * 1024  # base64 characters decoded in one call (a multiple of 4)
-
-
-@dataclass
-class _Session:
-    account_id: str
-    manifest_id: str
-    sizes: dict[str, int]  # hash -> size, of the files still to upload
-    expires: float
-    text: bytes = b""  # the manifest, written to disk only when a version uses it (``resolve``)
-    serial: int = 0  # the order sessions started in (the oldest is dropped first)
-    bound: AssetBound | None = None
-    completion: str | None = None
-    # Script uploads resolving this session now (``resolve`` .. ``settle``), and whether one
-    # stored a version: from then on the version references the manifest, not the session.
-    resolving: int = 0
-    stored: bool = False
-
-
-@dataclass
-class _Account:
-    """One account's asset bookkeeping: its lock (a session's start, the byte count and the
-    sweep are one at a time) and the bytes its files take (scanned once, then kept up to date;
-    bytes being written are counted from when their upload was let in)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    stored: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +101,9 @@ class AssetStore:
         self.files = AssetFiles(accounts_root, health or StorageHealth())
         self.clock = clock
         self._lock = threading.Lock()  # the session tables
-        self._uploads: dict[str, _Session] = {}  # upload token -> session
-        self._completed: dict[str, _Session] = {}  # completion token -> session
-        self._accounts: dict[str, _Account] = {}
+        self._uploads: dict[str, Session] = {}  # upload token -> session
+        self._completed: dict[str, Session] = {}  # completion token -> session
+        self._accounts: dict[str, AccountAssets] = {}
         self._serial = itertools.count()
 
     # -- the protocol ---------------------------------------------------------------------------
@@ -172,14 +146,14 @@ class AssetStore:
             if check is not None:
                 check(adding)
             expires = self.clock() + SESSION_TTL_S
-            session = _Session(account_id, manifest_id, sizes, expires, text=text, bound=bound)
+            session = Session(account_id, manifest_id, sizes, expires, text=text, bound=bound)
             with self._lock:
                 session.serial = next(self._serial)
                 for table in (self._uploads, self._completed):
                     table.pop(dropped or "", None)
                 if not sizes:
                     return {"jwt": self._complete(session), "buckets": []}
-                token = _token()
+                token = new_token()
                 self._uploads[token] = session
         return {"jwt": token, "buckets": buckets(sizes)}
 
@@ -195,7 +169,7 @@ class AssetStore:
                     continue  # sent twice (a retried bucket)
                 raise InvalidRequest(f"asset {digest!r} is not one this upload session asked for")
             try:
-                content = _decode(encoded)
+                content = decode(encoded)
             except (binascii.Error, ValueError):
                 raise InvalidRequest(f"asset {digest!r} is not valid base64") from None
             if len(content) != size:
@@ -212,7 +186,7 @@ class AssetStore:
             self._uploads.pop(token or "", None)
             return session.completion or self._complete(session)
 
-    def session(self, account_id: str, token: str | None) -> _Session:
+    def session(self, account_id: str, token: str | None) -> Session:
         """The upload session ``token`` names, else Unauthenticated."""
         with self._lock:
             self._expire()
@@ -287,7 +261,7 @@ class AssetStore:
                 known = self._accounts.get(account_id)
                 total += sum(self._pending(account_id).values())
             counted = known.stored if known is not None else None
-            total += counted if counted is not None else _scan(self.files.blobs(account_id))
+            total += counted if counted is not None else scan(self.files.blobs(account_id))
         return total
 
     # -- clean-up -------------------------------------------------------------------------------
@@ -341,9 +315,9 @@ class AssetStore:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _account(self, account_id: str) -> _Account:
+    def _account(self, account_id: str) -> AccountAssets:
         with self._lock:
-            return self._accounts.setdefault(account_id, _Account())
+            return self._accounts.setdefault(account_id, AccountAssets())
 
     def _oldest(self, account_id: str) -> str | None:
         """The token of the account's oldest session a new one replaces (the caller holds
@@ -360,7 +334,7 @@ class AssetStore:
         free = [(e, t) for e, t in held if not self._by_token(t).resolving]
         return min(free)[1] if free else None
 
-    def _by_token(self, token: str) -> _Session:
+    def _by_token(self, token: str) -> Session:
         return self._uploads.get(token) or self._completed[token]
 
     def _pending(self, account_id: str, skip: str | None = None) -> dict[str, int]:
@@ -372,13 +346,13 @@ class AssetStore:
                 out.update(session.sizes)
         return out
 
-    def _stored(self, account_id: str, state: _Account) -> int:
+    def _stored(self, account_id: str, state: AccountAssets) -> int:
         """The account's stored bytes (the caller holds its lock)."""
         if state.stored is None:
-            state.stored = _scan(self.files.blobs(account_id))
+            state.stored = scan(self.files.blobs(account_id))
         return state.stored
 
-    def _store_files(self, account_id: str, session: _Session, contents: dict[str, bytes]) -> None:
+    def _store_files(self, account_id: str, session: Session, contents: dict[str, bytes]) -> None:
         """Write an upload's files: first let their bytes in against the session's bound
         (under the account's lock, so two uploads cannot both pass it), then write them
         outside it; what was not written is let out again."""
@@ -399,8 +373,8 @@ class AssetStore:
                 with state.lock:
                     state.stored = (state.stored or 0) - unwritten
 
-    def _complete(self, session: _Session) -> str:
-        token = _token()
+    def _complete(self, session: Session) -> str:
+        token = new_token()
         session.completion = token
         self._completed[token] = session
         return token
@@ -410,29 +384,3 @@ class AssetStore:
         for table in (self._uploads, self._completed):
             for token in [t for t, s in table.items() if s.expires < now]:
                 del table[token]
-
-
-def _token() -> str:
-    return secrets.token_urlsafe(32)
-
-
-def _decode(encoded: bytes) -> bytes:
-    """Strict base64, 1 MiB of text at a time: one call over a 25 MiB file held the GIL, and
-    with it the event loop on another thread, for tens of ms; between slices it can switch.
-    Slices are whole quads, so padding can only be in the last one, as in the whole."""
-    view = memoryview(encoded)
-    step = _DECODE_SLICE
-    return b"".join(
-        base64.b64decode(view[start : start + step], validate=True)
-        for start in range(0, len(view), step)
-    )
-
-
-def _scan(paths: list[Path]) -> int:
-    total = 0
-    for path in paths:
-        try:
-            total += path.stat().st_size
-        except OSError:
-            continue
-    return total
