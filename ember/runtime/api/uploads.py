@@ -118,11 +118,13 @@ def store_upload(plane: ControlPlane, request: UploadRequest) -> UploadResult:
         plane.assets.settle(request.account.id, sent, stored)
     try:
         plane.materialize(request.account.id, result.version)
-    except StorageFull:
-        # No room for its files: the version goes too, so that nothing was written, as the
-        # error says (removing rows needs no new room).
+    except BaseException:
+        # No room for its files (or any other failure writing them out): the version goes
+        # too, so that nothing was written, as the error says (removing rows needs no new
+        # room); kept, it would fail each time it is deployed.
         with contextlib.suppress(StorageFull):
-            plane.scripts.discard_undeployed(request.account, request.name, result.version.id)
+            if plane.scripts.discard_undeployed(request.account, request.name, result.version.id):
+                plane.files.remove_version(request.account.id, result.version.id)
         raise
     return result
 

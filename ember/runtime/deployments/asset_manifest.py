@@ -14,6 +14,7 @@ from ember.bindings.assets.files import MAX_ASSET_COUNT, MAX_ASSET_SIZE, safe_re
 from ember.config_assets import HTML_HANDLING, NOT_FOUND_HANDLING, routing_rules
 from ember.errors import ConfigError
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload
+from ember.runtime.deployments.upload import MAX_SEGMENT_BYTES
 
 # A temporary account's assets, as Cloudflare bounds a temporary (unclaimed) account's.
 TEMPORARY_MAX_FILES = 1_000
@@ -38,6 +39,17 @@ def parse_manifest(body: object) -> dict[str, dict[str, Any]]:
         if not relative or relative.endswith("/") or "//" in path or len(path) > 1024:
             raise InvalidRequest(
                 f"manifest path {str(path)[:80]!r} is not a file path such as /a.txt"
+            )
+        too_long = [
+            s
+            for s in path.split("/")
+            if len(s.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES
+        ]
+        if too_long:
+            # Each segment becomes a file or directory name when a version's tree is written out.
+            raise InvalidRequest(
+                f"manifest path {path[:200]!r} has a path segment longer than {MAX_SEGMENT_BYTES} "
+                "bytes (a file or directory name)"
             )
         if not isinstance(entry, dict):
             raise InvalidRequest(f"manifest entry {path!r} must be {{hash, size}}")
