@@ -3,12 +3,14 @@
 For each HTTP request, the deployment's assets (``ember.bindings.assets.serving.route``) either
 answer it, the file streamed from disk, or hand it to the worker's app unchanged. ``site``
 names the assets of the request's deployment now (``ember dev``: the project's, re-read on a
-config reload; ``ember serve``: the routed version's), or None where there are none.
+config reload; ``ember serve``: the routed version's), or None where there are none. A
+redirect keeps the path prefix the request came by (``root_path``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +52,7 @@ def with_assets(app: Any, site: Callable[[Scope], AssetSite | None]) -> Any:
 
 def assets_route(scope: Scope, site: AssetSite) -> AssetAnswer | None:
     """The assets' answer to the HTTP request ``scope``; None: the worker's to answer."""
-    return route(
+    found = route(
         scope["method"],
         _raw_path(scope),
         scope.get("query_string", b"").decode("latin-1"),
@@ -58,6 +60,16 @@ def assets_route(scope: Scope, site: AssetSite) -> AssetAnswer | None:
         site.policy,
         site.lookup,
     )
+    prefix = scope.get("root_path", "")
+    if found is None or not prefix or not 300 <= found.status < 400:
+        return found
+    # The router took the request's prefix off (``ember serve``'s ``/w/<account>/<worker>``):
+    # a redirect is to a path of the worker's, so it goes back on, or every trailing-slash
+    # link under that form would leave the worker.
+    headers = tuple(
+        (k, prefix + v if k == "location" and v.startswith("/") else v) for k, v in found.headers
+    )
+    return dataclasses.replace(found, headers=headers)
 
 
 async def send_answer(found: AssetAnswer, send: Send) -> None:

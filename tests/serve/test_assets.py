@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+
 from tests.serve.conftest import (
     ServeProcess,
     deploy_versions,
@@ -81,6 +83,12 @@ def test_deploy_serves_assets_keeps_them_per_version_and_rolls_back(
     assert serve.worker("assetco", "site", "/", headers={"if-none-match": etag}).status_code == 304
     redirect = serve.worker("assetco", "site", "/blog")
     assert redirect.status_code == 307 and redirect.headers["location"] == "/blog/"
+    # By the shared path form, a redirect keeps the prefix the request came by.
+    shared = httpx.get(f"{serve.url}/w/assetco/site/blog", timeout=60)
+    assert shared.status_code == 307 and shared.headers["location"] == "/w/assetco/site/blog/"
+    assert httpx.get(f"{serve.url}/w/assetco/site/blog/", timeout=60).status_code == 200
+    about = httpx.get(f"{serve.url}/w/assetco/site/about.html?x=1", timeout=60)
+    assert about.status_code == 307 and about.headers["location"] == "/w/assetco/site/about?x=1"
     assert serve.worker("assetco", "site", "/nothing").text == "worker /nothing"
     assert serve.worker("assetco", "site", "/api/page").text == "via binding: about"
     assert serve.worker("assetco", "site", "/secret.txt").text == "worker /secret.txt"
