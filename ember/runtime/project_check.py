@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ember.bindings.assets.files import exposed
 from ember.bindings.assets.spec import spec_of
 from ember.bindings.base import BindingSpec
 from ember.bindings.registry import BindingRegistry, default_registry
@@ -61,8 +62,27 @@ def check_project(config: ProjectConfig, registry: BindingRegistry | None = None
     warnings = (
         *config.warnings,
         *(f"{config.file.name}: unexpected field {key!r} (ignored)" for key in ignored),
+        *_exposed(config),
     )
     return CheckedProject(config, bindings, warnings)
+
+
+def _exposed(config: ProjectConfig) -> list[str]:
+    """A warning when the assets directory would publish the project's config file or main
+    module (``"directory": "."``): the worker's source and settings, served to anyone."""
+    if config.assets is None:
+        return []
+    files = [config.file, *([config.root / config.main] if config.main else [])]
+    found = exposed(config.assets.directory, files)
+    if not found:
+        return []
+    return [
+        f"{config.file.name}: {config.where('assets')}.directory publishes "
+        + ", ".join(found)
+        + " as static assets, readable by anyone: put the assets in their own "
+        "directory (such as public/), or leave these out with .assetsignore in the assets "
+        "directory"
+    ]
 
 
 def _check_unique_names(config: ProjectConfig, bindings: tuple[BindingSpec, ...]) -> None:

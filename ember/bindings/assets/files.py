@@ -23,6 +23,7 @@ from ember.errors import ConfigError
 
 MAX_ASSET_SIZE = 25 * 1024 * 1024  # workers-shared MAX_ASSET_SIZE
 MAX_ASSET_COUNT = 100_000  # workers-shared MAX_ASSET_COUNT (the paid plan's ceiling)
+PAGES_WORKER = "_worker.js"  # a Pages project's server code: wrangler refuses it as an asset
 # The built-in table only: the machine's /etc/mime.types must not change what a file is served as.
 _TYPES = mimetypes.MimeTypes()
 # Where the mime package wrangler uses (mime 4) names a type Python's table lacks or names older.
@@ -176,13 +177,45 @@ def check_limits(directory: Path, fname: str = "", key: str = "assets.directory"
     return sum(1 for _ in _walk(directory, fname, key))
 
 
+def exposed(directory: Path, files: list[Path]) -> list[str]:
+    """Those of ``files`` (the project's config file, its main module) that ``directory``
+    would publish as assets, relative to it."""
+    directory = directory.resolve()
+    ignore = AssetsIgnore.of(directory)
+    out = []
+    for file in files:
+        real = file.resolve()
+        if real.is_relative_to(directory):
+            relative = real.relative_to(directory).as_posix()
+            if not ignore.ignored(relative):
+                out.append(relative)
+    return out
+
+
 def _walk(directory: Path, fname: str, key: str) -> Iterator[tuple[str, Path, int]]:
     directory = directory.resolve()
     ignore = AssetsIgnore.of(directory)
+    worker_js = directory / PAGES_WORKER
+    if worker_js.exists() and not (
+        ignore.ignored_dir(PAGES_WORKER) if worker_js.is_dir() else ignore.ignored(PAGES_WORKER)
+    ):
+        # As wrangler refuses it: a Pages project's server code, published as a file.
+        kind = "directory" if worker_js.is_dir() else "file"
+        raise ConfigError(
+            fname,
+            key,
+            f"{PAGES_WORKER} ({kind})",
+            f"no Pages {PAGES_WORKER} {kind} among the assets: it would expose your private "
+            "server-side code to the public Internet",
+            hint=f"remove it, or add {PAGES_WORKER!r} to a file named .assetsignore in the root "
+            "of the assets directory",
+        )
     count = 0
     for current, dirs, files in os.walk(directory):
-        dirs.sort()
         base = Path(current)
+        dirs[:] = sorted(  # not even walked: node_modules can be large
+            d for d in dirs if not ignore.ignored_dir((base / d).relative_to(directory).as_posix())
+        )
         for name in sorted(files):
             file = base / name
             relative = file.relative_to(directory).as_posix()

@@ -1,7 +1,9 @@
 """``.assetsignore``: gitignore patterns for files a project's assets leave out.
 
 As workers-shared builds it (``createAssetsIgnoreFunction``): ``/.assetsignore``,
-``/_redirects`` and ``/_headers`` are always left out, then the file's own patterns. Matching
+``/_redirects`` and ``/_headers`` are always left out, then the file's own patterns; and
+whatever they say, a project's secrets and state (``.dev.vars*``, ``.env*``, ``.git/``,
+``.ember/``, ``node_modules/``, at any depth: ``never_uploaded``). Matching
 follows gitignore: ``#`` comments, ``!`` re-includes, a trailing ``/`` matches directories only,
 a pattern with a ``/`` before its end is anchored to the assets directory (else it matches at any
 depth), ``*`` and ``?`` stay within one path segment, ``**`` crosses them; a file under an
@@ -16,6 +18,19 @@ from pathlib import Path
 
 IGNORE_FILE = ".assetsignore"
 ALWAYS_IGNORED = (f"/{IGNORE_FILE}", "/_redirects", "/_headers")
+# Never assets, at any depth and whatever ``.assetsignore`` says: a project's secrets, its VCS
+# data, its dependencies and ember's own state. ``"assets": {"directory": "."}`` published
+# ``.dev.vars`` at ``/.dev.vars``.
+NEVER_DIRS = frozenset({".git", ".ember", "node_modules"})
+NEVER_FILES = (".dev.vars", ".env")  # the name itself, or followed by ``.<anything>``
+
+
+def never_uploaded(relative: str) -> bool:
+    """True for a file (``a/b.txt``) no assets directory ever publishes (``NEVER_*``)."""
+    *dirs, name = relative.split("/")
+    if any(part in NEVER_DIRS for part in dirs):
+        return True
+    return any(name == stem or name.startswith(stem + ".") for stem in NEVER_FILES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +57,22 @@ class AssetsIgnore:
 
     def ignored(self, relative: str) -> bool:
         """True when ``relative`` (a file, ``/``-separated, no leading ``/``) is left out."""
+        if never_uploaded(relative):
+            return True
         parts = relative.split("/")
         for depth in range(1, len(parts)):
             if self._decide("/".join(parts[:depth]), is_dir=True):
                 return True
         return self._decide(relative, is_dir=False)
+
+    def ignored_dir(self, relative: str) -> bool:
+        """True when the directory ``relative`` (with all it holds) is left out."""
+        parts = relative.split("/")
+        if any(part in NEVER_DIRS for part in parts):
+            return True
+        return any(
+            self._decide("/".join(parts[:depth]), is_dir=True) for depth in range(1, len(parts) + 1)
+        )
 
     def _decide(self, path: str, *, is_dir: bool) -> bool:
         ignored = False
