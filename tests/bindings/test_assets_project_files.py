@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ember.bindings.assets.files import AssetDirectory, build_manifest, check_limits
+from ember.bindings.assets.files import (
+    AssetDirectory,
+    ManifestAssets,
+    build_manifest,
+    check_limits,
+)
 from ember.config import load_project
 from ember.errors import ConfigError
 from ember.runtime.project_check import check_project
@@ -72,3 +77,16 @@ def test_an_assets_directory_holding_the_config_and_main_is_warned_about(tmp_pat
     assert "public/" in exposed[0] and ".assetsignore" in exposed[0]
     quiet = load_project(_project(tmp_path / "b", "wrangler.jsonc\nsrc/\n"))
     assert not [w for w in check_project(quiet).warnings if "as static assets" in w]
+
+
+@pytest.mark.parametrize("name", ["_headers", "_redirects", ".assetsignore"])
+def test_a_manifest_never_serves_the_files_that_configure_assets(tmp_path: Path, name: str) -> None:
+    """A client other than wrangler may name them in its manifest: ember serve still never
+    serves them, as README says (below the top they are ordinary files)."""
+    for path in (name, f"sub/{name}"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x")
+    entry = {"hash": "a" * 32, "size": 1}
+    site = ManifestAssets({f"/{name}": entry, f"/sub/{name}": entry}, tmp_path)
+    assert site.lookup(f"/{name}") is None
+    assert site.lookup(f"/sub/{name}") is not None

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ember.bindings.assets.ignore import IGNORE_FILE, AssetsIgnore
+from ember.bindings.assets.ignore import ALWAYS_IGNORED, IGNORE_FILE, AssetsIgnore
 from ember.errors import ConfigError
 
 MAX_ASSET_SIZE = 25 * 1024 * 1024  # workers-shared MAX_ASSET_SIZE
@@ -136,7 +136,9 @@ class ManifestAssets:
         self.directory = directory
 
     def lookup(self, path: str) -> Asset | None:
-        entry = self._manifest.get(path)
+        # Never served, even when a client other than wrangler (which leaves them out) named
+        # them in its manifest: they configure the assets, they are not assets.
+        entry = self._manifest.get(path) if path not in ALWAYS_IGNORED else None
         relative = safe_relative(path) if entry is not None else None
         if entry is None or not relative:
             return None
