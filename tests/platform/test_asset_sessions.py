@@ -38,8 +38,9 @@ def test_an_account_holds_a_few_open_sessions_the_oldest_dropped(store: AssetSto
 def test_pending_sessions_count_against_the_bound(store: AssetStore) -> None:
     bound = AssetBound(1000, "this account", "ask")
     store.start("a", _manifest(1, 600), bound=bound)
-    with pytest.raises(QuotaExceeded, match="max_stored_asset_bytes"):
+    with pytest.raises(QuotaExceeded, match="max_stored_asset_bytes") as refused:
         store.start("a", _manifest(2, 600), bound=bound)
+    assert "open upload sessions expect 600 more" in str(refused.value)
     # the same files in a second session are expected once
     store.start("a", _manifest(1, 600), bound=bound)
 

@@ -35,18 +35,22 @@ class AssetBound:
     scope: str
     remedy: str
 
-    def check(self, stored: int, adding: int) -> None:
-        total = stored + adding
+    def check(self, stored: int, adding: int, pending: int = 0) -> None:
+        """``pending``: what the account's open upload sessions still expect (counted as
+        stored, so that several sessions cannot each pass alone)."""
+        total = stored + pending + adding
         if total <= self.max_bytes:
             return
+        expected = f" and its open upload sessions expect {pending:,} more" if pending else ""
         raise QuotaExceeded(
             "stored_asset_bytes",
             total,
             self.max_bytes,
-            f"This account stores {stored:,} bytes of static assets; these {adding:,} bytes "
-            f"would make {total:,}, and {self.scope} may store at most {self.max_bytes:,} "
-            "bytes (max_stored_asset_bytes). Delete Workers or versions you no longer need "
-            f"(the files no kept version uses go with them), or {self.remedy}.",
+            f"This account stores {stored:,} bytes of static assets{expected}; these "
+            f"{adding:,} bytes would make {total:,}, and {self.scope} may store at most "
+            f"{self.max_bytes:,} bytes (max_stored_asset_bytes). Delete Workers or versions "
+            "you no longer need (the files no kept version uses go with them), or "
+            f"{self.remedy}.",
         )
 
 

@@ -142,7 +142,7 @@ class AssetStore:
             # the bound, several together could pass it many times over.
             adding = sum(size for digest, size in sizes.items() if digest not in pending)
             if bound is not None:
-                bound.check(self._stored(account_id, state) + sum(pending.values()), adding)
+                bound.check(self._stored(account_id, state), adding, sum(pending.values()))
             if check is not None:
                 check(adding)
             expires = self.clock() + SESSION_TTL_S
