@@ -91,6 +91,19 @@ def test_temporary_account_expires_and_rate_limit_applies(plane: ControlPlane) -
     temporary(plane, client="10.0.0.2")  # another client is unaffected
 
 
+def test_claim_ends_the_asset_uploads_the_temporary_token_opened(plane: ControlPlane) -> None:
+    """An upload is authorised by its session's token, not the API token: after a claim, the
+    agent that made the temporary deploy must not go on storing files (under hashes a later
+    manifest of the new owner would trust) with a session it opened before."""
+    created = temporary(plane)
+    manifest = {"manifest": {"/a.txt": {"hash": "a" * 32, "size": 1}}}
+    token = plane.start_assets(created.account, manifest)["jwt"]
+    plane.assets.session(created.account.id, token)  # open
+    plane.claim(created.claim_token, "127.0.0.1")
+    with pytest.raises(Unauthenticated):
+        plane.assets.session(created.account.id, token)
+
+
 def test_claim_makes_permanent_and_rotates_the_token(plane: ControlPlane) -> None:
     created = temporary(plane)
     claimed = plane.accounts.claim(created.claim_token, "127.0.0.1")

@@ -186,6 +186,13 @@ class AssetStore:
             self._uploads.pop(token or "", None)
             return session.completion or self._complete(session)
 
+    def end_uploads(self, account_id: str) -> None:
+        """Forget the account's open upload sessions (its owner changed: a claim). A completed
+        one stays: a version is made from it only by a script upload, under an API token."""
+        with self._lock:
+            for token in [t for t, s in self._uploads.items() if s.account_id == account_id]:
+                del self._uploads[token]
+
     def session(self, account_id: str, token: str | None) -> Session:
         """The upload session ``token`` names, else Unauthenticated."""
         with self._lock:

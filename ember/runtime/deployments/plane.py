@@ -113,6 +113,9 @@ class ControlPlane:
         what temporary accounts store together (``temporary_total.py``)."""
         claimed = self.accounts.claim(claim_token, client)
         self.kv.store.set_account_temporary(claimed.account.id, False)
+        # Uploads are authorised by their session's token, not the (now revoked) API token: the
+        # agent that deployed must not go on storing files the new owner's manifests would trust.
+        self.assets.end_uploads(claimed.account.id)
         return claimed
 
     def _check_anonymous_allowed(self) -> None:
