@@ -95,6 +95,27 @@ def test_an_account_stores_at_most_max_stored_asset_bytes(serve: ServeProcess) -
         assert fits.status_code == 200 and fits.json()["result"]["buckets"] == [["e" * 32]]
 
 
+def test_files_of_an_abandoned_upload_never_lock_the_account_out(serve: ServeProcess) -> None:
+    """A session that uploaded its files and never became a version (the deploy died), then
+    was dropped by newer sessions: its files counted against the bound for good and every
+    new session was refused, with no version to prune to get out. They go when they are in the
+    way: a session refused for the bound first deletes the files nothing references."""
+    from ember.runtime.deployments.assets import MAX_OPEN_SESSIONS
+
+    account_id, token = permanent_account(serve, "abandonco")
+    x900 = base64.b64encode(b"x" * 900).decode()
+    with serve.api(token) as api:
+        first = _session(api, account_id, {"/a": {"hash": "a" * 32, "size": 900}})
+        assert first.status_code == 200, first.text
+        done = _send(api, account_id, first.json()["result"]["jwt"], {"a" * 32: x900})
+        assert done.status_code == 201, done.text  # uploaded; no script upload ever names it
+        for i in range(MAX_OPEN_SESSIONS):  # newer sessions drop it
+            assert _session(api, account_id, {"/s": {"hash": f"{i:032x}", "size": 1}}).is_success
+        again = _session(api, account_id, {"/b": {"hash": "b" * 32, "size": 200}})
+        assert again.status_code == 200, again.text
+    assert b"x" * 900 not in _stored(serve, account_id)[0]
+
+
 def _ember(serve: ServeProcess, token: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     env |= {

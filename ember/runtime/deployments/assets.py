@@ -297,9 +297,9 @@ class AssetStore:
                 for token in [t for t, s in self._completed.items() if s.manifest_id in gone]:
                     if self._completed[token].account_id == account_id:
                         del self._completed[token]
-            if not gone:
-                return 0  # every file a manifest listed before is listed still
-            # A pending session's manifest is in memory (on disk only once resolved).
+            # Even with no manifest gone: a session that uploaded files and was dropped or
+            # expired before any version named it wrote no manifest, and its files are listed
+            # by nothing. A pending session's manifest is in memory (on disk only once resolved).
             used = {
                 entry["hash"] for s in pending for entry in json.loads(s.text or b"{}").values()
             }

@@ -24,6 +24,7 @@ from ember.runtime.deployments.config import PlatformConfig
 from ember.runtime.deployments.database import Database
 from ember.runtime.deployments.errors import (
     ProofOfWorkRejected,
+    QuotaExceeded,
     TemporaryAccountsRefused,
     VersionNotFound,
 )
@@ -126,6 +127,18 @@ class ControlPlane:
             )
 
     def start_assets(self, account: Account, body: object) -> dict[str, Any]:
+        """An assets upload session (``_start_assets``). Refused for a bound, it is tried once
+        more after the account's unused files are deleted (``sweep_assets``): those of an
+        upload no version ever named (its deploy died) otherwise counted for good, and with no
+        version to prune the account could never start a session again."""
+        try:
+            return self._start_assets(account, body)
+        except QuotaExceeded:
+            if not self.sweep_assets(account.id):
+                raise
+            return self._start_assets(account, body)
+
+    def _start_assets(self, account: Account, body: object) -> dict[str, Any]:
         """An assets upload session (``AssetStore.start``); a temporary account's new files
         count in what all temporary accounts store (``temporary_total.py``)."""
         if not account.temporary:
