@@ -111,3 +111,31 @@ def test_a_form_without_a_session_token_is_refused_before_it_is_read(
     )
     assert refused.status_code == 401, refused.text
     assert held.seen == []  # never handed to an upload thread
+
+
+def test_a_temporary_accounts_manifest_body_is_bounded_before_it_is_parsed(
+    running: tuple[ControlPlane, str, HeldAssets],
+) -> None:
+    """A temporary account lists at most 1,000 files: a 3 MB manifest body is refused (413)
+    unread, where it was read and parsed first (the parse holds the interpreter, every
+    tenant's loop with it); a permanent account's large manifest is still read."""
+    from ember.runtime.deployments import pow
+
+    plane, api, _ = running
+    challenge = plane.issue_challenge()
+    created = plane.create_temporary_account(
+        "10.0.0.1", challenge.token, {"checkpoints": pow.solve_challenge(challenge)}
+    )
+    big = {f"/{i:07d}{'p' * 200}": {"hash": f"{i:032x}", "size": 1} for i in range(12_000)}
+    permanent, issued = plane.accounts.create_permanent("large")
+    for account, token, status in (
+        (created.account, created.token.token, 413),
+        (permanent, issued.token, 200),
+    ):
+        reply = httpx.post(
+            f"{api}/accounts/{account.id}/workers/scripts/w/assets-upload-session",
+            json={"manifest": big},
+            headers={"authorization": f"Bearer {token}"},
+            timeout=120,
+        )
+        assert reply.status_code == status, reply.text[:300]
