@@ -136,6 +136,12 @@ def test_temporary_accounts_static_assets_count_toward_the_cap(tmp_path: Path) -
                 # 40 KiB of alice's assets stored: bob's 30 KiB would pass 64 KiB.
                 message = _refused(_assets(bob, b, b"b" * 30 * KIB, "b" * 32), 403, 10037)
                 assert "static assets" in message
+                # ...and versions and KV writes count them too: the pool filled with assets
+                # could be filled again with Workers and KV data.
+                message = _refused(_put(bob, b, "w", 30 * KIB), 403, 10037)
+                assert "static assets" in message
+                bobs = _namespace(bob, b)
+                _refused(bob.put(f"{bobs}/values/k", content=b"v" * 30 * KIB), 413, 10024)
                 assert _assets(bob, b, b"c" * 10 * KIB, "c" * 32).status_code == 201
     finally:
         plane.close()

@@ -16,9 +16,9 @@ class KVQuotaExceeded(LimitExceeded):
 @dataclass(frozen=True, slots=True)
 class KVPool:
     """A cap on what a platform's temporary accounts store together: the KV bytes of every
-    namespace marked temporary plus ``outside_bytes`` (their Worker versions, counted by the
-    control plane just before the write). ``key`` names the limit and ``remedy`` how else to
-    get room, for the refusal's message."""
+    namespace marked temporary plus ``outside_bytes`` (their Worker versions and static asset
+    files, counted by the control plane just before the write). ``key`` names the limit and
+    ``remedy`` how else to get room, for the refusal's message."""
 
     max_bytes: int
     outside_bytes: int

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,11 @@ class ControlPlane:
         self.kv.store.health = self.storage  # the supervisor's store reports here too
         # What all temporary accounts store together, and its cap (temporary_total.py).
         self.temporary_total = TemporaryTotal(
-            self.db, self.config, state_dir, self.kv.store.temporary_bytes
+            self.db,
+            self.config,
+            state_dir,
+            self.kv.store.temporary_bytes,
+            self._temporary_asset_bytes,
         )
         self.scripts = ScriptService(self.db, self.config, clock, self.temporary_total)
         self.secrets = SecretService(self.db, self.scripts, self.files, clock)
@@ -151,17 +156,21 @@ class ControlPlane:
         limits = self.config.limits_for(temporary=True)
 
         def check(adding: int) -> None:
-            with self.db.reader() as conn:
-                ids = [
-                    str(row[0])
-                    for row in conn.execute(
-                        "SELECT id FROM accounts WHERE kind = 'temporary' AND deleted_at IS NULL"
-                    )
-                ]
-            stored = self.assets.stored_bytes(ids)
+            stored = self._temporary_asset_bytes()
             self.temporary_total.check_assets(stored, adding, limits)
 
         return self.assets.start(account.id, body, temporary=True, check=check)
+
+    def _temporary_asset_bytes(self, conn: sqlite3.Connection | None = None) -> int:
+        """Every temporary account's asset files and what their open sessions still expect;
+        ``conn``: the caller's, inside its transaction (a version being stored)."""
+        query = "SELECT id FROM accounts WHERE kind = 'temporary' AND deleted_at IS NULL"
+        if conn is not None:
+            ids = [str(row[0]) for row in conn.execute(query)]
+        else:
+            with self.db.reader() as reader:
+                ids = [str(row[0]) for row in reader.execute(query)]
+        return self.assets.stored_bytes(ids)
 
     def sweep_assets(self, account_id: str) -> int:
         """Delete the account's asset files and manifests that no remaining version and no

@@ -59,9 +59,14 @@ class TemporaryTotal:
         config: PlatformConfig,
         state_dir: Path,
         kv_bytes: Callable[[], int],
+        asset_bytes: Callable[[sqlite3.Connection | None], int] = lambda conn: 0,
     ) -> None:
         self._db = db
         self._kv_bytes = kv_bytes  # the KV store's temporary namespaces, all together
+        # Every temporary account's static asset files (and what their sessions still expect):
+        # counted by each check, or the pool could be filled with assets and again with
+        # versions and KV data.
+        self._asset_bytes = asset_bytes
         configured = config.temporary.max_total_stored_bytes
         self.defaulted = configured is None
         self.max_bytes = configured if configured is not None else default_cap(state_dir)
@@ -91,7 +96,7 @@ class TemporaryTotal:
             f"SELECT COALESCE(SUM(stored_bytes), 0) FROM versions WHERE id IN ({marks})",
             tuple(leaving),
         ).fetchone()[0]
-        total = self.script_bytes(conn) - int(pruned) + self._kv_bytes()
+        total = self.script_bytes(conn) - int(pruned) + self._kv_bytes() + self._asset_bytes(conn)
         if total <= self.max_bytes:
             return
         raise QuotaExceeded(
@@ -99,8 +104,9 @@ class TemporaryTotal:
             total,
             self.max_bytes,
             f"temporary accounts on this platform store {total - version.stored_bytes:,} bytes "
-            f"together (Worker versions and KV data); this version's {version.stored_bytes:,} "
-            f"bytes would make {total:,}, past their limit of {self.max_bytes:,} bytes ({KEY}). "
+            f"together (Worker versions, static assets and KV data); this version's "
+            f"{version.stored_bytes:,} bytes would make {total:,}, past their limit of "
+            f"{self.max_bytes:,} bytes ({KEY}). "
             "Delete Workers or keys you no longer need, or "
             f"{limits.remedy('max_total_stored_bytes')}.",
         )
@@ -125,7 +131,8 @@ class TemporaryTotal:
 
     def kv_pool(self) -> KVPool:
         """The pool for a temporary account's KV write (``KVPoolSource``)."""
-        return KVPool(self.max_bytes, self.script_bytes(), KEY, self._remedy)
+        others = self.script_bytes() + self._asset_bytes(None)
+        return KVPool(self.max_bytes, others, KEY, self._remedy)
 
     def line(self) -> str:
         """For ``ember serve``'s banner."""
