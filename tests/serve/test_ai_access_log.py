@@ -69,7 +69,11 @@ def test_each_request_and_ai_call_is_a_stamped_line(tmp_path: Path) -> None:
         )
         _line(serve, rest_call, "the REST call's AI line")
         listing = re.escape(f"/client/v4/accounts/{account}/ai/models/search")
-        _line(serve, rf"{STAMP} AI GET {listing} 200 \(\d+\.\dms\)", "the listing's line")
+        _line(
+            serve,
+            rf"{STAMP} AI GET {listing} 200 req=[0-9a-f]{{32}} \(\d+\.\dms\)",
+            "the listing's line",
+        )
         refused_id = refused.headers["x-request-id"]  # what its client got, in its line
         refused_line = rf"{STAMP} AI POST {path} {refused.status_code} req={refused_id} .*"
         _line(serve, refused_line, "the refused call")
