@@ -202,5 +202,16 @@ def test_a_claimed_account_runs_on_past_its_old_expiry(tmp_path: Path) -> None:
         assert serve.worker(name, "ticker").text == "alive"
         assert running.slept is None  # still sleeping on the temporary version
         assert not _stopped_lines(serve), _stopped_lines(serve)
+        # Done: deleting the worker ends both requests at once. A request still in flight would
+        # hold the SIGTERM'd platform in its graceful drain, which stop() waits out for 15 s.
+        plane = serve.plane()
+        try:
+            owner = plane.accounts.issue_token(account_id).token  # the claim revoked `token`
+        finally:
+            plane.close()
+        with serve.api(owner) as api:
+            deleted = api.delete(f"/accounts/{account_id}/workers/scripts/ticker")
+            assert deleted.status_code == 200, deleted.text
+        running.join()
     finally:
         serve.stop()
