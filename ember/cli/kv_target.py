@@ -153,7 +153,7 @@ def remote_namespace(
 def local_store_path(persist_to: Path | None) -> Path:
     """The KV file of ``ember dev --persist-to persist_to`` run in this directory."""
     from ember.bindings.kv.service import STORE_FILE
-    from ember.runtime.devserver import STATE_DIR
+    from ember.runtime.dev_state import STATE_DIR
 
     return (persist_to if persist_to is not None else Path(".") / STATE_DIR) / STORE_FILE
 

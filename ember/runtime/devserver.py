@@ -37,6 +37,7 @@ from ember.runtime import events as E
 from ember.runtime.assets_front import AssetSite, with_assets
 from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.dev_stage import DevStage, remove_orphaned_stages
+from ember.runtime.dev_state import STATE_DIR
 from ember.runtime.http import ResponseAborted
 from ember.runtime.mounts import MountTable, binding_mounts, with_binding_mounts
 from ember.runtime.project_check import check_project
@@ -50,8 +51,6 @@ from ember.runtime.watcher import FileWatcher
 
 if TYPE_CHECKING:  # (imported when serving: ember dev's start does not wait for it)
     from ember.runtime.connguard import ConnectionLimits
-
-STATE_DIR = Path(".ember") / "state"
 
 
 @dataclass(frozen=True, slots=True)
