@@ -199,7 +199,13 @@ def serve(model: str | None, model_path: str | None, **flags: object) -> None:
     flags["quantization_group_size"] = int(flags["quantization_group_size"])  # type: ignore[arg-type]
     http = _protocol(flags.pop("body_timeout"), flags.pop("body_min_rate"))  # type: ignore[arg-type]
     settings = ServerSettings(model=model, **flags)  # type: ignore[arg-type]
-    # Only now torch and the engine (~2 CPU-seconds): a usage or settings error answers before.
+    from ember.models.server.source_check import unknown_model
+
+    unknown = unknown_model(settings.model)
+    if unknown is not None:
+        raise unknown
+    # Only now torch and the engine (~2 CPU-seconds): a usage, settings or MODEL error answers
+    # before (a pool retrying a replica whose checkpoint is gone pays this on every try).
     from ember.models.server.runner import run_server
 
     status = run_server(settings, http=http)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ember.errors import CheckpointError, ConfigError, ModelNotFound
+from ember.errors import CheckpointError, ConfigError
 from ember.models.catalog import default_catalog
 from ember.models.chat_template import ChatTemplate
 from ember.models.compute_dtype import resolve_compute_dtype
@@ -36,6 +36,7 @@ from ember.models.server.grammar_builds import GrammarBuilds
 from ember.models.server.request_sampling import ServerSampler
 from ember.models.server.sampling_defaults import SamplingDefaults, startup_line
 from ember.models.server.settings import FLAGS, REASONING_PARSERS, ServerSettings
+from ember.models.server.source_check import unknown_model
 from ember.models.server.step_log import DecodeLog
 from ember.models.tokenizer import Tokenizer
 
@@ -118,14 +119,10 @@ def resolve_source(settings: ServerSettings) -> ResolvedSource:
         entry = resolved.entry
         fmt: ToolFormat = "kimi" if entry.family == "kimi" else _glm_format(entry.model_id)
         return ResolvedSource(entry.checkpoint_dir, resolved.max_context, _override(settings, fmt))
-    path = Path(settings.model).expanduser()
-    if not (path / "config.json").is_file():
-        known = ", ".join(catalog.ids())
-        raise ModelNotFound(
-            f"{settings.model!r} is neither a catalog id nor a checkpoint directory "
-            f"(no config.json there); catalog ids: {known}"
-        )
-    return ResolvedSource(path, None, _override(settings, "glm47"))
+    unknown = unknown_model(settings.model, catalog)
+    if unknown is not None:
+        raise unknown
+    return ResolvedSource(Path(settings.model).expanduser(), None, _override(settings, "glm47"))
 
 
 def _glm_format(model_id: str) -> ToolFormat:

@@ -115,6 +115,9 @@ def test_cli_exits_when_the_model_cannot_load(tmp_path: Path) -> None:
     _, err = process.communicate(timeout=120)
     assert process.returncode == 1
     assert "neither a catalog id nor a checkpoint directory" in err
+    # Refused before the port is taken and torch and the engine are imported (~2 CPU-seconds,
+    # which a model pool pays again on every retry of a replica whose checkpoint is gone).
+    assert "listening on" not in err, err
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
