@@ -68,3 +68,35 @@ def test_a_manifest_is_written_only_when_a_version_uses_it(store: AssetStore) ->
         "/f1.txt": {"hash": f"{1:032x}", "size": 3}
     }
     store.settle("a", {"assets": {"jwt": completion}}, stored=True)
+
+
+def test_a_session_ended_while_its_files_are_written_is_not_completed(store: AssetStore) -> None:
+    """An upload already past its token check when a claim (or a newer session) ends its
+    session must not put the session back, completed, with a usable completion token."""
+    manifest = {"manifest": {"/a.txt": {"hash": "a" * 32, "size": 3}}}
+    token = store.start("a", manifest)["jwt"]
+    write = store._store_files
+
+    def ended_meanwhile(*args: object) -> None:
+        store.end_uploads("a")  # as a claim does, from another thread, mid-write
+        write(*args)  # type: ignore[arg-type]
+
+    store._store_files = ended_meanwhile  # type: ignore[method-assign]
+    with pytest.raises(Unauthenticated, match="ended"):
+        store.upload("a", token, {"a" * 32: base64.b64encode(b"abc")})
+
+
+def test_a_session_being_resolved_outlives_its_hour(store: AssetStore) -> None:
+    """A script upload that resolved a completion token near its hour keeps the session (its
+    manifest and files referenced) until it settles: expired under it, a sweep in between
+    deleted the version's files."""
+    clock = store.clock
+    manifest = {"manifest": {"/a.txt": {"hash": "a" * 32, "size": 3}}}
+    token = store.start("a", manifest)["jwt"]
+    completion = store.upload("a", token, {"a" * 32: base64.b64encode(b"abc")})
+    assert completion is not None
+    store.resolve("a", {"jwt": completion})
+    clock.advance(2 * 3600)  # type: ignore[attr-defined]
+    assert store.sweep("a", kept=set) == 0  # the version being stored still needs its file
+    store.settle("a", {"assets": {"jwt": completion}}, stored=False)
+    assert store.sweep("a", kept=set) == 1  # settled and expired: now it goes

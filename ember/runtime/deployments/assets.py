@@ -179,6 +179,10 @@ class AssetStore:
             contents[digest] = content
         self._store_files(account_id, session, contents)
         with self._lock:
+            if self._uploads.get(token or "") is not session:
+                # Dropped (a newer session, a claim) or expired while its files were written:
+                # never completed after that (its files are left to the sweep).
+                raise Unauthenticated("the assets upload session ended while its files were sent")
             for digest in files:
                 session.sizes.pop(digest, None)
             if session.sizes:
@@ -389,5 +393,7 @@ class AssetStore:
     def _expire(self) -> None:
         now = self.clock()
         for table in (self._uploads, self._completed):
-            for token in [t for t, s in table.items() if s.expires < now]:
+            # A session a script upload is resolving stays until it is settled: its manifest
+            # and files are the version's being stored.
+            for token in [t for t, s in table.items() if s.expires < now and not s.resolving]:
                 del table[token]
