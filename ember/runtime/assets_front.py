@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.bindings.assets.intent import Lookup
+from ember.bindings.assets.rules import NO_RULES, AssetRules
 from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, route
 
 CHUNK = 256 * 1024
@@ -29,6 +30,8 @@ class AssetSite:
 
     policy: AssetsPolicy
     lookup: Lookup
+    # Its ``_redirects`` and ``_headers`` now (ember dev: re-read when edited).
+    rules: Callable[[], AssetRules] = lambda: NO_RULES
 
     def claims_all(self) -> bool:
         """True when every request may be answered here (no worker): the fast path, which
@@ -59,6 +62,7 @@ def assets_route(scope: Scope, site: AssetSite) -> AssetAnswer | None:
         _headers(scope),
         site.policy,
         site.lookup,
+        site.rules(),
     )
     prefix = scope.get("root_path", "")
     if found is None or not prefix or not 300 <= found.status < 400:
@@ -88,10 +92,16 @@ async def send_answer(found: AssetAnswer, send: Send) -> None:
         await send({"type": "http.response.body", "body": b""})
         return
     with handle:
+        # A range: only its bytes are read, never the whole file.
+        left = found.length if found.length is not None else -1
+        if found.offset:
+            handle.seek(found.offset)
         while True:
+            size = CHUNK if left < 0 else min(CHUNK, left)
             # A large file is read off the event loop (ember serve's loop serves every tenant).
-            chunk = await asyncio.to_thread(handle.read, CHUNK) if big else handle.read(CHUNK)
-            more = len(chunk) == CHUNK
+            chunk = await asyncio.to_thread(handle.read, size) if big else handle.read(size)
+            left -= len(chunk) if left >= 0 else 0
+            more = len(chunk) == size and left != 0
             await send({"type": "http.response.body", "body": chunk, "more_body": more})
             if not more:
                 return

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ember.bindings.assets.files import AssetDirectory
+from ember.bindings.assets.rules import LiveRules
 from ember.bindings.assets.serving import route
 from ember.bindings.base import HttpMount
 from ember.bindings.registry import BindingRegistry, default_registry
@@ -226,7 +227,7 @@ class DevServer:
             return False
         if site.claims_all() or "%" in path:
             return True
-        return route("GET", path, "", {}, site.policy, site.lookup) is not None
+        return route("GET", path, "", {}, site.policy, site.lookup, site.rules()) is not None
 
     def _binding_mounts(self, deployment: Deployment) -> list[HttpMount]:
         assert self.supervisor is not None  # invariant: made in serve() before this is called
@@ -325,7 +326,9 @@ def _asset_site(deployment: Deployment) -> AssetSite | None:
     """The deployment's assets, read live from the project's directory."""
     if deployment.assets is None or deployment.assets_dir is None:
         return None
-    return AssetSite(deployment.assets, AssetDirectory(deployment.assets_dir).lookup)
+    policy, directory = deployment.assets, deployment.assets_dir
+    rules = LiveRules(directory, policy.html_handling)
+    return AssetSite(policy, AssetDirectory(directory).lookup, rules.current)
 
 
 def _drop_aborted_responses(record: logging.LogRecord) -> bool:

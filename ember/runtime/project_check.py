@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ember.bindings.assets.files import exposed
+from ember.bindings.assets.rules import directory_rules
 from ember.bindings.assets.spec import spec_of
 from ember.bindings.base import BindingSpec
 from ember.bindings.registry import BindingRegistry, default_registry
@@ -63,6 +64,7 @@ def check_project(config: ProjectConfig, registry: BindingRegistry | None = None
         *config.warnings,
         *(f"{config.file.name}: unexpected field {key!r} (ignored)" for key in ignored),
         *_exposed(config),
+        *_rule_warnings(config),
     )
     return CheckedProject(config, bindings, warnings)
 
@@ -83,6 +85,19 @@ def _exposed(config: ProjectConfig) -> list[str]:
         "directory (such as public/), or leave these out with .assetsignore in the assets "
         "directory"
     ]
+
+
+def _rule_warnings(config: ProjectConfig) -> list[str]:
+    """The lines of the assets directory's ``_redirects`` and ``_headers`` that are skipped
+    (wrangler warns about each at deploy, and Miniflare at dev start)."""
+    if config.assets is None:
+        return []
+    _, notes = directory_rules(config.assets.directory, config.assets.html_handling)
+    try:
+        where = config.assets.directory.relative_to(config.root).as_posix() + "/"
+    except ValueError:
+        where = f"{config.assets.directory}/"
+    return [f"{where.removeprefix('./')}{note}" for note in notes]
 
 
 def _check_unique_names(config: ProjectConfig, bindings: tuple[BindingSpec, ...]) -> None:

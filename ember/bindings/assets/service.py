@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ember.bindings.assets.files import AssetDirectory, ManifestAssets
+from ember.bindings.assets.rules import LiveRules, rules_of
 from ember.bindings.assets.serving import AssetsPolicy, answer
 from ember.bindings.base import (
     BindingService,
@@ -44,6 +45,19 @@ class AssetsService(BindingService):
             if manifest
             else AssetDirectory(directory).lookup
         )
+        html = str(spec.options.get("html_handling", "auto-trailing-slash"))
+        # A deployed version's rules came with its assets config; ember dev's are the
+        # directory's files, re-read when edited.
+        if manifest:
+            redirects, headers = spec.options.get("redirects"), spec.options.get("headers")
+            rules, _ = rules_of(
+                redirects if isinstance(redirects, str) else None,
+                headers if isinstance(headers, str) else None,
+                html,
+            )
+            self._rules = lambda: rules
+        else:
+            self._rules = LiveRules(directory, html).current
         self._policy = AssetsPolicy(
             html_handling=str(spec.options.get("html_handling", "auto-trailing-slash")),
             not_found_handling=str(spec.options.get("not_found_handling", "none")),
@@ -78,20 +92,33 @@ class AssetsService(BindingService):
             headers,
             self._policy,
             self._lookup,
+            self._rules(),
         )
         head = [found.status, [list(h) for h in found.headers]]
         if found.file is None:
             return [*head, b""]
         try:
-            size = found.file.stat().st_size
+            size = found.file.stat().st_size - found.offset
+            if found.length is not None:
+                size = min(size, found.length)
             if size <= INLINE_BYTES:
-                return [*head, await asyncio.to_thread(found.file.read_bytes)]
+                data = await asyncio.to_thread(_read, found.file, found.offset, size)
+                return [*head, data]
         except OSError:
             return [*head, b""]
-        return StreamReply(head=[*head, None], chunks=_chunks(found.file))
+        return StreamReply(head=[*head, None], chunks=_chunks(found.file, found.offset, size))
 
 
-async def _chunks(file: Path) -> AsyncIterator[bytes]:
+def _read(file: Path, offset: int, size: int) -> bytes:
     with file.open("rb") as handle:
-        while chunk := await asyncio.to_thread(handle.read, CHUNK):
+        handle.seek(offset)
+        return handle.read(size)
+
+
+async def _chunks(file: Path, offset: int, size: int) -> AsyncIterator[bytes]:
+    """``size`` bytes from ``offset`` (a range reads only its own bytes)."""
+    with file.open("rb") as handle:
+        handle.seek(offset)
+        while size > 0 and (chunk := await asyncio.to_thread(handle.read, min(CHUNK, size))):
+            size -= len(chunk)
             yield chunk

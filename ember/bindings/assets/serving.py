@@ -11,18 +11,24 @@ worker. With a worker, ``not_found_handling`` applies to browser navigations onl
 one, it applies to every request, and a path nothing answers is a 404 with an empty body.
 Answers carry an ETag (``If-None-Match`` -> 304), the type by extension and
 ``Cache-Control: public, max-age=0, must-revalidate`` (not on a request with Authorization
-or Range); canonical paths redirect with 307.
+or Range); canonical paths redirect with 307. A ``_redirects`` rule matching the path is
+applied before any asset (so a request it matches is the assets' to answer, not the
+worker's); the ``_headers`` rules change every answer the assets give (``rules.py``). A single
+byte range gets 206 and only those bytes (``ranges.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit
 
 from ember.bindings.assets.intent import Lookup, find_intent
+from ember.bindings.assets.ranges import UNSATISFIABLE, byte_range, if_range_allows
+from ember.bindings.assets.rules import NO_RULES, AssetRules
 
 CACHE_CONTROL = "public, max-age=0, must-revalidate"
 NAVIGATION_FLAG = "assets_navigation_prefers_asset_serving"
@@ -54,6 +60,8 @@ class AssetAnswer:
     status: int
     headers: tuple[tuple[str, str], ...]
     file: Path | None = None  # None: no body (304, HEAD, redirect, 404 without a page)
+    offset: int = 0  # of the first byte sent (a range)
+    length: int | None = None  # bytes sent from ``offset``; None: to the end of the file
 
 
 NOT_FOUND = AssetAnswer(404, ())
@@ -75,13 +83,14 @@ def route(
     headers: Mapping[str, str],
     policy: AssetsPolicy,
     lookup: Lookup,
+    rules: AssetRules = NO_RULES,
 ) -> AssetAnswer | None:
     """The assets' answer to a request, or None: the worker runs it.
 
     ``path``: the request's path as sent (percent-encoded); ``headers``: lower-case names."""
     if policy.static_routing:
         if _matches(policy.asset_rules, path):
-            return answer(method, path, query, headers, policy, lookup)
+            return answer(method, path, query, headers, policy, lookup, rules)
         if _matches(policy.worker_rules, path) and policy.has_worker:
             return None
     if policy.run_worker_first and policy.has_worker:
@@ -91,9 +100,12 @@ def route(
             policy.navigation_prefers_assets and headers.get("sec-fetch-mode") == "navigate"
         )
         not_found = policy.not_found_handling if keep else "none"
-        if find_intent(_decode(path), lookup, policy.html_handling, not_found) is None:
+        if (
+            rules.redirect(path) is None
+            and find_intent(_decode(path), lookup, policy.html_handling, not_found) is None
+        ):
             return None
-    return answer(method, path, query, headers, policy, lookup)
+    return answer(method, path, query, headers, policy, lookup, rules)
 
 
 def answer(
@@ -103,16 +115,38 @@ def answer(
     headers: Mapping[str, str],
     policy: AssetsPolicy,
     lookup: Lookup,
+    rules: AssetRules = NO_RULES,
 ) -> AssetAnswer:
-    """What the asset worker answers (``env.ASSETS.fetch`` and ``route``)."""
-    decoded = _decode(path)
+    """What the asset worker answers (``env.ASSETS.fetch`` and ``route``): ``_redirects``
+    first, then the asset, then the ``_headers`` rules on whatever the answer is."""
+    found = _answer(method, path, query, headers, policy, lookup, rules)
+    changed = rules.apply_headers(_hostname(headers.get("host", "")), path, found.headers)
+    return found if changed is found.headers else dataclasses.replace(found, headers=changed)
+
+
+def _answer(
+    method: str,
+    path: str,
+    query: str,
+    headers: Mapping[str, str],
+    policy: AssetsPolicy,
+    lookup: Lookup,
+    rules: AssetRules,
+) -> AssetAnswer:
+    pathname = path
+    matched = rules.redirect(path)
+    if matched is not None and matched.status != 200:
+        return AssetAnswer(matched.status, (("location", _location(matched.to, query)),))
+    if matched is not None:  # 200: the asset at the rule's path answers at this URL
+        pathname = urlsplit(matched.to).path or "/"
+    decoded = _decode(pathname)
     intent = find_intent(decoded, lookup, policy.html_handling, policy.not_found_handling)
     if intent is None:
         return NOT_FOUND
     if method.upper() not in ("GET", "HEAD"):
         return AssetAnswer(405, ())
     destination = _encode(intent.redirect if intent.redirect is not None else decoded)
-    if intent.redirect is not None or (intent.asset is not None and destination != path):
+    if intent.redirect is not None or (intent.asset is not None and destination != pathname):
         search = f"?{query}" if query else ""
         return AssetAnswer(307, (("location", destination + search),))
     asset = intent.asset
@@ -124,9 +158,41 @@ def answer(
         out.append(("cache-control", CACHE_CONTROL))
     if headers.get("if-none-match", "") in (etag, f"W/{etag}"):
         return AssetAnswer(304, tuple(out))
-    out.append(("content-length", str(asset.size)))
     body = None if method.upper() == "HEAD" else asset.file
+    wanted = headers.get("range")
+    if (
+        wanted is not None
+        and intent.status == 200
+        and if_range_allows(headers.get("if-range"), etag)
+    ):
+        chosen = byte_range(wanted, asset.size)
+        if chosen == UNSATISFIABLE:
+            return AssetAnswer(416, (*out, ("content-range", f"bytes */{asset.size}")))
+        if chosen is not None and not isinstance(chosen, str):
+            out += [("content-range", chosen.content_range), ("content-length", str(chosen.length))]
+            return AssetAnswer(206, tuple(out), body, chosen.start, chosen.length)
+    out.append(("content-length", str(asset.size)))
     return AssetAnswer(intent.status, tuple(out), body)
+
+
+def _hostname(host: str) -> str:
+    """The ``Host`` header without its port (``[::1]:8787`` -> ``[::1]``)."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1].lower()
+    return host.split(":", 1)[0].lower()
+
+
+def _location(to: str, query: str) -> str:
+    """A redirect rule's destination, the request's query kept where the rule names none."""
+    parts = urlsplit(to)
+    search = parts.query or query
+    if parts.scheme:
+        head = to.split("#", 1)[0].split("?", 1)[0]
+    else:
+        head = parts.path or "/"
+    return (
+        head + (f"?{search}" if search else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    )
 
 
 def _decode(path: str) -> str:

@@ -1,0 +1,272 @@
+"""``_redirects`` and ``_headers``: the two files read as workers-shared's parsers read them.
+
+``_redirects``: one ``source destination [status]`` rule a line (``#`` comments, also after the
+destination), status 301, 302 (the default), 303, 307, 308 or 200 (serve another asset at this
+URL); a source is a path, a destination a path or an ``https://`` URL. At most 2,000 static
+rules (no ``*`` nor ``:placeholder``) and 100 dynamic ones, 1,000 characters a line.
+``_headers``: a URL pattern line, then indented ``Name: value`` lines (repeated names joined
+with ``, ``) and ``! Name`` lines that remove a header; at most 100 rules, 2,000 characters a
+line. A line that breaks a rule is skipped with a message naming it (wrangler prints them as
+warnings), never an error: the other rules still apply.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+from urllib.parse import quote
+
+from ember.bindings.assets.rule_match import PLACEHOLDER
+
+REDIRECTS_FILE = "_redirects"
+HEADERS_FILE = "_headers"
+MAX_REDIRECT_LINE_LENGTH = 1000
+MAX_REDIRECT_STATIC_RULES = 2000
+MAX_REDIRECT_DYNAMIC_RULES = 100
+MAX_HEADER_RULES = 100
+MAX_HEADER_LINE_LENGTH = 2000
+REDIRECT_STATUSES = (200, 301, 302, 303, 307, 308)
+_URL = re.compile(r"^https://+(?P<host>[^/]+)/?(?P<path>.*)", re.DOTALL)
+_PORT = re.compile(r".*:\d+$")
+_PROBABLY_A_PATH = re.compile(r"^([^\s]+://|/)")
+# What the URL parser leaves as it is in a path; anything else is percent-encoded.
+_PATH_SAFE = "/!$&'()*+,;=:@-._~%[]|^"
+T = TypeVar("T")
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
+_VALUE = re.compile(r"^[\t\x20-\x7e\xa0-\xff]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A line skipped, and why (``line_number`` 0: the message is about the file)."""
+
+    message: str
+    line_number: int = 0
+    line: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RedirectRule:
+    source: str
+    destination: str
+    status: int
+    line_number: int
+
+    @property
+    def dynamic(self) -> bool:
+        return "*" in self.source or PLACEHOLDER.search(self.source) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderRule:
+    path: str
+    set: tuple[tuple[str, str], ...]  # lower-case names, in the file's order
+    unset: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed(Generic[T]):
+    rules: tuple[T, ...]
+    invalid: tuple[Invalid, ...]
+
+
+def parse_redirects(text: str, html_handling: str = "auto-trailing-slash") -> Parsed[RedirectRule]:
+    lines = text.split("\n")
+    rules: list[RedirectRule] = []
+    invalid: list[Invalid] = []
+    seen: set[str] = set()
+    static = dynamic = 0
+    static_allowed = True
+    for index, raw in enumerate(lines):
+        number, line = index + 1, raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if len(line) > MAX_REDIRECT_LINE_LENGTH:
+            invalid.append(
+                Invalid(f"longer than {MAX_REDIRECT_LINE_LENGTH} characters: skipped", number)
+            )
+            continue
+        tokens = line.split()
+        comment = next((i for i, t in enumerate(tokens) if i >= 2 and t.startswith("#")), None)
+        tokens = tokens[:comment]
+        if not 2 <= len(tokens) <= 3:
+            message = f"expected 2 or 3 whitespace-separated tokens, found {len(tokens)}"
+            invalid.append(Invalid(message, number, line))
+            continue
+        source, error = _url(tokens[0], only_relative=True, no_ports=True, keep_query=False)
+        if source is None:
+            invalid.append(Invalid(error, number, line))
+            continue
+        if static_allowed and "*" not in source and not PLACEHOLDER.search(source):
+            static += 1
+            if static > MAX_REDIRECT_STATIC_RULES:
+                message = f"more than {MAX_REDIRECT_STATIC_RULES} static rules: skipped"
+                invalid.append(Invalid(message, number, line))
+                continue
+        else:
+            dynamic += 1
+            static_allowed = False
+            if dynamic > MAX_REDIRECT_DYNAMIC_RULES:
+                message = (
+                    f"more than {MAX_REDIRECT_DYNAMIC_RULES} dynamic rules (with * or "
+                    f":placeholder): this line and the {len(lines) - index - 1} after it skipped"
+                )
+                invalid.append(Invalid(message, number, line))
+                break
+        destination, error = _url(tokens[1], only_relative=False, no_ports=False, keep_query=True)
+        if destination is None:
+            invalid.append(Invalid(error, number, line))
+            continue
+        status_text = tokens[2] if len(tokens) == 3 else "302"
+        status = int(status_text) if status_text.isdigit() else 0
+        if status not in REDIRECT_STATUSES:
+            message = f"status {status_text!r}: expected 200, 301, 302 (default), 303, 307 or 308"
+            invalid.append(Invalid(message, number, line))
+            continue
+        relative = _URL.match(destination) is None
+        to_index = re.search(r"/index(\.html)?$", destination) is not None
+        loops = source.endswith("/*") or (source.endswith("/") and html_handling != "none")
+        if relative and to_index and loops:
+            message = (
+                "an infinite loop: the redirect strips .html or /index from the destination "
+                "and the result matches this rule again (skipped)"
+            )
+            invalid.append(Invalid(message, number, line))
+            continue
+        if source in seen:
+            invalid.append(Invalid(f"a second rule for {source}: skipped", number, line))
+            continue
+        seen.add(source)
+        if status == 200 and not relative:
+            message = (
+                f"a 200 (rewrite) rule must point to a path of these assets, not {destination}"
+            )
+            invalid.append(Invalid(message, number, line))
+            continue
+        rules.append(RedirectRule(source, destination, status, number))
+    return Parsed(tuple(rules), tuple(invalid))
+
+
+def parse_headers(text: str) -> Parsed[HeaderRule]:
+    lines = text.split("\n")
+    rules: list[HeaderRule] = []
+    invalid: list[Invalid] = []
+    current: tuple[str, str, int, dict[str, str], list[str]] | None = None
+
+    def close(number: int) -> None:
+        if current is None:
+            return
+        path, line, at, values, unset = current
+        if values or unset:
+            rules.append(HeaderRule(path, tuple(values.items()), tuple(unset)))
+        else:
+            invalid.append(Invalid("no headers under this path: skipped", at, line))
+
+    for index, raw in enumerate(lines):
+        number, line = index + 1, raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if len(line) > MAX_HEADER_LINE_LENGTH:
+            invalid.append(
+                Invalid(f"longer than {MAX_HEADER_LINE_LENGTH} characters: skipped", number)
+            )
+            continue
+        if _PROBABLY_A_PATH.match(line):
+            if len(rules) + (current is not None) >= MAX_HEADER_RULES:
+                close(number)
+                message = (
+                    f"more than {MAX_HEADER_RULES} rules: this line and the "
+                    f"{len(lines) - index - 1} after it skipped"
+                )
+                invalid.append(Invalid(message, number, line))
+                current = None
+                break
+            close(number)
+            path, error = _url(line, only_relative=False, no_ports=True, keep_query=False)
+            current = None if path is None else (path, line, number, {}, [])
+            if path is None:
+                invalid.append(Invalid(error, number, line))
+            continue
+        if ":" not in line:
+            if current is not None and line.startswith("! "):
+                current[4].append(line[2:].strip())
+            elif current is None:
+                message = "expected a path starting with / before the headers"
+                invalid.append(Invalid(message, number, line))
+            else:
+                message = "expected 'Name: value' (or '! Name' to remove a header)"
+                invalid.append(Invalid(message, number, line))
+            continue
+        name, _, value = line.partition(":")
+        name, value = name.strip().lower(), value.strip()
+        problem = (
+            "a header name without spaces"
+            if " " in name
+            else "a header name"
+            if not name
+            else "a header value"
+            if not value
+            else "a header name of letters, digits and !#$%&'*+-.^_`|~"
+            if not _TOKEN.match(name)
+            else "a header value of printable Latin-1 characters"
+            if not _VALUE.match(value)
+            else None
+        )
+        if problem is not None:
+            invalid.append(Invalid(f"expected {problem}", number, line))
+            continue
+        if current is None:
+            message = f"a header ({name}: {value}) before any path"
+            invalid.append(Invalid(message, number, line))
+            continue
+        values = current[3]
+        values[name] = f"{values[name]}, {value}" if name in values else value
+    close(len(lines))
+    return Parsed(tuple(rules), tuple(invalid))
+
+
+def warnings(file: str, parsed: Parsed[RedirectRule] | Parsed[HeaderRule]) -> list[str]:
+    """One line per skipped line of ``file``, as wrangler lists them."""
+    out = []
+    for item in parsed.invalid:
+        where = f"{file}:{item.line_number}" if item.line_number else file
+        out.append(f"{where}: {item.message}" + (f" | {item.line}" if item.line else ""))
+    return out
+
+
+def _url(
+    token: str, *, only_relative: bool, no_ports: bool, keep_query: bool
+) -> tuple[str, str] | tuple[None, str]:
+    """``token`` as the platform reads a rule's URL (``validateUrl``): a path, or (where
+    allowed) an ``https://`` URL; the path as a URL parser writes it."""
+    found = _URL.match(token)
+    if found:
+        host = found["host"]
+        if only_relative:
+            return None, f"only paths (starting with /) here, not the URL {token}"
+        if no_ports and _PORT.match(host):
+            return None, f"no port in a rule's URL: {token}"
+        return f"https://{_ascii(host)}{_path('/' + found['path'], keep_query)}", ""
+    if only_relative and not token.startswith("/"):
+        token = "/" + token
+    if token.startswith("/"):
+        return _path(token, keep_query), ""
+    if only_relative:
+        return None, "expected a path starting with /"
+    return None, 'expected a path starting with / or a URL starting with "https://"'
+
+
+def _path(path: str, keep_query: bool) -> str:
+    head, hash_mark, fragment = path.partition("#")
+    head, question, query = head.partition("?")
+    out = quote(head, safe=_PATH_SAFE)
+    if keep_query:
+        out += question + _ascii(query) + hash_mark + _ascii(fragment)
+    return out
+
+
+def _ascii(text: str) -> str:
+    """Printable ASCII kept, anything else percent-encoded (a Location header is bytes)."""
+    return quote(text, safe=string.punctuation)

@@ -1,0 +1,183 @@
+"""A deployment's ``_redirects`` and ``_headers``, compiled, and what they do to a request.
+
+As workers-shared's asset worker applies them: a redirect rule is looked up before any asset
+(the static rules by exact path, then the dynamic ones in the file's order; first match wins),
+and every ``_headers`` rule matching the request's path changes the assets' answer in order
+(``! Name`` removes, ``Name: value`` replaces what the assets set, and a name set again by a
+later rule gets the new value appended). ``ember dev`` reads the two files live
+(``LiveRules``: re-read when they change); a deployed version has their text in its assets
+config, as wrangler uploads it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ember.bindings.assets.rule_files import (
+    HEADERS_FILE,
+    REDIRECTS_FILE,
+    HeaderRule,
+    RedirectRule,
+    parse_headers,
+    parse_redirects,
+    warnings,
+)
+from ember.bindings.assets.rule_match import Pattern, compile_pattern, replace
+
+MAX_RULES_FILE_BYTES = 4 * 1024 * 1024  # 2,100 rules of 1,000 characters, and comments
+Headers = tuple[tuple[str, str], ...]
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Redirect:
+    """A matched redirect rule: its status and where to (captures substituted)."""
+
+    status: int
+    to: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssetRules:
+    """Compiled rules of one deployment (``NO_RULES``: neither file)."""
+
+    static: Mapping[str, RedirectRule] = field(default_factory=dict)
+    dynamic: tuple[tuple[Pattern, RedirectRule], ...] = ()
+    headers: tuple[tuple[Pattern, HeaderRule], ...] = ()
+
+    def redirect(self, pathname: str) -> Redirect | None:
+        """The redirect for the request's ``pathname`` (as sent, percent-encoded)."""
+        rule = self.static.get(pathname)
+        if rule is not None:
+            return Redirect(rule.status, rule.destination)
+        for pattern, rule in self.dynamic:
+            captures = pattern.match("", pathname)
+            if captures is not None:
+                target = replace(rule.destination, captures).strip()
+                if not re.match(r"^\w+://", target):
+                    target = re.sub("/+", "/", target)  # a splat's own leading slash
+                return Redirect(rule.status, target)
+        return None
+
+    def apply_headers(self, host: str, pathname: str, headers: Headers) -> Headers:
+        """``headers`` (lower-case names) as the matching ``_headers`` rules change them."""
+        if not self.headers:
+            return headers
+        out = list(headers)
+        set_here: set[str] = set()
+        for pattern, rule in self.headers:
+            captures = pattern.match(host, pathname)
+            if captures is None:
+                continue
+            for name in rule.unset:
+                out = [(k, v) for k, v in out if k != name.lower()]
+            for name, raw in rule.set:
+                value = replace(raw, captures)
+                if name in set_here and name != "set-cookie":
+                    out = [(k, f"{v}, {value}" if k == name else v) for k, v in out]
+                    continue
+                if name not in set_here:
+                    out = [(k, v) for k, v in out if k != name]
+                    set_here.add(name)
+                out.append((name, value))
+        return tuple(out)
+
+
+NO_RULES = AssetRules()
+
+
+def rules_of(
+    redirects: str | None, headers: str | None, html_handling: str
+) -> tuple[AssetRules, list[str]]:
+    """The compiled rules of the two files' texts (None: no such file), and the warnings
+    naming each line skipped."""
+    notes: list[str] = []
+    static: dict[str, RedirectRule] = {}
+    dynamic: list[tuple[Pattern, RedirectRule]] = []
+    if redirects is not None:
+        parsed = parse_redirects(redirects, html_handling)
+        notes += warnings(REDIRECTS_FILE, parsed)
+        for rule in parsed.rules:
+            if not rule.dynamic and not dynamic:
+                static[rule.source] = rule
+                continue
+            if (pattern := compile_pattern(rule.source)) is not None:
+                dynamic.append((pattern, rule))
+            else:
+                notes.append(_never(REDIRECTS_FILE, rule.line_number, rule.source))
+    compiled: dict[str, tuple[Pattern, HeaderRule]] = {}
+    if headers is not None:
+        parsed_headers = parse_headers(headers)
+        notes += warnings(HEADERS_FILE, parsed_headers)
+        for header_rule in parsed_headers.rules:
+            if (pattern := compile_pattern(header_rule.path)) is not None:
+                # As the platform keys its rules by path: a path twice keeps its first place
+                # and its last headers.
+                compiled[header_rule.path] = (pattern, header_rule)
+            else:
+                notes.append(_never(HEADERS_FILE, 0, header_rule.path))
+    return AssetRules(static, tuple(dynamic), tuple(compiled.values())), notes
+
+
+def _never(file: str, line: int, source: str) -> str:
+    where = f"{file}:{line}" if line else file
+    return f"{where}: {source} never matches (at most one * and each :name once): skipped"
+
+
+def read_rule_file(directory: Path, name: str) -> str | None:
+    """The text of ``directory/name`` (None: there is none, or it is not a file of the
+    directory's own); a file past ``MAX_RULES_FILE_BYTES`` is read as empty."""
+    try:
+        real = (directory / name).resolve(strict=True)
+        if not real.is_relative_to(directory.resolve()) or not real.is_file():
+            return None
+        if real.stat().st_size > MAX_RULES_FILE_BYTES:
+            return ""
+        return real.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def directory_rules(directory: Path, html_handling: str) -> tuple[AssetRules, list[str]]:
+    """The rules of an assets directory's ``_redirects`` and ``_headers`` as they are now."""
+    return rules_of(
+        read_rule_file(directory, REDIRECTS_FILE),
+        read_rule_file(directory, HEADERS_FILE),
+        html_handling,
+    )
+
+
+class LiveRules:
+    """``ember dev``'s rules: the directory's two files, re-read when either changes."""
+
+    def __init__(self, directory: Path, html_handling: str) -> None:
+        self._directory = directory
+        self._html = html_handling
+        self._key: tuple[object, ...] | None = None
+        self._rules = NO_RULES
+
+    def current(self) -> AssetRules:
+        key = tuple(_stat_key(self._directory / name) for name in (REDIRECTS_FILE, HEADERS_FILE))
+        if key != self._key:
+            first = self._key is None
+            self._rules, notes = directory_rules(self._directory, self._html)
+            self._key = key
+            if not first:  # at start, ember dev prints them with the config's warnings
+                for note in notes:
+                    _log.warning("%s", note)
+        return self._rules
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+RulesSource = Callable[[], AssetRules]
