@@ -14,6 +14,8 @@ import secrets
 from typing import Any
 
 from ember.bindings.assets.files import build_manifest, content_type
+from ember.bindings.assets.rule_files import HEADERS_FILE, REDIRECTS_FILE
+from ember.bindings.assets.rules import read_rule_file
 from ember.cli.session import Session, path_segment
 from ember.config_assets import AssetsConfig
 from ember.errors import UserError
@@ -21,15 +23,21 @@ from ember.runtime.deployments.multipart import Part, build_multipart
 
 
 def asset_config(assets: AssetsConfig) -> dict[str, Any]:
-    """``metadata.assets.config``: how the platform serves them (wrangler's names)."""
+    """``metadata.assets.config``: how the platform serves them (wrangler's names), with the
+    texts of the directory's ``_redirects`` and ``_headers`` as wrangler sends them."""
     first: bool | list[str] = assets.run_worker_first
     if assets.worker_rules:
         first = [*assets.worker_rules, *("!" + rule for rule in assets.asset_rules)]
-    return {
+    config: dict[str, Any] = {
         "html_handling": assets.html_handling,
         "not_found_handling": assets.not_found_handling,
         "run_worker_first": first,
     }
+    for name in (REDIRECTS_FILE, HEADERS_FILE):
+        text = read_rule_file(assets.directory, name)
+        if text is not None:
+            config[name] = text
+    return config
 
 
 def sync_assets(session: Session, name: str, assets: AssetsConfig, fname: str) -> dict[str, Any]:

@@ -43,12 +43,18 @@ def test_wrangler_deploys_assets(scene: Scene) -> None:
     (public / "docs" / "index.html").write_text("docs")
     (public / "404.html").write_text("custom 404")
     (public / "logo.svg").write_text("<svg/>")
+    # Configuration, not assets: wrangler sends their texts in the script's assets config.
+    (public / "_redirects").write_text("/old /docs/ 301\n/alias /docs/ 200\n")
+    (public / "_headers").write_text("/*\n  X-Frame-Options: DENY\n")
 
     code, out = scene.wrangler("deploy", **token)
     assert code == 0, out
     assert "Uploaded 4 files" in out or "4 new or modified static assets" in out, out
     host = "hello-py.sites.localhost"
     assert scene.request(host, "/") == (200, "<p>home</p>")
+    assert scene.request(host, "/old")[0] == 301
+    assert scene.request(host, "/alias") == (200, "docs")
+    assert scene.request(host, "/_redirects")[1].startswith("v1 hello from vars")
     assert scene.request(host, "/docs/") == (200, "docs")
     assert scene.request(host, "/logo.svg") == (200, "<svg/>")
     status, body = scene.request(host, "/other")

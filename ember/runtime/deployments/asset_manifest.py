@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from ember.bindings.assets.files import MAX_ASSET_COUNT, MAX_ASSET_SIZE, safe_relative
+from ember.bindings.assets.rules import MAX_RULES_FILE_BYTES
 from ember.config_assets import HTML_HANDLING, NOT_FOUND_HANDLING, routing_rules
 from ember.errors import ConfigError
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload
@@ -23,6 +24,9 @@ BUCKET_FILES = 50
 BUCKET_BYTES = 40 * 1024 * 1024  # of file content per upload request (before base64)
 _HASH = re.compile(r"^[0-9a-f]{32}$")
 ASSET_CONFIG_KEYS = ("html_handling", "not_found_handling", "run_worker_first")
+# The texts of the assets directory's _redirects and _headers, as wrangler sends them (the
+# files are configuration, never uploaded as assets); parsed where the version is served.
+RULE_FILE_KEYS = ("_redirects", "_headers")
 
 
 def parse_manifest(body: object) -> dict[str, dict[str, Any]]:
@@ -97,6 +101,16 @@ def parse_config(config: object) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise InvalidUpload("metadata.assets.config must be an object")
     out = {k: config[k] for k in ASSET_CONFIG_KEYS if config.get(k) is not None}
+    for key in RULE_FILE_KEYS:
+        text = config.get(key)
+        if text is None:
+            continue
+        if not isinstance(text, str) or len(text.encode("utf-8", "replace")) > MAX_RULES_FILE_BYTES:
+            raise InvalidUpload(
+                f"metadata.assets.config.{key} must be the text of the {key} file, at most "
+                f"{MAX_RULES_FILE_BYTES:,} bytes"
+            )
+        out[key] = text
     for key, allowed in (
         ("html_handling", HTML_HANDLING),
         ("not_found_handling", NOT_FOUND_HANDLING),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.bindings.assets.files import ManifestAssets
+from ember.bindings.assets.rules import rules_of
 from ember.bindings.assets.serving import AssetsPolicy, navigation_prefers_assets
 from ember.bindings.assets.spec import CLIENT as ASSETS_CLIENT
 from ember.bindings.assets.spec import KIND as ASSETS_KIND
@@ -190,7 +191,15 @@ def _asset_site(
         has_worker=has_worker,
     )
     manifest = plane.assets.files.manifest(account.id, stored.manifest_id)
-    return AssetSite(policy, ManifestAssets(manifest, directory).lookup)
+    # The version's _redirects and _headers, as wrangler uploaded their text (checked then).
+    rules, _ = rules_of(
+        _text(config.get("_redirects")), _text(config.get("_headers")), policy.html_handling
+    )
+    return AssetSite(policy, ManifestAssets(manifest, directory).lookup, lambda: rules)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _assets_bindings(
@@ -205,6 +214,8 @@ def _assets_bindings(
         "manifest": str(plane.assets.files.manifest_path(account.id, stored.manifest_id)),
         "html_handling": stored.config.get("html_handling", "auto-trailing-slash"),
         "not_found_handling": stored.config.get("not_found_handling", "none"),
+        "redirects": _text(stored.config.get("_redirects")),
+        "headers": _text(stored.config.get("_headers")),
     }
     return tuple(
         BindingSpec(kind=ASSETS_KIND, name=b.name, client=ASSETS_CLIENT, options=options)

@@ -1,0 +1,113 @@
+"""``_redirects`` and ``_headers`` deployed with ``ember deploy`` (their texts in the script's
+assets config, as wrangler sends them) and applied by ``ember serve``; ranges on a deployed
+version's files; a platform that refuses what is not a file's text."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ember.bindings.assets.files import file_hash
+from tests.serve.conftest import ServeProcess, permanent_account
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = {
+    "name": "site",
+    "main": "src/entry.py",
+    "compatibility_date": "2025-06-01",
+    "assets": {"directory": "./public", "binding": "ASSETS"},
+}
+ENTRY = """\
+from urllib.parse import urlparse
+from workers import Response, WorkerEntrypoint
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        path = urlparse(request.url).path
+        if path == "/api/moved":
+            moved = await self.env.ASSETS.fetch("http://x/old")
+            return Response(f"{moved.status} {moved.headers.get('location')}")
+        return Response("worker " + path)
+"""
+BIG = bytes(range(256)) * 2048
+
+
+def _ember(serve: ServeProcess, token: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "EMBER_CREDENTIALS": str(cwd / "no-credentials.json"),
+        "EMBER_PLATFORM": serve.url,
+        "EMBER_API_TOKEN": token,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ember", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_deployed_rules_apply_per_version(serve: ServeProcess, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "public" / "docs").mkdir(parents=True)
+    (project / "wrangler.jsonc").write_text(json.dumps(CONFIG))
+    (project / "src" / "entry.py").write_text(ENTRY)
+    (project / "public" / "index.html").write_text("home")
+    (project / "public" / "docs" / "page.html").write_text("a doc")
+    (project / "public" / "big.bin").write_bytes(BIG)
+    (project / "public" / "_redirects").write_text(
+        "/old /new 301\n/d/:name /docs/page 200\n/nope\n"
+    )
+    (project / "public" / "_headers").write_text("/docs/*\n  X-Docs: :splat\n")
+    account_id, token = permanent_account(serve, "rulesco")
+    first = _ember(serve, token, project, "deploy", "--json")
+    assert first.returncode == 0, first.stderr
+    assert "public/_redirects:3" in first.stderr  # the skipped line, named at deploy
+
+    moved = serve.worker("rulesco", "site", "/old")
+    assert moved.status_code == 301 and moved.headers["location"] == "/new"
+    rewritten = serve.worker("rulesco", "site", "/d/anything")
+    assert rewritten.status_code == 200 and rewritten.text == "a doc"
+    page = serve.worker("rulesco", "site", "/docs/page")
+    assert page.text == "a doc" and page.headers["x-docs"] == "page"
+    assert serve.worker("rulesco", "site", "/_redirects").text == "worker /_redirects"
+    assert serve.worker("rulesco", "site", "/api/moved").text == "301 /new"
+    part = serve.worker("rulesco", "site", "/big.bin", headers={"range": "bytes=1000-1999"})
+    assert part.status_code == 206 and part.content == BIG[1000:2000]
+    assert part.headers["content-range"] == f"bytes 1000-1999/{len(BIG)}"
+
+    # A new version's rules replace the old ones; without the files, no rules.
+    (project / "public" / "_redirects").write_text("/old /newer 308\n")
+    (project / "public" / "_headers").unlink()
+    second = _ember(serve, token, project, "deploy", "--json")
+    assert second.returncode == 0, second.stderr
+    moved = serve.worker("rulesco", "site", "/old")
+    assert moved.status_code == 308 and moved.headers["location"] == "/newer"
+    assert "x-docs" not in serve.worker("rulesco", "site", "/docs/page").headers
+    assert serve.worker("rulesco", "site", "/d/x").text == "worker /d/x"
+
+    with serve.api(token) as api:
+        session = api.post(
+            f"/accounts/{account_id}/workers/scripts/site/assets-upload-session",
+            json={
+                "manifest": {
+                    "/a.txt": {"hash": file_hash(project / "public" / "index.html"), "size": 4}
+                }
+            },
+        ).json()["result"]
+        assert session["buckets"] == []  # held already: the token completes the upload
+        metadata = {
+            "main_module": "entry.py",
+            "assets": {"jwt": session["jwt"], "config": {"_redirects": ["/a /b"]}},
+        }
+        refused = api.put(
+            f"/accounts/{account_id}/workers/scripts/site",
+            files={
+                "metadata": (None, json.dumps(metadata), "application/json"),
+                "entry.py": ("entry.py", ENTRY, "text/x-python"),
+            },
+        )
+        assert refused.status_code == 400 and "_redirects" in refused.text, refused.text
