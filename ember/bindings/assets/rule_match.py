@@ -79,6 +79,11 @@ def compile_pattern(rule: str) -> Pattern | None:
 
 
 def _match(tokens: tuple[_Token, ...], text: str) -> dict[str, str] | None:
+    first, last = tokens[0] if tokens else None, tokens[-1] if tokens else None
+    if first is not None and first.kind == "literal" and not text.startswith(first.text):
+        return None  # most rules and paths part here, before any table is made
+    if last is not None and last.kind == "literal" and not text.endswith(last.text):
+        return None
     n = len(text)
     # rows[i][j]: tokens[i:] match text[j:] exactly.
     rows = [bytearray(n + 1) for _ in range(len(tokens) + 1)]
@@ -129,9 +134,8 @@ def _captures(tokens: tuple[_Token, ...], text: str, rows: list[bytearray]) -> d
             while high < len(text) and text[high] not in token.stops:
                 high += 1
         best = high
-        while not after[best]:  # the table says some m in [low, high] matches the rest
+        while best > low and not after[best]:  # the table says one in [low, high] does
             best -= 1
-        assert best >= low
         captures[token.text] = text[position:best]
         position = best
     return captures
