@@ -41,7 +41,7 @@ from ember.runtime.dev_stage import DevStage, remove_orphaned_stages
 from ember.runtime.dev_state import STATE_DIR
 from ember.runtime.http import ResponseAborted
 from ember.runtime.mounts import MountTable, binding_mounts, with_binding_mounts
-from ember.runtime.project_check import check_project
+from ember.runtime.project_check import assets_prefix, check_project
 from ember.runtime.reload_gate import ReloadGate
 from ember.runtime.router import Router
 from ember.runtime.scheduler import CronScheduler
@@ -99,7 +99,7 @@ class DevServer:
             options.project, env=options.env, extra_vars=options.extra_vars
         )
         self.deployment: Deployment = self._deployment(self.config)
-        self._assets: AssetSite | None = _asset_site(self.deployment)
+        self._assets: AssetSite | None = _asset_site(self.deployment, self._asset_warning)
         self.url: str | None = None
         self.supervisor: Supervisor | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -220,6 +220,10 @@ class DevServer:
                     await serving
             listener.close()
 
+    def _asset_warning(self, note: str) -> None:
+        message = assets_prefix(self.config) + note
+        self.events.emit(E.LifecycleEvent(self.deployment.id, "warn", message))
+
     def _assets_claim(self, path: str) -> bool:
         """Whether the assets may answer ``path`` (the fast path then leaves it to ASGI)."""
         site = self._assets
@@ -296,7 +300,7 @@ class DevServer:
             )
             return
         self.config, self.deployment = config, deployment
-        self._assets = _asset_site(deployment)
+        self._assets = _asset_site(deployment, self._asset_warning)
         self.events.emit(E.LifecycleEvent(deployment.id, "info", f"{names} changed: reloading"))
         error = await self.supervisor.deploy(deployment) if deployment.main else None
         # The whole config applies, not just the worker's env: a binding's HTTP routes (the AI
@@ -322,12 +326,13 @@ class DevServer:
             self._crons = asyncio.ensure_future(CronScheduler(self.deployment.crons, trigger).run())
 
 
-def _asset_site(deployment: Deployment) -> AssetSite | None:
-    """The deployment's assets, read live from the project's directory."""
+def _asset_site(deployment: Deployment, warn: Callable[[str], None]) -> AssetSite | None:
+    """The deployment's assets, read live from the project's directory (``warn``: a skipped
+    line of an edited ``_redirects`` or ``_headers``)."""
     if deployment.assets is None or deployment.assets_dir is None:
         return None
     policy, directory = deployment.assets, deployment.assets_dir
-    rules = LiveRules(directory, policy.html_handling)
+    rules = LiveRules(directory, policy.html_handling, warn)
     return AssetSite(policy, AssetDirectory(directory).lookup, rules.current)
 
 

@@ -93,11 +93,16 @@ def _rule_warnings(config: ProjectConfig) -> list[str]:
     if config.assets is None:
         return []
     _, notes = directory_rules(config.assets.directory, config.assets.html_handling)
-    try:
-        where = config.assets.directory.relative_to(config.root).as_posix() + "/"
-    except ValueError:
-        where = f"{config.assets.directory}/"
-    return [f"{where.removeprefix('./')}{note}" for note in notes]
+    return [assets_prefix(config) + note for note in notes]
+
+
+def assets_prefix(config: ProjectConfig) -> str:
+    """The assets directory as a warning names it, relative to the project (``public/``)."""
+    directory = config.assets.directory if config.assets is not None else config.root
+    if not directory.is_relative_to(config.root):
+        return f"{directory}/"
+    relative = directory.relative_to(config.root).as_posix()
+    return "" if relative == "." else f"{relative}/"
 
 
 def _check_unique_names(config: ProjectConfig, bindings: tuple[BindingSpec, ...]) -> None:

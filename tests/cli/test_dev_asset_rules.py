@@ -99,8 +99,9 @@ def test_redirects_and_headers_apply_to_the_assets(tmp_path: Path) -> None:
         assert via.content == BIG[10:20]
 
         # Edited, the rules apply on the next request.
-        (project / "public" / "_redirects").write_text("/old /newer 308\n")
+        (project / "public" / "_redirects").write_text("/old /newer 308\n/loop/* /index.html\n")
         until(lambda: httpx.get(dev.url + "/old", timeout=10).headers.get("location") == "/newer")
+        assert "infinite loop" in dev.wait_for_line("public/_redirects:2")
         assert httpx.get(dev.url + "/blog/x", timeout=10).text == "worker /blog/x"
 
 

@@ -152,24 +152,32 @@ def directory_rules(directory: Path, html_handling: str) -> tuple[AssetRules, li
 
 
 class LiveRules:
-    """``ember dev``'s rules: the directory's two files, re-read when either changes."""
+    """``ember dev``'s rules: the directory's two files, re-read when either changes; an edit's
+    skipped lines go to ``on_warning`` (read at start, they are the config's warnings)."""
 
-    def __init__(self, directory: Path, html_handling: str) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        html_handling: str,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> None:
         self._directory = directory
         self._html = html_handling
-        self._key: tuple[object, ...] | None = None
-        self._rules = NO_RULES
+        self._warn = on_warning or (lambda note: _log.warning("%s", note))
+        self._key = self._stat()
+        self._rules, _ = directory_rules(directory, html_handling)
 
     def current(self) -> AssetRules:
-        key = tuple(_stat_key(self._directory / name) for name in (REDIRECTS_FILE, HEADERS_FILE))
+        key = self._stat()
         if key != self._key:
-            first = self._key is None
             self._rules, notes = directory_rules(self._directory, self._html)
             self._key = key
-            if not first:  # at start, ember dev prints them with the config's warnings
-                for note in notes:
-                    _log.warning("%s", note)
+            for note in notes:
+                self._warn(note)
         return self._rules
+
+    def _stat(self) -> tuple[object, ...]:
+        return tuple(_stat_key(self._directory / name) for name in (REDIRECTS_FILE, HEADERS_FILE))
 
 
 def _stat_key(path: Path) -> tuple[int, int, int] | None:
