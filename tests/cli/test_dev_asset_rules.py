@@ -29,6 +29,7 @@ class Default(WorkerEntrypoint):
                 headers={
                     "x-moved": f"{moved.status} {moved.headers.get('location')}",
                     "x-part": f"{part.status} {part.headers.get('content-range')}",
+                    "x-via": str(moved.headers.get("x-via")),
                 },
             )
         return Response("worker " + path)
@@ -46,6 +47,8 @@ HEADERS = """\
 /users/:id
   X-User: :id
   ! X-Frame-Options
+https://any.host/*
+  X-Via: :splat
 """
 BIG = bytes(range(256)) * 4096  # 1 MiB: read in chunks, off the loop
 
@@ -95,6 +98,8 @@ def test_redirects_and_headers_apply_to_the_assets(tmp_path: Path) -> None:
         # env.ASSETS.fetch answers as the assets in front do: the rule, then a range.
         via = httpx.get(dev.url + "/via-binding", timeout=10)
         assert via.headers["x-moved"] == "301 /new"
+        assert via.headers["x-via"] == "old"  # a host rule: the URL's host, any.host
+        assert "x-via" not in home.headers  # this request's host is 127.0.0.1
         assert via.headers["x-part"] == "206 bytes 10-19/1048576"
         assert via.content == BIG[10:20]
 

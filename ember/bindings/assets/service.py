@@ -84,6 +84,8 @@ class AssetsService(BindingService):
         verb, url, pairs = args
         parts = urlsplit(url)
         headers = {name.lower(): value for name, value in pairs}
+        # The URL's host, as the asset worker reads it, for an https://host/... _headers rule.
+        headers["host"] = parts.netloc
         found = await asyncio.to_thread(
             answer,
             verb,
