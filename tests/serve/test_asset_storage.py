@@ -181,3 +181,26 @@ def test_files_no_kept_version_or_pending_session_uses_are_deleted(
         assert api.delete(f"/accounts/{account_id}/workers/scripts/later").status_code == 200
     # Its session was used by a version, now deleted: nothing references the files any more.
     assert _stored(serve, account_id) == ([], 0)
+
+
+def test_part_written_files_a_kill_left_do_not_count_after_a_restart(tmp_path: Path) -> None:
+    """An upload cut by kill -9 leaves its file half-written (``.part-``): it counted against
+    max_stored_asset_bytes for good, and no sweep removed it. ``ember serve`` removes such
+    files at start, before anything is written."""
+    serve = ServeProcess(tmp_path / "state", CONFIG)
+    try:
+        account_id, token = permanent_account(serve, "killco")
+        serve.kill9()
+        files = serve.state_dir / "accounts" / account_id / "assets" / "files"
+        files.mkdir(parents=True)
+        (files / ".part-cut1234").write_bytes(b"x" * 900)  # what the killed upload had written
+        manifests = files.parent / "manifests"
+        manifests.mkdir()
+        (manifests / ".part-cut5678").write_bytes(b"{")
+        serve.start()
+        with serve.api(token) as api:
+            fits = _session(api, account_id, {"/a": {"hash": "a" * 32, "size": 200}})
+            assert fits.status_code == 200, fits.text
+        assert not list(files.iterdir()) and not list(manifests.iterdir())
+    finally:
+        serve.stop()

@@ -80,6 +80,18 @@ class AssetFiles:
     def manifests(self, account_id: str) -> list[Path]:
         return listing(self.folder(account_id) / "manifests")
 
+    def remove_partial(self) -> int:
+        """Delete every account's half-written files and manifests (``PART``: a write cut by a
+        kill); only while nothing writes (``ember serve``'s start). Returns how many."""
+        removed = 0
+        for account in listing(self.root):
+            for folder in ("files", "manifests"):
+                for path in listing(account / "assets" / folder):
+                    if path.name.startswith(PART):
+                        path.unlink(missing_ok=True)
+                        removed += 1
+        return removed
+
     def write(self, path: Path, data: bytes) -> bool:
         """``path`` written once (True if this call wrote it); a full disk is ``StorageFull``."""
         return bool(self._guarded(_write_once, path, data))

@@ -39,10 +39,12 @@ class Session:
 class AccountAssets:
     """One account's asset bookkeeping: its lock (a session's start, the byte count and the
     sweep are one at a time) and the bytes its files take (scanned once, then kept up to date;
-    bytes being written are counted from when their upload was let in)."""
+    bytes being written are counted from when their upload was let in), and how many uploads
+    are writing its files now (the sweep leaves ``.part-`` files alone until none is)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     stored: int | None = None
+    writing: int = 0
 
 
 def new_token() -> str:

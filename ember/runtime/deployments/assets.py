@@ -277,6 +277,12 @@ class AssetStore:
 
     # -- clean-up -------------------------------------------------------------------------------
 
+    def remove_partial_files(self) -> int:
+        """Delete the half-written files a kill left (``asset_files.PART``), which otherwise
+        counted against their account's bound for good; only while no upload is writing
+        (``ember serve``'s start). Returns how many."""
+        return self.files.remove_partial()
+
     def sweep(self, account_id: str, kept: Callable[[], set[str]]) -> int:
         """Delete the account's manifests that neither a version (``kept``: the manifest ids
         its versions reference, read under the account's lock) nor a pending session uses, and
@@ -315,7 +321,9 @@ class AssetStore:
                     continue
             deleted = 0
             for path in self.files.blobs(account_id):
-                if path.name in used or path.name.startswith(PART):
+                # A part-written file is an upload's being written, or one a kill cut short
+                # (it counted for good): with none of the account's writing, the latter.
+                if path.name in used or (path.name.startswith(PART) and state.writing):
                     continue
                 size = path.stat().st_size
                 path.unlink(missing_ok=True)
@@ -374,15 +382,16 @@ class AssetStore:
             if session.bound is not None:
                 session.bound.check(stored, adding)
             state.stored = stored + adding
+            state.writing += 1
         unwritten = adding
         try:
             for digest, content in contents.items():
                 if self.files.write(self.files.blob(account_id, digest), content):
                     unwritten -= len(content)
         finally:
-            if unwritten:
-                with state.lock:
-                    state.stored = (state.stored or 0) - unwritten
+            with state.lock:
+                state.writing -= 1
+                state.stored = (state.stored or 0) - unwritten
 
     def _complete(self, session: Session) -> str:
         token = new_token()
