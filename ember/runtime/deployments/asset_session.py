@@ -45,6 +45,12 @@ class AccountAssets:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stored: int | None = None
     writing: int = 0
+    # Freed once no call uses it (``users``) and the account holds no session (``tokens``:
+    # upload and completion tokens): kept for every account ever seen, memory only grew.
+    users: int = 0
+    tokens: set[str] = field(default_factory=set)
+    pending: int = 0  # what its open sessions still expect, as counted in the pool
+    temporary: bool = False  # counted in the temporary accounts' pool (``asset_pool.py``)
 
 
 def new_token() -> str:

@@ -26,10 +26,11 @@ What an account's asset files take of the shared disk is bounded twice over: a p
 account's stored bytes by ``platform.accounts.max_stored_asset_bytes`` (``AssetBound``: checked
 when a session starts, with the bytes it would add, and again at each upload, so two sessions
 started side by side cannot pass it together), a temporary account's by the pool of all
-temporary accounts (``temporary_total.py``); and the files and manifests that no kept version
-and no pending session uses are deleted (``sweep``) when versions are pruned or a worker is
-deleted, not only with the account. A session in progress references its whole manifest (the
-files it uploads and the ones the account held already) until a version is stored from it.
+temporary accounts (``temporary_total.py``, its asset bytes a running total: ``asset_pool.py``);
+and the files and manifests that no kept version and no pending session uses are deleted
+(``sweep``) when versions are pruned or a worker is deleted, not only with the account. A
+session in progress references its whole manifest (the files it uploads and the ones the
+account held already) until a version is stored from it.
 A full disk (ENOSPC, EDQUOT) is ``StorageFull`` for the store "static asset files", with
 nothing left behind, as for a version's own files (``asset_files.py``).
 
@@ -44,10 +45,8 @@ from __future__ import annotations
 
 import binascii
 import hashlib
-import itertools
 import json
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +67,7 @@ from ember.runtime.deployments.asset_session import (
     new_token,
     scan,
 )
+from ember.runtime.deployments.asset_tables import SessionTables
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload, Unauthenticated
 from ember.storage import StorageHealth
 
@@ -100,11 +100,10 @@ class AssetStore:
     ) -> None:
         self.files = AssetFiles(accounts_root, health or StorageHealth())
         self.clock = clock
-        self._lock = threading.Lock()  # the session tables
-        self._uploads: dict[str, Session] = {}  # upload token -> session
-        self._completed: dict[str, Session] = {}  # completion token -> session
-        self._accounts: dict[str, AccountAssets] = {}
-        self._serial = itertools.count()
+        self.tables = SessionTables(clock)
+        self._lock = self.tables.lock  # the session tables
+        self._uploads = self.tables.uploads
+        self._completed = self.tables.completed
 
     # -- the protocol ---------------------------------------------------------------------------
 
@@ -126,35 +125,39 @@ class AssetStore:
             temporary_limits(manifest)
         text = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
         manifest_id = hashlib.sha256(text).hexdigest()[:32]
-        state = self._account(account_id)
+        tables = self.tables
         # Under the account's lock: a sweep never deletes a file this session found stored
         # (and so does not ask for) before the session is registered.
-        with state.lock:
+        with tables.held(account_id) as state, state.lock:
             sizes: dict[str, int] = {}
             for entry in manifest.values():
                 if not self.files.blob(account_id, entry["hash"]).is_file():
                     sizes[entry["hash"]] = entry["size"]
             with self._lock:
-                self._expire()
-                dropped = self._oldest(account_id)
-                pending = self._pending(account_id, skip=dropped)
+                tables.expire()
+                dropped = tables.oldest(account_id)
+                pending = tables.pending(account_id, skip=dropped)
+                if temporary:
+                    tables.mark_temporary(state)
             # What the account's other sessions still expect counts too: each alone passing
             # the bound, several together could pass it many times over.
             adding = sum(size for digest, size in sizes.items() if digest not in pending)
             if bound is not None:
                 bound.check(self._stored(account_id, state), adding, sum(pending.values()))
+            if temporary:
+                tables.pool.join(account_id, self._stored(account_id, state))
             if check is not None:
                 check(adding)
             expires = self.clock() + SESSION_TTL_S
             session = Session(account_id, manifest_id, sizes, expires, text=text, bound=bound)
             with self._lock:
-                session.serial = next(self._serial)
+                session.serial = tables.next_serial()
                 for table in (self._uploads, self._completed):
-                    table.pop(dropped or "", None)
+                    tables.remove(table, dropped or "")
                 if not sizes:
-                    return {"jwt": self._complete(session), "buckets": []}
+                    return {"jwt": tables.complete(session), "buckets": []}
                 token = new_token()
-                self._uploads[token] = session
+                tables.add(self._uploads, token, session)
         return {"jwt": token, "buckets": buckets(sizes)}
 
     def upload(self, account_id: str, token: str | None, files: dict[str, bytes]) -> str | None:
@@ -185,22 +188,24 @@ class AssetStore:
                 raise Unauthenticated("the assets upload session ended while its files were sent")
             for digest in files:
                 session.sizes.pop(digest, None)
+            self.tables.repend(account_id)
             if session.sizes:
                 return None
-            self._uploads.pop(token or "", None)
-            return session.completion or self._complete(session)
+            completion = session.completion or self.tables.complete(session)
+            self.tables.remove(self._uploads, token or "")
+            return completion
 
     def end_uploads(self, account_id: str) -> None:
         """Forget the account's open upload sessions (its owner changed: a claim). A completed
         one stays: a version is made from it only by a script upload, under an API token."""
         with self._lock:
-            for token in [t for t, s in self._uploads.items() if s.account_id == account_id]:
-                del self._uploads[token]
+            for token in self.tables.tokens(account_id):
+                self.tables.remove(self._uploads, token)
 
     def session(self, account_id: str, token: str | None) -> Session:
         """The upload session ``token`` names, else Unauthenticated."""
         with self._lock:
-            self._expire()
+            self.tables.expire()
             session = self._uploads.get(token or "")
         if session is None or session.account_id != account_id:
             raise Unauthenticated(
@@ -219,7 +224,7 @@ class AssetStore:
                 "the files first (assets-upload-session)"
             )
         with self._lock:
-            self._expire()
+            self.tables.expire()
             session = self._completed.get(assets["jwt"])
             if session is not None and session.account_id == account_id:
                 session.resolving += 1
@@ -262,17 +267,35 @@ class AssetStore:
             session.resolving -= 1
             session.stored = session.stored or stored
 
+    def temporary_bytes(self, ids: Callable[[], Iterable[str]]) -> int:
+        """What every temporary account's asset files take and their open sessions still
+        expect: the running total (``asset_pool.py``); ``ids`` lists the temporary accounts,
+        called once, at the first count."""
+        return self.tables.pool.total(ids, lambda account_id: scan(self.files.blobs(account_id)))
+
+    def leave_pool(self, account_id: str) -> None:
+        """The account was claimed: its assets no longer count in the temporary pool."""
+        with self._lock:
+            self.tables.leave_pool(account_id)
+
+    def forget(self, account_id: str) -> None:
+        """The account was deleted (with its files): its sessions end, and it leaves the pool."""
+        with self._lock:
+            for token in self.tables.tokens(account_id):
+                for table in (self._uploads, self._completed):
+                    self.tables.remove(table, token)
+            self.tables.leave_pool(account_id)
+
     def stored_bytes(self, account_ids: list[str]) -> int:
-        """The bytes of the asset files these accounts store (the temporary accounts' pool).
-        Without their locks: the caller may hold one (``start``'s check), and taking others
-        in turn could deadlock with a session of theirs doing the same."""
+        """``temporary_bytes`` recounted from the files and every session: the slow reference."""
         total = 0
         for account_id in account_ids:
+            pending: dict[str, int] = {}
             with self._lock:
-                known = self._accounts.get(account_id)
-                total += sum(self._pending(account_id).values())
-            counted = known.stored if known is not None else None
-            total += counted if counted is not None else scan(self.files.blobs(account_id))
+                for session in self._uploads.values():
+                    if session.account_id == account_id:
+                        pending.update(session.sizes)
+            total += sum(pending.values()) + scan(self.files.blobs(account_id))
         return total
 
     # -- clean-up -------------------------------------------------------------------------------
@@ -287,11 +310,10 @@ class AssetStore:
         """Delete the account's manifests that neither a version (``kept``: the manifest ids
         its versions reference, read under the account's lock) nor a pending session uses, and
         then the files no remaining manifest lists. Returns the files deleted."""
-        state = self._account(account_id)
-        with state.lock:
+        with self.tables.held(account_id) as state, state.lock:
             referenced = kept()
             with self._lock:
-                self._expire()
+                self.tables.expire()
                 pending = [
                     s
                     for s in [*self._uploads.values(), *self._completed.values()]
@@ -304,9 +326,10 @@ class AssetStore:
                     path.unlink(missing_ok=True)
                     gone.add(path.stem)
             with self._lock:  # a stored session's files may be gone: its token with them
-                for token in [t for t, s in self._completed.items() if s.manifest_id in gone]:
-                    if self._completed[token].account_id == account_id:
-                        del self._completed[token]
+                for token in self.tables.tokens(account_id):
+                    found = self._completed.get(token)
+                    if found is not None and found.manifest_id in gone:
+                        self.tables.remove(self._completed, token)
             # Even with no manifest gone: a session that uploaded files and was dropped or
             # expired before any version named it wrote no manifest, and its files are listed
             # by nothing. A pending session's manifest is in memory (on disk only once resolved).
@@ -328,81 +351,42 @@ class AssetStore:
                 size = path.stat().st_size
                 path.unlink(missing_ok=True)
                 deleted += 1
-                if state.stored is not None:
-                    state.stored -= size
+                self._add_stored(account_id, state, -size)
             return deleted
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _account(self, account_id: str) -> AccountAssets:
-        with self._lock:
-            return self._accounts.setdefault(account_id, AccountAssets())
-
-    def _oldest(self, account_id: str) -> str | None:
-        """The token of the account's oldest session a new one replaces (the caller holds
-        ``_lock``), if it holds ``MAX_OPEN_SESSIONS``; one a script upload is resolving
-        stays."""
-        held = [
-            (s.serial, t)
-            for table in (self._uploads, self._completed)
-            for t, s in table.items()
-            if s.account_id == account_id
-        ]
-        if len(held) < MAX_OPEN_SESSIONS:
-            return None
-        free = [(e, t) for e, t in held if not self._by_token(t).resolving]
-        return min(free)[1] if free else None
-
-    def _by_token(self, token: str) -> Session:
-        return self._uploads.get(token) or self._completed[token]
-
-    def _pending(self, account_id: str, skip: str | None = None) -> dict[str, int]:
-        """hash -> size of the files the account's open sessions (but ``skip``) still expect
-        (the caller holds ``_lock``)."""
-        out: dict[str, int] = {}
-        for token, session in self._uploads.items():
-            if session.account_id == account_id and token != skip:
-                out.update(session.sizes)
-        return out
-
     def _stored(self, account_id: str, state: AccountAssets) -> int:
         """The account's stored bytes (the caller holds its lock)."""
         if state.stored is None:
-            state.stored = scan(self.files.blobs(account_id))
+            counted = self.tables.pool.files(account_id)  # a temporary account's, kept
+            state.stored = scan(self.files.blobs(account_id)) if counted is None else counted
         return state.stored
+
+    def _add_stored(self, account_id: str, state: AccountAssets, delta: int) -> None:
+        """The account's files take ``delta`` more bytes (the caller holds its lock)."""
+        if state.stored is not None:
+            state.stored += delta
+        self.tables.pool.add_files(account_id, delta)
 
     def _store_files(self, account_id: str, session: Session, contents: dict[str, bytes]) -> None:
         """Write an upload's files: first let their bytes in against the session's bound
         (under the account's lock, so two uploads cannot both pass it), then write them
         outside it; what was not written is let out again."""
         adding = sum(len(c) for c in contents.values())
-        state = self._account(account_id)
-        with state.lock:
-            stored = self._stored(account_id, state)
-            if session.bound is not None:
-                session.bound.check(stored, adding)
-            state.stored = stored + adding
-            state.writing += 1
-        unwritten = adding
-        try:
-            for digest, content in contents.items():
-                if self.files.write(self.files.blob(account_id, digest), content):
-                    unwritten -= len(content)
-        finally:
+        with self.tables.held(account_id) as state:
             with state.lock:
-                state.writing -= 1
-                state.stored = (state.stored or 0) - unwritten
-
-    def _complete(self, session: Session) -> str:
-        token = new_token()
-        session.completion = token
-        self._completed[token] = session
-        return token
-
-    def _expire(self) -> None:
-        now = self.clock()
-        for table in (self._uploads, self._completed):
-            # A session a script upload is resolving stays until it is settled: its manifest
-            # and files are the version's being stored.
-            for token in [t for t, s in table.items() if s.expires < now and not s.resolving]:
-                del table[token]
+                stored = self._stored(account_id, state)
+                if session.bound is not None:
+                    session.bound.check(stored, adding)
+                self._add_stored(account_id, state, adding)
+                state.writing += 1
+            unwritten = adding
+            try:
+                for digest, content in contents.items():
+                    if self.files.write(self.files.blob(account_id, digest), content):
+                        unwritten -= len(content)
+            finally:
+                with state.lock:
+                    state.writing -= 1
+                    self._add_stored(account_id, state, -unwritten)

@@ -31,7 +31,7 @@ batches.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,8 +75,11 @@ class GarbageCollector:
         namespaces: NamespaceService,
         clock: Clock,
         batch: SweepBatch | None = None,
+        deleted: Callable[[str], None] | None = None,
     ) -> None:
         self._db = db
+        # Told each account deleted, with its files (the static assets' pool forgets it).
+        self._deleted = deleted
         self._files = files
         self._namespaces = namespaces
         self._clock = clock
@@ -191,6 +194,8 @@ class GarbageCollector:
         # Again: an upload whose version committed before the mark writes its files out after
         # its commit, so maybe after the first removal (the version's row went above).
         self._files.remove_account(account_id)
+        if self._deleted is not None:
+            self._deleted(account_id)
         return True
 
     def _tombstone(self, account_id: str) -> bool:

@@ -85,7 +85,9 @@ class ControlPlane:
         self.secrets = SecretService(self.db, self.scripts, self.files, clock)
         self.namespaces = NamespaceService(self.db, self.config, clock, self.kv.store)
         self.tails = TailService(self.db, clock)
-        self.gc = GarbageCollector(self.db, self.files, self.namespaces, clock)
+        self.gc = GarbageCollector(
+            self.db, self.files, self.namespaces, clock, deleted=self.assets.forget
+        )
         self.anonymous_policy = anonymous_policy
         self._signer = pow.ChallengeSigner(self._meta_secret("pow_key"))
 
@@ -122,6 +124,7 @@ class ControlPlane:
         # Uploads are authorised by their session's token, not the (now revoked) API token: the
         # agent that deployed must not go on storing files the new owner's manifests would trust.
         self.assets.end_uploads(claimed.account.id)
+        self.assets.leave_pool(claimed.account.id)
         return claimed
 
     def _check_anonymous_allowed(self) -> None:
@@ -162,15 +165,18 @@ class ControlPlane:
         return self.assets.start(account.id, body, temporary=True, check=check)
 
     def _temporary_asset_bytes(self, conn: sqlite3.Connection | None = None) -> int:
-        """Every temporary account's asset files and what their open sessions still expect;
-        ``conn``: the caller's, inside its transaction (a version being stored)."""
+        """Every temporary account's asset files and what their open sessions still expect
+        (a running total: the accounts are listed once, at the first count); ``conn``: the
+        caller's, inside its transaction (a version being stored)."""
         query = "SELECT id FROM accounts WHERE kind = 'temporary' AND deleted_at IS NULL"
-        if conn is not None:
-            ids = [str(row[0]) for row in conn.execute(query)]
-        else:
+
+        def ids() -> list[str]:
+            if conn is not None:
+                return [str(row[0]) for row in conn.execute(query)]
             with self.db.reader() as reader:
-                ids = [str(row[0]) for row in reader.execute(query)]
-        return self.assets.stored_bytes(ids)
+                return [str(row[0]) for row in reader.execute(query)]
+
+        return self.assets.temporary_bytes(ids)
 
     def sweep_assets(self, account_id: str) -> int:
         """Delete the account's asset files and manifests that no remaining version and no

@@ -1,0 +1,81 @@
+"""What temporary accounts' asset files and open sessions take of their shared pool is a running
+total (a session start no longer walks every temporary account's sessions and files), checked
+against the slow recount on random sessions, uploads, expiries, sweeps, claims and deletions;
+and an account's bookkeeping is freed once it holds no open session."""
+
+from __future__ import annotations
+
+import base64
+import random
+from pathlib import Path
+
+from ember.runtime.deployments.assets import AssetStore
+from ember.runtime.deployments.clock import ManualClock
+from ember.runtime.deployments.errors import Unauthenticated
+
+
+def _manifest(rng: random.Random) -> dict[str, object]:
+    files = {
+        f"/f{i}": {"hash": f"{rng.randrange(12):032x}", "size": rng.randrange(1, 50)}
+        for i in range(rng.randrange(1, 4))
+    }
+    sizes: dict[str, int] = {}
+    for entry in files.values():  # one size per hash, as a real manifest has
+        entry["size"] = sizes.setdefault(str(entry["hash"]), int(entry["size"]))
+    return {"manifest": files}
+
+
+def test_the_pool_total_matches_a_recount(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    clock = ManualClock(1000.0)
+    store = AssetStore(tmp_path / "accounts", clock)
+    temporary = {"t0", "t1", "t2", "t3"}
+    loads: list[int] = []
+
+    def ids() -> list[str]:
+        loads.append(1)
+        return sorted(temporary)
+
+    open_sessions: list[tuple[str, str, dict[str, object]]] = []
+    for _ in range(400):
+        op = rng.random()
+        account = rng.choice([*sorted(temporary), "p0"])
+        if op < 0.4:
+            body = _manifest(rng)
+            started = store.start(account, body, temporary=account in temporary)
+            if started["buckets"]:
+                open_sessions.append((account, started["jwt"], body))
+        elif op < 0.7 and open_sessions:
+            account, jwt, body = open_sessions.pop(rng.randrange(len(open_sessions)))
+            entries = body["manifest"].values()  # type: ignore[union-attr]
+            files = {e["hash"]: base64.b64encode(b"x" * e["size"]) for e in entries}
+            try:
+                store.upload(account, jwt, files)
+            except Unauthenticated:
+                pass  # dropped by a newer session, or expired
+        elif op < 0.8:
+            clock.advance(rng.choice([60.0, 1800.0, 4000.0]))
+        elif op < 0.9:
+            store.sweep(account, kept=set)
+        elif op < 0.95 and account in temporary and len(temporary) > 1:
+            temporary.discard(account)
+            if rng.random() < 0.5:
+                store.end_uploads(account)  # a claim
+                store.leave_pool(account)
+            else:
+                store.forget(account)  # deleted, expired
+        assert store.temporary_bytes(ids) == store.stored_bytes(sorted(temporary))
+    assert loads == [1]  # the accounts were listed (and their files counted) once
+
+
+def test_an_account_without_open_sessions_is_forgotten(tmp_path: Path) -> None:
+    clock = ManualClock(1000.0)
+    store = AssetStore(tmp_path / "accounts", clock)
+    for i in range(20):
+        account = f"a{i}"
+        jwt = store.start(account, {"manifest": {"/x": {"hash": "a" * 32, "size": 1}}})["jwt"]
+        store.upload(account, jwt, {"a" * 32: base64.b64encode(b"x")})
+        store.sweep(account, kept=set)
+    clock.advance(2 * 3600)
+    store.sweep("a0", kept=set)  # any call that expires sessions
+    assert store.tables.accounts == {}
