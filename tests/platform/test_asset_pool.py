@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import base64
 import random
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
+from ember.runtime.deployments.asset_files import AssetBound
 from ember.runtime.deployments.assets import AssetStore
 from ember.runtime.deployments.clock import ManualClock
-from ember.runtime.deployments.errors import Unauthenticated
+from ember.runtime.deployments.errors import QuotaExceeded, Unauthenticated
 
 
 def _manifest(rng: random.Random) -> dict[str, object]:
@@ -79,3 +82,37 @@ def test_an_account_without_open_sessions_is_forgotten(tmp_path: Path) -> None:
     clock.advance(2 * 3600)
     store.sweep("a0", kept=set)  # any call that expires sessions
     assert store.tables.accounts == {}
+
+
+def test_two_temporary_accounts_cannot_pass_the_pool_together(tmp_path: Path) -> None:
+    """Two temporary accounts' sessions starting at the same instant: each checked the pool
+    before the other's session counted in it, so both passed it together. The check and the
+    reservation are one step for the whole platform."""
+    store = AssetStore(tmp_path / "accounts", ManualClock(1000.0))
+    outcomes: dict[str, str] = {}
+    others: list[threading.Thread] = []
+
+    def start(account: str, check: Callable[[int], None]) -> None:
+        body = {"manifest": {"/a": {"hash": f"{len(account):032x}", "size": 600}}}
+        try:
+            store.start(account, body, temporary=True, check=check)
+            outcomes[account] = "started"
+        except QuotaExceeded:
+            outcomes[account] = "refused"
+
+    def pool_check(adding: int) -> None:
+        AssetBound(1000, "temporary accounts", "claim").check(
+            store.temporary_bytes(lambda: ["t1", "t22"]), adding
+        )
+
+    def first_check(adding: int) -> None:
+        pool_check(adding)
+        # The other account starts now, between this one's check and its reservation.
+        other = threading.Thread(target=start, args=("t22", pool_check))
+        other.start()
+        other.join(timeout=1.0)
+        others.append(other)
+
+    start("t1", first_check)
+    others[0].join()
+    assert sorted(outcomes.values()) == ["refused", "started"], outcomes

@@ -44,8 +44,10 @@ account's own versions.
 from __future__ import annotations
 
 import binascii
+import contextlib
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +106,8 @@ class AssetStore:
         self._lock = self.tables.lock  # the session tables
         self._uploads = self.tables.uploads
         self._completed = self.tables.completed
+        # A temporary session's pool check and reservation (``start``), for all accounts.
+        self._reserving = threading.Lock()
 
     # -- the protocol ---------------------------------------------------------------------------
 
@@ -118,8 +122,9 @@ class AssetStore:
     ) -> dict[str, Any]:
         """An upload session for ``body`` (``{"manifest": ...}``): ``{jwt, buckets}``;
         a temporary account's manifest is held to 1,000 files of at most 5 MiB. ``check``:
-        called with the bytes the session would add (it raises to refuse them); ``bound``: the
-        account's most stored bytes, checked now and at each upload."""
+        called with the bytes the session would add (it raises to refuse them), for a temporary
+        account under a platform-wide lock (it must not wait on I/O: the pool is a running
+        total); ``bound``: the account's most stored bytes, checked now and at each upload."""
         manifest = parse_manifest(body)
         if temporary:
             temporary_limits(manifest)
@@ -146,18 +151,21 @@ class AssetStore:
                 bound.check(self._stored(account_id, state), adding, sum(pending.values()))
             if temporary:
                 tables.pool.join(account_id, self._stored(account_id, state))
-            if check is not None:
-                check(adding)
             expires = self.clock() + SESSION_TTL_S
             session = Session(account_id, manifest_id, sizes, expires, text=text, bound=bound)
-            with self._lock:
-                session.serial = tables.next_serial()
-                for table in (self._uploads, self._completed):
-                    tables.remove(table, dropped or "")
-                if not sizes:
-                    return {"jwt": tables.complete(session), "buckets": []}
-                token = new_token()
-                tables.add(self._uploads, token, session)
+            # The pool is every temporary account's: its check and this session's reservation
+            # in it are one step for the platform, or two accounts could pass it together.
+            with self._reserving if temporary else contextlib.nullcontext():
+                if check is not None:
+                    check(adding)
+                with self._lock:
+                    session.serial = tables.next_serial()
+                    for table in (self._uploads, self._completed):
+                        tables.remove(table, dropped or "")
+                    if not sizes:
+                        return {"jwt": tables.complete(session), "buckets": []}
+                    token = new_token()
+                    tables.add(self._uploads, token, session)
         return {"jwt": token, "buckets": buckets(sizes)}
 
     def upload(self, account_id: str, token: str | None, files: dict[str, bytes]) -> str | None:

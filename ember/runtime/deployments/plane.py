@@ -157,10 +157,14 @@ class ControlPlane:
                 bound = AssetBound(limits.max_stored_asset_bytes, limits.scope, remedy)
             return self.assets.start(account.id, body, bound=bound)
         limits = self.config.limits_for(temporary=True)
+        # Read here, not in ``check``: it runs under the platform-wide lock of the pool's
+        # check and reservation, which waits on no I/O. The first count lists the accounts.
+        others = self.temporary_total.others()
+        self._temporary_asset_bytes()
 
         def check(adding: int) -> None:
-            stored = self._temporary_asset_bytes()
-            self.temporary_total.check_assets(stored, adding, limits)
+            stored = self._temporary_asset_bytes()  # the running total: in memory
+            self.temporary_total.check_assets(stored, adding, limits, others)
 
         return self.assets.start(account.id, body, temporary=True, check=check)
 

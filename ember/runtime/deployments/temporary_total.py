@@ -111,11 +111,17 @@ class TemporaryTotal:
             f"{limits.remedy('max_total_stored_bytes')}.",
         )
 
-    def check_assets(self, stored: int, adding: int, limits: AccountLimits) -> None:
+    def others(self) -> int:
+        """What temporary accounts store but static assets: versions and KV data."""
+        return self.script_bytes() + self._kv_bytes()
+
+    def check_assets(
+        self, stored: int, adding: int, limits: AccountLimits, others: int | None = None
+    ) -> None:
         """QuotaExceeded when ``adding`` bytes of a temporary account's asset files, on top of
-        ``stored`` (every temporary account's asset files now), the versions and the KV data,
-        take the pool past the cap."""
-        total = self.script_bytes() + self._kv_bytes() + stored + adding
+        ``stored`` (every temporary account's asset files now), the versions and the KV data
+        (``others``, read now unless given), take the pool past the cap."""
+        total = (self.others() if others is None else others) + stored + adding
         if total <= self.max_bytes:
             return
         raise QuotaExceeded(
