@@ -47,7 +47,7 @@ def test_part_files_are_removed_at_start(tmp_path: Path) -> None:
             where.mkdir(parents=True)
             (where / ".part-x").write_bytes(b"x")
             (where / "kept.json").write_bytes(b"{}")
-    assert store.remove_partial_files() == 4
+    assert store.files.remove_partial() == 4
     assert sorted(p.name for p in store.files.root.glob("*/assets/*/*")) == ["kept.json"] * 4
 
 

@@ -82,7 +82,8 @@ class AssetFiles:
 
     def remove_partial(self) -> int:
         """Delete every account's half-written files and manifests (``PART``: a write cut by a
-        kill); only while nothing writes (``ember serve``'s start). Returns how many."""
+        kill, which counted against the account's bound for good); only while nothing writes
+        (``ember serve``'s start). Returns how many."""
         removed = 0
         for account in listing(self.root):
             for folder in ("files", "manifests"):

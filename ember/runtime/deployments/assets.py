@@ -308,12 +308,6 @@ class AssetStore:
 
     # -- clean-up -------------------------------------------------------------------------------
 
-    def remove_partial_files(self) -> int:
-        """Delete the half-written files a kill left (``asset_files.PART``), which otherwise
-        counted against their account's bound for good; only while no upload is writing
-        (``ember serve``'s start). Returns how many."""
-        return self.files.remove_partial()
-
     def sweep(self, account_id: str, kept: Callable[[], set[str]]) -> int:
         """Delete the account's manifests that neither a version (``kept``: the manifest ids
         its versions reference, read under the account's lock) nor a pending session uses, and

@@ -92,7 +92,7 @@ class PlatformLifespan:
         orphans = self.plane.gc.remove_orphan_files()  # a crash's leftovers: before serving
         if orphans:
             self.print_line(f"[ember] removed {orphans} version folder(s) a crash left behind")
-        partial = self.plane.assets.remove_partial_files()  # nothing uploads before serving
+        partial = self.plane.assets.files.remove_partial()  # nothing uploads before serving
         if partial:
             self.print_line(f"[ember] removed {partial} half-written asset file(s) a crash left")
         await self.live.load_all()
