@@ -5,14 +5,15 @@ on disk until a version uses it."""
 from __future__ import annotations
 
 import base64
+import threading
 from pathlib import Path
 
 import pytest
 
 from ember.runtime.deployments.asset_files import AssetBound
-from ember.runtime.deployments.assets import MAX_OPEN_SESSIONS, AssetStore
+from ember.runtime.deployments.assets import MAX_OPEN_SESSIONS, AssetStore, VersionAssets
 from ember.runtime.deployments.clock import ManualClock
-from ember.runtime.deployments.errors import QuotaExceeded, Unauthenticated
+from ember.runtime.deployments.errors import InvalidUpload, QuotaExceeded, Unauthenticated
 
 
 def _manifest(seed: int, size: int = 10) -> dict[str, object]:
@@ -100,3 +101,46 @@ def test_a_session_being_resolved_outlives_its_hour(store: AssetStore) -> None:
     assert store.sweep("a", kept=set) == 0  # the version being stored still needs its file
     store.settle("a", {"assets": {"jwt": completion}}, stored=False)
     assert store.sweep("a", kept=set) == 1  # settled and expired: now it goes
+
+
+def test_a_reused_completion_token_never_resolves_files_a_sweep_deletes(
+    store: AssetStore,
+) -> None:
+    """A completion token a stored version used already, resolved again by a script upload
+    while a prune's sweep (its version gone) deletes the manifest and files: the resolve took
+    no lock, and the new version named files that were gone. It waits for the sweep, and then
+    finds the token gone with them, or resolves before the sweep reads what is pending."""
+    manifest = {"manifest": {"/a.txt": {"hash": "a" * 32, "size": 3}}}
+    token = store.start("a", manifest)["jwt"]
+    completion = store.upload("a", token, {"a" * 32: base64.b64encode(b"abc")})
+    assert completion is not None
+    store.resolve("a", {"jwt": completion})
+    store.settle("a", {"assets": {"jwt": completion}}, stored=True)  # version 1 stored
+    listing = store.files.manifests
+    outcome: list[object] = []
+
+    def resolve_again() -> None:
+        try:
+            outcome.append(store.resolve("a", {"jwt": completion}))
+        except InvalidUpload as exc:
+            outcome.append(exc)
+
+    def resolved_meanwhile(account_id: str) -> list[Path]:
+        # A script upload on another thread, after the sweep read what is pending.
+        other = threading.Thread(target=resolve_again)
+        other.start()
+        other.join(timeout=1.0)
+        threads.append(other)
+        return listing(account_id)
+
+    threads: list[threading.Thread] = []
+    store.files.manifests = resolved_meanwhile  # type: ignore[method-assign]
+    store.sweep("a", kept=set)  # version 1 was pruned
+    threads[0].join()
+    if isinstance(outcome[0], InvalidUpload):
+        return  # the token went with its files: the upload is told to send them again
+    found = outcome[0]
+    assert isinstance(found, VersionAssets)
+    assert store.files.manifest_path("a", found.manifest_id).is_file()
+    for entry in store.files.manifest("a", found.manifest_id).values():
+        assert store.files.blob("a", entry["hash"]).is_file()

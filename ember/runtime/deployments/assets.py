@@ -231,7 +231,10 @@ class AssetStore:
                 'metadata.assets must be {"jwt": <completion token>, "config": {...}}: upload '
                 "the files first (assets-upload-session)"
             )
-        with self._lock:
+        # Under the account's lock, as the sweep runs: a token a stored version used already
+        # may be reused, and a sweep deleting that version's manifest and files (pruned) must
+        # either see this upload pending, or end the token with them before it is read here.
+        with self.tables.held(account_id) as state, state.lock, self._lock:
             self.tables.expire()
             session = self._completed.get(assets["jwt"])
             if session is not None and session.account_id == account_id:
