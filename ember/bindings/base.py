@@ -166,6 +166,12 @@ class CallContext(Protocol):
         ``cf-ew-via`` header they carry: the loop limit, ``ember/runtime/worker_loops.py``)."""
         ...
 
+    @property
+    def root_path(self) -> str:
+        """The path prefix the call's request came by (``ember serve``'s shared
+        ``/w/<account>/<worker>``; "" otherwise): the worker sees the path after it."""
+        ...
+
     def count(self, counter: str) -> int:
         """Add one to a per-request counter (e.g. KV operations) and return its new value."""
         ...

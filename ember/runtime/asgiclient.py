@@ -42,6 +42,7 @@ class AsgiClient:
             scope.get("query_string", b""),
             scope["headers"],
         )
+        request.root_path = scope.get("root_path", "")
         length = request.content_length
         if length == 0 or (length is None and not chunked):
             self._body_done = True  # no body: the disconnect watcher will see the empty message

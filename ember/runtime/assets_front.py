@@ -10,12 +10,12 @@ redirect keeps the path prefix the request came by (``root_path``).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ember.bindings.assets.intent import Lookup
+from ember.bindings.assets.prefix import under_prefix
 from ember.bindings.assets.rules import NO_RULES, AssetRules
 from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, route
 
@@ -64,16 +64,8 @@ def assets_route(scope: Scope, site: AssetSite) -> AssetAnswer | None:
         site.lookup,
         site.rules(),
     )
-    prefix = scope.get("root_path", "")
-    if found is None or not prefix or not 300 <= found.status < 400:
-        return found
-    # The router took the request's prefix off (``ember serve``'s ``/w/<account>/<worker>``):
-    # a redirect is to a path of the worker's, so it goes back on, or every trailing-slash
-    # link under that form would leave the worker.
-    headers = tuple(
-        (k, prefix + v if k == "location" and v.startswith("/") else v) for k, v in found.headers
-    )
-    return dataclasses.replace(found, headers=headers)
+    # The router took the request's prefix off (``ember serve``'s ``/w/<account>/<worker>``).
+    return None if found is None else under_prefix(found, scope.get("root_path", ""))
 
 
 async def send_answer(found: AssetAnswer, send: Send) -> None:

@@ -37,7 +37,15 @@ Note = Callable[[int, str, str], None]
 class CallContextImpl:
     """The ``CallContext`` a service sees."""
 
-    __slots__ = ("deployment_id", "request_id", "upload", "loops_left", "_counters", "_note")
+    __slots__ = (
+        "deployment_id",
+        "request_id",
+        "upload",
+        "loops_left",
+        "root_path",
+        "_counters",
+        "_note",
+    )
 
     def __init__(
         self,
@@ -47,11 +55,13 @@ class CallContextImpl:
         counters: dict[str, int],
         note: Note | None = None,
         loops_left: int = MAX_NESTED,
+        root_path: str = "",
     ) -> None:
         self.deployment_id = deployment_id
         self.request_id = request_id
         self.upload: AsyncIterator[bytes] | None = upload
         self.loops_left = loops_left  # what its request's subrequests carry (worker_loops.py)
+        self.root_path = root_path  # the path prefix its request came by
         self._counters = counters
         self._note = note
 
@@ -101,10 +111,15 @@ class CallRunner:
         return len(self._tasks)
 
     def on_call(
-        self, message: Call, counters: dict[str, int] | None, loops_left: int = MAX_NESTED
+        self,
+        message: Call,
+        counters: dict[str, int] | None,
+        loops_left: int = MAX_NESTED,
+        root_path: str = "",
     ) -> None:
         """Start a call; ``counters`` is its request's counter table, None if not in flight;
-        ``loops_left`` what its subrequests carry in ``cf-ew-via``."""
+        ``loops_left`` what its subrequests carry in ``cf-ew-via``; ``root_path`` the path
+        prefix its request came by."""
         if message.cid <= self._last_cid:
             raise ProtocolError(f"call id {message.cid} reused or out of order")
         self._last_cid = message.cid
@@ -133,7 +148,7 @@ class CallRunner:
             )
             return
         context = CallContextImpl(
-            self._deployment_id, message.rid, upload, counters, self._note, loops_left
+            self._deployment_id, message.rid, upload, counters, self._note, loops_left, root_path
         )
         task = asyncio.ensure_future(self._run(message, service, context, upload))
         self._tasks[message.cid] = task

@@ -108,7 +108,7 @@ class FrameDispatch:
             if request is None:
                 self.calls.on_call(message, None)
             else:
-                self.calls.on_call(message, request.counters, request.loops_left)
+                self.calls.on_call(message, request.counters, request.loops_left, request.root_path)
         elif isinstance(message, CancelCall):
             self.calls.cancel(message.cid)
         elif isinstance(message, Log):

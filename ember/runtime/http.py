@@ -17,6 +17,9 @@ class HttpRequest:
     headers: HeaderList
     body: bytes | AsyncIterator[bytes] | None = None
     content_length: int | None = None
+    # The path prefix it came by (ember serve's ``/w/<account>/<worker>``), which ``url``
+    # leaves out: the worker sees the path after it; its bindings' redirects put it back.
+    root_path: str = ""
 
 
 @dataclass(slots=True)

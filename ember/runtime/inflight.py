@@ -46,6 +46,7 @@ class InFlight:
         self.headers: list[tuple[str, str]] = []
         # The invocations its subrequests may still cause (cf-ew-via: worker_loops.py).
         self.loops_left = MAX_NESTED
+        self.root_path = ""  # the path prefix it came by (``HttpRequest.root_path``)
         self.scheduled_time = 0.0
         # (level, message, epoch ms) lines and (message, traceback, epoch ms) exceptions of
         # this invocation, kept only while a tail watches its deployment (None otherwise).

@@ -233,6 +233,7 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
         request = self._new_request("fetch", http.method, http.url)
         request.headers = http.headers  # (its Accept header only matters for error pages)
         request.loops_left = loops_left(http.headers)
+        request.root_path = http.root_path
         if request.loops_left < 0:  # a subrequest of the 16th nested invocation: 1019
             request.fail(L.LOOP_LIMIT)
             return request

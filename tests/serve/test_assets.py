@@ -41,6 +41,8 @@ class Default(WorkerEntrypoint):
         if path == "/api/page":
             page = await self.env.ASSETS.fetch("http://x/about")
             return Response("via binding: " + await page.text())
+        if path == "/api/blog":  # the binding's redirect, returned as it is
+            return await self.env.ASSETS.fetch("http://x/blog")
         return Response("worker " + path)
 """
 
@@ -89,6 +91,11 @@ def test_deploy_serves_assets_keeps_them_per_version_and_rolls_back(
     assert httpx.get(f"{serve.url}/w/assetco/site/blog/", timeout=60).status_code == 200
     about = httpx.get(f"{serve.url}/w/assetco/site/about.html?x=1", timeout=60)
     assert about.status_code == 307 and about.headers["location"] == "/w/assetco/site/about?x=1"
+    # env.ASSETS.fetch's redirects too, as the assets in front of the worker answer them.
+    bound = serve.worker("assetco", "site", "/api/blog")
+    assert bound.status_code == 307 and bound.headers["location"] == "/blog/"
+    shared = httpx.get(f"{serve.url}/w/assetco/site/api/blog", timeout=60)
+    assert shared.status_code == 307 and shared.headers["location"] == "/w/assetco/site/blog/"
     assert serve.worker("assetco", "site", "/nothing").text == "worker /nothing"
     assert serve.worker("assetco", "site", "/api/page").text == "via binding: about"
     assert serve.worker("assetco", "site", "/secret.txt").text == "worker /secret.txt"

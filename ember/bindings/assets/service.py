@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ember.bindings.assets.files import AssetDirectory, ManifestAssets
+from ember.bindings.assets.prefix import under_prefix
 from ember.bindings.assets.rules import LiveRules, rules_of
 from ember.bindings.assets.serving import AssetsPolicy, answer
 from ember.bindings.base import (
@@ -96,6 +97,8 @@ class AssetsService(BindingService):
             self._lookup,
             self._rules(),
         )
+        # A redirect keeps the prefix the worker's request came by, as in front of the worker.
+        found = under_prefix(found, ctx.root_path)
         head = [found.status, [list(h) for h in found.headers]]
         if found.file is None:
             return [*head, b""]
