@@ -145,3 +145,33 @@ def test_temporary_accounts_static_assets_count_toward_the_cap(tmp_path: Path) -
                 assert _assets(bob, b, b"c" * 10 * KIB, "c" * 32).status_code == 201
     finally:
         plane.close()
+
+
+def test_claimed_and_deleted_accounts_assets_leave_the_pool(tmp_path: Path) -> None:
+    """The pool's asset bytes are a running total: a claimed account's files and a deleted
+    (expired) account's leave it, or they would count against everybody else for good."""
+    plane, clock, server, hub = start_platform(tmp_path / "state", CONFIG)
+    try:
+        with server as port:
+            url = f"http://127.0.0.1:{port}"
+            platform = RunningPlatform(plane, clock, url, url + "/client/v4", hub)
+            first, second = temporary_account(platform), temporary_account(platform)
+            a, c = (str(t["account"]["id"]) for t in (first, second))  # type: ignore[index]
+            with (
+                platform.client(str(first["account"]["apiToken"])) as alice,  # type: ignore[index]
+                platform.client(str(second["account"]["apiToken"])) as carol,  # type: ignore[index]
+            ):
+                assert _assets(alice, a, b"a" * 40 * KIB, "a" * 32).status_code == 201
+                _refused(_assets(carol, c, b"c" * 30 * KIB, "c" * 32), 403, 10037)
+                with platform.client() as anonymous:
+                    claim = {"claimToken": first["claim"]["token"]}  # type: ignore[index]
+                    assert anonymous.post("/provisioning/previews/claim", json=claim).is_success
+                assert _assets(carol, c, b"c" * 30 * KIB, "c" * 32).status_code == 201
+            clock.advance(CONFIG.temporary.ttl_seconds + 1)
+            assert plane.gc.collect().accounts_deleted == (c,)
+            third = temporary_account(platform)
+            b = str(third["account"]["id"])  # type: ignore[index]
+            with platform.client(str(third["account"]["apiToken"])) as bob:  # type: ignore[index]
+                assert _assets(bob, b, b"b" * 40 * KIB, "b" * 32).status_code == 201
+    finally:
+        plane.close()
