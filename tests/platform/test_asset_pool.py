@@ -68,6 +68,16 @@ def test_the_pool_total_matches_a_recount(tmp_path: Path) -> None:
             else:
                 store.forget(account)  # deleted, expired
         assert store.temporary_bytes(ids) == store.stored_bytes(sorted(temporary))
+        tables = store.tables
+        with tables.lock:  # what is due expires, as a walk over every session finds it
+            tables.expire()
+            due = [
+                token
+                for table in (tables.uploads, tables.completed)
+                for token, session in table.items()
+                if session.expires < clock() and not session.resolving
+            ]
+        assert due == []
     assert loads == [1]  # the accounts were listed (and their files counted) once
 
 

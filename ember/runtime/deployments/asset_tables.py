@@ -9,6 +9,7 @@ a temporary account's change moves the pool's total (``asset_pool.py``).
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 from collections.abc import Callable, Iterator
@@ -35,6 +36,10 @@ class SessionTables:
         self.accounts: dict[str, AccountAssets] = {}
         self.pool = TemporaryPool()
         self._serial = itertools.count()
+        # (expires, serial, token) of every token added, soonest first: expiring reads only
+        # what is due, not every session (a token removed before is skipped when it comes up).
+        self._due: list[tuple[float, int, str]] = []
+        self._overdue: set[str] = set()  # due, but a script upload is resolving its session
 
     @contextmanager
     def held(self, account_id: str) -> Iterator[AccountAssets]:
@@ -55,6 +60,7 @@ class SessionTables:
     def add(self, table: dict[str, Session], token: str, session: Session) -> None:
         """Open ``session`` under ``token`` (its account's record is held by the caller)."""
         table[token] = session
+        heapq.heappush(self._due, (session.expires, session.serial, token))
         state = self.accounts[session.account_id]
         state.tokens.add(token)
         self.repend(session.account_id)
@@ -127,10 +133,19 @@ class SessionTables:
 
     def expire(self) -> None:
         now = self.clock()
-        for table in (self.uploads, self.completed):
+        while self._due and self._due[0][0] < now:
+            self._overdue.add(heapq.heappop(self._due)[2])
+        for token in list(self._overdue):
+            table = self.uploads if token in self.uploads else self.completed
+            session = table.get(token)
+            if session is not None and session.expires >= now:  # the clock stepped back
+                self._overdue.discard(token)
+                heapq.heappush(self._due, (session.expires, session.serial, token))
+                continue
             # A session a script upload is resolving stays until it is settled: its manifest
             # and files are the version's being stored.
-            for token in [t for t, s in table.items() if s.expires < now and not s.resolving]:
+            if session is None or not session.resolving:
+                self._overdue.discard(token)
                 self.remove(table, token)
 
     def _free(self, account_id: str, state: AccountAssets) -> None:

@@ -319,11 +319,8 @@ class AssetStore:
             referenced = kept()
             with self._lock:
                 self.tables.expire()
-                pending = [
-                    s
-                    for s in [*self._uploads.values(), *self._completed.values()]
-                    if s.account_id == account_id and (s.resolving or not s.stored)
-                ]
+                sessions = map(self.tables.by_token, self.tables.tokens(account_id))
+                pending = [s for s in sessions if s.resolving or not s.stored]
                 referenced |= {s.manifest_id for s in pending}
             gone = set()
             for path in self.files.manifests(account_id):
