@@ -126,3 +126,39 @@ def test_two_temporary_accounts_cannot_pass_the_pool_together(tmp_path: Path) ->
     start("t1", first_check)
     others[0].join()
     assert sorted(outcomes.values()) == ["refused", "started"], outcomes
+
+
+def test_two_uploads_of_one_hash_count_it_once(tmp_path: Path, monkeypatch) -> None:
+    """Two sessions of one temporary account both asked for a file (neither saw it stored)
+    and both upload it at once: each checked that it was not on disk before either wrote it,
+    both counted its bytes, and the pool's total drifted up for good. Only the writer that
+    created the file counts it."""
+    from ember.runtime.deployments import asset_files
+
+    store = AssetStore(tmp_path / "accounts", ManualClock(1000.0))
+    ids = lambda: ["t"]  # noqa: E731
+    store.temporary_bytes(ids)  # loaded, as the plane does before any start
+    body = {"manifest": {"/x": {"hash": "a" * 32, "size": 1000}}}
+    tokens = [store.start("t", body, temporary=True)["jwt"] for _ in range(2)]
+    both_past_the_check = threading.Barrier(2)
+    mkstemp = asset_files.tempfile.mkstemp
+
+    def in_step(*args: object, **kwargs: object) -> tuple[int, str]:
+        both_past_the_check.wait(timeout=5)  # neither writes before both looked for the file
+        return mkstemp(*args, **kwargs)  # type: ignore[call-overload,no-any-return]
+
+    monkeypatch.setattr(asset_files.tempfile, "mkstemp", in_step)
+    files = {"a" * 32: base64.b64encode(b"x" * 1000)}
+    done: list[str | None] = []
+    threads = [
+        threading.Thread(target=lambda j=jwt: done.append(store.upload("t", j, files)))
+        for jwt in tokens
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(done) == 2 and all(done)  # both sessions complete: the file is there
+    assert store.stored_bytes(["t"]) == 1000
+    assert store.temporary_bytes(ids) == 1000
+    assert [p.name for p in store.files.blobs("t")] == ["a" * 32]  # no part file left

@@ -142,7 +142,7 @@ def listing(folder: Path) -> list[Path]:
 
 def _write_once(path: Path, data: bytes) -> bool:
     """Write ``path`` atomically unless it exists (content-addressed: same name, same bytes);
-    True if this call wrote it. Nothing is left behind when the write fails (a full disk)."""
+    True if this call created it. Nothing is left behind when the write fails (a full disk)."""
     if path.is_file():
         return False
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -150,8 +150,13 @@ def _write_once(path: Path, data: bytes) -> bool:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.replace(temp, path)
-    except BaseException:
+        # A link, not a rename over it: of two writers of one name that both found it absent,
+        # only the one that created it says so (with a rename both did, and both uploads
+        # counted its bytes: the temporary pool's total drifted up until a restart).
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            return False
+    finally:
         Path(temp).unlink(missing_ok=True)
-        raise
     return True
