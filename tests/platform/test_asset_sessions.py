@@ -76,13 +76,13 @@ def test_a_session_ended_while_its_files_are_written_is_not_completed(store: Ass
     session must not put the session back, completed, with a usable completion token."""
     manifest = {"manifest": {"/a.txt": {"hash": "a" * 32, "size": 3}}}
     token = store.start("a", manifest)["jwt"]
-    write = store._store_files
+    write = store.writes.store
 
     def ended_meanwhile(*args: object) -> None:
         store.end_uploads("a")  # as a claim does, from another thread, mid-write
         write(*args)  # type: ignore[arg-type]
 
-    store._store_files = ended_meanwhile  # type: ignore[method-assign]
+    store.writes.store = ended_meanwhile  # type: ignore[method-assign]
     with pytest.raises(Unauthenticated, match="ended"):
         store.upload("a", token, {"a" * 32: base64.b64encode(b"abc")})
 

@@ -63,13 +63,13 @@ from ember.runtime.deployments.asset_manifest import (
 from ember.runtime.deployments.asset_session import (
     MAX_OPEN_SESSIONS,
     SESSION_TTL_S,
-    AccountAssets,
     Session,
     decode,
     new_token,
     scan,
 )
 from ember.runtime.deployments.asset_tables import SessionTables
+from ember.runtime.deployments.asset_writes import AssetWrites
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload, Unauthenticated
 from ember.storage import StorageHealth
 
@@ -103,6 +103,7 @@ class AssetStore:
         self.files = AssetFiles(accounts_root, health or StorageHealth())
         self.clock = clock
         self.tables = SessionTables(clock)
+        self.writes = AssetWrites(self.files, self.tables)
         self._lock = self.tables.lock  # the session tables
         self._uploads = self.tables.uploads
         self._completed = self.tables.completed
@@ -148,9 +149,9 @@ class AssetStore:
             # the bound, several together could pass it many times over.
             adding = sum(size for digest, size in sizes.items() if digest not in pending)
             if bound is not None:
-                bound.check(self._stored(account_id, state), adding, sum(pending.values()))
+                bound.check(self.writes.stored(account_id, state), adding, sum(pending.values()))
             if temporary:
-                tables.pool.join(account_id, self._stored(account_id, state))
+                tables.pool.join(account_id, self.writes.stored(account_id, state))
             expires = self.clock() + SESSION_TTL_S
             session = Session(account_id, manifest_id, sizes, expires, text=text, bound=bound)
             # The pool is every temporary account's: its check and this session's reservation
@@ -188,7 +189,7 @@ class AssetStore:
                     f"asset {digest!r} is {len(content)} bytes; its manifest entry says {size}"
                 )
             contents[digest] = content
-        self._store_files(account_id, session, contents)
+        self.writes.store(account_id, session, contents)
         with self._lock:
             if self._uploads.get(token or "") is not session:
                 # Dropped (a newer session, a claim) or expired while its files were written:
@@ -353,42 +354,5 @@ class AssetStore:
                 size = path.stat().st_size
                 path.unlink(missing_ok=True)
                 deleted += 1
-                self._add_stored(account_id, state, -size)
+                self.writes.add_stored(account_id, state, -size)
             return deleted
-
-    # -- internals ------------------------------------------------------------------------------
-
-    def _stored(self, account_id: str, state: AccountAssets) -> int:
-        """The account's stored bytes (the caller holds its lock)."""
-        if state.stored is None:
-            counted = self.tables.pool.files(account_id)  # a temporary account's, kept
-            state.stored = scan(self.files.blobs(account_id)) if counted is None else counted
-        return state.stored
-
-    def _add_stored(self, account_id: str, state: AccountAssets, delta: int) -> None:
-        """The account's files take ``delta`` more bytes (the caller holds its lock)."""
-        if state.stored is not None:
-            state.stored += delta
-        self.tables.pool.add_files(account_id, delta)
-
-    def _store_files(self, account_id: str, session: Session, contents: dict[str, bytes]) -> None:
-        """Write an upload's files: first let their bytes in against the session's bound
-        (under the account's lock, so two uploads cannot both pass it), then write them
-        outside it; what was not written is let out again."""
-        adding = sum(len(c) for c in contents.values())
-        with self.tables.held(account_id) as state:
-            with state.lock:
-                stored = self._stored(account_id, state)
-                if session.bound is not None:
-                    session.bound.check(stored, adding)
-                self._add_stored(account_id, state, adding)
-                state.writing += 1
-            unwritten = adding
-            try:
-                for digest, content in contents.items():
-                    if self.files.write(self.files.blob(account_id, digest), content):
-                        unwritten -= len(content)
-            finally:
-                with state.lock:
-                    state.writing -= 1
-                    self._add_stored(account_id, state, -unwritten)
