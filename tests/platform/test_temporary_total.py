@@ -10,8 +10,10 @@ import dataclasses
 from pathlib import Path
 
 import httpx
+import pytest
 
 from ember.runtime.deployments.config import parse_platform_config
+from ember.runtime.deployments.errors import Unauthenticated
 from tests.platform.conftest import TEST_CONFIG, RunningPlatform, start_platform, worker_upload
 from tests.platform.helpers import error_of, temporary_account
 
@@ -173,5 +175,52 @@ def test_claimed_and_deleted_accounts_assets_leave_the_pool(tmp_path: Path) -> N
             b = str(third["account"]["id"])  # type: ignore[index]
             with platform.client(str(third["account"]["apiToken"])) as bob:  # type: ignore[index]
                 assert _assets(bob, b, b"b" * 40 * KIB, "b" * 32).status_code == 201
+    finally:
+        plane.close()
+
+
+def _temporary_ids(platform: RunningPlatform) -> list[str]:
+    query = "SELECT id FROM accounts WHERE kind = 'temporary' AND deleted_at IS NULL"
+    with platform.plane.db.reader() as conn:
+        return [str(row[0]) for row in conn.execute(query)]
+
+
+def _pool_is_true(platform: RunningPlatform) -> None:
+    """The pool's running total is the recount of the temporary accounts' files and sessions."""
+    plane = platform.plane
+    recount = plane.assets.stored_bytes(_temporary_ids(platform))
+    assert plane._temporary_asset_bytes() == recount
+
+
+def test_a_session_started_across_a_claim_does_not_put_the_account_back(tmp_path: Path) -> None:
+    """The route read the account (temporary) and queued the session's start on an upload
+    thread; the account was claimed in between. The start counted the claimed account in the
+    pool again (with no session of its own to end it), and an honest temporary upload was
+    refused: the start sees the claim under the account's lock and is refused."""
+    plane, clock, server, hub = start_platform(tmp_path / "state", CONFIG)
+    try:
+        with server as port:
+            url = f"http://127.0.0.1:{port}"
+            platform = RunningPlatform(plane, clock, url, url + "/client/v4", hub)
+            first, second = temporary_account(platform), temporary_account(platform)
+            a, c = (str(t["account"]["id"]) for t in (first, second))  # type: ignore[index]
+            with (
+                platform.client(str(first["account"]["apiToken"])) as alice,  # type: ignore[index]
+                platform.client(str(second["account"]["apiToken"])) as carol,  # type: ignore[index]
+            ):
+                assert _assets(alice, a, b"a" * 40 * KIB, "a" * 32).status_code == 201
+                read_by_the_route = plane.accounts.get(a)
+                assert read_by_the_route.temporary
+                with platform.client() as anonymous:
+                    claim = {"claimToken": first["claim"]["token"]}  # type: ignore[index]
+                    assert anonymous.post("/provisioning/previews/claim", json=claim).is_success
+                body = {"manifest": {"/z": {"hash": "d" * 32, "size": 1}}}
+                held = plane.assets.tables.tokens(a)  # the completed session of alice's upload
+                with pytest.raises(Unauthenticated, match="claimed or deleted"):
+                    plane.start_assets(read_by_the_route, body)
+                assert plane.assets.tables.tokens(a) == held
+                _pool_is_true(platform)
+                assert _assets(carol, c, b"c" * 30 * KIB, "c" * 32).status_code == 201
+                _pool_is_true(platform)
     finally:
         plane.close()

@@ -120,12 +120,15 @@ class AssetStore:
         temporary: bool = False,
         check: Callable[[int], None] | None = None,
         bound: AssetBound | None = None,
+        current: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
         """An upload session for ``body`` (``{"manifest": ...}``): ``{jwt, buckets}``;
         a temporary account's manifest is held to 1,000 files of at most 5 MiB. ``check``:
         called with the bytes the session would add (it raises to refuse them), for a temporary
         account under a platform-wide lock (it must not wait on I/O: the pool is a running
-        total); ``bound``: the account's most stored bytes, checked now and at each upload."""
+        total); ``bound``: the account's most stored bytes, checked now and at each upload;
+        ``current``: whether the account is still as the caller read it (not claimed or
+        deleted since), asked under the account's lock, else Unauthenticated."""
         manifest = parse_manifest(body)
         if temporary:
             temporary_limits(manifest)
@@ -135,6 +138,13 @@ class AssetStore:
         # Under the account's lock: a sweep never deletes a file this session found stored
         # (and so does not ask for) before the session is registered.
         with tables.held(account_id) as state, state.lock:
+            # A claim ends the account's sessions and takes it out of the pool under this
+            # lock: read before it, the account would be counted as temporary again.
+            if current is not None and not current():
+                raise Unauthenticated(
+                    "the account was claimed or deleted while this assets upload session "
+                    "started: start it again with the account's current API token"
+                )
             sizes: dict[str, int] = {}
             for entry in manifest.values():
                 if not self.files.blob(account_id, entry["hash"]).is_file():
@@ -206,8 +216,10 @@ class AssetStore:
 
     def end_uploads(self, account_id: str) -> None:
         """Forget the account's open upload sessions (its owner changed: a claim). A completed
-        one stays: a version is made from it only by a script upload, under an API token."""
-        with self._lock:
+        one stays: a version is made from it only by a script upload, under an API token.
+        Under the account's lock, as a session starts: one that read the account before the
+        claim is either registered before this (and ended here) or sees the claim."""
+        with self.tables.held(account_id) as state, state.lock, self._lock:
             for token in self.tables.tokens(account_id):
                 self.tables.remove(self._uploads, token)
 
@@ -286,8 +298,9 @@ class AssetStore:
         return self.tables.pool.total(ids, lambda account_id: scan(self.files.blobs(account_id)))
 
     def leave_pool(self, account_id: str) -> None:
-        """The account was claimed: its assets no longer count in the temporary pool."""
-        with self._lock:
+        """The account was claimed: its assets no longer count in the temporary pool (under
+        its lock, as ``end_uploads``)."""
+        with self.tables.held(account_id) as state, state.lock, self._lock:
             self.tables.leave_pool(account_id)
 
     def forget(self, account_id: str) -> None:

@@ -148,14 +148,24 @@ class ControlPlane:
 
     def _start_assets(self, account: Account, body: object) -> dict[str, Any]:
         """An assets upload session (``AssetStore.start``); a temporary account's new files
-        count in what all temporary accounts store (``temporary_total.py``)."""
+        count in what all temporary accounts store (``temporary_total.py``). ``account`` was
+        read when the request was authenticated: the start asks again under the account's
+        lock, so that a claim or deletion since refuses it."""
+
+        def current() -> bool:
+            with self.db.reader() as conn:
+                row = conn.execute(
+                    "SELECT kind, deleted_at FROM accounts WHERE id = ?", (account.id,)
+                ).fetchone()
+            return row is not None and row["deleted_at"] is None and row["kind"] == account.kind
+
         if not account.temporary:
             limits = self.config.limits_for(temporary=False)
             bound = None
             if limits.max_stored_asset_bytes is not None:
                 remedy = limits.remedy("max_stored_asset_bytes")
                 bound = AssetBound(limits.max_stored_asset_bytes, limits.scope, remedy)
-            return self.assets.start(account.id, body, bound=bound)
+            return self.assets.start(account.id, body, bound=bound, current=current)
         limits = self.config.limits_for(temporary=True)
         # Read here, not in ``check``: it runs under the platform-wide lock of the pool's
         # check and reservation, which waits on no I/O. The first count lists the accounts.
@@ -166,7 +176,7 @@ class ControlPlane:
             stored = self._temporary_asset_bytes()  # the running total: in memory
             self.temporary_total.check_assets(stored, adding, limits, others)
 
-        return self.assets.start(account.id, body, temporary=True, check=check)
+        return self.assets.start(account.id, body, temporary=True, check=check, current=current)
 
     def _temporary_asset_bytes(self, conn: sqlite3.Connection | None = None) -> int:
         """Every temporary account's asset files and what their open sessions still expect
