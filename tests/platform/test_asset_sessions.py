@@ -144,3 +144,37 @@ def test_a_reused_completion_token_never_resolves_files_a_sweep_deletes(
     assert store.files.manifest_path("a", found.manifest_id).is_file()
     for entry in store.files.manifest("a", found.manifest_id).values():
         assert store.files.blob("a", entry["hash"]).is_file()
+
+
+@pytest.mark.parametrize("deleted", ["before the write", "after the write", "after the upload"])
+def test_an_upload_racing_its_accounts_deletion_leaves_no_file(
+    store: AssetStore, deleted: str
+) -> None:
+    """The account is deleted (its folder removed, then ``forget``) while an upload it started
+    before writes its files: they stayed under the deleted account's folder for good."""
+    store.temporary_bytes(lambda: ["t"])  # the pool counts the account
+    jwt = store.start("t", _manifest(1), temporary=True)["jwt"]
+    write = store.files.write
+
+    def racing(path: Path, data: bytes) -> bool:
+        if deleted == "before the write":
+            store.forget("t")
+        written = write(path, data)
+        if deleted == "after the write":
+            store.forget("t")
+        return written
+
+    store.files.write = racing  # type: ignore[method-assign]
+    files = {f"{1:032x}": base64.b64encode(b"x" * 10)}
+    if deleted == "after the upload":
+        store.upload("t", jwt, files)
+        store.forget("t")
+    else:
+        with pytest.raises(Unauthenticated):
+            store.upload("t", jwt, files)
+    assert not (store.files.root / "t").exists()
+    assert store.temporary_bytes(lambda: ["t"]) == 0  # not loaded again: the running total
+    with pytest.raises(Unauthenticated):  # a start that holds the account's record meanwhile
+        with store.tables.held("t"):
+            store.forget("t")
+            store.start("t", _manifest(2), temporary=True)

@@ -224,3 +224,26 @@ def test_a_session_started_across_a_claim_does_not_put_the_account_back(tmp_path
                 _pool_is_true(platform)
     finally:
         plane.close()
+
+
+def test_a_session_started_across_a_deletion_writes_nothing(tmp_path: Path) -> None:
+    """A start authenticated before the account expired and was deleted ran after: its
+    session opened, its upload stored a file under the deleted account's folder for good, and
+    the pool counted bytes of an account that no longer exists."""
+    plane, clock, server, hub = start_platform(tmp_path / "state", CONFIG)
+    try:
+        with server as port:
+            url = f"http://127.0.0.1:{port}"
+            platform = RunningPlatform(plane, clock, url, url + "/client/v4", hub)
+            first = temporary_account(platform)
+            a = str(first["account"]["id"])  # type: ignore[index]
+            read_by_the_route = plane.accounts.get(a)
+            clock.advance(CONFIG.temporary.ttl_seconds + 1)
+            assert plane.gc.collect().accounts_deleted == (a,)
+            body = {"manifest": {"/z": {"hash": "d" * 32, "size": 30 * KIB}}}
+            with pytest.raises(Unauthenticated, match="claimed or deleted"):
+                plane.start_assets(read_by_the_route, body)
+            assert not (plane.files.root / a).exists()
+            _pool_is_true(platform)
+    finally:
+        plane.close()

@@ -10,6 +10,7 @@ version's own files are (``files.py``, ``ember/storage.py``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -79,6 +80,13 @@ class AssetFiles:
 
     def manifests(self, account_id: str) -> list[Path]:
         return listing(self.folder(account_id) / "manifests")
+
+    def remove(self, account_id: str) -> None:
+        """Delete the account's asset files and manifests (it was deleted), and its folder
+        if nothing else is left in it."""
+        shutil.rmtree(self.folder(account_id), ignore_errors=True)
+        with contextlib.suppress(OSError):  # not empty: the account's other files are not ours
+            (self.root / account_id).rmdir()
 
     def remove_partial(self) -> int:
         """Delete every account's half-written files and manifests (``PART``: a write cut by a

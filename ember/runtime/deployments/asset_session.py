@@ -51,6 +51,9 @@ class AccountAssets:
     tokens: set[str] = field(default_factory=set)
     pending: int = 0  # what its open sessions still expect, as counted in the pool
     temporary: bool = False  # counted in the temporary accounts' pool (``asset_pool.py``)
+    # Deleted (``AssetStore.forget``): no session starts, no upload writes, and one writing
+    # its files then deletes them, while a call still holds this record.
+    gone: bool = False
 
 
 def new_token() -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ember.runtime.deployments.asset_files import AssetFiles
 from ember.runtime.deployments.asset_session import AccountAssets, Session, scan
 from ember.runtime.deployments.asset_tables import SessionTables
+from ember.runtime.deployments.errors import Unauthenticated
 
 
 class AssetWrites:
@@ -35,6 +36,8 @@ class AssetWrites:
         adding = sum(len(c) for c in contents.values())
         with self.tables.held(account_id) as state:
             with state.lock:
+                if state.gone:
+                    raise Unauthenticated("the account was deleted while its assets were sent")
                 stored = self.stored(account_id, state)
                 if session.bound is not None:
                     session.bound.check(stored, adding)
@@ -49,3 +52,7 @@ class AssetWrites:
                 with state.lock:
                     state.writing -= 1
                     self.add_stored(account_id, state, -unwritten)
+                    if state.gone:
+                        # Deleted while this wrote, maybe after its folder was removed: what
+                        # was written would stay under a gone account's folder for good.
+                        self.files.remove(account_id)

@@ -140,7 +140,7 @@ class AssetStore:
         with tables.held(account_id) as state, state.lock:
             # A claim ends the account's sessions and takes it out of the pool under this
             # lock: read before it, the account would be counted as temporary again.
-            if current is not None and not current():
+            if state.gone or (current is not None and not current()):
                 raise Unauthenticated(
                     "the account was claimed or deleted while this assets upload session "
                     "started: start it again with the account's current API token"
@@ -304,12 +304,17 @@ class AssetStore:
             self.tables.leave_pool(account_id)
 
     def forget(self, account_id: str) -> None:
-        """The account was deleted (with its files): its sessions end, and it leaves the pool."""
-        with self._lock:
-            for token in self.tables.tokens(account_id):
-                for table in (self._uploads, self._completed):
-                    self.tables.remove(table, token)
-            self.tables.leave_pool(account_id)
+        """The account was deleted (with its files): its sessions end, it leaves the pool, and
+        an upload past its session's check writes nothing (``AssetWrites.store``); what one
+        wrote after the account's folder was removed goes now."""
+        with self.tables.held(account_id) as state, state.lock:
+            state.gone = True
+            with self._lock:
+                for token in self.tables.tokens(account_id):
+                    for table in (self._uploads, self._completed):
+                        self.tables.remove(table, token)
+                self.tables.leave_pool(account_id)
+            self.files.remove(account_id)
 
     def stored_bytes(self, account_ids: list[str]) -> int:
         """``temporary_bytes`` recounted from the files and every session: the slow reference."""
