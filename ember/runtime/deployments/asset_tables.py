@@ -61,6 +61,7 @@ class SessionTables:
         """Open ``session`` under ``token`` (its account's record is held by the caller)."""
         table[token] = session
         heapq.heappush(self._due, (session.expires, session.serial, token))
+        self._trim_due()
         state = self.accounts[session.account_id]
         state.tokens.add(token)
         self.repend(session.account_id)
@@ -147,6 +148,21 @@ class SessionTables:
             if session is None or not session.resolving:
                 self._overdue.discard(token)
                 self.remove(table, token)
+
+    def _trim_due(self) -> None:
+        """Rebuild the heap from the open tokens once it holds over twice as many entries: a
+        removed token's entry stayed until it came due, an hour, so 20,000 starts of one
+        account kept 20,000 entries for its 8 sessions. Amortised over the pushes since."""
+        live = len(self.uploads) + len(self.completed)
+        if len(self._due) <= 2 * live + 16:
+            return
+        self._due = [
+            (session.expires, session.serial, token)
+            for table in (self.uploads, self.completed)
+            for token, session in table.items()
+            if token not in self._overdue  # popped already: ``expire`` settles it
+        ]
+        heapq.heapify(self._due)
 
     def _free(self, account_id: str, state: AccountAssets) -> None:
         if not state.users and not state.tokens and self.accounts.get(account_id) is state:
