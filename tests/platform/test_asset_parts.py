@@ -10,6 +10,7 @@ from pathlib import Path
 from ember.runtime.deployments.asset_files import AssetBound
 from ember.runtime.deployments.assets import AssetStore
 from ember.runtime.deployments.clock import ManualClock
+from ember.runtime.deployments.plane import ControlPlane
 
 
 def test_the_sweep_deletes_part_files_no_upload_is_writing(tmp_path: Path) -> None:
@@ -49,6 +50,23 @@ def test_part_files_are_removed_at_start(tmp_path: Path) -> None:
             (where / "kept.json").write_bytes(b"{}")
     assert store.files.remove_partial() == 4
     assert sorted(p.name for p in store.files.root.glob("*/assets/*/*")) == ["kept.json"] * 4
+
+
+def test_preparing_the_storage_removes_part_files(tmp_path: Path) -> None:
+    """``ember serve`` removed them on the event loop (a listing of two folders per account);
+    ``prepare_storage`` runs before serving on a thread of its own, and says so."""
+    plane = ControlPlane(tmp_path / "state", clock=ManualClock(1000.0))
+    try:
+        where = plane.assets.files.folder("a") / "files"
+        where.mkdir(parents=True)
+        (where / ".part-x").write_bytes(b"x")
+        (where / "kept").write_bytes(b"x")
+        notes = plane.prepare_storage()
+        assert [p.name for p in where.iterdir()] == ["kept"]
+        assert any("removed 1 half-written asset file(s)" in note for note in notes), notes
+        assert plane.prepare_storage() == []
+    finally:
+        plane.close()
 
 
 def _bound() -> AssetBound:

@@ -237,8 +237,13 @@ class ControlPlane:
         """Before serving: switch files made by an older ember to incremental auto-vacuum (one
         ``VACUUM`` each, once), or with ``compact`` rewrite both files (``ember serve
         --compact``). Returns a line per file rewritten, for the operator; ``say`` gets a line
-        as each rewrite starts (a large file takes a while, and serve is not listening yet)."""
+        as each rewrite starts (a large file takes a while, and serve is not listening yet).
+        Half-written asset files a kill left are deleted here too: nothing uploads yet, and
+        listing two folders per account is not work for the event loop."""
         notes = []
+        partial = self.assets.files.remove_partial()
+        if partial:
+            notes.append(f"[ember] removed {partial} half-written asset file(s) a crash left")
         for name, store in (("control-plane database", self.db), ("KV store", self.kv.store)):
 
             def starting(name: str = name, path: Path = store.path) -> None:

@@ -92,9 +92,6 @@ class PlatformLifespan:
         orphans = self.plane.gc.remove_orphan_files()  # a crash's leftovers: before serving
         if orphans:
             self.print_line(f"[ember] removed {orphans} version folder(s) a crash left behind")
-        partial = self.plane.assets.files.remove_partial()  # nothing uploads before serving
-        if partial:
-            self.print_line(f"[ember] removed {partial} half-written asset file(s) a crash left")
         await self.live.load_all()
         for account_id, name in {(s.account_id, s.script_name) for s in self.live.slots()}:
             self.crons.refresh(account_id, name)
