@@ -22,12 +22,10 @@ created while a request's scope is current (its handler's task, the tasks it sta
   take its request past its limit.
 
 ``CpuMeter(..., reference=True)`` times every step with the CPU clock instead: the reference the
-tests hold the fast path to. A leftover task of an event that already ended (started with
-``create_task`` and not held by ``waitUntil``: ember lets it run, where Cloudflare drops such
-work), running while another is solo, is charged to that one. Left so on purpose: timing it
-apart would spare that request nothing, since the supervisor's bound (``cpushare.py``) counts
-the isolate's whole CPU against the one request in flight whatever the split says; README
-tells handler authors to hold such work with ``waitUntil``.
+tests hold the fast path to. A task an event started and left running (``create_task``
+without ``waitUntil``) is cancelled when the event ends (``RequestScope.close``), as workerd
+cancels a request's outstanding tasks; one that swallows the cancellation gets it again at its
+next step, so no request's code runs on after it and no other request is charged for it.
 
 What it is used for:
 - ``Response`` and ``Done`` carry the request's figure (what the supervisor logs as its CPU);
@@ -100,9 +98,13 @@ class CpuMeter:
 
     def _task(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task:
         scope = CURRENT.get(None)
-        if scope is not None and type(coro) is not Metered:
+        if scope is None:
+            return asyncio.Task(coro, loop=loop, **kwargs)
+        if type(coro) is not Metered:
             coro = Metered(coro, scope, self)
-        return asyncio.Task(coro, loop=loop, **kwargs)
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        scope.adopt(task)  # cancelled with the request's other leftovers when it ends
+        return task
 
     # -- how many events are live -------------------------------------------------------------
 
@@ -294,6 +296,8 @@ class Metered(Coroutine[Any, Any, Any]):
         self._meter = meter
 
     def send(self, value: Any) -> Any:
+        if self._scope.closed:  # its request is over and the task swallowed the cancellation
+            return self._coro.throw(asyncio.CancelledError())
         meter = self._meter
         if meter.solo is not None:  # one event live: it is charged everything (CpuMeter.enter)
             return self._coro.send(value)

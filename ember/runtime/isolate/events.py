@@ -143,8 +143,11 @@ class EventRunner:
                 work.close()  # never started: the handler is not called at all
             else:
                 await work
-        except asyncio.CancelledError:
-            pass  # the supervisor cancelled this request; it already answered the client
+        except asyncio.CancelledError as exc:
+            task = event.task
+            if task is None or not task.cancelling():  # not the supervisor's Cancel: an awaited
+                self._report(scope, _awaited_cancelled(exc))
+            # else the supervisor cancelled this request; it already answered the client
         except BaseException as exc:  # noqa: BLE001 - report every failure of user code
             self._report(scope, exc)
         try:
@@ -159,6 +162,9 @@ class EventRunner:
                 scope.ended = True
                 self._ending(scope.rid)
                 self.send(Done(scope.rid, self._cpu_us(scope)))
+            # Over, as workerd's IoContext is once the response is sent and the waitUntil work
+            # done: what the request left running is cancelled (only its own tasks).
+            scope.close()
 
     def _ending(self, rid: int) -> None:
         """Request ``rid`` ends with the next frame: its dropped console lines are told first."""
@@ -299,6 +305,21 @@ async def _settled(result: Any) -> Any:
         seen.append(result)
         result = await result
     return result
+
+
+AWAITED_CANCELLED = (
+    "the handler awaited a task that was cancelled, such as one cancelled when "
+    "the request that started it ended (a task started without ctx.waitUntil ends with its "
+    "request, as on Cloudflare)"
+)
+
+
+def _awaited_cancelled(exc: asyncio.CancelledError) -> asyncio.CancelledError:
+    """The same error, where it was raised, saying what most likely cancelled it: a bare
+    CancelledError reads as if the request itself had been cancelled."""
+    error = asyncio.CancelledError(AWAITED_CANCELLED).with_traceback(exc.__traceback__)
+    error.__context__, error.__cause__ = exc.__context__, exc.__cause__
+    return error
 
 
 class _InvalidResponse(TypeError):

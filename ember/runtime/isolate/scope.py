@@ -70,6 +70,8 @@ class RequestScope:
         "cpu",
         "pending",
         "ended",
+        "spawned",
+        "closed",
     )
 
     def __init__(self, rid: int, channel: Any) -> None:
@@ -84,6 +86,26 @@ class RequestScope:
         self.cpu = 0.0  # thread CPU seconds of this event's task steps (cpumeter.py)
         self.pending = 0.0  # wall seconds of its steps not yet turned into CPU (cpumeter.py)
         self.ended = False  # its Done was sent
+        # The unfinished tasks started in this scope (handler, body, waitUntil and stray work):
+        # cancelled when the event is over, as workerd cancels an IoContext's outstanding tasks.
+        self.spawned: set[asyncio.Task[Any]] = set()
+        self.closed = False  # its leftover tasks were cancelled: none of its code runs again
+
+    def adopt(self, task: asyncio.Task[Any]) -> None:
+        """``task`` was started in this scope (the loop's task factory, ``cpumeter.py``)."""
+        if self.closed:  # started by a cancelled task's cleanup: the request is over
+            task.cancel()
+            return
+        self.spawned.add(task)
+        task.add_done_callback(self.spawned.discard)
+
+    def close(self) -> None:
+        """The event is over (response sent, ``waitUntil`` work done): cancel what it left
+        running. Only this scope's tasks: another request's work is never touched."""
+        self.closed = True
+        spawned, self.spawned = self.spawned, set()
+        for task in spawned:
+            task.cancel()
 
     def add_background(self, awaitable: Awaitable[Any]) -> None:
         """Schedule ``awaitable`` as waitUntil work of this request."""

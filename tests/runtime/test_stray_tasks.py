@@ -1,0 +1,99 @@
+"""Tasks a handler starts without ``waitUntil`` end with its request, as on Cloudflare.
+
+workerd cancels every outstanding task of a request when its IoContext goes: once the response
+(body included) is sent and the ``waitUntil`` work is done. Until then such a task runs; after
+it, it is cancelled, and only that request's tasks are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.runtime.harness import Harness, write_project
+
+STRAY = """
+import asyncio
+from workers import Response
+
+SHARED = {}
+
+async def stray(tag):
+    try:
+        await asyncio.sleep(30)
+        print("stray finished", tag)
+    except asyncio.CancelledError:
+        print("stray cancelled", tag)
+        raise
+
+async def held():
+    await asyncio.sleep(0.2)
+    print("held done")
+
+async def fetch(request, env, ctx):
+    path = request.url.rsplit("/", 1)[1]
+    if path == "start":
+        asyncio.create_task(stray("task"))
+        asyncio.ensure_future(stray("future"))
+        ctx.wait_until(held())
+        return Response("started")
+    if path == "stream":
+        seen = asyncio.Event()
+
+        async def mark():
+            await asyncio.sleep(0)
+            seen.set()
+
+        asyncio.create_task(mark())  # runs after the handler returned, while the body streams
+
+        async def body():
+            yield b"waiting "
+            await seen.wait()
+            yield b"seen"
+
+        return Response(body())
+    if path == "share":
+        SHARED["task"] = asyncio.create_task(asyncio.sleep(30))
+        return Response("shared")
+    if path == "await-shared":
+        await SHARED["task"]
+        return Response("not reached")
+    return Response("next ok")
+"""
+
+
+def test_stray_tasks_are_cancelled_after_wait_until_work(harness: Harness, tmp_path: Path) -> None:
+    deployment_id = harness.deploy(write_project(tmp_path / "stray", STRAY))
+    with harness.client(deployment_id) as client:
+        assert client.get("/start").text == "started"
+        harness.wait_for(
+            lambda: (
+                {"stray cancelled task", "stray cancelled future"}
+                <= set(harness.console(deployment_id))
+            )
+        )
+        lines = harness.console(deployment_id)
+        # The request lived on for its waitUntil work, and the strays with it.
+        assert lines.index("held done") < lines.index("stray cancelled task")
+        assert "stray finished task" not in lines
+        # The same isolate answers the next request as usual: nothing of the cancel reaches it.
+        assert client.get("/next").text == "next ok"
+
+
+def test_stray_task_runs_while_the_body_streams(harness: Harness, tmp_path: Path) -> None:
+    deployment_id = harness.deploy(write_project(tmp_path / "stream", STRAY))
+    with harness.client(deployment_id) as client:
+        assert client.get("/stream").text == "waiting seen"
+
+
+def test_awaiting_another_requests_cancelled_task_is_an_error(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """A later request that awaits a task the earlier one left behind gets an error naming why,
+    not a response that never comes nor a silent cancellation of its own."""
+    deployment_id = harness.deploy(write_project(tmp_path / "shared", STRAY))
+    with harness.client(deployment_id) as client:
+        assert client.get("/share").text == "shared"
+        response = client.get("/await-shared")
+        assert response.status_code == 500
+        assert "cancelled when the request that started it ended" in response.text
+        assert client.get("/next").text == "next ok"
