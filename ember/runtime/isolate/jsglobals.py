@@ -11,7 +11,6 @@ disallow code generation from strings.
 from __future__ import annotations
 
 import dis
-import hmac
 import sys
 import time
 import types
@@ -19,7 +18,8 @@ import uuid
 from datetime import UTC, datetime
 
 from ember.js_errors import JsException
-from ember.runtime.isolate.buffers import Uint8Array
+from ember.runtime.isolate.textcodec import TextEncoder  # noqa: F401 - js re-exports it
+from ember.runtime.isolate.webcrypto import SubtleCrypto
 
 
 class EvalError(JsException):
@@ -66,44 +66,9 @@ class Date:
         return JsDate(Date.now() if ms is None else ms)
 
 
-class TextEncoder:
-    """``new TextEncoder()``: ``encode(text)`` gives the UTF-8 bytes as a ``Uint8Array``."""
-
-    encoding = "utf-8"
-
-    @classmethod
-    def new(cls) -> TextEncoder:
-        return cls()
-
-    def encode(self, text: str = "") -> Uint8Array:
-        return Uint8Array(str(text).encode("utf-8"))
-
-
-class SubtleCrypto:
-    """``crypto.subtle``: only Workers' ``timingSafeEqual``. The WebCrypto key operations
-    (``importKey``, ``sign``, ``digest``...) are not provided: reading one says to use Python's
-    ``hmac`` / ``hashlib``, which do the same work on bytes."""
-
-    @staticmethod
-    def timingSafeEqual(a: bytes, b: bytes) -> bool:  # noqa: N802 - the JavaScript name
-        """Constant-time comparison; buffers of different lengths are workerd's TypeError."""
-        left, right = bytes(a), bytes(b)
-        if len(left) != len(right):
-            raise TypeError("Input buffers must have the same byte length.")
-        return hmac.compare_digest(left, right)
-
-    def __getattr__(self, name: str) -> None:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise AttributeError(
-            f"crypto.subtle.{name} is not provided by ember (only timingSafeEqual is): use "
-            "Python's hmac (HMAC sign and verify, compare_digest) or hashlib (digest)"
-        )
-
-
 class crypto:  # noqa: N801 - the JS global's name
-    """``crypto.randomUUID()`` and ``crypto.subtle.timingSafeEqual``; for bytes use
-    ``secrets`` / ``os.urandom``, for hashes and HMACs ``hashlib`` / ``hmac``."""
+    """``crypto.randomUUID()`` and ``crypto.subtle`` (``webcrypto.py``); for random bytes use
+    ``secrets`` / ``os.urandom``."""
 
     subtle = SubtleCrypto()
 

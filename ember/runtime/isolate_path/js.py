@@ -3,7 +3,8 @@
 ``Response.new(...)``, ``Request.new(...)``, ``Headers.new(...)``, ``fetch``, ``console``,
 ``JSON``, ``Object.fromEntries`` (for ``to_js(..., dict_converter=Object.fromEntries)``),
 ``URL.new(request.url).searchParams`` and ``URLSearchParams``, ``Date``, ``crypto.randomUUID``,
-``crypto.subtle.timingSafeEqual``, ``TextEncoder``,
+``crypto.subtle`` (digest, HMAC, timingSafeEqual), ``TextEncoder`` / ``TextDecoder``,
+``btoa`` / ``atob``,
 ``Uint8Array`` / ``ArrayBuffer``; ``eval`` refuses as on Workers. Any other name raises
 ImportError naming what to use instead (``jsglobals.py``).
 """
@@ -18,6 +19,7 @@ from ember.runtime.isolate.formdata import File, FormData  # noqa: F401
 from ember.runtime.isolate.headers import Headers  # noqa: F401
 from ember.runtime.isolate.jsglobals import Date, TextEncoder, crypto, eval  # noqa: F401,A004
 from ember.runtime.isolate.jsurl import URL, URLSearchParams  # noqa: F401
+from ember.runtime.isolate.textcodec import TextDecoder, atob, btoa  # noqa: F401
 
 console = None  # replaced by the isolate with a console that sends Log frames
 
