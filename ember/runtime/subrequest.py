@@ -106,9 +106,12 @@ class SubrequestService(BindingService):
 
     async def call(self, method: str, args: list[Any], ctx: CallContext) -> object | StreamReply:
         """Make the request and stream its response back."""
-        if method != "fetch" or not isinstance(args, list) or len(args) != 5:
+        if method != "fetch" or not isinstance(args, list) or len(args) not in (5, 6):
             raise ServiceError("malformed fetch call", kind="type")
-        http_method, url, headers, redirect, body = args
+        http_method, url, headers, redirect, body = args[:5]
+        # fetch() (not the client libraries, which decode for themselves) takes a gzip-encoded
+        # answer still encoded, as workerd does: it decodes on reading, passes it on unread.
+        keep_gzip = len(args) == 6 and args[5] is True
         if not isinstance(http_method, str) or not isinstance(url, str):
             raise ServiceError("malformed fetch call", kind="type")
         count = ctx.count("subrequests")
@@ -142,17 +145,20 @@ class SubrequestService(BindingService):
             ) from None
         except (httpx.InvalidURL, UnicodeError) as exc:  # a redirect to such a URL
             raise _cannot_load(str(request.url), exc) from None
+        encoded = keep_gzip and _gzip_encoded(response)
         head = {
             "status": response.status_code,
             "statusText": response.reason_phrase,
             "headers": [
-                [k, v] for k, v in response.headers.multi_items() if k.lower() not in _DROPPED
+                [k, v]
+                for k, v in response.headers.multi_items()
+                if k.lower() not in _DROPPED or (encoded and k.lower() == "content-encoding")
             ],
             "url": str(response.url),
             "redirected": bool(response.history),
         }
-        length = _known_length(http_method, response)
-        return StreamReply(head=head, chunks=_body(response), length=length)
+        length = _known_length(http_method, response, encoded)
+        return StreamReply(head=head, chunks=_body(response, encoded), length=length)
 
     async def _send(self, client: Any, request: Any, redirect: object) -> Any:
         for _ in range(MAX_REDIRECTS + 1):
@@ -168,14 +174,20 @@ class SubrequestService(BindingService):
         raise ServiceError("Fetch API cannot load: too many redirects", kind="type")
 
 
-def _known_length(method: str, response: httpx.Response) -> int | None:
+def _gzip_encoded(response: httpx.Response) -> bool:
+    """Whether the answer is gzip-encoded, and gzip only (what workerd decodes itself)."""
+    values = response.headers.get_list("content-encoding")
+    return len(values) == 1 and values[0].strip().lower() == "gzip"
+
+
+def _known_length(method: str, response: httpx.Response, encoded: bool = False) -> int | None:
     """The body's length as the upstream announced it (its Content-Length), when the worker
     gets those very bytes: not decoded from a Content-Encoding (its length is then unknown),
     and not for HEAD or a status without a body, whose Content-Length describes no bytes here.
     A response passed through unread goes out with it, as workerd sends a known length."""
     if method.upper() == "HEAD" or response.status_code in (204, 304) or response.status_code < 200:
         return None
-    if response.headers.get("content-encoding", "identity").lower() != "identity":
+    if not encoded and response.headers.get("content-encoding", "identity").lower() != "identity":
         return None
     declared = response.headers.get_list("content-length")
     if len(set(declared)) != 1 or not declared[0].isdigit():
@@ -213,9 +225,9 @@ class _NoCookies(DefaultCookiePolicy):
         return False
 
 
-async def _body(response: Any) -> AsyncIterator[bytes]:
+async def _body(response: Any, encoded: bool = False) -> AsyncIterator[bytes]:
     try:
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.aiter_raw() if encoded else response.aiter_bytes():
             yield chunk
     finally:
         await response.aclose()

@@ -3,7 +3,9 @@
 Routes: ``/echo`` (method, path, query, headers and body back as JSON, plus a cookie),
 ``/text?body=B&type=T`` (B as a T),
 ``/redirect?to=PATH`` (302), ``/chunks?n=N`` (N streamed chunks), ``/big?n=BYTES``,
-``/status/CODE``, ``/hold?key=K`` (answers once ``/release?key=K`` was requested), and
+``/status/CODE``, ``/gzip?body=B&n=N`` (B repeated N times, or ``random=N`` bytes that do
+not compress, sent gzip-encoded with its length), ``/hold?key=K`` (answers once
+``/release?key=K`` was requested), and
 ``/never`` (answers only when the client goes away) and ``/trickle`` (a head and one chunk, then
 nothing until the client goes away); ``gone`` counts those departures.
 """
@@ -11,8 +13,10 @@ nothing until the client goes away); ``gone`` counts those departures.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import json
+import random
 import threading
 from typing import Any
 from urllib.parse import parse_qs
@@ -92,6 +96,13 @@ class Upstream:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await asyncio.sleep(0.01)  # separate chunks on the wire
             await send({"type": "http.response.body", "body": b""})
+        elif path == "/gzip":  # an origin that compresses: content-encoding and its length
+            plain = query.get("body", "").encode() * int(query.get("n", "1"))
+            if "random" in query:
+                plain = random.Random(0).randbytes(int(query["random"]))
+            encoded = gzip.compress(plain, mtime=0)
+            extra = [(b"content-encoding", b"gzip"), (b"vary", b"accept-encoding")]
+            await _reply(send, 200, encoded, extra, b"text/plain")
         elif path == "/big":
             await _reply(send, 200, b"b" * int(query.get("n", "1000")))
         elif path.startswith("/status/"):

@@ -17,6 +17,7 @@ from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.runtime.fields import MAX_STATUS_TEXT, valid_status_text
 from ember.runtime.isolate.body import BodyInit, _as_bytes, _Body
 from ember.runtime.isolate.cf import incoming_cf
+from ember.runtime.isolate.encoding import GzipBody, is_gzip
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import current_scope
 from ember.runtime.reason_phrases import default_status_text
@@ -129,6 +130,11 @@ class Response(_Body):
         **kw: Any,
     ) -> None:
         status_text = kw.pop("statusText", status_text)
+        encode_body = kw.pop("encodeBody", kw.pop("encode_body", "automatic"))
+        if encode_body not in ("automatic", "manual"):
+            raise TypeError(f"encodeBody: unexpected value: {encode_body} (automatic or manual)")
+        # "manual": a body under content-encoding: gzip is already compressed (encoding.py).
+        self._encode_manual = encode_body == "manual"
         if kw:
             raise TypeError(f"Response() got unexpected arguments: {', '.join(sorted(kw))}")
         if web_socket is not None:
@@ -315,7 +321,8 @@ async def fetch(
     body = request._take_body() if request._body is not None else None
     inline = body if isinstance(body, bytes) and len(body) <= 64 * 1024 else None
     upload = None if inline is not None or body is None else _as_bytes(body)
-    args = [request.method, request.url, request.headers.to_list(), request.redirect, inline]
+    # True: a gzip-encoded answer comes still encoded (GzipBody), to pass through as it came.
+    args = [request.method, request.url, request.headers.to_list(), request.redirect, inline, True]
     reply = await scope.channel.call(SUBREQUEST_BINDING, "fetch", args, upload=upload)
     head = reply.value
     if not isinstance(head, dict):
@@ -333,6 +340,8 @@ async def fetch(
         status_text=reason,
         headers=Headers._from_pairs([(str(k), str(v)) for k, v in head.get("headers", [])]),
     )
+    if is_gzip(response.headers.get("content-encoding")) and response_body is not None:
+        response_body = GzipBody(response_body)
     response._body = response_body
     response.url = str(head.get("url", request.url))
     response.redirected = bool(head.get("redirected", False))

@@ -21,7 +21,7 @@ from typing import Any
 from ember.bindings.env import Env
 from ember.bindings.streams import ReadableStream
 from ember.runtime.fields import MAX_HEADER_BYTES, MAX_HEADERS
-from ember.runtime.isolate import api, entrypoints
+from ember.runtime.isolate import api, encoding, entrypoints
 from ember.runtime.isolate.channel import IsolateChannel
 from ember.runtime.isolate.console import ConsoleOut
 from ember.runtime.isolate.cpumeter import CpuMeter, Metered
@@ -200,6 +200,8 @@ class EventRunner:
         rid = scope.rid
         body = response._take_body()
         headers = response.headers.to_list()
+        if encoding.wants_encoding(headers, response._encode_manual):
+            body, headers = _gzip_for_output(body, headers)
         over = _headers_over_limit(headers)
         if over is not None:  # the supervisor would refuse the frame: say which limit instead
             self.send(RequestError(rid, "response_headers", over, ""))
@@ -291,6 +293,23 @@ class EventRunner:
         message = user_message(exc)[:60_000]
         trace = "" if isinstance(exc, _InvalidResponse) else format_user_traceback(exc)
         self.send(RequestError(rid, kind, message, trace))
+
+
+def _gzip_for_output(body: Any, headers: list[tuple[str, str]]) -> tuple[Any, list[Any]]:
+    """A body under ``content-encoding: gzip`` as workerd sends it: a fetched body still
+    encoded and unread goes as it came (with its length); any other is compressed here."""
+    if isinstance(body, ReadableStream):
+        body = body.hand_over()
+        if body is None:
+            raise TypeError("This ReadableStream is locked: it has already been read")
+    if isinstance(body, encoding.GzipBody) and body.untouched:
+        return body.raw, headers
+    headers = encoding.without_length(headers)
+    if body is None:
+        return None, headers
+    if isinstance(body, bytes):
+        return encoding.gzip_bytes(body), headers
+    return encoding.gzip_stream(api._as_bytes(body)), headers
 
 
 async def _settled(result: Any) -> Any:

@@ -1,0 +1,121 @@
+"""A compressed upstream through ``fetch``, as workerd handles it: the handler reads the body
+decoded and sees the upstream's ``content-encoding``; returned as is, the encoded bytes go out
+with that header and their length (not decoded and re-chunked); a new body under a
+``content-encoding: gzip`` header is compressed on the way out (``encodeBody: "automatic"``)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import random
+from collections.abc import Iterator
+
+import pytest
+
+from tests.runtime.harness import Harness, write_project
+from tests.runtime.upstream import Upstream
+
+WORKER = """
+import json
+from workers import Response, fetch
+
+async def on_fetch(request, env):
+    path, _, query = request.url.split("/", 3)[-1].partition("?")
+    source = request.headers["x-upstream"] + "/gzip?" + query
+    resp = await fetch(source)
+    if path == "pass":
+        return resp
+    if path == "body":
+        return Response(resp.body, headers=resp.headers)
+    if path == "read":
+        text = await resp.text()
+        return Response.json([resp.headers.get("content-encoding"), text])
+    if path == "rewrap":  # a new body under the upstream's headers
+        return Response((await resp.text()).upper(), headers=resp.headers)
+    if path == "stream":  # a streamed new body under them
+        async def chunks():
+            async for chunk in resp.body:
+                yield chunk.upper()
+        return Response(chunks(), headers=resp.headers)
+    if path == "manual":  # bytes already compressed, sent as they are
+        import gzip
+        init = {"headers": {"content-encoding": "gzip"}, "encodeBody": "manual"}
+        return Response.new(gzip.compress(b"done", mtime=0), init)
+    return Response("unknown", status=404)
+"""
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Upstream]:
+    server = Upstream()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def worker(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> str:
+    return harness.deploy(write_project(tmp_path_factory.mktemp("gz") / "gz", WORKER))
+
+
+def _raw(harness: Harness, worker: str, upstream: Upstream, path: str) -> tuple[dict, bytes]:
+    """The head and the bytes on the wire, as curl without ``--compressed`` sees them."""
+    with harness.client(worker) as client:
+        headers = {"x-upstream": upstream.url, "accept-encoding": "gzip"}
+        with client.stream("GET", path, headers=headers) as response:
+            return dict(response.headers), b"".join(response.iter_raw())
+
+
+@pytest.mark.parametrize("path", ["/pass", "/body"])
+@pytest.mark.parametrize("query", ["body=hello&n=3", "random=200000"])
+def test_returned_as_is_the_encoded_bytes_pass_through(
+    harness: Harness, worker: str, upstream: Upstream, path: str, query: str
+) -> None:
+    headers, raw = _raw(harness, worker, upstream, f"{path}?{query}")
+    plain = b"hellohellohello" if query.startswith("body") else random.Random(0).randbytes(200000)
+    assert headers.get("content-encoding") == "gzip"
+    assert raw == gzip.compress(plain, mtime=0)  # the upstream's very bytes
+    assert headers.get("content-length") == str(len(raw))
+    assert "transfer-encoding" not in headers
+
+
+def test_the_handler_reads_it_decoded_and_sees_the_header(
+    harness: Harness, worker: str, upstream: Upstream
+) -> None:
+    with harness.client(worker) as client:
+        got = client.get("/read?body=hi&n=2", headers={"x-upstream": upstream.url})
+    assert json.loads(got.text) == ["gzip", "hihi"]
+
+
+@pytest.mark.parametrize("path", ["/rewrap", "/stream"])
+def test_a_new_body_under_content_encoding_gzip_is_compressed(
+    harness: Harness, worker: str, upstream: Upstream, path: str
+) -> None:
+    headers, raw = _raw(harness, worker, upstream, f"{path}?body=abc&n=4")
+    assert headers.get("content-encoding") == "gzip"
+    assert gzip.decompress(raw) == b"ABC" * 4
+    # Its length is not the upstream's: the new bytes are framed by their own.
+    assert headers.get("content-length") in (None, str(len(raw)))
+
+
+def test_encode_body_manual_sends_the_bytes_as_they_are(
+    harness: Harness, worker: str, upstream: Upstream
+) -> None:
+    headers, raw = _raw(harness, worker, upstream, "/manual?body=x")
+    assert headers.get("content-encoding") == "gzip"
+    assert raw == gzip.compress(b"done", mtime=0)
+
+
+def test_a_corrupt_or_cut_gzip_body_is_workerds_error() -> None:
+    from ember.js_errors import JsException
+    from ember.runtime.isolate.encoding import GzipBody
+
+    async def read(raw: bytes) -> bytes:
+        return b"".join([chunk async for chunk in GzipBody(raw)])
+
+    encoded = gzip.compress(b"x" * 1000)
+    assert asyncio.run(read(encoded)) == b"x" * 1000
+    with pytest.raises(JsException, match="Gzip compressed stream ended prematurely"):
+        asyncio.run(read(encoded[:-10]))
+    with pytest.raises(JsException, match="Gzip decompression failed"):
+        asyncio.run(read(b"\x1f\x8b" + b"\xff" * 20))
