@@ -98,11 +98,11 @@ class CpuMeter:
 
     def _task(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task:
         scope = CURRENT.get(None)
-        if scope is None:
+        # An event's own task comes metered (EventRunner): not a leftover of whichever request
+        # was running when its frame arrived (sync code pumping the socket dispatches it).
+        if scope is None or type(coro) is Metered:
             return asyncio.Task(coro, loop=loop, **kwargs)
-        if type(coro) is not Metered:
-            coro = Metered(coro, scope, self)
-        task = asyncio.Task(coro, loop=loop, **kwargs)
+        task = asyncio.Task(Metered(coro, scope, self), loop=loop, **kwargs)
         scope.adopt(task)  # cancelled with the request's other leftovers when it ends
         return task
 
