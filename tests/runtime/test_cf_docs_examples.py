@@ -109,20 +109,13 @@ def test_origin_pass_through_examples(harness: Harness, upstream: Upstream, tmp_
 
 
 def test_hot_link_protection(harness: Harness, upstream: Upstream, tmp_path: Path) -> None:
-    # Its response.headers["Content-Type"] finds the header in ember's live Headers; on
-    # Cloudflare a workers.fetch response's headers are a dict of lower-case names, where that
-    # raises KeyError (README, Porting from Cloudflare): ember answers as the page intends.
+    # Its response.headers["Content-Type"] reads a workers.fetch response's headers, which on
+    # Cloudflare (and here) are a dict of lower-case names: a KeyError, as published.
     image = "/text?type=image/png&body=PNG"
     with harness.client(deploy(harness, tmp_path, "hot_link")) as client:
         hotlinked = client.get(image, headers={**origin(upstream), "Referer": "https://x.test/"})
-        own = client.get(image, headers={**origin(upstream), "Referer": "http://127.0.0.1/p"})
-        page = client.get("/echo", headers={**origin(upstream), "Referer": "https://x.test/"})
-    assert (hotlinked.status_code, hotlinked.headers["location"]) == (
-        302,
-        "https://tutorial.cloudflareworkers.com/",
-    )
-    assert (own.status_code, own.text, own.headers["content-type"]) == (200, "PNG", "image/png")
-    assert page.json()["path"] == "/echo"
+    assert hotlinked.status_code == 500
+    assert "KeyError: 'Content-Type'" in hotlinked.text
 
 
 def test_fetch_json_post_json_and_aggregate(
@@ -183,17 +176,13 @@ def test_data_loss_prevention(harness: Harness, upstream: Upstream, tmp_path: Pa
 
 
 def test_security_headers(harness: Harness, upstream: Upstream, tmp_path: Path) -> None:
-    # As the hot-link page: new_headers["Content-Type"] is a KeyError on Cloudflare's dict of
-    # lower-case names; ember's Headers answer it. Its `del new_headers["name"]` (a literal
-    # "name") removes nothing, so the blocked headers stay, as published.
+    # As the hot-link page: new_headers["Content-Type"] is a KeyError in the dict of lower-case
+    # names a workers.fetch response's headers are, on Cloudflare and here.
     with harness.client(deploy(harness, tmp_path, "security_headers")) as client:
         api = client.get("/echo", headers=origin(upstream))
         page = client.get("/text?type=text/html&body=%3Cp%3E", headers=origin(upstream))
-    assert api.headers["x-frame-options"] == "DENY"
-    assert api.headers["cross-origin-opener-policy"] == 'same-site; report-to="default";'
-    assert api.headers["x-upstream"] == "1" and api.json()["path"] == "/echo"
-    assert (page.text, page.headers["x-powered-by"]) == ("<p>", "up")
-    assert "x-frame-options" not in page.headers  # HTML is returned before they are set
+    for reply in (api, page):
+        assert reply.status_code == 500 and "KeyError: 'Content-Type'" in reply.text
 
 
 def test_timing_safe_equal(harness: Harness, tmp_path: Path) -> None:

@@ -315,6 +315,7 @@ RESPONSES: list[tuple[str, str, tuple[int, str | None, bytes]]] = [
 
 PROBE_TEMPLATE = """
 import json
+import js
 from js import Object
 from pyodide.ffi import create_once_callable, create_proxy, to_js
 from workers import Headers, Request, Response, WorkerEntrypoint, fetch
@@ -335,7 +336,7 @@ class Default(WorkerEntrypoint):
             value = await globals()["p_" + name](self, request)
         except Exception as error:
             return Response(f"{{type(error).__name__}}: {{error}}", status=299)
-        if isinstance(value, Response):
+        if isinstance(value, Response | js.Response):  # the SDK's, or a JS one
             return value
         return Response(repr(value))
 """

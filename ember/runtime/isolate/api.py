@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.runtime.fields import MAX_STATUS_TEXT, valid_status_text
@@ -22,6 +22,7 @@ from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import current_scope
 from ember.runtime.reason_phrases import default_status_text
 
+R = TypeVar("R", bound="Response")
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # A URL that parses without a base: a scheme, and for the special schemes a host after "//".
 _ABSOLUTE_URL = re.compile(
@@ -68,6 +69,11 @@ class Request(_Body):
         """``new Request(input, init)`` in JavaScript style (``init`` may be another request:
         ``new Request(url, request)`` copies its method, headers, body and redirect)."""
         return cls(input, init, **kw)
+
+    @property
+    def _headers(self) -> Headers:
+        """The live headers, under the name the body code shared with Response reads."""
+        return self.headers
 
     @classmethod
     def _incoming(cls, method: str, url: str, headers: Headers, body: Any) -> Request:
@@ -156,14 +162,23 @@ class Response(_Body):
         # A copy even of a Headers object, as JS's constructor fills headers of its own:
         # `Response(r.body, headers=r.headers)` and then changing it leave r's headers alone.
         if headers is None:
-            self.headers = Headers()
+            self._headers = Headers()
         elif isinstance(headers, Headers):
-            self.headers = Headers(headers)
+            self._headers = Headers(headers)
         else:
-            self.headers = Headers(to_plain(headers))
+            self._headers = Headers(to_plain(headers))
         self.url = ""
         self.redirected = False
-        self._init_body(body, self.headers)
+        self._init_body(body, self._headers)
+
+    @property
+    def headers(self) -> Any:
+        """The live ``Headers`` (a JS ``Response``'s); ``workers.Response`` reads a copy."""
+        return self._headers
+
+    @headers.setter
+    def headers(self, value: Any) -> None:
+        self._headers = value if isinstance(value, Headers) else Headers(to_plain(value))
 
     @property
     def ok(self) -> bool:
@@ -252,14 +267,14 @@ class Response(_Body):
 
     def clone(self) -> Response:
         """A copy with the same body (a streamed one is teed), as JS ``clone()``."""
-        copy = Response(None, self.status, self._status_text, Headers(self.headers))
+        copy = type(self)(None, self.status, self._status_text, Headers(self._headers))
         copy._body = self._body_for_clone()
         copy.url, copy.redirected = self.url, self.redirected
         return copy
 
     def replace_body(self, body: BodyInit) -> Response:
         """The runtime SDK's ``replace_body``: same status and headers, a new body."""
-        return Response(body, self.status, self._status_text, Headers(self.headers))
+        return type(self)(body, self.status, self._status_text, Headers(self._headers))
 
     def raise_for_status(self) -> None:
         """Pyodide's ``FetchResponse.raise_for_status()``: OSError for a 4xx or 5xx status."""
@@ -302,7 +317,7 @@ def _response_init(init: Mapping[str, Any] | Response | None) -> dict[str, Any]:
     return {
         "status": init.status,
         "statusText": init._status_text,
-        "headers": Headers(init.headers),
+        "headers": Headers(init._headers),
     }
 
 
@@ -310,6 +325,13 @@ async def fetch(
     resource: str | Request, init: Mapping[str, Any] | None = None, **kw: Any
 ) -> Response:
     """An outbound HTTP request, made by the supervisor (counted against the subrequest limit)."""
+    return await _fetch(Response, resource, init, kw)
+
+
+async def _fetch(
+    response_class: type[R], resource: str | Request, init: Mapping[str, Any] | None, kw: Any
+) -> R:
+    """``fetch`` answering with ``response_class`` (``js.Response``, or ``workers.Response``)."""
     scope = current_scope()
     request = (
         resource
@@ -334,13 +356,13 @@ async def fetch(
         reason = ""  # HTTP allows a tab in an upstream's phrase; a Response's must not have one
     if reason == default_status_text(status):
         reason = None  # as workerd's makeHttpResponse: the standard phrase is not kept as given
-    response = Response(
+    response = response_class(
         None,
         status=status,
         status_text=reason,
         headers=Headers._from_pairs([(str(k), str(v)) for k, v in head.get("headers", [])]),
     )
-    if is_gzip(response.headers.get("content-encoding")) and response_body is not None:
+    if is_gzip(response._headers.get("content-encoding")) and response_body is not None:
         response_body = GzipBody(response_body)
     response._body = response_body
     response.url = str(head.get("url", request.url))

@@ -120,7 +120,7 @@ class _Body:
 
     async def form_data(self) -> FormData:
         """The body as a form (urlencoded or multipart), per its Content-Type header."""
-        headers: Headers = self.headers  # type: ignore[attr-defined]
+        headers: Headers = self._headers  # type: ignore[attr-defined]
         return parse_form(await self.bytes(), headers.get("content-type"))
 
     formData = form_data  # noqa: N815 - the JavaScript name

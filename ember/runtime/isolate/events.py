@@ -199,7 +199,7 @@ class EventRunner:
             raise CpuLimitInterrupt()
         rid = scope.rid
         body = response._take_body()
-        headers = response.headers.to_list()
+        headers = response._headers.to_list()
         if encoding.wants_encoding(headers, response._encode_manual):
             body, headers = _gzip_for_output(body, headers)
         over = _headers_over_limit(headers)

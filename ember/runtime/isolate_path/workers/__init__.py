@@ -3,7 +3,7 @@
 ``env`` is set by the isolate before the worker's module is imported.
 """
 
-from ember.runtime.isolate.api import Request, Response, fetch  # noqa: F401
+from ember.runtime.isolate.api import Request  # noqa: F401
 from ember.runtime.isolate.entrypoints import (  # noqa: F401
     DurableObject,
     WorkerEntrypoint,
@@ -16,6 +16,7 @@ from ember.runtime.isolate.formdata import File, FormData  # noqa: F401
 from ember.runtime.isolate.headers import Headers  # noqa: F401
 from ember.runtime.isolate.jsglobals import import_from_javascript  # noqa: F401
 from ember.runtime.isolate.scope import Context  # noqa: F401
+from ember.runtime.isolate.sdk_response import Response, fetch  # noqa: F401
 
 env = None  # replaced by the isolate with the deployment's Env
 
