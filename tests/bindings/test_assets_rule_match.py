@@ -62,3 +62,75 @@ def test_captures_and_replacement() -> None:
     assert host is not None and host.cross_host
     assert host.match("docs.example.com", "/x") == {"sub": "docs", "splat": "x"}
     assert host.match("a.b.example.com", "/x") is None
+
+
+NAMES = [f"{a}{b}" for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"]
+
+
+def _placeholders(start: int, count: int, limit: int) -> str:
+    """``/:aa/:ab/...`` of at most ``limit`` characters (whole segments)."""
+    rule = "/" + "/".join(":" + name for name in NAMES[start : start + count])
+    return rule[:limit].rsplit("/", 1)[0]
+
+
+def test_a_long_path_against_rules_of_hundreds_of_placeholders() -> None:
+    # review14: 7 rules of ~497 placeholder segments and one 14 KB path filled a 497 x 14,000
+    # table per rule on the serving loop (21.8 s; every tenant waited).
+    rules = [_placeholders(i, 660, 1990) for i in range(7)]
+    patterns = [compile_pattern(rule) for rule in rules]
+    assert all(p is not None for p in patterns)
+    sizes = [rule.count("/") for rule in rules]
+    for segments in (7000, sizes[0], sizes[0] - 1):
+        path = "/" + "/".join(["x"] * segments)
+        for rule, pattern, size in zip(rules, patterns, sizes, strict=True):
+            assert pattern is not None
+            got = pattern.match("h", path)
+            if segments != size:
+                assert got is None
+                continue
+            assert got is not None and set(got) == {p[1:] for p in rule.split("/")[1:]}
+            assert set(got.values()) == {"x"}
+
+
+def test_adjacent_placeholders_share_a_segment_as_the_regular_expression_does() -> None:
+    rule = "/" + "".join(f":{name}" for name in NAMES[:300]) + "!"
+    pattern = compile_pattern(rule)
+    assert pattern is not None
+    assert pattern.match("h", "/" + "a" * 16000) is None
+    got = pattern.match("h", "/" + "a" * 16000 + "!")
+    assert got is not None
+    assert got[NAMES[0]] == "a" * (16000 - 299)  # the first takes all the rest leave it
+    assert all(got[name] == "a" for name in NAMES[1:300])
+    short = compile_pattern("/:a:b-:c:d")
+    assert short is not None
+    assert short.match("h", "/xy-z-w") == match_reference("/:a:b-:c:d", "h", "/xy-z-w")
+
+
+def test_a_splat_among_many_segments_captures_what_lies_between() -> None:
+    rule = "/s/:a/*" + "".join(f"/:{name}" for name in NAMES[:200]) + "/end"
+    pattern = compile_pattern(rule)
+    assert pattern is not None
+    path = "/s/1/" + "m/" * 5000 + "/".join(["v"] * 200) + "/end"
+    small = "/s/1/" + "m/" * 50 + "/".join(["v"] * 200) + "/end"
+    assert pattern.match("h", small) == match_reference(rule, "h", small)
+    got = pattern.match("h", path)
+    assert got is not None
+    assert got["a"] == "1" and got["splat"] == ("m/" * 5000)[:-1]
+    assert pattern.match("h", path[:-1]) is None
+    assert pattern.match("h", "/s/1/" + "/".join(["v"] * 200) + "/end") is None
+
+
+def test_longer_random_rules_and_paths_agree_with_the_regular_expression() -> None:
+    rng = random.Random(614)
+    pieces = [*PIECES, "*", ":d", "/:e", "x"]
+    matched = 0
+    for _ in range(4000):
+        head = rng.choice(["/", "/", "https://:s.", "https://*", "https://:s", "/*"])
+        rule = head + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 9)))
+        pattern = compile_pattern(rule)
+        host = rng.choice(["h", "x.h", "a.b", "ab"])
+        path = "/" + "".join(rng.choice(ALPHABET + "x") for _ in range(rng.randint(0, 16)))
+        expected = match_reference(rule, host, path)
+        assert (pattern.match(host, path) if pattern else None) == expected, (rule, host, path)
+        matched += expected is not None
+    assert matched > 150

@@ -6,18 +6,28 @@ or more characters other than ``/`` (``/`` and ``.`` in the host of an ``https:/
 rest is literal and the whole path must match. A pattern the platform's regular expression
 refuses to compile (two splats, a name used twice) never matches: ``compile_pattern`` is None.
 
-Matching is linear in the path: a table of which suffixes each tail of the pattern can match,
-filled from the end, then each capture taken as long as the rest still matches, which is the
-match a backtracking regular expression (greedy, first alternative first) finds. The regular
-expression itself backtracks polynomially (``/:a:b:c:d:e!`` against a long segment) on a rule a
-tenant writes, matched on the serving loop for every request. ``match_reference`` is that
-regular expression, kept as the slow reference the tests compare with.
+Matching costs about the path's length plus the pattern's, whatever the rule: placeholders
+never cross ``/``, so the pattern's slashes line up with the path's (counted first: a rule of 500
+segments rejects a path of 7,000 at once), except across the one splat, whose segment's two sides
+match the end of one path segment and the start of another. Within a segment, adjacent
+captures form one gap and the literals between gaps are placed as far right as the rest allows
+(``rfind`` from the end), which is the match a backtracking regular expression (greedy, first
+alternative first) finds: each capture as long as the rest can still match. A host whose
+captures all stop at ``.`` is matched label by label the same way; one that mixes them falls
+back to a table (which suffixes each tail of the pattern can match) within ``MAX_HOST_TABLE``
+cells. The platform's regular expression backtracks polynomially (``/:a:b:c:d:e!`` against a
+long segment), and a table over the whole path cost 20 s for one request on the serving loop
+(review14); ``match_reference`` is that regular expression, kept as the slow reference the tests
+compare with.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from ember.bindings.assets.rule_table import Token as _Token
+from ember.bindings.assets.rule_table import table_match
 
 PLACEHOLDER = re.compile(r":([A-Za-z][A-Za-z0-9_]*)")
 _PIECE = re.compile(r"\*|:([A-Za-z][A-Za-z0-9_]*)")
@@ -26,11 +36,7 @@ _ESCAPED = set("-/\\^$+?.()|[]{}")
 HTTPS = "https://"
 
 
-@dataclass(frozen=True, slots=True)
-class _Token:
-    kind: str  # "literal", "placeholder" or "splat"
-    text: str  # the literal, or the capture's name
-    stops: str = ""  # a placeholder's characters it cannot take
+_FREE = _Token("splat", "")  # the splat's side of a segment it starts or ends in
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +46,9 @@ class Pattern:
     source: str
     cross_host: bool  # an ``https://host/path`` rule: matched against the request's host too
     tokens: tuple[_Token, ...]
+    segments: tuple[_Segment, ...] = ()
+    runs: tuple[int, ...] = ()  # per segment: how many lone placeholders start there
+    splat: int = -1  # the index of the segment with the splat, -1: none
 
     def subject(self, host: str, pathname: str) -> str:
         """What the pattern is matched against (the host without its port)."""
@@ -47,7 +56,7 @@ class Pattern:
 
     def match(self, host: str, pathname: str) -> dict[str, str] | None:
         """The captures when the request's ``pathname`` (on ``host``) matches, else None."""
-        return _match(self.tokens, self.subject(host, pathname))
+        return _match(self, self.subject(host, pathname))
 
 
 def compile_pattern(rule: str) -> Pattern | None:
@@ -75,70 +84,242 @@ def compile_pattern(rule: str) -> Pattern | None:
         tokens.append(_Token("placeholder", name, "/." if in_host else "/"))
     if position < len(rule):
         tokens.append(_Token("literal", rule[position:]))
-    return Pattern(rule, rule.startswith(HTTPS), tuple(tokens))
+    segments = _segments(tuple(tokens))
+    splat = next((i for i, segment in enumerate(segments) if segment.splat), -1)
+    return Pattern(rule, rule.startswith(HTTPS), tuple(tokens), segments, _runs(segments), splat)
 
 
-def _match(tokens: tuple[_Token, ...], text: str) -> dict[str, str] | None:
+def _match(pattern: Pattern, text: str) -> dict[str, str] | None:
+    """Segment by segment: placeholders never cross ``/``, so the pattern's ``/`` line up with
+    the path's, except across the one splat."""
+    tokens, segments, runs = pattern.tokens, pattern.segments, pattern.runs
     first, last = tokens[0] if tokens else None, tokens[-1] if tokens else None
     if first is not None and first.kind == "literal" and not text.startswith(first.text):
-        return None  # most rules and paths part here, before any table is made
+        return None  # most rules and paths part here, before anything is split
     if last is not None and last.kind == "literal" and not text.endswith(last.text):
         return None
-    n = len(text)
-    # rows[i][j]: tokens[i:] match text[j:] exactly.
-    rows = [bytearray(n + 1) for _ in range(len(tokens) + 1)]
-    rows[-1][n] = 1
-    for i in range(len(tokens) - 1, -1, -1):
-        token, row, after = tokens[i], rows[i], rows[i + 1]
-        if token.kind == "literal":
-            size = len(token.text)
-            start = text.find(token.text)
-            while start >= 0:
-                if after[start + size]:
-                    row[start] = 1
-                start = text.find(token.text, start + 1)
-        elif token.kind == "splat":
-            seen = 0
-            for j in range(n, -1, -1):
-                seen |= after[j]
-                row[j] = seen
-        else:
-            nearest = n + 1  # the smallest m > j with after[m], within j's run of non-stops
-            for j in range(n - 1, -1, -1):
-                if text[j] in token.stops:
-                    nearest = n + 1
-                    continue
-                if after[j + 1]:
-                    nearest = j + 1
-                row[j] = nearest <= n
-        if not any(row):
-            return None
-    if not rows[0][0]:
+    splat = pattern.splat
+    if splat < 0:
+        if text.count("/") != len(segments) - 1:
+            return None  # counted in C before any segment of a 16 KB path is made
+        captures: dict[str, str] = {}
+        return captures if _each(segments, runs, text.split("/"), captures) else None
+    before, after = splat, len(segments) - 1 - splat  # whole segments either side of it
+    if text.count("/") < before + after:
         return None
-    return _captures(tokens, text, rows)
+    head = text.split("/", before)
+    tail = head[-1].rsplit("/", after)
+    captures = {}
+    if not _each(segments[:before], runs[:before], head[:before], captures):
+        return None
+    if not _each(segments[splat + 1 :], runs[splat + 1 :], tail[1:], captures):
+        return None
+    middle = tail[0]  # the splat's segment(s): ``A*B``, A a prefix, B a suffix of ``middle``
+    if "/" not in middle:
+        found = _segment(segments[splat], middle)
+        if found is None:
+            return None
+        return {**captures, **found}
+    left, right = middle.split("/", 1)[0], middle.rsplit("/", 1)[1]
+    lead, trail = segments[splat].split
+    start = _segment(lead, left)
+    end = _segment(trail, right)
+    if start is None or end is None:
+        return None
+    begin = len(left) - len(start.pop(_FREE.text))
+    stop = len(middle) - len(right) + len(end.pop(_FREE.text))
+    return {**captures, **start, "splat": middle[begin:stop], **end}
 
 
-def _captures(tokens: tuple[_Token, ...], text: str, rows: list[bytearray]) -> dict[str, str]:
-    """Each capture as long as the rest can still match (the backtracking regex's choice)."""
-    captures: dict[str, str] = {}
-    position = 0
-    for i, token in enumerate(tokens):
-        after = rows[i + 1]
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """The tokens between two of the pattern's literal ``/``, laid out for matching once, when
+    the rule is compiled: literals, the gaps of adjacent captures between them, and each gap's
+    least length (one character a placeholder)."""
+
+    tokens: tuple[_Token, ...]
+    literals: tuple[str, ...]
+    gaps: tuple[tuple[_Token, ...], ...]
+    least: tuple[int, ...]
+    host: bool  # a placeholder here stops at "." too: matched by the table
+    splat: bool
+    split: tuple[_Segment, _Segment] | None  # the splat's segment: its two sides, each with _FREE
+    only: str  # the name when the segment is one placeholder alone, else ""
+    labels: tuple[_Segment, ...]  # a host whose captures all stop at ".": its labels
+    label_runs: tuple[int, ...]
+
+
+def _layout(tokens: tuple[_Token, ...], split: bool = True) -> _Segment:
+    literals: list[str] = [""]  # one more than the gaps once the last literal is in
+    gaps: list[list[_Token]] = []
+    for token in tokens:
         if token.kind == "literal":
-            position += len(token.text)
-            continue
-        if token.kind == "splat":
-            low, high = position, len(text)
+            if len(gaps) == len(literals):
+                literals.append("")
+            literals[-1] += token.text
+        elif len(gaps) == len(literals):
+            gaps[-1].append(token)
         else:
-            low, high = position + 1, position
-            while high < len(text) and text[high] not in token.stops:
-                high += 1
-        best = high
-        while best > low and not after[best]:  # the table says one in [low, high] does
-            best -= 1
-        captures[token.text] = text[position:best]
-        position = best
+            gaps.append([token])
+    if len(gaps) == len(literals):
+        literals.append("")
+    splat = any(t.kind == "splat" and t.text == "splat" for t in tokens)
+    sides = None
+    if splat and split:
+        cut = next(i for i, t in enumerate(tokens) if t.kind == "splat")
+        sides = (
+            _layout((*tokens[:cut], _FREE), False),
+            _layout((_FREE, *tokens[cut + 1 :]), False),
+        )
+    return _Segment(
+        tokens,
+        tuple(literals),
+        tuple(tuple(gap) for gap in gaps),
+        tuple(sum(t.kind == "placeholder" for t in gap) for gap in gaps),
+        any("." in t.stops for t in tokens),
+        splat,
+        sides,
+        tokens[0].text if len(tokens) == 1 and tokens[0].stops == "/" else "",
+        labels := _labels(tokens),
+        _runs(labels),
+    )
+
+
+def _runs(segments: tuple[_Segment, ...]) -> tuple[int, ...]:
+    """For each segment, how many segments from it on are a lone placeholder each."""
+    out = [0] * (len(segments) + 1)
+    for index in range(len(segments) - 1, -1, -1):
+        out[index] = out[index + 1] + 1 if segments[index].only else 0
+    return tuple(out[:-1])
+
+
+def _labels(tokens: tuple[_Token, ...]) -> tuple[_Segment, ...]:
+    """A host's labels, when every capture in it stops at ``.``: then the rule's dots line up
+    with the host's as its slashes do with the path's."""
+    captures = [t for t in tokens if t.kind != "literal"]
+    if not captures or any(t.stops != "/." for t in captures):
+        return ()
+    plain = tuple(t if t.kind == "literal" else _Token(t.kind, t.text, "/") for t in tokens)
+    return tuple(_layout(label) for label in _split(plain, "."))
+
+
+def _segments(tokens: tuple[_Token, ...]) -> tuple[_Segment, ...]:
+    """The tokens between the pattern's literal ``/`` characters."""
+    return tuple(_layout(segment) for segment in _split(tokens, "/"))
+
+
+def _split(tokens: tuple[_Token, ...], separator: str) -> list[tuple[_Token, ...]]:
+    out: list[list[_Token]] = [[]]
+    for token in tokens:
+        if token.kind != "literal":
+            out[-1].append(token)
+            continue
+        for index, piece in enumerate(token.text.split(separator)):
+            if index:
+                out.append([])
+            if piece:
+                out[-1].append(_Token("literal", piece))
+    return [tuple(part) for part in out]
+
+
+def _each(
+    segments: tuple[_Segment, ...],
+    runs: tuple[int, ...],
+    parts: list[str],
+    captures: dict[str, str],
+) -> bool:
+    """Each segment against its part of the path, captures added. A run of lone placeholders
+    (``/:a/:b/...``) is checked and captured in C: a 16 KB path has thousands of segments."""
+    index, count = 0, len(segments)
+    while index < count:
+        segment = segments[index]
+        if runs[index]:
+            end = min(index + runs[index], count)
+            chunk = parts[index:end]
+            if "" in chunk:
+                return False
+            captures.update(zip([s.only for s in segments[index:end]], chunk, strict=True))
+            index = end
+            continue
+        if not segment.gaps:
+            if parts[index] != segment.literals[0]:
+                return False
+        else:
+            found = _segment(segment, parts[index])
+            if found is None:
+                return False
+            captures.update(found)
+        index += 1
+    return True
+
+
+def _segment(segment: _Segment, text: str) -> dict[str, str] | None:
+    """``tokens`` (no ``/`` among them) matched against all of ``text`` (no ``/`` in it).
+
+    Adjacent captures form one gap; the literals between gaps are placed as far right as the
+    rest still allows (``rfind`` from the end: linear), which is what the greedy regular
+    expression chooses: each capture as long as the rest can still match."""
+    if segment.labels:
+        if text.count(".") != len(segment.labels) - 1:
+            return None
+        captures: dict[str, str] = {}
+        parts = text.split(".")
+        return captures if _each(segment.labels, segment.label_runs, parts, captures) else None
+    if segment.host:
+        return _host_segment(segment.tokens, text)
+    literals, gaps, least = segment.literals, segment.gaps, segment.least
+    if not gaps:
+        return {} if text == literals[0] else None
+    first, final = literals[0], literals[-1]
+    if not text.startswith(first) or not text.endswith(final):
+        return None
+    starts = [0] * len(literals)
+    starts[-1] = len(text) - len(final)
+    for index in range(len(literals) - 2, 0, -1):
+        limit = starts[index + 1] - least[index]
+        if limit < len(first) + len(literals[index]):
+            return None  # (and never a negative bound, which rfind reads from the end)
+        starts[index] = text.rfind(literals[index], 0, limit)
+        if starts[index] < 0:
+            return None
+    if starts[1] - len(first) < least[0]:
+        return None
+    captures = {}
+    for index, gap in enumerate(gaps):
+        low = starts[index] + len(literals[index]) if index else len(first)
+        high = starts[index + 1]
+        _share(gap, text[low:high], captures)
     return captures
+
+
+def _share(gap: tuple[_Token, ...], text: str, captures: dict[str, str]) -> None:
+    """A gap's text shared by its captures, each as long as the later ones allow: the first
+    takes all but what the rest need, one character a placeholder, none the splat."""
+    later = gap[1:]
+    need = sum(t.kind == "placeholder" for t in later)
+    captures[gap[0].text] = text[: len(text) - need]
+    if need == len(later):  # placeholders only (the common case): one character each
+        captures.update(zip([t.text for t in later], text[len(text) - need :], strict=True))
+        return
+    position = len(text) - need
+    for token in later:
+        size = token.kind == "placeholder"
+        captures[token.text] = text[position : position + size]
+        position += size
+
+
+MAX_HOST = 253  # a DNS name's length
+MAX_HOST_TABLE = 4096  # cells: 100 such rules fill at most 0.4 M a request
+
+
+def _host_segment(tokens: tuple[_Token, ...], text: str) -> dict[str, str] | None:
+    """A host whose captures mix ones that stop at ``.`` with ones that do not (a splat, or a
+    placeholder the platform leaves unescaped): the table, within a budget. Past it (a Host
+    longer than a DNS name, or a host of dozens of such captures) the rule does not match:
+    a documented limit, where the platform's regular expression would backtrack."""
+    if len(text) > MAX_HOST or len(tokens) * (len(text) + 1) > MAX_HOST_TABLE:
+        return None
+    return table_match(tokens, text)
 
 
 def replace(value: str, captures: dict[str, str]) -> str:

@@ -28,7 +28,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from ember.bindings.assets.intent import Lookup, find_intent
 from ember.bindings.assets.ranges import UNSATISFIABLE, byte_range, if_range_allows
-from ember.bindings.assets.rules import NO_RULES, AssetRules
+from ember.bindings.assets.rules import NO_RULES, AssetRules, Redirect
 
 CACHE_CONTROL = "public, max-age=0, must-revalidate"
 NAVIGATION_FLAG = "assets_navigation_prefers_asset_serving"
@@ -100,11 +100,13 @@ def route(
             policy.navigation_prefers_assets and headers.get("sec-fetch-mode") == "navigate"
         )
         not_found = policy.not_found_handling if keep else "none"
+        redirect = rules.redirect(path)  # looked up once: the answer below reuses it
         if (
-            rules.redirect(path) is None
+            redirect is None
             and find_intent(_decode(path), lookup, policy.html_handling, not_found) is None
         ):
             return None
+        return answer(method, path, query, headers, policy, lookup, rules, (redirect,))
     return answer(method, path, query, headers, policy, lookup, rules)
 
 
@@ -116,10 +118,13 @@ def answer(
     policy: AssetsPolicy,
     lookup: Lookup,
     rules: AssetRules = NO_RULES,
+    looked_up: tuple[Redirect | None] | None = None,
 ) -> AssetAnswer:
     """What the asset worker answers (``env.ASSETS.fetch`` and ``route``): ``_redirects``
-    first, then the asset, then the ``_headers`` rules on whatever the answer is."""
-    found = _answer(method, path, query, headers, policy, lookup, rules)
+    first, then the asset, then the ``_headers`` rules on whatever the answer is.
+    ``looked_up``: the redirect ``route`` already found for ``path`` (None: look it up)."""
+    matched = rules.redirect(path) if looked_up is None else looked_up[0]
+    found = _answer(method, path, query, headers, policy, lookup, matched)
     changed = rules.apply_headers(_hostname(headers.get("host", "")), path, found.headers)
     return found if changed is found.headers else dataclasses.replace(found, headers=changed)
 
@@ -131,10 +136,9 @@ def _answer(
     headers: Mapping[str, str],
     policy: AssetsPolicy,
     lookup: Lookup,
-    rules: AssetRules,
+    matched: Redirect | None,
 ) -> AssetAnswer:
     pathname = path
-    matched = rules.redirect(path)
     if matched is not None and matched.status != 200:
         return AssetAnswer(matched.status, (("location", _location(matched.to, query)),))
     if matched is not None:  # 200: the asset at the rule's path answers at this URL

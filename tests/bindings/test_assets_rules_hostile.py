@@ -1,0 +1,55 @@
+"""``_redirects`` / ``_headers`` / ``Range`` written or sent by someone hostile (review14): the
+answers they get, on real files. The cost of matching is measured in bench/, never here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ember.bindings.assets.files import AssetDirectory
+from ember.bindings.assets.rules import AssetRules, Redirect, rules_of
+from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, answer, route
+
+
+@pytest.fixture
+def public(tmp_path: Path) -> Path:
+    public = tmp_path / "public"
+    public.mkdir()
+    (public / "a.txt").write_text("0123456789")
+    (public / "index.html").write_text("home")
+    return public
+
+
+def _get(
+    public: Path,
+    path: str,
+    redirects: str | None = None,
+    headers_file: str | None = None,
+    request: dict[str, str] | None = None,
+    method: str = "GET",
+) -> AssetAnswer:
+    rules, _ = rules_of(redirects, headers_file, "auto-trailing-slash")
+    lookup = AssetDirectory(public).lookup
+    return answer(method, path, "", request or {}, AssetsPolicy(), lookup, rules)
+
+
+def test_route_looks_the_redirect_up_once_per_request(public: Path) -> None:
+    calls: list[str] = []
+
+    class Counting(AssetRules):
+        def redirect(self, pathname: str) -> Redirect | None:
+            calls.append(pathname)
+            return super().redirect(pathname)
+
+    compiled, _ = rules_of("/old /a.txt 301\n/x/* /a.txt\n", None, "auto-trailing-slash")
+    rules = Counting(compiled.static, compiled.dynamic, compiled.headers)
+    lookup = AssetDirectory(public).lookup
+    for path, status in (("/old", 301), ("/a.txt", 200), ("/x/y", 302)):
+        calls.clear()
+        found = route("GET", path, "", {}, AssetsPolicy(has_worker=True), lookup, rules)
+        assert found is not None and found.status == status
+        assert calls == [path]
+    calls.clear()
+    assert route("GET", "/worker", "", {}, AssetsPolicy(has_worker=True), lookup, rules) is None
+    assert calls == ["/worker"]
