@@ -53,3 +53,27 @@ def test_route_looks_the_redirect_up_once_per_request(public: Path) -> None:
     calls.clear()
     assert route("GET", "/worker", "", {}, AssetsPolicy(has_worker=True), lookup, rules) is None
     assert calls == ["/worker"]
+
+
+def test_a_backslash_never_makes_a_redirect_leave_the_site(public: Path) -> None:
+    # review14: "/go/\evil.com" went out as "Location: /\evil.com", which browsers follow to
+    # evil.com; the platform's new URL() turns "\" into "/" before any rule is matched.
+    redirects = "/go/* /:splat 302\n/p/:name /:name 301\n"
+    for path, location in (
+        ("/go/\\evil.com", "/evil.com"),
+        ("/go/\\\\evil.com", "/evil.com"),
+        ("/go//evil.com", "/evil.com"),
+        ("/go/\\/evil.com/x", "/evil.com/x"),
+        ("/go/%5Cevil.com", "/%5Cevil.com"),  # encoded: a path segment, not a slash
+        ("/go/a/../\\evil.com", "/evil.com"),
+        ("/x/%2e%2E/go/b", "/b"),  # dot segments, encoded too, resolved first
+        ("/go/<a b>", "/%3Ca%20b%3E"),
+        ("/go/\x01x", "/%01x"),
+    ):
+        found = _get(public, path, redirects)
+        assert found.status == 302, path
+        assert dict(found.headers)["location"] == location, path
+    found = _get(public, "/p/\\evil.com", redirects)
+    assert found.status == 404  # "/p//evil.com": the placeholder needs one segment
+    found = _get(public, "/x/./%2E%2e/a.txt", None)
+    assert found.status == 200  # "/a.txt", as the platform resolves it

@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from ember.bindings.assets.intent import Lookup, find_intent
+from ember.bindings.assets.pathname import url_pathname
 from ember.bindings.assets.ranges import UNSATISFIABLE, byte_range, if_range_allows
 from ember.bindings.assets.rules import NO_RULES, AssetRules, Redirect
 
@@ -88,6 +89,7 @@ def route(
     """The assets' answer to a request, or None: the worker runs it.
 
     ``path``: the request's path as sent (percent-encoded); ``headers``: lower-case names."""
+    path = url_pathname(path)
     if policy.static_routing:
         if _matches(policy.asset_rules, path):
             return answer(method, path, query, headers, policy, lookup, rules)
@@ -123,6 +125,7 @@ def answer(
     """What the asset worker answers (``env.ASSETS.fetch`` and ``route``): ``_redirects``
     first, then the asset, then the ``_headers`` rules on whatever the answer is.
     ``looked_up``: the redirect ``route`` already found for ``path`` (None: look it up)."""
+    path = url_pathname(path)  # (as route already did: the same again)
     matched = rules.redirect(path) if looked_up is None else looked_up[0]
     found = _answer(method, path, query, headers, policy, lookup, matched)
     changed = rules.apply_headers(_hostname(headers.get("host", "")), path, found.headers)
@@ -193,7 +196,8 @@ def _location(to: str, query: str) -> str:
     if parts.scheme:
         head = to.split("#", 1)[0].split("?", 1)[0]
     else:
-        head = parts.path or "/"
+        # Never "//host" nor "/\\host" (browsers leave the site), whatever a capture held.
+        head = "/" + (parts.path or "/").lstrip("/\\")
     return (
         head + (f"?{search}" if search else "") + (f"#{parts.fragment}" if parts.fragment else "")
     )
