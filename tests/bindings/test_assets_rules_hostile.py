@@ -77,3 +77,33 @@ def test_a_backslash_never_makes_a_redirect_leave_the_site(public: Path) -> None
     assert found.status == 404  # "/p//evil.com": the placeholder needs one segment
     found = _get(public, "/x/./%2E%2e/a.txt", None)
     assert found.status == 200  # "/a.txt", as the platform resolves it
+
+
+def test_headers_that_frame_the_response_are_skipped_with_a_warning(public: Path) -> None:
+    # review14: "Transfer-Encoding: chunked" went out beside content-length, and
+    # "Content-Length: 2" cut the body short (a RuntimeError in the server).
+    framing = [
+        "Content-Length: 2",
+        "Transfer-Encoding: chunked",
+        "Connection: close",
+        "Keep-Alive: timeout=5",
+        "TE: trailers",
+        "Trailer: x",
+        "Upgrade: websocket",
+        "Proxy-Connection: keep-alive",
+        "! Content-Length",
+        "! Transfer-Encoding",
+    ]
+    text = "/*\n" + "".join(f"  {line}\n" for line in framing) + "  X-Fine: yes\n  ! X Bad\n"
+    rules, notes = rules_of(None, text, "auto-trailing-slash")
+    assert len(notes) == len(framing) + 1
+    for note, line in zip(notes, framing, strict=False):
+        assert "_headers:" in note and line in note
+        assert "sets how the response is framed" in note
+    assert "! X Bad" in notes[-1]
+    found = _get(public, "/a.txt", None, text)
+    headers = dict(found.headers)
+    assert headers["content-length"] == "10" and headers["x-fine"] == "yes"
+    names = [name for name, _ in found.headers]
+    assert sorted(set(names)) == sorted(names)
+    assert not {"transfer-encoding", "connection", "keep-alive", "te", "trailer"} & set(names)

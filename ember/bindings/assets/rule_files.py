@@ -36,6 +36,21 @@ _PATH_SAFE = "/!$&'()*+,;=:@-._~%[]|^"
 T = TypeVar("T")
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
 _VALUE = re.compile(r"^[\t\x20-\x7e\xa0-\xff]*$")
+# Names that frame the response or belong to one connection: the server sets them, and a rule
+# setting (or removing) one would send a body its framing contradicts.
+FRAMING = frozenset(
+    {
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+    }
+)
+_FRAMING_MESSAGE = "sets how the response is framed (the server's to set): skipped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +206,16 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
             continue
         if ":" not in line:
             if current is not None and line.startswith("! "):
-                current[4].append(line[2:].strip())
+                gone = line[2:].strip()
+                if not _TOKEN.match(gone.lower()):
+                    message = (
+                        "expected '! Name', a header name of letters, digits and !#$%&'*+-.^_`|~"
+                    )
+                    invalid.append(Invalid(message, number, line))
+                elif gone.lower() in FRAMING:
+                    invalid.append(Invalid(f"! {gone} {_FRAMING_MESSAGE}", number, line))
+                else:
+                    current[4].append(gone)
             elif current is None:
                 message = "expected a path starting with / before the headers"
                 invalid.append(Invalid(message, number, line))
@@ -214,6 +238,9 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
             if not _VALUE.match(value)
             else None
         )
+        if problem is None and name in FRAMING:
+            invalid.append(Invalid(f"{name} {_FRAMING_MESSAGE}", number, line))
+            continue
         if problem is not None:
             invalid.append(Invalid(f"expected {problem}", number, line))
             continue
