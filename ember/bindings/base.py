@@ -79,9 +79,13 @@ class BindingSpec:
     name: str
     client: str  # "module:attr" of the ClientFactory, imported inside the isolate
     options: Mapping[str, OptionValue] = field(default_factory=dict)
+    # The service's alone (the supervisor's half), never sent to the isolate: what is large
+    # or none of the worker's business, such as a deployment's _redirects text (MiBs, where
+    # the Init frame carries about one).
+    private: Mapping[str, OptionValue] = field(default_factory=dict)
 
     def to_wire(self) -> list[object]:
-        """A msgpack-friendly form for the isolate's init frame."""
+        """A msgpack-friendly form for the isolate's init frame (``private`` stays here)."""
         return [self.kind, self.name, self.client, dict(self.options)]
 
     @classmethod

@@ -111,3 +111,34 @@ def test_deployed_rules_apply_per_version(serve: ServeProcess, tmp_path: Path) -
             },
         )
         assert refused.status_code == 400 and "_redirects" in refused.text, refused.text
+
+
+def test_rule_files_past_16_kib_deploy_and_apply(serve: ServeProcess, tmp_path: Path) -> None:
+    # review14: metadata.assets was capped at 16 KiB, so a _redirects past ~16 KB could not be
+    # deployed (and the refusal never named it). This platform takes uploads up to 1 MiB.
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "public").mkdir(parents=True)
+    (project / "wrangler.jsonc").write_text(json.dumps(CONFIG))
+    (project / "src" / "entry.py").write_text(ENTRY)
+    (project / "public" / "index.html").write_text("home")
+    pad = "x" * 200
+    static = "".join(f"/s{i}/{pad} /t/{i} 301\n" for i in range(1999)) + "/old /new 301\n"
+    dynamic = "".join(f"/d{i}/:name/{pad} /t/:name 302\n" for i in range(100))
+    (project / "public" / "_redirects").write_text(static + dynamic)
+    headers = "".join(f"/h{i}/*\n" + f"  X-Pad: {'v' * 400}\n" * 5 for i in range(98))
+    headers += "/\n" + f"  X-Pad: {'v' * 400}\n" * 5 + "/*\n  X-Last: 1\n"
+    (project / "public" / "_headers").write_text(headers)
+    assert len(static + dynamic) > 400_000 and len(headers) > 200_000
+    _, token = permanent_account(serve, "bigrules")
+    deployed = _ember(serve, token, project, "deploy", "--json")
+    assert deployed.returncode == 0, deployed.stderr
+    assert "_redirects:" not in deployed.stderr and "_headers:" not in deployed.stderr
+    moved = serve.worker("bigrules", "site", "/old")
+    assert moved.status_code == 301 and moved.headers["location"] == "/new"
+    found = serve.worker("bigrules", "site", f"/d99/abc/{pad}")
+    assert found.status_code == 302 and found.headers["location"] == "/t/abc"
+    page = serve.worker("bigrules", "site", "/")
+    assert page.headers["x-pad"].startswith("vvv") and page.headers["x-last"] == "1"
+    # The worker starts and env.ASSETS applies the same rules.
+    assert serve.worker("bigrules", "site", "/api/moved").text == "301 /new"

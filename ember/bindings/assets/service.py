@@ -50,7 +50,7 @@ class AssetsService(BindingService):
         # A deployed version's rules came with its assets config; ember dev's are the
         # directory's files, re-read when edited.
         if manifest:
-            redirects, headers = spec.options.get("redirects"), spec.options.get("headers")
+            redirects, headers = spec.private.get("redirects"), spec.private.get("headers")
             rules, _ = rules_of(
                 redirects if isinstance(redirects, str) else None,
                 headers if isinstance(headers, str) else None,

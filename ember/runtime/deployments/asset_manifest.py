@@ -15,6 +15,7 @@ from ember.bindings.assets.rules import MAX_RULES_FILE_BYTES
 from ember.config_assets import HTML_HANDLING, NOT_FOUND_HANDLING, routing_rules
 from ember.errors import ConfigError
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload
+from ember.runtime.deployments.metadata_limits import RULE_FILE_KEYS
 from ember.runtime.deployments.upload import MAX_SEGMENT_BYTES
 
 # A temporary account's assets, as Cloudflare bounds a temporary (unclaimed) account's.
@@ -24,9 +25,9 @@ BUCKET_FILES = 50
 BUCKET_BYTES = 40 * 1024 * 1024  # of file content per upload request (before base64)
 _HASH = re.compile(r"^[0-9a-f]{32}$")
 ASSET_CONFIG_KEYS = ("html_handling", "not_found_handling", "run_worker_first")
-# The texts of the assets directory's _redirects and _headers, as wrangler sends them (the
-# files are configuration, never uploaded as assets); parsed where the version is served.
-RULE_FILE_KEYS = ("_redirects", "_headers")
+# RULE_FILE_KEYS: the texts of the assets directory's _redirects and _headers, as wrangler
+# sends them (the files are configuration, never uploaded as assets); parsed once where the
+# version is served.
 
 
 def parse_manifest(body: object) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,8 @@ Cloudflare's numbers where it publishes them (workers-api.md §5.1): a var or se
 temporary accounts get the Free number, permanent ones the Paid one. Where Cloudflare publishes
 none, ember picks generous ones and names them in the error and in README: 100 compatibility
 flags of at most 128 characters, 8 tags (Workers for Platforms' count) of at most 128
-characters, 16 KiB of JSON for each other metadata field.
+characters, 16 KiB of JSON for each other metadata field (``metadata.assets`` without the
+``_redirects`` and ``_headers`` texts, bounded by ``rules.MAX_RULES_FILE_BYTES`` each).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ MAX_FLAG_CHARS = 128  # ember's; Cloudflare's longest flag names are under 60
 MAX_TAGS = 8  # Cloudflare's per-script tag count (Workers for Platforms)
 MAX_TAG_CHARS = 128  # ember's
 MAX_METADATA_FIELD_BYTES = 16 * 1024  # ember's: JSON of each other field (observability, ...)
+RULE_FILE_KEYS = ("_redirects", "_headers")  # in metadata.assets.config: limits of their own
 MAX_BINDING_NAME = 128  # ember's: characters of a binding's or secret's name (an identifier)
 # The worker gets its bindings, vars, secrets and flags in one Init frame: what they take must
 # fit it, with room left for the rest (ids, paths, the project's requirements).
@@ -84,12 +86,23 @@ def check_extra(extra: dict[str, Any]) -> None:
                     f"metadata.tags: {tag[:64]!r} is longer than {MAX_TAG_CHARS} characters"
                 )
     for key, value in extra.items():
-        size = json_size(value)
+        size = json_size(_without_rule_texts(value) if key == "assets" else value)
         if size > MAX_METADATA_FIELD_BYTES:
             raise InvalidUpload(
                 f"metadata.{key} is {size:,} bytes of JSON; ember stores at most "
                 f"{MAX_METADATA_FIELD_BYTES:,} bytes for each metadata field"
             )
+
+
+def _without_rule_texts(assets: Any) -> Any:
+    """``metadata.assets`` without the ``_redirects`` / ``_headers`` texts in its config: they
+    have limits of their own, sized from the rule limits (``asset_manifest.parse_config``
+    names the file past them)."""
+    config = assets.get("config") if isinstance(assets, dict) else None
+    if not isinstance(config, dict):
+        return assets
+    rest = {k: v for k, v in config.items() if k not in RULE_FILE_KEYS or not isinstance(v, str)}
+    return {**assets, "config": rest}
 
 
 def check_binding_size(spec: dict[str, Any]) -> None:

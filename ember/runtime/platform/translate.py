@@ -214,11 +214,14 @@ def _assets_bindings(
         "manifest": str(plane.assets.files.manifest_path(account.id, stored.manifest_id)),
         "html_handling": stored.config.get("html_handling", "auto-trailing-slash"),
         "not_found_handling": stored.config.get("not_found_handling", "none"),
+    }
+    # The rule files' texts go to the service only: up to MiBs, never in the Init frame.
+    private: dict[str, OptionValue] = {
         "redirects": _text(stored.config.get("_redirects")),
         "headers": _text(stored.config.get("_headers")),
     }
     return tuple(
-        BindingSpec(kind=ASSETS_KIND, name=b.name, client=ASSETS_CLIENT, options=options)
+        BindingSpec(ASSETS_KIND, b.name, ASSETS_CLIENT, options, private)
         for b in version.bindings
         if b.type == "assets"
     )
