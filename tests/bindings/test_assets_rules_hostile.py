@@ -107,3 +107,18 @@ def test_headers_that_frame_the_response_are_skipped_with_a_warning(public: Path
     names = [name for name, _ in found.headers]
     assert sorted(set(names)) == sorted(names)
     assert not {"transfer-encoding", "connection", "keep-alive", "te", "trailer"} & set(names)
+
+
+def test_a_range_of_thousands_of_digits_is_read_as_a_huge_number(public: Path) -> None:
+    # review14: "bytes=0-" and 5,000 nines was a 500 (int() refuses that many digits).
+    nines = "9" * 5000
+    found = _get(public, "/a.txt", request={"range": f"bytes=0-{nines}"})
+    assert found.status == 206 and dict(found.headers)["content-range"] == "bytes 0-9/10"
+    found = _get(public, "/a.txt", request={"range": f"bytes=-{nines}"})
+    assert found.status == 206 and (found.offset, found.length) == (0, 10)
+    found = _get(public, "/a.txt", request={"range": f"bytes={nines}-"})
+    assert found.status == 416
+    found = _get(public, "/a.txt", request={"range": f"bytes={'0' * 5000}2-3"})
+    assert found.status == 206 and (found.offset, found.length) == (2, 2)
+    found = _get(public, "/a.txt", request={"range": f"bytes={nines}-1"})
+    assert found.status == 200  # last before first: not a valid range, ignored

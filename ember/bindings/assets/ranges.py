@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# A position past any file: what a number of more digits reads as (int() refuses thousands of
+# digits, and no file is 10**18 bytes).
+_HUGE = 10**18
 _SPEC = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
 
 
@@ -43,17 +46,23 @@ def byte_range(header: str, size: int) -> ByteRange | str | None:
     if not first and not last:
         return None
     if not first:  # the last N bytes
-        suffix = int(last)
+        suffix = _number(last)
         if suffix == 0 or size == 0:
             return UNSATISFIABLE
         return ByteRange(max(size - suffix, 0), size - 1, size)
-    start = int(first)
-    end = int(last) if last else size - 1
+    start = _number(first)
+    end = _number(last) if last else size - 1
     if last and end < start:
         return None  # not a valid range-spec: the header is ignored
     if start >= size:
         return UNSATISFIABLE
     return ByteRange(start, min(end, size - 1), size)
+
+
+def _number(digits: str) -> int:
+    """``digits`` as a byte position; past 18 digits (leading zeros aside), ``_HUGE``."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else _HUGE
 
 
 def if_range_allows(header: str | None, etag: str) -> bool:
