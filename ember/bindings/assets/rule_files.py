@@ -27,6 +27,9 @@ MAX_REDIRECT_STATIC_RULES = 2000
 MAX_REDIRECT_DYNAMIC_RULES = 100
 MAX_HEADER_RULES = 100
 MAX_HEADER_LINE_LENGTH = 2000
+# ember's (the platform publishes none): 100 rules of 32 lines of 2,000 characters fit the
+# file's 4 MiB, and a request's headers are built from at most 3,200 lines.
+MAX_HEADERS_PER_RULE = 32
 REDIRECT_STATUSES = (200, 301, 302, 303, 307, 308)
 _URL = re.compile(r"^https://+(?P<host>[^/]+)/?(?P<path>.*)", re.DOTALL)
 _PORT = re.compile(r".*:\d+$")
@@ -168,12 +171,13 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
     lines = text.split("\n")
     rules: list[HeaderRule] = []
     invalid: list[Invalid] = []
-    current: tuple[str, str, int, dict[str, str], list[str]] | None = None
+    # path, its line, its number, the headers set, those removed, a tally of lines taken.
+    current: tuple[str, str, int, dict[str, str], list[str], list[int]] | None = None
 
     def close(number: int) -> None:
         if current is None:
             return
-        path, line, at, values, unset = current
+        path, line, at, values, unset, _ = current
         if values or unset:
             rules.append(HeaderRule(path, tuple(values.items()), tuple(unset)))
         else:
@@ -200,14 +204,16 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
                 break
             close(number)
             path, error = _url(line, only_relative=False, no_ports=True, keep_query=False)
-            current = None if path is None else (path, line, number, {}, [])
+            current = None if path is None else (path, line, number, {}, [], [])
             if path is None:
                 invalid.append(Invalid(error, number, line))
             continue
         if ":" not in line:
             if current is not None and line.startswith("! "):
                 gone = line[2:].strip()
-                if not _TOKEN.match(gone.lower()):
+                if _full(current):
+                    invalid.append(Invalid(_TOO_MANY, number, line))
+                elif not _TOKEN.match(gone.lower()):
                     message = (
                         "expected '! Name', a header name of letters, digits and !#$%&'*+-.^_`|~"
                     )
@@ -216,6 +222,7 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
                     invalid.append(Invalid(f"! {gone} {_FRAMING_MESSAGE}", number, line))
                 else:
                     current[4].append(gone)
+                    current[5].append(1)
             elif current is None:
                 message = "expected a path starting with / before the headers"
                 invalid.append(Invalid(message, number, line))
@@ -248,10 +255,21 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
             message = f"a header ({name}: {value}) before any path"
             invalid.append(Invalid(message, number, line))
             continue
+        if _full(current):
+            invalid.append(Invalid(_TOO_MANY, number, line))
+            continue
+        current[5].append(1)
         values = current[3]
         values[name] = f"{values[name]}, {value}" if name in values else value
     close(len(lines))
     return Parsed(tuple(rules), tuple(invalid))
+
+
+_TOO_MANY = f"more than {MAX_HEADERS_PER_RULE} headers under one path: skipped"
+
+
+def _full(current: tuple[str, str, int, dict[str, str], list[str], list[int]]) -> bool:
+    return len(current[5]) >= MAX_HEADERS_PER_RULE
 
 
 def warnings(file: str, parsed: Parsed[RedirectRule] | Parsed[HeaderRule]) -> list[str]:

@@ -64,26 +64,41 @@ class AssetRules:
         return None
 
     def apply_headers(self, host: str, pathname: str, headers: Headers) -> Headers:
-        """``headers`` (lower-case names) as the matching ``_headers`` rules change them."""
+        """``headers`` (lower-case names) as the matching ``_headers`` rules change them, as the
+        platform's asset worker does: each rule deletes its ``! Name`` headers, then sets each
+        of its own, where a name some earlier rule (or this one) already set is appended to
+        instead (``Headers.append``: one value joined with ``, ``, a cookie on its own line).
+        One pass over the rules' lines: a list rebuilt per header cost seconds (review14)."""
         if not self.headers:
             return headers
-        out = list(headers)
+        values: dict[str, list[str]] = {}
+        for name, value in headers:
+            values.setdefault(name, []).append(value)
         set_here: set[str] = set()
+        changed = False
         for pattern, rule in self.headers:
             captures = pattern.match(host, pathname)
             if captures is None:
                 continue
+            changed = True
             for name in rule.unset:
-                out = [(k, v) for k, v in out if k != name.lower()]
+                values.pop(name.lower(), None)
             for name, raw in rule.set:
                 value = replace(raw, captures)
-                if name in set_here and name != "set-cookie":
-                    out = [(k, f"{v}, {value}" if k == name else v) for k, v in out]
+                if name in set_here:
+                    values.setdefault(name, []).append(value)  # appended, even after a delete
                     continue
-                if name not in set_here:
-                    out = [(k, v) for k, v in out if k != name]
-                    set_here.add(name)
-                out.append((name, value))
+                values.pop(name, None)  # set: replaces what the assets had, last in order
+                values[name] = [value]
+                set_here.add(name)
+        if not changed:
+            return headers
+        out: list[tuple[str, str]] = []
+        for name, parts in values.items():
+            if name in set_here and name != "set-cookie" and len(parts) > 1:
+                out.append((name, ", ".join(parts)))
+            else:
+                out.extend((name, part) for part in parts)
         return tuple(out)
 
 
