@@ -150,3 +150,24 @@ def test_headers_per_rule_are_capped_and_many_apply_in_one_pass(public: Path) ->
     text = "".join(f"/:n{i}\n  X-Same: {i}\n" for i in range(100))
     found = _get(public, "/a.txt", None, text)
     assert dict(found.headers)["x-same"] == ", ".join(str(i) for i in range(100))
+
+
+def test_a_destination_of_two_slashes_names_another_host(public: Path) -> None:
+    # review14: "/old //cdn.example.com/new" went out as "/new"; the platform resolves the
+    # destination with new URL(to, request.url): another host, the request's scheme.
+    redirects = "/old //cdn.example.com/new 301\n/x/* //cdn.example.com/:splat\n/y/* /:splat\n"
+    found = _get(public, "/old", redirects)
+    assert dict(found.headers)["location"] == "//cdn.example.com/new"
+    found = _get(public, "/x/a//b", redirects)
+    assert dict(found.headers)["location"] == "//cdn.example.com/a/b"
+    found = _get(public, "/y//cdn.example.com", redirects)  # a capture never names a host
+    assert dict(found.headers)["location"] == "/cdn.example.com"
+
+
+def test_a_range_applies_to_get_only(public: Path) -> None:
+    # RFC 9110 section 14.2: a server ignores Range on any method but GET.
+    found = _get(public, "/a.txt", request={"range": "bytes=0-4"}, method="HEAD")
+    assert found.status == 200 and dict(found.headers)["content-length"] == "10"
+    assert "content-range" not in dict(found.headers) and found.file is None
+    found = _get(public, "/a.txt", request={"range": "bytes=0-4"})
+    assert found.status == 206 and (found.offset, found.length) == (0, 5)

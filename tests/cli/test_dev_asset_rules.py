@@ -135,4 +135,5 @@ def test_byte_ranges(tmp_path: Path) -> None:
         stale = httpx.get(url, headers={"range": "bytes=0-3", "if-range": '"x"'}, timeout=10)
         assert stale.status_code == 200 and len(stale.content) == len(BIG)
         head = httpx.head(url, headers={"range": "bytes=0-99"}, timeout=10)
-        assert head.status_code == 206 and head.headers["content-length"] == "100"
+        # RFC 9110 section 14.2: Range is for GET only; HEAD gets the whole file's headers.
+        assert head.status_code == 200 and head.headers["content-length"] == "1048576"

@@ -39,6 +39,9 @@ class Redirect:
 
     status: int
     to: str
+    # The rule's destination as written starts "//host": another host, the request's scheme
+    # (the platform's new URL(to, request.url)). A capture never makes one.
+    other_host: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,14 +56,11 @@ class AssetRules:
         """The redirect for the request's ``pathname`` (as sent, percent-encoded)."""
         rule = self.static.get(pathname)
         if rule is not None:
-            return Redirect(rule.status, rule.destination)
+            return _redirect(rule, rule.destination)
         for pattern, rule in self.dynamic:
             captures = pattern.match("", pathname)
             if captures is not None:
-                target = replace(rule.destination, captures).strip()
-                if not re.match(r"^\w+://", target):
-                    target = re.sub("/+", "/", target)  # a splat's own leading slash
-                return Redirect(rule.status, target)
+                return _redirect(rule, replace(rule.destination, captures).strip())
         return None
 
     def apply_headers(self, host: str, pathname: str, headers: Headers) -> Headers:
@@ -103,6 +103,19 @@ class AssetRules:
 
 
 NO_RULES = AssetRules()
+_OTHER_HOST = re.compile(r"^[/\\]{2,}([^/\\?#]*)(.*)$", re.DOTALL)
+
+
+def _redirect(rule: RedirectRule, target: str) -> Redirect:
+    if re.match(r"^\w+://", target):
+        return Redirect(rule.status, target)
+    other = _OTHER_HOST.match(rule.destination)
+    if other is not None:  # the host as written (captures substituted), then the path
+        found = _OTHER_HOST.match(target)
+        if found is not None and found[1]:
+            rest = re.sub("/+", "/", found[2])
+            return Redirect(rule.status, f"//{found[1]}{rest}", other_host=True)
+    return Redirect(rule.status, re.sub("/+", "/", target))  # a splat's own leading slash
 
 
 def rules_of(

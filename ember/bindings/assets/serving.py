@@ -143,7 +143,8 @@ def _answer(
 ) -> AssetAnswer:
     pathname = path
     if matched is not None and matched.status != 200:
-        return AssetAnswer(matched.status, (("location", _location(matched.to, query)),))
+        location = _location(matched.to, query, matched.other_host)
+        return AssetAnswer(matched.status, (("location", location),))
     if matched is not None:  # 200: the asset at the rule's path answers at this URL
         pathname = urlsplit(matched.to).path or "/"
     decoded = _decode(pathname)
@@ -166,7 +167,7 @@ def _answer(
     if headers.get("if-none-match", "") in (etag, f"W/{etag}"):
         return AssetAnswer(304, tuple(out))
     body = None if method.upper() == "HEAD" else asset.file
-    wanted = headers.get("range")
+    wanted = headers.get("range") if method.upper() == "GET" else None  # RFC 9110 14.2
     if (
         wanted is not None
         and intent.status == 200
@@ -189,11 +190,13 @@ def _hostname(host: str) -> str:
     return host.split(":", 1)[0].lower()
 
 
-def _location(to: str, query: str) -> str:
+def _location(to: str, query: str, other_host: bool = False) -> str:
     """A redirect rule's destination, the request's query kept where the rule names none."""
     parts = urlsplit(to)
     search = parts.query or query
-    if parts.scheme:
+    if other_host:
+        head = f"//{parts.netloc}{parts.path}"
+    elif parts.scheme:
         head = to.split("#", 1)[0].split("?", 1)[0]
     else:
         # Never "//host" nor "/\\host" (browsers leave the site), whatever a capture held.
