@@ -46,9 +46,9 @@ class Pattern:
     source: str
     cross_host: bool  # an ``https://host/path`` rule: matched against the request's host too
     tokens: tuple[_Token, ...]
-    segments: tuple[_Segment, ...] = ()
-    runs: tuple[int, ...] = ()  # per segment: how many lone placeholders start there
-    splat: int = -1  # the index of the segment with the splat, -1: none
+    segments: tuple[_Segment, ...]
+    runs: _Runs
+    splat: int  # the index of the segment with the splat, -1: none
 
     def subject(self, host: str, pathname: str) -> str:
         """What the pattern is matched against (the host without its port)."""
@@ -110,9 +110,9 @@ def _match(pattern: Pattern, text: str) -> dict[str, str] | None:
     head = text.split("/", before)
     tail = head[-1].rsplit("/", after)
     captures = {}
-    if not _each(segments[:before], runs[:before], head[:before], captures):
+    if not _each(segments[:before], runs.cut(0, before), head[:before], captures):
         return None
-    if not _each(segments[splat + 1 :], runs[splat + 1 :], tail[1:], captures):
+    if not _each(segments[splat + 1 :], runs.cut(splat + 1, len(segments)), tail[1:], captures):
         return None
     middle = tail[0]  # the splat's segment(s): ``A*B``, A a prefix, B a suffix of ``middle``
     if "/" not in middle:
@@ -146,7 +146,10 @@ class _Segment:
     split: tuple[_Segment, _Segment] | None  # the splat's segment: its two sides, each with _FREE
     only: str  # the name when the segment is one placeholder alone, else ""
     labels: tuple[_Segment, ...]  # a host whose captures all stop at ".": its labels
-    label_runs: tuple[int, ...]
+    label_runs: _Runs
+    # per gap: the later captures' names when all are placeholders (else None), and how many
+    # characters they need: worked out once, not on every request
+    shares: tuple[tuple[tuple[str, ...] | None, int], ...]
 
 
 def _layout(tokens: tuple[_Token, ...], split: bool = True) -> _Segment:
@@ -182,15 +185,32 @@ def _layout(tokens: tuple[_Token, ...], split: bool = True) -> _Segment:
         tokens[0].text if len(tokens) == 1 and tokens[0].stops == "/" else "",
         labels := _labels(tokens),
         _runs(labels),
+        tuple(_plan(gap) for gap in gaps),
     )
 
 
-def _runs(segments: tuple[_Segment, ...]) -> tuple[int, ...]:
-    """For each segment, how many segments from it on are a lone placeholder each."""
+def _plan(gap: list[_Token]) -> tuple[tuple[str, ...] | None, int]:
+    later = gap[1:]
+    need = sum(t.kind == "placeholder" for t in later)
+    return (tuple(t.text for t in later) if need == len(later) else None), need
+
+
+@dataclass(frozen=True, slots=True)
+class _Runs:
+    """Per segment: how many segments from it on are a lone placeholder each, and its name."""
+
+    counts: tuple[int, ...]
+    names: tuple[str, ...]
+
+    def cut(self, start: int, end: int) -> _Runs:
+        return _Runs(self.counts[start:end], self.names[start:end])
+
+
+def _runs(segments: tuple[_Segment, ...]) -> _Runs:
     out = [0] * (len(segments) + 1)
     for index in range(len(segments) - 1, -1, -1):
         out[index] = out[index + 1] + 1 if segments[index].only else 0
-    return tuple(out[:-1])
+    return _Runs(tuple(out[:-1]), tuple(segment.only for segment in segments))
 
 
 def _labels(tokens: tuple[_Token, ...]) -> tuple[_Segment, ...]:
@@ -224,7 +244,7 @@ def _split(tokens: tuple[_Token, ...], separator: str) -> list[tuple[_Token, ...
 
 def _each(
     segments: tuple[_Segment, ...],
-    runs: tuple[int, ...],
+    runs: _Runs,
     parts: list[str],
     captures: dict[str, str],
 ) -> bool:
@@ -233,12 +253,12 @@ def _each(
     index, count = 0, len(segments)
     while index < count:
         segment = segments[index]
-        if runs[index]:
-            end = min(index + runs[index], count)
+        if runs.counts[index]:
+            end = min(index + runs.counts[index], count)
             chunk = parts[index:end]
             if "" in chunk:
                 return False
-            captures.update(zip([s.only for s in segments[index:end]], chunk, strict=True))
+            captures.update(zip(runs.names[index:end], chunk, strict=True))
             index = end
             continue
         if not segment.gaps:
@@ -288,21 +308,25 @@ def _segment(segment: _Segment, text: str) -> dict[str, str] | None:
     for index, gap in enumerate(gaps):
         low = starts[index] + len(literals[index]) if index else len(first)
         high = starts[index + 1]
-        _share(gap, text[low:high], captures)
+        _share(gap, segment.shares[index], text[low:high], captures)
     return captures
 
 
-def _share(gap: tuple[_Token, ...], text: str, captures: dict[str, str]) -> None:
+def _share(
+    gap: tuple[_Token, ...],
+    plan: tuple[tuple[str, ...] | None, int],
+    text: str,
+    captures: dict[str, str],
+) -> None:
     """A gap's text shared by its captures, each as long as the later ones allow: the first
     takes all but what the rest need, one character a placeholder, none the splat."""
-    later = gap[1:]
-    need = sum(t.kind == "placeholder" for t in later)
+    names, need = plan
     captures[gap[0].text] = text[: len(text) - need]
-    if need == len(later):  # placeholders only (the common case): one character each
-        captures.update(zip([t.text for t in later], text[len(text) - need :], strict=True))
+    if names is not None:  # placeholders only (the common case): one character each
+        captures.update(zip(names, text[len(text) - need :], strict=True))
         return
     position = len(text) - need
-    for token in later:
+    for token in gap[1:]:
         size = token.kind == "placeholder"
         captures[token.text] = text[position : position + size]
         position += size
