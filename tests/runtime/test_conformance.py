@@ -387,28 +387,3 @@ def test_response(
 def test_probe_rows_have_unique_names(tmp_path: Path) -> None:
     names = [r[0] for r in VALUES + REFUSED + RESPONSES]
     assert len(names) == len(set(names))
-
-
-def test_legacy_handler_decorator_and_fetch_without_a_request(
-    harness: Harness, tmp_path: Path
-) -> None:
-    legacy = """
-    from workers import Response, handler
-
-    @handler
-    async def on_fetch(request, env):
-        return Response("legacy " + request.method)
-    """
-    bare = """
-    from workers import Response, WorkerEntrypoint
-
-    class Default(WorkerEntrypoint):
-        async def fetch(self):
-            return Response("no request")
-    """
-    legacy_id = harness.deploy(write_project(tmp_path / "legacy", legacy))
-    bare_id = harness.deploy(write_project(tmp_path / "bare", bare))
-    with harness.client(legacy_id) as client:
-        assert client.get("/").text == "legacy GET"
-    with harness.client(bare_id) as client:
-        assert client.get("/").text == "no request"
