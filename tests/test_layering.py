@@ -72,6 +72,20 @@ def test_cli_help_does_not_import_torch() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True)
 
 
+def test_cli_command_modules_do_not_import_torch() -> None:
+    # The suite and users run `ember deploy`, `secret`, `kv`... as fresh processes: a command
+    # module that pulls torch in at import costs every run seconds of CPU for nothing.
+    code = (
+        "import importlib, sys\n"
+        "from ember.cli.main import COMMANDS\n"
+        "for target in COMMANDS.values():\n"
+        "    importlib.import_module(target.split(':')[0])\n"
+        "    assert 'torch' not in sys.modules, f'torch imported by {target}'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
 def test_no_top_level_workers_package_is_installed() -> None:
     """`workers`, `js` and `pyodide` exist only inside isolates, never in site-packages."""
     code = (
