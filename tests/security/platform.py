@@ -282,7 +282,9 @@ class Attacker:
         footprint = self.observe()
         if fresh_from is not None:
             assert footprint is not None and footprint.worker_pid != fresh_from.worker_pid
-            assert fresh_from.exited()
+            # The crashed worker's monitor reaps it and exits on its own clock: gone within
+            # seconds, not necessarily before the next request is answered.
+            assert wait_until(fresh_from.exited), fresh_from.leftovers()
 
 
 class Guard:
