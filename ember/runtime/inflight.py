@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import ProtocolError
-from ember.runtime import cancelgrace, cpushare
+from ember.runtime import cancelgrace, cpushare, edge_gzip
 from ember.runtime import limits as L
 from ember.runtime.http import ClientDisconnected, HttpResponse, ResponseAborted
 from ember.runtime.lifecycle import State
@@ -118,7 +118,9 @@ class InFlight:
                 return
         headers = [(k, v) for k, v in message.headers if k.lower() not in _HOP_BY_HOP]
         self.head.set_result(
-            HttpResponse(message.status, headers, body, status_text=message.status_text)
+            self._for_client(
+                HttpResponse(message.status, headers, body, status_text=message.status_text)
+            )
         )
         if message.done:
             self.finish()  # before logging, so the log line reuses its CPU reading
@@ -158,7 +160,22 @@ class InFlight:
             headers.append(("content-length", str(body.length)))
         stream = ResponseStream(self, body)
         self.head.set_result(
-            HttpResponse(message.status, headers, stream, status_text=message.status_text)
+            self._for_client(
+                HttpResponse(message.status, headers, stream, status_text=message.status_text)
+            )
+        )
+
+    def _for_client(self, response: HttpResponse) -> HttpResponse:
+        """The worker's response as the edge sends it to this request's client: gzip decoded
+        for a client that did not accept it (``edge_gzip.py``)."""
+        body = response.body
+        return edge_gzip.for_client(
+            response,
+            self.headers,
+            self.method,
+            self.process.limits.max_response_bytes,
+            over_limit=lambda: self.fail(L.RESPONSE_TOO_LARGE, cancel=True),
+            broken=body.cut if isinstance(body, ResponseStream) else _nothing,
         )
 
     def on_error(self, kind: str, message: str, traceback: str) -> None:
@@ -334,6 +351,13 @@ class ResponseStream:
             raise ResponseAborted(L.RESPONSE_TOO_LARGE.message)
         return chunk
 
+    def cut(self) -> None:
+        """The body stops here though the worker's did not end (what ember made of it was
+        invalid: ``edge_gzip.py``): logged as a body cut short, not as the client leaving."""
+        if not self._complete and self._request is not None:
+            self._complete = True
+            self._request._log()
+
     async def aclose(self) -> None:
         """The router stopped reading: if the body was not complete, the client went away."""
         if not self._complete:
@@ -353,6 +377,10 @@ def error_response(error: L.PlatformError) -> HttpResponse:
         error.body(),
         outcome=error.tag,
     )
+
+
+def _nothing() -> None:
+    pass
 
 
 def _declared_length(headers: list[tuple[str, str]]) -> int:
