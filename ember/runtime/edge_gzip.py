@@ -75,13 +75,13 @@ def for_client(
     method: str,
     limit: int,
     over_limit: Callable[[], None],
-    broken: Callable[[], None],
+    broken: Callable[[], None] | None,
 ) -> HttpResponse:
     """``response`` as it goes to the client that sent ``request_headers``: decoded (see the
     module docstring) if it is gzip-encoded and the client did not accept gzip, else itself.
 
     ``limit``: the most decoded bytes sent; past it ``over_limit`` runs (it ends the request)
-    and the body is cut. ``broken`` runs when the body turns out not to be valid gzip.
+    and the body is cut. ``broken`` (if any) runs when the body turns out not to be valid gzip.
     """
     if not is_gzip_encoded(response.headers) or accepts_gzip(request_headers):
         return response
@@ -108,7 +108,7 @@ class GunzipStream:
         source: bytes | AsyncIterator[bytes],
         limit: int,
         over_limit: Callable[[], None],
-        broken: Callable[[], None],
+        broken: Callable[[], None] | None,
     ) -> None:
         self._source: Any = None if isinstance(source, bytes) else source
         self._input = source if isinstance(source, bytes) else b""  # not yet decoded
@@ -177,7 +177,8 @@ class GunzipStream:
 
     def _fail(self, message: str) -> NoReturn:
         self._ended = True
-        self._broken()
+        if self._broken is not None:
+            self._broken()
         raise ResponseAborted(message)
 
     async def aclose(self) -> None:

@@ -175,7 +175,7 @@ class InFlight:
             self.method,
             self.process.limits.max_response_bytes,
             over_limit=lambda: self.fail(L.RESPONSE_TOO_LARGE, cancel=True),
-            broken=body.cut if isinstance(body, ResponseStream) else _nothing,
+            broken=body.cut if isinstance(body, ResponseStream) else None,
         )
 
     def on_error(self, kind: str, message: str, traceback: str) -> None:
@@ -352,11 +352,17 @@ class ResponseStream:
         return chunk
 
     def cut(self) -> None:
-        """The body stops here though the worker's did not end (what ember made of it was
-        invalid: ``edge_gzip.py``): logged as a body cut short, not as the client leaving."""
-        if not self._complete and self._request is not None:
-            self._complete = True
-            self._request._log()
+        """The body stops here (what ember made of it was invalid: ``edge_gzip.py``). A worker
+        still writing it is cancelled as when the client leaves (nobody reads it any more);
+        else the request is logged as one whose body was cut short."""
+        request = self._request
+        if self._complete or request is None:
+            return
+        self._complete = True
+        if self._stream.ended:
+            request._log()
+        else:
+            request.client_gone()
 
     async def aclose(self) -> None:
         """The router stopped reading: if the body was not complete, the client went away."""
@@ -377,10 +383,6 @@ def error_response(error: L.PlatformError) -> HttpResponse:
         error.body(),
         outcome=error.tag,
     )
-
-
-def _nothing() -> None:
-    pass
 
 
 def _declared_length(headers: list[tuple[str, str]]) -> int:

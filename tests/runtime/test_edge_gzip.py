@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import random
 import socket
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -24,6 +25,7 @@ from tests.runtime.harness import write_project
 from tests.runtime.upstream import Upstream
 
 WORKER = """
+import asyncio
 import gzip
 from workers import Response, fetch
 
@@ -50,6 +52,14 @@ async def on_fetch(request, env):
         async def chunks():
             yield good[: len(good) // 2]
             yield good[len(good) // 2 : -8] + bytes(8)
+        init = {"headers": {"content-encoding": "gzip"}, "encodeBody": "manual"}
+        return Response.new(chunks(), init)
+    if path == "endless":  # a broken start, then a stream that never ends
+        async def chunks():
+            yield gzip.compress(b"start") [:-8] + bytes(8)
+            while True:
+                await asyncio.sleep(0.01)
+                yield b"more"
         init = {"headers": {"content-encoding": "gzip"}, "encodeBody": "manual"}
         return Response.new(chunks(), init)
     return Response("unknown", status=404)
@@ -242,3 +252,30 @@ def test_head_drops_the_encoding_for_a_client_that_did_not_accept_it(
     head, _ = servers.client(lambda: _get(servers.addresses[fast], raw, "HEAD"))
     assert head["status"] == "200"
     assert "content-encoding" not in head
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_stream_cut_for_broken_gzip_ends_its_request(
+    servers: DualServers, upstream: Upstream, fast: bool
+) -> None:
+    supervisor = servers.servers[fast].supervisor
+    assert supervisor is not None
+
+    def run() -> bool:
+        with socket.create_connection(servers.addresses[fast], timeout=60) as sock:
+            sock.sendall(_request("/endless", upstream, None))
+            reader = WireReader(sock)
+            _head(reader)
+            with pytest.raises(EOFError):  # cut
+                list(_chunks(reader))
+        # The worker's stream is read no further: its request is cancelled, as when a client
+        # leaves, not left running until the wall-time limit. (Polled: the cancellation is
+        # asynchronous; the bound is far above what it takes.)
+        for _ in range(300):
+            isolate = supervisor.isolate(supervisor.deployment_ids()[0])
+            if isolate is not None and not isolate.inflight:
+                return True
+            time.sleep(0.05)
+        return False
+
+    assert servers.client(run)
