@@ -9,7 +9,14 @@ import pytest
 
 from ember.bindings.assets.files import AssetDirectory
 from ember.bindings.assets.rule_files import MAX_HEADERS_PER_RULE
-from ember.bindings.assets.rules import AssetRules, Redirect, rules_of
+from ember.bindings.assets.rules import (
+    MAX_ADDED_HEADER_BYTES,
+    MAX_HEADER_VALUE_BYTES,
+    MAX_LOCATION_BYTES,
+    AssetRules,
+    Redirect,
+    rules_of,
+)
 from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, answer, route
 
 
@@ -171,3 +178,37 @@ def test_a_range_applies_to_get_only(public: Path) -> None:
     assert "content-range" not in dict(found.headers) and found.file is None
     found = _get(public, "/a.txt", request={"range": "bytes=0-4"})
     assert found.status == 206 and (found.offset, found.length) == (0, 5)
+
+
+def test_substitution_past_the_caps_is_refused_before_it_is_built() -> None:
+    # review17: 32 lines of ~333 :splat under each of 8 rules and an 8 KB path built 680 MB of
+    # headers; a destination of :splat repeated built a 2.7 MB Location.
+    value = (":splat" * 333)[:1990]
+    text = "".join(
+        f"/{'a' * i}*\n" + "".join(f"  x-{j}: {value}\n" for j in range(31)) + "  x-ok: fine\n"
+        for i in range(4)
+    )
+    rules, _ = rules_of(None, text, "auto-trailing-slash")
+    out = rules.apply_headers("h", "/" + "a" * 1000, (("etag", "x"),))  # 331 KB a value
+    assert [n for n, _ in out] == ["etag", "x-ok"]
+    assert ("x-ok", "fine, fine, fine, fine") in out
+    # Each value under its cap (24 characters a splat), all of them together past theirs.
+    out = rules.apply_headers("h", "/aaa" + "b" * 21, ())
+    assert all(len(v) <= MAX_HEADER_VALUE_BYTES for _, v in out)
+    assert 7 <= len(out) < 10
+    assert sum(len(n) + len(v) for n, v in out) <= MAX_ADDED_HEADER_BYTES
+    assert ("x-ok", "fine, fine, fine, fine") in out
+    # Small captures still substitute in full.
+    small = dict(rules.apply_headers("h", "/b", ()))
+    assert small["x-0"] == "b" * 331 + ":spl"
+
+
+def test_a_location_past_its_cap_is_not_a_redirect(public: Path) -> None:
+    redirects = "/go/* /" + ":splat" * 160 + "\n/s/:x /to/:x\n"
+    rules, _ = rules_of(redirects, None, "auto-trailing-slash")
+    assert rules.redirect("/go/" + "b" * 9000) is None  # 160 x 9 KB: never built
+    assert rules.redirect("/go/" + "b" * 40) == Redirect(302, "/" + "b" * 40 * 160)
+    assert rules.redirect("/s/" + "c" * (MAX_LOCATION_BYTES + 1)) is None
+    assert rules.redirect("/s/abc") == Redirect(302, "/to/abc")
+    found = _get(public, "/go/" + "b" * 9000, redirects)
+    assert found.status == 404  # as if no rule matched: no asset at that path

@@ -26,9 +26,14 @@ from ember.bindings.assets.rule_files import (
     parse_redirects,
     warnings,
 )
-from ember.bindings.assets.rule_match import Pattern, compile_pattern, replace
+from ember.bindings.assets.rule_match import Pattern, compile_pattern, replace_within
 
 MAX_RULES_FILE_BYTES = 4 * 1024 * 1024  # 2,100 rules of 1,000 characters, and comments
+# ember's caps on what captures substituted into a rule may build (the platform publishes
+# none): a Location, one header's value, and all the headers one request's rules set.
+MAX_LOCATION_BYTES = 8 * 1024
+MAX_HEADER_VALUE_BYTES = 8 * 1024
+MAX_ADDED_HEADER_BYTES = 64 * 1024
 Headers = tuple[tuple[str, str], ...]
 _log = logging.getLogger(__name__)
 
@@ -51,6 +56,13 @@ class AssetRules:
     static: Mapping[str, RedirectRule] = field(default_factory=dict)
     dynamic: tuple[tuple[Pattern, RedirectRule], ...] = ()
     headers: tuple[tuple[Pattern, HeaderRule], ...] = ()
+    # What was already logged about this version's rules: each cap's warning once.
+    logged: set[str] = field(default_factory=set, compare=False, repr=False)
+
+    def _once(self, key: str, message: str, *args: object) -> None:
+        if key not in self.logged:
+            self.logged.add(key)
+            _log.warning(message, *args)
 
     def redirect(self, pathname: str) -> Redirect | None:
         """The redirect for the request's ``pathname`` (as sent, percent-encoded)."""
@@ -59,8 +71,19 @@ class AssetRules:
             return _redirect(rule, rule.destination)
         for pattern, rule in self.dynamic:
             captures = pattern.match("", pathname)
-            if captures is not None:
-                return _redirect(rule, replace(rule.destination, captures).strip())
+            if captures is None:
+                continue
+            target = replace_within(rule.destination, captures, MAX_LOCATION_BYTES)
+            if target is None:  # answered as if no rule matched
+                self._once(
+                    "location",
+                    "_redirects:%d: the destination with its captures is over %d bytes: "
+                    "not redirected (ember's limit; logged once per version)",
+                    rule.line_number,
+                    MAX_LOCATION_BYTES,
+                )
+                return None
+            return _redirect(rule, target.strip())
         return None
 
     def apply_headers(self, host: str, pathname: str, headers: Headers) -> Headers:
@@ -76,6 +99,7 @@ class AssetRules:
             values.setdefault(name, []).append(value)
         set_here: set[str] = set()
         changed = False
+        added = 0  # bytes this request's rules set: bounded before any value is built
         for pattern, rule in self.headers:
             captures = pattern.match(host, pathname)
             if captures is None:
@@ -84,7 +108,11 @@ class AssetRules:
             for name in rule.unset:
                 values.pop(name.lower(), None)
             for name, raw in rule.set:
-                value = replace(raw, captures)
+                value = replace_within(raw, captures, MAX_HEADER_VALUE_BYTES)
+                if value is None or added + len(name) + len(value) > MAX_ADDED_HEADER_BYTES:
+                    self._skipped(rule, name, value is None)
+                    continue
+                added += len(name) + len(value)
                 if name in set_here:
                     values.setdefault(name, []).append(value)  # appended, even after a delete
                     continue
@@ -100,6 +128,26 @@ class AssetRules:
             else:
                 out.extend((name, part) for part in parts)
         return tuple(out)
+
+    def _skipped(self, rule: HeaderRule, name: str, long_value: bool) -> None:
+        if long_value:
+            self._once(
+                "value",
+                "_headers: %s under %s with its captures is over %d bytes: not set "
+                "(ember's limit; logged once per version)",
+                name,
+                rule.path,
+                MAX_HEADER_VALUE_BYTES,
+            )
+        else:
+            self._once(
+                "total",
+                "_headers: a request's rules set over %d bytes of headers: %s under %s and any "
+                "past the limit not set (ember's limit; logged once per version)",
+                MAX_ADDED_HEADER_BYTES,
+                name,
+                rule.path,
+            )
 
 
 NO_RULES = AssetRules()
