@@ -80,9 +80,9 @@ class BindingSpec:
     client: str  # "module:attr" of the ClientFactory, imported inside the isolate
     options: Mapping[str, OptionValue] = field(default_factory=dict)
     # The service's alone (the supervisor's half), never sent to the isolate: what is large
-    # or none of the worker's business, such as a deployment's _redirects text (MiBs, where
-    # the Init frame carries about one).
-    private: Mapping[str, OptionValue] = field(default_factory=dict)
+    # or none of the worker's business, such as a version's compiled _redirects and _headers
+    # (objects the supervisor built once, shared with the service, never serialized).
+    private: Mapping[str, object] = field(default_factory=dict)
 
     def to_wire(self) -> list[object]:
         """A msgpack-friendly form for the isolate's init frame (``private`` stays here)."""

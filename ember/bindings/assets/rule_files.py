@@ -27,10 +27,13 @@ MAX_REDIRECT_STATIC_RULES = 2000
 MAX_REDIRECT_DYNAMIC_RULES = 100
 MAX_HEADER_RULES = 100
 MAX_HEADER_LINE_LENGTH = 2000
-# ember's (the platform publishes none): 100 rules of 32 lines of 2,000 characters fit the
-# file's 4 MiB, and a request's headers are built from at most 3,200 lines.
+# ember's (the platform publishes none): a request's headers are built from at most 3,200
+# lines.
 MAX_HEADERS_PER_RULE = 32
 REDIRECT_STATUSES = (200, 301, 302, 303, 307, 308)
+# Skipped lines kept as examples (the rest counted): a file of 2M junk lines kept 2M messages,
+# 876 MB (review17).
+MAX_EXAMPLES = 20
 _URL = re.compile(r"^https://+(?P<host>[^/]+)/?(?P<path>.*)", re.DOTALL)
 _PORT = re.compile(r".*:\d+$")
 _PROBABLY_A_PATH = re.compile(r"^([^\s]+://|/)")
@@ -87,13 +90,27 @@ class HeaderRule:
 @dataclass(frozen=True, slots=True)
 class Parsed(Generic[T]):
     rules: tuple[T, ...]
-    invalid: tuple[Invalid, ...]
+    invalid: tuple[Invalid, ...]  # the first ``MAX_EXAMPLES`` lines skipped
+    skipped: int = 0  # all of them
+
+
+class _Skips:
+    """The lines skipped: counted, the first few kept."""
+
+    def __init__(self) -> None:
+        self.kept: list[Invalid] = []
+        self.count = 0
+
+    def append(self, item: Invalid) -> None:
+        self.count += 1
+        if len(self.kept) < MAX_EXAMPLES:
+            self.kept.append(item)
 
 
 def parse_redirects(text: str, html_handling: str = "auto-trailing-slash") -> Parsed[RedirectRule]:
     lines = text.split("\n")
     rules: list[RedirectRule] = []
-    invalid: list[Invalid] = []
+    invalid = _Skips()
     seen: set[str] = set()
     static = dynamic = 0
     static_allowed = True
@@ -164,13 +181,13 @@ def parse_redirects(text: str, html_handling: str = "auto-trailing-slash") -> Pa
             invalid.append(Invalid(message, number, line))
             continue
         rules.append(RedirectRule(source, destination, status, number))
-    return Parsed(tuple(rules), tuple(invalid))
+    return Parsed(tuple(rules), tuple(invalid.kept), invalid.count)
 
 
 def parse_headers(text: str) -> Parsed[HeaderRule]:
     lines = text.split("\n")
     rules: list[HeaderRule] = []
-    invalid: list[Invalid] = []
+    invalid = _Skips()
     # path, its line, its number, the headers set, those removed, a tally of lines taken.
     current: tuple[str, str, int, dict[str, str], list[str], list[int]] | None = None
 
@@ -262,7 +279,7 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
         values = current[3]
         values[name] = f"{values[name]}, {value}" if name in values else value
     close(len(lines))
-    return Parsed(tuple(rules), tuple(invalid))
+    return Parsed(tuple(rules), tuple(invalid.kept), invalid.count)
 
 
 _TOO_MANY = f"more than {MAX_HEADERS_PER_RULE} headers under one path: skipped"
@@ -273,12 +290,20 @@ def _full(current: tuple[str, str, int, dict[str, str], list[str], list[int]]) -
 
 
 def warnings(file: str, parsed: Parsed[RedirectRule] | Parsed[HeaderRule]) -> list[str]:
-    """One line per skipped line of ``file``, as wrangler lists them."""
+    """One line per skipped line of ``file`` kept, as wrangler lists them (``capped`` adds how
+    many more)."""
     out = []
     for item in parsed.invalid:
         where = f"{file}:{item.line_number}" if item.line_number else file
         out.append(f"{where}: {item.message}" + (f" | {item.line}" if item.line else ""))
     return out
+
+
+def capped(file: str, notes: list[str], more: int = 0) -> list[str]:
+    """At most ``MAX_EXAMPLES`` of a file's warnings, then one line saying how many more."""
+    more = max(0, more) + max(0, len(notes) - MAX_EXAMPLES)
+    notes = notes[:MAX_EXAMPLES]
+    return [*notes, f"{file}: ... and {more} more lines skipped"] if more else notes
 
 
 def _url(

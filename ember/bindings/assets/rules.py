@@ -22,13 +22,17 @@ from ember.bindings.assets.rule_files import (
     REDIRECTS_FILE,
     HeaderRule,
     RedirectRule,
+    capped,
     parse_headers,
     parse_redirects,
     warnings,
 )
 from ember.bindings.assets.rule_match import Pattern, compile_pattern, replace_within
 
-MAX_RULES_FILE_BYTES = 4 * 1024 * 1024  # 2,100 rules of 1,000 characters, and comments
+# ember's, refused at deploy: the platform's own rule limits (2,100 redirect lines, 100 header
+# rules of a few lines) keep any valid file far below; 4 MiB of junk lines cost the loop seconds.
+MAX_RULES_FILE_BYTES = 1024 * 1024
+MAX_RULES_FILE_LINES = 10_000
 # ember's caps on what captures substituted into a rule may build (the platform publishes
 # none): a Location, one header's value, and all the headers one request's rules set.
 MAX_LOCATION_BYTES = 8 * 1024
@@ -174,9 +178,9 @@ def rules_of(
     notes: list[str] = []
     static: dict[str, RedirectRule] = {}
     dynamic: list[tuple[Pattern, RedirectRule]] = []
-    if redirects is not None:
+    if redirects is not None and (redirects := _within_limits(REDIRECTS_FILE, redirects, notes)):
         parsed = parse_redirects(redirects, html_handling)
-        notes += warnings(REDIRECTS_FILE, parsed)
+        found = warnings(REDIRECTS_FILE, parsed)
         for rule in parsed.rules:
             if not rule.dynamic and not dynamic:
                 static[rule.source] = rule
@@ -184,19 +188,42 @@ def rules_of(
             if (pattern := compile_pattern(rule.source)) is not None:
                 dynamic.append((pattern, rule))
             else:
-                notes.append(_never(REDIRECTS_FILE, rule.line_number, rule.source))
+                found.append(_never(REDIRECTS_FILE, rule.line_number, rule.source))
+        notes += capped(REDIRECTS_FILE, found, parsed.skipped - len(parsed.invalid))
     compiled: dict[str, tuple[Pattern, HeaderRule]] = {}
-    if headers is not None:
+    if headers is not None and (headers := _within_limits(HEADERS_FILE, headers, notes)):
         parsed_headers = parse_headers(headers)
-        notes += warnings(HEADERS_FILE, parsed_headers)
+        found = warnings(HEADERS_FILE, parsed_headers)
         for header_rule in parsed_headers.rules:
             if (pattern := compile_pattern(header_rule.path)) is not None:
                 # As the platform keys its rules by path: a path twice keeps its first place
                 # and its last headers.
                 compiled[header_rule.path] = (pattern, header_rule)
             else:
-                notes.append(_never(HEADERS_FILE, 0, header_rule.path))
+                found.append(_never(HEADERS_FILE, 0, header_rule.path))
+        skipped = parsed_headers.skipped - len(parsed_headers.invalid)
+        notes += capped(HEADERS_FILE, found, skipped)
     return AssetRules(static, tuple(dynamic), tuple(compiled.values())), notes
+
+
+def rule_file_problem(text: str) -> str | None:
+    """What makes a rule file's text too large for ember (None: nothing)."""
+    if text.count("\n") >= MAX_RULES_FILE_LINES:  # counted in C before anything is parsed
+        return f"at most {MAX_RULES_FILE_LINES:,} lines"
+    if len(text) > MAX_RULES_FILE_BYTES or len(text.encode("utf-8", "replace")) > (
+        MAX_RULES_FILE_BYTES
+    ):
+        return f"at most {MAX_RULES_FILE_BYTES:,} bytes"
+    return None
+
+
+def _within_limits(file: str, text: str, notes: list[str]) -> str:
+    """``text``, or "" (no rules) with a warning when it is past ember's limits."""
+    problem = rule_file_problem(text)
+    if problem is None:
+        return text
+    notes.append(f"{file}: must be {problem} (ember's limit): all of it ignored")
+    return ""
 
 
 def _never(file: str, line: int, source: str) -> str:
@@ -206,14 +233,14 @@ def _never(file: str, line: int, source: str) -> str:
 
 def read_rule_file(directory: Path, name: str) -> str | None:
     """The text of ``directory/name`` (None: there is none, or it is not a file of the
-    directory's own); a file past ``MAX_RULES_FILE_BYTES`` is read as empty."""
+    directory's own); of a file past ``MAX_RULES_FILE_BYTES``, one byte more than that, which
+    ``rule_file_problem`` refuses (the platform at deploy, ``rules_of`` with a warning)."""
     try:
         real = (directory / name).resolve(strict=True)
         if not real.is_relative_to(directory.resolve()) or not real.is_file():
             return None
-        if real.stat().st_size > MAX_RULES_FILE_BYTES:
-            return ""
-        return real.read_bytes().decode("utf-8", errors="replace")
+        with real.open("rb") as handle:
+            return handle.read(MAX_RULES_FILE_BYTES + 1).decode("utf-8", errors="replace")
     except OSError:
         return None
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from ember.bindings.assets.files import AssetDirectory, ManifestAssets
 from ember.bindings.assets.prefix import under_prefix
-from ember.bindings.assets.rules import LiveRules, rules_of
+from ember.bindings.assets.rules import NO_RULES, AssetRules, LiveRules, RulesSource
 from ember.bindings.assets.serving import AssetsPolicy, answer
 from ember.bindings.base import (
     BindingService,
@@ -47,18 +47,16 @@ class AssetsService(BindingService):
             else AssetDirectory(directory).lookup
         )
         html = str(spec.options.get("html_handling", "auto-trailing-slash"))
-        # A deployed version's rules came with its assets config; ember dev's are the
-        # directory's files, re-read when edited.
+        # A deployed version's rules: the object compiled once when the version was loaded
+        # (on a thread), shared with its site; parsing them here ran on the serving loop
+        # (review17). ember dev's are the directory's files, re-read when edited.
+        self.rules: RulesSource
         if manifest:
-            redirects, headers = spec.private.get("redirects"), spec.private.get("headers")
-            rules, _ = rules_of(
-                redirects if isinstance(redirects, str) else None,
-                headers if isinstance(headers, str) else None,
-                html,
-            )
-            self._rules = lambda: rules
+            compiled = spec.private.get("rules")
+            rules = compiled if isinstance(compiled, AssetRules) else NO_RULES
+            self.rules = lambda: rules
         else:
-            self._rules = LiveRules(directory, html).current
+            self.rules = LiveRules(directory, html).current
         self._policy = AssetsPolicy(
             html_handling=str(spec.options.get("html_handling", "auto-trailing-slash")),
             not_found_handling=str(spec.options.get("not_found_handling", "none")),
@@ -95,7 +93,7 @@ class AssetsService(BindingService):
             headers,
             self._policy,
             self._lookup,
-            self._rules(),
+            self.rules(),
         )
         # A redirect keeps the prefix the worker's request came by, as in front of the worker.
         found = under_prefix(found, ctx.root_path)

@@ -11,7 +11,11 @@ import re
 from typing import Any
 
 from ember.bindings.assets.files import MAX_ASSET_COUNT, MAX_ASSET_SIZE, safe_relative
-from ember.bindings.assets.rules import MAX_RULES_FILE_BYTES
+from ember.bindings.assets.rules import (
+    MAX_RULES_FILE_BYTES,
+    MAX_RULES_FILE_LINES,
+    rule_file_problem,
+)
 from ember.config_assets import HTML_HANDLING, NOT_FOUND_HANDLING, routing_rules
 from ember.errors import ConfigError
 from ember.runtime.deployments.errors import InvalidRequest, InvalidUpload
@@ -106,10 +110,11 @@ def parse_config(config: object) -> dict[str, Any]:
         text = config.get(key)
         if text is None:
             continue
-        if not isinstance(text, str) or len(text.encode("utf-8", "replace")) > MAX_RULES_FILE_BYTES:
+        problem = "a string" if not isinstance(text, str) else rule_file_problem(text)
+        if problem is not None:
             raise InvalidUpload(
-                f"metadata.assets.config.{key} must be the text of the {key} file, at most "
-                f"{MAX_RULES_FILE_BYTES:,} bytes"
+                f"metadata.assets.config.{key} must be the text of the {key} file, {problem} "
+                f"(ember's limits: {MAX_RULES_FILE_LINES:,} lines, {MAX_RULES_FILE_BYTES:,} bytes)"
             )
         out[key] = text
     for key, allowed in (

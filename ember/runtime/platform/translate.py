@@ -139,7 +139,7 @@ def build_slot(
     specs = registry.parse([ConfigSection(where, key, value) for key, value in sections.items()])
     limits = plane.config.limits_for(account.temporary)
     specs = tuple(_account_options(spec, account, limits, script.name) for spec in specs)
-    specs += _assets_bindings(plane, account, version, files.root / "assets")
+    specs += _assets_bindings(plane, account, version, files.root / "assets", site)
     secrets = {s.name: s.value for s in plane.scripts.secret_values(version.id)}
     deployment = Deployment(
         id=ident,
@@ -203,11 +203,16 @@ def _text(value: object) -> str | None:
 
 
 def _assets_bindings(
-    plane: ControlPlane, account: Account, version: Version, directory: Path
+    plane: ControlPlane,
+    account: Account,
+    version: Version,
+    directory: Path,
+    site: AssetSite | None,
 ) -> tuple[BindingSpec, ...]:
-    """``env.<name>`` of an ``assets`` binding: the version's own files."""
+    """``env.<name>`` of an ``assets`` binding: the version's own files, and the rules its
+    site compiled (one object: parsed once per version, never on the serving loop)."""
     stored = version_assets(version)
-    if stored is None:
+    if stored is None or site is None:
         return ()
     options: dict[str, OptionValue] = {
         "directory": str(directory),
@@ -215,11 +220,8 @@ def _assets_bindings(
         "html_handling": stored.config.get("html_handling", "auto-trailing-slash"),
         "not_found_handling": stored.config.get("not_found_handling", "none"),
     }
-    # The rule files' texts go to the service only: up to MiBs, never in the Init frame.
-    private: dict[str, OptionValue] = {
-        "redirects": _text(stored.config.get("_redirects")),
-        "headers": _text(stored.config.get("_headers")),
-    }
+    # The compiled rules go to the service only, never in the Init frame.
+    private: dict[str, object] = {"rules": site.rules()}
     return tuple(
         BindingSpec(ASSETS_KIND, b.name, ASSETS_CLIENT, options, private)
         for b in version.bindings
