@@ -1,6 +1,7 @@
 """The worst ``_redirects`` / ``_headers`` matching cost one request can cause: every rule at
-its limits (100 header rules of 2,000 characters, 2,000 static and 100 dynamic redirect rules of
-1,000), built to defeat the quick rejects, against a 16 KB path. Each case is the redirect
+its limits (100 header rules and 2,000 static and 100 dynamic redirect rules, each pattern of
+32 placeholders and 64 segments; host rules at the table's budget), built to defeat the quick
+rejects, against a 16 KB path. Each case is the redirect
 lookup plus the headers applied, the work one request does on the serving loop.
 
     python -m bench.asset_rules_worst [--out bench/results/asset_rules_worst.json]
@@ -13,73 +14,123 @@ import json
 import time
 from pathlib import Path
 
+from ember.bindings.assets.rule_files import MAX_PATTERN_PLACEHOLDERS, MAX_PATTERN_SEGMENTS
+from ember.bindings.assets.rule_match import MAX_HOST_TABLE
 from ember.bindings.assets.rules import AssetRules, rules_of
 
 NAMES = [f"{a}{b}" for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"]
 PATH_BYTES = 16 * 1024
+PLACES, SEGMENTS = MAX_PATTERN_PLACEHOLDERS, MAX_PATTERN_SEGMENTS
 
 
-def _fit(text: str, limit: int) -> str:
-    return text[:limit].rsplit("/", 1)[0] if len(text) > limit else text
+def _names(i: int) -> list[str]:
+    """Rule ``i``'s 32 placeholder names: distinct within it, the rules' patterns distinct."""
+    return [NAMES[(i * PLACES + k) % len(NAMES)] for k in range(PLACES)]
 
 
-def _segments_rule(i: int, limit: int, splat: bool = False) -> str:
-    """``/:aa/:ab/...`` (or ``/*/:aa/...``): as many segments as the line allows."""
-    body = "".join(f"/:{name}" for name in NAMES[i : i + 700])
-    return _fit(("/*" if splat else "") + body, limit)
+def _segmented(i: int, form: str, splat: bool = False) -> str:
+    """A pattern at both limits: 32 placeholders in segments of ``form`` (``x:aa``, ``:aa!``,
+    ``:aa-:ab``: the Python segment path, not a run of lone placeholders), then literal
+    segments up to 64 (one placeholder fewer with a splat)."""
+    names = _names(i)[: PLACES - splat]
+    if form == ":a-:b":
+        parts = [f":{a}-:{b}" for a, b in zip(names[::2], names[1::2], strict=False)]
+    else:
+        parts = [form.replace(":aa", f":{name}") for name in names]
+    parts += ["s"] * (SEGMENTS - len(parts) - 2 * splat)  # "/*" and a last "/z" with a splat
+    return ("/*" if splat else "") + "/" + "/".join(parts)
 
 
-def _adjacent_rule(i: int, limit: int) -> str:
-    """``/:aa:ab:ac...!``: one segment of adjacent placeholders, then a literal."""
-    body = "/" + "".join(f":{name}" for name in NAMES[i : i + 700])
-    return body[: limit - 1].rsplit(":", 1)[0] + "!"
+def _path_for(form: str, count: int) -> str:
+    """A 16 KB path every ``_segmented(form)`` rule matches."""
+    each = PATH_BYTES // count
+    text = {"x:aa": "x" + "z" * each, ":aa!": "z" * each + "!", ":a-:b": "z" * each + "-z"}
+    return "/" + "/".join([text[form]] * count + ["s"] * (SEGMENTS - count))
 
 
-def cases() -> dict[str, tuple[AssetRules, str]]:
-    seg = _segments_rule(0, 1990)
-    count = seg.count("/")
-    each = PATH_BYTES // count - 1
-    segmented = "/" + "/".join(["x" * each] * count)  # every segment rule matches
-    flat = "/" + "a" * (PATH_BYTES - 2) + "!"  # every adjacent rule matches
-    many = "/" + "/".join(["y"] * (PATH_BYTES // 2))
+def _adjacent_rule(i: int) -> str:
+    """``/:aa:ab:ac...!``: one segment of 32 adjacent placeholders, then a literal."""
+    return "/" + "".join(f":{name}" for name in _names(i)) + "!"
+
+
+def _host_rule(i: int, places: int) -> str:
+    """``https://:a-:b-...-*/``: placeholders that stop at ``.`` mixed with a splat (the table)."""
+    return "https://" + "".join(f":h{i}x{j}-" for j in range(places)) + "*/"
+
+
+def _host_at_budget(places: int) -> str:
+    """The longest host a ``_host_rule(places)`` is still matched against (within the table)."""
+    tokens = 2 * places + 1
+    return ("a-" * 500)[: MAX_HOST_TABLE // tokens - 1]
+
+
+def cases() -> dict[str, tuple[AssetRules, str, str]]:
     header = lambda rule: f"{rule}\n  x-a: :{NAMES[0]}\n"  # noqa: E731
     statics = "".join(f"/s{i} /t 301\n" for i in range(2000))
     out = {
-        "headers: 100 rules of ~497 segments, all match": (
-            "".join(header(_segments_rule(i, 1990)) for i in range(100)),
+        f"headers: 100 rules of {SEGMENTS} segments, {PLACES} x:aa, all match": (
+            "".join(header(_segmented(i, "x:aa")) for i in range(100)),
             None,
-            segmented,
+            _path_for("x:aa", PLACES),
+            "example.com",
         ),
-        "headers: 100 rules of ~497 adjacent placeholders, all match": (
-            "".join(header(_adjacent_rule(i, 1990)) for i in range(100)),
+        f"headers: 100 rules of {SEGMENTS} segments, {PLACES} :aa!, all match": (
+            "".join(header(_segmented(i, ":aa!")) for i in range(100)),
             None,
-            flat,
+            _path_for(":aa!", PLACES),
+            "example.com",
         ),
-        "redirects: 100 dynamic splat + ~250 segments, none match (last segment)": (
+        f"headers: 100 rules of {SEGMENTS} segments, {PLACES // 2} :a-:b, all match": (
+            "".join(header(_segmented(i, ":a-:b")) for i in range(100)),
             None,
-            statics + "".join(f"{_segments_rule(i, 990, True)}/z /t\n" for i in range(100)),
-            many,
+            _path_for(":a-:b", PLACES // 2),
+            "example.com",
+        ),
+        f"headers: 100 rules of {PLACES} adjacent placeholders, all match": (
+            "".join(header(_adjacent_rule(i)) for i in range(100)),
+            None,
+            "/" + "a" * (PATH_BYTES - 2) + "!",
+            "example.com",
+        ),
+        "headers: 100 host rules of 9 :h- and *, host at the table's budget, all match": (
+            "".join(f"{_host_rule(i, 9)}\n  x-a: 1\n" for i in range(100)),
+            None,
+            "/",
+            _host_at_budget(9),
+        ),
+        "headers: 100 host rules of 31 :h- and *, host at the table's budget": (
+            "".join(f"{_host_rule(i, 31)}\n  x-a: 1\n" for i in range(100)),
+            None,
+            "/",
+            _host_at_budget(31),
+        ),
+        "redirects: 100 dynamic, a splat and 64 segments, none match (last segment)": (
+            None,
+            statics + "".join(f"{_segmented(i, 'x:aa', True)}/z /t\n" for i in range(100)),
+            "/q" + _path_for("x:aa", PLACES - 1)[: -2 * 2] + "/y",
+            "example.com",
         ),
         "redirects: 100 dynamic of adjacent placeholders, last matches": (
             None,
-            statics + "".join(f"{_adjacent_rule(i, 990)} /t/:splat\n" for i in range(100)),
+            statics + "".join(f"{_adjacent_rule(i)} /t/:splat\n" for i in range(100)),
             "/" + "a" * (PATH_BYTES - 2) + "!",
+            "example.com",
         ),
     }
     built = {}
-    for name, (headers, redirects, path) in out.items():
+    for name, (headers, redirects, path, host) in out.items():
         rules, notes = rules_of(redirects, headers, "auto-trailing-slash")
         assert not notes, notes[:2]
-        built[name] = (rules, path)
+        built[name] = (rules, path, host)
     return built
 
 
-def measure(rules: AssetRules, path: str, rounds: int) -> float:
+def measure(rules: AssetRules, path: str, host: str, rounds: int) -> float:
     best = float("inf")
     for _ in range(rounds):
         start = time.perf_counter()
         rules.redirect(path)
-        rules.apply_headers("example.com", path, (("content-type", "text/plain"),))
+        rules.apply_headers(host, path, (("content-type", "text/plain"),))
         best = min(best, time.perf_counter() - start)
     return best
 
@@ -90,8 +141,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     results = {
-        name: round(measure(rules, path, args.rounds) * 1000, 3)
-        for name, (rules, path) in cases().items()
+        name: round(measure(rules, path, host, args.rounds) * 1000, 3)
+        for name, (rules, path, host) in cases().items()
     }
     for name, ms in results.items():
         print(f"{ms:9.3f} ms  {name}")

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from ember.bindings.assets.files import AssetDirectory
-from ember.bindings.assets.rule_files import MAX_HEADERS_PER_RULE
+from ember.bindings.assets.rule_files import (
+    MAX_HEADERS_PER_RULE,
+    MAX_PATTERN_PLACEHOLDERS,
+    MAX_PATTERN_SEGMENTS,
+)
+from ember.bindings.assets.rule_match import MAX_HOST_TABLE
 from ember.bindings.assets.rules import (
     MAX_ADDED_HEADER_BYTES,
     MAX_HEADER_VALUE_BYTES,
@@ -212,3 +217,37 @@ def test_a_location_past_its_cap_is_not_a_redirect(public: Path) -> None:
     assert rules.redirect("/s/abc") == Redirect(302, "/to/abc")
     found = _get(public, "/go/" + "b" * 9000, redirects)
     assert found.status == 404  # as if no rule matched: no asset at that path
+
+
+def test_a_pattern_past_32_placeholders_or_64_segments_is_skipped_naming_its_line() -> None:
+    # review17: 100 rules of 397 segments like x:aa/x:ab/... cost >100 ms a request.
+    names = [f"p{i}" for i in range(40)]
+    ok_places = "/" + "/".join(f"x:{n}" for n in names[:MAX_PATTERN_PLACEHOLDERS])
+    many_places = "/" + "/".join(f"x:{n}" for n in names[: MAX_PATTERN_PLACEHOLDERS + 1])
+    ok_segments = "/" + "/".join(["s"] * MAX_PATTERN_SEGMENTS)
+    many_segments = "/" + "/".join(["s"] * (MAX_PATTERN_SEGMENTS + 1))
+    headers = "".join(
+        f"{p}\n  x-a: 1\n" for p in (ok_places, many_places, ok_segments, many_segments)
+    )
+    redirects = f"{many_places} /t\n{ok_places} /u\n/a/{many_segments[1:]}/* /v\n"
+    rules, notes = rules_of(redirects, headers, "none")
+    assert [p.source for p, _ in rules.headers] == [ok_places, ok_segments]
+    assert [p.source for p, _ in rules.dynamic] == [ok_places]
+    notes = [note for note in notes if "placeholders" in note]  # (their headers' lines too)
+    assert len(notes) == 4
+    assert notes[0].startswith("_redirects:1: more than 32 placeholders or 64 segments")
+    assert notes[1].startswith("_redirects:3: more than 32 placeholders or 64 segments")
+    assert notes[2].startswith("_headers:3: more than 32 placeholders or 64 segments")
+    assert notes[3].startswith("_headers:7: more than 32 placeholders or 64 segments")
+    assert rules.redirect("/" + "/".join(f"x{i}" for i in range(32))) == Redirect(302, "/u")
+
+
+def test_a_host_rule_stays_within_its_table() -> None:
+    # A host mixing * with :name. placeholders is matched by the table, within MAX_HOST_TABLE
+    # cells: a rule of 10 tokens and a host of 200 characters is past it (it cost ~1 ms).
+    rule = "https://" + "".join(f":h{j}-" for j in range(9)) + "*/"
+    rules, _ = rules_of(None, f"{rule}\n  x-a: 1\n", "none")
+    small = "-".join("a" * 3 for _ in range(10))
+    assert rules.apply_headers(small, "/", ()) == (("x-a", "1"),)
+    assert MAX_HOST_TABLE <= 1024
+    assert rules.apply_headers("a-" * 99 + "b", "/", ()) == ()
