@@ -47,9 +47,10 @@ def test_a_rule_file_past_its_lines_or_bytes_is_refused_at_deploy_by_name() -> N
     # review17: 4 MiB of junk lines cost seconds of parsing on the serving loop; the platform's
     # own limits (2,100 redirect lines, 100 header rules) keep any valid file far below these.
     assert MAX_RULES_FILE_BYTES == 1024 * 1024 and MAX_RULES_FILE_LINES == 10_000
-    parse_config({"_headers": "#\n" * (MAX_RULES_FILE_LINES - 1)})
+    parse_config({"_headers": "#\n" * MAX_RULES_FILE_LINES})
+    parse_config({"_headers": "#\n" * (MAX_RULES_FILE_LINES - 1) + "#"})
     with pytest.raises(InvalidUpload, match="_headers.*at most 10,000 lines"):
-        parse_config({"_headers": "#\n" * MAX_RULES_FILE_LINES})
+        parse_config({"_headers": "#\n" * MAX_RULES_FILE_LINES + "#"})
     with pytest.raises(InvalidUpload, match="_redirects.*1,048,576 bytes"):
         parse_config({"_redirects": "#" * (MAX_RULES_FILE_BYTES + 1)})
     # ember dev (which reads the files itself) ignores such a file, with one warning.

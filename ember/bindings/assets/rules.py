@@ -208,7 +208,8 @@ def rules_of(
 
 def rule_file_problem(text: str) -> str | None:
     """What makes a rule file's text too large for ember (None: nothing)."""
-    if text.count("\n") >= MAX_RULES_FILE_LINES:  # counted in C before anything is parsed
+    lines = text.count("\n") + (not text.endswith("\n"))  # counted in C, before any parsing
+    if lines > MAX_RULES_FILE_LINES:
         return f"at most {MAX_RULES_FILE_LINES:,} lines"
     if len(text) > MAX_RULES_FILE_BYTES or len(text.encode("utf-8", "replace")) > (
         MAX_RULES_FILE_BYTES
