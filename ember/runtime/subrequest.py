@@ -26,6 +26,7 @@ import httpx
 
 from ember.bindings.base import BindingService, CallContext, ServiceError, StreamReply
 from ember.errors import LimitExceeded
+from ember.runtime.inflate import decodable, inflated
 from ember.runtime.limits import SUBREQUESTS_EXCEEDED_MESSAGE
 from ember.runtime.netpin import Network, pinned_transport
 from ember.runtime.services import SharedResources
@@ -146,19 +147,21 @@ class SubrequestService(BindingService):
         except (httpx.InvalidURL, UnicodeError) as exc:  # a redirect to such a URL
             raise _cannot_load(str(request.url), exc) from None
         encoded = keep_gzip and _gzip_encoded(response)
+        coding = "" if encoded else decodable(response)
+        kept = encoded or coding is None  # the body passes still encoded, with its header
         head = {
             "status": response.status_code,
             "statusText": response.reason_phrase,
             "headers": [
                 [k, v]
                 for k, v in response.headers.multi_items()
-                if k.lower() not in _DROPPED or (encoded and k.lower() == "content-encoding")
+                if k.lower() not in _DROPPED or (kept and k.lower() == "content-encoding")
             ],
             "url": str(response.url),
             "redirected": bool(response.history),
         }
-        length = _known_length(http_method, response, encoded)
-        return StreamReply(head=head, chunks=_body(response, encoded), length=length)
+        length = _known_length(http_method, response, kept)
+        return StreamReply(head=head, chunks=_body(response, coding), length=length)
 
     async def _send(self, client: Any, request: Any, redirect: object) -> Any:
         for _ in range(MAX_REDIRECTS + 1):
@@ -225,9 +228,12 @@ class _NoCookies(DefaultCookiePolicy):
         return False
 
 
-async def _body(response: Any, encoded: bool = False) -> AsyncIterator[bytes]:
+async def _body(response: Any, coding: str | None) -> AsyncIterator[bytes]:
+    """The body as the isolate gets it: decoded here (in bounded pieces) from a zlib coding,
+    else as it came (not encoded, gzip kept for fetch(), or a coding decoded nowhere here)."""
+    raw = response.aiter_raw()
     try:
-        async for chunk in response.aiter_raw() if encoded else response.aiter_bytes():
+        async for chunk in inflated(raw, coding) if coding else raw:
             yield chunk
     finally:
         await response.aclose()

@@ -1,0 +1,77 @@
+"""An upstream body decoded in the supervisor, in bounded pieces, only as it is read.
+
+httpx's ``aiter_bytes`` decodes each raw chunk whole: one 64 KiB read of a deflate bomb became
+64 MiB in the supervisor, for every concurrent subrequest. Here a raw chunk is decoded into
+pieces of at most ``PIECE_BYTES`` (zlib's ``max_length``, the rest kept as its
+``unconsumed_tail``), and the next piece is made only when the reader asks for it, so each
+subrequest holds at most one piece and one raw chunk whatever the compression ratio.
+
+Only the zlib codings (gzip, x-gzip, deflate) are decoded here: Python's brotli and zstd
+bindings have no bounded output, so a body under any other coding (or several) passes as it
+came, with its ``content-encoding`` header (workerd too decodes gzip only).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator
+
+import httpx
+
+PIECE_BYTES = 64 * 1024  # the most decoded bytes made at once
+_GZIP = 16 + zlib.MAX_WBITS
+_ZLIB = zlib.MAX_WBITS
+_RAW = -zlib.MAX_WBITS
+_CODINGS = {"gzip": _GZIP, "x-gzip": _GZIP, "deflate": _ZLIB}
+
+
+def decodable(response: httpx.Response) -> str | None:
+    """How the body is encoded: "" for not at all, a zlib coding's name, or None for a coding
+    (or a chain of them) decoded nowhere here."""
+    values = [
+        part.strip().lower()
+        for value in response.headers.get_list("content-encoding")
+        for part in value.split(",")
+        if part.strip() and part.strip().lower() != "identity"
+    ]
+    if not values:
+        return ""
+    if len(values) == 1 and values[0] in _CODINGS:
+        return values[0]
+    return None
+
+
+async def inflated(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[bytes]:
+    """``raw`` (the body as sent) decoded from ``coding`` in pieces of at most PIECE_BYTES.
+
+    Undecodable bytes raise ``httpx.DecodingError``, as ``aiter_bytes`` did. "deflate" is zlib's
+    wrapper, or raw deflate where a server sends that (httpx reads both). Concatenated gzip
+    members decode as one body."""
+    wbits = _CODINGS[coding]
+    decoder = zlib.decompressobj(wbits)
+    started = False
+    async for chunk in raw:
+        data = bytes(chunk)
+        full = False  # the last piece filled PIECE_BYTES: zlib may hold more output
+        while data or full:
+            try:
+                piece = decoder.decompress(data, PIECE_BYTES)
+            except zlib.error as exc:
+                if wbits == _ZLIB and not started:  # raw deflate, without zlib's header
+                    wbits, decoder = _RAW, zlib.decompressobj(_RAW)
+                    continue
+                raise httpx.DecodingError(str(exc)) from None
+            started = True
+            full = len(piece) == PIECE_BYTES
+            data = decoder.unconsumed_tail
+            if decoder.eof and decoder.unused_data:
+                if wbits != _GZIP:
+                    data = b""  # bytes after a deflate stream's end: ignored, as zlib does
+                else:
+                    data = decoder.unused_data
+                    decoder = zlib.decompressobj(wbits)
+            if piece:
+                yield piece
+    tail = decoder.flush()
+    if tail:
+        yield tail
