@@ -7,6 +7,7 @@ it, it is cancelled, and only that request's tasks are.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from tests.runtime.harness import Harness, write_project
@@ -97,3 +98,52 @@ def test_awaiting_another_requests_cancelled_task_is_an_error(
         assert response.status_code == 500
         assert "cancelled when the request that started it ended" in response.text
         assert client.get("/next").text == "next ok"
+
+
+SWALLOW = """
+import asyncio
+from workers import Response
+
+STATE = {"n": 0}
+
+async def spin():
+    while True:
+        try:
+            await asyncio.sleep(0)
+        except BaseException:  # the cancellation, every time it comes (GeneratorExit too)
+            STATE["n"] += 1
+
+async def fetch(request, env, ctx):
+    path = request.url.rsplit("/", 1)[1]
+    if path == "spin":
+        asyncio.create_task(spin())
+        await asyncio.sleep(0.01)
+        return Response("spun")
+    if path == "slow":
+        await asyncio.sleep(0.5)
+        return Response("slow done")
+    return Response(str(STATE["n"]))
+"""
+
+
+def test_a_stray_task_that_swallows_its_cancellation_is_closed(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Thrown the cancellation again and swallowing it again, its coroutine is closed: it does
+    not spin on unmetered (the idle watchdog killed the isolate), nor is it charged to a
+    request that runs beside it (which got 503 for its CPU)."""
+    deployment_id = harness.deploy(
+        write_project(tmp_path / "swallow", SWALLOW), limits={"cpu_ms": 50}
+    )
+    with harness.client(deployment_id) as client:
+        beside: list[str] = []  # a request running while the stray spins
+        slow = threading.Thread(target=lambda: beside.append(client.get("/slow").text))
+        slow.start()
+        assert client.get("/spin").text == "spun"
+        slow.join()
+        assert beside == ["slow done"]  # was 503: charged the stray's spinning
+        settled = client.get("/count").text
+        assert client.get("/slow").text == "slow done"
+        assert client.get("/count").text == settled  # it ran no more
+        # cancelled, thrown it again, closed (GeneratorExit), closed once more when collected
+        assert int(settled) <= 4

@@ -25,7 +25,12 @@ created while a request's scope is current (its handler's task, the tasks it sta
 tests hold the fast path to. A task an event started and left running (``create_task``
 without ``waitUntil``) is cancelled when the event ends (``RequestScope.close``), as workerd
 cancels a request's outstanding tasks; one that swallows the cancellation gets it again at its
-next step, so no request's code runs on after it and no other request is charged for it.
+next step, and if it swallows that too its coroutine is closed and the task ends cancelled, so
+no request's code runs on after it and no other request is charged for it (those steps are
+charged to nobody). What escapes this: a task made with ``asyncio.Task(coro)`` directly (no task
+factory) or by ``create_task`` in an empty ``contextvars.Context()`` (no request scope) is neither
+metered nor cancelled with a request; its CPU is bounded only by the supervisor's share for the
+whole isolate (``ember/runtime/cpushare.py``).
 
 What it is used for:
 - ``Response`` and ``Done`` carry the request's figure (what the supervisor logs as its CPU);
@@ -297,7 +302,7 @@ class Metered(Coroutine[Any, Any, Any]):
 
     def send(self, value: Any) -> Any:
         if self._scope.closed:  # its request is over and the task swallowed the cancellation
-            return self._coro.throw(asyncio.CancelledError())
+            return self._end()
         meter = self._meter
         if meter.solo is not None:  # one event live: it is charged everything (CpuMeter.enter)
             return self._coro.send(value)
@@ -311,6 +316,28 @@ class Metered(Coroutine[Any, Any, Any]):
 
     def __next__(self) -> Any:
         return self.send(None)
+
+    def _end(self) -> Any:
+        """The cancellation once more; swallowed again (the coroutine yields), the coroutine
+        is closed and the task ends cancelled, so it never runs on after its request. The CPU
+        of this step is charged to nobody: the clocks the meter charges from skip it."""
+        meter = self._meter
+        start = _thread_time()
+        try:
+            self._coro.throw(asyncio.CancelledError())
+            try:
+                self._coro.close()
+            except RuntimeError:  # it ignored GeneratorExit too: it is never resumed anyway
+                pass
+            raise asyncio.CancelledError()
+        finally:
+            spent = _thread_time() - start
+            if meter.solo is not None:
+                meter.solo_since += spent
+            elif meter.reference:
+                meter.mark += spent
+            else:
+                meter.cpu_mark += spent
 
     def throw(self, *args: Any) -> Any:  # type: ignore[override]
         meter = self._meter
