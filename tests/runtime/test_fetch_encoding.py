@@ -9,7 +9,7 @@ import asyncio
 import gzip
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -119,3 +119,23 @@ def test_a_corrupt_or_cut_gzip_body_is_workerds_error() -> None:
         asyncio.run(read(encoded[:-10]))
     with pytest.raises(JsException, match="Gzip decompression failed"):
         asyncio.run(read(b"\x1f\x8b" + b"\xff" * 20))
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_gzip_body_is_read_in_bounded_pieces(streamed: bool) -> None:
+    """A 20 KB body that decodes to 20 MiB comes out in pieces of at most 64 KiB, not as one
+    20 MiB chunk (a streaming reader of a 100 KB one got 503 memory_limit)."""
+    from ember.runtime.isolate.encoding import GzipBody
+
+    encoded = gzip.compress(b"\0" * (20 << 20))
+
+    async def source() -> AsyncIterator[bytes]:
+        yield encoded[:100]
+        yield encoded[100:]
+
+    async def sizes() -> list[int]:
+        body = GzipBody(source() if streamed else encoded)
+        return [len(chunk) async for chunk in body]
+
+    seen = asyncio.run(sizes())
+    assert (sum(seen), max(seen)) == (20 << 20, 64 * 1024)

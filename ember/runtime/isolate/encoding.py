@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
 from ember.js_errors import JsTypeError
 
 GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib's gzip container
+PIECE_BYTES = 64 * 1024  # the most decoded bytes made at once
 
 
 def is_gzip(value: str | None) -> bool:
@@ -50,17 +51,19 @@ class GzipBody:
 
 
 async def _decoded(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """``raw`` decoded in pieces of at most PIECE_BYTES (zlib's ``max_length``, the rest kept as
+    its ``unconsumed_tail``), each made only when the reader asks: a small body that decodes to
+    many MiB is never held whole (one 20 KB chunk became a 20 MiB one, 503 memory_limit)."""
     decoder = zlib.decompressobj(GZIP_WBITS)
+    chunks = [raw] if isinstance(raw, bytes) else raw
     try:
-        if isinstance(raw, bytes):
-            chunk = decoder.decompress(raw)
-            if chunk:
-                yield chunk
-        else:
-            async for encoded in raw:
-                chunk = decoder.decompress(encoded)
-                if chunk:
-                    yield chunk
+        async for encoded in _iterate(chunks):
+            data, full = bytes(encoded), False
+            while data or full:  # full: the last piece filled PIECE_BYTES, zlib may hold more
+                piece = decoder.decompress(data, PIECE_BYTES)
+                data, full = decoder.unconsumed_tail, len(piece) == PIECE_BYTES
+                if piece:
+                    yield piece
         tail = decoder.flush()
     except zlib.error as exc:  # workerd's words, then zlib's
         raise JsTypeError(f"Gzip decompression failed. ({exc})") from None
@@ -68,6 +71,15 @@ async def _decoded(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
         yield tail
     if not decoder.eof:
         raise JsTypeError("Gzip compressed stream ended prematurely.")
+
+
+async def _iterate(chunks: Iterable[bytes] | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    if isinstance(chunks, list):
+        for chunk in chunks:
+            yield chunk
+    else:
+        async for chunk in chunks:  # type: ignore[union-attr]
+            yield chunk
 
 
 def gzip_bytes(body: bytes) -> bytes:
