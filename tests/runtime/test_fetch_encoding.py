@@ -23,12 +23,12 @@ from workers import Response, fetch
 async def on_fetch(request, env):
     path, _, query = request.url.split("/", 3)[-1].partition("?")
     source = request.headers["x-upstream"] + "/gzip?" + query
-    resp = await fetch(source)
+    resp = await fetch(source, method="HEAD" if path == "head" else "GET")
     if path == "pass":
         return resp
     if path == "body":
         return Response(resp.body, headers=resp.headers)
-    if path == "read":
+    if path in ("read", "head"):
         text = await resp.text()
         return Response.json([resp.headers.get("content-encoding"), text])
     if path == "rewrap":  # a new body under the upstream's headers
@@ -139,3 +139,15 @@ def test_a_gzip_body_is_read_in_bounded_pieces(streamed: bool) -> None:
 
     seen = asyncio.run(sizes())
     assert (sum(seen), max(seen)) == (20 << 20, 64 * 1024)
+
+
+@pytest.mark.parametrize("path", ["/head?body=x", "/read?status=204", "/read?empty=1"])
+def test_no_body_under_content_encoding_gzip_reads_as_empty(
+    harness: Harness, worker: str, upstream: Upstream, path: str
+) -> None:
+    """HEAD, 204, 304 or an empty body with ``content-encoding: gzip`` read as "" (it raised
+    "Gzip compressed stream ended prematurely")."""
+    with harness.client(worker) as client:
+        response = client.get(path, headers={"x-upstream": upstream.url})
+    assert response.status_code == 200, response.text
+    assert response.json() == ["gzip", ""]

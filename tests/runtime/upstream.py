@@ -4,7 +4,8 @@ Routes: ``/echo`` (method, path, query, headers and body back as JSON, plus a co
 ``/text?body=B&type=T`` (B as a T),
 ``/redirect?to=PATH`` (302), ``/chunks?n=N`` (N streamed chunks), ``/big?n=BYTES``,
 ``/status/CODE``, ``/gzip?body=B&n=N`` (B repeated N times, or ``random=N`` bytes that do
-not compress, sent gzip-encoded with its length), ``/hold?key=K`` (answers once
+not compress, sent gzip-encoded with its length; ``status=204``/``304`` or ``empty=1``: the
+header and no body), ``/hold?key=K`` (answers once
 ``/release?key=K`` was requested), and
 ``/never`` (answers only when the client goes away) and ``/trickle`` (a head and one chunk, then
 nothing until the client goes away); ``gone`` counts those departures.
@@ -101,8 +102,11 @@ class Upstream:
             if "random" in query:
                 plain = random.Random(0).randbytes(int(query["random"]))
             encoded = gzip.compress(plain, mtime=0)
+            status = int(query.get("status", "200"))
+            if status in (204, 304) or "empty" in query:
+                encoded = b""  # the header with no body (as a HEAD's answer has none either)
             extra = [(b"content-encoding", b"gzip"), (b"vary", b"accept-encoding")]
-            await _reply(send, 200, encoded, extra, b"text/plain")
+            await _reply(send, status, encoded, extra, b"text/plain")
         elif path == "/big":
             await _reply(send, 200, b"b" * int(query.get("n", "1000")))
         elif path.startswith("/status/"):

@@ -362,8 +362,10 @@ async def _fetch(
         status_text=reason,
         headers=Headers._from_pairs([(str(k), str(v)) for k, v in head.get("headers", [])]),
     )
-    if is_gzip(response._headers.get("content-encoding")) and response_body is not None:
-        response_body = GzipBody(response_body)
+    bodiless = request.method.upper() == "HEAD" or status in (204, 304) or status < 200
+    if is_gzip(response._headers.get("content-encoding")) and response_body not in (None, b""):
+        if not bodiless:  # whose header describes no bytes here: they read as ""
+            response_body = GzipBody(response_body)
     response._body = response_body
     response.url = str(head.get("url", request.url))
     response.redirected = bool(head.get("redirected", False))

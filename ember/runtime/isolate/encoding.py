@@ -56,9 +56,11 @@ async def _decoded(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
     many MiB is never held whole (one 20 KB chunk became a 20 MiB one, 503 memory_limit)."""
     decoder = zlib.decompressobj(GZIP_WBITS)
     chunks = [raw] if isinstance(raw, bytes) else raw
+    seen = False
     try:
         async for encoded in _iterate(chunks):
             data, full = bytes(encoded), False
+            seen = seen or bool(data)
             while data or full:  # full: the last piece filled PIECE_BYTES, zlib may hold more
                 piece = decoder.decompress(data, PIECE_BYTES)
                 data, full = decoder.unconsumed_tail, len(piece) == PIECE_BYTES
@@ -69,7 +71,7 @@ async def _decoded(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
         raise JsTypeError(f"Gzip decompression failed. ({exc})") from None
     if tail:
         yield tail
-    if not decoder.eof:
+    if not decoder.eof and seen:  # no bytes at all: an empty body, read as ""
         raise JsTypeError("Gzip compressed stream ended prematurely.")
 
 
