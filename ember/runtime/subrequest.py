@@ -166,7 +166,8 @@ class SubrequestService(BindingService):
     async def _send(self, client: Any, request: Any, redirect: object) -> Any:
         for _ in range(MAX_REDIRECTS + 1):
             response = await client.send(request, stream=True, follow_redirects=False)
-            if not response.is_redirect or redirect == "manual":
+            # A 3xx without a Location (a 304, a bare 301) has nowhere to go: returned as is.
+            if not response.has_redirect_location or redirect == "manual":
                 return response
             if redirect == "error":
                 await response.aclose()

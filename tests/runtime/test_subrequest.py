@@ -8,6 +8,7 @@ import pytest
 
 from ember.runtime.subrequest import NetworkPolicy
 from tests.runtime.harness import Harness, write_project
+from tests.runtime.upstream import Upstream, ask_worker
 
 ECHO = """
 from workers import Response
@@ -171,3 +172,34 @@ def test_fetch_keeps_no_cookies_between_calls_or_deployments(
         assert client.get("/again").text == "cookie: None | set: None"
     with harness.client(second) as client:
         assert client.get("/whoami").text == "cookie: None | set: None"
+
+
+NOT_FOLLOWED = """
+from workers import Response, fetch
+
+async def on_fetch(request, env):
+    route = request.url.split("/", 3)[-1]
+    reply = await fetch(request.headers["x-upstream"] + "/" + route)
+    return Response.json([reply.status, reply.redirected, await reply.text()])
+"""
+
+
+@pytest.mark.parametrize(
+    ("route", "answer"),
+    [
+        ("status/304", [304, False, ""]),  # not a redirect: no body either
+        ("status/301", [301, False, "status body"]),  # no Location: nowhere to follow
+        ("gzip?status=304", [304, False, ""]),
+    ],
+)
+def test_a_3xx_without_a_location_is_returned_as_it_is(
+    harness: Harness, tmp_path: Path, route: str, answer: list
+) -> None:
+    """Under ``redirect: follow`` only a 3xx with a Location is followed (it was an internal
+    error in binding __fetch__)."""
+    upstream = Upstream()
+    try:
+        deployment_id = harness.deploy(write_project(tmp_path / "nf", NOT_FOLLOWED))
+        assert ask_worker(harness, deployment_id, upstream, route) == answer
+    finally:
+        upstream.close()
