@@ -147,3 +147,22 @@ def test_a_stray_task_that_swallows_its_cancellation_is_closed(
         assert client.get("/count").text == settled  # it ran no more
         # cancelled, thrown it again, closed (GeneratorExit), closed once more when collected
         assert int(settled) <= 4
+
+
+def test_cancelling_a_requests_stray_tasks_is_told_on_the_log(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """A lazily started background consumer cancelled with its first request leaves later
+    requests waiting on it with no word: the cancellation is one warning line (rate-limited)."""
+    deployment_id = harness.deploy(write_project(tmp_path / "told", STRAY))
+    told = "started without ctx.waitUntil cancelled when request"
+    with harness.client(deployment_id) as client:
+        assert client.get("/start").text == "started"
+        harness.wait_for(lambda: any(told in line for line in harness.console(deployment_id)))
+        assert client.get("/start").text == "started"
+        harness.wait_for(lambda: harness.console(deployment_id).count("stray cancelled task") == 2)
+        assert client.get("/next").text == "next ok"
+        assert client.get("/stream").text == "waiting seen"  # nothing left running: no notice
+    notices = [line for line in harness.console(deployment_id) if told in line]
+    assert len(notices) == 1, notices  # the second within the rate limit's window
+    assert notices[0].startswith("2 tasks started without ctx.waitUntil")

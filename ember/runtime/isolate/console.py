@@ -11,6 +11,7 @@ next line it lets through and before its request ends.
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -121,3 +122,34 @@ class Console:
     def error(self, *args: Any) -> None:
         """console.error."""
         self._out_line("error", args)
+
+
+class StrayNotice:
+    """One warning line on the worker's log when a request's end cancels tasks it started
+    without ``ctx.waitUntil`` (workerd cancels them silently; a lazily started background
+    consumer then never answers the later requests that wait on it, which hang with no word).
+    At most one line per ``every_s`` seconds, naming how many went unreported since."""
+
+    __slots__ = ("_send", "_every_s", "_next", "_quiet")
+
+    def __init__(self, send: Callable[[Message], None], every_s: float = 10.0) -> None:
+        self._send = send
+        self._every_s = every_s
+        self._next = 0.0
+        self._quiet = 0  # cancellations since the last line
+
+    def cancelled(self, rid: int, count: int) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._quiet += count
+            return
+        self._next = now + self._every_s
+        more = f" ({self._quiet} more since the last notice)" if self._quiet else ""
+        self._quiet = 0
+        tasks = "a task" if count == 1 else f"{count} tasks"
+        line = (
+            f"{tasks} started without ctx.waitUntil cancelled when request {rid} ended{more}: "
+            "as on Cloudflare, a request's leftover tasks end with it; pass the work to "
+            "ctx.waitUntil, or start it in the request that awaits it"
+        )
+        self._send(Log(0, "warn", line))  # rid 0: its request is over

@@ -23,7 +23,7 @@ from ember.bindings.streams import ReadableStream
 from ember.runtime.fields import MAX_HEADER_BYTES, MAX_HEADERS
 from ember.runtime.isolate import api, encoding, entrypoints
 from ember.runtime.isolate.channel import IsolateChannel
-from ember.runtime.isolate.console import ConsoleOut
+from ember.runtime.isolate.console import ConsoleOut, StrayNotice
 from ember.runtime.isolate.cpumeter import CpuMeter, Metered
 from ember.runtime.isolate.handlers import Entrypoints
 from ember.runtime.isolate.headers import Headers
@@ -99,6 +99,7 @@ class EventRunner:
         # Its lines dropped past the console budget are reported before a request ends.
         self.console = console
         self.events: dict[int, _Event] = {}
+        self.strays = StrayNotice(send)  # a warning when a request's end cancels its strays
         meter.live = self.events  # the events a CpuReport covers
         self._loop: asyncio.AbstractEventLoop | None = None  # found once: each lookup is a getpid
 
@@ -164,7 +165,9 @@ class EventRunner:
                 self.send(Done(scope.rid, self._cpu_us(scope)))
             # Over, as workerd's IoContext is once the response is sent and the waitUntil work
             # done: what the request left running is cancelled (only its own tasks).
-            scope.close()
+            cancelled = scope.close()
+            if cancelled:
+                self.strays.cancelled(scope.rid, cancelled)
 
     def _ending(self, rid: int) -> None:
         """Request ``rid`` ends with the next frame: its dropped console lines are told first."""

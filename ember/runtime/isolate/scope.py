@@ -99,13 +99,16 @@ class RequestScope:
         self.spawned.add(task)
         task.add_done_callback(self.spawned.discard)
 
-    def close(self) -> None:
+    def close(self) -> int:
         """The event is over (response sent, ``waitUntil`` work done): cancel what it left
-        running. Only this scope's tasks: another request's work is never touched."""
+        running. Only this scope's tasks: another request's work is never touched. Returns how
+        many were still running (tasks started without ``waitUntil``)."""
         self.closed = True
         spawned, self.spawned = self.spawned, set()
+        cancelled = 0
         for task in spawned:
-            task.cancel()
+            cancelled += task.cancel()
+        return cancelled
 
     def add_background(self, awaitable: Awaitable[Any]) -> None:
         """Schedule ``awaitable`` as waitUntil work of this request."""
