@@ -42,6 +42,15 @@ async def on_fetch(request, env):
         import gzip
         init = {"headers": {"content-encoding": "gzip"}, "encodeBody": "manual"}
         return Response.new(gzip.compress(b"done", mtime=0), init)
+    if path == "manual-clone":  # a copy keeps the bytes-already-compressed promise
+        import gzip
+        init = {"headers": {"content-encoding": "gzip"}, "encodeBody": "manual"}
+        return Response.new(gzip.compress(b"done", mtime=0), init).clone()
+    if path == "manual-replace":
+        import gzip
+        init = {"headers": {"content-encoding": "gzip"}, "encodeBody": "manual"}
+        first = Response.new(gzip.compress(b"first", mtime=0), init)
+        return first.replace_body(gzip.compress(b"done", mtime=0))
     return Response("unknown", status=404)
 """
 
@@ -98,10 +107,13 @@ def test_a_new_body_under_content_encoding_gzip_is_compressed(
     assert headers.get("content-length") in (None, str(len(raw)))
 
 
+@pytest.mark.parametrize("path", ["/manual", "/manual-clone", "/manual-replace"])
 def test_encode_body_manual_sends_the_bytes_as_they_are(
-    harness: Harness, worker: str, upstream: Upstream
+    harness: Harness, worker: str, upstream: Upstream, path: str
 ) -> None:
-    headers, raw = _raw(harness, worker, upstream, "/manual?body=x")
+    """Also from ``clone()`` and ``replace_body()`` of such a response (they compressed the
+    bytes a second time)."""
+    headers, raw = _raw(harness, worker, upstream, f"{path}?body=x")
     assert headers.get("content-encoding") == "gzip"
     assert raw == gzip.compress(b"done", mtime=0)
 

@@ -269,12 +269,15 @@ class Response(_Body):
         """A copy with the same body (a streamed one is teed), as JS ``clone()``."""
         copy = type(self)(None, self.status, self._status_text, Headers(self._headers))
         copy._body = self._body_for_clone()
+        copy._encode_manual = self._encode_manual  # its bytes are as compressed as these
         copy.url, copy.redirected = self.url, self.redirected
         return copy
 
     def replace_body(self, body: BodyInit) -> Response:
         """The runtime SDK's ``replace_body``: same status and headers, a new body."""
-        return type(self)(body, self.status, self._status_text, Headers(self._headers))
+        new = type(self)(body, self.status, self._status_text, Headers(self._headers))
+        new._encode_manual = self._encode_manual  # (encodeBody: "manual" kept, as the rest)
+        return new
 
     def raise_for_status(self) -> None:
         """Pyodide's ``FetchResponse.raise_for_status()``: OSError for a 4xx or 5xx status."""
