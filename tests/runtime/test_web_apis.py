@@ -120,6 +120,60 @@ def test_hmac_key_usages_and_formats_are_checked() -> None:
         run(SUBTLE.importKey("raw", b"k", {"name": "HMAC"}, True, ["sign"]))
 
 
+@pytest.mark.parametrize("value", [b"hi", bytearray(b"hi"), 5, None])
+def test_btoa_of_anything_but_a_string_is_a_type_error(value: object) -> None:
+    """Not the base64 of its repr (``btoa(b"hi")`` gave that of "b'hi'")."""
+    with pytest.raises(TypeError, match="btoa"):
+        btoa(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["QQ=", "QQ=\u00a0", "\u00a0QQ==", "QQ==\v", "QQ=A", b"QQ==", 5])
+def test_atob_refuses_what_forgiving_base64_refuses(text: object) -> None:
+    """Only ASCII whitespace (tab, LF, FF, CR, space) is skipped; "=" pads only a length that
+    is a multiple of 4 (``"QQ="`` was accepted); a non-string is refused."""
+    with pytest.raises(JsException) as caught:
+        atob(text)  # type: ignore[arg-type]
+    assert caught.value.name == "InvalidCharacterError"
+
+
+def test_atob_skips_ascii_whitespace_and_takes_unpadded_text() -> None:
+    assert atob(" Q\tQ\n=\f=\r") == "A"
+    assert atob("QQ") == "A"
+    assert atob("QUI") == "AB"
+
+
+def test_timing_safe_equal_takes_buffers_only() -> None:
+    with pytest.raises(TypeError, match="timingSafeEqual"):
+        SUBTLE.timingSafeEqual(3, 3)  # type: ignore[arg-type]
+    assert SUBTLE.timingSafeEqual(b"ab", bytearray(b"ab")) is True
+
+
+def test_text_decoder_drops_a_bom_after_a_fatal_error() -> None:
+    """A fatal error ends the stream: the next decode starts a new one, BOM and all."""
+    decoder = TextDecoder("utf-8", {"fatal": True})
+    assert decoder.decode(b"\xef\xbb\xbfa", {"stream": True}) == "a"
+    with pytest.raises(JsException):
+        decoder.decode(b"\xff", {"stream": True})
+    assert decoder.decode(b"\xef\xbb\xbfb") == "b"
+
+
+def test_windows_1252_decodes_as_the_whatwg_table() -> None:
+    raw = bytes(range(256))
+    text = TextDecoder("windows-1252").decode(raw)
+    assert len(text) == 256
+    assert text[0x80] == "\u20ac" and text[0x81] == "\x81" and text[0x9F] == "\u0178"
+    assert text[0x41] == "A" and text[0xFF] == "\u00ff"
+
+
+def test_hmac_import_refuses_an_empty_key_and_usages_given_as_a_string() -> None:
+    hmac_sha1 = {"name": "HMAC", "hash": "SHA-1"}
+    with pytest.raises(JsException) as caught:
+        run(SUBTLE.importKey("raw", b"", hmac_sha1, True, ["sign"]))
+    assert caught.value.name == "DataError"
+    with pytest.raises(TypeError, match="usages"):
+        run(SUBTLE.importKey("raw", b"k", hmac_sha1, True, "sign"))
+
+
 SIGNING = """
 from pyodide.ffi import to_js as _to_js
 from js import Response, URL, TextEncoder, Object, crypto, btoa, atob

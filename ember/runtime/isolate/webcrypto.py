@@ -27,6 +27,12 @@ class NotSupportedError(JsException):
     name = "NotSupportedError"
 
 
+class DataError(JsException):
+    """The DOMException for key data the algorithm cannot use (an empty HMAC key)."""
+
+    name = "DataError"
+
+
 class InvalidAccessError(JsException):
     """The DOMException for a key used for what its usages do not allow."""
 
@@ -129,11 +135,18 @@ class SubtleCrypto:
             raise JsTypeError(
                 f"{what}: HMAC needs a hash, e.g. {{'name': 'HMAC', 'hash': 'SHA-256'}}"
             )
+        if isinstance(usages, str | bytes) or not hasattr(usages, "__iter__"):
+            raise JsTypeError(
+                f"{what}: usages must be a list of strings, e.g. ['sign', 'verify'], "
+                f"got {type(usages).__name__} {usages!r}"
+            )
         usage_list = [str(u) for u in usages]
         bad = [u for u in usage_list if u not in ("sign", "verify")]
         if bad:
             raise JsException(f"{what}: HMAC keys may only be used to sign and verify, not {bad}")
         secret = _bytes(key_data, what)
+        if not secret:
+            raise DataError(f"{what}: an HMAC key must not be empty")
         return CryptoKey(secret, _hash(hash_id, what), extractable, usage_list)
 
     async def sign(self, algorithm: Any, key: Any, data: Any) -> ArrayBuffer:
@@ -148,7 +161,7 @@ class SubtleCrypto:
     @staticmethod
     def timingSafeEqual(a: bytes, b: bytes) -> bool:  # noqa: N802 - the JavaScript name
         """Constant-time comparison; buffers of different lengths are workerd's TypeError."""
-        left, right = bytes(a), bytes(b)
+        left, right = _bytes(a, "timingSafeEqual"), _bytes(b, "timingSafeEqual")
         if len(left) != len(right):
             raise TypeError("Input buffers must have the same byte length.")
         return hmac.compare_digest(left, right)
