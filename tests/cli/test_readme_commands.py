@@ -32,7 +32,14 @@ OTHER_DOCS = (
 
 # Flags the README shows for programs other than ember (training, bench, SGLang's launcher,
 # vLLM's server).
-OTHER_PROGRAMS_FLAGS = {"--install", "--record", "--plot", "--tp", "--enable-request-id-headers"}
+OTHER_PROGRAMS_FLAGS = {
+    "--compressed",
+    "--install",
+    "--record",
+    "--plot",
+    "--tp",
+    "--enable-request-id-headers",
+}
 
 
 @dataclass(frozen=True)
