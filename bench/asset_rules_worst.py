@@ -1,8 +1,9 @@
 """The worst ``_redirects`` / ``_headers`` matching cost one request can cause: every rule at
 its limits (100 header rules and 2,000 static and 100 dynamic redirect rules, each pattern of
 32 placeholders and 64 segments; host rules at the table's budget), built to defeat the quick
-rejects, against a 16 KB path. Each case is the redirect
-lookup plus the headers applied, the work one request does on the serving loop.
+rejects (long literals no path holds among them), against a 16 KB path (the longest served).
+Each case is the redirect lookup plus the headers applied, the work one request does on the
+serving loop.
 
     python -m bench.asset_rules_worst [--out bench/results/asset_rules_worst.json]
 """
@@ -64,6 +65,11 @@ def _host_at_budget(places: int) -> str:
     return ("a-" * 500)[: MAX_HOST_TABLE // tokens - 1]
 
 
+def _dashes(count: int, i: int) -> str:
+    """A literal no path of ``-`` holds, which ``rfind`` compared from each position (review18)."""
+    return "-" * (count - i % 7) + "~" + "-" * count
+
+
 def cases() -> dict[str, tuple[AssetRules, str, str]]:
     header = lambda rule: f"{rule}\n  x-a: :{NAMES[0]}\n"  # noqa: E731
     statics = "".join(f"/s{i} /t 301\n" for i in range(2000))
@@ -114,6 +120,23 @@ def cases() -> dict[str, tuple[AssetRules, str, str]]:
             None,
             statics + "".join(f"{_adjacent_rule(i)} /t/:splat\n" for i in range(100)),
             "/" + "a" * (PATH_BYTES - 2) + "!",
+            "example.com",
+        ),
+        "headers: 100 rules :aa, 990 -, ~, 990 -, :ab against a path of - (review18)": (
+            "".join(
+                f"/:{NAMES[2 * i]}{_dashes(990, i)}:{NAMES[2 * i + 1]}\n  x-a: 1\n"
+                for i in range(100)
+            ),
+            None,
+            "/" + "-" * (PATH_BYTES - 1),
+            "example.com",
+        ),
+        "redirects: 100 dynamic :aa, 485 -, ~, 485 -, :ab against a path of - (review18)": (
+            None,
+            "".join(
+                f"/:{NAMES[2 * i]}{_dashes(485, i)}:{NAMES[2 * i + 1]} /x 302\n" for i in range(100)
+            ),
+            "/" + "-" * (PATH_BYTES - 1),
             "example.com",
         ),
     }

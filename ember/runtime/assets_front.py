@@ -75,7 +75,7 @@ async def send_answer(found: AssetAnswer, send: Send) -> None:
         headers.append((b"content-length", b"0"))
     await send({"type": "http.response.start", "status": found.status, "headers": headers})
     if found.file is None:
-        await send({"type": "http.response.body", "body": b""})
+        await send({"type": "http.response.body", "body": found.body})
         return
     big = int(dict(found.headers).get("content-length", "0")) > CHUNK
     try:

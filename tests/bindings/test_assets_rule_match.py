@@ -7,8 +7,10 @@ import random
 
 from ember.bindings.assets.rule_match import (
     compile_pattern,
+    last_before,
     match_reference,
     replace,
+    reversed_for_search,
 )
 
 ALPHABET = "ab/.-"
@@ -134,3 +136,37 @@ def test_longer_random_rules_and_paths_agree_with_the_regular_expression() -> No
         assert (pattern.match(host, path) if pattern else None) == expected, (rule, host, path)
         matched += expected is not None
     assert matched > 150
+
+
+def test_the_linear_last_match_agrees_with_rfind_on_random_input() -> None:
+    rng = random.Random(1806)
+    for _ in range(3000):
+        text = "".join(rng.choice("-~a") for _ in range(rng.randint(0, 40)))
+        literal = "".join(rng.choice("-~a") for _ in range(rng.randint(1, 5)))
+        limit = rng.randint(len(literal), max(len(text), len(literal)))
+        backwards = reversed_for_search(text, (literal,))
+        assert last_before(backwards, len(text), literal, limit) == text.rfind(literal, 0, limit), (
+            text,
+            literal,
+            limit,
+        )
+    # Past the size where the reversed text is padded for the linear search.
+    text = "-" * 40_000 + "~" + "-" * 3000
+    for literal in ("-" * 990 + "~" + "-" * 990, "-~-", "~" + "-" * 5000, "\x00"):
+        backwards = reversed_for_search(text, (literal, "-" * 99))
+        for limit in (len(text), 41_500, 40_990, 1000):
+            got = last_before(backwards, len(text), literal, limit)
+            assert got == text.rfind(literal, 0, limit), (literal[:8], limit)
+
+
+def test_rules_with_long_literals_against_a_long_path_match_as_the_reference() -> None:
+    # review18: rfind compared the 1,981-character literal from each position of the path.
+    literal = "-" * 990 + "~" + "-" * 990
+    rule = f"/:aa{literal}:ab"
+    pattern = compile_pattern(rule)
+    assert pattern is not None
+    assert pattern.match("h", "/" + "-" * 16_000) is None
+    path = "/" + "-" * 8000 + "~" + "-" * 8000
+    assert pattern.match("h", path) == {"aa": "-" * 7010, "ab": "-" * 7010}
+    short = "/" + "-" * 1200 + "~" + "-" * 1000
+    assert pattern.match("h", short) == match_reference(rule, "h", short)

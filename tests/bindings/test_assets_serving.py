@@ -14,7 +14,7 @@ from ember.bindings.assets.files import (
     build_manifest,
     content_type,
 )
-from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, answer, route
+from ember.bindings.assets.serving import MAX_PATH, AssetAnswer, AssetsPolicy, answer, route
 
 
 @pytest.fixture
@@ -222,3 +222,26 @@ def test_a_backtracking_rule_is_matched_in_linear_time() -> None:
     rule = "/*" + "a*" * 45 + "b"
     assert not glob_matches(rule, "/" + "a" * 5000)
     assert glob_matches(rule, "/" + "a" * 5000 + "b")
+
+
+def test_a_path_over_16_kib_is_414_before_any_rule_is_matched(site: Path) -> None:
+    # review18: a 64 KB path reached every rule (the platform refuses a URL over 16 KB).
+    class Rules:
+        def redirect(self, path: str) -> None:
+            raise AssertionError("a rule was matched against an over-long path")
+
+        def apply_headers(self, host: str, path: str, headers: object) -> None:
+            raise AssertionError("a rule was matched against an over-long path")
+
+    long = "/" + "a" * MAX_PATH
+    for has_worker in (True, False):
+        policy = AssetsPolicy(has_worker=has_worker)
+        lookup = AssetDirectory(site).lookup
+        found = route("GET", long, "", {}, policy, lookup, Rules())  # type: ignore[arg-type]
+        assert found is not None and found.status == 414
+        assert b"414 Request-URI Too Large" in found.body
+        assert dict(found.headers)["content-type"] == "text/html"
+        found = answer("GET", long, "", {}, policy, lookup, Rules())  # type: ignore[arg-type]
+        assert found.status == 414 and found.file is None
+    at_limit = "/" + "a" * (MAX_PATH - 1)
+    assert _get(site, at_limit) == _get(site, "/nothing-here")

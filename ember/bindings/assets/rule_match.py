@@ -277,8 +277,9 @@ def _segment(segment: _Segment, text: str) -> dict[str, str] | None:
     """``tokens`` (no ``/`` among them) matched against all of ``text`` (no ``/`` in it).
 
     Adjacent captures form one gap; the literals between gaps are placed as far right as the
-    rest still allows (``rfind`` from the end: linear), which is what the greedy regular
-    expression chooses: each capture as long as the rest can still match."""
+    rest still allows (the last match before the next literal, found in linear time), which
+    is what the greedy regular expression chooses: each capture as long as the rest can still
+    match."""
     if segment.labels:
         if text.count(".") != len(segment.labels) - 1:
             return None
@@ -295,11 +296,12 @@ def _segment(segment: _Segment, text: str) -> dict[str, str] | None:
         return None
     starts = [0] * len(literals)
     starts[-1] = len(text) - len(final)
+    backwards = reversed_for_search(text, literals[1:-1]) if len(literals) > 2 else text
     for index in range(len(literals) - 2, 0, -1):
         limit = starts[index + 1] - least[index]
         if limit < len(first) + len(literals[index]):
             return None  # (and never a negative bound, which rfind reads from the end)
-        starts[index] = text.rfind(literals[index], 0, limit)
+        starts[index] = last_before(backwards, len(text), literals[index], limit)
         if starts[index] < 0:
             return None
     if starts[1] - len(first) < least[0]:
@@ -310,6 +312,35 @@ def _segment(segment: _Segment, text: str) -> dict[str, str] | None:
         high = starts[index + 1]
         _share(gap, segment.shares[index], text[low:high], captures)
     return captures
+
+
+# CPython's str.find is linear (its two-way search) only for a haystack of at least 30,000
+# characters and over 3 needles long; shorter ones get a search that is path x needle again.
+_TWO_WAY_FROM = 30_000
+_PAD = "\x00"  # never in a pathname (controls are percent-encoded), so never in a match
+_SMALL_WORK = 50_000  # path x literal below which the plain search is as quick as any
+
+
+def reversed_for_search(text: str, literals: tuple[str, ...]) -> str:
+    """``text[::-1]`` for ``last_before``, padded past where ``str.find`` turns linear when
+    the quadratic search could cost much."""
+    backwards = text[::-1]
+    longest = max(len(literal) for literal in literals)
+    if len(text) * longest <= _SMALL_WORK:
+        return backwards
+    return backwards + _PAD * (max(_TWO_WAY_FROM - len(text), 0) + 4 * longest)
+
+
+def last_before(backwards: str, size: int, literal: str, limit: int) -> int:
+    """``text.rfind(literal, 0, limit)``, with ``backwards`` from ``reversed_for_search`` and
+    ``size`` = ``len(text)``: where the last ``literal`` ending by ``limit`` starts, or -1.
+    ``str.rfind`` compares from each position in turn (path x literal: 100 rules with a
+    literal of 990 ``-``, a ``~`` and 990 more against a 64 KB path of ``-`` took seconds,
+    review18); ``str.find`` on the reversed strings is CPython's linear two-way search."""
+    if _PAD in literal:  # (it could match into the padding; it never matches a pathname)
+        backwards = backwards[:size]
+    found = backwards.find(literal[::-1], size - limit)
+    return -1 if found < 0 or found + len(literal) > size else size - found - len(literal)
 
 
 def _share(

@@ -99,7 +99,7 @@ class AssetsService(BindingService):
         found = under_prefix(found, ctx.root_path)
         head = [found.status, [list(h) for h in found.headers]]
         if found.file is None:
-            return [*head, b""]
+            return [*head, found.body]
         try:
             size = found.file.stat().st_size - found.offset
             if found.length is not None:
