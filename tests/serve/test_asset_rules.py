@@ -30,6 +30,9 @@ class Default(WorkerEntrypoint):
         if path == "/api/moved":
             moved = await self.env.ASSETS.fetch("http://x/old")
             return Response(f"{moved.status} {moved.headers.get('location')}")
+        if path == "/api/long":
+            long = await self.env.ASSETS.fetch("http://x/" + "a" * 16384)
+            return Response(f"{long.status} {(await long.text())[:40]}")
         return Response("worker " + path)
 """
 BIG = bytes(range(256)) * 2048
@@ -75,6 +78,12 @@ def test_deployed_rules_apply_per_version(serve: ServeProcess, tmp_path: Path) -
     assert page.text == "a doc" and page.headers["x-docs"] == "page"
     assert serve.worker("rulesco", "site", "/_redirects").text == "worker /_redirects"
     assert serve.worker("rulesco", "site", "/api/moved").text == "301 /new"
+    # review18: a path over 16 KiB (the platform's URL limit) never reaches the rules.
+    refused = serve.worker("rulesco", "site", "/" + "-" * 16384)
+    assert refused.status_code == 414 and "414 Request-URI Too Large" in refused.text
+    assert serve.worker("rulesco", "site", "/" + "-" * 16000).text == "worker /" + "-" * 16000
+    long = serve.worker("rulesco", "site", "/api/long").text
+    assert long == "414 <html>\r\n<head><title>414 Request-URI Too"
     part = serve.worker("rulesco", "site", "/big.bin", headers={"range": "bytes=1000-1999"})
     assert part.status_code == 206 and part.content == BIG[1000:2000]
     assert part.headers["content-range"] == f"bytes 1000-1999/{len(BIG)}"

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from ember.bindings.assets.files import AssetDirectory, ManifestAssets
 from ember.bindings.assets.prefix import under_prefix
 from ember.bindings.assets.rules import NO_RULES, AssetRules, LiveRules, RulesSource
-from ember.bindings.assets.serving import AssetsPolicy, answer
+from ember.bindings.assets.serving import MAX_PATH, URI_TOO_LONG, AssetsPolicy, answer
 from ember.bindings.base import (
     BindingService,
     BindingSpec,
@@ -30,6 +30,10 @@ from ember.bindings.base import (
 INLINE_BYTES = 256 * 1024
 CHUNK = 256 * 1024
 MAX_HEADERS = 256
+# One deployment's answers on threads at once; its other calls wait their turn (none fails).
+# Unbounded, 8 calls with long paths took every thread of the process's executor, where the
+# other tenants' asset reads queue (review18).
+MAX_CONCURRENT = 4
 
 
 class AssetsService(BindingService):
@@ -57,6 +61,7 @@ class AssetsService(BindingService):
             self.rules = lambda: rules
         else:
             self.rules = LiveRules(directory, html).current
+        self._gate = asyncio.Semaphore(MAX_CONCURRENT)
         self._policy = AssetsPolicy(
             html_handling=str(spec.options.get("html_handling", "auto-trailing-slash")),
             not_found_handling=str(spec.options.get("not_found_handling", "none")),
@@ -85,16 +90,20 @@ class AssetsService(BindingService):
         headers = {name.lower(): value for name, value in pairs}
         # The URL's host, as the asset worker reads it, for an https://host/... _headers rule.
         headers["host"] = parts.netloc
-        found = await asyncio.to_thread(
-            answer,
-            verb,
-            parts.path or "/",
-            parts.query,
-            headers,
-            self._policy,
-            self._lookup,
-            self.rules(),
-        )
+        path = parts.path or "/"
+        if len(path) > MAX_PATH:  # refused here: never a thread, nor a turn, for it
+            return [URI_TOO_LONG.status, [list(h) for h in URI_TOO_LONG.headers], URI_TOO_LONG.body]
+        async with self._gate:
+            found = await asyncio.to_thread(
+                answer,
+                verb,
+                path,
+                parts.query,
+                headers,
+                self._policy,
+                self._lookup,
+                self.rules(),
+            )
         # A redirect keeps the prefix the worker's request came by, as in front of the worker.
         found = under_prefix(found, ctx.root_path)
         head = [found.status, [list(h) for h in found.headers]]

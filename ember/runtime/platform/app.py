@@ -23,7 +23,7 @@ from typing import Any
 from ember.bindings.kv.service import POOL_SOURCE_KEY, shared_store
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.runtime.api.app import create_api_app
-from ember.runtime.assets_front import assets_route, send_answer
+from ember.runtime.assets_front import asset_reads, assets_route, send_answer
 from ember.runtime.capacity import default_max_isolates
 from ember.runtime.console_gate import CHARS_PER_SECOND as CONSOLE_CHARS_PER_SECOND
 from ember.runtime.deployments.config import PlatformConfig
@@ -157,6 +157,7 @@ class Platform(PlatformLifespan):
         self.crons = WorkerCrons(self.plane, self.supervisor, self.routes)
         self.router = Router(self.supervisor, lambda scope: scope.get(SLOT_KEY))
         self._account_names: dict[str, str] = {}
+        self._asset_reads = asset_reads()  # never behind tenants' env.ASSETS work (review18)
         # --log-requests: an account's refused AI calls, a few lines a minute and a sum.
         self.refusals = RefusalLog(print_line, self._account_name)
         self.api = create_api_app(
@@ -321,7 +322,7 @@ class Platform(PlatformLifespan):
         if slot is not None and slot.assets is not None:
             found = assets_route(inner, slot.assets)
             if found is not None:
-                await send_answer(found, send)
+                await send_answer(found, send, self._asset_reads)
                 return
         inner[SLOT_KEY] = slot_id
         client = scope.get("client")

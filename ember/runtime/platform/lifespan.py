@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from ember.runtime.deployments.plane import ControlPlane
@@ -49,6 +50,7 @@ class PlatformLifespan:
     tenancy: Tenancy | None
     startup_error: Exception | None
     _housekeeping: asyncio.Task[None] | None
+    _asset_reads: Executor
     _sweep: asyncio.Future[Any] | None = None  # the expiry sweep's thread, while it runs
 
     if TYPE_CHECKING:  # defined by Platform
@@ -112,6 +114,7 @@ class PlatformLifespan:
         await self.supervisor.close()
         self.api.state.uploads.close()  # finishes a store in progress before the database closes
         self.plane.close()
+        self._asset_reads.shutdown(wait=False)
 
     async def _housekeep(self) -> None:
         loop = asyncio.get_running_loop()
