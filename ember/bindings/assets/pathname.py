@@ -11,22 +11,33 @@ browsers follow to evil.com (review14).
 
 from __future__ import annotations
 
-_ENCODE = frozenset(' "#<>?`{}')
+import re
+
 _SINGLE = frozenset({".", "%2e"})
 _DOUBLE = frozenset({"..", ".%2e", "%2e.", "%2e%2e"})
+# The path percent-encode set: controls, space, ``"#<>?`{}``, DEL and anything past it.
+_UNSAFE = re.compile('[\\x00-\\x20"#<>?`{}\\x7f-\\U0010ffff]')
+_WIDE = re.compile("[^\\x00-\\xff]+")
+# A character up to U+00FF is one byte (the request's bytes arrive as latin-1 characters).
+_LATIN1 = {
+    code: f"%{code:02X}" if code <= 0x20 or code >= 0x7F or chr(code) in '"#<>?`{}' else chr(code)
+    for code in range(0x100)
+}
 
 
 def url_pathname(path: str) -> str:
     """``path`` (the request's, as sent; bytes as latin-1 characters) as a parsed URL's
-    pathname: always starting with ``/``."""
-    text = path.replace("\\", "/")
+    pathname: always starting with ``/``. The encoding is done once for the whole path, in C
+    (``str.translate``): character by character in Python a 64,000-character path cost 136 ms
+    a request (review18). ``/``, ``.`` and ``%`` are never encoded, so segments split after."""
+    text = _encode(path.replace("\\", "/"))
     if text.startswith("/"):
         text = text[1:]
     segments: list[str] = []
     parts = text.split("/")
     for index, part in enumerate(parts):
         last = index == len(parts) - 1
-        lowered = part.lower()
+        lowered = part.lower() if len(part) <= 6 else ""  # (a dot segment is at most 6 long)
         if lowered in _DOUBLE:
             if segments:
                 segments.pop()
@@ -36,19 +47,13 @@ def url_pathname(path: str) -> str:
             if last:
                 segments.append("")
         else:
-            segments.append(_encode(part))
+            segments.append(part)
     return "/" + "/".join(segments)
 
 
-def _encode(segment: str) -> str:
-    if all(" " < c <= "~" and c not in _ENCODE for c in segment):
-        return segment  # the common case: nothing to encode
-    out = []
-    for char in segment:
-        if " " < char <= "~" and char not in _ENCODE:
-            out.append(char)
-            continue
-        code = ord(char)
-        raw = bytes([code]) if code <= 0xFF else char.encode("utf-8")
-        out.append("".join(f"%{byte:02X}" for byte in raw))
-    return "".join(out)
+def _encode(text: str) -> str:
+    if _UNSAFE.search(text) is None:
+        return text  # the common case: nothing to encode
+    # A character past U+00FF is its UTF-8 bytes, each then encoded as a latin-1 one.
+    wide = _WIDE.sub(lambda run: run[0].encode("utf-8").decode("latin-1"), text)
+    return wide.translate(_LATIN1)

@@ -109,7 +109,7 @@ def route(
     path = url_pathname(path)
     if policy.static_routing:
         if _matches(policy.asset_rules, path):
-            return answer(method, path, query, headers, policy, lookup, rules)
+            return _answer_at(method, path, query, headers, policy, lookup, rules)
         if _matches(policy.worker_rules, path) and policy.has_worker:
             return None
     if policy.run_worker_first and policy.has_worker:
@@ -125,8 +125,8 @@ def route(
             and find_intent(_decode(path), lookup, policy.html_handling, not_found) is None
         ):
             return None
-        return answer(method, path, query, headers, policy, lookup, rules, (redirect,))
-    return answer(method, path, query, headers, policy, lookup, rules)
+        return _answer_at(method, path, query, headers, policy, lookup, rules, (redirect,))
+    return _answer_at(method, path, query, headers, policy, lookup, rules)
 
 
 def answer(
@@ -137,14 +137,26 @@ def answer(
     policy: AssetsPolicy,
     lookup: Lookup,
     rules: AssetRules = NO_RULES,
-    looked_up: tuple[Redirect | None] | None = None,
 ) -> AssetAnswer:
     """What the asset worker answers (``env.ASSETS.fetch`` and ``route``): ``_redirects``
-    first, then the asset, then the ``_headers`` rules on whatever the answer is.
-    ``looked_up``: the redirect ``route`` already found for ``path`` (None: look it up)."""
+    first, then the asset, then the ``_headers`` rules on whatever the answer is."""
     if len(path) > MAX_PATH:
         return URI_TOO_LONG
-    path = url_pathname(path)  # (as route already did: the same again)
+    return _answer_at(method, url_pathname(path), query, headers, policy, lookup, rules)
+
+
+def _answer_at(
+    method: str,
+    path: str,
+    query: str,
+    headers: Mapping[str, str],
+    policy: AssetsPolicy,
+    lookup: Lookup,
+    rules: AssetRules = NO_RULES,
+    looked_up: tuple[Redirect | None] | None = None,
+) -> AssetAnswer:
+    """``answer`` for ``path`` already a parsed URL's pathname (``route`` made it once).
+    ``looked_up``: the redirect ``route`` already found for ``path`` (None: look it up)."""
     matched = rules.redirect(path) if looked_up is None else looked_up[0]
     found = _answer(method, path, query, headers, policy, lookup, matched)
     changed = rules.apply_headers(_hostname(headers.get("host", "")), path, found.headers)
