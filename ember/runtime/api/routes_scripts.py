@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -48,7 +49,7 @@ from ember.runtime.deployments.errors import (
 )
 from ember.runtime.deployments.metadata_limits import check_extra
 from ember.runtime.deployments.plane import ControlPlane
-from ember.runtime.deployments.records import DeploymentTarget, Version
+from ember.runtime.deployments.records import Account, DeploymentTarget, Version
 from ember.runtime.deployments.traffic import parse_targets
 from ember.runtime.deployments.upload import MAX_ANNOTATION_CHARS
 
@@ -56,14 +57,20 @@ ACCOUNT = "/accounts/{account_id}"
 SCRIPT = ACCOUNT + "/workers/scripts/{name}"
 
 
-def _live_version(request: Request, name: str) -> Version | None:
+async def _live_version(request: Request, name: str) -> Version | None:
+    """The version that answers (else the newest), read on an upload thread: a version's
+    metadata holds both rule texts, up to 1 MiB each, and decoding them on the loop stalled
+    every tenant (review18)."""
     who = caller(request)
-    plane = plane_of(request)
-    live = plane.scripts.live(who.account, name)
+    return await uploads_of(request).run(_live_version_now, plane_of(request), who.account, name)
+
+
+def _live_version_now(plane: ControlPlane, account: Account, name: str) -> Version | None:
+    live = plane.scripts.live(account, name)
     if live is None:
-        versions = plane.scripts.versions(who.account, name)
+        versions = plane.scripts.versions(account, name)
         return versions[0] if versions else None
-    return plane.scripts.version(who.account, name, live.versions[0].version_id)
+    return plane.scripts.version(account, name, live.versions[0].version_id)
 
 
 async def _read_upload(request: Request, *, deploy: bool, create: bool = False) -> UploadRequest:
@@ -146,16 +153,19 @@ def _exists(plane: ControlPlane, who: Caller, name: str) -> bool:
 async def list_scripts(request: Request) -> Response:
     who = caller(request)
     plane = plane_of(request)
-    items = [
-        serializers.script(s, _live_version(request, s.name))
-        for s in plane.scripts.list(who.account)
-    ]
-    return ok(items)
+
+    def listed() -> list[dict[str, Any]]:
+        return [
+            serializers.script(s, _live_version_now(plane, who.account, s.name))
+            for s in plane.scripts.list(who.account)
+        ]
+
+    return ok(await uploads_of(request).run(listed))
 
 
 async def get_script_content(request: Request) -> Response:
     """The raw main module (``GET .../scripts/{name}``), as Cloudflare returns script content."""
-    version = _live_version(request, request.path_params["name"])
+    version = await _live_version(request, request.path_params["name"])
     if version is None:
         raise InvalidRequest("this Worker has no version yet")
     module = next(
@@ -168,7 +178,7 @@ async def get_service(request: Request) -> Response:
     who = caller(request)
     name = request.path_params["name"]
     script = plane_of(request).scripts.get(who.account, name)
-    return ok(serializers.service(script, _live_version(request, name)))
+    return ok(serializers.service(script, await _live_version(request, name)))
 
 
 async def delete_script(request: Request) -> Response:
@@ -248,10 +258,14 @@ async def list_versions(request: Request) -> Response:
     plane = plane_of(request)
     name = request.path_params["name"]
     script = plane.scripts.get(who.account, name)
-    items = [
-        serializers.version(v, who.account, script)
-        for v in plane.scripts.versions(who.account, name)
-    ]
+
+    def listed() -> list[dict[str, Any]]:  # every version's metadata: on a thread
+        return [
+            serializers.version(v, who.account, script)
+            for v in plane.scripts.versions(who.account, name)
+        ]
+
+    items = await uploads_of(request).run(listed)
     return ok({"items": items}, result_info=page_info(items, 1, max(len(items), 1), len(items)))
 
 
@@ -260,7 +274,9 @@ async def get_version(request: Request) -> Response:
     plane = plane_of(request)
     name = request.path_params["name"]
     script = plane.scripts.get(who.account, name)
-    version = plane.scripts.version(who.account, name, request.path_params["version_id"])
+    version = await uploads_of(request).run(
+        plane.scripts.version, who.account, name, request.path_params["version_id"]
+    )
     return ok(serializers.version(version, who.account, script))
 
 
@@ -312,7 +328,7 @@ async def get_settings(request: Request) -> Response:
     who = caller(request)
     name = request.path_params["name"]
     script = plane_of(request).scripts.get(who.account, name)
-    return ok(serializers.settings(script, _live_version(request, name)))
+    return ok(serializers.settings(script, await _live_version(request, name)))
 
 
 async def patch_script_settings(request: Request) -> Response:
@@ -326,7 +342,7 @@ async def patch_script_settings(request: Request) -> Response:
     check_extra(allowed)  # bounded as an upload's metadata is: stored with the Worker
     name = request.path_params["name"]
     script = plane_of(request).scripts.patch_settings(who.account, name, allowed)
-    return ok(serializers.settings(script, _live_version(request, name)))
+    return ok(serializers.settings(script, await _live_version(request, name)))
 
 
 async def patch_worker(request: Request) -> Response:
