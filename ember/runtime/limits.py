@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ember.config import LimitsConfig
-from ember.runtime.fields import MAX_HEADER_BYTES, MAX_HEADERS
+from ember.runtime.fields import MAX_HEADER_BYTES, MAX_HEADERS, MAX_URL
 
 MIB = 1024 * 1024
 
@@ -106,6 +106,19 @@ RESPONSE_HEADERS_TOO_LARGE = PlatformError(
     "response_headers_too_large",
 )
 REQUEST_TOO_LARGE = PlatformError(413, None, "Request body too large.", "request_too_large")
+# A request head the isolate protocol cannot carry (its decoder would refuse the frame and the
+# isolate exit, with every request it serves): refused before it is sent. 16 KiB is Cloudflare's
+# URL limit (414); the header count is ember's protocol bound (Cloudflare bounds only the size).
+URL_TOO_LONG = PlatformError(
+    414, None, f"URI Too Long: the request's URL exceeds {MAX_URL // 1024} KiB.", "url_too_long"
+)
+REQUEST_HEADERS_TOO_LARGE = PlatformError(
+    431,
+    None,
+    f"Request Header Fields Too Large: at most {MAX_HEADERS} headers, "
+    f"{MAX_HEADER_BYTES // 1024} KiB in all.",
+    "request_headers_too_large",
+)
 
 
 def request_too_large(limit: int) -> PlatformError:

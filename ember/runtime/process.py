@@ -25,7 +25,13 @@ from ember.runtime.codec import FastDecoder
 from ember.runtime.console_gate import BACKSTOP, ConsoleGate
 from ember.runtime.deployment import Deployment
 from ember.runtime.dispatch import FrameDispatch
-from ember.runtime.fields import MAX_FRAME_BYTES, MAX_INLINE_BODY_BYTES
+from ember.runtime.fields import (
+    MAX_FRAME_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_HEADERS,
+    MAX_INLINE_BODY_BYTES,
+    MAX_URL,
+)
 from ember.runtime.frames import FrameDecoder, FrameWriter
 from ember.runtime.http import HttpRequest, HttpResponse
 from ember.runtime.inflight import InFlight
@@ -237,6 +243,10 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
         if request.loops_left < 0:  # a subrequest of the 16th nested invocation: 1019
             request.fail(L.LOOP_LIMIT)
             return request
+        refusal = _unsendable(http)
+        if refusal is not None:
+            request.fail(refusal)
+            return request
         inline = (
             http.body
             if isinstance(http.body, bytes) and len(http.body) <= MAX_INLINE_BODY_BYTES
@@ -342,3 +352,14 @@ class IsolateProcess(FrameDispatch, LimitWatch, asyncio.Protocol):
     def accepting(self) -> bool:
         """True while new requests may be sent here."""
         return self.state is State.READY
+
+
+def _unsendable(http: HttpRequest) -> L.PlatformError | None:
+    """What refuses a request the isolate protocol's bounds cannot carry (``fields.py``): its
+    decoder would take the frame for a broken isolate's, and the isolate would exit."""
+    if len(http.url) > MAX_URL:
+        return L.URL_TOO_LONG
+    headers = http.headers
+    if len(headers) > MAX_HEADERS or sum(len(n) + len(v) for n, v in headers) > MAX_HEADER_BYTES:
+        return L.REQUEST_HEADERS_TOO_LARGE
+    return None
