@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import random
 
-from ember.bindings.assets.rule_match import (
-    compile_pattern,
-    last_before,
-    match_reference,
-    replace,
-    reversed_for_search,
-)
+from ember.bindings.assets.rule_match import compile_pattern, match_reference, replace
+from ember.bindings.assets.search_back import last_before, reversed_for_search
 
 ALPHABET = "ab/.-"
 PIECES = ["*", ":a", ":b", ":c1", "a", "b", "/", ".", "-", "ab", "/a"]

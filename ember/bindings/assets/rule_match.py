@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ember.bindings.assets.rule_table import Token as _Token
 from ember.bindings.assets.rule_table import table_match
+from ember.bindings.assets.search_back import last_before, reversed_for_search
 
 PLACEHOLDER = re.compile(r":([A-Za-z][A-Za-z0-9_]*)")
 _PIECE = re.compile(r"\*|:([A-Za-z][A-Za-z0-9_]*)")
@@ -312,35 +313,6 @@ def _segment(segment: _Segment, text: str) -> dict[str, str] | None:
         high = starts[index + 1]
         _share(gap, segment.shares[index], text[low:high], captures)
     return captures
-
-
-# CPython's str.find is linear (its two-way search) only for a haystack of at least 30,000
-# characters and over 3 needles long; shorter ones get a search that is path x needle again.
-_TWO_WAY_FROM = 30_000
-_PAD = "\x00"  # never in a pathname (controls are percent-encoded), so never in a match
-_SMALL_WORK = 50_000  # path x literal below which the plain search is as quick as any
-
-
-def reversed_for_search(text: str, literals: tuple[str, ...]) -> str:
-    """``text[::-1]`` for ``last_before``, padded past where ``str.find`` turns linear when
-    the quadratic search could cost much."""
-    backwards = text[::-1]
-    longest = max(len(literal) for literal in literals)
-    if len(text) * longest <= _SMALL_WORK:
-        return backwards
-    return backwards + _PAD * (max(_TWO_WAY_FROM - len(text), 0) + 4 * longest)
-
-
-def last_before(backwards: str, size: int, literal: str, limit: int) -> int:
-    """``text.rfind(literal, 0, limit)``, with ``backwards`` from ``reversed_for_search`` and
-    ``size`` = ``len(text)``: where the last ``literal`` ending by ``limit`` starts, or -1.
-    ``str.rfind`` compares from each position in turn (path x literal: 100 rules with a
-    literal of 990 ``-``, a ``~`` and 990 more against a 64 KB path of ``-`` took seconds,
-    review18); ``str.find`` on the reversed strings is CPython's linear two-way search."""
-    if _PAD in literal:  # (it could match into the padding; it never matches a pathname)
-        backwards = backwards[:size]
-    found = backwards.find(literal[::-1], size - limit)
-    return -1 if found < 0 or found + len(literal) > size else size - found - len(literal)
 
 
 def _share(
