@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.runtime.harness import Harness, write_project
 
 STRAY = """
@@ -166,3 +168,70 @@ def test_cancelling_a_requests_stray_tasks_is_told_on_the_log(
     notices = [line for line in harness.console(deployment_id) if told in line]
     assert len(notices) == 1, notices  # the second within the rate limit's window
     assert notices[0].startswith("2 tasks started without ctx.waitUntil")
+
+
+SHARED_WAIT = """
+import asyncio
+from workers import Response
+
+SHARED = {}
+
+async def produce(gate):
+    await gate.wait()
+    return 42
+
+async def stray():
+    try:
+        await SHARED["awaited"]
+    except asyncio.CancelledError:
+        print("stray cancelled")
+        raise
+
+async def fetch(request, env, ctx):
+    path = request.url.rsplit("/", 1)[1]
+    if path in ("b-future", "b-task"):
+        SHARED["gate"] = gate = asyncio.Event()
+        if path == "b-future":  # a module-level future, resolved by a later request
+            SHARED["awaited"] = asyncio.get_running_loop().create_future()
+        else:  # a task of this request, cached where another request finds it
+            SHARED["awaited"] = asyncio.create_task(produce(gate))
+        print("b waiting")
+        try:
+            value = await SHARED["awaited"]
+        except asyncio.CancelledError:
+            return Response("b cancelled", status=500)
+        return Response(f"b got {value}")
+    if path == "a":
+        asyncio.create_task(stray())  # no waitUntil: cancelled when this request ends
+        await asyncio.sleep(0)
+        return Response("a done")
+    if path == "resolve":
+        awaited = SHARED["awaited"]
+        if isinstance(awaited, asyncio.Task):
+            SHARED["gate"].set()
+        else:
+            awaited.set_result(42)
+        return Response("resolved")
+    return Response("next ok")
+"""
+
+
+@pytest.mark.parametrize("kind", ["future", "task"])
+def test_a_stray_tasks_end_leaves_what_it_awaited_to_the_others(
+    harness: Harness, tmp_path: Path, kind: str
+) -> None:
+    """Request A's stray task awaits a future (or a task) that request B, still in flight,
+    awaits too. A's end cancels its stray only: asyncio's ``task.cancel()`` cancels the future
+    the task waits on, which handed B a CancelledError for A's leftover."""
+    deployment_id = harness.deploy(write_project(tmp_path / f"shared-{kind}", SHARED_WAIT))
+    with harness.client(deployment_id) as client:
+        got: list[str] = []
+        b = threading.Thread(target=lambda: got.append(client.get(f"/b-{kind}").text))
+        b.start()
+        harness.wait_for(lambda: "b waiting" in harness.console(deployment_id))
+        assert client.get("/a").text == "a done"
+        harness.wait_for(lambda: "stray cancelled" in harness.console(deployment_id))
+        assert client.get("/resolve").text == "resolved"
+        b.join()
+        assert got == ["b got 42"]
+        assert client.get("/next").text == "next ok"

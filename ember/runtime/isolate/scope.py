@@ -107,13 +107,39 @@ class RequestScope:
         spawned, self.spawned = self.spawned, set()
         cancelled = 0
         for task in spawned:
-            cancelled += task.cancel()
+            cancelled += end_task(task)
         return cancelled
 
     def add_background(self, awaitable: Awaitable[Any]) -> None:
         """Schedule ``awaitable`` as waitUntil work of this request."""
         task = asyncio.ensure_future(awaitable)
         self.background.append(task)
+
+
+def end_task(task: asyncio.Task[Any]) -> bool:
+    """Cancel ``task`` alone; False if it was already done.
+
+    ``task.cancel()`` cancels the future the task is waiting on, and that future may not be the
+    task's own: a module-level future, or a task another request started and still awaits,
+    which then ends cancelled for everybody awaiting it. workerd ends a request's code without
+    touching a promise another request holds, so a waiting task is unhooked from its future and
+    woken with the cancellation instead: it ends as if cancelled, its future runs on as it was.
+    """
+    if task.done():
+        return False
+    waiter = getattr(task, "_fut_waiter", None)  # asyncio's, C and Python tasks alike
+    if waiter is None or waiter.done():  # about to step: cancel() touches no future then
+        return task.cancel()
+    for callback, context in getattr(waiter, "_callbacks", None) or ():
+        if getattr(callback, "__self__", None) is task:  # the task's wakeup
+            waiter.remove_done_callback(callback)
+            woken = task.get_loop().create_future()
+            woken.cancel()
+            # The wakeup reads the cancelled future's CancelledError and throws it into the
+            # coroutine at its await, as a cancelled waiter would.
+            task.get_loop().call_soon(callback, woken, context=context)
+            return True
+    return task.cancel()  # not a future asyncio's task is waiting on as usual
 
 
 CURRENT: contextvars.ContextVar[RequestScope] = contextvars.ContextVar("ember_request")
