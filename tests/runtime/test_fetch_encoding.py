@@ -133,6 +133,48 @@ def test_a_corrupt_or_cut_gzip_body_is_workerds_error() -> None:
         asyncio.run(read(b"\x1f\x8b" + b"\xff" * 20))
 
 
+@pytest.mark.parametrize("members", [2, 3])
+def test_concatenated_gzip_members_read_as_one_body(
+    harness: Harness, worker: str, upstream: Upstream, members: int
+) -> None:
+    """``cat a.gz b.gz`` is one gzip body (RFC 1952 2.2), as workerd decodes it; the handler
+    read the first member only. Returned unread, the bytes still pass as they came."""
+    query = f"body=abcdef&n=50&members={members}"
+    with harness.client(worker) as client:
+        got = client.get(f"/read?{query}", headers={"x-upstream": upstream.url})
+    assert json.loads(got.text) == ["gzip", "abcdef" * 50]
+    headers, raw = _raw(harness, worker, upstream, f"/pass?{query}")
+    assert gzip.decompress(raw) == b"abcdef" * 50
+    assert raw.count(b"\x1f\x8b\x08") == members
+
+
+def test_gzip_members_split_anywhere_decode_in_bounded_pieces() -> None:
+    """Members whose boundary falls inside a chunk, on one, or across two; a bomb in a later
+    member still comes out in pieces of at most 64 KiB; bytes after a member that are no gzip
+    are workerd's error, and so is a later member cut short."""
+    from ember.js_errors import JsException
+    from ember.runtime.isolate.encoding import GzipBody
+
+    first, bomb = gzip.compress(b"first;"), gzip.compress(b"\0" * (8 << 20))
+    encoded = first + bomb + gzip.compress(b";last")
+
+    async def read(parts: list[bytes]) -> list[bytes]:
+        async def source() -> AsyncIterator[bytes]:
+            for part in parts:
+                yield part
+
+        return [chunk async for chunk in GzipBody(source())]
+
+    for cut in (3, len(first), len(first) + 5, len(encoded) - 2):
+        seen = asyncio.run(read([encoded[:cut], encoded[cut:]]))
+        assert b"".join(seen) == b"first;" + b"\0" * (8 << 20) + b";last", cut
+        assert max(map(len, seen)) == 64 * 1024
+    with pytest.raises(JsException, match="Gzip decompression failed"):
+        asyncio.run(read([first, b"not gzip at all"]))
+    with pytest.raises(JsException, match="Gzip compressed stream ended prematurely"):
+        asyncio.run(read([first, bomb[:-10]]))
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 def test_a_gzip_body_is_read_in_bounded_pieces(streamed: bool) -> None:
     """A 20 KB body that decodes to 20 MiB comes out in pieces of at most 64 KiB, not as one

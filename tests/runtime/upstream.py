@@ -4,9 +4,9 @@ Routes: ``/echo`` (method, path, query, headers and body back as JSON, plus a co
 ``/text?body=B&type=T`` (B as a T),
 ``/redirect?to=PATH`` (302), ``/chunks?n=N`` (N streamed chunks), ``/big?n=BYTES``,
 ``/status/CODE``, ``/gzip?body=B&n=N`` (B repeated N times, or ``random=N`` bytes that do
-not compress, sent gzip-encoded with its length; ``status=204``/``304`` or ``empty=1``: the
-header and no body), ``/hold?key=K`` (answers once
-``/release?key=K`` was requested), and
+not compress, sent gzip-encoded with its length; ``members=M``: as M concatenated gzip
+members; ``status=204``/``304`` or ``empty=1``: the header and no body), ``/hold?key=K``
+(answers once ``/release?key=K`` was requested), and
 ``/never`` (answers only when the client goes away) and ``/trickle`` (a head and one chunk, then
 nothing until the client goes away); ``gone`` counts those departures.
 """
@@ -102,6 +102,11 @@ class Upstream:
             if "random" in query:
                 plain = random.Random(0).randbytes(int(query["random"]))
             encoded = gzip.compress(plain, mtime=0)
+            if "members" in query:  # ``cat a.gz b.gz``: the body split over N gzip members
+                n = int(query["members"])
+                cuts = [len(plain) * i // n for i in range(n + 1)]
+                parts = [plain[cuts[i] : cuts[i + 1]] for i in range(n)]
+                encoded = b"".join(gzip.compress(part, mtime=0) for part in parts)
             status = int(query.get("status", "200"))
             if status in (204, 304) or "empty" in query:
                 encoded = b""  # the header with no body (as a HEAD's answer has none either)

@@ -53,7 +53,11 @@ class GzipBody:
 async def _decoded(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
     """``raw`` decoded in pieces of at most PIECE_BYTES (zlib's ``max_length``, the rest kept as
     its ``unconsumed_tail``), each made only when the reader asks: a small body that decodes to
-    many MiB is never held whole (one 20 KB chunk became a 20 MiB one, 503 memory_limit)."""
+    many MiB is never held whole (one 20 KB chunk became a 20 MiB one, 503 memory_limit).
+
+    Concatenated gzip members (``cat a.gz b.gz``, RFC 1952 2.2) are one body, as workerd reads
+    them: a member's end starts a new decoder on the bytes after it (zlib's ``unused_data``),
+    which must be gzip too."""
     decoder = zlib.decompressobj(GZIP_WBITS)
     chunks = [raw] if isinstance(raw, bytes) else raw
     seen = False
@@ -62,8 +66,13 @@ async def _decoded(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
             data, full = bytes(encoded), False
             seen = seen or bool(data)
             while data or full:  # full: the last piece filled PIECE_BYTES, zlib may hold more
+                if decoder.eof:
+                    if not data:  # the member ended exactly with that piece
+                        break
+                    decoder = zlib.decompressobj(GZIP_WBITS)  # the next member
                 piece = decoder.decompress(data, PIECE_BYTES)
-                data, full = decoder.unconsumed_tail, len(piece) == PIECE_BYTES
+                data = decoder.unconsumed_tail or decoder.unused_data
+                full = len(piece) == PIECE_BYTES
                 if piece:
                     yield piece
         tail = decoder.flush()
