@@ -37,6 +37,10 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _DROPPED = {"content-encoding", "content-length", "transfer-encoding", "connection"}
 MAX_REDIRECTS = 20
 MAX_URL_SHOWN = 2048  # of a URL quoted in an error (the handler's own, but it may be huge)
+# What a subrequest asks for unless the handler set its own, as workerd does: the codings
+# decoded here (inflate.py), named here rather than left to httpx, whose default changes with
+# the packages it finds installed (zstd, which has no bounded decoder here, among them).
+ACCEPT_ENCODING = "gzip, deflate, br"
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +220,7 @@ def _make_client(policy: NetworkPolicy, network: Network) -> httpx.AsyncClient:
         timeout=httpx.Timeout(60.0, connect=10.0),
         trust_env=False,
         cookies=CookieJar(policy=_NoCookies()),
+        headers={"accept-encoding": ACCEPT_ENCODING},  # a request's own header replaces it
     )
 
 

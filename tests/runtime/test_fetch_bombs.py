@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import brotli
 import pytest
 import uvicorn
 
@@ -31,7 +32,8 @@ def _bomb(wbits: int) -> bytes:
 
 BOMBS = {"/deflate": ("deflate", _bomb(zlib.MAX_WBITS)), "/gzip": ("gzip", _bomb(31))}
 BOMBS["/rawdeflate"] = ("deflate", _bomb(-zlib.MAX_WBITS))
-BOMBS["/br"] = ("br", b"not decoded by the supervisor")
+BOMBS["/br"] = ("br", brotli.compress(b"\0" * PLAIN, quality=11))  # 40 bytes
+BOMBS["/zstd"] = ("zstd", b"not decoded by the supervisor")
 
 
 async def _app(scope: dict, receive: Any, send: Any) -> None:
@@ -59,7 +61,14 @@ def upstream() -> Iterator[str]:
 
 @pytest.mark.parametrize(
     ("path", "keep_gzip"),
-    [("/deflate", True), ("/rawdeflate", True), ("/gzip", False), ("/deflate", False)],
+    [
+        ("/deflate", True),
+        ("/rawdeflate", True),
+        ("/gzip", False),
+        ("/deflate", False),
+        ("/br", True),
+        ("/br", False),
+    ],
 )
 def test_a_compressed_body_is_decoded_in_bounded_pieces_as_it_is_read(
     tmp_path: Path, upstream: str, path: str, keep_gzip: bool
@@ -86,19 +95,46 @@ def test_a_compressed_body_is_decoded_in_bounded_pieces_as_it_is_read(
 def test_a_body_under_a_coding_not_decoded_here_passes_as_it_came(
     tmp_path: Path, upstream: str
 ) -> None:
-    """brotli and zstd have no bounded decoder in Python: the bytes go on with their header."""
+    """zstd has no bounded decoder here: the bytes go on with their header."""
 
     async def main() -> tuple[bytes, list]:
         resources = SharedResources(tmp_path / "state")
         try:
             service = SubrequestService(resources, 50, NetworkPolicy())
-            call = ["GET", upstream + "/br", [], "follow", None, True]
-            reply = await service.call("fetch", call, CallContextImpl("br", 1, None, {}))
+            call = ["GET", upstream + "/zstd", [], "follow", None, True]
+            reply = await service.call("fetch", call, CallContextImpl("zstd", 1, None, {}))
             assert isinstance(reply, StreamReply)
             return b"".join([chunk async for chunk in reply.chunks]), reply.head["headers"]
         finally:
             await resources.aclose()
 
     body, headers = asyncio.run(main())
-    assert body == BOMBS["/br"][1]
-    assert ["content-encoding", "br"] in [[k.lower(), v] for k, v in headers]
+    assert body == BOMBS["/zstd"][1]
+    assert ["content-encoding", "zstd"] in [[k.lower(), v] for k, v in headers]
+
+
+def test_a_brotli_body_in_small_chunks_cut_or_corrupt() -> None:
+    """The bomb fed a few bytes at a time still decodes whole in bounded pieces (a call that
+    stops at the output limit takes no input until the decoder is drained); a body cut short,
+    or bytes that are not brotli, are a decoding error, not a short body."""
+    import httpx
+
+    from ember.runtime.inflate import inflated
+
+    bomb = BOMBS["/br"][1]
+
+    async def decode(parts: list[bytes]) -> list[int]:
+        async def raw() -> Any:
+            for part in parts:
+                yield part
+
+        return [len(piece) async for piece in inflated(raw(), "br")]
+
+    sizes = asyncio.run(decode([bomb[i : i + 3] for i in range(0, len(bomb), 3)]))
+    assert (sum(sizes), max(sizes) <= PIECE) == (PLAIN, True)
+    text = brotli.compress(b"hello brotli " * 1000)
+    with pytest.raises(httpx.DecodingError, match="ended in the middle"):
+        asyncio.run(decode([text[: len(text) // 2]]))
+    with pytest.raises(httpx.DecodingError, match="not valid"):
+        asyncio.run(decode([b"this is not brotli at all, not even close"]))
+    assert asyncio.run(decode([])) == []

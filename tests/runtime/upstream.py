@@ -5,7 +5,8 @@ Routes: ``/echo`` (method, path, query, headers and body back as JSON, plus a co
 ``/redirect?to=PATH`` (302), ``/chunks?n=N`` (N streamed chunks), ``/big?n=BYTES``,
 ``/status/CODE``, ``/gzip?body=B&n=N`` (B repeated N times, or ``random=N`` bytes that do
 not compress, sent gzip-encoded with its length; ``members=M``: as M concatenated gzip
-members; ``status=204``/``304`` or ``empty=1``: the header and no body), ``/hold?key=K``
+members; ``coding=br``: brotli-encoded instead; ``status=204``/``304`` or ``empty=1``: the
+header and no body), ``/hold?key=K``
 (answers once ``/release?key=K`` was requested), and
 ``/never`` (answers only when the client goes away) and ``/trickle`` (a head and one chunk, then
 nothing until the client goes away); ``gone`` counts those departures.
@@ -22,6 +23,7 @@ import threading
 from typing import Any
 from urllib.parse import parse_qs
 
+import brotli
 import uvicorn
 
 Scope = dict[str, Any]
@@ -110,7 +112,10 @@ class Upstream:
             status = int(query.get("status", "200"))
             if status in (204, 304) or "empty" in query:
                 encoded = b""  # the header with no body (as a HEAD's answer has none either)
-            extra = [(b"content-encoding", b"gzip"), (b"vary", b"accept-encoding")]
+            coding = query.get("coding", "gzip").encode()
+            if coding == b"br":  # the same body brotli-encoded instead
+                encoded = brotli.compress(plain) if encoded else b""
+            extra = [(b"content-encoding", coding), (b"vary", b"accept-encoding")]
             await _reply(send, status, encoded, extra, b"text/plain")
         elif path == "/big":
             await _reply(send, 200, b"b" * int(query.get("n", "1000")))
