@@ -13,6 +13,9 @@ from ember.cli.environment import chosen_env, env_option
 from ember.cli.upload_options import ArrayOption, parse_vars
 
 FLUSH_EVERY_S = 0.02  # request log lines reach the terminal at most this late
+# A request line shows at most this much of its target (path and query): a 16 KB URL would
+# otherwise fill the terminal once per request. Its full length is told after the cut.
+TARGET_SHOWN = 300
 
 
 @click.command()
@@ -177,6 +180,8 @@ class TerminalSink:
             # The hot path (one line per request): plain writes, no click styling machinery.
             start = event.url.find("/", event.url.find("//") + 2)
             target = event.url[start:] if start >= 0 else "/"
+            if len(target) > TARGET_SHOWN:
+                target = f"{target[:TARGET_SHOWN]}… ({len(target)} characters)"
             status = str(event.status)
             if self._color:
                 code = 32 if event.status < 400 else 33 if event.status < 500 else 31

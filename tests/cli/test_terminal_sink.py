@@ -56,3 +56,23 @@ def test_request_lines_are_written_together_and_before_later_output(
         assert stdout.writes[-1] == "GET /r51 200 (1.5ms)\n"
 
     asyncio.run(main())
+
+
+def test_a_long_request_target_is_cut_with_its_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 16 KB URL (the most the router lets through) is one readable line, not 16 KB of query
+    on the terminal per request: its start, an ellipsis and its full length."""
+    stdout = CountingStdout()
+    monkeypatch.setattr("sys.stdout", stdout)
+    target = "/search?q=" + "x" * 16_000
+
+    async def main() -> None:  # the sink schedules its flush on the running loop
+        sink = TerminalSink()
+        origin = "http://127.0.0.1:8787"
+        sink.emit(RequestEvent("dep", "GET", origin + target, 200, 1.5, 0.1, "ok"))
+        sink.emit(RequestEvent("dep", "GET", origin + "/" + "a" * 299, 404, 1.5, 0, "ok"))
+        sink.flush()
+
+    asyncio.run(main())
+    lines = "".join(stdout.writes).splitlines()
+    assert lines[0] == f"GET {target[:300]}… (16010 characters) 200 (1.5ms)"
+    assert lines[1] == f"GET /{'a' * 299} 404 (1.5ms)"  # 300 characters: shown whole
