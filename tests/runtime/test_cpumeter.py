@@ -143,12 +143,26 @@ def test_a_step_that_blocks_is_charged_its_own_cpu_not_its_wall_time(seed: int) 
     # time.sleep, sync file I/O) took most of its neighbours' CPU. Fast path and reference.
     rng = random.Random(100 + seed)
     plan, gaps = _blocking_plan(rng)
-    fast = asyncio.run(_blocking_events(CpuMeter(1e9, lambda m: None), plan, gaps))
     slow = asyncio.run(_blocking_events(CpuMeter(1e9, lambda m: None, reference=True), plan, gaps))
-    for rid, steps in enumerate(plan, start=1):
-        own = sum(spin for spin, _ in steps)
+    owns = {rid: sum(spin for spin, _ in steps) for rid, steps in enumerate(plan, start=1)}
+    for rid, own in owns.items():
         assert own <= slow[rid] < own + 0.002, (rid, own, slow[rid])
-        assert 0.6 * own <= fast[rid] < 1.4 * own + 0.002, (rid, own, fast[rid], plan)
+
+    # The fast path splits the thread's CPU by each step's wall time: a step preempted by
+    # another process (a loaded CI box) looks longer than its CPU, and one such run in a few
+    # hundred fell outside the bounds (seed 3). Three tries: a split that is wrong by design
+    # fails all three; one spoiled by the scheduler does not.
+    def off(fast: dict[int, float]) -> list[tuple[int, float, float]]:
+        return [
+            (rid, own, fast[rid])
+            for rid, own in owns.items()
+            if not 0.6 * own <= fast[rid] < 1.4 * own + 0.002
+        ]
+
+    tries = [off(asyncio.run(_blocking_events(CpuMeter(1e9, lambda m: None), plan, gaps)))]
+    while tries[-1] and len(tries) < 3:
+        tries.append(off(asyncio.run(_blocking_events(CpuMeter(1e9, lambda m: None), plan, gaps))))
+    assert not tries[-1], (tries, plan)
 
 
 class _Sent(list[Any]):
