@@ -251,3 +251,17 @@ def test_a_host_rule_stays_within_its_table() -> None:
     assert rules.apply_headers(small, "/", ()) == (("x-a", "1"),)
     assert MAX_HOST_TABLE <= 1024
     assert rules.apply_headers("a-" * 99 + "b", "/", ()) == ()
+
+
+def test_repeated_set_cookie_lines_in_one_rule_go_out_one_header_each(public: Path) -> None:
+    # RFC 6265 section 3: Set-Cookie is never folded; "a=1, b=2" is one cookie to a browser.
+    # Any other name repeated in a rule keeps the one joined value the platform gives it.
+    text = "/*\n  Set-Cookie: a=1; Path=/\n  X-B: 1\n  Set-Cookie: b=2\n  X-B: 2\n"
+    text += "/a*\n  Set-Cookie: c=3\n"
+    found = _get(public, "/a.txt", None, text)
+    cookies = [v for k, v in found.headers if k == "set-cookie"]
+    assert cookies == ["a=1; Path=/", "b=2", "c=3"]
+    assert [v for k, v in found.headers if k == "x-b"] == ["1, 2"]
+    # A later rule's ! Set-Cookie removes them all, and its own are set anew.
+    found = _get(public, "/a.txt", None, text + "/a.txt\n  ! Set-Cookie\n  Set-Cookie: d=4\n")
+    assert [v for k, v in found.headers if k == "set-cookie"] == ["d=4"]

@@ -18,6 +18,8 @@ from workers import Response, WorkerEntrypoint
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         path = urlparse(request.url).path
+        if path == "/home-via-binding":  # the assets' answer, as it came
+            return await self.env.ASSETS.fetch("http://any.host/")
         if path == "/via-binding":
             moved = await self.env.ASSETS.fetch("http://any.host/old")
             part = await self.env.ASSETS.fetch(
@@ -44,6 +46,8 @@ REDIRECTS = """\
 HEADERS = """\
 /*
   X-Frame-Options: DENY
+  Set-Cookie: a=1; Path=/
+  Set-Cookie: b=2
 /users/:id
   X-User: :id
   ! X-Frame-Options
@@ -90,6 +94,8 @@ def test_redirects_and_headers_apply_to_the_assets(tmp_path: Path) -> None:
         assert user.headers["x-user"] == "42" and "x-frame-options" not in user.headers
         home = httpx.get(dev.url + "/", timeout=10)
         assert home.text == "home" and home.headers["x-frame-options"] == "DENY"
+        # Each Set-Cookie line of a rule is its own header, never folded into one.
+        assert home.headers.get_list("set-cookie") == ["a=1; Path=/", "b=2"]
         # The worker's own answers get none of them; the files themselves are never served.
         worker = httpx.get(dev.url + "/elsewhere", timeout=10)
         assert worker.text == "worker /elsewhere" and "x-frame-options" not in worker.headers
@@ -99,6 +105,9 @@ def test_redirects_and_headers_apply_to_the_assets(tmp_path: Path) -> None:
         via = httpx.get(dev.url + "/via-binding", timeout=10)
         assert via.headers["x-moved"] == "301 /new"
         assert via.headers["x-via"] == "old"  # a host rule: the URL's host, any.host
+        passed = httpx.get(dev.url + "/home-via-binding", timeout=10)
+        assert passed.text == "home"
+        assert passed.headers.get_list("set-cookie") == ["a=1; Path=/", "b=2"]
         assert "x-via" not in home.headers  # this request's host is 127.0.0.1
         assert via.headers["x-part"] == "206 bytes 10-19/1048576"
         assert via.content == BIG[10:20]

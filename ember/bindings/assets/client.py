@@ -59,4 +59,5 @@ def _items(headers: Any) -> list[tuple[Any, Any]]:
 
 def _response(body: Any, status: int, headers: list[tuple[str, str]]) -> Any:
     workers = importlib.import_module("workers")
-    return workers.Response(body, status=status, headers=dict(headers))
+    # The pairs as they came: a dict kept one Set-Cookie of several (the last).
+    return workers.Response(body, status=status, headers=headers)

@@ -5,9 +5,10 @@ destination), status 301, 302 (the default), 303, 307, 308 or 200 (serve another
 URL); a source is a path, a destination a path or an ``https://`` URL. At most 2,000 static
 rules (no ``*`` nor ``:placeholder``) and 100 dynamic ones, 1,000 characters a line.
 ``_headers``: a URL pattern line, then indented ``Name: value`` lines (repeated names joined
-with ``, ``) and ``! Name`` lines that remove a header; at most 100 rules, 2,000 characters a
-line. A line that breaks a rule is skipped with a message naming it (wrangler prints them as
-warnings), never an error: the other rules still apply.
+with ``, ``, except ``Set-Cookie``: each its own header) and ``! Name`` lines that remove a
+header; at most 100 rules, 2,000 characters a line. A line that breaks a rule is skipped
+with a message naming it (wrangler prints them as warnings), never an error: the other rules
+still apply.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class RedirectRule:
 @dataclass(frozen=True, slots=True)
 class HeaderRule:
     path: str
-    set: tuple[tuple[str, str], ...]  # lower-case names, in the file's order
+    # Lower-case names, in the file's order: one value a name, except set-cookie (one each).
+    set: tuple[tuple[str, str], ...]
     unset: tuple[str, ...]
 
 
@@ -200,14 +202,14 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
     rules: list[HeaderRule] = []
     invalid = _Skips()
     # path, its line, its number, the headers set, those removed, a tally of lines taken.
-    current: tuple[str, str, int, dict[str, str], list[str], list[int]] | None = None
+    current: tuple[str, str, int, dict[str, list[str]], list[str], list[int]] | None = None
 
     def close(number: int) -> None:
         if current is None:
             return
         path, line, at, values, unset, _ = current
         if values or unset:
-            rules.append(HeaderRule(path, tuple(values.items()), tuple(unset)))
+            rules.append(HeaderRule(path, _set_lines(values), tuple(unset)))
         else:
             invalid.append(Invalid("no headers under this path: skipped", at, line))
 
@@ -289,8 +291,7 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
             invalid.append(Invalid(_TOO_MANY, number, line))
             continue
         current[5].append(1)
-        values = current[3]
-        values[name] = f"{values[name]}, {value}" if name in values else value
+        current[3].setdefault(name, []).append(value)
     close(len(lines))
     return Parsed(tuple(rules), tuple(invalid.kept), invalid.count)
 
@@ -304,8 +305,22 @@ def _too_complex(pattern: str) -> bool:
     return captures > MAX_PATTERN_PLACEHOLDERS or path.count("/") > MAX_PATTERN_SEGMENTS
 
 
-def _full(current: tuple[str, str, int, dict[str, str], list[str], list[int]]) -> bool:
+def _full(current: tuple[str, str, int, dict[str, list[str]], list[str], list[int]]) -> bool:
     return len(current[5]) >= MAX_HEADERS_PER_RULE
+
+
+def _set_lines(values: dict[str, list[str]]) -> tuple[tuple[str, str], ...]:
+    """A rule's headers: a name's values joined with ``, `` as workers-shared's parser joins
+    them, except Set-Cookie's. That parser folds those too (one ``Set-Cookie: a=1, b=2``, which
+    a browser reads as one cookie ``a``), where RFC 6265 says never to: ember sends each
+    cookie as its own header, as the asset worker does for cookies of different rules."""
+    out: list[tuple[str, str]] = []
+    for name, parts in values.items():
+        if name == "set-cookie":
+            out.extend((name, part) for part in parts)
+        else:
+            out.append((name, ", ".join(parts)))
+    return tuple(out)
 
 
 def warnings(file: str, parsed: Parsed[RedirectRule] | Parsed[HeaderRule]) -> list[str]:
