@@ -265,3 +265,17 @@ def test_repeated_set_cookie_lines_in_one_rule_go_out_one_header_each(public: Pa
     # A later rule's ! Set-Cookie removes them all, and its own are set anew.
     found = _get(public, "/a.txt", None, text + "/a.txt\n  ! Set-Cookie\n  Set-Cookie: d=4\n")
     assert [v for k, v in found.headers if k == "set-cookie"] == ["d=4"]
+
+
+@pytest.mark.parametrize("last", [129, 130])
+def test_the_header_total_counts_the_joins_it_sends(public: Path, last: int) -> None:
+    # The 64 KiB a request's rules may set is what goes out: one name, then ", " and a value
+    # for each rule that appends to it. Counting a name per value instead missed one byte per
+    # join, and let 33 rules send 65,537 bytes of "x".
+    text = "".join(f"/:n{i}\n  X: {'v' * 1980}\n" for i in range(33))
+    text += f"/*\n  X: {'w' * last}\n"
+    found = _get(public, "/a.txt", None, text)
+    [sent] = [v for k, v in found.headers if k == "x"]
+    assert len("x") + len(sent) == 1 + 33 * 1980 + 32 * 2 + (2 + last if last == 129 else 0)
+    assert len("x") + len(sent) <= MAX_ADDED_HEADER_BYTES
+    assert sent.endswith("w" * last) == (last == 129)

@@ -103,7 +103,10 @@ class AssetRules:
             values.setdefault(name, []).append(value)
         set_here: set[str] = set()
         changed = False
-        added = 0  # bytes this request's rules set: bounded before any value is built
+        # Bytes this request's rules send, bounded before any value is built: a name and its
+        # value for a header of its own, ", " and the value for one appended to a joined one
+        # (a value a later rule removes stays counted: building it was the cost).
+        added = 0
         for pattern, rule in self.headers:
             captures = pattern.match(host, pathname)
             if captures is None:
@@ -113,10 +116,12 @@ class AssetRules:
                 values.pop(name.lower(), None)
             for name, raw in rule.set:
                 value = replace_within(raw, captures, MAX_HEADER_VALUE_BYTES)
-                if value is None or added + len(name) + len(value) > MAX_ADDED_HEADER_BYTES:
+                joined = name in set_here and name != "set-cookie" and name in values
+                cost = None if value is None else len(value) + (2 if joined else len(name))
+                if cost is None or added + cost > MAX_ADDED_HEADER_BYTES:
                     self._skipped(rule, name, value is None)
                     continue
-                added += len(name) + len(value)
+                added += cost
                 if name in set_here:
                     values.setdefault(name, []).append(value)  # appended, even after a delete
                     continue
