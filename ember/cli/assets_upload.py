@@ -34,14 +34,23 @@ def asset_config(assets: AssetsConfig) -> dict[str, Any]:
         "run_worker_first": first,
     }
     for name in (REDIRECTS_FILE, HEADERS_FILE):
-        text = read_rule_file(assets.directory, name)
-        if text is not None:
-            config[name] = text
+        found = read_rule_file(assets.directory, name)
+        if found is None:
+            continue
+        # Refused here, by its size on disk: the platform sees only the text, and a file read
+        # up to its limit is that much of it, which could pass as a whole.
+        if (problem := found.problem()) is not None:
+            raise UserError(
+                f"{assets.directory / name}: must be {problem} (ember's limit, as the "
+                "platform's); nothing was uploaded"
+            )
+        config[name] = found.text
     return config
 
 
 def sync_assets(session: Session, name: str, assets: AssetsConfig, fname: str) -> dict[str, Any]:
     """Upload what the platform lacks; ``metadata.assets`` for the script upload."""
+    config = asset_config(assets)  # a rule file past its limits stops it before any upload
     entries = build_manifest(assets.directory, fname)
     by_hash = {entry.hash: entry for entry in entries}
     manifest = {e.path: {"hash": e.hash, "size": e.size} for e in entries}
@@ -75,4 +84,4 @@ def sync_assets(session: Session, name: str, assets: AssetsConfig, fname: str) -
             completion = answer["jwt"]
     if completion is None:
         raise UserError("the platform did not complete the assets upload; deploy again")
-    return {"jwt": completion, "config": asset_config(assets)}
+    return {"jwt": completion, "config": config}

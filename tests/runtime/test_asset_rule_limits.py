@@ -13,10 +13,14 @@ from ember.bindings.assets.rule_files import MAX_EXAMPLES, parse_redirects
 from ember.bindings.assets.rules import (
     MAX_RULES_FILE_BYTES,
     MAX_RULES_FILE_LINES,
+    directory_rules,
     rules_of,
 )
 from ember.bindings.assets.service import AssetsService
 from ember.bindings.base import BindingSpec, ServiceHost
+from ember.cli.assets_upload import asset_config
+from ember.config_assets import AssetsConfig
+from ember.errors import UserError
 from ember.runtime.deployments.asset_manifest import parse_config
 from ember.runtime.deployments.errors import InvalidUpload
 from ember.runtime.deployments.metadata_limits import check_extra
@@ -76,3 +80,30 @@ def test_the_assets_binding_reuses_the_rules_compiled_for_its_version(tmp_path: 
     spec = BindingSpec("assets", "ASSETS", "m:f", options, {"rules": rules})
     service = AssetsService(spec, cast(ServiceHost, None))
     assert service.rules() is rules
+
+
+def test_a_rule_file_is_held_to_its_bytes_on_disk_not_to_their_replacements(
+    tmp_path: Path,
+) -> None:
+    # A byte that is not UTF-8 is read as U+FFFD, three bytes in UTF-8: a file of them just
+    # under 1 MiB was counted as ~3 MiB, ignored by ember dev and refused at deploy.
+    line = b"#" + b"\xff" * 198 + b"\n"  # 200 bytes, a comment
+    count = MAX_RULES_FILE_BYTES // len(line) - 1
+    body = line * count + b"/a /b 301\n"
+    (tmp_path / "_redirects").write_bytes(body)
+    assert len(body) <= MAX_RULES_FILE_BYTES < len(body.decode("utf-8", "replace").encode())
+    rules, notes = directory_rules(tmp_path, "none")
+    assert notes == [] and rules.redirect("/a") is not None
+    # Sent as the text it reads as (wrangler's, ember deploy's), the platform takes it.
+    config = asset_config(AssetsConfig(directory=tmp_path))
+    assert parse_config(config)["_redirects"] == config["_redirects"]
+    # One byte past the limit on disk, whatever the bytes: ignored, and refused before upload.
+    for filler in (b"\xff", b"\xe2\x82", "\N{REPLACEMENT CHARACTER}".encode()):
+        over = (body + filler * MAX_RULES_FILE_BYTES)[: MAX_RULES_FILE_BYTES + 1]
+        (tmp_path / "_redirects").write_bytes(over)
+        rules, notes = directory_rules(tmp_path, "none")
+        assert rules.redirect("/a") is None
+        assert notes == [f"_redirects: must be at most {MAX_RULES_FILE_BYTES:,} bytes "
+                         "(ember's limit): all of it ignored"]  # fmt: skip
+        with pytest.raises(UserError, match="_redirects.*at most 1,048,576 bytes"):
+            asset_config(AssetsConfig(directory=tmp_path))

@@ -211,21 +211,43 @@ def rules_of(
     return AssetRules(static, tuple(dynamic), tuple(compiled.values())), notes
 
 
-def rule_file_problem(text: str) -> str | None:
-    """What makes a rule file's text too large for ember (None: nothing)."""
+@dataclass(frozen=True, slots=True)
+class RuleFile:
+    """A rule file as read from disk: its text (a byte that is not UTF-8 read as U+FFFD), and
+    its size there (``MAX_RULES_FILE_BYTES`` + 1: larger, not read further)."""
+
+    text: str
+    size: int
+
+    def problem(self) -> str | None:
+        return rule_file_problem(self.text, self.size)
+
+
+def rule_file_size(text: str) -> int:
+    """A rule file's bytes as its text tells them: UTF-8, each U+FFFD one byte. A reader
+    writes one for each byte (or broken sequence) that is not UTF-8, three bytes in UTF-8:
+    counted so, a file of such bytes just under 1 MiB was ~3 MiB. (A U+FFFD the file really
+    held counts one too: its characters, which cost the parsing, stay within the limit.)"""
+    return len(text.encode("utf-8", "replace")) - 2 * text.count("\N{REPLACEMENT CHARACTER}")
+
+
+def rule_file_problem(text: str, size: int | None = None) -> str | None:
+    """What makes a rule file's text too large for ember (None: nothing). ``size``: its bytes
+    on disk where they are known (``ember dev``, ``ember deploy``); else ``rule_file_size``."""
     lines = text.count("\n") + (not text.endswith("\n"))  # counted in C, before any parsing
     if lines > MAX_RULES_FILE_LINES:
         return f"at most {MAX_RULES_FILE_LINES:,} lines"
-    if len(text) > MAX_RULES_FILE_BYTES or len(text.encode("utf-8", "replace")) > (
-        MAX_RULES_FILE_BYTES
-    ):
+    if size is None:  # a character is at least one byte: a long text is refused unencoded
+        too_long = len(text) > MAX_RULES_FILE_BYTES
+        size = MAX_RULES_FILE_BYTES + 1 if too_long else rule_file_size(text)
+    if size > MAX_RULES_FILE_BYTES:
         return f"at most {MAX_RULES_FILE_BYTES:,} bytes"
     return None
 
 
-def _within_limits(file: str, text: str, notes: list[str]) -> str:
+def _within_limits(file: str, text: str, notes: list[str], size: int | None = None) -> str:
     """``text``, or "" (no rules) with a warning when it is past ember's limits."""
-    problem = rule_file_problem(text)
+    problem = rule_file_problem(text, size)
     if problem is None:
         return text
     notes.append(f"{file}: must be {problem} (ember's limit): all of it ignored")
@@ -237,27 +259,31 @@ def _never(file: str, line: int, source: str) -> str:
     return f"{where}: {source} never matches (at most one * and each :name once): skipped"
 
 
-def read_rule_file(directory: Path, name: str) -> str | None:
-    """The text of ``directory/name`` (None: there is none, or it is not a file of the
-    directory's own); of a file past ``MAX_RULES_FILE_BYTES``, one byte more than that, which
-    ``rule_file_problem`` refuses (the platform at deploy, ``rules_of`` with a warning)."""
+def read_rule_file(directory: Path, name: str) -> RuleFile | None:
+    """``directory/name`` (None: there is none, or it is not a file of the directory's own);
+    of a file past ``MAX_RULES_FILE_BYTES``, one byte more than that, which its ``problem``
+    names."""
     try:
         real = (directory / name).resolve(strict=True)
         if not real.is_relative_to(directory.resolve()) or not real.is_file():
             return None
         with real.open("rb") as handle:
-            return handle.read(MAX_RULES_FILE_BYTES + 1).decode("utf-8", errors="replace")
+            raw = handle.read(MAX_RULES_FILE_BYTES + 1)
     except OSError:
         return None
+    return RuleFile(raw.decode("utf-8", errors="replace"), len(raw))
 
 
 def directory_rules(directory: Path, html_handling: str) -> tuple[AssetRules, list[str]]:
-    """The rules of an assets directory's ``_redirects`` and ``_headers`` as they are now."""
-    return rules_of(
-        read_rule_file(directory, REDIRECTS_FILE),
-        read_rule_file(directory, HEADERS_FILE),
-        html_handling,
-    )
+    """The rules of an assets directory's ``_redirects`` and ``_headers`` as they are now,
+    each file held to its limits by its bytes on disk."""
+    notes: list[str] = []
+    texts: list[str | None] = []
+    for name in (REDIRECTS_FILE, HEADERS_FILE):
+        found = read_rule_file(directory, name)
+        texts.append(None if found is None else _within_limits(name, found.text, notes, found.size))
+    rules, more = rules_of(texts[0], texts[1], html_handling)
+    return rules, notes + more
 
 
 class LiveRules:
