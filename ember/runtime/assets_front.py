@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ember.bindings.assets.intent import Lookup
 from ember.bindings.assets.prefix import under_prefix
-from ember.bindings.assets.rules import NO_RULES, AssetRules
+from ember.bindings.assets.rule_source import FixedRules, RulesSource
+from ember.bindings.assets.rules import AssetRules
 from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, route
 
 CHUNK = 256 * 1024
@@ -34,8 +35,9 @@ class AssetSite:
 
     policy: AssetsPolicy
     lookup: Lookup
-    # Its ``_redirects`` and ``_headers`` now (ember dev: re-read when edited).
-    rules: Callable[[], AssetRules] = lambda: NO_RULES
+    # Its ``_redirects`` and ``_headers`` (ember serve: compiled at the first asset request;
+    # ember dev: again when edited), compiled off the event loop.
+    rules: RulesSource = field(default_factory=FixedRules)
 
     def claims_all(self) -> bool:
         """True when every request may be answered here (no worker): the fast path, which
@@ -54,7 +56,7 @@ def with_assets(app: Any, site: Callable[[Scope], AssetSite | None]) -> Any:
 
     async def dispatch(scope: Scope, receive: Any, send: Send) -> None:
         if scope["type"] == "http" and (current := site(scope)) is not None:
-            found = assets_route(scope, current)
+            found = assets_route(scope, current, await site_rules(current))
             if found is not None:
                 await send_answer(found, send, reads)
                 return
@@ -63,8 +65,15 @@ def with_assets(app: Any, site: Callable[[Scope], AssetSite | None]) -> Any:
     return dispatch
 
 
-def assets_route(scope: Scope, site: AssetSite) -> AssetAnswer | None:
-    """The assets' answer to the HTTP request ``scope``; None: the worker's to answer."""
+async def site_rules(site: AssetSite) -> AssetRules:
+    """The site's rules: at once when compiled and current, else once compiled on a thread."""
+    rules = site.rules.now()
+    return rules if rules is not None else await site.rules.get()
+
+
+def assets_route(scope: Scope, site: AssetSite, rules: AssetRules) -> AssetAnswer | None:
+    """The assets' answer to the HTTP request ``scope`` under ``rules`` (``site_rules``);
+    None: the worker's to answer."""
     found = route(
         scope["method"],
         _raw_path(scope),
@@ -72,7 +81,7 @@ def assets_route(scope: Scope, site: AssetSite) -> AssetAnswer | None:
         _headers(scope),
         site.policy,
         site.lookup,
-        site.rules(),
+        rules,
     )
     # The router took the request's prefix off (``ember serve``'s ``/w/<account>/<worker>``).
     return None if found is None else under_prefix(found, scope.get("root_path", ""))

@@ -231,7 +231,10 @@ class DevServer:
             return False
         if site.claims_all() or "%" in path:
             return True
-        return route("GET", path, "", {}, site.policy, site.lookup, site.rules()) is not None
+        rules = site.rules.now()
+        if rules is None:  # being compiled: the ASGI path waits for them
+            return True
+        return route("GET", path, "", {}, site.policy, site.lookup, rules) is not None
 
     def _binding_mounts(self, deployment: Deployment) -> list[HttpMount]:
         assert self.supervisor is not None  # invariant: made in serve() before this is called
@@ -333,7 +336,7 @@ def _asset_site(deployment: Deployment, warn: Callable[[str], None]) -> AssetSit
         return None
     policy, directory = deployment.assets, deployment.assets_dir
     rules = LiveRules(directory, policy.html_handling, warn)
-    return AssetSite(policy, AssetDirectory(directory).lookup, rules.current)
+    return AssetSite(policy, AssetDirectory(directory).lookup, rules)
 
 
 def _drop_aborted_responses(record: logging.LogRecord) -> bool:

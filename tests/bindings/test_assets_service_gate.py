@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from ember.bindings.assets.rule_files import RedirectRule
 from ember.bindings.assets.rule_match import Pattern
+from ember.bindings.assets.rule_source import FixedRules
 from ember.bindings.assets.rules import AssetRules
 from ember.bindings.assets.service import MAX_CONCURRENT, AssetsService
 from ember.bindings.base import BindingSpec, CallContext, ServiceHost
@@ -54,7 +55,7 @@ def _service(tmp_path: Path, pattern: _HeldPattern) -> AssetsService:
     (tmp_path / "a.txt").write_text("a")
     (tmp_path / "manifest.json").write_text(json.dumps({}))
     options = {"directory": str(tmp_path), "manifest": str(tmp_path / "manifest.json")}
-    spec = BindingSpec("assets", "ASSETS", "m:f", options, {"rules": rules})
+    spec = BindingSpec("assets", "ASSETS", "m:f", options, {"rules": FixedRules(rules)})
     return AssetsService(spec, cast(ServiceHost, None))
 
 

@@ -10,6 +10,7 @@ from typing import cast
 import pytest
 
 from ember.bindings.assets.rule_files import MAX_EXAMPLES, parse_redirects
+from ember.bindings.assets.rule_source import FixedRules
 from ember.bindings.assets.rules import (
     MAX_RULES_FILE_BYTES,
     MAX_RULES_FILE_LINES,
@@ -77,9 +78,10 @@ def test_the_assets_binding_reuses_the_rules_compiled_for_its_version(tmp_path: 
     (tmp_path / "manifest.json").write_text(json.dumps({}))
     rules, _ = rules_of("/a /b 301\n", None, "auto-trailing-slash")
     options = {"directory": str(tmp_path), "manifest": str(tmp_path / "manifest.json")}
-    spec = BindingSpec("assets", "ASSETS", "m:f", options, {"rules": rules})
+    source = FixedRules(rules)
+    spec = BindingSpec("assets", "ASSETS", "m:f", options, {"rules": source})
     service = AssetsService(spec, cast(ServiceHost, None))
-    assert service.rules() is rules
+    assert service.rules is source
 
 
 def test_a_rule_file_is_held_to_its_bytes_on_disk_not_to_their_replacements(

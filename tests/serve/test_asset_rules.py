@@ -4,6 +4,7 @@ version's files; a platform that refuses what is not a file's text."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -11,6 +12,10 @@ import sys
 from pathlib import Path
 
 from ember.bindings.assets.files import file_hash
+from ember.bindings.assets.rule_source import CompiledOnce
+from ember.bindings.assets.rules import AssetRules, Redirect
+from ember.bindings.registry import default_registry
+from ember.runtime.platform.translate import build_slot
 from tests.serve.conftest import ServeProcess, permanent_account
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,3 +156,51 @@ def test_rule_files_past_16_kib_deploy_and_apply(serve: ServeProcess, tmp_path: 
     assert page.headers["x-pad"].startswith("vvv") and page.headers["x-last"] == "1"
     # The worker starts and env.ASSETS applies the same rules.
     assert serve.worker("bigrules", "site", "/api/moved").text == "301 /new"
+
+
+def test_rules_compile_at_the_first_asset_request_after_a_restart(tmp_path: Path) -> None:
+    # A restart loaded every version and compiled each one's rules before serving (~0.35 s a
+    # version at the limits: minutes for hundreds). Loading a version now compiles nothing;
+    # its first asset request does, once, on a thread.
+    serve = ServeProcess(tmp_path / "state")
+    try:
+        project = tmp_path / "project"
+        (project / "src").mkdir(parents=True)
+        (project / "public").mkdir(parents=True)
+        (project / "wrangler.jsonc").write_text(json.dumps(CONFIG))
+        (project / "src" / "entry.py").write_text(ENTRY)
+        (project / "public" / "index.html").write_text("home")
+        (project / "public" / "_redirects").write_text("/old /new 301\n")
+        (project / "public" / "_headers").write_text("/*\n  X-Rule: yes\n")
+        account_id, token = permanent_account(serve, "lazyco")
+        deployed = _ember(serve, token, project, "deploy", "--json")
+        assert deployed.returncode == 0, deployed.stderr
+        serve.stop()
+        serve.start()
+        # env.ASSETS first, then the assets in front: both see the version's rules.
+        assert serve.worker("lazyco", "site", "/api/moved").text == "301 /new"
+        moved = serve.worker("lazyco", "site", "/old")
+        assert moved.status_code == 301 and moved.headers["location"] == "/new"
+        assert serve.worker("lazyco", "site", "/").headers["x-rule"] == "yes"
+    finally:
+        serve.stop()
+    # What a start does for each live version, at its typed seam: the slot, and no compile.
+    plane = serve.plane()
+    account = plane.accounts.find(account_id)
+    assert account is not None
+    script = plane.scripts.get(account, "site")
+    live = plane.scripts.live(account, "site")
+    assert live is not None
+    version = plane.scripts.version(account, "site", live.versions[0].version_id)
+    slot = build_slot(plane, default_registry(), account, script, version)
+    assert slot.assets is not None and isinstance(slot.assets.rules, CompiledOnce)
+    rules = slot.assets.rules
+    assert (rules.compiles, rules.now()) == (0, None)
+
+    async def first_requests() -> list[AssetRules]:
+        return await asyncio.gather(*(rules.get() for _ in range(8)))
+
+    compiled = asyncio.run(first_requests())
+    assert rules.compiles == 1 and all(found is compiled[0] for found in compiled)
+    assert compiled[0].redirect("/old") == Redirect(301, "/new")
+    assert rules.now() is compiled[0]

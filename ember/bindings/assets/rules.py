@@ -302,6 +302,12 @@ class LiveRules:
         self._key = self._stat()
         self._rules, _ = directory_rules(directory, html_handling)
 
+    def now(self) -> AssetRules:
+        return self.current()
+
+    async def get(self) -> AssetRules:
+        return self.current()
+
     def current(self) -> AssetRules:
         key = self._stat()
         if key != self._key:
@@ -321,6 +327,3 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (info.st_mtime_ns, info.st_size, info.st_ino)
-
-
-RulesSource = Callable[[], AssetRules]

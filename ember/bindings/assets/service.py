@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 from ember.bindings.assets.files import AssetDirectory, ManifestAssets
 from ember.bindings.assets.prefix import under_prefix
-from ember.bindings.assets.rules import NO_RULES, AssetRules, LiveRules, RulesSource
+from ember.bindings.assets.rule_source import FixedRules, RulesSource
+from ember.bindings.assets.rules import LiveRules
 from ember.bindings.assets.serving import MAX_PATH, URI_TOO_LONG, AssetsPolicy, answer
 from ember.bindings.base import (
     BindingService,
@@ -51,16 +52,15 @@ class AssetsService(BindingService):
             else AssetDirectory(directory).lookup
         )
         html = str(spec.options.get("html_handling", "auto-trailing-slash"))
-        # A deployed version's rules: the object compiled once when the version was loaded
-        # (on a thread), shared with its site; parsing them here ran on the serving loop
+        # A deployed version's rules: its site's source, compiled once on a thread at the
+        # first asset request of either; parsing them here ran on the serving loop
         # (review17). ember dev's are the directory's files, re-read when edited.
         self.rules: RulesSource
         if manifest:
-            compiled = spec.private.get("rules")
-            rules = compiled if isinstance(compiled, AssetRules) else NO_RULES
-            self.rules = lambda: rules
+            shared = spec.private.get("rules")
+            self.rules = shared if isinstance(shared, RulesSource) else FixedRules()
         else:
-            self.rules = LiveRules(directory, html).current
+            self.rules = LiveRules(directory, html)
         self._gate = asyncio.Semaphore(MAX_CONCURRENT)
         self._policy = AssetsPolicy(
             html_handling=str(spec.options.get("html_handling", "auto-trailing-slash")),
@@ -94,6 +94,9 @@ class AssetsService(BindingService):
         if len(path) > MAX_PATH:  # refused here: never a thread, nor a turn, for it
             return [URI_TOO_LONG.status, [list(h) for h in URI_TOO_LONG.headers], URI_TOO_LONG.body]
         async with self._gate:
+            rules = self.rules.now()
+            if rules is None:
+                rules = await self.rules.get()
             found = await asyncio.to_thread(
                 answer,
                 verb,
@@ -102,7 +105,7 @@ class AssetsService(BindingService):
                 headers,
                 self._policy,
                 self._lookup,
-                self.rules(),
+                rules,
             )
         # A redirect keeps the prefix the worker's request came by, as in front of the worker.
         found = under_prefix(found, ctx.root_path)

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ember.bindings.assets.files import ManifestAssets
-from ember.bindings.assets.rules import rules_of
+from ember.bindings.assets.rule_source import CompiledOnce
+from ember.bindings.assets.rules import AssetRules, rules_of
 from ember.bindings.assets.serving import AssetsPolicy, navigation_prefers_assets
 from ember.bindings.assets.spec import CLIENT as ASSETS_CLIENT
 from ember.bindings.assets.spec import KIND as ASSETS_KIND
@@ -191,11 +192,15 @@ def _asset_site(
         has_worker=has_worker,
     )
     manifest = plane.assets.files.manifest(account.id, stored.manifest_id)
-    # The version's _redirects and _headers, as wrangler uploaded their text (checked then).
-    rules, _ = rules_of(
-        _text(config.get("_redirects")), _text(config.get("_headers")), policy.html_handling
-    )
-    return AssetSite(policy, ManifestAssets(manifest, directory).lookup, lambda: rules)
+    # The version's _redirects and _headers, as wrangler uploaded their text (checked then):
+    # compiled at its first asset request, not here, where a restart loads every version.
+    redirects, headers = _text(config.get("_redirects")), _text(config.get("_headers"))
+
+    def compile_rules() -> AssetRules:
+        return rules_of(redirects, headers, policy.html_handling)[0]
+
+    lookup = ManifestAssets(manifest, directory).lookup
+    return AssetSite(policy, lookup, CompiledOnce(compile_rules))
 
 
 def _text(value: object) -> str | None:
@@ -209,8 +214,8 @@ def _assets_bindings(
     directory: Path,
     site: AssetSite | None,
 ) -> tuple[BindingSpec, ...]:
-    """``env.<name>`` of an ``assets`` binding: the version's own files, and the rules its
-    site compiled (one object: parsed once per version, never on the serving loop)."""
+    """``env.<name>`` of an ``assets`` binding: the version's own files, and its site's rules
+    (one source: compiled once per version, never on the serving loop)."""
     stored = version_assets(version)
     if stored is None or site is None:
         return ()
@@ -221,7 +226,7 @@ def _assets_bindings(
         "not_found_handling": stored.config.get("not_found_handling", "none"),
     }
     # The compiled rules go to the service only, never in the Init frame.
-    private: dict[str, object] = {"rules": site.rules()}
+    private: dict[str, object] = {"rules": site.rules}
     return tuple(
         BindingSpec(ASSETS_KIND, b.name, ASSETS_CLIENT, options, private)
         for b in version.bindings
