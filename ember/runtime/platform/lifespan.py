@@ -91,7 +91,9 @@ class PlatformLifespan:
         ):
             self.print_line(note)
         self.plane.namespaces.sync_store()
-        orphans = self.plane.gc.remove_orphan_files()  # a crash's leftovers: before serving
+        # A crash's leftovers, before serving; on a thread, as prepare_storage: thousands of
+        # version folders to list and remove held up the lifespan's timers on the loop.
+        orphans = await asyncio.to_thread(self.plane.gc.remove_orphan_files)
         if orphans:
             self.print_line(f"[ember] removed {orphans} version folder(s) a crash left behind")
         await self.live.load_all()
