@@ -4,11 +4,12 @@
 destination), status 301, 302 (the default), 303, 307, 308 or 200 (serve another asset at this
 URL); a source is a path, a destination a path or an ``https://`` URL. At most 2,000 static
 rules (no ``*`` nor ``:placeholder``) and 100 dynamic ones, 1,000 characters a line.
-``_headers``: a URL pattern line, then indented ``Name: value`` lines (repeated names joined
-with ``, ``, except ``Set-Cookie``: each its own header) and ``! Name`` lines that remove a
-header; at most 100 rules, 2,000 characters a line. A line that breaks a rule is skipped
-with a message naming it (wrangler prints them as warnings), never an error: the other rules
-still apply.
+``_headers``: a URL pattern line, then indented ``Name: value`` lines (a name repeated in a
+rule joined with ``, ``, ``Set-Cookie`` too, as the platform joins it) and ``! Name`` lines
+that remove a header; at most 100 rules, 2,000 characters a line. A line that breaks a rule is
+skipped with a message naming it (wrangler prints them as warnings), never an error: the other
+rules still apply. A rule's second ``Set-Cookie`` is kept, folded, with a warning of ember's own
+(``Parsed.notes``): a browser reads the one header it makes as one cookie.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ _FRAMING_MESSAGE = "sets how the response is framed (the server's to set): skipp
 
 @dataclass(frozen=True, slots=True)
 class Invalid:
-    """A line skipped, and why (``line_number`` 0: the message is about the file)."""
+    """A line skipped (or, in ``Parsed.notes``, kept but warned about), and why
+    (``line_number`` 0: the message is about the file)."""
 
     message: str
     line_number: int = 0
@@ -92,7 +94,7 @@ class RedirectRule:
 @dataclass(frozen=True, slots=True)
 class HeaderRule:
     path: str
-    # Lower-case names, in the file's order: one value a name, except set-cookie (one each).
+    # Lower-case names, in the file's order: one value a name, a repeated one's joined.
     set: tuple[tuple[str, str], ...]
     unset: tuple[str, ...]
 
@@ -102,6 +104,10 @@ class Parsed(Generic[T]):
     rules: tuple[T, ...]
     invalid: tuple[Invalid, ...]  # the first ``MAX_EXAMPLES`` lines skipped
     skipped: int = 0  # all of them
+    # Lines kept that do something the author likely did not mean (the first
+    # ``MAX_EXAMPLES``), and how many there were.
+    notes: tuple[Invalid, ...] = ()
+    noted: int = 0
 
 
 class _Skips:
@@ -201,15 +207,17 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
     lines = text.split("\n")
     rules: list[HeaderRule] = []
     invalid = _Skips()
+    folded = _Skips()  # rules with a second Set-Cookie: one note each, at that line
+    noted_rule = 0  # the line of the last rule noted
     # path, its line, its number, the headers set, those removed, a tally of lines taken.
-    current: tuple[str, str, int, dict[str, list[str]], list[str], list[int]] | None = None
+    current: tuple[str, str, int, dict[str, str], list[str], list[int]] | None = None
 
     def close(number: int) -> None:
         if current is None:
             return
         path, line, at, values, unset, _ = current
         if values or unset:
-            rules.append(HeaderRule(path, _set_lines(values), tuple(unset)))
+            rules.append(HeaderRule(path, tuple(values.items()), tuple(unset)))
         else:
             invalid.append(Invalid("no headers under this path: skipped", at, line))
 
@@ -291,9 +299,14 @@ def parse_headers(text: str) -> Parsed[HeaderRule]:
             invalid.append(Invalid(_TOO_MANY, number, line))
             continue
         current[5].append(1)
-        current[3].setdefault(name, []).append(value)
+        values = current[3]
+        if name == "set-cookie" and name in values and current[2] != noted_rule:
+            noted_rule = current[2]
+            folded.append(Invalid(_FOLDED.format(path=current[0]), number, line))
+        values[name] = f"{values[name]}, {value}" if name in values else value
     close(len(lines))
-    return Parsed(tuple(rules), tuple(invalid.kept), invalid.count)
+    notes = tuple(folded.kept)
+    return Parsed(tuple(rules), tuple(invalid.kept), invalid.count, notes, folded.count)
 
 
 _TOO_MANY = f"more than {MAX_HEADERS_PER_RULE} headers under one path: skipped"
@@ -305,29 +318,39 @@ def _too_complex(pattern: str) -> bool:
     return captures > MAX_PATTERN_PLACEHOLDERS or path.count("/") > MAX_PATTERN_SEGMENTS
 
 
-def _full(current: tuple[str, str, int, dict[str, list[str]], list[str], list[int]]) -> bool:
+def _full(current: tuple[str, str, int, dict[str, str], list[str], list[int]]) -> bool:
     return len(current[5]) >= MAX_HEADERS_PER_RULE
 
 
-def _set_lines(values: dict[str, list[str]]) -> tuple[tuple[str, str], ...]:
-    """A rule's headers: a name's values joined with ``, `` as workers-shared's parser joins
-    them, except Set-Cookie's. That parser folds those too (one ``Set-Cookie: a=1, b=2``, which
-    a browser reads as one cookie ``a``), where RFC 6265 says never to: ember sends each
-    cookie as its own header, as the asset worker does for cookies of different rules."""
-    out: list[tuple[str, str]] = []
-    for name, parts in values.items():
-        if name == "set-cookie":
-            out.extend((name, part) for part in parts)
-        else:
-            out.append((name, ", ".join(parts)))
-    return tuple(out)
+# workers-shared's parseHeaders joins a rule's repeated names with ", ", Set-Cookie included,
+# so Cloudflare sends one "Set-Cookie: a=1, b=2", which a browser reads as one cookie (RFC 6265
+# section 3: Set-Cookie is never folded). ember sends the same, so what works locally works
+# deployed, and says so. The remedy must survive the upload too: wrangler keys the rules by
+# their pattern, so the same pattern written twice keeps only its last rule.
+_FOLDED = (
+    "a second Set-Cookie under {path}: joined to the first into one header, as on Cloudflare, "
+    "which browsers read as one cookie; give each cookie a rule of its own, whose pattern "
+    "differs but matches the same paths (a pattern written twice keeps only its last rule)"
+)
 
 
 def warnings(file: str, parsed: Parsed[RedirectRule] | Parsed[HeaderRule]) -> list[str]:
     """One line per skipped line of ``file`` kept, as wrangler lists them (``capped`` adds how
     many more)."""
+    return _lines(file, parsed.invalid)
+
+
+def noted(file: str, parsed: Parsed[RedirectRule] | Parsed[HeaderRule]) -> list[str]:
+    """One line per line of ``file`` kept but warned about (``Parsed.notes``), then how many
+    more there were."""
+    out = _lines(file, parsed.notes)
+    more = parsed.noted - len(parsed.notes)
+    return [*out, f"{file}: ... and {more} more such lines"] if more > 0 else out
+
+
+def _lines(file: str, items: tuple[Invalid, ...]) -> list[str]:
     out = []
-    for item in parsed.invalid:
+    for item in items:
         where = f"{file}:{item.line_number}" if item.line_number else file
         out.append(f"{where}: {item.message}" + (f" | {item.line}" if item.line else ""))
     return out

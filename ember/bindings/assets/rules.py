@@ -23,6 +23,7 @@ from ember.bindings.assets.rule_files import (
     HeaderRule,
     RedirectRule,
     capped,
+    noted,
     parse_headers,
     parse_redirects,
     warnings,
@@ -179,7 +180,7 @@ def rules_of(
     redirects: str | None, headers: str | None, html_handling: str
 ) -> tuple[AssetRules, list[str]]:
     """The compiled rules of the two files' texts (None: no such file), and the warnings
-    naming each line skipped."""
+    naming each line skipped, then each kept but warned about (a rule's second Set-Cookie)."""
     notes: list[str] = []
     static: dict[str, RedirectRule] = {}
     dynamic: list[tuple[Pattern, RedirectRule]] = []
@@ -208,6 +209,7 @@ def rules_of(
                 found.append(_never(HEADERS_FILE, 0, header_rule.path))
         skipped = parsed_headers.skipped - len(parsed_headers.invalid)
         notes += capped(HEADERS_FILE, found, skipped)
+        notes += noted(HEADERS_FILE, parsed_headers)
     return AssetRules(static, tuple(dynamic), tuple(compiled.values())), notes
 
 
