@@ -20,13 +20,14 @@ import logging
 import sys
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ember.bindings.assets.files import AssetDirectory
-from ember.bindings.assets.rules import LiveRules
+from ember.bindings.assets.rule_source import LiveRules
 from ember.bindings.assets.serving import route
+from ember.bindings.assets.spec import KIND as ASSETS_KIND
 from ember.bindings.base import HttpMount
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.config import ProjectConfig, load_project
@@ -98,8 +99,9 @@ class DevServer:
         self.config: ProjectConfig = load_project(
             options.project, env=options.env, extra_vars=options.extra_vars
         )
-        self.deployment: Deployment = self._deployment(self.config)
-        self._assets: AssetSite | None = _asset_site(self.deployment, self._asset_warning)
+        self.deployment: Deployment
+        self._assets: AssetSite | None
+        self.deployment, self._assets = self._deployment(self.config)
         self.url: str | None = None
         self.supervisor: Supervisor | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -107,6 +109,11 @@ class DevServer:
         self._mounts = MountTable()
         self._on_reload: Callable[[DevServer], None] | None = None
         self._gate: ReloadGate | None = None  # with --watch, once started
+
+    @property
+    def assets(self) -> AssetSite | None:
+        """The assets in front of the worker now (None: the config has none)."""
+        return self._assets
 
     @property
     def warnings(self) -> list[str]:
@@ -121,10 +128,11 @@ class DevServer:
         """Where KV data lives (``--persist-to``, default ``.ember/state`` in the project)."""
         return self.options.persist_to or self.config.root / STATE_DIR
 
-    def _deployment(self, config: ProjectConfig) -> Deployment:
-        return deployment_from_project(
+    def _deployment(self, config: ProjectConfig) -> tuple[Deployment, AssetSite | None]:
+        deployment = deployment_from_project(
             config, deployment_id=config.name, registry=self.options.registry, stage=self.stage
         )
+        return _with_live_assets(deployment, self._asset_warning)
 
     async def serve(
         self,
@@ -294,7 +302,7 @@ class DevServer:
             config = load_project(
                 self.options.project, env=self.options.env, extra_vars=self.options.extra_vars
             )
-            deployment = self._deployment(config)
+            deployment, assets = self._deployment(config)
         except ConfigError as exc:
             self.events.emit(
                 E.LifecycleEvent(
@@ -302,8 +310,7 @@ class DevServer:
                 )
             )
             return
-        self.config, self.deployment = config, deployment
-        self._assets = _asset_site(deployment, self._asset_warning)
+        self.config, self.deployment, self._assets = config, deployment, assets
         self.events.emit(E.LifecycleEvent(deployment.id, "info", f"{names} changed: reloading"))
         error = await self.supervisor.deploy(deployment) if deployment.main else None
         # The whole config applies, not just the worker's env: a binding's HTTP routes (the AI
@@ -329,14 +336,24 @@ class DevServer:
             self._crons = asyncio.ensure_future(CronScheduler(self.deployment.crons, trigger).run())
 
 
-def _asset_site(deployment: Deployment, warn: Callable[[str], None]) -> AssetSite | None:
-    """The deployment's assets, read live from the project's directory (``warn``: a skipped
-    line of an edited ``_redirects`` or ``_headers``)."""
+def _with_live_assets(
+    deployment: Deployment, warn: Callable[[str], None]
+) -> tuple[Deployment, AssetSite | None]:
+    """The deployment's assets, read live from the project's directory, and the deployment
+    with its ``env.ASSETS`` given the same rules: one ``LiveRules``, so an edit compiles once
+    for both (``warn``: what an edited ``_redirects`` or ``_headers`` is warned about)."""
     if deployment.assets is None or deployment.assets_dir is None:
-        return None
+        return deployment, None
     policy, directory = deployment.assets, deployment.assets_dir
     rules = LiveRules(directory, policy.html_handling, warn)
-    return AssetSite(policy, AssetDirectory(directory).lookup, rules)
+    bindings = tuple(
+        replace(spec, private={**spec.private, "rules": rules})
+        if spec.kind == ASSETS_KIND
+        else spec
+        for spec in deployment.bindings
+    )
+    site = AssetSite(policy, AssetDirectory(directory).lookup, rules)
+    return replace(deployment, bindings=bindings), site
 
 
 def _drop_aborted_responses(record: logging.LogRecord) -> bool:

@@ -3,13 +3,15 @@ workers-shared's parsers read them), then what the assets answer with the rules 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from ember.bindings.assets.files import AssetDirectory
 from ember.bindings.assets.rule_files import parse_headers, parse_redirects
-from ember.bindings.assets.rules import LiveRules, rules_of
+from ember.bindings.assets.rule_source import LiveRules
+from ember.bindings.assets.rules import AssetRules, rules_of
 from ember.bindings.assets.serving import AssetAnswer, AssetsPolicy, answer, route
 
 
@@ -235,11 +237,37 @@ def test_env_assets_fetch_applies_the_rules_too(public: Path) -> None:
 
 def test_live_rules_are_re_read_when_the_files_change(public: Path) -> None:
     live = LiveRules(public, "auto-trailing-slash")
-    assert live.current().redirect("/a") is None
+
+    async def current() -> AssetRules:
+        return await live.get()
+
+    assert live.now() is None  # compiled when first asked for, not when made
+    assert asyncio.run(current()).redirect("/a") is None
     (public / "_redirects").write_text("/a /b\n")
-    assert live.current().redirect("/a") is not None
+    assert live.now() is None  # changed: the next get() compiles
+    assert asyncio.run(current()).redirect("/a") is not None
     (public / "_redirects").write_text("/a /c 301\n# longer now\n")
-    found = live.current().redirect("/a")
+    found = asyncio.run(current()).redirect("/a")
     assert found is not None and (found.status, found.to) == (301, "/c")
     (public / "_redirects").unlink()
-    assert live.current().redirect("/a") is None
+    assert asyncio.run(current()).redirect("/a") is None
+    assert live.compiles == 4
+
+
+def test_live_rules_compile_a_change_once_and_say_its_warnings_once(public: Path) -> None:
+    said: list[str] = []
+    (public / "_headers").write_text("/*\n  no colon\n")
+    live = LiveRules(public, "auto-trailing-slash", said.append)
+
+    async def asks() -> list[AssetRules]:
+        return await asyncio.gather(*(live.get() for _ in range(8)))
+
+    first = asyncio.run(asks())
+    assert live.compiles == 1 and all(found is first[0] for found in first)
+    assert said == []  # the files as they were when made: the config's warnings named them
+    (public / "_headers").write_text("/*\n  X-A: 1\n  also no colon\n")
+    second = asyncio.run(asks())
+    assert live.compiles == 2 and all(found is second[0] for found in second)
+    assert second[0].apply_headers("", "/", ()) == (("x-a", "1"),)
+    assert len(said) == 1 and said[0].startswith("_headers:3: "), said
+    assert live.now() is second[0]

@@ -4,16 +4,16 @@ As workers-shared's asset worker applies them: a redirect rule is looked up befo
 (the static rules by exact path, then the dynamic ones in the file's order; first match wins),
 and every ``_headers`` rule matching the request's path changes the assets' answer in order
 (``! Name`` removes, ``Name: value`` replaces what the assets set, and a name set again by a
-later rule gets the new value appended). ``ember dev`` reads the two files live
-(``LiveRules``: re-read when they change); a deployed version has their text in its assets
-config, as wrangler uploads it.
+later rule gets the new value appended). ``ember dev`` reads the two files from the assets
+directory (``directory_rules``, again when they change: ``rule_source.LiveRules``); a deployed
+version has their text in its assets config, as wrangler uploads it.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -286,46 +286,3 @@ def directory_rules(directory: Path, html_handling: str) -> tuple[AssetRules, li
         texts.append(None if found is None else _within_limits(name, found.text, notes, found.size))
     rules, more = rules_of(texts[0], texts[1], html_handling)
     return rules, notes + more
-
-
-class LiveRules:
-    """``ember dev``'s rules: the directory's two files, re-read when either changes; an edit's
-    skipped lines go to ``on_warning`` (read at start, they are the config's warnings)."""
-
-    def __init__(
-        self,
-        directory: Path,
-        html_handling: str,
-        on_warning: Callable[[str], None] | None = None,
-    ) -> None:
-        self._directory = directory
-        self._html = html_handling
-        self._warn = on_warning or (lambda note: _log.warning("%s", note))
-        self._key = self._stat()
-        self._rules, _ = directory_rules(directory, html_handling)
-
-    def now(self) -> AssetRules:
-        return self.current()
-
-    async def get(self) -> AssetRules:
-        return self.current()
-
-    def current(self) -> AssetRules:
-        key = self._stat()
-        if key != self._key:
-            self._rules, notes = directory_rules(self._directory, self._html)
-            self._key = key
-            for note in notes:
-                self._warn(note)
-        return self._rules
-
-    def _stat(self) -> tuple[object, ...]:
-        return tuple(_stat_key(self._directory / name) for name in (REDIRECTS_FILE, HEADERS_FILE))
-
-
-def _stat_key(path: Path) -> tuple[int, int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return (info.st_mtime_ns, info.st_size, info.st_ino)

@@ -16,8 +16,7 @@ from urllib.parse import urlsplit
 
 from ember.bindings.assets.files import AssetDirectory, ManifestAssets
 from ember.bindings.assets.prefix import under_prefix
-from ember.bindings.assets.rule_source import FixedRules, RulesSource
-from ember.bindings.assets.rules import LiveRules
+from ember.bindings.assets.rule_source import FixedRules, LiveRules, RulesSource
 from ember.bindings.assets.serving import MAX_PATH, URI_TOO_LONG, AssetsPolicy, answer
 from ember.bindings.base import (
     BindingService,
@@ -52,14 +51,17 @@ class AssetsService(BindingService):
             else AssetDirectory(directory).lookup
         )
         html = str(spec.options.get("html_handling", "auto-trailing-slash"))
-        # A deployed version's rules: its site's source, compiled once on a thread at the
-        # first asset request of either; parsing them here ran on the serving loop
-        # (review17). ember dev's are the directory's files, re-read when edited.
+        # The rules of the assets in front of the worker, shared through the spec: compiled
+        # on a thread, once for both (a deployed version's at the first asset request of
+        # either, ember dev's again after an edit); parsing them here ran on the serving loop
+        # (review17), and ember dev compiled an edit once for each.
+        shared = spec.private.get("rules")
         self.rules: RulesSource
-        if manifest:
-            shared = spec.private.get("rules")
-            self.rules = shared if isinstance(shared, RulesSource) else FixedRules()
-        else:
+        if isinstance(shared, RulesSource):
+            self.rules = shared
+        elif manifest:
+            self.rules = FixedRules()
+        else:  # a spec made without its site's rules: the directory's own, read live
             self.rules = LiveRules(directory, html)
         self._gate = asyncio.Semaphore(MAX_CONCURRENT)
         self._policy = AssetsPolicy(
