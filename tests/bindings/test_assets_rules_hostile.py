@@ -9,6 +9,7 @@ import pytest
 
 from ember.bindings.assets.files import AssetDirectory
 from ember.bindings.assets.rule_files import (
+    MAX_EXAMPLES,
     MAX_HEADERS_PER_RULE,
     MAX_PATTERN_PLACEHOLDERS,
     MAX_PATTERN_SEGMENTS,
@@ -286,3 +287,13 @@ def test_a_path_written_twice_keeps_its_last_rule_so_cookies_need_two_patterns(
     found = _get(public, "/a.txt", None, two)
     assert [v for k, v in found.headers if k == "set-cookie"] == ["a=1", "b=2"]
     assert rules_of(None, two, "auto-trailing-slash")[1] == []
+
+
+def test_folded_set_cookie_warnings_are_capped_like_skipped_lines() -> None:
+    # One note a rule (not a line), the first MAX_EXAMPLES kept, then how many more.
+    rule = "/r{i}\n  Set-Cookie: a=1\n  Set-Cookie: b=2\n  Set-Cookie: c=3\n"
+    text = "".join(rule.format(i=i) for i in range(MAX_EXAMPLES + 5))
+    _, notes = rules_of(None, text, "auto-trailing-slash")
+    assert len(notes) == MAX_EXAMPLES + 1
+    assert notes[0].startswith("_headers:3: a second Set-Cookie under /r0: ")
+    assert notes[-1] == "_headers: ... and 5 more such lines"
