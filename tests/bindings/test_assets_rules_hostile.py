@@ -287,6 +287,19 @@ def test_a_path_written_twice_keeps_its_last_rule_so_cookies_need_two_patterns(
     found = _get(public, "/a.txt", None, two)
     assert [v for k, v in found.headers if k == "set-cookie"] == ["a=1", "b=2"]
     assert rules_of(None, two, "auto-trailing-slash")[1] == []
+    # Silent on the platform; ember says which path lost its earlier rule.
+    assert rules_of(None, same, "auto-trailing-slash")[1] == [
+        "_headers: /a.txt has more than one rule: only the last one's headers apply, as on "
+        "Cloudflare (the platform keeps one rule a path); write them as one rule"
+    ]
+
+
+def test_repeated_path_warnings_are_capped() -> None:
+    text = "".join(f"/p{i}\n  X-A: 1\n/p{i}\n  X-B: 2\n" for i in range(MAX_EXAMPLES + 3))
+    _, notes = rules_of(None, text, "auto-trailing-slash")
+    assert len(notes) == MAX_EXAMPLES + 1
+    assert notes[0].startswith("_headers: /p0 has more than one rule")
+    assert notes[-1] == "_headers: ... and 3 more such paths"
 
 
 def test_folded_set_cookie_warnings_are_capped_like_skipped_lines() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ember.bindings.assets.rule_files import (
     HEADERS_FILE,
+    MAX_EXAMPLES,
     REDIRECTS_FILE,
     HeaderRule,
     RedirectRule,
@@ -200,16 +201,23 @@ def rules_of(
     if headers is not None and (headers := _within_limits(HEADERS_FILE, headers, notes)):
         parsed_headers = parse_headers(headers)
         found = warnings(HEADERS_FILE, parsed_headers)
+        repeated: list[str] = []
         for header_rule in parsed_headers.rules:
             if (pattern := compile_pattern(header_rule.path)) is not None:
                 # As the platform keys its rules by path: a path twice keeps its first place
-                # and its last headers.
+                # and its last headers. Silent there; said here, since the earlier rule's
+                # headers (a cookie, a CSP) vanish without a trace.
+                if header_rule.path in compiled:
+                    repeated.append(_repeated(header_rule.path))
                 compiled[header_rule.path] = (pattern, header_rule)
             else:
                 found.append(_never(HEADERS_FILE, 0, header_rule.path))
         skipped = parsed_headers.skipped - len(parsed_headers.invalid)
         notes += capped(HEADERS_FILE, found, skipped)
         notes += noted(HEADERS_FILE, parsed_headers)
+        notes += repeated[:MAX_EXAMPLES]
+        if len(repeated) > MAX_EXAMPLES:
+            notes.append(f"{HEADERS_FILE}: ... and {len(repeated) - MAX_EXAMPLES} more such paths")
     return AssetRules(static, tuple(dynamic), tuple(compiled.values())), notes
 
 
@@ -254,6 +262,13 @@ def _within_limits(file: str, text: str, notes: list[str], size: int | None = No
         return text
     notes.append(f"{file}: must be {problem} (ember's limit): all of it ignored")
     return ""
+
+
+def _repeated(path: str) -> str:
+    return (
+        f"{HEADERS_FILE}: {path} has more than one rule: only the last one's headers apply, "
+        "as on Cloudflare (the platform keeps one rule a path); write them as one rule"
+    )
 
 
 def _never(file: str, line: int, source: str) -> str:
