@@ -62,3 +62,44 @@ def test_closing_a_scope_still_cancels_its_own_waiting_tasks(impl: str) -> None:
         return task.cancelled()
 
     assert asyncio.run(main())
+
+
+def test_closing_a_scope_ends_a_task_groups_children_before_the_group() -> None:
+    """A TaskGroup whose children await a shared future: woken first, the group aborts its
+    children with ``child.cancel()``, which cancels the shared future through the child's
+    waiter (review19: half of 200 trials when the set's order put the parent first)."""
+
+    async def trial() -> bool:
+        loop = asyncio.get_running_loop()
+        shared: asyncio.Future[int] = loop.create_future()
+        scope = RequestScope(1, None)
+
+        async def child() -> None:
+            await shared
+
+        async def parent() -> None:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(child())
+                group.create_task(child())
+
+        # Adopted as the isolate's task factory adopts them: at creation, in order.
+        loop.set_task_factory(lambda loop, coro: _adopted(scope, loop, coro))
+        loop.create_task(parent())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        loop.set_task_factory(None)
+        assert scope.close() == 3
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return shared.cancelled()
+
+    async def main() -> list[bool]:
+        return [await trial() for _ in range(20)]
+
+    assert asyncio.run(main()) == [False] * 20
+
+
+def _adopted(scope: RequestScope, loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task:
+    task = asyncio.Task(coro, loop=loop)
+    scope.adopt(task)
+    return task

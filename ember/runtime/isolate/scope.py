@@ -88,7 +88,8 @@ class RequestScope:
         self.ended = False  # its Done was sent
         # The unfinished tasks started in this scope (handler, body, waitUntil and stray work):
         # cancelled when the event is over, as workerd cancels an IoContext's outstanding tasks.
-        self.spawned: set[asyncio.Task[Any]] = set()
+        # A dict for its order: ``close`` ends the newest first (see there).
+        self.spawned: dict[asyncio.Task[Any], None] = {}
         self.closed = False  # its leftover tasks were cancelled: none of its code runs again
 
     def adopt(self, task: asyncio.Task[Any]) -> None:
@@ -96,17 +97,23 @@ class RequestScope:
         if self.closed:  # started by a cancelled task's cleanup: the request is over
             task.cancel()
             return
-        self.spawned.add(task)
-        task.add_done_callback(self.spawned.discard)
+        self.spawned[task] = None
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        self.spawned.pop(task, None)
 
     def close(self) -> int:
         """The event is over (response sent, ``waitUntil`` work done): cancel what it left
         running. Only this scope's tasks: another request's work is never touched. Returns how
         many were still running (tasks started without ``waitUntil``)."""
         self.closed = True
-        spawned, self.spawned = self.spawned, set()
+        spawned, self.spawned = self.spawned, {}
         cancelled = 0
-        for task in spawned:
+        # Newest first: each is unhooked now and steps in this order, so a TaskGroup's children
+        # have ended before their parent wakes and aborts them (``child.cancel()`` on a child
+        # still pointing at a shared future cancelled that future; review19).
+        for task in reversed(spawned):
             cancelled += end_task(task)
         return cancelled
 
@@ -124,6 +131,8 @@ def end_task(task: asyncio.Task[Any]) -> bool:
     which then ends cancelled for everybody awaiting it. workerd ends a request's code without
     touching a promise another request holds, so a waiting task is unhooked from its future and
     woken with the cancellation instead: it ends as if cancelled, its future runs on as it was.
+    Code that answers a CancelledError by cancelling what it awaited still does so: Python
+    3.11's ``asyncio.wait_for`` (3.12's awaits the future itself, and is unhooked from it).
     """
     if task.done():
         return False
