@@ -10,6 +10,7 @@ import hashlib
 import secrets
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,9 @@ class ControlPlane:
             self.db, self.files, self.namespaces, clock, deleted=self.assets.forget
         )
         self.anonymous_policy = anonymous_policy
+        # One thread compiles every version's _redirects/_headers, at its first asset request
+        # (pure Python: several at once on the default executor stalled the serving loop).
+        self.rule_compiles = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asset-rules")
         self._signer = pow.ChallengeSigner(self._meta_secret("pow_key"))
 
     # -- temporary accounts ---------------------------------------------------------------------
@@ -276,6 +280,7 @@ class ControlPlane:
         return notes
 
     def close(self) -> None:
+        self.rule_compiles.shutdown(wait=False, cancel_futures=True)
         self.db.close()
         if self._owns_kv:
             self.kv.close()

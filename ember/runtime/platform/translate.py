@@ -200,7 +200,7 @@ def _asset_site(
         return rules_of(redirects, headers, policy.html_handling)[0]
 
     lookup = ManifestAssets(manifest, directory).lookup
-    return AssetSite(policy, lookup, CompiledOnce(compile_rules))
+    return AssetSite(policy, lookup, CompiledOnce(compile_rules, plane.rule_compiles))
 
 
 def _text(value: object) -> str | None:
