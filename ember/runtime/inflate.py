@@ -51,8 +51,8 @@ async def inflated(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[byte
     """``raw`` (the body as sent) decoded from ``coding`` in pieces of at most PIECE_BYTES.
 
     Undecodable bytes raise ``httpx.DecodingError``, as ``aiter_bytes`` did. "deflate" is zlib's
-    wrapper, or raw deflate where a server sends that (httpx reads both). Concatenated gzip
-    members decode as one body."""
+    wrapper, or raw deflate where a server sends that (httpx reads both); the body ends where
+    its deflate stream does. Concatenated gzip members decode as one body."""
     if coding == "br":
         async for piece in _unbrotli(raw):
             yield piece
@@ -74,12 +74,16 @@ async def inflated(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[byte
             started = True
             full = len(piece) == PIECE_BYTES
             data = decoder.unconsumed_tail
+            if decoder.eof and wbits != _GZIP:
+                # The body ends with its deflate stream (zlib's output is complete at eof): what
+                # follows is not read, as zlib ignores it. Fed on, each chunk was appended to
+                # ``unused_data`` (a copy of all of it): quadratic CPU, and all of it held.
+                if piece:
+                    yield piece
+                return
             if decoder.eof and decoder.unused_data:
-                if wbits != _GZIP:
-                    data = b""  # bytes after a deflate stream's end: ignored, as zlib does
-                else:
-                    data = decoder.unused_data
-                    decoder = zlib.decompressobj(wbits)
+                data = decoder.unused_data
+                decoder = zlib.decompressobj(wbits)
             if piece:
                 yield piece
     tail = decoder.flush()

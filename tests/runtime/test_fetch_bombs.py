@@ -138,3 +138,27 @@ def test_a_brotli_body_in_small_chunks_cut_or_corrupt() -> None:
     with pytest.raises(httpx.DecodingError, match="not valid"):
         asyncio.run(decode([b"this is not brotli at all, not even close"]))
     assert asyncio.run(decode([])) == []
+
+
+@pytest.mark.parametrize("wbits", [zlib.MAX_WBITS, -zlib.MAX_WBITS])
+def test_bytes_after_a_deflate_streams_end_are_not_read(wbits: int) -> None:
+    """Once a deflate stream (zlib-wrapped or raw) ends, the body ends there: what follows is
+    neither read nor fed to zlib, which kept appending it to ``unused_data`` (a copy of all
+    of it each time: 64 MiB of junk after a tiny stream cost the supervisor 39.5 s of CPU)."""
+    from ember.runtime.inflate import inflated
+
+    encoder = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    stream = encoder.compress(b"hello " * 100) + encoder.flush()
+    pulled = []
+
+    async def raw() -> Any:
+        yield stream + b"junk in the same chunk"
+        for n in range(100):
+            pulled.append(n)
+            yield b"j" * 65536
+
+    async def decode() -> bytes:
+        return b"".join([piece async for piece in inflated(raw(), "deflate")])
+
+    assert asyncio.run(decode()) == b"hello " * 100
+    assert pulled == []
