@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from ember.js_errors import JsTypeError
 
 GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib's gzip container
 PIECE_BYTES = 64 * 1024  # the most decoded bytes made at once
+SLICE_BYTES = 4 * 1024  # the most encoded bytes fed to zlib at once (see ``slices``)
 
 
 def is_gzip(value: str | None) -> bool:
@@ -63,18 +64,19 @@ async def _decoded(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
     seen = False
     try:
         async for encoded in _iterate(chunks):
-            data, full = bytes(encoded), False
-            seen = seen or bool(data)
-            while data or full:  # full: the last piece filled PIECE_BYTES, zlib may hold more
-                if decoder.eof:
-                    if not data:  # the member ended exactly with that piece
-                        break
-                    decoder = zlib.decompressobj(GZIP_WBITS)  # the next member
-                piece = decoder.decompress(data, PIECE_BYTES)
-                data = decoder.unconsumed_tail or decoder.unused_data
-                full = len(piece) == PIECE_BYTES
-                if piece:
-                    yield piece
+            seen = seen or bool(encoded)
+            for data in slices(encoded):
+                full = False  # the last piece filled PIECE_BYTES: zlib may hold more output
+                while data or full:
+                    if decoder.eof:
+                        if not data:  # the member ended exactly with that piece
+                            break
+                        decoder = zlib.decompressobj(GZIP_WBITS)  # the next member
+                    piece = decoder.decompress(data, PIECE_BYTES)
+                    data = decoder.unconsumed_tail or decoder.unused_data
+                    full = len(piece) == PIECE_BYTES
+                    if piece:
+                        yield piece
         tail = decoder.flush()
     except zlib.error as exc:  # workerd's words, then zlib's
         raise JsTypeError(f"Gzip decompression failed. ({exc})") from None
@@ -82,6 +84,16 @@ async def _decoded(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
         yield tail
     if not decoder.eof and seen:  # no bytes at all: an empty body, read as ""
         raise JsTypeError("Gzip compressed stream ended prematurely.")
+
+
+def slices(chunk: bytes) -> Iterator[memoryview]:
+    """``chunk`` in views of at most SLICE_BYTES, as zlib is fed: at a gzip member's end zlib
+    copies the rest of its input into ``unused_data``, so a chunk fed whole was copied once
+    per member (quadratic: 32 MiB of empty 20-byte members cost 2.6 s of CPU in 64 KiB
+    chunks, more in larger ones)."""
+    view = memoryview(chunk)
+    for start in range(0, len(view), SLICE_BYTES):
+        yield view[start : start + SLICE_BYTES]
 
 
 async def _iterate(chunks: Iterable[bytes] | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
