@@ -6,11 +6,12 @@ pieces of at most ``PIECE_BYTES`` (zlib's ``max_length``, the rest kept as its
 ``unconsumed_tail``), and the next piece is made only when the reader asks for it, so each
 subrequest holds at most one piece and one raw chunk whatever the compression ratio.
 
-The zlib codings (gzip, x-gzip, deflate) and brotli (br, as workerd decodes it) are decoded
-here: brotli's ``Decompressor.process`` takes an ``output_buffer_limit`` (brotli >= 1.2), and
-each call's output is cut into pieces of at most PIECE_BYTES. zstd's Python bindings have no
-bounded output, so a body under any other coding (or several) passes as it came, with its
-``content-encoding`` header.
+Only the zlib codings (gzip, x-gzip, deflate) are decoded here: a zlib decoder holds a 32 KiB
+window. A brotli decoder holds one of up to 16 MiB, chosen by the upstream (one request that
+held 40 fetches of an 809-byte br body open grew this shared process by 641 MiB), so br
+passes as it came, with its header, and ``fetch()`` decodes it in the isolate as workerd does
+(``isolate/encoding.py``), in the tenant's memory. zstd's Python bindings have no bounded
+output, so a body under any other coding (or several) passes as it came too.
 """
 
 from __future__ import annotations
@@ -18,16 +19,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import AsyncIterator
 
-import brotli
 import httpx
 
 # Fed to zlib in slices: at a gzip member's end zlib copies the rest of its input.
 from ember.runtime.isolate.encoding import slices
 
 PIECE_BYTES = 64 * 1024  # the most decoded bytes made at once
-# What one brotli call may make: the binding stops growing its output buffer once past this,
-# which can leave it up to one growth step over (32 KiB at this limit, measured).
-_BROTLI_LIMIT = PIECE_BYTES // 4
 # A gzip member costs a decoder whatever its size (about 0.7 us of CPU: an empty member is 20
 # bytes, so 32 MiB of them was 1.2 s of the shared supervisor's CPU even fed in slices, where
 # the same bytes unencoded cost 0.02 s). Past FREE_MEMBERS, a body must average at least
@@ -38,7 +35,7 @@ MEMBER_BYTES = 256
 _GZIP = 16 + zlib.MAX_WBITS
 _ZLIB = zlib.MAX_WBITS
 _RAW = -zlib.MAX_WBITS
-_CODINGS = {"gzip": _GZIP, "x-gzip": _GZIP, "deflate": _ZLIB, "br": 0}
+_CODINGS = {"gzip": _GZIP, "x-gzip": _GZIP, "deflate": _ZLIB}
 
 
 def decodable(response: httpx.Response) -> str | None:
@@ -63,10 +60,6 @@ async def inflated(raw: AsyncIterator[bytes], coding: str) -> AsyncIterator[byte
     Undecodable bytes raise ``httpx.DecodingError``, as ``aiter_bytes`` did. "deflate" is zlib's
     wrapper, or raw deflate where a server sends that (httpx reads both); the body ends where
     its deflate stream does. Concatenated gzip members decode as one body."""
-    if coding == "br":
-        async for piece in _unbrotli(raw):
-            yield piece
-        return
     wbits = _CODINGS[coding]
     decoder = zlib.decompressobj(wbits)
     started = False
@@ -113,27 +106,3 @@ def _too_many_members(members: int, taken: int) -> str:
         f"{FREE_MEMBERS}, at most one per {MEMBER_BYTES} bytes is decoded (each costs a new "
         "decoder, however small)"
     )
-
-
-async def _unbrotli(raw: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """``raw`` decoded from brotli in pieces of at most PIECE_BYTES; a stream cut short or
-    corrupt raises ``httpx.DecodingError``."""
-    decoder = brotli.Decompressor()
-    seen = False
-    async for chunk in raw:
-        data = bytes(chunk)
-        seen = seen or bool(data)
-        while True:
-            try:
-                # Once a call stops at the limit, the next ones take no input until the
-                # decoder has handed out what it holds (brotli's contract for ``process``).
-                out = decoder.process(data, output_buffer_limit=_BROTLI_LIMIT)
-            except brotli.error as exc:
-                raise httpx.DecodingError(f"the brotli-encoded body is not valid ({exc})") from None
-            data = b""
-            if not out:  # it needs more input (or the stream is over)
-                break
-            for start in range(0, len(out), PIECE_BYTES):
-                yield out[start : start + PIECE_BYTES]
-    if seen and not decoder.is_finished():
-        raise httpx.DecodingError("the brotli-encoded body ended in the middle of its data")

@@ -37,10 +37,16 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _DROPPED = {"content-encoding", "content-length", "transfer-encoding", "connection"}
 MAX_REDIRECTS = 20
 MAX_URL_SHOWN = 2048  # of a URL quoted in an error (the handler's own, but it may be huge)
-# What a subrequest asks for unless the handler set its own, as workerd does: the codings
-# decoded here (inflate.py), named here rather than left to httpx, whose default changes with
-# the packages it finds installed (zstd, which has no bounded decoder here, among them).
+# What a subrequest asks for unless the handler set its own: named here rather than left to
+# httpx, whose default changes with the packages it finds installed (zstd, which nothing here
+# decodes, among them). fetch() asks for br as workerd does: the isolate decodes it. A client
+# library's body is decoded in the supervisor, which decodes no br (inflate.py): it asks for
+# br only if the library did, and then the library decodes it, in the isolate.
 ACCEPT_ENCODING = "gzip, deflate, br"
+LIBRARY_ACCEPT_ENCODING = "gzip, deflate"
+# Codings fetch() decodes in the isolate, as workerd does (gzip; br with its
+# brotli_content_encoding flag, on by default since 2024-04-29): they pass still encoded.
+ISOLATE_CODINGS = ("gzip", "br")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +120,10 @@ class SubrequestService(BindingService):
         if method != "fetch" or not isinstance(args, list) or len(args) not in (5, 6):
             raise ServiceError("malformed fetch call", kind="type")
         http_method, url, headers, redirect, body = args[:5]
-        # fetch() (not the client libraries, which decode for themselves) takes a gzip-encoded
-        # answer still encoded, as workerd does: it decodes on reading, passes it on unread.
-        keep_gzip = len(args) == 6 and args[5] is True
+        # fetch() (not the client libraries, which decode for themselves) takes a gzip- or
+        # br-encoded answer still encoded, as workerd does: it decodes on reading, passes it
+        # on unread.
+        keep_coded = len(args) == 6 and args[5] is True
         if not isinstance(http_method, str) or not isinstance(url, str):
             raise ServiceError("malformed fetch call", kind="type")
         count = ctx.count("subrequests")
@@ -139,6 +146,10 @@ class SubrequestService(BindingService):
             # The loop limit's count, set here whatever the worker sent (redirects keep it).
             sent = [(str(k), str(v)) for k, v in headers if str(k).lower() != LOOP_HEADER]
             sent.append((LOOP_HEADER, str(ctx.loops_left)))
+            if not any(name.lower() == "accept-encoding" for name, _ in sent):
+                sent.append(
+                    ("accept-encoding", ACCEPT_ENCODING if keep_coded else LIBRARY_ACCEPT_ENCODING)
+                )
             request = client.build_request(http_method, url, headers=sent, content=content)
         except (httpx.InvalidURL, ValueError) as exc:  # an IDNA label, an IPv4 httpx refuses
             raise _cannot_load(url, exc) from None
@@ -150,7 +161,7 @@ class SubrequestService(BindingService):
             ) from None
         except (httpx.InvalidURL, UnicodeError) as exc:  # a redirect to such a URL
             raise _cannot_load(str(request.url), exc) from None
-        encoded = keep_gzip and _gzip_encoded(response)
+        encoded = keep_coded and _isolate_decodes(response)
         coding = "" if encoded else decodable(response)
         kept = encoded or coding is None  # the body passes still encoded, with its header
         head = {
@@ -182,10 +193,10 @@ class SubrequestService(BindingService):
         raise ServiceError("Fetch API cannot load: too many redirects", kind="type")
 
 
-def _gzip_encoded(response: httpx.Response) -> bool:
-    """Whether the answer is gzip-encoded, and gzip only (what workerd decodes itself)."""
+def _isolate_decodes(response: httpx.Response) -> bool:
+    """Whether the answer is under one coding that fetch() decodes in the isolate."""
     values = response.headers.get_list("content-encoding")
-    return len(values) == 1 and values[0].strip().lower() == "gzip"
+    return len(values) == 1 and values[0].strip().lower() in ISOLATE_CODINGS
 
 
 def _known_length(method: str, response: httpx.Response, encoded: bool = False) -> int | None:
@@ -220,7 +231,8 @@ def _make_client(policy: NetworkPolicy, network: Network) -> httpx.AsyncClient:
         timeout=httpx.Timeout(60.0, connect=10.0),
         trust_env=False,
         cookies=CookieJar(policy=_NoCookies()),
-        headers={"accept-encoding": ACCEPT_ENCODING},  # a request's own header replaces it
+        # Each request names its own (see ACCEPT_ENCODING); this is httpx's default replaced.
+        headers={"accept-encoding": LIBRARY_ACCEPT_ENCODING},
     )
 
 
@@ -236,7 +248,7 @@ class _NoCookies(DefaultCookiePolicy):
 
 async def _body(response: Any, coding: str | None) -> AsyncIterator[bytes]:
     """The body as the isolate gets it: decoded here (in bounded pieces) from a zlib coding,
-    else as it came (not encoded, gzip kept for fetch(), or a coding decoded nowhere here)."""
+    else as it came (not encoded, gzip or br kept for fetch(), or a coding not decoded here)."""
     raw = response.aiter_raw()
     try:
         async for chunk in inflated(raw, coding) if coding else raw:

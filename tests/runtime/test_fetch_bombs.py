@@ -66,8 +66,6 @@ def upstream() -> Iterator[str]:
         ("/rawdeflate", True),
         ("/gzip", False),
         ("/deflate", False),
-        ("/br", True),
-        ("/br", False),
     ],
 )
 def test_a_compressed_body_is_decoded_in_bounded_pieces_as_it_is_read(
@@ -92,52 +90,30 @@ def test_a_compressed_body_is_decoded_in_bounded_pieces_as_it_is_read(
     assert not any(name.lower() == "content-encoding" for name, _ in headers)
 
 
+@pytest.mark.parametrize(("path", "keep_gzip"), [("/zstd", True), ("/br", True), ("/br", False)])
 def test_a_body_under_a_coding_not_decoded_here_passes_as_it_came(
-    tmp_path: Path, upstream: str
+    tmp_path: Path, upstream: str, path: str, keep_gzip: bool
 ) -> None:
-    """zstd has no bounded decoder here: the bytes go on with their header."""
+    """zstd has no bounded decoder here, and br is never decoded in the supervisor (its
+    decoder holds a window of up to 16 MiB, the upstream's choice: 40 held fetches of an
+    809-byte body grew the shared supervisor by 641 MiB): the bytes go on with their header,
+    for fetch() to decode in the isolate, or a client library that asked for br."""
 
     async def main() -> tuple[bytes, list]:
         resources = SharedResources(tmp_path / "state")
         try:
             service = SubrequestService(resources, 50, NetworkPolicy())
-            call = ["GET", upstream + "/zstd", [], "follow", None, True]
-            reply = await service.call("fetch", call, CallContextImpl("zstd", 1, None, {}))
+            call = ["GET", upstream + path, [], "follow", None, keep_gzip]
+            reply = await service.call("fetch", call, CallContextImpl("coded", 1, None, {}))
             assert isinstance(reply, StreamReply)
             return b"".join([chunk async for chunk in reply.chunks]), reply.head["headers"]
         finally:
             await resources.aclose()
 
     body, headers = asyncio.run(main())
-    assert body == BOMBS["/zstd"][1]
-    assert ["content-encoding", "zstd"] in [[k.lower(), v] for k, v in headers]
-
-
-def test_a_brotli_body_in_small_chunks_cut_or_corrupt() -> None:
-    """The bomb fed a few bytes at a time still decodes whole in bounded pieces (a call that
-    stops at the output limit takes no input until the decoder is drained); a body cut short,
-    or bytes that are not brotli, are a decoding error, not a short body."""
-    import httpx
-
-    from ember.runtime.inflate import inflated
-
-    bomb = BOMBS["/br"][1]
-
-    async def decode(parts: list[bytes]) -> list[int]:
-        async def raw() -> Any:
-            for part in parts:
-                yield part
-
-        return [len(piece) async for piece in inflated(raw(), "br")]
-
-    sizes = asyncio.run(decode([bomb[i : i + 3] for i in range(0, len(bomb), 3)]))
-    assert (sum(sizes), max(sizes) <= PIECE) == (PLAIN, True)
-    text = brotli.compress(b"hello brotli " * 1000)
-    with pytest.raises(httpx.DecodingError, match="ended in the middle"):
-        asyncio.run(decode([text[: len(text) // 2]]))
-    with pytest.raises(httpx.DecodingError, match="not valid"):
-        asyncio.run(decode([b"this is not brotli at all, not even close"]))
-    assert asyncio.run(decode([])) == []
+    coding, sent = BOMBS[path]
+    assert body == sent
+    assert ["content-encoding", coding] in [[k.lower(), v] for k, v in headers]
 
 
 @pytest.mark.parametrize("wbits", [zlib.MAX_WBITS, -zlib.MAX_WBITS])

@@ -1,16 +1,20 @@
-"""A brotli-encoded upstream through ``fetch``: decoded, as workerd decodes ``br`` (its
-``brotli_content_encoding`` flag, on by default since 2024-04-29), and asked for by default.
-
-ember decodes it in the supervisor (in bounded pieces: ``test_fetch_bombs.py``), so unlike
-workerd's the handler's response has no ``content-encoding: br`` header and its body is the
-decoded bytes; passed through unread, it goes out decoded (a gzip one goes out as it came).
-"""
+"""A brotli-encoded upstream through ``fetch``, as workerd handles ``br`` (its
+``brotli_content_encoding`` flag, on by default since 2024-04-29): asked for by default, the
+body reaches the isolate still encoded and is decoded there as the handler reads it (in
+bounded pieces, in the tenant's memory: a brotli decoder holds a window of up to 16 MiB that
+the upstream chooses); the response keeps ``content-encoding: br``; returned unread the
+encoded bytes go out as they came; a new body under that header is brotli-compressed on the
+way out. The supervisor never decodes br (``test_fetch_bombs.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterator
+import random
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
+import brotli
 import pytest
 
 from tests.runtime.harness import Harness, write_project
@@ -29,7 +33,19 @@ async def on_fetch(request, env):
     resp = await fetch(upstream + "/gzip?coding=br&" + query)
     if path == "pass":
         return resp
-    return Response.json([resp.headers.get("content-encoding"), await resp.text()])
+    if path == "body":
+        return Response(resp.body, headers=resp.headers)
+    if path == "rewrap":  # a new body under the upstream's headers
+        return Response((await resp.text()).upper(), headers=resp.headers)
+    if path == "stream":  # a streamed new body under them
+        async def chunks():
+            async for chunk in resp.body:
+                yield chunk.upper()
+        return Response(chunks(), headers=resp.headers)
+    try:
+        return Response.json([resp.headers.get("content-encoding"), await resp.text()])
+    except Exception as exc:
+        return Response.json(["error", type(exc).__name__, str(exc)])
 """
 
 
@@ -45,15 +61,71 @@ def worker(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> str:
     return harness.deploy(write_project(tmp_path_factory.mktemp("br") / "br", WORKER))
 
 
-def test_the_handler_reads_a_brotli_body_decoded(
+def _raw(harness: Harness, worker: str, upstream: Upstream, path: str) -> tuple[dict, bytes]:
+    """The head and the bytes on the wire, for a client that accepts br."""
+    with harness.client(worker) as client:
+        headers = {"x-upstream": upstream.url, "accept-encoding": "br"}
+        with client.stream("GET", path, headers=headers) as response:
+            return dict(response.headers), b"".join(response.iter_raw())
+
+
+def test_the_handler_reads_a_brotli_body_decoded_and_sees_the_header(
     harness: Harness, worker: str, upstream: Upstream
 ) -> None:
     with harness.client(worker) as client:
         got = client.get("/read?body=brotli!&n=300", headers={"x-upstream": upstream.url})
-        passed = client.get("/pass?body=abc&n=5", headers={"x-upstream": upstream.url})
-    assert json.loads(got.text) == [None, "brotli!" * 300]
-    assert passed.headers.get("content-encoding") != "br"
-    assert passed.text == "abc" * 5
+    assert json.loads(got.text) == ["br", "brotli!" * 300]
+
+
+@pytest.mark.parametrize("path", ["/pass", "/body"])
+@pytest.mark.parametrize("query", ["body=abc&n=5", "random=200000"])
+def test_returned_unread_the_brotli_bytes_pass_through(
+    harness: Harness, worker: str, upstream: Upstream, path: str, query: str
+) -> None:
+    headers, raw = _raw(harness, worker, upstream, f"{path}?{query}")
+    plain = b"abc" * 5 if query.startswith("body") else random.Random(0).randbytes(200000)
+    assert headers.get("content-encoding") == "br"
+    assert raw == brotli.compress(plain)  # the upstream's very bytes, with their length
+    assert headers.get("content-length") == str(len(raw))
+
+
+@pytest.mark.parametrize("path", ["/rewrap", "/stream"])
+def test_a_new_body_under_content_encoding_br_is_compressed(
+    harness: Harness, worker: str, upstream: Upstream, path: str
+) -> None:
+    headers, raw = _raw(harness, worker, upstream, f"{path}?body=abc&n=400")
+    assert headers.get("content-encoding") == "br"
+    assert brotli.decompress(raw) == b"ABC" * 400
+    assert headers.get("content-length") in (None, str(len(raw)))
+
+
+def test_a_brotli_body_is_read_in_bounded_pieces_and_errors_are_workerds() -> None:
+    """A 40-byte body that decodes to 20 MiB, fed whole or 3 bytes at a time, comes out in
+    pieces of at most 64 KiB; cut, corrupt, or followed by other bytes, it is a TypeError
+    in kj's words."""
+    from ember.js_errors import JsException
+    from ember.runtime.isolate.encoding import EncodedBody
+
+    bomb = brotli.compress(b"\0" * (20 << 20), quality=11)
+
+    async def sizes(parts: list[bytes]) -> list[int]:
+        async def source() -> AsyncIterator[bytes]:
+            for part in parts:
+                yield part
+
+        return [len(chunk) async for chunk in EncodedBody(source(), "br")]
+
+    for parts in ([bomb], [bomb[i : i + 3] for i in range(0, len(bomb), 3)]):
+        seen = asyncio.run(sizes(parts))
+        assert (sum(seen), max(seen) <= 64 * 1024) == (20 << 20, True)
+    text = brotli.compress(b"hello brotli " * 1000)
+    with pytest.raises(JsException, match="(?i)brotli compressed stream ended prematurely"):
+        asyncio.run(sizes([text[: len(text) // 2]]))
+    with pytest.raises(JsException, match="(?i)brotli decompression failed"):
+        asyncio.run(sizes([b"this is not brotli at all, not even close"]))
+    with pytest.raises(JsException, match="(?i)brotli decompression failed"):
+        asyncio.run(sizes([text, b"trailing bytes"]))
+    assert asyncio.run(sizes([])) == []
 
 
 @pytest.mark.parametrize(
@@ -65,3 +137,40 @@ def test_fetch_asks_for_gzip_deflate_and_br_unless_the_handler_says(
     with harness.client(worker) as client:
         response = client.get(f"/echo?{asked}", headers={"x-upstream": upstream.url})
     assert response.text == seen
+
+
+@pytest.mark.parametrize(
+    ("keep", "asked", "seen"),
+    [
+        (True, None, "gzip, deflate, br"),
+        (False, None, "gzip, deflate"),
+        (False, "br", "br"),
+    ],
+)
+def test_a_client_librarys_subrequest_asks_for_br_only_if_the_handler_did(
+    tmp_path: Path, upstream: Upstream, keep: bool, asked: str | None, seen: str
+) -> None:
+    """A client library's body is decoded in the supervisor, which decodes no br: unless the
+    library itself asks for br (it then decodes it, in the isolate), none is asked for."""
+    from ember.bindings.base import StreamReply
+    from ember.runtime.calls import CallContextImpl
+    from ember.runtime.services import SharedResources
+    from ember.runtime.subrequest import NetworkPolicy, SubrequestService
+
+    async def main() -> str:
+        resources = SharedResources(tmp_path / "state")
+        try:
+            service = SubrequestService(resources, 50, NetworkPolicy())
+            headers = [] if asked is None else [["accept-encoding", asked]]
+            call = ["GET", upstream.url + "/echo", headers, "follow", None]
+            reply = await service.call("fetch", call + [True] if keep else call, _context())
+            assert isinstance(reply, StreamReply)
+            body = b"".join([chunk async for chunk in reply.chunks])
+            return json.loads(body)["headers"].get("accept-encoding", "(none)")
+        finally:
+            await resources.aclose()
+
+    def _context() -> CallContextImpl:
+        return CallContextImpl("echo", 1, None, {})
+
+    assert asyncio.run(main()) == seen

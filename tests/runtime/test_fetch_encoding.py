@@ -120,10 +120,10 @@ def test_encode_body_manual_sends_the_bytes_as_they_are(
 
 def test_a_corrupt_or_cut_gzip_body_is_workerds_error() -> None:
     from ember.js_errors import JsException
-    from ember.runtime.isolate.encoding import GzipBody
+    from ember.runtime.isolate.encoding import EncodedBody
 
     async def read(raw: bytes) -> bytes:
-        return b"".join([chunk async for chunk in GzipBody(raw)])
+        return b"".join([chunk async for chunk in EncodedBody(raw, "gzip")])
 
     encoded = gzip.compress(b"x" * 1000)
     assert asyncio.run(read(encoded)) == b"x" * 1000
@@ -153,7 +153,7 @@ def test_gzip_members_split_anywhere_decode_in_bounded_pieces() -> None:
     member still comes out in pieces of at most 64 KiB; bytes after a member that are no gzip
     are workerd's error, and so is a later member cut short."""
     from ember.js_errors import JsException
-    from ember.runtime.isolate.encoding import GzipBody
+    from ember.runtime.isolate.encoding import EncodedBody
 
     first, bomb = gzip.compress(b"first;"), gzip.compress(b"\0" * (8 << 20))
     encoded = first + bomb + gzip.compress(b";last")
@@ -163,7 +163,7 @@ def test_gzip_members_split_anywhere_decode_in_bounded_pieces() -> None:
             for part in parts:
                 yield part
 
-        return [chunk async for chunk in GzipBody(source())]
+        return [chunk async for chunk in EncodedBody(source(), "gzip")]
 
     for cut in (3, len(first), len(first) + 5, len(encoded) - 2):
         seen = asyncio.run(read([encoded[:cut], encoded[cut:]]))
@@ -179,7 +179,7 @@ def test_gzip_members_split_anywhere_decode_in_bounded_pieces() -> None:
 def test_a_gzip_body_is_read_in_bounded_pieces(streamed: bool) -> None:
     """A 20 KB body that decodes to 20 MiB comes out in pieces of at most 64 KiB, not as one
     20 MiB chunk (a streaming reader of a 100 KB one got 503 memory_limit)."""
-    from ember.runtime.isolate.encoding import GzipBody
+    from ember.runtime.isolate.encoding import EncodedBody
 
     encoded = gzip.compress(b"\0" * (20 << 20))
 
@@ -188,7 +188,7 @@ def test_a_gzip_body_is_read_in_bounded_pieces(streamed: bool) -> None:
         yield encoded[100:]
 
     async def sizes() -> list[int]:
-        body = GzipBody(source() if streamed else encoded)
+        body = EncodedBody(source() if streamed else encoded, "gzip")
         return [len(chunk) async for chunk in body]
 
     seen = asyncio.run(sizes())
@@ -213,7 +213,7 @@ def test_many_gzip_members_in_one_chunk_are_fed_in_small_slices() -> None:
     slices, no copy is larger than a slice: the most memory held stays far below the chunk's."""
     import tracemalloc
 
-    from ember.runtime.isolate.encoding import GzipBody
+    from ember.runtime.isolate.encoding import EncodedBody
 
     rng = random.Random(7)
     encoded = b"".join(gzip.compress(rng.randbytes(256), mtime=0) for _ in range(4000))
@@ -221,7 +221,7 @@ def test_many_gzip_members_in_one_chunk_are_fed_in_small_slices() -> None:
     async def read() -> tuple[int, int]:
         tracemalloc.start()
         try:
-            total = sum([len(chunk) async for chunk in GzipBody(encoded)])
+            total = sum([len(chunk) async for chunk in EncodedBody(encoded, "gzip")])
             return total, tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

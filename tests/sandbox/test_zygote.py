@@ -45,6 +45,7 @@ def test_worker_forked_from_a_warm_zygote(
         1 if Layer.PID_NS.value in out["startup"]["layers"] else out["startup"]["worker_pid"]
     )
     assert worker["decimal"] == "3.30"
+    assert worker["brotli"] == "hello from brotli"
     assert worker["fetch"] == "hi"
     assert worker["environ"] == {"WORKER_VAR": "1"}  # not the zygote's canary
     assert worker["torch_loaded"] is False

@@ -26,7 +26,13 @@ async def _handler() -> dict[str, object]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     await asyncio.sleep(0.01)
+    # fetch() decodes br in the isolate: brotli's C extension must load and work inside.
+    from ember.runtime.isolate.encoding import EncodedBody
+
+    encoded = bytes.fromhex("1b1000e0a5d2d872104324891c62ab7cf400")
+    brotli_text = b"".join([piece async for piece in EncodedBody(encoded, "br")]).decode()
     return {
+        "brotli": brotli_text,
         "pid": os.getpid(),
         "decimal": str(decimal.Decimal("1.10") + decimal.Decimal("2.20")),
         "fetch": await module.fetch(None, None),

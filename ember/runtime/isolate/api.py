@@ -17,7 +17,7 @@ from ember.bindings.jsdict import JsDict, to_jsdict, to_plain
 from ember.runtime.fields import MAX_STATUS_TEXT, valid_status_text
 from ember.runtime.isolate.body import BodyInit, _as_bytes, _Body
 from ember.runtime.isolate.cf import incoming_cf
-from ember.runtime.isolate.encoding import GzipBody, is_gzip
+from ember.runtime.isolate.encoding import EncodedBody, coding_of
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.isolate.scope import current_scope
 from ember.runtime.reason_phrases import default_status_text
@@ -346,7 +346,8 @@ async def _fetch(
     body = request._take_body() if request._body is not None else None
     inline = body if isinstance(body, bytes) and len(body) <= 64 * 1024 else None
     upload = None if inline is not None or body is None else _as_bytes(body)
-    # True: a gzip-encoded answer comes still encoded (GzipBody), to pass through as it came.
+    # True: a gzip- or br-encoded answer comes still encoded (EncodedBody), decoded here as it
+    # is read (the decoder's memory is the tenant's), or passed through as it came.
     args = [request.method, request.url, request.headers.to_list(), request.redirect, inline, True]
     reply = await scope.channel.call(SUBREQUEST_BINDING, "fetch", args, upload=upload)
     head = reply.value
@@ -366,9 +367,10 @@ async def _fetch(
         headers=Headers._from_pairs([(str(k), str(v)) for k, v in head.get("headers", [])]),
     )
     bodiless = request.method.upper() == "HEAD" or status in (204, 304) or status < 200
-    if is_gzip(response._headers.get("content-encoding")) and response_body not in (None, b""):
+    coding = coding_of(response._headers.get("content-encoding"))
+    if coding is not None and response_body not in (None, b""):
         if not bodiless:  # whose header describes no bytes here: they read as ""
-            response_body = GzipBody(response_body)
+            response_body = EncodedBody(response_body, coding)
     response._body = response_body
     response.url = str(head.get("url", request.url))
     response.redirected = bool(head.get("redirected", False))

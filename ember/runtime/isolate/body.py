@@ -13,7 +13,7 @@ from typing import Any
 from ember.bindings.jsdict import to_jsdict
 from ember.bindings.streams import ReadableStream
 from ember.runtime.isolate.buffers import ArrayBuffer
-from ember.runtime.isolate.encoding import GzipBody
+from ember.runtime.isolate.encoding import EncodedBody
 from ember.runtime.isolate.formdata import FormData, parse_form
 from ember.runtime.isolate.headers import Headers
 from ember.runtime.mux import InStream
@@ -80,7 +80,7 @@ class _Body:
             # One stream over the source itself, as JS's `body` is one object: handed back
             # unread (`Response(resp.body, ...)`) it is still the supervisor's stream, which
             # then goes to the client as is (with the upstream's length), not through here.
-            raw = isinstance(self._body, InStream | GzipBody)
+            raw = isinstance(self._body, InStream | EncodedBody)
             source = self._body if raw else _as_bytes(self._body)
             self._body = ReadableStream(source)  # type: ignore[arg-type]
         return self._body

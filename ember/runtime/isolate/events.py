@@ -209,8 +209,9 @@ class EventRunner:
         rid = scope.rid
         body = response._take_body()
         headers = response._headers.to_list()
-        if encoding.wants_encoding(headers, response._encode_manual):
-            body, headers = _gzip_for_output(body, headers)
+        coding = encoding.output_coding(headers, response._encode_manual)
+        if coding is not None:
+            body, headers = _encoded_for_output(body, headers, coding)
         over = _headers_over_limit(headers)
         if over is not None:  # the supervisor would refuse the frame: say which limit instead
             self.send(RequestError(rid, "response_headers", over, ""))
@@ -304,21 +305,26 @@ class EventRunner:
         self.send(RequestError(rid, kind, message, trace))
 
 
-def _gzip_for_output(body: Any, headers: list[tuple[str, str]]) -> tuple[Any, list[Any]]:
-    """A body under ``content-encoding: gzip`` as workerd sends it: a fetched body still
-    encoded and unread goes as it came (with its length); any other is compressed here."""
+def _encoded_for_output(
+    body: Any, headers: list[tuple[str, str]], coding: str
+) -> tuple[Any, list[Any]]:
+    """A body under ``content-encoding: gzip`` or ``br`` as workerd sends it: a fetched body
+    still encoded in that coding and unread goes as it came (with its length); any other is
+    compressed here (one fetched under the other coding is decoded first)."""
     if isinstance(body, ReadableStream):
         body = body.hand_over()
         if body is None:
             raise TypeError("This ReadableStream is locked: it has already been read")
-    if isinstance(body, encoding.GzipBody) and body.untouched:
+    if isinstance(body, encoding.EncodedBody) and body.untouched and body.coding == coding:
         return body.raw, headers
     headers = encoding.without_length(headers)
     if body is None:
         return None, headers
     if isinstance(body, bytes):
-        return encoding.gzip_bytes(body), headers
-    return encoding.gzip_stream(api._as_bytes(body)), headers
+        whole = encoding.gzip_bytes if coding == "gzip" else encoding.brotli_bytes
+        return whole(body), headers
+    stream = encoding.gzip_stream if coding == "gzip" else encoding.brotli_stream
+    return stream(api._as_bytes(body)), headers
 
 
 async def _settled(result: Any) -> Any:
