@@ -32,7 +32,6 @@ from ember.runtime.isolate.scope import (
     CURRENT,
     CpuLimitInterrupt,
     RequestScope,
-    end_task,
 )
 from ember.runtime.isolate.tracebacks import format_user_traceback, user_message
 from ember.runtime.mux import InStream, Mux, StreamAborted
@@ -68,7 +67,7 @@ NO_SCHEDULED = "Handler does not export a scheduled() function."
 class _Event:
     """One event in flight: its scope and its task."""
 
-    __slots__ = ("scope", "task", "done_sent", "running", "cancelled", "stopped")
+    __slots__ = ("scope", "task", "done_sent", "running", "cancelled")
 
     def __init__(self, scope: RequestScope) -> None:
         self.scope = scope
@@ -76,9 +75,6 @@ class _Event:
         self.done_sent = False  # the Response frame said done=True
         self.running = False  # the task took its first step (its finally, Done, will run)
         self.cancelled = False  # a Cancel came before that
-        # A Cancel came after it: the supervisor's (``end_task`` may leave the task's own
-        # ``cancelling()`` at 0, which told an awaited future's cancellation apart).
-        self.stopped = False
 
 
 class EventRunner:
@@ -114,17 +110,16 @@ class EventRunner:
             if event is None:
                 return
             if event.task is not None and not event.task.done():
-                if event.running:  # not what it awaits: another request may await it too
-                    event.stopped = True
-                    end_task(event.task)
+                if event.running:
+                    event.task.cancel()
                 else:
                     # Read with its Request (the client left at once): a task cancelled before
                     # its first step never runs its finally, so it would never send Done and
                     # the supervisor would kill this isolate for ignoring the cancellation.
                     event.cancelled = True
             if message.background:
-                for task in reversed(event.scope.background):
-                    end_task(task)
+                for task in event.scope.background:
+                    task.cancel()
             return
         event = _Event(RequestScope(message.rid, self.channel))
         self.events[message.rid] = event
@@ -151,8 +146,7 @@ class EventRunner:
                 await work
         except asyncio.CancelledError as exc:
             task = event.task
-            # Not the supervisor's Cancel: an awaited future was cancelled (a user error).
-            if task is None or not (event.stopped or task.cancelling()):
+            if task is None or not task.cancelling():  # not the supervisor's Cancel: an awaited
                 self._report(scope, _awaited_cancelled(exc))
             # else the supervisor cancelled this request; it already answered the client
         except BaseException as exc:  # noqa: BLE001 - report every failure of user code
