@@ -28,10 +28,11 @@ PIECE_BYTES = 64 * 1024  # the most decoded bytes made at once
 # A gzip member costs a decoder whatever its size (about 0.7 us of CPU: an empty member is 20
 # bytes, so 32 MiB of them was 1.2 s of the shared supervisor's CPU even fed in slices, where
 # the same bytes unencoded cost 0.02 s). Past FREE_MEMBERS, a body must average at least
-# MEMBER_BYTES per member; real multi-member bodies (``cat a.gz b.gz``, a member per flush)
-# are far above that.
+# MEMBER_BYTES per member: more than an empty member's 20, less than a member carrying one
+# small event (a server flushing each SSE line as its own member: ~40 bytes; 256 refused such
+# streams, review20). At the bound, 32 MiB is ~1 million decoders: under a second of CPU.
 FREE_MEMBERS = 1024
-MEMBER_BYTES = 256
+MEMBER_BYTES = 32
 _GZIP = 16 + zlib.MAX_WBITS
 _ZLIB = zlib.MAX_WBITS
 _RAW = -zlib.MAX_WBITS
