@@ -39,10 +39,13 @@ MAX_REDIRECTS = 20
 MAX_URL_SHOWN = 2048  # of a URL quoted in an error (the handler's own, but it may be huge)
 # What a subrequest asks for unless the handler set its own: named here rather than left to
 # httpx, whose default changes with the packages it finds installed (zstd, which nothing here
-# decodes, among them). fetch() asks for br as workerd does: the isolate decodes it. A client
-# library's body is decoded in the supervisor, which decodes no br (inflate.py): it asks for
-# br only if the library did, and then the library decodes it, in the isolate.
-ACCEPT_ENCODING = "gzip, deflate, br"
+# decodes, among them). Not br, though workerd's fetch() asks for it and the isolate decodes
+# it: a br body passed on unread reached clients that did not accept br (curl without
+# --compressed) still encoded, since the edge decodes only gzip (a br decoder's window, up to
+# 16 MiB an upstream picks, is not for the shared front; review20). A handler that asks for br
+# gets it, decoded in the isolate. A client library's body is decoded in the supervisor, which
+# decodes no br (inflate.py): br comes only if the library asked, and it decodes it itself.
+ACCEPT_ENCODING = "gzip, deflate"
 LIBRARY_ACCEPT_ENCODING = "gzip, deflate"
 # Codings fetch() decodes in the isolate, as workerd does (gzip; br with its
 # brotli_content_encoding flag, on by default since 2024-04-29): they pass still encoded.
