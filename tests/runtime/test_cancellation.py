@@ -23,6 +23,20 @@ class Default(WorkerEntrypoint):
                 await self.env.SLOW.wait(tag)
             finally:
                 print("handler finished", tag)
+        if kind == "gather":  # a child of the handler's own; waitUntil work beside it
+            if request.headers.get("x-bg"):
+                self.ctx.wait_until(asyncio.sleep(5))
+
+            async def late():
+                try:
+                    await asyncio.sleep(0.8)
+                except asyncio.CancelledError:
+                    print("late child cancelled", tag)
+                    raise
+                print("late child still running", tag)
+                await self.env.SLOW.wait(tag)
+
+            await asyncio.gather(late())
         if kind == "timeout":
             try:
                 await asyncio.wait_for(self.env.SLOW.wait(tag), 0.1)
@@ -159,3 +173,19 @@ def test_a_response_arriving_as_its_waiter_is_cancelled_ends_only_that_request(
         harness.wait_for(lambda: tracker.get(f"stream-closed:{tag}") == 1)
     with harness.client(slow) as client:
         assert client.get("/").status_code == 200
+
+
+@pytest.mark.parametrize("background", ["", "1"])
+def test_client_disconnect_cancels_the_handlers_own_children(
+    harness: Harness, slow: str, background: str
+) -> None:
+    """What the handler awaits of its own (a gather of a child task) is cancelled with it: a
+    child left running started a binding call after the client had gone (review20, when a
+    client's leaving only unhooked the handler from what it awaited)."""
+    tag = f"child{background}"
+    headers = {"x-kind": "gather", "x-tag": tag, "x-bg": background}
+    with harness.client(slow, timeout=0.3) as client, pytest.raises(httpx.ReadTimeout):
+        client.get("/", headers=headers)
+    ended = (f"late child cancelled {tag}", f"late child still running {tag}")
+    harness.wait_for(lambda: any(line in ended for line in harness.console(slow)))
+    assert f"late child cancelled {tag}" in harness.console(slow)
