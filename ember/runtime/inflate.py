@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 import httpx
 
 # Fed to zlib in slices: at a gzip member's end zlib copies the rest of its input.
-from ember.runtime.isolate.encoding import slices
+from ember.runtime.zslices import slices
 
 PIECE_BYTES = 64 * 1024  # the most decoded bytes made at once
 # A gzip member costs a decoder whatever its size (about 0.7 us of CPU: an empty member is 20

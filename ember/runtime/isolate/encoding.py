@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
 import brotli
 
 from ember.js_errors import JsTypeError
+from ember.runtime.zslices import slices
 
 GZIP_WBITS = 16 + zlib.MAX_WBITS  # zlib's gzip container
 PIECE_BYTES = 64 * 1024  # the most decoded bytes made at once
-SLICE_BYTES = 4 * 1024  # the most encoded bytes fed to zlib at once (see ``slices``)
 # What one brotli call may make: the binding stops growing its output buffer once past this,
 # which can leave it up to one growth step over (32 KiB at this limit, measured).
 _BROTLI_LIMIT = PIECE_BYTES // 4
@@ -104,16 +104,6 @@ async def _decoded(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
         yield tail
     if not decoder.eof and seen:  # no bytes at all: an empty body, read as ""
         raise JsTypeError("Gzip compressed stream ended prematurely.")
-
-
-def slices(chunk: bytes) -> Iterator[memoryview]:
-    """``chunk`` in views of at most SLICE_BYTES, as zlib is fed: at a gzip member's end zlib
-    copies the rest of its input into ``unused_data``, so a chunk fed whole was copied once
-    per member (quadratic: 32 MiB of empty 20-byte members cost 2.6 s of CPU in 64 KiB
-    chunks, more in larger ones)."""
-    view = memoryview(chunk)
-    for start in range(0, len(view), SLICE_BYTES):
-        yield view[start : start + SLICE_BYTES]
 
 
 async def _unbrotlied(raw: bytes | AsyncIterable[bytes]) -> AsyncIterator[bytes]:
