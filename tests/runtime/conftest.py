@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.runtime.harness import Harness
+from tests.runtime.upstream import Upstream
 
 
 @pytest.fixture(scope="session")
@@ -14,3 +15,11 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     instance = Harness(tmp_path_factory.mktemp("state"))
     yield instance
     instance.close()
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Upstream]:
+    """A real HTTP server on loopback that a module's workers fetch from (``upstream.py``)."""
+    server = Upstream()
+    yield server
+    server.close()

@@ -11,22 +11,12 @@ origin would be on the platform).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
-
-import pytest
 
 from tests.runtime.cf_docs import example
 from tests.runtime.harness import Harness, write_project
 from tests.runtime.upstream import Upstream
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    yield server
-    server.close()
 
 
 def deploy(harness: Harness, tmp_path: Path, name: str, config: str = "", **urls: str) -> str:

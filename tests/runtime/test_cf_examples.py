@@ -5,10 +5,7 @@ answers for it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.runtime.cf_docs import example
 from tests.runtime.harness import Harness, write_project
@@ -97,13 +94,6 @@ async def on_fetch(request):
         return Response.new(None, status=405, statusText="Method Not Allowed")
     return Response.new("demo page", headers=to_js({"content-type": "text/html;charset=UTF-8"}))
 """  # noqa: E501 - the example's own long line, kept as published
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    yield server
-    server.close()
 
 
 def test_cookie_example_without_a_cookie_header(harness: Harness, tmp_path: Path) -> None:

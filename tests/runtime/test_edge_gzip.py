@@ -68,13 +68,6 @@ PLAIN = b"hellohellohello"
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    yield server
-    server.close()
-
-
-@pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DualServers]:
     root = write_project(
         tmp_path_factory.mktemp("edgegz") / "edgegz", WORKER, "limits:\n  max_response_mb: 1\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import brotli
@@ -47,13 +47,6 @@ async def on_fetch(request, env):
     except Exception as exc:
         return Response.json(["error", type(exc).__name__, str(exc)])
 """
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    yield server
-    server.close()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import asyncio
 import gzip
 import json
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -53,13 +53,6 @@ async def on_fetch(request, env):
         return first.replace_body(gzip.compress(b"done", mtime=0))
     return Response("unknown", status=404)
 """
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    yield server
-    server.close()
 
 
 @pytest.fixture(scope="module")

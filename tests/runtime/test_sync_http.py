@@ -5,20 +5,12 @@ error, as on the platform. A real upstream (uvicorn on 127.0.0.1) answers them."
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 
 import pytest
 
 from tests.runtime.harness import Harness, write_project
 from tests.runtime.sync_http_support import WORKER
 from tests.runtime.upstream import Upstream, ask_worker
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    yield server
-    server.close()
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,9 @@ the project's ``limits.subrequests`` counting sync calls."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.cli.devprocess import ROOT, DevProcess
 from tests.runtime.harness import write_project
@@ -27,13 +25,6 @@ async def on_fetch(request, env):
             answers.append(f"ConnectionError: {exc}")
     return Response("\\n".join(answers))
 """
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    yield server
-    server.close()
 
 
 def test_the_sync_http_example(upstream: Upstream, tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ A real upstream (uvicorn on 127.0.0.1) answers the subrequests."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,6 @@ from tests.runtime.sync_http_hard_support import LINE_BYTES, WORKER, line
 from tests.runtime.upstream import Upstream
 
 HEAD_START = 20  # blocking calls the burning request makes before the streaming one starts
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    yield server
-    server.close()
 
 
 def _get(harness: Harness, worker: str, upstream: Upstream, route: str, **kw: Any) -> Any:

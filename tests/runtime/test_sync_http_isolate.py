@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,6 @@ from ember.runtime.subrequest import NetworkPolicy
 from tests.runtime.harness import Harness, write_project
 from tests.runtime.sync_http_support import WORKER
 from tests.runtime.upstream import Upstream, ask_worker
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[Upstream]:
-    server = Upstream()
-    yield server
-    server.close()
 
 
 def test_sync_calls_count_against_the_subrequest_limit(
