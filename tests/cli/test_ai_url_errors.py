@@ -64,12 +64,36 @@ def hangs_up() -> Iterator[str]:
                 conn, _ = listener.accept()
             except OSError:
                 return
-            conn.recv(65536)
-            conn.close()
+            with conn:
+                _read_request(conn)
 
     threading.Thread(target=serve, daemon=True).start()
     yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     listener.close()
+
+
+def _read_request(conn: socket.socket) -> None:
+    """The whole request (head, then the body its Content-Length announces): a close with
+    bytes still unread sends a reset, not an end, and the client's error then depends on
+    whether its body was written before the close (seen under load: "Connection reset by peer"
+    in one run, "Server disconnected" in the next)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        piece = conn.recv(65536)
+        if not piece:
+            return
+        data += piece
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        piece = conn.recv(65536)
+        if not piece:
+            return
+        body += piece
 
 
 def _refused_url() -> str:
