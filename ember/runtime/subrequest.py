@@ -37,16 +37,15 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _DROPPED = {"content-encoding", "content-length", "transfer-encoding", "connection"}
 MAX_REDIRECTS = 20
 MAX_URL_SHOWN = 2048  # of a URL quoted in an error (the handler's own, but it may be huge)
-# What a subrequest asks for unless the handler set its own: named here rather than left to
-# httpx, whose default changes with the packages it finds installed (zstd, which nothing here
-# decodes, among them). Not br, though workerd's fetch() asks for it and the isolate decodes
-# it: a br body passed on unread reached clients that did not accept br (curl without
-# --compressed) still encoded, since the edge decodes only gzip (a br decoder's window, up to
-# 16 MiB an upstream picks, is not for the shared front; review20). A handler that asks for br
-# gets it, decoded in the isolate. A client library's body is decoded in the supervisor, which
-# decodes no br (inflate.py): br comes only if the library asked, and it decodes it itself.
+# What a subrequest (fetch() or a client library's) asks for unless the handler set its own:
+# named here rather than left to httpx, whose default changes with the packages it finds
+# installed (zstd, which nothing here decodes, among them). Not br, though workerd's fetch()
+# asks for it and the isolate decodes it: a br body passed on unread reached clients that did
+# not accept br (curl without --compressed) still encoded, since the edge decodes only gzip (a
+# br decoder's window, up to 16 MiB an upstream picks, is not for the shared front; review20).
+# A handler that asks for br gets it, decoded in the isolate; a client library that asks for
+# it decodes it itself (the supervisor decodes no br: inflate.py).
 ACCEPT_ENCODING = "gzip, deflate"
-LIBRARY_ACCEPT_ENCODING = "gzip, deflate"
 # Codings fetch() decodes in the isolate, as workerd does (gzip; br with its
 # brotli_content_encoding flag, on by default since 2024-04-29): they pass still encoded.
 ISOLATE_CODINGS = ("gzip", "br")
@@ -150,9 +149,7 @@ class SubrequestService(BindingService):
             sent = [(str(k), str(v)) for k, v in headers if str(k).lower() != LOOP_HEADER]
             sent.append((LOOP_HEADER, str(ctx.loops_left)))
             if not any(name.lower() == "accept-encoding" for name, _ in sent):
-                sent.append(
-                    ("accept-encoding", ACCEPT_ENCODING if keep_coded else LIBRARY_ACCEPT_ENCODING)
-                )
+                sent.append(("accept-encoding", ACCEPT_ENCODING))
             request = client.build_request(http_method, url, headers=sent, content=content)
         except (httpx.InvalidURL, ValueError) as exc:  # an IDNA label, an IPv4 httpx refuses
             raise _cannot_load(url, exc) from None
@@ -235,7 +232,7 @@ def _make_client(policy: NetworkPolicy, network: Network) -> httpx.AsyncClient:
         trust_env=False,
         cookies=CookieJar(policy=_NoCookies()),
         # Each request names its own (see ACCEPT_ENCODING); this is httpx's default replaced.
-        headers={"accept-encoding": LIBRARY_ACCEPT_ENCODING},
+        headers={"accept-encoding": ACCEPT_ENCODING},
     )
 
 
