@@ -56,7 +56,7 @@ def with_assets(app: Any, site: Callable[[Scope], AssetSite | None]) -> Any:
 
     async def dispatch(scope: Scope, receive: Any, send: Send) -> None:
         if scope["type"] == "http" and (current := site(scope)) is not None:
-            found = assets_route(scope, current, await site_rules(current))
+            found = assets_route(scope, current, await current.rules.get())
             if found is not None:
                 await send_answer(found, send, reads)
                 return
@@ -65,14 +65,8 @@ def with_assets(app: Any, site: Callable[[Scope], AssetSite | None]) -> Any:
     return dispatch
 
 
-async def site_rules(site: AssetSite) -> AssetRules:
-    """The site's rules: at once when compiled and current, else once compiled on a thread."""
-    rules = site.rules.now()
-    return rules if rules is not None else await site.rules.get()
-
-
 def assets_route(scope: Scope, site: AssetSite, rules: AssetRules) -> AssetAnswer | None:
-    """The assets' answer to the HTTP request ``scope`` under ``rules`` (``site_rules``);
+    """The assets' answer to the HTTP request ``scope`` under ``rules`` (the site's, got);
     None: the worker's to answer."""
     found = route(
         scope["method"],

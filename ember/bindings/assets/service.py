@@ -96,9 +96,7 @@ class AssetsService(BindingService):
         if len(path) > MAX_PATH:  # refused here: never a thread, nor a turn, for it
             return [URI_TOO_LONG.status, [list(h) for h in URI_TOO_LONG.headers], URI_TOO_LONG.body]
         async with self._gate:
-            rules = self.rules.now()
-            if rules is None:
-                rules = await self.rules.get()
+            rules = await self.rules.get()
             found = await asyncio.to_thread(
                 answer,
                 verb,

@@ -23,7 +23,7 @@ from typing import Any
 from ember.bindings.kv.service import POOL_SOURCE_KEY, shared_store
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.runtime.api.app import create_api_app
-from ember.runtime.assets_front import asset_reads, assets_route, send_answer, site_rules
+from ember.runtime.assets_front import asset_reads, assets_route, send_answer
 from ember.runtime.capacity import default_max_isolates
 from ember.runtime.console_gate import CHARS_PER_SECOND as CONSOLE_CHARS_PER_SECOND
 from ember.runtime.deployments.config import PlatformConfig
@@ -320,7 +320,7 @@ class Platform(PlatformLifespan):
             await _plain(send, 501, f"Worker {worker!r} cannot run on ember: {slot.unsupported}.")
             return
         if slot is not None and slot.assets is not None:
-            found = assets_route(inner, slot.assets, await site_rules(slot.assets))
+            found = assets_route(inner, slot.assets, await slot.assets.rules.get())
             if found is not None:
                 await send_answer(found, send, self._asset_reads)
                 return
