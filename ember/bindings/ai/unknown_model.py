@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ember.bindings.ai.failures import Failure
 from ember.models.api.errors import NO_SUCH_MODEL
-from ember.models.catalog import SHIPPED_CHECKPOINTS
 
 
 def no_such_model(
@@ -53,9 +52,10 @@ def unknown_model_hint(
     )
     shipped = ""
     if project_config:  # never on ember serve: tenants do not see the operator's paths
+        # By name, not by path: the isolate shows ember's install path as /lib/python/ember.
         shipped = (
-            f" To try the code with one of ember's own tiny models, use its directory: "
-            f"{SHIPPED_CHECKPOINTS / 'glm4moe-tiny'} (or kimi-tiny, glmdsa-tiny beside it)."
+            f" To try the code with one of ember's own tiny models, name it as the checkpoint: "
+            f'ai.models."{model}".checkpoint: glm4moe-tiny (or kimi-tiny, glmdsa-tiny).'
         )
     return (
         f"ember serves {listed} here. To answer {model} here, map it to a local checkpoint "

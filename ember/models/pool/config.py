@@ -12,6 +12,8 @@ operator's config)::
           kv_cache_dtype: fp8_e4m3
           quantization: int4
           checkpoint: ./ckpt/glm         # point the id at a checkpoint directory
+        "@cf/moonshotai/kimi-k2-instruct":
+          checkpoint: kimi-tiny          # or at a checkpoint ember ships, by its name
         "@cf/meta/llama-3.1-8b-instruct":
           checkpoint: ./ckpt/glm
           schema: classic                # Workers AI schema of env.AI.run (default: the id's)
@@ -38,6 +40,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ember.errors import ConfigError
+from ember.models.catalog import SHIPPED, SHIPPED_CHECKPOINTS
 from ember.models.pool.fair import AccountCap
 from ember.models.pool.settings import POOL_KEYS, PoolSettings, parse_pool_settings
 from ember.models.pool.slot_args import slots_from_args
@@ -283,11 +286,7 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
                     "a checkpoint directory (or model_path: a path or HF id SGLang loads) for "
                     "an sglang replica; the shipped tiny checkpoints are for ember replicas",
                 )
-    directory = None
-    if checkpoint:
-        directory = Path(checkpoint).expanduser()
-        if not directory.is_absolute() and base is not None:
-            directory = base / directory
+    directory = _checkpoint_directory(checkpoint, base) if checkpoint else None
     return ModelServing(
         model_id,
         replicas,
@@ -297,6 +296,18 @@ def _model(model_id: str, value: object, file: str, where: str, base: Path | Non
         schema,
         per_account,
     )
+
+
+def _checkpoint_directory(checkpoint: str, base: Path | None) -> Path:
+    """The directory ``checkpoint`` names: a path (relative to ``base``), else, when nothing is
+    there, a checkpoint ember ships by its name (``kimi-tiny``: what ``ember ai models`` shows
+    under SERVED FROM), so that a config need not spell where ember is installed."""
+    directory = Path(checkpoint).expanduser()
+    if not directory.is_absolute() and base is not None:
+        directory = base / directory
+    if checkpoint in SHIPPED and not directory.exists():
+        return SHIPPED_CHECKPOINTS / checkpoint
+    return directory
 
 
 def _replica(value: dict, file: str, where: str) -> ReplicaConfig:

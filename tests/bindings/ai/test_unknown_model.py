@@ -4,8 +4,11 @@ the catalog lacks needs a checkpoint directory."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ember.bindings.ai.unknown_model import no_such_model
 from ember.models.catalog import SHIPPED_CHECKPOINTS
+from ember.models.pool.config import parse_pool_config
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 OTHER = "@cf/meta/llama-3.1-8b-instruct"
@@ -36,10 +39,15 @@ def test_an_id_the_catalog_lacks_needs_a_checkpoint() -> None:
 
 
 def test_an_id_the_catalog_lacks_names_the_shipped_checkpoints_in_a_project_only() -> None:
-    """A project author porting a worker that calls a model the catalog lacks learns where a
-    shipped tiny checkpoint is; the platform's tenants never see the operator's paths."""
-    shipped = str(SHIPPED_CHECKPOINTS / "glm4moe-tiny")
-    assert (SHIPPED_CHECKPOINTS / "glm4moe-tiny" / "config.json").is_file()
-    assert shipped in no_such_model(OTHER, [], True, in_catalog=False).description
-    assert shipped not in no_such_model(OTHER, [], False, in_catalog=False).description
-    assert str(SHIPPED_CHECKPOINTS) not in no_such_model(OTHER, [], False).description
+    """A project author porting a worker that calls a model the catalog lacks learns how to
+    try it on a shipped tiny checkpoint: by its name, which the config resolves (a path would
+    reach the handler as /lib/python/ember/..., the isolate's name for ember's install); the
+    platform's tenants are not told (they cannot change the operator's config)."""
+    hint = f'ai.models."{OTHER}".checkpoint: glm4moe-tiny (or kimi-tiny, glmdsa-tiny)'
+    assert hint in no_such_model(OTHER, [], True, in_catalog=False).description
+    assert "glm4moe-tiny" not in no_such_model(OTHER, [], False, in_catalog=False).description
+    for project_config in (True, False):
+        text = no_such_model(OTHER, [], project_config).description
+        assert str(SHIPPED_CHECKPOINTS) not in text, text
+    config = parse_pool_config({OTHER: {"checkpoint": "glm4moe-tiny"}}, base=Path("/nowhere"))
+    assert config.serving(OTHER).checkpoint == SHIPPED_CHECKPOINTS / "glm4moe-tiny"

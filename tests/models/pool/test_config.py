@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ember.errors import ConfigError
+from ember.models.catalog import SHIPPED, SHIPPED_CHECKPOINTS
 from ember.models.pool.config import PoolConfig, ReplicaConfig, parse_pool_config
 
 GLM = "@cf/zai-org/glm-4.7-flash"
@@ -53,6 +54,22 @@ def test_attached_replicas_are_not_launched() -> None:
 def test_relative_checkpoint_is_relative_to_the_config_file(tmp_path: Path) -> None:
     config = parse_pool_config({GLM: {"checkpoint": "ckpt/glm"}}, base=tmp_path)
     assert config.serving(GLM).checkpoint == tmp_path / "ckpt/glm"
+
+
+def test_a_shipped_checkpoint_is_named_by_its_name_unless_the_project_has_that_directory(
+    tmp_path: Path,
+) -> None:
+    """``checkpoint: kimi-tiny`` is ember's shipped checkpoint (what ``ember ai models`` shows
+    under SERVED FROM), without spelling where ember is installed; a directory of that name
+    beside the config is the project's own and wins."""
+    for name in SHIPPED:
+        config = parse_pool_config({GLM: {"checkpoint": name}}, base=tmp_path)
+        assert config.serving(GLM).checkpoint == SHIPPED_CHECKPOINTS / name
+    (tmp_path / "kimi-tiny").mkdir()
+    config = parse_pool_config({GLM: {"checkpoint": "kimi-tiny"}}, base=tmp_path)
+    assert config.serving(GLM).checkpoint == tmp_path / "kimi-tiny"
+    config = parse_pool_config({GLM: {"checkpoint": "./glmdsa-tiny"}}, base=tmp_path)
+    assert config.serving(GLM).checkpoint == tmp_path / "glmdsa-tiny"  # a path is a path
 
 
 def test_pool_settings() -> None:
