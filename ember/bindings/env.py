@@ -97,4 +97,10 @@ def _missing(name: str, values: Mapping[str, object]) -> str:
     near = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.75)
     if near:
         message += f"; did you mean {by_lower[near[0]]!r}?"
+    elif name == "AI":
+        # The name every Workers AI example uses: the one binding a first AI call is missing.
+        message += (
+            "; to call models, declare the AI binding in the project's config "
+            '(ai: {binding: AI} in ember.yaml; [ai] binding = "AI" in wrangler.toml)'
+        )
     return f"{message} (env has: {', '.join(names)})"

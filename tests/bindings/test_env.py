@@ -43,6 +43,10 @@ def test_a_misspelt_name_is_answered_with_the_nearest_and_every_name_never_a_val
         env.DATABASE_URL  # noqa: B018
     assert "did you mean" not in str(unrelated.value)
     assert "env has: API_TOKEN, GREETING, KV" in str(unrelated.value)
+    with pytest.raises(AttributeError) as no_ai:
+        env.AI  # noqa: B018
+    assert "declare the AI binding in the project's config (ai: {binding: AI}" in str(no_ai.value)
+    assert "declare" not in str(unrelated.value)
     with pytest.raises(AttributeError) as empty:
         Env({}, {}, {}).KV  # noqa: B018
     assert "env has no bindings, vars or secrets" in str(empty.value)
