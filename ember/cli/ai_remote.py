@@ -9,6 +9,7 @@ the start of its body, and what was expected there. Never a traceback.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 import httpx
 
 from ember.cli.failure import RemoteFailure, Unreachable
+from ember.cli.platform_client import resolve_platform
+from ember.errors import EmberError
 
 EXPECTED = "ember's AI API (ember dev / ember serve with an ai binding, or ember models serve)"
 EXCERPT_CHARS = 80  # enough to recognise a page or a greeting, short enough for one line
@@ -90,7 +93,29 @@ def auth_refused(url: str, response: httpx.Response, body: bytes) -> Exception |
         code,
         f"{url} answered {response.status_code} ({said}); its AI API needs an account's token: "
         f"ember login --platform {url} --token TOKEN (the platform's operator creates accounts "
-        "and tokens with ember accounts create)",
+        f"and tokens with ember accounts create){_unsent_token_note(url)}",
+    )
+
+
+def _unsent_token_note(url: str) -> str:
+    """Why a set EMBER_API_TOKEN was not sent: it belongs to $EMBER_PLATFORM only (sending it
+    to whatever --url names would hand it to any server), which is not ``url``."""
+    if not os.environ.get("EMBER_API_TOKEN"):
+        return ""
+    try:
+        if resolve_platform(url) == resolve_platform(None):
+            return ""  # it was sent, and refused
+        configured = resolve_platform(None)
+    except EmberError:
+        return ""
+    where = (
+        f"EMBER_PLATFORM is {configured}"
+        if os.environ.get("EMBER_PLATFORM")
+        else f"EMBER_PLATFORM is unset, so {configured}"
+    )
+    return (
+        f". EMBER_API_TOKEN is set but was not sent: it goes only to $EMBER_PLATFORM ({where}); "
+        f"EMBER_PLATFORM={url} sends it here"
     )
 
 

@@ -8,8 +8,10 @@ import json
 import threading
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
+from ember.cli.ai_remote import auth_refused
 from ember.cli.session import saved_credentials
 
 
@@ -53,3 +55,26 @@ def test_the_env_token_goes_only_to_the_configured_platform(
     found = saved_credentials(recorder)
     assert found is not None and (found.token, found.account_id) == ("ember_secret", "acc1")
     assert _Recorder.seen == ["Bearer ember_secret"]
+
+
+def test_a_refusal_says_when_the_env_token_was_kept_from_that_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 401 from a URL other than $EMBER_PLATFORM, with EMBER_API_TOKEN set, says the token was
+    not sent and how to send it: the login hint alone pointed at what the user had already done."""
+    url = "http://127.0.0.1:18790"
+    body = b'{"success": false, "errors": [{"code": 10000, "message": "Authentication error"}]}'
+    response = httpx.Response(401, content=body)
+    monkeypatch.setenv("EMBER_API_TOKEN", "ember_secret")
+    monkeypatch.delenv("EMBER_PLATFORM", raising=False)
+    refused = str(auth_refused(url, response, body))
+    assert "10000: Authentication error" in refused and "ember login --platform" in refused
+    assert "EMBER_API_TOKEN is set but was not sent" in refused, refused
+    assert "EMBER_PLATFORM is unset" in refused and f"EMBER_PLATFORM={url} sends it" in refused
+    monkeypatch.setenv("EMBER_PLATFORM", "http://127.0.0.1:9")
+    assert "EMBER_PLATFORM is http://127.0.0.1:9" in str(auth_refused(url, response, body))
+    monkeypatch.setenv("EMBER_PLATFORM", url)  # sent, and refused: nothing to add
+    assert "not sent" not in str(auth_refused(url, response, body))
+    monkeypatch.delenv("EMBER_API_TOKEN")
+    assert "EMBER_API_TOKEN" not in str(auth_refused(url, response, body))
+    assert "secret" not in refused
