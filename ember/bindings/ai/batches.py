@@ -5,14 +5,17 @@ the background (a few requests at a time, through the same pool as everything el
 ``env.AI.run(model, {"request_id": id})`` polls it: ``{"status": "queued" | "running", ...}``
 until it is done, then ``{"responses": [{"id", "result", "success", "external_reference"}],
 "usage": {...}}``. A request id is visible only to the tenant that queued it. Batches live in
-memory (lost when the supervisor stops), at most ``MAX_PER_TENANT`` per tenant; finished ones are
-kept for ``KEEP_DONE_S``, or until a new batch needs the room (the oldest finished go first).
+memory (lost when the supervisor stops), at most ``MAX_PER_TENANT`` and ``MAX_TENANT_BYTES`` per
+tenant and ``MAX_TOTAL_BYTES`` in all (a request's inputs count until it has run, then its
+answer); finished ones are kept for ``KEEP_DONE_S``, or until a new batch of the same tenant needs
+the room (the oldest finished go first: never another tenant's).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,15 +25,20 @@ from typing import Any
 from ember.bindings.ai.failures import failure_of
 from ember.bindings.ai.tenant import describe_scope
 from ember.errors import InvalidModelInput
-from ember.models.api.errors import InvalidRequestField
+from ember.models.api.errors import OUT_OF_CAPACITY, InvalidRequestField
 from ember.models.api.fields import describe
-from ember.models.pool.errors import QUOTA_EXCEEDED, quota_exceeded
+from ember.models.pool.errors import QUOTA_EXCEEDED, CapacityExceeded, quota_exceeded
 
 MAX_REQUESTS = 1000
 MAX_PER_TENANT = 64
 KEEP_DONE_S = 3600.0
 PARALLEL = 2
 WAIT_FOR_SHARE_S = 600.0  # how long an item refused with 3036 keeps trying
+# Bytes kept in the supervisor's memory (JSON of the inputs not yet run and of the answers):
+# 64 batches of ~10 MB each held ~700 MiB of one tenant's inputs until they finished.
+MAX_TENANT_BYTES = 64 * 2**20
+MAX_TOTAL_BYTES = 512 * 2**20
+FULL_RETRY_AFTER_S = 60.0
 
 # (tenant, model, request): the tenant's requests share the model with its other calls.
 RunOne = Callable[[str, str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
@@ -41,8 +49,10 @@ class _Batch:
     request_id: str
     tenant: str
     model: str
-    requests: list[dict[str, Any]]
+    requests: list[dict[str, Any] | None]  # None once run: its inputs are not kept
+    sizes: list[int]  # bytes of each request's inputs
     status: str = "queued"
+    held: int = 0  # bytes kept: inputs not yet run, answers
     responses: list[dict[str, Any] | None] = field(default_factory=list)
     finished: float | None = None
     task: asyncio.Task[None] | None = None
@@ -72,6 +82,8 @@ class BatchQueue:
             )
         for index, request in enumerate(requests):
             validate(request, f"/requests/{index}")
+        sizes = [_json_bytes(r) for r in requests]
+        incoming = sum(sizes)
         self._expire()
         mine = [b for b in self._batches.values() if b.tenant == tenant]
         unfinished = sum(b.finished is None for b in mine)
@@ -85,11 +97,37 @@ class BatchQueue:
                 60.0,
             )
         # Finished batches wait to be polled for KEEP_DONE_S, but never lock the tenant out:
-        # past the bound the oldest finished ones make room (memory stays bounded either way).
+        # past the bounds the oldest finished ones make room (memory stays bounded either way).
         finished = sorted((b for b in mine if b.finished is not None), key=lambda b: b.finished)
-        for batch in finished[: max(0, len(mine) + 1 - MAX_PER_TENANT)]:
+        kept, count = sum(b.held for b in mine), len(mine)
+        for batch in finished:
+            if count < MAX_PER_TENANT and kept + incoming <= MAX_TENANT_BYTES:
+                break
             del self._batches[batch.request_id]
-        batch = _Batch(f"{secrets.token_hex(16)}", tenant, model, [dict(r) for r in requests])
+            kept, count = kept - batch.held, count - 1
+        if kept + incoming > MAX_TENANT_BYTES:
+            raise quota_exceeded(
+                "bytes of queued AI batches",
+                kept + incoming,
+                MAX_TENANT_BYTES,
+                f"Account limited: {describe_scope(tenant)} holds {kept:,} bytes of batches "
+                f"queued or running, and this one is {incoming:,} (at most "
+                f"{MAX_TENANT_BYTES:,} bytes of requests and answers); room is made as they run.",
+                FULL_RETRY_AFTER_S,
+            )
+        total = sum(b.held for b in self._batches.values())
+        if total + incoming > MAX_TOTAL_BYTES:
+            raise CapacityExceeded(
+                OUT_OF_CAPACITY,
+                limit="bytes of queued AI batches, all accounts",
+                observed=total + incoming,
+                maximum=MAX_TOTAL_BYTES,
+                retry_after=FULL_RETRY_AFTER_S,
+            )
+        batch = _Batch(
+            f"{secrets.token_hex(16)}", tenant, model, [dict(r) for r in requests], sizes
+        )
+        batch.held = incoming
         batch.responses = [None] * len(requests)
         batch.task = asyncio.ensure_future(self._run(batch))
         self._batches[batch.request_id] = batch
@@ -126,6 +164,7 @@ class BatchQueue:
 
         async def one(index: int) -> None:
             request = batch.requests[index]
+            assert request is not None  # each index runs once
             reference = request.pop("external_reference", None)
             entry: dict[str, Any] = {"id": index, "external_reference": reference}
             async with slots:
@@ -149,7 +188,9 @@ class BatchQueue:
                             {"code": failure.code.code, "message": failure.description}
                         ]
                         break
+            batch.requests[index] = None
             batch.responses[index] = entry
+            batch.held += _json_bytes(entry) - batch.sizes[index]
 
         await asyncio.gather(*(one(i) for i in range(len(batch.requests))))
         batch.status = "done"
@@ -170,3 +211,8 @@ class BatchQueue:
             with contextlib.suppress(BaseException):
                 await task
         self._batches.clear()
+
+
+def _json_bytes(value: object) -> int:
+    """What ``value`` weighs as JSON (it came as JSON, and goes back as JSON)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ember.bindings.ai import batches
 from ember.bindings.ai.batches import MAX_PER_TENANT, BatchQueue
 from ember.errors import EmberError
 
@@ -86,6 +87,52 @@ def test_an_item_over_its_accounts_share_waits_for_it_instead_of_failing() -> No
         await settle(queue, [request_id])
         (entry,) = queue.poll("t", MODEL, request_id)["responses"]
         assert entry["success"] is True and entry["result"] == {"response": "ok"}, entry
+        await queue.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_tenants_batches_are_bounded_by_bytes_and_an_item_run_lets_its_inputs_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """review22: 64 batches of ~10 MB each held ~700 MiB of one account's inputs. A tenant's
+    kept bytes (inputs not yet run, answers) are bounded; a run item's inputs are dropped, so a
+    running batch makes room as it goes; finished batches make room oldest first, and every
+    tenant together is bounded too (3040), without touching another tenant's batches."""
+    monkeypatch.setattr(batches, "MAX_TENANT_BYTES", 10_000)
+    monkeypatch.setattr(batches, "MAX_TOTAL_BYTES", 22_000)
+    big = {"requests": [{"prompt": "x" * 3_000}, {"prompt": "y" * 3_000}]}  # ~6 KB
+
+    async def scenario() -> None:
+        gates: list[asyncio.Event] = []
+
+        async def hold(tenant: str, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+            gates.append(asyncio.Event())
+            await gates[-1].wait()
+            return {"response": "ok"}
+
+        queue = BatchQueue(hold)
+        first = queue.submit("t", MODEL, big, accept)["request_id"]
+        with pytest.raises(EmberError, match="bytes of batches queued or running") as full:
+            queue.submit("t", MODEL, big, accept)
+        assert full.value.retry_after and "at most 10,000 bytes" in str(full.value)
+        while len(gates) < 2:
+            await asyncio.sleep(0.001)
+        gates[0].set()  # one of the two items runs: its 3 KB of inputs go, a small answer stays
+        while queue.poll("t", MODEL, first)["completed"] < 1:
+            await asyncio.sleep(0.001)
+        second = queue.submit("t", MODEL, {"requests": [{"prompt": "z" * 3_000}]}, accept)
+        assert second["status"] == "queued"
+        for tenant in ("u", "v", "w"):  # t holds ~6 KB; u and v 6 KB each; w would pass 22 KB
+            if tenant == "w":
+                with pytest.raises(EmberError, match="3040") as capacity:
+                    queue.submit(tenant, MODEL, big, accept)
+                assert "all accounts" in capacity.value.limit, capacity.value.limit
+            else:
+                queue.submit(tenant, MODEL, big, accept)
+        assert queue.poll("t", MODEL, first)["status"] == "running"  # nobody else's was dropped
+        for gate in gates:
+            gate.set()
         await queue.aclose()
 
     asyncio.run(scenario())
