@@ -18,9 +18,12 @@ Requests still being taken in (``expect``) and a burst's stragglers hold the nex
 within bounds: ``intake_hold.py`` says when and for how long.
 
 A request whose iterator is closed before it finished (the client disconnected, the task was
-cancelled) is aborted. An error that ends one request (``KVIntegrityError`` after its retries,
-``KVCacheExhausted``) is raised from that request's iterator only; if the engine loop itself fails,
-every open request gets a ``BackendError`` naming the cause, and new requests are refused.
+cancelled) is aborted, and its id stays taken until the engine has let the request go (the next
+step): a new request under that id waits for it (``DRAIN_WAIT_S``) instead of colliding with the
+ended one in the engine or receiving its last output. An error that ends one request
+(``KVIntegrityError`` after its retries, ``KVCacheExhausted``) is raised from that request's
+iterator only; if the engine loop itself fails, every open request gets a ``BackendError``
+naming the cause, and new requests are refused.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from ember.models.engine.engine_commands import (
     OutputStream,
     StopEngine,
     WakeEngine,
+    put_all,
+    resolve_flush,
 )
 from ember.models.engine.engine_types import FlushResult, RequestOutput
 from ember.models.engine.intake_hold import (
@@ -53,6 +58,10 @@ from ember.models.engine.intake_hold import (
 from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.sequence import StopCriteria
 from ember.models.sampling import SamplingParams
+
+# How long a request waits for an earlier one under its id, whose client left, to be let go:
+# one step, which a long prefill can stretch; past it the id is "in use".
+DRAIN_WAIT_S = 10.0
 
 
 class AsyncEngine:
@@ -74,7 +83,9 @@ class AsyncEngine:
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._flushes: list[FlushCache] = []  # engine thread only: waiting for the engine to idle
         self._streams: dict[str, OutputStream] = {}
-        self._lock = threading.Lock()  # guards _streams, _failure and the intake's announcements
+        # Ids whose stream was closed before the end, until the engine has let the request go.
+        self._draining: set[str] = set()
+        self._lock = threading.Lock()  # guards _streams, _draining, _failure, the announcements
         self._failure: BaseException | None = None
         self._intake = IntakeHold(HoldSettings(hold_max_s, hold_steps, expect_for_s, burst_gap_s))
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -99,13 +110,14 @@ class AsyncEngine:
             self.forget(request_id)
             raise
         stream = OutputStream(asyncio.get_running_loop(), asyncio.Queue())
+        await self._drained(request_id)
         with self._lock:
             # No longer expected and its command queued in one step for the engine thread: a
             # hold sees the announcement or the command, never neither.
             self._intake.submitted(request_id)
             if self._failure is not None:
                 raise BackendError(f"the engine is not running: {self._failure}")
-            if request_id in self._streams:
+            if request_id in self._streams or request_id in self._draining:
                 raise InvalidModelInput("request_id", f"request id {request_id!r} is in use")
             self._streams[request_id] = stream
             self._commands.put(AddRequest(request_id, prepared))
@@ -126,8 +138,22 @@ class AsyncEngine:
         finally:
             with self._lock:
                 self._streams.pop(request_id, None)
+                if not finished:
+                    self._draining.add(request_id)
             if not finished:
-                self._commands.put(AbortRequest(request_id))
+                self._commands.put(AbortRequest(request_id, left=True))
+
+    async def _drained(self, request_id: str) -> None:
+        """Wait (up to ``DRAIN_WAIT_S``) while an earlier request under this id, whose client
+        left, is still in the engine."""
+        deadline = time.monotonic() + DRAIN_WAIT_S
+        pause = 0.001
+        while time.monotonic() < deadline:
+            with self._lock:
+                if request_id not in self._draining or self._failure is not None:
+                    return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.02)
 
     def in_progress(self, request_id: str) -> bool:
         """Whether a request with this id is submitted and not over: its id is taken."""
@@ -208,7 +234,10 @@ class AsyncEngine:
             self._try_flushes()
             return
         if isinstance(command, AbortRequest):
-            engine.abort(command.request_id, reason=command.reason)
+            ended = engine.abort(command.request_id, reason=command.reason)
+            if command.left and not ended:  # never reached the engine, or already over
+                with self._lock:
+                    self._draining.discard(command.request_id)
             return
         with self._lock:
             wanted = command.request_id in self._streams
@@ -323,7 +352,7 @@ class AsyncEngine:
         for flush in self._flushes:
             result = self.engine.flush_cache()
             if result.flushed or now >= flush.deadline:
-                _resolve(flush.loop, flush.future, result)
+                resolve_flush(flush.loop, flush.future, result)
             else:
                 waiting.append(flush)
         self._flushes = waiting
@@ -331,7 +360,7 @@ class AsyncEngine:
     def _fail_all(self, failure: BackendError) -> None:
         flushes, self._flushes = self._flushes, []
         for flush in flushes:
-            _resolve(flush.loop, flush.future, failure)
+            resolve_flush(flush.loop, flush.future, failure)
         with self._lock:
             self._failure = failure
             streams = list(self._streams.values())
@@ -345,12 +374,15 @@ class AsyncEngine:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[OutputStream, RequestOutput]]] = {}
         with self._lock:
             for output in outputs:
+                if output.finished and output.request_id in self._draining:
+                    self._draining.discard(output.request_id)  # let go: the id is free
+                    continue
                 stream = self._streams.get(output.request_id)
                 if stream is not None:
                     by_loop.setdefault(stream.loop, []).append((stream, output))
         for loop, items in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_put_all, items)
+                loop.call_soon_threadsafe(put_all, items)
             except RuntimeError:
                 pass  # that event loop is closed: its requests were abandoned
 
@@ -359,27 +391,3 @@ class AsyncEngine:
             stream = self._streams.get(request_id)
         if stream is not None:
             stream.loop.call_soon_threadsafe(stream.queue.put_nowait, error)
-
-
-def _resolve(
-    loop: asyncio.AbstractEventLoop,
-    future: asyncio.Future[FlushResult],
-    outcome: FlushResult | BaseException,
-) -> None:
-    def settle() -> None:
-        if future.done():
-            return  # the caller went away
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
-
-    try:
-        loop.call_soon_threadsafe(settle)
-    except RuntimeError:
-        pass  # that event loop is closed
-
-
-def _put_all(items: list[tuple[OutputStream, RequestOutput]]) -> None:
-    for stream, output in items:
-        stream.queue.put_nowait(output)

@@ -19,6 +19,7 @@ class AddRequest:
 class AbortRequest:
     request_id: str
     reason: str = "abort"
+    left: bool = False  # its stream was closed: the id is draining until the engine lets it go
 
 
 class StopEngine:
@@ -46,3 +47,30 @@ class OutputStream:
 
 # Everything the engine thread's queue carries.
 Command = AddRequest | AbortRequest | WakeEngine | FlushCache | StopEngine
+
+
+def resolve_flush(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[FlushResult],
+    outcome: FlushResult | BaseException,
+) -> None:
+    """Settle a flush's future on its own loop, from the engine thread."""
+
+    def settle() -> None:
+        if future.done():
+            return  # the caller went away
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    try:
+        loop.call_soon_threadsafe(settle)
+    except RuntimeError:
+        pass  # that event loop is closed
+
+
+def put_all(items: list[tuple[OutputStream, RequestOutput]]) -> None:
+    """On a stream's loop: queue one step's outputs for their streams."""
+    for stream, output in items:
+        stream.queue.put_nowait(output)

@@ -68,6 +68,31 @@ def test_leaving_the_stream_early_aborts_and_frees_pages(engine: AsyncEngine) ->
     assert stats.running == 0 and stats.pages_used == 0
 
 
+def test_an_id_whose_client_left_is_reusable_at_once_and_gets_none_of_the_old_output(
+    engine: AsyncEngine, toy: ToyModel
+) -> None:
+    """review21: a client leaves and its request id is sent again at once (SGLang's rid, a
+    retry): the ended request is still in the engine until its next step collects it. The new
+    one waits for that and runs in full, never rejected as in use nor handed the old one's end."""
+
+    async def main() -> None:
+        for trial in range(20):
+            stream = engine.generate("x", [1, 2, 3], StopCriteria(max_tokens=400))
+            await stream.__anext__()
+            await stream.aclose()  # the client went away
+            prompt = [4, 5, trial % 7 + 1]
+            tokens, last = [], None
+            async for out in engine.generate("x", prompt, StopCriteria(max_tokens=5)):
+                tokens.extend(out.new_token_ids)
+                last = out
+            assert tokens == greedy_reference(toy, prompt, 5), trial
+            assert last.finish_reason == "length" and last.usage.prompt_tokens == 3
+
+    asyncio.run(main())
+    stats = engine.engine.stats
+    assert stats.running == 0 and stats.pages_used == 0
+
+
 def test_abort_all_ends_running_and_waiting_requests_with_abort() -> None:
     toy = ToyModel(ToyConfig(kind="mla"), seed=4)
     config = EngineConfig(max_total_tokens=1024, page_size=4, max_num_seqs=1, max_model_len=512)
