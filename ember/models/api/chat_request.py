@@ -46,7 +46,12 @@ from ember.models.api.tools import (
     parse_tool_choice,
     parse_tools,
 )
-from ember.models.api.vllm_fields import generation_prompt, token_bans, truncate_prompt_tokens
+from ember.models.api.vllm_fields import (
+    cache_salt,
+    generation_prompt,
+    token_bans,
+    truncate_prompt_tokens,
+)
 
 Dialect = Literal["openai", "workers"]
 # Workers AI's schema for Kimi and GLM (reference/workers-api.md §1.4); SGLang has no cap.
@@ -130,6 +135,7 @@ class ChatRequest:
     add_generation_prompt: bool = True
     continue_final_message: bool = False
     truncate_prompt_tokens: int | None = None
+    cache_salt: str | None = None  # vLLM's: prefix-cache pages shared only under the same salt
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -319,7 +325,7 @@ def parse_chat_request(
     response_format = parse_response_format(data.get("response_format"), "/response_format")
     tool_choice = parse_tool_choice(data.get("tool_choice"), "/tool_choice", tools)
     regex = None
-    generation, continue_final, truncate = True, False, None
+    generation, continue_final, truncate, salt = True, False, None, None
     if dialect == "openai":  # vLLM's and SGLang's fields (guided_fields, server_fields...)
         response_format = json_format(data, "", response_format)
         regex = regex_field(data)
@@ -327,6 +333,7 @@ def parse_chat_request(
         sampling = replace(sampling, **token_bans(data))
         generation, continue_final = generation_prompt(data, messages[-1].text())
         truncate = truncate_prompt_tokens(data)
+        salt = cache_salt(data)
     if regex is not None:
         _regex_alone(response_format, tool_choice)
     return ChatRequest(
@@ -361,6 +368,7 @@ def parse_chat_request(
         add_generation_prompt=generation,
         continue_final_message=continue_final,
         truncate_prompt_tokens=truncate,
+        cache_salt=salt,
     )
 
 

@@ -37,7 +37,7 @@ from ember.models.api.request_options import (
 )
 from ember.models.api.server_fields import include_stop_str, refuse_unsupported
 from ember.models.api.tools import ResponseFormat, parse_response_format
-from ember.models.api.vllm_fields import token_bans, truncate_prompt_tokens
+from ember.models.api.vllm_fields import cache_salt, token_bans, truncate_prompt_tokens
 from ember.models.constrain.schema_check import check_schema
 
 OPENAI_COMPLETION_MAX_TOKENS = 16
@@ -67,6 +67,7 @@ class CompletionRequest:
     n: int = 1  # choices for the prompt
     include_stop_str: bool = False  # vLLM's include_stop_str_in_output, SGLang's no_stop_trim
     truncate_prompt_tokens: int | None = None  # vLLM's: feed only the last k (-1: context)
+    cache_salt: str | None = None  # vLLM's: prefix-cache pages shared only under the same salt
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class GenerateRequest:
     # The prompt came as a batch (["text"], [[ids]]): SGLang then answers with a list.
     batched: bool = False
     n: int = 1  # sampling_params.n: SGLang answers n > 1 with a list, one entry per choice
+    cache_salt: str | None = None  # SGLang's: prefix-cache pages shared only under the same salt
 
 
 def _is_zero(value: object) -> bool:
@@ -211,6 +213,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         n=n,
         include_stop_str=include_stop_str(data),
         truncate_prompt_tokens=truncate_prompt_tokens(data),
+        cache_salt=cache_salt(data),
     )
 
 
@@ -358,4 +361,5 @@ def parse_generate_request(body: object) -> GenerateRequest:
         no_stop_trim=optional_bool(params, "no_stop_trim", "/sampling_params", False),
         batched=batched,
         n=n or 1,
+        cache_salt=cache_salt(data, empty_is_none=True),
     )

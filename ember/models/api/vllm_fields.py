@@ -6,6 +6,9 @@
   and without a leading space (``sampling/bans.py``);
 - ``truncate_prompt_tokens``: only the prompt's last k tokens are fed (chat: of the rendered
   template); -1 keeps the context length's worth, more than the context length is a 400;
+- ``cache_salt``: the request shares prefix-cache pages only with requests of the same salt
+  (a string of 1 to ``MAX_CACHE_SALT`` characters; SGLang's ``/generate`` reads the same name,
+  and there an empty string means none, as SGLang has it);
 - chat's ``add_generation_prompt`` (default true) and ``continue_final_message`` (the prompt
   ends inside the final message, which the model continues), read as ``/tokenize`` reads them so
   that both agree on the prompt: continuing turns the generation prompt off unless the request
@@ -21,7 +24,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from ember.models.api.errors import InvalidRequestField
-from ember.models.api.fields import at, describe, optional_bool, optional_int, token_id_list
+from ember.models.api.fields import (
+    at,
+    describe,
+    optional_bool,
+    optional_int,
+    token_id_list,
+    wrong_type,
+)
+
+# Long enough for any tenant id or digest a gateway sends (``ember serve`` sends 64 hex
+# characters), short enough that a salt costs nothing to hash and keep per cached page.
+MAX_CACHE_SALT = 1024
 
 
 def token_bans(data: Mapping[str, Any], path: str = "") -> dict[str, Any]:
@@ -76,3 +90,25 @@ def generation_prompt(data: Mapping[str, Any], final_text: str) -> tuple[bool, b
             "/messages", "a final message with text to continue", "an empty final message"
         )
     return generation, continue_final
+
+
+def cache_salt(data: Mapping[str, Any], path: str = "", empty_is_none: bool = False) -> str | None:
+    """vLLM's (and SGLang's) ``cache_salt``: None when left out. vLLM refuses an empty salt;
+    SGLang's ``/generate`` takes it as none (``empty_is_none``)."""
+    value = data.get("cache_salt")
+    where = at(path, "cache_salt")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise wrong_type(where, f"a string of 1 to {MAX_CACHE_SALT} characters", value)
+    if value == "":
+        if empty_is_none:
+            return None
+        raise InvalidRequestField(
+            where, f"a string of 1 to {MAX_CACHE_SALT} characters", "an empty string"
+        )
+    if len(value) > MAX_CACHE_SALT:
+        raise InvalidRequestField(
+            where, f"a string of 1 to {MAX_CACHE_SALT} characters", f"{len(value)} characters"
+        )
+    return value

@@ -99,13 +99,18 @@ class AsyncEngine:
         prompt_token_ids: list[int],
         stop: StopCriteria | None = None,
         sampling: SamplingParams | None = None,
+        *,
+        cache_salt: str | None = None,
     ) -> AsyncIterator[RequestOutput]:
-        """Stream a request's outputs; it is submitted on the first iteration.
+        """Stream a request's outputs; it is submitted on the first iteration. ``cache_salt``:
+        the request shares prefix-cache pages only with requests of the same salt.
 
         Leaving the loop early (``break``, ``aclose()``, task cancellation) aborts the request.
         """
         try:
-            prepared = self.engine.prepare_request(prompt_token_ids, stop, sampling)
+            prepared = self.engine.prepare_request(
+                prompt_token_ids, stop, sampling, cache_salt=cache_salt
+            )
         except BaseException:
             self.forget(request_id)
             raise

@@ -3,7 +3,10 @@
 Prefix cache. A full page is registered under its key, the sequence's chain hash at the page's
 last token. A lookup never trusts the key alone: a hit must also have
 
-- exactly the same ``page_size`` token ids as the request at that page (compared one by one), and
+- exactly the same ``page_size`` token ids as the request at that page (compared one by one),
+- the same ``cache_salt`` (vLLM's request field; ``ember serve`` gives each account its own):
+  requests of different salts, or a salted and an unsalted one, never share a page, whatever
+  their hashes (which start from the salt too, so they do not even meet), and
 - the same parent: the page that preceded it when it was computed, still holding the same content
   (its ``generation`` has not moved since), which the walk has just validated the same way.
 
@@ -41,6 +44,7 @@ class Page:
     token_ids: tuple[int, ...] = ()
     parent: int = -1  # the page before this one when it was computed (-1: first page)
     parent_generation: int = -1
+    salt: str | None = None  # the cache_salt of the request that computed it
 
 
 @dataclass(slots=True)
@@ -105,6 +109,7 @@ class BlockManager:
             max_pages = min(max_pages, wanted // size)
         chain = seq.chain
         tokens = seq.token_ids
+        salt = seq.cache_salt
         matched: list[int] = []
         parent, parent_generation = -1, -1
         for i in range(max_pages):
@@ -115,6 +120,7 @@ class BlockManager:
             if (
                 page.parent != parent
                 or page.parent_generation != parent_generation
+                or page.salt != salt
                 or page.token_ids != tuple(tokens[i * size : (i + 1) * size])
             ):
                 break
@@ -168,6 +174,7 @@ class BlockManager:
                 self.invalidate(page.page_id)
                 page.key = key
                 page.token_ids = tuple(seq.token_ids[i * size : (i + 1) * size])
+                page.salt = seq.cache_salt
                 if i:
                     parent = self.pages[seq.block_table[i - 1]]
                     page.parent, page.parent_generation = parent.page_id, parent.generation

@@ -45,6 +45,7 @@ class PreparedRequest:
     stop: StopCriteria
     state: SamplingState | None
     prompt_logprobs: PromptLogprobSpec | None = None
+    cache_salt: str | None = None  # shares prefix-cache pages only with the same salt
 
 
 @dataclass(slots=True)

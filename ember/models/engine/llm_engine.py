@@ -111,6 +111,7 @@ class LLMEngine:
         sampling: SamplingParams | None = None,
         *,
         prompt_logprobs: PromptLogprobSpec | None = None,
+        cache_salt: str | None = None,
     ) -> PreparedRequest:
         """Validate a request and derive what the engine keeps for it; safe from any thread.
 
@@ -121,7 +122,13 @@ class LLMEngine:
         0 is a prompt-only pass: the request finishes (``length``) when its prefill is done,
         with no token (scoring a prompt with its prompt logprobs). ``prompt_logprobs``
         (default: from ``sampling.prompt_logprobs``) asks for the prompt's logprobs.
+        ``cache_salt`` (vLLM's field): the request reuses prefix-cache pages only of requests
+        with the same salt (``block_manager``), and no unsalted request reuses its pages.
         """
+        if cache_salt is not None and not isinstance(cache_salt, str):
+            raise InvalidModelInput(
+                "cache_salt", f"cache_salt must be a string, got {type(cache_salt).__name__}"
+            )
         if not prompt_token_ids:
             raise InvalidModelInput("prompt", "the prompt has no tokens; expected at least one")
         room = self.max_model_len - len(prompt_token_ids)
@@ -157,7 +164,7 @@ class LLMEngine:
             prompt_logprobs = PromptLogprobSpec(
                 sampling.prompt_logprobs_start, sampling.prompt_logprobs
             )
-        return PreparedRequest(list(prompt_token_ids), stop, state, prompt_logprobs)
+        return PreparedRequest(list(prompt_token_ids), stop, state, prompt_logprobs, cache_salt)
 
     def add_request(
         self,
@@ -167,9 +174,10 @@ class LLMEngine:
         sampling: SamplingParams | None = None,
         *,
         prompt_logprobs: PromptLogprobSpec | None = None,
+        cache_salt: str | None = None,
     ) -> None:
         request = self.prepare_request(
-            prompt_token_ids, stop, sampling, prompt_logprobs=prompt_logprobs
+            prompt_token_ids, stop, sampling, prompt_logprobs=prompt_logprobs, cache_salt=cache_salt
         )
         self.add_prepared(request_id, request)
 
@@ -183,6 +191,7 @@ class LLMEngine:
             request.stop,
             request.state,
             request.prompt_logprobs,
+            cache_salt=request.cache_salt,
         )
         if seq.prompt_logprob_position is not None:
             self._num_prompt_logprob_seqs += 1

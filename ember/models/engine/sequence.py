@@ -3,8 +3,9 @@
 A sequence's KV lives in ``block_table`` (page ids, in order); ``num_computed_tokens`` of its
 tokens have cache entries. During decode ``len(token_ids) == num_computed_tokens + 1``: the last
 sampled token's entry is written by the next forward. The sequence also keeps its token chain
-(``chain[i]`` hashes tokens ``0..i`` with their positions): the prefix-cache key of a full page
-and the integrity sidecar's expectation for every slot it reads.
+(``chain[i]`` hashes tokens ``0..i`` with their positions, from a seed that is the request's
+``cache_salt``'s): the prefix-cache key of a full page and the integrity sidecar's expectation for
+every slot it reads.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember.models.engine.logprob_types import PromptLogprobSpec, PromptTokenLogprob
-from ember.models.kv.integrity import CHAIN_SEED, chain_step
+from ember.models.kv.integrity import chain_seed, chain_step
 
 
 class SequenceStatus(enum.Enum):
@@ -67,6 +68,8 @@ class Sequence:
         "prompt_logprob_spec",
         "prompt_logprobs",
         "prompt_logprobs_sent",
+        "cache_salt",
+        "chain_seed",
     )
 
     def __init__(
@@ -77,6 +80,8 @@ class Sequence:
         stop: StopCriteria,
         sampling: object = None,
         prompt_logprob_spec: PromptLogprobSpec | None = None,
+        *,
+        cache_salt: str | None = None,
     ) -> None:
         self.seq_id = seq_id
         self.request_id = request_id
@@ -108,7 +113,11 @@ class Sequence:
         # loop); kept with every reallocation.
         self.chain_address: int = self.chain_buffer.ctypes.data
         self.chain_capacity = len(self.chain_buffer)
-        prev = CHAIN_SEED
+        # Pages are shared only between requests of the same salt (vLLM's cache_salt): the
+        # block manager compares it, and the chain starts from it.
+        self.cache_salt = cache_salt
+        self.chain_seed = chain_seed(cache_salt)
+        prev = self.chain_seed
         for position, token in enumerate(prompt_token_ids):
             prev = chain_step(prev, token, position)
             self.chain_buffer[position] = prev
@@ -164,7 +173,7 @@ class Sequence:
             self.chain_buffer = grown
             self.chain_address = grown.ctypes.data
             self.chain_capacity = len(grown)
-        prev = int(self.chain_buffer[position - 1]) if position else CHAIN_SEED
+        prev = int(self.chain_buffer[position - 1]) if position else self.chain_seed
         self.chain_buffer[position] = chain_step(prev, token, position)
         self.token_ids.append(token)
 

@@ -23,12 +23,23 @@ corruption (a flipped bit: the digest no longer matches), and a stale prefix-cac
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
 _MASK64 = (1 << 64) - 1
 CHAIN_SEED = 0x6A09E667F3BCC908  # the chain of an empty sequence
+
+
+def chain_seed(cache_salt: str | None) -> int:
+    """The chain of an empty sequence under ``cache_salt`` (vLLM's request field): every key and
+    stamp of a salted request differs from the first token on, so requests of different salts
+    never share a prefix-cache page. No salt: ``CHAIN_SEED``, the chains as they always were."""
+    if cache_salt is None:
+        return CHAIN_SEED
+    digest = hashlib.blake2b(cache_salt.encode("utf-8"), digest_size=8, person=b"ember-salt")
+    return chain_step(CHAIN_SEED, int.from_bytes(digest.digest(), "little"), -1)
 
 
 def chain_step(prev: int, token: int, position: int) -> int:

@@ -88,7 +88,11 @@ async def completions(request: Request) -> Response:
             skip_special_tokens=completion.skip_special_tokens,
             fields=COMPLETION_FIELDS,
         )
-        generation = replace(generation, include_stop_str=completion.include_stop_str)
+        generation = replace(
+            generation,
+            include_stop_str=completion.include_stop_str,
+            cache_salt=completion.cache_salt,
+        )
         check_choices_fit(served, generation, completion.n, completion.sampling.max_tokens)
     except BaseException:
         served.engine.forget(request_id)

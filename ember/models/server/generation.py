@@ -49,6 +49,8 @@ class GenerationInput:
     # vLLM's include_stop_str_in_output (SGLang's no_stop_trim): the stop string, or the stop
     # token's text, that ends the output stays at its end.
     include_stop_str: bool = False
+    # vLLM's and SGLang's cache_salt: prefix-cache pages are shared only under the same salt.
+    cache_salt: str | None = None
     arrival: float = field(default_factory=time.perf_counter)
 
 
@@ -79,7 +81,9 @@ def check_request(served: ServedModel, request: GenerationInput) -> None:
         raise InvalidModelInput(
             "prompt", f"token id {bad} is outside the vocabulary (0..{vocab - 1})"
         )
-    served.llm.prepare_request(request.prompt_ids, None, request.params)
+    served.llm.prepare_request(
+        request.prompt_ids, None, request.params, cache_salt=request.cache_salt
+    )
 
 
 def max_tokens_for(
@@ -172,7 +176,9 @@ async def stream_generation(
         raise InvalidModelInput("rid", f"request id {rid!r} is in use by a request in progress")
     if grammar is not None:
         served.sampler.constrain(rid, grammar)
-    stream = served.engine.generate(rid, request.prompt_ids, sampling=params)
+    stream = served.engine.generate(
+        rid, request.prompt_ids, sampling=params, cache_salt=request.cache_salt
+    )
     outcome, cached, last, first = "abort", 0, 0.0, None
     try:
         async for out in stream:

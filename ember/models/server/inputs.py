@@ -109,7 +109,9 @@ def chat_input(
         keep_special=keep,
         fields=RequestFields(max_tokens=f"/{request.max_tokens_field}"),
     )
-    generation = replace(generation, include_stop_str=request.include_stop_str)
+    generation = replace(
+        generation, include_stop_str=request.include_stop_str, cache_salt=request.cache_salt
+    )
     check_choices_fit(served, generation, request.n, request.sampling.max_tokens)
     return ChatInput(generation, readers, reasoning)
 

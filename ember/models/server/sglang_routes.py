@@ -118,7 +118,9 @@ def _input(
         fields=_fields(parsed),
     )
     # SGLang's no_stop_trim: the stop string or stop token's text stays in the text.
-    generation = replace(generation, include_stop_str=parsed.no_stop_trim)
+    generation = replace(
+        generation, include_stop_str=parsed.no_stop_trim, cache_salt=parsed.cache_salt
+    )
     check_choices_fit(served, generation, parsed.n, sampling.max_tokens, "/sampling_params/n")
     return generation
 
