@@ -15,6 +15,7 @@ call (metrics, the operator's log, failures) in ``gateway_accounting.py``, both 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import secrets
@@ -27,6 +28,7 @@ from ember.bindings.ai.answer import AIAnswer, AIRequestFailed, answer_headers, 
 from ember.bindings.ai.answer_stream import AnswerStream, translate
 from ember.bindings.ai.batches import BatchQueue
 from ember.bindings.ai.cache import ResponseCache, cache_key
+from ember.bindings.ai.cache_salt import tenant_salt
 from ember.bindings.ai.call_log import CallObserver, when_done
 from ember.bindings.ai.classic import classic_inputs, classic_limits, classic_result
 from ember.bindings.ai.classic_schema import check_classic
@@ -73,11 +75,13 @@ GATEWAY_KEY = "ai.gateway"
 
 @dataclass(frozen=True, slots=True)
 class GatewayConfig:
-    """The pool, the quotas, and whether projects may configure the pool (``ember dev``)."""
+    """The pool, the quotas, whether projects may configure the pool (``ember dev``), and the
+    key of each tenant's cache salt (``ember serve``'s: ``cache_salt.py``; None: no salt)."""
 
     pool: PoolConfig = field(default_factory=PoolConfig)
     limits: QuotaLimits = field(default_factory=QuotaLimits)
     project_config: bool = True
+    cache_salt_key: bytes | None = field(default=None, repr=False)
 
 
 class AIGateway(GatewayBatches, GatewayAccounting):
@@ -114,7 +118,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
             await self.pool.configure(config.pool)
         if config.limits != self.config.limits:
             self.quotas.limits = config.limits
-        self.config = GatewayConfig(config.pool, config.limits, True)
+        self.config = dataclasses.replace(self.config, pool=config.pool, limits=config.limits)
         if config.pool.settings.start == "eager":
             await self.pool.start()
 
@@ -289,7 +293,11 @@ class AIGateway(GatewayBatches, GatewayAccounting):
                 return cached_answer(request_id, hit.stream, hit.content)
         release = self.quotas.acquire(tenant.quota)
         try:
-            request = options.for_pool(request_id, fairness_of(tenant.data, tenant.running_share))
+            request = options.for_pool(
+                request_id,
+                fairness_of(tenant.data, tenant.running_share),
+                self.cache_salt(tenant.data),
+            )
             if not stream:
                 try:
                     answer = await self.pool.post(model, upstream.path, upstream.body, request)
@@ -350,6 +358,10 @@ class AIGateway(GatewayBatches, GatewayAccounting):
             release,
         )
         return AIAnswer(request_id, 200, answer_headers(request_id, True, key), stream=chunks)
+
+    def cache_salt(self, scope: str) -> str | None:
+        """The ``cache_salt`` of the tenant whose data scope is ``scope`` (``cache_salt.py``)."""
+        return tenant_salt(self.config.cache_salt_key, scope)
 
     def models(self) -> list[dict[str, Any]]:
         """The model list, as ``env.AI.models()`` and ``/ai/v1/models`` report it."""

@@ -50,6 +50,8 @@ class GatewayBatches:
 
         def schema(self, model: str) -> Schema: ...
 
+        def cache_salt(self, scope: str) -> str | None: ...
+
     def _batch(
         self,
         tenant: Tenant,
@@ -114,7 +116,8 @@ class GatewayBatches:
                 defaults=platform_sampling_defaults(classic=classic),
                 **classic_limits(classic),
             )
-        options = RequestOptions(fairness=fairness_of(scope))  # its account's share of the pool
+        # Its account's share of the pool, and its account's part of the prefix cache.
+        options = RequestOptions(fairness=fairness_of(scope), cache_salt=self.cache_salt(scope))
         self.neurons.check(scope)  # run after its caller left: its account's allowance still
         answer = await self.pool.post(model, upstream.path, upstream.body, options)
         if answer.status != 200:

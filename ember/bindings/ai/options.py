@@ -88,15 +88,19 @@ class RunOptions:
             return self.gateway.request_timeout_ms / 1000
         return None
 
-    def for_pool(self, request_id: str, fairness: Fairness) -> RequestOptions:
+    def for_pool(
+        self, request_id: str, fairness: Fairness, cache_salt: str | None = None
+    ) -> RequestOptions:
         """How the pool routes the call: its session, ``rejectIfBusy``, timeout, the headers
-        a replica may see (tagged with ``request_id``) and whose share it takes."""
+        a replica may see (tagged with ``request_id``), whose share it takes and whose part of
+        the replicas' prefix cache it may use (``cache_salt``)."""
         return RequestOptions(
             session=self.session,
             reject_if_busy=self.reject_if_busy,
             headers=traced_headers(self.headers, request_id),
             timeout=self.timeout,
             fairness=fairness,
+            cache_salt=cache_salt,
         )
 
 

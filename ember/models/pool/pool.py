@@ -61,6 +61,9 @@ class RequestOptions:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float | None = None  # None: the pool's request_timeout_s
     fairness: Fairness | None = None  # whose request: its account's cap and turn (fair.py)
+    # Sent as the body's ``cache_salt``: the replica shares prefix-cache pages only between
+    # requests of one salt (the gateway gives each tenant its own: bindings/ai/cache_salt.py).
+    cache_salt: str | None = None
 
 
 class ModelPool(PoolStatus):
@@ -227,7 +230,7 @@ class ModelPool(PoolStatus):
             expiry = loop.call_later(max(0.0, deadline - loop.time()), lease.fail, TIMED_OUT)
             try:
                 return await post_json(
-                    self.http, lease, path, self._named(body, lease), options.headers
+                    self.http, lease, path, self._body(body, lease, options), options.headers
                 )
             except ReplicaUnreachable as exc:
                 if attempt == MAX_CONNECT_RETRIES:
@@ -257,7 +260,7 @@ class ModelPool(PoolStatus):
             opening = loop.call_later(max(0.0, deadline - loop.time()), lease.fail, TIMED_OUT)
             try:
                 events = await open_events(
-                    self.wire, lease, path, self._named(body, lease), options.headers
+                    self.wire, lease, path, self._body(body, lease, options), options.headers
                 )
             except ReplicaUnreachable as exc:
                 lease.release()
@@ -278,10 +281,14 @@ class ModelPool(PoolStatus):
         raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
-    def _named(body: Mapping[str, object], lease: Lease) -> Mapping[str, object]:
-        """The body with ``model`` as this replica serves it."""
+    def _body(
+        body: Mapping[str, object], lease: Lease, options: RequestOptions
+    ) -> Mapping[str, object]:
+        """The body with ``model`` as this replica serves it, and the request's cache salt."""
         if "model" in body and body["model"] != lease.replica.served_name:
-            return {**body, "model": lease.replica.served_name}
+            body = {**body, "model": lease.replica.served_name}
+        if options.cache_salt is not None:
+            body = {**body, "cache_salt": options.cache_salt}
         return body
 
     # -- life cycle -----------------------------------------------------------------------------

@@ -93,7 +93,7 @@ class ControlPlane:
         # One thread compiles every version's _redirects/_headers, at its first asset request
         # (pure Python: several at once on the default executor stalled the serving loop).
         self.rule_compiles = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asset-rules")
-        self._signer = pow.ChallengeSigner(self._meta_secret("pow_key"))
+        self._signer = pow.ChallengeSigner(self.meta_secret("pow_key"))
 
     # -- temporary accounts ---------------------------------------------------------------------
 
@@ -285,7 +285,9 @@ class ControlPlane:
         if self._owns_kv:
             self.kv.close()
 
-    def _meta_secret(self, key: str) -> bytes:
+    def meta_secret(self, key: str) -> bytes:
+        """The platform's secret named ``key`` (32 random bytes made at first use, then kept in
+        its state: the same after a restart)."""
         with self.db.transaction() as conn:
             row = conn.execute("SELECT value FROM platform_meta WHERE key = ?", (key,)).fetchone()
             if row is not None:

@@ -62,6 +62,8 @@ WRAPPED_SERVICE = "ember.runtime.platform.ai:AccountLimitedAI"
 DEFAULT_ACCOUNT_SHARE = 0.5
 # Options translate.py adds to an account's AI spec (the wrapped service removes the rate's).
 ACCOUNT_OPTION, RATE_OPTION, REMEDY_OPTION = "account", "ai_requests_per_minute", "ai_rate_remedy"
+# The platform_meta secret each account's AI cache salt is derived from (bindings/ai/cache_salt.py).
+CACHE_SALT_KEY = "ai_cache_salt"
 # The largest body a refused request's metrics label (its model) is read from.
 MODEL_BODY_BYTES = 64 * 1024
 
@@ -78,8 +80,12 @@ def account_limiter(resources: SharedResources) -> AccountRateLimiter:
     return resources.shared(RATE_KEY, lambda: AccountRateLimiter("AI_requests"))
 
 
-def configure_gateway(resources: SharedResources, config: Any | None) -> None:
-    """Create the shared gateway now from the operator's ``ai`` settings (``GatewayConfig``)."""
+def configure_gateway(
+    resources: SharedResources, config: Any | None, cache_salt_key: bytes | None = None
+) -> None:
+    """Create the shared gateway now from the operator's ``ai`` settings (``GatewayConfig``);
+    ``cache_salt_key``: the platform's key of each account's cache salt
+    (``ember.bindings.ai.cache_salt``), so accounts never share prefix-cache pages."""
     if not ai_available():
         return
     gateway = importlib.import_module("ember.bindings.ai.gateway")
@@ -96,7 +102,9 @@ def configure_gateway(resources: SharedResources, config: Any | None) -> None:
         serve_unconfigured=unconfigured, operator_detail=False, account_share=share
     )
     # project_config False: deployments may not change it.
-    owned = dataclasses.replace(settings, pool=pool, project_config=False)
+    owned = dataclasses.replace(
+        settings, pool=pool, project_config=False, cache_salt_key=cache_salt_key
+    )
     resources.shared(gateway.GATEWAY_KEY, lambda: gateway.AIGateway(owned))
 
 

@@ -33,6 +33,7 @@ from ember.runtime.isolation import SandboxPolicy
 from ember.runtime.limits import Limits
 from ember.runtime.platform.activation import LiveChange, LiveDeployments
 from ember.runtime.platform.ai import (
+    CACHE_SALT_KEY,
     ai_available,
     ai_routes_for,
     configure_gateway,
@@ -125,7 +126,6 @@ class Platform(PlatformLifespan):
             max_isolates=options.config.max_isolates or default_max_isolates(),
         )
         self.supervisor.tracing = self.events.tracing
-        configure_gateway(self.supervisor.resources, options.ai)
         kv = shared_store(DeploymentHost(self.supervisor.resources, "platform"))
         self.plane = ControlPlane(
             options.state_dir,
@@ -133,6 +133,11 @@ class Platform(PlatformLifespan):
             kv_store=kv,
             anonymous_policy=self._anonymous,
             storage=StorageHealth(print_line),
+        )
+        # Each account's AI requests carry a salt of its own (review22: a shared prefix cache
+        # told one account another's prompt), from a key kept in the platform's state.
+        configure_gateway(
+            self.supervisor.resources, options.ai, self.plane.meta_secret(CACHE_SALT_KEY)
         )
         # The workers' env.KV of temporary accounts reads the temporary accounts' pool here.
         self.supervisor.resources.shared(POOL_SOURCE_KEY, lambda: self.plane.temporary_total)
