@@ -15,6 +15,7 @@ and never cares which engine answers.
     lease.py      one request's hold on a replica's slots
     start_failure.py  why a replica's latest start failed, and when it is tried next
     admission.py  one model's slots: least outstanding work, session affinity, bounded queue
+    sessions.py   session affinity's pins, per account and value, bounded per account
     upstream.py   one request to a replica: JSON or a stream of SSE events
     wire.py       a lean HTTP/1.1 client for replica streams
     pool.py       ModelPool: the models, lazy or eager start, requests, shutdown, drain

@@ -3,10 +3,11 @@
 - **Least outstanding work**: a request goes to the ready replica with the fewest requests in
   flight that still has a free slot (``max_running_requests``); ties rotate. A replica ejected
   after failed requests (``outlier.py``) is passed over while one in rotation can serve.
-- **Session affinity**: requests carrying the same ``x-session-affinity`` value go to the replica
-  that served the session first, for as long as it is ready (its prefix cache holds the
-  conversation); if it is busy they wait for it rather than spill over, and if it died the
-  session moves to the next best replica. The table is an LRU of bounded size.
+- **Session affinity**: requests of one account carrying the same ``x-session-affinity`` value
+  go to the replica that served the session first, for as long as it is ready (its prefix cache
+  holds the conversation); if it is busy they wait for it rather than spill over, and if it
+  died the session moves to the next best replica. The table (``sessions.py``) is keyed by
+  account and value, bounded, and so is each account's part of it.
 - **Weight**: a request of ``n`` choices takes n slots (the replica runs n sequences for it);
   one that does not fit yet holds its turn, so that lighter requests behind it cannot
   keep it waiting forever.
@@ -35,16 +36,14 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections import OrderedDict
 
 from ember.models.pool import errors
 from ember.models.pool.fair import AccountCap, Fairness, FairQueue, Ticket
 from ember.models.pool.lease import Lease
 from ember.models.pool.replica import Replica, State
+from ember.models.pool.sessions import SessionTable
 
 __all__ = ["ModelGroup", "Ticket"]
-
-MAX_SESSIONS = 4096
 
 
 class ModelGroup:
@@ -63,7 +62,7 @@ class ModelGroup:
         self.queue_timeout = queue_timeout
         self.account_cap = account_cap
         self._waiters = FairQueue()
-        self._sessions: OrderedDict[str, Replica] = OrderedDict()
+        self._sessions: SessionTable[Replica] = SessionTable()
         self._turn = itertools.count()
 
     @property
@@ -102,7 +101,7 @@ class ModelGroup:
             if lease is not None:
                 return lease
         if not retry:
-            self._admit(reject_if_busy, over, session, weight)
+            self._admit(reject_if_busy, over, session, weight, fairness)
         future = asyncio.get_running_loop().create_future()
         ticket = Ticket(session, future, weight, fairness, retry)
         self._waiters.add(ticket)
@@ -127,12 +126,13 @@ class ModelGroup:
         over: errors.CapacityExceeded | None = None,
         session: str | None = None,
         weight: int = 1,
+        fairness: Fairness | None = None,
     ) -> None:
         """Refuse a request that would wait: ``rejectIfBusy`` (3040) or a full queue (3040);
         then one over its account's cap (``over``, 3036). A capped request that would have run
         at once gets only the 3036; one that would wait hears first of the model's own limits,
         which nobody can pass (the cap is this account's alone)."""
-        if over is not None and not self._waiters and self._has_room(session, weight):
+        if over is not None and not self._waiters and self._has_room(session, weight, fairness):
             raise over
         if reject_if_busy and self._serving():
             raise errors.busy(self.model_id)
@@ -187,7 +187,7 @@ class ModelGroup:
             if lease is not None:
                 return lease
         if not retry:
-            self._admit(reject_if_busy, over, session, weight)
+            self._admit(reject_if_busy, over, session, weight, fairness)
         future = asyncio.get_running_loop().create_future()
         waiter = Ticket(session, future, weight, fairness, retry)
         self._waiters.add(waiter)
@@ -275,25 +275,32 @@ class ModelGroup:
         request was admitted once: it is not held to it)."""
         if not retry and self._at_running_share(fairness, weight):
             return None
-        lease = self._place(session, weight)
+        lease = self._place(session, weight, fairness)
         if lease is not None:
             lease.fairness = fairness
             self._waiters.served(lease.owner)
         return lease
 
-    def _has_room(self, session: str | None, weight: int) -> bool:
+    def _has_room(self, session: str | None, weight: int, fairness: Fairness | None) -> bool:
         """Whether ``_place`` would find a slot now (without taking it)."""
-        pinned = self._sessions.get(session) if session is not None else None
+        pinned = self._pinned(session, fairness)
         if pinned is not None and pinned.state is State.READY and not pinned.outlier.ejected:
             return pinned.fits(weight)
         return any(r.fits(weight) for r in self.replicas)
 
-    def _place(self, session: str | None, weight: int) -> Lease | None:
+    def _pinned(self, session: str | None, fairness: Fairness | None) -> Replica | None:
+        """The replica ``session`` of ``fairness``'s account is pinned to, if any."""
+        if session is None:
+            return None
+        return self._sessions.get(fairness.id if fairness is not None else None, session)
+
+    def _place(self, session: str | None, weight: int, fairness: Fairness | None) -> Lease | None:
         now = time.monotonic()
+        tenant = fairness.id if fairness is not None else None
         if session is not None:
-            pinned = self._sessions.get(session)
+            pinned = self._sessions.get(tenant, session)
             if pinned is not None and pinned.state is State.READY and pinned.outlier.takes(now):
-                self._sessions.move_to_end(session)
+                self._sessions.touch(tenant, session)
                 return pinned.lease(session, weight) if pinned.fits(weight) else None
         candidates = [r for r in self.replicas if r.fits(weight)]
         if not candidates:
@@ -309,10 +316,7 @@ class ModelGroup:
         best = [r for r in candidates if r.outstanding == fewest]
         chosen = best[next(self._turn) % len(best)]
         if session is not None:
-            self._sessions[session] = chosen
-            self._sessions.move_to_end(session)
-            while len(self._sessions) > MAX_SESSIONS:
-                self._sessions.popitem(last=False)
+            self._sessions.pin(tenant, session, chosen)
         return chosen.lease(session, weight)
 
     def _serving(self) -> bool:
