@@ -134,8 +134,7 @@ class Platform(PlatformLifespan):
             anonymous_policy=self._anonymous,
             storage=StorageHealth(print_line),
         )
-        # Each account's AI requests carry a salt of its own (review22: a shared prefix cache
-        # told one account another's prompt), from a key kept in the platform's state.
+        # Each account's AI requests carry its own cache salt, keyed by the platform's secret.
         configure_gateway(
             self.supervisor.resources, options.ai, self.plane.meta_secret(CACHE_SALT_KEY)
         )
