@@ -55,6 +55,9 @@ class CatalogEntry:
     # The platform's catalog marks reasoning mandatory (``reasoning_effort.mandatory``): the
     # model thinks whatever reasoning_effort says ("none" reads as its default effort).
     thinking_mandatory: bool = False
+    # The platform catalog's ``async_queue`` (batches with ``queueRequest``): None where its
+    # file does not say, and ember queues them.
+    async_queue: bool | None = None
     shipped: str | None = None  # the shipped checkpoint's name; None when overridden
     reference_config: str | None = None  # config-only full-size entry of the same architecture
     options: ModelOptions = field(default_factory=ModelOptions)
@@ -123,7 +126,13 @@ class Catalog:
         return ResolvedModel(entry, load_config(entry.checkpoint_dir))
 
 
-def _kimi(model_id: str, window: int, *, thinking_mandatory: bool = False) -> CatalogEntry:
+def _kimi(
+    model_id: str,
+    window: int,
+    *,
+    thinking_mandatory: bool = False,
+    async_queue: bool | None = None,
+) -> CatalogEntry:
     return CatalogEntry(
         model_id,
         "kimi",
@@ -134,6 +143,7 @@ def _kimi(model_id: str, window: int, *, thinking_mandatory: bool = False) -> Ca
         reasoning=True,
         vision=True,
         thinking_mandatory=thinking_mandatory,
+        async_queue=async_queue,
         shipped="kimi-tiny",
         reference_config="kimi-k2.5",
     )
@@ -159,8 +169,8 @@ def default_catalog() -> Catalog:
     """The Workers AI Kimi and GLM ids (context windows from the Workers AI model catalog)."""
     return Catalog(
         [
-            _kimi("@cf/moonshotai/kimi-k2.5", 256_000),
-            _kimi("@cf/moonshotai/kimi-k2.6", 262_144),
+            _kimi("@cf/moonshotai/kimi-k2.5", 256_000, async_queue=False),
+            _kimi("@cf/moonshotai/kimi-k2.6", 262_144, async_queue=True),
             _kimi("@cf/moonshotai/kimi-k2.7-code", 262_144, thinking_mandatory=True),
             CatalogEntry(
                 "@cf/zai-org/glm-4.7-flash",

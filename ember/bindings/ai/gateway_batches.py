@@ -63,6 +63,7 @@ class GatewayBatches:
         if "request_id" in inputs and not options.queue_request:
             result = self.batches.poll(tenant.data, model, inputs["request_id"])
         else:
+            self._refuse_unqueued(model)
             classic = self.schema(model) == "classic"
             limits = classic_limits(classic)
 
@@ -86,6 +87,21 @@ class GatewayBatches:
             result = self.batches.submit(tenant.data, model, inputs, validate)
         content = json.dumps(result).encode("utf-8")
         return AIAnswer(request_id, 200, answer_headers(request_id, False, None), content)
+
+    def _refuse_unqueued(self, model: str) -> None:
+        """A 5006 for a model whose platform catalog entry has ``async_queue`` false: code that
+        queues batches there works here only (kimi-k2.5's file says false, kimi-k2.6's true)."""
+        catalog = self.pool.catalog
+        entry = catalog.get(model) if model in catalog else None
+        if entry is None or entry.async_queue is not False:
+            return
+        queued = [e.model_id for e in catalog if e.async_queue]
+        raise InvalidModelInput(
+            "/",
+            f"Invalid value at '/': {model} does not take queued batches (options.queueRequest) "
+            "on Workers AI, its catalog entry has async_queue false; "
+            + (f"{', '.join(queued)} does" if queued else "send its requests one by one"),
+        )
 
     def _responses_item(self, model: str, request: Mapping[str, Any]) -> ResponsesCall | None:
         """A batch item in the Responses form (a gpt-oss id's ``input``), parsed; not stored,

@@ -352,3 +352,36 @@ def test_batch_errors_say_what_was_expected_in_the_users_terms(
             await gateway.aclose()
 
     asyncio.run(main())
+
+
+def test_queued_batches_are_refused_where_the_platform_catalog_says_async_queue_false() -> None:
+    """review22: kimi-k2.5's catalog entry has async_queue false, kimi-k2.6's true; code that
+    queues a batch on kimi-k2.5 would fail on the platform, so it fails here too, naming the id
+    that takes batches. Polls are not refused."""
+    k25, k26 = "@cf/moonshotai/kimi-k2.5", "@cf/moonshotai/kimi-k2.6"
+
+    async def main() -> None:
+        with gate_servers("glm") as (double,):
+            double.open()
+            pool = parse_pool_config({k25: {"url": double.url}, k26: {"url": double.url}})
+            gateway = AIGateway(GatewayConfig(pool, QuotaLimits(), project_config=False))
+            batch = {"requests": [INPUTS]}
+            with pytest.raises(AIRequestFailed) as refused:
+                await gateway.run(
+                    Tenant.alone("a"), k25, batch, parse_run_options({"queueRequest": True}, k25)
+                )
+            message = refused.value.failure.message
+            assert message.startswith(f"5006: Error: Invalid value at '/': {k25} does not take")
+            assert f"async_queue false; {k26} does" in message, message
+            queued = await gateway.run(
+                Tenant.alone("a"), k26, batch, parse_run_options({"queueRequest": True}, k26)
+            )
+            assert queued.json()["status"] == "queued"
+            with pytest.raises(AIRequestFailed) as unknown:  # a poll: no such batch, not refused
+                await gateway.run(
+                    Tenant.alone("a"), k25, {"request_id": "nope"}, parse_run_options(None, k25)
+                )
+            assert "no queued request" in unknown.value.failure.message
+            await gateway.aclose()
+
+    asyncio.run(main())
