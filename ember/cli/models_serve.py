@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ember.cli.models_serve_compat import CompatCommand, compat_options, drop_no_ops
+from ember.models.server.settings import DEFAULT_HEALTH_CHECK_TIMEOUT_S
 from ember.runtime.connguard import DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT_S
 
 
@@ -180,6 +181,15 @@ def _protocol(body_timeout: int, body_min_rate: str) -> Callable[..., Any]:
     help="Bytes that earn a body one more second (as ember serve's server.body_min_rate).",
 )
 @click.option("--torch-threads", default=None, type=int, help="torch intra-op threads.")
+@click.option(
+    "--health-check-timeout",
+    default=DEFAULT_HEALTH_CHECK_TIMEOUT_S,
+    show_default=True,
+    type=float,
+    help="Seconds with requests waiting or running and no engine step finished, after which"
+    " /health answers 503 naming the stall, so a pool replaces the server (as SGLang's"
+    " SGLANG_HEALTH_CHECK_TIMEOUT bounds /health_generate).",
+)
 @compat_options
 def serve(model: str | None, model_path: str | None, **flags: object) -> None:
     """Serve MODEL (a catalog id such as @cf/moonshotai/kimi-k2.5, or a checkpoint directory)

@@ -23,7 +23,8 @@ step): a new request under that id waits for it (``DRAIN_WAIT_S``) instead of co
 ended one in the engine or receiving its last output. An error that ends one request
 (``KVIntegrityError`` after its retries, ``KVCacheExhausted``) is raised from that request's
 iterator only; if the engine loop itself fails, every open request gets a ``BackendError``
-naming the cause, and new requests are refused.
+naming the cause, and new requests are refused. A loop that lives but finishes no step while it
+has work (a wedged step) is a ``stall`` (``heartbeat.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from ember.models.engine.engine_commands import (
     resolve_flush,
 )
 from ember.models.engine.engine_types import FlushResult, RequestOutput
+from ember.models.engine.heartbeat import Heartbeat, Stall
 from ember.models.engine.intake_hold import (
     BURST_GAP_S,
     EXPECT_FOR_S,
@@ -88,6 +90,7 @@ class AsyncEngine:
         self._lock = threading.Lock()  # guards _streams, _draining, _failure, the announcements
         self._failure: BaseException | None = None
         self._intake = IntakeHold(HoldSettings(hold_max_s, hold_steps, expect_for_s, burst_gap_s))
+        self._heartbeat = Heartbeat()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -222,6 +225,10 @@ class AsyncEngine:
     def is_running(self) -> bool:
         return self._thread.is_alive()
 
+    def stall(self, bound_s: float) -> Stall | None:
+        """Work waits or runs and no step finished for over ``bound_s`` (``heartbeat.py``)."""
+        return self._heartbeat.stall(bound_s)
+
     @property
     def failure(self) -> BaseException | None:
         """Why the engine loop stopped (a failure or a shutdown), or None while it runs."""
@@ -258,6 +265,8 @@ class AsyncEngine:
         try:
             while True:
                 idle = block = not engine.has_unfinished()
+                if idle:
+                    self._heartbeat.rest()
                 added: list[str] = []
                 while True:
                     try:
@@ -271,12 +280,15 @@ class AsyncEngine:
                     if isinstance(command, AddRequest):
                         added.append(command.request_id)
                     block = not engine.has_unfinished()
-                if idle and added and engine.has_unfinished():
-                    self._sync_with_intake(added)
+                if idle and engine.has_unfinished():
+                    self._beat()  # the stall clock starts when work arrives, not at the last step
+                    if added:
+                        self._sync_with_intake(added)
                 if self._intake.may_hold(len(added)) and not self._hold(len(added)):
                     return  # stopped while holding
                 started = time.monotonic()
                 outputs = engine.step()
+                self._beat()
                 if outputs:
                     self._intake.last_step_s = time.monotonic() - started
                     self._deliver(outputs)
@@ -288,6 +300,10 @@ class AsyncEngine:
             self._fail_all(BackendError(f"the engine loop failed: {error!r}"))
             if not isinstance(error, Exception):
                 raise
+
+    def _beat(self) -> None:
+        scheduler = self.engine.scheduler
+        self._heartbeat.beat(len(scheduler.waiting), len(scheduler.running))
 
     def _sync_with_intake(self, added: list[str]) -> None:
         """Before the first step of a batch formed from idle, let each caller's event loop take

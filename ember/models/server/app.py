@@ -2,9 +2,11 @@
 
 Endpoints (OpenAI-compatible and SGLang-native, as ``sglang.launch_server`` serves them):
 
-    GET  /health                503 while the model loads (or once its engine loop is gone),
-                                200 while it serves
-    GET  /health_generate       200 after generating one token end to end
+    GET  /health                503 while the model loads, once its engine loop is gone, or
+                                while it is stalled (work waits or runs and no step finished
+                                for --health-check-timeout s); 200 while it serves
+    GET  /health_generate       200 after generating one token end to end (503 when stalled,
+                                or when the token takes over --health-check-timeout s)
     GET  /metrics               Prometheus text (SGLang's names)
     GET  /v1/models             the served model; GET /v1/models/{id}
     POST /v1/chat/completions   OpenAI chat completions (stream, tools, JSON mode, logprobs)
@@ -63,7 +65,12 @@ async def health(request: Request) -> Response:
     if state.served is not None:
         engine = state.served.engine
         if engine.is_running:
-            return Response(status_code=200)
+            stall = state.stall()
+            if stall is None:
+                return Response(status_code=200)
+            # Alive but stuck (a deadlock, a kernel that never returns): its requests would
+            # hang until their deadline, so a pool must fail them and replace this server.
+            return JSONResponse({"status": "stalled", "error": stall}, status_code=503)
         # The loop is gone: every request would fail, so a pool must stop routing here.
         error = engine.failure or "the engine thread stopped"
         return JSONResponse({"status": "failed", "error": str(error)}, status_code=503)

@@ -28,6 +28,12 @@ FLAGS = "ember models serve"
 DEFAULT_PORT = 30000  # sglang.launch_server's default
 DEFAULT_CPU_KV_BYTES = 256 * 2**20
 DEFAULT_CUDA_MEM_FRACTION = 0.88
+# --health-check-timeout: /health answers 503 once the engine has work and finished no step for
+# this long. SGLang's health_generate allows 20 s (SGLANG_HEALTH_CHECK_TIMEOUT) for GPU steps of
+# milliseconds; ember's longest legitimate step is a CPU prefill of a whole 4,095-token prompt in
+# one chunk: 9.8 s (glm-5.2, one torch thread, load average 10 on 2 cores; bench/longest_step.py),
+# so the bound is three times that.
+DEFAULT_HEALTH_CHECK_TIMEOUT_S = 30.0
 KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp8", "float32")
 MODEL_DTYPES = ("auto", "bfloat16", "bf16", "float32", "fp32")
 QUANTIZATIONS = ("none", "fp8", "int4")
@@ -100,6 +106,7 @@ class ServerSettings:
     log_level: str = "info"  # request-time lines: info (stats, --log-requests), warning
     log_requests: bool = False  # one line per finished request
     decode_log_interval: int = 40  # SGLang's "Decode batch." line every N decode steps
+    health_check_timeout: float = DEFAULT_HEALTH_CHECK_TIMEOUT_S  # a stalled engine: /health 503
     max_prefill_tokens: int | None = None  # caps the step budget (--chunked-prefill-size)
     chat_template: str | None = None  # a Jinja file replacing the checkpoint's template
     tokenizer_path: str | None = None  # a directory with tokenizer.json (default: MODEL's)
@@ -225,6 +232,12 @@ class ServerSettings:
             self.decode_log_interval,
             self.decode_log_interval >= 0,
             ">= 0 (0: no stats line)",
+        )
+        need(
+            "--health-check-timeout",
+            self.health_check_timeout,
+            self.health_check_timeout > 0,
+            "seconds > 0 (an engine with work and no finished step for this long is stalled)",
         )
         if self.reasoning_parser is not None:
             need(

@@ -15,6 +15,8 @@ with its ``index``), then ``data: [DONE]``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, replace
@@ -329,16 +331,30 @@ async def server_info(request: Request) -> Response:
 
 
 async def health_generate(request: Request) -> Response:
-    """Generate one token end to end (the engine loop is alive and stepping)."""
+    """Generate one token end to end (the engine loop is alive and stepping); 503 at once when
+    the engine is stalled, or when the token takes over ``--health-check-timeout`` seconds (as
+    SGLang's, bounded by ``SGLANG_HEALTH_CHECK_TIMEOUT``)."""
     state = _state(request)
     served = state.ready()
+    stall = state.stall()
+    if stall is not None:
+        raise HTTPError(503, f"the engine is stalled: {stall}", type="server_error")
+    bound = state.settings.health_check_timeout
     parsed = parse_generate_request(
         {"input_ids": [0], "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
     )
     generation = _input(served, parsed)
     try:
-        async for _ in stream_generation(served, ServerMetrics("health"), generation):
-            pass
+        events = stream_generation(served, ServerMetrics("health"), generation)
+        async with asyncio.timeout(bound), contextlib.aclosing(events):  # closing aborts it
+            async for _ in events:
+                pass
+    except TimeoutError:
+        raise HTTPError(
+            503,
+            f"the engine generated no token in {bound:g} s (--health-check-timeout)",
+            type="server_error",
+        ) from None
     except EmberError as error:
         raise HTTPError(
             503, f"the engine failed to generate: {error}", type="server_error"

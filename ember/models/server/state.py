@@ -43,6 +43,7 @@ class ServerState:
         self.started = time.monotonic()
         self._thread: threading.Thread | None = None
         self._closed = threading.Event()
+        self._stall_noted = False  # the current stall's warning line is written
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -108,6 +109,22 @@ class ServerState:
             self.served.shutdown()
 
     # -- requests --------------------------------------------------------------------------------
+
+    def stall(self) -> str | None:
+        """Why the served engine counts as stalled (``--health-check-timeout``), or None; the
+        first time a stall is seen it is also a warning line in the log."""
+        if self.served is None:
+            return None
+        bound = self.settings.health_check_timeout
+        stall = self.served.engine.stall(bound)
+        if stall is None:
+            self._stall_noted = False
+            return None
+        reason = f"{stall.describe()} (--health-check-timeout {bound:g} s)"
+        if not self._stall_noted:
+            self._stall_noted = True
+            self.note(f"the engine is stalled: {reason}", "warning")
+        return reason
 
     def ready(self) -> ServedModel:
         """The model, or a 503 while it loads (500 if it failed)."""

@@ -25,8 +25,11 @@ class ServedProcess:
 
 
 @contextlib.contextmanager
-def served_process(checkpoint: Path, name: str, *args: str) -> Iterator[ServedProcess]:
-    """Serve ``checkpoint`` as ``name`` on a free loopback port until the block ends."""
+def served_process(
+    checkpoint: Path, name: str, *args: str, env: dict[str, str] | None = None
+) -> Iterator[ServedProcess]:
+    """Serve ``checkpoint`` as ``name`` on a free loopback port until the block ends (``env``:
+    more environment for the server; its PYTHONPATH is put before the repository)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -35,7 +38,7 @@ def served_process(checkpoint: Path, name: str, *args: str) -> Iterator[ServedPr
     process = subprocess.Popen(
         command,
         cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        env=_environment(env or {}),
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -59,3 +62,8 @@ def _drain(process: subprocess.Popen[str], into: list[str]) -> None:
     assert process.stderr is not None
     for line in process.stderr:
         into.append(line.rstrip("\n"))
+
+
+def _environment(extra: dict[str, str]) -> dict[str, str]:
+    path = os.pathsep.join(p for p in (extra.get("PYTHONPATH"), str(REPO)) if p)
+    return {**os.environ, **extra, "PYTHONPATH": path}
