@@ -208,7 +208,7 @@ class ReplicaSupervision:
             done, _ = await asyncio.wait({exited, hung}, return_when=asyncio.FIRST_COMPLETED)
             if exited in done:
                 return True, self._exit_reason(process, exited.result(), "while serving")
-            return True, f"stopped answering health checks ({hung.result()})"
+            return True, f"failed its health checks ({hung.result()})"
         finally:
             # Whatever ended this run, nothing of it may linger (a hung server is killed here).
             if hung is not None:
@@ -277,9 +277,13 @@ class ReplicaSupervision:
                     )
             await asyncio.sleep(self.settings.health_interval_s)
 
+    @property
+    def _path(self) -> str:
+        return health.health_path(self.config.backend)
+
     async def _probe(self) -> str | None:
-        """None when ``/health`` answers 200, else what went wrong."""
-        return await health.probe(self._http, self.url, self.settings.health_timeout_s)
+        """None when the health check answers 200, else what went wrong."""
+        return await health.probe(self._http, self.url, self.settings.health_timeout_s, self._path)
 
     async def _learn_served_name(self) -> None:
         """An attached server may serve the model under another name: ask it."""

@@ -27,11 +27,14 @@ from starlette.routing import Route
 
 @dataclass
 class GateServer:
-    """One double: ``held`` requests in flight, ``seen`` bodies, ``healthy`` switch."""
+    """One double: ``held`` requests in flight, ``seen`` bodies, ``healthy`` and
+    ``generating`` switches."""
 
     name: str
     url: str = ""
     healthy: bool = True
+    # SGLang's /health_generate: 503 when its scheduler sent nothing (stalled), /health aside.
+    generating: bool = True
     held: int = 0
     seen: list[dict] = field(default_factory=list)
     headers: list[dict] = field(default_factory=list)
@@ -49,6 +52,9 @@ class GateServer:
     def app(self) -> Starlette:
         async def health(request: Request) -> Response:
             return Response(status_code=200 if self.healthy else 503)
+
+        async def health_generate(request: Request) -> Response:
+            return Response(status_code=200 if self.healthy and self.generating else 503)
 
         async def models(request: Request) -> Response:
             ids = [self.name, *self.also_lists]
@@ -94,6 +100,7 @@ class GateServer:
         return Starlette(
             routes=[
                 Route("/health", health),
+                Route("/health_generate", health_generate),
                 Route("/v1/models", models),
                 Route("/v1/chat/completions", chat, methods=["POST"]),
             ]

@@ -96,6 +96,37 @@ def test_after_an_attached_replica_dies_new_requests_fail_until_it_is_back() -> 
     assert any(line.endswith("is ready again") for line in changes), lines
 
 
+def test_an_attached_sglang_server_whose_scheduler_stalls_is_taken_out() -> None:
+    """SGLang's /health answers 200 on older servers while the scheduler is stuck; its
+    /health_generate fails (no scheduler output for SGLANG_HEALTH_CHECK_TIMEOUT): an SGLang
+    replica is probed there, an ember one on /health (where ember names its stalls)."""
+    lines: list[str] = []
+
+    async def main() -> UpstreamFailed:
+        with gate_servers(MODEL) as (a,):
+            a.open()
+            config = parse_pool_config({MODEL: {"url": a.url, "backend": "sglang"}}, FAST)
+            pool = ModelPool(config, progress=lines.append)
+            try:
+                assert await pool.wait_ready(MODEL, 30)
+                a.generating = False  # /health still answers 200
+                replica = pool.group(MODEL).replicas[0]
+                await _until(lambda: replica.state is State.DEAD)
+                with pytest.raises(UpstreamFailed) as failed:
+                    await asyncio.wait_for(
+                        pool.post(MODEL, "/v1/chat/completions", BODY, RequestOptions()), 60
+                    )
+                a.generating = True
+                await _until(lambda: replica.state is State.READY)
+                return failed.value
+            finally:
+                await pool.aclose()
+
+    error = asyncio.run(main())
+    assert error.code.code == 3040, error
+    assert "(/health_generate answered 503)" in str(error), error
+
+
 def test_an_attached_server_under_another_name_is_a_warning() -> None:
     lines: list[str] = []
 
