@@ -17,6 +17,7 @@ import signal
 import sys
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
 from ember.models.pool.launch import LaunchCommand
 
@@ -96,6 +97,19 @@ class ReplicaProcess:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(self._reader), 1.0)
         return code
+
+    def stopped(self) -> bool:
+        """Whether the child is stopped (SIGSTOP, a debugger): it then makes no progress at all,
+        which a probe cannot tell from a slow start while the child does not listen yet. Linux
+        only (its state in /proc); elsewhere always False."""
+        if self._proc is None or self._proc.returncode is not None:
+            return False
+        try:
+            stat = Path(f"/proc/{self._proc.pid}/stat").read_text()
+        except OSError:
+            return False
+        # "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ")".
+        return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
 
     def error_line(self) -> str | None:
         """The child's last line that reports an error (else its last line), for messages:

@@ -1,8 +1,10 @@
 """A replica's supervision: the states it goes through and the loop that moves it through them.
 
 A launched replica runs ``_supervise``: start the process, probe ``/health`` until it answers 200
-(an ember server answers 503 while it loads), serve, and when the process exits or stops
-answering (``unhealthy_after`` failed probes in a row) fail its in-flight requests at once,
+(an ember server answers 503 while it loads; one that does not answer ``unhealthy_after`` probes
+in a row, or is stopped, is hung: a failed start), serve, and when the process exits or fails
+its health checks (``unhealthy_after`` failed probes in a row: no answer, or a 503 such as an
+ember server's stalled engine) fail its in-flight requests at once,
 kill what is left of it and start it again after a backoff that doubles up to a cap. A replica
 that never became ready ``MAX_FAILED_STARTS`` times in a row is ``FAILED`` (a bad ``args`` entry
 or a missing checkpoint does not get better by retrying): requests then fail at once with its
@@ -196,12 +198,12 @@ class ReplicaSupervision:
         exited = asyncio.ensure_future(process.wait())
         hung: asyncio.Future[str] | None = None
         try:
-            ready = await self._wait_ready(exited)
-            if not ready:
+            not_ready = await self._wait_ready(process, exited)
+            if not_ready is not None:
                 self._error_line = process.error_line()
                 if exited.done():
                     return False, self._exit_reason(process, exited.result(), "while loading")
-                return False, f"did not become ready in {self.settings.startup_timeout_s:g} s"
+                return False, not_ready
             self._set(State.READY)
             self._progress(f"{self.name}: ready in {self._uptime():.1f} s at {self.url}")
             hung = asyncio.ensure_future(self._watch_health())
@@ -230,14 +232,37 @@ class ReplicaSupervision:
         words = process.last_words(2)[-300:]
         return f"{how} {when}" + (f" (last output: {words})" if words else "")
 
-    async def _wait_ready(self, exited: asyncio.Future[int]) -> bool:
-        deadline = time.monotonic() + self.settings.startup_timeout_s
+    async def _wait_ready(self, process: ReplicaProcess, exited: asyncio.Future[int]) -> str | None:
+        """None once healthy; else why not (it exited, it hung, or ``startup_timeout_s``).
+
+        A loading server answers 503 (ember) or does not listen yet (still importing; SGLang
+        until its weights are in): both are waited for. One that does not answer at all,
+        ``unhealthy_after`` probes in a row (each timing out, or finding the process stopped),
+        is hung: it will not load, and its requests must not wait ``startup_timeout_s`` for it.
+        """
+        settings = self.settings
+        deadline = time.monotonic() + settings.startup_timeout_s
+        silent = 0
         while time.monotonic() < deadline and not exited.done():
-            if await self._probe() is None:
+            seen = await health.check(self._http, self.url, settings.health_timeout_s, self._path)
+            if seen.problem is None:
                 await self._learn_served_name()
-                return True
+                return None
+            if seen.timed_out or process.stopped():
+                silent += 1
+                if silent >= settings.unhealthy_after:
+                    how = "is stopped" if process.stopped() else "does not answer"
+                    return (
+                        f"hung while loading: it {how} ({seen.problem}; {silent} probes in a row)"
+                    )
+            else:
+                silent = 0
             await asyncio.wait({exited}, timeout=STARTUP_PROBE_S)
-        return False
+        return (
+            "exited"
+            if exited.done()
+            else (f"did not become ready in {settings.startup_timeout_s:g} s")
+        )
 
     async def _watch_health(self) -> str:
         """Returns (with the last problem) after ``unhealthy_after`` failed probes in a row."""
