@@ -61,9 +61,7 @@ from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.sequence import StopCriteria
 from ember.models.sampling import SamplingParams
 
-# How long a request waits for an earlier one under its id, whose client left, to be let go:
-# one step, which a long prefill can stretch; past it the id is "in use".
-DRAIN_WAIT_S = 10.0
+DRAIN_WAIT_S = 10.0  # for a left request under one's id to go: a step (a long prefill's)
 
 
 class AsyncEngine:
@@ -152,8 +150,7 @@ class AsyncEngine:
                 self._commands.put(AbortRequest(request_id, left=True))
 
     async def _drained(self, request_id: str) -> None:
-        """Wait (up to ``DRAIN_WAIT_S``) while an earlier request under this id, whose client
-        left, is still in the engine."""
+        """Wait (up to ``DRAIN_WAIT_S``) while a left request under this id is in the engine."""
         deadline = time.monotonic() + DRAIN_WAIT_S
         pause = 0.001
         while time.monotonic() < deadline:
@@ -169,9 +166,9 @@ class AsyncEngine:
             return request_id in self._streams
 
     def expect(self, request_id: str) -> None:
-        """A request with this id is being taken in and will be submitted shortly: the next
-        step waits for it (at most two steps' time). Thread-safe; ``generate``
-        or ``forget`` ends the wait, and it ends by itself after ``expect_for_s``."""
+        """A request with this id is being taken in and will be submitted shortly: the next step
+        waits for it (at most two steps' time). Thread-safe; ``generate`` or ``forget`` ends the
+        wait, and it ends by itself after ``expect_for_s``."""
         self._expect(request_id, arrival=True)
 
     def _expect(self, key: str, *, arrival: bool) -> None:
@@ -302,22 +299,12 @@ class AsyncEngine:
                 raise
 
     def _beat(self) -> None:
-        scheduler = self.engine.scheduler
-        self._heartbeat.beat(len(scheduler.waiting), len(scheduler.running))
+        self._heartbeat.beat(len(self.engine.scheduler.waiting), len(self.engine.scheduler.running))
 
     def _sync_with_intake(self, added: list[str]) -> None:
         """Before the first step of a batch formed from idle, let each caller's event loop take
-        in what has already arrived.
-
-        The first request of a burst is often submitted while the others' bytes sit unread in
-        their sockets: the loop was busy taking the first one in. Stepping at once would run a
-        prefill for it alone and leave the rest for a whole step later. A barrier is announced
-        like a request and forgotten by the loop two callbacks later, after the tasks that its
-        next poll created have run their first step (the routes announce themselves there,
-        ``expect``); the hold then waits for those as for any announced request. Costs one
-        round trip to the loop when a batch starts from idle (SGLang likewise drains every
-        arrived request before it forms a batch).
-        """
+        in what has already arrived: a barrier announced like a request, forgotten by the loop
+        two callbacks later (``intake_hold.py`` says why)."""
         with self._lock:
             loops = {id(s.loop): s.loop for r in added if (s := self._streams.get(r)) is not None}
         for loop in loops.values():

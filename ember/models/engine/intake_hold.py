@@ -16,7 +16,13 @@ sight) and 63 are being taken in, two steps of that one short step would leave t
 several; the hold's cost (its length times the running requests) stays in proportion to what it
 saves (a step for each newcomer). When a batch forms from idle, the engine first
 lets the caller's event loop read what has already arrived (``_sync_with_intake``): the first
-request of a burst is usually taken in before the loop has even read the others.
+request of a burst is usually taken in before the loop has even read the others, whose bytes sit
+unread in their sockets, and stepping at once would prefill it alone and leave the rest for a
+whole step later. A barrier is announced like a request and forgotten by the loop two callbacks
+later, after the tasks its next poll created have run their first step (the routes announce
+themselves there, ``expect``); the hold then waits for those as for any announced request. It
+costs one round trip to the loop when a batch starts from idle (SGLang likewise drains every
+arrived request before it forms a batch).
 
 Announcements only cover requests the server has started to read. A burst that reaches the
 server spread out (through a proxy that starts its requests one after the other, or from a
