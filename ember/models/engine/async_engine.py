@@ -17,10 +17,8 @@ requests advanced, so 64 streams cost one wake-up, not 64.
 Requests still being taken in (``expect``) and a burst's stragglers hold the next step back,
 within bounds: ``intake_hold.py`` says when and for how long.
 
-A request whose iterator is closed before it finished (the client disconnected, the task was
-cancelled) is aborted, and its id stays taken until the engine has let the request go (the next
-step): a new request under that id waits for it (``DRAIN_WAIT_S``) instead of colliding with the
-ended one in the engine or receiving its last output. An error that ends one request
+A request whose iterator is closed before it finished (the client left) is aborted; its id is
+taken until the engine lets it go (``drained``). An error that ends one request
 (``KVIntegrityError`` after its retries, ``KVCacheExhausted``) is raised from that request's
 iterator only; if the engine loop itself fails, every open request gets a ``BackendError``
 naming the cause, and new requests are refused. A loop that lives but finishes no step while it
@@ -116,7 +114,7 @@ class AsyncEngine:
             self.forget(request_id)
             raise
         stream = OutputStream(asyncio.get_running_loop(), asyncio.Queue())
-        await self._drained(request_id)
+        await self.drained(request_id)
         with self._lock:
             # No longer expected and its command queued in one step for the engine thread: a
             # hold sees the announcement or the command, never neither.
@@ -149,14 +147,18 @@ class AsyncEngine:
             if not finished:
                 self._commands.put(AbortRequest(request_id, left=True))
 
-    async def _drained(self, request_id: str) -> None:
-        """Wait (up to ``DRAIN_WAIT_S``) while a left request under this id is in the engine."""
+    async def drained(self, request_id: str) -> bool:
+        """Wait (up to ``DRAIN_WAIT_S``) while a left request under this id is in the engine
+        (until its next step collects it); False if it still is. A new request under the id
+        waits for this, or it would collide with the ended one or receive its last output."""
         deadline = time.monotonic() + DRAIN_WAIT_S
         pause = 0.001
-        while time.monotonic() < deadline:
+        while True:
             with self._lock:
                 if request_id not in self._draining or self._failure is not None:
-                    return
+                    return True
+            if time.monotonic() >= deadline:
+                return False
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.02)
 
@@ -243,8 +245,8 @@ class AsyncEngine:
             self._try_flushes()
             return
         if isinstance(command, AbortRequest):
-            ended = engine.abort(command.request_id, reason=command.reason)
-            if command.left and not ended:  # never reached the engine, or already over
+            engine.abort(command.request_id, reason=command.reason)
+            if command.left and not engine.holds(command.request_id):  # never reached it
                 with self._lock:
                     self._draining.discard(command.request_id)
             return

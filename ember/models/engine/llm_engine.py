@@ -211,6 +211,11 @@ class LLMEngine:
         self.scheduler.abort(seq, FinishReason(reason))
         return True
 
+    def holds(self, request_id: str) -> bool:
+        """Whether a request under this id is in the engine: running, waiting, or finished and
+        not yet collected by a step (its id cannot be added again until then)."""
+        return request_id in self._sequences
+
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished() or bool(self.scheduler.finished)
 

@@ -168,7 +168,9 @@ async def stream_generation(
                 "", [], [], finished=True, finish_reason="abort", prompt_tokens=prompt
             )
             return
-    if served.engine.in_progress(rid):
+    # An earlier request under this id whose client left is still in the engine until its next
+    # step: its grammar is keyed by the id too, so the new one's waits for it to go.
+    if not await served.engine.drained(rid) or served.engine.in_progress(rid):
         # Only /generate lets the client choose the id (``rid``). A second request under a
         # taken id would replace, then release, the first one's grammar before the engine
         # refused it; nothing is registered until the id is known to be free (no await

@@ -75,11 +75,19 @@ def test_an_id_whose_client_left_is_reusable_at_once_and_gets_none_of_the_old_ou
     retry): the ended request is still in the engine until its next step collects it. The new
     one waits for that and runs in full, never rejected as in use nor handed the old one's end."""
 
+    async def background(index: int) -> None:  # keeps the engine stepping meanwhile
+        stop = StopCriteria(max_tokens=300, ignore_eos=True)
+        async for _ in engine.generate(f"bg{index}", [9, 8, 7], stop):
+            pass
+
     async def main() -> None:
+        others = [asyncio.ensure_future(background(i)) for i in range(2)]
         for trial in range(20):
             stream = engine.generate("x", [1, 2, 3], StopCriteria(max_tokens=400))
             await stream.__anext__()
-            await stream.aclose()  # the client went away
+            if trial % 2:  # the server's path for a stop string the engine cannot see (review23)
+                engine.abort("x", reason="stop")
+            await stream.aclose()  # the client went away, or the route returned
             prompt = [4, 5, trial % 7 + 1]
             tokens, last = [], None
             async for out in engine.generate("x", prompt, StopCriteria(max_tokens=5)):
@@ -87,6 +95,7 @@ def test_an_id_whose_client_left_is_reusable_at_once_and_gets_none_of_the_old_ou
                 last = out
             assert tokens == greedy_reference(toy, prompt, 5), trial
             assert last.finish_reason == "length" and last.usage.prompt_tokens == 3
+        await asyncio.gather(*others)
 
     asyncio.run(main())
     stats = engine.engine.stats

@@ -108,3 +108,54 @@ def test_server_info_has_sglangs_internal_states(kimi: LiveServer) -> None:
         (state,) = info["internal_states"]
         assert state.get("avg_spec_accept_length") is None  # no speculative decoding
         assert state["last_gen_throughput"] >= 0.0
+
+
+def test_a_rid_sent_again_after_a_hang_up_gets_its_own_grammar_from_the_start(
+    kimi: LiveServer,
+) -> None:
+    """review23: a client hangs up on a JSON-schema /generate stream and sends the same ``rid``
+    again at once (a retry), while other requests keep the engine stepping. The ended request
+    stays in the engine until its next step, and grammars are kept by rid: the new one's was
+    registered before it waited, so the old request advanced it and the answer began mid-object
+    (21 of 30). The new request waits for the old one first. (Until the server has seen the
+    hang-up the id is in use, a 400: the client retries, as a client would.)"""
+    import asyncio
+    import json
+
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "string"}}})
+
+    async def main() -> list[str]:
+        async with httpx.AsyncClient(base_url=kimi.url, timeout=120) as client:
+
+            async def background() -> None:
+                long = {"max_new_tokens": 4000, "ignore_eos": True}
+                body = {"input_ids": [5, 6, 7], "stream": True, "sampling_params": long}
+                async with client.stream("POST", "/generate", json=body) as answer:
+                    async for _ in answer.aiter_lines():
+                        pass
+
+            others = [asyncio.ensure_future(background()) for _ in range(2)]
+            params = {"max_new_tokens": 24, "json_schema": schema}
+            body = {"input_ids": list(range(1, 40)), "rid": "x", "sampling_params": params}
+            starts = []
+            for _ in range(8):
+                streamed = {**body, "stream": True}
+                async with client.stream("POST", "/generate", json=streamed) as answer:
+                    chunks = 0
+                    async for line in answer.aiter_lines():
+                        chunks += line.startswith("data:")
+                        if chunks == 3:
+                            break  # the client hangs up
+                for _ in range(500):  # retried while the server has not seen the hang-up
+                    again = await client.post("/generate", json=body)
+                    if "not in use by a request in progress" not in again.text:
+                        break
+                    await asyncio.sleep(0.002)
+                assert again.status_code == 200, again.text
+                starts.append(again.json()["text"].lstrip()[:1])
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+            return starts
+
+    assert asyncio.run(main()) == ["{"] * 8
