@@ -7,8 +7,10 @@ until it is done, then ``{"responses": [{"id", "result", "success", "external_re
 "usage": {...}}``. A request id is visible only to the tenant that queued it. Batches live in
 memory (lost when the supervisor stops), at most ``MAX_PER_TENANT`` and ``MAX_TENANT_BYTES`` per
 tenant and ``MAX_TOTAL_BYTES`` in all (a request's inputs count until it has run, then its
-answer); finished ones are kept for ``KEEP_DONE_S``, or until a new batch of the same tenant needs
-the room (the oldest finished go first: never another tenant's).
+answer); finished ones are kept for ``KEEP_DONE_S``, or until the room is needed: a tenant's new
+batch or answer makes room among its own finished batches, oldest first (an answer past the bound
+with none left to drop is not kept: its entry says so), and a batch past the total among every
+tenant's finished at least ``MIN_KEEP_S`` ago.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ WAIT_FOR_SHARE_S = 600.0  # how long an item refused with 3036 keeps trying
 MAX_TENANT_BYTES = 64 * 2**20
 MAX_TOTAL_BYTES = 512 * 2**20
 FULL_RETRY_AFTER_S = 60.0
+MIN_KEEP_S = 600.0  # a finished batch is never dropped for another tenant's sooner
 
 # (tenant, model, request): the tenant's requests share the model with its other calls.
 RunOne = Callable[[str, str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
@@ -116,6 +119,20 @@ class BatchQueue:
                 FULL_RETRY_AFTER_S,
             )
         total = sum(b.held for b in self._batches.values())
+        now = self._clock()
+        old = sorted(
+            (
+                b
+                for b in self._batches.values()
+                if b.finished is not None and now - b.finished >= MIN_KEEP_S
+            ),
+            key=lambda b: b.finished or 0.0,
+        )
+        for batch in old:
+            if total + incoming <= MAX_TOTAL_BYTES:
+                break
+            del self._batches[batch.request_id]
+            total -= batch.held
         if total + incoming > MAX_TOTAL_BYTES:
             raise CapacityExceeded(
                 OUT_OF_CAPACITY,
@@ -189,12 +206,49 @@ class BatchQueue:
                         ]
                         break
             batch.requests[index] = None
-            batch.responses[index] = entry
-            batch.held += _json_bytes(entry) - batch.sizes[index]
+            batch.held -= batch.sizes[index]
+            batch.responses[index] = self._kept(batch, entry)
 
         await asyncio.gather(*(one(i) for i in range(len(batch.requests))))
         batch.status = "done"
         batch.finished = self._clock()
+
+    def _kept(self, batch: _Batch, entry: dict[str, Any]) -> dict[str, Any]:
+        """``entry``, counted in its tenant's bytes, after the tenant's oldest finished batches
+        made room for it; past the bound with none left, an error entry in its place (answers
+        are not reserved at admission: a small request can have a long answer)."""
+        size = _json_bytes(entry)
+        kept = sum(b.held for b in self._batches.values() if b.tenant == batch.tenant)
+        finished = sorted(
+            (
+                b
+                for b in self._batches.values()
+                if b.tenant == batch.tenant and b.finished is not None
+            ),
+            key=lambda b: b.finished or 0.0,
+        )
+        for old in finished:
+            if kept + size <= MAX_TENANT_BYTES:
+                break
+            del self._batches[old.request_id]
+            kept -= old.held
+        if kept + size > MAX_TENANT_BYTES:
+            entry = {
+                "id": entry["id"],
+                "external_reference": entry.get("external_reference"),
+                "success": False,
+                "errors": [
+                    {
+                        "code": QUOTA_EXCEEDED.code,
+                        "message": f"Account limited: this answer ({size:,} bytes) was not kept: "
+                        f"{describe_scope(batch.tenant)}'s batches already hold {kept:,} bytes "
+                        f"of requests and answers (at most {MAX_TENANT_BYTES:,})",
+                    }
+                ],
+            }
+            size = _json_bytes(entry)
+        batch.held += size
+        return entry
 
     def _expire(self) -> None:
         now = self._clock()

@@ -136,3 +136,66 @@ def test_a_tenants_batches_are_bounded_by_bytes_and_an_item_run_lets_its_inputs_
         await queue.aclose()
 
     asyncio.run(scenario())
+
+
+def test_answers_count_against_the_bound_as_they_come(monkeypatch: pytest.MonkeyPatch) -> None:
+    """review23: small requests with long answers got past the admission check (384 MiB held
+    for one account under a 64 MiB bound). An answer makes room among the tenant's finished
+    batches, oldest first, and past the bound with none left it is not kept: its entry says so."""
+    monkeypatch.setattr(batches, "MAX_TENANT_BYTES", 10_000)
+
+    async def scenario() -> None:
+        async def long(tenant: str, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+            return {"response": "x" * 3_000}
+
+        queue = BatchQueue(long)
+        first = queue.submit("t", MODEL, {"requests": [{"prompt": "a"}] * 2}, accept)
+        await settle(queue, [first["request_id"]])
+        assert all(e["success"] for e in queue.poll("t", MODEL, first["request_id"])["responses"])
+        second = queue.submit("t", MODEL, {"requests": [{"prompt": "b"}] * 5}, accept)
+        await settle(queue, [second["request_id"]])
+        with pytest.raises(EmberError, match="no queued request"):  # it made room
+            queue.poll("t", MODEL, first["request_id"])
+        entries = queue.poll("t", MODEL, second["request_id"])["responses"]
+        assert [e["success"] for e in entries] == [True, True, True, False, False], entries
+        assert entries[3]["errors"][0]["code"] == 3036
+        assert "was not kept" in entries[3]["errors"][0]["message"]
+        assert sum(b.held for b in queue._batches.values()) <= 10_000
+        await queue.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_total_drops_other_tenants_finished_batches_only_past_their_minimum_keep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """review23: finished batches of a few accounts filled the total and refused everyone's
+    batches (3040) for their hour. Past the total, other tenants' batches finished at least
+    MIN_KEEP_S ago make room, oldest first; younger ones are kept and the new batch refused."""
+    monkeypatch.setattr(batches, "MAX_TOTAL_BYTES", 12_000)
+    now = [0.0]
+    big = {"requests": [{"prompt": "x" * 5_000}]}
+
+    async def scenario() -> None:
+        async def answer(tenant: str, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+            return {"response": "y" * 5_000}
+
+        queue = BatchQueue(answer, clock=lambda: now[0])
+        done = [queue.submit(t, MODEL, big, accept)["request_id"] for t in ("a", "b")]
+        for tenant, request_id in zip(("a", "b"), done, strict=True):
+            for _ in range(2000):
+                if "responses" in queue.poll(tenant, MODEL, request_id):
+                    break
+                await asyncio.sleep(0.005)
+        now[0] = 60.0
+        with pytest.raises(EmberError, match="3040"):
+            queue.submit("c", MODEL, big, accept)
+        assert "responses" in queue.poll("a", MODEL, done[0])  # kept: too young to drop
+        now[0] = batches.MIN_KEEP_S + 1
+        assert queue.submit("c", MODEL, big, accept)["status"] == "queued"
+        with pytest.raises(EmberError, match="no queued request"):
+            queue.poll("a", MODEL, done[0])  # the oldest made room
+        assert "responses" in queue.poll("b", MODEL, done[1])
+        await queue.aclose()
+
+    asyncio.run(scenario())
