@@ -76,7 +76,9 @@ def unreachable(url: str, exc: Exception) -> Exception:
     return Unreachable(f"could not reach {url}: {reason}")
 
 
-def auth_refused(url: str, response: httpx.Response, body: bytes) -> Exception | None:
+def auth_refused(
+    url: str, response: httpx.Response, body: bytes, sent_token: bool = False
+) -> Exception | None:
     """The error for a 401/403 from a platform (``ember serve``'s AI API is per account, behind
     its token): what it said, and the login that gets past it. None for any other answer."""
     if response.status_code not in (401, 403):
@@ -93,7 +95,7 @@ def auth_refused(url: str, response: httpx.Response, body: bytes) -> Exception |
         code,
         f"{url} answered {response.status_code} ({said}); its AI API needs an account's token: "
         f"ember login --platform {url} --token TOKEN (the platform's operator creates accounts "
-        f"and tokens with ember accounts create){_unsent_token_note(url)}",
+        f"and tokens with ember accounts create){'' if sent_token else _unsent_token_note(url)}",
     )
 
 
@@ -103,9 +105,13 @@ def _unsent_token_note(url: str) -> str:
     if not os.environ.get("EMBER_API_TOKEN"):
         return ""
     try:
-        if resolve_platform(url) == resolve_platform(None):
-            return ""  # it was sent, and refused
         configured = resolve_platform(None)
+        if resolve_platform(url) == configured:
+            # Not sent although this is $EMBER_PLATFORM: it named no account there.
+            return (
+                ". EMBER_API_TOKEN is set but was not sent: this platform listed no account "
+                "for it (GET /client/v4/accounts)"
+            )
     except EmberError:
         return ""
     where = (
@@ -129,7 +135,7 @@ def list_models(url: str) -> list[dict[str, Any]]:
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise unreachable(url, exc) from None
     body = response.content
-    refused = auth_refused(url, response, body)
+    refused = auth_refused(url, response, body, endpoint.token is not None)
     if refused is not None:
         raise refused
     try:
@@ -181,6 +187,9 @@ def run_model(
             body = response.read()
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise unreachable(url, exc) from None
+    refused = auth_refused(url, response, body, endpoint.token is not None)
+    if refused is not None:
+        raise refused
     try:
         answer = json.loads(body)
         if not isinstance(answer, dict) or not isinstance(answer.get("success"), bool):

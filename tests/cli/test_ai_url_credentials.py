@@ -73,8 +73,10 @@ def test_a_refusal_says_when_the_env_token_was_kept_from_that_url(
     assert "EMBER_PLATFORM is unset" in refused and f"EMBER_PLATFORM={url} sends it" in refused
     monkeypatch.setenv("EMBER_PLATFORM", "http://127.0.0.1:9")
     assert "EMBER_PLATFORM is http://127.0.0.1:9" in str(auth_refused(url, response, body))
-    monkeypatch.setenv("EMBER_PLATFORM", url)  # sent, and refused: nothing to add
-    assert "not sent" not in str(auth_refused(url, response, body))
+    monkeypatch.setenv("EMBER_PLATFORM", url)  # not sent there either: no account for it
+    assert "this platform listed no account for it" in str(auth_refused(url, response, body))
+    # review23: a saved login was sent (and refused): nothing about the env token
+    assert "EMBER_API_TOKEN" not in str(auth_refused(url, response, body, sent_token=True))
     monkeypatch.delenv("EMBER_API_TOKEN")
     assert "EMBER_API_TOKEN" not in str(auth_refused(url, response, body))
     assert "secret" not in refused
