@@ -6,6 +6,7 @@ isolate in pieces of at most 64 KiB, never as one decoded chunk per raw chunk (s
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import zlib
 from collections.abc import Iterator
@@ -30,16 +31,23 @@ def _bomb(wbits: int) -> bytes:
     return b"".join(encoder.compress(b"\0" * (1 << 20)) for _ in range(20)) + encoder.flush()
 
 
-BOMBS = {"/deflate": ("deflate", _bomb(zlib.MAX_WBITS)), "/gzip": ("gzip", _bomb(31))}
-BOMBS["/rawdeflate"] = ("deflate", _bomb(-zlib.MAX_WBITS))
-BOMBS["/br"] = ("br", brotli.compress(b"\0" * PLAIN, quality=11))  # 40 bytes
-BOMBS["/zstd"] = ("zstd", b"not decoded by the supervisor")
+@functools.cache
+def bombs() -> dict[str, tuple[str, bytes]]:
+    """Path -> (content-encoding, body), built on first use: compressing the 80 MiB took ~0.7
+    CPU-s, which every pytest worker spent at collection, though one runs this file."""
+    return {
+        "/deflate": ("deflate", _bomb(zlib.MAX_WBITS)),
+        "/gzip": ("gzip", _bomb(31)),
+        "/rawdeflate": ("deflate", _bomb(-zlib.MAX_WBITS)),
+        "/br": ("br", brotli.compress(b"\0" * PLAIN, quality=11)),  # 40 bytes
+        "/zstd": ("zstd", b"not decoded by the supervisor"),
+    }
 
 
 async def _app(scope: dict, receive: Any, send: Any) -> None:
     while (await receive()).get("more_body"):
         pass
-    coding, body = BOMBS[scope["path"]]
+    coding, body = bombs()[scope["path"]]
     head = [(b"content-encoding", coding.encode()), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": head})
     await send({"type": "http.response.body", "body": body})
@@ -47,6 +55,7 @@ async def _app(scope: dict, receive: Any, send: Any) -> None:
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
+    bombs()  # built here, not on the server's loop by its first request
     server = uvicorn.Server(
         uvicorn.Config(_app, host="127.0.0.1", port=0, log_level="error", lifespan="off")
     )
@@ -111,7 +120,7 @@ def test_a_body_under_a_coding_not_decoded_here_passes_as_it_came(
             await resources.aclose()
 
     body, headers = asyncio.run(main())
-    coding, sent = BOMBS[path]
+    coding, sent = bombs()[path]
     assert body == sent
     assert ["content-encoding", coding] in [[k.lower(), v] for k, v in headers]
 
