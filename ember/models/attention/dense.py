@@ -19,6 +19,7 @@ from collections.abc import Hashable, Iterator, Sequence
 import torch
 
 from ember.models.attention.backend import BatchLayout
+from ember.models.attention.selection import index_scores, top_positions_reference
 
 _Entry = dict[str, torch.Tensor]  # "k"/"v" (GQA), "latent"/"k_rope" (MLA), "index_k" (DSA)
 
@@ -147,13 +148,11 @@ class DenseAttentionBackend:
             return None  # every token sees at most topk positions: attention stays dense
         out = torch.full((index_q.shape[0], topk), -1, dtype=torch.long, device=index_q.device)
         for rows, ctx, cached in keys:
-            # (Q, Hi, Di) . (N, Di) -> (Q, Hi, N); weighted sum over heads -> (Q, N)
-            scores = (torch.einsum("qhd,nd->qhn", index_q[rows].float(), cached) * scale).relu()
-            index = torch.einsum("qh,qhn->qn", index_weights[rows].float(), scores)
+            # The engine's formula and tie rule (``selection``): (Q, Hi, Di) . (N, Di) -> (Q, N)
+            index = index_scores(index_q[rows].float(), cached, index_weights[rows], scale)
             mask = self._causal(rows.stop - rows.start, ctx, index_q.device)
             index = index.masked_fill(~mask, float("-inf"))
-            best = index.topk(min(topk, cached.shape[0]), dim=-1)
-            chosen = best.indices.masked_fill(best.values == float("-inf"), -1)
+            chosen = top_positions_reference(index, min(topk, cached.shape[0]))
             out[rows, : chosen.shape[1]] = chosen
         return out
 

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.paged_batch import AttentionGroup, PagedBatch
+from ember.models.attention.selection import index_scores, top_positions
 from ember.models.kernels import paged_decode, stored_sums
 from ember.models.kv.fp8 import dequantize_fp8_bits
 from ember.models.kv.pool import KVPool
@@ -322,20 +323,18 @@ class PagedAttentionBackend:
         self._store(cache, pool.encode(index_k, layer, 2).unsqueeze(1))
         if max(self.layout.seq_lens) <= topk:
             return None  # every context fits: attention is dense
-        num_tokens, num_heads, dim = index_q.shape
+        num_tokens = index_q.shape[0]
         query = index_q * pool.scales[layer][2] if pool.scales[layer][2] != 1.0 else index_q
         out = torch.full((num_tokens, topk), -1, dtype=torch.int64, device=index_q.device)
         for group in self.batch.groups:
             b, nq, ctx = group.num_seqs, group.max_query, group.max_context
             keys = self._gather(cache, group, query.dtype)[0]  # (B, L, Di)
-            rows = group.select(query).reshape(b, nq * num_heads, dim)
-            scores = torch.relu(torch.bmm(rows, keys.transpose(1, 2)) * scale)
-            scores = scores.view(b, nq, num_heads, ctx).float()
-            weights = group.select(index_weights).float().unsqueeze(-1)  # (B, Q, Hi, 1)
-            total = (scores * weights).sum(dim=2).masked_fill(~group.allowed, float("-inf"))
+            # Each row's arithmetic and tie rule are the same whatever the group's padding
+            # (``selection``): a sequence selects alike alone, batched or chunked.
+            total = index_scores(group.select(query), keys, group.select(index_weights), scale)
+            total = total.masked_fill(~group.allowed, float("-inf"))  # (B, Q, L)
             count = min(topk, ctx)
-            values, picked = torch.topk(total, count, dim=-1)  # (B, Q, count)
-            picked = picked.masked_fill(values == float("-inf"), -1)
+            picked = top_positions(total, count)  # (B, Q, count), -1 = masked
             padded = torch.full((b, nq, topk), -1, dtype=torch.int64, device=index_q.device)
             padded[..., :count] = picked
             group.scatter(out, padded)

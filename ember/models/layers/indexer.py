@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ember.models.attention import selection
 from ember.models.attention.backend import AttentionBackend
 from ember.models.config import ModelConfig
 from ember.models.layers.rotary import apply_rotary
@@ -57,14 +58,9 @@ class Indexer(nn.Module):
         """Whole sequences: q (B, S, Hi, Di), k (B, T, Di), w (B, S, Hi) -> index scores
         (B, S, T) in float32, differentiable (the training loss of the indexer uses it too).
 
-        One (S*Hi, Di) @ (Di, T) product per sequence: broadcasting ``k`` against every query
-        (the literal formula) materialises a (B, S, Di, T) copy and runs B*S tiny products,
-        which made the indexer cost more than the rest of a training step.
+        ``selection.index_scores``, the arithmetic the engine's backends run too, in float32.
         """
-        batch, seq_len, heads, dim = q.shape
-        flat = q.float().reshape(batch, seq_len * heads, dim)
-        scores = torch.bmm(flat, k.float().transpose(1, 2)).view(batch, seq_len, heads, -1)
-        return (scores.relu() * self.scale * weights.unsqueeze(-1)).sum(dim=-2)
+        return selection.index_scores(q.float(), k.float(), weights, self.scale)
 
     @torch.no_grad()
     def reference_topk(
@@ -72,15 +68,17 @@ class Indexer(nn.Module):
     ) -> torch.Tensor:
         """Whole sequences ``x`` (B, S, hidden) -> selected positions (B, S, min(topk, S)).
 
-        Rows with fewer than ``topk`` causal positions also list some future positions; the causal
-        mask of the attention that consumes the selection excludes those anyway.
+        Ties go to the earliest position (``selection``: the engine's rule). Rows with fewer than
+        ``topk`` causal positions also list some future positions; the causal mask of the
+        attention that consumes the selection excludes those anyway.
         """
         q, k, weights = self.project(x, q_resid, cos, sin)
         seq_len = x.shape[1]
         index = self.index_scores(q, k, weights)
         causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=x.device).tril()
         index = index.masked_fill(~causal, float("-inf"))
-        return index.topk(min(self.index_topk, seq_len), dim=-1).indices
+        count = min(self.index_topk, seq_len)
+        return selection.top_positions_reference(index, count, mark_masked=False)
 
     @torch.no_grad()
     def select(

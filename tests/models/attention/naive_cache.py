@@ -104,6 +104,7 @@ class NaiveCacheBackend:
             for h in range(index_q.shape[1]):
                 rel = torch.relu((keys @ index_q[row, h].float()) * scale)
                 score += index_weights[row, h].float() * rel
-            count = min(topk, p + 1)
-            out[row, :count] = score.topk(count).indices
+            # The engine's tie rule: the highest score, then the earliest position.
+            kept = sorted(range(p + 1), key=lambda j: (-score[j].item(), j))[:topk]
+            out[row, : len(kept)] = torch.tensor(kept)
         return out
