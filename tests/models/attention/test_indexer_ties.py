@@ -18,7 +18,12 @@ from ember.models.arch import build_model
 from ember.models.attention.backend import BatchLayout
 from ember.models.attention.dense import DenseKVCache
 from ember.models.attention.paged import PagedAttentionBackend, PagedBatch, Workspace
-from ember.models.attention.selection import top_positions, top_positions_reference
+from ember.models.attention.selection import (
+    _by_key,
+    index_scores,
+    top_positions,
+    top_positions_reference,
+)
 from ember.models.config_parse import parse_config
 from ember.models.kv.pool import KVPool
 from ember.models.kv.spec import KVSpec
@@ -45,19 +50,23 @@ def test_top_positions_equals_the_stable_sort_and_the_rule() -> None:
     seed = random.randrange(2**31)
     gen = torch.Generator().manual_seed(seed)
     values = torch.tensor([2.5, 1.0, 0.0, -0.0, -1.0, float("-inf")])
-    for shape, count in (((3, 7), 7), ((2, 5, 300), 128), ((1, 4096), 128), ((64, 1, 600), 40)):
+    shapes = (((3, 7), 7), ((2, 5, 300), 128), ((1, 4096), 128), ((64, 1, 600), 40), ((9, 50), 3))
+    for shape, count in shapes:
         scores = values[torch.randint(0, len(values), shape, generator=gen)]
+        if shape[-1] == 50:  # few values tie at the cut: topk alone decides most rows
+            scores = torch.randn(shape, generator=gen).relu()
         fast, slow = top_positions(scores, count), top_positions_reference(scores, count)
-        assert torch.equal(fast, slow), f"seed {seed} shape {shape}"
+        assert torch.equal(fast.sort(-1).values, slow.sort(-1).values), f"seed {seed} {shape}"
+        by_key = _by_key(scores, count)  # every row's path off the CPU
+        assert torch.equal(by_key, slow), f"seed {seed} shape {shape}"
         rows = scores.reshape(-1, shape[-1]).tolist()
-        for row, got in zip(rows, fast.reshape(-1, count).tolist(), strict=True):
+        for row, got in zip(rows, slow.reshape(-1, count).tolist(), strict=True):
             # -0.0 == 0.0 in Python too; -inf positions are reported as -1
             want = sorted(range(len(row)), key=lambda j: (-row[j], j))[:count]
             want = [j if row[j] != float("-inf") else -1 for j in want]
             assert got == want, f"seed {seed} shape {shape}"
-        unmarked = top_positions(scores, count, mark_masked=False)
-        assert torch.equal(unmarked, top_positions_reference(scores, count, mark_masked=False))
-        assert bool((unmarked >= 0).all())
+        unmarked = top_positions_reference(scores, count, mark_masked=False)
+        assert bool((unmarked >= 0).all()) and torch.equal(unmarked[slow >= 0], slow[slow >= 0])
 
 
 def test_top_positions_names_what_it_cannot_select() -> None:
@@ -175,3 +184,22 @@ def test_reference_topk_breaks_exact_ties_at_the_earliest_position() -> None:
     for position in range(TOPK - 1, seq_len):  # rows before: future positions fill the rest
         for b in range(2):
             assert sorted(picked[b, position].tolist()) == list(range(TOPK)), (b, position)
+
+
+@pytest.mark.parametrize("heads, dim", [(4, 64), (8, 16), (32, 128)])
+def test_a_score_is_the_same_in_any_batch_shape(heads: int, dim: int) -> None:
+    """One (query, key, weights) scored inside batches of other shapes: one value, bitwise (the
+    summed-heads reduction and the matmul's column tail each gave 2-5 values before)."""
+    seed = random.randrange(2**31)
+    rng, gen = random.Random(seed), torch.Generator().manual_seed(seed)
+    q0, k0, w0 = (torch.randn(*s, generator=gen) for s in ((heads, dim), (dim,), (heads,)))
+    seen = {}
+    for _ in range(60):
+        b, nq = rng.choice([1, 3, 16]), rng.choice([1, 1, 5, 33])
+        length = rng.randint(1, rng.choice([20, 300]))  # short rows: where kernels differed
+        q = torch.randn(b, nq, heads, dim, generator=gen)
+        k, w = torch.randn(b, length, dim, generator=gen), torch.randn(b, nq, heads, generator=gen)
+        i, t, j = rng.randrange(b), rng.randrange(nq), rng.randrange(length)
+        q[i, t], k[i, j], w[i, t] = q0, k0, w0
+        seen.setdefault(index_scores(q, k, w, dim**-0.5)[i, t, j].item(), (b, nq, length, j))
+    assert len(seen) == 1, f"seed {seed}: {seen}"
