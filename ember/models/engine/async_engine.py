@@ -34,6 +34,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from ember.errors import BackendError, InvalidModelInput
+from ember.models.engine.draining import Drain, DrainingIds
 from ember.models.engine.engine_commands import (
     AbortRequest,
     AddRequest,
@@ -59,8 +60,6 @@ from ember.models.engine.llm_engine import LLMEngine
 from ember.models.engine.sequence import StopCriteria
 from ember.models.sampling import SamplingParams
 
-DRAIN_WAIT_S = 10.0  # for a left request under one's id to go: a step (a long prefill's)
-
 
 class AsyncEngine:
     def __init__(
@@ -81,9 +80,8 @@ class AsyncEngine:
         self._commands: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._flushes: list[FlushCache] = []  # engine thread only: waiting for the engine to idle
         self._streams: dict[str, OutputStream] = {}
-        # Ids whose stream was closed before the end, until the engine has let the request go.
-        self._draining: set[str] = set()
-        self._lock = threading.Lock()  # guards _streams, _draining, _failure, the announcements
+        self._drains = DrainingIds()  # ids whose client left, until the engine lets them go
+        self._lock = threading.Lock()  # guards _streams, _failure and the announcements
         self._failure: BaseException | None = None
         self._intake = IntakeHold(HoldSettings(hold_max_s, hold_steps, expect_for_s, burst_gap_s))
         self._heartbeat = Heartbeat()
@@ -114,14 +112,15 @@ class AsyncEngine:
             self.forget(request_id)
             raise
         stream = OutputStream(asyncio.get_running_loop(), asyncio.Queue())
-        await self.drained(request_id)
+        if await self.drained(request_id) == "aborted":
+            return  # aborted while it waited for the id: it never reached the engine
         with self._lock:
             # No longer expected and its command queued in one step for the engine thread: a
             # hold sees the announcement or the command, never neither.
             self._intake.submitted(request_id)
             if self._failure is not None:
                 raise BackendError(f"the engine is not running: {self._failure}")
-            if request_id in self._streams or request_id in self._draining:
+            if request_id in self._streams or request_id in self._drains:
                 raise InvalidModelInput("request_id", f"request id {request_id!r} is in use")
             self._streams[request_id] = stream
             self._commands.put(AddRequest(request_id, prepared))
@@ -143,24 +142,14 @@ class AsyncEngine:
             with self._lock:
                 self._streams.pop(request_id, None)
                 if not finished:
-                    self._draining.add(request_id)
+                    self._drains.leave(request_id)
             if not finished:
                 self._commands.put(AbortRequest(request_id, left=True))
 
-    async def drained(self, request_id: str) -> bool:
-        """Wait (up to ``DRAIN_WAIT_S``) while a left request under this id is in the engine
-        (until its next step collects it); False if it still is. A new request under the id
-        waits for this, or it would collide with the ended one or receive its last output."""
-        deadline = time.monotonic() + DRAIN_WAIT_S
-        pause = 0.001
-        while True:
-            with self._lock:
-                if request_id not in self._draining or self._failure is not None:
-                    return True
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.02)
+    async def drained(self, request_id: str) -> Drain:
+        """Wait while a request under this id whose client left is still in the engine
+        (``draining.py``): "free", "aborted" (an abort of the id came meanwhile) or "busy"."""
+        return await self._drains.wait(request_id, lambda: self.failure is not None)
 
     def in_progress(self, request_id: str) -> bool:
         """Whether a request with this id is submitted and not over: its id is taken."""
@@ -190,11 +179,13 @@ class AsyncEngine:
     def abort(self, request_id: str, *, reason: str = "abort") -> None:
         """End a request (``reason`` "abort", or "stop" for a matched stop string); thread-safe,
         idempotent. Its pages are freed before the engine's next step."""
+        self._drains.mark_aborted([request_id])
         self._commands.put(AbortRequest(request_id, reason))
 
     def abort_all(self) -> list[str]:
         """End every request this engine is streaming (SGLang's ``abort_all``), as ``abort``
         ends one; returns their ids."""
+        self._drains.mark_aborted(None)
         with self._lock:
             request_ids = list(self._streams)
         for request_id in request_ids:
@@ -247,8 +238,7 @@ class AsyncEngine:
         if isinstance(command, AbortRequest):
             engine.abort(command.request_id, reason=command.reason)
             if command.left and not engine.holds(command.request_id):  # never reached it
-                with self._lock:
-                    self._draining.discard(command.request_id)
+                self._drains.release(command.request_id)
             return
         with self._lock:
             wanted = command.request_id in self._streams
@@ -384,8 +374,8 @@ class AsyncEngine:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[OutputStream, RequestOutput]]] = {}
         with self._lock:
             for output in outputs:
-                if output.finished and output.request_id in self._draining:
-                    self._draining.discard(output.request_id)  # let go: the id is free
+                if output.finished and output.request_id in self._drains:
+                    self._drains.release(output.request_id)  # let go: the id is free
                     continue
                 stream = self._streams.get(output.request_id)
                 if stream is not None:

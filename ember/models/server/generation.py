@@ -170,12 +170,26 @@ async def stream_generation(
             return
     # An earlier request under this id whose client left is still in the engine until its next
     # step: its grammar is keyed by the id too, so the new one's waits for it to go.
-    if not await served.engine.drained(rid) or served.engine.in_progress(rid):
+    drain = await served.engine.drained(rid)
+    if drain == "aborted":  # /abort_request while it waited: it never reached the engine
+        _finished(served, metrics, request, "abort", 0, 0, None)
+        prompt = len(request.prompt_ids)
+        yield GenerationEvent(
+            "", [], [], finished=True, finish_reason="abort", prompt_tokens=prompt
+        )
+        return
+    if drain == "busy" or served.engine.in_progress(rid):
         # Only /generate lets the client choose the id (``rid``). A second request under a
         # taken id would replace, then release, the first one's grammar before the engine
         # refused it; nothing is registered until the id is known to be free (no await
         # between this check and the submission below, so it cannot be taken meanwhile).
-        raise InvalidModelInput("rid", f"request id {rid!r} is in use by a request in progress")
+        _finished(served, metrics, request, "error", 0, 0, None)
+        why = (
+            "still leaving the engine (its client left; retry)"
+            if drain == "busy"
+            else "in use by a request in progress"
+        )
+        raise InvalidModelInput("rid", f"request id {rid!r} is {why}")
     if grammar is not None:
         served.sampler.constrain(rid, grammar)
     stream = served.engine.generate(
