@@ -215,8 +215,9 @@ class BatchQueue:
 
     def _kept(self, batch: _Batch, entry: dict[str, Any]) -> dict[str, Any]:
         """``entry``, counted in its tenant's bytes, after the tenant's oldest finished batches
-        made room for it; past the bound with none left, an error entry in its place (answers
-        are not reserved at admission: a small request can have a long answer)."""
+        made room for it; past the bound even without them, an error entry in its place (answers
+        are not reserved at admission: a small request can have a long answer). Error entries
+        are counted too, past the bound: a few hundred bytes each, at most one per request."""
         size = _json_bytes(entry)
         kept = sum(b.held for b in self._batches.values() if b.tenant == batch.tenant)
         finished = sorted(
@@ -227,11 +228,14 @@ class BatchQueue:
             ),
             key=lambda b: b.finished or 0.0,
         )
-        for old in finished:
-            if kept + size <= MAX_TENANT_BYTES:
-                break
-            del self._batches[old.request_id]
-            kept -= old.held
+        # Finished batches go only if dropping them makes the room: else they would be lost for
+        # an answer that is not kept anyway (review24).
+        if kept + size - sum(old.held for old in finished) <= MAX_TENANT_BYTES:
+            for old in finished:
+                if kept + size <= MAX_TENANT_BYTES:
+                    break
+                del self._batches[old.request_id]
+                kept -= old.held
         if kept + size > MAX_TENANT_BYTES:
             entry = {
                 "id": entry["id"],

@@ -199,3 +199,28 @@ def test_the_total_drops_other_tenants_finished_batches_only_past_their_minimum_
         await queue.aclose()
 
     asyncio.run(scenario())
+
+
+def test_an_answer_that_cannot_be_kept_drops_no_finished_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """review24: an answer too big to keep even with every finished batch of its account gone
+    still deleted them, and their polls then said "no queued request"."""
+    monkeypatch.setattr(batches, "MAX_TENANT_BYTES", 10_000)
+
+    async def scenario() -> None:
+        async def answer(tenant: str, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+            return {"response": "x" * int(request["prompt"])}
+
+        queue = BatchQueue(answer)
+        small = queue.submit("t", MODEL, {"requests": [{"prompt": "100"}]}, accept)
+        await settle(queue, [small["request_id"]])
+        huge = queue.submit("t", MODEL, {"requests": [{"prompt": "20000"}]}, accept)
+        await settle(queue, [huge["request_id"]])
+        (entry,) = queue.poll("t", MODEL, huge["request_id"])["responses"]
+        assert entry["success"] is False and "was not kept" in entry["errors"][0]["message"]
+        (kept,) = queue.poll("t", MODEL, small["request_id"])["responses"]
+        assert kept["success"] is True  # still there
+        await queue.aclose()
+
+    asyncio.run(scenario())
