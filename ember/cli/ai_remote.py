@@ -101,27 +101,25 @@ def auth_refused(
 
 def _unsent_token_note(url: str) -> str:
     """Why a set EMBER_API_TOKEN was not sent: it belongs to $EMBER_PLATFORM only (sending it
-    to whatever --url names would hand it to any server), which is not ``url``."""
+    to whatever --url names would hand it to any server), or that platform named no account
+    for it. Never a hint to send it somewhere else."""
     if not os.environ.get("EMBER_API_TOKEN"):
         return ""
     try:
         configured = resolve_platform(None)
-        if resolve_platform(url) == configured:
-            # Not sent although this is $EMBER_PLATFORM: it named no account there.
-            return (
-                ". EMBER_API_TOKEN is set but was not sent: this platform listed no account "
-                "for it (GET /client/v4/accounts)"
-            )
+        here = resolve_platform(url) == configured
     except EmberError:
         return ""
-    where = (
-        f"EMBER_PLATFORM is {configured}"
-        if os.environ.get("EMBER_PLATFORM")
-        else f"EMBER_PLATFORM is unset, so {configured}"
-    )
+    if here:
+        return (
+            ". EMBER_API_TOKEN is set but was not sent: asking this platform for its accounts "
+            "with it failed (GET /client/v4/accounts), so check the token; while it is set, a "
+            "saved login for this platform is not used"
+        )
+    where = configured if os.environ.get("EMBER_PLATFORM") else f"unset, so {configured}"
     return (
-        f". EMBER_API_TOKEN is set but was not sent: it goes only to $EMBER_PLATFORM ({where}); "
-        f"EMBER_PLATFORM={url} sends it here"
+        f". EMBER_API_TOKEN is set but was not sent: it goes only to $EMBER_PLATFORM ({where}), "
+        "never to another URL"
     )
 
 
