@@ -120,19 +120,16 @@ class BatchQueue:
             )
         total = sum(b.held for b in self._batches.values())
         now = self._clock()
-        old = sorted(
-            (
+        total = self._drop_oldest(
+            [
                 b
                 for b in self._batches.values()
                 if b.finished is not None and now - b.finished >= MIN_KEEP_S
-            ),
-            key=lambda b: b.finished or 0.0,
+            ],
+            total,
+            incoming,
+            MAX_TOTAL_BYTES,
         )
-        for batch in old:
-            if total + incoming <= MAX_TOTAL_BYTES:
-                break
-            del self._batches[batch.request_id]
-            total -= batch.held
         if total + incoming > MAX_TOTAL_BYTES:
             raise CapacityExceeded(
                 OUT_OF_CAPACITY,
@@ -220,22 +217,13 @@ class BatchQueue:
         are counted too, past the bound: a few hundred bytes each, at most one per request."""
         size = _json_bytes(entry)
         kept = sum(b.held for b in self._batches.values() if b.tenant == batch.tenant)
-        finished = sorted(
-            (
-                b
-                for b in self._batches.values()
-                if b.tenant == batch.tenant and b.finished is not None
-            ),
-            key=lambda b: b.finished or 0.0,
-        )
+        finished = [
+            b for b in self._batches.values() if b.tenant == batch.tenant and b.finished is not None
+        ]
         # Finished batches go only if dropping them makes the room: else they would be lost for
         # an answer that is not kept anyway (review24).
         if kept + size - sum(old.held for old in finished) <= MAX_TENANT_BYTES:
-            for old in finished:
-                if kept + size <= MAX_TENANT_BYTES:
-                    break
-                del self._batches[old.request_id]
-                kept -= old.held
+            kept = self._drop_oldest(finished, kept, size, MAX_TENANT_BYTES)
         if kept + size > MAX_TENANT_BYTES:
             entry = {
                 "id": entry["id"],
@@ -253,6 +241,16 @@ class BatchQueue:
             size = _json_bytes(entry)
         batch.held += size
         return entry
+
+    def _drop_oldest(self, finished: list[_Batch], used: int, needed: int, bound: int) -> int:
+        """Drop ``finished`` batches, oldest first, while ``used + needed`` passes ``bound``;
+        the bytes still used."""
+        for batch in sorted(finished, key=lambda b: b.finished or 0.0):
+            if used + needed <= bound:
+                break
+            del self._batches[batch.request_id]
+            used -= batch.held
+        return used
 
     def _expire(self) -> None:
         now = self._clock()
