@@ -6,8 +6,9 @@ placed on its own, and learns nothing of where the first one's conversation live
 
 The table is bounded (``capacity`` pins in all), and so is each tenant's part of it
 (``per_tenant``): past its share a tenant's own least recently used pin goes. When the whole
-table is full the pin to go is the least recently used one of the tenant holding the most, so
-accounts flooding it with keys evict their own pins, not everybody's. Requests without a tenant
+table is full the pin to go is the least recently used one of the tenant holding the most (of
+equal holders, the one least recently active), so accounts flooding it with keys evict their own
+pins, not everybody's. Requests without a tenant
 (``ember dev``'s one user, internal callers) may use the whole table.
 """
 
@@ -33,6 +34,8 @@ class SessionTable(Generic[R]):
         self.capacity = capacity
         self.per_tenant = per_tenant
         self._tenants: dict[str | None, OrderedDict[str, R]] = {}
+        self._active: dict[str | None, int] = {}  # tenant -> when it last pinned or used a pin
+        self._ticks = 0
         self._size = 0
 
     def __len__(self) -> int:
@@ -47,6 +50,7 @@ class SessionTable(Generic[R]):
         pins = self._tenants.get(tenant)
         if pins is not None and value in pins:
             pins.move_to_end(value)
+            self._mark_active(tenant)
 
     def count(self, tenant: str | None) -> int:
         pins = self._tenants.get(tenant)
@@ -59,13 +63,19 @@ class SessionTable(Generic[R]):
             self._size += 1
         pins[value] = replica
         pins.move_to_end(value)
+        self._mark_active(tenant)
         limit = self.capacity if tenant is None else self.per_tenant
         if len(pins) > limit:
             self._drop_oldest(tenant)
         if self._size > self.capacity:
-            # Among the largest holders, another tenant's pin goes before this new one.
+            # Among the largest holders, another tenant's pin goes before this new one, and of
+            # those the least recently active one's (review23: dict order made it the oldest
+            # account's, however busy).
             self._drop_oldest(
-                max(self._tenants, key=lambda t: (len(self._tenants[t]), t != tenant))
+                max(
+                    self._tenants,
+                    key=lambda t: (len(self._tenants[t]), t != tenant, -self._active[t]),
+                )
             )
 
     def _drop_oldest(self, tenant: str | None) -> None:
@@ -74,3 +84,8 @@ class SessionTable(Generic[R]):
         self._size -= 1
         if not pins:
             del self._tenants[tenant]
+            del self._active[tenant]
+
+    def _mark_active(self, tenant: str | None) -> None:
+        self._ticks += 1
+        self._active[tenant] = self._ticks

@@ -106,3 +106,16 @@ def test_the_table_bounds_each_tenant_and_the_whole() -> None:
     assert dev.count(None) == 8
     with pytest.raises(ValueError):
         SessionTable(capacity=4, per_tenant=5)
+
+
+def test_of_equal_holders_the_least_recently_active_gives_way() -> None:
+    """review23: ties among the largest holders went by dict order, so the account that pinned
+    first lost its pins first, however busy it kept them."""
+    table: SessionTable[str] = SessionTable(capacity=4, per_tenant=2)
+    for tenant in ("old", "new"):
+        for k in range(2):
+            table.pin(tenant, f"k{k}", "r")
+    table.touch("old", "k0")  # the first account is still using its conversations
+    table.pin("third", "k0", "r")
+    assert [table.count(t) for t in ("old", "new", "third")] == [2, 1, 1]
+    assert table.get("new", "k0") is None and table.get("old", "k1") == "r"
