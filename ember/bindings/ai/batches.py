@@ -41,6 +41,7 @@ WAIT_FOR_SHARE_S = 600.0  # how long an item refused with 3036 keeps trying
 MAX_TENANT_BYTES = 64 * 2**20
 MAX_TOTAL_BYTES = 512 * 2**20
 FULL_RETRY_AFTER_S = 60.0
+MIN_ANSWER_BYTES = 64  # the smallest answer entry: below this, a request is not worth running
 MIN_KEEP_S = 600.0  # a finished batch is never dropped for another tenant's sooner
 
 # (tenant, model, request): the tenant's requests share the model with its other calls.
@@ -183,7 +184,8 @@ class BatchQueue:
             entry: dict[str, Any] = {"id": index, "external_reference": reference}
             async with slots:
                 deadline = self._clock() + WAIT_FOR_SHARE_S
-                while True:
+                full = self._full(batch, index)
+                while full is None:
                     try:
                         entry["result"] = await self._run_one(batch.tenant, batch.model, request)
                         entry["success"] = True
@@ -202,6 +204,9 @@ class BatchQueue:
                             {"code": failure.code.code, "message": failure.description}
                         ]
                         break
+                else:  # no answer could be kept: the model is not asked (review24)
+                    entry["success"] = False
+                    entry["errors"] = [{"code": QUOTA_EXCEEDED.code, "message": full}]
             batch.requests[index] = None
             batch.held -= batch.sizes[index]
             batch.responses[index] = self._kept(batch, entry)
@@ -210,12 +215,29 @@ class BatchQueue:
         batch.status = "done"
         batch.finished = self._clock()
 
+    def _full(self, batch: _Batch, index: int) -> str | None:
+        """Why request ``index`` is not run: even with its inputs and every finished batch of
+        its account gone, the account's bytes leave no room for an answer; else None."""
+        mine = [b for b in self._batches.values() if b.tenant == batch.tenant]
+        kept = sum(b.held for b in mine) - batch.sizes[index]
+        kept -= sum(b.held for b in mine if b.finished is not None)
+        if kept + MIN_ANSWER_BYTES <= MAX_TENANT_BYTES:
+            return None
+        return (
+            f"Account limited: not run: {describe_scope(batch.tenant)}'s batches still to run "
+            f"hold {kept:,} bytes of requests and answers (at most {MAX_TENANT_BYTES:,}), no "
+            "room for an answer"
+        )
+
     def _kept(self, batch: _Batch, entry: dict[str, Any]) -> dict[str, Any]:
         """``entry``, counted in its tenant's bytes, after the tenant's oldest finished batches
         made room for it; past the bound even without them, an error entry in its place (answers
         are not reserved at admission: a small request can have a long answer). Error entries
         are counted too, past the bound: a few hundred bytes each, at most one per request."""
         size = _json_bytes(entry)
+        if not entry.get("success"):  # an error entry says why: kept as it is, past the bound
+            batch.held += size
+            return entry
         kept = sum(b.held for b in self._batches.values() if b.tenant == batch.tenant)
         finished = [
             b for b in self._batches.values() if b.tenant == batch.tenant and b.finished is not None

@@ -11,7 +11,7 @@ import pytest
 
 from ember.bindings.ai import batches
 from ember.bindings.ai.batches import MAX_PER_TENANT, BatchQueue
-from ember.errors import EmberError
+from ember.errors import EmberError, InvalidModelInput
 
 MODEL = "@cf/zai-org/glm-4.7-flash"
 ONE = {"requests": [{"prompt": "hi"}]}
@@ -221,6 +221,47 @@ def test_an_answer_that_cannot_be_kept_drops_no_finished_batch(
         assert entry["success"] is False and "was not kept" in entry["errors"][0]["message"]
         (kept,) = queue.poll("t", MODEL, small["request_id"])["responses"]
         assert kept["success"] is True  # still there
+        await queue.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_request_whose_answer_could_not_be_kept_is_not_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """review24: once an account's batches still to run fill its bytes, its next requests were
+    run on the model and their answers thrown away. They are not run, and say why; a request's
+    own error is kept as it is past the bound, never replaced by the bound's."""
+    monkeypatch.setattr(batches, "MAX_TENANT_BYTES", 10_000)
+    asked: list[str] = []
+
+    async def scenario() -> None:
+        gate = asyncio.Event()
+
+        async def answer(tenant: str, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+            asked.append(request["prompt"][:3])
+            await gate.wait()
+            if request["prompt"] == "bad":
+                raise InvalidModelInput("/prompt", "the request's own failure")
+            return {"response": "ok"}
+
+        queue = BatchQueue(answer)
+        held = queue.submit("t", MODEL, {"requests": [{"prompt": "x" * 9_950}]}, accept)
+        while not asked:
+            await asyncio.sleep(0.001)
+        small = queue.submit("t", MODEL, {"requests": [{"prompt": "a"}, {"prompt": "b"}]}, accept)
+        await settle(queue, [small["request_id"]])
+        entries = queue.poll("t", MODEL, small["request_id"])["responses"]
+        assert [e["success"] for e in entries] == [False, False], entries
+        assert all("not run" in e["errors"][0]["message"] for e in entries), entries
+        assert asked == ["xxx"]  # a and b never reached the model
+        gate.set()
+        await settle(queue, [held["request_id"]])
+        monkeypatch.setattr(batches, "MAX_TENANT_BYTES", 200)  # now over the bound
+        failing = queue.submit("t", MODEL, {"requests": [{"prompt": "bad"}]}, accept)
+        await settle(queue, [failing["request_id"]])
+        (entry,) = queue.poll("t", MODEL, failing["request_id"])["responses"]
+        assert "the request's own failure" in entry["errors"][0]["message"], entry
         await queue.aclose()
 
     asyncio.run(scenario())
