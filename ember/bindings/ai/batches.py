@@ -101,37 +101,34 @@ class BatchQueue:
                 60.0,
             )
         # Finished batches wait to be polled for KEEP_DONE_S, but never lock the tenant out:
-        # past the bounds the oldest finished ones make room (memory stays bounded either way).
-        finished = sorted((b for b in mine if b.finished is not None), key=lambda b: b.finished)
-        kept, count = sum(b.held for b in mine), len(mine)
-        for batch in finished:
-            if count < MAX_PER_TENANT and kept + incoming <= MAX_TENANT_BYTES:
-                break
-            del self._batches[batch.request_id]
-            kept, count = kept - batch.held, count - 1
-        if kept + incoming > MAX_TENANT_BYTES:
+        # past the bounds the oldest finished ones make room (memory stays bounded either way),
+        # and only when that admits the new batch: never dropped for one refused anyway.
+        running = sum(b.held for b in mine if b.finished is None)
+        if running + incoming > MAX_TENANT_BYTES:
             raise quota_exceeded(
                 "bytes of queued AI batches",
-                kept + incoming,
+                running + incoming,
                 MAX_TENANT_BYTES,
-                f"Account limited: {describe_scope(tenant)} holds {kept:,} bytes of batches "
+                f"Account limited: {describe_scope(tenant)} holds {running:,} bytes of batches "
                 f"queued or running, and this one is {incoming:,} (at most "
                 f"{MAX_TENANT_BYTES:,} bytes of requests and answers); room is made as they run.",
                 FULL_RETRY_AFTER_S,
             )
-        total = sum(b.held for b in self._batches.values())
+        mine_dropped: list[_Batch] = []
+        kept, count = sum(b.held for b in mine), len(mine)
+        for old in sorted((b for b in mine if b.finished is not None), key=lambda b: b.finished):
+            if count < MAX_PER_TENANT and kept + incoming <= MAX_TENANT_BYTES:
+                break
+            mine_dropped.append(old)
+            kept, count = kept - old.held, count - 1
+        total = sum(b.held for b in self._batches.values()) - sum(b.held for b in mine_dropped)
         now = self._clock()
-        total = self._drop_oldest(
-            [
-                b
-                for b in self._batches.values()
-                if b.finished is not None and now - b.finished >= MIN_KEEP_S
-            ],
-            total,
-            incoming,
-            MAX_TOTAL_BYTES,
-        )
-        if total + incoming > MAX_TOTAL_BYTES:
+        others = [
+            b
+            for b in self._batches.values()
+            if b.finished is not None and now - b.finished >= MIN_KEEP_S and b not in mine_dropped
+        ]
+        if total - sum(b.held for b in others) + incoming > MAX_TOTAL_BYTES:
             raise CapacityExceeded(
                 OUT_OF_CAPACITY,
                 limit="bytes of queued AI batches, all accounts",
@@ -139,6 +136,9 @@ class BatchQueue:
                 maximum=MAX_TOTAL_BYTES,
                 retry_after=FULL_RETRY_AFTER_S,
             )
+        for old in mine_dropped:
+            del self._batches[old.request_id]
+        self._drop_oldest(others, total, incoming, MAX_TOTAL_BYTES)
         batch = _Batch(
             f"{secrets.token_hex(16)}", tenant, model, [dict(r) for r in requests], sizes
         )

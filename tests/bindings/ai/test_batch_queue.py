@@ -265,3 +265,36 @@ def test_a_request_whose_answer_could_not_be_kept_is_not_run(
         await queue.aclose()
 
     asyncio.run(scenario())
+
+
+def test_a_refused_batch_drops_no_finished_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """review25: a batch refused for the account's bytes (or the total) had already dropped the
+    account's (or other accounts' old) finished batches to make room it could not use."""
+    monkeypatch.setattr(batches, "MAX_TENANT_BYTES", 10_000)
+    now = [0.0]
+
+    async def scenario() -> None:
+        gate = asyncio.Event()
+
+        async def answer(tenant: str, model: str, request: Mapping[str, Any]) -> dict[str, Any]:
+            if request.get("slow"):
+                await gate.wait()
+            return {"response": "ok"}
+
+        queue = BatchQueue(answer, clock=lambda: now[0])
+        done = queue.submit("t", MODEL, {"requests": [{"prompt": "a"}]}, accept)
+        other = queue.submit("u", MODEL, {"requests": [{"prompt": "b"}]}, accept)
+        await settle(queue, [done["request_id"]])
+        queue.submit("t", MODEL, {"requests": [{"slow": True, "prompt": "x" * 9_000}]}, accept)
+        with pytest.raises(EmberError, match="bytes of batches queued or running"):
+            queue.submit("t", MODEL, {"requests": [{"prompt": "y" * 2_000}]}, accept)
+        assert "responses" in queue.poll("t", MODEL, done["request_id"])  # still there
+        monkeypatch.setattr(batches, "MAX_TOTAL_BYTES", 12_000)
+        now[0] = batches.MIN_KEEP_S + 1  # u's batch is old enough to make room, not enough
+        with pytest.raises(EmberError, match="3040"):
+            queue.submit("v", MODEL, {"requests": [{"prompt": "z" * 3_000}]}, accept)
+        assert "responses" in queue.poll("u", MODEL, other["request_id"])
+        gate.set()
+        await queue.aclose()
+
+    asyncio.run(scenario())
