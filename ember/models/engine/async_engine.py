@@ -113,6 +113,7 @@ class AsyncEngine:
             raise
         stream = OutputStream(asyncio.get_running_loop(), asyncio.Queue())
         if await self.drained(request_id) == "aborted":
+            self.forget(request_id)  # announced (``expect``): no step may wait for it
             return  # aborted while it waited for the id: it never reached the engine
         with self._lock:
             # No longer expected and its command queued in one step for the engine thread: a
@@ -179,7 +180,8 @@ class AsyncEngine:
     def abort(self, request_id: str, *, reason: str = "abort") -> None:
         """End a request (``reason`` "abort", or "stop" for a matched stop string); thread-safe,
         idempotent. Its pages are freed before the engine's next step."""
-        self._drains.mark_aborted([request_id])
+        if reason == "abort":
+            self._drains.mark_aborted([request_id])
         self._commands.put(AbortRequest(request_id, reason))
 
     def abort_all(self) -> list[str]:

@@ -24,12 +24,22 @@ DRAIN_WAIT_S = 10.0  # for a left request under one's id to go: a step (a long p
 Drain = Literal["free", "aborted", "busy"]
 
 
+class _Waiter:
+    """One request waiting for an id to drain; ``aborted`` once an abort of the id came."""
+
+    __slots__ = ("aborted",)
+
+    def __init__(self) -> None:
+        self.aborted = False
+
+
 class DrainingIds:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._draining: set[str] = set()
-        self._waiting: dict[str, int] = {}  # id -> requests waiting for it to drain
-        self._aborted: set[str] = set()  # waited-for ids aborted meanwhile
+        # id -> one flag per request waiting for it to drain, set when an abort of the id came
+        # while that request waited (not one that starts waiting later: review25)
+        self._waiting: dict[str, list[_Waiter]] = {}
 
     def leave(self, request_id: str) -> None:
         """The request's stream closed before its end: its id drains."""
@@ -48,8 +58,10 @@ class DrainingIds:
     def mark_aborted(self, request_ids: list[str] | None = None) -> None:
         """An abort of these ids (None: every id) reaches the requests waiting for them."""
         with self._lock:
-            waiting = self._waiting.keys() if request_ids is None else request_ids
-            self._aborted.update(r for r in waiting if r in self._waiting)
+            ids = list(self._waiting) if request_ids is None else request_ids
+            for request_id in ids:
+                for waiter in self._waiting.get(request_id, ()):
+                    waiter.aborted = True
 
     async def wait(
         self, request_id: str, stopped: Callable[[], bool], limit_s: float = DRAIN_WAIT_S
@@ -58,14 +70,15 @@ class DrainingIds:
         "free", "aborted" (an abort of the id came meanwhile) or "busy" (it still drains)."""
         deadline = time.monotonic() + limit_s
         pause = 0.001
+        me = _Waiter()
         with self._lock:
             if request_id not in self._draining:
                 return "free"  # the usual case: no wait, and no await (nothing else runs)
-            self._waiting[request_id] = self._waiting.get(request_id, 0) + 1
+            self._waiting.setdefault(request_id, []).append(me)
         try:
             while True:
                 with self._lock:
-                    if request_id in self._aborted:
+                    if me.aborted:
                         return "aborted"
                     if request_id not in self._draining:
                         return "free"
@@ -77,9 +90,7 @@ class DrainingIds:
                 pause = min(pause * 2, 0.02)
         finally:
             with self._lock:
-                left = self._waiting[request_id] - 1
-                if left:
-                    self._waiting[request_id] = left
-                else:
+                waiters = self._waiting[request_id]
+                waiters.remove(me)  # by identity: a waiter compares equal only to itself
+                if not waiters:
                     del self._waiting[request_id]
-                    self._aborted.discard(request_id)

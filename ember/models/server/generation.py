@@ -172,6 +172,7 @@ async def stream_generation(
     # step: its grammar is keyed by the id too, so the new one's waits for it to go.
     drain = await served.engine.drained(rid)
     if drain == "aborted":  # /abort_request while it waited: it never reached the engine
+        served.engine.forget(rid)  # announced by the route: no step may wait for it
         _finished(served, metrics, request, "abort", 0, 0, None)
         prompt = len(request.prompt_ids)
         yield GenerationEvent(
@@ -183,7 +184,8 @@ async def stream_generation(
         # taken id would replace, then release, the first one's grammar before the engine
         # refused it; nothing is registered until the id is known to be free (no await
         # between this check and the submission below, so it cannot be taken meanwhile).
-        _finished(served, metrics, request, "error", 0, 0, None)
+        # A client's error (400), not the server's: not counted as a failed request.
+        served.engine.forget(rid)
         why = (
             "still leaving the engine (its client left; retry)"
             if drain == "busy"

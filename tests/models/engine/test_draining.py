@@ -30,6 +30,12 @@ def test_a_wait_ends_free_aborted_or_busy() -> None:
         drains.mark_aborted(["y"])  # another id: nothing
         drains.release("x")
         assert await waiter == "free"
+        drains.leave("x")
+        first = asyncio.ensure_future(drains.wait("x", lambda: False))
+        await asyncio.sleep(0.01)
+        drains.mark_aborted(["x"])  # reaches the request waiting now, not one that comes later
+        later = asyncio.ensure_future(drains.wait("x", lambda: False, limit_s=0.05))
+        assert await first == "aborted" and await later == "busy"  # review25
         drains.mark_aborted(None)  # nobody waits: no mark is left for a later waiter
         drains.leave("x")
         assert await drains.wait("x", lambda: True) == "free"  # the engine stopped: no wait
