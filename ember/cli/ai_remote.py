@@ -113,8 +113,8 @@ def _unsent_token_note(url: str) -> str:
     if here:
         return (
             ". EMBER_API_TOKEN is set but was not sent: asking this platform for its accounts "
-            "with it failed (GET /client/v4/accounts), so check the token; while it is set, a "
-            "saved login for this platform is not used"
+            "with it (GET /client/v4/accounts) failed or named none, so check the token; while "
+            "it is set, a saved login for this platform is not used"
         )
     where = configured if os.environ.get("EMBER_PLATFORM") else f"unset, so {configured}"
     return (
