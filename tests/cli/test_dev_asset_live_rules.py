@@ -5,7 +5,6 @@ on a thread once per change (its ``compiles`` counter is the seam), its warnings
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -16,6 +15,7 @@ import pytest
 from ember.bindings.assets.rule_source import LiveRules
 from ember.runtime import events as E
 from ember.runtime.devserver import DevOptions, DevServer
+from tests.asset_projects import asset_project
 
 T = TypeVar("T")
 ENTRY = """
@@ -92,20 +92,8 @@ class LoopServer:
 
 @pytest.fixture
 def dev(tmp_path: Path) -> Iterator[LoopServer]:
-    project = tmp_path / "app"
-    (project / "src").mkdir(parents=True)
-    (project / "public").mkdir()
-    (project / "src" / "entry.py").write_text(ENTRY)
-    (project / "public" / "index.html").write_text("home")
-    (project / "public" / "_headers").write_text("/*\n  X-Rule: one\n")
-    config = {
-        "name": "site",
-        "main": "src/entry.py",
-        "compatibility_date": "2025-06-01",
-        "compatibility_flags": ["python_workers"],
-        "assets": {"directory": "./public", "binding": "ASSETS"},
-    }
-    (project / "wrangler.jsonc").write_text(json.dumps(config))
+    public = {"index.html": "home", "_headers": "/*\n  X-Rule: one\n"}
+    project = asset_project(tmp_path / "app", ENTRY, public)
     server = LoopServer(project, tmp_path / "state")
     yield server
     server.close()

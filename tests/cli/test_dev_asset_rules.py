@@ -4,11 +4,11 @@ live edits, ``env.ASSETS.fetch`` and ranges read from the file as it is."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import httpx
 
+from tests.asset_projects import asset_project
 from tests.cli.devprocess import DevProcess, until
 
 ENTRY = """
@@ -60,24 +60,14 @@ BIG = bytes(range(256)) * 4096  # 1 MiB: read in chunks, off the loop
 
 
 def _project(tmp_path: Path) -> Path:
-    project = tmp_path / "app"
-    (project / "src").mkdir(parents=True)
-    (project / "public" / "users").mkdir(parents=True)
-    (project / "src" / "entry.py").write_text(ENTRY)
-    (project / "public" / "index.html").write_text("home")
-    (project / "public" / "users" / "profile.html").write_text("profile page")
-    (project / "public" / "big.bin").write_bytes(BIG)
-    (project / "public" / "_redirects").write_text(REDIRECTS)
-    (project / "public" / "_headers").write_text(HEADERS)
-    config = {
-        "name": "site",
-        "main": "src/entry.py",
-        "compatibility_date": "2025-06-01",
-        "compatibility_flags": ["python_workers"],
-        "assets": {"directory": "./public", "binding": "ASSETS"},
+    public = {
+        "index.html": "home",
+        "users/profile.html": "profile page",
+        "big.bin": BIG,
+        "_redirects": REDIRECTS,
+        "_headers": HEADERS,
     }
-    (project / "wrangler.jsonc").write_text(json.dumps(config))
-    return project
+    return asset_project(tmp_path / "app", ENTRY, public)
 
 
 def test_redirects_and_headers_apply_to_the_assets(tmp_path: Path) -> None:

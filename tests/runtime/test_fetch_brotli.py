@@ -18,7 +18,7 @@ import brotli
 import pytest
 
 from tests.runtime.harness import Harness, write_project
-from tests.runtime.upstream import Upstream
+from tests.runtime.upstream import Upstream, raw_answer
 
 WORKER = """
 from workers import Response, fetch
@@ -55,11 +55,7 @@ def worker(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _raw(harness: Harness, worker: str, upstream: Upstream, path: str) -> tuple[dict, bytes]:
-    """The head and the bytes on the wire, for a client that accepts br."""
-    with harness.client(worker) as client:
-        headers = {"x-upstream": upstream.url, "accept-encoding": "br"}
-        with client.stream("GET", path, headers=headers) as response:
-            return dict(response.headers), b"".join(response.iter_raw())
+    return raw_answer(harness, worker, upstream, path, "br")
 
 
 def test_the_handler_reads_a_brotli_body_decoded_and_sees_the_header(

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.runtime.harness import Harness, write_project
-from tests.runtime.upstream import Upstream
+from tests.runtime.upstream import Upstream, raw_answer
 
 WORKER = """
 import json
@@ -61,11 +61,7 @@ def worker(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def _raw(harness: Harness, worker: str, upstream: Upstream, path: str) -> tuple[dict, bytes]:
-    """The head and the bytes on the wire, as curl without ``--compressed`` sees them."""
-    with harness.client(worker) as client:
-        headers = {"x-upstream": upstream.url, "accept-encoding": "gzip"}
-        with client.stream("GET", path, headers=headers) as response:
-            return dict(response.headers), b"".join(response.iter_raw())
+    return raw_answer(harness, worker, upstream, path, "gzip")
 
 
 @pytest.mark.parametrize("path", ["/pass", "/body"])

@@ -166,3 +166,15 @@ def ask_worker(harness: Any, deployment_id: str, upstream: Upstream, route: str)
         response = client.get(f"/{route}", headers={"x-upstream": upstream.url})
     assert response.status_code == 200, response.text
     return response.json()
+
+
+def raw_answer(
+    harness: Any, deployment_id: str, upstream: Upstream, path: str, accept_encoding: str
+) -> tuple[dict[str, str], bytes]:
+    """GET ``path`` of a deployed worker that calls ``upstream``, from a client that accepts
+    ``accept_encoding``: the head and the bytes on the wire, undecoded (as curl without
+    ``--compressed`` sees them)."""
+    headers = {"x-upstream": upstream.url, "accept-encoding": accept_encoding}
+    with harness.client(deployment_id) as client:
+        with client.stream("GET", path, headers=headers) as response:
+            return dict(response.headers), b"".join(response.iter_raw())

@@ -16,6 +16,7 @@ from ember.bindings.assets.rule_source import CompiledOnce
 from ember.bindings.assets.rules import AssetRules, Redirect
 from ember.bindings.registry import default_registry
 from ember.runtime.platform.translate import build_slot
+from tests.asset_projects import asset_project
 from tests.serve.conftest import ServeProcess, permanent_account
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,18 +59,14 @@ def _ember(serve: ServeProcess, token: str, cwd: Path, *args: str) -> subprocess
 
 
 def test_deployed_rules_apply_per_version(serve: ServeProcess, tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    (project / "src").mkdir(parents=True)
-    (project / "public" / "docs").mkdir(parents=True)
-    (project / "wrangler.jsonc").write_text(json.dumps(CONFIG))
-    (project / "src" / "entry.py").write_text(ENTRY)
-    (project / "public" / "index.html").write_text("home")
-    (project / "public" / "docs" / "page.html").write_text("a doc")
-    (project / "public" / "big.bin").write_bytes(BIG)
-    (project / "public" / "_redirects").write_text(
-        "/old /new 301\n/d/:name /docs/page 200\n/nope\n"
-    )
-    (project / "public" / "_headers").write_text("/docs/*\n  X-Docs: :splat\n")
+    public = {
+        "index.html": "home",
+        "docs/page.html": "a doc",
+        "big.bin": BIG,
+        "_redirects": "/old /new 301\n/d/:name /docs/page 200\n/nope\n",
+        "_headers": "/docs/*\n  X-Docs: :splat\n",
+    }
+    project = asset_project(tmp_path / "project", ENTRY, public, CONFIG)
     account_id, token = permanent_account(serve, "rulesco")
     first = _ember(serve, token, project, "deploy", "--json")
     assert first.returncode == 0, first.stderr
@@ -130,12 +127,7 @@ def test_deployed_rules_apply_per_version(serve: ServeProcess, tmp_path: Path) -
 def test_rule_files_past_16_kib_deploy_and_apply(serve: ServeProcess, tmp_path: Path) -> None:
     # review14: metadata.assets was capped at 16 KiB, so a _redirects past ~16 KB could not be
     # deployed (and the refusal never named it). This platform takes uploads up to 1 MiB.
-    project = tmp_path / "project"
-    (project / "src").mkdir(parents=True)
-    (project / "public").mkdir(parents=True)
-    (project / "wrangler.jsonc").write_text(json.dumps(CONFIG))
-    (project / "src" / "entry.py").write_text(ENTRY)
-    (project / "public" / "index.html").write_text("home")
+    project = asset_project(tmp_path / "project", ENTRY, {"index.html": "home"}, CONFIG)
     pad = "x" * 200
     static = "".join(f"/s{i}/{pad} /t/{i} 301\n" for i in range(1999)) + "/old /new 301\n"
     dynamic = "".join(f"/d{i}/:name/{pad} /t/:name 302\n" for i in range(100))
@@ -164,14 +156,12 @@ def test_rules_compile_at_the_first_asset_request_after_a_restart(tmp_path: Path
     # its first asset request does, once, on a thread.
     serve = ServeProcess(tmp_path / "state")
     try:
-        project = tmp_path / "project"
-        (project / "src").mkdir(parents=True)
-        (project / "public").mkdir(parents=True)
-        (project / "wrangler.jsonc").write_text(json.dumps(CONFIG))
-        (project / "src" / "entry.py").write_text(ENTRY)
-        (project / "public" / "index.html").write_text("home")
-        (project / "public" / "_redirects").write_text("/old /new 301\n")
-        (project / "public" / "_headers").write_text("/*\n  X-Rule: yes\n")
+        public = {
+            "index.html": "home",
+            "_redirects": "/old /new 301\n",
+            "_headers": "/*\n  X-Rule: yes\n",
+        }
+        project = asset_project(tmp_path / "project", ENTRY, public, CONFIG)
         account_id, token = permanent_account(serve, "lazyco")
         deployed = _ember(serve, token, project, "deploy", "--json")
         assert deployed.returncode == 0, deployed.stderr
