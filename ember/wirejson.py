@@ -73,3 +73,9 @@ def loads_strict(data: bytes | str) -> Any:
         except RecursionError:
             raise WireJSONError("the JSON is nested too deeply to read") from None
     return value
+
+
+def json_size(value: Any) -> int:
+    """Bytes of ``value`` as compact JSON (UTF-8), as it is stored or sent on."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-8", "surrogatepass"))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,6 +29,7 @@ from ember.errors import InvalidModelInput
 from ember.models.api.errors import OUT_OF_CAPACITY, InvalidRequestField
 from ember.models.api.fields import describe
 from ember.models.pool.errors import QUOTA_EXCEEDED, CapacityExceeded, quota_exceeded
+from ember.wirejson import json_size
 
 MAX_REQUESTS = 1000
 MAX_PER_TENANT = 64
@@ -86,7 +86,7 @@ class BatchQueue:
             )
         for index, request in enumerate(requests):
             validate(request, f"/requests/{index}")
-        sizes = [_json_bytes(r) for r in requests]
+        sizes = [json_size(r) for r in requests]
         incoming = sum(sizes)
         self._expire()
         mine = [b for b in self._batches.values() if b.tenant == tenant]
@@ -234,7 +234,7 @@ class BatchQueue:
         made room for it; past the bound even without them, an error entry in its place (answers
         are not reserved at admission: a small request can have a long answer). Error entries
         are counted too, past the bound: a few hundred bytes each, at most one per request."""
-        size = _json_bytes(entry)
+        size = json_size(entry)
         if not entry.get("success"):  # an error entry says why: kept as it is, past the bound
             batch.held += size
             return entry
@@ -260,7 +260,7 @@ class BatchQueue:
                     }
                 ],
             }
-            size = _json_bytes(entry)
+            size = json_size(entry)
         batch.held += size
         return entry
 
@@ -289,8 +289,3 @@ class BatchQueue:
             with contextlib.suppress(BaseException):
                 await task
         self._batches.clear()
-
-
-def _json_bytes(value: object) -> int:
-    """What ``value`` weighs as JSON (it came as JSON, and goes back as JSON)."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode())

@@ -18,7 +18,6 @@ characters, 16 KiB of JSON for each other metadata field (``metadata.assets`` wi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,6 +26,7 @@ import msgpack
 from ember.runtime.deployments.errors import InvalidUpload, TooManyVars, VarTooLarge
 from ember.runtime.deployments.records import Binding, Module, SecretValue
 from ember.runtime.fields import MAX_FRAME_BYTES
+from ember.wirejson import json_size
 
 MAX_VAR_BYTES = 5 * 1024  # each plain_text / json var and secret (Cloudflare: 5 KB, 10054)
 MAX_VARS = 128  # vars and secrets per Worker, permanent accounts (Cloudflare Paid, 10055)
@@ -47,12 +47,6 @@ VAR_TYPES = ("plain_text", "json")
 def init_bytes(value: Any) -> int:
     """Bytes of ``value`` in an Init frame (msgpack, as ``protocol.encode`` packs it)."""
     return len(msgpack.packb(value, use_bin_type=True))
-
-
-def json_size(value: Any) -> int:
-    """Bytes of ``value`` as compact JSON (UTF-8), as it is stored."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def check_flags(flags: tuple[str, ...]) -> None:
