@@ -40,6 +40,7 @@ PASSED = (
     "presence_penalty",
     "repetition_penalty",
     "chat_template_kwargs",
+    "cache_salt",  # vLLM's: prefix-cache pages shared only under the same salt
 )
 # Accepted and echoed: they steer nothing ember does (routing hints, labels).
 ECHOED = ("user", "safety_identifier", "prompt_cache_key", "metadata")

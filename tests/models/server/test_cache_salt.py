@@ -1,7 +1,7 @@
-"""``cache_salt`` on a real model server: vLLM's field on ``/v1/chat/completions`` and
-``/v1/completions``, SGLang's on ``/generate``. A prompt cached under one salt is a miss under
-another (and without one); the same salt hits as before; a salt that is no string of 1 to 1024
-characters is a 400 naming the field.
+"""``cache_salt`` on a real model server: vLLM's field on ``/v1/chat/completions``,
+``/v1/completions`` and ``/v1/responses``, SGLang's on ``/generate``. A prompt cached under one
+salt is a miss under another (and without one); the same salt hits as before; a salt that is no
+string of 1 to 1024 characters is a 400 naming the field.
 
 review22's leak, at the replica: ``cached_tokens`` told one caller, page by page, whether
 another caller's prompt began with its guess.
@@ -24,6 +24,8 @@ def _cached(live: LiveServer, path: str, salt: str | None, prompt: str = LONG) -
         body: dict = {"text": prompt, "sampling_params": {"max_new_tokens": 1}}
     elif path == "/v1/completions":
         body = {"model": "glm", "prompt": prompt, "max_tokens": 1}
+    elif path == "/v1/responses":
+        body = {"model": "glm", "input": prompt, "max_output_tokens": 1, "store": False}
     else:
         body = {"model": "glm", "messages": [{"role": "user", "content": prompt}], "max_tokens": 1}
     if salt is not None:
@@ -33,10 +35,14 @@ def _cached(live: LiveServer, path: str, salt: str | None, prompt: str = LONG) -
     answer = reply.json()
     if path == "/generate":
         return int(answer["meta_info"]["cached_tokens"])
+    if path == "/v1/responses":
+        return int(answer["usage"]["input_tokens_details"]["cached_tokens"])
     return int(answer["usage"]["prompt_tokens_details"]["cached_tokens"])
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/generate"])
+@pytest.mark.parametrize(
+    "path", ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/generate"]
+)
 def test_a_prompt_cached_under_one_salt_is_a_miss_under_another(glm: LiveServer, path: str) -> None:
     prompt = f"{path} " + LONG  # each route its own prompt: no hits from the other cases
     assert _cached(glm, path, "tenant-a", prompt) == 0
@@ -55,6 +61,7 @@ def test_a_prompt_cached_under_one_salt_is_a_miss_under_another(glm: LiveServer,
         ("/v1/chat/completions", "", "an empty string"),
         ("/v1/completions", ["a"], "an array of 1 items"),
         ("/v1/completions", "x" * 1025, "1025 characters"),
+        ("/v1/responses", 7, "a number (7)"),
         ("/generate", {"a": 1}, "an object"),
         ("/generate", "x" * 1025, "1025 characters"),
     ],
@@ -66,6 +73,8 @@ def test_a_salt_that_is_no_short_string_is_a_400_naming_the_field(
         body: dict = {"text": "hi", "sampling_params": {"max_new_tokens": 1}}
     elif path == "/v1/completions":
         body = {"model": "glm", "prompt": "hi", "max_tokens": 1}
+    elif path == "/v1/responses":
+        body = {"model": "glm", "input": "hi", "max_output_tokens": 1}
     else:
         body = {"model": "glm", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
     reply = httpx.post(glm.url + path, json={**body, "cache_salt": salt}, timeout=60)
