@@ -71,6 +71,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the CLI with ember's error boundary (failure.py)."""
+    _without_httpx_command_line()
     invocation = Invocation()
     try:
         cli.main(args=argv, standalone_mode=False, obj=invocation)
@@ -85,6 +86,14 @@ def main(argv: list[str] | None = None) -> None:
         )
         report(failure, as_json=as_json, usage=_usage(exc))
         sys.exit(failure.exit_code)
+
+
+def _without_httpx_command_line() -> None:
+    """httpx imports its own command-line client whenever click is installed (as it is, for
+    ember), and that client imports rich and pygments: ~80 ms of every command that talks HTTP,
+    a third of ``ember deploy``'s start. ember never runs it. A None entry in ``sys.modules``
+    makes that optional import fail at once; httpx then defines its stub ``main`` instead."""
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 
 def _end_of_options(args: list[str]) -> int:
