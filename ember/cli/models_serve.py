@@ -13,7 +13,13 @@ from typing import Any
 import click
 
 from ember.cli.models_serve_compat import CompatCommand, compat_options, drop_no_ops
-from ember.models.server.settings import DEFAULT_HEALTH_CHECK_TIMEOUT_S
+from ember.models.quant_options import INT4_GROUP_SIZES
+from ember.models.server.settings import (
+    DEFAULT_HEALTH_CHECK_TIMEOUT_S,
+    HALF_DTYPES,
+    KV_CACHE_DTYPES,
+    MODEL_DTYPES,
+)
 from ember.runtime.connguard import DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT_S
 
 
@@ -58,17 +64,18 @@ def _protocol(body_timeout: int, body_min_rate: str) -> Callable[..., Any]:
     "--dtype",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "bfloat16", "float32"]),
-    help="Weight and activation dtype (auto: bfloat16).",
+    # The aliases and float16's spellings too: the settings say why float16 is refused.
+    type=click.Choice([*MODEL_DTYPES, *HALF_DTYPES]),
+    help="Weight and activation dtype: auto (bfloat16), bfloat16 or float32 (float).",
 )
 @click.option(
     "--kv-cache-dtype",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "float32"]),
+    type=click.Choice(KV_CACHE_DTYPES),
     help=(
-        "KV cache storage (auto: the model's dtype); fp8_e4m3 (3 mantissa bits) or fp8_e5m2"
-        " (2 bits, more range) holds twice the tokens."
+        "KV cache storage (auto: the model's dtype); fp8_e4m3 (3 mantissa bits; vLLM's fp8)"
+        " or fp8_e5m2 (2 bits, more range) holds twice the tokens."
     ),
 )
 @click.option(
@@ -80,17 +87,18 @@ def _protocol(body_timeout: int, body_min_rate: str) -> Callable[..., Any]:
 )
 @click.option(
     "--quantization-group-size",
-    default=32,
-    show_default=True,
-    type=click.Choice(["32", "64", "128", "256"]),
-    help="INT4 inputs per scale group.",
+    default=None,
+    type=int,  # not a Choice: the settings' refusal says why these sizes
+    help=f"INT4 inputs per scale group: {', '.join(map(str, INT4_GROUP_SIZES))} (default 32);"
+    " only with --quantization int4.",
 )
 @click.option(
     "--quantization-targets",
-    default="experts",
+    default="auto",
     show_default=True,
-    type=click.Choice(["experts", "all"]),
-    help="Quantize routed experts only (as Kimi's INT4) or every linear layer.",
+    type=click.Choice(["auto", "experts", "all"]),
+    help="Which linear layers --quantization covers: experts (routed experts only, as Kimi's"
+    " native INT4) or all; auto: all for fp8 (as SGLang and vLLM), experts for int4.",
 )
 @click.option(
     "--kv-cache-bytes",
@@ -124,7 +132,8 @@ def _protocol(body_timeout: int, body_min_rate: str) -> Callable[..., Any]:
     default=1024,
     show_default=True,
     type=int,
-    help="Tokens per engine step (prefill chunks + decodes).",
+    help="Tokens per engine step (prefill chunks + each running request's decode token), so"
+    " >= --max-running-requests; -1: no chunking (a whole prompt per step, as SGLang).",
 )
 @click.option(
     "--page-size",
@@ -206,7 +215,6 @@ def serve(model: str | None, model_path: str | None, **flags: object) -> None:
     drop_no_ops(flags)
 
     flags["kv_cache_bytes"] = _bytes(flags["kv_cache_bytes"])  # type: ignore[arg-type]
-    flags["quantization_group_size"] = int(flags["quantization_group_size"])  # type: ignore[arg-type]
     http = _protocol(flags.pop("body_timeout"), flags.pop("body_min_rate"))  # type: ignore[arg-type]
     settings = ServerSettings(model=model, **flags)  # type: ignore[arg-type]
     from ember.models.server.source_check import unknown_model

@@ -22,7 +22,8 @@ from ember.models.kv.spec import KVCacheDtype
 
 _BF16 = "bfloat16"
 _FP32 = "float32"
-ALIASES = {"bfloat16": _BF16, "bf16": _BF16, "float32": _FP32, "fp32": _FP32}
+# "float" is SGLang's and vLLM's shorthand for float32.
+ALIASES = {"bfloat16": _BF16, "bf16": _BF16, "float32": _FP32, "fp32": _FP32, "float": _FP32}
 
 
 def cpu_has_bf16_kernels() -> bool:

@@ -33,9 +33,10 @@ from torch import nn
 
 from ember.errors import CheckpointError
 from ember.models.quant.fp8 import FP8_DTYPE, Fp8BlockWeight, block_grid
-from ember.models.quant.int4 import INT4_GROUP_SIZES, Int4Weight
+from ember.models.quant.int4 import Int4Weight
 from ember.models.quant.linear import QuantizedLinear
 from ember.models.quant.methods import Fp8LinearMethod, Int4LinearMethod
+from ember.models.quant_options import INT4_GROUP_SIZES
 
 _SOURCE = "config.json: quantization_config"
 
@@ -96,7 +97,8 @@ def _parse_compressed_tensors(config: Mapping[str, Any]) -> CheckpointQuantizati
                 )
         size = weights.get("group_size")
         if size not in INT4_GROUP_SIZES:
-            raise CheckpointError(f"{where}.group_size is {size!r}; expected one of 32, 64, 128")
+            allowed = ", ".join(map(str, INT4_GROUP_SIZES))
+            raise CheckpointError(f"{where}.group_size is {size!r}; expected one of {allowed}")
         sizes.add(size)
     if len(sizes) != 1:
         raise CheckpointError(f"{_SOURCE}: config groups use several group sizes {sorted(sizes)}")

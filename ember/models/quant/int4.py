@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from ember.errors import ConfigError
+from ember.models.quant_options import INT4_GROUP_SIZES
 
-INT4_GROUP_SIZES = (32, 64, 128)
 _QMIN, _QMAX = -8, 7
 _OFFSET = 8
 # Symmetric scale: the largest magnitude maps to 7.5 steps, so the grid spans [-8, 7] with both

@@ -179,7 +179,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         quant = QuantConfig.from_flag(
             settings.quantization,
             targets=settings.quantization_targets,
-            group_size=settings.quantization_group_size,
+            **({"group_size": group} if (group := settings.quantization_group_size) else {}),
         )
         report = quantize_model(loaded.model, quant)
         kernel = report.int4_kernel_dtype
@@ -212,6 +212,9 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
     eos = frozenset(loaded.generation.eos_token_ids or config.eos_token_ids)
     vocab = _vocabulary(tokenizer, eos)
     kv = _kv_report(settings, config, weights.total, compute.kv_auto)
+    note = None if settings.max_total_tokens else settings.kv_budget_note(kv.budget_bytes)
+    if note is not None:
+        progress(f"warning: {note}")
     context = _context_length(settings, config, source)
     engine_config = EngineConfig(
         kv_cache_dtype=settings.kv_cache_dtype,
@@ -219,7 +222,7 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         max_total_tokens=settings.max_total_tokens,
         page_size=settings.page_size,
         max_num_seqs=settings.max_running_requests,
-        max_num_batched_tokens=settings.step_tokens,
+        max_num_batched_tokens=settings.step_tokens(context),
         max_model_len=context,
         enable_prefix_cache=not settings.disable_radix_cache,
         integrity=settings.integrity,
@@ -233,10 +236,12 @@ def load_served_model(settings: ServerSettings, progress: Progress) -> ServedMod
         sampler=sampler,
         eos_token_ids=eos,
     )
+    capacity = llm.stats.pages_total * settings.page_size
     kv = KVReport(
         kv.dtype,
-        kv.budget_bytes,
-        llm.stats.pages_total * settings.page_size,
+        # --max-total-tokens sized the pool, not the byte budget: report the pool's bytes.
+        capacity * kv.bytes_per_token if settings.max_total_tokens else kv.budget_bytes,
+        capacity,
         kv.bytes_per_token,
         settings.page_size,
     )

@@ -10,7 +10,13 @@ own knobs (``--kv-cache-bytes``, ``--integrity``, the INT4 policy) are named in 
 The KV budget: ``--kv-cache-bytes`` wins; else ``--mem-fraction-static`` takes SGLang's rule
 (what memory remains after the weights, minus ``(1 - fraction)`` of the total); else a fixed
 default on CPU (a shared box should not hand most of its RAM to one model) and SGLang's
-``0.88`` on CUDA.
+``0.88`` on CUDA. On CPU a fraction is of the host's RAM, as on SGLang's CPU backend: the
+startup log warns with the byte count (``kv_budget_note``).
+
+``--chunked-prefill-size`` is the engine's token budget per step, decodes included, so it must
+cover ``--max-running-requests``; SGLang's ``-1`` (no chunked prefill) makes it the context
+length plus one decode per running request. ``--quantization-targets auto`` and the INT4 group
+size take the method's defaults (``ember/models/quant_options.py``).
 
 ``--integrity auto`` (the default) is ``sampled`` on CPU and ``off`` on CUDA: the checker stamps
 and reads KV pages in host memory, so asking for it with ``--device cuda`` is refused.
@@ -19,10 +25,12 @@ and reads KV pages in host memory, so asking for it with ``--device cuda`` is re
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from ember.errors import ConfigError
+from ember.models.quant_options import DEFAULT_INT4_GROUP_SIZE, DEFAULT_TARGETS, INT4_GROUP_SIZES
 
 FLAGS = "ember models serve"
 DEFAULT_PORT = 30000  # sglang.launch_server's default
@@ -35,9 +43,13 @@ DEFAULT_CUDA_MEM_FRACTION = 0.88
 # so the bound is three times that.
 DEFAULT_HEALTH_CHECK_TIMEOUT_S = 30.0
 KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp8", "float32")
-MODEL_DTYPES = ("auto", "bfloat16", "bf16", "float32", "fp32")
+MODEL_DTYPES = ("auto", "bfloat16", "bf16", "float32", "fp32", "float")
+# SGLang's and vLLM's float16 spellings: taken by the command line so the refusal says why.
+HALF_DTYPES = ("half", "float16")
+# --chunked-prefill-size -1: no chunking (SGLang's spelling).
+NO_CHUNKING = -1
 QUANTIZATIONS = ("none", "fp8", "int4")
-QUANT_TARGETS = ("experts", "all")
+QUANT_TARGETS = ("auto", "experts", "all")
 INTEGRITY_MODES = ("auto", "off", "sampled", "full")
 # SGLang's "glm" is its GLM-4.5/4.6 parser.
 TOOL_CALL_PARSERS = ("auto", "kimi_k2", "glm", "glm45", "glm47")
@@ -84,13 +96,15 @@ class ServerSettings:
     dtype: str = "auto"
     kv_cache_dtype: str = "auto"
     quantization: str = "none"
-    quantization_group_size: int = 32
-    quantization_targets: Literal["experts", "all"] = "experts"
+    # None: the INT4 default; a size is refused with any other --quantization.
+    quantization_group_size: int | None = None
+    # auto: the method's own (DEFAULT_TARGETS: fp8 every linear layer, int4 the routed experts).
+    quantization_targets: Literal["auto", "experts", "all"] = "auto"
     kv_cache_bytes: int | None = None
     mem_fraction_static: float | None = None
     max_total_tokens: int | None = None
     max_running_requests: int = 128
-    chunked_prefill_size: int = 1024
+    chunked_prefill_size: int = 1024  # NO_CHUNKING (-1): a whole prompt per step
     page_size: int = 16
     context_length: int | None = None
     # auto: sampled on CPU; off on CUDA, where the checker (which reads host memory) cannot run.
@@ -132,7 +146,15 @@ class ServerSettings:
             bool(re.fullmatch(r"cpu|cuda(:\d+)?", self.device)),
             "cpu, cuda or cuda:N",
         )
-        need("--dtype", self.dtype, self.dtype in MODEL_DTYPES, "auto, bfloat16 or float32")
+        need(
+            "--dtype",
+            self.dtype,
+            self.dtype in MODEL_DTYPES,
+            "auto, bfloat16 or float32 (ember's kernels compute in BF16 or float32, not float16;"
+            " a float16 checkpoint is served in BF16 by auto)"
+            if self.dtype in HALF_DTYPES
+            else "auto, bfloat16 or float32",
+        )
         need(
             "--kv-cache-dtype",
             self.kv_cache_dtype,
@@ -145,18 +167,7 @@ class ServerSettings:
             self.quantization in QUANTIZATIONS,
             "none, fp8 or int4",
         )
-        need(
-            "--quantization-targets",
-            self.quantization_targets,
-            self.quantization_targets in QUANT_TARGETS,
-            "experts (routed experts only) or all (every linear layer)",
-        )
-        need(
-            "--quantization-group-size",
-            self.quantization_group_size,
-            self.quantization_group_size in (32, 64, 128, 256),
-            "32, 64, 128 or 256 (the INT4 kernel's group sizes)",
-        )
+        self._resolve_quantization(need)
         if self.mem_fraction_static is not None:
             need(
                 "--mem-fraction-static",
@@ -173,13 +184,7 @@ class ServerSettings:
             self.max_running_requests >= 1,
             ">= 1",
         )
-        need(
-            "--chunked-prefill-size",
-            self.chunked_prefill_size,
-            self.chunked_prefill_size >= self.max_running_requests,
-            f">= --max-running-requests ({self.max_running_requests}): every running request "
-            "decodes one token per step within this budget",
-        )
+        self._check_step_budget(need)
         if self.max_total_tokens is not None:
             need(
                 "--max-total-tokens",
@@ -254,17 +259,89 @@ class ServerSettings:
                 f">= --max-running-requests ({self.max_running_requests})",
             )
 
-    @property
-    def step_tokens(self) -> int:
+    def _resolve_quantization(self, need: Callable[[str, object, bool, str], None]) -> None:
+        """The group size and targets a method leaves open take its defaults (quant_options);
+        either flag given with a method it does not apply to is refused, not ignored."""
+        method = self.quantization
+        need(
+            "--quantization-targets",
+            self.quantization_targets,
+            self.quantization_targets in QUANT_TARGETS,
+            "auto (fp8: all, int4: experts), experts (routed experts only) or all (every "
+            "linear layer)",
+        )
+        need(
+            "--quantization-targets",
+            self.quantization_targets,
+            self.quantization_targets == "auto" or method in DEFAULT_TARGETS,
+            "only with --quantization fp8 or int4 (nothing is quantized)",
+        )
+        if self.quantization_targets == "auto" and method in DEFAULT_TARGETS:
+            object.__setattr__(self, "quantization_targets", DEFAULT_TARGETS[method])
+        size = self.quantization_group_size
+        if method != "int4":
+            need(
+                "--quantization-group-size",
+                size,
+                size is None,
+                f"only with --quantization int4 (INT4's scale group; --quantization {method} "
+                "has none)",
+            )
+            return
+        size = DEFAULT_INT4_GROUP_SIZE if size is None else size
+        *most, last = INT4_GROUP_SIZES
+        need(
+            "--quantization-group-size",
+            size,
+            size in INT4_GROUP_SIZES,
+            f"{', '.join(map(str, most))} or {last} (PyTorch's CPU INT4 kernel's group sizes)",
+        )
+        object.__setattr__(self, "quantization_group_size", size)
+
+    def _check_step_budget(self, need: Callable[[str, object, bool, str], None]) -> None:
+        chunk, running = self.chunked_prefill_size, self.max_running_requests
+        if chunk == NO_CHUNKING:
+            return
+        need("--chunked-prefill-size", chunk, chunk >= 1, "a token count, or -1 (no chunking)")
+        need(
+            "--chunked-prefill-size",
+            chunk,
+            chunk >= running,
+            f">= --max-running-requests ({running}): it is ember's token budget per engine "
+            "step, and each running request's decode token counts in it beside the prefill "
+            f"chunks; pass --chunked-prefill-size {running} or more, or -1 (no chunking: a "
+            "whole prompt per step)",
+        )
+
+    def step_tokens(self, context_length: int) -> int:
         """Tokens per engine step: the chunk size, capped by SGLang's prefill budget (a step's
-        prefill tokens never exceed either)."""
+        prefill tokens never exceed either). With -1 (SGLang: no chunked prefill) a step holds
+        a whole prompt of up to ``context_length`` tokens beside every running request's
+        decode token."""
+        chunk = self.chunked_prefill_size
+        if chunk == NO_CHUNKING:
+            chunk = context_length + self.max_running_requests
         if self.max_prefill_tokens is None:
-            return self.chunked_prefill_size
-        return min(self.chunked_prefill_size, self.max_prefill_tokens)
+            return chunk
+        return min(chunk, self.max_prefill_tokens)
 
     @property
     def is_cuda(self) -> bool:
         return self.device.startswith("cuda")
+
+    def kv_budget_note(self, budget: int) -> str | None:
+        """A warning for the startup log when ``--mem-fraction-static`` sized a CPU KV cache.
+        SGLang's CPU backend takes the fraction of host memory too (its memory probe reads the
+        host's available RAM there), but a fraction from a GPU launch script then hands most
+        of a shared box to one model's cache: say how much, and how to size it instead."""
+        if self.is_cuda or self.kv_cache_bytes is not None or self.mem_fraction_static is None:
+            return None
+        return (
+            f"--mem-fraction-static {self.mem_fraction_static} on --device {self.device} takes "
+            f"{budget / 2**30:.2f} GiB of host memory for the KV cache (the fraction is of "
+            "this machine's RAM, as on SGLang's CPU backend); pass --kv-cache-bytes to size "
+            f"it (e.g. {DEFAULT_CPU_KV_BYTES // 2**20}MiB, the CPU default)"
+        )
 
     def kv_budget(self, total_bytes: int, available_after_weights: int) -> int:
         """The KV byte budget (see the module docstring); raises when nothing is left."""

@@ -81,7 +81,7 @@ def test_sglang_flags_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch,
     )  # fmt: skip
     assert settings.random_seed == 3 and settings.log_level == "warning"
-    assert settings.step_tokens == 256 and settings.decode_log_interval == 10
+    assert settings.step_tokens(4096) == 256 and settings.decode_log_interval == 10
     assert settings.reasoning_parser == "glm45" and settings.tool_call_parser == "glm"
 
 
