@@ -39,6 +39,7 @@ OTHER_PROGRAMS_FLAGS = {
     "--plot",
     "--tp",
     "--enable-request-id-headers",
+    "--extra-index-url",  # pip's, in the set-up notes
 }
 
 
