@@ -58,6 +58,11 @@ Dialect = Literal["openai", "workers"]
 WORKERS_AI_MAX_TEMPERATURE: float = 2  # "<= 2" in errors, as before
 # Workers AI's schema caps repetition_penalty at 2; vLLM and SGLang take any value > 0.
 WORKERS_AI_MAX_REPETITION_PENALTY: float = 2
+# ``stop``: OpenAI's and Workers AI's schema allow 4 strings (the AI gateway keeps that rule);
+# SGLang and vLLM cap none on their OpenAI routes, so the model server takes as many as its
+# engine (and /generate) does.
+MAX_STOP_STRINGS = 4
+SERVER_MAX_STOP_STRINGS = 16
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 INT64 = 2**63
 
@@ -184,11 +189,13 @@ def parse_sampling(
     *,
     max_temperature: float | None = WORKERS_AI_MAX_TEMPERATURE,
     max_repetition_penalty: float | None = WORKERS_AI_MAX_REPETITION_PENALTY,
+    max_stop: int = MAX_STOP_STRINGS,
 ) -> SamplingOptions:
     """The sampling fields shared by chat and text completions. ``max_temperature``: Workers
     AI's schema caps it at 2 (the AI gateway); SGLang and vLLM have no cap (None: the model
     server, which refuses only a negative one). ``max_repetition_penalty`` likewise: 2 at the
-    gateway, None (any value > 0) on the model server."""
+    gateway, None (any value > 0) on the model server. ``max_stop``: stop strings, 4 at the
+    gateway, ``SERVER_MAX_STOP_STRINGS`` on the model server."""
     max_completion = optional_int(body, "max_completion_tokens", path, minimum=1)
     max_tokens = optional_int(body, "max_tokens", path, minimum=1)
     logprobs = body.get("logprobs")
@@ -210,7 +217,7 @@ def parse_sampling(
         top_k=top_k if top_k and top_k > 0 else None,
         min_p=optional_number(body, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
         seed=optional_int(body, "seed", path, minimum=-INT64, maximum=2 * INT64 - 1),
-        stop=stop_sequences(body, "stop", path),
+        stop=stop_sequences(body, "stop", path, most=max_stop),
         # vLLM's and SGLang's extension on both OpenAI routes (ids that end the output).
         stop_token_ids=token_id_list(body, "stop_token_ids", path),
         frequency_penalty=optional_number(
@@ -270,10 +277,11 @@ def parse_chat_request(
     allow_images: bool = False,
     max_temperature: float | None = WORKERS_AI_MAX_TEMPERATURE,
     max_repetition_penalty: float | None = WORKERS_AI_MAX_REPETITION_PENALTY,
+    max_stop: int = MAX_STOP_STRINGS,
 ) -> ChatRequest:
     """Validate a chat request. ``dialect``: ``openai`` (``messages`` required; ``model`` optional)
     or ``workers`` (``env.AI.run`` family B: exactly one of ``messages`` and ``prompt``).
-    ``max_temperature``, ``max_repetition_penalty``: see ``parse_sampling``."""
+    ``max_temperature``, ``max_repetition_penalty``, ``max_stop``: see ``parse_sampling``."""
     data = require_object(body, "/")
     for legacy in ("functions", "function_call"):
         if data.get(legacy) is not None:
@@ -317,7 +325,10 @@ def parse_chat_request(
     effort = optional_choice(data, "reasoning_effort", "", REASONING_EFFORTS, None)
     enable, clear, template_kwargs = _thinking(data, effort)
     sampling = parse_sampling(
-        data, max_temperature=max_temperature, max_repetition_penalty=max_repetition_penalty
+        data,
+        max_temperature=max_temperature,
+        max_repetition_penalty=max_repetition_penalty,
+        max_stop=max_stop,
     )
     prompt_logprobs = prompt_logprobs_field(data, stream)
     if prompt_logprobs is not None:

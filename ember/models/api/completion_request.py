@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ember.models.api.chat_request import INT64, SamplingOptions, logit_bias, parse_sampling
+from ember.models.api.chat_request import (
+    INT64,
+    SERVER_MAX_STOP_STRINGS,
+    SamplingOptions,
+    logit_bias,
+    parse_sampling,
+)
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import (
     at,
@@ -171,7 +177,12 @@ def parse_completion_request(body: object) -> CompletionRequest:
         chat_style["max_tokens"] = 1  # validated as any other request, then made 0
     # Only the model server takes text completions: no temperature cap, as SGLang and vLLM.
     sampling = replace(
-        parse_sampling(chat_style, max_temperature=None, max_repetition_penalty=None),
+        parse_sampling(
+            chat_style,
+            max_temperature=None,
+            max_repetition_penalty=None,
+            max_stop=SERVER_MAX_STOP_STRINGS,
+        ),
         logprobs=top is not None,
         top_logprobs=top or 0,
         given=given_fields(data, ("max_tokens",)),  # OpenAI's 16 is the route's, not sent
@@ -273,7 +284,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         top_k=top_k if top_k and top_k > 0 else None,
         min_p=optional_number(params, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
         seed=seed,
-        stop=stop_sequences(params, "stop", path, most=16),
+        stop=stop_sequences(params, "stop", path, most=SERVER_MAX_STOP_STRINGS),
         stop_token_ids=token_id_list(params, "stop_token_ids", path),
         frequency_penalty=optional_number(
             params, "frequency_penalty", path, minimum=-2, maximum=2, default=0.0

@@ -150,15 +150,17 @@ def token_id_list(body: Mapping[str, Any], key: str, path: str) -> tuple[int, ..
 
 
 def stop_sequences(body: Mapping[str, Any], key: str, path: str, most: int = 4) -> tuple[str, ...]:
-    """``stop``: a string or an array of 1..``most`` non-empty strings."""
+    """``stop``: a string or an array of at most ``most`` non-empty strings. An empty array is
+    no stop strings, as null is: SGLang's own frontend (``SglSamplingParams.to_srt_kwargs``)
+    sends ``"stop": []`` on every call, and vLLM's request models default ``stop`` to []."""
     value = body.get(key)
     if value is None:
         return ()
     where = at(path, key)
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, list) or not 1 <= len(value) <= most:
-        raise wrong_type(where, f"a string or an array of 1 to {most} strings", value)
+    if not isinstance(value, list) or len(value) > most:
+        raise wrong_type(where, f"a string or an array of at most {most} strings", value)
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item:
             raise wrong_type(at(where, i), "a non-empty string", item)

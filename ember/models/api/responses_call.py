@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from ember.models.api.chat_request import ChatRequest, parse_chat_request
+from ember.models.api.chat_request import SERVER_MAX_STOP_STRINGS, ChatRequest, parse_chat_request
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.responses_events import ResponseEvents, encode
 from ember.models.api.responses_object import from_chat_completion, new_response_id
@@ -129,7 +129,11 @@ def _checked(body: Mapping[str, Any]) -> ChatRequest:
     gateway applies its own); an invalid field is named as the Responses request names it."""
     try:
         return parse_chat_request(
-            body, dialect="openai", max_temperature=None, max_repetition_penalty=None
+            body,
+            dialect="openai",
+            max_temperature=None,
+            max_repetition_penalty=None,
+            max_stop=SERVER_MAX_STOP_STRINGS,
         )
     except InvalidRequestField as exc:
         for pattern, name in RENAMED:

@@ -26,11 +26,11 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ember.errors import InvalidModelInput
-from ember.models.api.chat_request import SamplingOptions
+from ember.models.api.chat_request import SERVER_MAX_STOP_STRINGS, SamplingOptions
 
 MAX_STOP_STRINGS = 4  # a request body's ``stop`` (OpenAI's and Workers AI's schema)
 # What the engine takes: SGLang's /generate has no cap of 4, and ember's parser allows 16.
-MAX_ENGINE_STOP_STRINGS = 16
+MAX_ENGINE_STOP_STRINGS = SERVER_MAX_STOP_STRINGS
 MAX_TOP_LOGPROBS = 20
 LOGPROBS_MODES = ("raw", "processed", "processed_cut")
 # torch.Generator.manual_seed accepts this range (negative seeds are folded in).

@@ -22,7 +22,11 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ember.models.api.chat_request import ChatRequest, parse_chat_request
+from ember.models.api.chat_request import (
+    SERVER_MAX_STOP_STRINGS,
+    ChatRequest,
+    parse_chat_request,
+)
 from ember.models.api.deltas import OutputAccumulator
 from ember.models.api.read_fields import ignored_note, tracked
 from ember.models.api.responses import (
@@ -94,7 +98,11 @@ async def chat_completions(request: Request) -> Response:
         body = tracked(raw)
         # The model server's ranges are vLLM's and SGLang's, not Workers AI's.
         chat = parse_chat_request(
-            body, dialect="openai", max_temperature=None, max_repetition_penalty=None
+            body,
+            dialect="openai",
+            max_temperature=None,
+            max_repetition_penalty=None,
+            max_stop=SERVER_MAX_STOP_STRINGS,
         )
         note = ignored_note(body)
         if note is not None:

@@ -133,7 +133,7 @@ from tests.models.api.chat_bodies import with_fields as _with
             _with(stop=["a", "b", "c", "d", "e"]),
             "openai",
             "/stop",
-            "expected a string or an array of 1 to 4 strings, got an array of 5 items",
+            "expected a string or an array of at most 4 strings, got an array of 5 items",
             "invalid_type",
         ),
         (
