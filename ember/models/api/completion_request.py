@@ -31,6 +31,7 @@ from ember.models.api.fields import (
     token_id_list,
     wrong_type,
 )
+from ember.models.api.generate_params import check_sampling_keys
 from ember.models.api.guided_fields import json_format
 from ember.models.api.read_fields import narrowed
 from ember.models.api.regex_fields import checked_regex, regex_field
@@ -229,14 +230,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
 
 
 def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Mapping | bool | None]:
-    for key in ("ebnf", "structural_tag"):
-        if params.get(key) is not None:
-            raise InvalidRequestField(
-                at(path, key),
-                "json_schema or regex (EBNF and structural tags are not supported)",
-                "a value",
-                "unsupported_value",
-            )
+    check_sampling_keys(params, path)  # SGLang's names only, each honoured or refused
     if params.get("regex") is not None and params.get("json_schema") is not None:
         # SGLang's SamplingParams.verify: one grammar per request.
         raise InvalidRequestField(
@@ -336,7 +330,6 @@ def parse_generate_request(body: object) -> GenerateRequest:
         params = params[0]
     params = require_object(params if params is not None else {}, "/sampling_params")
     refuse_unsupported(data, "", ("lora_path", "return_hidden_states"))
-    refuse_unsupported(params, "/sampling_params", ("stop_regex",))
     sampling, schema = _generate_sampling(params, "/sampling_params")
     n = optional_int(params, "n", "/sampling_params", minimum=1, maximum=MAX_CHOICES, default=1)
     return_logprob = optional_bool(data, "return_logprob", "", False)

@@ -201,8 +201,8 @@ def test_generate_request() -> None:
         (
             {"text": "a", "sampling_params": {"ebnf": "root ::= 'a'"}},
             "/sampling_params/ebnf",
-            "expected json_schema or regex (EBNF and structural tags are not supported), "
-            "got a value",
+            "expected null (EBNF grammars are not supported: use json_schema or regex), "
+            "got a string (\"root ::= 'a'\")",
         ),
         (
             {"text": "a", "sampling_params": {"regex": "(a)\\1"}},

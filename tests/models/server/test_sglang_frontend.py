@@ -75,3 +75,51 @@ def test_openai_routes_take_as_many_stop_strings_as_the_engine(kimi: LiveServer)
             httpx.post(kimi.url + path, json=body | {"stop": [*stops, "x"]}, timeout=60)
         )
         assert error["param"] == "stop" and "at most 16" in error["message"]
+
+
+def test_an_unknown_sampling_param_is_refused_by_name(kimi: LiveServer) -> None:
+    """``max_tokens`` is the OpenAI name; SGLang's ``SamplingParams`` fails on it, and ember
+    used to drop it and generate its default 128 tokens."""
+    error = bad_request(
+        httpx.post(
+            kimi.url + "/generate",
+            json={"text": "hi", "sampling_params": {"max_tokens": 4}},
+            timeout=60,
+        )
+    )
+    assert error["param"] == "sampling_params.max_tokens", error
+    assert "max_new_tokens" in error["message"] and "sampling_seed" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("custom_params", {"a": 1}, "custom logit processors"),
+        ("stream_interval", 4, "every engine step"),
+        ("ebnf", "root ::= 'a'", "EBNF"),
+        ("structural_tag", "{}", "structural tags"),
+        ("stop_regex", "a+", "stop regexes"),
+    ],
+)
+def test_sglang_sampling_params_ember_lacks_are_refused_with_a_reason(
+    kimi: LiveServer, key: str, value: object, reason: str
+) -> None:
+    body = {"text": "hi", "sampling_params": {"max_new_tokens": 2, key: value}}
+    error = bad_request(httpx.post(kimi.url + "/generate", json=body, timeout=60))
+    assert error["param"] == f"sampling_params.{key}", error
+    assert reason in error["message"], error
+
+
+def test_every_sglang_sampling_param_left_at_its_default_is_taken(kimi: LiveServer) -> None:
+    """Each of SGLang's SamplingParams fields, sent as null (its default), is accepted."""
+    names = (
+        "max_new_tokens stop stop_token_ids stop_regex temperature top_p top_k min_p "
+        "frequency_penalty presence_penalty repetition_penalty min_new_tokens n json_schema "
+        "regex ebnf structural_tag ignore_eos skip_special_tokens spaces_between_special_tokens "
+        "no_stop_trim custom_params stream_interval logit_bias sampling_seed"
+    ).split()
+    params = dict.fromkeys(names) | {"max_new_tokens": 2}
+    reply = httpx.post(
+        kimi.url + "/generate", json={"text": "hi", "sampling_params": params}, timeout=60
+    )
+    assert reply.status_code == 200, reply.text
