@@ -36,6 +36,7 @@ from ember.models.api.request_options import (
 from ember.models.api.server_fields import (
     include_stop_str,
     refuse_unsupported,
+    request_rid,
     separate_reasoning,
 )
 from ember.models.api.tools import (
@@ -141,6 +142,7 @@ class ChatRequest:
     continue_final_message: bool = False
     truncate_prompt_tokens: int | None = None
     cache_salt: str | None = None  # vLLM's: prefix-cache pages shared only under the same salt
+    rid: str | None = None  # SGLang's: the engine's request id, and the answer's (openai only)
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -336,7 +338,7 @@ def parse_chat_request(
     response_format = parse_response_format(data.get("response_format"), "/response_format")
     tool_choice = parse_tool_choice(data.get("tool_choice"), "/tool_choice", tools)
     regex = None
-    generation, continue_final, truncate, salt = True, False, None, None
+    generation, continue_final, truncate, salt, rid = True, False, None, None, None
     if dialect == "openai":  # vLLM's and SGLang's fields (guided_fields, server_fields...)
         response_format = json_format(data, "", response_format)
         regex = regex_field(data)
@@ -345,6 +347,7 @@ def parse_chat_request(
         generation, continue_final = generation_prompt(data, messages[-1].text())
         truncate = truncate_prompt_tokens(data)
         salt = cache_salt(data)
+        rid = request_rid(data)
     if regex is not None:
         _regex_alone(response_format, tool_choice)
     return ChatRequest(
@@ -380,6 +383,7 @@ def parse_chat_request(
         continue_final_message=continue_final,
         truncate_prompt_tokens=truncate,
         cache_salt=salt,
+        rid=rid,
     )
 
 

@@ -42,7 +42,7 @@ from ember.models.api.request_options import (
     prompt_logprobs_field,
     stream_options,
 )
-from ember.models.api.server_fields import include_stop_str, refuse_unsupported
+from ember.models.api.server_fields import include_stop_str, refuse_unsupported, request_rid
 from ember.models.api.tools import ResponseFormat, parse_response_format
 from ember.models.api.vllm_fields import cache_salt, token_bans, truncate_prompt_tokens
 from ember.models.constrain.schema_check import check_schema
@@ -75,6 +75,7 @@ class CompletionRequest:
     include_stop_str: bool = False  # vLLM's include_stop_str_in_output, SGLang's no_stop_trim
     truncate_prompt_tokens: int | None = None  # vLLM's: feed only the last k (-1: context)
     cache_salt: str | None = None  # vLLM's: prefix-cache pages shared only under the same salt
+    rid: str | None = None  # SGLang's: the engine's request id, and the answer's
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
         include_stop_str=include_stop_str(data),
         truncate_prompt_tokens=truncate_prompt_tokens(data),
         cache_salt=cache_salt(data),
+        rid=request_rid(data),
     )
 
 

@@ -6,6 +6,8 @@ has not, so that none comes back silently ignored.
   the output stays at its end (``/generate`` has ``sampling_params.no_stop_trim``);
 - SGLang's ``separate_reasoning: false``: the reasoning stays in ``content``, no
   ``reasoning_content``;
+- SGLang's ``rid`` on chat and completions: the engine's request id (``/abort_request`` ends
+  the request by it, and the answer carries it as its ``id``, as SGLang's does);
 - refused: ``lora_path`` (no adapters), ``return_hidden_states``, ``stop_regex``.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ember.models.api.errors import InvalidRequestField
-from ember.models.api.fields import at, describe, optional_bool
+from ember.models.api.fields import at, describe, optional_bool, optional_str
 
 # field -> what ember accepts instead, for the 400
 REFUSED = {
@@ -40,6 +42,12 @@ def include_stop_str(data: Mapping, path: str = "") -> bool:
     vllm = optional_bool(data, "include_stop_str_in_output", path, False)
     sglang = optional_bool(data, "no_stop_trim", path, False)
     return vllm or sglang
+
+
+def request_rid(data: Mapping, path: str = "") -> str | None:
+    """SGLang's ``rid``: the id to run the request under (an empty one is none, as SGLang's
+    ``if rid := request.rid``); one string, as one prompt is served per request."""
+    return optional_str(data, "rid", path) or None
 
 
 def separate_reasoning(data: Mapping, path: str = "") -> bool:

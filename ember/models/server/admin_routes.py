@@ -10,8 +10,10 @@ a client that disconnects ends it: ``AsyncEngine.abort``, applied between engine
 freed at once. The request's own answer then finishes as SGLang finishes an aborted one
 (``finish_reason`` ``{"type": "abort", "message": "Aborted", ...}``, then ``[DONE]`` when
 streaming). The id of a request of ``n`` choices ends every choice, as SGLang's matches every
-child of a parent rid (``choices.py``); a choice's own id (``<rid>-<i>``) ends that choice. An
-unknown id is a quiet 200, as SGLang ignores ids it is not serving.
+child of a parent rid (``choices.py``); a choice's own id (``<rid>-<i>``) ends that choice. The
+id an OpenAI answer carries finds its request too: a body ``rid`` is the engine's id, and
+``chatcmpl-<x-request-id>`` is looked up (``answer_ids.py``). An unknown id is a quiet 200, as
+SGLang ignores ids it is not serving.
 
 ``/get_load`` is what sglang-router's load-aware policies read: ``num_reqs`` (running and
 waiting), ``num_waiting_reqs``, ``num_tokens`` (KV tokens held by requests plus the waiting
@@ -45,8 +47,10 @@ async def abort_request(request: Request) -> Response:
         served.grammars.abort_all()
         served.engine.abort_all()
     elif rid:
-        served.grammars.abort(rid)
-        served.engine.abort(rid)
+        # The id the engine knows it by (SGLang's rid) or the id its answer carries.
+        for request_id in dict.fromkeys([rid, *served.answer_ids.requests(rid)]):
+            served.grammars.abort(request_id)
+            served.engine.abort(request_id)
     return Response(status_code=200)
 
 

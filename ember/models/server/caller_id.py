@@ -7,7 +7,8 @@ operator can tie a handler's call to the replica that served it. The header is o
 and only when it is a plain token of at most ``MAX_CHARS`` characters. It also names the answer
 (``answer_id``), as vLLM's does, and every answer carries it back as ``x-request-id`` (a fresh
 uuid4 hex when the caller sent none usable), as vLLM's ``XRequestIdMiddleware`` answers: the
-``openai`` clients read ``_request_id`` from that header.
+``openai`` clients read ``_request_id`` from that header. ``/abort_request`` finds a request by its
+answer's id as well (``answer_ids.py``).
 """
 
 from __future__ import annotations

@@ -33,7 +33,12 @@ from ember.models.server.caller_id import answer_id
 from ember.models.server.chat_chunks import choice_usage, choices_usage
 from ember.models.server.choices import check_choices_fit, choice_inputs, stream_choices
 from ember.models.server.generation import GenerationEvent, GenerationInput, LogprobRecord
-from ember.models.server.inputs import generation_input, new_request_id, truncated
+from ember.models.server.inputs import (
+    generation_input,
+    new_request_id,
+    own_request_id,
+    truncated,
+)
 from ember.models.server.loading import ServedModel
 from ember.models.server.openai_routes import token_logprobs
 from ember.models.server.prompt_intake import completion_prompt_ids, taken_in
@@ -73,6 +78,7 @@ async def completions(request: Request) -> Response:
         if note is not None:
             served.log(f"{request_id}: {note}", "warning")
         state.check_model(served, completion.model)
+        request_id = own_request_id(served, request_id, completion.rid)
         prompt_ids = await taken_in(
             served, request_id, size, lambda: completion_prompt_ids(served, completion)
         )
@@ -88,10 +94,13 @@ async def completions(request: Request) -> Response:
             skip_special_tokens=completion.skip_special_tokens,
             fields=COMPLETION_FIELDS,
         )
+        # SGLang's: the answer carries the rid; else vLLM's cmpl-<x-request-id>.
+        shown = completion.rid or answer_id("cmpl-", request_id)
         generation = replace(
             generation,
             include_stop_str=completion.include_stop_str,
             cache_salt=completion.cache_salt,
+            answer_id=shown if shown != request_id else None,
         )
         check_choices_fit(served, generation, completion.n, completion.sampling.max_tokens)
     except BaseException:
@@ -155,7 +164,7 @@ async def _completion_answer(
             choice["prompt_logprobs"] = vllm_prompt_logprobs(served, scored, top)
         choices.append(choice)
     return text_completion_of(
-        id=answer_id("cmpl-", generation.request_id),
+        id=generation.answer_id or generation.request_id,
         created=now(),
         model=served.name,
         choices=choices,
@@ -180,7 +189,7 @@ async def _completion_stream(
     generation: GenerationInput,
     prefix: str,
 ) -> AsyncIterator[bytes]:
-    rid, created = answer_id("cmpl-", generation.request_id), now()
+    rid, created = generation.answer_id or generation.request_id, now()
     name, n = served.name, completion.n
     events = stream_choices(served, state.metrics, choice_inputs(generation, n))
     offsets = [len(prefix)] * n

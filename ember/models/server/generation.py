@@ -51,6 +51,8 @@ class GenerationInput:
     include_stop_str: bool = False
     # vLLM's and SGLang's cache_salt: prefix-cache pages are shared only under the same salt.
     cache_salt: str | None = None
+    # The answer's id where it is not request_id (x-request-id's): /abort_request finds it.
+    answer_id: str | None = None
     arrival: float = field(default_factory=time.perf_counter)
 
 
@@ -197,6 +199,8 @@ async def stream_generation(
     stream = served.engine.generate(
         rid, request.prompt_ids, sampling=params, cache_salt=request.cache_salt
     )
+    if request.answer_id is not None:
+        served.answer_ids.add(request.answer_id, rid)
     outcome, cached, last, first = "abort", 0, 0.0, None
     try:
         async for out in stream:
@@ -248,6 +252,8 @@ async def stream_generation(
         raise
     finally:
         await stream.aclose()  # an unfinished request is aborted in the engine
+        if request.answer_id is not None:
+            served.answer_ids.release(request.answer_id, rid)
         served.sampler.release(rid)
         _finished(served, metrics, request, outcome, checker.num_tokens, cached, first)
 

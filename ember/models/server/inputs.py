@@ -59,6 +59,23 @@ def new_request_id(prefix: str) -> str:
     return prefix + secrets.token_hex(12)
 
 
+def own_request_id(served: ServedModel, announced: str, rid: str | None) -> str:
+    """The request's engine id: SGLang's ``rid`` when the body brings one (chat, completions),
+    else ``announced``, the route's own. A rid in use by a request in progress is refused as
+    /generate refuses it, before any stream starts (``stream_generation`` checks again where
+    the id is taken, and waits for one still draining). The announcement passes to the rid
+    before the route's own is dropped, so a hold never loses it."""
+    if rid is None:
+        return announced
+    if served.engine.in_progress(rid):
+        raise InvalidRequestField(
+            "/rid", "a request id not in use by a request in progress", repr(rid)
+        )
+    served.engine.expect(rid)
+    served.engine.forget(announced)
+    return rid
+
+
 def chat_input(
     served: ServedModel,
     request: ChatRequest,

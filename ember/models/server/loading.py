@@ -13,7 +13,7 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -32,6 +32,7 @@ from ember.models.engine.sequence import StopCriteria
 from ember.models.kv.spec import KVCacheDtype, kv_capacity, kv_layout_for, parse_kv_dtype
 from ember.models.loader import load_model
 from ember.models.quant import QuantConfig, QuantizationReport, model_weight_bytes, quantize_model
+from ember.models.server.answer_ids import AnswerIds
 from ember.models.server.grammar_builds import GrammarBuilds
 from ember.models.server.request_sampling import ServerSampler
 from ember.models.server.sampling_defaults import SamplingDefaults, startup_line
@@ -105,6 +106,8 @@ class ServedModel:
     sampling_defaults: SamplingDefaults = SamplingDefaults()
     # The SamplingParams.logprobs_mode of the OpenAI routes (--logprobs-mode).
     openai_logprobs: str = "raw"
+    # The engine ids behind answer ids that differ from them (/abort_request by either).
+    answer_ids: AnswerIds = field(default_factory=AnswerIds)
 
     def shutdown(self) -> None:
         self.grammars.shutdown()

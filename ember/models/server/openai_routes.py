@@ -18,6 +18,7 @@ and sums the choices' completion tokens.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -46,6 +47,7 @@ from ember.models.server.inputs import (
     chat_input,
     logprob_token,
     new_request_id,
+    own_request_id,
 )
 from ember.models.server.loading import ServedModel
 from ember.models.server.prompt_intake import chat_prompt_ids, taken_in
@@ -108,9 +110,14 @@ async def chat_completions(request: Request) -> Response:
         if note is not None:
             served.log(f"{request_id}: {note}", "warning")
         state.check_model(served, chat.model)
+        request_id = own_request_id(served, request_id, chat.rid)
         ids = await taken_in(served, request_id, size, lambda: chat_prompt_ids(served, chat))
         chat_in = chat_input(served, chat, request_id, ids)
-        chat_in.response_id = answer_id("chatcmpl-", request_id)
+        # SGLang's: the answer carries the rid; else vLLM's chatcmpl-<x-request-id>.
+        chat_in.response_id = chat.rid or answer_id("chatcmpl-", request_id)
+        if chat_in.response_id != request_id:
+            generation = replace(chat_in.generation, answer_id=chat_in.response_id)
+            chat_in.generation = generation
     except BaseException:
         served.engine.forget(request_id)
         raise

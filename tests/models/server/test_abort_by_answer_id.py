@@ -1,0 +1,108 @@
+"""An OpenAI-route request is aborted by an id its client knows: SGLang's body ``rid`` (the
+engine's id, and the answer's, as SGLang answers ``meta_info.id``), or the id its answer
+carries (``chatcmpl-<x-request-id>``, whose engine id stays ember's own)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import httpx
+import pytest
+
+from tests.models.server.live import LiveServer, bad_request, wait_until
+
+LONG = {"max_tokens": 3000, "ignore_eos": True, "temperature": 0}
+CHAT = {"messages": [{"role": "user", "content": "hi"}]} | LONG
+COMPLETION = {"prompt": "def f("} | LONG
+
+
+class _Stream(threading.Thread):
+    """One streamed OpenAI answer read to its end in a thread; ``ids`` and finish reasons of
+    its chunks, ``first`` set once a chunk came."""
+
+    def __init__(self, url: str, body: dict, headers: dict | None = None) -> None:
+        super().__init__(daemon=True)
+        self.url, self.body, self.headers = url, body | {"stream": True}, headers or {}
+        self.first = threading.Event()
+        self.ids: set[str] = set()
+        self.finish: list[str] = []
+        self.chunks = 0
+
+    def run(self) -> None:
+        with httpx.stream(
+            "POST", self.url, json=self.body, headers=self.headers, timeout=120
+        ) as answer:
+            for line in answer.iter_lines():
+                if line.startswith("data: {"):
+                    chunk = json.loads(line[6:])
+                    self.ids.add(chunk["id"])
+                    self.finish += [
+                        c["finish_reason"] for c in chunk["choices"] if c.get("finish_reason")
+                    ]
+                    self.chunks += 1
+                    self.first.set()
+
+
+def _abort(live: LiveServer, rid: str) -> None:
+    answer = httpx.post(live.url + "/abort_request", json={"rid": rid}, timeout=10)
+    assert answer.status_code == 200
+
+
+def _idle(live: LiveServer) -> bool:
+    served = live.state.served
+    assert served is not None
+    return live.engine_stats.running + live.engine_stats.waiting == 0 and not served.answer_ids
+
+
+@pytest.mark.parametrize(
+    ("path", "body"), [("/v1/chat/completions", CHAT), ("/v1/completions", COMPLETION)]
+)
+def test_a_body_rid_is_the_engine_id_and_the_answer_id(
+    kimi: LiveServer, path: str, body: dict
+) -> None:
+    stream = _Stream(kimi.url + path, body | {"rid": "sgl-rid-1"})
+    stream.start()
+    assert stream.first.wait(60)
+    _abort(kimi, "sgl-rid-1")
+    stream.join(60)
+    assert not stream.is_alive()
+    assert stream.ids == {"sgl-rid-1"}
+    assert stream.finish == ["abort"]
+    wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
+
+
+def test_a_rid_in_use_is_refused(kimi: LiveServer) -> None:
+    stream = _Stream(kimi.url + "/v1/chat/completions", CHAT | {"rid": "taken"})
+    stream.start()
+    assert stream.first.wait(60)
+    for path, body in (("/v1/chat/completions", CHAT), ("/v1/completions", COMPLETION)):
+        error = bad_request(httpx.post(kimi.url + path, json=body | {"rid": "taken"}, timeout=60))
+        assert error["param"] == "rid" and "in use" in error["message"], error
+    _abort(kimi, "taken")
+    stream.join(60)
+    assert stream.finish == ["abort"]
+    wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "prefix"),
+    [("/v1/chat/completions", CHAT, "chatcmpl-"), ("/v1/completions", COMPLETION, "cmpl-")],
+)
+def test_the_streamed_id_aborts_a_request_named_by_x_request_id(
+    kimi: LiveServer, path: str, body: dict, prefix: str
+) -> None:
+    stream = _Stream(kimi.url + path, body, {"x-request-id": "gw-123"})
+    stream.start()
+    assert stream.first.wait(60)
+    assert stream.ids == {prefix + "gw-123"}
+    _abort(kimi, "gw-123")  # the bare header is no id of the request
+    _abort(kimi, prefix + "gw-12")  # nor a prefix of its answer's
+    seen = stream.chunks
+    wait_until(lambda: stream.chunks > seen + 3 or not stream.is_alive(), "more chunks")
+    assert stream.is_alive() and not stream.finish
+    _abort(kimi, prefix + "gw-123")
+    stream.join(60)
+    assert not stream.is_alive()
+    assert stream.finish == ["abort"]
+    wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
