@@ -111,10 +111,15 @@ async def stream_choices(
             await events.aclose()
         return
     queue: asyncio.Queue[tuple[int, GenerationEvent | BaseException | None]] = asyncio.Queue()
+    # Choices whose first event is queued, i.e. that went into the engine: an engine abort
+    # reaches them. One that has not may be before its submission, where an abort of its id
+    # would be dropped (the engine holds no such request yet) and it would then run in full.
+    started: set[int] = set()
 
     async def pump(index: int) -> None:
         try:
             async for event in stream_generation(served, metrics, inputs[index]):
+                started.add(index)
                 queue.put_nowait((index, event))
         except asyncio.CancelledError:
             raise
@@ -125,6 +130,7 @@ async def stream_choices(
 
     tasks = [asyncio.create_task(pump(0))]
     remaining = len(inputs)
+    never: list[int] = []  # choices ended by choice 0's abort before they reached the engine
     waiting = True  # choices 1.. are not in the engine yet
     try:
         while remaining:
@@ -136,6 +142,10 @@ async def stream_choices(
                 # rid. Choices not yet in the engine end without running.
                 for other in inputs[1:]:
                     served.engine.abort(other.request_id)
+                if not waiting:  # the rest were handed in: end those not in the engine yet
+                    never = [i for i in range(1, len(inputs)) if i not in started]
+                    for i in never:
+                        tasks[i].cancel()  # cancelled before its submission, or aborted in it
             elif waiting:  # choice 0's prefill is done (or it ended): the rest go in
                 tasks += [asyncio.create_task(pump(i)) for i in range(1, len(inputs))]
                 waiting = False
@@ -145,11 +155,14 @@ async def stream_choices(
                 raise item
             else:
                 yield ChoiceEvent(index, item)
-            if index == 0 and parent_aborted and waiting:
-                for other in range(1, len(inputs)):
+            if index == 0 and parent_aborted:
+                if waiting:
+                    never = list(range(1, len(inputs)))
+                    waiting = False
+                for other in never:
                     yield ChoiceEvent(other, _aborted(inputs[other]))
-                remaining -= len(inputs) - 1
-                waiting = False
+                remaining -= len(never)
+                never = []
     finally:
         for task in tasks:
             task.cancel()  # each choice's stream_generation aborts its engine request

@@ -106,3 +106,19 @@ def test_the_streamed_id_aborts_a_request_named_by_x_request_id(
     assert not stream.is_alive()
     assert stream.finish == ["abort"]
     wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
+
+
+def test_an_abort_of_the_rid_ends_every_choice(kimi: LiveServer) -> None:
+    """``n`` choices: the first chunk comes as choice 1 goes into the engine; the abort that
+    follows must end it too, even when it lands before choice 1 was submitted (the engine
+    drops an abort of an id it does not hold: the race this pins, seen on the first try)."""
+    for attempt in range(6):
+        rid = f"sgl-n-{attempt}"
+        stream = _Stream(kimi.url + "/v1/chat/completions", CHAT | {"rid": rid, "n": 2})
+        stream.start()
+        assert stream.first.wait(60)
+        _abort(kimi, rid)
+        stream.join(60)
+        assert not stream.is_alive()
+        assert sorted(stream.finish) == ["abort", "abort"], (attempt, stream.finish)
+        wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
