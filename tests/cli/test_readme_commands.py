@@ -3,8 +3,9 @@
 Every `ember ...` line of a fenced code block and every inline `ember ...` span is walked down the
 command tree: each subcommand must exist (`a|b` alternatives each), and each `--flag` / `-f` after
 the command must be one of its options. Removing a flag the README shows, or renaming a command,
-fails here until the README says the same. BENCHMARKS.md, examples/README.md and the package
-READMEs get the same check; every command of the tree must appear in README.md.
+fails here until the README says the same. docs/*.md (the pages README links to), BENCHMARKS.md,
+examples/README.md and the package READMEs get the same check; every command of the tree must
+appear in README.md or docs/*.md, and every flag they name must be an ember option.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ember.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+# README's pages: what README moved out (operator material, details) is held to README's checks.
+USER_DOCS = (README, *sorted((ROOT / "docs").glob("*.md")))
 # Other documents whose `ember ...` commands are held to the same check.
 OTHER_DOCS = (
     "BENCHMARKS.md",
@@ -28,6 +31,7 @@ OTHER_DOCS = (
     "ember/runtime/README.md",
     "ember/runtime/platform/README.md",
     "ember/bindings/README.md",
+    *(str(path.relative_to(ROOT)) for path in USER_DOCS[1:]),
 )
 
 # Flags the README shows for programs other than ember (training, bench, SGLang's launcher,
@@ -217,6 +221,9 @@ def test_readme_lists_ember_commands() -> None:
     assert any(t.startswith("ember kv bulk put") for t in texts)
     assert any(t.startswith("ember versions deploy") for t in texts)
     assert any(t.startswith("ember models serve") for t in texts)
+    # ... and so must the walk over docs/, where the operator's commands live.
+    serve_doc = readme_invocations((ROOT / "docs/serve.md").read_text(), "docs/serve.md")
+    assert any(inv.text.startswith("ember accounts create") for inv in serve_doc)
 
 
 def _documented() -> list[Invocation]:
@@ -237,17 +244,20 @@ def test_readme_command_exists_with_its_flags(invocation: Invocation) -> None:
 
 def test_readme_shows_every_ember_command() -> None:
     named: set[tuple[str, ...]] = set()
-    for invocation in readme_invocations(README.read_text()):
-        named |= commands_named(invocation, cli)
+    for doc in USER_DOCS:
+        for invocation in readme_invocations(doc.read_text(), doc.name):
+            named |= commands_named(invocation, cli)
     missing = sorted(" ".join(("ember", *path)) for path in leaf_commands(cli) - named)
-    assert missing == [], f"commands the README never shows: {missing}"
+    assert missing == [], f"commands neither README.md nor docs/ shows: {missing}"
 
 
-def test_every_flag_the_readme_names_is_an_ember_option() -> None:
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_flag_the_readme_names_is_an_ember_option(doc: Path) -> None:
     # Flags in prose ("`--remote`", "Flags: `--host`, ...") belong to some ember command.
-    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", README.read_text()))
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", doc.read_text()))
     missing = named - all_option_names(cli) - OTHER_PROGRAMS_FLAGS
-    assert missing == set(), f"README.md names flags no ember command has: {sorted(missing)}"
+    where = doc.relative_to(ROOT)
+    assert missing == set(), f"{where} names flags no ember command has: {sorted(missing)}"
 
 
 def test_a_removed_flag_or_command_is_reported() -> None:
