@@ -56,8 +56,8 @@ class StateTooNew(UserError):
         super().__init__(
             f"{path}: {what} {found} was written by a newer ember (this one reads up to "
             f"{known}); nothing was changed. Run the newer ember, or restore the copy of the "
-            "state directory made before upgrading (README: 'Back up or move the state "
-            "directory')"
+            "state directory made before upgrading (docs/serve.md: 'Back up or move "
+            "the state directory')"
         )
 
 

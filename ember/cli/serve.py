@@ -263,7 +263,7 @@ def _ai_settings(config_file: Path) -> Any:
     if not isinstance(section, dict):
         raise ConfigError(str(config_file), "ai", section, "a mapping of models, pool, limits")
     if "binding" in section:
-        # The README's project section (``ai: {binding: AI, models: ...}``) pasted here: the
+        # A project's section (``ai: {binding: AI, models: ...}``, docs/ai-pool.md) pasted here: the
         # name is each deployment's to choose (its own ai binding), so it means nothing here.
         click.echo(
             f"ember serve: {config_file}: ai.binding is ignored here: each deployment names its "

@@ -106,5 +106,5 @@ def test_a_state_dir_from_a_newer_ember_is_refused_as_the_users_to_resolve(
     assert isinstance(refused.value, UserError)
     message = str(refused.value)
     assert "schema version 99" in message and "newer ember" in message
-    assert "Back up or move the state directory" in message
+    assert "docs/serve.md: 'Back up or move the state directory'" in message
     assert (state / "platform.db").read_bytes() == before

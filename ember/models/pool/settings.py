@@ -1,6 +1,6 @@
 """The pool's shared settings (``ai.pool``): start policy, timeouts, health checks, backoff.
 
-Every key and its range is in ``POOL_KEYS``; README's pool table says what a request that
+Every key and its range is in ``POOL_KEYS``; docs/ai-pool.md's limits table says what a request that
 runs into each limit gets.
 """
 

@@ -10,7 +10,7 @@ every redeploy and secret change. Only module bytes were bounded: 20 uploads wit
 Cloudflare's numbers where it publishes them (workers-api.md §5.1): a var or secret is at most
 5 KB (10054), a Worker has at most 64 (Free) / 128 (Paid) vars and secrets together (10055);
 temporary accounts get the Free number, permanent ones the Paid one. Where Cloudflare publishes
-none, ember picks generous ones and names them in the error and in README: 100 compatibility
+none, ember picks generous ones and names them in the error and in docs/serve.md: 100 compatibility
 flags of at most 128 characters, 8 tags (Workers for Platforms' count) of at most 128
 characters, 16 KiB of JSON for each other metadata field (``metadata.assets`` without the
 ``_redirects`` and ``_headers`` texts, bounded by ``rules.MAX_RULES_FILE_BYTES`` each).
