@@ -74,6 +74,8 @@ def _state(request: Request) -> ServerState:
 
 # SGLang's /flush_cache answer, word for word: clients (bench_serving --flush-cache, RL
 # frameworks) check the status, some the text as well.
+# ember's tool-call format -> the --tool-call-parser value that names it (SGLang's names).
+PARSER_NAMES = {"kimi": "kimi_k2"}
 FLUSHED_TEXT = (
     "Cache flushed.\nPlease check backend logs for more details. "
     "(When there are running or waiting requests, the operation will not be performed.)\n"
@@ -272,12 +274,13 @@ async def _stream(metrics: ServerMetrics, answers: list[_Answer]) -> AsyncIterat
 
 
 async def get_model_info(request: Request) -> Response:
-    served = _state(request).ready()
+    state = _state(request)
+    served = state.ready()
     config = served.config
     return JSONResponse(
         {
             "model_path": str(served.directory),
-            "tokenizer_path": str(served.directory),
+            "tokenizer_path": state.settings.tokenizer_path or str(served.directory),
             "served_model_name": served.name,
             "is_generation": True,
             "architectures": [config.architecture],
@@ -312,7 +315,8 @@ async def server_info(request: Request) -> Response:
             "weight_bytes": served.weight_bytes,
             "weight_bytes_by_scheme": served.weight_bytes_by_scheme,
             "quantization_report": asdict(quant) if quant is not None else None,
-            "tool_call_parser": served.tool_format,
+            # Under the name --tool-call-parser takes (SGLang's), not ember's format name.
+            "tool_call_parser": PARSER_NAMES.get(served.tool_format, served.tool_format),
             "load_seconds": served.load_seconds,
             "engine_stats": stats,
             # SGLang's per-scheduler state; sglang.bench_serving (--backend sglang) reads

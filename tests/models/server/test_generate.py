@@ -94,7 +94,9 @@ def test_model_and_server_info(kimi: LiveServer) -> None:
     assert server["kv_cache"]["dtype"] == "fp8_e4m3"
     assert server["max_total_num_tokens"] == server["kv_cache"]["capacity_tokens"] > 0
     assert "api_key" not in server
-    assert httpx.get(kimi.url + "/get_server_info").json()["served_model_name"] == "kimi"
+    full = httpx.get(kimi.url + "/get_server_info").json()
+    assert full["served_model_name"] == "kimi"
+    assert full["tool_call_parser"] == "kimi_k2", "a value --tool-call-parser takes, as SGLang's"
     assert httpx.get(kimi.url + "/health_generate", timeout=60).status_code == 200
 
 

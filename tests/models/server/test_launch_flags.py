@@ -230,3 +230,7 @@ def test_tokenizer_path_is_where_the_tokenizer_comes_from(glm_dir: Path, tmp_pat
         tokens = httpx.post(live.url + "/tokenize", json=body, timeout=30).json()["tokens"]
         text = httpx.post(live.url + "/detokenize", json={"tokens": tokens}, timeout=30)
         assert text.json()["prompt"] == "<<hi>>"
+        # SGLang's /get_model_info names the tokenizer's directory, not the model's.
+        info = httpx.get(live.url + "/get_model_info", timeout=30).json()
+        assert info["tokenizer_path"] == str(tmp_path)
+        assert info["model_path"] == str(glm_dir)
