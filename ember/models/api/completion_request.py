@@ -99,6 +99,8 @@ class GenerateRequest:
     batched: bool = False
     n: int = 1  # sampling_params.n: SGLang answers n > 1 with a list, one entry per choice
     cache_salt: str | None = None  # SGLang's: prefix-cache pages shared only under the same salt
+    # SGLang's: logprob entries carry the token's text only when asked (else null).
+    return_text_in_logprobs: bool = False
 
 
 def _is_zero(value: object) -> bool:
@@ -368,4 +370,5 @@ def parse_generate_request(body: object) -> GenerateRequest:
         batched=batched,
         n=n or 1,
         cache_salt=cache_salt(data, empty_is_none=True),
+        return_text_in_logprobs=optional_bool(data, "return_text_in_logprobs", "", False),
     )

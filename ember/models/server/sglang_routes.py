@@ -179,6 +179,8 @@ class _Answer:
 
     def _entry(self, logprob: float | None, token_id: int) -> LogprobEntry:
         value = None if logprob is None else clamp_logprob(logprob)
+        if not self.parsed.return_text_in_logprobs:
+            return value, token_id, None  # SGLang's (logprob, id, None) unless text is asked for
         return value, token_id, logprob_token(self.served, token_id)[0]
 
     def payload(self, event: GenerationEvent) -> dict:

@@ -54,6 +54,12 @@ def test_generate_returns_the_top_logprobs_it_was_asked_for(kimi: LiveServer) ->
     assert last["output_top_logprobs"] == tops
     without = httpx.post(kimi.url + "/generate", json={**body, "top_logprobs_num": 0}, timeout=60)
     assert "output_top_logprobs" not in without.json()["meta_info"]
+    # SGLang's entries are (logprob, token id, text): the text null unless asked for.
+    assert all(entry[2] is None for entry in meta["output_token_logprobs"] + sum(tops, []))
+    texts = {**body, "return_text_in_logprobs": True}
+    asked = httpx.post(kimi.url + "/generate", json=texts, timeout=60).json()["meta_info"]
+    for entry in asked["output_token_logprobs"] + sum(asked["output_top_logprobs"], []):
+        assert isinstance(entry[2], str)
 
 
 def test_metrics_have_the_names_sglang_dashboards_and_routers_read(kimi: LiveServer) -> None:
