@@ -134,8 +134,11 @@ class ProjectConfig:
         return self.root / self.main
 
     def watched_files(self) -> tuple[Path, ...]:
-        """Config files whose change means the project must be re-read."""
-        return (self.file, *self.secrets_files)
+        """Config files whose change means the project must be re-read: every config and
+        secrets file ``load_project`` would look for with this environment, those that do not
+        exist yet included (creating one changes what is read)."""
+        configs = (self.root / name for name in CONFIG_FILES)
+        return tuple(dict.fromkeys([self.file, *configs, *secrets_candidates(self.root, self.env)]))
 
 
 def find_config_file(root: Path) -> Path:
@@ -333,14 +336,26 @@ def _has_crons(triggers: object) -> bool:
 
 def secrets_files_of(root: Path, env: str | None) -> tuple[Path, ...]:
     """The secrets files ``ember dev`` reads for ``env``, in order (a later one wins)."""
-    dev_vars = [f"{SECRETS_FILES[0]}.{env}"] if env else []
-    for name in [*dev_vars, SECRETS_FILES[0]]:
+    dev_vars, dot_env = _secrets_names(env)
+    for name in dev_vars:
         if (root / name).is_file():
             return (root / name,)
-    # wrangler's getDefaultEnvFiles: .env, .env.local, .env.<env>, .env.<env>.local.
+    return tuple(root / n for n in dot_env if (root / n).is_file())
+
+
+def secrets_candidates(root: Path, env: str | None) -> tuple[Path, ...]:
+    """Every file ``secrets_files_of`` looks for, whether it exists or not."""
+    dev_vars, dot_env = _secrets_names(env)
+    return tuple(root / name for name in [*dev_vars, *dot_env])
+
+
+def _secrets_names(env: str | None) -> tuple[list[str], list[str]]:
+    # .dev.vars.<env> before .dev.vars (the first found is the one file read); else wrangler's
+    # getDefaultEnvFiles: .env, .env.local, .env.<env>, .env.<env>.local (merged, later wins).
+    dev_vars = [*([f"{SECRETS_FILES[0]}.{env}"] if env else []), SECRETS_FILES[0]]
     base = SECRETS_FILES[1]
     dot_env = [base, f"{base}.local", *([f"{base}.{env}", f"{base}.{env}.local"] if env else [])]
-    return tuple(root / n for n in dot_env if (root / n).is_file())
+    return dev_vars, dot_env
 
 
 def read_document(path: Path) -> dict[str, object]:

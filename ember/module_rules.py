@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +83,21 @@ class ModulesConfig:
     base_dir: Path | None = None  # the module root when set (else the entry's directory)
     find_additional_modules: bool = True  # False: the entry is the only module
     python_modules_exclude: tuple[str, ...] = PYTHON_MODULES_EXCLUDE
+
+
+def first_rule(rules: tuple[ModuleRule, ...]) -> Callable[[str], ModuleRule | None]:
+    """``lambda name: next((r for r in rules if r.matches(name)), None)``, with one compiled
+    pattern per rule (ember dev's watcher asks it for every file of the module root per poll)."""
+    patterns = [
+        (re.compile("|".join(f"(?:{_glob_regex(g).pattern})" for g in r.globs)), r)
+        for r in rules
+        if r.globs
+    ]
+
+    def first(name: str) -> ModuleRule | None:
+        return next((rule for pattern, rule in patterns if pattern.fullmatch(name)), None)
+
+    return first
 
 
 def glob_matches(glob: str, name: str) -> bool:

@@ -5,9 +5,9 @@ project (config errors at start are fatal, after a change they are reported and 
 version keeps serving), staging the worker's modules (the files a deploy would upload, copied
 to a temporary directory the worker runs from, as ``wrangler dev`` runs a Python Worker from
 its temporary directory: a file the module rules leave out is not there to import or read),
-watching files (a change starts the new version's isolate, switches to
-it, and drains the old one, so in-flight requests finish on the code they started with; a
-request that arrives after a save waits for that reload, ``reload_gate.py``),
+watching the files a reload reads (``dev_watch.py``; a change starts the new version's
+isolate, switches to it, and drains the old one, so in-flight requests finish on the code they
+started with; a request that arrives after a save waits for that reload, ``reload_gate.py``),
 running crons on schedule, and the dev error pages (``Supervisor(dev=True)``).
 """
 
@@ -40,6 +40,7 @@ from ember.runtime.assets_front import AssetSite, with_assets
 from ember.runtime.deployment import Deployment, deployment_from_project
 from ember.runtime.dev_stage import DevStage, remove_orphaned_stages
 from ember.runtime.dev_state import STATE_DIR
+from ember.runtime.dev_watch import dev_watch_list
 from ember.runtime.http import ResponseAborted
 from ember.runtime.mounts import MountTable, binding_mounts, with_binding_mounts
 from ember.runtime.project_check import assets_prefix, check_project
@@ -98,6 +99,10 @@ class DevServer:
         self._remove_stage = weakref.finalize(self, stage.remove)
         self.config: ProjectConfig = load_project(
             options.project, env=options.env, extra_vars=options.extra_vars
+        )
+        # Before the modules are staged: an edit made while they are copied is a change.
+        self._watcher = (
+            FileWatcher(functools.partial(dev_watch_list, self.config)) if options.watch else None
         )
         self.deployment: Deployment
         self._assets: AssetSite | None
@@ -258,24 +263,10 @@ class DevServer:
         await self.supervisor.start()
         if self.deployment.main:  # "" for assets only: nothing to run
             await self.supervisor.deploy(self.deployment)
-        if self.options.watch:
-            watcher = FileWatcher(
-                self.config.root, extra=self.config.watched_files(), exclude=self._live_assets()
-            )
-            self._gate = ReloadGate(watcher, self._reload)
+        if self._watcher is not None:
+            self._gate = ReloadGate(self._watcher, self._reload)
             self._tasks.append(asyncio.ensure_future(self._gate.poll(self.options.watch_interval)))
         self._restart_crons()
-
-    def _live_assets(self) -> tuple[Path, ...]:
-        """The assets directory, whose files are read per request (an edit needs no reload),
-        unless it holds the worker's code or config too (``directory: "."``)."""
-        assets = self.config.assets
-        if assets is None:
-            return ()
-        code = [self.config.file, *((self.config.main_path,) if self.config.has_worker else ())]
-        if any(path.is_relative_to(assets.directory) for path in code):
-            return ()
-        return (assets.directory,)
 
     def _stale(self) -> bool:
         return self._gate is not None and self._gate.stale_in_poll()
@@ -302,6 +293,8 @@ class DevServer:
             config = load_project(
                 self.options.project, env=self.options.env, extra_vars=self.options.extra_vars
             )
+            if self._watcher is not None:  # the rules may pick other files now
+                self._watcher.rescope(functools.partial(dev_watch_list, config))
             deployment, assets = self._deployment(config)
         except ConfigError as exc:
             self.events.emit(

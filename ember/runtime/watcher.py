@@ -1,19 +1,21 @@
-"""Polling file watcher for ``ember dev``: the project's files and its config, by mtime and size.
+"""Polling file watcher for ``ember dev``: the files a scan lists, by mtime, size and inode.
 
-Polling (every ``interval`` seconds) needs no extra dependency and behaves the same on every
-filesystem; for a project of a few hundred files it costs well under a millisecond per poll.
+What is watched is the caller's ``scan`` (``dev_watch.py``: the worker's modules, the config
+and secrets files, the directories walked for the modules), re-run at each ``changes()``: a
+file the scan does not list is never looked at, however often it is written (a log file
+redirected into the project). Polling (every ``interval`` seconds) needs no extra dependency
+and behaves the same on every filesystem.
 ``stale()`` is the cheap question asked before each request (``reload_gate.py``): a stat of
-each file and directory seen at the last walk, no directory listing. A directory's own mtime
+each file and directory listed at the last scan, no directory listing. A directory's own mtime
 changes when an entry is added, removed or renamed in it, so a new file is noticed there too.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-
-from ember.runtime.deployment import project_tree
 
 # What a path's stat is compared by: mtime, size and inode (an editor that saves by writing a
 # new file and renaming it over the old one changes the inode even within one mtime tick).
@@ -21,41 +23,59 @@ Key = tuple[int, int, int]
 Snapshot = dict[Path, Key]
 
 
-class FileWatcher:
-    """Tells which files under ``root`` (or ``extra``) changed since it last looked."""
+@dataclass(frozen=True, slots=True)
+class WatchList:
+    """What one scan found to watch."""
 
-    def __init__(
-        self, root: Path, *, extra: Iterable[Path] = (), exclude: Iterable[Path] = ()
-    ) -> None:
-        self.root = root
-        self.extra = tuple(extra)
-        # Directories whose changes need no reload (static assets, read live per request).
-        self.exclude = tuple(exclude)
-        self._snapshot, self._dirs = self._walk()
+    files: tuple[Path, ...]  # watched by path: one that does not exist yet is seen when made
+    dirs: tuple[Path, ...] = ()  # an entry added, removed or renamed in one makes ``stale()``
+
+
+Scan = Callable[[], WatchList]
+
+
+class FileWatcher:
+    """Tells which of the files ``scan`` lists changed since it last looked."""
+
+    def __init__(self, scan: Scan) -> None:
+        self._scan = scan
+        self._files: tuple[Path, ...] = ()
+        self._snapshot: Snapshot = {}
+        self._dirs: Snapshot = {}
+        self._checks: list[tuple[str, Key | None]] = []
+        self._take(scan(), keep=False)
+
+    def _take(self, listing: WatchList, *, keep: bool) -> None:
+        """Watch ``listing`` from now on; ``keep``: a path already watched keeps the state it
+        was last reported in (so a change not yet reported still is)."""
+        old, old_dirs = (self._snapshot, self._dirs) if keep else ({}, {})
+        self._files = listing.files
+        self._snapshot = {p: k for p in listing.files if (k := old.get(p) or _key(p)) is not None}
+        self._dirs = {p: k for p in listing.dirs if (k := old_dirs.get(p) or _key(p)) is not None}
         self._checks = self._checklist()
 
-    def snapshot(self) -> Snapshot:
-        """mtime, size and inode of every watched file."""
-        return self._walk()[0]
+    def rescope(self, scan: Scan) -> None:
+        """Watch what ``scan`` lists from now on (the config, and with it the module rules,
+        changed). Call it before reading the files it lists: a file it adds is taken as it is
+        now, so an edit made after this call is a change and one made before it is read."""
+        self._scan = scan
+        self._take(scan(), keep=True)
 
-    def _walk(self) -> tuple[Snapshot, Snapshot]:
-        dirs, files = project_tree(self.root)
-        if self.exclude:
-            dirs = [d for d in dirs if not _under(d, self.exclude)]
-            files = [f for f in files if not _under(f, self.exclude)]
-        state: Snapshot = {}
-        for path in [*files, *self.extra]:
-            key = _key(path)
-            if key is not None:
-                state[path] = key
-        # The extra files are watched by path: one created later is noticed by its own stat.
-        watched_dirs = {path: key for path in dirs if (key := _key(path)) is not None}
-        return state, watched_dirs
+    def snapshot(self) -> Snapshot:
+        """mtime, size and inode of every watched file (as of the last scan)."""
+        return dict(self._snapshot)
 
     def _checklist(self) -> list[tuple[str, Key | None]]:
-        # Plain strings and tuples, made once per walk: stale() runs before each request.
+        # Plain strings and tuples, made once per scan: stale() runs before each request.
         paths = {**self._dirs, **self._snapshot}
-        absent = [(str(p), None) for p in self.extra if p not in self._snapshot]
+        # A missing file in a watched directory is seen by the directory's mtime when it is
+        # made: a failed stat costs several times a good one, and there are a dozen of them
+        # (the config and dotenv names ember dev looks for).
+        absent = [
+            (str(p), None)
+            for p in self._files
+            if p not in self._snapshot and p.parent not in self._dirs
+        ]
         return [*((str(p), key) for p, key in paths.items()), *absent]
 
     def stale(self) -> bool:
@@ -73,20 +93,12 @@ class FileWatcher:
         return False
 
     def changes(self) -> list[Path]:
-        """Paths added, removed or modified since the last call."""
-        current, self._dirs = self._walk()
-        changed = [
-            p
-            for p in current.keys() | self._snapshot.keys()
-            if current.get(p) != self._snapshot.get(p)
-        ]
-        self._snapshot = current
-        self._checks = self._checklist()
+        """Watched paths added, removed or modified since the last call."""
+        before = self._snapshot
+        self._take(self._scan(), keep=False)
+        current = self._snapshot
+        changed = [p for p in current.keys() | before.keys() if current.get(p) != before.get(p)]
         return sorted(changed)
-
-
-def _under(path: Path, parents: tuple[Path, ...]) -> bool:
-    return any(path.is_relative_to(parent) for parent in parents)
 
 
 def _key(path: Path) -> Key | None:

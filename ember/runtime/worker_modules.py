@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ember.config import CONFIG_FILES, ProjectConfig
 from ember.errors import ConfigError
-from ember.module_rules import CONTENT_TYPES, glob_matches, parse_rules
+from ember.module_rules import CONTENT_TYPES, first_rule, glob_matches, parse_rules
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "venv"})
 VENDORED = "python_modules"
@@ -46,16 +46,24 @@ class WorkerModule:
         return CONTENT_TYPES[self.type]
 
 
+@dataclass(frozen=True, slots=True)
+class ModuleScan:
+    """The modules, and every directory walked to find them (``ember dev``'s watcher: a file
+    added to one of them changes its mtime, and may be a module)."""
+
+    modules: tuple[WorkerModule, ...]
+    dirs: tuple[Path, ...]
+
+
 def collect_modules(config: ProjectConfig) -> tuple[WorkerModule, ...]:
     """The project's modules, entry first, then the ruled files and ``python_modules/``, each
     group in name order."""
     root = config.module_root
-    entry = config.main_path.relative_to(root).as_posix()
-    modules = [WorkerModule(entry, "PythonModule", config.main_path)]
-    if not config.modules.find_additional_modules:
-        return tuple(modules)  # wrangler's noBundleWorker then finds nothing else
-    vendored = config.root / VENDORED
-    if root != config.root and (root / VENDORED).is_dir():
+    if (
+        config.modules.find_additional_modules
+        and root != config.root
+        and (root / VENDORED).is_dir()
+    ):
         raise ConfigError(
             str(root / VENDORED),
             None,
@@ -63,33 +71,58 @@ def collect_modules(config: ProjectConfig) -> tuple[WorkerModule, ...]:
             f"python_modules/ at the project's root ({config.root}) only",
             hint="move it to the project's root, beside the config (wrangler refuses it too)",
         )
-    rules, _ = parse_rules(config.modules.rules)
-    configs = {(config.root / name).resolve() for name in CONFIG_FILES}
-    for name, path in _files(root):
-        if name == entry or path.resolve() in configs:
+    return scan_modules(config).modules
+
+
+def scan_modules(config: ProjectConfig) -> ModuleScan:
+    """``collect_modules`` without its refusals (a misplaced python_modules/ is walked as any
+    directory), and the directories walked. Cheap enough to run at each watch poll: a file no
+    rule matches costs one glob match, no stat."""
+    root = config.module_root
+    entry = config.main_path.relative_to(root).as_posix()
+    modules = [WorkerModule(entry, "PythonModule", config.main_path)]
+    dirs: list[Path] = []
+    if not config.modules.find_additional_modules:
+        return ModuleScan(tuple(modules), ())  # wrangler's noBundleWorker then finds nothing else
+    vendored = config.root / VENDORED
+    rule_for = first_rule(parse_rules(config.modules.rules)[0])
+    configs: set[Path] = set()
+    for name, where in _files(root, dirs, skip=VENDORED if root == config.root else None):
+        if name == entry or (rule := rule_for(name)) is None:
             continue
-        if root == config.root and name.split("/", 1)[0] == VENDORED:
-            continue  # vendored packages go up below, as Data, whatever their suffix
-        rule = next((r for r in rules if r.matches(name)), None)
-        if rule is not None:
+        # A Path, resolved and stat'ed only once matched: most files of a project are no module.
+        path = Path(where)
+        configs = configs or {(config.root / name).resolve() for name in CONFIG_FILES}
+        if path.resolve() not in configs and path.is_file():
             modules.append(WorkerModule(name, rule.type, path))
     if vendored.is_dir():
         exclude = config.modules.python_modules_exclude
-        for name, path in _files(vendored):
-            if not any(glob_matches(glob, name) for glob in exclude):
+        for name, where in _files(vendored, dirs):
+            path = Path(where)
+            if not any(glob_matches(glob, name) for glob in exclude) and path.is_file():
                 modules.append(WorkerModule(f"{VENDORED}/{name}", "Data", path))
-    return tuple(modules)
+    return ModuleScan(tuple(modules), tuple(dirs))
 
 
-def _files(root: Path) -> list[tuple[str, Path]]:
-    """Every file under ``root`` but the skipped ones, by ``/``-separated name, sorted."""
+def _files(root: Path, dirs: list[Path], skip: str | None = None) -> list[tuple[str, str]]:
+    """Every file under ``root`` but the skipped ones, as (``/``-separated name, path), sorted
+    by name (not yet known to be regular files); the directories walked are added to ``dirs``.
+    ``skip``: a top-level directory left out (python_modules/, which has its own walk).
+    Strings, not Paths: a Path per file was most of a watch poll's cost."""
     found = []
-    for directory, subdirs, files in os.walk(root):
+    top = str(root)
+    for directory, subdirs, files in os.walk(top):
+        dirs.append(Path(directory))
         subdirs[:] = [d for d in subdirs if d not in SKIP_DIRS and not d.startswith(".")]
-        for name in files:
-            path = Path(directory) / name
-            if not name.startswith(".") and path.is_file():
-                found.append((path.relative_to(root).as_posix(), path))
+        if skip is not None and directory == top and skip in subdirs:
+            subdirs.remove(skip)  # vendored packages go in as Data, whatever their suffix
+        relative = os.path.relpath(directory, top).replace(os.sep, "/")
+        prefix = "" if relative == "." else relative + "/"
+        found.extend(
+            (prefix + name, os.path.join(directory, name))
+            for name in files
+            if not name.startswith(".")
+        )
     return sorted(found)
 
 

@@ -6,6 +6,8 @@ import asyncio
 import os
 from pathlib import Path
 
+from ember.config import load_project
+from ember.runtime.dev_watch import dev_watch_list
 from ember.runtime.reload_gate import ReloadGate
 from ember.runtime.watcher import FileWatcher
 
@@ -14,13 +16,19 @@ def _project(tmp_path: Path) -> Path:
     root = tmp_path / "app"
     (root / "src").mkdir(parents=True)
     (root / "src" / "worker.py").write_text("one")
-    (root / "ember.yaml").write_text("name: app\n")
+    (root / "ember.yaml").write_text("name: app\nmain: src/worker.py\n")
     return root
+
+
+def _watcher(root: Path) -> FileWatcher:
+    """What ``ember dev`` watches in the project as its config is now."""
+    config = load_project(root)
+    return FileWatcher(lambda: dev_watch_list(config))
 
 
 def test_stale_sees_edits_new_files_and_renames_until_changes_reads_them(tmp_path: Path) -> None:
     root = _project(tmp_path)
-    watcher = FileWatcher(root)
+    watcher = _watcher(root)
     assert not watcher.stale()
 
     (root / "src" / "worker.py").write_text("two")  # same size: mtime (and ctime) only
@@ -48,20 +56,19 @@ def test_state_under_a_hidden_directory_does_not_make_requests_wait(tmp_path: Pa
     """KV writes go to .ember/state in the project: they must not look like code changes."""
     root = _project(tmp_path)
     (root / ".ember" / "state").mkdir(parents=True)
-    watcher = FileWatcher(root)
+    watcher = _watcher(root)
     (root / ".ember" / "state" / "kv.sqlite").write_bytes(b"data")
     (root / ".ember" / "state" / "kv.sqlite-journal").write_bytes(b"j")
     assert not watcher.stale()
 
 
-def test_an_extra_file_created_later_is_seen(tmp_path: Path) -> None:
+def test_a_secrets_file_created_later_is_seen(tmp_path: Path) -> None:
     root = _project(tmp_path)
-    outside = tmp_path / "secrets.env"
-    watcher = FileWatcher(root, extra=[outside])
+    watcher = _watcher(root)
     assert not watcher.stale()
-    outside.write_text("A=1\n")
+    (root / ".dev.vars").write_text("A=1\n")
     assert watcher.stale()
-    assert watcher.changes() == [outside]
+    assert watcher.changes() == [root / ".dev.vars"]
     assert not watcher.stale()
 
 
@@ -72,7 +79,7 @@ def test_a_clean_answer_in_poll_lasts_until_the_loop_turns(tmp_path: Path) -> No
         async def reload(changed: list[Path]) -> None:
             pass
 
-        gate = ReloadGate(FileWatcher(root), reload)
+        gate = ReloadGate(_watcher(root), reload)
         first = gate.stale_in_poll()
         (root / "ember.yaml").write_text("name: b\n")
         remembered = gate.stale_in_poll()  # same batch of callbacks: the answer holds
@@ -99,7 +106,7 @@ def test_concurrent_waiters_share_one_reload_and_a_save_during_it_gets_another(
                 worker.write_text("three")  # saved while the first reload runs
                 saved_during.set()
 
-        gate = ReloadGate(FileWatcher(root), reload)
+        gate = ReloadGate(_watcher(root), reload)
         assert gate.pending() is None
         worker.write_text("two")
         waits = [gate.pending() for _ in range(5)]
@@ -125,7 +132,7 @@ def test_the_poll_loop_outlives_a_reload_that_raises(tmp_path: Path) -> None:
             if len(reloads) == 1:
                 raise RuntimeError("deploy broke in a way nobody planned for")
 
-        gate = ReloadGate(FileWatcher(root), reload)
+        gate = ReloadGate(_watcher(root), reload)
         poll = asyncio.ensure_future(gate.poll(0.01))
         worker.write_text("two")
         for _ in range(500):
@@ -142,3 +149,26 @@ def test_the_poll_loop_outlives_a_reload_that_raises(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert reloads == ["two", "three!"]
+
+
+def test_files_no_rule_picks_are_not_watched_and_a_rescope_adopts_new_modules(
+    tmp_path: Path,
+) -> None:
+    root = _project(tmp_path)
+    log = root / "src" / "dev.log"
+    watcher = _watcher(root)
+    log.write_text("line\n")  # a new entry in src/: a look, and nothing to reload
+    assert watcher.stale() and watcher.changes() == []
+    for n in range(3):
+        with log.open("a") as out:
+            out.write(f"line {n}\n")
+        assert not watcher.stale()
+    (root / "ember.yaml").write_text(
+        "name: app\nmain: src/worker.py\nrules:\n  - type: Text\n    globs: ['**/*.log']\n"
+    )
+    assert watcher.changes() == [root / "ember.yaml"]
+    config = load_project(root)
+    watcher.rescope(lambda: dev_watch_list(config))  # the reload reads dev.log after this
+    assert not watcher.stale() and watcher.changes() == []
+    log.write_text("edited\n")
+    assert watcher.changes() == [log]

@@ -1,0 +1,96 @@
+"""``ember dev`` reloads for the files a reload reads, and stops when told, whatever it waits on."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.cli.devprocess import ROOT, DevProcess, until
+
+WORKER = """
+import asyncio
+
+import helper
+from workers import Response, WorkerEntrypoint
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        if request.url.endswith("/hang"):
+            print("hanging")
+            await asyncio.sleep(3600)
+        return Response(f"{helper.WORD} {getattr(self.env, 'TOKEN', 'none')}")
+"""
+
+
+def _project(root: Path) -> Path:
+    root.mkdir()
+    (root / "ember.yaml").write_text("name: app\nmain: worker.py\n")
+    (root / "worker.py").write_text(WORKER)
+    (root / "helper.py").write_text('WORD = "one"\n')
+    return root
+
+
+def _ready_url(log: Path) -> str:
+    def ready() -> bool:
+        return "Ready on " in log.read_text()
+
+    until(ready, timeout=30)
+    line = next(line for line in log.read_text().splitlines() if "Ready on " in line)
+    return line.split("Ready on ", 1)[1].strip()
+
+
+def test_a_log_redirected_into_the_project_reloads_nothing(tmp_path: Path) -> None:
+    """``ember dev > dev.log 2>&1`` in the project: each line written to dev.log is a write to
+    a file no module rule picks, so it reloads nothing (it reloaded on every line, and requests
+    waited for reloads that never settled). What a reload reads still reloads: a secrets file
+    created, a module edited, a new module a rule picks."""
+    project = _project(tmp_path / "app")
+    log = project / "dev.log"
+    command = [sys.executable, "-m", "ember", "dev", str(project), "--port", "0"]
+    command += ["--persist-to", str(tmp_path / "state")]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    try:
+        url = _ready_url(log)
+        for _ in range(5):  # each answer writes a request line to dev.log
+            assert httpx.get(url, timeout=10).text == "one none"
+        (project / ".dev.vars").write_text("TOKEN=t1\n")
+        assert httpx.get(url, timeout=10).text == "one t1"
+        (project / "helper.py").write_text('WORD = "two"\n')
+        assert httpx.get(url, timeout=10).text == "two t1"
+        (project / "notes.md").write_text("no rule picks me")
+        (project / "words.py").write_text('WORD = "three"\n')
+        (project / "helper.py").write_text("from words import WORD\n")
+        assert httpx.get(url, timeout=10).text == "three t1"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+    reloads = [line for line in log.read_text().splitlines() if "changed: reloading" in line]
+    assert reloads and not any("dev.log" in line or "notes.md" in line for line in reloads)
+
+
+def test_a_rule_added_to_the_config_makes_its_files_modules_without_a_second_reload(
+    tmp_path: Path,
+) -> None:
+    project = _project(tmp_path / "app")
+    (project / "words.md").write_text("markdown")
+    (project / "helper.py").write_text(
+        'import os\nWORD = "md" if os.path.exists(os.path.join(os.path.dirname(__file__),'
+        ' "words.md")) else "no-md"\n'
+    )
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        assert httpx.get(dev.url, timeout=10).text == "no-md none"
+        config = project / "ember.yaml"
+        config.write_text(config.read_text() + "rules:\n  - type: Text\n    globs: ['**/*.md']\n")
+        assert httpx.get(dev.url, timeout=10).text == "md none"
+        (project / "words.md").write_text("edited")  # a module now: its edit reloads
+        dev.wait_for_line("words.md changed: reloading")
+    reloads = [line for line in dev.lines if "changed: reloading" in line]
+    # The config's reload staged words.md: it was not reloaded for again as "changed".
+    assert reloads[0].startswith("[ember] ember.yaml changed"), reloads
+    assert [line for line in reloads if "words.md" in line] == [reloads[-1]], reloads
