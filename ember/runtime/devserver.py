@@ -55,6 +55,10 @@ from ember.runtime.watcher import FileWatcher
 if TYPE_CHECKING:  # (imported when serving: ember dev's start does not wait for it)
     from ember.runtime.connguard import ConnectionLimits
 
+# How long a stopping ``ember dev`` lets requests in flight finish (``wrangler dev`` cuts them at
+# once; a moment lets a response being written go out whole).
+STOP_GRACE_S = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class DevOptions:
@@ -213,6 +217,10 @@ class DevServer:
             proxy_headers=False,  # a local dev server: no proxy in front, no headers to trust
             server_header=False,  # workerd (wrangler dev) sends none: the worker's, if any
             timeout_keep_alive=gate.limits.keepalive_timeout_s,
+            # On SIGTERM or Ctrl-C, requests still running (a held one waiting for a reload, a
+            # handler that never returns, a long AI stream) are cut after this: without it
+            # uvicorn waits for them all, and ember dev outlived a SIGTERM for minutes.
+            timeout_graceful_shutdown=STOP_GRACE_S,
         )
         logging.getLogger("uvicorn.error").addFilter(_drop_aborted_responses)
         server = uvicorn.Server(config)
@@ -353,11 +361,16 @@ def _drop_aborted_responses(record: logging.LogRecord) -> bool:
     # A streamed response cut short on purpose (limit, worker failure) is not a server error,
     # nor is a client that left before its body was read (or was cut off at the body's
     # deadline, runtime/bodyclock.py) from a Starlette route (the AI routes, binding mounts).
+    # Nor is a request cut when ember dev stops (STOP_GRACE_S): its request line says so, and
+    # uvicorn's count of them leaves out the fast path's ("Cancel 0 running task(s)").
     if not record.exc_info:
-        return True
+        return not str(record.msg).startswith("Cancel %s running task(s)")
     from starlette.requests import ClientDisconnect  # (only on an error: ember dev starts without)
 
-    return not isinstance(record.exc_info[1], ResponseAborted | ClientDisconnect)
+    # A request task cancelled is one uvicorn cut when ember dev stopped (nothing else cancels
+    # them): a held request waiting for a reload, say.
+    cut = ResponseAborted | ClientDisconnect | asyncio.CancelledError
+    return not isinstance(record.exc_info[1], cut)
 
 
 def _say_dev(line: str) -> None:

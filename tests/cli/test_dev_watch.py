@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -94,3 +95,30 @@ def test_a_rule_added_to_the_config_makes_its_files_modules_without_a_second_rel
     # The config's reload staged words.md: it was not reloaded for again as "changed".
     assert reloads[0].startswith("[ember] ember.yaml changed"), reloads
     assert [line for line in reloads if "words.md" in line] == [reloads[-1]], reloads
+
+
+def test_sigterm_stops_dev_while_a_request_never_finishes(tmp_path: Path) -> None:
+    """uvicorn waits for every request in flight before it stops: a handler that never
+    returns (or a request held for a reload that never settles) kept ember dev alive after
+    SIGTERM for as long as the request's wall limit (5 minutes)."""
+    project = _project(tmp_path / "app")
+    dev = DevProcess(project, state=tmp_path / "state")
+    answers: list[int] = []
+
+    def call() -> None:
+        try:
+            answers.append(httpx.get(dev.url + "/hang", timeout=60).status_code)
+        except httpx.HTTPError:
+            answers.append(0)  # cut without an answer: an end too
+
+    caller = threading.Thread(target=call, daemon=True)
+    try:
+        caller.start()
+        dev.wait_for_line("hanging")
+        dev.process.send_signal(signal.SIGTERM)
+        dev.process.wait(60)  # (old code: TimeoutExpired, the request's wall limit is 5 min)
+        caller.join(30)
+    finally:
+        dev.stop()
+    assert answers, "the request in flight got no end"
+    assert not any("Traceback" in line for line in dev.lines), "\n".join(dev.lines)
