@@ -87,6 +87,7 @@ def dev(
     )
     sink = TerminalSink()
     server = DevServer(options, sink)
+    server.listen()  # a taken port is the only line printed, as in wrangler
     for warning in server.warnings:
         click.secho(f"▲ {warning}", fg="yellow", err=True)
     _banner(server)

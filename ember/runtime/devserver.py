@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import socket
 import sys
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -118,6 +119,7 @@ class DevServer:
         self._mounts = MountTable()
         self._on_reload: Callable[[DevServer], None] | None = None
         self._gate: ReloadGate | None = None  # with --watch, once started
+        self._listener: socket.socket | None = None  # bound by listen(), before serve()
 
     @property
     def assets(self) -> AssetSite | None:
@@ -163,9 +165,9 @@ class DevServer:
         from ember.runtime.fasthttp import fast_protocol
         from ember.runtime.httphead import BoundedHeadProtocol
 
-        host = self.options.ip or self.config.dev.ip
-        port = self.options.port if self.options.port is not None else self.config.dev.port
-        listener = bind(host, port)  # first: a taken port fails before anything starts
+        host, _ = self._address()
+        listener = self._listener or self.listen()  # first: a taken port fails before anything
+        self._listener = None  # (closed below when serving ends)
         supervisor = Supervisor(
             state_dir=self.state_dir,
             events=self.events,
@@ -209,7 +211,7 @@ class DevServer:
             with_binding_mounts(with_assets(router, lambda scope: self._assets), self._mounts),
             http=http,
             host=host,
-            port=port,
+            port=listener.getsockname()[1],
             lifespan="on",
             log_level="warning",
             access_log=False,
@@ -240,6 +242,18 @@ class DevServer:
                 with contextlib.suppress(BaseException):
                     await serving
             listener.close()
+
+    def listen(self) -> socket.socket:
+        """Bind the address now (``serve`` uses this socket): the CLI calls it before printing
+        anything, so a taken port is the one line it prints, as in wrangler."""
+        if self._listener is None:
+            self._listener = bind(*self._address())
+        return self._listener
+
+    def _address(self) -> tuple[str, int]:
+        host = self.options.ip or self.config.dev.ip
+        port = self.options.port if self.options.port is not None else self.config.dev.port
+        return host, port
 
     def _asset_warning(self, note: str) -> None:
         message = assets_prefix(self.config) + note

@@ -116,11 +116,14 @@ def test_a_taken_port_is_one_line_as_in_wrangler(tmp_path: Path, command: str) -
             timeout=60,
         )
     assert result.returncode == 1, result.stderr
-    assert (
+    line = (
         f"ember: error: Address already in use (127.0.0.1:{port}). Please check that you are "
         "not already running a server on this address or specify a different port with --port."
-    ) in result.stderr
+    )
+    assert line in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+    if command == "dev":  # one line and nothing else (README): no banner or State: line first
+        assert (result.stdout, result.stderr) == ("", line + "\n")
 
 
 def test_init_dates_the_project_in_utc(tmp_path: Path) -> None:
