@@ -25,6 +25,9 @@ def constraint_for(
       (a named function: exactly one call to it), arguments matching the tool's schema;
     - ``response_format`` json_object / json_schema: JSON (with tool_choice ``auto`` and
       tools declared: JSON or tool calls);
+    - tool_choice ``auto`` with a ``strict`` tool (and no JSON format): content, or content then
+      tool calls whose arguments match their schemas, as OpenAI guarantees for strict tools
+      (vLLM likewise constrains auto calls only when a tool is strict);
     - ``regex`` (SGLang's, vLLM's ``structured_outputs.regex``): text matching it in full;
     - a ``<think>`` block comes first when thinking is on (``reasoning``).
     """
@@ -40,7 +43,8 @@ def constraint_for(
         json_kind = "object"
     elif fmt.type == "json_schema":
         json_kind = "schema"
-    if json_kind is None and not required:
+    text = request.tool_choice.mode == "auto" and any(t.strict for t in tools)
+    if json_kind is None and not required and not text:
         return None
     if tools and tool_format != "kimi":
         # The engine builds the grammar in its own thread, where a refused schema fails the
@@ -53,8 +57,10 @@ def constraint_for(
     return ConstraintSpec(
         json=None if required else json_kind,
         schema=fmt.schema if json_kind == "schema" and not required else None,
+        schema_strict=fmt.strict,
         tools=tools,
         tools_required=required,
+        text=text and json_kind is None,
         tool_format=tool_format,
         parallel_tool_calls=request.parallel_tool_calls and request.tool_choice.forced_name is None,
         reasoning=reasoning,

@@ -33,6 +33,7 @@ from ember.models.api.tool_values import (
     parameter_schema,
     parse_kimi_call_id,
     schema_types,
+    value_types,
 )
 from ember.models.constrain.tool_grammars import (
     GLM_CALL_BEGIN,
@@ -217,7 +218,7 @@ class GlmToolStream:
         if value_at < 0:
             return head
         value = rest[value_at + len(GLM_VALUE_BEGIN) :]
-        types = schema_types(parameter_schema(parameters, key))
+        types = value_types(parameters, key)
         if types is not None and "string" not in types:
             return head + value.strip()
         return head + json.dumps(value, ensure_ascii=False)[:-1]
@@ -291,7 +292,8 @@ class GlmToolStream:
                 early_end = buf.find(GLM_CALL_END, hit[0])
                 if match is not None and (early_end < 0 or early_end >= match.end()):
                     key, schema = self._key(match.group(1))
-                    value = convert_glm_value(match.group(2), schema)
+                    root = self.parameters.get(self.name)
+                    value = convert_glm_value(match.group(2), schema, root)
                     piece = glm_arguments_json([(key, value)])[0]
                     if self.pairs:
                         piece = "," + piece[1:]
@@ -302,7 +304,8 @@ class GlmToolStream:
                 head = _GLM_PAIR_HEAD.match(buf, hit[0])
                 if head is not None and (early_end < 0 or early_end >= head.end()):
                     key, schema = self._key(head.group(1))
-                    if schema_types(schema) == {"string"}:  # its text is the value: stream it
+                    root = self.parameters.get(self.name)
+                    if schema_types(schema, root) == {"string"}:  # its text: stream it
                         piece = ("," if self.pairs else "{") + json.dumps(key, ensure_ascii=False)
                         out.add_tool_piece(ToolCallDelta(self.count, arguments=piece + ':"'))
                         buf = buf[head.end() :]

@@ -13,6 +13,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
+from ember.models.constrain.tool_root import lenient_arguments_object, resolve_pointer
+
 _COMPACT: dict = {"ensure_ascii": False, "separators": (",", ":")}
 _KIMI_ID = re.compile(r"^(?:functions\.)?(?P<name>[^\s:]+):(?P<index>\d+)$")
 
@@ -39,11 +41,8 @@ def schema_types(schema: object, root: object = None, depth: int = 0) -> set[str
                 return None
             found |= sub
     ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/") and isinstance(root, Mapping):
-        target: object = root
-        for part in ref[2:].split("/"):
-            target = target.get(part) if isinstance(target, Mapping) else None
-        sub = schema_types(target, root, depth + 1)
+    if isinstance(ref, str):
+        sub = schema_types(resolve_pointer(root, ref), root, depth + 1)
         if sub is None:
             return None
         found |= sub
@@ -81,9 +80,10 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def convert_glm_value(raw: str, schema: object) -> object:
-    """One ``<arg_value>`` body as the value the schema expects."""
-    types = schema_types(schema)
+def convert_glm_value(raw: str, schema: object, root: object = None) -> object:
+    """One ``<arg_value>`` body as the value the schema expects; ``root``: the tool's whole
+    parameters, which the schema's ``$ref``s point into."""
+    types = schema_types(schema, root)
     if types == {"string"}:
         return raw
     try:
@@ -103,10 +103,17 @@ def convert_glm_value(raw: str, schema: object) -> object:
 
 
 def parameter_schema(parameters: Mapping | None, key: str) -> object:
-    if not isinstance(parameters, Mapping):
+    """The schema of the argument ``key`` (through a root ``$ref``: pydantic's parameters)."""
+    arguments = lenient_arguments_object(parameters)
+    if arguments is None:
         return None
-    properties = parameters.get("properties")
+    properties = arguments.get("properties")
     return properties.get(key) if isinstance(properties, Mapping) else None
+
+
+def value_types(parameters: Mapping | None, key: str) -> set[str] | None:
+    """The JSON types the argument ``key`` admits, its ``$ref``s followed in ``parameters``."""
+    return schema_types(parameter_schema(parameters, key), parameters)
 
 
 def parse_kimi_call_id(raw: str, tool_names: Sequence[str]) -> str | None:

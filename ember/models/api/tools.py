@@ -32,7 +32,7 @@ class FunctionTool:
     strict: bool = False
 
     def signature(self) -> ToolSignature:
-        return ToolSignature(self.name, self.parameters)
+        return ToolSignature(self.name, self.parameters, self.strict)
 
     def to_template(self) -> dict:
         """The tool as chat templates receive it (OpenAI's shape)."""
@@ -67,7 +67,11 @@ class ResponseFormat:
     type: Literal["text", "json_object", "json_schema"] = "text"
     schema: Mapping[str, Any] | bool | None = None
     name: str | None = None
-    strict: bool = False
+    # False only for OpenAI's explicit ``strict: false`` (the schema is a hint): keywords ember
+    # cannot enforce are then ignored, as for tool parameters, where OpenAI accepts them.
+    # Absent stays strict, ember's promise of a 400 over a silent miss (vLLM's guided_json and
+    # Workers AI's shape have no such flag; the openai SDK's .parse() sends strict: true).
+    strict: bool = True
 
     @property
     def wants_json(self) -> bool:
@@ -81,12 +85,14 @@ def _function(raw: Mapping, path: str) -> FunctionTool:
             at(path, "name"), "a function name of 1-64 letters, digits, '_' or '-'", describe(name)
         )
     description = optional_str(raw, "description", path)
+    strict = optional_bool(raw, "strict", path, False)
     parameters = raw.get("parameters")
     if parameters is not None:
         require_object(parameters, at(path, "parameters"))
-        # Lenient: tool schemas are hints; refuse only what is not a schema at all.
-        check_schema(parameters, path=at(path, "parameters"), strict=False)
-    return FunctionTool(name, description, parameters, optional_bool(raw, "strict", path, False))
+        # A tool's schema is a hint unless the tool is strict: then, as OpenAI, a keyword
+        # ember cannot enforce is refused, naming it, instead of being silently dropped.
+        check_schema(parameters, path=at(path, "parameters"), strict=strict)
+    return FunctionTool(name, description, parameters, strict)
 
 
 def parse_tools(value: object, path: str) -> tuple[FunctionTool, ...]:
@@ -198,13 +204,13 @@ def parse_response_format(value: object, path: str) -> ResponseFormat:
         schema, schema_path = spec["schema"], at(where, "schema")
         name, strict = (
             optional_str(spec, "name", where),
-            optional_bool(spec, "strict", where, False),
+            optional_bool(spec, "strict", where, True),
         )
     elif any(k in spec for k in _SCHEMA_KEYS):  # Workers AI's docs put the schema itself here
-        schema, schema_path, name, strict = spec, where, None, False
+        schema, schema_path, name, strict = spec, where, None, True
     else:  # a name and no schema: any JSON object
         return ResponseFormat("json_object", name=optional_str(spec, "name", where))
     if not isinstance(schema, Mapping | bool):
         raise wrong_type(schema_path, "a JSON schema object", schema)
-    check_schema(schema, path=schema_path, strict=True)
+    check_schema(schema, path=schema_path, strict=strict)
     return ResponseFormat("json_schema", schema, name, strict)

@@ -24,13 +24,14 @@ Supported, enforced while generating:
   ``format`` values (an annotation in JSON Schema 2020-12), ``$schema``, ``$id``,
   ``$comment``, and any keyword JSON Schema does not define.
 
-Not supported (``strict``: a clear error naming the keyword; lenient, used for tool
-parameters: ignored, so the output keeps structure and types but not that constraint; the same
-for a ``pattern`` outside the regex subset):
+Not supported (``strict``: a clear error naming the keyword; lenient, for tool parameters and
+``response_format`` ``strict: false``: ignored, so the output keeps structure and types but not
+that constraint; the same for a ``pattern`` outside the regex subset):
 ``multipleOf``, ``patternProperties``, ``propertyNames``, ``minProperties``/``maxProperties``,
 ``dependentRequired``/``dependentSchemas``/``dependencies``, ``if``/``then``/``else``, ``not``,
 ``contains``, ``uniqueItems``, ``prefixItems`` and tuple ``items``, ``unevaluated*``,
-``allOf`` with several elements, remote ``$ref``.
+``allOf`` with several elements, remote ``$ref``. Lenient, the keywords beside an
+``anyOf``/``oneOf`` are merged into each alternative (schema_merge.py).
 
 Unbounded numbers are generated with at most 15 integer digits, 15 fraction digits and 2
 exponent digits.
@@ -45,6 +46,7 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.json_nodes import JAny, JArray, JLiteralSet, JObject
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
 from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_range, number_node
+from ember.models.constrain.schema_merge import merge_siblings
 from ember.models.constrain.string_schema import count_keyword, length_bounds, string_node
 
 UNSUPPORTED = (
@@ -149,8 +151,10 @@ class SchemaCompiler:
         self.literal_bytes = 0  # and the bytes of their JSON (MAX_LITERAL_BYTES)
         self.any = JAny(ws, guard)
 
-    def compile(self) -> Node:
-        node = self._compile(self.root, self.path)
+    def compile(self, schema: object = None, path: str | None = None) -> Node:
+        """The root's node, or with ``path`` the node of ``schema`` (a part of the root found
+        at ``path``, a GLM tool's property), whose ``$ref``s resolve against the root."""
+        node = self._compile(self.root, self.path) if path is None else self._compile(schema, path)
         unbound = [p for p, r in self.refs.items() if r.target is None]
         while unbound:  # compiling one target may discover further references
             for pointer in unbound:
@@ -241,6 +245,15 @@ class SchemaCompiler:
                 f"'{siblings[0]}' beside {combinator}",
                 "unsupported_value",
             )
+        if siblings:
+            # Lenient: the siblings hold in every alternative (JSON Schema intersects them),
+            # so each alternative gets them; one that is a $ref cannot, and then only the
+            # combinator is ignored (a looser grammar, never one refusing valid arguments).
+            merged = merge_siblings(schema, combinator, branches)
+            if merged is None:
+                rest = {k: v for k, v in schema.items() if k != combinator}
+                return self._compile(rest, path)
+            branches = merged
         nodes = [self._compile(b, f"{where}/{i}") for i, b in enumerate(branches)]
         return nodes[0] if len(nodes) == 1 else Choice(nodes)
 
@@ -373,11 +386,17 @@ def compile_schema(
     strict: bool = True,
     ws: int = DEFAULT_WHITESPACE,
     forbidden: tuple[str, ...] = (),
+    within: tuple[object, str] | None = None,
 ) -> Node:
     """The node for ``schema``; raises ``InvalidRequestField`` naming the offending keyword.
-    ``forbidden``: marker spellings no string may contain (inside tool calls)."""
+    ``forbidden``: marker spellings no string may contain (inside tool calls). ``within``:
+    the whole schema ``schema`` is a part of and its path, against which ``$ref`` resolves."""
     guard = SubstringGuard([f.encode() for f in forbidden]) if forbidden else NO_GUARD
-    return SchemaCompiler(schema, path=path, strict=strict, ws=ws, guard=guard).compile()
+    if within is None:
+        return SchemaCompiler(schema, path=path, strict=strict, ws=ws, guard=guard).compile()
+    root, root_path = within
+    compiler = SchemaCompiler(root, path=root_path, strict=strict, ws=ws, guard=guard)
+    return compiler.compile(schema, path)
 
 
 def any_json_object(ws: int = DEFAULT_WHITESPACE, forbidden: tuple[str, ...] = ()) -> Node:

@@ -32,6 +32,7 @@ from ember.models.constrain.tool_grammars import (
     ToolFormat,
     ToolSignature,
     family_markers,
+    text_or_tool_calls,
     tool_calls_grammar,
     with_reasoning,
 )
@@ -51,7 +52,8 @@ class ConstraintSpec:
     (SGLang's and vLLM's ``regex``). ``tools``: when non-empty, tool calls in ``tool_format`` are
     allowed; ``tools_required`` makes them the only option (``tool_choice`` required or named:
     for a named tool, ``tools`` holds just that one). With ``json`` set and tools not
-    required, the output is either JSON or tool calls. ``reasoning``: whether a free
+    required, the output is either JSON or tool calls; with ``text`` instead, content then
+    tool calls or nothing (``tool_choice`` auto with a strict tool). ``reasoning``: whether a free
     ``<think>`` block comes first (see ``with_reasoning``).
     """
 
@@ -60,10 +62,13 @@ class ConstraintSpec:
     regex: str | None = None  # the whole output (after any <think> block) must match it
     tools: tuple[ToolSignature, ...] = ()
     tools_required: bool = False
+    # tool_choice auto with a strict tool: content, or content then calls (text_or_tool_calls)
+    text: bool = False
     tool_format: ToolFormat = "glm47"
     parallel_tool_calls: bool = True
     reasoning: ReasoningPrefix = "off"
     schema_path: str = "/response_format/json_schema/schema"
+    schema_strict: bool = True  # False: response_format's strict: false (ResponseFormat)
     whitespace: int = DEFAULT_WHITESPACE
     first_call_index: int = 0  # Kimi: tool calls already in the conversation (ids go on)
 
@@ -73,9 +78,11 @@ class ConstraintSpec:
             {
                 "json": self.json,
                 "schema": self.schema,
+                "schema_strict": self.schema_strict,
                 "regex": self.regex,
-                "tools": [[t.name, t.parameters] for t in self.tools],
+                "tools": [[t.name, t.parameters, t.strict] for t in self.tools],
                 "required": self.tools_required,
+                "text": self.text,
                 "format": self.tool_format,
                 "parallel": self.parallel_tool_calls,
                 "reasoning": self.reasoning,
@@ -98,11 +105,15 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
         body = any_json_object(spec.whitespace, forbidden)
     elif spec.json == "schema":
         body = compile_schema(
-            spec.schema, path=spec.schema_path, ws=spec.whitespace, forbidden=forbidden
+            spec.schema,
+            path=spec.schema_path,
+            strict=spec.schema_strict,
+            ws=spec.whitespace,
+            forbidden=forbidden,
         )
     elif spec.regex is not None:
         body = RegexText(compile_regex(spec.regex))
-    if spec.tools and (spec.tools_required or body is not None):
+    if spec.tools and (spec.tools_required or body is not None or spec.text):
         calls = tool_calls_grammar(
             spec.tools,
             marker,
@@ -111,7 +122,12 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
             ws=spec.whitespace,
             first_index=spec.first_call_index,
         )
-        body = calls if spec.tools_required or body is None else Choice([body, calls])
+        if spec.tools_required:
+            body = calls
+        elif body is not None:
+            body = Choice([body, calls])
+        else:
+            body = text_or_tool_calls(calls, marker, spec.tool_format)
     if body is None:
         raise ValueError(
             "a ConstraintSpec without JSON, a regex or required tools constrains nothing"

@@ -25,17 +25,21 @@ from ember.models.constrain.json_nodes import JLiteralSet
 from ember.models.constrain.nodes import (
     POP,
     PUSH,
+    BoundedText,
     Choice,
     FreeText,
     Literal,
     Marker,
+    Maybe,
     Move,
     Node,
     Seq,
+    SubstringGuard,
     Whitespace,
 )
 from ember.models.constrain.schema import DEFAULT_WHITESPACE, compile_schema
 from ember.models.constrain.string_schema import raw_string_node
+from ember.models.constrain.tool_root import arguments_object, dereference
 
 ToolFormat = TypingLiteral["kimi", "glm45", "glm47"]
 ReasoningPrefix = TypingLiteral["off", "inside", "optional"]
@@ -78,10 +82,13 @@ def family_markers(tool_format: ToolFormat) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class ToolSignature:
-    """What the grammar needs of a function tool: its name and parameters schema."""
+    """What the grammar needs of a function tool: its name and parameters schema, and
+    ``strict`` (OpenAI's ``function.strict``): its schema is compiled strictly, every keyword
+    enforced or refused, where a tool's is otherwise a hint ember enforces what it can of."""
 
     name: str
     parameters: Mapping | None = None
+    strict: bool = False
 
 
 class IndexedRepeat(Node):
@@ -140,7 +147,7 @@ def _arguments_schema(tool: ToolSignature) -> Mapping:
 
 def _compile_arguments(tool: ToolSignature, path: str, ws: int) -> Node:
     return compile_schema(
-        _arguments_schema(tool), path=path, strict=False, ws=ws, forbidden=KIMI_MARKERS
+        _arguments_schema(tool), path=path, strict=tool.strict, ws=ws, forbidden=KIMI_MARKERS
     )
 
 
@@ -185,18 +192,40 @@ def kimi_tool_calls(
     return Seq([marker(KIMI_SECTION_BEGIN), IndexedRepeat(call, 1, most), marker(KIMI_SECTION_END)])
 
 
-def _glm_value(schema: object, marker: Marker, path: str, ws: int) -> Node:
+@dataclass(frozen=True)
+class _Root:
+    """The tool's whole parameters schema and its path: ``$ref``s resolve against it."""
+
+    schema: object
+    path: str
+    strict: bool
+
+
+def _glm_value(schema: object, marker: Marker, path: str, ws: int, root: _Root) -> Node:
     """One ``<arg_value>`` body plus its closing marker. A string is raw text that keeps the
     string schema (length, pattern, format) and never spells a marker; anything else is JSON."""
     end = marker(GLM_VALUE_END)
+    schema, path = dereference(schema, root.schema, path, root.path)
 
     def raw_value(sub: Mapping) -> Node:
         return raw_string_node(
-            sub, path, marker=marker, terminator=GLM_VALUE_END, forbidden=GLM_MARKERS
+            sub,
+            path,
+            marker=marker,
+            terminator=GLM_VALUE_END,
+            forbidden=GLM_MARKERS,
+            strict=root.strict,
         )
 
     def json_value(sub: object) -> Node:
-        node = compile_schema(sub, path=path, strict=False, ws=ws, forbidden=GLM_MARKERS)
+        node = compile_schema(
+            sub,
+            path=path,
+            strict=root.strict,
+            ws=ws,
+            forbidden=GLM_MARKERS,
+            within=(root.schema, root.path),
+        )
         return Seq([node, end])
 
     if not isinstance(schema, Mapping):
@@ -225,8 +254,11 @@ def _glm_value(schema: object, marker: Marker, path: str, ws: int) -> Node:
 def _glm_arguments(
     tool: ToolSignature, marker: Marker, path: str, ws: int, newline: list[Node]
 ) -> Node:
-    """One call's key/value pairs; ``path``: the tool's ``parameters`` in the request."""
-    schema = _arguments_schema(tool)
+    """One call's key/value pairs; ``path``: the tool's ``parameters`` in the request. Each
+    value is compiled against the whole parameters (a ``$ref`` to ``#/$defs/...``), and a root
+    ``$ref`` is followed to the object whose properties the pairs are."""
+    root = _Root(_arguments_schema(tool), path, tool.strict)
+    schema, where = arguments_object(tool.parameters, path)
     properties = schema.get("properties") or {}
     required = set(schema.get("required") or [])
     pairs = []
@@ -239,7 +271,7 @@ def _glm_arguments(
                     marker(GLM_KEY_END),
                     *newline,
                     marker(GLM_VALUE_BEGIN),
-                    _glm_value(sub, marker, f"{path}/properties/{name}", ws),
+                    _glm_value(sub, marker, f"{where}/properties/{name}", ws, root),
                     *newline,
                 ]
             )
@@ -285,6 +317,16 @@ def tool_calls_grammar(
     if tool_format == "kimi":
         return kimi_tool_calls(tools, marker, parallel=parallel, ws=ws, first_index=first_index)
     return glm_tool_calls(tools, marker, parallel=parallel, dialect=tool_format, ws=ws)
+
+
+def text_or_tool_calls(calls: Node, marker: Marker, tool_format: ToolFormat) -> Node:
+    """``tool_choice`` auto with a strict tool: content (any text that spells no tool-call
+    marker), then tool calls or nothing, so that a call the model makes has the arguments its
+    schema allows, and an answer without one is free (OpenAI's strict function calling)."""
+    begin = KIMI_SECTION_BEGIN if tool_format == "kimi" else GLM_CALL_BEGIN
+    guard = SubstringGuard([m.encode() for m in family_markers(tool_format)])
+    text = BoundedText(0, None, guard, byte_end=marker.token_id(begin) is None)
+    return Seq([text, Maybe(calls)])
 
 
 def with_reasoning(

@@ -61,7 +61,7 @@ def _json_constraint(completion: CompletionRequest) -> ConstraintSpec | None:
     if fmt.type == "json_object" or (fmt.type == "json_schema" and fmt.schema is None):
         return ConstraintSpec(json="object")
     if fmt.type == "json_schema":
-        return ConstraintSpec(json="schema", schema=fmt.schema)
+        return ConstraintSpec(json="schema", schema=fmt.schema, schema_strict=fmt.strict)
     return None
 
 

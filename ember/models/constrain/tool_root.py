@@ -1,0 +1,89 @@
+"""A tool's ``parameters`` as the object whose properties GLM writes as key/value pairs.
+
+pydantic's ``model_json_schema()`` (and the openai SDK's ``pydantic_function_tool``) put nested
+models in ``$defs`` and refer to them with ``$ref``; a model that is itself referenced makes the
+whole parameters schema ``{"$ref": "#/$defs/Args", "$defs": {...}}``. Every ``$ref`` in a tool's
+parameters points into the parameters themselves, so properties are compiled and typed against
+that root, and a root ``$ref`` (or ``allOf`` of one schema) is followed to the object it names.
+
+    schema, path = arguments_object(parameters, "/tools/0/function/parameters")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ember.models.api.errors import InvalidRequestField
+
+# A chain of $refs longer than this is a cycle in practice ({"$ref": "#"} names itself).
+MAX_HOPS = 32
+
+
+def resolve_pointer(root: object, pointer: str) -> object:
+    """What a local ``$ref`` (``#``, ``#/$defs/Name``) names in ``root``; None if nothing."""
+    if pointer == "#":
+        return root
+    if not pointer.startswith("#/"):
+        return None
+    target: object = root
+    for raw in pointer[2:].split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, Mapping) and part in target:
+            target = target[part]
+        elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            target = target[int(part)]
+        else:
+            return None
+    return target
+
+
+def dereference(schema: object, root: object, path: str, root_path: str) -> tuple[object, str]:
+    """``schema`` (at ``path`` in the request) with any ``$ref`` (or ``allOf`` of one schema)
+    at its top followed through ``root`` (at ``root_path``), and the path the result has.
+    Raises ``InvalidRequestField`` naming a ``$ref`` that leads nowhere or in a circle."""
+    for _ in range(MAX_HOPS):
+        if not isinstance(schema, Mapping):
+            return schema, path
+        ref = schema.get("$ref")
+        all_of = schema.get("allOf")
+        if isinstance(ref, str):
+            target = resolve_pointer(root, ref)
+            if target is None:
+                raise InvalidRequestField(
+                    path + "/$ref", "a $ref to a part of this tool's parameters", ref
+                )
+            schema, path = target, root_path + ref[1:]
+        elif isinstance(all_of, list) and len(all_of) == 1:
+            schema, path = all_of[0], path + "/allOf/0"
+        else:
+            return schema, path
+    raise InvalidRequestField(path, "a $ref that leads to a schema", "a cycle of $refs")
+
+
+def arguments_object(parameters: object, path: str) -> tuple[Mapping, str]:
+    """The object schema a call's arguments follow, and its path: ``parameters`` itself, or
+    what its root ``$ref`` names. A root ``anyOf``/``oneOf`` (arguments of one of several
+    shapes) is a 400 naming it: GLM's grammar walks one list of properties."""
+    if parameters is None:
+        return {"type": "object", "properties": {}}, path
+    schema, where = dereference(parameters, parameters, path, path)
+    if not isinstance(schema, Mapping):
+        raise InvalidRequestField(where, "an object schema for the arguments", str(schema))
+    for combinator in ("anyOf", "oneOf"):
+        if combinator in schema:
+            raise InvalidRequestField(
+                f"{where}/{combinator}",
+                "parameters that are one object schema (GLM writes each property as an "
+                f"<arg_key>/<arg_value> pair; move the {combinator} into a property)",
+                f"'{combinator}' at the root",
+                "unsupported_value",
+            )
+    return schema, where
+
+
+def lenient_arguments_object(parameters: object) -> Mapping | None:
+    """``arguments_object`` for reading a model's output: None instead of an error."""
+    try:
+        return arguments_object(parameters, "")[0]
+    except InvalidRequestField:
+        return None

@@ -1,0 +1,193 @@
+"""Tool parameters keep their root: pydantic's ``$defs``/``$ref`` (and a root ``$ref``) work on
+GLM as on Kimi, GLM's values are typed through them, and the keywords beside a lenient
+``anyOf``/``oneOf`` hold in every alternative (review26 H2, M3, M4)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import pytest
+
+from ember.models.api.chat_request import parse_chat_request
+from ember.models.api.constraints import constraint_for
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.output_parser import ChatOutputParser, parse_output
+from ember.models.constrain.grammar import DEAD, Grammar
+from ember.models.constrain.schema import compile_schema
+from ember.models.constrain.session import ConstraintSpec, GrammarCache
+from ember.models.constrain.tool_grammars import ToolSignature, check_glm_arguments
+from tests.models.constrain.fixtures import detokenize, sample_tokens, small_vocab
+from tests.models.constrain.test_tool_grammars import _accepts
+
+SPECIAL = small_vocab()
+# What pydantic's model_json_schema() gives for a model with nested models and an enum.
+DEFS = {
+    "type": "object",
+    "$defs": {
+        "Unit": {"type": "string", "enum": ["c", "f"]},
+        "Loc": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 8}},
+            "required": ["city"],
+        },
+    },
+    "properties": {"unit": {"$ref": "#/$defs/Unit"}, "loc": {"$ref": "#/$defs/Loc"}},
+    "required": ["unit", "loc"],
+}
+# A model referred to at the root, as pydantic writes a self-referencing or aliased model.
+ROOT_REF = {
+    "$ref": "#/$defs/Args",
+    "$defs": {
+        "Args": {
+            "type": "object",
+            "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
+            "required": ["q"],
+        }
+    },
+}
+GLM_FORMATS = ("glm45", "glm47")
+
+
+def _call_spec(parameters: dict, tool_format: str) -> ConstraintSpec:
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": parameters}}],
+        "tool_choice": "required",
+    }
+    spec = constraint_for(parse_chat_request(body), tool_format=tool_format, reasoning="off")  # type: ignore[arg-type]
+    assert spec is not None
+    return spec
+
+
+@pytest.mark.parametrize("tool_format", GLM_FORMATS)
+@pytest.mark.parametrize("parameters", [DEFS, ROOT_REF], ids=["defs", "root-ref"])
+def test_glm_calls_follow_refs_and_keep_required(tool_format: str, parameters: dict) -> None:
+    spec = _call_spec(parameters, tool_format)  # a 400 on GLM before
+    rng = random.Random(7)
+    for _ in range(6):
+        decoder = GrammarCache().decoder(spec, SPECIAL)
+        text = detokenize(SPECIAL, sample_tokens(decoder, rng))
+        (call,) = parse_output(text, tool_format, tools={"f": parameters}).tool_calls[:1]  # type: ignore[arg-type]
+        arguments = json.loads(call.arguments)
+        jsonschema.Draft202012Validator(parameters).validate(arguments)
+
+
+def test_a_root_ref_call_without_its_required_argument_is_refused() -> None:
+    spec = ConstraintSpec(tools=(ToolSignature("f", ROOT_REF),), tools_required=True)
+    ids = SPECIAL.special_ids
+    assert not _accepts(spec, "<tool_call>f</tool_call>", ids)  # the only call it allowed
+    assert _accepts(
+        spec, "<tool_call>f<arg_key>q</arg_key><arg_value>hi</arg_value></tool_call>", ids
+    )
+
+
+@pytest.mark.parametrize("combinator", ["anyOf", "oneOf"])
+def test_a_root_combinator_is_a_400_naming_it_on_glm(combinator: str) -> None:
+    shapes = [
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+        {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]},
+    ]
+    tool = ToolSignature("f", {combinator: shapes})
+    with pytest.raises(InvalidRequestField) as refused:
+        check_glm_arguments(tool, "/tools/0/function/parameters")
+    assert refused.value.field == f"/tools/0/function/parameters/{combinator}"
+
+
+def test_a_ref_that_leads_nowhere_or_in_a_circle_is_named() -> None:
+    with pytest.raises(InvalidRequestField) as nowhere:
+        check_glm_arguments(ToolSignature("f", {"$ref": "#/$defs/Gone"}), "/p")
+    assert nowhere.value.field == "/p/$ref"
+    with pytest.raises(InvalidRequestField, match="cycle"):
+        check_glm_arguments(ToolSignature("f", {"$ref": "#"}), "/p")
+
+
+ZIP = {
+    "type": "object",
+    "$defs": {"Zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+    "properties": {"zip": {"$ref": "#/$defs/Zip"}},
+    "required": ["zip"],
+}
+ZIP_CALL = "<tool_call>lookup<arg_key>zip</arg_key><arg_value>12345</arg_value></tool_call>"
+
+
+ZIP_AT_ROOT = {
+    "$ref": "#/$defs/A",
+    "$defs": {
+        "A": {"type": "object", "properties": {"zip": {"$ref": "#/$defs/Zip"}}},
+        "Zip": {"type": "string", "pattern": "^[0-9]{5}$"},
+    },
+}
+
+
+@pytest.mark.parametrize("parameters", [ZIP, ZIP_AT_ROOT], ids=["defs", "root-ref"])
+def test_glm_values_are_typed_through_refs_whole_and_streamed(parameters: dict) -> None:
+    whole = parse_output(ZIP_CALL, "glm47", tools={"lookup": parameters})
+    assert json.loads(whole.tool_calls[0].arguments) == {"zip": "12345"}  # not the number 12345
+    parser = ChatOutputParser("glm47", tools={"lookup": parameters})
+    pieces = [parser.feed(ZIP_CALL[i : i + 5]) for i in range(0, len(ZIP_CALL), 5)]
+    pieces.append(parser.finish())
+    streamed = "".join(
+        t.arguments or "" for delta in pieces for t in (delta.tool_calls or ()) if delta
+    )
+    assert json.loads(streamed) == {"zip": "12345"}
+
+
+def _accepts_json(node: object, text: str) -> bool:
+    grammar = Grammar(node)  # type: ignore[arg-type]
+    sid = grammar.intern(grammar.initial)
+    for byte in text.encode():
+        sid = grammar.next(sid, byte)
+        if sid == DEAD:
+            return False
+    return grammar.accepts_end(sid)
+
+
+ONE_OF_IDS = {
+    "type": "object",
+    "properties": {"id": {"type": "integer"}, "email": {"type": "string"}},
+    "anyOf": [{"required": ["id"]}, {"required": ["email"]}],
+}
+TYPED_BRANCHES = {
+    "type": "object",
+    "properties": {"q": {"type": "string"}},
+    "required": ["q"],
+    "oneOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        {"type": "object", "properties": {"b": {"type": "boolean"}}, "required": ["b"]},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "text", "valid"),
+    [
+        (ONE_OF_IDS, '{"id":1}', True),
+        (ONE_OF_IDS, '{"email":"a@b"}', True),
+        (ONE_OF_IDS, '{"id":1,"email":"a@b"}', True),
+        (ONE_OF_IDS, "{}", False),
+        (TYPED_BRANCHES, '{"q":"a","a":1}', True),
+        (TYPED_BRANCHES, '{"q":"a","b":true}', True),
+        (TYPED_BRANCHES, '{"q":"a"}', False),
+        (TYPED_BRANCHES, '{"a":1}', False),  # required q, beside the oneOf
+        (TYPED_BRANCHES, "{}", False),
+    ],
+)
+def test_lenient_combinators_keep_their_siblings(schema: dict, text: str, valid: bool) -> None:
+    node = compile_schema(schema, path="/p", strict=False)  # the first was a 400 before
+    assert _accepts_json(node, text) is valid
+    assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)) is valid
+
+
+def test_a_ref_alternative_beside_siblings_drops_only_the_combinator() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"Q": {"required": ["q"]}},
+        "properties": {"q": {"type": "string"}},
+        "required": ["q"],
+        "anyOf": [{"$ref": "#/$defs/Q"}],
+    }
+    node = compile_schema(schema, path="/p", strict=False)
+    assert _accepts_json(node, '{"q":"a"}') and not _accepts_json(node, "{}")
