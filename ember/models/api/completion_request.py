@@ -20,13 +20,13 @@ from ember.models.api.chat_request import (
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import (
     at,
-    describe,
     loads_checked,
     optional_bool,
     optional_int,
     optional_number,
     optional_str,
     require_object,
+    shown_number,
     stop_sequences,
     token_id_list,
     wrong_type,
@@ -152,7 +152,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
             "/best_of",
             f"null or equal to n ({n}): candidates are not ranked here; ask for n choices "
             "with logprobs and rank them",
-            describe(data["best_of"]),
+            shown_number(data["best_of"]),
             "unsupported_value",
         )
     if data.get("suffix") is not None:
@@ -176,7 +176,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
             raise InvalidRequestField(
                 "/max_tokens",
                 "an integer >= 1 (0 only with echo: true, a prompt-only pass)",
-                describe(data["max_tokens"]),
+                shown_number(data["max_tokens"]),
             )
         chat_style["max_tokens"] = 1  # validated as any other request, then made 0
     # Only the model server takes text completions: no temperature cap, as SGLang and vLLM.
@@ -255,7 +255,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         check_schema(schema, path=where)
     top_k = optional_int(params, "top_k", path, minimum=-1)
     if top_k == 0:
-        raise InvalidRequestField(at(path, "top_k"), "-1 (off) or an integer >= 1", "a number (0)")
+        raise InvalidRequestField(at(path, "top_k"), "-1 (off) or an integer >= 1", "0")
     seed = optional_int(params, "sampling_seed", path, minimum=-INT64, maximum=2 * INT64 - 1)
     if seed is None:
         seed = optional_int(params, "seed", path, minimum=-INT64, maximum=2 * INT64 - 1)
@@ -269,7 +269,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         raise InvalidRequestField(
             at(path, "min_new_tokens"),
             f"at most max_new_tokens ({SGLANG_MAX_NEW_TOKENS if max_new is None else max_new})",
-            describe(params["min_new_tokens"]),
+            shown_number(params["min_new_tokens"]),
         )
     sampling = SamplingOptions(
         max_tokens=max_new,

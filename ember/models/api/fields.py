@@ -30,6 +30,14 @@ def describe(value: object) -> str:
     return type(value).__name__
 
 
+def shown_number(value: object) -> str:
+    """How a value of the right type but out of range is named: the number itself (``got 0``
+    after ``expected an integer >= 1``), since saying "a number" there reads as a wrong type."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)
+    return describe(value)
+
+
 def at(path: str, key: str | int) -> str:
     part = str(key).replace("~", "~0").replace("/", "~1")
     return f"{path}/{part}"
@@ -106,7 +114,9 @@ def optional_number(
         low = "" if minimum is None else (f"> {minimum}" if exclusive_minimum else f">= {minimum}")
         high = "" if maximum is None else f"<= {maximum}"
         raise InvalidRequestField(
-            at(path, key), "a number " + " and ".join(filter(None, (low, high))), describe(value)
+            at(path, key),
+            "a number " + " and ".join(filter(None, (low, high))),
+            shown_number(value),
         )
     return float(value)
 
@@ -131,7 +141,7 @@ def optional_int(
         low = "" if minimum is None else f">= {minimum}"
         high = "" if maximum is None else f"<= {maximum}"
         expected = "an integer " + " and ".join(filter(None, (low, high)))
-        raise InvalidRequestField(at(path, key), expected, describe(value))
+        raise InvalidRequestField(at(path, key), expected, shown_number(value))
     return value
 
 

@@ -91,7 +91,7 @@ from tests.models.api.chat_bodies import with_fields as _with
             _with(temperature=2.5),
             "openai",
             "/temperature",
-            "expected a number >= 0 and <= 2, got a number (2.5)",
+            "expected a number >= 0 and <= 2, got 2.5",
             "invalid_value",
         ),
         (
@@ -105,14 +105,14 @@ from tests.models.api.chat_bodies import with_fields as _with
             _with(top_p=1.5),
             "openai",
             "/top_p",
-            "expected a number >= 0 and <= 1, got a number (1.5)",
+            "expected a number >= 0 and <= 1, got 1.5",
             "invalid_value",
         ),
         (
             _with(max_completion_tokens=0),
             "openai",
             "/max_completion_tokens",
-            "expected an integer >= 1, got a number (0)",
+            "expected an integer >= 1, got 0",
             "invalid_value",
         ),
         (
@@ -126,7 +126,7 @@ from tests.models.api.chat_bodies import with_fields as _with
             _with(repetition_penalty=0),
             "openai",
             "/repetition_penalty",
-            "expected a number > 0 and <= 2, got a number (0)",
+            "expected a number > 0 and <= 2, got 0",
             "invalid_value",
         ),
         (
@@ -147,7 +147,7 @@ from tests.models.api.chat_bodies import with_fields as _with
             _with(n=129),
             "openai",
             "/n",
-            "expected an integer >= 1 and <= 128, got a number (129)",
+            "expected an integer >= 1 and <= 128, got 129",
             "invalid_value",
         ),
         (
@@ -161,7 +161,7 @@ from tests.models.api.chat_bodies import with_fields as _with
             _with(top_logprobs=21, logprobs=True),
             "openai",
             "/top_logprobs",
-            "expected an integer >= 0 and <= 20, got a number (21)",
+            "expected an integer >= 0 and <= 20, got 21",
             "invalid_value",
         ),
         (
@@ -287,6 +287,8 @@ from tests.models.api.chat_bodies import with_fields as _with
             "invalid_type",
         ),
         ([1, 2], "workers", "/", "expected an object, got an array of 2 items", "invalid_type"),
+        # Out of range, the right type: the value itself (0 is an integer, not "a number").
+        ({"prompt": "a", "max_tokens": 0}, "workers", "/max_tokens", "expected an integer >= 1, got 0", "invalid_value"),
     ],
 )
 def test_invalid_fields_are_named(

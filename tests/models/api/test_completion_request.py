@@ -72,7 +72,7 @@ def test_completion_defaults_and_forms() -> None:
             {"model": "m", "prompt": "x", "n": 2, "best_of": 3},
             "/best_of",
             "expected null or equal to n (2): candidates are not ranked here; ask for n choices "
-            "with logprobs and rank them, got a number (3)",
+            "with logprobs and rank them, got 3",
         ),
         (
             {"model": "m", "prompt": "x", "suffix": "end"},
@@ -82,7 +82,7 @@ def test_completion_defaults_and_forms() -> None:
         (
             {"model": "m", "prompt": "x", "logprobs": 21},  # vLLM's max_logprobs, not 5
             "/logprobs",
-            "expected an integer >= 0 and <= 20, got a number (21)",
+            "expected an integer >= 0 and <= 20, got 21",
         ),
         (
             {"model": "m", "prompt": "x", "prompt_logprobs": 1, "stream": True},
@@ -93,13 +93,13 @@ def test_completion_defaults_and_forms() -> None:
         (
             {"model": "m", "prompt": "x", "prompt_logprobs": 21},
             "/prompt_logprobs",
-            "expected an integer >= 0 and <= 20, got a number (21)",
+            "expected an integer >= 0 and <= 20, got 21",
         ),
         (
             {"model": "m", "prompt": "x", "max_tokens": 0},
             "/max_tokens",
             "expected an integer >= 1 (0 only with echo: true, a prompt-only pass), "
-            "got a number (0)",
+            "got 0",
         ),
     ],
 )
@@ -191,7 +191,7 @@ def test_generate_request() -> None:
         (
             {"text": "a", "return_logprob": True, "logprob_start_len": -2},
             "/logprob_start_len",
-            "expected an integer >= -1, got a number (-2)",
+            "expected an integer >= -1, got -2",
         ),
         (
             {"text": ["a", "b"]},
@@ -234,17 +234,17 @@ def test_generate_request() -> None:
         (
             {"text": "a", "sampling_params": {"top_k": 0}},
             "/sampling_params/top_k",
-            "expected -1 (off) or an integer >= 1, got a number (0)",
+            "expected -1 (off) or an integer >= 1, got 0",
         ),
         (
             {"text": "a", "sampling_params": {"top_p": -0.5}},  # 0 is taken, as on chat
             "/sampling_params/top_p",
-            "expected a number >= 0 and <= 1, got a number (-0.5)",
+            "expected a number >= 0 and <= 1, got -0.5",
         ),
         (
             {"text": "a", "sampling_params": {"n": 0}},
             "/sampling_params/n",
-            "expected an integer >= 1 and <= 128, got a number (0)",
+            "expected an integer >= 1 and <= 128, got 0",
         ),
     ],
 )
