@@ -3,7 +3,8 @@
 
 Layout from workers-sdk ``printBindings`` (wrangler 4.164): a title, a ``Binding``/``Resource``
 header, one row per binding as ``env.NAME (VALUE)`` padded to the widest such cell, six spaces,
-then the resource's friendly name; KV first, then AI, then vars. A plain-text var shows its value
+then the resource's friendly name; KV first, then AI, then the assets binding (``Assets``, no
+value), then vars. A plain-text var shows its value
 in quotes (cut to 40 characters), a JSON var its JSON, a secret or a ``--var`` ``"(hidden)"``.
 """
 
@@ -31,7 +32,7 @@ class BindingRow:
 def binding_rows(
     bindings: Iterable[Mapping[str, Any]], hidden: frozenset[str] = frozenset()
 ) -> list[BindingRow]:
-    """Rows for upload-metadata binding specs, in wrangler's order (KV, AI, vars)."""
+    """Rows for upload-metadata binding specs, in wrangler's order (KV, AI, assets, vars)."""
     specs = list(bindings)
     rows = [
         BindingRow(b["name"], "KV Namespace", b.get("namespace_id"))
@@ -39,6 +40,7 @@ def binding_rows(
         if b["type"] in ("kv_namespace", "inherit")
     ]
     rows += [BindingRow(b["name"], "AI") for b in specs if b["type"] == "ai"]
+    rows += [BindingRow(b["name"], "Assets") for b in specs if b["type"] == "assets"]
     for b in specs:
         if b["type"] == "plain_text":
             value = HIDDEN if b["name"] in hidden else f'"{_truncate(b["text"])}"'

@@ -14,7 +14,12 @@ without a rule for it) is not a module: a deploy does not upload it and dev cann
 Where ember walks less than wrangler, on purpose: hidden files and directories (``.dev.vars``,
 ``.env``, ``.git``, ``.venv``, ``.wrangler``, ``.ember``), ``__pycache__``, ``node_modules`` and
 ``venv`` are never modules (wrangler only skips ``.wrangler``, and ships a virtualenv's ``.py``
-files when one sits under the module root); the project's config files never are either.
+files when one sits under the module root); the project's config files never are either; nor is
+the static assets directory when it sits under the module root (``ember init``'s ``public/``
+beside ``worker.py``): its files go up as assets, and wrangler, which walks it like any other
+directory, would upload its ``*.html`` again as Text modules. Its Python templates keep the
+entry in ``src/`` and ``public/`` outside it, so a wrangler user never sees that; ember's
+layout puts them side by side, so it leaves the directory out instead.
 """
 
 from __future__ import annotations
@@ -87,7 +92,12 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
     vendored = config.root / VENDORED
     rule_for = first_rule(parse_rules(config.modules.rules)[0])
     configs: set[Path] = set()
-    for name, where in _files(root, dirs, skip=VENDORED if root == config.root else None):
+    # python_modules/ has its own walk below; the assets directory goes up as assets.
+    skip = {VENDORED} if root == config.root else set()
+    assets = _assets_under(config, root)
+    if assets is not None:
+        skip.add(assets)
+    for name, where in _files(root, dirs, skip=frozenset(skip)):
         if name == entry or (rule := rule_for(name)) is None:
             continue
         # A Path, resolved and stat'ed only once matched: most files of a project are no module.
@@ -104,20 +114,37 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
     return ModuleScan(tuple(modules), tuple(dirs))
 
 
-def _files(root: Path, dirs: list[Path], skip: str | None = None) -> list[tuple[str, str]]:
+def _assets_under(config: ProjectConfig, root: Path) -> str | None:
+    """The assets directory's ``/``-separated path below ``root`` (``public``); None when there
+    is none, or it is outside ``root`` or ``root`` itself (then the entry would be an asset
+    too: the module rules decide, as in wrangler)."""
+    if config.assets is None:
+        return None
+    directory = config.assets.directory.resolve()
+    base = root.resolve()
+    if directory == base or not directory.is_relative_to(base):
+        return None
+    return directory.relative_to(base).as_posix()
+
+
+def _files(
+    root: Path, dirs: list[Path], skip: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
     """Every file under ``root`` but the skipped ones, as (``/``-separated name, path), sorted
     by name (not yet known to be regular files); the directories walked are added to ``dirs``.
-    ``skip``: a top-level directory left out (python_modules/, which has its own walk).
+    ``skip``: directories left out, by ``/``-separated path below ``root``.
     Strings, not Paths: a Path per file was most of a watch poll's cost."""
     found = []
     top = str(root)
     for directory, subdirs, files in os.walk(top):
         dirs.append(Path(directory))
-        subdirs[:] = [d for d in subdirs if d not in SKIP_DIRS and not d.startswith(".")]
-        if skip is not None and directory == top and skip in subdirs:
-            subdirs.remove(skip)  # vendored packages go in as Data, whatever their suffix
         relative = os.path.relpath(directory, top).replace(os.sep, "/")
         prefix = "" if relative == "." else relative + "/"
+        subdirs[:] = [
+            d
+            for d in subdirs
+            if d not in SKIP_DIRS and not d.startswith(".") and prefix + d not in skip
+        ]
         found.extend(
             (prefix + name, os.path.join(directory, name))
             for name in files

@@ -111,12 +111,14 @@ def test_the_bindings_table_is_laid_out_as_wranglers() -> None:
         {"name": "GREETING", "type": "plain_text", "text": "hello from vars"},
         {"name": "KV", "type": "kv_namespace", "namespace_id": "0f2ac74b498b48028cb68387c421e279"},
         {"name": "AI", "type": "ai"},
+        {"name": "ASSETS", "type": "assets"},  # wrangler's printBindings: "Assets", no value
     ]
     print_bindings(binding_rows(specs), lines.append)
-    assert lines[1:5] == [
+    assert lines[1:6] == [
         "Binding                                              Resource",
         "env.KV (0f2ac74b498b48028cb68387c421e279)            KV Namespace",
         "env.AI                                               AI",
+        "env.ASSETS                                           Assets",
         'env.GREETING ("hello from vars")                     Environment Variable',
     ]
     lines.clear()
