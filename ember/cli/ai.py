@@ -20,7 +20,7 @@ import click
 
 from ember.cli.environment import chosen_env, env_option
 from ember.cli.failure import json_option
-from ember.errors import ConfigError
+from ember.errors import ConfigError, UserError
 
 URL_HELP = (
     "A running ember to ask: ember dev, or ember serve with your saved login, e.g. "
@@ -184,6 +184,24 @@ def run(
     else:
         asyncio.run(_run_local(project, model, inputs, printer))
     printer.end()
+    if printer.thought_out:
+        _no_answer(model, max_tokens, as_json)
+
+
+def _no_answer(model: str, max_tokens: int, as_json: bool) -> None:
+    """The model spent all of --max-tokens thinking: say so in the CLI's words, the same
+    through --url as here (the gateway's own note names the worker's fields and reaches only
+    its console). Without --json that is a failure (exit 1): the command prints the answer, and
+    a script reading stdout must not take an empty one for it. With --json the result is
+    printed whole (finish_reason "length", content null), so the note goes to stderr alone."""
+    text = (
+        f"no answer: {model} spent all {max_tokens} tokens of --max-tokens thinking (the "
+        "thinking is above, on stderr); pass --no-thinking, or raise --max-tokens"
+    )
+    if as_json:
+        click.echo(f"ember: {text}", err=True)
+        return
+    raise UserError(text)
 
 
 class _Printer:
@@ -192,8 +210,18 @@ class _Printer:
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
         self.thinking = False
+        self.reasoned = False  # some reasoning arrived
+        self.answered = False  # some content or a tool call arrived
+        self.finish_reason: str | None = None
+
+    @property
+    def thought_out(self) -> bool:
+        """The budget ran out while the model was still thinking: no answer at all."""
+        return self.finish_reason == "length" and self.reasoned and not self.answered
 
     def event(self, payload: Any) -> None:
+        if isinstance(payload, dict) and payload.get("choices"):
+            self._observe(payload["choices"][0], payload["choices"][0].get("delta"))
         if self.as_json:
             click.echo(json.dumps(payload))
             return
@@ -212,6 +240,8 @@ class _Printer:
         sys.stdout.flush()
 
     def result(self, result: Any) -> None:
+        if isinstance(result, dict) and result.get("choices"):
+            self._observe(result["choices"][0], result["choices"][0].get("message"))
         if self.as_json:
             click.echo(json.dumps(result, indent=2))
             return
@@ -223,6 +253,16 @@ class _Printer:
         for call in message.get("tool_calls") or []:
             function = call["function"]
             sys.stdout.write(f"\n[tool call] {function['name']}({function['arguments']})")
+
+    def _observe(self, choice: Any, part: Any) -> None:
+        """Note what a choice (whole, or a stream's delta) carried, for ``thought_out``."""
+        if not isinstance(choice, dict):
+            return
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+        if isinstance(part, dict):
+            self.reasoned = self.reasoned or bool(part.get("reasoning_content"))
+            self.answered = self.answered or bool(part.get("content") or part.get("tool_calls"))
 
     def _classic(self, payload: dict[str, Any]) -> None:
         response = payload.get("response")
@@ -244,6 +284,9 @@ class _Printer:
             sys.stdout.flush()
 
     def end(self) -> None:
+        if self.thinking:  # the thinking ended the output: close its line on stderr
+            click.echo("", err=True)
+            self.thinking = False
         if not self.as_json:
             sys.stdout.write("\n")
             sys.stdout.flush()
@@ -265,6 +308,7 @@ async def _run_local(
     from ember.bindings.ai.gateway import AIGateway, AIRequestFailed
     from ember.bindings.ai.options import RunOptions
     from ember.bindings.ai.tenant import Tenant
+    from ember.bindings.ai.thinking import cut_short_note
     from ember.cli.ai_remote import ai_refusal
     from ember.models.api.sse import parse_sse
     from ember.models.pool.pool import stderr_progress
@@ -273,9 +317,18 @@ async def _run_local(
     gateway = AIGateway(
         _project_config(project), progress=(lambda line: None) if quiet else stderr_progress
     )
+    budget_note = cut_short_note(model, inputs)
+
+    def note(line: str) -> None:
+        # The CLI says this one itself, in its flags' words (``_no_answer``), both ways.
+        if line != budget_note:
+            stderr_progress(line)
+
     try:
         try:
-            answer = await gateway.run(Tenant.alone("cli"), model, inputs, RunOptions())
+            answer = await gateway.run(
+                Tenant.alone("cli"), model, inputs, RunOptions(), note=None if quiet else note
+            )
         except AIRequestFailed as exc:
             failure = exc.failure
             raise ai_refusal(failure.status, failure.code.code, failure.description) from None
