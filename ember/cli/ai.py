@@ -80,6 +80,9 @@ def models(url: str | None, project: Path | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
+    if not rows and url:
+        click.echo(_none_served(url))
+        return
     header = ("ID", "ARCHITECTURE", "SERVED FROM", "CONTEXT", "QUANT", "KV", "REPLICAS", "LOADED")
     table = [header]
     for row in rows:
@@ -102,6 +105,16 @@ def models(url: str | None, project: Path | None, as_json: bool) -> None:
         click.echo("  ".join(str(v).ljust(w) for v, w in zip(line, widths, strict=True)).rstrip())
     if not url:
         click.echo("(as configured; nothing is loaded here: pass --url to ask a running ember)")
+
+
+def _none_served(url: str) -> str:
+    """Why the list is empty, and what makes it not (as ``ember serve``'s banner says)."""
+    return (
+        f"No AI models are served at {url}: env.AI.run there answers 5007. Its ai.models "
+        "section names none: ember serve serves what its --config file's ai: {models: {ID: "
+        "{}}} names, ember dev what the project's ember.yaml does (`ember ai models` without "
+        "--url lists ember's catalog; an id it lacks also needs checkpoint: DIR)."
+    )
 
 
 def _served_from(row: dict[str, Any]) -> str:
