@@ -183,6 +183,10 @@ class InFlight:
         self.error = (message, traceback)
         self.process.hooks.exception(self.process, message, traceback, self)
         if kind == "background":
+            # A failed waitUntil task: a fetch's answer stands, a scheduled event ends
+            # "exception" (workerd's taskFailed sets the status its scheduled result carries).
+            if self.kind == "scheduled" and self.outcome == "ok":
+                self.outcome = "exception"
             return
         self.outcome = "exception"
         if not self.head.done():
