@@ -39,12 +39,19 @@ def test_kv_counter_keeps_counts_across_restarts(tmp_path: Path) -> None:
 
 def test_cron_runs_on_test_scheduled(tmp_path: Path) -> None:
     with DevProcess(EXAMPLES / "cron", "--test-scheduled", "--no-crons", state=tmp_path) as dev:
-        ran = httpx.get(f"{dev.url}/__scheduled", params={"cron": "*/5 * * * *", "time": "1000"})
-        assert (ran.status_code, ran.text) == (200, "Ran scheduled event\n")
-        dev.wait_for_line("cron */5 * * * * ran (1 runs so far)")
+        # Two runs back to back, within KV's one write per second to a key: both are kept
+        # (each run writes its own key; appending to one shared key lost the second, 429).
+        for cron, time in (("*/5 * * * *", "1000"), ("0 3 * * mon", "2000")):
+            ran = httpx.get(f"{dev.url}/__scheduled", params={"cron": cron, "time": time})
+            assert (ran.status_code, ran.text) == (200, "Ran scheduled event\n")
+        dev.wait_for_line("cron 0 3 * * mon ran (scheduled at 2000)")
         assert httpx.get(dev.url).json() == {
-            "runs": [{"cron": "*/5 * * * *", "scheduled_time": 1000.0}]
+            "runs": [
+                {"cron": "*/5 * * * *", "scheduled_time": 1000.0},
+                {"cron": "0 3 * * mon", "scheduled_time": 2000.0},
+            ]
         }
+        assert not any("429" in line for line in dev.lines), dev.lines
 
 
 def test_streaming_sends_events_as_they_are_produced(tmp_path: Path) -> None:
