@@ -18,6 +18,7 @@ from ember.bindings.assets.files import check_limits
 from ember.bindings.assets.serving import AssetsPolicy
 from ember.bindings.assets.spec import policy_of
 from ember.bindings.base import BindingSpec
+from ember.bindings.env import MissingNameHints
 from ember.bindings.registry import BindingRegistry
 from ember.config import JSONValue, ProjectConfig, load_project
 from ember.python_project import Requirement, read_python_project
@@ -56,6 +57,10 @@ class Deployment:
     # Static assets in front of the worker (None: none). ``main`` is "" for assets only.
     assets: AssetsPolicy | None = None
     assets_dir: Path | None = None  # where the asset files are (read live in ember dev)
+    # What env.NAME's error says about a missing name: a deployed worker (the default: ember
+    # serve's versions) is told .dev.vars never reaches it; ember dev, which example file
+    # lists a secret no secrets file sets (``secret_examples``).
+    env_hints: MissingNameHints = MissingNameHints(deployed=True)
 
     def init_spec(self) -> dict[str, object]:
         """What the isolate receives in its Init frame (sent over its own socket only)."""
@@ -74,6 +79,7 @@ class Deployment:
             "requires_python": self.requires_python,
             "console_chars_per_s": self.limits.console_chars_per_s,
             "cpu_ms": self.limits.cpu_ms,  # the isolate meters each request against it
+            "env_hints": self.env_hints.to_wire(),
         }
 
     def with_version(self, version: str) -> Deployment:
@@ -131,7 +137,32 @@ def deployment_from_project(
         version=source_digest(config.root),
         assets=assets,
         assets_dir=config.assets.directory if config.assets is not None else None,
+        env_hints=MissingNameHints(examples=secret_examples(config)),
     )
+
+
+# Example secrets files, the usual way a project lists the secrets it needs (a committed copy
+# of .dev.vars with the values left out); ember reads only their names.
+EXAMPLE_FILES = (".dev.vars.example", ".env.example")
+
+
+def secret_examples(config: ProjectConfig) -> dict[str, str]:
+    """Names an example file in the project lists that neither a secrets file nor vars set,
+    each with the file listing it. An example that does not parse is ignored: it is a hint."""
+    from ember.dotenv import parse_dotenv
+    from ember.errors import ConfigError
+
+    found: dict[str, str] = {}
+    for name in EXAMPLE_FILES:
+        path = config.root / name
+        try:
+            listed = parse_dotenv(path) if path.is_file() else {}
+        except (ConfigError, OSError, UnicodeDecodeError):
+            continue
+        for key in listed:
+            if key not in config.secrets and key not in config.vars:
+                found.setdefault(key, name)
+    return found
 
 
 def load_deployment(root: Path | str, **kwargs: object) -> Deployment:

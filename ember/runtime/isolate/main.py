@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.bindings.base import BindingSpec, import_target
-from ember.bindings.env import Env
+from ember.bindings.env import Env, MissingNameHints
 from ember.errors import HandlerError, ProtocolError
 from ember.python_project import Requirement
 from ember.runtime import loop as event_loop
@@ -179,7 +179,8 @@ def build_env(spec: dict[str, Any], connection: IsolateConnection, console: Cons
     for wire in spec.get("bindings", []):
         binding = BindingSpec.from_wire(wire)
         bindings[binding.name] = import_target(binding.client)(binding, connection.channel)
-    env = Env(spec.get("vars", {}), spec.get("secrets", {}), bindings)
+    hints = MissingNameHints.from_wire(spec.get("env_hints"))
+    env = Env(spec.get("vars", {}), spec.get("secrets", {}), bindings, hints)
     workers = importlib.import_module("workers")
     workers.env = env  # type: ignore[attr-defined]
     js = importlib.import_module("js")
