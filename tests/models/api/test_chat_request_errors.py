@@ -288,7 +288,13 @@ from tests.models.api.chat_bodies import with_fields as _with
         ),
         ([1, 2], "workers", "/", "expected an object, got an array of 2 items", "invalid_type"),
         # Out of range, the right type: the value itself (0 is an integer, not "a number").
-        ({"prompt": "a", "max_tokens": 0}, "workers", "/max_tokens", "expected an integer >= 1, got 0", "invalid_value"),
+        (
+            {"prompt": "a", "max_tokens": 0},
+            "workers",
+            "/max_tokens",
+            "expected an integer >= 1, got 0",
+            "invalid_value",
+        ),
     ],
 )
 def test_invalid_fields_are_named(

@@ -98,8 +98,7 @@ def test_completion_defaults_and_forms() -> None:
         (
             {"model": "m", "prompt": "x", "max_tokens": 0},
             "/max_tokens",
-            "expected an integer >= 1 (0 only with echo: true, a prompt-only pass), "
-            "got 0",
+            "expected an integer >= 1 (0 only with echo: true, a prompt-only pass), got 0",
         ),
     ],
 )
