@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ember.models.constrain.key_trie import ROOT, ByteTrie
 from ember.models.constrain.nodes import (
     BECOME,
     CONSUME,
@@ -48,9 +49,11 @@ class JString(Node):
     """A JSON string. Local: ``(phase, count, prefix, seen)``; ``count`` (characters so far) is
     kept only when a length bound needs it, ``prefix`` only while the text could still equal
     an excluded name (used for extra object keys, which then may not use escapes), ``seen``
-    is the guard state against spelling a tool-call marker (see ``SubstringGuard``)."""
+    is the guard state against spelling a tool-call marker (see ``SubstringGuard``). The prefix
+    is a node of a trie over the excluded names (``key_trie.py``): a set of every prefix of
+    every name grew with the square of a name's length."""
 
-    __slots__ = ("min_len", "max_len", "exclude", "exclude_prefixes", "counting", "cap", "guard")
+    __slots__ = ("min_len", "max_len", "exclude", "excluded", "counting", "cap", "guard")
     initial = (S_OPEN, 0, None, b"")
 
     def __init__(
@@ -66,11 +69,11 @@ class JString(Node):
         self.counting = min_len > 0 or max_len is not None
         # Past min_len only max_len still needs the count: cap it so states stay few.
         self.cap = max_len if max_len is not None else min_len
-        self.exclude = frozenset(exclude)
-        self.exclude_prefixes = frozenset(e[:i] for e in self.exclude for i in range(len(e) + 1))
+        self.exclude = bool(exclude)
+        self.excluded = ByteTrie(exclude)
 
     def frame(self):  # type: ignore[override]
-        return (self, (S_OPEN, 0, b"" if self.exclude else None, b""))
+        return (self, (S_OPEN, 0, ROOT if self.exclude else None, b""))
 
     def _char(self, count: int) -> int:
         return min(count + 1, self.cap) if self.counting else 0
@@ -78,11 +81,8 @@ class JString(Node):
     def _room(self, count: int) -> bool:
         return self.max_len is None or count < self.max_len
 
-    def _extend(self, prefix: bytes | None, sym: int) -> bytes | None:
-        if prefix is None:
-            return None
-        longer = prefix + bytes((sym,))
-        return longer if longer in self.exclude_prefixes else None
+    def _extend(self, prefix: int | None, sym: int) -> int | None:
+        return None if prefix is None else self.excluded.child(prefix, sym)
 
     def step(self, local: tuple, sym: int) -> tuple[Move, ...]:
         if sym < 0 or sym >= SPECIAL_BASE:
@@ -94,7 +94,7 @@ class JString(Node):
                 return _NONE
         if phase == S_BODY:
             if sym == QUOTE:
-                if count >= self.min_len and not (prefix is not None and prefix in self.exclude):
+                if count >= self.min_len and (prefix is None or self.excluded.ends[prefix] is None):
                     return _CONSUME_POP
                 return _NONE
             if sym == BACKSLASH:
@@ -184,26 +184,27 @@ class JNumber(Node):
 
 class JLiteralSet(Node):
     """One of a fixed set of byte strings: ``true``/``false``/``null``, or the compact JSON
-    spellings of an ``enum``/``const``. Local: the bytes matched so far."""
+    spellings of an ``enum``/``const``. Local: the node of a trie over the values reached by
+    the bytes matched so far (``key_trie.py``: linear in the values' bytes)."""
 
-    __slots__ = ("values", "prefixes", "proper_prefixes")
-    initial = b""
+    __slots__ = ("values", "trie")
+    initial = ROOT
 
     def __init__(self, values: Sequence[bytes]) -> None:
         self.values = frozenset(values)
-        self.prefixes = frozenset(v[:i] for v in self.values for i in range(len(v) + 1))
-        self.proper_prefixes = frozenset(v[:i] for v in self.values for i in range(len(v)))
+        self.trie = ByteTrie(sorted(self.values))
 
-    def step(self, local: bytes, sym: int) -> tuple[Move, ...]:
+    def step(self, local: int, sym: int) -> tuple[Move, ...]:
+        trie = self.trie
         moves: list[Move] = []
         if 0 <= sym < SPECIAL_BASE:
-            longer = local + bytes((sym,))
-            if longer in self.prefixes:
-                if longer in self.values and longer not in self.proper_prefixes:
+            longer = trie.child(local, sym)
+            if longer is not None:
+                if trie.ends[longer] is not None and not trie.children[longer]:
                     moves.append((CONSUME_POP,))
                 else:
                     moves.append((CONSUME, longer))
-        if local in self.values:
+        if trie.ends[local] is not None:
             moves.append((POP,))
         return tuple(moves)
 
@@ -216,16 +217,23 @@ EXTRA = -1  # property index of an additional (undeclared) key
 class JObject(Node):
     """A JSON object whose declared properties appear in schema order (each optional one may
     be skipped, each required one must appear), optionally followed by additional keys (names
-    other than the declared ones) whose values match ``extra``."""
+    other than the declared ones) whose values match ``extra``.
+
+    After property ``start - 1`` the next key may be any of properties ``start`` up to the
+    next required one (``last[start]``). Keys are matched on one trie over every key
+    (``key_trie.py``) whose nodes know the key indices beneath them, so a prefix is allowed
+    when a key indexed in ``[start, last[start]]`` lies beneath it: time and space linear in
+    the keys' bytes. (One prefix set per start position was quadratic in optional keys.)"""
 
     __slots__ = (
         "keys",
         "values",
+        "required",
         "extra",
         "ws",
         "can_close",
-        "key_prefixes",
-        "key_index",
+        "trie",
+        "last",
         "extra_ok",
         "extra_key",
     )
@@ -241,30 +249,25 @@ class JObject(Node):
         n = len(properties)
         self.keys = tuple(p[0] for p in properties)
         self.values = tuple(p[1] for p in properties)
-        required = [p[2] for p in properties]
+        self.required = tuple(p[2] for p in properties)
         self.extra = extra
         self.ws = ws
-        self.can_close = tuple(not any(required[i:]) for i in range(n + 1))
+        closable = [True] * (n + 1)
+        last = [n - 1] * (n + 1)
+        for i in range(n - 1, -1, -1):
+            closable[i] = closable[i + 1] and not self.required[i]
+            last[i] = i if self.required[i] else last[i + 1]
+        self.can_close = tuple(closable)
+        self.last = tuple(last)
         self.extra_ok = tuple(extra is not None and self.can_close[i] for i in range(n + 1))
         self.extra_key = JString(exclude=self.keys, guard=guard) if extra is not None else None
-        self.key_prefixes: list[frozenset[bytes]] = []
-        self.key_index: list[dict[bytes, int]] = []
-        for start in range(n + 1):
-            candidates: dict[bytes, int] = {}
-            for j in range(start, n):
-                candidates[self.keys[j]] = j
-                if required[j]:
-                    break
-            self.key_index.append(candidates)
-            self.key_prefixes.append(
-                frozenset(k[:i] for k in candidates for i in range(len(k) + 1))
-            )
+        self.trie = ByteTrie(self.keys)
 
     def _start_key(self, next_idx: int, first: bool, sym: int) -> tuple[Move, ...]:
         moves: list[Move] = []
         if sym == QUOTE:
-            if self.key_index[next_idx]:
-                moves.append((CONSUME, (O_KEY, next_idx, b"")))
+            if next_idx < len(self.keys):
+                moves.append((CONSUME, (O_KEY, next_idx, ROOT)))
             if self.extra_ok[next_idx]:
                 assert self.extra_key is not None
                 moves.append((PUSH, (O_COLON, EXTRA, 0), self.extra_key.frame()))
@@ -277,17 +280,19 @@ class JObject(Node):
         if phase == O_OPEN:
             return ((CONSUME, (O_FIRST, 0)),) if sym == LBRACE else _NONE
         if phase == O_KEY:
-            _, next_idx, prefix = local
+            _, next_idx, node = local
             if not 0 <= sym < SPECIAL_BASE:
                 return _NONE
             # Keys are matched in their escaped spelling, where a quote inside a key always
             # follows a backslash: so extending the prefix and closing the key never compete.
-            longer = prefix + bytes((sym,))
-            if longer in self.key_prefixes[next_idx]:
+            last = self.last[next_idx]
+            longer = self.trie.step(node, sym, next_idx, last)
+            if longer is not None:
                 return ((CONSUME, (O_KEY, next_idx, longer)),)
             if sym == QUOTE:
-                j = self.key_index[next_idx].get(prefix)
-                return _NONE if j is None else ((CONSUME, (O_COLON, j, 0)),)
+                j = self.trie.ends[node]
+                if j is not None and next_idx <= j <= last:
+                    return ((CONSUME, (O_COLON, j, 0)),)
             return _NONE
         ws = local[-1]
         if sym in WHITESPACE:
@@ -306,7 +311,7 @@ class JObject(Node):
             return ((PUSH, (O_AFTER, j + 1, 0), self.values[j].frame()),)
         if phase == O_AFTER:
             next_idx = local[1]
-            if sym == COMMA and (self.key_index[next_idx] or self.extra_ok[next_idx]):
+            if sym == COMMA and (next_idx < len(self.keys) or self.extra_ok[next_idx]):
                 return ((CONSUME, (O_NEXT, next_idx, 0)),)
             if sym == RBRACE and self.can_close[next_idx]:
                 return _CONSUME_POP
