@@ -46,6 +46,7 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.json_nodes import JAny, JArray, JLiteralSet, JObject
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
 from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_range, number_node
+from ember.models.constrain.productive import unproductive_refs
 from ember.models.constrain.schema_merge import merge_siblings
 from ember.models.constrain.string_schema import count_keyword, length_bounds, string_node
 
@@ -92,7 +93,8 @@ MAX_DEPTH = 128
 # enum and const values across one schema, and the bytes of their JSON: an enum of 50,000
 # strings took 14.6 s to compile (and its first token mask as long again), during which the
 # engine decoded nobody else's tokens. OpenAI's structured outputs bound enum values across a
-# schema (1000) and the characters of names, enum and const values (120,000); so does ember.
+# schema (1000) and the characters of names, enum and const values (120,000); so does ember
+# (property names and enum/const JSON, in bytes).
 MAX_LITERALS = 1000
 MAX_LITERAL_BYTES = 120_000
 DEFAULT_WHITESPACE = 20
@@ -146,6 +148,7 @@ class SchemaCompiler:
         self.strict = strict
         self.ws = ws
         self.refs: dict[str, Ref] = {}
+        self.ref_sites: dict[str, str] = {}  # each reference's first $ref, for errors
         self.nodes = 0
         self.literals = 0  # enum and const values so far (MAX_LITERALS)
         self.literal_bytes = 0  # and the bytes of their JSON (MAX_LITERAL_BYTES)
@@ -166,6 +169,14 @@ class SchemaCompiler:
                     )
                 self.refs[pointer].target = target
             unbound = [p for p, r in self.refs.items() if r.target is None]
+        dead = unproductive_refs(self.refs.values())
+        if dead:
+            raise self._fail(
+                self.ref_sites[dead[0].name],
+                "a $ref some finite value can match (this one only leads through references "
+                "back to itself)",
+                dead[0].name,
+            )
         return node
 
     def _fail(self, path: str, expected: str, found: object) -> InvalidRequestField:
@@ -214,6 +225,7 @@ class SchemaCompiler:
             if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
                 raise self._fail(path + "/$ref", "a local reference like '#/$defs/Name'", ref)
             self._resolve(ref, path + "/$ref")  # fails here, where the bad $ref is
+            self.ref_sites.setdefault(ref, path + "/$ref")
             return self.refs.setdefault(ref, Ref(ref))
         for combinator in ("anyOf", "oneOf", "allOf"):
             if combinator in schema:
@@ -312,15 +324,20 @@ class SchemaCompiler:
                 f"{self.literals} so far",
             )
         encoded = [compact_json(v) for v in values]
-        self.literal_bytes += sum(len(e) for e in encoded)
+        self._spend(where, sum(len(e) for e in encoded))
+        return JLiteralSet(encoded)
+
+    def _spend(self, where: str, size: int) -> None:
+        """Count ``size`` bytes of property names or enum/const JSON against the schema's
+        budget (OpenAI's 120,000 characters of names and values)."""
+        self.literal_bytes += size
         if self.literal_bytes > MAX_LITERAL_BYTES:
             raise self._fail(
                 where,
-                f"enum and const values of at most {MAX_LITERAL_BYTES:,} bytes of JSON in the "
-                "whole schema",
+                f"property names, enum and const values of at most {MAX_LITERAL_BYTES:,} bytes "
+                "of JSON in the whole schema",
                 f"{self.literal_bytes:,} bytes so far",
             )
-        return JLiteralSet(encoded)
 
     def _one_type(self, kind: str, schema: Mapping, path: str) -> Node:
         if kind == "null":
@@ -370,7 +387,9 @@ class SchemaCompiler:
         compiled = []
         for name, sub in properties.items():
             key = json.dumps(name, ensure_ascii=False)[1:-1].encode()
-            node = self._compile(sub, f"{path}/properties/{_pointer_part(name)}")
+            where = f"{path}/properties/{_pointer_part(name)}"
+            self._spend(where, len(key))
+            node = self._compile(sub, where)
             compiled.append((key, node, name in required))
         extra_schema = schema.get("additionalProperties", False)
         extra = None
