@@ -17,6 +17,7 @@ from ember.models.api.fields import (
     require_object,
     wrong_type,
 )
+from ember.models.api.tool_limits import check_tool_limits
 from ember.models.constrain.schema_check import check_schema
 from ember.models.constrain.tool_grammars import ToolSignature
 
@@ -100,6 +101,7 @@ def parse_tools(value: object, path: str) -> tuple[FunctionTool, ...]:
         return ()
     if not isinstance(value, list):
         raise wrong_type(path, "an array of tools", value)
+    check_tool_limits(value, path)  # before any schema is compiled
     tools: list[FunctionTool] = []
     for i, raw in enumerate(value):
         where = at(path, i)
