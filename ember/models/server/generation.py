@@ -273,7 +273,10 @@ async def _built_grammar(
     served.engine.forget(request.request_id)
     outcome = "abort"
     try:
-        grammar = await served.grammars.grammar(request.constraint, request.request_id)
+        # Builds take turns by tenant: the gateway's per-tenant cache_salt names it.
+        grammar = await served.grammars.grammar(
+            request.constraint, request.request_id, caller=request.cache_salt or ""
+        )
         if grammar is not None:
             outcome = "ok"
         return grammar

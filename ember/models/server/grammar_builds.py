@@ -19,9 +19,18 @@ Limits, and what happens past them:
 
 - One build per spec: every request asking for a spec being built waits for the same build.
 - At most ``max_pending`` builds are handed to the executor at once (queued or running); a
-  request for another new spec waits on the event loop for a slot, first come first served,
-  holding nothing but its own request. A client sending thousands of distinct schemas makes
-  them wait their turn: the server builds ``threads`` at a time and queues ``max_pending``.
+  request for another new spec waits on the event loop for a slot, holding nothing but its
+  own request. Slots go to callers in turn (the caller with the fewest builds in the
+  executor first, then round robin; first come first served within one caller), so one
+  caller's thousands of distinct schemas wait behind each other, not in front of everybody
+  else's: another caller's build starts after at most the builds already handed to the
+  executor (review26). A caller is the request's tenant as the AI gateway names it to the
+  replica (its ``cache_salt``); requests without one are one caller. ``max_pending`` is kept
+  just above ``threads``: builds handed to the executor are past choosing.
+- Built grammars are kept for later requests up to ``capacity`` of them and
+  ``capacity_bytes`` in all, the least recently used dropped first. A grammar's size is
+  measured where it was built (``grammar_size.py``: every object it holds); one larger than
+  the whole budget serves the requests that waited for it and is not kept.
 - A request that goes away (client gone, ``/abort_request``) stops waiting at once. A build
   nobody waits for any more is dropped if it has not started; one already running finishes
   and is cached (a retry of the same request finds it ready).
@@ -35,12 +44,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ember.errors import BackendError, UserError
 from ember.models.constrain.grammar import Grammar
+from ember.models.constrain.grammar_size import grammar_bytes
 from ember.models.constrain.session import ConstraintSpec, ConstraintViolation, compile_grammar
 from ember.models.constrain.vocab import TokenVocabulary
 
@@ -51,17 +61,21 @@ GrammarBuild = Callable[[ConstraintSpec, TokenVocabulary], Grammar]
 # One builder thread: builds are pure Python, so under the GIL a second thread would build no
 # faster, only interleave two builds with the engine's own Python.
 THREADS = 1
-MAX_PENDING = 64  # builds queued or running in the executor; later new specs wait for a slot
-CAPACITY = 32  # built grammars kept for later requests (each bounded, see GrammarCache)
+# Builds queued or running in the executor: one running, one ready to start. More would be
+# served first come first served by the executor, past the turn-taking between callers.
+MAX_PENDING = THREADS + 1
+CAPACITY = 32  # built grammars kept for later requests
+CAPACITY_BYTES = 512 * 2**20  # and the bytes they hold together (grammar_size.py)
 
 
 @dataclass(eq=False)
 class _Build:
+    key: str
     spec: ConstraintSpec
+    caller: str
     done: asyncio.Future[Grammar]  # on the event loop: the build's outcome
     waiters: int = 0
-    starter: asyncio.Task[None] | None = None  # waits for a slot, then submits
-    job: concurrent.futures.Future[Grammar] | None = None  # in the executor, once submitted
+    job: concurrent.futures.Future[tuple[Grammar, int]] | None = None  # once submitted
 
 
 @dataclass(eq=False)
@@ -80,11 +94,15 @@ class GrammarBuilds:
     threads: int = THREADS
     max_pending: int = MAX_PENDING
     capacity: int = CAPACITY
-    _ready: OrderedDict[str, Grammar] = field(default_factory=OrderedDict, init=False)
+    capacity_bytes: int = CAPACITY_BYTES
+    _ready: OrderedDict[str, tuple[Grammar, int]] = field(default_factory=OrderedDict, init=False)
+    _ready_bytes: int = field(default=0, init=False)
     _builds: dict[str, _Build] = field(default_factory=dict, init=False)
+    # Builds waiting for a slot, per caller; the first caller is served next (round robin).
+    _queued: OrderedDict[str, deque[_Build]] = field(default_factory=OrderedDict, init=False)
+    _inflight: dict[str, int] = field(default_factory=dict, init=False)  # per caller
     _waits: dict[str, list[_Wait]] = field(default_factory=dict, init=False)
     _submitted: int = field(default=0, init=False)
-    _slots: asyncio.Semaphore | None = field(default=None, init=False)
     _executor: concurrent.futures.ThreadPoolExecutor = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,24 +125,33 @@ class GrammarBuilds:
         """Builds handed to the executor (queued or running): at most ``max_pending``."""
         return self._submitted
 
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes held by the grammars kept for later requests (as measured when built)."""
+        return self._ready_bytes
+
     def cached(self, spec: ConstraintSpec) -> Grammar | None:
         """The spec's grammar if it is built (no waiting)."""
         key = spec.key()
-        grammar = self._ready.get(key)
-        if grammar is not None:
-            self._ready.move_to_end(key)
-        return grammar
+        entry = self._ready.get(key)
+        if entry is None:
+            return None
+        self._ready.move_to_end(key)
+        return entry[0]
 
-    async def grammar(self, spec: ConstraintSpec, request_id: str) -> Grammar | None:
+    async def grammar(
+        self, spec: ConstraintSpec, request_id: str, caller: str = ""
+    ) -> Grammar | None:
         """The spec's grammar, built if need be; ``None`` when the request was aborted
-        (``abort``) while it waited. Cancelling the caller ends its wait at once."""
+        (``abort``) while it waited. Cancelling the caller ends its wait at once. ``caller``:
+        whose turn a new build waits for (see the module docstring)."""
         grammar = self.cached(spec)
         if grammar is not None:
             return grammar
         key = spec.key()
         build = self._builds.get(key)
         if build is None:
-            build = self._start(key, spec)
+            build = self._start(key, spec, caller)
         wait = _Wait(request_id, asyncio.get_running_loop().create_future())
         self._waits.setdefault(request_id, []).append(wait)
         build.waiters += 1
@@ -160,44 +187,70 @@ class GrammarBuilds:
 
     # -- the build's life --------------------------------------------------------------------
 
-    def _start(self, key: str, spec: ConstraintSpec) -> _Build:
-        loop = asyncio.get_running_loop()
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_pending)
-        build = _Build(spec, loop.create_future())
+    def _start(self, key: str, spec: ConstraintSpec, caller: str) -> _Build:
+        build = _Build(key, spec, caller, asyncio.get_running_loop().create_future())
         self._builds[key] = build
-        build.starter = loop.create_task(self._submit(key, build), name=f"grammar {key[:40]}")
+        self._queued.setdefault(caller, deque()).append(build)
+        self._pump()
         return build
 
-    async def _submit(self, key: str, build: _Build) -> None:
-        assert self._slots is not None
-        await self._slots.acquire()
-        # No await from here to the submission: a waiter leaving sees either no job (and
-        # cancels this task) or the job (and cancels that).
+    def _pump(self) -> None:
+        """Hand queued builds to the executor while it has slots, callers taking turns."""
+        while self._submitted < self.max_pending and self._queued:
+            # The caller with the fewest builds in the executor; among those, the one served
+            # least recently (a caller goes to the back of the order once served).
+            caller = min(self._queued, key=lambda c: self._inflight.get(c, 0))
+            queue = self._queued[caller]
+            build = queue.popleft()
+            if queue:
+                self._queued.move_to_end(caller)
+            else:
+                del self._queued[caller]
+            self._submit(build)
+
+    def _measured(self, spec: ConstraintSpec) -> tuple[Grammar, int]:  # the builder's thread
+        grammar = self.build(spec, self.vocab)
+        return grammar, grammar_bytes(grammar)
+
+    def _submit(self, build: _Build) -> None:
         try:
-            job = self._executor.submit(self.build, build.spec, self.vocab)
+            job = self._executor.submit(self._measured, build.spec)
         except RuntimeError:  # the executor was shut down
-            self._slots.release()
-            self._builds.pop(key, None)
+            if self._builds.get(build.key) is build:
+                del self._builds[build.key]
             if not build.done.done():
                 build.done.set_exception(_shut_down())
+                if not build.waiters:
+                    build.done.exception()  # retrieved: nobody is left to raise it
             return
         build.job = job
         self._submitted += 1
+        self._inflight[build.caller] = self._inflight.get(build.caller, 0) + 1
         loop = asyncio.get_running_loop()
 
-        def finished(job: concurrent.futures.Future[Grammar]) -> None:  # the builder's thread
-            try:
-                loop.call_soon_threadsafe(self._finish, key, build, job)
+        def finished(job: concurrent.futures.Future[tuple[Grammar, int]]) -> None:
+            try:  # on the builder's thread (or here, for a job cancelled before it ran)
+                loop.call_soon_threadsafe(self._finish, build.key, build, job)
             except RuntimeError:
                 pass  # the event loop is closed: nobody is waiting any more
 
         job.add_done_callback(finished)
 
-    def _finish(self, key: str, build: _Build, job: concurrent.futures.Future[Grammar]) -> None:
-        assert self._slots is not None
-        self._slots.release()
+    def _finish(
+        self, key: str, build: _Build, job: concurrent.futures.Future[tuple[Grammar, int]]
+    ) -> None:
         self._submitted -= 1
+        left = self._inflight.pop(build.caller) - 1
+        if left:
+            self._inflight[build.caller] = left
+        try:
+            self._settle(key, build, job)
+        finally:
+            self._pump()
+
+    def _settle(
+        self, key: str, build: _Build, job: concurrent.futures.Future[tuple[Grammar, int]]
+    ) -> None:
         if self._builds.get(key) is build:
             del self._builds[key]
         if build.done.done():
@@ -210,10 +263,8 @@ class GrammarBuilds:
             return
         error = job.exception()
         if error is None:
-            grammar = job.result()
-            self._ready[key] = grammar
-            if len(self._ready) > self.capacity:
-                self._ready.popitem(last=False)
+            grammar, size = job.result()
+            self._keep(key, grammar, size)
             build.done.set_result(grammar)
             return
         if not isinstance(error, UserError):
@@ -222,11 +273,25 @@ class GrammarBuilds:
         if not build.waiters:
             build.done.exception()  # retrieved: nobody is left to raise it
 
+    def _keep(self, key: str, grammar: Grammar, size: int) -> None:
+        """Cache a built grammar within ``capacity`` and ``capacity_bytes``."""
+        if size > self.capacity_bytes:
+            log.warning("a grammar of %d bytes is past the cache's budget: not kept", size)
+            return
+        self._ready[key] = (grammar, size)
+        self._ready_bytes += size
+        while len(self._ready) > self.capacity or self._ready_bytes > self.capacity_bytes:
+            _, (_, dropped) = self._ready.popitem(last=False)
+            self._ready_bytes -= dropped
+
     def _drop(self, key: str, build: _Build) -> None:
         """Nobody waits for ``build`` any more: drop it unless it already runs."""
         if build.job is None:
-            assert build.starter is not None
-            build.starter.cancel()
+            queue = self._queued.get(build.caller)
+            if queue is not None and build in queue:
+                queue.remove(build)
+                if not queue:
+                    del self._queued[build.caller]
             if self._builds.get(key) is build:
                 del self._builds[key]
             build.done.cancel()
