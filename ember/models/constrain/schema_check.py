@@ -7,8 +7,9 @@ server's, and the supervisor's for ``env.AI.run``). Structured-output clients se
 schema with every request, so a schema that compiled is remembered, by the SHA-256 of its JSON
 text and ``strict`` (at most ``KNOWN`` of them, the least recently seen forgotten first), and
 not compiled again. An invalid schema is compiled every time it comes: its error names the field
-where this request has it. Moving the compile to a thread instead gained nothing (branch
-apismall: the compiler holds the GIL either way).
+where this request has it. The model server parses a large request (a large schema) on a worker
+thread (``prompt_intake.taken_in``): the compiler holds the GIL while it runs, but the loop gets
+its turns and keeps writing other streams, where on the loop nothing moved (review26).
 
     check_schema(schema, path="/response_format/json_schema/schema", strict=True)
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 
 from ember.models.constrain.schema import compile_schema
@@ -32,19 +34,25 @@ class KnownSchemas:
     def __init__(self, size: int = KNOWN) -> None:
         self.size = size
         self._seen: OrderedDict[bytes, None] = OrderedDict()
+        # A large request is parsed on a worker thread (prompt_intake.taken_in), a small one
+        # on the event loop: the memo is shared by both.
+        self._lock = threading.Lock()
 
     def check(self, schema: object, *, path: str, strict: bool) -> None:
         """Raise ``InvalidRequestField`` (naming ``path``'s keyword) unless ``schema``
         compiles; a schema already known to compile is not compiled again."""
         key = _key(schema, strict)
-        if key is not None and key in self._seen:
-            self._seen.move_to_end(key)
-            return
+        if key is not None:
+            with self._lock:
+                if key in self._seen:
+                    self._seen.move_to_end(key)
+                    return
         compile_schema(schema, path=path, strict=strict)
         if key is not None:
-            self._seen[key] = None
-            if len(self._seen) > self.size:
-                self._seen.popitem(last=False)
+            with self._lock:
+                self._seen[key] = None
+                if len(self._seen) > self.size:
+                    self._seen.popitem(last=False)
 
 
 def _key(schema: object, strict: bool) -> bytes | None:
