@@ -128,6 +128,15 @@ def test_stream_is_the_platforms_event_format(ai: AI, mode: str) -> None:
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
 
 
+CYCLE = {
+    "name": "x",
+    "schema": {
+        "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+        "$ref": "#/$defs/a",
+    },
+}
+
+
 @pytest.mark.parametrize(
     ("model", "inputs", "options", "expected", "status"),
     [
@@ -171,6 +180,20 @@ def test_stream_is_the_platforms_event_format(ai: AI, mode: str) -> None:
             {"prompt": "x"},
             {"gateway": {"id": "g", "cacheTtl": -1}},
             "5006: Error: Invalid option at 'options.gateway.cacheTtl'",
+            400,
+        ),
+        (  # review26: a $ref cycle no value ends was a 500 "dead end" from the replica
+            GLM,
+            {"messages": HI, "response_format": {"type": "json_schema", "json_schema": CYCLE}},
+            None,
+            "5006: Error: Invalid value at '/response_format/json_schema/schema/$ref'",
+            400,
+        ),
+        (  # review26: any number of tools was taken (OpenAI: 128)
+            GLM,
+            {"messages": HI, "tools": [{"name": f"t{i}", "parameters": UNIT} for i in range(129)]},
+            None,
+            "5006: Error: Invalid value at '/tools': expected at most 128 tools",
             400,
         ),
     ],
