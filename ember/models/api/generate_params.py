@@ -39,7 +39,8 @@ HONOURED = (
     "sampling_seed",
     "seed",
 )
-# SGLang's fields that ember has no counterpart for: null (or absent) only, else a 400 saying why.
+# SGLang's fields that ember has no counterpart for: null, empty (or absent) only, else a 400
+# saying why.
 REFUSED = {
     "ebnf": "null (EBNF grammars are not supported: use json_schema or regex)",
     "structural_tag": "null (structural tags are not supported: use json_schema or regex)",
@@ -56,7 +57,8 @@ def check_sampling_keys(params: Mapping, path: str) -> None:
             continue
         where = at(path, key)
         if key in REFUSED:
-            if value is not None:
+            # Empty is absent: SGLang's newer frontends send `"stop_regex": []` on every call.
+            if value is not None and value not in ([], "", {}):
                 raise InvalidRequestField(where, REFUSED[key], describe(value), "unsupported_value")
             continue
         accepted = ", ".join((*HONOURED, *REFUSED))

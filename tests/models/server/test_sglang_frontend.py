@@ -26,13 +26,21 @@ FRONTEND_PARAMS = {
     "ignore_eos": False,
     "regex": None,
 }
+# Newer frontends (sglang/lang/ir.py) add these on every sgl.gen call.
+NEWER_FRONTEND_PARAMS = FRONTEND_PARAMS | {
+    "n": 1,
+    "min_new_tokens": 0,
+    "json_schema": None,
+    "stop_regex": [],
+}
 MESSAGES = [{"role": "user", "content": "hi"}]
 
 
-def test_the_sglang_frontends_generate_body_is_served(kimi: LiveServer) -> None:
+@pytest.mark.parametrize("params", [FRONTEND_PARAMS, NEWER_FRONTEND_PARAMS])
+def test_the_sglang_frontends_generate_body_is_served(kimi: LiveServer, params: dict) -> None:
     reply = httpx.post(
         kimi.url + "/generate",
-        json={"text": "Q: 1+1=\nA:", "sampling_params": FRONTEND_PARAMS},
+        json={"text": "Q: 1+1=\nA:", "sampling_params": params},
         timeout=60,
     )
     assert reply.status_code == 200, reply.text
