@@ -15,11 +15,13 @@ Where ember walks less than wrangler, on purpose: hidden files and directories (
 ``.env``, ``.git``, ``.venv``, ``.wrangler``, ``.ember``), ``__pycache__``, ``node_modules`` and
 ``venv`` are never modules (wrangler only skips ``.wrangler``, and ships a virtualenv's ``.py``
 files when one sits under the module root); the project's config files never are either; nor is
-the static assets directory when it sits under the module root (``ember init``'s ``public/``
-beside ``worker.py``): its files go up as assets, and wrangler, which walks it like any other
-directory, would upload its ``*.html`` again as Text modules. Its Python templates keep the
-entry in ``src/`` and ``public/`` outside it, so a wrangler user never sees that; ember's
-layout puts them side by side, so it leaves the directory out instead.
+the static assets directory when it sits under the module root without holding the entry
+(``ember init``'s ``public/`` beside ``worker.py``): its files go up as assets, and wrangler,
+which walks it like any other directory, would upload its ``*.html`` again as Text modules.
+Its Python templates keep the entry in ``src/`` and ``public/`` outside it, so a wrangler user
+never sees that; ember's layout puts them side by side, so it leaves the directory out
+instead. An assets directory that holds the entry holds the worker's code: it is walked, as
+wrangler walks it.
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
     """``collect_modules`` without its refusals (a misplaced python_modules/ is walked as any
     directory), and the directories walked. Cheap enough to run at each watch poll: a file no
     rule matches costs one glob match, no stat."""
+    if not config.has_worker:  # assets only: nothing runs, so nothing is a module
+        return ModuleScan((), ())
     root = config.module_root
     entry = config.main_path.relative_to(root).as_posix()
     modules = [WorkerModule(entry, "PythonModule", config.main_path)]
@@ -100,10 +104,10 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
     for name, where in _files(root, dirs, skip=frozenset(skip)):
         if name == entry or (rule := rule_for(name)) is None:
             continue
-        # A Path, resolved and stat'ed only once matched: most files of a project are no module.
+        # A Path, stat'ed and resolved only once matched: most files of a project are no module.
         path = Path(where)
         configs = configs or {(config.root / name).resolve() for name in CONFIG_FILES}
-        if path.resolve() not in configs and path.is_file():
+        if (real := _real_file(path)) is not None and real not in configs:
             modules.append(WorkerModule(name, rule.type, path))
     if vendored.is_dir():
         exclude = config.modules.python_modules_exclude
@@ -114,15 +118,27 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
     return ModuleScan(tuple(modules), tuple(dirs))
 
 
+def _real_file(path: Path) -> Path | None:
+    """``path`` resolved, if it is a regular file or a link to one. None, not an error, for a
+    link that loops (``ln -s loop.py loop.py``) or goes nowhere, or a file removed since the
+    walk: such a name is no module (wrangler would fail reading it; ember skipped it before it
+    resolved names)."""
+    try:
+        return path.resolve() if path.is_file() else None
+    except (OSError, RuntimeError):  # resolve() raises RuntimeError for a loop (Python 3.11)
+        return None
+
+
 def _assets_under(config: ProjectConfig, root: Path) -> str | None:
     """The assets directory's ``/``-separated path below ``root`` (``public``); None when there
-    is none, or it is outside ``root`` or ``root`` itself (then the entry would be an asset
-    too: the module rules decide, as in wrangler)."""
+    is none, or it is outside ``root``, or it is ``root`` itself or holds the entry: then the
+    worker's code is in it too, and the module rules decide what is a module there, as in
+    wrangler (which walks the whole module root whatever the assets directory is)."""
     if config.assets is None:
         return None
     directory = config.assets.directory.resolve()
     base = root.resolve()
-    if directory == base or not directory.is_relative_to(base):
+    if not directory.is_relative_to(base) or config.main_path.resolve().is_relative_to(directory):
         return None
     return directory.relative_to(base).as_posix()
 

@@ -62,3 +62,20 @@ def test_the_assets_directory_is_not_uploaded_as_modules(tmp_path: Path) -> None
         if p.is_file()
     )
     assert written == ["README.md", "templates/page.html", "worker.py"]
+
+
+def test_an_assets_directory_that_holds_the_entry_is_walked_for_modules(tmp_path: Path) -> None:
+    """``base_dir: .``, ``main: app/worker.py``, ``assets.directory: ./app``: app/ holds the
+    worker's code, so its ruled files are modules (as wrangler uploads them); leaving app/ out
+    deployed a worker whose ``import app.util`` failed."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "ember.yaml").write_text(
+        'name: site\nmain: app/worker.py\nbase_dir: .\ncompatibility_date: "2026-11-01"\n'
+        "assets:\n  directory: ./app\n"
+    )
+    (tmp_path / "app" / "worker.py").write_text("from workers import Response\nimport app.util\n")
+    (tmp_path / "app" / "util.py").write_text("X = 1\n")
+    (tmp_path / "app" / "index.html").write_text("<h1>hi</h1>")
+    (tmp_path / "app" / ".assetsignore").write_text("*.py\n")  # the code is no asset
+    summary = json.loads(_deploy(tmp_path, "--json"))
+    assert summary["modules"] == ["app/worker.py", "app/index.html", "app/util.py"]

@@ -42,3 +42,25 @@ def test_the_stage_follows_edits_new_rules_and_removed_files(tmp_path: Path) -> 
     stage_modules(collect_modules(load_project(project)), stage)
     assert _files(stage) == {"worker.py": "A = 2\n", "notes.md": "notes"}
     assert not (stage / "templates").exists()
+
+
+def test_a_link_that_loops_or_dangles_is_no_module(tmp_path: Path) -> None:
+    """``ln -s loop.py loop.py`` matches the ``**/*.py`` rule but is no file: it is skipped, as
+    before names were resolved (then ``ember deploy`` failed with a traceback and ``ember dev``
+    answered 500)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "ember.yaml").write_text("name: w\nmain: worker.py\n")
+    (project / "worker.py").write_text("A = 1\n")
+    os.symlink("loop.py", project / "loop.py")
+    os.symlink("nowhere.py", project / "gone.py")
+    assert [m.name for m in collect_modules(load_project(project))] == ["worker.py"]
+
+
+def test_an_assets_only_project_has_no_modules(tmp_path: Path) -> None:
+    project = tmp_path / "site"
+    (project / "public").mkdir(parents=True)
+    (project / "ember.yaml").write_text("name: site\nassets:\n  directory: public\n")
+    (project / "public" / "index.html").write_text("hi")
+    (project / "notes.py").write_text("x = 1\n")
+    assert collect_modules(load_project(project)) == ()
