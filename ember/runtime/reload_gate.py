@@ -85,9 +85,13 @@ class ReloadGate:
             self._reloading = None
 
     async def poll(self, interval: float) -> None:
-        """Reload on changes every ``interval`` seconds, until cancelled."""
+        """Reload on changes every ``interval`` seconds, until cancelled. A poll walks the
+        project only when the watcher says something may have moved (``due``: stat calls): the
+        walk runs on the event loop, and took 0.5 s a poll in a 50k-file tree."""
         while True:
             await asyncio.sleep(interval)
+            if self._reloading is None and not self.watcher.due():
+                continue
             try:
                 await self.settle()
             except Exception:  # a reload that failed oddly: the next change reloads again

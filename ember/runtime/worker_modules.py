@@ -83,8 +83,8 @@ def collect_modules(config: ProjectConfig) -> tuple[WorkerModule, ...]:
 
 def scan_modules(config: ProjectConfig) -> ModuleScan:
     """``collect_modules`` without its refusals (a misplaced python_modules/ is walked as any
-    directory), and the directories walked. Cheap enough to run at each watch poll: a file no
-    rule matches costs one glob match, no stat."""
+    directory), and the directories walked. ``ember dev`` reruns it when a watched path moved:
+    a file no rule matches costs one glob match, no stat."""
     if not config.has_worker:  # assets only: nothing runs, so nothing is a module
         return ModuleScan((), ())
     root = config.module_root

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from ember.config import load_project
 from ember.runtime.dev_watch import dev_watch_list
 from ember.runtime.reload_gate import ReloadGate
-from ember.runtime.watcher import FileWatcher
+from ember.runtime.watcher import FileWatcher, WatchList
 
 
 def _project(tmp_path: Path) -> Path:
@@ -172,3 +173,95 @@ def test_files_no_rule_picks_are_not_watched_and_a_rescope_adopts_new_modules(
     assert not watcher.stale() and watcher.changes() == []
     log.write_text("edited\n")
     assert watcher.changes() == [log]
+
+
+def _settled(root: Path) -> None:
+    """Date every directory of the project an hour back: changed long before any scan."""
+    hour_ago = time.time_ns() - 3600 * 10**9
+    for directory in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        os.utime(directory, ns=(hour_ago, hour_ago))
+
+
+def test_the_poll_walks_the_project_only_when_something_moved(tmp_path: Path) -> None:
+    """A poll used to rescan the whole tree every interval (0.5 s a poll on the event loop in
+    a 50k-file project); now it stats the watched paths and walks only when one moved."""
+    root = _project(tmp_path)
+    _settled(root)
+    config = load_project(root)
+    scans: list[int] = []
+    reloads: list[list[Path]] = []
+
+    def scan() -> WatchList:
+        scans.append(1)
+        return dev_watch_list(config)
+
+    async def main() -> None:
+        async def reload(changed: list[Path]) -> None:
+            reloads.append(changed)
+
+        gate = ReloadGate(FileWatcher(scan), reload)
+        poll = asyncio.ensure_future(gate.poll(0.001))
+        for _ in range(20):  # many polls, and nothing moved
+            await asyncio.sleep(0.005)
+        assert len(scans) == 1  # the watcher's first look only
+        (root / "src" / "helpers.py").write_text("x")
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if reloads:
+                break
+        poll.cancel()
+
+    asyncio.run(main())
+    assert reloads == [[root / "src" / "helpers.py"]]
+
+
+def test_a_file_added_while_its_directory_was_scanned_is_found_by_the_poll(
+    tmp_path: Path,
+) -> None:
+    """The file lands after the walk listed src/ and before src/ is stat'ed: src/'s mtime
+    already shows it, so stale() cannot; the poll rescans while a directory's mtime is recent."""
+    root = _project(tmp_path)
+    config = load_project(root)
+    late = root / "src" / "late.py"
+
+    def scan() -> WatchList:
+        listing = dev_watch_list(config)
+        if not late.exists():
+            late.write_text("x")
+        return listing
+
+    watcher = FileWatcher(scan)
+    assert not watcher.stale()
+    assert watcher.due()
+    assert watcher.changes() == [late]
+    _settled(root)
+    assert watcher.changes() == []
+    assert not watcher.due()
+
+
+def test_an_assets_only_project_reloads_for_no_new_file(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    (root / "public").mkdir(parents=True)
+    (root / "ember.yaml").write_text("name: site\nassets:\n  directory: public\n")
+    (root / "public" / "index.html").write_text("hi")
+    watcher = _watcher(root)
+    (root / "notes.md").write_text("x")
+    (root / "dev.log").write_text("x")
+    assert watcher.changes() == []
+    (root / "ember.yaml").write_text("name: site2\nassets:\n  directory: public\n")
+    assert watcher.changes() == [root / "ember.yaml"]
+
+
+def test_an_asset_edit_beside_the_worker_reloads_nothing(tmp_path: Path) -> None:
+    """``ember init``'s layout, public/ inside the module root: assets are read per request,
+    so neither an edit nor a new file there makes a request wait or the poll walk."""
+    root = tmp_path / "app"
+    (root / "public").mkdir(parents=True)
+    (root / "ember.yaml").write_text("name: app\nmain: worker.py\nassets:\n  directory: public\n")
+    (root / "worker.py").write_text("one")
+    (root / "public" / "index.html").write_text("v1")
+    _settled(root)
+    watcher = _watcher(root)
+    (root / "public" / "index.html").write_text("v2, longer")
+    (root / "public" / "style.css").write_text("c")
+    assert not watcher.due() and watcher.changes() == []
