@@ -49,6 +49,7 @@ from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_ran
 from ember.models.constrain.productive import unproductive_refs
 from ember.models.constrain.schema_merge import merge_siblings
 from ember.models.constrain.string_schema import count_keyword, length_bounds, string_node
+from ember.models.constrain.tool_root import resolve_pointer
 
 UNSUPPORTED = (
     "multipleOf",
@@ -185,15 +186,9 @@ class SchemaCompiler:
 
     def _resolve(self, pointer: str, where: str) -> object:
         """The schema ``pointer`` leads to; ``where`` is the ``$ref``'s own path, for errors."""
-        target: object = self.root
-        for raw in pointer[2:].split("/") if pointer != "#" else []:
-            part = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, Mapping) and part in target:
-                target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                target = target[int(part)]
-            else:
-                raise self._fail(where, "a $ref to a part of this schema", pointer)
+        target = resolve_pointer(self.root, pointer)
+        if target is None:  # no such part (a null there is no schema either)
+            raise self._fail(where, "a $ref to a part of this schema", pointer)
         return target
 
     def _compile(self, schema: object, path: str) -> Node:
