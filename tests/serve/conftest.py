@@ -67,6 +67,21 @@ class ServeProcess:
         self.url = ""
         self.start()
 
+    def ember(self, token: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        """``python -m ember ARGS`` in ``cwd`` against this platform with ``token``, no saved
+        credentials and no other ``EMBER_*`` setting of the test's own environment."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+        env |= {
+            "PYTHONPATH": str(ROOT),
+            "EMBER_CREDENTIALS": str(cwd / "no-credentials.json"),
+            "EMBER_PLATFORM": self.url,
+            "EMBER_API_TOKEN": token,
+        }
+        return subprocess.run(
+            [sys.executable, "-m", "ember", *args],
+            cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
     def start(self) -> None:
         port_file = self.state_dir.parent / f"{self.state_dir.name}.port"
         port_file.unlink(missing_ok=True)

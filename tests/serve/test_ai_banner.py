@@ -4,13 +4,10 @@ a checkpoint it does not need); started with that config, the id is served."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from tests.serve.conftest import BASE_CONFIG, ROOT, ServeProcess, permanent_account, put_worker
+from tests.serve.conftest import BASE_CONFIG, ServeProcess, permanent_account, put_worker
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 MINIMAL = f'ai: {{models: {{"{GLM}": {{}}}}}}'
@@ -50,25 +47,13 @@ def test_a_bare_serve_says_it_serves_no_model_and_how_to_add_one(tmp_path: Path)
         assert MINIMAL in said and "checkpoint" not in said, said
 
         # `ember ai models --url` there: not a header-only table but why, and what to do.
-        listed = _ai_models(serve, token, tmp_path)
+        listed = serve.ember(token, tmp_path, "ai", "models", "--url", serve.url)
         assert listed.returncode == 0, listed.stderr
         assert not listed.stdout.startswith("ID"), listed.stdout
         assert f"No AI models are served at {serve.url}" in listed.stdout, listed.stdout
         assert "answers 5007" in listed.stdout and "ai: {models: {ID: {}}}" in listed.stdout
     finally:
         serve.stop()
-
-
-def _ai_models(serve: ServeProcess, token: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    env |= {
-        "PYTHONPATH": str(ROOT),
-        "EMBER_CREDENTIALS": str(cwd / "no-credentials.json"),
-        "EMBER_PLATFORM": serve.url,
-        "EMBER_API_TOKEN": token,
-    }
-    command = [sys.executable, "-m", "ember", "ai", "models", "--url", serve.url]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_the_minimal_config_serves_the_catalog_id(tmp_path: Path) -> None:

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from ember.bindings.assets.files import file_hash
@@ -44,20 +41,6 @@ class Default(WorkerEntrypoint):
 BIG = bytes(range(256)) * 2048
 
 
-def _ember(serve: ServeProcess, token: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    env |= {
-        "PYTHONPATH": str(ROOT),
-        "EMBER_CREDENTIALS": str(cwd / "no-credentials.json"),
-        "EMBER_PLATFORM": serve.url,
-        "EMBER_API_TOKEN": token,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "ember", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-
-
 def test_deployed_rules_apply_per_version(serve: ServeProcess, tmp_path: Path) -> None:
     public = {
         "index.html": "home",
@@ -68,7 +51,7 @@ def test_deployed_rules_apply_per_version(serve: ServeProcess, tmp_path: Path) -
     }
     project = asset_project(tmp_path / "project", ENTRY, public, CONFIG)
     account_id, token = permanent_account(serve, "rulesco")
-    first = _ember(serve, token, project, "deploy", "--json")
+    first = serve.ember(token, project, "deploy", "--json")
     assert first.returncode == 0, first.stderr
     assert "public/_redirects:3" in first.stderr  # the skipped line, named at deploy
 
@@ -93,7 +76,7 @@ def test_deployed_rules_apply_per_version(serve: ServeProcess, tmp_path: Path) -
     # A new version's rules replace the old ones; without the files, no rules.
     (project / "public" / "_redirects").write_text("/old /newer 308\n")
     (project / "public" / "_headers").unlink()
-    second = _ember(serve, token, project, "deploy", "--json")
+    second = serve.ember(token, project, "deploy", "--json")
     assert second.returncode == 0, second.stderr
     moved = serve.worker("rulesco", "site", "/old")
     assert moved.status_code == 308 and moved.headers["location"] == "/newer"
@@ -137,7 +120,7 @@ def test_rule_files_past_16_kib_deploy_and_apply(serve: ServeProcess, tmp_path: 
     (project / "public" / "_headers").write_text(headers)
     assert len(static + dynamic) > 400_000 and len(headers) > 200_000
     _, token = permanent_account(serve, "bigrules")
-    deployed = _ember(serve, token, project, "deploy", "--json")
+    deployed = serve.ember(token, project, "deploy", "--json")
     assert deployed.returncode == 0, deployed.stderr
     assert "_redirects:" not in deployed.stderr and "_headers:" not in deployed.stderr
     moved = serve.worker("bigrules", "site", "/old")
@@ -163,7 +146,7 @@ def test_rules_compile_at_the_first_asset_request_after_a_restart(tmp_path: Path
         }
         project = asset_project(tmp_path / "project", ENTRY, public, CONFIG)
         account_id, token = permanent_account(serve, "lazyco")
-        deployed = _ember(serve, token, project, "deploy", "--json")
+        deployed = serve.ember(token, project, "deploy", "--json")
         assert deployed.returncode == 0, deployed.stderr
         serve.stop()
         serve.start()

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,20 +113,6 @@ def test_files_of_an_abandoned_upload_never_lock_the_account_out(serve: ServePro
     assert b"x" * 900 not in _stored(serve, account_id)[0]
 
 
-def _ember(serve: ServeProcess, token: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    env |= {
-        "PYTHONPATH": str(ROOT),
-        "EMBER_CREDENTIALS": str(cwd / "no-credentials.json"),
-        "EMBER_PLATFORM": serve.url,
-        "EMBER_API_TOKEN": token,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "ember", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-
-
 def test_files_no_kept_version_or_pending_session_uses_are_deleted(
     serve: ServeProcess, tmp_path: Path
 ) -> None:
@@ -149,7 +132,7 @@ def test_files_no_kept_version_or_pending_session_uses_are_deleted(
     account_id, token = permanent_account(serve, "cleanco")
     for page in ("v1", "v2", "v3"):  # each deploy a new manifest; 2 versions are kept
         (project / "public" / "page.txt").write_text(page)
-        deployed = _ember(serve, token, project, "deploy", "--json")
+        deployed = serve.ember(token, project, "deploy", "--json")
         assert deployed.returncode == 0, deployed.stderr
         assert serve.worker("cleanco", "site", "/page.txt").text == page
     # v1 was pruned: its page went with it; the file v2 and v3 share stays.

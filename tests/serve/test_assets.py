@@ -5,9 +5,6 @@ serves the old version's files, and ``env.ASSETS`` reads the deployed copy."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -47,20 +44,6 @@ class Default(WorkerEntrypoint):
 """
 
 
-def _ember(serve: ServeProcess, token: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    env |= {
-        "PYTHONPATH": str(ROOT),
-        "EMBER_CREDENTIALS": str(cwd / "no-credentials.json"),
-        "EMBER_PLATFORM": serve.url,
-        "EMBER_API_TOKEN": token,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "ember", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-
-
 def test_deploy_serves_assets_keeps_them_per_version_and_rolls_back(
     serve: ServeProcess, tmp_path: Path
 ) -> None:
@@ -75,7 +58,7 @@ def test_deploy_serves_assets_keeps_them_per_version_and_rolls_back(
     (project / "public" / "secret.txt").write_text("not uploaded")
     (project / "public" / ".assetsignore").write_text("secret.txt\n")
     account_id, token = permanent_account(serve, "assetco")
-    first = _ember(serve, token, project, "deploy", "--json")
+    first = serve.ember(token, project, "deploy", "--json")
     assert first.returncode == 0, first.stderr
     v1 = json.loads(first.stdout)["version_id"]
 
@@ -101,7 +84,7 @@ def test_deploy_serves_assets_keeps_them_per_version_and_rolls_back(
     assert serve.worker("assetco", "site", "/secret.txt").text == "worker /secret.txt"
 
     (project / "public" / "index.html").write_text("home v2")
-    second = _ember(serve, token, project, "deploy", "--json")
+    second = serve.ember(token, project, "deploy", "--json")
     assert second.returncode == 0, second.stderr
     assert serve.worker("assetco", "site", "/").text == "home v2"
     with serve.api(token) as api:
@@ -167,7 +150,7 @@ def test_an_assets_only_project_deploys_and_answers_every_request_from_its_files
     (project / "public" / "index.html").write_text("app shell")
     (project / "public" / "app.js").write_text("console.log(1)")
     account_id, token = permanent_account(serve, "staticco")
-    deployed = _ember(serve, token, project, "deploy", "--json")
+    deployed = serve.ember(token, project, "deploy", "--json")
     assert deployed.returncode == 0, deployed.stderr
     assert json.loads(deployed.stdout)["modules"] == 0
     assert serve.worker("staticco", "static", "/").text == "app shell"
