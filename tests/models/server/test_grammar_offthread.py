@@ -126,7 +126,8 @@ def test_a_client_leaving_while_its_grammar_builds_never_reaches_the_engine(bloc
         lines = r.iter_lines()  # kept: dropping the iterator closes the connection
         next(lines)  # the stream has started: its role chunk
         assert builder.entered.wait(60)
-        assert builds.waiting == 1
+        # The build may start on its thread before the event loop registers the wait.
+        wait_until(lambda: builds.waiting == 1, "the request to wait for its grammar")
     # The connection is closed: the wait ends, the build goes on (nobody else to stop it).
     wait_until(lambda: builds.waiting == 0, "the request to stop waiting")
     wait_until(lambda: _aborted(live) == aborted + 1, "the abort to be counted")
