@@ -30,9 +30,9 @@ from ember.models.api.text_stream import TrimmedSegment, find_first, safe_length
 from ember.models.api.tool_values import (
     convert_glm_value,
     glm_arguments_json,
+    glm_value_form,
     parameter_schema,
     parse_kimi_call_id,
-    schema_types,
     value_types,
 )
 from ember.models.constrain.tool_grammars import (
@@ -305,7 +305,7 @@ class GlmToolStream:
                 if head is not None and (early_end < 0 or early_end >= head.end()):
                     key, schema = self._key(head.group(1))
                     root = self.parameters.get(self.name)
-                    if schema_types(schema, root) == {"string"}:  # its text: stream it
+                    if glm_value_form(schema, root) == "raw":  # its text: stream it
                         piece = ("," if self.pairs else "{") + json.dumps(key, ensure_ascii=False)
                         out.add_tool_piece(ToolCallDelta(self.count, arguments=piece + ':"'))
                         buf = buf[head.end() :]

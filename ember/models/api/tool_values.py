@@ -13,23 +13,29 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from ember.models.constrain.tool_root import lenient_arguments_object, resolve_pointer
+from ember.models.constrain.tool_root import (
+    MAX_HOPS,
+    ValueForm,
+    follow,
+    lenient_arguments_object,
+    value_form,
+    value_kinds,
+)
 
 _COMPACT: dict = {"ensure_ascii": False, "separators": (",", ":")}
 _KIMI_ID = re.compile(r"^(?:functions\.)?(?P<name>[^\s:]+):(?P<index>\d+)$")
 
 
 def schema_types(schema: object, root: object = None, depth: int = 0) -> set[str] | None:
-    """The JSON types a schema admits (``integer`` implies ``number``), or None if unknown."""
-    if not isinstance(schema, Mapping) or depth > 8:
-        return None
+    """The JSON types a schema admits (``integer`` implies ``number``), or None if unknown.
+    Each level is followed as the grammar follows it (``tool_root.follow``: ``$ref`` and
+    ``allOf`` of one schema, up to ``MAX_HOPS``), so both agree on what a value is."""
     root = schema if root is None else root
-    found: set[str] = set()
+    schema = follow(schema, root)
+    if not isinstance(schema, Mapping) or depth > MAX_HOPS:
+        return None
+    found: set[str] = set(value_kinds(schema))
     declared = schema.get("type")
-    if isinstance(declared, str):
-        found.add(declared)
-    elif isinstance(declared, list):
-        found.update(t for t in declared if isinstance(t, str))
     for key in ("enum", "const"):
         values = [schema[key]] if key == "const" and key in schema else schema.get(key)
         if isinstance(values, list) and not declared:
@@ -40,19 +46,20 @@ def schema_types(schema: object, root: object = None, depth: int = 0) -> set[str
             if sub is None:
                 return None
             found |= sub
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        sub = schema_types(resolve_pointer(root, ref), root, depth + 1)
-        if sub is None:
-            return None
-        found |= sub
-    if schema.get("nullable") is True:
-        found.add("null")
     if not found and ("properties" in schema):
         found.add("object")
     if "integer" in found:
         found.add("number")
     return found or None
+
+
+def glm_value_form(schema: object, root: object = None) -> ValueForm | None:
+    """How the grammar has GLM write a value of ``schema`` (``tool_root.value_form``), or
+    None where its ``$ref``s lead nowhere."""
+    if schema is None:
+        return None
+    target = follow(schema, schema if root is None else root)
+    return None if target is None else value_form(target)
 
 
 def _json_type(value: object) -> str:
@@ -83,9 +90,10 @@ def _finite_float(text: str) -> float:
 def convert_glm_value(raw: str, schema: object, root: object = None) -> object:
     """One ``<arg_value>`` body as the value the schema expects; ``root``: the tool's whole
     parameters, which the schema's ``$ref``s point into."""
-    types = schema_types(schema, root)
-    if types == {"string"}:
+    # Raw where the grammar writes raw text: the string "12345" stays a string.
+    if glm_value_form(schema, root) == "raw":
         return raw
+    types = schema_types(schema, root)
     try:
         # Strict JSON: NaN, Infinity or 1e999 would come back out as NaN / Infinity in the
         # arguments string, which JSON.parse (and OpenAI's clients) refuse; they stay text.

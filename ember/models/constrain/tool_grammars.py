@@ -39,7 +39,12 @@ from ember.models.constrain.nodes import (
 )
 from ember.models.constrain.schema import DEFAULT_WHITESPACE, compile_schema
 from ember.models.constrain.string_schema import raw_string_node
-from ember.models.constrain.tool_root import arguments_object, dereference
+from ember.models.constrain.tool_root import (
+    arguments_object,
+    dereference,
+    value_form,
+    value_kinds,
+)
 
 ToolFormat = TypingLiteral["kimi", "glm45", "glm47"]
 ReasoningPrefix = TypingLiteral["off", "inside", "optional"]
@@ -228,16 +233,17 @@ def _glm_value(schema: object, marker: Marker, path: str, ws: int, root: _Root) 
         )
         return Seq([node, end])
 
+    # The output parser types each value by the same form (tool_values.convert_glm_value).
+    form = value_form(schema)
     if not isinstance(schema, Mapping):
         return Choice([json_value(True), raw_value({})])
-    kinds = schema.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
-    values = [schema["const"]] if "const" in schema else schema.get("enum")
-    if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
-        return Seq([JLiteralSet([v.encode() for v in values]), end])
-    if kinds == ["string"]:
+    if form == "raw":
+        values = [schema["const"]] if "const" in schema else schema.get("enum")
+        if isinstance(values, list) and all(isinstance(v, str) for v in values):
+            return Seq([JLiteralSet([v.encode() for v in values]), end])
         return raw_value(schema)
-    if "string" in kinds:
+    if form == "either":
+        kinds = value_kinds(schema)
         json = json_value(schema)  # refuses malformed bounds as the JSON path does
         try:
             raw = raw_value(schema)

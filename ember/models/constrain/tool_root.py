@@ -12,11 +12,14 @@ that root, and a root ``$ref`` (or ``allOf`` of one schema) is followed to the o
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from ember.models.api.errors import InvalidRequestField
 
 # A chain of $refs longer than this is a cycle in practice ({"$ref": "#"} names itself).
 MAX_HOPS = 32
+# How GLM writes a value: raw text, JSON, or either (a string among other types).
+ValueForm = Literal["raw", "json", "either"]
 
 
 def resolve_pointer(root: object, pointer: str) -> object:
@@ -58,6 +61,39 @@ def dereference(schema: object, root: object, path: str, root_path: str) -> tupl
         else:
             return schema, path
     raise InvalidRequestField(path, "a $ref that leads to a schema", "a cycle of $refs")
+
+
+def follow(schema: object, root: object) -> object:
+    """``dereference`` for reading a model's output: the schema a value was generated
+    against (the grammar's own walk, same hops), or None where the ``$ref``s lead nowhere."""
+    try:
+        return dereference(schema, root, "", "")[0]
+    except InvalidRequestField:
+        return None
+
+
+def value_kinds(schema: Mapping) -> list[str]:
+    """The types a (dereferenced) schema declares at its top, ``nullable`` adding ``null``."""
+    declared = schema.get("type")
+    kinds = [declared] if isinstance(declared, str) else list(declared or [])
+    if schema.get("nullable") is True and "null" not in kinds:
+        kinds.append("null")
+    return kinds
+
+
+def value_form(schema: object) -> ValueForm:
+    """How GLM writes a value of ``schema`` (already ``dereference``d), which both the grammar
+    and the output parser go by: raw text for a string (or one of string enum values), JSON
+    for anything else, either when a string is one of several types."""
+    if not isinstance(schema, Mapping):
+        return "either"
+    values = [schema["const"]] if "const" in schema else schema.get("enum")
+    if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+        return "raw"
+    kinds = value_kinds(schema)
+    if kinds == ["string"]:
+        return "raw"
+    return "either" if "string" in kinds else "json"
 
 
 def arguments_object(parameters: object, path: str) -> tuple[Mapping, str]:

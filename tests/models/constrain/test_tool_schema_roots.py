@@ -121,9 +121,36 @@ ZIP_AT_ROOT = {
     },
 }
 
+# pydantic v1's shape (and any $ref with a description beside it): allOf of one $ref.
+ZIP_ALL_OF = {
+    "type": "object",
+    "$defs": {"Zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+    "properties": {"zip": {"allOf": [{"$ref": "#/$defs/Zip"}], "description": "postal code"}},
+    "required": ["zip"],
+}
+# A chain of 12 $refs: more levels than the value typing once followed, fewer than MAX_HOPS.
+ZIP_CHAIN = {
+    "type": "object",
+    "$defs": {
+        **{f"Z{i}": {"$ref": f"#/$defs/Z{i + 1}"} for i in range(12)},
+        "Z12": {"type": "string", "pattern": "^[0-9]{5}$"},
+    },
+    "properties": {"zip": {"$ref": "#/$defs/Z0"}},
+    "required": ["zip"],
+}
 
-@pytest.mark.parametrize("parameters", [ZIP, ZIP_AT_ROOT], ids=["defs", "root-ref"])
+
+@pytest.mark.parametrize(
+    "parameters",
+    [ZIP, ZIP_AT_ROOT, ZIP_ALL_OF, ZIP_CHAIN],
+    ids=["defs", "root-ref", "allOf-ref", "ref-chain"],
+)
 def test_glm_values_are_typed_through_refs_whole_and_streamed(parameters: dict) -> None:
+    # The grammar writes the value raw (a string); the parser must agree.
+    spec = ConstraintSpec(
+        tools=(ToolSignature("lookup", parameters),), tools_required=True, tool_format="glm47"
+    )
+    assert _accepts(spec, ZIP_CALL, SPECIAL.special_ids)
     whole = parse_output(ZIP_CALL, "glm47", tools={"lookup": parameters})
     assert json.loads(whole.tool_calls[0].arguments) == {"zip": "12345"}  # not the number 12345
     parser = ChatOutputParser("glm47", tools={"lookup": parameters})
