@@ -31,7 +31,8 @@ that constraint; the same for a ``pattern`` outside the regex subset):
 ``dependentRequired``/``dependentSchemas``/``dependencies``, ``if``/``then``/``else``, ``not``,
 ``contains``, ``uniqueItems``, ``prefixItems`` and tuple ``items``, ``unevaluated*``,
 ``allOf`` with several elements, remote ``$ref``. Lenient, the keywords beside an
-``anyOf``/``oneOf`` are merged into each alternative (schema_merge.py).
+``anyOf``/``oneOf`` are merged into each alternative, one that contradicts them left out
+(schema_merge.py).
 
 Unbounded numbers are generated with at most 15 integer digits, 15 fraction digits and 2
 exponent digits.
@@ -44,10 +45,11 @@ from collections.abc import Mapping
 
 from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.json_nodes import JAny, JArray, JLiteralSet, JObject
+from ember.models.constrain.json_values import compact_json, type_allows
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
 from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_range, number_node
 from ember.models.constrain.productive import unproductive_refs
-from ember.models.constrain.schema_merge import merge_siblings
+from ember.models.constrain.schema_merge import compile_combinator
 from ember.models.constrain.string_schema import count_keyword, length_bounds, string_node
 from ember.models.constrain.tool_root import resolve_pointer
 
@@ -101,31 +103,6 @@ MAX_LITERAL_BYTES = 120_000
 DEFAULT_WHITESPACE = 20
 
 
-def compact_json(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def json_type_of(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
-def _type_allows(declared: set[str], value: object) -> bool:
-    kind = json_type_of(value)
-    return kind in declared or (kind == "integer" and "number" in declared)
-
-
 def _pointer_part(part: str | int) -> str:
     return str(part).replace("~", "~0").replace("/", "~1")
 
@@ -154,6 +131,7 @@ class SchemaCompiler:
         self.literals = 0  # enum and const values so far (MAX_LITERALS)
         self.literal_bytes = 0  # and the bytes of their JSON (MAX_LITERAL_BYTES)
         self.any = JAny(ws, guard)
+        self.seen: dict[int, tuple[object, Node]] = {}  # id -> (schema, its node)
 
     def compile(self, schema: object = None, path: str | None = None) -> Node:
         """The root's node, or with ``path`` the node of ``schema`` (a part of the root found
@@ -192,6 +170,17 @@ class SchemaCompiler:
         return target
 
     def _compile(self, schema: object, path: str) -> Node:
+        # A subschema object compiled before (the siblings a lenient combinator merges into
+        # each alternative) is the same grammar: its node is shared, counted once.
+        seen = self.seen.get(id(schema)) if isinstance(schema, Mapping) else None
+        if seen is not None and seen[0] is schema:
+            return seen[1]
+        node = self._compile_new(schema, path)
+        if isinstance(schema, Mapping):
+            self.seen[id(schema)] = (schema, node)  # the schema kept alive: its id stays its
+        return node
+
+    def _compile_new(self, schema: object, path: str) -> Node:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise self._fail(path, f"a schema of at most {MAX_NODES} subschemas", "a larger one")
@@ -231,38 +220,14 @@ class SchemaCompiler:
         return node
 
     def _combinator(self, schema: Mapping, combinator: str, path: str) -> Node:
-        branches = schema[combinator]
-        where = f"{path}/{combinator}"
-        if not isinstance(branches, list) or not branches:
-            raise self._fail(where, "a non-empty array of schemas", branches)
-        if combinator == "allOf" and len(branches) != 1:
-            if self.strict:
-                raise InvalidRequestField(
-                    where,
-                    "allOf with a single schema",
-                    f"{len(branches)} schemas",
-                    "unsupported_value",
-                )
-            branches = branches[:1]
-        siblings = [k for k in _SHAPING if k in schema]
-        if siblings and self.strict:
-            raise InvalidRequestField(
-                f"{path}/{siblings[0]}",
-                f"{combinator} without sibling '{siblings[0]}' (move it into each alternative)",
-                f"'{siblings[0]}' beside {combinator}",
-                "unsupported_value",
-            )
-        if siblings:
-            # Lenient: the siblings hold in every alternative (JSON Schema intersects them),
-            # so each alternative gets them; one that is a $ref cannot, and then only the
-            # combinator is ignored (a looser grammar, never one refusing valid arguments).
-            merged = merge_siblings(schema, combinator, branches)
-            if merged is None:
-                rest = {k: v for k, v in schema.items() if k != combinator}
-                return self._compile(rest, path)
-            branches = merged
-        nodes = [self._compile(b, f"{where}/{i}") for i, b in enumerate(branches)]
-        return nodes[0] if len(nodes) == 1 else Choice(nodes)
+        return compile_combinator(
+            schema,
+            combinator,
+            path,
+            strict=self.strict,
+            shaping=_SHAPING,
+            compile_part=self._compile,
+        )
 
     def _typed(self, schema: Mapping, path: str) -> Node:
         declared = schema.get("type")
@@ -301,7 +266,7 @@ class SchemaCompiler:
             if not isinstance(values, list) or not values:
                 raise self._fail(where, "a non-empty array of values", values)
         if types is not None:
-            values = [v for v in values if _type_allows(types, v)]
+            values = [v for v in values if type_allows(types, v)]
             if not values:
                 raise self._fail(where, f"values of type {sorted(types)}", schema.get("enum"))
         values = literals_in_range(values, schema, path, strict=self.strict)
