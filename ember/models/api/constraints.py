@@ -49,11 +49,14 @@ def constraint_for(
     if tools and tool_format != "kimi":
         # The engine builds the grammar in its own thread, where a refused schema fails the
         # whole step: what only GLM's raw string values refuse is checked here, by the
-        # request's own tool index.
+        # request's own tool index: forced calls' tools, and strict ones (OpenAI checks only
+        # strict tools' schemas; unforced, a hint's arguments GLM cannot follow are left free
+        # in the grammar, glm_tool_calls).
         active = {t.name for t in request.active_tools}
         for i, tool in enumerate(request.tools):
-            if tool.name in active:
-                check_glm_arguments(tool.signature(), f"/tools/{i}/function/parameters")
+            signature = tool.signature()
+            if tool.name in active and (signature.strict or required):
+                check_glm_arguments(signature, f"/tools/{i}/function/parameters")
     return ConstraintSpec(
         json=None if required else json_kind,
         schema=fmt.schema if json_kind == "schema" and not required else None,

@@ -121,6 +121,7 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
             parallel=spec.parallel_tool_calls,
             ws=spec.whitespace,
             first_index=spec.first_call_index,
+            forced=spec.tools_required,
         )
         if spec.tools_required:
             body = calls

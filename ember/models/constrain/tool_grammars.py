@@ -33,6 +33,7 @@ from ember.models.constrain.nodes import (
     Maybe,
     Move,
     Node,
+    Repeat,
     Seq,
     SubstringGuard,
     Whitespace,
@@ -285,6 +286,18 @@ def _glm_arguments(
     return GlmArguments(pairs, [name in required for name in properties])
 
 
+def _any_glm_arguments(marker: Marker, newline: list[Node]) -> Node:
+    """Any key/value pairs, as raw text that spells no marker."""
+    key = raw_string_node(
+        {}, "", marker=marker, terminator=GLM_KEY_END, forbidden=GLM_MARKERS, strict=False
+    )
+    value = raw_string_node(
+        {}, "", marker=marker, terminator=GLM_VALUE_END, forbidden=GLM_MARKERS, strict=False
+    )
+    pair = Seq([marker(GLM_KEY_BEGIN), key, *newline, marker(GLM_VALUE_BEGIN), value, *newline])
+    return Repeat(pair)
+
+
 def check_glm_arguments(tool: ToolSignature, path: str, ws: int = DEFAULT_WHITESPACE) -> None:
     """Compile ``tool``'s GLM arguments once, so that a schema only GLM's raw values refuse (a
     pattern whose every match spells a marker) is an ``InvalidRequestField`` naming ``path``
@@ -301,11 +314,21 @@ def glm_tool_calls(
     dialect: ToolFormat,
     path: str = "/tools",
     ws: int = DEFAULT_WHITESPACE,
+    forced: bool = True,
 ) -> Node:
+    """``forced``: the calls are required (tool_choice ``required`` or named); otherwise a
+    tool that is not strict, whose arguments GLM's pairs cannot follow, has free arguments."""
     newline = [Literal(b"\n")] if dialect == "glm45" else []
     calls = []
     for i, tool in enumerate(tools):
-        arguments = _glm_arguments(tool, marker, f"{path}/{i}/function/parameters", ws, newline)
+        try:
+            arguments = _glm_arguments(tool, marker, f"{path}/{i}/function/parameters", ws, newline)
+        except InvalidRequestField:
+            if tool.strict or forced:  # refused while the request was read (constraints.py)
+                raise
+            # Unforced, a tool that is not strict is a hint (OpenAI checks only strict tools'
+            # schemas): arguments GLM's pairs cannot follow (a root anyOf) are left free.
+            arguments = _any_glm_arguments(marker, newline)
         calls.append(Seq([Literal(tool.name.encode()), *newline, arguments]))
     one_call = Seq([Whitespace(2), marker(GLM_CALL_BEGIN), Choice(calls), marker(GLM_CALL_END)])
     return IndexedRepeat(lambda _: one_call, 1, MAX_PARALLEL_CALLS if parallel else 1)
@@ -319,10 +342,13 @@ def tool_calls_grammar(
     parallel: bool,
     ws: int = DEFAULT_WHITESPACE,
     first_index: int = 0,
+    forced: bool = True,
 ) -> Node:
     if tool_format == "kimi":
         return kimi_tool_calls(tools, marker, parallel=parallel, ws=ws, first_index=first_index)
-    return glm_tool_calls(tools, marker, parallel=parallel, dialect=tool_format, ws=ws)
+    return glm_tool_calls(
+        tools, marker, parallel=parallel, dialect=tool_format, ws=ws, forced=forced
+    )
 
 
 def text_or_tool_calls(calls: Node, marker: Marker, tool_format: ToolFormat) -> Node:

@@ -218,3 +218,57 @@ def test_a_ref_alternative_beside_siblings_drops_only_the_combinator() -> None:
     }
     node = compile_schema(schema, path="/p", strict=False)
     assert _accepts_json(node, '{"q":"a"}') and not _accepts_json(node, "{}")
+
+
+LOOKUP_BY_ID_OR_EMAIL = {
+    "anyOf": [
+        {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+        {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+    ]
+}
+PAY = {
+    "type": "object",
+    "properties": {"amount": {"type": "integer"}},
+    "required": ["amount"],
+    "additionalProperties": False,
+}
+
+
+def _tool(name: str, parameters: dict, strict: bool = False) -> dict:
+    return {
+        "type": "function",
+        "function": {"name": name, "parameters": parameters, "strict": strict},
+    }
+
+
+def test_a_hint_tool_glm_cannot_follow_gets_free_arguments() -> None:
+    # review30 #4: in auto mode beside a strict tool, a non-strict tool with a root anyOf was
+    # a 400; OpenAI checks only strict tools' schemas. (Forced, it stays one: the calls the
+    # request demands could not follow it.)
+    request = parse_chat_request(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "x"}],
+            "tools": [_tool("lookup", LOOKUP_BY_ID_OR_EMAIL), _tool("pay", PAY, strict=True)],
+        }
+    )
+    spec = constraint_for(request, tool_format="glm47", reasoning="off")
+    assert spec is not None
+    ids = SPECIAL.special_ids
+    free = "<tool_call>lookup<arg_key>email</arg_key><arg_value>a@b</arg_value></tool_call>"
+    assert _accepts(spec, free, ids)
+    pay = "<tool_call>pay<arg_key>amount</arg_key><arg_value>{}</arg_value></tool_call>"
+    assert _accepts(spec, pay.format(5), ids) and not _accepts(spec, pay.format("five"), ids)
+
+
+def test_a_strict_tool_glm_cannot_follow_is_still_a_400() -> None:
+    request = parse_chat_request(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "x"}],
+            "tools": [_tool("lookup", LOOKUP_BY_ID_OR_EMAIL, strict=True)],
+        }
+    )
+    with pytest.raises(InvalidRequestField) as refused:
+        constraint_for(request, tool_format="glm47", reasoning="off")
+    assert refused.value.field == "/tools/0/function/parameters/anyOf"
