@@ -200,7 +200,9 @@ class SchemaCompiler:
                     raise InvalidRequestField(
                         f"{path}/{keyword}",
                         "a schema keyword ember can enforce while generating (see the "
-                        "supported JSON Schema subset)",
+                        "supported JSON Schema subset; ember refuses one it cannot enforce "
+                        "rather than miss it silently, even where OpenAI's strict mode takes "
+                        "it: drop it, or set strict to false)",
                         f"'{keyword}'",
                         code="unsupported_value",
                     )

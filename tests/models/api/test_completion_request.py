@@ -228,7 +228,7 @@ def test_generate_request() -> None:
                 },
             },
             "/sampling_params/json_schema/multipleOf",
-            "expected a schema keyword ember can enforce while generating (see the supported JSON Schema subset), got 'multipleOf'",
+            "expected a schema keyword ember can enforce while generating (see the supported JSON Schema subset; ember refuses one it cannot enforce rather than miss it silently, even where OpenAI's strict mode takes it: drop it, or set strict to false), got 'multipleOf'",
         ),
         (
             {"text": "a", "sampling_params": {"top_k": 0}},

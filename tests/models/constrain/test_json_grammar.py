@@ -139,7 +139,9 @@ def test_whitespace_runs_are_bounded() -> None:
             {"type": "integer", "multipleOf": 5},
             "/s/multipleOf",
             "Invalid value at '/s/multipleOf': expected a schema keyword ember can enforce while "
-            "generating (see the supported JSON Schema subset), got 'multipleOf'",
+            "generating (see the supported JSON Schema subset; ember refuses one it cannot "
+            "enforce rather than miss it silently, even where OpenAI's strict mode takes it: "
+            "drop it, or set strict to false), got 'multipleOf'",
         ),
         (
             {"type": "object", "required": ["a"]},
