@@ -272,3 +272,23 @@ def test_a_strict_tool_glm_cannot_follow_is_still_a_400() -> None:
     with pytest.raises(InvalidRequestField) as refused:
         constraint_for(request, tool_format="glm47", reasoning="off")
     assert refused.value.field == "/tools/0/function/parameters/anyOf"
+
+
+@pytest.mark.parametrize(
+    ("value_schema", "written", "value"),
+    [
+        ({"anyOf": [{"type": "string", "maxLength": 5}]}, '"abc"', "abc"),  # JSON, not raw
+        ({"type": "string", "nullable": True}, "null", None),  # raw text or JSON null
+    ],
+)
+def test_what_the_glm_grammar_writes_is_what_the_parser_reads(
+    value_schema: dict, written: str, value: object
+) -> None:
+    parameters = {"type": "object", "properties": {"v": value_schema}}
+    spec = ConstraintSpec(
+        tools=(ToolSignature("f", parameters),), tools_required=True, tool_format="glm47"
+    )
+    text = f"<tool_call>f<arg_key>v</arg_key><arg_value>{written}</arg_value></tool_call>"
+    assert _accepts(spec, text, SPECIAL.special_ids)
+    whole = parse_output(text, "glm47", tools={"f": parameters})
+    assert json.loads(whole.tool_calls[0].arguments) == {"v": value}
