@@ -10,10 +10,12 @@ a client that disconnects ends it: ``AsyncEngine.abort``, applied between engine
 freed at once. The request's own answer then finishes as SGLang finishes an aborted one
 (``finish_reason`` ``{"type": "abort", "message": "Aborted", ...}``, then ``[DONE]`` when
 streaming). The id of a request of ``n`` choices ends every choice, as SGLang's matches every
-child of a parent rid (``choices.py``); a choice's own id (``<rid>-<i>``) ends that choice. The
+child of a parent rid (``choices.py``); a choice's own id (``<id>-<i>``) ends that choice. The
 id an OpenAI answer carries finds its request too: a body ``rid`` is the engine's id, and
-``chatcmpl-<x-request-id>`` is looked up (``answer_ids.py``). An unknown id is a quiet 200, as
-SGLang ignores ids it is not serving.
+``chatcmpl-<x-request-id>`` (and ``chatcmpl-<x-request-id>-<i>`` for choice ``i``) is looked up
+(``answer_ids.py``). A request is found from the moment its body is parsed, before its prompt
+is tokenized: an abort that comes before it reached the engine ends it there, without running.
+An unknown id is a quiet 200, as SGLang ignores ids it is not serving.
 
 ``/get_load`` is what sglang-router's load-aware policies read: ``num_reqs`` (running and
 waiting), ``num_waiting_reqs``, ``num_tokens`` (KV tokens held by requests plus the waiting
@@ -42,13 +44,15 @@ async def abort_request(request: Request) -> Response:
     served = _state(request).ready()
     body = require_object(await read_json(request), "/")
     rid = optional_str(body, "rid", "")
-    # A request still waiting for its grammar is not in the engine yet: its wait ends too.
+    # A request not in the engine yet (being taken in, waiting for its grammar or its id) is
+    # marked in answer_ids: it ends before it would go in.
     if optional_bool(body, "abort_all", "", False):
+        served.answer_ids.abort_all()
         served.grammars.abort_all()
         served.engine.abort_all()
     elif rid:
         # The id the engine knows it by (SGLang's rid) or the id its answer carries.
-        for request_id in dict.fromkeys([rid, *served.answer_ids.requests(rid)]):
+        for request_id in dict.fromkeys([rid, *served.answer_ids.abort(rid)]):
             served.grammars.abort(request_id)
             served.engine.abort(request_id)
     return Response(status_code=200)

@@ -1,43 +1,117 @@
-"""The engine request ids behind an answer's ``id``, so that ``/abort_request`` finds a request
-by the id its client was given.
+"""The ids ``/abort_request`` finds a request by, from the moment its route has parsed it until
+its answer ends, so that an abort reaches it wherever it is: still being taken in (its prompt
+tokenized in a worker thread), waiting for its grammar or for its id to drain, or in the engine.
 
-An answer's id is the engine's request id unless the caller sent ``x-request-id`` (vLLM's
-``chatcmpl-<x-request-id>``, ``caller_id.answer_id``); the engine's id then stays ember's own,
-since callers may send the same header twice. SGLang answers with the engine's id (its
-``meta_info.id``) and aborts by it, so a client that aborts by the id it was streamed expects
-that to work. The ids are registered while their requests are in the engine (each choice of
-``n``), under the answer id; every request under it is aborted, as SGLang aborts every child of
-a parent rid.
+A request is registered (``open``) under its engine id (SGLang's body ``rid``, or the route's
+own) and under its answer's id where that differs (vLLM's ``chatcmpl-<x-request-id>``,
+``caller_id.answer_id``: the engine's id stays ember's own, since callers may send the same
+header twice). Either id ends every choice of ``n``, as SGLang aborts every child of a parent
+rid; a choice's own id, ``<id>-<i>`` under either, ends choice ``i`` alone. SGLang likewise
+registers a rid as the request arrives, so its abort is never lost in the intake window.
+
+An abort marks the request (``AbortTicket.aborted``) and returns the engine ids to abort there;
+``stream_generation`` reads the mark right before it submits a choice to the engine, with no
+await between, as ``draining.py`` does for a request waiting for its id: whatever the abort
+missed in the engine it catches there. The route's ``finally`` closes the ticket; a ticket
+dropped unclosed (an answer whose stream never started: its client left first) is released
+when it is collected.
 
 Who can abort is unchanged: ``/abort_request`` has always taken ``abort_all`` from any caller
 that reaches it (SGLang's is unauthenticated beyond the server's API key too). The AI gateway
 sends its own random 128-bit id as ``x-request-id`` (dropping a tenant's) and does not forward
 ``/abort_request``, so a tenant can neither guess nor send one.
 
-Event-loop only: routes register and release, ``/abort_request`` looks up.
+Event-loop only: routes open and close, ``/abort_request`` marks.
 """
 
 from __future__ import annotations
 
+import weakref
+
+
+class _Entry:
+    """One request as the table holds it (the ticket holds it too): its choices' engine ids
+    and which of them were aborted."""
+
+    __slots__ = ("request_id", "n", "choices", "every")
+
+    def __init__(self, request_id: str, n: int) -> None:
+        self.request_id, self.n = request_id, n
+        self.choices: set[int] = set()  # choices aborted by their own id
+        self.every = False  # aborted as a whole (its id, its answer's, abort_all)
+
+    def engine_id(self, choice: int) -> str:
+        """Choice ``i``'s engine id (``choices.choice_inputs``)."""
+        return self.request_id if choice == 0 else f"{self.request_id}-{choice}"
+
+    def mark(self, choice: int | None) -> list[str]:
+        if choice is None:
+            self.every = True
+            return [self.engine_id(i) for i in range(self.n)]
+        self.choices.add(choice)
+        return [self.engine_id(choice)]
+
+
+class AbortTicket:
+    """A request's registration, held by its ``GenerationInput`` (every choice's)."""
+
+    __slots__ = ("_entry", "_release", "__weakref__")
+
+    def __init__(self, table: AnswerIds, entry: _Entry, keys: list[tuple[str, int | None]]):
+        self._entry = entry
+        self._release = weakref.finalize(self, table._drop, entry, keys)
+
+    def aborted(self, choice: int) -> bool:
+        """Whether an abort reached choice ``choice`` (or the whole request)."""
+        return self._entry.every or choice in self._entry.choices
+
+    def close(self) -> None:
+        """The answer ended: its ids no longer find it. Idempotent."""
+        self._release()
+
 
 class AnswerIds:
     def __init__(self) -> None:
-        self._ids: dict[str, list[str]] = {}
+        # id -> (request, the choice the id names; None: every choice)
+        self._ids: dict[str, list[tuple[_Entry, int | None]]] = {}
 
-    def add(self, answer_id: str, request_id: str) -> None:
-        self._ids.setdefault(answer_id, []).append(request_id)
+    def open(self, request_id: str, answer_id: str | None, n: int) -> AbortTicket:
+        """Register a request of ``n`` choices under its engine id and, where it differs, its
+        answer's id; each choice ``i`` >= 1 also under ``<id>-<i>``."""
+        entry = _Entry(request_id, n)
+        bases = [request_id] if answer_id in (None, request_id) else [request_id, answer_id]
+        keys: list[tuple[str, int | None]] = [(base, None) for base in bases]
+        keys += [(f"{base}-{i}", i) for i in range(1, n) for base in bases]
+        for key, choice in keys:
+            self._ids.setdefault(key, []).append((entry, choice))
+        return AbortTicket(self, entry, keys)
 
-    def release(self, answer_id: str, request_id: str) -> None:
-        held = self._ids.get(answer_id)
-        if held is None or request_id not in held:
-            return
-        held.remove(request_id)
-        if not held:
-            del self._ids[answer_id]
+    def _drop(self, entry: _Entry, keys: list[tuple[str, int | None]]) -> None:
+        for key, choice in keys:
+            held = self._ids.get(key)
+            if held is None:
+                continue
+            held[:] = [pair for pair in held if pair != (entry, choice)]
+            if not held:
+                del self._ids[key]
 
-    def requests(self, answer_id: str) -> list[str]:
-        """The engine ids of the requests in progress that answer under ``answer_id``."""
-        return list(self._ids.get(answer_id, ()))
+    def abort(self, key: str) -> list[str]:
+        """Mark the requests ``key`` names (see the module docstring); the engine ids to abort."""
+        out: list[str] = []
+        for entry, choice in self._ids.get(key, ()):
+            out += entry.mark(choice)
+        return list(dict.fromkeys(out))
+
+    def abort_all(self) -> None:
+        """Mark every registered request (``abort_all``: the engine aborts those it holds)."""
+        for held in self._ids.values():
+            for entry, _ in held:
+                entry.every = True
+
+    def holds(self, request_id: str) -> bool:
+        """Whether a registered request runs (or will run) a choice under this engine id."""
+        held = self._ids.get(request_id, ())
+        return any(entry.engine_id(choice or 0) == request_id for entry, choice in held)
 
     def __len__(self) -> int:
-        return sum(len(ids) for ids in self._ids.values())
+        return len({id(entry) for held in self._ids.values() for entry, _ in held})

@@ -172,6 +172,9 @@ async def stream_chat(
                         yield encode(chunks)
             finally:
                 await events.aclose()
+                ticket = chat_in.generation.ticket
+                if ticket is not None:
+                    ticket.close()  # as stream_choices closes it: the answer ended
         else:
             items = stream_choices(served, metrics, choice_inputs(chat_in.generation, chat.n))
             try:

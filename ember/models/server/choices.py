@@ -16,7 +16,9 @@ computed per choice.
 With a ``seed``, choice ``i`` samples with ``seed + i`` (vLLM's rule): the whole answer is
 reproducible, and its choices still differ. Leaving ``stream_choices`` early (the client went
 away, a choice failed) aborts every choice still running; so does an abort of choice 0, whose id
-is the request's own (``/abort_request`` with that rid, or ``abort_all``).
+is the request's own (``/abort_request`` with that rid, or ``abort_all``). An abort of one
+choice's id (``<id>-<i>``) that comes before that choice went in ends it there
+(``answer_ids.py``: each choice checks its request's ticket right before its submission).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def choice_inputs(generation: GenerationInput, n: int) -> list[GenerationInput]:
             replace(
                 generation,
                 request_id=f"{generation.request_id}-{index}",
+                choice=index,
                 params=replace(params, seed=seed, prompt_logprobs=None),
             )
         )
@@ -102,6 +105,7 @@ async def stream_choices(
 ) -> AsyncIterator[ChoiceEvent]:
     """The events of every choice, as they come (see the module docstring). An error in one
     choice ends them all and is raised here."""
+    ticket = inputs[0].ticket
     if len(inputs) == 1:
         events = stream_generation(served, metrics, inputs[0])
         try:
@@ -109,6 +113,8 @@ async def stream_choices(
                 yield ChoiceEvent(0, event)
         finally:
             await events.aclose()
+            if ticket is not None:
+                ticket.close()  # the answer ended: /abort_request no longer finds it
         return
     queue: asyncio.Queue[tuple[int, GenerationEvent | BaseException | None]] = asyncio.Queue()
     # Choices whose first event is queued, i.e. that went into the engine: an engine abort
@@ -167,3 +173,5 @@ async def stream_choices(
         for task in tasks:
             task.cancel()  # each choice's stream_generation aborts its engine request
         await asyncio.gather(*tasks, return_exceptions=True)
+        if ticket is not None:
+            ticket.close()

@@ -70,6 +70,7 @@ async def completions(request: Request) -> Response:
     served = state.ready()
     request_id = new_request_id("cmpl-")
     served.engine.expect(request_id)  # as in chat_completions
+    ticket = None
     try:
         raw, size = await read_json_sized(request)
         body = tracked(raw)
@@ -81,7 +82,11 @@ async def completions(request: Request) -> Response:
         if note is not None:
             served.log(f"{request_id}: {note}", "warning")
         state.check_model(served, completion.model)
-        request_id = own_request_id(served, request_id, completion.rid)
+        request_id = own_request_id(served, request_id, completion.rid, completion.n)
+        # SGLang's: the answer carries the rid; else vLLM's cmpl-<x-request-id>.
+        shown = completion.rid or answer_id("cmpl-", request_id)
+        # /abort_request finds it from here on, while its prompt is still taken in.
+        ticket = served.answer_ids.open(request_id, shown, completion.n)
         prompt_ids = await taken_in(
             served, request_id, size, lambda: completion_prompt_ids(served, completion)
         )
@@ -97,17 +102,18 @@ async def completions(request: Request) -> Response:
             skip_special_tokens=completion.skip_special_tokens,
             fields=COMPLETION_FIELDS,
         )
-        # SGLang's: the answer carries the rid; else vLLM's cmpl-<x-request-id>.
-        shown = completion.rid or answer_id("cmpl-", request_id)
         generation = replace(
             generation,
             include_stop_str=completion.include_stop_str,
             cache_salt=completion.cache_salt,
             answer_id=shown if shown != request_id else None,
+            ticket=ticket,
         )
         check_choices_fit(served, generation, completion.n, completion.sampling.max_tokens)
     except BaseException:
         served.engine.forget(request_id)
+        if ticket is not None:
+            ticket.close()
         raise
     prefix = ""
     if completion.echo:

@@ -22,6 +22,7 @@ from ember.models.constrain.grammar import Grammar
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob, clamp_logprob
 from ember.models.sampling import SamplingParams, StopChecker
+from ember.models.server.answer_ids import AbortTicket
 from ember.models.server.caller_id import caller_note
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
@@ -51,8 +52,13 @@ class GenerationInput:
     include_stop_str: bool = False
     # vLLM's and SGLang's cache_salt: prefix-cache pages are shared only under the same salt.
     cache_salt: str | None = None
-    # The answer's id where it is not request_id (x-request-id's): /abort_request finds it.
+    # The answer's id where it is not request_id (x-request-id's): the answer carries it.
     answer_id: str | None = None
+    # The request's registration with /abort_request (answer_ids.py), every choice's; the
+    # route opens it at parse time and closes it when the answer ends. None: not abortable
+    # before it reaches the engine (a health check's probe).
+    ticket: AbortTicket | None = None
+    choice: int = 0  # which choice of the request this is (``choices.choice_inputs``)
     arrival: float = field(default_factory=time.perf_counter)
 
 
@@ -162,7 +168,9 @@ async def stream_generation(
         include_stop_str=request.include_stop_str,
     )
     grammar = None
-    if request.constraint is not None:
+    ticket = request.ticket
+    early = ticket is not None and ticket.aborted(request.choice)  # no grammar to build then
+    if request.constraint is not None and not early:
         grammar = await _built_grammar(served, metrics, request)
         if grammar is None:  # aborted (/abort_request) while its grammar was being built
             prompt = len(request.prompt_ids)
@@ -173,7 +181,9 @@ async def stream_generation(
     # An earlier request under this id whose client left is still in the engine until its next
     # step: its grammar is keyed by the id too, so the new one's waits for it to go.
     drain = await served.engine.drained(rid)
-    if drain == "aborted":  # /abort_request while it waited: it never reached the engine
+    if drain == "aborted" or (ticket is not None and ticket.aborted(request.choice)):
+        # /abort_request while it was taken in or waited: it never reached the engine. No
+        # await from here to the submission below: an abort that comes later finds it there.
         served.engine.forget(rid)  # announced by the route: no step may wait for it
         _finished(served, metrics, request, "abort", 0, 0, None)
         prompt = len(request.prompt_ids)
@@ -199,8 +209,6 @@ async def stream_generation(
     stream = served.engine.generate(
         rid, request.prompt_ids, sampling=params, cache_salt=request.cache_salt
     )
-    if request.answer_id is not None:
-        served.answer_ids.add(request.answer_id, rid)
     outcome, cached, last, first = "abort", 0, 0.0, None
     try:
         async for out in stream:
@@ -252,8 +260,6 @@ async def stream_generation(
         raise
     finally:
         await stream.aclose()  # an unfinished request is aborted in the engine
-        if request.answer_id is not None:
-            served.answer_ids.release(request.answer_id, rid)
         served.sampler.release(rid)
         _finished(served, metrics, request, outcome, checker.num_tokens, cached, first)
 

@@ -59,21 +59,34 @@ def new_request_id(prefix: str) -> str:
     return prefix + secrets.token_hex(12)
 
 
-def own_request_id(served: ServedModel, announced: str, rid: str | None) -> str:
+def own_request_id(served: ServedModel, announced: str, rid: str | None, n: int = 1) -> str:
     """The request's engine id: SGLang's ``rid`` when the body brings one (chat, completions),
-    else ``announced``, the route's own. A rid in use by a request in progress is refused as
-    /generate refuses it, before any stream starts (``stream_generation`` checks again where
+    else ``announced``, the route's own. A rid in use is refused as /generate refuses it
+    (``check_rid_free``), before any stream starts (``stream_generation`` checks again where
     the id is taken, and waits for one still draining). The announcement passes to the rid
     before the route's own is dropped, so a hold never loses it."""
     if rid is None:
         return announced
-    if served.engine.in_progress(rid):
-        raise InvalidRequestField(
-            "/rid", "a request id not in use by a request in progress", repr(rid)
-        )
+    check_rid_free(served, rid, n)
     served.engine.expect(rid)
     served.engine.forget(announced)
     return rid
+
+
+def check_rid_free(served: ServedModel, rid: str, n: int) -> None:
+    """Refuse (400 naming ``rid``) a rid that a request in progress holds, or any of its
+    choices' ids (choice ``i`` runs as ``<rid>-<i>``): a collision would otherwise fail the
+    request midway, after its first choices had streamed. Held: in the engine, or registered
+    by a request still being taken in (``answer_ids``)."""
+    for index in range(n):
+        engine_id = rid if index == 0 else f"{rid}-{index}"
+        if served.engine.in_progress(engine_id) or served.answer_ids.holds(engine_id):
+            whose = "" if index == 0 else f" (choice {index} of {n} would run as {engine_id!r})"
+            raise InvalidRequestField(
+                "/rid",
+                f"a request id not in use by a request in progress{whose}; {engine_id!r} is in use",
+                repr(rid),
+            )
 
 
 def chat_input(

@@ -95,6 +95,7 @@ async def chat_completions(request: Request) -> Response:
     # The engine's next step waits for this request while it is read and tokenized, so that
     # requests arriving together start together (AsyncEngine.expect).
     served.engine.expect(request_id)
+    ticket = None
     try:
         raw, size = await read_json_sized(request)
         body = tracked(raw)
@@ -116,16 +117,20 @@ async def chat_completions(request: Request) -> Response:
         if note is not None:
             served.log(f"{request_id}: {note}", "warning")
         state.check_model(served, chat.model)
-        request_id = own_request_id(served, request_id, chat.rid)
+        request_id = own_request_id(served, request_id, chat.rid, chat.n)
+        # SGLang's: the answer carries the rid; else vLLM's chatcmpl-<x-request-id>.
+        shown = chat.rid or answer_id("chatcmpl-", request_id)
+        # /abort_request finds it from here on, while its prompt is still taken in.
+        ticket = served.answer_ids.open(request_id, shown, chat.n)
         ids = await taken_in(served, request_id, size, lambda: chat_prompt_ids(served, chat))
         chat_in = chat_input(served, chat, request_id, ids)
-        # SGLang's: the answer carries the rid; else vLLM's chatcmpl-<x-request-id>.
-        chat_in.response_id = chat.rid or answer_id("chatcmpl-", request_id)
-        if chat_in.response_id != request_id:
-            generation = replace(chat_in.generation, answer_id=chat_in.response_id)
-            chat_in.generation = generation
+        chat_in.response_id = shown
+        answer = shown if shown != request_id else None
+        chat_in.generation = replace(chat_in.generation, answer_id=answer, ticket=ticket)
     except BaseException:
         served.engine.forget(request_id)
+        if ticket is not None:
+            ticket.close()
         raise
     if chat.stream:
         return sse_response(_chat_stream(state, served, chat, chat_in))

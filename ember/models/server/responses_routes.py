@@ -9,6 +9,8 @@ events. Finished responses are kept in the server's bounded ``ResponseStore``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -38,6 +40,7 @@ async def create_response(request: Request) -> Response:
     served = state.ready()
     request_id = new_request_id("chatcmpl-")
     served.engine.expect(request_id)  # as in chat_completions
+    ticket = None
     try:
         body, size = await read_json_sized(request)
         try:
@@ -47,10 +50,14 @@ async def create_response(request: Request) -> Response:
         call.show_defaults(served.sampling_defaults.as_dict())
         chat = call.chat
         state.check_model(served, chat.model)
+        ticket = served.answer_ids.open(request_id, None, chat.n)  # abort_all finds it
         ids = await taken_in(served, request_id, size, lambda: chat_prompt_ids(served, chat))
         chat_in = chat_input(served, chat, request_id, ids)
+        chat_in.generation = replace(chat_in.generation, ticket=ticket)
     except BaseException:
         served.engine.forget(request_id)
+        if ticket is not None:
+            ticket.close()
         raise
     if call.stream:
         return sse_response(call.events(chat_chunks(state, served, chat, chat_in)))

@@ -31,7 +31,6 @@ from ember.models.api.completion_request import (
     GenerateRequest,
     parse_generate_request,
 )
-from ember.models.api.errors import InvalidRequestField
 from ember.models.api.generate_response import (
     LogprobEntry,
     generate_finish_reason,
@@ -52,7 +51,12 @@ from ember.models.server.generation import (
     GenerationInput,
     stream_generation,
 )
-from ember.models.server.inputs import generation_input, logprob_token, new_request_id
+from ember.models.server.inputs import (
+    check_rid_free,
+    generation_input,
+    logprob_token,
+    new_request_id,
+)
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
 from ember.models.server.prompt_intake import prompt_ids_for, taken_in
@@ -89,8 +93,12 @@ def _prompt_ids(served: ServedModel, parsed: GenerateRequest) -> list[int]:
 
 
 def _input(
-    served: ServedModel, parsed: GenerateRequest, prompt_ids: list[int] | None = None
+    served: ServedModel,
+    parsed: GenerateRequest,
+    prompt_ids: list[int] | None = None,
+    request_id: str | None = None,
 ) -> GenerationInput:
+    """``request_id``: the engine id the route chose (``rid``, checked free, or a new one)."""
     constraint = None
     if parsed.json_schema is not None:
         constraint = ConstraintSpec(
@@ -98,12 +106,6 @@ def _input(
         )
     elif parsed.regex is not None:
         constraint = ConstraintSpec(regex=parsed.regex)
-    if parsed.rid is not None and served.engine.in_progress(parsed.rid):
-        # Refused before a stream starts (a 400, not an error event); generation.py checks
-        # again where the id is taken, for two such requests arriving together.
-        raise InvalidRequestField(
-            "/rid", "a request id not in use by a request in progress", repr(parsed.rid)
-        )
     if prompt_ids is None:
         prompt_ids = _prompt_ids(served, parsed)
     sampling = parsed.sampling
@@ -114,7 +116,7 @@ def _input(
         sampling = replace(sampling, max_tokens=max(1, min(SGLANG_MAX_NEW_TOKENS, room)))
     generation = generation_input(
         served,
-        parsed.rid or new_request_id(""),
+        request_id or parsed.rid or new_request_id(""),
         prompt_ids,
         sampling,
         constraint=constraint,
@@ -216,12 +218,24 @@ async def generate(request: Request) -> Response:
     # passes to the real id before the placeholder is dropped, so a hold never loses it.
     placeholder = new_request_id("generate-intake-")
     served.engine.expect(placeholder)
+    ticket = None
     try:
         body, size = await read_json_sized(request, structured_suffix=True)
         parsed = parse_generate_request(body)
+        if parsed.rid is not None:
+            # Refused before a stream starts (a 400, not an error event), each choice's id
+            # too; generation.py checks again where the id is taken.
+            check_rid_free(served, parsed.rid, parsed.n)
+        request_id = parsed.rid or new_request_id("")
+        # /abort_request finds it from here on, while its prompt is still taken in.
+        ticket = served.answer_ids.open(request_id, None, parsed.n)
         ids = await taken_in(served, placeholder, size, lambda: _prompt_ids(served, parsed))
-        generation = _input(served, parsed, ids)
+        generation = replace(_input(served, parsed, ids, request_id), ticket=ticket)
         served.engine.expect(generation.request_id)
+    except BaseException:
+        if ticket is not None:
+            ticket.close()
+        raise
     finally:
         served.engine.forget(placeholder)
     answers = [_Answer(served, parsed, one) for one in choice_inputs(generation, parsed.n)]

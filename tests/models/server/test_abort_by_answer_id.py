@@ -27,6 +27,7 @@ class _Stream(threading.Thread):
         self.first = threading.Event()
         self.ids: set[str] = set()
         self.finish: list[str] = []
+        self.finished: dict[int, str] = {}  # choice index -> its finish reason
         self.chunks = 0
 
     def run(self) -> None:
@@ -37,9 +38,10 @@ class _Stream(threading.Thread):
                 if line.startswith("data: {"):
                     chunk = json.loads(line[6:])
                     self.ids.add(chunk["id"])
-                    self.finish += [
-                        c["finish_reason"] for c in chunk["choices"] if c.get("finish_reason")
-                    ]
+                    ends = {c["index"]: c["finish_reason"] for c in chunk["choices"]}
+                    ends = {i: reason for i, reason in ends.items() if reason}
+                    self.finish += ends.values()
+                    self.finished |= ends
                     self.chunks += 1
                     self.first.set()
 
@@ -122,3 +124,51 @@ def test_an_abort_of_the_rid_ends_every_choice(kimi: LiveServer) -> None:
         assert not stream.is_alive()
         assert sorted(stream.finish) == ["abort", "abort"], (attempt, stream.finish)
         wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", CHAT | {"n": 3}),
+        ("/v1/completions", COMPLETION | {"n": 3}),
+        ("/generate", {"text": "def f(", "sampling_params": {"n": 3, "max_new_tokens": 20}}),
+    ],
+)
+def test_a_rid_whose_choice_ids_are_in_use_is_refused_up_front(
+    kimi: LiveServer, path: str, body: dict
+) -> None:
+    """Choice ``i`` runs as ``<rid>-<i>``: a request whose choice id another request holds is
+    refused before anything runs (not after its first choice streamed)."""
+    holder = _Stream(kimi.url + "/v1/chat/completions", CHAT | {"rid": "y-2"})
+    holder.start()
+    try:
+        assert holder.first.wait(60)
+        answer = httpx.post(kimi.url + path, json=body | {"rid": "y", "stream": True}, timeout=60)
+        error = bad_request(answer)
+        assert error["param"] == "rid" and "'y-2'" in error["message"], error
+    finally:
+        _abort(kimi, "y-2")
+    holder.join(60)
+    assert holder.finish == ["abort"]
+    wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "prefix"),
+    [("/v1/chat/completions", CHAT, "chatcmpl-"), ("/v1/completions", COMPLETION, "cmpl-")],
+)
+def test_a_choice_id_under_x_request_id_ends_that_choice(
+    kimi: LiveServer, path: str, body: dict, prefix: str
+) -> None:
+    """``<answer id>-<i>`` ends choice ``i`` alone, as ``<rid>-<i>`` does; the answer id then
+    ends the rest."""
+    stream = _Stream(kimi.url + path, body | {"n": 3}, {"x-request-id": "gw-n"})
+    stream.start()
+    assert stream.first.wait(60)
+    _abort(kimi, prefix + "gw-n-2")
+    wait_until(lambda: 2 in stream.finished or not stream.is_alive(), "choice 2 to end")
+    assert stream.finished == {2: "abort"}, stream.finished
+    _abort(kimi, prefix + "gw-n")
+    stream.join(60)
+    assert stream.finished == {0: "abort", 1: "abort", 2: "abort"}
+    wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
