@@ -21,11 +21,14 @@ that reaches it (SGLang's is unauthenticated beyond the server's API key too). T
 sends its own random 128-bit id as ``x-request-id`` (dropping a tenant's) and does not forward
 ``/abort_request``, so a tenant can neither guess nor send one.
 
-Event-loop only: routes open and close, ``/abort_request`` marks.
+Routes open and close, ``/abort_request`` marks, all on the event loop; but a ticket in a
+reference cycle is collected (and released) in whichever thread the cyclic GC runs, the engine's
+or a tokenizing worker's, so the table takes its own lock.
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 
@@ -72,6 +75,7 @@ class AbortTicket:
 
 class AnswerIds:
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         # id -> (request, the choice the id names; None: every choice)
         self._ids: dict[str, list[tuple[_Entry, int | None]]] = {}
 
@@ -82,36 +86,43 @@ class AnswerIds:
         bases = [request_id] if answer_id in (None, request_id) else [request_id, answer_id]
         keys: list[tuple[str, int | None]] = [(base, None) for base in bases]
         keys += [(f"{base}-{i}", i) for i in range(1, n) for base in bases]
-        for key, choice in keys:
-            self._ids.setdefault(key, []).append((entry, choice))
+        with self._lock:
+            for key, choice in keys:
+                self._ids.setdefault(key, []).append((entry, choice))
         return AbortTicket(self, entry, keys)
 
     def _drop(self, entry: _Entry, keys: list[tuple[str, int | None]]) -> None:
-        for key, choice in keys:
-            held = self._ids.get(key)
-            if held is None:
-                continue
-            held[:] = [pair for pair in held if pair != (entry, choice)]
-            if not held:
-                del self._ids[key]
+        with self._lock:
+            for key, choice in keys:
+                held = self._ids.get(key)
+                if held is None:
+                    continue
+                held[:] = [pair for pair in held if pair != (entry, choice)]
+                if not held:
+                    del self._ids[key]
 
     def abort(self, key: str) -> list[str]:
         """Mark the requests ``key`` names (see the module docstring); the engine ids to abort."""
         out: list[str] = []
-        for entry, choice in self._ids.get(key, ()):
-            out += entry.mark(choice)
+        with self._lock:
+            for entry, choice in self._ids.get(key, ()):
+                out += entry.mark(choice)
         return list(dict.fromkeys(out))
 
     def abort_all(self) -> None:
         """Mark every registered request (``abort_all``: the engine aborts those it holds)."""
-        for held in self._ids.values():
-            for entry, _ in held:
-                entry.every = True
+        with self._lock:
+            for held in self._ids.values():
+                for entry, _ in held:
+                    entry.every = True
 
     def holds(self, request_id: str) -> bool:
         """Whether a registered request runs (or will run) a choice under this engine id."""
-        held = self._ids.get(request_id, ())
+        with self._lock:
+            held = list(self._ids.get(request_id, ()))
         return any(entry.engine_id(choice or 0) == request_id for entry, choice in held)
 
     def __len__(self) -> int:
-        return len({id(entry) for held in self._ids.values() for entry, _ in held})
+        """The requests registered."""
+        with self._lock:
+            return len({id(entry) for held in self._ids.values() for entry, _ in held})

@@ -222,9 +222,7 @@ async def generate(request: Request) -> Response:
     try:
         body, size = await read_json_sized(request, structured_suffix=True)
         parsed = parse_generate_request(body)
-        if parsed.rid is not None:
-            # Refused before a stream starts (a 400, not an error event), each choice's id
-            # too; generation.py checks again where the id is taken.
+        if parsed.rid is not None:  # a 400 before any stream starts, each choice's id too
             check_rid_free(served, parsed.rid, parsed.n)
         request_id = parsed.rid or new_request_id("")
         # /abort_request finds it from here on, while its prompt is still taken in.
