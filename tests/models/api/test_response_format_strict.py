@@ -10,8 +10,8 @@ import pytest
 from ember.models.api.chat_request import parse_chat_request
 from ember.models.api.constraints import constraint_for
 from ember.models.api.errors import InvalidRequestField
-from ember.models.constrain.grammar import DEAD, Grammar
 from ember.models.constrain.session import build_root
+from tests.models.constrain.fixtures import grammar_accepts
 
 SCHEMA = {
     "type": "object",
@@ -40,13 +40,7 @@ def _accepts(text: str) -> bool:
     request = parse_chat_request(_body(schema=SCHEMA, strict=False))
     spec = constraint_for(request, tool_format="glm47", reasoning="off")
     assert spec is not None and not spec.schema_strict
-    grammar = Grammar(build_root(spec, {}))
-    sid = grammar.intern(grammar.initial)
-    for byte in text.encode():
-        sid = grammar.next(sid, byte)
-        if sid == DEAD:
-            return False
-    return grammar.accepts_end(sid)
+    return grammar_accepts(build_root(spec, {}), text)
 
 
 def test_strict_false_accepts_and_still_enforces_the_rest() -> None:

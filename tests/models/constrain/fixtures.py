@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from ember.models.constrain.grammar import DEAD, Grammar
 from ember.models.constrain.session import ConstrainedDecoder
 from ember.models.constrain.vocab import TokenVocabulary
 
@@ -240,3 +241,14 @@ def standard_schema(schema: object) -> object:
     if schema.get("nullable") is True:
         return {"anyOf": [out, {"type": "null"}]}
     return out
+
+
+def grammar_accepts(node: object, text: str) -> bool:
+    """Does the grammar of ``node`` take ``text``'s bytes, then the end?"""
+    grammar = Grammar(node)  # type: ignore[arg-type]
+    sid = grammar.intern(grammar.initial)
+    for byte in text.encode():
+        sid = grammar.next(sid, byte)
+        if sid == DEAD:
+            return False
+    return grammar.accepts_end(sid)

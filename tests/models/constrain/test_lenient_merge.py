@@ -11,8 +11,8 @@ import pytest
 
 from ember.models.api.chat_request import parse_chat_request
 from ember.models.api.errors import InvalidRequestField
-from ember.models.constrain.grammar import DEAD, Grammar
 from ember.models.constrain.schema import compile_schema
+from tests.models.constrain.fixtures import grammar_accepts
 
 ENUM_BESIDE = {"enum": ["a"], "anyOf": [{"type": "string"}, {"type": "integer"}]}
 REQUIRED_BESIDE = {
@@ -23,16 +23,6 @@ REQUIRED_BESIDE = {
         {"properties": {"b": {"type": "string"}}},
     ],
 }
-
-
-def _accepts(node: object, text: str) -> bool:
-    grammar = Grammar(node)  # type: ignore[arg-type]
-    sid = grammar.intern(grammar.initial)
-    for byte in text.encode():
-        sid = grammar.next(sid, byte)
-        if sid == DEAD:
-            return False
-    return grammar.accepts_end(sid)
 
 
 def _tool_request(parameters: dict) -> dict:
@@ -57,7 +47,7 @@ def test_an_alternative_contradicting_its_siblings_is_left_out(
     schema: dict, text: str, valid: bool
 ) -> None:
     node = compile_schema(schema, path="/p", strict=False)  # a 400 before, at a merged path
-    assert _accepts(node, text) is valid
+    assert grammar_accepts(node, text) is valid
     assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text)) is valid
     parse_chat_request(_tool_request({"type": "object", "properties": {"x": schema}}))
 
@@ -65,7 +55,11 @@ def test_an_alternative_contradicting_its_siblings_is_left_out(
 def test_when_no_alternative_fits_the_combinator_is_ignored() -> None:
     schema = {"enum": ["a", 1], "anyOf": [{"type": "boolean"}, {"type": "null"}]}
     node = compile_schema(schema, path="/p", strict=False)
-    assert _accepts(node, '"a"') and _accepts(node, "1") and not _accepts(node, "true")
+    assert (
+        grammar_accepts(node, '"a"')
+        and grammar_accepts(node, "1")
+        and not grammar_accepts(node, "true")
+    )
 
 
 def test_a_siblings_own_error_is_named_at_its_path() -> None:
@@ -106,5 +100,5 @@ def test_nested_merges_share_their_siblings(depth: int, branches: int) -> None:
     value = '"s"'
     for _ in range(depth):
         value = '{"x":' + value + "}"
-    assert _accepts(node, value) and not _accepts(node, value.replace('"s"', "1"))
+    assert grammar_accepts(node, value) and not grammar_accepts(node, value.replace('"s"', "1"))
     parse_chat_request(_tool_request({"type": "object", "properties": {"n": schema}}))
