@@ -14,6 +14,7 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import (
     at,
     describe,
+    logit_bias,
     optional_bool,
     optional_choice,
     optional_int,
@@ -169,20 +170,6 @@ class ChatRequest:
         if self.reasoning_effort is not None:
             out["reasoning_effort"] = self.reasoning_effort
         return out
-
-
-def logit_bias(body: Mapping, path: str) -> dict[int, float]:
-    value = body.get("logit_bias")
-    if value is None:
-        return {}
-    where = at(path, "logit_bias")
-    bias = require_object(value, where)
-    out = {}
-    for key in bias:
-        if not str(key).isdigit():
-            raise InvalidRequestField(at(where, key), "a token id as the key", describe(key))
-        out[int(key)] = optional_number(bias, key, where, minimum=-100, maximum=100)  # type: ignore[assignment]
-    return out
 
 
 def parse_sampling(

@@ -14,13 +14,13 @@ from ember.models.api.chat_request import (
     INT64,
     SERVER_MAX_STOP_STRINGS,
     SamplingOptions,
-    logit_bias,
     parse_sampling,
 )
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import (
     at,
     loads_checked,
+    logit_bias,
     optional_bool,
     optional_int,
     optional_number,

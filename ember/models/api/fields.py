@@ -239,3 +239,18 @@ def loads_checked(text: str, path: str) -> object:
         ) from None
     check_body(value, path)
     return value
+
+
+def logit_bias(body: Mapping, path: str) -> dict[int, float]:
+    """OpenAI's ``logit_bias``: token id (a string of digits) -> bias in [-100, 100]."""
+    value = body.get("logit_bias")
+    if value is None:
+        return {}
+    where = at(path, "logit_bias")
+    bias = require_object(value, where)
+    out = {}
+    for key in bias:
+        if not str(key).isdigit():
+            raise InvalidRequestField(at(where, key), "a token id as the key", describe(key))
+        out[int(key)] = optional_number(bias, key, where, minimum=-100, maximum=100)  # type: ignore[assignment]
+    return out
