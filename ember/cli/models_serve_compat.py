@@ -2,7 +2,7 @@
 takes besides its own, so that a command copied from their docs starts instead of stopping at
 "No such option".
 
-Three kinds (README's model-server section lists them):
+Three kinds (docs/model-server.md lists them):
 - honoured: ``--random-seed`` (vLLM: ``--seed``), ``--sampling-defaults model|openai``
   (vLLM: ``--generation-config auto|vllm``), vLLM's ``--logprobs-mode`` (``raw_logprobs`` or
   ``processed_logprobs``), ``--log-level``, ``--log-requests`` (vLLM:

@@ -115,7 +115,7 @@ class ServerSettings:
     api_key: str | None = None
     torch_threads: int | None = None
     warmup: bool = True
-    # SGLang's / vLLM's launch flags that ember honours (docs: README's model-server section).
+    # SGLang's / vLLM's launch flags that ember honours (docs: docs/model-server.md).
     random_seed: int | None = None  # seeds the requests that bring no seed of their own
     log_level: str = "info"  # request-time lines: info (stats, --log-requests), warning
     log_requests: bool = False  # one line per finished request
