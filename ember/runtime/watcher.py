@@ -1,4 +1,4 @@
-"""Polling file watcher for ``ember dev``: the files a scan lists, by mtime, size and inode.
+"""Polling file watcher for ``ember dev``: the files a scan lists, by mtime, ctime, size, inode.
 
 What is watched is the caller's ``scan`` (``dev_watch.py``: the worker's modules, the config
 and secrets files, the directories walked for the modules), re-run at each ``changes()``: a
@@ -9,11 +9,16 @@ and behaves the same on every filesystem.
 each file and directory listed at the last scan, no directory listing. A directory's own mtime
 changes when an entry is added, removed or renamed in it, so a new file is noticed there too.
 ``due()`` is the poll's question: ``stale()``, or a directory whose mtime is too recent to
-trust. A directory's mtime comes from the kernel's coarse clock (a tick, up to 10 ms) and is
-stat'ed after it was listed: a file added in the same tick as the scan, or between its listing
-and its stat, leaves it unchanged. So until a scan starts ``RACY_NS`` after a directory's last
-change, the poll rescans (git's "racily clean" index entries, the same cure); otherwise it walks
-nothing while nothing moves (a 50k-file tree took 0.5 s a scan, every poll).
+trust. A directory's mtime comes from the kernel's coarse clock and is stat'ed after it was
+listed: a file added in the same tick as the scan, or between its listing and its stat, leaves
+it unchanged. So while a directory's stat is racy (``racy.py``: git's "racily clean" entries)
+the poll rescans; otherwise it walks nothing while nothing moves (a 50k-file tree took 0.5 s a
+scan, every poll). A racy file (a same-size save in the same tick leaves its whole stat as it
+was) is compared by content instead, in ``stale()`` and each poll, until its stat is trusted:
+the file is read again, the tree is not walked.
+Racy ends ``RACY_NS`` after the mtime or after the stat was first seen, whichever comes first:
+a tree dated in the future (tar, rsync, a mount whose clock runs ahead) is trusted after one
+window, where waiting for its mtime to fall behind now walked it every poll for good.
 """
 
 from __future__ import annotations
@@ -24,13 +29,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-# What a path's stat is compared by: mtime, size and inode (an editor that saves by writing a
-# new file and renaming it over the old one changes the inode even within one mtime tick).
-Key = tuple[int, int, int]
+from ember.runtime.racy import RACY_NS, digest, racy
+
+__all__ = ["RACY_NS", "FileWatcher", "Key", "Scan", "Snapshot", "WatchList"]
+
+# What a path's stat is compared by: mtime, ctime, size and inode (an editor that saves by
+# writing a new file and renaming it over the old one changes the inode even within one mtime
+# tick; ``touch -r`` or ``rsync -t`` put the old mtime back on new content, not the ctime).
+Key = tuple[int, int, int, int]
 Snapshot = dict[Path, Key]
-# How long after a directory's last change its mtime is not trusted to show the next one: the
-# kernel's timestamp tick (<= 10 ms) and FAT's 2 s mtime resolution.
-RACY_NS = 2_000_000_000
+# One entry of ``stale()``'s list: a path, its key (None: absent), its content digest (racy).
+Check = tuple[str, Key | None, bytes | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,28 +54,66 @@ Scan = Callable[[], WatchList]
 
 
 class FileWatcher:
-    """Tells which of the files ``scan`` lists changed since it last looked."""
+    """Tells which of the files ``scan`` lists changed since it last looked. ``clock`` (ns
+    since the epoch, the clock file times are in) and ``stat`` are the system's by default."""
 
-    def __init__(self, scan: Scan) -> None:
+    def __init__(
+        self,
+        scan: Scan,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+        stat: Callable[[str], os.stat_result] = os.stat,
+    ) -> None:
+        self._clock = clock
+        self._stat = stat
         self._scan = scan
         self._files: tuple[Path, ...] = ()
         self._snapshot: Snapshot = {}
         self._dirs: Snapshot = {}
-        self._checks: list[tuple[str, Key | None]] = []
-        self._racy = False  # a directory changed too recently for its mtime to be trusted
+        self._seen: dict[Path, int] = {}  # when each path's key was first seen as it is
+        self._digests: dict[Path, bytes] = {}  # the racy files' contents
+        self._checks: list[Check] = []
+        self._racy_dirs = False  # a directory's stat may not show an entry added to it yet
         self._take(scan, keep=False)
 
-    def _take(self, scan: Scan, *, keep: bool) -> None:
+    def _take(self, scan: Scan, *, keep: bool) -> set[Path]:
         """Watch what ``scan`` lists from now on; ``keep``: a path already watched keeps the
-        state it was last reported in (so a change not yet reported still is)."""
-        started = time.time_ns()  # before the walk: a change during it counts as recent
+        state it was last reported in (so a change not yet reported still is). Returns the
+        files whose content changed under an unchanged stat (racy ones, read again)."""
+        started = self._clock()  # before the walk: a change during it counts as recent
         listing = scan()
-        old, old_dirs = (self._snapshot, self._dirs) if keep else ({}, {})
-        self._files = listing.files
-        self._snapshot = {p: k for p in listing.files if (k := old.get(p) or _key(p)) is not None}
-        self._dirs = {p: k for p in listing.dirs if (k := old_dirs.get(p) or _key(p)) is not None}
+        before, before_dirs, before_digests = self._snapshot, self._dirs, self._digests
+        old, old_dirs = (before, before_dirs) if keep else ({}, {})
+        key = self._key
+        files = {p: k for p in listing.files if (k := old.get(p) or key(p)) is not None}
+        dirs = {p: k for p in listing.dirs if (k := old_dirs.get(p) or key(p)) is not None}
+        finished = self._clock()
+        known = {**before_dirs, **before}
+        seen = {
+            p: self._seen.get(p, finished) if known.get(p) == k else finished
+            for p, k in {**dirs, **files}.items()
+        }
+        digests: dict[Path, bytes] = {}
+        rewritten: set[Path] = set()
+        for path, k in files.items():
+            was = before_digests.get(path) if before.get(path) == k else None
+            if keep and was is not None:
+                digests[path] = was  # as last reported: the next changes() compares it
+                continue
+            still_racy = racy(k[0], seen[path], started)
+            if was is None and not still_racy:
+                continue  # trusted: its stat shows any change
+            # Read after the stat: a save after this read gets a new stat once past the window.
+            content = digest(str(path))
+            if was is not None and content != was:
+                rewritten.add(path)
+            if still_racy and content is not None:
+                digests[path] = content
+        self._files, self._snapshot, self._dirs = listing.files, files, dirs
+        self._seen, self._digests = seen, digests
         self._checks = self._checklist()
-        self._racy = any(key[0] >= started - RACY_NS for key in self._dirs.values())
+        self._racy_dirs = any(racy(k[0], seen[p], started) for p, k in dirs.items())
+        return rewritten
 
     def rescope(self, scan: Scan) -> None:
         """Watch what ``scan`` lists from now on (the config, and with it the module rules,
@@ -76,53 +123,66 @@ class FileWatcher:
         self._take(scan, keep=True)
 
     def snapshot(self) -> Snapshot:
-        """mtime, size and inode of every watched file (as of the last scan)."""
+        """mtime, ctime, size and inode of every watched file (as of the last scan)."""
         return dict(self._snapshot)
 
-    def _checklist(self) -> list[tuple[str, Key | None]]:
+    def _checklist(self) -> list[Check]:
         # Plain strings and tuples, made once per scan: stale() runs before each request.
-        paths = {**self._dirs, **self._snapshot}
+        digests = self._digests
+        checks: list[Check] = [(str(p), k, None) for p, k in self._dirs.items()]
+        checks += [(str(p), k, digests.get(p)) for p, k in self._snapshot.items()]
         # A missing file in a watched directory is seen by the directory's mtime when it is
         # made: a failed stat costs several times a good one, and there are a dozen of them
         # (the config and dotenv names ember dev looks for).
-        absent = [
-            (str(p), None)
+        checks += [
+            (str(p), None, None)
             for p in self._files
             if p not in self._snapshot and p.parent not in self._dirs
         ]
-        return [*((str(p), key) for p, key in paths.items()), *absent]
+        return checks
 
     def stale(self) -> bool:
-        """Whether anything may have changed since the last ``changes()`` (stat calls only)."""
-        stat = os.stat
-        for path, key in self._checks:
+        """Whether anything may have changed since the last ``changes()`` (a stat of each
+        watched path, and a read of each racy file)."""
+        stat = self._stat
+        for path, key, content in self._checks:
             try:
                 st = stat(path)
             except OSError:
                 if key is not None:
                     return True
                 continue
-            if key is None or (st.st_mtime_ns, st.st_size, st.st_ino) != key:
+            if key is None or (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino) != key:
+                return True
+            if content is not None and digest(path) != content:
                 return True
         return False
 
     def due(self) -> bool:
         """Whether a ``changes()`` now could find something: ``stale()``, or a directory whose
-        mtime is too recent to show every entry added to it (the module docstring)."""
-        return self._racy or self.stale()
+        stat is too recent to show every entry added to it (the module docstring)."""
+        now = self._clock()
+        if self._racy_dirs or self.stale():
+            return True
+        # stale() has just read each racy file, after ``now``, and found it as it was: those
+        # whose stat is trusted as of ``now`` need no more reading.
+        trusted = [p for p in self._digests if not racy(self._snapshot[p][0], self._seen[p], now)]
+        if trusted:
+            self._digests = {p: d for p, d in self._digests.items() if p not in trusted}
+            self._checks = self._checklist()
+        return False
 
     def changes(self) -> list[Path]:
         """Watched paths added, removed or modified since the last call."""
         before = self._snapshot
-        self._take(self._scan, keep=False)
+        rewritten = self._take(self._scan, keep=False)
         current = self._snapshot
-        changed = [p for p in current.keys() | before.keys() if current.get(p) != before.get(p)]
-        return sorted(changed)
+        changed = {p for p in current.keys() | before.keys() if current.get(p) != before.get(p)}
+        return sorted(changed | rewritten)
 
-
-def _key(path: Path) -> Key | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    def _key(self, path: Path) -> Key | None:
+        try:
+            st = self._stat(str(path))
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
