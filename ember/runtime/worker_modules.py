@@ -34,6 +34,7 @@ from pathlib import Path
 from ember.config import CONFIG_FILES, ProjectConfig
 from ember.errors import ConfigError
 from ember.module_rules import CONTENT_TYPES, first_rule, glob_matches, parse_rules
+from ember.runtime.racy import RACY_NS, same_bytes
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "venv"})
 VENDORED = "python_modules"
@@ -149,18 +150,30 @@ def _files(
     """Every file under ``root`` but the skipped ones, as (``/``-separated name, path), sorted
     by name (not yet known to be regular files); the directories walked are added to ``dirs``.
     ``skip``: directories left out, by ``/``-separated path below ``root``.
+    A link to a directory is walked as a directory, its files named through the link (as
+    Python imports them), unless it leads back into a directory on its own path (``up -> ..``
+    would be walked forever): each directory carries the real paths of its ancestors.
     Strings, not Paths: a Path per file was most of a watch poll's cost."""
     found = []
     top = str(root)
-    for directory, subdirs, files in os.walk(top):
+    real_top = os.path.realpath(top)
+    chains: dict[str, tuple[str, frozenset[str]]] = {top: (real_top, frozenset({real_top}))}
+    for directory, subdirs, files in os.walk(top, followlinks=True):
+        real, chain = chains.pop(directory)
         dirs.append(Path(directory))
         relative = os.path.relpath(directory, top).replace(os.sep, "/")
         prefix = "" if relative == "." else relative + "/"
-        subdirs[:] = [
-            d
-            for d in subdirs
-            if d not in SKIP_DIRS and not d.startswith(".") and prefix + d not in skip
-        ]
+        kept = []
+        for d in subdirs:
+            if d in SKIP_DIRS or d.startswith(".") or prefix + d in skip:
+                continue
+            path = os.path.join(directory, d)
+            # An lstat per directory (not per file): only a link has another real path.
+            real_d = os.path.realpath(path) if os.path.islink(path) else os.path.join(real, d)
+            if real_d not in chain:
+                kept.append(d)
+                chains[path] = (real_d, chain | {real_d})
+        subdirs[:] = kept
         found.extend(
             (prefix + name, os.path.join(directory, name))
             for name in files
@@ -170,18 +183,32 @@ def _files(
 
 
 def stage_modules(modules: tuple[WorkerModule, ...], dest: Path) -> None:
-    """Make ``dest`` hold exactly ``modules`` at their names: a file copied only when its size
-    or mtime changed (a reload copies what was edited), and files no longer modules removed."""
+    """Make ``dest`` hold exactly ``modules`` at their names: a file copied only when it may
+    differ from its copy (a reload copies what was edited), and files no longer modules
+    removed. Size and mtime differ after most edits; ``touch -r``, ``rsync -t`` or two saves
+    in one timestamp tick keep both, never the ctime: a source whose ctime is not RACY_NS
+    older than its copy's (the copy's ctime is when it was made) is compared by content."""
     wanted = {dest / m.name: m.path for m in modules}
     for target, source in wanted.items():
-        info = source.stat()
+        info = source.stat()  # before the read: a save during the copy leaves a newer stat
         try:
             have = target.stat()
         except FileNotFoundError:
             have = None
-        if have is None or (have.st_size, have.st_mtime_ns) != (info.st_size, info.st_mtime_ns):
+        if (
+            have is None
+            or (have.st_size, have.st_mtime_ns) != (info.st_size, info.st_mtime_ns)
+            or (
+                info.st_ctime_ns >= have.st_ctime_ns - RACY_NS
+                and not same_bytes(str(source), str(target))
+            )
+        ):
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
+            shutil.copyfile(source, target)
+            shutil.copymode(source, target)
+            # The stat read before the copy, not copy2's after it: a save between the two would
+            # leave old bytes under the new mtime, and look copied.
+            os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
     for directory, _, files in os.walk(dest, topdown=False):
         for name in files:
             path = Path(directory) / name

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -9,7 +11,9 @@ import threading
 from pathlib import Path
 
 import httpx
+from click.testing import CliRunner
 
+from ember.cli.main import cli
 from tests.cli.devprocess import ROOT, DevProcess, until
 
 WORKER = """
@@ -122,3 +126,28 @@ def test_sigterm_stops_dev_while_a_request_never_finishes(tmp_path: Path) -> Non
         dev.stop()
     assert answers, "the request in flight got no end"
     assert not any("Traceback" in line for line in dev.lines), "\n".join(dev.lines)
+
+
+def test_a_linked_package_folder_is_run_watched_and_deployed(tmp_path: Path) -> None:
+    """``ext -> ../outside/ext`` (a package shared between projects): dev imports it, an edit
+    made through the link or at its target reloads, and a deploy uploads what dev ran. A
+    same-size edit that keeps the mtime (``touch -r``) reloads too: it was never seen."""
+    project = _project(tmp_path / "app")
+    shared = tmp_path / "outside" / "ext"
+    shared.mkdir(parents=True)
+    (shared / "__init__.py").write_text("")
+    (shared / "mod.py").write_text('WORD = "ext1"\n')
+    (project / "ext").symlink_to("../outside/ext")
+    (project / "helper.py").write_text("from ext.mod import WORD\n")
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        assert httpx.get(dev.url, timeout=10).text == "ext1 none"
+        (shared / "mod.py").write_text('WORD = "ext2"\n')
+        assert httpx.get(dev.url, timeout=10).text == "ext2 none"
+        before = (shared / "mod.py").stat()
+        (shared / "mod.py").write_text('WORD = "ext3"\n')
+        os.utime(shared / "mod.py", ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert httpx.get(dev.url, timeout=10).text == "ext3 none"
+    deploy = CliRunner().invoke(cli, ["deploy", str(project), "--dry-run", "--json"])
+    assert deploy.exit_code == 0, deploy.output
+    modules = json.loads(deploy.output)["modules"]
+    assert modules == ["worker.py", "ext/__init__.py", "ext/mod.py", "helper.py"]

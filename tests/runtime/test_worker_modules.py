@@ -64,3 +64,47 @@ def test_an_assets_only_project_has_no_modules(tmp_path: Path) -> None:
     (project / "public" / "index.html").write_text("hi")
     (project / "notes.py").write_text("x = 1\n")
     assert collect_modules(load_project(project)) == ()
+
+
+def test_a_linked_folder_is_walked_as_a_folder_and_a_link_back_up_is_not(tmp_path: Path) -> None:
+    """``ext -> ../outside/ext``: its files are modules under the link's name (they were never
+    walked, so ``import ext`` failed in dev with a pip-install hint and a deploy left it out).
+    A link into a folder it sits in (``up -> ..``, ``self -> .``) would be walked forever."""
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (tmp_path / "outside" / "ext").mkdir(parents=True)
+    (tmp_path / "outside" / "ext" / "mod.py").write_text("WORD = 1\n")
+    (tmp_path / "outside" / "ext" / "notes.md").write_text("no rule picks me")
+    (project / "ember.yaml").write_text("name: w\nmain: worker.py\n")
+    (project / "worker.py").write_text("import ext.mod\n")
+    (project / "pkg" / "util.py").write_text("X = 1\n")
+    os.symlink("../outside/ext", project / "ext")
+    os.symlink("../outside/ext", project / "ext2")  # a second name for it: both import
+    os.symlink("..", project / "pkg" / "up")
+    os.symlink(".", project / "pkg" / "self")
+    os.symlink("../../project", tmp_path / "outside" / "ext" / "back")
+    modules = collect_modules(load_project(project))
+    assert [m.name for m in modules] == [
+        "worker.py", "ext/mod.py", "ext2/mod.py", "pkg/util.py"
+    ]  # fmt: skip
+    assert modules[1].path.read_text() == "WORD = 1\n"
+    stage = tmp_path / "stage"
+    stage_modules(modules, stage)
+    assert _files(stage)["ext/mod.py"] == "WORD = 1\n"
+
+
+def test_a_same_size_edit_that_keeps_the_mtime_is_staged(tmp_path: Path) -> None:
+    """``touch -r`` / ``rsync -t``, or two saves in one tick: size and mtime as they were. The
+    stage compared only those, so dev went on running the old copy after the watcher saw it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "ember.yaml").write_text("name: w\nmain: worker.py\n")
+    worker = project / "worker.py"
+    worker.write_text("A = 1\n")
+    stage = tmp_path / "stage"
+    stage_modules(collect_modules(load_project(project)), stage)
+    before = worker.stat()
+    worker.write_text("A = 2\n")
+    os.utime(worker, ns=(before.st_atime_ns, before.st_mtime_ns))
+    stage_modules(collect_modules(load_project(project)), stage)
+    assert _files(stage) == {"worker.py": "A = 2\n"}
