@@ -31,8 +31,9 @@ that constraint; the same for a ``pattern`` outside the regex subset):
 ``dependentRequired``/``dependentSchemas``/``dependencies``, ``if``/``then``/``else``, ``not``,
 ``contains``, ``uniqueItems``, ``prefixItems`` and tuple ``items``, ``unevaluated*``,
 ``allOf`` with several elements, remote ``$ref``. Lenient, the keywords beside an
-``anyOf``/``oneOf`` are merged into each alternative, one that contradicts them left out
-(schema_merge.py).
+``anyOf``/``oneOf`` are intersected with each alternative, one left with no value left out
+(schema_merge.py, schema_intersect.py); a property whose schema is ``false`` is never
+generated, and a ``required`` name only ``additionalProperties`` covers takes its schema.
 
 Unbounded numbers are generated with at most 15 integer digits, 15 fraction digits and 2
 exponent digits.
@@ -49,45 +50,16 @@ from ember.models.constrain.json_values import compact_json, type_allows
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
 from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_range, number_node
 from ember.models.constrain.productive import unproductive_refs
+from ember.models.constrain.schema_keywords import SHAPING, TYPES, UNSUPPORTED
 from ember.models.constrain.schema_merge import compile_combinator
-from ember.models.constrain.string_schema import count_keyword, length_bounds, string_node
+from ember.models.constrain.string_schema import (
+    count_keyword,
+    length_bounds,
+    literals_fitting,
+    string_node,
+)
 from ember.models.constrain.tool_root import resolve_pointer
 
-UNSUPPORTED = (
-    "multipleOf",
-    "patternProperties",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "dependentRequired",
-    "dependentSchemas",
-    "dependencies",
-    "if",
-    "then",
-    "else",
-    "not",
-    "contains",
-    "minContains",
-    "maxContains",
-    "uniqueItems",
-    "prefixItems",
-    "additionalItems",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-)
-TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-# Keywords that make a schema do more than an anyOf/allOf alone; combining them with one is
-# an intersection we do not compute.
-_SHAPING = (
-    "type",
-    "properties",
-    "items",
-    "enum",
-    "const",
-    "additionalProperties",
-    "required",
-    *BOUND_KEYWORDS,
-)
 MAX_NODES = 5000
 # Levels of nesting (JSON pointer steps below the schema: ``properties/a`` is two) a schema may
 # have. The compiler and the grammar it builds recurse per level; past a few hundred levels
@@ -227,7 +199,7 @@ class SchemaCompiler:
             combinator,
             path,
             strict=self.strict,
-            shaping=_SHAPING,
+            shaping=SHAPING,
             compile_part=self._compile,
         )
 
@@ -272,6 +244,7 @@ class SchemaCompiler:
             if not values:
                 raise self._fail(where, f"values of type {sorted(types)}", schema.get("enum"))
         values = literals_in_range(values, schema, path, strict=self.strict)
+        values = literals_fitting(values, schema, path)
         if not values:
             raise self._fail(
                 where,
@@ -341,21 +314,32 @@ class SchemaCompiler:
         required = schema.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise self._fail(path + "/required", "an array of property names", required)
-        for i, name in enumerate(required):
-            if name not in properties:
-                raise self._fail(
-                    f"{path}/required/{i}", "the name of a property declared in 'properties'", name
-                )
+        extra_schema = schema.get("additionalProperties", False)
+        undeclared = [(i, n) for i, n in enumerate(required) if n not in properties]
+        if undeclared and (self.strict or schema.get("additionalProperties", True) is False):
+            i, name = undeclared[0]
+            expected = "the name of a property declared in 'properties'"
+            if not self.strict:
+                expected += " (additionalProperties is false: no object can have another)"
+            raise self._fail(f"{path}/required/{i}", expected, name)
+        # Lenient: a required name only additionalProperties (absent: any value) covers is
+        # declared with that schema, as JSON Schema reads it.
+        extra_any = schema.get("additionalProperties", True)
+        declared = {**properties, **{name: extra_any for _, name in undeclared}}
         compiled = []
-        for name, sub in properties.items():
-            key = json.dumps(name, ensure_ascii=False)[1:-1].encode()
+        forbidden = False
+        for name, sub in declared.items():
             where = f"{path}/properties/{_pointer_part(name)}"
+            if sub is False and not self.strict and name not in required:
+                forbidden = True  # the property must be absent: it is never generated
+                continue
+            key = json.dumps(name, ensure_ascii=False)[1:-1].encode()
             self._spend(where, len(key))
             node = self._compile(sub, where)
             compiled.append((key, node, name in required))
-        extra_schema = schema.get("additionalProperties", False)
         extra = None
-        if extra_schema is not False:
+        # Extra keys could spell a forbidden name: with one, none are generated (a subset).
+        if extra_schema is not False and not forbidden:
             extra = self._compile(extra_schema, path + "/additionalProperties")
         return JObject(compiled, extra, self.ws, self.guard)
 

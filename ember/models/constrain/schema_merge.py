@@ -3,11 +3,13 @@ alternative.
 
 ``{"properties": {...}, "anyOf": [{"required": ["id"]}, {"required": ["email"]}]}`` means "these
 properties, with ``id`` or ``email`` present": JSON Schema intersects a combinator with its
-siblings. The grammar compiler does not intersect; in lenient mode (tool parameters) it compiles
-each alternative with the siblings merged in instead, which is the same set of values for the
-keywords it enforces. Lenient never refuses a valid schema: an alternative that contradicts the
-siblings (``{"enum": ["a"], "anyOf": [{"type": "integer"}, ...]}``) matches no value and is
-left out, and when none is left the combinator is ignored.
+siblings. Strict mode refuses that; lenient (tool parameters, ``strict: false``) compiles each
+alternative intersected with the siblings (schema_intersect.py: the same set of values for the
+keywords ember enforces, but for two different ``pattern``s, of which the alternative's holds).
+Lenient never refuses a valid schema: an alternative that contradicts the siblings
+(``{"enum": ["a"], "anyOf": [{"type": "integer"}, ...]}``) matches no value and is left out, and
+when none is left (or an alternative is a ``$ref``, which is not merged) the combinator is
+ignored, a looser grammar.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.nodes import Choice, Node
+from ember.models.constrain.schema_intersect import EMPTY, intersect
 
 # Compiles one subschema at its path in the request.
 CompilePart = Callable[[object, str], Node]
@@ -69,6 +72,8 @@ def compile_combinator(
     nodes = []
     for i, (own, both) in enumerate(zip(branches, merged, strict=True)):
         try:
+            if both is EMPTY:
+                raise InvalidRequestField(f"{where}/{i}", "an alternative", "no value")
             nodes.append(compile_part(both, f"{where}/{i}"))
         except InvalidRequestField:
             # The alternative's own error is the request's, named where it is; otherwise it
@@ -94,27 +99,13 @@ def _sibling_parts(schema: Mapping) -> list[tuple[str, object]]:
 
 
 def merge_siblings(schema: Mapping, combinator: str, branches: list) -> list | None:
-    """Each alternative with the keywords beside ``combinator`` added (``properties`` joined,
-    ``required`` united; the alternative's own keyword wins otherwise), or None when an
-    alternative is a ``$ref`` or not a schema object."""
+    """Each alternative intersected with the keywords beside ``combinator`` (EMPTY where none
+    of its values fits them), or None when one cannot be merged (a ``$ref``, not a schema)."""
     base = {k: v for k, v in schema.items() if k != combinator}
     merged = []
     for branch in branches:
-        if branch is True:
-            branch = {}
-        if not isinstance(branch, Mapping) or "$ref" in branch:
+        both = intersect(base, branch)
+        if both is None:
             return None
-        both = {**base, **branch}
-        for key, join in (("properties", _join_maps), ("required", _join_lists)):
-            if key in base and key in branch:
-                both[key] = join(base[key], branch[key])
         merged.append(both)
     return merged
-
-
-def _join_maps(a: object, b: object) -> object:
-    return {**a, **b} if isinstance(a, Mapping) and isinstance(b, Mapping) else b
-
-
-def _join_lists(a: object, b: object) -> object:
-    return list(dict.fromkeys([*a, *b])) if isinstance(a, list) and isinstance(b, list) else b

@@ -57,6 +57,39 @@ def length_bounds(schema: Mapping, path: str) -> tuple[int, int | None]:
     return low, high
 
 
+def literals_fitting(values: list, schema: Mapping, path: str) -> list:
+    """The ``enum``/``const`` values the string and array keywords beside them allow (each
+    constrains its own type only; a keyword ember cannot read is ignored here)."""
+    if any(k in schema for k in ("minLength", "maxLength", "pattern", "format")):
+        try:
+            low, high = length_bounds(schema, path)
+            regex = string_regex(schema, path, low=low, high=high, strict=False)
+        except InvalidRequestField:
+            low, high, regex = 0, None, None
+        values = [v for v in values if not isinstance(v, str) or _fits(v, low, high, regex)]
+    if any(k in schema for k in ("minItems", "maxItems")):
+        try:
+            low = count_keyword(schema, "minItems", path) or 0
+            high = count_keyword(schema, "maxItems", path)
+        except InvalidRequestField:
+            return values
+        values = [v for v in values if not isinstance(v, list) or _fits(v, low, high, None)]
+    return values
+
+
+def _fits(value: str | list, low: int, high: int | None, regex: RegexAutomaton | None) -> bool:
+    if len(value) < low or (high is not None and len(value) > high):
+        return False
+    if regex is None:
+        return True
+    states = regex.start
+    for char in value:
+        states = regex.step(states, ord(char))
+        if not states:
+            return False
+    return regex.accepts(states)
+
+
 def _pattern_source(schema: Mapping, path: str) -> tuple[object, str] | None:
     """The pattern that applies (the schema's own, else a known format's) and its path."""
     pattern = schema.get("pattern")

@@ -1,0 +1,42 @@
+"""The JSON Schema keywords the compiler (schema.py) sorts: those it cannot enforce, the types,
+and those that make a combinator's sibling an intersection (schema_merge.py)."""
+
+from __future__ import annotations
+
+from ember.models.constrain.number_schema import BOUND_KEYWORDS
+
+UNSUPPORTED = (
+    "multipleOf",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "if",
+    "then",
+    "else",
+    "not",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "prefixItems",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+)
+TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+# Keywords that make a schema do more than an anyOf/allOf alone; combining them with one is
+# an intersection we do not compute.
+SHAPING = (
+    "type",
+    "properties",
+    "items",
+    "enum",
+    "const",
+    "additionalProperties",
+    "required",
+    *BOUND_KEYWORDS,
+)
