@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.automata import Automata
 from ember.models.constrain.json_nodes import JNumber
 from ember.models.constrain.nodes import Node
 from ember.models.constrain.number_ranges import (
@@ -86,10 +87,13 @@ def numeric_range(schema: Mapping, path: str) -> NumericRange | None:
     return bounds
 
 
-def number_node(schema: Mapping, path: str, *, integer: bool, strict: bool) -> Node:
+def number_node(
+    schema: Mapping, path: str, *, integer: bool, strict: bool, automata: Automata | None = None
+) -> Node:
     """``JNumber``, or the bounded regex. Strict: a bad bound or a range that holds no value
     ember generates (at most 15 digits) is an ``InvalidRequestField``; lenient (tool
-    parameters): such bounds are ignored."""
+    parameters): such bounds are ignored. ``automata``: the schema's, which builds each range
+    once and bounds their cost (None: build it here)."""
     try:
         bounds = numeric_range(schema, path)
         if bounds is None:
@@ -108,7 +112,10 @@ def number_node(schema: Mapping, path: str, *, integer: bool, strict: bool) -> N
         if strict:
             raise
         return JNumber(integer=integer)
-    return RegexText(compile_regex(regex))
+    if automata is None:
+        return RegexText(compile_regex(regex))
+    where = _first_key(schema, *BOUND_KEYWORDS)
+    return RegexText(automata.regex(regex, f"{path}/{where}"))
 
 
 def literals_in_range(values: list, schema: Mapping, path: str, *, strict: bool) -> list:

@@ -45,6 +45,7 @@ import json
 from collections.abc import Mapping
 
 from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.automata import Automata
 from ember.models.constrain.json_nodes import JAny, JArray, JLiteralSet, JObject
 from ember.models.constrain.json_values import compact_json, type_allows
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
@@ -103,6 +104,7 @@ class SchemaCompiler:
         self.literals = 0  # enum and const values so far (MAX_LITERALS)
         self.literal_bytes = 0  # and the bytes of their JSON (MAX_LITERAL_BYTES)
         self.any = JAny(ws, guard)
+        self.automata = Automata()  # each distinct bound or pattern built once, and bounded
         self.seen: dict[int, tuple[object, Node]] = {}  # id -> (schema, its node)
 
     def compile(self, schema: object = None, path: str | None = None) -> Node:
@@ -244,7 +246,7 @@ class SchemaCompiler:
             if not values:
                 raise self._fail(where, f"values of type {sorted(types)}", schema.get("enum"))
         values = literals_in_range(values, schema, path, strict=self.strict)
-        values = literals_fitting(values, schema, path)
+        values = literals_fitting(values, schema, path, self.automata)
         if not values:
             raise self._fail(
                 where,
@@ -280,11 +282,19 @@ class SchemaCompiler:
         if kind == "boolean":
             return JLiteralSet((b"true", b"false"))
         if kind in ("integer", "number"):
-            return number_node(schema, path, integer=kind == "integer", strict=self.strict)
+            return number_node(
+                schema, path, integer=kind == "integer", strict=self.strict, automata=self.automata
+            )
         if kind == "string":
             low, high = length_bounds(schema, path)
             return string_node(
-                schema, path, low=low, high=high, strict=self.strict, guard=self.guard
+                schema,
+                path,
+                low=low,
+                high=high,
+                strict=self.strict,
+                guard=self.guard,
+                automata=self.automata,
             )
         if kind == "array":
             return self._array(schema, path)

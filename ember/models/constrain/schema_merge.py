@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Mapping
 
 from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.automata import AutomatonBudgetExceeded
 from ember.models.constrain.nodes import Choice, Node
 from ember.models.constrain.schema_intersect import EMPTY, intersect
 
@@ -75,6 +76,8 @@ def compile_combinator(
             if both is EMPTY:
                 raise InvalidRequestField(f"{where}/{i}", "an alternative", "no value")
             nodes.append(compile_part(both, f"{where}/{i}"))
+        except AutomatonBudgetExceeded:
+            raise  # not a contradiction: the schema as a whole costs too much
         except InvalidRequestField:
             # The alternative's own error is the request's, named where it is; otherwise it
             # contradicts the siblings, no value matches both, and it is left out.

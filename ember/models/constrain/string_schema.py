@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.automata import Automata, AutomatonBudgetExceeded
 from ember.models.constrain.formats import FORMAT_PATTERNS
 from ember.models.constrain.json_nodes import JString
 from ember.models.constrain.nodes import (
@@ -57,13 +58,17 @@ def length_bounds(schema: Mapping, path: str) -> tuple[int, int | None]:
     return low, high
 
 
-def literals_fitting(values: list, schema: Mapping, path: str) -> list:
+def literals_fitting(
+    values: list, schema: Mapping, path: str, automata: Automata | None = None
+) -> list:
     """The ``enum``/``const`` values the string and array keywords beside them allow (each
     constrains its own type only; a keyword ember cannot read is ignored here)."""
     if any(k in schema for k in ("minLength", "maxLength", "pattern", "format")):
         try:
             low, high = length_bounds(schema, path)
-            regex = string_regex(schema, path, low=low, high=high, strict=False)
+            regex = string_regex(schema, path, low=low, high=high, strict=False, automata=automata)
+        except AutomatonBudgetExceeded:
+            raise
         except InvalidRequestField:
             low, high, regex = 0, None, None
         values = [v for v in values if not isinstance(v, str) or _fits(v, low, high, regex)]
@@ -102,12 +107,18 @@ def _pattern_source(schema: Mapping, path: str) -> tuple[object, str] | None:
 
 
 def string_regex(
-    schema: Mapping, path: str, *, low: int, high: int | None, strict: bool
+    schema: Mapping,
+    path: str,
+    *,
+    low: int,
+    high: int | None,
+    strict: bool,
+    automata: Automata | None = None,
 ) -> RegexAutomaton | None:
     """The automaton for the schema's pattern (or known format) with the length bounds in it,
     or None when neither applies. Strict: a pattern ember cannot compile is an
     ``InvalidRequestField`` naming the construct and its offset; lenient (tool parameters):
-    such a pattern is ignored."""
+    such a pattern is ignored. ``automata``: the schema's (None: build it here)."""
     source = _pattern_source(schema, path)
     if source is None:
         return None
@@ -117,7 +128,9 @@ def string_regex(
             raise InvalidRequestField(where, "a regular expression (a string)", str(pattern)[:80])
         return None
     try:
-        return compile_regex(pattern, search=True, length=(low, high))
+        if automata is None:
+            return compile_regex(pattern, search=True, length=(low, high))
+        return automata.regex(pattern, where, search=True, length=(low, high))
     except RegexError as error:
         if strict:
             raise InvalidRequestField(
@@ -134,9 +147,10 @@ def string_node(
     high: int | None,
     strict: bool,
     guard: SubstringGuard,
+    automata: Automata | None = None,
 ) -> Node:
     """``JString`` for a plain string, ``JRegexString`` when a pattern or known format applies."""
-    regex = string_regex(schema, path, low=low, high=high, strict=strict)
+    regex = string_regex(schema, path, low=low, high=high, strict=strict, automata=automata)
     if regex is None:
         return JString(low, high, guard=guard)
     return JRegexString(regex, guard=guard)

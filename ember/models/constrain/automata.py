@@ -1,0 +1,64 @@
+"""The regex automata one schema builds (numeric bounds, patterns, formats), built once per
+distinct regex and counted against a budget.
+
+Each bounded number or pattern is an automaton (regex_nfa.py): about 1,600 states and 5 ms of
+CPU for an unbounded-below ``number``, up to 20,000 states for a pattern. A lenient combinator
+intersects its siblings with every alternative, so ``{"maximum": k}`` in 240 alternatives
+was 240 automata (review32 #3: 9 s of the builder thread). The same regex is built once per
+schema, and the states of those built are bounded: past ``MAX_AUTOMATON_STATES`` the schema
+is a 400 naming the keyword that crossed it, in strict and lenient mode alike.
+"""
+
+from __future__ import annotations
+
+from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
+
+# About 1 s of CPU on the machine the budget was measured on (3-5 µs a state): 125 bounded
+# numbers, or ten of the largest patterns.
+MAX_AUTOMATON_STATES = 200_000
+
+
+class AutomatonBudgetExceeded(InvalidRequestField):
+    """A schema's automata passed ``MAX_AUTOMATON_STATES``: a 400 even where a keyword ember
+    cannot use would be ignored (lenient), since ignoring it would not make the schema cheap."""
+
+
+class Automata:
+    """One schema's automata, by regex, and the states built so far."""
+
+    def __init__(self, limit: int = MAX_AUTOMATON_STATES) -> None:
+        self.limit = limit
+        self.states = 0
+        self._built: dict[tuple[str, bool, tuple[int, int | None]], RegexAutomaton] = {}
+
+    def regex(
+        self,
+        pattern: str,
+        where: str,
+        *,
+        search: bool = False,
+        length: tuple[int, int | None] = (0, None),
+    ) -> RegexAutomaton:
+        """``compile_regex``'s automaton, built once; ``where``: the keyword's path, named when
+        this one passes the budget. Raises ``RegexError`` as ``compile_regex`` does."""
+        key = (pattern, search, length)
+        found = self._built.get(key)
+        if found is not None:
+            return found
+        if self.states >= self.limit:
+            raise self._exceeded(where)
+        automaton = compile_regex(pattern, search=search, length=length)
+        self.states += len(automaton.edges)
+        if self.states > self.limit:
+            raise self._exceeded(where)
+        self._built[key] = automaton
+        return automaton
+
+    def _exceeded(self, where: str) -> AutomatonBudgetExceeded:
+        return AutomatonBudgetExceeded(
+            where,
+            f"a schema whose numeric bounds and patterns build at most {self.limit:,} automaton "
+            "states in all (each distinct bound or pattern is one automaton)",
+            f"{self.states:,} states so far",
+        )
