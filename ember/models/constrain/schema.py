@@ -250,7 +250,7 @@ class SchemaCompiler:
         if not values:
             raise self._fail(
                 where,
-                "values within the schema's minimum/maximum",
+                "values the schema's bounds, lengths and pattern allow",
                 schema.get("enum", schema.get("const")),
             )
         self.literals += len(values)
