@@ -39,10 +39,12 @@ from ember.models.constrain.nodes import (
     Whitespace,
 )
 from ember.models.constrain.schema import DEFAULT_WHITESPACE, compile_schema
+from ember.models.constrain.schema_check import check_schema
 from ember.models.constrain.string_schema import raw_string_node
 from ember.models.constrain.tool_root import (
     arguments_object,
     dereference,
+    raw_members,
     value_form,
     value_kinds,
 )
@@ -234,18 +236,28 @@ def _glm_value(schema: object, marker: Marker, path: str, ws: int, root: _Root) 
         )
         return Seq([node, end])
 
-    # The output parser types each value by the same form (tool_values.convert_glm_value).
+    # The output parser types each value by the same form (tool_values.convert_glm_value),
+    # and an "either" value as JSON exactly where this JSON branch takes its text.
     form = value_form(schema)
     if not isinstance(schema, Mapping):
-        return Choice([json_value(True), raw_value({})])
+        # true is any value; false is none, refused as the JSON path refuses it.
+        return Choice([json_value(schema), raw_value({})])
+    members = raw_members(schema)
+    if form == "raw" and members is not None:
+        if not members:  # no string member: refused as the JSON path refuses it
+            return json_value(schema)
+        return Seq([JLiteralSet([v.encode() for v in members]), end])
     if form == "raw":
-        values = [schema["const"]] if "const" in schema else schema.get("enum")
-        if isinstance(values, list) and all(isinstance(v, str) for v in values):
-            return Seq([JLiteralSet([v.encode() for v in values]), end])
         return raw_value(schema)
     if form == "either":
         kinds = value_kinds(schema)
         json = json_value(schema)  # refuses malformed bounds as the JSON path does
+        if members is not None:
+            # enum/const: raw text only for the string members, the rest as JSON (which also
+            # spells the strings quoted, as the JSON path does: still a member).
+            if not members:
+                return json
+            return Choice([Seq([JLiteralSet([v.encode() for v in members]), end]), json])
         try:
             raw = raw_value(schema)
         except InvalidRequestField:
@@ -265,6 +277,11 @@ def _glm_arguments(
     value is compiled against the whole parameters (a ``$ref`` to ``#/$defs/...``), and a root
     ``$ref`` is followed to the object whose properties the pairs are."""
     root = _Root(_arguments_schema(tool), path, tool.strict)
+    if tool.strict:
+        # GLM compiles each property on its own, so the keywords beside them (minProperties,
+        # not or allOf of two at the root; anyOf beside a string's type) would be skipped:
+        # strict refuses what the JSON path refuses (Kimi, response_format), by the same check.
+        check_schema(root.schema, path=path, strict=True)
     schema, where = arguments_object(tool.parameters, path)
     properties = schema.get("properties") or {}
     required = set(schema.get("required") or [])

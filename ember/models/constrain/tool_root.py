@@ -96,6 +96,17 @@ def value_form(schema: object) -> ValueForm:
     return "either" if "string" in kinds else "json"
 
 
+def raw_members(schema: Mapping) -> list[str] | None:
+    """The ``enum``/``const`` members GLM writes as raw text (the strings; the others are
+    JSON), or None when the (dereferenced) schema lists no values: then any string its string
+    keywords allow is raw. The grammar allows these raw and the output parser keeps them
+    strings, so a raw ``true`` is the member ``"true"``, never the boolean."""
+    values = [schema["const"]] if "const" in schema else schema.get("enum")
+    if not isinstance(values, list):
+        return None
+    return [v for v in values if isinstance(v, str)]
+
+
 def arguments_object(parameters: object, path: str) -> tuple[Mapping, str]:
     """The object schema a call's arguments follow, and its path: ``parameters`` itself, or
     what its root ``$ref`` names. A root ``anyOf``/``oneOf`` (arguments of one of several
