@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ember.models.api.deltas import DeltaMessage, ToolCallDelta
 from ember.models.api.text_stream import TrimmedSegment, find_first, safe_length
 from ember.models.api.tool_values import (
+    JsonBranches,
     convert_glm_value,
     glm_arguments_json,
     glm_value_form,
@@ -180,6 +181,7 @@ class GlmToolStream:
         self.parameters = parameters
         self.on_undeclared = on_undeclared
         self.id_factory = id_factory
+        self.branches = JsonBranches()
         self.count = 0
         self.state = "name"
         self.name = ""
@@ -293,7 +295,7 @@ class GlmToolStream:
                 if match is not None and (early_end < 0 or early_end >= match.end()):
                     key, schema = self._key(match.group(1))
                     root = self.parameters.get(self.name)
-                    value = convert_glm_value(match.group(2), schema, root)
+                    value = convert_glm_value(match.group(2), schema, root, self.branches)
                     piece = glm_arguments_json([(key, value)])[0]
                     if self.pairs:
                         piece = "," + piece[1:]

@@ -13,6 +13,12 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
+from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.grammar import accepts
+from ember.models.constrain.json_values import type_allows
+from ember.models.constrain.nodes import Node
+from ember.models.constrain.schema import compile_schema
+from ember.models.constrain.tool_grammars import GLM_MARKERS
 from ember.models.constrain.tool_root import (
     MAX_HOPS,
     ValueForm,
@@ -27,7 +33,7 @@ _KIMI_ID = re.compile(r"^(?:functions\.)?(?P<name>[^\s:]+):(?P<index>\d+)$")
 
 
 def schema_types(schema: object, root: object = None, depth: int = 0) -> set[str] | None:
-    """The JSON types a schema admits (``integer`` implies ``number``), or None if unknown.
+    """The JSON types a schema admits, or None if unknown.
     Each level is followed as the grammar follows it (``tool_root.follow``: ``$ref`` and
     ``allOf`` of one schema, up to ``MAX_HOPS``), so both agree on what a value is."""
     root = schema if root is None else root
@@ -48,8 +54,6 @@ def schema_types(schema: object, root: object = None, depth: int = 0) -> set[str
             found |= sub
     if not found and ("properties" in schema):
         found.add("object")
-    if "integer" in found:
-        found.add("number")
     return found or None
 
 
@@ -87,27 +91,74 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def convert_glm_value(raw: str, schema: object, root: object = None) -> object:
+def _strict_json(raw: str) -> object:
+    """``raw`` as JSON, or ``ValueError``. Strict: NaN, Infinity or 1e999 would come back out
+    as NaN / Infinity in the arguments string, which JSON.parse (and OpenAI's clients) refuse;
+    they stay text."""
+    return json.loads(raw, parse_constant=_not_json, parse_float=_finite_float)
+
+
+class JsonBranches:
+    """The compiled JSON branch of each "either" value (a string among other types), by
+    schema object: the grammar's JSON branch, compiled as the grammar compiles it (lenient:
+    where the tool is strict, that is the same grammar). One per tool-call parser: compiling
+    takes about 2 ms (a bounded number's regex), and parallel calls repeat their values."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[int, tuple[object, Node | None]] = {}
+
+    def takes(self, raw: str, schema: object, root: object) -> bool | None:
+        """Whether the JSON branch takes ``raw``; None where the schema does not compile (no
+        grammar constrained the value)."""
+        known = self._nodes.get(id(schema))
+        if known is None or known[0] is not schema:
+            known = (schema, self._compile(schema, root))  # the schema kept alive: its id stays
+            self._nodes[id(schema)] = known
+        node = known[1]
+        return None if node is None else accepts(node, raw.encode())
+
+    @staticmethod
+    def _compile(schema: object, root: object) -> Node | None:
+        try:
+            return compile_schema(
+                follow(schema, root), forbidden=GLM_MARKERS, within=(root, ""), strict=False
+            )
+        except InvalidRequestField:
+            return None
+
+
+def convert_glm_value(
+    raw: str, schema: object, root: object = None, branches: JsonBranches | None = None
+) -> object:
     """One ``<arg_value>`` body as the value the schema expects; ``root``: the tool's whole
-    parameters, which the schema's ``$ref``s point into."""
+    parameters, which the schema's ``$ref``s point into; ``branches``: the parser's memo."""
+    root = schema if root is None else root
+    form = glm_value_form(schema, root)
     # Raw where the grammar writes raw text: the string "12345" stays a string.
-    if glm_value_form(schema, root) == "raw":
+    if form == "raw":
         return raw
-    types = schema_types(schema, root)
+    if form == "either":
+        # A string among other types: JSON only where the grammar's JSON branch took the text,
+        # else the string its raw branch took (1.5 for an integer-or-string is "1.5", and an
+        # integer below the minimum, or a raw true where only the string "true" is listed,
+        # stays text), so every value the grammar allows parses to one the schema accepts.
+        taken = (branches or JsonBranches()).takes(raw, schema, root)
+        if taken is not None:
+            try:
+                return _strict_json(raw) if taken else raw
+            except ValueError:
+                return raw
     try:
-        # Strict JSON: NaN, Infinity or 1e999 would come back out as NaN / Infinity in the
-        # arguments string, which JSON.parse (and OpenAI's clients) refuse; they stay text.
-        parsed = json.loads(raw, parse_constant=_not_json, parse_float=_finite_float)
+        parsed = _strict_json(raw)
     except ValueError:
         return raw
-    if types is None:
+    # JSON where the schema admits no string; else (an either value whose schema does not
+    # compile: no grammar read it) typed by the JSON types the schema lists, and a string where
+    # the text parses as none of them (an integer is a number, never the reverse).
+    types = schema_types(schema, root)
+    if types is None or type_allows(types, parsed) or "string" not in types:
         return parsed
-    kind = _json_type(parsed)
-    if kind in types or (kind == "number" and "integer" in types and float(parsed).is_integer()):
-        return parsed
-    if "string" in types:
-        return raw
-    return parsed
+    return raw
 
 
 def parameter_schema(parameters: Mapping | None, key: str) -> object:

@@ -65,6 +65,18 @@ def initial_state(root: Node) -> State:
     return frozenset({(root.frame(),)})
 
 
+def accepts(root: Node, data: bytes) -> bool:
+    """Whether ``root``'s grammar takes exactly ``data`` (bytes only, no special tokens): the
+    plain walk, for one text checked once (the output parser asking whether the grammar's JSON
+    branch took a GLM value), where building a ``Grammar``'s tables would not pay."""
+    state = initial_state(root)
+    for sym in data:
+        state = advance(state, sym)
+        if not state:
+            return False
+    return () in advance(state, END)
+
+
 class Grammar:
     """A root node plus the lazily built automaton and the per-state caches."""
 

@@ -28,3 +28,12 @@ def test_non_finite_values_stay_text(raw: str, schema: object) -> None:
 def test_finite_numbers_still_parse() -> None:
     assert convert_glm_value("1.5", {"type": "number"}) == 1.5
     assert convert_glm_value("[1, 2]", None) == [1, 2]
+
+
+def test_a_value_no_grammar_read_is_not_widened_from_integer_to_number() -> None:
+    # maxLength -1 does not compile: no grammar constrained this value, so it is typed by the
+    # types its schema lists, and 1.5 is no integer (review32): it stays the string.
+    schema = {"type": ["string", "integer"], "maxLength": -1}
+    assert convert_glm_value("1.5", schema) == "1.5"
+    assert convert_glm_value("7", schema) == 7
+    assert convert_glm_value("7.0", {"type": ["string", "number"], "maxLength": -1}) == 7.0

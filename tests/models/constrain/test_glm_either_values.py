@@ -7,12 +7,16 @@ refuses on Kimi, naming the same keyword."""
 
 from __future__ import annotations
 
+import json
+
+import jsonschema
 import pytest
 
 from ember.models.api.errors import InvalidRequestField
+from ember.models.api.output_parser import parse_output
 from ember.models.constrain.session import ConstraintSpec, build_root
 from ember.models.constrain.tool_grammars import ToolSignature
-from tests.models.constrain.fixtures import small_vocab
+from tests.models.constrain.fixtures import small_vocab, standard_schema
 from tests.models.constrain.test_tool_grammars import _accepts
 
 IDS = small_vocab().special_ids
@@ -39,6 +43,11 @@ def _call(written: str) -> str:
     return f"<tool_call>f<arg_key>v</arg_key><arg_value>{written}</arg_value></tool_call>"
 
 
+def _parsed(parameters: dict, written: str) -> object:
+    calls = parse_output(_call(written), "glm47", tools={"f": parameters}).tool_calls
+    return json.loads(calls[0].arguments)["v"]
+
+
 @pytest.mark.parametrize(
     ("value_schema", "written", "allowed"),
     [
@@ -62,6 +71,38 @@ def test_enum_and_const_hold_in_the_raw_branch(
 ) -> None:
     parameters = _parameters(value_schema)
     assert _accepts(_spec(parameters, strict=strict), _call(written), IDS) is allowed
+
+
+# (value schema, raw text the grammar allows, the value it must parse to)
+TYPED = [
+    ({"type": ["string", "integer"]}, "1.5", "1.5"),  # no integer widened to a number
+    ({"type": ["string", "integer"]}, "7", 7),
+    ({"type": ["string", "integer"], "minimum": 10}, "5", "5"),  # out of the integer's range
+    ({"type": ["string", "integer"], "minimum": 10}, "12", 12),
+    ({"type": ["string", "integer"], "maximum": 3}, "12345", "12345"),
+    ({"type": ["integer", "string"], "enum": [1, "2"]}, "2", "2"),
+    ({"type": ["integer", "string"], "enum": [1, "2"]}, "1", 1),
+    ({"type": ["string", "boolean"], "enum": ["true", False]}, "true", "true"),
+    ({"type": ["string", "boolean"], "enum": ["true", False]}, "false", False),
+    ({"type": ["string", "integer"], "pattern": '^"'}, '"ab"', '"ab"'),
+    ({"type": ["string", "number"], "pattern": "^1", "maximum": 3}, "12", "12"),
+    ({"type": ["string", "number"], "pattern": "^1", "maximum": 3}, "2.5", 2.5),
+    ({"type": ["string", "null"], "enum": ["a", None]}, "null", None),
+    ({"anyOf": [{"$ref": "#/$defs/S"}, {"type": "integer", "minimum": 5}]}, '"3"', "3"),
+    ({"anyOf": [{"$ref": "#/$defs/S"}, {"type": "integer", "minimum": 5}]}, "30", 30),
+]
+
+
+@pytest.mark.parametrize(("value_schema", "written", "value"), TYPED)
+def test_raw_text_is_typed_as_the_grammar_took_it(
+    value_schema: dict, written: str, value: object
+) -> None:
+    parameters = _parameters(value_schema)
+    assert _accepts(_spec(parameters), _call(written), IDS)
+    parsed = _parsed(parameters, written)
+    assert parsed == value and type(parsed) is type(value)
+    validator = jsonschema.Draft202012Validator(standard_schema(parameters))
+    assert validator.is_valid({"v": parsed})
 
 
 # What the strict JSON path (Kimi, response_format) refuses, and the keyword it names.
