@@ -103,6 +103,14 @@ def small_vocab(seed: int = 0, extra: int = 400, special_markers: bool = True) -
 
 
 CLOSERS = frozenset(b'"}],')
+
+
+class WalkDidNotFinish(AssertionError):
+    """A random walk ran out of steps before the grammar finished: a grammar whose only endings
+    are rare (a raw string that must end in "5" before its closing marker) can outlast any step
+    bound, so a caller may draw another walk rather than call the grammar wrong."""
+
+
 MARKER_BYTES = frozenset(m.encode() for m in MARKERS)
 
 
@@ -126,7 +134,7 @@ def sample_tokens(
         token = rng.choice(pick)
         decoder.advance(token)
         chosen.append(token)
-    raise AssertionError(f"did not finish in {max_steps} steps")
+    raise WalkDidNotFinish(f"did not finish in {max_steps} steps")
 
 
 def detokenize(vocab: TokenVocabulary, ids: list[int]) -> str:
