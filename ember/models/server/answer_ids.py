@@ -23,11 +23,16 @@ sends its own random 128-bit id as ``x-request-id`` (dropping a tenant's) and do
 
 Routes open and close, ``/abort_request`` marks, all on the event loop; but a ticket in a
 reference cycle is collected (and released) in whichever thread the cyclic GC runs, the engine's
-or a tokenizing worker's, so the table takes its own lock.
+or a tokenizing worker's, so the table takes its own lock. A release takes no lock: the cyclic GC
+runs inside any allocation, including those made under the table's lock by the thread that
+holds it, which would then wait for itself forever (review31). A release is queued instead, and
+every method takes the queued releases out under the lock before it reads the table. (Not a
+reentrant lock: a release would then change the table while ``abort`` iterates over it.)
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import weakref
 
@@ -62,7 +67,7 @@ class AbortTicket:
 
     def __init__(self, table: AnswerIds, entry: _Entry, keys: list[tuple[str, int | None]]):
         self._entry = entry
-        self._release = weakref.finalize(self, table._drop, entry, keys)
+        self._release = weakref.finalize(self, table._released.put, (entry, keys))
 
     def aborted(self, choice: int) -> bool:
         """Whether an abort reached choice ``choice`` (or the whole request)."""
@@ -78,6 +83,11 @@ class AnswerIds:
         self._lock = threading.Lock()
         # id -> (request, the choice the id names; None: every choice)
         self._ids: dict[str, list[tuple[_Entry, int | None]]] = {}
+        # Tickets closed or collected, not yet out of ``_ids``: SimpleQueue.put is safe to call
+        # from a finalizer, in any thread, even one inside this table's lock.
+        self._released: queue.SimpleQueue[tuple[_Entry, list[tuple[str, int | None]]]] = (
+            queue.SimpleQueue()
+        )
 
     def open(self, request_id: str, answer_id: str | None, n: int) -> AbortTicket:
         """Register a request of ``n`` choices under its engine id and, where it differs, its
@@ -87,12 +97,18 @@ class AnswerIds:
         keys: list[tuple[str, int | None]] = [(base, None) for base in bases]
         keys += [(f"{base}-{i}", i) for i in range(1, n) for base in bases]
         with self._lock:
+            self._drain()
             for key, choice in keys:
                 self._ids.setdefault(key, []).append((entry, choice))
         return AbortTicket(self, entry, keys)
 
-    def _drop(self, entry: _Entry, keys: list[tuple[str, int | None]]) -> None:
-        with self._lock:
+    def _drain(self) -> None:
+        """Take the released tickets' ids out of the table; called with the lock held."""
+        while True:
+            try:
+                entry, keys = self._released.get_nowait()
+            except queue.Empty:
+                return
             for key, choice in keys:
                 held = self._ids.get(key)
                 if held is None:
@@ -105,6 +121,7 @@ class AnswerIds:
         """Mark the requests ``key`` names (see the module docstring); the engine ids to abort."""
         out: list[str] = []
         with self._lock:
+            self._drain()
             for entry, choice in self._ids.get(key, ()):
                 out += entry.mark(choice)
         return list(dict.fromkeys(out))
@@ -112,6 +129,7 @@ class AnswerIds:
     def abort_all(self) -> None:
         """Mark every registered request (``abort_all``: the engine aborts those it holds)."""
         with self._lock:
+            self._drain()
             for held in self._ids.values():
                 for entry, _ in held:
                     entry.every = True
@@ -119,10 +137,12 @@ class AnswerIds:
     def holds(self, request_id: str) -> bool:
         """Whether a registered request runs (or will run) a choice under this engine id."""
         with self._lock:
+            self._drain()
             held = list(self._ids.get(request_id, ()))
         return any(entry.engine_id(choice or 0) == request_id for entry, choice in held)
 
     def __len__(self) -> int:
         """The requests registered."""
         with self._lock:
+            self._drain()
             return len({id(entry) for held in self._ids.values() for entry, _ in held})

@@ -4,6 +4,12 @@ and that a ticket leaves it when closed or, never closed, when dropped."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from ember.models.server.answer_ids import AnswerIds
 
@@ -45,3 +51,93 @@ def test_a_ticket_never_closed_leaves_when_dropped() -> None:
     del ticket
     gc.collect()
     assert len(table) == 0 and not table.holds("r") and table.abort("cmpl-x-1") == []
+
+
+# Run in a child process: a table whose release takes its lock deadlocks the thread the cyclic GC
+# ran in (and leaves that process's GC "collecting" for good), so the hang must not be this
+# process's. The child's timeout only detects the hang; nothing here measures time.
+_GC_IN_THE_LOCK = r"""
+import gc
+
+from ember.models.server.answer_ids import AnswerIds
+
+
+class CollectingKey(str):
+    # A lookup key whose hashing runs a full collection: deterministically, the cyclic GC
+    # runs inside the table's lock, as an automatic one may at any allocation there.
+    def __hash__(self):
+        gc.collect()
+        return str.__hash__(self)
+
+
+def leak_cyclic_ticket(table, rid):
+    holder = [table.open(rid, None, 4)]
+    holder.append(holder)  # only the cyclic GC frees it (as a frame/traceback cycle would)
+
+
+def busy_table():
+    table = AnswerIds()
+    tickets = [table.open(f"live-{i}", f"ans-{i}", 3) for i in range(6)]
+    return table, tickets
+
+
+# 1. A collection at a lookup made under the lock (abort, holds).
+for call in ("abort", "holds"):
+    table, tickets = busy_table()
+    gc.disable()
+    leak_cyclic_ticket(table, "cyclic")
+    gc.enable()
+    if call == "abort":
+        assert table.abort(CollectingKey("live-1")) == ["live-1", "live-1-1", "live-1-2"]
+    else:
+        assert table.holds(CollectingKey("live-2"))
+    assert len(table) == 6, len(table)  # the cyclic ticket's ids are gone, the rest stay
+
+# 2. The real GC choosing its moment (review31's sweep): thresholds low enough that an
+# automatic collection lands on an allocation made inside the lock of each call.
+for threshold in range(1, 40):
+    for call in ("abort", "len", "holds", "open", "abort_all"):
+        table, tickets = busy_table()
+        gc.collect()
+        gc.disable()
+        leak_cyclic_ticket(table, "cyclic")
+        gc.set_threshold(threshold)
+        gc.enable()
+        try:
+            if call == "abort":
+                table.abort("live-1")
+            elif call == "len":
+                len(table)
+            elif call == "holds":
+                table.holds("live-2")
+            elif call == "open":
+                tickets.append(table.open("new", "new-ans", 8))
+            else:
+                table.abort_all()
+        finally:
+            gc.set_threshold(700, 10, 10)
+        gc.collect()
+        assert len(table) == len(tickets), (threshold, call, len(table))
+print("no deadlock")
+"""
+
+
+def test_a_ticket_the_cyclic_gc_frees_inside_the_lock_does_not_deadlock() -> None:
+    """review31: a ticket in a reference cycle is released by the cyclic GC, which runs inside
+    whatever allocation triggers it, including one made while the same thread holds the table's
+    lock (open, abort, holds, len). Its release must not take that lock."""
+    root = Path(__file__).resolve().parents[3]
+    env = os.environ | {"PYTHONPATH": str(root)}
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", _GC_IN_THE_LOCK],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the table deadlocked: a ticket's release re-entered the lock its thread held")
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "no deadlock"
