@@ -6,8 +6,12 @@ A request is registered (``open``) under its engine id (SGLang's body ``rid``, o
 own) and under its answer's id where that differs (vLLM's ``chatcmpl-<x-request-id>``,
 ``caller_id.answer_id``: the engine's id stays ember's own, since callers may send the same
 header twice). Either id ends every choice of ``n``, as SGLang aborts every child of a parent
-rid; a choice's own id, ``<id>-<i>`` under either, ends choice ``i`` alone. SGLang likewise
-registers a rid as the request arrives, so its abort is never lost in the intake window.
+rid; a choice's own id, ``<id>-<i>`` under either, ends choice ``i`` alone. With ``n`` > 1 a
+choice is also found by SGLang's name for it, ``<engine id>_<i>`` (``_0`` included: SGLang's
+``GenerateReqInput._normalize_rid`` names the children of rid ``R`` ``R_0``, ``R_1``, ... and
+``/generate`` reports that name in ``meta_info.id``), so an SGLang client's abort of a child
+reaches it. SGLang likewise registers a rid as the request arrives, so its abort is never lost
+in the intake window.
 
 An abort marks the request (``AbortTicket.aborted``) and returns the engine ids to abort there;
 ``stream_generation`` reads the mark right before it submits a choice to the engine, with no
@@ -91,11 +95,10 @@ class AnswerIds:
 
     def open(self, request_id: str, answer_id: str | None, n: int) -> AbortTicket:
         """Register a request of ``n`` choices under its engine id and, where it differs, its
-        answer's id; each choice ``i`` >= 1 also under ``<id>-<i>``."""
+        answer's id; each choice ``i`` >= 1 also under ``<id>-<i>``, and with ``n`` > 1 each
+        choice under SGLang's ``<engine id>_<i>`` (``names``)."""
         entry = _Entry(request_id, n)
-        bases = [request_id] if answer_id in (None, request_id) else [request_id, answer_id]
-        keys: list[tuple[str, int | None]] = [(base, None) for base in bases]
-        keys += [(f"{base}-{i}", i) for i in range(1, n) for base in bases]
+        keys = names(request_id, answer_id, n)
         with self._lock:
             self._drain()
             for key, choice in keys:
@@ -134,15 +137,34 @@ class AnswerIds:
                 for entry, _ in held:
                     entry.every = True
 
-    def holds(self, request_id: str) -> bool:
-        """Whether a registered request runs (or will run) a choice under this engine id."""
+    def holds(self, name: str) -> bool:
+        """Whether a registered request is found by ``name`` (any id ``open`` registered: an
+        engine id, an answer's id, a choice's): a new rid that is one of them would be aborted
+        with that request, or abort it."""
         with self._lock:
             self._drain()
-            held = list(self._ids.get(request_id, ()))
-        return any(entry.engine_id(choice or 0) == request_id for entry, choice in held)
+            return name in self._ids
 
     def __len__(self) -> int:
         """The requests registered."""
         with self._lock:
             self._drain()
             return len({id(entry) for held in self._ids.values() for entry, _ in held})
+
+
+def sglang_choice_id(request_id: str, choice: int) -> str:
+    """SGLang's name for choice ``choice`` of a request of ``n`` > 1 choices under
+    ``request_id`` (``GenerateReqInput._normalize_rid``)."""
+    return f"{request_id}_{choice}"
+
+
+def names(request_id: str, answer_id: str | None, n: int) -> list[tuple[str, int | None]]:
+    """Every id a request of ``n`` choices is found by, each with the choice it names (None:
+    every choice): the engine id and the answer's id, ``<id>-<i>`` under each for choice ``i``
+    >= 1, and with ``n`` > 1 SGLang's ``<engine id>_<i>`` for every choice."""
+    bases = [request_id] if answer_id in (None, request_id) else [request_id, answer_id]
+    keys: list[tuple[str, int | None]] = [(base, None) for base in bases]
+    keys += [(f"{base}-{i}", i) for i in range(1, n) for base in bases]
+    if n > 1:
+        keys += [(sglang_choice_id(request_id, i), i) for i in range(n)]
+    return keys

@@ -31,6 +31,7 @@ from ember.models.constrain.tool_grammars import (
     family_markers,
 )
 from ember.models.sampling import SamplingParams
+from ember.models.server.answer_ids import names
 from ember.models.server.choices import check_choices_fit
 from ember.models.server.generation import GenerationInput, check_request, max_tokens_for
 from ember.models.server.loading import ServedModel
@@ -74,17 +75,18 @@ def own_request_id(served: ServedModel, announced: str, rid: str | None, n: int 
 
 
 def check_rid_free(served: ServedModel, rid: str, n: int) -> None:
-    """Refuse (400 naming ``rid``) a rid that a request in progress holds, or any of its
-    choices' ids (choice ``i`` runs as ``<rid>-<i>``): a collision would otherwise fail the
-    request midway, after its first choices had streamed. Held: in the engine, or registered
-    by a request still being taken in (``answer_ids``)."""
-    for index in range(n):
-        engine_id = rid if index == 0 else f"{rid}-{index}"
-        if served.engine.in_progress(engine_id) or served.answer_ids.holds(engine_id):
-            whose = "" if index == 0 else f" (choice {index} of {n} would run as {engine_id!r})"
+    """Refuse (400 naming ``rid``) a rid that would find, or be found with, a request in
+    progress: every id the new request would be found by (``answer_ids.names``: its choices'
+    ``<rid>-<i>``, and SGLang's ``<rid>_<i>`` with ``n`` > 1) is checked against every id a
+    registered request is found by (its answer's id too, ``chatcmpl-<x-request-id>``), and
+    against the engine's ids: a collision would otherwise fail the request midway, after its
+    first choices had streamed, or let one abort end both."""
+    for name, choice in names(rid, None, n):
+        if served.engine.in_progress(name) or served.answer_ids.holds(name):
+            whose = "" if choice is None else f" (choice {choice} of {n} is found as {name!r})"
             raise InvalidRequestField(
                 "/rid",
-                f"a request id not in use by a request in progress{whose}; {engine_id!r} is in use",
+                f"a request id not in use by a request in progress{whose}; {name!r} is in use",
                 repr(rid),
             )
 

@@ -31,21 +31,15 @@ from ember.models.api.completion_request import (
     GenerateRequest,
     parse_generate_request,
 )
-from ember.models.api.generate_response import (
-    LogprobEntry,
-    generate_finish_reason,
-    generate_response,
-)
-from ember.models.api.responses import Usage
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
-from ember.models.engine.logprob_types import PromptTokenLogprob, clamp_logprob
 from ember.models.server.choices import (
     ChoiceEvent,
     check_choices_fit,
     choice_inputs,
     stream_choices,
 )
+from ember.models.server.generate_answer import GenerateAnswer, shown_id
 from ember.models.server.generation import (
     GenerationEvent,
     GenerationInput,
@@ -54,7 +48,6 @@ from ember.models.server.generation import (
 from ember.models.server.inputs import (
     check_rid_free,
     generation_input,
-    logprob_token,
     new_request_id,
 )
 from ember.models.server.loading import ServedModel
@@ -141,75 +134,6 @@ def _fields(parsed: GenerateRequest) -> RequestFields:
     )
 
 
-class _Answer:
-    """The cumulative ``/generate`` answer of one request."""
-
-    def __init__(self, served: ServedModel, parsed: GenerateRequest, request: GenerationInput):
-        self.served, self.parsed, self.request = served, parsed, request
-        self.text: list[str] = []
-        self.ids: list[int] = []
-        self.logprobs: list[LogprobEntry] = []
-        self.top_logprobs: list[list[LogprobEntry]] = []
-        self.input_logprobs: list[LogprobEntry] | None = None
-        self.input_top_logprobs: list[list[LogprobEntry] | None] | None = None
-        if parsed.return_logprob and parsed.logprob_start_len < 0:
-            # SGLang's default start is the last prompt token: its one entry is null, so
-            # the engine has nothing to compute.
-            self.add_prompt(())
-
-    def add(self, event: GenerationEvent) -> None:
-        self.text.append(event.text)
-        self.ids.extend(event.token_ids)
-        if event.prompt_logprobs is not None:
-            self.add_prompt(event.prompt_logprobs)
-        for record in event.logprobs:
-            self.logprobs.append(self._entry(record.logprob, record.token_id))
-            self.top_logprobs.append([self._entry(lp, token) for token, lp in record.top])
-
-    def add_prompt(self, scored: tuple[PromptTokenLogprob, ...]) -> None:
-        """SGLang's input logprobs: the prompt from ``logprob_start_len`` (its last token when
-        -1 or past the end, as SGLang) on, the first entry null, then the engine's scores of
-        the tokens after it."""
-        prompt = self.request.prompt_ids
-        start = self.parsed.logprob_start_len
-        if not 0 <= start < len(prompt):
-            start = len(prompt) - 1
-        self.input_logprobs = [self._entry(None, prompt[start])]
-        self.input_logprobs += [self._entry(s.logprob, s.token_id) for s in scored]
-        self.input_top_logprobs = [None]
-        self.input_top_logprobs += [[self._entry(lp, t) for t, lp in s.top] for s in scored]
-
-    def _entry(self, logprob: float | None, token_id: int) -> LogprobEntry:
-        value = None if logprob is None else clamp_logprob(logprob)
-        if not self.parsed.return_text_in_logprobs:
-            return value, token_id, None  # SGLang's (logprob, id, None) unless text is asked for
-        return value, token_id, logprob_token(self.served, token_id)[0]
-
-    def payload(self, event: GenerationEvent) -> dict:
-        finish = None
-        text = "".join(self.text)
-        if event.finished:
-            reason = event.finish_reason or "stop"
-            matched = event.matched_stop
-            finish = generate_finish_reason(
-                reason,
-                matched=matched,
-                length=event.completion_tokens if reason == "length" else None,
-            )
-        return generate_response(
-            rid=self.request.request_id,
-            text=text,
-            output_ids=self.ids,
-            usage=Usage(event.prompt_tokens, event.completion_tokens, event.cached_tokens),
-            finish_reason=finish,
-            e2e_latency=time.perf_counter() - self.request.arrival,
-            output_token_logprobs=self.logprobs if self.parsed.return_logprob else None,
-            output_top_logprobs=self.top_logprobs if self.parsed.top_logprobs_num else None,
-            input_token_logprobs=self.input_logprobs,
-            input_top_logprobs=self.input_top_logprobs if self.parsed.top_logprobs_num else None,
-        )
-
-
 async def generate(request: Request) -> Response:
     state = _state(request)
     served = state.ready()
@@ -236,7 +160,12 @@ async def generate(request: Request) -> Response:
         raise
     finally:
         served.engine.forget(placeholder)
-    answers = [_Answer(served, parsed, one) for one in choice_inputs(generation, parsed.n)]
+    # With n > 1, meta_info.id is SGLang's name for each choice, <rid>_<i> (answer_ids.py): the
+    # id an SGLang client aborts that choice by.
+    answers = [
+        GenerateAnswer(served, parsed, one, shown_id(request_id, one.choice, parsed.n))
+        for one in choice_inputs(generation, parsed.n)
+    ]
     if parsed.stream:
         return sse_response(_stream(state.metrics, answers))
     try:
@@ -250,11 +179,11 @@ async def generate(request: Request) -> Response:
     return JSONResponse(payloads[0])
 
 
-def _events(metrics: ServerMetrics, answers: list[_Answer]) -> AsyncIterator[ChoiceEvent]:
+def _events(metrics: ServerMetrics, answers: list[GenerateAnswer]) -> AsyncIterator[ChoiceEvent]:
     return stream_choices(answers[0].served, metrics, [answer.request for answer in answers])
 
 
-def _add(answers: list[_Answer], item: ChoiceEvent) -> None:
+def _add(answers: list[GenerateAnswer], item: ChoiceEvent) -> None:
     scored = item.event.prompt_logprobs
     if scored is not None and len(answers) > 1:
         # Choice 0 scores the prompt once for all (choices.py): every choice reports it.
@@ -263,7 +192,7 @@ def _add(answers: list[_Answer], item: ChoiceEvent) -> None:
     answers[item.index].add(item.event)
 
 
-async def _whole(metrics: ServerMetrics, answers: list[_Answer]) -> list[dict]:
+async def _whole(metrics: ServerMetrics, answers: list[GenerateAnswer]) -> list[dict]:
     last: list[GenerationEvent | None] = [None] * len(answers)
     async for item in _events(metrics, answers):
         _add(answers, item)
@@ -271,7 +200,7 @@ async def _whole(metrics: ServerMetrics, answers: list[_Answer]) -> list[dict]:
     return [answer.payload(event) for answer, event in zip(answers, last, strict=True) if event]
 
 
-async def _stream(metrics: ServerMetrics, answers: list[_Answer]) -> AsyncIterator[bytes]:
+async def _stream(metrics: ServerMetrics, answers: list[GenerateAnswer]) -> AsyncIterator[bytes]:
     events = _events(metrics, answers)
     try:
         async for item in events:

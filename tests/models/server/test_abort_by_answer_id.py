@@ -172,3 +172,123 @@ def test_a_choice_id_under_x_request_id_ends_that_choice(
     stream.join(60)
     assert stream.finished == {0: "abort", 1: "abort", 2: "abort"}
     wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
+
+
+class _GenerateStream(threading.Thread):
+    """One streamed ``/generate`` answer read to its end in a thread: each choice's
+    ``meta_info.id`` and finish reason."""
+
+    def __init__(self, url: str, body: dict) -> None:
+        super().__init__(daemon=True)
+        self.url, self.body = url, body | {"stream": True}
+        self.first = threading.Event()
+        self.ids: dict[int, str] = {}
+        self.finished: dict[int, str] = {}
+
+    def run(self) -> None:
+        with httpx.stream("POST", self.url + "/generate", json=self.body, timeout=120) as answer:
+            for line in answer.iter_lines():
+                if line.startswith("data: {"):
+                    data = json.loads(line[6:])
+                    index, meta = data.get("index", 0), data["meta_info"]
+                    self.ids[index] = meta["id"]
+                    if meta["finish_reason"]:
+                        self.finished[index] = meta["finish_reason"]["type"]
+                    self.first.set()
+
+
+GENERATE_LONG = {"max_new_tokens": 3000, "ignore_eos": True, "temperature": 0}
+
+
+def test_sglangs_child_ids_name_each_choice_of_generate(kimi: LiveServer) -> None:
+    """SGLang names choice ``i`` of rid ``R`` ``R_i`` (``_normalize_rid``), reports it in
+    ``meta_info.id`` and aborts it by it; review31 saw ``R_1`` answered 200 and choice 1 run
+    on. ember's own ``R-1`` and ``R`` still work."""
+    body = {"text": "def f(", "rid": "gen-r", "sampling_params": GENERATE_LONG | {"n": 3}}
+    stream = _GenerateStream(kimi.url, body)
+    stream.start()
+    assert stream.first.wait(60)
+    _abort(kimi, "gen-r_1")
+    wait_until(lambda: 1 in stream.finished or not stream.is_alive(), "choice 1 to end")
+    assert stream.finished == {1: "abort"}, stream.finished
+    _abort(kimi, "gen-r-2")  # ember's name for choice 2
+    wait_until(lambda: 2 in stream.finished or not stream.is_alive(), "choice 2 to end")
+    assert stream.finished == {1: "abort", 2: "abort"}, stream.finished
+    _abort(kimi, "gen-r_0")  # choice 0 alone, by SGLang's name for it
+    stream.join(60)
+    assert not stream.is_alive()
+    assert stream.finished == {0: "abort", 1: "abort", 2: "abort"}
+    assert stream.ids == {0: "gen-r_0", 1: "gen-r_1", 2: "gen-r_2"}
+    wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
+
+
+def test_sglangs_child_ids_name_each_choice_of_a_chat(kimi: LiveServer) -> None:
+    stream = _Stream(kimi.url + "/v1/chat/completions", CHAT | {"rid": "chat-r", "n": 2})
+    stream.start()
+    assert stream.first.wait(60)
+    _abort(kimi, "chat-r_0")
+    wait_until(lambda: 0 in stream.finished or not stream.is_alive(), "choice 0 to end")
+    assert stream.finished == {0: "abort"}, stream.finished
+    _abort(kimi, "chat-r")
+    stream.join(60)
+    assert stream.finished == {0: "abort", 1: "abort"}
+    wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
+
+
+@pytest.mark.parametrize(
+    ("held", "asked", "taken"),
+    [
+        ({"rid": "x", "n": 2}, {"rid": "x_1"}, "x_1"),  # a rid that is a live choice's name
+        ({"rid": "z_1"}, {"rid": "z", "n": 2}, "z_1"),  # a choice whose name is a live rid
+        ({"rid": "w_0"}, {"rid": "w", "n": 3}, "w_0"),
+    ],
+)
+def test_a_rid_colliding_with_sglangs_choice_names_is_refused(
+    kimi: LiveServer, held: dict, asked: dict, taken: str
+) -> None:
+    """One abort would end both requests: the second is refused up front, as a taken rid is."""
+    holder = _Stream(kimi.url + "/v1/chat/completions", CHAT | held)
+    holder.start()
+    try:
+        assert holder.first.wait(60)
+        for path, body in (("/v1/chat/completions", CHAT), ("/v1/completions", COMPLETION)):
+            answer = httpx.post(kimi.url + path, json=body | asked | {"stream": True}, timeout=60)
+            error = bad_request(answer)
+            assert error["param"] == "rid" and f"{taken!r} is in use" in error["message"], error
+        sampling = {"max_new_tokens": 4} | ({"n": asked["n"]} if "n" in asked else {})
+        generate = {"text": "def f(", "rid": asked["rid"], "sampling_params": sampling}
+        error = bad_request(httpx.post(kimi.url + "/generate", json=generate, timeout=60))
+        assert error["param"] == "rid" and f"{taken!r} is in use" in error["message"], error
+    finally:
+        _abort(kimi, held["rid"])
+    holder.join(60)
+    assert set(holder.finished.values()) == {"abort"}
+    wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "prefix"),
+    [("/v1/chat/completions", CHAT, "chatcmpl-"), ("/v1/completions", COMPLETION, "cmpl-")],
+)
+def test_a_rid_equal_to_a_live_answers_id_is_refused(
+    kimi: LiveServer, path: str, body: dict, prefix: str
+) -> None:
+    """review31: ``rid: chatcmpl-<x-request-id>`` of a live answer was taken, and one abort of
+    that id then ended both requests."""
+    holder = _Stream(kimi.url + path, body, {"x-request-id": "gw-live"})
+    holder.start()
+    try:
+        assert holder.first.wait(60)
+        rid = prefix + "gw-live"
+        for other, other_body in (("/v1/chat/completions", CHAT), ("/v1/completions", COMPLETION)):
+            answer = httpx.post(kimi.url + other, json=other_body | {"rid": rid}, timeout=60)
+            error = bad_request(answer)
+            assert error["param"] == "rid" and "in use" in error["message"], error
+        generate = {"text": "x", "rid": rid, "sampling_params": {"max_new_tokens": 2}}
+        error = bad_request(httpx.post(kimi.url + "/generate", json=generate, timeout=60))
+        assert error["param"] == "rid" and "in use" in error["message"], error
+    finally:
+        _abort(kimi, prefix + "gw-live")
+    holder.join(60)
+    assert holder.finish == ["abort"]
+    wait_until(lambda: _idle(kimi), "the engine idle, no answer ids held")

@@ -24,8 +24,11 @@ def test_the_ids_of_a_request_and_of_its_choices() -> None:
     assert table.abort("r-3") == [] and table.abort("chatcmpl-gw-0") == []  # no such choice
     assert table.abort("chatcmpl-gw") == ["r", "r-1", "r-2"]  # the answer's id: every choice
     assert ticket.aborted(0)
-    assert table.holds("r") and table.holds("r-2")
-    assert not table.holds("r-3") and not table.holds("chatcmpl-gw")  # an answer id: no engine id
+    assert table.abort("r_1") == ["r-1"] and table.abort("r_0") == ["r"]  # SGLang's names
+    assert table.abort("chatcmpl-gw_1") == [] and table.abort("r_3") == []
+    assert table.holds("r") and table.holds("r-2") and table.holds("chatcmpl-gw")
+    assert table.holds("r_0") and table.holds("r_2") and table.holds("chatcmpl-gw-1")
+    assert not table.holds("r-3") and not table.holds("r_3") and not table.holds("chatcmpl-gw_0")
     ticket.close()
     ticket.close()  # idempotent
     assert len(table) == 0 and not table.holds("r") and table.abort("r") == []
@@ -35,6 +38,7 @@ def test_abort_all_marks_every_request_and_one_id_names_all_its_holders() -> Non
     table = AnswerIds()
     first, second = table.open("a", None, 1), table.open("b", "b", 2)
     same = table.open("a", None, 1)  # a duplicate rid (refused later, where it is taken)
+    assert not table.holds("a_0")  # one choice: SGLang keeps the rid as it is
     assert table.abort("a") == ["a"] and first.aborted(0) and same.aborted(0)
     assert not second.aborted(0)
     table.abort_all()
