@@ -283,7 +283,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         min_p=optional_number(params, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
         seed=seed,
         stop=stop_sequences(params, "stop", path, most=SERVER_MAX_STOP_STRINGS),
-        stop_token_ids=token_id_list(params, "stop_token_ids", path),
+        stop_token_ids=token_id_list(params, "stop_token_ids", path, skip_nulls=True),
         frequency_penalty=optional_number(
             params, "frequency_penalty", path, minimum=-2, maximum=2, default=0.0
         ),  # type: ignore[arg-type]

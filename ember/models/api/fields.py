@@ -145,18 +145,25 @@ def optional_int(
     return value
 
 
-def token_id_list(body: Mapping[str, Any], key: str, path: str) -> tuple[int, ...]:
-    """An optional array of token ids (``stop_token_ids``); null or absent is empty."""
+def token_id_list(
+    body: Mapping[str, Any], key: str, path: str, *, skip_nulls: bool = False
+) -> tuple[int, ...]:
+    """An optional array of token ids (``stop_token_ids``); null or absent is empty.
+    ``skip_nulls``: null entries are dropped (SGLang's /generate filters them out)."""
     value = body.get(key)
     if value is None:
         return ()
     where = at(path, key)
     if not isinstance(value, list):
         raise wrong_type(where, "an array of token ids", value)
+    out = []
     for i, item in enumerate(value):
+        if item is None and skip_nulls:
+            continue
         if isinstance(item, bool) or not isinstance(item, int) or item < 0:
             raise wrong_type(at(where, i), "a token id (a non-negative integer)", item)
-    return tuple(value)
+        out.append(item)
+    return tuple(out)
 
 
 def stop_sequences(body: Mapping[str, Any], key: str, path: str, most: int = 4) -> tuple[str, ...]:
@@ -249,8 +256,12 @@ def logit_bias(body: Mapping, path: str) -> dict[int, float]:
     where = at(path, "logit_bias")
     bias = require_object(value, where)
     out = {}
-    for key in bias:
-        if not str(key).isdigit():
-            raise InvalidRequestField(at(where, key), "a token id as the key", describe(key))
+    for key, number in bias.items():
+        # ASCII digits only: str.isdigit() takes "²" too, which int() then refuses (review31).
+        if not (isinstance(key, str) and key.isascii() and key.isdigit()):
+            expected = "a token id (ASCII digits) as the key"
+            raise InvalidRequestField(at(where, key), expected, describe(key))
+        if number is None:  # optional_number would take null as absent
+            raise wrong_type(at(where, key), "a number from -100 to 100", number)
         out[int(key)] = optional_number(bias, key, where, minimum=-100, maximum=100)  # type: ignore[assignment]
     return out

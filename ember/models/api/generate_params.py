@@ -46,8 +46,13 @@ REFUSED = {
     "structural_tag": "null (structural tags are not supported: use json_schema or regex)",
     "stop_regex": "null (stop regexes are not supported: use stop strings or stop_token_ids)",
     "custom_params": "null (custom logit processors are not supported)",
-    "stream_interval": "null (a stream sends every engine step's tokens)",
+    "stream_interval": (
+        "null or 1 (a stream sends every engine step's tokens, which is what 1 asks for; an "
+        "interval of N > 1 steps between chunks is not supported)"
+    ),
 }
+# Values of a REFUSED key that ask for what ember does anyway.
+SAME_AS_ABSENT: dict[str, tuple[object, ...]] = {"stream_interval": (1,)}
 
 
 def check_sampling_keys(params: Mapping, path: str) -> None:
@@ -58,6 +63,9 @@ def check_sampling_keys(params: Mapping, path: str) -> None:
         where = at(path, key)
         if key in REFUSED:
             # Empty is absent: SGLang's newer frontends send `"stop_regex": []` on every call.
+            same = SAME_AS_ABSENT.get(key, ())
+            if any(value == v and type(value) is type(v) for v in same):
+                continue
             if value is not None and value not in ([], "", {}):
                 raise InvalidRequestField(where, REFUSED[key], describe(value), "unsupported_value")
             continue

@@ -240,7 +240,7 @@ def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
         _fail("logit_bias", "an object mapping token ids to numbers from -100 to 100", value)
     pairs = []
     for key, bias in value.items():  # type: ignore[union-attr]
-        token = int(key) if isinstance(key, str) and key.isdigit() else key
+        token = int(key) if isinstance(key, str) and key.isascii() and key.isdigit() else key
         pairs.append((token, bias))
     return tuple(sorted(pairs, key=lambda pair: str(pair[0])))
 
