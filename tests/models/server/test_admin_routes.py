@@ -103,7 +103,8 @@ def test_aborting_an_n_choice_request_ends_every_choice(kimi_process: str, how: 
     stream.join(120)
     assert not stream.is_alive()
     assert stream.events[-1] == "[DONE]"
-    assert stream.reasons() == {stream.rid: "abort", f"{stream.rid}-1": "abort"}
+    # meta_info.id of choice i is SGLang's name for it, <rid>_<i>.
+    assert stream.reasons() == {f"{stream.rid}_0": "abort", f"{stream.rid}_1": "abort"}
     wait_until(lambda: _idle(kimi_process), "the engine to let both choices go", 30)
 
 
@@ -122,7 +123,7 @@ def test_aborting_a_waiting_n_choice_request_ends_the_choices_it_never_started(
     assert answer.status_code == 200
     family.join(60)
     assert not family.is_alive() and family.events[-1] == "[DONE]"
-    rids = [family.rid, f"{family.rid}-1", f"{family.rid}-2"]
+    rids = [f"{family.rid}_{i}" for i in range(3)]
     assert family.reasons() == dict.fromkeys(rids, "abort")
     httpx.post(kimi_process + "/abort_request", json={"rid": blocker.rid}, timeout=10)
     blocker.join(60)
