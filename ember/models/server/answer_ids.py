@@ -77,6 +77,11 @@ class AbortTicket:
         """Whether an abort reached choice ``choice`` (or the whole request)."""
         return self._entry.every or choice in self._entry.choices
 
+    def aborted_whole(self) -> bool:
+        """Whether an abort named the whole request (its id, its answer's, ``abort_all``), not
+        one choice: SGLang's ``R_0`` ends choice 0 alone though its engine id is ``R``."""
+        return self._entry.every
+
     def close(self) -> None:
         """The answer ended: its ids no longer find it. Idempotent."""
         self._release()

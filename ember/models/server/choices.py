@@ -15,10 +15,12 @@ computed per choice.
 
 With a ``seed``, choice ``i`` samples with ``seed + i`` (vLLM's rule): the whole answer is
 reproducible, and its choices still differ. Leaving ``stream_choices`` early (the client went
-away, a choice failed) aborts every choice still running; so does an abort of choice 0, whose id
-is the request's own (``/abort_request`` with that rid, or ``abort_all``). An abort of one
-choice's id (``<id>-<i>``) that comes before that choice went in ends it there
-(``answer_ids.py``: each choice checks its request's ticket right before its submission).
+away, a choice failed) aborts every choice still running; so does an abort of the request
+(``/abort_request`` with its rid or its answer's id, or ``abort_all``), which reaches choice 0
+by its engine id, the request's own. An abort of choice 0 alone (SGLang's ``<rid>_0``) ends
+it alone, as the ticket tells. An abort of one choice's id (``<id>-<i>``) that comes before
+that choice went in ends it there (``answer_ids.py``: each choice checks its request's ticket
+right before its submission).
 """
 
 from __future__ import annotations
@@ -141,7 +143,13 @@ async def stream_choices(
     try:
         while remaining:
             index, item = await queue.get()
-            parent_aborted = isinstance(item, GenerationEvent) and item.finish_reason == "abort"
+            # Choice 0's engine id is the request's own, so its abort is the parent's unless
+            # the ticket says only choice 0 was named (SGLang's ``R_0``, ember's id for it).
+            parent_aborted = (
+                isinstance(item, GenerationEvent)
+                and item.finish_reason == "abort"
+                and (ticket is None or ticket.aborted_whole())
+            )
             if index == 0 and parent_aborted:
                 # Choice 0 carries the request's own id: /abort_request with that id (or
                 # abort_all) ends the whole request, as SGLang ends every child of a parent

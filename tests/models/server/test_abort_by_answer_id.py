@@ -29,6 +29,7 @@ class _Stream(threading.Thread):
         self.finish: list[str] = []
         self.finished: dict[int, str] = {}  # choice index -> its finish reason
         self.chunks = 0
+        self.per_choice: dict[int, int] = {}  # choice index -> chunks that carried it
 
     def run(self) -> None:
         with httpx.stream(
@@ -43,6 +44,8 @@ class _Stream(threading.Thread):
                     self.finish += ends.values()
                     self.finished |= ends
                     self.chunks += 1
+                    for c in chunk["choices"]:
+                        self.per_choice[c["index"]] = self.per_choice.get(c["index"], 0) + 1
                     self.first.set()
 
 
@@ -228,6 +231,12 @@ def test_sglangs_child_ids_name_each_choice_of_a_chat(kimi: LiveServer) -> None:
     assert stream.first.wait(60)
     _abort(kimi, "chat-r_0")
     wait_until(lambda: 0 in stream.finished or not stream.is_alive(), "choice 0 to end")
+    # Choice 1 goes on after choice 0 ended (its end would come in the same write, or later).
+    seen = stream.per_choice.get(1, 0)
+    wait_until(
+        lambda: stream.per_choice.get(1, 0) > seen + 1 or 1 in stream.finished,
+        "choice 1 to go on or end",
+    )
     assert stream.finished == {0: "abort"}, stream.finished
     _abort(kimi, "chat-r")
     stream.join(60)
