@@ -167,6 +167,27 @@ def test_a_prompt_that_takes_long_to_tokenize_does_not_stop_a_stream(
         body: dict = {"model": "glm", "prompt": text}
     else:
         body = {"model": "glm", "messages": [{"role": "user", "content": text}]}
+    # A loop blocked while tokenizing misses the window every time; a machine loaded by other
+    # work can stall the stream's steps past a short window once, so up to three tries.
+    for _ in range(3):
+        reply, inside, span = _chunks_during_intake(glm, path, body)
+        if path == "/tokenize":
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["count"] >= context
+        else:  # past the window once tokenized: the exact count, not the bound's
+            assert reply.status_code == 400, reply.text
+            assert "However, your messages resulted in at least" not in reply.text
+            assert reply.json()["error"]["code"] == "context_length_exceeded"
+        if inside:
+            break
+    assert inside, f"no chunk in {0.5 * span:.3f} s of the big request's intake, 3 tries"
+
+
+def _chunks_during_intake(
+    glm: LiveServer, path: str, body: dict
+) -> tuple[httpx.Response, list[float], float]:
+    """The big request's answer, the stream's chunks that came in the middle of its intake
+    (from 40% to 90% of it), and how long it took."""
     stream = _Stream(glm.url)
     stream.start()
     try:
@@ -180,13 +201,6 @@ def test_a_prompt_that_takes_long_to_tokenize_does_not_stop_a_stream(
     finally:
         stream.stop.set()
     stream.join(60)
-    if path == "/tokenize":
-        assert reply.status_code == 200, reply.text
-        assert reply.json()["count"] >= context
-    else:  # past the window once tokenized: the exact count, not the bound's
-        assert reply.status_code == 400, reply.text
-        assert "However, your messages resulted in at least" not in reply.text
-        assert reply.json()["error"]["code"] == "context_length_exceeded"
     span = answered - sent
     inside = [t for t in stream.arrivals if sent + 0.4 * span <= t <= answered - 0.1 * span]
-    assert len(inside) > 0, f"no chunk in {0.5 * span:.3f} s of the big request's intake"
+    return reply, inside, span
