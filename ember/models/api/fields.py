@@ -248,6 +248,10 @@ def loads_checked(text: str, path: str) -> object:
     return value
 
 
+# Token ids are below 2**31 (every vocabulary ember serves is far smaller): ten digits.
+MAX_TOKEN_ID_DIGITS = 10
+
+
 def logit_bias(body: Mapping, path: str) -> dict[int, float]:
     """OpenAI's ``logit_bias``: token id (a string of digits) -> bias in [-100, 100]."""
     value = body.get("logit_bias")
@@ -255,13 +259,28 @@ def logit_bias(body: Mapping, path: str) -> dict[int, float]:
         return {}
     where = at(path, "logit_bias")
     bias = require_object(value, where)
-    out = {}
+    out: dict[int, float] = {}
+    keys: dict[int, str] = {}
     for key, number in bias.items():
-        # ASCII digits only: str.isdigit() takes "²" too, which int() then refuses (review31).
-        if not (isinstance(key, str) and key.isascii() and key.isdigit()):
-            expected = "a token id (ASCII digits) as the key"
+        # ASCII digits only: str.isdigit() takes "²" too, which int() then refuses (review31);
+        # and at most MAX_TOKEN_ID_DIGITS of them: int() refuses over 4,300 (review34).
+        if not (
+            isinstance(key, str)
+            and key.isascii()
+            and key.isdigit()
+            and len(key) <= MAX_TOKEN_ID_DIGITS
+        ):
+            expected = f"a token id (up to {MAX_TOKEN_ID_DIGITS} ASCII digits) as the key"
             raise InvalidRequestField(at(where, key), expected, describe(key))
+        token = int(key)
+        if token in keys:  # "1" and "01" name one token: which bias was meant?
+            raise InvalidRequestField(
+                at(where, key),
+                "one key per token id",
+                f"{key!r}, which names token {token} as {keys[token]!r} does",
+            )
+        keys[token] = key
         if number is None:  # optional_number would take null as absent
             raise wrong_type(at(where, key), "a number from -100 to 100", number)
-        out[int(key)] = optional_number(bias, key, where, minimum=-100, maximum=100)  # type: ignore[assignment]
+        out[token] = optional_number(bias, key, where, minimum=-100, maximum=100)  # type: ignore[assignment]
     return out

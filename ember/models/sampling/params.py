@@ -240,7 +240,11 @@ def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
         _fail("logit_bias", "an object mapping token ids to numbers from -100 to 100", value)
     pairs = []
     for key, bias in value.items():  # type: ignore[union-attr]
-        token = int(key) if isinstance(key, str) and key.isascii() and key.isdigit() else key
+        # At most ten digits (token ids are below 2**31): int() refuses over 4,300, a 500.
+        digits = isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= 10
+        token = int(key) if digits else key
+        if digits and any(token == earlier for earlier, _ in pairs):
+            _fail("logit_bias", "an object with one key per token id", value)
         pairs.append((token, bias))
     return tuple(sorted(pairs, key=lambda pair: str(pair[0])))
 

@@ -28,9 +28,14 @@ def _parsers(bias: object) -> list[tuple[str, object]]:
     ("bias", "key", "expected"),
     [
         ({"5": None}, "5", "expected a number from -100 to 100, got null"),
-        ({"\u00b2": 1}, "\u00b2", "expected a token id (ASCII digits) as the key"),
-        ({"\u0663": 1}, "\u0663", "expected a token id (ASCII digits) as the key"),  # Arabic 3
-        ({"7": 1, "x": 1}, "x", "expected a token id (ASCII digits) as the key"),
+        ({"\u00b2": 1}, "\u00b2", "ASCII digits) as the key"),
+        ({"\u0663": 1}, "\u0663", "ASCII digits) as the key"),  # Arabic 3
+        ({"7": 1, "x": 1}, "x", "ASCII digits) as the key"),
+        # int() refuses strings of over 4,300 digits: a 500 (review34); ten digits are enough.
+        ({"9" * 5000: 1}, "9" * 5000, "expected a token id (up to 10 ASCII digits) as the key"),
+        ({"12345678901": 1}, "12345678901", "up to 10 ASCII digits"),
+        # One token, two biases: which was meant?
+        ({"1": 5, "01": -5}, "01", "expected one key per token id, got '01', which names token 1"),
     ],
 )
 def test_a_logit_bias_entry_that_is_no_token_and_number_is_refused(

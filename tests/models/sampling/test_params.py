@@ -142,3 +142,17 @@ def test_the_engine_takes_a_temperature_above_2() -> None:
     # SGLang's and vLLM's SamplingParams refuse only a negative temperature; Workers AI's cap
     # of 2 is the AI gateway's (parse_sampling), not the engine's.
     assert SamplingParams.from_request({"temperature": 3.5}).temperature == 3.5
+
+
+@pytest.mark.parametrize(
+    ("bias", "expected"),
+    [
+        ({"9" * 5000: 1}, "keys are token ids"),  # int() refuses 4,300+ digits: was a 500
+        ({"1": 5, "01": -5}, "one key per token id"),  # one token, two biases
+    ],
+)
+def test_logit_bias_keys_that_name_no_token_or_one_twice_are_refused(
+    bias: dict, expected: str
+) -> None:
+    with pytest.raises(InvalidModelInput, match=expected):
+        SamplingParams.from_request({"logit_bias": bias})
