@@ -32,3 +32,11 @@ def type_allows(declared: set[str], value: object) -> bool:
     """Whether ``value`` has one of the ``declared`` types (an integer is a number)."""
     kind = json_type_of(value)
     return kind in declared or (kind == "integer" and "number" in declared)
+
+
+def value_key(value: object) -> str:
+    """A key equal for equal JSON values, as JSON Schema compares them (``1`` is ``1.0``; an
+    object's key order does not matter)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return json.dumps(value, sort_keys=True)

@@ -50,6 +50,22 @@ class NumericRange:
                 return False
         return True
 
+    def holds_none(self, *, integer: bool) -> bool:
+        """Whether no number (``integer``: no integer) lies in range, however many digits:
+        an empty range, unlike one whose values are merely too long for ember to spell."""
+        low, high = self.low, self.high
+        if low is None or high is None:
+            return False
+        if integer:
+            first = int(low.value.to_integral_value(rounding="ROUND_CEILING"))
+            last = int(high.value.to_integral_value(rounding="ROUND_FLOOR"))
+            first += low.exclusive and first == low.value
+            last -= high.exclusive and last == high.value
+            return first > last
+        if low.value == high.value:
+            return low.exclusive or high.exclusive
+        return low.value > high.value
+
     def integer_ends(self) -> tuple[int, int]:
         """The least and greatest integer in range, clamped to ``MAX_DIGITS`` digits (may cross:
         no integer in range)."""

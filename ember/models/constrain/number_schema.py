@@ -54,6 +54,24 @@ def _first_key(schema: Mapping, *keys: str) -> str:
 def numeric_range(schema: Mapping, path: str) -> NumericRange | None:
     """The bounds ``schema`` sets (None: none); ``InvalidRequestField`` names a bad keyword or an
     empty range."""
+    bounds = parse_range(schema, path)
+    if bounds is None:
+        return None
+    low, high = bounds.low, bounds.high
+    if low is not None and high is not None and not bounds.contains(low.value):
+        if low.value >= high.value:
+            where = _first_key(schema, "exclusiveMaximum", "maximum")
+            raise InvalidRequestField(
+                f"{path}/{where}",
+                f"a range some value satisfies (above the lower bound {low.value})",
+                str(schema[where]),
+            )
+    return bounds
+
+
+def parse_range(schema: Mapping, path: str) -> NumericRange | None:
+    """The bounds ``schema`` sets (None: none), empty or not; ``InvalidRequestField`` names a
+    malformed keyword (not a number, ``exclusiveMinimum: true`` alone)."""
     if not any(k in schema for k in BOUND_KEYWORDS):
         return None
     low: Bound | None = None
@@ -75,16 +93,7 @@ def numeric_range(schema: Mapping, path: str) -> NumericRange | None:
                 low = _tighter(low, bound, lower=True)
             else:
                 high = _tighter(high, bound, lower=False)
-    bounds = NumericRange(low, high)
-    if low is not None and high is not None and not bounds.contains(low.value):
-        if low.value >= high.value:
-            where = _first_key(schema, "exclusiveMaximum", "maximum")
-            raise InvalidRequestField(
-                f"{path}/{where}",
-                f"a range some value satisfies (above the lower bound {low.value})",
-                str(schema[where]),
-            )
-    return bounds
+    return NumericRange(low, high)
 
 
 def number_node(
@@ -92,8 +101,17 @@ def number_node(
 ) -> Node:
     """``JNumber``, or the bounded regex. Strict: a bad bound or a range that holds no value
     ember generates (at most 15 digits) is an ``InvalidRequestField``; lenient (tool
-    parameters): such bounds are ignored. ``automata``: the schema's, which builds each range
-    once and bounds their cost (None: build it here)."""
+    parameters): a malformed bound, or a range whose values all have more digits, is ignored,
+    but a range that holds no number (integer) at all is an error there too: ignoring it would
+    let any number through where JSON Schema allows none (a lenient ``anyOf`` leaves such an
+    alternative out). ``automata``: the schema's, which builds each range once and bounds their
+    cost (None: build it here)."""
+    try:
+        parsed = parse_range(schema, path)
+    except InvalidRequestField:
+        if strict:
+            raise
+        return JNumber(integer=integer)  # a malformed bound is ignored
     try:
         bounds = numeric_range(schema, path)
         if bounds is None:
@@ -109,7 +127,7 @@ def number_node(
                 "unsupported_value",
             )
     except InvalidRequestField:
-        if strict:
+        if strict or (parsed is not None and parsed.holds_none(integer=integer)):
             raise
         return JNumber(integer=integer)
     if automata is None:
@@ -120,9 +138,10 @@ def number_node(
 
 def literals_in_range(values: list, schema: Mapping, path: str, *, strict: bool) -> list:
     """The ``enum``/``const`` values the bounds allow (bounds constrain numbers only: other
-    values pass)."""
+    values pass). Lenient, a malformed bound is ignored; a range holding no number keeps no
+    number."""
     try:
-        bounds = numeric_range(schema, path)
+        bounds = numeric_range(schema, path) if strict else parse_range(schema, path)
     except InvalidRequestField:
         if strict:
             raise

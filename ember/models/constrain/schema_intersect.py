@@ -6,7 +6,9 @@ schema for the keywords ember enforces: ``type`` sets meet (``integer`` within `
 ``nullable`` read as ``null``), the tighter of each numeric, length and count bound,
 ``enum``/``const`` values both allow, ``items`` and each property's schema intersected in turn
 (a name one side does not declare takes that side's ``additionalProperties``, so ``false`` there
-forbids it), ``required`` united. ``EMPTY`` when no value can satisfy both.
+forbids it), ``required`` united. A type whose met keywords leave it no value (bounds that
+cross, ``minLength`` above ``maxLength``, two different known formats) leaves the type list,
+other types keeping their values; ``EMPTY`` when no value can satisfy both.
 
 Two keywords do not meet exactly: of two different ``pattern``s only the second (the
 alternative's) is enforced, and of a known ``format`` and another one the known one (JSON Schema
@@ -16,14 +18,17 @@ at all (a ``$ref``, or a value that is not a schema); the caller ignores the com
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 
+from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.formats import FORMAT_PATTERNS
-from ember.models.constrain.json_values import type_allows
+from ember.models.constrain.json_values import type_allows, value_key
+from ember.models.constrain.number_schema import parse_range
 
 # A sentinel: the intersection holds no value.
 EMPTY = False
+# What the ``format`` rule gives for two different formats ember enforces: no string has both.
+_NO_STRING = object()
 COMBINATORS = ("anyOf", "oneOf", "allOf")
 _LOWER = ("minimum", "exclusiveMinimum", "minLength", "minItems")
 _UPPER = ("maximum", "exclusiveMaximum", "maxLength", "maxItems")
@@ -45,6 +50,7 @@ def intersect(a: object, b: object) -> Result:
         return None
     a, b = _normalised(a), _normalised(b)
     out = dict(a)
+    lacking: set[str] = set()  # types the met keywords leave no value
     for key, value in b.items():
         if key in _OBJECT:
             continue  # below, together
@@ -60,11 +66,16 @@ def intersect(a: object, b: object) -> Result:
             met = value  # an annotation or a keyword ember ignores: either will do
         if met is None:
             return None
+        if met is _NO_STRING:
+            lacking.add("string")
+            met = value
         if met is EMPTY:
             if key != "items":
                 return EMPTY
             met, out["maxItems"] = True, 0  # no item fits both: only [] does
         out[key] = met
+    if not _drop_types(out, lacking | _lacking(out)):
+        return EMPTY
     if "enum" in out or "const" in out:
         literals = _literals(a, b)
         if not literals:
@@ -83,9 +94,15 @@ def _normalised(schema: Mapping) -> Mapping:
     ):
         return schema
     out = dict(schema)
-    if out.pop("nullable", None) is True and "type" in out:
-        kinds = [out["type"]] if isinstance(out["type"], str) else list(out["type"])
-        out["type"] = [*kinds, "null"]
+    if out.pop("nullable", None) is True:
+        # The compiler reads nullable as "or null", beside enum/const too (schema.py).
+        if "type" in out:
+            kinds = [out["type"]] if isinstance(out["type"], str) else list(out["type"])
+            out["type"] = [*kinds, "null"]
+        values = _values(out)
+        if values is not None:
+            out.pop("const", None)
+            out["enum"] = [*values, None]
     for flag, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
         if isinstance(out.get(flag), bool):
             if out.pop(flag) and _number(out.get(bound)):
@@ -135,8 +152,47 @@ def _tighter(pick: Callable[[object, object], object]) -> Callable[[object, obje
 def _format(a: object, b: object) -> object:
     known_a, known_b = a in FORMAT_PATTERNS, b in FORMAT_PATTERNS
     if known_a and known_b:
-        return EMPTY  # ember's formats are disjoint: no date is a uuid, no email an ipv4
+        return _NO_STRING  # ember's formats are disjoint: no date is a uuid, no email an ipv4
     return a if known_a else b
+
+
+def _lacking(schema: Mapping) -> set[str]:
+    """The types ``schema``'s bounds, lengths or counts leave with no value (a malformed
+    keyword is the compiler's to name or, lenient, to ignore)."""
+    lacking = set()
+    try:
+        bounds = parse_range(schema, "")
+    except InvalidRequestField:
+        bounds = None
+    if bounds is not None and bounds.holds_none(integer=False):
+        lacking |= {"number", "integer"}
+    elif bounds is not None and bounds.holds_none(integer=True):
+        lacking.add("integer")
+    for low, high, kind in (
+        ("minLength", "maxLength", "string"),
+        ("minItems", "maxItems", "array"),
+    ):
+        if _count(schema.get(low)) and _count(schema.get(high)) and schema[low] > schema[high]:
+            lacking.add(kind)
+    return lacking
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _drop_types(out: dict, lacking: set[str]) -> bool:
+    """Take the ``lacking`` types out of ``out``'s type (all types where it has none); False
+    when none is left."""
+    if not lacking:
+        return True
+    declared = out.get("type", list(_SAMPLE))
+    kinds = [declared] if isinstance(declared, str) else declared
+    if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+        return True  # not a type: the compiler names it
+    kept = [k for k in kinds if k not in lacking]
+    out["type"] = kept
+    return bool(kept)
 
 
 def _nest(out: dict, key: str, value: object) -> object:
@@ -161,21 +217,19 @@ def _literals(a: Mapping, b: Mapping) -> list:
         return vb or []
     if vb is None:
         return va
-    keys = {_key(v) for v in vb}
-    return [v for v in va if _key(v) in keys]
+    keys = {value_key(v) for v in vb}
+    return [v for v in va if value_key(v) in keys]
 
 
 def _values(schema: Mapping) -> list | None:
-    if "const" in schema:
-        return [schema["const"]]
+    """The values ``enum`` and ``const`` both allow (None: neither is there)."""
     values = schema.get("enum")
-    return list(values) if isinstance(values, list) else None
-
-
-def _key(value: object) -> str:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return json.dumps(value, sort_keys=True)
+    values = list(values) if isinstance(values, list) else None
+    if "const" not in schema:
+        return values
+    if values is None:
+        return [schema["const"]]
+    return [v for v in values if value_key(v) == value_key(schema["const"])]
 
 
 def _object(a: Mapping, b: Mapping, out: dict) -> Result:
