@@ -28,8 +28,10 @@ UNSUPPORTED = (
     "unevaluatedItems",
 )
 TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
-# Keywords that make a schema do more than an anyOf/allOf alone; combining them with one is
-# an intersection we do not compute.
+# Keywords that make a schema do more than an anyOf/allOf alone: every keyword the compiler
+# enforces (a combinator beside another included). Beside a combinator they are refused
+# (strict) or intersected with each alternative (lenient, schema_merge.py); one left out
+# here would be dropped silently in both modes.
 SHAPING = (
     "type",
     "properties",
@@ -39,4 +41,13 @@ SHAPING = (
     "additionalProperties",
     "required",
     *BOUND_KEYWORDS,
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minItems",
+    "maxItems",
+    "anyOf",
+    "oneOf",
+    "allOf",
 )

@@ -48,7 +48,7 @@ def compile_combinator(
                 where, "allOf with a single schema", f"{len(branches)} schemas", "unsupported_value"
             )
         branches = branches[:1]
-    siblings = [k for k in shaping if k in schema]
+    siblings = [k for k in shaping if k in schema and k != combinator]
     if siblings and strict:
         raise InvalidRequestField(
             f"{path}/{siblings[0]}",
