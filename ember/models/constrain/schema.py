@@ -15,10 +15,13 @@ Supported, enforced while generating:
   draft 4's booleans), enforced by construction (number_ranges.py): ``integer`` exactly;
   ``number`` exactly too, written without an exponent and with at most 15 digits in all, so
   the float a client parses compares with the bound as the decimal does. A range holding no
-  such value is an error naming the keyword. Bounds alone imply ``type: number``; beside
-  ``enum``/``const`` they drop the out-of-range values.
-- ``enum`` and ``const`` (any JSON values, generated in compact form), ``anyOf``, ``oneOf``
-  (treated as ``anyOf``: the output matches at least one alternative), ``allOf`` with one
+  such value is an error naming the keyword (lenient too: only malformed bounds are ignored).
+  Bounds alone imply ``type: number``; beside ``enum``/``const`` they drop the out-of-range
+  values.
+- ``enum`` and ``const`` (any JSON values, generated in compact form; both: the values both
+  allow; arrays and objects checked against the schema around them, literal_check.py),
+  ``anyOf``, ``oneOf`` (treated as ``anyOf``: the output matches at least one alternative),
+  ``allOf`` with one
   element, local ``$ref`` (``#``, ``#/$defs/...``, ``#/definitions/...``), recursion.
 - ignored as annotations: ``title``, ``description``, ``default``, ``examples``, other
   ``format`` values (an annotation in JSON Schema 2020-12), ``$schema``, ``$id``,
@@ -47,7 +50,8 @@ from collections.abc import Mapping
 from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.json_nodes import JAny, JArray, JLiteralSet, JObject
-from ember.models.constrain.json_values import compact_json, type_allows
+from ember.models.constrain.json_values import compact_json, type_allows, value_key
+from ember.models.constrain.literal_check import LiteralCheck
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
 from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_range, number_node
 from ember.models.constrain.productive import unproductive_refs
@@ -106,6 +110,7 @@ class SchemaCompiler:
         self.any = JAny(ws, guard)
         self.automata = Automata()  # each distinct bound or pattern built once, and bounded
         self.seen: dict[int, tuple[object, Node]] = {}  # id -> (schema, its node)
+        self.check = LiteralCheck(lambda pointer: resolve_pointer(root, pointer), self.automata)
 
     def compile(self, schema: object = None, path: str | None = None) -> Node:
         """The root's node, or with ``path`` the node of ``schema`` (a part of the root found
@@ -235,18 +240,19 @@ class SchemaCompiler:
         return nodes[0] if len(nodes) == 1 else Choice(nodes)
 
     def _literals(self, schema: Mapping, path: str, types: set[str] | None) -> Node:
-        if "const" in schema:
-            values, where = [schema["const"]], path + "/const"
-        else:
-            values, where = schema["enum"], path + "/enum"
-            if not isinstance(values, list) or not values:
-                raise self._fail(where, "a non-empty array of values", values)
+        values, where = _listed_values(schema, path)
+        if values is None:
+            raise self._fail(where, "a non-empty array of values", schema["enum"])
+        if not values:  # both enum and const: the values both allow
+            raise self._fail(where, "one of the enum values", schema["const"])
         if types is not None:
             values = [v for v in values if type_allows(types, v)]
             if not values:
                 raise self._fail(where, f"values of type {sorted(types)}", schema.get("enum"))
         values = literals_in_range(values, schema, path, strict=self.strict)
         values = literals_fitting(values, schema, path, self.automata)
+        # An array's items, an object's properties: each value checked against them too.
+        values = [v for v in values if not isinstance(v, list | dict) or self.check.fits(v, schema)]
         if not values:
             raise self._fail(
                 where,
@@ -352,6 +358,19 @@ class SchemaCompiler:
         if extra_schema is not False and not forbidden:
             extra = self._compile(extra_schema, path + "/additionalProperties")
         return JObject(compiled, extra, self.ws, self.guard)
+
+
+def _listed_values(schema: Mapping, path: str) -> tuple[list | None, str]:
+    """The values ``enum`` and ``const`` both allow and the keyword to name (None: a malformed
+    ``enum``)."""
+    values = schema.get("enum")
+    if "enum" in schema and (not isinstance(values, list) or not values):
+        return None, path + "/enum"
+    if "const" not in schema:
+        return values, path + "/enum"
+    if values is None:
+        return [schema["const"]], path + "/const"
+    return [v for v in values if value_key(v) == value_key(schema["const"])], path + "/const"
 
 
 def compile_schema(
