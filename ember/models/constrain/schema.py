@@ -96,6 +96,7 @@ class SchemaCompiler:
         strict: bool = True,
         ws: int = DEFAULT_WHITESPACE,
         guard: SubstringGuard = NO_GUARD,
+        automata: Automata | None = None,
     ):
         self.root = root
         self.guard = guard
@@ -108,7 +109,9 @@ class SchemaCompiler:
         self.literals = 0  # enum and const values so far (MAX_LITERALS)
         self.literal_bytes = 0  # and the bytes of their JSON (MAX_LITERAL_BYTES)
         self.any = JAny(ws, guard)
-        self.automata = Automata()  # each distinct bound or pattern built once, and bounded
+        # Each distinct bound or pattern built once, and bounded; a caller compiling one
+        # schema in parts (GLM's properties) passes one for all of them.
+        self.automata = Automata() if automata is None else automata
         self.seen: dict[int, tuple[object, Node]] = {}  # id -> (schema, its node)
         self.check = LiteralCheck(lambda pointer: resolve_pointer(root, pointer), self.automata)
 
@@ -381,15 +384,23 @@ def compile_schema(
     ws: int = DEFAULT_WHITESPACE,
     forbidden: tuple[str, ...] = (),
     within: tuple[object, str] | None = None,
+    automata: Automata | None = None,
 ) -> Node:
     """The node for ``schema``; raises ``InvalidRequestField`` naming the offending keyword.
     ``forbidden``: marker spellings no string may contain (inside tool calls). ``within``:
-    the whole schema ``schema`` is a part of and its path, against which ``$ref`` resolves."""
+    the whole schema ``schema`` is a part of and its path, against which ``$ref`` resolves.
+    ``automata``: the budget and built regexes to share with other parts of that whole (None:
+    this schema's own)."""
     guard = SubstringGuard([f.encode() for f in forbidden]) if forbidden else NO_GUARD
     if within is None:
-        return SchemaCompiler(schema, path=path, strict=strict, ws=ws, guard=guard).compile()
+        compiler = SchemaCompiler(
+            schema, path=path, strict=strict, ws=ws, guard=guard, automata=automata
+        )
+        return compiler.compile()
     root, root_path = within
-    compiler = SchemaCompiler(root, path=root_path, strict=strict, ws=ws, guard=guard)
+    compiler = SchemaCompiler(
+        root, path=root_path, strict=strict, ws=ws, guard=guard, automata=automata
+    )
     return compiler.compile(schema, path)
 
 

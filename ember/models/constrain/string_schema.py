@@ -164,13 +164,17 @@ def raw_string_node(
     terminator: str,
     forbidden: Sequence[str],
     strict: bool = False,
+    automata: Automata | None = None,
 ) -> Node:
     """A raw text value and its ``terminator`` marker (GLM's ``...</arg_value>``), the text
     never spelling one of ``forbidden`` (the terminator among them). The length bounds, pattern
     and format hold by construction, as in a JSON string: the terminator is refused before
-    ``minLength`` characters and is all that may follow ``maxLength`` of them."""
+    ``minLength`` characters and is all that may follow ``maxLength`` of them. ``automata``:
+    the budget of the whole schema this value is part of (a GLM tool's parameters), so that
+    its properties' patterns count together, as on the JSON path; None: this value's own."""
     low, high = length_bounds(schema, path)
-    regex = string_regex(schema, path, low=low, high=high, strict=strict)
+    automata = Automata() if automata is None else automata
+    regex = string_regex(schema, path, low=low, high=high, strict=strict, automata=automata)
     end = marker(terminator)
     byte_end = marker.token_id(terminator) is None
     if regex is not None:

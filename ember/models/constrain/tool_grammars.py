@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
 from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.automata import Automata, AutomatonBudgetExceeded
 from ember.models.constrain.json_nodes import JLiteralSet
 from ember.models.constrain.nodes import (
     POP,
@@ -202,11 +203,15 @@ def kimi_tool_calls(
 
 @dataclass(frozen=True)
 class _Root:
-    """The tool's whole parameters schema and its path: ``$ref``s resolve against it."""
+    """The tool's whole parameters schema and its path: ``$ref``s resolve against it.
+    ``automata``: its regexes and their budget, shared by every value (as the JSON path's one
+    compile shares them): a pattern repeated by many properties is built once, and all of
+    them together stay within ``MAX_AUTOMATON_STATES`` (review33 #1)."""
 
     schema: object
     path: str
     strict: bool
+    automata: Automata
 
 
 def _glm_value(schema: object, marker: Marker, path: str, ws: int, root: _Root) -> Node:
@@ -223,6 +228,7 @@ def _glm_value(schema: object, marker: Marker, path: str, ws: int, root: _Root) 
             terminator=GLM_VALUE_END,
             forbidden=GLM_MARKERS,
             strict=root.strict,
+            automata=root.automata,
         )
 
     def json_value(sub: object) -> Node:
@@ -233,6 +239,7 @@ def _glm_value(schema: object, marker: Marker, path: str, ws: int, root: _Root) 
             ws=ws,
             forbidden=GLM_MARKERS,
             within=(root.schema, root.path),
+            automata=root.automata,
         )
         return Seq([node, end])
 
@@ -260,6 +267,8 @@ def _glm_value(schema: object, marker: Marker, path: str, ws: int, root: _Root) 
             return Choice([Seq([JLiteralSet([v.encode() for v in members]), end]), json])
         try:
             raw = raw_value(schema)
+        except AutomatonBudgetExceeded:
+            raise  # the request's error: no branch may skip the budget
         except InvalidRequestField:
             # No string the pattern allows avoids spelling a marker, so the string branch can
             # never be taken; the value's other types still can (only a type of exactly
@@ -275,8 +284,9 @@ def _glm_arguments(
 ) -> Node:
     """One call's key/value pairs; ``path``: the tool's ``parameters`` in the request. Each
     value is compiled against the whole parameters (a ``$ref`` to ``#/$defs/...``), and a root
-    ``$ref`` is followed to the object whose properties the pairs are."""
-    root = _Root(_arguments_schema(tool), path, tool.strict)
+    ``$ref`` is followed to the object whose properties the pairs are. The tool's values share
+    one automaton budget, as its one compile on the JSON path (Kimi, request parsing) does."""
+    root = _Root(_arguments_schema(tool), path, tool.strict, Automata())
     if tool.strict:
         # GLM compiles each property on its own, so the keywords beside them (minProperties,
         # not or allOf of two at the root; anyOf beside a string's type) would be skipped:
