@@ -11,6 +11,9 @@ is a 400 naming the keyword that crossed it, in strict and lenient mode alike.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+from typing import Any
+
 from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 
@@ -31,6 +34,15 @@ class Automata:
         self.limit = limit
         self.states = 0
         self._built: dict[tuple[str, bool, tuple[int, int | None]], RegexAutomaton] = {}
+        self._derived: dict[Hashable, Any] = {}
+
+    def derived(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """What ``build`` makes from one of these automata (GLM's raw text: a liveness table
+        as large as its automaton), built once per ``key``: each costs as much again as the
+        automaton it is made from, which was itself built once."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
 
     def regex(
         self,

@@ -179,7 +179,11 @@ def raw_string_node(
     byte_end = marker.token_id(terminator) is None
     if regex is not None:
         try:
-            return Seq([RawRegexText(regex, forbidden, byte_end=byte_end), end])
+            # One node per distinct automaton (its liveness table is as large as it is):
+            # properties repeating a pattern share it, as the JSON path shares the automaton.
+            key = ("raw", id(regex), tuple(forbidden), byte_end)
+            text = automata.derived(key, lambda: RawRegexText(regex, forbidden, byte_end=byte_end))
+            return Seq([text, end])
         except SpellsForbidden:
             pattern, where = _pattern_source(schema, path)  # type: ignore[misc]
             raise InvalidRequestField(

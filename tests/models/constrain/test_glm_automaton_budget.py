@@ -10,7 +10,7 @@ import pytest
 
 from ember.models.constrain.automata import AutomatonBudgetExceeded
 from ember.models.constrain.nodes import Marker, Node
-from ember.models.constrain.regex_avoid import RawRegexText
+from ember.models.constrain.regex_avoid import Liveness, RawRegexText
 from ember.models.constrain.regex_nodes import JRegexString
 from ember.models.constrain.schema import compile_schema
 from ember.models.constrain.tool_grammars import (
@@ -43,17 +43,21 @@ def test_glm_refuses_the_keyword_the_json_path_refuses(kind: object) -> None:
 
 
 def _regexes(node: Node) -> list[object]:
-    """The automata of every pattern node reachable from ``node``."""
+    """The automata of every pattern node reachable from ``node``, and the raw nodes'
+    liveness tables (as large as their automaton, built from it)."""
     found: list[object] = []
     seen: set[int] = set()
     stack: list[object] = [node]
     while stack:
         item = stack.pop()
+        # Counted wherever reached: a node the grammar shares counts once per use.
+        if isinstance(item, (RawRegexText, JRegexString)):
+            found.append(item.regex)
+        if isinstance(item, RawRegexText):
+            found.append(item.liveness)
         if id(item) in seen:
             continue
         seen.add(id(item))
-        if isinstance(item, (RawRegexText, JRegexString)):
-            found.append(item.regex)
         if isinstance(item, IndexedRepeat):
             stack.append(item._item(0))  # built on demand: each call's node
         if isinstance(item, Node):
@@ -71,6 +75,7 @@ def test_a_pattern_many_properties_repeat_is_built_once(kind: object) -> None:
     properties = {f"p{i}": {"type": kind, "pattern": pattern} for i in range(5)}
     tool = ToolSignature("f", {"type": "object", "properties": properties})
     grammar = glm_tool_calls([tool], Marker({}), parallel=False, dialect="glm47")
-    regexes = _regexes(grammar)
-    assert len(regexes) >= 5
-    assert len({id(r) for r in regexes}) == 1
+    built = _regexes(grammar)
+    assert len(built) >= 5
+    assert len({id(r) for r in built if not isinstance(r, Liveness)}) == 1
+    assert len({id(r) for r in built if isinstance(r, Liveness)}) == 1
