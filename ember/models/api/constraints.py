@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from ember.models.api.chat_request import ChatRequest
 from ember.models.api.output_parser import ChatOutputParser, random_call_id
 from ember.models.api.tool_streams import IdFactory, Undeclared
+from ember.models.api.tool_values import JsonBranches
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.constrain.tool_grammars import (
     ReasoningPrefix,
@@ -85,10 +86,12 @@ def output_parser_for(
     id_factory: IdFactory = random_call_id,
     drop: Sequence[str] = (),
     on_undeclared: Undeclared | None = None,
+    branches: JsonBranches | None = None,
 ) -> ChatOutputParser:
     """The parser for this request's output (tool calls parsed only when tools are active);
     ``drop``: the special-token markers it must keep from the client; ``on_undeclared``: told
-    each call dropped for naming no declared tool (``ChatOutputParser``)."""
+    each call dropped for naming no declared tool (``ChatOutputParser``); ``branches``: the
+    request's, for each of its choices' parsers (GLM's typing of "either" values)."""
     tools = {t.name: t.parameters for t in request.active_tools} or None
     return ChatOutputParser(
         tool_format,
@@ -97,4 +100,5 @@ def output_parser_for(
         id_factory=id_factory,
         drop=drop,
         on_undeclared=on_undeclared,
+        branches=branches,
     )

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from ember.models.api.deltas import DeltaMessage, OutputAccumulator, ParsedOutput
 from ember.models.api.text_stream import TrimmedSegment, find_first, safe_length
 from ember.models.api.tool_streams import IdFactory, Undeclared, tool_stream_for
+from ember.models.api.tool_values import JsonBranches
 from ember.models.constrain.tool_grammars import THINK_BEGIN, THINK_END, ReasoningPrefix, ToolFormat
 
 _ALPHABET = string.ascii_letters + string.digits
@@ -57,12 +58,14 @@ class ChatOutputParser:
         id_factory: IdFactory = random_call_id,
         drop: Sequence[str] = (),
         on_undeclared: Undeclared | None = None,
+        branches: JsonBranches | None = None,
     ) -> None:
         """``tools``: ``{name: parameters schema}`` when tool calls should be parsed, else
         None. ``reasoning``, ``drop``: see the module docstring. ``on_undeclared``: told the
-        name of each call dropped because the request declared no such tool."""
+        name of each call dropped because the request declared no such tool. ``branches``:
+        GLM's compiled JSON branches, shared by a request's choices."""
         self.tools = (
-            tool_stream_for(tool_format, tools, id_factory, on_undeclared or _ignore)
+            tool_stream_for(tool_format, tools, id_factory, on_undeclared or _ignore, branches)
             if tools is not None
             else None
         )

@@ -177,11 +177,13 @@ class GlmToolStream:
         parameters: Mapping[str, Mapping | None],
         id_factory: IdFactory,
         on_undeclared: Undeclared = _ignore,
+        branches: JsonBranches | None = None,
     ) -> None:
+        """``branches``: the request's (shared by its choices), else this parser's own."""
         self.parameters = parameters
         self.on_undeclared = on_undeclared
         self.id_factory = id_factory
-        self.branches = JsonBranches()
+        self.branches = JsonBranches() if branches is None else branches
         self.count = 0
         self.state = "name"
         self.name = ""
@@ -332,10 +334,11 @@ def tool_stream_for(
     parameters: Mapping[str, Mapping | None],
     id_factory: IdFactory,
     on_undeclared: Undeclared = _ignore,
+    branches: JsonBranches | None = None,
 ) -> KimiToolStream | GlmToolStream:
     if tool_format == "kimi":
         return KimiToolStream(parameters, id_factory, on_undeclared)
-    return GlmToolStream(parameters, id_factory, on_undeclared)
+    return GlmToolStream(parameters, id_factory, on_undeclared, branches)
 
 
 def tool_parameters(tools: Sequence[object]) -> dict[str, Mapping | None]:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.automata import Automata
 from ember.models.constrain.grammar import accepts
 from ember.models.constrain.json_values import type_allows
 from ember.models.constrain.nodes import Node
@@ -101,11 +102,16 @@ def _strict_json(raw: str) -> object:
 class JsonBranches:
     """The compiled JSON branch of each "either" value (a string among other types), by
     schema object: the grammar's JSON branch, compiled as the grammar compiles it (lenient:
-    where the tool is strict, that is the same grammar). One per tool-call parser: compiling
-    takes about 2 ms (a bounded number's regex), and parallel calls repeat their values."""
+    where the tool is strict, that is the same grammar). One per request, shared by its
+    choices (n > 1) and their parallel calls: compiling takes 2-35 ms on the event loop (a
+    bounded number's regex, a pattern), and every choice repeats the same values (review33 #2).
+    The branches of one tool's parameters share one automaton budget, as the grammar's values
+    do (tool_grammars._Root): a pattern or bound repeated by its values is built once, and
+    the parser builds no more than the grammar could."""
 
     def __init__(self) -> None:
         self._nodes: dict[int, tuple[object, Node | None]] = {}
+        self._automata: dict[int, tuple[object, Automata]] = {}
 
     def takes(self, raw: str, schema: object, root: object) -> bool | None:
         """Whether the JSON branch takes ``raw``; None where the schema does not compile (no
@@ -117,11 +123,20 @@ class JsonBranches:
         node = known[1]
         return None if node is None else accepts(node, raw.encode())
 
-    @staticmethod
-    def _compile(schema: object, root: object) -> Node | None:
+    def _budget(self, root: object) -> Automata:
+        known = self._automata.get(id(root))
+        if known is None or known[0] is not root:
+            known = self._automata[id(root)] = (root, Automata())
+        return known[1]
+
+    def _compile(self, schema: object, root: object) -> Node | None:
         try:
             return compile_schema(
-                follow(schema, root), forbidden=GLM_MARKERS, within=(root, ""), strict=False
+                follow(schema, root),
+                forbidden=GLM_MARKERS,
+                within=(root, ""),
+                strict=False,
+                automata=self._budget(root),
             )
         except InvalidRequestField:
             return None

@@ -23,6 +23,7 @@ from ember.models.api.constraints import constraint_for, output_parser_for
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.output_parser import ChatOutputParser, reasoning_prefix
 from ember.models.api.reasoning_tokens import ReasoningCounter
+from ember.models.api.tool_values import JsonBranches
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.constrain.tool_grammars import (
     THINK_BEGIN,
@@ -122,6 +123,7 @@ def chat_input(
             "warning",
         )
 
+    branches = JsonBranches()  # compiled once for the request, not once per choice
     for _ in range(request.n):
         parser = output_parser_for(
             request,
@@ -129,6 +131,7 @@ def chat_input(
             reasoning=parsed_reasoning,
             drop=drop,
             on_undeclared=undeclared,
+            branches=branches,
         )
         readers.append(ChoiceReader(parser, reasoning_counter(served, parser, reasoning)))
     generation = generation_input(
