@@ -213,7 +213,10 @@ def test_usage_counts_the_tokens_spent_thinking(dev: DevServer) -> None:
     assert answered["usage"]["completion_tokens_details"] == {"reasoning_tokens": 0}
     client = openai.OpenAI(base_url=dev.url + "/ai/v1", api_key="unused", max_retries=0)
     reply = client.chat.completions.create(
-        model=GLM, messages=[{"role": "user", "content": ask["prompt"]}], max_tokens=6
+        model=GLM,
+        messages=[{"role": "user", "content": ask["prompt"]}],
+        max_tokens=6,
+        temperature=0,  # the platform's default of 1 may end the thinking within 6 tokens
     )
     assert reply.usage.completion_tokens_details.reasoning_tokens == 6
 
