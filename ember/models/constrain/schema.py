@@ -50,12 +50,18 @@ from collections.abc import Mapping
 from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.json_nodes import JAny, JArray, JLiteralSet, JObject
-from ember.models.constrain.json_values import compact_json, type_allows, value_key
+from ember.models.constrain.json_values import compact_json, type_allows
 from ember.models.constrain.literal_check import LiteralCheck
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
 from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_range, number_node
 from ember.models.constrain.productive import unproductive_refs
-from ember.models.constrain.schema_keywords import SHAPING, TYPES, UNSUPPORTED
+from ember.models.constrain.schema_keywords import (
+    SHAPING,
+    TYPES,
+    UNSUPPORTED,
+    listed_values,
+    pointer_part,
+)
 from ember.models.constrain.schema_merge import compile_combinator
 from ember.models.constrain.string_schema import (
     count_keyword,
@@ -78,10 +84,6 @@ MAX_DEPTH = 128
 MAX_LITERALS = 1000
 MAX_LITERAL_BYTES = 120_000
 DEFAULT_WHITESPACE = 20
-
-
-def _pointer_part(part: str | int) -> str:
-    return str(part).replace("~", "~0").replace("/", "~1")
 
 
 class SchemaCompiler:
@@ -243,7 +245,7 @@ class SchemaCompiler:
         return nodes[0] if len(nodes) == 1 else Choice(nodes)
 
     def _literals(self, schema: Mapping, path: str, types: set[str] | None) -> Node:
-        values, where = _listed_values(schema, path)
+        values, where = listed_values(schema, path)
         if values is None:
             raise self._fail(where, "a non-empty array of values", schema["enum"])
         if not values:  # both enum and const: the values both allow
@@ -348,7 +350,7 @@ class SchemaCompiler:
         compiled = []
         forbidden = False
         for name, sub in declared.items():
-            where = f"{path}/properties/{_pointer_part(name)}"
+            where = f"{path}/properties/{pointer_part(name)}"
             if sub is False and not self.strict and name not in required:
                 forbidden = True  # the property must be absent: it is never generated
                 continue
@@ -361,19 +363,6 @@ class SchemaCompiler:
         if extra_schema is not False and not forbidden:
             extra = self._compile(extra_schema, path + "/additionalProperties")
         return JObject(compiled, extra, self.ws, self.guard)
-
-
-def _listed_values(schema: Mapping, path: str) -> tuple[list | None, str]:
-    """The values ``enum`` and ``const`` both allow and the keyword to name (None: a malformed
-    ``enum``)."""
-    values = schema.get("enum")
-    if "enum" in schema and (not isinstance(values, list) or not values):
-        return None, path + "/enum"
-    if "const" not in schema:
-        return values, path + "/enum"
-    if values is None:
-        return [schema["const"]], path + "/const"
-    return [v for v in values if value_key(v) == value_key(schema["const"])], path + "/const"
 
 
 def compile_schema(

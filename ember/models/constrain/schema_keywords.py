@@ -3,6 +3,9 @@ and those that make a combinator's sibling an intersection (schema_merge.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from ember.models.constrain.json_values import value_key
 from ember.models.constrain.number_schema import BOUND_KEYWORDS
 
 UNSUPPORTED = (
@@ -51,3 +54,21 @@ SHAPING = (
     "oneOf",
     "allOf",
 )
+
+
+def pointer_part(part: str | int) -> str:
+    """A property name or index as one JSON-pointer step (RFC 6901: ``~`` and ``/`` escaped)."""
+    return str(part).replace("~", "~0").replace("/", "~1")
+
+
+def listed_values(schema: Mapping, path: str) -> tuple[list | None, str]:
+    """The values ``enum`` and ``const`` both allow and the keyword to name (None: a malformed
+    ``enum``)."""
+    values = schema.get("enum")
+    if "enum" in schema and (not isinstance(values, list) or not values):
+        return None, path + "/enum"
+    if "const" not in schema:
+        return values, path + "/enum"
+    if values is None:
+        return [schema["const"]], path + "/const"
+    return [v for v in values if value_key(v) == value_key(schema["const"])], path + "/const"

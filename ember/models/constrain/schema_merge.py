@@ -21,6 +21,7 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.automata import AutomatonBudgetExceeded
 from ember.models.constrain.nodes import Choice, Node
 from ember.models.constrain.schema_intersect import EMPTY, intersect
+from ember.models.constrain.schema_keywords import pointer_part
 
 # Compiles one subschema at its path in the request.
 CompilePart = Callable[[object, str], Node]
@@ -93,8 +94,7 @@ def _sibling_parts(schema: Mapping) -> list[tuple[str, object]]:
     properties = schema.get("properties")
     if isinstance(properties, Mapping):
         for name, sub in properties.items():
-            escaped = str(name).replace("~", "~0").replace("/", "~1")
-            parts.append((f"properties/{escaped}", sub))
+            parts.append((f"properties/{pointer_part(name)}", sub))
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), Mapping):
             parts.append((key, schema[key]))

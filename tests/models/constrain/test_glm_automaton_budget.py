@@ -13,12 +13,8 @@ from ember.models.constrain.nodes import Marker, Node
 from ember.models.constrain.regex_avoid import Liveness, RawRegexText
 from ember.models.constrain.regex_nodes import JRegexString
 from ember.models.constrain.schema import compile_schema
-from ember.models.constrain.tool_grammars import (
-    IndexedRepeat,
-    ToolSignature,
-    check_glm_arguments,
-    glm_tool_calls,
-)
+from ember.models.constrain.tool_grammars import ToolSignature, check_glm_arguments, glm_tool_calls
+from ember.models.constrain.tool_nodes import IndexedRepeat
 
 PATH = "/tools/0/function/parameters"
 
