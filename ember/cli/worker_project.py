@@ -66,6 +66,16 @@ class WorkerProject:
             Part(m.name, m.name, m.content_type, m.path.read_bytes()) for m in self.module_files
         ]
 
+    def outside_notes(self) -> list[str]:
+        """A line per module whose file is outside the project (reached through a link), so
+        the user sees what else an upload carries before it goes."""
+        root = self.root.resolve()
+        return [
+            f"{m.name} is {real}, outside the project ({root}): it is uploaded too"
+            for m in self.module_files
+            if not (real := m.path.resolve()).is_relative_to(root)
+        ]
+
 
 def load_project(
     directory: Path, name_override: str | None = None, env: str | None = None

@@ -13,14 +13,21 @@ Static assets are not watched: they are read from their directory per request.
 from __future__ import annotations
 
 from ember.config import ProjectConfig
+from ember.errors import ConfigError
 from ember.python_project import PYPROJECT, REQUIREMENTS
 from ember.runtime.watcher import WatchList
-from ember.runtime.worker_modules import scan_modules
+from ember.runtime.worker_modules import ModuleScan, scan_modules
 
 
 def dev_watch_list(config: ProjectConfig) -> WatchList:
     """The files and directories a change in which means ``config``'s worker must reload."""
-    scan = scan_modules(config)
+    try:
+        scan = scan_modules(config)
+    except ConfigError:
+        # A link the walk refuses (``up -> ..``): the reload reports it and keeps serving the
+        # previous version; until it is removed, the config and the folders it sits in are
+        # watched (its removal moves the folder's mtime), not the modules.
+        scan = ModuleScan((), (config.root, config.module_root))
     python_project = (config.root / PYPROJECT, config.root / REQUIREMENTS)
     files = [*config.watched_files(), *python_project, *(m.path for m in scan.modules)]
     # The root: a config or dotenv file created there is seen by its mtime (watcher.py).

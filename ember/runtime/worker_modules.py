@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ember.config import CONFIG_FILES, ProjectConfig
 from ember.errors import ConfigError
 from ember.module_rules import CONTENT_TYPES, first_rule, glob_matches, parse_rules
+from ember.runtime.module_walk import Fence, walk_files
 from ember.runtime.racy import RACY_NS, same_bytes
 
-SKIP_DIRS = frozenset({"__pycache__", "node_modules", "venv"})
 VENDORED = "python_modules"
 
 
@@ -83,9 +84,10 @@ def collect_modules(config: ProjectConfig) -> tuple[WorkerModule, ...]:
 
 
 def scan_modules(config: ProjectConfig) -> ModuleScan:
-    """``collect_modules`` without its refusals (a misplaced python_modules/ is walked as any
+    """``collect_modules`` without its refusal of a misplaced python_modules/ (walked as any
     directory), and the directories walked. ``ember dev`` reruns it when a watched path moved:
-    a file no rule matches costs one glob match, no stat."""
+    a file no rule matches costs one glob match, no stat. Raises ConfigError for a folder link
+    the walk refuses (``module_walk.py``)."""
     if not config.has_worker:  # assets only: nothing runs, so nothing is a module
         return ModuleScan((), ())
     root = config.module_root
@@ -102,7 +104,8 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
     assets = _assets_under(config, root)
     if assets is not None:
         skip.add(assets)
-    for name, where in _files(root, dirs, skip=frozenset(skip)):
+    fence = Fence.around(module_root=root, project_root=config.root, home_folder=_home())
+    for name, where in walk_files(root, dirs, fence, skip=frozenset(skip)):
         if name == entry or (rule := rule_for(name)) is None:
             continue
         # A Path, stat'ed and resolved only once matched: most files of a project are no module.
@@ -112,11 +115,19 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
             modules.append(WorkerModule(name, rule.type, path))
     if vendored.is_dir():
         exclude = config.modules.python_modules_exclude
-        for name, where in _files(vendored, dirs):
+        for name, where in walk_files(vendored, dirs, fence):
             path = Path(where)
             if not any(glob_matches(glob, name) for glob in exclude) and path.is_file():
                 modules.append(WorkerModule(f"{VENDORED}/{name}", "Data", path))
     return ModuleScan(tuple(modules), tuple(dirs))
+
+
+def _home() -> Path | None:
+    """The user's home folder (None where there is none to find)."""
+    try:
+        return Path.home()
+    except RuntimeError:
+        return None
 
 
 def _real_file(path: Path) -> Path | None:
@@ -144,50 +155,15 @@ def _assets_under(config: ProjectConfig, root: Path) -> str | None:
     return directory.relative_to(base).as_posix()
 
 
-def _files(
-    root: Path, dirs: list[Path], skip: frozenset[str] = frozenset()
-) -> list[tuple[str, str]]:
-    """Every file under ``root`` but the skipped ones, as (``/``-separated name, path), sorted
-    by name (not yet known to be regular files); the directories walked are added to ``dirs``.
-    ``skip``: directories left out, by ``/``-separated path below ``root``.
-    A link to a directory is walked as a directory, its files named through the link (as
-    Python imports them), unless it leads back into a directory on its own path (``up -> ..``
-    would be walked forever): each directory carries the real paths of its ancestors.
-    Strings, not Paths: a Path per file was most of a watch poll's cost."""
-    found = []
-    top = str(root)
-    real_top = os.path.realpath(top)
-    chains: dict[str, tuple[str, frozenset[str]]] = {top: (real_top, frozenset({real_top}))}
-    for directory, subdirs, files in os.walk(top, followlinks=True):
-        real, chain = chains.pop(directory)
-        dirs.append(Path(directory))
-        relative = os.path.relpath(directory, top).replace(os.sep, "/")
-        prefix = "" if relative == "." else relative + "/"
-        kept = []
-        for d in subdirs:
-            if d in SKIP_DIRS or d.startswith(".") or prefix + d in skip:
-                continue
-            path = os.path.join(directory, d)
-            # An lstat per directory (not per file): only a link has another real path.
-            real_d = os.path.realpath(path) if os.path.islink(path) else os.path.join(real, d)
-            if real_d not in chain:
-                kept.append(d)
-                chains[path] = (real_d, chain | {real_d})
-        subdirs[:] = kept
-        found.extend(
-            (prefix + name, os.path.join(directory, name))
-            for name in files
-            if not name.startswith(".")
-        )
-    return sorted(found)
-
-
 def stage_modules(modules: tuple[WorkerModule, ...], dest: Path) -> None:
     """Make ``dest`` hold exactly ``modules`` at their names: a file copied only when it may
     differ from its copy (a reload copies what was edited), and files no longer modules
     removed. Size and mtime differ after most edits; ``touch -r``, ``rsync -t`` or two saves
     in one timestamp tick keep both, never the ctime: a source whose ctime is not RACY_NS
-    older than its copy's (the copy's ctime is when it was made) is compared by content."""
+    older than its copy's (the copy's ctime is when it was made) is compared by content.
+    A copy made within RACY_NS of its source's last change would be compared on every reload
+    for good (its ctime never moves): once a compare finds it equal and the source's ctime is
+    past the window, the copy's ctime is moved to now, so its stat is trusted from then on."""
     wanted = {dest / m.name: m.path for m in modules}
     for target, source in wanted.items():
         info = source.stat()  # before the read: a save during the copy leaves a newer stat
@@ -195,20 +171,24 @@ def stage_modules(modules: tuple[WorkerModule, ...], dest: Path) -> None:
             have = target.stat()
         except FileNotFoundError:
             have = None
-        if (
-            have is None
-            or (have.st_size, have.st_mtime_ns) != (info.st_size, info.st_mtime_ns)
-            or (
-                info.st_ctime_ns >= have.st_ctime_ns - RACY_NS
-                and not same_bytes(str(source), str(target))
-            )
-        ):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-            shutil.copymode(source, target)
-            # The stat read before the copy, not copy2's after it: a save between the two would
-            # leave old bytes under the new mtime, and look copied.
-            os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+        same_stat = have is not None and (have.st_size, have.st_mtime_ns) == (
+            info.st_size,
+            info.st_mtime_ns,
+        )
+        if same_stat and info.st_ctime_ns < have.st_ctime_ns - RACY_NS:
+            continue  # changed before the copy was made, and not since
+        if same_stat and same_bytes(str(source), str(target)):
+            if have is not None and info.st_ctime_ns < time.time_ns() - RACY_NS:
+                # A change to the source from now on moves its ctime past the copy's new one;
+                # setting the times it has moves only the copy's ctime.
+                os.utime(target, ns=(have.st_atime_ns, have.st_mtime_ns))
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        shutil.copymode(source, target)
+        # The stat read before the copy, not copy2's after it: a save between the two would
+        # leave old bytes under the new mtime, and look copied.
+        os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
     for directory, _, files in os.walk(dest, topdown=False):
         for name in files:
             path = Path(directory) / name

@@ -149,5 +149,9 @@ def test_a_linked_package_folder_is_run_watched_and_deployed(tmp_path: Path) -> 
         assert httpx.get(dev.url, timeout=10).text == "ext3 none"
     deploy = CliRunner().invoke(cli, ["deploy", str(project), "--dry-run", "--json"])
     assert deploy.exit_code == 0, deploy.output
-    modules = json.loads(deploy.output)["modules"]
+    modules = json.loads(deploy.stdout)["modules"]
     assert modules == ["worker.py", "ext/__init__.py", "ext/mod.py", "helper.py"]
+    # Named before the upload: they resolve outside the project.
+    outside = [line for line in deploy.stderr.splitlines() if "outside the project" in line]
+    assert [line.split()[1] for line in outside] == ["ext/__init__.py", "ext/mod.py"]
+    assert str((shared / "mod.py").resolve()) in outside[1]

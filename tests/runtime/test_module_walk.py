@@ -1,0 +1,101 @@
+"""The module walk's bounds on links to folders: none that holds the project or the home
+folder, each real folder walked once, and a cap on what links lead to. Counts, never time."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ember.config import load_project
+from ember.errors import ConfigError
+from ember.runtime.dev_watch import dev_watch_list
+from ember.runtime.module_walk import Fence, LinkLimits, walk_files
+from ember.runtime.worker_modules import collect_modules, scan_modules
+
+
+def _project(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "ember.yaml").write_text("name: w\nmain: worker.py\n")
+    (root / "worker.py").write_text("A = 1\n")
+    return root
+
+
+@pytest.mark.parametrize("target", ["..", "/", "HOME", "."])
+def test_a_link_to_a_folder_that_holds_the_project_or_home_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    """``up -> ..`` walked the parent folder (a sibling project's creds.py was a module),
+    ``vendor -> ~`` the whole home folder, and ``ember deploy`` uploaded it all."""
+    home = tmp_path / "home"
+    (home / "work").mkdir(parents=True)
+    (home / "work" / "settings_local.py").write_text("SECRET = 1\n")
+    (tmp_path / "sibling").mkdir()
+    (tmp_path / "sibling" / "creds.py").write_text("KEY = 1\n")
+    monkeypatch.setenv("HOME", str(home))
+    project = _project(tmp_path / "app")
+    (project / "pkg").mkdir()
+    link = project / "pkg" / "up"
+    os.symlink(str(home) if target == "HOME" else os.path.join("..", target), link)
+    with pytest.raises(ConfigError) as error:
+        collect_modules(load_project(project))
+    message = str(error.value)
+    assert str(link) in message and f"pkg/up -> {os.path.realpath(link)}" in message
+    assert "expected a link to a folder beside or below the project" in message
+
+
+def test_a_link_behind_a_link_back_into_the_project_is_refused(tmp_path: Path) -> None:
+    project = _project(tmp_path / "app")
+    (tmp_path / "shared" / "ext").mkdir(parents=True)
+    (tmp_path / "shared" / "ext" / "mod.py").write_text("")
+    os.symlink("../../app", tmp_path / "shared" / "ext" / "back")
+    os.symlink("../shared/ext", project / "ext")
+    with pytest.raises(ConfigError, match="ext/back -> "):
+        scan_modules(load_project(project))
+
+
+def test_a_diamond_of_links_is_walked_once(tmp_path: Path) -> None:
+    """14 folders that each link twice to the next walked 2^14 paths: 16,385 modules and
+    32,768 watched folders for one real file."""
+    bottom = tmp_path / "diamond"
+    bottom.mkdir()
+    (bottom / "m.py").write_text("")
+    level = bottom
+    for i in range(14):
+        above = tmp_path / f"level{i}"
+        above.mkdir()
+        os.symlink(level, above / "b")
+        os.symlink(level, above / "a")
+        level = above
+    project = _project(tmp_path / "app")
+    os.symlink(level, project / "deps")
+    scan = scan_modules(load_project(project))
+    assert [m.name for m in scan.modules] == ["worker.py", "deps" + "/a" * 14 + "/m.py"]
+    assert len(scan.dirs) == 16  # the project, and each real folder once
+
+
+def test_what_links_lead_to_is_capped_with_an_error_naming_the_link(tmp_path: Path) -> None:
+    tree = tmp_path / "big"
+    for i in range(6):
+        (tree / f"d{i}").mkdir(parents=True)
+        (tree / f"d{i}" / "m.py").write_text("")
+    project = _project(tmp_path / "app")
+    os.symlink(tree, project / "lib")
+    fence = Fence.around(project_root=project)
+    dirs: list[Path] = []
+    assert len(walk_files(project, dirs, fence, limits=LinkLimits(dirs=7, files=6))) == 8
+    with pytest.raises(ConfigError, match=r"^lib: expected a link to a package folder"):
+        walk_files(project, [], fence, limits=LinkLimits(dirs=6, files=100))
+    with pytest.raises(ConfigError, match="more than 1,000 folders or 5 files"):
+        walk_files(project, [], fence, limits=LinkLimits(dirs=1000, files=5))
+
+
+def test_dev_watches_the_project_while_a_link_is_refused(tmp_path: Path) -> None:
+    """The watch list is the same walk: a refused link raised from the poll's rescan on every
+    poll; the reload is what reports it, so the watcher keeps watching the project's folder
+    (the link's removal moves its mtime)."""
+    project = _project(tmp_path / "app")
+    os.symlink("..", project / "up")
+    watched = dev_watch_list(load_project(project))
+    assert project in watched.dirs
