@@ -14,7 +14,9 @@ listed: a file added in the same tick as the scan, or between its listing and it
 it unchanged. So while a directory's stat is racy (``racy.py``: git's "racily clean" entries)
 the poll rescans; otherwise it walks nothing while nothing moves (a 50k-file tree took 0.5 s a
 scan, every poll). A racy file (a same-size save in the same tick leaves its whole stat as it
-was) is compared by content instead, in ``stale()`` and each poll, until its stat is trusted:
+was) is compared by content instead, by each poll, and by ``stale()`` for the newest few up
+to REQUEST_READ_MAX bytes (a request does not read a big Data module just written, nor each of
+the files a checkout just wrote), until its stat is trusted:
 the file is read again, the tree is not walked.
 Racy ends ``RACY_NS`` after the mtime or after the stat was first seen, whichever comes first:
 a tree dated in the future (tar, rsync, a mount whose clock runs ahead) is trusted after one
@@ -40,6 +42,13 @@ Key = tuple[int, int, int, int]
 Snapshot = dict[Path, Key]
 # One entry of ``stale()``'s list: a path, its key (None: absent), its content digest (racy).
 Check = tuple[str, Key | None, bytes | None]
+# The largest racy file a request reads (``stale()``); larger ones are left to the poll. An
+# edited source file is far smaller; a Data module just written (a 64 MiB python_modules/
+# blob) cost a request 0.2 s per look for the whole racy window.
+REQUEST_READ_MAX = 64 * 1024
+# The most racy files a request reads, newest mtime first (the one just saved is among them);
+# after a checkout of 3,000 files every request read all 3,000 for the racy window.
+REQUEST_READS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +81,8 @@ class FileWatcher:
         self._dirs: Snapshot = {}
         self._seen: dict[Path, int] = {}  # when each path's key was first seen as it is
         self._digests: dict[Path, bytes] = {}  # the racy files' contents
-        self._checks: list[Check] = []
+        self._checks: list[Check] = []  # a request's: big racy files only stat'ed
+        self._poll_checks: list[Check] = []  # the poll's: every racy file read
         self._racy_dirs = False  # a directory's stat may not show an entry added to it yet
         self._take(scan, keep=False)
 
@@ -111,7 +121,7 @@ class FileWatcher:
                 digests[path] = content
         self._files, self._snapshot, self._dirs = listing.files, files, dirs
         self._seen, self._digests = seen, digests
-        self._checks = self._checklist()
+        self._checks, self._poll_checks = self._checklists()
         self._racy_dirs = any(racy(k[0], seen[p], started) for p, k in dirs.items())
         return rewritten
 
@@ -126,7 +136,9 @@ class FileWatcher:
         """mtime, ctime, size and inode of every watched file (as of the last scan)."""
         return dict(self._snapshot)
 
-    def _checklist(self) -> list[Check]:
+    def _checklists(self) -> tuple[list[Check], list[Check]]:
+        """A request's checks and the poll's: the same paths, but a request reads only the
+        REQUEST_READS newest racy files up to REQUEST_READ_MAX bytes."""
         # Plain strings and tuples, made once per scan: stale() runs before each request.
         digests = self._digests
         checks: list[Check] = [(str(p), k, None) for p, k in self._dirs.items()]
@@ -139,13 +151,20 @@ class FileWatcher:
             for p in self._files
             if p not in self._snapshot and p.parent not in self._dirs
         ]
-        return checks
+        small = [(k[0], p) for p, k, d in checks if d and k and k[2] <= REQUEST_READ_MAX]
+        read = {p for _, p in sorted(small, reverse=True)[:REQUEST_READS]}
+        request = [(p, k, d if p in read else None) for p, k, d in checks]
+        return request, checks
 
     def stale(self) -> bool:
         """Whether anything may have changed since the last ``changes()`` (a stat of each
-        watched path, and a read of each racy file)."""
+        watched path, and a read of each small racy file: a request's question, answered
+        without reading a big file; the poll reads those)."""
+        return self._stale(self._checks)
+
+    def _stale(self, checks: list[Check]) -> bool:
         stat = self._stat
-        for path, key, content in self._checks:
+        for path, key, content in checks:
             try:
                 st = stat(path)
             except OSError:
@@ -162,14 +181,14 @@ class FileWatcher:
         """Whether a ``changes()`` now could find something: ``stale()``, or a directory whose
         stat is too recent to show every entry added to it (the module docstring)."""
         now = self._clock()
-        if self._racy_dirs or self.stale():
+        if self._racy_dirs or self._stale(self._poll_checks):
             return True
-        # stale() has just read each racy file, after ``now``, and found it as it was: those
-        # whose stat is trusted as of ``now`` need no more reading.
+        # Each racy file has just been read, after ``now``, and found as it was: those whose
+        # stat is trusted as of ``now`` need no more reading, by the poll or by requests.
         trusted = [p for p in self._digests if not racy(self._snapshot[p][0], self._seen[p], now)]
         if trusted:
             self._digests = {p: d for p, d in self._digests.items() if p not in trusted}
-            self._checks = self._checklist()
+            self._checks, self._poll_checks = self._checklists()
         return False
 
     def changes(self) -> list[Path]:
