@@ -54,6 +54,7 @@ from ember.models.api.vllm_fields import (
     token_bans,
     truncate_prompt_tokens,
 )
+from ember.models.constrain.automata import Automata
 
 Dialect = Literal["openai", "workers"]
 # Workers AI's schema for Kimi and GLM (reference/workers-api.md §1.4); SGLang has no cap.
@@ -310,7 +311,9 @@ def parse_chat_request(
     n = choice_count(data, "")
     stream = optional_bool(data, "stream", "", False)
     include_usage, continuous_usage = stream_options(data, stream)
-    tools = parse_tools(data.get("tools"), "/tools")
+    # One automaton budget for every schema the request carries (automata.py).
+    budget = Automata()
+    tools = parse_tools(data.get("tools"), "/tools", budget)
     effort = optional_choice(data, "reasoning_effort", "", REASONING_EFFORTS, None)
     enable, clear, template_kwargs = _thinking(data, effort)
     sampling = parse_sampling(
@@ -322,12 +325,12 @@ def parse_chat_request(
     prompt_logprobs = prompt_logprobs_field(data, stream)
     if prompt_logprobs is not None:
         sampling = replace(sampling, prompt_logprobs=prompt_logprobs, prompt_logprobs_start=1)
-    response_format = parse_response_format(data.get("response_format"), "/response_format")
+    response_format = parse_response_format(data.get("response_format"), "/response_format", budget)
     tool_choice = parse_tool_choice(data.get("tool_choice"), "/tool_choice", tools)
     regex = None
     generation, continue_final, truncate, salt, rid = True, False, None, None, None
     if dialect == "openai":  # vLLM's and SGLang's fields (guided_fields, server_fields...)
-        response_format = json_format(data, "", response_format)
+        response_format = json_format(data, "", response_format, budget)
         regex = regex_field(data)
         refuse_unsupported(data)
         sampling = replace(sampling, **token_bans(data))

@@ -45,6 +45,7 @@ from ember.models.api.request_options import (
 from ember.models.api.server_fields import include_stop_str, refuse_unsupported, request_rid
 from ember.models.api.tools import ResponseFormat, parse_response_format
 from ember.models.api.vllm_fields import cache_salt, token_bans, truncate_prompt_tokens
+from ember.models.constrain.automata import Automata
 from ember.models.constrain.schema_check import check_schema
 
 OPENAI_COMPLETION_MAX_TOKENS = 16
@@ -202,8 +203,9 @@ def parse_completion_request(body: object) -> CompletionRequest:
     if wanted:
         sampling = replace(sampling, prompt_logprobs=max(wanted), prompt_logprobs_start=1)
     include_usage, continuous_usage = stream_options(data, stream)
-    response_format = parse_response_format(data.get("response_format"), "/response_format")
-    response_format = json_format(data, "", response_format)  # vLLM's guided_json too
+    budget = Automata()  # one for the request's schemas (automata.py)
+    response_format = parse_response_format(data.get("response_format"), "/response_format", budget)
+    response_format = json_format(data, "", response_format, budget)  # vLLM's guided_json too
     regex = regex_field(data)
     refuse_unsupported(data)
     if regex is not None and response_format.type != "text":

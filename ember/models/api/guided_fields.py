@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, describe, require_object, wrong_type
 from ember.models.api.tools import ResponseFormat
+from ember.models.constrain.automata import Automata
 from ember.models.constrain.schema_check import check_schema
 
 SUPPORTED = (
@@ -68,7 +69,9 @@ def choice_field(data: Mapping, path: str = "") -> tuple[str, str] | None:
     return found[0], choice_regex(value, found[0])
 
 
-def json_format(data: Mapping, path: str, response_format: ResponseFormat) -> ResponseFormat:
+def json_format(
+    data: Mapping, path: str, response_format: ResponseFormat, budget: Automata | None = None
+) -> ResponseFormat:
     """``response_format`` with vLLM's ``guided_json`` / ``structured_outputs.json`` (or
     ``.json_object``) folded in; two JSON constraints in one request are a 400."""
     given: list[tuple[str, ResponseFormat]] = []
@@ -81,7 +84,7 @@ def json_format(data: Mapping, path: str, response_format: ResponseFormat) -> Re
         (structured.get("json"), at(where, "json")),
     ):
         if value is not None:
-            given.append((name, _schema_format(value, name)))
+            given.append((name, _schema_format(value, name, budget)))
     if structured.get("json_object") not in (None, False):
         given.append((at(where, "json_object"), ResponseFormat("json_object")))
     if len(given) > 1:
@@ -129,7 +132,7 @@ def _structured(data: Mapping, path: str) -> Mapping | None:
     return None if value is None else require_object(value, at(path, "structured_outputs"))
 
 
-def _schema_format(value: object, where: str) -> ResponseFormat:
+def _schema_format(value: object, where: str, budget: Automata | None) -> ResponseFormat:
     """vLLM takes the schema as an object or as its JSON text."""
     if isinstance(value, str):
         try:
@@ -138,5 +141,5 @@ def _schema_format(value: object, where: str) -> ResponseFormat:
             raise wrong_type(where, "a JSON schema (an object, or its JSON text)", value) from None
     if not isinstance(value, Mapping | bool):
         raise InvalidRequestField(where, "a JSON schema object", describe(value))
-    check_schema(value, path=where, strict=True)  # refused here, naming the keyword
+    check_schema(value, path=where, strict=True, budget=budget)  # refused here, naming the keyword
     return ResponseFormat("json_schema", value, "guided_json")

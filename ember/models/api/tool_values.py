@@ -105,13 +105,13 @@ class JsonBranches:
     where the tool is strict, that is the same grammar). One per request, shared by its
     choices (n > 1) and their parallel calls: compiling takes 2-35 ms on the event loop (a
     bounded number's regex, a pattern), and every choice repeats the same values (review33 #2).
-    The branches of one tool's parameters share one automaton budget, as the grammar's values
-    do (tool_grammars._Root): a pattern or bound repeated by its values is built once, and
-    the parser builds no more than the grammar could."""
+    The branches of every tool share one automaton budget, as the grammar's values do
+    (tool_grammars._Root, one per request): a pattern or bound repeated by its values is built
+    once, and the parser builds no more than the grammar could."""
 
     def __init__(self) -> None:
         self._nodes: dict[int, tuple[object, Node | None]] = {}
-        self._automata: dict[int, tuple[object, Automata]] = {}
+        self._automata = Automata()
 
     def takes(self, raw: str, schema: object, root: object) -> bool | None:
         """Whether the JSON branch takes ``raw``; None where the schema does not compile (no
@@ -123,12 +123,6 @@ class JsonBranches:
         node = known[1]
         return None if node is None else accepts(node, raw.encode())
 
-    def _budget(self, root: object) -> Automata:
-        known = self._automata.get(id(root))
-        if known is None or known[0] is not root:
-            known = self._automata[id(root)] = (root, Automata())
-        return known[1]
-
     def _compile(self, schema: object, root: object) -> Node | None:
         try:
             return compile_schema(
@@ -136,7 +130,7 @@ class JsonBranches:
                 forbidden=GLM_MARKERS,
                 within=(root, ""),
                 strict=False,
-                automata=self._budget(root),
+                automata=self._automata,
             )
         except InvalidRequestField:
             return None

@@ -18,6 +18,7 @@ from ember.models.api.fields import (
     wrong_type,
 )
 from ember.models.api.tool_limits import check_tool_limits
+from ember.models.constrain.automata import Automata
 from ember.models.constrain.schema_check import check_schema
 from ember.models.constrain.tool_grammars import ToolSignature
 
@@ -79,7 +80,7 @@ class ResponseFormat:
         return self.type != "text"
 
 
-def _function(raw: Mapping, path: str) -> FunctionTool:
+def _function(raw: Mapping, path: str, budget: Automata) -> FunctionTool:
     name = raw.get("name")
     if not isinstance(name, str) or not FUNCTION_NAME.match(name):
         raise InvalidRequestField(
@@ -92,11 +93,15 @@ def _function(raw: Mapping, path: str) -> FunctionTool:
         require_object(parameters, at(path, "parameters"))
         # A tool's schema is a hint unless the tool is strict: then, as OpenAI, a keyword
         # ember cannot enforce is refused, naming it, instead of being silently dropped.
-        check_schema(parameters, path=at(path, "parameters"), strict=strict)
+        check_schema(parameters, path=at(path, "parameters"), strict=strict, budget=budget)
     return FunctionTool(name, description, parameters, strict)
 
 
-def parse_tools(value: object, path: str) -> tuple[FunctionTool, ...]:
+def parse_tools(
+    value: object, path: str, budget: Automata | None = None
+) -> tuple[FunctionTool, ...]:
+    """``budget``: the request's automaton budget, which every tool's schema draws on."""
+    budget = Automata() if budget is None else budget
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -112,10 +117,11 @@ def parse_tools(value: object, path: str) -> tuple[FunctionTool, ...]:
                 _function(
                     require_object(tool.get("function"), at(where, "function")),
                     at(where, "function"),
+                    budget,
                 )
             )
         elif kind is None and "name" in tool:  # Workers AI's older flat shape
-            tools.append(_function(tool, where))
+            tools.append(_function(tool, where, budget))
         elif kind == "custom":
             raise InvalidRequestField(
                 at(where, "type"),
@@ -187,7 +193,9 @@ def parse_tool_choice(value: object, path: str, tools: tuple[FunctionTool, ...])
     raise InvalidRequestField(at(path, "type"), "'function' or 'allowed_tools'", describe(kind))
 
 
-def parse_response_format(value: object, path: str) -> ResponseFormat:
+def parse_response_format(
+    value: object, path: str, budget: Automata | None = None
+) -> ResponseFormat:
     if value is None:
         return ResponseFormat()
     body = require_object(value, path)
@@ -214,5 +222,5 @@ def parse_response_format(value: object, path: str) -> ResponseFormat:
         return ResponseFormat("json_object", name=optional_str(spec, "name", where))
     if not isinstance(schema, Mapping | bool):
         raise wrong_type(schema_path, "a JSON schema object", schema)
-    check_schema(schema, path=schema_path, strict=strict)
+    check_schema(schema, path=schema_path, strict=strict, budget=budget)
     return ResponseFormat("json_schema", schema, name, strict)

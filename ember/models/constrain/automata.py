@@ -7,6 +7,11 @@ intersects its siblings with every alternative, so ``{"maximum": k}`` in 240 alt
 was 240 automata (review32 #3: 9 s of the builder thread). The same regex is built once per
 schema, and the states of those built are bounded: past ``MAX_AUTOMATON_STATES`` the schema
 is a 400 naming the keyword that crossed it, in strict and lenient mode alike.
+
+The budget is per request, not per schema: 40 tools each just under it were 16 CPU-s of one
+small request's parsing, on the model server's event loop. One ``Automata`` is shared by every
+schema a request carries (its tools' parameters, ``response_format``, guided fields), and a
+schema known to compile (``schema_check``) charges the states it built when it did (``charge``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ class AutomatonBudgetExceeded(InvalidRequestField):
 
 
 class Automata:
-    """One schema's automata, by regex, and the states built so far."""
+    """One request's automata, by regex, and the states built so far."""
 
     def __init__(self, limit: int = MAX_AUTOMATON_STATES) -> None:
         self.limit = limit
@@ -67,10 +72,22 @@ class Automata:
         self._built[key] = automaton
         return automaton
 
+    @property
+    def remaining(self) -> int:
+        return max(self.limit - self.states, 0)
+
+    def charge(self, states: int, where: str) -> None:
+        """Count ``states`` built elsewhere (a schema compiled on its own, or known to compile
+        from an earlier request) against this budget; ``where``: that schema's path."""
+        self.states += states
+        if self.states > self.limit:
+            raise self._exceeded(where)
+
     def _exceeded(self, where: str) -> AutomatonBudgetExceeded:
         return AutomatonBudgetExceeded(
             where,
-            f"a schema whose numeric bounds and patterns build at most {self.limit:,} automaton "
-            "states in all (each distinct bound or pattern is one automaton)",
+            f"schemas whose numeric bounds and patterns build at most {self.limit:,} automaton "
+            "states in all, per request (every tool's parameters and the response format "
+            "together; each distinct bound or pattern is one automaton)",
             f"{self.states:,} states so far",
         )

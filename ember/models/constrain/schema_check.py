@@ -11,6 +11,12 @@ where this request has it. The model server parses a large request (a large sche
 thread (``prompt_intake.taken_in``): the compiler holds the GIL while it runs, but the loop gets
 its turns and keeps writing other streams, where on the loop nothing moved (review26).
 
+Every schema of one request draws on one automaton budget (``budget``, automata.py): a schema
+is compiled with what the request has left, and charges the states it built; a known schema
+charges the states it built when it compiled, so a request is refused alike whether its
+schemas are known or not. Charging each schema's own states (no regex shared across schemas)
+bounds what the grammar, which shares them, builds from the same schemas.
+
     check_schema(schema, path="/response_format/json_schema/schema", strict=True)
 """
 
@@ -21,6 +27,7 @@ import json
 import threading
 from collections import OrderedDict
 
+from ember.models.constrain.automata import Automata
 from ember.models.constrain.schema import compile_schema
 
 KNOWN = 1024
@@ -33,24 +40,33 @@ class KnownSchemas:
 
     def __init__(self, size: int = KNOWN) -> None:
         self.size = size
-        self._seen: OrderedDict[bytes, None] = OrderedDict()
+        self._seen: OrderedDict[bytes, int] = OrderedDict()  # digest -> automaton states
         # A large request is parsed on a worker thread (prompt_intake.taken_in), a small one
         # on the event loop: the memo is shared by both.
         self._lock = threading.Lock()
 
-    def check(self, schema: object, *, path: str, strict: bool) -> None:
+    def check(
+        self, schema: object, *, path: str, strict: bool, budget: Automata | None = None
+    ) -> None:
         """Raise ``InvalidRequestField`` (naming ``path``'s keyword) unless ``schema``
-        compiles; a schema already known to compile is not compiled again."""
+        compiles within what ``budget`` (the request's, None: a budget of its own) has left;
+        a schema already known to compile is not compiled again, only charged."""
+        budget = Automata() if budget is None else budget
         key = _key(schema, strict)
         if key is not None:
             with self._lock:
-                if key in self._seen:
+                known = self._seen.get(key)
+                if known is not None:
                     self._seen.move_to_end(key)
-                    return
-        compile_schema(schema, path=path, strict=strict)
+            if known is not None:
+                budget.charge(known, path)
+                return
+        own = Automata(budget.remaining)
+        compile_schema(schema, path=path, strict=strict, automata=own)
+        budget.charge(own.states, path)
         if key is not None:
             with self._lock:
-                self._seen[key] = None
+                self._seen[key] = own.states
                 if len(self._seen) > self.size:
                     self._seen.popitem(last=False)
 
@@ -67,7 +83,9 @@ def _key(schema: object, strict: bool) -> bytes | None:
 KNOWN_SCHEMAS = KnownSchemas()
 
 
-def check_schema(schema: object, *, path: str, strict: bool = True) -> None:
-    """``KNOWN_SCHEMAS.check``: raise unless ``schema`` compiles, compiling each schema that
-    compiles only once."""
-    KNOWN_SCHEMAS.check(schema, path=path, strict=strict)
+def check_schema(
+    schema: object, *, path: str, strict: bool = True, budget: Automata | None = None
+) -> None:
+    """``KNOWN_SCHEMAS.check``: raise unless ``schema`` compiles within ``budget`` (the
+    request's automaton budget), compiling each schema that compiles only once."""
+    KNOWN_SCHEMAS.check(schema, path=path, strict=strict, budget=budget)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
 from ember.errors import InternalError
+from ember.models.constrain.automata import Automata
 from ember.models.constrain.grammar import DEAD, Grammar, State
 from ember.models.constrain.masks import TokenMask, compute_mask
 from ember.models.constrain.nodes import SPECIAL_BASE, Choice, Marker, Node
@@ -101,6 +102,8 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
     # and no reasoning text may spell one.
     forbidden = family_markers(spec.tool_format) if spec.tools else ()
     body: Node | None = None
+    # One automaton budget for the request's schema and all its tools' (automata.py).
+    automata = Automata()
     if spec.json == "object":
         body = any_json_object(spec.whitespace, forbidden)
     elif spec.json == "schema":
@@ -110,6 +113,7 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
             strict=spec.schema_strict,
             ws=spec.whitespace,
             forbidden=forbidden,
+            automata=automata,
         )
     elif spec.regex is not None:
         body = RegexText(compile_regex(spec.regex))
@@ -122,6 +126,7 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
             ws=spec.whitespace,
             first_index=spec.first_call_index,
             forced=spec.tools_required,
+            automata=automata,
         )
         if spec.tools_required:
             body = calls

@@ -102,9 +102,14 @@ def _arguments_schema(tool: ToolSignature) -> Mapping:
     return tool.parameters if tool.parameters is not None else {"type": "object", "properties": {}}
 
 
-def _compile_arguments(tool: ToolSignature, path: str, ws: int) -> Node:
+def _compile_arguments(tool: ToolSignature, path: str, ws: int, automata: Automata) -> Node:
     return compile_schema(
-        _arguments_schema(tool), path=path, strict=tool.strict, ws=ws, forbidden=KIMI_MARKERS
+        _arguments_schema(tool),
+        path=path,
+        strict=tool.strict,
+        ws=ws,
+        forbidden=KIMI_MARKERS,
+        automata=automata,
     )
 
 
@@ -116,12 +121,15 @@ def kimi_tool_calls(
     path: str = "/tools",
     ws: int = DEFAULT_WHITESPACE,
     first_index: int = 0,
+    automata: Automata | None = None,
 ) -> Node:
     """``first_index``: the number of tool calls already in the conversation; Kimi numbers
     calls across turns (SGLang's ``history_tool_calls_cnt + tool_index``), so a forced call
-    after earlier ones never repeats an id the client's tool loop already holds."""
+    after earlier ones never repeats an id the client's tool loop already holds.
+    ``automata``: the request's automaton budget, which every tool's arguments draw on."""
+    automata = Automata() if automata is None else automata
     arguments = {
-        t.name: _compile_arguments(t, f"{path}/{i}/function/parameters", ws)
+        t.name: _compile_arguments(t, f"{path}/{i}/function/parameters", ws, automata)
         for i, t in enumerate(tools)
     }
 
@@ -152,9 +160,9 @@ def kimi_tool_calls(
 @dataclass(frozen=True)
 class _Root:
     """The tool's whole parameters schema and its path: ``$ref``s resolve against it.
-    ``automata``: its regexes and their budget, shared by every value (as the JSON path's one
-    compile shares them): a pattern repeated by many properties is built once, and all of
-    them together stay within ``MAX_AUTOMATON_STATES`` (review33 #1)."""
+    ``automata``: the request's regexes and their budget, shared by every value of every
+    tool (as the JSON path's compiles share them): a pattern repeated by many properties is
+    built once, and all of them together stay within ``MAX_AUTOMATON_STATES`` (review33 #1)."""
 
     schema: object
     path: str
@@ -228,13 +236,18 @@ def _glm_value(schema: object, marker: Marker, path: str, ws: int, root: _Root) 
 
 
 def _glm_arguments(
-    tool: ToolSignature, marker: Marker, path: str, ws: int, newline: list[Node]
+    tool: ToolSignature,
+    marker: Marker,
+    path: str,
+    ws: int,
+    newline: list[Node],
+    automata: Automata,
 ) -> Node:
     """One call's key/value pairs; ``path``: the tool's ``parameters`` in the request. Each
     value is compiled against the whole parameters (a ``$ref`` to ``#/$defs/...``), and a root
     ``$ref`` is followed to the object whose properties the pairs are. The tool's values share
-    one automaton budget, as its one compile on the JSON path (Kimi, request parsing) does."""
-    root = _Root(_arguments_schema(tool), path, tool.strict, Automata())
+    one automaton budget with the request's other tools (``automata``), as on the JSON path."""
+    root = _Root(_arguments_schema(tool), path, tool.strict, automata)
     if tool.strict:
         # GLM compiles each property on its own, so the keywords beside them (minProperties,
         # not or allOf of two at the root; anyOf beside a string's type) would be skipped:
@@ -273,12 +286,18 @@ def _any_glm_arguments(marker: Marker, newline: list[Node]) -> Node:
     return Repeat(pair)
 
 
-def check_glm_arguments(tool: ToolSignature, path: str, ws: int = DEFAULT_WHITESPACE) -> None:
+def check_glm_arguments(
+    tool: ToolSignature,
+    path: str,
+    automata: Automata | None = None,
+    ws: int = DEFAULT_WHITESPACE,
+) -> None:
     """Compile ``tool``'s GLM arguments once, so that a schema only GLM's raw values refuse (a
     pattern whose every match spells a marker) is an ``InvalidRequestField`` naming ``path``
     (the tool's ``parameters``) while the request is read: the engine builds the grammar in
-    its own thread, where an error fails the whole step."""
-    _glm_arguments(tool, Marker({}), path, ws, [])
+    its own thread, where an error fails the whole step. ``automata``: the request's budget,
+    shared by every tool checked."""
+    _glm_arguments(tool, Marker({}), path, ws, [], Automata() if automata is None else automata)
 
 
 def glm_tool_calls(
@@ -290,14 +309,23 @@ def glm_tool_calls(
     path: str = "/tools",
     ws: int = DEFAULT_WHITESPACE,
     forced: bool = True,
+    automata: Automata | None = None,
 ) -> Node:
     """``forced``: the calls are required (tool_choice ``required`` or named); otherwise a
-    tool that is not strict, whose arguments GLM's pairs cannot follow, has free arguments."""
+    tool that is not strict, whose arguments GLM's pairs cannot follow, has free arguments.
+    ``automata``: the request's budget, drawn on by the tools the request was checked for
+    (``check_glm_arguments``: strict or forced ones); the unchecked hints share one more, so
+    that a hint's patterns never use up what a checked tool was accepted with."""
+    automata = Automata() if automata is None else automata
+    hints = Automata()
     newline = [Literal(b"\n")] if dialect == "glm45" else []
     calls = []
     for i, tool in enumerate(tools):
+        budget = automata if tool.strict or forced else hints
         try:
-            arguments = _glm_arguments(tool, marker, f"{path}/{i}/function/parameters", ws, newline)
+            arguments = _glm_arguments(
+                tool, marker, f"{path}/{i}/function/parameters", ws, newline, budget
+            )
         except InvalidRequestField:
             if tool.strict or forced:  # refused while the request was read (constraints.py)
                 raise
@@ -318,11 +346,26 @@ def tool_calls_grammar(
     ws: int = DEFAULT_WHITESPACE,
     first_index: int = 0,
     forced: bool = True,
+    automata: Automata | None = None,
 ) -> Node:
+    """``automata``: the request's automaton budget (None: one of the calls' own)."""
     if tool_format == "kimi":
-        return kimi_tool_calls(tools, marker, parallel=parallel, ws=ws, first_index=first_index)
+        return kimi_tool_calls(
+            tools,
+            marker,
+            parallel=parallel,
+            ws=ws,
+            first_index=first_index,
+            automata=automata,
+        )
     return glm_tool_calls(
-        tools, marker, parallel=parallel, dialect=tool_format, ws=ws, forced=forced
+        tools,
+        marker,
+        parallel=parallel,
+        dialect=tool_format,
+        ws=ws,
+        forced=forced,
+        automata=automata,
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain import schema_check
+from ember.models.constrain.automata import Automata
 from ember.models.constrain.schema import compile_schema
 from ember.models.constrain.schema_check import KnownSchemas
 
@@ -64,9 +65,9 @@ def test_every_answer_is_the_reference_answer(seed: int) -> None:
 def test_a_schema_that_compiled_is_not_compiled_again(monkeypatch: pytest.MonkeyPatch) -> None:
     compiled: list[str] = []
 
-    def counting(schema: object, *, path: str, strict: bool) -> object:
+    def counting(schema: object, *, path: str, strict: bool, automata: Automata) -> object:
         compiled.append(path)
-        return compile_schema(schema, path=path, strict=strict)
+        return compile_schema(schema, path=path, strict=strict, automata=automata)
 
     monkeypatch.setattr(schema_check, "compile_schema", counting)
     known = KnownSchemas(size=2)
