@@ -41,7 +41,11 @@ from ember.models.server.inputs import (
 )
 from ember.models.server.loading import ServedModel
 from ember.models.server.openai_routes import token_logprobs
-from ember.models.server.prompt_intake import completion_prompt_ids, taken_in
+from ember.models.server.prompt_intake import (
+    carries_schemas,
+    completion_prompt_ids,
+    taken_in,
+)
 from ember.models.server.prompt_logprobs import echoed_tokens, vllm_prompt_logprobs
 from ember.models.server.request_fields import COMPLETION_FIELDS
 from ember.models.server.state import ServerState
@@ -74,9 +78,14 @@ async def completions(request: Request) -> Response:
     try:
         raw, size = await read_json_sized(request)
         body = tracked(raw)
-        # Parsing compiles the request's schema: off the loop for a large body (review26).
+        # Parsing compiles the request's schema: off the loop for a large body (review26) or
+        # one that carries a schema or regex.
         completion = await taken_in(
-            served, request_id, size, lambda: parse_completion_request(body)
+            served,
+            request_id,
+            size,
+            schemas=carries_schemas(raw),
+            work=lambda: parse_completion_request(body),
         )
         note = ignored_note(body)
         if note is not None:

@@ -50,7 +50,7 @@ from ember.models.server.inputs import (
     own_request_id,
 )
 from ember.models.server.loading import ServedModel
-from ember.models.server.prompt_intake import chat_prompt_ids, taken_in
+from ember.models.server.prompt_intake import carries_schemas, chat_prompt_ids, taken_in
 from ember.models.server.prompt_logprobs import vllm_prompt_logprobs
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
@@ -100,12 +100,15 @@ async def chat_completions(request: Request) -> Response:
         raw, size = await read_json_sized(request)
         body = tracked(raw)
         # The model server's ranges are vLLM's and SGLang's, not Workers AI's.
-        # Parsing compiles the request's schemas: off the loop for a large body (review26).
+        # Parsing compiles the request's schemas: off the loop for a large body (review26) or
+        # any that carries schemas (a small one's may take an automaton budget's CPU-s).
+        schemas = carries_schemas(raw)
         chat = await taken_in(
             served,
             request_id,
             size,
-            lambda: parse_chat_request(
+            schemas=schemas,
+            work=lambda: parse_chat_request(
                 body,
                 dialect="openai",
                 max_temperature=None,
@@ -122,8 +125,14 @@ async def chat_completions(request: Request) -> Response:
         shown = chat.rid or answer_id("chatcmpl-", request_id)
         # /abort_request finds it from here on, while its prompt is still taken in.
         ticket = served.answer_ids.open(request_id, shown, chat.n)
-        ids = await taken_in(served, request_id, size, lambda: chat_prompt_ids(served, chat))
-        chat_in = chat_input(served, chat, request_id, ids)
+        # The input's constraint checks GLM's tool values (constraint_for): with the prompt.
+        chat_in = await taken_in(
+            served,
+            request_id,
+            size,
+            schemas=schemas,
+            work=lambda: chat_input(served, chat, request_id, chat_prompt_ids(served, chat)),
+        )
         chat_in.response_id = shown
         answer = shown if shown != request_id else None
         chat_in.generation = replace(chat_in.generation, answer_id=answer, ticket=ticket)

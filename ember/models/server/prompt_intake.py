@@ -14,13 +14,16 @@ bound), or a completion's or ``/generate``'s text. A request that truncates its 
 A prompt that may fit is rendered and tokenized in a worker thread when its request body is
 large (``taken_in``), while the loop goes on sending every other stream's tokens: the tokenizer
 releases the GIL for long texts (``UNLOCKED_ENCODE_CHARS`` in tokenizer.py). Both apply from
-``LARGE_PROMPT_BYTES`` on; a smaller prompt is tokenized at once, on the loop.
+``LARGE_PROMPT_BYTES`` on; a smaller prompt is tokenized at once, on the loop. A request that
+carries a schema, a regex or tools (``carries_schemas``) is taken in off the loop whatever its
+size: a 37 KB body's schemas can build an automaton budget's worth of states (about 1 CPU-s,
+automata.py) while the compiler holds the GIL, and the loop still gets its turns to write.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from ember.errors import ContextLengthExceeded
@@ -39,15 +42,53 @@ T = TypeVar("T")
 # saves, and a refusal then names the exact count instead of the bound's.
 LARGE_PROMPT_BYTES = 64 * 1024
 
+# Fields whose value is compiled into automata or a grammar when the request is parsed or its
+# input built: OpenAI's, vLLM's guided/structured ones, SGLang's (in /generate's
+# sampling_params too).
+SCHEMA_FIELDS = frozenset(
+    {
+        "tools",
+        "response_format",
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "guided_grammar",
+        "structured_outputs",
+        "regex",
+        "json_schema",
+        "ebnf",
+    }
+)
+
+
+def carries_schemas(body: object) -> bool:
+    """Whether the request body has a field whose value is compiled (``SCHEMA_FIELDS``), at
+    its top or in ``sampling_params``: such a request is taken in off the event loop."""
+    if not isinstance(body, Mapping):
+        return False
+    if any(body.get(name) is not None for name in SCHEMA_FIELDS):
+        return True
+    params = body.get("sampling_params")
+    return isinstance(params, Mapping) and any(
+        params.get(name) is not None for name in SCHEMA_FIELDS
+    )
+
 
 async def taken_in(
-    served: ServedModel, announced: str | None, body_bytes: int, work: Callable[[], T]
+    served: ServedModel,
+    announced: str | None,
+    body_bytes: int,
+    work: Callable[[], T],
+    *,
+    schemas: bool = False,
 ) -> T:
-    """``work()`` (rendering, checking, tokenizing a prompt): on the loop for a small request,
-    in a worker thread for a large one. ``announced``: the id the route announced to the engine
-    (``AsyncEngine.expect``), if any; a large request withdraws it, since no step should wait
-    for a prompt that takes this long to take in (the route still submits it as usual)."""
-    if body_bytes < LARGE_PROMPT_BYTES:
+    """``work()`` (parsing a request, compiling its schemas, rendering, checking, tokenizing a
+    prompt): on the loop for a small request, in a worker thread for a large one or one that
+    ``schemas`` (``carries_schemas``). ``announced``: the id the route announced to the engine
+    (``AsyncEngine.expect``), if any; a request taken in off the loop withdraws it, since no
+    step should wait for a prompt that takes this long to take in (the route still submits it
+    as usual)."""
+    if body_bytes < LARGE_PROMPT_BYTES and not schemas:
         return work()
     if announced is not None:
         served.engine.forget(announced)

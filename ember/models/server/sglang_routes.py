@@ -52,7 +52,7 @@ from ember.models.server.inputs import (
 )
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
-from ember.models.server.prompt_intake import prompt_ids_for, taken_in
+from ember.models.server.prompt_intake import carries_schemas, prompt_ids_for, taken_in
 from ember.models.server.request_fields import RequestFields
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
@@ -145,7 +145,14 @@ async def generate(request: Request) -> Response:
     ticket = None
     try:
         body, size = await read_json_sized(request, structured_suffix=True)
-        parsed = parse_generate_request(body)
+        # Parsing compiles sampling_params' json_schema: off the loop when one is there.
+        parsed = await taken_in(
+            served,
+            placeholder,
+            size,
+            schemas=carries_schemas(body),
+            work=lambda: parse_generate_request(body),
+        )
         if parsed.rid is not None:  # a 400 before any stream starts, each choice's id too
             check_rid_free(served, parsed.rid, parsed.n)
         request_id = parsed.rid or new_request_id("")

@@ -4,6 +4,7 @@ streams the server is sending meanwhile."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -204,3 +205,43 @@ def _chunks_during_intake(
     span = answered - sent
     inside = [t for t in stream.arrivals if sent + 0.4 * span <= t <= answered - 0.1 * span]
     return reply, inside, span
+
+
+def _patterns(count: int, tag: str) -> dict:
+    # About 2,000 automaton states a pattern (automata.py): 110 pass the request's 200,000.
+    properties = {
+        f"p{i}": {"type": "string", "pattern": f"^[0-9a-f]{{1000}}-{tag}-{i}$"}
+        for i in range(count)
+    }
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+def _schema_heavy(path: str) -> dict:
+    """A body of a few KB whose schemas pass the request's automaton budget: ~1 CPU-s of
+    compiling before its 400, which on the event loop stopped every stream."""
+    if path == "/v1/chat/completions":
+        tools = [
+            {"type": "function", "function": {"name": f"f{t}", "parameters": _patterns(40, str(t))}}
+            for t in range(3)
+        ]
+        return {"messages": [{"role": "user", "content": "x"}], "tools": tools}
+    schema = _patterns(110, "s")
+    if path == "/v1/completions":
+        format_ = {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
+        return {"prompt": "x", "response_format": format_}
+    return {"text": "x", "sampling_params": {"json_schema": json.dumps(schema)}}
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/generate"])
+def test_a_small_request_whose_schemas_take_long_to_compile_does_not_stop_a_stream(
+    glm: LiveServer, path: str
+) -> None:
+    body = _schema_heavy(path)
+    assert len(json.dumps(body)) < 64 * 1024  # taken in on the loop by its size alone
+    for _ in range(3):  # as above: a loaded machine may stall the stream once
+        reply, inside, span = _chunks_during_intake(glm, path, body)
+        assert reply.status_code == 400, reply.text
+        assert "per request" in reply.text
+        if inside:
+            break
+    assert inside, f"no chunk in {0.5 * span:.3f} s of the schema request's intake, 3 tries"
