@@ -16,6 +16,7 @@ them the scope holding the most bytes gives up its oldest.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -97,12 +98,23 @@ class ResponseStore:
         self.max_total_bytes = max_total_bytes
         self._scopes: dict[str, OrderedDict[str, StoredResponse]] = {}
         self._bytes: dict[str, int] = {}
+        # A request whose schemas take long to compile is taken in on a worker thread, reading
+        # this store (previous_response_id, item references) while the event loop stores
+        # finished responses: ``item`` iterates a scope that ``put`` may change.
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return sum(len(entries) for entries in self._scopes.values())
+        with self._lock:
+            return sum(len(entries) for entries in self._scopes.values())
 
     def put(self, scope: str, response: Mapping[str, Any], items: tuple[Mapping, ...]) -> None:
         size = len(json.dumps([response, items], ensure_ascii=False))
+        with self._lock:
+            self._put(scope, response, items, size)
+
+    def _put(
+        self, scope: str, response: Mapping[str, Any], items: tuple[Mapping, ...], size: int
+    ) -> None:
         entries = self._scopes.setdefault(scope, OrderedDict())
         response_id = str(response["id"])
         self._forget(scope, response_id)
@@ -117,26 +129,29 @@ class ResponseStore:
 
     def delete(self, scope: str, response_id: str) -> None:
         """``DELETE /v1/responses/{id}``; an unknown id raises ``ResponseNotFound``."""
-        if not self._forget(scope, response_id):
-            raise ResponseNotFound(response_id)
+        with self._lock:
+            if not self._forget(scope, response_id):
+                raise ResponseNotFound(response_id)
 
     def get(self, scope: str, response_id: str, param: str | None = None) -> StoredResponse:
-        entries = self._scopes.get(scope)
-        entry = entries.get(response_id) if entries is not None else None
-        if entries is None or entry is None:
-            raise ResponseNotFound(response_id, param)
-        entries.move_to_end(response_id)  # in use: dropped last
-        return entry
+        with self._lock:
+            entries = self._scopes.get(scope)
+            entry = entries.get(response_id) if entries is not None else None
+            if entries is None or entry is None:
+                raise ResponseNotFound(response_id, param)
+            entries.move_to_end(response_id)  # in use: dropped last
+            return entry
 
     def item(self, scope: str, item_id: str) -> Mapping[str, Any]:
         """The output item ``item_id`` of one of ``scope``'s stored responses (newest first:
         a scope holds at most ``max_responses``, each a few items)."""
-        entries = self._scopes.get(scope, OrderedDict())
-        for response_id, entry in reversed(entries.items()):
-            for item in entry.response.get("output", ()):
-                if item.get("id") == item_id:
-                    entries.move_to_end(response_id)  # in use: dropped last
-                    return item
+        with self._lock:
+            entries = self._scopes.get(scope, OrderedDict())
+            for response_id, entry in reversed(entries.items()):
+                for item in entry.response.get("output", ()):
+                    if item.get("id") == item_id:
+                        entries.move_to_end(response_id)  # in use: dropped last
+                        return item
         raise ItemNotFound(item_id)
 
     def _forget(self, scope: str, response_id: str) -> bool:

@@ -18,7 +18,7 @@ from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseNotFound, check_retrieve, deleted
 from ember.models.server.inputs import chat_input, new_request_id
 from ember.models.server.openai_routes import chat_answer, chat_chunks
-from ember.models.server.prompt_intake import chat_prompt_ids, taken_in
+from ember.models.server.prompt_intake import carries_schemas, chat_prompt_ids, taken_in
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
@@ -35,6 +35,12 @@ def _state(request: Request) -> ServerState:
     return request.app.state.ember
 
 
+def _has_text_format(body: object) -> bool:
+    """A Responses body's ``text.format`` (its ``json_schema``) is compiled too."""
+    text = body.get("text") if isinstance(body, dict) else None
+    return isinstance(text, dict) and text.get("format") is not None
+
+
 async def create_response(request: Request) -> Response:
     state = _state(request)
     served = state.ready()
@@ -43,16 +49,31 @@ async def create_response(request: Request) -> Response:
     ticket = None
     try:
         body, size = await read_json_sized(request)
+        # Parsing compiles the tools' and text.format's schemas, and the input GLM's tool
+        # values (constraint_for): off the loop for a large body or one that carries schemas,
+        # as on chat (review35). The store it reads takes a lock for that.
+        schemas = carries_schemas(body) or _has_text_format(body)
         try:
-            call = ResponsesCall(body, state.responses, SCOPE, served.name)
+            call = await taken_in(
+                served,
+                request_id,
+                size,
+                schemas=schemas,
+                work=lambda: ResponsesCall(body, state.responses, SCOPE, served.name),
+            )
         except ResponseNotFound as missing:
             raise _not_found(missing) from None  # raised: the engine forgets the request
         call.show_defaults(served.sampling_defaults.as_dict())
         chat = call.chat
         state.check_model(served, chat.model)
         ticket = served.answer_ids.open(request_id, None, chat.n)  # abort_all finds it
-        ids = await taken_in(served, request_id, size, lambda: chat_prompt_ids(served, chat))
-        chat_in = chat_input(served, chat, request_id, ids)
+        chat_in = await taken_in(
+            served,
+            request_id,
+            size,
+            schemas=schemas,
+            work=lambda: chat_input(served, chat, request_id, chat_prompt_ids(served, chat)),
+        )
         chat_in.generation = replace(chat_in.generation, ticket=ticket)
     except BaseException:
         served.engine.forget(request_id)

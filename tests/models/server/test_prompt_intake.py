@@ -225,6 +225,12 @@ def _schema_heavy(path: str) -> dict:
             for t in range(3)
         ]
         return {"messages": [{"role": "user", "content": "x"}], "tools": tools}
+    if path == "/v1/responses":  # the Responses API's flat tools (review35)
+        flat = [
+            {"type": "function", "name": f"f{t}", "parameters": _patterns(40, str(t))}
+            for t in range(3)
+        ]
+        return {"input": "x", "tools": flat}
     schema = _patterns(110, "s")
     if path == "/v1/completions":
         format_ = {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
@@ -232,7 +238,9 @@ def _schema_heavy(path: str) -> dict:
     return {"text": "x", "sampling_params": {"json_schema": json.dumps(schema)}}
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/generate"])
+@pytest.mark.parametrize(
+    "path", ["/v1/chat/completions", "/v1/completions", "/generate", "/v1/responses"]
+)
 def test_a_small_request_whose_schemas_take_long_to_compile_does_not_stop_a_stream(
     glm: LiveServer, path: str
 ) -> None:
