@@ -72,9 +72,13 @@ class Automata:
         self._built[key] = automaton
         return automaton
 
-    @property
-    def remaining(self) -> int:
-        return max(self.limit - self.states, 0)
+    def apart(self) -> Automata:
+        """A cache of its own whose count starts at this one's, under the same limit: a schema
+        compiled apart (to be memoized alone) is refused as the request's budget would refuse
+        it, its message naming the request's limit and count (review35)."""
+        other = Automata(self.limit)
+        other.states = self.states
+        return other
 
     def charge(self, states: int, where: str) -> None:
         """Count ``states`` built elsewhere (a schema compiled on its own, or known to compile

@@ -61,12 +61,13 @@ class KnownSchemas:
             if known is not None:
                 budget.charge(known, path)
                 return
-        own = Automata(budget.remaining)
+        own = budget.apart()
         compile_schema(schema, path=path, strict=strict, automata=own)
-        budget.charge(own.states, path)
+        built = own.states - budget.states
+        budget.charge(built, path)
         if key is not None:
             with self._lock:
-                self._seen[key] = own.states
+                self._seen[key] = built
                 if len(self._seen) > self.size:
                     self._seen.popitem(last=False)
 

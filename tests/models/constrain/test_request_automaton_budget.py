@@ -48,6 +48,10 @@ def test_tools_that_together_pass_the_budget_are_a_400_naming_the_keyword() -> N
     with pytest.raises(AutomatonBudgetExceeded) as caught:
         parse_chat_request(_request(3))
     assert caught.value.field.startswith("/tools/2/function/parameters/properties/p")
+    # The request's limit and count, not what was left of it when the third tool began
+    # (review35: "at most 38,760 ... states in all, per request").
+    assert "at most 200,000 automaton states in all, per request" in str(caught.value)
+    assert int(str(caught.value).rsplit("got ", 1)[1].split()[0].replace(",", "")) > 200_000
     assert caught.value.field.endswith("/pattern")
     assert "per request" in str(caught.value)
 
