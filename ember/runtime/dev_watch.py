@@ -15,6 +15,7 @@ from __future__ import annotations
 from ember.config import ProjectConfig
 from ember.errors import ConfigError
 from ember.python_project import PYPROJECT, REQUIREMENTS
+from ember.runtime.module_walk import LinkRefused
 from ember.runtime.watcher import WatchList
 from ember.runtime.worker_modules import ModuleScan, scan_modules
 
@@ -23,13 +24,16 @@ def dev_watch_list(config: ProjectConfig) -> WatchList:
     """The files and directories a change in which means ``config``'s worker must reload."""
     try:
         scan = scan_modules(config)
+    except LinkRefused as refused:
+        # A link the walk refuses (``src/pkg/up -> ../../..``): the reload reports it and keeps
+        # serving the previous version; until it is removed, the config and the folders walked
+        # up to it, its own among them, are watched (its removal moves its folder's mtime,
+        # and that folder may be below the roots), not the modules.
+        scan = ModuleScan((), (config.root, config.module_root, *refused.dirs))
     except ConfigError:
-        # A link the walk refuses (``up -> ..``): the reload reports it and keeps serving the
-        # previous version; until it is removed, the config and the folders it sits in are
-        # watched (its removal moves the folder's mtime), not the modules.
         scan = ModuleScan((), (config.root, config.module_root))
     python_project = (config.root / PYPROJECT, config.root / REQUIREMENTS)
     files = [*config.watched_files(), *python_project, *(m.path for m in scan.modules)]
     # The root: a config or dotenv file created there is seen by its mtime (watcher.py).
     dirs = scan.dirs if config.root in scan.dirs else (config.root, *scan.dirs)
-    return WatchList(files=tuple(dict.fromkeys(files)), dirs=dirs)
+    return WatchList(files=tuple(dict.fromkeys(files)), dirs=tuple(dict.fromkeys(dirs)))

@@ -7,11 +7,15 @@ a folder, its files named through the link, as Python imports them. What bounds 
 - A link whose target holds the module root, the project's root or the user's home folder
   (``up -> ..``, ``root -> /``, ``vendor -> ~``) is refused with an error: it would make a
   sibling project's files, or the whole home folder, modules that ``ember deploy`` uploads.
-- Each real folder is walked once. The project's own folders are walked first, under their
+  So is one whose target, outside the project, has a hidden folder on its path (``aws ->
+  ~/.aws``): the folders credentials live in.
+- Each real folder is walked once, in one walk of the module root and python_modules/
+  together. The project's own folders (python_modules/'s too) are walked first, under their
   own names; a folder reached only through links is walked under the first of those names in
   name order (``ext`` before ``ext2``) and the others are left out, so two links to one folder
   are one package, and a chain of folders that each link twice to the next (a diamond) is
-  walked once, not once per path through it (2^k paths for k levels).
+  walked once, not once per path through it (2^k paths for k levels). The names left out
+  are returned (``DroppedLink``), for ``ember dev`` and ``ember deploy`` to say so.
 - What links lead to is capped (``LinkLimits``): past it the walk stops with an error naming
   the link it was in, rather than walking ``/usr`` on each ``ember dev`` poll.
 
@@ -43,28 +47,81 @@ class LinkLimits:
 @dataclass(frozen=True, slots=True)
 class Fence:
     """Real paths no folder link may lead to or above (the module root, the project's root,
-    the home folder)."""
+    the home folder), and the project, outside which no link may lead into a hidden folder."""
 
     roots: tuple[tuple[str, str], ...]  # (real path, what it is: "the project's root")
+    project: str | None = None  # the project's real root
 
     @classmethod
     def around(cls, **paths: Path | None) -> Fence:
         """``Fence.around(module_root=..., project_root=..., home=...)``."""
+        project = paths.get("project_root")
         return cls(
             tuple(
                 (os.path.realpath(p), what.replace("_", " "))
                 for what, p in paths.items()
                 if p is not None
-            )
+            ),
+            os.path.realpath(project) if project is not None else None,
         )
 
-    def holding(self, target: str) -> str | None:
-        """What fenced path ``target`` holds (is, or is a folder above), if any."""
+    def refusal(self, target: str) -> str | None:
+        """Why a link may not lead to the real folder ``target``, if it may not: it holds a
+        fenced path (is it, or a folder above it), or it is outside the project with a hidden
+        folder on its path (``~/.aws``, ``/srv/.secrets/pkg``): credentials live there, and
+        the dot of a link's own name, which keeps ``.venv`` out, says nothing of its target."""
         outer = target.rstrip(os.sep) + os.sep
-        return next(
+        held = next(
             (f"{what} ({r})" for r, what in self.roots if r == target or r.startswith(outer)),
             None,
         )
+        if held is not None:
+            return f"a folder that holds the {held}"
+        inside = self.project is not None and (
+            target == self.project or target.startswith(self.project.rstrip(os.sep) + os.sep)
+        )
+        hidden = next((p for p in Path(target).parts if p.startswith(".")), None)
+        if not inside and hidden is not None:
+            return f"a hidden folder ({hidden}) outside the project"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Tree:
+    """One folder to walk: its files are named ``prefix`` + their path below ``root``;
+    ``skip``: folders left out, by ``/``-separated path below ``root``."""
+
+    root: Path
+    prefix: str = ""
+    skip: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedLink:
+    """A folder left out because its real folder is walked under another name: ``import
+    <name>`` fails where ``import <kept>`` works."""
+
+    name: str  # ``alias``
+    kept: str  # ``src/pkg``
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """What ``walk_trees`` found: per tree, its files as (name, path) sorted by name (not yet
+    known to be regular files); and the folders left out as walked under another name."""
+
+    files: tuple[tuple[tuple[str, str], ...], ...]
+    dropped: tuple[DroppedLink, ...]
+
+
+class LinkRefused(ConfigError):
+    """A folder link the walk refuses. ``dirs``: the folders walked until then, the refused
+    link's own folder among them: ``ember dev`` watches them, since the link's removal (or
+    its new target) moves its folder's mtime, and nothing else may."""
+
+    def __init__(self, file: str, found: str, expected: str, *, hint: str) -> None:
+        super().__init__(file, None, found, expected, hint=hint)
+        self.dirs: tuple[Path, ...] = ()
 
 
 def walk_files(
@@ -74,114 +131,140 @@ def walk_files(
     skip: frozenset[str] = frozenset(),
     limits: LinkLimits = LinkLimits(),
 ) -> list[tuple[str, str]]:
-    """Every file under ``root`` but the skipped ones, as (``/``-separated name, path), sorted
-    by name (not yet known to be regular files); the folders walked are added to ``dirs``.
-    ``skip``: folders left out, by ``/``-separated path below ``root``. Raises ConfigError for
-    a link that leads to a fenced path, or past ``limits``.
+    """``walk_trees`` of one tree: its files."""
+    return list(walk_trees((Tree(root, skip=skip),), dirs, fence, limits).files[0])
+
+
+def walk_trees(
+    trees: tuple[Tree, ...],
+    dirs: list[Path],
+    fence: Fence,
+    limits: LinkLimits = LinkLimits(),
+) -> Walk:
+    """Every file under the ``trees`` but the skipped ones; the folders walked are added to
+    ``dirs``. One set of walked folders for all: each tree's own folders first, under their
+    own names, then the links of every tree (the first tree's first, each tree's in name
+    order), so a folder a link of one tree leads to in another is walked once, under the name
+    it has in its own tree. Raises LinkRefused for a link that leads to a folder the fence
+    refuses, or past ``limits``.
     Strings, not Paths: a Path per file was most of a watch poll's cost."""
-    top = str(root)
-    walked: set[str] = set()
-    links: list[tuple[str, str]] = []
-    found = _walk(top, "", os.path.realpath(top), dirs, skip, walked, links, follow=False)
-    budget = _Budget(limits)
-    # Name order, and the links found behind a link are walked within it (depth first, in
-    # name order), so the first name of a folder in name order is the one it is walked under.
-    for name, path in sorted(links):
-        real = os.path.realpath(path)
-        if (held := fence.holding(real)) is not None:
-            raise _fenced(name, path, real, held)
-        if real in walked:
-            continue  # already walked under its own name, or an earlier link's
-        walked.add(real)
-        budget.link = name
-        found += _walk(path, name + "/", real, dirs, skip, walked, None, fence, budget)
-    return sorted(found)
+    walker = _Walker(dirs, fence, limits)
+    try:
+        return walker.walk(trees)
+    except LinkRefused as refused:
+        refused.dirs = tuple(dirs)  # the refused link's folder was walked before its entries
+        raise
 
 
-class _Budget:
-    """What the links' folders may still hold; ``link``: the one being walked."""
+class _Walker:
+    """One walk's state: the real folders walked (to the name each is walked under), what
+    links' folders may still hold, the folders left out."""
 
-    def __init__(self, limits: LinkLimits) -> None:
+    def __init__(self, dirs: list[Path], fence: Fence, limits: LinkLimits) -> None:
+        self.dirs = dirs
+        self.fence = fence
         self.limits = limits
-        self.dirs = 0
-        self.files = 0
-        self.link = ""
+        self.walked: dict[str, str] = {}
+        self.dropped: list[DroppedLink] = []
+        self.spent_dirs = 0
+        self.spent_files = 0
+        self.link = ""  # the link being walked
 
-    def spend(self, path: str, files: int) -> None:
-        self.dirs += 1
-        self.files += files
-        if self.dirs > self.limits.dirs or self.files > self.limits.files:
-            raise ConfigError(
+    def walk(self, trees: tuple[Tree, ...]) -> Walk:
+        found: list[list[tuple[str, str]]] = []
+        links: list[tuple[int, str, str]] = []
+        for index, tree in enumerate(trees):
+            top = str(tree.root)
+            real = os.path.realpath(top)
+            self.walked.setdefault(real, tree.prefix.rstrip("/") or ".")
+            listed: list[tuple[str, str]] = []
+            found.append(self._walk(top, tree.prefix, real, tree.skip, listed, follow=False))
+            links += [(index, name, path) for name, path in listed]
+        # Name order within a tree, and the links found behind a link are walked within it
+        # (depth first, in name order), so the first name of a folder in name order is the
+        # one it is walked under.
+        for index, name, path in sorted(links):
+            real = os.path.realpath(path)
+            self._check(name, path, real)
+            if real in self.walked:
+                self.dropped.append(DroppedLink(name, self.walked[real]))
+                continue
+            self.walked[real] = name
+            self.link = name
+            found[index] += self._walk(path, name + "/", real, frozenset(), None, follow=True)
+        return Walk(tuple(tuple(sorted(f)) for f in found), tuple(self.dropped))
+
+    def _walk(
+        self,
+        top: str,
+        prefix: str,
+        real_top: str,
+        skip: frozenset[str],
+        links: list[tuple[str, str]] | None,
+        *,
+        follow: bool,
+    ) -> list[tuple[str, str]]:
+        """One tree from ``top`` (named ``prefix`` below the root). Not ``follow``ing: a link
+        to a folder is listed in ``links`` for later, not entered. Following: a link is
+        entered unless its folder was walked already; one the fence refuses raises."""
+        found = []
+        reals = {top: real_top}
+        for directory, subdirs, files in os.walk(top, followlinks=follow):
+            real = reals.pop(directory)
+            self.dirs.append(Path(directory))
+            relative = os.path.relpath(directory, top).replace(os.sep, "/")
+            here = prefix if relative == "." else prefix + relative + "/"
+            if follow:
+                self._spend(directory, len(files))
+            kept = []
+            for d in sorted(subdirs):
+                if d in SKIP_DIRS or d.startswith(".") or here + d in skip:
+                    continue
+                path = os.path.join(directory, d)
+                # An lstat per folder (not per file): only a link has another real path.
+                if not os.path.islink(path):
+                    real_d = os.path.join(real, d)
+                elif links is not None:
+                    links.append((here + d, path))
+                    continue
+                else:
+                    real_d = os.path.realpath(path)
+                    self._check(here + d, path, real_d)
+                if real_d in self.walked:
+                    self.dropped.append(DroppedLink(here + d, self.walked[real_d]))
+                else:
+                    self.walked[real_d] = here + d
+                    kept.append(d)
+                    reals[path] = real_d
+            subdirs[:] = kept
+            found.extend(
+                (here + name, os.path.join(directory, name))
+                for name in files
+                if not name.startswith(".")
+            )
+        return found
+
+    def _check(self, name: str, path: str, target: str) -> None:
+        if (why := self.fence.refusal(target)) is not None:
+            raise LinkRefused(
+                path,
+                f"the link {name} -> {target}, {why}",
+                "a link to a folder beside or below the project that does not hold it, "
+                "and no hidden folder outside it",
+                hint="link the package folder itself (ext -> ../shared/ext); a link to a "
+                "folder above the project would upload everything in it, and one into a "
+                "hidden folder (~/.aws, ~/.ssh) its secrets",
+            )
+
+    def _spend(self, path: str, files: int) -> None:
+        self.spent_dirs += 1
+        self.spent_files += files
+        if self.spent_dirs > self.limits.dirs or self.spent_files > self.limits.files:
+            raise LinkRefused(
                 self.link,
-                None,
                 f"more than {self.limits.dirs:,} folders or {self.limits.files:,} files behind "
                 f"links (at {path})",
                 "a link to a package folder",
                 hint="link the package itself, not a folder above it, or copy what the worker "
                 "needs into python_modules/",
             )
-
-
-def _walk(
-    top: str,
-    prefix: str,
-    real_top: str,
-    dirs: list[Path],
-    skip: frozenset[str],
-    walked: set[str],
-    links: list[tuple[str, str]] | None,
-    fence: Fence | None = None,
-    budget: _Budget | None = None,
-    *,
-    follow: bool = True,
-) -> list[tuple[str, str]]:
-    """One tree from ``top`` (named ``prefix`` below the root). Not ``follow``ing: a link to a
-    folder is listed in ``links`` for later, not entered. Following: a link is entered unless
-    its folder was walked already; one that leads to a fenced path raises."""
-    found = []
-    reals = {top: real_top}
-    walked.add(real_top)
-    for directory, subdirs, files in os.walk(top, followlinks=follow):
-        real = reals.pop(directory)
-        dirs.append(Path(directory))
-        relative = os.path.relpath(directory, top).replace(os.sep, "/")
-        here = prefix if relative == "." else prefix + relative + "/"
-        if budget is not None:
-            budget.spend(directory, len(files))
-        kept = []
-        for d in sorted(subdirs):
-            if d in SKIP_DIRS or d.startswith(".") or here + d in skip:
-                continue
-            path = os.path.join(directory, d)
-            # An lstat per folder (not per file): only a link has another real path.
-            if not os.path.islink(path):
-                real_d = os.path.join(real, d)
-            elif links is not None:
-                links.append((here + d, path))
-                continue
-            else:
-                real_d = os.path.realpath(path)
-                if fence is not None and (held := fence.holding(real_d)) is not None:
-                    raise _fenced(here + d, path, real_d, held)
-            if real_d not in walked:
-                walked.add(real_d)
-                kept.append(d)
-                reals[path] = real_d
-        subdirs[:] = kept
-        found.extend(
-            (here + name, os.path.join(directory, name))
-            for name in files
-            if not name.startswith(".")
-        )
-    return found
-
-
-def _fenced(name: str, path: str, target: str, held: str) -> ConfigError:
-    return ConfigError(
-        path,
-        None,
-        f"the link {name} -> {target}, a folder that holds the {held}",
-        "a link to a folder beside or below the project that does not hold it",
-        hint="link the package folder itself (ext -> ../shared/ext); a link to a folder above "
-        "the project would upload everything in it",
-    )

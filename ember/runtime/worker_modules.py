@@ -35,7 +35,7 @@ from pathlib import Path
 from ember.config import CONFIG_FILES, ProjectConfig
 from ember.errors import ConfigError
 from ember.module_rules import CONTENT_TYPES, first_rule, glob_matches, parse_rules
-from ember.runtime.module_walk import Fence, walk_files
+from ember.runtime.module_walk import DroppedLink, Fence, Tree, walk_trees
 from ember.runtime.racy import RACY_NS, same_bytes
 
 VENDORED = "python_modules"
@@ -62,11 +62,26 @@ class ModuleScan:
 
     modules: tuple[WorkerModule, ...]
     dirs: tuple[Path, ...]
+    dropped: tuple[DroppedLink, ...] = ()  # folders left out, walked under another name
+
+    def dropped_notes(self) -> list[str]:
+        """A line per folder left out by the first-name rule: ``import alias`` fails at
+        runtime, and would say nothing of why."""
+        return [
+            f"{d.name} is a link to the folder walked as {d.kept}: left out (its files are "
+            f"modules once, under {d.kept}/; import them by that name)"
+            for d in self.dropped
+        ]
 
 
 def collect_modules(config: ProjectConfig) -> tuple[WorkerModule, ...]:
     """The project's modules, entry first, then the ruled files and ``python_modules/``, each
     group in name order."""
+    return collect_scan(config).modules
+
+
+def collect_scan(config: ProjectConfig) -> ModuleScan:
+    """``collect_modules``' walk, with the folders it left out (``ember deploy`` names them)."""
     root = config.module_root
     if (
         config.modules.find_additional_modules
@@ -80,7 +95,7 @@ def collect_modules(config: ProjectConfig) -> tuple[WorkerModule, ...]:
             f"python_modules/ at the project's root ({config.root}) only",
             hint="move it to the project's root, beside the config (wrangler refuses it too)",
         )
-    return scan_modules(config).modules
+    return scan_modules(config)
 
 
 def scan_modules(config: ProjectConfig) -> ModuleScan:
@@ -105,7 +120,12 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
     if assets is not None:
         skip.add(assets)
     fence = Fence.around(module_root=root, project_root=config.root, home_folder=_home())
-    for name, where in walk_files(root, dirs, fence, skip=frozenset(skip)):
+    # One walk for both: a folder reached from each (``lib -> python_modules/pkg``) goes up once.
+    trees = [Tree(root, skip=frozenset(skip))]
+    if vendored.is_dir():
+        trees.append(Tree(vendored, prefix=VENDORED + "/"))
+    walk = walk_trees(tuple(trees), dirs, fence)
+    for name, where in walk.files[0]:
         if name == entry or (rule := rule_for(name)) is None:
             continue
         # A Path, stat'ed and resolved only once matched: most files of a project are no module.
@@ -113,13 +133,23 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
         configs = configs or {(config.root / name).resolve() for name in CONFIG_FILES}
         if (real := _real_file(path)) is not None and real not in configs:
             modules.append(WorkerModule(name, rule.type, path))
-    if vendored.is_dir():
-        exclude = config.modules.python_modules_exclude
-        for name, where in walk_files(vendored, dirs, fence):
-            path = Path(where)
-            if not any(glob_matches(glob, name) for glob in exclude) and path.is_file():
-                modules.append(WorkerModule(f"{VENDORED}/{name}", "Data", path))
-    return ModuleScan(tuple(modules), tuple(dirs))
+    exclude = config.modules.python_modules_exclude
+    for name, where in walk.files[1] if len(walk.files) > 1 else ():
+        path = Path(where)
+        below = name.removeprefix(VENDORED + "/")
+        if not any(glob_matches(glob, below) for glob in exclude) and path.is_file():
+            modules.append(WorkerModule(name, "Data", path))
+    return ModuleScan(tuple(modules), tuple(dirs), walk.dropped)
+
+
+def left_out_notes(config: ProjectConfig) -> list[str]:
+    """``ember dev``'s lines for the folder links the first-name rule left out, as a deploy
+    names them (one more walk, at start and after each reload only); none while a link is
+    refused: the reload reported that."""
+    try:
+        return scan_modules(config).dropped_notes()
+    except ConfigError:
+        return []
 
 
 def _home() -> Path | None:

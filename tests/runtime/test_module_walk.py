@@ -99,3 +99,72 @@ def test_dev_watches_the_project_while_a_link_is_refused(tmp_path: Path) -> None
     os.symlink("..", project / "up")
     watched = dev_watch_list(load_project(project))
     assert project in watched.dirs
+
+
+@pytest.mark.parametrize("where", ["home", "elsewhere"])
+def test_a_link_to_a_hidden_folder_outside_the_project_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """``aws -> ~/.aws`` passed the fence (it does not hold home): credentials.py became a
+    module ``ember deploy`` uploads. A hidden folder anywhere on the target's path is refused,
+    under home or not (``/srv/.secrets/pkg``), as the first link or behind one."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    hidden = (home / ".aws") if where == "home" else (tmp_path / "srv" / ".secrets" / "pkg")
+    hidden.mkdir(parents=True)
+    (hidden / "credentials.py").write_text("KEY = 'secret'\n")
+    project = _project(home / "proj" / "app")
+    (tmp_path / "shared" / "ext").mkdir(parents=True)
+    os.symlink(hidden, tmp_path / "shared" / "ext" / "aws")
+    os.symlink(hidden, project / "aws")
+    with pytest.raises(ConfigError) as error:
+        collect_modules(load_project(project))
+    message = str(error.value)
+    assert f"aws -> {hidden}" in message and "hidden folder" in message
+    os.unlink(project / "aws")
+    os.symlink("../../../shared/ext", project / "ext")
+    with pytest.raises(ConfigError, match=f"ext/aws -> {hidden}"):
+        collect_modules(load_project(project))
+    # A hidden folder inside the project is the project's own business, not refused.
+    os.unlink(tmp_path / "shared" / "ext" / "aws")
+    (project / ".cfg" / "pkg").mkdir(parents=True)
+    (project / ".cfg" / "pkg" / "m.py").write_text("")
+    os.symlink(".cfg/pkg", project / "cfg")
+    names = [m.name for m in collect_modules(load_project(project))]
+    assert names == ["worker.py", "cfg/m.py"]
+
+
+def test_a_folder_reached_from_the_project_and_python_modules_goes_up_once(
+    tmp_path: Path,
+) -> None:
+    """The two walks kept two sets of walked folders: ``lib -> python_modules/pkg`` uploaded
+    big.py as a module and as Data, ``python_modules/src -> ../src`` uploaded src twice. A
+    folder of the project's own (python_modules/ included) keeps its own name; the link is
+    left out, and said to be."""
+    project = _project(tmp_path / "app")
+    (project / "python_modules" / "pkg").mkdir(parents=True)
+    (project / "python_modules" / "pkg" / "big.py").write_text("x = 1\n")
+    (project / "src").mkdir()
+    (project / "src" / "util.py").write_text("y = 2\n")
+    os.symlink("python_modules/pkg", project / "lib")
+    os.symlink("../src", project / "python_modules" / "src")
+    scan = scan_modules(load_project(project))
+    assert [(m.name, m.type) for m in scan.modules] == [
+        ("worker.py", "PythonModule"),
+        ("src/util.py", "PythonModule"),
+        ("python_modules/pkg/big.py", "Data"),
+    ]
+    assert [(d.name, d.kept) for d in scan.dropped] == [
+        ("lib", "python_modules/pkg"),
+        ("python_modules/src", "src"),
+    ]
+
+
+def test_a_refused_link_names_the_folders_to_watch_until_it_is_fixed(tmp_path: Path) -> None:
+    """A refused link below the root (``src/pkg/up``): dev watched only the root and the
+    module root, so the link's removal, in src/pkg, was never seen."""
+    project = _project(tmp_path / "app")
+    (project / "src" / "pkg").mkdir(parents=True)
+    os.symlink("../../..", project / "src" / "pkg" / "up")
+    watched = dev_watch_list(load_project(project))
+    assert project / "src" / "pkg" in watched.dirs and project in watched.dirs
