@@ -164,8 +164,9 @@ def prepare_upload(
     plan = plan_upload(
         project, upload, today_utc(), lambda m: show_warnings([m]), environ=os.environ
     )
-    # Before the modules are read: a link to a folder outside the project uploads its files.
-    show_warnings(plan.project.outside_notes())
+    # Before the modules are read: a link to a folder outside the project uploads its files,
+    # and one left out by the first-name rule is an import that fails on the platform.
+    show_warnings([*plan.project.outside_notes(), *plan.project.link_notes])
     modules = plan.project.modules()
     write_outdir(plan, modules, datetime.datetime.now(datetime.UTC).isoformat())
     if not plan.dry_run:

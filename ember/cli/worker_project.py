@@ -26,7 +26,7 @@ from ember.config_assets import AssetsConfig
 from ember.errors import ConfigError
 from ember.runtime.deployments.multipart import Part
 from ember.runtime.project_check import check_project
-from ember.runtime.worker_modules import WorkerModule, collect_modules
+from ember.runtime.worker_modules import ModuleScan, WorkerModule, collect_scan
 
 # The keys of ``limits`` an upload carries (wrangler's CfUserLimits; Cloudflare enforces them).
 UPLOADED_LIMITS = ("cpu_ms", "subrequests")
@@ -58,6 +58,7 @@ class WorkerProject:
     warnings: tuple[str, ...] = ()
     limits: dict[str, int] = field(default_factory=dict)  # metadata.limits: cpu_ms, subrequests
     module_files: tuple[WorkerModule, ...] = ()  # what the module rules pick, entry first
+    link_notes: tuple[str, ...] = ()  # folder links left out by the first-name rule
     assets: AssetsConfig | None = None  # static assets, uploaded with each version
 
     def modules(self) -> list[Part]:
@@ -96,6 +97,7 @@ def load_project(
     if "python_workers" not in flags:
         flags = (*flags, "python_workers")  # every upload is a Python Worker
     ai = checked.bindings_of("ai")
+    scan = collect_scan(config) if config.has_worker else ModuleScan((), ())
     return WorkerProject(
         root=config.root,
         config_file=config.file,
@@ -114,7 +116,8 @@ def load_project(
         environments=config.environments,
         warnings=(*checked.warnings, *_local_limits(config.file, config.limits)),
         limits=uploaded_limits(config.limits),
-        module_files=collect_modules(config) if config.has_worker else (),
+        module_files=scan.modules,
+        link_notes=tuple(scan.dropped_notes()),
         assets=config.assets,
     )
 

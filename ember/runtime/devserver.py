@@ -52,6 +52,7 @@ from ember.runtime.services import DeploymentHost
 from ember.runtime.spawner import SpawnerConfig
 from ember.runtime.supervisor import Supervisor
 from ember.runtime.watcher import FileWatcher
+from ember.runtime.worker_modules import left_out_notes
 
 if TYPE_CHECKING:  # (imported when serving: ember dev's start does not wait for it)
     from ember.runtime.connguard import ConnectionLimits
@@ -128,11 +129,12 @@ class DevServer:
 
     @property
     def warnings(self) -> list[str]:
-        """Config warnings, including sections no binding type claims (as a deploy shows), and
-        a ``requires-python`` that excludes the interpreter workers run on here."""
+        """Config warnings, including sections no binding type claims (as a deploy shows), the
+        folder links left out as walked under another name (as a deploy names them), and a
+        ``requires-python`` that excludes the interpreter workers run on here."""
         warnings = list(check_project(self.config, self.options.registry).warnings)
         python = python_mismatch(read_python_project(self.config.root).requires_python)
-        return [*warnings, python] if python else warnings
+        return [*warnings, *left_out_notes(self.config), *([python] if python else [])]
 
     @property
     def state_dir(self) -> Path:

@@ -155,3 +155,40 @@ def test_a_linked_package_folder_is_run_watched_and_deployed(tmp_path: Path) -> 
     outside = [line for line in deploy.stderr.splitlines() if "outside the project" in line]
     assert [line.split()[1] for line in outside] == ["ext/__init__.py", "ext/mod.py"]
     assert str((shared / "mod.py").resolve()) in outside[1]
+
+
+def test_dev_recovers_when_a_refused_link_below_the_root_is_removed(tmp_path: Path) -> None:
+    """``src/pkg/up -> ../../..`` holds the project: the reload refuses it and keeps serving.
+    While refused only the root was watched, so removing the link (an entry of src/pkg, a
+    folder nobody watched) moved no watched mtime and dev served the old version until a
+    restart; the refusal now names the folders walked, and dev watches them."""
+    project = _project(tmp_path / "app")
+    (project / "src" / "pkg").mkdir(parents=True)
+    (project / "src" / "pkg" / "mod.py").write_text("")
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        assert httpx.get(dev.url, timeout=10).text == "one none"
+        (project / "helper.py").write_text('WORD = "two"\n')
+        os.symlink("../../..", project / "src" / "pkg" / "up")
+        assert httpx.get(dev.url, timeout=10).text == "one none"
+        dev.wait_for_line("src/pkg/up -> ")
+        (project / "src" / "pkg" / "up").unlink()
+        assert httpx.get(dev.url, timeout=10).text == "two none"
+
+
+def test_a_link_left_out_by_the_first_name_rule_is_named_in_dev_and_deploy(
+    tmp_path: Path,
+) -> None:
+    """``alias -> src/pkg`` is left out (src/pkg is walked under its own name): ``import
+    alias`` failed at runtime with no word of why. dev and deploy name it, and the name that
+    holds its folder, on stderr."""
+    project = _project(tmp_path / "app")
+    (project / "src" / "pkg").mkdir(parents=True)
+    (project / "src" / "pkg" / "mod.py").write_text("")
+    (project / "alias").symlink_to("src/pkg")
+    line = "alias is a link to the folder walked as src/pkg: left out"
+    with DevProcess(project, state=tmp_path / "state") as dev:
+        dev.wait_for_line(line)
+    deploy = CliRunner().invoke(cli, ["deploy", str(project), "--dry-run", "--json"])
+    assert deploy.exit_code == 0, deploy.output
+    assert [x for x in deploy.stderr.splitlines() if line in x] != []
+    assert "alias/mod.py" not in json.loads(deploy.stdout)["modules"]
