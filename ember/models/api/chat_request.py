@@ -145,6 +145,10 @@ class ChatRequest:
     truncate_prompt_tokens: int | None = None
     cache_salt: str | None = None  # vLLM's: prefix-cache pages shared only under the same salt
     rid: str | None = None  # SGLang's: the engine's request id, and the answer's (openai only)
+    # The request's automaton budget as parsing left it (automata.py): its schemas' states
+    # counted and their automata built, so constraint_for's GLM check draws on the same one
+    # and reuses them instead of a fresh budget that builds them again (review35).
+    automata: Automata = field(default_factory=Automata, compare=False, repr=False)
 
     @property
     def active_tools(self) -> tuple[FunctionTool, ...]:
@@ -342,6 +346,7 @@ def parse_chat_request(
         _regex_alone(response_format, tool_choice)
     return ChatRequest(
         messages=messages,
+        automata=budget,
         sampling=sampling,
         model=model,
         from_prompt=from_prompt,

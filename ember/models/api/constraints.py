@@ -9,7 +9,6 @@ from ember.models.api.chat_request import ChatRequest
 from ember.models.api.output_parser import ChatOutputParser, random_call_id
 from ember.models.api.tool_streams import IdFactory, Undeclared
 from ember.models.api.tool_values import JsonBranches
-from ember.models.constrain.automata import Automata
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.constrain.tool_grammars import (
     ReasoningPrefix,
@@ -55,7 +54,9 @@ def constraint_for(
         # strict tools' schemas; unforced, a hint's arguments GLM cannot follow are left free
         # in the grammar, glm_tool_calls).
         active = {t.name for t in request.active_tools}
-        budget = Automata()  # one for every tool checked, as the grammar's (automata.py)
+        # The request's budget from parsing (one per request, automata.py): what its JSON
+        # checks built is reused, and what only GLM builds is counted with the rest.
+        budget = request.automata
         for i, tool in enumerate(request.tools):
             signature = tool.signature()
             if tool.name in active and (signature.strict or required):

@@ -40,6 +40,8 @@ class Automata:
         self.states = 0
         self._built: dict[tuple[str, bool, tuple[int, int | None]], RegexAutomaton] = {}
         self._derived: dict[Hashable, Any] = {}
+        # Every regex asked for, built or found: what one compile needs, whoever built it.
+        self.used: set[tuple[str, bool, tuple[int, int | None]]] = set()
 
     def derived(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """What ``build`` makes from one of these automata (GLM's raw text: a liveness table
@@ -60,6 +62,7 @@ class Automata:
         """``compile_regex``'s automaton, built once; ``where``: the keyword's path, named when
         this one passes the budget. Raises ``RegexError`` as ``compile_regex`` does."""
         key = (pattern, search, length)
+        self.used.add(key)
         found = self._built.get(key)
         if found is not None:
             return found
@@ -79,6 +82,20 @@ class Automata:
         other = Automata(self.limit)
         other.states = self.states
         return other
+
+    def adopt(self, other: Automata) -> None:
+        """Keep ``other``'s automata (and what was derived from them) for this one's later
+        compiles, without counting them again: ``other`` was a schema compiled apart whose
+        states were charged here already, and the request's next check of the same regexes
+        (GLM's, constraints.py) should find them built, not build them twice (review35)."""
+        for key, automaton in other._built.items():
+            self._built.setdefault(key, automaton)
+        for key, value in other._derived.items():
+            self._derived.setdefault(key, value)
+
+    def states_of(self, keys: set[tuple[str, bool, tuple[int, int | None]]]) -> int:
+        """The states of these regexes' automata (each built here, or adopted)."""
+        return sum(len(self._built[key].edges) for key in keys)
 
     def charge(self, states: int, where: str) -> None:
         """Count ``states`` built elsewhere (a schema compiled on its own, or known to compile

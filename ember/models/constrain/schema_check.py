@@ -26,6 +26,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.schema import compile_schema
@@ -34,9 +35,9 @@ KNOWN = 1024
 
 
 class KnownSchemas:
-    """Digests of schemas that compiled, least recently seen first. One per process: the
-    memo of a pure function (whether a schema text compiles), so sharing it changes no
-    answer, only how soon it comes."""
+    """Digests of schemas that compiled, least recently seen first, and the automaton states
+    each charges. One per process (and per kind of compile): the memo of a pure function
+    (whether a schema text compiles), so sharing it changes no answer, only how soon it comes."""
 
     def __init__(self, size: int = KNOWN) -> None:
         self.size = size
@@ -45,14 +46,13 @@ class KnownSchemas:
         # on the event loop: the memo is shared by both.
         self._lock = threading.Lock()
 
-    def check(
-        self, schema: object, *, path: str, strict: bool, budget: Automata | None = None
+    def known(
+        self, key: bytes | None, *, path: str, budget: Automata, build: Callable[[Automata], int]
     ) -> None:
-        """Raise ``InvalidRequestField`` (naming ``path``'s keyword) unless ``schema``
-        compiles within what ``budget`` (the request's, None: a budget of its own) has left;
-        a schema already known to compile is not compiled again, only charged."""
-        budget = Automata() if budget is None else budget
-        key = _key(schema, strict)
+        """Charge ``budget`` (naming ``path``) what the compile of ``key`` charged, compiling it
+        (``build``, given a cache of its own that counts from ``budget``'s and returning the
+        states to charge) only when not known; what it built is kept in ``budget`` for the
+        request's later compiles (``Automata.adopt``). Raises what ``build`` raises."""
         if key is not None:
             with self._lock:
                 known = self._seen.get(key)
@@ -62,26 +62,46 @@ class KnownSchemas:
                 budget.charge(known, path)
                 return
         own = budget.apart()
-        compile_schema(schema, path=path, strict=strict, automata=own)
-        built = own.states - budget.states
+        built = build(own)
         budget.charge(built, path)
+        budget.adopt(own)
         if key is not None:
             with self._lock:
                 self._seen[key] = built
                 if len(self._seen) > self.size:
                     self._seen.popitem(last=False)
 
+    def check(
+        self, schema: object, *, path: str, strict: bool, budget: Automata | None = None
+    ) -> None:
+        """Raise ``InvalidRequestField`` (naming ``path``'s keyword) unless ``schema``
+        compiles within what ``budget`` (the request's, None: a budget of its own) has left;
+        a schema already known to compile is not compiled again, only charged."""
+        budget = Automata() if budget is None else budget
 
-def _key(schema: object, strict: bool) -> bytes | None:
-    """The schema's identity: its JSON text's digest (None for one with no JSON text)."""
+        def build(own: Automata) -> int:
+            # A cache of its own: a schema's states are its own, whatever else the request
+            # carries, so a known schema charges what it would compiled.
+            compile_schema(schema, path=path, strict=strict, automata=own)
+            return own.states - budget.states
+
+        self.known(schema_key(schema, strict), path=path, budget=budget, build=build)
+
+
+def schema_key(schema: object, strict: bool, kind: bytes = b"") -> bytes | None:
+    """The schema's identity: its JSON text's digest (None for one with no JSON text);
+    ``kind``: which compile (GLM's arguments, tool_grammars) when not the JSON path's."""
     try:
         text = json.dumps(schema, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
         return None
-    return hashlib.sha256(text.encode() + (b"\x01" if strict else b"\x00")).digest()
+    return hashlib.sha256(text.encode() + (b"\x01" if strict else b"\x00") + kind).digest()
 
 
 KNOWN_SCHEMAS = KnownSchemas()
+# GLM's check of a tool's arguments (tool_grammars.check_glm_arguments): its own memo, since
+# it charges only the states the JSON path's compile of the same schema did not (review35).
+KNOWN_GLM_ARGUMENTS = KnownSchemas()
 
 
 def check_schema(

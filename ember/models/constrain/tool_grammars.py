@@ -16,6 +16,7 @@ Markers resolve to the tokenizer's special tokens when it has them (see ``Marker
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal as TypingLiteral
@@ -37,7 +38,7 @@ from ember.models.constrain.nodes import (
     Whitespace,
 )
 from ember.models.constrain.schema import DEFAULT_WHITESPACE, compile_schema
-from ember.models.constrain.schema_check import check_schema
+from ember.models.constrain.schema_check import KNOWN_GLM_ARGUMENTS, check_schema, schema_key
 from ember.models.constrain.string_schema import raw_string_node
 from ember.models.constrain.tool_nodes import GlmArguments, IndexedRepeat
 from ember.models.constrain.tool_root import (
@@ -292,12 +293,34 @@ def check_glm_arguments(
     automata: Automata | None = None,
     ws: int = DEFAULT_WHITESPACE,
 ) -> None:
-    """Compile ``tool``'s GLM arguments once, so that a schema only GLM's raw values refuse (a
+    """Compile ``tool``'s GLM arguments, so that a schema only GLM's raw values refuse (a
     pattern whose every match spells a marker) is an ``InvalidRequestField`` naming ``path``
     (the tool's ``parameters``) while the request is read: the engine builds the grammar in
-    its own thread, where an error fails the whole step. ``automata``: the request's budget,
-    shared by every tool checked."""
-    _glm_arguments(tool, Marker({}), path, ws, [], Automata() if automata is None else automata)
+    its own thread, where an error fails the whole step. ``automata``: the request's budget.
+    Once per distinct schema (``KNOWN_GLM_ARGUMENTS``), reusing what the request's JSON check
+    of it built, and charging the states of the regexes that check did not need (review35)."""
+    schema = _arguments_schema(tool)
+    budget = Automata() if automata is None else automata
+
+    def build(own: Automata) -> int:
+        # The JSON check's automata, charged while the request was parsed: built then (kept in
+        # the request's budget), or again here, uncounted, when that check was a known one.
+        warm = Automata(sys.maxsize)
+        warm.adopt(budget)
+        try:
+            compile_schema(schema, path=path, strict=tool.strict, automata=warm)
+        except InvalidRequestField:
+            pass  # parsing refuses it; GLM's own compile, next, names what GLM refuses
+        own.adopt(warm)
+        _glm_arguments(tool, Marker({}), path, ws, [], own)
+        # By regex, not by states built: the same whether the JSON check compiled in this
+        # request or was known from an earlier one.
+        return own.states_of(own.used - warm.used)
+
+    key = schema_key(schema, tool.strict, b"glm%d" % ws)
+    KNOWN_GLM_ARGUMENTS.known(key, path=path, budget=budget, build=build)
+    if automata is None:  # no request's parsing charged the JSON check's states: here, then
+        check_schema(schema, path=path, strict=tool.strict, budget=budget)
 
 
 def glm_tool_calls(
