@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal as TypingLiteral
 
 from ember.errors import InternalError
+from ember.models.constrain.answer_grammar import text_or_tool_calls, with_reasoning
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.grammar import DEAD, Grammar, State
 from ember.models.constrain.masks import TokenMask, compute_mask
@@ -33,9 +34,7 @@ from ember.models.constrain.tool_grammars import (
     ToolFormat,
     ToolSignature,
     family_markers,
-    text_or_tool_calls,
     tool_calls_grammar,
-    with_reasoning,
 )
 from ember.models.constrain.vocab import TokenVocabulary
 

@@ -25,16 +25,12 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.automata import Automata, AutomatonBudgetExceeded
 from ember.models.constrain.json_nodes import JLiteralSet
 from ember.models.constrain.nodes import (
-    BoundedText,
     Choice,
-    FreeText,
     Literal,
     Marker,
-    Maybe,
     Node,
     Repeat,
     Seq,
-    SubstringGuard,
     Whitespace,
 )
 from ember.models.constrain.schema import DEFAULT_WHITESPACE, compile_schema
@@ -390,34 +386,3 @@ def tool_calls_grammar(
         forced=forced,
         automata=automata,
     )
-
-
-def text_or_tool_calls(calls: Node, marker: Marker, tool_format: ToolFormat) -> Node:
-    """``tool_choice`` auto with a strict tool: content (any text that spells no tool-call
-    marker), then tool calls or nothing, so that a call the model makes has the arguments its
-    schema allows, and an answer without one is free (OpenAI's strict function calling)."""
-    begin = KIMI_SECTION_BEGIN if tool_format == "kimi" else GLM_CALL_BEGIN
-    guard = SubstringGuard([m.encode() for m in family_markers(tool_format)])
-    text = BoundedText(0, None, guard, byte_end=marker.token_id(begin) is None)
-    return Seq([text, Maybe(calls)])
-
-
-def with_reasoning(
-    body: Node,
-    marker: Marker,
-    prefix: ReasoningPrefix,
-    *,
-    forbidden: tuple[str, ...] = (),
-    ws: int = 2,
-) -> Node:
-    """Free reasoning text before ``body``: ``inside`` when the prompt already opened a
-    ``<think>`` block (GLM-4.7/5 with thinking on), ``optional`` when the model may open one
-    itself, ``off`` when thinking is disabled. ``forbidden``: markers the reasoning may not
-    spell (a tool-call start would end the reasoning for the output parser)."""
-    if prefix == "off":
-        return body
-    reasoning = FreeText(THINK_END, marker.token_id(THINK_END), forbidden=forbidden)
-    thinking = Seq([reasoning, Whitespace(ws), body])
-    if prefix == "inside":
-        return thinking
-    return Choice([Seq([marker(THINK_BEGIN), thinking]), body])

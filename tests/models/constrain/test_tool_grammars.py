@@ -10,10 +10,11 @@ import jsonschema
 import pytest
 
 from ember.models.api.output_parser import parse_output
+from ember.models.constrain.answer_grammar import with_reasoning
 from ember.models.constrain.grammar import END, advance, initial_state
 from ember.models.constrain.nodes import Marker
 from ember.models.constrain.session import ConstraintSpec, GrammarCache, build_root
-from ember.models.constrain.tool_grammars import ToolSignature, with_reasoning
+from ember.models.constrain.tool_grammars import ToolSignature
 from tests.models.constrain.fixtures import (
     detokenize,
     random_schema,
