@@ -36,7 +36,7 @@ from ember.models.server.answer_ids import names
 from ember.models.server.choices import check_choices_fit
 from ember.models.server.generation import GenerationInput, check_request, max_tokens_for
 from ember.models.server.loading import ServedModel
-from ember.models.server.prompt_intake import chat_prompt_ids
+from ember.models.server.prompt_intake import chat_prompt_ids, taken_in
 from ember.models.server.request_fields import CHAT_FIELDS, RequestFields
 
 
@@ -90,6 +90,21 @@ def check_rid_free(served: ServedModel, rid: str, n: int) -> None:
                 f"a request id not in use by a request in progress{whose}; {name!r} is in use",
                 repr(rid),
             )
+
+
+async def chat_input_taken_in(
+    served: ServedModel, request: ChatRequest, request_id: str, body_bytes: int, schemas: bool
+) -> ChatInput:
+    """``chat_input`` with its prompt, taken in as ``taken_in`` decides (off the loop for a
+    large body or one that carries schemas): its constraint checks GLM's tool values
+    (``constraint_for``), which compiles them."""
+    return await taken_in(
+        served,
+        request_id,
+        body_bytes,
+        schemas=schemas,
+        work=lambda: chat_input(served, request, request_id, chat_prompt_ids(served, request)),
+    )
 
 
 def chat_input(

@@ -44,13 +44,13 @@ from ember.models.server.choices import choice_inputs, stream_choices
 from ember.models.server.generation import GenerationEvent, LogprobRecord
 from ember.models.server.inputs import (
     ChatInput,
-    chat_input,
+    chat_input_taken_in,
     logprob_token,
     new_request_id,
     own_request_id,
 )
 from ember.models.server.loading import ServedModel
-from ember.models.server.prompt_intake import carries_schemas, chat_prompt_ids, taken_in
+from ember.models.server.prompt_intake import carries_schemas, taken_in
 from ember.models.server.prompt_logprobs import vllm_prompt_logprobs
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
@@ -126,13 +126,7 @@ async def chat_completions(request: Request) -> Response:
         # /abort_request finds it from here on, while its prompt is still taken in.
         ticket = served.answer_ids.open(request_id, shown, chat.n)
         # The input's constraint checks GLM's tool values (constraint_for): with the prompt.
-        chat_in = await taken_in(
-            served,
-            request_id,
-            size,
-            schemas=schemas,
-            work=lambda: chat_input(served, chat, request_id, chat_prompt_ids(served, chat)),
-        )
+        chat_in = await chat_input_taken_in(served, chat, request_id, size, schemas)
         chat_in.response_id = shown
         answer = shown if shown != request_id else None
         chat_in.generation = replace(chat_in.generation, answer_id=answer, ticket=ticket)

@@ -16,9 +16,9 @@ from starlette.responses import JSONResponse, Response
 
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseNotFound, check_retrieve, deleted
-from ember.models.server.inputs import chat_input, new_request_id
+from ember.models.server.inputs import chat_input_taken_in, new_request_id
 from ember.models.server.openai_routes import chat_answer, chat_chunks
-from ember.models.server.prompt_intake import carries_schemas, chat_prompt_ids, taken_in
+from ember.models.server.prompt_intake import carries_schemas, taken_in
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
@@ -67,13 +67,7 @@ async def create_response(request: Request) -> Response:
         chat = call.chat
         state.check_model(served, chat.model)
         ticket = served.answer_ids.open(request_id, None, chat.n)  # abort_all finds it
-        chat_in = await taken_in(
-            served,
-            request_id,
-            size,
-            schemas=schemas,
-            work=lambda: chat_input(served, chat, request_id, chat_prompt_ids(served, chat)),
-        )
+        chat_in = await chat_input_taken_in(served, chat, request_id, size, schemas)
         chat_in.generation = replace(chat_in.generation, ticket=ticket)
     except BaseException:
         served.engine.forget(request_id)
