@@ -75,6 +75,13 @@ class Automata:
         self._built[key] = automaton
         return automaton
 
+    def release(self) -> None:
+        """Let go of the automata and tables built (their states stay counted): a request keeps
+        its budget from parsing to its GLM check, and would otherwise hold them, tens of MiB at
+        the budget's size, for as long as it streams (review36)."""
+        self._built.clear()
+        self._derived.clear()
+
     def apart(self) -> Automata:
         """A cache of its own whose count starts at this one's, under the same limit: a schema
         compiled apart (to be memoized alone) is refused as the request's budget would refuse

@@ -121,7 +121,10 @@ def chat_input(
     prompt_ids = truncated(served, prompt_ids, request.truncate_prompt_tokens)
     prompt_end = tokenizer.decode(prompt_ids[-8:])  # does the template leave us inside <think>?
     reasoning = reasoning_prefix(prompt_end, enable_thinking=request.enable_thinking)
-    constraint = constraint_for(request, tool_format=served.tool_format, reasoning=reasoning)
+    try:
+        constraint = constraint_for(request, tool_format=served.tool_format, reasoning=reasoning)
+    finally:
+        request.automata.release()  # used by the GLM check; not held while the answer streams
     # The special tokens the parser reads stay in the text it sees (all others are skipped);
     # with skip_special_tokens it keeps them from the client wherever it does not consume them.
     # SGLang's separate_reasoning false: the parser leaves reasoning in content (the grammar

@@ -80,3 +80,16 @@ def test_the_glm_check_draws_on_the_request_budget(compiled: list[str]) -> None:
     chat.automata.limit = chat.automata.states - 1
     with pytest.raises(AutomatonBudgetExceeded, match="/tools/0/function/parameters"):
         constraint_for(chat, tool_format="glm47", reasoning="off")
+
+
+def test_a_released_budget_holds_no_automata_and_keeps_its_count() -> None:
+    # chat_input releases the request's budget after the GLM check: a request streaming for
+    # minutes held every automaton its parsing built (review36: ~41 MiB at the budget's size).
+    request = parse_chat_request(_body(uuid.uuid4().hex, 8))
+    request_budget = request.automata
+    counted = request_budget.states
+    assert counted > 0 and request_budget._built
+    constraint_for(request, tool_format="glm47", reasoning="off")
+    request_budget.release()
+    assert not request_budget._built and not request_budget._derived
+    assert request_budget.states == counted  # what was spent stays spent
