@@ -80,8 +80,20 @@ class Fence:
         inside = self.project is not None and (
             target == self.project or target.startswith(self.project.rstrip(os.sep) + os.sep)
         )
-        hidden = next((p for p in Path(target).parts if p.startswith(".")), None)
-        if not inside and hidden is not None:
+        if inside:
+            return None
+        # Only below where the target and the project part: a project that itself sits in a
+        # hidden folder (~/.work/app) may link to its neighbours there. A Python install's
+        # packages (~/.local/lib/python3.12/site-packages/requests) are what python_modules/
+        # vendors, not secrets (review36).
+        parts = Path(target).parts
+        if self.project is not None:
+            common = os.path.commonpath([target, self.project])
+            parts = Path(target).relative_to(common).parts
+        if any(p in ("site-packages", "dist-packages") for p in parts):
+            return None
+        hidden = next((p for p in parts if p.startswith(".")), None)
+        if hidden is not None:
             return f"a hidden folder ({hidden}) outside the project"
         return None
 
@@ -237,11 +249,15 @@ class _Walker:
                     kept.append(d)
                     reals[path] = real_d
             subdirs[:] = kept
-            found.extend(
-                (here + name, os.path.join(directory, name))
-                for name in files
-                if not name.startswith(".")
-            )
+            for name in files:
+                if name.startswith("."):
+                    continue
+                path = os.path.join(directory, name)
+                # A link to one file is fenced as a folder link is: ~/.ssh/id_ed25519 as
+                # src/key.txt would go up as Text (review36).
+                if os.path.islink(path):
+                    self._check(here + name, path, os.path.realpath(path))
+                found.append((here + name, path))
         return found
 
     def _check(self, name: str, path: str, target: str) -> None:
@@ -249,8 +265,8 @@ class _Walker:
             raise LinkRefused(
                 path,
                 f"the link {name} -> {target}, {why}",
-                "a link to a folder beside or below the project that does not hold it, "
-                "and no hidden folder outside it",
+                "a link to a file or folder beside or below the project that does not hold "
+                "it, and no hidden folder outside it",
                 hint="link the package folder itself (ext -> ../shared/ext); a link to a "
                 "folder above the project would upload everything in it, and one into a "
                 "hidden folder (~/.aws, ~/.ssh) its secrets",

@@ -42,7 +42,7 @@ def test_a_link_to_a_folder_that_holds_the_project_or_home_is_refused(
         collect_modules(load_project(project))
     message = str(error.value)
     assert str(link) in message and f"pkg/up -> {os.path.realpath(link)}" in message
-    assert "expected a link to a folder beside or below the project" in message
+    assert "expected a link to a file or folder beside or below the project" in message
 
 
 def test_a_link_behind_a_link_back_into_the_project_is_refused(tmp_path: Path) -> None:
@@ -168,3 +168,47 @@ def test_a_refused_link_names_the_folders_to_watch_until_it_is_fixed(tmp_path: P
     os.symlink("../../..", project / "src" / "pkg" / "up")
     watched = dev_watch_list(load_project(project))
     assert project / "src" / "pkg" in watched.dirs and project in watched.dirs
+
+
+def test_a_link_to_one_file_in_a_hidden_folder_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only folder links were fenced: ``src/key.txt -> ~/.ssh/id_ed25519`` went up as Text and
+    ``python_modules/creds -> ~/.aws/credentials`` as Data (review36)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE\n")
+    project = _project(tmp_path / "app")
+    os.symlink(home / ".ssh" / "id_ed25519", project / "key.py")
+    with pytest.raises(ConfigError, match="key.py -> .*id_ed25519.*hidden folder"):
+        collect_modules(load_project(project))
+    # A link to a file of the project, or beside it with no hidden folder, is walked.
+    os.unlink(project / "key.py")
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "util.py").write_text("")
+    os.symlink("../shared/util.py", project / "util.py")
+    os.symlink("worker.py", project / "again.py")
+    names = sorted(m.name for m in collect_modules(load_project(project)))
+    assert names == ["again.py", "util.py", "worker.py"]
+
+
+def test_a_project_in_a_hidden_folder_and_a_site_packages_link_are_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hidden-folder rule refused ``~/.work/app``'s link to ``../shared/ext`` and a package
+    linked from ``~/.local/lib/python3.12/site-packages`` (review36): only hidden folders
+    below where the target and the project part count, and an installed package is no secret."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    project = _project(home / ".work" / "app")
+    (home / ".work" / "shared" / "ext").mkdir(parents=True)
+    (home / ".work" / "shared" / "ext" / "m.py").write_text("")
+    os.symlink("../shared/ext", project / "ext")
+    site = home / ".local" / "lib" / "python3.12" / "site-packages" / "requests"
+    site.mkdir(parents=True)
+    (site / "api.py").write_text("")
+    (project / "python_modules").mkdir()
+    os.symlink(site, project / "python_modules" / "requests")
+    names = sorted(m.name for m in collect_modules(load_project(project)))
+    assert names == ["ext/m.py", "python_modules/requests/api.py", "worker.py"]
