@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from ember.models.api.sse import parse_sse
+from tests.bindings.ai.relay_worker import WORKER
 from tests.bindings.ai.support import (
     AI,
     GLM,
@@ -30,40 +31,6 @@ from tests.bindings.ai.support import (
     wait_until,
 )
 from tests.runtime.harness import Harness, write_project
-
-WORKER = """
-import json
-from workers import Response, WorkerEntrypoint
-
-
-async def relay(stream):
-    async for chunk in stream:
-        yield chunk
-
-
-class Default(WorkerEntrypoint):
-    async def fetch(self, request):
-        ask = await request.json()
-        mode = ask.get("mode", "json")
-        try:
-            result = await self.env.AI.run(ask["model"], ask["inputs"], ask.get("options"))
-        except Exception as error:
-            return Response.json({
-                "type": type(error).__name__, "message": str(error),
-                "code": getattr(error, "code", None), "status": getattr(error, "status", None),
-            }, status=599)
-        if mode == "stream":
-            return Response(result, headers={"content-type": "text/event-stream"})
-        if mode == "relay":
-            return Response(relay(result), headers={"content-type": "text/event-stream"})
-        if mode == "raw":
-            return result
-        checks = {
-            "attr_equals_item": result.choices[0].message == result["choices"][0]["message"],
-            "last_request_id": self.env.AI.lastRequestId,
-        } if "choices" in result else {}
-        return Response.json({"result": result, "checks": checks})
-"""
 
 
 @pytest.fixture(scope="module")
