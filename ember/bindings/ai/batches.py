@@ -62,6 +62,15 @@ class _Batch:
     task: asyncio.Task[None] | None = None
 
 
+def requests_of(inputs: Mapping[str, Any]) -> list[Any]:
+    """A batch's ``requests``, or the 5006 naming what it should be."""
+    requests = inputs.get("requests")
+    if not isinstance(requests, list) or not 1 <= len(requests) <= MAX_REQUESTS:
+        found = "nothing" if "requests" not in inputs else describe(requests)
+        raise InvalidRequestField("/requests", f"an array of 1 to {MAX_REQUESTS} requests", found)
+    return requests
+
+
 class BatchQueue:
     """Every tenant's queued batches."""
 
@@ -75,16 +84,13 @@ class BatchQueue:
         tenant: str,
         model: str,
         inputs: Mapping[str, Any],
-        validate: Callable[[Mapping[str, Any], str], None],
+        validate: Callable[[Mapping[str, Any], str], None] | None,
     ) -> dict[str, Any]:
-        """Validate and queue ``inputs["requests"]``; the platform's ``queued`` answer."""
-        requests = inputs.get("requests")
-        if not isinstance(requests, list) or not 1 <= len(requests) <= MAX_REQUESTS:
-            found = "nothing" if "requests" not in inputs else describe(requests)
-            raise InvalidRequestField(
-                "/requests", f"an array of 1 to {MAX_REQUESTS} requests", found
-            )
-        for index, request in enumerate(requests):
+        """Validate and queue ``inputs["requests"]``; the platform's ``queued`` answer.
+        ``validate``: None when the caller validated each of ``requests_of(inputs)`` (the
+        gateway does, off the event loop: their schemas may cost seconds to compile)."""
+        requests = requests_of(inputs)
+        for index, request in enumerate(requests if validate is not None else ()):
             validate(request, f"/requests/{index}")
         sizes = [json_size(r) for r in requests]
         incoming = sum(sizes)

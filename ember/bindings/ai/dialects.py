@@ -32,6 +32,7 @@ from ember.models.api.chat_request import (
 from ember.models.api.errors import JSON_MODE_NOT_MET, InvalidRequestField, WorkersAIErrorCode
 from ember.models.api.messages import TEXT_ONLY
 from ember.models.api.sse import SSE_DONE, sse_data
+from ember.models.constrain.automata import Automata
 from ember.models.pool.errors import InvalidEvent
 
 CHAT_PATH = "/v1/chat/completions"
@@ -75,19 +76,25 @@ def upstream_request(
     platform_vision: bool = False,
     max_temperature: float = WORKERS_AI_MAX_TEMPERATURE,
     defaults: Mapping[str, Any] | None = None,
+    automata: Automata | None = None,
 ) -> Upstream:
     """Validate ``inputs`` (InvalidRequestField names the field) and build the replica's request.
     ``platform_vision``: the platform model reads images, so a refused image part says that
     it is ember's checkpoint, not the model, that reads text only. ``max_temperature``: the
     model's schema's (a classic model's goes to 5). ``defaults``: the platform's sampling
     defaults for the id (``platform_sampling_defaults``, family B's when None), sent for the
-    fields ``inputs`` leaves out so that no replica substitutes its checkpoint's."""
+    fields ``inputs`` leaves out so that no replica substitutes its checkpoint's.
+    ``automata``: the schemas' automaton budget (None: the request's own; a batch's is shared).
+    Compiling schemas costs up to ~1 CPU-s: a caller on an event loop runs this in a thread
+    when ``carries_schemas(inputs)``."""
     if isinstance(inputs, Mapping) and inputs.get("lora") is not None:
         # The platform answers 5005 for a model without LoRA support; ignoring the field would
         # answer from the base model as if the adapter had been applied.
         raise lora_refusal(model, inputs["lora"])
     try:
-        request = parse_chat_request(inputs, dialect=dialect, max_temperature=max_temperature)
+        request = parse_chat_request(
+            inputs, dialect=dialect, max_temperature=max_temperature, automata=automata
+        )
     except InvalidRequestField as exc:
         if platform_vision and exc.expected == TEXT_ONLY:
             expected = (

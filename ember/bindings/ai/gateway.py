@@ -21,6 +21,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,7 @@ from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseStore
+from ember.models.api.schema_fields import parsed_off_loop
 from ember.models.pool.config import PoolConfig
 from ember.models.pool.pool import ModelPool, stderr_progress
 from ember.models.pool.upstream import upstream_refusal
@@ -105,6 +107,8 @@ class AIGateway(GatewayBatches, GatewayAccounting):
         self.logs = GatewayLogs()  # options.gateway calls: env.AI.gateway(id).getLog
         self.tally = AITally()  # the operator's metrics (ember serve --metrics-port)
         self.on_call: CallObserver | None = None  # the operator's log (--log-requests)
+        # Requests that carry schemas are parsed here, one at a time (schema_fields.py).
+        self.schema_lane = ThreadPoolExecutor(1, thread_name_prefix="ember-ai-schemas")
 
     async def start(self) -> None:
         """Start the configured models now (``ember serve``, or ``pool.start: eager``)."""
@@ -135,6 +139,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
         """Cancel batches, drain in-flight requests, stop every replica."""
         await self.batches.aclose()
         await self.pool.aclose()
+        self.schema_lane.shutdown(wait=False, cancel_futures=True)
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -234,7 +239,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
         if options.queue_request or "request_id" not in inputs:  # a poll runs nothing
             self.neurons.admit(tenant.data, tenant.daily_neurons)
         if options.queue_request or "request_id" in inputs:
-            return self._batch(tenant, model, inputs, options, request_id)
+            return await self._batch(tenant, model, inputs, options, request_id)
         if "requests" in inputs:
             # Without the option the batch would be read as one chat input and refused for
             # lacking 'messages', which sends the user looking in the wrong place.
@@ -244,7 +249,15 @@ class AIGateway(GatewayBatches, GatewayAccounting):
                 "set to true (the third argument of env.AI.run; over REST, ?queueRequest=true)",
             )
         if dialect == "workers" and "input" in inputs and self.schema(model) == "responses":
-            call = ResponsesCall({**inputs, "model": model}, self.responses, tenant.data, model)
+            call = await parsed_off_loop(
+                self.schema_lane,
+                inputs,
+                ResponsesCall,
+                {**inputs, "model": model},
+                self.responses,
+                tenant.data,
+                model,
+            )
             # The chat call runs inside this one (``_run``, not ``run``): one gateway log and
             # one failure mapping for the caller's one call.
             return await responses_answer(
@@ -272,14 +285,19 @@ class AIGateway(GatewayBatches, GatewayAccounting):
             if mandatory:
                 say(mandatory)
         vision = entry is not None and entry.vision
-        upstream = upstream_request(
-            model,
+        upstream = await parsed_off_loop(
+            self.schema_lane,
             inputs,
-            dialect,
-            stream=stream,
-            platform_vision=vision,
-            defaults=platform_sampling_defaults(classic=classic_id),
-            **classic_limits(classic),
+            functools.partial(
+                upstream_request,
+                model,
+                inputs,
+                dialect,
+                stream=stream,
+                platform_vision=vision,
+                defaults=platform_sampling_defaults(classic=classic_id),
+                **classic_limits(classic),
+            ),
         )
         for note in input_notes(model, inputs, dialect):
             say(note)

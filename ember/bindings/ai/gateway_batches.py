@@ -12,12 +12,15 @@ request.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ember.bindings.ai.answer import AIAnswer, answer_headers
-from ember.bindings.ai.batches import BatchQueue
+from ember.bindings.ai.batches import BatchQueue, requests_of
 from ember.bindings.ai.classic import classic_inputs, classic_limits, classic_result
 from ember.bindings.ai.classic_schema import check_classic
 from ember.bindings.ai.dialects import completion_result, upstream_request
@@ -33,8 +36,15 @@ from ember.bindings.ai.tenant import Tenant, fairness_of
 from ember.errors import InvalidModelInput
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseStore
+from ember.models.api.schema_fields import parsed_off_loop
+from ember.models.constrain.automata import Automata
 from ember.models.pool.pool import ModelPool, RequestOptions
 from ember.models.pool.upstream import upstream_refusal
+
+PER_BATCH = (
+    "per queued batch (every request's tools and response format together; a schema repeated "
+    "across requests counts once)"
+)
 
 
 class GatewayBatches:
@@ -44,6 +54,7 @@ class GatewayBatches:
     pool: ModelPool
     responses: ResponseStore
     batches: BatchQueue
+    schema_lane: ThreadPoolExecutor
     neurons: NeuronBook
 
     if TYPE_CHECKING:  # defined by AIGateway
@@ -52,7 +63,7 @@ class GatewayBatches:
 
         def cache_salt(self, scope: str) -> str | None: ...
 
-    def _batch(
+    async def _batch(
         self,
         tenant: Tenant,
         model: str,
@@ -66,6 +77,10 @@ class GatewayBatches:
             self._refuse_unqueued(model)
             classic = self.schema(model) == "classic"
             limits = classic_limits(classic)
+            # One automaton budget for the whole batch, each distinct schema charged once: a
+            # budget per request let 1,000 requests of distinct costly patterns (1.4 MB) cost
+            # the supervisor ~400 CPU-s to validate.
+            budget = Automata(scope=PER_BATCH)
 
             def validate(request: Mapping[str, Any], where: str) -> None:
                 try:
@@ -73,7 +88,9 @@ class GatewayBatches:
                         return  # the Responses form, parsed and checked
                     if classic:
                         request = classic_inputs(check_classic(model, request)[0])
-                    upstream_request(model, request, "workers", stream=False, **limits)
+                    upstream_request(
+                        model, request, "workers", stream=False, automata=budget, **limits
+                    )
                 except LoraUnsupported:
                     raise  # 5005 for the whole batch, as for one request
                 except InvalidModelInput as exc:
@@ -84,7 +101,15 @@ class GatewayBatches:
                         field, message = where + exc.field, str(exc).replace("'/", f"'{where}/", 1)
                     raise InvalidModelInput(field, message) from None
 
-            result = self.batches.submit(tenant.data, model, inputs, validate)
+            requests = requests_of(inputs)
+
+            def validate_all() -> None:
+                for index, request in enumerate(requests):
+                    validate(request, f"/requests/{index}")
+
+            # Off the event loop, which serves every other request meanwhile.
+            await asyncio.get_running_loop().run_in_executor(self.schema_lane, validate_all)
+            result = self.batches.submit(tenant.data, model, inputs, None)
         content = json.dumps(result).encode("utf-8")
         return AIAnswer(request_id, 200, answer_headers(request_id, False, None), content)
 
@@ -117,20 +142,33 @@ class GatewayBatches:
         self, scope: str, model: str, request: Mapping[str, Any]
     ) -> dict[str, Any]:
         """One request of a batch that ``scope`` (an account, on ``ember serve``) queued."""
-        call = self._responses_item(model, request)
+        # Parsed again, off the loop where it carries schemas: they were compiled when the
+        # batch was validated, but the memo of known schemas may have forgotten them since.
+        lane = self.schema_lane
+        call = await parsed_off_loop(lane, request, self._responses_item, model, request)
         classic = call is None and self.schema(model) == "classic"
         if call is not None:
-            upstream = upstream_request(model, call.chat_body(), "openai", stream=False)
+            body = call.chat_body()
+            upstream = await parsed_off_loop(
+                self.schema_lane,
+                body,
+                functools.partial(upstream_request, model, body, "openai", stream=False),
+            )
         else:
             if classic:
                 request = classic_inputs(check_classic(model, request)[0])
-            upstream = upstream_request(
-                model,
-                {**request, "stream": False},
-                "workers",
-                stream=False,
-                defaults=platform_sampling_defaults(classic=classic),
-                **classic_limits(classic),
+            upstream = await parsed_off_loop(
+                self.schema_lane,
+                request,
+                functools.partial(
+                    upstream_request,
+                    model,
+                    {**request, "stream": False},
+                    "workers",
+                    stream=False,
+                    defaults=platform_sampling_defaults(classic=classic),
+                    **classic_limits(classic),
+                ),
             )
         # Its account's share of the pool, and its account's part of the prefix cache.
         options = RequestOptions(fairness=fairness_of(scope), cache_salt=self.cache_salt(scope))

@@ -26,6 +26,12 @@ from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 # numbers, or ten of the largest patterns.
 MAX_AUTOMATON_STATES = 200_000
 
+# What one budget covers, as its refusal says it.
+PER_REQUEST = (
+    "per request (every tool's parameters and the response format together; each distinct "
+    "bound or pattern is one automaton)"
+)
+
 
 class AutomatonBudgetExceeded(InvalidRequestField):
     """A schema's automata passed ``MAX_AUTOMATON_STATES``: a 400 even where a keyword ember
@@ -35,9 +41,13 @@ class AutomatonBudgetExceeded(InvalidRequestField):
 class Automata:
     """One request's automata, by regex, and the states built so far."""
 
-    def __init__(self, limit: int = MAX_AUTOMATON_STATES) -> None:
+    def __init__(self, limit: int = MAX_AUTOMATON_STATES, scope: str = PER_REQUEST) -> None:
         self.limit = limit
+        self.scope = scope  # what the budget covers, for its refusal
         self.states = 0
+        # Schemas (by ``schema_check.schema_key``) charged already: the same schema twice in
+        # one request, or in one queued batch, builds nothing more the second time.
+        self.charged: set[bytes] = set()
         self._built: dict[tuple[str, bool, tuple[int, int | None]], RegexAutomaton] = {}
         self._derived: dict[Hashable, Any] = {}
         # Every regex asked for, built or found: what one compile needs, whoever built it.
@@ -86,7 +96,7 @@ class Automata:
         """A cache of its own whose count starts at this one's, under the same limit: a schema
         compiled apart (to be memoized alone) is refused as the request's budget would refuse
         it, its message naming the request's limit and count (review35)."""
-        other = Automata(self.limit)
+        other = Automata(self.limit, self.scope)
         other.states = self.states
         return other
 
@@ -115,7 +125,6 @@ class Automata:
         return AutomatonBudgetExceeded(
             where,
             f"schemas whose numeric bounds and patterns build at most {self.limit:,} automaton "
-            "states in all, per request (every tool's parameters and the response format "
-            "together; each distinct bound or pattern is one automaton)",
+            f"states in all, {self.scope}",
             f"{self.states:,} states so far",
         )

@@ -54,18 +54,22 @@ class KnownSchemas:
         states to charge) only when not known; what it built is kept in ``budget`` for the
         request's later compiles (``Automata.adopt``). Raises what ``build`` raises."""
         if key is not None:
+            if key in budget.charged:
+                return  # the same schema, charged once already
             with self._lock:
                 known = self._seen.get(key)
                 if known is not None:
                     self._seen.move_to_end(key)
             if known is not None:
                 budget.charge(known, path)
+                budget.charged.add(key)
                 return
         own = budget.apart()
         built = build(own)
         budget.charge(built, path)
         budget.adopt(own)
         if key is not None:
+            budget.charged.add(key)
             with self._lock:
                 self._seen[key] = built
                 if len(self._seen) > self.size:

@@ -26,6 +26,7 @@ from ember.models.api.responses import (
     text_completion_chunk,
     text_completion_of,
 )
+from ember.models.api.schema_fields import carries_schemas
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.engine.logprob_types import PromptTokenLogprob
@@ -41,11 +42,7 @@ from ember.models.server.inputs import (
 )
 from ember.models.server.loading import ServedModel
 from ember.models.server.openai_routes import token_logprobs
-from ember.models.server.prompt_intake import (
-    carries_schemas,
-    completion_prompt_ids,
-    taken_in,
-)
+from ember.models.server.prompt_intake import completion_prompt_ids, taken_in
 from ember.models.server.prompt_logprobs import echoed_tokens, vllm_prompt_logprobs
 from ember.models.server.request_fields import COMPLETION_FIELDS
 from ember.models.server.state import ServerState

@@ -36,6 +36,7 @@ from ember.models.api.responses import (
     chat_completion_of,
     now,
 )
+from ember.models.api.schema_fields import carries_schemas
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.engine.logprob_types import PromptTokenLogprob
 from ember.models.server.caller_id import answer_id
@@ -50,7 +51,7 @@ from ember.models.server.inputs import (
     own_request_id,
 )
 from ember.models.server.loading import ServedModel
-from ember.models.server.prompt_intake import carries_schemas, taken_in
+from ember.models.server.prompt_intake import taken_in
 from ember.models.server.prompt_logprobs import vllm_prompt_logprobs
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (

@@ -23,7 +23,7 @@ automata.py) while the compiler holds the GIL, and the loop still gets its turns
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TypeVar
 
 from ember.errors import ContextLengthExceeded
@@ -41,37 +41,6 @@ T = TypeVar("T")
 # A smaller one is tokenized at once, on the loop: a thread hop would cost it more than it
 # saves, and a refusal then names the exact count instead of the bound's.
 LARGE_PROMPT_BYTES = 64 * 1024
-
-# Fields whose value is compiled into automata or a grammar when the request is parsed or its
-# input built: OpenAI's, vLLM's guided/structured ones, SGLang's (in /generate's
-# sampling_params too).
-SCHEMA_FIELDS = frozenset(
-    {
-        "tools",
-        "response_format",
-        "guided_json",
-        "guided_regex",
-        "guided_choice",
-        "guided_grammar",
-        "structured_outputs",
-        "regex",
-        "json_schema",
-        "ebnf",
-    }
-)
-
-
-def carries_schemas(body: object) -> bool:
-    """Whether the request body has a field whose value is compiled (``SCHEMA_FIELDS``), at
-    its top or in ``sampling_params``: such a request is taken in off the event loop."""
-    if not isinstance(body, Mapping):
-        return False
-    if any(body.get(name) is not None for name in SCHEMA_FIELDS):
-        return True
-    params = body.get("sampling_params")
-    return isinstance(params, Mapping) and any(
-        params.get(name) is not None for name in SCHEMA_FIELDS
-    )
 
 
 async def taken_in(

@@ -16,9 +16,10 @@ from starlette.responses import JSONResponse, Response
 
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseNotFound, check_retrieve, deleted
+from ember.models.api.schema_fields import carries_schemas
 from ember.models.server.inputs import chat_input_taken_in, new_request_id
 from ember.models.server.openai_routes import chat_answer, chat_chunks
-from ember.models.server.prompt_intake import carries_schemas, taken_in
+from ember.models.server.prompt_intake import taken_in
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (
     ClientGone,
@@ -35,12 +36,6 @@ def _state(request: Request) -> ServerState:
     return request.app.state.ember
 
 
-def _has_text_format(body: object) -> bool:
-    """A Responses body's ``text.format`` (its ``json_schema``) is compiled too."""
-    text = body.get("text") if isinstance(body, dict) else None
-    return isinstance(text, dict) and text.get("format") is not None
-
-
 async def create_response(request: Request) -> Response:
     state = _state(request)
     served = state.ready()
@@ -52,7 +47,7 @@ async def create_response(request: Request) -> Response:
         # Parsing compiles the tools' and text.format's schemas, and the input GLM's tool
         # values (constraint_for): off the loop for a large body or one that carries schemas,
         # as on chat (review35). The store it reads takes a lock for that.
-        schemas = carries_schemas(body) or _has_text_format(body)
+        schemas = carries_schemas(body)
         try:
             call = await taken_in(
                 served,

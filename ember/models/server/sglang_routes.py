@@ -31,6 +31,7 @@ from ember.models.api.completion_request import (
     GenerateRequest,
     parse_generate_request,
 )
+from ember.models.api.schema_fields import carries_schemas
 from ember.models.api.sse import SSE_DONE, sse_data
 from ember.models.constrain.session import ConstraintSpec
 from ember.models.server.choices import (
@@ -52,7 +53,7 @@ from ember.models.server.inputs import (
 )
 from ember.models.server.loading import ServedModel
 from ember.models.server.metrics import ServerMetrics
-from ember.models.server.prompt_intake import carries_schemas, prompt_ids_for, taken_in
+from ember.models.server.prompt_intake import prompt_ids_for, taken_in
 from ember.models.server.request_fields import RequestFields
 from ember.models.server.state import ServerState
 from ember.models.server.wire import (

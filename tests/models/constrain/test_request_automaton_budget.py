@@ -86,3 +86,13 @@ def test_the_grammar_build_shares_one_budget(tool_format: str) -> None:
     with pytest.raises(AutomatonBudgetExceeded) as caught:
         build_root(spec, {})
     assert caught.value.field.startswith("/tools/2/function/parameters/properties/p")
+
+
+def test_one_schema_in_three_tools_is_charged_once() -> None:
+    # Three tools with the same parameters build the same automata (one grammar shares them):
+    # charged three times, the request was refused as if it built 240,000 states.
+    request = _request(3)
+    for tool in request["tools"]:
+        tool["function"]["parameters"] = _parameters(7)
+    parsed = parse_chat_request(request)
+    assert 0 < parsed.automata.states < 200_000
