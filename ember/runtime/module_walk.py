@@ -4,11 +4,12 @@ lead to, each real folder once, never one that holds the project.
 A link to a folder (``ext -> ../shared/ext``, a package shared between projects) is walked as
 a folder, its files named through the link, as Python imports them. What bounds it:
 
-- A link whose target holds the module root, the project's root or the user's home folder
-  (``up -> ..``, ``root -> /``, ``vendor -> ~``) is refused with an error: it would make a
-  sibling project's files, or the whole home folder, modules that ``ember deploy`` uploads.
-  So is one whose target, outside the project, has a hidden folder on its path (``aws ->
-  ~/.aws``): the folders credentials live in.
+- Every link met, to a folder or to one file, must lead where ``link_fence.Fence`` allows:
+  inside the project, beside it, or into an installed-packages folder, through no hidden
+  folder and to no file the project never uploads (``vars.txt -> ../.dev.vars``, ``aws ->
+  ~/.aws``, ``env.txt -> /proc/self/environ``), and not to a folder that holds the module
+  root, the project's root or the user's home folder (``up -> ..``, ``vendor -> ~``). Else
+  the walk stops with an error naming the link, where it leads and the rule it broke.
 - Each real folder is walked once, in one walk of the module root and python_modules/
   together. The project's own folders (python_modules/'s too) are walked first, under their
   own names; a folder reached only through links is walked under the first of those names in
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ember.errors import ConfigError
+from ember.runtime.link_fence import Fence
 
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "venv"})
 
@@ -42,60 +44,6 @@ class LinkLimits:
 
     dirs: int = 1_000
     files: int = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Fence:
-    """Real paths no folder link may lead to or above (the module root, the project's root,
-    the home folder), and the project, outside which no link may lead into a hidden folder."""
-
-    roots: tuple[tuple[str, str], ...]  # (real path, what it is: "the project's root")
-    project: str | None = None  # the project's real root
-
-    @classmethod
-    def around(cls, **paths: Path | None) -> Fence:
-        """``Fence.around(module_root=..., project_root=..., home=...)``."""
-        project = paths.get("project_root")
-        return cls(
-            tuple(
-                (os.path.realpath(p), what.replace("_", " "))
-                for what, p in paths.items()
-                if p is not None
-            ),
-            os.path.realpath(project) if project is not None else None,
-        )
-
-    def refusal(self, target: str) -> str | None:
-        """Why a link may not lead to the real folder ``target``, if it may not: it holds a
-        fenced path (is it, or a folder above it), or it is outside the project with a hidden
-        folder on its path (``~/.aws``, ``/srv/.secrets/pkg``): credentials live there, and
-        the dot of a link's own name, which keeps ``.venv`` out, says nothing of its target."""
-        outer = target.rstrip(os.sep) + os.sep
-        held = next(
-            (f"{what} ({r})" for r, what in self.roots if r == target or r.startswith(outer)),
-            None,
-        )
-        if held is not None:
-            return f"a folder that holds the {held}"
-        inside = self.project is not None and (
-            target == self.project or target.startswith(self.project.rstrip(os.sep) + os.sep)
-        )
-        if inside:
-            return None
-        # Only below where the target and the project part: a project that itself sits in a
-        # hidden folder (~/.work/app) may link to its neighbours there. A Python install's
-        # packages (~/.local/lib/python3.12/site-packages/requests) are what python_modules/
-        # vendors, not secrets (review36).
-        parts = Path(target).parts
-        if self.project is not None:
-            common = os.path.commonpath([target, self.project])
-            parts = Path(target).relative_to(common).parts
-        if any(p in ("site-packages", "dist-packages") for p in parts):
-            return None
-        hidden = next((p for p in parts if p.startswith(".")), None)
-        if hidden is not None:
-            return f"a hidden folder ({hidden}) outside the project"
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,11 +213,13 @@ class _Walker:
             raise LinkRefused(
                 path,
                 f"the link {name} -> {target}, {why}",
-                "a link to a file or folder beside or below the project that does not hold "
-                "it, and no hidden folder outside it",
-                hint="link the package folder itself (ext -> ../shared/ext); a link to a "
-                "folder above the project would upload everything in it, and one into a "
-                "hidden folder (~/.aws, ~/.ssh) its secrets",
+                "a link to a file or folder beside or below the project (below its parent "
+                "folder or its git repository's root) or in an installed-packages folder "
+                "(site-packages), through no hidden folder, to no file never uploaded "
+                "(.dev.vars, .env*, .git/) and not holding the project",
+                hint="link the package folder itself (ext -> ../shared/ext); a link above the "
+                "project would upload everything in it, one into a hidden folder (~/.aws, "
+                "~/.ssh) or the system's (/proc) its secrets (docs/workers.md, Links)",
             )
 
     def _spend(self, path: str, files: int) -> None:

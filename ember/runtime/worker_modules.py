@@ -119,7 +119,9 @@ def scan_modules(config: ProjectConfig) -> ModuleScan:
     assets = _assets_under(config, root)
     if assets is not None:
         skip.add(assets)
-    fence = Fence.around(module_root=root, project_root=config.root, home_folder=_home())
+    home = _home()
+    _refuse_a_walk_of_home(config, home)
+    fence = Fence.around(module_root=root, project_root=config.root, home_folder=home)
     # One walk for both: a folder reached from each (``lib -> python_modules/pkg``) goes up once.
     trees = [Tree(root, skip=frozenset(skip))]
     if vendored.is_dir():
@@ -158,6 +160,27 @@ def _home() -> Path | None:
         return Path.home()
     except RuntimeError:
         return None
+
+
+def _refuse_a_walk_of_home(config: ProjectConfig, home: Path | None) -> None:
+    """A project at (or above) the home folder, or at ``/``, walks every file there: its
+    ``~/.ssh`` would be "inside the project", and any file a module rule picks a module. The
+    module root is inside the project (``base_dir`` may not leave it)."""
+    real = os.path.realpath(config.root)
+    held = os.path.realpath(home) if home is not None else None
+    if real == os.sep:
+        found = "the project's root is the filesystem root"
+    elif held is not None and (held == real or held.startswith(real + os.sep)):
+        found = f"the project's root ({real}) is or holds your home folder ({held})"
+    else:
+        return
+    raise ConfigError(
+        str(config.file),
+        None,
+        f"{found}: every file there would be walked",
+        "a project in a folder of its own",
+        hint="move the project (its config and code) into a folder of its own, e.g. ~/projects/app",
+    )
 
 
 def _real_file(path: Path) -> Path | None:

@@ -11,7 +11,8 @@ import pytest
 from ember.config import load_project
 from ember.errors import ConfigError
 from ember.runtime.dev_watch import dev_watch_list
-from ember.runtime.module_walk import Fence, LinkLimits, walk_files
+from ember.runtime.link_fence import Fence
+from ember.runtime.module_walk import LinkLimits, walk_files
 from ember.runtime.worker_modules import collect_modules, scan_modules
 
 
@@ -106,32 +107,39 @@ def test_a_link_to_a_hidden_folder_outside_the_project_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     """``aws -> ~/.aws`` passed the fence (it does not hold home): credentials.py became a
-    module ``ember deploy`` uploads. A hidden folder anywhere on the target's path is refused,
-    under home or not (``/srv/.secrets/pkg``), as the first link or behind one."""
+    module ``ember deploy`` uploads. Refused under home or not (``/srv/.secrets/pkg``), as
+    the first link or behind one, and a hidden folder beside the project or inside it."""
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     hidden = (home / ".aws") if where == "home" else (tmp_path / "srv" / ".secrets" / "pkg")
     hidden.mkdir(parents=True)
     (hidden / "credentials.py").write_text("KEY = 'secret'\n")
     project = _project(home / "proj" / "app")
-    (tmp_path / "shared" / "ext").mkdir(parents=True)
-    os.symlink(hidden, tmp_path / "shared" / "ext" / "aws")
+    shared = home / "proj" / "shared" / "ext"
+    shared.mkdir(parents=True)
+    os.symlink(hidden, shared / "aws")
     os.symlink(hidden, project / "aws")
     with pytest.raises(ConfigError) as error:
         collect_modules(load_project(project))
     message = str(error.value)
-    assert f"aws -> {hidden}" in message and "hidden folder" in message
+    assert f"aws -> {hidden}" in message and "outside the project" in message
     os.unlink(project / "aws")
-    os.symlink("../../../shared/ext", project / "ext")
+    os.symlink("../shared/ext", project / "ext")
     with pytest.raises(ConfigError, match=f"ext/aws -> {hidden}"):
         collect_modules(load_project(project))
-    # A hidden folder inside the project is the project's own business, not refused.
-    os.unlink(tmp_path / "shared" / "ext" / "aws")
+    # Beside the project, a hidden folder is refused by name.
+    os.unlink(shared / "aws")
+    (shared.parent / ".secrets").mkdir()
+    os.symlink("../.secrets", shared / "aws")
+    with pytest.raises(ConfigError, match="ext/aws -> .*, beside the project .*hidden .secrets"):
+        collect_modules(load_project(project))
+    # A hidden folder inside the project is refused too: what the walk itself skips.
+    os.unlink(shared / "aws")
     (project / ".cfg" / "pkg").mkdir(parents=True)
     (project / ".cfg" / "pkg" / "m.py").write_text("")
     os.symlink(".cfg/pkg", project / "cfg")
-    names = [m.name for m in collect_modules(load_project(project))]
-    assert names == ["worker.py", "cfg/m.py"]
+    with pytest.raises(ConfigError, match="cfg -> .*, inside the project, through the hidden"):
+        collect_modules(load_project(project))
 
 
 def test_a_folder_reached_from_the_project_and_python_modules_goes_up_once(
@@ -179,14 +187,14 @@ def test_a_link_to_one_file_in_a_hidden_folder_is_refused(
     monkeypatch.setenv("HOME", str(home))
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE\n")
-    project = _project(tmp_path / "app")
+    project = _project(home / "work" / "app")
     os.symlink(home / ".ssh" / "id_ed25519", project / "key.py")
-    with pytest.raises(ConfigError, match="key.py -> .*id_ed25519.*hidden folder"):
+    with pytest.raises(ConfigError, match="key.py -> .*id_ed25519, outside the project"):
         collect_modules(load_project(project))
     # A link to a file of the project, or beside it with no hidden folder, is walked.
     os.unlink(project / "key.py")
-    (tmp_path / "shared").mkdir()
-    (tmp_path / "shared" / "util.py").write_text("")
+    (home / "work" / "shared").mkdir()
+    (home / "work" / "shared" / "util.py").write_text("")
     os.symlink("../shared/util.py", project / "util.py")
     os.symlink("worker.py", project / "again.py")
     names = sorted(m.name for m in collect_modules(load_project(project)))
@@ -196,14 +204,16 @@ def test_a_link_to_one_file_in_a_hidden_folder_is_refused(
 def test_a_project_in_a_hidden_folder_and_a_site_packages_link_are_walked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The hidden-folder rule refused ``~/.work/app``'s link to ``../shared/ext`` and a package
-    linked from ``~/.local/lib/python3.12/site-packages`` (review36): only hidden folders
-    below where the target and the project part count, and an installed package is no secret."""
+    """The hidden-folder rule refused ``~/.work/proj/app``'s link to ``../shared/ext`` and a
+    package linked from ``~/.local/lib/python3.12/site-packages`` (review36): the project's
+    parent folder is beside it, and an installed package is no secret. A parent folder that
+    is hidden itself (``~/.work``) is not: ``~/.config/gh`` beside ``~/.config/myapp``
+    (review37, test_link_fence.py)."""
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
-    project = _project(home / ".work" / "app")
-    (home / ".work" / "shared" / "ext").mkdir(parents=True)
-    (home / ".work" / "shared" / "ext" / "m.py").write_text("")
+    project = _project(home / ".work" / "proj" / "app")
+    (home / ".work" / "proj" / "shared" / "ext").mkdir(parents=True)
+    (home / ".work" / "proj" / "shared" / "ext" / "m.py").write_text("")
     os.symlink("../shared/ext", project / "ext")
     site = home / ".local" / "lib" / "python3.12" / "site-packages" / "requests"
     site.mkdir(parents=True)
