@@ -116,6 +116,14 @@ def walk_trees(
         raise
 
 
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """A folder, or a link to one (as os.walk sorts them); a link that dangles is a file."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
 class _Walker:
     """One walk's state: the real folders walked (to the name each is walked under), what
     links' folders may still hold, the folders left out."""
@@ -168,44 +176,49 @@ class _Walker:
         to a folder is listed in ``links`` for later, not entered. Following: a link is
         entered unless its folder was walked already; one the fence refuses raises."""
         found = []
-        reals = {top: real_top}
-        for directory, subdirs, files in os.walk(top, followlinks=follow):
-            real = reals.pop(directory)
+        stack = [(top, real_top, prefix)]
+        while stack:
+            directory, real, here = stack.pop()
+            # scandir, not os.walk and an lstat per entry: a DirEntry knows whether it is a
+            # link (and a folder, unless it is a link) from the listing itself (review37).
+            try:
+                with os.scandir(directory) as listing:
+                    entries = list(listing)
+            except OSError:
+                continue  # as os.walk: a folder that cannot be listed is left out
             self.dirs.append(Path(directory))
-            relative = os.path.relpath(directory, top).replace(os.sep, "/")
-            here = prefix if relative == "." else prefix + relative + "/"
+            subdirs, files = [], []
+            for entry in entries:
+                (subdirs if _is_dir(entry) else files).append(entry)
             if follow:
                 self._spend(directory, len(files))
             kept = []
-            for d in sorted(subdirs):
+            for entry in sorted(subdirs, key=lambda e: e.name):
+                d = entry.name
                 if d in SKIP_DIRS or d.startswith(".") or here + d in skip:
                     continue
-                path = os.path.join(directory, d)
-                # An lstat per folder (not per file): only a link has another real path.
-                if not os.path.islink(path):
+                if not entry.is_symlink():
                     real_d = os.path.join(real, d)
                 elif links is not None:
-                    links.append((here + d, path))
+                    links.append((here + d, entry.path))
                     continue
                 else:
-                    real_d = os.path.realpath(path)
-                    self._check(here + d, path, real_d)
+                    real_d = os.path.realpath(entry.path)
+                    self._check(here + d, entry.path, real_d)
                 if real_d in self.walked:
                     self.dropped.append(DroppedLink(here + d, self.walked[real_d]))
                 else:
                     self.walked[real_d] = here + d
-                    kept.append(d)
-                    reals[path] = real_d
-            subdirs[:] = kept
-            for name in files:
-                if name.startswith("."):
+                    kept.append((entry.path, real_d, here + d + "/"))
+            stack += reversed(kept)  # depth first, in name order, as os.walk went
+            for entry in files:
+                if entry.name.startswith("."):
                     continue
-                path = os.path.join(directory, name)
                 # A link to one file is fenced as a folder link is: ~/.ssh/id_ed25519 as
                 # src/key.txt would go up as Text (review36).
-                if os.path.islink(path):
-                    self._check(here + name, path, os.path.realpath(path))
-                found.append((here + name, path))
+                if entry.is_symlink():
+                    self._check(here + entry.name, entry.path, os.path.realpath(entry.path))
+                found.append((here + entry.name, entry.path))
         return found
 
     def _check(self, name: str, path: str, target: str) -> None:
