@@ -26,19 +26,30 @@ class CronScheduler:
         self.clock = clock
         self.sleep = sleep
 
-    def next_firing(self, now: float) -> tuple[float, list[str]]:
-        """The next firing time after ``now`` (epoch seconds) and the crons due then."""
+    def next_firing(self, now: float) -> tuple[float, list[str]] | None:
+        """The next firing time after ``now`` (epoch seconds) and the crons due then; None
+        when none ever fires."""
         moment = datetime.datetime.fromtimestamp(now, datetime.UTC)
-        times = {e.text: e.next_after(moment).timestamp() for e in self.expressions}
+        times = {}
+        for expression in self.expressions:
+            try:
+                times[expression.text] = expression.next_after(moment).timestamp()
+            except ValueError:
+                # A day no month has (``0 0 30 2 *``): it parses and deploys, and never runs;
+                # it must not stop the worker's other crons.
+                continue
+        if not times:
+            return None
         first = min(times.values())
         return first, [cron for cron, when in times.items() if when == first]
 
     async def run(self) -> None:
-        """Sleep until each firing, then trigger it (events run concurrently); until cancelled."""
+        """Sleep until each firing, then trigger it (events run concurrently); until cancelled,
+        or until no cron fires again (none of ``0 0 30 2 *``)."""
         if not self.expressions:
             return
-        while True:
-            when, crons = self.next_firing(self.clock())
+        while (due := self.next_firing(self.clock())) is not None:
+            when, crons = due
             while (delay := when - self.clock()) > 0:
                 await self.sleep(min(delay, 60.0))
             for cron in crons:

@@ -110,3 +110,33 @@ def test_scheduler_fires_each_due_cron_with_its_time() -> None:
     ]
     assert [c for c, _ in fired][:3] == ["1 12 * * *", "*/5 * * * *", "*/5 * * * *"]
     assert times[:3] == ["12:01", "12:05", "12:10"]
+
+
+def test_a_cron_that_never_fires_is_never_run_and_stops_no_other() -> None:
+    """``0 0 30 2 *`` (30 February) parses, and deploys, but has no next firing: the
+    scheduler's task died of the ValueError, taking the worker's other crons with it."""
+    import asyncio
+
+    now = [datetime.datetime(2026, 3, 1, 12, 0, 30, tzinfo=datetime.UTC).timestamp()]
+    fired: list[str] = []
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+        await asyncio.sleep(0)
+        if len(fired) >= 2:
+            raise asyncio.CancelledError
+
+    async def trigger(cron: str, when: float) -> None:
+        fired.append(cron)
+
+    async def scenario(crons: tuple[str, ...]) -> None:
+        scheduler = CronScheduler(crons, trigger, clock=lambda: now[0], sleep=fake_sleep)
+        await scheduler.run()
+
+    asyncio.run(scenario(("0 0 30 2 *",)))  # returns: nothing to wait for
+    assert fired == [] and slept == []
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(scenario(("0 0 30 2 *", "*/5 * * * *")))
+    assert fired == ["*/5 * * * *", "*/5 * * * *"]

@@ -19,9 +19,10 @@ main: src/entry.py
 compatibility_date: "2026-11-01"
 vars: {GREETING: hey}
 kv_namespaces: [{binding: KV}]
-# Midnight on 1 January: the platform's scheduler never runs it during the test by itself
-# (*/30 did, at :30, between the KV put and get), only the explicit run below.
-triggers: {crons: ["0 0 1 1 *"]}
+# 30 February: the platform's scheduler never runs it by itself (*/30 did, at :30, between
+# the KV put and get; midnight on 1 January would, for a test running then), only the
+# explicit run below.
+triggers: {crons: ["0 0 30 2 *"]}
 """
 ENTRY = """\
 from workers import Response
@@ -94,14 +95,14 @@ def test_cli_deploy_kv_tail_cron_and_delete(serve: ServeProcess, tmp_path: Path)
             f"/accounts/{result['account_id']}/workers/scripts/clihello/schedules",
             headers={"authorization": f"Bearer {token['token']}"},
         ).json()["result"]["schedules"]
-        assert [s["cron"] for s in schedules] == ["0 0 1 1 *"]
+        assert [s["cron"] for s in schedules] == ["0 0 30 2 *"]
         ran = api.post(
             f"/accounts/{result['account_id']}/workers/scripts/clihello/scheduled",
-            json={"cron": "0 0 1 1 *"},
+            json={"cron": "0 0 30 2 *"},
             headers={"authorization": f"Bearer {token['token']}"},
         )
         assert ran.json()["result"]["outcome"] == "ok"
-    assert serve.worker(account, "clihello").text == "hey set by cron 0 0 1 1 *"
+    assert serve.worker(account, "clihello").text == "hey set by cron 0 0 30 2 *"
 
     listing = _ember(serve, home, project, "deployments", "list")
     assert f"http://clihello.{account}.localhost:" in listing.stderr  # ember's, off stdout
