@@ -20,7 +20,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ember.models.api.errors import InvalidRequestField
-from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
+from ember.models.constrain.automaton_cache import SHARED_AUTOMATA, AutomatonCache
+from ember.models.constrain.regex_nfa import RegexAutomaton
 
 # About 1 s of CPU on the machine the budget was measured on (3-5 µs a state): 125 bounded
 # numbers, or ten of the largest patterns.
@@ -41,9 +42,16 @@ class AutomatonBudgetExceeded(InvalidRequestField):
 class Automata:
     """One request's automata, by regex, and the states built so far."""
 
-    def __init__(self, limit: int = MAX_AUTOMATON_STATES, scope: str = PER_REQUEST) -> None:
+    def __init__(
+        self,
+        limit: int = MAX_AUTOMATON_STATES,
+        scope: str = PER_REQUEST,
+        cache: AutomatonCache = SHARED_AUTOMATA,
+    ) -> None:
         self.limit = limit
         self.scope = scope  # what the budget covers, for its refusal
+        # Where automata are found or built (automaton_cache.py): the process's, shared.
+        self.cache = cache
         self.states = 0
         # Schemas (by ``schema_check.schema_key``) charged already: the same schema twice in
         # one request, or in one queued batch, builds nothing more the second time.
@@ -78,7 +86,8 @@ class Automata:
             return found
         if self.states >= self.limit:
             raise self._exceeded(where)
-        automaton = compile_regex(pattern, search=search, length=length)
+        # Found in the process's cache or built (by the compile worker), it is charged alike.
+        automaton = self.cache.automaton(key, where)
         self.states += len(automaton.edges)
         if self.states > self.limit:
             raise self._exceeded(where)
@@ -96,7 +105,7 @@ class Automata:
         """A cache of its own whose count starts at this one's, under the same limit: a schema
         compiled apart (to be memoized alone) is refused as the request's budget would refuse
         it, its message naming the request's limit and count (review35)."""
-        other = Automata(self.limit, self.scope)
+        other = Automata(self.limit, self.scope, self.cache)
         other.states = self.states
         return other
 

@@ -36,6 +36,7 @@ MAX_PRODUCT_STATES = 60_000
 MAX_MEMO = 10_000  # memoised resolve() results per automaton (cleared past it)
 StateSet = frozenset  # of state ids
 UNRESOLVED = None  # resolve(): the interval straddles a class edge; more bytes decide
+_MISSING = object()
 
 
 def _lengths(tree: Regex) -> tuple[int, int | None]:
@@ -155,7 +156,9 @@ class RegexAutomaton:
         self.pattern = pattern
         self.start = start
         self.final = final
-        self.edges = tuple(edges)
+        # A list is frozen; another sequence (automaton_wire.LazyEdges: decoded as reached)
+        # is kept as it is.
+        self.edges = tuple(edges) if isinstance(edges, list) else edges
         self._memo: dict[tuple, StateSet | None] = {}
 
     def accepts(self, states: StateSet) -> bool:
@@ -173,8 +176,11 @@ class RegexAutomaton:
         ``UNRESOLVED`` (some are accepted, some not, or they lead apart)."""
         key = (states, low, high)
         memo = self._memo
-        if key in memo:
-            return memo[key]
+        # One lookup, not ``in`` then ``[]``: the automaton is shared between threads
+        # (automaton_cache.py), and another may clear the memo between the two.
+        found = memo.get(key, _MISSING)
+        if found is not _MISSING:
+            return found  # type: ignore[return-value]
         out: set[int] = set()
         result: StateSet | None
         for state in states:

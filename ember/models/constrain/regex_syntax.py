@@ -41,6 +41,7 @@ class RegexError(UserError):
         self.construct = construct
         self.offset = offset
         self.pattern = pattern
+        self.reason = reason  # kept: the compile worker sends it back (automaton_wire.py)
         detail = f" ({reason})" if reason else ""
         super().__init__(f"{construct} at offset {offset}{detail}")
 

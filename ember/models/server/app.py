@@ -42,6 +42,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ember.errors import EmberError
+from ember.models.constrain.automaton_cache import SHARED_AUTOMATA
+from ember.models.constrain.compile_client import in_process_wanted
 from ember.models.server import (
     admin_routes,
     completion_routes,
@@ -164,12 +166,19 @@ def build_app(state: ServerState, *, load: bool = True) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Schemas' automata are built by a compile worker process while the server serves
+        # (automaton_cache.py), unless EMBER_COMPILE_IN_PROCESS=1.
+        worker = not in_process_wanted()
+        if worker:
+            SHARED_AUTOMATA.attach_worker()
         if load:
             state.start_loading()
         try:
             yield
         finally:
             state.close()
+            if worker:
+                SHARED_AUTOMATA.detach_worker()
 
     app = Starlette(
         routes=_routes(),

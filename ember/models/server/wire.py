@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ember.errors import InvalidModelInput, KVCacheExhausted, UserError
 from ember.models.api.errors import openai_error_body, openai_error_for_invalid_input
 from ember.models.api.fields import check_body
+from ember.models.constrain.compile_client import CompileWorkerFailed
 from ember.models.server.sse_response import SSEResponse
 
 MAX_BODY_BYTES = 32 * 2**20
@@ -83,7 +84,9 @@ def stream_error_payload(error: BaseException) -> dict:
 
 def _engine_status(error: BaseException) -> tuple[int, str]:
     # Out of KV pages is load (retry later); anything else on the engine's side is a 500.
-    return (503 if isinstance(error, KVCacheExhausted) else 500), "server_error"
+    # So is a schema compiler that died or stayed busy under a job (compile_client.py).
+    retry = isinstance(error, KVCacheExhausted | CompileWorkerFailed)
+    return (503 if retry else 500), "server_error"
 
 
 def _json_media_type(content_type: str | None, *, structured_suffix: bool) -> bool:

@@ -1,0 +1,106 @@
+"""Regex automata by regex, kept for the whole process and built by the compile worker.
+
+A request's schemas are compiled three times over in the model server: when the request is
+parsed (its 400s), by GLM's check of its tool values, and by the grammar builder's thread; each
+with an ``Automata`` of its own, which built every regex again, and every distinct schema built
+its own. ``Automata.regex`` asks this cache first, by ``(pattern, search, length)``: an
+automaton is a pure function of that key, so sharing it changes no answer, only how soon it
+comes. What it does not hold it has built by the compile worker when one is attached (the
+model server attaches one while it serves: compile_client.py), else in this process.
+
+The budget does not change with it: ``Automata`` charges a request the states of every distinct
+regex it uses, found here or built (automata.py). The cache is bounded by the states it holds
+(``CAPACITY_STATES``, ~150 bytes a state), the least recently used dropped first; one larger
+than the whole bound serves its caller and is not kept.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from ember.models.constrain.compile_client import CompileLimits, CompileWorker
+from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
+
+RegexKey = tuple[str, bool, tuple[int, int | None]]
+
+CAPACITY_STATES = 1_000_000  # five requests' budgets' worth (MAX_AUTOMATON_STATES)
+
+
+class AutomatonCache:
+    """See the module docstring. Thread-safe: the intake threads, the grammar builder's and
+    the engine's all read it."""
+
+    def __init__(self, capacity_states: int = CAPACITY_STATES) -> None:
+        self.capacity_states = capacity_states
+        self._kept: OrderedDict[RegexKey, RegexAutomaton] = OrderedDict()
+        self._states = 0
+        self._lock = threading.Lock()
+        self._worker: CompileWorker | None = None
+        self._users = 0
+
+    @property
+    def states(self) -> int:
+        return self._states
+
+    @property
+    def worker(self) -> CompileWorker | None:
+        return self._worker
+
+    def automaton(self, key: RegexKey, where: str) -> RegexAutomaton:
+        """The automaton for ``key``, built if need be; raises what ``compile_regex`` raises
+        (and, with a worker, compile_client's errors) naming ``where``."""
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None:
+                self._kept.move_to_end(key)
+                return found
+            worker = self._worker
+        pattern, search, length = key
+        if worker is None:
+            built = compile_regex(pattern, search=search, length=length)
+        else:
+            built = worker.compile(pattern, where, search=search, length=length)
+        self._keep(key, built)
+        return built
+
+    def _keep(self, key: RegexKey, built: RegexAutomaton) -> None:
+        size = len(built.edges)
+        if size > self.capacity_states:
+            return
+        with self._lock:
+            if key in self._kept:  # built twice at once: keep the first
+                return
+            self._kept[key] = built
+            self._states += size
+            while self._states > self.capacity_states:
+                _, dropped = self._kept.popitem(last=False)
+                self._states -= len(dropped.edges)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self._states = 0
+
+    def attach_worker(self, limits: CompileLimits | None = None) -> None:
+        """Have regexes built by a compile worker from now on (one per process, started at its
+        first job), until every ``attach_worker`` has had its ``detach_worker``."""
+        with self._lock:
+            self._users += 1
+            if self._worker is None:
+                self._worker = CompileWorker(limits)
+
+    def detach_worker(self) -> None:
+        """The last detach stops the worker; regexes are built in this process again."""
+        with self._lock:
+            self._users = max(self._users - 1, 0)
+            worker = self._worker if self._users == 0 else None
+            if worker is not None:
+                self._worker = None
+        if worker is not None:
+            worker.stop()
+
+
+# One per process, as the memo of a pure function (like schema_check.KNOWN_SCHEMAS): every
+# Automata, whoever makes it, finds what any other built.
+SHARED_AUTOMATA = AutomatonCache()
