@@ -12,7 +12,7 @@ import pytest
 
 from ember.models.api.chat_request import parse_chat_request
 from ember.models.api.constraints import constraint_for
-from ember.models.constrain import automata as automata_module
+from ember.models.constrain import automaton_cache
 from ember.models.constrain.automata import MAX_AUTOMATON_STATES, AutomatonBudgetExceeded
 from ember.models.constrain.regex_nfa import compile_regex
 
@@ -36,14 +36,15 @@ def _body(tag: str, count: int, *, choice: object = "auto", strict: bool = True)
 
 @pytest.fixture
 def compiled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The pattern of every automaton built, in order (the real compiler, counted)."""
+    """The pattern of every automaton built, in order (the real compiler, counted): built where
+    every ``Automata`` has them built, the process's cache (no compile worker in this process)."""
     patterns: list[str] = []
 
     def counting(pattern: str, **options: object) -> object:
         patterns.append(pattern)
         return compile_regex(pattern, **options)
 
-    monkeypatch.setattr(automata_module, "compile_regex", counting)
+    monkeypatch.setattr(automaton_cache, "compile_regex", counting)
     return patterns
 
 
