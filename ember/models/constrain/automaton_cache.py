@@ -10,7 +10,7 @@ model server attaches one while it serves: compile_client.py), else in this proc
 
 The budget does not change with it: ``Automata`` charges a request the states of every distinct
 regex it uses, found here or built (automata.py). The cache is bounded by the states it holds
-(``CAPACITY_STATES``, ~150 bytes a state), the least recently used dropped first; one larger
+(``CAPACITY_STATES``), the least recently used dropped first; one larger
 than the whole bound serves its caller and is not kept.
 """
 
@@ -24,7 +24,10 @@ from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 
 RegexKey = tuple[str, bool, tuple[int, int | None]]
 
-CAPACITY_STATES = 1_000_000  # five requests' budgets' worth (MAX_AUTOMATON_STATES)
+# Two requests' budgets (MAX_AUTOMATON_STATES): a request's automata stay from its intake to
+# its grammar build. ~150 bytes a state built here, 20 decoded from the worker (90 once every
+# state is reached): 60 MB at most, in a process that may build them itself (the supervisor).
+CAPACITY_STATES = 400_000
 
 
 class AutomatonCache:
