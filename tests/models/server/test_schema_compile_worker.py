@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +22,7 @@ from ember.models.api.errors import InvalidRequestField, openai_error_for_invali
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.automaton_cache import SHARED_AUTOMATA, AutomatonCache
 from ember.models.constrain.schema import compile_schema
+from ember.models.pool.launch import free_port
 from tests.models.server.live import LiveServer
 from tests.models.server.test_prompt_intake import _patterns, _schema_heavy, _Stream
 
@@ -110,3 +114,70 @@ def test_a_worker_killed_mid_request_is_a_clear_503_and_the_next_request_compile
     again = httpx.post(glm.url + "/v1/completions", json=body, timeout=120)
     assert again.status_code == 200, again.text
     assert worker.pid not in (None, pid)
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The compile worker processes whose parent is ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read()
+        except (OSError, ValueError):
+            continue
+        if parent == pid and b"compile_worker" in command:
+            found.append(int(entry))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_no_compile_worker_outlives_its_server(glm_dir: Path, stop: signal.Signals) -> None:
+    """Stopped (its lifespan stops the worker) or killed (the worker's stdin closes), the
+    server leaves no compile worker running."""
+    port = free_port()
+    repo = Path(__file__).resolve().parents[3]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ember", "models", "serve", str(glm_dir), "--port", str(port)]
+        + ["--served-model-name", "glm", "--kv-cache-bytes", "16MiB", "--torch-threads", "1"],
+        cwd=repo,
+        env=dict(os.environ, PYTHONPATH=str(repo)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        schema = {"type": "string", "pattern": f"^[a-f]{{3,9}}-{uuid.uuid4().hex[:8]}$"}
+        format_ = {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}
+        body = {"prompt": "x", "max_tokens": 2, "response_format": format_}
+        assert httpx.post(url + "/v1/completions", json=body, timeout=120).status_code == 200
+        workers = _workers_of(server.pid)
+        assert len(workers) == 1
+        server.send_signal(stop)
+        server.wait(60)
+        deadline = time.monotonic() + 60
+        while _running(workers[0]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(workers[0])
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
