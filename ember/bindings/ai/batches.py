@@ -94,18 +94,8 @@ class BatchQueue:
             validate(request, f"/requests/{index}")
         sizes = [json_size(r) for r in requests]
         incoming = sum(sizes)
-        self._expire()
+        self.check_room(tenant)
         mine = [b for b in self._batches.values() if b.tenant == tenant]
-        unfinished = sum(b.finished is None for b in mine)
-        if unfinished >= MAX_PER_TENANT:
-            raise quota_exceeded(
-                "queued AI batches",
-                unfinished + 1,
-                MAX_PER_TENANT,
-                f"Account limited: {describe_scope(tenant)} already has {unfinished} batches "
-                f"queued or running (at most {MAX_PER_TENANT}); one more is taken as one finishes.",
-                60.0,
-            )
         # Finished batches wait to be polled for KEEP_DONE_S, but never lock the tenant out:
         # past the bounds the oldest finished ones make room (memory stays bounded either way),
         # and only when that admits the new batch: never dropped for one refused anyway.
@@ -153,6 +143,22 @@ class BatchQueue:
         batch.task = asyncio.ensure_future(self._run(batch))
         self._batches[batch.request_id] = batch
         return {"status": "queued", "model": model, "request_id": batch.request_id}
+
+    def check_room(self, tenant: str) -> None:
+        """Raise 3036 when ``tenant`` has ``MAX_PER_TENANT`` batches queued or running: checked
+        again at ``submit``, and first before a batch's schemas compile (they may cost
+        seconds), so that a refused batch costs nothing."""
+        self._expire()
+        unfinished = sum(b.finished is None for b in self._batches.values() if b.tenant == tenant)
+        if unfinished >= MAX_PER_TENANT:
+            raise quota_exceeded(
+                "queued AI batches",
+                unfinished + 1,
+                MAX_PER_TENANT,
+                f"Account limited: {describe_scope(tenant)} already has {unfinished} batches "
+                f"queued or running (at most {MAX_PER_TENANT}); one more is taken as one finishes.",
+                60.0,
+            )
 
     def poll(self, tenant: str, model: str, request_id: object) -> dict[str, Any]:
         """The batch's state, or its responses once done."""

@@ -21,7 +21,6 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +47,7 @@ from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.quota import QuotaBook, QuotaLimits
 from ember.bindings.ai.raw_prompt import as_chat_completion
 from ember.bindings.ai.responses_bridge import responses_answer
+from ember.bindings.ai.schema_lane import SchemaLane
 from ember.bindings.ai.tally import UNKNOWN_MODEL, AITally
 from ember.bindings.ai.tenant import Tenant, fairness_of
 from ember.bindings.ai.thinking import (
@@ -67,7 +67,6 @@ from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseStore
-from ember.models.api.schema_fields import parsed_off_loop
 from ember.models.pool.config import PoolConfig
 from ember.models.pool.pool import ModelPool, stderr_progress
 from ember.models.pool.upstream import upstream_refusal
@@ -107,8 +106,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
         self.logs = GatewayLogs()  # options.gateway calls: env.AI.gateway(id).getLog
         self.tally = AITally()  # the operator's metrics (ember serve --metrics-port)
         self.on_call: CallObserver | None = None  # the operator's log (--log-requests)
-        # Requests that carry schemas are parsed here, one at a time (schema_fields.py).
-        self.schema_lane = ThreadPoolExecutor(1, thread_name_prefix="ember-ai-schemas")
+        self.schema_lane = SchemaLane()  # where requests that carry schemas are parsed
 
     async def start(self) -> None:
         """Start the configured models now (``ember serve``, or ``pool.start: eager``)."""
@@ -139,7 +137,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
         """Cancel batches, drain in-flight requests, stop every replica."""
         await self.batches.aclose()
         await self.pool.aclose()
-        self.schema_lane.shutdown(wait=False, cancel_futures=True)
+        self.schema_lane.close()
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -249,14 +247,15 @@ class AIGateway(GatewayBatches, GatewayAccounting):
                 "set to true (the third argument of env.AI.run; over REST, ?queueRequest=true)",
             )
         if dialect == "workers" and "input" in inputs and self.schema(model) == "responses":
-            call = await parsed_off_loop(
-                self.schema_lane,
+            call = await self.schema_lane.parsed(
+                tenant.quota,
                 inputs,
                 ResponsesCall,
                 {**inputs, "model": model},
                 self.responses,
                 tenant.data,
                 model,
+                admit=functools.partial(self.quotas.check, tenant.quota),
             )
             # The chat call runs inside this one (``_run``, not ``run``): one gateway log and
             # one failure mapping for the caller's one call.
@@ -285,8 +284,8 @@ class AIGateway(GatewayBatches, GatewayAccounting):
             if mandatory:
                 say(mandatory)
         vision = entry is not None and entry.vision
-        upstream = await parsed_off_loop(
-            self.schema_lane,
+        upstream = await self.schema_lane.parsed(
+            tenant.quota,
             inputs,
             functools.partial(
                 upstream_request,
@@ -298,6 +297,9 @@ class AIGateway(GatewayBatches, GatewayAccounting):
                 defaults=platform_sampling_defaults(classic=classic_id),
                 **classic_limits(classic),
             ),
+            # Over its quota, refused before its schemas compile, not after (review38); a
+            # request is admitted (counted) later, past the response cache, as any is.
+            admit=functools.partial(self.quotas.check, tenant.quota),
         )
         for note in input_notes(model, inputs, dialect):
             say(note)

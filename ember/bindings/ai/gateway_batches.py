@@ -12,11 +12,9 @@ request.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ember.bindings.ai.answer import AIAnswer, answer_headers
@@ -32,11 +30,11 @@ from ember.bindings.ai.named_tool import named_tool_result
 from ember.bindings.ai.neurons import NeuronBook
 from ember.bindings.ai.options import RunOptions
 from ember.bindings.ai.raw_prompt import as_chat_completion
+from ember.bindings.ai.schema_lane import SchemaLane
 from ember.bindings.ai.tenant import Tenant, fairness_of
 from ember.errors import InvalidModelInput
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseStore
-from ember.models.api.schema_fields import parsed_off_loop
 from ember.models.constrain.automata import Automata
 from ember.models.pool.pool import ModelPool, RequestOptions
 from ember.models.pool.upstream import upstream_refusal
@@ -54,7 +52,7 @@ class GatewayBatches:
     pool: ModelPool
     responses: ResponseStore
     batches: BatchQueue
-    schema_lane: ThreadPoolExecutor
+    schema_lane: SchemaLane
     neurons: NeuronBook
 
     if TYPE_CHECKING:  # defined by AIGateway
@@ -84,7 +82,7 @@ class GatewayBatches:
 
             def validate(request: Mapping[str, Any], where: str) -> None:
                 try:
-                    if self._responses_item(model, request) is not None:
+                    if self._responses_item(model, request, budget) is not None:
                         return  # the Responses form, parsed and checked
                     if classic:
                         request = classic_inputs(check_classic(model, request)[0])
@@ -102,13 +100,14 @@ class GatewayBatches:
                     raise InvalidModelInput(field, message) from None
 
             requests = requests_of(inputs)
+            self.batches.check_room(tenant.data)  # before the compile, not after (review38)
 
             def validate_all() -> None:
                 for index, request in enumerate(requests):
                     validate(request, f"/requests/{index}")
 
             # Off the event loop, which serves every other request meanwhile.
-            await asyncio.get_running_loop().run_in_executor(self.schema_lane, validate_all)
+            await self.schema_lane.run(tenant.quota, validate_all)
             result = self.batches.submit(tenant.data, model, inputs, None)
         content = json.dumps(result).encode("utf-8")
         return AIAnswer(request_id, 200, answer_headers(request_id, False, None), content)
@@ -128,7 +127,9 @@ class GatewayBatches:
             + (f"{', '.join(queued)} does" if queued else "send its requests one by one"),
         )
 
-    def _responses_item(self, model: str, request: Mapping[str, Any]) -> ResponsesCall | None:
+    def _responses_item(
+        self, model: str, request: Mapping[str, Any], budget: Automata | None = None
+    ) -> ResponsesCall | None:
         """A batch item in the Responses form (a gpt-oss id's ``input``), parsed; not stored,
         as the platform's batch answers are fetched by request id, not response id."""
         if not isinstance(request, Mapping) or "input" not in request:
@@ -136,7 +137,7 @@ class GatewayBatches:
         if self.schema(model) != "responses":
             return None
         body = {**request, "model": model, "store": False, "stream": False}
-        return ResponsesCall(body, self.responses, "", model)
+        return ResponsesCall(body, self.responses, "", model, budget)
 
     async def _run_batch_item(
         self, scope: str, model: str, request: Mapping[str, Any]
@@ -145,20 +146,20 @@ class GatewayBatches:
         # Parsed again, off the loop where it carries schemas: they were compiled when the
         # batch was validated, but the memo of known schemas may have forgotten them since.
         lane = self.schema_lane
-        call = await parsed_off_loop(lane, request, self._responses_item, model, request)
+        call = await lane.parsed(scope, request, self._responses_item, model, request)
         classic = call is None and self.schema(model) == "classic"
         if call is not None:
             body = call.chat_body()
-            upstream = await parsed_off_loop(
-                self.schema_lane,
+            upstream = await lane.parsed(
+                scope,
                 body,
                 functools.partial(upstream_request, model, body, "openai", stream=False),
             )
         else:
             if classic:
                 request = classic_inputs(check_classic(model, request)[0])
-            upstream = await parsed_off_loop(
-                self.schema_lane,
+            upstream = await lane.parsed(
+                scope,
                 request,
                 functools.partial(
                     upstream_request,

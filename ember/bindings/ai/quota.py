@@ -68,6 +68,28 @@ class QuotaBook:
 
     def acquire(self, tenant: str) -> Callable[[], None]:
         """Admit one request of ``tenant`` (or raise 3036); returns the release function."""
+        state = self._admissible(tenant)
+        state.tokens -= 1.0
+        state.in_flight += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                state.in_flight -= 1
+
+        return release
+
+    def check(self, tenant: str) -> None:
+        """Raise the 3036 ``acquire`` would raise now, admitting nothing: a request over its
+        quota is refused before the costly part of its parse (its schemas' compile), not
+        after (review38)."""
+        self._admissible(tenant)
+
+    def _admissible(self, tenant: str) -> _Tenant:
+        """``tenant``'s state, its tokens brought up to now; raises 3036 unless one more
+        request may start."""
         now = self._clock()
         state = self._tenants.get(tenant)
         rate = self.limits.requests_per_minute / 60.0
@@ -99,17 +121,7 @@ class QuotaBook:
                 f"{self.limits.requests_per_minute} AI requests per minute; retry in {wait:.1f} s.",
                 wait,
             )
-        state.tokens -= 1.0
-        state.in_flight += 1
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                state.in_flight -= 1
-
-        return release
+        return state
 
     def in_flight(self, tenant: str) -> int:
         state = self._tenants.get(tenant)

@@ -8,6 +8,7 @@ responses are the gateway's, one scope per tenant.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +25,13 @@ async def create_response(
     """One ``POST .../ai/v1/responses``; raises what ``AIGateway.chat`` raises, plus
     ``InvalidRequestField`` and ``ResponseNotFound``."""
     # The route checked the model first (require_model), as the chat route does.
-    call = ResponsesCall(body, gateway.responses, tenant.data, str(body.get("model") or ""))
+    # Its tools' and text.format's schemas compile off the loop (schema_lane.py), as a chat
+    # request's do, and not at all past the tenant's quota (review38).
+    model = str(body.get("model") or "")
+    admit = functools.partial(gateway.quotas.check, tenant.quota)
+    call = await gateway.schema_lane.parsed(
+        tenant.quota, body, ResponsesCall, body, gateway.responses, tenant.data, model, admit=admit
+    )
     return await responses_answer(
         call, lambda chat: gateway.chat(tenant, chat, options, responses=True)
     )

@@ -25,10 +25,20 @@ from ember.models.api.responses_events import ResponseEvents, encode
 from ember.models.api.responses_object import from_chat_completion, new_response_id
 from ember.models.api.responses_request import parse_responses_request
 from ember.models.api.responses_store import ResponseStore
+from ember.models.constrain.automata import Automata
 
 
 class ResponsesCall:
-    def __init__(self, body: object, store: ResponseStore, scope: str, default_model: str) -> None:
+    def __init__(
+        self,
+        body: object,
+        store: ResponseStore,
+        scope: str,
+        default_model: str,
+        automata: Automata | None = None,
+    ) -> None:
+        """``automata``: the budget its schemas draw on (None: its own; a queued batch's items
+        share one)."""
         request = parse_responses_request(body)
         items = tuple(_referenced(item, store, scope) for item in request.items)
         self.request = dataclasses.replace(request, items=items)
@@ -42,7 +52,7 @@ class ResponsesCall:
         self.id = new_response_id()
         self.created_at = int(time.time())
         self.model = self.request.model or default_model
-        self.chat = _checked(self.chat_body())
+        self.chat = _checked(self.chat_body(), automata)
 
     def show_defaults(self, defaults: Mapping[str, Any]) -> None:
         """The response repeats the ``temperature`` / ``top_p`` it was sampled with: a server
@@ -124,7 +134,7 @@ RENAMED = (
 )
 
 
-def _checked(body: Mapping[str, Any]) -> ChatRequest:
+def _checked(body: Mapping[str, Any], automata: Automata | None) -> ChatRequest:
     """The chat request, validated as the model server validates it (no temperature cap: a
     gateway applies its own); an invalid field is named as the Responses request names it."""
     try:
@@ -134,6 +144,7 @@ def _checked(body: Mapping[str, Any]) -> ChatRequest:
             max_temperature=None,
             max_repetition_penalty=None,
             max_stop=SERVER_MAX_STOP_STRINGS,
+            automata=automata,
         )
     except InvalidRequestField as exc:
         for pattern, name in RENAMED:

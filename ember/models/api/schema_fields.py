@@ -3,17 +3,13 @@
 Compiling a request's schemas is pure Python and may cost up to an automaton budget's worth of
 CPU (about 1 s, ``constrain/automata.py``), so whoever parses a request on an event loop (the
 model server's routes, the AI gateway on the supervisor) parses one that carries such a field
-on a worker thread instead: the loop keeps answering every other request meanwhile.
+on a worker thread instead: the loop keeps answering every other request meanwhile
+(``prompt_intake.taken_in``, ``bindings/ai/schema_lane.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping
-from concurrent.futures import Executor
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from collections.abc import Mapping
 
 # OpenAI's, vLLM's guided/structured ones, SGLang's (in /generate's sampling_params too).
 SCHEMA_FIELDS = frozenset(
@@ -44,13 +40,3 @@ def carries_schemas(body: object) -> bool:
         return True
     text = body.get("text")
     return isinstance(text, Mapping) and text.get("format") is not None
-
-
-async def parsed_off_loop(lane: Executor, body: object, parse: Callable[..., T], *args: Any) -> T:
-    """``parse(*args)``: at once when ``body`` carries no schema, else on ``lane`` (one worker
-    thread), so that the caller's event loop goes on serving others while the schemas compile.
-    One thread, not asyncio's pool of up to 32: compiles hold the GIL, and the loop's share of
-    it is one in (compiling threads + 1)."""
-    if not carries_schemas(body):
-        return parse(*args)
-    return await asyncio.get_running_loop().run_in_executor(lane, parse, *args)

@@ -17,11 +17,15 @@ import pytest
 from ember.bindings.ai.gateway import AIGateway, AIRequestFailed, GatewayConfig
 from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.quota import QuotaLimits
+from ember.bindings.ai.responses_front import create_response
 from ember.bindings.ai.tenant import Tenant
+from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.schema_check import KNOWN_SCHEMAS, schema_key
 from ember.models.pool.config import parse_pool_config
 from tests.models.pool.gate_server import gate_servers
 
 MODEL = "@cf/zai-org/glm-4.7-flash"
+OSS = "@cf/openai/gpt-oss-20b"
 
 
 def _gateway(url: str) -> AIGateway:
@@ -45,6 +49,92 @@ def _tools(salt: str, tools: int = 1, patterns: int = 40) -> list[dict]:
 
 def _chat(tools: list[dict]) -> dict:
     return {"messages": [{"role": "user", "content": "hi"}], "tools": tools, "max_tokens": 4}
+
+
+def _responses(tools: list[dict], model: str | None = None) -> dict:
+    """The Responses form of ``_chat``'s request (its tools flat, as the Responses API has
+    them)."""
+    flat = [{"type": "function", **tool["function"]} for tool in tools]
+    return {
+        "input": "hi",
+        "tools": flat,
+        "max_output_tokens": 4,
+        **({"model": model} if model else {}),
+    }
+
+
+def test_a_responses_form_batch_draws_on_the_batch_budget_too() -> None:
+    # review38: a Responses-form item was parsed with a budget of its own.
+    async def main() -> None:
+        with gate_servers("oss") as (double,):
+            double.open()
+            pool = parse_pool_config({OSS: {"url": double.url}}, {"health_interval_s": 0.05})
+            gateway = AIGateway(GatewayConfig(pool, QuotaLimits(), project_config=False))
+            assert gateway.schema(OSS) == "responses"
+            queue = parse_run_options({"queueRequest": True}, OSS)
+            items = [_responses(_tools(uuid.uuid4().hex, 2)) for _ in range(2)]
+            with pytest.raises(AIRequestFailed) as refused:
+                await gateway.run(Tenant.alone("oss"), OSS, {"requests": items}, queue)
+            assert "per queued batch" in refused.value.failure.description
+            await gateway.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_tenant_over_its_quota_is_refused_before_its_schemas_compile() -> None:
+    async def main() -> None:
+        with gate_servers("glm") as (double,):
+            double.open()
+            pool = parse_pool_config({MODEL: {"url": double.url}}, {"health_interval_s": 0.05})
+            limits = QuotaLimits(requests_per_minute=1)
+            gateway = AIGateway(GatewayConfig(pool, limits, project_config=False))
+            options = parse_run_options(None, MODEL)
+            tenant = Tenant.alone("thrifty")
+            await gateway.run(tenant, MODEL, {"prompt": "hi"}, options)  # its one a minute
+            tools = _tools(uuid.uuid4().hex, 1)
+            with pytest.raises(AIRequestFailed) as limited:
+                await gateway.run(tenant, MODEL, _chat(tools), options)
+            assert limited.value.failure.code.code == 3036
+            key = schema_key(tools[0]["function"]["parameters"], False)
+            assert key not in KNOWN_SCHEMAS._seen  # never compiled
+            # ...where another tenant's same call compiles it (the key is the one looked for).
+            await gateway.run(Tenant.alone("other"), MODEL, _chat(tools), options)
+            assert key in KNOWN_SCHEMAS._seen
+            await gateway.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_tenant_waits_for_its_own_turn_not_for_every_job_of_another() -> None:
+    """Four costly calls of one tenant, then another tenant's call: it is parsed after at most
+    one of them (each tenant has one job on the lane at a time), not after all four."""
+
+    async def main() -> list[str]:
+        with gate_servers("glm") as (double,):
+            double.open()
+            gateway = _gateway(double.url)
+            options = parse_run_options(None, MODEL)
+            done: list[str] = []
+
+            async def call(name: str, inputs: dict) -> None:
+                try:
+                    await gateway.run(Tenant.alone(name[0]), MODEL, inputs, options)
+                except AIRequestFailed:
+                    pass  # refused past the budget, after its compile
+                done.append(name)
+
+            heavy = [
+                asyncio.create_task(call(f"A{i}", _chat(_tools(uuid.uuid4().hex, 3))))
+                for i in range(4)
+            ]
+            await asyncio.sleep(0.05)  # A's four are waiting for the lane
+            await call("B", _chat(_tools(uuid.uuid4().hex, 1, patterns=1)))
+            await asyncio.gather(*heavy)
+            await gateway.aclose()
+            return done
+
+    done = asyncio.run(main())
+    assert done.index("B") <= 2, done
 
 
 def test_a_batch_draws_on_one_budget_and_a_repeated_schema_counts_once() -> None:
@@ -87,7 +177,7 @@ async def _ticks_during(call: Callable[[], Awaitable[object]]) -> tuple[list[flo
     start = time.monotonic()
     try:
         await call()
-    except AIRequestFailed:
+    except (AIRequestFailed, InvalidRequestField):
         pass  # refused past the budget: what is timed is the compile that found it
     end = time.monotonic()
     done.set()
@@ -95,7 +185,7 @@ async def _ticks_during(call: Callable[[], Awaitable[object]]) -> tuple[list[flo
     return ticks, start, end
 
 
-@pytest.mark.parametrize("form", ["one call", "queued batch"])
+@pytest.mark.parametrize("form", ["one call", "queued batch", "REST responses"])
 def test_the_supervisor_loop_turns_while_a_call_compiles(form: str) -> None:
     """The loop takes turns in the middle of the compile (40-90% of the call's time): on the
     loop, it took none until the compile ended. The compile holds the GIL, so turns come at
@@ -108,14 +198,18 @@ def test_the_supervisor_loop_turns_while_a_call_compiles(form: str) -> None:
             gateway = _gateway(double.url)
             tenant = Tenant.alone("heavy")
             for _ in range(3):
+                options = parse_run_options(None, MODEL)
                 if form == "one call":
                     inputs = _chat(_tools(uuid.uuid4().hex, 3))  # refused at the third tool
-                    options = parse_run_options(None, MODEL)
-                else:
+                    call = functools.partial(gateway.run, tenant, MODEL, inputs, options)
+                elif form == "queued batch":
                     salt = uuid.uuid4().hex
                     inputs = {"requests": [_chat(_tools(salt + str(r))) for r in range(3)]}
                     options = parse_run_options({"queueRequest": True}, MODEL)
-                call = functools.partial(gateway.run, tenant, MODEL, inputs, options)
+                    call = functools.partial(gateway.run, tenant, MODEL, inputs, options)
+                else:  # POST /ai/v1/responses (review38: parsed on the loop)
+                    body = _responses(_tools(uuid.uuid4().hex, 3), MODEL)
+                    call = functools.partial(create_response, gateway, tenant, body, options)
                 ticks, start, end = await _ticks_during(call)
                 low, high = start + 0.4 * (end - start), start + 0.9 * (end - start)
                 middle = [t for t in ticks if low <= t <= high]

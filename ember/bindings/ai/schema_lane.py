@@ -1,0 +1,81 @@
+"""Where the AI gateway parses a request whose schemas it must compile: off the supervisor's
+event loop, on one thread, each tenant in turn.
+
+The supervisor's loop serves every worker and tenant; compiling a request's schemas may cost
+up to an automaton budget (~1 CPU-s, ``constrain/automata.py``), a queued batch's as much in
+all. A request that carries schemas (``carries_schemas``) is parsed on the lane, a thread of
+its own: one thread, not asyncio's pool of up to 32, since compiles hold the GIL and the loop's
+share of it is one in (compiling threads + 1). The lane is first come, first served, so each
+tenant has at most one job on it (``turn``), the others waiting their tenant's turn on the
+loop, where waiting costs nothing: one tenant sending many costly schemas delays another by at
+most one of its jobs, not all of them (review38: 8.1 s behind six of them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from ember.models.api.schema_fields import carries_schemas
+
+T = TypeVar("T")
+
+
+class SchemaLane:
+    """See the module docstring. One per gateway; ``close`` at the gateway's ``aclose``."""
+
+    def __init__(self) -> None:
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="ember-ai-schemas")
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # tenant -> (its turn, waiting)
+
+    async def parsed(
+        self,
+        tenant: str,
+        body: object,
+        parse: Callable[..., T],
+        *args: Any,
+        admit: Callable[[], None] | None = None,
+    ) -> T:
+        """``parse(*args)``: at once when ``body`` carries no schema, else on the lane in
+        ``tenant``'s turn (``run``)."""
+        if not carries_schemas(body):
+            return parse(*args)
+        return await self.run(tenant, parse, *args, admit=admit)
+
+    async def run(
+        self,
+        tenant: str,
+        parse: Callable[..., T],
+        *args: Any,
+        admit: Callable[[], None] | None = None,
+    ) -> T:
+        """``parse(*args)`` on the lane, in ``tenant``'s turn. ``admit()``, called when the
+        turn comes, raises to refuse the job before it costs anything (the tenant's quota,
+        as its earlier jobs have left it: review38's six requests of a tenant allowed one a
+        minute each compiled before five were refused)."""
+        async with self._turn(tenant):
+            if admit is not None:
+                admit()
+            return await asyncio.get_running_loop().run_in_executor(self._thread, parse, *args)
+
+    @asynccontextmanager
+    async def _turn(self, tenant: str) -> AsyncIterator[None]:
+        lock, waiting = self._turns.get(tenant, (asyncio.Lock(), 0))
+        self._turns[tenant] = (lock, waiting + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, waiting = self._turns[tenant]
+            if waiting == 1:
+                del self._turns[tenant]  # no tenant's entry outlives its last job
+            else:
+                self._turns[tenant] = (lock, waiting - 1)
+
+    def close(self) -> None:
+        """Take no more jobs; the one running and those queued still finish (a request
+        waiting on one gets its answer, not a cancellation)."""
+        self._thread.shutdown(wait=False)
