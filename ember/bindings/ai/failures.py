@@ -16,11 +16,13 @@ from ember.models.api.errors import (
     INVALID_INPUT,
     LORA_UNSUPPORTED,
     NO_SUCH_MODEL,
+    OUT_OF_CAPACITY,
     REQUEST_TOO_LARGE,
     WorkersAIErrorCode,
     openai_param,
 )
 from ember.models.api.responses_store import ResponseNotFound
+from ember.models.constrain.compile_client import CompileWorkerFailed
 from ember.models.pool.errors import (
     MODEL_UNAVAILABLE,
     REPLICA_FAILED,
@@ -110,6 +112,9 @@ def failure_of(exc: BaseException, model: str) -> Failure:
         # A caller's unknown previous_response_id (env.AI.run, REST ai/run): its mistake, not
         # the replica's, so not 3040's "please try again".
         return Failure(INVALID_INPUT, f"Error: {exc}", field=f"/{exc.param or 'id'}")
+    if isinstance(exc, CompileWorkerFailed):
+        # The schema compiler's process died or stayed busy (compile_client.py): load, retry.
+        return Failure(OUT_OF_CAPACITY, f"{OUT_OF_CAPACITY.description}: {exc}", 1.0)
     if isinstance(exc, ModelNotFound):
         # "/model": the OpenAI-compatible body's field (its error names it in ``param``).
         return Failure(NO_SUCH_MODEL, NO_SUCH_MODEL.describe(model=model), field="/model")

@@ -67,6 +67,7 @@ from ember.models.api.chat_request import Dialect
 from ember.models.api.errors import JSON_MODE_NOT_MET
 from ember.models.api.responses_call import ResponsesCall
 from ember.models.api.responses_store import ResponseStore
+from ember.models.constrain.compile_client import in_process_wanted
 from ember.models.pool.config import PoolConfig
 from ember.models.pool.pool import ModelPool, stderr_progress
 from ember.models.pool.upstream import upstream_refusal
@@ -94,7 +95,9 @@ class AIGateway(GatewayBatches, GatewayAccounting):
         *,
         progress: Callable[[str], None] = stderr_progress,
         clock: Callable[[], float] = time.time,
+        compile_worker: bool = False,
     ) -> None:
+        """``compile_worker``: see ``SchemaLane`` (the supervisor's gateway has one)."""
         self.config = config or GatewayConfig()
         self._progress = progress  # the dev console: notes about requests (thinking.py)
         self.pool = ModelPool(self.config.pool, progress=progress)
@@ -106,7 +109,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
         self.logs = GatewayLogs()  # options.gateway calls: env.AI.gateway(id).getLog
         self.tally = AITally()  # the operator's metrics (ember serve --metrics-port)
         self.on_call: CallObserver | None = None  # the operator's log (--log-requests)
-        self.schema_lane = SchemaLane()  # where requests that carry schemas are parsed
+        self.schema_lane = SchemaLane(compile_worker)  # where schemas are compiled
 
     async def start(self) -> None:
         """Start the configured models now (``ember serve``, or ``pool.start: eager``)."""
@@ -137,7 +140,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
         """Cancel batches, drain in-flight requests, stop every replica."""
         await self.batches.aclose()
         await self.pool.aclose()
-        self.schema_lane.close()
+        await self.schema_lane.aclose()
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -390,4 +393,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
 
 def shared_gateway(host: Any, config: GatewayConfig | None = None) -> AIGateway:
     """The supervisor's one gateway (``ServiceHost.shared``), made with ``config`` if new."""
-    return host.shared(GATEWAY_KEY, lambda: AIGateway(config))  # type: ignore[no-any-return]
+    worker = not in_process_wanted()
+    return host.shared(  # type: ignore[no-any-return]
+        GATEWAY_KEY, lambda: AIGateway(config, compile_worker=worker)
+    )

@@ -9,6 +9,10 @@ share of it is one in (compiling threads + 1). The lane is first come, first ser
 tenant has at most one job on it (``turn``), the others waiting their tenant's turn on the
 loop, where waiting costs nothing: one tenant sending many costly schemas delays another by at
 most one of its jobs, not all of them (review38: 8.1 s behind six of them).
+
+With ``compile_worker``, the automata themselves are built by the compile worker process
+(``constrain/automaton_cache.py``, as in the model server) while the lane lives: a costly
+pattern then holds none of the supervisor's GIL, only the lane's thread waits for it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from ember.models.api.schema_fields import carries_schemas
+from ember.models.constrain.automaton_cache import SHARED_AUTOMATA
 
 T = TypeVar("T")
 
@@ -27,9 +32,12 @@ T = TypeVar("T")
 class SchemaLane:
     """See the module docstring. One per gateway; ``close`` at the gateway's ``aclose``."""
 
-    def __init__(self) -> None:
+    def __init__(self, compile_worker: bool = False) -> None:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="ember-ai-schemas")
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # tenant -> (its turn, waiting)
+        self._compile_worker = compile_worker
+        if compile_worker:
+            SHARED_AUTOMATA.attach_worker()
 
     async def parsed(
         self,
@@ -75,7 +83,11 @@ class SchemaLane:
             else:
                 self._turns[tenant] = (lock, waiting - 1)
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         """Take no more jobs; the one running and those queued still finish (a request
-        waiting on one gets its answer, not a cancellation)."""
+        waiting on one gets its answer, not a cancellation). The compile worker is let go
+        (stopped when no one else holds it), off the loop: stopping waits for it to exit."""
         self._thread.shutdown(wait=False)
+        if self._compile_worker:
+            self._compile_worker = False
+            await asyncio.to_thread(SHARED_AUTOMATA.detach_worker)

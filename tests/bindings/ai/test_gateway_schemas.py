@@ -8,24 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 
 import pytest
 
-from ember.bindings.ai.gateway import AIGateway, AIRequestFailed, GatewayConfig
+from ember.bindings.ai.gateway import AIGateway, AIRequestFailed, GatewayConfig, shared_gateway
 from ember.bindings.ai.options import parse_run_options
 from ember.bindings.ai.quota import QuotaLimits
 from ember.bindings.ai.responses_front import create_response
 from ember.bindings.ai.tenant import Tenant
 from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.automaton_cache import SHARED_AUTOMATA
 from ember.models.constrain.schema_check import KNOWN_SCHEMAS, schema_key
 from ember.models.pool.config import parse_pool_config
 from tests.models.pool.gate_server import gate_servers
 
 MODEL = "@cf/zai-org/glm-4.7-flash"
 OSS = "@cf/openai/gpt-oss-20b"
+OPTIONS = parse_run_options(None, MODEL)
 
 
 def _gateway(url: str) -> AIGateway:
@@ -222,3 +225,31 @@ def test_the_supervisor_loop_turns_while_a_call_compiles(form: str) -> None:
         return []
 
     assert asyncio.run(main()) == []
+
+
+def test_the_supervisors_gateway_compiles_in_the_worker_process_until_closed() -> None:
+    """``shared_gateway`` (the supervisor's) builds automata in the compile worker, so a costly
+    pattern holds none of the supervisor's GIL; closing it stops the worker."""
+
+    class Host:
+        def __init__(self) -> None:
+            self.objects: dict[object, object] = {}
+
+        def shared(self, key: object, factory):  # noqa: ANN001, ANN202
+            return self.objects.setdefault(key, factory())
+
+    async def main() -> None:
+        gateway = shared_gateway(Host())
+        worker = SHARED_AUTOMATA.worker
+        assert worker is not None
+        tenant = Tenant.alone("worker")
+        with pytest.raises(AIRequestFailed):  # refused past the budget, compiled by the worker
+            await gateway.run(tenant, MODEL, _chat(_tools(uuid.uuid4().hex, 3)), OPTIONS)
+        pid = worker.pid
+        assert worker.starts == 1 and pid is not None
+        await gateway.aclose()
+        assert SHARED_AUTOMATA.worker is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # stopped and reaped
+
+    asyncio.run(main())
