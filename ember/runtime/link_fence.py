@@ -8,10 +8,12 @@ An allow-list, the one the refusal states. A link may lead only
     project (what the walk itself skips);
 (b) beside the project: below its parent folder, or below the root of the git repository
     that holds it (``../../shared/lib`` in a monorepo), with no hidden part below that folder
-    and to no ``never_uploaded`` file. Neither folder counts when it is ``/``, above the home
-    folder, or hidden itself (a project in ``~/.config/myapp`` has ``~/.config/gh``, a token,
-    beside it); the repository's root does not when it is the home folder (a dotfiles
-    repository is no monorepo);
+    and to no ``never_uploaded`` file. Neither folder counts when it is ``/``, the home folder
+    or above it (a project in ``~/proj`` has ``~/Library/Keychains`` beside it; a dotfiles
+    repository is no monorepo), hidden itself (a project in ``~/.config/myapp`` has
+    ``~/.config/gh``, a token, beside it), or world-writable (``/tmp`` holds other users'
+    files). A repository's root holds a ``.git`` folder, or a worktree's ``.git`` file
+    naming one;
 (c) into an installed-packages folder: a path through ``site-packages`` or
     ``dist-packages`` with no hidden part below that segment (above it, ``~/.pyenv/...`` or
     ``.venv/lib/...``, is fine);
@@ -25,6 +27,7 @@ is none of these: the platform has its own, and vendoring it is a mistake, so it
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,8 +93,8 @@ class Fence:
         beside = (
             f"not beside it (below {' or '.join(self.beside)})"
             if self.beside
-            else "with nothing beside it a link may lead to (its parent folder is /, above "
-            "the home folder or hidden)"
+            else "with nothing beside it a link may lead to (its parent folder is /, the "
+            "home folder or above it, hidden, or world-writable like /tmp)"
         )
         return (
             f"outside the project, {beside}, and not in an installed-packages folder "
@@ -101,28 +104,57 @@ class Fence:
 
 def _beside(project: str, home: str | None) -> tuple[str, ...]:
     """The project's parent folder and its git repository's root (the nearest folder at or
-    above it holding ``.git``: a folder, or a file in a worktree), those that may be (b)'s."""
+    above it holding a git ``.git``), those that may be (b)'s."""
     parent = os.path.dirname(project)
     repo = next(
         (
             str(folder)
             for folder in (Path(project), *Path(project).parents)
-            if os.path.lexists(os.path.join(folder, ".git"))
+            if _is_repository(str(folder))
         ),
         None,
     )
     found = [parent] if _may_anchor(parent, home) else []
     # At or above the parent folder when not the project itself: the parent already counts.
-    if repo is not None and repo not in (project, parent, home) and _may_anchor(repo, home):
+    if repo is not None and repo not in (project, parent) and _may_anchor(repo, home):
         found.append(repo)
     return tuple(found)
 
 
+def _is_repository(folder: str) -> bool:
+    """A ``.git`` folder, or a worktree's ``.git`` file reading ``gitdir: <path>`` that names
+    a folder (relative to ``folder`` when not absolute). A stray file or a dangling link named
+    ``.git`` is none: it would make everything below a folder far above the project (``/srv``)
+    beside it."""
+    entry = os.path.join(folder, ".git")
+    if os.path.isdir(entry):
+        return True
+    if not os.path.isfile(entry):
+        return False
+    try:
+        with open(entry, encoding="utf-8") as file:
+            first = file.readline(4096)
+    except (OSError, UnicodeDecodeError):
+        return False
+    key, _, gitdir = first.partition(":")
+    gitdir = gitdir.strip()
+    return key == "gitdir" and bool(gitdir) and os.path.isdir(os.path.join(folder, gitdir))
+
+
 def _may_anchor(folder: str, home: str | None) -> bool:
-    """Not ``/``, not above the home folder, and not hidden itself: the contents of a hidden
-    folder (``~/.config``, ``~/.local``) are where tools keep tokens."""
-    above_home = home is not None and home.startswith(folder.rstrip(os.sep) + os.sep)
-    return folder != os.sep and not above_home and not os.path.basename(folder).startswith(".")
+    """Not ``/``, not the home folder or above it (a project in ``~/proj`` would have
+    ``~/Library/Keychains`` beside it), not hidden itself (``~/.config``, ``~/.local``: where
+    tools keep tokens), and not world-writable (``/tmp``, ``/var/tmp``: other users' files,
+    a Kerberos ticket in ``/tmp/krb5cc_1000``)."""
+    if home is not None and _within(home, folder):
+        return False
+    if folder == os.sep or os.path.basename(folder).startswith("."):
+        return False
+    try:
+        mode = os.stat(folder).st_mode
+    except OSError:
+        return False
+    return not mode & stat.S_IWOTH
 
 
 def _within(path: str, folder: str) -> bool:

@@ -230,7 +230,9 @@ class _Walker:
                 "folder or its git repository's root) or in an installed-packages folder "
                 "(site-packages), through no hidden folder, to no file never uploaded "
                 "(.dev.vars, .env*, .git/) and not holding the project",
-                hint="link the package folder itself (ext -> ../shared/ext); a link above the "
+                hint="link the package folder itself (ext -> ../shared/ext), the project and "
+                "what it shares in a folder of their own (~/code/proj, ~/code/shared: not the "
+                "home folder, nor /tmp); a link above the "
                 "project would upload everything in it, one into a hidden folder (~/.aws, "
                 "~/.ssh) or the system's (/proc) its secrets (docs/workers.md, Links)",
             )

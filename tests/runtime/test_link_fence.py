@@ -101,9 +101,57 @@ def _dotfiles_repository(home: Path) -> tuple[Path, str, Path]:
     return project, "src/notes.txt", _write(home / "notes" / "bank.txt")
 
 
+def _home_sibling(home: Path) -> tuple[Path, str, Path]:
+    """review38 A: a project directly in the home folder had all of ``~`` beside it: macOS's
+    ``~/Library/Keychains`` (not dot-hidden), a service account's key in ``~``."""
+    project = _project(home / "proj")
+    return project, "src/k.txt", _write(home / "Library" / "Keychains" / "login.txt")
+
+
+def _home_repository_sibling(home: Path) -> tuple[Path, str, Path]:
+    """The same with a dotfiles repository at ``~``: the home folder as the parent and as the
+    repository's root."""
+    (home / ".git").mkdir(parents=True)
+    project = _project(home / "proj")
+    return project, "src/sa.txt", _write(home / "gcp-service-account.txt")
+
+
+def _shared_tmp(home: Path) -> tuple[Path, str, Path]:
+    """review38 B: a project in /tmp had every user's /tmp beside it (a Kerberos ticket): a
+    world-writable sticky folder of the test's own stands for /tmp."""
+    shared = home.parent / "systmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    project = _project(shared / "proj")
+    return project, "src/ticket.txt", _write(shared / "krb5cc_1000.txt", "TICKET\n")
+
+
+def _stray_git_file(home: Path) -> tuple[Path, str, Path]:
+    """review38 C: any ``.git`` entry far above the project (a stray file) made its folder a
+    repository's root, and all below it beside the project."""
+    srv = home.parent / "srv"
+    _write(srv / ".git", "gitdir: /nowhere\n")
+    project = _project(srv / "a" / "b" / "proj")
+    return project, "src/s.txt", _write(srv / "other-app" / "secrets.txt")
+
+
+def _dangling_git_link(home: Path) -> tuple[Path, str, Path]:
+    """The same with a ``.git`` link that leads nowhere."""
+    srv = home.parent / "srv"
+    (srv / "a" / "b").mkdir(parents=True)
+    os.symlink(srv / "gone", srv / ".git")
+    project = _project(srv / "a" / "b" / "proj")
+    return project, "src/s.txt", _write(srv / "other-app" / "secrets.txt")
+
+
 @pytest.mark.parametrize(
     ("case", "rule"),
     [
+        (_home_sibling, "outside the project, with nothing beside it"),
+        (_home_repository_sibling, "outside the project, with nothing beside it"),
+        (_shared_tmp, "outside the project, with nothing beside it"),
+        (_stray_git_file, "outside the project, not beside it (below "),
+        (_dangling_git_link, "outside the project, not beside it (below "),
         (_keyring, "outside the project, not beside it"),
         (_gh_hosts, "outside the project, with nothing beside it"),
         (_gh_folder, "outside the project, with nothing beside it"),
@@ -192,3 +240,29 @@ def test_the_links_a_project_needs_are_walked(
     _write(home / ".work" / "proj" / "shared" / "ext" / "m.py", "")
     os.symlink("../shared/ext", hidden / "ext")
     assert [m.name for m in collect_modules(load_project(hidden))] == ["worker.py", "ext/m.py"]
+
+
+def test_a_worktree_git_file_and_a_sub_folder_of_home_anchor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What review38's narrower anchors keep: a git worktree's ``.git`` file (``gitdir:``
+    naming a folder, relative or absolute) makes its folder the repository's root, and a
+    sub-folder of home (``~/code``) is a parent whose other folders are beside the project."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    (home / "repos" / "mono.git" / "worktrees" / "wt").mkdir(parents=True)
+    for gitdir in ("../../repos/mono.git/worktrees/wt", str(home / "repos" / "mono.git")):
+        tree = home / "trees" / f"t{len(gitdir)}"
+        _write(tree / ".git", f"gitdir: {gitdir}\n")
+        project = _project(tree / "apps" / "api")
+        _write(tree / "shared" / "lib" / "util.py", "")
+        os.symlink("../../shared/lib", project / "lib")
+        names = [m.name for m in collect_modules(load_project(project))]
+        assert names == ["worker.py", "lib/util.py"], gitdir
+    project = _project(home / "code" / "proj")
+    _write(home / "code" / "shared" / "u.py", "")
+    os.symlink("../shared", project / "shared")
+    assert [m.name for m in collect_modules(load_project(project))] == [
+        "worker.py",
+        "shared/u.py",
+    ]
