@@ -49,7 +49,7 @@ from ember.cli.upload_options import (
 )
 from ember.cli.versions_output import traffic
 from ember.cli.worker_project import KVBinding, WorkerProject, load_project
-from ember.runtime.cron import CronExpression
+from ember.runtime.cron import NEVER_RUNS, CronExpression
 from ember.runtime.deployments.multipart import Part
 
 
@@ -146,12 +146,15 @@ def deploy(
 
 
 def check_crons(crons: tuple[str, ...]) -> tuple[str, ...]:
-    """``--triggers`` checked here, so a bad one is refused before the upload, not after."""
+    """``--triggers`` checked here, so a bad one is refused before the upload, not after; one
+    that never fires is warned about, as in the config."""
     for cron in crons:
         try:
-            CronExpression.parse(cron)
+            expression = CronExpression.parse(cron)
         except ValueError as exc:
             raise OptionError("--triggers", cron, f"a cron expression ({exc})") from None
+        if (why := expression.never_fires()) is not None:
+            show_warnings([f"--triggers {cron!r} never fires: {why} {NEVER_RUNS}"])
     return crons
 
 

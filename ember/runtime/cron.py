@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
+from ember.errors import UserError
+
 _MONTHS = {n: i for i, n in enumerate("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split(), 1)}
 _DAYS = {n: i for i, n in enumerate("SUN MON TUE WED THU FRI SAT".split())}
 _FIELDS = (
@@ -19,7 +21,24 @@ _FIELDS = (
     ("month", 1, 12, _MONTHS),
     ("day of week", 0, 7, _DAYS),
 )
-MAX_SEARCH_DAYS = 366 * 8
+_MONTH_NAMES = tuple(
+    "January February March April May June July August September October November December".split()
+)
+_LONGEST = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # by month; 29 February in leap years
+# A cron that fires at all fires within one Gregorian cycle (400 years): the search's bound,
+# reached only by a cron ``never_fires`` cannot see (none today).
+MAX_SEARCH_DAYS = 146097
+NEVER_RUNS = "(it deploys, and never runs on its schedule)"
+
+
+class CronNeverFires(UserError):
+    """A cron that parses but names no day any year has (``0 0 30 2 *``): it deploys, as on
+    the platform, and never runs on its schedule."""
+
+    def __init__(self, cron: str, why: str) -> None:
+        super().__init__(f"cron {cron!r} never fires: {why}")
+        self.cron = cron
+        self.why = why
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +83,23 @@ class CronExpression:
             return in_days or in_weekdays
         return in_days and in_weekdays
 
+    def never_fires(self) -> str | None:
+        """Why no day of any year matches (``there is no 30 February``), or None. Only the day
+        of month can rule every day out: a restricted day of week matches (alone, or OR-ed with
+        the day of month) some day of every month."""
+        if not self.days_restricted or self.weekdays_restricted:
+            return None
+        if any(day <= _LONGEST[month - 1] for month in self.months for day in self.days):
+            return None
+        days = _either([str(d) for d in sorted(self.days)])
+        months = _either([_MONTH_NAMES[m - 1] for m in sorted(self.months)])
+        return f"there is no {days} {months}"
+
     def next_after(self, moment: datetime.datetime) -> datetime.datetime:
-        """The first firing strictly after ``moment`` (timezone-aware, UTC)."""
+        """The first firing strictly after ``moment`` (timezone-aware, UTC); CronNeverFires
+        when there is none."""
+        if (why := self.never_fires()) is not None:
+            raise CronNeverFires(self.text, why)
         start = moment.astimezone(datetime.UTC).replace(second=0, microsecond=0)
         start += datetime.timedelta(minutes=1)
         day = start.date()
@@ -79,7 +113,12 @@ class CronExpression:
                         if candidate >= start:
                             return candidate
             day += datetime.timedelta(days=1)
-        raise ValueError(f"cron {self.text!r} never fires")
+        raise CronNeverFires(self.text, f"no day in {MAX_SEARCH_DAYS} days matches")
+
+
+def _either(items: list[str]) -> str:
+    """``30``, ``30 or 31``, ``April, June, September or November``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
 
 def _field(part: str, name: str, low: int, high: int, names: dict[str, int]) -> frozenset[int]:

@@ -4,9 +4,10 @@
 ``ember.config.load_project`` checks each key on its own; this adds what needs the binding
 registry and the runtime: every binding section parsed by its type (an unsupported type is
 refused), binding names unique, no var named like a binding, crons that parse, and the warnings
-about keys nothing reads. ``ember dev`` (``ember.runtime.deployment``) and the deploy reader
-(``ember.cli.worker_project``) both call ``check_project``, so a config one refuses the other
-refuses with the same ``ConfigError``, and what one accepts the other reads the same way.
+about keys nothing reads and crons that never fire (30 February). ``ember dev``
+(``ember.runtime.deployment``) and the deploy reader (``ember.cli.worker_project``) both call
+``check_project``, so a config one refuses the other refuses with the same ``ConfigError``, and
+what one accepts the other reads the same way.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ember.bindings.base import BindingSpec
 from ember.bindings.registry import BindingRegistry, default_registry
 from ember.config import ProjectConfig
 from ember.errors import ConfigError
-from ember.runtime.cron import CronExpression
+from ember.runtime.cron import NEVER_RUNS, CronExpression
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +53,22 @@ def check_project(config: ProjectConfig, registry: BindingRegistry | None = None
             )
         bindings = (*bindings, assets)
     _check_unique_names(config, bindings)
+    never: list[str] = []
     for index, cron in enumerate(config.crons):
+        key = f"{config.where('triggers')}.crons[{index}]"
         try:
-            CronExpression.parse(cron)
+            expression = CronExpression.parse(cron)
         except ValueError as exc:
-            raise ConfigError(
-                str(config.file), f"{config.where('triggers')}.crons[{index}]", cron, str(exc)
-            ) from None
+            raise ConfigError(str(config.file), key, cron, str(exc)) from None
+        if (why := expression.never_fires()) is not None:
+            never.append(f"{config.file.name}: {key} {cron!r} never fires: {why} {NEVER_RUNS}")
     ignored = registry.ignored(config.binding_sections)
     warnings = (
         *config.warnings,
         *(f"{config.file.name}: unexpected field {key!r} (ignored)" for key in ignored),
         *_exposed(config),
         *_rule_warnings(config),
+        *never,
     )
     return CheckedProject(config, bindings, warnings)
 

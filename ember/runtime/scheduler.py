@@ -7,7 +7,7 @@ import datetime
 import time
 from collections.abc import Awaitable, Callable
 
-from ember.runtime.cron import CronExpression
+from ember.runtime.cron import CronExpression, CronNeverFires
 
 
 class CronScheduler:
@@ -34,9 +34,9 @@ class CronScheduler:
         for expression in self.expressions:
             try:
                 times[expression.text] = expression.next_after(moment).timestamp()
-            except ValueError:
-                # A day no month has (``0 0 30 2 *``): it parses and deploys, and never runs;
-                # it must not stop the worker's other crons.
+            except CronNeverFires:
+                # A day no month has (``0 0 30 2 *``): it deploys (the config check warns)
+                # and never runs; it must not stop the worker's other crons.
                 continue
         if not times:
             return None

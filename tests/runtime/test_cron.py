@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import datetime
 import random
+from pathlib import Path
 
 import pytest
 
-from ember.runtime.cron import CronExpression
+from ember.config import load_project
+from ember.runtime.cron import CronExpression, CronNeverFires
+from ember.runtime.project_check import check_project
 from ember.runtime.scheduler import CronScheduler
 
 
@@ -140,3 +143,42 @@ def test_a_cron_that_never_fires_is_never_run_and_stops_no_other() -> None:
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(scenario(("0 0 30 2 *", "*/5 * * * *")))
     assert fired == ["*/5 * * * *", "*/5 * * * *"]
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("0 0 30 2 *", "there is no 30 February"),
+        ("0 0 30,31 feb *", "there is no 30 or 31 February"),
+        ("0 0 31 4,6,9,11 *", "there is no 31 April, June, September or November"),
+    ],
+)
+def test_a_cron_that_never_fires_says_why(text: str, why: str) -> None:
+    """review38: it was skipped by catching any ValueError, and nothing told the user."""
+    expression = CronExpression.parse(text)
+    assert expression.never_fires() == why
+    with pytest.raises(CronNeverFires) as error:
+        expression.next_after(datetime.datetime(2026, 12, 7, tzinfo=datetime.UTC))
+    assert str(error.value) == f"cron {text!r} never fires: {why}"
+    assert error.value.cron == text
+
+
+@pytest.mark.parametrize("text", ["0 0 29 2 *", "0 0 30 2 1", "0 0 31 * *", "0 0 30 1-2 *"])
+def test_a_cron_on_a_rare_day_fires(text: str) -> None:
+    """29 February (a leap day), 30 February or a Monday, the 31st: each has a firing."""
+    assert CronExpression.parse(text).never_fires() is None
+
+
+def test_a_cron_that_never_fires_deploys_with_a_warning_naming_it(tmp_path: Path) -> None:
+    """The config check (``ember dev``'s and ``ember deploy``'s) warns, and accepts it: the
+    CLI test deploys ``0 0 30 2 *`` on purpose as a cron that never runs by itself."""
+    (tmp_path / "ember.yaml").write_text(
+        "name: w\nmain: worker.py\ntriggers:\n  crons: ['*/5 * * * *', '0 0 30 2 *']\n"
+    )
+    (tmp_path / "worker.py").write_text("x = 1\n")
+    checked = check_project(load_project(tmp_path))
+    assert checked.config.crons == ("*/5 * * * *", "0 0 30 2 *")
+    assert [w for w in checked.warnings if "never fires" in w] == [
+        "ember.yaml: triggers.crons[1] '0 0 30 2 *' never fires: there is no 30 February "
+        "(it deploys, and never runs on its schedule)"
+    ]

@@ -59,6 +59,7 @@ def test_cli_deploy_kv_tail_cron_and_delete(serve: ServeProcess, tmp_path: Path)
 
     deployed = _ember(serve, home, project, "deploy", "--temporary", "--json")
     assert deployed.returncode == 0, deployed.stderr
+    assert "'0 0 30 2 *' never fires: there is no 30 February" in deployed.stderr
     result = json.loads(deployed.stdout)
     account = result["account"]
     assert serve.worker(account, "clihello").text == "hey None"
