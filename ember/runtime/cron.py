@@ -2,13 +2,19 @@
 
 Five fields (minute hour day-of-month month day-of-week) with ``*``, lists, ranges, steps and
 month/day names; when both day fields are restricted, a day matching either fires (as in Vixie
-cron and the platform).
+cron and the platform). The platform's days relative to the month are items of a list too:
+``L`` (the month's last day), ``15W`` (the weekday nearest the 15th, within the month: a
+Saturday 1st moves to Monday the 3rd, a Sunday 31st to Friday the 29th; ``31W`` fires in no
+month without a 31st), ``LW`` (the last weekday) in the day of month; ``5L`` (the
+month's last Friday) and ``1#2`` (its second Monday) in the day of week.
 """
 
 from __future__ import annotations
 
+import calendar
 import datetime
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from ember.errors import UserError
 
@@ -53,6 +59,7 @@ class CronExpression:
     weekdays: frozenset[int]  # 0 = Sunday
     days_restricted: bool
     weekdays_restricted: bool
+    month_days: MonthDays = field(default_factory=lambda: MonthDays())
 
     @classmethod
     def parse(cls, text: str) -> CronExpression:
@@ -60,7 +67,13 @@ class CronExpression:
         parts = text.split()
         if len(parts) != 5:
             raise ValueError("five fields: minute hour day-of-month month day-of-week")
-        sets = [_field(part, *spec) for part, spec in zip(parts, _FIELDS, strict=True)]
+        plain = list(parts)
+        plain[2], special_days = _month_days(parts[2])
+        plain[4], special_weekdays = _month_weekdays(parts[4])
+        sets = [
+            _field(part, *spec) if part else frozenset()
+            for part, spec in zip(plain, _FIELDS, strict=True)
+        ]
         weekdays = frozenset(d % 7 for d in sets[4])
         return cls(
             text=text,
@@ -71,14 +84,23 @@ class CronExpression:
             weekdays=weekdays,
             days_restricted=parts[2] != "*",
             weekdays_restricted=parts[4] != "*",
+            month_days=MonthDays(
+                last="L" in special_days,
+                last_weekday="LW" in special_days,
+                nearest_weekday=frozenset(int(d[:-1]) for d in special_days if d[:-1].isdigit()),
+                last_of=frozenset(d for d, n in special_weekdays if n == 0),
+                nth_of=frozenset((d, n) for d, n in special_weekdays if n > 0),
+            ),
         )
 
     def matches_day(self, day: datetime.date) -> bool:
         """Whether the expression fires on ``day`` (month and day fields)."""
         if day.month not in self.months:
             return False
-        in_days = day.day in self.days
-        in_weekdays = (day.isoweekday() % 7) in self.weekdays
+        in_days = day.day in self.days or self.month_days.day_matches(day)
+        in_weekdays = (day.isoweekday() % 7) in self.weekdays or self.month_days.weekday_matches(
+            day
+        )
         if self.days_restricted and self.weekdays_restricted:
             return in_days or in_weekdays
         return in_days and in_weekdays
@@ -89,9 +111,13 @@ class CronExpression:
         the day of month) some day of every month."""
         if not self.days_restricted or self.weekdays_restricted:
             return None
-        if any(day <= _LONGEST[month - 1] for month in self.months for day in self.days):
+        if self.month_days.last or self.month_days.last_weekday:
+            return None  # every month has a last day and a weekday
+        # 15W fires only in a month that has a 15th.
+        numbers = self.days | self.month_days.nearest_weekday
+        if any(day <= _LONGEST[month - 1] for month in self.months for day in numbers):
             return None
-        days = _either([str(d) for d in sorted(self.days)])
+        days = _either([str(d) for d in sorted(numbers)])
         months = _either([_MONTH_NAMES[m - 1] for m in sorted(self.months)])
         return f"there is no {days} {months}"
 
@@ -119,6 +145,94 @@ class CronExpression:
 def _either(items: list[str]) -> str:
     """``30``, ``30 or 31``, ``April, June, September or November``."""
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class MonthDays:
+    """The day fields' items relative to the month: what a plain set of numbers cannot say."""
+
+    last: bool = False  # L: the month's last day
+    last_weekday: bool = False  # LW: its last Monday-to-Friday
+    nearest_weekday: frozenset[int] = frozenset()  # 15W: the weekday nearest the 15th
+    last_of: frozenset[int] = frozenset()  # 5L: the month's last Friday (0 = Sunday)
+    nth_of: frozenset[tuple[int, int]] = frozenset()  # 1#2: (Monday, 2), its second Monday
+
+    def day_matches(self, day: datetime.date) -> bool:
+        """Whether the day of month's ``L``, ``LW`` or ``nW`` items name ``day``."""
+        length = calendar.monthrange(day.year, day.month)[1]
+        if self.last and day.day == length:
+            return True
+        if self.last_weekday and day.day == _weekday_near(day, length, length):
+            return True
+        return any(day.day == _weekday_near(day, n, length) for n in self.nearest_weekday)
+
+    def weekday_matches(self, day: datetime.date) -> bool:
+        """Whether the day of week's ``nL`` or ``n#k`` items name ``day``."""
+        weekday = day.isoweekday() % 7
+        if weekday in self.last_of and day.day + 7 > calendar.monthrange(day.year, day.month)[1]:
+            return True
+        return (weekday, (day.day - 1) // 7 + 1) in self.nth_of
+
+
+def _weekday_near(day: datetime.date, target: int, length: int) -> int | None:
+    """The Monday-to-Friday nearest the ``target``-th of ``day``'s month, never outside it; None
+    when the month has no such day."""
+    if target > length:
+        return None
+    weekday = datetime.date(day.year, day.month, target).weekday()  # 5 Saturday, 6 Sunday
+    if weekday == 5:
+        return target - 1 if target > 1 else target + 2
+    if weekday == 6:
+        return target + 1 if target < length else target - 2
+    return target
+
+
+_NEAREST = re.compile(r"(\d+)W")
+_LAST_OF = re.compile(r"(\w+?)L")
+_NTH_OF = re.compile(r"(\w+)#(\w+)")
+
+
+def _month_days(part: str) -> tuple[str, tuple[str, ...]]:
+    """The day of month's plain items (``""`` when there are none) and its ``L``, ``LW`` and
+    ``nW`` items, checked."""
+    plain, special = [], []
+    for item in part.split(","):
+        upper = item.upper()
+        if upper in ("L", "LW"):
+            special.append(upper)
+        elif match := _NEAREST.fullmatch(upper):
+            _value(match[1], "day of month", 1, 31, {})
+            special.append(str(int(match[1])) + "W")
+        elif "L" in upper or "W" in upper:
+            raise ValueError(
+                f"day of month: {item!r} is not a day: L (the last), LW (the last weekday) or "
+                "one day and W (15W: the weekday nearest the 15th; no range, no step)"
+            )
+        else:
+            plain.append(item)
+    return ",".join(plain), tuple(special)
+
+
+def _month_weekdays(part: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """The day of week's plain items and its ``nL`` (as ``(n, 0)``) and ``n#k`` items."""
+    plain, special = [], []
+    for item in part.split(","):
+        upper = item.upper()
+        if match := _NTH_OF.fullmatch(upper):
+            weekday = _value(match[1], "day of week", 0, 7, _DAYS) % 7
+            if not match[2].isdigit() or not 1 <= int(match[2]) <= 5:
+                raise ValueError(f"day of week: {item!r}: the week after # is 1 to 5 (1#2)")
+            special.append((weekday, int(match[2])))
+        elif match := _LAST_OF.fullmatch(upper):  # no day's name ends in L
+            special.append((_value(match[1], "day of week", 0, 7, _DAYS) % 7, 0))
+        elif "#" in upper or "L" in upper:
+            raise ValueError(
+                f"day of week: {item!r} is not a day: a day and L (5L: the month's last Friday) "
+                "or a day, # and the week (1#2: its second Monday)"
+            )
+        else:
+            plain.append(item)
+    return ",".join(plain), tuple(special)
 
 
 def _field(part: str, name: str, low: int, high: int, names: dict[str, int]) -> frozenset[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import datetime
 import random
 from pathlib import Path
@@ -76,6 +77,10 @@ def test_names_and_day_fields_either_match() -> None:
         ("* * * * funday", "day of week: 'funday' is not a number or a name"),
         ("*/0 * * * *", "step"),
         ("5-1 * * * *", "backwards"),
+        ("0 0 1-15W * *", "day of month: '1-15W' is not a day: L "),
+        ("0 0 32W * *", "day of month: 32 is outside 1-31"),
+        ("0 0 * * 1#6", "day of week: '1#6': the week after # is 1 to 5"),
+        ("0 0 * * L", "day of week: 'L' is not a day: a day and L "),
     ],
 )
 def test_bad_expressions_say_what_is_wrong(text: str, message: str) -> None:
@@ -182,3 +187,125 @@ def test_a_cron_that_never_fires_deploys_with_a_warning_naming_it(tmp_path: Path
         "ember.yaml: triggers.crons[1] '0 0 30 2 *' never fires: there is no 30 February "
         "(it deploys, and never runs on its schedule)"
     ]
+
+
+def _plain(item: str, low: int, high: int) -> set[int]:
+    """The reference's own reading of the plain items the generator below writes."""
+    if item == "*":
+        return set(range(low, high + 1))
+    if item.startswith("*/"):
+        return set(range(low, high + 1, int(item[2:])))
+    first, _, last = item.partition("-")
+    return set(range(int(first), int(last or first) + 1))
+
+
+def _reference_day(days_text: str, weekdays_text: str, months: frozenset[int], day) -> bool:  # noqa: ANN001
+    """Whether ``day`` fires, from the day fields' text, counting days in the month rather
+    than computing offsets: W is the Monday-to-Friday of the month nearest the day, LW the
+    last of them, 5L the last Friday, 1#2 the second Monday."""
+    if day.month not in months:
+        return False
+    length = calendar.monthrange(day.year, day.month)[1]
+    month = [datetime.date(day.year, day.month, d) for d in range(1, length + 1)]
+    workdays = [d.day for d in month if d.isoweekday() <= 5]
+    in_days = in_weekdays = False
+    for item in days_text.split(","):
+        if item == "L":
+            in_days |= day.day == length
+        elif item == "LW":
+            in_days |= day.day == max(workdays)
+        elif item.endswith("W"):
+            n = int(item[:-1])
+            in_days |= n <= length and day.day == min(workdays, key=lambda d: abs(d - n))
+        else:
+            in_days |= day.day in _plain(item, 1, 31)
+    weekday = day.isoweekday() % 7
+    same = [d.day for d in month if d.isoweekday() % 7 == weekday]
+    for item in weekdays_text.split(","):
+        if item.endswith("L"):
+            in_weekdays |= int(item[:-1]) % 7 == weekday and day.day == same[-1]
+        elif "#" in item:
+            n, k = map(int, item.split("#"))
+            in_weekdays |= n % 7 == weekday and len(same) >= k and day.day == same[k - 1]
+        else:
+            in_weekdays |= weekday in {d % 7 for d in _plain(item, 0, 7)}
+    if days_text != "*" and weekdays_text != "*":
+        return in_days or in_weekdays
+    return in_days and in_weekdays
+
+
+def _reference_next_special(
+    expression: CronExpression, moment: datetime.datetime, years: int
+) -> datetime.datetime | None:
+    """Minute by minute over ``years`` years (the days that fire, by the reference)."""
+    _, _, days_text, _, weekdays_text = expression.text.split()
+    start = moment.replace(second=0, microsecond=0) + datetime.timedelta(minutes=1)
+    day = start.date()
+    while day < start.date() + datetime.timedelta(days=366 * years):
+        if _reference_day(days_text, weekdays_text, expression.months, day):
+            minute = datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC)
+            while minute.date() == day:
+                if minute >= start and minute.hour in expression.hours:
+                    if minute.minute in expression.minutes:
+                        return minute
+                minute += datetime.timedelta(minutes=1)
+        day += datetime.timedelta(days=1)
+    return None
+
+
+def _special_days(rng: random.Random) -> str:
+    items = [
+        rng.choice(["L", "LW", f"{rng.randint(1, 31)}W", str(rng.randint(1, 31)), "*"])
+        for _ in range(rng.randint(1, 2))
+    ]
+    return "*" if "*" in items else ",".join(items)
+
+
+def _special_weekdays(rng: random.Random) -> str:
+    items = [
+        rng.choice(
+            [f"{rng.randint(0, 7)}L", f"{rng.randint(0, 7)}#{rng.randint(1, 5)}", "*", "1-5"]
+        )
+        for _ in range(rng.randint(1, 2))
+    ]
+    return "*" if "*" in items else ",".join(items)
+
+
+def test_last_weekday_and_nth_match_the_reference_on_random_expressions() -> None:
+    """L, LW, nW, nL and n#k (the platform's, refused before review38), against a reference
+    that counts the month's days: over four years, each a few months apart."""
+    rng = random.Random(38)
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    for _ in range(120):
+        months = rng.choice(["*", "2", "2,4", "1-12/3", str(rng.randint(1, 12))])
+        text = (
+            f"{rng.randint(0, 59)} {rng.randint(0, 23)} {_special_days(rng)} {months} "
+            f"{_special_weekdays(rng)}"
+        )
+        expression = CronExpression.parse(text)
+        moment = start + datetime.timedelta(minutes=rng.randrange(60 * 24 * 366 * 3))
+        expected = _reference_next_special(expression, moment, years=4)
+        if expected is not None:
+            assert expression.next_after(moment) == expected, text
+            continue
+        try:
+            found = expression.next_after(moment)
+        except CronNeverFires:
+            continue
+        assert found > moment + datetime.timedelta(days=366 * 4), text
+
+
+def test_the_platforms_examples() -> None:
+    """``59 23 LW * *`` (the docs' example) and the others, on 2026's calendar."""
+    at = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+    def next_day(text: str) -> str:
+        return CronExpression.parse(text).next_after(at).strftime("%a %d %b")
+
+    assert next_day("59 23 LW * *") == "Fri 30 Jan"  # the 31st is a Saturday
+    assert next_day("0 9 * 2 5L") == "Fri 27 Feb"
+    assert next_day("0 9 * * 1#2") == "Mon 12 Jan"
+    assert next_day("0 9 15W 2 *") == "Mon 16 Feb"  # the 15th is a Sunday
+    assert next_day("0 9 1W 8 *") == "Mon 03 Aug"  # a Saturday 1st: never into July
+    assert next_day("0 9 31W 5 *") == "Fri 29 May"  # a Sunday 31st: never into June
+    assert next_day("0 0 L 2 *") == "Sat 28 Feb"
