@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from ember.models.api.errors import InvalidRequestField
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.grammar import accepts
-from ember.models.constrain.json_values import type_allows
+from ember.models.constrain.json_values import json_type_of, type_allows
 from ember.models.constrain.nodes import Node
 from ember.models.constrain.schema import compile_schema
 from ember.models.constrain.tool_grammars import GLM_MARKERS
@@ -46,7 +46,9 @@ def schema_types(schema: object, root: object = None, depth: int = 0) -> set[str
     for key in ("enum", "const"):
         values = [schema[key]] if key == "const" and key in schema else schema.get(key)
         if isinstance(values, list) and not declared:
-            found.update(_json_type(v) for v in values)
+            # JSON Schema's type of each member, the one typer the grammar uses too: 1.0 is
+            # an integer, so raw text 1.5 is not taken for a member of enum [1.0, "1.5"].
+            found.update(json_type_of(v) for v in values)
     for key in ("anyOf", "oneOf"):
         for branch in schema.get(key) or []:
             sub = schema_types(branch, root, depth + 1)
@@ -65,20 +67,6 @@ def glm_value_form(schema: object, root: object = None) -> ValueForm | None:
         return None
     target = follow(schema, schema if root is None else root)
     return None if target is None else value_form(target)
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def _not_json(name: str) -> object:

@@ -37,3 +37,14 @@ def test_a_value_no_grammar_read_is_not_widened_from_integer_to_number() -> None
     assert convert_glm_value("1.5", schema) == "1.5"
     assert convert_glm_value("7", schema) == 7
     assert convert_glm_value("7.0", {"type": ["string", "number"], "maxLength": -1}) == 7.0
+
+
+def test_a_whole_float_enum_member_is_an_integer_so_raw_text_stays_the_string_member() -> None:
+    # JSON Schema types 1.0 as an integer. GLM writes a string raw, so without a grammar
+    # (tool_choice auto) the string member "1.5" of this enum arrives as the text 1.5: typing
+    # the member 1.0 as a number (tool_values' own typer did) let the text parse as the
+    # number 1.5, which is no member; as an integer, 1.5 fits no type but the string.
+    schema = {"enum": [1.0, "1.5"]}
+    assert convert_glm_value("1.5", schema) == "1.5"
+    assert convert_glm_value("1", schema) == 1
+    assert convert_glm_value("1.5", {"enum": [1.25, "x"]}) == 1.5  # a real number stays one
