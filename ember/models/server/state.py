@@ -21,6 +21,9 @@ from ember.models.server.metrics import EngineGauges, ServerMetrics
 from ember.models.server.settings import LOG_LEVELS, ServerSettings
 from ember.models.server.wire import HTTPError, model_not_found
 
+# The model name SGLang's OpenAI routes put in a request that names none (protocol.py).
+SGLANG_DEFAULT_MODEL = "default"
+
 
 class ServerState:
     def __init__(
@@ -142,7 +145,10 @@ class ServerState:
         )
 
     def check_model(self, served: ServedModel, name: str | None) -> None:
-        if name is not None and name not in served.aliases:
+        # "default" is SGLang's name for the one served model: its OpenAI protocol fills a
+        # left-out ``model`` with it (DEFAULT_MODEL_NAME) and its docs' clients send it. Any
+        # other unknown name stays a 404, as vLLM and OpenAI answer (SGLang serves any name).
+        if name is not None and name != SGLANG_DEFAULT_MODEL and name not in served.aliases:
             raise model_not_found(name)
 
     def gauges(self) -> EngineGauges | None:

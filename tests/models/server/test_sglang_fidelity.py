@@ -165,3 +165,16 @@ def test_a_rid_sent_again_after_a_hang_up_gets_its_own_grammar_from_the_start(
             return starts
 
     assert asyncio.run(main()) == ["{"] * 8
+
+
+def test_openai_routes_take_sglangs_default_model_name(kimi: LiveServer) -> None:
+    """SGLang's OpenAI protocol fills a request's ``model`` with "default" when it is left out
+    (protocol.py DEFAULT_MODEL_NAME), and its docs' clients send it: ember answered 404."""
+    chat = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    answer = httpx.post(kimi.url + "/v1/chat/completions", json=chat, timeout=60)
+    assert answer.status_code == 200, answer.text
+    completion = {"model": "default", "prompt": PROMPT, "max_tokens": 2}
+    answer = httpx.post(kimi.url + "/v1/completions", json=completion, timeout=60)
+    assert answer.status_code == 200, answer.text
+    other = httpx.post(kimi.url + "/v1/completions", json={**completion, "model": "defaults"})
+    assert other.status_code == 404  # any other unknown name stays vLLM's and OpenAI's 404
