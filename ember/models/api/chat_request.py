@@ -83,6 +83,7 @@ class SamplingOptions:
     min_p: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    stop_regex: tuple[str, ...] = ()  # SGLang's /generate: re.search on the output text
     stop_token_ids: tuple[int, ...] = ()
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0

@@ -31,7 +31,7 @@ from ember.models.api.fields import (
     token_id_list,
     wrong_type,
 )
-from ember.models.api.generate_params import check_sampling_keys
+from ember.models.api.generate_params import check_sampling_keys, sglang_flag, stop_regexes
 from ember.models.api.guided_fields import json_format
 from ember.models.api.read_fields import narrowed
 from ember.models.api.regex_fields import checked_regex, regex_field
@@ -284,7 +284,8 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         top_k=top_k if top_k and top_k > 0 else None,
         min_p=optional_number(params, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
         seed=seed,
-        stop=stop_sequences(params, "stop", path, most=SERVER_MAX_STOP_STRINGS),
+        stop=stop_sequences(params, "stop", path, most=SERVER_MAX_STOP_STRINGS, allow_empty=True),
+        stop_regex=stop_regexes(params, path, most=SERVER_MAX_STOP_STRINGS),
         stop_token_ids=token_id_list(params, "stop_token_ids", path, skip_nulls=True),
         frequency_penalty=optional_number(
             params, "frequency_penalty", path, minimum=-2, maximum=2, default=0.0
@@ -295,7 +296,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         repetition_penalty=optional_number(  # SGLang's: any value > 0
             params, "repetition_penalty", path, minimum=0, default=1.0, exclusive_minimum=True
         ),  # type: ignore[arg-type]
-        ignore_eos=optional_bool(params, "ignore_eos", path, False),
+        ignore_eos=sglang_flag(params, "ignore_eos", path, False),
         logit_bias=logit_bias(params, path),  # SGLang's SamplingParams.logit_bias
         given=given_fields(params, ("max_new_tokens",)),
     )
@@ -367,8 +368,8 @@ def parse_generate_request(body: object) -> GenerateRequest:
         top_logprobs_num=top_n,
         logprob_start_len=start,
         rid=optional_str(data, "rid", ""),
-        skip_special_tokens=optional_bool(params, "skip_special_tokens", "/sampling_params", True),
-        no_stop_trim=optional_bool(params, "no_stop_trim", "/sampling_params", False),
+        skip_special_tokens=sglang_flag(params, "skip_special_tokens", "/sampling_params", True),
+        no_stop_trim=sglang_flag(params, "no_stop_trim", "/sampling_params", False),
         batched=batched,
         n=n or 1,
         cache_salt=cache_salt(data, empty_is_none=True),

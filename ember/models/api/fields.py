@@ -166,10 +166,14 @@ def token_id_list(
     return tuple(out)
 
 
-def stop_sequences(body: Mapping[str, Any], key: str, path: str, most: int = 4) -> tuple[str, ...]:
+def stop_sequences(
+    body: Mapping[str, Any], key: str, path: str, most: int = 4, *, allow_empty: bool = False
+) -> tuple[str, ...]:
     """``stop``: a string or an array of at most ``most`` non-empty strings. An empty array is
     no stop strings, as null is: SGLang's own frontend (``SglSamplingParams.to_srt_kwargs``)
-    sends ``"stop": []`` on every call, and vLLM's request models default ``stop`` to []."""
+    sends ``"stop": []`` on every call, and vLLM's request models default ``stop`` to [].
+    ``allow_empty``: SGLang's /generate serves an empty stop string (it matches at once: see
+    ``sampling.stop``); vLLM refuses one, and so do the OpenAI routes."""
     value = body.get(key)
     if value is None:
         return ()
@@ -179,7 +183,7 @@ def stop_sequences(body: Mapping[str, Any], key: str, path: str, most: int = 4) 
     if not isinstance(value, list) or len(value) > most:
         raise wrong_type(where, f"a string or an array of at most {most} strings", value)
     for i, item in enumerate(value):
-        if not isinstance(item, str) or not item:
+        if not isinstance(item, str) or not (item or allow_empty):
             raise wrong_type(at(where, i), "a non-empty string", item)
     return tuple(value)
 

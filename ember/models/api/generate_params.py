@@ -5,14 +5,22 @@ ember used to drop such keys silently (``{"max_tokens": 4}`` ran SGLang's defaul
 Every key of SGLang's ``SamplingParams`` (python/sglang/srt/sampling/sampling_params.py) is
 either honoured or refused by name with the reason; any other key is refused with the list of
 accepted names.
+
+SGLang builds its SamplingParams with the constructor of a msgspec Struct, which checks no
+types (python/sglang/srt/sampling/sampling_params.py, tokenizer_manager.py
+``_create_tokenized_object``): a flag is read by its truth (``ignore_eos: 0`` is false) and a
+number by its value (``stream_interval: 1.0`` or ``true`` is one step). ember takes the JSON
+values that mean one thing there (``sglang_flag``) and still refuses the rest by name.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from typing import Any
 
 from ember.models.api.errors import InvalidRequestField
-from ember.models.api.fields import at, describe, optional_bool
+from ember.models.api.fields import at, describe, wrong_type
 
 # SGLang's SamplingParams fields that ember honours (``seed``: ember's older spelling of
 # ``sampling_seed``, kept so that bodies written for ember still run).
@@ -21,6 +29,7 @@ HONOURED = (
     "min_new_tokens",
     "stop",
     "stop_token_ids",
+    "stop_regex",
     "temperature",
     "top_p",
     "top_k",
@@ -44,15 +53,63 @@ HONOURED = (
 REFUSED = {
     "ebnf": "null (EBNF grammars are not supported: use json_schema or regex)",
     "structural_tag": "null (structural tags are not supported: use json_schema or regex)",
-    "stop_regex": "null (stop regexes are not supported: use stop strings or stop_token_ids)",
     "custom_params": "null (custom logit processors are not supported)",
     "stream_interval": (
-        "null or 1 (a stream sends every engine step's tokens, which is what 1 asks for; an "
-        "interval of N > 1 steps between chunks is not supported)"
+        "null, 0 or 1 (a stream sends every engine step's tokens, which is what 1 asks for, "
+        "and 0 or null the server's interval, also one step; an interval of N > 1 steps "
+        "between chunks is not supported)"
     ),
 }
-# Values of a REFUSED key that ask for what ember does anyway.
-SAME_AS_ABSENT: dict[str, tuple[object, ...]] = {"stream_interval": (1,)}
+
+
+def _one_or_zero(value: object) -> bool:
+    """A JSON number (or boolean) SGLang reads as 1 or 0: ``1``, ``1.0``, ``true``, ``0``."""
+    return isinstance(value, bool | int | float) and value in (0, 1)
+
+
+# Values of a REFUSED key that ask for what ember does anyway. SGLang streams every
+# ``stream_interval or server_interval`` steps (the server's is 1 unless launched otherwise):
+# 1, 1.0 and true are one step; 0, 0.0 and false take the server's.
+SAME_AS_ABSENT = {"stream_interval": _one_or_zero}
+
+# SGLang reads these flags by truth; ember takes the two numbers that are plainly a flag.
+FLAG_EXPECTED = "true or false (or SGLang's 0 or 1)"
+
+
+def sglang_flag(params: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
+    """A ``sampling_params`` flag as SGLang reads it: true/false, or the numbers 0 and 1."""
+    value = params.get(key)
+    if value is None:
+        return default
+    if not _one_or_zero(value):
+        raise wrong_type(at(path, key), FLAG_EXPECTED, value)
+    return bool(value)
+
+
+def stop_regexes(params: Mapping[str, Any], path: str, most: int) -> tuple[str, ...]:
+    """SGLang's ``stop_regex``: one pattern or a list of them (null or [] for none), each one
+    Python's ``re`` compiles, as SGLang matches them with ``re.search``."""
+    value = params.get("stop_regex")
+    if value is None:
+        return ()
+    where = at(path, "stop_regex")
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or len(items) > most:
+        expected = f"a regular expression (a string) or an array of at most {most} of them"
+        raise wrong_type(where, expected, value)
+    for i, item in enumerate(items):
+        spot = where if isinstance(value, str) else at(where, i)
+        if not isinstance(item, str):
+            raise wrong_type(spot, "a regular expression (a string)", item)
+        try:
+            re.compile(item)
+        except (re.error, RecursionError, OverflowError) as error:
+            raise InvalidRequestField(
+                spot,
+                "a regular expression Python's re module compiles",
+                f"{describe(item)} ({error})",
+            ) from None
+    return tuple(items)
 
 
 def check_sampling_keys(params: Mapping, path: str) -> None:
@@ -62,9 +119,8 @@ def check_sampling_keys(params: Mapping, path: str) -> None:
             continue
         where = at(path, key)
         if key in REFUSED:
-            # Empty is absent: SGLang's newer frontends send `"stop_regex": []` on every call.
-            same = SAME_AS_ABSENT.get(key, ())
-            if any(value == v and type(value) is type(v) for v in same):
+            same = SAME_AS_ABSENT.get(key)
+            if same is not None and same(value):
                 continue
             if value is not None and value not in ([], "", {}):
                 raise InvalidRequestField(where, REFUSED[key], describe(value), "unsupported_value")
@@ -78,4 +134,4 @@ def check_sampling_keys(params: Mapping, path: str) -> None:
         )
     # HF's fast tokenizers (SGLang's, and ember's) decode the same either way: only its type
     # is checked.
-    optional_bool(params, "spaces_between_special_tokens", path, True)
+    sglang_flag(params, "spaces_between_special_tokens", path, True)

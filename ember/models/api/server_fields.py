@@ -8,7 +8,8 @@ has not, so that none comes back silently ignored.
   ``reasoning_content``;
 - SGLang's ``rid`` on chat and completions: the engine's request id (``/abort_request`` ends
   the request by it, and the answer carries it as its ``id``, as SGLang's does);
-- refused: ``lora_path`` (no adapters), ``return_hidden_states``, ``stop_regex``.
+- refused: ``lora_path`` (no adapters), ``return_hidden_states``, ``stop_regex`` (served on
+  ``/generate``'s ``sampling_params`` only).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from ember.models.api.fields import at, describe, optional_bool, optional_str
 REFUSED = {
     "lora_path": "null (LoRA adapters are not supported: serve a merged checkpoint)",
     "return_hidden_states": "false (hidden states are not returned)",
-    "stop_regex": "null (stop regexes are not supported: use stop strings or stop_token_ids)",
+    "stop_regex": (
+        "null (stop regexes are served in /generate's sampling_params only: here use stop "
+        "strings or stop_token_ids)"
+    ),
 }
 
 

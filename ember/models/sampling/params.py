@@ -21,6 +21,7 @@ holding a plain dict (the engine's Python API, tests).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -54,7 +55,8 @@ class SamplingParams:
     max_tokens: int | None = None  # None: the engine caps by the context window; 0: prefill only
     min_tokens: int = 0  # EOS, stop ids and stop strings are ignored before this many tokens
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, -100..100) added to the logits
-    stop: tuple[str, ...] = ()
+    stop: tuple[str, ...] = ()  # "" (SGLang's /generate) matches after the first token
+    stop_regex: tuple[str, ...] = ()  # SGLang's: patterns re.search finds in the output text
     stop_token_ids: tuple[int, ...] = ()
     logprobs: bool = False
     top_logprobs: int = 0
@@ -110,12 +112,19 @@ class SamplingParams:
             if not (_is_int(token) and token >= 0):
                 _fail("logit_bias", "an object whose keys are token ids (integers >= 0)", token)
             _check_number(f"logit_bias[{token}]", bias, -100.0, 100.0)
-        stop_expected = f"a non-empty string or a list of 1 to {MAX_STOP_STRINGS} of them"
+        stop_expected = f"a string or a list of 1 to {MAX_STOP_STRINGS} of them"
         if len(self.stop) > MAX_ENGINE_STOP_STRINGS:
             _fail("stop", f"a list of at most {MAX_ENGINE_STOP_STRINGS} strings", list(self.stop))
         for item in self.stop:
-            if not (isinstance(item, str) and item):
+            if not isinstance(item, str):
                 _fail("stop", stop_expected, item)
+        if len(self.stop_regex) > MAX_ENGINE_STOP_STRINGS:
+            _fail("stop_regex", f"at most {MAX_ENGINE_STOP_STRINGS} patterns", self.stop_regex)
+        for pattern in self.stop_regex:
+            try:
+                re.compile(pattern)
+            except (TypeError, re.error, RecursionError, OverflowError):
+                _fail("stop_regex", "regular expressions Python's re module compiles", pattern)
         for token in self.stop_token_ids:
             if not (_is_int(token) and token >= 0):
                 _fail("stop_token_ids", "a list of token ids (integers >= 0)", token)
@@ -223,6 +232,7 @@ class SamplingParams:
             min_tokens=options.min_tokens,
             logit_bias=tuple(sorted((int(t), float(b)) for t, b in options.logit_bias.items())),
             stop=tuple(options.stop),
+            stop_regex=tuple(options.stop_regex),
             stop_token_ids=tuple(options.stop_token_ids),
             logprobs=options.logprobs,
             top_logprobs=options.top_logprobs,
@@ -281,6 +291,11 @@ def _check_number(
 def _stop_strings(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
+    expected = f"a non-empty string or a list of 1 to {MAX_STOP_STRINGS} of them"
     if not isinstance(value, list | tuple) or len(value) > MAX_STOP_STRINGS:
-        _fail("stop", f"a non-empty string or a list of 1 to {MAX_STOP_STRINGS} of them", value)
+        _fail("stop", expected, value)
+    for item in value:  # type: ignore[union-attr]
+        # Empty only where SGLang's /generate asks for it (its parser builds the params).
+        if not (isinstance(item, str) and item):
+            _fail("stop", expected, item)
     return tuple(value)  # type: ignore[arg-type]

@@ -22,6 +22,14 @@ independent of the tokenizer: ``decode`` is any ``Callable[[Sequence[int]], str]
   is no part of the text stop strings are searched in, as vLLM's detokenizer (which skips them)
   searches: ``stop: ["think"]`` never ends the output inside ``</think>``. A marker is released
   after the text before it; one that comes inside a stop string's match goes with it.
+- An empty stop string (SGLang's /generate serves one) is in every text: it matches after the
+  first token that may stop, and cuts nothing, as SGLang's trim skips an empty match.
+- Stop regexes (SGLang's ``stop_regex``) are searched (``re.search``) in the text after each
+  token, once no stop string matched. As in SGLang, the matched text stays in the output:
+  SGLang trims at the first occurrence of the pattern's own text (it looks the pattern up as a
+  stop string), so ember cuts only there too, e.g. at ``abc`` for the pattern ``abc``, and
+  never for ``a+``; a pattern's own text is held back as a stop string's is, so a stream
+  shows what SGLang's whole answer would.
 - ``max_tokens`` finishes with reason ``length`` after the last allowed token (its text is shown,
   unless that token also completed a stop string).
 - Before ``min_tokens`` tokens nothing stops the request (as in vLLM); stop strings then match
@@ -30,6 +38,7 @@ independent of the tokenizer: ``decode`` is any ``Callable[[Sequence[int]], str]
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -102,6 +111,9 @@ class StopChecker:
         if not params.ignore_eos:
             self._stop_ids |= set(eos_token_ids)
         self._stops = params.stop
+        self._regexes = [(re.compile(p), p) for p in params.stop_regex]
+        self._holds = (*params.stop, *params.stop_regex)  # texts a suffix may be the start of
+        self._regex_from = 0  # where stop regexes start looking: text from min_tokens on
         self._decoder = IncrementalDecoder(decode, context_ids)
         self._text = ""  # decoded text, markers left out (what stop strings are searched in)
         self._shown = 0  # characters of _text already released
@@ -129,6 +141,7 @@ class StopChecker:
             # No stopping yet (the sampler also masks EOS and stop ids): show everything, so a
             # stop string can only match text produced from min_tokens on.
             self._add(token_id)
+            self._regex_from = len(self._text)
             if limit is not None and self._tokens >= limit:
                 return self._finish("length", None)
             return TextDelta(self._release(len(self._text)))
@@ -141,6 +154,12 @@ class StopChecker:
         if match is not None:
             self._cut(*match)
             return self._finish("stop", match[1], flush=False)
+        pattern = self._find_regex()
+        if pattern is not None:
+            at = self._text.find(pattern, self._shown)
+            if at >= 0:  # SGLang's trim: the pattern's own text, looked up as a stop string
+                self._cut(at, pattern)
+            return self._finish("stop", pattern, flush=False)
         if limit is not None and self._tokens >= limit:
             return self._finish("length", None)
         return TextDelta(self._release(len(self._text) - self._held_back()))
@@ -157,7 +176,10 @@ class StopChecker:
             self._pending.append((len(self._text), marker))
 
     def _cut(self, start: int, stop: str) -> None:
-        """End the text at a stop string found at ``start`` (after it with include_stop_str)."""
+        """End the text at a stop string found at ``start`` (after it with include_stop_str).
+        An empty one cuts nothing: SGLang's trim skips an empty match."""
+        if not stop:
+            return
         end = start + len(stop) if self._include else start
         self._text = self._text[:end]
         self._pending = [(at, marker) for at, marker in self._pending if at <= start]
@@ -171,11 +193,19 @@ class StopChecker:
                 best = (at, stop)
         return best
 
+    def _find_regex(self) -> str | None:
+        """The first stop regex (in the request's order, as SGLang checks them) with a match."""
+        for compiled, pattern in self._regexes:
+            if compiled.search(self._text, self._regex_from) is not None:
+                return pattern
+        return None
+
     def _held_back(self) -> int:
-        """Length of the longest unreleased suffix that is a proper prefix of a stop string."""
+        """Length of the longest unreleased suffix that is a proper prefix of a stop string
+        (or of a stop regex's own text: SGLang's trim may cut there)."""
         pending = self._text[self._shown :]
         longest = 0
-        for stop in self._stops:
+        for stop in self._holds:
             for size in range(min(len(stop) - 1, len(pending)), longest, -1):
                 if pending.endswith(stop[:size]):
                     longest = size

@@ -53,19 +53,20 @@ def test_ascii_digit_keys_are_token_ids() -> None:
     assert chat.sampling.logit_bias == {42: -100.0, 7: 5.0}
 
 
-@pytest.mark.parametrize("interval", [None, 1])
+@pytest.mark.parametrize("interval", [None, 1, 1.0, True, 0, False])
 def test_stream_interval_of_one_step_is_what_ember_does(interval: object) -> None:
+    # SGLang streams every ``stream_interval or server_interval`` steps, by value.
     body = {"text": "hi", "stream": True, "sampling_params": {"stream_interval": interval}}
     assert parse_generate_request(body).stream
 
 
-@pytest.mark.parametrize("interval", [0, 2, 1.5, True])
+@pytest.mark.parametrize("interval", [2, 1.5, -1, "1"])
 def test_other_stream_intervals_are_refused_saying_what_one_means(interval: object) -> None:
     body = {"text": "hi", "sampling_params": {"stream_interval": interval}}
     with pytest.raises(InvalidRequestField) as caught:
         parse_generate_request(body)
     assert caught.value.field == "/sampling_params/stream_interval"
-    assert "null or 1" in caught.value.expected and "every engine step" in caught.value.expected
+    assert "null, 0 or 1" in caught.value.expected and "every engine step" in caught.value.expected
 
 
 def test_generate_drops_null_stop_token_ids_as_sglang_does() -> None:

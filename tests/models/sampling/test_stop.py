@@ -184,3 +184,20 @@ def test_incremental_decoder_matches_full_decode() -> None:
     decoder = IncrementalDecoder(tok.decode)
     streamed = "".join(decoder.push(t) for t in ids) + decoder.flush()
     assert streamed == tok.decode(ids) == text
+
+
+def test_stop_regex_keeps_its_match_but_sglangs_trim_of_the_patterns_own_text() -> None:
+    # SGLang leaves a regex's match in the output, except where its trim, which looks the
+    # pattern up as a stop string, finds the pattern's own text ("bc" for the pattern bc).
+    ids = ids_of("x", "a", "b", "c", "x")
+    deltas, reason, matched = run(StopChecker(SamplingParams(stop_regex=("b+",)), decode), ids)
+    assert (deltas, reason, matched) == (["x", "a", "b"], "stop", "b+")
+    deltas, reason, matched = run(StopChecker(SamplingParams(stop_regex=("bc",)), decode), ids)
+    assert ("".join(deltas), reason, matched) == ("xa", "stop", "bc")
+    both = StopChecker(SamplingParams(stop_regex=("c", "a"), min_tokens=3), decode)
+    assert run(both, ids)[2] == "c"  # from min_tokens on: the "a" came before; "c" is first
+
+
+def test_an_empty_stop_string_ends_at_the_first_token_and_cuts_nothing() -> None:
+    deltas, reason, matched = run(StopChecker(SamplingParams(stop=("",)), decode), ids_of("ab"))
+    assert (deltas, reason, matched) == (["ab"], "stop", "")

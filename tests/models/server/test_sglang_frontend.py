@@ -106,7 +106,6 @@ def test_an_unknown_sampling_param_is_refused_by_name(kimi: LiveServer) -> None:
         ("stream_interval", 4, "every engine step"),
         ("ebnf", "root ::= 'a'", "EBNF"),
         ("structural_tag", "{}", "structural tags"),
-        ("stop_regex", "a+", "stop regexes"),
     ],
 )
 def test_sglang_sampling_params_ember_lacks_are_refused_with_a_reason(
