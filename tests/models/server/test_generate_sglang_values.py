@@ -54,6 +54,18 @@ def test_stop_regex_ends_the_output_at_the_first_match(kimi: LiveServer, as_list
     assert free.startswith(stopped["text"]) and re.search(pattern, stopped["text"])
     assert re.search(pattern, shorter) is None  # the first token after which it matched
     assert stopped["meta_info"]["finish_reason"] == {"type": "stop", "matched": pattern}
+    # A pattern that is its own text (a letter): SGLang cuts there; a stream shows the same.
+    literal = next(ch for ch in free if ch.isascii() and ch.isalnum())
+    body = {
+        "text": PROMPT,
+        "stream": True,
+        "sampling_params": {"temperature": 0, "max_new_tokens": 12, "stop_regex": literal},
+    }
+    streamed = httpx.post(kimi.url + "/generate", json=body, timeout=60)
+    events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    last = httpx.Response(200, content=events[-2]).json()
+    cut = _generate(kimi, max_new_tokens=12, stop_regex=literal)["text"]
+    assert last["text"] == cut and literal not in cut and free.startswith(cut)
 
 
 @pytest.mark.parametrize("value", ["(", 5, ["a", "[z-a]"]])
