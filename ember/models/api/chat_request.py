@@ -55,6 +55,7 @@ from ember.models.api.vllm_fields import (
     truncate_prompt_tokens,
 )
 from ember.models.constrain.automata import Automata
+from ember.models.constrain.stop_regex import StopRegex
 
 Dialect = Literal["openai", "workers"]
 # Workers AI's schema for Kimi and GLM (reference/workers-api.md §1.4); SGLang has no cap.
@@ -83,7 +84,7 @@ class SamplingOptions:
     min_p: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
-    stop_regex: tuple[str, ...] = ()  # SGLang's /generate: re.search on the output text
+    stop_regex: tuple[StopRegex, ...] = ()  # SGLang's /generate: compiled when parsed
     stop_token_ids: tuple[int, ...] = ()
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0

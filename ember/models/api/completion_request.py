@@ -243,6 +243,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
             at(path, "regex"), "only one of json_schema and regex", "both", "unsupported_value"
         )
     schema: Mapping | bool | None = None
+    budget = Automata()  # one for the json_schema and the stop regexes (automata.py)
     raw_schema = params.get("json_schema")
     if raw_schema is not None:
         where = at(path, "json_schema")
@@ -254,7 +255,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
             raise InvalidRequestField(
                 where, "a JSON schema encoded as a string", "text that is not JSON"
             ) from None
-        check_schema(schema, path=where)
+        check_schema(schema, path=where, budget=budget)
     top_k = optional_int(params, "top_k", path, minimum=-1)
     if top_k == 0:
         raise InvalidRequestField(at(path, "top_k"), "-1 (off) or an integer >= 1", "0")
@@ -285,7 +286,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         min_p=optional_number(params, "min_p", path, minimum=0, maximum=1, default=0.0),  # type: ignore[arg-type]
         seed=seed,
         stop=stop_sequences(params, "stop", path, most=SERVER_MAX_STOP_STRINGS, allow_empty=True),
-        stop_regex=stop_regexes(params, path, most=SERVER_MAX_STOP_STRINGS),
+        stop_regex=stop_regexes(params, path, SERVER_MAX_STOP_STRINGS, budget),
         stop_token_ids=token_id_list(params, "stop_token_ids", path, skip_nulls=True),
         frequency_penalty=optional_number(
             params, "frequency_penalty", path, minimum=-2, maximum=2, default=0.0

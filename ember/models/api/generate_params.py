@@ -15,12 +15,14 @@ values that mean one thing there (``sglang_flag``) and still refuses the rest by
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, describe, wrong_type
+from ember.models.constrain.automata import Automata
+from ember.models.constrain.regex_syntax import RegexError
+from ember.models.constrain.stop_regex import STOP_REGEX_DIALECT, StopRegex, compile_stop_regex
 
 # SGLang's SamplingParams fields that ember honours (``seed``: ember's older spelling of
 # ``sampling_seed``, kept so that bodies written for ember still run).
@@ -86,9 +88,12 @@ def sglang_flag(params: Mapping[str, Any], key: str, path: str, default: bool) -
     return bool(value)
 
 
-def stop_regexes(params: Mapping[str, Any], path: str, most: int) -> tuple[str, ...]:
-    """SGLang's ``stop_regex``: one pattern or a list of them (null or [] for none), each one
-    Python's ``re`` compiles, as SGLang matches them with ``re.search``."""
+def stop_regexes(
+    params: Mapping[str, Any], path: str, most: int, automata: Automata
+) -> tuple[StopRegex, ...]:
+    """SGLang's ``stop_regex``: one pattern or a list of them (null or [] for none), each
+    compiled here into ember's automaton (``constrain/stop_regex.py``) within the request's
+    automaton budget, so that the engine's step thread never compiles and never backtracks."""
     value = params.get("stop_regex")
     if value is None:
         return ()
@@ -97,19 +102,18 @@ def stop_regexes(params: Mapping[str, Any], path: str, most: int) -> tuple[str, 
     if not isinstance(items, list) or len(items) > most:
         expected = f"a regular expression (a string) or an array of at most {most} of them"
         raise wrong_type(where, expected, value)
+    compiled = []
     for i, item in enumerate(items):
         spot = where if isinstance(value, str) else at(where, i)
         if not isinstance(item, str):
             raise wrong_type(spot, "a regular expression (a string)", item)
         try:
-            re.compile(item)
-        except (re.error, RecursionError, OverflowError) as error:
+            compiled.append(compile_stop_regex(item, automata, spot))
+        except RegexError as error:
             raise InvalidRequestField(
-                spot,
-                "a regular expression Python's re module compiles",
-                f"{describe(item)} ({error})",
+                spot, STOP_REGEX_DIALECT, f"{error} in {item[:80]!r}", "unsupported_value"
             ) from None
-    return tuple(items)
+    return tuple(compiled)
 
 
 def check_sampling_keys(params: Mapping, path: str) -> None:

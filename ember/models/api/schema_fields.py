@@ -24,6 +24,7 @@ SCHEMA_FIELDS = frozenset(
         "regex",
         "json_schema",
         "ebnf",
+        "stop_regex",  # /generate's: each pattern is an automaton (constrain/stop_regex.py)
     }
 )
 

@@ -21,13 +21,14 @@ holding a plain dict (the engine's Python API, tests).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from ember.errors import InvalidModelInput
 from ember.models.api.chat_request import SERVER_MAX_STOP_STRINGS, SamplingOptions
+from ember.models.constrain.regex_syntax import RegexError
+from ember.models.constrain.stop_regex import STOP_REGEX_DIALECT, StopRegex, compile_stop_regex
 
 MAX_STOP_STRINGS = 4  # a request body's ``stop`` (OpenAI's and Workers AI's schema)
 # What the engine takes: SGLang's /generate has no cap of 4, and ember's parser allows 16.
@@ -56,7 +57,9 @@ class SamplingParams:
     min_tokens: int = 0  # EOS, stop ids and stop strings are ignored before this many tokens
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, -100..100) added to the logits
     stop: tuple[str, ...] = ()  # "" (SGLang's /generate) matches after the first token
-    stop_regex: tuple[str, ...] = ()  # SGLang's: patterns re.search finds in the output text
+    # SGLang's: patterns found in the output text (constrain/stop_regex.py). Strings are
+    # compiled here, where the params are made (a request's parse), never on the step thread.
+    stop_regex: tuple[StopRegex, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     logprobs: bool = False
     top_logprobs: int = 0
@@ -120,11 +123,8 @@ class SamplingParams:
                 _fail("stop", stop_expected, item)
         if len(self.stop_regex) > MAX_ENGINE_STOP_STRINGS:
             _fail("stop_regex", f"at most {MAX_ENGINE_STOP_STRINGS} patterns", self.stop_regex)
-        for pattern in self.stop_regex:
-            try:
-                re.compile(pattern)
-            except (TypeError, re.error, RecursionError, OverflowError):
-                _fail("stop_regex", "regular expressions Python's re module compiles", pattern)
+        regexes = (self.stop_regex,) if isinstance(self.stop_regex, str) else self.stop_regex
+        object.__setattr__(self, "stop_regex", tuple(map(_stop_regex, regexes)))
         for token in self.stop_token_ids:
             if not (_is_int(token) and token >= 0):
                 _fail("stop_token_ids", "a list of token ids (integers >= 0)", token)
@@ -257,6 +257,20 @@ def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
             _fail("logit_bias", "an object with one key per token id", value)
         pairs.append((token, bias))
     return tuple(sorted(pairs, key=lambda pair: str(pair[0])))
+
+
+def _stop_regex(item: object) -> StopRegex:
+    """A compiled stop regex as it is; a pattern compiled (the engine's Python API, tests)."""
+    if isinstance(item, StopRegex):
+        return item
+    if not isinstance(item, str):
+        _fail("stop_regex", STOP_REGEX_DIALECT, item)
+    try:
+        return compile_stop_regex(item)  # type: ignore[arg-type]
+    except RegexError as error:
+        raise InvalidModelInput(
+            "stop_regex", f"stop_regex must be {STOP_REGEX_DIALECT}, got {item!r} ({error})"
+        ) from None
 
 
 def _is_int(value: object) -> bool:

@@ -24,12 +24,14 @@ independent of the tokenizer: ``decode`` is any ``Callable[[Sequence[int]], str]
   after the text before it; one that comes inside a stop string's match goes with it.
 - An empty stop string (SGLang's /generate serves one) is in every text: it matches after the
   first token that may stop, and cuts nothing, as SGLang's trim skips an empty match.
-- Stop regexes (SGLang's ``stop_regex``) are searched (``re.search``) in the text after each
-  token, once no stop string matched. As in SGLang, the matched text stays in the output:
-  SGLang trims at the first occurrence of the pattern's own text (it looks the pattern up as a
-  stop string), so ember cuts only there too, e.g. at ``abc`` for the pattern ``abc``, and
-  never for ``a+``; a pattern's own text is held back as a stop string's is, so a stream
-  shows what SGLang's whole answer would.
+- Stop regexes (SGLang's ``stop_regex``) are checked after each token, once no stop string
+  matched: each one's automaton (``constrain/stop_regex.py``, compiled with the params) is
+  stepped over the token's new characters only, and a match that ended within the text stops, as
+  ``re.search`` on the text would (linear in the text, whatever the pattern). As in SGLang,
+  the matched text stays in the output: SGLang trims at the first occurrence of the pattern's
+  own text (it looks the pattern up as a stop string), so ember cuts only there too, e.g. at
+  ``abc`` for the pattern ``abc``, and never for ``a+``; a pattern's own text is held back as
+  a stop string's is, so a stream shows what SGLang's whole answer would.
 - ``max_tokens`` finishes with reason ``length`` after the last allowed token (its text is shown,
   unless that token also completed a stop string).
 - Before ``min_tokens`` tokens nothing stops the request (as in vLLM); stop strings then match
@@ -38,11 +40,11 @@ independent of the tokenizer: ``decode`` is any ``Callable[[Sequence[int]], str]
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ember.models.constrain.stop_regex import StopScan
 from ember.models.sampling.params import SamplingParams
 
 Decode = Callable[[Sequence[int]], str]
@@ -111,9 +113,11 @@ class StopChecker:
         if not params.ignore_eos:
             self._stop_ids |= set(eos_token_ids)
         self._stops = params.stop
-        self._regexes = [(re.compile(p), p) for p in params.stop_regex]
-        self._holds = (*params.stop, *params.stop_regex)  # texts a suffix may be the start of
-        self._regex_from = 0  # where stop regexes start looking: text from min_tokens on
+        self._scans = [StopScan(regex) for regex in params.stop_regex]
+        # Texts a suffix may be the start of (a regex's own text: SGLang's trim may cut there).
+        self._holds = (*params.stop, *(regex.pattern for regex in params.stop_regex))
+        self._regex_at = 0  # the text stop regexes have stepped over (from min_tokens on)
+        self.regex_steps = 0  # characters stepped, all patterns together (linear in the text)
         self._decoder = IncrementalDecoder(decode, context_ids)
         self._text = ""  # decoded text, markers left out (what stop strings are searched in)
         self._shown = 0  # characters of _text already released
@@ -141,7 +145,7 @@ class StopChecker:
             # No stopping yet (the sampler also masks EOS and stop ids): show everything, so a
             # stop string can only match text produced from min_tokens on.
             self._add(token_id)
-            self._regex_from = len(self._text)
+            self._regex_at = len(self._text)
             if limit is not None and self._tokens >= limit:
                 return self._finish("length", None)
             return TextDelta(self._release(len(self._text)))
@@ -194,11 +198,18 @@ class StopChecker:
         return best
 
     def _find_regex(self) -> str | None:
-        """The first stop regex (in the request's order, as SGLang checks them) with a match."""
-        for compiled, pattern in self._regexes:
-            if compiled.search(self._text, self._regex_from) is not None:
-                return pattern
-        return None
+        """The first stop regex (in the request's order, as SGLang checks them) with a match,
+        each stepped over the characters new since the last token."""
+        if not self._scans:
+            return None
+        new, self._regex_at = self._text[self._regex_at :], len(self._text)
+        found = None
+        for scan in self._scans:
+            matched, steps = scan.feed(new)
+            self.regex_steps += steps
+            if matched and found is None:
+                found = scan.regex.pattern
+        return found
 
     def _held_back(self) -> int:
         """Length of the longest unreleased suffix that is a proper prefix of a stop string

@@ -99,3 +99,37 @@ def test_a_stream_interval_of_every_step_streams(kimi: LiveServer, interval: obj
     answer = httpx.post(kimi.url + "/generate", json=body, timeout=60)
     assert answer.status_code == 200, answer.text
     assert answer.text.rstrip().endswith("data: [DONE]")
+
+
+@pytest.mark.parametrize(
+    ("value", "param", "construct"),
+    [
+        ("(?=a)b", "sampling_params.stop_regex", "lookahead"),
+        (["ok", r"(a)\1"], "sampling_params.stop_regex.[1]", "backreference"),
+    ],
+)
+def test_a_stop_regex_outside_embers_dialect_is_a_400_naming_it(
+    kimi: LiveServer, value: object, param: str, construct: str
+) -> None:
+    body = {"text": "a", "sampling_params": {"stop_regex": value}}
+    error = bad_request(httpx.post(kimi.url + "/generate", json=body, timeout=60))
+    assert error["param"] == param, error
+    assert construct in error["message"] and "no backreferences, lookaround" in error["message"]
+
+
+def test_a_backtracking_stop_regex_on_a_run_of_its_letter_does_not_stall_the_engine(
+    kimi: LiveServer,
+) -> None:
+    # The regex constraint makes the output a run of "a" (what logit_bias or a prompt can do
+    # too). Python's re searching (a+)+b in it backtracks 2**n steps: the old engine never
+    # finished this request, nor any other tenant's. The automaton steps each character once.
+    stop = ["(a+)+b", "(x+x+)+y", "^(a|aa)+c"]
+    answer = _generate(kimi, max_new_tokens=48, regex="a{40}", stop_regex=stop)
+    assert answer["text"] == "a" * 40
+    assert answer["meta_info"]["finish_reason"]["type"] != "stop" or (
+        answer["meta_info"]["finish_reason"].get("matched") not in stop
+    )
+    # The same output with a pattern that matches it stops at the first token, match kept.
+    stopped = _generate(kimi, max_new_tokens=48, regex="a{40}", stop_regex="(a+)+$")
+    assert stopped["meta_info"]["finish_reason"] == {"type": "stop", "matched": "(a+)+$"}
+    assert stopped["meta_info"]["completion_tokens"] == 1 and stopped["text"].strip("a") == ""

@@ -1,0 +1,71 @@
+"""Stop regexes (SGLang's ``stop_regex``) as ember's own automata, compiled once per request.
+
+SGLang runs ``re.search`` over the output after every token. In ember that was a request's own
+pattern backtracking on text the client can steer: ``(a+)+b`` on a run of ``a`` takes 2**n
+steps in Python's ``re`` and stalls the engine's step thread for every tenant, and each token
+searched the whole text again (quadratic). Here a pattern is the automaton of
+``constrain/regex_nfa.py`` in search mode (built in linear time, its states bounded, charged
+to the request's automaton budget where the request is parsed), and a ``StopScan`` steps the
+state set over each new character once: a token costs its own characters, never the text
+before it.
+
+The dialect is the one ember's ``regex`` constraint takes (``STOP_REGEX_DIALECT``); a pattern
+outside it is refused when the request arrives, naming the construct. Within it the stop
+decision is ``re.search``'s, with two differences: ``\\d \\w \\s`` are ASCII classes, and
+``$`` is the end of the text only (Python's also matches before a final newline).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ember.models.constrain.automata import Automata
+from ember.models.constrain.regex_nfa import RegexAutomaton, StateSet, compile_regex
+
+STOP_REGEX_DIALECT = (
+    "a regular expression in ember's linear-time dialect (literals, escapes, '.', classes, "
+    "ASCII \\d \\w \\s, quantifiers, groups, alternation, '^' and '$' at the ends; no "
+    "backreferences, lookaround, word boundaries, inline flags or atomic groups)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StopRegex:
+    """One stop pattern and its automaton (equal by pattern: the automaton is its function)."""
+
+    pattern: str
+    automaton: RegexAutomaton = field(compare=False, repr=False)
+
+
+def compile_stop_regex(
+    pattern: str, automata: Automata | None = None, where: str = "stop_regex"
+) -> StopRegex:
+    """The pattern's search automaton; with ``automata``, built within that request's budget
+    (``where`` is named past it). Raises ``RegexError`` (outside the dialect) or the budget's
+    ``AutomatonBudgetExceeded``."""
+    if automata is None:
+        return StopRegex(pattern, compile_regex(pattern, search=True))
+    return StopRegex(pattern, automata.regex(pattern, where, search=True))
+
+
+class StopScan:
+    """Where one stop regex stands in the text seen so far: its automaton's state set."""
+
+    __slots__ = ("regex", "_states")
+
+    def __init__(self, regex: StopRegex) -> None:
+        self.regex = regex
+        self._states: StateSet = regex.automaton.start
+
+    def feed(self, text: str) -> tuple[bool, int]:
+        """Step over ``text`` (the characters new since the last call): whether a match now
+        ends within the text seen (search mode: a match with no ``$`` stays accepted), and
+        the characters stepped. A dead set (``^`` failed) steps no more."""
+        automaton, states, steps = self.regex.automaton, self._states, 0
+        for char in text:
+            if not states:
+                break
+            states = automaton.step(states, ord(char))
+            steps += 1
+        self._states = states
+        return automaton.accepts(states), steps

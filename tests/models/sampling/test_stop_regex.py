@@ -1,0 +1,113 @@
+"""Stop regexes run as ember's own automata (linear in the text, each character stepped once),
+checked against Python's ``re.search`` (what SGLang runs) as a slow reference."""
+
+from __future__ import annotations
+
+import random
+import re
+import secrets
+from collections.abc import Sequence
+
+import pytest
+
+from ember.errors import InvalidModelInput
+from ember.models.sampling import SamplingParams, StopChecker
+
+
+def _checker(text_pieces: Sequence[str], patterns: Sequence[str], **params: object) -> StopChecker:
+    def decode(ids: Sequence[int]) -> str:
+        return "".join(text_pieces[i] for i in ids)
+
+    return StopChecker(SamplingParams(stop_regex=tuple(patterns), **params), decode)  # type: ignore[arg-type]
+
+
+QUANTIFIERS = ("", "", "*", "+", "?", "{1,2}", "{2}")
+
+
+def _piece(rng: random.Random, depth: int, quantify: bool) -> str:
+    """An atom and maybe a quantifier. A quantified group has none inside (star height 1):
+    nested quantifiers make Python's re, the reference, exponential even on short texts."""
+    if depth < 2 and rng.random() < 0.3:
+        inner = quantify and rng.random() < 0.5
+        group = "(" + _alternation(rng, depth + 1, inner) + ")"
+        return group if inner or not quantify else group + rng.choice(QUANTIFIERS)
+    atom = rng.choice(["a", "b", "[ab]", ".", "[^a]"])
+    return atom + rng.choice(QUANTIFIERS) if quantify else atom
+
+
+def _alternation(rng: random.Random, depth: int, quantify: bool = True) -> str:
+    branches = []
+    for _ in range(rng.choice((1, 1, 2))):
+        pieces = [_piece(rng, depth, quantify) for _ in range(rng.randint(1, 3))]
+        branches.append("".join(pieces))
+    return "|".join(branches)
+
+
+def _pattern(rng: random.Random) -> str:
+    body = _alternation(rng, 0)
+    start = "^" if rng.random() < 0.2 else ""
+    end = "$" if rng.random() < 0.3 else ""
+    return f"{start}(?:{body}){end}" if start or end else body
+
+
+def test_the_stop_decision_is_re_searchs_token_by_token() -> None:
+    seed = secrets.randbits(32)
+    rng = random.Random(seed)
+    compared = 0
+    for _ in range(300):
+        patterns = [_pattern(rng) for _ in range(rng.randint(1, 3))]
+        text = "".join(rng.choice("abc") for _ in range(rng.randint(1, 20)))
+        cuts = sorted(rng.sample(range(1, len(text)), rng.randint(0, len(text) - 1)))
+        pieces = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        checker = _checker(pieces, patterns)
+        expected: tuple[int, str] | None = None
+        for n in range(1, len(pieces) + 1):
+            seen = "".join(pieces[:n])
+            found = next((p for p in patterns if re.search(p, seen)), None)
+            if found is not None:
+                expected = (n, found)
+                break
+        got: tuple[int, str] | None = None
+        for n, token in enumerate(range(len(pieces)), 1):
+            delta = checker.push(token)
+            if delta.finished:
+                got = (n, delta.stop_reason)  # type: ignore[assignment]
+                break
+        assert got == expected, (seed, patterns, pieces)
+        compared += 1
+    assert compared == 300
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+b", "(x+x+)+y", "^(a|aa)+$"])
+def test_a_backtracking_pattern_steps_each_character_once(pattern: str) -> None:
+    # Python's re takes 2**n steps for these on n a's (x's) with no match at the end: the
+    # engine's step thread would stall for every tenant. The automaton steps each new character
+    # once per pattern, and never searches text it has seen again.
+    letter = "x" if "x" in pattern else "a"
+    tokens = 4000
+    # "!" first: ^(a|aa)+$ can then never match, and the others need a letter never sampled.
+    pieces = ["!"] + [letter] * tokens
+    checker = _checker(pieces, [pattern], max_tokens=tokens)
+    for token in range(tokens - 1):
+        assert not checker.push(token).finished
+    last = checker.push(1)
+    assert (last.finished, last.finish_reason) == (True, "length")
+    assert checker.regex_steps <= tokens
+
+
+def test_a_matching_pattern_stops_at_once_without_searching_again() -> None:
+    checker = _checker(["a"] * 10, ["(a+)+$"])
+    delta = checker.push(0)
+    assert (delta.finished, delta.stop_reason, checker.regex_steps) == (True, "(a+)+$", 1)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "construct"),
+    [("(?=a)b", "lookahead"), (r"(a)\1", "backreference"), (r"\bword", "word boundar")],
+)
+def test_a_pattern_outside_embers_dialect_names_it(pattern: str, construct: str) -> None:
+    with pytest.raises(InvalidModelInput) as error:
+        SamplingParams(stop_regex=("ok", pattern))
+    message = str(error.value)
+    assert "stop_regex" in message and construct in message.lower(), message
+    assert "no backreferences, lookaround" in message, message
