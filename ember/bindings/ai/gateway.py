@@ -251,7 +251,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
             )
         if dialect == "workers" and "input" in inputs and self.schema(model) == "responses":
             call = await self.schema_lane.parsed(
-                tenant.quota,
+                tenant.data,
                 inputs,
                 ResponsesCall,
                 {**inputs, "model": model},
@@ -288,7 +288,7 @@ class AIGateway(GatewayBatches, GatewayAccounting):
                 say(mandatory)
         vision = entry is not None and entry.vision
         upstream = await self.schema_lane.parsed(
-            tenant.quota,
+            tenant.data,
             inputs,
             functools.partial(
                 upstream_request,

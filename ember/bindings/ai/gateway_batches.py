@@ -107,7 +107,7 @@ class GatewayBatches:
                     validate(request, f"/requests/{index}")
 
             # Off the event loop, which serves every other request meanwhile.
-            await self.schema_lane.run(tenant.quota, validate_all)
+            await self.schema_lane.run(tenant.data, validate_all)
             result = self.batches.submit(tenant.data, model, inputs, None)
         content = json.dumps(result).encode("utf-8")
         return AIAnswer(request_id, 200, answer_headers(request_id, False, None), content)

@@ -30,7 +30,7 @@ async def create_response(
     model = str(body.get("model") or "")
     admit = functools.partial(gateway.quotas.check, tenant.quota)
     call = await gateway.schema_lane.parsed(
-        tenant.quota, body, ResponsesCall, body, gateway.responses, tenant.data, model, admit=admit
+        tenant.data, body, ResponsesCall, body, gateway.responses, tenant.data, model, admit=admit
     )
     return await responses_answer(
         call, lambda chat: gateway.chat(tenant, chat, options, responses=True)

@@ -8,7 +8,8 @@ its own: one thread, not asyncio's pool of up to 32, since compiles hold the GIL
 share of it is one in (compiling threads + 1). The lane is first come, first served, so each
 tenant has at most one job on it (``turn``), the others waiting their tenant's turn on the
 loop, where waiting costs nothing: one tenant sending many costly schemas delays another by at
-most one of its jobs, not all of them (review38: 8.1 s behind six of them).
+most one of its jobs, not all of them (review38: 8.1 s behind six of them). A tenant is an
+account (its data scope): its workers share one turn (review39: six workers took six).
 
 With ``compile_worker``, the automata themselves are built by the compile worker process
 (``constrain/automaton_cache.py``, as in the model server) while the lane lives: a costly
@@ -25,8 +26,16 @@ from typing import Any, TypeVar
 
 from ember.models.api.schema_fields import carries_schemas
 from ember.models.constrain.automaton_cache import SHARED_AUTOMATA
+from ember.models.constrain.compile_client import CompileWorkerFailed
 
 T = TypeVar("T")
+
+
+class LaneClosed(CompileWorkerFailed):
+    """A request reached the lane after the gateway closed (a 3040: retry)."""
+
+    def __init__(self) -> None:
+        super().__init__("the AI gateway is shutting down; retry")
 
 
 class SchemaLane:
@@ -35,6 +44,7 @@ class SchemaLane:
     def __init__(self, compile_worker: bool = False) -> None:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="ember-ai-schemas")
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # tenant -> (its turn, waiting)
+        self._closed = False
         self._compile_worker = compile_worker
         if compile_worker:
             SHARED_AUTOMATA.attach_worker()
@@ -65,6 +75,8 @@ class SchemaLane:
         as its earlier jobs have left it: review38's six requests of a tenant allowed one a
         minute each compiled before five were refused)."""
         async with self._turn(tenant):
+            if self._closed:
+                raise LaneClosed()
             if admit is not None:
                 admit()
             return await asyncio.get_running_loop().run_in_executor(self._thread, parse, *args)
@@ -87,6 +99,7 @@ class SchemaLane:
         """Take no more jobs; the one running and those queued still finish (a request
         waiting on one gets its answer, not a cancellation). The compile worker is let go
         (stopped when no one else holds it), off the loop: stopping waits for it to exit."""
+        self._closed = True  # a job still waiting for its tenant's turn gets LaneClosed
         self._thread.shutdown(wait=False)
         if self._compile_worker:
             self._compile_worker = False

@@ -108,9 +108,16 @@ def test_a_tenant_over_its_quota_is_refused_before_its_schemas_compile() -> None
     asyncio.run(main())
 
 
-def test_a_tenant_waits_for_its_own_turn_not_for_every_job_of_another() -> None:
+@pytest.mark.parametrize("callers", ["one tenant", "four workers of one account"])
+def test_a_tenant_waits_for_its_own_turn_not_for_every_job_of_another(callers: str) -> None:
     """Four costly calls of one tenant, then another tenant's call: it is parsed after at most
-    one of them (each tenant has one job on the lane at a time), not after all four."""
+    one of them (each tenant has one job on the lane at a time), not after all four. An
+    account's workers are one tenant there (review39: each worker took a turn of its own)."""
+
+    def tenant(name: str) -> Tenant:
+        if callers == "one tenant" or name == "B":
+            return Tenant.alone(name[0])
+        return Tenant.of_worker("account-a", f"worker-{name}")
 
     async def main() -> list[str]:
         with gate_servers("glm") as (double,):
@@ -121,7 +128,7 @@ def test_a_tenant_waits_for_its_own_turn_not_for_every_job_of_another() -> None:
 
             async def call(name: str, inputs: dict) -> None:
                 try:
-                    await gateway.run(Tenant.alone(name[0]), MODEL, inputs, options)
+                    await gateway.run(tenant(name), MODEL, inputs, options)
                 except AIRequestFailed:
                     pass  # refused past the budget, after its compile
                 done.append(name)
@@ -253,3 +260,30 @@ def test_the_supervisors_gateway_compiles_in_the_worker_process_until_closed() -
             os.kill(pid, 0)  # stopped and reaped
 
     asyncio.run(main())
+
+
+def test_a_call_waiting_for_its_turn_at_close_gets_a_retry_not_a_crash() -> None:
+    # review39: it met the shut-down thread pool's RuntimeError (a 500 naming nothing).
+    async def main() -> list[object]:
+        with gate_servers("glm") as (double,):
+            double.open()
+            gateway = _gateway(double.url)
+            tenant = Tenant.alone("closing")
+
+            async def call() -> object:
+                inputs = _chat(_tools(uuid.uuid4().hex, 3))
+                try:
+                    return await gateway.run(tenant, MODEL, inputs, OPTIONS)
+                except AIRequestFailed as failed:
+                    return failed.failure
+
+            first = asyncio.create_task(call())
+            await asyncio.sleep(0.05)  # the first on the lane, compiling
+            second = asyncio.create_task(call())  # waits for the tenant's turn
+            await asyncio.sleep(0.01)
+            await gateway.aclose()
+            return list(await asyncio.gather(first, second))
+
+    first, second = asyncio.run(main())
+    assert first.code.code == 5006  # it ran: refused past the budget, as it would have been
+    assert second.code.code == 3040 and "shutting down" in second.description
