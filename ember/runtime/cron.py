@@ -2,11 +2,14 @@
 
 Five fields (minute hour day-of-month month day-of-week) with ``*``, lists, ranges, steps and
 month/day names; when both day fields are restricted, a day matching either fires (as in Vixie
-cron and the platform). The platform's days relative to the month are items of a list too:
-``L`` (the month's last day), ``15W`` (the weekday nearest the 15th, within the month: a
-Saturday 1st moves to Monday the 3rd, a Sunday 31st to Friday the 29th; ``31W`` fires in no
-month without a 31st), ``LW`` (the last weekday) in the day of month; ``5L`` (the
-month's last Friday) and ``1#2`` (its second Monday) in the day of week.
+cron and the platform). The day of week counts as the platform (and Quartz) does: 1 = Sunday
+to 7 = Saturday, so ``*/2`` is Sunday, Tuesday, Thursday and Saturday; Unix's 0 is refused,
+as Quartz refuses it (read as Sunday here, it would be no day there). The platform's days
+relative to the month are items of a list too: ``L`` (the month's last day), ``15W`` (the
+weekday nearest the 15th, within the month: a Saturday 1st moves to Monday the 3rd, a Sunday
+31st to Friday the 29th; ``31W`` fires in no month without a 31st), ``LW`` (the last weekday)
+in the day of month; ``6L`` (the month's last Friday) and ``2#2`` (its second Monday) in the
+day of week.
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ from dataclasses import dataclass, field
 from ember.errors import UserError
 
 _MONTHS = {n: i for i, n in enumerate("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split(), 1)}
-_DAYS = {n: i for i, n in enumerate("SUN MON TUE WED THU FRI SAT".split())}
+_DAYS = {n: i for i, n in enumerate("SUN MON TUE WED THU FRI SAT".split(), 1)}  # as written
 _FIELDS = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day of month", 1, 31, {}),
     ("month", 1, 12, _MONTHS),
-    ("day of week", 0, 7, _DAYS),
+    ("day of week", 1, 7, _DAYS),
 )
+# Said when a day of week is out of range: 0 is Sunday to a Unix cron, and no day here.
+_WEEKDAY_COUNT = "the platform counts 1 = Sunday to 7 = Saturday; write 1 or SUN for Sunday"
 _MONTH_NAMES = tuple(
     "January February March April May June July August September October November December".split()
 )
@@ -56,7 +61,7 @@ class CronExpression:
     hours: frozenset[int]
     days: frozenset[int]
     months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday
+    weekdays: frozenset[int]  # 0 = Sunday (isoweekday() % 7), not the written 1 = Sunday
     days_restricted: bool
     weekdays_restricted: bool
     month_days: MonthDays = field(default_factory=lambda: MonthDays())
@@ -74,7 +79,7 @@ class CronExpression:
             _field(part, *spec) if part else frozenset()
             for part, spec in zip(plain, _FIELDS, strict=True)
         ]
-        weekdays = frozenset(d % 7 for d in sets[4])
+        weekdays = frozenset(d - 1 for d in sets[4])
         return cls(
             text=text,
             minutes=sets[0],
@@ -154,8 +159,8 @@ class MonthDays:
     last: bool = False  # L: the month's last day
     last_weekday: bool = False  # LW: its last Monday-to-Friday
     nearest_weekday: frozenset[int] = frozenset()  # 15W: the weekday nearest the 15th
-    last_of: frozenset[int] = frozenset()  # 5L: the month's last Friday (0 = Sunday)
-    nth_of: frozenset[tuple[int, int]] = frozenset()  # 1#2: (Monday, 2), its second Monday
+    last_of: frozenset[int] = frozenset()  # 6L: the month's last Friday, kept as 5 (0 = Sunday)
+    nth_of: frozenset[tuple[int, int]] = frozenset()  # 2#2: (1, 2), its second Monday
 
     def day_matches(self, day: datetime.date) -> bool:
         """Whether the day of month's ``L``, ``LW`` or ``nW`` items name ``day``."""
@@ -214,21 +219,22 @@ def _month_days(part: str) -> tuple[str, tuple[str, ...]]:
 
 
 def _month_weekdays(part: str) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """The day of week's plain items and its ``nL`` (as ``(n, 0)``) and ``n#k`` items."""
+    """The day of week's plain items and its ``nL`` (as ``(n, 0)``) and ``n#k`` items, each
+    day counted from 0 = Sunday."""
     plain, special = [], []
     for item in part.split(","):
         upper = item.upper()
         if match := _NTH_OF.fullmatch(upper):
-            weekday = _value(match[1], "day of week", 0, 7, _DAYS) % 7
+            weekday = _value(match[1], "day of week", 1, 7, _DAYS) - 1
             if not match[2].isdigit() or not 1 <= int(match[2]) <= 5:
-                raise ValueError(f"day of week: {item!r}: the week after # is 1 to 5 (1#2)")
+                raise ValueError(f"day of week: {item!r}: the week after # is 1 to 5 (2#2)")
             special.append((weekday, int(match[2])))
         elif match := _LAST_OF.fullmatch(upper):  # no day's name ends in L
-            special.append((_value(match[1], "day of week", 0, 7, _DAYS) % 7, 0))
+            special.append((_value(match[1], "day of week", 1, 7, _DAYS) - 1, 0))
         elif "#" in upper or "L" in upper:
             raise ValueError(
-                f"day of week: {item!r} is not a day: a day and L (5L: the month's last Friday) "
-                "or a day, # and the week (1#2: its second Monday)"
+                f"day of week: {item!r} is not a day: a day and L (6L: the month's last Friday) "
+                "or a day, # and the week (2#2: its second Monday)"
             )
         else:
             plain.append(item)
@@ -273,5 +279,6 @@ def _value(text: str, name: str, low: int, high: int, names: dict[str, int]) -> 
         raise ValueError(f"{name}: {text!r} is not a number" + (" or a name" if names else ""))
     value = int(text)
     if not low <= value <= high:
-        raise ValueError(f"{name}: {value} is outside {low}-{high}")
+        hint = f" ({_WEEKDAY_COUNT})" if names is _DAYS else ""
+        raise ValueError(f"{name}: {value} is outside {low}-{high}{hint}")
     return value

@@ -78,7 +78,7 @@ def _cases() -> list[Case]:
         Case("no-triggers", {"triggers": DROP}),
         Case("triggers-empty", {"triggers": {}}),
         Case("crons-empty", {"triggers": {"crons": []}}),
-        Case("crons-two", {"triggers": {"crons": ["0 0 * * *", "30 6 * * 1-5"]}}),
+        Case("crons-two", {"triggers": {"crons": ["0 0 * * *", "30 6 * * 2-6"]}}),
         Case("unknown-key", {"colour": "blue"}),
         Case("known-keys", {"routes": ["a.example/*"], "workers_dev": True, "account_id": "x"}),
         Case("keep-vars", {"keep_vars": True}),

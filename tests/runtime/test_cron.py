@@ -53,7 +53,7 @@ def test_next_after_matches_the_reference_on_random_expressions() -> None:
                 _random_field(rng, 0, 23),
                 _random_field(rng, 1, 28),
                 "*",
-                _random_field(rng, 0, 6),
+                _random_field(rng, 1, 7),
             ]
         )
         expression = CronExpression.parse(text)
@@ -63,10 +63,16 @@ def test_next_after_matches_the_reference_on_random_expressions() -> None:
 
 def test_names_and_day_fields_either_match() -> None:
     expression = CronExpression.parse("0 3 1 jan,JUL mon")
-    assert expression.months == {1, 7} and expression.weekdays == {1}
+    assert expression.months == {1, 7} and expression.weekdays == {1}  # 0 = Sunday inside
     # Both day fields restricted: the 1st OR a Monday.
     assert expression.matches_day(datetime.date(2026, 1, 5))  # a Monday in January
     assert expression.matches_day(datetime.date(2026, 7, 1))  # the 1st of July
+
+
+_NO_ZERO = (
+    r"day of week: 0 is outside 1-7 \(the platform counts 1 = Sunday to 7 = Saturday; write 1 "
+    r"or SUN for Sunday\)"
+)
 
 
 @pytest.mark.parametrize(
@@ -80,6 +86,12 @@ def test_names_and_day_fields_either_match() -> None:
         ("0 0 1-15W * *", "day of month: '1-15W' is not a day: L "),
         ("0 0 32W * *", "day of month: 32 is outside 1-31"),
         ("0 0 * * 1#6", "day of week: '1#6': the week after # is 1 to 5"),
+        # The platform counts 1 = Sunday to 7 = Saturday: 0 is neither, read either way.
+        ("0 9 * * 0", _NO_ZERO),
+        ("0 9 * * 0-4", _NO_ZERO),
+        ("0 9 * * 0L", _NO_ZERO),
+        ("0 9 * * 0#1", _NO_ZERO),
+        ("0 9 * * 8", "day of week: 8 is outside 1-7"),
         ("0 0 * * L", "day of week: 'L' is not a day: a day and L "),
     ],
 )
@@ -168,9 +180,9 @@ def test_a_cron_that_never_fires_says_why(text: str, why: str) -> None:
     assert error.value.cron == text
 
 
-@pytest.mark.parametrize("text", ["0 0 29 2 *", "0 0 30 2 1", "0 0 31 * *", "0 0 30 1-2 *"])
+@pytest.mark.parametrize("text", ["0 0 29 2 *", "0 0 30 2 2", "0 0 31 * *", "0 0 30 1-2 *"])
 def test_a_cron_on_a_rare_day_fires(text: str) -> None:
-    """29 February (a leap day), 30 February or a Monday, the 31st: each has a firing."""
+    """29 February (a leap day), 30 February or a Monday (2), the 31st: each has a firing."""
     assert CronExpression.parse(text).never_fires() is None
 
 
@@ -202,7 +214,8 @@ def _plain(item: str, low: int, high: int) -> set[int]:
 def _reference_day(days_text: str, weekdays_text: str, months: frozenset[int], day) -> bool:  # noqa: ANN001
     """Whether ``day`` fires, from the day fields' text, counting days in the month rather
     than computing offsets: W is the Monday-to-Friday of the month nearest the day, LW the
-    last of them, 5L the last Friday, 1#2 the second Monday."""
+    last of them, 6L the last Friday, 2#2 the second Monday (the platform's 1 = Sunday to
+    7 = Saturday; ``weekday`` below counts 0 = Sunday, as Python's isoweekday() % 7)."""
     if day.month not in months:
         return False
     length = calendar.monthrange(day.year, day.month)[1]
@@ -223,12 +236,12 @@ def _reference_day(days_text: str, weekdays_text: str, months: frozenset[int], d
     same = [d.day for d in month if d.isoweekday() % 7 == weekday]
     for item in weekdays_text.split(","):
         if item.endswith("L"):
-            in_weekdays |= int(item[:-1]) % 7 == weekday and day.day == same[-1]
+            in_weekdays |= int(item[:-1]) - 1 == weekday and day.day == same[-1]
         elif "#" in item:
             n, k = map(int, item.split("#"))
-            in_weekdays |= n % 7 == weekday and len(same) >= k and day.day == same[k - 1]
+            in_weekdays |= n - 1 == weekday and len(same) >= k and day.day == same[k - 1]
         else:
-            in_weekdays |= weekday in {d % 7 for d in _plain(item, 0, 7)}
+            in_weekdays |= weekday in {d - 1 for d in _plain(item, 1, 7)}
     if days_text != "*" and weekdays_text != "*":
         return in_days or in_weekdays
     return in_days and in_weekdays
@@ -264,7 +277,7 @@ def _special_days(rng: random.Random) -> str:
 def _special_weekdays(rng: random.Random) -> str:
     items = [
         rng.choice(
-            [f"{rng.randint(0, 7)}L", f"{rng.randint(0, 7)}#{rng.randint(1, 5)}", "*", "1-5"]
+            [f"{rng.randint(1, 7)}L", f"{rng.randint(1, 7)}#{rng.randint(1, 5)}", "*", "2-6"]
         )
         for _ in range(rng.randint(1, 2))
     ]
@@ -303,9 +316,37 @@ def test_the_platforms_examples() -> None:
         return CronExpression.parse(text).next_after(at).strftime("%a %d %b")
 
     assert next_day("59 23 LW * *") == "Fri 30 Jan"  # the 31st is a Saturday
-    assert next_day("0 9 * 2 5L") == "Fri 27 Feb"
-    assert next_day("0 9 * * 1#2") == "Mon 12 Jan"
+    assert next_day("0 9 * 2 6L") == "Fri 27 Feb"
+    assert next_day("0 9 * * 2#2") == "Mon 12 Jan"
     assert next_day("0 9 15W 2 *") == "Mon 16 Feb"  # the 15th is a Sunday
     assert next_day("0 9 1W 8 *") == "Mon 03 Aug"  # a Saturday 1st: never into July
     assert next_day("0 9 31W 5 *") == "Fri 29 May"  # a Sunday 31st: never into June
     assert next_day("0 0 L 2 *") == "Sat 28 Feb"
+
+
+def _days_fired(text: str, days: int) -> list[str]:
+    """The days ``text`` fires on in 2026's first ``days`` days, as ``Sun 04 Jan``."""
+    expression = CronExpression.parse(text)
+    first = datetime.date(2026, 1, 1)
+    fired = [first + datetime.timedelta(days=n) for n in range(days)]
+    return [d.strftime("%a %d %b") for d in fired if expression.matches_day(d)]
+
+
+def test_the_docs_weekday_examples_fire_on_the_platforms_days() -> None:
+    """The Cron Triggers docs' table: weekdays 1-7 with 1 = Sunday (Quartz's numbering);
+    ember counted Unix's 0/7 = Sunday, 1 = Monday, so ``0 17 * * 1`` fired on Mondays."""
+    at = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)  # a Thursday
+
+    def next_at(text: str) -> str:
+        return CronExpression.parse(text).next_after(at).strftime("%a %d %b %H:%M")
+
+    assert next_at("0 17 * * 1") == next_at("0 17 * * sun") == "Sun 04 Jan 17:00"
+    assert _days_fired("10 7 * * 2-6", 14) == _days_fired("10 7 * * mon-fri", 14)
+    weekdays = [d for d in _days_fired("* * * * *", 14) if not d.startswith(("Sat", "Sun"))]
+    assert _days_fired("10 7 * * 2-6", 14) == weekdays and len(weekdays) == 10
+    assert next_at("0 18 * * 6L") == next_at("0 18 * * friL") == "Fri 30 Jan 18:00"
+    assert next_at("59 23 LW * *") == "Fri 30 Jan 23:59"
+    assert _days_fired("0 0 * * 7", 14) == ["Sat 03 Jan", "Sat 10 Jan"]  # 7 = Saturday
+    assert _days_fired("0 0 * * */2", 7) == ["Thu 01 Jan", "Sat 03 Jan", "Sun 04 Jan", "Tue 06 Jan"]
+    assert next_at("0 9 * * 2#2") == "Mon 12 Jan 09:00"
+    assert _days_fired("0 0 * * sun-sat", 7) == _days_fired("0 0 * * 1-7", 7)
