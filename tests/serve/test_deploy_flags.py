@@ -223,6 +223,8 @@ def test_dry_run_uploads_nothing_and_outdir_holds_the_modules(
         (("--compatibility-date", "2999-01-01"), ["--compatibility-date", "future"]),
         (("--compatibility-date", "yesterday"), ["--compatibility-date", "YYYY-MM-DD"]),
         (("--triggers", "every minute"), ["--triggers", "every minute"]),
+        # The platform counts the day of week 1 = Sunday to 7 = Saturday: 0 is no day.
+        (("--triggers", "0 9 * * 0"), ["--triggers", "0 is outside 1-7", "1 or SUN for Sunday"]),
         # A var named like a binding would hide it on env: refused, as ember dev refuses it.
         (("--var", "KV:shadow"), ["--var", "KV", "kv_namespace binding"]),
     ],
