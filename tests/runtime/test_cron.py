@@ -350,3 +350,16 @@ def test_the_docs_weekday_examples_fire_on_the_platforms_days() -> None:
     assert _days_fired("0 0 * * */2", 7) == ["Thu 01 Jan", "Sat 03 Jan", "Sun 04 Jan", "Tue 06 Jan"]
     assert next_at("0 9 * * 2#2") == "Mon 12 Jan 09:00"
     assert _days_fired("0 0 * * sun-sat", 7) == _days_fired("0 0 * * 1-7", 7)
+
+
+def test_a_stored_cron_that_no_longer_parses_is_left_out_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A schedule saved while ember read weekday 0 as Sunday: ember serve must still start.
+    from ember.runtime.platform.crons import schedulable
+
+    with caplog.at_level("WARNING"):
+        kept = schedulable(("0 9 * * 0", "0 9 * * 1"), "acct/worker")
+    assert kept == ("0 9 * * 1",)
+    assert "acct/worker" in caplog.text and "'0 9 * * 0'" in caplog.text
+    assert "outside 1-7" in caplog.text

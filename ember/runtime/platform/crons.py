@@ -9,6 +9,7 @@ is live; it restarts that worker's scheduler from the database.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from ember.runtime.cron import CronExpression
 from ember.runtime.deployments.errors import ScriptNotFound
@@ -17,6 +18,29 @@ from ember.runtime.deployments.records import Script
 from ember.runtime.platform.routing import RouteTable
 from ember.runtime.scheduler import CronScheduler
 from ember.runtime.supervisor import ScheduledResult, Supervisor
+
+log = logging.getLogger(__name__)
+
+
+def schedulable(crons: tuple[str, ...], worker: str) -> tuple[str, ...]:
+    """The stored crons that parse. One saved before the parser changed (weekday 0, Sunday
+    until ember counted 1-7 as the platform does) is left out with a warning naming it: it
+    must not stop ``ember serve`` from starting, nor the worker's other crons."""
+    kept = []
+    for cron in crons:
+        try:
+            CronExpression.parse(cron)
+        except ValueError as error:
+            log.warning(
+                "worker %s: its stored cron %r does not parse (%s): not scheduled; deploy its "
+                "crons again (PUT .../schedules or ember deploy)",
+                worker,
+                cron,
+                error,
+            )
+            continue
+        kept.append(cron)
+    return tuple(kept)
 
 
 class WorkerCrons:
@@ -38,10 +62,13 @@ class WorkerCrons:
             except ScriptNotFound:
                 script = None
             if script is not None:
-                crons = tuple(
-                    item["cron"]
-                    for item in script.settings.get("schedules", [])
-                    if isinstance(item, dict) and isinstance(item.get("cron"), str)
+                crons = schedulable(
+                    tuple(
+                        item["cron"]
+                        for item in script.settings.get("schedules", [])
+                        if isinstance(item, dict) and isinstance(item.get("cron"), str)
+                    ),
+                    f"{account.name}/{name}",
                 )
         key = (account_id, name)
         current = self._tasks.get(key)
