@@ -140,13 +140,15 @@ def test_a_sandboxed_worker_runs_in_its_accounts_cpu_group(
 
 
 def test_nested_shared_groups_go_from_the_inside_out(have_cgroups: None) -> None:
-    nest = ("temporary-accounts", "t1")
+    # An outer group of this test's own: ember's "temporary-accounts" is the machine's, and an
+    # ember serve running beside the test (another suite, a helper's) may hold a group in it.
+    nest = (f"temporary-accounts-test{os.getpid()}", "t1")
     first = cgroups.create(cgroups.group_name("t1", os.getpid()), LIMITS, nest)
     other = cgroups.create(cgroups.group_name("t2", os.getpid()), LIMITS, (nest[0], "t2"))
     one, two = _by_controller(first)["cpu"], _by_controller(other)["cpu"]
     outer = os.path.dirname(os.path.dirname(one))
     try:
-        assert os.path.basename(outer) == "ember@temporary-accounts"
+        assert os.path.basename(outer) == f"ember@{nest[0]}"
         assert os.path.dirname(os.path.dirname(two)) == outer  # both accounts in the one group
         assert cgroups.remove(first) == []
         assert not os.path.exists(os.path.dirname(one))  # t1's group went with its worker
