@@ -22,7 +22,12 @@ from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, describe, wrong_type
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.regex_syntax import RegexError
-from ember.models.constrain.stop_regex import STOP_REGEX_DIALECT, StopRegex, compile_stop_regex
+from ember.models.constrain.stop_regex import (
+    MAX_STOP_REGEX_STATES,
+    STOP_REGEX_DIALECT,
+    StopRegex,
+    compile_stop_regex,
+)
 
 # SGLang's SamplingParams fields that ember honours (``seed``: ember's older spelling of
 # ``sampling_seed``, kept so that bodies written for ember still run).
@@ -113,6 +118,14 @@ def stop_regexes(
             raise InvalidRequestField(
                 spot, STOP_REGEX_DIALECT, f"{error} in {item[:80]!r}", "unsupported_value"
             ) from None
+    states = sum(len(regex.automaton.edges) for regex in compiled)
+    if states > MAX_STOP_REGEX_STATES:
+        raise InvalidRequestField(
+            where,
+            f"stop regexes whose automata have at most {MAX_STOP_REGEX_STATES} states in all "
+            "(every character of the output steps each of them)",
+            f"{states} states",
+        )
     return tuple(compiled)
 
 

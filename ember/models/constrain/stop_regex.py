@@ -9,10 +9,16 @@ to the request's automaton budget where the request is parsed), and a ``StopScan
 state set over each new character once: a token costs its own characters, never the text
 before it.
 
+Each character steps every state of the set, so what a token costs is bounded by the
+automata's states: a request's stop regexes have at most ``MAX_STOP_REGEX_STATES`` in all
+(review40: 16 wide patterns within the schema budget cost 142 ms of the event loop a token,
+and their memo of state sets held ~3 GB). A scan steps without the automaton's shared memo.
+
 The dialect is the one ember's ``regex`` constraint takes (``STOP_REGEX_DIALECT``); a pattern
 outside it is refused when the request arrives, naming the construct. Within it the stop
-decision is ``re.search``'s, with two differences: ``\\d \\w \\s`` are ASCII classes, and
-``$`` is the end of the text only (Python's also matches before a final newline).
+decision is ``re.search``'s, with three differences: ``\\d \\w \\s`` are ASCII classes,
+``$`` is the end of the text only (Python's also matches before a final newline), and the
+text searched starts where stopping may start (``min_new_tokens``), so ``^`` anchors there.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from dataclasses import dataclass, field
 
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.regex_nfa import RegexAutomaton, StateSet, compile_regex
+
+# All of one request's stop regexes together: what each character of output may step. Ample
+# for stop patterns (``\n\n+``, ``Observation:|Final Answer:``: tens of states each).
+MAX_STOP_REGEX_STATES = 512
 
 STOP_REGEX_DIALECT = (
     "a regular expression in ember's linear-time dialect (literals, escapes, '.', classes, "
@@ -62,10 +72,18 @@ class StopScan:
         ends within the text seen (search mode: a match with no ``$`` stays accepted), and
         the characters stepped. A dead set (``^`` failed) steps no more."""
         automaton, states, steps = self.regex.automaton, self._states, 0
+        edges = automaton.edges
         for char in text:
             if not states:
                 break
-            states = automaton.step(states, ord(char))
+            # Stepped here, not by ``automaton.step``: its memo is the automaton's, shared
+            # by every request, and keyed by whole state sets.
+            code_point, after = ord(char), set()
+            for state in states:
+                for chars, target in edges[state]:
+                    if code_point in chars:
+                        after |= target
+            states = frozenset(after)
             steps += 1
         self._states = states
         return automaton.accepts(states), steps

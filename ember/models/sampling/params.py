@@ -28,7 +28,12 @@ from typing import Any
 from ember.errors import InvalidModelInput
 from ember.models.api.chat_request import SERVER_MAX_STOP_STRINGS, SamplingOptions
 from ember.models.constrain.regex_syntax import RegexError
-from ember.models.constrain.stop_regex import STOP_REGEX_DIALECT, StopRegex, compile_stop_regex
+from ember.models.constrain.stop_regex import (
+    MAX_STOP_REGEX_STATES,
+    STOP_REGEX_DIALECT,
+    StopRegex,
+    compile_stop_regex,
+)
 
 MAX_STOP_STRINGS = 4  # a request body's ``stop`` (OpenAI's and Workers AI's schema)
 # What the engine takes: SGLang's /generate has no cap of 4, and ember's parser allows 16.
@@ -125,6 +130,13 @@ class SamplingParams:
             _fail("stop_regex", f"at most {MAX_ENGINE_STOP_STRINGS} patterns", self.stop_regex)
         regexes = (self.stop_regex,) if isinstance(self.stop_regex, str) else self.stop_regex
         object.__setattr__(self, "stop_regex", tuple(map(_stop_regex, regexes)))
+        states = sum(len(regex.automaton.edges) for regex in self.stop_regex)
+        if states > MAX_STOP_REGEX_STATES:
+            _fail(
+                "stop_regex",
+                f"patterns whose automata have at most {MAX_STOP_REGEX_STATES} states in all",
+                f"{states} states",
+            )
         for token in self.stop_token_ids:
             if not (_is_int(token) and token >= 0):
                 _fail("stop_token_ids", "a list of token ids (integers >= 0)", token)

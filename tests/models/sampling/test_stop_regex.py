@@ -11,6 +11,10 @@ from collections.abc import Sequence
 import pytest
 
 from ember.errors import InvalidModelInput
+from ember.models.api.errors import InvalidRequestField
+from ember.models.api.generate_params import stop_regexes
+from ember.models.constrain.automata import Automata
+from ember.models.constrain.stop_regex import MAX_STOP_REGEX_STATES, StopScan, compile_stop_regex
 from ember.models.sampling import SamplingParams, StopChecker
 
 
@@ -111,3 +115,27 @@ def test_a_pattern_outside_embers_dialect_names_it(pattern: str, construct: str)
     message = str(error.value)
     assert "stop_regex" in message and construct in message.lower(), message
     assert "no backreferences, lookaround" in message, message
+
+
+def test_stop_regexes_are_bounded_by_their_states_in_all() -> None:
+    # review40: 16 wide patterns within the schema budget (192,448 states) cost 142 ms of the
+    # event loop a token: each character steps every state of the set.
+    wide = [f"[a-h].{{250}}{i}" for i in range(2)]  # ~520 states each
+    with pytest.raises(InvalidRequestField) as refused:
+        stop_regexes({"stop_regex": wide}, "sampling_params", 16, Automata())
+    assert refused.value.field.endswith("stop_regex")  # the list, not one of its patterns
+    assert f"at most {MAX_STOP_REGEX_STATES} states in all" in str(refused.value)
+    with pytest.raises(InvalidModelInput, match="at most 512 states in all"):
+        SamplingParams(stop_regex=tuple(wide))
+    # What stop patterns look like fits many times over.
+    usual = [r"\n\n+", "Observation:|Final Answer:", r"</?tool_call>", r"\d+\."]
+    assert len(stop_regexes({"stop_regex": usual}, "sampling_params", 16, Automata())) == 4
+
+
+def test_a_scan_leaves_the_shared_automatons_memo_alone() -> None:
+    # The automaton is the process's (automaton_cache.py): a memo of a request's state sets,
+    # kept on it, held ~3 GB after review40's request ended.
+    regex = compile_stop_regex("[a-h].{200}z")
+    scan = StopScan(regex)
+    scan.feed("".join(random.Random(5).choice("abcdefgh") for _ in range(2000)))
+    assert regex.automaton._memo == {}
