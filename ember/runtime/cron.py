@@ -92,7 +92,7 @@ class CronExpression:
             month_days=MonthDays(
                 last="L" in special_days,
                 last_weekday="LW" in special_days,
-                nearest_weekday=frozenset(int(d[:-1]) for d in special_days if d[:-1].isdigit()),
+                nearest_weekday=frozenset(int(d[:-1]) for d in special_days if _digits(d[:-1])),
                 last_of=frozenset(d for d, n in special_weekdays if n == 0),
                 nth_of=frozenset((d, n) for d, n in special_weekdays if n > 0),
             ),
@@ -226,7 +226,7 @@ def _month_weekdays(part: str) -> tuple[str, tuple[tuple[int, int], ...]]:
         upper = item.upper()
         if match := _NTH_OF.fullmatch(upper):
             weekday = _value(match[1], "day of week", 1, 7, _DAYS) - 1
-            if not match[2].isdigit() or not 1 <= int(match[2]) <= 5:
+            if not _digits(match[2]) or not 1 <= int(match[2]) <= 5:
                 raise ValueError(f"day of week: {item!r}: the week after # is 1 to 5 (2#2)")
             special.append((weekday, int(match[2])))
         elif match := _LAST_OF.fullmatch(upper):  # no day's name ends in L
@@ -252,7 +252,7 @@ def _item(item: str, name: str, low: int, high: int, names: dict[str, int]) -> s
     base, _, step_text = item.partition("/")
     step = 1
     if step_text:
-        if not step_text.isdigit() or int(step_text) == 0:
+        if not _digits(step_text) or int(step_text) == 0:
             raise ValueError(f"{name}: step {step_text!r} must be a positive integer")
         step = int(step_text)
     if base == "*":
@@ -275,10 +275,15 @@ def _value(text: str, name: str, low: int, high: int, names: dict[str, int]) -> 
     upper = text.upper()
     if upper in names:
         return names[upper]
-    if not text.isdigit():
+    if not _digits(text):
         raise ValueError(f"{name}: {text!r} is not a number" + (" or a name" if names else ""))
     value = int(text)
     if not low <= value <= high:
         hint = f" ({_WEEKDAY_COUNT})" if names is _DAYS else ""
         raise ValueError(f"{name}: {value} is outside {low}-{high}{hint}")
     return value
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` takes ``５`` (read as 5) and ``²`` (int() refuses)."""
+    return text.isascii() and text.isdigit()

@@ -128,7 +128,7 @@ def _is_repository(folder: str) -> bool:
     beside it."""
     entry = os.path.join(folder, ".git")
     if os.path.isdir(entry):
-        return True
+        return _is_git_dir(entry)
     if not os.path.isfile(entry):
         return False
     try:
@@ -138,7 +138,20 @@ def _is_repository(folder: str) -> bool:
         return False
     key, _, gitdir = first.partition(":")
     gitdir = gitdir.strip()
-    return key == "gitdir" and bool(gitdir) and os.path.isdir(os.path.join(folder, gitdir))
+    return key == "gitdir" and bool(gitdir) and _is_git_dir(os.path.join(folder, gitdir))
+
+
+def _is_git_dir(path: str) -> bool:
+    """What git itself takes for a git folder: a ``HEAD`` file, and ``objects/`` and
+    ``refs/`` (a worktree's has a ``commondir`` file instead of them). An empty ``.git``
+    folder, or a ``.git`` file reading ``gitdir: /``, names none (review40)."""
+    if not os.path.isfile(os.path.join(path, "HEAD")):
+        return False
+    if os.path.isfile(os.path.join(path, "commondir")):
+        return True
+    return os.path.isdir(os.path.join(path, "objects")) and os.path.isdir(
+        os.path.join(path, "refs")
+    )
 
 
 def _may_anchor(folder: str, home: str | None) -> bool:

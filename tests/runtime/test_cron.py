@@ -363,3 +363,10 @@ def test_a_stored_cron_that_no_longer_parses_is_left_out_with_a_warning(
     assert kept == ("0 9 * * 1",)
     assert "acct/worker" in caplog.text and "'0 9 * * 0'" in caplog.text
     assert "outside 1-7" in caplog.text
+
+
+@pytest.mark.parametrize("cron", ["0 0 * * ５", "0 0 ² * *", "*/５ * * * *", "0 0 * * 2#２"])
+def test_digits_are_ascii_digits(cron: str) -> None:
+    # review40: a full-width 5 parsed as Thursday, and '²' failed int() naming no field.
+    with pytest.raises(ValueError, match="day of|minute|not a number|week after #"):
+        CronExpression.parse(cron)

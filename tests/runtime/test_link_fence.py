@@ -135,6 +135,34 @@ def _stray_git_file(home: Path) -> tuple[Path, str, Path]:
     return project, "src/s.txt", _write(srv / "other-app" / "secrets.txt")
 
 
+def _empty_git_folder(home: Path) -> tuple[Path, str, Path]:
+    """review40: an empty ``.git`` folder (or one a file's ``gitdir: /`` names) is no
+    repository: git itself wants HEAD, objects/ and refs/."""
+    srv = home.parent / "srv"
+    (srv / ".git").mkdir(parents=True)
+    project = _project(srv / "a" / "b" / "proj")
+    return project, "src/s.txt", _write(srv / "other-app" / "secrets.txt")
+
+
+def _git_file_naming_root(home: Path) -> tuple[Path, str, Path]:
+    srv = home.parent / "srv"
+    _write(srv / ".git", "gitdir: /\n")
+    project = _project(srv / "a" / "b" / "proj")
+    return project, "src/s.txt", _write(srv / "other-app" / "secrets.txt")
+
+
+def _git_dir(path: Path, *, worktree: bool = False) -> Path:
+    """What git takes for a git folder: HEAD, and objects/ and refs/ (a worktree's: a
+    commondir file instead)."""
+    _write(path / "HEAD", "ref: refs/heads/main\n")
+    if worktree:
+        _write(path / "commondir", "../..\n")
+    else:
+        (path / "objects").mkdir()
+        (path / "refs").mkdir()
+    return path
+
+
 def _dangling_git_link(home: Path) -> tuple[Path, str, Path]:
     """The same with a ``.git`` link that leads nowhere."""
     srv = home.parent / "srv"
@@ -152,6 +180,8 @@ def _dangling_git_link(home: Path) -> tuple[Path, str, Path]:
         (_shared_tmp, "outside the project, with nothing beside it"),
         (_stray_git_file, "outside the project, not beside it (below "),
         (_dangling_git_link, "outside the project, not beside it (below "),
+        (_empty_git_folder, "outside the project, not beside it (below "),
+        (_git_file_naming_root, "outside the project, not beside it (below "),
         (_keyring, "outside the project, not beside it"),
         (_gh_hosts, "outside the project, with nothing beside it"),
         (_gh_folder, "outside the project, with nothing beside it"),
@@ -214,7 +244,7 @@ def test_the_links_a_project_needs_are_walked(
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     repo = home / "code" / "mono"
-    (repo / ".git").mkdir(parents=True)
+    _git_dir(repo / ".git")
     project = _project(repo / "apps" / "api")
     _write(repo / "shared" / "lib" / "util.py", "")
     os.symlink("../../shared/lib", project / "lib")
@@ -250,7 +280,8 @@ def test_a_worktree_git_file_and_a_sub_folder_of_home_anchor(
     sub-folder of home (``~/code``) is a parent whose other folders are beside the project."""
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
-    (home / "repos" / "mono.git" / "worktrees" / "wt").mkdir(parents=True)
+    _git_dir(home / "repos" / "mono.git")
+    _git_dir(home / "repos" / "mono.git" / "worktrees" / "wt", worktree=True)
     for gitdir in ("../../repos/mono.git/worktrees/wt", str(home / "repos" / "mono.git")):
         tree = home / "trees" / f"t{len(gitdir)}"
         _write(tree / ".git", f"gitdir: {gitdir}\n")
