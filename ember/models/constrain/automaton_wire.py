@@ -107,6 +107,7 @@ def automaton_fields(automaton: RegexAutomaton) -> dict:
         "pattern": automaton.pattern,
         "start": sorted(automaton.start),
         "final": automaton.final,
+        "work": automaton.work,
         "charsets": [[v for pair in chars.ranges for v in pair] for chars in charsets],
         "offsets": _packed(offsets),
         "flat": _packed(flat),
@@ -117,26 +118,44 @@ def automaton_fields(automaton: RegexAutomaton) -> dict:
 
 def decode_automaton(fields: object) -> RegexAutomaton:
     """The automaton ``automaton_fields`` gave; raises ``ProtocolError`` for anything else.
-    Every index is checked against its table here (in C: ``max``), so no later lookup fails."""
+    Every index is checked against its table here (in C: ``max``, ``sorted``, ``translate``),
+    and every row's offsets are even and in order, so no later lookup fails (an odd or
+    decreasing offset failed with IndexError on the engine thread: review39)."""
     try:
         _need(isinstance(fields, dict))
         assert isinstance(fields, dict)  # for the type checker; _need raised otherwise
-        pattern, final = fields["pattern"], fields["final"]
-        _need(isinstance(pattern, str) and type(final) is int)
+        pattern, final, work = fields["pattern"], fields["final"], fields["work"]
+        _need(isinstance(pattern, str) and type(final) is int and type(work) is int)
         charsets = [CharSet(zip(r[0::2], r[1::2], strict=True)) for r in fields["charsets"]]
         offsets, flat = _unpacked(fields["offsets"]), _unpacked(fields["flat"])
         set_offsets, set_flat = _unpacked(fields["set_offsets"]), _unpacked(fields["set_flat"])
         n, sets = len(offsets) - 1, len(set_offsets) - 1
         start = frozenset(_ints(fields["start"]))
         _need(n > 0 and 0 <= final < n and sets >= 0 and all(0 <= s < n for s in start))
-        _need(offsets[-1] == len(flat) and len(flat) % 2 == 0 and max(offsets) == len(flat))
-        _need(set_offsets[-1] == len(set_flat) and max(set_offsets) == len(set_flat))
+        _need(offsets[0] == 0 and offsets[-1] == len(flat) and _ascending(offsets))
+        _need(_all_even(offsets))  # a row is pairs (charset, targets)
+        _need(set_offsets[0] == 0 and set_offsets[-1] == len(set_flat))
+        _need(_ascending(set_offsets) and work >= n)
         _need(not flat or (max(flat[0::2]) < len(charsets) and max(flat[1::2]) < sets))
         _need(not set_flat or max(set_flat) < n)
     except (KeyError, TypeError, IndexError, ValueError) as error:
         raise ProtocolError(f"the compile worker sent a malformed automaton ({error!r})") from None
     edges = LazyEdges(offsets, flat, charsets, set_offsets, set_flat)
-    return RegexAutomaton(pattern, start, final, edges)
+    return RegexAutomaton(pattern, start, final, edges, work)
+
+
+def _ascending(values: array) -> bool:
+    """No value below the one before it (sorting sorted input is one pass, in C)."""
+    return values == array(values.typecode, sorted(values))
+
+
+# The bytes whose value is even: deleted, what is left of the low bytes is odd.
+_EVEN_BYTES = bytes(range(0, 256, 2))
+
+
+def _all_even(values: array) -> bool:
+    low = 0 if sys.byteorder == "little" else values.itemsize - 1
+    return not values.tobytes()[low :: values.itemsize].translate(None, _EVEN_BYTES)
 
 
 def _need(condition: bool) -> None:
