@@ -1,17 +1,21 @@
 """The regex automata one schema builds (numeric bounds, patterns, formats), built once per
 distinct regex and counted against a budget.
 
-Each bounded number or pattern is an automaton (regex_nfa.py): about 1,600 states and 5 ms of
-CPU for an unbounded-below ``number``, up to 20,000 states for a pattern. A lenient combinator
-intersects its siblings with every alternative, so ``{"maximum": k}`` in 240 alternatives
-was 240 automata (review32 #3: 9 s of the builder thread). The same regex is built once per
-schema, and the states of those built are bounded: past ``MAX_AUTOMATON_STATES`` the schema
-is a 400 naming the keyword that crossed it, in strict and lenient mode alike.
+Each bounded number or pattern is an automaton (regex_nfa.py): about 1,800 states, 4,000 units
+of work and 5 ms of CPU for an unbounded-below ``number``, up to 60,000 states for a pattern.
+States alone did not bound the CPU (a wide alternation under a star: 31k states in 1.7 s,
+review39), so the budget counts the build's ``work`` (states made and visited), which does.
+A lenient combinator intersects its siblings with every alternative, so ``{"maximum": k}`` in
+240 alternatives was 240 automata (review32 #3: 9 s of the builder thread). The same regex is
+built once per schema, and the work of those built is bounded: past ``MAX_AUTOMATON_WORK``
+the schema is a 400 naming the keyword that crossed it, in strict and lenient mode alike.
 
 The budget is per request, not per schema: 40 tools each just under it were 16 CPU-s of one
 small request's parsing, on the model server's event loop. One ``Automata`` is shared by every
 schema a request carries (its tools' parameters, ``response_format``, guided fields), and a
-schema known to compile (``schema_check``) charges the states it built when it did (``charge``).
+schema known to compile (``schema_check``) charges the work it took when it did (``charge``).
+Each build is given what the request has left, and stops as soon as it passes that: a refused
+pattern costs at most the budget.
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
 from ember.models.constrain.automaton_cache import SHARED_AUTOMATA, AutomatonCache
-from ember.models.constrain.regex_nfa import RegexAutomaton
+from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, RegexAutomaton
 
-# About 1 s of CPU on the machine the budget was measured on (3-5 µs a state): 125 bounded
-# numbers, or ten of the largest patterns.
-MAX_AUTOMATON_STATES = 200_000
+# About 1 s of CPU: 0.7-1.9 µs a unit in every pattern family measured (bench/regex_work.py,
+# BENCHMARKS.md), where a state cost 1.7-63 µs: ~150 bounded numbers, or seven of the largest
+# patterns.
+MAX_AUTOMATON_WORK = 600_000
 
 # What one budget covers, as its refusal says it.
 PER_REQUEST = (
@@ -33,18 +38,16 @@ PER_REQUEST = (
     "bound or pattern is one automaton)"
 )
 
-
-class AutomatonBudgetExceeded(InvalidRequestField):
-    """A schema's automata passed ``MAX_AUTOMATON_STATES``: a 400 even where a keyword ember
-    cannot use would be ignored (lenient), since ignoring it would not make the schema cheap."""
+__all__ = ["MAX_AUTOMATON_WORK", "PER_REQUEST", "Automata", "AutomatonBudgetExceeded"]
 
 
 class Automata:
-    """One request's automata, by regex, and the states built so far."""
+    """One request's automata, by regex, and the work of those built so far (``states``: the
+    budget's count, in units of ``RegexAutomaton.work``)."""
 
     def __init__(
         self,
-        limit: int = MAX_AUTOMATON_STATES,
+        limit: int = MAX_AUTOMATON_WORK,
         scope: str = PER_REQUEST,
         cache: AutomatonCache = SHARED_AUTOMATA,
     ) -> None:
@@ -86,11 +89,18 @@ class Automata:
             return found
         if self.states >= self.limit:
             raise self._exceeded(where)
-        # Found in the process's cache or built (by the compile worker), it is charged alike.
-        automaton = self.cache.automaton(key, where)
-        self.states += len(automaton.edges)
-        if self.states > self.limit:
-            raise self._exceeded(where)
+        # Found in the process's cache or built (by the compile worker), it is charged alike;
+        # built, it stops as soon as it takes more than what is left (review39: a refused
+        # pattern cost seconds past the budget). Refused either way, the count is the one
+        # before it: where a build stopped depends on how it was built, the refusal must not.
+        left = self.limit - self.states
+        try:
+            automaton = self.cache.automaton(key, where, budget=left)
+        except AutomatonWorkExceeded:
+            raise self._exceeded(where, left) from None
+        if automaton.work > left:
+            raise self._exceeded(where, left)
+        self.states += automaton.work
         self._built[key] = automaton
         return automaton
 
@@ -120,20 +130,25 @@ class Automata:
             self._derived.setdefault(key, value)
 
     def states_of(self, keys: set[tuple[str, bool, tuple[int, int | None]]]) -> int:
-        """The states of these regexes' automata (each built here, or adopted)."""
-        return sum(len(self._built[key].edges) for key in keys)
+        """The work of these regexes' automata (each built here, or adopted)."""
+        return sum(self._built[key].work for key in keys)
 
     def charge(self, states: int, where: str) -> None:
-        """Count ``states`` built elsewhere (a schema compiled on its own, or known to compile
-        from an earlier request) against this budget; ``where``: that schema's path."""
+        """Count ``states`` (units of work) built elsewhere (a schema compiled on its own, or
+        known to compile from an earlier request) against this budget; ``where``: that
+        schema's path."""
         self.states += states
         if self.states > self.limit:
             raise self._exceeded(where)
 
-    def _exceeded(self, where: str) -> AutomatonBudgetExceeded:
+    def _exceeded(self, where: str, left: int | None = None) -> AutomatonBudgetExceeded:
+        """``left``: what was left when the regex at ``where`` needed more."""
+        got = f"{self.states:,} units so far"
+        if left is not None:
+            got += f", and this one needs more than the {left:,} left"
         return AutomatonBudgetExceeded(
             where,
-            f"schemas whose numeric bounds and patterns build at most {self.limit:,} automaton "
-            f"states in all, {self.scope}",
-            f"{self.states:,} states so far",
+            f"schemas whose numeric bounds and patterns take at most {self.limit:,} units of "
+            f"automaton work (states built and visited) in all, {self.scope}",
+            got,
         )

@@ -8,8 +8,11 @@ automaton is a pure function of that key, so sharing it changes no answer, only 
 comes. What it does not hold it has built by the compile worker when one is attached (the
 model server attaches one while it serves: compile_client.py), else in this process.
 
-The budget does not change with it: ``Automata`` charges a request the states of every distinct
-regex it uses, found here or built (automata.py). The cache is bounded by the states it holds
+The budget does not change with it: ``Automata`` charges a request the work of every distinct
+regex it uses, found here or built (automata.py); a build is given what the request has left.
+A compile that took the worker before its last ``detach_worker`` and asks it after is refused
+by the stopped worker (compile_client.py) and built here instead: a stopped worker is never
+started again. The cache is bounded by the states it holds
 (``CAPACITY_STATES``), the least recently used dropped first; one larger
 than the whole bound serves its caller and is not kept.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ember.models.constrain.compile_client import CompileLimits, CompileWorker
+from ember.models.constrain.compile_client import CompileLimits, CompileWorker, CompileWorkerStopped
 from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 
 RegexKey = tuple[str, bool, tuple[int, int | None]]
@@ -50,9 +53,11 @@ class AutomatonCache:
     def worker(self) -> CompileWorker | None:
         return self._worker
 
-    def automaton(self, key: RegexKey, where: str) -> RegexAutomaton:
-        """The automaton for ``key``, built if need be; raises what ``compile_regex`` raises
-        (and, with a worker, compile_client's errors) naming ``where``."""
+    def automaton(self, key: RegexKey, where: str, *, budget: int | None = None) -> RegexAutomaton:
+        """The automaton for ``key``, built if need be, with at most ``budget`` units of work
+        (regex_nfa.py); raises what ``compile_regex`` raises (and, with a worker,
+        compile_client's errors) naming ``where``. Found here, it is returned whatever its
+        work: the caller charges it."""
         with self._lock:
             found = self._kept.get(key)
             if found is not None:
@@ -60,10 +65,14 @@ class AutomatonCache:
                 return found
             worker = self._worker
         pattern, search, length = key
-        if worker is None:
-            built = compile_regex(pattern, search=search, length=length)
-        else:
-            built = worker.compile(pattern, where, search=search, length=length)
+        built = None
+        if worker is not None:
+            try:
+                built = worker.compile(pattern, where, search=search, length=length, budget=budget)
+            except CompileWorkerStopped:
+                pass  # detached meanwhile: built here, as with no worker
+        if built is None:
+            built = compile_regex(pattern, search=search, length=length, budget=budget)
         self._keep(key, built)
         return built
 

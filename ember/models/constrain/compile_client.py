@@ -6,12 +6,18 @@ time, each job bounded, the process restarted after a crash or a job past its li
   then fails with ``CompileWorkerBusy`` (503). Waiting on the lock and on the pipe releases
   the GIL: the engine's step thread runs on meanwhile.
 - Limit: a job not answered within ``job_seconds`` is a 400 naming the pattern's field
-  (``CompileTimeLimit``); the worker is killed, and the next job starts a new one.
+  (``CompileTimeLimit``, a kind of ``AutomatonBudgetExceeded``, so that no lenient schema
+  compile takes it for a keyword to ignore: review39); the worker is killed, and the next
+  job starts a new one. A job carries the request's remaining budget: the worker stops
+  building past it (``{"over": work}``, raised here as regex_nfa's ``AutomatonWorkExceeded``).
 - A worker that dies mid-job (killed, out of memory) fails that job with ``CompileWorkerFailed``
   (503) at once, never a hang; the next job starts a new worker.
 - Address space: the worker runs under ``RLIMIT_AS`` = ``address_space_bytes``.
 - Stop: ``stop`` closes the worker's stdin (it exits) and kills it if it lingers; a server that
   dies closes that pipe too, so no worker outlives its server by more than its current job.
+  A stopped worker stays stopped: a job that comes after (a thread that took the worker
+  before the cache detached it) is refused with ``CompileWorkerStopped``, never a new
+  process that would outlive the detach (review39).
 """
 
 from __future__ import annotations
@@ -28,10 +34,10 @@ from pathlib import Path
 
 import ember
 from ember.errors import BackendError
-from ember.models.api.errors import InvalidRequestField
+from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
 from ember.models.constrain.automaton_wire import decode_automaton, decode_regex_error
 from ember.models.constrain.compile_worker import HEADER, MAX_FRAME, READY, frame
-from ember.models.constrain.regex_nfa import RegexAutomaton
+from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, RegexAutomaton
 
 # Set to 1 to compile in the server's own process (no worker): the slow reference path.
 IN_PROCESS_ENV = "EMBER_COMPILE_IN_PROCESS"
@@ -53,8 +59,13 @@ class CompileWorkerBusy(CompileWorkerFailed):
     """A job waited past ``queue_seconds`` for the worker (a 503: retry)."""
 
 
-class CompileTimeLimit(InvalidRequestField):
-    """A pattern took the worker past ``job_seconds``: the request's 400."""
+class CompileWorkerStopped(CompileWorkerFailed):
+    """A job asked of a worker after its ``stop`` (the cache builds it in process instead)."""
+
+
+class CompileTimeLimit(AutomatonBudgetExceeded):
+    """A pattern took the worker past ``job_seconds``: the request's 400, never a keyword that
+    a lenient compile ignores (it would weaken the constraint, review39)."""
 
 
 def in_process_wanted() -> bool:
@@ -70,6 +81,7 @@ class CompileWorker:
         self._proc: subprocess.Popen[bytes] | None = None
         self.starts = 0  # worker processes started: more than one after a crash or a limit
         self.in_flight = threading.Event()  # set while a job is on the worker (tests watch it)
+        self._stopped = False  # set by ``stop``, under the lock: no process is started after
 
     @property
     def pid(self) -> int | None:
@@ -77,18 +89,29 @@ class CompileWorker:
         return None if proc is None else proc.pid
 
     def compile(
-        self, pattern: str, where: str, *, search: bool, length: tuple[int, int | None]
+        self,
+        pattern: str,
+        where: str,
+        *,
+        search: bool,
+        length: tuple[int, int | None],
+        budget: int | None = None,
     ) -> RegexAutomaton:
-        """``compile_regex(pattern, search=search, length=length)`` built by the worker;
-        raises the ``RegexError`` it would raise, or one of this module's errors."""
+        """``compile_regex(pattern, search=search, length=length, budget=budget)`` built by the
+        worker; raises the ``RegexError`` or ``AutomatonWorkExceeded`` it would raise, or one of
+        this module's errors (``CompileWorkerStopped`` after ``stop``)."""
         if not self._lock.acquire(timeout=self.limits.queue_seconds):
             raise CompileWorkerBusy(
                 f"the schema compiler is busy: the pattern at {where} waited "
                 f"{self.limits.queue_seconds:g} s for its turn; retry later"
             )
         try:
-            job = json.dumps({"pattern": pattern, "search": search, "length": list(length)})
-            reply = self._job(job.encode(), where)
+            if self._stopped:
+                raise CompileWorkerStopped(
+                    f"the schema compiler's worker was stopped before the pattern at {where}"
+                )
+            job = {"pattern": pattern, "search": search, "length": list(length), "budget": budget}
+            reply = self._job(json.dumps(job).encode(), where)
         finally:
             self.in_flight.clear()
             self._lock.release()
@@ -96,12 +119,17 @@ class CompileWorker:
             return decode_automaton(reply["automaton"])
         if "refused" in reply:
             raise decode_regex_error(reply["refused"])
+        over = reply.get("over")
+        if type(over) is int and budget is not None and over > budget:
+            raise AutomatonWorkExceeded(over, budget)
         raise CompileWorkerFailed(
             f"the schema compiler failed on the pattern at {where}: {reply.get('failed')}"
         )
 
     def stop(self) -> None:
+        """End the process for good: later jobs are refused (``CompileWorkerStopped``)."""
         with self._lock:
+            self._stopped = True
             self._end(kill=False)
 
     # -- the process ---------------------------------------------------------------------------

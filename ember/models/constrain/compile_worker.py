@@ -1,17 +1,19 @@
 """The compile worker: a process of its own that builds regex automata (``compile_regex``) for
 the model server, so that the server's GIL is never held for it.
 
-Building an automaton is pure Python at 3-5 µs a state, up to ``MAX_PRODUCT_STATES`` states
-for one pattern and ``MAX_AUTOMATON_STATES`` for one request (about 1 CPU-s). In the server
+Building an automaton is pure Python at about 1 µs a unit of work (regex_nfa.py), up to
+``MAX_PRODUCT_STATES`` states for one pattern and ``MAX_AUTOMATON_WORK`` units for one request
+(about 1 CPU-s). In the server
 process that time is taken from the engine's step thread, which waits for the GIL after each
 of its many small torch ops: another tenant's stream stalled while a costly schema compiled
 (BENCHMARKS.md). Here it costs the server a pipe round trip and a decode.
 
 The protocol, over the worker's stdin and stdout: frames of a 4-byte big-endian length and
 that many bytes of UTF-8 JSON, never pickle (the patterns are request data). A job is
-``{"pattern": str, "search": bool, "length": [low, high or null]}``; its answer one of
-``{"automaton": automaton_fields}``, ``{"refused": regex_error_fields}`` (the ``RegexError``
-``compile_regex`` raised, re-raised in the server as it would have raised it), or
+``{"pattern": str, "search": bool, "length": [low, high or null], "budget": int or null}``;
+its answer one of ``{"automaton": automaton_fields}``, ``{"refused": regex_error_fields}``
+(the ``RegexError`` ``compile_regex`` raised, re-raised in the server as it would have raised
+it), ``{"over": work}`` (the build passed ``budget`` and stopped there), or
 ``{"failed": str}`` (anything else, such as running out of its address space). The worker
 exits when its stdin closes: when the server stops it, or dies. Its first frame, once it has
 imported what it needs, is ``{"ready": true}``.
@@ -28,7 +30,7 @@ import sys
 from typing import BinaryIO
 
 from ember.models.constrain.automaton_wire import automaton_fields, regex_error_fields
-from ember.models.constrain.regex_nfa import compile_regex
+from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, compile_regex
 from ember.models.constrain.regex_syntax import RegexError
 
 HEADER = struct.Struct(">I")
@@ -57,17 +59,23 @@ def answer(data: bytes) -> bytes:
     try:
         job = json.loads(data)
         pattern, search, (low, high) = job["pattern"], job["search"], job["length"]
+        budget = job.get("budget")
         if not (
             isinstance(pattern, str)
             and isinstance(search, bool)
             and type(low) is int
             and (high is None or type(high) is int)
+            and (budget is None or type(budget) is int)
         ):
-            raise ValueError("a job is {pattern: str, search: bool, length: [int, int|null]}")
+            raise ValueError(
+                "a job is {pattern: str, search: bool, length: [int, int|null], budget: int|null}"
+            )
         try:
-            built = compile_regex(pattern, search=search, length=(low, high))
+            built = compile_regex(pattern, search=search, length=(low, high), budget=budget)
         except RegexError as error:
             return json.dumps({"refused": regex_error_fields(error)}).encode()
+        except AutomatonWorkExceeded as error:
+            return json.dumps({"over": error.work}).encode()
         return json.dumps({"automaton": automaton_fields(built)}, separators=(",", ":")).encode()
     except MemoryError:
         return b'{"failed":"the compile worker ran out of its address space"}'

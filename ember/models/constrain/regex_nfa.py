@@ -12,12 +12,19 @@ into a dead end.
 raises ``RegexError`` naming the quantifier that blew it up. Length bounds (JSON Schema's
 ``minLength``/``maxLength`` beside a ``pattern``) are part of the automaton: a product with a
 character counter, trimmed like the rest.
+
+States alone do not measure the cost: a wide alternation under a star gives every state a
+target set of hundreds of states (review39: 31k states, 1.7 s). The build counts its
+``work`` (states made, states visited computing closures, edges kept), which tracks its CPU
+within a small factor across pattern families (BENCHMARKS.md), and stops with
+``AutomatonWorkExceeded`` as soon as the work passes the ``budget`` it was given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ember.errors import UserError
 from ember.models.constrain.charset import ALL, ANY, NONE, SOME, CharSet
 from ember.models.constrain.regex_syntax import (
     Alt,
@@ -37,6 +44,39 @@ MAX_MEMO = 10_000  # memoised resolve() results per automaton (cleared past it)
 StateSet = frozenset  # of state ids
 UNRESOLVED = None  # resolve(): the interval straddles a class edge; more bytes decide
 _MISSING = object()
+# How often (in units of work) a closure computation checks the budget: a refused pattern costs
+# at most this much past it.
+_CHECK_EVERY = 4096
+# States visited computing closures per unit of work: a visit is a few set operations, a state
+# made (a row of lists, a product copy, a liveness pass, an edge kept) ~10x more
+# (bench/regex_work.py fits both).
+VISITS_PER_UNIT = 8
+
+
+class AutomatonWorkExceeded(UserError):
+    """The build's work passed the ``budget`` it was given (``work``: as far as it got)."""
+
+    def __init__(self, work: int, budget: int) -> None:
+        self.work = work
+        self.budget = budget
+        super().__init__(
+            f"the automaton needs more than {budget:,} units of work ({work:,} so far)"
+        )
+
+
+class _Work:
+    """The build's work counter, refused past ``budget``."""
+
+    __slots__ = ("done", "budget")
+
+    def __init__(self, budget: int | None) -> None:
+        self.done = 0
+        self.budget = budget
+
+    def add(self, units: int) -> None:
+        self.done += units
+        if self.budget is not None and self.done > self.budget:
+            raise AutomatonWorkExceeded(self.done, self.budget)
 
 
 def _lengths(tree: Regex) -> tuple[int, int | None]:
@@ -144,7 +184,7 @@ class RegexAutomaton:
     """The compiled pattern: ``start`` is the initial state set; ``step``/``resolve`` move a
     set by a code point or by an interval of them (memoised: pure functions of values)."""
 
-    __slots__ = ("pattern", "start", "final", "edges", "_memo")
+    __slots__ = ("pattern", "start", "final", "edges", "work", "_memo")
 
     def __init__(
         self,
@@ -152,8 +192,11 @@ class RegexAutomaton:
         start: StateSet,
         final: int,
         edges: Sequence[tuple[tuple[CharSet, StateSet], ...]],
+        work: int = 0,
     ) -> None:
         self.pattern = pattern
+        # What building it cost (see the module docstring): what a request's budget is charged.
+        self.work = max(work, len(edges))
         self.start = start
         self.final = final
         # A list is frozen; another sequence (automaton_wire.LazyEdges: decoded as reached)
@@ -216,6 +259,7 @@ def _with_length(
     final: int,
     bounds: tuple[int, int | None],
     pattern: str,
+    work: _Work,
 ) -> tuple[list[list[tuple[CharSet, int]]], list[list[int]], int, int]:
     """The product with a character counter, so that the match is also ``low..high``
     characters long: trimming the product then leaves no state whose pattern could only
@@ -231,6 +275,7 @@ def _with_length(
             pattern,
             f"together they would need more than {MAX_PRODUCT_STATES} automaton states",
         )
+    work.add(n * (top + 1) + 1)  # before building any of them
 
     def at(s: int, k: int) -> int:
         return k * n + s
@@ -250,15 +295,19 @@ def _with_length(
 
 
 def _automaton(
-    tree: Regex, pattern: str, bounds: tuple[int, int | None] = (0, None)
+    tree: Regex,
+    pattern: str,
+    bounds: tuple[int, int | None] = (0, None),
+    budget: int | None = None,
 ) -> RegexAutomaton:
-    _size(tree, pattern)
+    work = _Work(budget)
+    work.add(_size(tree, pattern))  # before building any of them
     bounds = _needed_bounds(tree, bounds)
     builder = _Builder()
     entry, final = builder.build(tree)
     edges, eps = builder.edges, builder.eps
     if bounds != (0, None):
-        edges, eps, entry, final = _with_length(edges, eps, entry, final, bounds, pattern)
+        edges, eps, entry, final = _with_length(edges, eps, entry, final, bounds, pattern, work)
     n = len(edges)
     # Live states: those from which the final state is reachable.
     back: list[list[int]] = [[] for _ in range(n)]
@@ -280,8 +329,29 @@ def _automaton(
     important = {s for s in live if edges[s]} | {final}
 
     closures: dict[int, StateSet] = {}
+    # Equal closures are one object (review39: value-equal sets made apart per state held
+    # 7.9 KB a state), and a state that only passes on to one other shares that one's closure.
+    interned: dict[StateSet, StateSet] = {}
+    pending = 0.0  # work not yet added to ``work``
+
+    def spend(units: float) -> None:
+        nonlocal pending
+        pending += units
+        if pending >= _CHECK_EVERY:
+            work.add(int(pending))
+            pending -= int(pending)
 
     def closure(s: int) -> StateSet:
+        found = closures.get(s)
+        if found is not None:
+            return found
+        chain = []  # states whose closure is the next one's: not important, one live move
+        while s not in important and s not in closures and len(eps[s]) == 1:
+            nxt = eps[s][0]
+            if nxt not in live or nxt in chain or nxt == s:
+                break
+            chain.append(s)
+            s = nxt
         found = closures.get(s)
         if found is None:
             seen, todo, keep = {s}, [s], set()
@@ -293,23 +363,37 @@ def _automaton(
                     if v in live and v not in seen:
                         seen.add(v)
                         todo.append(v)
-            found = closures[s] = frozenset(keep)
+            frozen = frozenset(keep)
+            found = closures[s] = interned.setdefault(frozen, frozen)
+            spend(len(seen) / VISITS_PER_UNIT)
+        for c in chain:
+            closures[c] = found
         return found
 
     compiled: list[tuple[tuple[CharSet, StateSet], ...]] = [()] * n
     for s in important:
-        compiled[s] = tuple((c, closure(t)) for c, t in edges[s] if t in live and c)
-    return RegexAutomaton(pattern, closure(entry), final, compiled)
+        row = tuple((c, closure(t)) for c, t in edges[s] if t in live and c)
+        compiled[s] = row
+        spend(len(row))
+    start = closure(entry)
+    work.add(round(pending))
+    return RegexAutomaton(pattern, start, final, compiled, work.done)
 
 
 def compile_regex(
-    pattern: str, *, search: bool = False, length: tuple[int, int | None] = (0, None)
+    pattern: str,
+    *,
+    search: bool = False,
+    length: tuple[int, int | None] = (0, None),
+    budget: int | None = None,
 ) -> RegexAutomaton:
     """The automaton for ``pattern``. ``search=False``: the whole text must match (SGLang's and
     vLLM's ``regex``); ``search=True``: the text must contain a match (JSON Schema's
     ``pattern``), so an alternative without ``^`` may be preceded, and one without ``$``
     followed, by any text. ``length``: the text is also that many characters long (JSON
-    Schema's ``minLength``/``maxLength``; ``None``: unbounded). Raises ``RegexError``."""
+    Schema's ``minLength``/``maxLength``; ``None``: unbounded). ``budget``: the most work
+    (``RegexAutomaton.work``) it may take, else ``AutomatonWorkExceeded`` as soon as it passes
+    it (None: unbounded). Raises ``RegexError``."""
     tree = parse_regex(pattern)
     branches = []
     anything = Repeat(Chars(ANY), 0, None, 0)
@@ -321,4 +405,4 @@ def compile_regex(
             items.append(anything)
         branches.append(Concat(tuple(items)))
     tree = branches[0] if len(branches) == 1 else Alt(tuple(branches))
-    return _automaton(tree, pattern, length)
+    return _automaton(tree, pattern, length, budget)

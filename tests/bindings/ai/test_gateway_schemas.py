@@ -37,8 +37,8 @@ def _gateway(url: str) -> AIGateway:
 
 
 def _tools(salt: str, tools: int = 1, patterns: int = 40) -> list[dict]:
-    # About 2,000 states a pattern, 80,000 a tool of 40: two such tools fit the 200,000-state
-    # budget, three do not. ``salt``: schemas no earlier compile remembered.
+    # About 5,100 units of work a pattern, 205,000 a tool of 40: two such tools fit the
+    # 600,000-unit budget, three do not. ``salt``: schemas no earlier compile remembered.
     out = []
     for t in range(tools):
         properties = {

@@ -13,7 +13,7 @@ import pytest
 from ember.models.api.chat_request import parse_chat_request
 from ember.models.api.constraints import constraint_for
 from ember.models.constrain import automaton_cache
-from ember.models.constrain.automata import MAX_AUTOMATON_STATES, AutomatonBudgetExceeded
+from ember.models.constrain.automata import MAX_AUTOMATON_WORK, AutomatonBudgetExceeded
 from ember.models.constrain.regex_nfa import compile_regex
 
 
@@ -58,7 +58,7 @@ def test_each_pattern_is_built_once_from_parse_to_the_glm_check(
     assert len(parsed) == 6 and len(set(parsed)) == 6
     constraint_for(chat, tool_format="glm47", reasoning="off")
     assert compiled == parsed  # the GLM check built none of them again
-    counted = sum(len(compile_regex(p, search=True, length=(0, None)).edges) for p in parsed)
+    counted = sum(compile_regex(p, search=True, length=(0, None)).work for p in parsed)
     assert chat.automata.states == counted  # nor counted them again: GLM needs no other regex
 
 
@@ -77,7 +77,7 @@ def test_the_glm_check_draws_on_the_request_budget(compiled: list[str]) -> None:
     # A check charged to the request's budget is refused once parsing has used it up; a fresh
     # budget per check would accept it (what the model server did before).
     chat = parse_chat_request(_body(uuid.uuid4().hex, 2), dialect="openai")
-    chat.automata.charge(MAX_AUTOMATON_STATES - chat.automata.states, "/other")
+    chat.automata.charge(MAX_AUTOMATON_WORK - chat.automata.states, "/other")
     chat.automata.limit = chat.automata.states - 1
     with pytest.raises(AutomatonBudgetExceeded, match="/tools/0/function/parameters"):
         constraint_for(chat, tool_format="glm47", reasoning="off")

@@ -8,7 +8,7 @@ import pytest
 
 from ember.models.api.chat_request import parse_chat_request
 from ember.models.api.errors import InvalidRequestField
-from ember.models.constrain.automata import MAX_AUTOMATON_STATES
+from ember.models.constrain.automata import MAX_AUTOMATON_WORK
 from ember.models.constrain.schema import compile_schema
 from tests.models.constrain.fixtures import grammar_accepts
 
@@ -29,7 +29,7 @@ def test_distinct_bounds_past_the_budget_are_a_400_naming_the_keyword(strict: bo
         compile_schema(schema, path="/p", strict=strict)
     assert caught.value.field.startswith("/p/properties/p")
     assert caught.value.field.endswith("/maximum")
-    assert f"{MAX_AUTOMATON_STATES:,} automaton states" in str(caught.value)
+    assert f"{MAX_AUTOMATON_WORK:,} units of automaton work" in str(caught.value)
 
 
 def test_a_lenient_combinator_is_counted_too() -> None:
@@ -41,7 +41,7 @@ def test_a_lenient_combinator_is_counted_too() -> None:
     }
     with pytest.raises(InvalidRequestField) as caught:
         parse_chat_request(request)
-    assert "/anyOf/" in caught.value.field and "automaton states" in str(caught.value)
+    assert "/anyOf/" in caught.value.field and "units of automaton work" in str(caught.value)
 
 
 def test_one_bound_repeated_is_built_once() -> None:

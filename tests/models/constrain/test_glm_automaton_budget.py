@@ -19,8 +19,8 @@ from ember.models.constrain.tool_nodes import IndexedRepeat
 PATH = "/tools/0/function/parameters"
 
 
-def _distinct_patterns(kind: object, count: int = 110) -> dict:
-    # About 2,000 states each: a hundred of them pass the 200,000-state budget, one never does.
+def _distinct_patterns(kind: object, count: int = 130) -> dict:
+    # About 5,100 units of work each: 130 of them pass the 600,000-unit budget, one never does.
     properties = {
         f"p{i}": {"type": kind, "pattern": f"^[0-9a-f]{{1000}}-{i}$"} for i in range(count)
     }

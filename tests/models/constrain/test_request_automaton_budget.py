@@ -5,19 +5,21 @@ when the request is parsed, when GLM's values are checked, and when the grammar 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ember.models.api.chat_request import parse_chat_request
 from ember.models.api.errors import InvalidRequestField
-from ember.models.constrain.automata import AutomatonBudgetExceeded
+from ember.models.constrain.automata import MAX_AUTOMATON_WORK, AutomatonBudgetExceeded
 from ember.models.constrain.schema_check import check_schema
 from ember.models.constrain.session import ConstraintSpec, build_root
 from ember.models.constrain.tool_grammars import ToolSignature
 
 
 def _parameters(tool: int, count: int = 40) -> dict:
-    # About 2,000 states a pattern: 40 of them are under half the 200,000-state budget, so
-    # any one tool compiles and three together do not.
+    # About 2,000 states and 5,100 units of work a pattern: 40 of them are about a third of
+    # the 600,000-unit budget, so any one tool compiles and three together do not.
     properties = {
         f"p{i}": {"type": "string", "pattern": f"^[0-9a-f]{{1000}}-{tool}-{i}$"}
         for i in range(count)
@@ -50,8 +52,11 @@ def test_tools_that_together_pass_the_budget_are_a_400_naming_the_keyword() -> N
     assert caught.value.field.startswith("/tools/2/function/parameters/properties/p")
     # The request's limit and count, not what was left of it when the third tool began
     # (review35: "at most 38,760 ... states in all, per request").
-    assert "at most 200,000 automaton states in all, per request" in str(caught.value)
-    assert int(str(caught.value).rsplit("got ", 1)[1].split()[0].replace(",", "")) > 200_000
+    assert f"at most {MAX_AUTOMATON_WORK:,} units of automaton work" in str(caught.value)
+    assert "in all, per request" in str(caught.value)
+    numbers = re.findall(r"\d[\d,]*", str(caught.value).rsplit("got ", 1)[1])
+    so_far, left = (int(n.replace(",", "")) for n in numbers[:2])
+    assert so_far > MAX_AUTOMATON_WORK / 3 and left < MAX_AUTOMATON_WORK / 3
     assert caught.value.field.endswith("/pattern")
     assert "per request" in str(caught.value)
 
@@ -90,9 +95,9 @@ def test_the_grammar_build_shares_one_budget(tool_format: str) -> None:
 
 def test_one_schema_in_three_tools_is_charged_once() -> None:
     # Three tools with the same parameters build the same automata (one grammar shares them):
-    # charged three times, the request was refused as if it built 240,000 states.
+    # charged three times, the request was refused as if it built three tools' work.
     request = _request(3)
     for tool in request["tools"]:
         tool["function"]["parameters"] = _parameters(7)
     parsed = parse_chat_request(request)
-    assert 0 < parsed.automata.states < 200_000
+    assert 0 < parsed.automata.states < MAX_AUTOMATON_WORK / 2
