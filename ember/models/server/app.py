@@ -30,6 +30,7 @@ answers (``/health`` 503) while weights load; shutdown stops the engine thread.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -178,7 +179,9 @@ def build_app(state: ServerState, *, load: bool = True) -> Starlette:
         finally:
             state.close()
             if worker:
-                SHARED_AUTOMATA.detach_worker()
+                # Off the loop: the last detach waits for the worker's current job (up to its
+                # job limit, then 2 s for the process to exit), and other apps may share it.
+                await asyncio.to_thread(SHARED_AUTOMATA.detach_worker)
 
     app = Starlette(
         routes=_routes(),
