@@ -73,7 +73,7 @@ def test_a_request_whose_schemas_take_long_to_compile_leaves_other_streams_going
 
 
 def test_the_budget_refusal_is_the_in_process_one_byte_for_byte(glm: LiveServer) -> None:
-    schema = _patterns(110, uuid.uuid4().hex[:8])
+    schema = _patterns(130, uuid.uuid4().hex[:8])
     path = "/response_format/json_schema/schema"
     with pytest.raises(InvalidRequestField) as reference:  # built here, no worker
         compile_schema(schema, path=path, strict=True, automata=Automata(cache=AutomatonCache()))
