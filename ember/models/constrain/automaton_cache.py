@@ -12,9 +12,11 @@ The budget does not change with it: ``Automata`` charges a request the work of e
 regex it uses, found here or built (automata.py); a build is given what the request has left.
 A compile that took the worker before its last ``detach_worker`` and asks it after is refused
 by the stopped worker (compile_client.py) and built here instead: a stopped worker is never
-started again. The cache is bounded by the states it holds
-(``CAPACITY_STATES``), the least recently used dropped first; one larger
-than the whole bound serves its caller and is not kept.
+started again. The cache is bounded by the work of the automata it holds
+(``CAPACITY_WORK``), the least recently used dropped first; one larger than the whole bound
+serves its caller and is not kept. Work, not states: it tracks their memory too (50-160 bytes
+a unit in every family measured, where a state held 30 bytes to 4.4 KB: optional items in a
+row make closures quadratic in few states).
 """
 
 from __future__ import annotations
@@ -27,27 +29,29 @@ from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 
 RegexKey = tuple[str, bool, tuple[int, int | None]]
 
-# Two requests' budgets (MAX_AUTOMATON_STATES): a request's automata stay from its intake to
-# its grammar build. ~150 bytes a state built here, 20 decoded from the worker (90 once every
-# state is reached): 60 MB at most, in a process that may build them itself (the supervisor).
-CAPACITY_STATES = 400_000
+# Two requests' budgets (automata.py MAX_AUTOMATON_WORK): a request's automata stay from its
+# intake to its grammar build. 50-90 bytes a unit built here (closures shared), much less
+# decoded from the worker until its states are reached (up to 160 once all are): ~100 MB,
+# ~190 MB at the worst, in a process that may build them itself (the supervisor).
+CAPACITY_WORK = 1_200_000
 
 
 class AutomatonCache:
     """See the module docstring. Thread-safe: the intake threads, the grammar builder's and
     the engine's all read it."""
 
-    def __init__(self, capacity_states: int = CAPACITY_STATES) -> None:
-        self.capacity_states = capacity_states
+    def __init__(self, capacity: int = CAPACITY_WORK) -> None:
+        self.capacity = capacity  # units of work (regex_nfa.py)
         self._kept: OrderedDict[RegexKey, RegexAutomaton] = OrderedDict()
-        self._states = 0
+        self._held = 0
         self._lock = threading.Lock()
         self._worker: CompileWorker | None = None
         self._users = 0
 
     @property
-    def states(self) -> int:
-        return self._states
+    def held(self) -> int:
+        """The work of the automata kept."""
+        return self._held
 
     @property
     def worker(self) -> CompileWorker | None:
@@ -77,22 +81,22 @@ class AutomatonCache:
         return built
 
     def _keep(self, key: RegexKey, built: RegexAutomaton) -> None:
-        size = len(built.edges)
-        if size > self.capacity_states:
+        size = built.work
+        if size > self.capacity:
             return
         with self._lock:
             if key in self._kept:  # built twice at once: keep the first
                 return
             self._kept[key] = built
-            self._states += size
-            while self._states > self.capacity_states:
+            self._held += size
+            while self._held > self.capacity:
                 _, dropped = self._kept.popitem(last=False)
-                self._states -= len(dropped.edges)
+                self._held -= dropped.work
 
     def clear(self) -> None:
         with self._lock:
             self._kept.clear()
-            self._states = 0
+            self._held = 0
 
     def attach_worker(self, limits: CompileLimits | None = None) -> None:
         """Have regexes built by a compile worker from now on (one per process, started at its

@@ -63,7 +63,7 @@ def test_a_refused_pattern_is_built_no_further_than_the_request_has_left(worker:
             budget.regex(_wide(300), "/s/pattern", search=True, length=(0, 50))
         assert caught.value.field == "/s/pattern"
         assert "this one needs more than the 20,000 left" in str(caught.value)
-        assert cache.states == 0  # not built to the end, so not kept
+        assert cache.held == 0  # not built to the end, so not kept
         if worker:
             assert cache.worker is not None
             with pytest.raises(AutomatonWorkExceeded) as stopped:
@@ -76,3 +76,14 @@ def test_a_refused_pattern_is_built_no_further_than_the_request_has_left(worker:
     finally:
         if worker:
             cache.detach_worker()
+
+
+def test_the_cache_bounds_what_its_automata_hold_not_their_states() -> None:
+    # Optional items in a row: ~5,000 states, but closures of up to 1,000 states each (~20 MB
+    # built here); three such fit a bound of 600,000 states, two fit one of that much work.
+    keys = [(f"^(?:a?b?){{500}}{i}$", True, (0, None)) for i in range(3)]
+    cache = AutomatonCache(capacity=MAX_AUTOMATON_WORK)
+    built = [cache.automaton(key, f"/p{i}") for i, key in enumerate(keys)]
+    assert sum(len(a.edges) for a in built) < 20_000
+    assert cache.held == built[1].work + built[2].work <= cache.capacity
+    assert cache.automaton(keys[0], "/p0") is not built[0]  # dropped, built again

@@ -207,16 +207,16 @@ def test_the_wire_is_length_prefixed_json_both_ways() -> None:
         proc.wait()
 
 
-def test_the_cache_is_bounded_by_states_least_recently_used_first() -> None:
+def test_the_cache_is_bounded_by_work_least_recently_used_first() -> None:
     keys = [(f"^[a-z]{{{n}}}$", False, (0, None)) for n in (30, 40, 50)]
-    sizes = [len(compile_regex(p, search=s, length=n).edges) for p, s, n in keys]
-    cache = AutomatonCache(capacity_states=sizes[0] + sizes[1] + sizes[2] - 1)
+    sizes = [compile_regex(p, search=s, length=n).work for p, s, n in keys]
+    cache = AutomatonCache(capacity=sizes[0] + sizes[1] + sizes[2] - 1)
     first = cache.automaton(keys[0], "/a")
     cache.automaton(keys[1], "/b")
     assert cache.automaton(keys[0], "/a") is first  # found, and now the most recently used
     cache.automaton(keys[2], "/c")  # past the bound: the least recently used (keys[1]) goes
-    assert cache.states == sizes[0] + sizes[2] <= cache.capacity_states
+    assert cache.held == sizes[0] + sizes[2] <= cache.capacity
     assert cache.automaton(keys[0], "/a") is first
-    too_big = AutomatonCache(capacity_states=sizes[0] - 1)
+    too_big = AutomatonCache(capacity=sizes[0] - 1)
     too_big.automaton(keys[0], "/a")  # served, not kept
-    assert too_big.states == 0
+    assert too_big.held == 0
