@@ -1,7 +1,7 @@
 """Does one worker's ``env.AI.run`` with costly schemas stall everyone else on the supervisor?
 ``ember dev`` of this checkout and of ``--baseline``'s, each serving one worker with two routes:
 ``/ping`` (answers at once) and ``/heavy`` (an ``env.AI.run`` whose 40 tools carry distinct
-patterns of ~13,000 automaton states each: refused past the 200,000-state budget, after
+patterns of ~13,000 automaton states each: refused past the request's automaton budget, after
 compiling up to it) and, over REST, a queued batch of 20 requests of 14 such patterns each whose
 last request has a bad field (refused after every request is validated, where each request has a
 budget of its own; at the second request, where the batch shares one). Nothing reaches a model.

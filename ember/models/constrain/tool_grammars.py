@@ -159,7 +159,7 @@ class _Root:
     """The tool's whole parameters schema and its path: ``$ref``s resolve against it.
     ``automata``: the request's regexes and their budget, shared by every value of every
     tool (as the JSON path's compiles share them): a pattern repeated by many properties is
-    built once, and all of them together stay within ``MAX_AUTOMATON_STATES`` (review33 #1)."""
+    built once, and all of them together stay within ``MAX_AUTOMATON_WORK`` (review33 #1)."""
 
     schema: object
     path: str
