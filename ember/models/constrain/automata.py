@@ -25,7 +25,8 @@ from typing import Any
 
 from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
 from ember.models.constrain.automaton_cache import SHARED_AUTOMATA, AutomatonCache
-from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, RegexAutomaton
+from ember.models.constrain.regex_nfa import RegexAutomaton
+from ember.models.constrain.regex_work import AutomatonWorkExceeded
 
 # About 1 s of CPU: 0.7-1.9 µs a unit in every pattern family measured (bench/regex_work.py,
 # BENCHMARKS.md), where a state cost 1.7-63 µs: ~150 bounded numbers, or seven of the largest

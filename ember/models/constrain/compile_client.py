@@ -37,7 +37,8 @@ from ember.errors import BackendError
 from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
 from ember.models.constrain.automaton_wire import decode_automaton, decode_regex_error
 from ember.models.constrain.compile_worker import HEADER, MAX_FRAME, READY, frame
-from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, RegexAutomaton
+from ember.models.constrain.regex_nfa import RegexAutomaton
+from ember.models.constrain.regex_work import AutomatonWorkExceeded
 
 # Set to 1 to compile in the server's own process (no worker): the slow reference path.
 IN_PROCESS_ENV = "EMBER_COMPILE_IN_PROCESS"

@@ -30,8 +30,9 @@ import sys
 from typing import BinaryIO
 
 from ember.models.constrain.automaton_wire import automaton_fields, regex_error_fields
-from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, compile_regex
+from ember.models.constrain.regex_nfa import compile_regex
 from ember.models.constrain.regex_syntax import RegexError
+from ember.models.constrain.regex_work import AutomatonWorkExceeded
 
 HEADER = struct.Struct(">I")
 READY = b'{"ready":true}'

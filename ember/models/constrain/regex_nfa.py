@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ember.errors import UserError
 from ember.models.constrain.charset import ALL, ANY, NONE, SOME, CharSet
 from ember.models.constrain.regex_syntax import (
     Alt,
@@ -36,6 +35,14 @@ from ember.models.constrain.regex_syntax import (
     parse_regex,
     split_anchors,
 )
+from ember.models.constrain.regex_work import (
+    CHECK_EVERY,
+    VISITS_PER_UNIT,
+    AutomatonWorkExceeded,
+    WorkCounter,
+)
+
+__all__ = ["AutomatonWorkExceeded", "RegexAutomaton", "compile_regex"]
 
 MAX_STATES = 20_000
 # With minLength/maxLength beside a pattern: the pattern's states times the counts that matter.
@@ -44,39 +51,6 @@ MAX_MEMO = 10_000  # memoised resolve() results per automaton (cleared past it)
 StateSet = frozenset  # of state ids
 UNRESOLVED = None  # resolve(): the interval straddles a class edge; more bytes decide
 _MISSING = object()
-# How often (in units of work) a closure computation checks the budget: a refused pattern costs
-# at most this much past it.
-_CHECK_EVERY = 4096
-# States visited computing closures per unit of work: a visit is a few set operations, a state
-# made (a row of lists, a product copy, a liveness pass, an edge kept) ~10x more
-# (bench/regex_work.py fits both).
-VISITS_PER_UNIT = 8
-
-
-class AutomatonWorkExceeded(UserError):
-    """The build's work passed the ``budget`` it was given (``work``: as far as it got)."""
-
-    def __init__(self, work: int, budget: int) -> None:
-        self.work = work
-        self.budget = budget
-        super().__init__(
-            f"the automaton needs more than {budget:,} units of work ({work:,} so far)"
-        )
-
-
-class _Work:
-    """The build's work counter, refused past ``budget``."""
-
-    __slots__ = ("done", "budget")
-
-    def __init__(self, budget: int | None) -> None:
-        self.done = 0
-        self.budget = budget
-
-    def add(self, units: int) -> None:
-        self.done += units
-        if self.budget is not None and self.done > self.budget:
-            raise AutomatonWorkExceeded(self.done, self.budget)
 
 
 def _lengths(tree: Regex) -> tuple[int, int | None]:
@@ -259,7 +233,7 @@ def _with_length(
     final: int,
     bounds: tuple[int, int | None],
     pattern: str,
-    work: _Work,
+    work: WorkCounter,
 ) -> tuple[list[list[tuple[CharSet, int]]], list[list[int]], int, int]:
     """The product with a character counter, so that the match is also ``low..high``
     characters long: trimming the product then leaves no state whose pattern could only
@@ -300,7 +274,7 @@ def _automaton(
     bounds: tuple[int, int | None] = (0, None),
     budget: int | None = None,
 ) -> RegexAutomaton:
-    work = _Work(budget)
+    work = WorkCounter(budget)
     work.add(_size(tree, pattern))  # before building any of them
     bounds = _needed_bounds(tree, bounds)
     builder = _Builder()
@@ -337,7 +311,7 @@ def _automaton(
     def spend(units: float) -> None:
         nonlocal pending
         pending += units
-        if pending >= _CHECK_EVERY:
+        if pending >= CHECK_EVERY:
             work.add(int(pending))
             pending -= int(pending)
 

@@ -1,0 +1,42 @@
+"""What building a regex automaton costs (regex_nfa.py), counted as it is built: the unit the
+request's automaton budget is charged in (automata.py), since states alone did not track the
+CPU (review39: 2-175 µs a state across pattern families, 0.56-1.85 µs a unit;
+bench/regex_work.py)."""
+
+from __future__ import annotations
+
+from ember.errors import UserError
+
+# How often (in units of work) a closure computation checks the budget: a refused pattern costs
+# at most this much past it.
+CHECK_EVERY = 4096
+# States visited computing closures per unit of work: a visit is a few set operations, a state
+# made (a row of lists, a product copy, a liveness pass, an edge kept) ~10x more
+# (bench/regex_work.py fits both).
+VISITS_PER_UNIT = 8
+
+
+class AutomatonWorkExceeded(UserError):
+    """The build's work passed the ``budget`` it was given (``work``: as far as it got)."""
+
+    def __init__(self, work: int, budget: int) -> None:
+        self.work = work
+        self.budget = budget
+        super().__init__(
+            f"the automaton needs more than {budget:,} units of work ({work:,} so far)"
+        )
+
+
+class WorkCounter:
+    """The build's work counter, refused past ``budget``."""
+
+    __slots__ = ("done", "budget")
+
+    def __init__(self, budget: int | None) -> None:
+        self.done = 0
+        self.budget = budget
+
+    def add(self, units: int) -> None:
+        self.done += units
+        if self.budget is not None and self.done > self.budget:
+            raise AutomatonWorkExceeded(self.done, self.budget)
