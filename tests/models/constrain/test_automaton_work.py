@@ -6,11 +6,14 @@ the request has left, and keeps equal closures as one object."""
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
 from ember.models.constrain.automata import MAX_AUTOMATON_WORK, Automata, AutomatonBudgetExceeded
 from ember.models.constrain.automaton_cache import AutomatonCache
-from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, compile_regex
+from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, RegexAutomaton, compile_regex
 from ember.models.constrain.schema import compile_schema
 
 
@@ -87,3 +90,37 @@ def test_the_cache_bounds_what_its_automata_hold_not_their_states() -> None:
     assert sum(len(a.edges) for a in built) < 20_000
     assert cache.held == built[1].work + built[2].work <= cache.capacity
     assert cache.automaton(keys[0], "/p0") is not built[0]  # dropped, built again
+
+
+def _matches(automaton: RegexAutomaton, text: str) -> bool:
+    states = automaton.start
+    for char in text:
+        states = automaton.step(states, ord(char))
+        if not states:
+            return False
+    return automaton.accepts(states)
+
+
+@pytest.mark.parametrize(
+    "pattern, length",
+    [
+        ("(?:a|b|ab|ba)*c", (0, None)),
+        ("(?:a|b|ab|ba)*c", (2, 6)),
+        ("^(?:a?b?){6}$", (0, None)),
+        ("^(?:(?:a?){3}b)*$", (1, 7)),
+        ("^(?:x|(?:a?b?)+)*y$", (0, 9)),
+    ],
+)
+def test_shared_closures_match_what_re_matches(
+    pattern: str, length: tuple[int, int | None]
+) -> None:
+    # The closures a state shares along single moves (and interned by value) are a fast path:
+    # Python's re is the reference, on random texts near the pattern.
+    built = compile_regex(pattern, search=True, length=length)
+    judge = re.compile(pattern)
+    low, high = length
+    rng = random.Random(pattern)
+    for _ in range(600):
+        text = "".join(rng.choice("abcxy") for _ in range(rng.randint(0, 10)))
+        fits = low <= len(text) and (high is None or len(text) <= high)
+        assert _matches(built, text) == (fits and judge.search(text) is not None), text
