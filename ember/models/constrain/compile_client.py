@@ -146,6 +146,7 @@ class CompileWorker:
         self._proc = subprocess.Popen(
             [
                 sys.executable,
+                "-P",  # not the server's working directory on its path (a project's ``ember/``)
                 "-m",
                 "ember.models.constrain.compile_worker",
                 str(self.limits.address_space_bytes),

@@ -74,7 +74,9 @@ def ember_command(
 ) -> LaunchCommand:
     """``python -m ember models serve MODEL --port P --device D ...``."""
     model = str(source.checkpoint) if source.checkpoint is not None else source.model_id
-    argv = [python, "-m", "ember", "models", "serve", model]
+    # -P: the replica's working directory (a project's, in ember dev) is not on its import
+    # path, so a project folder named ``ember`` is never imported in its stead.
+    argv = [python, "-P", "-m", "ember", "models", "serve", model]
     argv += ["--host", HOST, "--port", str(port), "--device", replica.device]
     argv += ["--served-model-name", replica.served_model_name or source.model_id]
     if source.checkpoint is not None:

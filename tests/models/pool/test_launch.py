@@ -30,7 +30,8 @@ def test_ember_replica_command() -> None:
     )
     command = launch_command(replica, _source(GLM, "glm"), 31000, python="py")
     argv = command.argv
-    assert argv[:6] == ("py", "-m", "ember", "models", "serve", GLM)
+    # -P: the working directory (a project's, in ember dev) is not on the replica's path.
+    assert argv[:7] == ("py", "-P", "-m", "ember", "models", "serve", GLM)
     assert _flag(argv, "--port") == "31000" and _flag(argv, "--host") == "127.0.0.1"
     assert _flag(argv, "--device") == "cuda:1"
     assert _flag(argv, "--kv-cache-dtype") == "fp8_e4m3"
@@ -46,7 +47,7 @@ def test_overridden_checkpoint_is_served_under_the_id(tmp_path: Path) -> None:
         replica, _source(KIMI, "kimi", tmp_path), 31001, python="py", torch_threads=1
     )
     argv = command.argv
-    assert argv[5] == str(tmp_path)
+    assert argv[6] == str(tmp_path)
     assert _flag(argv, "--served-model-name") == KIMI
     assert _flag(argv, "--tool-call-parser") == "kimi_k2"
     assert _flag(argv, "--max-running-requests") == "8"
