@@ -84,17 +84,14 @@ def upstream_request(
     model's schema's (a classic model's goes to 5). ``defaults``: the platform's sampling
     defaults for the id (``platform_sampling_defaults``, family B's when None), sent for the
     fields ``inputs`` leaves out so that no replica substitutes its checkpoint's.
-    ``automata``: the schemas' automaton budget (None: the request's own; a batch's is shared).
-    Compiling schemas costs up to ~1 CPU-s: a caller on an event loop runs this in a thread
-    when ``carries_schemas(inputs)``."""
+    ``automata``: the schemas' budget (None: the request's own; ~1 CPU-s: see SchemaLane)."""
     if isinstance(inputs, Mapping) and inputs.get("lora") is not None:
         # The platform answers 5005 for a model without LoRA support; ignoring the field would
         # answer from the base model as if the adapter had been applied.
         raise lora_refusal(model, inputs["lora"])
     try:
-        request = parse_chat_request(
-            inputs, dialect=dialect, max_temperature=max_temperature, automata=automata
-        )
+        request = parse_chat_request(inputs, dialect=dialect, max_temperature=max_temperature,
+                                     automata=automata)  # fmt: skip
     except InvalidRequestField as exc:
         if platform_vision and exc.expected == TEXT_ONLY:
             expected = (

@@ -279,8 +279,7 @@ def parse_chat_request(
     """Validate a chat request. ``dialect``: ``openai`` (``messages`` required; ``model`` optional)
     or ``workers`` (``env.AI.run`` family B: exactly one of ``messages`` and ``prompt``).
     ``max_temperature``, ``max_repetition_penalty``, ``max_stop``: see ``parse_sampling``.
-    ``automata``: the budget its schemas draw on (None: one of its own, per request; a queued
-    batch's requests share one)."""
+    ``automata``: its schemas' budget (None: its own; a queued batch's requests share one)."""
     data = require_object(body, "/")
     for legacy in ("functions", "function_call"):
         if data.get(legacy) is not None:
@@ -320,8 +319,7 @@ def parse_chat_request(
     n = choice_count(data, "")
     stream = optional_bool(data, "stream", "", False)
     include_usage, continuous_usage = stream_options(data, stream)
-    # One automaton budget for every schema the request carries (automata.py).
-    budget = Automata() if automata is None else automata
+    budget = Automata() if automata is None else automata  # one for every schema it carries
     tools = parse_tools(data.get("tools"), "/tools", budget)
     effort = optional_choice(data, "reasoning_effort", "", REASONING_EFFORTS, None)
     enable, clear, template_kwargs = _thinking(data, effort)
