@@ -14,4 +14,18 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture
+def own_compile_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's automaton cache with no compile worker attached and no one attaching it,
+    for this test only: an in-process supervisor a module fixture keeps open (test_binding_live's)
+    attaches the worker for as long as it lives, so a test that counts builds, or watches its own
+    attach and detach, would otherwise see another's worker. Restored afterwards."""
+    from ember.models.constrain.automaton_cache import SHARED_AUTOMATA
+
+    monkeypatch.setattr(SHARED_AUTOMATA, "_worker", None)
+    monkeypatch.setattr(SHARED_AUTOMATA, "_users", 0)

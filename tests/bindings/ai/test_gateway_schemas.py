@@ -234,7 +234,9 @@ def test_the_supervisor_loop_turns_while_a_call_compiles(form: str) -> None:
     assert asyncio.run(main()) == []
 
 
-def test_the_supervisors_gateway_compiles_in_the_worker_process_until_closed() -> None:
+def test_the_supervisors_gateway_compiles_in_the_worker_process_until_closed(
+    own_compile_worker: None,
+) -> None:
     """``shared_gateway`` (the supervisor's) builds automata in the compile worker, so a costly
     pattern holds none of the supervisor's GIL; closing it stops the worker."""
 

@@ -35,7 +35,7 @@ def _body(tag: str, count: int, *, choice: object = "auto", strict: bool = True)
 
 
 @pytest.fixture
-def compiled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def compiled(monkeypatch: pytest.MonkeyPatch, own_compile_worker: None) -> list[str]:
     """The pattern of every automaton built, in order (the real compiler, counted): built where
     every ``Automata`` has them built, the process's cache (no compile worker in this process)."""
     patterns: list[str] = []

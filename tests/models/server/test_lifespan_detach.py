@@ -17,7 +17,7 @@ from ember.models.server.state import ServerState
 SLOW = "^(?:a?a?a?){600}$"
 
 
-def test_the_lifespan_stops_the_worker_off_the_loop() -> None:
+def test_the_lifespan_stops_the_worker_off_the_loop(own_compile_worker: None) -> None:
     app = build_app(ServerState(ServerSettings("m")), load=False)
 
     async def run() -> int:
