@@ -301,10 +301,12 @@ def check_glm_arguments(
     def build(own: Automata) -> int:
         # The JSON check's automata, charged while the request was parsed: built then (kept in
         # the request's budget), or again here, uncounted, when that check was a known one.
-        warm = Automata(sys.maxsize)
+        warm = Automata(sys.maxsize, cache=budget.cache)
         warm.adopt(budget)
         try:
             compile_schema(schema, path=path, strict=tool.strict, automata=warm)
+        except AutomatonBudgetExceeded:
+            raise  # unlimited here, so a compile past its time limit: GLM's would be too
         except InvalidRequestField:
             pass  # parsing refuses it; GLM's own compile, next, names what GLM refuses
         own.adopt(warm)

@@ -18,6 +18,7 @@ from ember.models.constrain.compile_client import (
 from ember.models.constrain.regex_nfa import compile_regex
 from ember.models.constrain.schema import compile_schema
 from ember.models.constrain.string_schema import literals_fitting
+from ember.models.constrain.tool_grammars import ToolSignature, check_glm_arguments
 
 # About 50,000 states and 0.1-0.2 s of CPU (far more than the 1 ms job limit below).
 SLOW = "^(?:" + "|".join(chr(0x100 + i) for i in range(1000)) + ")*$"
@@ -79,3 +80,19 @@ def test_malformed_row_offsets_are_refused_when_read(offsets: list[int], flat: l
     }
     with pytest.raises(ProtocolError, match="malformed automaton"):
         decode_automaton(fields)
+
+
+def test_glms_check_refuses_at_the_first_time_limit_not_the_second() -> None:
+    # Its first pass (the JSON compile, to reuse its automata) caught the time limit as a
+    # refusal for parsing to name, and its own compile then waited out the limit again.
+    cache = AutomatonCache()
+    cache.attach_worker(CompileLimits(job_seconds=0.001))
+    try:
+        parameters = {"type": "object", "properties": {"s": {"type": "string", "pattern": SLOW}}}
+        tool = ToolSignature("f", parameters, strict=True)
+        with pytest.raises(CompileTimeLimit):
+            check_glm_arguments(tool, "/tools/0/function/parameters", Automata(cache=cache))
+        worker = cache.worker
+        assert worker is not None and worker.starts == 1  # one job timed out, not two
+    finally:
+        cache.detach_worker()
