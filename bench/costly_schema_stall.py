@@ -35,7 +35,7 @@ import httpx
 
 from bench.ai import _wait_http, checkpoint
 from bench.ai_load import checkout_commit, load_average
-from bench.grammar_stall import RESULTS, ROOT, Server
+from bench.grammar_stall import RESULTS, ROOT, Server, rotate_rounds
 
 PROPERTIES = 14
 _tags = itertools.count()
@@ -184,15 +184,7 @@ def main() -> None:
             for server in servers:
                 _wait_http(server.url + "/health")
                 asyncio.run(phase(server.url, argparse.Namespace(**{**vars(args), "tokens": 8}), 1))
-            runs = [(s, k) for s in servers for k in ("costly", "quiet")]
-            for index in range(args.rounds):
-                shift = index % len(runs)
-                for server, kind in runs[shift:] + runs[:shift]:
-                    senders = args.senders if kind == "costly" else 0
-                    result = asyncio.run(phase(server.url, args, senders))
-                    phases.append({"side": server.name, "kind": kind, "round": index, **result})
-                    print(f"  {server.name:<8} {kind:<6} {result}", flush=True)
-                loads.append(load_average())
+            rotate_rounds(servers, ("costly", "quiet"), args, phase, phases, loads)
             for server in servers:
                 cpu[server.name] = cpu_per_request(server, args.cpu_requests)
                 print(f"  {server.name:<8} server CPU-s per costly request: {cpu[server.name]}")

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -147,6 +148,28 @@ def summary(phases: list[dict]) -> list[dict]:
     return out
 
 
+def rotate_rounds(
+    servers: list[Server],
+    kinds: tuple[str, str],
+    args: argparse.Namespace,
+    run_phase: Callable[[str, argparse.Namespace, int], Awaitable[dict]],
+    phases: list[dict],
+    loads: list[list[float]],
+) -> None:
+    """``args.rounds`` rounds of every (server, kind) phase, the order rotated by one each round
+    so that no side always runs first; ``kinds[0]`` runs ``args.senders`` senders, ``kinds[1]``
+    none (the quiet floor). Appends each phase to ``phases`` and each round's load to ``loads``."""
+    runs = [(s, k) for s in servers for k in kinds]
+    for index in range(args.rounds):
+        shift = index % len(runs)
+        for server, kind in runs[shift:] + runs[:shift]:
+            senders = args.senders if kind == kinds[0] else 0
+            result = asyncio.run(run_phase(server.url, args, senders))
+            phases.append({"side": server.name, "kind": kind, "round": index, **result})
+            print(f"  {server.name:<8} {kind:<6} {result}", flush=True)
+        loads.append(load_average())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", type=Path, required=True, help="the other checkout")
@@ -175,15 +198,7 @@ def main() -> None:
             for server in servers:
                 _wait_http(server.url + "/health")
                 asyncio.run(phase(server.url, argparse.Namespace(**{**vars(args), "tokens": 8}), 1))
-            runs = [(s, k) for s in servers for k in ("enum", "quiet")]
-            for index in range(args.rounds):
-                shift = index % len(runs)
-                for server, kind in runs[shift:] + runs[:shift]:
-                    senders = args.senders if kind == "enum" else 0
-                    result = asyncio.run(phase(server.url, args, senders))
-                    phases.append({"side": server.name, "kind": kind, "round": index, **result})
-                    print(f"  {server.name:<8} {kind:<5} {result}", flush=True)
-                loads.append(load_average())
+            rotate_rounds(servers, ("enum", "quiet"), args, phase, phases, loads)
         finally:
             for server in servers:
                 server.stop()
