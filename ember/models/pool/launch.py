@@ -112,7 +112,10 @@ def sglang_command(
     if source.family == "kimi":
         argv.append("--trust-remote-code")  # Kimi checkpoints ship their own tokenizer code
     argv += replica.args
-    env: dict[str, str] = {}
+    # PYTHONSAFEPATH (the environment's -P, Python 3.11+; older ones ignore it): the working
+    # directory (a project's, in ember dev) is not on the import path of SGLang nor of the
+    # processes it spawns, so a project folder named ``sglang`` or ``torch`` is never imported.
+    env: dict[str, str] = {"PYTHONSAFEPATH": "1"}
     if ":" in replica.device:
         env["CUDA_VISIBLE_DEVICES"] = replica.device.split(":", 1)[1]
     env.update(replica.env)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from ember.models.pool.config import parse_pool_config
 from ember.models.pool.launch import EMBER_ROOT, ModelSource, family_parsers, launch_command
@@ -80,8 +85,35 @@ def test_sglang_replica_command(tmp_path: Path) -> None:
     assert _flag(argv, "--served-model-name") == KIMI
     assert _flag(argv, "--mem-fraction-static") == "0.85"
     assert "--trust-remote-code" in argv
-    assert command.env == {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    assert command.env == {"PYTHONSAFEPATH": "1", "CUDA_VISIBLE_DEVICES": "4,5,6,7"}
     assert "CUDA_VISIBLE_DEVICES=4,5,6,7 py -m sglang.launch_server" in command.shell()
+
+
+@pytest.mark.parametrize("backend", ["ember", "sglang"])
+def test_a_project_folder_never_shadows_what_a_replica_imports(
+    backend: str, tmp_path: Path
+) -> None:
+    """A replica started from a project's folder (ember dev's working directory) that holds a
+    module of the name it runs (``sglang/``, ``ember/``) imports the installed one, not the
+    project's: run the command's interpreter flags and environment on a module that exists only
+    in the working directory."""
+    (tmp_path / "shadowing.py").write_text("print('imported from the working directory')\n")
+    config = parse_pool_config({GLM: {"backend": backend, "model_path": str(tmp_path)}})
+    (replica,) = config.serving(GLM).replicas
+    command = launch_command(replica, _source(GLM, "glm", tmp_path), 30000)
+    flags = command.argv[1 : command.argv.index("-m")]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
+    env.update(command.env)
+    done = subprocess.run(
+        [sys.executable, *flags, "-m", "shadowing"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "imported from the working directory" not in done.stdout
+    assert "No module named shadowing" in done.stderr
 
 
 def test_sglang_parsers_follow_the_glm_version() -> None:
