@@ -1,7 +1,7 @@
 """The model server's side of the compile worker (compile_worker.py): one process, one job at a
 time, each job bounded, the process restarted after a crash or a job past its limit.
 
-- Queue: a job waits for the worker behind the one running (a lock; the caller is a request's
+- Queue: a job waits for the worker behind those before it (a FIFO lock; the caller is a request's
   intake thread or the grammar builder's, never the event loop) at most ``queue_seconds``,
   then fails with ``CompileWorkerBusy`` (503). Waiting on the lock and on the pipe releases
   the GIL: the engine's step thread runs on meanwhile.
@@ -37,6 +37,7 @@ from ember.errors import BackendError
 from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
 from ember.models.constrain.automaton_wire import decode_automaton, decode_regex_error
 from ember.models.constrain.compile_worker import HEADER, MAX_FRAME, READY, frame
+from ember.models.constrain.fifo_lock import FifoLock
 from ember.models.constrain.regex_nfa import RegexAutomaton
 from ember.models.constrain.regex_work import AutomatonWorkExceeded
 
@@ -78,7 +79,7 @@ class CompileWorker:
 
     def __init__(self, limits: CompileLimits | None = None) -> None:
         self.limits = limits or CompileLimits()
-        self._lock = threading.Lock()
+        self._lock = FifoLock()  # jobs in arrival order: none loses every race to a 503
         self._proc: subprocess.Popen[bytes] | None = None
         self.starts = 0  # worker processes started: more than one after a crash or a limit
         self.in_flight = threading.Event()  # set while a job is on the worker (tests watch it)
