@@ -23,10 +23,11 @@ from ember.models.api.fields import at, describe, wrong_type
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.regex_syntax import RegexError
 from ember.models.constrain.stop_regex import (
-    MAX_STOP_REGEX_STATES,
     STOP_REGEX_DIALECT,
+    STOP_REGEX_LIMIT,
     StopRegex,
-    compile_stop_regex,
+    StopRegexBuild,
+    StopRegexesTooLarge,
 )
 
 # SGLang's SamplingParams fields that ember honours (``seed``: ember's older spelling of
@@ -97,8 +98,9 @@ def stop_regexes(
     params: Mapping[str, Any], path: str, most: int, automata: Automata
 ) -> tuple[StopRegex, ...]:
     """SGLang's ``stop_regex``: one pattern or a list of them (null or [] for none), each
-    compiled here into ember's automaton (``constrain/stop_regex.py``) within the request's
-    automaton budget, so that the engine's step thread never compiles and never backtracks."""
+    compiled here into ember's automaton (``constrain/stop_regex.py``) within a budget of their
+    own, then counted in the request's automaton budget, so that the engine's step thread never
+    compiles and never backtracks."""
     value = params.get("stop_regex")
     if value is None:
         return ()
@@ -107,26 +109,21 @@ def stop_regexes(
     if not isinstance(items, list) or len(items) > most:
         expected = f"a regular expression (a string) or an array of at most {most} of them"
         raise wrong_type(where, expected, value)
-    compiled = []
+    build = StopRegexBuild(automata.cache)
     for i, item in enumerate(items):
         spot = where if isinstance(value, str) else at(where, i)
         if not isinstance(item, str):
             raise wrong_type(spot, "a regular expression (a string)", item)
         try:
-            compiled.append(compile_stop_regex(item, automata, spot))
+            build.add(item, spot)
         except RegexError as error:
             raise InvalidRequestField(
                 spot, STOP_REGEX_DIALECT, f"{error} in {item[:80]!r}", "unsupported_value"
             ) from None
-    states = sum(len(regex.automaton.edges) for regex in compiled)
-    if states > MAX_STOP_REGEX_STATES:
-        raise InvalidRequestField(
-            where,
-            f"stop regexes whose automata have at most {MAX_STOP_REGEX_STATES} states in all "
-            "(every character of the output steps each of them)",
-            f"{states} states",
-        )
-    return tuple(compiled)
+        except StopRegexesTooLarge as error:
+            raise InvalidRequestField(where, STOP_REGEX_LIMIT, error.got) from None
+    automata.charge(build.work, where)  # the request's budget counts them too
+    return tuple(build.compiled)
 
 
 def check_sampling_keys(params: Mapping, path: str) -> None:

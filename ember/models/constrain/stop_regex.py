@@ -13,6 +13,9 @@ Each character steps every state of the set, so what a token costs is bounded by
 automata's states: a request's stop regexes have at most ``MAX_STOP_REGEX_STATES`` in all
 (review40: 16 wide patterns within the schema budget cost 142 ms of the event loop a token,
 and their memo of state sets held ~3 GB). A scan steps without the automaton's shared memo.
+They are built within a work budget of their own (``STOP_REGEX_WORK``), pattern by pattern, so
+a list past the cap is refused where it passes it, not after every pattern was built within
+the schemas' budget (review42: 16 patterns cost ~1 s of CPU, then a 400 naming that budget).
 
 The dialect is the one ember's ``regex`` constraint takes (``STOP_REGEX_DIALECT``); a pattern
 outside it is refused when the request arrives, naming the construct. Within it the stop
@@ -25,12 +28,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ember.errors import UserError
 from ember.models.constrain.automata import Automata
+from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
+from ember.models.constrain.automaton_cache import SHARED_AUTOMATA, AutomatonCache
 from ember.models.constrain.regex_nfa import RegexAutomaton, StateSet, compile_regex
 
 # All of one request's stop regexes together: what each character of output may step. Ample
 # for stop patterns (``\n\n+``, ``Observation:|Final Answer:``: tens of states each).
 MAX_STOP_REGEX_STATES = 512
+# The work (``RegexAutomaton.work``) they may take to build, ~10 ms here: 512 states took at most
+# ~4,200 units in every shape tried (``(a?){124}``, ``[^\0]{246}``, 16 literal words).
+STOP_REGEX_WORK = 16 * MAX_STOP_REGEX_STATES
+STOP_REGEX_LIMIT = (
+    f"stop regexes whose automata have at most {MAX_STOP_REGEX_STATES} states in all, built "
+    f"within {STOP_REGEX_WORK:,} units of automaton work (every character of the output "
+    "steps each state)"
+)
 
 STOP_REGEX_DIALECT = (
     "a regular expression in ember's linear-time dialect (literals, escapes, '.', classes, "
@@ -56,6 +70,47 @@ def compile_stop_regex(
     if automata is None:
         return StopRegex(pattern, compile_regex(pattern, search=True))
     return StopRegex(pattern, automata.regex(pattern, where, search=True))
+
+
+class StopRegexesTooLarge(UserError):
+    """A request's stop regexes passed ``MAX_STOP_REGEX_STATES`` or ``STOP_REGEX_WORK``
+    (``got``: how far, and at which pattern); the caller names its field."""
+
+    def __init__(self, got: str) -> None:
+        self.got = got
+        super().__init__(f"{STOP_REGEX_LIMIT}, got {got}")
+
+
+class StopRegexBuild:
+    """One request's stop regexes, built one after the other within ``STOP_REGEX_WORK`` in
+    all and refused (``StopRegexesTooLarge``) as soon as their states or work pass the cap."""
+
+    def __init__(self, cache: AutomatonCache = SHARED_AUTOMATA) -> None:
+        self._automata = Automata(STOP_REGEX_WORK, "for the stop regexes", cache)
+        self.compiled: list[StopRegex] = []
+        self.states = 0
+
+    @property
+    def work(self) -> int:
+        """The work of the automata built so far (the request's budget counts it too)."""
+        return self._automata.states
+
+    def add(self, pattern: str, where: str) -> StopRegex:
+        """``pattern``'s search automaton; raises ``RegexError`` for a pattern outside the
+        dialect, ``StopRegexesTooLarge`` past the cap."""
+        index = len(self.compiled)
+        try:
+            automaton = self._automata.regex(pattern, where, search=True)
+        except AutomatonBudgetExceeded:
+            raise StopRegexesTooLarge(
+                f"more than {STOP_REGEX_WORK:,} units of work by pattern {index}"
+            ) from None
+        self.states += len(automaton.edges)
+        if self.states > MAX_STOP_REGEX_STATES:
+            raise StopRegexesTooLarge(f"{self.states} states by pattern {index}")
+        regex = StopRegex(pattern, automaton)
+        self.compiled.append(regex)
+        return regex
 
 
 class StopScan:

@@ -31,8 +31,10 @@ from ember.models.constrain.regex_syntax import RegexError
 from ember.models.constrain.stop_regex import (
     MAX_STOP_REGEX_STATES,
     STOP_REGEX_DIALECT,
+    STOP_REGEX_LIMIT,
     StopRegex,
-    compile_stop_regex,
+    StopRegexBuild,
+    StopRegexesTooLarge,
 )
 
 MAX_STOP_STRINGS = 4  # a request body's ``stop`` (OpenAI's and Workers AI's schema)
@@ -129,14 +131,12 @@ class SamplingParams:
         if len(self.stop_regex) > MAX_ENGINE_STOP_STRINGS:
             _fail("stop_regex", f"at most {MAX_ENGINE_STOP_STRINGS} patterns", self.stop_regex)
         regexes = (self.stop_regex,) if isinstance(self.stop_regex, str) else self.stop_regex
-        object.__setattr__(self, "stop_regex", tuple(map(_stop_regex, regexes)))
-        states = sum(len(regex.automaton.edges) for regex in self.stop_regex)
-        if states > MAX_STOP_REGEX_STATES:
-            _fail(
-                "stop_regex",
-                f"patterns whose automata have at most {MAX_STOP_REGEX_STATES} states in all",
-                f"{states} states",
-            )
+        build = StopRegexBuild()  # the patterns given as text, within the stop regexes' cap
+        compiled = tuple(_stop_regex(item, build) for item in regexes)
+        object.__setattr__(self, "stop_regex", compiled)
+        states = sum(len(regex.automaton.edges) for regex in compiled)
+        if states > MAX_STOP_REGEX_STATES:  # compiled ones handed in count as well
+            _fail("stop_regex", STOP_REGEX_LIMIT, f"{states} states")
         for token in self.stop_token_ids:
             if not (_is_int(token) and token >= 0):
                 _fail("stop_token_ids", "a list of token ids (integers >= 0)", token)
@@ -271,17 +271,21 @@ def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
     return tuple(sorted(pairs, key=lambda pair: str(pair[0])))
 
 
-def _stop_regex(item: object) -> StopRegex:
+def _stop_regex(item: object, build: StopRegexBuild) -> StopRegex:
     """A compiled stop regex as it is; a pattern compiled (the engine's Python API, tests)."""
     if isinstance(item, StopRegex):
         return item
     if not isinstance(item, str):
         _fail("stop_regex", STOP_REGEX_DIALECT, item)
     try:
-        return compile_stop_regex(item)  # type: ignore[arg-type]
+        return build.add(item, "stop_regex")  # type: ignore[arg-type]
     except RegexError as error:
         raise InvalidModelInput(
             "stop_regex", f"stop_regex must be {STOP_REGEX_DIALECT}, got {item!r} ({error})"
+        ) from None
+    except StopRegexesTooLarge as error:
+        raise InvalidModelInput(
+            "stop_regex", f"stop_regex must be {STOP_REGEX_LIMIT}, got {error.got}"
         ) from None
 
 

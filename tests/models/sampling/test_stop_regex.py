@@ -14,7 +14,15 @@ from ember.errors import InvalidModelInput
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.generate_params import stop_regexes
 from ember.models.constrain.automata import Automata
-from ember.models.constrain.stop_regex import MAX_STOP_REGEX_STATES, StopScan, compile_stop_regex
+from ember.models.constrain.automaton_cache import AutomatonCache
+from ember.models.constrain.stop_regex import (
+    MAX_STOP_REGEX_STATES,
+    STOP_REGEX_WORK,
+    StopRegexBuild,
+    StopRegexesTooLarge,
+    StopScan,
+    compile_stop_regex,
+)
 from ember.models.sampling import SamplingParams, StopChecker
 
 
@@ -130,6 +138,31 @@ def test_stop_regexes_are_bounded_by_their_states_in_all() -> None:
     # What stop patterns look like fits many times over.
     usual = [r"\n\n+", "Observation:|Final Answer:", r"</?tool_call>", r"\d+\."]
     assert len(stop_regexes({"stop_regex": usual}, "sampling_params", 16, Automata())) == 4
+
+
+def test_stop_regexes_are_refused_as_their_build_passes_their_own_cap() -> None:
+    """review42: 16 x ``([a-z]?){1000}\\0`` were each built within the request's schema budget
+    (~1 s of CPU) before the state count refused them, with the schemas' message. The build
+    stops within the stop regexes' own work cap, at the first pattern, and says so."""
+    wide = ["([a-z]?){1000}\x00"] * 16
+    request = Automata()
+    with pytest.raises(InvalidRequestField) as refused:
+        stop_regexes({"stop_regex": wide}, "sampling_params", 16, request)
+    message = str(refused.value)
+    assert refused.value.field.endswith("stop_regex"), message
+    assert "units of work by pattern 0" in message and "schemas whose" not in message, message
+    assert request.states == 0  # nothing charged to the request for a refused list
+    build = StopRegexBuild(AutomatonCache())
+    with pytest.raises(StopRegexesTooLarge, match=f"more than {STOP_REGEX_WORK:,} units"):
+        build.add(wide[0], "stop_regex")
+    with pytest.raises(InvalidModelInput, match="units of work by pattern 0"):
+        SamplingParams(stop_regex=tuple(wide))
+
+
+def test_stop_regexes_are_charged_to_the_requests_budget() -> None:
+    request = Automata()
+    (regex,) = stop_regexes({"stop_regex": "Observation:"}, "sampling_params", 16, request)
+    assert request.states == regex.automaton.work > 0
 
 
 def test_a_scan_leaves_the_shared_automatons_memo_alone() -> None:
