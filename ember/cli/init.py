@@ -83,13 +83,14 @@ def running_ember(project: Path) -> str:
     """How to run the ``ember`` that is running now from inside ``project``: ``ember`` when the
     one on PATH is this one, else its path (the README installs into ``.venv/bin``, not on
     PATH), relative to ``project`` when both were given relative, as the README's quick start
-    writes ``../.venv/bin/ember``; ``python -m ember`` names its python."""
+    writes ``../.venv/bin/ember``; ``python -m ember`` names its python, with ``-P`` so that
+    the project's own folders (one named ``ember``) are not on the import path."""
     script = Path(sys.argv[0])
     on_path = shutil.which("ember")
     if script.name == "__main__.py":  # python -m ember
         if on_path and Path(on_path).parent == Path(sys.executable).parent:
             return "ember"  # the console script of this same environment
-        return f"{shlex.quote(sys.executable)} -m ember"
+        return f"{shlex.quote(sys.executable)} -P -m ember"
     if not script.is_file():
         return "ember"  # an embedding that does not say: the usual name
     if on_path and os.path.samefile(on_path, script):

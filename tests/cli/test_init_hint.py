@@ -15,13 +15,17 @@ BIN = Path(sys.executable).parent  # the test venv's bin: its `ember` console sc
 BARE_PATH = "/usr/bin:/bin"
 
 
-def _init(argv: list[str], cwd: Path, path: str, *args: str) -> str:
+def _init(argv: list[str], cwd: Path, path: str, *args: str, shadow: bool = False) -> str:
     env = {"PATH": path, "PYTHONPATH": str(ROOT), "HOME": str(cwd)}
     done = subprocess.run(
         [*argv, "init", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     hint = done.stdout.splitlines()[-1]
+    if shadow:  # a project folder named ``ember``, which the hint must not import
+        package = cwd / args[0] / "ember"
+        package.mkdir()
+        (package / "__init__.py").write_text("raise ImportError('the project folder ember')\n")
     assert hint.startswith("Next: ") and hint.endswith(" dev"), hint
     # The hint, run as printed (a shell line: `cd DIR && COMMAND dev`), starts that ember.
     line = hint.removeprefix("Next: ").removesuffix(" dev") + " --version"
@@ -50,5 +54,6 @@ def test_the_ember_on_path_is_just_ember(tmp_path: Path) -> None:
 
 
 def test_python_dash_m_ember_is_named_with_its_python(tmp_path: Path) -> None:
-    hint = _init([sys.executable, "-m", "ember"], tmp_path, BARE_PATH, "w3")
-    assert hint == f"Next: cd w3 && {sys.executable} -m ember dev"
+    # -P: run from the project, a folder of it named ``ember`` is not imported in ember's stead.
+    hint = _init([sys.executable, "-m", "ember"], tmp_path, BARE_PATH, "w3", shadow=True)
+    assert hint == f"Next: cd w3 && {sys.executable} -P -m ember dev"
