@@ -38,6 +38,9 @@ _MONTH_NAMES = tuple(
 _LONGEST = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # by month; 29 February in leap years
 # A cron that fires at all fires within one Gregorian cycle (400 years): the search's bound,
 # reached only by a cron ``never_fires`` cannot see (none today).
+# Stored with each cron ``ember serve`` keeps (PUT .../schedules): how its weekdays count. One
+# stored before (ember 0 = Sunday, until the platform's numbering) has none, and is warned of.
+WEEKDAY_NUMBERING = "1-7 from Sunday"
 MAX_SEARCH_DAYS = 146097
 NEVER_RUNS = "(it deploys, and never runs on its schedule)"
 

@@ -359,7 +359,7 @@ def test_a_stored_cron_that_no_longer_parses_is_left_out_with_a_warning(
     from ember.runtime.platform.crons import schedulable
 
     with caplog.at_level("WARNING"):
-        kept = schedulable(("0 9 * * 0", "0 9 * * 1"), "acct/worker")
+        kept = schedulable([{"cron": "0 9 * * 0"}, {"cron": "0 9 * * 1"}], "acct/worker")
     assert kept == ("0 9 * * 1",)
     assert "acct/worker" in caplog.text and "'0 9 * * 0'" in caplog.text
     assert "outside 1-7" in caplog.text

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from ember.runtime.api import serializers
 from ember.runtime.api.context import caller, json_body, live_of, plane_of
 from ember.runtime.api.envelope import ok
-from ember.runtime.cron import CronExpression
+from ember.runtime.cron import WEEKDAY_NUMBERING, CronExpression
 from ember.runtime.deployments.errors import InvalidRequest
 from ember.runtime.deployments.records import Script
 
@@ -63,7 +63,9 @@ async def put_schedules(request: Request) -> Response:
             raise InvalidRequest(f"cron {item['cron']!r} is invalid: {exc}") from None
     name = request.path_params["name"]
     script = plane_of(request).scripts.patch_settings(
-        who.account, name, {"schedules": [{"cron": i["cron"]} for i in items]}
+        who.account,
+        name,
+        {"schedules": [{"cron": i["cron"], "weekdays": WEEKDAY_NUMBERING} for i in items]},
     )
     await live_of(request).reconcile(who.account.id, name)
     return ok({"schedules": _schedules(script)})

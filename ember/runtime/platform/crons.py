@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ember.runtime.cron import CronExpression
+from ember.runtime.cron import WEEKDAY_NUMBERING, CronExpression
 from ember.runtime.deployments.errors import ScriptNotFound
 from ember.runtime.deployments.plane import ControlPlane
 from ember.runtime.deployments.records import Script
@@ -22,12 +22,17 @@ from ember.runtime.supervisor import ScheduledResult, Supervisor
 log = logging.getLogger(__name__)
 
 
-def schedulable(crons: tuple[str, ...], worker: str) -> tuple[str, ...]:
-    """The stored crons that parse. One saved before the parser changed (weekday 0, Sunday
-    until ember counted 1-7 as the platform does) is left out with a warning naming it: it
-    must not stop ``ember serve`` from starting, nor the worker's other crons."""
+def schedulable(stored: object, worker: str) -> tuple[str, ...]:
+    """The crons of a worker's stored ``schedules`` that parse. One saved before the parser
+    changed (weekday 0, Sunday until ember counted 1-7 as the platform does) is left out with a
+    warning naming it: it must not stop ``ember serve`` from starting, nor the worker's other
+    crons. One saved then with another numeric weekday parses, but now fires a day earlier
+    than it did (its 1 was Monday): that is warned of too, until its crons are stored again."""
     kept = []
-    for cron in crons:
+    for item in stored if isinstance(stored, list) else []:
+        cron = item.get("cron") if isinstance(item, dict) else None
+        if not isinstance(cron, str):
+            continue
         try:
             CronExpression.parse(cron)
         except ValueError as error:
@@ -39,6 +44,17 @@ def schedulable(crons: tuple[str, ...], worker: str) -> tuple[str, ...]:
                 error,
             )
             continue
+        fields = cron.split()
+        numbered = len(fields) == 5 and any(c.isdigit() for c in fields[4])
+        if numbered and item.get("weekdays") != WEEKDAY_NUMBERING:
+            log.warning(
+                "worker %s: its cron %r was stored when ember counted weekdays from 0 = Sunday; "
+                "it now counts them as the platform does, 1 = Sunday to 7 = Saturday, so this "
+                "cron fires a day earlier than it did. Deploy its crons again (PUT "
+                ".../schedules or ember deploy) to keep this schedule and end this warning",
+                worker,
+                cron,
+            )
         kept.append(cron)
     return tuple(kept)
 
@@ -62,14 +78,7 @@ class WorkerCrons:
             except ScriptNotFound:
                 script = None
             if script is not None:
-                crons = schedulable(
-                    tuple(
-                        item["cron"]
-                        for item in script.settings.get("schedules", [])
-                        if isinstance(item, dict) and isinstance(item.get("cron"), str)
-                    ),
-                    f"{account.name}/{name}",
-                )
+                crons = schedulable(script.settings.get("schedules"), f"{account.name}/{name}")
         key = (account_id, name)
         current = self._tasks.get(key)
         if current is not None and current[0] == crons:
