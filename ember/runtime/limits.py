@@ -149,6 +149,11 @@ EXCEPTION = PlatformError(500, 1101, "Worker threw exception.", "exception")
 STARTUP_FAILED = PlatformError(500, 1101, "Worker failed to start.", "startup_failed")
 NO_HANDLER = PlatformError(500, 1101, "Handler does not export a fetch() function.", "no_handler")
 UNAVAILABLE = PlatformError(503, None, "Worker is not available.", "unavailable")
+# A request still running when the server stops (ember dev's Ctrl-C, ember serve's SIGTERM)
+# past its grace: the client is told why, not just that the worker is gone.
+STOPPING = PlatformError(
+    503, None, "Worker is not available: the server is stopping.", "server_stopping"
+)
 # Killed for CPU burned while idle (a thread or task left running): no request sees it, but
 # unlike the supervisor's own stops (UNAVAILABLE) the operator's log must.
 IDLE_CPU_EXCEEDED = PlatformError(503, None, "Worker is not available.", "idle_cpu_limit")

@@ -152,7 +152,7 @@ class SlotIsolates:
         if slot.current is process:
             slot.current = None
         if error is not None and slot.failure is None and process.state is State.DEAD:
-            level = "warn" if error.tag != L.UNAVAILABLE.tag else "info"
+            level = "info" if error.tag in (L.UNAVAILABLE.tag, L.STOPPING.tag) else "warn"
             self.events.emit(
                 E.LifecycleEvent(slot.deployment.id, level, f"isolate stopped: {reason}")
             )

@@ -123,7 +123,7 @@ class Supervisor(SlotIsolates):
         self._closing = True
         spawned = [p.spawn_pid for slot in self._slots.values() for p in slot.processes]
         for slot in list(self._slots.values()):
-            await self._retire(slot, kill=True)
+            await self._retire(slot, kill=True, error=L.STOPPING)
         self._slots.clear()
         await wait_reaped(spawned)  # sandbox monitors remove their cgroups before the zygote goes
         await self.isolation.close()
@@ -289,7 +289,7 @@ class Supervisor(SlotIsolates):
             if process.state is not State.DEAD:
                 return await process.fetch(request)
             slot = self._slots.get(deployment_id) or slot
-        return platform_error_response(L.UNAVAILABLE)
+        return platform_error_response(L.STOPPING if self._closing else L.UNAVAILABLE)
 
     async def scheduled(
         self, deployment_id: str, cron: str, scheduled_time: float | None = None

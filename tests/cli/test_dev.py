@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -242,6 +243,34 @@ def test_dev_leaves_nothing_in_tmpdir_when_stopped(tmp_path: Path, sig: signal.S
     finally:
         dev.stop()
     assert list(tmpdir.iterdir()) == []
+
+
+def test_a_request_cut_by_ctrl_c_is_told_the_server_is_stopping(tmp_path: Path) -> None:
+    """A request still running when ember dev stops (past its grace) gets a 503 that says the
+    server is stopping, not only "Worker is not available." (as for a worker that failed)."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "worker.py").write_text(
+        "import asyncio\nfrom workers import Response\n\n"
+        "async def on_fetch(request, env):\n"
+        "    print('handler started', flush=True)\n"
+        "    await asyncio.sleep(60)\n"
+        "    return Response('late')\n"
+    )
+    (tmp_path / "app" / "ember.yaml").write_text("name: app\nmain: worker.py\n")
+    dev = DevProcess(tmp_path / "app", state=tmp_path / "state")
+    answers: list[httpx.Response] = []
+    try:
+        asking = threading.Thread(target=lambda: answers.append(httpx.get(dev.url, timeout=60)))
+        asking.start()
+        dev.wait_for_line("handler started", timeout=30)
+        dev.stop()
+        asking.join(30)
+    finally:
+        dev.stop()
+    (answer,) = answers
+    assert answer.status_code == 503
+    assert answer.text.strip() == "Worker is not available: the server is stopping."
+    assert answer.headers["x-ember-error"] == "server_stopping"
 
 
 def test_dev_removes_the_stage_a_killed_session_left_behind(tmp_path: Path) -> None:
