@@ -9,10 +9,13 @@ to the request's automaton budget where the request is parsed), and a ``StopScan
 state set over each new character once: a token costs its own characters, never the text
 before it.
 
-Each character steps every state of the set, so what a token costs is bounded by the
-automata's states: a request's stop regexes have at most ``MAX_STOP_REGEX_STATES`` in all
-(review40: 16 wide patterns within the schema budget cost 142 ms of the event loop a token,
-and their memo of state sets held ~3 GB). A scan steps without the automaton's shared memo.
+Each character steps every live state of the set and unions their targets, so what a token
+costs is bounded by the automata's states and edge targets: a request's stop regexes have at
+most ``MAX_STOP_REGEX_STATES`` and ``MAX_STOP_REGEX_TARGETS`` in all (review40: 16 wide
+patterns within the schema budget cost 142 ms of the event loop a token, and their memo of
+state sets held ~3 GB; review42: ``(a?){124}`` within 512 states, ~100 µs a character). A scan
+steps without the automaton's shared memo, with a bounded one of its own by character class;
+at the caps a character costs ~20-35 µs here, against ~1 µs for ``Observation:|Final Answer:``.
 They are built within a work budget of their own (``STOP_REGEX_WORK``), pattern by pattern, so
 a list past the cap is refused where it passes it, not after every pattern was built within
 the schemas' budget (review42: 16 patterns cost ~1 s of CPU, then a 400 naming that budget).
@@ -26,6 +29,7 @@ text searched starts where stopping may start (``min_new_tokens``), so ``^`` anc
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from ember.errors import UserError
@@ -37,11 +41,17 @@ from ember.models.constrain.regex_nfa import RegexAutomaton, StateSet, compile_r
 # All of one request's stop regexes together: what each character of output may step. Ample
 # for stop patterns (``\n\n+``, ``Observation:|Final Answer:``: tens of states each).
 MAX_STOP_REGEX_STATES = 512
+# And the states their edges lead to, counted per edge: a step unions the targets of every
+# live state, so ``(a?){124}`` (512 states, but 7,880 targets) cost ~100 µs a character.
+MAX_STOP_REGEX_TARGETS = 4 * MAX_STOP_REGEX_STATES
+# (character, state) targets a scan keeps: ~1 MiB at most.
+MAX_KEPT_TARGETS = 16_384
 # The work (``RegexAutomaton.work``) they may take to build, ~10 ms here: 512 states took at most
 # ~4,200 units in every shape tried (``(a?){124}``, ``[^\0]{246}``, 16 literal words).
 STOP_REGEX_WORK = 16 * MAX_STOP_REGEX_STATES
 STOP_REGEX_LIMIT = (
-    f"stop regexes whose automata have at most {MAX_STOP_REGEX_STATES} states in all, built "
+    f"stop regexes whose automata have at most {MAX_STOP_REGEX_STATES} states and "
+    f"{MAX_STOP_REGEX_TARGETS:,} edge targets in all, built "
     f"within {STOP_REGEX_WORK:,} units of automaton work (every character of the output "
     "steps each state)"
 )
@@ -55,10 +65,23 @@ STOP_REGEX_DIALECT = (
 
 @dataclass(frozen=True, slots=True)
 class StopRegex:
-    """One stop pattern and its automaton (equal by pattern: the automaton is its function)."""
+    """One stop pattern and its automaton (equal by pattern: the automaton is its function).
+    ``bounds``: where the automaton's character classes start and end, sorted; two characters
+    between the same two bounds are taken by the same edges (a scan's cache key)."""
 
     pattern: str
     automaton: RegexAutomaton = field(compare=False, repr=False)
+    bounds: tuple[int, ...] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        cuts = {
+            cut
+            for row in self.automaton.edges
+            for chars, _ in row
+            for low, high in chars.ranges
+            for cut in (low, high + 1)
+        }
+        object.__setattr__(self, "bounds", tuple(sorted(cuts)))
 
 
 def compile_stop_regex(
@@ -70,6 +93,20 @@ def compile_stop_regex(
     if automata is None:
         return StopRegex(pattern, compile_regex(pattern, search=True))
     return StopRegex(pattern, automata.regex(pattern, where, search=True))
+
+
+def edge_targets(automaton: RegexAutomaton) -> int:
+    """The states its edges lead to, counted per edge: what a step may union."""
+    return sum(len(target) for row in automaton.edges for _, target in row)
+
+
+def over_cap(states: int, targets: int) -> str | None:
+    """How stop regexes of these sizes pass the cap, or None within it."""
+    if states > MAX_STOP_REGEX_STATES:
+        return f"{states} states"
+    if targets > MAX_STOP_REGEX_TARGETS:
+        return f"{targets:,} edge targets"
+    return None
 
 
 class StopRegexesTooLarge(UserError):
@@ -89,6 +126,7 @@ class StopRegexBuild:
         self._automata = Automata(STOP_REGEX_WORK, "for the stop regexes", cache)
         self.compiled: list[StopRegex] = []
         self.states = 0
+        self.targets = 0
 
     @property
     def work(self) -> int:
@@ -106,8 +144,10 @@ class StopRegexBuild:
                 f"more than {STOP_REGEX_WORK:,} units of work by pattern {index}"
             ) from None
         self.states += len(automaton.edges)
-        if self.states > MAX_STOP_REGEX_STATES:
-            raise StopRegexesTooLarge(f"{self.states} states by pattern {index}")
+        self.targets += edge_targets(automaton)
+        over = over_cap(self.states, self.targets)
+        if over:
+            raise StopRegexesTooLarge(f"{over} by pattern {index}")
         regex = StopRegex(pattern, automaton)
         self.compiled.append(regex)
         return regex
@@ -116,29 +156,62 @@ class StopRegexBuild:
 class StopScan:
     """Where one stop regex stands in the text seen so far: its automaton's state set."""
 
-    __slots__ = ("regex", "_states")
+    __slots__ = ("regex", "_states", "_targets", "_kept")
 
     def __init__(self, regex: StopRegex) -> None:
         self.regex = regex
         self._states: StateSet = regex.automaton.start
+        # By character class (``StopRegex.bounds``), then state: the state's targets on that
+        # class (None: no edge takes it), found the first time that state meets it. A step is
+        # then a bisect, and a lookup and a union per live state, not a class test per edge
+        # (review42: ~3-4x at the cap); a text of ever new characters (Chinese) falls into a
+        # few classes. Bounded: cleared past ``MAX_KEPT_TARGETS`` entries.
+        self._targets: dict[int, dict[int, StateSet | None]] = {}
+        self._kept = 0
 
     def feed(self, text: str) -> tuple[bool, int]:
         """Step over ``text`` (the characters new since the last call): whether a match now
         ends within the text seen (search mode: a match with no ``$`` stays accepted), and
         the characters stepped. A dead set (``^`` failed) steps no more."""
         automaton, states, steps = self.regex.automaton, self._states, 0
-        edges = automaton.edges
+        edges, known, bounds = automaton.edges, self._targets, self.regex.bounds
         for char in text:
             if not states:
                 break
             # Stepped here, not by ``automaton.step``: its memo is the automaton's, shared
             # by every request, and keyed by whole state sets.
-            code_point, after = ord(char), set()
+            code_point = ord(char)
+            kind = bisect_right(bounds, code_point)
+            column = known.get(kind)
+            if column is None:
+                if self._kept >= MAX_KEPT_TARGETS:
+                    known.clear()
+                    self._kept = 0
+                column = known[kind] = {}
+            after: set[int] = set()
             for state in states:
-                for chars, target in edges[state]:
-                    if code_point in chars:
-                        after |= target
+                if state in column:
+                    target = column[state]
+                else:
+                    hits = [t for chars, t in edges[state] if code_point in chars]
+                    target = hits[0] if len(hits) == 1 else frozenset().union(*hits) or None
+                    column[state] = target
+                    self._kept += 1
+                if target:
+                    after |= target
             states = frozenset(after)
             steps += 1
         self._states = states
         return automaton.accepts(states), steps
+
+
+def step_reference(automaton: RegexAutomaton, states: StateSet, text: str) -> StateSet:
+    """The slow reference of ``StopScan.feed``: each edge's class tested for each character."""
+    for char in text:
+        code_point, after = ord(char), set()
+        for state in states:
+            for chars, target in automaton.edges[state]:
+                if code_point in chars:
+                    after |= target
+        states = frozenset(after)
+    return states

@@ -29,12 +29,13 @@ from ember.errors import InvalidModelInput
 from ember.models.api.chat_request import SERVER_MAX_STOP_STRINGS, SamplingOptions
 from ember.models.constrain.regex_syntax import RegexError
 from ember.models.constrain.stop_regex import (
-    MAX_STOP_REGEX_STATES,
     STOP_REGEX_DIALECT,
     STOP_REGEX_LIMIT,
     StopRegex,
     StopRegexBuild,
     StopRegexesTooLarge,
+    edge_targets,
+    over_cap,
 )
 
 MAX_STOP_STRINGS = 4  # a request body's ``stop`` (OpenAI's and Workers AI's schema)
@@ -134,9 +135,12 @@ class SamplingParams:
         build = StopRegexBuild()  # the patterns given as text, within the stop regexes' cap
         compiled = tuple(_stop_regex(item, build) for item in regexes)
         object.__setattr__(self, "stop_regex", compiled)
-        states = sum(len(regex.automaton.edges) for regex in compiled)
-        if states > MAX_STOP_REGEX_STATES:  # compiled ones handed in count as well
-            _fail("stop_regex", STOP_REGEX_LIMIT, f"{states} states")
+        over = over_cap(  # compiled ones handed in count as well
+            sum(len(regex.automaton.edges) for regex in compiled),
+            sum(edge_targets(regex.automaton) for regex in compiled),
+        )
+        if over:
+            _fail("stop_regex", STOP_REGEX_LIMIT, over)
         for token in self.stop_token_ids:
             if not (_is_int(token) and token >= 0):
                 _fail("stop_token_ids", "a list of token ids (integers >= 0)", token)

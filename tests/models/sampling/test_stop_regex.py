@@ -16,12 +16,15 @@ from ember.models.api.generate_params import stop_regexes
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.automaton_cache import AutomatonCache
 from ember.models.constrain.stop_regex import (
+    MAX_KEPT_TARGETS,
     MAX_STOP_REGEX_STATES,
+    MAX_STOP_REGEX_TARGETS,
     STOP_REGEX_WORK,
     StopRegexBuild,
     StopRegexesTooLarge,
     StopScan,
     compile_stop_regex,
+    step_reference,
 )
 from ember.models.sampling import SamplingParams, StopChecker
 
@@ -132,8 +135,9 @@ def test_stop_regexes_are_bounded_by_their_states_in_all() -> None:
     with pytest.raises(InvalidRequestField) as refused:
         stop_regexes({"stop_regex": wide}, "sampling_params", 16, Automata())
     assert refused.value.field.endswith("stop_regex")  # the list, not one of its patterns
-    assert f"at most {MAX_STOP_REGEX_STATES} states in all" in str(refused.value)
-    with pytest.raises(InvalidModelInput, match="at most 512 states in all"):
+    assert f"at most {MAX_STOP_REGEX_STATES} states and" in str(refused.value)
+    assert "states by pattern" in str(refused.value)
+    with pytest.raises(InvalidModelInput, match="at most 512 states and"):
         SamplingParams(stop_regex=tuple(wide))
     # What stop patterns look like fits many times over.
     usual = [r"\n\n+", "Observation:|Final Answer:", r"</?tool_call>", r"\d+\."]
@@ -157,6 +161,44 @@ def test_stop_regexes_are_refused_as_their_build_passes_their_own_cap() -> None:
         build.add(wide[0], "stop_regex")
     with pytest.raises(InvalidModelInput, match="units of work by pattern 0"):
         SamplingParams(stop_regex=tuple(wide))
+
+
+def test_stop_regexes_are_bounded_by_the_targets_a_step_unions() -> None:
+    """review42: ``(a?){124}\\0`` is within 512 states, but each of them leads to ~60 others:
+    ~100 µs a character of output, each step a union of 7,880 states."""
+    with pytest.raises(InvalidRequestField) as refused:
+        stop_regexes({"stop_regex": "(a?){124}\x00"}, "sampling_params", 16, Automata())
+    assert f"{MAX_STOP_REGEX_TARGETS:,} edge targets in all" in str(refused.value)
+    assert "edge targets by pattern 0" in str(refused.value)
+    with pytest.raises(InvalidModelInput, match="edge targets by pattern 0"):
+        SamplingParams(stop_regex="(a?){124}\x00")
+    # 8 stop words of 22 letters each: hundreds of states, a few targets each.
+    words = [f"word{i:02d}" + "x" * 16 for i in range(8)]
+    assert len(stop_regexes({"stop_regex": words}, "sampling_params", 16, Automata())) == 8
+
+
+def test_a_scan_steps_as_the_reference_does() -> None:
+    """``StopScan.feed`` (targets kept by character and state) against ``step_reference``
+    (each edge's class tested), fresh random patterns and texts fed in random pieces, some
+    scans past ``MAX_KEPT_TARGETS`` (kept targets cleared)."""
+    rng = random.Random(secrets.randbits(32))
+    alphabet = "ab\n:xyzé" + "".join(chr(0x4E00 + i) for i in range(200))
+    for round_ in range(60):
+        pattern = _pattern(rng)
+        regex = compile_stop_regex(pattern)
+        scan = StopScan(regex)
+        if round_ % 3 == 0:
+            scan._kept = MAX_KEPT_TARGETS - rng.randrange(0, 20)  # clears within a few steps
+        states = regex.automaton.start
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 300)))
+        at = 0
+        while at < len(text):
+            piece = text[at : at + rng.randrange(1, 6)]
+            at += len(piece)
+            matched, _ = scan.feed(piece)
+            states = step_reference(regex.automaton, states, piece)
+            assert matched == regex.automaton.accepts(states), (pattern, text[:at])
+            assert scan._states == states, (pattern, text[:at])  # the same set, not just verdict
 
 
 def test_stop_regexes_are_charged_to_the_requests_budget() -> None:
