@@ -44,8 +44,10 @@ MAX_STOP_REGEX_STATES = 512
 # And the states their edges lead to, counted per edge: a step unions the targets of every
 # live state, so ``(a?){124}`` (512 states, but 7,880 targets) cost ~100 µs a character.
 MAX_STOP_REGEX_TARGETS = 4 * MAX_STOP_REGEX_STATES
-# (character, state) targets a scan keeps: ~1 MiB at most.
-MAX_KEPT_TARGETS = 16_384
+# (character class, state) targets a scan keeps, per state of its automaton (and a floor):
+# a request's scans keep at most ~8,000 in all (its states are capped), ~1 MB.
+KEPT_TARGETS_PER_STATE = 8
+KEPT_TARGETS_FLOOR = 256
 # The work (``RegexAutomaton.work``) they may take to build, ~10 ms here: 512 states took at most
 # ~4,200 units in every shape tried (``(a?){124}``, ``[^\0]{246}``, 16 literal words).
 STOP_REGEX_WORK = 16 * MAX_STOP_REGEX_STATES
@@ -156,7 +158,7 @@ class StopRegexBuild:
 class StopScan:
     """Where one stop regex stands in the text seen so far: its automaton's state set."""
 
-    __slots__ = ("regex", "_states", "_targets", "_kept")
+    __slots__ = ("regex", "_states", "_targets", "_kept", "_most")
 
     def __init__(self, regex: StopRegex) -> None:
         self.regex = regex
@@ -165,9 +167,10 @@ class StopScan:
         # class (None: no edge takes it), found the first time that state meets it. A step is
         # then a bisect, and a lookup and a union per live state, not a class test per edge
         # (review42: ~3-4x at the cap); a text of ever new characters (Chinese) falls into a
-        # few classes. Bounded: cleared past ``MAX_KEPT_TARGETS`` entries.
+        # few classes. Bounded: cleared past ``_most`` entries.
         self._targets: dict[int, dict[int, StateSet | None]] = {}
         self._kept = 0
+        self._most = KEPT_TARGETS_FLOOR + KEPT_TARGETS_PER_STATE * len(regex.automaton.edges)
 
     def feed(self, text: str) -> tuple[bool, int]:
         """Step over ``text`` (the characters new since the last call): whether a match now
@@ -184,7 +187,7 @@ class StopScan:
             kind = bisect_right(bounds, code_point)
             column = known.get(kind)
             if column is None:
-                if self._kept >= MAX_KEPT_TARGETS:
+                if self._kept >= self._most:
                     known.clear()
                     self._kept = 0
                 column = known[kind] = {}
