@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ember.models.constrain.charset import ALL, ANY, NONE, SOME, CharSet
+from ember.models.constrain.regex_anchors import split_anchors
 from ember.models.constrain.regex_syntax import (
     Alt,
     Chars,
@@ -33,7 +34,6 @@ from ember.models.constrain.regex_syntax import (
     RegexError,
     Repeat,
     parse_regex,
-    split_anchors,
 )
 from ember.models.constrain.regex_work import (
     CHECK_EVERY,

@@ -1,5 +1,5 @@
 """Regular-expression syntax: a pattern string to a small tree of ``Chars``, ``Concat``, ``Alt``
-and ``Repeat`` (``Anchor`` only at the ends, see ``split_anchors``).
+and ``Repeat`` (``Anchor`` only at the ends: regex_anchors.py).
 
 The subset is the one regex users of constrained decoding write (SGLang's and vLLM's ``regex``,
 JSON Schema's ``pattern``, pydantic's ``constr(pattern=...)``): literals and escapes, ``.``,
@@ -350,45 +350,3 @@ def _is_hex(text: str) -> bool:
 def parse_regex(pattern: str) -> Regex:
     """The tree for ``pattern``; raises ``RegexError`` naming an unsupported construct."""
     return _Parser(pattern).parse()
-
-
-def split_anchors(tree: Regex, pattern: str) -> list[tuple[bool, Regex, bool]]:
-    """The top-level alternatives as ``(anchored_start, body, anchored_end)``. Anchors are only
-    understood at the start or end of the pattern or of a top-level alternative; anywhere else
-    (inside a group, mid-pattern) they raise ``RegexError``."""
-    branches = tree.items if isinstance(tree, Alt) else (tree,)
-    out = []
-    for branch in branches:
-        items = list(branch.items) if isinstance(branch, Concat) else [branch]
-        start = end = False
-        while items and isinstance(items[0], Anchor) and items[0].kind == "start":
-            start = True
-            items.pop(0)
-        while items and isinstance(items[-1], Anchor) and items[-1].kind == "end":
-            end = True
-            items.pop()
-        body = Concat(tuple(items))
-        stray = _first_anchor(body)
-        if stray is not None:
-            where = "'^'" if stray.kind == "start" else "'$'"
-            raise RegexError(
-                f"anchor {where} inside the pattern",
-                stray.offset,
-                pattern,
-                "anchors are supported only at the start or end of the pattern",
-            )
-        out.append((start, body, end))
-    return out
-
-
-def _first_anchor(tree: Regex) -> Anchor | None:
-    if isinstance(tree, Anchor):
-        return tree
-    if isinstance(tree, Concat | Alt):
-        for item in tree.items:
-            found = _first_anchor(item)
-            if found is not None:
-                return found
-    if isinstance(tree, Repeat):
-        return _first_anchor(tree.item)
-    return None
