@@ -26,7 +26,7 @@ from typing import Any
 from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
 from ember.models.constrain.automaton_cache import SHARED_AUTOMATA, AutomatonCache
 from ember.models.constrain.regex_nfa import RegexAutomaton
-from ember.models.constrain.regex_work import AutomatonWorkExceeded
+from ember.models.constrain.regex_work import AutomatonWorkExceeded, pattern_units
 
 # About 1 s of CPU: 0.7-1.9 µs a unit in every pattern family measured (bench/regex_work.py,
 # BENCHMARKS.md), where a state cost 1.7-63 µs: ~150 bounded numbers, or seven of the largest
@@ -95,6 +95,10 @@ class Automata:
         # pattern cost seconds past the budget). Refused either way, the count is the one
         # before it: where a build stopped depends on how it was built, the refusal must not.
         left = self.limit - self.states
+        # Refused unread, as its build would refuse it first thing (regex_nfa.py): and not sent
+        # to the compile worker, whose job frame 6,000,000 astral characters passed (review41).
+        if pattern_units(pattern) > left:
+            raise self._exceeded(where, left)
         try:
             automaton = self.cache.automaton(key, where, budget=left)
         except AutomatonWorkExceeded:

@@ -14,10 +14,13 @@ raises ``RegexError`` naming the quantifier that blew it up. Length bounds (JSON
 character counter, trimmed like the rest.
 
 States alone do not measure the cost: a wide alternation under a star gives every state a
-target set of hundreds of states (review39: 31k states, 1.7 s). The build counts its
-``work`` (states made, states visited computing closures, edges kept), which tracks its CPU
-within a small factor across pattern families (BENCHMARKS.md), and stops with
-``AutomatonWorkExceeded`` as soon as the work passes the ``budget`` it was given.
+target set of hundreds of states (review39: 31k states, 1.7 s), and a pattern's text and its
+classes cost apart from its states (review41: a class of 20,000 code points was 6 states). The
+build counts its ``work`` (the pattern's characters, charged before it is read; its classes'
+ranges; states made; states visited computing closures; edges kept: regex_work.py), which
+tracks its CPU and its memory within a small factor across pattern families (BENCHMARKS.md),
+and stops with ``AutomatonWorkExceeded`` as soon as the work passes the ``budget`` it was
+given.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ember.models.constrain.regex_work import (
     VISITS_PER_UNIT,
     AutomatonWorkExceeded,
     WorkCounter,
+    pattern_units,
 )
 
 __all__ = ["AutomatonWorkExceeded", "RegexAutomaton", "compile_regex"]
@@ -271,10 +275,9 @@ def _with_length(
 def _automaton(
     tree: Regex,
     pattern: str,
-    bounds: tuple[int, int | None] = (0, None),
-    budget: int | None = None,
+    bounds: tuple[int, int | None],
+    work: WorkCounter,
 ) -> RegexAutomaton:
-    work = WorkCounter(budget)
     work.add(_size(tree, pattern))  # before building any of them
     bounds = _needed_bounds(tree, bounds)
     builder = _Builder()
@@ -319,13 +322,17 @@ def _automaton(
         found = closures.get(s)
         if found is not None:
             return found
-        chain = []  # states whose closure is the next one's: not important, one live move
+        # States whose closure is the next one's: not important, one live move. A set, and
+        # charged as visits: tested in a list, and free, "()" * 32,000 took 17.6 CPU-s for
+        # 64,000 units (review41).
+        chain: dict[int, None] = {}
         while s not in important and s not in closures and len(eps[s]) == 1:
             nxt = eps[s][0]
             if nxt not in live or nxt in chain or nxt == s:
                 break
-            chain.append(s)
+            chain[s] = None
             s = nxt
+        spend(len(chain) / VISITS_PER_UNIT)
         found = closures.get(s)
         if found is None:
             seen, todo, keep = {s}, [s], set()
@@ -367,8 +374,11 @@ def compile_regex(
     followed, by any text. ``length``: the text is also that many characters long (JSON
     Schema's ``minLength``/``maxLength``; ``None``: unbounded). ``budget``: the most work
     (``RegexAutomaton.work``) it may take, else ``AutomatonWorkExceeded`` as soon as it passes
-    it (None: unbounded). Raises ``RegexError``."""
-    tree = parse_regex(pattern)
+    it (None: unbounded); the pattern's characters count from the start, so one too long for
+    the budget is refused before it is read. Raises ``RegexError``."""
+    work = WorkCounter(budget)
+    work.add(pattern_units(pattern))
+    tree = parse_regex(pattern, work)
     branches = []
     anything = Repeat(Chars(ANY), 0, None, 0)
     for start, body, end in split_anchors(tree, pattern):
@@ -379,4 +389,4 @@ def compile_regex(
             items.append(anything)
         branches.append(Concat(tuple(items)))
     tree = branches[0] if len(branches) == 1 else Alt(tuple(branches))
-    return _automaton(tree, pattern, length, budget)
+    return _automaton(tree, pattern, length, work)

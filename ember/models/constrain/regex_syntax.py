@@ -21,11 +21,15 @@ from ember.errors import UserError
 from ember.models.constrain.charset import (
     DIGIT,
     MAX_CODE_POINT,
+    NOT_DIGIT,
     NOT_NEWLINE,
+    NOT_SPACE,
+    NOT_WORD,
     SPACE,
     WORD,
     CharSet,
 )
+from ember.models.constrain.regex_work import UNITS_PER_RANGE, WorkCounter
 
 MAX_REPEAT = 1000  # the largest count in {n,m}; bigger ones are refused, not expanded
 # How deep groups may nest. The parser, the automaton builder and the forbidden-marker pass all
@@ -78,7 +82,15 @@ class Anchor:
 Regex = Chars | Concat | Alt | Repeat | Anchor
 EMPTY = Concat(())
 
-_CLASS_ESCAPES = {"d": DIGIT, "w": WORD, "s": SPACE}
+# Made once: a pattern of many ``\W`` made a complement apiece (4 µs a character).
+_CLASS_ESCAPES = {
+    "d": DIGIT,
+    "w": WORD,
+    "s": SPACE,
+    "D": NOT_DIGIT,
+    "W": NOT_WORD,
+    "S": NOT_SPACE,
+}
 _CHAR_ESCAPES = {"n": 0x0A, "r": 0x0D, "t": 0x09, "f": 0x0C, "v": 0x0B, "a": 0x07}
 _UNSUPPORTED_ESCAPES = {
     "b": "word boundary \\b",
@@ -93,10 +105,14 @@ _UNSUPPORTED_ESCAPES = {
 
 
 class _Parser:
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, work: WorkCounter | None) -> None:
         self.text = pattern
         self.pos = 0
         self.depth = 0  # groups open at pos
+        self.work = work  # charged each class's ranges (the characters were, before the parse)
+        # One set per code point written as a literal: a set apiece cost a CharSet's making
+        # (most of a literal character's parse) and its bytes.
+        self.singles: dict[int, CharSet] = {}
 
     def fail(self, construct: str, offset: int | None = None, reason: str = "") -> RegexError:
         return RegexError(construct, self.pos if offset is None else offset, self.text, reason)
@@ -149,12 +165,17 @@ class _Parser:
         if c != "{":
             return None
         # "{" starts a quantifier only in the forms {n} {n,} {n,m} {,m}; else it is literal
-        # (as in Python's re and ECMA-262 without the u flag).
-        end = self.text.find("}", self.pos)
-        body = self.text[self.pos + 1 : end] if end > 0 else ""
+        # (as in Python's re and ECMA-262 without the u flag). Read no further than the form
+        # can go: looking for the next "}" from every "{" was quadratic in "a{a{a{...}".
+        end = self.pos + 1
+        while end < len(self.text) and self.text[end] in _QUANTIFIER_CHARS:
+            end += 1
+        if end == len(self.text) or self.text[end] != "}":
+            return None
+        body = self.text[self.pos + 1 : end]
         low, comma, high = body.partition(",")
         valid = (low.isdigit() or (comma and not low)) and (not high or high.isdigit())
-        if end < 0 or not valid or not (low or high) or not body.isascii():
+        if not valid or not (low or high):
             return None
         at = self.pos
         minimum = int(low) if low else 0
@@ -185,7 +206,13 @@ class _Parser:
         if c == "\\":
             return self.escape(at)
         assert c is not None
-        return Chars(CharSet.of(self.code_point(c, at)))
+        return Chars(self.single(self.code_point(c, at)))
+
+    def single(self, code_point: int) -> CharSet:
+        found = self.singles.get(code_point)
+        if found is None:
+            found = self.singles[code_point] = CharSet.of(code_point)
+        return found
 
     def code_point(self, c: str, at: int) -> int:
         value = ord(c)
@@ -237,11 +264,10 @@ class _Parser:
         if c in "AZ":
             self.pos += 1
             return Anchor("start" if c == "A" else "end", at)
-        if c.lower() in _CLASS_ESCAPES:
+        if c in _CLASS_ESCAPES:
             self.pos += 1
-            chars = _CLASS_ESCAPES[c.lower()]
-            return Chars(chars.complement() if c.isupper() else chars)
-        return Chars(CharSet.of(self.escaped_char(at, in_class=False)))
+            return Chars(_CLASS_ESCAPES[c])
+        return Chars(self.single(self.escaped_char(at, in_class=False)))
 
     def escaped_char(self, at: int, *, in_class: bool) -> int:
         """One code point after a backslash (the backslash at ``at``, ``pos`` after it)."""
@@ -322,7 +348,11 @@ class _Parser:
             else:
                 ranges.append((low, low))
         chars = CharSet(ranges)
-        return chars.complement() if negate else chars
+        if negate:
+            chars = chars.complement()
+        if self.work is not None:
+            self.work.add(len(chars.ranges) * UNITS_PER_RANGE)
+        return chars
 
     def class_item(self) -> int | CharSet:
         at = self.pos
@@ -334,10 +364,9 @@ class _Parser:
         e = self.peek()
         if e is None:
             raise self.fail("a trailing backslash", at)
-        if e.lower() in _CLASS_ESCAPES:
+        if e in _CLASS_ESCAPES:
             self.pos += 1
-            chars = _CLASS_ESCAPES[e.lower()]
-            return chars.complement() if e.isupper() else chars
+            return _CLASS_ESCAPES[e]
         if e in "AZB":
             raise self.fail(f"\\{e} inside a class", at)
         return self.escaped_char(at, in_class=True)
@@ -347,6 +376,11 @@ def _is_hex(text: str) -> bool:
     return all(c in "0123456789abcdefABCDEF" for c in text)
 
 
-def parse_regex(pattern: str) -> Regex:
-    """The tree for ``pattern``; raises ``RegexError`` naming an unsupported construct."""
-    return _Parser(pattern).parse()
+_QUANTIFIER_CHARS = frozenset("0123456789,")
+
+
+def parse_regex(pattern: str, work: WorkCounter | None = None) -> Regex:
+    """The tree for ``pattern``; raises ``RegexError`` naming an unsupported construct.
+    ``work``: charged the ranges of each class made (``AutomatonWorkExceeded`` past its budget);
+    the pattern's characters are charged by its caller, before it is read."""
+    return _Parser(pattern, work).parse()

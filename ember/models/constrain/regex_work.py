@@ -14,6 +14,20 @@ CHECK_EVERY = 4096
 # made (a row of lists, a product copy, a liveness pass, an edge kept) ~10x more
 # (bench/regex_work.py fits both).
 VISITS_PER_UNIT = 8
+# Units per character of a pattern, charged before any of it is read: parsing is linear in the
+# pattern (0.4-4 µs a character, by construct: bench/regex_work.py), and a pattern longer than
+# what the request has left is refused unread (review41: a 1,000,000-character literal took 6.4
+# CPU-s to parse before its build was refused, and a class of 20,000 code points cost 7 units).
+UNITS_PER_CHAR = 2
+# Units per range of each character class parsed, once it is made: sorted and merged to make it,
+# then held by the automaton (and the process's cache) at ~100 bytes a range (review41: a class
+# of 20,000 single code points, 7 units, held ~2 MB).
+UNITS_PER_RANGE = 1
+
+
+def pattern_units(pattern: str) -> int:
+    """What reading ``pattern`` is charged before it is parsed."""
+    return len(pattern) * UNITS_PER_CHAR
 
 
 class AutomatonWorkExceeded(UserError):
