@@ -28,9 +28,10 @@ from ember.models.constrain.automaton_cache import SHARED_AUTOMATA, AutomatonCac
 from ember.models.constrain.regex_nfa import RegexAutomaton
 from ember.models.constrain.regex_work import AutomatonWorkExceeded, pattern_units
 
-# About 1 s of CPU: 0.7-1.9 µs a unit in every pattern family measured (bench/regex_work.py,
-# BENCHMARKS.md), where a state cost 1.7-63 µs: ~150 bounded numbers, or seven of the largest
-# patterns.
+# About 1 s of CPU: 0.6-2.4 µs a unit in every pattern family measured, long texts, wide
+# classes and epsilon chains included (bench/regex_work.py, BENCHMARKS.md), where a state cost
+# 1.7-7,700 µs: ~115 bounded numbers, or seven of the largest patterns; a pattern of more than
+# 600,000 characters never fits (regex_work.UNITS_PER_CHAR).
 MAX_AUTOMATON_WORK = 600_000
 
 # What one budget covers, as its refusal says it.
@@ -154,6 +155,7 @@ class Automata:
         return AutomatonBudgetExceeded(
             where,
             f"schemas whose numeric bounds and patterns take at most {self.limit:,} units of "
-            f"automaton work (states built and visited) in all, {self.scope}",
+            f"automaton work (pattern characters, class ranges, states built and visited) in "
+            f"all, {self.scope}",
             got,
         )

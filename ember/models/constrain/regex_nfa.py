@@ -332,7 +332,8 @@ def _automaton(
                 break
             chain[s] = None
             s = nxt
-        spend(len(chain) / VISITS_PER_UNIT)
+        if chain:
+            spend(len(chain) / VISITS_PER_UNIT)
         found = closures.get(s)
         if found is None:
             seen, todo, keep = {s}, [s], set()

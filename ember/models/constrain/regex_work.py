@@ -1,7 +1,9 @@
 """What building a regex automaton costs (regex_nfa.py), counted as it is built: the unit the
 request's automaton budget is charged in (automata.py), since states alone did not track the
-CPU (review39: 2-175 µs a state across pattern families, 0.56-1.85 µs a unit;
-bench/regex_work.py)."""
+CPU (review39: 2-175 µs a state across pattern families), nor did states and closure visits
+without the pattern's text and classes (review41: 69 µs a unit for empty groups in a row, 3 ms
+and 300 KB held for a class of many code points). Counting all of them: 0.6-2.4 µs and
+0-111 bytes held a unit across 27 families (bench/regex_work.py, BENCHMARKS.md)."""
 
 from __future__ import annotations
 
@@ -15,10 +17,10 @@ CHECK_EVERY = 4096
 # (bench/regex_work.py fits both).
 VISITS_PER_UNIT = 8
 # Units per character of a pattern, charged before any of it is read: parsing is linear in the
-# pattern (0.4-4 µs a character, by construct: bench/regex_work.py), and a pattern longer than
+# pattern (0.4-2 µs a character, by construct, about a unit's CPU), and a pattern longer than
 # what the request has left is refused unread (review41: a 1,000,000-character literal took 6.4
 # CPU-s to parse before its build was refused, and a class of 20,000 code points cost 7 units).
-UNITS_PER_CHAR = 2
+UNITS_PER_CHAR = 1
 # Units per range of each character class parsed, once it is made: sorted and merged to make it,
 # then held by the automaton (and the process's cache) at ~100 bytes a range (review41: a class
 # of 20,000 single code points, 7 units, held ~2 MB).
