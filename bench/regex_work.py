@@ -1,12 +1,17 @@
 """What a regex automaton's build costs per unit of the request budget's measure, by pattern
-family: CPU µs per state and per unit of ``RegexAutomaton.work`` (regex_nfa.py). A measure
-that bounds CPU has about the same µs per unit for every family; states alone did not (a wide
-alternation under a star: 50x the others, review39).
+family: CPU µs per state and per unit of ``RegexAutomaton.work`` (regex_nfa.py), and bytes per
+unit, held by the automaton once built (what the process's cache keeps) and at the build's
+peak. A measure that bounds CPU and memory has about the same µs and bytes per unit for every
+family; states alone did not (a wide alternation under a star: 50x the others, review39), nor
+did states, closure visits and edges without the pattern's text and classes (empty groups in a
+row, a class of many code points, a long literal: review41).
 
     PYTHONPATH=. python -m bench.regex_work [--out bench/results/regex_work.json]
-    PYTHONPATH=<other checkout> python bench/regex_work.py --out X.json  # its build, states only
+    PYTHONPATH=<other checkout> python bench/regex_work.py --out X.json  # its build
 
-Each family is built ``--repeat`` times in this process (best CPU time kept, ``time.process_time``).
+Each family is parsed and built ``--repeat`` times in this process (best CPU time kept,
+``time.process_time``), then once more under ``tracemalloc`` for its bytes (apart: tracing
+slows the build several times over).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import tracemalloc
 from pathlib import Path
 
 from ember.models.constrain.formats import FORMAT_PATTERNS
@@ -26,6 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _alts(k: int) -> str:
     return "(?:" + "|".join(chr(0x100 + i) for i in range(k)) + ")*"
+
+
+def _singles(count: int) -> str:
+    """A class of ``count`` code points, none adjacent: a range apiece."""
+    return "[" + "".join(chr(0x100 + 2 * i) for i in range(count)) + "]"
 
 
 def families() -> list[tuple[str, str, bool, tuple[int, int | None]]]:
@@ -50,7 +61,37 @@ def families() -> list[tuple[str, str, bool, tuple[int, int | None]]]:
         ("^(?:a?){1000}$ (closures of 1000)", "^(?:a?){1000}$", True, (0, None)),
         ("^(?:a?b?){500}$", "^(?:a?b?){500}$", True, (0, None)),
         ("(?:a?){30} maxLength 250", "(?:a?){30}", True, (0, 250)),
+        # review41: families whose cost the count missed (text, classes, epsilon chains).
+        ("() x 8000 (an epsilon chain)", "^" + "()" * 8000 + "a$", True, (0, None)),
+        ("(?:) x 8000", "^" + "(?:)" * 8000 + "a$", True, (0, None)),
+        ("literal of 50,000", "^" + "a" * 50_000 + "$", True, (0, None)),
+        ("astral literal of 50,000", "^" + "\U0001d538" * 50_000 + "$", True, (0, None)),
+        ("class of 20,000 code points", "^" + _singles(20_000) + "$", True, (0, None)),
+        ("negated class of 20,000", "^[^" + _singles(20_000)[1:] + "$", True, (0, None)),
+        ("class of 10,000 \\W", "^[" + "\\W" * 10_000 + "]$", True, (0, None)),
+        ("a{ x 20,000 (literal braces)", "^" + "a{" * 20_000 + "}$", True, (0, None)),
+        (
+            "199 words of 1-199 a's",
+            "^(?:" + "|".join("a" * i for i in range(1, 200)) + ")$",
+            True,
+            (0, None),
+        ),
+        ("(a|a|...) x 3000 *", "^(?:" + "|".join(["a"] * 3000) + ")*$", True, (0, None)),
+        ("(a{1,50}){1,50}", "^(a{1,50}){1,50}$", True, (0, None)),
     ]
+
+
+def _bytes(pattern: str, search: bool, length: tuple[int, int | None]) -> tuple[int, int]:
+    """Bytes the built automaton holds, and the build's peak (both past what was before)."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        built = compile_regex(pattern, search=search, length=length)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del built
+    return held - base, peak - base
 
 
 def measure(repeat: int) -> list[dict]:
@@ -63,14 +104,19 @@ def measure(repeat: int) -> list[dict]:
             best = min(best, time.process_time() - start)
         states = len(built.edges)
         work = getattr(built, "work", None)  # None: a checkout from before the work count
+        del built
+        held, peak = _bytes(pattern, search, length)
         rows.append(
             {
                 "family": name,
+                "chars": len(pattern),
                 "states": states,
                 "work": work,
                 "cpu_ms": round(best * 1e3, 2),
                 "us_per_state": round(best * 1e6 / states, 2),
                 "us_per_work": None if work is None else round(best * 1e6 / work, 3),
+                "held_bytes_per_work": None if work is None else round(held / work),
+                "peak_bytes_per_work": None if work is None else round(peak / work),
             }
         )
         print(json.dumps(rows[-1]), flush=True)

@@ -14,9 +14,10 @@ A compile that took the worker before its last ``detach_worker`` and asks it aft
 by the stopped worker (compile_client.py) and built here instead: a stopped worker is never
 started again. The cache is bounded by the work of the automata it holds
 (``CAPACITY_WORK``), the least recently used dropped first; one larger than the whole bound
-serves its caller and is not kept. Work, not states: it tracks their memory too (50-160 bytes
-a unit in every family measured, where a state held 30 bytes to 4.4 KB: optional items in a
-row make closures quadratic in few states).
+serves its caller and is not kept. Work, not states: it tracks their memory too (0-111 bytes
+a unit in every family measured, where a state held 30 bytes to 400 KB: optional items in a
+row make closures quadratic in few states, and a class of 20,000 code points is one edge of
+~2 MB, charged by its ranges: review41).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 RegexKey = tuple[str, bool, tuple[int, int | None]]
 
 # Two requests' budgets (automata.py MAX_AUTOMATON_WORK): a request's automata stay from its
-# intake to its grammar build. 50-90 bytes a unit built here (closures shared), much less
+# intake to its grammar build. 30-110 bytes a unit built here (closures shared), much less
 # decoded from the worker until its states are reached (up to 160 once all are): ~100 MB,
 # ~190 MB at the worst, in a process that may build them itself (the supervisor).
 CAPACITY_WORK = 1_200_000
