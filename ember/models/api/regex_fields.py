@@ -12,8 +12,11 @@ from collections.abc import Mapping
 from ember.models.api.errors import InvalidRequestField
 from ember.models.api.fields import at, require_object, wrong_type
 from ember.models.api.guided_fields import choice_field, refuse_backend, refuse_grammars
+from ember.models.constrain.automata import MAX_AUTOMATON_WORK
+from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
 from ember.models.constrain.regex_nfa import compile_regex
 from ember.models.constrain.regex_syntax import RegexError
+from ember.models.constrain.regex_work import AutomatonWorkExceeded
 from ember.models.constrain.string_schema import REGEX_SUBSET
 
 
@@ -22,7 +25,16 @@ def checked_regex(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise wrong_type(where, "a regular expression (a string)", value)
     try:
-        compile_regex(value)
+        # Within a request's automaton budget, as a schema's patterns are: unbounded, 39
+        # characters of optional items in a row were ~4,000,000 units, seconds of CPU.
+        compile_regex(value, budget=MAX_AUTOMATON_WORK)
+    except AutomatonWorkExceeded as error:
+        raise AutomatonBudgetExceeded(
+            where,
+            f"a regular expression of at most {MAX_AUTOMATON_WORK:,} units of automaton work "
+            "(pattern characters, class ranges, states built and visited)",
+            f"one that needs more ({error.work:,} when it was stopped)",
+        ) from None
     except RegexError as error:
         raise InvalidRequestField(
             where, REGEX_SUBSET, f"{error} in {value[:80]!r}", "unsupported_value"

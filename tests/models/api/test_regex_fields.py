@@ -96,3 +96,25 @@ def test_completion_regex_errors_name_the_field() -> None:
             {"prompt": "a", "regex": "a", "response_format": {"type": "json_object"}}
         )
     assert caught.value.field == "/response_format"
+
+
+@pytest.mark.parametrize(
+    ("parse", "body", "field"),
+    [
+        (parse_chat_request, chat(regex="(?:a?b?){500}" * 3), "/regex"),
+        (
+            parse_generate_request,
+            {"text": "a", "sampling_params": {"regex": "(?:a?b?){500}" * 3}},
+            "/sampling_params/regex",
+        ),
+    ],
+)
+def test_a_regex_past_the_automaton_budget_is_refused_naming_the_field(
+    parse: object, body: dict, field: str
+) -> None:
+    # 39 characters whose closures span every optional item: ~4,000,000 units, seconds of CPU
+    # when the request's regex was compiled with no budget at all.
+    with pytest.raises(InvalidRequestField) as caught:
+        parse(body)  # type: ignore[operator]
+    assert caught.value.field == field
+    assert "600,000 units of automaton work" in str(caught.value)
