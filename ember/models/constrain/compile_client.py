@@ -10,8 +10,12 @@ time, each job bounded, the process restarted after a crash or a job past its li
   compile takes it for a keyword to ignore: review39); the worker is killed, and the next
   job starts a new one. A job carries the request's remaining budget: the worker stops
   building past it (``{"over": work}``, raised here as regex_nfa's ``AutomatonWorkExceeded``).
-- A worker that dies mid-job (killed, out of memory) fails that job with ``CompileWorkerFailed``
-  (503) at once, never a hang; the next job starts a new worker.
+- A worker that dies mid-job (killed, out of memory) or answers what cannot be read (a
+  malformed frame or automaton) fails that job with ``CompileWorkerFailed`` (503) at once,
+  never a hang nor a 500; the next job starts a new worker.
+- Size: a job is UTF-8 JSON; one past the worker's ``MAX_FRAME`` is refused before it is sent
+  (``CompileJobTooLarge``, a 400 naming the pattern's field: the same request would fail
+  every time, so a 503 "retry" was wrong, review41).
 - Address space: the worker runs under ``RLIMIT_AS`` = ``address_space_bytes``.
 - Stop: ``stop`` closes the worker's stdin (it exits) and kills it if it lingers; a server that
   dies closes that pipe too, so no worker outlives its server by more than its current job.
@@ -22,7 +26,6 @@ time, each job bounded, the process restarted after a crash or a job past its li
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import subprocess
@@ -33,10 +36,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ember
-from ember.errors import BackendError
+from ember.errors import BackendError, ProtocolError
 from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
 from ember.models.constrain.automaton_wire import decode_automaton, decode_regex_error
-from ember.models.constrain.compile_worker import HEADER, MAX_FRAME, READY, frame
+from ember.models.constrain.compile_worker import (
+    HEADER,
+    MAX_FRAME,
+    READY,
+    frame,
+    wire_bytes,
+    wire_value,
+)
 from ember.models.constrain.fifo_lock import FifoLock
 from ember.models.constrain.regex_nfa import RegexAutomaton
 from ember.models.constrain.regex_work import AutomatonWorkExceeded
@@ -68,6 +78,11 @@ class CompileWorkerStopped(CompileWorkerFailed):
 class CompileTimeLimit(AutomatonBudgetExceeded):
     """A pattern took the worker past ``job_seconds``: the request's 400, never a keyword that
     a lenient compile ignores (it would weaken the constraint, review39)."""
+
+
+class CompileJobTooLarge(AutomatonBudgetExceeded):
+    """A pattern whose job is past the worker's ``MAX_FRAME``: the request's 400, refused before
+    it is sent (and, as a budget's refusal, never a keyword a lenient compile ignores)."""
 
 
 def in_process_wanted() -> bool:
@@ -102,6 +117,16 @@ class CompileWorker:
         """``compile_regex(pattern, search=search, length=length, budget=budget)`` built by the
         worker; raises the ``RegexError`` or ``AutomatonWorkExceeded`` it would raise, or one of
         this module's errors (``CompileWorkerStopped`` after ``stop``)."""
+        job = wire_bytes(
+            {"pattern": pattern, "search": search, "length": list(length), "budget": budget}
+        )
+        if len(job) > MAX_FRAME:
+            raise CompileJobTooLarge(
+                where,
+                f"a pattern of at most {MAX_FRAME // 2**20} MiB as JSON text (UTF-8), the "
+                "schema compiler's bound on one job",
+                f"one of {len(job):,} bytes",
+            )
         if not self._lock.acquire(timeout=self.limits.queue_seconds):
             raise CompileWorkerBusy(
                 f"the schema compiler is busy: the pattern at {where} waited "
@@ -112,11 +137,22 @@ class CompileWorker:
                 raise CompileWorkerStopped(
                     f"the schema compiler's worker was stopped before the pattern at {where}"
                 )
-            job = {"pattern": pattern, "search": search, "length": list(length), "budget": budget}
-            reply = self._job(json.dumps(job).encode(), where)
+            reply = self._job(job, where)
+            try:
+                return self._answer(reply, where, budget)
+            except ProtocolError as error:
+                # Read under the lock: the worker that sent it is restarted before the next job
+                # (a malformed automaton was a 500, and the worker kept: review41).
+                raise self._broken(self._proc, where, str(error)) from None
         finally:
             self.in_flight.clear()
             self._lock.release()
+
+    def _answer(self, reply: object, where: str, budget: int | None) -> RegexAutomaton:
+        """The automaton in ``reply``, or the error it names; ``ProtocolError`` for a reply
+        that is not one of the worker's answers."""
+        if not isinstance(reply, dict):
+            raise ProtocolError(f"a {type(reply).__name__}, not an object")
         if "automaton" in reply:
             return decode_automaton(reply["automaton"])
         if "refused" in reply:
@@ -188,7 +224,7 @@ class CompileWorker:
             proc.wait()
         proc.stdout.close()
 
-    def _job(self, data: bytes, where: str) -> dict:
+    def _job(self, data: bytes, where: str) -> object:
         proc = self._started()
         assert proc.stdin is not None and proc.stdout is not None
         deadline = time.monotonic() + self.limits.job_seconds
@@ -200,7 +236,7 @@ class CompileWorker:
             (size,) = HEADER.unpack(head)
             if size > MAX_FRAME:
                 raise self._broken(proc, where, f"a {size}-byte answer")
-            return json.loads(self._read(proc, size, deadline, where))
+            return wire_value(self._read(proc, size, deadline, where))
         except (BrokenPipeError, ConnectionResetError):
             raise self._died(proc, where) from None
         except (ValueError, UnicodeDecodeError) as error:
@@ -237,7 +273,9 @@ class CompileWorker:
             "starts a new one: retry"
         )
 
-    def _broken(self, proc: subprocess.Popen[bytes], where: str, what: str) -> CompileWorkerFailed:
+    def _broken(
+        self, proc: subprocess.Popen[bytes] | None, where: str, what: str
+    ) -> CompileWorkerFailed:
         self._end(kill=True)
         return CompileWorkerFailed(
             f"the schema compiler's worker sent a malformed answer ({what}) for the pattern at "

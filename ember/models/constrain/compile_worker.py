@@ -9,12 +9,15 @@ of its many small torch ops: another tenant's stream stalled while a costly sche
 (BENCHMARKS.md). Here it costs the server a pipe round trip and a decode.
 
 The protocol, over the worker's stdin and stdout: frames of a 4-byte big-endian length and
-that many bytes of UTF-8 JSON, never pickle (the patterns are request data). A job is
+that many bytes of UTF-8 JSON, never pickle (the patterns are request data), at most
+``MAX_FRAME`` bytes (a lone surrogate, which only Python's API can send, passes as its bytes:
+``surrogatepass``, as the in-process compile takes it). A job is
 ``{"pattern": str, "search": bool, "length": [low, high or null], "budget": int or null}``;
 its answer one of ``{"automaton": automaton_fields}``, ``{"refused": regex_error_fields}``
 (the ``RegexError`` ``compile_regex`` raised, re-raised in the server as it would have raised
 it), ``{"over": work}`` (the build passed ``budget`` and stopped there), or
-``{"failed": str}`` (anything else, such as running out of its address space). The worker
+``{"failed": str}`` (anything else, such as running out of its address space, or a job past
+``MAX_FRAME``: read, dropped and answered so, where it was an exit mid-job). The worker
 exits when its stdin closes: when the server stops it, or dies. Its first frame, once it has
 imported what it needs, is ``{"ready": true}``.
 
@@ -29,6 +32,7 @@ import struct
 import sys
 from typing import BinaryIO
 
+from ember.errors import ProtocolError
 from ember.models.constrain.automaton_wire import automaton_fields, regex_error_fields
 from ember.models.constrain.regex_nfa import compile_regex
 from ember.models.constrain.regex_syntax import RegexError
@@ -36,17 +40,27 @@ from ember.models.constrain.regex_work import AutomatonWorkExceeded
 
 HEADER = struct.Struct(">I")
 READY = b'{"ready":true}'
-MAX_FRAME = 64 * 2**20  # a job is one pattern: far less; an answer at the states' bound, ~5 MiB
+# A job is one pattern, within a request body (32 MiB); an answer at the states' bound ~5 MiB.
+# The client refuses a larger job before it sends it (compile_client.CompileJobTooLarge).
+MAX_FRAME = 64 * 2**20
+_DROP_CHUNK = 2**20
 
 
 def read_frame(stream: BinaryIO) -> bytes | None:
-    """One frame's bytes; None at the end of the stream."""
+    """One frame's bytes; None at the end of the stream. A frame past ``MAX_FRAME`` is read
+    (so that the next frame is found where it starts) and dropped: ``ProtocolError``."""
     head = stream.read(HEADER.size)
     if len(head) < HEADER.size:
         return None
     (size,) = HEADER.unpack(head)
     if size > MAX_FRAME:
-        raise ValueError(f"a frame of {size} bytes is past the {MAX_FRAME}-byte bound")
+        left = size
+        while left > 0:
+            dropped = len(stream.read(min(left, _DROP_CHUNK)))
+            if dropped == 0:
+                return None
+            left -= dropped
+        raise ProtocolError(f"a job of {size:,} bytes is past the {MAX_FRAME:,}-byte frame bound")
     data = stream.read(size)
     return data if len(data) == size else None
 
@@ -55,10 +69,24 @@ def frame(data: bytes) -> bytes:
     return HEADER.pack(len(data)) + data
 
 
+def wire_bytes(value: object) -> bytes:
+    """A job's or an answer's frame body: compact JSON, UTF-8 (a character 4 bytes at most,
+    where ASCII escapes made an astral one 12: review41's 24 MB pattern a 72 MB job)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "surrogatepass")
+
+
+def wire_value(data: bytes) -> object:
+    """``wire_bytes``' value back (``ValueError``, ``UnicodeDecodeError`` for other bytes)."""
+    return json.loads(data.decode("utf-8", "surrogatepass"))
+
+
 def answer(data: bytes) -> bytes:
     """The answer to one job's bytes (see the module docstring)."""
     try:
-        job = json.loads(data)
+        job = wire_value(data)
+        if not isinstance(job, dict):
+            raise ValueError("a job is a JSON object")
         pattern, search, (low, high) = job["pattern"], job["search"], job["length"]
         budget = job.get("budget")
         if not (
@@ -74,22 +102,32 @@ def answer(data: bytes) -> bytes:
         try:
             built = compile_regex(pattern, search=search, length=(low, high), budget=budget)
         except RegexError as error:
-            return json.dumps({"refused": regex_error_fields(error)}).encode()
+            return wire_bytes({"refused": regex_error_fields(error)})
         except AutomatonWorkExceeded as error:
-            return json.dumps({"over": error.work}).encode()
-        return json.dumps({"automaton": automaton_fields(built)}, separators=(",", ":")).encode()
+            return wire_bytes({"over": error.work})
+        return wire_bytes({"automaton": automaton_fields(built)})
     except MemoryError:
         return b'{"failed":"the compile worker ran out of its address space"}'
     except Exception as error:  # the server names it; the worker stays up for the next job
-        return json.dumps({"failed": f"{type(error).__name__}: {error}"}).encode()
+        return wire_bytes({"failed": f"{type(error).__name__}: {error}"})
 
 
 def serve(inp: BinaryIO, out: BinaryIO) -> None:
     # Ready once imported: a job's time limit then counts the job alone, not the start.
     out.write(frame(READY))
     out.flush()
-    while (data := read_frame(inp)) is not None:
-        out.write(frame(answer(data)))
+    while True:
+        try:
+            data = read_frame(inp)
+        except ProtocolError as error:  # answered: an exit would fail it as a crash, "retry"
+            reply = wire_bytes({"failed": str(error)})
+        else:
+            if data is None:
+                return
+            reply = answer(data)
+        if len(reply) > MAX_FRAME:  # the client would take it for a broken worker
+            reply = wire_bytes({"failed": f"an answer of {len(reply):,} bytes, past the bound"})
+        out.write(frame(reply))
         out.flush()
 
 
