@@ -55,6 +55,7 @@ from ember.models.constrain.literal_check import LiteralCheck
 from ember.models.constrain.nodes import NO_GUARD, Choice, Node, Ref, SubstringGuard
 from ember.models.constrain.number_schema import BOUND_KEYWORDS, literals_in_range, number_node
 from ember.models.constrain.productive import unproductive_refs
+from ember.models.constrain.schema_depth import MAX_DEPTH, check_depth
 from ember.models.constrain.schema_keywords import (
     SHAPING,
     TYPES,
@@ -72,10 +73,6 @@ from ember.models.constrain.string_schema import (
 from ember.models.constrain.tool_root import resolve_pointer
 
 MAX_NODES = 5000
-# Levels of nesting (JSON pointer steps below the schema: ``properties/a`` is two) a schema may
-# have. The compiler and the grammar it builds recurse per level; past a few hundred levels
-# Python's stack runs out (a 500 for what is a bad schema). OpenAI allows 10 levels.
-MAX_DEPTH = 128
 # enum and const values across one schema, and the bytes of their JSON: an enum of 50,000
 # strings took 14.6 s to compile (and its first token mask as long again), during which the
 # engine decoded nobody else's tokens. OpenAI's structured outputs bound enum values across a
@@ -380,17 +377,15 @@ def compile_schema(
     the whole schema ``schema`` is a part of and its path, against which ``$ref`` resolves.
     ``automata``: the budget and built regexes to share with other parts of that whole (None:
     this schema's own)."""
+    root, root_path = (schema, path) if within is None else within
+    check_depth(root, root_path)  # before any walk of it recurses per level (schema_depth.py)
+    if within is not None:
+        check_depth(schema, path)  # a part made apart from the root (GLM's) is walked too
     guard = SubstringGuard([f.encode() for f in forbidden]) if forbidden else NO_GUARD
-    if within is None:
-        compiler = SchemaCompiler(
-            schema, path=path, strict=strict, ws=ws, guard=guard, automata=automata
-        )
-        return compiler.compile()
-    root, root_path = within
     compiler = SchemaCompiler(
         root, path=root_path, strict=strict, ws=ws, guard=guard, automata=automata
     )
-    return compiler.compile(schema, path)
+    return compiler.compile() if within is None else compiler.compile(schema, path)
 
 
 def any_json_object(ws: int = DEFAULT_WHITESPACE, forbidden: tuple[str, ...] = ()) -> Node:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.schema import compile_schema
+from ember.models.constrain.schema_depth import check_depth
 
 KNOWN = 1024
 
@@ -82,6 +83,7 @@ class KnownSchemas:
         compiles within what ``budget`` (the request's, None: a budget of its own) has left;
         a schema already known to compile is not compiled again, only charged."""
         budget = Automata() if budget is None else budget
+        check_depth(schema, path)  # before schema_key's json.dumps, which recurses per level
 
         def build(own: Automata) -> int:
             # A cache of its own: a schema's states are its own, whatever else the request

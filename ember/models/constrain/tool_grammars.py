@@ -35,6 +35,7 @@ from ember.models.constrain.nodes import (
 )
 from ember.models.constrain.schema import DEFAULT_WHITESPACE, compile_schema
 from ember.models.constrain.schema_check import KNOWN_GLM_ARGUMENTS, check_schema, schema_key
+from ember.models.constrain.schema_depth import check_depth
 from ember.models.constrain.string_schema import raw_string_node
 from ember.models.constrain.tool_nodes import GlmArguments, IndexedRepeat
 from ember.models.constrain.tool_root import (
@@ -315,6 +316,7 @@ def check_glm_arguments(
         # request or was known from an earlier one.
         return own.states_of(own.used - warm.used)
 
+    check_depth(schema, path)  # before schema_key's json.dumps, which recurses per level
     key = schema_key(schema, tool.strict, b"glm%d" % ws)
     KNOWN_GLM_ARGUMENTS.known(key, path=path, budget=budget, build=build)
     if automata is None:  # no request's parsing charged the JSON check's states: here, then
