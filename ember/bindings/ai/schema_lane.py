@@ -79,7 +79,15 @@ class SchemaLane:
                 raise LaneClosed()
             if admit is not None:
                 admit()
-            return await asyncio.get_running_loop().run_in_executor(self._thread, parse, *args)
+            job = self._thread.submit(parse, *args)
+            try:
+                return await asyncio.wrap_future(job)
+            except asyncio.CancelledError:
+                # Cancelled by ``aclose`` before it ran, not by its caller: a "retry".
+                task = asyncio.current_task()
+                if self._closed and job.cancelled() and task is not None and not task.cancelling():
+                    raise LaneClosed() from None
+                raise
 
     @asynccontextmanager
     async def _turn(self, tenant: str) -> AsyncIterator[None]:
@@ -96,11 +104,14 @@ class SchemaLane:
                 self._turns[tenant] = (lock, waiting - 1)
 
     async def aclose(self) -> None:
-        """Take no more jobs; the one running and those queued still finish (a request
-        waiting on one gets its answer, not a cancellation). The compile worker is let go
-        (stopped when no one else holds it), off the loop: stopping waits for it to exit."""
-        self._closed = True  # a job still waiting for its tenant's turn gets LaneClosed
-        self._thread.shutdown(wait=False)
+        """Take no more jobs: those queued, and those still waiting for their tenant's turn,
+        are answered ``LaneClosed`` (a "retry"); the one running finishes (its request gets its
+        answer). The compile worker is let go (stopped when no one else holds it) only then:
+        a queued job left to run after it (review42) compiled its schemas in this process, the
+        supervisor's, while it shut down. Both waits are off the loop."""
+        self._closed = True
+        self._thread.shutdown(wait=False, cancel_futures=True)
+        await asyncio.to_thread(self._thread.shutdown, wait=True)
         if self._compile_worker:
             self._compile_worker = False
             await asyncio.to_thread(SHARED_AUTOMATA.detach_worker)
