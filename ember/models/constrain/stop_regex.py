@@ -36,7 +36,7 @@ from ember.errors import UserError
 from ember.models.constrain.automata import Automata
 from ember.models.constrain.automaton_budget import AutomatonBudgetExceeded
 from ember.models.constrain.automaton_cache import SHARED_AUTOMATA, AutomatonCache
-from ember.models.constrain.regex_nfa import RegexAutomaton, StateSet, compile_regex
+from ember.models.constrain.regex_nfa import RegexAutomaton, StateSet
 
 # All of one request's stop regexes together: what each character of output may step. Ample
 # for stop patterns (``\n\n+``, ``Observation:|Final Answer:``: tens of states each).
@@ -86,15 +86,10 @@ class StopRegex:
         object.__setattr__(self, "bounds", tuple(sorted(cuts)))
 
 
-def compile_stop_regex(
-    pattern: str, automata: Automata | None = None, where: str = "stop_regex"
-) -> StopRegex:
-    """The pattern's search automaton; with ``automata``, built within that request's budget
-    (``where`` is named past it). Raises ``RegexError`` (outside the dialect) or the budget's
-    ``AutomatonBudgetExceeded``."""
-    if automata is None:
-        return StopRegex(pattern, compile_regex(pattern, search=True))
-    return StopRegex(pattern, automata.regex(pattern, where, search=True))
+def compile_stop_regex(pattern: str) -> StopRegex:
+    """One pattern's search automaton, within the stop regexes' caps (``StopRegexBuild``).
+    Raises ``RegexError`` (outside the dialect) or ``StopRegexesTooLarge``."""
+    return StopRegexBuild().add(pattern, "stop_regex")
 
 
 def edge_targets(automaton: RegexAutomaton) -> int:
