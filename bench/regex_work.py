@@ -78,6 +78,11 @@ def families() -> list[tuple[str, str, bool, tuple[int, int | None]]]:
         ),
         ("(a|a|...) x 3000 *", "^(?:" + "|".join(["a"] * 3000) + ")*$", True, (0, None)),
         ("(a{1,50}){1,50}", "^(a{1,50}){1,50}$", True, (0, None)),
+        # review43: leading anchors were stripped one pop(0) at a time (quadratic), and wide
+        # alternations of tiny branches cost ~2x the others a unit.
+        ("^ x 200,000 then a", "^" * 200_000 + "a", True, (0, None)),
+        ("\\A x 100,000 then a", "\\A" * 100_000 + "a", True, (0, None)),
+        ("a| x 50,000", "a|" * 50_000 + "a", True, (0, None)),
     ]
 
 

@@ -20,15 +20,18 @@ def split_anchors(tree: Regex, pattern: str) -> list[tuple[bool, Regex, bool]]:
     branches = tree.items if isinstance(tree, Alt) else (tree,)
     out = []
     for branch in branches:
-        items = list(branch.items) if isinstance(branch, Concat) else [branch]
-        start = end = False
-        while items and isinstance(items[0], Anchor) and items[0].kind == "start":
-            start = True
-            items.pop(0)
-        while items and isinstance(items[-1], Anchor) and items[-1].kind == "end":
-            end = True
-            items.pop()
-        body = Concat(tuple(items))
+        items = branch.items if isinstance(branch, Concat) else (branch,)
+        # Counted, then sliced once: popping the front one at a time was quadratic, and
+        # "^" * 590,000 took 19.6 CPU-s within the budget (review43).
+        first, last = 0, len(items)
+        while first < last and isinstance(items[first], Anchor) and items[first].kind == "start":
+            first += 1
+        while (
+            last > first and isinstance(items[last - 1], Anchor) and items[last - 1].kind == "end"
+        ):
+            last -= 1
+        start, end = first > 0, last < len(items)
+        body = Concat(tuple(items[first:last]))
         stray = _first_anchor(body)
         if stray is not None:
             where = "'^'" if stray.kind == "start" else "'$'"

@@ -178,12 +178,13 @@ class _Parser:
         if not valid or not (low or high):
             return None
         at = self.pos
-        minimum = int(low) if low else 0
-        maximum = int(high) if high else (None if comma else minimum)
-        if maximum is not None and maximum < minimum:
-            raise self.fail(f"quantifier {{{body}}}", at, "the maximum is below the minimum")
+        minimum = _count(low) if low else 0
+        maximum = _count(high) if high else (None if comma else minimum)
+        shown = body if len(body) <= 24 else body[:20] + "..."
         if max(minimum, maximum or 0) > MAX_REPEAT:
-            raise self.fail(f"quantifier {{{body}}}", at, f"counts above {MAX_REPEAT}")
+            raise self.fail(f"quantifier {{{shown}}}", at, f"counts above {MAX_REPEAT}")
+        if maximum is not None and maximum < minimum:
+            raise self.fail(f"quantifier {{{shown}}}", at, "the maximum is below the minimum")
         self.pos = end + 1
         return minimum, maximum
 
@@ -377,6 +378,15 @@ def _is_hex(text: str) -> bool:
 
 
 _QUANTIFIER_CHARS = frozenset("0123456789,")
+
+
+def _count(digits: str) -> int:
+    """A quantifier's count; any count past ``MAX_REPEAT`` as ``MAX_REPEAT + 1``, read without
+    ``int`` on all its digits (past 4,300 of them Python refuses: a 500, review43)."""
+    significant = digits.lstrip("0")
+    if len(significant) > len(str(MAX_REPEAT)):
+        return MAX_REPEAT + 1
+    return int(significant or "0")
 
 
 def parse_regex(pattern: str, work: WorkCounter | None = None) -> Regex:
