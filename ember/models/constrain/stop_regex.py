@@ -76,10 +76,13 @@ class StopRegex:
     bounds: tuple[int, ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        # Each class once (a repeated one is the same object on every copy's edge): the work
+        # is then its ranges, which the build charged (``[...1,000 ranges...]{200}`` walked
+        # 200,000 of them, review43).
+        classes = {id(chars): chars for row in self.automaton.edges for chars, _ in row}
         cuts = {
             cut
-            for row in self.automaton.edges
-            for chars, _ in row
+            for chars in classes.values()
             for low, high in chars.ranges
             for cut in (low, high + 1)
         }
@@ -162,7 +165,9 @@ class StopScan:
         # class (None: no edge takes it), found the first time that state meets it. A step is
         # then a bisect, and a lookup and a union per live state, not a class test per edge
         # (review42: ~3-4x at the cap); a text of ever new characters (Chinese) falls into a
-        # few classes. Bounded: cleared past ``_most`` entries.
+        # few classes. Bounded: past ``_most`` entries nothing more is kept, and a target not
+        # kept is found as the reference finds it (clearing them all made a text cycling
+        # through many classes 5x slower than the reference, review43).
         self._targets: dict[int, dict[int, StateSet | None]] = {}
         self._kept = 0
         self._most = KEPT_TARGETS_FLOOR + KEPT_TARGETS_PER_STATE * len(regex.automaton.edges)
@@ -182,25 +187,29 @@ class StopScan:
             kind = bisect_right(bounds, code_point)
             column = known.get(kind)
             if column is None:
-                if self._kept >= self._most:
-                    known.clear()
-                    self._kept = 0
-                column = known[kind] = {}
+                column = _NOT_KEPT if self._kept >= self._most else known.setdefault(kind, {})
             after: set[int] = set()
             for state in states:
-                if state in column:
-                    target = column[state]
-                else:
-                    hits = [t for chars, t in edges[state] if code_point in chars]
-                    target = hits[0] if len(hits) == 1 else frozenset().union(*hits) or None
-                    column[state] = target
-                    self._kept += 1
+                target = column.get(state, _UNKNOWN)
+                if target is _UNKNOWN:
+                    target = None
+                    for chars, each in edges[state]:
+                        if code_point in chars:
+                            target = each if target is None else target | each
+                    if self._kept < self._most:
+                        column[state] = target
+                        self._kept += 1
                 if target:
                     after |= target
             states = frozenset(after)
             steps += 1
         self._states = states
         return automaton.accepts(states), steps
+
+
+# A column for a class first met once the scan keeps no more: shared, and never written to.
+_NOT_KEPT: dict[int, StateSet | None] = {}
+_UNKNOWN = object()
 
 
 def step_reference(automaton: RegexAutomaton, states: StateSet, text: str) -> StateSet:

@@ -179,7 +179,7 @@ def test_stop_regexes_are_bounded_by_the_targets_a_step_unions() -> None:
 def test_a_scan_steps_as_the_reference_does() -> None:
     """``StopScan.feed`` (targets kept by character and state) against ``step_reference``
     (each edge's class tested), fresh random patterns and texts fed in random pieces, some
-    scans past what they may keep (kept targets cleared)."""
+    scans past what they may keep (then found as the reference finds them)."""
     rng = random.Random(secrets.randbits(32))
     alphabet = "ab\n:xyzé" + "".join(chr(0x4E00 + i) for i in range(200))
     for round_ in range(60):
@@ -187,7 +187,7 @@ def test_a_scan_steps_as_the_reference_does() -> None:
         regex = compile_stop_regex(pattern)
         scan = StopScan(regex)
         if round_ % 3 == 0:
-            scan._kept = scan._most - rng.randrange(0, 20)  # clears within a few steps
+            scan._kept = scan._most - rng.randrange(0, 20)  # full within a few steps
         states = regex.automaton.start
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 300)))
         at = 0
