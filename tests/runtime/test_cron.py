@@ -370,3 +370,21 @@ def test_digits_are_ascii_digits(cron: str) -> None:
     # review40: a full-width 5 parsed as Thursday, and '²' failed int() naming no field.
     with pytest.raises(ValueError, match="day of|minute|not a number|week after #"):
         CronExpression.parse(cron)
+
+
+def test_an_old_numbered_cron_is_warned_of_once_a_process(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # review43: the warning came at every refresh, and a refresh follows every deploy.
+    from ember.runtime.cron import WEEKDAY_NUMBERING
+    from ember.runtime.platform.crons import schedulable
+
+    old = [{"cron": "0 9 * * 2-6"}, {"cron": "0 9 * * MON"}, {"cron": "*/5 * * * *"}]
+    warned: set[tuple[str, str]] = set()
+    with caplog.at_level("WARNING"):
+        for _ in range(3):
+            assert schedulable(old, "acct/worker", warned) == tuple(i["cron"] for i in old)
+        stamped = [{"cron": "0 9 * * 2-6", "weekdays": WEEKDAY_NUMBERING}]
+        assert schedulable(stamped, "acct/other", warned) == ("0 9 * * 2-6",)
+    lines = [r.getMessage() for r in caplog.records if "fires a day earlier" in r.getMessage()]
+    assert len(lines) == 1 and "'0 9 * * 2-6'" in lines[0], lines  # names say the same day

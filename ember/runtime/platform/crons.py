@@ -22,12 +22,15 @@ from ember.runtime.supervisor import ScheduledResult, Supervisor
 log = logging.getLogger(__name__)
 
 
-def schedulable(stored: object, worker: str) -> tuple[str, ...]:
+def schedulable(
+    stored: object, worker: str, warned: set[tuple[str, str]] | None = None
+) -> tuple[str, ...]:
     """The crons of a worker's stored ``schedules`` that parse. One saved before the parser
     changed (weekday 0, Sunday until ember counted 1-7 as the platform does) is left out with a
     warning naming it: it must not stop ``ember serve`` from starting, nor the worker's other
     crons. One saved then with another numeric weekday parses, but now fires a day earlier
-    than it did (its 1 was Monday): that is warned of too, until its crons are stored again."""
+    than it did (its 1 was Monday): that is warned of too, until its crons are stored again,
+    once per process for each (worker, cron) in ``warned`` (a refresh follows every deploy)."""
     kept = []
     for item in stored if isinstance(stored, list) else []:
         cron = item.get("cron") if isinstance(item, dict) else None
@@ -46,7 +49,10 @@ def schedulable(stored: object, worker: str) -> tuple[str, ...]:
             continue
         fields = cron.split()
         numbered = len(fields) == 5 and any(c.isdigit() for c in fields[4])
-        if numbered and item.get("weekdays") != WEEKDAY_NUMBERING:
+        told = warned is not None and (worker, cron) in warned
+        if numbered and item.get("weekdays") != WEEKDAY_NUMBERING and not told:
+            if warned is not None:
+                warned.add((worker, cron))
             log.warning(
                 "worker %s: its cron %r was stored when ember counted weekdays from 0 = Sunday; "
                 "it now counts them as the platform does, 1 = Sunday to 7 = Saturday, so this "
@@ -67,6 +73,7 @@ class WorkerCrons:
         self.supervisor = supervisor
         self.routes = routes
         self._tasks: dict[tuple[str, str], tuple[tuple[str, ...], asyncio.Task[None]]] = {}
+        self._warned: set[tuple[str, str]] = set()  # old-numbered crons said once a process
 
     def refresh(self, account_id: str, name: str) -> None:
         """(Re)start or stop the scheduler of one worker to match the database and its route."""
@@ -78,7 +85,9 @@ class WorkerCrons:
             except ScriptNotFound:
                 script = None
             if script is not None:
-                crons = schedulable(script.settings.get("schedules"), f"{account.name}/{name}")
+                crons = schedulable(
+                    script.settings.get("schedules"), f"{account.name}/{name}", self._warned
+                )
         key = (account_id, name)
         current = self._tasks.get(key)
         if current is not None and current[0] == crons:
