@@ -38,18 +38,18 @@ def check_depth(schema: object, path: str) -> None:
     deepest: dict[int, int] = {}
     while stack:
         value, depth, trail = stack.pop()
-        if isinstance(value, Mapping):
-            items: list[tuple[str | int, object]] = list(value.items())
-        elif isinstance(value, list | tuple):
-            items = list(enumerate(value))
-        else:
+        if not isinstance(value, Mapping | list | tuple):
             continue
         if depth > MAX_DEPTH:
             expected = f"a schema nested at most {MAX_DEPTH} levels deep"
             raise InvalidRequestField(_pointer(path, trail), expected, "a deeper one")
+        # Before its items are listed: a shared wide part met again no deeper costs a lookup,
+        # not a copy of its items (review43: 6,000 x 6,000 took 2.55 s).
         if deepest.get(id(value), -1) >= depth:
             continue
         deepest[id(value)] = depth
+        items: list[tuple[str | int, object]]
+        items = list(value.items()) if isinstance(value, Mapping) else list(enumerate(value))
         stack.extend((item, depth + 1, (trail, key)) for key, item in reversed(items))
 
 

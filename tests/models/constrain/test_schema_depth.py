@@ -79,3 +79,19 @@ def test_a_shared_part_is_walked_once_and_a_part_holding_itself_is_refused() -> 
     looped["properties"] = {"a": looped}
     with pytest.raises(InvalidRequestField, match="levels deep"):
         check_depth(looped, "/s")
+
+
+def test_a_shared_part_met_again_no_deeper_is_not_listed_again() -> None:
+    # review43: its items were copied at every arrival before the check that skips it (a
+    # Python-built schema sharing one wide object 6,000 times: 2.55 s).
+    class Counted(dict):  # type: ignore[type-arg]
+        listed = 0
+
+        def items(self):  # type: ignore[no-untyped-def]
+            Counted.listed += 1
+            return super().items()
+
+    wide = Counted({f"p{i}": {"type": "string"} for i in range(50)})
+    schema = {"type": "object", "properties": {f"k{i}": wide for i in range(200)}}
+    check_depth(schema, "/response_format")
+    assert Counted.listed == 1
