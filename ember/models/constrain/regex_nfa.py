@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 from ember.models.constrain.charset import ALL, ANY, NONE, SOME, CharSet
 from ember.models.constrain.regex_anchors import split_anchors
+from ember.models.constrain.regex_literals import literal_strings, trie_automaton
 from ember.models.constrain.regex_syntax import (
     Alt,
     Chars,
@@ -380,9 +381,16 @@ def compile_regex(
     work = WorkCounter(budget)
     work.add(pattern_units(pattern))
     tree = parse_regex(pattern, work)
+    split = split_anchors(tree, pattern)
+    if not search and length == (0, None):
+        # Only literals (a choice list): their trie, linear in the characters (regex_literals).
+        strings = literal_strings([body for _, body, _ in split])
+        if strings is not None:
+            start_set, final, edges = trie_automaton(strings, work)
+            return RegexAutomaton(pattern, start_set, final, edges, work.done)
     branches = []
     anything = Repeat(Chars(ANY), 0, None, 0)
-    for start, body, end in split_anchors(tree, pattern):
+    for start, body, end in split:
         items = [body]
         if search and not start:
             items.insert(0, anything)
