@@ -338,7 +338,7 @@ def parse_chat_request(
     generation, continue_final, truncate, salt, rid = True, False, None, None, None
     if dialect == "openai":  # vLLM's and SGLang's fields (guided_fields, server_fields...)
         response_format = json_format(data, "", response_format, budget)
-        regex = regex_field(data)
+        regex = regex_field(data, automata=budget)  # with its schemas, one budget
         refuse_unsupported(data)
         sampling = replace(sampling, **token_bans(data))
         generation, continue_final = generation_prompt(data, messages[-1].text())

@@ -206,7 +206,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
     budget = Automata()  # one for the request's schemas (automata.py)
     response_format = parse_response_format(data.get("response_format"), "/response_format", budget)
     response_format = json_format(data, "", response_format, budget)  # vLLM's guided_json too
-    regex = regex_field(data)
+    regex = regex_field(data, automata=budget)
     refuse_unsupported(data)
     if regex is not None and response_format.type != "text":
         raise InvalidRequestField(
@@ -235,7 +235,11 @@ def parse_completion_request(body: object) -> CompletionRequest:
     )
 
 
-def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Mapping | bool | None]:
+def _generate_sampling(
+    params: Mapping, path: str
+) -> tuple[SamplingOptions, Mapping | bool | None, str | None]:
+    """The sampling options, the ``json_schema`` and the ``regex``: both compiled within one
+    budget with the stop regexes (automata.py)."""
     check_sampling_keys(params, path)  # SGLang's names only, each honoured or refused
     if params.get("regex") is not None and params.get("json_schema") is not None:
         # SGLang's SamplingParams.verify: one grammar per request.
@@ -243,7 +247,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
             at(path, "regex"), "only one of json_schema and regex", "both", "unsupported_value"
         )
     schema: Mapping | bool | None = None
-    budget = Automata()  # one for the json_schema and the stop regexes (automata.py)
+    budget = Automata()  # one for the json_schema or regex, and the stop regexes (automata.py)
     raw_schema = params.get("json_schema")
     if raw_schema is not None:
         where = at(path, "json_schema")
@@ -256,6 +260,9 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
                 where, "a JSON schema encoded as a string", "text that is not JSON"
             ) from None
         check_schema(schema, path=where, budget=budget)
+    regex = params.get("regex")
+    if regex is not None:
+        regex = checked_regex(regex, at(path, "regex"), budget)
     top_k = optional_int(params, "top_k", path, minimum=-1)
     if top_k == 0:
         raise InvalidRequestField(at(path, "top_k"), "-1 (off) or an integer >= 1", "0")
@@ -301,7 +308,7 @@ def _generate_sampling(params: Mapping, path: str) -> tuple[SamplingOptions, Map
         logit_bias=logit_bias(params, path),  # SGLang's SamplingParams.logit_bias
         given=given_fields(params, ("max_new_tokens",)),
     )
-    return sampling, schema
+    return sampling, schema, regex
 
 
 def parse_generate_request(body: object) -> GenerateRequest:
@@ -338,7 +345,7 @@ def parse_generate_request(body: object) -> GenerateRequest:
         params = params[0]
     params = require_object(params if params is not None else {}, "/sampling_params")
     refuse_unsupported(data, "", ("lora_path", "return_hidden_states"))
-    sampling, schema = _generate_sampling(params, "/sampling_params")
+    sampling, schema, regex = _generate_sampling(params, "/sampling_params")
     n = optional_int(params, "n", "/sampling_params", minimum=1, maximum=MAX_CHOICES, default=1)
     return_logprob = optional_bool(data, "return_logprob", "", False)
     top_n = optional_int(data, "top_logprobs_num", "", minimum=0, maximum=20, default=0) or 0
@@ -359,11 +366,7 @@ def parse_generate_request(body: object) -> GenerateRequest:
         input_ids=ids,
         sampling=sampling,
         json_schema=schema,
-        regex=(
-            checked_regex(params["regex"], "/sampling_params/regex")
-            if params.get("regex") is not None
-            else None
-        ),
+        regex=regex,
         stream=optional_bool(data, "stream", "", False),
         return_logprob=return_logprob,
         top_logprobs_num=top_n,

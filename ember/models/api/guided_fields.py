@@ -38,17 +38,38 @@ _GRAMMARS = {
 }
 _STRUCTURED_GRAMMARS = {"grammar": "EBNF grammar", "structural_tag": "structural tag"}
 _SPECIAL = set("\\.^$*+?()[]{}|")
+# A choice list is compiled as the trie of its choices (constrain/regex_literals.py): its
+# pattern's characters (at most 2 a choice's character, escaped, and 1 a choice) and a unit a
+# trie node (at most 1 a character). Within these bounds that is at most 3 x 150,000 + 50,000
+# = 500,004 units: every list within them fits an empty request budget (600,000,
+# automata.py), ~0.7 CPU-s of the compile worker at 5,000 x 30 characters. 5,000 x 30 and
+# 20,000 x 6 worked before the budget (review43 MEDIUM-2), and do.
+MAX_CHOICES = 50_000
+MAX_CHOICE_CHARACTERS = 150_000
+CHOICE_BOUND = (
+    f"a choice list of at most {MAX_CHOICES:,} choices and {MAX_CHOICE_CHARACTERS:,} characters "
+    "in all"
+)
 
 
 def choice_regex(value: object, where: str) -> str:
-    """``["yes", "no"]`` -> ``(?:yes|no)``: the output is one alternative, as written."""
+    """``["yes", "no"]`` -> ``(?:yes|no)``: the output is one alternative, as written. A list
+    past ``MAX_CHOICES`` or ``MAX_CHOICE_CHARACTERS`` is refused naming both bounds."""
     if not isinstance(value, list) or not value:
         raise wrong_type(where, "a non-empty array of strings", value)
-    alternatives = []
+    characters = 0
     for i, item in enumerate(value):
         if not isinstance(item, str):
             raise wrong_type(at(where, i), "a string", item)
-        alternatives.append("".join("\\" + c if c in _SPECIAL else c for c in item))
+        characters += len(item)
+    if len(value) > MAX_CHOICES or characters > MAX_CHOICE_CHARACTERS:
+        raise InvalidRequestField(
+            where,
+            CHOICE_BOUND,
+            f"{len(value):,} choices of {characters:,} characters in all",
+            "unsupported_value",
+        )
+    alternatives = ["".join("\\" + c if c in _SPECIAL else c for c in item) for item in value]
     return "(?:" + "|".join(alternatives) + ")"
 
 

@@ -54,6 +54,11 @@ class AutomatonCache:
         """The work of the automata kept."""
         return self._held
 
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key``'s automaton is kept (found without building)."""
+        with self._lock:
+            return key in self._kept
+
     @property
     def worker(self) -> CompileWorker | None:
         return self._worker

@@ -24,7 +24,6 @@ from ember.models.constrain.number_ranges import (
     integer_regex,
     number_regex,
 )
-from ember.models.constrain.regex_nfa import compile_regex
 from ember.models.constrain.regex_nodes import RegexText
 
 BOUND_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
@@ -130,8 +129,8 @@ def number_node(
         if strict or (parsed is not None and parsed.holds_none(integer=integer)):
             raise
         return JNumber(integer=integer)
-    if automata is None:
-        return RegexText(compile_regex(regex))
+    # Without the schema's budget, a budget of its own: never built unbounded (review43).
+    automata = Automata() if automata is None else automata
     where = _first_key(schema, *BOUND_KEYWORDS)
     return RegexText(automata.regex(regex, f"{path}/{where}"))
 

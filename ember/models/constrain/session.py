@@ -26,7 +26,6 @@ from ember.models.constrain.automata import Automata
 from ember.models.constrain.grammar import DEAD, Grammar, State
 from ember.models.constrain.masks import TokenMask, compute_mask
 from ember.models.constrain.nodes import SPECIAL_BASE, Choice, Marker, Node
-from ember.models.constrain.regex_nfa import compile_regex
 from ember.models.constrain.regex_nodes import RegexText
 from ember.models.constrain.schema import DEFAULT_WHITESPACE, any_json_object, compile_schema
 from ember.models.constrain.tool_grammars import (
@@ -60,6 +59,7 @@ class ConstraintSpec:
     json: TypingLiteral["object", "schema"] | None = None
     schema: object = None
     regex: str | None = None  # the whole output (after any <think> block) must match it
+    regex_path: str = "/regex"  # the field it came from, named if its build is refused
     tools: tuple[ToolSignature, ...] = ()
     tools_required: bool = False
     # tool_choice auto with a strict tool: content, or content then calls (text_or_tool_calls)
@@ -115,7 +115,10 @@ def build_root(spec: ConstraintSpec, special_ids: Mapping[str, int]) -> Node:
             automata=automata,
         )
     elif spec.regex is not None:
-        body = RegexText(compile_regex(spec.regex))
+        # Through the budget and the process's cache, as the request's check built it
+        # (regex_fields.py): found there, not built again; dropped since, built again within
+        # the budget by the compile worker, never unbounded in this thread (review43).
+        body = RegexText(automata.regex(spec.regex, spec.regex_path))
     if spec.tools and (spec.tools_required or body is not None or spec.text):
         calls = tool_calls_grammar(
             spec.tools,

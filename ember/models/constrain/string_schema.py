@@ -28,7 +28,7 @@ from ember.models.constrain.nodes import (
     SubstringGuard,
 )
 from ember.models.constrain.regex_avoid import RawRegexText, SpellsForbidden
-from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
+from ember.models.constrain.regex_nfa import RegexAutomaton
 from ember.models.constrain.regex_nodes import JRegexString
 from ember.models.constrain.regex_syntax import RegexError
 
@@ -128,8 +128,8 @@ def string_regex(
             raise InvalidRequestField(where, "a regular expression (a string)", str(pattern)[:80])
         return None
     try:
-        if automata is None:
-            return compile_regex(pattern, search=True, length=(low, high))
+        # Without the schema's budget, a budget of its own: never built unbounded (review43).
+        automata = Automata() if automata is None else automata
         return automata.regex(pattern, where, search=True, length=(low, high))
     except RegexError as error:
         if strict:

@@ -99,7 +99,7 @@ def _input(
             json="schema", schema=parsed.json_schema, schema_path="/sampling_params/json_schema"
         )
     elif parsed.regex is not None:
-        constraint = ConstraintSpec(regex=parsed.regex)
+        constraint = ConstraintSpec(regex=parsed.regex, regex_path="/sampling_params/regex")
     if prompt_ids is None:
         prompt_ids = _prompt_ids(served, parsed)
     sampling = parsed.sampling

@@ -170,3 +170,24 @@ def test_fields_the_server_ignores_are_logged(glm_dir: Path) -> None:
         "fields present in the request but ignored: echo, spaces_between_special_tokens"
     )
     assert lines[1].endswith("fields present in the request but ignored: priority")
+
+
+def test_a_large_choice_list_is_served_and_one_past_its_bound_refused(glm: LiveServer) -> None:
+    # review43 MEDIUM-2: 5,000 choices of 30 characters worked before the automaton budget and
+    # were then refused as "a regular expression"; built as a trie they fit it.
+    choices = [f"option {i:05d} " + "abcdefghijklmnop"[: 30 - 13] for i in range(5_000)]
+    answer = _client(glm).completions.create(
+        model="glm",
+        prompt="Pick one: ",
+        max_tokens=64,
+        seed=3,
+        extra_body={"guided_choice": choices},
+    )
+    assert answer.choices[0].text in choices
+    too_many = ["x" * 30] * 5_001 + ["y" * 1_000] * 1_000  # 1,150,030 characters
+    with pytest.raises(openai.BadRequestError) as caught:
+        _client(glm).completions.create(
+            model="glm", prompt="a", max_tokens=4, extra_body={"guided_choice": too_many}
+        )
+    assert caught.value.body["param"] == "guided_choice"  # type: ignore[index]
+    assert "a choice list of at most 50,000 choices and 150,000 characters" in str(caught.value)
