@@ -374,10 +374,9 @@ def compile_regex(
     vLLM's ``regex``); ``search=True``: the text must contain a match (JSON Schema's
     ``pattern``), so an alternative without ``^`` may be preceded, and one without ``$``
     followed, by any text. ``length``: the text is also that many characters long (JSON
-    Schema's ``minLength``/``maxLength``; ``None``: unbounded). ``budget``: the most work
-    (``RegexAutomaton.work``) it may take, else ``AutomatonWorkExceeded`` as soon as it passes
-    it (None: unbounded); the pattern's characters count from the start, so one too long for
-    the budget is refused before it is read. Raises ``RegexError``."""
+    Schema's ``minLength``/``maxLength``; ``None``: unbounded). ``budget``: the most work it
+    may take, else ``AutomatonWorkExceeded`` as soon as it passes it (None: unbounded; the
+    pattern's characters count first: one too long is refused unread). Raises ``RegexError``."""
     work = WorkCounter(budget)
     work.add(pattern_units(pattern))
     tree = parse_regex(pattern, work)
