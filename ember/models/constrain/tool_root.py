@@ -43,13 +43,18 @@ def resolve_pointer(root: object, pointer: str) -> object:
 def dereference(schema: object, root: object, path: str, root_path: str) -> tuple[object, str]:
     """``schema`` (at ``path`` in the request) with any ``$ref`` (or ``allOf`` of one schema)
     at its top followed through ``root`` (at ``root_path``), and the path the result has.
-    Raises ``InvalidRequestField`` naming a ``$ref`` that leads nowhere or in a circle."""
+    Raises ``InvalidRequestField`` naming a ``$ref`` that leads nowhere, in a circle, or
+    through more than ``MAX_HOPS`` others."""
+    seen: set[str] = set()
     for _ in range(MAX_HOPS):
         if not isinstance(schema, Mapping):
             return schema, path
         ref = schema.get("$ref")
         all_of = schema.get("allOf")
         if isinstance(ref, str):
+            if ref in seen:
+                raise InvalidRequestField(path, "a $ref that leads to a schema", "a cycle of $refs")
+            seen.add(ref)
             target = resolve_pointer(root, ref)
             if target is None:
                 raise InvalidRequestField(
@@ -60,7 +65,10 @@ def dereference(schema: object, root: object, path: str, root_path: str) -> tupl
             schema, path = all_of[0], path + "/allOf/0"
         else:
             return schema, path
-    raise InvalidRequestField(path, "a $ref that leads to a schema", "a cycle of $refs")
+    # No $ref met twice: a chain longer than the walk follows, not a cycle (review43).
+    raise InvalidRequestField(
+        path, f"a $ref that leads to a schema within {MAX_HOPS} $refs", "a longer chain of them"
+    )
 
 
 def follow(schema: object, root: object) -> object:

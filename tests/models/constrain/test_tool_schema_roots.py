@@ -101,6 +101,21 @@ def test_a_ref_that_leads_nowhere_or_in_a_circle_is_named() -> None:
     assert nowhere.value.field == "/p/$ref"
     with pytest.raises(InvalidRequestField, match="cycle"):
         check_glm_arguments(ToolSignature("f", {"$ref": "#"}), "/p")
+    two = {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}
+    with pytest.raises(InvalidRequestField, match="cycle"):
+        check_glm_arguments(ToolSignature("f", two), "/p")
+
+
+def test_a_long_chain_of_refs_is_named_as_a_chain_not_a_cycle() -> None:
+    # review43: 40 $refs in a row, none met twice, were refused as "a cycle of $refs".
+    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(40)}
+    defs["d40"] = {"type": "object", "properties": {"x": {"type": "string"}}}
+    with pytest.raises(InvalidRequestField) as refused:
+        check_glm_arguments(ToolSignature("f", {"$defs": defs, "$ref": "#/$defs/d0"}), "/p")
+    assert "within 32 $refs" in str(refused.value) and "cycle" not in str(refused.value)
+    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(10)}
+    defs["d10"] = {"type": "object", "properties": {"x": {"type": "string"}}}
+    check_glm_arguments(ToolSignature("f", {"$defs": defs, "$ref": "#/$defs/d0"}), "/p")
 
 
 ZIP = {
