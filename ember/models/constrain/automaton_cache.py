@@ -31,9 +31,10 @@ from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 RegexKey = tuple[str, bool, tuple[int, int | None]]
 
 # Two requests' budgets (automata.py MAX_AUTOMATON_WORK): a request's automata stay from its
-# intake to its grammar build. 30-110 bytes a unit built here (closures shared), much less
-# decoded from the worker until its states are reached (up to 160 once all are): ~100 MB,
-# ~190 MB at the worst, in a process that may build them itself (the supervisor).
+# intake to its grammar build. 30-110 bytes a unit built here (closures shared), a choice
+# list's trie up to ~180 (a node's own target set, review44), much less decoded from the
+# worker until its states are reached (up to 160 once all are): ~100 MB, ~210 MB at the worst,
+# in a process that may build them itself (the supervisor).
 CAPACITY_WORK = 1_200_000
 
 

@@ -101,3 +101,11 @@ def test_the_cache_holds_classes_by_their_ranges() -> None:
     ]
     assert all(automaton.work >= 20_000 for automaton in built)
     assert cache.held == sum(automaton.work for automaton in built[-2:]) <= cache.capacity
+
+
+def test_each_bar_of_a_pattern_is_charged_apart_from_its_characters() -> None:
+    # review44: "|" * 590,000 was 590,000 units and 2.5 CPU-s (an alternative costs a parse
+    # node, an anchor scan and a branch): refused unread now, at twice the characters.
+    assert pattern_units("a|b|c") == 5 + 2
+    with pytest.raises(AutomatonWorkExceeded):
+        compile_regex("|" * 300_001, budget=MAX_AUTOMATON_WORK)
