@@ -29,30 +29,32 @@ def schedulable(
     changed (weekday 0, Sunday until ember counted 1-7 as the platform does) is left out with a
     warning naming it: it must not stop ``ember serve`` from starting, nor the worker's other
     crons. One saved then with another numeric weekday parses, but now fires a day earlier
-    than it did (its 1 was Monday): that is warned of too, until its crons are stored again,
-    once per process for each (worker, cron) in ``warned`` (a refresh follows every deploy)."""
+    than it did (its 1 was Monday): that is warned of too, until its crons are stored again.
+    Each warning once a process for a (worker, cron) in ``warned`` (a refresh follows every
+    deploy)."""
     kept = []
     for item in stored if isinstance(stored, list) else []:
         cron = item.get("cron") if isinstance(item, dict) else None
         if not isinstance(cron, str):
             continue
+        told = warned is not None and (worker, cron) in warned
+        if warned is not None:
+            warned.add((worker, cron))
         try:
             CronExpression.parse(cron)
         except ValueError as error:
-            log.warning(
-                "worker %s: its stored cron %r does not parse (%s): not scheduled; deploy its "
-                "crons again (PUT .../schedules or ember deploy)",
-                worker,
-                cron,
-                error,
-            )
+            if not told:
+                log.warning(
+                    "worker %s: its stored cron %r does not parse (%s): not scheduled; deploy "
+                    "its crons again (PUT .../schedules or ember deploy)",
+                    worker,
+                    cron,
+                    error,
+                )
             continue
         fields = cron.split()
         numbered = len(fields) == 5 and any(c.isdigit() for c in fields[4])
-        told = warned is not None and (worker, cron) in warned
         if numbered and item.get("weekdays") != WEEKDAY_NUMBERING and not told:
-            if warned is not None:
-                warned.add((worker, cron))
             log.warning(
                 "worker %s: its cron %r was stored when ember counted weekdays from 0 = Sunday; "
                 "it now counts them as the platform does, 1 = Sunday to 7 = Saturday, so this "
