@@ -391,3 +391,4 @@ def test_an_old_numbered_cron_is_warned_of_once_a_process(
     assert len(lines) == 1 and "'0 9 * * 2-6'" in lines[0], lines  # names say the same day
     unparsed = [r for r in caplog.records if "does not parse" in r.getMessage()]
     assert len(unparsed) == 1  # review44: this one came at every refresh too
+    assert warned == {("acct/worker", "0 9 * * 2-6"), ("acct/worker", "0 9 * * 0")}

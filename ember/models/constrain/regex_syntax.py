@@ -29,7 +29,7 @@ from ember.models.constrain.charset import (
     WORD,
     CharSet,
 )
-from ember.models.constrain.regex_work import UNITS_PER_RANGE, WorkCounter
+from ember.models.constrain.regex_work import UNITS_PER_BAR, UNITS_PER_RANGE, WorkCounter
 
 MAX_REPEAT = 1000  # the largest count in {n,m}; bigger ones are refused, not expanded
 # How deep groups may nest. The parser, the automaton builder and the forbidden-marker pass all
@@ -131,6 +131,8 @@ class _Parser:
         branches = [self.concat()]
         while self.peek() == "|":
             self.pos += 1
+            if self.work is not None:  # an alternative is more than its "|" (regex_work.py)
+                self.work.add(UNITS_PER_BAR)
             branches.append(self.concat())
         return branches[0] if len(branches) == 1 else Alt(tuple(branches))
 

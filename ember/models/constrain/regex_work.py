@@ -27,15 +27,15 @@ UNITS_PER_CHAR = 1
 UNITS_PER_RANGE = 1
 
 
-# And one more a "|": an alternative costs its parse node, its anchors' scan and its branch
-# (review44: "|" * 590,000 took 2.5 CPU-s within the budget, ~4 µs a unit). Counted in the text,
-# so an escaped or classed "|" is charged too: a little more, never less.
+# And one more an alternative, as the parse opens it: it costs its parse node, its anchors'
+# scan and its branch (review44: "|" * 590,000 took 2.5 CPU-s within the budget, ~4 µs a
+# unit). Not a "|" of the text: an escaped one is one literal character (review45).
 UNITS_PER_BAR = 1
 
 
 def pattern_units(pattern: str) -> int:
     """What reading ``pattern`` is charged before it is parsed."""
-    return len(pattern) * UNITS_PER_CHAR + pattern.count("|") * UNITS_PER_BAR
+    return len(pattern) * UNITS_PER_CHAR
 
 
 class AutomatonWorkExceeded(UserError):

@@ -16,7 +16,8 @@ from typing import Literal
 
 from ember.models.api.errors import InvalidRequestField
 
-# A chain of $refs longer than this is a cycle in practice ({"$ref": "#"} names itself).
+# The most $refs a chain follows (a $ref met twice is a cycle: {"$ref": "#"} names itself), and
+# apart from them the most one-schema allOfs one inside the other.
 MAX_HOPS = 32
 # How GLM writes a value: raw text, JSON, or either (a string among other types).
 ValueForm = Literal["raw", "json", "either"]
@@ -46,14 +47,17 @@ def dereference(schema: object, root: object, path: str, root_path: str) -> tupl
     Raises ``InvalidRequestField`` naming a ``$ref`` that leads nowhere, in a circle, or
     through more than ``MAX_HOPS`` others."""
     seen: set[str] = set()
-    for _ in range(MAX_HOPS):
-        if not isinstance(schema, Mapping):
-            return schema, path
+    wrapped = 0  # one-schema allOfs followed
+    while isinstance(schema, Mapping):
         ref = schema.get("$ref")
         all_of = schema.get("allOf")
         if isinstance(ref, str):
             if ref in seen:
                 raise InvalidRequestField(path, "a $ref that leads to a schema", "a cycle of $refs")
+            if len(seen) == MAX_HOPS:
+                # None met twice: a chain longer than the walk follows, not a cycle (review43).
+                expected = f"a $ref that leads to a schema within {MAX_HOPS} $refs"
+                raise InvalidRequestField(path + "/$ref", expected, "a longer chain of them")
             seen.add(ref)
             target = resolve_pointer(root, ref)
             if target is None:
@@ -62,13 +66,14 @@ def dereference(schema: object, root: object, path: str, root_path: str) -> tupl
                 )
             schema, path = target, root_path + ref[1:]
         elif isinstance(all_of, list) and len(all_of) == 1:
+            wrapped += 1
+            if wrapped > MAX_HOPS:
+                expected = f"at most {MAX_HOPS} one-schema allOfs one inside the other"
+                raise InvalidRequestField(path + "/allOf", expected, "more")
             schema, path = all_of[0], path + "/allOf/0"
         else:
-            return schema, path
-    # No $ref met twice: a chain longer than the walk follows, not a cycle (review43).
-    raise InvalidRequestField(
-        path, f"a $ref that leads to a schema within {MAX_HOPS} $refs", "a longer chain of them"
-    )
+            break
+    return schema, path
 
 
 def follow(schema: object, root: object) -> object:

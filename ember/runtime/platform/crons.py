@@ -38,12 +38,11 @@ def schedulable(
         if not isinstance(cron, str):
             continue
         told = warned is not None and (worker, cron) in warned
-        if warned is not None:
-            warned.add((worker, cron))
         try:
             CronExpression.parse(cron)
         except ValueError as error:
             if not told:
+                _told(warned, worker, cron)
                 log.warning(
                     "worker %s: its stored cron %r does not parse (%s): not scheduled; deploy "
                     "its crons again (PUT .../schedules or ember deploy)",
@@ -55,6 +54,7 @@ def schedulable(
         fields = cron.split()
         numbered = len(fields) == 5 and any(c.isdigit() for c in fields[4])
         if numbered and item.get("weekdays") != WEEKDAY_NUMBERING and not told:
+            _told(warned, worker, cron)
             log.warning(
                 "worker %s: its cron %r was stored when ember counted weekdays from 0 = Sunday; "
                 "it now counts them as the platform does, 1 = Sunday to 7 = Saturday, so this "
@@ -65,6 +65,12 @@ def schedulable(
             )
         kept.append(cron)
     return tuple(kept)
+
+
+def _told(warned: set[tuple[str, str]] | None, worker: str, cron: str) -> None:
+    # Only what was warned of: every cron ever refreshed would grow the set (review45).
+    if warned is not None:
+        warned.add((worker, cron))
 
 
 class WorkerCrons:

@@ -11,8 +11,13 @@ import pytest
 from ember.models.constrain.automata import MAX_AUTOMATON_WORK, Automata, AutomatonBudgetExceeded
 from ember.models.constrain.automaton_cache import AutomatonCache
 from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, compile_regex
-from ember.models.constrain.regex_syntax import RegexError
-from ember.models.constrain.regex_work import UNITS_PER_RANGE, pattern_units
+from ember.models.constrain.regex_syntax import RegexError, parse_regex
+from ember.models.constrain.regex_work import (
+    UNITS_PER_BAR,
+    UNITS_PER_RANGE,
+    WorkCounter,
+    pattern_units,
+)
 
 
 def _singles(count: int, shift: int = 0) -> str:
@@ -105,7 +110,13 @@ def test_the_cache_holds_classes_by_their_ranges() -> None:
 
 def test_each_bar_of_a_pattern_is_charged_apart_from_its_characters() -> None:
     # review44: "|" * 590,000 was 590,000 units and 2.5 CPU-s (an alternative costs a parse
-    # node, an anchor scan and a branch): refused unread now, at twice the characters.
-    assert pattern_units("a|b|c") == 5 + 2
+    # node, an anchor scan and a branch): refused as the parse passes the budget now.
     with pytest.raises(AutomatonWorkExceeded):
         compile_regex("|" * 300_001, budget=MAX_AUTOMATON_WORK)
+    # As the parse opens each alternative: an escaped "|" is one literal character (review45).
+    bar, class_range = UNITS_PER_BAR, UNITS_PER_RANGE
+    cases = [("a|b|c", 2 * bar), ("a\\|b\\|c", 0), ("(a|b)|[|]", 2 * bar + class_range)]
+    for pattern, units in cases:  # the last: two alternatives and a class of one range
+        counter = WorkCounter(None)
+        parse_regex(pattern, counter)
+        assert counter.done == units, pattern

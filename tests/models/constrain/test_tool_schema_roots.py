@@ -106,16 +106,28 @@ def test_a_ref_that_leads_nowhere_or_in_a_circle_is_named() -> None:
         check_glm_arguments(ToolSignature("f", two), "/p")
 
 
+def _chain(refs: int, wrapped: bool = False) -> dict:
+    """Parameters reached through ``refs`` $refs (the root's first), each under a one-schema
+    allOf when ``wrapped``."""
+
+    def hop(i: int) -> dict:
+        ref = {"$ref": f"#/$defs/d{i}"}
+        return {"allOf": [ref]} if wrapped else ref
+
+    defs: dict = {f"d{i}": hop(i + 1) for i in range(refs - 1)}
+    defs[f"d{refs - 1}"] = {"type": "object", "properties": {"x": {"type": "string"}}}
+    return {"$defs": defs, **hop(0)}
+
+
 def test_a_long_chain_of_refs_is_named_as_a_chain_not_a_cycle() -> None:
-    # review43: 40 $refs in a row, none met twice, were refused as "a cycle of $refs".
-    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(40)}
-    defs["d40"] = {"type": "object", "properties": {"x": {"type": "string"}}}
+    # review43: 40 $refs in a row, none met twice, were refused as "a cycle of $refs";
+    # review45: 32 were refused too, and allOfs took from the same count.
+    for refs, wrapped in [(2, False), (32, False), (17, True), (32, True)]:
+        check_glm_arguments(ToolSignature("f", _chain(refs, wrapped)), "/p")
     with pytest.raises(InvalidRequestField) as refused:
-        check_glm_arguments(ToolSignature("f", {"$defs": defs, "$ref": "#/$defs/d0"}), "/p")
+        check_glm_arguments(ToolSignature("f", _chain(33)), "/p")
     assert "within 32 $refs" in str(refused.value) and "cycle" not in str(refused.value)
-    defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(10)}
-    defs["d10"] = {"type": "object", "properties": {"x": {"type": "string"}}}
-    check_glm_arguments(ToolSignature("f", {"$defs": defs, "$ref": "#/$defs/d0"}), "/p")
+    assert refused.value.field == "/p/$defs/d31/$ref"  # the $ref past the bound
 
 
 ZIP = {
