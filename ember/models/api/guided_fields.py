@@ -39,12 +39,11 @@ _GRAMMARS = {
 _STRUCTURED_GRAMMARS = {"grammar": "EBNF grammar", "structural_tag": "structural tag"}
 _SPECIAL = set("\\.^$*+?()[]{}|")
 # A choice list is compiled as the trie of its choices (constrain/regex_literals.py): its
-# pattern's characters (at most 2 a choice's character, escaped, and 1 a choice), 1 a "|" (1 a
-# choice, 1 a "|" written in one) and a unit a trie node (at most 1 a character). Within these
-# bounds that is at most 3 x 150,000 + 2 x 50,000 = 550,004 units unless the choices are full
-# of "|": every such list fits an empty request budget (600,000, automata.py), ~0.7 CPU-s of
-# the compile worker at 5,000 x 30 characters; past it the refusal names the list.
-# 5,000 x 30 and 20,000 x 6 worked before the budget (review43 MEDIUM-2), and do.
+# pattern's characters (at most 2 a choice's character, escaped, and 1 a choice), 1 an
+# alternative (1 a choice) and a unit a trie node (at most 1 a character). Within these bounds
+# that is at most 3 x 150,000 + 2 x 50,000 = 550,004 units: every list within them fits an
+# empty request budget (600,000, automata.py), ~0.7 CPU-s of the compile worker at 5,000 x 30
+# characters. 5,000 x 30 and 20,000 x 6 worked before the budget (review43 MEDIUM-2), and do.
 MAX_CHOICES = 50_000
 MAX_CHOICE_CHARACTERS = 150_000
 CHOICE_BOUND = (
