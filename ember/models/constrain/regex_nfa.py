@@ -25,10 +25,14 @@ given.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from ember.models.constrain.charset import ALL, ANY, NONE, SOME, CharSet
+from ember.models.constrain.charset import ANY, CharSet
 from ember.models.constrain.regex_anchors import split_anchors
+from ember.models.constrain.regex_automaton import (
+    MAX_MEMO,
+    UNRESOLVED,
+    RegexAutomaton,
+    StateSet,
+)
 from ember.models.constrain.regex_literals import literal_strings, trie_automaton
 from ember.models.constrain.regex_syntax import (
     Alt,
@@ -47,15 +51,18 @@ from ember.models.constrain.regex_work import (
     pattern_units,
 )
 
-__all__ = ["AutomatonWorkExceeded", "RegexAutomaton", "compile_regex"]
+__all__ = [
+    "MAX_MEMO",
+    "UNRESOLVED",
+    "AutomatonWorkExceeded",
+    "RegexAutomaton",
+    "StateSet",
+    "compile_regex",
+]
 
 MAX_STATES = 20_000
 # With minLength/maxLength beside a pattern: the pattern's states times the counts that matter.
 MAX_PRODUCT_STATES = 60_000
-MAX_MEMO = 10_000  # memoised resolve() results per automaton (cleared past it)
-StateSet = frozenset  # of state ids
-UNRESOLVED = None  # resolve(): the interval straddles a class edge; more bytes decide
-_MISSING = object()
 
 
 def _lengths(tree: Regex) -> tuple[int, int | None]:
@@ -157,78 +164,6 @@ class _Builder:
                     at = b
             self.eps[at].append(exit_)
         return entry, exit_
-
-
-class RegexAutomaton:
-    """The compiled pattern: ``start`` is the initial state set; ``step``/``resolve`` move a
-    set by a code point or by an interval of them (memoised: pure functions of values)."""
-
-    __slots__ = ("pattern", "start", "final", "edges", "work", "_memo")
-
-    def __init__(
-        self,
-        pattern: str,
-        start: StateSet,
-        final: int,
-        edges: Sequence[tuple[tuple[CharSet, StateSet], ...]],
-        work: int = 0,
-    ) -> None:
-        self.pattern = pattern
-        # What building it cost (see the module docstring): what a request's budget is charged.
-        self.work = max(work, len(edges))
-        self.start = start
-        self.final = final
-        # A list is frozen; another sequence (automaton_wire.LazyEdges: decoded as reached)
-        # is kept as it is.
-        self.edges = tuple(edges) if isinstance(edges, list) else edges
-        self._memo: dict[tuple, StateSet | None] = {}
-
-    def accepts(self, states: StateSet) -> bool:
-        return self.final in states
-
-    def step(self, states: StateSet, code_point: int) -> StateSet:
-        """The set after one code point (empty: refused)."""
-        out = self.resolve(states, code_point, code_point)
-        assert out is not UNRESOLVED
-        return out
-
-    def resolve(self, states: StateSet, low: int, high: int) -> StateSet | None:
-        """The set after one code point known only to lie in ``[low, high]``: the set when
-        every candidate leads to the same one, an empty set when none is accepted, else
-        ``UNRESOLVED`` (some are accepted, some not, or they lead apart)."""
-        key = (states, low, high)
-        memo = self._memo
-        # One lookup, not ``in`` then ``[]``: the automaton is shared between threads
-        # (automaton_cache.py), and another may clear the memo between the two.
-        found = memo.get(key, _MISSING)
-        if found is not _MISSING:
-            return found  # type: ignore[return-value]
-        out: set[int] = set()
-        result: StateSet | None
-        for state in states:
-            for chars, target in self.edges[state]:
-                kind = chars.relation(low, high)
-                if kind == ALL:
-                    out |= target
-                elif kind == SOME:
-                    out = set()
-                    break
-            else:
-                continue
-            result = UNRESOLVED
-            break
-        else:
-            result = frozenset(out)
-        if len(memo) >= MAX_MEMO:
-            memo.clear()
-        memo[key] = result
-        return result
-
-    def allows_any(self, states: StateSet, low: int, high: int) -> bool:
-        """Could some code point in ``[low, high]`` be taken here?"""
-        return any(
-            chars.relation(low, high) != NONE for state in states for chars, _ in self.edges[state]
-        )
 
 
 def _with_length(
