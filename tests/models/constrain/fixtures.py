@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from ember.models.constrain.grammar import DEAD, Grammar
+from ember.models.constrain.regex_automaton import RegexAutomaton
 from ember.models.constrain.session import ConstrainedDecoder
 from ember.models.constrain.vocab import TokenVocabulary
 
@@ -260,3 +261,13 @@ def grammar_accepts(node: object, text: str) -> bool:
         if sid == DEAD:
             return False
     return grammar.accepts_end(sid)
+
+
+def automaton_accepts(automaton: RegexAutomaton, text: str) -> bool:
+    """Whether ``automaton`` accepts the whole of ``text``, stepped a code point at a time."""
+    states = automaton.start
+    for char in text:
+        states = automaton.step(states, ord(char))
+        if not states:
+            return False
+    return automaton.accepts(states)

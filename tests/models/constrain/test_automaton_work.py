@@ -13,8 +13,9 @@ import pytest
 
 from ember.models.constrain.automata import MAX_AUTOMATON_WORK, Automata, AutomatonBudgetExceeded
 from ember.models.constrain.automaton_cache import AutomatonCache
-from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, RegexAutomaton, compile_regex
+from ember.models.constrain.regex_nfa import AutomatonWorkExceeded, compile_regex
 from ember.models.constrain.schema import compile_schema
+from tests.models.constrain.fixtures import automaton_accepts
 
 
 def _wide(k: int) -> str:
@@ -92,15 +93,6 @@ def test_the_cache_bounds_what_its_automata_hold_not_their_states() -> None:
     assert cache.automaton(keys[0], "/p0") is not built[0]  # dropped, built again
 
 
-def _matches(automaton: RegexAutomaton, text: str) -> bool:
-    states = automaton.start
-    for char in text:
-        states = automaton.step(states, ord(char))
-        if not states:
-            return False
-    return automaton.accepts(states)
-
-
 @pytest.mark.parametrize(
     "pattern, length",
     [
@@ -111,7 +103,7 @@ def _matches(automaton: RegexAutomaton, text: str) -> bool:
         ("^(?:x|(?:a?b?)+)*y$", (0, 9)),
     ],
 )
-def test_shared_closures_match_what_re_matches(
+def test_shared_closures_match_what_reautomaton_accepts(
     pattern: str, length: tuple[int, int | None]
 ) -> None:
     # The closures a state shares along single moves (and interned by value) are a fast path:
@@ -123,4 +115,4 @@ def test_shared_closures_match_what_re_matches(
     for _ in range(600):
         text = "".join(rng.choice("abcxy") for _ in range(rng.randint(0, 10)))
         fits = low <= len(text) and (high is None or len(text) <= high)
-        assert _matches(built, text) == (fits and judge.search(text) is not None), text
+        assert automaton_accepts(built, text) == (fits and judge.search(text) is not None), text

@@ -28,6 +28,7 @@ from ember.models.constrain.compile_worker import HEADER, READY, frame
 from ember.models.constrain.regex_nfa import RegexAutomaton, compile_regex
 from ember.models.constrain.regex_syntax import RegexError
 from ember.models.constrain.schema import compile_schema
+from tests.models.constrain.fixtures import automaton_accepts
 
 # About 48,000 states and 0.1-0.2 s of CPU to build (a pattern times a length counter).
 SLOW = ("^(a|b|c)*x$", True, (5, 3000))
@@ -54,22 +55,13 @@ def _random_pattern(rng: random.Random, depth: int = 0) -> str:
     return body + quantifier
 
 
-def _accepts(automaton: RegexAutomaton, text: str) -> bool:
-    states = automaton.start
-    for char in text:
-        states = automaton.step(states, ord(char))
-        if not states:
-            return False
-    return automaton.accepts(states)
-
-
 def _same(rebuilt: RegexAutomaton, reference: RegexAutomaton, rng: random.Random) -> None:
     assert len(rebuilt.edges) == len(reference.edges)
     assert (rebuilt.start, rebuilt.final) == (reference.start, reference.final)
     assert tuple(rebuilt.edges) == tuple(reference.edges)
     for _ in range(30):
         text = "".join(rng.choice("abcx1") for _ in range(rng.randint(0, 8)))
-        assert _accepts(rebuilt, text) == _accepts(reference, text), text
+        assert automaton_accepts(rebuilt, text) == automaton_accepts(reference, text), text
 
 
 def test_random_patterns_build_the_same_automata_or_refusals_both_ways(
@@ -154,7 +146,7 @@ def test_a_worker_killed_mid_job_fails_that_job_and_the_next_one_succeeds(
     assert len(failed) == 1 and isinstance(failed[0], CompileWorkerFailed)
     assert "ended (signal 9) while compiling the pattern at /response_format/x" in str(failed[0])
     again = worker.compile("^b+$", "/p", search=False, length=(0, None))
-    assert _accepts(again, "bbb") and worker.starts == 2 and worker.pid != pid
+    assert automaton_accepts(again, "bbb") and worker.starts == 2 and worker.pid != pid
 
 
 def test_a_job_past_its_limit_is_refused_naming_the_field_and_the_worker_restarted() -> None:
@@ -171,7 +163,7 @@ def test_a_job_past_its_limit_is_refused_naming_the_field_and_the_worker_restart
             with pytest.raises(ProcessLookupError):
                 os.kill(first, 0)  # reaped: no orphan, no zombie
         again = worker.compile("^c$", "/p", search=False, length=(0, None))
-        assert _accepts(again, "c") and worker.starts == 2
+        assert automaton_accepts(again, "c") and worker.starts == 2
     finally:
         worker.stop()
 

@@ -19,6 +19,7 @@ from ember.models.constrain.regex_nfa import MAX_STATES, compile_regex
 from ember.models.constrain.regex_nodes import RegexText
 from ember.models.constrain.regex_syntax import RegexError
 from ember.models.constrain.schema import compile_schema
+from tests.models.constrain.fixtures import automaton_accepts
 
 PATTERNS = [
     r"abc",
@@ -376,11 +377,7 @@ def test_a_count_of_thousands_of_digits_is_refused_as_any_count_past_the_bound(
 
 
 def _whole(pattern: str, text: str, search: bool = False) -> bool:
-    automaton = compile_regex(pattern, search=search)
-    states = automaton.start
-    for char in text:
-        states = automaton.step(states, ord(char))
-    return automaton.accepts(states)
+    return automaton_accepts(compile_regex(pattern, search=search), text)
 
 
 def test_leading_zeros_are_read_as_python_reads_them() -> None:
